@@ -1,0 +1,784 @@
+"""The `ew` dialect: elementwise operations on ranked tensors, and the kernels fusion makes of them.
+
+Tensor-level ops (`ew.add`, `ew.tanh`, ...) take ranked tensors of f16, bf16, f32 or f64. Shapes may
+be static or dynamic and follow numpy's broadcasting rules, decided by the types alone: a dimension
+broadcasts only where its type says 1 (or where it is missing); two dynamic (`?`) dimensions must be
+equal at run time. Scalars are rank-0 tensors, which is what `ew.constant` produces:
+
+    %c = ew.constant 0.5 : tensor<f32>
+    %h = ew.add %x, %b : tensor<?xf32>
+    %m = ew.mul %c, %h : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+    %t = ew.tanh %m : tensor<?xf32>
+
+`ew.kernel` holds a fused computation: one region over scalars (`arith`/`math` ops) that runs once per
+element of the iteration space. On tensors it returns results; after bufferization it reads and
+writes memrefs (destination-passing style).
+
+To add an elementwise function, subclass `UnaryOp` or `BinaryOp` below with a `name`, a docstring
+and its float64 `reference`, and list it in `ELEMENTWISE_OPS`; the frontend, folding and the numpy
+baselines pick it up from there. Its scalar lowering lives in `xfuse.lowering`.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC
+from collections.abc import Sequence
+from typing import ClassVar, cast
+
+import numpy as np
+from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializationInterface
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    BFloat16Type,
+    FloatAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    MemRefType,
+    TensorType,
+)
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    BaseAttr,
+    IRDLOperation,
+    VarConstraint,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.pattern_rewriter import RewritePattern
+from xdsl.printer import Printer
+from xdsl.traits import (
+    ConstantLike,
+    HasCanonicalizationPatternsTrait,
+    HasFolder,
+    HasParent,
+    IsTerminator,
+    Pure,
+)
+from xdsl.utils.exceptions import VerifyException
+
+FLOAT_ELEMENT_TYPES: tuple[type[Attribute], ...] = (
+    Float16Type,
+    BFloat16Type,
+    Float32Type,
+    Float64Type,
+)
+_float_element = (
+    BaseAttr(Float16Type) | BaseAttr(BFloat16Type) | BaseAttr(Float32Type) | BaseAttr(Float64Type)
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes
+# ---------------------------------------------------------------------------------------------
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """The numpy broadcast of static shapes, with `DYNAMIC_INDEX` for `?` dimensions.
+
+    A dimension of 1 stretches to the others; `?` is compatible with `?` and with a static size
+    (which it must equal at run time). Raises ValueError for incompatible shapes.
+    """
+    rank = max((len(s) for s in shapes), default=0)
+    result: list[int] = []
+    for axis in range(rank):
+        dims = {s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0}
+        dims.discard(1)
+        static = dims - {DYNAMIC_INDEX}
+        if len(static) > 1:
+            raise ValueError(f"shapes {' and '.join(format_shape(s) for s in shapes)} do not broadcast")
+        result.append(static.pop() if static else (DYNAMIC_INDEX if dims else 1))
+    return tuple(result)
+
+
+def format_shape(shape: Sequence[int]) -> str:
+    return "[" + ", ".join("?" if d == DYNAMIC_INDEX else str(d) for d in shape) + "]"
+
+
+def format_float(value: float) -> str:
+    """A float as MLIR accepts it: always with a '.', `inf`/`-inf`/`nan` spelled out."""
+    if not math.isfinite(value):
+        return repr(value)
+    text = repr(value)
+    if "." not in text:
+        mantissa, _, exponent = text.partition("e")
+        text = f"{mantissa}.0" + (f"e{exponent}" if exponent else "")
+    return text
+
+
+def element_type(type_: Attribute) -> Attribute:
+    assert isinstance(type_, TensorType | MemRefType), type_
+    return cast(Attribute, type_.get_element_type())
+
+
+def _verify_float_element(op: Operation, type_: Attribute) -> None:
+    if not isinstance(element_type(type_), FLOAT_ELEMENT_TYPES):
+        raise VerifyException(
+            f"'{op.name}' element type must be f16, bf16, f32 or f64, got {element_type(type_)}"
+        )
+
+
+def _verify_broadcasts_to(op: Operation, operand_types: Sequence[Attribute], result: Attribute):
+    """Operands share the result's element type and their shapes broadcast to the result's."""
+    result_shape = tuple(cast(TensorType[Attribute], result).get_shape())
+    for type_ in operand_types:
+        if element_type(type_) != element_type(result):
+            raise VerifyException(
+                f"'{op.name}' operand element type {element_type(type_)} does not match "
+                f"result element type {element_type(result)}"
+            )
+    shapes = [tuple(cast(TensorType[Attribute], t).get_shape()) for t in operand_types]
+    try:
+        combined = broadcast_shapes(*shapes, result_shape)
+    except ValueError as error:
+        raise VerifyException(f"'{op.name}' {error}") from None
+    if len(combined) != len(result_shape) or any(
+        r != c and r != DYNAMIC_INDEX for r, c in zip(result_shape, combined, strict=True)
+    ):
+        raise VerifyException(
+            f"'{op.name}' operand shapes {', '.join(format_shape(s) for s in shapes)} "
+            f"do not broadcast to the result shape {format_shape(result_shape)}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Folding and canonicalization hooks (the patterns live in xfuse.passes.canonicalize)
+# ---------------------------------------------------------------------------------------------
+
+
+def constant_value(value: SSAValue) -> float | None:
+    """The float held by `value` if an `ew.constant` defines it."""
+    attr = ConstantLike.get_constant_value(value)
+    return attr.value.data if isinstance(attr, FloatAttr) else None
+
+
+def round_to_element(value: float, type_: Attribute) -> float:
+    """`value` rounded to the precision of a float element type."""
+    element = element_type(type_)
+    if isinstance(element, Float64Type):
+        return value
+    with np.errstate(all="ignore"):
+        if isinstance(element, Float16Type):
+            return float(np.float16(value))
+        if isinstance(element, BFloat16Type):
+            bits = np.array([value], dtype=np.float32).view(np.uint32)
+            if not math.isnan(value):  # round to nearest even on the upper 16 bits
+                bits = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+            return float((bits & np.uint32(0xFFFF0000)).view(np.float32)[0])
+        return float(np.float32(value))
+
+
+class ElementwiseFolder(HasFolder):
+    """Folds an elementwise op whose operands are all constants (computed in float64, rounded)."""
+
+    @classmethod
+    def fold(cls, op: Operation) -> Sequence[SSAValue | Attribute] | None:
+        assert isinstance(op, UnaryOp | BinaryOp)
+        values = [constant_value(operand) for operand in op.operands]
+        if any(v is None for v in values) or tuple(op.result.type.get_shape()) != ():
+            return None
+        with np.errstate(all="ignore"):
+            folded = float(op.reference(*(np.float64(v) for v in values)))
+        return (FloatAttr(round_to_element(folded, op.result.type), Float64Type()),)
+
+
+class ElementwiseCanonicalization(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from xfuse.passes.canonicalize import SAFE_IDENTITY_PATTERNS
+
+        return SAFE_IDENTITY_PATTERNS
+
+
+# ---------------------------------------------------------------------------------------------
+# Ops
+# ---------------------------------------------------------------------------------------------
+
+
+class ConstantFolder(HasFolder):
+    @classmethod
+    def fold(cls, op: Operation) -> Sequence[SSAValue | Attribute] | None:
+        assert isinstance(op, ConstantOp)
+        return (op.value,)
+
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    """A scalar splatted over a statically shaped tensor (usually rank 0, broadcast by its users).
+
+    The value is kept as f64 so the program's literal survives; kernels round it to their dtype.
+
+        %c = ew.constant 0.7978845608 : tensor<f32>
+    """
+
+    name = "ew.constant"
+    value = prop_def(FloatAttr)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), ConstantLike(), ConstantFolder())
+
+    def __init__(self, value: float, type_: TensorType[Attribute]):
+        super().__init__(
+            properties={"value": FloatAttr(value, Float64Type())}, result_types=[type_]
+        )
+
+    @property
+    def literal(self) -> float:
+        return self.value.value.data
+
+    def verify_(self) -> None:
+        _verify_float_element(self, self.result.type)
+        if not isinstance(self.value.type, Float64Type):
+            raise VerifyException("'ew.constant' value must be an f64 attribute")
+        if DYNAMIC_INDEX in tuple(self.result.type.get_shape()):
+            raise VerifyException("'ew.constant' result must have a static shape")
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {format_float(self.literal)} : ")
+        printer.print_attribute(self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ConstantOp:
+        keyword = parser.parse_optional_keyword_in(("inf", "nan"))
+        if keyword is None and parser.parse_optional_punctuation("-") is not None:
+            value = -float(parser.parse_optional_keyword("inf") or parser.parse_number())
+        else:
+            value = float(keyword or parser.parse_number())
+        parser.parse_punctuation(":")
+        type_ = parser.parse_type()
+        if not isinstance(type_, TensorType):
+            parser.raise_error(f"'ew.constant' expected a tensor type, got {type_}")
+        return cls(float(value), cast(TensorType[Attribute], type_))
+
+
+class UnaryOp(IRDLOperation, ABC):
+    """Base of the unary elementwise ops: one operand, a result of the same type."""
+
+    T: ClassVar = VarConstraint("T", BaseAttr(TensorType))
+    operand = operand_def(T)
+    result = result_def(T)
+    traits = traits_def(Pure(), ElementwiseFolder(), ElementwiseCanonicalization())
+    assembly_format = "$operand attr-dict `:` type($result)"
+
+    def __init__(self, operand: SSAValue | Operation):
+        super().__init__(operands=[operand], result_types=[SSAValue.get(operand).type])
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        """The op on float64 numpy data: folding, baselines and tests use it."""
+        raise NotImplementedError
+
+    def verify_(self) -> None:
+        _verify_float_element(self, self.result.type)
+
+
+class BinaryOp(IRDLOperation, ABC):
+    """Base of the binary elementwise ops, broadcasting their operands to the result's shape.
+
+    The type list is short when all three types agree, and full otherwise:
+        %s = ew.add %a, %b : tensor<?xf32>
+        %s = ew.add %c, %b : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+    """
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), ElementwiseFolder(), ElementwiseCanonicalization())
+
+    def __init__(
+        self,
+        lhs: SSAValue | Operation,
+        rhs: SSAValue | Operation,
+        result_type: Attribute | None = None,
+    ):
+        lhs_type = cast(TensorType[Attribute], SSAValue.get(lhs).type)
+        rhs_type = cast(TensorType[Attribute], SSAValue.get(rhs).type)
+        if result_type is None:
+            shape = broadcast_shapes(lhs_type.get_shape(), rhs_type.get_shape())
+            result_type = TensorType(lhs_type.element_type, shape)
+        super().__init__(operands=[lhs, rhs], result_types=[result_type])
+
+    @staticmethod
+    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The op on float64 numpy data: folding, baselines and tests use it."""
+        raise NotImplementedError
+
+    def verify_(self) -> None:
+        _verify_float_element(self, self.result.type)
+        _verify_broadcasts_to(self, [self.lhs.type, self.rhs.type], self.result.type)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.lhs)
+        printer.print_string(", ")
+        printer.print_operand(self.rhs)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        types = (self.lhs.type, self.rhs.type, self.result.type)
+        if types[0] == types[1] == types[2]:
+            printer.print_attribute(self.result.type)
+            return
+        printer.print_attribute(types[0])
+        printer.print_string(", ")
+        printer.print_attribute(types[1])
+        printer.print_string(" -> ")
+        printer.print_attribute(types[2])
+
+    @classmethod
+    def parse(cls, parser: Parser) -> BinaryOp:
+        lhs = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        rhs = parser.parse_unresolved_operand()
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        lhs_type = parser.parse_type()
+        if parser.parse_optional_punctuation(",") is not None:
+            rhs_type = parser.parse_type()
+            parser.parse_punctuation("->")
+            result_type = parser.parse_type()
+        else:
+            rhs_type = result_type = lhs_type
+        op = cls(
+            parser.resolve_operand(lhs, lhs_type),
+            parser.resolve_operand(rhs, rhs_type),
+            result_type,
+        )
+        op.attributes.update(attributes)
+        return op
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+@irdl_op_definition
+class AddOp(BinaryOp):
+    """Elementwise sum: `%s = ew.add %a, %b : tensor<?xf32>`."""
+
+    name = "ew.add"
+
+    @staticmethod
+    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.add(x, y)
+
+
+@irdl_op_definition
+class SubOp(BinaryOp):
+    """Elementwise difference: `%d = ew.sub %a, %b : tensor<?xf32>`."""
+
+    name = "ew.sub"
+
+    @staticmethod
+    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.subtract(x, y)
+
+
+@irdl_op_definition
+class MulOp(BinaryOp):
+    """Elementwise product: `%p = ew.mul %a, %b : tensor<?xf32>`."""
+
+    name = "ew.mul"
+
+    @staticmethod
+    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.multiply(x, y)
+
+
+@irdl_op_definition
+class DivOp(BinaryOp):
+    """Elementwise quotient (IEEE: x/0 is +-inf or NaN): `%q = ew.div %a, %b : tensor<?xf32>`."""
+
+    name = "ew.div"
+
+    @staticmethod
+    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.divide(x, y)
+
+
+@irdl_op_definition
+class MaxOp(BinaryOp):
+    """Elementwise maximum, NaN if either is NaN: `%m = ew.max %a, %b : tensor<?xf32>`."""
+
+    name = "ew.max"
+
+    @staticmethod
+    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.maximum(x, y)
+
+
+@irdl_op_definition
+class MinOp(BinaryOp):
+    """Elementwise minimum, NaN if either is NaN: `%m = ew.min %a, %b : tensor<?xf32>`."""
+
+    name = "ew.min"
+
+    @staticmethod
+    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.minimum(x, y)
+
+
+@irdl_op_definition
+class PowOp(BinaryOp):
+    """Elementwise power x**y (C's powf semantics): `%p = ew.pow %a, %b : tensor<?xf32>`."""
+
+    name = "ew.pow"
+
+    @staticmethod
+    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return np.power(x, y)
+
+
+@irdl_op_definition
+class NegOp(UnaryOp):
+    """Elementwise negation: `%n = ew.neg %a : tensor<?xf32>`."""
+
+    name = "ew.neg"
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        return np.negative(x)
+
+
+@irdl_op_definition
+class AbsOp(UnaryOp):
+    """Elementwise absolute value: `%m = ew.abs %a : tensor<?xf32>`."""
+
+    name = "ew.abs"
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        return np.abs(x)
+
+
+@irdl_op_definition
+class ExpOp(UnaryOp):
+    """Elementwise e**x: `%e = ew.exp %a : tensor<?xf32>`."""
+
+    name = "ew.exp"
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        return np.exp(x)
+
+
+@irdl_op_definition
+class LogOp(UnaryOp):
+    """Elementwise natural logarithm (NaN below 0, -inf at 0): `%l = ew.log %a : tensor<?xf32>`."""
+
+    name = "ew.log"
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        return np.log(x)
+
+
+@irdl_op_definition
+class TanhOp(UnaryOp):
+    """Elementwise hyperbolic tangent: `%t = ew.tanh %a : tensor<?xf32>`."""
+
+    name = "ew.tanh"
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        return np.tanh(x)
+
+
+@irdl_op_definition
+class SigmoidOp(UnaryOp):
+    """Elementwise logistic 1 / (1 + e**-x): `%s = ew.sigmoid %a : tensor<?xf32>`."""
+
+    name = "ew.sigmoid"
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore"):
+            return 1.0 / (1.0 + np.exp(-x))
+
+
+@irdl_op_definition
+class ErfOp(UnaryOp):
+    """Elementwise error function: `%e = ew.erf %a : tensor<?xf32>`."""
+
+    name = "ew.erf"
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        return _erf(x)
+
+
+@irdl_op_definition
+class SqrtOp(UnaryOp):
+    """Elementwise square root (NaN below 0): `%s = ew.sqrt %a : tensor<?xf32>`."""
+
+    name = "ew.sqrt"
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        return np.sqrt(x)
+
+
+@irdl_op_definition
+class RsqrtOp(UnaryOp):
+    """Elementwise reciprocal square root 1/sqrt(x): `%r = ew.rsqrt %a : tensor<?xf32>`."""
+
+    name = "ew.rsqrt"
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return 1.0 / np.sqrt(x)
+
+
+@irdl_op_definition
+class ReluOp(UnaryOp):
+    """Elementwise max(x, 0), NaN stays NaN: `%r = ew.relu %a : tensor<?xf32>`."""
+
+    name = "ew.relu"
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        return np.maximum(x, 0.0)
+
+
+ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
+    AddOp,
+    SubOp,
+    MulOp,
+    DivOp,
+    MaxOp,
+    MinOp,
+    PowOp,
+    NegOp,
+    AbsOp,
+    ExpOp,
+    LogOp,
+    TanhOp,
+    SigmoidOp,
+    ErfOp,
+    SqrtOp,
+    RsqrtOp,
+    ReluOp,
+)
+
+
+def mnemonic(op_type: type[Operation]) -> str:
+    """`ew.tanh` -> `tanh`: the name the frontend calls the function by."""
+    return op_type.name.removeprefix("ew.")
+
+
+OPS_BY_MNEMONIC: dict[str, type[UnaryOp | BinaryOp]] = {
+    mnemonic(op): op for op in ELEMENTWISE_OPS
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels
+# ---------------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """A fused elementwise kernel: its region runs once per element of the iteration space.
+
+    The region's block takes one scalar per input (its element type) and yields one scalar per
+    result. Inputs broadcast to the iteration space, the shape shared by all results. Before
+    bufferization a kernel reads tensors and returns tensors:
+
+        %y = ew.kernel ins(%x, %b : tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32> {
+        ^bb0(%xs: f32, %bs: f32):
+          %s = arith.addf %xs, %bs : f32
+          ew.yield %s : f32
+        }
+
+    after it reads and writes memrefs and returns nothing (an output may alias an input of the same
+    shape: an in-place write, legal because element i is read before element i is written):
+
+        ew.kernel ins(%x, %b : memref<?xf32>, memref<?xf32>) outs(%y : memref<?xf32>) { ... }
+    """
+
+    name = "ew.kernel"
+    inputs = var_operand_def()
+    outputs = var_operand_def()
+    res = var_result_def(TensorType)
+    body = region_def("single_block")
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(
+        self,
+        inputs: Sequence[SSAValue],
+        outputs: Sequence[SSAValue],
+        result_types: Sequence[Attribute],
+        body: Region,
+    ):
+        super().__init__(
+            operands=[list(inputs), list(outputs)],
+            result_types=[list(result_types)],
+            regions=[body],
+        )
+
+    @property
+    def is_bufferized(self) -> bool:
+        return not self.res and bool(self.outputs)
+
+    @property
+    def block(self) -> Block:
+        return self.body.block
+
+    @property
+    def yield_op(self) -> YieldOp:
+        terminator = self.block.last_op
+        assert isinstance(terminator, YieldOp)
+        return terminator
+
+    def destinations(self) -> Sequence[SSAValue]:
+        """What the kernel writes: its results on tensors, its `outs` on buffers."""
+        return self.outputs if self.is_bufferized else self.res
+
+    def verify_(self) -> None:
+        tensor_form = all(isinstance(v.type, TensorType) for v in self.inputs)
+        buffer_form = all(isinstance(v.type, MemRefType) for v in (*self.inputs, *self.outputs))
+        if self.outputs and (self.res or not buffer_form):
+            raise VerifyException(
+                "'ew.kernel' with outs must have memref operands and no results"
+            )
+        if not self.outputs and not (tensor_form and self.res):
+            raise VerifyException("'ew.kernel' on tensors must take tensors and return tensors")
+        if len(self.block.args) != len(self.inputs):
+            raise VerifyException(
+                f"'ew.kernel' has {len(self.inputs)} inputs but its block takes "
+                f"{len(self.block.args)} arguments"
+            )
+        for index, (arg, operand) in enumerate(zip(self.block.args, self.inputs, strict=True)):
+            if arg.type != element_type(operand.type):
+                raise VerifyException(
+                    f"'ew.kernel' block argument {index} has type {arg.type}, expected the "
+                    f"element type {element_type(operand.type)} of input {index}"
+                )
+        destinations = self.destinations()
+        yielded = self.yield_op.values
+        if len(yielded) != len(destinations):
+            raise VerifyException(
+                f"'ew.kernel' yields {len(yielded)} values for {len(destinations)} results"
+            )
+        for index, (value, dest) in enumerate(zip(yielded, destinations, strict=True)):
+            if value.type != element_type(dest.type):
+                raise VerifyException(
+                    f"'ew.kernel' yield {index} has type {value.type}, expected "
+                    f"{element_type(dest.type)}"
+                )
+            _verify_float_element(self, dest.type)
+        shapes = {tuple(cast(TensorType[Attribute], d.type).get_shape()) for d in destinations}
+        if len(shapes) != 1:
+            raise VerifyException("'ew.kernel' results must all have the same shape")
+        (iteration_shape,) = shapes
+        for index, operand in enumerate(self.inputs):
+            shape = tuple(cast(TensorType[Attribute], operand.type).get_shape())
+            try:
+                combined = broadcast_shapes(shape, iteration_shape)
+            except ValueError:
+                combined = ()
+            if combined != iteration_shape and len(combined) == len(iteration_shape):
+                combined = tuple(
+                    i if c == DYNAMIC_INDEX or i == DYNAMIC_INDEX else c
+                    for i, c in zip(iteration_shape, combined, strict=True)
+                )
+            if combined != iteration_shape:
+                raise VerifyException(
+                    f"'ew.kernel' input {index} of shape {format_shape(shape)} does not "
+                    f"broadcast to the iteration shape {format_shape(iteration_shape)}"
+                )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ins(")
+        printer.print_list(self.inputs, printer.print_operand)
+        if self.inputs:
+            printer.print_string(" : ")
+            printer.print_list((v.type for v in self.inputs), printer.print_attribute)
+        printer.print_string(")")
+        if self.outputs:
+            printer.print_string(" outs(")
+            printer.print_list(self.outputs, printer.print_operand)
+            printer.print_string(" : ")
+            printer.print_list((v.type for v in self.outputs), printer.print_attribute)
+            printer.print_string(")")
+        if self.res:
+            printer.print_string(" -> ")
+            printer.print_list(self.res.types, printer.print_attribute)
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        inputs = _parse_operand_group(parser, "ins")
+        outputs = _parse_operand_group(parser, "outs", optional=True)
+        result_types: list[Attribute] = []
+        if parser.parse_optional_punctuation("->") is not None:
+            result_types = parser.parse_comma_separated_list(
+                parser.Delimiter.NONE, parser.parse_type
+            )
+        attributes = parser.parse_optional_attr_dict_with_keyword()
+        body = parser.parse_region()
+        op = cls(inputs, outputs, result_types, body)
+        if attributes is not None:
+            op.attributes.update(attributes.data)
+        return op
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """Ends a kernel's region with the scalar values of its results, in order.
+
+        ew.yield %y, %h : f32, f32
+    """
+
+    name = "ew.yield"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator(), HasParent(KernelOp), Pure())
+    assembly_format = "($values^ `:` type($values))? attr-dict"
+
+    def __init__(self, *values: SSAValue | Operation):
+        super().__init__(operands=[list(values)])
+
+
+def _parse_operand_group(parser: Parser, keyword: str, optional: bool = False) -> list[SSAValue]:
+    """`keyword(%a, %b : type_a, type_b)`, resolved; `keyword()` for none."""
+    if parser.parse_optional_keyword(keyword) is None:
+        if not optional:
+            parser.raise_error(f"expected '{keyword}('")
+        return []
+    parser.parse_punctuation("(")
+    if parser.parse_optional_punctuation(")") is not None:
+        return []
+    names: list[UnresolvedOperand] = parser.parse_comma_separated_list(
+        parser.Delimiter.NONE, parser.parse_unresolved_operand
+    )
+    parser.parse_punctuation(":")
+    types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+    parser.parse_punctuation(")")
+    if len(names) != len(types):
+        parser.raise_error(f"'{keyword}' lists {len(names)} operands but {len(types)} types")
+    return [parser.resolve_operand(n, t) for n, t in zip(names, types, strict=True)]
+
+
+class EwConstantMaterialization(ConstantMaterializationInterface):
+    def materialize_constant(self, value: Attribute, type: Attribute) -> Operation | None:
+        if not isinstance(value, FloatAttr) or not isinstance(type, TensorType):
+            return None
+        return ConstantOp(value.value.data, cast(TensorType[Attribute], type))
+
+
+Ew = Dialect(
+    "ew",
+    [ConstantOp, *ELEMENTWISE_OPS, KernelOp, YieldOp],
+    [],
+    [EwConstantMaterialization()],
+)

@@ -1,0 +1,50 @@
+"""Element types: numpy names and dtypes <-> xDSL float types."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type
+from xdsl.ir import Attribute
+
+DTYPE_NAMES: dict[str, type[Attribute]] = {
+    "float16": Float16Type,
+    "bfloat16": BFloat16Type,
+    "float32": Float32Type,
+    "float64": Float64Type,
+}
+_ALIASES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
+
+
+def dtype_name(dtype: Any) -> str:
+    """Normalise "float32", "f32", np.float32 or np.dtype("float32") to "float32"."""
+    if isinstance(dtype, str):
+        name = _ALIASES.get(dtype, dtype)
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = str(dtype)
+    if name not in DTYPE_NAMES:
+        raise ValueError(
+            f"unsupported dtype {dtype!r}: expected one of {', '.join(DTYPE_NAMES)}"
+        )
+    return name
+
+
+def element_type_for(dtype: Any) -> Attribute:
+    """The xDSL element type of a dtype name or numpy dtype."""
+    return DTYPE_NAMES[dtype_name(dtype)]()
+
+
+def dtype_of(element: Attribute) -> str:
+    """The numpy name of an xDSL float element type."""
+    for name, type_ in DTYPE_NAMES.items():
+        if isinstance(element, type_):
+            return name
+    raise ValueError(f"no numpy dtype for element type {element}")
+
+
+def itemsize(dtype: Any) -> int:
+    return {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype_name(dtype)]

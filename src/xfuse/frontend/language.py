@@ -1,0 +1,286 @@
+"""The expression language of the lecture, parsed straight into `ew` IR.
+
+    h = x + b;                 # bias
+    y = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h)));
+    out = y + r;               # residual
+
+Grammar (`#` starts a comment to the end of the line):
+
+    program   := statement+
+    statement := NAME '=' expr ';'
+    expr      := term (('+' | '-') term)*
+    term      := unary (('*' | '/') unary)*
+    unary     := '-' unary | primary
+    primary   := NUMBER | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
+
+Functions are the `ew` dialect's ops by mnemonic (`tanh(x)`, `max(a, b)`, ...). Inputs are the
+names read before any assignment, in order of first use; ops are emitted in source order, left to
+right. Every mistake raises `EwSyntaxError` with the line, column and a caret under the spot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import OpResult, SSAValue
+
+from xfuse.dialects import ew
+from xfuse.frontend.builder import FunctionBuilder, ShapeSpec
+
+
+class EwSyntaxError(Exception):
+    """A bad `.ew` program, with its location: `file:line:col: error: ...`, the line, a caret."""
+
+    def __init__(self, message: str, source: str, offset: int, filename: str = "<source>"):
+        self.message = message
+        self.filename = filename
+        self.line = source.count("\n", 0, offset) + 1
+        line_start = source.rfind("\n", 0, offset) + 1
+        line_end = source.find("\n", offset)
+        self.column = offset - line_start + 1
+        self.source_line = source[line_start : line_end if line_end >= 0 else len(source)]
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        caret = " " * (self.column - 1) + "^"
+        return (
+            f"{self.filename}:{self.line}:{self.column}: error: {self.message}\n"
+            f"{self.source_line}\n{caret}"
+        )
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # "name", "number", "op" (punctuation) or "end"
+    text: str
+    offset: int
+
+
+_TOKEN = re.compile(
+    r"(?P<space>[ \t\r\n]+|#[^\n]*)"
+    r"|(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
+    r"|(?P<name>[A-Za-z_]\w*)"
+    r"|(?P<op>[-+*/=;(),])"
+)
+_NUMBER_TAIL = re.compile(r"[\w.]")
+
+
+def tokenize(source: str, filename: str = "<source>") -> list[Token]:
+    tokens: list[Token] = []
+    offset = 0
+    while offset < len(source):
+        match = _TOKEN.match(source, offset)
+        if match is None:
+            char = source[offset]
+            if char in "\"'":
+                message = "non-numeric literal: strings are not numbers"
+            else:
+                message = f"unexpected character {char!r}"
+            raise EwSyntaxError(message, source, offset, filename)
+        kind = match.lastgroup
+        assert kind is not None
+        if kind == "number" and _NUMBER_TAIL.match(source, match.end()):
+            end = match.end()
+            while end < len(source) and _NUMBER_TAIL.match(source, end):
+                end += 1
+            raise EwSyntaxError(
+                f"non-numeric literal '{source[offset:end]}'", source, offset, filename
+            )
+        if kind != "space":
+            tokens.append(Token(kind, match.group(), offset))
+        offset = match.end()
+    tokens.append(Token("end", "", len(source)))
+    return tokens
+
+
+class _Parser:
+    def __init__(self, source: str, filename: str, builder: FunctionBuilder):
+        self.source = source
+        self.filename = filename
+        self.tokens = tokenize(source, filename)
+        self.position = 0
+        self.builder = builder
+        self.values: dict[str, SSAValue] = {}
+        self.assigned_at: dict[str, int] = {}
+        self.last_assigned: str | None = None
+
+    # -- helpers
+    @property
+    def current(self) -> Token:
+        return self.tokens[self.position]
+
+    def error(self, message: str, token: Token | None = None) -> EwSyntaxError:
+        token = token or self.current
+        return EwSyntaxError(message, self.source, token.offset, self.filename)
+
+    def describe(self, token: Token) -> str:
+        return "end of input" if token.kind == "end" else f"'{token.text}'"
+
+    def accept(self, text: str) -> Token | None:
+        if self.current.kind == "op" and self.current.text == text:
+            token = self.current
+            self.position += 1
+            return token
+        return None
+
+    def expect(self, text: str, context: str) -> Token:
+        token = self.accept(text)
+        if token is None:
+            raise self.error(f"expected '{text}' {context}, found {self.describe(self.current)}")
+        return token
+
+    # -- grammar
+    def program(self) -> None:
+        if self.current.kind == "end":
+            raise self.error("empty program: expected at least one statement 'name = expr;'")
+        names_assigned = self._names_assigned_later()
+        while self.current.kind != "end":
+            self.statement(names_assigned)
+
+    def _names_assigned_later(self) -> dict[str, int]:
+        """Each name's first assignment (token index), to reject reads that come before it."""
+        first: dict[str, int] = {}
+        for index in range(len(self.tokens) - 1):
+            token, following = self.tokens[index], self.tokens[index + 1]
+            at_statement_start = index == 0 or self.tokens[index - 1].text == ";"
+            if token.kind == "name" and following.text == "=" and at_statement_start:
+                first.setdefault(token.text, index)
+        return first
+
+    def statement(self, first_assignment: dict[str, int]) -> None:
+        target = self.current
+        if target.kind != "name":
+            raise self.error(
+                f"expected a statement 'name = expr;', found {self.describe(target)}"
+            )
+        if target.text in ew.OPS_BY_MNEMONIC:
+            raise self.error(f"cannot assign to '{target.text}': it names a function")
+        self.position += 1
+        self.expect("=", f"after '{target.text}'")
+        self.first_assignment = first_assignment
+        value = self.expr()
+        self.expect(";", "at the end of the statement")
+        self.values[target.text] = value
+        self.assigned_at[target.text] = target.offset
+        self.last_assigned = target.text
+        if isinstance(value, OpResult):
+            value.name_hint = target.text
+
+    def expr(self) -> SSAValue:
+        value = self.term()
+        while (token := self.accept("+") or self.accept("-")) is not None:
+            op_type = ew.AddOp if token.text == "+" else ew.SubOp
+            value = self.apply(op_type, token, value, self.term())
+        return value
+
+    def term(self) -> SSAValue:
+        value = self.unary()
+        while (token := self.accept("*") or self.accept("/")) is not None:
+            op_type = ew.MulOp if token.text == "*" else ew.DivOp
+            value = self.apply(op_type, token, value, self.unary())
+        return value
+
+    def unary(self) -> SSAValue:
+        token = self.accept("-")
+        if token is None:
+            return self.primary()
+        if self.current.kind == "number":
+            number = self.current
+            self.position += 1
+            return self.builder.constant(-float(number.text))
+        return self.apply(ew.NegOp, token, self.unary())
+
+    def primary(self) -> SSAValue:
+        token = self.current
+        if token.kind == "number":
+            self.position += 1
+            return self.builder.constant(float(token.text))
+        if self.accept("(") is not None:
+            value = self.expr()
+            self.expect(")", "to close '('")
+            return value
+        if token.kind != "name":
+            raise self.error(f"expected an expression, found {self.describe(token)}")
+        self.position += 1
+        if self.current.text == "(" and self.current.kind == "op":
+            return self.call(token)
+        return self.read(token)
+
+    def read(self, token: Token) -> SSAValue:
+        name = token.text
+        if name in self.values:
+            return self.values[name]
+        if name in ew.OPS_BY_MNEMONIC:
+            raise self.error(f"'{name}' is a function: call it as {name}(...)", token)
+        first = self.first_assignment.get(name)
+        if first is not None and first > self.position:
+            line = self.source.count("\n", 0, self.tokens[first].offset) + 1
+            raise self.error(
+                f"'{name}' is read before it has a value (it is first assigned on line {line})",
+                token,
+            )
+        return self.builder.input(name)
+
+    def call(self, name: Token) -> SSAValue:
+        op_type = ew.OPS_BY_MNEMONIC.get(name.text)
+        if op_type is None:
+            known = ", ".join(sorted(ew.OPS_BY_MNEMONIC))
+            raise self.error(f"unknown function '{name.text}' (known: {known})", name)
+        self.expect("(", "")
+        args = [self.expr()]
+        while self.accept(",") is not None:
+            args.append(self.expr())
+        self.expect(")", f"to close the call of '{name.text}'")
+        arity = 2 if issubclass(op_type, ew.BinaryOp) else 1
+        if len(args) != arity:
+            raise self.error(
+                f"'{name.text}' takes {arity} argument{'s' if arity > 1 else ''}, "
+                f"got {len(args)}",
+                name,
+            )
+        return self.apply(op_type, name, *args)
+
+    def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], at: Token, *args: SSAValue):
+        try:
+            return self.builder.apply(op_type, *args)
+        except ValueError as error:
+            raise self.error(str(error), at) from None
+
+
+def parse_program(
+    source: str,
+    outputs: Sequence[str] | None = None,
+    *,
+    dtype: Any = "float32",
+    shapes: Mapping[str, ShapeSpec] | None = None,
+    filename: str = "<source>",
+    function_name: str = "main",
+) -> ModuleOp:
+    """Parse an `.ew` program into a module with one `func.func`.
+
+    `outputs` names the function's results (default: the last assigned name); `dtype` the element
+    type ("float32" by default); `shapes` maps inputs to shapes (default `[?]`, one dynamic dim).
+    """
+    parser = _Parser(source, filename, FunctionBuilder(dtype, shapes, function_name))
+    parser.program()
+    names = list(outputs) if outputs is not None else [parser.last_assigned]
+    if not names:
+        raise EwSyntaxError("no outputs requested", source, 0, filename)
+    results: list[tuple[str, SSAValue]] = []
+    for name in names:
+        assert name is not None
+        value = parser.values.get(name, parser.builder.inputs.get(name))
+        if value is None:
+            known = ", ".join(parser.values) or "none"
+            raise EwSyntaxError(
+                f"unknown output '{name}': the program assigns {known}",
+                source,
+                len(source.rstrip()),
+                filename,
+            )
+        results.append((name, value))
+    return parser.builder.finish(results)

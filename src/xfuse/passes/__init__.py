@@ -1,0 +1,18 @@
+"""xfuse's passes, one per file. `ALL_PASSES` is what `xfuse-opt` and the pipelines register."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.passes import ModulePass
+
+
+def _optimize() -> type[ModulePass]:
+    from xfuse.passes.optimize import EwOptimizePass
+
+    return EwOptimizePass
+
+
+ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
+    "ew-optimize": _optimize,
+}
