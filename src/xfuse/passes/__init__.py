@@ -13,6 +13,27 @@ def _optimize() -> type[ModulePass]:
     return EwOptimizePass
 
 
+def _kernel_to_loops() -> type[ModulePass]:
+    from xfuse.lowering.kernel_to_loops import EwKernelToLoopsPass
+
+    return EwKernelToLoopsPass
+
+
+def _expand_math() -> type[ModulePass]:
+    from xfuse.lowering.expand_math import EwExpandMathPass
+
+    return EwExpandMathPass
+
+
+def _to_llvm() -> type[ModulePass]:
+    from xfuse.lowering.to_llvm import EwToLlvmPass
+
+    return EwToLlvmPass
+
+
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-optimize": _optimize,
+    "ew-kernel-to-loops": _kernel_to_loops,
+    "ew-expand-math": _expand_math,
+    "ew-to-llvm": _to_llvm,
 }
