@@ -43,7 +43,7 @@ class PowToMultiply(RewritePattern):
         products = [ew.MulOp(op.lhs, op.lhs)]
         for _ in range(int(exponent) - 2):
             products.append(ew.MulOp(products[-1].result, op.lhs))
-        rewriter.replace_op(op, products)
+        rewriter.replace(op, products)
 
 
 @dataclass(frozen=True)
