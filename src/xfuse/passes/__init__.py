@@ -1,4 +1,10 @@
-"""xfuse's passes, one per file. `ALL_PASSES` is what `xfuse-opt` and the pipelines register."""
+"""xfuse's passes, one per file. `def _strength_reduce() -> type[ModulePass]:
+    from xfuse.passes.strength_reduce import EwStrengthReducePass
+
+    return EwStrengthReducePass
+
+
+ALL_PASSES` is what `xfuse-opt` and the pipelines register."""
 
 from __future__ import annotations
 
@@ -11,6 +17,12 @@ def _optimize() -> type[ModulePass]:
     from xfuse.passes.optimize import EwOptimizePass
 
     return EwOptimizePass
+
+
+def _strength_reduce() -> type[ModulePass]:
+    from xfuse.passes.strength_reduce import EwStrengthReducePass
+
+    return EwStrengthReducePass
 
 
 def _kernel_to_loops() -> type[ModulePass]:
@@ -33,6 +45,7 @@ def _to_llvm() -> type[ModulePass]:
 
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-optimize": _optimize,
+    "ew-strength-reduce": _strength_reduce,
     "ew-kernel-to-loops": _kernel_to_loops,
     "ew-expand-math": _expand_math,
     "ew-to-llvm": _to_llvm,
