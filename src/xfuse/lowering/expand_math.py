@@ -74,11 +74,11 @@ class ExpandMath(RewritePattern):
         if self.approximate and isinstance(type_, Float32Type):
             builder = Builder(InsertPoint.before(op))
             value = _APPROXIMATIONS[type(op)](approx.Float32Emitter(builder), *op.operands)
-            rewriter.replace_op(op, [], [value])
+            rewriter.replace(op, [], [value])
             return
         name = libm_name(type(op), type_)
         self.libm_calls[name] = type_
-        rewriter.replace_op(op, func.CallOp(name, list(op.operands), [type_]))
+        rewriter.replace(op, func.CallOp(name, list(op.operands), [type_]))
 
 
 class ExpandRsqrt(RewritePattern):
@@ -86,7 +86,7 @@ class ExpandRsqrt(RewritePattern):
     def match_and_rewrite(self, op: math.RsqrtOp, rewriter: PatternRewriter) -> None:
         one = arith.ConstantOp(FloatAttr(1.0, op.result.type))
         root = math.SqrtOp(op.operand)
-        rewriter.replace_op(op, [one, root, arith.DivfOp(one, root)])
+        rewriter.replace(op, [one, root, arith.DivfOp(one, root)])
 
 
 @dataclass(frozen=True)

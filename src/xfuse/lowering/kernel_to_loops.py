@@ -1,4 +1,4 @@
-"""`ew-kernel-to-loops`: bufferized `ew.kernel`s become `scf.for` nests of loads, scalar code, stores.
+"""`ew-kernel-to-loops`: bufferized `ew.kernel`s become `scf.for` nests: loads, scalar code, stores.
 
 One loop per dimension of the iteration space (the shape of the kernel's `outs`), outermost first,
 so the innermost loop walks the last, contiguous dimension and is the one LLVM vectorizes. An input
@@ -63,21 +63,23 @@ class KernelToLoops(RewritePattern):
     def match_and_rewrite(self, op: ew.KernelOp, rewriter: PatternRewriter) -> None:
         if not op.is_bufferized:
             raise DiagnosticException(
-                f"'ew.kernel' must be bufferized before ew-kernel-to-loops (run ew-bufferize):\n{op}"
+                "'ew.kernel' must be bufferized before ew-kernel-to-loops (run ew-bufferize):\n"
+                f"{op}"
             )
         builder = Builder(InsertPoint.before(op))
         zero = builder.insert(arith.ConstantOp.from_int_and_width(0, IndexType())).result
         one = builder.insert(arith.ConstantOp.from_int_and_width(1, IndexType())).result
         iteration = op.outputs[0]
-        induction_vars: list[SSAValue] = []
+        upper_bounds: list[SSAValue] = []
         for axis, size in enumerate(_shape(iteration)):
             if size == DYNAMIC_INDEX:
                 axis_value = builder.insert(arith.ConstantOp.from_int_and_width(axis, IndexType()))
-                upper = builder.insert(memref.DimOp(iteration, axis_value)).result
+                upper_bounds.append(builder.insert(memref.DimOp(iteration, axis_value)).result)
             else:
-                upper = builder.insert(
-                    arith.ConstantOp.from_int_and_width(size, IndexType())
-                ).result
+                constant = arith.ConstantOp.from_int_and_width(size, IndexType())
+                upper_bounds.append(builder.insert(constant).result)
+        induction_vars: list[SSAValue] = []
+        for upper in upper_bounds:
             body = Block([scf.YieldOp()], arg_types=[IndexType()])
             builder.insert(scf.ForOp(zero, upper, one, [], body))
             induction_vars.append(body.args[0])

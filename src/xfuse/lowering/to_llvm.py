@@ -47,7 +47,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.rewriter import Rewriter
 from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -149,7 +149,7 @@ class LoadToLlvm(RewritePattern):
     def match_and_rewrite(self, op: memref.LoadOp, rewriter: PatternRewriter) -> None:
         ops: list[Operation] = []
         pointer = _element_pointer(op.memref, op.indices, ops)
-        rewriter.replace_op(op, [*ops, llvm.LoadOp(pointer, convert_type(op.res.type))])
+        rewriter.replace(op, [*ops, llvm.LoadOp(pointer, convert_type(op.res.type))])
 
 
 class StoreToLlvm(RewritePattern):
@@ -157,7 +157,7 @@ class StoreToLlvm(RewritePattern):
     def match_and_rewrite(self, op: memref.StoreOp, rewriter: PatternRewriter) -> None:
         ops: list[Operation] = []
         pointer = _element_pointer(op.memref, op.indices, ops)
-        rewriter.replace_op(op, [*ops, llvm.StoreOp(op.value, pointer)])
+        rewriter.replace(op, [*ops, llvm.StoreOp(op.value, pointer)])
 
 
 def _static_index(value: SSAValue) -> int:
@@ -174,9 +174,9 @@ class DimToLlvm(RewritePattern):
     def match_and_rewrite(self, op: memref.DimOp, rewriter: PatternRewriter) -> None:
         size = descriptor(op.source).sizes[_static_index(op.index)]
         if isinstance(size, int):
-            rewriter.replace_op(op, llvm.ConstantOp(IntegerAttr(size, i64), i64))
+            rewriter.replace(op, llvm.ConstantOp(IntegerAttr(size, i64), i64))
         else:
-            rewriter.replace_op(op, [], [size])
+            rewriter.replace(op, [], [size])
 
 
 class AllocToLlvm(RewritePattern):
@@ -194,7 +194,7 @@ class AllocToLlvm(RewritePattern):
             ops.append(product)
             total = product.res
         call = llvm.CallOp("malloc", total, return_type=_PTR)
-        rewriter.replace_op(
+        rewriter.replace(
             op, [*ops, call, memref_from_pieces(call.returned, op.dynamic_sizes, type_)]
         )
 
@@ -202,7 +202,7 @@ class AllocToLlvm(RewritePattern):
 class DeallocToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.DeallocOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace_op(op, llvm.CallOp("free", descriptor(op.memref).pointer))
+        rewriter.replace(op, llvm.CallOp("free", descriptor(op.memref).pointer))
 
 
 def _byte_width(element: Attribute) -> int:
@@ -250,7 +250,7 @@ def _expand_entry_arguments(entry: Block) -> None:
 class ReturnToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: func.ReturnOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace_op(op, llvm.ReturnOp(op.arguments[0] if op.arguments else None))
+        rewriter.replace(op, llvm.ReturnOp(op.arguments[0] if op.arguments else None))
 
 
 class CallToLlvm(RewritePattern):
@@ -260,19 +260,19 @@ class CallToLlvm(RewritePattern):
         call = llvm.CallOp(
             op.callee, *op.arguments, return_type=result_types[0] if result_types else None
         )
-        rewriter.replace_op(op, call)
+        rewriter.replace(op, call)
 
 
 class BranchToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: cf.BranchOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace_op(op, llvm.BrOp(op.successor, *op.arguments))
+        rewriter.replace(op, llvm.BrOp(op.successor, *op.arguments))
 
 
 class CondBranchToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: cf.ConditionalBranchOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace_op(
+        rewriter.replace(
             op,
             llvm.CondBrOp(
                 op.cond, op.then_block, op.then_arguments, op.else_block, op.else_arguments
@@ -294,7 +294,7 @@ class ConstantToLlvm(RewritePattern):
             value = IntegerAttr(value.value.data, cast(IntegerType, type_))
         elif not isinstance(value, FloatAttr) or isinstance(op.result.type, BFloat16Type):
             raise DiagnosticException(f"ew-to-llvm: unsupported constant {op}")
-        rewriter.replace_op(op, llvm.ConstantOp(value, type_))
+        rewriter.replace(op, llvm.ConstantOp(value, type_))
 
 
 _FLOAT_BINARY: dict[type[Operation], type[llvm.AbstractFloatArithOp]] = {
@@ -315,7 +315,7 @@ class FloatArithToLlvm(RewritePattern):
         op: arith.AddfOp | arith.SubfOp | arith.MulfOp | arith.DivfOp,
         rewriter: PatternRewriter,
     ) -> None:
-        rewriter.replace_op(op, _FLOAT_BINARY[type(op)](op.lhs, op.rhs, self.fastmath))
+        rewriter.replace(op, _FLOAT_BINARY[type(op)](op.lhs, op.rhs, self.fastmath))
 
 
 @dataclass(frozen=True)
@@ -324,7 +324,7 @@ class NegToLlvm(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.NegfOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace_op(op, llvm.FNegOp(op.operand, self.fastmath))
+        rewriter.replace(op, llvm.FNegOp(op.operand, self.fastmath))
 
 
 _INTEGER_BINARY: dict[type[Operation], type[Operation]] = {
@@ -356,7 +356,7 @@ class IntegerArithToLlvm(RewritePattern):
         rewriter: PatternRewriter,
     ) -> None:
         llvm_type = _INTEGER_BINARY[type(op)]
-        rewriter.replace_op(op, llvm_type(op.lhs, op.rhs))  # pyright: ignore[reportCallIssue]
+        rewriter.replace(op, llvm_type(op.lhs, op.rhs))  # pyright: ignore[reportCallIssue]
 
 
 class MinMaxToLlvm(RewritePattern):
@@ -368,7 +368,7 @@ class MinMaxToLlvm(RewritePattern):
     ) -> None:
         kind = "maximum" if isinstance(op, arith.MaximumfOp) else "minimum"
         suffix = {Float16Type: "f16", Float32Type: "f32", Float64Type: "f64"}[type(op.result.type)]
-        rewriter.replace_op(
+        rewriter.replace(
             op, llvm.CallIntrinsicOp(f"llvm.{kind}.{suffix}", [op.lhs, op.rhs], [op.result.type])
         )
 
@@ -377,7 +377,7 @@ class CmpfToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.CmpfOp, rewriter: PatternRewriter) -> None:
         predicate = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
-        rewriter.replace_op(op, llvm.FCmpOp(op.lhs, op.rhs, predicate))
+        rewriter.replace(op, llvm.FCmpOp(op.lhs, op.rhs, predicate))
 
 
 class CmpiToLlvm(RewritePattern):
@@ -385,13 +385,13 @@ class CmpiToLlvm(RewritePattern):
     def match_and_rewrite(self, op: arith.CmpiOp, rewriter: PatternRewriter) -> None:
         name = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
         predicate = list(llvm.ICmpPredicateFlag).index(llvm.ICmpPredicateFlag(name))
-        rewriter.replace_op(op, llvm.ICmpOp(op.lhs, op.rhs, IntegerAttr(predicate, i64)))
+        rewriter.replace(op, llvm.ICmpOp(op.lhs, op.rhs, IntegerAttr(predicate, i64)))
 
 
 class SelectToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.SelectOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace_op(op, llvm.SelectOp(op.cond, op.lhs, op.rhs))
+        rewriter.replace(op, llvm.SelectOp(op.cond, op.lhs, op.rhs))
 
 
 class CastsToLlvm(RewritePattern):
@@ -401,11 +401,11 @@ class CastsToLlvm(RewritePattern):
     ) -> None:
         source, result = op.operands[0], op.results[0]
         if isinstance(op, arith.SIToFPOp):
-            rewriter.replace_op(op, llvm.SIToFPOp(source, result.type))
+            rewriter.replace(op, llvm.SIToFPOp(source, result.type))
         elif isinstance(op, arith.BitcastOp):
-            rewriter.replace_op(op, llvm.BitcastOp(source, result.type))
+            rewriter.replace(op, llvm.BitcastOp(source, result.type))
         elif convert_type(source.type) == convert_type(result.type):
-            rewriter.replace_op(op, [], [source])
+            rewriter.replace(op, [], [source])
         else:
             raise DiagnosticException(f"ew-to-llvm: unsupported cast {op}")
 
@@ -417,14 +417,14 @@ class ExtfToLlvm(RewritePattern):
     def match_and_rewrite(self, op: arith.ExtFOp, rewriter: PatternRewriter) -> None:
         # The operand may already be lowered: bf16 then arrives as its i16 bits.
         if not isinstance(op.input.type, BFloat16Type | IntegerType):
-            rewriter.replace_op(op, llvm.FPExtOp(op.input, op.result.type))
+            rewriter.replace(op, llvm.FPExtOp(op.input, op.result.type))
             return
         if not isinstance(op.result.type, Float32Type):
             raise DiagnosticException(f"ew-to-llvm: bf16 widens only to f32: {op}")
         wide = llvm.ZExtOp(op.input, _I32)
         sixteen = llvm.ConstantOp(IntegerAttr(16, _I32), _I32)
         high = llvm.ShlOp(wide.res, sixteen.result)
-        rewriter.replace_op(op, [wide, sixteen, high, llvm.BitcastOp(high.res, op.result.type)])
+        rewriter.replace(op, [wide, sixteen, high, llvm.BitcastOp(high.res, op.result.type)])
 
 
 class TruncfToLlvm(RewritePattern):
@@ -433,7 +433,7 @@ class TruncfToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.TruncFOp, rewriter: PatternRewriter) -> None:
         if not isinstance(op.result.type, BFloat16Type):
-            rewriter.replace_op(op, llvm.FPTruncOp(op.input, op.result.type))
+            rewriter.replace(op, llvm.FPTruncOp(op.input, op.result.type))
             return
         if not isinstance(op.input.type, Float32Type):
             raise DiagnosticException(f"ew-to-llvm: bf16 is made only from f32: {op}")
@@ -457,7 +457,7 @@ class TruncfToLlvm(RewritePattern):
         quiet_nan = emit(llvm.OrOp(upper, constant(0x40)))
         is_nan = emit(llvm.FCmpOp(op.input, op.input, "uno"))
         chosen = emit(llvm.SelectOp(is_nan, quiet_nan, rounded_upper))
-        rewriter.replace_op(op, [*ops, llvm.TruncOp(chosen, _I16)])
+        rewriter.replace(op, [*ops, llvm.TruncOp(chosen, _I16)])
 
 
 class MathToLlvm(RewritePattern):
@@ -468,11 +468,11 @@ class MathToLlvm(RewritePattern):
         self, op: math.SqrtOp | math.AbsFOp | math.FloorOp, rewriter: PatternRewriter
     ) -> None:
         if isinstance(op, math.SqrtOp):
-            rewriter.replace_op(op, llvm.FSqrtOp(op.operand))
+            rewriter.replace(op, llvm.FSqrtOp(op.operand))
         elif isinstance(op, math.AbsFOp):
-            rewriter.replace_op(op, llvm.FAbsOp(op.operand, op.result.type))
+            rewriter.replace(op, llvm.FAbsOp(op.operand, op.result.type))
         else:
-            rewriter.replace_op(op, llvm.FFloorOp(op.operand))
+            rewriter.replace(op, llvm.FFloorOp(op.operand))
 
 
 # ---------------------------------------------------------------------------------------------
