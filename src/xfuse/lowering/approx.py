@@ -232,6 +232,7 @@ def pow(e: Float32Emitter, x: SSAValue, y: SSAValue) -> SSAValue:
     sign_bit = e.builder.insert(arith.CmpiOp(e.bits(x), e.i(0), "slt")).result
     negated = e.builder.insert(arith.NegfOp(magnitude)).result
     result = e.select(e.both(sign_bit, y_is_odd), negated, magnitude)
-    negative_base = e.cmp("olt", x, e.f(0.0))
-    result = e.select(e.both(negative_base, e.invert(y_is_integer)), e.f(float("nan")), result)
+    # A finite negative base needs an integer exponent (pow(-inf, 0.5) is +inf, not NaN).
+    negative_finite = e.both(e.cmp("olt", x, e.f(0.0)), e.cmp("one", x, e.f(float("-inf"))))
+    result = e.select(e.both(negative_finite, e.invert(y_is_integer)), e.f(float("nan")), result)
     return e.select(e.cmp("oeq", y, e.f(0.0)), e.f(1.0), result)

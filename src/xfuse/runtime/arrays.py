@@ -6,6 +6,7 @@ call never reaches native code: no segfault, no partial write.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,7 @@ class Parameter:
     dtype: str
     shape: tuple[int, ...]
 
-    @property
+    @functools.cached_property
     def dynamic_axes(self) -> tuple[int, ...]:
         return tuple(axis for axis, size in enumerate(self.shape) if size == DYNAMIC_INDEX)
 

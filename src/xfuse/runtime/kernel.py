@@ -65,23 +65,17 @@ class NativeFunction:
             else False
         )
 
-    def call(self, arrays: Sequence[np.ndarray], iteration: tuple[int, ...], threads: int) -> None:
-        """Run on checked arrays (inputs then outputs), split over `threads` along axis 0."""
-        parameters = (*self.inputs, *self.outputs)
-        rank = len(iteration)
-        chunks = self._chunks(iteration, threads)
-        if len(chunks) == 1:
-            self._function(*_native_arguments(parameters, arrays, rank, None))
+    def run(self, argument_lists: Sequence[Sequence[int]]) -> None:
+        """Call the native function once per argument list, concurrently if several."""
+        if len(argument_lists) == 1:
+            self._function(*argument_lists[0])
             return
-        with ThreadPoolExecutor(len(chunks)) as pool:
-            calls = [
-                pool.submit(self._function, *_native_arguments(parameters, arrays, rank, chunk))
-                for chunk in chunks
-            ]
-            for call in calls:
+        with ThreadPoolExecutor(len(argument_lists)) as pool:
+            for call in [pool.submit(self._function, *a) for a in argument_lists]:
                 call.result()
 
-    def _chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
+    def chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
+        """Row ranges of axis 0 to run on separate threads (one range: no split)."""
         if threads <= 1 or not iteration or not self._splittable:
             return [(0, iteration[0] if iteration else 1)]
         total = int(np.prod(iteration))
@@ -108,6 +102,28 @@ def _native_arguments(
         arguments.append(pointer)
         arguments += [shape[axis] for axis in parameter.dynamic_axes]
     return arguments
+
+
+class PreparedCall:
+    """A checked call of a kernel: calling it runs the native code and returns the outputs."""
+
+    def __init__(self, kernel: Kernel, arrays: list[np.ndarray], iteration: tuple[int, ...]):
+        self.kernel = kernel  # keeps the native code alive
+        self.arrays = arrays  # keeps the buffers alive
+        self.outputs = arrays[len(kernel.function.inputs) :]
+        function = kernel.function
+        parameters = (*function.inputs, *function.outputs)
+        chunks = function.chunks(iteration, kernel.threads)
+        self.argument_lists = [
+            _native_arguments(
+                parameters, arrays, len(iteration), chunk if len(chunks) > 1 else None
+            )
+            for chunk in chunks
+        ]
+
+    def __call__(self) -> Any:
+        self.kernel.function.run(self.argument_lists)
+        return self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
 
 
 @dataclass(eq=False)
@@ -161,6 +177,14 @@ class Kernel:
         return self.function.native.asm
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+        return self.prepare(*args, out=out, **kwargs)()
+
+    def prepare(self, *args: Any, out: Any = None, **kwargs: Any) -> PreparedCall:
+        """Check the arguments once; the returned call runs the native code with no checks.
+
+        For loops and benchmarks: `run = k.prepare(x=x, out=y)` then `run()` as often as needed
+        (the arrays' contents may change between runs, not the arrays themselves).
+        """
         inputs = self._bind_inputs(args, kwargs)
         arrays = [check_input(p, inputs[p.name]) for p in self.function.inputs]
         iteration = bind_shapes(self.function.inputs, arrays)
@@ -171,8 +195,7 @@ class Kernel:
             dict(zip(self.output_names, outputs, strict=True)),
             self.in_place_allowed,
         )
-        self.function.call([*arrays, *outputs], iteration, self.threads)
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        return PreparedCall(self, [*arrays, *outputs], iteration)
 
     def _bind_inputs(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         names = self.input_names
