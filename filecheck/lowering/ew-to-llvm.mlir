@@ -1,6 +1,10 @@
 // RUN: xfuse-opt %s -p ew-to-llvm | filecheck %s
 // RUN: xfuse-opt %s -p 'ew-to-llvm{fastmath=none}' | filecheck %s --check-prefix=NOFAST
 
+// malloc and free are declared when a temporary needs them (see @temporary below).
+// CHECK-DAG:   llvm.func @malloc(i64) -> !llvm.ptr
+// CHECK-DAG:   llvm.func @free(!llvm.ptr)
+
 // Memref arguments become a pointer plus one i64 per dynamic dim; loads and stores index
 // row-major with a getelementptr; the loop becomes branches with an i64 induction variable.
 // CHECK-LABEL: llvm.func @add
@@ -67,8 +71,6 @@ func.func @bf16_matrix(%x: memref<?x8xbf16>, %out: memref<?x8xbf16>) {
 }
 
 // Temporaries: alloc is malloc of the byte size, dealloc is free; libm declarations carry over.
-// CHECK-DAG:   llvm.func @malloc(i64) -> !llvm.ptr
-// CHECK-DAG:   llvm.func @free(!llvm.ptr)
 // CHECK-LABEL: llvm.func @temporary
 // CHECK:         %[[BYTES:.*]] = llvm.mul %{{.*}}, %{{.*}} : i64
 // CHECK-NEXT:    %[[T:.*]] = llvm.call @malloc(%[[BYTES]]) : (i64) -> !llvm.ptr
