@@ -94,7 +94,7 @@ class KernelToLoops(RewritePattern):
             builder.insert(scalar_op)
         for value, destination in zip(yielded, op.outputs, strict=True):
             builder.insert(memref.StoreOp.get(value, destination, induction_vars))
-        rewriter.erase_op(op, safe_erase=False)
+        rewriter.erase(op, safe_erase=False)
 
 
 @dataclass(frozen=True)

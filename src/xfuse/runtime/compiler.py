@@ -44,19 +44,23 @@ class Options:
     reuse: bool = True
     opt_level: int = 3
 
-    def passes(self) -> list[tuple[str, ModulePass]]:
-        """(stage name, pass) after the frontend, in order."""
+    def _make(self, name: str, **options: Any) -> tuple[str, ModulePass]:
+        return name, ALL_PASSES[name]()(**options)
 
-        def make(name: str, **options: Any) -> tuple[str, ModulePass]:
-            return name, ALL_PASSES[name]()(**options)
-
+    def tensor_passes(self) -> list[tuple[str, ModulePass]]:
+        """(stage name, pass) from the frontend's tensors to bufferized kernels."""
         return [
-            make("ew-optimize"),
-            make("ew-fuse", mode="greedy" if self.fuse else "none"),
-            make("ew-bufferize", reuse=self.reuse),
-            make("ew-kernel-to-loops"),
-            make("ew-expand-math", math=self.math),
-            make("ew-to-llvm", fastmath=self.fastmath),
+            self._make("ew-optimize"),
+            self._make("ew-fuse", mode="greedy" if self.fuse else "none"),
+            self._make("ew-bufferize", reuse=self.reuse),
+        ]
+
+    def buffer_passes(self) -> list[tuple[str, ModulePass]]:
+        """(stage name, pass) from bufferized kernels to the `llvm` dialect."""
+        return [
+            self._make("ew-kernel-to-loops"),
+            self._make("ew-expand-math", math=self.math),
+            self._make("ew-to-llvm", fastmath=self.fastmath),
         ]
 
 
@@ -160,17 +164,49 @@ def _lower(
 ) -> Program:
     ctx = _context()
     stages = {"frontend": frontend_ir}
-    in_place_allowed = False
-    for name, pass_ in options.passes():
+    for name, pass_ in options.tensor_passes():
         pass_.apply(ctx, module)
         stages[name] = str(module)
-        if name == "ew-bufferize":
-            kernels = [op for op in module.walk() if isinstance(op, ew.KernelOp)]
-            in_place_allowed = len(kernels) == 1
+    return _lower_buffers(module, stages, _main_name(frontend_ir), inputs, outputs, options)
+
+
+def _lower_buffers(
+    module: ModuleOp,
+    stages: dict[str, str],
+    function_name: str,
+    inputs: Sequence[Parameter],
+    outputs: Sequence[Parameter],
+    options: Options,
+) -> Program:
+    # One kernel reads every input element before writing the same element: in-place is safe.
+    in_place_allowed = sum(isinstance(op, ew.KernelOp) for op in module.walk()) == 1
+    ctx = _context()
+    for name, pass_ in options.buffer_passes():
+        pass_.apply(ctx, module)
+        stages[name] = str(module)
     native = compile_llvm_dialect(module, options.opt_level)
-    function_name = _main_name(stages["frontend"])
     function = NativeFunction(native, function_name, inputs, outputs)
     return Program(function, stages, in_place_allowed, options)
+
+
+def compile_bufferized(
+    module: ModuleOp, input_names: Sequence[str], options: Options = Options(), threads: int = 1
+) -> Kernel:
+    """Compile a bufferized module (the `ew-bufferize` contract: inputs, then output buffers).
+
+    `input_names` says how many leading memref arguments are inputs; the rest are outputs,
+    named after their SSA names. Not cached: for hand-written IR and tests of the lowering.
+    """
+    function = _main(module)
+    args = function.body.block.args
+    names = [*input_names] + [
+        arg.name_hint or f"out{i}" for i, arg in enumerate(args[len(input_names) :])
+    ]
+    parameters = [_parameter(name, arg.type) for name, arg in zip(names, args, strict=True)]
+    inputs, outputs = parameters[: len(input_names)], parameters[len(input_names) :]
+    stages = {"ew-bufferize": str(module)}
+    program = _lower_buffers(module, stages, function.sym_name.data, inputs, outputs, options)
+    return Kernel(program, threads)
 
 
 def _main_name(frontend_ir: str) -> str:
