@@ -16,7 +16,8 @@ from xfuse.runtime.kernel import Kernel
 
 GELU_KERNEL = """
 func.func @main(%x: memref<?xf32>, %b: memref<?xf32>, %r: memref<?xf32>, %out: memref<?xf32>) {
-  ew.kernel ins(%x, %b, %r : memref<?xf32>, memref<?xf32>, memref<?xf32>) outs(%out : memref<?xf32>) {
+  ew.kernel ins(%x, %b, %r : memref<?xf32>, memref<?xf32>, memref<?xf32>)
+            outs(%out : memref<?xf32>) {
   ^bb0(%xs: f32, %bs: f32, %rs: f32):
     %h = arith.addf %xs, %bs : f32
     %half = arith.constant 0.5 : f32
