@@ -1,4 +1,10 @@
-"""xfuse's passes, one per file. `ALL_PASSES` is what `xfuse-opt` and the pipelines register."""
+"""xfuse's passes, one per file. `def _to_linalg() -> type[ModulePass]:
+    from xfuse.passes.to_linalg import EwToLinalgPass
+
+    return EwToLinalgPass
+
+
+ALL_PASSES` is what `xfuse-opt` and the pipelines register."""
 
 from __future__ import annotations
 
@@ -13,6 +19,13 @@ def _optimize() -> type[ModulePass]:
     return EwOptimizePass
 
 
+def _to_linalg() -> type[ModulePass]:
+    from xfuse.passes.to_linalg import EwToLinalgPass
+
+    return EwToLinalgPass
+
+
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-optimize": _optimize,
+    "ew-to-linalg": _to_linalg,
 }
