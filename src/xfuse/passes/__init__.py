@@ -1,10 +1,4 @@
-"""xfuse's passes, one per file. `def _to_linalg() -> type[ModulePass]:
-    from xfuse.passes.to_linalg import EwToLinalgPass
-
-    return EwToLinalgPass
-
-
-ALL_PASSES` is what `xfuse-opt` and the pipelines register."""
+"""xfuse's passes, one per file. `ALL_PASSES` is what `xfuse-opt` and the pipelines register."""
 
 from __future__ import annotations
 
@@ -19,6 +13,12 @@ def _optimize() -> type[ModulePass]:
     return EwOptimizePass
 
 
+def _strength_reduce() -> type[ModulePass]:
+    from xfuse.passes.strength_reduce import EwStrengthReducePass
+
+    return EwStrengthReducePass
+
+
 def _to_linalg() -> type[ModulePass]:
     from xfuse.passes.to_linalg import EwToLinalgPass
 
@@ -27,5 +27,6 @@ def _to_linalg() -> type[ModulePass]:
 
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-optimize": _optimize,
+    "ew-strength-reduce": _strength_reduce,
     "ew-to-linalg": _to_linalg,
 }
