@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from xdsl.context import Context
-from xdsl.dialects import arith, linalg, tensor
+from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     AffineMapAttr,
@@ -30,10 +30,11 @@ from xdsl.dialects.builtin import (
     ShapedType,
     TensorType,
 )
+from xdsl.dialects.linalg.attrs import IteratorTypeAttr
+from xdsl.dialects.linalg.ops import GenericOp, YieldOp
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
-from xdsl.rewriter import InsertPoint
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
     PatternRewriter,
@@ -41,6 +42,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
@@ -113,23 +115,23 @@ class KernelToGeneric(RewritePattern):
             result_types = list(kernel.res.types)
 
         yield_op = kernel.yield_op
-        rewriter.replace_op(yield_op, linalg.YieldOp(*yield_op.values))
+        rewriter.replace(yield_op, YieldOp(*yield_op.values))
         body = rewriter.move_region_contents_to_new_regions(kernel.body)
         for output in outputs:
             body.block.insert_arg(ew.element_type(output.type), len(body.block.args))
 
         maps = [broadcasting_map(_shape(v), iteration_shape) for v in kernel.inputs]
         maps += [AffineMap.identity(rank)] * len(outputs)
-        generic = linalg.GenericOp(
+        generic = GenericOp(
             inputs=list(kernel.inputs),
             outputs=outputs,
             body=body,
             indexing_maps=[AffineMapAttr(m) for m in maps],
-            iterator_types=[linalg.IteratorTypeAttr.parallel()] * rank,
+            iterator_types=[IteratorTypeAttr.parallel()] * rank,
             result_types=result_types,
         )
-        rewriter.insert_op(new_ops, InsertPoint.before(kernel))
-        rewriter.replace_matched_op(generic)
+        rewriter.insert(new_ops, InsertPoint.before(kernel))
+        rewriter.replace(kernel, generic)
 
 
 class ConstantToArith(RewritePattern):
@@ -139,7 +141,7 @@ class ConstantToArith(RewritePattern):
     def match_and_rewrite(self, constant: ew.ConstantOp, rewriter: PatternRewriter) -> None:
         type_ = cast(TensorType[Attribute], constant.result.type)
         splat = DenseIntOrFPElementsAttr.from_list(type_, [constant.literal])
-        rewriter.replace_matched_op(arith.ConstantOp(splat))
+        rewriter.replace(constant, arith.ConstantOp(splat))
 
 
 @dataclass(frozen=True)

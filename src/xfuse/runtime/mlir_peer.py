@@ -255,8 +255,7 @@ class MlirKernel:
         return_op = self._function.body.block.last_op
         assert isinstance(return_op, func.ReturnOp)
         self.outputs = [
-            _parameter(value, f"result{index}")
-            for index, value in enumerate(return_op.arguments)
+            _parameter(value, f"result{index}") for index, value in enumerate(return_op.arguments)
         ]
         self.llvm_ir = upstream_llvm_ir(module, function_name)
         self._engine, address = _jit(self.llvm_ir, function_name)
