@@ -108,3 +108,26 @@ func.func @buffers(%x: memref<?xf32>, %y: memref<?xf32>) {
   }
   func.return
 }
+
+// A chain of kernels: the second init reuses the first one's size instead of reading it with
+// tensor.dim from the first result (a second use would block upstream elementwise fusion).
+// CHECK-LABEL: func.func @chain
+// CHECK:         %[[N:.*]] = tensor.dim
+// CHECK-NEXT:    %[[I0:.*]] = tensor.empty(%[[N]]) : tensor<?xf32>
+// CHECK-NEXT:    %[[E:.*]] = linalg.generic {{.*}} outs(%[[I0]] : tensor<?xf32>)
+// CHECK-NOT:     tensor.dim
+// CHECK:         %[[I1:.*]] = tensor.empty(%[[N]]) : tensor<?xf32>
+// CHECK-NEXT:    linalg.generic {{.*}} ins(%[[E]] : tensor<?xf32>) outs(%[[I1]] : tensor<?xf32>)
+func.func @chain(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %e = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {
+  ^bb0(%xs: f32):
+    %v = math.exp %xs : f32
+    ew.yield %v : f32
+  }
+  %t = ew.kernel ins(%e : tensor<?xf32>) -> tensor<?xf32> {
+  ^bb0(%es: f32):
+    %v = math.tanh %es : f32
+    ew.yield %v : f32
+  }
+  func.return %t : tensor<?xf32>
+}

@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.dialects.linalg.ops import GenericOp, YieldOp
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, OpResult, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -68,27 +68,50 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return tuple(cast(ShapedType, value.type).get_shape())
 
 
+def _known_size(value: SSAValue, axis: int) -> SSAValue | None:
+    """The size of dynamic dimension `axis` of `value` if the IR already holds it: the size
+    given to the `tensor.empty` init of the `linalg.generic` that produced `value`."""
+    producer = value.owner
+    if not isinstance(producer, GenericOp) or not isinstance(value, OpResult):
+        return None
+    init = producer.outputs[value.index].owner
+    if not isinstance(init, tensor.EmptyOp):
+        return None
+    dynamic_axes = [a for a, size in enumerate(_shape(value)) if size == DYNAMIC_INDEX]
+    return init.dynamic_sizes[dynamic_axes.index(axis)]
+
+
 def _dynamic_size(
     kernel: ew.KernelOp, axis: int, iteration_shape: tuple[int, ...]
-) -> list[Operation]:
-    """Ops computing the run-time size of dynamic iteration dimension `axis`; the last one's
-    result is the size. Read from an input that spans the dimension."""
+) -> tuple[list[Operation], SSAValue]:
+    """The run-time size of dynamic iteration dimension `axis`, and the new ops computing it.
+
+    Read from an input that spans the dimension, reusing a producer's size where there is one:
+    a `tensor.dim` of a producer's result would be its second use, and upstream's
+    linalg-fuse-elementwise-ops only fuses producers with one use.
+    """
     rank = len(iteration_shape)
+    spanning: list[tuple[SSAValue, int]] = []
     for operand in kernel.inputs:
         shape = _shape(operand)
         operand_axis = axis - (rank - len(shape))
-        if operand_axis < 0:
+        if operand_axis < 0 or shape[operand_axis] == 1:
             continue
-        size = shape[operand_axis]
-        if size == DYNAMIC_INDEX:
-            index = arith.ConstantOp(IntegerAttr(operand_axis, IndexType()))
-            return [index, tensor.DimOp(operand, index)]
-        if size != 1:
-            return [arith.ConstantOp(IntegerAttr(size, IndexType()))]
-    raise DiagnosticException(
-        f"ew-to-linalg: no input of this kernel gives the size of its dynamic dimension {axis}:\n"
-        f"{kernel}"
-    )
+        if shape[operand_axis] != DYNAMIC_INDEX:
+            constant = arith.ConstantOp(IntegerAttr(shape[operand_axis], IndexType()))
+            return [constant], constant.result
+        if (known := _known_size(operand, operand_axis)) is not None:
+            return [], known
+        spanning.append((operand, operand_axis))
+    if not spanning:
+        raise DiagnosticException(
+            f"ew-to-linalg: no input of this kernel gives the size of its dynamic dimension "
+            f"{axis}:\n{kernel}"
+        )
+    operand, operand_axis = spanning[0]
+    index = arith.ConstantOp(IntegerAttr(operand_axis, IndexType()))
+    dim = tensor.DimOp(operand, index)
+    return [index, dim], dim.result
 
 
 class KernelToGeneric(RewritePattern):
@@ -106,9 +129,9 @@ class KernelToGeneric(RewritePattern):
             dynamic_sizes: list[SSAValue] = []
             for axis, size in enumerate(iteration_shape):
                 if size == DYNAMIC_INDEX:
-                    size_ops = _dynamic_size(kernel, axis, iteration_shape)
+                    size_ops, size_value = _dynamic_size(kernel, axis, iteration_shape)
                     new_ops.extend(size_ops)
-                    dynamic_sizes.append(size_ops[-1].results[0])
+                    dynamic_sizes.append(size_value)
             inits = [tensor.EmptyOp(dynamic_sizes, result.type) for result in kernel.res]
             new_ops.extend(inits)
             outputs = [init.tensor for init in inits]

@@ -39,7 +39,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     UnitAttr,
 )
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, BlockArgument, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from xfuse.dialects import ew
@@ -75,7 +75,7 @@ class MlirToolsMissing(RuntimeError):
 
 
 class MlirPeerError(RuntimeError):
-    """Upstream MLIR rejected the exported module, or the peer was called wrongly."""
+    """Upstream MLIR rejected the exported module, or its code could not be loaded."""
 
 
 def find_mlir_tool(name: str) -> str | None:
@@ -145,6 +145,14 @@ def upstream_llvm_ir(module: ModuleOp, function_name: str = "main") -> str:
     return _run_tool("mlir-translate", ["--mlir-to-llvmir"], lowered)
 
 
+def _describe(value: SSAValue | None) -> str:
+    if value is None:
+        return "the declared type"
+    if isinstance(value, BlockArgument):
+        return f"argument '{value.name_hint or value.index}'"
+    return f"intermediate %{value.name_hint}" if value.name_hint else "an intermediate value"
+
+
 def bind_shapes(
     function: func.FuncOp, shapes: Mapping[SSAValue, tuple[int, ...]]
 ) -> dict[SSAValue, tuple[int, ...]]:
@@ -152,7 +160,7 @@ def bind_shapes(
 
     Every op of a fused function (kernels, elementwise ops, constants) broadcasts its operands
     to its result: a dimension whose type says 1 (or that is missing) stretches, every other
-    one must equal the rest. Raises MlirPeerError on a mismatch.
+    one must equal the rest. Raises ValueError on a mismatch, naming the values involved.
     """
     bound = dict(shapes)
     for op in function.body.block.ops:
@@ -160,21 +168,23 @@ def bind_shapes(
             if not isinstance(result.type, ShapedType):
                 continue
             result_shape = tuple(result.type.get_shape())
-            sizes = [size if size != DYNAMIC_INDEX else None for size in result_shape]
+            sizes = [None if size == DYNAMIC_INDEX else size for size in result_shape]
+            origins: list[SSAValue | None] = [None] * len(result_shape)
             for operand in op.operands:
-                operand_type = cast(ShapedType, operand.type)
-                leading = len(result_shape) - len(operand_type.get_shape())
+                declared_shape = cast(ShapedType, operand.type).get_shape()
+                leading = len(result_shape) - len(declared_shape)
                 for axis, (declared, actual) in enumerate(
-                    zip(operand_type.get_shape(), bound[operand], strict=True)
+                    zip(declared_shape, bound[operand], strict=True), start=leading
                 ):
                     if declared == 1:
                         continue
-                    if sizes[leading + axis] is None:
-                        sizes[leading + axis] = actual
-                    elif sizes[leading + axis] != actual:
-                        raise MlirPeerError(
-                            f"'{op.name}': operand of shape {bound[operand]} does not match the "
-                            f"others along axis {leading + axis} (size {sizes[leading + axis]})"
+                    if sizes[axis] is None:
+                        sizes[axis], origins[axis] = actual, operand
+                    elif sizes[axis] != actual:
+                        raise ValueError(
+                            f"{_describe(operand)} has size {actual} along axis {axis} where "
+                            f"{_describe(origins[axis])} has {sizes[axis]} (in '{op.name}'; "
+                            "'?' dimensions do not broadcast)"
                         )
             bound[result] = tuple(1 if size is None else size for size in sizes)
     return bound
