@@ -105,7 +105,7 @@ def _run_tool(name: str, arguments: Sequence[str], source: str) -> str:
     return completed.stdout
 
 
-def _main_function(module: ModuleOp, function_name: str) -> func.FuncOp:
+def _function_named(module: ModuleOp, function_name: str) -> func.FuncOp:
     for op in module.ops:
         if isinstance(op, func.FuncOp) and op.sym_name.data == function_name:
             return op
@@ -137,7 +137,7 @@ def to_destination_passing(function: func.FuncOp) -> None:
 def upstream_llvm_ir(module: ModuleOp, function_name: str = "main") -> str:
     """The LLVM IR upstream MLIR makes of one function of `module` (after `ew-fuse`), in
     destination-passing style."""
-    function = _main_function(module, function_name).clone()
+    function = _function_named(module, function_name).clone()
     exported = ModuleOp([function])
     EwToLinalgPass().apply(Context(), exported)
     to_destination_passing(function)
@@ -258,7 +258,7 @@ class MlirKernel:
     """
 
     def __init__(self, module: ModuleOp, function_name: str = "main"):
-        self._function = _main_function(module, function_name).clone()
+        self._function = _function_named(module, function_name).clone()
         self.inputs = [
             _parameter(arg, f"arg{index}") for index, arg in enumerate(self._function.args)
         ]
