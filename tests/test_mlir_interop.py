@@ -136,9 +136,10 @@ def test_mlir_opt_parses_and_verifies_the_export(source: str):
 
 
 @needs_mlir
+@pytest.mark.parametrize("math_lowering", ["libm", "polynomial"])
 @pytest.mark.parametrize("length", [0, 1, 17, 1003])
-def test_upstream_gelu_matches_numpy(length: int):
-    kernel = compile_with_mlir(parse(GELU))
+def test_upstream_gelu_matches_numpy(length: int, math_lowering: str):
+    kernel = compile_with_mlir(parse(GELU), math=math_lowering)
     rng = np.random.default_rng(length)
     x, b, r = (rng.standard_normal(length).astype(np.float32) * 3 for _ in range(3))
     y = kernel(x, b=b, r=r)
@@ -147,11 +148,14 @@ def test_upstream_gelu_matches_numpy(length: int):
 
 
 @needs_mlir
-def test_upstream_fuses_the_chain_without_temporaries():
-    kernel = compile_with_mlir(parse(CHAIN))
+@pytest.mark.parametrize("math_lowering", ["libm", "polynomial"])
+def test_upstream_fuses_the_chain_without_temporaries(math_lowering: str):
+    kernel = compile_with_mlir(parse(CHAIN), math=math_lowering)
     # linalg-fuse-elementwise-ops merged the two generics, and the results are written straight
     # into the caller's buffers: nothing is allocated.
     assert "malloc" not in kernel.llvm_ir
+    # libm's erff, or upstream's polynomial in plain arithmetic.
+    assert ("@erff" in kernel.llvm_ir) == (math_lowering == "libm")
     rng = np.random.default_rng(7)
     m = rng.standard_normal((5, 4)).astype(np.float16)
     row = rng.standard_normal(4).astype(np.float16)

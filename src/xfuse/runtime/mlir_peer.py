@@ -10,9 +10,13 @@ runs upstream MLIR's own pipeline on it:
     and `mlir-translate --mlir-to-llvmir`
 
 The LLVM IR is optimised by llvmlite (O3 with loop and SLP vectorization) and run by MCJIT, so
-numbers differ from xfuse's own kernels only by what the two compilers generate. `math.tanh`
-becomes the `llvm.tanh` intrinsic and `math.erf` a libm call: the peer uses libm, not xfuse's
-approximations.
+numbers differ from xfuse's own kernels only by what the two compilers generate. Transcendentals
+go one of two ways (`math=`):
+- "libm": `math.tanh` becomes the `llvm.tanh` intrinsic, `math.erf` a call to `erff`; exact to
+  libm, but the calls keep loops scalar (GELU, 2^24 f32: ~300 ms here).
+- "polynomial": upstream's polynomial approximations (tanh, erf, exp, log, ...), which mlir-opt
+  exposes only as `--test-math-polynomial-approximation`; plain arithmetic that vectorizes
+  (~1e-6 error; the same GELU ~13 ms).
 
 Tools are looked up on PATH, then in `/usr/lib/llvm-22/bin` (Debian's `mlir-22-tools`).
 """
@@ -25,7 +29,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -49,7 +53,9 @@ from xfuse.passes.to_linalg import EwToLinalgPass
 TOOL_DIRECTORIES = ("/usr/lib/llvm-22/bin",)
 """Where to look for mlir-opt and mlir-translate when they are not on PATH."""
 
-UPSTREAM_PIPELINE: tuple[str, ...] = (
+MathLowering = Literal["libm", "polynomial"]
+
+_BUFFERIZE: tuple[str, ...] = (
     "--linalg-fuse-elementwise-ops",
     "--eliminate-empty-tensors",
     "--one-shot-bufferize=bufferize-function-boundaries "
@@ -59,6 +65,8 @@ UPSTREAM_PIPELINE: tuple[str, ...] = (
     "--expand-strided-metadata",
     "--lower-affine",
     "--convert-scf-to-cf",
+)
+_TO_LLVM: tuple[str, ...] = (
     "--convert-math-to-llvm",
     "--convert-math-to-libm",
     "--finalize-memref-to-llvm",
@@ -67,7 +75,12 @@ UPSTREAM_PIPELINE: tuple[str, ...] = (
     "--convert-cf-to-llvm",
     "--reconcile-unrealized-casts",
 )
-"""mlir-opt's arguments from the exported linalg module to the llvm dialect."""
+
+
+def upstream_pipeline(math: MathLowering = "libm") -> tuple[str, ...]:
+    """mlir-opt's arguments from the exported linalg module to the llvm dialect."""
+    approximate = ("--test-math-polynomial-approximation",) if math == "polynomial" else ()
+    return (*_BUFFERIZE, *approximate, *_TO_LLVM)
 
 
 class MlirToolsMissing(RuntimeError):
@@ -134,14 +147,16 @@ def to_destination_passing(function: func.FuncOp) -> None:
     function.update_function_type()
 
 
-def upstream_llvm_ir(module: ModuleOp, function_name: str = "main") -> str:
+def upstream_llvm_ir(
+    module: ModuleOp, function_name: str = "main", math: MathLowering = "libm"
+) -> str:
     """The LLVM IR upstream MLIR makes of one function of `module` (after `ew-fuse`), in
     destination-passing style."""
     function = _function_named(module, function_name).clone()
     exported = ModuleOp([function])
     EwToLinalgPass().apply(Context(), exported)
     to_destination_passing(function)
-    lowered = _run_tool("mlir-opt", UPSTREAM_PIPELINE, str(exported))
+    lowered = _run_tool("mlir-opt", upstream_pipeline(math), str(exported))
     return _run_tool("mlir-translate", ["--mlir-to-llvmir"], lowered)
 
 
@@ -257,7 +272,7 @@ class MlirKernel:
     or a tuple of them for several results.
     """
 
-    def __init__(self, module: ModuleOp, function_name: str = "main"):
+    def __init__(self, module: ModuleOp, function_name: str = "main", math: MathLowering = "libm"):
         self._function = _function_named(module, function_name).clone()
         self.inputs = [
             _parameter(arg, f"arg{index}") for index, arg in enumerate(self._function.args)
@@ -267,7 +282,7 @@ class MlirKernel:
         self.outputs = [
             _parameter(value, f"result{index}") for index, value in enumerate(return_op.arguments)
         ]
-        self.llvm_ir = upstream_llvm_ir(module, function_name)
+        self.llvm_ir = upstream_llvm_ir(module, function_name, math)
         self._engine, address = _jit(self.llvm_ir, function_name)
         ranks = [len(p.shape) for p in (*self.inputs, *self.outputs)]
         argument_types = [t for rank in ranks for t in _memref_ctypes(rank)]
@@ -356,6 +371,8 @@ class MlirKernel:
         return arrays
 
 
-def compile_with_mlir(module: ModuleOp, function_name: str = "main") -> MlirKernel:
+def compile_with_mlir(
+    module: ModuleOp, function_name: str = "main", math: MathLowering = "libm"
+) -> MlirKernel:
     """Compile `module` (after `ew-fuse`) with upstream MLIR; raises MlirToolsMissing without it."""
-    return MlirKernel(module, function_name)
+    return MlirKernel(module, function_name, math)
