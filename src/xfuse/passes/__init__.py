@@ -1,10 +1,4 @@
-"""xfuse's passes, one per file. `def _strength_reduce() -> type[ModulePass]:
-    from xfuse.passes.strength_reduce import EwStrengthReducePass
-
-    return EwStrengthReducePass
-
-
-ALL_PASSES` is what `xfuse-opt` and the pipelines register."""
+"""xfuse's passes, one per file. `ALL_PASSES` is what `xfuse-opt` and the pipelines register."""
 
 from __future__ import annotations
 
