@@ -1,4 +1,10 @@
-"""xfuse's passes, one per file. `ALL_PASSES` is what `xfuse-opt` and the pipelines register."""
+"""xfuse's passes, one per file. `def _strength_reduce() -> type[ModulePass]:
+    from xfuse.passes.strength_reduce import EwStrengthReducePass
+
+    return EwStrengthReducePass
+
+
+ALL_PASSES` is what `xfuse-opt` and the pipelines register."""
 
 from __future__ import annotations
 
@@ -13,6 +19,13 @@ def _optimize() -> type[ModulePass]:
     return EwOptimizePass
 
 
+def _strength_reduce() -> type[ModulePass]:
+    from xfuse.passes.strength_reduce import EwStrengthReducePass
+
+    return EwStrengthReducePass
+
+
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-optimize": _optimize,
+    "ew-strength-reduce": _strength_reduce,
 }
