@@ -246,6 +246,7 @@ class _Names:
 
     def __init__(self) -> None:
         self.names: dict[SSAValue, str] = {}
+        self.unnamed = 0
 
     def __call__(self, value: SSAValue) -> str:
         if value not in self.names:
@@ -254,7 +255,8 @@ class _Names:
             elif isinstance(value, BlockArgument):
                 name = f"arg{value.index}"
             else:
-                name = f"t{len(self.names)}"
+                name = f"t{self.unnamed}"
+                self.unnamed += 1
             self.names[value] = name
         return self.names[value]
 
