@@ -63,8 +63,9 @@ def _ops(kernel: KernelCost) -> str:
     return f"{len(kernel.ops)} ops"
 
 
-def kernel_table(cost: FunctionCost) -> Table:
-    table = Table(title=f"@{cost.function} on {setting(cost)}", title_justify="left")
+def kernel_table(cost: FunctionCost, label: str = "") -> Table:
+    title = f"{label} @{cost.function} on {setting(cost)}".lstrip()
+    table = Table(title=title, title_justify="left")
     for header in ("#", "ops", "reads -> writes", "bytes", "FLOP/el", "FLOP/B", "time", "bound"):
         table.add_column(header, justify="left" if header in ("ops", "reads -> writes") else "right")
     for k in cost.kernels:
@@ -135,8 +136,8 @@ def print_program(console: Console, program: ProgramCost) -> None:
             f"{us(e.separate_time_s)} -> {us(e.epilogue_time_s)}, "
             f"{e.launches_saved} launch saved"
         )
-    for cost in (program.unfused, program.fused):
-        console.print(kernel_table(cost))
+    for label, cost in (("unfused", program.unfused), ("fused", program.fused)):
+        console.print(kernel_table(cost, label))
 
 
 def print_function(console: Console, cost: FunctionCost) -> None:

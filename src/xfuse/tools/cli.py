@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -43,6 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.run(args))
+    except BrokenPipeError:  # the reader (`| head`) went away: drop the rest quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except EwSyntaxError as error:
         print(error, file=sys.stderr)
     except (CliError, CostModelError, DiagnosticException, VerifyException, ValueError) as error:

@@ -86,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         json.dump(program_json(program), sys.stdout, indent=2)
         print()
     else:
-        print_program(Console(), program)
+        # Wide enough for the kernel tables when piped (rich assumes 80 columns then).
+        print_program(Console(width=None if sys.stdout.isatty() else 120), program)
         if args.plot is not None:
             print(f"roofline plot: {args.plot}")
     return 0

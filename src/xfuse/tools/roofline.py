@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xfuse.analysis.cost import FunctionCost, ProgramCost
+from xfuse.analysis.cost import FunctionCost, ProgramCost, format_shape
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -51,7 +51,8 @@ def plot_roofline(program: ProgramCost, path: Path) -> None:
     axes.set_xlabel("arithmetic intensity (FLOP/byte)")
     axes.set_ylabel("attained FLOP/s (launch overhead included)")
     axes.set_title(
-        f"{hw.description}\n@{program.fused.function}: {program.fused.options.shape} {dtype}, "
+        f"{hw.description}\n@{program.fused.function}: {format_shape(program.fused.options.shape)} "
+        f"{dtype}, "
         f"{program.comparison.traffic_ratio:.1f}x less traffic fused",
         fontsize=10,
     )
@@ -66,6 +67,10 @@ def _plot_kernels(axes: Axes, cost: FunctionCost, marker: str, label: str) -> No
     xs = [k.intensity for k in cost.kernels]
     ys = [k.flops / k.time_s if k.time_s else 0.0 for k in cost.kernels]
     axes.loglog(xs, ys, marker, linestyle="none", markersize=9, label=label)
+    labelled: set[tuple[float, float]] = set()
     for kernel, x, y in zip(cost.kernels, xs, ys, strict=True):
+        if (round(x, 2), round(y, -9)) in labelled:  # one label per spot: they would overprint
+            continue
+        labelled.add((round(x, 2), round(y, -9)))
         name = kernel.ops[0] if len(kernel.ops) == 1 else f"{len(kernel.ops)} ops"
         axes.annotate(name, (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
