@@ -479,4 +479,3 @@ def test_cli_reports_program_errors(capsys: pytest.CaptureFixture[str], tmp_path
 def test_cli_without_command_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main([]) == 2
     assert "cost" in capsys.readouterr().err
-

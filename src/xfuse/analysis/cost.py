@@ -372,9 +372,8 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
         write_values = _unique(kernel.destinations())
         reads = tuple(access(v, options.l2 and v in l2.resident) for v in read_values)
         writes = tuple(access(v) for v in write_values)
-        l2.touch(
-            [(v, a.bytes) for v, a in zip((*read_values, *write_values), (*reads, *writes))]
-        )
+        accessed = zip((*read_values, *write_values), (*reads, *writes), strict=True)
+        l2.touch([(v, a.bytes) for v, a in accessed])
         ops, flops_per_element = _flops_per_element(kernel)
         elements = math.prod(_bind(kernel.destinations()[0].type, problem))
         read_bytes = sum(a.bytes for a in reads)

@@ -35,7 +35,9 @@ def setting(cost: FunctionCost) -> str:
     o = cost.options
     memory = "L2-aware" if o.l2 else "HBM only"
     dtype = o.dtype or "IR dtypes"
-    return f"{o.hardware.name}, {format_shape(o.shape)} {dtype}, launch {o.launch_us:g} us, {memory}"
+    return (
+        f"{o.hardware.name}, {format_shape(o.shape)} {dtype}, launch {o.launch_us:g} us, {memory}"
+    )
 
 
 def summary_line(cost: FunctionCost) -> str:
@@ -67,7 +69,9 @@ def kernel_table(cost: FunctionCost, label: str = "") -> Table:
     title = f"{label} @{cost.function} on {setting(cost)}".lstrip()
     table = Table(title=title, title_justify="left")
     for header in ("#", "ops", "reads -> writes", "bytes", "FLOP/el", "FLOP/B", "time", "bound"):
-        table.add_column(header, justify="left" if header in ("ops", "reads -> writes") else "right")
+        table.add_column(
+            header, justify="left" if header in ("ops", "reads -> writes") else "right"
+        )
     for k in cost.kernels:
         table.add_row(
             str(k.index),
@@ -125,8 +129,9 @@ def print_program(console: Console, program: ProgramCost) -> None:
     console.print(
         f"{hw.description}: HBM {hw.hbm_bandwidth / 1e12:.3g} TB/s, elementwise peak "
         f"{hw.elementwise_peak(dtype) / 1e12:.3g} TFLOP/s (CUDA cores, f32 compute) -> ridge "
-        f"{hw.ridge_point(dtype):.1f} FLOP/B; BF16 tensor cores {hw.bf16_tensor_core_peak / 1e12:g} "
-        f"TFLOP/s -> ridge {hw.tensor_core_ridge_point:.1f} FLOP/B"
+        f"{hw.ridge_point(dtype):.1f} FLOP/B; BF16 tensor cores "
+        f"{hw.bf16_tensor_core_peak / 1e12:g} TFLOP/s -> ridge "
+        f"{hw.tensor_core_ridge_point:.1f} FLOP/B"
     )
     if program.epilogue is not None:
         e = program.epilogue
