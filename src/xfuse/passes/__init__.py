@@ -19,7 +19,14 @@ def _strength_reduce() -> type[ModulePass]:
     return EwStrengthReducePass
 
 
+def _cost() -> type[ModulePass]:
+    from xfuse.passes.cost import EwCostPass
+
+    return EwCostPass
+
+
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-optimize": _optimize,
     "ew-strength-reduce": _strength_reduce,
+    "ew-cost": _cost,
 }
