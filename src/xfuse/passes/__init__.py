@@ -13,6 +13,20 @@ def _optimize() -> type[ModulePass]:
     return EwOptimizePass
 
 
+def _fuse() -> type[ModulePass]:
+    from xfuse.passes.fuse import EwFusePass
+
+    return EwFusePass
+
+
+def _bufferize() -> type[ModulePass]:
+    from xfuse.passes.bufferize import EwBufferizePass
+
+    return EwBufferizePass
+
+
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-optimize": _optimize,
+    "ew-fuse": _fuse,
+    "ew-bufferize": _bufferize,
 }
