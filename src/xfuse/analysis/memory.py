@@ -83,7 +83,7 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return tuple(cast(TensorType[Attribute], value.type).get_shape())
 
 
-class _DimClasses:
+class DimClasses:
     """Which `?` dims are equal at run time: those the ops tie together, by union-find."""
 
     def __init__(self, steps: Sequence[Step]):
@@ -108,14 +108,15 @@ class _DimClasses:
         if root_a != root_b:
             self.parent[root_b] = root_a
 
-    def _root_id(self, value: SSAValue, axis: int) -> tuple[int, int]:
+    def dim_class(self, value: SSAValue, axis: int) -> tuple[int, int]:
+        """Equal for two `?` dims the ops prove equal at run time."""
         root_value, root_axis = self._find((value, axis))
         return (id(root_value), root_axis)
 
     def key(self, value: SSAValue) -> tuple[Any, ...]:
         """Equal keys: same element type and provably the same shape at run time."""
         dims = tuple(
-            dim if dim != DYNAMIC_INDEX else self._root_id(value, axis)
+            dim if dim != DYNAMIC_INDEX else self.dim_class(value, axis)
             for axis, dim in enumerate(_shape(value))
         )
         return (ew.element_type(value.type), dims)
@@ -152,6 +153,8 @@ class MemoryPlan:
     """Temporaries written over an input that dies at their step."""
     reused: frozenset[SSAValue]
     """Temporaries written into a buffer freed by an earlier step."""
+    dims: DimClasses
+    """Which `?` dims are equal at run time."""
 
     @property
     def naive_count(self) -> int:
@@ -187,7 +190,7 @@ class MemoryPlan:
 def plan_memory(function: func.FuncOp, reuse: bool = True) -> MemoryPlan:
     """Assign every temporary of `function` a buffer; with `reuse`, share and write in place."""
     liveness = analyze_liveness(function)
-    classes = _DimClasses(liveness.steps)
+    classes = DimClasses(liveness.steps)
     temporaries = set(liveness.temporaries)
     holders: list[list[SSAValue]] = []
     spans: list[list[int]] = []
@@ -232,6 +235,6 @@ def plan_memory(function: func.FuncOp, reuse: bool = True) -> MemoryPlan:
         for values, (first, last) in zip(holders, spans, strict=True)
     )
     return MemoryPlan(
-        liveness, reuse, buffers, buffer_of, frozenset(in_place), frozenset(reused)
+        liveness, reuse, buffers, buffer_of, frozenset(in_place), frozenset(reused), classes
     )
 
