@@ -2,7 +2,7 @@
 // RUN: xfuse-opt %s -p 'ew-fuse{mode=none},ew-bufferize{reuse=false}' | filecheck %s --check-prefix=NAIVE
 // RUN: xfuse-opt %s -p 'ew-fuse,ew-bufferize' | filecheck %s --check-prefix=FUSED
 // RUN: xfuse-opt %inputs/gelu.ew -p 'ew-fuse{mode=none},ew-bufferize{stats=true}' 2>&1 | filecheck %s --check-prefix=GELU
-// RUN: xfuse-opt %inputs/gelu.ew -p 'ew-fuse{mode=none},ew-bufferize{reuse=false,stats=true}' 2>&1 | filecheck %s --check-prefix=GELU-NAIVE
+// RUN: xfuse-opt %inputs/gelu.ew -p 'ew-fuse{mode=none},ew-bufferize{reuse=false stats=true}' 2>&1 | filecheck %s --check-prefix=GELU-NAIVE
 
 // A chain: the second temporary is written in place over the first, which dies there.
 // CHECK-LABEL: func.func @chain
