@@ -184,6 +184,7 @@ def random_graphs(draw: st.DrawFn) -> ModuleOp:
     builder = FunctionBuilder(shapes={n: INPUT_SHAPES[n] for n in names})
     values = [builder.input(n) for n in names]
     for _ in range(draw(st.integers(1, 12))):
+
         def operand() -> SSAValue:
             if draw(st.integers(0, 9)) == 0:
                 return builder.constant(draw(st.sampled_from([0.5, 2.0, -1.5])))

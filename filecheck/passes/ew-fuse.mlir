@@ -111,9 +111,22 @@ func.func @broadcast_returned(%x: tensor<?x?xf32>, %b: tensor<?xf32>) -> (tensor
   func.return %h, %s : tensor<?x?xf32>, tensor<?xf32>
 }
 
+// Two readers of the same value fuse (sibling fusion): x is read once for both results.
+// CHECK-LABEL: func.func @siblings
+// CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>)
+// CHECK-NEXT:    %[[E:.*]], %[[N:.*]] = ew.kernel ins(%[[X]] : tensor<?xf32>) -> tensor<?xf32>, tensor<?xf32>
+// CHECK:         func.return %[[E]], %[[N]]
+// NONE-LABEL: func.func @siblings
+// NONE-COUNT-2: ew.kernel ins(%{{.*}} : tensor<?xf32>)
+func.func @siblings(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %e = ew.exp %x : tensor<?xf32>
+  %n = ew.neg %x : tensor<?xf32>
+  func.return %e, %n : tensor<?xf32>, tensor<?xf32>
+}
+
 // STATS:      'ew-fuse'
-// STATS-NEXT:   (elementwise-ops) 13 :
-// STATS-NEXT:   (kernels) 8 :
-// STATS-NEXT:   (fused-ops) 11 :
+// STATS-NEXT:   (elementwise-ops) 15 :
+// STATS-NEXT:   (kernels) 9 :
+// STATS-NEXT:   (fused-ops) 13 :
 // STATS-NEXT:   (copy-kernels) 2 :
 // STATS-NEXT:   (constants-inlined) 2 :

@@ -22,7 +22,7 @@ class ValueInfo:
     uses: int
     """Operand slots reading the value, the function's return included (`h * h` counts 2)."""
     last_use: int | None
-    """Index in `Dataflow.ops` of the last op reading it; `len(ops)` for the return; None if unread."""
+    """Index in `Dataflow.ops` of its last reader (`len(ops)`: the return); None if unread."""
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,7 @@ class Dataflow:
 def analyze_dataflow(function: func.FuncOp) -> Dataflow:
     block = function.body.block
     ops = tuple(
-        op
-        for op in block.ops
-        if not isinstance(op, ew.ConstantOp | func.ReturnOp) and op.results
+        op for op in block.ops if not isinstance(op, ew.ConstantOp | func.ReturnOp) and op.results
     )
     position = {op: i for i, op in enumerate(ops)}
     position.update({op: len(ops) for op in block.ops if isinstance(op, func.ReturnOp)})

@@ -45,7 +45,7 @@ class Liveness:
     results: tuple[SSAValue, ...]
     """What the function returns, in order (a value may repeat)."""
     temporaries: tuple[SSAValue, ...]
-    """Values written by steps that are not results: each needs a buffer of its own or a shared one."""
+    """Values written by steps that are not results: each needs a buffer, own or shared."""
 
     def live_at(self, step: int) -> list[SSAValue]:
         """Temporaries that hold memory during `step` (written by then, read at or after it)."""
@@ -166,7 +166,7 @@ class MemoryPlan:
         return len(self.buffers)
 
     def planned_bytes(self, shape: Sequence[int], dtype: Any = None) -> int:
-        """Bytes allocated for the plan's buffers (`?` dims from `shape`, element type or `dtype`)."""
+        """Bytes of the plan's buffers (`?` dims from `shape`; element type or `dtype`)."""
         return sum(value_bytes(b.type, shape, dtype) for b in self.buffers)
 
     def naive_bytes(self, shape: Sequence[int], dtype: Any = None) -> int:
@@ -237,4 +237,3 @@ def plan_memory(function: func.FuncOp, reuse: bool = True) -> MemoryPlan:
     return MemoryPlan(
         liveness, reuse, buffers, buffer_of, frozenset(in_place), frozenset(reused), classes
     )
-

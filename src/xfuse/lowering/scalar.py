@@ -78,7 +78,7 @@ def emit_scalar(
     args: Sequence[SSAValue],
     compute_type: Attribute,
 ) -> SSAValue:
-    """Emit the scalar form of the elementwise `op_type` on `args` at `builder`'s insertion point."""
+    """Emit the scalar form of the elementwise `op_type` on `args` at the builder."""
     emitter = SCALAR_LOWERINGS.get(op_type)
     if emitter is None:
         raise NotImplementedError(f"no scalar lowering for '{op_type.name}'")

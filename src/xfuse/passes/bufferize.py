@@ -92,9 +92,7 @@ class _FunctionBufferizer:
             arg_types=[memref_type(a.type) for a in old.args]
             + [memref_type(r.type) for r in results]
         )
-        self.buffers: dict[SSAValue, SSAValue] = dict(
-            zip(old.args, self.block.args, strict=False)
-        )
+        self.buffers: dict[SSAValue, SSAValue] = dict(zip(old.args, self.block.args, strict=False))
         self.outputs = self.block.args[len(old.args) :]
         for new, old_value in zip(self.block.args, old.args, strict=False):
             new.name_hint = old_value.name_hint

@@ -6,7 +6,8 @@ Greedy fusion merges groups of ops along def-use edges while the result stays le
   a `[t, d]` kernel) is absorbed only when nothing outside the two groups needs its values, so it
   is computed in the region and never materialized. Ops of different shapes joined only through a
   broadcast are not merged, because two `?` dims of unrelated inputs may differ at run time; for
-  the same reason independent subgraphs stay separate kernels;
+  the same reason independent subgraphs stay separate kernels, unless they read a common
+  value of their shape (sibling fusion: it is then read once);
 - no cycles: groups merge only when no path leaves the pair and comes back into it.
 A value with several users is computed once per kernel; one also needed outside its kernel (by
 another kernel or the function's results) becomes an extra kernel result. Constants become
@@ -140,7 +141,21 @@ class _Partition:
             legal = False
         return legal and not self.would_cycle(a, b)
 
+    def can_merge_siblings(self, first: int, second: int, shared: SSAValue) -> bool:
+        """Two readers of `shared` fuse (reading it once) when it ties their shapes together."""
+        a, b = self.find(first), self.find(second)
+        if a == b or not (self.is_fusible(a) and self.is_fusible(b)):
+            return False
+        return self.group_shape(a) == self.group_shape(b) == _shape(
+            shared
+        ) and not self.would_cycle(a, b)
+
     def fuse_greedily(self) -> None:
+        readers: dict[SSAValue, list[int]] = {}
+        for index, op in enumerate(self.ops):
+            for operand in op.operands:
+                if ew.constant_value(operand) is None:
+                    readers.setdefault(operand, []).append(index)
         changed = True
         while changed:
             changed = False
@@ -148,6 +163,11 @@ class _Partition:
                 for producer in list(self.producers(consumer)):
                     if self.can_merge(producer, consumer):
                         self.union(producer, consumer)
+                        changed = True
+            for shared, users in readers.items():
+                for other in users[1:]:
+                    if self.can_merge_siblings(users[0], other, shared):
+                        self.union(users[0], other)
                         changed = True
 
     def groups_in_order(self) -> list[list[Operation]]:
@@ -261,7 +281,9 @@ def fuse_function(function: func.FuncOp, greedy: bool = True) -> FusionStats:
     )
     if greedy:
         partition.fuse_greedily()
-    stats = FusionStats(elementwise_ops=sum(partition.is_fusible(i) for i in partition.index.values()))
+    stats = FusionStats(
+        elementwise_ops=sum(partition.is_fusible(i) for i in partition.index.values())
+    )
     for group in partition.groups_in_order():
         if not isinstance(group[0], ElementwiseOp):
             group[0].detach()
