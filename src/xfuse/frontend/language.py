@@ -154,9 +154,7 @@ class _Parser:
     def statement(self, first_assignment: dict[str, int]) -> None:
         target = self.current
         if target.kind != "name":
-            raise self.error(
-                f"expected a statement 'name = expr;', found {self.describe(target)}"
-            )
+            raise self.error(f"expected a statement 'name = expr;', found {self.describe(target)}")
         if target.text in ew.OPS_BY_MNEMONIC:
             raise self.error(f"cannot assign to '{target.text}': it names a function")
         self.position += 1
@@ -238,8 +236,7 @@ class _Parser:
         arity = 2 if issubclass(op_type, ew.BinaryOp) else 1
         if len(args) != arity:
             raise self.error(
-                f"'{name.text}' takes {arity} argument{'s' if arity > 1 else ''}, "
-                f"got {len(args)}",
+                f"'{name.text}' takes {arity} argument{'s' if arity > 1 else ''}, got {len(args)}",
                 name,
             )
         return self.apply(op_type, name, *args)

@@ -13,6 +13,12 @@ def _optimize() -> type[ModulePass]:
     return EwOptimizePass
 
 
+def _strength_reduce() -> type[ModulePass]:
+    from xfuse.passes.strength_reduce import EwStrengthReducePass
+
+    return EwStrengthReducePass
+
+
 def _fuse() -> type[ModulePass]:
     from xfuse.passes.fuse import EwFusePass
 
@@ -27,6 +33,7 @@ def _bufferize() -> type[ModulePass]:
 
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-optimize": _optimize,
+    "ew-strength-reduce": _strength_reduce,
     "ew-fuse": _fuse,
     "ew-bufferize": _bufferize,
 }
