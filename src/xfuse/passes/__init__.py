@@ -19,6 +19,18 @@ def _strength_reduce() -> type[ModulePass]:
     return EwStrengthReducePass
 
 
+def _fuse() -> type[ModulePass]:
+    from xfuse.passes.fuse import EwFusePass
+
+    return EwFusePass
+
+
+def _bufferize() -> type[ModulePass]:
+    from xfuse.passes.bufferize import EwBufferizePass
+
+    return EwBufferizePass
+
+
 def _cost() -> type[ModulePass]:
     from xfuse.passes.cost import EwCostPass
 
@@ -28,5 +40,7 @@ def _cost() -> type[ModulePass]:
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-optimize": _optimize,
     "ew-strength-reduce": _strength_reduce,
+    "ew-fuse": _fuse,
+    "ew-bufferize": _bufferize,
     "ew-cost": _cost,
 }
