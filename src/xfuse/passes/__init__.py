@@ -19,6 +19,24 @@ def _strength_reduce() -> type[ModulePass]:
     return EwStrengthReducePass
 
 
+def _fuse() -> type[ModulePass]:
+    from xfuse.passes.fuse import EwFusePass
+
+    return EwFusePass
+
+
+def _bufferize() -> type[ModulePass]:
+    from xfuse.passes.bufferize import EwBufferizePass
+
+    return EwBufferizePass
+
+
+def _cost() -> type[ModulePass]:
+    from xfuse.passes.cost import EwCostPass
+
+    return EwCostPass
+
+
 def _to_linalg() -> type[ModulePass]:
     from xfuse.passes.to_linalg import EwToLinalgPass
 
@@ -28,5 +46,8 @@ def _to_linalg() -> type[ModulePass]:
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-optimize": _optimize,
     "ew-strength-reduce": _strength_reduce,
+    "ew-fuse": _fuse,
+    "ew-bufferize": _bufferize,
+    "ew-cost": _cost,
     "ew-to-linalg": _to_linalg,
 }
