@@ -6,104 +6,67 @@ tests that need no tools.
 
 from __future__ import annotations
 
-import math
+import functools
 import subprocess
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from xdsl.context import Context
-from xdsl.dialects import arith, builtin, func, memref
-from xdsl.dialects import math as math_dialect
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
+from xfuse.passes.fuse import EwFusePass
+from xfuse.passes.optimize import EwOptimizePass
 from xfuse.passes.to_linalg import EwToLinalgPass
 from xfuse.runtime import mlir_peer
-from xfuse.runtime.mlir_peer import MlirToolsMissing, compile_with_mlir, find_mlir_tool
+from xfuse.runtime.mlir_peer import (
+    MathLowering,
+    MlirKernel,
+    MlirToolsMissing,
+    compile_with_mlir,
+    find_mlir_tool,
+)
 
 needs_mlir = pytest.mark.skipif(
     find_mlir_tool("mlir-opt") is None or find_mlir_tool("mlir-translate") is None,
     reason="upstream mlir-opt/mlir-translate not installed (apt-get install mlir-22-tools)",
 )
 
-# What ew-fuse makes of examples/gelu.ew (tensor form), written out by hand.
-GELU = """
-func.func @main(%x: tensor<?xf32>, %b: tensor<?xf32>, %r: tensor<?xf32>) -> tensor<?xf32> {
-  %out = ew.kernel ins(%x, %b, %r : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32> {
-  ^bb0(%xs: f32, %bs: f32, %rs: f32):
-    %h = arith.addf %xs, %bs : f32
-    %half = arith.constant 0.5 : f32
-    %hh = arith.mulf %half, %h : f32
-    %c = arith.constant 0.044715 : f32
-    %ch = arith.mulf %c, %h : f32
-    %ch2 = arith.mulf %ch, %h : f32
-    %ch3 = arith.mulf %ch2, %h : f32
-    %inner = arith.addf %h, %ch3 : f32
-    %k = arith.constant 0.7978845608 : f32
-    %scaled = arith.mulf %k, %inner : f32
-    %t = math.tanh %scaled : f32
-    %one = arith.constant 1.0 : f32
-    %onet = arith.addf %one, %t : f32
-    %y = arith.mulf %hh, %onet : f32
-    %o = arith.addf %y, %rs : f32
-    ew.yield %o : f32
-  }
-  func.return %out : tensor<?xf32>
-}
-"""
+GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
 
-# Two kernels in a row (as ew-fuse{mode=none} leaves them), with broadcasting inputs, f16 data
-# computed in f32, a second result and a constant result.
-CHAIN = """
-func.func @main(%m: tensor<?x4xf16>, %row: tensor<4xf16>, %col: tensor<?x1xf16>,
-                %s: tensor<f16>) -> (tensor<?x4xf16>, tensor<?x4xf16>, tensor<3xf16>) {
-  %p = ew.kernel ins(%m, %row, %s : tensor<?x4xf16>, tensor<4xf16>, tensor<f16>)
-      -> tensor<?x4xf16> {
-  ^bb0(%a: f16, %b: f16, %c: f16):
-    %ae = arith.extf %a : f16 to f32
-    %be = arith.extf %b : f16 to f32
-    %ce = arith.extf %c : f16 to f32
-    %ab = arith.mulf %ae, %be : f32
-    %abc = arith.subf %ab, %ce : f32
-    %t = arith.truncf %abc : f32 to f16
-    ew.yield %t : f16
-  }
-  %e, %q = ew.kernel ins(%p, %col : tensor<?x4xf16>, tensor<?x1xf16>)
-      -> tensor<?x4xf16>, tensor<?x4xf16> {
-  ^bb0(%a: f16, %b: f16):
-    %ae = arith.extf %a : f16 to f32
-    %be = arith.extf %b : f16 to f32
-    %mx = arith.maximumf %ae, %be : f32
-    %er = math.erf %mx : f32
-    %sq = math.sqrt %be : f32
-    %t1 = arith.truncf %er : f32 to f16
-    %t2 = arith.truncf %sq : f32 to f16
-    ew.yield %t1, %t2 : f16, f16
-  }
-  %k = ew.constant -2.5 : tensor<3xf16>
-  func.return %e, %q, %k : tensor<?x4xf16>, tensor<?x4xf16>, tensor<3xf16>
-}
-"""
+# Every elementwise op once, on inputs inside every op's domain (x > 0).
+ALL_OPS = "".join(
+    f"{op.name[3:]}_r = {op.name[3:]}(x{', y' if issubclass(op, ew.BinaryOp) else ''});\n"
+    for op in ew.ELEMENTWISE_OPS
+)
+ALL_OPS_OUTPUTS = [f"{op.name[3:]}_r" for op in ew.ELEMENTWISE_OPS]
+
+# Broadcasting (a row, a column, a scalar), f16 data, outputs of different shapes, a constant.
+BROADCAST = "p = m * row - s; e = erf(max(p, col)); q = sqrt(col); k = -2.5;"
+BROADCAST_SHAPES = {"m": [None, 4], "row": [4], "col": [None, 1], "s": []}
 
 
-def parse(source: str) -> ModuleOp:
-    context = Context()
-    for dialect in (builtin.Builtin, func.Func, arith.Arith, math_dialect.Math, memref.MemRef):
-        context.load_dialect(dialect)
-    context.load_dialect(ew.Ew)
-    module = Parser(context, source).parse_module()
+def fused(source: str, mode: str = "greedy", **frontend: Any) -> ModuleOp:
+    module = parse_program(source, **frontend)
+    EwOptimizePass().apply(Context(), module)
+    EwFusePass(mode=mode).apply(Context(), module)
     module.verify()
     return module
 
 
-def exported(source: str) -> str:
-    module = parse(source)
+def exported(module: ModuleOp) -> str:
     EwToLinalgPass().apply(Context(), module)
     module.verify()
     return str(module)
+
+
+@functools.cache
+def gelu_kernel(mode: str = "greedy", math_lowering: MathLowering = "libm") -> MlirKernel:
+    return compile_with_mlir(fused(GELU, mode), math=math_lowering)
 
 
 def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -111,18 +74,22 @@ def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
     return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
 
 
-def chain_reference(m, row, col, s) -> tuple[np.ndarray, np.ndarray]:
-    p = (m.astype(np.float64) * row - s).astype(np.float16).astype(np.float64)
-    erf = np.vectorize(math.erf, otypes=[np.float64])
-    e = erf(np.maximum(p, col.astype(np.float64)))
-    q = np.broadcast_to(np.sqrt(col.astype(np.float64)), e.shape)
-    return e, q
-
-
 @needs_mlir
-@pytest.mark.parametrize("source", [GELU, CHAIN], ids=["gelu", "chain"])
-def test_mlir_opt_parses_and_verifies_the_export(source: str):
-    text = exported(source)
+@pytest.mark.parametrize("mode", ["greedy", "none"])
+@pytest.mark.parametrize(
+    "program",
+    [
+        dict(source=GELU),
+        dict(source=ALL_OPS, outputs=ALL_OPS_OUTPUTS),
+        dict(source=BROADCAST, outputs=["e", "q", "k"], dtype="float16", shapes=BROADCAST_SHAPES),
+    ],
+    ids=["gelu", "all-ops", "broadcast"],
+)
+def test_mlir_opt_parses_and_verifies_the_export(program: dict[str, Any], mode: str):
+    frontend = dict(program)
+    module = fused(frontend.pop("source"), mode, **frontend)
+    kernels = sum(isinstance(op, ew.KernelOp) for op in module.walk())
+    text = exported(module)
     assert "ew." not in text
     upstream = subprocess.run(
         [find_mlir_tool("mlir-opt"), "--verify-each", "--mlir-print-op-generic"],
@@ -132,14 +99,15 @@ def test_mlir_opt_parses_and_verifies_the_export(source: str):
         check=False,
     )
     assert upstream.returncode == 0, upstream.stderr
-    assert upstream.stdout.count('"linalg.generic"') == source.count("ew.kernel")
+    assert upstream.stdout.count('"linalg.generic"') == kernels
 
 
 @needs_mlir
 @pytest.mark.parametrize("math_lowering", ["libm", "polynomial"])
+@pytest.mark.parametrize("mode", ["greedy", "none"])
 @pytest.mark.parametrize("length", [0, 1, 17, 1003])
-def test_upstream_gelu_matches_numpy(length: int, math_lowering: str):
-    kernel = compile_with_mlir(parse(GELU), math=math_lowering)
+def test_upstream_gelu_matches_numpy(length: int, mode: str, math_lowering: MathLowering):
+    kernel = gelu_kernel(mode, math_lowering)
     rng = np.random.default_rng(length)
     x, b, r = (rng.standard_normal(length).astype(np.float32) * 3 for _ in range(3))
     y = kernel(x, b=b, r=r)
@@ -149,9 +117,26 @@ def test_upstream_gelu_matches_numpy(length: int, math_lowering: str):
 
 @needs_mlir
 @pytest.mark.parametrize("math_lowering", ["libm", "polynomial"])
-def test_upstream_fuses_the_chain_without_temporaries(math_lowering: str):
-    kernel = compile_with_mlir(parse(CHAIN), math=math_lowering)
-    # linalg-fuse-elementwise-ops merged the two generics, and the results are written straight
+def test_upstream_runs_every_op(math_lowering: MathLowering):
+    kernel = compile_with_mlir(fused(ALL_OPS, outputs=ALL_OPS_OUTPUTS), math=math_lowering)
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0.1, 3.0, 64).astype(np.float32)
+    y = rng.uniform(-2.0, 2.0, 64).astype(np.float32)
+    results = kernel(x, y)
+    for op, result in zip(ew.ELEMENTWISE_OPS, results, strict=True):
+        args = (x, y) if issubclass(op, ew.BinaryOp) else (x,)
+        expected = op.reference(*(a.astype(np.float64) for a in args))
+        np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-6, err_msg=op.name)
+
+
+@needs_mlir
+@pytest.mark.parametrize("math_lowering", ["libm", "polynomial"])
+def test_upstream_fuses_the_unfused_chain_without_temporaries(math_lowering: MathLowering):
+    module = fused(
+        BROADCAST, "none", outputs=["e", "q", "k"], dtype="float16", shapes=BROADCAST_SHAPES
+    )
+    kernel = compile_with_mlir(module, math=math_lowering)
+    # linalg-fuse-elementwise-ops merged the one-op kernels, and the results are written straight
     # into the caller's buffers: nothing is allocated.
     assert "malloc" not in kernel.llvm_ir
     # libm's erff, or upstream's polynomial in plain arithmetic.
@@ -161,17 +146,18 @@ def test_upstream_fuses_the_chain_without_temporaries(math_lowering: str):
     row = rng.standard_normal(4).astype(np.float16)
     col = np.abs(rng.standard_normal((5, 1))).astype(np.float16)
     s = np.array(0.25, dtype=np.float16)
-    e, q, k = kernel(m, row, col, s)
-    expected_e, expected_q = chain_reference(m, row, col, s)
-    assert e.shape == q.shape == (5, 4) and e.dtype == np.float16
-    np.testing.assert_allclose(e, expected_e, rtol=2e-3, atol=2e-3)
-    np.testing.assert_allclose(q, expected_q, rtol=2e-3)
-    np.testing.assert_array_equal(k, np.full(3, -2.5, np.float16))
+    e, q, k = kernel(m=m, row=row, col=col, s=s)
+    assert e.shape == (5, 4) and q.shape == (5, 1) and k.shape == ()
+    assert e.dtype == q.dtype == k.dtype == np.float16
+    p = m.astype(np.float64) * row - s
+    np.testing.assert_allclose(e, ew.ErfOp.reference(np.maximum(p, col)), rtol=4e-3, atol=4e-3)
+    np.testing.assert_allclose(q, np.sqrt(col.astype(np.float64)), rtol=1e-3)
+    assert k == -2.5
 
 
 @needs_mlir
 def test_upstream_kernel_writes_into_out_and_checks_its_arguments():
-    kernel = compile_with_mlir(parse(GELU))
+    kernel = gelu_kernel()
     x, b, r = (np.linspace(-3, 3, 8, dtype=np.float32) for _ in range(3))
     out = np.zeros(8, np.float32)
     assert kernel(x, b, r, out=out) is out
@@ -201,4 +187,4 @@ def test_missing_tools_raise_a_clear_error(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("PATH", "")
     monkeypatch.setattr(mlir_peer, "TOOL_DIRECTORIES", ())
     with pytest.raises(MlirToolsMissing, match="mlir-opt not found.*mlir-22-tools"):
-        compile_with_mlir(parse(GELU))
+        compile_with_mlir(fused(GELU))
