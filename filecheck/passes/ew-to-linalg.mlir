@@ -1,4 +1,14 @@
 // RUN: xfuse-opt %s -p ew-to-linalg | filecheck %s
+// RUN: xfuse-opt %inputs/gelu.ew -p 'ew-optimize,ew-fuse,ew-to-linalg' | filecheck %s --check-prefix=PIPELINE
+
+// The whole lecture program through the real pipeline: one generic, nothing of ew left.
+// PIPELINE-LABEL: func.func @main
+// PIPELINE-NOT:   ew.
+// PIPELINE:       linalg.generic
+// PIPELINE:       math.tanh
+// PIPELINE:       linalg.yield
+// PIPELINE-NOT:   linalg.generic
+// PIPELINE:       func.return
 
 // A fused GELU kernel: identity maps, the init sized by tensor.dim of an input, the body moved
 // over with one more block argument (the init's element, unused) and linalg.yield.
