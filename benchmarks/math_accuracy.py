@@ -44,9 +44,7 @@ class Accuracy:
 def sweep(stride: int) -> np.ndarray:
     bits = np.arange(0, 1 << 31, stride, dtype=np.uint32)
     positive = bits.view(np.float32)
-    specials = np.array(
-        [0.0, np.inf, np.nan, 1e-45, 3.4028235e38, 1.0, 0.5, 2.0], dtype=np.float32
-    )
+    specials = np.array([0.0, np.inf, np.nan, 1e-45, 3.4028235e38, 1.0, 0.5, 2.0], dtype=np.float32)
     values = np.concatenate([positive, -positive, specials, -specials])
     return values[~np.isnan(values) | np.isnan(values)]
 
@@ -63,9 +61,11 @@ def measure(name: str, mode: str, x: np.ndarray, y: np.ndarray | None = None) ->
             want = np.power(x.astype(np.float64), y.astype(np.float64))
         want32 = want.astype(np.float32).astype(np.float64)
         finite = np.isfinite(want32) & np.isfinite(got)
-        same_special = (np.isnan(got) == np.isnan(want32)) & (
-            np.isinf(got) == np.isinf(want32)
-        ) & (~np.isinf(got) | (got == want32))
+        same_special = (
+            (np.isnan(got) == np.isnan(want32))
+            & (np.isinf(got) == np.isinf(want32))
+            & (~np.isinf(got) | (got == want32))
+        )
         error = np.abs(got - want)[finite]
         scale = np.maximum(np.abs(want[finite]), np.finfo(np.float32).tiny)
         return Accuracy(
