@@ -27,9 +27,7 @@ def dtype_name(dtype: Any) -> str:
         except TypeError:
             name = str(dtype)
     if name not in DTYPE_NAMES:
-        raise ValueError(
-            f"unsupported dtype {dtype!r}: expected one of {', '.join(DTYPE_NAMES)}"
-        )
+        raise ValueError(f"unsupported dtype {dtype!r}: expected one of {', '.join(DTYPE_NAMES)}")
     return name
 
 

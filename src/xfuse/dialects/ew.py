@@ -10,9 +10,9 @@ equal at run time. Scalars are rank-0 tensors, which is what `ew.constant` produ
     %m = ew.mul %c, %h : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
     %t = ew.tanh %m : tensor<?xf32>
 
-`ew.kernel` holds a fused computation: one region over scalars (`arith`/`math` ops) that runs once per
-element of the iteration space. On tensors it returns results; after bufferization it reads and
-writes memrefs (destination-passing style).
+`ew.kernel` holds a fused computation: one region over scalars (`arith`/`math` ops) that runs
+once per element of the iteration space. On tensors it returns results; after bufferization it
+reads and writes memrefs (destination-passing style).
 
 To add an elementwise function, subclass `UnaryOp` or `BinaryOp` below with a `name`, a docstring
 and its float64 `reference`, and list it in `ELEMENTWISE_OPS`; the frontend, folding and the numpy
@@ -31,10 +31,10 @@ from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializa
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     BFloat16Type,
-    FloatAttr,
     Float16Type,
     Float32Type,
     Float64Type,
+    FloatAttr,
     MemRefType,
     TensorType,
 )
@@ -95,7 +95,9 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
         dims.discard(1)
         static = dims - {DYNAMIC_INDEX}
         if len(static) > 1:
-            raise ValueError(f"shapes {' and '.join(format_shape(s) for s in shapes)} do not broadcast")
+            raise ValueError(
+                f"shapes {' and '.join(format_shape(s) for s in shapes)} do not broadcast"
+            )
         result.append(static.pop() if static else (DYNAMIC_INDEX if dims else 1))
     return tuple(result)
 
@@ -574,9 +576,7 @@ def mnemonic(op_type: type[Operation]) -> str:
     return op_type.name.removeprefix("ew.")
 
 
-OPS_BY_MNEMONIC: dict[str, type[UnaryOp | BinaryOp]] = {
-    mnemonic(op): op for op in ELEMENTWISE_OPS
-}
+OPS_BY_MNEMONIC: dict[str, type[UnaryOp | BinaryOp]] = {mnemonic(op): op for op in ELEMENTWISE_OPS}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -646,9 +646,7 @@ class KernelOp(IRDLOperation):
         tensor_form = all(isinstance(v.type, TensorType) for v in self.inputs)
         buffer_form = all(isinstance(v.type, MemRefType) for v in (*self.inputs, *self.outputs))
         if self.outputs and (self.res or not buffer_form):
-            raise VerifyException(
-                "'ew.kernel' with outs must have memref operands and no results"
-            )
+            raise VerifyException("'ew.kernel' with outs must have memref operands and no results")
         if not self.outputs and not (tensor_form and self.res):
             raise VerifyException("'ew.kernel' on tensors must take tensors and return tensors")
         if len(self.block.args) != len(self.inputs):
@@ -737,7 +735,7 @@ class KernelOp(IRDLOperation):
 class YieldOp(IRDLOperation):
     """Ends a kernel's region with the scalar values of its results, in order.
 
-        ew.yield %y, %h : f32, f32
+    ew.yield %y, %h : f32, f32
     """
 
     name = "ew.yield"

@@ -98,9 +98,7 @@ class DivideByConstant(RewritePattern):
         if divisor is None or divisor == 0.0 or divisor == 1.0:
             return
         reciprocal = ew.ConstantOp(1.0 / divisor, op.rhs.type)
-        rewriter.replace_op(
-            op, [reciprocal, ew.MulOp(op.lhs, reciprocal.result, op.result.type)]
-        )
+        rewriter.replace_op(op, [reciprocal, ew.MulOp(op.lhs, reciprocal.result, op.result.type)])
 
 
 UNSAFE_IDENTITY_PATTERNS: tuple[RewritePattern, ...] = (
