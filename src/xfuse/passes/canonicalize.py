@@ -21,7 +21,7 @@ def _is_constant(value: SSAValue, literal: float) -> bool:
 def _replace_keeping_type(rewriter: PatternRewriter, op: Operation, value: SSAValue) -> None:
     """Replace `op` by `value` unless that would drop a broadcast (the types differ)."""
     if value.type == op.results[0].type:
-        rewriter.replace_op(op, [], [value])
+        rewriter.replace(op, [], [value])
 
 
 class RightIdentity(RewritePattern):
@@ -55,7 +55,7 @@ class DoubleNegation(RewritePattern):
     def match_and_rewrite(self, op: ew.NegOp, rewriter: PatternRewriter) -> None:
         inner = op.operand.owner
         if isinstance(inner, ew.NegOp):
-            rewriter.replace_op(op, [], [inner.operand])
+            rewriter.replace(op, [], [inner.operand])
 
 
 SAFE_IDENTITY_PATTERNS: tuple[RewritePattern, ...] = (
@@ -68,7 +68,7 @@ SAFE_IDENTITY_PATTERNS: tuple[RewritePattern, ...] = (
 def _replace_by_constant(rewriter: PatternRewriter, op: ew.BinaryOp, literal: float) -> None:
     """A constant needs a static shape: a dynamically shaped result keeps its op."""
     if ew.DYNAMIC_INDEX not in tuple(op.result.type.get_shape()):
-        rewriter.replace_op(op, ew.ConstantOp(literal, op.result.type))
+        rewriter.replace(op, ew.ConstantOp(literal, op.result.type))
 
 
 class MultiplyByZero(RewritePattern):
@@ -98,7 +98,7 @@ class DivideByConstant(RewritePattern):
         if divisor is None or divisor == 0.0 or divisor == 1.0:
             return
         reciprocal = ew.ConstantOp(1.0 / divisor, op.rhs.type)
-        rewriter.replace_op(op, [reciprocal, ew.MulOp(op.lhs, reciprocal.result, op.result.type)])
+        rewriter.replace(op, [reciprocal, ew.MulOp(op.lhs, reciprocal.result, op.result.type)])
 
 
 UNSAFE_IDENTITY_PATTERNS: tuple[RewritePattern, ...] = (
