@@ -143,8 +143,10 @@ def _verify_broadcasts_to(op: Operation, operand_types: Sequence[Attribute], res
         combined = broadcast_shapes(*shapes, result_shape)
     except ValueError:
         combined = None
-    if combined is None or len(combined) != len(result_shape) or any(
-        r != c and r != DYNAMIC_INDEX for r, c in zip(result_shape, combined, strict=True)
+    if (
+        combined is None
+        or len(combined) != len(result_shape)
+        or any(r != c and r != DYNAMIC_INDEX for r, c in zip(result_shape, combined, strict=True))
     ):
         raise VerifyException(
             f"'{op.name}' operand shapes {', '.join(format_shape(s) for s in shapes)} "
