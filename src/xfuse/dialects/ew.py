@@ -10,9 +10,9 @@ equal at run time. Scalars are rank-0 tensors, which is what `ew.constant` produ
     %m = ew.mul %c, %h : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
     %t = ew.tanh %m : tensor<?xf32>
 
-`ew.kernel` holds a fused computation: one region over scalars (`arith`/`math` ops) that runs
-once per element of the iteration space. On tensors it returns results; after bufferization it
-reads and writes memrefs (destination-passing style).
+`ew.kernel` holds a fused computation: one region over scalars (`arith`/`math` ops) that runs once
+per element of the iteration space. On tensors it returns results; after bufferization it reads and
+writes memrefs (destination-passing style).
 
 To add an elementwise function, subclass `UnaryOp` or `BinaryOp` below with a `name`, a docstring
 and its float64 `reference`, and list it in `ELEMENTWISE_OPS`; the frontend, folding and the numpy
@@ -95,9 +95,8 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
         dims.discard(1)
         static = dims - {DYNAMIC_INDEX}
         if len(static) > 1:
-            raise ValueError(
-                f"shapes {' and '.join(format_shape(s) for s in shapes)} do not broadcast"
-            )
+            listed = " and ".join(format_shape(s) for s in shapes)
+            raise ValueError(f"shapes {listed} do not broadcast")
         result.append(static.pop() if static else (DYNAMIC_INDEX if dims else 1))
     return tuple(result)
 

@@ -13,6 +13,34 @@ def _optimize() -> type[ModulePass]:
     return EwOptimizePass
 
 
+def _strength_reduce() -> type[ModulePass]:
+    from xfuse.passes.strength_reduce import EwStrengthReducePass
+
+    return EwStrengthReducePass
+
+
+def _fuse() -> type[ModulePass]:
+    from xfuse.passes.fuse import EwFusePass
+
+    return EwFusePass
+
+
+def _bufferize() -> type[ModulePass]:
+    from xfuse.passes.bufferize import EwBufferizePass
+
+    return EwBufferizePass
+
+
+def _cost() -> type[ModulePass]:
+    from xfuse.passes.cost import EwCostPass
+
+    return EwCostPass
+
+
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-optimize": _optimize,
+    "ew-strength-reduce": _strength_reduce,
+    "ew-fuse": _fuse,
+    "ew-bufferize": _bufferize,
+    "ew-cost": _cost,
 }

@@ -1,4 +1,4 @@
-"""`ew-optimize`: the lecture's `optimize` (fold, simplify, share, drop) in xDSL's own passes."""
+"""`ew-optimize`: the lecture's `optimize` (fold, simplify, share, drop) from xDSL's own passes."""
 
 from __future__ import annotations
 

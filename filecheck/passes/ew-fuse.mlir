@@ -1,0 +1,132 @@
+// RUN: xfuse-opt %s -p ew-fuse | filecheck %s
+// RUN: xfuse-opt %s -p 'ew-fuse{mode=none}' | filecheck %s --check-prefix=NONE
+// RUN: xfuse-opt %s -p 'ew-fuse{stats=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=STATS
+
+// A multi-use value is computed once; returned as well, it becomes a second kernel result.
+// Constants are scalar immediates inside the region.
+// CHECK-LABEL: func.func @multi_use
+// CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>, %[[B:.*]]: tensor<?xf32>)
+// CHECK-NEXT:    %[[H:.*]], %[[Y:.*]] = ew.kernel ins(%[[X]], %[[B]] : tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32>, tensor<?xf32> {
+// CHECK-NEXT:    ^{{.*}}(%[[XS:.*]]: f32, %[[BS:.*]]: f32):
+// CHECK-NEXT:      %[[HS:.*]] = arith.addf %[[XS]], %[[BS]] : f32
+// CHECK-NEXT:      %[[C:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK-NEXT:      %[[M:.*]] = arith.mulf %[[C]], %[[HS]] : f32
+// CHECK-NEXT:      %[[T:.*]] = math.tanh %[[HS]] : f32
+// CHECK-NEXT:      %[[YS:.*]] = arith.mulf %[[M]], %[[T]] : f32
+// CHECK-NEXT:      ew.yield %[[HS]], %[[YS]] : f32, f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %[[Y]], %[[H]]
+// CHECK-NOT:     ew.constant
+// NONE-LABEL: func.func @multi_use
+// NONE-COUNT-4: ew.kernel
+// NONE-NOT:     ew.kernel
+// NONE:         func.return
+func.func @multi_use(%x: tensor<?xf32>, %b: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %half = ew.constant 0.5 : tensor<f32>
+  %h = ew.add %x, %b : tensor<?xf32>
+  %m = ew.mul %half, %h : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  %t = ew.tanh %h : tensor<?xf32>
+  %y = ew.mul %m, %t : tensor<?xf32>
+  func.return %y, %h : tensor<?xf32>, tensor<?xf32>
+}
+
+// Independent chains stay separate kernels (their `?` sizes may differ at run time).
+// CHECK-LABEL: func.func @independent
+// CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>, %[[Y:.*]]: tensor<?xf32>)
+// CHECK:         %[[A:.*]] = ew.kernel ins(%[[X]] : tensor<?xf32>)
+// CHECK:           math.exp
+// CHECK-NEXT:      arith.negf
+// CHECK:         %[[B:.*]] = ew.kernel ins(%[[Y]] : tensor<?xf32>)
+// CHECK:           math.log
+// CHECK-NEXT:      math.absf
+// CHECK:         func.return %[[A]], %[[B]]
+// NONE-LABEL: func.func @independent
+// NONE-COUNT-4: ew.kernel
+// NONE-NOT:     ew.kernel
+// NONE:         func.return
+func.func @independent(%x: tensor<?xf32>, %y: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %a = ew.exp %x : tensor<?xf32>
+  %b = ew.neg %a : tensor<?xf32>
+  %c = ew.log %y : tensor<?xf32>
+  %d = ew.abs %c : tensor<?xf32>
+  func.return %b, %d : tensor<?xf32>, tensor<?xf32>
+}
+
+// A returned argument gets a copy kernel (one for both results), a returned constant a
+// constant kernel.
+// CHECK-LABEL: func.func @trivial
+// CHECK-SAME:    (%[[X:.*]]: tensor<4xf32>)
+// CHECK-NEXT:    %[[COPY:.*]] = ew.kernel ins(%[[X]] : tensor<4xf32>) -> tensor<4xf32> {
+// CHECK-NEXT:    ^{{.*}}(%[[XS:.*]]: f32):
+// CHECK-NEXT:      ew.yield %[[XS]] : f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %[[CONST:.*]] = ew.kernel ins() -> tensor<f32> {
+// CHECK-NEXT:      %[[C:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-NEXT:      ew.yield %[[C]] : f32
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %[[COPY]], %[[CONST]], %[[COPY]]
+func.func @trivial(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<f32>, tensor<4xf32>) {
+  %c = ew.constant 2.0 : tensor<f32>
+  func.return %x, %c, %x : tensor<4xf32>, tensor<f32>, tensor<4xf32>
+}
+
+// The [d] bias (and the op on it alone) stays inside the [t, d] kernel, read per row, never
+// materialized; bf16 computes in f32 between extf and truncf.
+// CHECK-LABEL: func.func @bias_bf16
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x?xbf16>, %[[B:.*]]: tensor<?xbf16>)
+// CHECK-NEXT:    %[[G:.*]] = ew.kernel ins(%[[B]], %[[X]] : tensor<?xbf16>, tensor<?x?xbf16>) -> tensor<?x?xbf16> {
+// CHECK-NEXT:    ^{{.*}}(%[[BS:.*]]: bf16, %[[XS:.*]]: bf16):
+// CHECK-NEXT:      %[[BW:.*]] = arith.extf %[[BS]] : bf16 to f32
+// CHECK-NEXT:      %[[XW:.*]] = arith.extf %[[XS]] : bf16 to f32
+// CHECK-NEXT:      %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-NEXT:      %[[S:.*]] = arith.mulf %[[BW]], %[[TWO]] : f32
+// CHECK-NEXT:      %[[H:.*]] = arith.addf %[[XW]], %[[S]] : f32
+// CHECK:           %[[SIG:.*]] = arith.divf
+// CHECK-NEXT:      %[[N:.*]] = arith.truncf %[[SIG]] : f32 to bf16
+// CHECK-NEXT:      ew.yield %[[N]] : bf16
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %[[G]]
+// NONE-LABEL: func.func @bias_bf16
+// NONE:         ew.kernel ins(%{{.*}} : tensor<?xbf16>) -> tensor<?xbf16>
+// NONE:         ew.kernel ins(%{{.*}}, %{{.*}} : tensor<?x?xbf16>, tensor<?xbf16>) -> tensor<?x?xbf16>
+// NONE:         ew.kernel ins(%{{.*}} : tensor<?x?xbf16>) -> tensor<?x?xbf16>
+// NONE-NOT:     ew.kernel
+func.func @bias_bf16(%x: tensor<?x?xbf16>, %b: tensor<?xbf16>) -> tensor<?x?xbf16> {
+  %c = ew.constant 2.0 : tensor<bf16>
+  %s = ew.mul %b, %c : tensor<?xbf16>, tensor<bf16> -> tensor<?xbf16>
+  %h = ew.add %x, %s : tensor<?x?xbf16>, tensor<?xbf16> -> tensor<?x?xbf16>
+  %g = ew.sigmoid %h : tensor<?x?xbf16>
+  func.return %g : tensor<?x?xbf16>
+}
+
+// A [d] value also returned cannot live inside the [t, d] kernel: it is a kernel of its own.
+// CHECK-LABEL: func.func @broadcast_returned
+// CHECK:         %[[S:.*]] = ew.kernel ins(%{{.*}} : tensor<?xf32>) -> tensor<?xf32>
+// CHECK:         %[[H:.*]] = ew.kernel ins(%{{.*}}, %[[S]] : tensor<?x?xf32>, tensor<?xf32>) -> tensor<?x?xf32>
+// CHECK:         func.return %[[H]], %[[S]]
+// NONE-LABEL: func.func @broadcast_returned
+func.func @broadcast_returned(%x: tensor<?x?xf32>, %b: tensor<?xf32>) -> (tensor<?x?xf32>, tensor<?xf32>) {
+  %s = ew.exp %b : tensor<?xf32>
+  %h = ew.add %x, %s : tensor<?x?xf32>, tensor<?xf32> -> tensor<?x?xf32>
+  func.return %h, %s : tensor<?x?xf32>, tensor<?xf32>
+}
+
+// Two readers of the same value fuse (sibling fusion): x is read once for both results.
+// CHECK-LABEL: func.func @siblings
+// CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>)
+// CHECK-NEXT:    %[[E:.*]], %[[N:.*]] = ew.kernel ins(%[[X]] : tensor<?xf32>) -> tensor<?xf32>, tensor<?xf32>
+// CHECK:         func.return %[[E]], %[[N]]
+// NONE-LABEL: func.func @siblings
+// NONE-COUNT-2: ew.kernel ins(%{{.*}} : tensor<?xf32>)
+func.func @siblings(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %e = ew.exp %x : tensor<?xf32>
+  %n = ew.neg %x : tensor<?xf32>
+  func.return %e, %n : tensor<?xf32>, tensor<?xf32>
+}
+
+// STATS:      'ew-fuse'
+// STATS-NEXT:   (elementwise-ops) 15 :
+// STATS-NEXT:   (kernels) 9 :
+// STATS-NEXT:   (fused-ops) 13 :
+// STATS-NEXT:   (copy-kernels) 2 :
+// STATS-NEXT:   (constants-inlined) 2 :

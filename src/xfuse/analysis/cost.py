@@ -1,0 +1,568 @@
+"""What a program of `ew.kernel`s would cost on a GPU: bytes moved, FLOPs, launches, roofline time.
+
+The model, per kernel (tensor form or buffer form alike):
+- traffic: every distinct tensor the kernel reads is read once in full and every tensor it writes
+  is written once in full (an elementwise kernel streams; nothing is re-read from HBM). A tensor's
+  bytes are its own elements times the storage dtype's size, so a broadcast operand (a `[d]` bias
+  over `[t, d]`) costs its real bytes. Constants are folded into the code: no traffic. A buffer
+  read and written in place counts once as a read and once as a write.
+- work: FLOPs per element from `FLOPS_PER_SCALAR_OP` over the kernel's region, times the elements
+  of its iteration space.
+- time = max(bytes / bandwidth, FLOPs / peak) + launch overhead; the larger term names the bound
+  ("memory" or "compute"; "launch" when the overhead exceeds both). The peak is the CUDA-core one
+  (`Device.elementwise_peak`, see `hardware`).
+
+Cache-aware option (`l2=True`): kernels run in program order against an LRU model of L2 holding
+`Device.l2_bytes`. A read of a tensor that an earlier kernel wrote or read, and that has not been
+pushed out since by more than the L2's capacity of other traffic, is served from L2; anything else
+comes from HBM (the function's inputs start cold). Writes always cost HBM bytes: L2 is write-back,
+but the GPU does not know a temporary is dead, so its dirty lines reach HBM eventually. All traffic
+passes through L2, so memory time = max(HBM bytes / HBM bandwidth, all bytes / L2 bandwidth).
+A tensor larger than the L2 never stays resident (at the lecture's shape every tensor is 117 MB, so
+`l2=True` changes nothing there; it matters for small, decode-sized tensors).
+
+Shapes: `CostOptions.shape` is the iteration space of the program's largest tensors; it binds the
+dynamic (`?`) dims of each tensor type, aligned from the right as numpy broadcasting aligns them,
+and static dims stay as typed. When the program's tensors have lower rank than the shape (the
+frontend's default flat `[?]` tensors), the shape's leading dims fold into one: 4096x14336 over a
+`tensor<?xf32>` is 58,720,256 elements.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import cast
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp, TensorType
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+
+from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, Device, device
+from xfuse.dialects import ew
+from xfuse.dtypes import dtype_name, dtype_of, itemsize
+
+FLOPS_PER_SCALAR_OP: dict[str, int] = {
+    # One FLOP each: a single FP32 instruction on the CUDA cores (divide counted as one, as the
+    # lecture does; fast-math lowers it to a reciprocal and a multiply).
+    "arith.addf": 1,
+    "arith.subf": 1,
+    "arith.mulf": 1,
+    "arith.divf": 1,
+    "arith.negf": 1,
+    "arith.maximumf": 1,
+    "arith.minimumf": 1,
+    "arith.maxnumf": 1,
+    "arith.minnumf": 1,
+    "arith.cmpf": 1,
+    "math.absf": 1,
+    "math.fma": 2,
+    # Transcendentals: instructions on the GPU's fast path (MUFU = special-function unit).
+    "math.tanh": 1,  # MUFU.TANH (tanh.approx.f32, sm_75 and later)
+    "math.sqrt": 1,  # MUFU.SQRT
+    "math.rsqrt": 1,  # MUFU.RSQ
+    "math.exp2": 1,  # MUFU.EX2
+    "math.log2": 1,  # MUFU.LG2
+    "math.exp": 2,  # a multiply by log2(e), then MUFU.EX2
+    "math.log": 2,  # MUFU.LG2, then a multiply by ln(2)
+    "math.powf": 3,  # x**y = exp2(y * log2(x))
+    "math.erf": 10,  # no hardware erf: CUDA's erff is a polynomial of about ten FMAs (estimate)
+}
+"""FLOPs per element for each scalar op a kernel region may hold (the lecture: each op = 1)."""
+
+FREE_SCALAR_OPS = frozenset(
+    {"arith.constant", "arith.extf", "arith.truncf", "arith.select", "ew.yield"}
+)
+"""Region ops that cost no FLOPs: constants, the f16/bf16 <-> f32 conversions, moves."""
+
+
+class CostModelError(Exception):
+    """IR the cost model cannot price, with the op at fault (printed by the caller)."""
+
+    def __init__(self, message: str, op: Operation | None = None):
+        self.op = op
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class CostOptions:
+    """What to price the IR for: which GPU, which problem shape, which storage dtype."""
+
+    device: str = "h100"
+    shape: tuple[int, ...] = (4096, 14336)
+    dtype: str | None = "bfloat16"
+    """Storage dtype of every tensor (numpy name); None keeps each tensor's IR element type."""
+    launch_us: float = DEFAULT_LAUNCH_US
+    l2: bool = False
+
+    def __post_init__(self) -> None:
+        device(self.device)  # validates the name
+        if any(d < 0 for d in self.shape):
+            raise ValueError(f"shape dims must be >= 0, got {self.shape}")
+        if self.dtype is not None:
+            object.__setattr__(self, "dtype", dtype_name(self.dtype))
+        if self.launch_us < 0:
+            raise ValueError(f"launch overhead must be >= 0 us, got {self.launch_us}")
+
+    @property
+    def hardware(self) -> Device:
+        return device(self.device)
+
+
+def parse_shape(text: str | int) -> tuple[int, ...]:
+    """`"4096x14336"` (or `4096`) -> `(4096, 14336)`; raises ValueError naming the bad text."""
+    parts = str(text).lower().replace(",", "x").split("x")
+    if not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"bad shape {text!r}: expected sizes joined by 'x', like 4096x14336")
+    return tuple(int(p) for p in parts)
+
+
+def format_shape(shape: Sequence[int]) -> str:
+    return "x".join(str(d) for d in shape) or "scalar"
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TensorAccess:
+    """One tensor a kernel reads or writes."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    bytes: int
+    from_l2: bool = False
+    """A read served by L2 under the cache-aware model (writes and `l2=False` reads: False)."""
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    index: int
+    ops: tuple[str, ...]
+    """The region's ops that do arithmetic, by name (`addf`, `tanh`, ...), in order."""
+    elements: int
+    reads: tuple[TensorAccess, ...]
+    writes: tuple[TensorAccess, ...]
+    flops_per_element: int
+    flops: int
+    read_bytes: int
+    write_bytes: int
+    bytes: int
+    hbm_bytes: int
+    intensity: float
+    """FLOPs per byte moved (all bytes, whichever level serves them)."""
+    memory_time_s: float
+    compute_time_s: float
+    launch_time_s: float
+    time_s: float
+    bound: str
+
+    @property
+    def tensor_accesses(self) -> int:
+        return len(self.reads) + len(self.writes)
+
+
+@dataclass(frozen=True)
+class CostTotals:
+    kernels: int
+    tensor_accesses: int
+    """Whole-tensor reads plus writes over all kernels (the lecture's "28 tensors")."""
+    read_bytes: int
+    write_bytes: int
+    bytes: int
+    hbm_bytes: int
+    flops: int
+    intensity: float
+    memory_time_s: float
+    compute_time_s: float
+    launch_time_s: float
+    time_s: float
+
+
+@dataclass(frozen=True)
+class FunctionCost:
+    function: str
+    options: CostOptions
+    inputs: tuple[str, ...]
+    kernels: tuple[KernelCost, ...]
+    totals: CostTotals
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Unfused against fused: how much less traffic, time and launches fusion gives."""
+
+    traffic_ratio: float
+    time_ratio: float
+    bytes_saved: int
+    time_saved_s: float
+    kernels_saved: int
+
+
+@dataclass(frozen=True)
+class EpilogueWhatIf:
+    """An input produced by a matmul, with the kernel that reads it fused into its epilogue.
+
+    Separately, the matmul writes the input to HBM and the kernel reads it back; in the epilogue
+    the value stays in registers: both transfers and the kernel's launch disappear.
+    """
+
+    input: str
+    kernel: int
+    input_bytes: int
+    separate_bytes: int
+    """The matmul's write of the input plus all of the function's elementwise traffic."""
+    epilogue_bytes: int
+    """The elementwise traffic left: everything but the input's read."""
+    separate_time_s: float
+    epilogue_time_s: float
+    launches_saved: int
+
+
+@dataclass(frozen=True)
+class ProgramCost:
+    """A `.ew` program priced fused (`ew-fuse`) and unfused (`ew-fuse{mode=none}`)."""
+
+    fused: FunctionCost
+    unfused: FunctionCost
+    comparison: Comparison
+    hbm_only: tuple[FunctionCost, FunctionCost] | None = None
+    """With `l2=True`: (fused, unfused) under the plain HBM model, for side-by-side reports."""
+    epilogue: EpilogueWhatIf | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Analysis
+# ---------------------------------------------------------------------------------------------
+
+
+class _Names:
+    """Readable names for SSA values: their name hint, else `arg<i>`/`t<n>` in order of use."""
+
+    def __init__(self) -> None:
+        self.names: dict[SSAValue, str] = {}
+        self.unnamed = 0
+
+    def __call__(self, value: SSAValue) -> str:
+        if value not in self.names:
+            if value.name_hint:
+                name = value.name_hint
+            elif isinstance(value, BlockArgument):
+                name = f"arg{value.index}"
+            else:
+                name = f"t{self.unnamed}"
+                self.unnamed += 1
+            self.names[value] = name
+        return self.names[value]
+
+
+def _shape_of(type_: Attribute) -> tuple[int, ...]:
+    return tuple(cast(TensorType[Attribute], type_).get_shape())
+
+
+def _problem_shape(shape: tuple[int, ...], rank: int, where: Operation) -> tuple[int, ...]:
+    """The shape folded (leading dims multiplied) to the function's largest tensor rank."""
+    if len(shape) < rank:
+        raise CostModelError(
+            f"shape {format_shape(shape)} has {len(shape)} dims but the function has "
+            f"rank-{rank} tensors",
+            where,
+        )
+    if rank == 0:
+        return ()
+    folded = math.prod(shape[: len(shape) - rank + 1])
+    return (folded, *shape[len(shape) - rank + 1 :])
+
+
+def _bind(type_: Attribute, problem: tuple[int, ...]) -> tuple[int, ...]:
+    dims = _shape_of(type_)
+    offset = len(problem) - len(dims)
+    return tuple(problem[offset + i] if d == DYNAMIC_INDEX else d for i, d in enumerate(dims))
+
+
+def _is_constant(value: SSAValue) -> bool:
+    owner = value.owner
+    return isinstance(owner, Operation) and owner.name in ("ew.constant", "arith.constant")
+
+
+def _flops_per_element(kernel: ew.KernelOp) -> tuple[tuple[str, ...], int]:
+    ops: list[str] = []
+    total = 0
+    for op in kernel.block.ops:
+        if op.name in FREE_SCALAR_OPS:
+            continue
+        if op.name not in FLOPS_PER_SCALAR_OP:
+            raise CostModelError(f"no FLOP count for '{op.name}' in an ew.kernel region", op)
+        ops.append(op.name.split(".", 1)[1])
+        total += FLOPS_PER_SCALAR_OP[op.name]
+    return tuple(ops), total
+
+
+def _unique(values: Iterable[SSAValue]) -> list[SSAValue]:
+    return list(dict.fromkeys(values))
+
+
+class _L2:
+    """LRU residency of tensors (keyed by SSA value) in an L2 of `capacity` bytes."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.resident: OrderedDict[SSAValue, int] = OrderedDict()
+
+    def touch(self, values: Sequence[tuple[SSAValue, int]]) -> None:
+        for value, size in values:
+            self.resident.pop(value, None)
+            self.resident[value] = size
+        while sum(self.resident.values()) > self.capacity:
+            self.resident.popitem(last=False)
+
+
+def _time(
+    read_bytes: int, l2_bytes: int, write_bytes: int, flops: int, options: CostOptions, dtype: str
+) -> tuple[float, float, float]:
+    """(memory, compute, launch) seconds of one kernel."""
+    hw = options.hardware
+    moved = read_bytes + write_bytes
+    hbm = moved - l2_bytes
+    memory = hbm / hw.hbm_bandwidth
+    if options.l2:
+        memory = max(memory, moved / hw.l2_bandwidth)
+    return memory, flops / hw.elementwise_peak(dtype), options.launch_us * 1e-6
+
+
+def _bound(memory: float, compute: float, launch: float) -> str:
+    if launch > max(memory, compute):
+        return "launch"
+    return "compute" if compute > memory else "memory"
+
+
+def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCost:
+    """The cost of every `ew.kernel` in `function`, in program order, and their totals."""
+    kernels = [op for op in function.walk() if isinstance(op, ew.KernelOp)]
+    for op in function.walk():
+        if isinstance(op, ew.UnaryOp | ew.BinaryOp):
+            raise CostModelError(
+                f"'{op.name}' is not inside an ew.kernel: run ew-fuse before the cost model", op
+            )
+    ranks = [
+        len(_shape_of(v.type))
+        for k in kernels
+        for v in (*k.inputs, *k.destinations())
+        if isinstance(v.type, TensorType | MemRefType)
+    ]
+    problem = _problem_shape(options.shape, max(ranks, default=0), function)
+    names = _Names()
+    for argument in function.args:
+        names(argument)
+    l2 = _L2(options.hardware.l2_bytes)
+
+    def access(value: SSAValue, from_l2: bool = False) -> TensorAccess:
+        shape = _bind(value.type, problem)
+        dtype = options.dtype or dtype_of(ew.element_type(value.type))
+        return TensorAccess(names(value), shape, dtype, math.prod(shape) * itemsize(dtype), from_l2)
+
+    costs: list[KernelCost] = []
+    for index, kernel in enumerate(kernels):
+        read_values = [v for v in _unique(kernel.inputs) if not _is_constant(v)]
+        write_values = _unique(kernel.destinations())
+        reads = tuple(access(v, options.l2 and v in l2.resident) for v in read_values)
+        writes = tuple(access(v) for v in write_values)
+        accessed = zip((*read_values, *write_values), (*reads, *writes), strict=True)
+        l2.touch([(v, a.bytes) for v, a in accessed])
+        ops, flops_per_element = _flops_per_element(kernel)
+        elements = math.prod(_bind(kernel.destinations()[0].type, problem))
+        read_bytes = sum(a.bytes for a in reads)
+        write_bytes = sum(a.bytes for a in writes)
+        l2_bytes = sum(a.bytes for a in reads if a.from_l2)
+        flops = flops_per_element * elements
+        dtype = writes[0].dtype
+        memory, compute, launch = _time(read_bytes, l2_bytes, write_bytes, flops, options, dtype)
+        moved = read_bytes + write_bytes
+        costs.append(
+            KernelCost(
+                index=index,
+                ops=ops,
+                elements=elements,
+                reads=reads,
+                writes=writes,
+                flops_per_element=flops_per_element,
+                flops=flops,
+                read_bytes=read_bytes,
+                write_bytes=write_bytes,
+                bytes=moved,
+                hbm_bytes=moved - l2_bytes,
+                intensity=flops / moved if moved else 0.0,
+                memory_time_s=memory,
+                compute_time_s=compute,
+                launch_time_s=launch,
+                time_s=max(memory, compute) + launch,
+                bound=_bound(memory, compute, launch),
+            )
+        )
+    return FunctionCost(
+        function=function.sym_name.data,
+        options=options,
+        inputs=tuple(names(a) for a in function.args),
+        kernels=tuple(costs),
+        totals=_totals(costs),
+    )
+
+
+def _totals(kernels: Sequence[KernelCost]) -> CostTotals:
+    moved = sum(k.bytes for k in kernels)
+    flops = sum(k.flops for k in kernels)
+    return CostTotals(
+        kernels=len(kernels),
+        tensor_accesses=sum(k.tensor_accesses for k in kernels),
+        read_bytes=sum(k.read_bytes for k in kernels),
+        write_bytes=sum(k.write_bytes for k in kernels),
+        bytes=moved,
+        hbm_bytes=sum(k.hbm_bytes for k in kernels),
+        flops=flops,
+        intensity=flops / moved if moved else 0.0,
+        memory_time_s=sum(k.memory_time_s for k in kernels),
+        compute_time_s=sum(k.compute_time_s for k in kernels),
+        launch_time_s=sum(k.launch_time_s for k in kernels),
+        time_s=sum(k.time_s for k in kernels),
+    )
+
+
+def analyse_module(module: ModuleOp, options: CostOptions) -> list[FunctionCost]:
+    """`analyse_function` for every `func.func` with a body in `module`."""
+    return [
+        analyse_function(op, options)
+        for op in module.walk()
+        if isinstance(op, func.FuncOp) and not op.is_declaration
+    ]
+
+
+def compare(fused: FunctionCost, unfused: FunctionCost) -> Comparison:
+    f, u = fused.totals, unfused.totals
+    return Comparison(
+        traffic_ratio=u.bytes / f.bytes if f.bytes else math.inf,
+        time_ratio=u.time_s / f.time_s if f.time_s else math.inf,
+        bytes_saved=u.bytes - f.bytes,
+        time_saved_s=u.time_s - f.time_s,
+        kernels_saved=u.kernels - f.kernels,
+    )
+
+
+def epilogue_what_if(cost: FunctionCost, input_name: str) -> EpilogueWhatIf:
+    """What is left if `input_name` comes from a matmul whose epilogue runs its reading kernel."""
+    if input_name not in cost.inputs:
+        raise ValueError(
+            f"epilogue input {input_name!r} is not an input of @{cost.function} "
+            f"(inputs: {', '.join(cost.inputs)})"
+        )
+    readers = [k for k in cost.kernels if any(a.name == input_name for a in k.reads)]
+    if len(readers) != 1:
+        raise ValueError(
+            f"epilogue input {input_name!r} is read by {len(readers)} kernels; exactly one "
+            f"kernel can run in the matmul's epilogue"
+        )
+    (kernel,) = readers
+    (read,) = [a for a in kernel.reads if a.name == input_name]
+    left = [a for a in kernel.reads if a.name != input_name]
+    memory, compute, _ = _time(
+        sum(a.bytes for a in left),
+        sum(a.bytes for a in left if a.from_l2),
+        kernel.write_bytes,
+        kernel.flops,
+        cost.options,
+        kernel.writes[0].dtype,
+    )
+    totals = cost.totals
+    return EpilogueWhatIf(
+        input=input_name,
+        kernel=kernel.index,
+        input_bytes=read.bytes,
+        separate_bytes=totals.bytes + read.bytes,
+        epilogue_bytes=totals.bytes - read.bytes,
+        separate_time_s=totals.time_s + read.bytes / cost.options.hardware.hbm_bandwidth,
+        epilogue_time_s=totals.time_s - kernel.time_s + max(memory, compute),
+        launches_saved=1,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole programs, fused and unfused
+# ---------------------------------------------------------------------------------------------
+
+FUSED_PIPELINE = "ew-optimize,ew-fuse"
+UNFUSED_PIPELINE = "ew-optimize,ew-fuse{mode=none}"
+
+
+def _compile(module: ModuleOp, pipeline: str) -> ModuleOp:
+    from xdsl.context import Context
+    from xdsl.dialects.arith import Arith
+    from xdsl.dialects.builtin import Builtin
+    from xdsl.dialects.func import Func
+    from xdsl.dialects.math import Math
+    from xdsl.passes import PassPipeline
+
+    from xfuse.passes import ALL_PASSES
+
+    ctx = Context()
+    for dialect in (Builtin, Func, Arith, Math, ew.Ew):
+        ctx.load_dialect(dialect)
+    compiled = module.clone()
+    PassPipeline.parse_spec(ALL_PASSES, pipeline).apply(ctx, compiled)
+    return compiled
+
+
+def cost_program(
+    source: str,
+    options: CostOptions | None = None,
+    *,
+    filename: str = "<source>",
+    input_shapes: Mapping[str, Sequence[int | str | None]] | None = None,
+    epilogue: str | None = None,
+) -> ProgramCost:
+    """Price a `.ew` program after `ew-optimize,ew-fuse` and after `ew-optimize,ew-fuse{mode=none}`.
+
+    Inputs are `[?, ..., ?]` tensors of `options.shape`'s rank unless `input_shapes` says otherwise
+    (`{"b": (14336,)}`: a real bias); the program is parsed in `options.dtype` (float32 if None).
+    `epilogue` names an input produced by a matmul for the epilogue what-if (on the fused kernel).
+    Raises EwSyntaxError for a bad program, ValueError for bad options.
+    """
+    from xfuse.frontend.language import parse_program
+
+    options = options or CostOptions()
+    dtype = options.dtype or "float32"
+    names = [a.name_hint for a in _main(parse_program(source, dtype=dtype, filename=filename)).args]
+    unknown = set(input_shapes or {}) - set(names)
+    if unknown:
+        raise ValueError(
+            f"input shape given for {', '.join(sorted(unknown))}, which the program does not "
+            f"read (inputs: {', '.join(str(n) for n in names)})"
+        )
+    full = (None,) * len(options.shape)
+    shapes = {str(n): tuple((input_shapes or {}).get(str(n), full)) for n in names}
+    module = parse_program(source, dtype=dtype, shapes=shapes, filename=filename)
+
+    def analyse(pipeline: str, opts: CostOptions) -> FunctionCost:
+        return analyse_function(_main(_compile(module, pipeline)), opts)
+
+    fused = analyse(FUSED_PIPELINE, options)
+    unfused = analyse(UNFUSED_PIPELINE, options)
+    hbm_only = None
+    if options.l2:
+        plain = replace(options, l2=False)
+        hbm_only = (analyse(FUSED_PIPELINE, plain), analyse(UNFUSED_PIPELINE, plain))
+    return ProgramCost(
+        fused=fused,
+        unfused=unfused,
+        comparison=compare(fused, unfused),
+        hbm_only=hbm_only,
+        epilogue=epilogue_what_if(fused, epilogue) if epilogue else None,
+    )
+
+
+def _main(module: ModuleOp) -> func.FuncOp:
+    (function,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    return function

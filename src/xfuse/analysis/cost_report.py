@@ -1,0 +1,167 @@
+"""Rendering the cost model's results: rich tables for people, plain dicts for JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from xfuse.analysis.cost import (
+    CostTotals,
+    FunctionCost,
+    KernelCost,
+    ProgramCost,
+    format_shape,
+)
+
+
+def us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.1f} us"
+
+
+def nbytes(count: int) -> str:
+    """`3,288,334,336 B (3.29 GB)`: exact, then decimal units as bandwidths use them."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count:,} B ({count / scale:.2f} {unit})"
+    return f"{count:,} B"
+
+
+def setting(cost: FunctionCost) -> str:
+    """`h100-sxm, 4096x14336 bfloat16, launch 4 us, HBM only`."""
+    o = cost.options
+    memory = "L2-aware" if o.l2 else "HBM only"
+    dtype = o.dtype or "IR dtypes"
+    return (
+        f"{o.hardware.name}, {format_shape(o.shape)} {dtype}, launch {o.launch_us:g} us, {memory}"
+    )
+
+
+def summary_line(cost: FunctionCost) -> str:
+    """One line per function: the figures the lecture quotes."""
+    t = cost.totals
+    hbm = f" ({t.hbm_bytes:,} from HBM)" if cost.options.l2 else ""
+    return (
+        f"@{cost.function}: {t.kernels} kernel{'' if t.kernels == 1 else 's'}, "
+        f"{t.tensor_accesses} tensor reads+writes, "
+        f"{t.bytes:,} bytes{hbm}, {t.flops:,} FLOPs, "
+        f"{us(max(t.memory_time_s, t.compute_time_s))} + {us(t.launch_time_s)} launch "
+        f"= {us(t.time_s)}"
+    )
+
+
+def _tensors(kernel: KernelCost) -> str:
+    reads = ", ".join(a.name + (" (L2)" if a.from_l2 else "") for a in kernel.reads)
+    writes = ", ".join(a.name for a in kernel.writes)
+    return f"{reads} -> {writes}"
+
+
+def _ops(kernel: KernelCost) -> str:
+    if len(kernel.ops) <= 3:
+        return " ".join(kernel.ops) or "copy"
+    return f"{len(kernel.ops)} ops"
+
+
+def kernel_table(cost: FunctionCost, label: str = "") -> Table:
+    title = f"{label} @{cost.function} on {setting(cost)}".lstrip()
+    table = Table(title=title, title_justify="left")
+    for header in ("#", "ops", "reads -> writes", "bytes", "FLOP/el", "FLOP/B", "time", "bound"):
+        table.add_column(
+            header, justify="left" if header in ("ops", "reads -> writes") else "right"
+        )
+    for k in cost.kernels:
+        table.add_row(
+            str(k.index),
+            _ops(k),
+            _tensors(k),
+            f"{k.bytes:,}",
+            str(k.flops_per_element),
+            f"{k.intensity:.2f}",
+            us(k.time_s),
+            k.bound,
+        )
+    return table
+
+
+def _total_rows(t: CostTotals) -> list[tuple[str, str]]:
+    return [
+        ("kernels", str(t.kernels)),
+        ("tensor reads+writes", str(t.tensor_accesses)),
+        ("bytes moved", nbytes(t.bytes)),
+        ("bytes from HBM", nbytes(t.hbm_bytes)),
+        ("FLOPs", f"{t.flops:,}"),
+        ("FLOP/B", f"{t.intensity:.3f}"),
+        ("memory time", us(t.memory_time_s)),
+        ("compute time", us(t.compute_time_s)),
+        ("launch overhead", us(t.launch_time_s)),
+        ("predicted time", us(t.time_s)),
+    ]
+
+
+def comparison_table(program: ProgramCost) -> Table:
+    """Unfused and fused side by side (and their HBM-only figures with `l2=True`)."""
+    columns = [("unfused", program.unfused), ("fused", program.fused)]
+    if program.hbm_only is not None:
+        fused_hbm, unfused_hbm = program.hbm_only
+        columns += [("unfused, HBM only", unfused_hbm), ("fused, HBM only", fused_hbm)]
+    table = Table(title=setting(program.fused), title_justify="left")
+    table.add_column("")
+    for label, _ in columns:
+        table.add_column(label, justify="right")
+    rows = [_total_rows(cost.totals) for _, cost in columns]
+    for index, (label, _) in enumerate(rows[0]):
+        table.add_row(label, *(r[index][1] for r in rows))
+    return table
+
+
+def print_program(console: Console, program: ProgramCost) -> None:
+    hw = program.fused.options.hardware
+    dtype = program.fused.kernels[0].writes[0].dtype if program.fused.kernels else "float32"
+    c = program.comparison
+    console.print(comparison_table(program))
+    console.print(
+        f"fusion: {c.traffic_ratio:.1f}x less traffic, {c.time_ratio:.1f}x less time, "
+        f"{c.kernels_saved} fewer launches"
+    )
+    console.print(
+        f"{hw.description}: HBM {hw.hbm_bandwidth / 1e12:.3g} TB/s, elementwise peak "
+        f"{hw.elementwise_peak(dtype) / 1e12:.3g} TFLOP/s (CUDA cores, f32 compute) -> ridge "
+        f"{hw.ridge_point(dtype):.1f} FLOP/B; BF16 tensor cores "
+        f"{hw.bf16_tensor_core_peak / 1e12:g} TFLOP/s -> ridge "
+        f"{hw.tensor_core_ridge_point:.1f} FLOP/B"
+    )
+    if program.epilogue is not None:
+        e = program.epilogue
+        console.print(
+            f"epilogue what-if ({e.input} from a matmul, kernel {e.kernel} in its epilogue): "
+            f"{e.separate_bytes:,} bytes -> {e.epilogue_bytes:,} bytes, "
+            f"{us(e.separate_time_s)} -> {us(e.epilogue_time_s)}, "
+            f"{e.launches_saved} launch saved"
+        )
+    for label, cost in (("unfused", program.unfused), ("fused", program.fused)):
+        console.print(kernel_table(cost, label))
+
+
+def print_function(console: Console, cost: FunctionCost) -> None:
+    """The `ew-cost` pass's report for one function."""
+    console.print(f"ew-cost {summary_line(cost)}")
+    console.print(kernel_table(cost))
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe: dataclasses to dicts, tuples to lists, inf to None."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def program_json(program: ProgramCost) -> dict[str, Any]:
+    hw = program.fused.options.hardware
+    return {"device": _plain(hw), **_plain(program)}

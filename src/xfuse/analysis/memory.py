@@ -1,0 +1,239 @@
+"""Liveness over the kernel order and the memory plan of the intermediate tensors.
+
+A step is a compute op in program order: a kernel, or an unfused elementwise op (so the lecture's
+op-by-op program can be planned too). Function arguments are the caller's inputs and function
+results go to the caller's output buffers; the temporaries are the other values steps write.
+Constants are scalar immediates and take no memory.
+
+Planning with reuse is a linear scan: a written temporary takes, in order of preference, the
+buffer of an input that dies at this very step (an in-place write, legal because element i is
+read before element i is written), then a buffer freed by an earlier step, then a new buffer.
+Buffers are only shared between values of the same element type and the same shape, where a `?`
+dim counts as the same only when the ops tie it to the other (unrelated inputs may differ).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DYNAMIC_INDEX, TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from xfuse.dialects import ew
+from xfuse.dtypes import dtype_of, itemsize
+
+
+@dataclass(frozen=True)
+class Step:
+    op: Operation
+    reads: tuple[SSAValue, ...]
+    """Tensor values read (each once, in operand order); constants are not read from memory."""
+    writes: tuple[SSAValue, ...]
+
+
+@dataclass(frozen=True)
+class Liveness:
+    steps: tuple[Step, ...]
+    definition: Mapping[SSAValue, int]
+    """Step writing each value (function arguments are absent)."""
+    last_use: Mapping[SSAValue, int]
+    """Last step reading each value that some step reads."""
+    results: tuple[SSAValue, ...]
+    """What the function returns, in order (a value may repeat)."""
+    temporaries: tuple[SSAValue, ...]
+    """Values written by steps that are not results: each needs a buffer, own or shared."""
+
+    def live_at(self, step: int) -> list[SSAValue]:
+        """Temporaries that hold memory during `step` (written by then, read at or after it)."""
+        return [
+            v
+            for v in self.temporaries
+            if self.definition[v] <= step <= self.last_use.get(v, self.definition[v])
+        ]
+
+
+def _is_compute(op: Operation) -> bool:
+    return isinstance(op, ew.KernelOp | ew.UnaryOp | ew.BinaryOp)
+
+
+def analyze_liveness(function: func.FuncOp) -> Liveness:
+    block = function.body.block
+    steps = tuple(
+        Step(
+            op,
+            tuple(dict.fromkeys(v for v in op.operands if ew.constant_value(v) is None)),
+            tuple(op.results),
+        )
+        for op in block.ops
+        if _is_compute(op)
+    )
+    definition = {v: i for i, step in enumerate(steps) for v in step.writes}
+    last_use = {v: i for i, step in enumerate(steps) for v in step.reads}
+    terminator = block.last_op
+    results = tuple(terminator.operands) if isinstance(terminator, func.ReturnOp) else ()
+    temporaries = tuple(v for v in definition if v not in results)
+    return Liveness(steps, definition, last_use, results, temporaries)
+
+
+def _shape(value: SSAValue) -> tuple[int, ...]:
+    return tuple(cast(TensorType[Attribute], value.type).get_shape())
+
+
+class DimClasses:
+    """Which `?` dims are equal at run time: those the ops tie together, by union-find."""
+
+    def __init__(self, steps: Sequence[Step]):
+        self.parent: dict[tuple[SSAValue, int], tuple[SSAValue, int]] = {}
+        for step in steps:
+            space = step.writes[0]
+            rank = len(_shape(space))
+            for value in (*step.writes, *step.reads):
+                shape = _shape(value)
+                offset = rank - len(shape)
+                for axis, dim in enumerate(shape):
+                    if dim == DYNAMIC_INDEX and _shape(space)[offset + axis] == DYNAMIC_INDEX:
+                        self._union((value, axis), (space, offset + axis))
+
+    def _find(self, dim: tuple[SSAValue, int]) -> tuple[SSAValue, int]:
+        while self.parent.get(dim, dim) != dim:
+            dim = self.parent[dim]
+        return dim
+
+    def _union(self, a: tuple[SSAValue, int], b: tuple[SSAValue, int]) -> None:
+        root_a, root_b = self._find(a), self._find(b)
+        if root_a != root_b:
+            self.parent[root_b] = root_a
+
+    def dim_class(self, value: SSAValue, axis: int) -> tuple[int, int]:
+        """Equal for two `?` dims the ops prove equal at run time."""
+        root_value, root_axis = self._find((value, axis))
+        return (id(root_value), root_axis)
+
+    def key(self, value: SSAValue) -> tuple[Any, ...]:
+        """Equal keys: same element type and provably the same shape at run time."""
+        dims = tuple(
+            dim if dim != DYNAMIC_INDEX else self.dim_class(value, axis)
+            for axis, dim in enumerate(_shape(value))
+        )
+        return (ew.element_type(value.type), dims)
+
+
+def value_bytes(type_: Attribute, shape: Sequence[int], dtype: Any = None) -> int:
+    """Bytes of a tensor/memref type with its `?` dims taken right-aligned from `shape`."""
+    dims = tuple(cast(TensorType[Attribute], type_).get_shape())
+    offset = len(shape) - len(dims)
+    sizes = [shape[offset + axis] if d == DYNAMIC_INDEX else d for axis, d in enumerate(dims)]
+    return math.prod(sizes) * itemsize(dtype or dtype_of(ew.element_type(type_)))
+
+
+@dataclass(frozen=True)
+class PlannedBuffer:
+    type: Attribute
+    """The tensor type of the values it holds."""
+    values: tuple[SSAValue, ...]
+    """The temporaries it holds, one after the other."""
+    first_step: int
+    """Allocate before this step."""
+    last_step: int
+    """Free after this step."""
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    liveness: Liveness
+    reuse: bool
+    buffers: tuple[PlannedBuffer, ...]
+    buffer_of: Mapping[SSAValue, int]
+    """Temporary -> index in `buffers`."""
+    in_place: frozenset[SSAValue]
+    """Temporaries written over an input that dies at their step."""
+    reused: frozenset[SSAValue]
+    """Temporaries written into a buffer freed by an earlier step."""
+    dims: DimClasses
+    """Which `?` dims are equal at run time."""
+
+    @property
+    def naive_count(self) -> int:
+        """One buffer per temporary."""
+        return len(self.liveness.temporaries)
+
+    @property
+    def planned_count(self) -> int:
+        return len(self.buffers)
+
+    def planned_bytes(self, shape: Sequence[int], dtype: Any = None) -> int:
+        """Bytes of the plan's buffers (`?` dims from `shape`; element type or `dtype`)."""
+        return sum(value_bytes(b.type, shape, dtype) for b in self.buffers)
+
+    def naive_bytes(self, shape: Sequence[int], dtype: Any = None) -> int:
+        return sum(value_bytes(v.type, shape, dtype) for v in self.liveness.temporaries)
+
+    def peak_live_bytes(self, shape: Sequence[int], dtype: Any = None) -> int:
+        """Most temporary bytes allocated at once (inputs and outputs are the caller's)."""
+        return max(
+            (
+                sum(
+                    value_bytes(b.type, shape, dtype)
+                    for b in self.buffers
+                    if b.first_step <= step <= b.last_step
+                )
+                for step in range(len(self.liveness.steps))
+            ),
+            default=0,
+        )
+
+
+def plan_memory(function: func.FuncOp, reuse: bool = True) -> MemoryPlan:
+    """Assign every temporary of `function` a buffer; with `reuse`, share and write in place."""
+    liveness = analyze_liveness(function)
+    classes = DimClasses(liveness.steps)
+    temporaries = set(liveness.temporaries)
+    holders: list[list[SSAValue]] = []
+    spans: list[list[int]] = []
+    buffer_of: dict[SSAValue, int] = {}
+    free: list[int] = []
+    in_place: set[SSAValue] = set()
+    reused: set[SSAValue] = set()
+    for index, step in enumerate(liveness.steps):
+        dying = [
+            buffer_of[v] for v in step.reads if v in buffer_of and liveness.last_use[v] == index
+        ]
+        claimed: set[int] = set()
+        for value in step.writes:
+            if value not in temporaries:
+                continue
+            key = classes.key(value)
+            fits = [b for b in dying if b not in claimed and classes.key(holders[b][-1]) == key]
+            free_fits = [b for b in reversed(free) if classes.key(holders[b][-1]) == key]
+            if reuse and fits:
+                buffer = fits[0]
+                in_place.add(value)
+            elif reuse and free_fits:
+                buffer = free_fits[0]
+                free.remove(buffer)
+                reused.add(value)
+            else:
+                buffer = len(holders)
+                holders.append([])
+                spans.append([index, index])
+            holders[buffer].append(value)
+            buffer_of[value] = buffer
+            claimed.add(buffer)
+        for value in (*step.reads, *step.writes):
+            if value in buffer_of:
+                spans[buffer_of[value]][1] = index
+        free.extend(b for b in dying if b not in claimed)
+        free.extend(
+            buffer_of[v] for v in step.writes if v in temporaries and v not in liveness.last_use
+        )
+    buffers = tuple(
+        PlannedBuffer(values[0].type, tuple(values), first, last)
+        for values, (first, last) in zip(holders, spans, strict=True)
+    )
+    return MemoryPlan(
+        liveness, reuse, buffers, buffer_of, frozenset(in_place), frozenset(reused), classes
+    )

@@ -1,0 +1,112 @@
+"""`ew-cost`: report what the module's `ew.kernel`s would cost on a GPU; the IR is unchanged.
+
+The report goes to stderr, so `xfuse-opt`'s stdout stays the (parseable) module:
+
+    xfuse-opt gelu.ew -p 'ew-optimize,ew-fuse,ew-cost{device=h100 shape=4096x14336}' > out.mlir
+
+With `annotate=true` each kernel also gets its figures as attributes (`cost.bytes`, `cost.flops`,
+`cost.time_us`, `cost.bound`, ...). The model is `xfuse.analysis.cost`.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from rich.console import Console
+from xdsl.context import Context
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from xfuse.analysis.cost import (
+    CostModelError,
+    CostOptions,
+    FunctionCost,
+    analyse_module,
+    epilogue_what_if,
+    parse_shape,
+)
+from xfuse.analysis.cost_report import print_function, summary_line, us
+from xfuse.dialects import ew
+
+
+@dataclass(frozen=True)
+class EwCostPass(ModulePass):
+    """Print each function's kernels, bytes, FLOPs and roofline time to stderr."""
+
+    name = "ew-cost"
+
+    device: str = "h100"
+    """GPU: h100 (= h100-sxm), h100-pcie, h200, a100 (= a100-80gb) or b200."""
+
+    shape: str | int = "4096x14336"
+    """Iteration space of the largest tensors, binding their `?` dims (e.g. 4096x14336)."""
+
+    dtype: str = "bf16"
+    """Storage dtype of every tensor (f16, bf16, f32, f64), or `ir` for the IR's own types."""
+
+    launch_us: float | int = 4
+    """Launch overhead per kernel, in microseconds."""
+
+    l2: bool = False
+    """Serve re-reads of tensors still resident in L2 at L2 bandwidth (report shows both)."""
+
+    annotate: bool = False
+    """Also attach each kernel's figures to it as `cost.*` attributes."""
+
+    epilogue: str = ""
+    """Input produced by a matmul: report the epilogue-fusion what-if for functions taking it."""
+
+    def options(self, l2: bool) -> CostOptions:
+        return CostOptions(
+            device=self.device,
+            shape=parse_shape(self.shape),
+            dtype=None if self.dtype == "ir" else self.dtype,
+            launch_us=float(self.launch_us),
+            l2=l2,
+        )
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        try:
+            costs = analyse_module(op, self.options(self.l2))
+            hbm_only = analyse_module(op, self.options(False)) if self.l2 else []
+            epilogues = [
+                epilogue_what_if(c, self.epilogue) for c in costs if self.epilogue in c.inputs
+            ]
+            if self.epilogue and not epilogues:
+                raise ValueError(f"no function has an input named {self.epilogue!r}")
+        except CostModelError as error:
+            raise PassFailedException(
+                f"ew-cost: {error}" + (f"\n  at: {error.op}" if error.op else "")
+            ) from None
+        except ValueError as error:
+            raise PassFailedException(f"ew-cost: {error}") from None
+        console = Console(file=sys.stderr, width=160, color_system=None, highlight=False)
+        for index, cost in enumerate(costs):
+            print_function(console, cost)
+            if hbm_only:
+                console.print(f"ew-cost HBM only {summary_line(hbm_only[index])}")
+        for e in epilogues:
+            console.print(
+                f"ew-cost epilogue {e.input}: {e.separate_bytes:,} -> {e.epilogue_bytes:,} bytes, "
+                f"{us(e.separate_time_s)} -> {us(e.epilogue_time_s)}"
+            )
+        if self.annotate:
+            _annotate(op, costs)
+
+
+def _annotate(module: ModuleOp, costs: list[FunctionCost]) -> None:
+    kernels = [k for k in module.walk() if isinstance(k, ew.KernelOp)]
+    figures = [k for cost in costs for k in cost.kernels]
+    for kernel, cost in zip(kernels, figures, strict=True):
+        kernel.attributes.update(
+            {
+                "cost.read_bytes": IntegerAttr(cost.read_bytes, i64),
+                "cost.write_bytes": IntegerAttr(cost.write_bytes, i64),
+                "cost.flops": IntegerAttr(cost.flops, i64),
+                "cost.intensity": FloatAttr(round(cost.intensity, 4), f64),
+                "cost.time_us": FloatAttr(round(cost.time_s * 1e6, 3), f64),
+                "cost.bound": StringAttr(cost.bound),
+            }
+        )

@@ -1,0 +1,338 @@
+"""`ew-fuse`: elementwise ops -> `ew.kernel` ops on tensors, each a region of scalar arith/math.
+
+Greedy fusion merges groups of ops along def-use edges while the result stays legal:
+- one iteration shape per kernel: an edge between two ops of the group's shape merges them; a
+  group of a smaller shape that broadcasts to its consumer's (a bias `[d]` computed on the way into
+  a `[t, d]` kernel) is absorbed only when nothing outside the two groups needs its values, so it
+  is computed in the region and never materialized. Ops of different shapes joined only through a
+  broadcast are not merged, because two `?` dims of unrelated inputs may differ at run time; for
+  the same reason independent subgraphs stay separate kernels, unless they read a common
+  value of their shape (sibling fusion: it is then read once);
+- no cycles: groups merge only when no path leaves the pair and comes back into it.
+A value with several users is computed once per kernel; one also needed outside its kernel (by
+another kernel or the function's results) becomes an extra kernel result. Constants become
+`arith.constant` immediates in the regions. f16/bf16 kernels compute in f32.
+
+After the pass every function result is defined by an `ew.kernel`: a result that is a function
+argument gets a copy kernel, one that is a constant a constant kernel, so bufferization only ever
+routes kernel results into the caller's output buffers. Dead elementwise ops are dropped.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, cast
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
+from xfuse.dialects import ew
+from xfuse.lowering.scalar import compute_type, emit_constant, emit_scalar, narrow, widen
+
+ElementwiseOp = ew.UnaryOp | ew.BinaryOp
+Shape = tuple[int, ...]
+
+
+def _shape(value: SSAValue) -> Shape:
+    return tuple(cast(TensorType[Attribute], value.type).get_shape())
+
+
+def broadcasts_into(small: Shape, big: Shape) -> bool:
+    """Every dim of `small` is 1 or the aligned dim of `big` (type-level, right-aligned)."""
+    offset = len(big) - len(small)
+    return offset >= 0 and all(s in (1, big[offset + i]) for i, s in enumerate(small))
+
+
+@dataclass
+class _Partition:
+    """Union-find over the body's ops (constants and the terminator excluded)."""
+
+    ops: list[Operation]
+    index: dict[Operation, int] = field(init=False)
+    parent: list[int] = field(init=False)
+    members: dict[int, list[int]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.index = {op: i for i, op in enumerate(self.ops)}
+        self.parent = list(range(len(self.ops)))
+        self.members = {i: [i] for i in range(len(self.ops))}
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def union(self, a: int, b: int) -> None:
+        a, b = self.find(a), self.find(b)
+        self.parent[b] = a
+        self.members[a] = sorted(self.members[a] + self.members.pop(b))
+
+    def producers(self, i: int) -> Iterator[int]:
+        for operand in self.ops[i].operands:
+            owner = operand.owner
+            if isinstance(owner, Operation) and owner in self.index:
+                yield self.index[owner]
+
+    def users(self, i: int) -> Iterator[Operation]:
+        for result in self.ops[i].results:
+            for use in result.uses:
+                yield use.operation
+
+    def successor_groups(self, group: int) -> set[int]:
+        return {
+            self.find(self.index[user])
+            for i in self.members[group]
+            for user in self.users(i)
+            if user in self.index
+        } - {group}
+
+    def group_shape(self, group: int) -> Shape:
+        return ew.broadcast_shapes(*(_shape(self.ops[i].results[0]) for i in self.members[group]))
+
+    def is_fusible(self, group: int) -> bool:
+        return isinstance(self.ops[group], ElementwiseOp)
+
+    def used_only_by(self, group: int, others: set[int]) -> bool:
+        """No value of `group` is needed outside `group` and `others` (nor returned)."""
+        return all(
+            user in self.index and self.find(self.index[user]) in others | {group}
+            for i in self.members[group]
+            for user in self.users(i)
+        )
+
+    def would_cycle(self, a: int, b: int) -> bool:
+        """Merging groups a and b would close a cycle: a path leaves them and comes back."""
+        pair = {a, b}
+        stack = list((self.successor_groups(a) | self.successor_groups(b)) - pair)
+        seen = set(stack)
+        while stack:
+            group = stack.pop()
+            for successor in self.successor_groups(group):
+                if successor in pair:
+                    return True
+                if successor not in seen:
+                    seen.add(successor)
+                    stack.append(successor)
+        return False
+
+    def can_merge(self, producer: int, consumer: int) -> bool:
+        a, b = self.find(producer), self.find(consumer)
+        if a == b or not (self.is_fusible(a) and self.is_fusible(b)):
+            return False
+        shape_a, shape_b = self.group_shape(a), self.group_shape(b)
+        if shape_a == shape_b:
+            edge = _shape(self.ops[producer].results[0]), _shape(self.ops[consumer].results[0])
+            legal = edge == (shape_a, shape_a)
+        elif broadcasts_into(shape_a, shape_b):
+            legal = self.used_only_by(a, {b})
+        elif broadcasts_into(shape_b, shape_a):
+            legal = self.used_only_by(b, {a})
+        else:
+            legal = False
+        return legal and not self.would_cycle(a, b)
+
+    def can_merge_siblings(self, first: int, second: int, shared: SSAValue) -> bool:
+        """Two readers of `shared` fuse (reading it once) when it ties their shapes together."""
+        a, b = self.find(first), self.find(second)
+        if a == b or not (self.is_fusible(a) and self.is_fusible(b)):
+            return False
+        return self.group_shape(a) == self.group_shape(b) == _shape(
+            shared
+        ) and not self.would_cycle(a, b)
+
+    def fuse_greedily(self) -> None:
+        readers: dict[SSAValue, list[int]] = {}
+        for index, op in enumerate(self.ops):
+            for operand in op.operands:
+                if ew.constant_value(operand) is None:
+                    readers.setdefault(operand, []).append(index)
+        changed = True
+        while changed:
+            changed = False
+            for consumer in range(len(self.ops)):
+                for producer in list(self.producers(consumer)):
+                    if self.can_merge(producer, consumer):
+                        self.union(producer, consumer)
+                        changed = True
+            for shared, users in readers.items():
+                for other in users[1:]:
+                    if self.can_merge_siblings(users[0], other, shared):
+                        self.union(users[0], other)
+                        changed = True
+
+    def groups_in_order(self) -> list[list[Operation]]:
+        """The groups in a topological order, earliest first op first among the ready ones."""
+        roots = list(self.members)
+        pending = {root: 0 for root in roots}
+        for root in roots:
+            for successor in self.successor_groups(root):
+                pending[successor] += 1
+        ready = [root for root in roots if pending[root] == 0]
+        heapq.heapify(ready)
+        order: list[list[Operation]] = []
+        while ready:
+            root = heapq.heappop(ready)
+            order.append([self.ops[i] for i in self.members[root]])
+            for successor in self.successor_groups(root):
+                pending[successor] -= 1
+                if pending[successor] == 0:
+                    heapq.heappush(ready, successor)
+        assert len(order) == len(roots), "fusion groups form a cycle"
+        return order
+
+
+@dataclass(frozen=True)
+class FusionStats:
+    elementwise_ops: int = 0
+    kernels: int = 0
+    fused_ops: int = 0
+    copy_kernels: int = 0
+    constants_inlined: int = 0
+
+    def __add__(self, other: FusionStats) -> FusionStats:
+        return FusionStats(
+            *(getattr(self, f) + getattr(other, f) for f in self.__dataclass_fields__)
+        )
+
+    def report(self) -> PassStatistics:
+        return PassStatistics(
+            "ew-fuse",
+            (
+                Statistic("elementwise-ops", self.elementwise_ops, "elementwise ops in the input"),
+                Statistic("kernels", self.kernels, "kernels formed"),
+                Statistic("fused-ops", self.fused_ops, "ops sharing a kernel with another op"),
+                Statistic("copy-kernels", self.copy_kernels, "copy/constant kernels for results"),
+                Statistic("constants-inlined", self.constants_inlined, "arith.constant immediates"),
+            ),
+        )
+
+
+def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValue], int]:
+    """The kernel computing `group`; also the tensor values it replaces and its constant count."""
+    members = set(group)
+    inputs: list[SSAValue] = []
+    for op in group:
+        for operand in op.operands:
+            if operand.owner in members or ew.constant_value(operand) is not None:
+                continue
+            if operand not in inputs:
+                inputs.append(operand)
+    outputs = [
+        op.results[0]
+        for op in group
+        if any(use.operation not in members for use in op.results[0].uses)
+    ]
+    element = ew.element_type(group[0].results[0].type)
+    compute = compute_type(element)
+    block = Block(arg_types=[ew.element_type(v.type) for v in inputs])
+    builder = Builder(InsertPoint.at_end(block))
+    scalars: dict[SSAValue, SSAValue] = {
+        value: widen(builder, arg, compute) for value, arg in zip(inputs, block.args, strict=True)
+    }
+    constants = 0
+    for op in group:
+        args: list[SSAValue] = []
+        for operand in op.operands:
+            if operand not in scalars:
+                literal = ew.constant_value(operand)
+                assert literal is not None
+                scalars[operand] = emit_constant(builder, literal, compute)
+                constants += 1
+            args.append(scalars[operand])
+        scalars[op.results[0]] = emit_scalar(type(op), builder, args, compute)
+    builder.insert(ew.YieldOp(*(narrow(builder, scalars[v], element) for v in outputs)))
+    kernel = ew.KernelOp(inputs, [], [v.type for v in outputs], Region(block))
+    return kernel, outputs, constants
+
+
+def _result_kernel(value: SSAValue) -> ew.KernelOp:
+    """A copy kernel for a returned argument, a constant kernel for a returned constant."""
+    literal = ew.constant_value(value)
+    element = ew.element_type(value.type)
+    inputs = [] if literal is not None else [value]
+    block = Block(arg_types=[element for _ in inputs])
+    builder = Builder(InsertPoint.at_end(block))
+    scalar = (
+        narrow(builder, emit_constant(builder, literal, compute_type(element)), element)
+        if literal is not None
+        else block.args[0]
+    )
+    builder.insert(ew.YieldOp(scalar))
+    return ew.KernelOp(inputs, [], [value.type], Region(block))
+
+
+def fuse_function(function: func.FuncOp, greedy: bool = True) -> FusionStats:
+    """Rewrite the elementwise ops of `function` into kernels; returns what it did."""
+    body = function.body.block
+    terminator = body.last_op
+    assert terminator is not None
+    partition = _Partition(
+        [op for op in body.ops if op is not terminator and not isinstance(op, ew.ConstantOp)]
+    )
+    if greedy:
+        partition.fuse_greedily()
+    stats = FusionStats(
+        elementwise_ops=sum(partition.is_fusible(i) for i in partition.index.values())
+    )
+    for group in partition.groups_in_order():
+        if not isinstance(group[0], ElementwiseOp):
+            group[0].detach()
+            body.insert_op_before(group[0], terminator)
+            continue
+        kernel, outputs, constants = _build_kernel(group)
+        if outputs:
+            body.insert_op_before(kernel, terminator)
+            for old, new in zip(outputs, kernel.res, strict=True):
+                old.replace_all_uses_with(new)
+            stats += FusionStats(
+                kernels=1,
+                fused_ops=len(group) if len(group) > 1 else 0,
+                constants_inlined=constants,
+            )
+        for op in reversed(group):
+            Rewriter.erase_op(op)
+    for value in dict.fromkeys(terminator.operands):
+        if isinstance(value, BlockArgument) or ew.constant_value(value) is not None:
+            kernel = _result_kernel(value)
+            body.insert_op_before(kernel, terminator)
+            for use in list(value.uses):
+                if use.operation is terminator:
+                    terminator.operands[use.index] = kernel.res[0]
+            stats += FusionStats(kernels=1, copy_kernels=1)
+    for op in list(body.ops):
+        if isinstance(op, ew.ConstantOp) and not op.result.uses:
+            Rewriter.erase_op(op)
+    return stats
+
+
+@dataclass(frozen=True)
+class EwFusePass(ModulePass):
+    """Fuse elementwise ops into `ew.kernel` ops: greedily (as few kernels as legal) or one each."""
+
+    name = "ew-fuse"
+
+    mode: Literal["greedy", "none"] = "greedy"
+    """greedy: maximal legal fusion; none: one kernel per op (the unfused baseline)."""
+
+    stats: bool = False
+    """Print the pass statistics (ops fused, kernels formed) to stderr."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.mode not in ("greedy", "none"):
+            raise ValueError(f"ew-fuse: unknown mode '{self.mode}', expected greedy or none")
+        total = FusionStats()
+        for function in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
+            if function.body.blocks:
+                total += fuse_function(function, greedy=self.mode == "greedy")
+        if self.stats:
+            print(render_statistics([total.report()]), file=sys.stderr)

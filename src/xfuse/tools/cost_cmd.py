@@ -1,0 +1,93 @@
+"""`xfuse cost FILE.ew`: the program's GPU cost fused and unfused, side by side (or as JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, DEVICES
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "cost",
+        help="predict GPU time, traffic and launches, fused vs unfused",
+        description=(
+            "Compile FILE.ew with ew-optimize,ew-fuse and with ew-fuse{mode=none}, and price both "
+            "on a GPU: bytes moved, FLOPs, launches, roofline time (see xfuse.analysis.cost)."
+        ),
+    )
+    parser.add_argument("file", type=Path, metavar="FILE.ew")
+    parser.add_argument(
+        "--device", default="h100", help=f"GPU: {', '.join(DEVICES)} (h100, a100 are aliases)"
+    )
+    parser.add_argument("--shape", default="4096x14336", help="iteration space, e.g. 4096x14336")
+    parser.add_argument("--dtype", default="bf16", help="storage dtype: f16, bf16, f32 or f64")
+    parser.add_argument(
+        "--launch-us", type=float, default=DEFAULT_LAUNCH_US, help="launch overhead per kernel"
+    )
+    parser.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="NAME=DIMS",
+        help="an input's own shape, dims joined by ',': ints are static, names dynamic "
+        "(e.g. b=14336 for a real bias); other inputs have --shape's rank",
+    )
+    parser.add_argument("--l2", action="store_true", help="also apply the cache-aware L2 model")
+    parser.add_argument(
+        "--epilogue", metavar="INPUT", help="what-if: INPUT comes from a matmul's epilogue"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--plot", type=Path, metavar="PNG", help="write a roofline plot")
+    parser.set_defaults(run=run)
+
+
+def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
+    """`b=14336` -> ("b", (14336,)); `x=t,d` -> ("x", ("t", "d")) (names are dynamic dims)."""
+    from xfuse.tools.cli import CliError
+
+    name, sep, dims = text.partition("=")
+    if not sep or not name.strip() or not dims.strip():
+        raise CliError(f"bad --input-shape {text!r}: expected NAME=DIMS, like b=14336")
+    return name.strip(), tuple(
+        int(d) if d.strip().isdigit() else d.strip() for d in dims.split(",")
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from xfuse.analysis.cost import CostOptions, cost_program, parse_shape
+    from xfuse.analysis.cost_report import print_program, program_json
+
+    options = CostOptions(
+        device=args.device,
+        shape=parse_shape(args.shape),
+        dtype=args.dtype,
+        launch_us=args.launch_us,
+        l2=args.l2,
+    )
+    program = cost_program(
+        args.file.read_text(),
+        options,
+        filename=str(args.file),
+        input_shapes=dict(parse_input_shape(t) for t in args.input_shape),
+        epilogue=args.epilogue,
+    )
+    if args.plot is not None:
+        from xfuse.tools.roofline import plot_roofline
+
+        plot_roofline(program, args.plot)
+    if args.json:
+        json.dump(program_json(program), sys.stdout, indent=2)
+        print()
+    else:
+        # Wide enough for the kernel tables when piped (rich assumes 80 columns then).
+        print_program(Console(width=None if sys.stdout.isatty() else 120), program)
+        if args.plot is not None:
+            print(f"roofline plot: {args.plot}")
+    return 0

@@ -1,0 +1,481 @@
+"""The GPU cost model (xfuse.analysis.cost), its devices, the ew-cost pass and `xfuse cost`."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from pathlib import Path
+
+import pytest
+from xdsl.context import Context
+from xdsl.dialects.arith import Arith
+from xdsl.dialects.builtin import Builtin, ModuleOp
+from xdsl.dialects.func import Func
+from xdsl.dialects.math import Math
+from xdsl.dialects.memref import MemRef
+from xdsl.parser import Parser
+
+from xfuse.analysis import hardware
+from xfuse.analysis.cost import (
+    CostModelError,
+    CostOptions,
+    FunctionCost,
+    analyse_module,
+    compare,
+    cost_program,
+    epilogue_what_if,
+    parse_shape,
+)
+from xfuse.analysis.cost_report import summary_line
+from xfuse.dialects.ew import Ew
+from xfuse.passes import ALL_PASSES
+from xfuse.tools import cli, opt
+
+ROOT = Path(__file__).resolve().parents[1]
+INPUTS = Path(__file__).parent / "inputs"
+GELU = ROOT / "examples" / "gelu.ew"
+
+# The lecture's bill: 4096 x 14336 BF16 (Llama-3-8B FFN) on an H100 SXM.
+ELEMENTS = 4096 * 14336
+TENSOR_BYTES = 117_440_512
+
+needs_fuse = pytest.mark.skipif(
+    "ew-fuse" not in ALL_PASSES, reason="ew-fuse (the fusion branch) has not landed"
+)
+
+
+def parse(text: str) -> ModuleOp:
+    ctx = Context()
+    for dialect in (Builtin, Func, Arith, Math, MemRef, Ew):
+        ctx.load_dialect(dialect)
+    return Parser(ctx, text).parse_module()
+
+
+def analyse(text: str, **options: object) -> FunctionCost:
+    (cost,) = analyse_module(parse(text), CostOptions(**options))  # type: ignore[arg-type]
+    return cost
+
+
+def us(seconds: float) -> float:
+    return round(seconds * 1e6, 1)
+
+
+@pytest.fixture(scope="module")
+def unfused() -> FunctionCost:
+    """What `ew-optimize,ew-fuse{mode=none}` makes of examples/gelu.ew: 11 one-op kernels."""
+    return analyse((INPUTS / "gelu-unfused.mlir").read_text())
+
+
+@pytest.fixture(scope="module")
+def fused() -> FunctionCost:
+    """What `ew-optimize,ew-fuse` makes of examples/gelu.ew: one kernel."""
+    return analyse((INPUTS / "gelu-fused.mlir").read_text())
+
+
+# ---------------------------------------------------------------------------------------------
+# The lecture's figures, exactly
+# ---------------------------------------------------------------------------------------------
+
+
+def test_lecture_unfused_bill(unfused: FunctionCost) -> None:
+    t = unfused.totals
+    assert ELEMENTS == 58_720_256 and ELEMENTS * 2 == TENSOR_BYTES
+    assert (t.kernels, t.tensor_accesses) == (11, 28)
+    assert t.bytes == 28 * TENSOR_BYTES == 3_288_334_336
+    assert all(k.elements == ELEMENTS for k in unfused.kernels)
+    assert us(t.memory_time_s) == 981.6
+    assert us(t.launch_time_s) == 44.0
+    assert us(t.time_s) == 1025.6
+    assert {k.bound for k in unfused.kernels} == {"memory"}
+
+
+def test_lecture_fused_bill(fused: FunctionCost) -> None:
+    t = fused.totals
+    (kernel,) = fused.kernels
+    assert (t.kernels, t.tensor_accesses) == (1, 4)
+    assert [a.name for a in kernel.reads] == ["x", "b", "r"]
+    assert [a.name for a in kernel.writes] == ["out"]
+    assert t.bytes == 4 * TENSOR_BYTES == 469_762_048
+    assert (us(t.memory_time_s), us(t.launch_time_s), us(t.time_s)) == (140.2, 4.0, 144.2)
+    # 11 ops per element over 8 bytes (bf16: 3 reads + 1 write), far below the ridge point.
+    assert kernel.flops_per_element == 11 and len(kernel.ops) == 11
+    assert kernel.intensity == 11 / 8 and round(kernel.intensity, 1) == 1.4
+    assert round(hardware.H100_SXM.tensor_core_ridge_point) == 295
+    assert kernel.intensity < hardware.H100_SXM.ridge_point("bfloat16") < 295
+    assert kernel.bound == "memory"
+
+
+def test_lecture_comparison(fused: FunctionCost, unfused: FunctionCost) -> None:
+    c = compare(fused, unfused)
+    assert c.traffic_ratio == 7.0
+    assert c.kernels_saved == 10
+    assert c.bytes_saved == 24 * TENSOR_BYTES
+    assert round(c.time_ratio, 2) == round(1025.592 / 144.227, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Devices
+# ---------------------------------------------------------------------------------------------
+
+
+def test_every_device_figure_is_sourced() -> None:
+    module_doc = hardware.__doc__ or ""
+    source = inspect.getsource(hardware)
+    for device in hardware.DEVICES.values():
+        block = source[source.index(f'name="{device.name}"') :]
+        block = block[: block.index("\n)\n")]
+        figures = [line for line in block.splitlines() if re.match(r"\s+\w+=(?!\")", line)]
+        assert len(figures) == 7, device.name
+        for line in figures:
+            assert "#" in line, f"{device.name}: no source comment on {line.strip()}"
+        for tag in re.findall(r"\[[A-Z0-9-]+\]", device.sources):
+            assert tag in module_doc, f"{device.name}: source {tag} is not described"
+        for value in (device.hbm_bandwidth, device.fp32_cuda_core_peak, device.l2_bandwidth):
+            assert value > 0
+
+
+def test_device_figures_the_issue_quotes() -> None:
+    h100 = hardware.device("h100")
+    assert h100 is hardware.H100_SXM
+    assert (h100.hbm_bandwidth, h100.bf16_tensor_core_peak) == (3.35e12, 989e12)
+    assert (h100.fp32_cuda_core_peak, h100.l2_bytes, h100.sm_count) == (67e12, 50 << 20, 132)
+    assert hardware.device("h200").hbm_bandwidth == 4.8e12
+    a100 = hardware.device("a100")
+    assert (a100.hbm_bandwidth, a100.bf16_tensor_core_peak) == (2.039e12, 312e12)
+    assert set(hardware.DEVICES) == {"h100-sxm", "h100-pcie", "h200", "a100-80gb", "b200"}
+
+
+def test_elementwise_work_uses_the_cuda_core_peak() -> None:
+    h100 = hardware.H100_SXM
+    for dtype in ("float16", "bfloat16", "float32"):
+        assert h100.elementwise_peak(dtype) == h100.fp32_cuda_core_peak
+    assert h100.elementwise_peak("float64") == h100.fp64_cuda_core_peak
+    assert hardware.DEFAULT_LAUNCH_US == 4.0
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        hardware.device("tpu")
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+# ---------------------------------------------------------------------------------------------
+
+BIAS_ROW = """
+func.func @bias_row(%x: tensor<?x?xbf16>, %b: tensor<14336xbf16>, %r: tensor<?x?xbf16>)
+    -> tensor<?x?xbf16> {
+  %out = ew.kernel ins(%x, %b, %r : tensor<?x?xbf16>, tensor<14336xbf16>, tensor<?x?xbf16>)
+      -> tensor<?x?xbf16> {
+  ^bb0(%xs: bf16, %bs: bf16, %rs: bf16):
+    %xw = arith.extf %xs : bf16 to f32
+    %bw = arith.extf %bs : bf16 to f32
+    %rw = arith.extf %rs : bf16 to f32
+    %h = arith.addf %xw, %bw : f32
+    %s = arith.addf %h, %rw : f32
+    %o = arith.truncf %s : f32 to bf16
+    ew.yield %o : bf16
+  }
+  func.return %out : tensor<?x?xbf16>
+}
+"""
+
+
+def test_broadcast_bias_counts_its_real_bytes() -> None:
+    cost = analyse(BIAS_ROW)
+    (kernel,) = cost.kernels
+    bias = kernel.reads[1]
+    assert (bias.name, bias.shape, bias.bytes) == ("b", (14336,), 28_672)
+    assert kernel.bytes == 3 * TENSOR_BYTES + 28_672
+    assert kernel.elements == ELEMENTS
+    assert kernel.flops_per_element == 2  # casts are free
+
+
+def test_storage_dtype_sets_the_bytes() -> None:
+    assert analyse(BIAS_ROW, dtype=None).totals.bytes == 3 * TENSOR_BYTES + 28_672
+    assert analyse(BIAS_ROW, dtype="float32").totals.bytes == 2 * (3 * TENSOR_BYTES + 28_672)
+    f64 = analyse(BIAS_ROW, dtype="f64", shape=(2, 3))
+    assert f64.kernels[0].reads[1].bytes == 14336 * 8
+    assert f64.kernels[0].compute_time_s == 2 * 6 / hardware.H100_SXM.fp64_cuda_core_peak
+
+
+BUFFERS = """
+func.func @buffers(%x: memref<?xf32>, %b: memref<?xf32>, %out: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  %t = memref.alloc(%n) : memref<?xf32>
+  ew.kernel ins(%x, %b : memref<?xf32>, memref<?xf32>) outs(%t : memref<?xf32>) {
+  ^bb0(%xs: f32, %bs: f32):
+    %s = arith.addf %xs, %bs : f32
+    ew.yield %s : f32
+  }
+  ew.kernel ins(%t, %t : memref<?xf32>, memref<?xf32>) outs(%t : memref<?xf32>) {
+  ^bb0(%a: f32, %c: f32):
+    %p = arith.mulf %a, %c : f32
+    ew.yield %p : f32
+  }
+  ew.kernel ins(%t : memref<?xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%a: f32):
+    ew.yield %a : f32
+  }
+  memref.dealloc %t : memref<?xf32>
+  func.return
+}
+"""
+
+
+def test_buffer_form_counts_unique_buffers_and_in_place_writes() -> None:
+    cost = analyse(BUFFERS, shape=(1000,), dtype="float32")
+    first, square, copy = cost.kernels
+    assert [len(k.reads) for k in cost.kernels] == [2, 1, 1]  # %t read once, not twice
+    assert square.read_bytes == square.write_bytes == 4000  # in place: read and written
+    assert copy.flops == 0 and copy.ops == () and copy.bytes == 8000
+    assert cost.totals.tensor_accesses == 7
+    assert cost.inputs == ("x", "b", "out")
+
+
+def test_constant_inputs_cost_no_traffic() -> None:
+    cost = analyse(
+        """
+        func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+          %c = ew.constant 2.0 : tensor<f32>
+          %y = ew.kernel ins(%x, %c : tensor<?xf32>, tensor<f32>) -> tensor<?xf32> {
+          ^bb0(%a: f32, %k: f32):
+            %p = arith.mulf %a, %k : f32
+            ew.yield %p : f32
+          }
+          func.return %y : tensor<?xf32>
+        }
+        """,
+        shape=(10,),
+        dtype=None,
+    )
+    assert [a.name for a in cost.kernels[0].reads] == ["x"]
+    assert cost.totals.bytes == 80
+
+
+def test_shape_folds_over_flat_tensors_and_binds_from_the_right(fused: FunctionCost) -> None:
+    assert fused.kernels[0].reads[0].shape == (ELEMENTS,)  # tensor<?xf32> under 4096x14336
+    three_d = analyse(BIAS_ROW, shape=(2, 4096, 14336))
+    assert three_d.kernels[0].reads[0].shape == (8192, 14336)
+    assert parse_shape("4096x14336") == (4096, 14336) and parse_shape(7) == (7,)
+    with pytest.raises(ValueError, match="bad shape"):
+        parse_shape("4096xd")
+    with pytest.raises(CostModelError, match="shape 4096 has 1 dims but the function has rank-2"):
+        analyse(BIAS_ROW, shape=(4096,))
+
+
+def test_l2_model_serves_re_reads_of_small_tensors(unfused: FunctionCost) -> None:
+    small = analyse((INPUTS / "gelu-unfused.mlir").read_text(), shape=(256, 1024), l2=True)
+    tensor = 256 * 1024 * 2
+    # Cold reads of x, b, r and the 11 writes reach HBM; the 14 re-reads of temporaries hit L2.
+    assert small.totals.hbm_bytes == (3 + 11) * tensor
+    assert small.totals.bytes == 28 * tensor
+    assert sum(a.from_l2 for k in small.kernels for a in k.reads) == 14
+    first = small.kernels[0]
+    hw = hardware.H100_SXM
+    assert first.memory_time_s == max(3 * tensor / hw.hbm_bandwidth, 3 * tensor / hw.l2_bandwidth)
+    # At the lecture's shape every tensor (117 MB) is bigger than the 50 MB L2: nothing changes.
+    big = analyse((INPUTS / "gelu-unfused.mlir").read_text(), l2=True)
+    assert big.totals.hbm_bytes == big.totals.bytes == unfused.totals.bytes
+    assert big.totals.time_s == unfused.totals.time_s
+
+
+def test_epilogue_what_if(fused: FunctionCost, unfused: FunctionCost) -> None:
+    e = epilogue_what_if(fused, "x")
+    assert (e.kernel, e.input_bytes, e.launches_saved) == (0, TENSOR_BYTES, 1)
+    assert e.separate_bytes == 5 * TENSOR_BYTES  # the matmul writes x, the kernel moves 4
+    assert e.epilogue_bytes == 3 * TENSOR_BYTES  # read b, r; write out
+    assert us(e.epilogue_time_s) == us(3 * TENSOR_BYTES / 3.35e12)
+    assert epilogue_what_if(unfused, "x").epilogue_bytes == 27 * TENSOR_BYTES
+    with pytest.raises(ValueError, match="'h' is not an input of @main"):
+        epilogue_what_if(fused, "h")
+    buffers = analyse(BUFFERS, shape=(8,))
+    with pytest.raises(ValueError, match="is read by 0 kernels"):
+        epilogue_what_if(buffers, "out")
+
+
+def test_unpriceable_ir_is_a_located_error() -> None:
+    with pytest.raises(CostModelError, match="'ew.add' is not inside an ew.kernel") as error:
+        analyse(
+            """
+            func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+              %y = ew.add %x, %x : tensor<?xf32>
+              func.return %y : tensor<?xf32>
+            }
+            """
+        )
+    assert error.value.op is not None and error.value.op.name == "ew.add"
+    with pytest.raises(CostModelError, match="no FLOP count for 'math.cos'"):
+        analyse(
+            """
+            func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+              %y = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {
+              ^bb0(%a: f32):
+                %c = math.cos %a : f32
+                ew.yield %c : f32
+              }
+              func.return %y : tensor<?xf32>
+            }
+            """
+        )
+    with pytest.raises(ValueError, match="unknown device"):
+        CostOptions(device="tpu")
+    with pytest.raises(ValueError, match="unsupported dtype"):
+        CostOptions(dtype="int8")
+
+
+# ---------------------------------------------------------------------------------------------
+# The ew-cost pass
+# ---------------------------------------------------------------------------------------------
+
+
+def run_opt(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    status = opt.main(list(args))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_pass_reports_the_api_figures_and_leaves_ir_unchanged(
+    capsys: pytest.CaptureFixture[str], unfused: FunctionCost
+) -> None:
+    path = str(INPUTS / "gelu-unfused.mlir")
+    status, out, err = run_opt(capsys, path, "-p", "ew-cost")
+    assert status == 0
+    assert f"ew-cost {summary_line(unfused)}" in err
+    assert "3,288,334,336 bytes" in err and "= 1,025.6 us" in err
+    assert str(parse(out)) == str(parse((INPUTS / "gelu-unfused.mlir").read_text()))
+
+
+def test_pass_annotates_kernels(capsys: pytest.CaptureFixture[str], fused: FunctionCost) -> None:
+    path = str(INPUTS / "gelu-fused.mlir")
+    status, out, _ = run_opt(capsys, path, "-p", "ew-cost{annotate=true}")
+    assert status == 0
+    (kernel,) = [op for op in parse(out).walk() if op.name == "ew.kernel"]
+    k = fused.kernels[0]
+    assert kernel.attributes["cost.read_bytes"].value.data == k.read_bytes  # type: ignore[attr-defined]
+    assert kernel.attributes["cost.flops"].value.data == k.flops  # type: ignore[attr-defined]
+    assert kernel.attributes["cost.bound"].data == "memory"  # type: ignore[attr-defined]
+
+
+def test_pass_errors_are_diagnostics(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(INPUTS / "gelu-fused.mlir")
+    status, _, err = run_opt(capsys, path, "-p", "ew-cost{device=tpu}")
+    assert status == 1 and "ew-cost: unknown device 'tpu'" in err and "Traceback" not in err
+    status, _, err = run_opt(capsys, path, "-p", "ew-cost{epilogue=q}")
+    assert status == 1 and "no function has an input named 'q'" in err
+
+
+# ---------------------------------------------------------------------------------------------
+# `xfuse cost` and the Python API, through the real pipeline
+# ---------------------------------------------------------------------------------------------
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    status = cli.main(list(args))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@needs_fuse
+def test_pipeline_reproduces_the_lecture(fused: FunctionCost, unfused: FunctionCost) -> None:
+    program = cost_program(GELU.read_text())
+    assert program.fused.totals == fused.totals
+    assert program.unfused.totals == unfused.totals
+    assert program.comparison.traffic_ratio == 7.0
+
+
+@needs_fuse
+def test_cli_text_json_and_pass_agree(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status, text, _ = run_cli(capsys, "cost", str(GELU), "--epilogue", "x")
+    assert status == 0
+    for figure in ("3,288,334,336 B", "469,762,048 B", "981.6 us", "1,025.6 us", "144.2 us"):
+        assert figure in text
+    assert "7.0x less traffic" in text and "ridge 295.2" in text
+
+    status, out, _ = run_cli(capsys, "cost", str(GELU), "--json", "--epilogue", "x")
+    data = json.loads(out)
+    program = cost_program(GELU.read_text(), epilogue="x")
+    for side in ("fused", "unfused"):
+        totals = getattr(program, side).totals
+        assert data[side]["totals"]["bytes"] == totals.bytes
+        assert data[side]["totals"]["time_s"] == totals.time_s
+        assert data[side]["totals"]["kernels"] == totals.kernels
+    assert data["epilogue"]["epilogue_bytes"] == 3 * TENSOR_BYTES
+    assert data["device"]["hbm_bandwidth"] == 3.35e12
+
+    # The pass on the same pipeline's IR prints the same totals.
+    for pipeline, cost in (("ew-fuse", program.fused), ("ew-fuse{mode=none}", program.unfused)):
+        compiled = tmp_path / "compiled.mlir"
+        status, ir, _ = run_opt(capsys, str(GELU), "-p", f"ew-optimize,{pipeline}")
+        compiled.write_text(ir)
+        status, _, err = run_opt(capsys, str(compiled), "-p", "ew-cost{dtype=bf16}")
+        assert status == 0 and f"ew-cost {summary_line(cost)}" in err
+
+
+@needs_fuse
+def test_cli_real_bias_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run_cli(capsys, "cost", str(GELU), "--json", "--input-shape", "b=14336")
+    assert status == 0
+    fused = json.loads(out)["fused"]
+    (kernel,) = fused["kernels"]
+    assert [r["bytes"] for r in kernel["reads"]] == [TENSOR_BYTES, 28_672, TENSOR_BYTES]
+    assert fused["totals"]["bytes"] == 3 * TENSOR_BYTES + 28_672
+
+
+@needs_fuse
+def test_cli_l2_shows_both_models(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run_cli(capsys, "cost", str(GELU), "--l2", "--shape", "256x1024", "--json")
+    data = json.loads(out)
+    assert status == 0 and data["fused"]["options"]["l2"] is True
+    hbm_fused, hbm_unfused = data["hbm_only"]
+    assert hbm_unfused["totals"]["hbm_bytes"] == 28 * 256 * 1024 * 2
+    assert data["unfused"]["totals"]["hbm_bytes"] == 14 * 256 * 1024 * 2
+
+
+@needs_fuse
+def test_cli_roofline_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "roofline.png"
+    status, out, _ = run_cli(capsys, "cost", str(GELU), "--shape", "64x256", "--plot", str(png))
+    assert status == 0 and f"roofline plot: {png}" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+@needs_fuse
+def test_plot_without_matplotlib_is_a_clear_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
+    status, _, err = run_cli(capsys, "cost", str(GELU), "--plot", str(tmp_path / "r.png"))
+    assert status == 1 and "--plot needs matplotlib" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["cost", "missing.ew"], "xfuse cost: error: No such file or directory: missing.ew"),
+        (["cost", str(GELU), "--device", "tpu"], "unknown device 'tpu'"),
+        (["cost", str(GELU), "--shape", "4096xd"], "bad shape '4096xd'"),
+        (["cost", str(GELU), "--dtype", "int8"], "unsupported dtype 'int8'"),
+        (["cost", str(GELU), "--input-shape", "b"], "bad --input-shape 'b'"),
+    ],
+)
+def test_cli_errors_are_one_line(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    status, _, err = run_cli(capsys, *args)
+    assert status == 1 and message in err and "Traceback" not in err
+
+
+@needs_fuse
+def test_cli_reports_program_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.ew"
+    bad.write_text("out = x +;\n")
+    status, _, err = run_cli(capsys, "cost", str(bad))
+    assert status == 1 and f"{bad}:1:" in err and "Traceback" not in err
+    status, _, err = run_cli(capsys, "cost", str(GELU), "--input-shape", "q=4")
+    assert status == 1 and "input shape given for q" in err
+
+
+def test_cli_without_command_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == 2
+    assert "cost" in capsys.readouterr().err

@@ -1,0 +1,92 @@
+"""ew-fuse: kernel counts, regions, legality (shapes, cycles) and the scalar mapping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import cast
+
+import pytest
+from xdsl.context import Context
+from xdsl.dialects import arith, func, math
+from xdsl.dialects.builtin import Float16Type, Float32Type, ModuleOp
+
+from xfuse.dialects import ew
+from xfuse.frontend.language import parse_program
+from xfuse.lowering.scalar import SCALAR_LOWERINGS
+from xfuse.passes.fuse import EwFusePass, fuse_function
+from xfuse.passes.optimize import EwOptimizePass
+
+GELU = (Path(__file__).parents[1] / "examples" / "gelu.ew").read_text()
+
+
+def fused(module: ModuleOp, mode: str = "greedy") -> list[ew.KernelOp]:
+    EwFusePass(mode=mode).apply(Context(), module)
+    module.verify()
+    function = cast(func.FuncOp, module.body.block.first_op)
+    assert all(isinstance(op, ew.KernelOp | func.ReturnOp) for op in function.body.block.ops)
+    return [op for op in function.body.block.ops if isinstance(op, ew.KernelOp)]
+
+
+@pytest.mark.parametrize(("mode", "kernels"), [("greedy", 1), ("none", 11)])
+def test_gelu_kernel_count(mode: str, kernels: int) -> None:
+    module = parse_program(GELU)
+    EwOptimizePass().apply(Context(), module)
+    assert len(fused(module, mode)) == kernels
+
+
+def test_gelu_region_computes_h_once_with_immediate_constants() -> None:
+    (kernel,) = fused(parse_program(GELU))
+    assert len(kernel.inputs) == 3
+    ops = list(kernel.block.ops)
+    assert sum(isinstance(op, arith.ConstantOp) for op in ops) == 4
+    assert sum(isinstance(op, math.TanhOp) for op in ops) == 1
+    assert sum(isinstance(op, arith.AddfOp | arith.MulfOp) for op in ops) == 10
+    (h,) = [op for op in ops if isinstance(op, arith.AddfOp)][:1]
+    assert h.result.uses.get_length() == 5
+
+
+def test_every_elementwise_op_has_a_scalar_lowering() -> None:
+    assert set(SCALAR_LOWERINGS) == set(ew.ELEMENTWISE_OPS)
+    source = "; ".join(
+        f"v{i} = {ew.mnemonic(op)}(x{', y' if issubclass(op, ew.BinaryOp) else ''})"
+        for i, op in enumerate(ew.ELEMENTWISE_OPS)
+    )
+    outputs = [f"v{i}" for i in range(len(ew.ELEMENTWISE_OPS))]
+    (kernel,) = fused(parse_program(source + ";", outputs=outputs))
+    assert len(kernel.res) == len(ew.ELEMENTWISE_OPS)
+
+
+def test_f16_computes_in_f32() -> None:
+    (kernel,) = fused(parse_program("y = tanh(x) * 3;", dtype="float16"))
+    ops = list(kernel.block.ops)
+    assert isinstance(ops[0], arith.ExtFOp) and isinstance(ops[-2], arith.TruncFOp)
+    assert all(r.type == Float32Type() for op in ops[1:-2] for r in op.results), (
+        "the region computes in f32"
+    )
+    assert kernel.yield_op.values[0].type == Float16Type()
+
+
+def test_no_cycle_through_another_kernel() -> None:
+    # [?] a -> [?,?] p -> [?] ... : a's group cannot absorb the [t, d] consumer, and merging
+    # two groups around a kernel that sits between them would make a cycle.
+    module = parse_program(
+        "a = exp(b); p = x + a; s = neg(a); q = p * s; m = abs(b);",
+        outputs=["q", "a", "m"],
+        shapes={"x": ("t", "d"), "b": ("d",)},
+    )
+    kernels = fused(module)
+    assert len(kernels) == 2
+    shapes = sorted(len(k.res[0].type.get_shape()) for k in kernels)
+    assert shapes == [1, 2]
+
+
+def test_none_mode_makes_one_kernel_per_op_and_drops_dead_ops() -> None:
+    module = parse_program("d = exp(x); y = x + 1;", outputs=["y"])
+    function = cast(func.FuncOp, module.body.block.first_op)
+    stats = fuse_function(function, greedy=False)
+    assert (stats.elementwise_ops, stats.kernels, stats.fused_ops) == (2, 1, 0)
+
+
+def test_unknown_mode_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown mode 'fast'"):
+        EwFusePass(mode=cast(str, "fast")).apply(Context(), parse_program(GELU))  # type: ignore[arg-type]
