@@ -140,10 +140,12 @@ def _verify_broadcasts_to(op: Operation, operand_types: Sequence[Attribute], res
     shapes = [tuple(cast(TensorType[Attribute], t).get_shape()) for t in operand_types]
     try:
         combined = broadcast_shapes(*shapes, result_shape)
-    except ValueError as error:
-        raise VerifyException(f"'{op.name}' {error}") from None
-    if len(combined) != len(result_shape) or any(
-        r != c and r != DYNAMIC_INDEX for r, c in zip(result_shape, combined, strict=True)
+    except ValueError:
+        combined = None
+    if (
+        combined is None
+        or len(combined) != len(result_shape)
+        or any(r != c and r != DYNAMIC_INDEX for r, c in zip(result_shape, combined, strict=True))
     ):
         raise VerifyException(
             f"'{op.name}' operand shapes {', '.join(format_shape(s) for s in shapes)} "
@@ -254,9 +256,12 @@ class ConstantOp(IRDLOperation):
         else:
             value = float(keyword or parser.parse_number())
         parser.parse_punctuation(":")
+        type_start = parser.pos
         type_ = parser.parse_type()
         if not isinstance(type_, TensorType):
-            parser.raise_error(f"'ew.constant' expected a tensor type, got {type_}")
+            parser.raise_error(
+                f"'ew.constant' expected a tensor type, got {type_}", type_start, parser.pos
+            )
         return cls(float(value), cast(TensorType[Attribute], type_))
 
 

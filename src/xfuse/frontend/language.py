@@ -21,7 +21,8 @@ right. Every mistake raises `EwSyntaxError` with the line, column and a caret un
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,9 +65,12 @@ _TOKEN = re.compile(
     r"(?P<space>[ \t\r\n]+|#[^\n]*)"
     r"|(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
     r"|(?P<name>[A-Za-z_]\w*)"
-    r"|(?P<op>[-+*/=;(),])"
+    r"|(?P<op>[-+*/=;(),])",
+    re.ASCII,  # names must stay valid MLIR value names; no Unicode digits in numbers
 )
-_NUMBER_TAIL = re.compile(r"[\w.]")
+_NUMBER_TAIL = re.compile(r"[\w.]", re.ASCII)
+MAX_NESTING = 100
+"""Deepest nesting of parentheses, calls and unary minus (the parser recurses on each)."""
 
 
 def tokenize(source: str, filename: str = "<source>") -> list[Token]:
@@ -107,6 +111,7 @@ class _Parser:
         self.values: dict[str, SSAValue] = {}
         self.assigned_at: dict[str, int] = {}
         self.last_assigned: str | None = None
+        self.depth = 0
 
     # -- helpers
     @property
@@ -168,11 +173,21 @@ class _Parser:
         if isinstance(value, OpResult):
             value.name_hint = target.text
 
+    @contextmanager
+    def nesting(self) -> Iterator[None]:
+        """One level deeper (an expression or a unary minus): bounded, so no RecursionError."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.error(f"expression nested more than {MAX_NESTING} levels deep")
+        yield
+        self.depth -= 1
+
     def expr(self) -> SSAValue:
-        value = self.term()
-        while (token := self.accept("+") or self.accept("-")) is not None:
-            op_type = ew.AddOp if token.text == "+" else ew.SubOp
-            value = self.apply(op_type, token, value, self.term())
+        with self.nesting():
+            value = self.term()
+            while (token := self.accept("+") or self.accept("-")) is not None:
+                op_type = ew.AddOp if token.text == "+" else ew.SubOp
+                value = self.apply(op_type, token, value, self.term())
         return value
 
     def term(self) -> SSAValue:
@@ -190,7 +205,9 @@ class _Parser:
             number = self.current
             self.position += 1
             return self.builder.constant(-float(number.text))
-        return self.apply(ew.NegOp, token, self.unary())
+        with self.nesting():
+            operand = self.unary()
+        return self.apply(ew.NegOp, token, operand)
 
     def primary(self) -> SSAValue:
         token = self.current
