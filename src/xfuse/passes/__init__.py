@@ -37,10 +37,17 @@ def _cost() -> type[ModulePass]:
     return EwCostPass
 
 
+def _to_linalg() -> type[ModulePass]:
+    from xfuse.passes.to_linalg import EwToLinalgPass
+
+    return EwToLinalgPass
+
+
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-optimize": _optimize,
     "ew-strength-reduce": _strength_reduce,
     "ew-fuse": _fuse,
     "ew-bufferize": _bufferize,
     "ew-cost": _cost,
+    "ew-to-linalg": _to_linalg,
 }

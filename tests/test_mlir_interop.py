@@ -1,0 +1,190 @@
+"""Interop with upstream MLIR: `ew-to-linalg` exports that mlir-opt accepts, compiles and runs.
+
+Skipped where Debian's mlir-22-tools (mlir-opt, mlir-translate) are not installed, except the
+tests that need no tools.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import DiagnosticException
+
+from xfuse.dialects import ew
+from xfuse.frontend.language import parse_program
+from xfuse.passes.fuse import EwFusePass
+from xfuse.passes.optimize import EwOptimizePass
+from xfuse.passes.to_linalg import EwToLinalgPass
+from xfuse.runtime import mlir_peer
+from xfuse.runtime.mlir_peer import (
+    MathLowering,
+    MlirKernel,
+    MlirToolsMissing,
+    compile_with_mlir,
+    find_mlir_tool,
+)
+
+needs_mlir = pytest.mark.skipif(
+    find_mlir_tool("mlir-opt") is None or find_mlir_tool("mlir-translate") is None,
+    reason="upstream mlir-opt/mlir-translate not installed (apt-get install mlir-22-tools)",
+)
+
+GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
+
+# Every elementwise op once, on inputs inside every op's domain (x > 0).
+ALL_OPS = "".join(
+    f"{op.name[3:]}_r = {op.name[3:]}(x{', y' if issubclass(op, ew.BinaryOp) else ''});\n"
+    for op in ew.ELEMENTWISE_OPS
+)
+ALL_OPS_OUTPUTS = [f"{op.name[3:]}_r" for op in ew.ELEMENTWISE_OPS]
+
+# Broadcasting (a row, a column, a scalar), f16 data, outputs of different shapes, a constant.
+BROADCAST = "p = m * row - s; e = erf(max(p, col)); q = sqrt(col); k = -2.5;"
+BROADCAST_SHAPES = {"m": [None, 4], "row": [4], "col": [None, 1], "s": []}
+
+
+def fused(source: str, mode: str = "greedy", **frontend: Any) -> ModuleOp:
+    module = parse_program(source, **frontend)
+    EwOptimizePass().apply(Context(), module)
+    EwFusePass(mode=mode).apply(Context(), module)
+    module.verify()
+    return module
+
+
+def exported(module: ModuleOp) -> str:
+    EwToLinalgPass().apply(Context(), module)
+    module.verify()
+    return str(module)
+
+
+@functools.cache
+def gelu_kernel(mode: str = "greedy", math_lowering: MathLowering = "libm") -> MlirKernel:
+    return compile_with_mlir(fused(GELU, mode), math=math_lowering)
+
+
+def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    h = x.astype(np.float64) + b
+    return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+
+
+@needs_mlir
+@pytest.mark.parametrize("mode", ["greedy", "none"])
+@pytest.mark.parametrize(
+    "program",
+    [
+        dict(source=GELU),
+        dict(source=ALL_OPS, outputs=ALL_OPS_OUTPUTS),
+        dict(source=BROADCAST, outputs=["e", "q", "k"], dtype="float16", shapes=BROADCAST_SHAPES),
+    ],
+    ids=["gelu", "all-ops", "broadcast"],
+)
+def test_mlir_opt_parses_and_verifies_the_export(program: dict[str, Any], mode: str):
+    frontend = dict(program)
+    module = fused(frontend.pop("source"), mode, **frontend)
+    kernels = sum(isinstance(op, ew.KernelOp) for op in module.walk())
+    text = exported(module)
+    assert "ew." not in text
+    upstream = subprocess.run(
+        [find_mlir_tool("mlir-opt"), "--verify-each", "--mlir-print-op-generic"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert upstream.returncode == 0, upstream.stderr
+    assert upstream.stdout.count('"linalg.generic"') == kernels
+
+
+@needs_mlir
+@pytest.mark.parametrize("math_lowering", ["libm", "polynomial"])
+@pytest.mark.parametrize("mode", ["greedy", "none"])
+@pytest.mark.parametrize("length", [0, 1, 17, 1003])
+def test_upstream_gelu_matches_numpy(length: int, mode: str, math_lowering: MathLowering):
+    kernel = gelu_kernel(mode, math_lowering)
+    rng = np.random.default_rng(length)
+    x, b, r = (rng.standard_normal(length).astype(np.float32) * 3 for _ in range(3))
+    y = kernel(x, b=b, r=r)
+    assert y.dtype == np.float32 and y.shape == (length,)
+    np.testing.assert_allclose(y, gelu_reference(x, b, r), rtol=2e-6, atol=2e-6)
+
+
+@needs_mlir
+@pytest.mark.parametrize("math_lowering", ["libm", "polynomial"])
+def test_upstream_runs_every_op(math_lowering: MathLowering):
+    kernel = compile_with_mlir(fused(ALL_OPS, outputs=ALL_OPS_OUTPUTS), math=math_lowering)
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0.1, 3.0, 64).astype(np.float32)
+    y = rng.uniform(-2.0, 2.0, 64).astype(np.float32)
+    results = kernel(x, y)
+    for op, result in zip(ew.ELEMENTWISE_OPS, results, strict=True):
+        args = (x, y) if issubclass(op, ew.BinaryOp) else (x,)
+        expected = op.reference(*(a.astype(np.float64) for a in args))
+        np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-6, err_msg=op.name)
+
+
+@needs_mlir
+@pytest.mark.parametrize("math_lowering", ["libm", "polynomial"])
+def test_upstream_fuses_the_unfused_chain_without_temporaries(math_lowering: MathLowering):
+    module = fused(
+        BROADCAST, "none", outputs=["e", "q", "k"], dtype="float16", shapes=BROADCAST_SHAPES
+    )
+    kernel = compile_with_mlir(module, math=math_lowering)
+    # linalg-fuse-elementwise-ops merged the one-op kernels, and the results are written straight
+    # into the caller's buffers: nothing is allocated.
+    assert "malloc" not in kernel.llvm_ir
+    # libm's erff, or upstream's polynomial in plain arithmetic.
+    assert ("@erff" in kernel.llvm_ir) == (math_lowering == "libm")
+    rng = np.random.default_rng(7)
+    m = rng.standard_normal((5, 4)).astype(np.float16)
+    row = rng.standard_normal(4).astype(np.float16)
+    col = np.abs(rng.standard_normal((5, 1))).astype(np.float16)
+    s = np.array(0.25, dtype=np.float16)
+    e, q, k = kernel(m=m, row=row, col=col, s=s)
+    assert e.shape == (5, 4) and q.shape == (5, 1) and k.shape == ()
+    assert e.dtype == q.dtype == k.dtype == np.float16
+    p = m.astype(np.float64) * row - s
+    np.testing.assert_allclose(e, ew.ErfOp.reference(np.maximum(p, col)), rtol=4e-3, atol=4e-3)
+    np.testing.assert_allclose(q, np.sqrt(col.astype(np.float64)), rtol=1e-3)
+    assert k == -2.5
+
+
+@needs_mlir
+def test_upstream_kernel_writes_into_out_and_checks_its_arguments():
+    kernel = gelu_kernel()
+    x, b, r = (np.linspace(-3, 3, 8, dtype=np.float32) for _ in range(3))
+    out = np.zeros(8, np.float32)
+    assert kernel(x, b, r, out=out) is out
+    np.testing.assert_allclose(out, gelu_reference(x, b, r), rtol=2e-6, atol=2e-6)
+
+    with pytest.raises(TypeError, match="missing argument.*'r'"):
+        kernel(x, b)
+    with pytest.raises(TypeError, match="argument 'b' must be float32, got float64"):
+        kernel(x, b.astype(np.float64), r)
+    with pytest.raises(ValueError, match="argument 'b' has size 5 along axis 0 where argument 'x'"):
+        kernel(x, b[:5], r)
+    with pytest.raises(ValueError, match="argument 'r' must be C-contiguous"):
+        kernel(x, b, np.linspace(0, 1, 16, dtype=np.float32)[::2])
+    with pytest.raises(ValueError, match=r"argument 'out\[0\]' shares memory"):
+        kernel(x, b, r, out=x)
+    with pytest.raises(TypeError, match="unexpected argument 'z'"):
+        kernel(x, b, r, z=x)
+
+
+def test_unfused_ops_are_not_exported():
+    module = parse_program("y = x + 1;")
+    with pytest.raises(DiagnosticException, match="'ew.add' is not inside a kernel; run ew-fuse"):
+        EwToLinalgPass().apply(Context(), module)
+
+
+def test_missing_tools_raise_a_clear_error(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setattr(mlir_peer, "TOOL_DIRECTORIES", ())
+    with pytest.raises(MlirToolsMissing, match="mlir-opt not found.*mlir-22-tools"):
+        compile_with_mlir(fused(GELU))
