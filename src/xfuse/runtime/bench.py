@@ -16,6 +16,7 @@ bandwidth ceiling is a streaming kernel with the fused program's traffic and no 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -79,7 +80,9 @@ def random_inputs(
     results (a `log` or `sqrt` of a negative number), judged on a small probe."""
     rng = np.random.default_rng(seed)
     probe = {name: rng.standard_normal(min(n, 4096), dtype=np.float32) for name in names}
-    normal = all(np.isfinite(r).all() for r in _float64_reference(source, outputs, probe))
+    with np.errstate(all="ignore"):
+        results = _float64_reference(source, outputs, probe)
+    normal = all(np.isfinite(r).all() for r in results)
     rng = np.random.default_rng(seed)
     if normal:
         return {name: rng.standard_normal(n, dtype=np.float32) for name in names}
@@ -177,8 +180,10 @@ def max_error(got: Outputs, want: Sequence[np.ndarray]) -> float:
 
 
 def measure(workload: Workload, variant: Variant, repeat: int = 3) -> Measurement:
-    seconds = median_seconds(variant.run, repeat)
-    error = max_error(variant.run(), workload.reference) if variant.checked else None
+    """Check the first (warm-up) run against the reference, then time `repeat` more."""
+    first = variant.run()
+    error = max_error(first, workload.reference) if variant.checked else None
+    seconds = median_seconds(variant.run, repeat, warmup=0)
     traffic = workload.fused_bytes if variant.traffic == "fused" else workload.unfused_bytes
     return Measurement(variant.name, workload.n, seconds, variant.traffic, traffic, error)
 
@@ -228,3 +233,140 @@ def bandwidth_ceiling(workload: Workload, threads: int = 1) -> Variant:
     source = ceiling_source(workload.input_names, workload.output_names)
     kernel = compile(source, list(workload.output_names), threads=threads)
     return Variant("bandwidth ceiling", _prepared(kernel, workload), "fused", checked=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# A size sweep: `xfuse.bench`
+# ---------------------------------------------------------------------------------------------
+
+DEFAULT_SIZES: tuple[int, ...] = tuple(1 << k for k in range(12, 25, 2))
+"""2^12, 2^14, ..., 2^24 elements."""
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    n: int
+    variant: str
+    time_s: float
+    bandwidth: float
+    """Effective bytes per second: the fused program's traffic (the least any variant must
+    move) over the time."""
+    of_ceiling: float
+    """The bandwidth ceiling's time over this time."""
+    speedup: float
+    """numpy per-op's time over this time."""
+    max_error: float | None
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    source: str
+    math: str
+    threads: int
+    repeat: int
+    rows: tuple[BenchRow, ...]
+    skipped: tuple[str, ...]
+    """Peers that could not run, with the reason."""
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(row.n for row in self.rows))
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(row.variant for row in self.rows))
+
+    def row(self, n: int, variant: str) -> BenchRow:
+        (row,) = [r for r in self.rows if r.n == n and r.variant == variant]
+        return row
+
+    def table(self) -> str:
+        """The sweep as a Markdown table."""
+        lines = [
+            "| n | variant | time (ms) | GB/s | of ceiling | vs numpy per-op | max error |",
+            "|---:|---|---:|---:|---:|---:|---:|",
+        ]
+        for r in self.rows:
+            error = "-" if r.max_error is None else f"{r.max_error:.1e}"
+            lines.append(
+                f"| 2^{r.n.bit_length() - 1 if r.n & (r.n - 1) == 0 else r.n} | {r.variant} | "
+                f"{r.time_s * 1e3:.3f} | {r.bandwidth / 1e9:.1f} | {r.of_ceiling:.0%} | "
+                f"{r.speedup:.1f}x | {error} |"
+            )
+        return "\n".join(lines)
+
+
+def bench(
+    program: str,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    *,
+    outputs: Sequence[str] | None = None,
+    threads: int = 1,
+    math: str = "approx",
+    peers: bool | Sequence[str] = False,
+    repeat: int = 3,
+    progress: Callable[[str], Any] | None = None,
+) -> BenchResult:
+    """Time `program` (an `.ew` program or one expression) compiled by xfuse against numpy op
+    by op and the bandwidth ceiling at each size; `peers=True` adds every installed peer
+    (numexpr, numba, jax, torch, upstream MLIR), or name them. `progress(text)` is called
+    before each measurement. Returns the table of times, GB/s, ratios and errors."""
+    from contextlib import nullcontext
+
+    from xfuse.runtime import peers as peer_compilers
+
+    if math not in ("approx", "libm"):
+        raise ValueError(f"math must be 'approx' or 'libm', got {math!r}")
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    source = program_source(program)
+    peer_names = peer_compilers.available_peers() if peers is True else list(peers or [])
+    unknown = set(peer_names) - set(peer_compilers.PEERS)
+    if unknown:
+        raise ValueError(
+            f"unknown peer(s) {', '.join(sorted(unknown))}: peers are "
+            f"{', '.join(peer_compilers.PEERS)}"
+        )
+    builders: list[tuple[str, Callable[[Workload], Variant]]] = [
+        ("numpy per-op", numpy_per_op),
+        ("bandwidth ceiling", functools.partial(bandwidth_ceiling, threads=threads)),
+        (f"xfuse {math}", functools.partial(xfuse_fused, math=math, threads=threads)),
+    ]
+    builders += [
+        (name, functools.partial(peer_compilers.BUILDERS[name], threads=threads))
+        for name in peer_names
+    ]
+    rows: list[BenchRow] = []
+    skipped: dict[str, str] = {}
+    for n in sizes:
+        workload = prepare_workload(source, n, outputs)
+        measured: list[Measurement] = []
+        for label, build in builders:
+            if label in skipped:
+                continue
+            with progress(f"n = {n:,}: {label}") if progress else nullcontext():
+                try:
+                    measured.append(measure(workload, build(workload), repeat))
+                except peer_compilers.PeerUnsupported as reason:
+                    skipped[label] = str(reason)
+        numpy_time, ceiling_time = measured[0].time_s, measured[1].time_s
+        rows += [
+            BenchRow(
+                n,
+                m.variant,
+                m.time_s,
+                workload.fused_bytes / m.time_s,
+                ceiling_time / m.time_s,
+                numpy_time / m.time_s,
+                m.max_error,
+            )
+            for m in measured
+        ]
+    return BenchResult(
+        source,
+        math,
+        threads,
+        repeat,
+        tuple(rows),
+        tuple(f"{name}: {why}" for name, why in skipped.items()),
+    )

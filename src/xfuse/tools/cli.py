@@ -19,6 +19,7 @@ from xdsl.utils.exceptions import DiagnosticException, VerifyException
 SUBCOMMANDS: tuple[str, ...] = (
     "xfuse.tools.cost_cmd",
     "xfuse.tools.lecture_cmd",
+    "xfuse.tools.bench_cmd",
 )
 
 

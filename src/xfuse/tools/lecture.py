@@ -513,7 +513,9 @@ def demo_measure(
         array_bytes=4 * n,
         unfused_bytes=workload.unfused_bytes,
         fused_bytes=workload.fused_bytes,
-        ceiling_source=bench.ceiling_source(workload.input_names, workload.output_names).strip(),
+        ceiling_source=bench.ceiling_source(workload.input_names, workload.output_names)
+        .strip()
+        .rstrip(";"),
         rows=rows,
         observations=(),
     )
