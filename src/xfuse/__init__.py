@@ -1,0 +1,39 @@
+"""xfuse: a compiler for elementwise tensor expressions (xDSL + llvmlite).
+
+    import xfuse
+    k = xfuse.compile("h = x + b; out = tanh(h) * r;")
+    out = k(x=x, b=b, r=r)
+
+The public names load on first use, so `import xfuse` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "compile": "xfuse.runtime.compiler",
+    "clear_cache": "xfuse.runtime.compiler",
+    "Kernel": "xfuse.runtime.kernel",
+    "ArgumentError": "xfuse.runtime.arrays",
+    "jit": "xfuse.runtime.tracing",
+    "compile_numpy": "xfuse.runtime.baselines",
+    "compile_numpy_planned": "xfuse.runtime.baselines",
+    **{
+        name: "xfuse.runtime.tracing"
+        for name in ("tanh", "exp", "log", "erf", "sigmoid", "sqrt", "rsqrt", "relu", "abs")
+    },
+    **{name: "xfuse.runtime.tracing" for name in ("maximum", "minimum", "power")},
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'xfuse' has no attribute '{name}'")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

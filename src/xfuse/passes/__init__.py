@@ -43,6 +43,24 @@ def _to_linalg() -> type[ModulePass]:
     return EwToLinalgPass
 
 
+def _kernel_to_loops() -> type[ModulePass]:
+    from xfuse.lowering.kernel_to_loops import EwKernelToLoopsPass
+
+    return EwKernelToLoopsPass
+
+
+def _expand_math() -> type[ModulePass]:
+    from xfuse.lowering.expand_math import EwExpandMathPass
+
+    return EwExpandMathPass
+
+
+def _to_llvm() -> type[ModulePass]:
+    from xfuse.lowering.to_llvm import EwToLlvmPass
+
+    return EwToLlvmPass
+
+
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-optimize": _optimize,
     "ew-strength-reduce": _strength_reduce,
@@ -50,4 +68,7 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     "ew-bufferize": _bufferize,
     "ew-cost": _cost,
     "ew-to-linalg": _to_linalg,
+    "ew-kernel-to-loops": _kernel_to_loops,
+    "ew-expand-math": _expand_math,
+    "ew-to-llvm": _to_llvm,
 }

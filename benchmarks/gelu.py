@@ -1,0 +1,128 @@
+"""The lecture's demo-4 table: GELU with bias and residual, numpy vs xfuse, one thread.
+
+    python benchmarks/gelu.py [--sizes 16 20 24] [--repeat 7]
+
+Rows: numpy one op at a time (fresh arrays), numpy with planned `out=` buffers, the fused kernel
+with libm `tanhf`, the fused kernel with the rational tanh, and a streaming `x + b + r` kernel
+(the same 16 bytes per element, trivial compute) as the bandwidth ceiling. xfuse kernels write
+into a preallocated `out=` buffer through `Kernel.prepare` (arguments checked once); the cost of a
+checked call `k(...)` is printed separately. Time is the median of `--repeat` runs after a warm-up.
+Also prints the compile times (warm: parse to callable with an empty cache; cached: same again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+import xfuse
+from xfuse.frontend.language import parse_program
+from xfuse.passes.optimize import EwOptimizePass
+from xfuse.runtime.compiler import _context
+
+GELU = (Path(__file__).parent.parent / "examples" / "gelu.ew").read_text()
+CEILING = "out = x + b + r;"
+BYTES_PER_ELEMENT = 16  # three float32 reads, one write
+
+
+def median_seconds(run: Callable[[], object], repeat: int) -> float:
+    run()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    h = x.astype(np.float64) + b
+    return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+
+
+def optimized_module():
+    module = parse_program(GELU)
+    EwOptimizePass().apply(_context(), module)
+    return module
+
+
+def table(n: int, repeat: int) -> list[tuple[str, float, float]]:
+    rng = np.random.default_rng(0)
+    x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+    out = np.empty(n, np.float32)
+    want = reference(x, b, r)
+    numpy_per_op = xfuse.compile_numpy(optimized_module())
+    numpy_planned = xfuse.compile_numpy_planned(optimized_module())
+    libm = xfuse.compile(GELU, math="libm")
+    approx = xfuse.compile(GELU, math="approx")
+    ceiling = xfuse.compile(CEILING)
+    rows: list[tuple[str, Callable[[], np.ndarray]]] = [
+        ("numpy per-op", lambda: numpy_per_op(x, b, r)[0]),
+        ("numpy planned", lambda: numpy_planned(x, b, r)[0]),
+        ("xfuse fused libm", libm.prepare(x=x, b=b, r=r, out=out)),
+        ("xfuse fused approx", approx.prepare(x=x, b=b, r=r, out=out)),
+        ("ceiling x+b+r", ceiling.prepare(x=x, b=b, r=r, out=out)),
+    ]
+    results = []
+    for name, run in rows:
+        seconds = median_seconds(run, repeat)
+        error = float(np.abs(run() - want).max()) if name != "ceiling x+b+r" else float("nan")
+        results.append((name, seconds, error))
+    return results
+
+
+def compile_times() -> tuple[float, float]:
+    xfuse.compile("out = x * 2;")  # imports and LLVM initialization are not compile time
+    xfuse.clear_cache()
+    start = time.perf_counter()
+    xfuse.compile(GELU)
+    warm = time.perf_counter() - start
+    start = time.perf_counter()
+    xfuse.compile(GELU)
+    return warm, time.perf_counter() - start
+
+
+def checked_call_overhead() -> float:
+    """Seconds a checked `k(x=..., out=...)` adds over the prepared native call (n = 16)."""
+    kernel = xfuse.compile(GELU)
+    x, b, r, out = (np.ones(16, np.float32) for _ in range(4))
+    checked = median_seconds(lambda: kernel(x=x, b=b, r=r, out=out), 1001)
+    prepared = median_seconds(kernel.prepare(x=x, b=b, r=r, out=out), 1001)
+    return checked - prepared
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[16, 20, 24], help="log2 n")
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    warm, cached = compile_times()
+    print(f"compile GELU: warm {warm * 1e3:.1f} ms, cached {cached * 1e3:.3f} ms")
+    print(f"argument checks of a call k(...): {checked_call_overhead() * 1e6:.1f} us\n")
+    for log_n in args.sizes:
+        n = 1 << log_n
+        results = table(n, args.repeat)
+        ceiling = results[-1][1]
+        numpy_per_op = results[0][1]
+        print(f"n = 2^{log_n} float32, 1 thread")
+        print(
+            "| variant | time (ms) | ns/element | GB/s | vs ceiling | vs numpy per-op "
+            "| max abs error |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        for name, seconds, error in results:
+            print(
+                f"| {name} | {seconds * 1e3:.3f} | {seconds / n * 1e9:.3f} | "
+                f"{BYTES_PER_ELEMENT * n / seconds / 1e9:.1f} | {ceiling / seconds:.0%} | "
+                f"{numpy_per_op / seconds:.1f}x | {error:.2g} |"
+            )
+        print()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+// RUN: xfuse-opt %s -p ew-kernel-to-loops | filecheck %s
+
+// A 1-D kernel becomes one loop over the output's size: loads, the region, a store.
+// CHECK-LABEL: func.func @one_dim
+// CHECK-SAME:    (%[[X:.*]]: memref<?xf32>, %[[B:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xf32>)
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
+// CHECK:         %[[N:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?xf32>
+// CHECK-NEXT:    scf.for %[[I:.*]] = %[[C0]] to %[[N]] step %[[C1]] {
+// CHECK-NEXT:      %[[XS:.*]] = memref.load %[[X]][%[[I]]] : memref<?xf32>
+// CHECK-NEXT:      %[[BS:.*]] = memref.load %[[B]][%[[I]]] : memref<?xf32>
+// CHECK-NEXT:      %[[S:.*]] = arith.addf %[[XS]], %[[BS]] : f32
+// CHECK-NEXT:      %[[T:.*]] = math.tanh %[[S]] : f32
+// CHECK-NEXT:      memref.store %[[T]], %[[OUT]][%[[I]]] : memref<?xf32>
+// CHECK-NEXT:    }
+// CHECK-NOT:     ew.kernel
+// CHECK:         func.return
+func.func @one_dim(%x: memref<?xf32>, %b: memref<?xf32>, %out: memref<?xf32>) {
+  ew.kernel ins(%x, %b : memref<?xf32>, memref<?xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%xs: f32, %bs: f32):
+    %s = arith.addf %xs, %bs : f32
+    %t = math.tanh %s : f32
+    ew.yield %t : f32
+  }
+  func.return
+}
+
+// Two dims: the innermost loop walks the last dim; the bias [d] is read with the inner index
+// only, the [t, 1] scale with the outer index and 0. bf16 casts stay in the region.
+// CHECK-LABEL: func.func @broadcast
+// CHECK-SAME:    (%[[X:.*]]: memref<?x?xbf16>, %[[B:.*]]: memref<?xbf16>, %[[S:.*]]: memref<?x1xbf16>, %[[OUT:.*]]: memref<?x?xbf16>)
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[T:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?xbf16>
+// CHECK-DAG:     %[[D:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?xbf16>
+// CHECK:         scf.for %[[I:.*]] = %[[C0]] to %[[T]] step
+// CHECK-NEXT:      scf.for %[[J:.*]] = %[[C0]] to %[[D]] step
+// CHECK-NEXT:        memref.load %[[X]][%[[I]], %[[J]]] : memref<?x?xbf16>
+// CHECK-NEXT:        memref.load %[[B]][%[[J]]] : memref<?xbf16>
+// CHECK-NEXT:        memref.load %[[S]][%[[I]], %[[C0]]] : memref<?x1xbf16>
+// CHECK:             %[[R:.*]] = arith.truncf %{{.*}} : f32 to bf16
+// CHECK-NEXT:        memref.store %[[R]], %[[OUT]][%[[I]], %[[J]]] : memref<?x?xbf16>
+func.func @broadcast(%x: memref<?x?xbf16>, %b: memref<?xbf16>, %s: memref<?x1xbf16>, %out: memref<?x?xbf16>) {
+  ew.kernel ins(%x, %b, %s : memref<?x?xbf16>, memref<?xbf16>, memref<?x1xbf16>) outs(%out : memref<?x?xbf16>) {
+  ^bb0(%xs: bf16, %bs: bf16, %ss: bf16):
+    %xf = arith.extf %xs : bf16 to f32
+    %bf = arith.extf %bs : bf16 to f32
+    %sf = arith.extf %ss : bf16 to f32
+    %a = arith.addf %xf, %bf : f32
+    %m = arith.mulf %a, %sf : f32
+    %r = arith.truncf %m : f32 to bf16
+    ew.yield %r : bf16
+  }
+  func.return
+}
+
+// Static sizes are constants; a rank-0 output needs no loop; several outputs get one store each.
+// CHECK-LABEL: func.func @static_and_scalar
+// CHECK:         %[[FOUR:.*]] = arith.constant 4 : index
+// CHECK:         scf.for %[[I:.*]] = %{{.*}} to %[[FOUR]] step
+// CHECK:           memref.store %{{.*}}, %{{.*}}[%[[I]]] : memref<4xf32>
+// CHECK-NEXT:      memref.store %{{.*}}, %{{.*}}[%[[I]]] : memref<4xf32>
+// CHECK-NEXT:    }
+// CHECK-NOT:     scf.for
+// CHECK:         %[[C:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-NEXT:    memref.store %[[C]], %{{.*}}[] : memref<f32>
+func.func @static_and_scalar(%x: memref<4xf32>, %o0: memref<4xf32>, %o1: memref<4xf32>, %o2: memref<f32>) {
+  ew.kernel ins(%x : memref<4xf32>) outs(%o0, %o1 : memref<4xf32>, memref<4xf32>) {
+  ^bb0(%xs: f32):
+    %n = arith.negf %xs : f32
+    ew.yield %xs, %n : f32, f32
+  }
+  ew.kernel ins() outs(%o2 : memref<f32>) {
+    %c = arith.constant 2.0 : f32
+    ew.yield %c : f32
+  }
+  func.return
+}

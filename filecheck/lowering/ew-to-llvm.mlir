@@ -1,0 +1,91 @@
+// RUN: xfuse-opt %s -p ew-to-llvm | filecheck %s
+// RUN: xfuse-opt %s -p 'ew-to-llvm{fastmath=none}' | filecheck %s --check-prefix=NOFAST
+
+// malloc and free are declared when a temporary needs them (see @temporary below).
+// CHECK-DAG:   llvm.func @malloc(i64) -> !llvm.ptr
+// CHECK-DAG:   llvm.func @free(!llvm.ptr)
+
+// Memref arguments become a pointer plus one i64 per dynamic dim; loads and stores index
+// row-major with a getelementptr; the loop becomes branches with an i64 induction variable.
+// CHECK-LABEL: llvm.func @add
+// CHECK-SAME:    (%[[X:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[Y:.*]]: !llvm.ptr, %{{.*}}: i64, %[[OUT:.*]]: !llvm.ptr, %{{.*}}: i64)
+// CHECK:         llvm.br ^[[HEAD:.*]](%{{.*}} : i64)
+// CHECK:       ^[[HEAD]](%[[I:.*]]: i64):
+// CHECK-NEXT:    %[[MORE:.*]] = llvm.icmp "slt" %[[I]], %[[N]] : i64
+// CHECK-NEXT:    llvm.cond_br %[[MORE]]
+// CHECK:         %[[PX:.*]] = llvm.getelementptr inbounds %[[X]][%[[I]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK-NEXT:    %[[VX:.*]] = llvm.load %[[PX]] : !llvm.ptr -> f32
+// CHECK:         %[[S:.*]] = llvm.fadd %[[VX]], %{{.*}} {fastmathFlags = #llvm.fastmath<contract>} : f32
+// CHECK-NEXT:    %[[M:.*]] = llvm.call_intrinsic "llvm.maximum.f32"(%[[S]], %{{.*}}) : (f32, f32) -> f32
+// CHECK-NEXT:    %[[PO:.*]] = llvm.getelementptr inbounds %[[OUT]][%[[I]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK-NEXT:    llvm.store %[[M]], %[[PO]] : f32, !llvm.ptr
+// NOFAST-LABEL: llvm.func @add
+// NOFAST:        llvm.fadd %{{.*}}, %{{.*}} : f32
+func.func @add(%x: memref<?xf32>, %y: memref<?xf32>, %out: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  scf.for %i = %c0 to %n step %c1 {
+    %a = memref.load %x[%i] : memref<?xf32>
+    %b = memref.load %y[%i] : memref<?xf32>
+    %s = arith.addf %a, %b : f32
+    %m = arith.maximumf %s, %zero : f32
+    memref.store %m, %out[%i] : memref<?xf32>
+  }
+  func.return
+}
+
+// 2-D: the linear index is i * d + j, with the static inner size as a constant. bf16 loads as
+// i16, widens by a shift into the high half, and narrows with round-to-nearest-even.
+// CHECK-LABEL: llvm.func @bf16_matrix
+// CHECK-SAME:    (%[[X:.*]]: !llvm.ptr, %{{.*}}: i64, %[[OUT:.*]]: !llvm.ptr, %{{.*}}: i64)
+// CHECK:       ^{{.*}}(%[[I:.*]]: i64):
+// CHECK:       ^{{.*}}(%[[J:.*]]: i64):
+// CHECK:         %[[EIGHT:.*]] = llvm.mlir.constant(8) : i64
+// CHECK-NEXT:    %[[ROW:.*]] = llvm.mul %[[I]], %[[EIGHT]] : i64
+// CHECK-NEXT:    %[[LIN:.*]] = llvm.add %[[ROW]], %[[J]] : i64
+// CHECK-NEXT:    %[[P:.*]] = llvm.getelementptr inbounds %[[X]][%[[LIN]]] : (!llvm.ptr, i64) -> !llvm.ptr, i16
+// CHECK-NEXT:    %[[BITS:.*]] = llvm.load %[[P]] : !llvm.ptr -> i16
+// CHECK-NEXT:    %[[WIDE:.*]] = llvm.zext %[[BITS]] : i16 to i32
+// CHECK:         %[[HIGH:.*]] = llvm.shl %[[WIDE]], %{{.*}} : i32
+// CHECK-NEXT:    %[[F:.*]] = llvm.bitcast %[[HIGH]] : i32 to f32
+// CHECK:         llvm.fcmp "uno"
+// CHECK:         %[[NARROW:.*]] = llvm.trunc %{{.*}} : i32 to i16
+// CHECK:         llvm.store %[[NARROW]], %{{.*}} : i16, !llvm.ptr
+func.func @bf16_matrix(%x: memref<?x8xbf16>, %out: memref<?x8xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %t = memref.dim %x, %c0 : memref<?x8xbf16>
+  scf.for %i = %c0 to %t step %c1 {
+    scf.for %j = %c0 to %c8 step %c1 {
+      %v = memref.load %x[%i, %j] : memref<?x8xbf16>
+      %f = arith.extf %v : bf16 to f32
+      %d = arith.mulf %f, %f : f32
+      %r = arith.truncf %d : f32 to bf16
+      memref.store %r, %out[%i, %j] : memref<?x8xbf16>
+    }
+  }
+  func.return
+}
+
+// Temporaries: alloc is malloc of the byte size, dealloc is free; libm declarations carry over.
+// CHECK-LABEL: llvm.func @temporary
+// CHECK:         %[[BYTES:.*]] = llvm.mul %{{.*}}, %{{.*}} : i64
+// CHECK-NEXT:    %[[T:.*]] = llvm.call @malloc(%[[BYTES]]) : (i64) -> !llvm.ptr
+// CHECK:         llvm.call @tanhf(%{{.*}}) : (f32) -> f32
+// CHECK:         llvm.call @free(%[[T]]) : (!llvm.ptr) -> ()
+// CHECK-NEXT:    llvm.return
+// CHECK:       llvm.func @tanhf(f32) -> f32
+func.func @temporary(%x: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  %t = memref.alloc(%n) : memref<?xf32>
+  %v = memref.load %x[%c0] : memref<?xf32>
+  %h = func.call @tanhf(%v) : (f32) -> f32
+  memref.store %h, %t[%c0] : memref<?xf32>
+  memref.dealloc %t : memref<?xf32>
+  func.return
+}
+func.func private @tanhf(f32) -> f32

@@ -1,0 +1,113 @@
+"""`ew-expand-math{math=approx|libm}`: replace transcendental `math` ops before going to LLVM.
+
+- `math=approx`: f32 `math.exp/log/tanh/erf/powf` become the plain-arithmetic approximations of
+  `xfuse.lowering.approx` (vectorizable; errors in docs/math.md). f64 has no approximation here and
+  calls libm as in `math=libm`.
+- `math=libm`: they become calls to the C library (`tanhf`, `expf`, ... for f32; `tanh`, ... for
+  f64), declared as private `func.func`s. These calls keep a loop scalar.
+
+In both modes `math.rsqrt` becomes `1 / math.sqrt` (sqrt is an exact, vectorizable LLVM intrinsic);
+`math.sqrt`, `math.absf` and `math.floor` stay for `ew-to-llvm`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, func, math
+from xdsl.dialects.builtin import Float32Type, Float64Type, FloatAttr, ModuleOp
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+from xdsl.utils.exceptions import DiagnosticException
+
+from xfuse.lowering import approx
+
+MathOp = math.ExpOp | math.LogOp | math.TanhOp | math.ErfOp | math.PowFOp
+
+_LIBM_NAMES: dict[type[Operation], str] = {
+    math.ExpOp: "exp",
+    math.LogOp: "log",
+    math.TanhOp: "tanh",
+    math.ErfOp: "erf",
+    math.PowFOp: "pow",
+}
+
+_APPROXIMATIONS: dict[type[Operation], Callable[..., SSAValue]] = {
+    math.ExpOp: approx.exp,
+    math.LogOp: approx.log,
+    math.TanhOp: approx.tanh,
+    math.ErfOp: approx.erf,
+    math.PowFOp: approx.pow,
+}
+
+
+def libm_name(op_type: type[Operation], type_: Attribute) -> str:
+    """The C library function for a math op on f32 (`tanhf`) or f64 (`tanh`)."""
+    base = _LIBM_NAMES[op_type]
+    if isinstance(type_, Float32Type):
+        return base + "f"
+    if isinstance(type_, Float64Type):
+        return base
+    raise DiagnosticException(f"'{op_type.name}' on {type_}: only f32 and f64 have a lowering")
+
+
+@dataclass
+class ExpandMath(RewritePattern):
+    approximate: bool
+    libm_calls: dict[str, Attribute] = field(default_factory=dict[str, Attribute])
+    """The libm functions called so far, with their scalar type (to declare them afterwards)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: MathOp, rewriter: PatternRewriter) -> None:
+        type_ = op.result.type
+        if self.approximate and isinstance(type_, Float32Type):
+            builder = Builder(InsertPoint.before(op))
+            value = _APPROXIMATIONS[type(op)](approx.Float32Emitter(builder), *op.operands)
+            rewriter.replace(op, [], [value])
+            return
+        name = libm_name(type(op), type_)
+        self.libm_calls[name] = type_
+        rewriter.replace(op, func.CallOp(name, list(op.operands), [type_]))
+
+
+class ExpandRsqrt(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: math.RsqrtOp, rewriter: PatternRewriter) -> None:
+        one = arith.ConstantOp(FloatAttr(1.0, op.result.type))
+        root = math.SqrtOp(op.operand)
+        rewriter.replace(op, [one, root, arith.DivfOp(one, root)])
+
+
+@dataclass(frozen=True)
+class EwExpandMathPass(ModulePass):
+    """Expand `math` transcendentals into approximations (`math=approx`) or libm calls."""
+
+    name = "ew-expand-math"
+
+    math: Literal["approx", "libm"] = "approx"
+    """`approx`: vectorizable f32 approximations; `libm`: calls to the C library."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.math not in ("approx", "libm"):
+            raise DiagnosticException(
+                f"ew-expand-math: math must be approx or libm, got {self.math}"
+            )
+        expand = ExpandMath(approximate=self.math == "approx")
+        PatternRewriteWalker(expand, apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(ExpandRsqrt(), apply_recursively=False).rewrite_module(op)
+        declared = {f.sym_name.data for f in op.ops if isinstance(f, func.FuncOp)}
+        for name, type_ in sorted(expand.libm_calls.items()):
+            if name not in declared:
+                arity = 2 if name.startswith("pow") else 1
+                op.body.block.add_op(func.FuncOp.external(name, [type_] * arity, [type_]))

@@ -1,0 +1,200 @@
+"""numpy baselines generated from the optimized `ew` IR (the lecture's `compile_numpy[_planned]`).
+
+- `compile_numpy`: one numpy call per op, each allocating a fresh array (plain numpy code).
+- `compile_numpy_planned`: the same calls with `out=` buffers: temporaries are assigned by
+  liveness (a buffer is reused once its value is dead) and allocated once per input shape, so
+  repeated calls allocate nothing.
+
+Both compute in the program's dtype, like the numpy code they stand for. Ops without a numpy ufunc
+(`erf`) use the float64 reference and round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from xfuse.dialects import ew
+from xfuse.dtypes import dtype_of
+from xfuse.runtime.arrays import numpy_dtype
+
+Ufunc = Callable[..., np.ndarray]
+
+
+def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    out = np.negative(x, out=out)
+    np.exp(out, out=out)
+    np.add(out, 1, out=out)
+    return np.reciprocal(out, out=out)
+
+
+def _rsqrt(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    out = np.sqrt(x, out=out)
+    return np.reciprocal(out, out=out)
+
+
+def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    return np.maximum(x, x.dtype.type(0), out=out)
+
+
+def _erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    result = ew.ErfOp.reference(x.astype(np.float64)).astype(x.dtype)
+    if out is None:
+        return result
+    out[...] = result
+    return out
+
+
+NUMPY_FUNCTIONS: dict[type[Operation], Ufunc] = {
+    ew.AddOp: np.add,
+    ew.SubOp: np.subtract,
+    ew.MulOp: np.multiply,
+    ew.DivOp: np.divide,
+    ew.MaxOp: np.maximum,
+    ew.MinOp: np.minimum,
+    ew.PowOp: np.power,
+    ew.NegOp: np.negative,
+    ew.AbsOp: np.abs,
+    ew.ExpOp: np.exp,
+    ew.LogOp: np.log,
+    ew.TanhOp: np.tanh,
+    ew.SigmoidOp: _sigmoid,
+    ew.ErfOp: _erf,
+    ew.SqrtOp: np.sqrt,
+    ew.RsqrtOp: _rsqrt,
+    ew.ReluOp: _relu,
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One numpy call: `function(*operands, out=buffer)` defining `result`."""
+
+    function: Ufunc
+    operands: tuple[SSAValue, ...]
+    result: SSAValue
+
+
+@dataclass(frozen=True)
+class NumpyProgram:
+    inputs: tuple[SSAValue, ...]
+    outputs: tuple[SSAValue, ...]
+    constants: dict[SSAValue, float]
+    steps: tuple[Step, ...]
+    dtype: np.dtype[Any]
+
+
+def _program(module: ModuleOp) -> NumpyProgram:
+    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    if len(functions) != 1:
+        raise ValueError("expected one function in the module")
+    function = functions[0]
+    constants: dict[SSAValue, float] = {}
+    steps: list[Step] = []
+    for op in function.body.block.ops:
+        if isinstance(op, ew.ConstantOp):
+            constants[op.result] = op.literal
+        elif type(op) in NUMPY_FUNCTIONS:
+            steps.append(Step(NUMPY_FUNCTIONS[type(op)], tuple(op.operands), op.results[0]))
+        elif not isinstance(op, func.ReturnOp):
+            raise ValueError(f"no numpy baseline for '{op.name}' (expects tensor-level ew ops)")
+    returned = function.get_return_op()
+    assert returned is not None
+    args = function.body.block.args
+    element = cast(TensorType[Attribute], args[0].type if args else returned.arguments[0].type)
+    return NumpyProgram(
+        tuple(args),
+        tuple(returned.arguments),
+        constants,
+        tuple(steps),
+        numpy_dtype(dtype_of(element.get_element_type())),
+    )
+
+
+def compile_numpy(module: ModuleOp) -> Callable[..., tuple[np.ndarray, ...]]:
+    """A function of the inputs (in order) running the ops one numpy call at a time."""
+    program = _program(module)
+
+    def run(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+        values: dict[SSAValue, Any] = {
+            value: program.dtype.type(c) for value, c in program.constants.items()
+        }
+        values.update(zip(program.inputs, arrays, strict=True))
+        for step in program.steps:
+            values[step.result] = step.function(*(values[v] for v in step.operands))
+        return tuple(values[v] for v in program.outputs)
+
+    return run
+
+
+def plan_buffers(steps: Sequence[Step], keep: Sequence[SSAValue]) -> dict[SSAValue, int]:
+    """Buffer index per step result, reusing a buffer of the same type once its value is dead.
+
+    Values in `keep` (the outputs) get a buffer of their own that is never reused.
+    """
+    last_use: dict[SSAValue, int] = {}
+    for index, step in enumerate(steps):
+        for operand in step.operands:
+            last_use[operand] = index
+    buffer_of: dict[SSAValue, int] = {}
+    buffer_types: list[Attribute] = []
+    free: list[int] = []
+    for index, step in enumerate(steps):
+        type_ = step.result.type
+        match = next((b for b in free if buffer_types[b] == type_), None)
+        if match is not None and step.result not in keep:
+            free.remove(match)
+            buffer_of[step.result] = match
+        else:
+            buffer_of[step.result] = len(buffer_types)
+            buffer_types.append(type_)
+        # operands dying here free their buffers after this step (so never the step's own out=)
+        for operand in set(step.operands):
+            if last_use.get(operand) == index and operand in buffer_of and operand not in keep:
+                free.append(buffer_of[operand])
+    return buffer_of
+
+
+def compile_numpy_planned(module: ModuleOp) -> Callable[..., tuple[np.ndarray, ...]]:
+    """Like `compile_numpy`, but every op writes into a planned, preallocated `out=` buffer.
+
+    The returned arrays are the planned buffers themselves: they are overwritten by the next call.
+    """
+    program = _program(module)
+    buffer_of = plan_buffers(program.steps, program.outputs)
+    buffers_by_shape: dict[tuple[tuple[int, ...], ...], list[np.ndarray]] = {}
+
+    def run(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+        values: dict[SSAValue, Any] = {
+            value: program.dtype.type(c) for value, c in program.constants.items()
+        }
+        values.update(zip(program.inputs, arrays, strict=True))
+        shapes = tuple(a.shape for a in arrays)
+        buffers = buffers_by_shape.get(shapes)
+        if buffers is None:
+            buffers = buffers_by_shape[shapes] = _allocate(program, buffer_of, arrays)
+        for step in program.steps:
+            out = buffers[buffer_of[step.result]]
+            values[step.result] = step.function(*(values[v] for v in step.operands), out=out)
+        return tuple(values[v] for v in program.outputs)
+
+    return run
+
+
+def _allocate(
+    program: NumpyProgram, buffer_of: dict[SSAValue, int], arrays: Sequence[np.ndarray]
+) -> list[np.ndarray]:
+    """One array per planned buffer, shaped by a dry run of numpy's broadcasting."""
+    shapes: dict[SSAValue, tuple[int, ...]] = {v: () for v in program.constants}
+    shapes.update({v: a.shape for v, a in zip(program.inputs, arrays, strict=True)})
+    sizes: dict[int, tuple[int, ...]] = {}
+    for step in program.steps:
+        shapes[step.result] = np.broadcast_shapes(*(shapes[v] for v in step.operands))
+        sizes[buffer_of[step.result]] = shapes[step.result]
+    return [np.empty(sizes[index], program.dtype) for index in range(len(sizes))]

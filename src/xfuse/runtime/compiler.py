@@ -1,0 +1,260 @@
+"""`xfuse.compile`: the whole pipeline from `.ew` source (or a traced module) to a `Kernel`.
+
+    frontend -> ew-optimize -> ew-fuse -> ew-bufferize -> ew-kernel-to-loops -> ew-expand-math
+             -> ew-to-llvm -> convert_module + LLVM O3 -> MCJIT
+
+Compiled programs are cached in memory by source and options (no parse at all on a hit) and by
+the frontend's IR and options (a traced function or a differently written identical program).
+The cache holds programs weakly plus a small LRU of strong references: engines are freed once no
+kernel uses them and they have dropped out of the LRU.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.ir import Attribute
+from xdsl.passes import ModulePass
+
+from xfuse.dialects import ew
+from xfuse.dtypes import dtype_name, dtype_of
+from xfuse.passes import ALL_PASSES
+from xfuse.runtime.arrays import Parameter
+from xfuse.runtime.kernel import Kernel, NativeFunction, Program
+from xfuse.runtime.native import compile_llvm_dialect
+
+LRU_SIZE = 32
+"""How many recently compiled programs stay alive without a kernel referring to them."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything besides the program that changes the generated code."""
+
+    fuse: bool = True
+    math: str = "approx"
+    fastmath: str = "contract"
+    reuse: bool = True
+    opt_level: int = 3
+
+    def _make(self, name: str, **options: Any) -> tuple[str, ModulePass]:
+        return name, ALL_PASSES[name]()(**options)
+
+    def tensor_passes(self) -> list[tuple[str, ModulePass]]:
+        """(stage name, pass) from the frontend's tensors to bufferized kernels."""
+        return [
+            self._make("ew-optimize"),
+            self._make("ew-fuse", mode="greedy" if self.fuse else "none"),
+            self._make("ew-bufferize", reuse=self.reuse),
+        ]
+
+    def buffer_passes(self) -> list[tuple[str, ModulePass]]:
+        """(stage name, pass) from bufferized kernels to the `llvm` dialect."""
+        return [
+            self._make("ew-kernel-to-loops"),
+            self._make("ew-expand-math", math=self.math),
+            self._make("ew-to-llvm", fastmath=self.fastmath),
+        ]
+
+
+_programs: weakref.WeakValueDictionary[Hashable, Program] = weakref.WeakValueDictionary()
+_recent: OrderedDict[Hashable, Program] = OrderedDict()
+
+
+def _remember(key: Hashable, program: Program) -> None:
+    _programs[key] = program
+    _recent[key] = program
+    _recent.move_to_end(key)
+    while len(_recent) > LRU_SIZE:
+        _recent.popitem(last=False)
+
+
+def _recall(key: Hashable) -> Program | None:
+    program = _programs.get(key)
+    if program is not None:
+        _remember(key, program)
+    return program
+
+
+def clear_cache() -> None:
+    _programs.clear()
+    _recent.clear()
+
+
+def _context() -> Context:
+    from xdsl.dialects import arith, builtin, cf, llvm, math, memref, scf
+
+    ctx = Context()
+    for dialect in (builtin.Builtin, func.Func, arith.Arith, math.Math, memref.MemRef, scf.Scf):
+        ctx.load_dialect(dialect)
+    ctx.load_dialect(cf.Cf)
+    ctx.load_dialect(llvm.LLVM)
+    ctx.load_dialect(ew.Ew)
+    return ctx
+
+
+def _main(module: ModuleOp) -> func.FuncOp:
+    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    if len(functions) != 1:
+        raise ValueError(f"expected one function in the module, found {len(functions)}")
+    return functions[0]
+
+
+def _parameter(name: str, type_: Attribute) -> Parameter:
+    shaped = cast(TensorType[Attribute] | MemRefType[Attribute], type_)
+    return Parameter(name, dtype_of(shaped.get_element_type()), tuple(shaped.get_shape()))
+
+
+def signature(
+    module: ModuleOp, output_names: Sequence[str] | None
+) -> tuple[list[Parameter], list[Parameter]]:
+    """Input and output parameters of a frontend (tensor) module, named after the source."""
+    function = _main(module)
+    inputs = [
+        _parameter(arg.name_hint or f"arg{index}", arg.type)
+        for index, arg in enumerate(function.body.block.args)
+    ]
+    returned = function.get_return_op()
+    assert returned is not None
+    names = (
+        list(output_names)
+        if output_names is not None
+        else [value.name_hint or f"out{index}" for index, value in enumerate(returned.arguments)]
+    )
+    outputs = [
+        _parameter(name, value.type) for name, value in zip(names, returned.arguments, strict=True)
+    ]
+    return inputs, outputs
+
+
+def _program(module: ModuleOp, output_names: Sequence[str] | None, options: Options) -> Program:
+    inputs, outputs = signature(module, output_names)
+    frontend_ir = str(module)
+    key = ("ir", frontend_ir, tuple(p.name for p in outputs), options)
+    program = _recall(key)
+    if program is None:
+        program = _lower(module, frontend_ir, inputs, outputs, options)
+        _remember(key, program)
+    return program
+
+
+def compile_module(
+    module: ModuleOp,
+    output_names: Sequence[str] | None = None,
+    options: Options = Options(),
+    threads: int = 1,
+) -> Kernel:
+    """Compile a frontend module (one `func.func` on tensors of `ew` ops) to a `Kernel`."""
+    return Kernel(_program(module, output_names, options), threads)
+
+
+def _lower(
+    module: ModuleOp,
+    frontend_ir: str,
+    inputs: Sequence[Parameter],
+    outputs: Sequence[Parameter],
+    options: Options,
+) -> Program:
+    ctx = _context()
+    stages = {"frontend": frontend_ir}
+    for name, pass_ in options.tensor_passes():
+        pass_.apply(ctx, module)
+        stages[name] = str(module)
+    return _lower_buffers(module, stages, _main_name(frontend_ir), inputs, outputs, options)
+
+
+def _lower_buffers(
+    module: ModuleOp,
+    stages: dict[str, str],
+    function_name: str,
+    inputs: Sequence[Parameter],
+    outputs: Sequence[Parameter],
+    options: Options,
+) -> Program:
+    # One kernel reads every input element before writing the same element: in-place is safe.
+    in_place_allowed = sum(isinstance(op, ew.KernelOp) for op in module.walk()) == 1
+    ctx = _context()
+    for name, pass_ in options.buffer_passes():
+        pass_.apply(ctx, module)
+        stages[name] = str(module)
+    native = compile_llvm_dialect(module, options.opt_level)
+    function = NativeFunction(native, function_name, inputs, outputs)
+    return Program(function, stages, in_place_allowed, options)
+
+
+def compile_bufferized(
+    module: ModuleOp, input_names: Sequence[str], options: Options = Options(), threads: int = 1
+) -> Kernel:
+    """Compile a bufferized module (the `ew-bufferize` contract: inputs, then output buffers).
+
+    `input_names` says how many leading memref arguments are inputs; the rest are outputs,
+    named after their SSA names. Not cached: for hand-written IR and tests of the lowering.
+    """
+    function = _main(module)
+    args = function.body.block.args
+    names = [*input_names] + [
+        arg.name_hint or f"out{i}" for i, arg in enumerate(args[len(input_names) :])
+    ]
+    parameters = [_parameter(name, arg.type) for name, arg in zip(names, args, strict=True)]
+    inputs, outputs = parameters[: len(input_names)], parameters[len(input_names) :]
+    stages = {"ew-bufferize": str(module)}
+    program = _lower_buffers(module, stages, function.sym_name.data, inputs, outputs, options)
+    return Kernel(program, threads)
+
+
+def _main_name(frontend_ir: str) -> str:
+    marker = "func.func @"
+    start = frontend_ir.index(marker) + len(marker)
+    return frontend_ir[start : frontend_ir.index("(", start)]
+
+
+def compile(
+    source: str,
+    outputs: Sequence[str] | None = None,
+    *,
+    fuse: bool = True,
+    math: str = "approx",
+    dtype: Any = "float32",
+    shapes: Mapping[str, Sequence[int | str | None]] | None = None,
+    threads: int = 1,
+    fastmath: str = "contract",
+    reuse: bool = True,
+    opt_level: int = 3,
+) -> Kernel:
+    """Compile an `.ew` program to a callable `Kernel`.
+
+    `outputs` names the results (default: the last assignment); `fuse=False` keeps one kernel per
+    op; `math` is "approx" (vectorizable approximations) or "libm"; `dtype` the element type
+    ("float32", "float64", "float16", "bfloat16" or a numpy dtype); `shapes` input shapes
+    (default `[?]`); `threads` splits the outermost dimension across threads.
+    """
+    if math not in ("approx", "libm"):
+        raise ValueError(f"math must be 'approx' or 'libm', got {math!r}")
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    options = Options(fuse=fuse, math=math, fastmath=fastmath, reuse=reuse, opt_level=opt_level)
+    name = dtype_name(dtype)
+    shape_key = tuple(sorted((k, tuple(v)) for k, v in (shapes or {}).items()))
+    source_key = (
+        "source",
+        source,
+        tuple(outputs) if outputs is not None else None,
+        name,
+        shape_key,
+        options,
+    )
+    program = _recall(source_key)
+    if program is None:
+        from xfuse.frontend.language import parse_program
+
+        module = parse_program(source, outputs, dtype=name, shapes=shapes)
+        program = _program(module, outputs, options)
+        _remember(source_key, program)
+    return Kernel(program, threads)

@@ -1,0 +1,201 @@
+"""`@xfuse.jit`: compile a Python function of arrays by tracing it once per dtype/shape signature.
+
+    @xfuse.jit(math="approx")
+    def gelu(x, b, r):
+        h = x + b
+        return 0.5 * h * (1 + xfuse.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+
+On the first call with a new signature (dtypes and shapes of the arrays) the function runs on
+`Traced` proxies that record `ew` ops with `FunctionBuilder`; the module is compiled with
+`xfuse.compile`'s pipeline and cache. Dims of size 1 are declared 1 (they broadcast), the others
+`?`. `xfuse.tanh` and friends work on proxies and, outside tracing, on numpy arrays.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from xdsl.ir import SSAValue
+
+from xfuse.dialects import ew
+from xfuse.dtypes import dtype_name
+from xfuse.frontend.builder import FunctionBuilder
+from xfuse.runtime.compiler import Options, compile_module
+from xfuse.runtime.kernel import Kernel
+
+
+class Traced:
+    """A value of the function being traced; arithmetic on it records `ew` ops."""
+
+    __array_priority__ = 1000  # numpy scalars on the left defer to our reflected operators
+
+    def __init__(self, builder: FunctionBuilder, value: SSAValue):
+        self.builder = builder
+        self.value = value
+
+    def _lift(self, other: Any) -> SSAValue:
+        if isinstance(other, Traced):
+            return other.value
+        if isinstance(other, numbers.Real):
+            return self.builder.constant(float(other))
+        raise TypeError(
+            f"cannot combine a traced array with {type(other).__name__}: inside @xfuse.jit use "
+            "the function's array arguments and Python numbers"
+        )
+
+    def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], *operands: Any) -> Traced:
+        values = [self._lift(operand) for operand in operands]
+        try:
+            return Traced(self.builder, self.builder.apply(op_type, *values))
+        except ValueError as error:
+            raise ValueError(f"{op_type.name}: {error}") from None
+
+    def __add__(self, other: Any) -> Traced:
+        return self.apply(ew.AddOp, self, other)
+
+    def __radd__(self, other: Any) -> Traced:
+        return self.apply(ew.AddOp, other, self)
+
+    def __sub__(self, other: Any) -> Traced:
+        return self.apply(ew.SubOp, self, other)
+
+    def __rsub__(self, other: Any) -> Traced:
+        return self.apply(ew.SubOp, other, self)
+
+    def __mul__(self, other: Any) -> Traced:
+        return self.apply(ew.MulOp, self, other)
+
+    def __rmul__(self, other: Any) -> Traced:
+        return self.apply(ew.MulOp, other, self)
+
+    def __truediv__(self, other: Any) -> Traced:
+        return self.apply(ew.DivOp, self, other)
+
+    def __rtruediv__(self, other: Any) -> Traced:
+        return self.apply(ew.DivOp, other, self)
+
+    def __pow__(self, other: Any) -> Traced:
+        return self.apply(ew.PowOp, self, other)
+
+    def __rpow__(self, other: Any) -> Traced:
+        return self.apply(ew.PowOp, other, self)
+
+    def __neg__(self) -> Traced:
+        return self.apply(ew.NegOp, self)
+
+    def __pos__(self) -> Traced:
+        return self
+
+    def __abs__(self) -> Traced:
+        return self.apply(ew.AbsOp, self)
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            "a traced array has no truth value: data-dependent control flow is not traced"
+        )
+
+
+def _elementwise(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> Callable[..., Any]:
+    """The function `xfuse.<name>`: records the op on traced values, else computes with numpy."""
+
+    def function(*args: Any) -> Any:
+        traced = next((a for a in args if isinstance(a, Traced)), None)
+        if traced is not None:
+            return traced.apply(op_type, *args)
+        arrays = [np.asarray(a) for a in args]
+        dtype = np.result_type(*arrays)
+        with np.errstate(all="ignore"):
+            result = op_type.reference(*(a.astype(np.float64) for a in arrays))
+        return result.astype(dtype) if np.issubdtype(dtype, np.floating) else result
+
+    function.__name__ = ew.mnemonic(op_type)
+    function.__doc__ = f"Elementwise `{op_type.name}` on traced values or numpy arrays."
+    return function
+
+
+tanh = _elementwise(ew.TanhOp)
+exp = _elementwise(ew.ExpOp)
+log = _elementwise(ew.LogOp)
+erf = _elementwise(ew.ErfOp)
+sigmoid = _elementwise(ew.SigmoidOp)
+sqrt = _elementwise(ew.SqrtOp)
+rsqrt = _elementwise(ew.RsqrtOp)
+relu = _elementwise(ew.ReluOp)
+abs = _elementwise(ew.AbsOp)  # noqa: A001 (xfuse.abs, like numpy.abs)
+maximum = _elementwise(ew.MaxOp)
+minimum = _elementwise(ew.MinOp)
+power = _elementwise(ew.PowOp)
+
+
+class JitFunction:
+    """A traced-and-compiled Python function; one `Kernel` per dtype/shape signature."""
+
+    def __init__(self, function: Callable[..., Any], options: Options, threads: int):
+        self.function = function
+        self.options = options
+        self.threads = threads
+        self.signature = inspect.signature(function)
+        self.kernels: dict[tuple[Any, ...], Kernel] = {}
+        functools.update_wrapper(self, function)
+
+    def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{self.function.__name__}(): {error}") from None
+        arrays = dict(bound.arguments)
+        for name, value in arrays.items():
+            if not isinstance(value, np.ndarray):
+                raise TypeError(
+                    f"argument '{name}': expected a numpy array, got {type(value).__name__}"
+                )
+        key = tuple((name, a.dtype.name, a.shape) for name, a in arrays.items())
+        kernel = self.kernels.get(key)
+        if kernel is None:
+            kernel = self.kernels[key] = self.compile(arrays)
+        return kernel(out=out, **arrays)
+
+    def compile(self, arrays: dict[str, np.ndarray]) -> Kernel:
+        """Trace the function on proxies shaped like `arrays` and compile it."""
+        dtypes = {a.dtype.name for a in arrays.values()}
+        if len(dtypes) != 1:
+            raise TypeError(
+                f"{self.function.__name__}(): all arrays must share one dtype, got {sorted(dtypes)}"
+            )
+        shapes = {name: tuple(1 if d == 1 else None for d in a.shape) for name, a in arrays.items()}
+        builder = FunctionBuilder(dtype_name(dtypes.pop()), shapes)
+        proxies = {name: Traced(builder, builder.input(name)) for name in arrays}
+        result = self.function(**proxies)
+        results = list(result) if isinstance(result, tuple | list) else [result]
+        if not results or not all(isinstance(r, Traced) for r in results):
+            raise TypeError(
+                f"{self.function.__name__}() must return traced arrays computed from its arguments"
+            )
+        names = ["out"] if len(results) == 1 else [f"out{i}" for i in range(len(results))]
+        module = builder.finish([(n, r.value) for n, r in zip(names, results, strict=True)])
+        return compile_module(module, names, self.options, self.threads)
+
+
+def jit(
+    function: Callable[..., Any] | None = None,
+    *,
+    fuse: bool = True,
+    math: str = "approx",
+    threads: int = 1,
+    fastmath: str = "contract",
+) -> Any:
+    """Decorate a function of numpy arrays to compile it on first call (`@xfuse.jit` or
+    `@xfuse.jit(math="libm")`)."""
+    if math not in ("approx", "libm"):
+        raise ValueError(f"math must be 'approx' or 'libm', got {math!r}")
+    options = Options(fuse=fuse, math=math, fastmath=fastmath)
+
+    def decorate(f: Callable[..., Any]) -> JitFunction:
+        return JitFunction(f, options, threads)
+
+    return decorate if function is None else decorate(function)

@@ -1,0 +1,227 @@
+"""The lowering on hand-written bufferized IR: numbers, vector width, shapes, dtypes, errors."""
+
+from __future__ import annotations
+
+import re
+
+import llvmlite.binding as llvm_binding
+import ml_dtypes
+import numpy as np
+import pytest
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import DiagnosticException
+
+from xfuse.runtime.compiler import Options, _context, compile_bufferized
+from xfuse.runtime.kernel import Kernel
+
+GELU_KERNEL = """
+func.func @main(%x: memref<?xf32>, %b: memref<?xf32>, %r: memref<?xf32>, %out: memref<?xf32>) {
+  ew.kernel ins(%x, %b, %r : memref<?xf32>, memref<?xf32>, memref<?xf32>)
+            outs(%out : memref<?xf32>) {
+  ^bb0(%xs: f32, %bs: f32, %rs: f32):
+    %h = arith.addf %xs, %bs : f32
+    %half = arith.constant 0.5 : f32
+    %one = arith.constant 1.0 : f32
+    %k = arith.constant 0.044715 : f32
+    %s = arith.constant 0.7978845608 : f32
+    %h2 = arith.mulf %h, %h : f32
+    %h3 = arith.mulf %h2, %h : f32
+    %c = arith.mulf %k, %h3 : f32
+    %inner = arith.addf %h, %c : f32
+    %arg = arith.mulf %s, %inner : f32
+    %t = math.tanh %arg : f32
+    %t1 = arith.addf %one, %t : f32
+    %hh = arith.mulf %half, %h : f32
+    %y = arith.mulf %hh, %t1 : f32
+    %o = arith.addf %y, %rs : f32
+    ew.yield %o : f32
+  }
+  func.return
+}
+"""
+
+UNFUSED_TEMPORARY = """
+func.func @main(%x: memref<?xf32>, %out: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  %t = memref.alloc(%n) : memref<?xf32>
+  ew.kernel ins(%x : memref<?xf32>) outs(%t : memref<?xf32>) {
+  ^bb0(%xs: f32):
+    %e = math.exp %xs : f32
+    ew.yield %e : f32
+  }
+  ew.kernel ins(%t, %x : memref<?xf32>, memref<?xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%ts: f32, %xs: f32):
+    %s = arith.subf %ts, %xs : f32
+    ew.yield %s : f32
+  }
+  memref.dealloc %t : memref<?xf32>
+  func.return
+}
+"""
+
+
+def broadcast_kernel(element: str) -> str:
+    """out[t, d] = (x[t, d] + b[d]) * s[t, 0], computed in f32 on `element` storage."""
+    extend = f"arith.extf %{{v}} : {element} to f32" if element != "f32" else None
+
+    def widen(name: str) -> str:
+        return (
+            f"%{name}f = {extend.format(v=name + 's')}"
+            if extend
+            else f"%{name}f = arith.addf %{name}s, %zero : f32"
+        )
+
+    narrow = (
+        f"%r = arith.truncf %m : f32 to {element}"
+        if element != "f32"
+        else "%r = arith.addf %m, %zero : f32"
+    )
+    return f"""
+func.func @main(%x: memref<?x?x{element}>, %b: memref<?x{element}>, %s: memref<?x1x{element}>,
+                %out: memref<?x?x{element}>) {{
+  ew.kernel ins(%x, %b, %s : memref<?x?x{element}>, memref<?x{element}>, memref<?x1x{element}>)
+            outs(%out : memref<?x?x{element}>) {{
+  ^bb0(%xs: {element}, %bs: {element}, %ss: {element}):
+    %zero = arith.constant 0.0 : f32
+    {widen("x")}
+    {widen("b")}
+    {widen("s")}
+    %a = arith.addf %xf, %bf : f32
+    %m = arith.mulf %a, %sf : f32
+    {narrow}
+    ew.yield %r : {element}
+  }}
+  func.return
+}}
+"""
+
+
+def compile_text(text: str, inputs: list[str], **options: object) -> Kernel:
+    module = Parser(_context(), text).parse_module()
+    return compile_bufferized(module, inputs, Options(**options))  # type: ignore[arg-type]
+
+
+def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    h = x.astype(np.float64) + b
+    return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h**3))) + r
+
+
+def host_float_lanes() -> int:
+    features = llvm_binding.get_host_cpu_features()
+    if features.get("avx512f"):
+        return 16
+    return 8 if features.get("avx") else 4
+
+
+def widest_float_vector(llvm_ir: str) -> int:
+    """The most float lanes any instruction of the optimized IR uses (1 if it is all scalar)."""
+    return max((int(n) for n in re.findall(r"<(\d+) x float>", llvm_ir)), default=1)
+
+
+@pytest.fixture(scope="module")
+def gelu_approx() -> Kernel:
+    return compile_text(GELU_KERNEL, ["x", "b", "r"], math="approx")
+
+
+@pytest.mark.parametrize("n", [0, 1, 17, 2**20 + 3])
+@pytest.mark.parametrize("math", ["approx", "libm"])
+def test_gelu_any_length(n: int, math: str, gelu_approx: Kernel) -> None:
+    kernel = (
+        gelu_approx if math == "approx" else compile_text(GELU_KERNEL, ["x", "b", "r"], math=math)
+    )
+    rng = np.random.default_rng(n)
+    x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+    out = kernel(x=x, b=b, r=r)
+    assert out.shape == (n,) and out.dtype == np.float32
+    np.testing.assert_allclose(out, gelu_reference(x, b, r), rtol=0, atol=2e-6)
+
+
+def test_loop_body_uses_the_widest_vectors(gelu_approx: Kernel) -> None:
+    lanes = host_float_lanes()
+    body = gelu_approx.llvm_ir
+    assert re.search(rf"fmul (contract )?<{lanes} x float>", body), "the GELU loop stayed scalar"
+    assert f"load <{lanes} x float>" in body
+    assert f"store <{lanes} x float>" in body
+    if lanes == 16:
+        assert "zmm" in gelu_approx.asm
+
+
+def test_libm_tanh_is_a_call(gelu_approx: Kernel) -> None:
+    libm = compile_text(GELU_KERNEL, ["x", "b", "r"], math="libm")
+    assert "call float @tanhf" in libm.llvm_ir or "tail call float @tanhf" in libm.llvm_ir
+    assert "tanhf" not in gelu_approx.llvm_ir
+
+
+def test_unaligned_buffers(gelu_approx: Kernel) -> None:
+    n = 1001
+    storage = np.zeros(4 * n + 16, np.float32)
+    # Offsets of 1 and 3 floats: 4- and 12-byte aligned only, never 16/64.
+    x, b, r = storage[1 : n + 1], storage[n + 3 : 2 * n + 3], storage[2 * n + 5 : 3 * n + 5]
+    x[:] = np.linspace(-5, 5, n)
+    b[:] = 0.25
+    r[:] = -1
+    out = storage[3 * n + 7 : 4 * n + 7]
+    gelu_approx(x=x, b=b, r=r, out=out)
+    np.testing.assert_allclose(out, gelu_reference(x, b, r), atol=2e-6)
+
+
+def test_temporaries_are_allocated_and_freed() -> None:
+    kernel = compile_text(UNFUSED_TEMPORARY, ["x"], math="libm")
+    assert "@malloc" in kernel.llvm_ir and "@free" in kernel.llvm_ir
+    x = np.linspace(-3, 3, 1000, dtype=np.float32)
+    np.testing.assert_allclose(kernel(x=x), np.exp(x.astype(np.float64)) - x, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("element", "dtype", "tolerance"),
+    [("f32", np.float32, 1e-6), ("f16", np.float16, 1e-3), ("bf16", ml_dtypes.bfloat16, 8e-3)],
+)
+def test_broadcast_2d_storage_types(element: str, dtype: type, tolerance: float) -> None:
+    kernel = compile_text(broadcast_kernel(element), ["x", "b", "s"])
+    rng = np.random.default_rng(1)
+    t, d = 5, 37
+    x = rng.standard_normal((t, d)).astype(dtype)
+    b = rng.standard_normal(d).astype(dtype)
+    s = rng.standard_normal((t, 1)).astype(dtype)
+    out = kernel(x=x, b=b, s=s)
+    assert out.shape == (t, d) and out.dtype == np.dtype(dtype)
+    want = (x.astype(np.float64) + b.astype(np.float64)) * s.astype(np.float64)
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=tolerance, atol=tolerance)
+    assert widest_float_vector(kernel.llvm_ir) >= host_float_lanes(), f"{element} loop is scalar"
+
+
+def test_bf16_rounds_to_nearest_even() -> None:
+    kernel = compile_text(broadcast_kernel("bf16"), ["x", "b", "s"])
+    # 1 + 2**-8 is halfway between two bf16 values: round to even (1.0); 1 + 3 * 2**-8 rounds up.
+    bits = np.array([[0x3F80, 0x3F81, 0x7FC0, 0x7F80]], dtype=np.uint16)
+    x = bits.view(ml_dtypes.bfloat16)
+    half_ulp = np.array([2.0**-8, 2.0**-8, 0.0, 0.0], dtype=ml_dtypes.bfloat16)
+    zero = np.zeros(4, ml_dtypes.bfloat16)
+    one = np.ones((1, 1), ml_dtypes.bfloat16)
+    out = kernel(x=x, b=zero, s=one).view(np.uint16)
+    assert out[0, 0] == 0x3F80 and out[0, 1] == 0x3F81
+    assert np.isnan(out.view(ml_dtypes.bfloat16).astype(np.float32)[0, 2])
+    assert out[0, 3] == 0x7F80  # inf stays inf
+    exact = (x.astype(np.float32) + half_ulp.astype(np.float32)).astype(ml_dtypes.bfloat16)
+    summed = kernel(x=x[:, :2], b=half_ulp[:2], s=one)
+    assert summed.view(np.uint16).tolist() == exact[:, :2].view(np.uint16).tolist()
+
+
+def test_unbufferized_kernel_is_rejected() -> None:
+    text = """
+    func.func @main(%x: tensor<?xf32>) -> tensor<?xf32> {
+      %y = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {
+      ^bb0(%xs: f32):
+        ew.yield %xs : f32
+      }
+      func.return %y : tensor<?xf32>
+    }
+    """
+    with pytest.raises(DiagnosticException, match="must be bufferized"):
+        compile_text(text, ["x"])
+
+
+def test_bad_fastmath_flag_is_rejected() -> None:
+    with pytest.raises(DiagnosticException, match="bad fastmath flags"):
+        compile_text(UNFUSED_TEMPORARY, ["x"], fastmath="turbo")

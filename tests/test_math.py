@@ -1,0 +1,108 @@
+"""Accuracy of the math implementations against float64 numpy, over a sweep of float32 inputs.
+
+The bounds are the measured maxima of docs/math.md (dense sweep, `benchmarks/math_accuracy.py`)
+with a little headroom; here the sweep is sparser to stay fast. Special values (+-0, +-inf, NaN,
+denormals, huge values) must come out exactly as the float32-rounded reference.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import xfuse
+
+SPECIALS = np.array(
+    [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-38, 3.4028235e38, -3.4028235e38],
+    dtype=np.float32,
+)
+
+REFERENCES = {
+    "tanh": np.tanh,
+    "exp": np.exp,
+    "log": np.log,
+    "erf": np.vectorize(math.erf, otypes=[np.float64]),
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+}
+
+# (function, math) -> (max abs error, max relative error) over finite results.
+BOUNDS = {
+    ("tanh", "approx"): (2e-6, None),
+    ("tanh", "libm"): (1e-6, None),
+    ("exp", "approx"): (None, 2e-7),
+    ("exp", "libm"): (None, 1.2e-7),
+    ("log", "approx"): (None, 2e-7),
+    ("log", "libm"): (None, 1.2e-7),
+    ("erf", "approx"): (1e-6, None),
+    ("erf", "libm"): (2e-7, None),
+    ("sigmoid", "approx"): (2e-7, None),
+    ("sigmoid", "libm"): (2e-7, None),
+    ("sqrt", "approx"): (None, 6e-8),
+    ("sqrt", "libm"): (None, 6e-8),
+    ("rsqrt", "approx"): (None, 1.2e-7),
+    ("rsqrt", "libm"): (None, 1.2e-7),
+    ("pow", "approx"): (None, 2e-5),
+    ("pow", "libm"): (None, 1.2e-7),
+}
+
+
+def sweep() -> np.ndarray:
+    """Every 4099th positive float32 bit pattern (all exponents), both signs, and specials."""
+    positive = np.arange(0, 0x7F800000, 4099, dtype=np.uint32).view(np.float32)
+    return np.concatenate([positive, -positive, SPECIALS])
+
+
+@np.errstate(all="ignore")
+def check(got: np.ndarray, want: np.ndarray, bounds: tuple[float | None, float | None]) -> None:
+    want32 = want.astype(np.float32).astype(np.float64)
+    got = got.astype(np.float64)
+    nan_mismatch = np.isnan(got) != np.isnan(want32)
+    inf_mismatch = (np.isinf(got) | np.isinf(want32)) & (got != want32) & ~np.isnan(want32)
+    assert not nan_mismatch.any(), f"NaN where not expected at {np.flatnonzero(nan_mismatch)[:5]}"
+    assert not inf_mismatch.any(), f"wrong infinity: got {got[inf_mismatch][:5]}"
+    finite = np.isfinite(want32) & np.isfinite(got)
+    error = np.abs(got - want)[finite]
+    max_abs, max_rel = bounds
+    if max_abs is not None:
+        assert error.max() <= max_abs, f"max abs error {error.max():.3g} > {max_abs}"
+    if max_rel is not None:
+        relative = error / np.maximum(np.abs(want[finite]), np.finfo(np.float32).tiny)
+        assert relative.max() <= max_rel, f"max rel error {relative.max():.3g} > {max_rel}"
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+@pytest.mark.parametrize("name", list(REFERENCES))
+def test_unary_accuracy(name: str, math_mode: str) -> None:
+    x = sweep()
+    if name == "erf":  # the float64 reference is a Python loop: a sparser sweep
+        x = np.concatenate([x[np.abs(x) < 8][::8], SPECIALS])
+    kernel = xfuse.compile(f"out = {name}(x);", math=math_mode)
+    with np.errstate(all="ignore"):
+        want = REFERENCES[name](x.astype(np.float64))
+    check(kernel(x=x), want, BOUNDS[name, math_mode])
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+def test_pow_accuracy_and_special_cases(math_mode: str) -> None:
+    rng = np.random.default_rng(0)
+    x = np.exp(rng.uniform(-20, 20, 50_000)).astype(np.float32)
+    y = rng.uniform(-4, 4, 50_000).astype(np.float32)
+    base = np.array([0, -0.0, 1, -1, 2, -2, np.inf, -np.inf, np.nan, 0.5], dtype=np.float32)
+    exponent = np.array([0, 1, -1, 2, 3, 0.5, np.inf, -np.inf, np.nan, -3], dtype=np.float32)
+    grid_x, grid_y = (a.ravel() for a in np.meshgrid(base, exponent))
+    x, y = np.concatenate([x, grid_x]), np.concatenate([y, grid_y])
+    kernel = xfuse.compile("out = pow(x, y);", math=math_mode)
+    with np.errstate(all="ignore"):
+        want = np.power(x.astype(np.float64), y.astype(np.float64))
+    check(kernel(x=x, y=y), want, BOUNDS["pow", math_mode])
+
+
+def test_approx_tanh_vectorizes_and_libm_does_not() -> None:
+    approx = xfuse.compile("out = tanh(x);", math="approx")
+    libm = xfuse.compile("out = tanh(x);", math="libm")
+    assert "x float>" in approx.llvm_ir and "tanhf" not in approx.llvm_ir
+    assert "@tanhf" in libm.llvm_ir

@@ -1,0 +1,305 @@
+"""`xfuse.compile`, `@xfuse.jit` and the numpy baselines: results, checks, threads, cache."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import xfuse
+from xfuse.dialects import ew
+from xfuse.frontend.language import parse_program
+from xfuse.passes.optimize import EwOptimizePass
+from xfuse.runtime.compiler import _context, compile_module
+
+GELU = (
+    "h = x + b; y = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h))); out = y + r;"
+)
+LENGTHS = [0, 1, 17, 2**20 + 3]
+
+
+def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    h = x.astype(np.float64) + b
+    return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+
+
+def program_for(op: type[ew.UnaryOp | ew.BinaryOp]) -> str:
+    """A small program around one op, so unfused runs have temporaries and several kernels."""
+    name = ew.mnemonic(op)
+    call = f"{name}(h, y)" if issubclass(op, ew.BinaryOp) else f"{name}(h)"
+    return f"h = x * 0.75 + y; out = {call} - x;"
+
+
+def reference_for(op: type[ew.UnaryOp | ew.BinaryOp], x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    h = x64 * 0.75 + y64
+    args = (h, y64) if issubclass(op, ew.BinaryOp) else (h,)
+    with np.errstate(all="ignore"):
+        return op.reference(*args) - x64
+
+
+@pytest.fixture(scope="module")
+def positive_inputs() -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(7)
+    return {
+        n: tuple(rng.uniform(0.1, 2.0, n).astype(np.float32) for _ in range(2)) for n in LENGTHS
+    }
+
+
+@pytest.mark.parametrize("op", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("math", ["approx", "libm"])
+def test_every_op(
+    op: type[ew.UnaryOp | ew.BinaryOp],
+    fuse: bool,
+    math: str,
+    positive_inputs: dict[int, tuple[np.ndarray, np.ndarray]],
+) -> None:
+    kernel = xfuse.compile(program_for(op), fuse=fuse, math=math)
+    for n, (x, y) in positive_inputs.items():
+        out = kernel(x=x, y=y)
+        assert out.shape == (n,)
+        np.testing.assert_allclose(
+            out, reference_for(op, x, y), rtol=2e-5, atol=2e-6, err_msg=f"n={n}"
+        )
+
+
+@pytest.mark.parametrize("math", ["approx", "libm"])
+@pytest.mark.parametrize("n", LENGTHS)
+def test_gelu(math: str, n: int) -> None:
+    kernel = xfuse.compile(GELU, math=math)
+    rng = np.random.default_rng(n)
+    x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+    bound = 2e-6 if math == "approx" else 1e-6
+    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu_reference(x, b, r), rtol=0, atol=bound)
+
+
+def test_fusion_changes_the_kernel_count() -> None:
+    fused = xfuse.compile(GELU)
+    unfused = xfuse.compile(GELU, fuse=False)
+    assert fused.ir("ew-bufferize").count("ew.kernel") == 1
+    assert unfused.ir("ew-bufferize").count("ew.kernel") > 5
+    assert "memref.alloc" in unfused.ir("ew-bufferize")
+
+
+def test_every_stage_is_visible() -> None:
+    kernel = xfuse.compile(GELU)
+    assert list(kernel.stages) == [
+        "frontend",
+        "ew-optimize",
+        "ew-fuse",
+        "ew-bufferize",
+        "ew-kernel-to-loops",
+        "ew-expand-math",
+        "ew-to-llvm",
+    ]
+    assert "ew.tanh" in kernel.ir("frontend")
+    assert "scf.for" in kernel.ir("ew-kernel-to-loops")
+    assert "math.tanh" not in kernel.ir("ew-expand-math")
+    assert "llvm.func @main" in kernel.ir("ew-to-llvm")
+    assert "define void @main" in kernel.llvm_ir
+    assert "ret" in kernel.asm
+    with pytest.raises(KeyError, match="stages are"):
+        kernel.ir("nope")
+
+
+def test_out_buffer_is_written_in_place() -> None:
+    kernel = xfuse.compile(GELU)
+    x, b, r = (np.full(33, v, np.float32) for v in (1.0, 0.5, -1.0))
+    buffer = np.empty(33, np.float32)
+    assert kernel(x=x, b=b, r=r, out=buffer) is buffer
+    np.testing.assert_allclose(buffer, gelu_reference(x, b, r), atol=2e-6)
+    assert kernel(x, b, r, out={"out": buffer}) is buffer  # positional inputs, out by name
+
+
+def test_in_place_update_of_an_input() -> None:
+    kernel = xfuse.compile(GELU)
+    rng = np.random.default_rng(3)
+    x, b, r = (rng.standard_normal(1000, dtype=np.float32) for _ in range(3))
+    want = gelu_reference(x, b, r)
+    kernel(x=x, b=b, r=r, out=x)
+    np.testing.assert_allclose(x, want, atol=2e-6)
+
+
+def test_several_outputs() -> None:
+    kernel = xfuse.compile("h = x + b; y = tanh(h);", outputs=["y", "h"])
+    x, b = np.linspace(-2, 2, 50, dtype=np.float32), np.full(50, 0.5, np.float32)
+    y, h = kernel(x=x, b=b)
+    np.testing.assert_allclose(h, x + b)
+    np.testing.assert_allclose(y, np.tanh(x.astype(np.float64) + b), atol=2e-6)
+    assert kernel.output_names == ("y", "h")
+
+
+def test_threads_split_the_outer_range() -> None:
+    kernel = xfuse.compile(GELU, threads=3)
+    rng = np.random.default_rng(5)
+    n = 3 * (1 << 15) + 11
+    x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+    assert len(kernel.prepare(x=x, b=b, r=r).argument_lists) == 3
+    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu_reference(x, b, r), atol=2e-6)
+
+
+def test_compile_cache_returns_the_same_program() -> None:
+    first = xfuse.compile(GELU, math="libm")
+    again = xfuse.compile(GELU, math="libm")
+    assert again.program is first.program
+    assert xfuse.compile(GELU, math="approx").program is not first.program
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda k, x: k(x=x, b=x), TypeError, "missing input"),
+        (lambda k, x: k(x=x, b=x, r=x, q=x), TypeError, "unknown argument 'q'"),
+        (
+            lambda k, x: k(x=x, b=x.astype(np.float64), r=x),
+            TypeError,
+            "argument 'b': expected dtype float32",
+        ),
+        (lambda k, x: k(x=x, b=x[:5], r=x), ValueError, "argument 'b': dimension 0 has size 5"),
+        (lambda k, x: k(x=x, b=[1.0], r=x), TypeError, "argument 'b': expected a numpy array"),
+        (
+            lambda k, x: k(x=x.reshape(2, 5), b=x, r=x),
+            ValueError,
+            "argument 'x': expected 1 dimensions",
+        ),
+        (
+            lambda k, x: k(x=x, b=x, r=x, out=np.empty(3, np.float32)),
+            ValueError,
+            "out 'out': expected shape",
+        ),
+        (
+            lambda k, x: k(x=x, b=x, r=x, out=np.empty(10)),
+            TypeError,
+            "out 'out': expected dtype float32",
+        ),
+        (
+            lambda k, x: k(x=x, b=x, r=x, out=np.empty(20, np.float32)[::2]),
+            ValueError,
+            "C-contiguous",
+        ),
+        (
+            lambda k, x: k(x=x, b=x, r=x, out=read_only(np.empty(10, np.float32))),
+            ValueError,
+            "read-only",
+        ),
+    ],
+)
+def test_bad_calls_name_the_argument(call, error, message) -> None:
+    kernel = xfuse.compile(GELU)
+    x = np.ones(10, np.float32)
+    with pytest.raises(error, match=message):
+        call(kernel, x)
+
+
+def test_partial_overlap_and_unsafe_in_place_are_rejected() -> None:
+    fused = xfuse.compile(GELU)
+    storage = np.ones(11, np.float32)
+    x, shifted = storage[:10], storage[1:]
+    with pytest.raises(ValueError, match="out 'out' overlaps input 'x'"):
+        fused(x=x, b=x.copy(), r=x.copy(), out=shifted)
+    unfused = xfuse.compile(GELU, fuse=False)
+    with pytest.raises(ValueError, match="several kernels"):
+        unfused(x=x, b=x.copy(), r=x.copy(), out=x)
+    two = xfuse.compile("h = x + b; y = tanh(h);", outputs=["y", "h"])
+    buffer = np.empty(10, np.float32)
+    with pytest.raises(ValueError, match="overlaps out"):
+        two(x=x, b=x, out=(buffer, buffer))
+
+
+def test_strided_input_is_copied() -> None:
+    kernel = xfuse.compile("out = x * 2;")
+    x = np.arange(20, dtype=np.float32)[::2]
+    np.testing.assert_array_equal(kernel(x=x), x * 2)
+
+
+def test_broadcast_2d_bfloat16() -> None:
+    kernel = xfuse.compile(
+        GELU, dtype="bfloat16", shapes={"x": ("t", "d"), "b": ("d",), "r": ("t", "d")}
+    )
+    rng = np.random.default_rng(11)
+    x, r = (rng.standard_normal((6, 40)).astype(ml_dtypes.bfloat16) for _ in range(2))
+    b = rng.standard_normal(40).astype(ml_dtypes.bfloat16)
+    out = kernel(x=x, b=b, r=r)
+    assert out.dtype == np.dtype(ml_dtypes.bfloat16) and out.shape == (6, 40)
+    want = gelu_reference(x.astype(np.float64), b.astype(np.float64), r.astype(np.float64))
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=1e-2, atol=1e-2)
+    with pytest.raises(ValueError, match="argument 'b'"):
+        kernel(x=x, b=b[:7], r=r)
+
+
+def test_jit_traces_once_per_signature() -> None:
+    calls = []
+
+    @xfuse.jit(math="approx")
+    def gelu(x, b, r):
+        calls.append(1)
+        h = x + b
+        return 0.5 * h * (1 + xfuse.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+
+    rng = np.random.default_rng(2)
+    x, b, r = (rng.standard_normal(100, dtype=np.float32) for _ in range(3))
+    np.testing.assert_allclose(gelu(x, b, r), gelu_reference(x, b, r), atol=2e-6)
+    gelu(x, b, r)
+    assert len(calls) == 1
+    x64, b64, r64 = (a.astype(np.float64) for a in (x, b, r))
+    np.testing.assert_allclose(gelu(x64, b64, r64), gelu_reference(x, b, r), atol=1e-12)
+    assert len(calls) == 2
+
+
+def test_jit_broadcast_and_several_outputs() -> None:
+    @xfuse.jit(math="libm")
+    def scaled(x, bias, scale):
+        h = (x + bias) * scale
+        return xfuse.sigmoid(h), -h
+
+    x = np.ones((4, 3), np.float32)
+    bias = np.arange(3, dtype=np.float32)
+    scale = np.full((4, 1), 2.0, np.float32)
+    s, n = scaled(x, bias, scale)
+    h = (x + bias) * scale
+    np.testing.assert_allclose(n, -h)
+    np.testing.assert_allclose(s, 1 / (1 + np.exp(-h.astype(np.float64))), atol=1e-6)
+
+
+def test_jit_errors() -> None:
+    @xfuse.jit
+    def bad(x):
+        return x if x else x
+
+    with pytest.raises(TypeError, match="no truth value"):
+        bad(np.ones(3, np.float32))
+    with pytest.raises(TypeError, match="argument 'x': expected a numpy array"):
+        bad([1.0])
+
+
+def test_elementwise_functions_work_on_numpy() -> None:
+    x = np.linspace(-1, 1, 5, dtype=np.float32)
+    assert xfuse.tanh(x).dtype == np.float32
+    np.testing.assert_allclose(xfuse.tanh(x), np.tanh(x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("planned", [False, True])
+def test_numpy_baselines_match(planned: bool) -> None:
+    module = parse_program(GELU)
+    EwOptimizePass().apply(_context(), module)
+    baseline = (xfuse.compile_numpy_planned if planned else xfuse.compile_numpy)(module)
+    rng = np.random.default_rng(4)
+    x, b, r = (rng.standard_normal(1000, dtype=np.float32) for _ in range(3))
+    (out,) = baseline(x, b, r)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, gelu_reference(x, b, r), atol=2e-6)
+    if planned:
+        (again,) = baseline(x, b, r)
+        assert again is out  # the planned buffers are reused
+
+
+def test_compile_module_of_a_built_function() -> None:
+    module = parse_program("out = sqrt(x);")
+    kernel = compile_module(module)
+    np.testing.assert_allclose(kernel(x=np.array([4.0, 9.0], np.float32)), [2.0, 3.0])
