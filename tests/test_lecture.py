@@ -15,7 +15,9 @@ ROOT = Path(__file__).parents[1]
 
 
 def lecture_json(capsys: pytest.CaptureFixture[str], *arguments: str) -> dict[str, Any]:
-    assert main(["lecture", "--quick", "--n", "4096", "--repeat", "1", "--json", "-", *arguments]) == 0
+    assert (
+        main(["lecture", "--quick", "--n", "4096", "--repeat", "1", "--json", "-", *arguments]) == 0
+    )
     return json.loads(capsys.readouterr().out)
 
 
@@ -27,7 +29,7 @@ def gelu(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_builtin_program_is_the_example() -> None:
-    assert GELU_SOURCE == (ROOT / "examples" / "gelu.ew").read_text()
+    assert (ROOT / "examples" / "gelu.ew").read_text() == GELU_SOURCE
 
 
 def test_demo1_dataflow(gelu: dict[str, Any]) -> None:
@@ -48,7 +50,9 @@ def test_demo2_traffic(gelu: dict[str, Any]) -> None:
     assert (unfused["tensors"], fused["tensors"]) == (28, 4)
     assert (unfused["kernels"], fused["kernels"]) == (11, 1)
     assert demo["elements"] == 4096 * 14336 and demo["tensor_bytes"] == 2 * 4096 * 14336
-    assert unfused["bytes"] == 28 * demo["tensor_bytes"] and fused["bytes"] == 4 * demo["tensor_bytes"]
+    assert (
+        unfused["bytes"] == 28 * demo["tensor_bytes"] and fused["bytes"] == 4 * demo["tensor_bytes"]
+    )
     assert demo["intensity"] == pytest.approx(11 / 8)
     assert demo["decode_launch_share"] > 0.5
     assert "28 whole tensors; fused, 4" in demo["observations"][0]
