@@ -22,7 +22,18 @@ _EXPORTS: dict[str, str] = {
     "compile_numpy_planned": "xfuse.runtime.baselines",
     **{
         name: "xfuse.runtime.tracing"
-        for name in ("tanh", "exp", "log", "erf", "sigmoid", "sqrt", "rsqrt", "relu", "abs")
+        for name in (
+            "tanh",
+            "exp",
+            "log",
+            "erf",
+            "sigmoid",
+            "sqrt",
+            "rsqrt",
+            "relu",
+            "softplus",
+            "abs",
+        )
     },
     **{name: "xfuse.runtime.tracing" for name in ("maximum", "minimum", "power")},
 }

@@ -86,7 +86,7 @@ SPELLINGS: dict[str, dict[str, str]] = {
         "max": "where({0} > {1}, {0}, {1})",
         "min": "where({0} < {1}, {0}, {1})",
         "relu": "where({0} > 0, {0}, 0)",
-        "softplus": "log(1 + exp({0}))",
+        "softplus": "where({0} > 0, {0} + log1p(exp(-{0})), log1p(exp({0})))",
     },
 }
 
