@@ -136,3 +136,9 @@ def test_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert "give a program" in capsys.readouterr().err
     assert main(["bench", "--expr", "x +"]) == 1
     assert "error" in capsys.readouterr().err
+
+
+def test_public_name() -> None:
+    import xfuse
+
+    assert xfuse.bench is bench.bench

@@ -20,6 +20,7 @@ _EXPORTS: dict[str, str] = {
     "jit": "xfuse.runtime.tracing",
     "compile_numpy": "xfuse.runtime.baselines",
     "compile_numpy_planned": "xfuse.runtime.baselines",
+    "bench": "xfuse.runtime.bench",
     **{
         name: "xfuse.runtime.tracing"
         for name in (

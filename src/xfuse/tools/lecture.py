@@ -569,9 +569,12 @@ def _measure_observations(demo: MeasureDemo) -> list[str]:
         f"The ceiling ({demo.ceiling_source}) streams the fused traffic at "
         f"{ceiling.fused_bandwidth / 1e9:.1f} GB/s on one core: "
         + (
-            "the fused approx kernel is within 20% of it, so it is memory-bound."
+            "the fused approx kernel is within 20% of it: memory bandwidth, not arithmetic, "
+            "sets its speed."
             if approx.of_ceiling >= 0.8
-            else "the fused approx kernel is well below it, so it is still compute-bound here."
+            else f"the fused approx kernel reaches {approx.of_ceiling:.0%} of it, so on this run "
+            "something besides bandwidth held it back (its arithmetic, or other processes "
+            "sharing the core)."
         )
     )
     return lines
