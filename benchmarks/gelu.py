@@ -13,7 +13,6 @@ Also prints the compile times (warm: parse to callable with an empty cache; cach
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,20 +23,11 @@ import xfuse
 from xfuse.frontend.language import parse_program
 from xfuse.passes.optimize import EwOptimizePass
 from xfuse.runtime.compiler import _context
+from xfuse.runtime.timing import median_seconds
 
 GELU = (Path(__file__).parent.parent / "examples" / "gelu.ew").read_text()
 CEILING = "out = x + b + r;"
 BYTES_PER_ELEMENT = 16  # three float32 reads, one write
-
-
-def median_seconds(run: Callable[[], object], repeat: int) -> float:
-    run()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:

@@ -124,9 +124,24 @@ func.func @siblings(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
   func.return %e, %n : tensor<?xf32>, tensor<?xf32>
 }
 
+// softplus is max(x, 0) + log1p(exp(-|x|)), log1p written with math.log (scalar.py).
+// CHECK-LABEL: func.func @softplus
+// CHECK:         ew.kernel
+// CHECK:           arith.maximumf
+// CHECK:           math.exp
+// CHECK:           math.log
+// CHECK:           arith.select
+// CHECK:           ew.yield
+// NONE-LABEL: func.func @softplus
+// NONE-COUNT-1: ew.kernel
+func.func @softplus(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %s = ew.softplus %x : tensor<?xf32>
+  func.return %s : tensor<?xf32>
+}
+
 // STATS:      'ew-fuse'
-// STATS-NEXT:   (elementwise-ops) 15 :
-// STATS-NEXT:   (kernels) 9 :
+// STATS-NEXT:   (elementwise-ops) 16 :
+// STATS-NEXT:   (kernels) 10 :
 // STATS-NEXT:   (fused-ops) 13 :
 // STATS-NEXT:   (copy-kernels) 2 :
 // STATS-NEXT:   (constants-inlined) 2 :

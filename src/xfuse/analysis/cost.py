@@ -497,24 +497,6 @@ FUSED_PIPELINE = "ew-optimize,ew-fuse"
 UNFUSED_PIPELINE = "ew-optimize,ew-fuse{mode=none}"
 
 
-def _compile(module: ModuleOp, pipeline: str) -> ModuleOp:
-    from xdsl.context import Context
-    from xdsl.dialects.arith import Arith
-    from xdsl.dialects.builtin import Builtin
-    from xdsl.dialects.func import Func
-    from xdsl.dialects.math import Math
-    from xdsl.passes import PassPipeline
-
-    from xfuse.passes import ALL_PASSES
-
-    ctx = Context()
-    for dialect in (Builtin, Func, Arith, Math, ew.Ew):
-        ctx.load_dialect(dialect)
-    compiled = module.clone()
-    PassPipeline.parse_spec(ALL_PASSES, pipeline).apply(ctx, compiled)
-    return compiled
-
-
 def cost_program(
     source: str,
     options: CostOptions | None = None,
@@ -531,6 +513,7 @@ def cost_program(
     Raises EwSyntaxError for a bad program, ValueError for bad options.
     """
     from xfuse.frontend.language import parse_program
+    from xfuse.passes.pipeline import apply_pipeline
 
     options = options or CostOptions()
     dtype = options.dtype or "float32"
@@ -546,7 +529,7 @@ def cost_program(
     module = parse_program(source, dtype=dtype, shapes=shapes, filename=filename)
 
     def analyse(pipeline: str, opts: CostOptions) -> FunctionCost:
-        return analyse_function(_main(_compile(module, pipeline)), opts)
+        return analyse_function(_main(apply_pipeline(module, pipeline)), opts)
 
     fused = analyse(FUSED_PIPELINE, options)
     unfused = analyse(UNFUSED_PIPELINE, options)

@@ -554,6 +554,17 @@ class ReluOp(UnaryOp):
         return np.maximum(x, 0.0)
 
 
+@irdl_op_definition
+class SoftplusOp(UnaryOp):
+    """Elementwise log(1 + e**x), a smooth relu: `%s = ew.softplus %a : tensor<?xf32>`."""
+
+    name = "ew.softplus"
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        return np.logaddexp(x, 0.0)  # log(e**x + e**0) without overflow for large x
+
+
 ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
     AddOp,
     SubOp,
@@ -572,6 +583,7 @@ ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
     SqrtOp,
     RsqrtOp,
     ReluOp,
+    SoftplusOp,
 )
 
 

@@ -51,6 +51,29 @@ def _relu(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -
     return builder.insert(arith.MaximumfOp(x, zero)).result
 
 
+def _softplus(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -> SSAValue:
+    """max(x, 0) + log1p(exp(-|x|)): log(1 + exp(x)) without overflow for large x.
+
+    log1p(e) is Goldberg's `u = 1 + e; u == 1 ? e : log(u) * e / (u - 1)`, exact to a few ulps
+    for tiny e, so softplus keeps its relative accuracy far into the negative range (where it is
+    about exp(x)). Only `math.exp` and `math.log` remain, which `ew-expand-math` lowers both ways
+    (libm calls or vectorizable approximations): softplus needs no math lowering of its own.
+    """
+    (x,) = args
+    zero = emit_constant(builder, 0.0, compute_type)
+    one = emit_constant(builder, 1.0, compute_type)
+    positive = builder.insert(arith.MaximumfOp(x, zero)).result
+    minus_abs = builder.insert(arith.NegfOp(builder.insert(math.AbsFOp(x)).result)).result
+    e = builder.insert(math.ExpOp(minus_abs)).result
+    u = builder.insert(arith.AddfOp(one, e)).result
+    log_u = builder.insert(math.LogOp(u)).result
+    scaled = builder.insert(arith.MulfOp(log_u, e)).result
+    quotient = builder.insert(arith.DivfOp(scaled, builder.insert(arith.SubfOp(u, one)).result))
+    rounds_to_one = builder.insert(arith.CmpfOp(u, one, "oeq")).result
+    log1p = builder.insert(arith.SelectOp(rounds_to_one, e, quotient.result)).result
+    return builder.insert(arith.AddfOp(positive, log1p)).result
+
+
 SCALAR_LOWERINGS: dict[type[Operation], ScalarEmitter] = {
     ew.AddOp: _op(arith.AddfOp),
     ew.SubOp: _op(arith.SubfOp),
@@ -69,6 +92,7 @@ SCALAR_LOWERINGS: dict[type[Operation], ScalarEmitter] = {
     ew.SqrtOp: _op(math.SqrtOp),
     ew.RsqrtOp: _op(math.RsqrtOp),
     ew.ReluOp: _relu,
+    ew.SoftplusOp: _softplus,
 }
 
 

@@ -43,6 +43,10 @@ def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.maximum(x, x.dtype.type(0), out=out)
 
 
+def _softplus(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    return np.logaddexp(x, x.dtype.type(0), out=out)
+
+
 def _erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     result = ew.ErfOp.reference(x.astype(np.float64)).astype(x.dtype)
     if out is None:
@@ -69,6 +73,7 @@ NUMPY_FUNCTIONS: dict[type[Operation], Ufunc] = {
     ew.SqrtOp: np.sqrt,
     ew.RsqrtOp: _rsqrt,
     ew.ReluOp: _relu,
+    ew.SoftplusOp: _softplus,
 }
 
 

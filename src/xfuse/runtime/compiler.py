@@ -21,7 +21,7 @@ from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Attribute
-from xdsl.passes import ModulePass
+from xdsl.passes import ModulePass, PassPipeline
 
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name, dtype_of
@@ -43,14 +43,18 @@ class Options:
     fastmath: str = "contract"
     reuse: bool = True
     opt_level: int = 3
+    extra_passes: str = ""
+    """xfuse passes (`xfuse-opt -p` syntax) to run right after `ew-optimize`, e.g. a new one."""
 
     def _make(self, name: str, **options: Any) -> tuple[str, ModulePass]:
         return name, ALL_PASSES[name]()(**options)
 
     def tensor_passes(self) -> list[tuple[str, ModulePass]]:
         """(stage name, pass) from the frontend's tensors to bufferized kernels."""
+        extra = PassPipeline.parse_spec(ALL_PASSES, self.extra_passes).passes
         return [
             self._make("ew-optimize"),
+            *((p.name, p) for p in extra),
             self._make("ew-fuse", mode="greedy" if self.fuse else "none"),
             self._make("ew-bufferize", reuse=self.reuse),
         ]
@@ -227,19 +231,28 @@ def compile(
     fastmath: str = "contract",
     reuse: bool = True,
     opt_level: int = 3,
+    extra_passes: str = "",
 ) -> Kernel:
     """Compile an `.ew` program to a callable `Kernel`.
 
     `outputs` names the results (default: the last assignment); `fuse=False` keeps one kernel per
     op; `math` is "approx" (vectorizable approximations) or "libm"; `dtype` the element type
     ("float32", "float64", "float16", "bfloat16" or a numpy dtype); `shapes` input shapes
-    (default `[?]`); `threads` splits the outermost dimension across threads.
+    (default `[?]`); `threads` splits the outermost dimension across threads; `extra_passes`
+    adds xfuse passes after `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`).
     """
     if math not in ("approx", "libm"):
         raise ValueError(f"math must be 'approx' or 'libm', got {math!r}")
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    options = Options(fuse=fuse, math=math, fastmath=fastmath, reuse=reuse, opt_level=opt_level)
+    options = Options(
+        fuse=fuse,
+        math=math,
+        fastmath=fastmath,
+        reuse=reuse,
+        opt_level=opt_level,
+        extra_passes=extra_passes,
+    )
     name = dtype_name(dtype)
     shape_key = tuple(sorted((k, tuple(v)) for k, v in (shapes or {}).items()))
     source_key = (
