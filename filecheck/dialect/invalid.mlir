@@ -262,3 +262,28 @@ func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
   }
   func.return %r : tensor<?xf32>
 }
+
+// -----
+
+// Conversions: between two different float element types, keeping the shape.
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.convert' from f32 to itself: the types must differ
+func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %r = ew.convert %x : tensor<?xf32> to tensor<?xf32>
+  func.return %r : tensor<?xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.convert' keeps the shape: operand [?, 4] but result [4]
+func.func @f(%x: tensor<?x4xbf16>) -> tensor<4xf32> {
+  %r = ew.convert %x : tensor<?x4xbf16> to tensor<4xf32>
+  func.return %r : tensor<4xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.convert' element type must be f16, bf16, f32 or f64, got i32
+func.func @f(%x: tensor<?xf32>) -> tensor<?xi32> {
+  %r = ew.convert %x : tensor<?xf32> to tensor<?xi32>
+  func.return %r : tensor<?xi32>
+}

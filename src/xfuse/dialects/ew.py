@@ -587,6 +587,59 @@ ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
 )
 
 
+class ConvertFolder(HasFolder):
+    """Folds the conversion of a constant: the literal rounded to the new element type."""
+
+    @classmethod
+    def fold(cls, op: Operation) -> Sequence[SSAValue | Attribute] | None:
+        assert isinstance(op, ConvertOp)
+        value = constant_value(op.operand)
+        if value is None:
+            return None
+        return (FloatAttr(round_to_element(value, op.result.type), Float64Type()),)
+
+
+@irdl_op_definition
+class ConvertOp(IRDLOperation):
+    """Elementwise conversion to another float element type; the shape stays the same.
+
+        %w = ew.convert %x : tensor<?x?xbf16> to tensor<?x?xf32>
+
+    Widening is exact; narrowing rounds to nearest even (f32 -> bf16 too). The frontend inserts
+    it where operands of different dtypes meet (numpy's promotion) and for `f32(x)`-style calls.
+    Kernels compute it with `arith.extf`/`arith.truncf` (`xfuse.lowering.scalar.emit_convert`).
+    """
+
+    name = "ew.convert"
+    operand = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), ConvertFolder())
+    assembly_format = "$operand attr-dict `:` type($operand) `to` type($result)"
+
+    def __init__(self, operand: SSAValue | Operation, element: Attribute):
+        source = cast(TensorType[Attribute], SSAValue.get(operand).type)
+        super().__init__(operands=[operand], result_types=[TensorType(element, source.get_shape())])
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        """The float64 reference computes everything in float64: there a conversion is exact."""
+        return x
+
+    def verify_(self) -> None:
+        _verify_float_element(self, self.operand.type)
+        _verify_float_element(self, self.result.type)
+        source, target = element_type(self.operand.type), element_type(self.result.type)
+        if source == target:
+            raise VerifyException(f"'ew.convert' from {source} to itself: the types must differ")
+        operand_shape = tuple(cast(TensorType[Attribute], self.operand.type).get_shape())
+        result_shape = tuple(self.result.type.get_shape())
+        if operand_shape != result_shape:
+            raise VerifyException(
+                f"'ew.convert' keeps the shape: operand {format_shape(operand_shape)} but result "
+                f"{format_shape(result_shape)}"
+            )
+
+
 def mnemonic(op_type: type[Operation]) -> str:
     """`ew.tanh` -> `tanh`: the name the frontend calls the function by."""
     return op_type.name.removeprefix("ew.")
@@ -792,7 +845,7 @@ class EwConstantMaterialization(ConstantMaterializationInterface):
 
 Ew = Dialect(
     "ew",
-    [ConstantOp, *ELEMENTWISE_OPS, KernelOp, YieldOp],
+    [ConstantOp, *ELEMENTWISE_OPS, ConvertOp, KernelOp, YieldOp],
     [],
     [EwConstantMaterialization()],
 )

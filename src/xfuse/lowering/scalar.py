@@ -3,16 +3,18 @@
 Fusion builds kernel regions from it; to give a new elementwise op its scalar form, add one entry
 to `SCALAR_LOWERINGS`. f16 and bf16 are storage types: a region computes in f32
 (`compute_type`), widening its block arguments with `arith.extf` and rounding its yields back
-with `arith.truncf` (`widen` / `narrow`).
+with `arith.truncf` (`widen` / `narrow`). `ew.convert` becomes `emit_convert`: a value held in
+its compute type is rounded to the target element type and held in the target's compute type.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, FloatAttr
+from xdsl.dialects.builtin import AnyFloat, BFloat16Type, Float16Type, Float32Type, FloatAttr
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from xfuse.dialects import ew
@@ -114,15 +116,40 @@ def compute_type(element: Attribute) -> Attribute:
     return Float32Type() if isinstance(element, Float16Type | BFloat16Type) else element
 
 
+def _bits(type_: Attribute) -> int:
+    return cast(AnyFloat, type_).bitwidth
+
+
+def _cast(builder: Builder, value: SSAValue, type_: Attribute) -> SSAValue:
+    """`value` as `type_`: `arith.extf` to a wider float, `arith.truncf` (RNE) to a narrower one."""
+    if value.type == type_:
+        return value
+    if isinstance(value.owner, arith.ExtFOp) and value.owner.input.type == type_:
+        return value.owner.input  # narrowing a widened value gives back the original exactly
+    if _bits(type_) > _bits(value.type):
+        return builder.insert(arith.ExtFOp(value, type_)).result
+    return builder.insert(arith.TruncFOp(value, type_)).result
+
+
+def emit_convert(builder: Builder, value: SSAValue, target: Attribute) -> SSAValue:
+    """`ew.convert` to the element type `target` of `value` (held in its source's compute type).
+
+    The result is held in `compute_type(target)`. Narrowing rounds to nearest even through
+    `arith.truncf` (f32 -> bf16 -> f32 for a bf16 target); f64 -> bf16 rounds through f32 (the
+    lowering makes bf16 only from f32), which can differ from one rounding by an ulp in rare ties.
+    """
+    if _bits(target) < _bits(value.type):
+        if isinstance(target, BFloat16Type):
+            value = _cast(builder, value, Float32Type())
+        value = _cast(builder, value, target)
+    return _cast(builder, value, compute_type(target))
+
+
 def widen(builder: Builder, value: SSAValue, compute: Attribute) -> SSAValue:
     """`value` in the compute type (`arith.extf` from f16/bf16, else unchanged)."""
-    if value.type == compute:
-        return value
-    return builder.insert(arith.ExtFOp(value, compute)).result
+    return _cast(builder, value, compute)
 
 
 def narrow(builder: Builder, value: SSAValue, element: Attribute) -> SSAValue:
     """`value` rounded to the storage element type (`arith.truncf`, round to nearest even)."""
-    if value.type == element:
-        return value
-    return builder.insert(arith.TruncFOp(value, element)).result
+    return _cast(builder, value, element)

@@ -25,6 +25,7 @@ from xdsl.passes import ModulePass, PassPipeline
 
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name, dtype_of
+from xfuse.frontend.builder import DtypeSpec, declared_dims
 from xfuse.passes import ALL_PASSES
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
@@ -111,9 +112,9 @@ def _main(module: ModuleOp) -> func.FuncOp:
     return functions[0]
 
 
-def _parameter(name: str, type_: Attribute) -> Parameter:
+def _parameter(name: str, type_: Attribute, dims: tuple[str, ...] | None = None) -> Parameter:
     shaped = cast(TensorType[Attribute] | MemRefType[Attribute], type_)
-    return Parameter(name, dtype_of(shaped.get_element_type()), tuple(shaped.get_shape()))
+    return Parameter(name, dtype_of(shaped.get_element_type()), tuple(shaped.get_shape()), dims)
 
 
 def signature(
@@ -122,7 +123,7 @@ def signature(
     """Input and output parameters of a frontend (tensor) module, named after the source."""
     function = _main(module)
     inputs = [
-        _parameter(arg.name_hint or f"arg{index}", arg.type)
+        _parameter(arg.name_hint or f"arg{index}", arg.type, declared_dims(arg))
         for index, arg in enumerate(function.body.block.args)
     ]
     returned = function.get_return_op()
@@ -225,7 +226,7 @@ def compile(
     *,
     fuse: bool = True,
     math: str = "approx",
-    dtype: Any = "float32",
+    dtype: DtypeSpec = "float32",
     shapes: Mapping[str, Sequence[int | str | None]] | None = None,
     threads: int = 1,
     fastmath: str = "contract",
@@ -237,8 +238,12 @@ def compile(
 
     `outputs` names the results (default: the last assignment); `fuse=False` keeps one kernel per
     op; `math` is "approx" (vectorizable approximations) or "libm"; `dtype` the element type
-    ("float32", "float64", "float16", "bfloat16" or a numpy dtype); `shapes` input shapes
-    (default `[?]`); `threads` splits the outermost dimension across threads; `extra_passes`
+    ("float32", "float64", "float16", "bfloat16" or a numpy dtype) of every input, or a mapping
+    from input names to them (others: float32); `shapes` input shapes (ints static, names dynamic
+    dims that must agree wherever they appear, None dynamic; default `[?]`). Declarations in the
+    program (`input bf16 x[t, d];`) do the same from the source. Results have numpy's promoted
+    dtype of what they are computed from (see `xfuse.frontend.builder`). `threads` splits the
+    outermost dimension across threads; `extra_passes`
     adds xfuse passes after `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`).
     """
     if math not in ("approx", "libm"):
@@ -253,13 +258,17 @@ def compile(
         opt_level=opt_level,
         extra_passes=extra_passes,
     )
-    name = dtype_name(dtype)
+    if isinstance(dtype, Mapping):
+        dtype = {input_name: dtype_name(d) for input_name, d in dtype.items()}
+        dtype_key: Hashable = tuple(sorted(dtype.items()))
+    else:
+        dtype = dtype_key = dtype_name(dtype)
     shape_key = tuple(sorted((k, tuple(v)) for k, v in (shapes or {}).items()))
     source_key = (
         "source",
         source,
         tuple(outputs) if outputs is not None else None,
-        name,
+        dtype_key,
         shape_key,
         options,
     )
@@ -267,7 +276,7 @@ def compile(
     if program is None:
         from xfuse.frontend.language import parse_program
 
-        module = parse_program(source, outputs, dtype=name, shapes=shapes)
+        module = parse_program(source, outputs, dtype=dtype, shapes=shapes)
         program = _program(module, outputs, options)
         _remember(source_key, program)
     return Kernel(program, threads)
