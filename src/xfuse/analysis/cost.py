@@ -42,7 +42,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, Device, device
 from xfuse.dialects import ew
-from xfuse.dtypes import dtype_name, dtype_of, itemsize
+from xfuse.dtypes import dtype_name, dtype_of, element_type_for, itemsize
 
 FLOPS_PER_SCALAR_OP: dict[str, int] = {
     # One FLOP each: a single FP32 instruction on the CUDA cores (divide counted as one, as the
@@ -345,7 +345,7 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
     """The cost of every `ew.kernel` in `function`, in program order, and their totals."""
     kernels = [op for op in function.walk() if isinstance(op, ew.KernelOp)]
     for op in function.walk():
-        if isinstance(op, ew.UnaryOp | ew.BinaryOp):
+        if isinstance(op, ew.UnaryOp | ew.BinaryOp | ew.ConvertOp):
             raise CostModelError(
                 f"'{op.name}' is not inside an ew.kernel: run ew-fuse before the cost model", op
             )
@@ -507,8 +507,10 @@ def cost_program(
 ) -> ProgramCost:
     """Price a `.ew` program after `ew-optimize,ew-fuse` and after `ew-optimize,ew-fuse{mode=none}`.
 
-    Inputs are `[?, ..., ?]` tensors of `options.shape`'s rank unless `input_shapes` says otherwise
-    (`{"b": (14336,)}`: a real bias); the program is parsed in `options.dtype` (float32 if None).
+    Inputs are `[?, ..., ?]` tensors of `options.shape`'s rank unless the program declares their
+    shapes (`input b[d];`) or `input_shapes` says otherwise (`{"b": (14336,)}`: a real bias). The
+    program is parsed in `options.dtype` (float32 if None); if it declares other dtypes for its
+    inputs, every tensor is priced in its own IR dtype (`CostOptions.dtype` None).
     `epilogue` names an input produced by a matmul for the epilogue what-if (on the fused kernel).
     Raises EwSyntaxError for a bad program, ValueError for bad options.
     """
@@ -525,8 +527,12 @@ def cost_program(
             f"read (inputs: {', '.join(str(n) for n in names)})"
         )
     full = (None,) * len(options.shape)
-    shapes = {str(n): tuple((input_shapes or {}).get(str(n), full)) for n in names}
-    module = parse_program(source, dtype=dtype, shapes=shapes, filename=filename)
+    module = parse_program(
+        source, dtype=dtype, shapes=input_shapes, default_shape=full, filename=filename
+    )
+    default_element = element_type_for(dtype)
+    if any(ew.element_type(a.type) != default_element for a in _main(module).args):
+        options = replace(options, dtype=None)  # declared dtypes: price each tensor's own
 
     def analyse(pipeline: str, opts: CostOptions) -> FunctionCost:
         return analyse_function(_main(apply_pipeline(module, pipeline)), opts)

@@ -291,13 +291,13 @@ class _Parser:
                 f"{_format_dims(builder.input_shape(text))}",
                 name,
             )
-        if element is not None and text in builder.input_elements:
-            if builder.input_elements[text] != element:
-                raise self.error(
-                    f"input '{text}' is declared {element} but the caller's dtype gives "
-                    f"{builder.input_elements[text]}",
-                    name,
-                )
+        given = builder.input_elements.get(text)
+        if element is not None and given is not None and given != element:
+            raise self.error(
+                f"input '{text}' is declared {element} but the caller's dtype gives "
+                f"{given}",
+                name,
+            )
         self.declared_at[text] = name.offset
         builder.input(text, element, shape)
 

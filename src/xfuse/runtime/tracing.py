@@ -9,7 +9,8 @@ On the first call with a new signature (dtypes and shapes of the arrays) the fun
 `Traced` proxies that record `ew` ops with `FunctionBuilder`; the module is compiled with
 `xfuse.compile`'s pipeline and cache. Dims of size 1 are declared 1 (they broadcast), the others
 `?`. Arrays may mix dtypes: they promote as in numpy (bf16 + f32 -> f32), Python numbers take
-the dtype of the array they meet. `xfuse.tanh` and friends work on proxies and, outside tracing, on numpy arrays.
+the dtype of the array they meet. `xfuse.tanh` and friends work on proxies and, outside
+tracing, on numpy arrays.
 """
 
 from __future__ import annotations
