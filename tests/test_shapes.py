@@ -360,3 +360,21 @@ def test_cost_prices_declared_dtypes_and_conversions_are_free() -> None:
     assert kernel.flops_per_element == plain.fused.kernels[0].flops_per_element  # extf: free
     # Unfused, each conversion (x, r to f32; the result to bf16) is a kernel that materializes.
     assert cost.unfused.totals.kernels == plain.unfused.totals.kernels + 3
+
+
+def test_lecture_runs_a_declared_2d_program(tmp_path: Path) -> None:
+    import contextlib
+    import io
+
+    path = tmp_path / "gelu-2d.ew"
+    path.write_text(GELU_2D)
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(io.StringIO()):
+        args = ["lecture", "--quick", "--n", "32768", "--repeat", "1", "--source", str(path)]
+        assert xfuse_main([*args, "--json", "-"]) == 0
+    report = json.loads(stdout.getvalue())
+    fused = report["traffic"]["rows"][1]
+    assert fused["bytes"] == 352_350_208  # 4096 x 14336 bf16: x, r, out and the [d] bias
+    measured = report["measurement"]
+    assert measured["n"] == 2 * 14336  # rows of the lecture's d_ff
+    assert all(r["max_error"] is None or r["max_error"] < 1e-5 for r in measured["rows"])

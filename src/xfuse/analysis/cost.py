@@ -279,7 +279,8 @@ def _problem_shape(shape: tuple[int, ...], rank: int, where: Operation) -> tuple
     return (folded, *shape[len(shape) - rank + 1 :])
 
 
-def _bind(type_: Attribute, problem: tuple[int, ...]) -> tuple[int, ...]:
+def bind_shape(type_: Attribute, problem: tuple[int, ...]) -> tuple[int, ...]:
+    """The sizes of a tensor type in `problem`: its `?` dims bound right-aligned, static kept."""
     dims = _shape_of(type_)
     offset = len(problem) - len(dims)
     return tuple(problem[offset + i] if d == DYNAMIC_INDEX else d for i, d in enumerate(dims))
@@ -362,7 +363,7 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
     l2 = _L2(options.hardware.l2_bytes)
 
     def access(value: SSAValue, from_l2: bool = False) -> TensorAccess:
-        shape = _bind(value.type, problem)
+        shape = bind_shape(value.type, problem)
         dtype = options.dtype or dtype_of(ew.element_type(value.type))
         return TensorAccess(names(value), shape, dtype, math.prod(shape) * itemsize(dtype), from_l2)
 
@@ -375,7 +376,7 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
         accessed = zip((*read_values, *write_values), (*reads, *writes), strict=True)
         l2.touch([(v, a.bytes) for v, a in accessed])
         ops, flops_per_element = _flops_per_element(kernel)
-        elements = math.prod(_bind(kernel.destinations()[0].type, problem))
+        elements = math.prod(bind_shape(kernel.destinations()[0].type, problem))
         read_bytes = sum(a.bytes for a in reads)
         write_bytes = sum(a.bytes for a in writes)
         l2_bytes = sum(a.bytes for a in reads if a.from_l2)

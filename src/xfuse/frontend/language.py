@@ -294,8 +294,7 @@ class _Parser:
         given = builder.input_elements.get(text)
         if element is not None and given is not None and given != element:
             raise self.error(
-                f"input '{text}' is declared {element} but the caller's dtype gives "
-                f"{given}",
+                f"input '{text}' is declared {element} but the caller's dtype gives {given}",
                 name,
             )
         self.declared_at[text] = name.offset

@@ -20,12 +20,14 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import SSAValue
 
+from xfuse.runtime.arrays import numpy_dtype
 from xfuse.runtime.timing import median_seconds
 
 Outputs = np.ndarray | tuple[np.ndarray, ...]
@@ -65,28 +67,69 @@ def _function(module: ModuleOp) -> func.FuncOp:
 def _float64_reference(
     source: str, outputs: Sequence[str] | None, arrays: dict[str, np.ndarray]
 ) -> tuple[np.ndarray, ...]:
+    """Every op's float64 `reference` on the inputs as stored, whatever dtypes the program
+    declares (a conversion is exact in float64)."""
+    from xfuse.dialects import ew
     from xfuse.frontend.language import parse_program
-    from xfuse.runtime.baselines import compile_numpy
 
-    module = parse_program(source, outputs, dtype="float64")
-    names = [a.name_hint for a in _function(module).args]
-    return compile_numpy(module)(*(arrays[str(name)].astype(np.float64) for name in names))
+    function = _function(parse_program(source, outputs))
+    values: dict[SSAValue, np.ndarray] = {
+        arg: arrays[str(arg.name_hint)].astype(np.float64) for arg in function.args
+    }
+    for op in function.body.block.ops:
+        if isinstance(op, func.ReturnOp):
+            return tuple(values[v] for v in op.arguments)
+        if isinstance(op, ew.ConstantOp):
+            values[op.result] = np.float64(op.literal)
+        else:
+            kind = cast(type[ew.UnaryOp | ew.BinaryOp | ew.ConvertOp], type(op))
+            values[op.results[0]] = kind.reference(*(values[v] for v in op.operands))
+    raise AssertionError("no func.return")
+
+
+def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
+    """Each input's array shape for an iteration space of about `n` elements: flat `[?]` inputs
+    get n; declared N-D ones rows x `ROW_LENGTH` (the lecture's d_ff, at most n), static dims as
+    declared."""
+    from xfuse.analysis.cost import bind_shape
+
+    args = _function(module).args
+    rank = max((len(cast(TensorType[Any], a.type).get_shape()) for a in args), default=0)
+    columns = min(n, ROW_LENGTH)
+    problem = (n,) if rank <= 1 else (max(1, n // columns), *[1] * (rank - 2), columns)
+    return {str(a.name_hint): bind_shape(a.type, problem) for a in args}
+
+
+ROW_LENGTH = 14336
+"""The row length of N-D workloads: the lecture's d_ff."""
 
 
 def random_inputs(
-    source: str, outputs: Sequence[str] | None, names: Sequence[str], n: int, seed: int = 0
+    source: str,
+    outputs: Sequence[str] | None,
+    shapes: dict[str, tuple[int, ...]],
+    dtypes: dict[str, np.dtype[Any]],
+    seed: int = 0,
 ) -> dict[str, np.ndarray]:
-    """Standard normal float32 inputs; positive ones (0.5 to 2) where those give non-finite
-    results (a `log` or `sqrt` of a negative number), judged on a small probe."""
+    """Standard normal inputs of the given shapes and dtypes; positive ones (0.5 to 2) where
+    those give non-finite results (a `log` or `sqrt` of a negative number), judged on a probe."""
     rng = np.random.default_rng(seed)
-    probe = {name: rng.standard_normal(min(n, 4096), dtype=np.float32) for name in names}
+    probe = {
+        name: rng.standard_normal([min(d, 4096) for d in shape[-1:]])
+        for name, shape in shapes.items()
+    }
     with np.errstate(all="ignore"):
         results = _float64_reference(source, outputs, probe)
     normal = all(np.isfinite(r).all() for r in results)
     rng = np.random.default_rng(seed)
-    if normal:
-        return {name: rng.standard_normal(n, dtype=np.float32) for name in names}
-    return {name: rng.uniform(0.5, 2.0, n).astype(np.float32) for name in names}
+    return {
+        name: (
+            rng.standard_normal(shape, dtype=np.float32)
+            if normal
+            else rng.uniform(0.5, 2.0, shape).astype(np.float32)
+        ).astype(dtypes[name])
+        for name, shape in shapes.items()
+    }
 
 
 def prepare_workload(
@@ -97,10 +140,12 @@ def prepare_workload(
     seed: int = 0,
     filename: str = "<source>",
 ) -> Workload:
-    """Parse `source` (float32, flat inputs), make inputs of `n` elements and the reference."""
+    """Parse `source` (float32 flat inputs unless declared), make inputs of about `n` elements
+    (`input_shapes`) and the float64 reference."""
     from xfuse.analysis.cost import CostOptions, cost_program
     from xfuse.frontend.language import parse_program
     from xfuse.passes.pipeline import apply_pipeline
+    from xfuse.runtime.compiler import signature
 
     if n < 1:
         raise ValueError(f"size must be >= 1, got {n}")
@@ -115,8 +160,12 @@ def prepare_workload(
         if outputs is not None
         else tuple(v.name_hint or f"out{i}" for i, v in enumerate(returned.arguments))
     )
-    arrays = random_inputs(source, outputs, input_names, n, seed)
-    cost = cost_program(source, CostOptions(shape=(n,), dtype="float32"), filename=filename)
+    shapes = input_shapes(parsed, n)
+    dtypes = {str(p.name): numpy_dtype(p.dtype) for p in signature(parsed, outputs)[0]}
+    arrays = random_inputs(source, outputs, shapes, dtypes, seed)
+    problem = np.broadcast_shapes(*shapes.values()) if shapes else (n,)
+    n = math.prod(problem)
+    cost = cost_program(source, CostOptions(shape=problem, dtype="float32"), filename=filename)
     return Workload(
         source=source,
         outputs=tuple(outputs) if outputs is not None else None,
@@ -210,9 +259,8 @@ def numpy_planned(workload: Workload) -> Variant:
 
 
 def _prepared(kernel: Any, workload: Workload) -> Callable[[], Outputs]:
-    """The kernel's checked-once call writing into preallocated outputs."""
-    out = [np.empty(workload.n, np.float32) for _ in kernel.output_names]
-    return kernel.prepare(**workload.arrays, out=out)
+    """The kernel's checked-once call writing into outputs it allocates once."""
+    return kernel.prepare(**workload.arrays)
 
 
 def xfuse_fused(workload: Workload, math: str = "approx", threads: int = 1) -> Variant:
@@ -231,7 +279,14 @@ def bandwidth_ceiling(workload: Workload, threads: int = 1) -> Variant:
     if not workload.input_names:
         raise ValueError("the program reads no inputs: there is no bandwidth ceiling to measure")
     source = ceiling_source(workload.input_names, workload.output_names)
-    kernel = compile(source, list(workload.output_names), threads=threads)
+    arrays = workload.arrays
+    kernel = compile(
+        source,
+        list(workload.output_names),
+        threads=threads,
+        dtype={name: a.dtype for name, a in arrays.items()},
+        shapes={name: a.shape for name, a in arrays.items()},
+    )
     return Variant("bandwidth ceiling", _prepared(kernel, workload), "fused", checked=False)
 
 

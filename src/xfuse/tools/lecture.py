@@ -506,11 +506,11 @@ def demo_measure(
         for m in measured
     )
     demo = MeasureDemo(
-        n=n,
+        n=workload.n,
         dtype="float32",
         threads=1,
         repeat=repeat,
-        array_bytes=4 * n,
+        array_bytes=4 * workload.n,
         unfused_bytes=workload.unfused_bytes,
         fused_bytes=workload.fused_bytes,
         ceiling_source=bench.ceiling_source(workload.input_names, workload.output_names)
