@@ -147,13 +147,6 @@ func.func @kernel_buffers(%x: memref<?xf32>, %y: memref<?xf32>) {
   func.return
 }
 
-// CHECK-LABEL: func.func @softplus
-// CHECK-NEXT:    ew.softplus %{{.*}} : tensor<?xf32>
-func.func @softplus(%x: tensor<?xf32>) -> tensor<?xf32> {
-  %0 = ew.softplus %x : tensor<?xf32>
-  func.return %0 : tensor<?xf32>
-}
-
 // Conversions between element types keep the shape: widening and narrowing, N-D and rank 0.
 // CHECK-LABEL: func.func @convert
 // CHECK-SAME:    (%[[X:.*]]: tensor<?x4xbf16>, %[[S:.*]]: tensor<f64>)
