@@ -31,7 +31,11 @@ BINARY_FUNCTIONS = [f for f in FUNCTIONS if issubclass(ew.OPS_BY_MNEMONIC[f], ew
 TOKENS = [
     *NAMES,
     *FUNCTIONS,
-    *"=;+-*/(),#\n .",
+    *"=;+-*/(),#\n .[]?",
+    "input",
+    "bf16",
+    "f32",
+    "14336",
     "0.5",
     "1e-3",
     "2.",
