@@ -463,6 +463,7 @@ class MeasureDemo:
     threads: int
     repeat: int
     array_bytes: int
+    """Bytes of the largest input (a full-size array; a broadcast bias is smaller)."""
     unfused_bytes: int
     fused_bytes: int
     ceiling_source: str
@@ -478,7 +479,10 @@ class MeasureDemo:
 def demo_measure(
     program: Program, n: int, repeat: int, progress: ProgressFactory = no_progress
 ) -> MeasureDemo:
-    """Time each variant on `n` float32 elements, one thread (median of `repeat` runs)."""
+    """Time each variant on inputs of `n` elements, one thread (median of `repeat` runs).
+
+    Inputs are float32 unless the program declares other dtypes or shapes.
+    """
     with progress(f"demo 4: inputs and float64 reference, n = {n:,}"):
         workload = bench.prepare_workload(program.source, n, filename=program.filename)
     builders: list[tuple[str, Callable[[], bench.Variant]]] = [
@@ -507,10 +511,10 @@ def demo_measure(
     )
     demo = MeasureDemo(
         n=workload.n,
-        dtype="float32",
+        dtype="/".join(sorted({array.dtype.name for array in workload.arrays.values()})),
         threads=1,
         repeat=repeat,
-        array_bytes=4 * workload.n,
+        array_bytes=max(array.nbytes for array in workload.arrays.values()),
         unfused_bytes=workload.unfused_bytes,
         fused_bytes=workload.fused_bytes,
         ceiling_source=bench.ceiling_source(workload.input_names, workload.output_names)
@@ -600,7 +604,7 @@ class LectureFigures:
 def run_lecture(
     program: Program, n: int, repeat: int, progress: ProgressFactory = no_progress
 ) -> LectureFigures:
-    """The four demos; demo 4 measures `n` float32 elements, median of `repeat` runs."""
+    """The four demos; demo 4 measures inputs of `n` elements, median of `repeat` runs."""
     with progress("demos 1-3: dataflow, traffic bill, memory plan"):
         dataflow = demo_dataflow(program)
         traffic = demo_traffic(program)

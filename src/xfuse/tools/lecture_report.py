@@ -111,7 +111,7 @@ def _gbps(bandwidth: float) -> str:
 def print_measurement(console: Console, demo: MeasureDemo) -> None:
     _header(
         console,
-        f"Demo 4: measured, {demo.n:,} {demo.dtype} ({nbytes(demo.array_bytes)} per array), "
+        f"Demo 4: measured, {demo.n:,} {demo.dtype} ({nbytes(demo.array_bytes)} per full array), "
         f"{demo.threads} thread",
     )
     console.print(
