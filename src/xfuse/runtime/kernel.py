@@ -57,7 +57,8 @@ class NativeFunction:
         self._function = ctypes.CFUNCTYPE(None, *argument_types)(native.address(name))
         self._splittable = (
             all(
-                len(p.shape) < max(len(q.shape) for q in parameters)
+                not p.shape  # a scalar (a constant output): nothing to split
+                or len(p.shape) < max(len(q.shape) for q in parameters)
                 or p.shape[0] in (DYNAMIC_INDEX, 1)
                 for p in parameters
             )
