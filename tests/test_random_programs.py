@@ -1,4 +1,4 @@
-"""Differential testing: random elementwise programs, compiled by xfuse, against float64 numpy.
+"""Random elementwise programs: differential testing against numpy, and the verified pipeline.
 
 A hypothesis strategy builds random programs (DAGs of up to 40 ops over every op of the dialect,
 shared subexpressions, constants from 0 to huge and denormal, several outputs) and random float32
@@ -34,23 +34,37 @@ wrong op, a wrong NaN and a wrong inf, and checks every element of well-conditio
 
 `pytest` runs 300 examples, each program in one variant (hypothesis profile `ci`, conftest.py);
 `pytest -m slow --hypothesis-profile=fuzz` runs the long fuzz (every program in all four variants).
+
+The verified pipeline
+---------------------
+The same programs, and the lecture's, go through the default pipeline and the unfused one pass by
+pass: the module verifies after every pass, and its printed IR (custom and generic form) parses
+back to a structurally equal module that prints the same text.
 """
 
 from __future__ import annotations
 
 import functools
+import io
 import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+from xdsl.printer import Printer
 
 import xfuse
 from xfuse.dialects import ew
+from xfuse.frontend.language import parse_program
+from xfuse.runtime.compiler import Options, _context
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 TINY = 2.0**-149
@@ -499,3 +513,60 @@ def test_a_constant_output_is_a_scalar() -> None:
     np.testing.assert_array_equal(u, np.full(4, 0.5, np.float32))
     only = xfuse.compile("t = exp(0.0);", outputs=["t"])()
     assert only.shape == () and only == 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The verified pipeline
+# ---------------------------------------------------------------------------------------------
+
+LECTURE = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
+PIPELINES = {"default": Options(), "unfused": Options(fuse=False), "libm": Options(math="libm")}
+
+
+def _printed(module: ModuleOp, generic: bool) -> str:
+    stream = io.StringIO()
+    Printer(stream=stream, print_generic_format=generic).print_op(module)
+    return stream.getvalue()
+
+
+def assert_round_trips(module: ModuleOp, ctx: Context, stage: str) -> None:
+    for generic in (False, True):
+        text = _printed(module, generic)
+        parsed = Parser(ctx, text).parse_module()
+        parsed.verify()
+        form = "generic" if generic else "custom"
+        assert parsed.is_structurally_equivalent(module), f"{stage} ({form}) parses differently"
+        assert _printed(parsed, generic) == text, f"{stage} ({form}) prints differently"
+
+
+def run_verified_pipeline(module: ModuleOp, options: Options) -> list[str]:
+    """Every pass of `xfuse.compile`'s pipeline, verifying and round-tripping after each."""
+    ctx = _context()
+    module.verify()
+    assert_round_trips(module, ctx, "frontend")
+    stages = ["frontend"]
+    for stage, pass_ in (*options.tensor_passes(), *options.buffer_passes()):
+        pass_.apply(ctx, module)
+        module.verify()
+        assert_round_trips(module, ctx, stage)
+        stages.append(stage)
+    return stages
+
+
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_the_lecture_program_verifies_and_round_trips_after_every_pass(pipeline: str) -> None:
+    stages = run_verified_pipeline(parse_program(LECTURE), PIPELINES[pipeline])
+    # The pass list is the one `xfuse.compile` runs: its stages, in order.
+    assert stages == list(xfuse.compile(LECTURE).stages)
+
+
+@settings(
+    max_examples=max(1, settings.default.max_examples // 4),
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(program=programs(max_ops=25), pipeline=st.sampled_from(sorted(PIPELINES)))
+def test_random_programs_verify_and_round_trip_after_every_pass(
+    program: Program, pipeline: str
+) -> None:
+    module = parse_program(program.source(), program.output_names)
+    run_verified_pipeline(module, PIPELINES[pipeline])
