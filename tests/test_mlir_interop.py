@@ -13,12 +13,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-import xfuse
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
 
+import xfuse
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.passes.fuse import EwFusePass
