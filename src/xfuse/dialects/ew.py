@@ -181,7 +181,11 @@ def round_to_element(value: float, type_: Attribute) -> float:
 
 
 class ElementwiseFolder(HasFolder):
-    """Folds an elementwise op whose operands are all constants (computed in float64, rounded)."""
+    """Folds an elementwise op whose operands are all constants (computed in float64, rounded).
+
+    Operands are first rounded to their element type, as a kernel rounds its constants: in f32,
+    `1e39 * 0.0` is inf * 0 = NaN and `log(1e-50)` is log(0) = -inf, folded or not.
+    """
 
     @classmethod
     def fold(cls, op: Operation) -> Sequence[SSAValue | Attribute] | None:
@@ -189,8 +193,12 @@ class ElementwiseFolder(HasFolder):
         values = [constant_value(operand) for operand in op.operands]
         if any(v is None for v in values) or tuple(op.result.type.get_shape()) != ():
             return None
+        rounded = [
+            round_to_element(cast(float, v), o.type)
+            for v, o in zip(values, op.operands, strict=True)
+        ]
         with np.errstate(all="ignore"):
-            folded = float(op.reference(*(np.float64(v) for v in values)))
+            folded = float(op.reference(*(np.float64(v) for v in rounded)))
         return (FloatAttr(round_to_element(folded, op.result.type), Float64Type()),)
 
 
