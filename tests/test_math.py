@@ -106,3 +106,22 @@ def test_approx_tanh_vectorizes_and_libm_does_not() -> None:
     libm = xfuse.compile("out = tanh(x);", math="libm")
     assert "x float>" in approx.llvm_ir and "tanhf" not in approx.llvm_ir
     assert "@tanhf" in libm.llvm_ir
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+def test_tanh_saturates_to_exactly_one(math_mode: str) -> None:
+    # Where float32 tanh rounds to +-1 (|x| > 9.011) the result is +-1, not the clamp's 0.99999976.
+    x = np.array([9.012, 10.0, 88.0, 3.4e38, np.inf], np.float32)
+    out = xfuse.compile("out = tanh(x);", math=math_mode)(x=np.concatenate([x, -x]))
+    np.testing.assert_array_equal(out, np.repeat(np.float32([1.0, -1.0]), x.size))
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+def test_erf_of_denormals_keeps_their_digits(math_mode: str) -> None:
+    # erf(x) = 2x / sqrt(pi) near 0: 1e-45 gives the smallest denormal, not 0 (approx computed
+    # x p(x^2) first, which underflowed).
+    x = np.array([1e-45, 3e-45, 1e-42, 1e-40, 1e-39, 1e-38], np.float32)
+    x = np.concatenate([x, -x])
+    out = xfuse.compile("out = erf(x);", math=math_mode)(x=x).astype(np.float64)
+    want = (x.astype(np.float64) * (2 / math.sqrt(math.pi))).astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=2.0**-149)

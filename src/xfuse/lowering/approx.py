@@ -8,8 +8,8 @@ errors over a dense sweep of float32 inputs are in docs/math.md (`tests/test_mat
   polynomial for e**r, and 2**n applied as two exact power-of-two factors (so results down to
   2**-149 and up to overflow are right).
 - log: exponent and mantissa from the bits (denormals scaled first), Cephes' degree-9 polynomial.
-- tanh: Eigen's odd/even rational p(x)/q(x) on |x| <= 7.9053, identity below 4e-4.
-- erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf).
+- tanh: Eigen's odd/even rational p(x)/q(x) on |x| <= 7.9053, identity below 4e-4, +-1 above 9.011.
+- erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x times the ratio.
 - pow: exp(y * log|x|) with the C99 special cases (negative bases with integer exponents, 0, 1).
 """
 
@@ -51,6 +51,7 @@ _LOG_POLY = (
 )
 _TANH_CLAMP = 7.90531110763549805
 _TANH_TINY = 0.0004
+_TANH_SATURATION = 9.011  # from here on float32 tanh rounds to exactly +-1
 _TANH_NUMERATOR = (
     -2.76076847742355e-16,
     2.00018790482477e-13,
@@ -209,15 +210,18 @@ def tanh(e: Float32Emitter, x: SSAValue) -> SSAValue:
     x2 = e.mul(clamped, clamped)
     numerator = e.mul(clamped, e.polynomial(x2, _TANH_NUMERATOR))
     denominator = e.polynomial(x2, _TANH_DENOMINATOR)
-    tiny = e.cmp("olt", e.abs(x), e.f(_TANH_TINY))
-    return e.select(tiny, x, e.div(numerator, denominator))
+    magnitude = e.abs(x)
+    result = e.select(e.cmp("olt", magnitude, e.f(_TANH_TINY)), x, e.div(numerator, denominator))
+    sign = e.select(e.cmp("olt", x, e.f(0.0)), e.f(-1.0), e.f(1.0))
+    return e.select(e.cmp("ogt", magnitude, e.f(_TANH_SATURATION)), sign, result)
 
 
 def erf(e: Float32Emitter, x: SSAValue) -> SSAValue:
     clamped = e.clamp(x, -_ERF_CLAMP, _ERF_CLAMP)
     x2 = e.mul(clamped, clamped)
-    numerator = e.mul(clamped, e.polynomial(x2, _ERF_NUMERATOR))
-    return e.div(numerator, e.polynomial(x2, _ERF_DENOMINATOR))
+    # x times the ratio, not x p / q: x p(0) underflows for tiny x (erf(1e-45) would be 0).
+    ratio = e.div(e.polynomial(x2, _ERF_NUMERATOR), e.polynomial(x2, _ERF_DENOMINATOR))
+    return e.mul(clamped, ratio)
 
 
 def pow(e: Float32Emitter, x: SSAValue, y: SSAValue) -> SSAValue:
