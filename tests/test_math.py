@@ -109,11 +109,15 @@ def test_approx_tanh_vectorizes_and_libm_does_not() -> None:
 
 
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
-def test_tanh_saturates_to_exactly_one(math_mode: str) -> None:
-    # Where float32 tanh rounds to +-1 (|x| > 9.011) the result is +-1, not the clamp's 0.99999976.
-    x = np.array([9.012, 10.0, 88.0, 3.4e38, np.inf], np.float32)
-    out = xfuse.compile("out = tanh(x);", math=math_mode)(x=np.concatenate([x, -x]))
-    np.testing.assert_array_equal(out, np.repeat(np.float32([1.0, -1.0]), x.size))
+def test_tanh_saturates_to_exactly_one_and_never_beyond(math_mode: str) -> None:
+    # approx clamped its input at 7.9053, where the rational is 0.99999976: tanh(inf) was that.
+    kernel = xfuse.compile("out = tanh(x);", math=math_mode)
+    large = np.array([10.0, 10.5, 11.0, 88.0, 3.4e38, np.inf], np.float32)
+    out = kernel(x=np.concatenate([large, -large]))
+    np.testing.assert_array_equal(out, np.repeat(np.float32([1.0, -1.0]), large.size))
+    # Around the clamps (approx's rational exceeds 1 there) the result stays within [-1, 1].
+    near = np.linspace(6.0, 12.0, 100_003, dtype=np.float32)
+    assert np.abs(kernel(x=np.concatenate([near, -near]))).max() == 1.0
 
 
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
