@@ -24,6 +24,7 @@ from xfuse.runtime.arrays import (
     check_aliasing,
     check_input,
     check_output,
+    data_pointer,
     numpy_dtype,
     output_shape,
 )
@@ -31,6 +32,9 @@ from xfuse.runtime.native import NativeModule
 
 MIN_ELEMENTS_PER_THREAD = 1 << 15
 """Below this many elements per thread, splitting costs more than it saves."""
+
+PLAN_CACHE_SIZE = 64
+"""How many argument shapes a kernel remembers the call plan of."""
 
 
 def native_argument_count(parameter: Parameter) -> int:
@@ -84,42 +88,63 @@ class NativeFunction:
         return [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def _native_arguments(
-    parameters: Sequence[Parameter],
-    arrays: Sequence[np.ndarray],
-    rank: int,
-    chunk: tuple[int, int] | None,
-) -> list[int]:
-    """Pointer and `?` sizes per array; restricted to rows chunk[0]:chunk[1] of axis 0 if given."""
-    arguments: list[int] = []
-    for parameter, array in zip(parameters, arrays, strict=True):
-        pointer = array.ctypes.data
-        shape = list(array.shape)
-        if chunk is not None and array.ndim == rank and rank and parameter.shape[0] != 1:
-            low, high = chunk
-            pointer += low * array.strides[0]
-            shape[0] = high - low
-        arguments.append(pointer)
-        arguments += [shape[axis] for axis in parameter.dynamic_axes]
-    return arguments
+@dataclass(frozen=True)
+class CallPlan:
+    """What a call needs besides the data pointers; it depends only on the arguments' shapes."""
+
+    output_shapes: tuple[tuple[int, ...], ...]
+    templates: tuple[tuple[int, ...], ...]
+    """Per thread: the native argument list, with 0 where a data pointer goes."""
+    pointer_slots: tuple[tuple[tuple[int, int, int], ...], ...]
+    """Per thread: (position in the list, array index, byte offset) of each data pointer."""
+
+    def argument_lists(self, pointers: Sequence[int]) -> list[list[int]]:
+        lists = []
+        for template, slots in zip(self.templates, self.pointer_slots, strict=True):
+            arguments = list(template)
+            for position, index, offset in slots:
+                arguments[position] = pointers[index] + offset
+            lists.append(arguments)
+        return lists
+
+
+def make_plan(
+    function: NativeFunction, input_shapes: Sequence[tuple[int, ...]], threads: int
+) -> CallPlan:
+    """Check the input shapes against the signature (raises naming the argument) and plan."""
+    iteration = bind_shapes(function.inputs, input_shapes)
+    output_shapes = tuple(output_shape(p, iteration) for p in function.outputs)
+    parameters = (*function.inputs, *function.outputs)
+    shapes = (*input_shapes, *output_shapes)
+    rank = len(iteration)
+    chunks = function.chunks(iteration, threads)
+    templates, pointer_slots = [], []
+    for low, high in chunks:
+        arguments: list[int] = []
+        slots = []
+        for index, (parameter, shape) in enumerate(zip(parameters, shapes, strict=True)):
+            sizes = list(shape)
+            offset = 0
+            if len(chunks) > 1 and len(shape) == rank and rank and parameter.shape[0] != 1:
+                row_bytes = numpy_dtype(parameter.dtype).itemsize * int(np.prod(shape[1:]))
+                offset = low * row_bytes
+                sizes[0] = high - low
+            slots.append((len(arguments), index, offset))
+            arguments.append(0)
+            arguments += [sizes[axis] for axis in parameter.dynamic_axes]
+        templates.append(tuple(arguments))
+        pointer_slots.append(tuple(slots))
+    return CallPlan(output_shapes, tuple(templates), tuple(pointer_slots))
 
 
 class PreparedCall:
     """A checked call of a kernel: calling it runs the native code and returns the outputs."""
 
-    def __init__(self, kernel: Kernel, arrays: list[np.ndarray], iteration: tuple[int, ...]):
+    def __init__(self, kernel: Kernel, arrays: list[np.ndarray], argument_lists: list[list[int]]):
         self.kernel = kernel  # keeps the native code alive
         self.arrays = arrays  # keeps the buffers alive
         self.outputs = arrays[len(kernel.function.inputs) :]
-        function = kernel.function
-        parameters = (*function.inputs, *function.outputs)
-        chunks = function.chunks(iteration, kernel.threads)
-        self.argument_lists = [
-            _native_arguments(
-                parameters, arrays, len(iteration), chunk if len(chunks) > 1 else None
-            )
-            for chunk in chunks
-        ]
+        self.argument_lists = argument_lists
 
     def __call__(self) -> Any:
         self.kernel.function.run(self.argument_lists)
@@ -153,10 +178,14 @@ class Kernel:
         self.in_place_allowed = program.in_place_allowed
         self.options = program.options
         self.threads = threads
+        self._input_names = tuple(p.name for p in self.function.inputs)
+        self._names = (*self._input_names, *(p.name for p in self.function.outputs))
+        self._plans: dict[tuple[tuple[int, ...], ...], CallPlan] = {}
+        """Call plans by input shapes: a repeated call skips binding the shapes."""
 
     @property
     def input_names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.function.inputs)
+        return self._input_names
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -177,7 +206,10 @@ class Kernel:
         return self.function.native.asm
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
-        return self.prepare(*args, out=out, **kwargs)()
+        arrays, argument_lists = self._check(args, kwargs, out)
+        self.function.run(argument_lists)
+        outputs = arrays[len(self.function.inputs) :]
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def prepare(self, *args: Any, out: Any = None, **kwargs: Any) -> PreparedCall:
         """Check the arguments once; the returned call runs the native code with no checks.
@@ -185,20 +217,33 @@ class Kernel:
         For loops and benchmarks: `run = k.prepare(x=x, out=y)` then `run()` as often as needed
         (the arrays' contents may change between runs, not the arrays themselves).
         """
+        return PreparedCall(self, *self._check(args, kwargs, out))
+
+    def _check(
+        self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any
+    ) -> tuple[list[np.ndarray], list[list[int]]]:
+        """All checks of a call, before any native code runs: its arrays and native arguments."""
         inputs = self._bind_inputs(args, kwargs)
         arrays = [check_input(p, inputs[p.name]) for p in self.function.inputs]
-        iteration = bind_shapes(self.function.inputs, arrays)
-        shapes = [output_shape(p, iteration) for p in self.function.outputs]
-        outputs = self._bind_outputs(out, shapes)
+        input_shapes = tuple(array.shape for array in arrays)
+        plan = self._plans.get(input_shapes)
+        if plan is None:
+            plan = make_plan(self.function, input_shapes, self.threads)
+            if len(self._plans) >= PLAN_CACHE_SIZE:
+                self._plans.clear()
+            self._plans[input_shapes] = plan
+        outputs = self._bind_outputs(out, plan.output_shapes)
+        arrays += outputs
+        pointers = [data_pointer(array) for array in arrays]
         check_aliasing(
-            dict(zip(self.input_names, arrays, strict=True)),
-            dict(zip(self.output_names, outputs, strict=True)),
-            self.in_place_allowed,
+            self._names, arrays, pointers, len(self.function.inputs), self.in_place_allowed
         )
-        return PreparedCall(self, [*arrays, *outputs], iteration)
+        return arrays, plan.argument_lists(pointers)
 
     def _bind_inputs(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        names = self.input_names
+        names = self._input_names
+        if not args and len(kwargs) == len(names) and all(n in kwargs for n in names):
+            return dict(kwargs)  # the common call: every input by name
         if len(args) > len(names):
             raise TypeError(
                 f"expected at most {len(names)} inputs ({', '.join(names)}), got {len(args)}"
