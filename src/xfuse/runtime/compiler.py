@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -162,30 +162,73 @@ def _lower(
     outputs: Sequence[Parameter],
     options: Options,
 ) -> Program:
-    ctx = _context()
-    stages = {"frontend": frontend_ir}
-    for name, pass_ in options.tensor_passes():
-        pass_.apply(ctx, module)
-        stages[name] = str(module)
-    return _lower_buffers(module, stages, _main_name(frontend_ir), inputs, outputs, options)
+    return _run_pipeline(
+        module,
+        "frontend",
+        options.tensor_passes(),
+        _main_name(frontend_ir),
+        inputs,
+        outputs,
+        options,
+    )
 
 
-def _lower_buffers(
+class Stages(Mapping[str, str]):
+    """The IR after each stage, by stage name in pipeline order.
+
+    Printing every stage took about a third of a warm compile, and it is only for looking at: the
+    texts are made on first access by running the passes again on a copy of the first stage.
+    """
+
+    def __init__(self, first_name: str, first: ModuleOp, passes: Sequence[tuple[str, ModulePass]]):
+        self._first_name = first_name
+        self._first = first
+        self._passes = passes
+        self._texts: dict[str, str] | None = None
+
+    def _print_all(self) -> dict[str, str]:
+        if self._texts is None:
+            module = self._first.clone()
+            texts = {self._first_name: str(module)}
+            ctx = _context()
+            for name, pass_ in self._passes:
+                pass_.apply(ctx, module)
+                texts[name] = str(module)
+            self._texts = texts
+        return self._texts
+
+    def __getitem__(self, stage: str) -> str:
+        return self._print_all()[stage]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([self._first_name, *(name for name, _ in self._passes)])
+
+    def __len__(self) -> int:
+        return 1 + len(self._passes)
+
+
+def _run_pipeline(
     module: ModuleOp,
-    stages: dict[str, str],
+    first_stage: str,
+    tensor_passes: Sequence[tuple[str, ModulePass]],
     function_name: str,
     inputs: Sequence[Parameter],
     outputs: Sequence[Parameter],
     options: Options,
 ) -> Program:
+    """Run `tensor_passes`, then the buffer passes, on `module` and JIT the result."""
+    first = module.clone()
+    ctx = _context()
+    for _, pass_ in tensor_passes:
+        pass_.apply(ctx, module)
     # One kernel reads every input element before writing the same element: in-place is safe.
     in_place_allowed = sum(isinstance(op, ew.KernelOp) for op in module.walk()) == 1
-    ctx = _context()
-    for name, pass_ in options.buffer_passes():
+    buffer_passes = options.buffer_passes()
+    for _, pass_ in buffer_passes:
         pass_.apply(ctx, module)
-        stages[name] = str(module)
     native = compile_llvm_dialect(module, options.opt_level)
     function = NativeFunction(native, function_name, inputs, outputs)
+    stages = Stages(first_stage, first, [*tensor_passes, *buffer_passes])
     return Program(function, stages, in_place_allowed, options)
 
 
@@ -204,8 +247,9 @@ def compile_bufferized(
     ]
     parameters = [_parameter(name, arg.type) for name, arg in zip(names, args, strict=True)]
     inputs, outputs = parameters[: len(input_names)], parameters[len(input_names) :]
-    stages = {"ew-bufferize": str(module)}
-    program = _lower_buffers(module, stages, function.sym_name.data, inputs, outputs, options)
+    program = _run_pipeline(
+        module, "ew-bufferize", [], function.sym_name.data, inputs, outputs, options
+    )
     return Kernel(program, threads)
 
 

@@ -156,7 +156,7 @@ class Program:
     """The cacheable result of compiling: native code, its signature and every stage's IR."""
 
     function: NativeFunction
-    stages: dict[str, str]
+    stages: Mapping[str, str]
     in_place_allowed: bool
     """True when the program is one kernel, so an output may overwrite a same-shaped input."""
     options: Any
