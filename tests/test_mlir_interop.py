@@ -17,6 +17,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
 
+import xfuse
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.passes.fuse import EwFusePass
@@ -153,6 +154,33 @@ def test_upstream_fuses_the_unfused_chain_without_temporaries(math_lowering: Mat
     np.testing.assert_allclose(e, ew.ErfOp.reference(np.maximum(p, col)), rtol=4e-3, atol=4e-3)
     np.testing.assert_allclose(q, np.sqrt(col.astype(np.float64)), rtol=1e-3)
     assert k == -2.5
+
+
+@needs_mlir
+@pytest.mark.parametrize(
+    ("math_lowering", "xfuse_math", "tolerance"),
+    # Both call libm: at most FMA contraction differs (2 ulp). Upstream's polynomials vs xfuse's
+    # approximations: two methods, each within ~3e-7 of the truth here (docs/math.md).
+    [("libm", "libm", 2.5e-7), ("polynomial", "approx", 2e-6)],
+)
+def test_upstream_agrees_with_xfuse(
+    math_lowering: MathLowering, xfuse_math: str, tolerance: float
+) -> None:
+    upstream = compile_with_mlir(fused(ALL_OPS, outputs=ALL_OPS_OUTPUTS), math=math_lowering)
+    own = xfuse.compile(ALL_OPS, outputs=ALL_OPS_OUTPUTS, math=xfuse_math)
+    rng = np.random.default_rng(11)
+    x = rng.uniform(0.1, 3.0, 1003).astype(np.float32)
+    y = rng.uniform(-2.0, 2.0, 1003).astype(np.float32)
+    for name, theirs, ours in zip(ALL_OPS_OUTPUTS, upstream(x, y), own(x=x, y=y), strict=True):
+        assert theirs.dtype == ours.dtype == np.float32
+        np.testing.assert_allclose(theirs, ours, rtol=tolerance, atol=tolerance, err_msg=name)
+
+    gelu_upstream = gelu_kernel("greedy", math_lowering)
+    gelu_own = xfuse.compile(GELU, math=xfuse_math)
+    x, b, r = (rng.standard_normal(1003).astype(np.float32) * 3 for _ in range(3))
+    np.testing.assert_allclose(
+        gelu_upstream(x, b=b, r=r), gelu_own(x=x, b=b, r=r), rtol=tolerance, atol=tolerance
+    )
 
 
 @needs_mlir

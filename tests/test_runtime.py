@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -303,3 +308,164 @@ def test_compile_module_of_a_built_function() -> None:
     module = parse_program("out = sqrt(x);")
     kernel = compile_module(module)
     np.testing.assert_allclose(kernel(x=np.array([4.0, 9.0], np.float32)), [2.0, 3.0])
+
+
+# Hostile calls, run in a child process so that a crash (a segfault in native code) fails the
+# test instead of killing pytest. Each case: (label, call, exception type, message). The call sees
+# `k` (fused GELU), `u` (unfused GELU), `two` (two outputs), `m` (2-D with a broadcast row), the
+# float32 arrays `x` (10) and `y` (10), `grid` (4x3), `row` (3), and `sentinel`: a valid out
+# buffer filled with 7.0, which must be untouched after every rejected call.
+HOSTILE_SETUP = f"""
+import json, sys, traceback
+import numpy as np
+import xfuse
+GELU = {GELU!r}
+k = xfuse.compile(GELU)
+u = xfuse.compile(GELU, fuse=False)
+two = xfuse.compile("h = x + b; y = tanh(h);", outputs=["y", "h"])
+m = xfuse.compile("out = g * w + 1;", shapes={{"g": ("t", 3), "w": (3,)}})
+x, y = np.ones(10, np.float32), np.full(10, 2.0, np.float32)
+grid, row = np.ones((4, 3), np.float32), np.ones(3, np.float32)
+def read_only(a):
+    a.flags.writeable = False
+    return a
+def misaligned(n, value=0.0):
+    array = np.frombuffer(np.zeros(4 * n + 1, np.uint8)[1:].data, np.float32)
+    array[:] = value
+    assert not array.flags.aligned
+    return array
+"""
+
+HOSTILE_CALLS = [
+    ("extra positional", "k(x, x, x, x, out=sentinel)", "TypeError", "at most 3 inputs"),
+    ("given twice", "k(x, b=x, r=x, x=x, out=sentinel)", "TypeError", "argument 'x' given twice"),
+    ("None input", "k(x=x, b=None, r=x, out=sentinel)", "TypeError", "argument 'b'.*NoneType"),
+    ("Python float", "k(x=x, b=1.0, r=x, out=sentinel)", "TypeError", "argument 'b'.*float"),
+    ("numpy scalar", "k(x=np.float32(1), b=x, r=x, out=sentinel)", "TypeError", "argument 'x'"),
+    (
+        "0-d array",
+        "k(x=x, b=np.array(1, np.float32), r=x, out=sentinel)",
+        "ArgumentError",
+        "argument 'b': expected 1 dimensions",
+    ),
+    (
+        "int32",
+        "k(x=x, b=x.astype(np.int32), r=x, out=sentinel)",
+        "TypeError",
+        "argument 'b': expected dtype float32, got int32",
+    ),
+    ("big-endian", "k(x=x, b=x, r=x.astype('>f4'), out=sentinel)", "TypeError", "argument 'r'"),
+    ("object dtype", "k(x=x.astype(object), b=x, r=x, out=sentinel)", "TypeError", "argument 'x'"),
+    (
+        "length",
+        "k(x=x, b=x, r=np.ones(11, np.float32), out=sentinel)",
+        "ArgumentError",
+        "argument 'r': dimension 0 has size 11",
+    ),
+    ("empty vs 10", "k(x=x[:0], b=x, r=x, out=sentinel)", "ArgumentError", "argument 'b'"),
+    (
+        "static dim",
+        "m(g=np.ones((4, 2), np.float32), w=row)",
+        "ArgumentError",
+        "argument 'g': dimension 1 must be 3",
+    ),
+    ("out int", "k(x=x, b=x, r=x, out=5)", "TypeError", "out: expected a numpy array"),
+    ("out str", "k(x=x, b=x, r=x, out='abc')", "TypeError", "out: expected a numpy array"),
+    (
+        "out list of float",
+        "k(x=x, b=x, r=x, out=[1.0])",
+        "TypeError",
+        "out 'out': expected a numpy array",
+    ),
+    ("out count", "two(x=x, b=x, out=(sentinel,))", "ArgumentError", "expected 2 buffer"),
+    ("out unknown name", "two(x=x, b=x, out={'z': sentinel})", "TypeError", "unknown output"),
+    ("out reversed", "k(x=x, b=x, r=x, out=sentinel[::-1])", "ArgumentError", "C-contiguous"),
+    ("out misaligned", "k(x=x, b=x, r=x, out=misaligned(10))", "ArgumentError", "aligned"),
+    (
+        "out broadcast view",
+        "k(x=x, b=x, r=x, out=np.broadcast_to(np.float32(0), (10,)))",
+        "ArgumentError",
+        "out 'out'",
+    ),
+    (
+        "out Fortran",
+        "m(g=grid, w=row, out=np.asfortranarray(np.ones((4, 3), np.float32))[:, :2])",
+        "ArgumentError",
+        "out 'out'",
+    ),
+    (
+        "out read-only",
+        "k(x=x, b=x, r=x, out=read_only(sentinel.copy()))",
+        "ArgumentError",
+        "read-only",
+    ),
+    (
+        "out aliases unfused input",
+        "u(x=sentinel, b=x, r=x, out=sentinel)",
+        "ArgumentError",
+        "out 'out' overlaps input 'x'",
+    ),
+    (
+        "out overlaps out",
+        "two(x=x, b=x, out=(sentinel, sentinel[:10]))",
+        "ArgumentError",
+        "overlaps out",
+    ),
+    (
+        "prepare checks too",
+        "k.prepare(x=x, b=None, r=x, out=sentinel)",
+        "TypeError",
+        "argument 'b'",
+    ),
+]
+
+HOSTILE_RUN = """
+results = []
+for label, call, error, message in CASES:
+    sentinel = np.full(10, 7.0, np.float32)
+    try:
+        eval(call)
+        outcome = "no error"
+    except Exception as caught:
+        outcome = f"{type(caught).__name__}: {caught}"
+    results.append((label, outcome, bool((sentinel == 7.0).all())))
+print(json.dumps(results))
+"""
+
+
+def run_isolated(script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_hostile_calls_fail_politely_in_a_child_process() -> None:
+    script = HOSTILE_SETUP + f"CASES = {HOSTILE_CALLS!r}\n" + HOSTILE_RUN
+    child = run_isolated(script)
+    assert child.returncode == 0, f"the child crashed ({child.returncode}):\n{child.stderr}"
+    results = json.loads(child.stdout.splitlines()[-1])
+    for (label, _, error, message), (_, outcome, untouched) in zip(
+        HOSTILE_CALLS, results, strict=True
+    ):
+        assert outcome.startswith(f"{error}: "), f"{label}: {outcome}"
+        assert re.search(message, outcome), f"{label}: {outcome}"
+        assert untouched, f"{label}: the out buffer was written"
+
+
+def test_unusual_but_valid_calls_work_in_a_child_process() -> None:
+    """Read-only, strided, misaligned and masked inputs are read (copied where needed)."""
+    script = HOSTILE_SETUP + (
+        "want = k(x=x, b=y, r=x)\n"
+        "for label, args in [\n"
+        "    ('read-only', dict(x=read_only(x.copy()), b=y, r=x)),\n"
+        "    ('strided', dict(x=np.ones(20, np.float32)[::2], b=y, r=x)),\n"
+        "    ('reversed', dict(x=x[::-1], b=y[::-1], r=x)),\n"
+        "    ('misaligned', dict(x=misaligned(10, 1.0), b=y, r=x)),\n"
+        "    ('in place', dict(x=x.copy(), b=y, r=x)),\n"
+        "]:\n"
+        "    out = args['x'] if label == 'in place' else None\n"
+        "    assert np.array_equal(k(**args, out=out), want), label\n"
+        "print('ok')\n"
+    )
+    child = run_isolated(script)
+    assert child.returncode == 0 and child.stdout.strip() == "ok", child.stderr

@@ -28,3 +28,23 @@ def test_cube_expands_only_when_allowed():
 def test_fractional_and_variable_exponents_stay():
     assert ops_of("y = pow(x, 2.5);") == ["ew.pow", "func.return"]
     assert ops_of("y = pow(x, e);") == ["ew.pow", "func.return"]
+
+
+def test_compiled_with_and_without_the_pass_agree_with_float64() -> None:
+    """docs/writing-a-pass.md section 6: the pass changes the code, not the numbers."""
+    import numpy as np
+
+    import xfuse
+
+    source = "y = pow(x, 2) + pow(x, 3) * s;"
+    rng = np.random.default_rng(0)
+    x, s = (rng.standard_normal(1000).astype(np.float32) for _ in range(2))
+    x64, s64 = x.astype(np.float64), s.astype(np.float64)
+    want = x64**2 + x64**3 * s64
+    plain = xfuse.compile(source)
+    reduced = xfuse.compile(source, extra_passes="ew-strength-reduce{max-exponent=3}")
+    assert "math.powf" in plain.ir("ew-fuse")
+    assert "ew.pow" not in reduced.ir("ew-strength-reduce")
+    assert "math.powf" not in reduced.ir("ew-fuse")
+    for kernel in (plain, reduced):
+        np.testing.assert_allclose(kernel(x=x, s=s), want, rtol=1e-5, atol=1e-5)

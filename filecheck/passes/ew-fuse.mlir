@@ -124,9 +124,53 @@ func.func @siblings(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
   func.return %e, %n : tensor<?xf32>, tensor<?xf32>
 }
 
+// softplus is max(x, 0) + log1p(exp(-|x|)), log1p written with math.log (scalar.py).
+// CHECK-LABEL: func.func @softplus
+// CHECK:         ew.kernel
+// CHECK:           arith.maximumf
+// CHECK:           math.exp
+// CHECK:           math.log
+// CHECK:           arith.select
+// CHECK:           ew.yield
+// NONE-LABEL: func.func @softplus
+// NONE-COUNT-1: ew.kernel
+func.func @softplus(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %s = ew.softplus %x : tensor<?xf32>
+  func.return %s : tensor<?xf32>
+}
+
+// Conversions fuse like any elementwise op. Each value is held in its dtype's compute type:
+// the bf16 input widens to f32 (its convert to f32 is then free), f64 -> f32 is one truncf,
+// f32 -> f16 rounds to f16 and is held in f32 again for the exp, rounded once more at the yield.
+// CHECK-LABEL: func.func @convert
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x4xbf16>, %[[Y:.*]]: tensor<?x4xf64>)
+// CHECK-NEXT:    %[[K:.*]] = ew.kernel ins(%[[X]], %[[Y]] : tensor<?x4xbf16>, tensor<?x4xf64>) -> tensor<?x4xf16> {
+// CHECK-NEXT:    ^{{.*}}(%[[XS:.*]]: bf16, %[[YS:.*]]: f64):
+// CHECK-NEXT:      %[[XW:.*]] = arith.extf %[[XS]] : bf16 to f32
+// CHECK-NEXT:      %[[YN:.*]] = arith.truncf %[[YS]] : f64 to f32
+// CHECK-NEXT:      %[[S:.*]] = arith.addf %[[XW]], %[[YN]] : f32
+// CHECK-NEXT:      %[[H:.*]] = arith.truncf %[[S]] : f32 to f16
+// CHECK-NEXT:      %[[HW:.*]] = arith.extf %[[H]] : f16 to f32
+// CHECK-NEXT:      %[[E:.*]] = math.exp %[[HW]] : f32
+// CHECK-NEXT:      %[[EN:.*]] = arith.truncf %[[E]] : f32 to f16
+// CHECK-NEXT:      ew.yield %[[EN]] : f16
+// CHECK-NEXT:    }
+// CHECK-NEXT:    func.return %[[K]]
+// NONE-LABEL: func.func @convert
+// NONE-COUNT-5: ew.kernel
+// NONE-NOT:     ew.kernel
+func.func @convert(%x: tensor<?x4xbf16>, %y: tensor<?x4xf64>) -> tensor<?x4xf16> {
+  %xw = ew.convert %x : tensor<?x4xbf16> to tensor<?x4xf32>
+  %yn = ew.convert %y : tensor<?x4xf64> to tensor<?x4xf32>
+  %s = ew.add %xw, %yn : tensor<?x4xf32>
+  %h = ew.convert %s : tensor<?x4xf32> to tensor<?x4xf16>
+  %e = ew.exp %h : tensor<?x4xf16>
+  func.return %e : tensor<?x4xf16>
+}
+
 // STATS:      'ew-fuse'
-// STATS-NEXT:   (elementwise-ops) 15 :
-// STATS-NEXT:   (kernels) 9 :
-// STATS-NEXT:   (fused-ops) 13 :
+// STATS-NEXT:   (elementwise-ops) 21 :
+// STATS-NEXT:   (kernels) 11 :
+// STATS-NEXT:   (fused-ops) 18 :
 // STATS-NEXT:   (copy-kernels) 2 :
 // STATS-NEXT:   (constants-inlined) 2 :

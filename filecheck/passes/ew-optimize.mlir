@@ -48,3 +48,121 @@ func.func @unsafe(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %s = ew.add %t1, %t2 : tensor<4xf32>
   func.return %m, %s : tensor<4xf32>, tensor<4xf32>
 }
+
+// Folding computes in f64 and rounds to the element type.
+// CHECK-LABEL: func.func @fold_rounds_to_the_element_type
+// CHECK-NEXT:    %[[A:.*]] = ew.constant 0.333251953125 : tensor<f16>
+// CHECK-NEXT:    %[[B:.*]] = ew.constant 0.333984375 : tensor<bf16>
+// CHECK-NEXT:    %[[C:.*]] = ew.constant 0.3333333432674408 : tensor<f32>
+// CHECK-NEXT:    %[[D:.*]] = ew.constant 0.3333333333333333 : tensor<f64>
+// CHECK-NEXT:    %[[E:.*]] = ew.constant 2.7182817459106445 : tensor<f32>
+// CHECK-NEXT:    func.return %[[A]], %[[B]], %[[C]], %[[D]], %[[E]]
+func.func @fold_rounds_to_the_element_type() -> (tensor<f16>, tensor<bf16>, tensor<f32>, tensor<f64>, tensor<f32>) {
+  %one16 = ew.constant 1.0 : tensor<f16>
+  %three16 = ew.constant 3.0 : tensor<f16>
+  %a = ew.div %one16, %three16 : tensor<f16>
+  %oneb = ew.constant 1.0 : tensor<bf16>
+  %threeb = ew.constant 3.0 : tensor<bf16>
+  %b = ew.div %oneb, %threeb : tensor<bf16>
+  %one32 = ew.constant 1.0 : tensor<f32>
+  %three32 = ew.constant 3.0 : tensor<f32>
+  %c = ew.div %one32, %three32 : tensor<f32>
+  %one64 = ew.constant 1.0 : tensor<f64>
+  %three64 = ew.constant 3.0 : tensor<f64>
+  %d = ew.div %one64, %three64 : tensor<f64>
+  %e = ew.exp %one32 : tensor<f32>
+  func.return %a, %b, %c, %d, %e : tensor<f16>, tensor<bf16>, tensor<f32>, tensor<f64>, tensor<f32>
+}
+
+// Every op folds; IEEE special values fold too (1/0 = inf, 0/0 = NaN, log(-1) = NaN), and
+// 70000 overflows f16.
+// CHECK-LABEL: func.func @fold_every_op
+// CHECK-NEXT:    %[[V5:.*]] = ew.constant 5.0 : tensor<f32>
+// CHECK-NEXT:    %[[V1:.*]] = ew.constant 1.0 : tensor<f32>
+// CHECK-NEXT:    %[[V6:.*]] = ew.constant 6.0 : tensor<f32>
+// CHECK-NEXT:    %[[V15:.*]] = ew.constant 1.5 : tensor<f32>
+// CHECK-NEXT:    %[[V3:.*]] = ew.constant 3.0 : tensor<f32>
+// CHECK-NEXT:    %[[V2:.*]] = ew.constant 2.0 : tensor<f32>
+// CHECK-NEXT:    %[[V9:.*]] = ew.constant 9.0 : tensor<f32>
+// CHECK-NEXT:    %[[VM3:.*]] = ew.constant -3.0 : tensor<f32>
+// CHECK-NEXT:    %[[E3:.*]] = ew.constant 20.08553695678711 : tensor<f32>
+// CHECK-NEXT:    %[[L3:.*]] = ew.constant 1.0986123085021973 : tensor<f32>
+// CHECK-NEXT:    %[[T3:.*]] = ew.constant 0.9950547814369202 : tensor<f32>
+// CHECK-NEXT:    %[[S3:.*]] = ew.constant 0.9525741338729858 : tensor<f32>
+// CHECK-NEXT:    %[[F3:.*]] = ew.constant 0.9999778866767883 : tensor<f32>
+// CHECK-NEXT:    %[[Q3:.*]] = ew.constant 1.7320507764816284 : tensor<f32>
+// CHECK-NEXT:    %[[R3:.*]] = ew.constant 0.5773502588272095 : tensor<f32>
+// CHECK-NEXT:    %[[Z:.*]] = ew.constant 0.0 : tensor<f32>
+// CHECK-NEXT:    %[[INF:.*]] = ew.constant inf : tensor<f32>
+// CHECK-NEXT:    %[[NAN:.*]] = ew.constant nan : tensor<f32>
+// CHECK-NEXT:    %[[BIG:.*]] = ew.constant inf : tensor<f16>
+// CHECK-NEXT:    func.return %[[V5]], %[[V1]], %[[V6]], %[[V15]], %[[V3]], %[[V2]], %[[V9]], %[[VM3]], %[[V3]], %[[E3]], %[[L3]], %[[T3]], %[[S3]], %[[F3]], %[[Q3]], %[[R3]], %[[Z]], %[[INF]], %[[NAN]], %[[NAN]], %[[BIG]]
+func.func @fold_every_op() -> (tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f16>) {
+  %three = ew.constant 3.0 : tensor<f32>
+  %two = ew.constant 2.0 : tensor<f32>
+  %zero = ew.constant 0.0 : tensor<f32>
+  %one = ew.constant 1.0 : tensor<f32>
+  %add = ew.add %three, %two : tensor<f32>
+  %sub = ew.sub %three, %two : tensor<f32>
+  %mul = ew.mul %three, %two : tensor<f32>
+  %div = ew.div %three, %two : tensor<f32>
+  %max = ew.max %three, %two : tensor<f32>
+  %min = ew.min %three, %two : tensor<f32>
+  %pow = ew.pow %three, %two : tensor<f32>
+  %neg = ew.neg %three : tensor<f32>
+  %abs = ew.abs %neg : tensor<f32>
+  %exp = ew.exp %three : tensor<f32>
+  %log = ew.log %three : tensor<f32>
+  %tanh = ew.tanh %three : tensor<f32>
+  %sigmoid = ew.sigmoid %three : tensor<f32>
+  %erf = ew.erf %three : tensor<f32>
+  %sqrt = ew.sqrt %three : tensor<f32>
+  %rsqrt = ew.rsqrt %three : tensor<f32>
+  %relu = ew.relu %neg : tensor<f32>
+  %inf = ew.div %one, %zero : tensor<f32>
+  %nan = ew.div %zero, %zero : tensor<f32>
+  %minus_one = ew.neg %one : tensor<f32>
+  %log_neg = ew.log %minus_one : tensor<f32>
+  %big = ew.constant 70000.0 : tensor<f16>
+  %one16 = ew.constant 1.0 : tensor<f16>
+  %overflow = ew.mul %big, %one16 : tensor<f16>
+  func.return %add, %sub, %mul, %div, %max, %min, %pow, %neg, %abs, %exp, %log, %tanh, %sigmoid, %erf, %sqrt, %rsqrt, %relu, %inf, %nan, %log_neg, %overflow : tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f16>
+}
+
+// An identity whose result type differs from x's (it broadcasts x) is kept.
+// CHECK-LABEL: func.func @identity_keeps_broadcasts
+// CHECK-SAME:    (%[[S:.*]]: tensor<f32>)
+// CHECK:         %[[M:.*]] = ew.mul %[[S]], %{{.*}} : tensor<f32>, tensor<4xf32> -> tensor<4xf32>
+// CHECK-NEXT:    func.return %[[M]], %[[S]]
+func.func @identity_keeps_broadcasts(%s: tensor<f32>) -> (tensor<4xf32>, tensor<f32>) {
+  %ones = ew.constant 1.0 : tensor<4xf32>
+  %one = ew.constant 1.0 : tensor<f32>
+  %m = ew.mul %s, %ones : tensor<f32>, tensor<4xf32> -> tensor<4xf32>
+  %n = ew.mul %s, %one : tensor<f32>
+  func.return %m, %n : tensor<4xf32>, tensor<f32>
+}
+
+// 0 - x and x * -1 are not identities; x - x and x / c are unsafe and kept by default.
+// CHECK-LABEL: func.func @not_identities
+// CHECK:         ew.sub %{{.*}}, %[[X:.*]] : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+// CHECK:         ew.mul %[[X]], %{{.*}} : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+// CHECK:         ew.sub %[[X]], %[[X]] : tensor<?xf32>
+// CHECK:         ew.div %[[X]], %{{.*}} : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+// UNSAFE-LABEL: func.func @not_identities
+// UNSAFE-SAME:    (%[[X:.*]]: tensor<?xf32>, %[[Y:.*]]: tensor<4xf32>)
+// UNSAFE-DAG:     %[[ZERO:.*]] = ew.constant 0.0 : tensor<4xf32>
+// UNSAFE-DAG:     %[[QUARTER:.*]] = ew.constant 0.25 : tensor<f32>
+// UNSAFE-DAG:     ew.sub %[[X]], %[[X]] : tensor<?xf32>
+// UNSAFE-DAG:     %[[Q:.*]] = ew.mul %[[X]], %[[QUARTER]] : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+// UNSAFE:         func.return %{{.*}}, %{{.*}}, %{{.*}}, %[[Q]], %[[ZERO]]
+func.func @not_identities(%x: tensor<?xf32>, %y: tensor<4xf32>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<4xf32>) {
+  %zero = ew.constant 0.0 : tensor<f32>
+  %minus_one = ew.constant -1.0 : tensor<f32>
+  %four = ew.constant 4.0 : tensor<f32>
+  %a = ew.sub %zero, %x : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  %b = ew.mul %x, %minus_one : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %c = ew.sub %x, %x : tensor<?xf32>
+  %d = ew.div %x, %four : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %e = ew.sub %y, %y : tensor<4xf32>
+  func.return %a, %b, %c, %d, %e : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<4xf32>
+}

@@ -20,9 +20,21 @@ _EXPORTS: dict[str, str] = {
     "jit": "xfuse.runtime.tracing",
     "compile_numpy": "xfuse.runtime.baselines",
     "compile_numpy_planned": "xfuse.runtime.baselines",
+    "bench": "xfuse.runtime.bench",
     **{
         name: "xfuse.runtime.tracing"
-        for name in ("tanh", "exp", "log", "erf", "sigmoid", "sqrt", "rsqrt", "relu", "abs")
+        for name in (
+            "tanh",
+            "exp",
+            "log",
+            "erf",
+            "sigmoid",
+            "sqrt",
+            "rsqrt",
+            "relu",
+            "softplus",
+            "abs",
+        )
     },
     **{name: "xfuse.runtime.tracing" for name in ("maximum", "minimum", "power")},
 }

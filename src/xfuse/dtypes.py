@@ -44,5 +44,19 @@ def dtype_of(element: Attribute) -> str:
     raise ValueError(f"no numpy dtype for element type {element}")
 
 
+def promote(a: Attribute, b: Attribute) -> Attribute:
+    """The element type two operands meet in, by numpy's promotion rules.
+
+    Equal types stay; f64 wins over everything, f32 over f16 and bf16; f16 with bf16 gives f32
+    (numpy with ml_dtypes has no common type for them; this is JAX's choice).
+    """
+    if a == b:
+        return a
+    for wider in (Float64Type(), Float32Type()):
+        if wider in (a, b):
+            return wider
+    return Float32Type()
+
+
 def itemsize(dtype: Any) -> int:
     return {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype_name(dtype)]

@@ -42,7 +42,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, Device, device
 from xfuse.dialects import ew
-from xfuse.dtypes import dtype_name, dtype_of, itemsize
+from xfuse.dtypes import dtype_name, dtype_of, element_type_for, itemsize
 
 FLOPS_PER_SCALAR_OP: dict[str, int] = {
     # One FLOP each: a single FP32 instruction on the CUDA cores (divide counted as one, as the
@@ -279,7 +279,8 @@ def _problem_shape(shape: tuple[int, ...], rank: int, where: Operation) -> tuple
     return (folded, *shape[len(shape) - rank + 1 :])
 
 
-def _bind(type_: Attribute, problem: tuple[int, ...]) -> tuple[int, ...]:
+def bind_shape(type_: Attribute, problem: tuple[int, ...]) -> tuple[int, ...]:
+    """The sizes of a tensor type in `problem`: its `?` dims bound right-aligned, static kept."""
     dims = _shape_of(type_)
     offset = len(problem) - len(dims)
     return tuple(problem[offset + i] if d == DYNAMIC_INDEX else d for i, d in enumerate(dims))
@@ -345,7 +346,7 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
     """The cost of every `ew.kernel` in `function`, in program order, and their totals."""
     kernels = [op for op in function.walk() if isinstance(op, ew.KernelOp)]
     for op in function.walk():
-        if isinstance(op, ew.UnaryOp | ew.BinaryOp):
+        if isinstance(op, ew.UnaryOp | ew.BinaryOp | ew.ConvertOp):
             raise CostModelError(
                 f"'{op.name}' is not inside an ew.kernel: run ew-fuse before the cost model", op
             )
@@ -362,7 +363,7 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
     l2 = _L2(options.hardware.l2_bytes)
 
     def access(value: SSAValue, from_l2: bool = False) -> TensorAccess:
-        shape = _bind(value.type, problem)
+        shape = bind_shape(value.type, problem)
         dtype = options.dtype or dtype_of(ew.element_type(value.type))
         return TensorAccess(names(value), shape, dtype, math.prod(shape) * itemsize(dtype), from_l2)
 
@@ -375,7 +376,7 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
         accessed = zip((*read_values, *write_values), (*reads, *writes), strict=True)
         l2.touch([(v, a.bytes) for v, a in accessed])
         ops, flops_per_element = _flops_per_element(kernel)
-        elements = math.prod(_bind(kernel.destinations()[0].type, problem))
+        elements = math.prod(bind_shape(kernel.destinations()[0].type, problem))
         read_bytes = sum(a.bytes for a in reads)
         write_bytes = sum(a.bytes for a in writes)
         l2_bytes = sum(a.bytes for a in reads if a.from_l2)
@@ -497,24 +498,6 @@ FUSED_PIPELINE = "ew-optimize,ew-fuse"
 UNFUSED_PIPELINE = "ew-optimize,ew-fuse{mode=none}"
 
 
-def _compile(module: ModuleOp, pipeline: str) -> ModuleOp:
-    from xdsl.context import Context
-    from xdsl.dialects.arith import Arith
-    from xdsl.dialects.builtin import Builtin
-    from xdsl.dialects.func import Func
-    from xdsl.dialects.math import Math
-    from xdsl.passes import PassPipeline
-
-    from xfuse.passes import ALL_PASSES
-
-    ctx = Context()
-    for dialect in (Builtin, Func, Arith, Math, ew.Ew):
-        ctx.load_dialect(dialect)
-    compiled = module.clone()
-    PassPipeline.parse_spec(ALL_PASSES, pipeline).apply(ctx, compiled)
-    return compiled
-
-
 def cost_program(
     source: str,
     options: CostOptions | None = None,
@@ -525,12 +508,15 @@ def cost_program(
 ) -> ProgramCost:
     """Price a `.ew` program after `ew-optimize,ew-fuse` and after `ew-optimize,ew-fuse{mode=none}`.
 
-    Inputs are `[?, ..., ?]` tensors of `options.shape`'s rank unless `input_shapes` says otherwise
-    (`{"b": (14336,)}`: a real bias); the program is parsed in `options.dtype` (float32 if None).
+    Inputs are `[?, ..., ?]` tensors of `options.shape`'s rank unless the program declares their
+    shapes (`input b[d];`) or `input_shapes` says otherwise (`{"b": (14336,)}`: a real bias). The
+    program is parsed in `options.dtype` (float32 if None); if it declares other dtypes for its
+    inputs, every tensor is priced in its own IR dtype (`CostOptions.dtype` None).
     `epilogue` names an input produced by a matmul for the epilogue what-if (on the fused kernel).
     Raises EwSyntaxError for a bad program, ValueError for bad options.
     """
     from xfuse.frontend.language import parse_program
+    from xfuse.passes.pipeline import apply_pipeline
 
     options = options or CostOptions()
     dtype = options.dtype or "float32"
@@ -542,11 +528,15 @@ def cost_program(
             f"read (inputs: {', '.join(str(n) for n in names)})"
         )
     full = (None,) * len(options.shape)
-    shapes = {str(n): tuple((input_shapes or {}).get(str(n), full)) for n in names}
-    module = parse_program(source, dtype=dtype, shapes=shapes, filename=filename)
+    module = parse_program(
+        source, dtype=dtype, shapes=input_shapes, default_shape=full, filename=filename
+    )
+    default_element = element_type_for(dtype)
+    if any(ew.element_type(a.type) != default_element for a in _main(module).args):
+        options = replace(options, dtype=None)  # declared dtypes: price each tensor's own
 
     def analyse(pipeline: str, opts: CostOptions) -> FunctionCost:
-        return analyse_function(_main(_compile(module, pipeline)), opts)
+        return analyse_function(_main(apply_pipeline(module, pipeline)), opts)
 
     fused = analyse(FUSED_PIPELINE, options)
     unfused = analyse(UNFUSED_PIPELINE, options)

@@ -151,12 +151,12 @@ def print_function(console: Console, cost: FunctionCost) -> None:
     console.print(kernel_table(cost))
 
 
-def _plain(value: Any) -> Any:
+def to_plain(value: Any) -> Any:
     """JSON-safe: dataclasses to dicts, tuples to lists, inf to None."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
+        return [to_plain(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
@@ -164,4 +164,4 @@ def _plain(value: Any) -> Any:
 
 def program_json(program: ProgramCost) -> dict[str, Any]:
     hw = program.fused.options.hardware
-    return {"device": _plain(hw), **_plain(program)}
+    return {"device": to_plain(hw), **to_plain(program)}

@@ -140,10 +140,12 @@ def _verify_broadcasts_to(op: Operation, operand_types: Sequence[Attribute], res
     shapes = [tuple(cast(TensorType[Attribute], t).get_shape()) for t in operand_types]
     try:
         combined = broadcast_shapes(*shapes, result_shape)
-    except ValueError as error:
-        raise VerifyException(f"'{op.name}' {error}") from None
-    if len(combined) != len(result_shape) or any(
-        r != c and r != DYNAMIC_INDEX for r, c in zip(result_shape, combined, strict=True)
+    except ValueError:
+        combined = None
+    if (
+        combined is None
+        or len(combined) != len(result_shape)
+        or any(r != c and r != DYNAMIC_INDEX for r, c in zip(result_shape, combined, strict=True))
     ):
         raise VerifyException(
             f"'{op.name}' operand shapes {', '.join(format_shape(s) for s in shapes)} "
@@ -179,7 +181,11 @@ def round_to_element(value: float, type_: Attribute) -> float:
 
 
 class ElementwiseFolder(HasFolder):
-    """Folds an elementwise op whose operands are all constants (computed in float64, rounded)."""
+    """Folds an elementwise op whose operands are all constants (computed in float64, rounded).
+
+    Operands are first rounded to their element type, as a kernel rounds its constants: in f32,
+    `1e39 * 0.0` is inf * 0 = NaN and `log(1e-50)` is log(0) = -inf, folded or not.
+    """
 
     @classmethod
     def fold(cls, op: Operation) -> Sequence[SSAValue | Attribute] | None:
@@ -187,8 +193,12 @@ class ElementwiseFolder(HasFolder):
         values = [constant_value(operand) for operand in op.operands]
         if any(v is None for v in values) or tuple(op.result.type.get_shape()) != ():
             return None
+        rounded = [
+            round_to_element(cast(float, v), o.type)
+            for v, o in zip(values, op.operands, strict=True)
+        ]
         with np.errstate(all="ignore"):
-            folded = float(op.reference(*(np.float64(v) for v in values)))
+            folded = float(op.reference(*(np.float64(v) for v in rounded)))
         return (FloatAttr(round_to_element(folded, op.result.type), Float64Type()),)
 
 
@@ -254,9 +264,12 @@ class ConstantOp(IRDLOperation):
         else:
             value = float(keyword or parser.parse_number())
         parser.parse_punctuation(":")
+        type_start = parser.pos
         type_ = parser.parse_type()
         if not isinstance(type_, TensorType):
-            parser.raise_error(f"'ew.constant' expected a tensor type, got {type_}")
+            parser.raise_error(
+                f"'ew.constant' expected a tensor type, got {type_}", type_start, parser.pos
+            )
         return cls(float(value), cast(TensorType[Attribute], type_))
 
 
@@ -549,6 +562,17 @@ class ReluOp(UnaryOp):
         return np.maximum(x, 0.0)
 
 
+@irdl_op_definition
+class SoftplusOp(UnaryOp):
+    """Elementwise log(1 + e**x), a smooth relu: `%s = ew.softplus %a : tensor<?xf32>`."""
+
+    name = "ew.softplus"
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        return np.logaddexp(x, 0.0)  # log(e**x + e**0) without overflow for large x
+
+
 ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
     AddOp,
     SubOp,
@@ -567,7 +591,61 @@ ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
     SqrtOp,
     RsqrtOp,
     ReluOp,
+    SoftplusOp,
 )
+
+
+class ConvertFolder(HasFolder):
+    """Folds the conversion of a constant: the literal rounded to the new element type."""
+
+    @classmethod
+    def fold(cls, op: Operation) -> Sequence[SSAValue | Attribute] | None:
+        assert isinstance(op, ConvertOp)
+        value = constant_value(op.operand)
+        if value is None:
+            return None
+        return (FloatAttr(round_to_element(value, op.result.type), Float64Type()),)
+
+
+@irdl_op_definition
+class ConvertOp(IRDLOperation):
+    """Elementwise conversion to another float element type; the shape stays the same.
+
+        %w = ew.convert %x : tensor<?x?xbf16> to tensor<?x?xf32>
+
+    Widening is exact; narrowing rounds to nearest even (f32 -> bf16 too). The frontend inserts
+    it where operands of different dtypes meet (numpy's promotion) and for `f32(x)`-style calls.
+    Kernels compute it with `arith.extf`/`arith.truncf` (`xfuse.lowering.scalar.emit_convert`).
+    """
+
+    name = "ew.convert"
+    operand = operand_def(TensorType)
+    result = result_def(TensorType)
+    traits = traits_def(Pure(), ConvertFolder())
+    assembly_format = "$operand attr-dict `:` type($operand) `to` type($result)"
+
+    def __init__(self, operand: SSAValue | Operation, element: Attribute):
+        source = cast(TensorType[Attribute], SSAValue.get(operand).type)
+        super().__init__(operands=[operand], result_types=[TensorType(element, source.get_shape())])
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        """The float64 reference computes everything in float64: there a conversion is exact."""
+        return x
+
+    def verify_(self) -> None:
+        _verify_float_element(self, self.operand.type)
+        _verify_float_element(self, self.result.type)
+        source, target = element_type(self.operand.type), element_type(self.result.type)
+        if source == target:
+            raise VerifyException(f"'ew.convert' from {source} to itself: the types must differ")
+        operand_shape = tuple(cast(TensorType[Attribute], self.operand.type).get_shape())
+        result_shape = tuple(self.result.type.get_shape())
+        if operand_shape != result_shape:
+            raise VerifyException(
+                f"'ew.convert' keeps the shape: operand {format_shape(operand_shape)} but result "
+                f"{format_shape(result_shape)}"
+            )
 
 
 def mnemonic(op_type: type[Operation]) -> str:
@@ -775,7 +853,7 @@ class EwConstantMaterialization(ConstantMaterializationInterface):
 
 Ew = Dialect(
     "ew",
-    [ConstantOp, *ELEMENTWISE_OPS, KernelOp, YieldOp],
+    [ConstantOp, *ELEMENTWISE_OPS, ConvertOp, KernelOp, YieldOp],
     [],
     [EwConstantMaterialization()],
 )

@@ -6,30 +6,62 @@
 
 Grammar (`#` starts a comment to the end of the line):
 
-    program   := statement+
-    statement := NAME '=' expr ';'
-    expr      := term (('+' | '-') term)*
-    term      := unary (('*' | '/') unary)*
-    unary     := '-' unary | primary
-    primary   := NUMBER | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
+    program     := (declaration | statement)+
+    declaration := 'input' [DTYPE] NAME [shape] (',' NAME [shape])* ';'
+    shape       := '[' [dim (',' dim)*] ']'
+    dim         := INTEGER | NAME | '?'
+    statement   := NAME '=' expr ';'
+    expr        := term (('+' | '-') term)*
+    term        := unary (('*' | '/') unary)*
+    unary       := '-' unary | primary
+    primary     := NUMBER | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
 
-Functions are the `ew` dialect's ops by mnemonic (`tanh(x)`, `max(a, b)`, ...). Inputs are the
-names read before any assignment, in order of first use; ops are emitted in source order, left to
-right. Every mistake raises `EwSyntaxError` with the line, column and a caret under the spot.
+Functions are the `ew` dialect's ops by mnemonic (`tanh(x)`, `max(a, b)`, ...) and the
+conversions `f16(x)`, `bf16(x)`, `f32(x)`, `f64(x)`. Inputs are the names read before any
+assignment; ops are emitted in source order, left to right. Every mistake raises `EwSyntaxError`
+with the line, column and a caret under the spot.
+
+Declarations give inputs their shapes and dtypes in the program itself, the LLM layer's way:
+
+    input bf16 x[t, d], r[t, d];   # activations: [tokens, d_ff] in bf16
+    input f32 b[d];                # the bias: [d_ff] in f32
+    h = x + b;                     # f32 (numpy's promotion); broadcast over t
+    out = bf16(h * r);             # a conversion picks the output's dtype
+
+A dim is a positive size (static), a name (dynamic; dims of the same name, in any input, must be
+equal at call time: the runtime checks it) or `?` (dynamic, unconstrained); `[]` is a scalar.
+DTYPE is f16, bf16, f32 or f64; without it (and for undeclared inputs) the dtype and shape come
+from the caller (`parse_program`'s `dtype=` and `shapes=`, default float32 `[?]`); a caller's
+entry for a declared input must agree with the declaration. Declared inputs are the function's
+first arguments, in declaration order (even if unread); undeclared ones follow in order of first
+use. A name must be declared before it is read and is never assigned. Operands of different
+dtypes promote as numpy does (see `xfuse.frontend.builder`); a literal takes its operand's dtype.
+`input` is a keyword only where a name follows it: `input = x;` is an assignment.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import OpResult, SSAValue
+from xdsl.ir import Attribute, OpResult, SSAValue
 
 from xfuse.dialects import ew
-from xfuse.frontend.builder import FunctionBuilder, ShapeSpec
+from xfuse.dtypes import element_type_for
+from xfuse.frontend.builder import DtypeSpec, FunctionBuilder, ShapeSpec
+
+CONVERSIONS: dict[str, str] = {
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "f32": "float32",
+    "f64": "float64",
+}
+"""The language's dtype names: declarations use them, and each is a function converting to it."""
+
+DECLARATION_KEYWORD = "input"
 
 
 class EwSyntaxError(Exception):
@@ -64,9 +96,12 @@ _TOKEN = re.compile(
     r"(?P<space>[ \t\r\n]+|#[^\n]*)"
     r"|(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
     r"|(?P<name>[A-Za-z_]\w*)"
-    r"|(?P<op>[-+*/=;(),])"
+    r"|(?P<op>[-+*/=;(),\[\]?])",
+    re.ASCII,  # names must stay valid MLIR value names; no Unicode digits in numbers
 )
-_NUMBER_TAIL = re.compile(r"[\w.]")
+_NUMBER_TAIL = re.compile(r"[\w.]", re.ASCII)
+MAX_NESTING = 100
+"""Deepest nesting of parentheses, calls and unary minus (the parser recurses on each)."""
 
 
 def tokenize(source: str, filename: str = "<source>") -> list[Token]:
@@ -107,6 +142,8 @@ class _Parser:
         self.values: dict[str, SSAValue] = {}
         self.assigned_at: dict[str, int] = {}
         self.last_assigned: str | None = None
+        self.declared_at: dict[str, int] = {}
+        self.depth = 0
 
     # -- helpers
     @property
@@ -116,6 +153,9 @@ class _Parser:
     def error(self, message: str, token: Token | None = None) -> EwSyntaxError:
         token = token or self.current
         return EwSyntaxError(message, self.source, token.offset, self.filename)
+
+    def line_of(self, offset: int) -> int:
+        return self.source.count("\n", 0, offset) + 1
 
     def describe(self, token: Token) -> str:
         return "end of input" if token.kind == "end" else f"'{token.text}'"
@@ -139,7 +179,11 @@ class _Parser:
             raise self.error("empty program: expected at least one statement 'name = expr;'")
         names_assigned = self._names_assigned_later()
         while self.current.kind != "end":
-            self.statement(names_assigned)
+            following = self.tokens[self.position + 1]
+            if self.current.text == DECLARATION_KEYWORD and following.kind == "name":
+                self.declaration()
+            else:
+                self.statement(names_assigned)
 
     def _names_assigned_later(self) -> dict[str, int]:
         """Each name's first assignment (token index), to reject reads that come before it."""
@@ -155,8 +199,13 @@ class _Parser:
         target = self.current
         if target.kind != "name":
             raise self.error(f"expected a statement 'name = expr;', found {self.describe(target)}")
-        if target.text in ew.OPS_BY_MNEMONIC:
+        if _is_function(target.text):
             raise self.error(f"cannot assign to '{target.text}': it names a function")
+        if target.text in self.declared_at:
+            line = self.line_of(self.declared_at[target.text])
+            raise self.error(
+                f"cannot assign to '{target.text}': it is declared as an input on line {line}"
+            )
         self.position += 1
         self.expect("=", f"after '{target.text}'")
         self.first_assignment = first_assignment
@@ -168,11 +217,104 @@ class _Parser:
         if isinstance(value, OpResult):
             value.name_hint = target.text
 
+    def declaration(self) -> None:
+        """`input [DTYPE] name[dims], ...;`: each name becomes the next function argument."""
+        self.position += 1  # the keyword
+        element = None
+        if self.current.text in CONVERSIONS:
+            element = element_type_for(CONVERSIONS[self.current.text])
+            self.position += 1
+        elif self.tokens[self.position + 1].kind == "name":
+            known = ", ".join(CONVERSIONS)
+            raise self.error(f"unknown dtype '{self.current.text}' (known: {known})")
+        while True:
+            name = self.current
+            if name.kind != "name":
+                raise self.error(f"expected an input name, found {self.describe(name)}")
+            self.position += 1
+            shape = self.shape() if self.accept("[") is not None else None
+            self.declare(name, element, shape)
+            if self.accept(",") is None:
+                break
+        if self.accept(";") is None:
+            expected = "',' or ';'" if shape is not None else "'[', ',' or ';'"
+            raise self.error(
+                f"expected {expected} in the declaration, found {self.describe(self.current)}"
+            )
+
+    def shape(self) -> tuple[int | str | None, ...]:
+        """The dims after '[' up to and including ']'."""
+        dims: list[int | str | None] = []
+        if self.accept("]") is not None:
+            return ()
+        while True:
+            token = self.current
+            if token.kind == "number" and token.text.isdigit() and int(token.text) > 0:
+                dims.append(int(token.text))
+            elif token.kind == "name":
+                dims.append(token.text)
+            elif token.text == "?" and token.kind == "op":
+                dims.append(None)
+            else:
+                raise self.error(
+                    "expected a dimension (a positive size, a name or '?'), found "
+                    + self.describe(token)
+                )
+            self.position += 1
+            if self.accept(",") is None:
+                self.expect("]", "to close the shape")
+                return tuple(dims)
+
+    def declare(
+        self, name: Token, element: Attribute | None, shape: tuple[int | str | None, ...] | None
+    ) -> None:
+        text = name.text
+        if _is_function(text):
+            raise self.error(f"cannot declare '{text}': it names a function", name)
+        if text in self.declared_at:
+            line = self.line_of(self.declared_at[text])
+            raise self.error(f"input '{text}' is already declared on line {line}", name)
+        if text in self.values:
+            line = self.line_of(self.assigned_at[text])
+            raise self.error(
+                f"cannot declare '{text}' as an input: it is assigned on line {line}", name
+            )
+        if text in self.builder.inputs:
+            raise self.error(
+                f"input '{text}' is declared after it is read: declare inputs before their use",
+                name,
+            )
+        builder = self.builder
+        if shape is not None and text in builder.shapes and builder.input_shape(text) != shape:
+            raise self.error(
+                f"input '{text}' is declared {_format_dims(shape)} but the caller's shapes give "
+                f"{_format_dims(builder.input_shape(text))}",
+                name,
+            )
+        given = builder.input_elements.get(text)
+        if element is not None and given is not None and given != element:
+            raise self.error(
+                f"input '{text}' is declared {element} but the caller's dtype gives {given}",
+                name,
+            )
+        self.declared_at[text] = name.offset
+        builder.input(text, element, shape)
+
+    @contextmanager
+    def nesting(self) -> Iterator[None]:
+        """One level deeper (an expression or a unary minus): bounded, so no RecursionError."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.error(f"expression nested more than {MAX_NESTING} levels deep")
+        yield
+        self.depth -= 1
+
     def expr(self) -> SSAValue:
-        value = self.term()
-        while (token := self.accept("+") or self.accept("-")) is not None:
-            op_type = ew.AddOp if token.text == "+" else ew.SubOp
-            value = self.apply(op_type, token, value, self.term())
+        with self.nesting():
+            value = self.term()
+            while (token := self.accept("+") or self.accept("-")) is not None:
+                op_type = ew.AddOp if token.text == "+" else ew.SubOp
+                value = self.apply(op_type, token, value, self.term())
         return value
 
     def term(self) -> SSAValue:
@@ -190,7 +332,9 @@ class _Parser:
             number = self.current
             self.position += 1
             return self.builder.constant(-float(number.text))
-        return self.apply(ew.NegOp, token, self.unary())
+        with self.nesting():
+            operand = self.unary()
+        return self.apply(ew.NegOp, token, operand)
 
     def primary(self) -> SSAValue:
         token = self.current
@@ -212,7 +356,7 @@ class _Parser:
         name = token.text
         if name in self.values:
             return self.values[name]
-        if name in ew.OPS_BY_MNEMONIC:
+        if _is_function(name):
             raise self.error(f"'{name}' is a function: call it as {name}(...)", token)
         first = self.first_assignment.get(name)
         if first is not None and first > self.position:
@@ -225,20 +369,22 @@ class _Parser:
 
     def call(self, name: Token) -> SSAValue:
         op_type = ew.OPS_BY_MNEMONIC.get(name.text)
-        if op_type is None:
-            known = ", ".join(sorted(ew.OPS_BY_MNEMONIC))
+        if op_type is None and name.text not in CONVERSIONS:
+            known = ", ".join(sorted([*ew.OPS_BY_MNEMONIC, *CONVERSIONS]))
             raise self.error(f"unknown function '{name.text}' (known: {known})", name)
         self.expect("(", "")
         args = [self.expr()]
         while self.accept(",") is not None:
             args.append(self.expr())
         self.expect(")", f"to close the call of '{name.text}'")
-        arity = 2 if issubclass(op_type, ew.BinaryOp) else 1
+        arity = 2 if op_type is not None and issubclass(op_type, ew.BinaryOp) else 1
         if len(args) != arity:
             raise self.error(
                 f"'{name.text}' takes {arity} argument{'s' if arity > 1 else ''}, got {len(args)}",
                 name,
             )
+        if op_type is None:
+            return self.builder.convert(args[0], element_type_for(CONVERSIONS[name.text]))
         return self.apply(op_type, name, *args)
 
     def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], at: Token, *args: SSAValue):
@@ -248,22 +394,48 @@ class _Parser:
             raise self.error(str(error), at) from None
 
 
+def _is_function(name: str) -> bool:
+    return name in ew.OPS_BY_MNEMONIC or name in CONVERSIONS
+
+
+def _format_dims(shape: ShapeSpec) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
 def parse_program(
     source: str,
     outputs: Sequence[str] | None = None,
     *,
-    dtype: Any = "float32",
+    dtype: DtypeSpec = "float32",
     shapes: Mapping[str, ShapeSpec] | None = None,
     filename: str = "<source>",
     function_name: str = "main",
+    default_shape: ShapeSpec = (None,),
 ) -> ModuleOp:
     """Parse an `.ew` program into a module with one `func.func`.
 
-    `outputs` names the function's results (default: the last assigned name); `dtype` the element
-    type ("float32" by default); `shapes` maps inputs to shapes (default `[?]`, one dynamic dim).
+    `outputs` names the function's results (default: the last assigned name). For inputs the
+    program does not declare: `dtype` is the element type (a numpy name or dtype, "float32" by
+    default, or a mapping from input names to them), `shapes` maps names to shapes (ints static,
+    names and None dynamic), `default_shape` the shape of the others (`[?]`).
     """
-    parser = _Parser(source, filename, FunctionBuilder(dtype, shapes, function_name))
+    builder = FunctionBuilder(dtype, shapes, function_name, default_shape=default_shape)
+    parser = _Parser(source, filename, builder)
     parser.program()
+    if outputs is None and parser.last_assigned is None:
+        raise EwSyntaxError(
+            "the program assigns nothing: expected at least one statement 'name = expr;'",
+            source,
+            len(source.rstrip()),
+            filename,
+        )
+    for option, given in (("dtype", builder.input_elements), ("shapes", builder.shapes)):
+        unknown = sorted(set(given) - set(builder.inputs))
+        if unknown:
+            raise ValueError(
+                f"{option} given for {', '.join(map(repr, unknown))}, which the program does not "
+                f"read (inputs: {', '.join(builder.inputs) or 'none'})"
+            )
     names = list(outputs) if outputs is not None else [parser.last_assigned]
     if not names:
         raise EwSyntaxError("no outputs requested", source, 0, filename)

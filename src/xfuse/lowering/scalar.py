@@ -3,16 +3,18 @@
 Fusion builds kernel regions from it; to give a new elementwise op its scalar form, add one entry
 to `SCALAR_LOWERINGS`. f16 and bf16 are storage types: a region computes in f32
 (`compute_type`), widening its block arguments with `arith.extf` and rounding its yields back
-with `arith.truncf` (`widen` / `narrow`).
+with `arith.truncf` (`widen` / `narrow`). `ew.convert` becomes `emit_convert`: a value held in
+its compute type is rounded to the target element type and held in the target's compute type.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, FloatAttr
+from xdsl.dialects.builtin import AnyFloat, BFloat16Type, Float16Type, Float32Type, FloatAttr
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from xfuse.dialects import ew
@@ -51,6 +53,29 @@ def _relu(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -
     return builder.insert(arith.MaximumfOp(x, zero)).result
 
 
+def _softplus(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -> SSAValue:
+    """max(x, 0) + log1p(exp(-|x|)): log(1 + exp(x)) without overflow for large x.
+
+    log1p(e) is Goldberg's `u = 1 + e; u == 1 ? e : log(u) * e / (u - 1)`, exact to a few ulps
+    for tiny e, so softplus keeps its relative accuracy far into the negative range (where it is
+    about exp(x)). Only `math.exp` and `math.log` remain, which `ew-expand-math` lowers both ways
+    (libm calls or vectorizable approximations): softplus needs no math lowering of its own.
+    """
+    (x,) = args
+    zero = emit_constant(builder, 0.0, compute_type)
+    one = emit_constant(builder, 1.0, compute_type)
+    positive = builder.insert(arith.MaximumfOp(x, zero)).result
+    minus_abs = builder.insert(arith.NegfOp(builder.insert(math.AbsFOp(x)).result)).result
+    e = builder.insert(math.ExpOp(minus_abs)).result
+    u = builder.insert(arith.AddfOp(one, e)).result
+    log_u = builder.insert(math.LogOp(u)).result
+    scaled = builder.insert(arith.MulfOp(log_u, e)).result
+    quotient = builder.insert(arith.DivfOp(scaled, builder.insert(arith.SubfOp(u, one)).result))
+    rounds_to_one = builder.insert(arith.CmpfOp(u, one, "oeq")).result
+    log1p = builder.insert(arith.SelectOp(rounds_to_one, e, quotient.result)).result
+    return builder.insert(arith.AddfOp(positive, log1p)).result
+
+
 SCALAR_LOWERINGS: dict[type[Operation], ScalarEmitter] = {
     ew.AddOp: _op(arith.AddfOp),
     ew.SubOp: _op(arith.SubfOp),
@@ -69,6 +94,7 @@ SCALAR_LOWERINGS: dict[type[Operation], ScalarEmitter] = {
     ew.SqrtOp: _op(math.SqrtOp),
     ew.RsqrtOp: _op(math.RsqrtOp),
     ew.ReluOp: _relu,
+    ew.SoftplusOp: _softplus,
 }
 
 
@@ -90,15 +116,40 @@ def compute_type(element: Attribute) -> Attribute:
     return Float32Type() if isinstance(element, Float16Type | BFloat16Type) else element
 
 
+def _bits(type_: Attribute) -> int:
+    return cast(AnyFloat, type_).bitwidth
+
+
+def _cast(builder: Builder, value: SSAValue, type_: Attribute) -> SSAValue:
+    """`value` as `type_`: `arith.extf` to a wider float, `arith.truncf` (RNE) to a narrower one."""
+    if value.type == type_:
+        return value
+    if isinstance(value.owner, arith.ExtFOp) and value.owner.input.type == type_:
+        return value.owner.input  # narrowing a widened value gives back the original exactly
+    if _bits(type_) > _bits(value.type):
+        return builder.insert(arith.ExtFOp(value, type_)).result
+    return builder.insert(arith.TruncFOp(value, type_)).result
+
+
+def emit_convert(builder: Builder, value: SSAValue, target: Attribute) -> SSAValue:
+    """`ew.convert` to the element type `target` of `value` (held in its source's compute type).
+
+    The result is held in `compute_type(target)`. Narrowing rounds to nearest even through
+    `arith.truncf` (f32 -> bf16 -> f32 for a bf16 target); f64 -> bf16 rounds through f32 (the
+    lowering makes bf16 only from f32), which can differ from one rounding by an ulp in rare ties.
+    """
+    if _bits(target) < _bits(value.type):
+        if isinstance(target, BFloat16Type):
+            value = _cast(builder, value, Float32Type())
+        value = _cast(builder, value, target)
+    return _cast(builder, value, compute_type(target))
+
+
 def widen(builder: Builder, value: SSAValue, compute: Attribute) -> SSAValue:
     """`value` in the compute type (`arith.extf` from f16/bf16, else unchanged)."""
-    if value.type == compute:
-        return value
-    return builder.insert(arith.ExtFOp(value, compute)).result
+    return _cast(builder, value, compute)
 
 
 def narrow(builder: Builder, value: SSAValue, element: Attribute) -> SSAValue:
     """`value` rounded to the storage element type (`arith.truncf`, round to nearest even)."""
-    if value.type == element:
-        return value
-    return builder.insert(arith.TruncFOp(value, element)).result
+    return _cast(builder, value, element)

@@ -38,7 +38,7 @@ from xdsl.dialects.builtin import (
     UnrealizedConversionCastOp,
     i64,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -215,6 +215,20 @@ def _byte_width(element: Attribute) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
+def external_function(
+    name: str, function_type: llvm.LLVMFunctionType, body: Region | None = None
+) -> llvm.FuncOp:
+    """An external `llvm.func`, with the `unnamed_addr` its custom syntax parses back to (0):
+    otherwise the printed IR would parse to a different module."""
+    return llvm.FuncOp(
+        name,
+        function_type,
+        linkage=llvm.LinkageAttr("external"),
+        body=body,
+        other_props={"unnamed_addr": IntegerAttr(0, 64)},
+    )
+
+
 def lower_function(op: func.FuncOp) -> llvm.FuncOp:
     """The `llvm.func` of a `func.func`: memref arguments expanded, body moved over."""
     inputs = [t for type_ in op.function_type.inputs for t in native_argument_types(type_)]
@@ -225,9 +239,7 @@ def lower_function(op: func.FuncOp) -> llvm.FuncOp:
     body = op.detach_region(op.body)
     if body.blocks:
         _expand_entry_arguments(cast(Block, body.first_block))
-    return llvm.FuncOp(
-        op.sym_name.data, function_type, linkage=llvm.LinkageAttr("external"), body=body
-    )
+    return external_function(op.sym_name.data, function_type, body)
 
 
 def _expand_entry_arguments(entry: Block) -> None:
@@ -493,7 +505,7 @@ def _declare_allocator(module: ModuleOp) -> None:
     }
     for name, function_type in signatures.items():
         if name in uses and name not in declared:
-            declaration = llvm.FuncOp(name, function_type, linkage=llvm.LinkageAttr("external"))
+            declaration = external_function(name, function_type)
             module.body.block.insert_op_before(
                 declaration, cast(Operation, module.body.block.first_op)
             )

@@ -31,6 +31,8 @@ from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    ArrayAttr,
+    DictionaryAttr,
     FunctionType,
     IndexType,
     IntegerAttr,
@@ -192,6 +194,10 @@ def bufferize_function(function: func.FuncOp, reuse: bool = True) -> BufferizeSt
     function.body.detach_block(0)
     function.body.add_block(bufferizer.block)
     function.function_type = FunctionType.from_lists([a.type for a in bufferizer.block.args], [])
+    if function.arg_attrs is not None:  # the inputs keep theirs (`ew.dims`); outputs get none
+        extra = len(bufferizer.block.args) - len(function.arg_attrs.data)
+        function.arg_attrs = ArrayAttr([*function.arg_attrs.data, *[DictionaryAttr({})] * extra])
+    function.res_attrs = None
     return BufferizeStats(
         temporaries=plan.naive_count,
         allocated=plan.planned_count,

@@ -11,7 +11,8 @@ Greedy fusion merges groups of ops along def-use edges while the result stays le
 - no cycles: groups merge only when no path leaves the pair and comes back into it.
 A value with several users is computed once per kernel; one also needed outside its kernel (by
 another kernel or the function's results) becomes an extra kernel result. Constants become
-`arith.constant` immediates in the regions. f16/bf16 kernels compute in f32.
+`arith.constant` immediates in the regions. f16/bf16 values are computed in f32; an
+`ew.convert` fuses like any elementwise op (`arith.truncf`/`arith.extf` in the region).
 
 After the pass every function result is defined by an `ew.kernel`: a result that is a function
 argument gets a copy kernel, one that is a constant a constant kernel, so bufferization only ever
@@ -33,12 +34,20 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.transforms.dead_code_elimination import region_dce
 
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
-from xfuse.lowering.scalar import compute_type, emit_constant, emit_scalar, narrow, widen
+from xfuse.lowering.scalar import (
+    compute_type,
+    emit_constant,
+    emit_convert,
+    emit_scalar,
+    narrow,
+    widen,
+)
 
-ElementwiseOp = ew.UnaryOp | ew.BinaryOp
+ElementwiseOp = ew.UnaryOp | ew.BinaryOp | ew.ConvertOp
 Shape = tuple[int, ...]
 
 
@@ -217,6 +226,10 @@ class FusionStats:
         )
 
 
+def _compute_type_of(value: SSAValue) -> Attribute:
+    return compute_type(ew.element_type(value.type))
+
+
 def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValue], int]:
     """The kernel computing `group`; also the tensor values it replaces and its constant count."""
     members = set(group)
@@ -232,12 +245,12 @@ def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValu
         for op in group
         if any(use.operation not in members for use in op.results[0].uses)
     ]
-    element = ew.element_type(group[0].results[0].type)
-    compute = compute_type(element)
     block = Block(arg_types=[ew.element_type(v.type) for v in inputs])
     builder = Builder(InsertPoint.at_end(block))
+    # Each value is held in the compute type of its own element type (kernels may mix dtypes).
     scalars: dict[SSAValue, SSAValue] = {
-        value: widen(builder, arg, compute) for value, arg in zip(inputs, block.args, strict=True)
+        value: widen(builder, arg, _compute_type_of(value))
+        for value, arg in zip(inputs, block.args, strict=True)
     }
     constants = 0
     for op in group:
@@ -246,12 +259,19 @@ def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValu
             if operand not in scalars:
                 literal = ew.constant_value(operand)
                 assert literal is not None
-                scalars[operand] = emit_constant(builder, literal, compute)
+                scalars[operand] = emit_constant(builder, literal, _compute_type_of(operand))
                 constants += 1
             args.append(scalars[operand])
-        scalars[op.results[0]] = emit_scalar(type(op), builder, args, compute)
-    builder.insert(ew.YieldOp(*(narrow(builder, scalars[v], element) for v in outputs)))
-    kernel = ew.KernelOp(inputs, [], [v.type for v in outputs], Region(block))
+        result = op.results[0]
+        if isinstance(op, ew.ConvertOp):
+            scalars[result] = emit_convert(builder, args[0], ew.element_type(result.type))
+        else:
+            scalars[result] = emit_scalar(type(op), builder, args, _compute_type_of(result))
+    yielded = [narrow(builder, scalars[v], ew.element_type(v.type)) for v in outputs]
+    builder.insert(ew.YieldOp(*yielded))
+    region = Region(block)
+    region_dce(region)  # widenings that a narrowing gave back unused
+    kernel = ew.KernelOp(inputs, [], [v.type for v in outputs], region)
     return kernel, outputs, constants
 
 

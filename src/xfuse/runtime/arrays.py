@@ -34,17 +34,26 @@ def numpy_dtype(name: str) -> np.dtype[Any]:
 
 @dataclass(frozen=True)
 class Parameter:
-    """One array argument of a compiled function: name, numpy dtype name, type shape (`?` dims)."""
+    """One array argument of a compiled function: name, numpy dtype name, type shape (`?` dims)
+    and, for an input declared with named dims, the dims' names (the frontend's `ew.dims`)."""
 
     name: str
     dtype: str
     shape: tuple[int, ...]
+    dims: tuple[str, ...] | None = None
 
     @functools.cached_property
     def dynamic_axes(self) -> tuple[int, ...]:
         return tuple(axis for axis, size in enumerate(self.shape) if size == DYNAMIC_INDEX)
 
+    @functools.cached_property
+    def named_axes(self) -> tuple[tuple[int, str], ...]:
+        """(axis, name) of each dim with a name: dims of one name must have one size."""
+        return tuple((axis, d) for axis, d in enumerate(self.dims or ()) if d.isidentifier())
+
     def describe(self) -> str:
+        if self.dims is not None:
+            return f"{self.dtype}[{', '.join(self.dims)}]"
         return f"{self.dtype}{format_shape(self.shape)}"
 
 
@@ -54,16 +63,26 @@ def bind_shapes(
     """Check the arrays' shapes against the parameters; returns the iteration (broadcast) shape.
 
     Dims are right-aligned as in numpy. A static dim must match exactly; all `?` and static non-1
-    sizes on one axis must agree (a `?` never broadcasts: declare a 1 to broadcast).
+    sizes on one axis must agree (a `?` never broadcasts: declare a 1 to broadcast); dims with the
+    same name must have the same size, whatever their axes.
     """
     rank = max((len(p.shape) for p in parameters), default=0)
     sizes: list[tuple[int, str] | None] = [None] * rank
+    named: dict[str, tuple[int, str]] = {}
     for parameter, shape in zip(parameters, shapes, strict=True):
         if len(shape) != len(parameter.shape):
             raise ArgumentError(
                 f"argument '{parameter.name}': expected {len(parameter.shape)} dimensions "
                 f"({parameter.describe()}), got shape {shape}"
             )
+        for axis, name in parameter.named_axes:
+            size, first = named.setdefault(name, (shape[axis], parameter.name))
+            if size != shape[axis]:
+                raise ArgumentError(
+                    f"argument '{parameter.name}': dimension {axis} ({name}) has size "
+                    f"{shape[axis]} but '{first}' has {name} = {size} "
+                    f"({parameter.describe()}), got shape {shape}"
+                )
         for axis, (declared, actual) in enumerate(zip(parameter.shape, shape, strict=True)):
             if declared != DYNAMIC_INDEX and declared != actual:
                 raise ArgumentError(

@@ -5,19 +5,19 @@
   liveness (a buffer is reused once its value is dead) and allocated once per input shape, so
   repeated calls allocate nothing.
 
-Both compute in the program's dtype, like the numpy code they stand for. Ops without a numpy ufunc
-(`erf`) use the float64 reference and round.
+Both compute in each value's dtype, like the numpy code they stand for (an `ew.convert` is an
+`astype`). Ops without a numpy ufunc (`erf`) use the float64 reference and round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from xfuse.dialects import ew
@@ -41,6 +41,10 @@ def _rsqrt(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 def _relu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.maximum(x, x.dtype.type(0), out=out)
+
+
+def _softplus(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    return np.logaddexp(x, x.dtype.type(0), out=out)
 
 
 def _erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -69,6 +73,7 @@ NUMPY_FUNCTIONS: dict[type[Operation], Ufunc] = {
     ew.SqrtOp: np.sqrt,
     ew.RsqrtOp: _rsqrt,
     ew.ReluOp: _relu,
+    ew.SoftplusOp: _softplus,
 }
 
 
@@ -81,13 +86,29 @@ class Step:
     result: SSAValue
 
 
+def _converter(dtype: np.dtype[Any]) -> Ufunc:
+    """`ew.convert` to `dtype` (numpy's astype: round to nearest even)."""
+
+    def convert(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            return x.astype(dtype)
+        np.copyto(out, x, casting="unsafe")
+        return out
+
+    return convert
+
+
+def _numpy_dtype(value: SSAValue) -> np.dtype[Any]:
+    return numpy_dtype(dtype_of(ew.element_type(value.type)))
+
+
 @dataclass(frozen=True)
 class NumpyProgram:
     inputs: tuple[SSAValue, ...]
     outputs: tuple[SSAValue, ...]
-    constants: dict[SSAValue, float]
+    constants: dict[SSAValue, np.generic]
+    """Each constant as a numpy scalar of its own dtype."""
     steps: tuple[Step, ...]
-    dtype: np.dtype[Any]
 
 
 def _program(module: ModuleOp) -> NumpyProgram:
@@ -95,25 +116,21 @@ def _program(module: ModuleOp) -> NumpyProgram:
     if len(functions) != 1:
         raise ValueError("expected one function in the module")
     function = functions[0]
-    constants: dict[SSAValue, float] = {}
+    constants: dict[SSAValue, np.generic] = {}
     steps: list[Step] = []
     for op in function.body.block.ops:
         if isinstance(op, ew.ConstantOp):
-            constants[op.result] = op.literal
+            constants[op.result] = _numpy_dtype(op.result).type(op.literal)
+        elif isinstance(op, ew.ConvertOp):
+            steps.append(Step(_converter(_numpy_dtype(op.result)), (op.operand,), op.result))
         elif type(op) in NUMPY_FUNCTIONS:
             steps.append(Step(NUMPY_FUNCTIONS[type(op)], tuple(op.operands), op.results[0]))
         elif not isinstance(op, func.ReturnOp):
             raise ValueError(f"no numpy baseline for '{op.name}' (expects tensor-level ew ops)")
     returned = function.get_return_op()
     assert returned is not None
-    args = function.body.block.args
-    element = cast(TensorType[Attribute], args[0].type if args else returned.arguments[0].type)
     return NumpyProgram(
-        tuple(args),
-        tuple(returned.arguments),
-        constants,
-        tuple(steps),
-        numpy_dtype(dtype_of(element.get_element_type())),
+        tuple(function.body.block.args), tuple(returned.arguments), constants, tuple(steps)
     )
 
 
@@ -122,9 +139,7 @@ def compile_numpy(module: ModuleOp) -> Callable[..., tuple[np.ndarray, ...]]:
     program = _program(module)
 
     def run(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-        values: dict[SSAValue, Any] = {
-            value: program.dtype.type(c) for value, c in program.constants.items()
-        }
+        values: dict[SSAValue, Any] = dict(program.constants)
         values.update(zip(program.inputs, arrays, strict=True))
         for step in program.steps:
             values[step.result] = step.function(*(values[v] for v in step.operands))
@@ -171,9 +186,7 @@ def compile_numpy_planned(module: ModuleOp) -> Callable[..., tuple[np.ndarray, .
     buffers_by_shape: dict[tuple[tuple[int, ...], ...], list[np.ndarray]] = {}
 
     def run(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-        values: dict[SSAValue, Any] = {
-            value: program.dtype.type(c) for value, c in program.constants.items()
-        }
+        values: dict[SSAValue, Any] = dict(program.constants)
         values.update(zip(program.inputs, arrays, strict=True))
         shapes = tuple(a.shape for a in arrays)
         buffers = buffers_by_shape.get(shapes)
@@ -193,8 +206,8 @@ def _allocate(
     """One array per planned buffer, shaped by a dry run of numpy's broadcasting."""
     shapes: dict[SSAValue, tuple[int, ...]] = {v: () for v in program.constants}
     shapes.update({v: a.shape for v, a in zip(program.inputs, arrays, strict=True)})
-    sizes: dict[int, tuple[int, ...]] = {}
+    sizes: dict[int, tuple[tuple[int, ...], np.dtype[Any]]] = {}
     for step in program.steps:
         shapes[step.result] = np.broadcast_shapes(*(shapes[v] for v in step.operands))
-        sizes[buffer_of[step.result]] = shapes[step.result]
-    return [np.empty(sizes[index], program.dtype) for index in range(len(sizes))]
+        sizes[buffer_of[step.result]] = (shapes[step.result], _numpy_dtype(step.result))
+    return [np.empty(*sizes[index]) for index in range(len(sizes))]

@@ -21,10 +21,11 @@ from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Attribute
-from xdsl.passes import ModulePass
+from xdsl.passes import ModulePass, PassPipeline
 
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name, dtype_of
+from xfuse.frontend.builder import DtypeSpec, declared_dims
 from xfuse.passes import ALL_PASSES
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
@@ -43,14 +44,18 @@ class Options:
     fastmath: str = "contract"
     reuse: bool = True
     opt_level: int = 3
+    extra_passes: str = ""
+    """xfuse passes (`xfuse-opt -p` syntax) to run right after `ew-optimize`, e.g. a new one."""
 
     def _make(self, name: str, **options: Any) -> tuple[str, ModulePass]:
         return name, ALL_PASSES[name]()(**options)
 
     def tensor_passes(self) -> list[tuple[str, ModulePass]]:
         """(stage name, pass) from the frontend's tensors to bufferized kernels."""
+        extra = PassPipeline.parse_spec(ALL_PASSES, self.extra_passes).passes
         return [
             self._make("ew-optimize"),
+            *((p.name, p) for p in extra),
             self._make("ew-fuse", mode="greedy" if self.fuse else "none"),
             self._make("ew-bufferize", reuse=self.reuse),
         ]
@@ -107,9 +112,9 @@ def _main(module: ModuleOp) -> func.FuncOp:
     return functions[0]
 
 
-def _parameter(name: str, type_: Attribute) -> Parameter:
+def _parameter(name: str, type_: Attribute, dims: tuple[str, ...] | None = None) -> Parameter:
     shaped = cast(TensorType[Attribute] | MemRefType[Attribute], type_)
-    return Parameter(name, dtype_of(shaped.get_element_type()), tuple(shaped.get_shape()))
+    return Parameter(name, dtype_of(shaped.get_element_type()), tuple(shaped.get_shape()), dims)
 
 
 def signature(
@@ -118,7 +123,7 @@ def signature(
     """Input and output parameters of a frontend (tensor) module, named after the source."""
     function = _main(module)
     inputs = [
-        _parameter(arg.name_hint or f"arg{index}", arg.type)
+        _parameter(arg.name_hint or f"arg{index}", arg.type, declared_dims(arg))
         for index, arg in enumerate(function.body.block.args)
     ]
     returned = function.get_return_op()
@@ -265,32 +270,49 @@ def compile(
     *,
     fuse: bool = True,
     math: str = "approx",
-    dtype: Any = "float32",
+    dtype: DtypeSpec = "float32",
     shapes: Mapping[str, Sequence[int | str | None]] | None = None,
     threads: int = 1,
     fastmath: str = "contract",
     reuse: bool = True,
     opt_level: int = 3,
+    extra_passes: str = "",
 ) -> Kernel:
     """Compile an `.ew` program to a callable `Kernel`.
 
     `outputs` names the results (default: the last assignment); `fuse=False` keeps one kernel per
     op; `math` is "approx" (vectorizable approximations) or "libm"; `dtype` the element type
-    ("float32", "float64", "float16", "bfloat16" or a numpy dtype); `shapes` input shapes
-    (default `[?]`); `threads` splits the outermost dimension across threads.
+    ("float32", "float64", "float16", "bfloat16" or a numpy dtype) of every input, or a mapping
+    from input names to them (others: float32); `shapes` input shapes (ints static, names dynamic
+    dims that must agree wherever they appear, None dynamic; default `[?]`). Declarations in the
+    program (`input bf16 x[t, d];`) do the same from the source. Results have numpy's promoted
+    dtype of what they are computed from (see `xfuse.frontend.builder`). `threads` splits the
+    outermost dimension across threads; `extra_passes`
+    adds xfuse passes after `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`).
     """
     if math not in ("approx", "libm"):
         raise ValueError(f"math must be 'approx' or 'libm', got {math!r}")
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    options = Options(fuse=fuse, math=math, fastmath=fastmath, reuse=reuse, opt_level=opt_level)
-    name = dtype_name(dtype)
+    options = Options(
+        fuse=fuse,
+        math=math,
+        fastmath=fastmath,
+        reuse=reuse,
+        opt_level=opt_level,
+        extra_passes=extra_passes,
+    )
+    if isinstance(dtype, Mapping):
+        dtype = {input_name: dtype_name(d) for input_name, d in dtype.items()}
+        dtype_key: Hashable = tuple(sorted(dtype.items()))
+    else:
+        dtype = dtype_key = dtype_name(dtype)
     shape_key = tuple(sorted((k, tuple(v)) for k, v in (shapes or {}).items()))
     source_key = (
         "source",
         source,
         tuple(outputs) if outputs is not None else None,
-        name,
+        dtype_key,
         shape_key,
         options,
     )
@@ -298,7 +320,7 @@ def compile(
     if program is None:
         from xfuse.frontend.language import parse_program
 
-        module = parse_program(source, outputs, dtype=name, shapes=shapes)
+        module = parse_program(source, outputs, dtype=dtype, shapes=shapes)
         program = _program(module, outputs, options)
         _remember(source_key, program)
     return Kernel(program, threads)

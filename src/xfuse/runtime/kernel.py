@@ -61,7 +61,8 @@ class NativeFunction:
         self._function = ctypes.CFUNCTYPE(None, *argument_types)(native.address(name))
         self._splittable = (
             all(
-                len(p.shape) < max(len(q.shape) for q in parameters)
+                not p.shape  # a scalar (a constant output): nothing to split
+                or len(p.shape) < max(len(q.shape) for q in parameters)
                 or p.shape[0] in (DYNAMIC_INDEX, 1)
                 for p in parameters
             )
@@ -276,8 +277,13 @@ class Kernel:
                     f"out: unknown output(s) {sorted(unknown)}: outputs are {self.output_names}"
                 )
             given = [out.get(name) for name in self.output_names]
-        else:
+        elif isinstance(out, list | tuple):
             given = list(out)
+        else:
+            raise TypeError(
+                f"out: expected a numpy array, a list/tuple or a name->array mapping, "
+                f"got {type(out).__name__}"
+            )
         if len(given) != len(parameters):
             raise ArgumentError(f"out: expected {len(parameters)} buffer(s), got {len(given)}")
         return [

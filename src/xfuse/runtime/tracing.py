@@ -8,7 +8,9 @@
 On the first call with a new signature (dtypes and shapes of the arrays) the function runs on
 `Traced` proxies that record `ew` ops with `FunctionBuilder`; the module is compiled with
 `xfuse.compile`'s pipeline and cache. Dims of size 1 are declared 1 (they broadcast), the others
-`?`. `xfuse.tanh` and friends work on proxies and, outside tracing, on numpy arrays.
+`?`. Arrays may mix dtypes: they promote as in numpy (bf16 + f32 -> f32), Python numbers take
+the dtype of the array they meet. `xfuse.tanh` and friends work on proxies and, outside
+tracing, on numpy arrays.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ sigmoid = _elementwise(ew.SigmoidOp)
 sqrt = _elementwise(ew.SqrtOp)
 rsqrt = _elementwise(ew.RsqrtOp)
 relu = _elementwise(ew.ReluOp)
+softplus = _elementwise(ew.SoftplusOp)
 abs = _elementwise(ew.AbsOp)  # noqa: A001 (xfuse.abs, like numpy.abs)
 maximum = _elementwise(ew.MaxOp)
 minimum = _elementwise(ew.MinOp)
@@ -162,13 +165,14 @@ class JitFunction:
 
     def compile(self, arrays: dict[str, np.ndarray]) -> Kernel:
         """Trace the function on proxies shaped like `arrays` and compile it."""
-        dtypes = {a.dtype.name for a in arrays.values()}
-        if len(dtypes) != 1:
-            raise TypeError(
-                f"{self.function.__name__}(): all arrays must share one dtype, got {sorted(dtypes)}"
-            )
+        dtypes: dict[str, str] = {}
+        for name, array in arrays.items():
+            try:
+                dtypes[name] = dtype_name(array.dtype)
+            except ValueError as error:
+                raise TypeError(f"argument '{name}': {error}") from None
         shapes = {name: tuple(1 if d == 1 else None for d in a.shape) for name, a in arrays.items()}
-        builder = FunctionBuilder(dtype_name(dtypes.pop()), shapes)
+        builder = FunctionBuilder(dtypes, shapes)
         proxies = {name: Traced(builder, builder.input(name)) for name in arrays}
         result = self.function(**proxies)
         results = list(result) if isinstance(result, tuple | list) else [result]

@@ -16,7 +16,11 @@ from collections.abc import Sequence
 
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
-SUBCOMMANDS: tuple[str, ...] = ("xfuse.tools.cost_cmd",)
+SUBCOMMANDS: tuple[str, ...] = (
+    "xfuse.tools.cost_cmd",
+    "xfuse.tools.lecture_cmd",
+    "xfuse.tools.bench_cmd",
+)
 
 
 class CliError(Exception):

@@ -25,7 +25,11 @@ def register(subparsers: Any) -> None:
         "--device", default="h100", help=f"GPU: {', '.join(DEVICES)} (h100, a100 are aliases)"
     )
     parser.add_argument("--shape", default="4096x14336", help="iteration space, e.g. 4096x14336")
-    parser.add_argument("--dtype", default="bf16", help="storage dtype: f16, bf16, f32 or f64")
+    parser.add_argument(
+        "--dtype",
+        default="bf16",
+        help="storage dtype of inputs the program does not declare: f16, bf16, f32 or f64",
+    )
     parser.add_argument(
         "--launch-us", type=float, default=DEFAULT_LAUNCH_US, help="launch overhead per kernel"
     )

@@ -1,20 +1,67 @@
-"""`xfuse-opt`: xDSL's `xdsl-opt` with the `ew` dialect, the `.ew` frontend and xfuse's passes."""
+"""`xfuse-opt`: xDSL's `xdsl-opt` with the `ew` dialect, the `.ew` frontend and xfuse's passes.
+
+Every bad input ends in a diagnostic on stderr and exit status 1, never a Python traceback:
+parse errors point at their line and column, verifier errors at the source line of the failing
+operation (for IR read from a file) followed by the module with that operation marked.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import IO
 
+from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.ir import Operation
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+from xdsl.utils.lexer import Location, Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from xfuse.frontend.language import EwSyntaxError, parse_program
 from xfuse.passes import ALL_PASSES
 
 
+class _LocatingParser(Parser):
+    """xDSL's MLIR parser, remembering where each operation starts for verifier diagnostics."""
+
+    def __init__(self, ctx: Context, text: str, name: str, line_offset: int):
+        super().__init__(ctx, text, name)
+        self.line_offset = line_offset
+        self.op_starts: dict[Operation, int] = {}
+
+    def parse_operation(self) -> Operation:
+        start = self.pos
+        op = super().parse_operation()
+        self.op_starts[op] = start
+        return op
+
+    def location_of(self, op: Operation) -> Location | None:
+        start = self.op_starts.get(op)
+        if start is None:
+            return None
+        return Span(start, start, self.lexer.input, self.line_offset).get_location()
+
+
+def _first_failing_op(op: Operation) -> Operation | None:
+    """The operation whose own verifier fails first, in the order `Operation.verify` checks."""
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.ops:
+                if (failing := _first_failing_op(child)) is not None:
+                    return failing
+    try:
+        op.verify(verify_nested_ops=False)
+    except DiagnosticException:
+        return op
+    return None
+
+
 class XfuseOptMain(xDSLOptMain):
+    _parser: _LocatingParser | None = None
+
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
         from xfuse.dialects.ew import Ew
@@ -31,19 +78,70 @@ class XfuseOptMain(xDSLOptMain):
         self.available_frontends["ew"] = self._parse_ew
 
     def _parse_ew(self, stream: IO[bytes]) -> ModuleOp:
-        return parse_program(stream.read().decode(), filename=self.get_input_name())
+        # Undecodable bytes become U+FFFD, which the tokenizer reports with its line and column.
+        source = stream.read().decode(errors="replace")
+        return parse_program(source, filename=self.get_input_name())
+
+    def parse_chunk(
+        self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
+    ) -> ModuleOp | None:
+        self._parser = None
+        if (self.args.frontend or file_extension) != "mlir":
+            return super().parse_chunk(chunk, file_extension, start_offset)
+        text = chunk.read().decode(errors="replace")
+        self._parser = _LocatingParser(self.ctx, text, self.get_input_name(), start_offset)
+        return self._parser.parse_module(not self.args.no_implicit_module)
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        self._verify_with_location(prog)
+        super().apply_passes(prog)
+
+    def _verify_with_location(self, prog: ModuleOp) -> None:
+        """Verify the parsed module, naming the failing operation's line and column."""
+        if self.args.disable_verify:
+            return
+        try:
+            prog.verify()
+        except DiagnosticException as error:
+            failing = _first_failing_op(prog)
+            location = None
+            if failing is not None and self._parser is not None:
+                location = self._parser.location_of(failing)
+            if location is None:
+                raise
+            located = DiagnosticException(f"{location}: error: {error}")
+            for note in getattr(error, "__notes__", ()):
+                located.add_note(note)
+            raise located from None
+
+
+def _diagnostic(error: BaseException) -> str:
+    """An exception as a diagnostic: its message, then xDSL's notes (the IR, the op marked)."""
+    return "\n".join([str(error), *getattr(error, "__notes__", ())]).rstrip()
 
 
 def main(args: Sequence[str] | None = None) -> int:
     """Run xfuse-opt; every error becomes a diagnostic on stderr and exit status 1."""
     try:
         XfuseOptMain(args=args).run()
-    except (EwSyntaxError, ParseError, DiagnosticException) as error:
-        print(error, file=sys.stderr)
+    except (EwSyntaxError, ParseError, DiagnosticException, ArgSpecParseError) as error:
+        print(_diagnostic(error), file=sys.stderr)
         return 1
     except (ValueError, OSError) as error:
         print(f"xfuse-opt: error: {error}", file=sys.stderr)
         return 1
+    except RecursionError:
+        print("xfuse-opt: error: input nested too deeply", file=sys.stderr)
+        return 1
+    except Exception as error:  # a bug in xfuse or xDSL: still no traceback unless asked for
+        if os.environ.get("XFUSE_TRACEBACK"):
+            raise
+        print(
+            f"xfuse-opt: internal error: {type(error).__name__}: {error} "
+            "(set XFUSE_TRACEBACK=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return 2
     return 0
 
 

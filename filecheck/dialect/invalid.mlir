@@ -1,0 +1,289 @@
+// Every verifier check of the `ew` dialect, with its message and the failing op's line:col.
+// RUN: xfuse-opt %s --split-input-file --verify-diagnostics --parsing-diagnostics | filecheck %s
+
+// Binary ops: operands share the result's element type, and their shapes broadcast to it.
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.add' operand element type f64 does not match result element type f32
+func.func @f(%x: tensor<?xf32>, %y: tensor<?xf64>) -> tensor<?xf32> {
+  %r = ew.add %x, %y : tensor<?xf32>, tensor<?xf64> -> tensor<?xf32>
+  func.return %r : tensor<?xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.mul' operand shapes [3], [4] do not broadcast to the result shape [4]
+func.func @f(%x: tensor<3xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %r = ew.mul %x, %y : tensor<3xf32>, tensor<4xf32> -> tensor<4xf32>
+  func.return %r : tensor<4xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.sub' operand shapes [4], [4] do not broadcast to the result shape [5]
+func.func @f(%x: tensor<4xf32>) -> tensor<5xf32> {
+  %r = ew.sub %x, %x : tensor<4xf32>, tensor<4xf32> -> tensor<5xf32>
+  func.return %r : tensor<5xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.max' operand shapes [2, 3], [2, 3] do not broadcast to the result shape [3]
+func.func @f(%x: tensor<2x3xf32>) -> tensor<3xf32> {
+  %r = ew.max %x, %x : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<3xf32>
+  func.return %r : tensor<3xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.add' element type must be f16, bf16, f32 or f64, got i32
+func.func @f(%x: tensor<?xi32>) -> tensor<?xi32> {
+  %r = ew.add %x, %x : tensor<?xi32>
+  func.return %r : tensor<?xi32>
+}
+
+// -----
+
+// Unary ops keep their operand's type.
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: result 'result' at position 0 does not verify:
+func.func @f(%x: tensor<?xf32>) -> tensor<?xf64> {
+  %r = "ew.exp"(%x) : (tensor<?xf32>) -> tensor<?xf64>
+  func.return %r : tensor<?xf64>
+}
+
+// -----
+
+// Only tensors: memrefs are for kernels.
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: operand 'operand' at position 0 does not verify:
+func.func @f(%x: memref<?xf32>) -> memref<?xf32> {
+  %r = "ew.exp"(%x) : (memref<?xf32>) -> memref<?xf32>
+  func.return %r : memref<?xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: operand 'lhs' at position 0 does not verify:
+func.func @f(%x: memref<?xf32>) -> memref<?xf32> {
+  %r = "ew.add"(%x, %x) : (memref<?xf32>, memref<?xf32>) -> memref<?xf32>
+  func.return %r : memref<?xf32>
+}
+
+// -----
+
+// Constants: static shape, float element type, an f64 value.
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.constant' result must have a static shape
+func.func @f() -> tensor<?xf32> {
+  %c = ew.constant 1.0 : tensor<?xf32>
+  func.return %c : tensor<?xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.constant' element type must be f16, bf16, f32 or f64, got i32
+func.func @f() -> tensor<i32> {
+  %c = ew.constant 1.0 : tensor<i32>
+  func.return %c : tensor<i32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.constant' value must be an f64 attribute
+func.func @f() -> tensor<f32> {
+  %c = "ew.constant"() <{value = 1.0 : f32}> : () -> tensor<f32>
+  func.return %c : tensor<f32>
+}
+
+// -----
+
+// The custom form of ew.constant takes only tensor types.
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 3]]:26
+// CHECK: 'ew.constant' expected a tensor type, got memref<f32>
+func.func @f() -> memref<f32> {
+  %c = ew.constant 1.0 : memref<f32>
+  func.return %c : memref<f32>
+}
+
+// -----
+
+// Kernels: block arguments match the inputs, yields match the results.
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' has 1 inputs but its block takes 2 arguments
+func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %r = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {
+  ^bb0(%a: f32, %b: f32):
+    ew.yield %a : f32
+  }
+  func.return %r : tensor<?xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' block argument 0 has type f64, expected the element type f32 of input 0
+func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %r = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {
+  ^bb0(%a: f64):
+    ew.yield %a : f64
+  }
+  func.return %r : tensor<?xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' yields 1 values for 2 results
+func.func @f(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %r:2 = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32>, tensor<?xf32> {
+  ^bb0(%a: f32):
+    ew.yield %a : f32
+  }
+  func.return %r#0, %r#1 : tensor<?xf32>, tensor<?xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' yield 0 has type f32, expected f64
+func.func @f(%x: tensor<?xf32>) -> tensor<?xf64> {
+  %r = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf64> {
+  ^bb0(%a: f32):
+    ew.yield %a : f32
+  }
+  func.return %r : tensor<?xf64>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' results must all have the same shape
+func.func @f(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<4xf32>) {
+  %r:2 = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32>, tensor<4xf32> {
+  ^bb0(%a: f32):
+    ew.yield %a, %a : f32, f32
+  }
+  func.return %r#0, %r#1 : tensor<?xf32>, tensor<4xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' input 0 of shape [3] does not broadcast to the iteration shape [4]
+func.func @f(%x: tensor<3xf32>) -> tensor<4xf32> {
+  %r = ew.kernel ins(%x : tensor<3xf32>) -> tensor<4xf32> {
+  ^bb0(%a: f32):
+    ew.yield %a : f32
+  }
+  func.return %r : tensor<4xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' with outs must have memref operands and no results
+func.func @f(%x: memref<?xf32>, %y: memref<?xf32>) -> tensor<?xf32> {
+  %r = ew.kernel ins(%x : memref<?xf32>) outs(%y : memref<?xf32>) -> tensor<?xf32> {
+  ^bb0(%a: f32):
+    ew.yield %a : f32
+  }
+  func.return %r : tensor<?xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' with outs must have memref operands and no results
+func.func @f(%x: tensor<?xf32>, %y: tensor<?xf32>) {
+  ew.kernel ins(%x : tensor<?xf32>) outs(%y : tensor<?xf32>) {
+  ^bb0(%a: f32):
+    ew.yield %a : f32
+  }
+  func.return
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' on tensors must take tensors and return tensors
+func.func @f(%x: memref<?xf32>) -> tensor<?xf32> {
+  %r = ew.kernel ins(%x : memref<?xf32>) -> tensor<?xf32> {
+  ^bb0(%a: f32):
+    ew.yield %a : f32
+  }
+  func.return %r : tensor<?xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' on tensors must take tensors and return tensors
+func.func @f(%x: tensor<?xf32>) {
+  ew.kernel ins(%x : tensor<?xf32>) {
+  ^bb0(%a: f32):
+    ew.yield
+  }
+  func.return
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' element type must be f16, bf16, f32 or f64, got i32
+func.func @f(%x: tensor<?xi32>) -> tensor<?xi32> {
+  %r = ew.kernel ins(%x : tensor<?xi32>) -> tensor<?xi32> {
+  ^bb0(%a: i32):
+    ew.yield %a : i32
+  }
+  func.return %r : tensor<?xi32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: Region 'body' at position 0 expected a single block, but got 0 blocks
+func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %r = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {
+  }
+  func.return %r : tensor<?xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 4]]:5: error: Operation arith.addf terminates block in single-block region but is not a terminator
+func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %r = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {
+  ^bb0(%a: f32):
+    %b = arith.addf %a, %a : f32
+  }
+  func.return %r : tensor<?xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.yield' expects parent op 'ew.kernel'
+func.func @f(%x: f32) {
+  ew.yield %x : f32
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: Region 'body' at position 0 expected a single block, but got 2 blocks
+func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %r = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {
+  ^bb0(%a: f32):
+    ew.yield %a : f32
+  ^bb1:
+    ew.yield %a : f32
+  }
+  func.return %r : tensor<?xf32>
+}
+
+// -----
+
+// Conversions: between two different float element types, keeping the shape.
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.convert' from f32 to itself: the types must differ
+func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %r = ew.convert %x : tensor<?xf32> to tensor<?xf32>
+  func.return %r : tensor<?xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.convert' keeps the shape: operand [?, 4] but result [4]
+func.func @f(%x: tensor<?x4xbf16>) -> tensor<4xf32> {
+  %r = ew.convert %x : tensor<?x4xbf16> to tensor<4xf32>
+  func.return %r : tensor<4xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.convert' element type must be f16, bf16, f32 or f64, got i32
+func.func @f(%x: tensor<?xf32>) -> tensor<?xi32> {
+  %r = ew.convert %x : tensor<?xf32> to tensor<?xi32>
+  func.return %r : tensor<?xi32>
+}

@@ -1,0 +1,427 @@
+"""Measuring a program: xfuse's kernels against numpy (and peers) on this CPU.
+
+    result = xfuse.bench("out = tanh(x) * y;", sizes=[1 << 16, 1 << 20])
+    print(result.table())
+
+A `Workload` is a program with random float32 inputs of n elements and its float64 reference;
+a `Variant` is one way to compute it (numpy one op at a time, numpy with planned `out=` buffers,
+xfuse's fused kernel, the bandwidth ceiling, a peer compiler); `measure` times a variant (median
+of a few runs after a warm-up) and checks it against the reference.
+
+Traffic models, from xfuse's cost analysis at the measured size: "unfused" moves every op's
+operands and result through memory, "fused" reads each input and writes each output once. The
+bandwidth ceiling is a streaming kernel with the fused program's traffic and no work to speak of
+(`x + b + r` for three inputs and one output), compiled by xfuse.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.ir import SSAValue
+
+from xfuse.runtime.arrays import numpy_dtype
+from xfuse.runtime.timing import median_seconds
+
+Outputs = np.ndarray | tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True)
+class Workload:
+    source: str
+    outputs: tuple[str, ...] | None
+    """The program's outputs as given (None: its last assignment)."""
+    module: ModuleOp
+    """The float32 program after `ew-optimize` (tensor-level ops)."""
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    arrays: dict[str, np.ndarray]
+    """Random float32 inputs of `n` elements, by name."""
+    reference: tuple[np.ndarray, ...]
+    """The unoptimized program evaluated in float64, one array per output."""
+    n: int
+    fused_bytes: int
+    unfused_bytes: int
+
+
+def program_source(expression: str) -> str:
+    """`tanh(x) * y` -> `out = tanh(x) * y;` (a full program passes unchanged but for `;`)."""
+    text = expression.strip()
+    if "=" not in text:
+        text = f"out = {text}"
+    return text if text.endswith(";") else text + ";"
+
+
+def _function(module: ModuleOp) -> func.FuncOp:
+    (function,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    return function
+
+
+def _float64_reference(
+    source: str, outputs: Sequence[str] | None, arrays: dict[str, np.ndarray]
+) -> tuple[np.ndarray, ...]:
+    """Every op's float64 `reference` on the inputs as stored, whatever dtypes the program
+    declares (a conversion is exact in float64)."""
+    from xfuse.dialects import ew
+    from xfuse.frontend.language import parse_program
+
+    function = _function(parse_program(source, outputs))
+    values: dict[SSAValue, np.ndarray] = {
+        arg: arrays[str(arg.name_hint)].astype(np.float64) for arg in function.args
+    }
+    for op in function.body.block.ops:
+        if isinstance(op, func.ReturnOp):
+            return tuple(values[v] for v in op.arguments)
+        if isinstance(op, ew.ConstantOp):
+            values[op.result] = np.float64(op.literal)
+        else:
+            kind = cast(type[ew.UnaryOp | ew.BinaryOp | ew.ConvertOp], type(op))
+            values[op.results[0]] = kind.reference(*(values[v] for v in op.operands))
+    raise AssertionError("no func.return")
+
+
+def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
+    """Each input's array shape for an iteration space of about `n` elements: flat `[?]` inputs
+    get n; declared N-D ones rows x `ROW_LENGTH` (the lecture's d_ff, at most n), static dims as
+    declared."""
+    from xfuse.analysis.cost import bind_shape
+
+    args = _function(module).args
+    rank = max((len(cast(TensorType[Any], a.type).get_shape()) for a in args), default=0)
+    columns = min(n, ROW_LENGTH)
+    problem = (n,) if rank <= 1 else (max(1, n // columns), *[1] * (rank - 2), columns)
+    return {str(a.name_hint): bind_shape(a.type, problem) for a in args}
+
+
+ROW_LENGTH = 14336
+"""The row length of N-D workloads: the lecture's d_ff."""
+
+
+def random_inputs(
+    source: str,
+    outputs: Sequence[str] | None,
+    shapes: dict[str, tuple[int, ...]],
+    dtypes: dict[str, np.dtype[Any]],
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
+    """Standard normal inputs of the given shapes and dtypes; positive ones (0.5 to 2) where
+    those give non-finite results (a `log` or `sqrt` of a negative number), judged on a probe."""
+    rng = np.random.default_rng(seed)
+    probe = {
+        name: rng.standard_normal([min(d, 4096) for d in shape[-1:]])
+        for name, shape in shapes.items()
+    }
+    with np.errstate(all="ignore"):
+        results = _float64_reference(source, outputs, probe)
+    normal = all(np.isfinite(r).all() for r in results)
+    rng = np.random.default_rng(seed)
+    return {
+        name: (
+            rng.standard_normal(shape, dtype=np.float32)
+            if normal
+            else rng.uniform(0.5, 2.0, shape).astype(np.float32)
+        ).astype(dtypes[name])
+        for name, shape in shapes.items()
+    }
+
+
+def prepare_workload(
+    source: str,
+    n: int,
+    outputs: Sequence[str] | None = None,
+    *,
+    seed: int = 0,
+    filename: str = "<source>",
+) -> Workload:
+    """Parse `source` (float32 flat inputs unless declared), make inputs of about `n` elements
+    (`input_shapes`) and the float64 reference."""
+    from xfuse.analysis.cost import CostOptions, cost_program
+    from xfuse.frontend.language import parse_program
+    from xfuse.passes.pipeline import apply_pipeline
+    from xfuse.runtime.compiler import signature
+
+    if n < 1:
+        raise ValueError(f"size must be >= 1, got {n}")
+    parsed = parse_program(source, outputs, filename=filename)
+    module = apply_pipeline(parsed, "ew-optimize")
+    function = _function(module)
+    input_names = tuple(str(a.name_hint) for a in function.args)
+    returned = function.get_return_op()
+    assert returned is not None
+    output_names = (
+        tuple(outputs)
+        if outputs is not None
+        else tuple(v.name_hint or f"out{i}" for i, v in enumerate(returned.arguments))
+    )
+    shapes = input_shapes(parsed, n)
+    dtypes = {str(p.name): numpy_dtype(p.dtype) for p in signature(parsed, outputs)[0]}
+    arrays = random_inputs(source, outputs, shapes, dtypes, seed)
+    problem = np.broadcast_shapes(*shapes.values()) if shapes else (n,)
+    n = math.prod(problem)
+    cost = cost_program(source, CostOptions(shape=problem, dtype="float32"), filename=filename)
+    return Workload(
+        source=source,
+        outputs=tuple(outputs) if outputs is not None else None,
+        module=module,
+        input_names=input_names,
+        output_names=output_names,
+        arrays=arrays,
+        reference=_float64_reference(source, outputs, arrays),
+        n=n,
+        fused_bytes=cost.fused.totals.bytes,
+        unfused_bytes=cost.unfused.totals.bytes,
+    )
+
+
+def ceiling_source(input_names: Sequence[str], output_names: Sequence[str]) -> str:
+    """A streaming program with the fused traffic: each output the sum of all inputs."""
+    total = " + ".join(input_names) if len(input_names) > 1 else f"{input_names[0]} * 2"
+    return "".join(f"{name} = {total};\n" for name in output_names)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    run: Callable[[], Outputs]
+    traffic: str
+    """The traffic model it moves: "unfused" or "fused"."""
+    checked: bool = True
+    """Compared against the reference (False for the ceiling, which computes something else)."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    variant: str
+    n: int
+    time_s: float
+    traffic: str
+    """Its traffic model: "unfused" or "fused"."""
+    bytes: int
+    """Bytes its traffic model moves."""
+    max_error: float | None
+    """Largest absolute difference from the float64 reference; None when not checked."""
+
+    @property
+    def bandwidth(self) -> float:
+        """Effective bytes per second under its traffic model."""
+        return self.bytes / self.time_s if self.time_s else math.inf
+
+
+def _as_tuple(outputs: Outputs) -> tuple[np.ndarray, ...]:
+    return outputs if isinstance(outputs, tuple) else (outputs,)
+
+
+def max_error(got: Outputs, want: Sequence[np.ndarray]) -> float:
+    """Largest |got - want| over all outputs, where the reference is finite (NaN if got is NaN)."""
+    worst = 0.0
+    for array, reference in zip(_as_tuple(got), want, strict=True):
+        finite = np.isfinite(reference)
+        difference = np.abs(array.astype(np.float64) - reference)
+        worst = max(worst, float(np.max(difference, where=finite, initial=0.0)))
+    return worst
+
+
+def measure(workload: Workload, variant: Variant, repeat: int = 3) -> Measurement:
+    """Check the first (warm-up) run against the reference, then time `repeat` more."""
+    first = variant.run()
+    error = max_error(first, workload.reference) if variant.checked else None
+    seconds = median_seconds(variant.run, repeat, warmup=0)
+    traffic = workload.fused_bytes if variant.traffic == "fused" else workload.unfused_bytes
+    return Measurement(variant.name, workload.n, seconds, variant.traffic, traffic, error)
+
+
+# ---------------------------------------------------------------------------------------------
+# Variants
+# ---------------------------------------------------------------------------------------------
+
+
+def numpy_per_op(workload: Workload) -> Variant:
+    from xfuse.runtime.baselines import compile_numpy
+
+    program = compile_numpy(workload.module)
+    arrays = [workload.arrays[name] for name in workload.input_names]
+    return Variant("numpy per-op", lambda: program(*arrays), "unfused")
+
+
+def numpy_planned(workload: Workload) -> Variant:
+    from xfuse.runtime.baselines import compile_numpy_planned
+
+    program = compile_numpy_planned(workload.module)
+    arrays = [workload.arrays[name] for name in workload.input_names]
+    return Variant("numpy planned", lambda: program(*arrays), "unfused")
+
+
+def _prepared(kernel: Any, workload: Workload) -> Callable[[], Outputs]:
+    """The kernel's checked-once call writing into outputs it allocates once."""
+    return kernel.prepare(**workload.arrays)
+
+
+def xfuse_fused(workload: Workload, math: str = "approx", threads: int = 1) -> Variant:
+    from xfuse.runtime.compiler import compile
+
+    kernel = compile(workload.source, workload.outputs, math=math, threads=threads)
+    suffix = f", {threads} threads" if threads > 1 else ""
+    return Variant(f"xfuse fused {math}{suffix}", _prepared(kernel, workload), "fused")
+
+
+def bandwidth_ceiling(workload: Workload, threads: int = 1) -> Variant:
+    """The streaming kernel of `ceiling_source`, compiled by xfuse: the fastest the fused
+    program's bytes can move on this machine (inputs and outputs as the program's)."""
+    from xfuse.runtime.compiler import compile
+
+    if not workload.input_names:
+        raise ValueError("the program reads no inputs: there is no bandwidth ceiling to measure")
+    source = ceiling_source(workload.input_names, workload.output_names)
+    arrays = workload.arrays
+    kernel = compile(
+        source,
+        list(workload.output_names),
+        threads=threads,
+        dtype={name: a.dtype for name, a in arrays.items()},
+        shapes={name: a.shape for name, a in arrays.items()},
+    )
+    return Variant("bandwidth ceiling", _prepared(kernel, workload), "fused", checked=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# A size sweep: `xfuse.bench`
+# ---------------------------------------------------------------------------------------------
+
+DEFAULT_SIZES: tuple[int, ...] = tuple(1 << k for k in range(12, 25, 2))
+"""2^12, 2^14, ..., 2^24 elements."""
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    n: int
+    variant: str
+    time_s: float
+    bandwidth: float
+    """Effective bytes per second: the fused program's traffic (the least any variant must
+    move) over the time."""
+    of_ceiling: float
+    """The bandwidth ceiling's time over this time."""
+    speedup: float
+    """numpy per-op's time over this time."""
+    max_error: float | None
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    source: str
+    math: str
+    threads: int
+    repeat: int
+    rows: tuple[BenchRow, ...]
+    skipped: tuple[str, ...]
+    """Peers that could not run, with the reason."""
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(row.n for row in self.rows))
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(row.variant for row in self.rows))
+
+    def row(self, n: int, variant: str) -> BenchRow:
+        (row,) = [r for r in self.rows if r.n == n and r.variant == variant]
+        return row
+
+    def table(self) -> str:
+        """The sweep as a Markdown table."""
+        lines = [
+            "| n | variant | time (ms) | GB/s | of ceiling | vs numpy per-op | max error |",
+            "|---:|---|---:|---:|---:|---:|---:|",
+        ]
+        for r in self.rows:
+            error = "-" if r.max_error is None else f"{r.max_error:.1e}"
+            lines.append(
+                f"| 2^{r.n.bit_length() - 1 if r.n & (r.n - 1) == 0 else r.n} | {r.variant} | "
+                f"{r.time_s * 1e3:.3f} | {r.bandwidth / 1e9:.1f} | {r.of_ceiling:.0%} | "
+                f"{r.speedup:.1f}x | {error} |"
+            )
+        return "\n".join(lines)
+
+
+def bench(
+    program: str,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    *,
+    outputs: Sequence[str] | None = None,
+    threads: int = 1,
+    math: str = "approx",
+    peers: bool | Sequence[str] = False,
+    repeat: int = 3,
+    progress: Callable[[str], Any] | None = None,
+) -> BenchResult:
+    """Time `program` (an `.ew` program or one expression) compiled by xfuse against numpy op
+    by op and the bandwidth ceiling at each size; `peers=True` adds every installed peer
+    (numexpr, numba, jax, torch, upstream MLIR), or name them. `progress(text)` is called
+    before each measurement. Returns the table of times, GB/s, ratios and errors."""
+    from contextlib import nullcontext
+
+    from xfuse.runtime import peers as peer_compilers
+
+    if math not in ("approx", "libm"):
+        raise ValueError(f"math must be 'approx' or 'libm', got {math!r}")
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    source = program_source(program)
+    peer_names = peer_compilers.available_peers() if peers is True else list(peers or [])
+    unknown = set(peer_names) - set(peer_compilers.PEERS)
+    if unknown:
+        raise ValueError(
+            f"unknown peer(s) {', '.join(sorted(unknown))}: peers are "
+            f"{', '.join(peer_compilers.PEERS)}"
+        )
+    builders: list[tuple[str, Callable[[Workload], Variant]]] = [
+        ("numpy per-op", numpy_per_op),
+        ("bandwidth ceiling", functools.partial(bandwidth_ceiling, threads=threads)),
+        (f"xfuse {math}", functools.partial(xfuse_fused, math=math, threads=threads)),
+    ]
+    builders += [
+        (name, functools.partial(peer_compilers.BUILDERS[name], threads=threads))
+        for name in peer_names
+    ]
+    rows: list[BenchRow] = []
+    skipped: dict[str, str] = {}
+    for n in sizes:
+        workload = prepare_workload(source, n, outputs)
+        measured: list[Measurement] = []
+        for label, build in builders:
+            if label in skipped:
+                continue
+            with progress(f"n = {n:,}: {label}") if progress else nullcontext():
+                try:
+                    measured.append(measure(workload, build(workload), repeat))
+                except peer_compilers.PeerUnsupported as reason:
+                    skipped[label] = str(reason)
+        numpy_time, ceiling_time = measured[0].time_s, measured[1].time_s
+        rows += [
+            BenchRow(
+                n,
+                m.variant,
+                m.time_s,
+                workload.fused_bytes / m.time_s,
+                ceiling_time / m.time_s,
+                numpy_time / m.time_s,
+                m.max_error,
+            )
+            for m in measured
+        ]
+    return BenchResult(
+        source,
+        math,
+        threads,
+        repeat,
+        tuple(rows),
+        tuple(f"{name}: {why}" for name, why in skipped.items()),
+    )

@@ -1,0 +1,153 @@
+"""`xfuse bench FILE.ew|--expr EXPR`: a size sweep of a compiled kernel vs numpy and peers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from xfuse.tools.lecture_cmd import parse_size
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="time a program compiled by xfuse against numpy, peers and the bandwidth ceiling",
+        description=(
+            "Compile FILE.ew (or --expr) with xfuse and time it, one size after another, against "
+            "numpy one op at a time and the bandwidth ceiling (a streaming kernel with the same "
+            "inputs and outputs); --peers adds numexpr, numba, jax, torch and upstream MLIR, "
+            "whichever are installed. Effective GB/s counts the fused program's traffic "
+            "(inputs read once, outputs written once)."
+        ),
+    )
+    parser.add_argument("file", type=Path, nargs="?", metavar="FILE.ew")
+    parser.add_argument("--expr", help='an expression or program instead of a file: "tanh(x) * y"')
+    parser.add_argument(
+        "--sizes",
+        type=parse_sizes,
+        default=None,
+        metavar="SIZES",
+        help="element counts: 2^12..2^24 (every 4x), or a list 4096,2^20 (default 2^12..2^24)",
+    )
+    parser.add_argument("--threads", type=int, default=1, help="threads for the kernels")
+    parser.add_argument("--math", choices=("approx", "libm"), default="approx")
+    parser.add_argument("--peers", action="store_true", help="also time the installed peers")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per point (median)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--plot", type=Path, metavar="PNG", help="write GB/s against size")
+    parser.set_defaults(run=run)
+
+
+def parse_sizes(text: str) -> list[int]:
+    """`2^12..2^20` -> 2^12, 2^14, ..., 2^20 (each 4x the last); `4096,2^20` -> those."""
+    if ".." in text:
+        low, _, high = text.partition("..")
+        sizes, size = [], parse_size(low)
+        while size <= parse_size(high):
+            sizes.append(size)
+            size *= 4
+        return sizes
+    return [parse_size(part) for part in text.split(",") if part.strip()]
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from xfuse.runtime.bench import DEFAULT_SIZES, bench
+    from xfuse.tools.cli import CliError
+
+    if (args.file is None) == (args.expr is None):
+        raise CliError("give a program: FILE.ew or --expr, not both")
+    program = args.expr if args.expr is not None else args.file.read_text()
+    status = Console(stderr=True)
+    status_context = status.status("", spinner="dots")
+    with status_context:
+        result = bench(
+            program,
+            args.sizes or DEFAULT_SIZES,
+            threads=args.threads,
+            math=args.math,
+            peers=args.peers,
+            repeat=args.repeat,
+            progress=lambda what: _Update(status_context, what),
+        )
+    if args.plot is not None:
+        plot_bandwidth(result, args.plot)
+    if args.json:
+        from xfuse.analysis.cost_report import to_plain
+
+        json.dump(to_plain(result), sys.stdout, indent=2)
+        print()
+        return 0
+    print_result(Console(width=None if sys.stdout.isatty() else 120), result)
+    if args.plot is not None:
+        print(f"bandwidth plot: {args.plot}")
+    return 0
+
+
+class _Update:
+    """A context that shows `what` on the running status line."""
+
+    def __init__(self, status: Any, what: str):
+        self.status, self.what = status, what
+
+    def __enter__(self) -> None:
+        self.status.update(f"[dim]measuring {self.what}[/dim]")
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def print_result(console: Any, result: Any) -> None:
+    from rich.table import Table
+
+    threads = f"{result.threads} thread{'s' if result.threads > 1 else ''}"
+    console.print(f"[bold]{result.source.strip()}[/bold]  float32, {threads}, math={result.math}")
+    for n in result.sizes:
+        table = Table(title=f"n = {n:,}", title_justify="left")
+        for header in ("variant", "time", "GB/s", "of ceiling", "vs numpy per-op", "max error"):
+            table.add_column(header, justify="left" if header == "variant" else "right")
+        for row in (r for r in result.rows if r.n == n):
+            table.add_row(
+                row.variant,
+                f"{row.time_s * 1e3:.3f} ms",
+                f"{row.bandwidth / 1e9:.1f}",
+                f"{row.of_ceiling:.0%}",
+                f"{row.speedup:.1f}x",
+                "-" if row.max_error is None else f"{row.max_error:.1e}",
+            )
+        console.print(table)
+    for line in result.skipped:
+        console.print(f"skipped {line}")
+
+
+def plot_bandwidth(result: Any, path: Path) -> None:
+    """Effective GB/s against size, one line per variant (log-2 size axis)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        from xfuse.tools.cli import CliError
+
+        raise CliError(
+            "--plot needs matplotlib: pip install 'xfuse[plot]' (or pip install matplotlib)"
+        ) from None
+    figure, axes = plt.subplots(figsize=(8, 5))
+    for variant in result.variants:
+        rows = [r for r in result.rows if r.variant == variant]
+        style = "k--" if variant == "bandwidth ceiling" else "o-"
+        axes.plot([r.n for r in rows], [r.bandwidth / 1e9 for r in rows], style, label=variant)
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("elements (float32)")
+    axes.set_ylabel("effective GB/s (fused traffic / time)")
+    axes.set_title(result.source.strip(), fontsize=9)
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

@@ -1,0 +1,157 @@
+"""Rendering `xfuse lecture`'s figures: rich tables for people, a plain dict for JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from xfuse.analysis.cost_report import nbytes, to_plain, us
+from xfuse.tools.lecture import (
+    DataflowDemo,
+    LectureFigures,
+    MeasureDemo,
+    PlanDemo,
+    TrafficDemo,
+)
+
+
+def _table(title: str, headers: list[str], left: int = 0) -> Table:
+    """A table whose first `left` columns are left-aligned, the rest right-aligned (numbers)."""
+    table = Table(title=title, title_justify="left")
+    for index, header in enumerate(headers):
+        table.add_column(header, justify="left" if index < left else "right")
+    return table
+
+
+def _header(console: Console, title: str) -> None:
+    console.print()
+    console.rule(Text(title, style="bold"), align="left")
+
+
+def _observations(console: Console, lines: tuple[str, ...]) -> None:
+    console.print(Text("Observations", style="bold"))
+    for line in lines:
+        console.print(Text(f"  - {line}"))
+
+
+def print_dataflow(console: Console, demo: DataflowDemo) -> None:
+    _header(console, "Demo 1: the dataflow graph of the optimized IR")
+    console.print("Source:")
+    console.print(Text("  " + demo.source.strip().replace("\n", "\n  ")))
+    console.print("After ew-optimize:")
+    console.print(Text(demo.ir))
+    table = _table(
+        f"{demo.ops} ops, depth {demo.depth}",
+        ["#", "value", "op", "level", "read by (ops)", "last use (op #)"],
+        left=3,
+    )
+    for row in demo.rows:
+        last = "output" if row.is_output else "-" if row.last_use is None else str(row.last_use)
+        table.add_row(str(row.index), row.value, row.op, str(row.level), str(row.readers), last)
+    console.print(table)
+    _observations(console, demo.observations)
+
+
+def print_traffic(console: Console, demo: TrafficDemo) -> None:
+    shape = "x".join(str(d) for d in demo.shape)
+    _header(console, f"Demo 2: the memory-traffic bill, {shape} {demo.dtype} on an H100")
+    console.print(
+        f"{demo.elements:,} elements per tensor = {nbytes(demo.tensor_bytes)}; {demo.device}: "
+        f"{demo.bandwidth / 1e12:.2f} TB/s; {demo.launch_us:g} us per launch (assumed)."
+    )
+    table = _table(
+        "time = bytes / bandwidth + launches x overhead (xfuse.analysis.cost)",
+        ["", "tensors read+written", "bytes", "memory time", "kernels", "launches", "total"],
+        left=1,
+    )
+    for row in demo.rows:
+        table.add_row(
+            row.label,
+            str(row.tensors),
+            nbytes(row.bytes),
+            us(row.memory_time_s),
+            str(row.kernels),
+            us(row.launch_time_s),
+            us(row.time_s),
+        )
+    console.print(table)
+    console.print(
+        f"Arithmetic intensity, fused: {demo.flops_per_element} FLOP per element, "
+        f"{demo.intensity:.2f} FLOP/B; ridge points {demo.elementwise_ridge:.0f} FLOP/B (CUDA "
+        f"cores) and {demo.tensor_core_ridge:.0f} FLOP/B (BF16 tensor cores)."
+    )
+    _observations(console, demo.observations)
+
+
+def print_memory_plan(console: Console, demo: PlanDemo) -> None:
+    _header(console, "Demo 3: the memory plan of the unfused program")
+    table = _table(
+        "greedy reuse of dead buffers (xfuse.analysis.memory)",
+        ["value", "op", "buffer", "how"],
+        left=2,
+    )
+    for row in demo.rows:
+        table.add_row(row.value, row.op, f"buf{row.buffer}", row.how)
+    console.print(table)
+    console.print(
+        f"Naive: {demo.naive_buffers} temporaries = {nbytes(demo.naive_bytes)}; planned: "
+        f"{demo.planned_buffers} buffers = {nbytes(demo.planned_bytes)} "
+        f"({nbytes(demo.buffer_bytes)} each, at demo 2's shape and dtype)."
+    )
+    _observations(console, demo.observations)
+
+
+def _gbps(bandwidth: float) -> str:
+    return f"{bandwidth / 1e9:.1f}"
+
+
+def print_measurement(console: Console, demo: MeasureDemo) -> None:
+    _header(
+        console,
+        f"Demo 4: measured, {demo.n:,} {demo.dtype} ({nbytes(demo.array_bytes)} per full array), "
+        f"{demo.threads} thread",
+    )
+    console.print(
+        f"Traffic models: unfused {nbytes(demo.unfused_bytes)}, fused "
+        f"{nbytes(demo.fused_bytes)}; ceiling kernel: {demo.ceiling_source}. Median of "
+        f"{demo.repeat} runs after a warm-up."
+    )
+    table = _table(
+        "",
+        [
+            "variant",
+            "model",
+            "time",
+            "GB/s unfused model",
+            "GB/s fused model",
+            "of ceiling",
+            "max error vs f64",
+        ],
+        left=2,
+    )
+    for row in demo.rows:
+        table.add_row(
+            row.variant,
+            row.traffic,
+            f"{row.time_s * 1e3:.2f} ms",
+            _gbps(row.unfused_bandwidth),
+            _gbps(row.fused_bandwidth),
+            f"{row.of_ceiling:.0%}",
+            "-" if row.max_error is None else f"{row.max_error:.1e}",
+        )
+    console.print(table)
+    _observations(console, demo.observations)
+
+
+def print_lecture(console: Console, figures: LectureFigures) -> None:
+    print_dataflow(console, figures.dataflow)
+    print_traffic(console, figures.traffic)
+    print_memory_plan(console, figures.memory_plan)
+    print_measurement(console, figures.measurement)
+
+
+def lecture_json(figures: LectureFigures) -> dict[str, Any]:
+    return to_plain(figures)

@@ -1,0 +1,144 @@
+"""`xfuse bench` and `xfuse.runtime.bench`: tiny sizes, numbers checked, times never asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xfuse.dialects import ew
+from xfuse.runtime import bench, peers
+from xfuse.tools.bench_cmd import parse_sizes
+from xfuse.tools.cli import main
+from xfuse.tools.lecture_cmd import parse_size
+
+GELU = (Path(__file__).parents[1] / "examples" / "gelu.ew").read_text()
+
+EVERY_OP = """\
+s = sigmoid(x) + relu(y) * abs(x) - max(x, y) / 3;
+t = min(exp(neg(y)), sqrt(abs(x)) + rsqrt(abs(y) + 1)) + pow(abs(x), 1.5) + log(abs(y) + 1);
+out = tanh(s) * t + erf(x);
+"""
+
+
+def test_sizes() -> None:
+    assert parse_size("2^20") == parse_size("1<<20") == parse_size("1048576") == 1 << 20
+    assert parse_sizes("2^12..2^18") == [1 << 12, 1 << 14, 1 << 16, 1 << 18]
+    assert parse_sizes("4096,2^10") == [4096, 1024]
+    with pytest.raises(ValueError):
+        parse_size("0")
+
+
+def test_program_source() -> None:
+    assert bench.program_source("tanh(x) * y") == "out = tanh(x) * y;"
+    assert bench.program_source("z = x + 1;") == "z = x + 1;"
+
+
+def test_workload_traffic_and_reference() -> None:
+    workload = bench.prepare_workload(GELU, 1000)
+    assert workload.input_names == ("x", "b", "r") and workload.output_names == ("out",)
+    assert (workload.unfused_bytes, workload.fused_bytes) == (28 * 4000, 4 * 4000)
+    x, b, r = (workload.arrays[k].astype(np.float64) for k in "xbr")
+    h = x + b
+    want = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h**3))) + r
+    np.testing.assert_allclose(workload.reference[0], want, rtol=1e-12, atol=1e-12)
+    assert bench.ceiling_source(workload.input_names, workload.output_names) == "out = x + b + r;\n"
+
+
+def test_positive_inputs_where_normal_ones_fail() -> None:
+    workload = bench.prepare_workload("y = log(x) + sqrt(x);", 512)
+    assert workload.arrays["x"].min() >= 0.5
+    assert np.isfinite(workload.reference[0]).all()
+
+
+def test_bench_sweep() -> None:
+    result = bench.bench("tanh(x) * y", [256, 4096], repeat=1)
+    assert result.sizes == (256, 4096)
+    assert result.variants == ("numpy per-op", "bandwidth ceiling", "xfuse fused approx")
+    for n in result.sizes:
+        numpy_row = result.row(n, "numpy per-op")
+        fused = result.row(n, "xfuse fused approx")
+        ceiling = result.row(n, "bandwidth ceiling")
+        assert numpy_row.speedup == 1.0 and ceiling.of_ceiling == 1.0 and ceiling.max_error is None
+        assert fused.max_error is not None and fused.max_error < 1e-5
+        assert fused.bandwidth == pytest.approx(3 * 4 * n / fused.time_s)
+    assert "| 2^12 | xfuse fused approx |" in result.table()
+
+
+def test_bench_libm_threads_and_errors() -> None:
+    result = bench.bench(GELU, [1 << 16], math="libm", threads=2, repeat=1)
+    assert result.row(1 << 16, "xfuse fused libm, 2 threads").max_error < 1e-5
+    with pytest.raises(ValueError, match="math"):
+        bench.bench(GELU, [16], math="fast")
+    with pytest.raises(ValueError, match="unknown peer"):
+        bench.bench(GELU, [16], peers=["cuda"])
+
+
+def test_peer_code_computes_the_program() -> None:
+    """The code peers get, written with numpy itself: every op spelled right."""
+    workload = bench.prepare_workload(EVERY_OP, 777)
+    spelling = dict(peers.SPELLINGS["numpy"], erf="ns.vectorize(math.erf)({0})")
+    import math
+
+    program = peers.compile_python(
+        peers.python_source(workload, spelling, "numpy"), {"ns": np, "math": math}
+    )
+    got = program(*(workload.arrays[n] for n in workload.input_names))
+    assert bench.max_error(got, workload.reference) < 1e-5
+    used = {ew.mnemonic(type(op)) for op in workload.module.walk() if isinstance(op, ew.UnaryOp)}
+    assert {"sigmoid", "relu", "erf", "rsqrt", "neg", "log"} <= used
+
+
+def test_peer_without_an_op_is_skipped() -> None:
+    workload = bench.prepare_workload("y = erf(x);", 64)
+    with pytest.raises(peers.PeerUnsupported, match="numexpr has no 'erf'"):
+        peers.numexpr_expressions(workload)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numexpr") is None, reason="numexpr not installed")
+def test_numexpr_peer() -> None:
+    workload = bench.prepare_workload(GELU, 1000)
+    measurement = bench.measure(workload, peers.numexpr_variant(workload), repeat=1)
+    assert measurement.max_error < 1e-5
+
+
+@pytest.mark.skipif("mlir" not in peers.available_peers(), reason="mlir-opt not found")
+def test_mlir_peer() -> None:
+    workload = bench.prepare_workload(GELU, 1000)
+    measurement = bench.measure(workload, peers.mlir_variant(workload), repeat=1)
+    assert measurement.max_error < 1e-5
+
+
+def test_cli_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    program = tmp_path / "gelu.ew"
+    program.write_text(GELU)
+    assert main(["bench", str(program), "--sizes", "2^8,2^10", "--repeat", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [row["n"] for row in result["rows"]] == [256] * 3 + [1024] * 3
+    assert all(row["max_error"] is None or row["max_error"] < 1e-4 for row in result["rows"])
+
+
+def test_cli_tables_and_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    plot = tmp_path / "bw.png"
+    arguments = ["bench", "--expr", "x * y + 1", "--sizes", "2^8", "--repeat", "1"]
+    assert main([*arguments, "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out
+    assert "out = x * y + 1;" in out and "bandwidth ceiling" in out
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench"]) == 1
+    assert "give a program" in capsys.readouterr().err
+    assert main(["bench", "--expr", "x +"]) == 1
+    assert "error" in capsys.readouterr().err
+
+
+def test_public_name() -> None:
+    import xfuse
+
+    assert xfuse.bench is bench.bench

@@ -1,0 +1,313 @@
+"""The `ew` dialect: custom and generic round-trips, verifiers, broadcasting, the Python API."""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from collections.abc import Callable
+from io import StringIO
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects import math as math_dialect
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    Builtin,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    ModuleOp,
+    TensorType,
+)
+from xdsl.ir import Attribute, Block, Operation, Region
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
+
+from xfuse.dialects import ew
+from xfuse.dtypes import element_type_for
+
+DIALECT_TESTS = Path(__file__).resolve().parents[1] / "filecheck" / "dialect"
+DYN = DYNAMIC_INDEX
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def context() -> Context:
+    ctx = Context()
+    for dialect in (Builtin, func.Func, arith.Arith, math_dialect.Math, memref.MemRef, ew.Ew):
+        ctx.load_dialect(dialect)
+    return ctx
+
+
+def parse(text: str) -> ModuleOp:
+    return Parser(context(), text).parse_module()
+
+
+def print_ir(module: ModuleOp, generic: bool = False) -> str:
+    stream = StringIO()
+    Printer(stream=stream, print_generic_format=generic).print_op(module)
+    return stream.getvalue()
+
+
+def tensor(element: Attribute, *shape: int) -> TensorType[Attribute]:
+    return TensorType(element, shape)
+
+
+def function_module(
+    arg_types: list[Attribute], build: Callable[[Block], list[Operation]]
+) -> ModuleOp:
+    """`func.func @f(args)` running the ops `build(block)` makes and returning the last one's."""
+    block = Block(arg_types=arg_types)
+    ops = build(block)
+    block.add_ops(ops)
+    result = ops[-1].results[0]
+    block.add_op(func.ReturnOp(result))
+    return ModuleOp([func.FuncOp("f", (arg_types, [result.type]), Region(block))])
+
+
+def assert_round_trips(module: ModuleOp) -> None:
+    """custom -> parse -> custom, generic -> parse -> generic/custom, all equal and verifying."""
+    module.verify()
+    custom = print_ir(module)
+    generic = print_ir(module, generic=True)
+    from_custom = parse(custom)
+    from_generic = parse(generic)
+    from_custom.verify()
+    from_generic.verify()
+    assert print_ir(from_custom) == custom
+    assert print_ir(from_generic) == custom
+    assert print_ir(from_generic, generic=True) == generic
+    assert from_custom.is_structurally_equivalent(module)
+    assert from_generic.is_structurally_equivalent(module)
+
+
+# ---------------------------------------------------------------------------------------------
+# Round trips
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["roundtrip.mlir", "generic.mlir"])
+def test_filecheck_inputs_round_trip(name: str) -> None:
+    assert_round_trips(parse((DIALECT_TESTS / name).read_text()))
+
+
+def test_round_trip_file_covers_every_op() -> None:
+    """Adding an op to the dialect without a round-trip test fails here."""
+    text = (DIALECT_TESTS / "roundtrip.mlir").read_text()
+    for op_type in ew.Ew.operations:
+        assert re.search(rf"\b{re.escape(op_type.name)}\b", text), op_type.name
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op_type", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
+def test_each_elementwise_op_round_trips(op_type: type[ew.UnaryOp | ew.BinaryOp], dtype: str):
+    element = element_type_for(dtype)
+    x_type = tensor(element, 4, DYN)
+
+    def build(block: Block):
+        x = block.args[0]
+        if issubclass(op_type, ew.UnaryOp):
+            return [op_type(x)]
+        scale = ew.ConstantOp(0.5, tensor(element))
+        return [scale, op_type(scale.result, x)]  # rank 0 broadcast against 4x?
+
+    module = function_module([x_type], build)
+    op = next(o for o in module.walk() if isinstance(o, op_type))
+    assert op.result.type == x_type
+    assert_round_trips(module)
+
+
+@pytest.mark.parametrize("op_type", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
+def test_each_op_is_pure_documented_and_named(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> None:
+    assert op_type.has_trait(Pure())
+    assert op_type.__doc__ is not None and op_type.name in op_type.__doc__
+    assert ew.OPS_BY_MNEMONIC[ew.mnemonic(op_type)] is op_type
+    assert op_type in ew.Ew.operations
+
+
+def _bits(value: float) -> bytes:
+    return struct.pack("<d", value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        -2.5,
+        math.inf,
+        -math.inf,
+        math.nan,
+        0.0,
+        -0.0,
+        1e-30,
+        3.4e38,
+        5e-324,
+        1.7976931348623157e308,
+        0.1,
+        0.7978845608,
+        123456789.0,
+        1e22,
+        -1e-300,
+    ],
+)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+def test_constant_keeps_its_exact_f64_value(value: float, dtype: str, generic: bool) -> None:
+    constant = ew.ConstantOp(value, tensor(element_type_for(dtype)))
+    module = function_module([], lambda block: [constant])
+    text = print_ir(module, generic=generic)
+    (parsed,) = [op for op in parse(text).walk() if isinstance(op, ew.ConstantOp)]
+    assert _bits(parsed.literal) == _bits(value) or (
+        math.isnan(value) and math.isnan(parsed.literal)
+    )
+    assert parsed.result.type == constant.result.type
+    assert_round_trips(module)
+
+
+def test_kernel_api_on_both_forms() -> None:
+    module = parse((DIALECT_TESTS / "roundtrip.mlir").read_text())
+    kernels = {
+        op.parent_op().sym_name.data: op for op in module.walk() if isinstance(op, ew.KernelOp)
+    }
+    on_tensors, on_buffers = kernels["kernel_tensors"], kernels["kernel_buffers"]
+    assert not on_tensors.is_bufferized and on_buffers.is_bufferized
+    assert list(on_tensors.destinations()) == list(on_tensors.res)
+    assert list(on_buffers.destinations()) == list(on_buffers.outputs)
+    assert len(on_tensors.block.args) == 2 and len(on_tensors.yield_op.values) == 2
+    assert on_buffers.outputs[0] is on_buffers.inputs[1]  # in place
+    assert kernels["kernel_no_inputs"].attributes["note"].data == "fill"
+
+
+# ---------------------------------------------------------------------------------------------
+# Verifiers: every case of invalid.mlir fails with the message its CHECK line names
+# ---------------------------------------------------------------------------------------------
+
+
+def _invalid_cases() -> list[tuple[str, str]]:
+    cases = []
+    for chunk in (DIALECT_TESTS / "invalid.mlir").read_text().split("// -----"):
+        messages = re.findall(r"^// CHECK: (?:.*error: )?(.*)$", chunk, re.M)
+        cases.append((chunk, messages[-1]))
+    return cases
+
+
+@pytest.mark.parametrize("chunk,message", _invalid_cases())
+def test_invalid_ir_is_rejected(chunk: str, message: str) -> None:
+    with pytest.raises((DiagnosticException, ParseError)) as info:
+        parse(chunk).verify()
+    error = info.value
+    assert message in (error.msg if isinstance(error, ParseError) else str(error))
+
+
+def test_verifier_messages_from_the_python_api() -> None:
+    f32, f64 = Float32Type(), Float64Type()
+    x = Block(arg_types=[tensor(f32, DYN), tensor(f64, DYN), tensor(f32, 3)]).args
+    with pytest.raises(VerifyException, match="static shape"):
+        ew.ConstantOp(1.0, tensor(f32, DYN)).verify()
+    with pytest.raises(VerifyException, match="element type f64 does not match"):
+        ew.AddOp(x[0], x[1], tensor(f32, DYN)).verify()
+    with pytest.raises(VerifyException, match=r"do not broadcast to the result shape \[4\]"):
+        ew.MulOp(x[2], x[2], tensor(f32, 4)).verify()
+    with pytest.raises(ValueError, match="do not broadcast"):
+        ew.SubOp(x[2], Block(arg_types=[tensor(f32, 4)]).args[0])  # result type inferred
+
+
+# ---------------------------------------------------------------------------------------------
+# Broadcasting
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shapes,expected",
+    [
+        (((4, DYN), (DYN,)), (4, DYN)),
+        (((), (3,)), (3,)),
+        (((), ()), ()),
+        (((1, 3), (4, 1)), (4, 3)),
+        (((DYN,), (1,)), (DYN,)),
+        (((DYN,), (4,)), (4,)),
+        (((2, 1, 3), (5, 1)), (2, 5, 3)),
+        (((1,), (1, 1)), (1, 1)),
+        ((), ()),
+    ],
+)
+def test_broadcast_shapes(shapes: tuple[tuple[int, ...], ...], expected: tuple[int, ...]) -> None:
+    assert ew.broadcast_shapes(*shapes) == expected
+
+
+@pytest.mark.parametrize("shapes", [((3,), (4,)), ((2, 3), (3, 2)), ((4, DYN), (5, 1))])
+def test_incompatible_shapes_do_not_broadcast(shapes: tuple[tuple[int, ...], ...]) -> None:
+    with pytest.raises(ValueError, match="do not broadcast"):
+        ew.broadcast_shapes(*shapes)
+
+
+@pytest.mark.parametrize(
+    "lhs,rhs,result",
+    [
+        ((4, DYN), (DYN,), (4, DYN)),
+        ((), (), ()),
+        ((), (2, 3), (2, 3)),
+        ((1, 3), (4, 1), (4, 3)),
+        ((DYN,), (4,), (4,)),
+    ],
+)
+def test_binary_builder_infers_the_broadcast_type(lhs, rhs, result) -> None:
+    f16 = Float16Type()
+    a, b = Block(arg_types=[tensor(f16, *lhs), tensor(f16, *rhs)]).args
+    op = ew.AddOp(a, b)
+    assert op.result.type == tensor(f16, *result)
+    op.verify()
+
+
+def test_result_may_be_more_dynamic_but_not_differently_static() -> None:
+    f32 = Float32Type()
+    a, b = Block(arg_types=[tensor(f32, 4), tensor(f32, 1)]).args
+    ew.AddOp(a, b, tensor(f32, DYN)).verify()
+    with pytest.raises(VerifyException):
+        ew.AddOp(a, b, tensor(f32, 1)).verify()
+    with pytest.raises(VerifyException):
+        ew.AddOp(a, b, tensor(f32)).verify()
+
+
+# ---------------------------------------------------------------------------------------------
+# References and rounding
+# ---------------------------------------------------------------------------------------------
+
+
+def test_references_on_known_values() -> None:
+    ops = ew.OPS_BY_MNEMONIC
+    values = np.array([-1.0, 0.0, 4.0, np.nan])
+    np.testing.assert_array_equal(ops["relu"].reference(values), [0.0, 0.0, 4.0, np.nan])
+    np.testing.assert_allclose(ops["sigmoid"].reference(np.array([0.0, -1000.0])), [0.5, 0.0])
+    np.testing.assert_allclose(ops["rsqrt"].reference(np.array([4.0, 0.0])), [0.5, np.inf])
+    np.testing.assert_allclose(ops["erf"].reference(np.array([0.0, 10.0])), [0.0, 1.0])
+    np.testing.assert_array_equal(ops["max"].reference(values, np.zeros(4)), [0, 0, 4, np.nan])
+    assert ops["pow"].reference(np.float64(2.0), np.float64(10.0)) == 1024.0
+
+
+@pytest.mark.parametrize(
+    "dtype,value,expected",
+    [
+        ("float64", 0.1, 0.1),
+        ("float32", 0.1, float(np.float32(0.1))),
+        ("float16", 0.1, float(np.float16(0.1))),
+        ("bfloat16", 0.1, 0.10009765625),
+        ("bfloat16", 1.00390625, 1.0),  # a tie rounds to even
+        ("bfloat16", 1.01171875, 1.015625),  # a tie rounds to even (up)
+        ("float16", 70000.0, math.inf),
+        ("float32", 1e-50, 0.0),
+        ("bfloat16", 3.4e38, math.inf),  # above the largest bf16 + half an ulp
+        ("bfloat16", 3.3895313892515355e38, 3.3895313892515355e38),  # the largest bf16
+    ],
+)
+def test_round_to_element(dtype: str, value: float, expected: float) -> None:
+    assert ew.round_to_element(value, tensor(element_type_for(dtype))) == expected
+
+
+def test_round_to_element_keeps_nan() -> None:
+    for dtype in DTYPES:
+        assert math.isnan(ew.round_to_element(math.nan, tensor(element_type_for(dtype))))

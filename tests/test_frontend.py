@@ -1,0 +1,322 @@
+"""The `.ew` frontend: language features, evaluation order, outputs, dtypes, shapes, errors."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.dialects import func
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
+from xdsl.ir import Operation, SSAValue
+
+from xfuse.dialects import ew
+from xfuse.dtypes import element_type_for
+from xfuse.frontend.language import MAX_NESTING, EwSyntaxError, parse_program
+
+GELU = (Path(__file__).resolve().parents[1] / "examples" / "gelu.ew").read_text()
+
+
+def function_of(module: ModuleOp) -> func.FuncOp:
+    (function,) = module.ops
+    assert isinstance(function, func.FuncOp)
+    return function
+
+
+def body_ops(module: ModuleOp) -> list[Operation]:
+    return list(function_of(module).body.block.ops)
+
+
+def op_names(module: ModuleOp) -> list[str]:
+    return [op.name for op in body_ops(module)]
+
+
+def input_names(module: ModuleOp) -> list[str | None]:
+    return [arg.name_hint for arg in function_of(module).args]
+
+
+def evaluate(module: ModuleOp, **inputs: np.ndarray) -> list[np.ndarray]:
+    """Run the function on float64 numpy data with each op's `reference`."""
+    function = function_of(module)
+    values: dict[SSAValue, np.ndarray] = {
+        arg: np.asarray(inputs[arg.name_hint], dtype=np.float64) for arg in function.args
+    }
+    for op in body_ops(module):
+        if isinstance(op, ew.ConstantOp):
+            values[op.result] = np.float64(op.literal)
+        elif isinstance(op, ew.UnaryOp | ew.BinaryOp):
+            with np.errstate(all="ignore"):
+                values[op.result] = op.reference(*(values[v] for v in op.operands))
+        else:
+            assert isinstance(op, func.ReturnOp)
+            return [values[v] for v in op.arguments]
+    raise AssertionError("no func.return")
+
+
+# ---------------------------------------------------------------------------------------------
+# The language
+# ---------------------------------------------------------------------------------------------
+
+
+def test_gelu_inputs_ops_and_result() -> None:
+    module = parse_program(GELU)
+    module.verify()
+    assert input_names(module) == ["x", "b", "r"]
+    ops = [op for op in body_ops(module) if not isinstance(op, ew.ConstantOp | func.ReturnOp)]
+    assert [op.name for op in ops] == [
+        "ew.add",  # h = x + b
+        "ew.mul",  # 0.5 * h
+        "ew.mul",  # 0.044715 * h
+        "ew.mul",  # ... * h
+        "ew.mul",  # ... * h
+        "ew.add",  # h + ...
+        "ew.mul",  # 0.7978845608 * (...)
+        "ew.tanh",
+        "ew.add",  # 1 + tanh(...)
+        "ew.mul",  # y
+        "ew.add",  # out = y + r
+    ]
+    function = function_of(module)
+    assert function.sym_name.data == "main"
+    f32_vector = TensorType(element_type_for("f32"), [DYNAMIC_INDEX])
+    assert function.function_type.inputs.data == (f32_vector,) * 3
+    assert function.function_type.outputs.data == (f32_vector,)
+    rng = np.random.default_rng(0)
+    x, b, r = rng.standard_normal((3, 7))
+    h = x + b
+    expected = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+    (out,) = evaluate(module, x=x, b=b, r=r)
+    np.testing.assert_allclose(out, expected, rtol=1e-14)
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("y = 1e-3 + 2.5E+2 + .5 + 5. + 1.e1 + 7;", 1e-3 + 250 + 0.5 + 5 + 10 + 7),
+        ("y = 8 - 4 - 2;", 2.0),  # left associative
+        ("y = 8 / 4 / 2;", 1.0),
+        ("y = 2 + 3 * 4;", 14.0),  # precedence
+        ("y = (2 + 3) * 4;", 20.0),
+        ("y = -2 * 3;", -6.0),
+        ("y = 2 * -3;", -6.0),
+        ("y = - - 3;", 3.0),
+        ("y = -(2 + 3);", -5.0),
+        ("y = 10 - -3;", 13.0),
+        ("y = pow(2, 10) + max(1, 2) - min(1, 2);", 1025.0),
+        ("y = 1; # a comment ; y = 2;\n", 1.0),
+        ("# leading comment\ny = 3;   # trailing\n# last line without newline", 3.0),
+        ("y = 1e400;", math.inf),
+    ],
+)
+def test_constant_expressions(source: str, expected: float) -> None:
+    (value,) = evaluate(parse_program(source))
+    assert float(value) == expected
+
+
+def test_unary_minus_of_a_literal_is_a_negative_constant_of_a_name_a_neg() -> None:
+    module = parse_program("y = -x * -2;")
+    assert op_names(module) == ["ew.neg", "ew.constant", "ew.mul", "func.return"]
+    constant = next(op for op in body_ops(module) if isinstance(op, ew.ConstantOp))
+    assert constant.literal == -2.0
+
+
+@pytest.mark.parametrize("mnemonic", sorted(ew.OPS_BY_MNEMONIC))
+def test_every_function_by_name(mnemonic: str) -> None:
+    op_type = ew.OPS_BY_MNEMONIC[mnemonic]
+    binary = issubclass(op_type, ew.BinaryOp)
+    module = parse_program(f"y = {mnemonic}(x{', b' if binary else ''});")
+    module.verify()
+    assert op_names(module) == [op_type.name, "func.return"]
+    assert input_names(module) == (["x", "b"] if binary else ["x"])
+    x, b = np.array([0.25, 2.0, 9.0]), np.array([1.5, -0.5, 0.5])
+    (result,) = evaluate(module, x=x, b=b)
+    np.testing.assert_array_equal(result, op_type.reference(*((x, b) if binary else (x,))))
+
+
+def test_function_arguments_are_expressions() -> None:
+    module = parse_program("y = max(x * 2, tanh(b + 1));")
+    x, b = np.array([-1.0, 3.0]), np.array([0.5, -4.0])
+    np.testing.assert_allclose(evaluate(module, x=x, b=b)[0], np.maximum(x * 2, np.tanh(b + 1)))
+
+
+def test_evaluation_is_in_source_order_left_to_right() -> None:
+    module = parse_program("y = exp(d) * c + abs(a) * sqrt(b);")
+    assert input_names(module) == ["d", "c", "a", "b"]
+    assert op_names(module) == ["ew.exp", "ew.mul", "ew.abs", "ew.sqrt", "ew.mul", "ew.add"] + [
+        "func.return"
+    ]
+    module = parse_program("z = w; y = x + z;")
+    assert input_names(module) == ["w", "x"]
+
+
+def test_reassignment_rebinds_the_name() -> None:
+    module = parse_program("y = x + 1; z = y; y = y * 2; y = y - z;", ["y", "z"])
+    x = np.array([1.0, 5.0])
+    y, z = evaluate(module, x=x)
+    np.testing.assert_array_equal(y, (x + 1) * 2 - (x + 1))
+    np.testing.assert_array_equal(z, x + 1)
+    assert input_names(module) == ["x"]
+    assert [v.name_hint for v in body_ops(module)[-1].operands] == ["y", "z"]
+
+
+def test_the_first_assignment_of_a_name_may_read_it_as_an_input() -> None:
+    """`x = x * x;` reads the input x; reading x in an earlier statement is an error (below)."""
+    module = parse_program("x = x * x;")
+    assert input_names(module) == ["x"]
+    np.testing.assert_array_equal(evaluate(module, x=np.array([3.0]))[0], [9.0])
+    with pytest.raises(EwSyntaxError, match="'x' is read before it has a value"):
+        parse_program("y = x + 1; x = y;")
+
+
+# ---------------------------------------------------------------------------------------------
+# Outputs, dtypes, shapes
+# ---------------------------------------------------------------------------------------------
+
+
+def test_outputs_chosen_by_the_caller() -> None:
+    source = "h = x + b; y = h * h; z = y - 1;"
+    default = parse_program(source)
+    assert len(function_of(default).function_type.outputs) == 1
+    several = parse_program(source, ["y", "h", "x", "y"])
+    returned = body_ops(several)[-1]
+    assert isinstance(returned, func.ReturnOp)
+    hints = [v.name_hint for v in returned.arguments]
+    assert hints == ["y", "h", "x", "y"]
+    assert returned.arguments[2] is function_of(several).args[0]  # an input as output
+    x, b = np.array([1.0, 2.0]), np.array([3.0, -1.0])
+    y, h, x_out, _ = evaluate(several, x=x, b=b)
+    np.testing.assert_array_equal(h, x + b)
+    np.testing.assert_array_equal(y, (x + b) ** 2)
+    np.testing.assert_array_equal(x_out, x)
+    assert input_names(parse_program(source, ["x"])) == ["x", "b"]  # unused inputs stay
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bf16", "float32", "f64", np.float32, np.float64])
+def test_dtype_selection(dtype: object) -> None:
+    module = parse_program("y = 0.5 * x;", dtype=dtype)
+    module.verify()
+    element = element_type_for(dtype)
+    assert function_of(module).args[0].type == TensorType(element, [DYNAMIC_INDEX])
+    for op in body_ops(module)[:-1]:
+        assert op.results[0].type.get_element_type() == element
+
+
+def test_unsupported_dtype_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="unsupported dtype"):
+        parse_program("y = x;", dtype="int32")
+
+
+def test_shapes_broadcast() -> None:
+    module = parse_program("y = x + b; z = y * s;", shapes={"x": [4, None], "b": ["n"], "s": []})
+    module.verify()
+    args = function_of(module).args
+    assert [tuple(a.type.get_shape()) for a in args] == [(4, DYNAMIC_INDEX), (DYNAMIC_INDEX,), ()]
+    returned = body_ops(module)[-1].operands[0]
+    assert tuple(returned.type.get_shape()) == (4, DYNAMIC_INDEX)
+
+
+def test_function_and_file_names() -> None:
+    module = parse_program("y = x;", function_name="gelu_kernel")
+    assert function_of(module).sym_name.data == "gelu_kernel"
+    with pytest.raises(EwSyntaxError) as info:
+        parse_program("y = ;", filename="model.ew")
+    assert str(info.value).startswith("model.ew:1:5: error: ")
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad programs: each raises EwSyntaxError with line, column and a caret under the spot
+# ---------------------------------------------------------------------------------------------
+
+
+BAD_PROGRAMS = [
+    # (source, outputs, line, column, message fragment)
+    ("h = x +* b;", None, 1, 8, "expected an expression, found '*'"),
+    ("y = x\nz = y;", None, 2, 1, "expected ';'"),
+    ("y = x", None, 1, 6, "expected ';' at the end of the statement, found end of input"),
+    ("y x;", None, 1, 3, "expected '=' after 'y'"),
+    ("y = (x + b;", None, 1, 11, "expected ')' to close '('"),
+    ("y = max(x, b,);", None, 1, 14, "expected an expression"),
+    ("1 = x;", None, 1, 1, "expected a statement"),
+    ("y = x;\n  ;", None, 2, 3, "expected a statement"),
+    ("y = x × 2;", None, 1, 7, "unexpected character '×'"),
+    ("y = xé;", None, 1, 6, "unexpected character"),
+    ("y = x ^ 2;", None, 1, 7, "unexpected character '^'"),
+    ("y = foo(x);", None, 1, 5, "unknown function 'foo'"),
+    ("a = x;\ny = 2 * softmax(a);", None, 2, 9, "unknown function 'softmax'"),
+    ("y = tanh(x, b);", None, 1, 5, "'tanh' takes 1 argument, got 2"),
+    ("y = max(x);", None, 1, 5, "'max' takes 2 arguments, got 1"),
+    ("y = tanh();", None, 1, 10, "expected an expression, found ')'"),
+    ("y = tanh;", None, 1, 5, "'tanh' is a function"),
+    ("tanh = x;", None, 1, 1, "cannot assign to 'tanh'"),
+    ("y = h + 1;\nh = x;", None, 1, 5, "'h' is read before it has a value"),
+    ("y = x;\nz = 2 * q;\nq = y;", None, 2, 9, "first assigned on line 3"),
+    ("", None, 1, 1, "empty program"),
+    ("# only a comment\n", None, 2, 1, "empty program"),
+    ("  \n\t", None, 2, 2, "empty program"),
+    ("y = x;", ["z"], 1, 7, "unknown output 'z': the program assigns y"),
+    ("y = x;\n\n", ["tanh"], 1, 7, "unknown output 'tanh'"),
+    ("y = x;", [], 1, 1, "no outputs requested"),
+    ("y = 1.2.3 * x;", None, 1, 5, "non-numeric literal '1.2.3'"),
+    ("y = 1e * x;", None, 1, 5, "non-numeric literal '1e'"),
+    ("y = 0x1F;", None, 1, 5, "non-numeric literal '0x1F'"),
+    ("y = 2x;", None, 1, 5, "non-numeric literal '2x'"),
+    ("y = 'one' * x;", None, 1, 5, "non-numeric literal"),
+    ('y = "1.0";', None, 1, 5, "non-numeric literal"),
+    (
+        "y = " + "(" * (MAX_NESTING + 5) + "x" + ")" * (MAX_NESTING + 5) + ";",
+        None,
+        1,
+        105,
+        "nested",
+    ),
+    ("y = " + "-" * 5000 + "x;", None, 1, 5 + MAX_NESTING, "nested"),
+    # Declarations: `input [DTYPE] name[dims], ...;`
+    ("input x[t, d]\ny = x;", None, 2, 1, "expected ',' or ';' in the declaration, found 'y'"),
+    ("input x y;", None, 1, 7, "unknown dtype 'x' (known: f16, bf16, f32, f64)"),
+    ("input int8 x[4];", None, 1, 7, "unknown dtype 'int8'"),
+    ("input bf16;\ny = 1;", None, 1, 11, "expected an input name, found ';'"),
+    ("input x, ;\ny = x;", None, 1, 10, "expected an input name, found ';'"),
+    ("input x[t d];", None, 1, 11, "expected ']' to close the shape, found 'd'"),
+    ("input x[t, -1];", None, 1, 12, "expected a dimension (a positive size, a name or '?')"),
+    ("input x[0];", None, 1, 9, "found '0'"),
+    ("input x[2.5];", None, 1, 9, "found '2.5'"),
+    ("input x[t,];", None, 1, 11, "expected a dimension"),
+    ("input x[t;", None, 1, 10, "expected ']' to close the shape, found ';'"),
+    ("input x[4] b;", None, 1, 12, "expected ',' or ';' in the declaration, found 'b'"),
+    ("input x[4], x[4];", None, 1, 13, "input 'x' is already declared on line 1"),
+    ("input x;\ninput f32 x;", None, 2, 11, "already declared on line 1"),
+    ("input tanh[4];", None, 1, 7, "cannot declare 'tanh': it names a function"),
+    ("input f32 bf16;", None, 1, 11, "cannot declare 'bf16': it names a function"),
+    ("y = x;\ninput x[4];", None, 2, 7, "input 'x' is declared after it is read"),
+    ("h = 1;\ninput h;", None, 2, 7, "cannot declare 'h' as an input: it is assigned on line 1"),
+    ("input x[4];\nx = 2 * x;", None, 2, 1, "cannot assign to 'x': it is declared as an input"),
+    ("input x[4];", None, 1, 12, "the program assigns nothing"),
+    ("input x[4], b[5];\ny = x + b;", None, 2, 7, "shapes [4] and [5] do not broadcast"),
+    ("input x[2, 3];\ninput b[2];\ny = b * x;", None, 3, 7, "do not broadcast"),
+    ("y = f32;", None, 1, 5, "'f32' is a function: call it as f32(...)"),
+    ("bf16 = x;", None, 1, 1, "cannot assign to 'bf16': it names a function"),
+    ("y = f16(x, x);", None, 1, 5, "'f16' takes 1 argument, got 2"),
+]
+
+
+@pytest.mark.parametrize("source,outputs,line,column,message", BAD_PROGRAMS)
+def test_bad_program(
+    source: str, outputs: list[str] | None, line: int, column: int, message: str
+) -> None:
+    with pytest.raises(EwSyntaxError) as info:
+        parse_program(source, outputs)
+    error = info.value
+    assert message in error.message
+    assert (error.line, error.column) == (line, column)
+    header, excerpt, caret = str(error).split("\n")
+    assert header == f"<source>:{line}:{column}: error: {error.message}"
+    assert excerpt == source.split("\n")[line - 1]
+    assert caret == " " * (column - 1) + "^"
+
+
+def test_shapes_that_do_not_broadcast_point_at_the_operator() -> None:
+    with pytest.raises(EwSyntaxError) as info:
+        parse_program("y = x * 2;\nz = y + b;", shapes={"x": [3], "b": [4]})
+    assert (info.value.line, info.value.column) == (2, 7)
+    assert "do not broadcast" in info.value.message

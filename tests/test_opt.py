@@ -1,0 +1,252 @@
+"""`xfuse-opt` as a process: xdsl-opt's options work, and hostile input never shows a traceback.
+
+Every command runs in its own process (as a user would run it); they run concurrently once per
+module to keep the suite fast.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from xfuse.tools.opt import main
+
+GELU = Path(__file__).resolve().parents[1] / "examples" / "gelu.ew"
+
+GOOD_MLIR = """\
+func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %one = ew.constant 1.0 : tensor<f32>
+  %y = ew.mul %x, %one : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  func.return %y : tensor<?xf32>
+}
+"""
+
+SPLIT_MLIR = (
+    GOOD_MLIR
+    + "// -----\n"
+    + GOOD_MLIR.replace(
+        "%x, %one : tensor<?xf32>, tensor<f32> -> tensor<?xf32>", "%x, %x : tensor<?xf32>"
+    )
+)
+
+# name -> (file name, file contents)
+FILES: dict[str, tuple[str, str | bytes]] = {
+    "good": ("good.mlir", GOOD_MLIR),
+    "split": ("split.mlir", SPLIT_MLIR),
+    "split_bad": (
+        "split_bad.mlir",
+        GOOD_MLIR
+        + "// -----\n"
+        + GOOD_MLIR.replace("%y : tensor<?xf32>\n}", "%y : tensor<?xf64>\n}"),
+    ),
+    "truncated": ("truncated.mlir", GOOD_MLIR[: GOOD_MLIR.index("func.return")]),
+    "unknown_op": ("unknown_op.mlir", GOOD_MLIR.replace("ew.mul", "ew.fma")),
+    "garbage": ("garbage.mlir", "func.func @f( ]]] {{ %%%"),
+    "wrong_type": (
+        "wrong_type.mlir",
+        GOOD_MLIR.replace(": tensor<?xf32>, tensor<f32> -> tensor<?xf32>", ": tensor<?xf32>"),
+    ),
+    "verifier": (
+        "verifier.mlir",
+        GOOD_MLIR.replace("-> tensor<?xf32>\n  func", "-> tensor<f32>\n  func")
+        .replace("%y : tensor<?xf32>", "%y : tensor<f32>")
+        .replace(") -> tensor<?xf32> {", ") -> tensor<f32> {"),
+    ),
+    "int_type": (
+        "int_type.mlir",
+        "func.func @f(%x: tensor<4xi32>) {\n  %y = ew.neg %x : tensor<4xi32>\n  func.return\n}\n",
+    ),
+    "binary": ("binary.mlir", b"\xff\xfe\x00func"),
+    "deep": ("deep.mlir", '"builtin.module"() ({' * 3000 + "}) : () -> ()" * 3000),
+    "bad_ew": ("bad.ew", "h = x + b;\ny = tanh(h, h);\n"),
+    "binary_ew": ("binary.ew", b"y = x;\n\xff = 1;"),
+    "empty_ew": ("empty.ew", "# nothing here\n"),
+    "unknown_ext": ("input.txt", "y = x;"),
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+# name -> arguments; `{name}` stands for a path of the `paths` fixture
+COMMANDS: dict[str, list[str]] = {
+    "gelu": [str(GELU)],
+    "gelu_optimize": [str(GELU), "-p", "ew-optimize"],
+    "gelu_generic": [str(GELU), "--print-op-generic"],
+    "between_passes": ["{good}", "-p", "ew-optimize,canonicalize", "--print-between-passes"],
+    "output_file": ["{good}", "-p", "ew-optimize", "-o", "{out}"],
+    "split": ["{split}", "--split-input-file", "-p", "ew-optimize"],
+    "split_bad": ["{split_bad}", "--split-input-file"],
+    "truncated": ["{truncated}"],
+    "unknown_op": ["{unknown_op}"],
+    "garbage": ["{garbage}"],
+    "wrong_type": ["{wrong_type}"],
+    "verifier": ["{verifier}", "-p", "ew-optimize"],
+    "int_type": ["{int_type}"],
+    "binary": ["{binary}"],
+    "deep": ["{deep}"],
+    "bad_ew": ["{bad_ew}"],
+    "binary_ew": ["{binary_ew}"],
+    "empty_ew": ["{empty_ew}"],
+    "unknown_ext": ["{unknown_ext}"],
+    "missing_file": ["{missing}"],
+    "directory": ["{directory}"],
+    "unknown_pass": ["{good}", "-p", "ew-optimise"],
+    "bad_option_value": ["{good}", "-p", "ew-optimize{unsafe-math=maybe}"],
+    "unknown_option": ["{good}", "-p", "ew-optimize{fast=true}"],
+    "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
+    "bad_output_path": ["{good}", "-o", "{directory}/no/such/dir/out.mlir"],
+    "verify_diagnostics": ["{verifier}", "--verify-diagnostics"],
+}
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The FILES written to a directory, plus `out`, `missing` and `directory` paths."""
+    directory = tmp_path_factory.mktemp("opt")
+    paths = {"out": directory / "out.mlir", "missing": directory / "missing.mlir"}
+    paths["directory"] = directory
+    for name, (file_name, contents) in FILES.items():
+        paths[name] = directory / file_name
+        paths[name].write_bytes(contents if isinstance(contents, bytes) else contents.encode())
+    return {name: str(path) for name, path in paths.items()}
+
+
+@pytest.fixture(scope="module")
+def runs(paths: dict[str, str]) -> dict[str, Run]:
+    def run(arguments: list[str]) -> Run:
+        resolved = [re.sub(r"\{(\w+)\}", lambda m: paths.get(m[1], m[0]), a) for a in arguments]
+        command = [sys.executable, "-m", "xfuse.tools.opt", *resolved]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        return Run(done.returncode, done.stdout, done.stderr)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip(COMMANDS, pool.map(run, COMMANDS.values()), strict=True))
+
+
+def ok(run: Run) -> Run:
+    assert run.returncode == 0, run.stderr
+    assert not run.stderr
+    return run
+
+
+# ---------------------------------------------------------------------------------------------
+# xdsl-opt's options
+# ---------------------------------------------------------------------------------------------
+
+
+def test_gelu_prints_the_module(runs: dict[str, Run]) -> None:
+    out = ok(runs["gelu"]).stdout
+    assert out.startswith("builtin.module {")
+    assert "func.func @main(%x: tensor<?xf32>, %b: tensor<?xf32>, %r: tensor<?xf32>)" in out
+
+
+def test_gelu_optimized_has_11_compute_ops_and_h_5_users(runs: dict[str, Run]) -> None:
+    out = ok(runs["gelu_optimize"]).stdout
+    compute = re.findall(r"= ew\.(?!constant)\w+ ", out)
+    assert len(compute) == 11
+    assert len(re.findall(r"%h\b", out)) == 1 + 5  # its definition and 5 uses
+
+
+def test_generic_printing_of_ew_input(runs: dict[str, Run]) -> None:
+    out = ok(runs["gelu_generic"]).stdout
+    assert '"ew.add"(%x, %b)' in out and '"ew.tanh"' in out
+
+
+def test_print_between_passes(runs: dict[str, Run]) -> None:
+    out = ok(runs["between_passes"]).stdout
+    assert out.count("IR after ew-optimize:") == 1
+    between, final = out.split("IR after ew-optimize:")[1].rsplit("builtin.module", 1)
+    assert "ew.mul" not in between and "ew.mul" not in final  # x * 1 is gone after ew-optimize
+
+
+def test_output_file(runs: dict[str, Run], paths: dict[str, str]) -> None:
+    assert ok(runs["output_file"]).stdout == ""
+    written = Path(paths["out"]).read_text()
+    assert "func.func @f" in written and "ew.mul" not in written
+
+
+def test_split_input_file(runs: dict[str, Run]) -> None:
+    out = ok(runs["split"]).stdout
+    first, second = out.split("// -----\n")
+    assert "ew.mul" not in first  # x * 1 folded away
+    assert "ew.mul %x, %x : tensor<?xf32>" in second
+
+
+def test_verify_diagnostics_prints_the_error_and_exits_0(runs: dict[str, Run]) -> None:
+    run = runs["verify_diagnostics"]
+    assert run.returncode == 0
+    assert re.search(r"verifier\.mlir:3:3: error: 'ew\.mul' operand shapes", run.stdout)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile input: non-zero exit, a diagnostic with a location, no traceback
+# ---------------------------------------------------------------------------------------------
+
+HOSTILE: dict[str, str] = {
+    # name -> a regex the diagnostic on stderr must contain (the location first)
+    "split_bad": r"split_bad\.mlir:10:15\n.*\n *\^\^\n *operand is used with type tensor<\?xf64>",
+    "truncated": r"truncated\.mlir:4:3\n",
+    "unknown_op": r"unknown_op\.mlir:3:15\n.*ew\.fma.*\n.*\n *Operation ew\.fma is not registered",
+    "garbage": r"garbage\.mlir:1:15\n",
+    "wrong_type": r"wrong_type\.mlir:3:19\n.*\n.*\n *operand is used with type tensor<\?xf32>",
+    "verifier": (
+        r"verifier\.mlir:3:3: error: 'ew\.mul' operand shapes \[\?\], \[\] do not broadcast to "
+        r"the result shape \[\]\n(.|\n)*\^\^\^\^\^(.|\n)*\| Operation does not verify"
+    ),
+    "int_type": r"int_type\.mlir:2:3: error: 'ew\.neg' element type must be f16, bf16, f32 or f64",
+    "binary": r"binary\.mlir:1:1\n.*\n\^\nUnexpected character",
+    "deep": r"xfuse-opt: error: input nested too deeply",
+    "bad_ew": r"bad\.ew:2:5: error: 'tanh' takes 1 argument, got 2\ny = tanh\(h, h\);\n    \^",
+    "binary_ew": r"binary\.ew:2:1: error: unexpected character",
+    "empty_ew": r"empty\.ew:2:1: error: empty program",
+    "unknown_ext": r"xfuse-opt: error: Unrecognized file extension 'txt'",
+    "missing_file": r"xfuse-opt: error: .*No such file or directory: '.*missing\.mlir'",
+    "directory": r"xfuse-opt: error: .*Is a directory",
+    "unknown_pass": r"xfuse-opt: error: Unrecognized passes: \['ew-optimise'\]",
+    "bad_option_value": r"xfuse-opt: error: .*maybe.*bool",
+    "unknown_option": r"xfuse-opt: error: .*\"fast\".*not found",
+    "malformed_pipeline": r"pass-pipeline:1:13\new-optimize\{\n *\^\n *Expected argument name",
+    "bad_output_path": r"xfuse-opt: error: .*No such file or directory: .*out\.mlir",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_input_fails_politely(runs: dict[str, Run], name: str) -> None:
+    run = runs[name]
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr and "Traceback" not in run.stdout
+    assert re.search(HOSTILE[name], run.stderr), run.stderr
+
+
+def test_every_command_is_checked() -> None:
+    checked_elsewhere = {"gelu", "gelu_optimize", "gelu_generic", "between_passes", "output_file"}
+    checked_elsewhere |= {"split", "verify_diagnostics"}
+    assert set(COMMANDS) == set(HOSTILE) | checked_elsewhere
+
+
+@pytest.mark.parametrize(
+    "arguments,message",
+    [
+        (["--no-such-flag"], "unrecognized arguments"),
+        (["-t", "nope", str(GELU)], "invalid choice: 'nope'"),
+        (["-f", "nope", str(GELU)], "invalid choice: 'nope'"),
+    ],
+)
+def test_bad_command_lines_are_argparse_errors(
+    arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(arguments)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,112 @@
+"""`ew-optimize`: the lecture's numbers on GELU, folding of every op in every dtype, options."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import Builtin, ModuleOp, TensorType
+from xdsl.ir import Block, Region
+
+from xfuse.dialects import ew
+from xfuse.dtypes import element_type_for
+from xfuse.frontend.language import parse_program
+from xfuse.passes.optimize import EwOptimizePass
+
+GELU = (Path(__file__).resolve().parents[1] / "examples" / "gelu.ew").read_text()
+
+
+def optimize(module: ModuleOp, unsafe_math: bool = False) -> ModuleOp:
+    ctx = Context()
+    for dialect in (Builtin, func.Func, ew.Ew):
+        ctx.load_dialect(dialect)
+    EwOptimizePass(unsafe_math=unsafe_math).apply(ctx, module)
+    module.verify()
+    return module
+
+
+def compute_ops(module: ModuleOp) -> list[ew.UnaryOp | ew.BinaryOp]:
+    return [op for op in module.walk() if isinstance(op, ew.UnaryOp | ew.BinaryOp)]
+
+
+def test_gelu_has_11_compute_ops_and_h_has_5_users() -> None:
+    module = optimize(parse_program(GELU))
+    ops = compute_ops(module)
+    assert len(ops) == 11
+    (h,) = [op for op in ops if op.result.name_hint == "h"]
+    assert isinstance(h, ew.AddOp)
+    assert len(list(h.result.uses)) == 5
+
+
+def test_gelu_with_redundancy_optimizes_to_the_same_11_ops() -> None:
+    source = GELU.replace("out = y + r;", "out = (y * 1 + 0) + --r - 0 * 1;")
+    assert len(compute_ops(optimize(parse_program(source)))) == 11
+
+
+def _fold(op_type: type[ew.UnaryOp | ew.BinaryOp], dtype: str, *values: float) -> float:
+    """The literal `ew-optimize` folds `op_type(*values)` to, in `dtype`."""
+    scalar = TensorType(element_type_for(dtype), [])
+    block = Block()
+    constants = [ew.ConstantOp(v, scalar) for v in values]
+    block.add_ops([*constants, op := op_type(*(c.result for c in constants))])
+    block.add_op(func.ReturnOp(op.result))
+    module = ModuleOp([func.FuncOp("f", ([], [scalar]), Region(block))])
+    optimize(module)
+    assert not compute_ops(module), "not folded"
+    (constant,) = [o for o in module.walk() if isinstance(o, ew.ConstantOp)]
+    return constant.literal
+
+
+OPERANDS = {1: (0.7,), 2: (1.3, 0.7)}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("op_type", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
+def test_every_op_folds_to_its_reference_rounded(op_type, dtype: str) -> None:
+    operands = OPERANDS[2 if issubclass(op_type, ew.BinaryOp) else 1]
+    expected = float(op_type.reference(*(np.float64(v) for v in operands)))
+    folded = _fold(op_type, dtype, *operands)
+    assert folded == ew.round_to_element(expected, TensorType(element_type_for(dtype), []))
+    if dtype != "float64":
+        assert np.dtype({"bfloat16": "float32"}.get(dtype, dtype)).type(folded) == folded
+
+
+@pytest.mark.parametrize(
+    "op_type,values,expected",
+    [
+        (ew.DivOp, (1.0, 0.0), math.inf),
+        (ew.DivOp, (-1.0, 0.0), -math.inf),
+        (ew.LogOp, (0.0,), -math.inf),
+        (ew.ExpOp, (1000.0,), math.inf),
+        (ew.SigmoidOp, (-1000.0,), 0.0),
+        (ew.PowOp, (0.0, 0.0), 1.0),
+        (ew.MaxOp, (math.nan, 1.0), math.nan),
+        (ew.SqrtOp, (-1.0,), math.nan),
+        (ew.RsqrtOp, (0.0,), math.inf),
+    ],
+)
+def test_folding_follows_ieee(op_type, values: tuple[float, ...], expected: float) -> None:
+    folded = _fold(op_type, "float32", *values)
+    assert folded == expected or (math.isnan(expected) and math.isnan(folded))
+
+
+def test_unsafe_math_only_on_request() -> None:
+    source = "y = x * 0 + (x - x) + x / 4;"
+    shapes = {"x": [8]}
+    safe = optimize(parse_program(source, shapes=shapes))
+    assert [op.name for op in compute_ops(safe)] == [
+        "ew.mul",
+        "ew.sub",
+        "ew.add",
+        "ew.div",
+        "ew.add",
+    ]
+    unsafe = optimize(parse_program(source, shapes=shapes), unsafe_math=True)
+    # x*0 + (x-x) folds to 0 + 0 = 0 and disappears as x + 0 does; x / 4 becomes x * 0.25.
+    (op,) = compute_ops(unsafe)
+    assert isinstance(op, ew.MulOp)
+    assert ew.constant_value(op.rhs) == 0.25

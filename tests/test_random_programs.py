@@ -1,0 +1,572 @@
+"""Random elementwise programs: differential testing against numpy, and the verified pipeline.
+
+A hypothesis strategy builds random programs (DAGs of up to 40 ops over every op of the dialect,
+shared subexpressions, constants from 0 to huge and denormal, several outputs) and random float32
+inputs with special values (±0, ±inf, NaN, denormals, huge). Each program is compiled fused and
+unfused, with `math="libm"` and `math="approx"`, and run at lengths 0, 1, 15, 17 and 2^16 + 3
+(one compiled kernel per variant, reused across lengths).
+
+The oracle: float32 semantics, one op at a time
+-----------------------------------------------
+The reference evaluates the program op by op in float64 on float32 data and rounds every result to
+float32 (constants too, as kernels do), so overflow to inf, underflow and NaN appear where a float32
+program has them. Each value is a *ball*: a center (that reference) and a radius bounding how far
+xfuse's value may legitimately be from it. A result's radius is the spread of the op over its
+operands' balls (evaluated at the 3 (unary) or 9 (binary) combinations of center and center ±
+radius, all ops here being monotonic or piecewise so between those points), plus the op's own
+error: 1 float32 ulp for arithmetic, the documented bounds of docs/math.md (with headroom) for the
+transcendentals (`TOLERANCES`). Cancellation, error amplification by exp or pow, division by small
+numbers: all grow the radius exactly where the computation is ill-conditioned.
+
+Where xfuse and float64 numpy may legitimately disagree the value is *undecided* (radius inf), and
+everything computed from it is not checked:
+- the ball spans a change of class (finite / +inf / -inf / NaN): log or sqrt of a value that may be
+  negative, a pow whose exponent may or may not be an integer, a result within the error of
+  float32 overflow;
+- the sign of zero matters (division by a ball that holds 0, pow of such a base with a negative
+  exponent, rsqrt of it): numpy's maximum(-0.0, 0.0) is -0.0 where LLVM's maximumf gives +0.0,
+  and `x + 0 -> x` keeps a -0.0;
+- a product that overflows: with `fastmath=contract` LLVM may fuse it into an FMA with a following
+  add, which does not overflow.
+Everything else is checked exactly: a NaN center demands NaN, an inf center the same inf, a
+finite center a finite value within the radius. `test_the_oracle_*` show the check does fail on a
+wrong op, a wrong NaN and a wrong inf, and checks every element of well-conditioned programs.
+
+`pytest` runs 300 examples, each program in one variant (hypothesis profile `ci`, conftest.py);
+`pytest -m slow --hypothesis-profile=fuzz` runs the long fuzz (every program in all four variants).
+
+The verified pipeline
+---------------------
+The same programs, and the lecture's, go through the default pipeline and the unfused one pass by
+pass: the module verifies after every pass, and its printed IR (custom and generic form) parses
+back to a structurally equal module that prints the same text.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+
+import xfuse
+from xfuse.dialects import ew
+from xfuse.frontend.language import parse_program
+from xfuse.runtime.compiler import Options, _context
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+TINY = 2.0**-149
+"""The smallest float32 denormal: the absolute rounding error of any op near zero."""
+ULP = 2.0**-23
+"""One float32 ulp relative to the value (a correctly rounded op plus the reference's rounding)."""
+LENGTHS = (0, 1, 15, 17)
+LONG = 2**16 + 3
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """The error an op itself may add: `relative * |value| + absolute`."""
+
+    relative: float
+    absolute: float = TINY
+
+
+ARITHMETIC = Tolerance(ULP)
+# From docs/math.md's measured maxima, with 2x or more headroom. sigmoid's relative error is large
+# only for results below 1e-38 (the absolute term covers them); erf's at denormal inputs; pow's
+# grows with |y log x| (at most ~104 before over/underflow).
+TOLERANCES: dict[str, dict[type[ew.UnaryOp | ew.BinaryOp], Tolerance]] = {
+    "approx": {
+        ew.ExpOp: Tolerance(2e-7),
+        ew.LogOp: Tolerance(2e-7),
+        ew.TanhOp: Tolerance(6e-7, 1e-7),
+        ew.ErfOp: Tolerance(1e-5, 7e-7),
+        ew.SigmoidOp: Tolerance(3e-7, 2e-38),
+        ew.PowOp: Tolerance(2e-5),
+        ew.RsqrtOp: Tolerance(2 * ULP),
+    },
+    "libm": {
+        ew.ExpOp: Tolerance(2 * ULP),
+        ew.LogOp: Tolerance(2 * ULP),
+        ew.TanhOp: Tolerance(3 * ULP, 1e-7),
+        ew.ErfOp: Tolerance(3 * ULP, 1e-7),
+        ew.SigmoidOp: Tolerance(3 * ULP, 2e-38),
+        ew.PowOp: Tolerance(2 * ULP),
+        ew.RsqrtOp: Tolerance(2 * ULP),
+    },
+}
+
+# ---------------------------------------------------------------------------------------------
+# Programs
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Node:
+    """One value of a program: an input, a constant, or an op applied to earlier nodes."""
+
+    kind: str  # "input", "constant" or "op"
+    op: type[ew.UnaryOp | ew.BinaryOp] | None = None
+    operands: tuple[int, ...] = ()
+    value: float = 0.0
+
+
+@dataclass(frozen=True)
+class Program:
+    nodes: tuple[Node, ...]
+    outputs: tuple[int, ...]
+
+    def name(self, index: int) -> str:
+        return f"x{index}" if self.nodes[index].kind == "input" else f"t{index}"
+
+    @property
+    def output_names(self) -> list[str]:
+        return [self.name(index) for index in self.outputs]
+
+    def source(self) -> str:
+        lines = []
+        for index, node in enumerate(self.nodes):
+            if node.kind == "constant":
+                lines.append(f"t{index} = {node.value!r};")
+            elif node.kind == "op":
+                lines.append(f"t{index} = {self._expression(node)};")
+        return "\n".join(lines) + "\n"
+
+    def _expression(self, node: Node) -> str:
+        assert node.op is not None
+        args = [self.name(i) for i in node.operands]
+        infix = {ew.AddOp: "+", ew.SubOp: "-", ew.MulOp: "*", ew.DivOp: "/"}.get(node.op)
+        if infix is not None:
+            return f"{args[0]} {infix} {args[1]}"
+        if node.op is ew.NegOp and node.operands[0] % 2:  # both spellings of negation
+            return f"-{args[0]}"
+        return f"{ew.mnemonic(node.op)}({', '.join(args)})"
+
+
+CONSTANTS = (0.0, 1.0, -1.0, 0.5, 2.0, 3.0, -2.5, 1e-30, -1e-40, 1e-50, 1e30, -3e38, 1e39, 88.0)
+"""Zero, integers (pow's special cases), tiny, denormal, underflowing, huge, overflowing."""
+
+
+@st.composite
+def programs(draw: st.DrawFn, max_ops: int = 40) -> Program:
+    nodes = [Node("input") for _ in range(draw(st.integers(1, 4)))]
+    for _ in range(draw(st.integers(1, max_ops))):
+        if draw(st.integers(0, 9)) == 0:
+            value = draw(
+                st.sampled_from(CONSTANTS)
+                | st.floats(-1e6, 1e6, allow_subnormal=False).map(lambda v: float(np.float32(v)))
+            )
+            nodes.append(Node("constant", value=value))
+            continue
+        op = draw(st.sampled_from(ew.ELEMENTWISE_OPS))
+        arity = 2 if issubclass(op, ew.BinaryOp) else 1
+        # Recent values (deep chains), any earlier one (shared subexpressions), or a constant
+        # (constant subexpressions are folded at compile time, and must agree with run time).
+        last = len(nodes) - 1
+        choices = st.integers(max(0, last - 3), last) | st.integers(0, last)
+        constants = [i for i, node in enumerate(nodes) if node.kind == "constant"]
+        if constants:
+            choices |= st.sampled_from(constants)
+        operands = tuple(draw(choices) for _ in range(arity))
+        nodes.append(Node("op", op, operands))
+    computed = [i for i, node in enumerate(nodes) if node.kind != "input"]
+    # Outputs may be inputs (a copy kernel), but only those the program reads: others don't exist.
+    read = sorted({i for node in nodes for i in node.operands if nodes[i].kind == "input"})
+    outputs = draw(st.lists(st.sampled_from(computed + read), max_size=2))
+    # The last node is always an output; outputs are distinct.
+    return Program(tuple(nodes), tuple(dict.fromkeys([len(nodes) - 1, *outputs])))
+
+
+SPECIALS = np.array(
+    [0.0, -0.0, np.inf, -np.inf, np.nan, TINY, -1e-40, FLOAT32_MAX, -1.0, 1.0, 2.0],
+    dtype=np.float32,
+)
+INPUT_KINDS = ("normal", "wide", "positive", "integers")
+
+
+def make_input(rng: np.random.Generator, kind: str, special_rate: float, n: int) -> np.ndarray:
+    """Float32 data of one kind, with a fraction of special values at random positions."""
+    if kind == "normal":
+        data = rng.standard_normal(n) * 3
+    elif kind == "wide":  # every magnitude from denormals to near overflow, both signs
+        data = rng.choice([-1.0, 1.0], n) * 10.0 ** rng.uniform(-44, 38, n)
+    elif kind == "positive":
+        data = rng.uniform(0.0, 10.0, n)
+    else:
+        data = rng.integers(-4, 5, n).astype(np.float64)
+    special = rng.random(n) < special_rate
+    data[special] = rng.choice(SPECIALS, int(special.sum()))
+    return data.astype(np.float32)
+
+
+@st.composite
+def input_sets(draw: st.DrawFn, count: int, n: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    return [
+        make_input(
+            rng,
+            draw(st.sampled_from(INPUT_KINDS)),
+            draw(st.sampled_from([0.0, 0.03, 0.3])),
+            n,
+        )
+        for _ in range(count)
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference: float32 semantics with error balls
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ball:
+    """Reference values (float32 numbers held in float64) and how far xfuse may be from each.
+
+    radius is 0 for exact special values (NaN, ±inf) and inf where the result is undecided.
+    """
+
+    center: np.ndarray
+    radius: np.ndarray
+
+    @property
+    def undecided(self) -> np.ndarray:
+        return np.isinf(self.radius)
+
+
+def round32(values: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.asarray(values, np.float64).astype(np.float32).astype(np.float64)
+
+
+def _classify(values: np.ndarray) -> np.ndarray:
+    """0 finite, 1 +inf, 2 -inf, 3 NaN."""
+    return np.select([np.isnan(values), values == np.inf, values == -np.inf], [3, 1, 2], 0)
+
+
+def _reference(op: type[ew.UnaryOp | ew.BinaryOp], *args: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if op is ew.ErfOp:  # math.erf is a Python loop: evaluate each distinct value once
+            distinct, positions = np.unique(args[0], return_inverse=True)
+            return op.reference(distinct)[positions.reshape(args[0].shape)]
+        return op.reference(*args)
+
+
+def _contains_zero(ball: Ball) -> np.ndarray:
+    return np.abs(ball.center) <= ball.radius
+
+
+def _sign_of_zero_matters(op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball]) -> np.ndarray:
+    if op is ew.DivOp:
+        return _contains_zero(args[1]) & ~np.isnan(args[0].center)
+    if op is ew.PowOp:
+        with np.errstate(invalid="ignore"):
+            return _contains_zero(args[0]) & ~(args[1].center - args[1].radius >= 0)
+    if op is ew.RsqrtOp:
+        return _contains_zero(args[0])
+    return np.zeros((), bool)
+
+
+def apply(op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball], tolerance: Tolerance) -> Ball:
+    """The ball of `op` over its operands' balls (see the module docstring)."""
+    with np.errstate(all="ignore"):
+        corners = [(a.center, a.center - a.radius, a.center + a.radius) for a in args]
+        exact = [_reference(op, *combination) for combination in itertools.product(*corners)]
+    center_exact = exact[0]  # the combination of all centers
+    samples = [round32(value) for value in exact]
+    center = samples[0]
+    classes = _classify(center)
+    consistent = np.logical_and.reduce([_classify(s) == classes for s in samples])
+    finite = classes == 0
+    with np.errstate(all="ignore"):
+        spread = np.maximum.reduce([np.where(finite, np.abs(s - center), 0.0) for s in samples])
+        magnitude = np.maximum.reduce([np.where(finite, np.abs(s), 0.0) for s in samples])
+        radius = spread + tolerance.relative * magnitude + tolerance.absolute
+        # Overflow to inf must be certain, beyond the op's own error.
+        threshold = FLOAT32_MAX * (1 + ULP / 2)
+        near_overflow = finite & (magnitude + radius >= FLOAT32_MAX)
+        overflowed = np.isinf(center) & np.isfinite(center_exact)
+        uncertain_overflow = overflowed & (
+            (np.abs(center_exact) * (1 - tolerance.relative) <= threshold) | (op is ew.MulOp)
+        )
+    undecided = (
+        ~consistent
+        | near_overflow
+        | uncertain_overflow
+        | _sign_of_zero_matters(op, args)
+        | functools.reduce(np.logical_or, [a.undecided for a in args])
+    )
+    radius = np.where(finite, radius, 0.0)
+    return Ball(center, np.where(undecided, np.inf, radius))
+
+
+def evaluate(program: Program, inputs: Sequence[np.ndarray], math_mode: str) -> list[Ball]:
+    """Balls of the program's outputs, given one float32 array per input node."""
+    balls: list[Ball] = []
+    given = iter(inputs)
+    for node in program.nodes:
+        if node.kind == "input":
+            data = np.asarray(next(given), np.float64)
+            balls.append(Ball(data, np.zeros_like(data)))
+        elif node.kind == "constant":
+            balls.append(Ball(round32(np.array(node.value)), np.zeros(())))
+        else:
+            assert node.op is not None
+            tolerance = TOLERANCES[math_mode].get(node.op, ARITHMETIC)
+            balls.append(apply(node.op, [balls[i] for i in node.operands], tolerance))
+    return [balls[i] for i in program.outputs]
+
+
+def check(name: str, got: np.ndarray, want: Ball, context: str) -> int:
+    """Asserts `got` lies in the ball where decided; returns how many elements were checked."""
+    assert got.dtype == np.float32, f"{context}: {name} has dtype {got.dtype}"
+    assert got.shape == want.center.shape, f"{context}: {name} has shape {got.shape}"
+    value = got.astype(np.float64)
+    center, radius = want.center, want.radius
+    decided = ~np.isinf(radius)
+    with np.errstate(all="ignore"):
+        wrong = decided & np.where(
+            np.isfinite(center),
+            ~(np.abs(value - center) <= radius),  # also catches a NaN or inf result
+            ~((value == center) | (np.isnan(value) & np.isnan(center))),
+        )
+    if wrong.any():
+        first = np.flatnonzero(wrong)[:5]
+        details = ", ".join(
+            f"[{i}] got {value.flat[i]!r}, want {center.flat[i]!r} ± {radius.flat[i]:.3g}"
+            for i in first
+        )
+        raise AssertionError(f"{context}: {name}: {int(wrong.sum())} wrong elements: {details}")
+    return int(decided.sum())
+
+
+def run_and_check(
+    program: Program, inputs: Sequence[np.ndarray], fuse: bool, math_mode: str
+) -> tuple[int, int]:
+    """Compiles the program once and checks it at every length of the inputs' prefixes."""
+    source = program.source()
+    context = f"fuse={fuse} math={math_mode}\n{source}outputs={program.output_names}"
+    kernel = xfuse.compile(source, outputs=program.output_names, fuse=fuse, math=math_mode)
+    # Inputs are named in order of first use; unused ones are not parameters.
+    by_name = {f"x{i}": array for i, array in enumerate(inputs)}
+    full = evaluate(program, inputs, math_mode)
+    longest = len(inputs[0])
+    checked = total = 0
+    for n in sorted({min(n, longest) for n in (*LENGTHS, longest)}):
+        results = kernel(**{name: by_name[name][:n] for name in kernel.input_names})
+        results = results if isinstance(results, tuple) else (results,)
+        for name, got, ball in zip(program.output_names, results, full, strict=True):
+            want = Ball(ball.center[:n], ball.radius[:n]) if ball.center.ndim else ball
+            checked += check(name, got, want, f"{context}\nn={n}")
+            total += want.center.size
+    return checked, total
+
+
+def _record(checked: int, total: int) -> None:
+    event(f"checked fraction: {'all' if checked == total else f'>= {10 * checked // total}0%'}")
+
+
+VARIANTS = [(fuse, math_mode) for fuse in (True, False) for math_mode in ("approx", "libm")]
+EXAMPLES = settings.default.max_examples * 3
+"""The `ci` profile's 100 give 300 programs, each in one variant (compiling dominates the cost)."""
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[Program, list[np.ndarray]]:
+    program = draw(programs())
+    count = sum(node.kind == "input" for node in program.nodes)
+    n = LONG if draw(st.integers(0, 4)) == 0 else max(LENGTHS)
+    return program, draw(input_sets(count, n))
+
+
+@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases(), variant=st.sampled_from(VARIANTS))
+def test_random_programs_match_numpy(
+    case: tuple[Program, list[np.ndarray]], variant: tuple[bool, str]
+) -> None:
+    program, inputs = case
+    _record(*run_and_check(program, inputs, *variant))
+
+
+@pytest.mark.slow
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases())
+def test_random_programs_match_numpy_in_every_variant(
+    case: tuple[Program, list[np.ndarray]],
+) -> None:
+    program, inputs = case
+    for fuse, math_mode in VARIANTS:
+        _record(*run_and_check(program, inputs, fuse, math_mode))
+
+
+# ---------------------------------------------------------------------------------------------
+# The oracle can fail
+# ---------------------------------------------------------------------------------------------
+
+
+def _gelu() -> Program:
+    """The lecture's program as nodes: h = x + b; y = 0.5 h (1 + tanh(c (h + 0.044715 h^3)))."""
+    n = [Node("input"), Node("input"), Node("input")]
+
+    def add(node: Node) -> int:
+        n.append(node)
+        return len(n) - 1
+
+    h = add(Node("op", ew.AddOp, (0, 1)))
+    h2 = add(Node("op", ew.MulOp, (h, h)))
+    h3 = add(Node("op", ew.MulOp, (h2, h)))
+    cubic = add(Node("op", ew.MulOp, (add(Node("constant", value=0.044715)), h3)))
+    inner = add(Node("op", ew.AddOp, (h, cubic)))
+    scaled = add(Node("op", ew.MulOp, (add(Node("constant", value=0.7978845608)), inner)))
+    tanh = add(Node("op", ew.TanhOp, (scaled,)))
+    one_plus = add(Node("op", ew.AddOp, (add(Node("constant", value=1.0)), tanh)))
+    half_h = add(Node("op", ew.MulOp, (add(Node("constant", value=0.5)), h)))
+    y = add(Node("op", ew.MulOp, (half_h, one_plus)))
+    add(Node("op", ew.AddOp, (y, 2)))
+    return Program(tuple(n), (len(n) - 1,))
+
+
+def _normal_inputs(count: int, n: int = 257) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [make_input(rng, "normal", 0.0, n) for _ in range(count)]
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+def test_the_oracle_checks_every_element_of_a_well_conditioned_program(math_mode: str) -> None:
+    checked, total = run_and_check(_gelu(), _normal_inputs(3), True, math_mode)
+    assert checked == total > 0
+
+
+@pytest.mark.parametrize("op", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
+def test_the_oracle_rejects_a_wrong_op(op: type[ew.UnaryOp | ew.BinaryOp]) -> None:
+    """Each op's program, checked against the reference of a different op of the same arity."""
+    arity = 2 if issubclass(op, ew.BinaryOp) else 1
+    siblings = [o for o in ew.ELEMENTWISE_OPS if issubclass(o, ew.BinaryOp) == (arity == 2)]
+    impostor = siblings[(siblings.index(op) + 1) % len(siblings)]
+    nodes = (Node("input"), Node("input"), Node("op", op, (0, 1)[:arity]))
+    kernel = xfuse.compile(Program(nodes, (2,)).source(), math="libm")
+    x, y = (np.abs(a) + 0.5 for a in _normal_inputs(2))
+    got = kernel(**{name: {"x0": x, "x1": y}[name] for name in kernel.input_names})
+    inputs = [Ball(a.astype(np.float64), np.zeros(a.shape)) for a in (x, y)]
+    want = apply(impostor, inputs[:arity], TOLERANCES["libm"].get(impostor, ARITHMETIC))
+    with pytest.raises(AssertionError, match="wrong elements"):
+        check("t2", got, want, f"{op.name} checked as {impostor.name}")
+
+
+def test_the_oracle_demands_nan_and_inf_where_the_reference_has_them() -> None:
+    want = Ball(np.array([np.nan, np.inf, 1.0]), np.zeros(3))
+    check("ok", np.array([np.nan, np.inf, 1.0], np.float32), want, "exact")
+    for wrong in ([0.0, np.inf, 1.0], [np.nan, FLOAT32_MAX, 1.0], [np.nan, np.inf, np.nan]):
+        with pytest.raises(AssertionError, match="1 wrong elements"):
+            check("bad", np.array(wrong, np.float32), want, str(wrong))
+
+
+def test_the_oracle_leaves_undecided_values_unchecked() -> None:
+    # log of (x - 1) with x = 1 ± ulp-sized error: NaN, -inf or a finite value are all right.
+    one = Ball(np.array([1.0]), np.array([ULP]))
+    shifted = apply(ew.SubOp, [one, Ball(np.array(1.0), np.zeros(()))], ARITHMETIC)
+    assert apply(ew.LogOp, [shifted], ARITHMETIC).undecided.all()
+    # 1 / 0: the sign of zero decides between +inf and -inf.
+    zero = Ball(np.array([0.0]), np.zeros(1))
+    assert apply(ew.DivOp, [Ball(np.array(1.0), np.zeros(())), zero], ARITHMETIC).undecided.all()
+    # ... but log(±0) is -inf for either sign: checked.
+    assert math.isinf(apply(ew.LogOp, [zero], ARITHMETIC).center[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Bugs the fuzzer found, kept as plain regression tests
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # Folding used the f64 literal where kernels use its f32 rounding (1e39 -> inf, 1e-50 -> 0).
+        ("a = 1e39; t = a * 0.0; o = x + t;", np.nan),
+        ("a = 1e-50; b = 1e50; o = x * (a * b);", np.nan),
+        ("o = x + log(1e-50);", -np.inf),
+        ("o = x * 1e39 * 0.0;", np.nan),
+    ],
+)
+def test_folding_rounds_literals_like_kernels(source: str, expected: float, fuse: bool) -> None:
+    out = xfuse.compile(source, fuse=fuse)(x=np.ones(3, np.float32))
+    np.testing.assert_array_equal(out, np.full(3, expected, np.float32))
+
+
+def test_a_constant_output_is_a_scalar() -> None:
+    # Building the kernel failed (IndexError) when every parameter was a scalar.
+    kernel = xfuse.compile("t = 0.5; u = x * t;", outputs=["t", "u"], threads=2)
+    t, u = kernel(x=np.ones(4, np.float32))
+    assert t.shape == () and t == 0.5
+    np.testing.assert_array_equal(u, np.full(4, 0.5, np.float32))
+    only = xfuse.compile("t = exp(0.0);", outputs=["t"])()
+    assert only.shape == () and only == 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The verified pipeline
+# ---------------------------------------------------------------------------------------------
+
+LECTURE = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
+PIPELINES = {"default": Options(), "unfused": Options(fuse=False), "libm": Options(math="libm")}
+
+
+def _printed(module: ModuleOp, generic: bool) -> str:
+    stream = io.StringIO()
+    Printer(stream=stream, print_generic_format=generic).print_op(module)
+    return stream.getvalue()
+
+
+def assert_round_trips(module: ModuleOp, ctx: Context, stage: str) -> None:
+    for generic in (False, True):
+        text = _printed(module, generic)
+        parsed = Parser(ctx, text).parse_module()
+        parsed.verify()
+        form = "generic" if generic else "custom"
+        assert parsed.is_structurally_equivalent(module), f"{stage} ({form}) parses differently"
+        assert _printed(parsed, generic) == text, f"{stage} ({form}) prints differently"
+
+
+def run_verified_pipeline(module: ModuleOp, options: Options) -> list[str]:
+    """Every pass of `xfuse.compile`'s pipeline, verifying and round-tripping after each."""
+    ctx = _context()
+    module.verify()
+    assert_round_trips(module, ctx, "frontend")
+    stages = ["frontend"]
+    for stage, pass_ in (*options.tensor_passes(), *options.buffer_passes()):
+        pass_.apply(ctx, module)
+        module.verify()
+        assert_round_trips(module, ctx, stage)
+        stages.append(stage)
+    return stages
+
+
+@pytest.mark.parametrize("pipeline", PIPELINES)
+def test_the_lecture_program_verifies_and_round_trips_after_every_pass(pipeline: str) -> None:
+    stages = run_verified_pipeline(parse_program(LECTURE), PIPELINES[pipeline])
+    # The pass list is the one `xfuse.compile` runs: its stages, in order.
+    assert stages == list(xfuse.compile(LECTURE).stages)
+
+
+@settings(
+    max_examples=max(1, settings.default.max_examples // 4),
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(program=programs(max_ops=25), pipeline=st.sampled_from(sorted(PIPELINES)))
+def test_random_programs_verify_and_round_trip_after_every_pass(
+    program: Program, pipeline: str
+) -> None:
+    module = parse_program(program.source(), program.output_names)
+    run_verified_pipeline(module, PIPELINES[pipeline])

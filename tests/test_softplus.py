@@ -1,0 +1,101 @@
+"""`softplus`, the op docs/adding-an-op.md adds, end to end: dialect, frontend, fusion,
+folding, both math lowerings, every dtype, the numpy baseline and the cost model."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import xfuse
+from xfuse.analysis.cost import CostOptions, cost_program
+from xfuse.dialects import ew
+from xfuse.frontend.language import parse_program
+from xfuse.passes.pipeline import apply_pipeline
+from xfuse.runtime.arrays import numpy_dtype
+from xfuse.runtime.baselines import compile_numpy
+
+
+def ops(module: object) -> list[str]:
+    return [op.name for op in module.walk()]  # type: ignore[attr-defined]
+
+
+def test_dialect_and_frontend() -> None:
+    assert ew.OPS_BY_MNEMONIC["softplus"] is ew.SoftplusOp
+    module = parse_program("y = softplus(x);")
+    assert "ew.softplus" in ops(module)
+    assert "%y = ew.softplus %x : tensor<?xf32>" in str(module)
+    x = np.array([-1000.0, -30.0, 0.0, 2.0, 1000.0])
+    np.testing.assert_allclose(
+        ew.SoftplusOp.reference(x),
+        [0.0, math.exp(-30.0), math.log(2.0), math.log1p(math.e**2), 1000.0],
+    )
+
+
+def test_constant_folds() -> None:
+    module = apply_pipeline(parse_program("y = softplus(0) * x;"), "ew-optimize")
+    assert "ew.softplus" not in ops(module)
+    constants = [op.literal for op in module.walk() if isinstance(op, ew.ConstantOp)]
+    assert constants == [pytest.approx(math.log(2.0), rel=1e-7)]
+
+
+def test_fused_region_uses_exp_and_log_only() -> None:
+    module = apply_pipeline(parse_program("y = softplus(x) * z;"), "ew-optimize,ew-fuse")
+    (kernel,) = [op for op in module.walk() if isinstance(op, ew.KernelOp)]
+    region = [op.name for op in kernel.block.ops]
+    assert "ew.softplus" not in region
+    assert region.count("math.exp") == 1 and region.count("math.log") == 1
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+@pytest.mark.parametrize(
+    ("dtype", "rtol"),
+    [("float32", 2e-6), ("float64", 1e-12), ("float16", 2e-3), ("bfloat16", 1e-2)],
+)
+def test_compiled_matches_float64(math_mode: str, dtype: str, rtol: float) -> None:
+    if dtype == "bfloat16":
+        pytest.importorskip("ml_dtypes")
+    if dtype == "float64" and math_mode == "approx":
+        rtol = 2e-6  # the approximations are float32-accurate
+    x = np.linspace(-80, 80, 4001)
+    if dtype in ("float16", "bfloat16"):
+        x = np.linspace(-10, 10, 4001)
+    stored = x.astype(numpy_dtype(dtype))
+    want = np.logaddexp(stored.astype(np.float64), 0.0)
+    kernel = xfuse.compile("y = softplus(x);", math=math_mode, dtype=dtype)
+    got = kernel(x=stored).astype(np.float64)
+    tiny = float(np.finfo(numpy_dtype(dtype) if dtype != "bfloat16" else np.float32).tiny)
+    normal = want > tiny * 1e6  # away from the subnormal range, where relative error is moot
+    np.testing.assert_allclose(got[normal], want[normal], rtol=rtol)
+    assert np.all(got >= 0)
+
+
+def test_large_inputs_do_not_overflow() -> None:
+    x = np.array([88.0, 100.0, 1e30, -1e30, np.inf, -np.inf], np.float32)
+    got = xfuse.compile("y = softplus(x);")(x=x)
+    np.testing.assert_array_equal(got, np.array([88.0, 100.0, 1e30, 0.0, np.inf, 0.0], np.float32))
+
+
+def test_numpy_baseline() -> None:
+    module = apply_pipeline(parse_program("y = softplus(x);"), "ew-optimize")
+    x = np.linspace(-20, 20, 101, dtype=np.float32)
+    (got,) = compile_numpy(module)(x)
+    np.testing.assert_allclose(got, np.logaddexp(x.astype(np.float64), 0), rtol=1e-6)
+
+
+def test_cost() -> None:
+    program = cost_program("y = softplus(x);", CostOptions(shape=(1024,)))
+    (kernel,) = program.fused.kernels
+    # maximumf absf negf addf mulf subf divf cmpf addf (9) + exp (2) + log (2); select is free
+    assert kernel.flops_per_element == 13
+    assert kernel.bytes == 2 * 2 * 1024  # bf16: read x, write y
+
+
+def test_traced() -> None:
+    @xfuse.jit
+    def smooth(x: np.ndarray) -> np.ndarray:
+        return xfuse.softplus(x) * 2
+
+    x = np.linspace(-5, 5, 64, dtype=np.float32)
+    np.testing.assert_allclose(smooth(x), 2 * np.logaddexp(x.astype(np.float64), 0), rtol=2e-6)
