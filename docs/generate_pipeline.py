@@ -73,7 +73,7 @@ def generate() -> str:
     from xdsl.parser import Parser
 
     import xfuse
-    from xfuse.runtime.compiler import _context
+    from xfuse.passes.pipeline import pipeline_context
 
     kernel = xfuse.compile(PROGRAM)
     parts = [
@@ -101,7 +101,7 @@ def generate() -> str:
             "\n",
             _fence(kernel.ir(stage)),
         ]
-    llvm_dialect = Parser(_context(), kernel.ir("ew-to-llvm")).parse_module()
+    llvm_dialect = Parser(pipeline_context(), kernel.ir("ew-to-llvm")).parse_module()
     llvm_ir = str(convert_module(llvm_dialect, fallback_target_triple="x86_64-unknown-linux-gnu"))
     parts += [
         f"\n## {len(kernel.stages) + 1}. LLVM IR\n\n",

@@ -11,7 +11,8 @@ import pytest
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
-from xfuse.runtime.compiler import Options, _context, compile_bufferized
+from xfuse.passes.pipeline import pipeline_context
+from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
 
 GELU_KERNEL = """
@@ -120,7 +121,7 @@ func.func @main(%x: memref<?x?x{element}>, %b: memref<?x{element}>, %s: memref<?
 
 
 def compile_text(text: str, inputs: list[str], **options: object) -> Kernel:
-    module = Parser(_context(), text).parse_module()
+    module = Parser(pipeline_context(), text).parse_module()
     return compile_bufferized(module, inputs, Options(**options))  # type: ignore[arg-type]
 
 

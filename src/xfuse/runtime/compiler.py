@@ -17,8 +17,6 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from xdsl.context import Context
-from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Attribute
 from xdsl.passes import ModulePass, PassPipeline
@@ -27,6 +25,7 @@ from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name, dtype_of
 from xfuse.frontend.builder import DtypeSpec, declared_dims
 from xfuse.passes import ALL_PASSES
+from xfuse.passes.pipeline import only_function, pipeline_context
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
 from xfuse.runtime.native import compile_llvm_dialect
@@ -93,25 +92,6 @@ def clear_cache() -> None:
     _recent.clear()
 
 
-def _context() -> Context:
-    from xdsl.dialects import arith, builtin, cf, llvm, math, memref, scf
-
-    ctx = Context()
-    for dialect in (builtin.Builtin, func.Func, arith.Arith, math.Math, memref.MemRef, scf.Scf):
-        ctx.load_dialect(dialect)
-    ctx.load_dialect(cf.Cf)
-    ctx.load_dialect(llvm.LLVM)
-    ctx.load_dialect(ew.Ew)
-    return ctx
-
-
-def _main(module: ModuleOp) -> func.FuncOp:
-    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
-    if len(functions) != 1:
-        raise ValueError(f"expected one function in the module, found {len(functions)}")
-    return functions[0]
-
-
 def _parameter(name: str, type_: Attribute, dims: tuple[str, ...] | None = None) -> Parameter:
     shaped = cast(TensorType[Attribute] | MemRefType[Attribute], type_)
     return Parameter(name, dtype_of(shaped.get_element_type()), tuple(shaped.get_shape()), dims)
@@ -121,7 +101,7 @@ def signature(
     module: ModuleOp, output_names: Sequence[str] | None
 ) -> tuple[list[Parameter], list[Parameter]]:
     """Input and output parameters of a frontend (tensor) module, named after the source."""
-    function = _main(module)
+    function = only_function(module)
     inputs = [
         _parameter(arg.name_hint or f"arg{index}", arg.type, declared_dims(arg))
         for index, arg in enumerate(function.body.block.args)
@@ -195,7 +175,7 @@ class Stages(Mapping[str, str]):
         if self._texts is None:
             module = self._first.clone()
             texts = {self._first_name: str(module)}
-            ctx = _context()
+            ctx = pipeline_context()
             for name, pass_ in self._passes:
                 pass_.apply(ctx, module)
                 texts[name] = str(module)
@@ -223,7 +203,7 @@ def _run_pipeline(
 ) -> Program:
     """Run `tensor_passes`, then the buffer passes, on `module` and JIT the result."""
     first = module.clone()
-    ctx = _context()
+    ctx = pipeline_context()
     for _, pass_ in tensor_passes:
         pass_.apply(ctx, module)
     # One kernel reads every input element before writing the same element: in-place is safe.
@@ -245,7 +225,7 @@ def compile_bufferized(
     `input_names` says how many leading memref arguments are inputs; the rest are outputs,
     named after their SSA names. Not cached: for hand-written IR and tests of the lowering.
     """
-    function = _main(module)
+    function = only_function(module)
     args = function.body.block.args
     names = [*input_names] + [
         arg.name_hint or f"out{i}" for i, arg in enumerate(args[len(input_names) :])
