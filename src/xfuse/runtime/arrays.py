@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,30 @@ from xfuse.dialects.ew import format_shape
 
 class ArgumentError(ValueError):
     """A bad argument to a compiled kernel; the message names the argument."""
+
+
+def bind_arguments(
+    names: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Positional and keyword arguments -> {input name: value}, as Python binds a call.
+
+    TypeError (naming the argument) for too many, unknown, repeated or missing arguments.
+    """
+    if len(args) > len(names):
+        raise TypeError(
+            f"expected at most {len(names)} inputs ({', '.join(names)}), got {len(args)}"
+        )
+    bound = dict(zip(names, args, strict=False))
+    for name, value in kwargs.items():
+        if name not in names:
+            raise TypeError(f"unknown argument '{name}': inputs are {', '.join(names)}")
+        if name in bound:
+            raise TypeError(f"argument '{name}' given twice")
+        bound[name] = value
+    missing = [name for name in names if name not in bound]
+    if missing:
+        raise TypeError(f"missing input(s): {', '.join(repr(name) for name in missing)}")
+    return bound
 
 
 @functools.cache

@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xfuse.runtime.arrays import (
     ArgumentError,
     Parameter,
+    bind_arguments,
     bind_shapes,
     check_aliasing,
     check_input,
@@ -245,21 +246,7 @@ class Kernel:
         names = self._input_names
         if not args and len(kwargs) == len(names) and all(n in kwargs for n in names):
             return dict(kwargs)  # the common call: every input by name
-        if len(args) > len(names):
-            raise TypeError(
-                f"expected at most {len(names)} inputs ({', '.join(names)}), got {len(args)}"
-            )
-        bound = dict(zip(names, args, strict=False))
-        for name, value in kwargs.items():
-            if name not in names:
-                raise TypeError(f"unknown argument '{name}': inputs are {', '.join(names)}")
-            if name in bound:
-                raise TypeError(f"argument '{name}' given twice")
-            bound[name] = value
-        missing = [name for name in names if name not in bound]
-        if missing:
-            raise TypeError(f"missing input(s): {', '.join(missing)}")
-        return bound
+        return bind_arguments(names, args, kwargs)
 
     def _bind_outputs(self, out: Any, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
         parameters = self.function.outputs
