@@ -23,7 +23,7 @@ import numpy as np
 import xfuse
 from xfuse.frontend.language import parse_program
 from xfuse.passes.optimize import EwOptimizePass
-from xfuse.runtime.compiler import _context
+from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.timing import median_seconds
 
 GELU = (Path(__file__).parent.parent / "examples" / "gelu.ew").read_text()
@@ -38,7 +38,7 @@ def reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
 
 def optimized_module():
     module = parse_program(GELU)
-    EwOptimizePass().apply(_context(), module)
+    EwOptimizePass().apply(pipeline_context(), module)
     return module
 
 
