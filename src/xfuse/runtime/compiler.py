@@ -1,7 +1,7 @@
 """`xfuse.compile`: the whole pipeline from `.ew` source (or a traced module) to a `Kernel`.
 
-    frontend -> ew-optimize -> ew-fuse -> ew-bufferize -> ew-kernel-to-loops -> ew-expand-math
-             -> ew-to-llvm -> convert_module + LLVM O3 -> MCJIT
+    frontend -> ew-optimize -> ew-fuse -> ew-bufferize -> ew-workspace -> ew-kernel-to-loops
+             -> ew-expand-math -> ew-to-llvm -> convert_module + LLVM O3 -> MCJIT
 
 Compiled programs are cached in memory by source and options (no parse at all on a hit) and by
 the frontend's IR and options (a traced function or a differently written identical program).
@@ -17,6 +17,7 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from xdsl.dialects import llvm
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Attribute
 from xdsl.passes import ModulePass, PassPipeline
@@ -24,6 +25,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name, dtype_of
 from xfuse.frontend.builder import DtypeSpec, declared_dims
+from xfuse.lowering.workspace import workspace_size_function
 from xfuse.passes import ALL_PASSES
 from xfuse.passes.pipeline import only_function, pipeline_context
 from xfuse.runtime.arrays import Parameter
@@ -62,6 +64,7 @@ class Options:
     def buffer_passes(self) -> list[tuple[str, ModulePass]]:
         """(stage name, pass) from bufferized kernels to the `llvm` dialect."""
         return [
+            self._make("ew-workspace"),
             self._make("ew-kernel-to-loops"),
             self._make("ew-expand-math", math=self.math),
             self._make("ew-to-llvm", fastmath=self.fastmath),
@@ -211,8 +214,10 @@ def _run_pipeline(
     buffer_passes = options.buffer_passes()
     for _, pass_ in buffer_passes:
         pass_.apply(ctx, module)
+    symbols = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
+    has_workspace = workspace_size_function(function_name) in symbols
     native = compile_llvm_dialect(module, options.opt_level)
-    function = NativeFunction(native, function_name, inputs, outputs)
+    function = NativeFunction(native, function_name, inputs, outputs, has_workspace)
     stages = Stages(first_stage, first, [*tensor_passes, *buffer_passes])
     return Program(function, stages, in_place_allowed, options)
 

@@ -4,19 +4,27 @@ The native function follows the lowering's calling convention (`xfuse.lowering.t
 each input, then each output, a pointer to its first element and one i64 per `?` dimension.
 ctypes releases the GIL during the call, so `threads=N` runs N slices of the outermost dimension
 concurrently (each slice is a call on offset pointers with a smaller outer size).
+
+A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
+live in (`xfuse.lowering.workspace`): a byte buffer the kernel owns and reuses across calls, sized
+per shape by the companion native function. Each slice of a split call gets its own part of one
+workspace; concurrent calls from several Python threads each borrow a workspace of their own.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 
+from xfuse.lowering.workspace import workspace_size_function
 from xfuse.runtime.arrays import (
     ArgumentError,
     Parameter,
@@ -37,13 +45,20 @@ MIN_ELEMENTS_PER_THREAD = 1 << 15
 PLAN_CACHE_SIZE = 64
 """How many argument shapes a kernel remembers the call plan of."""
 
+WORKSPACE_ALIGNMENT = 64
+"""Byte alignment of a workspace and of each thread's part of it (a cache line)."""
+
 
 def native_argument_count(parameter: Parameter) -> int:
     return 1 + len(parameter.dynamic_axes)
 
 
 class NativeFunction:
-    """A function of the native module with its parameters (inputs, then outputs)."""
+    """A function of the native module with its parameters (inputs, then outputs).
+
+    With `workspace`, the native function takes a trailing workspace (pointer and byte size) and
+    the module has its companion that computes the bytes needed (see `workspace_bytes`).
+    """
 
     def __init__(
         self,
@@ -51,15 +66,27 @@ class NativeFunction:
         name: str,
         inputs: Sequence[Parameter],
         outputs: Sequence[Parameter],
+        workspace: bool = False,
     ):
         self.native = native  # keeps the engine (and the code) alive
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
+        self.workspace = workspace
         parameters = (*self.inputs, *self.outputs)
         argument_types: list[Any] = []
         for parameter in parameters:
             argument_types += [ctypes.c_void_p] + [ctypes.c_int64] * len(parameter.dynamic_axes)
-        self._function = ctypes.CFUNCTYPE(None, *argument_types)(native.address(name))
+        workspace_argument_types = [ctypes.c_void_p, ctypes.c_int64] if workspace else []
+        self._function = ctypes.CFUNCTYPE(None, *argument_types, *workspace_argument_types)(
+            native.address(name)
+        )
+        self._workspace_bytes = (
+            ctypes.CFUNCTYPE(ctypes.c_int64, *argument_types)(
+                native.address(workspace_size_function(name))
+            )
+            if workspace
+            else None
+        )
         self._splittable = (
             all(
                 not p.shape  # a scalar (a constant output): nothing to split
@@ -71,8 +98,19 @@ class NativeFunction:
             else False
         )
 
-    def run(self, argument_lists: Sequence[Sequence[int]]) -> None:
-        """Call the native function once per argument list, concurrently if several."""
+    def workspace_bytes(self, arguments: Sequence[int]) -> int:
+        """The workspace bytes a call with these native arguments (minus the workspace) needs;
+        only their sizes matter, so the data pointers may be 0."""
+        return self._workspace_bytes(*arguments) if self._workspace_bytes else 0
+
+    def run(self, argument_lists: Sequence[Sequence[int]], workspace: int = 0) -> None:
+        """Call the native function once per argument list, concurrently if several.
+
+        With a workspace, each list ends with its part's offset and size: `workspace` is the
+        address the offsets count from.
+        """
+        if workspace:
+            argument_lists = [[*a[:-2], workspace + a[-2], a[-1]] for a in argument_lists]
         if len(argument_lists) == 1:
             self._function(*argument_lists[0])
             return
@@ -96,9 +134,12 @@ class CallPlan:
 
     output_shapes: tuple[tuple[int, ...], ...]
     templates: tuple[tuple[int, ...], ...]
-    """Per thread: the native argument list, with 0 where a data pointer goes."""
+    """Per thread: the native argument list, with 0 where a data pointer goes (and, with a
+    workspace, the offset and size of the thread's part where the workspace goes)."""
     pointer_slots: tuple[tuple[tuple[int, int, int], ...], ...]
     """Per thread: (position in the list, array index, byte offset) of each data pointer."""
+    workspace_bytes: int
+    """The workspace a call needs, every thread's part together (0: the program has none)."""
 
     def argument_lists(self, pointers: Sequence[int]) -> list[list[int]]:
         lists = []
@@ -121,6 +162,7 @@ def make_plan(
     rank = len(iteration)
     chunks = function.chunks(iteration, threads)
     templates, pointer_slots = [], []
+    workspace_bytes = 0
     for low, high in chunks:
         arguments: list[int] = []
         slots = []
@@ -134,22 +176,57 @@ def make_plan(
             slots.append((len(arguments), index, offset))
             arguments.append(0)
             arguments += [sizes[axis] for axis in parameter.dynamic_axes]
+        if function.workspace:
+            part = function.workspace_bytes(arguments)
+            arguments += [workspace_bytes, part]
+            workspace_bytes += -(-part // WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
         templates.append(tuple(arguments))
         pointer_slots.append(tuple(slots))
-    return CallPlan(output_shapes, tuple(templates), tuple(pointer_slots))
+    return CallPlan(output_shapes, tuple(templates), tuple(pointer_slots), workspace_bytes)
+
+
+class WorkspacePool:
+    """A kernel's workspaces, reused across calls. Each call in flight borrows one of its own, so
+    calls from several Python threads never share one; there are as many as calls ever ran at
+    once, each as large as the largest call that used it (memory kept for the kernel's life)."""
+
+    def __init__(self) -> None:
+        self._idle: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def borrow(self, nbytes: int) -> Iterator[int]:
+        """The address of a `WORKSPACE_ALIGNMENT`-aligned workspace of at least `nbytes`."""
+        with self._lock:
+            buffer = self._idle.pop() if self._idle else None
+        if buffer is None or buffer.nbytes < nbytes + WORKSPACE_ALIGNMENT:
+            buffer = np.empty(nbytes + WORKSPACE_ALIGNMENT, np.uint8)
+        address = buffer.ctypes.data
+        try:
+            yield address + -address % WORKSPACE_ALIGNMENT
+        finally:
+            with self._lock:
+                self._idle.append(buffer)
 
 
 class PreparedCall:
     """A checked call of a kernel: calling it runs the native code and returns the outputs."""
 
-    def __init__(self, kernel: Kernel, arrays: list[np.ndarray], argument_lists: list[list[int]]):
+    def __init__(
+        self,
+        kernel: Kernel,
+        arrays: list[np.ndarray],
+        argument_lists: list[list[int]],
+        workspace_bytes: int,
+    ):
         self.kernel = kernel  # keeps the native code alive
         self.arrays = arrays  # keeps the buffers alive
         self.outputs = arrays[len(kernel.function.inputs) :]
         self.argument_lists = argument_lists
+        self.workspace_bytes = workspace_bytes
 
     def __call__(self) -> Any:
-        self.kernel.function.run(self.argument_lists)
+        self.kernel.run_native(self.argument_lists, self.workspace_bytes)
         return self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
 
 
@@ -184,6 +261,7 @@ class Kernel:
         self._names = (*self._input_names, *(p.name for p in self.function.outputs))
         self._plans: dict[tuple[tuple[int, ...], ...], CallPlan] = {}
         """Call plans by input shapes: a repeated call skips binding the shapes."""
+        self._workspaces = WorkspacePool()
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -208,8 +286,8 @@ class Kernel:
         return self.function.native.asm
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
-        arrays, argument_lists = self._check(args, kwargs, out)
-        self.function.run(argument_lists)
+        arrays, argument_lists, workspace_bytes = self._check(args, kwargs, out)
+        self.run_native(argument_lists, workspace_bytes)
         outputs = arrays[len(self.function.inputs) :]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
@@ -221,10 +299,19 @@ class Kernel:
         """
         return PreparedCall(self, *self._check(args, kwargs, out))
 
+    def run_native(self, argument_lists: Sequence[Sequence[int]], workspace_bytes: int) -> None:
+        """Run checked native arguments, in a borrowed workspace if the program needs one."""
+        if not workspace_bytes:
+            self.function.run(argument_lists)
+            return
+        with self._workspaces.borrow(workspace_bytes) as workspace:
+            self.function.run(argument_lists, workspace)
+
     def _check(
         self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any
-    ) -> tuple[list[np.ndarray], list[list[int]]]:
-        """All checks of a call, before any native code runs: its arrays and native arguments."""
+    ) -> tuple[list[np.ndarray], list[list[int]], int]:
+        """All checks of a call, before any native code runs: its arrays, native arguments and
+        workspace bytes."""
         inputs = self._bind_inputs(args, kwargs)
         arrays = [check_input(p, inputs[p.name]) for p in self.function.inputs]
         input_shapes = tuple(array.shape for array in arrays)
@@ -240,7 +327,7 @@ class Kernel:
         check_aliasing(
             self._names, arrays, pointers, len(self.function.inputs), self.in_place_allowed
         )
-        return arrays, plan.argument_lists(pointers)
+        return arrays, plan.argument_lists(pointers), plan.workspace_bytes
 
     def _bind_inputs(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         names = self._input_names
