@@ -45,6 +45,14 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
         "writes (`outs(...)`). Temporaries, if any, would get `memref.alloc`s planned by "
         "`xfuse.analysis.memory`.",
     ),
+    "ew-workspace": (
+        "`ew-workspace`: temporaries in a caller-owned workspace",
+        "Nothing to do here: one kernel has no temporaries. In an unfused program each "
+        "`memref.alloc` would become a `memref.view` of a trailing `%workspace: memref<?xi8>` "
+        "argument at an aligned byte offset, plus a companion function "
+        "`@main_workspace_bytes` that returns its size, so the runtime allocates the workspace "
+        "once per shape and reuses it across calls instead of a `malloc`/`free` in every call.",
+    ),
     "ew-kernel-to-loops": (
         "`ew-kernel-to-loops`: a loop nest",
         "Each kernel becomes an `scf.for` over its iteration space: load each input, run the "

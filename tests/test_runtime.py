@@ -95,6 +95,7 @@ def test_every_stage_is_visible() -> None:
         "ew-optimize",
         "ew-fuse",
         "ew-bufferize",
+        "ew-workspace",
         "ew-kernel-to-loops",
         "ew-expand-math",
         "ew-to-llvm",

@@ -35,7 +35,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
-from xdsl.rewriter import Rewriter
+from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import DiagnosticException
 
 WORKSPACE_TYPE = MemRefType(i8, [DYNAMIC_INDEX])
@@ -101,7 +101,10 @@ def _size_function(
         pending += [operand.owner for operand in owner.operands]
     entry = function.body.block
     body = Block(arg_types=function.function_type.inputs)
-    values: dict[SSAValue, SSAValue] = dict(zip(entry.args, body.args, strict=True))
+    values: dict[SSAValue, SSAValue] = {}
+    for arg, copy in zip(entry.args, body.args, strict=True):
+        copy.name_hint = arg.name_hint
+        values[arg] = copy
     body.add_ops(op.clone(value_mapper=values) for op in entry.ops if op in needed)
     ops: list[Operation] = []
     total = _index_constant(0, ops)
@@ -139,7 +142,8 @@ def _place_in_workspace(
             )
         )
         previous = memref.ViewOp(workspace, offset, alloc.dynamic_sizes, _memref_type(alloc))
-        Rewriter.replace_op(alloc, [*ops, previous])
+        Rewriter.insert_op(ops, InsertPoint.before(alloc))
+        Rewriter.replace_op(alloc, previous)
     for dealloc in [op for op in function.walk() if isinstance(op, memref.DeallocOp)]:
         Rewriter.erase_op(dealloc)
 
