@@ -247,7 +247,8 @@ class Kernel:
     `out=` takes the output buffer (or a sequence / name->array mapping for several outputs) to
     write in place. Inputs are checked first (dtype, shape, broadcasting, aliasing); a strided or
     misaligned input is copied to a contiguous array. `k.ir(stage)` shows the IR after any stage,
-    `k.llvm_ir` the optimized LLVM IR, `k.asm` the host assembly.
+    `k.llvm_ir` the optimized LLVM IR, `k.asm` the host assembly. A kernel with temporaries
+    (`fuse=False`) keeps their workspace between calls (`WorkspacePool`): no allocation per call.
     """
 
     def __init__(self, program: Program, threads: int = 1):
