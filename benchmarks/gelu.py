@@ -3,7 +3,8 @@
     python benchmarks/gelu.py [--sizes 16 20 24] [--repeat 7]
 
 Rows: numpy one op at a time (fresh arrays), numpy with planned `out=` buffers, the fused kernel
-with libm `tanhf`, the fused kernel with the rational tanh, and a streaming `x + b + r` kernel
+with libm `tanhf`, xfuse's unfused pipeline (one kernel per op, planned temporaries), the fused
+kernel with the rational tanh, and a streaming `x + b + r` kernel
 (the same 16 bytes per element, trivial compute) as the bandwidth ceiling. xfuse kernels write
 into a preallocated `out=` buffer through `Kernel.prepare` (arguments checked once); the cost of a
 checked call `k(...)` is printed separately. Time is the median of `--repeat` runs after a warm-up.
@@ -22,7 +23,7 @@ import numpy as np
 import xfuse
 from xfuse.frontend.language import parse_program
 from xfuse.passes.optimize import EwOptimizePass
-from xfuse.runtime.compiler import _context
+from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.timing import median_seconds
 
 GELU = (Path(__file__).parent.parent / "examples" / "gelu.ew").read_text()
@@ -37,7 +38,7 @@ def reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
 
 def optimized_module():
     module = parse_program(GELU)
-    EwOptimizePass().apply(_context(), module)
+    EwOptimizePass().apply(pipeline_context(), module)
     return module
 
 
@@ -50,11 +51,13 @@ def table(n: int, repeat: int) -> list[tuple[str, float, float]]:
     numpy_planned = xfuse.compile_numpy_planned(optimized_module())
     libm = xfuse.compile(GELU, math="libm")
     approx = xfuse.compile(GELU, math="approx")
+    unfused = xfuse.compile(GELU, math="approx", fuse=False)
     ceiling = xfuse.compile(CEILING)
     rows: list[tuple[str, Callable[[], np.ndarray]]] = [
         ("numpy per-op", lambda: numpy_per_op(x, b, r)[0]),
         ("numpy planned", lambda: numpy_planned(x, b, r)[0]),
         ("xfuse fused libm", libm.prepare(x=x, b=b, r=r, out=out)),
+        ("xfuse unfused approx", unfused.prepare(x=x, b=b, r=r, out=out)),
         ("xfuse fused approx", approx.prepare(x=x, b=b, r=r, out=out)),
         ("ceiling x+b+r", ceiling.prepare(x=x, b=b, r=r, out=out)),
     ]

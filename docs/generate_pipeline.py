@@ -45,6 +45,14 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
         "writes (`outs(...)`). Temporaries, if any, would get `memref.alloc`s planned by "
         "`xfuse.analysis.memory`.",
     ),
+    "ew-workspace": (
+        "`ew-workspace`: temporaries in a caller-owned workspace",
+        "Nothing to do here: one kernel has no temporaries. In an unfused program each "
+        "`memref.alloc` would become a `memref.view` of a trailing `%workspace: memref<?xi8>` "
+        "argument at an aligned byte offset, plus a companion function "
+        "`@main_workspace_bytes` that returns its size, so the runtime allocates the workspace "
+        "once per shape and reuses it across calls instead of a `malloc`/`free` in every call.",
+    ),
     "ew-kernel-to-loops": (
         "`ew-kernel-to-loops`: a loop nest",
         "Each kernel becomes an `scf.for` over its iteration space: load each input, run the "
@@ -73,7 +81,7 @@ def generate() -> str:
     from xdsl.parser import Parser
 
     import xfuse
-    from xfuse.runtime.compiler import _context
+    from xfuse.passes.pipeline import pipeline_context
 
     kernel = xfuse.compile(PROGRAM)
     parts = [
@@ -101,7 +109,7 @@ def generate() -> str:
             "\n",
             _fence(kernel.ir(stage)),
         ]
-    llvm_dialect = Parser(_context(), kernel.ir("ew-to-llvm")).parse_module()
+    llvm_dialect = Parser(pipeline_context(), kernel.ir("ew-to-llvm")).parse_module()
     llvm_ir = str(convert_module(llvm_dialect, fallback_target_triple="x86_64-unknown-linux-gnu"))
     parts += [
         f"\n## {len(kernel.stages) + 1}. LLVM IR\n\n",

@@ -39,19 +39,24 @@ def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
     return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
 
 
-def test_one_kernel_from_four_threads_at_once() -> None:
-    kernel = xfuse.compile(GELU)
+@pytest.mark.parametrize(
+    ("fuse", "length", "calls"), [(True, 1000, 200), (False, 50_000, 40)], ids=["fused", "unfused"]
+)
+def test_one_kernel_from_four_threads_at_once(fuse: bool, length: int, calls: int) -> None:
+    """Unfused, each call needs a workspace of its own for the temporaries: sharing one would
+    mix the threads' intermediate values (long calls, so that they overlap)."""
+    kernel = xfuse.compile(GELU, fuse=fuse)
     start = threading.Barrier(4)
     failures: list[str] = []
 
     def work(seed: int) -> None:
         rng = np.random.default_rng(seed)
-        n = 1000 + 37 * seed  # different lengths: different loop trip counts per thread
+        n = length + 37 * seed  # different lengths: different loop trip counts and workspaces
         x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
         want = gelu_reference(x, b, r)
         out = np.empty(n, np.float32)
         start.wait()
-        for _ in range(200):
+        for _ in range(calls):
             kernel(x=x, b=b, r=r, out=out)
             if not np.allclose(out, want, atol=2e-6):
                 failures.append(f"thread {seed}: wrong result")

@@ -11,7 +11,8 @@ import pytest
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
-from xfuse.runtime.compiler import Options, _context, compile_bufferized
+from xfuse.passes.pipeline import pipeline_context
+from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
 
 GELU_KERNEL = """
@@ -61,6 +62,28 @@ func.func @main(%x: memref<?xf32>, %out: memref<?xf32>) {
 """
 
 
+UNFUSED_IN_PLACE = """
+func.func @main(%x: memref<?xf32>, %b: memref<?xf32>, %r: memref<?xf32>, %out: memref<?xf32>) {
+  ew.kernel ins(%x, %b : memref<?xf32>, memref<?xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%xs: f32, %bs: f32):
+    %h = arith.addf %xs, %bs : f32
+    ew.yield %h : f32
+  }
+  ew.kernel ins(%out : memref<?xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%hs: f32):
+    %t = math.tanh %hs : f32
+    ew.yield %t : f32
+  }
+  ew.kernel ins(%out, %r : memref<?xf32>, memref<?xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%ts: f32, %rs: f32):
+    %s = arith.addf %ts, %rs : f32
+    ew.yield %s : f32
+  }
+  func.return
+}
+"""
+
+
 def broadcast_kernel(element: str) -> str:
     """out[t, d] = (x[t, d] + b[d]) * s[t, 0], computed in f32 on `element` storage."""
     extend = f"arith.extf %{{v}} : {element} to f32" if element != "f32" else None
@@ -98,7 +121,7 @@ func.func @main(%x: memref<?x?x{element}>, %b: memref<?x{element}>, %s: memref<?
 
 
 def compile_text(text: str, inputs: list[str], **options: object) -> Kernel:
-    module = Parser(_context(), text).parse_module()
+    module = Parser(pipeline_context(), text).parse_module()
     return compile_bufferized(module, inputs, Options(**options))  # type: ignore[arg-type]
 
 
@@ -147,6 +170,40 @@ def test_loop_body_uses_the_widest_vectors(gelu_approx: Kernel) -> None:
         assert "zmm" in gelu_approx.asm
 
 
+RUNTIME_ALIAS_CHECK = re.compile(r"diff\.check|vector\.memcheck|found\.conflict")
+
+
+def vectorized_loop_count(llvm_ir: str) -> int:
+    """Loops the loop vectorizer turned into full-width vector loops."""
+    return len(re.findall(r"^vector\.body\d*:", llvm_ir, re.MULTILINE))
+
+
+def test_in_place_kernels_vectorize_without_alias_checks() -> None:
+    # The last two kernels write over the buffer they read, and `r` may be `out` as far as the
+    # code knows: a runtime overlap check would send in-place calls to the scalar loop.
+    kernel = compile_text(UNFUSED_IN_PLACE, ["x", "b", "r"], math="approx")
+    assert vectorized_loop_count(kernel.llvm_ir) == 3, "an in-place kernel loop stayed scalar"
+    assert not RUNTIME_ALIAS_CHECK.search(kernel.llvm_ir)
+    assert widest_float_vector(kernel.llvm_ir) >= host_float_lanes()
+    n = 1003
+    rng = np.random.default_rng(3)
+    x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+    want = np.tanh(x.astype(np.float64) + b) + r
+    np.testing.assert_allclose(kernel(x=x, b=b, r=r), want, atol=2e-6)
+
+
+def test_fused_loop_has_no_alias_check(gelu_approx: Kernel) -> None:
+    # k(x=x, ..., out=x) is a legal in-place call: it must take the vector loop too.
+    assert vectorized_loop_count(gelu_approx.llvm_ir) == 1
+    assert not RUNTIME_ALIAS_CHECK.search(gelu_approx.llvm_ir)
+    n = 2**10 + 3
+    x = np.linspace(-6, 6, n, dtype=np.float32)
+    b, r = np.full(n, 0.5, np.float32), np.full(n, -1, np.float32)
+    want = gelu_reference(x, b, r)
+    gelu_approx(x=x, b=b, r=r, out=x)
+    np.testing.assert_allclose(x, want, rtol=0, atol=2e-6)
+
+
 def test_libm_tanh_is_a_call(gelu_approx: Kernel) -> None:
     libm = compile_text(GELU_KERNEL, ["x", "b", "r"], math="libm")
     assert "call float @tanhf" in libm.llvm_ir or "tail call float @tanhf" in libm.llvm_ir
@@ -166,9 +223,10 @@ def test_unaligned_buffers(gelu_approx: Kernel) -> None:
     np.testing.assert_allclose(out, gelu_reference(x, b, r), atol=2e-6)
 
 
-def test_temporaries_are_allocated_and_freed() -> None:
+def test_temporaries_live_in_the_workspace() -> None:
     kernel = compile_text(UNFUSED_TEMPORARY, ["x"], math="libm")
-    assert "@malloc" in kernel.llvm_ir and "@free" in kernel.llvm_ir
+    assert "memref.view %workspace" in kernel.ir("ew-workspace")
+    assert "@malloc" not in kernel.llvm_ir and "@free" not in kernel.llvm_ir
     x = np.linspace(-3, 3, 1000, dtype=np.float32)
     np.testing.assert_allclose(kernel(x=x), np.exp(x.astype(np.float64)) - x, rtol=1e-6)
 

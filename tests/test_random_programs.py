@@ -65,7 +65,8 @@ from xdsl.printer import Printer
 import xfuse
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.runtime.compiler import Options, _context
+from xfuse.passes.pipeline import pipeline_context
+from xfuse.runtime.compiler import Options
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 TINY = 2.0**-149
@@ -570,7 +571,7 @@ def assert_round_trips(module: ModuleOp, ctx: Context, stage: str) -> None:
 
 def run_verified_pipeline(module: ModuleOp, options: Options) -> list[str]:
     """Every pass of `xfuse.compile`'s pipeline, verifying and round-tripping after each."""
-    ctx = _context()
+    ctx = pipeline_context()
     module.verify()
     assert_round_trips(module, ctx, "frontend")
     stages = ["frontend"]

@@ -15,7 +15,8 @@ import xfuse
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.passes.optimize import EwOptimizePass
-from xfuse.runtime.compiler import _context, compile_module
+from xfuse.passes.pipeline import pipeline_context
+from xfuse.runtime.compiler import compile_module
 
 GELU = (
     "h = x + b; y = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h))); out = y + r;"
@@ -94,6 +95,7 @@ def test_every_stage_is_visible() -> None:
         "ew-optimize",
         "ew-fuse",
         "ew-bufferize",
+        "ew-workspace",
         "ew-kernel-to-loops",
         "ew-expand-math",
         "ew-to-llvm",
@@ -292,7 +294,7 @@ def test_elementwise_functions_work_on_numpy() -> None:
 @pytest.mark.parametrize("planned", [False, True])
 def test_numpy_baselines_match(planned: bool) -> None:
     module = parse_program(GELU)
-    EwOptimizePass().apply(_context(), module)
+    EwOptimizePass().apply(pipeline_context(), module)
     baseline = (xfuse.compile_numpy_planned if planned else xfuse.compile_numpy)(module)
     rng = np.random.default_rng(4)
     x, b, r = (rng.standard_normal(1000, dtype=np.float32) for _ in range(3))

@@ -175,8 +175,7 @@ def test_mixed_dtypes_insert_conversions_and_literals_are_weak() -> None:
 def test_convert_folds_constants_to_the_new_rounding() -> None:
     from xdsl.parser import Parser
 
-    from xfuse.passes.pipeline import apply_pipeline
-    from xfuse.runtime.compiler import _context
+    from xfuse.passes.pipeline import apply_pipeline, pipeline_context
 
     text = """
     func.func @main(%x: tensor<?xbf16>) -> tensor<?xbf16> {
@@ -186,7 +185,7 @@ def test_convert_folds_constants_to_the_new_rounding() -> None:
       func.return %y : tensor<?xbf16>
     }
     """
-    folded = apply_pipeline(Parser(_context(), text).parse_module(), "ew-optimize")
+    folded = apply_pipeline(Parser(pipeline_context(), text).parse_module(), "ew-optimize")
     assert not [op for op in folded.walk() if isinstance(op, ew.ConvertOp)]
     (constant,) = [op for op in folded.walk() if isinstance(op, ew.ConstantOp)]
     assert constant.literal == float(np.float32(0.1).astype(ml_dtypes.bfloat16))

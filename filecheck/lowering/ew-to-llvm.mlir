@@ -70,6 +70,26 @@ func.func @bf16_matrix(%x: memref<?x8xbf16>, %out: memref<?x8xbf16>) {
   func.return
 }
 
+// A temporary in the workspace (from ew-workspace): its pointer is the workspace pointer moved
+// on by the byte shift; its dynamic size comes along.
+// CHECK-LABEL: llvm.func @workspace_view
+// CHECK-SAME:    (%[[X:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[WS:.*]]: !llvm.ptr, %{{.*}}: i64)
+// CHECK:         %[[SHIFT:.*]] = llvm.mlir.constant(64) : i64
+// CHECK-NEXT:    %[[T:.*]] = llvm.getelementptr inbounds %[[WS]][%[[SHIFT]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK:         %[[P:.*]] = llvm.getelementptr inbounds %[[T]][%{{.*}}] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK-NEXT:    llvm.store %{{.*}}, %[[P]] : f32, !llvm.ptr
+// CHECK-NOT:     llvm.call
+// CHECK:         llvm.return
+func.func @workspace_view(%x: memref<?xf32>, %workspace: memref<?xi8>) {
+  %c0 = arith.constant 0 : index
+  %c64 = arith.constant 64 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  %t = memref.view %workspace[%c64][%n] : memref<?xi8> to memref<?xf32>
+  %v = memref.load %x[%c0] : memref<?xf32>
+  memref.store %v, %t[%c0] : memref<?xf32>
+  func.return
+}
+
 // Temporaries: alloc is malloc of the byte size, dealloc is free; libm declarations carry over.
 // CHECK-LABEL: llvm.func @temporary
 // CHECK:         %[[BYTES:.*]] = llvm.mul %{{.*}}, %{{.*}} : i64

@@ -43,6 +43,7 @@ from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, Device, device
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name, dtype_of, element_type_for, itemsize
+from xfuse.passes.pipeline import apply_pipeline, only_function
 
 FLOPS_PER_SCALAR_OP: dict[str, int] = {
     # One FLOP each: a single FP32 instruction on the CUDA cores (divide counted as one, as the
@@ -516,11 +517,13 @@ def cost_program(
     Raises EwSyntaxError for a bad program, ValueError for bad options.
     """
     from xfuse.frontend.language import parse_program
-    from xfuse.passes.pipeline import apply_pipeline
 
     options = options or CostOptions()
     dtype = options.dtype or "float32"
-    names = [a.name_hint for a in _main(parse_program(source, dtype=dtype, filename=filename)).args]
+    names = [
+        a.name_hint
+        for a in only_function(parse_program(source, dtype=dtype, filename=filename)).args
+    ]
     unknown = set(input_shapes or {}) - set(names)
     if unknown:
         raise ValueError(
@@ -532,11 +535,11 @@ def cost_program(
         source, dtype=dtype, shapes=input_shapes, default_shape=full, filename=filename
     )
     default_element = element_type_for(dtype)
-    if any(ew.element_type(a.type) != default_element for a in _main(module).args):
+    if any(ew.element_type(a.type) != default_element for a in only_function(module).args):
         options = replace(options, dtype=None)  # declared dtypes: price each tensor's own
 
     def analyse(pipeline: str, opts: CostOptions) -> FunctionCost:
-        return analyse_function(_main(apply_pipeline(module, pipeline)), opts)
+        return analyse_function(only_function(apply_pipeline(module, pipeline)), opts)
 
     fused = analyse(FUSED_PIPELINE, options)
     unfused = analyse(UNFUSED_PIPELINE, options)
@@ -551,8 +554,3 @@ def cost_program(
         hbm_only=hbm_only,
         epilogue=epilogue_what_if(fused, epilogue) if epilogue else None,
     )
-
-
-def _main(module: ModuleOp) -> func.FuncOp:
-    (function,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
-    return function

@@ -8,7 +8,7 @@ errors over a dense sweep of float32 inputs are in docs/math.md (`tests/test_mat
   polynomial for e**r, and 2**n applied as two exact power-of-two factors (so results down to
   2**-149 and up to overflow are right).
 - log: exponent and mantissa from the bits (denormals scaled first), Cephes' degree-9 polynomial.
-- tanh: Eigen's odd/even rational p(x)/q(x) on |x| <= 10.5 clamped to [-1, 1], identity below 4e-4.
+- tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8), x^2 <= 8.5^2, clamped to +-1.
 - erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x times the ratio.
 - pow: exp(y * log|x|) with the C99 special cases (negative bases with integer exponents, 0, 1).
 """
@@ -49,24 +49,25 @@ _LOG_POLY = (
     -2.4999993993e-1,
     3.3333331174e-1,
 )
-# Past Eigen's 7.9053 the rational still follows tanh to 1e-8 and exceeds 1 (by >= 4 ulp at the
-# clamp): clamping the result to [-1, 1] then makes it exactly +-1 from |x| ~ 9.5 on.
-_TANH_CLAMP = 10.5
-_TANH_TINY = 0.0004
+# Past 7.9053 the rational below exceeds 1 (by >= 10 ulp at the clamp): clamping the result to
+# [-1, 1] makes it exactly +-1 from |x| ~ 8.1 on, where tanh is within 2.3e-7 of it.
+_TANH_CLAMP = 8.5
+# A minimax rational x p(x^2) / q(x^2), degree 9 over 8, fitted for xfuse on [0, 7.9053]
+# (linear programming on the equioscillating error): as accurate as Eigen's degree 13/6 (max abs
+# error 3.4e-7 in float32) with 4 fewer operations. q(0) = 1, and x p(x^2) keeps tanh(-0) = -0.
 _TANH_NUMERATOR = (
-    -2.76076847742355e-16,
-    2.00018790482477e-13,
-    -8.60467152213735e-11,
-    5.12229709037114e-08,
-    1.48572235717979e-05,
-    6.37261928875436e-04,
-    4.89352455891786e-03,
+    2.4018950627032817e-08,
+    2.780174011931157e-05,
+    3.916955653644184e-03,
+    1.3731748720424103e-01,
+    9.999998221097897e-01,
 )
 _TANH_DENOMINATOR = (
-    1.19825839466702e-06,
-    1.18534705686654e-04,
-    2.26843463243900e-03,
-    4.89352518554385e-03,
+    1.1979767505623117e-06,
+    3.984851726970423e-04,
+    2.746697981138055e-02,
+    4.7065075462135775e-01,
+    1.0,
 )
 _ERF_CLAMP = 4.0
 _ERF_NUMERATOR = (
@@ -207,12 +208,13 @@ def log(e: Float32Emitter, x: SSAValue) -> SSAValue:
 
 
 def tanh(e: Float32Emitter, x: SSAValue) -> SSAValue:
-    clamped = e.clamp(x, -_TANH_CLAMP, _TANH_CLAMP)
-    x2 = e.mul(clamped, clamped)
-    numerator = e.mul(clamped, e.polynomial(x2, _TANH_NUMERATOR))
-    denominator = e.polynomial(x2, _TANH_DENOMINATOR)
-    tiny = e.cmp("olt", e.abs(x), e.f(_TANH_TINY))
-    return e.clamp(e.select(tiny, x, e.div(numerator, denominator)), -1.0, 1.0)
+    # x^2 is clamped, not x (one select, not two): past the clamp x p(c^2) / q(c^2) only grows
+    # (to inf for huge x), and the result's clamp to [-1, 1] makes all of that +-1.
+    limit = _TANH_CLAMP * _TANH_CLAMP
+    square = e.mul(x, x)
+    x2 = e.select(e.cmp("ogt", square, e.f(limit)), e.f(limit), square)
+    numerator = e.mul(x, e.polynomial(x2, _TANH_NUMERATOR))
+    return e.clamp(e.div(numerator, e.polynomial(x2, _TANH_DENOMINATOR)), -1.0, 1.0)
 
 
 def erf(e: Float32Emitter, x: SSAValue) -> SSAValue:

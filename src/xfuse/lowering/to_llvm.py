@@ -8,7 +8,8 @@ first element followed by one `i64` per dynamic (`?`) dimension of its type; arr
 C-contiguous. No alignment is promised beyond the element's (numpy buffers are often only 16-byte
 aligned). Element types: `index` -> i64; bf16 is stored as i16 (`arith.extf` shifts it into the
 high half of an f32, `arith.truncf` rounds to nearest even); f16, f32, f64 are LLVM's own.
-`memref.alloc`/`dealloc` call `malloc`/`free`.
+`memref.view` of a byte buffer is its pointer moved on by the byte shift (`ew-workspace` places
+the pipeline's temporaries so); a `memref.alloc`/`dealloc` left in the IR calls `malloc`/`free`.
 
 While patterns run, a converted memref is an `builtin.unrealized_conversion_cast` of its pointer
 and dynamic sizes to the memref type; memref ops read the pieces from it, and the casts are erased
@@ -51,6 +52,7 @@ from xdsl.rewriter import Rewriter
 from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
 from xdsl.utils.exceptions import DiagnosticException
 
+_I8 = IntegerType(8)
 _I16 = IntegerType(16)
 _I32 = IntegerType(32)
 _PTR = llvm.LLVMPointerType()
@@ -197,6 +199,17 @@ class AllocToLlvm(RewritePattern):
         rewriter.replace(
             op, [*ops, call, memref_from_pieces(call.returned, op.dynamic_sizes, type_)]
         )
+
+
+class ViewToLlvm(RewritePattern):
+    """A view of a byte buffer (a temporary in the workspace): the pointer `byte_shift` bytes on."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: memref.ViewOp, rewriter: PatternRewriter) -> None:
+        start = llvm.GEPOp.from_mixed_indices(
+            descriptor(op.source).pointer, [op.byte_shift], _I8, inbounds=True
+        )
+        rewriter.replace(op, [start, memref_from_pieces(start.result, op.sizes, op.result.type)])
 
 
 class DeallocToLlvm(RewritePattern):
@@ -536,6 +549,7 @@ class EwToLlvmPass(ModulePass):
             DimToLlvm(),
             AllocToLlvm(),
             DeallocToLlvm(),
+            ViewToLlvm(),
             ReturnToLlvm(),
             CallToLlvm(),
             BranchToLlvm(),

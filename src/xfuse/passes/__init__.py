@@ -18,6 +18,7 @@ _PASS_LOCATIONS: dict[str, tuple[str, str]] = {
     "ew-bufferize": ("xfuse.passes.bufferize", "EwBufferizePass"),
     "ew-cost": ("xfuse.passes.cost", "EwCostPass"),
     "ew-to-linalg": ("xfuse.passes.to_linalg", "EwToLinalgPass"),
+    "ew-workspace": ("xfuse.lowering.workspace", "EwWorkspacePass"),
     "ew-kernel-to-loops": ("xfuse.lowering.kernel_to_loops", "EwKernelToLoopsPass"),
     "ew-expand-math": ("xfuse.lowering.expand_math", "EwExpandMathPass"),
     "ew-to-llvm": ("xfuse.lowering.to_llvm", "EwToLlvmPass"),

@@ -22,6 +22,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_of
+from xfuse.passes.pipeline import only_function
 from xfuse.runtime.arrays import numpy_dtype
 
 Ufunc = Callable[..., np.ndarray]
@@ -112,10 +113,7 @@ class NumpyProgram:
 
 
 def _program(module: ModuleOp) -> NumpyProgram:
-    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
-    if len(functions) != 1:
-        raise ValueError("expected one function in the module")
-    function = functions[0]
+    function = only_function(module)
     constants: dict[SSAValue, np.generic] = {}
     steps: list[Step] = []
     for op in function.body.block.ops:

@@ -27,6 +27,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import SSAValue
 
+from xfuse.passes.pipeline import apply_pipeline, only_function
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.runtime.timing import median_seconds
 
@@ -59,11 +60,6 @@ def program_source(expression: str) -> str:
     return text if text.endswith(";") else text + ";"
 
 
-def _function(module: ModuleOp) -> func.FuncOp:
-    (function,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
-    return function
-
-
 def _float64_reference(
     source: str, outputs: Sequence[str] | None, arrays: dict[str, np.ndarray]
 ) -> tuple[np.ndarray, ...]:
@@ -72,7 +68,7 @@ def _float64_reference(
     from xfuse.dialects import ew
     from xfuse.frontend.language import parse_program
 
-    function = _function(parse_program(source, outputs))
+    function = only_function(parse_program(source, outputs))
     values: dict[SSAValue, np.ndarray] = {
         arg: arrays[str(arg.name_hint)].astype(np.float64) for arg in function.args
     }
@@ -93,7 +89,7 @@ def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
     declared."""
     from xfuse.analysis.cost import bind_shape
 
-    args = _function(module).args
+    args = only_function(module).args
     rank = max((len(cast(TensorType[Any], a.type).get_shape()) for a in args), default=0)
     columns = min(n, ROW_LENGTH)
     problem = (n,) if rank <= 1 else (max(1, n // columns), *[1] * (rank - 2), columns)
@@ -144,14 +140,13 @@ def prepare_workload(
     (`input_shapes`) and the float64 reference."""
     from xfuse.analysis.cost import CostOptions, cost_program
     from xfuse.frontend.language import parse_program
-    from xfuse.passes.pipeline import apply_pipeline
     from xfuse.runtime.compiler import signature
 
     if n < 1:
         raise ValueError(f"size must be >= 1, got {n}")
     parsed = parse_program(source, outputs, filename=filename)
     module = apply_pipeline(parsed, "ew-optimize")
-    function = _function(module)
+    function = only_function(module)
     input_names = tuple(str(a.name_hint) for a in function.args)
     returned = function.get_return_op()
     assert returned is not None

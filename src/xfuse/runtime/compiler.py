@@ -1,7 +1,7 @@
 """`xfuse.compile`: the whole pipeline from `.ew` source (or a traced module) to a `Kernel`.
 
-    frontend -> ew-optimize -> ew-fuse -> ew-bufferize -> ew-kernel-to-loops -> ew-expand-math
-             -> ew-to-llvm -> convert_module + LLVM O3 -> MCJIT
+    frontend -> ew-optimize -> ew-fuse -> ew-bufferize -> ew-workspace -> ew-kernel-to-loops
+             -> ew-expand-math -> ew-to-llvm -> convert_module + LLVM O3 -> MCJIT
 
 Compiled programs are cached in memory by source and options (no parse at all on a hit) and by
 the frontend's IR and options (a traced function or a differently written identical program).
@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from xdsl.context import Context
-from xdsl.dialects import func
+from xdsl.dialects import llvm
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Attribute
 from xdsl.passes import ModulePass, PassPipeline
@@ -26,7 +25,9 @@ from xdsl.passes import ModulePass, PassPipeline
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name, dtype_of
 from xfuse.frontend.builder import DtypeSpec, declared_dims
+from xfuse.lowering.workspace import workspace_size_function
 from xfuse.passes import ALL_PASSES
+from xfuse.passes.pipeline import only_function, pipeline_context
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
 from xfuse.runtime.native import compile_llvm_dialect
@@ -63,6 +64,7 @@ class Options:
     def buffer_passes(self) -> list[tuple[str, ModulePass]]:
         """(stage name, pass) from bufferized kernels to the `llvm` dialect."""
         return [
+            self._make("ew-workspace"),
             self._make("ew-kernel-to-loops"),
             self._make("ew-expand-math", math=self.math),
             self._make("ew-to-llvm", fastmath=self.fastmath),
@@ -93,25 +95,6 @@ def clear_cache() -> None:
     _recent.clear()
 
 
-def _context() -> Context:
-    from xdsl.dialects import arith, builtin, cf, llvm, math, memref, scf
-
-    ctx = Context()
-    for dialect in (builtin.Builtin, func.Func, arith.Arith, math.Math, memref.MemRef, scf.Scf):
-        ctx.load_dialect(dialect)
-    ctx.load_dialect(cf.Cf)
-    ctx.load_dialect(llvm.LLVM)
-    ctx.load_dialect(ew.Ew)
-    return ctx
-
-
-def _main(module: ModuleOp) -> func.FuncOp:
-    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
-    if len(functions) != 1:
-        raise ValueError(f"expected one function in the module, found {len(functions)}")
-    return functions[0]
-
-
 def _parameter(name: str, type_: Attribute, dims: tuple[str, ...] | None = None) -> Parameter:
     shaped = cast(TensorType[Attribute] | MemRefType[Attribute], type_)
     return Parameter(name, dtype_of(shaped.get_element_type()), tuple(shaped.get_shape()), dims)
@@ -121,7 +104,7 @@ def signature(
     module: ModuleOp, output_names: Sequence[str] | None
 ) -> tuple[list[Parameter], list[Parameter]]:
     """Input and output parameters of a frontend (tensor) module, named after the source."""
-    function = _main(module)
+    function = only_function(module)
     inputs = [
         _parameter(arg.name_hint or f"arg{index}", arg.type, declared_dims(arg))
         for index, arg in enumerate(function.body.block.args)
@@ -167,30 +150,75 @@ def _lower(
     outputs: Sequence[Parameter],
     options: Options,
 ) -> Program:
-    ctx = _context()
-    stages = {"frontend": frontend_ir}
-    for name, pass_ in options.tensor_passes():
-        pass_.apply(ctx, module)
-        stages[name] = str(module)
-    return _lower_buffers(module, stages, _main_name(frontend_ir), inputs, outputs, options)
+    return _run_pipeline(
+        module,
+        "frontend",
+        options.tensor_passes(),
+        _main_name(frontend_ir),
+        inputs,
+        outputs,
+        options,
+    )
 
 
-def _lower_buffers(
+class Stages(Mapping[str, str]):
+    """The IR after each stage, by stage name in pipeline order.
+
+    Printing every stage took about a third of a warm compile, and it is only for looking at: the
+    texts are made on first access by running the passes again on a copy of the first stage.
+    """
+
+    def __init__(self, first_name: str, first: ModuleOp, passes: Sequence[tuple[str, ModulePass]]):
+        self._first_name = first_name
+        self._first = first
+        self._passes = passes
+        self._texts: dict[str, str] | None = None
+
+    def _print_all(self) -> dict[str, str]:
+        if self._texts is None:
+            module = self._first.clone()
+            texts = {self._first_name: str(module)}
+            ctx = pipeline_context()
+            for name, pass_ in self._passes:
+                pass_.apply(ctx, module)
+                texts[name] = str(module)
+            self._texts = texts
+        return self._texts
+
+    def __getitem__(self, stage: str) -> str:
+        return self._print_all()[stage]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([self._first_name, *(name for name, _ in self._passes)])
+
+    def __len__(self) -> int:
+        return 1 + len(self._passes)
+
+
+def _run_pipeline(
     module: ModuleOp,
-    stages: dict[str, str],
+    first_stage: str,
+    tensor_passes: Sequence[tuple[str, ModulePass]],
     function_name: str,
     inputs: Sequence[Parameter],
     outputs: Sequence[Parameter],
     options: Options,
 ) -> Program:
+    """Run `tensor_passes`, then the buffer passes, on `module` and JIT the result."""
+    first = module.clone()
+    ctx = pipeline_context()
+    for _, pass_ in tensor_passes:
+        pass_.apply(ctx, module)
     # One kernel reads every input element before writing the same element: in-place is safe.
     in_place_allowed = sum(isinstance(op, ew.KernelOp) for op in module.walk()) == 1
-    ctx = _context()
-    for name, pass_ in options.buffer_passes():
+    buffer_passes = options.buffer_passes()
+    for _, pass_ in buffer_passes:
         pass_.apply(ctx, module)
-        stages[name] = str(module)
+    symbols = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
+    has_workspace = workspace_size_function(function_name) in symbols
     native = compile_llvm_dialect(module, options.opt_level)
-    function = NativeFunction(native, function_name, inputs, outputs)
+    function = NativeFunction(native, function_name, inputs, outputs, has_workspace)
+    stages = Stages(first_stage, first, [*tensor_passes, *buffer_passes])
     return Program(function, stages, in_place_allowed, options)
 
 
@@ -202,15 +230,16 @@ def compile_bufferized(
     `input_names` says how many leading memref arguments are inputs; the rest are outputs,
     named after their SSA names. Not cached: for hand-written IR and tests of the lowering.
     """
-    function = _main(module)
+    function = only_function(module)
     args = function.body.block.args
     names = [*input_names] + [
         arg.name_hint or f"out{i}" for i, arg in enumerate(args[len(input_names) :])
     ]
     parameters = [_parameter(name, arg.type) for name, arg in zip(names, args, strict=True)]
     inputs, outputs = parameters[: len(input_names)], parameters[len(input_names) :]
-    stages = {"ew-bufferize": str(module)}
-    program = _lower_buffers(module, stages, function.sym_name.data, inputs, outputs, options)
+    program = _run_pipeline(
+        module, "ew-bufferize", [], function.sym_name.data, inputs, outputs, options
+    )
     return Kernel(program, threads)
 
 

@@ -4,26 +4,36 @@ The native function follows the lowering's calling convention (`xfuse.lowering.t
 each input, then each output, a pointer to its first element and one i64 per `?` dimension.
 ctypes releases the GIL during the call, so `threads=N` runs N slices of the outermost dimension
 concurrently (each slice is a call on offset pointers with a smaller outer size).
+
+A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
+live in (`xfuse.lowering.workspace`): a byte buffer the kernel owns and reuses across calls, sized
+per shape by the companion native function. Each slice of a split call gets its own part of one
+workspace; concurrent calls from several Python threads each borrow a workspace of their own.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 
+from xfuse.lowering.workspace import workspace_size_function
 from xfuse.runtime.arrays import (
     ArgumentError,
     Parameter,
+    bind_arguments,
     bind_shapes,
     check_aliasing,
     check_input,
     check_output,
+    data_pointer,
     numpy_dtype,
     output_shape,
 )
@@ -32,13 +42,23 @@ from xfuse.runtime.native import NativeModule
 MIN_ELEMENTS_PER_THREAD = 1 << 15
 """Below this many elements per thread, splitting costs more than it saves."""
 
+PLAN_CACHE_SIZE = 64
+"""How many argument shapes a kernel remembers the call plan of."""
+
+WORKSPACE_ALIGNMENT = 64
+"""Byte alignment of a workspace and of each thread's part of it (a cache line)."""
+
 
 def native_argument_count(parameter: Parameter) -> int:
     return 1 + len(parameter.dynamic_axes)
 
 
 class NativeFunction:
-    """A function of the native module with its parameters (inputs, then outputs)."""
+    """A function of the native module with its parameters (inputs, then outputs).
+
+    With `workspace`, the native function takes a trailing workspace (pointer and byte size) and
+    the module has its companion that computes the bytes needed (see `workspace_bytes`).
+    """
 
     def __init__(
         self,
@@ -46,15 +66,27 @@ class NativeFunction:
         name: str,
         inputs: Sequence[Parameter],
         outputs: Sequence[Parameter],
+        workspace: bool = False,
     ):
         self.native = native  # keeps the engine (and the code) alive
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
+        self.workspace = workspace
         parameters = (*self.inputs, *self.outputs)
         argument_types: list[Any] = []
         for parameter in parameters:
             argument_types += [ctypes.c_void_p] + [ctypes.c_int64] * len(parameter.dynamic_axes)
-        self._function = ctypes.CFUNCTYPE(None, *argument_types)(native.address(name))
+        workspace_argument_types = [ctypes.c_void_p, ctypes.c_int64] if workspace else []
+        self._function = ctypes.CFUNCTYPE(None, *argument_types, *workspace_argument_types)(
+            native.address(name)
+        )
+        self._workspace_bytes = (
+            ctypes.CFUNCTYPE(ctypes.c_int64, *argument_types)(
+                native.address(workspace_size_function(name))
+            )
+            if workspace
+            else None
+        )
         self._splittable = (
             all(
                 not p.shape  # a scalar (a constant output): nothing to split
@@ -66,8 +98,19 @@ class NativeFunction:
             else False
         )
 
-    def run(self, argument_lists: Sequence[Sequence[int]]) -> None:
-        """Call the native function once per argument list, concurrently if several."""
+    def workspace_bytes(self, arguments: Sequence[int]) -> int:
+        """The workspace bytes a call with these native arguments (minus the workspace) needs;
+        only their sizes matter, so the data pointers may be 0."""
+        return self._workspace_bytes(*arguments) if self._workspace_bytes else 0
+
+    def run(self, argument_lists: Sequence[Sequence[int]], workspace: int = 0) -> None:
+        """Call the native function once per argument list, concurrently if several.
+
+        With a workspace, each list ends with its part's offset and size: `workspace` is the
+        address the offsets count from.
+        """
+        if workspace:
+            argument_lists = [[*a[:-2], workspace + a[-2], a[-1]] for a in argument_lists]
         if len(argument_lists) == 1:
             self._function(*argument_lists[0])
             return
@@ -85,45 +128,105 @@ class NativeFunction:
         return [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def _native_arguments(
-    parameters: Sequence[Parameter],
-    arrays: Sequence[np.ndarray],
-    rank: int,
-    chunk: tuple[int, int] | None,
-) -> list[int]:
-    """Pointer and `?` sizes per array; restricted to rows chunk[0]:chunk[1] of axis 0 if given."""
-    arguments: list[int] = []
-    for parameter, array in zip(parameters, arrays, strict=True):
-        pointer = array.ctypes.data
-        shape = list(array.shape)
-        if chunk is not None and array.ndim == rank and rank and parameter.shape[0] != 1:
-            low, high = chunk
-            pointer += low * array.strides[0]
-            shape[0] = high - low
-        arguments.append(pointer)
-        arguments += [shape[axis] for axis in parameter.dynamic_axes]
-    return arguments
+@dataclass(frozen=True)
+class CallPlan:
+    """What a call needs besides the data pointers; it depends only on the arguments' shapes."""
+
+    output_shapes: tuple[tuple[int, ...], ...]
+    templates: tuple[tuple[int, ...], ...]
+    """Per thread: the native argument list, with 0 where a data pointer goes (and, with a
+    workspace, the offset and size of the thread's part where the workspace goes)."""
+    pointer_slots: tuple[tuple[tuple[int, int, int], ...], ...]
+    """Per thread: (position in the list, array index, byte offset) of each data pointer."""
+    workspace_bytes: int
+    """The workspace a call needs, every thread's part together (0: the program has none)."""
+
+    def argument_lists(self, pointers: Sequence[int]) -> list[list[int]]:
+        lists = []
+        for template, slots in zip(self.templates, self.pointer_slots, strict=True):
+            arguments = list(template)
+            for position, index, offset in slots:
+                arguments[position] = pointers[index] + offset
+            lists.append(arguments)
+        return lists
+
+
+def make_plan(
+    function: NativeFunction, input_shapes: Sequence[tuple[int, ...]], threads: int
+) -> CallPlan:
+    """Check the input shapes against the signature (raises naming the argument) and plan."""
+    iteration = bind_shapes(function.inputs, input_shapes)
+    output_shapes = tuple(output_shape(p, iteration) for p in function.outputs)
+    parameters = (*function.inputs, *function.outputs)
+    shapes = (*input_shapes, *output_shapes)
+    rank = len(iteration)
+    chunks = function.chunks(iteration, threads)
+    templates, pointer_slots = [], []
+    workspace_bytes = 0
+    for low, high in chunks:
+        arguments: list[int] = []
+        slots = []
+        for index, (parameter, shape) in enumerate(zip(parameters, shapes, strict=True)):
+            sizes = list(shape)
+            offset = 0
+            if len(chunks) > 1 and len(shape) == rank and rank and parameter.shape[0] != 1:
+                row_bytes = numpy_dtype(parameter.dtype).itemsize * int(np.prod(shape[1:]))
+                offset = low * row_bytes
+                sizes[0] = high - low
+            slots.append((len(arguments), index, offset))
+            arguments.append(0)
+            arguments += [sizes[axis] for axis in parameter.dynamic_axes]
+        if function.workspace:
+            part = function.workspace_bytes(arguments)
+            arguments += [workspace_bytes, part]
+            workspace_bytes += -(-part // WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
+        templates.append(tuple(arguments))
+        pointer_slots.append(tuple(slots))
+    return CallPlan(output_shapes, tuple(templates), tuple(pointer_slots), workspace_bytes)
+
+
+class WorkspacePool:
+    """A kernel's workspaces, reused across calls. Each call in flight borrows one of its own, so
+    calls from several Python threads never share one; there are as many as calls ever ran at
+    once, each as large as the largest call that used it (memory kept for the kernel's life)."""
+
+    def __init__(self) -> None:
+        self._idle: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def borrow(self, nbytes: int) -> Iterator[int]:
+        """The address of a `WORKSPACE_ALIGNMENT`-aligned workspace of at least `nbytes`."""
+        with self._lock:
+            buffer = self._idle.pop() if self._idle else None
+        if buffer is None or buffer.nbytes < nbytes + WORKSPACE_ALIGNMENT:
+            buffer = np.empty(nbytes + WORKSPACE_ALIGNMENT, np.uint8)
+        address = buffer.ctypes.data
+        try:
+            yield address + -address % WORKSPACE_ALIGNMENT
+        finally:
+            with self._lock:
+                self._idle.append(buffer)
 
 
 class PreparedCall:
     """A checked call of a kernel: calling it runs the native code and returns the outputs."""
 
-    def __init__(self, kernel: Kernel, arrays: list[np.ndarray], iteration: tuple[int, ...]):
+    def __init__(
+        self,
+        kernel: Kernel,
+        arrays: list[np.ndarray],
+        argument_lists: list[list[int]],
+        workspace_bytes: int,
+    ):
         self.kernel = kernel  # keeps the native code alive
         self.arrays = arrays  # keeps the buffers alive
         self.outputs = arrays[len(kernel.function.inputs) :]
-        function = kernel.function
-        parameters = (*function.inputs, *function.outputs)
-        chunks = function.chunks(iteration, kernel.threads)
-        self.argument_lists = [
-            _native_arguments(
-                parameters, arrays, len(iteration), chunk if len(chunks) > 1 else None
-            )
-            for chunk in chunks
-        ]
+        self.argument_lists = argument_lists
+        self.workspace_bytes = workspace_bytes
 
     def __call__(self) -> Any:
-        self.kernel.function.run(self.argument_lists)
+        self.kernel.run_native(self.argument_lists, self.workspace_bytes)
         return self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
 
 
@@ -132,7 +235,7 @@ class Program:
     """The cacheable result of compiling: native code, its signature and every stage's IR."""
 
     function: NativeFunction
-    stages: dict[str, str]
+    stages: Mapping[str, str]
     in_place_allowed: bool
     """True when the program is one kernel, so an output may overwrite a same-shaped input."""
     options: Any
@@ -144,7 +247,8 @@ class Kernel:
     `out=` takes the output buffer (or a sequence / name->array mapping for several outputs) to
     write in place. Inputs are checked first (dtype, shape, broadcasting, aliasing); a strided or
     misaligned input is copied to a contiguous array. `k.ir(stage)` shows the IR after any stage,
-    `k.llvm_ir` the optimized LLVM IR, `k.asm` the host assembly.
+    `k.llvm_ir` the optimized LLVM IR, `k.asm` the host assembly. A kernel with temporaries
+    (`fuse=False`) keeps their workspace between calls (`WorkspacePool`): no allocation per call.
     """
 
     def __init__(self, program: Program, threads: int = 1):
@@ -154,10 +258,15 @@ class Kernel:
         self.in_place_allowed = program.in_place_allowed
         self.options = program.options
         self.threads = threads
+        self._input_names = tuple(p.name for p in self.function.inputs)
+        self._names = (*self._input_names, *(p.name for p in self.function.outputs))
+        self._plans: dict[tuple[tuple[int, ...], ...], CallPlan] = {}
+        """Call plans by input shapes: a repeated call skips binding the shapes."""
+        self._workspaces = WorkspacePool()
 
     @property
     def input_names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.function.inputs)
+        return self._input_names
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -178,7 +287,10 @@ class Kernel:
         return self.function.native.asm
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
-        return self.prepare(*args, out=out, **kwargs)()
+        arrays, argument_lists, workspace_bytes = self._check(args, kwargs, out)
+        self.run_native(argument_lists, workspace_bytes)
+        outputs = arrays[len(self.function.inputs) :]
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def prepare(self, *args: Any, out: Any = None, **kwargs: Any) -> PreparedCall:
         """Check the arguments once; the returned call runs the native code with no checks.
@@ -186,35 +298,43 @@ class Kernel:
         For loops and benchmarks: `run = k.prepare(x=x, out=y)` then `run()` as often as needed
         (the arrays' contents may change between runs, not the arrays themselves).
         """
+        return PreparedCall(self, *self._check(args, kwargs, out))
+
+    def run_native(self, argument_lists: Sequence[Sequence[int]], workspace_bytes: int) -> None:
+        """Run checked native arguments, in a borrowed workspace if the program needs one."""
+        if not workspace_bytes:
+            self.function.run(argument_lists)
+            return
+        with self._workspaces.borrow(workspace_bytes) as workspace:
+            self.function.run(argument_lists, workspace)
+
+    def _check(
+        self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any
+    ) -> tuple[list[np.ndarray], list[list[int]], int]:
+        """All checks of a call, before any native code runs: its arrays, native arguments and
+        workspace bytes."""
         inputs = self._bind_inputs(args, kwargs)
         arrays = [check_input(p, inputs[p.name]) for p in self.function.inputs]
-        iteration = bind_shapes(self.function.inputs, arrays)
-        shapes = [output_shape(p, iteration) for p in self.function.outputs]
-        outputs = self._bind_outputs(out, shapes)
+        input_shapes = tuple(array.shape for array in arrays)
+        plan = self._plans.get(input_shapes)
+        if plan is None:
+            plan = make_plan(self.function, input_shapes, self.threads)
+            if len(self._plans) >= PLAN_CACHE_SIZE:
+                self._plans.clear()
+            self._plans[input_shapes] = plan
+        outputs = self._bind_outputs(out, plan.output_shapes)
+        arrays += outputs
+        pointers = [data_pointer(array) for array in arrays]
         check_aliasing(
-            dict(zip(self.input_names, arrays, strict=True)),
-            dict(zip(self.output_names, outputs, strict=True)),
-            self.in_place_allowed,
+            self._names, arrays, pointers, len(self.function.inputs), self.in_place_allowed
         )
-        return PreparedCall(self, [*arrays, *outputs], iteration)
+        return arrays, plan.argument_lists(pointers), plan.workspace_bytes
 
     def _bind_inputs(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        names = self.input_names
-        if len(args) > len(names):
-            raise TypeError(
-                f"expected at most {len(names)} inputs ({', '.join(names)}), got {len(args)}"
-            )
-        bound = dict(zip(names, args, strict=False))
-        for name, value in kwargs.items():
-            if name not in names:
-                raise TypeError(f"unknown argument '{name}': inputs are {', '.join(names)}")
-            if name in bound:
-                raise TypeError(f"argument '{name}' given twice")
-            bound[name] = value
-        missing = [name for name in names if name not in bound]
-        if missing:
-            raise TypeError(f"missing input(s): {', '.join(missing)}")
-        return bound
+        names = self._input_names
+        if not args and len(kwargs) == len(names) and all(n in kwargs for n in names):
+            return dict(kwargs)  # the common call: every input by name
+        return bind_arguments(names, args, kwargs)
 
     def _bind_outputs(self, out: Any, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
         parameters = self.function.outputs

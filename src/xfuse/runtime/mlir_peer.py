@@ -49,6 +49,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_of
 from xfuse.passes.to_linalg import EwToLinalgPass
+from xfuse.runtime.arrays import bind_arguments
 
 TOOL_DIRECTORIES = ("/usr/lib/llvm-22/bin",)
 """Where to look for mlir-opt and mlir-translate when they are not on PATH."""
@@ -291,19 +292,7 @@ class MlirKernel:
     def _collect_inputs(
         self, args: Sequence[np.ndarray], kwargs: Mapping[str, np.ndarray]
     ) -> list[np.ndarray]:
-        names = [p.name for p in self.inputs]
-        if len(args) > len(names):
-            raise TypeError(f"expected at most {len(names)} arrays, got {len(args)}")
-        given = dict(zip(names, args, strict=False))
-        for name, array in kwargs.items():
-            if name not in names:
-                raise TypeError(f"unexpected argument '{name}' (expected {', '.join(names)})")
-            if name in given:
-                raise TypeError(f"argument '{name}' given twice")
-            given[name] = array
-        missing = [name for name in names if name not in given]
-        if missing:
-            raise TypeError(f"missing argument(s) {', '.join(repr(n) for n in missing)}")
+        given = bind_arguments([p.name for p in self.inputs], args, kwargs)
         return [
             self._check(parameter, given[parameter.name], parameter.name)
             for parameter in self.inputs

@@ -4,6 +4,14 @@ The target is the host CPU (its name and features), so the loop vectorizer uses 
 vectors (`<16 x float>` with AVX-512). `create_mcjit_compiler` takes ownership of its
 TargetMachine, so each engine gets a fresh one; a `NativeModule` keeps its engine alive for as long
 as any function pointer from it may be called.
+
+Every loop the lowering makes comes from an elementwise `ew.kernel`: iteration i reads its inputs
+at i (or at a broadcast index that no output of the kernel shares) and writes its outputs at i,
+and an output is either the very same buffer as an input or does not overlap it (the runtime's
+argument checks and `ew-bufferize` guarantee both). So no iteration depends on another, and the
+innermost loops are marked parallel (`llvm.loop.parallel_accesses`): the vectorizer then needs no
+runtime overlap check, which an in-place call (out is an input) would fail, falling back to the
+scalar loop.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import functools
 from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm_binding
+import llvmlite.ir as llvm_ir
 from llvmlite.binding.executionengine import ExecutionEngine
 from xdsl.backend.llvm.convert import convert_module
 from xdsl.dialects.builtin import ModuleOp
@@ -56,6 +65,67 @@ class NativeModule:
         return host_target_machine(self.opt_level).emit_assembly(module)
 
 
+class _DistinctNode(llvm_ir.values.MDValue):
+    """A `distinct` metadata node (llvmlite prints only uniqued ones): access groups, loop IDs."""
+
+    # Distinct nodes are never the same node, whatever their operands (llvmlite compares those).
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def descr(self, buf: list[str]) -> None:
+        buf.append("distinct ")
+        super().descr(buf)
+
+
+def _distinct_node(module: llvm_ir.Module, operands: list[llvm_ir.Value]) -> _DistinctNode:
+    return _DistinctNode(module, operands, name=str(len(module.metadata)))
+
+
+def _innermost_loops(
+    function: llvm_ir.Function,
+) -> list[tuple[llvm_ir.instructions.Terminator, set[llvm_ir.Block]]]:
+    """(latch branch, blocks) of each innermost natural loop, from the branches' targets."""
+    predecessors: dict[llvm_ir.Block, list[llvm_ir.Block]] = {b: [] for b in function.blocks}
+    order = {block: index for index, block in enumerate(function.blocks)}
+    back_edges = []
+    for block in function.blocks:
+        for target in block.terminator.operands:
+            if isinstance(target, llvm_ir.Block):
+                predecessors[target].append(block)
+                # Blocks are in program order, so a branch backwards closes a loop.
+                if order[target] <= order[block]:
+                    back_edges.append((block, target))
+    loops = []
+    for latch, header in back_edges:
+        blocks, pending = {header}, [latch]
+        while pending:
+            block = pending.pop()
+            if block not in blocks:
+                blocks.add(block)
+                pending += predecessors[block]
+        loops.append((latch.terminator, blocks))
+    return [
+        (latch, blocks) for latch, blocks in loops if not any(other < blocks for _, other in loops)
+    ]
+
+
+def mark_loops_parallel(module: llvm_ir.Module) -> None:
+    """Mark each innermost loop's memory accesses as free of loop-carried dependences."""
+    for function in module.functions:
+        for latch, blocks in _innermost_loops(function):
+            group = _distinct_node(module, [])
+            for block in blocks:
+                for instruction in block.instructions:
+                    if isinstance(instruction, llvm_ir.LoadInstr | llvm_ir.StoreInstr):
+                        instruction.set_metadata("llvm.access.group", group)
+            parallel = module.add_metadata(
+                [llvm_ir.MetaDataString(module, "llvm.loop.parallel_accesses"), group]
+            )
+            loop_id = _distinct_node(module, [])
+            loop_id.operands = (loop_id, parallel)
+            latch.set_metadata("llvm.loop", loop_id)
+
+
 def compile_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> NativeModule:
     """Translate an all-`llvm` xDSL module, optimize it (loop + SLP vectorization), JIT it."""
     target_machine = host_target_machine(opt_level)
@@ -64,6 +134,7 @@ def compile_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> NativeModule:
         fallback_target_triple=target_machine.triple,
         data_layout=str(target_machine.target_data),
     )
+    mark_loops_parallel(llvm_module)
     backing = llvm_binding.parse_assembly(str(llvm_module))
     backing.verify()
     options = llvm_binding.PipelineTuningOptions(speed_level=opt_level)

@@ -21,6 +21,7 @@ import numpy as np
 from xdsl.dialects import func
 
 from xfuse.dialects import ew
+from xfuse.passes.pipeline import apply_pipeline, only_function
 from xfuse.runtime.bench import Variant, Workload
 
 PEERS: tuple[str, ...] = ("numexpr", "numba", "jax", "torch", "mlir")
@@ -92,8 +93,7 @@ SPELLINGS: dict[str, dict[str, str]] = {
 
 
 def _function(workload: Workload) -> func.FuncOp:
-    (function,) = [op for op in workload.module.ops if isinstance(op, func.FuncOp)]
-    return function
+    return only_function(workload.module)
 
 
 def _spell(op: Any, spelling: Mapping[str, str], operands: list[str], peer: str) -> str:
@@ -216,7 +216,6 @@ def torch_variant(workload: Workload, threads: int = 1) -> Variant:
 
 
 def mlir_variant(workload: Workload, threads: int = 1) -> Variant:
-    from xfuse.passes.pipeline import apply_pipeline
     from xfuse.runtime.mlir_peer import compile_with_mlir
 
     if threads > 1:

@@ -22,7 +22,7 @@ from xfuse.analysis.dataflow import analyze_dataflow
 from xfuse.analysis.memory import Liveness, plan_memory
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.passes.pipeline import apply_pipeline
+from xfuse.passes.pipeline import apply_pipeline, only_function
 from xfuse.runtime import bench
 
 GELU_SOURCE = """\
@@ -61,8 +61,7 @@ class Program:
 
     @property
     def function(self) -> func.FuncOp:
-        (function,) = [op for op in self.optimized.ops if isinstance(op, func.FuncOp)]
-        return function
+        return only_function(self.optimized)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -362,7 +361,7 @@ def demo_memory_plan(program: Program) -> PlanDemo:
     plan = plan_memory(function, reuse=True)
     shape = (GPU_SHAPE[0] * GPU_SHAPE[1],)
     fused = apply_pipeline(program.optimized, "ew-fuse")
-    (fused_function,) = [op for op in fused.ops if isinstance(op, func.FuncOp)]
+    fused_function = only_function(fused)
     rows = tuple(
         PlanRow(
             program.names[value],

@@ -1,0 +1,181 @@
+"""`ew-workspace`: a function's temporaries become views into one workspace the caller owns.
+
+`ew-bufferize` plans one `memref.alloc` per buffer. Allocating them inside the native function
+on every call costs page faults: glibc hands large blocks back to the OS on `free`, so each call
+faults them in again. As with XLA's temp buffer, the caller owns the memory instead and reuses it
+across calls. Each function with temporaries gets a trailing `%workspace: memref<?xi8>` argument;
+each `memref.alloc` becomes a `memref.view` of it at a byte offset, and `memref.dealloc` goes away:
+
+    %t = memref.alloc(%n) : memref<?xf32>   ->   %t = memref.view %workspace[%offset][%n]
+                                                     : memref<?xi8> to memref<?xf32>
+
+Buffers lie one after another in allocation order, each starting at a multiple of `alignment`
+bytes (`ew-bufferize` already gave temporaries with disjoint lifetimes one buffer where it could).
+A companion `func.func @<name>_workspace_bytes`, with the function's arguments minus the
+workspace, returns the bytes those arguments need: it reads only their sizes, so the runtime
+calls it once per shape and allocates (or reuses) a workspace that large.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import cast
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    FixedBitwidthType,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    i8,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import DiagnosticException
+
+WORKSPACE_TYPE = MemRefType(i8, [DYNAMIC_INDEX])
+
+
+def workspace_size_function(name: str) -> str:
+    """The name of the companion that returns the workspace bytes function `name` needs."""
+    return f"{name}_workspace_bytes"
+
+
+def _index_constant(value: int, ops: list[Operation]) -> SSAValue:
+    ops.append(constant := arith.ConstantOp(IntegerAttr(value, IndexType())))
+    return constant.result
+
+
+def _buffer_end(
+    offset: SSAValue,
+    type_: MemRefType[Attribute],
+    sizes: Sequence[SSAValue],
+    alignment: int,
+    ops: list[Operation],
+) -> SSAValue:
+    """Where the buffer after one of `type_` (dynamic `sizes`) at `offset` may start: `offset`
+    plus its bytes, rounded up to `alignment` (ops to insert are appended to `ops`)."""
+    dynamic = iter(sizes)
+    end = _index_constant(cast(FixedBitwidthType, type_.get_element_type()).size, ops)
+    for size in type_.get_shape():
+        dim = next(dynamic) if size == DYNAMIC_INDEX else _index_constant(size, ops)
+        ops.append(product := arith.MuliOp(end, dim))
+        end = product.result
+    ops.append(unaligned := arith.AddiOp(offset, end))
+    ops.append(padded := arith.AddiOp(unaligned.result, _index_constant(alignment - 1, ops)))
+    ops.append(aligned := arith.AndIOp(padded.result, _index_constant(-alignment, ops)))
+    return aligned.result
+
+
+def _memref_type(alloc: memref.AllocOp) -> MemRefType[Attribute]:
+    return cast(MemRefType[Attribute], alloc.memref.type)
+
+
+def _size_function(
+    function: func.FuncOp, allocs: Sequence[memref.AllocOp], alignment: int
+) -> func.FuncOp:
+    """The companion of `function`: the same arguments; returns the workspace bytes they need.
+
+    It copies the ops that the allocs' sizes come from (`memref.dim` of arguments and index
+    arithmetic in the entry block) and adds up the aligned buffers.
+    """
+    needed: set[Operation] = set()
+    pending = [size.owner for alloc in allocs for size in alloc.dynamic_sizes]
+    while pending:
+        owner = pending.pop()
+        if not isinstance(owner, Operation) or owner in needed:
+            continue
+        if not isinstance(owner, memref.DimOp) and not (
+            owner.name.startswith("arith.") and not owner.regions
+        ):
+            raise DiagnosticException(
+                "ew-workspace: a temporary's size must come from argument sizes and index "
+                f"arithmetic, not from:\n{owner}"
+            )
+        needed.add(owner)
+        pending += [operand.owner for operand in owner.operands]
+    entry = function.body.block
+    body = Block(arg_types=function.function_type.inputs)
+    values: dict[SSAValue, SSAValue] = {}
+    for arg, copy in zip(entry.args, body.args, strict=True):
+        copy.name_hint = arg.name_hint
+        values[arg] = copy
+    body.add_ops(op.clone(value_mapper=values) for op in entry.ops if op in needed)
+    ops: list[Operation] = []
+    total = _index_constant(0, ops)
+    for alloc in allocs:
+        sizes = [values[size] for size in alloc.dynamic_sizes]
+        total = _buffer_end(total, _memref_type(alloc), sizes, alignment, ops)
+    body.add_ops([*ops, func.ReturnOp(total)])
+    return func.FuncOp(
+        workspace_size_function(function.sym_name.data),
+        (function.function_type.inputs, [IndexType()]),
+        Region(body),
+    )
+
+
+def _place_in_workspace(
+    function: func.FuncOp, allocs: Sequence[memref.AllocOp], alignment: int
+) -> None:
+    """Append the workspace argument; each alloc becomes a view of it, each dealloc nothing."""
+    entry = function.body.block
+    workspace = entry.insert_arg(WORKSPACE_TYPE, len(entry.args))
+    workspace.name_hint = "workspace"
+    function.update_function_type()
+    previous: memref.ViewOp | None = None
+    for alloc in allocs:
+        ops: list[Operation] = []
+        offset = (
+            _index_constant(0, ops)
+            if previous is None
+            else _buffer_end(
+                previous.byte_shift,
+                cast(MemRefType[Attribute], previous.result.type),
+                previous.sizes,
+                alignment,
+                ops,
+            )
+        )
+        previous = memref.ViewOp(workspace, offset, alloc.dynamic_sizes, _memref_type(alloc))
+        Rewriter.insert_op(ops, InsertPoint.before(alloc))
+        Rewriter.replace_op(alloc, previous)
+    for dealloc in [op for op in function.walk() if isinstance(op, memref.DeallocOp)]:
+        Rewriter.erase_op(dealloc)
+
+
+@dataclass(frozen=True)
+class EwWorkspacePass(ModulePass):
+    """Temporaries (`memref.alloc`) -> views of a trailing workspace argument, plus a companion
+    function `@<name>_workspace_bytes` that sizes it."""
+
+    name = "ew-workspace"
+
+    alignment: int = 64
+    """Byte alignment of each temporary in the workspace (a power of two; 64 = a cache line)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.alignment < 1 or self.alignment & (self.alignment - 1):
+            raise DiagnosticException(
+                f"ew-workspace: alignment must be a power of two, got {self.alignment}"
+            )
+        for function in list(op.ops):
+            if not isinstance(function, func.FuncOp) or not function.body.blocks:
+                continue
+            allocs = [o for o in function.walk() if isinstance(o, memref.AllocOp)]
+            if not allocs:
+                continue
+            entry = function.body.block
+            outside = next((a for a in allocs if a.parent_block() is not entry), None)
+            if outside is not None:
+                raise DiagnosticException(
+                    f"ew-workspace: a temporary outside the entry block of "
+                    f"'{function.sym_name.data}':\n{outside}"
+                )
+            size_function = _size_function(function, allocs, self.alignment)
+            _place_in_workspace(function, allocs, self.alignment)
+            op.body.block.insert_op_after(size_function, function)

@@ -1,0 +1,134 @@
+"""Temporaries in a caller-owned workspace: `ew-workspace` and the runtime's `WorkspacePool`."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import DiagnosticException
+
+import xfuse
+from xfuse.lowering.workspace import EwWorkspacePass
+from xfuse.passes.pipeline import pipeline_context
+from xfuse.runtime.kernel import WORKSPACE_ALIGNMENT, WorkspacePool
+
+GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
+
+
+def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    h = x.astype(np.float64) + b
+    return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+
+
+def gelu_inputs(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+    return x, b, r
+
+
+def aligned(nbytes: int) -> int:
+    return -(-nbytes // 64) * 64
+
+
+def test_unfused_kernel_uses_the_workspace_not_malloc() -> None:
+    kernel = xfuse.compile(GELU, fuse=False)
+    placed = kernel.ir("ew-workspace")
+    assert "memref.alloc" not in placed and "memref.dealloc" not in placed
+    assert placed.count("memref.view %workspace") == 3  # GELU's three planned buffers
+    assert "func.func @main_workspace_bytes" in placed
+    assert "malloc" not in kernel.llvm_ir and "@free" not in kernel.llvm_ir
+    x, b, r = gelu_inputs(1000)
+    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu_reference(x, b, r), atol=2e-6)
+
+
+def test_fused_kernel_has_no_workspace() -> None:
+    kernel = xfuse.compile(GELU)
+    assert kernel.ir("ew-workspace") == kernel.ir("ew-bufferize")
+    assert not kernel.function.workspace
+    x, b, r = gelu_inputs(100)
+    assert kernel.prepare(x=x, b=b, r=r).workspace_bytes == 0
+
+
+@pytest.mark.parametrize(("n", "threads"), [(1000, 1), (3 * (1 << 15) + 11, 3)])
+def test_workspace_bytes_are_the_aligned_buffers(n: int, threads: int) -> None:
+    kernel = xfuse.compile(GELU, fuse=False, threads=threads)
+    x, b, r = gelu_inputs(n)
+    call = kernel.prepare(x=x, b=b, r=r)
+    rows = np.linspace(0, n, len(call.argument_lists) + 1).astype(int)
+    assert len(call.argument_lists) == threads
+    # Each thread's part holds three float32 buffers of its rows, one after another.
+    parts = [3 * aligned(4 * int(hi - lo)) for lo, hi in zip(rows[:-1], rows[1:], strict=True)]
+    assert [arguments[-1] for arguments in call.argument_lists] == parts
+    assert [arguments[-2] for arguments in call.argument_lists] == [
+        sum(parts[:i]) for i in range(threads)
+    ]
+    assert call.workspace_bytes == sum(parts)
+    np.testing.assert_allclose(call(), gelu_reference(x, b, r), atol=2e-6)
+
+
+def test_one_kernel_across_shapes() -> None:
+    """The workspace grows for a larger call and serves smaller ones after (and empty ones)."""
+    kernel = xfuse.compile(GELU, fuse=False)
+    for n in (5, 70_000, 7, 0, 1):
+        x, b, r = gelu_inputs(n, seed=n)
+        np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu_reference(x, b, r), atol=2e-6)
+
+
+def test_static_shapes_and_mixed_dtypes() -> None:
+    source = "h = x * b; out = tanh(h) + h * h;"
+    unfused = xfuse.compile(
+        source,
+        fuse=False,
+        shapes={"x": ["t", 8], "b": [8]},
+        dtype={"x": "float16", "b": "float64"},
+    )
+    assert "memref.view %workspace" in unfused.ir("ew-workspace")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((33, 8)).astype(np.float16)
+    b = rng.standard_normal(8)
+    h = x.astype(np.float64) * b
+    np.testing.assert_allclose(unfused(x=x, b=b), np.tanh(h) + h * h, rtol=1e-12, atol=1e-12)
+
+
+def test_pool_reuses_a_workspace_and_lends_distinct_ones_at_once() -> None:
+    pool = WorkspacePool()
+    with pool.borrow(100) as first:
+        assert first % WORKSPACE_ALIGNMENT == 0
+    with pool.borrow(100) as again:
+        assert again == first  # reused, not allocated again
+        with pool.borrow(100) as concurrent:
+            assert abs(concurrent - again) >= 100  # a second call in flight gets its own
+    with pool.borrow(1 << 20) as large:
+        assert large % WORKSPACE_ALIGNMENT == 0
+        ctypes.memset(large, 1, 1 << 20)  # all of it is there to write
+
+
+def _parse(text: str):
+    return Parser(pipeline_context(), text).parse_module()
+
+
+def test_bad_alignment_is_an_error() -> None:
+    module = _parse("func.func @f() {\n  func.return\n}")
+    with pytest.raises(DiagnosticException, match="power of two, got 48"):
+        EwWorkspacePass(alignment=48).apply(pipeline_context(), module)
+
+
+def test_temporary_inside_a_loop_is_an_error() -> None:
+    module = _parse(
+        """
+func.func @f(%x: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  scf.for %i = %c0 to %n step %c1 {
+    %t = memref.alloc(%n) : memref<?xf32>
+    memref.dealloc %t : memref<?xf32>
+  }
+  func.return
+}"""
+    )
+    with pytest.raises(DiagnosticException, match="outside the entry block of 'f'"):
+        EwWorkspacePass().apply(pipeline_context(), module)
