@@ -126,17 +126,9 @@ def print_result(console: Any, result: Any) -> None:
 
 def plot_bandwidth(result: Any, path: Path) -> None:
     """Effective GB/s against size, one line per variant (log-2 size axis)."""
-    try:
-        import matplotlib
+    from xfuse.tools.cli import import_pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        from xfuse.tools.cli import CliError
-
-        raise CliError(
-            "--plot needs matplotlib: pip install 'xfuse[plot]' (or pip install matplotlib)"
-        ) from None
+    plt = import_pyplot()
     figure, axes = plt.subplots(figsize=(8, 5))
     for variant in result.variants:
         rows = [r for r in result.rows if r.variant == variant]

@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
@@ -25,6 +26,20 @@ SUBCOMMANDS: tuple[str, ...] = (
 
 class CliError(Exception):
     """A user error a subcommand reports: printed as `xfuse <command>: error: <message>`."""
+
+
+def import_pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend; CliError if matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise CliError(
+            "--plot needs matplotlib: pip install 'xfuse[plot]' (or pip install matplotlib)"
+        ) from None
+    return plt
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,17 +13,9 @@ if TYPE_CHECKING:
 
 def plot_roofline(program: ProgramCost, path: Path) -> None:
     """Write a log-log roofline (FLOP/B against attained FLOP/s, launch included) to `path`."""
-    try:
-        import matplotlib
+    from xfuse.tools.cli import import_pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        from xfuse.tools.cli import CliError
-
-        raise CliError(
-            "--plot needs matplotlib: pip install 'xfuse[plot]' (or pip install matplotlib)"
-        ) from None
+    plt = import_pyplot()
     import numpy as np
 
     hw = program.fused.options.hardware
