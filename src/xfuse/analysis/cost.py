@@ -34,11 +34,10 @@ import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import cast
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp, TensorType
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, Device, device
 from xfuse.dialects import ew
@@ -262,10 +261,6 @@ class _Names:
         return self.names[value]
 
 
-def _shape_of(type_: Attribute) -> tuple[int, ...]:
-    return tuple(cast(TensorType[Attribute], type_).get_shape())
-
-
 def _problem_shape(shape: tuple[int, ...], rank: int, where: Operation) -> tuple[int, ...]:
     """The shape folded (leading dims multiplied) to the function's largest tensor rank."""
     if len(shape) < rank:
@@ -278,13 +273,6 @@ def _problem_shape(shape: tuple[int, ...], rank: int, where: Operation) -> tuple
         return ()
     folded = math.prod(shape[: len(shape) - rank + 1])
     return (folded, *shape[len(shape) - rank + 1 :])
-
-
-def bind_shape(type_: Attribute, problem: tuple[int, ...]) -> tuple[int, ...]:
-    """The sizes of a tensor type in `problem`: its `?` dims bound right-aligned, static kept."""
-    dims = _shape_of(type_)
-    offset = len(problem) - len(dims)
-    return tuple(problem[offset + i] if d == DYNAMIC_INDEX else d for i, d in enumerate(dims))
 
 
 def _is_constant(value: SSAValue) -> bool:
@@ -352,7 +340,7 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
                 f"'{op.name}' is not inside an ew.kernel: run ew-fuse before the cost model", op
             )
     ranks = [
-        len(_shape_of(v.type))
+        len(ew.shape_of(v.type))
         for k in kernels
         for v in (*k.inputs, *k.destinations())
         if isinstance(v.type, TensorType | MemRefType)
@@ -364,7 +352,7 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
     l2 = _L2(options.hardware.l2_bytes)
 
     def access(value: SSAValue, from_l2: bool = False) -> TensorAccess:
-        shape = bind_shape(value.type, problem)
+        shape = ew.bind_shape(value.type, problem)
         dtype = options.dtype or dtype_of(ew.element_type(value.type))
         return TensorAccess(names(value), shape, dtype, math.prod(shape) * itemsize(dtype), from_l2)
 
@@ -377,7 +365,7 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
         accessed = zip((*read_values, *write_values), (*reads, *writes), strict=True)
         l2.touch([(v, a.bytes) for v, a in accessed])
         ops, flops_per_element = _flops_per_element(kernel)
-        elements = math.prod(bind_shape(kernel.destinations()[0].type, problem))
+        elements = math.prod(ew.bind_shape(kernel.destinations()[0].type, problem))
         read_bytes = sum(a.bytes for a in reads)
         write_bytes = sum(a.bytes for a in writes)
         l2_bytes = sum(a.bytes for a in reads if a.from_l2)

@@ -17,10 +17,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from xfuse.dialects import ew
@@ -79,10 +79,6 @@ def analyze_liveness(function: func.FuncOp) -> Liveness:
     return Liveness(steps, definition, last_use, results, temporaries)
 
 
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(cast(TensorType[Attribute], value.type).get_shape())
-
-
 class DimClasses:
     """Which `?` dims are equal at run time: those the ops tie together, by union-find."""
 
@@ -90,12 +86,12 @@ class DimClasses:
         self.parent: dict[tuple[SSAValue, int], tuple[SSAValue, int]] = {}
         for step in steps:
             space = step.writes[0]
-            rank = len(_shape(space))
+            rank = len(ew.shape_of(space))
             for value in (*step.writes, *step.reads):
-                shape = _shape(value)
+                shape = ew.shape_of(value)
                 offset = rank - len(shape)
                 for axis, dim in enumerate(shape):
-                    if dim == DYNAMIC_INDEX and _shape(space)[offset + axis] == DYNAMIC_INDEX:
+                    if dim == DYNAMIC_INDEX and ew.shape_of(space)[offset + axis] == DYNAMIC_INDEX:
                         self._union((value, axis), (space, offset + axis))
 
     def _find(self, dim: tuple[SSAValue, int]) -> tuple[SSAValue, int]:
@@ -117,17 +113,16 @@ class DimClasses:
         """Equal keys: same element type and provably the same shape at run time."""
         dims = tuple(
             dim if dim != DYNAMIC_INDEX else self.dim_class(value, axis)
-            for axis, dim in enumerate(_shape(value))
+            for axis, dim in enumerate(ew.shape_of(value))
         )
         return (ew.element_type(value.type), dims)
 
 
 def value_bytes(type_: Attribute, shape: Sequence[int], dtype: Any = None) -> int:
     """Bytes of a tensor/memref type with its `?` dims taken right-aligned from `shape`."""
-    dims = tuple(cast(TensorType[Attribute], type_).get_shape())
-    offset = len(shape) - len(dims)
-    sizes = [shape[offset + axis] if d == DYNAMIC_INDEX else d for axis, d in enumerate(dims)]
-    return math.prod(sizes) * itemsize(dtype or dtype_of(ew.element_type(type_)))
+    return math.prod(ew.bind_shape(type_, shape)) * itemsize(
+        dtype or dtype_of(ew.element_type(type_))
+    )
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,20 @@ def element_type(type_: Attribute) -> Attribute:
     return cast(Attribute, type_.get_element_type())
 
 
+def shape_of(typed: Attribute | SSAValue) -> tuple[int, ...]:
+    """The shape of a tensor or memref type (or of a value of one), `DYNAMIC_INDEX` for `?`."""
+    type_ = typed.type if isinstance(typed, SSAValue) else typed
+    assert isinstance(type_, TensorType | MemRefType), type_
+    return tuple(type_.get_shape())
+
+
+def bind_shape(typed: Attribute | SSAValue, sizes: Sequence[int]) -> tuple[int, ...]:
+    """The run-time sizes of a type in a problem of shape `sizes`: `?` dims bound right-aligned."""
+    dims = shape_of(typed)
+    offset = len(sizes) - len(dims)
+    return tuple(sizes[offset + i] if d == DYNAMIC_INDEX else d for i, d in enumerate(dims))
+
+
 def _verify_float_element(op: Operation, type_: Attribute) -> None:
     if not isinstance(element_type(type_), FLOAT_ELEMENT_TYPES):
         raise VerifyException(

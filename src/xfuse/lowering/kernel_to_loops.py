@@ -23,13 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
 
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, MemRefType, ModuleOp
-from xdsl.ir import Attribute, Block, SSAValue
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, ModuleOp
+from xdsl.ir import Block, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -41,10 +40,6 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
-
-
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(cast(MemRefType[Attribute], value.type).get_shape())
 
 
 def _input_indices(
@@ -71,7 +66,7 @@ class KernelToLoops(RewritePattern):
         one = builder.insert(arith.ConstantOp.from_int_and_width(1, IndexType())).result
         iteration = op.outputs[0]
         upper_bounds: list[SSAValue] = []
-        for axis, size in enumerate(_shape(iteration)):
+        for axis, size in enumerate(ew.shape_of(iteration)):
             if size == DYNAMIC_INDEX:
                 axis_value = builder.insert(arith.ConstantOp.from_int_and_width(axis, IndexType()))
                 upper_bounds.append(builder.insert(memref.DimOp(iteration, axis_value)).result)
@@ -86,7 +81,7 @@ class KernelToLoops(RewritePattern):
             builder = Builder(InsertPoint.before(body.ops.first))
 
         for arg, source in zip(op.block.args, op.inputs, strict=True):
-            indices = _input_indices(_shape(source), induction_vars, zero)
+            indices = _input_indices(ew.shape_of(source), induction_vars, zero)
             arg.replace_all_uses_with(builder.insert(memref.LoadOp.get(source, indices)).res)
         yielded = op.yield_op.values
         for scalar_op in list(op.block.ops)[:-1]:

@@ -55,10 +55,6 @@ def memref_type(type_: Attribute) -> MemRefType[Attribute]:
     return MemRefType(tensor.get_element_type(), tensor.get_shape())
 
 
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(cast(MemRefType[Attribute], value.type).get_shape())
-
-
 @dataclass(frozen=True)
 class BufferizeStats:
     temporaries: int = 0
@@ -138,7 +134,7 @@ class _FunctionBufferizer:
     def read_size(self, axis: int, operands: Sequence[SSAValue], at: Operation) -> SSAValue:
         """`memref.dim` of the first operand whose (right-aligned) `axis` is dynamic."""
         for value in operands:
-            shape = _shape(value)
+            shape = ew.shape_of(value)
             if -len(shape) <= axis and shape[axis] == DYNAMIC_INDEX:
                 index = self.index_constant(len(shape) + axis)
                 return self.builder.insert(memref.DimOp(value, index)).result

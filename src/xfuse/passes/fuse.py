@@ -25,12 +25,12 @@ import heapq
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, cast
+from typing import Literal
 
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -49,10 +49,6 @@ from xfuse.lowering.scalar import (
 
 ElementwiseOp = ew.UnaryOp | ew.BinaryOp | ew.ConvertOp
 Shape = tuple[int, ...]
-
-
-def _shape(value: SSAValue) -> Shape:
-    return tuple(cast(TensorType[Attribute], value.type).get_shape())
 
 
 def broadcasts_into(small: Shape, big: Shape) -> bool:
@@ -106,7 +102,9 @@ class _Partition:
         } - {group}
 
     def group_shape(self, group: int) -> Shape:
-        return ew.broadcast_shapes(*(_shape(self.ops[i].results[0]) for i in self.members[group]))
+        return ew.broadcast_shapes(
+            *(ew.shape_of(self.ops[i].results[0]) for i in self.members[group])
+        )
 
     def is_fusible(self, group: int) -> bool:
         return isinstance(self.ops[group], ElementwiseOp)
@@ -140,7 +138,10 @@ class _Partition:
             return False
         shape_a, shape_b = self.group_shape(a), self.group_shape(b)
         if shape_a == shape_b:
-            edge = _shape(self.ops[producer].results[0]), _shape(self.ops[consumer].results[0])
+            edge = (
+                ew.shape_of(self.ops[producer].results[0]),
+                ew.shape_of(self.ops[consumer].results[0]),
+            )
             legal = edge == (shape_a, shape_a)
         elif broadcasts_into(shape_a, shape_b):
             legal = self.used_only_by(a, {b})
@@ -155,7 +156,7 @@ class _Partition:
         a, b = self.find(first), self.find(second)
         if a == b or not (self.is_fusible(a) and self.is_fusible(b)):
             return False
-        return self.group_shape(a) == self.group_shape(b) == _shape(
+        return self.group_shape(a) == self.group_shape(b) == ew.shape_of(
             shared
         ) and not self.would_cycle(a, b)
 

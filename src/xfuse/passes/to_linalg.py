@@ -27,7 +27,6 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     ModuleOp,
-    ShapedType,
     TensorType,
 )
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
@@ -64,10 +63,6 @@ def broadcasting_map(operand_shape: tuple[int, ...], iteration_shape: tuple[int,
     return AffineMap(rank, 0, results)
 
 
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(cast(ShapedType, value.type).get_shape())
-
-
 def _known_size(value: SSAValue, axis: int) -> SSAValue | None:
     """The size of dynamic dimension `axis` of `value` if the IR already holds it: the size
     given to the `tensor.empty` init of the `linalg.generic` that produced `value`."""
@@ -77,7 +72,7 @@ def _known_size(value: SSAValue, axis: int) -> SSAValue | None:
     init = producer.outputs[value.index].owner
     if not isinstance(init, tensor.EmptyOp):
         return None
-    dynamic_axes = [a for a, size in enumerate(_shape(value)) if size == DYNAMIC_INDEX]
+    dynamic_axes = [a for a, size in enumerate(ew.shape_of(value)) if size == DYNAMIC_INDEX]
     return init.dynamic_sizes[dynamic_axes.index(axis)]
 
 
@@ -93,7 +88,7 @@ def _dynamic_size(
     rank = len(iteration_shape)
     spanning: list[tuple[SSAValue, int]] = []
     for operand in kernel.inputs:
-        shape = _shape(operand)
+        shape = ew.shape_of(operand)
         operand_axis = axis - (rank - len(shape))
         if operand_axis < 0 or shape[operand_axis] == 1:
             continue
@@ -119,7 +114,7 @@ class KernelToGeneric(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, kernel: ew.KernelOp, rewriter: PatternRewriter) -> None:
-        iteration_shape = _shape(kernel.destinations()[0])
+        iteration_shape = ew.shape_of(kernel.destinations()[0])
         rank = len(iteration_shape)
         new_ops: list[Operation] = []
         if kernel.is_bufferized:
@@ -143,7 +138,7 @@ class KernelToGeneric(RewritePattern):
         for output in outputs:
             body.block.insert_arg(ew.element_type(output.type), len(body.block.args))
 
-        maps = [broadcasting_map(_shape(v), iteration_shape) for v in kernel.inputs]
+        maps = [broadcasting_map(ew.shape_of(v), iteration_shape) for v in kernel.inputs]
         maps += [AffineMap.identity(rank)] * len(outputs)
         generic = GenericOp(
             inputs=list(kernel.inputs),

@@ -27,6 +27,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import SSAValue
 
+from xfuse.dialects import ew
 from xfuse.passes.pipeline import apply_pipeline, only_function
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.runtime.timing import median_seconds
@@ -87,13 +88,12 @@ def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
     """Each input's array shape for an iteration space of about `n` elements: flat `[?]` inputs
     get n; declared N-D ones rows x `ROW_LENGTH` (the lecture's d_ff, at most n), static dims as
     declared."""
-    from xfuse.analysis.cost import bind_shape
 
     args = only_function(module).args
     rank = max((len(cast(TensorType[Any], a.type).get_shape()) for a in args), default=0)
     columns = min(n, ROW_LENGTH)
     problem = (n,) if rank <= 1 else (max(1, n // columns), *[1] * (rank - 2), columns)
-    return {str(a.name_hint): bind_shape(a.type, problem) for a in args}
+    return {str(a.name_hint): ew.bind_shape(a.type, problem) for a in args}
 
 
 ROW_LENGTH = 14336
