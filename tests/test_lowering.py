@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
-import llvmlite.binding as llvm_binding
 import ml_dtypes
 import numpy as np
 import pytest
@@ -14,6 +14,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
+from xfuse.runtime.native import HostCpu, host_cpu
 
 GELU_KERNEL = """
 func.func @main(%x: memref<?xf32>, %b: memref<?xf32>, %r: memref<?xf32>, %out: memref<?xf32>) {
@@ -130,13 +131,6 @@ def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
     return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h**3))) + r
 
 
-def host_float_lanes() -> int:
-    features = llvm_binding.get_host_cpu_features()
-    if features.get("avx512f"):
-        return 16
-    return 8 if features.get("avx") else 4
-
-
 def widest_float_vector(llvm_ir: str) -> int:
     """The most float lanes any instruction of the optimized IR uses (1 if it is all scalar)."""
     return max((int(n) for n in re.findall(r"<(\d+) x float>", llvm_ir)), default=1)
@@ -160,14 +154,37 @@ def test_gelu_any_length(n: int, math: str, gelu_approx: Kernel) -> None:
     np.testing.assert_allclose(out, gelu_reference(x, b, r), rtol=0, atol=2e-6)
 
 
-def test_loop_body_uses_the_widest_vectors(gelu_approx: Kernel) -> None:
-    lanes = host_float_lanes()
-    body = gelu_approx.llvm_ir
+# An AVX2-only host (AMD Zen 3) as XFUSE_CPU_NAME / XFUSE_CPU_FEATURES describe it.
+ZEN3 = ("znver3", "+sse4.2,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+popcnt,+lzcnt,+movbe")
+
+
+@pytest.fixture(params=["host", "znver3"])
+def target_cpu(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[HostCpu]:
+    """This host's CPU, then an AVX2-only one (run here where the host has at least AVX2)."""
+    if request.param == "znver3":
+        if not host_cpu().has("avx2"):
+            pytest.skip("this host cannot run AVX2 code")
+        monkeypatch.setenv("XFUSE_CPU_NAME", ZEN3[0])
+        monkeypatch.setenv("XFUSE_CPU_FEATURES", ZEN3[1])
+        host_cpu.cache_clear()
+    yield host_cpu()
+    host_cpu.cache_clear()
+
+
+def test_loop_body_uses_the_widest_vectors(target_cpu: HostCpu) -> None:
+    kernel = compile_text(GELU_KERNEL, ["x", "b", "r"], math="approx")
+    lanes = target_cpu.float_lanes
+    body = kernel.llvm_ir
     assert re.search(rf"fmul (contract )?<{lanes} x float>", body), "the GELU loop stayed scalar"
     assert f"load <{lanes} x float>" in body
     assert f"store <{lanes} x float>" in body
-    if lanes == 16:
-        assert "zmm" in gelu_approx.asm
+    assert widest_float_vector(body) == lanes
+    assert ("zmm" in kernel.asm) == (lanes == 16)
+    rng = np.random.default_rng(5)
+    x, b, r = (rng.standard_normal(1000, dtype=np.float32) for _ in range(3))
+    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu_reference(x, b, r), rtol=0, atol=2e-6)
 
 
 RUNTIME_ALIAS_CHECK = re.compile(r"diff\.check|vector\.memcheck|found\.conflict")
@@ -184,7 +201,7 @@ def test_in_place_kernels_vectorize_without_alias_checks() -> None:
     kernel = compile_text(UNFUSED_IN_PLACE, ["x", "b", "r"], math="approx")
     assert vectorized_loop_count(kernel.llvm_ir) == 3, "an in-place kernel loop stayed scalar"
     assert not RUNTIME_ALIAS_CHECK.search(kernel.llvm_ir)
-    assert widest_float_vector(kernel.llvm_ir) >= host_float_lanes()
+    assert widest_float_vector(kernel.llvm_ir) >= host_cpu().float_lanes
     n = 1003
     rng = np.random.default_rng(3)
     x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
@@ -246,7 +263,9 @@ def test_broadcast_2d_storage_types(element: str, dtype: type, tolerance: float)
     assert out.shape == (t, d) and out.dtype == np.dtype(dtype)
     want = (x.astype(np.float64) + b.astype(np.float64)) * s.astype(np.float64)
     np.testing.assert_allclose(out.astype(np.float64), want, rtol=tolerance, atol=tolerance)
-    assert widest_float_vector(kernel.llvm_ir) >= host_float_lanes(), f"{element} loop is scalar"
+    assert widest_float_vector(kernel.llvm_ir) >= host_cpu().float_lanes, (
+        f"{element} loop is scalar"
+    )
 
 
 def test_bf16_rounds_to_nearest_even() -> None:

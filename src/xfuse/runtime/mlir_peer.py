@@ -50,6 +50,7 @@ from xfuse.dialects import ew
 from xfuse.dtypes import dtype_of
 from xfuse.passes.to_linalg import EwToLinalgPass
 from xfuse.runtime.arrays import bind_arguments
+from xfuse.runtime.native import host_target_machine
 
 TOOL_DIRECTORIES = ("/usr/lib/llvm-22/bin",)
 """Where to look for mlir-opt and mlir-translate when they are not on PATH."""
@@ -218,16 +219,8 @@ def _memref_ctypes(rank: int) -> list[Any]:
 
 
 def _jit(llvm_ir: str, symbol: str) -> tuple[llvm.ExecutionEngine, int]:
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
     # MCJIT takes ownership of the target machine: a fresh one per engine.
-    machine = target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(),
-        features=llvm.get_host_cpu_features().flatten(),
-        opt=3,
-        jit=True,
-    )
+    machine = host_target_machine(opt_level=3)
     module = llvm.parse_assembly(llvm_ir)
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)

@@ -1,9 +1,12 @@
 """LLVM dialect -> native code: xDSL's `convert_module`, llvmlite's O3 pipeline, MCJIT.
 
-The target is the host CPU (its name and features), so the loop vectorizer uses its widest
-vectors (`<16 x float>` with AVX-512). `create_mcjit_compiler` takes ownership of its
-TargetMachine, so each engine gets a fresh one; a `NativeModule` keeps its engine alive for as long
-as any function pointer from it may be called.
+The target is the host CPU (its name and features, or `XFUSE_CPU_NAME` and `XFUSE_CPU_FEATURES`
+where set, as numba's `NUMBA_CPU_NAME`: e.g. `znver3` to see an AVX2 host's code on an AVX-512
+one), and the loop vectorizer uses its widest vectors: `<16 x float>` with AVX-512, `<8 x float>`
+with AVX2. LLVM's Intel AVX-512 tunings prefer 256-bit vectors (`prefer-256-bit`); xfuse turns that
+off so that every AVX-512 host, Intel or AMD Zen 4, runs the same 512-bit loops.
+`create_mcjit_compiler` takes ownership of its TargetMachine, so each engine gets a fresh one; a
+`NativeModule` keeps its engine alive for as long as any function pointer from it may be called.
 
 Every loop the lowering makes comes from an elementwise `ew.kernel`: iteration i reads its inputs
 at i (or at a broadcast index that no output of the kernel shares) and writes its outputs at i,
@@ -17,6 +20,7 @@ scalar loop.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm_binding
@@ -32,15 +36,49 @@ def _initialize() -> None:
     llvm_binding.initialize_native_asmprinter()
 
 
-def host_target_machine(opt_level: int = 3) -> llvm_binding.TargetMachine:
-    """A new TargetMachine for this CPU (MCJIT consumes one per engine)."""
+@dataclass(frozen=True)
+class HostCpu:
+    """The CPU that kernels are compiled for: a name and LLVM's feature string (`+avx2,...`)."""
+
+    name: str
+    features: str
+
+    def has(self, feature: str) -> bool:
+        return f"+{feature}" in self.features.split(",")
+
+    @property
+    def float_lanes(self) -> int:
+        """f32 lanes in the widest vector register: 16 with AVX-512, 8 with AVX, else 4."""
+        if self.has("avx512f"):
+            return 16
+        return 8 if self.has("avx") else 4
+
+
+@functools.cache
+def host_cpu() -> HostCpu:
+    """This host's CPU, or the one `XFUSE_CPU_NAME` and `XFUSE_CPU_FEATURES` name (read once)."""
     _initialize()
+    name = os.environ.get("XFUSE_CPU_NAME")
+    features = os.environ.get("XFUSE_CPU_FEATURES")
+    if name is None and features is None:
+        name, features = (
+            llvm_binding.get_host_cpu_name(),
+            llvm_binding.get_host_cpu_features().flatten(),
+        )
+    elif name is None or features is None:
+        raise ValueError("set both XFUSE_CPU_NAME and XFUSE_CPU_FEATURES, or neither")
+    if "+avx512f" in features.split(","):
+        features += ",-prefer-256-bit"
+    return HostCpu(name, features)
+
+
+def host_target_machine(opt_level: int = 3) -> llvm_binding.TargetMachine:
+    """A new TargetMachine for the host CPU (MCJIT consumes one per engine)."""
+    _initialize()
+    cpu = host_cpu()
     target = llvm_binding.Target.from_triple(llvm_binding.get_process_triple())
     return target.create_target_machine(
-        cpu=llvm_binding.get_host_cpu_name(),
-        features=llvm_binding.get_host_cpu_features().flatten(),
-        opt=opt_level,
-        jit=True,
+        cpu=cpu.name, features=cpu.features, opt=opt_level, jit=True
     )
 
 
