@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from abc import ABC
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import ClassVar, cast
 
 import numpy as np
@@ -45,6 +46,7 @@ from xdsl.irdl import (
     IRDLOperation,
     VarConstraint,
     irdl_op_definition,
+    lazy_traits_def,
     operand_def,
     prop_def,
     region_def,
@@ -58,11 +60,18 @@ from xdsl.pattern_rewriter import RewritePattern
 from xdsl.printer import Printer
 from xdsl.traits import (
     ConstantLike,
+    EffectInstance,
     HasCanonicalizationPatternsTrait,
     HasFolder,
     HasParent,
+    IsolatedFromAbove,
     IsTerminator,
+    MemoryEffect,
+    MemoryEffectKind,
     Pure,
+    RecursivelySpeculatable,
+    RecursiveMemoryEffect,
+    SingleBlockImplicitTerminator,
 )
 from xdsl.utils.exceptions import VerifyException
 
@@ -675,6 +684,20 @@ OPS_BY_MNEMONIC: dict[str, type[UnaryOp | BinaryOp]] = {mnemonic(op): op for op 
 # ---------------------------------------------------------------------------------------------
 
 
+class KernelMemoryEffect(MemoryEffect):
+    """On tensors a kernel has its body's effects (none: scalar arithmetic), so `cse` merges
+    equal kernels and `dce` drops unused ones; on buffers it reads its `ins` and writes its `outs`.
+    """
+
+    @classmethod
+    def get_effects(cls, op: Operation) -> AbstractSet[EffectInstance] | None:
+        assert isinstance(op, KernelOp)
+        if not op.is_bufferized:
+            return RecursiveMemoryEffect.get_effects(op)
+        reads = {EffectInstance(MemoryEffectKind.READ, value) for value in op.inputs}
+        return reads | {EffectInstance(MemoryEffectKind.WRITE, value) for value in op.outputs}
+
+
 @irdl_op_definition
 class KernelOp(IRDLOperation):
     """A fused elementwise kernel: its region runs once per element of the iteration space.
@@ -701,6 +724,14 @@ class KernelOp(IRDLOperation):
     res = var_result_def(TensorType)
     body = region_def("single_block")
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = lazy_traits_def(
+        lambda: (
+            IsolatedFromAbove(),
+            SingleBlockImplicitTerminator(YieldOp),
+            KernelMemoryEffect(),
+            RecursivelySpeculatable(),
+        )
+    )
 
     def __init__(
         self,
