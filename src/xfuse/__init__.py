@@ -10,7 +10,10 @@ The public names load on first use, so `import xfuse` stays cheap.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from typing import Any
+
+__version__ = importlib.metadata.version("xfuse")
 
 _EXPORTS: dict[str, str] = {
     "compile": "xfuse.runtime.compiler",
@@ -42,6 +45,12 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
+def versions() -> str:
+    """xfuse's version and those of the libraries that decide its output, on one line."""
+    xdsl, llvmlite = (importlib.metadata.version(name) for name in ("xdsl", "llvmlite"))
+    return f"xfuse {__version__} (xdsl {xdsl}, llvmlite {llvmlite})"
+
+
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
@@ -49,3 +58,7 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

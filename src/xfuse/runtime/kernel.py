@@ -272,6 +272,18 @@ class Kernel:
     def output_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.function.outputs)
 
+    @property
+    def signature(self) -> str:
+        """`(x: float32[?], b: float32[?]) -> (out: float32[?])`: names, dtypes, type shapes."""
+
+        def listed(parameters: Sequence[Parameter]) -> str:
+            return ", ".join(f"{p.name}: {p.describe()}" for p in parameters)
+
+        return f"({listed(self.function.inputs)}) -> ({listed(self.function.outputs)})"
+
+    def __repr__(self) -> str:
+        return f"<xfuse.Kernel {self.signature} {self.options}, threads={self.threads}>"
+
     def ir(self, stage: str) -> str:
         """The IR after `stage` (see `.stages` for the names, in pipeline order)."""
         if stage not in self.stages:

@@ -144,7 +144,14 @@ class JitFunction:
         self.threads = threads
         self.signature = inspect.signature(function)
         self.kernels: dict[tuple[Any, ...], Kernel] = {}
+        """The kernels compiled so far, by the (name, dtype, shape) of each argument."""
         functools.update_wrapper(self, function)
+
+    def __repr__(self) -> str:
+        return (
+            f"<xfuse.jit {self.function.__name__}{self.signature}: "
+            f"{len(self.kernels)} compiled, {self.options}, threads={self.threads}>"
+        )
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         try:

@@ -43,9 +43,12 @@ def import_pyplot() -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import xfuse
+
     parser = argparse.ArgumentParser(
         prog="xfuse", description="A compiler for elementwise tensor expressions."
     )
+    parser.add_argument("--version", action="version", version=xfuse.versions())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in SUBCOMMANDS:
         importlib.import_module(module).register(subparsers)

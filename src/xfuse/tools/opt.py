@@ -7,10 +7,11 @@ operation (for IR read from a file) followed by the module with that operation m
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -20,6 +21,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.utils.lexer import Location, Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+import xfuse
 from xfuse.frontend.language import EwSyntaxError, parse_program
 from xfuse.passes import ALL_PASSES
 
@@ -59,8 +61,29 @@ def _first_failing_op(op: Operation) -> Operation | None:
     return None
 
 
+class _ListPassesAction(argparse.Action):
+    def __init__(self, **kwargs: Any):
+        super().__init__(nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from xfuse.tools.pass_help import describe_passes
+
+        print(describe_passes())
+        parser.exit()
+
+
 class XfuseOptMain(xDSLOptMain):
     _parser: _LocatingParser | None = None
+    # `--version`; xDSL fills in its own version.
+    version_format = xfuse.versions().replace("{", "{{").replace("}", "}}")
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--list-passes",
+            action=_ListPassesAction,
+            help="list xfuse's passes with their options (type, default, meaning) and exit",
+        )
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()

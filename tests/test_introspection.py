@@ -1,0 +1,69 @@
+"""What a user asks xfuse about itself: versions, the passes and their options, reprs, dir()."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import numpy as np
+import pytest
+
+import xfuse
+from xfuse.passes import ALL_PASSES
+from xfuse.tools import cli, opt
+from xfuse.tools.pass_help import pass_options
+
+
+def test_version_names_xfuse_and_the_libraries_that_decide_its_output(capsys) -> None:
+    assert xfuse.__version__ == importlib.metadata.version("xfuse")
+    for main in (cli.main, opt.main):
+        with pytest.raises(SystemExit) as exit_:
+            main(["--version"])
+        assert exit_.value.code == 0
+        printed = capsys.readouterr().out.strip()
+        assert printed == (
+            f"xfuse {xfuse.__version__} (xdsl {importlib.metadata.version('xdsl')}, "
+            f"llvmlite {importlib.metadata.version('llvmlite')})"
+        )
+
+
+def test_list_passes_shows_every_pass_and_option(capsys) -> None:
+    with pytest.raises(SystemExit):
+        opt.main(["--list-passes"])
+    listing = capsys.readouterr().out
+    for name in ALL_PASSES:
+        assert f"\n{name}: " in f"\n{listing}"
+    assert "ew-fuse: Fuse elementwise ops into `ew.kernel` ops" in listing
+    assert "    mode: 'greedy' | 'none' = 'greedy'\n        greedy: maximal legal fusion" in listing
+    assert "    unsafe-math: bool = false\n" in listing
+
+
+def test_every_pass_option_is_documented() -> None:
+    undocumented = [
+        f"{name}{{{option.name}}}"
+        for name, factory in ALL_PASSES.items()
+        for option in pass_options(factory())
+        if not option.doc
+    ]
+    assert not undocumented, f"write a docstring under these pass fields: {undocumented}"
+
+
+def test_kernel_and_jit_reprs_show_signature_and_options() -> None:
+    kernel = xfuse.compile("input bf16 x[t, d]; input b[d]; out = x * b;", ["out"], math="libm")
+    assert kernel.signature == "(x: bfloat16[t, d], b: float32[d]) -> (out: float32[?, ?])"
+    assert repr(kernel).startswith(
+        f"<xfuse.Kernel {kernel.signature} Options(fuse=True, math='libm'"
+    )
+
+    @xfuse.jit(fuse=False)
+    def scaled(x, y):
+        return x * y
+
+    assert repr(scaled).startswith("<xfuse.jit scaled(x, y): 0 compiled, Options(fuse=False")
+    scaled(np.ones(3, np.float32), np.ones(3, np.float32))
+    assert repr(scaled).startswith("<xfuse.jit scaled(x, y): 1 compiled")
+
+
+def test_dir_lists_the_lazy_exports() -> None:
+    listed = dir(xfuse)
+    for name in ("compile", "jit", "Kernel", "ArgumentError", "tanh", "__version__"):
+        assert name in listed
