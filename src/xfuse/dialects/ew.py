@@ -310,7 +310,9 @@ class UnaryOp(IRDLOperation, ABC):
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
-        """The op on float64 numpy data: folding, baselines and tests use it."""
+        """The op on float64 numpy data: folding, baselines and tests use it. Where numpy has
+        the op as a ufunc, the reference is that ufunc (`staticmethod(np.tanh)`), and
+        `np.tanh` on a traced value inside `@xfuse.jit` records the op."""
         raise NotImplementedError
 
     def verify_(self) -> None:
@@ -345,7 +347,7 @@ class BinaryOp(IRDLOperation, ABC):
 
     @staticmethod
     def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """The op on float64 numpy data: folding, baselines and tests use it."""
+        """The op on float64 numpy data, a numpy ufunc where numpy has one (see `UnaryOp`)."""
         raise NotImplementedError
 
     def verify_(self) -> None:
@@ -402,9 +404,7 @@ class AddOp(BinaryOp):
 
     name = "ew.add"
 
-    @staticmethod
-    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return np.add(x, y)
+    reference = staticmethod(np.add)
 
 
 @irdl_op_definition
@@ -413,9 +413,7 @@ class SubOp(BinaryOp):
 
     name = "ew.sub"
 
-    @staticmethod
-    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return np.subtract(x, y)
+    reference = staticmethod(np.subtract)
 
 
 @irdl_op_definition
@@ -424,9 +422,7 @@ class MulOp(BinaryOp):
 
     name = "ew.mul"
 
-    @staticmethod
-    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return np.multiply(x, y)
+    reference = staticmethod(np.multiply)
 
 
 @irdl_op_definition
@@ -435,9 +431,7 @@ class DivOp(BinaryOp):
 
     name = "ew.div"
 
-    @staticmethod
-    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return np.divide(x, y)
+    reference = staticmethod(np.divide)
 
 
 @irdl_op_definition
@@ -446,9 +440,7 @@ class MaxOp(BinaryOp):
 
     name = "ew.max"
 
-    @staticmethod
-    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return np.maximum(x, y)
+    reference = staticmethod(np.maximum)
 
 
 @irdl_op_definition
@@ -457,9 +449,7 @@ class MinOp(BinaryOp):
 
     name = "ew.min"
 
-    @staticmethod
-    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return np.minimum(x, y)
+    reference = staticmethod(np.minimum)
 
 
 @irdl_op_definition
@@ -468,9 +458,7 @@ class PowOp(BinaryOp):
 
     name = "ew.pow"
 
-    @staticmethod
-    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return np.power(x, y)
+    reference = staticmethod(np.power)
 
 
 @irdl_op_definition
@@ -479,9 +467,7 @@ class NegOp(UnaryOp):
 
     name = "ew.neg"
 
-    @staticmethod
-    def reference(x: np.ndarray) -> np.ndarray:
-        return np.negative(x)
+    reference = staticmethod(np.negative)
 
 
 @irdl_op_definition
@@ -490,9 +476,7 @@ class AbsOp(UnaryOp):
 
     name = "ew.abs"
 
-    @staticmethod
-    def reference(x: np.ndarray) -> np.ndarray:
-        return np.abs(x)
+    reference = staticmethod(np.abs)
 
 
 @irdl_op_definition
@@ -501,9 +485,7 @@ class ExpOp(UnaryOp):
 
     name = "ew.exp"
 
-    @staticmethod
-    def reference(x: np.ndarray) -> np.ndarray:
-        return np.exp(x)
+    reference = staticmethod(np.exp)
 
 
 @irdl_op_definition
@@ -512,9 +494,7 @@ class LogOp(UnaryOp):
 
     name = "ew.log"
 
-    @staticmethod
-    def reference(x: np.ndarray) -> np.ndarray:
-        return np.log(x)
+    reference = staticmethod(np.log)
 
 
 @irdl_op_definition
@@ -523,9 +503,7 @@ class TanhOp(UnaryOp):
 
     name = "ew.tanh"
 
-    @staticmethod
-    def reference(x: np.ndarray) -> np.ndarray:
-        return np.tanh(x)
+    reference = staticmethod(np.tanh)
 
 
 @irdl_op_definition
@@ -557,9 +535,7 @@ class SqrtOp(UnaryOp):
 
     name = "ew.sqrt"
 
-    @staticmethod
-    def reference(x: np.ndarray) -> np.ndarray:
-        return np.sqrt(x)
+    reference = staticmethod(np.sqrt)
 
 
 @irdl_op_definition

@@ -30,6 +30,11 @@ from xfuse.frontend.builder import FunctionBuilder
 from xfuse.runtime.compiler import Options, compile_module
 from xfuse.runtime.kernel import Kernel
 
+_OPS_BY_UFUNC: dict[np.ufunc, type[ew.UnaryOp | ew.BinaryOp]] = {
+    op.reference: op for op in ew.ELEMENTWISE_OPS if isinstance(op.reference, np.ufunc)
+}
+"""numpy's ufuncs that are `ew` ops (the ops whose reference is the ufunc): `np.tanh(x)` traces."""
+
 
 class Traced:
     """A value of the function being traced; arithmetic on it records `ew` ops."""
@@ -96,10 +101,26 @@ class Traced:
     def __abs__(self) -> Traced:
         return self.apply(ew.AbsOp, self)
 
-    def __bool__(self) -> bool:
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        op_type = _OPS_BY_UFUNC.get(ufunc)
+        if method != "__call__" or kwargs or op_type is None:
+            supported = ", ".join(sorted(f"np.{u.__name__}" for u in _OPS_BY_UFUNC))
+            raise TypeError(
+                f"np.{ufunc.__name__}{'' if method == '__call__' else '.' + method} cannot be "
+                f"traced{' with keyword arguments' if kwargs else ''}: inside @xfuse.jit use "
+                f"{supported}, or xfuse's functions (xfuse.erf, xfuse.sigmoid, ...)"
+            )
+        return self.apply(op_type, *inputs)
+
+    def _data_dependent(self, *_: Any) -> Any:
         raise TypeError(
-            "a traced array has no truth value: data-dependent control flow is not traced"
+            "traced arrays have no truth value and no comparisons: @xfuse.jit traces one path "
+            "through the function, so data-dependent control flow (`if x > 0:`) cannot be "
+            "compiled; compute it with arithmetic instead, e.g. xfuse.relu(x), "
+            "xfuse.maximum(x, y) or xfuse.minimum(x, y)"
         )
+
+    __bool__ = __lt__ = __le__ = __gt__ = __ge__ = _data_dependent
 
 
 def _elementwise(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> Callable[..., Any]:

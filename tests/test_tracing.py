@@ -1,0 +1,65 @@
+"""`@xfuse.jit` with numpy's own functions: every ufunc that is an `ew` op traces to that op."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xfuse
+from xfuse.dialects import ew
+from xfuse.runtime.tracing import _OPS_BY_UFUNC
+
+SAMPLE = np.array([-2.5, -1.0, -0.0, 0.0, 0.25, 1.0, 3.0], dtype=np.float32)
+
+
+@pytest.mark.parametrize("ufunc", sorted(_OPS_BY_UFUNC, key=lambda u: u.__name__), ids=str)
+def test_numpy_ufunc_traces_to_its_op(ufunc: np.ufunc) -> None:
+    op_type = _OPS_BY_UFUNC[ufunc]
+
+    @xfuse.jit(math="libm")
+    def apply(x, y):
+        return ufunc(x, y) if ufunc.nin == 2 else ufunc(x)
+
+    x, y = SAMPLE, np.abs(SAMPLE[::-1]) + np.float32(0.5)
+    got = apply(x, y)
+    (kernel,) = apply.kernels.values()
+    assert op_type.name in kernel.ir("frontend"), f"np.{ufunc.__name__} did not record {op_type}"
+    with np.errstate(all="ignore"):
+        want = ufunc(*(a.astype(np.float64) for a in (x, y)[: ufunc.nin])).astype(np.float32)
+    np.testing.assert_allclose(got, want, rtol=2e-7, atol=0, equal_nan=True)
+
+
+def test_numpy_ufuncs_mix_with_operators_and_python_numbers() -> None:
+    @xfuse.jit
+    def gelu(x):
+        return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * np.power(x, 3))))
+
+    h = SAMPLE.astype(np.float64)
+    want = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h**3)))
+    np.testing.assert_allclose(gelu(SAMPLE), want, atol=2e-6)
+
+
+def test_ufuncs_without_an_op_and_control_flow_say_what_to_do() -> None:
+    @xfuse.jit
+    def sine(x):
+        return np.sin(x)
+
+    with pytest.raises(
+        TypeError, match=r"np\.sin cannot be traced: inside @xfuse\.jit use .*np\.tanh"
+    ):
+        sine(SAMPLE)
+
+    @xfuse.jit
+    def branchy(x):
+        return x if x > 0 else -x
+
+    with pytest.raises(TypeError, match=r"data-dependent control flow .* xfuse\.relu\(x\)"):
+        branchy(SAMPLE)
+
+
+def test_every_op_with_a_numpy_ufunc_is_traceable() -> None:
+    with_ufunc = [op for op in ew.ELEMENTWISE_OPS if isinstance(op.reference, np.ufunc)]
+    assert set(_OPS_BY_UFUNC.values()) == set(with_ufunc)
+    assert {"ew.tanh", "ew.exp", "ew.log", "ew.sqrt", "ew.max", "ew.add"} <= {
+        op.name for op in with_ufunc
+    }
