@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import re
+import subprocess
+import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 DOCS = Path(__file__).parents[1] / "docs"
 
@@ -45,3 +51,96 @@ def test_readme_python_example_runs(monkeypatch, capsys) -> None:
     h = x.astype(np.float64) + b
     reference = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h**3))) + r
     np.testing.assert_allclose(out, reference, atol=2e-6)
+
+
+WALKTHROUGHS = ("writing-a-pass.md", "adding-an-op.md")
+"""Docs whose every code block is checked: `sh` blocks run, and an `mlir` block right after one is
+its exact output; `python` blocks run in order in one namespace, `python excerpt` blocks must be
+code of src/ (docstrings aside); other `mlir` blocks must be part of a filecheck file."""
+
+CODE_BLOCK = re.compile(r"^```(?P<info>[^\n]*)\n(?P<code>.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    language: str
+    excerpt: bool
+    code: str
+    line: int
+    follows_directly: bool
+    """Only blank lines separate it from the block before."""
+
+
+def code_blocks(document: str) -> list[CodeBlock]:
+    blocks, previous_end = [], None
+    for match in CODE_BLOCK.finditer(document):
+        language, _, rest = match["info"].partition(" ")
+        between = document[previous_end : match.start()] if previous_end is not None else "x"
+        blocks.append(
+            CodeBlock(
+                language,
+                rest.strip() == "excerpt",
+                match["code"],
+                document.count("\n", 0, match.start()) + 1,
+                not between.strip(),
+            )
+        )
+        previous_end = match.end()
+    return blocks
+
+
+def _without_docstrings(code: str) -> str:
+    """The code with every docstring's lines dropped and each line stripped of indentation."""
+    tree = ast.parse(textwrap.dedent(code))
+    dropped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef) and ast.get_docstring(
+            node, clean=False
+        ):
+            docstring = node.body[0]
+            dropped.update(range(docstring.lineno, (docstring.end_lineno or 0) + 1))
+    lines = textwrap.dedent(code).splitlines()
+    return "\n".join(line.strip() for n, line in enumerate(lines, 1) if n not in dropped)
+
+
+@pytest.mark.parametrize("name", WALKTHROUGHS)
+def test_walkthrough_code_blocks_hold(name: str, tmp_path: Path, monkeypatch) -> None:
+    root = DOCS.parent
+    monkeypatch.chdir(root)
+    blocks = code_blocks((DOCS / name).read_text())
+    sources = {
+        path: path.read_text()
+        for path in (*root.glob("src/xfuse/**/*.py"), *root.glob("filecheck/**/*.mlir"))
+    }
+    namespace: dict[str, object] = {}
+    last_output: str | None = None
+    for block in blocks:
+        where = f"{name}:{block.line}"
+        if block.language == "sh":
+            ran = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", block.code],
+                capture_output=True,
+                text=True,
+                cwd=root,
+            )
+            assert ran.returncode == 0, f"{where}: {ran.stderr}"
+            last_output = ran.stdout
+        elif block.language == "mlir" and block.follows_directly and last_output is not None:
+            assert last_output.strip() == block.code.strip(), (
+                f"{where}: not what the command prints"
+            )
+        elif block.language == "mlir":
+            assert any(
+                block.code in text for path, text in sources.items() if path.suffix == ".mlir"
+            ), f"{where}: this IR is in no filecheck file"
+        elif block.language == "python" and block.excerpt:
+            code = _without_docstrings(block.code)
+            assert any(
+                code in _without_docstrings(text)
+                for path, text in sources.items()
+                if path.suffix == ".py"
+            ), f"{where}: this excerpt is not the code in src/"
+        elif block.language == "python":
+            exec(compile(block.code, where, "exec"), namespace)
+        if block.language != "sh":
+            last_output = None
