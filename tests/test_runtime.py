@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import subprocess
 import sys
+import weakref
 
 import ml_dtypes
 import numpy as np
@@ -16,7 +18,7 @@ from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.passes.optimize import EwOptimizePass
 from xfuse.passes.pipeline import pipeline_context
-from xfuse.runtime.compiler import compile_module
+from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 
 GELU = (
     "h = x + b; y = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h))); out = y + r;"
@@ -151,6 +153,23 @@ def test_compile_cache_returns_the_same_program() -> None:
     again = xfuse.compile(GELU, math="libm")
     assert again.program is first.program
     assert xfuse.compile(GELU, math="approx").program is not first.program
+
+
+def test_compile_cache_keeps_the_documented_number_of_programs() -> None:
+    """The LRU holds `LRU_SIZE` programs, however many cache keys lead to each one."""
+    clear_cache()
+    first = weakref.ref(xfuse.compile("out = x * 2;").program)
+
+    def compile_others(count: int) -> None:
+        for index in range(count):
+            xfuse.compile(f"out = x + {index + 1};")  # the kernel is dropped at once
+
+    compile_others(LRU_SIZE - 1)
+    gc.collect()
+    assert xfuse.compile("out = x * 2;").program is first()
+    compile_others(LRU_SIZE)
+    gc.collect()
+    assert first() is None  # dropped from the LRU: the next compile builds it again
 
 
 def read_only(array: np.ndarray) -> np.ndarray:

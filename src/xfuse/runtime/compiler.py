@@ -5,7 +5,8 @@
 
 Compiled programs are cached in memory by source and options (no parse at all on a hit) and by
 the frontend's IR and options (a traced function or a differently written identical program).
-The cache holds programs weakly plus a small LRU of strong references: engines are freed once no
+The cache holds programs weakly under both keys, plus an LRU of strong references to the last
+`LRU_SIZE` programs (one entry per program, whichever key found it): engines are freed once no
 kernel uses them and they have dropped out of the LRU.
 """
 
@@ -72,13 +73,14 @@ class Options:
 
 
 _programs: weakref.WeakValueDictionary[Hashable, Program] = weakref.WeakValueDictionary()
-_recent: OrderedDict[Hashable, Program] = OrderedDict()
+_recent: OrderedDict[Program, None] = OrderedDict()
+"""The most recently used programs, oldest first (a program hashes by identity)."""
 
 
 def _remember(key: Hashable, program: Program) -> None:
     _programs[key] = program
-    _recent[key] = program
-    _recent.move_to_end(key)
+    _recent[program] = None
+    _recent.move_to_end(program)
     while len(_recent) > LRU_SIZE:
         _recent.popitem(last=False)
 
