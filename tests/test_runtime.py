@@ -177,50 +177,70 @@ def read_only(array: np.ndarray) -> np.ndarray:
     return array
 
 
+ArgumentError, ArgumentTypeError = xfuse.ArgumentError, xfuse.ArgumentTypeError
+
+
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (lambda k, x: k(x=x, b=x), TypeError, "missing input"),
-        (lambda k, x: k(x=x, b=x, r=x, q=x), TypeError, "unknown argument 'q'"),
+        (lambda k, x: k(x=x, b=x), ArgumentTypeError, "missing input\\(s\\): 'r'"),
+        (lambda k, x: k(x=x, b=x, r=x, q=x), ArgumentTypeError, "unknown argument 'q'"),
         (
             lambda k, x: k(x=x, b=x.astype(np.float64), r=x),
-            TypeError,
-            "argument 'b': expected dtype float32",
+            ArgumentTypeError,
+            "argument 'b': expected dtype float32, got float64",
         ),
-        (lambda k, x: k(x=x, b=x[:5], r=x), ValueError, "argument 'b': dimension 0 has size 5"),
-        (lambda k, x: k(x=x, b=[1.0], r=x), TypeError, "argument 'b': expected a numpy array"),
+        (lambda k, x: k(x=x, b=x[:5], r=x), ArgumentError, "argument 'b': dimension 0 has size 5"),
+        (lambda k, x: k(x=x, b=[1.0], r=x), ArgumentTypeError, "argument 'b': expected a numpy"),
         (
             lambda k, x: k(x=x.reshape(2, 5), b=x, r=x),
-            ValueError,
+            ArgumentError,
             "argument 'x': expected 1 dimensions",
         ),
         (
             lambda k, x: k(x=x, b=x, r=x, out=np.empty(3, np.float32)),
-            ValueError,
-            "out 'out': expected shape",
+            ArgumentError,
+            "out 'out': expected shape \\(10,\\), got \\(3,\\)",
         ),
         (
             lambda k, x: k(x=x, b=x, r=x, out=np.empty(10)),
-            TypeError,
-            "out 'out': expected dtype float32",
+            ArgumentTypeError,
+            "out 'out': expected dtype float32, got float64",
         ),
         (
             lambda k, x: k(x=x, b=x, r=x, out=np.empty(20, np.float32)[::2]),
-            ValueError,
-            "C-contiguous",
+            ArgumentError,
+            "out 'out': must be C-contiguous",
         ),
         (
             lambda k, x: k(x=x, b=x, r=x, out=read_only(np.empty(10, np.float32))),
-            ValueError,
-            "read-only",
+            ArgumentError,
+            "out 'out': the array is read-only",
         ),
     ],
 )
 def test_bad_calls_name_the_argument(call, error, message) -> None:
+    """Every bad call raises an `ArgumentError` (a ValueError); the kinds Python reports as a
+    TypeError raise its subclass `ArgumentTypeError`, which is both."""
     kernel = xfuse.compile(GELU)
     x = np.ones(10, np.float32)
-    with pytest.raises(error, match=message):
+    with pytest.raises(error, match=message) as caught:
         call(kernel, x)
+    assert type(caught.value) is error
+    assert isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, TypeError) == (error is ArgumentTypeError)
+
+
+def test_aliasing_out_is_an_argument_error() -> None:
+    """A non-contiguous input is copied (no error); an `out` overlapping an input it may not
+    update in place is an `ArgumentError` naming both."""
+    unfused = xfuse.compile(GELU, fuse=False)
+    x = np.ones(10, np.float32)
+    strided = np.ones(20, np.float32)[::2]
+    np.testing.assert_array_equal(unfused(x=strided, b=x, r=x), unfused(x=x, b=x, r=x))
+    with pytest.raises(ArgumentError, match="out 'out' overlaps input 'x'") as caught:
+        unfused(x=x, b=x.copy(), r=x.copy(), out=x)
+    assert type(caught.value) is ArgumentError
 
 
 def test_partial_overlap_and_unsafe_in_place_are_rejected() -> None:
@@ -300,8 +320,10 @@ def test_jit_errors() -> None:
 
     with pytest.raises(TypeError, match="no truth value"):
         bad(np.ones(3, np.float32))
-    with pytest.raises(TypeError, match="argument 'x': expected a numpy array"):
+    with pytest.raises(xfuse.ArgumentTypeError, match="argument 'x': expected a numpy array"):
         bad([1.0])
+    with pytest.raises(xfuse.ArgumentTypeError, match="bad\\(\\): missing a required argument"):
+        bad()
 
 
 def test_elementwise_functions_work_on_numpy() -> None:
@@ -358,11 +380,31 @@ def misaligned(n, value=0.0):
 """
 
 HOSTILE_CALLS = [
-    ("extra positional", "k(x, x, x, x, out=sentinel)", "TypeError", "at most 3 inputs"),
-    ("given twice", "k(x, b=x, r=x, x=x, out=sentinel)", "TypeError", "argument 'x' given twice"),
-    ("None input", "k(x=x, b=None, r=x, out=sentinel)", "TypeError", "argument 'b'.*NoneType"),
-    ("Python float", "k(x=x, b=1.0, r=x, out=sentinel)", "TypeError", "argument 'b'.*float"),
-    ("numpy scalar", "k(x=np.float32(1), b=x, r=x, out=sentinel)", "TypeError", "argument 'x'"),
+    ("extra positional", "k(x, x, x, x, out=sentinel)", "ArgumentTypeError", "at most 3 inputs"),
+    (
+        "given twice",
+        "k(x, b=x, r=x, x=x, out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'x' given twice",
+    ),
+    (
+        "None input",
+        "k(x=x, b=None, r=x, out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'b'.*NoneType",
+    ),
+    (
+        "Python float",
+        "k(x=x, b=1.0, r=x, out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'b'.*float",
+    ),
+    (
+        "numpy scalar",
+        "k(x=np.float32(1), b=x, r=x, out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'x'",
+    ),
     (
         "0-d array",
         "k(x=x, b=np.array(1, np.float32), r=x, out=sentinel)",
@@ -372,11 +414,21 @@ HOSTILE_CALLS = [
     (
         "int32",
         "k(x=x, b=x.astype(np.int32), r=x, out=sentinel)",
-        "TypeError",
+        "ArgumentTypeError",
         "argument 'b': expected dtype float32, got int32",
     ),
-    ("big-endian", "k(x=x, b=x, r=x.astype('>f4'), out=sentinel)", "TypeError", "argument 'r'"),
-    ("object dtype", "k(x=x.astype(object), b=x, r=x, out=sentinel)", "TypeError", "argument 'x'"),
+    (
+        "big-endian",
+        "k(x=x, b=x, r=x.astype('>f4'), out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'r'",
+    ),
+    (
+        "object dtype",
+        "k(x=x.astype(object), b=x, r=x, out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'x'",
+    ),
     (
         "length",
         "k(x=x, b=x, r=np.ones(11, np.float32), out=sentinel)",
@@ -390,16 +442,21 @@ HOSTILE_CALLS = [
         "ArgumentError",
         "argument 'g': dimension 1 must be 3",
     ),
-    ("out int", "k(x=x, b=x, r=x, out=5)", "TypeError", "out: expected a numpy array"),
-    ("out str", "k(x=x, b=x, r=x, out='abc')", "TypeError", "out: expected a numpy array"),
+    ("out int", "k(x=x, b=x, r=x, out=5)", "ArgumentTypeError", "out: expected a numpy array"),
+    ("out str", "k(x=x, b=x, r=x, out='abc')", "ArgumentTypeError", "out: expected a numpy array"),
     (
         "out list of float",
         "k(x=x, b=x, r=x, out=[1.0])",
-        "TypeError",
+        "ArgumentTypeError",
         "out 'out': expected a numpy array",
     ),
     ("out count", "two(x=x, b=x, out=(sentinel,))", "ArgumentError", "expected 2 buffer"),
-    ("out unknown name", "two(x=x, b=x, out={'z': sentinel})", "TypeError", "unknown output"),
+    (
+        "out unknown name",
+        "two(x=x, b=x, out={'z': sentinel})",
+        "ArgumentTypeError",
+        "unknown output",
+    ),
     ("out reversed", "k(x=x, b=x, r=x, out=sentinel[::-1])", "ArgumentError", "C-contiguous"),
     ("out misaligned", "k(x=x, b=x, r=x, out=misaligned(10))", "ArgumentError", "aligned"),
     (
@@ -435,7 +492,7 @@ HOSTILE_CALLS = [
     (
         "prepare checks too",
         "k.prepare(x=x, b=None, r=x, out=sentinel)",
-        "TypeError",
+        "ArgumentTypeError",
         "argument 'b'",
     ),
 ]

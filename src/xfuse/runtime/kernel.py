@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xfuse.lowering.workspace import workspace_size_function
 from xfuse.runtime.arrays import (
     ArgumentError,
+    ArgumentTypeError,
     Parameter,
     bind_arguments,
     bind_shapes,
@@ -348,14 +349,14 @@ class Kernel:
         elif isinstance(out, Mapping):
             unknown = set(out) - set(self.output_names)
             if unknown:
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"out: unknown output(s) {sorted(unknown)}: outputs are {self.output_names}"
                 )
             given = [out.get(name) for name in self.output_names]
         elif isinstance(out, list | tuple):
             given = list(out)
         else:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"out: expected a numpy array, a list/tuple or a name->array mapping, "
                 f"got {type(out).__name__}"
             )

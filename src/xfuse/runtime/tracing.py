@@ -27,6 +27,7 @@ from xdsl.ir import SSAValue
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name
 from xfuse.frontend.builder import FunctionBuilder
+from xfuse.runtime.arrays import ArgumentTypeError
 from xfuse.runtime.compiler import Options, compile_module
 from xfuse.runtime.kernel import Kernel
 
@@ -150,11 +151,11 @@ class JitFunction:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as error:
-            raise TypeError(f"{self.function.__name__}(): {error}") from None
+            raise ArgumentTypeError(f"{self.function.__name__}(): {error}") from None
         arrays = dict(bound.arguments)
         for name, value in arrays.items():
             if not isinstance(value, np.ndarray):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"argument '{name}': expected a numpy array, got {type(value).__name__}"
                 )
         key = tuple((name, a.dtype.name, a.shape) for name, a in arrays.items())
@@ -170,7 +171,7 @@ class JitFunction:
             try:
                 dtypes[name] = dtype_name(array.dtype)
             except ValueError as error:
-                raise TypeError(f"argument '{name}': {error}") from None
+                raise ArgumentTypeError(f"argument '{name}': {error}") from None
         shapes = {name: tuple(1 if d == 1 else None for d in a.shape) for name, a in arrays.items()}
         builder = FunctionBuilder(dtypes, shapes)
         proxies = {name: Traced(builder, builder.input(name)) for name in arrays}
