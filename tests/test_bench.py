@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -136,6 +138,45 @@ def test_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert "give a program" in capsys.readouterr().err
     assert main(["bench", "--expr", "x +"]) == 1
     assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            ["bench", "--expr", "x", "--sizes", "2^10..2^4"],
+            "argument --sizes: empty range 2^10..2^4: the first size is larger than the last",
+        ),
+        (["bench", "--expr", "x", "--sizes", ","], "argument --sizes: no sizes in ','"),
+        (["bench", "--expr", "x", "--sizes", "0"], "argument --sizes: size must be >= 1, got 0"),
+        (["bench", "--expr", "x", "--repeat", "0"], "argument --repeat: expected an integer >= 1"),
+        (["bench", "--expr", "x", "--threads", "0"], "argument --threads: expected an integer"),
+        (["lecture", "--repeat", "0"], "argument --repeat: expected an integer >= 1, got 0"),
+        (["lecture", "--n", "0"], "argument --n: size must be >= 1, got 0"),
+    ],
+)
+def test_options_out_of_range_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+) -> None:
+    """Never silently replaced by a default (`--repeat 0` ran the default repeat count and an
+    empty `--sizes` range the whole default sweep)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(arguments)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_as_a_module_reports_errors_in_one_line() -> None:
+    """`python -m xfuse.tools.cli` runs the same CliError handling as the `xfuse` script."""
+    child = subprocess.run(
+        [sys.executable, "-m", "xfuse.tools.cli", "bench"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == 1
+    assert child.stderr == "xfuse bench: error: give a program: FILE.ew or --expr, not both\n"
 
 
 def test_public_name() -> None:

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from xfuse.tools.cli import option_type, positive_int
+
 DEFAULT_LOG_N = 24
 QUICK_LOG_N = 20
 
@@ -31,13 +33,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--source", type=Path, metavar="FILE.ew", help="a program instead of GELU")
     parser.add_argument(
         "--n",
-        type=parse_size,
+        type=option_type(parse_size),
         metavar="N",
         help=f"elements measured in demo 4 (e.g. 1000000 or 2^20; default 2^{DEFAULT_LOG_N})",
     )
     parser.add_argument(
         "--repeat",
-        type=int,
+        type=positive_int,
         metavar="R",
         help="timed runs per variant (median; default 3, 2 quick)",
     )
@@ -74,9 +76,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         program = lecture.load_program()
     n = args.n or 1 << (QUICK_LOG_N if args.quick else DEFAULT_LOG_N)
-    repeat = args.repeat or (2 if args.quick else 3)
-    if repeat < 1:
-        raise ValueError(f"--repeat must be >= 1, got {repeat}")
+    repeat = args.repeat if args.repeat is not None else 2 if args.quick else 3
     status = Console(stderr=True)
     figures = lecture.run_lecture(program, n, repeat, progress=lecture_progress(status))
     to_stdout = args.json == "-"
