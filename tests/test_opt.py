@@ -68,6 +68,14 @@ FILES: dict[str, tuple[str, str | bytes]] = {
     "binary_ew": ("binary.ew", b"y = x;\n\xff = 1;"),
     "empty_ew": ("empty.ew", "# nothing here\n"),
     "unknown_ext": ("input.txt", "y = x;"),
+    "use_before_def": (
+        "use_before_def.mlir",
+        "func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  %b = ew.add %a, %x : tensor<?xf32>\n"
+        "  %a = ew.neg %x : tensor<?xf32>\n"
+        "  func.return %b : tensor<?xf32>\n"
+        "}\n",
+    ),
 }
 
 
@@ -104,6 +112,9 @@ COMMANDS: dict[str, list[str]] = {
     "unknown_pass": ["{good}", "-p", "ew-optimise"],
     "bad_option_value": ["{good}", "-p", "ew-optimize{unsafe-math=maybe}"],
     "unknown_option": ["{good}", "-p", "ew-optimize{fast=true}"],
+    "bad_mode": ["{good}", "-p", "ew-fuse{mode=bogus}"],
+    "use_before_def": ["{use_before_def}", "-p", "ew-fuse"],
+    "bufferize_twice": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-bufferize"],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
     "bad_output_path": ["{good}", "-o", "{directory}/no/such/dir/out.mlir"],
     "verify_diagnostics": ["{verifier}", "--verify-diagnostics"],
@@ -213,9 +224,25 @@ HOSTILE: dict[str, str] = {
     "unknown_ext": r"xfuse-opt: error: Unrecognized file extension 'txt'",
     "missing_file": r"xfuse-opt: error: .*No such file or directory: '.*missing\.mlir'",
     "directory": r"xfuse-opt: error: .*Is a directory",
-    "unknown_pass": r"xfuse-opt: error: Unrecognized passes: \['ew-optimise'\]",
-    "bad_option_value": r"xfuse-opt: error: .*maybe.*bool",
-    "unknown_option": r"xfuse-opt: error: .*\"fast\".*not found",
+    "unknown_pass": r"xfuse-opt: error: unknown pass 'ew-optimise' \(did you mean 'ew-optimize'\?\)",
+    "bad_option_value": (
+        r"xfuse-opt: error: ew-optimize: bad value 'maybe' for option 'unsafe-math': "
+        r"expected true or false"
+    ),
+    "bad_mode": (
+        r"xfuse-opt: error: ew-fuse: bad value 'bogus' for option 'mode': "
+        r"expected one of greedy, none"
+    ),
+    "unknown_option": (
+        r"xfuse-opt: error: ew-optimize: unknown option 'fast' \(options: unsafe-math\)"
+    ),
+    "use_before_def": (
+        r"use_before_def\.mlir:2:3: error: 'ew\.add' operand #0 is used before its definition"
+    ),
+    "bufferize_twice": (
+        r"ew-bufferize: 'ew\.kernel' is already bufferized \(on memrefs\): ew-bufferize "
+        r"takes ew\.kernel ops on tensors \(the output of ew-fuse\)"
+    ),
     "malformed_pipeline": r"pass-pipeline:1:13\new-optimize\{\n *\^\n *Expected argument name",
     "bad_output_path": r"xfuse-opt: error: .*No such file or directory: .*out\.mlir",
 }

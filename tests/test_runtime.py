@@ -547,3 +547,47 @@ def test_unusual_but_valid_calls_work_in_a_child_process() -> None:
     )
     child = run_isolated(script)
     assert child.returncode == 0 and child.stdout.strip() == "ok", child.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"opt_level": 9}, ValueError, "opt_level must be 0, 1, 2 or 3, got 9"),
+        ({"fastmath": "bogus"}, ValueError, "fastmath must be 'none', 'fast' or a comma-sep"),
+        ({"math": "exact"}, ValueError, "math must be 'approx' or 'libm', got 'exact'"),
+        ({"threads": 0}, ValueError, "threads must be an integer >= 1, got 0"),
+        ({"fuse": "yes"}, TypeError, "fuse must be True or False, got 'yes'"),
+        (
+            {"extra_passes": "ew-fuse,ew-bufferize"},
+            ValueError,
+            "extra_passes: 'ew-fuse' cannot run there: .* \\(allowed: ew-optimize, ew-strength",
+        ),
+        (
+            {"extra_passes": "ew-strength-reduce{max-exponent=x}"},
+            ValueError,
+            "extra_passes: ew-strength-reduce: bad value 'x' for option 'max-exponent': "
+            "expected an integer",
+        ),
+        ({"extra_passes": "ew-strength"}, ValueError, "unknown pass 'ew-strength' \\(did you"),
+        ({"outputs": [1]}, TypeError, "outputs must be a list of output names"),
+    ],
+)
+def test_bad_compile_options_name_the_option(options, error, message) -> None:
+    with pytest.raises(error, match=message):
+        xfuse.compile("h = x * 2; out = h + 1;", **options)
+
+
+def test_jit_checks_its_options_when_decorating() -> None:
+    with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
+        xfuse.jit(threads=0)
+    with pytest.raises(ValueError, match="fastmath must be"):
+        xfuse.jit(fastmath="quick")
+
+
+def test_fast_fastmath_and_a_single_output_name_compile() -> None:
+    """`fastmath="fast"` (LLVM's name for every flag) is accepted, as the docs show; a single
+    string for `outputs` is one name, not one name per character."""
+    kernel = xfuse.compile("h = x * 2; out = h + 1;", fastmath="fast", outputs="h")
+    assert kernel.output_names == ("h",)
+    assert "fast" in kernel.llvm_ir
+    np.testing.assert_array_equal(kernel(x=np.arange(4, dtype=np.float32)), [0, 2, 4, 6])

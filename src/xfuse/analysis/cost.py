@@ -366,6 +366,14 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
             raise CostModelError(
                 f"'{op.name}' is not inside an ew.kernel: run ew-fuse before the cost model", op
             )
+    for block in function.body.blocks:
+        for op in block.ops:
+            if op.dialect_name() not in ("ew", "func", "memref", "arith"):
+                raise CostModelError(
+                    f"'{op.name}' is not an ew.kernel: the cost model prices ew.kernel ops, "
+                    f"run it before ew-kernel-to-loops",
+                    op,
+                )
     ranks = [
         len(ew.shape_of(v.type))
         for k in kernels

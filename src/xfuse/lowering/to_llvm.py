@@ -76,14 +76,18 @@ def native_argument_types(type_: Attribute) -> list[Attribute]:
 
 
 def parse_fastmath(flags: str) -> llvm.FastMathAttr:
-    """`"contract,afn"` -> the attribute; `"none"` or `""` -> no flags."""
+    """`"contract,afn"` -> the attribute; `"none"` or `""` -> no flags; `"fast"` -> all of them
+    (LLVM's spelling)."""
     names = [f.strip() for f in flags.split(",") if f.strip() and f.strip() != "none"]
+    if "fast" in names:
+        return llvm.FastMathAttr("fast")
     try:
         return llvm.FastMathAttr(tuple(llvm.FastMathFlag(name) for name in names))
     except ValueError:
         valid = ", ".join(flag.value for flag in llvm.FastMathFlag)
         raise DiagnosticException(
-            f"ew-to-llvm: bad fastmath flags {flags!r}: expected 'none' or a list of {valid}"
+            f"ew-to-llvm: bad fastmath flags {flags!r}: expected 'none', 'fast' or a list of "
+            f"{valid}"
         ) from None
 
 

@@ -28,7 +28,7 @@ from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.runtime.arrays import ArgumentTypeError
-from xfuse.runtime.compiler import Options, compile_module
+from xfuse.runtime.compiler import Options, check_threads, compile_module
 from xfuse.runtime.kernel import Kernel
 
 
@@ -196,9 +196,8 @@ def jit(
 ) -> Any:
     """Decorate a function of numpy arrays to compile it on first call (`@xfuse.jit` or
     `@xfuse.jit(math="libm")`)."""
-    if math not in ("approx", "libm"):
-        raise ValueError(f"math must be 'approx' or 'libm', got {math!r}")
-    options = Options(fuse=fuse, math=math, fastmath=fastmath)
+    options = Options(fuse=fuse, math=math, fastmath=fastmath)  # checks each option
+    threads = check_threads(threads)
 
     def decorate(f: Callable[..., Any]) -> JitFunction:
         return JitFunction(f, options, threads)
