@@ -553,7 +553,7 @@ def test_unusual_but_valid_calls_work_in_a_child_process() -> None:
     ("options", "error", "message"),
     [
         ({"opt_level": 9}, ValueError, "opt_level must be 0, 1, 2 or 3, got 9"),
-        ({"fastmath": "bogus"}, ValueError, "fastmath must be 'none', 'fast' or a comma-sep"),
+        ({"fastmath": "bogus"}, ValueError, "fastmath: .*'bogus': expected 'none', 'fast' or"),
         ({"math": "exact"}, ValueError, "math must be 'approx' or 'libm', got 'exact'"),
         ({"threads": 0}, ValueError, "threads must be an integer >= 1, got 0"),
         ({"fuse": "yes"}, TypeError, "fuse must be True or False, got 'yes'"),
@@ -580,7 +580,7 @@ def test_bad_compile_options_name_the_option(options, error, message) -> None:
 def test_jit_checks_its_options_when_decorating() -> None:
     with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
         xfuse.jit(threads=0)
-    with pytest.raises(ValueError, match="fastmath must be"):
+    with pytest.raises(ValueError, match="fastmath: .*'quick'"):
         xfuse.jit(fastmath="quick")
 
 

@@ -91,12 +91,8 @@ class Options:
             raise TypeError(f"fastmath must be a string, got {type(self.fastmath).__name__}")
         try:
             parse_fastmath(self.fastmath)
-        except DiagnosticException:
-            valid = ", ".join(flag.value for flag in llvm.FastMathFlag)
-            raise ValueError(
-                f"fastmath must be 'none', 'fast' or a comma-separated list of {valid}; "
-                f"got {self.fastmath!r}"
-            ) from None
+        except DiagnosticException as error:
+            raise ValueError(f"fastmath: {error}") from None
         self.extra()
 
     def extra(self) -> list[ModulePass]:
