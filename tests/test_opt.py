@@ -224,7 +224,9 @@ HOSTILE: dict[str, str] = {
     "unknown_ext": r"xfuse-opt: error: Unrecognized file extension 'txt'",
     "missing_file": r"xfuse-opt: error: .*No such file or directory: '.*missing\.mlir'",
     "directory": r"xfuse-opt: error: .*Is a directory",
-    "unknown_pass": r"xfuse-opt: error: unknown pass 'ew-optimise' \(did you mean 'ew-optimize'\?\)",
+    "unknown_pass": (
+        r"xfuse-opt: error: unknown pass 'ew-optimise' \(did you mean 'ew-optimize'\?\)"
+    ),
     "bad_option_value": (
         r"xfuse-opt: error: ew-optimize: bad value 'maybe' for option 'unsafe-math': "
         r"expected true or false"

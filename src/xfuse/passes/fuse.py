@@ -342,12 +342,13 @@ def _check_fusible(function: func.FuncOp) -> None:
     for block in function.body.blocks:
         for op in block.ops:
             on_tensors = not (isinstance(op, ew.KernelOp) and op.is_bufferized)
-            if not (isinstance(op, ElementwiseOp | ew.ConstantOp | ew.KernelOp) and on_tensors):
-                if not (isinstance(op, func.ReturnOp) and len(function.body.blocks) == 1):
-                    raise PassFailedException(
-                        f"ew-fuse: cannot fuse '{op.name}': ew-fuse takes ew ops on tensors in one "
-                        f"block (run it before ew-bufferize)\n{op}"
-                    )
+            fusible = isinstance(op, ElementwiseOp | ew.ConstantOp | ew.KernelOp) and on_tensors
+            returns = isinstance(op, func.ReturnOp) and len(function.body.blocks) == 1
+            if not (fusible or returns):
+                raise PassFailedException(
+                    f"ew-fuse: cannot fuse '{op.name}': ew-fuse takes ew ops on tensors in one "
+                    f"block (run it before ew-bufferize)\n{op}"
+                )
 
 
 @dataclass(frozen=True)
