@@ -6,6 +6,8 @@ module to keep the suite fast.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import subprocess
 import sys
@@ -14,7 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import DiagnosticException
 
+from xfuse.frontend.language import parse_program
+from xfuse.passes import ALL_PASSES
+from xfuse.passes.pipeline import pipeline_context
 from xfuse.tools.opt import main
 
 GELU = Path(__file__).resolve().parents[1] / "examples" / "gelu.ew"
@@ -279,3 +286,48 @@ def test_bad_command_lines_are_argparse_errors(
         main(arguments)
     assert info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# Every pass on the IR of every stage: a result that verifies, or a diagnostic naming the op
+# ---------------------------------------------------------------------------------------------
+
+STAGES = (
+    "ew-optimize",
+    "ew-fuse",
+    "ew-bufferize",
+    "ew-workspace",
+    "ew-kernel-to-loops",
+    "ew-expand-math",
+    "ew-to-llvm",
+)
+
+
+def stage_modules(mode: str) -> dict[str, ModuleOp]:
+    """GELU after each stage of the pipeline (`mode`: ew-fuse's)."""
+    module = parse_program(GELU.read_text())
+    modules = {"frontend": module.clone()}
+    ctx = pipeline_context()
+    for stage in STAGES:
+        options = {"mode": mode} if stage == "ew-fuse" else {}
+        ALL_PASSES[stage]()(**options).apply(ctx, module)
+        modules[stage] = module.clone()
+    return modules
+
+
+@pytest.mark.parametrize("mode", ["greedy", "none"])
+def test_every_pass_on_every_stage_verifies_or_names_the_op(mode: str) -> None:
+    """Each pass given the input of an earlier stage or the output of a later one (ew-bufferize
+    twice, ew-fuse on memrefs, ew-cost on loops) fails with a diagnostic naming the op it cannot
+    handle, never a raw Python exception from deep inside it."""
+    ctx = pipeline_context()
+    for stage, module in stage_modules(mode).items():
+        for name, factory in ALL_PASSES.items():
+            result = module.clone()
+            try:
+                with contextlib.redirect_stderr(io.StringIO()):  # ew-cost's report
+                    factory()().apply(ctx, result)
+            except DiagnosticException as error:
+                assert re.search(r"'\w+\.[\w.]+'", str(error)), (stage, name, str(error))
+            else:
+                result.verify()

@@ -376,8 +376,7 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
                 )
     ranks = [
         len(ew.shape_of(v.type))
-        for k in kernels
-        for v in (*k.inputs, *k.destinations())
+        for v in (*function.args, *(v for k in kernels for v in (*k.inputs, *k.destinations())))
         if isinstance(v.type, TensorType | MemRefType)
     ]
     problem = _problem_shape(options.shape, max(ranks, default=0), function)

@@ -36,6 +36,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    TensorType,
     UnrealizedConversionCastOp,
     i64,
 )
@@ -539,6 +540,15 @@ class EwToLlvmPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         flags = parse_fastmath(self.fastmath)
+        for function in op.ops:
+            if isinstance(function, func.FuncOp):
+                types = (*function.function_type.inputs, *function.function_type.outputs)
+                for type_ in (t for t in types if isinstance(t, TensorType)):
+                    raise DiagnosticException(
+                        f"ew-to-llvm: 'func.func' @{function.sym_name.data} takes or returns "
+                        f"{type_}: ew-to-llvm lowers loops over memrefs (run ew-bufferize and "
+                        f"ew-kernel-to-loops first)"
+                    )
         ConvertScfToCf().apply(ctx, op)
         for function in list(op.ops):
             if isinstance(function, func.FuncOp):
