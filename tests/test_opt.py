@@ -22,6 +22,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from xfuse.frontend.language import parse_program
 from xfuse.passes import ALL_PASSES
 from xfuse.passes.pipeline import pipeline_context
+from xfuse.runtime.compiler import Options
 from xfuse.tools.opt import main
 
 GELU = Path(__file__).resolve().parents[1] / "examples" / "gelu.ew"
@@ -292,36 +293,26 @@ def test_bad_command_lines_are_argparse_errors(
 # Every pass on the IR of every stage: a result that verifies, or a diagnostic naming the op
 # ---------------------------------------------------------------------------------------------
 
-STAGES = (
-    "ew-optimize",
-    "ew-fuse",
-    "ew-bufferize",
-    "ew-workspace",
-    "ew-kernel-to-loops",
-    "ew-expand-math",
-    "ew-to-llvm",
-)
 
-
-def stage_modules(mode: str) -> dict[str, ModuleOp]:
-    """GELU after each stage of the pipeline (`mode`: ew-fuse's)."""
+def stage_modules(fuse: bool) -> dict[str, ModuleOp]:
+    """GELU after each stage of `xfuse.compile`'s pipeline."""
     module = parse_program(GELU.read_text())
     modules = {"frontend": module.clone()}
     ctx = pipeline_context()
-    for stage in STAGES:
-        options = {"mode": mode} if stage == "ew-fuse" else {}
-        ALL_PASSES[stage]()(**options).apply(ctx, module)
+    options = Options(fuse=fuse)
+    for stage, pass_ in (*options.tensor_passes(), *options.buffer_passes()):
+        pass_.apply(ctx, module)
         modules[stage] = module.clone()
     return modules
 
 
-@pytest.mark.parametrize("mode", ["greedy", "none"])
-def test_every_pass_on_every_stage_verifies_or_names_the_op(mode: str) -> None:
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_every_pass_on_every_stage_verifies_or_names_the_op(fuse: bool) -> None:
     """Each pass given the input of an earlier stage or the output of a later one (ew-bufferize
     twice, ew-fuse on memrefs, ew-cost on loops) fails with a diagnostic naming the op it cannot
     handle, never a raw Python exception from deep inside it."""
     ctx = pipeline_context()
-    for stage, module in stage_modules(mode).items():
+    for stage, module in stage_modules(fuse).items():
         for name, factory in ALL_PASSES.items():
             result = module.clone()
             try:
