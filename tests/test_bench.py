@@ -107,6 +107,31 @@ def test_numexpr_peer() -> None:
     assert measurement.max_error < 1e-5
 
 
+@pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba not installed")
+def test_numba_peer() -> None:
+    """numba.vectorize gets a function with named parameters (it cannot compile `*args`)."""
+    workload = bench.prepare_workload(GELU, 1000)
+    measurement = bench.measure(workload, peers.numba_variant(workload), repeat=1)
+    assert measurement.max_error < 1e-5
+
+
+def test_a_failing_peer_is_skipped_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(workload: bench.Workload, threads: int = 1) -> bench.Variant:
+        raise RuntimeError("the peer broke\nsecond line")
+
+    monkeypatch.setitem(peers.BUILDERS, "numexpr", broken)
+    result = bench.bench("out = x * 2;", [256, 1024], peers=["numexpr"], repeat=1)
+    assert result.skipped == ("numexpr: failed: RuntimeError: the peer broke",)
+    assert "numexpr" not in result.variants and len(result.rows) == 6
+
+
+def test_header_shows_the_storage_dtypes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--expr", "input bf16 x; out = x * 2;", "--sizes", "256"]) == 0
+    assert "out = x * 2;  bfloat16, 1 thread" in capsys.readouterr().out
+    mixed = bench.bench("input bf16 x, r; input f32 b; out = bf16(x * b + r);", [256], repeat=1)
+    assert mixed.storage == "x, r bfloat16; b float32 -> out bfloat16"
+
+
 @pytest.mark.skipif("mlir" not in peers.available_peers(), reason="mlir-opt not found")
 def test_mlir_peer() -> None:
     workload = bench.prepare_workload(GELU, 1000)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import SSAValue
 
 from xfuse.dialects import ew
+from xfuse.dtypes import dtype_of
 from xfuse.passes.pipeline import apply_pipeline, only_function
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.runtime.timing import median_seconds
@@ -311,6 +312,9 @@ class BenchRow:
 @dataclass(frozen=True)
 class BenchResult:
     source: str
+    storage: str
+    """The dtypes of the inputs and outputs as stored: `float32`, or `x, r bfloat16; b float32 ->
+    out bfloat16` when they differ."""
     math: str
     threads: int
     repeat: int
@@ -344,6 +348,27 @@ class BenchResult:
                 f"{r.speedup:.1f}x | {error} |"
             )
         return "\n".join(lines)
+
+
+def describe_storage(workload: Workload) -> str:
+    """The storage dtypes of a workload's inputs and outputs, grouped by dtype."""
+
+    def grouped(named: Mapping[str, np.dtype[Any]]) -> str:
+        names: dict[str, list[str]] = {}
+        for name, dtype in named.items():
+            names.setdefault(np.dtype(dtype).name, []).append(name)
+        return "; ".join(f"{', '.join(group)} {dtype}" for dtype, group in names.items())
+
+    inputs = {name: a.dtype for name, a in workload.arrays.items()}
+    result_types = only_function(workload.module).function_type.outputs.data
+    outputs = {
+        name: numpy_dtype(dtype_of(ew.element_type(type_)))
+        for name, type_ in zip(workload.output_names, result_types, strict=True)
+    }
+    dtypes = {*inputs.values(), *outputs.values()}
+    if len(dtypes) == 1:
+        return np.dtype(dtypes.pop()).name
+    return f"{grouped(inputs)} -> {grouped(outputs)}"
 
 
 def bench(
@@ -388,8 +413,10 @@ def bench(
     ]
     rows: list[BenchRow] = []
     skipped: dict[str, str] = {}
+    storage = ""
     for n in sizes:
         workload = prepare_workload(source, n, outputs)
+        storage = storage or describe_storage(workload)
         measured: list[Measurement] = []
         for label, build in builders:
             if label in skipped:
@@ -399,6 +426,10 @@ def bench(
                     measured.append(measure(workload, build(workload), repeat))
                 except peer_compilers.PeerUnsupported as reason:
                     skipped[label] = str(reason)
+                except Exception as error:  # a peer's own failure skips that peer, with why
+                    if label not in peer_names:
+                        raise
+                    skipped[label] = f"failed: {type(error).__name__}: {error}".split("\n")[0]
         numpy_time, ceiling_time = measured[0].time_s, measured[1].time_s
         rows += [
             BenchRow(
@@ -414,6 +445,7 @@ def bench(
         ]
     return BenchResult(
         source,
+        storage,
         math,
         threads,
         repeat,

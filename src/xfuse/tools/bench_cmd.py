@@ -114,7 +114,9 @@ def print_result(console: Any, result: Any) -> None:
     from rich.table import Table
 
     threads = f"{result.threads} thread{'s' if result.threads > 1 else ''}"
-    console.print(f"[bold]{result.source.strip()}[/bold]  float32, {threads}, math={result.math}")
+    console.print(
+        f"[bold]{result.source.strip()}[/bold]  {result.storage}, {threads}, math={result.math}"
+    )
     for n in result.sizes:
         table = Table(title=f"n = {n:,}", title_justify="left")
         for header in ("variant", "time", "GB/s", "of ceiling", "vs numpy per-op", "max error"):
@@ -144,7 +146,7 @@ def plot_bandwidth(result: Any, path: Path) -> None:
         style = "k--" if variant == "bandwidth ceiling" else "o-"
         axes.plot([r.n for r in rows], [r.bandwidth / 1e9 for r in rows], style, label=variant)
     axes.set_xscale("log", base=2)
-    axes.set_xlabel("elements (float32)")
+    axes.set_xlabel(f"elements ({result.storage})")
     axes.set_ylabel("effective GB/s (fused traffic / time)")
     axes.set_title(result.source.strip(), fontsize=9)
     axes.grid(True, alpha=0.3)
