@@ -570,6 +570,9 @@ def test_unusual_but_valid_calls_work_in_a_child_process() -> None:
         ),
         ({"extra_passes": "ew-strength"}, ValueError, "unknown pass 'ew-strength' \\(did you"),
         ({"outputs": [1]}, TypeError, "outputs must be a list of output names"),
+        ({"shapes": {"x": 5}}, TypeError, "shapes\\['x'\\] must be a sequence of dims"),
+        ({"shapes": {"x": (-1,)}}, ValueError, "shapes\\['x'\\]: bad dim -1: expected a size"),
+        ({"shapes": {"x": ("1a",)}}, ValueError, "shapes\\['x'\\]: bad dim '1a'"),
     ],
 )
 def test_bad_compile_options_name_the_option(options, error, message) -> None:

@@ -63,6 +63,26 @@ def check_threads(threads: object) -> int:
     return int(threads)
 
 
+def check_shapes(shapes: object) -> None:
+    """`compile`'s `shapes`: input name -> dims, each a size >= 0, a dim name or None."""
+    if shapes is None:
+        return
+    if not isinstance(shapes, Mapping):
+        raise TypeError(f"shapes must map input names to shapes, got {type(shapes).__name__}")
+    for name, dims in shapes.items():
+        if isinstance(dims, str) or not isinstance(dims, Sequence):
+            raise TypeError(
+                f"shapes['{name}'] must be a sequence of dims (sizes, names or None), got {dims!r}"
+            )
+        for dim in dims:
+            size = isinstance(dim, numbers.Integral) and not isinstance(dim, bool) and dim >= 0
+            if not (dim is None or size or (isinstance(dim, str) and dim.isidentifier())):
+                raise ValueError(
+                    f"shapes['{name}']: bad dim {dim!r}: expected a size >= 0, a dim name "
+                    f"(an identifier) or None"
+                )
+
+
 @dataclass(frozen=True)
 class Options:
     """Everything besides the program that changes the generated code.
@@ -349,6 +369,7 @@ def compile(
     elif outputs is not None and not all(isinstance(name, str) for name in outputs):
         raise TypeError(f"outputs must be a list of output names, got {outputs!r}")
     threads = check_threads(threads)
+    check_shapes(shapes)
     options = Options(
         fuse=fuse,
         math=math,
