@@ -423,6 +423,13 @@ def test_static_shapes_must_broadcast_to_the_problem_shape() -> None:
         CostOptions(shape=(0, 5))
 
 
+def test_scalar_arguments_and_functions_without_kernels_cost_nothing() -> None:
+    """The workspace-size function of the unfused pipeline, a scalar function: no kernels."""
+    module = parse("func.func @f(%x: f32) -> f32 {\n  func.return %x : f32\n}\n")
+    (cost,) = analyse_module(module, CostOptions())
+    assert cost.kernels == () and cost.totals.bytes == 0
+
+
 def test_cli_real_bias_shape(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run_cli(capsys, "cost", str(GELU), "--json", "--input-shape", "b=14336")
     assert status == 0

@@ -382,7 +382,9 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
     problem = _problem_shape(options.shape, max(ranks, default=0), function)
     names = _Names()
     for argument in function.args:
-        _check_broadcasts(names(argument), argument, problem, function)
+        name = names(argument)
+        if isinstance(argument.type, TensorType | MemRefType):
+            _check_broadcasts(name, argument, problem, function)
     l2 = _L2(options.hardware.l2_bytes)
 
     def access(value: SSAValue, from_l2: bool = False) -> TensorAccess:
