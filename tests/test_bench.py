@@ -173,11 +173,14 @@ def test_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
             "argument --sizes: empty range 2^10..2^4: the first size is larger than the last",
         ),
         (["bench", "--expr", "x", "--sizes", ","], "argument --sizes: no sizes in ','"),
-        (["bench", "--expr", "x", "--sizes", "0"], "argument --sizes: size must be >= 1, got 0"),
+        (["bench", "--expr", "x", "--sizes", "0"], "argument --sizes: size must be between 1 and"),
+        (["bench", "--expr", "x", "--sizes", "2^70"], "size must be between 1 and 2^62, got 2^70"),
+        (["bench", "--expr", "x", "--sizes", "1.5"], "argument --sizes: bad size '1.5': expected"),
         (["bench", "--expr", "x", "--repeat", "0"], "argument --repeat: expected an integer >= 1"),
         (["bench", "--expr", "x", "--threads", "0"], "argument --threads: expected an integer"),
         (["lecture", "--repeat", "0"], "argument --repeat: expected an integer >= 1, got 0"),
-        (["lecture", "--n", "0"], "argument --n: size must be >= 1, got 0"),
+        (["lecture", "--n", "0"], "argument --n: size must be between 1 and 2^62, got 0"),
+        (["lecture", "--n", "2^99999999"], "argument --n: size must be between 1 and 2^62"),
     ],
 )
 def test_options_out_of_range_are_usage_errors(
@@ -189,6 +192,12 @@ def test_options_out_of_range_are_usage_errors(
         main(arguments)
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_sizes_too_large_for_memory_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--expr", "x", "--sizes", "2^50", "--repeat", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("xfuse bench: error: out of memory: ") and "Traceback" not in err
 
 
 def test_cli_as_a_module_reports_errors_in_one_line() -> None:

@@ -2,8 +2,9 @@
 
 A subcommand module has `register(subparsers)`, which adds its parser and sets `run` (a function of
 the parsed arguments returning the exit status) as a default. To add one, write the module and
-list it in `SUBCOMMANDS`. User errors (`CliError`, a bad program, bad options, unreadable files)
-print one line on stderr and exit with status 1; argparse's usage errors exit with 2.
+list it in `SUBCOMMANDS`. User errors (`CliError`, a bad program, bad options, unreadable files,
+sizes too large for memory) print one line on stderr and exit with status 1; argparse's usage
+errors (an option's value out of range) exit with 2.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"xfuse {args.command}: error: {error}", file=sys.stderr)
     except OSError as error:
         print(f"xfuse {args.command}: error: {error.strerror}: {error.filename}", file=sys.stderr)
+    except MemoryError as error:
+        print(f"xfuse {args.command}: error: out of memory: {error}", file=sys.stderr)
     return 1
 
 

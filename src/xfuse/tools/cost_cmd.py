@@ -87,7 +87,12 @@ def run(args: argparse.Namespace) -> int:
     options = CostOptions(
         device=args.device, shape=shape, dtype=args.dtype, launch_us=args.launch_us, l2=args.l2
     )
-    input_shapes = dict(parse_input_shape(t) for t in args.input_shape)
+    input_shapes: dict[str, tuple[int | str, ...]] = {}
+    for text in args.input_shape:
+        name, dims = parse_input_shape(text)
+        if name in input_shapes:
+            raise CliError(f"--input-shape: '{name}' given twice")
+        input_shapes[name] = dims
     try:
         program = cost_program(
             args.file.read_text(),
