@@ -77,6 +77,12 @@ def test_bench_libm_threads_and_errors() -> None:
         bench.bench(GELU, [16], math="fast")
     with pytest.raises(ValueError, match="unknown peer"):
         bench.bench(GELU, [16], peers=["cuda"])
+    with pytest.raises(ValueError, match="sizes must be a non-empty list of element counts"):
+        bench.bench(GELU, [])
+    with pytest.raises(ValueError, match="sizes must be a non-empty list"):
+        bench.bench(GELU, [2.5])
+    with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
+        bench.bench(GELU, [16], threads=0)
 
 
 def test_peer_code_computes_the_program() -> None:

@@ -389,11 +389,13 @@ def bench(
     from contextlib import nullcontext
 
     from xfuse.runtime import peers as peer_compilers
+    from xfuse.runtime.compiler import MATH_CHOICES, check_threads
 
-    if math not in ("approx", "libm"):
+    if math not in MATH_CHOICES:
         raise ValueError(f"math must be 'approx' or 'libm', got {math!r}")
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
+    threads = check_threads(threads)
+    if not sizes or not all(isinstance(n, int) and not isinstance(n, bool) for n in sizes):
+        raise ValueError(f"sizes must be a non-empty list of element counts, got {sizes!r}")
     source = program_source(program)
     peer_names = peer_compilers.available_peers() if peers is True else list(peers or [])
     unknown = set(peer_names) - set(peer_compilers.PEERS)
