@@ -570,6 +570,7 @@ def test_unusual_but_valid_calls_work_in_a_child_process() -> None:
         ),
         ({"extra_passes": "ew-strength"}, ValueError, "unknown pass 'ew-strength' \\(did you"),
         ({"outputs": [1]}, TypeError, "outputs must be a list of output names"),
+        ({"outputs": 5}, TypeError, "outputs must be a list of output names, got 5"),
         ({"shapes": {"x": 5}}, TypeError, "shapes\\['x'\\] must be a sequence of dims"),
         ({"shapes": {"x": (-1,)}}, ValueError, "shapes\\['x'\\]: bad dim -1: expected a size"),
         ({"shapes": {"x": ("1a",)}}, ValueError, "shapes\\['x'\\]: bad dim '1a'"),
@@ -578,6 +579,11 @@ def test_unusual_but_valid_calls_work_in_a_child_process() -> None:
 def test_bad_compile_options_name_the_option(options, error, message) -> None:
     with pytest.raises(error, match=message):
         xfuse.compile("h = x * 2; out = h + 1;", **options)
+
+
+def test_source_must_be_text() -> None:
+    with pytest.raises(TypeError, match="source must be the program's text \\(a str\\), got bytes"):
+        xfuse.compile(b"out = x;")
 
 
 def test_jit_checks_its_options_when_decorating() -> None:

@@ -364,9 +364,13 @@ def compile(
     `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`). A bad argument raises ValueError or
     TypeError naming it and its allowed values.
     """
+    if not isinstance(source, str):
+        raise TypeError(f"source must be the program's text (a str), got {type(source).__name__}")
     if isinstance(outputs, str):
         outputs = [outputs]
-    elif outputs is not None and not all(isinstance(name, str) for name in outputs):
+    elif outputs is not None and not (
+        isinstance(outputs, Sequence) and all(isinstance(name, str) for name in outputs)
+    ):
         raise TypeError(f"outputs must be a list of output names, got {outputs!r}")
     threads = check_threads(threads)
     check_shapes(shapes)
