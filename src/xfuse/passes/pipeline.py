@@ -45,6 +45,9 @@ def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
         pass
     hints = typing.get_type_hints(pass_class)
     fields = [f.name for f in dataclasses.fields(pass_class) if f.init and f.name != "name"]
+    given = spec.normalize_parameter_names().parameters
+    for required in sorted(pass_class.required_fields() - set(given)):
+        raise PassSpecError(f"{spec.name}: option '{required.replace('_', '-')}' is required")
     for option, value in spec.parameters.items():
         field_name = option.replace("-", "_")
         if field_name not in fields:
@@ -53,9 +56,9 @@ def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
         try:
             pass_class.from_spec(ArgSpec(spec.name, {option: value}))
         except ValueError:
-            given = ",".join(map(str, value)) if isinstance(value, list | tuple) else value
+            text = ",".join(map(str, value)) if isinstance(value, list | tuple) else value
             raise PassSpecError(
-                f"{spec.name}: bad value '{given}' for option '{option}': expected "
+                f"{spec.name}: bad value '{text}' for option '{option}': expected "
                 f"{_expected_values(hints[field_name])}"
             ) from None
     raise PassSpecError(f"{spec.name}: bad options {spec}")
