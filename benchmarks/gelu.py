@@ -8,7 +8,9 @@ kernel with the rational tanh, and a streaming `x + b + r` kernel
 (the same 16 bytes per element, trivial compute) as the bandwidth ceiling. xfuse kernels write
 into a preallocated `out=` buffer through `Kernel.prepare` (arguments checked once); the cost of a
 checked call `k(...)` is printed separately. Time is the median of `--repeat` runs after a warm-up.
-Also prints the compile times (warm: parse to callable with an empty cache; cached: same again).
+Also prints the compile times (warm: parse to callable with an empty cache; cached: same again)
+and the per-call cost of `threads=2` against `threads=1` at 2^12 elements (too few to split: the
+kernel runs on the calling thread) and 2^16 (two slices of 2^15, one on a pool thread).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import xfuse
 from xfuse.frontend.language import parse_program
 from xfuse.passes.optimize import EwOptimizePass
 from xfuse.passes.pipeline import pipeline_context
-from xfuse.runtime.timing import median_seconds
+from xfuse.runtime.timing import host_summary, median_seconds
 
 GELU = (Path(__file__).parent.parent / "examples" / "gelu.ew").read_text()
 CEILING = "out = x + b + r;"
@@ -89,14 +91,30 @@ def checked_call_overhead() -> float:
     return checked - prepared
 
 
+def threads_call_overhead(log_n: int) -> tuple[float, float]:
+    """Seconds per prepared call of fused GELU at 2^log_n elements with threads=1 and 2."""
+    x, b, r, out = (np.ones(1 << log_n, np.float32) for _ in range(4))
+    one, two = (xfuse.compile(GELU, threads=threads) for threads in (1, 2))
+    calls = [kernel.prepare(x=x, b=b, r=r, out=out) for kernel in (one, two)]
+    return median_seconds(calls[0], 2001), median_seconds(calls[1], 2001)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 20, 24], help="log2 n")
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
+    print(host_summary())
     warm, cached = compile_times()
     print(f"compile GELU: warm {warm * 1e3:.1f} ms, cached {cached * 1e3:.3f} ms")
-    print(f"argument checks of a call k(...): {checked_call_overhead() * 1e6:.1f} us\n")
+    print(f"argument checks of a call k(...): {checked_call_overhead() * 1e6:.1f} us")
+    for log_n in (12, 16):
+        one, two = threads_call_overhead(log_n)
+        print(
+            f"prepared call at 2^{log_n}: threads=1 {one * 1e6:.1f} us, threads=2 "
+            f"{two * 1e6:.1f} us ({(two - one) * 1e6:+.1f} us)"
+        )
+    print()
     for log_n in args.sizes:
         n = 1 << log_n
         results = table(n, args.repeat)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +77,12 @@ def test_bench_libm_threads_and_errors() -> None:
         bench.bench(GELU, [16], math="fast")
     with pytest.raises(ValueError, match="unknown peer"):
         bench.bench(GELU, [16], peers=["cuda"])
+    with pytest.raises(ValueError, match="sizes must be a non-empty list of element counts"):
+        bench.bench(GELU, [])
+    with pytest.raises(ValueError, match="sizes must be a non-empty list"):
+        bench.bench(GELU, [2.5])
+    with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
+        bench.bench(GELU, [16], threads=0)
 
 
 def test_peer_code_computes_the_program() -> None:
@@ -103,6 +111,31 @@ def test_numexpr_peer() -> None:
     workload = bench.prepare_workload(GELU, 1000)
     measurement = bench.measure(workload, peers.numexpr_variant(workload), repeat=1)
     assert measurement.max_error < 1e-5
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba not installed")
+def test_numba_peer() -> None:
+    """numba.vectorize gets a function with named parameters (it cannot compile `*args`)."""
+    workload = bench.prepare_workload(GELU, 1000)
+    measurement = bench.measure(workload, peers.numba_variant(workload), repeat=1)
+    assert measurement.max_error < 1e-5
+
+
+def test_a_failing_peer_is_skipped_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(workload: bench.Workload, threads: int = 1) -> bench.Variant:
+        raise RuntimeError("the peer broke\nsecond line")
+
+    monkeypatch.setitem(peers.BUILDERS, "numexpr", broken)
+    result = bench.bench("out = x * 2;", [256, 1024], peers=["numexpr"], repeat=1)
+    assert result.skipped == ("numexpr: failed: RuntimeError: the peer broke",)
+    assert "numexpr" not in result.variants and len(result.rows) == 6
+
+
+def test_header_shows_the_storage_dtypes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--expr", "input bf16 x; out = x * 2;", "--sizes", "256"]) == 0
+    assert "out = x * 2;  bfloat16, 1 thread" in capsys.readouterr().out
+    mixed = bench.bench("input bf16 x, r; input f32 b; out = bf16(x * b + r);", [256], repeat=1)
+    assert mixed.storage == "x, r bfloat16; b float32 -> out bfloat16"
 
 
 @pytest.mark.skipif("mlir" not in peers.available_peers(), reason="mlir-opt not found")
@@ -136,6 +169,54 @@ def test_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert "give a program" in capsys.readouterr().err
     assert main(["bench", "--expr", "x +"]) == 1
     assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            ["bench", "--expr", "x", "--sizes", "2^10..2^4"],
+            "argument --sizes: empty range 2^10..2^4: the first size is larger than the last",
+        ),
+        (["bench", "--expr", "x", "--sizes", ","], "argument --sizes: no sizes in ','"),
+        (["bench", "--expr", "x", "--sizes", "0"], "argument --sizes: size must be between 1 and"),
+        (["bench", "--expr", "x", "--sizes", "2^70"], "size must be between 1 and 2^62, got 2^70"),
+        (["bench", "--expr", "x", "--sizes", "1.5"], "argument --sizes: bad size '1.5': expected"),
+        (["bench", "--expr", "x", "--repeat", "0"], "argument --repeat: expected an integer >= 1"),
+        (["bench", "--expr", "x", "--threads", "0"], "argument --threads: expected an integer"),
+        (["lecture", "--repeat", "0"], "argument --repeat: expected an integer >= 1, got 0"),
+        (["lecture", "--n", "0"], "argument --n: size must be between 1 and 2^62, got 0"),
+        (["lecture", "--n", "2^99999999"], "argument --n: size must be between 1 and 2^62"),
+    ],
+)
+def test_options_out_of_range_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], arguments: list[str], message: str
+) -> None:
+    """Never silently replaced by a default (`--repeat 0` ran the default repeat count and an
+    empty `--sizes` range the whole default sweep)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(arguments)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_sizes_too_large_for_memory_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--expr", "x", "--sizes", "2^50", "--repeat", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("xfuse bench: error: out of memory: ") and "Traceback" not in err
+
+
+def test_cli_as_a_module_reports_errors_in_one_line() -> None:
+    """`python -m xfuse.tools.cli` runs the same CliError handling as the `xfuse` script."""
+    child = subprocess.run(
+        [sys.executable, "-m", "xfuse.tools.cli", "bench"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == 1
+    assert child.stderr == "xfuse bench: error: give a program: FILE.ew or --expr, not both\n"
 
 
 def test_public_name() -> None:

@@ -40,12 +40,17 @@ def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize(
-    ("fuse", "length", "calls"), [(True, 1000, 200), (False, 50_000, 40)], ids=["fused", "unfused"]
+    ("fuse", "threads", "length", "calls"),
+    [(True, 1, 1000, 200), (False, 1, 50_000, 40), (True, 3, 100_000, 20), (False, 2, 70_000, 20)],
+    ids=["fused", "unfused", "fused-split", "unfused-split"],
 )
-def test_one_kernel_from_four_threads_at_once(fuse: bool, length: int, calls: int) -> None:
+def test_one_kernel_from_four_threads_at_once(
+    fuse: bool, threads: int, length: int, calls: int
+) -> None:
     """Unfused, each call needs a workspace of its own for the temporaries: sharing one would
-    mix the threads' intermediate values (long calls, so that they overlap)."""
-    kernel = xfuse.compile(GELU, fuse=fuse)
+    mix the threads' intermediate values (long calls, so that they overlap). Split (`threads=`),
+    the four calls share the kernel's thread pool."""
+    kernel = xfuse.compile(GELU, fuse=fuse, threads=threads)
     start = threading.Barrier(4)
     failures: list[str] = []
 
@@ -68,6 +73,33 @@ def test_one_kernel_from_four_threads_at_once(fuse: bool, length: int, calls: in
     for thread in threads:
         thread.join()
     assert not failures
+
+
+def pool_threads() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if thread.name.startswith("xfuse")}
+
+
+def test_split_calls_reuse_the_kernels_threads_until_it_is_freed() -> None:
+    """`threads=3` keeps up to 2 worker threads from its first split call on (the pool starts
+    one per slice unless one is already idle), reused by later calls: starting threads per call
+    cost more than a small call. Freeing the kernel stops them."""
+    before = pool_threads()
+    kernel = xfuse.compile(GELU, threads=3)
+    x, b, r = (np.full(3 << 15, v, np.float32) for v in (0.5, 0.25, -1.0))
+    assert len(kernel.prepare(x=x, b=b, r=r).argument_lists) == 3
+    kernel(x=x, b=b, r=r)
+    first = pool_threads() - before
+    assert 1 <= len(first) <= 2
+    for _ in range(5):
+        out = kernel(x=x, b=b, r=r)
+    workers = pool_threads() - before
+    assert first <= workers and len(workers) <= 2
+    np.testing.assert_allclose(out, gelu_reference(x, b, r), atol=2e-6)
+    del kernel
+    gc.collect()
+    for worker in workers:
+        worker.join(timeout=60)
+        assert not worker.is_alive()
 
 
 def test_ten_thousand_calls_keep_the_resident_set_flat() -> None:

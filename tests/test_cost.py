@@ -192,9 +192,9 @@ def test_broadcast_bias_counts_its_real_bytes() -> None:
 def test_storage_dtype_sets_the_bytes() -> None:
     assert analyse(BIAS_ROW, dtype=None).totals.bytes == 3 * TENSOR_BYTES + 28_672
     assert analyse(BIAS_ROW, dtype="float32").totals.bytes == 2 * (3 * TENSOR_BYTES + 28_672)
-    f64 = analyse(BIAS_ROW, dtype="f64", shape=(2, 3))
+    f64 = analyse(BIAS_ROW, dtype="f64", shape=(2, 14336))
     assert f64.kernels[0].reads[1].bytes == 14336 * 8
-    assert f64.kernels[0].compute_time_s == 2 * 6 / hardware.H100_SXM.fp64_cuda_core_peak
+    assert f64.kernels[0].compute_time_s == 2 * 2 * 14336 / hardware.H100_SXM.fp64_cuda_core_peak
 
 
 BUFFERS = """
@@ -412,6 +412,24 @@ def test_cli_text_json_and_pass_agree(capsys: pytest.CaptureFixture[str], tmp_pa
 
 
 @needs_fuse
+def test_static_shapes_must_broadcast_to_the_problem_shape() -> None:
+    declared = "input x[t, d], b[14336]; out = x + b;"
+    assert cost_program(declared, CostOptions(shape=(8, 14336))).fused.kernels
+    with pytest.raises(CostModelError, match="input 'b' of shape \\[14336\\] does not broadc"):
+        cost_program(declared, CostOptions(shape=(8, 100)))
+    with pytest.raises(ValueError, match="finite"):
+        CostOptions(launch_us=float("nan"))
+    with pytest.raises(ValueError, match=">= 1"):
+        CostOptions(shape=(0, 5))
+
+
+def test_scalar_arguments_and_functions_without_kernels_cost_nothing() -> None:
+    """The workspace-size function of the unfused pipeline, a scalar function: no kernels."""
+    module = parse("func.func @f(%x: f32) -> f32 {\n  func.return %x : f32\n}\n")
+    (cost,) = analyse_module(module, CostOptions())
+    assert cost.kernels == () and cost.totals.bytes == 0
+
+
 def test_cli_real_bias_shape(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run_cli(capsys, "cost", str(GELU), "--json", "--input-shape", "b=14336")
     assert status == 0
@@ -457,6 +475,17 @@ def test_plot_without_matplotlib_is_a_clear_error(
         (["cost", str(GELU), "--shape", "4096xd"], "bad shape '4096xd'"),
         (["cost", str(GELU), "--dtype", "int8"], "unsupported dtype 'int8'"),
         (["cost", str(GELU), "--input-shape", "b"], "bad --input-shape 'b'"),
+        (
+            ["cost", str(GELU), "--input-shape", "b=7"],
+            "--input-shape: input 'b' of shape [7] does not broadcast to the problem shape "
+            "4096x14336: its dim 0 is 7, the problem's 14336",
+        ),
+        (["cost", str(GELU), "--input-shape", "b=0"], "bad --input-shape 'b=0': each dim is a"),
+        (["cost", str(GELU), "--input-shape", "b=-5"], "bad --input-shape 'b=-5': each dim"),
+        (["cost", str(GELU), "--shape", "0x5"], "--shape: bad shape '0x5': expected sizes >= 1"),
+        (["cost", str(GELU), "--input-shape", "b=1", "--input-shape", "b=2"], "'b' given twice"),
+        (["cost", str(GELU), "--launch-us", "nan"], "--launch-us: expected a finite number >= 0"),
+        (["cost", str(GELU), "--launch-us", "inf"], "--launch-us: expected a finite number >= 0"),
     ],
 )
 def test_cli_errors_are_one_line(

@@ -8,9 +8,11 @@ from collections.abc import Iterator
 import ml_dtypes
 import numpy as np
 import pytest
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
+from xfuse.lowering.to_llvm import EwToLlvmPass
 from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
@@ -300,5 +302,8 @@ def test_unbufferized_kernel_is_rejected() -> None:
 
 
 def test_bad_fastmath_flag_is_rejected() -> None:
-    with pytest.raises(DiagnosticException, match="bad fastmath flags"):
+    """By the pass (a diagnostic), and by the compile options before any pass runs."""
+    with pytest.raises(DiagnosticException, match="bad fastmath flags 'turbo'"):
+        EwToLlvmPass(fastmath="turbo").apply(pipeline_context(), ModuleOp([]))
+    with pytest.raises(ValueError, match="fastmath: .*bad fastmath flags 'turbo'"):
         compile_text(UNFUSED_TEMPORARY, ["x"], fastmath="turbo")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import subprocess
 import sys
+import weakref
 
 import ml_dtypes
 import numpy as np
@@ -16,7 +18,7 @@ from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.passes.optimize import EwOptimizePass
 from xfuse.passes.pipeline import pipeline_context
-from xfuse.runtime.compiler import compile_module
+from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 
 GELU = (
     "h = x + b; y = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h))); out = y + r;"
@@ -153,55 +155,92 @@ def test_compile_cache_returns_the_same_program() -> None:
     assert xfuse.compile(GELU, math="approx").program is not first.program
 
 
+def test_compile_cache_keeps_the_documented_number_of_programs() -> None:
+    """The LRU holds `LRU_SIZE` programs, however many cache keys lead to each one."""
+    clear_cache()
+    first = weakref.ref(xfuse.compile("out = x * 2;").program)
+
+    def compile_others(count: int) -> None:
+        for index in range(count):
+            xfuse.compile(f"out = x + {index + 1};")  # the kernel is dropped at once
+
+    compile_others(LRU_SIZE - 1)
+    gc.collect()
+    assert xfuse.compile("out = x * 2;").program is first()
+    compile_others(LRU_SIZE)
+    gc.collect()
+    assert first() is None  # dropped from the LRU: the next compile builds it again
+
+
 def read_only(array: np.ndarray) -> np.ndarray:
     array.flags.writeable = False
     return array
 
 
+ArgumentError, ArgumentTypeError = xfuse.ArgumentError, xfuse.ArgumentTypeError
+
+
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (lambda k, x: k(x=x, b=x), TypeError, "missing input"),
-        (lambda k, x: k(x=x, b=x, r=x, q=x), TypeError, "unknown argument 'q'"),
+        (lambda k, x: k(x=x, b=x), ArgumentTypeError, "missing input\\(s\\): 'r'"),
+        (lambda k, x: k(x=x, b=x, r=x, q=x), ArgumentTypeError, "unknown argument 'q'"),
         (
             lambda k, x: k(x=x, b=x.astype(np.float64), r=x),
-            TypeError,
-            "argument 'b': expected dtype float32",
+            ArgumentTypeError,
+            "argument 'b': expected dtype float32, got float64",
         ),
-        (lambda k, x: k(x=x, b=x[:5], r=x), ValueError, "argument 'b': dimension 0 has size 5"),
-        (lambda k, x: k(x=x, b=[1.0], r=x), TypeError, "argument 'b': expected a numpy array"),
+        (lambda k, x: k(x=x, b=x[:5], r=x), ArgumentError, "argument 'b': dimension 0 has size 5"),
+        (lambda k, x: k(x=x, b=[1.0], r=x), ArgumentTypeError, "argument 'b': expected a numpy"),
         (
             lambda k, x: k(x=x.reshape(2, 5), b=x, r=x),
-            ValueError,
+            ArgumentError,
             "argument 'x': expected 1 dimensions",
         ),
         (
             lambda k, x: k(x=x, b=x, r=x, out=np.empty(3, np.float32)),
-            ValueError,
-            "out 'out': expected shape",
+            ArgumentError,
+            "out 'out': expected shape \\(10,\\), got \\(3,\\)",
         ),
         (
             lambda k, x: k(x=x, b=x, r=x, out=np.empty(10)),
-            TypeError,
-            "out 'out': expected dtype float32",
+            ArgumentTypeError,
+            "out 'out': expected dtype float32, got float64",
         ),
         (
             lambda k, x: k(x=x, b=x, r=x, out=np.empty(20, np.float32)[::2]),
-            ValueError,
-            "C-contiguous",
+            ArgumentError,
+            "out 'out': must be C-contiguous",
         ),
         (
             lambda k, x: k(x=x, b=x, r=x, out=read_only(np.empty(10, np.float32))),
-            ValueError,
-            "read-only",
+            ArgumentError,
+            "out 'out': the array is read-only",
         ),
     ],
 )
 def test_bad_calls_name_the_argument(call, error, message) -> None:
+    """Every bad call raises an `ArgumentError` (a ValueError); the kinds Python reports as a
+    TypeError raise its subclass `ArgumentTypeError`, which is both."""
     kernel = xfuse.compile(GELU)
     x = np.ones(10, np.float32)
-    with pytest.raises(error, match=message):
+    with pytest.raises(error, match=message) as caught:
         call(kernel, x)
+    assert type(caught.value) is error
+    assert isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, TypeError) == (error is ArgumentTypeError)
+
+
+def test_aliasing_out_is_an_argument_error() -> None:
+    """A non-contiguous input is copied (no error); an `out` overlapping an input it may not
+    update in place is an `ArgumentError` naming both."""
+    unfused = xfuse.compile(GELU, fuse=False)
+    x = np.ones(10, np.float32)
+    strided = np.ones(20, np.float32)[::2]
+    np.testing.assert_array_equal(unfused(x=strided, b=x, r=x), unfused(x=x, b=x, r=x))
+    with pytest.raises(ArgumentError, match="out 'out' overlaps input 'x'") as caught:
+        unfused(x=x, b=x.copy(), r=x.copy(), out=x)
+    assert type(caught.value) is ArgumentError
 
 
 def test_partial_overlap_and_unsafe_in_place_are_rejected() -> None:
@@ -281,8 +320,10 @@ def test_jit_errors() -> None:
 
     with pytest.raises(TypeError, match="no truth value"):
         bad(np.ones(3, np.float32))
-    with pytest.raises(TypeError, match="argument 'x': expected a numpy array"):
+    with pytest.raises(xfuse.ArgumentTypeError, match="argument 'x': expected a numpy array"):
         bad([1.0])
+    with pytest.raises(xfuse.ArgumentTypeError, match="bad\\(\\): missing a required argument"):
+        bad()
 
 
 def test_elementwise_functions_work_on_numpy() -> None:
@@ -339,11 +380,31 @@ def misaligned(n, value=0.0):
 """
 
 HOSTILE_CALLS = [
-    ("extra positional", "k(x, x, x, x, out=sentinel)", "TypeError", "at most 3 inputs"),
-    ("given twice", "k(x, b=x, r=x, x=x, out=sentinel)", "TypeError", "argument 'x' given twice"),
-    ("None input", "k(x=x, b=None, r=x, out=sentinel)", "TypeError", "argument 'b'.*NoneType"),
-    ("Python float", "k(x=x, b=1.0, r=x, out=sentinel)", "TypeError", "argument 'b'.*float"),
-    ("numpy scalar", "k(x=np.float32(1), b=x, r=x, out=sentinel)", "TypeError", "argument 'x'"),
+    ("extra positional", "k(x, x, x, x, out=sentinel)", "ArgumentTypeError", "at most 3 inputs"),
+    (
+        "given twice",
+        "k(x, b=x, r=x, x=x, out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'x' given twice",
+    ),
+    (
+        "None input",
+        "k(x=x, b=None, r=x, out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'b'.*NoneType",
+    ),
+    (
+        "Python float",
+        "k(x=x, b=1.0, r=x, out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'b'.*float",
+    ),
+    (
+        "numpy scalar",
+        "k(x=np.float32(1), b=x, r=x, out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'x'",
+    ),
     (
         "0-d array",
         "k(x=x, b=np.array(1, np.float32), r=x, out=sentinel)",
@@ -353,11 +414,21 @@ HOSTILE_CALLS = [
     (
         "int32",
         "k(x=x, b=x.astype(np.int32), r=x, out=sentinel)",
-        "TypeError",
+        "ArgumentTypeError",
         "argument 'b': expected dtype float32, got int32",
     ),
-    ("big-endian", "k(x=x, b=x, r=x.astype('>f4'), out=sentinel)", "TypeError", "argument 'r'"),
-    ("object dtype", "k(x=x.astype(object), b=x, r=x, out=sentinel)", "TypeError", "argument 'x'"),
+    (
+        "big-endian",
+        "k(x=x, b=x, r=x.astype('>f4'), out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'r'",
+    ),
+    (
+        "object dtype",
+        "k(x=x.astype(object), b=x, r=x, out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'x'",
+    ),
     (
         "length",
         "k(x=x, b=x, r=np.ones(11, np.float32), out=sentinel)",
@@ -371,16 +442,21 @@ HOSTILE_CALLS = [
         "ArgumentError",
         "argument 'g': dimension 1 must be 3",
     ),
-    ("out int", "k(x=x, b=x, r=x, out=5)", "TypeError", "out: expected a numpy array"),
-    ("out str", "k(x=x, b=x, r=x, out='abc')", "TypeError", "out: expected a numpy array"),
+    ("out int", "k(x=x, b=x, r=x, out=5)", "ArgumentTypeError", "out: expected a numpy array"),
+    ("out str", "k(x=x, b=x, r=x, out='abc')", "ArgumentTypeError", "out: expected a numpy array"),
     (
         "out list of float",
         "k(x=x, b=x, r=x, out=[1.0])",
-        "TypeError",
+        "ArgumentTypeError",
         "out 'out': expected a numpy array",
     ),
     ("out count", "two(x=x, b=x, out=(sentinel,))", "ArgumentError", "expected 2 buffer"),
-    ("out unknown name", "two(x=x, b=x, out={'z': sentinel})", "TypeError", "unknown output"),
+    (
+        "out unknown name",
+        "two(x=x, b=x, out={'z': sentinel})",
+        "ArgumentTypeError",
+        "unknown output",
+    ),
     ("out reversed", "k(x=x, b=x, r=x, out=sentinel[::-1])", "ArgumentError", "C-contiguous"),
     ("out misaligned", "k(x=x, b=x, r=x, out=misaligned(10))", "ArgumentError", "aligned"),
     (
@@ -416,7 +492,7 @@ HOSTILE_CALLS = [
     (
         "prepare checks too",
         "k.prepare(x=x, b=None, r=x, out=sentinel)",
-        "TypeError",
+        "ArgumentTypeError",
         "argument 'b'",
     ),
 ]
@@ -471,3 +547,56 @@ def test_unusual_but_valid_calls_work_in_a_child_process() -> None:
     )
     child = run_isolated(script)
     assert child.returncode == 0 and child.stdout.strip() == "ok", child.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"opt_level": 9}, ValueError, "opt_level must be 0, 1, 2 or 3, got 9"),
+        ({"fastmath": "bogus"}, ValueError, "fastmath: .*'bogus': expected 'none', 'fast' or"),
+        ({"math": "exact"}, ValueError, "math must be 'approx' or 'libm', got 'exact'"),
+        ({"threads": 0}, ValueError, "threads must be an integer >= 1, got 0"),
+        ({"fuse": "yes"}, TypeError, "fuse must be True or False, got 'yes'"),
+        (
+            {"extra_passes": "ew-fuse,ew-bufferize"},
+            ValueError,
+            "extra_passes: 'ew-fuse' cannot run there: .* \\(allowed: ew-optimize, ew-strength",
+        ),
+        (
+            {"extra_passes": "ew-strength-reduce{max-exponent=x}"},
+            ValueError,
+            "extra_passes: ew-strength-reduce: bad value 'x' for option 'max-exponent': "
+            "expected an integer",
+        ),
+        ({"extra_passes": "ew-strength"}, ValueError, "unknown pass 'ew-strength' \\(did you"),
+        ({"outputs": [1]}, TypeError, "outputs must be a list of output names"),
+        ({"outputs": 5}, TypeError, "outputs must be a list of output names, got 5"),
+        ({"shapes": {"x": 5}}, TypeError, "shapes\\['x'\\] must be a sequence of dims"),
+        ({"shapes": {"x": (-1,)}}, ValueError, "shapes\\['x'\\]: bad dim -1: expected a size"),
+        ({"shapes": {"x": ("1a",)}}, ValueError, "shapes\\['x'\\]: bad dim '1a'"),
+    ],
+)
+def test_bad_compile_options_name_the_option(options, error, message) -> None:
+    with pytest.raises(error, match=message):
+        xfuse.compile("h = x * 2; out = h + 1;", **options)
+
+
+def test_source_must_be_text() -> None:
+    with pytest.raises(TypeError, match="source must be the program's text \\(a str\\), got bytes"):
+        xfuse.compile(b"out = x;")
+
+
+def test_jit_checks_its_options_when_decorating() -> None:
+    with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
+        xfuse.jit(threads=0)
+    with pytest.raises(ValueError, match="fastmath: .*'quick'"):
+        xfuse.jit(fastmath="quick")
+
+
+def test_fast_fastmath_and_a_single_output_name_compile() -> None:
+    """`fastmath="fast"` (LLVM's name for every flag) is accepted, as the docs show; a single
+    string for `outputs` is one name, not one name per character."""
+    kernel = xfuse.compile("h = x * 2; out = h + 1;", fastmath="fast", outputs="h")
+    assert kernel.output_names == ("h",)
+    assert "fast" in kernel.llvm_ir
+    np.testing.assert_array_equal(kernel(x=np.arange(4, dtype=np.float32)), [0, 2, 4, 6])

@@ -2,7 +2,7 @@
 // RUN: xfuse-opt %s -p ew-cost | filecheck %s --check-prefix=IR
 // RUN: xfuse-opt %s -p 'ew-cost{annotate=true}' 2>/dev/null | filecheck %s --check-prefix=ANNOTATE
 // RUN: xfuse-opt %s -p 'ew-cost{device=a100 dtype=ir launch-us=2}' 2>&1 >/dev/null | filecheck %s --check-prefix=A100
-// RUN: xfuse-opt %s -p 'ew-cost{shape=256x1024 l2=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=L2
+// RUN: xfuse-opt %s -p 'ew-cost{shape=32x14336 l2=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=L2
 // RUN: xfuse-opt %s -p 'ew-cost{epilogue=x}' 2>&1 >/dev/null | filecheck %s --check-prefix=EPILOGUE
 // RUN: not xfuse-opt %s -p 'ew-cost{device=tpu}' 2>&1 | filecheck %s --check-prefix=BAD-DEVICE
 // RUN: not xfuse-opt %inputs/ew-cost-unfused-op.mlir -p ew-cost 2>&1 | filecheck %s --check-prefix=NOT-FUSED
@@ -35,13 +35,13 @@
 // A100:         @fused on a100-80gb, 4096x14336 IR dtypes, launch 2 us, HBM only
 // A100-LABEL: ew-cost @bias_row: 1 kernel, 4 tensor reads+writes, 352,350,208 bytes,
 
-// 256x1024 bf16 tensors (512 KiB) stay in the 50 MB of L2, so unfused every re-read is an L2 hit and
+// 32x14336 bf16 tensors (896 KiB; the [14336] bias broadcasts) stay in the 50 MB of L2, so unfused every re-read is an L2 hit and
 // only the 3 inputs' first reads and the 11 writes reach HBM.
-// L2-LABEL: ew-cost @fused: 1 kernel, 4 tensor reads+writes, 2,097,152 bytes (2,097,152 from HBM)
+// L2-LABEL: ew-cost @fused: 1 kernel, 4 tensor reads+writes, 3,670,016 bytes (3,670,016 from HBM)
 // L2:         ew-cost HBM only @fused: 1 kernel
-// L2-LABEL: ew-cost @unfused: 11 kernels, 28 tensor reads+writes, 14,680,064 bytes (7,340,032 from HBM)
+// L2-LABEL: ew-cost @unfused: 11 kernels, 28 tensor reads+writes, 25,690,112 bytes (12,845,056 from HBM)
 // L2:         h (L2) -> t0
-// L2:         ew-cost HBM only @unfused: 11 kernels, 28 tensor reads+writes, 14,680,064 bytes,
+// L2:         ew-cost HBM only @unfused: 11 kernels, 28 tensor reads+writes, 25,690,112 bytes,
 
 // x from a matmul: its write and read (117 MB each) and one launch disappear.
 // EPILOGUE: ew-cost epilogue x: 587,202,560 -> 352,321,536 bytes, 179.3 us -> 105.2 us

@@ -20,6 +20,7 @@ _EXPORTS: dict[str, str] = {
     "clear_cache": "xfuse.runtime.compiler",
     "Kernel": "xfuse.runtime.kernel",
     "ArgumentError": "xfuse.runtime.arrays",
+    "ArgumentTypeError": "xfuse.runtime.arrays",
     "jit": "xfuse.runtime.tracing",
     "compile_numpy": "xfuse.runtime.baselines",
     "compile_numpy_planned": "xfuse.runtime.baselines",

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp, TensorType
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, Device, device
@@ -86,6 +86,14 @@ class CostModelError(Exception):
         super().__init__(message)
 
 
+class ShapeMismatchError(CostModelError):
+    """An input's static shape does not broadcast to the problem shape; names the input."""
+
+    def __init__(self, message: str, input_name: str, op: Operation | None = None):
+        self.input_name = input_name
+        super().__init__(message, op)
+
+
 @dataclass(frozen=True)
 class CostOptions:
     """What to price the IR for: which GPU, which problem shape, which storage dtype."""
@@ -99,12 +107,14 @@ class CostOptions:
 
     def __post_init__(self) -> None:
         device(self.device)  # validates the name
-        if any(d < 0 for d in self.shape):
-            raise ValueError(f"shape dims must be >= 0, got {self.shape}")
+        if any(d < 1 for d in self.shape):
+            raise ValueError(f"shape dims must be >= 1, got {self.shape}")
         if self.dtype is not None:
             object.__setattr__(self, "dtype", dtype_name(self.dtype))
-        if self.launch_us < 0:
-            raise ValueError(f"launch overhead must be >= 0 us, got {self.launch_us}")
+        if not (math.isfinite(self.launch_us) and self.launch_us >= 0):
+            raise ValueError(
+                f"launch overhead must be a finite number of us >= 0, got {self.launch_us}"
+            )
 
     @property
     def hardware(self) -> Device:
@@ -114,8 +124,8 @@ class CostOptions:
 def parse_shape(text: str | int) -> tuple[int, ...]:
     """`"4096x14336"` (or `4096`) -> `(4096, 14336)`; raises ValueError naming the bad text."""
     parts = str(text).lower().replace(",", "x").split("x")
-    if not all(p.strip().isdigit() for p in parts):
-        raise ValueError(f"bad shape {text!r}: expected sizes joined by 'x', like 4096x14336")
+    if not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+        raise ValueError(f"bad shape {text!r}: expected sizes >= 1 joined by 'x', like 4096x14336")
     return tuple(int(p) for p in parts)
 
 
@@ -331,6 +341,23 @@ def _bound(memory: float, compute: float, launch: float) -> str:
     return "compute" if compute > memory else "memory"
 
 
+def _check_broadcasts(
+    name: str, argument: SSAValue, problem: tuple[int, ...], function: Operation
+) -> None:
+    """A static dim of an input must be 1 or the problem's size on its (right-aligned) axis."""
+    dims = ew.shape_of(argument.type)
+    offset = len(problem) - len(dims)
+    for axis, size in enumerate(dims):
+        if size not in (DYNAMIC_INDEX, 1, problem[offset + axis]):
+            raise ShapeMismatchError(
+                f"input '{name}' of shape {ew.format_shape(dims)} does not broadcast to the "
+                f"problem shape {format_shape(problem)}: its dim {axis} is {size}, the problem's "
+                f"{problem[offset + axis]}",
+                name,
+                function,
+            )
+
+
 def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCost:
     """The cost of every `ew.kernel` in `function`, in program order, and their totals."""
     kernels = [op for op in function.walk() if isinstance(op, ew.KernelOp)]
@@ -339,16 +366,25 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
             raise CostModelError(
                 f"'{op.name}' is not inside an ew.kernel: run ew-fuse before the cost model", op
             )
+    for block in function.body.blocks:
+        for op in block.ops:
+            if op.dialect_name() not in ("ew", "func", "memref", "arith"):
+                raise CostModelError(
+                    f"'{op.name}' is not an ew.kernel: the cost model prices ew.kernel ops, "
+                    f"run it before ew-kernel-to-loops",
+                    op,
+                )
     ranks = [
         len(ew.shape_of(v.type))
-        for k in kernels
-        for v in (*k.inputs, *k.destinations())
+        for v in (*function.args, *(v for k in kernels for v in (*k.inputs, *k.destinations())))
         if isinstance(v.type, TensorType | MemRefType)
     ]
     problem = _problem_shape(options.shape, max(ranks, default=0), function)
     names = _Names()
     for argument in function.args:
-        names(argument)
+        name = names(argument)
+        if isinstance(argument.type, TensorType | MemRefType):
+            _check_broadcasts(name, argument, problem, function)
     l2 = _L2(options.hardware.l2_bytes)
 
     def access(value: SSAValue, from_l2: bool = False) -> TensorAccess:

@@ -36,6 +36,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    TensorType,
     UnrealizedConversionCastOp,
     i64,
 )
@@ -76,14 +77,18 @@ def native_argument_types(type_: Attribute) -> list[Attribute]:
 
 
 def parse_fastmath(flags: str) -> llvm.FastMathAttr:
-    """`"contract,afn"` -> the attribute; `"none"` or `""` -> no flags."""
+    """`"contract,afn"` -> the attribute; `"none"` or `""` -> no flags; `"fast"` -> all of them
+    (LLVM's spelling)."""
     names = [f.strip() for f in flags.split(",") if f.strip() and f.strip() != "none"]
+    if "fast" in names:
+        return llvm.FastMathAttr("fast")
     try:
         return llvm.FastMathAttr(tuple(llvm.FastMathFlag(name) for name in names))
     except ValueError:
         valid = ", ".join(flag.value for flag in llvm.FastMathFlag)
         raise DiagnosticException(
-            f"ew-to-llvm: bad fastmath flags {flags!r}: expected 'none' or a list of {valid}"
+            f"ew-to-llvm: bad fastmath flags {flags!r}: expected 'none', 'fast' or a list of "
+            f"{valid}"
         ) from None
 
 
@@ -535,6 +540,15 @@ class EwToLlvmPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         flags = parse_fastmath(self.fastmath)
+        for function in op.ops:
+            if isinstance(function, func.FuncOp):
+                types = (*function.function_type.inputs, *function.function_type.outputs)
+                for type_ in (t for t in types if isinstance(t, TensorType)):
+                    raise DiagnosticException(
+                        f"ew-to-llvm: 'func.func' @{function.sym_name.data} takes or returns "
+                        f"{type_}: ew-to-llvm lowers loops over memrefs (run ew-bufferize and "
+                        f"ew-kernel-to-loops first)"
+                    )
         ConvertScfToCf().apply(ctx, op)
         for function in list(op.ops):
             if isinstance(function, func.FuncOp):

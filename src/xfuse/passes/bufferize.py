@@ -182,6 +182,11 @@ def bufferize_function(function: func.FuncOp, reuse: bool = True) -> BufferizeSt
             raise PassFailedException(
                 f"ew-bufferize: '{op.name}' is not inside an ew.kernel (run ew-fuse first)\n{op}"
             )
+        if isinstance(op, ew.KernelOp) and op.is_bufferized:
+            raise PassFailedException(
+                f"ew-bufferize: '{op.name}' is already bufferized (on memrefs): ew-bufferize "
+                f"takes ew.kernel ops on tensors (the output of ew-fuse)\n{op}"
+            )
     plan = plan_memory(function, reuse)
     bufferizer = _FunctionBufferizer(function, plan)
     for index, step in enumerate(plan.liveness.steps):

@@ -35,6 +35,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.transforms.dead_code_elimination import region_dce
+from xdsl.utils.exceptions import PassFailedException
 
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
@@ -336,6 +337,20 @@ def fuse_function(function: func.FuncOp, greedy: bool = True) -> FusionStats:
     return stats
 
 
+def _check_fusible(function: func.FuncOp) -> None:
+    """ew-fuse takes one block of `ew` ops on tensors (kernels on tensors are left as they are)."""
+    for block in function.body.blocks:
+        for op in block.ops:
+            on_tensors = not (isinstance(op, ew.KernelOp) and op.is_bufferized)
+            fusible = isinstance(op, ElementwiseOp | ew.ConstantOp | ew.KernelOp) and on_tensors
+            returns = isinstance(op, func.ReturnOp) and len(function.body.blocks) == 1
+            if not (fusible or returns):
+                raise PassFailedException(
+                    f"ew-fuse: cannot fuse '{op.name}': ew-fuse takes ew ops on tensors in one "
+                    f"block (run it before ew-bufferize)\n{op}"
+                )
+
+
 @dataclass(frozen=True)
 class EwFusePass(ModulePass):
     """Fuse elementwise ops into `ew.kernel` ops: greedily (as few kernels as legal) or one each."""
@@ -354,6 +369,7 @@ class EwFusePass(ModulePass):
         total = FusionStats()
         for function in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
             if function.body.blocks:
+                _check_fusible(function)
                 total += fuse_function(function, greedy=self.mode == "greedy")
         if self.stats:
             print(render_statistics([total.report()]), file=sys.stderr)

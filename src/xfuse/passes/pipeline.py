@@ -2,12 +2,85 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import typing
+from collections.abc import Callable, Mapping
+
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import PassPipeline
+from xdsl.ir import Block, BlockArgument, Operation, Region
+from xdsl.irdl.dominance import DominanceInfo
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
+from xdsl.utils.exceptions import ArgSpecParseError
 
 from xfuse.passes import ALL_PASSES
+
+
+class PassSpecError(ValueError):
+    """A bad pass pipeline: an unknown pass, or an option a pass lacks or a value it rejects."""
+
+
+def _expected_values(field_type: object) -> str:
+    """What an option of this type accepts, in words: `greedy, none`, `true or false`, ..."""
+    if typing.get_origin(field_type) is typing.Literal:
+        return "one of " + ", ".join(str(value) for value in typing.get_args(field_type))
+    if field_type is bool:
+        return "true or false"
+    names = {int: "an integer", float: "a number", str: "a string"}
+    if field_type in names:
+        return names[field_type]
+    alternatives = [t for t in typing.get_args(field_type) if t is not type(None)]
+    return " or ".join(dict.fromkeys(_expected_values(t) for t in alternatives)) or str(field_type)
+
+
+def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
+    """`pass_class` with `spec`'s options; PassSpecError naming the pass, the option and the
+    values it takes (xDSL's own message names neither the pass nor the option)."""
+    try:
+        return pass_class.from_spec(spec)
+    except ValueError:
+        pass
+    hints = typing.get_type_hints(pass_class)
+    fields = [f.name for f in dataclasses.fields(pass_class) if f.init and f.name != "name"]
+    given = spec.normalize_parameter_names().parameters
+    for required in sorted(pass_class.required_fields() - set(given)):
+        raise PassSpecError(f"{spec.name}: option '{required.replace('_', '-')}' is required")
+    for option, value in spec.parameters.items():
+        field_name = option.replace("-", "_")
+        if field_name not in fields:
+            options = ", ".join(f.replace("_", "-") for f in fields) or "none"
+            raise PassSpecError(f"{spec.name}: unknown option '{option}' (options: {options})")
+        try:
+            pass_class.from_spec(ArgSpec(spec.name, {option: value}))
+        except ValueError:
+            text = ",".join(map(str, value)) if isinstance(value, list | tuple) else value
+            raise PassSpecError(
+                f"{spec.name}: bad value '{text}' for option '{option}': expected "
+                f"{_expected_values(hints[field_name])}"
+            ) from None
+    raise PassSpecError(f"{spec.name}: bad options {spec}")
+
+
+def parse_passes(
+    spec: str, available: Mapping[str, Callable[[], type[ModulePass]]] = ALL_PASSES
+) -> list[ModulePass]:
+    """The passes of a pipeline in `xfuse-opt -p` syntax (`"ew-optimize,ew-fuse{mode=none}"`);
+    PassSpecError for an unknown pass or a bad option."""
+    try:
+        specs = list(parse_pipeline(spec))
+    except (ArgSpecParseError, ValueError) as error:
+        raise PassSpecError(f"bad pass pipeline {spec!r}: {error}") from None
+    for unknown in (s.name for s in specs if s.name not in available):
+        close = difflib.get_close_matches(unknown, available, n=1)
+        raise PassSpecError(
+            f"unknown pass '{unknown}'"
+            + (f" (did you mean '{close[0]}'?)" if close else "")
+            + f"; xfuse's passes are {', '.join(ALL_PASSES)}"
+        )
+    return [pass_from_spec(available[s.name](), s) for s in specs]
 
 
 def pipeline_context() -> Context:
@@ -39,5 +112,59 @@ def only_function(module: ModuleOp) -> func.FuncOp:
 def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
     """A copy of `module` after `pipeline` (e.g. `"ew-optimize,ew-fuse{mode=none}"`)."""
     compiled = module.clone()
-    PassPipeline.parse_spec(ALL_PASSES, pipeline).apply(pipeline_context(), compiled)
+    PassPipeline(tuple(parse_passes(pipeline))).apply(pipeline_context(), compiled)
     return compiled
+
+
+def use_before_definition(root: Operation) -> tuple[Operation, int] | None:
+    """The first (op, operand index) under `root` whose operand does not dominate it, as MLIR's
+    verifier defines it: a result must come earlier in the same block, or in a block that
+    dominates the use's; the block of a block argument must dominate the use. None if all do.
+    Blocks of `builtin.module` form a graph region and are not ordered."""
+    positions: dict[Operation, int] = {}
+    dominance: dict[Region, DominanceInfo] = {}
+
+    def position(op: Operation) -> int:
+        if op not in positions:
+            block = op.parent_block()
+            assert block is not None
+            positions.update((o, i) for i, o in enumerate(block.ops))
+        return positions[op]
+
+    def dominates(definer: Block, user: Operation) -> bool:
+        """Whether `definer` dominates the block holding `user` or an ancestor of it."""
+        region = definer.parent
+        ancestor: Operation | None = user
+        while ancestor is not None and ancestor.parent_region() is not region:
+            ancestor = ancestor.parent_op()
+        if ancestor is None:
+            return False
+        if region is not None and region not in dominance:
+            dominance[region] = DominanceInfo(region)
+        block = ancestor.parent_block()
+        return block is definer or (
+            region is not None and dominance[region].dominates(definer, block)
+        )
+
+    for op in root.walk():
+        for index, operand in enumerate(op.operands):
+            if isinstance(operand, BlockArgument):
+                if not dominates(operand.block, op):
+                    return op, index
+                continue
+            definer = operand.owner
+            assert isinstance(definer, Operation)
+            block = definer.parent_block()
+            if block is None or not dominates(block, op):
+                return op, index
+            ancestor: Operation | None = op
+            while ancestor is not None and ancestor.parent_block() is not block:
+                ancestor = ancestor.parent_op()
+            graph_region = isinstance(definer.parent_op(), ModuleOp)
+            if (
+                ancestor is not None
+                and not graph_region
+                and position(definer) >= position(ancestor)
+            ):
+                return op, index
+    return None

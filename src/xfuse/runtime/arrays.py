@@ -1,7 +1,12 @@
 """Checking numpy arguments against a compiled function's signature, before any native call.
 
-Every mistake raises `ArgumentError` (a ValueError) or TypeError naming the argument, so a bad
-call never reaches native code: no segfault, no partial write.
+Every mistake raises an `ArgumentError` naming the argument, so a bad call never reaches native
+code: no segfault, no partial write. The hierarchy:
+
+    ValueError
+      ArgumentError            a bad value: shape, broadcasting, contiguity, `out` aliasing, ...
+        ArgumentTypeError      also a TypeError: missing, unknown or repeated arguments, an
+                               argument that is not a numpy array, a wrong dtype
 """
 
 from __future__ import annotations
@@ -22,27 +27,32 @@ class ArgumentError(ValueError):
     """A bad argument to a compiled kernel; the message names the argument."""
 
 
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument error of the kind Python reports as a TypeError: a missing, unknown or repeated
+    argument, a value that is not a numpy array, or a numpy array of the wrong dtype."""
+
+
 def bind_arguments(
     names: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Positional and keyword arguments -> {input name: value}, as Python binds a call.
 
-    TypeError (naming the argument) for too many, unknown, repeated or missing arguments.
+    ArgumentTypeError (naming the argument) for too many, unknown, repeated or missing arguments.
     """
     if len(args) > len(names):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"expected at most {len(names)} inputs ({', '.join(names)}), got {len(args)}"
         )
     bound = dict(zip(names, args, strict=False))
     for name, value in kwargs.items():
         if name not in names:
-            raise TypeError(f"unknown argument '{name}': inputs are {', '.join(names)}")
+            raise ArgumentTypeError(f"unknown argument '{name}': inputs are {', '.join(names)}")
         if name in bound:
-            raise TypeError(f"argument '{name}' given twice")
+            raise ArgumentTypeError(f"argument '{name}' given twice")
         bound[name] = value
     missing = [name for name in names if name not in bound]
     if missing:
-        raise TypeError(f"missing input(s): {', '.join(repr(name) for name in missing)}")
+        raise ArgumentTypeError(f"missing input(s): {', '.join(repr(name) for name in missing)}")
     return bound
 
 
@@ -138,13 +148,13 @@ def output_shape(parameter: Parameter, iteration: Sequence[int]) -> tuple[int, .
 def check_input(parameter: Parameter, value: Any) -> np.ndarray:
     """The array to pass for an input: checked dtype; a C-contiguous aligned copy if needed."""
     if not isinstance(value, np.ndarray):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"argument '{parameter.name}': expected a numpy array of {parameter.describe()}, "
             f"got {type(value).__name__}"
         )
     expected = numpy_dtype(parameter.dtype)
     if value.dtype != expected:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"argument '{parameter.name}': expected dtype {parameter.dtype}, got {value.dtype} "
             f"(convert with .astype)"
         )
@@ -158,9 +168,9 @@ def check_output(parameter: Parameter, value: Any, shape: tuple[int, ...]) -> np
     """A caller's `out` buffer must already be exactly right: it is written in place."""
     label = f"out '{parameter.name}'"
     if not isinstance(value, np.ndarray):
-        raise TypeError(f"{label}: expected a numpy array, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{label}: expected a numpy array, got {type(value).__name__}")
     if value.dtype != numpy_dtype(parameter.dtype):
-        raise TypeError(f"{label}: expected dtype {parameter.dtype}, got {value.dtype}")
+        raise ArgumentTypeError(f"{label}: expected dtype {parameter.dtype}, got {value.dtype}")
     if value.shape != shape:
         raise ArgumentError(f"{label}: expected shape {shape}, got {value.shape}")
     flags = value.flags

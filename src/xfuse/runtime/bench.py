@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -28,6 +28,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import SSAValue
 
 from xfuse.dialects import ew
+from xfuse.dtypes import dtype_of
 from xfuse.passes.pipeline import apply_pipeline, only_function
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.runtime.timing import median_seconds
@@ -311,6 +312,9 @@ class BenchRow:
 @dataclass(frozen=True)
 class BenchResult:
     source: str
+    storage: str
+    """The dtypes of the inputs and outputs as stored: `float32`, or `x, r bfloat16; b float32 ->
+    out bfloat16` when they differ."""
     math: str
     threads: int
     repeat: int
@@ -346,6 +350,27 @@ class BenchResult:
         return "\n".join(lines)
 
 
+def describe_storage(workload: Workload) -> str:
+    """The storage dtypes of a workload's inputs and outputs, grouped by dtype."""
+
+    def grouped(named: Mapping[str, np.dtype[Any]]) -> str:
+        names: dict[str, list[str]] = {}
+        for name, dtype in named.items():
+            names.setdefault(np.dtype(dtype).name, []).append(name)
+        return "; ".join(f"{', '.join(group)} {dtype}" for dtype, group in names.items())
+
+    inputs = {name: a.dtype for name, a in workload.arrays.items()}
+    result_types = only_function(workload.module).function_type.outputs.data
+    outputs = {
+        name: numpy_dtype(dtype_of(ew.element_type(type_)))
+        for name, type_ in zip(workload.output_names, result_types, strict=True)
+    }
+    dtypes = {*inputs.values(), *outputs.values()}
+    if len(dtypes) == 1:
+        return np.dtype(dtypes.pop()).name
+    return f"{grouped(inputs)} -> {grouped(outputs)}"
+
+
 def bench(
     program: str,
     sizes: Sequence[int] = DEFAULT_SIZES,
@@ -364,11 +389,13 @@ def bench(
     from contextlib import nullcontext
 
     from xfuse.runtime import peers as peer_compilers
+    from xfuse.runtime.compiler import MATH_CHOICES, check_threads
 
-    if math not in ("approx", "libm"):
+    if math not in MATH_CHOICES:
         raise ValueError(f"math must be 'approx' or 'libm', got {math!r}")
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
+    threads = check_threads(threads)
+    if not sizes or not all(isinstance(n, int) and not isinstance(n, bool) for n in sizes):
+        raise ValueError(f"sizes must be a non-empty list of element counts, got {sizes!r}")
     source = program_source(program)
     peer_names = peer_compilers.available_peers() if peers is True else list(peers or [])
     unknown = set(peer_names) - set(peer_compilers.PEERS)
@@ -388,8 +415,10 @@ def bench(
     ]
     rows: list[BenchRow] = []
     skipped: dict[str, str] = {}
+    storage = ""
     for n in sizes:
         workload = prepare_workload(source, n, outputs)
+        storage = storage or describe_storage(workload)
         measured: list[Measurement] = []
         for label, build in builders:
             if label in skipped:
@@ -399,6 +428,10 @@ def bench(
                     measured.append(measure(workload, build(workload), repeat))
                 except peer_compilers.PeerUnsupported as reason:
                     skipped[label] = str(reason)
+                except Exception as error:  # a peer's own failure skips that peer, with why
+                    if label not in peer_names:
+                        raise
+                    skipped[label] = f"failed: {type(error).__name__}: {error}".split("\n")[0]
         numpy_time, ceiling_time = measured[0].time_s, measured[1].time_s
         rows += [
             BenchRow(
@@ -414,6 +447,7 @@ def bench(
         ]
     return BenchResult(
         source,
+        storage,
         math,
         threads,
         repeat,

@@ -5,12 +5,14 @@
 
 Compiled programs are cached in memory by source and options (no parse at all on a hit) and by
 the frontend's IR and options (a traced function or a differently written identical program).
-The cache holds programs weakly plus a small LRU of strong references: engines are freed once no
+The cache holds programs weakly under both keys, plus an LRU of strong references to the last
+`LRU_SIZE` programs (one entry per program, whichever key found it): engines are freed once no
 kernel uses them and they have dropped out of the LRU.
 """
 
 from __future__ import annotations
 
+import numbers
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Mapping, Sequence
@@ -20,14 +22,16 @@ from typing import Any, cast
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Attribute
-from xdsl.passes import ModulePass, PassPipeline
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name, dtype_of
 from xfuse.frontend.builder import DtypeSpec, declared_dims
+from xfuse.lowering.to_llvm import parse_fastmath
 from xfuse.lowering.workspace import workspace_size_function
 from xfuse.passes import ALL_PASSES
-from xfuse.passes.pipeline import only_function, pipeline_context
+from xfuse.passes.pipeline import PassSpecError, only_function, parse_passes, pipeline_context
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
 from xfuse.runtime.native import compile_llvm_dialect
@@ -35,10 +39,57 @@ from xfuse.runtime.native import compile_llvm_dialect
 LRU_SIZE = 32
 """How many recently compiled programs stay alive without a kernel referring to them."""
 
+MATH_CHOICES = ("approx", "libm")
+OPT_LEVELS = (0, 1, 2, 3)
+NOT_EXTRA_PASSES = frozenset(
+    {
+        "ew-fuse",
+        "ew-bufferize",
+        "ew-workspace",
+        "ew-kernel-to-loops",
+        "ew-expand-math",
+        "ew-to-llvm",
+        "ew-to-linalg",
+        "ew-cost",
+    }
+)
+"""Passes `extra_passes` may not name: the pipeline's own later stages, the export and the cost
+analysis, which need fused or lowered IR (extra passes run on tensors right after ew-optimize)."""
+
+
+def check_threads(threads: object) -> int:
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
+        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+    return int(threads)
+
+
+def check_shapes(shapes: object) -> None:
+    """`compile`'s `shapes`: input name -> dims, each a size >= 0, a dim name or None."""
+    if shapes is None:
+        return
+    if not isinstance(shapes, Mapping):
+        raise TypeError(f"shapes must map input names to shapes, got {type(shapes).__name__}")
+    for name, dims in shapes.items():
+        if isinstance(dims, str) or not isinstance(dims, Sequence):
+            raise TypeError(
+                f"shapes['{name}'] must be a sequence of dims (sizes, names or None), got {dims!r}"
+            )
+        for dim in dims:
+            size = isinstance(dim, numbers.Integral) and not isinstance(dim, bool) and dim >= 0
+            if not (dim is None or size or (isinstance(dim, str) and dim.isidentifier())):
+                raise ValueError(
+                    f"shapes['{name}']: bad dim {dim!r}: expected a size >= 0, a dim name "
+                    f"(an identifier) or None"
+                )
+
 
 @dataclass(frozen=True)
 class Options:
-    """Everything besides the program that changes the generated code."""
+    """Everything besides the program that changes the generated code.
+
+    Checked when made: a bad option raises ValueError (TypeError for a wrong type) naming the
+    option and its allowed values, before any pass runs.
+    """
 
     fuse: bool = True
     math: str = "approx"
@@ -48,15 +99,49 @@ class Options:
     extra_passes: str = ""
     """xfuse passes (`xfuse-opt -p` syntax) to run right after `ew-optimize`, e.g. a new one."""
 
+    def __post_init__(self) -> None:
+        for name in ("fuse", "reuse"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.math not in MATH_CHOICES:
+            raise ValueError(f"math must be 'approx' or 'libm', got {self.math!r}")
+        if isinstance(self.opt_level, bool) or self.opt_level not in OPT_LEVELS:
+            raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+        if not isinstance(self.fastmath, str):
+            raise TypeError(f"fastmath must be a string, got {type(self.fastmath).__name__}")
+        try:
+            parse_fastmath(self.fastmath)
+        except DiagnosticException as error:
+            raise ValueError(f"fastmath: {error}") from None
+        self.extra()
+
+    def extra(self) -> list[ModulePass]:
+        """The passes of `extra_passes`."""
+        if not isinstance(self.extra_passes, str):
+            kind = type(self.extra_passes).__name__
+            raise TypeError(f"extra_passes must be a pass pipeline string, got {kind}")
+        try:
+            passes = parse_passes(self.extra_passes)
+        except PassSpecError as error:
+            raise ValueError(f"extra_passes: {error}") from None
+        for pass_ in passes:
+            if pass_.name in NOT_EXTRA_PASSES:
+                allowed = ", ".join(n for n in ALL_PASSES if n not in NOT_EXTRA_PASSES)
+                raise ValueError(
+                    f"extra_passes: '{pass_.name}' cannot run there: extra passes run on tensors "
+                    f"right after ew-optimize, before the pipeline's own stages (allowed: "
+                    f"{allowed}, or a pass of your own)"
+                )
+        return passes
+
     def _make(self, name: str, **options: Any) -> tuple[str, ModulePass]:
         return name, ALL_PASSES[name]()(**options)
 
     def tensor_passes(self) -> list[tuple[str, ModulePass]]:
         """(stage name, pass) from the frontend's tensors to bufferized kernels."""
-        extra = PassPipeline.parse_spec(ALL_PASSES, self.extra_passes).passes
         return [
             self._make("ew-optimize"),
-            *((p.name, p) for p in extra),
+            *((p.name, p) for p in self.extra()),
             self._make("ew-fuse", mode="greedy" if self.fuse else "none"),
             self._make("ew-bufferize", reuse=self.reuse),
         ]
@@ -72,13 +157,14 @@ class Options:
 
 
 _programs: weakref.WeakValueDictionary[Hashable, Program] = weakref.WeakValueDictionary()
-_recent: OrderedDict[Hashable, Program] = OrderedDict()
+_recent: OrderedDict[Program, None] = OrderedDict()
+"""The most recently used programs, oldest first (a program hashes by identity)."""
 
 
 def _remember(key: Hashable, program: Program) -> None:
     _programs[key] = program
-    _recent[key] = program
-    _recent.move_to_end(key)
+    _recent[program] = None
+    _recent.move_to_end(program)
     while len(_recent) > LRU_SIZE:
         _recent.popitem(last=False)
 
@@ -265,20 +351,29 @@ def compile(
 ) -> Kernel:
     """Compile an `.ew` program to a callable `Kernel`.
 
-    `outputs` names the results (default: the last assignment); `fuse=False` keeps one kernel per
-    op; `math` is "approx" (vectorizable approximations) or "libm"; `dtype` the element type
-    ("float32", "float64", "float16", "bfloat16" or a numpy dtype) of every input, or a mapping
-    from input names to them (others: float32); `shapes` input shapes (ints static, names dynamic
-    dims that must agree wherever they appear, None dynamic; default `[?]`). Declarations in the
-    program (`input bf16 x[t, d];`) do the same from the source. Results have numpy's promoted
-    dtype of what they are computed from (see `xfuse.frontend.builder`). `threads` splits the
-    outermost dimension across threads; `extra_passes`
-    adds xfuse passes after `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`).
+    `outputs` names the results (a list of names, or one name; default: the last assignment);
+    `fuse=False` keeps one kernel per op; `math` is "approx" (vectorizable approximations) or
+    "libm"; `dtype` the element type ("float32", "float64", "float16", "bfloat16" or a numpy dtype)
+    of every input, or a mapping from input names to them (others: float32); `shapes` input shapes
+    (ints static, names dynamic dims that must agree wherever they appear, None dynamic; default
+    `[?]`). Declarations in the program (`input bf16 x[t, d];`) do the same from the source. Results
+    have numpy's promoted dtype of what they are computed from (see `xfuse.frontend.builder`).
+    `threads` splits the outermost dimension across threads; `fastmath` sets LLVM's fast-math flags
+    on float arithmetic ("contract" allows fused multiply-add; "none", "fast" or a list like
+    "contract,afn"); `opt_level` is LLVM's (0-3); `extra_passes` adds xfuse passes after
+    `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`). A bad argument raises ValueError or
+    TypeError naming it and its allowed values.
     """
-    if math not in ("approx", "libm"):
-        raise ValueError(f"math must be 'approx' or 'libm', got {math!r}")
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
+    if not isinstance(source, str):
+        raise TypeError(f"source must be the program's text (a str), got {type(source).__name__}")
+    if isinstance(outputs, str):
+        outputs = [outputs]
+    elif outputs is not None and not (
+        isinstance(outputs, Sequence) and all(isinstance(name, str) for name in outputs)
+    ):
+        raise TypeError(f"outputs must be a list of output names, got {outputs!r}")
+    threads = check_threads(threads)
+    check_shapes(shapes)
     options = Options(
         fuse=fuse,
         math=math,

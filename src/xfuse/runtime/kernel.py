@@ -3,7 +3,9 @@
 The native function follows the lowering's calling convention (`xfuse.lowering.to_llvm`): for
 each input, then each output, a pointer to its first element and one i64 per `?` dimension.
 ctypes releases the GIL during the call, so `threads=N` runs N slices of the outermost dimension
-concurrently (each slice is a call on offset pointers with a smaller outer size).
+concurrently (each slice is a call on offset pointers with a smaller outer size): the calling
+thread runs the first slice, a pool of N - 1 threads that the kernel keeps for its life (started on
+its first split call, shut down when the kernel is freed) the others.
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
 live in (`xfuse.lowering.workspace`): a byte buffer the kernel owns and reuses across calls, sized
@@ -15,8 +17,9 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +30,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xfuse.lowering.workspace import workspace_size_function
 from xfuse.runtime.arrays import (
     ArgumentError,
+    ArgumentTypeError,
     Parameter,
     bind_arguments,
     bind_shapes,
@@ -103,20 +107,29 @@ class NativeFunction:
         only their sizes matter, so the data pointers may be 0."""
         return self._workspace_bytes(*arguments) if self._workspace_bytes else 0
 
-    def run(self, argument_lists: Sequence[Sequence[int]], workspace: int = 0) -> None:
-        """Call the native function once per argument list, concurrently if several.
+    def run(
+        self,
+        argument_lists: Sequence[Sequence[int]],
+        workspace: int = 0,
+        pool: Executor | None = None,
+    ) -> None:
+        """Call the native function once per argument list: the first on this thread, the
+        others concurrently on `pool` (needed when there are several).
 
         With a workspace, each list ends with its part's offset and size: `workspace` is the
         address the offsets count from.
         """
         if workspace:
             argument_lists = [[*a[:-2], workspace + a[-2], a[-1]] for a in argument_lists]
-        if len(argument_lists) == 1:
-            self._function(*argument_lists[0])
+        first, *others = argument_lists
+        if not others:
+            self._function(*first)
             return
-        with ThreadPoolExecutor(len(argument_lists)) as pool:
-            for call in [pool.submit(self._function, *a) for a in argument_lists]:
-                call.result()
+        assert pool is not None, "a split call needs a thread pool"
+        calls = [pool.submit(self._function, *a) for a in others]
+        self._function(*first)
+        for call in calls:
+            call.result()
 
     def chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
         """Row ranges of axis 0 to run on separate threads (one range: no split)."""
@@ -263,6 +276,8 @@ class Kernel:
         self._plans: dict[tuple[tuple[int, ...], ...], CallPlan] = {}
         """Call plans by input shapes: a repeated call skips binding the shapes."""
         self._workspaces = WorkspacePool()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -312,13 +327,24 @@ class Kernel:
         """
         return PreparedCall(self, *self._check(args, kwargs, out))
 
+    def _thread_pool(self) -> ThreadPoolExecutor:
+        """The kernel's `threads - 1` worker threads, started on first use. Calls from several
+        Python threads share them (their slices queue); the calling threads run the first slices
+        themselves, and no slice waits on another, so a call always completes."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="xfuse")
+                weakref.finalize(self, self._pool.shutdown, wait=False)
+            return self._pool
+
     def run_native(self, argument_lists: Sequence[Sequence[int]], workspace_bytes: int) -> None:
         """Run checked native arguments, in a borrowed workspace if the program needs one."""
+        pool = self._thread_pool() if len(argument_lists) > 1 else None
         if not workspace_bytes:
-            self.function.run(argument_lists)
+            self.function.run(argument_lists, pool=pool)
             return
         with self._workspaces.borrow(workspace_bytes) as workspace:
-            self.function.run(argument_lists, workspace)
+            self.function.run(argument_lists, workspace, pool)
 
     def _check(
         self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any
@@ -360,14 +386,14 @@ class Kernel:
         elif isinstance(out, Mapping):
             unknown = set(out) - set(self.output_names)
             if unknown:
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"out: unknown output(s) {sorted(unknown)}: outputs are {self.output_names}"
                 )
             given = [out.get(name) for name in self.output_names]
         elif isinstance(out, list | tuple):
             given = list(out)
         else:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"out: expected a numpy array, a list/tuple or a name->array mapping, "
                 f"got {type(out).__name__}"
             )

@@ -49,7 +49,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_of
 from xfuse.passes.to_linalg import EwToLinalgPass
-from xfuse.runtime.arrays import bind_arguments
+from xfuse.runtime.arrays import ArgumentError, ArgumentTypeError, bind_arguments
 from xfuse.runtime.native import host_target_machine
 
 TOOL_DIRECTORIES = ("/usr/lib/llvm-22/bin",)
@@ -294,19 +294,23 @@ class MlirKernel:
     @staticmethod
     def _check(parameter: _Parameter, array: Any, label: str) -> np.ndarray:
         if not isinstance(array, np.ndarray):
-            raise TypeError(f"argument '{label}' must be a numpy array, got {type(array).__name__}")
+            raise ArgumentTypeError(
+                f"argument '{label}' must be a numpy array, got {type(array).__name__}"
+            )
         if array.dtype != parameter.dtype:
-            raise TypeError(f"argument '{label}' must be {parameter.dtype}, got {array.dtype}")
+            raise ArgumentTypeError(
+                f"argument '{label}' must be {parameter.dtype}, got {array.dtype}"
+            )
         if array.ndim != len(parameter.shape) or any(
             declared not in (DYNAMIC_INDEX, actual)
             for declared, actual in zip(parameter.shape, array.shape, strict=False)
         ):
-            raise ValueError(
+            raise ArgumentError(
                 f"argument '{label}' must have shape {ew.format_shape(parameter.shape)}, "
                 f"got {array.shape}"
             )
         if not array.flags.c_contiguous:
-            raise ValueError(f"argument '{label}' must be C-contiguous")
+            raise ArgumentError(f"argument '{label}' must be C-contiguous")
         return array
 
     def __call__(
@@ -340,16 +344,18 @@ class MlirKernel:
             ]
         arrays = [out] if isinstance(out, np.ndarray) else list(out)
         if len(arrays) != len(self.outputs):
-            raise TypeError(f"'out' must hold {len(self.outputs)} arrays, got {len(arrays)}")
+            raise ArgumentTypeError(
+                f"'out' must hold {len(self.outputs)} arrays, got {len(arrays)}"
+            )
         for index, (parameter, shape, array) in enumerate(
             zip(self.outputs, shapes, arrays, strict=True)
         ):
             label = f"out[{index}]"
             self._check(_Parameter(parameter.name, parameter.dtype, shape), array, label)
             if not array.flags.writeable:
-                raise ValueError(f"argument '{label}' must be writeable")
+                raise ArgumentError(f"argument '{label}' must be writeable")
             if any(np.may_share_memory(array, other) for other in (*inputs, *arrays[:index])):
-                raise ValueError(f"argument '{label}' shares memory with another argument")
+                raise ArgumentError(f"argument '{label}' shares memory with another argument")
         return arrays
 
 

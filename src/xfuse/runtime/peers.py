@@ -172,11 +172,16 @@ def numba_variant(workload: Workload, threads: int = 1) -> Variant:
 
     if len(workload.output_names) != 1:
         raise PeerUnsupported("numba.vectorize makes one output")
-    scalar = compile_python(python_source(workload, SPELLINGS["numba"], "numba"), {"math": math})
-    arity = len(workload.input_names)
-    signature = f"float32({', '.join(['float32'] * arity)})"
+    program = compile_python(python_source(workload, SPELLINGS["numba"], "numba"), {"math": math})
+    # numba.vectorize needs named parameters (it cannot compile `lambda *args`).
+    parameters = ", ".join(f"in{i}" for i in range(len(workload.input_names)))
+    scalar = compile_python(
+        f"def program({parameters}):\n    return inner({parameters})[0]\n",
+        {"inner": numba.njit(program)},
+    )
+    signature = f"float32({', '.join(['float32'] * len(workload.input_names))})"
     target = "parallel" if threads > 1 else "cpu"
-    ufunc = numba.vectorize([signature], target=target)(lambda *a: scalar(*a)[0])
+    ufunc = numba.vectorize([signature], target=target)(scalar)
     out = np.empty(workload.n, np.float32)
     arrays = _inputs(workload)
     return Variant("numba", lambda: ufunc(*arrays, out=out), "fused")
@@ -221,7 +226,7 @@ def mlir_variant(workload: Workload, threads: int = 1) -> Variant:
     if threads > 1:
         raise PeerUnsupported("the upstream MLIR peer runs one thread")
     kernel = compile_with_mlir(apply_pipeline(workload.module, "ew-fuse"), math="polynomial")
-    outs = [np.empty(workload.n, np.float32) for _ in workload.output_names]
+    outs = [np.empty(workload.n, p.dtype) for p in kernel.outputs]
     arrays = dict(zip([p.name for p in kernel.inputs], _inputs(workload), strict=True))
     return Variant("upstream MLIR", lambda: kernel(**arrays, out=outs), "fused")
 

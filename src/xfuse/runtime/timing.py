@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -19,3 +20,19 @@ def median_seconds(run: Callable[[], object], repeat: int = 3, warmup: int = 1) 
         run()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def host_summary() -> str:
+    """The host as benchmarks print it: LLVM's CPU name, widest float vectors, load average."""
+    import llvmlite.binding as llvm_binding
+
+    from xfuse.runtime.native import host_target_machine
+
+    host_target_machine()  # initializes the native target
+    features = llvm_binding.get_host_cpu_features()
+    bits = 512 if features.get("avx512f") else 256 if features.get("avx") else 128
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    return (
+        f"host: {llvm_binding.get_host_cpu_name()}, {os.cpu_count()} CPUs, widest float vectors "
+        f"{bits} bits (<{bits // 32} x float>), load average {load}"
+    )

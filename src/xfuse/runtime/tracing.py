@@ -27,7 +27,8 @@ from xdsl.ir import SSAValue
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name
 from xfuse.frontend.builder import FunctionBuilder
-from xfuse.runtime.compiler import Options, compile_module
+from xfuse.runtime.arrays import ArgumentTypeError
+from xfuse.runtime.compiler import Options, check_threads, compile_module
 from xfuse.runtime.kernel import Kernel
 
 _OPS_BY_UFUNC: dict[np.ufunc, type[ew.UnaryOp | ew.BinaryOp]] = {
@@ -178,11 +179,11 @@ class JitFunction:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as error:
-            raise TypeError(f"{self.function.__name__}(): {error}") from None
+            raise ArgumentTypeError(f"{self.function.__name__}(): {error}") from None
         arrays = dict(bound.arguments)
         for name, value in arrays.items():
             if not isinstance(value, np.ndarray):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"argument '{name}': expected a numpy array, got {type(value).__name__}"
                 )
         key = tuple((name, a.dtype.name, a.shape) for name, a in arrays.items())
@@ -198,7 +199,7 @@ class JitFunction:
             try:
                 dtypes[name] = dtype_name(array.dtype)
             except ValueError as error:
-                raise TypeError(f"argument '{name}': {error}") from None
+                raise ArgumentTypeError(f"argument '{name}': {error}") from None
         shapes = {name: tuple(1 if d == 1 else None for d in a.shape) for name, a in arrays.items()}
         builder = FunctionBuilder(dtypes, shapes)
         proxies = {name: Traced(builder, builder.input(name)) for name in arrays}
@@ -223,9 +224,8 @@ def jit(
 ) -> Any:
     """Decorate a function of numpy arrays to compile it on first call (`@xfuse.jit` or
     `@xfuse.jit(math="libm")`)."""
-    if math not in ("approx", "libm"):
-        raise ValueError(f"math must be 'approx' or 'libm', got {math!r}")
-    options = Options(fuse=fuse, math=math, fastmath=fastmath)
+    options = Options(fuse=fuse, math=math, fastmath=fastmath)  # checks each option
+    threads = check_threads(threads)
 
     def decorate(f: Callable[..., Any]) -> JitFunction:
         return JitFunction(f, options, threads)

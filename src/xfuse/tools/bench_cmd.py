@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from xfuse.tools.cli import option_type, positive_int
 from xfuse.tools.lecture_cmd import parse_size
 
 
@@ -27,30 +28,38 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--expr", help='an expression or program instead of a file: "tanh(x) * y"')
     parser.add_argument(
         "--sizes",
-        type=parse_sizes,
+        type=option_type(parse_sizes),
         default=None,
         metavar="SIZES",
         help="element counts: 2^12..2^24 (every 4x), or a list 4096,2^20 (default 2^12..2^24)",
     )
-    parser.add_argument("--threads", type=int, default=1, help="threads for the kernels")
+    parser.add_argument("--threads", type=positive_int, default=1, help="threads for the kernels")
     parser.add_argument("--math", choices=("approx", "libm"), default="approx")
     parser.add_argument("--peers", action="store_true", help="also time the installed peers")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs per point (median)")
+    parser.add_argument(
+        "--repeat", type=positive_int, default=3, help="timed runs per point (median)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--plot", type=Path, metavar="PNG", help="write GB/s against size")
     parser.set_defaults(run=run)
 
 
 def parse_sizes(text: str) -> list[int]:
-    """`2^12..2^20` -> 2^12, 2^14, ..., 2^20 (each 4x the last); `4096,2^20` -> those."""
+    """`2^12..2^20` -> 2^12, 2^14, ..., 2^20 (each 4x the last); `4096,2^20` -> those.
+    ValueError for an empty range or list."""
     if ".." in text:
         low, _, high = text.partition("..")
         sizes, size = [], parse_size(low)
         while size <= parse_size(high):
             sizes.append(size)
             size *= 4
+        if not sizes:
+            raise ValueError(f"empty range {text}: the first size is larger than the last")
         return sizes
-    return [parse_size(part) for part in text.split(",") if part.strip()]
+    sizes = [parse_size(part) for part in text.split(",") if part.strip()]
+    if not sizes:
+        raise ValueError(f"no sizes in {text!r}")
+    return sizes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     with status_context:
         result = bench(
             program,
-            args.sizes or DEFAULT_SIZES,
+            DEFAULT_SIZES if args.sizes is None else args.sizes,
             threads=args.threads,
             math=args.math,
             peers=args.peers,
@@ -105,7 +114,9 @@ def print_result(console: Any, result: Any) -> None:
     from rich.table import Table
 
     threads = f"{result.threads} thread{'s' if result.threads > 1 else ''}"
-    console.print(f"[bold]{result.source.strip()}[/bold]  float32, {threads}, math={result.math}")
+    console.print(
+        f"[bold]{result.source.strip()}[/bold]  {result.storage}, {threads}, math={result.math}"
+    )
     for n in result.sizes:
         table = Table(title=f"n = {n:,}", title_justify="left")
         for header in ("variant", "time", "GB/s", "of ceiling", "vs numpy per-op", "max error"):
@@ -135,7 +146,7 @@ def plot_bandwidth(result: Any, path: Path) -> None:
         style = "k--" if variant == "bandwidth ceiling" else "o-"
         axes.plot([r.n for r in rows], [r.bandwidth / 1e9 for r in rows], style, label=variant)
     axes.set_xscale("log", base=2)
-    axes.set_xlabel("elements (float32)")
+    axes.set_xlabel(f"elements ({result.storage})")
     axes.set_ylabel("effective GB/s (fused traffic / time)")
     axes.set_title(result.source.strip(), fontsize=9)
     axes.grid(True, alpha=0.3)

@@ -2,18 +2,20 @@
 
 A subcommand module has `register(subparsers)`, which adds its parser and sets `run` (a function of
 the parsed arguments returning the exit status) as a default. To add one, write the module and
-list it in `SUBCOMMANDS`. User errors (`CliError`, a bad program, bad options, unreadable files)
-print one line on stderr and exit with status 1; argparse's usage errors exit with 2.
+list it in `SUBCOMMANDS`. User errors (`CliError`, a bad program, bad options, unreadable files,
+sizes too large for memory) print one line on stderr and exit with status 1; argparse's usage
+errors (an option's value out of range) exit with 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
@@ -26,6 +28,32 @@ SUBCOMMANDS: tuple[str, ...] = (
 
 class CliError(Exception):
     """A user error a subcommand reports: printed as `xfuse <command>: error: <message>`."""
+
+
+T = TypeVar("T")
+
+
+def option_type(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """`parse` as an argparse `type=` that reports its ValueError's message (argparse's own is
+    "invalid parse value"): `xfuse bench: error: argument --sizes: empty range 2^10..2^4 ...`."""
+
+    @functools.wraps(parse)
+    def parse_option(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse_option
+
+
+@option_type
+def positive_int(text: str) -> int:
+    """An integer >= 1 (`--repeat`, `--threads`)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"expected an integer >= 1, got {value}")
+    return value
 
 
 def import_pyplot() -> Any:
@@ -74,8 +102,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"xfuse {args.command}: error: {error}", file=sys.stderr)
     except OSError as error:
         print(f"xfuse {args.command}: error: {error.strerror}: {error.filename}", file=sys.stderr)
+    except MemoryError as error:
+        print(f"xfuse {args.command}: error: out of memory: {error}", file=sys.stderr)
     return 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m xfuse.tools.cli` runs this file as `__main__`, a second copy of the module whose
+    # CliError is not the one the subcommands raise: run the imported module's main instead.
+    from xfuse.tools import cli
+
+    sys.exit(cli.main())

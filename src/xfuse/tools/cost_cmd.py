@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,31 +58,52 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
     name, sep, dims = text.partition("=")
     if not sep or not name.strip() or not dims.strip():
         raise CliError(f"bad --input-shape {text!r}: expected NAME=DIMS, like b=14336")
-    return name.strip(), tuple(
-        int(d) if d.strip().isdigit() else d.strip() for d in dims.split(",")
-    )
+    parsed: list[int | str] = []
+    for dim in (d.strip() for d in dims.split(",")):
+        if dim.isdigit() and int(dim) >= 1:
+            parsed.append(int(dim))
+        elif dim.isidentifier():
+            parsed.append(dim)
+        else:
+            raise CliError(
+                f"bad --input-shape {text!r}: each dim is a size >= 1 or a name, got {dim!r}"
+            )
+    return name.strip(), tuple(parsed)
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from xfuse.analysis.cost import CostOptions, cost_program, parse_shape
+    from xfuse.analysis.cost import CostOptions, ShapeMismatchError, cost_program, parse_shape
     from xfuse.analysis.cost_report import print_program, program_json
+    from xfuse.tools.cli import CliError
 
+    try:
+        shape = parse_shape(args.shape)
+    except ValueError as error:
+        raise CliError(f"--shape: {error}") from None
+    if not (math.isfinite(args.launch_us) and args.launch_us >= 0):
+        raise CliError(f"--launch-us: expected a finite number >= 0, got {args.launch_us}")
     options = CostOptions(
-        device=args.device,
-        shape=parse_shape(args.shape),
-        dtype=args.dtype,
-        launch_us=args.launch_us,
-        l2=args.l2,
+        device=args.device, shape=shape, dtype=args.dtype, launch_us=args.launch_us, l2=args.l2
     )
-    program = cost_program(
-        args.file.read_text(),
-        options,
-        filename=str(args.file),
-        input_shapes=dict(parse_input_shape(t) for t in args.input_shape),
-        epilogue=args.epilogue,
-    )
+    input_shapes: dict[str, tuple[int | str, ...]] = {}
+    for text in args.input_shape:
+        name, dims = parse_input_shape(text)
+        if name in input_shapes:
+            raise CliError(f"--input-shape: '{name}' given twice")
+        input_shapes[name] = dims
+    try:
+        program = cost_program(
+            args.file.read_text(),
+            options,
+            filename=str(args.file),
+            input_shapes=input_shapes,
+            epilogue=args.epilogue,
+        )
+    except ShapeMismatchError as error:
+        option = "--input-shape" if error.input_name in input_shapes else "--shape"
+        raise CliError(f"{option}: {error}") from None
     if args.plot is not None:
         from xfuse.tools.roofline import plot_roofline
 

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from xfuse.tools.cli import option_type, positive_int
+
 DEFAULT_LOG_N = 24
 QUICK_LOG_N = 20
 
@@ -31,13 +33,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--source", type=Path, metavar="FILE.ew", help="a program instead of GELU")
     parser.add_argument(
         "--n",
-        type=parse_size,
+        type=option_type(parse_size),
         metavar="N",
         help=f"elements measured in demo 4 (e.g. 1000000 or 2^20; default 2^{DEFAULT_LOG_N})",
     )
     parser.add_argument(
         "--repeat",
-        type=int,
+        type=positive_int,
         metavar="R",
         help="timed runs per variant (median; default 3, 2 quick)",
     )
@@ -47,18 +49,29 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
+MAX_SIZE_LOG2 = 62
+"""The largest size a command accepts is 2^62 elements (numpy's sizes are int64)."""
+
+
 def parse_size(text: str) -> int:
     """`1048576`, `2^20` or `1<<20` -> 1048576; argparse reports a ValueError as a usage error."""
     text = text.strip()
-    for separator in ("^", "<<"):
-        if separator in text:
-            base, _, exponent = text.partition(separator)
-            value = (int(base) ** int(exponent)) if separator == "^" else int(base) << int(exponent)
-            break
-    else:
-        value = int(text)
-    if value < 1:
-        raise ValueError(f"size must be >= 1, got {text}")
+    separator = next((s for s in ("^", "<<") if s in text), None)
+    try:
+        parts = [int(part) for part in text.split(separator)] if separator else [int(text)]
+        if len(parts) > 2:
+            raise ValueError(text)
+    except ValueError:
+        raise ValueError(
+            f"bad size {text!r}: expected an integer like 1048576, 2^20 or 1<<20"
+        ) from None
+    value = parts[0]
+    if separator is not None:
+        base, exponent = parts
+        in_range = 0 <= exponent <= MAX_SIZE_LOG2  # never compute 2^99999999
+        value = (base**exponent if separator == "^" else base << exponent) if in_range else 0
+    if not 1 <= value <= 1 << MAX_SIZE_LOG2:
+        raise ValueError(f"size must be between 1 and 2^{MAX_SIZE_LOG2}, got {text}")
     return value
 
 
@@ -74,9 +87,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         program = lecture.load_program()
     n = args.n or 1 << (QUICK_LOG_N if args.quick else DEFAULT_LOG_N)
-    repeat = args.repeat or (2 if args.quick else 3)
-    if repeat < 1:
-        raise ValueError(f"--repeat must be >= 1, got {repeat}")
+    repeat = args.repeat if args.repeat is not None else 2 if args.quick else 3
     status = Console(stderr=True)
     figures = lecture.run_lecture(program, n, repeat, progress=lecture_progress(status))
     to_stdout = args.json == "-"

@@ -24,6 +24,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 import xfuse
 from xfuse.frontend.language import EwSyntaxError, parse_program
 from xfuse.passes import ALL_PASSES
+from xfuse.passes.pipeline import parse_passes, use_before_definition
 
 
 class _LocatingParser(Parser):
@@ -96,6 +97,11 @@ class XfuseOptMain(xDSLOptMain):
         for name, factory in ALL_PASSES.items():
             self.register_pass(name, factory)
 
+    def setup_pipeline(self) -> None:
+        # xDSL's messages for a bad option name neither the pass nor the option: check first.
+        parse_passes(self.args.passes, self.available_passes)
+        super().setup_pipeline()
+
     def register_all_frontends(self) -> None:
         super().register_all_frontends()
         self.available_frontends["ew"] = self._parse_ew
@@ -136,6 +142,16 @@ class XfuseOptMain(xDSLOptMain):
             for note in getattr(error, "__notes__", ()):
                 located.add_note(note)
             raise located from None
+        # xDSL's verifier does not check dominance; a pass given a use before its definition
+        # would fail deep inside (ew-fuse on an AssertionError): reject it as mlir-opt does.
+        misuse = use_before_definition(prog)
+        if misuse is not None:
+            op, index = misuse
+            location = self._parser.location_of(op) if self._parser is not None else None
+            raise DiagnosticException(
+                f"{f'{location}: ' if location else ''}error: '{op.name}' operand #{index} is used "
+                f"before its definition (it does not dominate this use)"
+            )
 
 
 def _diagnostic(error: BaseException) -> str:
