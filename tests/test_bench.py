@@ -11,6 +11,7 @@ import pytest
 
 from xfuse.dialects import ew
 from xfuse.runtime import bench, peers
+from xfuse.runtime.timing import interleaved_medians, separable
 from xfuse.tools.bench_cmd import parse_sizes
 from xfuse.tools.cli import main
 from xfuse.tools.lecture_cmd import parse_size
@@ -142,3 +143,43 @@ def test_public_name() -> None:
     import xfuse
 
     assert xfuse.bench is bench.bench
+
+
+def test_interleaved_rounds_take_turns() -> None:
+    calls: list[str] = []
+    medians = interleaved_medians(
+        [lambda: calls.append("a"), lambda: calls.append("b")], rounds=3, repeat=2
+    )
+    assert calls == ["a", "a", "b", "b"] * 3
+    assert [len(m) for m in medians] == [3, 3]
+
+
+def test_measure_interleaved_checks_and_times_every_variant() -> None:
+    workload = bench.prepare_workload("y = x * 2 + z;", 256)
+    variants = [bench.numpy_per_op(workload), bench.bandwidth_ceiling(workload)]
+    per_op, ceiling = bench.measure_interleaved(workload, variants, rounds=4, repeat=1)
+    assert per_op.max_error < 1e-6 and ceiling.max_error is None
+    assert len(per_op.round_times_s) == len(ceiling.round_times_s) == 4
+    assert per_op.time_s == min(per_op.round_times_s)
+    assert (per_op.bytes, ceiling.bytes) == (5 * 4 * 256, 3 * 4 * 256)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "apart"),
+    [
+        ([1, 2, 3, 4, 5], [6, 7, 8, 9, 10], True),
+        # a round of the faster variant slowed past two of the other's: still apart
+        ([1, 2, 3, 4, 7.5], [6, 7, 8, 9, 10], True),
+        ([6, 7, 8, 9, 10], [1, 2, 3, 4, 7.5], True),
+        # past three of them: within noise, however fast the other four
+        ([1, 2, 3, 4, 8.5], [6, 7, 8, 9, 10], False),
+        # interleaved rounds, equal rounds: within noise
+        ([1, 3, 5, 7, 9], [2, 4, 6, 8, 10], False),
+        ([2.0] * 5, [2.0] * 5, False),
+        # 3 rounds each can never reach the 5% level (the most extreme split is 1 in 10)
+        ([1, 2, 3], [4, 5, 6], False),
+        ([1, 2, 3, 4], [5, 6, 7, 8], True),
+    ],
+)
+def test_separable_is_a_rank_test(a: list[float], b: list[float], apart: bool) -> None:
+    assert separable(a, b) == separable(b, a) == apart

@@ -6,7 +6,9 @@
 A `Workload` is a program with random float32 inputs of n elements and its float64 reference;
 a `Variant` is one way to compute it (numpy one op at a time, numpy with planned `out=` buffers,
 xfuse's fused kernel, the bandwidth ceiling, a peer compiler); `measure` times a variant (median
-of a few runs after a warm-up) and checks it against the reference.
+of a few runs after a warm-up) and checks it against the reference; `measure_interleaved` times
+several in rounds, each round running every variant in turn, and keeps each round's median (the
+best round is the time; `timing.separable` tells whether two variants differ beyond noise).
 
 Traffic models, from xfuse's cost analysis at the measured size: "unfused" moves every op's
 operands and result through memory, "fused" reads each input and writes each output once. The
@@ -30,7 +32,7 @@ from xdsl.ir import SSAValue
 from xfuse.dialects import ew
 from xfuse.passes.pipeline import apply_pipeline, only_function
 from xfuse.runtime.arrays import numpy_dtype
-from xfuse.runtime.timing import median_seconds
+from xfuse.runtime.timing import interleaved_medians
 
 Outputs = np.ndarray | tuple[np.ndarray, ...]
 
@@ -195,13 +197,19 @@ class Variant:
 class Measurement:
     variant: str
     n: int
-    time_s: float
+    round_times_s: tuple[float, ...]
+    """The median time of each round (one round for `measure`)."""
     traffic: str
     """Its traffic model: "unfused" or "fused"."""
     bytes: int
     """Bytes its traffic model moves."""
     max_error: float | None
     """Largest absolute difference from the float64 reference; None when not checked."""
+
+    @property
+    def time_s(self) -> float:
+        """The best round's median: the time the variant takes when the machine lets it."""
+        return min(self.round_times_s)
 
     @property
     def bandwidth(self) -> float:
@@ -224,12 +232,32 @@ def max_error(got: Outputs, want: Sequence[np.ndarray]) -> float:
 
 
 def measure(workload: Workload, variant: Variant, repeat: int = 3) -> Measurement:
-    """Check the first (warm-up) run against the reference, then time `repeat` more."""
-    first = variant.run()
-    error = max_error(first, workload.reference) if variant.checked else None
-    seconds = median_seconds(variant.run, repeat, warmup=0)
-    traffic = workload.fused_bytes if variant.traffic == "fused" else workload.unfused_bytes
-    return Measurement(variant.name, workload.n, seconds, variant.traffic, traffic, error)
+    """Check the first (warm-up) run against the reference, then time `repeat` more (median)."""
+    (measurement,) = measure_interleaved(workload, [variant], rounds=1, repeat=repeat)
+    return measurement
+
+
+def measure_interleaved(
+    workload: Workload, variants: Sequence[Variant], rounds: int, repeat: int
+) -> list[Measurement]:
+    """Check each variant's first (warm-up) run against the reference, then time them all in
+    `rounds` rounds of `repeat` runs each, every round running each variant in turn."""
+    errors = []
+    for variant in variants:
+        first = variant.run()
+        errors.append(max_error(first, workload.reference) if variant.checked else None)
+    times = interleaved_medians([v.run for v in variants], rounds, repeat)
+    return [
+        Measurement(
+            variant.name,
+            workload.n,
+            round_times,
+            variant.traffic,
+            workload.fused_bytes if variant.traffic == "fused" else workload.unfused_bytes,
+            error,
+        )
+        for variant, round_times, error in zip(variants, times, errors, strict=True)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
