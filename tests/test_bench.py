@@ -12,7 +12,7 @@ import pytest
 from xfuse.dialects import ew
 from xfuse.runtime import bench, peers
 from xfuse.runtime.timing import interleaved_medians, separable
-from xfuse.tools.bench_cmd import parse_sizes
+from xfuse.tools.bench_cmd import bandwidth_figure, parse_sizes, program_title
 from xfuse.tools.cli import main
 from xfuse.tools.lecture_cmd import parse_size
 
@@ -36,6 +36,9 @@ def test_sizes() -> None:
 def test_program_source() -> None:
     assert bench.program_source("tanh(x) * y") == "out = tanh(x) * y;"
     assert bench.program_source("z = x + 1;") == "z = x + 1;"
+    # a missing last `;` goes after the last code, never into a comment
+    assert bench.program_source("z = x + 1 # one") == "z = x + 1; # one"
+    assert bench.program_source("z = x + 1\n# end\n") == "z = x + 1;\n# end"
 
 
 def test_workload_traffic_and_reference() -> None:
@@ -128,8 +131,58 @@ def test_cli_tables_and_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     arguments = ["bench", "--expr", "x * y + 1", "--sizes", "2^8", "--repeat", "1"]
     assert main([*arguments, "--plot", str(plot)]) == 0
     out = capsys.readouterr().out
-    assert "out = x * y + 1;" in out and "bandwidth ceiling" in out
+    assert out.startswith("out = x * y + 1  float32, 1 thread, math=approx\n")
+    assert "bandwidth ceiling" in out
     assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_settings_stay_out_of_the_programs_comment(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    program = tmp_path / "double.ew"
+    program.write_text("input f32 x[n];\ny = x * 2  # twice, no semicolon\n")
+    assert main(["bench", str(program), "--sizes", "2^8", "--repeat", "1"]) == 0
+    header, first, second, *_ = capsys.readouterr().out.splitlines()
+    assert header == "double.ew  float32, 1 thread, math=approx"
+    # the program as written (markup-free: `[n]` stays), its missing `;` before the comment
+    assert (first, second) == ("  input f32 x[n];", "  y = x * 2; # twice, no semicolon")
+
+
+@pytest.mark.parametrize(
+    ("program", "path", "title"),
+    [
+        (GELU, Path("examples/gelu.ew"), "gelu.ew"),
+        (GELU, None, "h = x + b"),
+        ("input f32 x[n]; # doubled\ny = x * 2;", None, "y = x * 2"),
+        (
+            "out = " + " + ".join(f"x{i}" for i in range(30)) + ";",
+            None,
+            "out = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7 + x8 + x9 + x...",
+        ),
+    ],
+)
+def test_program_title(program: str, path: Path | None, title: str) -> None:
+    assert program_title(program, path) == title
+
+
+def test_bandwidth_plot_is_titled_by_name() -> None:
+    pytest.importorskip("matplotlib")
+    from xfuse.tools.cli import import_pyplot
+
+    rows = tuple(
+        bench.BenchRow(n, variant, 1e-3, 2e9, 0.5, 1.0, None)
+        for n in (256, 1024)
+        for variant in ("numpy per-op", "bandwidth ceiling")
+    )
+    result = bench.BenchResult(GELU, "approx", 2, 1, rows, ())
+    figure = bandwidth_figure(result, "gelu.ew")
+    (axes,) = figure.axes
+    assert axes.get_title() == "gelu.ew\nfloat32, 2 threads, math=approx"
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == [
+        "numpy per-op",
+        "bandwidth ceiling",
+    ]
+    import_pyplot().close(figure)
 
 
 def test_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:

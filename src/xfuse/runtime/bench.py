@@ -56,11 +56,17 @@ class Workload:
 
 
 def program_source(expression: str) -> str:
-    """`tanh(x) * y` -> `out = tanh(x) * y;` (a full program passes unchanged but for `;`)."""
+    """`tanh(x) * y` -> `out = tanh(x) * y;` (a full program passes unchanged but for a missing
+    last `;`, which goes after its last code, before any comment)."""
     text = expression.strip()
     if "=" not in text:
         text = f"out = {text}"
-    return text if text.endswith(";") else text + ";"
+    lines = text.split("\n")
+    last = max((i for i, line in enumerate(lines) if line.partition("#")[0].strip()), default=0)
+    code, hash_, comment = lines[last].partition("#")
+    if not code.rstrip().endswith(";"):
+        lines[last] = f"{code.rstrip()};" + (f" {hash_}{comment}" if hash_ else "")
+    return "\n".join(lines)
 
 
 def _float64_reference(
