@@ -733,11 +733,12 @@ def measure_observations(demo: MeasureDemo) -> list[str]:
 def _planned_observation(setup: MeasureSetup, per_op: MeasureRow, planned: MeasureRow) -> str:
     times = f"{format_duration(per_op.time_s)} op by op, {format_duration(planned.time_s)} planned"
     calls = plural(setup.numpy_calls, "numpy call")
-    fresh = (
-        "the fresh array its 1 numpy call allocates costs"
+    allocated = (
+        "the fresh array its 1 numpy call allocates"
         if setup.numpy_calls == 1
-        else f"the fresh arrays its {calls} allocate cost"
+        else f"the fresh arrays its {calls} allocate"
     )
+    cost = "costs" if setup.numpy_calls == 1 else "cost"
     match _compare(planned, per_op):
         case -1:
             return (
@@ -749,12 +750,12 @@ def _planned_observation(setup: MeasureSetup, per_op: MeasureRow, planned: Measu
         case 1:
             return (
                 f"Planned out= buffers make numpy {_factor(planned.time_s, per_op.time_s)} "
-                f"slower here ({times}): at this size {fresh} nothing worth saving."
+                f"slower here ({times}): at this size {allocated} {cost} nothing worth saving."
             )
         case _:
             return (
-                f"Planned out= buffers make no difference beyond noise here ({times}): at this "
-                f"size {fresh} little."
+                f"Planned out= buffers make no difference beyond noise here ({times}): on this "
+                f"run, what {allocated} {cost} cannot be told from noise."
             )
 
 
