@@ -540,13 +540,14 @@ class BuildFacts:
     """Whether its code computes on vectors of floats."""
 
 
-def build_facts(math: str, llvm_ir: str) -> BuildFacts:
+def build_facts(mode: str, llvm_ir: str) -> BuildFacts:
+    """The facts of the kernel built with `math=mode` whose optimized LLVM IR is `llvm_ir`."""
     from llvmlite import binding
 
     declared = binding.parse_assembly(llvm_ir).functions
     calls = sorted(f.name for f in declared if f.is_declaration and not f.name.startswith("llvm."))
     vectorized = re.search(r"<\d+ x (half|bfloat|float|double)>", llvm_ir) is not None
-    return BuildFacts(math, tuple(calls), vectorized)
+    return BuildFacts(mode, tuple(calls), vectorized)
 
 
 @dataclass(frozen=True)
@@ -574,7 +575,7 @@ def measure_setup(workload: bench.Workload) -> MeasureSetup:
     from xfuse.runtime.compiler import compile
 
     kernels = {
-        math: compile(workload.source, workload.outputs, math=math) for math in ("libm", "approx")
+        mode: compile(workload.source, workload.outputs, math=mode) for mode in ("libm", "approx")
     }
     steps = [
         op
@@ -696,10 +697,13 @@ def format_duration(seconds: float) -> str:
 
 
 def _compare(a: MeasureRow, b: MeasureRow) -> int:
-    """-1 if `a` is faster than `b` beyond noise, 1 if slower, 0 if they are not separable."""
+    """-1 if `a` is faster than `b` beyond noise, 1 if slower, 0 if they are not separable (or
+    their best rounds disagree with their ranks, so no factor between them could be quoted)."""
     if not separable(a.round_times_s, b.round_times_s):
         return 0
-    return -1 if a.time_s < b.time_s else 1
+    slower_pairs = sum((x > y) - (x < y) for x in a.round_times_s for y in b.round_times_s)
+    by_rank = 1 if slower_pairs > 0 else -1
+    return by_rank if by_rank == (1 if a.time_s > b.time_s else -1) else 0
 
 
 def _versus(a: MeasureRow, b: MeasureRow, name: str) -> str:
