@@ -24,6 +24,7 @@ PROGRAMS = {
     # float64 has no approximation: tanh calls libm in both math modes
     "libm only": "input f64 x[n];\ny = tanh(x) * x;\n",
     "no temporaries": "y = tanh(x);\n",
+    "no ops": "y = x;\n",
 }
 
 
@@ -129,6 +130,13 @@ def test_tables(capsys: pytest.CaptureFixture[str]) -> None:
         assert title in out
 
 
+def test_program_without_inputs(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = tmp_path / "constant.ew"
+    source.write_text("y = 1 + 2;")
+    assert main(["lecture", "--quick", "--n", "64", "--source", str(source)]) == 1
+    assert "reads no inputs: there is no bandwidth ceiling" in capsys.readouterr().err
+
+
 def test_bad_program(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     source = tmp_path / "bad.ew"
     source.write_text("y = x +;")
@@ -173,6 +181,7 @@ def test_demos_1_to_3_say_what_the_program_is(program: tuple[str, lecture.Progra
         "linear": "The unfused program has 1 temporary: there is no dead buffer to reuse.",
         "libm only": "The unfused program has 1 temporary",
         "no temporaries": "The unfused program has no temporaries",
+        "no ops": "The program computes nothing",
     }
     assert expected[name] in text
 

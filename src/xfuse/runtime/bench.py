@@ -185,6 +185,8 @@ def prepare_workload(
 
 def ceiling_source(input_names: Sequence[str], output_names: Sequence[str]) -> str:
     """A streaming program with the fused traffic: each output the sum of all inputs."""
+    if not input_names:
+        raise ValueError("the program reads no inputs: there is no bandwidth ceiling to measure")
     total = " + ".join(input_names) if len(input_names) > 1 else f"{input_names[0]} * 2"
     return "".join(f"{name} = {total};\n" for name in output_names)
 
@@ -305,8 +307,6 @@ def bandwidth_ceiling(workload: Workload, threads: int = 1) -> Variant:
     program's bytes can move on this machine (inputs and outputs as the program's)."""
     from xfuse.runtime.compiler import compile
 
-    if not workload.input_names:
-        raise ValueError("the program reads no inputs: there is no bandwidth ceiling to measure")
     source = ceiling_source(workload.input_names, workload.output_names)
     arrays = workload.arrays
     kernel = compile(

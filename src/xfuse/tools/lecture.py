@@ -586,7 +586,7 @@ def measure_setup(workload: bench.Workload) -> MeasureSetup:
         n=workload.n,
         dtype="/".join(sorted({array.dtype.name for array in workload.arrays.values()})),
         threads=1,
-        array_bytes=max(array.nbytes for array in workload.arrays.values()),
+        array_bytes=max((array.nbytes for array in workload.arrays.values()), default=0),
         unfused_bytes=workload.unfused_bytes,
         fused_bytes=workload.fused_bytes,
         numpy_calls=len(steps),
@@ -743,6 +743,11 @@ def _planned_observation(setup: MeasureSetup, per_op: MeasureRow, planned: Measu
         else f"the fresh arrays its {calls} allocate"
     )
     cost = "costs" if setup.numpy_calls == 1 else "cost"
+    if not setup.numpy_calls:
+        return (
+            f"The program has no op, so numpy makes no call and allocates nothing, planned or "
+            f"not ({times})."
+        )
     match _compare(planned, per_op):
         case -1:
             return (
