@@ -2,7 +2,10 @@
 
 Every figure comes from xfuse's own pipeline and analyses; every observation is a sentence
 computed from those figures (a comparison decides what it says), so a different program or
-machine gives different sentences. Rendering (tables, JSON) is in `lecture_cmd`.
+machine gives different sentences. Demo 4's sentences come from `measure_observations`, a pure
+function of the measured rounds (two times differ only when `timing.separable`) and of what the
+fused kernels compile to (`BuildFacts`: libm calls, vectors), so tests can feed it any numbers.
+Rendering (tables, JSON) is in `lecture_report`.
 """
 
 from __future__ import annotations
