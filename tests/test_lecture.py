@@ -280,6 +280,9 @@ def check_measure_sentences(demo: MeasureDemo) -> None:
             assert not separable(row(match[1]).round_times_s, row(match[2]).round_times_s)
         if match := re.search(rf"({DURATION}) and ({DURATION}), within noise of each other", line):
             assert not separable(row(match[1]).round_times_s, row(match[2]).round_times_s)
+        if match := re.search(rf"({DURATION}) and ({DURATION}), a ([\d.,]+)x gap", line):
+            first, second = row(match[1]), row(match[2])
+            check_order(*sorted((first, second), key=lambda r: r.time_s), match[3])
         if match := re.search(r"is ([\d.,]+)x faster\)", line):  # the approx build vs libm
             check_order(approx, libm, match[1])
         if match := re.search(r"cut the traffic ([\d.,]+)x", line):
@@ -289,6 +292,10 @@ def check_measure_sentences(demo: MeasureDemo) -> None:
         if match := re.search(r"max error of (\S+?)[,.]? ", line):
             assert match[1] == f"{approx.max_error:.1e}"
     text = " ".join(demo.observations)
+
+    streams = re.search(r"streams the fused traffic at (\S+) GB/s", text)
+    assert streams is not None
+    assert float(streams[1]) == pytest.approx(ceiling.fused_bandwidth / 1e9, rel=0.005)
 
     # the share of the ceiling each claim quotes, and what it says of it
     libm_share = re.search(r"It reaches (only )?(\d+)% of the bandwidth ceiling", text)

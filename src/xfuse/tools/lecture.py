@@ -686,17 +686,24 @@ def measure_demo(
     return replace(demo, observations=tuple(measure_observations(demo)))
 
 
+def _three_digits(value: float) -> str:
+    """`168`, `10.3`, `0.962`, `0.00123`: three significant digits, never an exponent."""
+    digits = max(0, 2 - math.floor(math.log10(value))) if value > 0 else 0
+    return f"{value:.{digits}f}"
+
+
 def format_duration(seconds: float) -> str:
     """Three significant digits: `168 ms`, `10.3 ms`, `0.962 ms`, `26.1 us`."""
-    value, unit = (
-        (seconds, "s")
-        if seconds >= 1
-        else (seconds * 1e3, "ms")
-        if seconds >= 1e-4
-        else (seconds * 1e6, "us")
-    )
-    digits = max(0, 2 - math.floor(math.log10(value))) if value > 0 else 0
-    return f"{value:.{digits}f} {unit}"
+    if seconds >= 1:
+        return f"{_three_digits(seconds)} s"
+    if seconds >= 1e-4:
+        return f"{_three_digits(seconds * 1e3)} ms"
+    return f"{_three_digits(seconds * 1e6)} us"
+
+
+def format_gbps(bytes_per_second: float) -> str:
+    """GB/s to three significant digits: `18.5`, `0.0410`."""
+    return _three_digits(bytes_per_second / 1e9)
 
 
 def _compare(a: MeasureRow, b: MeasureRow) -> int:
@@ -786,15 +793,11 @@ def _libm_observation(
             else "code without libm calls (though not the same code)"
         )
         shape = "vectorized by LLVM" if build.vectorized else "which LLVM left scalar"
-        gap = (
-            "within noise of each other"
-            if _compare(libm, approx) == 0
-            else f"a {_factor(max(libm.time_s, approx.time_s), min(libm.time_s, approx.time_s))} "
-            "gap that is this machine's noise, not the code"
-            if setup.same_code
-            else f"a {_factor(max(libm.time_s, approx.time_s), min(libm.time_s, approx.time_s))} "
-            "gap"
-        )
+        gap = "within noise of each other"
+        if _compare(libm, approx):
+            slow, fast = max(libm.time_s, approx.time_s), min(libm.time_s, approx.time_s)
+            noise = " that is this machine's noise, not the code" if setup.same_code else ""
+            gap = f"a {_factor(slow, fast)} gap{noise}"
         return (
             "No op of this program calls libm, so the fused libm and approx builds compile to "
             f"{code}, {shape}: {format_duration(libm.time_s)} and "
@@ -807,14 +810,11 @@ def _libm_observation(
         if setup.unfused_bytes > setup.fused_bytes
         else ""
     )
-    text = f"The fused loop calling {calls} takes {format_duration(libm.time_s)}, {versus}"
-    match _compare(libm, per_op):
-        case 1:
-            text = f"Surprise: t{text[1:]}{cut}."
-        case 0:
-            text += f"{cut}."
-        case _:
-            text += "."
+    slower = _compare(libm, per_op)
+    text = (
+        f"{'Surprise: the' if slower == 1 else 'The'} fused loop calling {calls} takes "
+        f"{format_duration(libm.time_s)}, {versus}{cut if slower >= 0 else ''}."
+    )
     if not build.vectorized:
         text += (
             f" LLVM left the loop around the call{'s' if len(build.libm_calls) > 1 else ''} "
@@ -878,12 +878,12 @@ def _ceiling_observation(setup: MeasureSetup, approx: MeasureRow, ceiling: Measu
     )
     text = (
         f"The ceiling ({setup.ceiling_source}) streams the fused traffic at "
-        f"{ceiling.fused_bandwidth / 1e9:.1f} GB/s on one core; the fused approx kernel moves "
+        f"{format_gbps(ceiling.fused_bandwidth)} GB/s on one core; the fused approx kernel moves "
         f"the same bytes at {approx.of_ceiling:.0%} of its speed"
     )
     match _compare(approx, ceiling):
         case 1:
-            return text + (f": something besides memory bandwidth ({cause}) sets its speed.")
+            return f"{text}: something besides memory bandwidth ({cause}) sets its speed."
         case 0:
             return (
                 text + ", the same within noise: memory bandwidth, not arithmetic, sets its speed."

@@ -17,6 +17,7 @@ from xfuse.tools.lecture import (
     PlanDemo,
     TrafficDemo,
     format_duration,
+    format_gbps,
     plural,
 )
 
@@ -109,7 +110,7 @@ def print_memory_plan(console: Console, demo: PlanDemo) -> None:
 
 
 def _gbps(bandwidth: float | None) -> str:
-    return "-" if bandwidth is None else f"{bandwidth / 1e9:.1f}"
+    return "-" if bandwidth is None else format_gbps(bandwidth)
 
 
 def print_measurement(console: Console, demo: MeasureDemo) -> None:
