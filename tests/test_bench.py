@@ -13,7 +13,8 @@ import pytest
 
 from xfuse.dialects import ew
 from xfuse.runtime import bench, peers
-from xfuse.tools.bench_cmd import parse_sizes
+from xfuse.runtime.timing import interleaved_medians, separable
+from xfuse.tools.bench_cmd import bandwidth_figure, parse_sizes, program_title
 from xfuse.tools.cli import main
 from xfuse.tools.lecture_cmd import parse_size
 
@@ -37,6 +38,9 @@ def test_sizes() -> None:
 def test_program_source() -> None:
     assert bench.program_source("tanh(x) * y") == "out = tanh(x) * y;"
     assert bench.program_source("z = x + 1;") == "z = x + 1;"
+    # a missing last `;` goes after the last code, never into a comment
+    assert bench.program_source("z = x + 1 # one") == "z = x + 1; # one"
+    assert bench.program_source("z = x + 1\n# end\n") == "z = x + 1;\n# end"
 
 
 def test_workload_traffic_and_reference() -> None:
@@ -160,8 +164,58 @@ def test_cli_tables_and_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     arguments = ["bench", "--expr", "x * y + 1", "--sizes", "2^8", "--repeat", "1"]
     assert main([*arguments, "--plot", str(plot)]) == 0
     out = capsys.readouterr().out
-    assert "out = x * y + 1;" in out and "bandwidth ceiling" in out
+    assert out.startswith("out = x * y + 1  float32, 1 thread, math=approx\n")
+    assert "bandwidth ceiling" in out
     assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_settings_stay_out_of_the_programs_comment(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    program = tmp_path / "double.ew"
+    program.write_text("input f32 x[n];\ny = x * 2  # twice, no semicolon\n")
+    assert main(["bench", str(program), "--sizes", "2^8", "--repeat", "1"]) == 0
+    header, first, second, *_ = capsys.readouterr().out.splitlines()
+    assert header == "double.ew  float32, 1 thread, math=approx"
+    # the program as written (markup-free: `[n]` stays), its missing `;` before the comment
+    assert (first, second) == ("  input f32 x[n];", "  y = x * 2; # twice, no semicolon")
+
+
+@pytest.mark.parametrize(
+    ("program", "path", "title"),
+    [
+        (GELU, Path("examples/gelu.ew"), "gelu.ew"),
+        (GELU, None, "h = x + b"),
+        ("input f32 x[n]; # doubled\ny = x * 2;", None, "y = x * 2"),
+        (
+            "out = " + " + ".join(f"x{i}" for i in range(30)) + ";",
+            None,
+            "out = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7 + x8 + x9 + x...",
+        ),
+    ],
+)
+def test_program_title(program: str, path: Path | None, title: str) -> None:
+    assert program_title(program, path) == title
+
+
+def test_bandwidth_plot_is_titled_by_name() -> None:
+    pytest.importorskip("matplotlib")
+    from xfuse.tools.cli import import_pyplot
+
+    rows = tuple(
+        bench.BenchRow(n, variant, 1e-3, 2e9, 0.5, 1.0, None)
+        for n in (256, 1024)
+        for variant in ("numpy per-op", "bandwidth ceiling")
+    )
+    result = bench.BenchResult(GELU, "approx", 2, 1, rows, ())
+    figure = bandwidth_figure(result, "gelu.ew")
+    (axes,) = figure.axes
+    assert axes.get_title() == "gelu.ew\nfloat32, 2 threads, math=approx"
+    assert [t.get_text() for t in axes.get_legend().get_texts()] == [
+        "numpy per-op",
+        "bandwidth ceiling",
+    ]
+    import_pyplot().close(figure)
 
 
 def test_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
@@ -223,3 +277,43 @@ def test_public_name() -> None:
     import xfuse
 
     assert xfuse.bench is bench.bench
+
+
+def test_interleaved_rounds_take_turns() -> None:
+    calls: list[str] = []
+    medians = interleaved_medians(
+        [lambda: calls.append("a"), lambda: calls.append("b")], rounds=3, repeat=2
+    )
+    assert calls == ["a", "a", "b", "b"] * 3
+    assert [len(m) for m in medians] == [3, 3]
+
+
+def test_measure_interleaved_checks_and_times_every_variant() -> None:
+    workload = bench.prepare_workload("y = x * 2 + z;", 256)
+    variants = [bench.numpy_per_op(workload), bench.bandwidth_ceiling(workload)]
+    per_op, ceiling = bench.measure_interleaved(workload, variants, rounds=4, repeat=1)
+    assert per_op.max_error < 1e-6 and ceiling.max_error is None
+    assert len(per_op.round_times_s) == len(ceiling.round_times_s) == 4
+    assert per_op.time_s == min(per_op.round_times_s)
+    assert (per_op.bytes, ceiling.bytes) == (5 * 4 * 256, 3 * 4 * 256)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "apart"),
+    [
+        ([1, 2, 3, 4, 5], [6, 7, 8, 9, 10], True),
+        # a round of the faster variant slowed past two of the other's: still apart
+        ([1, 2, 3, 4, 7.5], [6, 7, 8, 9, 10], True),
+        ([6, 7, 8, 9, 10], [1, 2, 3, 4, 7.5], True),
+        # past three of them: within noise, however fast the other four
+        ([1, 2, 3, 4, 8.5], [6, 7, 8, 9, 10], False),
+        # interleaved rounds, equal rounds: within noise
+        ([1, 3, 5, 7, 9], [2, 4, 6, 8, 10], False),
+        ([2.0] * 5, [2.0] * 5, False),
+        # 3 rounds each can never reach the 5% level (the most extreme split is 1 in 10)
+        ([1, 2, 3], [4, 5, 6], False),
+        ([1, 2, 3, 4], [5, 6, 7, 8], True),
+    ],
+)
+def test_separable_is_a_rank_test(a: list[float], b: list[float], apart: bool) -> None:
+    assert separable(a, b) == separable(b, a) == apart

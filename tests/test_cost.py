@@ -459,6 +459,36 @@ def test_cli_roofline_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
 
 
 @needs_fuse
+def test_roofline_merges_identical_kernels_and_labels_every_roof() -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.text import Annotation
+
+    from xfuse.tools.cli import import_pyplot
+    from xfuse.tools.roofline import roofline_figure
+
+    program = cost_program(
+        GELU.read_text(), CostOptions("h100", (4096, 14336), "bfloat16", l2=True)
+    )
+    figure = roofline_figure(program)
+    (axes,) = figure.axes
+    labels = {text.get_text(): text for text in axes.texts}
+    # the 11 unfused one-op kernels land on two spots: one point and one label each
+    points = ["6 kernels: addf x3, mulf x3", "5 kernels: mulf x3, tanh, addf", "11 ops"]
+    assert set(points) <= set(labels)
+    unfused, fused = (line for line in axes.get_lines() if line.get_label() in ("unfused", "fused"))
+    assert len(unfused.get_xdata()) == 2 and len(fused.get_xdata()) == 1
+    for name in points:  # offset from the marker, in a box, tied to it by a line
+        label = labels[name]
+        assert isinstance(label, Annotation) and label.arrow_patch is not None
+        assert min(abs(d) for d in label.xyann) >= 10 and label.get_bbox_patch() is not None
+    # every roof says what it is
+    for roof in ("HBM 3.35 TB/s", "L2 10.1 TB/s", "CUDA cores, bfloat16: 67 TFLOP/s"):
+        assert roof in labels
+    assert "BF16 tensor cores: 989 TFLOP/s" in labels
+    import_pyplot().close(figure)
+
+
+@needs_fuse
 def test_plot_without_matplotlib_is_a_clear_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

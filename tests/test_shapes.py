@@ -375,5 +375,5 @@ def test_lecture_runs_a_declared_2d_program(tmp_path: Path) -> None:
     fused = report["traffic"]["rows"][1]
     assert fused["bytes"] == 352_350_208  # 4096 x 14336 bf16: x, r, out and the [d] bias
     measured = report["measurement"]
-    assert measured["n"] == 2 * 14336  # rows of the lecture's d_ff
+    assert measured["setup"]["n"] == 2 * 14336  # rows of the lecture's d_ff
     assert all(r["max_error"] is None or r["max_error"] < 1e-5 for r in measured["rows"])

@@ -6,7 +6,9 @@
 A `Workload` is a program with random float32 inputs of n elements and its float64 reference;
 a `Variant` is one way to compute it (numpy one op at a time, numpy with planned `out=` buffers,
 xfuse's fused kernel, the bandwidth ceiling, a peer compiler); `measure` times a variant (median
-of a few runs after a warm-up) and checks it against the reference.
+of a few runs after a warm-up) and checks it against the reference; `measure_interleaved` times
+several in rounds, each round running every variant in turn, and keeps each round's median (the
+best round is the time; `timing.separable` tells whether two variants differ beyond noise).
 
 Traffic models, from xfuse's cost analysis at the measured size: "unfused" moves every op's
 operands and result through memory, "fused" reads each input and writes each output once. The
@@ -31,7 +33,7 @@ from xfuse.dialects import ew
 from xfuse.dtypes import dtype_of
 from xfuse.passes.pipeline import apply_pipeline, only_function
 from xfuse.runtime.arrays import numpy_dtype
-from xfuse.runtime.timing import median_seconds
+from xfuse.runtime.timing import interleaved_medians
 
 Outputs = np.ndarray | tuple[np.ndarray, ...]
 
@@ -55,11 +57,17 @@ class Workload:
 
 
 def program_source(expression: str) -> str:
-    """`tanh(x) * y` -> `out = tanh(x) * y;` (a full program passes unchanged but for `;`)."""
+    """`tanh(x) * y` -> `out = tanh(x) * y;` (a full program passes unchanged but for a missing
+    last `;`, which goes after its last code, before any comment)."""
     text = expression.strip()
     if "=" not in text:
         text = f"out = {text}"
-    return text if text.endswith(";") else text + ";"
+    lines = text.split("\n")
+    last = max((i for i, line in enumerate(lines) if line.partition("#")[0].strip()), default=0)
+    code, hash_, comment = lines[last].partition("#")
+    if not code.rstrip().endswith(";"):
+        lines[last] = f"{code.rstrip()};" + (f" {hash_}{comment}" if hash_ else "")
+    return "\n".join(lines)
 
 
 def _float64_reference(
@@ -178,6 +186,8 @@ def prepare_workload(
 
 def ceiling_source(input_names: Sequence[str], output_names: Sequence[str]) -> str:
     """A streaming program with the fused traffic: each output the sum of all inputs."""
+    if not input_names:
+        raise ValueError("the program reads no inputs: there is no bandwidth ceiling to measure")
     total = " + ".join(input_names) if len(input_names) > 1 else f"{input_names[0]} * 2"
     return "".join(f"{name} = {total};\n" for name in output_names)
 
@@ -196,13 +206,19 @@ class Variant:
 class Measurement:
     variant: str
     n: int
-    time_s: float
+    round_times_s: tuple[float, ...]
+    """The median time of each round (one round for `measure`)."""
     traffic: str
     """Its traffic model: "unfused" or "fused"."""
     bytes: int
     """Bytes its traffic model moves."""
     max_error: float | None
     """Largest absolute difference from the float64 reference; None when not checked."""
+
+    @property
+    def time_s(self) -> float:
+        """The best round's median: the time the variant takes when the machine lets it."""
+        return min(self.round_times_s)
 
     @property
     def bandwidth(self) -> float:
@@ -225,12 +241,32 @@ def max_error(got: Outputs, want: Sequence[np.ndarray]) -> float:
 
 
 def measure(workload: Workload, variant: Variant, repeat: int = 3) -> Measurement:
-    """Check the first (warm-up) run against the reference, then time `repeat` more."""
-    first = variant.run()
-    error = max_error(first, workload.reference) if variant.checked else None
-    seconds = median_seconds(variant.run, repeat, warmup=0)
-    traffic = workload.fused_bytes if variant.traffic == "fused" else workload.unfused_bytes
-    return Measurement(variant.name, workload.n, seconds, variant.traffic, traffic, error)
+    """Check the first (warm-up) run against the reference, then time `repeat` more (median)."""
+    (measurement,) = measure_interleaved(workload, [variant], rounds=1, repeat=repeat)
+    return measurement
+
+
+def measure_interleaved(
+    workload: Workload, variants: Sequence[Variant], rounds: int, repeat: int
+) -> list[Measurement]:
+    """Check each variant's first (warm-up) run against the reference, then time them all in
+    `rounds` rounds of `repeat` runs each, every round running each variant in turn."""
+    errors = []
+    for variant in variants:
+        first = variant.run()
+        errors.append(max_error(first, workload.reference) if variant.checked else None)
+    times = interleaved_medians([v.run for v in variants], rounds, repeat)
+    return [
+        Measurement(
+            variant.name,
+            workload.n,
+            round_times,
+            variant.traffic,
+            workload.fused_bytes if variant.traffic == "fused" else workload.unfused_bytes,
+            error,
+        )
+        for variant, round_times, error in zip(variants, times, errors, strict=True)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,8 +308,6 @@ def bandwidth_ceiling(workload: Workload, threads: int = 1) -> Variant:
     program's bytes can move on this machine (inputs and outputs as the program's)."""
     from xfuse.runtime.compiler import compile
 
-    if not workload.input_names:
-        raise ValueError("the program reads no inputs: there is no bandwidth ceiling to measure")
     source = ceiling_source(workload.input_names, workload.output_names)
     arrays = workload.arrays
     kernel = compile(

@@ -1,11 +1,13 @@
-"""Wall-clock timing for benchmarks: the median of a few runs after a warm-up run."""
+"""Wall-clock timing for benchmarks: medians of a few runs after a warm-up run, and rounds of them
+interleaved across variants for comparisons that survive a noisy machine."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 
 def median_seconds(run: Callable[[], object], repeat: int = 3, warmup: int = 1) -> float:
@@ -23,16 +25,67 @@ def median_seconds(run: Callable[[], object], repeat: int = 3, warmup: int = 1) 
 
 
 def host_summary() -> str:
-    """The host as benchmarks print it: LLVM's CPU name, widest float vectors, load average."""
-    import llvmlite.binding as llvm_binding
+    """The host as benchmarks print it: the target CPU, its widest float vectors, load average."""
+    from xfuse.runtime.native import host_cpu
 
-    from xfuse.runtime.native import host_target_machine
-
-    host_target_machine()  # initializes the native target
-    features = llvm_binding.get_host_cpu_features()
-    bits = 512 if features.get("avx512f") else 256 if features.get("avx") else 128
+    cpu = host_cpu()
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     return (
-        f"host: {llvm_binding.get_host_cpu_name()}, {os.cpu_count()} CPUs, widest float vectors "
-        f"{bits} bits (<{bits // 32} x float>), load average {load}"
+        f"host: {cpu.name}, {os.cpu_count()} CPUs, widest float vectors {cpu.float_lanes * 32} "
+        f"bits (<{cpu.float_lanes} x float>), load average {load}"
     )
+
+
+def interleaved_medians(
+    runs: Sequence[Callable[[], object]], rounds: int, repeat: int
+) -> list[tuple[float, ...]]:
+    """Per run, the median wall time of `repeat` calls in each of `rounds` rounds.
+
+    Every round times each run in turn, so a slow spell of the machine (another process, a
+    frequency change) lands on all of them rather than on whichever ran then.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    medians: list[list[float]] = [[] for _ in runs]
+    for _ in range(rounds):
+        for run, times in zip(runs, medians, strict=True):
+            times.append(median_seconds(run, repeat, warmup=0))
+    return [tuple(times) for times in medians]
+
+
+SEPARATION_LEVEL = 0.05
+"""How likely `separable` may call two timings of the same code different."""
+
+
+def separable(a: Sequence[float], b: Sequence[float], level: float = SEPARATION_LEVEL) -> bool:
+    """Whether two timings (each a few round medians) differ beyond noise: an exact two-sided
+    Mann-Whitney U test at `level`.
+
+    U counts the pairs of rounds (one of each) where `a`'s is slower (a tie counts half). If the
+    two were the same code their rounds would be exchangeable, every split of the pooled rounds
+    into groups of len(a) and len(b) as likely as the one measured; the timings are separable
+    when at most a share `level` of those splits gives a U as far from its mean. Ranks, not
+    times: a round slowed by another process counts by how many of the other's rounds it
+    passes, not by how much. With 5 rounds each, U <= 2 or >= 23 of 25 separates; fewer than 4
+    rounds each can never reach 5% (with 3, the most extreme split is 1 in 10).
+    """
+    pooled = [*a, *b]
+    pairs = len(a) * len(b)
+    if not pairs:
+        return False
+
+    def distance(group: Sequence[int]) -> float:
+        """|U - pairs / 2| with the rounds at `group` playing `a`."""
+        chosen = set(group)
+        u = sum(
+            1.0 if pooled[i] > pooled[j] else 0.5 if pooled[i] == pooled[j] else 0.0
+            for i in chosen
+            for j in range(len(pooled))
+            if j not in chosen
+        )
+        return abs(u - pairs / 2)
+
+    observed = distance(range(len(a)))
+    splits = list(itertools.combinations(range(len(pooled)), len(a)))
+    as_far = sum(1 for group in splits if distance(group) >= observed - 1e-9)
+    return as_far / len(splits) <= level

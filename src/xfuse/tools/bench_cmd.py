@@ -6,10 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xfuse.tools.cli import option_type, positive_int
 from xfuse.tools.lecture_cmd import parse_size
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def register(subparsers: Any) -> None:
@@ -83,15 +86,16 @@ def run(args: argparse.Namespace) -> int:
             repeat=args.repeat,
             progress=lambda what: _Update(status_context, what),
         )
+    name = program_title(result.source, args.file)
     if args.plot is not None:
-        plot_bandwidth(result, args.plot)
+        plot_bandwidth(result, args.plot, name)
     if args.json:
         from xfuse.analysis.cost_report import to_plain
 
         json.dump(to_plain(result), sys.stdout, indent=2)
         print()
         return 0
-    print_result(Console(width=None if sys.stdout.isatty() else 120), result)
+    print_result(Console(width=None if sys.stdout.isatty() else 120), result, name)
     if args.plot is not None:
         print(f"bandwidth plot: {args.plot}")
     return 0
@@ -110,13 +114,34 @@ class _Update:
         return None
 
 
-def print_result(console: Any, result: Any) -> None:
-    from rich.table import Table
-
-    threads = f"{result.threads} thread{'s' if result.threads > 1 else ''}"
-    console.print(
-        f"[bold]{result.source.strip()}[/bold]  {result.storage}, {threads}, math={result.math}"
+def program_title(program: str, path: Path | None = None) -> str:
+    """A short name for a program: its file's name, else its first statement that is not a
+    declaration, without comments (cut to 60 characters)."""
+    if path is not None:
+        return path.name
+    code = "\n".join(line.partition("#")[0] for line in program.splitlines())
+    statements = [" ".join(s.split()) for s in code.split(";")]
+    first = next(
+        (s for s in statements if s and s.split()[0] not in ("input", "output")),
+        " ".join(program.split()),
     )
+    return first if len(first) <= 60 else first[:57] + "..."
+
+
+def _settings(result: Any) -> str:
+    threads = f"{result.threads} thread{'s' if result.threads > 1 else ''}"
+    return f"{result.storage}, {threads}, math={result.math}"
+
+
+def print_result(console: Any, result: Any, name: str) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    # The settings on a line of their own (a program's last line may be a comment), the program
+    # as plain text (not rich markup: `x[n]` is a declaration, not a style).
+    console.print(Text.assemble((name, "bold"), f"  {_settings(result)}"))
+    if result.source.strip() != f"{name};":
+        console.print(Text("  " + result.source.strip().replace("\n", "\n  ")))
     for n in result.sizes:
         table = Table(title=f"n = {n:,}", title_justify="left")
         for header in ("variant", "time", "GB/s", "of ceiling", "vs numpy per-op", "max error"):
@@ -135,8 +160,8 @@ def print_result(console: Any, result: Any) -> None:
         console.print(f"skipped {line}")
 
 
-def plot_bandwidth(result: Any, path: Path) -> None:
-    """Effective GB/s against size, one line per variant (log-2 size axis)."""
+def bandwidth_figure(result: Any, name: str) -> Figure:
+    """Effective GB/s against size, one line per variant (log-2 size axis), titled `name`."""
     from xfuse.tools.cli import import_pyplot
 
     plt = import_pyplot()
@@ -148,9 +173,17 @@ def plot_bandwidth(result: Any, path: Path) -> None:
     axes.set_xscale("log", base=2)
     axes.set_xlabel(f"elements ({result.storage})")
     axes.set_ylabel("effective GB/s (fused traffic / time)")
-    axes.set_title(result.source.strip(), fontsize=9)
+    axes.set_title(f"{name}\n{_settings(result)}", fontsize=10)
     axes.grid(True, alpha=0.3)
     axes.legend()
     figure.tight_layout()
+    return figure
+
+
+def plot_bandwidth(result: Any, path: Path, name: str) -> None:
+    """Write `bandwidth_figure` to `path`."""
+    from xfuse.tools.cli import import_pyplot
+
+    figure = bandwidth_figure(result, name)
     figure.savefig(path, dpi=120)
-    plt.close(figure)
+    import_pyplot().close(figure)

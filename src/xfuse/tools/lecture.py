@@ -2,13 +2,18 @@
 
 Every figure comes from xfuse's own pipeline and analyses; every observation is a sentence
 computed from those figures (a comparison decides what it says), so a different program or
-machine gives different sentences. Rendering (tables, JSON) is in `lecture_cmd`.
+machine gives different sentences. Demo 4's sentences come from `measure_observations`, a pure
+function of the measured rounds (two times differ only when `timing.separable`) and of what the
+fused kernels compile to (`BuildFacts`: libm calls, vectors), so tests can feed it any numbers.
+Rendering (tables, JSON) is in `lecture_report`.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+import math
+import re
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 
@@ -24,6 +29,7 @@ from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.passes.pipeline import apply_pipeline, only_function
 from xfuse.runtime import bench
+from xfuse.runtime.timing import separable
 
 GELU_SOURCE = """\
 # GELU (tanh form) with bias and residual: the lecture's running example.
@@ -110,12 +116,22 @@ def op_text(op: Operation, names: dict[SSAValue, str]) -> str:
     return f"{op.name.removeprefix('ew.')}({operands})"
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
+def plural(count: int, word: str, plural: str | None = None) -> str:
+    """`1 op`, `2 ops`, `3 temporaries` (give the plural where adding an s is wrong)."""
+    return f"{count} {word if count == 1 else plural or word + 's'}"
 
 
-def _ratio(a: float, b: float) -> str:
-    return f"{a / b:.1f}x" if b else "inf"
+def _is_are(count: int) -> str:
+    return "is" if count == 1 else "are"
+
+
+def _factor(larger: float, smaller: float) -> str:
+    """`larger / smaller` with enough digits to tell it from 1: `1.07x`, `12.7x`, `131x`."""
+    if not smaller:
+        return "inf"
+    ratio = larger / smaller
+    digits = 3 if ratio < 1.0995 else 2 if ratio < 9.995 else 1 if ratio < 99.95 else 0
+    return f"{ratio:,.{digits}f}x"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,23 +202,33 @@ def _dataflow_observations(rows: list[DataflowRow], depth: int) -> list[str]:
     if not rows:
         return ["The program computes nothing: its outputs are inputs or constants."]
     ops = len(rows)
-    width = ops / depth
-    shape = (
-        "a chain: almost every op waits for the one before it, there are hardly any parallel "
-        "branches"
-        if width < 1.5
-        else f"about {width:.1f} ops per level: the graph has some parallel branches"
-    )
+    if ops == 1:
+        shape = "a single op"
+    elif ops == depth:
+        shape = "a chain: each op waits for the one before it, there are no parallel branches"
+    elif ops / depth < 1.5:
+        shape = (
+            "almost a chain: most ops wait for the one before it, there are few parallel branches"
+        )
+    else:
+        shape = f"about {ops / depth:.1f} ops per level: the graph has parallel branches"
     lines = [
-        f"{_plural(ops, 'op')} in a graph of depth {depth}: {shape}. Elementwise parallelism "
+        f"{plural(ops, 'op')} in a graph of depth {depth}: {shape}. Elementwise parallelism "
         "lives in the elements (each one is independent), not in the graph."
     ]
     busiest = max(rows, key=lambda row: row.readers)
+    if not busiest.readers:
+        lines.append(
+            "No op reads another op's result: every value goes straight to the output, so the "
+            "unfused program has nothing to keep alive between ops."
+        )
+        return lines
     once = sum(1 for row in rows if row.readers == 1)
     lifetime = (busiest.last_use if busiest.last_use is not None else ops) - busiest.index
     lines.append(
-        f"{busiest.value} is read by {_plural(busiest.readers, 'op')} and stays alive for "
-        f"{_plural(lifetime, 'step')}; {once} of the {ops} values are read exactly once and die "
+        f"{busiest.value} is read by {plural(busiest.readers, 'op')} and stays alive for "
+        f"{plural(lifetime, 'step')}; {once or 'none'} of the {plural(ops, 'value')} "
+        f"{_is_are(max(once, 1))} read exactly once and {'dies' if once == 1 else 'die'} "
         "right after. Demo 3's memory plan lives off that."
     )
     return lines
@@ -299,29 +325,54 @@ def demo_traffic(program: Program) -> TrafficDemo:
 
 def _traffic_observations(demo: TrafficDemo, program: Program) -> list[str]:
     unfused, fused = demo.rows
-    lines = [
-        f"Unfused, the {_plural(unfused.kernels, 'kernel')} read and write "
-        f"{unfused.tensors} whole tensors; fused, {fused.tensors} (read "
-        f"{', '.join(program.inputs)}; write {', '.join(program.outputs)}): "
-        f"{_ratio(unfused.bytes, fused.bytes)} less traffic and "
-        f"{_ratio(unfused.time_s, fused.time_s)} less time. An elementwise program's time is its "
-        "bytes."
-    ]
+    moved = f"read {', '.join(program.inputs) or 'nothing'}; write {', '.join(program.outputs)}"
+    memory_bound = demo.intensity < demo.elementwise_ridge
+    if unfused.kernels == fused.kernels:
+        lines = [
+            f"Fused or not, the program is {plural(fused.kernels, 'kernel')} reading and writing "
+            f"{plural(fused.tensors, 'whole tensor')} ({moved}): there is nothing to fuse, and "
+            "both bills are the same."
+        ]
+    else:
+        lines = [
+            f"Unfused, the {plural(unfused.kernels, 'kernel')} read and write "
+            f"{plural(unfused.tensors, 'whole tensor')}; fused, {fused.tensors} ({moved}): "
+            f"{_factor(unfused.bytes, fused.bytes)} less traffic and "
+            f"{_factor(unfused.time_s, fused.time_s)} less time."
+            + (" An elementwise program's time is its bytes." if memory_bound else "")
+        ]
     launch_share = unfused.launch_time_s / unfused.time_s if unfused.time_s else 0.0
     decode = "x".join(str(d) for d in demo.decode_shape)
-    verdict = "the main cost" if demo.decode_launch_share > 0.5 else "a large cost"
-    lines.append(
+    verdict = "the main cost" if demo.decode_launch_share > 0.5 else "not the main cost"
+    launches = (
         f"Fusion also cuts launches from {unfused.kernels} to {fused.kernels}. At this size "
-        f"launches are {launch_share:.0%} of the unfused time; at decode size ({decode}) they "
-        f"are {demo.decode_launch_share:.0%}, {verdict}: fusion matters even more in decode."
-    )
-    bound = "still memory-bound" if demo.intensity < demo.elementwise_ridge else "compute-bound"
+        "launches are {share} of the unfused time"
+        if unfused.kernels > fused.kernels
+        else "At this size launches are {share} of the time"
+    ).format(share=f"{launch_share:.0%}")
     lines.append(
-        f"Fused, the program does {demo.intensity:.2f} FLOP per byte, against a ridge point of "
-        f"{demo.elementwise_ridge:.0f} FLOP/B for the CUDA cores and "
-        f"{demo.tensor_core_ridge:.0f} for the tensor cores: {bound}. The next step is to fuse it "
-        "into the matmul before it (epilogue fusion), so its reads and writes vanish."
+        f"{launches}; at decode size "
+        f"({decode}) they are {demo.decode_launch_share:.0%}, {verdict}"
+        + (
+            ": fusion matters even more in decode."
+            if unfused.kernels > fused.kernels and demo.decode_launch_share > launch_share
+            else "."
+        )
     )
+    if memory_bound:
+        lines.append(
+            f"Fused, the program does {demo.intensity:.2f} FLOP per byte, below the ridge point "
+            f"of {demo.elementwise_ridge:.0f} FLOP/B for the CUDA cores (and "
+            f"{demo.tensor_core_ridge:.0f} for the tensor cores): memory-bound. The next step is "
+            "to fuse it into the matmul before it (epilogue fusion), so its reads and writes "
+            "vanish."
+        )
+    else:
+        lines.append(
+            f"Fused, the program does {demo.intensity:.2f} FLOP per byte, at or above the ridge "
+            f"point of {demo.elementwise_ridge:.0f} FLOP/B for the CUDA cores: compute-bound, "
+            "its arithmetic and not its bytes sets its time."
+        )
     return lines
 
 
@@ -404,23 +455,50 @@ def _most_alive_between_ops(liveness: Liveness) -> int:
 
 
 def _plan_observations(demo: PlanDemo) -> list[str]:
-    if not demo.naive_buffers:
-        return ["The unfused program has no temporaries: every op writes an output."]
-    lines = [
-        f"Reusing dead buffers takes the {demo.naive_buffers} temporaries down to "
-        f"{_plural(demo.planned_buffers, 'buffer')}; {demo.max_live} temporaries are alive "
-        "at once between two ops, so no plan can use fewer."
-    ]
-    lines.append(
-        f"{demo.in_place} of the {demo.naive_buffers} temporaries are written in place, over an "
-        "input that dies at that very op: element i is read before element i is written, so "
-        "an elementwise op may overwrite its own input."
-    )
     fused = (
         "none at all: the intermediates never leave registers"
         if demo.fused_buffers == 0
-        else f"{_plural(demo.fused_buffers, 'buffer')}"
+        else plural(demo.fused_buffers, "buffer")
     )
+    if not demo.naive_buffers:
+        return [
+            "The unfused program has no temporaries: every op writes an output, so there is "
+            "nothing to plan."
+        ]
+    temporaries = plural(demo.naive_buffers, "temporary", "temporaries")
+    alive = (
+        f"{plural(demo.max_live, 'temporary', 'temporaries')} {_is_are(demo.max_live)} alive "
+        "at once between two ops"
+    )
+    if demo.naive_buffers == 1:
+        lines = ["The unfused program has 1 temporary: there is no dead buffer to reuse."]
+    elif demo.planned_buffers == demo.naive_buffers:
+        lines = [
+            f"The unfused program has {temporaries} and {alive}, so reusing dead buffers saves "
+            f"nothing: {plural(demo.planned_buffers, 'buffer')}."
+        ]
+    else:
+        bound = (
+            "so no plan can use fewer"
+            if demo.planned_buffers == demo.max_live
+            else f"the greedy plan uses {demo.planned_buffers - demo.max_live} more than that"
+        )
+        lines = [
+            f"Reusing dead buffers takes the {temporaries} down to "
+            f"{plural(demo.planned_buffers, 'buffer')}; {alive}, {bound}."
+        ]
+    if demo.in_place:
+        lines.append(
+            f"{demo.in_place} of the {temporaries} {_is_are(demo.in_place)} written in place, "
+            "over a temporary that dies at that very op: element i is read before element i is "
+            "written, so an elementwise op may overwrite its own input."
+        )
+    else:
+        lines.append(
+            "No temporary is written in place: no op writing one reads another temporary (of "
+            "its type and shape) that dies there, and the program's inputs are never "
+            "overwritten."
+        )
     lines.append(
         f"Eager frameworks reuse memory at run time (PyTorch's caching allocator); compilers "
         f"plan it ahead, as here. Fusion goes further: the fused program needs {fused}."
@@ -440,14 +518,102 @@ def no_progress(what: str) -> AbstractContextManager[object]:
     return nullcontext()
 
 
+ROUNDS = 5
+"""Demo 4's rounds: each times every variant in turn (`bench.measure_interleaved`)."""
+
+VARIANTS = (
+    "numpy per-op",
+    "numpy planned",
+    "xfuse fused libm",
+    "xfuse fused approx",
+    "bandwidth ceiling",
+)
+"""Demo 4's variants, in the order they are timed and shown."""
+
+
+@dataclass(frozen=True)
+class BuildFacts:
+    """What a fused kernel compiles to, read from its optimized LLVM IR."""
+
+    math: str
+    """The `math` option it was built with: "libm" or "approx"."""
+    libm_calls: tuple[str, ...]
+    """The C library functions it calls (`tanhf`); LLVM intrinsics are not calls."""
+    vectorized: bool
+    """Whether its code computes on vectors of floats."""
+
+
+def build_facts(mode: str, llvm_ir: str) -> BuildFacts:
+    """The facts of the kernel built with `math=mode` whose optimized LLVM IR is `llvm_ir`."""
+    from llvmlite import binding
+
+    declared = binding.parse_assembly(llvm_ir).functions
+    calls = sorted(f.name for f in declared if f.is_declaration and not f.name.startswith("llvm."))
+    vectorized = re.search(r"<\d+ x (half|bfloat|float|double)>", llvm_ir) is not None
+    return BuildFacts(mode, tuple(calls), vectorized)
+
+
+@dataclass(frozen=True)
+class MeasureSetup:
+    """What demo 4 knows before timing anything: sizes, traffic models and the fused builds."""
+
+    n: int
+    dtype: str
+    threads: int
+    array_bytes: int
+    """Bytes of the largest input (a full-size array; a broadcast bias is smaller)."""
+    unfused_bytes: int
+    fused_bytes: int
+    numpy_calls: int
+    """numpy calls per run, each allocating its result when run op by op."""
+    ceiling_source: str
+    libm_build: BuildFacts
+    approx_build: BuildFacts
+    same_code: bool
+    """Whether the two fused builds have the same optimized LLVM IR."""
+
+
+def measure_setup(workload: bench.Workload) -> MeasureSetup:
+    """Demo 4's setup for a workload: its traffic and what its fused kernels compile to."""
+    from xfuse.runtime.compiler import compile
+
+    kernels = {
+        mode: compile(workload.source, workload.outputs, math=mode) for mode in ("libm", "approx")
+    }
+    steps = [
+        op
+        for op in only_function(workload.module).body.block.ops
+        if not isinstance(op, ew.ConstantOp | func.ReturnOp)
+    ]
+    return MeasureSetup(
+        n=workload.n,
+        dtype="/".join(sorted({array.dtype.name for array in workload.arrays.values()})),
+        threads=1,
+        array_bytes=max((array.nbytes for array in workload.arrays.values()), default=0),
+        unfused_bytes=workload.unfused_bytes,
+        fused_bytes=workload.fused_bytes,
+        numpy_calls=len(steps),
+        ceiling_source=bench.ceiling_source(workload.input_names, workload.output_names)
+        .strip()
+        .rstrip(";"),
+        libm_build=build_facts("libm", kernels["libm"].llvm_ir),
+        approx_build=build_facts("approx", kernels["approx"].llvm_ir),
+        same_code=kernels["libm"].llvm_ir == kernels["approx"].llvm_ir,
+    )
+
+
 @dataclass(frozen=True)
 class MeasureRow:
     variant: str
     traffic: str
     """The traffic model it moves: "unfused" or "fused"."""
     time_s: float
-    unfused_bandwidth: float
-    """Unfused traffic bytes per second of its time."""
+    """Its best round."""
+    round_times_s: tuple[float, ...]
+    """The median of each round, in the order the rounds ran."""
+    unfused_bandwidth: float | None
+    """Unfused traffic bytes per second of its time; None for the fused variants, which never
+    write the temporaries that traffic model counts."""
     fused_bandwidth: float
     """Fused traffic bytes per second of its time."""
     of_ceiling: float
@@ -457,17 +623,12 @@ class MeasureRow:
 
 @dataclass(frozen=True)
 class MeasureDemo:
-    n: int
-    dtype: str
-    threads: int
+    setup: MeasureSetup
+    rounds: int
     repeat: int
-    array_bytes: int
-    """Bytes of the largest input (a full-size array; a broadcast bias is smaller)."""
-    unfused_bytes: int
-    fused_bytes: int
-    ceiling_source: str
+    """Timed runs per variant in each round (their median is the round's time)."""
     rows: tuple[MeasureRow, ...]
-    """numpy per-op, numpy planned, fused libm, fused approx, bandwidth ceiling."""
+    """One per name in `VARIANTS`, in that order."""
     observations: tuple[str, ...]
 
     def row(self, variant: str) -> MeasureRow:
@@ -478,109 +639,257 @@ class MeasureDemo:
 def demo_measure(
     program: Program, n: int, repeat: int, progress: ProgressFactory = no_progress
 ) -> MeasureDemo:
-    """Time each variant on inputs of `n` elements, one thread (median of `repeat` runs).
+    """Time each variant on inputs of `n` elements, one thread: `ROUNDS` rounds of `repeat`
+    runs, interleaved; a variant's time is its best round's median.
 
     Inputs are float32 unless the program declares other dtypes or shapes.
     """
-    with progress(f"demo 4: inputs and float64 reference, n = {n:,}"):
+    with progress(f"demo 4: inputs, float64 reference and fused kernels, n = {n:,}"):
         workload = bench.prepare_workload(program.source, n, filename=program.filename)
-    builders: list[tuple[str, Callable[[], bench.Variant]]] = [
-        ("numpy per-op", lambda: bench.numpy_per_op(workload)),
-        ("numpy planned", lambda: bench.numpy_planned(workload)),
-        ("xfuse fused libm", lambda: bench.xfuse_fused(workload, "libm")),
-        ("xfuse fused approx", lambda: bench.xfuse_fused(workload, "approx")),
-        ("bandwidth ceiling", lambda: bench.bandwidth_ceiling(workload)),
-    ]
-    measured = []
-    for index, (name, build) in enumerate(builders, 1):
-        with progress(f"demo 4: measuring {name} ({index}/{len(builders)}), n = {n:,}"):
-            measured.append(bench.measure(workload, build(), repeat))
+        setup = measure_setup(workload)
+        variants = [
+            bench.numpy_per_op(workload),
+            bench.numpy_planned(workload),
+            bench.xfuse_fused(workload, "libm"),
+            bench.xfuse_fused(workload, "approx"),
+            bench.bandwidth_ceiling(workload),
+        ]
+    with progress(
+        f"demo 4: timing {len(variants)} variants, {ROUNDS} rounds of {repeat}, n = {n:,}"
+    ):
+        measured = bench.measure_interleaved(workload, variants, ROUNDS, repeat)
+    return measure_demo(setup, measured, ROUNDS, repeat)
+
+
+def measure_demo(
+    setup: MeasureSetup, measured: Sequence[bench.Measurement], rounds: int, repeat: int
+) -> MeasureDemo:
+    """Demo 4's figures and observations from its setup and the measurements (one per name in
+    `VARIANTS`, in that order): no timing here, so a test can give it any numbers."""
+    if [m.variant for m in measured] != list(VARIANTS):
+        raise ValueError(f"expected measurements of {', '.join(VARIANTS)}")
     ceiling = measured[-1].time_s
     rows = tuple(
         MeasureRow(
             m.variant,
             m.traffic,
             m.time_s,
-            workload.unfused_bytes / m.time_s,
-            workload.fused_bytes / m.time_s,
+            m.round_times_s,
+            setup.unfused_bytes / m.time_s if m.traffic == "unfused" else None,
+            setup.fused_bytes / m.time_s,
             ceiling / m.time_s,
             m.max_error,
         )
         for m in measured
     )
-    demo = MeasureDemo(
-        n=workload.n,
-        dtype="/".join(sorted({array.dtype.name for array in workload.arrays.values()})),
-        threads=1,
-        repeat=repeat,
-        array_bytes=max(array.nbytes for array in workload.arrays.values()),
-        unfused_bytes=workload.unfused_bytes,
-        fused_bytes=workload.fused_bytes,
-        ceiling_source=bench.ceiling_source(workload.input_names, workload.output_names)
-        .strip()
-        .rstrip(";"),
-        rows=rows,
-        observations=(),
+    demo = MeasureDemo(setup, rounds, repeat, rows, ())
+    return replace(demo, observations=tuple(measure_observations(demo)))
+
+
+def _three_digits(value: float) -> str:
+    """`168`, `10.3`, `0.962`, `0.00123`: three significant digits, never an exponent."""
+    digits = max(0, 2 - math.floor(math.log10(value))) if value > 0 else 0
+    return f"{value:.{digits}f}"
+
+
+def format_duration(seconds: float) -> str:
+    """Three significant digits: `168 ms`, `10.3 ms`, `0.962 ms`, `26.1 us`."""
+    if seconds >= 1:
+        return f"{_three_digits(seconds)} s"
+    if seconds >= 1e-4:
+        return f"{_three_digits(seconds * 1e3)} ms"
+    return f"{_three_digits(seconds * 1e6)} us"
+
+
+def format_gbps(bytes_per_second: float) -> str:
+    """GB/s to three significant digits: `18.5`, `0.0410`."""
+    return _three_digits(bytes_per_second / 1e9)
+
+
+def _compare(a: MeasureRow, b: MeasureRow) -> int:
+    """-1 if `a` is faster than `b` beyond noise, 1 if slower, 0 if they are not separable (or
+    their best rounds disagree with their ranks, so no factor between them could be quoted)."""
+    if not separable(a.round_times_s, b.round_times_s):
+        return 0
+    slower_pairs = sum((x > y) - (x < y) for x in a.round_times_s for y in b.round_times_s)
+    by_rank = 1 if slower_pairs > 0 else -1
+    return by_rank if by_rank == (1 if a.time_s > b.time_s else -1) else 0
+
+
+def _versus(a: MeasureRow, b: MeasureRow, name: str) -> str:
+    """`2.31x faster than numpy op by op (12.2 ms)`, `... slower ...` or `within noise of ...`."""
+    other = f"{name} ({format_duration(b.time_s)})"
+    match _compare(a, b):
+        case -1:
+            return f"{_factor(b.time_s, a.time_s)} faster than {other}"
+        case 1:
+            return f"{_factor(a.time_s, b.time_s)} slower than {other}"
+        case _:
+            return f"within noise of {other}"
+
+
+def _calls(functions: Sequence[str]) -> str:
+    return " and ".join(", ".join(functions).rsplit(", ", 1))
+
+
+def measure_observations(demo: MeasureDemo) -> list[str]:
+    """Demo 4's observations: each one chosen by the measured times (two times count as
+    different only when `timing.separable`) and the fused builds' code."""
+    per_op, planned, libm, approx, ceiling = (demo.row(name) for name in VARIANTS)
+    return [
+        _planned_observation(demo.setup, per_op, planned),
+        _libm_observation(demo.setup, per_op, libm, approx, ceiling),
+        _approx_observation(demo.setup, per_op, libm, approx),
+        _ceiling_observation(demo.setup, approx, ceiling),
+    ]
+
+
+def _planned_observation(setup: MeasureSetup, per_op: MeasureRow, planned: MeasureRow) -> str:
+    times = f"{format_duration(per_op.time_s)} op by op, {format_duration(planned.time_s)} planned"
+    calls = plural(setup.numpy_calls, "numpy call")
+    allocated = (
+        "the fresh array its 1 numpy call allocates"
+        if setup.numpy_calls == 1
+        else f"the fresh arrays its {calls} allocate"
     )
-    return replace(demo, observations=tuple(_measure_observations(demo)))
+    cost = "costs" if setup.numpy_calls == 1 else "cost"
+    if not setup.numpy_calls:
+        return (
+            f"The program has no op, so numpy makes no call and allocates nothing, planned or "
+            f"not ({times})."
+        )
+    match _compare(planned, per_op):
+        case -1:
+            return (
+                f"Planned out= buffers take numpy from {format_duration(per_op.time_s)} to "
+                f"{format_duration(planned.time_s)}, {_factor(per_op.time_s, planned.time_s)} "
+                f"faster: the same {calls} and traffic, minus a fresh array allocated for each "
+                "(for large arrays, new pages the OS must map and zero)."
+            )
+        case 1:
+            return (
+                f"Planned out= buffers make numpy {_factor(planned.time_s, per_op.time_s)} "
+                f"slower here ({times}): at this size {allocated} {cost} nothing worth saving."
+            )
+        case _:
+            return (
+                f"Planned out= buffers make no difference beyond noise here ({times}): on this "
+                f"run, what {allocated} {cost} cannot be told from noise."
+            )
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms"
+def _libm_observation(
+    setup: MeasureSetup,
+    per_op: MeasureRow,
+    libm: MeasureRow,
+    approx: MeasureRow,
+    ceiling: MeasureRow,
+) -> str:
+    build = setup.libm_build
+    if not build.libm_calls:
+        code = (
+            "the same code"
+            if setup.same_code
+            else "code without libm calls (though not the same code)"
+        )
+        shape = "vectorized by LLVM" if build.vectorized else "which LLVM left scalar"
+        gap = "within noise of each other"
+        if _compare(libm, approx):
+            slow, fast = max(libm.time_s, approx.time_s), min(libm.time_s, approx.time_s)
+            noise = " that is this machine's noise, not the code" if setup.same_code else ""
+            gap = f"a {_factor(slow, fast)} gap{noise}"
+        return (
+            "No op of this program calls libm, so the fused libm and approx builds compile to "
+            f"{code}, {shape}: {format_duration(libm.time_s)} and "
+            f"{format_duration(approx.time_s)}, {gap}."
+        )
+    calls = _calls(build.libm_calls)
+    versus = _versus(libm, per_op, "numpy op by op")
+    cut = (
+        f", though fusion cut the traffic {_factor(setup.unfused_bytes, setup.fused_bytes)}"
+        if setup.unfused_bytes > setup.fused_bytes
+        else ""
+    )
+    slower = _compare(libm, per_op)
+    text = (
+        f"{'Surprise: the' if slower == 1 else 'The'} fused loop calling {calls} takes "
+        f"{format_duration(libm.time_s)}, {versus}{cut if slower >= 0 else ''}."
+    )
+    if not build.vectorized:
+        text += (
+            f" LLVM left the loop around the call{'s' if len(build.libm_calls) > 1 else ''} "
+            "scalar: its code has no vector instructions."
+        )
+    if _compare(libm, ceiling) <= 0:
+        return text + (
+            f" It reaches {libm.of_ceiling:.0%} of the bandwidth ceiling, as fast as memory "
+            "allows: even with its libm calls, memory bandwidth sets its speed."
+        )
+    text += (
+        f" It reaches only {libm.of_ceiling:.0%} of the bandwidth ceiling, which moves the same "
+        "bytes: "
+    )
+    if not setup.approx_build.libm_calls and _compare(approx, libm) < 0:
+        return text + (
+            f"its libm calls, not memory, set its speed (the approx build, which replaces them "
+            f"with arithmetic, is {_factor(libm.time_s, approx.time_s)} faster)."
+        )
+    return text + "something besides memory bandwidth sets its speed."
 
 
-def _measure_observations(demo: MeasureDemo) -> list[str]:
-    per_op, planned = demo.row("numpy per-op"), demo.row("numpy planned")
-    libm, approx = demo.row("xfuse fused libm"), demo.row("xfuse fused approx")
-    ceiling = demo.row("bandwidth ceiling")
-    lines = []
-    if planned.time_s < per_op.time_s:
-        lines.append(
-            f"Planned out= buffers take numpy from {_ms(per_op.time_s)} to "
-            f"{_ms(planned.time_s)} ({_ratio(per_op.time_s, planned.time_s)}): the same ops and "
-            "traffic, minus allocating fresh arrays (and the OS zeroing and mapping new pages)."
-        )
-    else:
-        lines.append(
-            f"Planned out= buffers did not help numpy here ({_ms(per_op.time_s)} op by op, "
-            f"{_ms(planned.time_s)} planned): at this size fresh allocations are cheap "
-            "(recycled by the allocator, not new pages)."
-        )
-    traffic_cut = _ratio(demo.unfused_bytes, demo.fused_bytes)
-    if libm.time_s > per_op.time_s:
-        lines.append(
-            f"Surprise: the fused loop calling libm takes {_ms(libm.time_s)}, "
-            f"{_ratio(libm.time_s, per_op.time_s)} the time of unfused numpy. Fusion cut the "
-            f"traffic {traffic_cut}, but a scalar libm call per element made the kernel "
-            "compute-bound: the bottleneck moved. numpy's own transcendentals are vectorized."
-        )
-    else:
-        lines.append(
-            f"The fused loop calling libm takes {_ms(libm.time_s)}, "
-            f"{_ratio(per_op.time_s, libm.time_s)} faster than unfused numpy, yet only "
-            f"{libm.of_ceiling:.0%} of the bandwidth ceiling: its scalar libm calls, not memory, "
-            "set its speed."
-        )
+def _approx_observation(
+    setup: MeasureSetup, per_op: MeasureRow, libm: MeasureRow, approx: MeasureRow
+) -> str:
     error = f"{approx.max_error:.1e}" if approx.max_error is not None else "unchecked"
-    lines.append(
-        f"With approximations in plain arithmetic (multiply, add, divide) LLVM vectorizes the "
-        f"whole loop: {_ms(approx.time_s)}, {_ratio(per_op.time_s, approx.time_s)} faster than "
-        f"unfused numpy and {approx.of_ceiling:.0%} of the ceiling, with a max error of "
-        f"{error}. ML compilers generate such polynomial or rational forms of exp, tanh and erf."
-    )
-    lines.append(
-        f"The ceiling ({demo.ceiling_source}) streams the fused traffic at "
-        f"{ceiling.fused_bandwidth / 1e9:.1f} GB/s on one core: "
-        + (
-            "the fused approx kernel is within 20% of it: memory bandwidth, not arithmetic, "
-            "sets its speed."
-            if approx.of_ceiling >= 0.8
-            else f"the fused approx kernel reaches {approx.of_ceiling:.0%} of it, so on this run "
-            "something besides bandwidth held it back (its arithmetic, or other processes "
-            "sharing the core)."
+    build = setup.approx_build
+    versus = _versus(approx, per_op, "numpy op by op")
+    if build.libm_calls:
+        calls = _calls(build.libm_calls)
+        same = ", so it is the same code as the libm build" if setup.same_code else ""
+        return (
+            f"The approx build still calls {calls}: ew-expand-math has no approximation for "
+            f"{'it' if len(build.libm_calls) == 1 else 'them'} in {setup.dtype}{same}. It takes "
+            f"{format_duration(approx.time_s)}, {versus}, with a max error of {error}."
         )
+    if not setup.libm_build.libm_calls:
+        return (
+            f"Fused, the loop takes {format_duration(approx.time_s)}, {versus}, with a max error "
+            f"of {error}."
+        )
+    shape = (
+        "LLVM vectorizes the whole loop"
+        if build.vectorized
+        else "LLVM still leaves the loop scalar"
     )
-    return lines
+    return (
+        f"With approximations in plain arithmetic in place of "
+        f"{_calls(setup.libm_build.libm_calls)}, {shape}: {format_duration(approx.time_s)}, "
+        f"{versus} and {_versus(approx, libm, 'the libm build')}, with a max error of {error}. "
+        "ML compilers generate such polynomial or rational forms of exp, tanh and erf."
+    )
+
+
+def _ceiling_observation(setup: MeasureSetup, approx: MeasureRow, ceiling: MeasureRow) -> str:
+    calls = setup.approx_build.libm_calls
+    cause = (
+        f"its calls to {_calls(calls)}"
+        if calls
+        else "its arithmetic, or at small sizes the fixed cost of each call"
+    )
+    text = (
+        f"The ceiling ({setup.ceiling_source}) streams the fused traffic at "
+        f"{format_gbps(ceiling.fused_bandwidth)} GB/s on one core; the fused approx kernel moves "
+        f"the same bytes at {approx.of_ceiling:.0%} of its speed"
+    )
+    match _compare(approx, ceiling):
+        case 1:
+            return f"{text}: something besides memory bandwidth ({cause}) sets its speed."
+        case 0:
+            return (
+                text + ", the same within noise: memory bandwidth, not arithmetic, sets its speed."
+            )
+        case _:
+            return text + ", faster beyond noise: memory bandwidth, not arithmetic, sets its speed."
 
 
 # ---------------------------------------------------------------------------------------------
@@ -603,7 +912,8 @@ class LectureFigures:
 def run_lecture(
     program: Program, n: int, repeat: int, progress: ProgressFactory = no_progress
 ) -> LectureFigures:
-    """The four demos; demo 4 measures inputs of `n` elements, median of `repeat` runs."""
+    """The four demos; demo 4 measures inputs of `n` elements in `ROUNDS` rounds of `repeat`
+    runs."""
     with progress("demos 1-3: dataflow, traffic bill, memory plan"):
         dataflow = demo_dataflow(program)
         traffic = demo_traffic(program)

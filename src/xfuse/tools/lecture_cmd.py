@@ -41,7 +41,7 @@ def register(subparsers: Any) -> None:
         "--repeat",
         type=positive_int,
         metavar="R",
-        help="timed runs per variant (median; default 3, 2 quick)",
+        help="timed runs per variant in each of demo 4's rounds (median; default 3, 2 quick)",
     )
     parser.add_argument(
         "--json", metavar="FILE", help="write every figure as JSON to FILE ('-': stdout, no tables)"

@@ -9,12 +9,16 @@ from rich.table import Table
 from rich.text import Text
 
 from xfuse.analysis.cost_report import nbytes, to_plain, us
+from xfuse.runtime.timing import SEPARATION_LEVEL
 from xfuse.tools.lecture import (
     DataflowDemo,
     LectureFigures,
     MeasureDemo,
     PlanDemo,
     TrafficDemo,
+    format_duration,
+    format_gbps,
+    plural,
 )
 
 
@@ -97,34 +101,44 @@ def print_memory_plan(console: Console, demo: PlanDemo) -> None:
         table.add_row(row.value, row.op, f"buf{row.buffer}", row.how)
     console.print(table)
     console.print(
-        f"Naive: {demo.naive_buffers} temporaries = {nbytes(demo.naive_bytes)}; planned: "
-        f"{demo.planned_buffers} buffers = {nbytes(demo.planned_bytes)} "
+        f"Naive: {plural(demo.naive_buffers, 'temporary', 'temporaries')} = "
+        f"{nbytes(demo.naive_bytes)}; planned: {plural(demo.planned_buffers, 'buffer')} = "
+        f"{nbytes(demo.planned_bytes)} "
         f"({nbytes(demo.buffer_bytes)} each, at demo 2's shape and dtype)."
     )
     _observations(console, demo.observations)
 
 
-def _gbps(bandwidth: float) -> str:
-    return f"{bandwidth / 1e9:.1f}"
+def _gbps(bandwidth: float | None) -> str:
+    return "-" if bandwidth is None else format_gbps(bandwidth)
 
 
 def print_measurement(console: Console, demo: MeasureDemo) -> None:
+    setup = demo.setup
     _header(
         console,
-        f"Demo 4: measured, {demo.n:,} {demo.dtype} ({nbytes(demo.array_bytes)} per full array), "
-        f"{demo.threads} thread",
+        f"Demo 4: measured, {setup.n:,} {setup.dtype} ({nbytes(setup.array_bytes)} per full "
+        f"array), {setup.threads} thread",
     )
     console.print(
-        f"Traffic models: unfused {nbytes(demo.unfused_bytes)}, fused "
-        f"{nbytes(demo.fused_bytes)}; ceiling kernel: {demo.ceiling_source}. Median of "
-        f"{demo.repeat} runs after a warm-up."
+        f"Traffic models: unfused {nbytes(setup.unfused_bytes)} (every op reads its operands "
+        f"and writes its result), fused {nbytes(setup.fused_bytes)} (inputs read once, outputs "
+        f"written once); ceiling kernel: {setup.ceiling_source}."
+    )
+    console.print(
+        f"Each variant runs {plural(demo.rounds, 'round')} of {plural(demo.repeat, 'run')} "
+        "after a warm-up, the variants taking turns in every round; its time is its best "
+        "round's median. Two times count as different only where a rank test on their rounds "
+        f"says so (exact Mann-Whitney U, {SEPARATION_LEVEL:.0%} level); otherwise their "
+        "difference is within noise."
     )
     table = _table(
-        "",
+        "GB/s: the model's bytes over the time, not bytes measured at the memory",
         [
             "variant",
-            "model",
+            "traffic model",
             "time",
+            "worst round",
             "GB/s unfused model",
             "GB/s fused model",
             "of ceiling",
@@ -136,7 +150,8 @@ def print_measurement(console: Console, demo: MeasureDemo) -> None:
         table.add_row(
             row.variant,
             row.traffic,
-            f"{row.time_s * 1e3:.2f} ms",
+            format_duration(row.time_s),
+            format_duration(max(row.round_times_s)),
             _gbps(row.unfused_bandwidth),
             _gbps(row.fused_bandwidth),
             f"{row.of_ceiling:.0%}",

@@ -2,17 +2,60 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xfuse.analysis.cost import FunctionCost, ProgramCost, format_shape
+from xfuse.analysis.cost import FunctionCost, KernelCost, ProgramCost, format_shape
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
-def plot_roofline(program: ProgramCost, path: Path) -> None:
-    """Write a log-log roofline (FLOP/B against attained FLOP/s, launch included) to `path`."""
+@dataclass(frozen=True)
+class KernelPoint:
+    """One spot of the roofline and the kernels that land on it."""
+
+    intensity: float
+    """FLOP per byte."""
+    attained: float
+    """FLOP per second, launch included."""
+    kernels: tuple[KernelCost, ...]
+
+    @property
+    def label(self) -> str:
+        """`tanh` (a kernel of one op), `11 ops` (a fused kernel), `6 kernels: addf x3, mulf x3`."""
+        if len(self.kernels) == 1:
+            (kernel,) = self.kernels
+            return kernel.ops[0] if len(kernel.ops) == 1 else f"{len(kernel.ops)} ops"
+        names = Counter(k.ops[0] if len(k.ops) == 1 else f"{len(k.ops)} ops" for k in self.kernels)
+        parts = ", ".join(name if n == 1 else f"{name} x{n}" for name, n in names.items())
+        return f"{len(self.kernels)} kernels: {parts}"
+
+
+def kernel_points(cost: FunctionCost) -> list[KernelPoint]:
+    """The kernels merged by spot (same intensity and attained FLOP/s to 6 digits), in order of
+    first appearance: eleven unfused one-op kernels of two kinds are two points, not eleven
+    labels printed over each other."""
+    spots: dict[tuple[str, str], list[KernelCost]] = {}
+    for kernel in cost.kernels:
+        attained = kernel.flops / kernel.time_s if kernel.time_s else 0.0
+        spots.setdefault((f"{kernel.intensity:.6g}", f"{attained:.6g}"), []).append(kernel)
+    return [
+        KernelPoint(
+            kernels[0].intensity,
+            kernels[0].flops / kernels[0].time_s if kernels[0].time_s else 0.0,
+            tuple(kernels),
+        )
+        for kernels in spots.values()
+    ]
+
+
+def roofline_figure(program: ProgramCost) -> Figure:
+    """A log-log roofline (FLOP/B against attained FLOP/s, launch included), every roof and
+    every point labelled."""
     from xfuse.tools.cli import import_pyplot
 
     plt = import_pyplot()
@@ -38,8 +81,9 @@ def plot_roofline(program: ProgramCost, path: Path) -> None:
         axes.loglog(
             intensity, np.minimum(peak, intensity * hw.l2_bandwidth), "k--", label="L2 roof"
         )
-    for cost, marker, label in ((program.unfused, "o", "unfused"), (program.fused, "*", "fused")):
-        _plot_kernels(axes, cost, marker, label)
+    kinds = ((program.unfused, "o", "unfused"), (program.fused, "*", "fused"))
+    for cost, marker, label in kinds:
+        _plot_kernels(axes, kernel_points(cost), marker, label)
     axes.set_xlabel("arithmetic intensity (FLOP/byte)")
     axes.set_ylabel("attained FLOP/s (launch overhead included)")
     axes.set_title(
@@ -50,19 +94,100 @@ def plot_roofline(program: ProgramCost, path: Path) -> None:
     )
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(loc="lower right", fontsize=8)
+    axes.set_xlim(low, high)
     figure.tight_layout()
+    # Labels after the layout, which fixes where everything lands on screen.
+    _label_points(axes, [p for cost, _, _ in kinds for p in kernel_points(cost)])
+    # Where no kernel is, along the memory roofs.
+    candidates = np.geomspace(low * 1.2, hw.ridge_point(dtype) / 4, 50)
+    clear = max(candidates, key=lambda x: min(abs(np.log(x / p)) for p in points))
+    _label_roof(axes, clear, hw.hbm_bandwidth, f"HBM {hw.hbm_bandwidth / 1e12:.2f} TB/s")
+    if program.fused.options.l2:
+        _label_roof(axes, clear, hw.l2_bandwidth, f"L2 {hw.l2_bandwidth / 1e12:.1f} TB/s")
+    for flops, text in (
+        (peak, f"CUDA cores, {dtype}: {peak / 1e12:.0f} TFLOP/s"),
+        (
+            hw.bf16_tensor_core_peak,
+            f"BF16 tensor cores: {hw.bf16_tensor_core_peak / 1e12:.0f} TFLOP/s",
+        ),
+    ):
+        axes.annotate(
+            text,
+            (high / 1.2, flops),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="right",
+            va="bottom",
+            fontsize=8,
+        )
+    return figure
+
+
+def _label_roof(axes: Axes, x: float, bandwidth: float, text: str) -> None:
+    """Write `text` just above a memory roof (FLOP/s = bandwidth x intensity), along it."""
+    import math
+
+    start, end = axes.transData.transform([(x, x * bandwidth), (x * 10, x * 10 * bandwidth)])
+    angle = math.degrees(math.atan2(end[1] - start[1], end[0] - start[0]))
+    axes.annotate(
+        text,
+        (x, x * bandwidth),
+        xytext=(0, 4),
+        textcoords="offset points",
+        rotation=angle,
+        rotation_mode="anchor",
+        ha="left",
+        va="bottom",
+        fontsize=8,
+    )
+
+
+def plot_roofline(program: ProgramCost, path: Path) -> None:
+    """Write `roofline_figure` to `path`."""
+    from xfuse.tools.cli import import_pyplot
+
+    figure = roofline_figure(program)
     figure.savefig(path, dpi=120)
-    plt.close(figure)
+    import_pyplot().close(figure)
 
 
-def _plot_kernels(axes: Axes, cost: FunctionCost, marker: str, label: str) -> None:
-    xs = [k.intensity for k in cost.kernels]
-    ys = [k.flops / k.time_s if k.time_s else 0.0 for k in cost.kernels]
-    axes.loglog(xs, ys, marker, linestyle="none", markersize=9, label=label)
-    labelled: set[tuple[float, float]] = set()
-    for kernel, x, y in zip(cost.kernels, xs, ys, strict=True):
-        if (round(x, 2), round(y, -9)) in labelled:  # one label per spot: they would overprint
-            continue
-        labelled.add((round(x, 2), round(y, -9)))
-        name = kernel.ops[0] if len(kernel.ops) == 1 else f"{len(kernel.ops)} ops"
-        axes.annotate(name, (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
+def _plot_kernels(axes: Axes, points: list[KernelPoint], marker: str, label: str) -> None:
+    axes.loglog(
+        [p.intensity for p in points],
+        [p.attained for p in points],
+        marker,
+        linestyle="none",
+        markersize=9,
+        label=label,
+    )
+
+
+LABEL_HEIGHT_PT = 14
+"""A point label's box height (8 pt text and its padding), with some air."""
+
+
+def _label_points(axes: Axes, points: list[KernelPoint]) -> None:
+    """Label each point below its marker, off the roof it sits on (to the right, or to the left
+    in the right third of the plot, where the roof is flat); from the highest point down, a
+    label that would overlap the one above moves down until it clears it."""
+    points_per_pixel = 72 / axes.figure.dpi
+    right_third = axes.transAxes.transform((2 / 3, 0))[0]
+    above: float | None = None
+    """The bottom of the label placed last, in points from the figure's bottom."""
+    for point in sorted(points, key=lambda p: p.attained, reverse=True):
+        x, y = axes.transData.transform((point.intensity, point.attained))
+        y *= points_per_pixel
+        top = y - 10 if above is None else min(y - 10, above)
+        above = top - LABEL_HEIGHT_PT
+        leftwards = x > right_third
+        axes.annotate(
+            point.label,
+            (point.intensity, point.attained),
+            xytext=(-10 if leftwards else 10, top - y),
+            textcoords="offset points",
+            ha="right" if leftwards else "left",
+            va="top",
+            fontsize=8,
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "0.7", "alpha": 0.85},
+            arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.6},
+        )
