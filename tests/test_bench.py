@@ -137,7 +137,7 @@ def test_a_failing_peer_is_skipped_with_its_reason(monkeypatch: pytest.MonkeyPat
 
 def test_header_shows_the_storage_dtypes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--expr", "input bf16 x; out = x * 2;", "--sizes", "256"]) == 0
-    assert "out = x * 2;  bfloat16, 1 thread" in capsys.readouterr().out
+    assert "out = x * 2  bfloat16, 1 thread, math=approx\n" in capsys.readouterr().out
     mixed = bench.bench("input bf16 x, r; input f32 b; out = bf16(x * b + r);", [256], repeat=1)
     assert mixed.storage == "x, r bfloat16; b float32 -> out bfloat16"
 
@@ -207,7 +207,7 @@ def test_bandwidth_plot_is_titled_by_name() -> None:
         for n in (256, 1024)
         for variant in ("numpy per-op", "bandwidth ceiling")
     )
-    result = bench.BenchResult(GELU, "approx", 2, 1, rows, ())
+    result = bench.BenchResult(GELU, "float32", "approx", 2, 1, rows, ())
     figure = bandwidth_figure(result, "gelu.ew")
     (axes,) = figure.axes
     assert axes.get_title() == "gelu.ew\nfloat32, 2 threads, math=approx"
