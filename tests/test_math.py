@@ -123,3 +123,17 @@ def test_erf_of_denormals_keeps_their_digits(math_mode: str) -> None:
     out = xfuse.compile("out = erf(x);", math=math_mode)(x=x).astype(np.float64)
     want = (x.astype(np.float64) * (2 / np.sqrt(np.pi))).astype(np.float32).astype(np.float64)
     np.testing.assert_allclose(out, want, rtol=1e-6, atol=2.0**-149)
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+@pytest.mark.parametrize("name", ["sqrt", "abs", "rsqrt", "softplus"])
+def test_one_function_at_f32_and_f64_in_one_program(name: str, math_mode: str) -> None:
+    kernel = xfuse.compile(
+        f"input f32 x; input f64 y; out = {name}(x) + {name}(y);", math=math_mode
+    )
+    x = np.array([0.25, 2.0, 9.0, 30.0], np.float32)
+    y = np.array([4.0, 0.5, 1e300, 0.0])
+    reference = ew.OPS_BY_MNEMONIC[name].reference
+    with np.errstate(all="ignore"):
+        want = reference(x.astype(np.float64)).astype(np.float32).astype(np.float64) + reference(y)
+    np.testing.assert_allclose(kernel(x=x, y=y), want, rtol=1e-6)

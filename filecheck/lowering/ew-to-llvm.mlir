@@ -109,3 +109,48 @@ func.func @temporary(%x: memref<?xf32>) {
   func.return
 }
 func.func private @tanhf(f32) -> f32
+
+// A static strided layout: x[i, j] is element 3 + i * 10 + j * 2 from the pointer (a stride of 1
+// needs no multiply); the dynamic size is still an argument.
+// CHECK-LABEL: llvm.func @strided
+// CHECK-SAME:    (%[[X:.*]]: !llvm.ptr, %{{.*}}: i64, %[[OUT:.*]]: !llvm.ptr)
+// CHECK:         %[[OFFSET:.*]] = llvm.mlir.constant(3) : i64
+// CHECK-NEXT:    %[[S0:.*]] = llvm.mlir.constant(10) : i64
+// CHECK-NEXT:    %[[ROW:.*]] = llvm.mul %[[I:.*]], %[[S0]] : i64
+// CHECK-NEXT:    %[[PARTIAL:.*]] = llvm.add %[[OFFSET]], %[[ROW]] : i64
+// CHECK-NEXT:    %[[S1:.*]] = llvm.mlir.constant(2) : i64
+// CHECK-NEXT:    %[[COLUMN:.*]] = llvm.mul %[[J:.*]], %[[S1]] : i64
+// CHECK-NEXT:    %[[LINEAR:.*]] = llvm.add %[[PARTIAL]], %[[COLUMN]] : i64
+// CHECK-NEXT:    %[[P:.*]] = llvm.getelementptr inbounds %[[X]][%[[LINEAR]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK-NEXT:    %[[V:.*]] = llvm.load %[[P]] : !llvm.ptr -> f32
+// CHECK:         %[[OFFSET2:.*]] = llvm.mlir.constant(1) : i64
+// CHECK-NEXT:    %[[LINEAR2:.*]] = llvm.add %[[OFFSET2]], %[[J]] : i64
+// CHECK-NEXT:    llvm.getelementptr inbounds %[[OUT]][%[[LINEAR2]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+func.func @strided(%x: memref<?x4xf32, strided<[10, 2], offset: 3>>, %out: memref<4xf32, strided<[1], offset: 1>>) {
+  %i = arith.constant 5 : index
+  %j = arith.constant 1 : index
+  %v = memref.load %x[%i, %j] : memref<?x4xf32, strided<[10, 2], offset: 3>>
+  memref.store %v, %out[%j] : memref<4xf32, strided<[1], offset: 1>>
+  func.return
+}
+
+// An op's own fast-math flags survive (the option only adds to them); math.fma is LLVM's fma
+// intrinsic; sqrt at f32 and f64 in one function calls two intrinsics mangled by type.
+// CHECK-LABEL: llvm.func @flags_fma_sqrt
+// CHECK:         llvm.fmul %{{.*}}, %{{.*}} {fastmathFlags = #llvm.fastmath<fast>} : f32
+// CHECK-NEXT:    llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (f32, f32, f32) -> f32
+// CHECK-NEXT:    llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (f64, f64, f64) -> f64
+// CHECK-NEXT:    llvm.call_intrinsic "llvm.sqrt.f32"(%{{.*}}) : (f32) -> f32
+// CHECK-NEXT:    llvm.call_intrinsic "llvm.sqrt.f64"(%{{.*}}) : (f64) -> f64
+// NOFAST-LABEL: llvm.func @flags_fma_sqrt
+// NOFAST:        llvm.fmul %{{.*}}, %{{.*}} {fastmathFlags = #llvm.fastmath<fast>} : f32
+func.func @flags_fma_sqrt(%a: f32, %b: f64) -> f64 {
+  %m = arith.mulf %a, %a fastmath<fast> : f32
+  %f = math.fma %m, %a, %a : f32
+  %g = math.fma %b, %b, %b : f64
+  %s = math.sqrt %f : f32
+  %t = math.sqrt %g : f64
+  %w = arith.extf %s : f32 to f64
+  %r = arith.addf %w, %t : f64
+  func.return %r : f64
+}

@@ -5,9 +5,13 @@ ours. `scf` goes to `cf` with xDSL's own `convert-scf-to-cf`; the rest is one pa
 
 Calling convention (the runtime relies on it): every memref argument becomes an `!llvm.ptr` to its
 first element followed by one `i64` per dynamic (`?`) dimension of its type; arrays are
-C-contiguous. No alignment is promised beyond the element's (numpy buffers are often only 16-byte
-aligned). Element types: `index` -> i64; bf16 is stored as i16 (`arith.extf` shifts it into the
-high half of an f32, `arith.truncf` rounds to nearest even); f16, f32, f64 are LLVM's own.
+C-contiguous, except that a `strided<[s0, s1, ...], offset: o>` layout with static strides and
+offset is honoured (`x[i, j]` is element `o + i * s0 + j * s1` from the pointer). Layouts the
+descriptor cannot express (`?` strides or offset, other affine maps) are rejected, as are memref
+results (results come back through output arguments). No alignment is promised beyond the
+element's (numpy buffers are often only 16-byte aligned). Element types: `index` -> i64; bf16 is
+stored as i16 (`arith.extf` shifts it into the high half of an f32, `arith.truncf` rounds to
+nearest even); f16, f32, f64 are LLVM's own.
 `memref.view` of a byte buffer is its pointer moved on by the byte shift (`ew-workspace` places
 the pipeline's temporaries so); a `memref.alloc`/`dealloc` left in the IR calls `malloc`/`free`.
 
@@ -26,6 +30,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith, cf, func, llvm, math, memref
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    AffineMapAttr,
     BFloat16Type,
     Float16Type,
     Float32Type,
@@ -36,10 +41,13 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    NoneAttr,
+    StridedLayoutAttr,
     UnrealizedConversionCastOp,
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -76,8 +84,10 @@ def native_argument_types(type_: Attribute) -> list[Attribute]:
 
 
 def parse_fastmath(flags: str) -> llvm.FastMathAttr:
-    """`"contract,afn"` -> the attribute; `"none"` or `""` -> no flags."""
+    """`"contract,afn"` -> the attribute; `"none"` or `""` -> no flags; `"fast"` -> all of them."""
     names = [f.strip() for f in flags.split(",") if f.strip() and f.strip() != "none"]
+    if names == ["fast"]:
+        return llvm.FastMathAttr("fast")
     try:
         return llvm.FastMathAttr(tuple(llvm.FastMathFlag(name) for name in names))
     except ValueError:
@@ -127,30 +137,72 @@ def _size_value(size: SSAValue | int, ops: list[Operation]) -> SSAValue:
     return _constant(size, ops) if isinstance(size, int) else size
 
 
+def strided_layout(type_: MemRefType[Attribute], op: Operation) -> tuple[list[int], int] | None:
+    """The static (strides, offset) in elements of a `strided<...>` layout, None for the identity
+    layout (row-major over the sizes, dynamic ones included); any other layout is rejected.
+
+    The descriptor carries only the pointer and the dynamic sizes, so `?` strides and offsets,
+    and affine maps other than the identity, have no lowering.
+    """
+    layout = type_.layout
+    if isinstance(layout, NoneAttr) or (
+        isinstance(layout, AffineMapAttr)
+        and layout.data == AffineMap.identity(type_.get_num_dims())
+    ):
+        return None
+    if isinstance(layout, StridedLayoutAttr):
+        strides, offset = layout.get_strides(), layout.get_offset()
+        if offset is not None and all(stride is not None for stride in strides):
+            return [cast(int, stride) for stride in strides], offset
+    raise DiagnosticException(
+        f"ew-to-llvm: '{op.name}' on {type_}: only the identity layout and strided layouts with "
+        "static strides and offset have a lowering (the descriptor has no strides or offset)"
+    )
+
+
 def _element_pointer(
-    value: SSAValue, indices: Sequence[SSAValue], ops: list[Operation]
+    op: Operation, value: SSAValue, indices: Sequence[SSAValue], ops: list[Operation]
 ) -> SSAValue:
-    """The address of `value[indices]`, row-major (ops to insert are appended to `ops`)."""
+    """The address of `value[indices]` for `op` (ops to insert are appended to `ops`)."""
     pieces = descriptor(value)
-    if not indices:
-        return pieces.pointer
-    linear = indices[0]
-    for index, size in zip(indices[1:], pieces.sizes[1:], strict=True):
-        scaled = llvm.MulOp(linear, _size_value(size, ops))
-        offset = llvm.AddOp(scaled.res, index)
-        ops += [scaled, offset]
-        linear = offset.res
-    element = convert_type(cast(MemRefType[Attribute], value.type).get_element_type())
-    gep = llvm.GEPOp.from_mixed_indices(pieces.pointer, [linear], element, inbounds=True)
-    ops.append(gep)
-    return gep.result
+    type_ = cast(MemRefType[Attribute], value.type)
+    layout = strided_layout(type_, op)
+
+    def emit(new: Operation) -> SSAValue:
+        ops.append(new)
+        return new.results[0]
+
+    if layout is None:  # row-major: ((i0 * d1 + i1) * d2 + i2) ...
+        if not indices:
+            return pieces.pointer
+        linear = indices[0]
+        for index, size in zip(indices[1:], pieces.sizes[1:], strict=True):
+            linear = emit(llvm.AddOp(emit(llvm.MulOp(linear, _size_value(size, ops))), index))
+    else:  # offset + i0 * s0 + i1 * s1 ...
+        strides, offset = layout
+        linear = _constant(offset, ops)
+        for index, stride in zip(indices, strides, strict=True):
+            scaled = index if stride == 1 else emit(llvm.MulOp(index, _constant(stride, ops)))
+            linear = emit(llvm.AddOp(linear, scaled))
+    element = convert_type(type_.get_element_type())
+    return emit(llvm.GEPOp.from_mixed_indices(pieces.pointer, [linear], element, inbounds=True))
+
+
+def contiguous(type_: Attribute, op: Operation) -> MemRefType[Attribute]:
+    """`type_`, which `op` makes from bytes, if its layout is the identity (else rejected)."""
+    memref_type = cast(MemRefType[Attribute], type_)
+    if strided_layout(memref_type, op) is not None:
+        raise DiagnosticException(
+            f"ew-to-llvm: '{op.name}' makes {memref_type}: only the identity layout has a lowering"
+        )
+    return memref_type
 
 
 class LoadToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.LoadOp, rewriter: PatternRewriter) -> None:
         ops: list[Operation] = []
-        pointer = _element_pointer(op.memref, op.indices, ops)
+        pointer = _element_pointer(op, op.memref, op.indices, ops)
         rewriter.replace(op, [*ops, llvm.LoadOp(pointer, convert_type(op.res.type))])
 
 
@@ -158,7 +210,7 @@ class StoreToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.StoreOp, rewriter: PatternRewriter) -> None:
         ops: list[Operation] = []
-        pointer = _element_pointer(op.memref, op.indices, ops)
+        pointer = _element_pointer(op, op.memref, op.indices, ops)
         rewriter.replace(op, [*ops, llvm.StoreOp(op.value, pointer)])
 
 
@@ -184,7 +236,7 @@ class DimToLlvm(RewritePattern):
 class AllocToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.AllocOp, rewriter: PatternRewriter) -> None:
-        type_ = cast(MemRefType[Attribute], op.memref.type)
+        type_ = contiguous(op.memref.type, op)
         ops: list[Operation] = []
         dynamic = iter(op.dynamic_sizes)
         element_bytes = _byte_width(type_.get_element_type())
@@ -206,6 +258,7 @@ class ViewToLlvm(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.ViewOp, rewriter: PatternRewriter) -> None:
+        contiguous(op.result.type, op)
         start = llvm.GEPOp.from_mixed_indices(
             descriptor(op.source).pointer, [op.byte_shift], _I8, inbounds=True
         )
@@ -242,9 +295,23 @@ def external_function(
     )
 
 
+def _reject_memref_results(op: func.FuncOp | func.CallOp, results: Sequence[Attribute]) -> None:
+    """A memref result would need a descriptor the caller unpacks; results come back through
+    output arguments instead (destination-passing style, what `ew-bufferize` makes)."""
+    returned = next((t for t in results if isinstance(t, MemRefType)), None)
+    if returned is None:
+        return
+    where = f"@{op.sym_name.data}" if isinstance(op, func.FuncOp) else f"call of {op.callee}"
+    raise DiagnosticException(
+        f"ew-to-llvm: '{op.name}' {where} returns {returned}: memref results have no lowering; "
+        "pass the result buffer as an argument (destination-passing style, as ew-bufferize does)"
+    )
+
+
 def lower_function(op: func.FuncOp) -> llvm.FuncOp:
     """The `llvm.func` of a `func.func`: memref arguments expanded, body moved over."""
     inputs = [t for type_ in op.function_type.inputs for t in native_argument_types(type_)]
+    _reject_memref_results(op, op.function_type.outputs)
     outputs = [convert_type(t) for t in op.function_type.outputs]
     if len(outputs) > 1:
         raise DiagnosticException(f"ew-to-llvm: '{op.sym_name.data}' returns more than one value")
@@ -281,6 +348,7 @@ class ReturnToLlvm(RewritePattern):
 class CallToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: func.CallOp, rewriter: PatternRewriter) -> None:
+        _reject_memref_results(op, op.result_types)
         result_types = [convert_type(t) for t in op.result_types]
         call = llvm.CallOp(
             op.callee, *op.arguments, return_type=result_types[0] if result_types else None
@@ -330,6 +398,13 @@ _FLOAT_BINARY: dict[type[Operation], type[llvm.AbstractFloatArithOp]] = {
 }
 
 
+def combined_fastmath(
+    op_flags: arith.FastMathFlagsAttr, option: llvm.FastMathAttr
+) -> llvm.FastMathAttr:
+    """The op's own fast-math flags together with the pass option's (a union: either may allow)."""
+    return llvm.FastMathAttr(option.data | {llvm.FastMathFlag(f.value) for f in op_flags.data})
+
+
 @dataclass(frozen=True)
 class FloatArithToLlvm(RewritePattern):
     fastmath: llvm.FastMathAttr
@@ -340,7 +415,8 @@ class FloatArithToLlvm(RewritePattern):
         op: arith.AddfOp | arith.SubfOp | arith.MulfOp | arith.DivfOp,
         rewriter: PatternRewriter,
     ) -> None:
-        rewriter.replace(op, _FLOAT_BINARY[type(op)](op.lhs, op.rhs, self.fastmath))
+        flags = combined_fastmath(op.fastmath, self.fastmath)
+        rewriter.replace(op, _FLOAT_BINARY[type(op)](op.lhs, op.rhs, flags))
 
 
 @dataclass(frozen=True)
@@ -349,7 +425,7 @@ class NegToLlvm(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.NegfOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, llvm.FNegOp(op.operand, self.fastmath))
+        rewriter.replace(op, llvm.FNegOp(op.operand, combined_fastmath(op.fastmath, self.fastmath)))
 
 
 _INTEGER_BINARY: dict[type[Operation], type[Operation]] = {
@@ -384,6 +460,18 @@ class IntegerArithToLlvm(RewritePattern):
         rewriter.replace(op, llvm_type(op.lhs, op.rhs))  # pyright: ignore[reportCallIssue]
 
 
+def float_intrinsic(name: str, operands: Sequence[SSAValue]) -> llvm.CallIntrinsicOp:
+    """A call of `llvm.<name>.<f16|f32|f64>` on float scalars of one type.
+
+    The name is mangled here, not by xDSL's converter: it declares the `llvm.intr.*` ops' intrinsics
+    under the bare name (`llvm.sqrt`), so one program with an f32 and an f64 sqrt reused the first
+    declaration for both and llvmlite rejected the second call.
+    """
+    type_ = operands[0].type
+    suffix = {Float16Type: "f16", Float32Type: "f32", Float64Type: "f64"}[type(type_)]
+    return llvm.CallIntrinsicOp(f"llvm.{name}.{suffix}", operands, [type_])
+
+
 class MinMaxToLlvm(RewritePattern):
     """NaN-propagating `maximumf`/`minimumf` -> `llvm.maximum`/`llvm.minimum` (vectorizable)."""
 
@@ -392,10 +480,7 @@ class MinMaxToLlvm(RewritePattern):
         self, op: arith.MaximumfOp | arith.MinimumfOp, rewriter: PatternRewriter
     ) -> None:
         kind = "maximum" if isinstance(op, arith.MaximumfOp) else "minimum"
-        suffix = {Float16Type: "f16", Float32Type: "f32", Float64Type: "f64"}[type(op.result.type)]
-        rewriter.replace(
-            op, llvm.CallIntrinsicOp(f"llvm.{kind}.{suffix}", [op.lhs, op.rhs], [op.result.type])
-        )
+        rewriter.replace(op, float_intrinsic(kind, [op.lhs, op.rhs]))
 
 
 class CmpfToLlvm(RewritePattern):
@@ -485,19 +570,26 @@ class TruncfToLlvm(RewritePattern):
         rewriter.replace(op, [*ops, llvm.TruncOp(chosen, _I16)])
 
 
+_MATH_INTRINSICS: dict[type[Operation], str] = {
+    math.SqrtOp: "sqrt",
+    math.AbsFOp: "fabs",
+    math.FloorOp: "floor",
+}
+
+
 class MathToLlvm(RewritePattern):
-    """The `math` ops left after `ew-expand-math`: exact LLVM intrinsics."""
+    """The `math` ops left after `ew-expand-math`: exact LLVM intrinsics (`math.fma` rounds
+    a * b + c once). Their fast-math flags are dropped, which is always safe: xDSL's converter
+    cannot attach flags to an intrinsic call."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(
-        self, op: math.SqrtOp | math.AbsFOp | math.FloorOp, rewriter: PatternRewriter
+        self, op: math.SqrtOp | math.AbsFOp | math.FloorOp | math.FmaOp, rewriter: PatternRewriter
     ) -> None:
-        if isinstance(op, math.SqrtOp):
-            rewriter.replace(op, llvm.FSqrtOp(op.operand))
-        elif isinstance(op, math.AbsFOp):
-            rewriter.replace(op, llvm.FAbsOp(op.operand, op.result.type))
+        if isinstance(op, math.FmaOp):
+            rewriter.replace(op, llvm.FMAOp(op.a, op.b, op.c))
         else:
-            rewriter.replace(op, llvm.FFloorOp(op.operand))
+            rewriter.replace(op, float_intrinsic(_MATH_INTRINSICS[type(op)], op.operands))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -531,7 +623,11 @@ class EwToLlvmPass(ModulePass):
     name = "ew-to-llvm"
 
     fastmath: str = "contract"
-    """Fast-math flags on float arithmetic, e.g. "contract" (fused multiply-add), "none", "fast"."""
+    """Fast-math flags added to every float `addf`/`subf`/`mulf`/`divf`/`negf`: "none", "fast"
+    (all flags) or a comma list of LLVM's flags, e.g. "contract" (fused multiply-add) or
+    "contract,afn". They are a union with the op's own `fastmath<...>`: an op keeps every flag it
+    has and gains the option's (so `fastmath=none` lowers `fastmath<fast>` as fast, and the default
+    adds `contract` to an op without flags). Other ops carry no flags into LLVM."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         flags = parse_fastmath(self.fastmath)
