@@ -10,8 +10,11 @@ offset is honoured (`x[i, j]` is element `o + i * s0 + j * s1` from the pointer)
 descriptor cannot express (`?` strides or offset, other affine maps) are rejected, as are memref
 results (results come back through output arguments). No alignment is promised beyond the
 element's (numpy buffers are often only 16-byte aligned). Element types: `index` -> i64; bf16 is
-stored as i16 (`arith.extf` shifts it into the high half of an f32, `arith.truncf` rounds to
-nearest even); f16, f32, f64 are LLVM's own.
+stored as i16; f16, f32, f64 are LLVM's own. Conversions to and from f16 and bf16 are integer
+code (`narrow_bits`, `widen_bits`): exact, one rounding to nearest even (f64 -> f16 and f64 ->
+bf16 too), NaNs quieted with their sign and payload kept. LLVM's `fptrunc`/`fpext` on half and
+bfloat would call compiler-rt (`__truncdfhf2`, `__truncsfbf2`, `__extendhfsf2`) on CPUs without
+AVX-512 FP16/BF16 or F16C, and MCJIT resolves none of them.
 `memref.view` of a byte buffer is its pointer moved on by the byte shift (`ew-workspace` places
 the pipeline's temporaries so); a `memref.alloc`/`dealloc` left in the IR calls `malloc`/`free`.
 
@@ -31,6 +34,7 @@ from xdsl.dialects import arith, cf, func, llvm, math, memref
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     AffineMapAttr,
+    AnyFloat,
     BFloat16Type,
     Float16Type,
     Float32Type,
@@ -520,54 +524,196 @@ class CastsToLlvm(RewritePattern):
             raise DiagnosticException(f"ew-to-llvm: unsupported cast {op}")
 
 
+@dataclass(frozen=True)
+class FloatFormat:
+    """An IEEE binary format: total width, fraction (explicit mantissa) bits, exponent bias."""
+
+    width: int
+    fraction: int
+    bias: int
+
+    @property
+    def sign(self) -> int:
+        return 1 << (self.width - 1)
+
+    @property
+    def infinity(self) -> int:
+        return self.sign - (1 << self.fraction)
+
+    @property
+    def min_exponent(self) -> int:
+        """The exponent of the smallest normal number."""
+        return 1 - self.bias
+
+    @property
+    def max_exponent(self) -> int:
+        """The exponent of the largest finite number."""
+        return (self.infinity >> self.fraction) - 1 - self.bias
+
+    def power_of_two(self, exponent: int) -> int:
+        """The bits of the normal number 2**exponent."""
+        return (exponent + self.bias) << self.fraction
+
+
+FORMATS: dict[type[Attribute], FloatFormat] = {
+    Float16Type: FloatFormat(16, 10, 15),
+    BFloat16Type: FloatFormat(16, 7, 127),
+    Float32Type: FloatFormat(32, 23, 127),
+    Float64Type: FloatFormat(64, 52, 1023),
+}
+_FLOAT_OF_WIDTH: dict[int, Attribute] = {32: Float32Type(), 64: Float64Type()}
+
+
+class _Emitter:
+    """Collects the LLVM ops of a conversion, with short names for them."""
+
+    def __init__(self) -> None:
+        self.ops: list[Operation] = []
+
+    def __call__(self, op: Operation) -> SSAValue:
+        self.ops.append(op)
+        return op.results[0]
+
+    def integer(self, value: int, width: int) -> SSAValue:
+        as_signed = value - (1 << width) if value >= 1 << (width - 1) else value
+        type_ = IntegerType(width)
+        return self(llvm.ConstantOp(IntegerAttr(as_signed, type_), type_))
+
+    def unsigned_compare(self, predicate: str, a: SSAValue, b: SSAValue) -> SSAValue:
+        index = list(llvm.ICmpPredicateFlag).index(llvm.ICmpPredicateFlag(predicate))
+        return self(llvm.ICmpOp(a, b, IntegerAttr(index, i64)))
+
+
+def narrow_bits(
+    emit: _Emitter, value: SSAValue, source: FloatFormat, target: FloatFormat
+) -> SSAValue:
+    """The i16 bits of the f32/f64 `value` rounded to nearest even in the 16-bit `target`, in
+    integer ops and one float add: one correct rounding (f64 -> f16 through f32 would round twice)
+    that needs no compiler-rt call (`fptrunc` to half or bfloat calls `__truncdfhf2` or
+    `__truncsfbf2` without AVX-512 FP16/BF16, and MCJIT resolves neither). NaN stays a NaN of its
+    sign, quieted, with the top of its payload; overflow gives inf; subnormals round correctly."""
+    width = source.width
+    shift = source.fraction - target.fraction
+
+    def constant(number: int) -> SSAValue:
+        return emit.integer(number, width)
+
+    bits = emit(llvm.BitcastOp(value, IntegerType(width)))
+    magnitude = emit(llvm.AndOp(bits, constant(source.sign - 1)))
+    kept = emit(llvm.LShrOp(magnitude, constant(shift)))
+    # Normal results: re-bias the exponent and round the integer: add half an ulp less one plus
+    # the lowest kept bit (ties go to the even neighbour), then drop the low bits.
+    odd = emit(llvm.AndOp(kept, constant(1)))
+    rebias = ((target.bias - source.bias) << source.fraction) + (1 << (shift - 1)) - 1
+    rounded = emit(llvm.AddOp(emit(llvm.AddOp(magnitude, constant(rebias))), odd))
+    result = emit(llvm.LShrOp(rounded, constant(shift)))
+    if target.min_exponent > source.min_exponent:
+        # Below the target's normals the FPU rounds: in |x| + 2**k, with k chosen so that the
+        # sum's ulp is the target's smallest subnormal, the low bits count those subnormals.
+        float_type = _FLOAT_OF_WIDTH[width]
+        magic = constant(
+            source.power_of_two(target.min_exponent - target.fraction + source.fraction)
+        )
+        total = emit(
+            llvm.FAddOp(
+                emit(llvm.BitcastOp(magnitude, float_type)),
+                emit(llvm.BitcastOp(magic, float_type)),
+            )
+        )
+        subnormal = emit(llvm.SubOp(emit(llvm.BitcastOp(total, IntegerType(width))), magic))
+        tiny = emit.unsigned_compare(
+            "ult", magnitude, constant(source.power_of_two(target.min_exponent))
+        )
+        result = emit(llvm.SelectOp(tiny, subnormal, result))
+    if target.max_exponent < source.max_exponent:
+        too_big = emit.unsigned_compare(
+            "uge", magnitude, constant(source.power_of_two(target.max_exponent + 1))
+        )
+        result = emit(llvm.SelectOp(too_big, constant(target.infinity), result))
+    payload = emit(llvm.AndOp(kept, constant((1 << target.fraction) - 1)))
+    quiet_nan = emit(llvm.OrOp(payload, constant(target.infinity | 1 << (target.fraction - 1))))
+    is_nan = emit.unsigned_compare("ugt", magnitude, constant(source.infinity))
+    result = emit(llvm.SelectOp(is_nan, quiet_nan, result))
+    sign = emit(llvm.AndOp(emit(llvm.LShrOp(bits, constant(width - 16))), constant(1 << 15)))
+    return emit(llvm.TruncOp(emit(llvm.OrOp(result, sign)), _I16))
+
+
+def widen_bits(
+    emit: _Emitter, bits: SSAValue, source: FloatFormat, target: FloatFormat
+) -> SSAValue:
+    """The f32/f64 value of the 16-bit float whose i16 `bits` are given: exact, in integer ops
+    and, for subnormals, an exact int-to-float and scaling (`fpext` from half calls compiler-rt's
+    `__extendhfsf2` without F16C). A NaN keeps its sign and payload and comes out quiet."""
+    width = target.width
+    float_type = _FLOAT_OF_WIDTH[width]
+
+    def constant(number: int) -> SSAValue:
+        return emit.integer(number, width)
+
+    wide = emit(llvm.ZExtOp(bits, IntegerType(width)))
+    magnitude = emit(llvm.AndOp(wide, constant(source.sign - 1)))
+    if (source.min_exponent, source.max_exponent) == (target.min_exponent, target.max_exponent):
+        # The same exponents (bf16 -> f32): sign, exponent and fraction move up as they are.
+        result = emit(llvm.ShlOp(wide, constant(width - source.width)))
+    else:
+        shifted = emit(llvm.ShlOp(magnitude, constant(target.fraction - source.fraction)))
+        rebias = constant((target.bias - source.bias) << target.fraction)
+        result = emit(llvm.AddOp(shifted, rebias))
+        # A subnormal is its fraction times the smallest subnormal: exact in the wider format.
+        count = emit(llvm.SIToFPOp(magnitude, float_type))
+        smallest = 2.0 ** (source.min_exponent - source.fraction)
+        unit = emit(llvm.ConstantOp(FloatAttr(smallest, cast(AnyFloat, float_type)), float_type))
+        scaled = emit(llvm.BitcastOp(emit(llvm.FMulOp(count, unit)), IntegerType(width)))
+        is_subnormal = emit.unsigned_compare("ult", magnitude, constant(1 << source.fraction))
+        result = emit(llvm.SelectOp(is_subnormal, scaled, result))
+        infinity = emit(llvm.OrOp(shifted, constant(target.infinity)))  # and NaN
+        is_infinite = emit.unsigned_compare("uge", magnitude, constant(source.infinity))
+        result = emit(llvm.SelectOp(is_infinite, infinity, result))
+        sign = emit(llvm.AndOp(wide, constant(source.sign)))
+        result = emit(llvm.OrOp(result, emit(llvm.ShlOp(sign, constant(width - source.width)))))
+    # IEEE: converting a signaling NaN gives a quiet one. (Not with `llvm.canonicalize`: LLVM 22
+    # aborts legalizing it for <2 x float>.)
+    quiet_nan = emit(llvm.OrOp(result, constant(1 << (target.fraction - 1))))
+    is_nan = emit.unsigned_compare("ugt", magnitude, constant(source.infinity))
+    result = emit(llvm.SelectOp(is_nan, quiet_nan, result))
+    return emit(llvm.BitcastOp(result, float_type))
+
+
+def _format(type_: Attribute) -> FloatFormat:
+    # A bf16 value whose producer is lowered already arrives as its i16 bits.
+    return FORMATS[BFloat16Type if isinstance(type_, IntegerType) else type(type_)]
+
+
 class ExtfToLlvm(RewritePattern):
-    """f16/f32 -> wider with `fpext`; bf16 -> f32 by moving its 16 bits into the high half."""
+    """f32 -> f64 with `fpext`; f16 and bf16 (i16 bits) -> f32/f64 with `widen_bits`."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.ExtFOp, rewriter: PatternRewriter) -> None:
-        # The operand may already be lowered: bf16 then arrives as its i16 bits.
-        if not isinstance(op.input.type, BFloat16Type | IntegerType):
+        if isinstance(op.input.type, Float32Type):
             rewriter.replace(op, llvm.FPExtOp(op.input, op.result.type))
             return
-        if not isinstance(op.result.type, Float32Type):
-            raise DiagnosticException(f"ew-to-llvm: bf16 widens only to f32: {op}")
-        wide = llvm.ZExtOp(op.input, _I32)
-        sixteen = llvm.ConstantOp(IntegerAttr(16, _I32), _I32)
-        high = llvm.ShlOp(wide.res, sixteen.result)
-        rewriter.replace(op, [wide, sixteen, high, llvm.BitcastOp(high.res, op.result.type)])
+        emit = _Emitter()
+        bits = op.input
+        if isinstance(op.input.type, Float16Type):
+            bits = emit(llvm.BitcastOp(op.input, _I16))
+        target = FORMATS[type(op.result.type)]
+        widen_bits(emit, bits, _format(op.input.type), target)
+        rewriter.replace(op, emit.ops)
 
 
 class TruncfToLlvm(RewritePattern):
-    """f64/f32 -> narrower with `fptrunc` (round to nearest even); f32 -> bf16 in integer ops."""
+    """f64 -> f32 with `fptrunc`; f32/f64 -> f16 and bf16 (i16 bits) with `narrow_bits`."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.TruncFOp, rewriter: PatternRewriter) -> None:
-        if not isinstance(op.result.type, BFloat16Type):
+        if isinstance(op.result.type, Float32Type):
             rewriter.replace(op, llvm.FPTruncOp(op.input, op.result.type))
             return
-        if not isinstance(op.input.type, Float32Type):
-            raise DiagnosticException(f"ew-to-llvm: bf16 is made only from f32: {op}")
-        ops: list[Operation] = []
-
-        def constant(value: int) -> SSAValue:
-            ops.append(c := llvm.ConstantOp(IntegerAttr(value, _I32), _I32))
-            return c.result
-
-        def emit(new: Operation) -> SSAValue:
-            ops.append(new)
-            return new.results[0]
-
-        bits = emit(llvm.BitcastOp(op.input, _I32))
-        upper = emit(llvm.LShrOp(bits, constant(16)))
-        # Round to nearest even: add 0x7fff plus the lowest kept bit, then keep the top half.
-        odd = emit(llvm.AndOp(upper, constant(1)))
-        rounded = emit(llvm.AddOp(bits, emit(llvm.AddOp(odd, constant(0x7FFF)))))
-        rounded_upper = emit(llvm.LShrOp(rounded, constant(16)))
-        # NaN keeps its sign and stays a (quiet) NaN instead of rounding into infinity.
-        quiet_nan = emit(llvm.OrOp(upper, constant(0x40)))
-        is_nan = emit(llvm.FCmpOp(op.input, op.input, "uno"))
-        chosen = emit(llvm.SelectOp(is_nan, quiet_nan, rounded_upper))
-        rewriter.replace(op, [*ops, llvm.TruncOp(chosen, _I16)])
+        emit = _Emitter()
+        bits = narrow_bits(emit, op.input, FORMATS[type(op.input.type)], _format(op.result.type))
+        if isinstance(op.result.type, Float16Type):
+            emit(llvm.BitcastOp(bits, op.result.type))
+        rewriter.replace(op, emit.ops)
 
 
 _MATH_INTRINSICS: dict[type[Operation], str] = {
