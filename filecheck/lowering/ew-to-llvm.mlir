@@ -56,12 +56,11 @@ func.func @add(%x: memref<?xf32>, %y: memref<?xf32>, %out: memref<?xf32>) {
 // CHECK-NEXT:    %[[BIASED:.*]] = llvm.add %{{.*}}, %[[HALF]] : i32
 // CHECK-NEXT:    %[[ROUNDED:.*]] = llvm.add %[[BIASED]], %{{.*}} : i32
 // CHECK:         %[[KEPT:.*]] = llvm.lshr %[[ROUNDED]], %{{.*}} : i32
-// CHECK:         %[[NAN:.*]] = llvm.icmp "ugt" %{{.*}}, %{{.*}} : i32
-// CHECK-NEXT:    llvm.select %[[NAN]], %{{.*}}, %[[KEPT]] : i1, i32
-// CHECK:         %[[NARROW:.*]] = llvm.trunc %{{.*}} : i32 to i16
+// CHECK:         %[[NAN:.*]] = llvm.fcmp "uno" %[[D:.*]], %[[D]] : f32
+// CHECK-NEXT:    %[[CHOSEN:.*]] = llvm.select %[[NAN]], %{{.*}}, %[[KEPT]] : i1, i32
+// CHECK-NEXT:    %[[NARROW:.*]] = llvm.trunc %[[CHOSEN]] : i32 to i16
 // CHECK:         llvm.store %[[NARROW]], %{{.*}} : i16, !llvm.ptr
 // CHECK-NOT:     llvm.fptrunc
-// CHECK-NOT:     llvm.fcmp
 func.func @bf16_matrix(%x: memref<?x8xbf16>, %out: memref<?x8xbf16>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index

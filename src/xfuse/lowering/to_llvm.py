@@ -599,7 +599,12 @@ def narrow_bits(
         return emit.integer(number, width)
 
     bits = emit(llvm.BitcastOp(value, IntegerType(width)))
-    magnitude = emit(llvm.AndOp(bits, constant(source.sign - 1)))
+    # With the same exponents (f32 -> bf16) the sign rides along: no rounding carry reaches it.
+    same_exponents = (source.min_exponent, source.max_exponent) == (
+        target.min_exponent,
+        target.max_exponent,
+    )
+    magnitude = bits if same_exponents else emit(llvm.AndOp(bits, constant(source.sign - 1)))
     kept = emit(llvm.LShrOp(magnitude, constant(shift)))
     # Normal results: re-bias the exponent and round the integer: add half an ulp less one plus
     # the lowest kept bit (ties go to the even neighbour), then drop the low bits.
@@ -630,12 +635,18 @@ def narrow_bits(
             "uge", magnitude, constant(source.power_of_two(target.max_exponent + 1))
         )
         result = emit(llvm.SelectOp(too_big, constant(target.infinity), result))
-    payload = emit(llvm.AndOp(kept, constant((1 << target.fraction) - 1)))
-    quiet_nan = emit(llvm.OrOp(payload, constant(target.infinity | 1 << (target.fraction - 1))))
-    is_nan = emit.unsigned_compare("ugt", magnitude, constant(source.infinity))
+    quiet = 1 << (target.fraction - 1)
+    if same_exponents:  # `kept` is sign, all-ones exponent and the payload's top
+        quiet_nan = emit(llvm.OrOp(kept, constant(quiet)))
+    else:
+        payload = emit(llvm.AndOp(kept, constant((1 << target.fraction) - 1)))
+        quiet_nan = emit(llvm.OrOp(payload, constant(target.infinity | quiet)))
+    is_nan = emit(llvm.FCmpOp(value, value, "uno"))
     result = emit(llvm.SelectOp(is_nan, quiet_nan, result))
-    sign = emit(llvm.AndOp(emit(llvm.LShrOp(bits, constant(width - 16))), constant(1 << 15)))
-    return emit(llvm.TruncOp(emit(llvm.OrOp(result, sign)), _I16))
+    if not same_exponents:
+        sign = emit(llvm.AndOp(emit(llvm.LShrOp(bits, constant(width - 16))), constant(1 << 15)))
+        result = emit(llvm.OrOp(result, sign))
+    return emit(llvm.TruncOp(result, _I16))
 
 
 def widen_bits(
