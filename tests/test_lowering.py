@@ -445,3 +445,17 @@ def test_op_fastmath_flags_are_kept_and_joined_with_the_option() -> None:
         "llvm.fmul": {"contract", "afn"},
         "llvm.fneg": {f.value for f in llvm.FastMathFlag},
     }
+
+
+@pytest.mark.parametrize("op", ["math.sqrt %x : bf16", "arith.maximumf %x, %x : bf16"])
+def test_intrinsic_on_bf16_is_a_diagnostic(op: str) -> None:
+    text = f"""
+    func.func @f(%x: bf16) -> bf16 {{
+      %s = {op}
+      func.return %s : bf16
+    }}
+    """
+    module = Parser(pipeline_context(), text).parse_module()
+    name = op.split()[0]
+    with pytest.raises(DiagnosticException, match=f"'{name}' on bf16 has no lowering"):
+        EwToLlvmPass().apply(pipeline_context(), module)

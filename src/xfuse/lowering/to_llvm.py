@@ -464,16 +464,26 @@ class IntegerArithToLlvm(RewritePattern):
         rewriter.replace(op, llvm_type(op.lhs, op.rhs))  # pyright: ignore[reportCallIssue]
 
 
-def float_intrinsic(name: str, operands: Sequence[SSAValue]) -> llvm.CallIntrinsicOp:
-    """A call of `llvm.<name>.<f16|f32|f64>` on float scalars of one type.
+_INTRINSIC_SUFFIXES: dict[type[Attribute], str] = {
+    Float16Type: "f16",
+    Float32Type: "f32",
+    Float64Type: "f64",
+}
+
+
+def float_intrinsic(op: Operation, name: str) -> llvm.CallIntrinsicOp:
+    """A call of `llvm.<name>.<f16|f32|f64>` on the operands of `op`, float scalars of its result
+    type.
 
     The name is mangled here, not by xDSL's converter: it declares the `llvm.intr.*` ops' intrinsics
     under the bare name (`llvm.sqrt`), so one program with an f32 and an f64 sqrt reused the first
     declaration for both and llvmlite rejected the second call.
     """
-    type_ = operands[0].type
-    suffix = {Float16Type: "f16", Float32Type: "f32", Float64Type: "f64"}[type(type_)]
-    return llvm.CallIntrinsicOp(f"llvm.{name}.{suffix}", operands, [type_])
+    type_ = op.results[0].type  # (operands may be lowered already: bf16 arrives as i16)
+    suffix = _INTRINSIC_SUFFIXES.get(type(type_))
+    if suffix is None:
+        raise DiagnosticException(f"ew-to-llvm: '{op.name}' on {type_} has no lowering")
+    return llvm.CallIntrinsicOp(f"llvm.{name}.{suffix}", op.operands, [type_])
 
 
 class MinMaxToLlvm(RewritePattern):
@@ -484,7 +494,7 @@ class MinMaxToLlvm(RewritePattern):
         self, op: arith.MaximumfOp | arith.MinimumfOp, rewriter: PatternRewriter
     ) -> None:
         kind = "maximum" if isinstance(op, arith.MaximumfOp) else "minimum"
-        rewriter.replace(op, float_intrinsic(kind, [op.lhs, op.rhs]))
+        rewriter.replace(op, float_intrinsic(op, kind))
 
 
 class CmpfToLlvm(RewritePattern):
@@ -746,7 +756,7 @@ class MathToLlvm(RewritePattern):
         if isinstance(op, math.FmaOp):
             rewriter.replace(op, llvm.FMAOp(op.a, op.b, op.c))
         else:
-            rewriter.replace(op, float_intrinsic(_MATH_INTRINSICS[type(op)], op.operands))
+            rewriter.replace(op, float_intrinsic(op, _MATH_INTRINSICS[type(op)]))
 
 
 # ---------------------------------------------------------------------------------------------
