@@ -35,10 +35,6 @@ def bits(values: np.ndarray) -> np.ndarray:
     return values.view(UNSIGNED[values.dtype.itemsize])
 
 
-def float_info(dtype: np.dtype) -> ml_dtypes.finfo:
-    return ml_dtypes.finfo(dtype)
-
-
 def boundary_values(source: np.dtype, target: np.dtype) -> np.ndarray:
     """`source` values at every kind of rounding boundary of `target`: all 2^16 patterns of a
     16-bit source; from f32/f64, random patterns, `target`'s values, the halfway points between
@@ -57,14 +53,14 @@ def boundary_values(source: np.dtype, target: np.dtype) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             exact = np.sort(target_patterns.view(target).astype(np.float64))
         exact = exact[np.isfinite(exact)]
-        info = float_info(target)
+        info = ml_dtypes.finfo(target)
         top_ulp = float(info.max) - float(np.nextafter(info.max, 0, dtype=target))
         # Ties between neighbours, and max + half an ulp (the overflow threshold): exact in f64.
         halfway = np.concatenate([(exact[:-1] + exact[1:]) / 2, [float(info.max) + top_ulp / 2]])
         with np.errstate(over="ignore"):
             near = np.concatenate([exact, halfway]).astype(source)
         values += [near, np.nextafter(near, source.type(np.inf)), np.nextafter(near, -near)]
-    info = float_info(source)
+    info = ml_dtypes.finfo(source)
     infinity = int(np.array(np.inf, source).view(unsigned))
     sign = 1 << (source.itemsize * 8 - 1)
     quiet = 1 << (int(info.nmant) - 1)
@@ -79,7 +75,9 @@ def converted_nans(source: np.ndarray, target: np.dtype) -> np.ndarray:
     or keep payloads depending on the pair, so they are no reference for NaN bits)."""
     source_bits = bits(source).astype(np.uint64)
     source_width, target_width = source.dtype.itemsize * 8, target.itemsize * 8
-    source_fraction, target_fraction = (int(float_info(d).nmant) for d in (source.dtype, target))
+    source_fraction, target_fraction = (
+        int(ml_dtypes.finfo(d).nmant) for d in (source.dtype, target)
+    )
     sign = (source_bits >> np.uint64(source_width - 1)) << np.uint64(target_width - 1)
     payload = source_bits & np.uint64((1 << source_fraction) - 1)
     shift = np.uint64(abs(source_fraction - target_fraction))
@@ -108,7 +106,7 @@ def assert_same_floats(got: np.ndarray, want: np.ndarray, source: np.ndarray) ->
     )
 
 
-PAIRS = [(s, t) for s, t in itertools.permutations(DTYPES, 2)]
+PAIRS = list(itertools.permutations(DTYPES, 2))
 
 
 @pytest.mark.parametrize("fuse", [True, False])
