@@ -14,7 +14,7 @@ from xdsl.dialects import llvm
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
-from xfuse.lowering.to_llvm import EwToLlvmPass
+from xfuse.lowering.to_llvm import EwToLlvmPass, parse_fastmath
 from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
@@ -459,3 +459,8 @@ def test_intrinsic_on_bf16_is_a_diagnostic(op: str) -> None:
     name = op.split()[0]
     with pytest.raises(DiagnosticException, match=f"'{name}' on bf16 has no lowering"):
         EwToLlvmPass().apply(pipeline_context(), module)
+
+
+def test_fastmath_fast_means_every_flag() -> None:
+    assert parse_fastmath("fast") == llvm.FastMathAttr("fast")
+    assert parse_fastmath("none") == llvm.FastMathAttr(None)
