@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import ctypes
 import re
 from collections.abc import Iterator
+from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
 import pytest
+from xdsl.dialects import llvm
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
-from xfuse.lowering.to_llvm import EwToLlvmPass
+from xfuse.lowering.to_llvm import EwToLlvmPass, parse_fastmath
 from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
-from xfuse.runtime.native import HostCpu, host_cpu
+from xfuse.runtime.native import HostCpu, NativeModule, compile_llvm_dialect, host_cpu
 
 GELU_KERNEL = """
 func.func @main(%x: memref<?xf32>, %b: memref<?xf32>, %r: memref<?xf32>, %out: memref<?xf32>) {
@@ -307,3 +310,179 @@ def test_bad_fastmath_flag_is_rejected() -> None:
         EwToLlvmPass(fastmath="turbo").apply(pipeline_context(), ModuleOp([]))
     with pytest.raises(ValueError, match="fastmath: .*bad fastmath flags 'turbo'"):
         compile_text(UNFUSED_TEMPORARY, ["x"], fastmath="turbo")
+
+
+def native_main(text: str, argument_count: int, **options: object) -> tuple[object, NativeModule]:
+    """`@main` of bufferized IR through the buffer passes and the JIT, as a raw ctypes function
+    taking `argument_count` native arguments (pointers and sizes): no runtime argument checks."""
+    module = Parser(pipeline_context(), text).parse_module()
+    ctx = pipeline_context()
+    for _, pass_ in Options(**options).buffer_passes():  # type: ignore[arg-type]
+        pass_.apply(ctx, module)
+    native = compile_llvm_dialect(module)
+    pointer_or_size = [ctypes.c_void_p if i % 2 == 0 else ctypes.c_int64 for i in range(4)]
+    signature = ctypes.CFUNCTYPE(None, *pointer_or_size[:argument_count])
+    return signature(native.address("main")), native
+
+
+STRIDED_KERNEL = """
+func.func @main(%x: memref<?x4xf32, strided<[10, 2], offset: 3>>, %out: memref<?x4xf32>) {
+  ew.kernel ins(%x : memref<?x4xf32, strided<[10, 2], offset: 3>>) outs(%out : memref<?x4xf32>) {
+  ^bb0(%xs: f32):
+    %one = arith.constant 1.0 : f32
+    %y = arith.addf %xs, %one : f32
+    ew.yield %y : f32
+  }
+  func.return
+}
+"""
+
+
+@pytest.mark.parametrize("rows", [1, 7, 100])
+def test_strided_layout_reads_a_strided_view(rows: int) -> None:
+    main, _native = native_main(STRIDED_KERNEL, 4)
+    base = np.arange(rows * 10 + 3, dtype=np.float32)
+    view = np.lib.stride_tricks.as_strided(base[3:], shape=(rows, 4), strides=(40, 8))
+    out = np.zeros((rows, 4), np.float32)
+    main(base.ctypes.data, rows, out.ctypes.data, rows)
+    np.testing.assert_array_equal(out, view + 1)
+
+
+def test_strided_one_dimensional_view() -> None:
+    text = """
+    func.func @main(%x: memref<?xf32, strided<[2], offset: 1>>, %out: memref<?xf32>) {
+      ew.kernel ins(%x : memref<?xf32, strided<[2], offset: 1>>) outs(%out : memref<?xf32>) {
+      ^bb0(%xs: f32):
+        %y = arith.mulf %xs, %xs : f32
+        ew.yield %y : f32
+      }
+      func.return
+    }
+    """
+    main, _native = native_main(text, 4)
+    base = np.random.default_rng(0).standard_normal(2 * 1000 + 1).astype(np.float32)
+    out = np.zeros(1000, np.float32)
+    main(base.ctypes.data, 1000, out.ctypes.data, 1000)
+    np.testing.assert_array_equal(out, base[1::2] * base[1::2])
+
+
+@pytest.mark.parametrize(
+    "layout",
+    ["strided<[?]>", "strided<[1], offset: ?>", "affine_map<(d0) -> (d0 floordiv 2)>"],
+)
+def test_layouts_without_a_lowering_are_rejected(layout: str) -> None:
+    text = f"""
+    func.func @main(%x: memref<8xf32, {layout}>, %out: memref<8xf32>) {{
+      %c0 = arith.constant 0 : index
+      %v = memref.load %x[%c0] : memref<8xf32, {layout}>
+      memref.store %v, %out[%c0] : memref<8xf32>
+      func.return
+    }}
+    """
+    with pytest.raises(DiagnosticException, match="'memref.load' on memref<8xf32, .*layout"):
+        native_main(text, 2)
+
+
+def test_strided_alloc_is_rejected() -> None:
+    text = """
+    func.func @main(%out: memref<8xf32>) {
+      %t = memref.alloc() : memref<8xf32, strided<[2]>>
+      func.return
+    }
+    """
+    module = Parser(pipeline_context(), text).parse_module()
+    with pytest.raises(DiagnosticException, match="'memref.alloc' makes memref<8xf32, strided"):
+        EwToLlvmPass().apply(pipeline_context(), module)
+
+
+def test_kernel_arguments_must_be_contiguous() -> None:
+    with pytest.raises(DiagnosticException, match="argument 'x' is a memref<\\?x4xf32, strided"):
+        compile_text(STRIDED_KERNEL, ["x"])
+
+
+def test_memref_result_is_a_located_diagnostic() -> None:
+    text = """
+    func.func @main(%x: memref<?xf32>) -> memref<?xf32> {
+      func.return %x : memref<?xf32>
+    }
+    """
+    with pytest.raises(DiagnosticException, match="'func.func' @main returns memref<\\?xf32>"):
+        native_main(text, 2)
+
+
+def fma_kernel(element: str) -> str:
+    memref_type = f"memref<?x{element}>"
+    return f"""
+    func.func @main(%a: {memref_type}, %b: {memref_type}, %c: {memref_type}, %out: {memref_type}) {{
+      ew.kernel ins(%a, %b, %c : {memref_type}, {memref_type}, {memref_type})
+                outs(%out : {memref_type}) {{
+      ^bb0(%as: {element}, %bs: {element}, %cs: {element}):
+        %r = math.fma %as, %bs, %cs : {element}
+        ew.yield %r : {element}
+      }}
+      func.return
+    }}
+    """
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+def test_fma_rounds_once(math_mode: str) -> None:
+    kernel32 = compile_text(fma_kernel("f32"), ["a", "b", "c"], math=math_mode)
+    a = np.array([1 + 2**-12, 3.0, np.inf, np.nan], np.float32)
+    c = np.array([-(1 + 2**-11), 1.0, -np.inf, 1.0], np.float32)
+    # (1 + 2^-12)^2 - (1 + 2^-11) is exactly 2^-24; rounding the product first gives 0.
+    got = kernel32(a=a, b=a, c=c)
+    np.testing.assert_array_equal(got, np.array([2**-24, 10.0, np.nan, np.nan], np.float32))
+    rng = np.random.default_rng(7)
+    a64, b64, c64 = (rng.standard_normal(1000) for _ in range(3))
+    kernel64 = compile_text(fma_kernel("f64"), ["a", "b", "c"], math=math_mode)
+    exact = [
+        float(Fraction(x) * Fraction(y) + Fraction(z))
+        for x, y, z in zip(a64, b64, c64, strict=True)
+    ]
+    np.testing.assert_array_equal(kernel64(a=a64, b=b64, c=c64), np.array(exact))
+
+
+def test_op_fastmath_flags_are_kept_and_joined_with_the_option() -> None:
+    text = """
+    func.func @main(%x: memref<?xf32>, %out: memref<?xf32>) {
+      %c0 = arith.constant 0 : index
+      %v = memref.load %x[%c0] : memref<?xf32>
+      %a = arith.addf %v, %v fastmath<nnan> : f32
+      %m = arith.mulf %a, %a : f32
+      %n = arith.negf %m fastmath<fast> : f32
+      memref.store %n, %out[%c0] : memref<?xf32>
+      func.return
+    }
+    """
+    module = Parser(pipeline_context(), text).parse_module()
+    EwToLlvmPass(fastmath="contract,afn").apply(pipeline_context(), module)
+    flags = {
+        op.name: {flag.value for flag in op.fastmathFlags.data}
+        for op in module.walk()
+        if isinstance(op, llvm.FAddOp | llvm.FMulOp | llvm.FNegOp)
+    }
+    assert flags == {
+        "llvm.fadd": {"nnan", "contract", "afn"},
+        "llvm.fmul": {"contract", "afn"},
+        "llvm.fneg": {f.value for f in llvm.FastMathFlag},
+    }
+
+
+@pytest.mark.parametrize("op", ["math.sqrt %x : bf16", "arith.maximumf %x, %x : bf16"])
+def test_intrinsic_on_bf16_is_a_diagnostic(op: str) -> None:
+    text = f"""
+    func.func @f(%x: bf16) -> bf16 {{
+      %s = {op}
+      func.return %s : bf16
+    }}
+    """
+    module = Parser(pipeline_context(), text).parse_module()
+    name = op.split()[0]
+    with pytest.raises(DiagnosticException, match=f"'{name}' on bf16 has no lowering"):
+        EwToLlvmPass().apply(pipeline_context(), module)
+
+
+def test_fastmath_fast_means_every_flag() -> None:
+    assert parse_fastmath("fast") == llvm.FastMathAttr("fast")
+    assert parse_fastmath("none") == llvm.FastMathAttr(None)

@@ -123,3 +123,65 @@ def test_erf_of_denormals_keeps_their_digits(math_mode: str) -> None:
     out = xfuse.compile("out = erf(x);", math=math_mode)(x=x).astype(np.float64)
     want = (x.astype(np.float64) * (2 / np.sqrt(np.pi))).astype(np.float32).astype(np.float64)
     np.testing.assert_allclose(out, want, rtol=1e-6, atol=2.0**-149)
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+@pytest.mark.parametrize("name", ["sqrt", "abs", "rsqrt", "softplus"])
+def test_one_function_at_f32_and_f64_in_one_program(name: str, math_mode: str) -> None:
+    kernel = xfuse.compile(
+        f"input f32 x; input f64 y; out = {name}(x) + {name}(y);", math=math_mode
+    )
+    x = np.array([0.25, 2.0, 9.0, 30.0], np.float32)
+    y = np.array([4.0, 0.5, 1e300, 0.0])
+    reference = ew.OPS_BY_MNEMONIC[name].reference
+    with np.errstate(all="ignore"):
+        want = reference(x.astype(np.float64)).astype(np.float32).astype(np.float64) + reference(y)
+    np.testing.assert_allclose(kernel(x=x, y=y), want, rtol=1e-6)
+
+
+def rounded(values: np.ndarray) -> np.ndarray:
+    """float64 values rounded to float32 and back (one op's result in the reference)."""
+    with np.errstate(over="ignore"):
+        return values.astype(np.float32).astype(np.float64)
+
+
+OVERFLOW_X = np.array([88.0, 88.7, 88.72283, 88.72284, 89.0, np.inf, -np.inf, np.nan], np.float32)
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize(
+    ("source", "reference"),
+    [
+        ("out = exp(x) - 3e38;", lambda e, x: e - rounded(np.array(3e38))),
+        ("out = exp(x) - x;", lambda e, x: e - x),
+        ("out = 2 * exp(x) + x;", lambda e, x: rounded(2 * e) + x),
+    ],
+)
+def test_overflowing_approx_exp_stays_infinite_next_to_other_ops(
+    source: str, reference: object, fuse: bool
+) -> None:
+    kernel = xfuse.compile(source, fuse=fuse, math="approx")
+    x = OVERFLOW_X.astype(np.float64)
+    with np.errstate(all="ignore"):
+        want = reference(rounded(np.exp(x)), x)  # type: ignore[operator]
+    check(kernel(x=OVERFLOW_X), want, (None, 1e-6))
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize(
+    ("source", "power"),
+    [
+        ("out = pow(x, 2) - 3e38;", lambda x: x**2),
+        ("out = pow(x, 128) - 3e38;", lambda x: x**128),
+        ("out = pow(2, x) - 3e38;", lambda x: 2**x),
+    ],
+)
+def test_overflowing_approx_pow_stays_infinite_next_to_other_ops(
+    source: str, power: object, fuse: bool
+) -> None:
+    # A constant exponent folds pow's special-case selects away: the 2**n scaling meets the fsub.
+    kernel = xfuse.compile(source, fuse=fuse, math="approx")
+    x = np.array([2e19, 2.0, 1.5, 127.9, 128.0, -89.0, np.inf, -np.inf, np.nan], np.float32)
+    with np.errstate(all="ignore"):
+        want = rounded(power(x.astype(np.float64))) - rounded(np.array(3e38))  # type: ignore[operator]
+    check(kernel(x=x), want, (None, 2e-5))

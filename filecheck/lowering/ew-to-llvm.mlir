@@ -37,7 +37,8 @@ func.func @add(%x: memref<?xf32>, %y: memref<?xf32>, %out: memref<?xf32>) {
 }
 
 // 2-D: the linear index is i * d + j, with the static inner size as a constant. bf16 loads as
-// i16, widens by a shift into the high half, and narrows with round-to-nearest-even.
+// i16, widens by a shift into the high half (a NaN quieted), and narrows with round-to-nearest-
+// even in integer ops: add 0x7fff plus the lowest kept bit, drop the low half; NaN selected.
 // CHECK-LABEL: llvm.func @bf16_matrix
 // CHECK-SAME:    (%[[X:.*]]: !llvm.ptr, %{{.*}}: i64, %[[OUT:.*]]: !llvm.ptr, %{{.*}}: i64)
 // CHECK:       ^{{.*}}(%[[I:.*]]: i64):
@@ -49,10 +50,17 @@ func.func @add(%x: memref<?xf32>, %y: memref<?xf32>, %out: memref<?xf32>) {
 // CHECK-NEXT:    %[[BITS:.*]] = llvm.load %[[P]] : !llvm.ptr -> i16
 // CHECK-NEXT:    %[[WIDE:.*]] = llvm.zext %[[BITS]] : i16 to i32
 // CHECK:         %[[HIGH:.*]] = llvm.shl %[[WIDE]], %{{.*}} : i32
-// CHECK-NEXT:    %[[F:.*]] = llvm.bitcast %[[HIGH]] : i32 to f32
-// CHECK:         llvm.fcmp "uno"
-// CHECK:         %[[NARROW:.*]] = llvm.trunc %{{.*}} : i32 to i16
+// CHECK:         %[[QUIETED:.*]] = llvm.select %{{.*}}, %{{.*}}, %[[HIGH]] : i1, i32
+// CHECK-NEXT:    %[[F:.*]] = llvm.bitcast %[[QUIETED]] : i32 to f32
+// CHECK:         %[[HALF:.*]] = llvm.mlir.constant(32767 : i32) : i32
+// CHECK-NEXT:    %[[BIASED:.*]] = llvm.add %{{.*}}, %[[HALF]] : i32
+// CHECK-NEXT:    %[[ROUNDED:.*]] = llvm.add %[[BIASED]], %{{.*}} : i32
+// CHECK:         %[[KEPT:.*]] = llvm.lshr %[[ROUNDED]], %{{.*}} : i32
+// CHECK:         %[[NAN:.*]] = llvm.fcmp "uno" %[[D:.*]], %[[D]] : f32
+// CHECK-NEXT:    %[[CHOSEN:.*]] = llvm.select %[[NAN]], %{{.*}}, %[[KEPT]] : i1, i32
+// CHECK-NEXT:    %[[NARROW:.*]] = llvm.trunc %[[CHOSEN]] : i32 to i16
 // CHECK:         llvm.store %[[NARROW]], %{{.*}} : i16, !llvm.ptr
+// CHECK-NOT:     llvm.fptrunc
 func.func @bf16_matrix(%x: memref<?x8xbf16>, %out: memref<?x8xbf16>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -109,3 +117,71 @@ func.func @temporary(%x: memref<?xf32>) {
   func.return
 }
 func.func private @tanhf(f32) -> f32
+
+// A static strided layout: x[i, j] is element 3 + i * 10 + j * 2 from the pointer (a stride of 1
+// needs no multiply); the dynamic size is still an argument.
+// CHECK-LABEL: llvm.func @strided
+// CHECK-SAME:    (%[[X:.*]]: !llvm.ptr, %{{.*}}: i64, %[[OUT:.*]]: !llvm.ptr)
+// CHECK:         %[[OFFSET:.*]] = llvm.mlir.constant(3) : i64
+// CHECK-NEXT:    %[[S0:.*]] = llvm.mlir.constant(10) : i64
+// CHECK-NEXT:    %[[ROW:.*]] = llvm.mul %[[I:.*]], %[[S0]] : i64
+// CHECK-NEXT:    %[[PARTIAL:.*]] = llvm.add %[[OFFSET]], %[[ROW]] : i64
+// CHECK-NEXT:    %[[S1:.*]] = llvm.mlir.constant(2) : i64
+// CHECK-NEXT:    %[[COLUMN:.*]] = llvm.mul %[[J:.*]], %[[S1]] : i64
+// CHECK-NEXT:    %[[LINEAR:.*]] = llvm.add %[[PARTIAL]], %[[COLUMN]] : i64
+// CHECK-NEXT:    %[[P:.*]] = llvm.getelementptr inbounds %[[X]][%[[LINEAR]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK-NEXT:    %[[V:.*]] = llvm.load %[[P]] : !llvm.ptr -> f32
+// CHECK:         %[[OFFSET2:.*]] = llvm.mlir.constant(1) : i64
+// CHECK-NEXT:    %[[LINEAR2:.*]] = llvm.add %[[OFFSET2]], %[[J]] : i64
+// CHECK-NEXT:    llvm.getelementptr inbounds %[[OUT]][%[[LINEAR2]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+func.func @strided(%x: memref<?x4xf32, strided<[10, 2], offset: 3>>, %out: memref<4xf32, strided<[1], offset: 1>>) {
+  %i = arith.constant 5 : index
+  %j = arith.constant 1 : index
+  %v = memref.load %x[%i, %j] : memref<?x4xf32, strided<[10, 2], offset: 3>>
+  memref.store %v, %out[%j] : memref<4xf32, strided<[1], offset: 1>>
+  func.return
+}
+
+// An op's own fast-math flags survive (the option only adds to them); math.fma is LLVM's fma
+// intrinsic; sqrt at f32 and f64 in one function calls two intrinsics mangled by type.
+// CHECK-LABEL: llvm.func @flags_fma_sqrt
+// CHECK:         llvm.fmul %{{.*}}, %{{.*}} {fastmathFlags = #llvm.fastmath<fast>} : f32
+// CHECK-NEXT:    llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (f32, f32, f32) -> f32
+// CHECK-NEXT:    llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (f64, f64, f64) -> f64
+// CHECK-NEXT:    llvm.call_intrinsic "llvm.sqrt.f32"(%{{.*}}) : (f32) -> f32
+// CHECK-NEXT:    llvm.call_intrinsic "llvm.sqrt.f64"(%{{.*}}) : (f64) -> f64
+// NOFAST-LABEL: llvm.func @flags_fma_sqrt
+// NOFAST:        llvm.fmul %{{.*}}, %{{.*}} {fastmathFlags = #llvm.fastmath<fast>} : f32
+func.func @flags_fma_sqrt(%a: f32, %b: f64) -> f64 {
+  %m = arith.mulf %a, %a fastmath<fast> : f32
+  %f = math.fma %m, %a, %a : f32
+  %g = math.fma %b, %b, %b : f64
+  %s = math.sqrt %f : f32
+  %t = math.sqrt %g : f64
+  %w = arith.extf %s : f32 to f64
+  %r = arith.addf %w, %t : f64
+  func.return %r : f64
+}
+
+// f64 -> f16 rounds once, in integer ops on the f64 bits (no fptrunc: without AVX-512 FP16 it is
+// a call of compiler-rt's __truncdfhf2, which the JIT cannot resolve): below f16's normals an
+// f64 add of 2^28 (whose ulp is f16's smallest subnormal) rounds; from 2^16 on it is inf.
+// CHECK-LABEL: llvm.func @f64_to_f16
+// CHECK:         %[[BITS:.*]] = llvm.bitcast %{{.*}} : f64 to i64
+// CHECK-NOT:     llvm.fptrunc
+// CHECK:         %[[MAGIC:.*]] = llvm.mlir.constant(4733283208366391296) : i64
+// CHECK:         %[[SUM:.*]] = llvm.fadd %{{.*}}, %{{.*}} : f64
+// CHECK-NEXT:    %[[SUM_BITS:.*]] = llvm.bitcast %[[SUM]] : f64 to i64
+// CHECK-NEXT:    %{{.*}} = llvm.sub %[[SUM_BITS]], %[[MAGIC]] : i64
+// CHECK:         %[[TWO_16:.*]] = llvm.mlir.constant(4679240012837945344) : i64
+// CHECK-NEXT:    %[[HUGE:.*]] = llvm.icmp "uge" %{{.*}}, %[[TWO_16]] : i64
+// CHECK-NEXT:    %[[INF:.*]] = llvm.mlir.constant(31744) : i64
+// CHECK-NEXT:    llvm.select %[[HUGE]], %[[INF]], %{{.*}} : i1, i64
+// CHECK:         %[[H:.*]] = llvm.trunc %{{.*}} : i64 to i16
+// CHECK-NEXT:    %{{.*}} = llvm.bitcast %[[H]] : i16 to f16
+// CHECK-NOT:     llvm.fptrunc
+// CHECK:         llvm.return
+func.func @f64_to_f16(%x: f64) -> f16 {
+  %h = arith.truncf %x : f64 to f16
+  func.return %h : f16
+}

@@ -6,7 +6,9 @@ errors over a dense sweep of float32 inputs are in docs/math.md (`tests/test_mat
 
 - exp: Cody-Waite reduction x = n ln2 + r with n rounded by the 1.5 * 2**23 trick, Cephes' degree-6
   polynomial for e**r, and 2**n applied as two exact power-of-two factors (so results down to
-  2**-149 and up to overflow are right).
+  2**-149 are right). Overflow is a select of +inf above the largest x whose exp is finite, not
+  the last multiply's rounding: with `contract`, LLVM fuses that multiply into an FMA with the
+  consumer (`exp(x) - 3e38`), which never rounds the product, so it would stay finite.
 - log: exponent and mantissa from the bits (denormals scaled first), Cephes' degree-9 polynomial.
 - tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8), x^2 <= 8.5^2, clamped to +-1.
 - erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x times the ratio.
@@ -26,6 +28,7 @@ _I32 = IntegerType(32)
 _F32 = Float32Type()
 
 _LOG2E = 1.44269504088896341
+_EXP_FINITE_MAX = 88.72283172607421875  # float32 0x42B17217: exp of the next float32 overflows
 _ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: adding it rounds |v| < 2**22 to an integer in the low bits
 _ROUND_MAGIC_BITS = 0x4B400000
 _LN2_HI = 0.693359375
@@ -172,18 +175,19 @@ class Float32Emitter:
 
 
 def exp(e: Float32Emitter, x: SSAValue) -> SSAValue:
-    x = e.clamp(x, -104.0, 89.0)
-    shifted = e.add(e.mul(x, e.f(_LOG2E)), e.f(_ROUND_MAGIC))
+    clamped = e.clamp(x, -104.0, 89.0)
+    shifted = e.add(e.mul(clamped, e.f(_LOG2E)), e.f(_ROUND_MAGIC))
     n = e.isub(e.bits(shifted), e.i(_ROUND_MAGIC_BITS))
     n_float = e.sub(shifted, e.f(_ROUND_MAGIC))
-    r = e.sub(x, e.mul(n_float, e.f(_LN2_HI)))
+    r = e.sub(clamped, e.mul(n_float, e.f(_LN2_HI)))
     r = e.sub(r, e.mul(n_float, e.f(_LN2_LO)))
     p = e.polynomial(r, _EXP_POLY)
     mantissa = e.add(e.add(e.mul(e.mul(r, r), p), r), e.f(1.0))
     half = e.ashr(n, e.i(1))
     scale_a = e.from_bits(e.shl(e.iadd(half, e.i(127)), e.i(23)))
     scale_b = e.from_bits(e.shl(e.iadd(e.isub(n, half), e.i(127)), e.i(23)))
-    return e.mul(e.mul(mantissa, scale_a), scale_b)
+    result = e.mul(e.mul(mantissa, scale_a), scale_b)
+    return e.select(e.cmp("ogt", x, e.f(_EXP_FINITE_MAX)), e.f(float("inf")), result)
 
 
 def log(e: Float32Emitter, x: SSAValue) -> SSAValue:

@@ -62,6 +62,11 @@ def libm_name(op_type: type[Operation], type_: Attribute) -> str:
     raise DiagnosticException(f"'{op_type.name}' on {type_}: only f32 and f64 have a lowering")
 
 
+def libm_functions() -> set[str]:
+    """Every C library function the expansion may call."""
+    return {base + suffix for base in _LIBM_NAMES.values() for suffix in ("", "f")}
+
+
 @dataclass
 class ExpandMath(RewritePattern):
     approximate: bool

@@ -134,13 +134,11 @@ def _cast(builder: Builder, value: SSAValue, type_: Attribute) -> SSAValue:
 def emit_convert(builder: Builder, value: SSAValue, target: Attribute) -> SSAValue:
     """`ew.convert` to the element type `target` of `value` (held in its source's compute type).
 
-    The result is held in `compute_type(target)`. Narrowing rounds to nearest even through
-    `arith.truncf` (f32 -> bf16 -> f32 for a bf16 target); f64 -> bf16 rounds through f32 (the
-    lowering makes bf16 only from f32), which can differ from one rounding by an ulp in rare ties.
+    The result is held in `compute_type(target)`. Narrowing rounds once to nearest even with
+    `arith.truncf` (f32 -> bf16 -> f32 for a bf16 target; f64 -> f16 and f64 -> bf16 directly,
+    never through f32, which would round twice).
     """
     if _bits(target) < _bits(value.type):
-        if isinstance(target, BFloat16Type):
-            value = _cast(builder, value, Float32Type())
         value = _cast(builder, value, target)
     return _cast(builder, value, compute_type(target))
 

@@ -5,9 +5,16 @@ ours. `scf` goes to `cf` with xDSL's own `convert-scf-to-cf`; the rest is one pa
 
 Calling convention (the runtime relies on it): every memref argument becomes an `!llvm.ptr` to its
 first element followed by one `i64` per dynamic (`?`) dimension of its type; arrays are
-C-contiguous. No alignment is promised beyond the element's (numpy buffers are often only 16-byte
-aligned). Element types: `index` -> i64; bf16 is stored as i16 (`arith.extf` shifts it into the
-high half of an f32, `arith.truncf` rounds to nearest even); f16, f32, f64 are LLVM's own.
+C-contiguous, except that a `strided<[s0, s1, ...], offset: o>` layout with static strides and
+offset is honoured (`x[i, j]` is element `o + i * s0 + j * s1` from the pointer). Layouts the
+descriptor cannot express (`?` strides or offset, other affine maps) are rejected, as are memref
+results (results come back through output arguments). No alignment is promised beyond the
+element's (numpy buffers are often only 16-byte aligned). Element types: `index` -> i64; bf16 is
+stored as i16; f16, f32, f64 are LLVM's own. Conversions to and from f16 and bf16 are integer
+code (`narrow_bits`, `widen_bits`): exact, one rounding to nearest even (f64 -> f16 and f64 ->
+bf16 too), NaNs quieted with their sign and payload kept. LLVM's `fptrunc`/`fpext` on half and
+bfloat would call compiler-rt (`__truncdfhf2`, `__truncsfbf2`, `__extendhfsf2`) on CPUs without
+AVX-512 FP16/BF16 or F16C, and MCJIT resolves none of them.
 `memref.view` of a byte buffer is its pointer moved on by the byte shift (`ew-workspace` places
 the pipeline's temporaries so); a `memref.alloc`/`dealloc` left in the IR calls `malloc`/`free`.
 
@@ -26,6 +33,8 @@ from xdsl.context import Context
 from xdsl.dialects import arith, cf, func, llvm, math, memref
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    AffineMapAttr,
+    AnyFloat,
     BFloat16Type,
     Float16Type,
     Float32Type,
@@ -36,11 +45,14 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    NoneAttr,
+    StridedLayoutAttr,
     TensorType,
     UnrealizedConversionCastOp,
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -132,30 +144,72 @@ def _size_value(size: SSAValue | int, ops: list[Operation]) -> SSAValue:
     return _constant(size, ops) if isinstance(size, int) else size
 
 
+def strided_layout(type_: MemRefType[Attribute], op: Operation) -> tuple[list[int], int] | None:
+    """The static (strides, offset) in elements of a `strided<...>` layout, None for the identity
+    layout (row-major over the sizes, dynamic ones included); any other layout is rejected.
+
+    The descriptor carries only the pointer and the dynamic sizes, so `?` strides and offsets,
+    and affine maps other than the identity, have no lowering.
+    """
+    layout = type_.layout
+    if isinstance(layout, NoneAttr) or (
+        isinstance(layout, AffineMapAttr)
+        and layout.data == AffineMap.identity(type_.get_num_dims())
+    ):
+        return None
+    if isinstance(layout, StridedLayoutAttr):
+        strides, offset = layout.get_strides(), layout.get_offset()
+        if offset is not None and all(stride is not None for stride in strides):
+            return [cast(int, stride) for stride in strides], offset
+    raise DiagnosticException(
+        f"ew-to-llvm: '{op.name}' on {type_}: only the identity layout and strided layouts with "
+        "static strides and offset have a lowering (the descriptor has no strides or offset)"
+    )
+
+
 def _element_pointer(
-    value: SSAValue, indices: Sequence[SSAValue], ops: list[Operation]
+    op: Operation, value: SSAValue, indices: Sequence[SSAValue], ops: list[Operation]
 ) -> SSAValue:
-    """The address of `value[indices]`, row-major (ops to insert are appended to `ops`)."""
+    """The address of `value[indices]` for `op` (ops to insert are appended to `ops`)."""
     pieces = descriptor(value)
-    if not indices:
-        return pieces.pointer
-    linear = indices[0]
-    for index, size in zip(indices[1:], pieces.sizes[1:], strict=True):
-        scaled = llvm.MulOp(linear, _size_value(size, ops))
-        offset = llvm.AddOp(scaled.res, index)
-        ops += [scaled, offset]
-        linear = offset.res
-    element = convert_type(cast(MemRefType[Attribute], value.type).get_element_type())
-    gep = llvm.GEPOp.from_mixed_indices(pieces.pointer, [linear], element, inbounds=True)
-    ops.append(gep)
-    return gep.result
+    type_ = cast(MemRefType[Attribute], value.type)
+    layout = strided_layout(type_, op)
+
+    def emit(new: Operation) -> SSAValue:
+        ops.append(new)
+        return new.results[0]
+
+    if layout is None:  # row-major: ((i0 * d1 + i1) * d2 + i2) ...
+        if not indices:
+            return pieces.pointer
+        linear = indices[0]
+        for index, size in zip(indices[1:], pieces.sizes[1:], strict=True):
+            linear = emit(llvm.AddOp(emit(llvm.MulOp(linear, _size_value(size, ops))), index))
+    else:  # offset + i0 * s0 + i1 * s1 ...
+        strides, offset = layout
+        linear = _constant(offset, ops)
+        for index, stride in zip(indices, strides, strict=True):
+            scaled = index if stride == 1 else emit(llvm.MulOp(index, _constant(stride, ops)))
+            linear = emit(llvm.AddOp(linear, scaled))
+    element = convert_type(type_.get_element_type())
+    return emit(llvm.GEPOp.from_mixed_indices(pieces.pointer, [linear], element, inbounds=True))
+
+
+def contiguous(type_: Attribute, op: Operation) -> MemRefType[Attribute]:
+    """`type_`, which `op` makes from bytes, if its layout is the identity (else rejected)."""
+    memref_type = cast(MemRefType[Attribute], type_)
+    if strided_layout(memref_type, op) is not None:
+        raise DiagnosticException(
+            f"ew-to-llvm: '{op.name}' makes {memref_type}: only the identity layout has a lowering"
+        )
+    return memref_type
 
 
 class LoadToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.LoadOp, rewriter: PatternRewriter) -> None:
         ops: list[Operation] = []
-        pointer = _element_pointer(op.memref, op.indices, ops)
+        pointer = _element_pointer(op, op.memref, op.indices, ops)
         rewriter.replace(op, [*ops, llvm.LoadOp(pointer, convert_type(op.res.type))])
 
 
@@ -163,7 +217,7 @@ class StoreToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.StoreOp, rewriter: PatternRewriter) -> None:
         ops: list[Operation] = []
-        pointer = _element_pointer(op.memref, op.indices, ops)
+        pointer = _element_pointer(op, op.memref, op.indices, ops)
         rewriter.replace(op, [*ops, llvm.StoreOp(op.value, pointer)])
 
 
@@ -189,7 +243,7 @@ class DimToLlvm(RewritePattern):
 class AllocToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.AllocOp, rewriter: PatternRewriter) -> None:
-        type_ = cast(MemRefType[Attribute], op.memref.type)
+        type_ = contiguous(op.memref.type, op)
         ops: list[Operation] = []
         dynamic = iter(op.dynamic_sizes)
         element_bytes = _byte_width(type_.get_element_type())
@@ -211,6 +265,7 @@ class ViewToLlvm(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.ViewOp, rewriter: PatternRewriter) -> None:
+        contiguous(op.result.type, op)
         start = llvm.GEPOp.from_mixed_indices(
             descriptor(op.source).pointer, [op.byte_shift], _I8, inbounds=True
         )
@@ -247,9 +302,23 @@ def external_function(
     )
 
 
+def _reject_memref_results(op: func.FuncOp | func.CallOp, results: Sequence[Attribute]) -> None:
+    """A memref result would need a descriptor the caller unpacks; results come back through
+    output arguments instead (destination-passing style, what `ew-bufferize` makes)."""
+    returned = next((t for t in results if isinstance(t, MemRefType)), None)
+    if returned is None:
+        return
+    where = f"@{op.sym_name.data}" if isinstance(op, func.FuncOp) else f"call of {op.callee}"
+    raise DiagnosticException(
+        f"ew-to-llvm: '{op.name}' {where} returns {returned}: memref results have no lowering; "
+        "pass the result buffer as an argument (destination-passing style, as ew-bufferize does)"
+    )
+
+
 def lower_function(op: func.FuncOp) -> llvm.FuncOp:
     """The `llvm.func` of a `func.func`: memref arguments expanded, body moved over."""
     inputs = [t for type_ in op.function_type.inputs for t in native_argument_types(type_)]
+    _reject_memref_results(op, op.function_type.outputs)
     outputs = [convert_type(t) for t in op.function_type.outputs]
     if len(outputs) > 1:
         raise DiagnosticException(f"ew-to-llvm: '{op.sym_name.data}' returns more than one value")
@@ -286,6 +355,7 @@ class ReturnToLlvm(RewritePattern):
 class CallToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: func.CallOp, rewriter: PatternRewriter) -> None:
+        _reject_memref_results(op, op.result_types)
         result_types = [convert_type(t) for t in op.result_types]
         call = llvm.CallOp(
             op.callee, *op.arguments, return_type=result_types[0] if result_types else None
@@ -335,6 +405,13 @@ _FLOAT_BINARY: dict[type[Operation], type[llvm.AbstractFloatArithOp]] = {
 }
 
 
+def combined_fastmath(
+    op_flags: arith.FastMathFlagsAttr, option: llvm.FastMathAttr
+) -> llvm.FastMathAttr:
+    """The op's own fast-math flags together with the pass option's (a union: either may allow)."""
+    return llvm.FastMathAttr(option.data | {llvm.FastMathFlag(f.value) for f in op_flags.data})
+
+
 @dataclass(frozen=True)
 class FloatArithToLlvm(RewritePattern):
     fastmath: llvm.FastMathAttr
@@ -345,7 +422,8 @@ class FloatArithToLlvm(RewritePattern):
         op: arith.AddfOp | arith.SubfOp | arith.MulfOp | arith.DivfOp,
         rewriter: PatternRewriter,
     ) -> None:
-        rewriter.replace(op, _FLOAT_BINARY[type(op)](op.lhs, op.rhs, self.fastmath))
+        flags = combined_fastmath(op.fastmath, self.fastmath)
+        rewriter.replace(op, _FLOAT_BINARY[type(op)](op.lhs, op.rhs, flags))
 
 
 @dataclass(frozen=True)
@@ -354,7 +432,7 @@ class NegToLlvm(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.NegfOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, llvm.FNegOp(op.operand, self.fastmath))
+        rewriter.replace(op, llvm.FNegOp(op.operand, combined_fastmath(op.fastmath, self.fastmath)))
 
 
 _INTEGER_BINARY: dict[type[Operation], type[Operation]] = {
@@ -389,6 +467,28 @@ class IntegerArithToLlvm(RewritePattern):
         rewriter.replace(op, llvm_type(op.lhs, op.rhs))  # pyright: ignore[reportCallIssue]
 
 
+_INTRINSIC_SUFFIXES: dict[type[Attribute], str] = {
+    Float16Type: "f16",
+    Float32Type: "f32",
+    Float64Type: "f64",
+}
+
+
+def float_intrinsic(op: Operation, name: str) -> llvm.CallIntrinsicOp:
+    """A call of `llvm.<name>.<f16|f32|f64>` on the operands of `op`, float scalars of its result
+    type.
+
+    The name is mangled here, not by xDSL's converter: it declares the `llvm.intr.*` ops' intrinsics
+    under the bare name (`llvm.sqrt`), so one program with an f32 and an f64 sqrt reused the first
+    declaration for both and llvmlite rejected the second call.
+    """
+    type_ = op.results[0].type  # (operands may be lowered already: bf16 arrives as i16)
+    suffix = _INTRINSIC_SUFFIXES.get(type(type_))
+    if suffix is None:
+        raise DiagnosticException(f"ew-to-llvm: '{op.name}' on {type_} has no lowering")
+    return llvm.CallIntrinsicOp(f"llvm.{name}.{suffix}", op.operands, [type_])
+
+
 class MinMaxToLlvm(RewritePattern):
     """NaN-propagating `maximumf`/`minimumf` -> `llvm.maximum`/`llvm.minimum` (vectorizable)."""
 
@@ -397,10 +497,7 @@ class MinMaxToLlvm(RewritePattern):
         self, op: arith.MaximumfOp | arith.MinimumfOp, rewriter: PatternRewriter
     ) -> None:
         kind = "maximum" if isinstance(op, arith.MaximumfOp) else "minimum"
-        suffix = {Float16Type: "f16", Float32Type: "f32", Float64Type: "f64"}[type(op.result.type)]
-        rewriter.replace(
-            op, llvm.CallIntrinsicOp(f"llvm.{kind}.{suffix}", [op.lhs, op.rhs], [op.result.type])
-        )
+        rewriter.replace(op, float_intrinsic(op, kind))
 
 
 class CmpfToLlvm(RewritePattern):
@@ -440,69 +537,229 @@ class CastsToLlvm(RewritePattern):
             raise DiagnosticException(f"ew-to-llvm: unsupported cast {op}")
 
 
+@dataclass(frozen=True)
+class FloatFormat:
+    """An IEEE binary format: total width, fraction (explicit mantissa) bits, exponent bias."""
+
+    width: int
+    fraction: int
+    bias: int
+
+    @property
+    def sign(self) -> int:
+        return 1 << (self.width - 1)
+
+    @property
+    def infinity(self) -> int:
+        return self.sign - (1 << self.fraction)
+
+    @property
+    def min_exponent(self) -> int:
+        """The exponent of the smallest normal number."""
+        return 1 - self.bias
+
+    @property
+    def max_exponent(self) -> int:
+        """The exponent of the largest finite number."""
+        return (self.infinity >> self.fraction) - 1 - self.bias
+
+    def power_of_two(self, exponent: int) -> int:
+        """The bits of the normal number 2**exponent."""
+        return (exponent + self.bias) << self.fraction
+
+
+FORMATS: dict[type[Attribute], FloatFormat] = {
+    Float16Type: FloatFormat(16, 10, 15),
+    BFloat16Type: FloatFormat(16, 7, 127),
+    Float32Type: FloatFormat(32, 23, 127),
+    Float64Type: FloatFormat(64, 52, 1023),
+}
+_FLOAT_OF_WIDTH: dict[int, Attribute] = {32: Float32Type(), 64: Float64Type()}
+
+
+class _Emitter:
+    """Collects the LLVM ops of a conversion, with short names for them."""
+
+    def __init__(self) -> None:
+        self.ops: list[Operation] = []
+
+    def __call__(self, op: Operation) -> SSAValue:
+        self.ops.append(op)
+        return op.results[0]
+
+    def integer(self, value: int, width: int) -> SSAValue:
+        as_signed = value - (1 << width) if value >= 1 << (width - 1) else value
+        type_ = IntegerType(width)
+        return self(llvm.ConstantOp(IntegerAttr(as_signed, type_), type_))
+
+    def unsigned_compare(self, predicate: str, a: SSAValue, b: SSAValue) -> SSAValue:
+        index = list(llvm.ICmpPredicateFlag).index(llvm.ICmpPredicateFlag(predicate))
+        return self(llvm.ICmpOp(a, b, IntegerAttr(index, i64)))
+
+
+def narrow_bits(
+    emit: _Emitter, value: SSAValue, source: FloatFormat, target: FloatFormat
+) -> SSAValue:
+    """The i16 bits of the f32/f64 `value` rounded to nearest even in the 16-bit `target`, in
+    integer ops and one float add: one correct rounding (f64 -> f16 through f32 would round twice)
+    that needs no compiler-rt call (`fptrunc` to half or bfloat calls `__truncdfhf2` or
+    `__truncsfbf2` without AVX-512 FP16/BF16, and MCJIT resolves neither). NaN stays a NaN of its
+    sign, quieted, with the top of its payload; overflow gives inf; subnormals round correctly."""
+    width = source.width
+    shift = source.fraction - target.fraction
+
+    def constant(number: int) -> SSAValue:
+        return emit.integer(number, width)
+
+    bits = emit(llvm.BitcastOp(value, IntegerType(width)))
+    # With the same exponents (f32 -> bf16) the sign rides along: no rounding carry reaches it.
+    same_exponents = (source.min_exponent, source.max_exponent) == (
+        target.min_exponent,
+        target.max_exponent,
+    )
+    magnitude = bits if same_exponents else emit(llvm.AndOp(bits, constant(source.sign - 1)))
+    kept = emit(llvm.LShrOp(magnitude, constant(shift)))
+    # Normal results: re-bias the exponent and round the integer: add half an ulp less one plus
+    # the lowest kept bit (ties go to the even neighbour), then drop the low bits.
+    odd = emit(llvm.AndOp(kept, constant(1)))
+    rebias = ((target.bias - source.bias) << source.fraction) + (1 << (shift - 1)) - 1
+    rounded = emit(llvm.AddOp(emit(llvm.AddOp(magnitude, constant(rebias))), odd))
+    result = emit(llvm.LShrOp(rounded, constant(shift)))
+    if target.min_exponent > source.min_exponent:
+        # Below the target's normals the FPU rounds: in |x| + 2**k, with k chosen so that the
+        # sum's ulp is the target's smallest subnormal, the low bits count those subnormals.
+        float_type = _FLOAT_OF_WIDTH[width]
+        magic = constant(
+            source.power_of_two(target.min_exponent - target.fraction + source.fraction)
+        )
+        total = emit(
+            llvm.FAddOp(
+                emit(llvm.BitcastOp(magnitude, float_type)),
+                emit(llvm.BitcastOp(magic, float_type)),
+            )
+        )
+        subnormal = emit(llvm.SubOp(emit(llvm.BitcastOp(total, IntegerType(width))), magic))
+        tiny = emit.unsigned_compare(
+            "ult", magnitude, constant(source.power_of_two(target.min_exponent))
+        )
+        result = emit(llvm.SelectOp(tiny, subnormal, result))
+    if target.max_exponent < source.max_exponent:
+        too_big = emit.unsigned_compare(
+            "uge", magnitude, constant(source.power_of_two(target.max_exponent + 1))
+        )
+        result = emit(llvm.SelectOp(too_big, constant(target.infinity), result))
+    quiet = 1 << (target.fraction - 1)
+    if same_exponents:  # `kept` is sign, all-ones exponent and the payload's top
+        quiet_nan = emit(llvm.OrOp(kept, constant(quiet)))
+    else:
+        payload = emit(llvm.AndOp(kept, constant((1 << target.fraction) - 1)))
+        quiet_nan = emit(llvm.OrOp(payload, constant(target.infinity | quiet)))
+    is_nan = emit(llvm.FCmpOp(value, value, "uno"))
+    result = emit(llvm.SelectOp(is_nan, quiet_nan, result))
+    if not same_exponents:
+        sign = emit(llvm.AndOp(emit(llvm.LShrOp(bits, constant(width - 16))), constant(1 << 15)))
+        result = emit(llvm.OrOp(result, sign))
+    return emit(llvm.TruncOp(result, _I16))
+
+
+def widen_bits(
+    emit: _Emitter, bits: SSAValue, source: FloatFormat, target: FloatFormat
+) -> SSAValue:
+    """The f32/f64 value of the 16-bit float whose i16 `bits` are given: exact, in integer ops
+    and, for subnormals, an exact int-to-float and scaling (`fpext` from half calls compiler-rt's
+    `__extendhfsf2` without F16C). A NaN keeps its sign and payload and comes out quiet."""
+    width = target.width
+    float_type = _FLOAT_OF_WIDTH[width]
+
+    def constant(number: int) -> SSAValue:
+        return emit.integer(number, width)
+
+    wide = emit(llvm.ZExtOp(bits, IntegerType(width)))
+    magnitude = emit(llvm.AndOp(wide, constant(source.sign - 1)))
+    if (source.min_exponent, source.max_exponent) == (target.min_exponent, target.max_exponent):
+        # The same exponents (bf16 -> f32): sign, exponent and fraction move up as they are.
+        result = emit(llvm.ShlOp(wide, constant(width - source.width)))
+    else:
+        shifted = emit(llvm.ShlOp(magnitude, constant(target.fraction - source.fraction)))
+        rebias = constant((target.bias - source.bias) << target.fraction)
+        result = emit(llvm.AddOp(shifted, rebias))
+        # A subnormal is its fraction times the smallest subnormal: exact in the wider format.
+        count = emit(llvm.SIToFPOp(magnitude, float_type))
+        smallest = 2.0 ** (source.min_exponent - source.fraction)
+        unit = emit(llvm.ConstantOp(FloatAttr(smallest, cast(AnyFloat, float_type)), float_type))
+        scaled = emit(llvm.BitcastOp(emit(llvm.FMulOp(count, unit)), IntegerType(width)))
+        is_subnormal = emit.unsigned_compare("ult", magnitude, constant(1 << source.fraction))
+        result = emit(llvm.SelectOp(is_subnormal, scaled, result))
+        infinity = emit(llvm.OrOp(shifted, constant(target.infinity)))  # and NaN
+        is_infinite = emit.unsigned_compare("uge", magnitude, constant(source.infinity))
+        result = emit(llvm.SelectOp(is_infinite, infinity, result))
+        sign = emit(llvm.AndOp(wide, constant(source.sign)))
+        result = emit(llvm.OrOp(result, emit(llvm.ShlOp(sign, constant(width - source.width)))))
+    # IEEE: converting a signaling NaN gives a quiet one. (Not with `llvm.canonicalize`: LLVM 22
+    # aborts legalizing it for <2 x float>.)
+    quiet_nan = emit(llvm.OrOp(result, constant(1 << (target.fraction - 1))))
+    is_nan = emit.unsigned_compare("ugt", magnitude, constant(source.infinity))
+    result = emit(llvm.SelectOp(is_nan, quiet_nan, result))
+    return emit(llvm.BitcastOp(result, float_type))
+
+
+def _format(type_: Attribute) -> FloatFormat:
+    # A bf16 value whose producer is lowered already arrives as its i16 bits.
+    return FORMATS[BFloat16Type if isinstance(type_, IntegerType) else type(type_)]
+
+
 class ExtfToLlvm(RewritePattern):
-    """f16/f32 -> wider with `fpext`; bf16 -> f32 by moving its 16 bits into the high half."""
+    """f32 -> f64 with `fpext`; f16 and bf16 (i16 bits) -> f32/f64 with `widen_bits`."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.ExtFOp, rewriter: PatternRewriter) -> None:
-        # The operand may already be lowered: bf16 then arrives as its i16 bits.
-        if not isinstance(op.input.type, BFloat16Type | IntegerType):
+        if isinstance(op.input.type, Float32Type):
             rewriter.replace(op, llvm.FPExtOp(op.input, op.result.type))
             return
-        if not isinstance(op.result.type, Float32Type):
-            raise DiagnosticException(f"ew-to-llvm: bf16 widens only to f32: {op}")
-        wide = llvm.ZExtOp(op.input, _I32)
-        sixteen = llvm.ConstantOp(IntegerAttr(16, _I32), _I32)
-        high = llvm.ShlOp(wide.res, sixteen.result)
-        rewriter.replace(op, [wide, sixteen, high, llvm.BitcastOp(high.res, op.result.type)])
+        emit = _Emitter()
+        bits = op.input
+        if isinstance(op.input.type, Float16Type):
+            bits = emit(llvm.BitcastOp(op.input, _I16))
+        target = FORMATS[type(op.result.type)]
+        widen_bits(emit, bits, _format(op.input.type), target)
+        rewriter.replace(op, emit.ops)
 
 
 class TruncfToLlvm(RewritePattern):
-    """f64/f32 -> narrower with `fptrunc` (round to nearest even); f32 -> bf16 in integer ops."""
+    """f64 -> f32 with `fptrunc`; f32/f64 -> f16 and bf16 (i16 bits) with `narrow_bits`."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.TruncFOp, rewriter: PatternRewriter) -> None:
-        if not isinstance(op.result.type, BFloat16Type):
+        if isinstance(op.result.type, Float32Type):
             rewriter.replace(op, llvm.FPTruncOp(op.input, op.result.type))
             return
-        if not isinstance(op.input.type, Float32Type):
-            raise DiagnosticException(f"ew-to-llvm: bf16 is made only from f32: {op}")
-        ops: list[Operation] = []
+        emit = _Emitter()
+        bits = narrow_bits(emit, op.input, FORMATS[type(op.input.type)], _format(op.result.type))
+        if isinstance(op.result.type, Float16Type):
+            emit(llvm.BitcastOp(bits, op.result.type))
+        rewriter.replace(op, emit.ops)
 
-        def constant(value: int) -> SSAValue:
-            ops.append(c := llvm.ConstantOp(IntegerAttr(value, _I32), _I32))
-            return c.result
 
-        def emit(new: Operation) -> SSAValue:
-            ops.append(new)
-            return new.results[0]
-
-        bits = emit(llvm.BitcastOp(op.input, _I32))
-        upper = emit(llvm.LShrOp(bits, constant(16)))
-        # Round to nearest even: add 0x7fff plus the lowest kept bit, then keep the top half.
-        odd = emit(llvm.AndOp(upper, constant(1)))
-        rounded = emit(llvm.AddOp(bits, emit(llvm.AddOp(odd, constant(0x7FFF)))))
-        rounded_upper = emit(llvm.LShrOp(rounded, constant(16)))
-        # NaN keeps its sign and stays a (quiet) NaN instead of rounding into infinity.
-        quiet_nan = emit(llvm.OrOp(upper, constant(0x40)))
-        is_nan = emit(llvm.FCmpOp(op.input, op.input, "uno"))
-        chosen = emit(llvm.SelectOp(is_nan, quiet_nan, rounded_upper))
-        rewriter.replace(op, [*ops, llvm.TruncOp(chosen, _I16)])
+_MATH_INTRINSICS: dict[type[Operation], str] = {
+    math.SqrtOp: "sqrt",
+    math.AbsFOp: "fabs",
+    math.FloorOp: "floor",
+}
 
 
 class MathToLlvm(RewritePattern):
-    """The `math` ops left after `ew-expand-math`: exact LLVM intrinsics."""
+    """The `math` ops left after `ew-expand-math`: exact LLVM intrinsics (`math.fma` rounds
+    a * b + c once). Their fast-math flags are dropped, which is always safe: xDSL's converter
+    cannot attach flags to an intrinsic call."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(
-        self, op: math.SqrtOp | math.AbsFOp | math.FloorOp, rewriter: PatternRewriter
+        self, op: math.SqrtOp | math.AbsFOp | math.FloorOp | math.FmaOp, rewriter: PatternRewriter
     ) -> None:
-        if isinstance(op, math.SqrtOp):
-            rewriter.replace(op, llvm.FSqrtOp(op.operand))
-        elif isinstance(op, math.AbsFOp):
-            rewriter.replace(op, llvm.FAbsOp(op.operand, op.result.type))
+        if isinstance(op, math.FmaOp):
+            rewriter.replace(op, llvm.FMAOp(op.a, op.b, op.c))
         else:
-            rewriter.replace(op, llvm.FFloorOp(op.operand))
+            rewriter.replace(op, float_intrinsic(op, _MATH_INTRINSICS[type(op)]))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -536,7 +793,11 @@ class EwToLlvmPass(ModulePass):
     name = "ew-to-llvm"
 
     fastmath: str = "contract"
-    """Fast-math flags on float arithmetic, e.g. "contract" (fused multiply-add), "none", "fast"."""
+    """Fast-math flags added to every float `addf`/`subf`/`mulf`/`divf`/`negf`: "none", "fast"
+    (all flags) or a comma list of LLVM's flags, e.g. "contract" (fused multiply-add) or
+    "contract,afn". They are a union with the op's own `fastmath<...>`: an op keeps every flag it
+    has and gains the option's (so `fastmath=none` lowers `fastmath<fast>` as fast, and the default
+    adds `contract` to an op without flags). Other ops carry no flags into LLVM."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         flags = parse_fastmath(self.fastmath)

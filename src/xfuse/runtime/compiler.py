@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import MemRefType, ModuleOp, NoneAttr, TensorType
 from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
@@ -321,6 +321,12 @@ def compile_bufferized(
     names = [*input_names] + [
         arg.name_hint or f"out{i}" for i, arg in enumerate(args[len(input_names) :])
     ]
+    for name, arg in zip(names, args, strict=True):
+        if isinstance(arg.type, MemRefType) and not isinstance(arg.type.layout, NoneAttr):
+            raise DiagnosticException(
+                f"compile_bufferized: argument '{name}' is a {arg.type}: a Kernel passes "
+                "C-contiguous arrays, so only memrefs without a layout can be its arguments"
+            )
     parameters = [_parameter(name, arg.type) for name, arg in zip(names, args, strict=True)]
     inputs, outputs = parameters[: len(input_names)], parameters[len(input_names) :]
     program = _run_pipeline(

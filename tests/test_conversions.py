@@ -1,0 +1,192 @@
+"""Float conversions in the generated code: bit-exact, and never a call the JIT cannot resolve.
+
+Narrowing to f16/bf16 and widening from them are integer code in the kernel (`ew-to-llvm`'s
+`narrow_bits`/`widen_bits`), so they are checked against numpy and ml_dtypes on every 16-bit
+pattern and on f32/f64 values around every rounding boundary: halfway cases, subnormals,
+overflow, infinities and NaNs. The external-call scan compiles every op and every conversion and
+reads the assembly LLVM makes for this host and for older x86-64 CPUs: a call to a symbol MCJIT
+does not resolve (compiler-rt's `__truncdfhf2`, `__extendhfsf2`, ...) segfaults when it runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import llvmlite.binding as llvm_binding
+import ml_dtypes
+import numpy as np
+import pytest
+
+import xfuse
+from xfuse.dialects import ew
+from xfuse.lowering.expand_math import libm_functions
+
+DTYPES = {
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
+}
+UNSIGNED = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def bits(values: np.ndarray) -> np.ndarray:
+    return values.view(UNSIGNED[values.dtype.itemsize])
+
+
+def boundary_values(source: np.dtype, target: np.dtype) -> np.ndarray:
+    """`source` values at every kind of rounding boundary of `target`: all 2^16 patterns of a
+    16-bit source; from f32/f64, random patterns, `target`'s values, the halfway points between
+    neighbours (ties) and a source ulp either side of each, the overflow threshold, subnormals,
+    infinities and NaNs (quiet and signaling, both signs)."""
+    if source.itemsize == 2:
+        return np.arange(1 << 16, dtype=np.uint16).view(source)
+    unsigned = UNSIGNED[source.itemsize]
+    rng = np.random.default_rng(0)
+    patterns = rng.integers(0, np.iinfo(unsigned).max, 1 << 16, dtype=unsigned, endpoint=True)
+    values = [patterns.view(source)]
+    if target.itemsize < source.itemsize:
+        target_patterns = np.arange(1 << 16, dtype=np.uint16)
+        if target.itemsize == 4:
+            target_patterns = rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint32)
+        with np.errstate(invalid="ignore"):
+            exact = np.sort(target_patterns.view(target).astype(np.float64))
+        exact = exact[np.isfinite(exact)]
+        info = ml_dtypes.finfo(target)
+        top_ulp = float(info.max) - float(np.nextafter(info.max, 0, dtype=target))
+        # Ties between neighbours, and max + half an ulp (the overflow threshold): exact in f64.
+        halfway = np.concatenate([(exact[:-1] + exact[1:]) / 2, [float(info.max) + top_ulp / 2]])
+        with np.errstate(over="ignore"):
+            near = np.concatenate([exact, halfway]).astype(source)
+        values += [near, np.nextafter(near, source.type(np.inf)), np.nextafter(near, -near)]
+    info = ml_dtypes.finfo(source)
+    infinity = int(np.array(np.inf, source).view(unsigned))
+    sign = 1 << (source.itemsize * 8 - 1)
+    quiet = 1 << (int(info.nmant) - 1)
+    special = [0, 1, 2, 3, 0x7FF, infinity, infinity | 1, infinity | quiet, infinity | quiet | 5]
+    specials = np.array(special + [pattern | sign for pattern in special], unsigned)
+    return np.concatenate([*values, specials.view(source)])
+
+
+def converted_nans(source: np.ndarray, target: np.dtype) -> np.ndarray:
+    """`source`'s NaNs converted as IEEE 754 recommends and x86 hardware does: a quiet NaN of the
+    same sign whose payload keeps the source payload's leading bits (numpy and ml_dtypes drop
+    or keep payloads depending on the pair, so they are no reference for NaN bits)."""
+    source_bits = bits(source).astype(np.uint64)
+    source_width, target_width = source.dtype.itemsize * 8, target.itemsize * 8
+    source_fraction, target_fraction = (
+        int(ml_dtypes.finfo(d).nmant) for d in (source.dtype, target)
+    )
+    sign = (source_bits >> np.uint64(source_width - 1)) << np.uint64(target_width - 1)
+    payload = source_bits & np.uint64((1 << source_fraction) - 1)
+    shift = np.uint64(abs(source_fraction - target_fraction))
+    payload = payload >> shift if source_fraction > target_fraction else payload << shift
+    infinity = int(bits(np.array(np.inf, target)))
+    quiet = 1 << (target_fraction - 1)
+    return (sign | np.uint64(infinity | quiet) | payload).astype(UNSIGNED[target.itemsize])
+
+
+def assert_same_floats(got: np.ndarray, want: np.ndarray, source: np.ndarray) -> None:
+    """Bit-exact: numbers as the reference has them, NaNs as `converted_nans`."""
+    assert got.dtype == want.dtype
+    with np.errstate(invalid="ignore"):
+        nan = np.isnan(source.astype(np.float64))
+    mismatch = np.flatnonzero(bits(got)[~nan] != bits(want)[~nan])
+    assert not mismatch.size, (
+        f"{mismatch.size} values differ, e.g. {source[~nan][mismatch[:4]]!r}: "
+        f"got {[hex(b) for b in bits(got)[~nan][mismatch[:4]]]}, "
+        f"want {[hex(b) for b in bits(want)[~nan][mismatch[:4]]]}"
+    )
+    expected_nans = converted_nans(source[nan], got.dtype)
+    wrong = np.flatnonzero(bits(got)[nan] != expected_nans)
+    assert not wrong.size, (
+        f"NaN {hex(bits(source[nan])[wrong[0]])} became {hex(bits(got)[nan][wrong[0]])}, "
+        f"want {hex(expected_nans[wrong[0]])}"
+    )
+
+
+PAIRS = list(itertools.permutations(DTYPES, 2))
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize(("source", "target"), PAIRS, ids=[f"{s}-{t}" for s, t in PAIRS])
+def test_conversion_is_bit_exact(source: str, target: str, fuse: bool) -> None:
+    kernel = xfuse.compile(f"input {source} x; out = {target}(x);", fuse=fuse)
+    x = boundary_values(DTYPES[source], DTYPES[target])
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = x.astype(DTYPES[target])
+    assert_same_floats(kernel(x=x), want, x)
+
+
+def test_f64_to_f16_rounds_once_not_through_f32() -> None:
+    # 1 + 2^-11 + 2^-40 is just above the tie between two f16 values; through f32 it becomes
+    # the tie itself (2^-40 is lost) and then rounds to even, one ulp down.
+    x = np.array([1 + 2**-11 + 2**-40, 65519.99999999, 2.0**-25 * (1 + 2**-30)], np.float64)
+    got = xfuse.compile("input f64 x; out = f16(x);")(x=x)
+    assert bits(got).tolist() == [0x3C01, 0x7BFF, 0x0001]
+    assert bits(got).tolist() == bits(x.astype(np.float16)).tolist()
+    bf = xfuse.compile("input f64 x; out = bf16(x);")(x=np.array([1 + 2**-8 + 2**-30]))
+    assert bits(bf).tolist() == [0x3F81]
+
+
+INTRINSIC_LIBM_CALLS = {"fma", "fmaf", "floor", "floorf"}
+"""How LLVM lowers the fma and floor intrinsics on CPUs without FMA3 or SSE4.1."""
+
+ALLOWED_CALLS = {*libm_functions(), *INTRINSIC_LIBM_CALLS, "malloc", "free", "memset", "memcpy"}
+"""libm (`math=libm`, and f64 under `math=approx`), the allocator, and the C library's memory
+functions: all in the process, so MCJIT resolves them."""
+
+CPUS = ("x86-64", "x86-64-v3", "skylake-avx512")
+"""Besides the host: no F16C, AVX2 with F16C, AVX-512 without FP16 and BF16."""
+
+
+def called_symbols(asm: str) -> set[str]:
+    """Every symbol the assembly calls: directly (`call f`, `jmp f`) or, in the JIT's large code
+    model, through a register loaded with its address (`movabsq $f, %r13`). Local labels
+    (`.LBB0_3`, `.LCPI0_0`) and immediates are not symbols."""
+    return set(re.findall(r"(?:(?:call|jmp)q?\s+|\$)([A-Za-z_][\w.]*)", asm))
+
+
+def assembly_for(llvm_ir: str, cpu: str) -> str:
+    target = llvm_binding.Target.from_triple(llvm_binding.get_process_triple())
+    machine = target.create_target_machine(cpu=cpu, features="", opt=3)
+    return machine.emit_assembly(llvm_binding.parse_assembly(llvm_ir))
+
+
+def every_op_program(dtype: str) -> tuple[str, list[str]]:
+    lines = [f"input {dtype} x; input {dtype} y;"]
+    for name, op in ew.OPS_BY_MNEMONIC.items():
+        arguments = "x, y" if issubclass(op, ew.BinaryOp) else "x"
+        lines.append(f"o_{name} = {name}({arguments});")
+    return "\n".join(lines), [f"o_{name}" for name in ew.OPS_BY_MNEMONIC]
+
+
+def every_conversion_program() -> tuple[str, list[str]]:
+    names = dict(zip(DTYPES, "abcd", strict=True))
+    lines = [" ".join(f"input {dtype} {name};" for dtype, name in names.items())]
+    outputs = []
+    for source, target in PAIRS:
+        lines.append(f"{names[source]}_{target} = {target}({names[source]});")
+        outputs.append(f"{names[source]}_{target}")
+    for first, second in itertools.combinations(names.values(), 2):
+        lines.append(f"{first}{second} = {first} * {second};")  # mixed types: promotion
+        outputs.append(f"{first}{second}")
+    return "\n".join(lines), outputs
+
+
+PROGRAMS = {
+    **{f"ops-{dtype}": every_op_program(dtype) for dtype in DTYPES},
+    "conversions": every_conversion_program(),
+}
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize("program", list(PROGRAMS))
+def test_kernels_call_only_what_the_jit_resolves(program: str, fuse: bool, math_mode: str) -> None:
+    source, outputs = PROGRAMS[program]
+    kernel = xfuse.compile(source, outputs, fuse=fuse, math=math_mode)
+    for cpu, asm in [("host", kernel.asm)] + [(c, assembly_for(kernel.llvm_ir, c)) for c in CPUS]:
+        unresolved = called_symbols(asm) - ALLOWED_CALLS
+        assert not unresolved, f"{cpu} code calls {sorted(unresolved)}"
