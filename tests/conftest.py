@@ -8,7 +8,13 @@ and `--hypothesis-profile=fuzz` (which shrinks) replays it from `print_blob`'s r
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
+import pytest
 from hypothesis import Phase, settings
+
+from xfuse.runtime.compiler import clear_cache
+from xfuse.runtime.native import HostCpu, host_cpu
 
 settings.register_profile(
     "ci",
@@ -20,3 +26,20 @@ settings.register_profile(
 )
 settings.register_profile("fuzz", max_examples=2000, deadline=None, print_blob=True)
 settings.load_profile("ci")
+
+
+@pytest.fixture
+def use_cpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str], HostCpu]]:
+    """Compile for another CPU in this test: `use_cpu("znver3", "+avx2,+f16c,...")` sets
+    `XFUSE_CPU_NAME`/`XFUSE_CPU_FEATURES` and empties the caches that depend on the CPU."""
+
+    def use(name: str, features: str) -> HostCpu:
+        monkeypatch.setenv("XFUSE_CPU_NAME", name)
+        monkeypatch.setenv("XFUSE_CPU_FEATURES", features)
+        host_cpu.cache_clear()
+        clear_cache()
+        return host_cpu()
+
+    yield use
+    host_cpu.cache_clear()
+    clear_cache()

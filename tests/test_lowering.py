@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from fractions import Fraction
 
 import ml_dtypes
@@ -164,18 +164,13 @@ ZEN3 = ("znver3", "+sse4.2,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+popcnt,+lzcnt,+movb
 
 
 @pytest.fixture(params=["host", "znver3"])
-def target_cpu(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[HostCpu]:
+def target_cpu(request: pytest.FixtureRequest, use_cpu: Callable[[str, str], HostCpu]) -> HostCpu:
     """This host's CPU, then an AVX2-only one (run here where the host has at least AVX2)."""
-    if request.param == "znver3":
-        if not host_cpu().has("avx2"):
-            pytest.skip("this host cannot run AVX2 code")
-        monkeypatch.setenv("XFUSE_CPU_NAME", ZEN3[0])
-        monkeypatch.setenv("XFUSE_CPU_FEATURES", ZEN3[1])
-        host_cpu.cache_clear()
-    yield host_cpu()
-    host_cpu.cache_clear()
+    if request.param == "host":
+        return host_cpu()
+    if not host_cpu().has("avx2"):
+        pytest.skip("this host cannot run AVX2 code")
+    return use_cpu(*ZEN3)
 
 
 def test_loop_body_uses_the_widest_vectors(target_cpu: HostCpu) -> None:

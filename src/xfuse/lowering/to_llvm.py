@@ -708,12 +708,22 @@ def _format(type_: Attribute) -> FloatFormat:
     return FORMATS[BFloat16Type if isinstance(type_, IntegerType) else type(type_)]
 
 
+def _is_f16_f32_pair(a: Attribute, b: Attribute) -> bool:
+    return {type(a), type(b)} == {Float16Type, Float32Type}
+
+
+@dataclass(frozen=True)
 class ExtfToLlvm(RewritePattern):
-    """f32 -> f64 with `fpext`; f16 and bf16 (i16 bits) -> f32/f64 with `widen_bits`."""
+    """f32 -> f64 with `fpext`; f16 and bf16 (i16 bits) -> f32/f64 with `widen_bits`, or f16 ->
+    f32 with `fpext` where `f16c` says the target converts it in hardware."""
+
+    f16c: bool = False
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.ExtFOp, rewriter: PatternRewriter) -> None:
-        if isinstance(op.input.type, Float32Type):
+        if isinstance(op.input.type, Float32Type) or (
+            self.f16c and _is_f16_f32_pair(op.input.type, op.result.type)
+        ):
             rewriter.replace(op, llvm.FPExtOp(op.input, op.result.type))
             return
         emit = _Emitter()
@@ -725,12 +735,18 @@ class ExtfToLlvm(RewritePattern):
         rewriter.replace(op, emit.ops)
 
 
+@dataclass(frozen=True)
 class TruncfToLlvm(RewritePattern):
-    """f64 -> f32 with `fptrunc`; f32/f64 -> f16 and bf16 (i16 bits) with `narrow_bits`."""
+    """f64 -> f32 with `fptrunc`; f32/f64 -> f16 and bf16 (i16 bits) with `narrow_bits`, or f32
+    -> f16 with `fptrunc` where `f16c` says the target converts it in hardware."""
+
+    f16c: bool = False
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.TruncFOp, rewriter: PatternRewriter) -> None:
-        if isinstance(op.result.type, Float32Type):
+        if isinstance(op.result.type, Float32Type) or (
+            self.f16c and _is_f16_f32_pair(op.input.type, op.result.type)
+        ):
             rewriter.replace(op, llvm.FPTruncOp(op.input, op.result.type))
             return
         emit = _Emitter()
@@ -799,6 +815,13 @@ class EwToLlvmPass(ModulePass):
     has and gains the option's (so `fastmath=none` lowers `fastmath<fast>` as fast, and the default
     adds `contract` to an op without flags). Other ops carry no flags into LLVM."""
 
+    f16c: bool = False
+    """Convert between f16 and f32 with `fpext`/`fptrunc`, one instruction each on x86 CPUs with
+    F16C (`xfuse.compile` sets it where the target CPU has F16C). Off, every f16 and bf16
+    conversion is integer code: without F16C, LLVM would call compiler-rt's `__extendhfsf2` and
+    `__truncsfhf2`, which the JIT does not resolve. f64 <-> f16 is integer code either way (no
+    instruction converts it in one rounding)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         flags = parse_fastmath(self.fastmath)
         for function in op.ops:
@@ -838,8 +861,8 @@ class EwToLlvmPass(ModulePass):
             CmpiToLlvm(),
             SelectToLlvm(),
             CastsToLlvm(),
-            ExtfToLlvm(),
-            TruncfToLlvm(),
+            ExtfToLlvm(self.f16c),
+            TruncfToLlvm(self.f16c),
             MathToLlvm(),
         ]
         PatternRewriteWalker(

@@ -34,7 +34,7 @@ from xfuse.passes import ALL_PASSES
 from xfuse.passes.pipeline import PassSpecError, only_function, parse_passes, pipeline_context
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
-from xfuse.runtime.native import compile_llvm_dialect
+from xfuse.runtime.native import compile_llvm_dialect, host_cpu
 
 LRU_SIZE = 32
 """How many recently compiled programs stay alive without a kernel referring to them."""
@@ -152,7 +152,7 @@ class Options:
             self._make("ew-workspace"),
             self._make("ew-kernel-to-loops"),
             self._make("ew-expand-math", math=self.math),
-            self._make("ew-to-llvm", fastmath=self.fastmath),
+            self._make("ew-to-llvm", fastmath=self.fastmath, f16c=host_cpu().has("f16c")),
         ]
 
 
