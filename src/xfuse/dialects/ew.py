@@ -64,6 +64,7 @@ from xdsl.traits import (
     IsTerminator,
     Pure,
 )
+from xdsl.utils.bitwise_casts import convert_f64_to_u64, convert_u64_to_f64
 from xdsl.utils.exceptions import VerifyException
 
 FLOAT_ELEMENT_TYPES: tuple[type[Attribute], ...] = (
@@ -105,15 +106,49 @@ def format_shape(shape: Sequence[int]) -> str:
     return "[" + ", ".join("?" if d == DYNAMIC_INDEX else str(d) for d in shape) + "]"
 
 
+CANONICAL_NAN: float = convert_u64_to_f64(0x7FF8000000000000)
+"""The NaN folding produces and `nan` denotes: positive, quiet, no payload (numpy's NaN sign
+depends on the SIMD path the host runs, so folding never keeps it)."""
+
+
 def format_float(value: float) -> str:
-    """A float as MLIR accepts it: always with a '.', `inf`/`-inf`/`nan` spelled out."""
-    if not math.isfinite(value):
-        return repr(value)
+    """A float as MLIR text that parses back bit for bit (`parse_float` reads it).
+
+    Finite values print as Python's shortest round-trip decimal, always with a '.'; infinities as
+    `inf`/`-inf`; the canonical quiet NaN as `nan`; any other NaN (negative, signaling, with a
+    payload) as its f64 bits in MLIR's hex form, `0xFFF8000000000000`.
+    """
+    if math.isnan(value):
+        bits = convert_f64_to_u64(value)
+        return "nan" if bits == convert_f64_to_u64(CANONICAL_NAN) else f"0x{bits:016X}"
     text = repr(value)
-    if "." not in text:
+    if math.isfinite(value) and "." not in text:
         mantissa, _, exponent = text.partition("e")
         text = f"{mantissa}.0" + (f"e{exponent}" if exponent else "")
     return text
+
+
+def parse_float(parser: Parser) -> float:
+    """What `format_float` prints: a decimal, `inf`, `-inf`, `nan`, or hex f64 bits (MLIR's form).
+
+    A hex literal is the bit pattern of the f64 (as for MLIR's `0x7FF8000000000000 : f64`), so
+    every NaN keeps its sign and payload.
+    """
+    start = parser.pos
+    if parser.parse_optional_keyword("nan") is not None:
+        return CANONICAL_NAN
+    negative = parser.parse_optional_punctuation("-") is not None
+    if parser.parse_optional_keyword("inf") is not None:
+        return -math.inf if negative else math.inf
+    number_start = parser.pos
+    value = parser.parse_number()
+    hexadecimal = parser.lexer.input.content[number_start : number_start + 2] in ("0x", "0X")
+    if not hexadecimal:
+        return -float(value) if negative else float(value)
+    assert isinstance(value, int)
+    if negative or value.bit_length() > 64:
+        parser.raise_error("hexadecimal float must be the 64 bits of an f64", start, parser.pos)
+    return convert_u64_to_f64(value)
 
 
 def element_type(type_: Attribute) -> Attribute:
@@ -179,17 +214,23 @@ def constant_value(value: SSAValue) -> float | None:
 
 
 def round_to_element(value: float, type_: Attribute) -> float:
-    """`value` rounded to the precision of a float element type."""
+    """`value` rounded to the precision of a float element type; any NaN becomes `CANONICAL_NAN`.
+
+    Folding decides NaN bits here, so a folded NaN is the same on every host whichever numpy
+    kernel computed it (and CSE shares `0/0` with `log(-1)`). IEEE leaves the sign and payload of
+    a NaN result unspecified; only a kernel's run-time NaN keeps what the hardware gives.
+    """
+    if math.isnan(value):
+        return CANONICAL_NAN
     element = element_type(type_)
     if isinstance(element, Float64Type):
         return value
     with np.errstate(all="ignore"):
         if isinstance(element, Float16Type):
             return float(np.float16(value))
-        if isinstance(element, BFloat16Type):
+        if isinstance(element, BFloat16Type):  # round to nearest even on the upper 16 bits
             bits = np.array([value], dtype=np.float32).view(np.uint32)
-            if not math.isnan(value):  # round to nearest even on the upper 16 bits
-                bits = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+            bits = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
             return float((bits & np.uint32(0xFFFF0000)).view(np.float32)[0])
         return float(np.float32(value))
 
@@ -198,7 +239,9 @@ class ElementwiseFolder(HasFolder):
     """Folds an elementwise op whose operands are all constants (computed in float64, rounded).
 
     Operands are first rounded to their element type, as a kernel rounds its constants: in f32,
-    `1e39 * 0.0` is inf * 0 = NaN and `log(1e-50)` is log(0) = -inf, folded or not.
+    `1e39 * 0.0` is inf * 0 = NaN and `log(1e-50)` is log(0) = -inf, folded or not. A NaN result
+    folds to `CANONICAL_NAN` (positive, quiet, no payload), never to the host-dependent NaN numpy
+    computed (see `round_to_element`).
     """
 
     @classmethod
@@ -272,11 +315,7 @@ class ConstantOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
-        keyword = parser.parse_optional_keyword_in(("inf", "nan"))
-        if keyword is None and parser.parse_optional_punctuation("-") is not None:
-            value = -float(parser.parse_optional_keyword("inf") or parser.parse_number())
-        else:
-            value = float(keyword or parser.parse_number())
+        value = parse_float(parser)
         parser.parse_punctuation(":")
         type_start = parser.pos
         type_ = parser.parse_type()
@@ -284,7 +323,7 @@ class ConstantOp(IRDLOperation):
             parser.raise_error(
                 f"'ew.constant' expected a tensor type, got {type_}", type_start, parser.pos
             )
-        return cls(float(value), cast(TensorType[Attribute], type_))
+        return cls(value, cast(TensorType[Attribute], type_))
 
 
 class UnaryOp(IRDLOperation, ABC):
