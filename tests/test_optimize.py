@@ -13,6 +13,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import Builtin, ModuleOp, TensorType
 from xdsl.ir import Block, Region
 
+import xfuse
 from xfuse.dialects import ew
 from xfuse.dtypes import element_type_for
 from xfuse.frontend.language import parse_program
@@ -44,7 +45,7 @@ def test_gelu_has_11_compute_ops_and_h_has_5_users() -> None:
 
 
 def test_gelu_with_redundancy_optimizes_to_the_same_11_ops() -> None:
-    source = GELU.replace("out = y + r;", "out = (y * 1 + 0) + --r - 0 * 1;")
+    source = GELU.replace("out = y + r;", "out = (y * 1 + -0.0) + --r - 0 * 1 - (0 + -0.0);")
     assert len(compute_ops(optimize(parse_program(source)))) == 11
 
 
@@ -123,6 +124,26 @@ def test_zero_over_zero_and_log_of_minus_one_share_one_nan() -> None:
     constants = [op for op in module.walk() if isinstance(op, ew.ConstantOp)]
     assert len(constants) == 1
     assert ew.format_float(constants[0].literal) == "nan"
+
+
+@pytest.mark.parametrize("source", ["y = x + 0;", "y = 0 + x;", "y = x - -0.0;"])
+def test_adding_plus_zero_is_kept_unless_unsafe(source: str) -> None:
+    """At x = -0.0, x + 0 is +0.0: x + 0 -> x would keep the -0.0. Only nsz (unsafe) allows it."""
+    shapes = {"x": [8]}
+    assert [op.name for op in compute_ops(optimize(parse_program(source, shapes=shapes)))] == [
+        "ew.sub" if "-" in source else "ew.add"
+    ]
+    assert not compute_ops(optimize(parse_program(source, shapes=shapes), unsafe_math=True))
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_one_over_x_plus_zero_at_minus_zero_is_plus_inf(fuse: bool) -> None:
+    kernel = xfuse.compile(
+        "out = 1 / (x + 0); minus = 1 / (x + -0.0);", ["out", "minus"], fuse=fuse
+    )
+    out, minus = kernel(x=np.array([-0.0, 0.0], np.float32))
+    np.testing.assert_array_equal(out, [math.inf, math.inf])
+    np.testing.assert_array_equal(minus, [-math.inf, math.inf])
 
 
 def test_unsafe_math_only_on_request() -> None:
