@@ -99,6 +99,29 @@ def test_folding_follows_ieee(op_type, values: tuple[float, ...], expected: floa
     assert folded == expected or (math.isnan(expected) and math.isnan(folded))
 
 
+@pytest.mark.parametrize(
+    "op_type,values,expected",
+    [
+        (ew.MaxOp, (-0.0, 0.0), 0.0),
+        (ew.MaxOp, (0.0, -0.0), 0.0),
+        (ew.MinOp, (0.0, -0.0), -0.0),
+        (ew.MinOp, (-0.0, 0.0), -0.0),
+        (ew.ReluOp, (-0.0,), 0.0),
+        (ew.NegOp, (0.0,), -0.0),
+        (ew.AddOp, (-0.0, 0.0), 0.0),
+        (ew.AddOp, (-0.0, -0.0), -0.0),
+        (ew.MulOp, (-0.0, 3.0), -0.0),
+        (ew.DivOp, (1.0, -math.inf), -0.0),
+        (ew.TanhOp, (-0.0,), -0.0),
+        (ew.SqrtOp, (-0.0,), -0.0),
+        (ew.PowOp, (-0.0, 3.0), -0.0),
+    ],
+)
+def test_folding_keeps_the_sign_of_zero(op_type, values: tuple[float, ...], expected: float):
+    """As the kernels compute it (LLVM's maximum/minimum order -0 below +0, unlike numpy's)."""
+    assert math.copysign(1, _fold(op_type, "float32", *values)) == math.copysign(1, expected)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 @pytest.mark.parametrize(
     "op_type,values",

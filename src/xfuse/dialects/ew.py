@@ -470,26 +470,39 @@ class DivOp(BinaryOp):
         return np.divide(x, y)
 
 
+def _maximum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """IEEE 754-2019 maximum (LLVM's `maximum`): NaN if either is NaN, and -0.0 < +0.0.
+
+    numpy's maximum returns either zero of a tie of signed zeros.
+    """
+    return np.where(x == y, np.where(np.signbit(x), y, x), np.maximum(x, y))
+
+
+def _minimum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """IEEE 754-2019 minimum (LLVM's `minimum`): NaN if either is NaN, and -0.0 < +0.0."""
+    return np.where(x == y, np.where(np.signbit(x), x, y), np.minimum(x, y))
+
+
 @irdl_op_definition
 class MaxOp(BinaryOp):
-    """Elementwise maximum, NaN if either is NaN: `%m = ew.max %a, %b : tensor<?xf32>`."""
+    """Elementwise maximum, NaN if either is NaN, -0 < +0: `%m = ew.max %a, %b : tensor<?xf32>`."""
 
     name = "ew.max"
 
     @staticmethod
     def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return np.maximum(x, y)
+        return _maximum(x, y)
 
 
 @irdl_op_definition
 class MinOp(BinaryOp):
-    """Elementwise minimum, NaN if either is NaN: `%m = ew.min %a, %b : tensor<?xf32>`."""
+    """Elementwise minimum, NaN if either is NaN, -0 < +0: `%m = ew.min %a, %b : tensor<?xf32>`."""
 
     name = "ew.min"
 
     @staticmethod
     def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return np.minimum(x, y)
+        return _minimum(x, y)
 
 
 @irdl_op_definition
@@ -606,13 +619,13 @@ class RsqrtOp(UnaryOp):
 
 @irdl_op_definition
 class ReluOp(UnaryOp):
-    """Elementwise max(x, 0), NaN stays NaN: `%r = ew.relu %a : tensor<?xf32>`."""
+    """Elementwise max(x, +0), NaN stays NaN, relu(-0) = +0: `%r = ew.relu %a : tensor<?xf32>`."""
 
     name = "ew.relu"
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
-        return np.maximum(x, 0.0)
+        return _maximum(x, np.zeros_like(x))
 
 
 @irdl_op_definition
