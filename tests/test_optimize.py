@@ -169,6 +169,22 @@ def test_one_over_x_plus_zero_at_minus_zero_is_plus_inf(fuse: bool) -> None:
     np.testing.assert_array_equal(minus, [-math.inf, math.inf])
 
 
+@pytest.mark.parametrize(
+    ("literal", "source", "want"),
+    [(100000.0, "f16", math.inf), (0.1, "bf16", 0.10009765625), (1e-50, "f32", 0.0)],
+)
+def test_a_folded_conversion_rounds_to_the_source_type_first(literal, source, want) -> None:
+    """A constant holds its literal in f64; the kernel holds it in its own type."""
+    constant = ew.ConstantOp(literal, TensorType(element_type_for(source), []))
+    convert = ew.ConvertOp(constant.result, element_type_for("f64"))
+    block = Block()
+    block.add_ops([constant, convert, func.ReturnOp(convert.result)])
+    module = ModuleOp([func.FuncOp("f", ([], [convert.result.type]), Region(block))])
+    optimize(module)
+    (folded,) = [o for o in module.walk() if isinstance(o, ew.ConstantOp)]
+    assert folded.literal == want
+
+
 def test_unsafe_math_only_on_request() -> None:
     source = "y = x * 0 + (x - x) + x / 4;"
     shapes = {"x": [8]}

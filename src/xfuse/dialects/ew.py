@@ -214,7 +214,8 @@ def constant_value(value: SSAValue) -> float | None:
 
 
 def round_to_element(value: float, type_: Attribute) -> float:
-    """`value` rounded to the precision of a float element type; any NaN becomes `CANONICAL_NAN`.
+    """`value` rounded to a float element type (or a tensor's or memref's); any NaN becomes
+    `CANONICAL_NAN`.
 
     Folding decides NaN bits here, so a folded NaN is the same on every host whichever numpy
     kernel computed it (and CSE shares `0/0` with `log(-1)`). IEEE leaves the sign and payload of
@@ -222,7 +223,7 @@ def round_to_element(value: float, type_: Attribute) -> float:
     """
     if math.isnan(value):
         return CANONICAL_NAN
-    element = element_type(type_)
+    element = element_type(type_) if isinstance(type_, TensorType | MemRefType) else type_
     if isinstance(element, Float64Type):
         return value
     with np.errstate(all="ignore"):
@@ -250,13 +251,18 @@ class ElementwiseFolder(HasFolder):
         values = [constant_value(operand) for operand in op.operands]
         if any(v is None for v in values) or tuple(op.result.type.get_shape()) != ():
             return None
-        rounded = [
-            round_to_element(cast(float, v), o.type)
-            for v, o in zip(values, op.operands, strict=True)
-        ]
-        with np.errstate(all="ignore"):
-            folded = float(op.reference(*(np.float64(v) for v in rounded)))
-        return (FloatAttr(round_to_element(folded, op.result.type), Float64Type()),)
+        folded = fold_literals(type(op), cast(list[float], values), element_type(op.result.type))
+        return (FloatAttr(folded, Float64Type()),)
+
+
+def fold_literals(
+    op_type: type[UnaryOp | BinaryOp], values: Sequence[float], element: Attribute
+) -> float:
+    """`op_type` on literals, as a kernel of `element` computes it: operands and result rounded
+    to `element` (the reference runs in float64), a NaN result canonical."""
+    rounded = [np.float64(round_to_element(v, element)) for v in values]
+    with np.errstate(all="ignore"):
+        return round_to_element(float(op_type.reference(*rounded)), element)
 
 
 class ElementwiseCanonicalization(HasCanonicalizationPatternsTrait):
@@ -662,7 +668,8 @@ ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
 
 
 class ConvertFolder(HasFolder):
-    """Folds the conversion of a constant: the literal rounded to the new element type."""
+    """Folds the conversion of a constant: the literal rounded to its own element type (as a
+    kernel holds it), then to the new one: `f16 100000.0` converts to `f32 inf`."""
 
     @classmethod
     def fold(cls, op: Operation) -> Sequence[SSAValue | Attribute] | None:
@@ -670,7 +677,8 @@ class ConvertFolder(HasFolder):
         value = constant_value(op.operand)
         if value is None:
             return None
-        return (FloatAttr(round_to_element(value, op.result.type), Float64Type()),)
+        source = round_to_element(value, op.operand.type)  # the literal as the operand holds it
+        return (FloatAttr(round_to_element(source, op.result.type), Float64Type()),)
 
 
 @irdl_op_definition

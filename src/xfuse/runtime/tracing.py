@@ -26,7 +26,7 @@ from xdsl.ir import SSAValue
 
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name
-from xfuse.frontend.builder import FunctionBuilder
+from xfuse.frontend.builder import FunctionBuilder, Value
 from xfuse.runtime.compiler import Options, compile_module
 from xfuse.runtime.kernel import Kernel
 
@@ -40,11 +40,11 @@ class Traced:
         self.builder = builder
         self.value = value
 
-    def _lift(self, other: Any) -> SSAValue:
+    def _lift(self, other: Any) -> Value:
         if isinstance(other, Traced):
             return other.value
         if isinstance(other, numbers.Real):
-            return self.builder.constant(float(other))
+            return self.builder.literal(float(other))
         raise TypeError(
             f"cannot combine a traced array with {type(other).__name__}: inside @xfuse.jit use "
             "the function's array arguments and Python numbers"
@@ -53,7 +53,9 @@ class Traced:
     def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], *operands: Any) -> Traced:
         values = [self._lift(operand) for operand in operands]
         try:
-            return Traced(self.builder, self.builder.apply(op_type, *values))
+            result = self.builder.apply(op_type, *values)
+            assert isinstance(result, SSAValue)  # a Traced operand is never weak
+            return Traced(self.builder, result)
         except ValueError as error:
             raise ValueError(f"{op_type.name}: {error}") from None
 
