@@ -408,6 +408,12 @@ def test_bad_program(
     assert caret == " " * (column - 1) + "^"
 
 
+@pytest.mark.parametrize("dim", [10**20, 2**63, -3])
+def test_a_caller_shape_out_of_range_is_a_value_error_naming_the_input(dim: int) -> None:
+    with pytest.raises(ValueError, match=f"input 'x': dimension {dim} is out of range"):
+        parse_program("out = x;", shapes={"x": [4, dim]})
+
+
 def test_an_error_in_a_crlf_file_quotes_the_line_without_its_carriage_return() -> None:
     with pytest.raises(EwSyntaxError) as info:
         parse_program("a = 1;\r\nout = x + ;\r\nz = 2;\r\n")

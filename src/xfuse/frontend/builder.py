@@ -45,6 +45,9 @@ None is a dynamic dim of its own."""
 DtypeSpec = Any
 """A dtype name or numpy dtype for every input, or a mapping from input names to them."""
 
+MAX_DIM = 2**63 - 1
+"""The largest static dimension: a tensor type's dims are i64."""
+
 DIMS_ATTRIBUTE = "ew.dims"
 """The argument attribute naming an input's dims (`["t", "d"]`), set when any dim has a name."""
 
@@ -143,6 +146,11 @@ class FunctionBuilder:
         """The argument `name`, added on first use (with `element`/`shape` if given)."""
         if name not in self.inputs:
             shape = self.input_shape(name) if shape is None else tuple(shape)
+            for dim in shape:
+                if isinstance(dim, int) and not 0 <= dim <= MAX_DIM:
+                    raise ValueError(
+                        f"input '{name}': dimension {dim} is out of range (0 to {MAX_DIM})"
+                    )
             type_ = tensor_type(element or self.input_element(name), shape)
             argument = self.block.insert_arg(type_, len(self.block.args))
             argument.name_hint = name

@@ -55,7 +55,7 @@ from xdsl.ir import Attribute, OpResult
 
 from xfuse.dialects import ew
 from xfuse.dtypes import element_type_for
-from xfuse.frontend.builder import DtypeSpec, FunctionBuilder, ShapeSpec, Value
+from xfuse.frontend.builder import MAX_DIM, DtypeSpec, FunctionBuilder, ShapeSpec, Value
 
 CONVERSIONS: dict[str, str] = {
     "f16": "float16",
@@ -105,8 +105,6 @@ _TOKEN = re.compile(
     re.ASCII,  # names must stay valid MLIR value names; no Unicode digits in numbers
 )
 _NUMBER_TAIL = re.compile(r"[\w.]", re.ASCII)
-MAX_DIM = 2**63 - 1
-"""The largest static dimension: a tensor type's dims are i64."""
 MAX_NESTING = 100
 """Deepest nesting of parentheses, calls and unary minus (the parser recurses on each)."""
 
