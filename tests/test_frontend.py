@@ -241,6 +241,14 @@ def test_constant_expressions_are_weak_like_literals(source: str) -> None:
     np.testing.assert_array_equal(out.astype(np.float32), [-2.0, 6.0, -1.0])
 
 
+def test_a_long_shared_constant_chain_is_computed_once_per_node() -> None:
+    """`a = a * a / a` 3000 times: a deep graph whose every node is used twice (no recursion,
+    no exponential re-evaluation)."""
+    module = parse_program("a = 1.5;\n" + "a = a * a / a;\n" * 3000 + "out = x * a;")
+    (constant,) = [op for op in body_ops(module) if isinstance(op, ew.ConstantOp)]
+    assert constant.literal == 1.5
+
+
 def test_a_constant_expression_is_computed_in_the_dtype_it_meets() -> None:
     """As a kernel would: 1e-50 is 0 and 1e50 inf in f32, so their product is NaN; f64 has 1."""
     source = "a = 1e-50; b = 1e50; out = x * (a * b);"

@@ -223,7 +223,7 @@ def round_to_element(value: float, type_: Attribute) -> float:
     """
     if math.isnan(value):
         return CANONICAL_NAN
-    element = element_type(type_) if isinstance(type_, TensorType | MemRefType) else type_
+    element = type_ if isinstance(type_, FLOAT_ELEMENT_TYPES) else element_type(type_)
     if isinstance(element, Float64Type):
         return value
     with np.errstate(all="ignore"):

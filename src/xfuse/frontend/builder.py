@@ -19,7 +19,7 @@ runtime can check that dims sharing a name have the same size.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from xdsl.builder import Builder
@@ -62,13 +62,30 @@ class Weak:
     literal: float = 0.0
     op_type: type[ew.UnaryOp | ew.BinaryOp] | None = None
     operands: tuple[Weak, ...] = ()
+    values: dict[type[Attribute], float] = field(default_factory=dict, init=False)
+    """`value_in`'s results by element type."""
 
     def value_in(self, element: Attribute) -> float:
-        """The value as kernels of `element` compute it (a bare literal keeps its f64 text)."""
-        if self.op_type is None:
-            return self.literal
-        operands = [operand.value_in(element) for operand in self.operands]
-        return ew.fold_literals(self.op_type, operands, element)
+        """The value as kernels of `element` compute it (a bare literal keeps its f64 text).
+
+        Each node of the expression is computed once per element type, without recursion: a
+        name rebound to itself (`a = a * a;`) thousands of times is a deep, shared graph.
+        """
+        key = type(element)
+        pending = [self]
+        while pending:
+            node = pending[-1]
+            missing = [o for o in node.operands if key not in o.values]
+            if missing:
+                pending.extend(missing)
+                continue
+            pending.pop()
+            if node.op_type is None:
+                node.values[key] = node.literal
+            elif key not in node.values:
+                operands = [o.values[key] for o in node.operands]
+                node.values[key] = ew.fold_literals(node.op_type, operands, element)
+        return self.values[key]
 
 
 Value = SSAValue | Weak
