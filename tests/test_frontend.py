@@ -382,6 +382,8 @@ BAD_PROGRAMS = [
         "dimension 99999999999999999999 is too large",
     ),
     ("input x[9223372036854775808];", None, 1, 9, "too large (at most 9223372036854775807)"),
+    ("input x[" + "9" * 5000 + "];", None, 1, 9, "dimension 999999999999999999999999999..."),
+    ("input x[007];\ny = x[;", None, 2, 6, "expected ';' at the end of the statement, found '['"),
     ("input x[t,];", None, 1, 11, "expected a dimension"),
     ("input x[t;", None, 1, 10, "expected ']' to close the shape, found ';'"),
     ("input x[4] b;", None, 1, 12, "expected ',' or ';' in the declaration, found 'b'"),

@@ -254,10 +254,12 @@ class _Parser:
             return ()
         while True:
             token = self.current
-            if token.kind == "number" and token.text.isdigit() and int(token.text) > 0:
-                if int(token.text) > MAX_DIM:
-                    raise self.error(f"dimension {token.text} is too large (at most {MAX_DIM})")
-                dims.append(int(token.text))
+            if token.kind == "number" and token.text.isdigit() and token.text.strip("0"):
+                digits = token.text.lstrip("0")  # int() refuses more than 4300 digits
+                if len(digits) > len(str(MAX_DIM)) or int(digits) > MAX_DIM:
+                    shown = digits if len(digits) <= 30 else digits[:27] + "..."
+                    raise self.error(f"dimension {shown} is too large (at most {MAX_DIM})")
+                dims.append(int(digits))
             elif token.kind == "name":
                 dims.append(token.text)
             elif token.text == "?" and token.kind == "op":
