@@ -29,8 +29,8 @@ Where xfuse and float64 numpy may legitimately disagree the value is *undecided*
 everything computed from it is not checked:
 - the ball spans a change of class (finite / +inf / -inf / NaN): log or sqrt of a value that may be
   negative, a pow of a negative base whose exponent may or may not be an integer (an integer
-  anywhere in the exponent's ball, not only at a corner), a result within the error of float32
-  overflow;
+  anywhere in the exponent's ball, not only at a corner), a pow of a NaN exponent whose base may
+  be exactly 1, a result within the error of float32 overflow;
 - the operand is a zero of unknown sign (a ball that holds 0 and is not exact) where its sign
   decides the result: division by it, pow of it with a negative exponent, rsqrt of it;
 - a product that overflows: with `fastmath=contract` LLVM may fuse it into an FMA with a following
@@ -354,10 +354,12 @@ def _exact(
 def _class_may_flip_between_corners(
     op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball]
 ) -> np.ndarray:
-    """pow of a negative or NaN base is finite only at integer exponents, NaN between them.
+    """pow of a negative or NaN base is finite only at integer exponents, NaN between them; pow
+    of a NaN exponent is NaN except at a base of exactly 1 (pow(1, NaN) = 1).
 
     The corners miss an integer strictly inside the exponent's ball: pow(-1, 3e-45 ± 7e-7) is NaN
-    at all three, but erf(2.8e-45) within its error may be 0, and pow(-1, 0) is 1.
+    at all three, but erf(2.8e-45) within its error may be 0, and pow(-1, 0) is 1. Likewise
+    pow(0.99999994 ± 1e-7, NaN) is NaN at all three, but the base may be 1.
     """
     if op is not ew.PowOp:
         return np.zeros((), bool)
@@ -365,7 +367,10 @@ def _class_may_flip_between_corners(
     with np.errstate(invalid="ignore"):
         low, high = exponent.center - exponent.radius, exponent.center + exponent.radius
         holds_integer = (exponent.radius > 0) & (np.floor(high) >= low)
-        return holds_integer & ~(base.center - base.radius >= 0)
+        base_may_be_one = (base.radius > 0) & (np.abs(base.center - 1) <= base.radius)
+        return holds_integer & ~(base.center - base.radius >= 0) | (
+            np.isnan(exponent.center) & base_may_be_one
+        )
 
 
 def apply(op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball], tolerance: Tolerance) -> Ball:
@@ -584,6 +589,10 @@ def test_the_oracle_leaves_undecided_values_unchecked() -> None:
     # ... while with no integer in the exponent's ball the NaN is checked.
     near_half = apply(ew.PowOp, [minus_one, Ball(np.array([0.5]), np.array([0.1]))], ARITHMETIC)
     assert np.isnan(near_half.center).all() and not near_half.undecided.any()
+    # pow(b, NaN) is NaN, but 1 at b = 1: undecided where the base's ball holds 1, else checked.
+    nan = Ball(np.array(np.nan), np.zeros(()))
+    bases = Ball(np.array([1 - ULP, 0.5]), np.array([2 * ULP, 2 * ULP]))
+    assert apply(ew.PowOp, [bases, nan], ARITHMETIC).undecided.tolist() == [True, False]
 
 
 SPECIAL_OPERANDS = np.array(
