@@ -27,7 +27,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from xfuse.analysis.memory import MemoryPlan, plan_memory
 from xfuse.dialects import ew
-from xfuse.frontend.builder import FunctionBuilder
+from xfuse.frontend.builder import FunctionBuilder, Value
 from xfuse.frontend.language import parse_program
 from xfuse.passes.bufferize import EwBufferizePass
 from xfuse.passes.fuse import EwFusePass
@@ -185,9 +185,9 @@ def random_graphs(draw: st.DrawFn) -> ModuleOp:
     values = [builder.input(n) for n in names]
     for _ in range(draw(st.integers(1, 12))):
 
-        def operand() -> SSAValue:
+        def operand() -> Value:
             if draw(st.integers(0, 9)) == 0:
-                return builder.constant(draw(st.sampled_from([0.5, 2.0, -1.5])))
+                return builder.literal(draw(st.sampled_from([0.5, 2.0, -1.5])))
             return values[draw(st.integers(0, len(values) - 1))]
 
         if draw(st.booleans()):

@@ -134,38 +134,83 @@ def _bits(value: float) -> bytes:
     return struct.pack("<d", value)
 
 
-@pytest.mark.parametrize(
-    "value",
-    [
-        -2.5,
-        math.inf,
-        -math.inf,
-        math.nan,
-        0.0,
-        -0.0,
-        1e-30,
-        3.4e38,
-        5e-324,
-        1.7976931348623157e308,
-        0.1,
-        0.7978845608,
-        123456789.0,
-        1e22,
-        -1e-300,
-    ],
-)
+def _from_bits(bits: int) -> float:
+    return struct.unpack("<d", bits.to_bytes(8, "little"))[0]
+
+
+FLOAT_CLASSES = {
+    "+0": 0.0,
+    "-0": -0.0,
+    "+inf": math.inf,
+    "-inf": -math.inf,
+    "canonical nan": math.nan,
+    "negative quiet nan": _from_bits(0xFFF8000000000000),
+    "nan with payload": _from_bits(0x7FF8DEADBEEF0001),
+    "negative nan with payload": _from_bits(0xFFFC000000000042),
+    "signaling nan": _from_bits(0x7FF0000000000001),
+    "negative signaling nan": _from_bits(0xFFF4000000000000),
+    "f32 nan widened": _from_bits(0x7FFFFFFFE0000000),
+    "f64 smallest denormal": 5e-324,
+    "f64 largest denormal": _from_bits(0x000FFFFFFFFFFFFF),
+    "f64 smallest normal": 2.2250738585072014e-308,
+    "f64 max": 1.7976931348623157e308,
+    "-f64 max": -1.7976931348623157e308,
+    "f32 smallest denormal": 2.0**-149,
+    "f32 smallest normal": 2.0**-126,
+    "f32 max": 3.4028234663852886e38,
+    "bf16 smallest denormal": 2.0**-133,
+    "bf16 max": 3.3895313892515355e38,
+    "f16 smallest denormal": 2.0**-24,
+    "f16 smallest normal": 2.0**-14,
+    "f16 max": 65504.0,
+    "-f16 max": -65504.0,
+    "-1e-300": -1e-300,
+    "0.1": 0.1,
+    "0.7978845608": 0.7978845608,
+    "f32 0.1": float(np.float32(0.1)),
+    "-2.5": -2.5,
+    "123456789": 123456789.0,
+    "1e22": 1e22,
+    "3.4e38": 3.4e38,
+}
+
+
+@pytest.mark.parametrize("value", FLOAT_CLASSES.values(), ids=FLOAT_CLASSES.keys())
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
-def test_constant_keeps_its_exact_f64_value(value: float, dtype: str, generic: bool) -> None:
+def test_constant_keeps_its_exact_f64_bits(value: float, dtype: str, generic: bool) -> None:
+    """print -> parse -> print keeps every bit: signed zeros, infinities, every NaN, extremes."""
     constant = ew.ConstantOp(value, tensor(element_type_for(dtype)))
     module = function_module([], lambda block: [constant])
     text = print_ir(module, generic=generic)
     (parsed,) = [op for op in parse(text).walk() if isinstance(op, ew.ConstantOp)]
-    assert _bits(parsed.literal) == _bits(value) or (
-        math.isnan(value) and math.isnan(parsed.literal)
-    )
+    assert _bits(parsed.literal) == _bits(value), text
     assert parsed.result.type == constant.result.type
     assert_round_trips(module)
+
+
+@pytest.mark.parametrize(
+    "value,text",
+    [
+        (math.nan, "nan"),
+        (_from_bits(0xFFF8000000000000), "0xFFF8000000000000"),
+        (_from_bits(0x7FF0000000000001), "0x7FF0000000000001"),
+        (-0.0, "-0.0"),
+        (-math.inf, "-inf"),
+        (5e-324, "5.0e-324"),
+    ],
+)
+def test_format_float_spells_nans_in_mlir_hex(value: float, text: str) -> None:
+    assert ew.format_float(value) == text
+
+
+def test_hex_constants_parse_as_f64_bits() -> None:
+    module = parse("%c = ew.constant 0x1 : tensor<f32>")
+    (constant,) = [op for op in module.walk() if isinstance(op, ew.ConstantOp)]
+    assert constant.literal == 5e-324
+    for bad in ("-0x1", "0x10000000000000000"):
+        with pytest.raises(ParseError, match="hexadecimal float must be the 64 bits of an f64"):
+            parse(f"%c = ew.constant {bad} : tensor<f32>")
 
 
 def test_kernel_api_on_both_forms() -> None:
@@ -308,6 +353,8 @@ def test_round_to_element(dtype: str, value: float, expected: float) -> None:
     assert ew.round_to_element(value, tensor(element_type_for(dtype))) == expected
 
 
-def test_round_to_element_keeps_nan() -> None:
+@pytest.mark.parametrize("nan", [0x7FF8000000000000, 0xFFF8000000000000, 0x7FF0000000000001])
+def test_round_to_element_makes_every_nan_canonical(nan: int) -> None:
     for dtype in DTYPES:
-        assert math.isnan(ew.round_to_element(math.nan, tensor(element_type_for(dtype))))
+        rounded = ew.round_to_element(_from_bits(nan), tensor(element_type_for(dtype)))
+        assert _bits(rounded) == _bits(ew.CANONICAL_NAN) == _bits(_from_bits(0x7FF8000000000000))

@@ -5,15 +5,18 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 
+import xfuse
 from xfuse.dialects import ew
 from xfuse.dtypes import element_type_for
-from xfuse.frontend.language import MAX_NESTING, EwSyntaxError, parse_program
+from xfuse.frontend.builder import FunctionBuilder
+from xfuse.frontend.language import MAX_NESTING, EwSyntaxError, ParsedProgram, parse_program
 
 GELU = (Path(__file__).resolve().parents[1] / "examples" / "gelu.ew").read_text()
 
@@ -93,7 +96,8 @@ def test_gelu_inputs_ops_and_result() -> None:
 @pytest.mark.parametrize(
     "source,expected",
     [
-        ("y = 1e-3 + 2.5E+2 + .5 + 5. + 1.e1 + 7;", 1e-3 + 250 + 0.5 + 5 + 10 + 7),
+        ("y = 1.25e-1 + 2.5E+2 + .5 + 5. + 1.e1 + 7;", 0.125 + 250 + 0.5 + 5 + 10 + 7),
+        ("y = 0.1 * 3;", float(np.float32(np.float32(0.1) * np.float32(3)))),  # f32, as kernels
         ("y = 8 - 4 - 2;", 2.0),  # left associative
         ("y = 8 / 4 / 2;", 1.0),
         ("y = 2 + 3 * 4;", 14.0),  # precedence
@@ -192,6 +196,95 @@ def test_outputs_chosen_by_the_caller() -> None:
     assert input_names(parse_program(source, ["x"])) == ["x", "b"]  # unused inputs stay
 
 
+@pytest.mark.parametrize(
+    "source", ["out = x;", "y = x; out = y;", "out = 2 * 3;", "y = x * 2; out = y;"]
+)
+def test_the_default_output_has_the_name_it_is_assigned_to(source: str) -> None:
+    kernel = xfuse.compile(source)
+    assert kernel.output_names == ("out",)
+    assert ParsedProgram(source, None, FunctionBuilder()).output_names == ["out"]
+
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def _run_bf16(source: str) -> np.ndarray:
+    x = np.array([1.0, -3.0, 0.5], BF16)
+    return xfuse.compile(source)(x=x)
+
+
+def test_a_literal_bound_to_a_name_takes_each_dtype_it_meets() -> None:
+    """It was retyped by erasing its op, which the name still held: `Cannot detach`."""
+    out = _run_bf16("input bf16 x; c = 2; y = x * c; out = y + c;")
+    assert out.dtype == BF16
+    np.testing.assert_array_equal(out.astype(np.float32), [4.0, -4.0, 3.0])
+    module = parse_program(
+        "input bf16 x; input f64 w; c = 2; y = x * c; out = w + c;", ["y", "out"]
+    )
+    module.verify()
+    constants = [op for op in body_ops(module) if isinstance(op, ew.ConstantOp)]
+    assert [str(ew.element_type(c.result.type)) for c in constants] == ["bf16", "f64"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "input bf16 x; out = x * -(2);",
+        "input bf16 x; out = x * (-1 - 1);",
+        "input bf16 x; c = 1 * -2; out = x * c;",
+        "input bf16 x; out = x * -2;",
+    ],
+)
+def test_constant_expressions_are_weak_like_literals(source: str) -> None:
+    out = _run_bf16(source)
+    assert out.dtype == BF16
+    np.testing.assert_array_equal(out.astype(np.float32), [-2.0, 6.0, -1.0])
+
+
+def test_a_long_shared_constant_chain_is_computed_once_per_node() -> None:
+    """`a = a * a / a` 3000 times: a deep graph whose every node is used twice (no recursion,
+    no exponential re-evaluation)."""
+    module = parse_program("a = 1.5;\n" + "a = a * a / a;\n" * 3000 + "out = x * a;")
+    (constant,) = [op for op in body_ops(module) if isinstance(op, ew.ConstantOp)]
+    assert constant.literal == 1.5
+
+
+def test_a_constant_expression_is_computed_in_the_dtype_it_meets() -> None:
+    """As a kernel would: 1e-50 is 0 and 1e50 inf in f32, so their product is NaN; f64 has 1."""
+    source = "a = 1e-50; b = 1e50; out = x * (a * b);"
+    for dtype, want in (("float32", math.nan), ("float64", 1.0)):
+        module = parse_program(source, dtype=dtype)
+        (constant,) = [op for op in body_ops(module) if isinstance(op, ew.ConstantOp)]
+        assert constant.literal == want or math.isnan(want) and math.isnan(constant.literal)
+        assert str(ew.element_type(constant.result.type)) == dtype.replace("float", "f")
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize(
+    ("source", "want"),
+    [
+        ("input f32 x; out = x + f16(100000);", math.inf),  # 100000 overflows f16
+        ("input f32 x; out = x * bf16(0.1);", 0.10009765625),  # 0.1 rounded to bf16
+        ("input f32 x; out = x * f32(bf16(0.1));", 0.10009765625),
+        ("input f64 x; out = x * f32(0.1);", float(np.float32(0.1))),
+    ],
+)
+def test_an_explicit_conversion_of_a_literal_is_kept(source: str, want: float, fuse: bool):
+    """It was dropped next to a wider operand: the literal was retyped, not converted."""
+    dtype = np.float64 if "f64 x" in source else np.float32
+    out = xfuse.compile(source, fuse=fuse)(x=np.ones(2, dtype))
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out, [want, want])
+
+
+def test_an_explicit_conversion_of_a_literal_is_strongly_typed() -> None:
+    """`bf16(2)` is numpy's `np.bfloat16(2)`: it promotes f16 to f32 as an array would."""
+    module = parse_program("input f16 x; out = x * bf16(2);")
+    returned = function_of(module).get_return_op()
+    assert returned is not None
+    assert str(ew.element_type(returned.arguments[0].type)) == "f32"
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bf16", "float32", "f64", np.float32, np.float64])
 def test_dtype_selection(dtype: object) -> None:
     module = parse_program("y = 0.5 * x;", dtype=dtype)
@@ -281,6 +374,16 @@ BAD_PROGRAMS = [
     ("input x[t, -1];", None, 1, 12, "expected a dimension (a positive size, a name or '?')"),
     ("input x[0];", None, 1, 9, "found '0'"),
     ("input x[2.5];", None, 1, 9, "found '2.5'"),
+    (
+        "input x[4, 99999999999999999999];",
+        None,
+        1,
+        12,
+        "dimension 99999999999999999999 is too large",
+    ),
+    ("input x[9223372036854775808];", None, 1, 9, "too large (at most 9223372036854775807)"),
+    ("input x[" + "9" * 5000 + "];", None, 1, 9, "dimension 999999999999999999999999999..."),
+    ("input x[007];\ny = x[;", None, 2, 6, "expected ';' at the end of the statement, found '['"),
     ("input x[t,];", None, 1, 11, "expected a dimension"),
     ("input x[t;", None, 1, 10, "expected ']' to close the shape, found ';'"),
     ("input x[4] b;", None, 1, 12, "expected ',' or ';' in the declaration, found 'b'"),
@@ -313,6 +416,20 @@ def test_bad_program(
     assert header == f"<source>:{line}:{column}: error: {error.message}"
     assert excerpt == source.split("\n")[line - 1]
     assert caret == " " * (column - 1) + "^"
+
+
+@pytest.mark.parametrize("dim", [10**20, 2**63, -3])
+def test_a_caller_shape_out_of_range_is_a_value_error_naming_the_input(dim: int) -> None:
+    with pytest.raises(ValueError, match=f"input 'x': dimension {dim} is out of range"):
+        parse_program("out = x;", shapes={"x": [4, dim]})
+
+
+def test_an_error_in_a_crlf_file_quotes_the_line_without_its_carriage_return() -> None:
+    with pytest.raises(EwSyntaxError) as info:
+        parse_program("a = 1;\r\nout = x + ;\r\nz = 2;\r\n")
+    assert (info.value.line, info.value.column) == (2, 11)
+    assert info.value.source_line == "out = x + ;"
+    assert str(info.value).split("\n")[1:] == ["out = x + ;", " " * 10 + "^"]
 
 
 def test_shapes_that_do_not_broadcast_point_at_the_operator() -> None:

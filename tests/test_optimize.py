@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import Builtin, ModuleOp, TensorType
 from xdsl.ir import Block, Region
 
+import xfuse
 from xfuse.dialects import ew
 from xfuse.dtypes import element_type_for
 from xfuse.frontend.language import parse_program
@@ -43,7 +45,7 @@ def test_gelu_has_11_compute_ops_and_h_has_5_users() -> None:
 
 
 def test_gelu_with_redundancy_optimizes_to_the_same_11_ops() -> None:
-    source = GELU.replace("out = y + r;", "out = (y * 1 + 0) + --r - 0 * 1;")
+    source = GELU.replace("out = y + r;", "out = (y * 1 + -0.0) + --r - 0 * 1 - (0 + -0.0);")
     assert len(compute_ops(optimize(parse_program(source)))) == 11
 
 
@@ -95,6 +97,96 @@ def test_every_op_folds_to_its_reference_rounded(op_type, dtype: str) -> None:
 def test_folding_follows_ieee(op_type, values: tuple[float, ...], expected: float) -> None:
     folded = _fold(op_type, "float32", *values)
     assert folded == expected or (math.isnan(expected) and math.isnan(folded))
+
+
+@pytest.mark.parametrize(
+    "op_type,values,expected",
+    [
+        (ew.MaxOp, (-0.0, 0.0), 0.0),
+        (ew.MaxOp, (0.0, -0.0), 0.0),
+        (ew.MinOp, (0.0, -0.0), -0.0),
+        (ew.MinOp, (-0.0, 0.0), -0.0),
+        (ew.ReluOp, (-0.0,), 0.0),
+        (ew.NegOp, (0.0,), -0.0),
+        (ew.AddOp, (-0.0, 0.0), 0.0),
+        (ew.AddOp, (-0.0, -0.0), -0.0),
+        (ew.MulOp, (-0.0, 3.0), -0.0),
+        (ew.DivOp, (1.0, -math.inf), -0.0),
+        (ew.TanhOp, (-0.0,), -0.0),
+        (ew.SqrtOp, (-0.0,), -0.0),
+        (ew.PowOp, (-0.0, 3.0), -0.0),
+    ],
+)
+def test_folding_keeps_the_sign_of_zero(op_type, values: tuple[float, ...], expected: float):
+    """As the kernels compute it (LLVM's maximum/minimum order -0 below +0, unlike numpy's)."""
+    assert math.copysign(1, _fold(op_type, "float32", *values)) == math.copysign(1, expected)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize(
+    "op_type,values",
+    [
+        (ew.DivOp, (0.0, 0.0)),
+        (ew.LogOp, (-1.0,)),
+        (ew.SqrtOp, (-1.0,)),
+        (ew.SubOp, (math.inf, math.inf)),
+        (ew.MulOp, (math.inf, 0.0)),
+        (ew.NegOp, (math.nan,)),
+        (ew.AddOp, (struct.unpack("<d", struct.pack("<Q", 0xFFF4000000000001))[0], 1.0)),
+    ],
+)
+def test_every_folded_nan_is_the_canonical_quiet_nan(op_type, values, dtype: str) -> None:
+    """numpy's NaN sign depends on the host's SIMD path: folding must not inherit it."""
+    folded = _fold(op_type, dtype, *values)
+    assert struct.pack("<d", folded) == struct.pack("<Q", 0x7FF8000000000000)
+
+
+def test_zero_over_zero_and_log_of_minus_one_share_one_nan() -> None:
+    scalar = TensorType(element_type_for("float32"), [])
+    zero, minus_one = ew.ConstantOp(0.0, scalar), ew.ConstantOp(-1.0, scalar)
+    quotient, log = ew.DivOp(zero.result, zero.result), ew.LogOp(minus_one.result)
+    block = Block()
+    block.add_ops([zero, minus_one, quotient, log, func.ReturnOp(quotient.result, log.result)])
+    module = ModuleOp([func.FuncOp("f", ([], [scalar, scalar]), Region(block))])
+    optimize(module)
+    (constant,) = [op for op in module.walk() if isinstance(op, ew.ConstantOp)]
+    assert struct.pack("<d", constant.literal) == struct.pack("<Q", 0x7FF8000000000000)
+
+
+@pytest.mark.parametrize("source", ["y = x + 0;", "y = 0 + x;", "y = x - -0.0;"])
+def test_adding_plus_zero_is_kept_unless_unsafe(source: str) -> None:
+    """At x = -0.0, x + 0 is +0.0: x + 0 -> x would keep the -0.0. Only nsz (unsafe) allows it."""
+    shapes = {"x": [8]}
+    assert [op.name for op in compute_ops(optimize(parse_program(source, shapes=shapes)))] == [
+        "ew.sub" if "-" in source else "ew.add"
+    ]
+    assert not compute_ops(optimize(parse_program(source, shapes=shapes), unsafe_math=True))
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_one_over_x_plus_zero_at_minus_zero_is_plus_inf(fuse: bool) -> None:
+    kernel = xfuse.compile(
+        "out = 1 / (x + 0); minus = 1 / (x + -0.0);", ["out", "minus"], fuse=fuse
+    )
+    out, minus = kernel(x=np.array([-0.0, 0.0], np.float32))
+    np.testing.assert_array_equal(out, [math.inf, math.inf])
+    np.testing.assert_array_equal(minus, [-math.inf, math.inf])
+
+
+@pytest.mark.parametrize(
+    ("literal", "source", "want"),
+    [(100000.0, "f16", math.inf), (0.1, "bf16", 0.10009765625), (1e-50, "f32", 0.0)],
+)
+def test_a_folded_conversion_rounds_to_the_source_type_first(literal, source, want) -> None:
+    """A constant holds its literal in f64; the kernel holds it in its own type."""
+    constant = ew.ConstantOp(literal, TensorType(element_type_for(source), []))
+    convert = ew.ConvertOp(constant.result, element_type_for("f64"))
+    block = Block()
+    block.add_ops([constant, convert, func.ReturnOp(convert.result)])
+    module = ModuleOp([func.FuncOp("f", ([], [convert.result.type]), Region(block))])
+    optimize(module)
+    (folded,) = [o for o in module.walk() if isinstance(o, ew.ConstantOp)]
+    assert folded.literal == want
 
 
 def test_unsafe_math_only_on_request() -> None:

@@ -18,20 +18,27 @@ error: 1 float32 ulp for arithmetic, the documented bounds of docs/math.md (with
 transcendentals (`TOLERANCES`). Cancellation, error amplification by exp or pow, division by small
 numbers: all grow the radius exactly where the computation is ill-conditioned.
 
+Where IEEE decides a value bit for bit the radius is 0 and the check is exact, sign of zero
+included: inputs and constants; + - * / sqrt (correctly rounded) and neg, abs, max, min, relu
+(exact; max and min order -0 below +0, as LLVM's maximum/minimum) of exact operands; ±0 times a
+finite value of known sign; the special cases of the other functions on exact ±0, ±inf or NaN that
+give ±0 or ±inf (tanh(-0) = -0, exp(-inf) = +0, rsqrt(-0) = -inf, pow(-0, 3) = -0, ...). A sum
+of a product is not exact: LLVM may contract the two into an FMA.
+
 Where xfuse and float64 numpy may legitimately disagree the value is *undecided* (radius inf), and
 everything computed from it is not checked:
 - the ball spans a change of class (finite / +inf / -inf / NaN): log or sqrt of a value that may be
   negative, a pow of a negative base whose exponent may or may not be an integer (an integer
-  anywhere in the exponent's ball, not only at a corner), a result within the error of float32
-  overflow;
-- the sign of zero matters (division by a ball that holds 0, pow of such a base with a negative
-  exponent, rsqrt of it): numpy's maximum(-0.0, 0.0) is -0.0 where LLVM's maximumf gives +0.0,
-  and `x + 0 -> x` keeps a -0.0;
+  anywhere in the exponent's ball, not only at a corner), a pow of a NaN exponent whose base may
+  be exactly 1, a result within the error of float32 overflow;
+- the operand is a zero of unknown sign (a ball that holds 0 and is not exact) where its sign
+  decides the result: division by it, pow of it with a negative exponent, rsqrt of it;
 - a product that overflows: with `fastmath=contract` LLVM may fuse it into an FMA with a following
   add, which does not overflow.
-Everything else is checked exactly: a NaN center demands NaN, an inf center the same inf, a
-finite center a finite value within the radius. `test_the_oracle_*` show the check does fail on a
-wrong op, a wrong NaN and a wrong inf, and checks every element of well-conditioned programs.
+Everything else is checked: a NaN center demands NaN, an inf center the same inf, a finite center
+a finite value within the radius (the same value, and the same sign of zero, where it is exact).
+`test_the_oracle_*` show the check does fail on a wrong op, a wrong NaN, a wrong inf and a wrong
+sign of zero, and checks every element of well-conditioned programs.
 
 `pytest` runs 300 examples, each program in one variant (hypothesis profile `ci`, conftest.py);
 `pytest -m slow --hypothesis-profile=fuzz` runs the long fuzz (every program in all four variants).
@@ -160,7 +167,23 @@ class Program:
         return f"{ew.mnemonic(node.op)}({', '.join(args)})"
 
 
-CONSTANTS = (0.0, 1.0, -1.0, 0.5, 2.0, 3.0, -2.5, 1e-30, -1e-40, 1e-50, 1e30, -3e38, 1e39, 88.0)
+CONSTANTS = (
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.5,
+    2.0,
+    3.0,
+    -2.5,
+    1e-30,
+    -1e-40,
+    1e-50,
+    1e30,
+    -3e38,
+    1e39,
+    88.0,
+)
 """Zero, integers (pow's special cases), tiny, denormal, underflowing, huge, overflowing."""
 
 
@@ -239,15 +262,23 @@ def input_sets(draw: st.DrawFn, count: int, n: int) -> list[np.ndarray]:
 class Ball:
     """Reference values (float32 numbers held in float64) and how far xfuse may be from each.
 
-    radius is 0 for exact special values (NaN, ±inf) and inf where the result is undecided.
+    radius is 0 where the value is exact: IEEE decides it bit for bit (sign of zero included), as
+    for a decided NaN or ±inf; it is inf where the result is undecided. `product` marks a
+    product (or a negated one): LLVM may contract it into an FMA with a following add, which then
+    sees it unrounded.
     """
 
     center: np.ndarray
     radius: np.ndarray
+    product: bool = False
 
     @property
     def undecided(self) -> np.ndarray:
         return np.isinf(self.radius)
+
+    @property
+    def exact(self) -> np.ndarray:
+        return self.radius == 0
 
 
 def round32(values: np.ndarray) -> np.ndarray:
@@ -263,33 +294,72 @@ def _classify(values: np.ndarray) -> np.ndarray:
 def _reference(op: type[ew.UnaryOp | ew.BinaryOp], *args: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         if op is ew.ErfOp:  # math.erf is a Python loop: evaluate each distinct value once
-            distinct, positions = np.unique(args[0], return_inverse=True)
-            return op.reference(distinct)[positions.reshape(args[0].shape)]
+            bits = np.array(args[0], np.float64).view(np.uint64)  # keeps -0 and +0 apart
+            distinct, positions = np.unique(bits, return_inverse=True)
+            return op.reference(distinct.view(np.float64))[positions.reshape(bits.shape)]
         return op.reference(*args)
 
 
-def _contains_zero(ball: Ball) -> np.ndarray:
-    return np.abs(ball.center) <= ball.radius
+def _zero_of_unknown_sign(ball: Ball) -> np.ndarray:
+    """The ball holds 0 but the value is not exact: +0, -0 and tiny values of either sign."""
+    return (np.abs(ball.center) <= ball.radius) & ~ball.exact
 
 
 def _sign_of_zero_matters(op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball]) -> np.ndarray:
+    """Results that divide by a zero of unknown sign (an exact zero's sign is IEEE's)."""
     if op is ew.DivOp:
-        return _contains_zero(args[1]) & ~np.isnan(args[0].center)
+        return _zero_of_unknown_sign(args[1]) & ~np.isnan(args[0].center)
     if op is ew.PowOp:
         with np.errstate(invalid="ignore"):
-            return _contains_zero(args[0]) & ~(args[1].center - args[1].radius >= 0)
+            return _zero_of_unknown_sign(args[0]) & ~(args[1].center - args[1].radius >= 0)
     if op is ew.RsqrtOp:
-        return _contains_zero(args[0])
+        return _zero_of_unknown_sign(args[0])
     return np.zeros((), bool)
+
+
+CORRECTLY_ROUNDED: frozenset[type[ew.UnaryOp | ew.BinaryOp]] = frozenset(
+    {ew.AddOp, ew.SubOp, ew.MulOp, ew.DivOp, ew.SqrtOp}
+    | {ew.NegOp, ew.AbsOp, ew.MaxOp, ew.MinOp, ew.ReluOp}  # exact
+)
+"""Ops whose float32 result IEEE decides bit for bit from their operands (float64 then rounded
+to float32 is innocuous double rounding for + - * / sqrt)."""
+
+
+def _is_special(values: np.ndarray) -> np.ndarray:
+    return (values == 0) | ~np.isfinite(values)
+
+
+def _exact(
+    op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball], center: np.ndarray
+) -> np.ndarray:
+    """Where the result is exact: see `Ball`."""
+    operands_exact = functools.reduce(np.logical_and, [a.exact for a in args])
+    if op in (ew.AddOp, ew.SubOp) and any(a.product for a in args):
+        return np.zeros((), bool)  # maybe contracted into an FMA: rounded once instead of twice
+    if op in CORRECTLY_ROUNDED:
+        exact = operands_exact
+        if op is ew.MulOp:  # ±0 times a nonzero finite value of known sign: a zero of known sign
+            for zero, other in (args, args[::-1]):
+                known_sign = np.isfinite(other.center) & (np.abs(other.center) > other.radius)
+                exact = exact | (zero.exact & (zero.center == 0) & known_sign)
+        return exact
+    # The IEEE special cases of the other functions on ±0, ±inf and NaN: tanh(-0) = -0,
+    # exp(-inf) = +0, log(0) = -inf, rsqrt(-0) = -inf, pow(-0, 3) = -0, pow(0.5, inf) = +0, ...
+    special_operand = functools.reduce(
+        np.logical_or, [a.exact & _is_special(a.center) for a in args]
+    )
+    return operands_exact & special_operand & _is_special(center)
 
 
 def _class_may_flip_between_corners(
     op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball]
 ) -> np.ndarray:
-    """pow of a negative or NaN base is finite only at integer exponents, NaN between them.
+    """pow of a negative or NaN base is finite only at integer exponents, NaN between them; pow
+    of a NaN exponent is NaN except at a base of exactly 1 (pow(1, NaN) = 1).
 
     The corners miss an integer strictly inside the exponent's ball: pow(-1, 3e-45 ± 7e-7) is NaN
-    at all three, but erf(2.8e-45) within its error may be 0, and pow(-1, 0) is 1.
+    at all three, but erf(2.8e-45) within its error may be 0, and pow(-1, 0) is 1. Likewise
+    pow(0.99999994 ± 1e-7, NaN) is NaN at all three, but the base may be 1.
     """
     if op is not ew.PowOp:
         return np.zeros((), bool)
@@ -297,7 +367,10 @@ def _class_may_flip_between_corners(
     with np.errstate(invalid="ignore"):
         low, high = exponent.center - exponent.radius, exponent.center + exponent.radius
         holds_integer = (exponent.radius > 0) & (np.floor(high) >= low)
-        return holds_integer & ~(base.center - base.radius >= 0)
+        base_may_be_one = (base.radius > 0) & (np.abs(base.center - 1) <= base.radius)
+        return holds_integer & ~(base.center - base.radius >= 0) | (
+            np.isnan(exponent.center) & base_may_be_one
+        )
 
 
 def apply(op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball], tolerance: Tolerance) -> Ball:
@@ -314,13 +387,15 @@ def apply(op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball], tolerance: T
     with np.errstate(all="ignore"):
         spread = np.maximum.reduce([np.where(finite, np.abs(s - center), 0.0) for s in samples])
         magnitude = np.maximum.reduce([np.where(finite, np.abs(s), 0.0) for s in samples])
-        radius = spread + tolerance.relative * magnitude + tolerance.absolute
+        exact = _exact(op, args, center)
+        radius = np.where(exact, 0.0, spread + tolerance.relative * magnitude + tolerance.absolute)
         # Overflow to inf must be certain, beyond the op's own error.
         threshold = FLOAT32_MAX * (1 + ULP / 2)
-        near_overflow = finite & (magnitude + radius >= FLOAT32_MAX)
+        near_overflow = finite & (magnitude + radius >= FLOAT32_MAX) & ~exact
         overflowed = np.isinf(center) & np.isfinite(center_exact)
         uncertain_overflow = overflowed & (
-            (np.abs(center_exact) * (1 - tolerance.relative) <= threshold) | (op is ew.MulOp)
+            (np.abs(center_exact) * (1 - tolerance.relative) <= threshold) & ~exact
+            | (op is ew.MulOp)
         )
     undecided = (
         ~consistent
@@ -331,7 +406,8 @@ def apply(op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball], tolerance: T
         | functools.reduce(np.logical_or, [a.undecided for a in args])
     )
     radius = np.where(finite, radius, 0.0)
-    return Ball(center, np.where(undecided, np.inf, radius))
+    product = op is ew.MulOp or (op is ew.NegOp and args[0].product)
+    return Ball(center, np.where(undecided, np.inf, radius), product)
 
 
 def evaluate(program: Program, inputs: Sequence[np.ndarray], math_mode: str) -> list[Ball]:
@@ -364,6 +440,7 @@ def check(name: str, got: np.ndarray, want: Ball, context: str) -> int:
             ~(np.abs(value - center) <= radius),  # also catches a NaN or inf result
             ~((value == center) | (np.isnan(value) & np.isnan(center))),
         )
+        wrong |= (radius == 0) & (center == 0) & (np.signbit(value) != np.signbit(center))
     if wrong.any():
         first = np.flatnonzero(wrong)[:5]
         details = ", ".join(
@@ -500,8 +577,8 @@ def test_the_oracle_leaves_undecided_values_unchecked() -> None:
     one = Ball(np.array([1.0]), np.array([ULP]))
     shifted = apply(ew.SubOp, [one, Ball(np.array(1.0), np.zeros(()))], ARITHMETIC)
     assert apply(ew.LogOp, [shifted], ARITHMETIC).undecided.all()
-    # 1 / 0: the sign of zero decides between +inf and -inf.
-    zero = Ball(np.array([0.0]), np.zeros(1))
+    # 1 / (x - x) at x = 1 ± ulp: the sign of the (maybe) zero decides between +inf and -inf.
+    zero = apply(ew.SubOp, [one, one], ARITHMETIC)
     assert apply(ew.DivOp, [Ball(np.array(1.0), np.zeros(())), zero], ARITHMETIC).undecided.all()
     # ... but log(±0) is -inf for either sign: checked.
     assert math.isinf(apply(ew.LogOp, [zero], ARITHMETIC).center[0])
@@ -512,6 +589,47 @@ def test_the_oracle_leaves_undecided_values_unchecked() -> None:
     # ... while with no integer in the exponent's ball the NaN is checked.
     near_half = apply(ew.PowOp, [minus_one, Ball(np.array([0.5]), np.array([0.1]))], ARITHMETIC)
     assert np.isnan(near_half.center).all() and not near_half.undecided.any()
+    # pow(b, NaN) is NaN, but 1 at b = 1: undecided where the base's ball holds 1, else checked.
+    nan = Ball(np.array(np.nan), np.zeros(()))
+    bases = Ball(np.array([1 - ULP, 0.5]), np.array([2 * ULP, 2 * ULP]))
+    assert apply(ew.PowOp, [bases, nan], ARITHMETIC).undecided.tolist() == [True, False]
+
+
+SPECIAL_OPERANDS = np.array(
+    [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 0.5, -0.5, TINY],
+    np.float32,
+)
+
+
+@pytest.mark.parametrize(("fuse", "math_mode"), VARIANTS)
+@pytest.mark.parametrize("op", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
+def test_every_op_on_special_values_matches_ieee_bit_for_bit(
+    op: type[ew.UnaryOp | ew.BinaryOp], fuse: bool, math_mode: str
+) -> None:
+    """±0, ±inf, NaN and small integers, every pair for binary ops: the IEEE special cases
+    (tanh(-0) = -0, pow(-0, 3) = -0, 1 / -0 = -inf, max(-0, +0) = +0, ...) hold exactly."""
+    arity = 2 if issubclass(op, ew.BinaryOp) else 1
+    columns = np.meshgrid(*[SPECIAL_OPERANDS] * arity, indexing="ij")
+    inputs = [column.ravel() for column in columns]
+    nodes = (Node("input"), Node("input"), Node("op", op, (0, 1)[:arity]))
+    checked, _ = run_and_check(
+        Program(nodes[:arity] + nodes[2:], (arity,)), inputs, fuse, math_mode
+    )
+    assert checked > 0
+
+
+def test_the_oracle_checks_the_sign_of_an_exact_zero() -> None:
+    zero, minus_zero = (Ball(np.array([v]), np.zeros(1)) for v in (0.0, -0.0))
+    one = Ball(np.array(1.0), np.zeros(()))
+    # 1 / -0 is -inf, and x + (+0) at x = -0 is +0: decided, exact, checked.
+    assert apply(ew.DivOp, [one, minus_zero], ARITHMETIC).center[0] == -np.inf
+    total = apply(ew.AddOp, [minus_zero, zero], ARITHMETIC)
+    with pytest.raises(AssertionError, match="1 wrong elements"):
+        check("sum", np.array([-0.0], np.float32), total, "-0 + 0")
+    check("sum", np.array([0.0], np.float32), total, "-0 + 0")
+    # A product may be contracted into an FMA: a sum of it is not exact.
+    product = apply(ew.MulOp, [minus_zero, one], ARITHMETIC)
+    assert product.exact.all() and not apply(ew.AddOp, [product, zero], ARITHMETIC).exact.any()
 
 
 # ---------------------------------------------------------------------------------------------

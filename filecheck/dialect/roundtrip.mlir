@@ -4,7 +4,8 @@
 // RUN: xfuse-opt %s | xfuse-opt | filecheck %s
 // RUN: xfuse-opt %s --print-op-generic | xfuse-opt | filecheck %s
 
-// Literals keep their f64 value whatever the element type; MLIR's float syntax needs a '.'.
+// Literals keep their f64 bits whatever the element type; MLIR's float syntax needs a '.'. `nan`
+// is the canonical quiet NaN; any other NaN prints as its f64 bits in MLIR's hex form.
 // CHECK-LABEL: func.func @constants
 // CHECK-NEXT:    ew.constant -2.5 : tensor<f32>
 // CHECK-NEXT:    ew.constant inf : tensor<f32>
@@ -15,7 +16,10 @@
 // CHECK-NEXT:    ew.constant -0.0 : tensor<f64>
 // CHECK-NEXT:    ew.constant 5.0e-324 : tensor<f64>
 // CHECK-NEXT:    ew.constant 0.7978845608 : tensor<2x3xf32>
-func.func @constants() -> (tensor<f32>, tensor<f32>, tensor<f16>, tensor<bf16>, tensor<f32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<2x3xf32>) {
+// CHECK-NEXT:    ew.constant 0xFFF8000000000000 : tensor<f32>
+// CHECK-NEXT:    ew.constant 0x7FF0000000000001 : tensor<f16>
+// CHECK-NEXT:    ew.constant nan : tensor<f32>
+func.func @constants() -> (tensor<f32>, tensor<f32>, tensor<f16>, tensor<bf16>, tensor<f32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<2x3xf32>, tensor<f32>, tensor<f16>, tensor<f32>) {
   %a = ew.constant -2.5 : tensor<f32>
   %b = ew.constant inf : tensor<f32>
   %c = ew.constant -inf : tensor<f16>
@@ -25,7 +29,10 @@ func.func @constants() -> (tensor<f32>, tensor<f32>, tensor<f16>, tensor<bf16>, 
   %g = ew.constant -0.0 : tensor<f64>
   %h = ew.constant 4.9406564584124654e-324 : tensor<f64>
   %i = ew.constant 0.7978845608 : tensor<2x3xf32>
-  func.return %a, %b, %c, %d, %e, %f, %g, %h, %i : tensor<f32>, tensor<f32>, tensor<f16>, tensor<bf16>, tensor<f32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<2x3xf32>
+  %j = ew.constant 0xfff8000000000000 : tensor<f32>
+  %k = ew.constant 0x7FF0000000000001 : tensor<f16>
+  %l = ew.constant 0x7FF8000000000000 : tensor<f32>
+  func.return %a, %b, %c, %d, %e, %f, %g, %h, %i, %j, %k, %l : tensor<f32>, tensor<f32>, tensor<f16>, tensor<bf16>, tensor<f32>, tensor<f32>, tensor<f64>, tensor<f64>, tensor<2x3xf32>, tensor<f32>, tensor<f16>, tensor<f32>
 }
 
 // Binary ops: one type when all three agree.

@@ -14,21 +14,44 @@ func.func @fold(%x: tensor<?xf32>) -> tensor<?xf32> {
   func.return %s : tensor<?xf32>
 }
 
-// x*1, 1*x, x+0, x-0, x/1 and --x disappear.
+// The IEEE-exact identities disappear: x + (-0.0), (-0.0) + x, x - (+0.0), x*1, 1*x, x/1, --x.
 // CHECK-LABEL: func.func @identities
 // CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>)
-// CHECK-NEXT:    func.return %[[X]], %[[X]], %[[X]], %[[X]], %[[X]], %[[X]]
-func.func @identities(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
+// CHECK-NEXT:    func.return %[[X]], %[[X]], %[[X]], %[[X]], %[[X]], %[[X]], %[[X]]
+func.func @identities(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
   %one = ew.constant 1.0 : tensor<f32>
   %zero = ew.constant 0.0 : tensor<f32>
+  %minus_zero = ew.constant -0.0 : tensor<f32>
   %a = ew.mul %x, %one : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
   %b = ew.mul %one, %x : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
-  %c = ew.add %x, %zero : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %c = ew.add %x, %minus_zero : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
   %d = ew.sub %x, %zero : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
   %e = ew.div %x, %one : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
   %n = ew.neg %x : tensor<?xf32>
   %f = ew.neg %n : tensor<?xf32>
-  func.return %a, %b, %c, %d, %e, %f : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+  %g = ew.add %minus_zero, %x : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  func.return %a, %b, %c, %d, %e, %f, %g : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
+// x + (+0.0), (+0.0) + x and x - (-0.0) turn x = -0.0 into +0.0: kept unless unsafe-math (nsz).
+// CHECK-LABEL: func.func @signed_zeros
+// CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>)
+// CHECK-DAG:     %[[ZERO:.*]] = ew.constant 0.0 : tensor<f32>
+// CHECK-DAG:     %[[MINUS_ZERO:.*]] = ew.constant -0.0 : tensor<f32>
+// CHECK:         %[[A:.*]] = ew.add %[[X]], %[[ZERO]]
+// CHECK-NEXT:    %[[B:.*]] = ew.add %[[ZERO]], %[[X]]
+// CHECK-NEXT:    %[[C:.*]] = ew.sub %[[X]], %[[MINUS_ZERO]]
+// CHECK-NEXT:    func.return %[[A]], %[[B]], %[[C]]
+// UNSAFE-LABEL: func.func @signed_zeros
+// UNSAFE-SAME:    (%[[X:.*]]: tensor<?xf32>)
+// UNSAFE-NEXT:    func.return %[[X]], %[[X]], %[[X]]
+func.func @signed_zeros(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %zero = ew.constant 0.0 : tensor<f32>
+  %minus_zero = ew.constant -0.0 : tensor<f32>
+  %a = ew.add %x, %zero : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %b = ew.add %zero, %x : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  %c = ew.sub %x, %minus_zero : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  func.return %a, %b, %c : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
 }
 
 // x*0 is not IEEE-safe (inf*0 is NaN): kept unless unsafe-math; CSE shares the repeated tanh.

@@ -73,6 +73,7 @@ from xdsl.traits import (
     RecursiveMemoryEffect,
     SingleBlockImplicitTerminator,
 )
+from xdsl.utils.bitwise_casts import convert_f64_to_u64, convert_u64_to_f64
 from xdsl.utils.exceptions import VerifyException
 
 FLOAT_ELEMENT_TYPES: tuple[type[Attribute], ...] = (
@@ -114,15 +115,49 @@ def format_shape(shape: Sequence[int]) -> str:
     return "[" + ", ".join("?" if d == DYNAMIC_INDEX else str(d) for d in shape) + "]"
 
 
+CANONICAL_NAN: float = convert_u64_to_f64(0x7FF8000000000000)
+"""The NaN folding produces and `nan` denotes: positive, quiet, no payload (numpy's NaN sign
+depends on the SIMD path the host runs, so folding never keeps it)."""
+
+
 def format_float(value: float) -> str:
-    """A float as MLIR accepts it: always with a '.', `inf`/`-inf`/`nan` spelled out."""
-    if not math.isfinite(value):
-        return repr(value)
+    """A float as MLIR text that parses back bit for bit (`parse_float` reads it).
+
+    Finite values print as Python's shortest round-trip decimal, always with a '.'; infinities as
+    `inf`/`-inf`; the canonical quiet NaN as `nan`; any other NaN (negative, signaling, with a
+    payload) as its f64 bits in MLIR's hex form, `0xFFF8000000000000`.
+    """
+    if math.isnan(value):
+        bits = convert_f64_to_u64(value)
+        return "nan" if bits == convert_f64_to_u64(CANONICAL_NAN) else f"0x{bits:016X}"
     text = repr(value)
-    if "." not in text:
+    if math.isfinite(value) and "." not in text:
         mantissa, _, exponent = text.partition("e")
         text = f"{mantissa}.0" + (f"e{exponent}" if exponent else "")
     return text
+
+
+def parse_float(parser: Parser) -> float:
+    """What `format_float` prints: a decimal, `inf`, `-inf`, `nan`, or hex f64 bits (MLIR's form).
+
+    A hex literal is the bit pattern of the f64 (as for MLIR's `0x7FF8000000000000 : f64`), so
+    every NaN keeps its sign and payload.
+    """
+    start = parser.pos
+    if parser.parse_optional_keyword("nan") is not None:
+        return CANONICAL_NAN
+    negative = parser.parse_optional_punctuation("-") is not None
+    if parser.parse_optional_keyword("inf") is not None:
+        return -math.inf if negative else math.inf
+    number_start = parser.pos
+    value = parser.parse_number()
+    hexadecimal = parser.lexer.input.content[number_start : number_start + 2] in ("0x", "0X")
+    if not hexadecimal:
+        return -float(value) if negative else float(value)
+    assert isinstance(value, int)
+    if negative or value.bit_length() > 64:
+        parser.raise_error("hexadecimal float must be the 64 bits of an f64", start, parser.pos)
+    return convert_u64_to_f64(value)
 
 
 def element_type(type_: Attribute) -> Attribute:
@@ -188,17 +223,24 @@ def constant_value(value: SSAValue) -> float | None:
 
 
 def round_to_element(value: float, type_: Attribute) -> float:
-    """`value` rounded to the precision of a float element type."""
-    element = element_type(type_)
+    """`value` rounded to a float element type (or a tensor's or memref's); any NaN becomes
+    `CANONICAL_NAN`.
+
+    Folding decides NaN bits here, so a folded NaN is the same on every host whichever numpy
+    kernel computed it (and CSE shares `0/0` with `log(-1)`). IEEE leaves the sign and payload of
+    a NaN result unspecified; only a kernel's run-time NaN keeps what the hardware gives.
+    """
+    if math.isnan(value):
+        return CANONICAL_NAN
+    element = type_ if isinstance(type_, FLOAT_ELEMENT_TYPES) else element_type(type_)
     if isinstance(element, Float64Type):
         return value
     with np.errstate(all="ignore"):
         if isinstance(element, Float16Type):
             return float(np.float16(value))
-        if isinstance(element, BFloat16Type):
+        if isinstance(element, BFloat16Type):  # round to nearest even on the upper 16 bits
             bits = np.array([value], dtype=np.float32).view(np.uint32)
-            if not math.isnan(value):  # round to nearest even on the upper 16 bits
-                bits = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+            bits = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
             return float((bits & np.uint32(0xFFFF0000)).view(np.float32)[0])
         return float(np.float32(value))
 
@@ -207,7 +249,9 @@ class ElementwiseFolder(HasFolder):
     """Folds an elementwise op whose operands are all constants (computed in float64, rounded).
 
     Operands are first rounded to their element type, as a kernel rounds its constants: in f32,
-    `1e39 * 0.0` is inf * 0 = NaN and `log(1e-50)` is log(0) = -inf, folded or not.
+    `1e39 * 0.0` is inf * 0 = NaN and `log(1e-50)` is log(0) = -inf, folded or not. A NaN result
+    folds to `CANONICAL_NAN` (positive, quiet, no payload), never to the host-dependent NaN numpy
+    computed (see `round_to_element`).
     """
 
     @classmethod
@@ -216,13 +260,18 @@ class ElementwiseFolder(HasFolder):
         values = [constant_value(operand) for operand in op.operands]
         if any(v is None for v in values) or tuple(op.result.type.get_shape()) != ():
             return None
-        rounded = [
-            round_to_element(cast(float, v), o.type)
-            for v, o in zip(values, op.operands, strict=True)
-        ]
-        with np.errstate(all="ignore"):
-            folded = float(op.reference(*(np.float64(v) for v in rounded)))
-        return (FloatAttr(round_to_element(folded, op.result.type), Float64Type()),)
+        folded = fold_literals(type(op), cast(list[float], values), element_type(op.result.type))
+        return (FloatAttr(folded, Float64Type()),)
+
+
+def fold_literals(
+    op_type: type[UnaryOp | BinaryOp], values: Sequence[float], element: Attribute
+) -> float:
+    """`op_type` on literals, as a kernel of `element` computes it: operands and result rounded
+    to `element` (the reference runs in float64), a NaN result canonical."""
+    rounded = [np.float64(round_to_element(v, element)) for v in values]
+    with np.errstate(all="ignore"):
+        return round_to_element(float(op_type.reference(*rounded)), element)
 
 
 class ElementwiseCanonicalization(HasCanonicalizationPatternsTrait):
@@ -281,11 +330,7 @@ class ConstantOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
-        keyword = parser.parse_optional_keyword_in(("inf", "nan"))
-        if keyword is None and parser.parse_optional_punctuation("-") is not None:
-            value = -float(parser.parse_optional_keyword("inf") or parser.parse_number())
-        else:
-            value = float(keyword or parser.parse_number())
+        value = parse_float(parser)
         parser.parse_punctuation(":")
         type_start = parser.pos
         type_ = parser.parse_type()
@@ -293,7 +338,7 @@ class ConstantOp(IRDLOperation):
             parser.raise_error(
                 f"'ew.constant' expected a tensor type, got {type_}", type_start, parser.pos
             )
-        return cls(float(value), cast(TensorType[Attribute], type_))
+        return cls(value, cast(TensorType[Attribute], type_))
 
 
 class UnaryOp(IRDLOperation, ABC):
@@ -312,7 +357,9 @@ class UnaryOp(IRDLOperation, ABC):
     def reference(x: np.ndarray) -> np.ndarray:
         """The op on float64 numpy data: folding, baselines and tests use it. Where numpy has
         the op as a ufunc, the reference is that ufunc (`staticmethod(np.tanh)`), and
-        `np.tanh` on a traced value inside `@xfuse.jit` records the op."""
+        `np.tanh` on a traced value inside `@xfuse.jit` records the op; an op whose reference
+        differs from numpy's ufunc in some corner names the ufunc as `NUMPY_UFUNC` (see
+        `numpy_ufunc`)."""
         raise NotImplementedError
 
     def verify_(self) -> None:
@@ -434,22 +481,43 @@ class DivOp(BinaryOp):
     reference = staticmethod(np.divide)
 
 
+def _maximum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """IEEE 754-2019 maximum (LLVM's `maximum`): NaN if either is NaN, and -0.0 < +0.0.
+
+    numpy's maximum returns either zero of a tie of signed zeros.
+    """
+    return np.where(x == y, np.where(np.signbit(x), y, x), np.maximum(x, y))
+
+
+def _minimum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """IEEE 754-2019 minimum (LLVM's `minimum`): NaN if either is NaN, and -0.0 < +0.0."""
+    return np.where(x == y, np.where(np.signbit(x), x, y), np.minimum(x, y))
+
+
 @irdl_op_definition
 class MaxOp(BinaryOp):
-    """Elementwise maximum, NaN if either is NaN: `%m = ew.max %a, %b : tensor<?xf32>`."""
+    """Elementwise maximum, NaN if either is NaN, -0 < +0: `%m = ew.max %a, %b : tensor<?xf32>`."""
 
     name = "ew.max"
 
-    reference = staticmethod(np.maximum)
+    NUMPY_UFUNC: ClassVar[np.ufunc] = np.maximum  # differs only on a tie of -0, +0
+
+    @staticmethod
+    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return _maximum(x, y)
 
 
 @irdl_op_definition
 class MinOp(BinaryOp):
-    """Elementwise minimum, NaN if either is NaN: `%m = ew.min %a, %b : tensor<?xf32>`."""
+    """Elementwise minimum, NaN if either is NaN, -0 < +0: `%m = ew.min %a, %b : tensor<?xf32>`."""
 
     name = "ew.min"
 
-    reference = staticmethod(np.minimum)
+    NUMPY_UFUNC: ClassVar[np.ufunc] = np.minimum  # differs only on a tie of -0, +0
+
+    @staticmethod
+    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return _minimum(x, y)
 
 
 @irdl_op_definition
@@ -552,13 +620,13 @@ class RsqrtOp(UnaryOp):
 
 @irdl_op_definition
 class ReluOp(UnaryOp):
-    """Elementwise max(x, 0), NaN stays NaN: `%r = ew.relu %a : tensor<?xf32>`."""
+    """Elementwise max(x, +0), NaN stays NaN, relu(-0) = +0: `%r = ew.relu %a : tensor<?xf32>`."""
 
     name = "ew.relu"
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
-        return np.maximum(x, 0.0)
+        return _maximum(x, np.zeros_like(x))
 
 
 @irdl_op_definition
@@ -595,7 +663,8 @@ ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
 
 
 class ConvertFolder(HasFolder):
-    """Folds the conversion of a constant: the literal rounded to the new element type."""
+    """Folds the conversion of a constant: the literal rounded to its own element type (as a
+    kernel holds it), then to the new one: `f16 100000.0` converts to `f32 inf`."""
 
     @classmethod
     def fold(cls, op: Operation) -> Sequence[SSAValue | Attribute] | None:
@@ -603,7 +672,8 @@ class ConvertFolder(HasFolder):
         value = constant_value(op.operand)
         if value is None:
             return None
-        return (FloatAttr(round_to_element(value, op.result.type), Float64Type()),)
+        source = round_to_element(value, op.operand.type)  # the literal as the operand holds it
+        return (FloatAttr(round_to_element(source, op.result.type), Float64Type()),)
 
 
 @irdl_op_definition
@@ -653,6 +723,15 @@ def mnemonic(op_type: type[Operation]) -> str:
 
 
 OPS_BY_MNEMONIC: dict[str, type[UnaryOp | BinaryOp]] = {mnemonic(op): op for op in ELEMENTWISE_OPS}
+
+
+def numpy_ufunc(op_type: type[UnaryOp | BinaryOp]) -> np.ufunc | None:
+    """numpy's ufunc that `@xfuse.jit` traces to this op: its `NUMPY_UFUNC`, else its reference if
+    that is a ufunc (`reference = staticmethod(np.tanh)`), else None."""
+    declared = getattr(op_type, "NUMPY_UFUNC", None)
+    if declared is not None:
+        return declared
+    return op_type.reference if isinstance(op_type.reference, np.ufunc) else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,12 @@ Dtypes follow numpy's promotion: where operands of different element types meet,
 one gets an `ew.convert` to the promoted type (`xfuse.dtypes.promote`: f16 or bf16 with f32 ->
 f32, anything with f64 -> f64, f16 with bf16 -> f32). A literal is weakly typed, as a Python
 float is in numpy: it takes the type of the array it meets (`0.5 * x` stays bf16 for a bf16 `x`).
-So each result has the promoted dtype of the inputs it is computed from.
+So is an expression of literals alone (`-(2)`, `2 * 3`: a `Weak` value): it becomes one
+`ew.constant` where it meets an array, computed in that array's type as a kernel would compute it
+(each literal and each result rounded to the type; `ew.fold_literals`), and in the default type
+where it is an output. An explicit conversion (`f16(100000)`) makes it a constant of that type,
+typed as strongly as an array (numpy's `np.float16(100000)`). So each result has the promoted
+dtype of the inputs and conversions it is computed from.
 
 A named dynamic dimension of an input ("t" in `("t", "d")`) is `?` in the type; the names are kept
 as the argument attribute `ew.dims` (`["t", "d"]`; other dims spelled as in the type), so the
@@ -14,6 +19,7 @@ runtime can check that dims sharing a name have the same size.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from xdsl.builder import Builder
@@ -39,8 +45,51 @@ None is a dynamic dim of its own."""
 DtypeSpec = Any
 """A dtype name or numpy dtype for every input, or a mapping from input names to them."""
 
+MAX_DIM = 2**63 - 1
+"""The largest static dimension: a tensor type's dims are i64."""
+
 DIMS_ATTRIBUTE = "ew.dims"
 """The argument attribute naming an input's dims (`["t", "d"]`), set when any dim has a name."""
+
+
+@dataclass(frozen=True, eq=False)
+class Weak:
+    """A weakly typed value: a literal, or an op on weak values (no dtype until it meets one).
+
+    Compared by identity: each becomes one `ew.constant` per element type it is used in.
+    """
+
+    literal: float = 0.0
+    op_type: type[ew.UnaryOp | ew.BinaryOp] | None = None
+    operands: tuple[Weak, ...] = ()
+    values: dict[type[Attribute], float] = field(default_factory=dict, init=False)
+    """`value_in`'s results by element type."""
+
+    def value_in(self, element: Attribute) -> float:
+        """The value as kernels of `element` compute it (a bare literal keeps its f64 text).
+
+        Each node of the expression is computed once per element type, without recursion: a
+        name rebound to itself (`a = a * a;`) thousands of times is a deep, shared graph.
+        """
+        key = type(element)
+        pending = [self]
+        while pending:
+            node = pending[-1]
+            missing = [o for o in node.operands if key not in o.values]
+            if missing:
+                pending.extend(missing)
+                continue
+            pending.pop()
+            if node.op_type is None:
+                node.values[key] = node.literal
+            elif key not in node.values:
+                operands = [o.values[key] for o in node.operands]
+                node.values[key] = ew.fold_literals(node.op_type, operands, element)
+        return self.values[key]
+
+
+Value = SSAValue | Weak
+"""What the frontends compute with: an SSA value of the function, or a weak constant."""
 
 
 def tensor_type(element: Attribute, shape: ShapeSpec) -> TensorType[Attribute]:
@@ -70,8 +119,9 @@ class FunctionBuilder:
     """Appends `ew` ops to a function body in call order; `finish` returns the module.
 
     Inputs become block arguments as they are first asked for. Their element type comes from
-    `dtype` (one for all, or a mapping by name; unlisted inputs and literals get float32), their
-    shape from `shapes` (default `default_shape`, `[?]`).
+    `dtype` (one for all, or a mapping by name; unlisted inputs and weak outputs get float32), their
+    shape from `shapes` (default `default_shape`, `[?]`). A weak value becomes an `ew.constant`
+    just before its first use in each element type.
     """
 
     def __init__(
@@ -97,6 +147,7 @@ class FunctionBuilder:
         self.inputs: dict[str, SSAValue] = {}
         self.input_dims: dict[str, tuple[str, ...]] = {}
         self.conversions: dict[tuple[SSAValue, Attribute], SSAValue] = {}
+        self.constants: dict[tuple[Weak, Attribute], SSAValue] = {}
 
     def input_element(self, name: str) -> Attribute:
         """The element type an input gets unless declared otherwise."""
@@ -112,6 +163,11 @@ class FunctionBuilder:
         """The argument `name`, added on first use (with `element`/`shape` if given)."""
         if name not in self.inputs:
             shape = self.input_shape(name) if shape is None else tuple(shape)
+            for dim in shape:
+                if isinstance(dim, int) and not 0 <= dim <= MAX_DIM:
+                    raise ValueError(
+                        f"input '{name}': dimension {dim} is out of range (0 to {MAX_DIM})"
+                    )
             type_ = tensor_type(element or self.input_element(name), shape)
             argument = self.block.insert_arg(type_, len(self.block.args))
             argument.name_hint = name
@@ -120,37 +176,48 @@ class FunctionBuilder:
                 self.input_dims[name] = names
         return self.inputs[name]
 
-    def constant(self, value: float, element: Attribute | None = None) -> SSAValue:
-        constant = ew.ConstantOp(value, TensorType(element or self.element, []))
-        return self.builder.insert(constant).result
+    def literal(self, value: float) -> Weak:
+        """A number of the source: weakly typed until it meets an array."""
+        return Weak(value)
 
-    def convert(self, value: SSAValue, element: Attribute) -> SSAValue:
-        """`value` as `element` (an `ew.convert`, made once per value; a literal is retyped)."""
+    def materialize(self, value: Value, element: Attribute | None = None) -> SSAValue:
+        """`value` as an SSA value; a weak one as an `ew.constant` of `element` (default type)."""
+        if isinstance(value, SSAValue):
+            return value
+        element = element or self.element
+        key = (value, element)
+        if key not in self.constants:
+            constant = ew.ConstantOp(value.value_in(element), TensorType(element, []))
+            self.constants[key] = self.builder.insert(constant).result
+        return self.constants[key]
+
+    def convert(self, value: Value, element: Attribute) -> SSAValue:
+        """`value` as `element`: an `ew.convert` (made once per value), or a weak value made a
+        constant of `element` (strongly typed from then on: an explicit conversion)."""
+        if isinstance(value, Weak):
+            return self.materialize(value, element)
         if ew.element_type(value.type) == element:
             return value
-        literal = ew.constant_value(value)
-        if literal is not None:
-            if not value.uses:  # a fresh literal: retype it rather than leave it dead
-                assert isinstance(value.owner, ew.ConstantOp)
-                value.owner.detach()
-                value.owner.erase()
-            return self.constant(literal, element)
         key = (value, element)
         if key not in self.conversions:
             self.conversions[key] = self.builder.insert(ew.ConvertOp(value, element)).result
         return self.conversions[key]
 
-    def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], *args: SSAValue) -> SSAValue:
-        """Emit `op_type` on `args`, promoted to one dtype; raises ValueError when the shapes
-        do not broadcast."""
-        arrays = [a for a in args if ew.constant_value(a) is None] or list(args)
+    def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], *args: Value) -> Value:
+        """Emit `op_type` on `args`, promoted to one dtype (weak values take it); on weak values
+        alone a weak value. Raises ValueError when the shapes do not broadcast."""
+        arrays = [a for a in args if isinstance(a, SSAValue)]
+        if not arrays:
+            return Weak(op_type=op_type, operands=cast(tuple[Weak, ...], args))
         element = ew.element_type(arrays[0].type)
         for array in arrays[1:]:
             element = promote(element, ew.element_type(array.type))
         return self.builder.insert(op_type(*(self.convert(a, element) for a in args))).result
 
-    def finish(self, outputs: Sequence[tuple[str, SSAValue]]) -> ModuleOp:
-        self.builder.insert(func.ReturnOp(*(value for _, value in outputs)))
+    def finish(self, outputs: Sequence[tuple[str, Value]]) -> ModuleOp:
+        """The module: one function returning `outputs` (a weak one in the default type)."""
+        returned = [self.materialize(value) for _, value in outputs]
+        self.builder.insert(func.ReturnOp(*returned))
         arg_attrs = None
         if self.input_dims:
             arg_attrs = ArrayAttr(
@@ -163,7 +230,7 @@ class FunctionBuilder:
             )
         function = func.FuncOp(
             self.function_name,
-            ([arg.type for arg in self.block.args], [value.type for _, value in outputs]),
+            ([arg.type for arg in self.block.args], [value.type for value in returned]),
             Region(self.block),
             arg_attrs=arg_attrs,
         )

@@ -18,8 +18,9 @@ Grammar (`#` starts a comment to the end of the line):
 
 Functions are the `ew` dialect's ops by mnemonic (`tanh(x)`, `max(a, b)`, ...) and the
 conversions `f16(x)`, `bf16(x)`, `f32(x)`, `f64(x)`. Inputs are the names read before any
-assignment; ops are emitted in source order, left to right. Every mistake raises `EwSyntaxError`
-with the line, column and a caret under the spot.
+assignment; ops are emitted in source order, left to right, a literal just before the first op
+that uses it. Every mistake raises `EwSyntaxError` with the line, column and a caret under the
+spot.
 
 Declarations give inputs their shapes and dtypes in the program itself, the LLM layer's way:
 
@@ -35,7 +36,9 @@ from the caller (`parse_program`'s `dtype=` and `shapes=`, default float32 `[?]`
 entry for a declared input must agree with the declaration. Declared inputs are the function's
 first arguments, in declaration order (even if unread); undeclared ones follow in order of first
 use. A name must be declared before it is read and is never assigned. Operands of different
-dtypes promote as numpy does (see `xfuse.frontend.builder`); a literal takes its operand's dtype.
+dtypes promote as numpy does (see `xfuse.frontend.builder`); a literal, or an expression of
+literals alone (`-(2)`, `2 * 3`, a name bound to one), takes the dtype of the array it meets and
+is computed in it; `f16(100000)` is a constant of that dtype (inf) that promotes as an array.
 `input` is a keyword only where a name follows it: `input = x;` is an assignment.
 """
 
@@ -45,13 +48,14 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import cast
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Attribute, OpResult, SSAValue
+from xdsl.ir import Attribute, OpResult
 
 from xfuse.dialects import ew
 from xfuse.dtypes import element_type_for
-from xfuse.frontend.builder import DtypeSpec, FunctionBuilder, ShapeSpec
+from xfuse.frontend.builder import MAX_DIM, DtypeSpec, FunctionBuilder, ShapeSpec, Value
 
 CONVERSIONS: dict[str, str] = {
     "f16": "float16",
@@ -74,7 +78,8 @@ class EwSyntaxError(Exception):
         line_start = source.rfind("\n", 0, offset) + 1
         line_end = source.find("\n", offset)
         self.column = offset - line_start + 1
-        self.source_line = source[line_start : line_end if line_end >= 0 else len(source)]
+        line = source[line_start : line_end if line_end >= 0 else len(source)]
+        self.source_line = line.removesuffix("\r")  # a CRLF file's line ends in '\r' too
         super().__init__(str(self))
 
     def __str__(self) -> str:
@@ -139,7 +144,7 @@ class _Parser:
         self.tokens = tokenize(source, filename)
         self.position = 0
         self.builder = builder
-        self.values: dict[str, SSAValue] = {}
+        self.values: dict[str, Value] = {}
         self.assigned_at: dict[str, int] = {}
         self.last_assigned: str | None = None
         self.declared_at: dict[str, int] = {}
@@ -249,8 +254,12 @@ class _Parser:
             return ()
         while True:
             token = self.current
-            if token.kind == "number" and token.text.isdigit() and int(token.text) > 0:
-                dims.append(int(token.text))
+            if token.kind == "number" and token.text.isdigit() and token.text.strip("0"):
+                digits = token.text.lstrip("0")  # int() refuses more than 4300 digits
+                if len(digits) > len(str(MAX_DIM)) or int(digits) > MAX_DIM:
+                    shown = digits if len(digits) <= 30 else digits[:27] + "..."
+                    raise self.error(f"dimension {shown} is too large (at most {MAX_DIM})")
+                dims.append(int(digits))
             elif token.kind == "name":
                 dims.append(token.text)
             elif token.text == "?" and token.kind == "op":
@@ -309,7 +318,7 @@ class _Parser:
         yield
         self.depth -= 1
 
-    def expr(self) -> SSAValue:
+    def expr(self) -> Value:
         with self.nesting():
             value = self.term()
             while (token := self.accept("+") or self.accept("-")) is not None:
@@ -317,30 +326,30 @@ class _Parser:
                 value = self.apply(op_type, token, value, self.term())
         return value
 
-    def term(self) -> SSAValue:
+    def term(self) -> Value:
         value = self.unary()
         while (token := self.accept("*") or self.accept("/")) is not None:
             op_type = ew.MulOp if token.text == "*" else ew.DivOp
             value = self.apply(op_type, token, value, self.unary())
         return value
 
-    def unary(self) -> SSAValue:
+    def unary(self) -> Value:
         token = self.accept("-")
         if token is None:
             return self.primary()
         if self.current.kind == "number":
             number = self.current
             self.position += 1
-            return self.builder.constant(-float(number.text))
+            return self.builder.literal(-float(number.text))
         with self.nesting():
             operand = self.unary()
         return self.apply(ew.NegOp, token, operand)
 
-    def primary(self) -> SSAValue:
+    def primary(self) -> Value:
         token = self.current
         if token.kind == "number":
             self.position += 1
-            return self.builder.constant(float(token.text))
+            return self.builder.literal(float(token.text))
         if self.accept("(") is not None:
             value = self.expr()
             self.expect(")", "to close '('")
@@ -352,7 +361,7 @@ class _Parser:
             return self.call(token)
         return self.read(token)
 
-    def read(self, token: Token) -> SSAValue:
+    def read(self, token: Token) -> Value:
         name = token.text
         if name in self.values:
             return self.values[name]
@@ -367,7 +376,7 @@ class _Parser:
             )
         return self.builder.input(name)
 
-    def call(self, name: Token) -> SSAValue:
+    def call(self, name: Token) -> Value:
         op_type = ew.OPS_BY_MNEMONIC.get(name.text)
         if op_type is None and name.text not in CONVERSIONS:
             known = ", ".join(sorted([*ew.OPS_BY_MNEMONIC, *CONVERSIONS]))
@@ -387,7 +396,7 @@ class _Parser:
             return self.builder.convert(args[0], element_type_for(CONVERSIONS[name.text]))
         return self.apply(op_type, name, *args)
 
-    def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], at: Token, *args: SSAValue):
+    def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], at: Token, *args: Value):
         try:
             return self.builder.apply(op_type, *args)
         except ValueError as error:
@@ -420,36 +429,53 @@ def parse_program(
     names and None dynamic), `default_shape` the shape of the others (`[?]`).
     """
     builder = FunctionBuilder(dtype, shapes, function_name, default_shape=default_shape)
-    parser = _Parser(source, filename, builder)
-    parser.program()
-    if outputs is None and parser.last_assigned is None:
-        raise EwSyntaxError(
-            "the program assigns nothing: expected at least one statement 'name = expr;'",
-            source,
-            len(source.rstrip()),
-            filename,
-        )
-    for option, given in (("dtype", builder.input_elements), ("shapes", builder.shapes)):
-        unknown = sorted(set(given) - set(builder.inputs))
-        if unknown:
-            raise ValueError(
-                f"{option} given for {', '.join(map(repr, unknown))}, which the program does not "
-                f"read (inputs: {', '.join(builder.inputs) or 'none'})"
-            )
-    names = list(outputs) if outputs is not None else [parser.last_assigned]
-    if not names:
-        raise EwSyntaxError("no outputs requested", source, 0, filename)
-    results: list[tuple[str, SSAValue]] = []
-    for name in names:
-        assert name is not None
-        value = parser.values.get(name, parser.builder.inputs.get(name))
-        if value is None:
-            known = ", ".join(parser.values) or "none"
+    return ParsedProgram(source, outputs, builder, filename).module
+
+
+class ParsedProgram:
+    """A parsed program (`parse_program`'s arguments) and the names of its results.
+
+    The names are the program's, not the IR's: `out = x;` returns the argument `%x` as `out`.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        outputs: Sequence[str] | None,
+        builder: FunctionBuilder,
+        filename: str = "<source>",
+    ):
+        parser = _Parser(source, filename, builder)
+        parser.program()
+        if outputs is None and parser.last_assigned is None:
             raise EwSyntaxError(
-                f"unknown output '{name}': the program assigns {known}",
+                "the program assigns nothing: expected at least one statement 'name = expr;'",
                 source,
                 len(source.rstrip()),
                 filename,
             )
-        results.append((name, value))
-    return parser.builder.finish(results)
+        for option, given in (("dtype", builder.input_elements), ("shapes", builder.shapes)):
+            unknown = sorted(set(given) - set(builder.inputs))
+            if unknown:
+                raise ValueError(
+                    f"{option} given for {', '.join(map(repr, unknown))}, which the program does "
+                    f"not read (inputs: {', '.join(builder.inputs) or 'none'})"
+                )
+        self.output_names: list[str] = (
+            list(outputs) if outputs is not None else [cast(str, parser.last_assigned)]
+        )
+        if not self.output_names:
+            raise EwSyntaxError("no outputs requested", source, 0, filename)
+        results: list[tuple[str, Value]] = []
+        for name in self.output_names:
+            value = parser.values.get(name, builder.inputs.get(name))
+            if value is None:
+                known = ", ".join(parser.values) or "none"
+                raise EwSyntaxError(
+                    f"unknown output '{name}': the program assigns {known}",
+                    source,
+                    len(source.rstrip()),
+                    filename,
+                )
+            results.append((name, value))
+        self.module: ModuleOp = builder.finish(results)

@@ -1,11 +1,17 @@
 """Canonicalization patterns of the `ew` dialect.
 
-The IEEE-safe identities are attached to the ops (`ElementwiseCanonicalization`), so xDSL's own
-`canonicalize` pass applies them next to constant folding. The unsafe ones (they change results
-for NaN, inf or signed zeros) are applied only when `ew-optimize{unsafe-math=true}` asks.
+The IEEE-exact identities are attached to the ops (`ElementwiseCanonicalization`), so xDSL's own
+`canonicalize` pass applies them next to constant folding: `x + (-0.0)`, `(-0.0) + x`,
+`x - (+0.0)`, `x * 1`, `1 * x`, `x / 1` and `-(-x)` give `x` bit for bit, for every x including
+±0, ±inf and NaN. `x + (+0.0)` is not one: `-0.0 + 0.0` is `+0.0`. The unsafe identities (they
+change results for NaN, inf or the sign of zero) are applied only when
+`ew-optimize{unsafe-math=true}` asks.
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Mapping
 
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
@@ -14,8 +20,12 @@ from xfuse.dialects import ew
 
 
 def _is_constant(value: SSAValue, literal: float) -> bool:
+    """`value` is an `ew.constant` holding `literal` in its element type, sign of zero included."""
     folded = ew.constant_value(value)
-    return folded is not None and folded == literal
+    if folded is None:
+        return False
+    rounded = ew.round_to_element(folded, value.type)
+    return rounded == literal and math.copysign(1.0, rounded) == math.copysign(1.0, literal)
 
 
 def _replace_keeping_type(rewriter: PatternRewriter, op: Operation, value: SSAValue) -> None:
@@ -25,31 +35,33 @@ def _replace_keeping_type(rewriter: PatternRewriter, op: Operation, value: SSAVa
 
 
 class RightIdentity(RewritePattern):
-    """x + 0 -> x, x - 0 -> x, x * 1 -> x, x / 1 -> x (x + 0 may turn -0 into +0 no more)."""
+    """`x op c -> x` for each `op: c` of `identities` (c compared with its sign of zero)."""
 
-    IDENTITIES = {ew.AddOp: 0.0, ew.SubOp: 0.0, ew.MulOp: 1.0, ew.DivOp: 1.0}
+    def __init__(self, identities: Mapping[type[ew.BinaryOp], float]):
+        self.identities = identities
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ew.BinaryOp, rewriter: PatternRewriter) -> None:
-        identity = self.IDENTITIES.get(type(op))
+        identity = self.identities.get(type(op))
         if identity is not None and _is_constant(op.rhs, identity):
             _replace_keeping_type(rewriter, op, op.lhs)
 
 
 class LeftIdentity(RewritePattern):
-    """0 + x -> x, 1 * x -> x."""
+    """`c op x -> x` for each `op: c` of `identities` (c compared with its sign of zero)."""
 
-    IDENTITIES = {ew.AddOp: 0.0, ew.MulOp: 1.0}
+    def __init__(self, identities: Mapping[type[ew.BinaryOp], float]):
+        self.identities = identities
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ew.BinaryOp, rewriter: PatternRewriter) -> None:
-        identity = self.IDENTITIES.get(type(op))
+        identity = self.identities.get(type(op))
         if identity is not None and _is_constant(op.lhs, identity):
             _replace_keeping_type(rewriter, op, op.rhs)
 
 
 class DoubleNegation(RewritePattern):
-    """--x -> x."""
+    """--x -> x (negation flips the sign bit only, so twice is the identity, NaN included)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ew.NegOp, rewriter: PatternRewriter) -> None:
@@ -59,8 +71,8 @@ class DoubleNegation(RewritePattern):
 
 
 SAFE_IDENTITY_PATTERNS: tuple[RewritePattern, ...] = (
-    RightIdentity(),
-    LeftIdentity(),
+    RightIdentity({ew.AddOp: -0.0, ew.SubOp: 0.0, ew.MulOp: 1.0, ew.DivOp: 1.0}),
+    LeftIdentity({ew.AddOp: -0.0, ew.MulOp: 1.0}),
     DoubleNegation(),
 )
 
@@ -71,12 +83,17 @@ def _replace_by_constant(rewriter: PatternRewriter, op: ew.BinaryOp, literal: fl
         rewriter.replace(op, ew.ConstantOp(literal, op.result.type))
 
 
+def _is_zero(value: SSAValue) -> bool:
+    """`value` is an `ew.constant` zero of either sign."""
+    return ew.constant_value(value) == 0.0
+
+
 class MultiplyByZero(RewritePattern):
-    """x * 0 -> 0 and 0 * x -> 0: wrong for x = inf or NaN, and for the sign of zero."""
+    """x * ±0 -> +0 and ±0 * x -> +0: wrong for x = inf or NaN, and for the sign of zero."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ew.MulOp, rewriter: PatternRewriter) -> None:
-        if _is_constant(op.lhs, 0.0) or _is_constant(op.rhs, 0.0):
+        if _is_zero(op.lhs) or _is_zero(op.rhs):
             _replace_by_constant(rewriter, op, 0.0)
 
 
@@ -102,6 +119,9 @@ class DivideByConstant(RewritePattern):
 
 
 UNSAFE_IDENTITY_PATTERNS: tuple[RewritePattern, ...] = (
+    # No signed zeros (nsz): x + (+0.0) and x - (-0.0) turn x = -0.0 into +0.0.
+    RightIdentity({ew.AddOp: 0.0, ew.SubOp: -0.0}),
+    LeftIdentity({ew.AddOp: 0.0}),
     MultiplyByZero(),
     SubtractSelf(),
     DivideByConstant(),

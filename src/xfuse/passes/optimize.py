@@ -7,20 +7,23 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
-from xdsl.transforms.canonicalize import CanonicalizePass
+from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker, RewritePattern
+from xdsl.transforms.canonicalize import CanonicalizationRewritePattern
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
-from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+from xdsl.transforms.dead_code_elimination import DeadCodeElimination, region_dce
 
 from xfuse.passes.canonicalize import UNSAFE_IDENTITY_PATTERNS
 
 
 @dataclass(frozen=True)
 class EwOptimizePass(ModulePass):
-    """canonicalize (folding + IEEE-safe identities), then cse and dce.
+    """canonicalize (folding + IEEE-exact identities), then cse and dce.
 
-    With `unsafe-math=true` also x*0 -> 0, x-x -> 0 and x/c -> x*(1/c), which change results
-    for inf, NaN or signed zeros.
+    The identities keep every bit of every result: `x + (-0.0)`, `(-0.0) + x`, `x - (+0.0)`,
+    `x * 1`, `1 * x`, `x / 1` and `-(-x)` become `x`; `x + 0.0` stays (`-0.0 + 0.0` is `+0.0`).
+    A NaN that folding produces is the canonical quiet NaN. With `unsafe-math=true` also
+    `x + (+0.0)`, `(+0.0) + x`, `x - (-0.0)` -> x (no signed zeros), x*0 -> 0, x-x -> 0 and
+    x/c -> x*(1/c), which change results for inf, NaN or the sign of zero.
     """
 
     name = "ew-optimize"
@@ -29,11 +32,11 @@ class EwOptimizePass(ModulePass):
     """Also apply algebraic identities that are not IEEE-exact."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        CanonicalizePass().apply(ctx, op)
+        # xDSL's canonicalize, with the unsafe patterns beside it so they see each other's folds.
+        patterns: list[RewritePattern] = [CanonicalizationRewritePattern()]
         if self.unsafe_math:
-            PatternRewriteWalker(
-                GreedyRewritePatternApplier(list(UNSAFE_IDENTITY_PATTERNS))
-            ).rewrite_module(op)
-            CanonicalizePass().apply(ctx, op)
+            patterns.extend(UNSAFE_IDENTITY_PATTERNS)
+        applier = GreedyRewritePatternApplier(patterns, ctx=ctx, folding_enabled=True)
+        PatternRewriteWalker(applier, post_walk_func=region_dce).rewrite_module(op)
         CommonSubexpressionElimination().apply(ctx, op)
         DeadCodeElimination().apply(ctx, op)

@@ -148,22 +148,18 @@ def prepare_workload(
     """Parse `source` (float32 flat inputs unless declared), make inputs of about `n` elements
     (`input_shapes`) and the float64 reference."""
     from xfuse.analysis.cost import CostOptions, cost_program
-    from xfuse.frontend.language import parse_program
+    from xfuse.frontend.builder import FunctionBuilder
+    from xfuse.frontend.language import ParsedProgram
     from xfuse.runtime.compiler import signature
 
     if n < 1:
         raise ValueError(f"size must be >= 1, got {n}")
-    parsed = parse_program(source, outputs, filename=filename)
+    program = ParsedProgram(source, outputs, FunctionBuilder(), filename)
+    parsed = program.module
     module = apply_pipeline(parsed, "ew-optimize")
     function = only_function(module)
     input_names = tuple(str(a.name_hint) for a in function.args)
-    returned = function.get_return_op()
-    assert returned is not None
-    output_names = (
-        tuple(outputs)
-        if outputs is not None
-        else tuple(v.name_hint or f"out{i}" for i, v in enumerate(returned.arguments))
-    )
+    output_names = tuple(program.output_names)
     shapes = input_shapes(parsed, n)
     dtypes = {str(p.name): numpy_dtype(p.dtype) for p in signature(parsed, outputs)[0]}
     arrays = random_inputs(source, outputs, shapes, dtypes, seed)

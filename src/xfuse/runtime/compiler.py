@@ -404,9 +404,10 @@ def compile(
     )
     program = _recall(source_key)
     if program is None:
-        from xfuse.frontend.language import parse_program
+        from xfuse.frontend.builder import FunctionBuilder
+        from xfuse.frontend.language import ParsedProgram
 
-        module = parse_program(source, outputs, dtype=dtype, shapes=shapes)
-        program = _program(module, outputs, options)
+        parsed = ParsedProgram(source, outputs, FunctionBuilder(dtype, shapes))
+        program = _program(parsed.module, parsed.output_names, options)
         _remember(source_key, program)
     return Kernel(program, threads)

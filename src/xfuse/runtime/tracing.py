@@ -26,15 +26,15 @@ from xdsl.ir import SSAValue
 
 from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name
-from xfuse.frontend.builder import FunctionBuilder
+from xfuse.frontend.builder import FunctionBuilder, Value
 from xfuse.runtime.arrays import ArgumentTypeError
 from xfuse.runtime.compiler import Options, check_threads, compile_module
 from xfuse.runtime.kernel import Kernel
 
 _OPS_BY_UFUNC: dict[np.ufunc, type[ew.UnaryOp | ew.BinaryOp]] = {
-    op.reference: op for op in ew.ELEMENTWISE_OPS if isinstance(op.reference, np.ufunc)
+    ufunc: op for op in ew.ELEMENTWISE_OPS if (ufunc := ew.numpy_ufunc(op)) is not None
 }
-"""numpy's ufuncs that are `ew` ops (the ops whose reference is the ufunc): `np.tanh(x)` traces."""
+"""numpy's ufuncs that are `ew` ops (`ew.numpy_ufunc`): `np.tanh(x)` traces to `ew.tanh`."""
 
 
 class Traced:
@@ -46,11 +46,11 @@ class Traced:
         self.builder = builder
         self.value = value
 
-    def _lift(self, other: Any) -> SSAValue:
+    def _lift(self, other: Any) -> Value:
         if isinstance(other, Traced):
             return other.value
         if isinstance(other, numbers.Real):
-            return self.builder.constant(float(other))
+            return self.builder.literal(float(other))
         raise TypeError(
             f"cannot combine a traced array with {type(other).__name__}: inside @xfuse.jit use "
             "the function's array arguments and Python numbers"
@@ -59,7 +59,9 @@ class Traced:
     def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], *operands: Any) -> Traced:
         values = [self._lift(operand) for operand in operands]
         try:
-            return Traced(self.builder, self.builder.apply(op_type, *values))
+            result = self.builder.apply(op_type, *values)
+            assert isinstance(result, SSAValue)  # a Traced operand is never weak
+            return Traced(self.builder, result)
         except ValueError as error:
             raise ValueError(f"{op_type.name}: {error}") from None
 
