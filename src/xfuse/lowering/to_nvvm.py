@@ -115,6 +115,8 @@ class Launch:
     entry: str
     operands: tuple[int, ...]
     input_count: int
+    dynamic_axes: tuple[int, ...]
+    """The `?` axes of the iteration space (the first output's type): one i64 argument each."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,9 @@ def launch_sequence(module: ModuleOp) -> LaunchSequence:
         elif isinstance(op, ew.KernelOp):
             operands = tuple(buffers[value] for value in (*op.inputs, *op.outputs))
             entry = entry_name(function.sym_name.data, len(launches))
-            launches.append(Launch(entry, operands, len(op.inputs)))
+            iteration = ew.shape_of(op.outputs[0])
+            dynamic = tuple(axis for axis, size in enumerate(iteration) if size == DYNAMIC_INDEX)
+            launches.append(Launch(entry, operands, len(op.inputs), dynamic))
         elif not isinstance(op, memref.DeallocOp | memref.DimOp | arith.ConstantOp | func.ReturnOp):
             raise DiagnosticException(f"ew-to-nvvm: no GPU lowering for '{op.name}' in:\n{op}")
     return LaunchSequence(tuple(temporaries), tuple(launches))

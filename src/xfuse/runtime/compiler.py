@@ -31,6 +31,7 @@ from xfuse.passes.pipeline import only_function, pipeline_context
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
 from xfuse.runtime.native import compile_llvm_dialect
+from xfuse.runtime.ptx import check_target
 
 LRU_SIZE = 32
 """How many recently compiled programs stay alive without a kernel referring to them."""
@@ -47,6 +48,9 @@ class Options:
     opt_level: int = 3
     extra_passes: str = ""
     """xfuse passes (`xfuse-opt -p` syntax) to run right after `ew-optimize`, e.g. a new one."""
+    target: str = "cpu"
+    """"cpu" (the host, MCJIT) or "cuda" (PTX for `arch`, see `xfuse.runtime.cuda`)."""
+    arch: str = "sm_90"
 
     def _make(self, name: str, **options: Any) -> tuple[str, ModulePass]:
         return name, ALL_PASSES[name]()(**options)
@@ -63,6 +67,12 @@ class Options:
 
     def buffer_passes(self) -> list[tuple[str, ModulePass]]:
         """(stage name, pass) from bufferized kernels to the `llvm` dialect."""
+        if self.target == "cuda":
+            return [
+                self._make("ew-to-nvvm", math=self.math),
+                self._make("ew-expand-math", math="approx"),
+                self._make("ew-to-llvm", fastmath=self.fastmath),
+            ]
         return [
             self._make("ew-workspace"),
             self._make("ew-kernel-to-loops"),
@@ -140,7 +150,7 @@ def compile_module(
     threads: int = 1,
 ) -> Kernel:
     """Compile a frontend module (one `func.func` on tensors of `ew` ops) to a `Kernel`."""
-    return Kernel(_program(module, output_names, options), threads)
+    return _kernel(_program(module, output_names, options), threads)
 
 
 def _lower(
@@ -209,6 +219,14 @@ def _run_pipeline(
     ctx = pipeline_context()
     for _, pass_ in tensor_passes:
         pass_.apply(ctx, module)
+    if options.target == "cuda":
+        from xfuse.runtime.cuda import gpu_program
+
+        buffer_passes = options.buffer_passes()
+        gpu = gpu_program(module, buffer_passes, inputs, outputs, options.opt_level, options.arch)
+        return Program(
+            gpu, Stages(first_stage, first, [*tensor_passes, *buffer_passes]), False, options
+        )
     # One kernel reads every input element before writing the same element: in-place is safe.
     in_place_allowed = sum(isinstance(op, ew.KernelOp) for op in module.walk()) == 1
     buffer_passes = options.buffer_passes()
@@ -240,6 +258,14 @@ def compile_bufferized(
     program = _run_pipeline(
         module, "ew-bufferize", [], function.sym_name.data, inputs, outputs, options
     )
+    return _kernel(program, threads)
+
+
+def _kernel(program: Program, threads: int) -> Kernel:
+    if program.options.target == "cuda":
+        from xfuse.runtime.cuda import CudaKernel
+
+        return CudaKernel(program)  # type: ignore[return-value]
     return Kernel(program, threads)
 
 
@@ -262,6 +288,8 @@ def compile(
     reuse: bool = True,
     opt_level: int = 3,
     extra_passes: str = "",
+    target: str = "cpu",
+    arch: str = "sm_90",
 ) -> Kernel:
     """Compile an `.ew` program to a callable `Kernel`.
 
@@ -274,11 +302,10 @@ def compile(
     dtype of what they are computed from (see `xfuse.frontend.builder`). `threads` splits the
     outermost dimension across threads; `extra_passes`
     adds xfuse passes after `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`).
+    `target="cuda"` compiles PTX for `arch` ("sm_90" or "sm_80") instead, into a
+    `xfuse.runtime.cuda.CudaKernel` (`math` "approx" or "ptx-approx"; see docs of that module).
     """
-    if math not in ("approx", "libm"):
-        raise ValueError(f"math must be 'approx' or 'libm', got {math!r}")
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
+    check_target(target, arch, math, threads)
     options = Options(
         fuse=fuse,
         math=math,
@@ -286,6 +313,8 @@ def compile(
         reuse=reuse,
         opt_level=opt_level,
         extra_passes=extra_passes,
+        target=target,
+        arch=arch,
     )
     if isinstance(dtype, Mapping):
         dtype = {input_name: dtype_name(d) for input_name, d in dtype.items()}
@@ -308,4 +337,4 @@ def compile(
         module = parse_program(source, outputs, dtype=dtype, shapes=shapes)
         program = _program(module, outputs, options)
         _remember(source_key, program)
-    return Kernel(program, threads)
+    return _kernel(program, threads)

@@ -29,9 +29,31 @@ def _initialize() -> None:
     llvm_binding.initialize_all_asmprinters()
 
 
-def nvptx_target_machine(arch: str, opt_level: int = 3) -> llvm_binding.TargetMachine:
+MATH_MODES = {"cpu": ("approx", "libm"), "cuda": ("approx", "ptx-approx")}
+"""The `math=` choices of each target: no libm on the GPU, no PTX instructions on the CPU."""
+
+
+def check_arch(arch: str) -> None:
     if arch not in ARCHES:
         raise ValueError(f"arch must be one of {', '.join(ARCHES)}, got {arch!r}")
+
+
+def check_target(target: str, arch: str, math: str, threads: int) -> None:
+    """`xfuse.compile`'s target options: ValueError naming the bad one."""
+    if target not in MATH_MODES:
+        raise ValueError(f"target must be 'cpu' or 'cuda', got {target!r}")
+    modes = MATH_MODES[target]
+    if math not in modes:
+        raise ValueError(f"math must be {' or '.join(map(repr, modes))} for {target}, got {math!r}")
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    if target == "cuda" and threads != 1:
+        raise ValueError("threads applies to target='cpu' only (a GPU kernel uses the whole GPU)")
+    check_arch(arch)
+
+
+def nvptx_target_machine(arch: str, opt_level: int = 3) -> llvm_binding.TargetMachine:
+    check_arch(arch)
     _initialize()
     target = llvm_binding.Target.from_triple(TRIPLE)
     return target.create_target_machine(cpu=arch, features=PTX_FEATURES, opt=opt_level)
