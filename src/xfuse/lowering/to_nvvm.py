@@ -339,11 +339,14 @@ class _EntryBuilder:
             return linear
         indices = input_indices(operand.shape, axes, emit.i64(0))
         offset = len(self.sizes) - len(operand.shape)
-        result = emit.i64(0)
+        result: SSAValue | None = None
         for axis, index in enumerate(indices):
+            if result is None:
+                result = index
+                continue
             size = self.sizes[offset + axis] if operand.shape[axis] != 1 else emit.i64(1)
             result = emit(llvm.AddOp(emit(llvm.MulOp(result, size)), index))
-        return result
+        return result if result is not None else emit.i64(0)
 
     def _load(
         self, emit: _Emitter, operand: _Operand, type_: Attribute, index: SSAValue
