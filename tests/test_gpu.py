@@ -35,7 +35,7 @@ import xfuse
 from xfuse.dialects import ew
 from xfuse.passes.pipeline import apply_pipeline, pipeline_context
 from xfuse.runtime.arrays import ArgumentError
-from xfuse.runtime.cuda import CudaKernel, CudaUnavailableError
+from xfuse.runtime.cuda import CudaKernel
 from xfuse.runtime.native import host_target_machine
 from xfuse.runtime.ptx import PtxModule, compile_ptx
 
@@ -386,7 +386,9 @@ def test_without_a_gpu_a_call_raises_a_clear_error() -> None:
         pytest.skip("cuda-python is installed: whether a GPU is present decides the outcome")
     k = xfuse.compile(GELU, outputs=["out"], target="cuda")
     x = np.zeros(4, np.float32)
-    with pytest.raises(CudaUnavailableError, match=r"cuda-python \(pip install 'xfuse\[cuda\]'\)"):
+    with pytest.raises(
+        xfuse.CudaUnavailableError, match=r"cuda-python \(pip install 'xfuse\[cuda\]'\)"
+    ):
         k(x=x, b=x, r=x)
     assert ".entry" in k.ptx  # compiling PTX still works
 

@@ -20,6 +20,8 @@ _EXPORTS: dict[str, str] = {
     "clear_cache": "xfuse.runtime.compiler",
     "Kernel": "xfuse.runtime.kernel",
     "ArgumentError": "xfuse.runtime.arrays",
+    "CudaKernel": "xfuse.runtime.cuda",
+    "CudaUnavailableError": "xfuse.runtime.cuda",
     "jit": "xfuse.runtime.tracing",
     "compile_numpy": "xfuse.runtime.baselines",
     "compile_numpy_planned": "xfuse.runtime.baselines",
