@@ -18,7 +18,9 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+import types
 from collections.abc import Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ import xfuse
 from xfuse.dialects import ew
 from xfuse.passes.pipeline import apply_pipeline, pipeline_context
 from xfuse.runtime.arrays import ArgumentError
-from xfuse.runtime.cuda import CudaKernel
+from xfuse.runtime.cuda import CudaDriver, CudaKernel
 from xfuse.runtime.native import host_target_machine
 from xfuse.runtime.ptx import PtxModule, compile_ptx
 
@@ -399,3 +401,49 @@ def test_compile_ptx_from_a_bufferized_module() -> None:
     lowered = apply_pipeline(parsed, "ew-to-nvvm,ew-expand-math,ew-to-llvm")
     assert isinstance(lowered, ModuleOp)
     assert compile_ptx(lowered, "sm_80").entries == ("main_kernel0",)
+
+
+class _Result(Enum):
+    CUDA_SUCCESS = 0
+    CUDA_ERROR_NO_DEVICE = 100
+
+
+def _fake_driver(monkeypatch: pytest.MonkeyPatch, **functions: Any) -> None:
+    """`cuda.bindings.driver` as cuda-python shows it, with the given functions."""
+    driver = types.SimpleNamespace(
+        CUresult=_Result, cuGetErrorName=lambda error: (_Result.CUDA_SUCCESS, error.name.encode())
+    )
+    vars(driver).update(functions)
+    bindings = types.ModuleType("cuda.bindings")
+    bindings.driver = driver  # type: ignore[attr-defined]
+    cuda = types.ModuleType("cuda")
+    cuda.bindings = bindings  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cuda", cuda)
+    monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", driver)
+
+
+def test_a_missing_driver_library_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(flags: int) -> None:
+        raise RuntimeError('"cuda" is an NVIDIA driver library: install the display driver')
+
+    _fake_driver(monkeypatch, cuInit=missing)
+    with pytest.raises(xfuse.CudaUnavailableError, match="no usable CUDA driver: .*display driver"):
+        CudaDriver()
+
+
+def test_a_driver_without_a_gpu_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_driver(
+        monkeypatch,
+        cuInit=lambda flags: (_Result.CUDA_ERROR_NO_DEVICE,),
+        cuDeviceGetCount=lambda: (_Result.CUDA_SUCCESS, 0),
+    )
+    with pytest.raises(xfuse.CudaUnavailableError, match="CUDA_ERROR_NO_DEVICE"):
+        CudaDriver()
+    _fake_driver(
+        monkeypatch,
+        cuInit=lambda flags: (_Result.CUDA_SUCCESS,),
+        cuDeviceGetCount=lambda: (_Result.CUDA_SUCCESS, 0),
+    )
+    with pytest.raises(xfuse.CudaUnavailableError, match="no NVIDIA GPU found"):
+        CudaDriver()

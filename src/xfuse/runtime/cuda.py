@@ -23,7 +23,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -121,10 +121,12 @@ class CudaDriver:
                 f"(pip install 'xfuse[cuda]'): {error}"
             ) from None
         self._driver = driver
+        self._functions: dict[tuple[int, str], Any] = {}
         try:
             self._check(driver.cuInit(0))
             count = self._check(driver.cuDeviceGetCount())
-        except CudaUnavailableError as error:
+        # cuda-bindings raises its own errors when libcuda itself is missing.
+        except Exception as error:
             raise CudaUnavailableError(f"no usable CUDA driver: {error}") from None
         if count == 0:
             raise CudaUnavailableError("no NVIDIA GPU found (cuDeviceGetCount is 0)")
@@ -159,7 +161,11 @@ class CudaDriver:
     def launch(
         self, module: Any, entry: str, grid: int, block: int, arguments: Sequence[Any]
     ) -> None:
-        function = self._check(self._driver.cuModuleGetFunction(module, entry.encode()))
+        key = (int(module), entry)
+        function = self._functions.get(key)
+        if function is None:
+            function = self._check(self._driver.cuModuleGetFunction(module, entry.encode()))
+            self._functions[key] = function
         pointers = (ctypes.c_void_p * len(arguments))(
             *(ctypes.addressof(argument) for argument in arguments)
         )
@@ -228,7 +234,7 @@ class CudaKernel:
 
     def __init__(self, program: Program, device: Device | None = None):
         self.program = program
-        self.function: CudaFunction = program.function
+        self.function = cast(CudaFunction, program.function)
         self.stages = program.stages
         self.options = program.options
         self._device = device
