@@ -111,10 +111,9 @@ def test_f64_tanh_is_a_clear_error() -> None:
         xfuse.compile("out = tanh(x);", dtype="float64", target="cuda")
 
 
-def _random_programs_module() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "random_programs", ROOT / "tests" / "test_random_programs.py"
-    )
+def _load(name: str, path: Path) -> Any:
+    """A Python file of the repository as a module (tests and benchmarks are not packages)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
@@ -122,7 +121,7 @@ def _random_programs_module() -> Any:
     return module
 
 
-RANDOM = _random_programs_module()
+RANDOM = _load("random_programs", ROOT / "tests" / "test_random_programs.py")
 
 
 @needs_ptxas
@@ -449,3 +448,12 @@ def test_a_driver_without_a_gpu_is_a_clear_error(
     )
     with pytest.raises(xfuse.CudaUnavailableError, match=message):
         CudaDriver()
+
+
+def test_the_gpu_validation_script_compiles_and_predicts_without_a_gpu(tmp_path: Path) -> None:
+    script = _load("gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
+    report = script.main(["--dry-run", "--shape", "64x128", "--json", str(tmp_path / "r.json")])
+    kernels = [len(v.kernels) for v in report.variants]
+    assert kernels == [1, 11, 1, 11]  # bf16 and f32, fused and unfused
+    assert all(v.measured_s is None and v.predicted_s > 0 for v in report.variants)
+    assert '"dtype": "bfloat16"' in (tmp_path / "r.json").read_text()

@@ -75,7 +75,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
-from xfuse.dtypes import dtype_of
+from xfuse.dtypes import dtype_of, itemsize
 from xfuse.lowering.expand_math import MathOp
 from xfuse.lowering.kernel_to_loops import input_indices
 from xfuse.lowering.to_llvm import convert_type
@@ -105,6 +105,16 @@ class Temporary:
 
     dtype: str
     shape: tuple[int | tuple[int, int], ...]
+
+    def shape_for(self, argument_shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+        """Its shape in a call with these argument shapes."""
+        return tuple(
+            size if isinstance(size, int) else argument_shapes[size[0]][size[1]]
+            for size in self.shape
+        )
+
+    def nbytes(self, argument_shapes: Sequence[tuple[int, ...]]) -> int:
+        return pymath.prod(self.shape_for(argument_shapes)) * itemsize(self.dtype)
 
 
 @dataclass(frozen=True)

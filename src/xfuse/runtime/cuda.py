@@ -329,42 +329,24 @@ class CudaKernel:
 
     def _run(self, device: Device, arrays: Sequence[np.ndarray | DeviceArray]) -> None:
         """Copy numpy arrays in, allocate temporaries, launch in order, copy numpy outputs out."""
-        sequence = self.function.sequence
         input_count = len(self.function.inputs)
+        shapes = [tuple(array.shape) for array in arrays]
         owned: list[int] = []
         try:
-            pointers, shapes = [], []
+            pointers = []
             for index, array in enumerate(arrays):
                 if isinstance(array, DeviceArray):
                     pointers.append(array.pointer)
-                else:
-                    owned.append(device.allocate(array.nbytes))
-                    pointers.append(owned[-1])
-                    if index < input_count:
-                        device.copy_to_device(owned[-1], array)
-                shapes.append(tuple(array.shape))
-            for temporary in sequence.temporaries:
-                shape = tuple(
-                    size if isinstance(size, int) else shapes[size[0]][size[1]]
-                    for size in temporary.shape
-                )
-                itemsize = numpy_dtype(temporary.dtype).itemsize
-                owned.append(device.allocate(math.prod(shape) * itemsize))
+                    continue
+                owned.append(device.allocate(array.nbytes))
                 pointers.append(owned[-1])
-                shapes.append(shape)
-            for launch in sequence.launches:
-                iteration = shapes[launch.operands[launch.input_count]]
-                arguments: list[Any] = [ctypes.c_void_p(pointers[i]) for i in launch.operands]
-                arguments += [ctypes.c_int64(iteration[axis]) for axis in launch.dynamic_axes]
-                elements = math.prod(iteration)
-                grid = max(
-                    1,
-                    min(
-                        -(-elements // BLOCK_SIZE),
-                        device.multiprocessors * BLOCKS_PER_MULTIPROCESSOR,
-                    ),
-                )
-                device.launch(self._module, launch.entry, grid, BLOCK_SIZE, arguments)
+                if index < input_count:
+                    device.copy_to_device(owned[-1], array)
+            for temporary in self.function.sequence.temporaries:
+                owned.append(device.allocate(temporary.nbytes(shapes)))
+                pointers.append(owned[-1])
+            for launch in plan_launches(self.function, shapes, pointers, device.multiprocessors):
+                device.launch(self._module, *launch)
             device.synchronize()
             for index in range(input_count, len(arrays)):
                 array = arrays[index]
@@ -373,3 +355,26 @@ class CudaKernel:
         finally:
             for pointer in owned:
                 device.free(pointer)
+
+
+def plan_launches(
+    function: CudaFunction,
+    shapes: Sequence[tuple[int, ...]],
+    pointers: Sequence[int],
+    multiprocessors: int,
+) -> list[tuple[str, int, int, list[Any]]]:
+    """(entry, grid, block, kernel arguments) of each launch of a call, in order.
+
+    `shapes` are the arguments' (inputs, then outputs), `pointers` their device addresses
+    followed by the temporaries'.
+    """
+    all_shapes = [*shapes, *(t.shape_for(shapes) for t in function.sequence.temporaries)]
+    launches = []
+    for launch in function.sequence.launches:
+        iteration = all_shapes[launch.operands[launch.input_count]]
+        arguments: list[Any] = [ctypes.c_void_p(pointers[i]) for i in launch.operands]
+        arguments += [ctypes.c_int64(iteration[axis]) for axis in launch.dynamic_axes]
+        blocks = -(-math.prod(iteration) // BLOCK_SIZE)
+        grid = max(1, min(blocks, multiprocessors * BLOCKS_PER_MULTIPROCESSOR))
+        launches.append((launch.entry, grid, BLOCK_SIZE, arguments))
+    return launches
