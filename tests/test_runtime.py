@@ -554,7 +554,7 @@ def test_unusual_but_valid_calls_work_in_a_child_process() -> None:
     [
         ({"opt_level": 9}, ValueError, "opt_level must be 0, 1, 2 or 3, got 9"),
         ({"fastmath": "bogus"}, ValueError, "fastmath: .*'bogus': expected 'none', 'fast' or"),
-        ({"math": "exact"}, ValueError, "math must be 'approx' or 'libm', got 'exact'"),
+        ({"math": "exact"}, ValueError, "math must be 'approx' or 'libm' for cpu, got 'exact'"),
         ({"threads": 0}, ValueError, "threads must be an integer >= 1, got 0"),
         ({"fuse": "yes"}, TypeError, "fuse must be True or False, got 'yes'"),
         (

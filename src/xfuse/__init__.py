@@ -21,6 +21,8 @@ _EXPORTS: dict[str, str] = {
     "Kernel": "xfuse.runtime.kernel",
     "ArgumentError": "xfuse.runtime.arrays",
     "ArgumentTypeError": "xfuse.runtime.arrays",
+    "CudaKernel": "xfuse.runtime.cuda",
+    "CudaUnavailableError": "xfuse.runtime.cuda",
     "jit": "xfuse.runtime.tracing",
     "compile_numpy": "xfuse.runtime.baselines",
     "compile_numpy_planned": "xfuse.runtime.baselines",

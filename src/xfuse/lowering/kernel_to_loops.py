@@ -42,7 +42,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from xfuse.dialects import ew
 
 
-def _input_indices(
+def input_indices(
     input_shape: Sequence[int], induction_vars: Sequence[SSAValue], zero: SSAValue
 ) -> list[SSAValue]:
     """The indices an input of `input_shape` is read at, right-aligned to the iteration space."""
@@ -81,7 +81,7 @@ class KernelToLoops(RewritePattern):
             builder = Builder(InsertPoint.before(body.ops.first))
 
         for arg, source in zip(op.block.args, op.inputs, strict=True):
-            indices = _input_indices(ew.shape_of(source), induction_vars, zero)
+            indices = input_indices(ew.shape_of(source), induction_vars, zero)
             arg.replace_all_uses_with(builder.insert(memref.LoadOp.get(source, indices)).res)
         yielded = op.yield_op.values
         for scalar_op in list(op.block.ops)[:-1]:

@@ -530,7 +530,8 @@ class CastsToLlvm(RewritePattern):
         if isinstance(op, arith.SIToFPOp):
             rewriter.replace(op, llvm.SIToFPOp(source, result.type))
         elif isinstance(op, arith.BitcastOp):
-            rewriter.replace(op, llvm.BitcastOp(source, result.type))
+            # bf16 is i16 in LLVM (llvmlite has no bfloat): i16 <-> bf16 is then a no-op cast.
+            rewriter.replace(op, llvm.BitcastOp(source, convert_type(result.type)))
         elif convert_type(source.type) == convert_type(result.type):
             rewriter.replace(op, [], [source])
         else:

@@ -22,6 +22,7 @@ _PASS_LOCATIONS: dict[str, tuple[str, str]] = {
     "ew-kernel-to-loops": ("xfuse.lowering.kernel_to_loops", "EwKernelToLoopsPass"),
     "ew-expand-math": ("xfuse.lowering.expand_math", "EwExpandMathPass"),
     "ew-to-llvm": ("xfuse.lowering.to_llvm", "EwToLlvmPass"),
+    "ew-to-nvvm": ("xfuse.lowering.to_nvvm", "EwToNvvmPass"),
 }
 
 

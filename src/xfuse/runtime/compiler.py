@@ -35,11 +35,12 @@ from xfuse.passes.pipeline import PassSpecError, only_function, parse_passes, pi
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
 from xfuse.runtime.native import compile_llvm_dialect, host_cpu
+from xfuse.runtime.ptx import MATH_MODES, check_target
 
 LRU_SIZE = 32
 """How many recently compiled programs stay alive without a kernel referring to them."""
 
-MATH_CHOICES = ("approx", "libm")
+MATH_CHOICES = MATH_MODES["cpu"]
 OPT_LEVELS = (0, 1, 2, 3)
 NOT_EXTRA_PASSES = frozenset(
     {
@@ -98,13 +99,15 @@ class Options:
     opt_level: int = 3
     extra_passes: str = ""
     """xfuse passes (`xfuse-opt -p` syntax) to run right after `ew-optimize`, e.g. a new one."""
+    target: str = "cpu"
+    """"cpu" (the host, MCJIT) or "cuda" (PTX for `arch`, see `xfuse.runtime.cuda`)."""
+    arch: str = "sm_90"
 
     def __post_init__(self) -> None:
         for name in ("fuse", "reuse"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.math not in MATH_CHOICES:
-            raise ValueError(f"math must be 'approx' or 'libm', got {self.math!r}")
+        check_target(self.target, self.arch, self.math, threads=1)
         if isinstance(self.opt_level, bool) or self.opt_level not in OPT_LEVELS:
             raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
         if not isinstance(self.fastmath, str):
@@ -148,6 +151,12 @@ class Options:
 
     def buffer_passes(self) -> list[tuple[str, ModulePass]]:
         """(stage name, pass) from bufferized kernels to the `llvm` dialect."""
+        if self.target == "cuda":
+            return [
+                self._make("ew-to-nvvm", math=self.math),
+                self._make("ew-expand-math", math="approx"),
+                self._make("ew-to-llvm", fastmath=self.fastmath),
+            ]
         return [
             self._make("ew-workspace"),
             self._make("ew-kernel-to-loops"),
@@ -226,7 +235,7 @@ def compile_module(
     threads: int = 1,
 ) -> Kernel:
     """Compile a frontend module (one `func.func` on tensors of `ew` ops) to a `Kernel`."""
-    return Kernel(_program(module, output_names, options), threads)
+    return _kernel(_program(module, output_names, options), threads)
 
 
 def _lower(
@@ -295,6 +304,14 @@ def _run_pipeline(
     ctx = pipeline_context()
     for _, pass_ in tensor_passes:
         pass_.apply(ctx, module)
+    if options.target == "cuda":
+        from xfuse.runtime.cuda import gpu_program
+
+        buffer_passes = options.buffer_passes()
+        gpu = gpu_program(module, buffer_passes, inputs, outputs, options.opt_level, options.arch)
+        return Program(
+            gpu, Stages(first_stage, first, [*tensor_passes, *buffer_passes]), False, options
+        )
     # One kernel reads every input element before writing the same element: in-place is safe.
     in_place_allowed = sum(isinstance(op, ew.KernelOp) for op in module.walk()) == 1
     buffer_passes = options.buffer_passes()
@@ -332,6 +349,14 @@ def compile_bufferized(
     program = _run_pipeline(
         module, "ew-bufferize", [], function.sym_name.data, inputs, outputs, options
     )
+    return _kernel(program, threads)
+
+
+def _kernel(program: Program, threads: int) -> Kernel:
+    if program.options.target == "cuda":
+        from xfuse.runtime.cuda import CudaKernel
+
+        return CudaKernel(program)  # type: ignore[return-value]
     return Kernel(program, threads)
 
 
@@ -354,6 +379,8 @@ def compile(
     reuse: bool = True,
     opt_level: int = 3,
     extra_passes: str = "",
+    target: str = "cpu",
+    arch: str = "sm_90",
 ) -> Kernel:
     """Compile an `.ew` program to a callable `Kernel`.
 
@@ -367,8 +394,10 @@ def compile(
     `threads` splits the outermost dimension across threads; `fastmath` sets LLVM's fast-math flags
     on float arithmetic ("contract" allows fused multiply-add; "none", "fast" or a list like
     "contract,afn"); `opt_level` is LLVM's (0-3); `extra_passes` adds xfuse passes after
-    `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`). A bad argument raises ValueError or
-    TypeError naming it and its allowed values.
+    `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`). `target="cuda"` compiles PTX for
+    `arch` ("sm_90" or "sm_80") instead, into a `xfuse.runtime.cuda.CudaKernel` (`math` "approx"
+    or "ptx-approx"; see that module). A bad argument raises ValueError or TypeError naming it and
+    its allowed values.
     """
     if not isinstance(source, str):
         raise TypeError(f"source must be the program's text (a str), got {type(source).__name__}")
@@ -380,6 +409,7 @@ def compile(
         raise TypeError(f"outputs must be a list of output names, got {outputs!r}")
     threads = check_threads(threads)
     check_shapes(shapes)
+    check_target(target, arch, math, threads)
     options = Options(
         fuse=fuse,
         math=math,
@@ -387,6 +417,8 @@ def compile(
         reuse=reuse,
         opt_level=opt_level,
         extra_passes=extra_passes,
+        target=target,
+        arch=arch,
     )
     if isinstance(dtype, Mapping):
         dtype = {input_name: dtype_name(d) for input_name, d in dtype.items()}
@@ -410,4 +442,4 @@ def compile(
         parsed = ParsedProgram(source, outputs, FunctionBuilder(dtype, shapes))
         program = _program(parsed.module, parsed.output_names, options)
         _remember(source_key, program)
-    return Kernel(program, threads)
+    return _kernel(program, threads)

@@ -1,0 +1,328 @@
+"""The H100/H200 cost model (`ew-cost`) against a real GPU: GELU with bias and residual.
+
+    python benchmarks/gpu_validate.py [--device h200] [--shape 4096x14336] [--repeat 20]
+                                      [--json gpu.json] [--plot gpu.png] [--dry-run]
+
+For bf16 and f32 at the lecture's shape, fused (1 kernel) and unfused (11 kernels): compiles the
+program with `xfuse.compile(..., target="cuda")`, runs it on the GPU with CUDA events (warm-up,
+then the median of `--repeat` runs, each kernel timed alone and the whole program), checks the
+result against a float64 reference, and prints beside `ew-cost{device=...}`'s prediction, per
+kernel and in total, the measured time, their ratio, and the achieved bandwidth as a fraction of
+the device's measured copy bandwidth (a device-to-device copy, read + write). The ceilings also
+give a calibrated prediction: the model's bytes over the measured copy bandwidth plus the
+measured launch time of an empty kernel (back to back). PyTorch eager and `torch.compile` on the
+same GELU are timed where PyTorch is installed.
+
+`--dry-run` needs no GPU: it compiles every variant to PTX, checks that each has as many entries
+as the model has kernels, and reports the predictions only (this is what the tests run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import xfuse
+from xfuse.analysis.cost import CostOptions, FunctionCost, cost_program, parse_shape
+from xfuse.runtime.arrays import numpy_dtype
+
+SOURCE = (Path(__file__).parents[1] / "examples" / "gelu.ew").read_text()
+DTYPES = ("bfloat16", "float32")
+EMPTY_KERNEL = """.version 8.0
+.target {arch}
+.address_size 64
+.visible .entry empty()
+{{
+  ret;
+}}
+"""
+
+
+@dataclass
+class KernelRow:
+    name: str
+    bytes: int
+    predicted_s: float
+    calibrated_s: float | None = None
+    measured_s: float | None = None
+
+
+@dataclass
+class VariantResult:
+    dtype: str
+    fused: bool
+    kernels: list[KernelRow]
+    predicted_s: float
+    calibrated_s: float | None = None
+    measured_s: float | None = None
+    max_error: float | None = None
+    tolerance: float | None = None
+
+
+@dataclass
+class Report:
+    device: str
+    shape: tuple[int, ...]
+    gpu: str | None = None
+    copy_bandwidth: float | None = None
+    launch_s: float | None = None
+    variants: list[VariantResult] = field(default_factory=list)
+    torch: dict[str, float] = field(default_factory=dict)
+
+
+def reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    h = x.astype(np.float64) + b.astype(np.float64)
+    y = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
+    return y + r.astype(np.float64)
+
+
+class Gpu:
+    """The GPU through cuda.bindings: xfuse's driver wrapper plus CUDA events."""
+
+    def __init__(self) -> None:
+        from cuda.bindings import driver
+
+        from xfuse.runtime.cuda import cuda_device
+
+        self.device = cuda_device()
+        self.driver = driver
+        self.name = self._check(driver.cuDeviceGetName(256, self._check(driver.cuDeviceGet(0))))
+        self.name = self.name.split(b"\0")[0].decode()
+
+    def _check(self, result: tuple[Any, ...]) -> Any:
+        error, *values = result
+        if error != self.driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"CUDA error {error}")
+        return values[0] if len(values) == 1 else tuple(values) if values else None
+
+    def time(self, work: Callable[[], None], repeat: int, warmup: int = 3) -> float:
+        """Median seconds of `work` (launches on the default stream) between two events."""
+        start = self._check(self.driver.cuEventCreate(0))
+        stop = self._check(self.driver.cuEventCreate(0))
+        for _ in range(warmup):
+            work()
+        times = []
+        for _ in range(repeat):
+            self._check(self.driver.cuEventRecord(start, 0))
+            work()
+            self._check(self.driver.cuEventRecord(stop, 0))
+            self._check(self.driver.cuEventSynchronize(stop))
+            times.append(self._check(self.driver.cuEventElapsedTime(start, stop)) * 1e-3)
+        return statistics.median(times)
+
+    def copy_bandwidth(self, nbytes: int, repeat: int) -> float:
+        """Bytes per second of a device-to-device copy, counting the read and the write."""
+        source, target = self.device.allocate(nbytes), self.device.allocate(nbytes)
+        seconds = self.time(
+            lambda: self._check(self.driver.cuMemcpyDtoD(target, source, nbytes)), repeat
+        )
+        self.device.free(source)
+        self.device.free(target)
+        return 2 * nbytes / seconds
+
+    def launch_time(self, arch: str, count: int = 1000) -> float:
+        """Seconds per launch of an empty kernel, `count` back to back."""
+        from xfuse.runtime.ptx import PtxModule
+
+        ptx = PtxModule("", EMPTY_KERNEL.format(arch=arch), ("empty",), arch)
+        module = self.device.load(ptx)
+
+        def launches() -> None:
+            for _ in range(count):
+                self.device.launch(module, "empty", 1, 32, [])
+
+        return self.time(launches, 5) / count
+
+
+def predict(dtype: str, args: argparse.Namespace) -> tuple[FunctionCost, FunctionCost]:
+    cost = cost_program(SOURCE, CostOptions(device=args.device, shape=args.shape, dtype=dtype))
+    return cost.fused, cost.unfused
+
+
+def run_variant(
+    gpu: Gpu | None, report: Report, dtype: str, fused: bool, cost: FunctionCost, args: Any
+) -> VariantResult:
+    shapes = dict.fromkeys(("x", "b", "r"), ("t", "d"))
+    kernel = xfuse.compile(
+        SOURCE, outputs=["out"], fuse=fused, dtype=dtype, shapes=shapes, target="cuda"
+    )
+    entries = kernel.function.ptx.entries
+    if len(entries) != len(cost.kernels):
+        raise AssertionError(f"{len(entries)} PTX entries but the model has {len(cost.kernels)}")
+    rows = [
+        KernelRow(entry, k.hbm_bytes, k.time_s)
+        for entry, k in zip(entries, cost.kernels, strict=True)
+    ]
+    result = VariantResult(dtype, fused, rows, cost.totals.time_s)
+    if report.copy_bandwidth and report.launch_s is not None:
+        for row in rows:
+            row.calibrated_s = row.bytes / report.copy_bandwidth + report.launch_s
+        result.calibrated_s = sum(row.calibrated_s or 0 for row in rows)
+    if gpu is not None:
+        measure(gpu, kernel, result, args)
+    return result
+
+
+def measure(gpu: Gpu, kernel: Any, result: VariantResult, args: Any) -> None:
+    from xfuse.runtime.cuda import plan_launches
+
+    rng = np.random.default_rng(0)
+    dtype = numpy_dtype(result.dtype)
+    host = [rng.standard_normal(args.shape, np.float32).astype(dtype) for _ in range(3)]
+    out = np.empty(args.shape, dtype)
+    function = kernel.function
+    device = gpu.device
+    shapes = [args.shape] * 4
+    pointers = [device.allocate(a.nbytes) for a in (*host, out)]
+    for pointer, array in zip(pointers, host, strict=False):
+        device.copy_to_device(pointer, array)
+    pointers += [device.allocate(t.nbytes(shapes)) for t in function.sequence.temporaries]
+    module = device.load(function.ptx)
+    launches = plan_launches(function, shapes, pointers, device.multiprocessors)
+
+    def run_all() -> None:
+        for launch in launches:
+            device.launch(module, *launch)
+
+    result.measured_s = gpu.time(run_all, args.repeat)
+    for row, launch in zip(result.kernels, launches, strict=True):
+        row.measured_s = gpu.time(lambda launch=launch: device.launch(module, *launch), args.repeat)
+    device.synchronize()
+    device.copy_to_host(out, pointers[3])
+    want = reference(*host)
+    result.max_error = float(np.max(np.abs(out.astype(np.float64) - want)))
+    # f32: the approximation's 1e-6 relative; bf16: half an ulp of the stored result.
+    result.tolerance = float(np.max(np.abs(want))) * (2.0**-8 if dtype.itemsize == 2 else 1e-5)
+    for pointer in pointers:
+        device.free(pointer)
+
+
+def time_torch(gpu: Gpu, report: Report, args: Any) -> None:
+    try:
+        import torch
+    except ImportError:
+        return
+
+    def gelu(x: Any, b: Any, r: Any) -> Any:
+        h = x + b
+        return 0.5 * h * (1 + torch.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+
+    for dtype in DTYPES:
+        torch_dtype = torch.bfloat16 if dtype == "bfloat16" else torch.float32
+        x, b, r = (torch.randn(args.shape, device="cuda", dtype=torch_dtype) for _ in range(3))
+        for name, function in (("eager", gelu), ("compile", torch.compile(gelu))):
+            function(x, b, r)  # compiles
+            torch.cuda.synchronize()
+            seconds = gpu.time(lambda f=function, a=(x, b, r): f(*a), args.repeat)
+            report.torch[f"{dtype} {name}"] = seconds
+
+
+def print_report(report: Report) -> None:
+    def us(seconds: float | None) -> str:
+        return "-" if seconds is None else f"{seconds * 1e6:,.1f}"
+
+    print(f"device: {report.gpu or '(dry run, no GPU)'}; model: {report.device}, {report.shape}")
+    if report.copy_bandwidth:
+        print(
+            f"copy bandwidth {report.copy_bandwidth / 1e12:.2f} TB/s, empty launch "
+            f"{us(report.launch_s)} us"
+        )
+    for variant in report.variants:
+        label = f"{variant.dtype} {'fused' if variant.fused else 'unfused'}"
+        print(
+            f"\n{label}: predicted {us(variant.predicted_s)} us, calibrated "
+            f"{us(variant.calibrated_s)} us, measured {us(variant.measured_s)} us"
+            + (
+                f", max error {variant.max_error:.3g} (tolerance {variant.tolerance:.3g})"
+                if variant.max_error is not None
+                else ""
+            )
+        )
+        print(
+            f"  {'kernel':<16} {'MB':>9} {'model us':>10} {'calib. us':>10} {'meas. us':>10}"
+            f" {'ratio':>6} {'of copy BW':>10}"
+        )
+        for row in variant.kernels:
+            ratio = row.measured_s / row.predicted_s if row.measured_s else None
+            achieved = (
+                row.bytes / row.measured_s / report.copy_bandwidth
+                if row.measured_s and report.copy_bandwidth
+                else None
+            )
+            print(
+                f"  {row.name:<16} {row.bytes / 1e6:>9.1f} {us(row.predicted_s):>10} "
+                f"{us(row.calibrated_s):>10} {us(row.measured_s):>10} "
+                f"{'-' if ratio is None else f'{ratio:.2f}':>6} "
+                f"{'-' if achieved is None else f'{achieved:.0%}':>10}"
+            )
+    for name, seconds in report.torch.items():
+        print(f"torch {name}: {us(seconds)} us")
+
+
+def plot(report: Report, path: Path) -> None:
+    from xfuse.tools.cli import import_pyplot
+
+    plt = import_pyplot()
+    labels = [f"{v.dtype}\n{'fused' if v.fused else 'unfused'}" for v in report.variants]
+    positions = np.arange(len(labels))
+    figure, axes = plt.subplots(figsize=(8, 4))
+    for offset, (name, values) in enumerate(
+        (
+            ("model", [v.predicted_s for v in report.variants]),
+            ("calibrated", [v.calibrated_s or 0 for v in report.variants]),
+            ("measured", [v.measured_s or 0 for v in report.variants]),
+        )
+    ):
+        axes.bar(positions + (offset - 1) * 0.27, np.array(values) * 1e6, 0.27, label=name)
+    axes.set_xticks(positions, labels)
+    axes.set_ylabel("time (us)")
+    axes.set_title(f"GELU + bias + residual, {report.shape}, {report.gpu or 'dry run'}")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path)
+
+
+def main(argv: list[str] | None = None) -> Report:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="h200", help="the cost model's device")
+    parser.add_argument("--shape", type=parse_shape, default=(4096, 14336))
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--json", type=Path, help="write the results as JSON ('-': stdout)")
+    parser.add_argument("--plot", type=Path, help="write a bar chart")
+    parser.add_argument("--dry-run", action="store_true", help="compile and predict only")
+    args = parser.parse_args(argv)
+    report = Report(args.device, args.shape)
+    gpu = None if args.dry_run else Gpu()
+    if gpu is not None:
+        report.gpu = gpu.name
+        report.copy_bandwidth = gpu.copy_bandwidth(1 << 30, args.repeat)
+        report.launch_s = gpu.launch_time(args.arch)
+    for dtype in DTYPES:
+        fused, unfused = predict(dtype, args)
+        for cost in (fused, unfused):
+            report.variants.append(run_variant(gpu, report, dtype, cost is fused, cost, args))
+    if gpu is not None:
+        time_torch(gpu, report, args)
+    print_report(report)
+    if args.json is not None:
+        text = json.dumps(report, default=lambda o: o.__dict__, indent=1)
+        if str(args.json) == "-":
+            sys.stdout.write(text + "\n")
+        else:
+            args.json.write_text(text)
+    if args.plot is not None:
+        plot(report, args.plot)
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,380 @@
+"""`xfuse.compile(..., target="cuda")`: the GPU pipeline and a kernel that launches its PTX.
+
+    frontend -> ew-optimize -> ew-fuse -> ew-bufferize -> ew-to-nvvm -> ew-expand-math
+             -> ew-to-llvm -> convert_module + NVPTX O3 -> PTX (`xfuse.runtime.ptx`)
+
+Compiling needs no GPU. Calling a `CudaKernel` loads the PTX and launches it through NVIDIA's
+`cuda-python` (`cuda.bindings.driver`; `pip install 'xfuse[cuda]'`), imported on the first call:
+without it, or without a GPU, the call raises `CudaUnavailableError` saying which.
+
+Arguments are numpy arrays (copied to the device, results copied back into numpy arrays) or
+device arrays with `__cuda_array_interface__` (CuPy, PyTorch, Numba; JAX through DLPack into one
+of those), used in place; with a device-array input, pass the outputs as device arrays in `out=`.
+They are checked like the CPU kernel's (names, dtype, shape, broadcasting, aliasing); device
+arrays must be C-contiguous. The launches run in order on the default stream and the call waits
+for them. The grid covers the elements with 256-thread blocks, at most 8 blocks per multiprocessor
+(one wave): the grid-stride loop takes the rest.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from xfuse.lowering.to_nvvm import LaunchSequence, launch_sequence
+from xfuse.runtime.arrays import (
+    ArgumentError,
+    Parameter,
+    bind_arguments,
+    bind_shapes,
+    check_aliasing,
+    check_input,
+    check_output,
+    data_pointer,
+    numpy_dtype,
+    output_shape,
+)
+from xfuse.runtime.kernel import Program
+from xfuse.runtime.ptx import PtxModule, compile_ptx
+
+BLOCK_SIZE = 256
+BLOCKS_PER_MULTIPROCESSOR = 8
+"""2048 resident threads per multiprocessor on sm_80 and sm_90: 8 blocks of 256 fill it."""
+
+
+class CudaUnavailableError(RuntimeError):
+    """A CUDA kernel was called where it cannot run: no `cuda-python`, no driver or no GPU."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiling
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CudaFunction:
+    """A compiled GPU program: its PTX and the launches one call makes."""
+
+    ptx: PtxModule
+    sequence: LaunchSequence
+    inputs: tuple[Parameter, ...]
+    outputs: tuple[Parameter, ...]
+
+
+def gpu_program(
+    bufferized: ModuleOp,
+    buffer_passes: Sequence[tuple[str, ModulePass]],
+    inputs: Sequence[Parameter],
+    outputs: Sequence[Parameter],
+    opt_level: int,
+    arch: str,
+) -> CudaFunction:
+    """Lower a bufferized module (changed in place) to PTX; its launch sequence is read first."""
+    from xfuse.passes.pipeline import pipeline_context
+
+    sequence = launch_sequence(bufferized)
+    ctx = pipeline_context()
+    for _, pass_ in buffer_passes:
+        pass_.apply(ctx, bufferized)
+    ptx = compile_ptx(bufferized, arch, opt_level)
+    return CudaFunction(ptx, sequence, tuple(inputs), tuple(outputs))
+
+
+# ---------------------------------------------------------------------------------------------
+# Devices
+# ---------------------------------------------------------------------------------------------
+
+
+class Device(Protocol):
+    """What a call needs of a GPU (the CUDA driver; tests use an emulation on the CPU)."""
+
+    multiprocessors: int
+
+    def load(self, ptx: PtxModule) -> Any: ...
+    def allocate(self, nbytes: int) -> int: ...
+    def free(self, pointer: int) -> None: ...
+    def copy_to_device(self, pointer: int, array: np.ndarray) -> None: ...
+    def copy_to_host(self, array: np.ndarray, pointer: int) -> None: ...
+    def launch(
+        self, module: Any, entry: str, grid: int, block: int, arguments: Sequence[Any]
+    ) -> None: ...
+    def synchronize(self) -> None: ...
+
+
+class CudaDriver:
+    """The first GPU, through `cuda.bindings.driver` (its primary context)."""
+
+    def __init__(self) -> None:
+        try:
+            from cuda.bindings import driver
+        except ImportError as error:
+            raise CudaUnavailableError(
+                "running a target='cuda' kernel needs NVIDIA's cuda-python "
+                f"(pip install 'xfuse[cuda]'): {error}"
+            ) from None
+        self._driver = driver
+        self._functions: dict[tuple[int, str], Any] = {}
+        try:
+            self._check(driver.cuInit(0))
+            count = self._check(driver.cuDeviceGetCount())
+        # cuda-bindings raises its own errors when libcuda itself is missing.
+        except Exception as error:
+            raise CudaUnavailableError(f"no usable CUDA driver: {error}") from None
+        if count == 0:
+            raise CudaUnavailableError("no NVIDIA GPU found (cuDeviceGetCount is 0)")
+        device = self._check(driver.cuDeviceGet(0))
+        context = self._check(driver.cuDevicePrimaryCtxRetain(device))
+        self._check(driver.cuCtxSetCurrent(context))
+        attribute = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+        self.multiprocessors = int(self._check(driver.cuDeviceGetAttribute(attribute, device)))
+
+    def _check(self, result: tuple[Any, ...]) -> Any:
+        error, *values = result
+        if error != self._driver.CUresult.CUDA_SUCCESS:
+            _, name = self._driver.cuGetErrorName(error)
+            raise CudaUnavailableError(f"CUDA driver error {name.decode()}")
+        return values[0] if len(values) == 1 else tuple(values)
+
+    def load(self, ptx: PtxModule) -> Any:
+        return self._check(self._driver.cuModuleLoadData(ptx.ptx.encode() + b"\0"))
+
+    def allocate(self, nbytes: int) -> int:
+        return int(self._check(self._driver.cuMemAlloc(max(nbytes, 1))))
+
+    def free(self, pointer: int) -> None:
+        self._check(self._driver.cuMemFree(pointer))
+
+    def copy_to_device(self, pointer: int, array: np.ndarray) -> None:
+        self._check(self._driver.cuMemcpyHtoD(pointer, data_pointer(array), array.nbytes))
+
+    def copy_to_host(self, array: np.ndarray, pointer: int) -> None:
+        self._check(self._driver.cuMemcpyDtoH(data_pointer(array), pointer, array.nbytes))
+
+    def launch(
+        self, module: Any, entry: str, grid: int, block: int, arguments: Sequence[Any]
+    ) -> None:
+        key = (int(module), entry)
+        function = self._functions.get(key)
+        if function is None:
+            function = self._check(self._driver.cuModuleGetFunction(module, entry.encode()))
+            self._functions[key] = function
+        pointers = (ctypes.c_void_p * len(arguments))(
+            *(ctypes.addressof(argument) for argument in arguments)
+        )
+        self._check(
+            self._driver.cuLaunchKernel(
+                function, grid, 1, 1, block, 1, 1, 0, 0, ctypes.addressof(pointers), 0
+            )
+        )
+
+    def synchronize(self) -> None:
+        self._check(self._driver.cuCtxSynchronize())
+
+
+@functools.cache
+def cuda_device() -> Device:
+    """The process's GPU, opened on first use (CudaUnavailableError where there is none)."""
+    return CudaDriver()
+
+
+# ---------------------------------------------------------------------------------------------
+# Calling
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeviceArray:
+    """A C-contiguous array in GPU memory (from `__cuda_array_interface__`)."""
+
+    pointer: int
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def device_array(label: str, parameter: Parameter, value: Any) -> DeviceArray:
+    """Check a `__cuda_array_interface__` argument's dtype and layout (raises naming it)."""
+    interface = value.__cuda_array_interface__
+    shape = tuple(int(size) for size in interface["shape"])
+    dtype = np.dtype(interface["typestr"])
+    if dtype != numpy_dtype(parameter.dtype):
+        raise TypeError(f"{label}: expected dtype {parameter.dtype}, got {dtype}")
+    strides = interface.get("strides")
+    if strides is not None and tuple(strides) != _contiguous_strides(shape, dtype.itemsize):
+        raise ArgumentError(f"{label}: a device array must be C-contiguous, got strides {strides}")
+    return DeviceArray(int(interface["data"][0]), shape, dtype)
+
+
+def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides, step = [], itemsize
+    for size in reversed(shape):
+        strides.insert(0, step)
+        step *= size
+    return tuple(strides)
+
+
+def _is_device_array(value: Any) -> bool:
+    return hasattr(value, "__cuda_array_interface__")
+
+
+class CudaKernel:
+    """A program compiled for an NVIDIA GPU: `k.ptx`, `k.ir(stage)`, and `k(x=..., ...)` where
+    a GPU and `cuda-python` are present (see the module docstring)."""
+
+    def __init__(self, program: Program, device: Device | None = None):
+        self.program = program
+        self.function = cast(CudaFunction, program.function)
+        self.stages = program.stages
+        self.options = program.options
+        self._device = device
+        self._module: Any = None
+        self._input_names = tuple(p.name for p in self.function.inputs)
+
+    @property
+    def ptx(self) -> str:
+        return self.function.ptx.ptx
+
+    @property
+    def llvm_ir(self) -> str:
+        """The optimized NVVM IR the PTX is made from."""
+        return self.function.ptx.optimized_ir
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        return self._input_names
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.function.outputs)
+
+    @property
+    def signature(self) -> str:
+        def listed(parameters: Sequence[Parameter]) -> str:
+            return ", ".join(f"{p.name}: {p.describe()}" for p in parameters)
+
+        return f"({listed(self.function.inputs)}) -> ({listed(self.function.outputs)})"
+
+    def __repr__(self) -> str:
+        return f"<xfuse.CudaKernel {self.signature} {self.options}>"
+
+    def ir(self, stage: str) -> str:
+        """The IR after `stage` (see `.stages` for the names, in pipeline order)."""
+        if stage not in self.stages:
+            raise KeyError(f"no stage '{stage}': stages are {', '.join(self.stages)}")
+        return self.stages[stage]
+
+    def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+        inputs = self._check_inputs(bind_arguments(self._input_names, args, kwargs))
+        iteration = bind_shapes(self.function.inputs, [array.shape for array in inputs])
+        shapes = [output_shape(p, iteration) for p in self.function.outputs]
+        on_device = any(isinstance(array, DeviceArray) for array in inputs)
+        outputs = self._check_outputs(out, shapes, on_device)
+        arrays = [*inputs, *outputs]
+        names = [*self._input_names, *self.output_names]
+        pointers = [a.pointer if isinstance(a, DeviceArray) else data_pointer(a) for a in arrays]
+        in_place_allowed = len(self.function.sequence.launches) == 1
+        check_aliasing(names, arrays, pointers, len(inputs), in_place_allowed)  # type: ignore[arg-type]
+        device = self._device or cuda_device()
+        if self._module is None:
+            self._module = device.load(self.function.ptx)
+        self._run(device, arrays)
+        if out is not None:
+            return out
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _check_inputs(self, bound: Mapping[str, Any]) -> list[np.ndarray | DeviceArray]:
+        return [
+            device_array(f"argument '{p.name}'", p, bound[p.name])
+            if _is_device_array(bound[p.name])
+            else check_input(p, bound[p.name])
+            for p in self.function.inputs
+        ]
+
+    def _check_outputs(
+        self, out: Any, shapes: Sequence[tuple[int, ...]], on_device: bool
+    ) -> list[np.ndarray | DeviceArray]:
+        parameters = self.function.outputs
+        if out is None:
+            if on_device:
+                raise ArgumentError(
+                    "out: with device-array inputs, pass the outputs as device arrays in out="
+                )
+            return [
+                np.empty(s, numpy_dtype(p.dtype)) for p, s in zip(parameters, shapes, strict=True)
+            ]
+        given = list(out) if isinstance(out, list | tuple) else [out]
+        if len(given) != len(parameters):
+            raise ArgumentError(f"out: expected {len(parameters)} buffer(s), got {len(given)}")
+        checked: list[np.ndarray | DeviceArray] = []
+        for p, buffer, shape in zip(parameters, given, shapes, strict=True):
+            if not _is_device_array(buffer):
+                checked.append(check_output(p, buffer, shape))
+                continue
+            array = device_array(f"out '{p.name}'", p, buffer)
+            if array.shape != shape:
+                raise ArgumentError(f"out '{p.name}': expected shape {shape}, got {array.shape}")
+            checked.append(array)
+        return checked
+
+    def _run(self, device: Device, arrays: Sequence[np.ndarray | DeviceArray]) -> None:
+        """Copy numpy arrays in, allocate temporaries, launch in order, copy numpy outputs out."""
+        input_count = len(self.function.inputs)
+        shapes = [tuple(array.shape) for array in arrays]
+        owned: list[int] = []
+        try:
+            pointers = []
+            for index, array in enumerate(arrays):
+                if isinstance(array, DeviceArray):
+                    pointers.append(array.pointer)
+                    continue
+                owned.append(device.allocate(array.nbytes))
+                pointers.append(owned[-1])
+                if index < input_count:
+                    device.copy_to_device(owned[-1], array)
+            for temporary in self.function.sequence.temporaries:
+                owned.append(device.allocate(temporary.nbytes(shapes)))
+                pointers.append(owned[-1])
+            for launch in plan_launches(self.function, shapes, pointers, device.multiprocessors):
+                device.launch(self._module, *launch)
+            device.synchronize()
+            for index in range(input_count, len(arrays)):
+                array = arrays[index]
+                if isinstance(array, np.ndarray):
+                    device.copy_to_host(array, pointers[index])
+        finally:
+            for pointer in owned:
+                device.free(pointer)
+
+
+def plan_launches(
+    function: CudaFunction,
+    shapes: Sequence[tuple[int, ...]],
+    pointers: Sequence[int],
+    multiprocessors: int,
+) -> list[tuple[str, int, int, list[Any]]]:
+    """(entry, grid, block, kernel arguments) of each launch of a call, in order.
+
+    `shapes` are the arguments' (inputs, then outputs), `pointers` their device addresses
+    followed by the temporaries'.
+    """
+    all_shapes = [*shapes, *(t.shape_for(shapes) for t in function.sequence.temporaries)]
+    launches = []
+    for launch in function.sequence.launches:
+        iteration = all_shapes[launch.operands[launch.input_count]]
+        arguments: list[Any] = [ctypes.c_void_p(pointers[i]) for i in launch.operands]
+        arguments += [ctypes.c_int64(iteration[axis]) for axis in launch.dynamic_axes]
+        blocks = -(-math.prod(iteration) // BLOCK_SIZE)
+        grid = max(1, min(blocks, multiprocessors * BLOCKS_PER_MULTIPROCESSOR))
+        launches.append((launch.entry, grid, BLOCK_SIZE, arguments))
+    return launches
