@@ -11,6 +11,7 @@ kernel uses them and they have dropped out of the LRU.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Mapping, Sequence
@@ -20,6 +21,7 @@ from typing import Any, cast
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
 from xdsl.ir import Attribute
+from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 
 from xfuse.dialects import ew
@@ -28,6 +30,7 @@ from xfuse.frontend.builder import DtypeSpec, declared_dims
 from xfuse.lowering.workspace import workspace_size_function
 from xfuse.passes import ALL_PASSES
 from xfuse.passes.pipeline import only_function, pipeline_context
+from xfuse.runtime import disk_cache
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
 from xfuse.runtime.native import compile_llvm_dialect
@@ -123,14 +126,41 @@ def signature(
 
 
 def _program(module: ModuleOp, output_names: Sequence[str] | None, options: Options) -> Program:
-    inputs, outputs = signature(module, output_names)
-    frontend_ir = str(module)
-    key = ("ir", frontend_ir, tuple(p.name for p in outputs), options)
+    _, outputs = signature(module, output_names)
+    return program_of_ir(str(module), tuple(p.name for p in outputs), options, module)
+
+
+def program_of_ir(
+    frontend_ir: str,
+    output_names: tuple[str, ...],
+    options: Options,
+    module: ModuleOp | None = None,
+) -> Program:
+    """The program of a frontend module's IR: from memory, the disk cache, or compiled (from
+    `module`, or `frontend_ir` parsed when it is None)."""
+    key = ("ir", frontend_ir, output_names, options)
     program = _recall(key)
     if program is None:
-        program = _lower(module, frontend_ir, inputs, outputs, options)
+        disk_key = ("ir", frontend_ir, ",".join(output_names), repr(options))
+        program = disk_cache.load(disk_key, options, functools.partial(_stages, options=options))
+        if program is None:
+            if module is None:
+                module = parse_ir(frontend_ir)
+            program = _lower(module, frontend_ir, output_names, options)
+            disk_cache.store(disk_key, program, _main_name(frontend_ir))
         _remember(key, program)
     return program
+
+
+def _stages(frontend_ir: str, options: Options) -> Stages:
+    """The stages of a program loaded from the disk cache, from its frontend IR."""
+    passes = [*options.tensor_passes(), *options.buffer_passes()]
+    return Stages("frontend", parse_ir(frontend_ir), passes)
+
+
+def parse_ir(text: str) -> ModuleOp:
+    """A module from its printed IR (any of xfuse's stages)."""
+    return Parser(pipeline_context(), text).parse_module()
 
 
 def compile_module(
@@ -144,13 +174,10 @@ def compile_module(
 
 
 def _lower(
-    module: ModuleOp,
-    frontend_ir: str,
-    inputs: Sequence[Parameter],
-    outputs: Sequence[Parameter],
-    options: Options,
+    module: ModuleOp, frontend_ir: str, output_names: Sequence[str], options: Options
 ) -> Program:
-    return _run_pipeline(
+    inputs, outputs = signature(module, output_names)
+    program = _run_pipeline(
         module,
         "frontend",
         options.tensor_passes(),
@@ -159,6 +186,8 @@ def _lower(
         outputs,
         options,
     )
+    program.frontend_ir = frontend_ir
+    return program
 
 
 class Stages(Mapping[str, str]):
@@ -303,9 +332,15 @@ def compile(
     )
     program = _recall(source_key)
     if program is None:
-        from xfuse.frontend.language import parse_program
+        # A new process finds the program on disk by its source: no parsing, no printing.
+        disk_key = ("source", repr(source_key))
+        program = disk_cache.load(disk_key, options, functools.partial(_stages, options=options))
+        if program is None:
+            from xfuse.frontend.language import parse_program
 
-        module = parse_program(source, outputs, dtype=dtype, shapes=shapes)
-        program = _program(module, outputs, options)
+            module = parse_program(source, outputs, dtype=dtype, shapes=shapes)
+            program = _program(module, outputs, options)
+            assert program.frontend_ir is not None
+            disk_cache.store(disk_key, program, _main_name(program.frontend_ir))
         _remember(source_key, program)
     return Kernel(program, threads)

@@ -28,6 +28,7 @@ from xfuse.dialects import ew
 from xfuse.dtypes import dtype_name
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.runtime.compiler import Options, compile_module
+from xfuse.runtime.dask_arrays import is_dask_array
 from xfuse.runtime.kernel import Kernel
 
 _OPS_BY_UFUNC: dict[np.ufunc, type[ew.UnaryOp | ew.BinaryOp]] = {
@@ -174,6 +175,12 @@ class JitFunction:
             f"{len(self.kernels)} compiled, {self.options}, threads={self.threads}>"
         )
 
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        """Pickles by name where importable, else as the function and its kernels."""
+        from xfuse.runtime.pickling import jit_reduction
+
+        return jit_reduction(self)
+
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         try:
             bound = self.signature.bind(*args, **kwargs)
@@ -181,7 +188,7 @@ class JitFunction:
             raise TypeError(f"{self.function.__name__}(): {error}") from None
         arrays = dict(bound.arguments)
         for name, value in arrays.items():
-            if not isinstance(value, np.ndarray):
+            if not isinstance(value, np.ndarray) and not is_dask_array(value):
                 raise TypeError(
                     f"argument '{name}': expected a numpy array, got {type(value).__name__}"
                 )
