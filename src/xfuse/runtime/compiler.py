@@ -7,6 +7,8 @@ Compiled programs are cached in memory by source and options (no parse at all on
 the frontend's IR and options (a traced function or a differently written identical program).
 The cache holds programs weakly plus a small LRU of strong references: engines are freed once no
 kernel uses them and they have dropped out of the LRU.
+A miss in memory looks in the on-disk cache (`xfuse.runtime.disk_cache`: object code, so a new
+process skips the pipeline) before compiling, and a compile writes its entry there.
 """
 
 from __future__ import annotations
