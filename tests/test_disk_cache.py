@@ -57,6 +57,7 @@ def test_a_hit_runs_no_pass_and_gives_the_same_kernel(cache: Path, lowerings: li
     assert len(lowerings) == 1
     # One entry by the source (no parse on a hit), one by the frontend IR (traced functions).
     assert len(entries(cache)) == 2
+    assert all(path.stat().st_mode & 0o777 == 0o644 for path in entries(cache))  # shareable
     xfuse.clear_cache()
     loaded = xfuse.compile(GELU, fuse=False)
     assert len(lowerings) == 1

@@ -44,6 +44,7 @@ from xfuse.runtime.kernel import NativeFunction, Program
 from xfuse.runtime.native import host_cpu, load_object_code
 
 ENTRY_SUFFIX = ".xfuse"
+ENTRY_MODE = 0o644
 MAGIC = b"XFUSE-CACHE-1\n"
 """The first bytes of every entry (the `1` is the layout's version)."""
 _TEMPORARY_PREFIX = ".xfuse-tmp-"
@@ -201,6 +202,8 @@ def write_atomically(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=_TEMPORARY_PREFIX)
     try:
+        # mkstemp makes the file private; entries are for everyone who shares the directory.
+        os.fchmod(descriptor, ENTRY_MODE)
         with os.fdopen(descriptor, "wb") as file:
             file.write(data)
         os.replace(temporary, path)
