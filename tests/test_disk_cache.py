@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -145,23 +146,36 @@ def test_an_entry_of_another_toolchain_is_recompiled_and_replaced(
         assert disk_cache.decode(path.read_bytes(), path.stem).fields["toolchain"] == toolchain
 
 
-def test_an_edited_source_file_changes_the_toolchain(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    package = tmp_path / "xfuse"
-    (package / "passes").mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "passes" / "fuse.py").write_text("A = 1\n")
-    monkeypatch.setattr(xfuse, "__file__", str(package / "__init__.py"))
-    disk_cache._source_fingerprint.cache_clear()
-    before = disk_cache.toolchain()
-    (package / "passes" / "fuse.py").write_text("A = 2\n")
-    disk_cache._source_fingerprint.cache_clear()
-    try:
-        assert disk_cache.toolchain() != before
-    finally:
-        monkeypatch.undo()
+@pytest.fixture
+def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], Path]]:
+    """Makes `xfuse.__file__` point into a fake package under the given directory."""
+
+    def make(parent: Path) -> Path:
+        package = parent / "xfuse"
+        (package / "passes").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "passes" / "fuse.py").write_text("A = 1\n")
+        monkeypatch.setattr(xfuse, "__file__", str(package / "__init__.py"))
         disk_cache._source_fingerprint.cache_clear()
+        return package
+
+    yield make
+    monkeypatch.undo()
+    disk_cache._source_fingerprint.cache_clear()
+
+
+def test_an_edited_source_file_changes_the_toolchain(package, tmp_path: Path) -> None:
+    source = package(tmp_path / "src")
+    before = disk_cache.toolchain()
+    assert before.startswith(f"xfuse {xfuse.__version__}+")
+    (source / "passes" / "fuse.py").write_text("A = 2\n")
+    disk_cache._source_fingerprint.cache_clear()
+    assert disk_cache.toolchain() != before
+
+
+def test_an_installed_package_is_named_by_its_version(package, tmp_path: Path) -> None:
+    package(tmp_path / "lib" / "site-packages")
+    assert disk_cache.toolchain().startswith(f"xfuse {xfuse.__version__} xdsl ")
 
 
 def test_xfuse_cache_0_turns_it_off(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

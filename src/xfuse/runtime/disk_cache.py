@@ -1,13 +1,14 @@
 """The on-disk compile cache: a new process loads a program's object code instead of compiling.
 
 An entry is one file per program, `<digest>.xfuse`, where the digest hashes what decides the code:
-the frontend IR, the output names, every `Options` field and the host CPU's name and features
-(`xfuse.runtime.native.host_cpu`). The entry records the toolchain that made it (xfuse's version and
-a fingerprint of its source files, xDSL's and llvmlite's versions, the Python version) and holds the
-object code MCJIT linked, the optimized LLVM IR and what binding the call needs (the function's
-name, its parameters, whether it takes a workspace, whether it may run in place). A hit links the
-object code (`xfuse.runtime.native.load_object_code`): no xDSL pass and no LLVM optimization or
-code generation runs. The IR of the stages is recomputed from the frontend IR only if asked for.
+the frontend IR (or the `.ew` source with its dtypes and shapes), the output names, every `Options`
+field and the host CPU's name and features (`xfuse.runtime.native.host_cpu`). The entry records
+the toolchain that made it (xfuse's version, plus a fingerprint of its source files when run from
+a checkout; xDSL's, llvmlite's and Python's versions) and holds the object code MCJIT linked, the
+optimized LLVM IR and what binding the call needs (the function's name, its parameters, whether
+it takes a workspace, whether it may run in place). A hit links the object code
+(`xfuse.runtime.native.load_object_code`): no xDSL pass and no LLVM optimization or code
+generation runs. The IR of the stages is recomputed from the frontend IR only if asked for.
 
 Where: `XFUSE_CACHE_DIR`, else the platform's user cache dir (`platformdirs`, e.g.
 `~/.cache/xfuse`); `XFUSE_CACHE=0` turns the cache off. Both are read at every compile.
@@ -60,10 +61,15 @@ def cache_dir() -> Path | None:
 
 @functools.cache
 def _source_fingerprint() -> str:
-    """The size and modification time of every xfuse source file, hashed: a development install
-    keeps its version number while its code changes, and stale code must not be reused."""
+    """For a source checkout, a hash of every xfuse source file's path in the package, size and
+    modification time: an editable install keeps its version number while its code changes, and
+    stale code must not be reused. Empty for an installed package, which its version names (so
+    machines that install the same version share entries)."""
+    package = os.path.dirname(os.path.abspath(xfuse.__file__))
+    if os.path.basename(os.path.dirname(package)) in ("site-packages", "dist-packages"):
+        return ""
     digest = hashlib.sha256()
-    pending = [os.path.dirname(xfuse.__file__)]
+    pending = [package]
     while pending:
         with os.scandir(pending.pop()) as entries:
             for entry in sorted(entries, key=lambda e: e.name):
@@ -71,15 +77,18 @@ def _source_fingerprint() -> str:
                     pending.append(entry.path)
                 elif entry.name.endswith(".py"):
                     stat = entry.stat()
-                    digest.update(f"{entry.path}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+                    path = os.path.relpath(entry.path, package)
+                    digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns};".encode())
     return digest.hexdigest()[:16]
 
 
 def toolchain() -> str:
     """What made an entry, besides its key: an entry from another toolchain is not used."""
+    fingerprint = _source_fingerprint()
     return (
-        f"xfuse {xfuse.__version__}+{_source_fingerprint()} xdsl {xdsl.__version__} "
-        f"llvmlite {llvmlite.__version__} python {sys.version_info[0]}.{sys.version_info[1]}"
+        f"xfuse {xfuse.__version__}{'+' + fingerprint if fingerprint else ''} "
+        f"xdsl {xdsl.__version__} llvmlite {llvmlite.__version__} "
+        f"python {sys.version_info[0]}.{sys.version_info[1]}"
     )
 
 
