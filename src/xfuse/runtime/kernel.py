@@ -252,6 +252,8 @@ class Kernel:
     misaligned input is copied to a contiguous array. `k.ir(stage)` shows the IR after any stage,
     `k.llvm_ir` the optimized LLVM IR, `k.asm` the host assembly. A kernel with temporaries
     (`fuse=False`) keeps their workspace between calls (`WorkspacePool`): no allocation per call.
+    With dask arrays among the inputs a call returns lazy dask arrays (`xfuse.runtime.dask_arrays`);
+    a kernel pickles as its frontend IR and options (`xfuse.runtime.pickling`).
     """
 
     def __init__(self, program: Program, threads: int = 1):

@@ -10,7 +10,8 @@ On the first call with a new signature (dtypes and shapes of the arrays) the fun
 `xfuse.compile`'s pipeline and cache. Dims of size 1 are declared 1 (they broadcast), the others
 `?`. Arrays may mix dtypes: they promote as in numpy (bf16 + f32 -> f32), Python numbers take
 the dtype of the array they meet. `xfuse.tanh` and friends work on proxies and, outside
-tracing, on numpy arrays.
+tracing, on numpy arrays. Dask arrays are traced by their dtype and shape like numpy arrays, and
+the kernel then returns lazy dask arrays (`xfuse.runtime.dask_arrays`).
 """
 
 from __future__ import annotations
@@ -190,7 +191,8 @@ class JitFunction:
         for name, value in arrays.items():
             if not isinstance(value, np.ndarray) and not is_dask_array(value):
                 raise TypeError(
-                    f"argument '{name}': expected a numpy array, got {type(value).__name__}"
+                    f"argument '{name}': expected a numpy array (or a dask array), "
+                    f"got {type(value).__name__}"
                 )
         key = tuple((name, a.dtype.name, a.shape) for name, a in arrays.items())
         kernel = self.kernels.get(key)
