@@ -78,7 +78,7 @@ def test_gelu_on_two_worker_processes_matches_one_process(client: Any) -> None:
     distributed.wait(persisted, timeout=TIMEOUT_S)
     holders = {w for workers in client.who_has(persisted).values() for w in workers}
     assert len(holders) == 2  # the chunks' kernels ran in both worker processes
-    result = persisted.compute()
+    result = client.compute(persisted).result(timeout=TIMEOUT_S)
     np.testing.assert_allclose(result, kernel(x=x, b=b, r=r), rtol=1e-6, atol=1e-6)
 
 
