@@ -1,4 +1,9 @@
-"""Hypothesis profiles: `ci` (the default: bounded and deterministic) and `fuzz` (long, random).
+"""The test session's own compile cache, and hypothesis profiles.
+
+The on-disk compile cache goes to a temporary directory for the session (and the processes it
+starts), never the user's cache directory.
+
+Hypothesis profiles: `ci` (the default: bounded and deterministic) and `fuzz` (long, random).
 
 `pytest` runs the `ci` profile; `pytest -m slow --hypothesis-profile=fuzz` runs the long fuzz.
 `ci` does not shrink failures (for the differential tests, where every attempt compiles a
@@ -8,6 +13,9 @@ and `--hypothesis-profile=fuzz` (which shrinks) replays it from `print_blob`'s r
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -26,6 +34,15 @@ settings.register_profile(
 )
 settings.register_profile("fuzz", max_examples=2000, deadline=None, print_blob=True)
 settings.load_profile("ci")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ["XFUSE_CACHE_DIR"] = tempfile.mkdtemp(prefix="xfuse-test-cache-")
+    os.environ.pop("XFUSE_CACHE", None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ["XFUSE_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture

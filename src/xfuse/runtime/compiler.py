@@ -8,10 +8,13 @@ the frontend's IR and options (a traced function or a differently written identi
 The cache holds programs weakly under both keys, plus an LRU of strong references to the last
 `LRU_SIZE` programs (one entry per program, whichever key found it): engines are freed once no
 kernel uses them and they have dropped out of the LRU.
+A miss in memory looks in the on-disk cache (`xfuse.runtime.disk_cache`: object code, so a new
+process skips the pipeline) before compiling, and a compile writes its entry there.
 """
 
 from __future__ import annotations
 
+import functools
 import numbers
 import weakref
 from collections import OrderedDict
@@ -22,6 +25,7 @@ from typing import Any, cast
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import MemRefType, ModuleOp, NoneAttr, TensorType
 from xdsl.ir import Attribute
+from xdsl.parser import Parser
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -32,6 +36,7 @@ from xfuse.lowering.to_llvm import parse_fastmath
 from xfuse.lowering.workspace import workspace_size_function
 from xfuse.passes import ALL_PASSES
 from xfuse.passes.pipeline import PassSpecError, only_function, parse_passes, pipeline_context
+from xfuse.runtime import disk_cache
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
 from xfuse.runtime.native import compile_llvm_dialect, host_cpu
@@ -218,14 +223,41 @@ def signature(
 
 
 def _program(module: ModuleOp, output_names: Sequence[str] | None, options: Options) -> Program:
-    inputs, outputs = signature(module, output_names)
-    frontend_ir = str(module)
-    key = ("ir", frontend_ir, tuple(p.name for p in outputs), options)
+    _, outputs = signature(module, output_names)
+    return program_of_ir(str(module), tuple(p.name for p in outputs), options, module)
+
+
+def program_of_ir(
+    frontend_ir: str,
+    output_names: tuple[str, ...],
+    options: Options,
+    module: ModuleOp | None = None,
+) -> Program:
+    """The program of a frontend module's IR: from memory, the disk cache, or compiled (from
+    `module`, or `frontend_ir` parsed when it is None)."""
+    key = ("ir", frontend_ir, output_names, options)
     program = _recall(key)
     if program is None:
-        program = _lower(module, frontend_ir, inputs, outputs, options)
+        disk_key = ("ir", frontend_ir, ",".join(output_names), repr(options))
+        program = disk_cache.load(disk_key, options, functools.partial(_stages, options=options))
+        if program is None:
+            if module is None:
+                module = parse_ir(frontend_ir)
+            program = _lower(module, frontend_ir, output_names, options)
+            disk_cache.store(disk_key, program, _main_name(frontend_ir))
         _remember(key, program)
     return program
+
+
+def _stages(frontend_ir: str, options: Options) -> Stages:
+    """The stages of a program loaded from the disk cache, from its frontend IR."""
+    passes = [*options.tensor_passes(), *options.buffer_passes()]
+    return Stages("frontend", parse_ir(frontend_ir), passes)
+
+
+def parse_ir(text: str) -> ModuleOp:
+    """A module from its printed IR (any of xfuse's stages)."""
+    return Parser(pipeline_context(), text).parse_module()
 
 
 def compile_module(
@@ -239,13 +271,10 @@ def compile_module(
 
 
 def _lower(
-    module: ModuleOp,
-    frontend_ir: str,
-    inputs: Sequence[Parameter],
-    outputs: Sequence[Parameter],
-    options: Options,
+    module: ModuleOp, frontend_ir: str, output_names: Sequence[str], options: Options
 ) -> Program:
-    return _run_pipeline(
+    inputs, outputs = signature(module, output_names)
+    program = _run_pipeline(
         module,
         "frontend",
         options.tensor_passes(),
@@ -254,6 +283,8 @@ def _lower(
         outputs,
         options,
     )
+    program.frontend_ir = frontend_ir
+    return program
 
 
 class Stages(Mapping[str, str]):
@@ -436,10 +467,16 @@ def compile(
     )
     program = _recall(source_key)
     if program is None:
-        from xfuse.frontend.builder import FunctionBuilder
-        from xfuse.frontend.language import ParsedProgram
+        # A new process finds the program on disk by its source: no parsing, no printing.
+        disk_key = ("source", repr(source_key))
+        program = disk_cache.load(disk_key, options, functools.partial(_stages, options=options))
+        if program is None:
+            from xfuse.frontend.builder import FunctionBuilder
+            from xfuse.frontend.language import ParsedProgram
 
-        parsed = ParsedProgram(source, outputs, FunctionBuilder(dtype, shapes))
-        program = _program(parsed.module, parsed.output_names, options)
+            parsed = ParsedProgram(source, outputs, FunctionBuilder(dtype, shapes))
+            program = _program(parsed.module, parsed.output_names, options)
+            assert program.frontend_ir is not None
+            disk_cache.store(disk_key, program, _main_name(program.frontend_ir))
         _remember(source_key, program)
     return _kernel(program, threads)

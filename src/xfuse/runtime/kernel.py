@@ -28,6 +28,7 @@ import numpy as np
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 
 from xfuse.lowering.workspace import workspace_size_function
+from xfuse.runtime import dask_arrays
 from xfuse.runtime.arrays import (
     ArgumentError,
     ArgumentTypeError,
@@ -252,6 +253,8 @@ class Program:
     in_place_allowed: bool
     """True when the program is one kernel, so an output may overwrite a same-shaped input."""
     options: Any
+    frontend_ir: str | None = None
+    """The frontend module's IR, what a pickled kernel carries (None: not from a frontend)."""
 
 
 class Kernel:
@@ -262,6 +265,8 @@ class Kernel:
     misaligned input is copied to a contiguous array. `k.ir(stage)` shows the IR after any stage,
     `k.llvm_ir` the optimized LLVM IR, `k.asm` the host assembly. A kernel with temporaries
     (`fuse=False`) keeps their workspace between calls (`WorkspacePool`): no allocation per call.
+    With dask arrays among the inputs a call returns lazy dask arrays (`xfuse.runtime.dask_arrays`);
+    a kernel pickles as its frontend IR and options (`xfuse.runtime.pickling`).
     """
 
     def __init__(self, program: Program, threads: int = 1):
@@ -299,6 +304,12 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<xfuse.Kernel {self.signature} {self.options}, threads={self.threads}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles as its frontend IR and options; unpickling compiles through the caches."""
+        from xfuse.runtime.pickling import kernel_reduction
+
+        return kernel_reduction(self)
+
     def ir(self, stage: str) -> str:
         """The IR after `stage` (see `.stages` for the names, in pipeline order)."""
         if stage not in self.stages:
@@ -314,6 +325,8 @@ class Kernel:
         return self.function.native.asm
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+        if dask_arrays.has_dask_arrays(args, kwargs):
+            return dask_arrays.call(self, args, kwargs, out)
         arrays, argument_lists, workspace_bytes = self._check(args, kwargs, out)
         self.run_native(argument_lists, workspace_bytes)
         outputs = arrays[len(self.function.inputs) :]

@@ -84,10 +84,13 @@ def host_target_machine(opt_level: int = 3) -> llvm_binding.TargetMachine:
 
 @dataclass
 class NativeModule:
-    """A JIT-compiled module: its optimized LLVM IR, its assembly, and function addresses."""
+    """A JIT-compiled module: its optimized LLVM IR, its object code, its assembly, and function
+    addresses."""
 
     optimized_ir: str
     opt_level: int
+    object_code: bytes = field(repr=False)
+    """The host object file MCJIT linked: what the on-disk cache keeps (`load_object_code`)."""
     _engine: ExecutionEngine = field(repr=False)
 
     def address(self, name: str) -> int:
@@ -186,5 +189,19 @@ def compile_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> NativeModule:
         module_pass_manager.run(backing, pass_builder)
     optimized_ir = str(backing)
     engine = llvm_binding.create_mcjit_compiler(backing, host_target_machine(opt_level))
+    objects: list[bytes] = []
+    # MCJIT hands each object file it generates to the cache's notify function: keep it.
+    engine.set_object_cache(lambda _module, code: objects.append(bytes(code)), lambda _: None)
     engine.finalize_object()
-    return NativeModule(optimized_ir, opt_level, engine)
+    return NativeModule(optimized_ir, opt_level, b"".join(objects), engine)
+
+
+def load_object_code(object_code: bytes, optimized_ir: str, opt_level: int) -> NativeModule:
+    """A `NativeModule` from the object code of an earlier `compile_llvm_dialect` on this host:
+    MCJIT links it as it is, with no optimization and no code generation."""
+    engine = llvm_binding.create_mcjit_compiler(
+        llvm_binding.parse_assembly(""), host_target_machine(opt_level)
+    )
+    engine.add_object_file(llvm_binding.ObjectFileRef.from_data(object_code))
+    engine.finalize_object()
+    return NativeModule(optimized_ir, opt_level, object_code, engine)

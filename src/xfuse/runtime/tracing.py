@@ -10,7 +10,8 @@ On the first call with a new signature (dtypes and shapes of the arrays) the fun
 `xfuse.compile`'s pipeline and cache. Dims of size 1 are declared 1 (they broadcast), the others
 `?`. Arrays may mix dtypes: they promote as in numpy (bf16 + f32 -> f32), Python numbers take
 the dtype of the array they meet. `xfuse.tanh` and friends work on proxies and, outside
-tracing, on numpy arrays.
+tracing, on numpy arrays. Dask arrays are traced by their dtype and shape like numpy arrays, and
+the kernel then returns lazy dask arrays (`xfuse.runtime.dask_arrays`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from xfuse.dtypes import dtype_name
 from xfuse.frontend.builder import FunctionBuilder, Value
 from xfuse.runtime.arrays import ArgumentTypeError
 from xfuse.runtime.compiler import Options, check_threads, compile_module
+from xfuse.runtime.dask_arrays import is_dask_array
 from xfuse.runtime.kernel import Kernel
 
 _OPS_BY_UFUNC: dict[np.ufunc, type[ew.UnaryOp | ew.BinaryOp]] = {
@@ -177,6 +179,12 @@ class JitFunction:
             f"{len(self.kernels)} compiled, {self.options}, threads={self.threads}>"
         )
 
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        """Pickles by name where importable, else as the function and its kernels."""
+        from xfuse.runtime.pickling import jit_reduction
+
+        return jit_reduction(self)
+
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         try:
             bound = self.signature.bind(*args, **kwargs)
@@ -184,9 +192,10 @@ class JitFunction:
             raise ArgumentTypeError(f"{self.function.__name__}(): {error}") from None
         arrays = dict(bound.arguments)
         for name, value in arrays.items():
-            if not isinstance(value, np.ndarray):
+            if not isinstance(value, np.ndarray) and not is_dask_array(value):
                 raise ArgumentTypeError(
-                    f"argument '{name}': expected a numpy array, got {type(value).__name__}"
+                    f"argument '{name}': expected a numpy array (or a dask array), "
+                    f"got {type(value).__name__}"
                 )
         key = tuple((name, a.dtype.name, a.shape) for name, a in arrays.items())
         kernel = self.kernels.get(key)

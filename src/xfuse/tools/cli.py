@@ -23,6 +23,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "xfuse.tools.cost_cmd",
     "xfuse.tools.lecture_cmd",
     "xfuse.tools.bench_cmd",
+    "xfuse.tools.cache_cmd",
 )
 
 

@@ -1,0 +1,112 @@
+"""Kernels on dask arrays: `k(x=dask_x, b=dask_b)` returns a lazy `dask.array`, one task per chunk.
+
+The call is one `dask.array.blockwise` over the iteration space: dims are right-aligned as in
+numpy (a `[d]` bias meets the `d` axis of a `[t, d]` input), the inputs' chunks are unified by
+blockwise, an input dim declared 1 broadcasts, and a static dim of the signature (`x[t, 4096]`) is
+rechunked to one chunk so every block has the declared size. Each task calls the kernel on its
+blocks (numpy in, numpy out); a program with several outputs has one task per chunk for the
+kernel plus one cheap `getitem` per output and chunk. Results have the kernel's output dtypes.
+
+What travels to the workers is the pickled kernel (`xfuse.runtime.pickling`: its frontend IR and
+options); a worker compiles it once per process, through its on-disk cache.
+
+dask is an optional dependency (`pip install 'xfuse[dask]'`): nothing here imports it until a call
+has dask arrays, and that can only happen once the caller has imported `dask.array`.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from xdsl.dialects.builtin import DYNAMIC_INDEX
+
+from xfuse.runtime.arrays import bind_arguments, bind_shapes, check_input, numpy_dtype
+
+if TYPE_CHECKING:
+    from xfuse.runtime.kernel import Kernel
+
+
+def is_dask_array(value: Any) -> bool:
+    dask_array = sys.modules.get("dask.array")
+    return dask_array is not None and isinstance(value, dask_array.Array)
+
+
+def has_dask_arrays(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """True when a call's arguments include a dask array (cheap when dask is not imported)."""
+    if "dask.array" not in sys.modules:
+        return False
+    return any(is_dask_array(value) for value in (*args, *kwargs.values()))
+
+
+class BlockCall:
+    """The task function: the kernel on one block of each input (picklable with the kernel)."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+
+    def __call__(self, *blocks: np.ndarray) -> Any:
+        return self.kernel(*blocks)
+
+
+def call(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> Any:
+    """`kernel(...)` with dask arrays among the inputs: lazy dask arrays, one per output."""
+    import dask.array as da
+    from dask.base import tokenize
+
+    if out is not None:
+        raise TypeError(
+            "out= cannot be used with dask array inputs: the result is a lazy dask array; "
+            "write it into an array with dask.array.store(result, target), or call .compute()"
+        )
+    function = kernel.function
+    bound = bind_arguments(kernel.input_names, args, kwargs)
+    arrays = []
+    for parameter in function.inputs:
+        array = da.asarray(bound[parameter.name])
+        check_input(parameter, np.empty((0,) * array.ndim, array.dtype))  # the dtype, named
+        static = {
+            axis: -1
+            for axis, size in enumerate(parameter.shape)
+            if size not in (DYNAMIC_INDEX, 1) and len(array.chunks[axis]) > 1
+        }
+        arrays.append(array.rechunk(static) if static else array)
+    iteration = bind_shapes(function.inputs, [array.shape for array in arrays])
+    rank = len(iteration)
+    for parameter in function.outputs:
+        if len(parameter.shape) != rank:
+            raise TypeError(
+                f"output '{parameter.name}' has {len(parameter.shape)} dimensions, not the "
+                f"{rank} of the iteration space: such programs cannot run on dask arrays"
+            )
+    axes = tuple(range(rank))
+    blockwise_arguments: list[Any] = []
+    for array in arrays:
+        blockwise_arguments += [array, axes[rank - array.ndim :]]
+    dtypes = [numpy_dtype(p.dtype) for p in function.outputs]
+    name = "xfuse-" + tokenize(
+        kernel.program.frontend_ir, kernel.output_names, repr(kernel.options), *arrays
+    )
+    blocks = da.blockwise(
+        BlockCall(kernel),
+        axes,
+        *blockwise_arguments,
+        name=name,
+        dtype=dtypes[0],
+        meta=np.empty((0,) * rank, dtypes[0]),
+    )
+    if len(dtypes) == 1:
+        return blocks
+    return tuple(
+        blocks.map_blocks(
+            operator.getitem,
+            index,
+            name=f"{name}-{kernel.output_names[index]}",
+            dtype=dtype,
+            meta=np.empty((0,) * rank, dtype),
+        )
+        for index, dtype in enumerate(dtypes)
+    )

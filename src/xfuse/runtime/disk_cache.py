@@ -1,0 +1,308 @@
+"""The on-disk compile cache: a new process loads a program's object code instead of compiling.
+
+An entry is one file per program, `<digest>.xfuse`, where the digest hashes what decides the code:
+the frontend IR (or the `.ew` source with its dtypes and shapes), the output names, every `Options`
+field and the host CPU's name and features (`xfuse.runtime.native.host_cpu`). The entry records
+the toolchain that made it (xfuse's version, plus a fingerprint of its source files when run from
+a checkout; xDSL's, llvmlite's and Python's versions) and holds the object code MCJIT linked, the
+optimized LLVM IR and what binding the call needs (the function's name, its parameters, whether
+it takes a workspace, whether it may run in place). A hit links the object code
+(`xfuse.runtime.native.load_object_code`): no xDSL pass and no LLVM optimization or code
+generation runs. The IR of the stages is recomputed from the frontend IR only if asked for.
+
+Where: `XFUSE_CACHE_DIR`, else the platform's user cache dir (`platformdirs`, e.g.
+`~/.cache/xfuse`); `XFUSE_CACHE=0` turns the cache off. Both are read at every compile.
+
+Safe to share between processes and to lose: an entry is written to a temporary file in the same
+directory and renamed over the old one (readers see the old entry or the new one, never half of
+one), and carries a SHA-256 of its contents. A missing, truncated, corrupt or foreign-toolchain
+entry is a miss: the program is compiled and the entry replaced. An entry from another toolchain
+has the same file name, so an upgrade replaces entries instead of piling them up. Two processes
+compiling the same program at once both compile it and both write it; the last rename wins.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import llvmlite
+import platformdirs
+import xdsl
+
+import xfuse
+from xfuse.runtime.arrays import Parameter
+from xfuse.runtime.kernel import NativeFunction, Program
+from xfuse.runtime.native import host_cpu, load_object_code
+
+ENTRY_SUFFIX = ".xfuse"
+ENTRY_MODE = 0o644
+MAGIC = b"XFUSE-CACHE-1\n"
+"""The first bytes of every entry (the `1` is the layout's version)."""
+_TEMPORARY_PREFIX = ".xfuse-tmp-"
+
+
+def cache_dir() -> Path | None:
+    """The cache directory, or None when `XFUSE_CACHE=0` turns the cache off."""
+    if os.environ.get("XFUSE_CACHE", "1").strip() == "0":
+        return None
+    configured = os.environ.get("XFUSE_CACHE_DIR")
+    return Path(configured) if configured else Path(platformdirs.user_cache_dir("xfuse"))
+
+
+@functools.cache
+def _source_fingerprint() -> str:
+    """For a source checkout, a hash of every xfuse source file's path in the package, size and
+    modification time: an editable install keeps its version number while its code changes, and
+    stale code must not be reused. Empty for an installed package, which its version names (so
+    machines that install the same version share entries)."""
+    package = os.path.dirname(os.path.abspath(xfuse.__file__))
+    if os.path.basename(os.path.dirname(package)) in ("site-packages", "dist-packages"):
+        return ""
+    digest = hashlib.sha256()
+    pending = [package]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_dir():
+                    pending.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    stat = entry.stat()
+                    path = os.path.relpath(entry.path, package)
+                    digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()[:16]
+
+
+def toolchain() -> str:
+    """What made an entry, besides its key: an entry from another toolchain is not used."""
+    fingerprint = _source_fingerprint()
+    return (
+        f"xfuse {xfuse.__version__}{'+' + fingerprint if fingerprint else ''} "
+        f"xdsl {xdsl.__version__} llvmlite {llvmlite.__version__} "
+        f"python {sys.version_info[0]}.{sys.version_info[1]}"
+    )
+
+
+def entry_digest(key: Sequence[str]) -> str:
+    """An entry's name: a hash of its key's parts (the program and options) and the host CPU."""
+    cpu = host_cpu()
+    return hashlib.sha256("\0".join([*key, cpu.name, cpu.features]).encode()).hexdigest()
+
+
+class LazyStages(Mapping[str, str]):
+    """The stages' IR of a program loaded from the cache: made by `make` on first access."""
+
+    def __init__(self, make: Callable[[], Mapping[str, str]]):
+        self._make = make
+
+    @functools.cached_property
+    def _stages(self) -> Mapping[str, str]:
+        return self._make()
+
+    def __getitem__(self, stage: str) -> str:
+        return self._stages[stage]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stages)
+
+    def __len__(self) -> int:
+        return len(self._stages)
+
+
+def _parameters(parameters: Sequence[Parameter]) -> list[tuple[Any, ...]]:
+    return [(p.name, p.dtype, p.shape, p.dims) for p in parameters]
+
+
+def encode(digest: str, function_name: str, program: Program) -> bytes:
+    """An entry's bytes: the magic, a SHA-256 of the rest, then the rest (builtins only)."""
+    assert program.frontend_ir is not None, "only programs from a frontend are cached"
+    function = program.function
+    native = function.native
+    body = pickle.dumps(
+        {
+            "toolchain": toolchain(),
+            "digest": digest,
+            "frontend_ir": program.frontend_ir,
+            "function_name": function_name,
+            "inputs": _parameters(function.inputs),
+            "outputs": _parameters(function.outputs),
+            "workspace": function.workspace,
+            "in_place_allowed": program.in_place_allowed,
+            "opt_level": native.opt_level,
+            "optimized_ir": native.optimized_ir,
+            "object_code": native.object_code,
+        },
+        protocol=pickle.HIGHEST_PROTOCOL,
+    )
+    return MAGIC + hashlib.sha256(body).digest() + body
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A decoded entry that belongs to this toolchain and this key."""
+
+    fields: dict[str, Any]
+
+    def program(self, options: Any, stages: Callable[[str], Mapping[str, str]]) -> Program:
+        fields = self.fields
+        native = load_object_code(
+            fields["object_code"], fields["optimized_ir"], fields["opt_level"]
+        )
+        function = NativeFunction(
+            native,
+            fields["function_name"],
+            [Parameter(*p) for p in fields["inputs"]],
+            [Parameter(*p) for p in fields["outputs"]],
+            fields["workspace"],
+        )
+        frontend_ir = fields["frontend_ir"]
+        return Program(
+            function,
+            LazyStages(lambda: stages(frontend_ir)),
+            fields["in_place_allowed"],
+            options,
+            frontend_ir,
+        )
+
+
+def decode(data: bytes, digest: str) -> Entry | None:
+    """The entry in `data` if it is whole, uncorrupted and made by this toolchain for `digest`."""
+    checksum_end = len(MAGIC) + hashlib.sha256().digest_size
+    if not data.startswith(MAGIC) or len(data) <= checksum_end:
+        return None
+    body = data[checksum_end:]
+    if hashlib.sha256(body).digest() != data[len(MAGIC) : checksum_end]:
+        return None
+    try:
+        # The checksum matched, so these bytes are what some `encode` wrote: builtins only.
+        fields = pickle.loads(body)
+    except Exception:  # a future layout this Python cannot read: a miss, never a crash
+        return None
+    if (
+        not isinstance(fields, dict)
+        or fields.get("toolchain") != toolchain()
+        or fields.get("digest") != digest
+    ):
+        return None
+    return Entry(fields)
+
+
+@functools.cache
+def _warn_unwritable(directory: Path, reason: str) -> None:
+    warnings.warn(
+        f"xfuse: cannot write the compile cache in {directory} ({reason}); set XFUSE_CACHE_DIR "
+        "to a writable directory or XFUSE_CACHE=0",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to a temporary file next to `path`, then rename it over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=_TEMPORARY_PREFIX)
+    try:
+        # mkstemp makes the file private; entries are for everyone who shares the directory.
+        os.fchmod(descriptor, ENTRY_MODE)
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _path(directory: Path, key: Sequence[str]) -> tuple[Path, str]:
+    digest = entry_digest(key)
+    return directory / f"{digest}{ENTRY_SUFFIX}", digest
+
+
+def load(
+    key: Sequence[str], options: Any, stages: Callable[[str], Mapping[str, str]]
+) -> Program | None:
+    """The program of `key`'s entry, if the cache is on and has a good one for this toolchain.
+
+    `stages(frontend_ir)` makes the stages' IR, on first access only. CPU programs only: a CUDA
+    program (PTX) is not cached on disk yet.
+    """
+    directory = cache_dir()
+    if directory is None or options.target != "cpu":
+        return None
+    path, digest = _path(directory, key)
+    try:
+        entry = decode(path.read_bytes(), digest)
+    except OSError:
+        return None
+    return None if entry is None else entry.program(options, stages)
+
+
+def store(key: Sequence[str], program: Program, function_name: str) -> None:
+    """Write `program` as `key`'s entry (replacing any); warns once if the cache is unwritable."""
+    directory = cache_dir()
+    if directory is None or program.options.target != "cpu":
+        return
+    path, digest = _path(directory, key)
+    try:
+        write_atomically(path, encode(digest, function_name, program))
+    except OSError as error:
+        _warn_unwritable(directory, error.strerror or str(error))
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What `xfuse cache info` shows."""
+
+    directory: Path | None
+    entries: int
+    total_bytes: int
+    current: int
+    """Entries this toolchain can use (the others are from another version or are damaged)."""
+
+
+def _entry_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    return sorted(directory.glob(f"*{ENTRY_SUFFIX}"))
+
+
+def info() -> CacheInfo:
+    directory = cache_dir()
+    if directory is None:
+        return CacheInfo(None, 0, 0, 0)
+    entries = total_bytes = current = 0
+    for path in _entry_files(directory):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue  # removed meanwhile
+        entries += 1
+        total_bytes += len(data)
+        current += decode(data, path.name.removesuffix(ENTRY_SUFFIX)) is not None
+    return CacheInfo(directory, entries, total_bytes, current)
+
+
+def clear() -> tuple[int, int]:
+    """Remove every entry and leftover temporary file (nothing else): (files, bytes) removed."""
+    directory = cache_dir()
+    if directory is None or not directory.is_dir():
+        return 0, 0
+    files = [*_entry_files(directory), *directory.glob(f"{_TEMPORARY_PREFIX}*")]
+    removed = freed = 0
+    for path in files:
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            continue  # another process removed or replaced it first
+        removed += 1
+        freed += size
+    return removed, freed

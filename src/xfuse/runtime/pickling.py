@@ -1,0 +1,69 @@
+"""Pickling kernels and `@xfuse.jit` functions, for other processes (multiprocessing, dask).
+
+A `Kernel` pickles as its frontend IR, output names, options and thread count: a few KB of text,
+no native code. Unpickling compiles it through `xfuse.compile`'s caches, so in a process that has
+it in memory it costs a lookup, and where the on-disk cache has it (`xfuse.runtime.disk_cache`) it
+costs a load of the object code, not a compile.
+
+A `@xfuse.jit` function pickles as a reference to its module's name when it is importable there
+(the usual decorated module-level function), else as its Python function (which pickle must be
+able to send: cloudpickle, which dask uses, sends `__main__`'s and local functions by value), its
+options and the kernels it has compiled so far, so the receiver does not trace again.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from xfuse.runtime.compiler import Options, program_of_ir
+from xfuse.runtime.kernel import Kernel
+from xfuse.runtime.tracing import JitFunction
+
+
+def kernel_reduction(kernel: Kernel) -> tuple[Any, ...]:
+    """`Kernel.__reduce__`: rebuild from the frontend IR."""
+    if kernel.program.frontend_ir is None:
+        raise TypeError(
+            "this kernel cannot be pickled: it was compiled from bufferized IR "
+            "(compile_bufferized), not from a frontend program"
+        )
+    return (
+        rebuild_kernel,
+        (kernel.program.frontend_ir, kernel.output_names, kernel.options, kernel.threads),
+    )
+
+
+def rebuild_kernel(
+    frontend_ir: str, output_names: tuple[str, ...], options: Options, threads: int
+) -> Kernel:
+    return Kernel(program_of_ir(frontend_ir, output_names, options), threads)
+
+
+def _importable(function: JitFunction) -> bool:
+    """True when `module.qualname` names this very object (then pickle stores just the name)."""
+    module = sys.modules.get(function.__module__)
+    if module is None or function.__module__ == "__main__":
+        return False
+    found: Any = module
+    for part in function.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return found is function
+
+
+def jit_reduction(function: JitFunction) -> str | tuple[Any, ...]:
+    """`JitFunction.__reduce__`: by name where importable, else by value."""
+    if _importable(function):
+        return function.__qualname__
+    return (
+        rebuild_jit,
+        (function.function, function.options, function.threads, function.kernels),
+    )
+
+
+def rebuild_jit(
+    function: Any, options: Options, threads: int, kernels: dict[tuple[Any, ...], Kernel]
+) -> JitFunction:
+    rebuilt = JitFunction(function, options, threads)
+    rebuilt.kernels.update(kernels)
+    return rebuilt

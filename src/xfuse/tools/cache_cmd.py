@@ -1,0 +1,48 @@
+"""`xfuse cache info|clear`: the on-disk compile cache (`xfuse.runtime.disk_cache`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "cache",
+        help="show or empty the on-disk compile cache",
+        description=(
+            "The compile cache keeps each program's object code so that a new process loads it "
+            "instead of compiling. Its directory is XFUSE_CACHE_DIR, else the user cache dir; "
+            "XFUSE_CACHE=0 turns it off."
+        ),
+    )
+    parser.add_argument(
+        "action",
+        choices=("info", "clear"),
+        help="info: directory, entries and size; clear: remove every entry",
+    )
+    parser.add_argument("--json", action="store_true", help="info as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from xfuse.runtime import disk_cache
+
+    if args.action == "clear":
+        removed, freed = disk_cache.clear()
+        where = disk_cache.cache_dir() or "(the cache is off: XFUSE_CACHE=0)"
+        print(f"removed {removed} file(s), {freed:,} bytes, from {where}")
+        return 0
+    info = disk_cache.info()
+    if args.json:
+        print(json.dumps({**info.__dict__, "directory": info.directory and str(info.directory)}))
+        return 0
+    if info.directory is None:
+        print("the compile cache is off (XFUSE_CACHE=0)")
+        return 0
+    print(f"directory: {info.directory}")
+    print(f"entries:   {info.entries} ({info.total_bytes:,} bytes)")
+    print(f"current:   {info.current} (made by this toolchain; the others are stale or damaged)")
+    print(f"toolchain: {disk_cache.toolchain()}")
+    return 0

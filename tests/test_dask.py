@@ -1,0 +1,122 @@
+"""Kernels and `@xfuse.jit` functions on dask arrays: lazy, one task per chunk, same numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xfuse
+from xfuse.runtime.arrays import ArgumentError, numpy_dtype
+
+da = pytest.importorskip(
+    "dask.array", reason="dask is an optional extra: pip install 'xfuse[dask]'"
+)
+
+GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
+SHAPED_GELU = "input x[t, d]; input b[d]; input r[t, d];\n" + GELU
+
+
+def gelu_inputs(rows: int = 203, columns: int = 96) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(2)
+    return (
+        rng.standard_normal((rows, columns), dtype=np.float32),
+        rng.standard_normal(columns, dtype=np.float32),
+        rng.standard_normal((rows, columns), dtype=np.float32),
+    )
+
+
+def tasks_named(array, prefix: str) -> int:
+    return sum(str(key[0]).startswith(prefix) for key in dict(array.__dask_graph__()))
+
+
+def boundaries(chunks: tuple[int, ...]) -> set[int]:
+    return set(np.cumsum(chunks).tolist())
+
+
+def test_gelu_with_bias_over_chunks_is_one_task_per_chunk() -> None:
+    kernel = xfuse.compile(SHAPED_GELU)
+    x, b, r = gelu_inputs()
+    lazy = kernel(x=da.from_array(x, chunks=(50, 48)), b=da.from_array(b), r=da.from_array(r))
+    assert isinstance(lazy, da.Array)
+    assert lazy.dtype == np.float32 and lazy.shape == x.shape
+    assert lazy.chunks == ((50, 50, 50, 50, 3), (48, 48))  # r and b follow x's chunks
+    assert tasks_named(lazy, "xfuse-") == lazy.npartitions == 10
+    # The same loop on each block; a block's tail may take the scalar loop instead of vectors.
+    np.testing.assert_allclose(lazy.compute(), kernel(x=x, b=b, r=r), rtol=1e-6, atol=1e-6)
+
+
+def test_chunks_of_different_inputs_are_unified() -> None:
+    kernel = xfuse.compile(SHAPED_GELU)
+    x, b, r = gelu_inputs()
+    lazy = kernel(
+        x=da.from_array(x, chunks=(64, 96)),
+        b=da.from_array(b, chunks=32),
+        r=da.from_array(r, chunks=(100, 40)),
+    )
+    # Each axis is cut wherever any input's chunks are cut (d: b's and r's cuts).
+    assert boundaries(lazy.chunks[0]) == boundaries((64,) * 3 + (11,)) | boundaries((100, 100, 3))
+    assert boundaries(lazy.chunks[1]) == boundaries((32,) * 3) | boundaries((40, 40, 16))
+    np.testing.assert_allclose(lazy.compute(), kernel(x=x, b=b, r=r), rtol=1e-6, atol=1e-6)
+
+
+def test_a_dim_declared_1_broadcasts_and_numpy_inputs_mix_in() -> None:
+    kernel = xfuse.compile("out = x * s + 1;", shapes={"x": ["t", "d"], "s": [1, "d"]})
+    x = np.arange(60, dtype=np.float32).reshape(12, 5)
+    s = np.linspace(1, 2, 5, dtype=np.float32).reshape(1, 5)
+    lazy = kernel(x=da.from_array(x, chunks=(4, 5)), s=s)
+    np.testing.assert_array_equal(lazy.compute(), x * s + 1)
+
+
+def test_a_static_dim_is_one_chunk() -> None:
+    kernel = xfuse.compile("out = x * w;", shapes={"x": [None, 6], "w": [6]})
+    x = np.arange(48, dtype=np.float32).reshape(8, 6)
+    w = np.arange(6, dtype=np.float32)
+    lazy = kernel(x=da.from_array(x, chunks=(3, 2)), w=da.from_array(w, chunks=2))
+    assert lazy.chunks == ((3, 3, 2), (6,))
+    np.testing.assert_array_equal(lazy.compute(), x * w)
+
+
+def test_several_outputs_are_several_arrays_with_the_kernel_dtypes() -> None:
+    kernel = xfuse.compile(
+        "h = x + b; y = tanh(h);", outputs=["y", "h"], dtype={"x": "bfloat16", "b": "float32"}
+    )
+    x = np.linspace(-2, 2, 1000, dtype=np.float32).astype(numpy_dtype("bfloat16"))
+    b = np.full(1000, 0.25, np.float32)
+    y, h = kernel(x=da.from_array(x, chunks=300), b=da.from_array(b, chunks=300))
+    assert (y.dtype, h.dtype) == (np.float32, np.float32)
+    expected_y, expected_h = kernel(x=x, b=b)
+    np.testing.assert_array_equal(h.compute(), expected_h)
+    np.testing.assert_allclose(y.compute(), expected_y, rtol=1e-6, atol=1e-6)
+    assert tasks_named(y, "xfuse-") == 4 + 4  # the kernel's 4 tasks and y's 4 getitems
+
+
+def test_jit_accepts_dask_arrays() -> None:
+    @xfuse.jit
+    def gelu(x, b, r):
+        h = x + b
+        return 0.5 * h * (1 + xfuse.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+
+    x, b, r = gelu_inputs()
+    lazy = gelu(da.from_array(x, chunks=(64, 32)), b, da.from_array(r, chunks=(64, 32)))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_allclose(lazy.compute(), gelu(x, b, r), rtol=1e-6, atol=1e-6)
+
+
+def test_out_with_dask_inputs_is_a_clear_error() -> None:
+    kernel = xfuse.compile(GELU)
+    x = da.ones(10, dtype=np.float32)
+    with pytest.raises(TypeError, match=r"out= cannot be used with dask.*dask\.array\.store"):
+        kernel(x=x, b=x, r=x, out=np.empty(10, np.float32))
+
+
+def test_bad_dask_arguments_are_named_before_anything_runs() -> None:
+    kernel = xfuse.compile(SHAPED_GELU)
+    x = da.ones((4, 6), dtype=np.float32)
+    with pytest.raises(TypeError, match="argument 'b': expected dtype float32, got float64"):
+        kernel(x=x, b=da.ones(6), r=x)
+    with pytest.raises(ArgumentError, match=r"argument 'r': dimension 1 \(d\) has size 5"):
+        kernel(x=x, b=x[0], r=da.ones((4, 5), dtype=np.float32))
+    with pytest.raises(TypeError, match="missing input"):
+        kernel(x=x, b=x[0])

@@ -1,0 +1,115 @@
+"""xfuse kernels on a `dask.distributed` cluster of two worker processes, one of them killed.
+
+Every wait is bounded: the cluster starts within `TIMEOUT_S`, each result comes within it, and
+the cluster closes within it, so a broken cluster fails the test instead of hanging the run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import xfuse
+
+da = pytest.importorskip(
+    "dask.array", reason="dask is an optional extra: pip install 'xfuse[dask]'"
+)
+distributed = pytest.importorskip("distributed", reason="needs dask.distributed ('xfuse[dask]')")
+
+TIMEOUT_S = 60
+GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
+SHAPED_GELU = "input x[t, d]; input b[d]; input r[t, d];\n" + GELU
+
+
+SLOW_BLOCKS = """
+import time
+
+
+def slowly(block):
+    time.sleep(0.2)
+    return block
+"""
+"""An input stage slow enough that the computation still runs when a worker dies. Workers cannot
+import this test module (pytest imports it by path), so it is a module on the workers' path."""
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    helpers = tmp_path_factory.mktemp("worker-modules")
+    (helpers / "slow_blocks.py").write_text(SLOW_BLOCKS)
+    sys.path.insert(0, str(helpers))  # the worker processes start with this process's path
+    cluster = distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        timeout=TIMEOUT_S,
+    )
+    client = distributed.Client(cluster, timeout=TIMEOUT_S)
+    try:
+        yield client
+    finally:
+        client.close(timeout=TIMEOUT_S)
+        cluster.close(timeout=TIMEOUT_S)
+        sys.path.remove(str(helpers))
+
+
+def gelu_inputs(rows: int, columns: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(3)
+    return (
+        rng.standard_normal((rows, columns), dtype=np.float32),
+        rng.standard_normal(columns, dtype=np.float32),
+        rng.standard_normal((rows, columns), dtype=np.float32),
+    )
+
+
+def test_gelu_on_two_worker_processes_matches_one_process(client: Any) -> None:
+    kernel = xfuse.compile(SHAPED_GELU)
+    x, b, r = gelu_inputs(1000, 128)
+    lazy = kernel(x=da.from_array(x, chunks=(125, 64)), b=da.from_array(b), r=da.from_array(r))
+    persisted = client.persist(lazy)
+    distributed.wait(persisted, timeout=TIMEOUT_S)
+    holders = {w for workers in client.who_has(persisted).values() for w in workers}
+    assert len(holders) == 2  # the chunks' kernels ran in both worker processes
+    result = client.compute(persisted).result(timeout=TIMEOUT_S)
+    np.testing.assert_allclose(result, kernel(x=x, b=b, r=r), rtol=1e-6, atol=1e-6)
+
+
+def test_a_worker_killed_mid_computation_still_gives_the_right_result(client: Any) -> None:
+    from slow_blocks import slowly
+
+    kernel = xfuse.compile(SHAPED_GELU)
+    x, b, r = gelu_inputs(960, 64)
+    slow_x = da.from_array(x, chunks=(40, 64)).map_blocks(slowly, dtype=np.float32)
+    lazy = kernel(x=slow_x, b=da.from_array(b), r=da.from_array(r, chunks=(40, 64)))
+    future = client.compute(lazy)
+    deadline = time.monotonic() + TIMEOUT_S
+    while not (done := client.run_on_scheduler(finished_kernel_tasks)):
+        assert time.monotonic() < deadline, "no kernel task finished"
+        time.sleep(0.05)
+    assert not future.done()
+    # Kill the worker holding the most finished kernel results: they are lost with it.
+    victim_address = max(done, key=done.__getitem__)
+    victim = next(n for n in client.cluster.workers.values() if n.worker_address == victim_address)
+    pid = victim.process.pid
+    victim.process.process.kill()  # SIGKILL: no goodbye
+    result = future.result(timeout=TIMEOUT_S)
+    np.testing.assert_allclose(result, kernel(x=x, b=b, r=r), rtol=1e-6, atol=1e-6)
+    assert pid not in client.run(os.getpid).values()
+
+
+def finished_kernel_tasks(dask_scheduler: Any) -> dict[str, int]:
+    """Per worker, how many xfuse tasks it holds in memory (called on the scheduler)."""
+    counts: dict[str, int] = {}
+    for task in dask_scheduler.tasks.values():
+        if str(task.key[0]).startswith("xfuse-") and task.state == "memory":
+            for worker in task.who_has:
+                counts[worker.address] = counts.get(worker.address, 0) + 1
+    return counts

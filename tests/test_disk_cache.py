@@ -1,0 +1,264 @@
+"""The on-disk compile cache: hits skip the pipeline, damaged or stale entries are replaced."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xfuse
+from xfuse.runtime import compiler, disk_cache
+from xfuse.tools.cli import main as cli_main
+
+GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty cache directory of the test's own, and no program in memory."""
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("XFUSE_CACHE_DIR", str(directory))
+    xfuse.clear_cache()
+    yield directory
+    xfuse.clear_cache()
+
+
+@pytest.fixture
+def lowerings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The frontend IR of every program that went through the pipeline (not the disk cache)."""
+    lowered: list[str] = []
+    lower = compiler._lower
+
+    def counting_lower(module, frontend_ir, output_names, options):
+        lowered.append(frontend_ir)
+        return lower(module, frontend_ir, output_names, options)
+
+    monkeypatch.setattr(compiler, "_lower", counting_lower)
+    return lowered
+
+
+def inputs(n: int = 1000) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {name: rng.standard_normal(n, dtype=np.float32) for name in ("x", "b", "r")}
+
+
+def entries(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*.xfuse"))
+
+
+def test_a_hit_runs_no_pass_and_gives_the_same_kernel(cache: Path, lowerings: list[str]) -> None:
+    compiled = xfuse.compile(GELU, fuse=False)
+    assert len(lowerings) == 1
+    # One entry by the source (no parse on a hit), one by the frontend IR (traced functions).
+    assert len(entries(cache)) == 2
+    assert all(path.stat().st_mode & 0o777 == 0o644 for path in entries(cache))  # shareable
+    xfuse.clear_cache()
+    loaded = xfuse.compile(GELU, fuse=False)
+    assert len(lowerings) == 1
+    assert loaded.program is not compiled.program
+    assert loaded.signature == compiled.signature
+    assert loaded.llvm_ir == compiled.llvm_ir
+    assert loaded.ir("ew-fuse") == compiled.ir("ew-fuse")  # recomputed from the frontend IR
+    assert loaded.function.workspace  # the unfused program's temporaries
+    np.testing.assert_array_equal(loaded(**inputs()), compiled(**inputs()))
+
+
+def test_options_and_programs_have_their_own_entries(cache: Path, lowerings: list[str]) -> None:
+    xfuse.compile(GELU)
+    xfuse.compile(GELU, math="libm")
+    xfuse.compile("out = x * 2;")
+    assert len(lowerings) == 3
+    assert len(entries(cache)) == 6
+
+
+def test_a_traced_function_hits_by_its_frontend_ir(cache: Path, lowerings: list[str]) -> None:
+    def scaled(x, b):
+        return xfuse.tanh(x) * b
+
+    x = np.linspace(-2, 2, 50, dtype=np.float32)
+    first = xfuse.jit(scaled)(x, x)
+    xfuse.clear_cache()
+    np.testing.assert_array_equal(xfuse.jit(scaled)(x, x), first)
+    assert len(lowerings) == 1
+
+
+def corrupt_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 3])
+
+
+def not_an_entry(path: Path) -> None:
+    path.write_bytes(b"not an xfuse cache entry")
+
+
+def empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def checksummed_garbage(path: Path) -> None:
+    body = b"\x80\x05garbage"
+    path.write_bytes(disk_cache.MAGIC + disk_cache.hashlib.sha256(body).digest() + body)
+
+
+@pytest.mark.parametrize(
+    "damage", [corrupt_byte, truncate, not_an_entry, empty, checksummed_garbage]
+)
+def test_a_damaged_entry_is_recompiled_and_replaced(
+    cache: Path, lowerings: list[str], damage
+) -> None:
+    expected = xfuse.compile(GELU)(**inputs())
+    for path in entries(cache):
+        damage(path)
+    xfuse.clear_cache()
+    np.testing.assert_array_equal(xfuse.compile(GELU)(**inputs()), expected)
+    assert len(lowerings) == 2
+    for path in entries(cache):
+        assert disk_cache.decode(path.read_bytes(), path.stem) is not None, path
+    xfuse.clear_cache()
+    xfuse.compile(GELU)
+    assert len(lowerings) == 2  # the replaced entries hit
+
+
+def test_an_entry_of_another_toolchain_is_recompiled_and_replaced(
+    cache: Path, lowerings: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    toolchain = disk_cache.toolchain()
+    monkeypatch.setattr(disk_cache, "toolchain", lambda: toolchain.replace("xdsl", "xdsl 0.1"))
+    xfuse.compile(GELU)
+    monkeypatch.setattr(disk_cache, "toolchain", lambda: toolchain)
+    xfuse.clear_cache()
+    xfuse.compile(GELU)
+    assert len(lowerings) == 2
+    assert len(entries(cache)) == 2  # the same files, replaced
+    for path in entries(cache):
+        assert disk_cache.decode(path.read_bytes(), path.stem).fields["toolchain"] == toolchain
+
+
+@pytest.fixture
+def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], Path]]:
+    """Makes `xfuse.__file__` point into a fake package under the given directory."""
+
+    def make(parent: Path) -> Path:
+        package = parent / "xfuse"
+        (package / "passes").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "passes" / "fuse.py").write_text("A = 1\n")
+        monkeypatch.setattr(xfuse, "__file__", str(package / "__init__.py"))
+        disk_cache._source_fingerprint.cache_clear()
+        return package
+
+    yield make
+    monkeypatch.undo()
+    disk_cache._source_fingerprint.cache_clear()
+
+
+def test_an_edited_source_file_changes_the_toolchain(package, tmp_path: Path) -> None:
+    source = package(tmp_path / "src")
+    before = disk_cache.toolchain()
+    assert before.startswith(f"xfuse {xfuse.__version__}+")
+    (source / "passes" / "fuse.py").write_text("A = 2\n")
+    disk_cache._source_fingerprint.cache_clear()
+    assert disk_cache.toolchain() != before
+
+
+def test_an_installed_package_is_named_by_its_version(package, tmp_path: Path) -> None:
+    package(tmp_path / "lib" / "site-packages")
+    assert disk_cache.toolchain().startswith(f"xfuse {xfuse.__version__} xdsl ")
+
+
+def test_xfuse_cache_0_turns_it_off(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XFUSE_CACHE", "0")
+    xfuse.compile(GELU)
+    assert not cache.exists()
+
+
+def test_an_unwritable_cache_warns_and_compiles(tmp_path: Path, monkeypatch) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("XFUSE_CACHE_DIR", str(blocker / "cache"))
+    xfuse.clear_cache()
+    with pytest.warns(RuntimeWarning, match="cannot write the compile cache"):
+        kernel = xfuse.compile(GELU)
+    expected = xfuse.compile(GELU, fuse=False)(**inputs())
+    np.testing.assert_allclose(kernel(**inputs()), expected, atol=1e-6)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import xfuse
+    from xfuse.runtime import compiler, disk_cache
+
+    kernel = xfuse.compile(sys.argv[1])
+    x = np.linspace(-4, 4, 999, dtype=np.float32)
+    np.save(sys.argv[2], kernel(x=x, b=x, r=x))
+    key = ("ir", kernel.program.frontend_ir, "out", repr(kernel.options))
+    for _ in range(20):  # rewrite the entry over and over while the others read and write it
+        disk_cache.store(key, kernel.program, "main")
+    """
+)
+
+
+def test_concurrent_writers_never_expose_a_partial_entry(cache: Path, tmp_path: Path) -> None:
+    results = [tmp_path / f"result{i}.npy" for i in range(2)]
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, GELU, str(result)]) for result in results
+    ]
+    reads = 0
+    while any(writer.poll() is None for writer in writers):
+        for path in entries(cache):
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                continue
+            assert disk_cache.decode(data, path.stem) is not None
+            reads += 1
+        time.sleep(0.001)
+    assert [writer.returncode for writer in writers] == [0, 0]
+    assert reads > 0
+    assert not list(cache.glob(".xfuse-tmp-*"))
+    x = np.linspace(-4, 4, 999, dtype=np.float32)
+    expected = xfuse.compile(GELU)(x=x, b=x, r=x)
+    for result in results:
+        np.testing.assert_array_equal(np.load(result), expected)
+
+
+def test_cache_info_and_clear(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    xfuse.compile(GELU)
+    (cache / "unrelated.txt").write_text("not ours")
+    assert cli_main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert f"directory: {cache}" in out
+    assert "entries:   2 (" in out
+    assert "current:   2 " in out
+    assert cli_main(["cache", "clear"]) == 0
+    assert "removed 2 file(s)" in capsys.readouterr().out
+    assert not entries(cache)
+    assert (cache / "unrelated.txt").exists()
+
+
+def test_cache_info_when_off(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XFUSE_CACHE", "0")
+    assert cli_main(["cache", "info", "--json"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        '{"directory": null, "entries": 0, "total_bytes": 0, "current": 0}'
+    )
+
+
+def test_the_test_session_has_its_own_cache() -> None:
+    assert "xfuse-test-cache-" in os.environ["XFUSE_CACHE_DIR"]

@@ -1,0 +1,156 @@
+"""Pickled kernels and `@xfuse.jit` functions rebuild in another process through the caches."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xfuse
+from xfuse.runtime.compiler import compile_bufferized, parse_ir
+
+GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
+
+
+def gelu_inputs(rows: int = 37, columns: int = 19) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    return {
+        "x": rng.standard_normal((rows, columns), dtype=np.float32),
+        "b": rng.standard_normal(columns, dtype=np.float32),
+        "r": rng.standard_normal((rows, columns), dtype=np.float32),
+    }
+
+
+SHAPED_GELU = "input x[t, d]; input b[d]; input r[t, d];\n" + GELU
+
+
+def test_a_kernel_round_trips_in_process() -> None:
+    kernel = xfuse.compile(SHAPED_GELU, fuse=False, threads=3)
+    data = pickle.dumps(kernel)
+    assert len(data) < 4000  # the frontend IR and options, no native code
+    loaded = pickle.loads(data)
+    assert (loaded.signature, loaded.options, loaded.threads) == (
+        kernel.signature,
+        kernel.options,
+        kernel.threads,
+    )
+    assert loaded.program is kernel.program  # from the in-memory cache
+    np.testing.assert_array_equal(loaded(**gelu_inputs()), kernel(**gelu_inputs()))
+
+
+CHILD = textwrap.dedent(
+    """
+    import pickle, sys
+    import numpy as np
+    from xfuse.runtime import compiler
+
+    def no_compiling(*args):
+        raise AssertionError("compiled: the disk cache should have had it")
+
+    compiler._lower = no_compiling
+    kernel = pickle.loads(open(sys.argv[1], "rb").read())
+    inputs = dict(np.load(sys.argv[2]))
+    result = kernel(**inputs)
+    np.save(sys.argv[3], np.stack(result) if isinstance(result, tuple) else result)
+    """
+)
+
+
+def run_child(script: str, *args: object, path: str | None = None) -> None:
+    env = None if path is None else {**os.environ, "PYTHONPATH": path}
+    subprocess.run([sys.executable, "-c", script, *map(str, args)], check=True, env=env)
+
+
+def test_a_kernel_unpickles_in_another_process_from_the_disk_cache(tmp_path: Path) -> None:
+    kernel = xfuse.compile(SHAPED_GELU, math="libm")
+    inputs = gelu_inputs()
+    (tmp_path / "kernel.pickle").write_bytes(pickle.dumps(kernel))
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    run_child(CHILD, tmp_path / "kernel.pickle", tmp_path / "inputs.npz", tmp_path / "out.npy")
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), kernel(**inputs))
+
+
+def test_a_kernel_of_bufferized_ir_says_why_it_cannot_be_pickled() -> None:
+    module = parse_ir(xfuse.compile(GELU).ir("ew-bufferize"))
+    kernel = compile_bufferized(module, ["x", "b", "r"])
+    with pytest.raises(TypeError, match="compiled from bufferized IR"):
+        pickle.dumps(kernel)
+
+
+JIT_MODULE = textwrap.dedent(
+    """
+    import xfuse
+
+    @xfuse.jit(math="libm", threads=2)
+    def gelu(x, b, r):
+        h = x + b
+        return 0.5 * h * (1 + xfuse.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+    """
+)
+
+JIT_CHILD = textwrap.dedent(
+    """
+    import pickle, sys
+    import numpy as np
+
+    gelu = pickle.loads(open(sys.argv[1], "rb").read())
+    import jit_module
+    assert gelu is jit_module.gelu, "pickled by reference"
+    np.save(sys.argv[3], gelu(**dict(np.load(sys.argv[2]))))
+    """
+)
+
+
+def test_an_importable_jit_function_pickles_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "jit_module.py").write_text(JIT_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import jit_module
+
+    inputs = gelu_inputs()
+    expected = jit_module.gelu(**inputs)
+    data = pickle.dumps(jit_module.gelu)
+    assert b"jit_module" in data and len(data) < 100
+    assert pickle.loads(data) is jit_module.gelu
+    (tmp_path / "jit.pickle").write_bytes(data)
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    run_child(
+        JIT_CHILD,
+        tmp_path / "jit.pickle",
+        tmp_path / "inputs.npz",
+        tmp_path / "out.npy",
+        path=str(tmp_path),
+    )
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), expected)
+
+
+def test_a_local_jit_function_pickles_by_value_with_its_kernels() -> None:
+    cloudpickle = pytest.importorskip("cloudpickle", reason="by-value functions need cloudpickle")
+
+    @xfuse.jit(fuse=False)
+    def residual_tanh(x, r):
+        return xfuse.tanh(x) + r
+
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    expected = residual_tanh(x, x)
+    loaded = pickle.loads(cloudpickle.dumps(residual_tanh))
+    assert loaded is not residual_tanh
+    assert loaded.options == residual_tanh.options
+    assert loaded.kernels.keys() == residual_tanh.kernels.keys()  # no tracing again
+    np.testing.assert_array_equal(loaded(x, x), expected)
+
+
+def test_a_local_jit_function_needs_cloudpickle() -> None:
+    @xfuse.jit
+    def double(x):
+        return x * 2
+
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        pickle.dumps(double)
