@@ -49,7 +49,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import Rewriter
-from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
+from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
 from xdsl.utils.exceptions import DiagnosticException
 
 _I8 = IntegerType(8)
@@ -535,7 +535,12 @@ class EwToLlvmPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         flags = parse_fastmath(self.fastmath)
-        ConvertScfToCf().apply(ctx, op)
+        # xDSL's convert-scf-to-cf, walking backwards: each loop then splits a block with only
+        # the ops up to the next (already lowered) loop left to move, near the region's start
+        # (forwards, a function of n loops costs O(n^2) in `Block.split_before`).
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([IfLowering(), ForLowering()]), walk_reverse=True
+        ).rewrite_module(op)
         for function in list(op.ops):
             if isinstance(function, func.FuncOp):
                 Rewriter.replace_op(function, lower_function(function))
