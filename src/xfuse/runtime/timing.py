@@ -1,4 +1,4 @@
-"""Wall-clock timing for benchmarks: the median of a few runs after a warm-up run."""
+"""Timing for benchmarks: the median of a few runs after a warm-up run, and the host they ran on."""
 
 from __future__ import annotations
 
@@ -19,3 +19,26 @@ def median_seconds(run: Callable[[], object], repeat: int = 3, warmup: int = 1) 
         run()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def host_float_lanes() -> int:
+    """float32 lanes of the host's widest vectors (16 with AVX-512, 8 with AVX2, else 4)."""
+    import llvmlite.binding as llvm_binding
+
+    features = llvm_binding.get_host_cpu_features()
+    if features.get("avx512f"):
+        return 16
+    return 8 if features.get("avx") else 4
+
+
+def host_summary() -> str:
+    """One line on what the numbers were measured on: CPU, vector width, CPUs, load average."""
+    import os
+
+    import llvmlite.binding as llvm_binding
+
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (
+        f"host: {llvm_binding.get_host_cpu_name()}, <{host_float_lanes()} x float> vectors, "
+        f"{os.cpu_count()} CPUs, load average {load} (1, 5, 15 min)"
+    )
