@@ -50,7 +50,7 @@ from xfuse.lowering.scalar import (
 
 ElementwiseOp = ew.UnaryOp | ew.BinaryOp | ew.ConvertOp
 Shape = tuple[int, ...]
-DEFAULT_MAX_OPS = 256
+DEFAULT_MAX_OPS = 64
 
 
 def broadcasts_into(small: Shape, big: Shape) -> bool:
