@@ -8,7 +8,13 @@ Greedy fusion merges groups of ops along def-use edges while the result stays le
   broadcast are not merged, because two `?` dims of unrelated inputs may differ at run time; for
   the same reason independent subgraphs stay separate kernels, unless they read a common
   value of their shape (sibling fusion: it is then read once);
-- no cycles: groups merge only when no path leaves the pair and comes back into it.
+- no cycles: groups merge only when no path leaves the pair and comes back into it;
+- at most `max-ops` ops per kernel: LLVM's time on a loop grows faster than the loop, so a long
+  chain becomes several kernels (each passing its last values to the next through memory).
+Ops are visited in program order, each use once per sweep, until a sweep merges nothing: a
+union-find keeps the groups, each with its shape, size, neighbour groups and a position in a
+topological order of the groups, so a cycle check only searches the groups ranked between the
+pair. Fusing a chain or a DAG of n ops takes time about linear in n.
 A value with several users is computed once per kernel; one also needed outside its kernel (by
 another kernel or the function's results) becomes an extra kernel result. Constants become
 `arith.constant` immediates in the regions. f16/bf16 values are computed in f32; an
