@@ -67,7 +67,9 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
         "`ew-to-llvm`: the `llvm` dialect",
         "Everything becomes xDSL's `llvm` dialect: the loop is basic blocks and branches, each "
         "memref argument a pointer plus one `i64` per dynamic dimension (the native calling "
-        "convention), float ops carry fast-math `contract`.",
+        "convention), float ops carry fast-math `contract`. `@main.packed` is what the runtime "
+        "calls: it reads those arguments from one array of 8-byte words, so a program may have "
+        "more arrays than a C call through ctypes takes (1024 arguments).",
     ),
 }
 

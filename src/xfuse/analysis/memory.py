@@ -95,8 +95,10 @@ class DimClasses:
                         self._union((value, axis), (space, offset + axis))
 
     def _find(self, dim: tuple[SSAValue, int]) -> tuple[SSAValue, int]:
-        while self.parent.get(dim, dim) != dim:
-            dim = self.parent[dim]
+        while (parent := self.parent.get(dim, dim)) != dim:
+            # Path halving: finds stay near constant time however long the union chains grow.
+            self.parent[dim] = self.parent.get(parent, parent)
+            dim = parent
         return dim
 
     def _union(self, a: tuple[SSAValue, int], b: tuple[SSAValue, int]) -> None:
@@ -190,7 +192,10 @@ def plan_memory(function: func.FuncOp, reuse: bool = True) -> MemoryPlan:
     holders: list[list[SSAValue]] = []
     spans: list[list[int]] = []
     buffer_of: dict[SSAValue, int] = {}
-    free: list[int] = []
+    key_of: list[tuple[Any, ...]] = []
+    """Per buffer the key (`DimClasses.key`) every value it holds has."""
+    free: dict[tuple[Any, ...], list[int]] = {}
+    """Free buffers by key, the most recently freed last."""
     in_place: set[SSAValue] = set()
     reused: set[SSAValue] = set()
     for index, step in enumerate(liveness.steps):
@@ -202,29 +207,29 @@ def plan_memory(function: func.FuncOp, reuse: bool = True) -> MemoryPlan:
             if value not in temporaries:
                 continue
             key = classes.key(value)
-            fits = [b for b in dying if b not in claimed and classes.key(holders[b][-1]) == key]
-            free_fits = [b for b in reversed(free) if classes.key(holders[b][-1]) == key]
+            fits = [b for b in dying if b not in claimed and key_of[b] == key]
             if reuse and fits:
                 buffer = fits[0]
                 in_place.add(value)
-            elif reuse and free_fits:
-                buffer = free_fits[0]
-                free.remove(buffer)
+            elif reuse and free.get(key):
+                buffer = free[key].pop()
                 reused.add(value)
             else:
                 buffer = len(holders)
                 holders.append([])
                 spans.append([index, index])
+                key_of.append(key)
             holders[buffer].append(value)
             buffer_of[value] = buffer
             claimed.add(buffer)
         for value in (*step.reads, *step.writes):
             if value in buffer_of:
                 spans[buffer_of[value]][1] = index
-        free.extend(b for b in dying if b not in claimed)
-        free.extend(
+        freed = [b for b in dying if b not in claimed] + [
             buffer_of[v] for v in step.writes if v in temporaries and v not in liveness.last_use
-        )
+        ]
+        for buffer in freed:
+            free.setdefault(key_of[buffer], []).append(buffer)
     buffers = tuple(
         PlannedBuffer(values[0].type, tuple(values), first, last)
         for values, (first, last) in zip(holders, spans, strict=True)

@@ -62,7 +62,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import Rewriter
-from xdsl.transforms.convert_scf_to_cf import ConvertScfToCf
+from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
 from xdsl.utils.exceptions import DiagnosticException
 
 _I8 = IntegerType(8)
@@ -327,6 +327,40 @@ def lower_function(op: func.FuncOp) -> llvm.FuncOp:
     if body.blocks:
         _expand_entry_arguments(cast(Block, body.first_block))
     return external_function(op.sym_name.data, function_type, body)
+
+
+def packed_entry_name(name: str) -> str:
+    """The symbol of `name`'s packed entry (see `packed_entry`)."""
+    return f"{name}.packed"
+
+
+def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp:
+    """A function taking one pointer to an array of 8-byte words, one per native argument of
+    `function` (a pointer or an i64), that calls `function` with them and returns its result.
+
+    Callers use it instead of `function`, so any number of arguments fits in a call (a C call
+    through ctypes takes at most 1024); O3 inlines `function` into it.
+    """
+    function_type = function.function_type
+    words = Block(arg_types=[_PTR])
+    arguments = []
+    for position, type_ in enumerate(function_type.inputs):
+        if type_ not in (_PTR, i64):
+            raise DiagnosticException(
+                f"ew-to-llvm: '{function.sym_name.data}' takes a {type_} argument: a packed "
+                "entry passes only pointers and i64 sizes"
+            )
+        slot = llvm.GEPOp.from_mixed_indices(words.args[0], [position], i64, inbounds=True)
+        load = llvm.LoadOp(slot, type_)
+        words.add_ops([slot, load])
+        arguments.append(load.dereferenced_value)
+    returns = not isinstance(function_type.output, llvm.LLVMVoidType)
+    call = llvm.CallOp(
+        function.sym_name, *arguments, return_type=function_type.output if returns else None
+    )
+    words.add_ops([call, llvm.ReturnOp(call.returned if returns else None)])
+    packed_type = llvm.LLVMFunctionType([_PTR], function_type.output if returns else None)
+    return external_function(packed_entry_name(function.sym_name.data), packed_type, Region(words))
 
 
 def _expand_entry_arguments(entry: Block) -> None:
@@ -834,10 +868,18 @@ class EwToLlvmPass(ModulePass):
                         f"{type_}: ew-to-llvm lowers loops over memrefs (run ew-bufferize and "
                         f"ew-kernel-to-loops first)"
                     )
-        ConvertScfToCf().apply(ctx, op)
+        # xDSL's convert-scf-to-cf, walking backwards: each loop then splits a block with only
+        # the ops up to the next (already lowered) loop left to move, near the region's start
+        # (forwards, a function of n loops costs O(n^2) in `Block.split_before`).
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier([IfLowering(), ForLowering()]), walk_reverse=True
+        ).rewrite_module(op)
         for function in list(op.ops):
             if isinstance(function, func.FuncOp):
-                Rewriter.replace_op(function, lower_function(function))
+                lowered = lower_function(function)
+                Rewriter.replace_op(function, lowered)
+                if lowered.body.blocks:
+                    op.body.block.insert_op_after(packed_entry(lowered), lowered)
         for function in op.ops:
             for block in list(function.regions[0].blocks)[1:] if function.regions else []:
                 for arg in block.args:

@@ -8,7 +8,13 @@ Greedy fusion merges groups of ops along def-use edges while the result stays le
   broadcast are not merged, because two `?` dims of unrelated inputs may differ at run time; for
   the same reason independent subgraphs stay separate kernels, unless they read a common
   value of their shape (sibling fusion: it is then read once);
-- no cycles: groups merge only when no path leaves the pair and comes back into it.
+- no cycles: groups merge only when no path leaves the pair and comes back into it;
+- at most `max-ops` ops per kernel: LLVM's time on a loop grows faster than the loop, so a long
+  chain becomes several kernels (each passing its last values to the next through memory).
+Ops are visited in program order, each use once per sweep, until a sweep merges nothing: a
+union-find keeps the groups, each with its shape, size, neighbour groups and a position in a
+topological order of the groups, so a cycle check only searches the groups ranked between the
+pair. Fusing a chain or a DAG of n ops takes time about linear in n.
 A value with several users is computed once per kernel; one also needed outside its kernel (by
 another kernel or the function's results) becomes an extra kernel result. Constants become
 `arith.constant` immediates in the regions. f16/bf16 values are computed in f32; an
@@ -24,7 +30,7 @@ from __future__ import annotations
 import heapq
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from xdsl.builder import Builder
@@ -35,6 +41,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.transforms.dead_code_elimination import region_dce
+from xdsl.utils.disjoint_set import IntDisjointSet
 from xdsl.utils.exceptions import PassFailedException
 
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
@@ -50,6 +57,7 @@ from xfuse.lowering.scalar import (
 
 ElementwiseOp = ew.UnaryOp | ew.BinaryOp | ew.ConvertOp
 Shape = tuple[int, ...]
+DEFAULT_MAX_OPS = 64
 
 
 def broadcasts_into(small: Shape, big: Shape) -> bool:
@@ -58,30 +66,46 @@ def broadcasts_into(small: Shape, big: Shape) -> bool:
     return offset >= 0 and all(s in (1, big[offset + i]) for i, s in enumerate(small))
 
 
-@dataclass
 class _Partition:
-    """Union-find over the body's ops (constants and the terminator excluded)."""
+    """Union-find over the body's ops (constants and the terminator excluded), and the DAG of
+    its groups.
 
-    ops: list[Operation]
-    index: dict[Operation, int] = field(init=False)
-    parent: list[int] = field(init=False)
-    members: dict[int, list[int]] = field(init=False)
+    Each group keeps what the legality checks need, updated as groups merge, so no check walks
+    a group's members: its shape, its size, its neighbour groups (sets of member indices,
+    resolved to groups when read) and a position `rank` in a topological order of the groups.
+    The order bounds the search for a path between two groups to the groups ranked between
+    them, and is repaired after each merge as in Pearce and Kelly's dynamic topological order
+    (JEA 2007).
+    """
 
-    def __post_init__(self) -> None:
+    def __init__(self, ops: Sequence[Operation], max_ops: int):
+        self.ops = list(ops)
+        self.max_ops = max_ops
         self.index = {op: i for i, op in enumerate(self.ops)}
-        self.parent = list(range(len(self.ops)))
-        self.members = {i: [i] for i in range(len(self.ops))}
+        count = len(self.ops)
+        self.sets = IntDisjointSet(size=count)
+        self.members = [[i] for i in range(count)]
+        self.rank = list(range(count))
+        self.successors: list[set[int]] = [set() for _ in range(count)]
+        self.predecessors: list[set[int]] = [set() for _ in range(count)]
+        self.escapes = [False] * count
+        """Some value of the group is used outside the partition (returned, say)."""
+        self.shapes: list[Shape] = [
+            ew.shape_of(op.results[0]) if self.is_fusible(i) else () for i, op in enumerate(ops)
+        ]
+        self.searched = 0
+        """Groups visited by the cycle checks: the fusion's cost beyond one look per use."""
+        for i in range(count):
+            for user in self.users(i):
+                j = self.index.get(user)
+                if j is None:
+                    self.escapes[i] = True
+                elif j != i:
+                    self.successors[i].add(j)
+                    self.predecessors[j].add(i)
 
     def find(self, i: int) -> int:
-        while self.parent[i] != i:
-            self.parent[i] = self.parent[self.parent[i]]
-            i = self.parent[i]
-        return i
-
-    def union(self, a: int, b: int) -> None:
-        a, b = self.find(a), self.find(b)
-        self.parent[b] = a
-        self.members[a] = sorted(self.members[a] + self.members.pop(b))
+        return self.sets[i]
 
     def producers(self, i: int) -> Iterator[int]:
         for operand in self.ops[i].operands:
@@ -94,50 +118,84 @@ class _Partition:
             for use in result.uses:
                 yield use.operation
 
-    def successor_groups(self, group: int) -> set[int]:
-        return {
-            self.find(self.index[user])
-            for i in self.members[group]
-            for user in self.users(i)
-            if user in self.index
-        } - {group}
+    def neighbours(self, table: list[set[int]], group: int) -> set[int]:
+        """`group`'s successor or predecessor groups (`table`), resolved and stored back."""
+        resolved = {self.find(i) for i in table[group]}
+        resolved.discard(group)
+        table[group] = resolved
+        return resolved
 
-    def group_shape(self, group: int) -> Shape:
-        return ew.broadcast_shapes(
-            *(ew.shape_of(self.ops[i].results[0]) for i in self.members[group])
-        )
+    def successor_groups(self, group: int) -> set[int]:
+        return self.neighbours(self.successors, group)
 
     def is_fusible(self, group: int) -> bool:
         return isinstance(self.ops[group], ElementwiseOp)
 
-    def used_only_by(self, group: int, others: set[int]) -> bool:
-        """No value of `group` is needed outside `group` and `others` (nor returned)."""
-        return all(
-            user in self.index and self.find(self.index[user]) in others | {group}
-            for i in self.members[group]
-            for user in self.users(i)
+    def used_only_by(self, group: int, other: int) -> bool:
+        """No value of `group` is needed outside `group` and `other` (nor returned)."""
+        return not self.escapes[group] and self.successor_groups(group) <= {other}
+
+    def fits(self, a: int, b: int) -> bool:
+        """Both groups are fusible, and small enough to share one kernel."""
+        return (
+            self.is_fusible(a)
+            and self.is_fusible(b)
+            and len(self.members[a]) + len(self.members[b]) <= self.max_ops
         )
 
-    def would_cycle(self, a: int, b: int) -> bool:
-        """Merging groups a and b would close a cycle: a path leaves them and comes back."""
-        pair = {a, b}
-        stack = list((self.successor_groups(a) | self.successor_groups(b)) - pair)
-        seen = set(stack)
-        while stack:
-            group = stack.pop()
-            for successor in self.successor_groups(group):
-                if successor in pair:
-                    return True
-                if successor not in seen:
-                    seen.add(successor)
-                    stack.append(successor)
-        return False
+    def between(self, start: int, table: list[set[int]], low: int, high: int) -> set[int]:
+        """The groups ranked strictly between `low` and `high` reached from `start` along
+        `table`'s edges (successors or predecessors)."""
+        reached: set[int] = set()
+        pending = [start]
+        while pending:
+            for group in self.neighbours(table, pending.pop()):
+                if low < self.rank[group] < high and group not in reached:
+                    self.searched += 1
+                    reached.add(group)
+                    pending.append(group)
+        return reached
 
-    def can_merge(self, producer: int, consumer: int) -> bool:
-        a, b = self.find(producer), self.find(consumer)
-        if a == b or not (self.is_fusible(a) and self.is_fusible(b)):
+    def merge_unless_cycle(self, a: int, b: int) -> bool:
+        """Merge groups a and b, unless that closes a cycle (a path leaves them and comes
+        back); returns whether they merged."""
+        first, last = (a, b) if self.rank[a] < self.rank[b] else (b, a)
+        low, high = self.rank[first], self.rank[last]
+        # Every group on a path from `first` into `last` is ranked between them.
+        feeding_last = self.between(last, self.predecessors, low, high)
+        # (The walk left each visited group's predecessors resolved to groups.)
+        if any(first in self.predecessors[group] for group in feeding_last):
             return False
-        shape_a, shape_b = self.group_shape(a), self.group_shape(b)
+        # The merged group goes after what feeds `last` and before what `first` feeds.
+        fed_by_first = self.between(first, self.successors, low, high) if feeding_last else set()
+        slots = sorted(self.rank[g] for g in (first, last, *feeding_last, *fed_by_first))
+        below = sorted(feeding_last, key=self.rank.__getitem__)
+        above = sorted(fed_by_first, key=self.rank.__getitem__)
+        for group, slot in zip(below, slots[: len(below)], strict=True):
+            self.rank[group] = slot
+        for group, slot in zip(above, slots[len(slots) - len(above) :], strict=True):
+            self.rank[group] = slot
+        merged_rank = slots[len(below)]
+        self.sets.union(a, b)
+        root = self.find(a)
+        other = b if root == a else a
+        self.rank[root] = merged_rank
+        self.members[root] += self.members[other]
+        self.members[other] = []
+        for table in (self.successors, self.predecessors):
+            if len(table[root]) < len(table[other]):
+                table[root], table[other] = table[other], table[root]
+            table[root] |= table[other]
+            table[other] = set()
+        self.escapes[root] = self.escapes[root] or self.escapes[other]
+        self.shapes[root] = ew.broadcast_shapes(self.shapes[root], self.shapes[other])
+        return True
+
+    def try_merge(self, producer: int, consumer: int) -> bool:
+        a, b = self.find(producer), self.find(consumer)
+        if a == b or not self.fits(a, b):
+            return False
+        shape_a, shape_b = self.shapes[a], self.shapes[b]
         if shape_a == shape_b:
             edge = (
                 ew.shape_of(self.ops[producer].results[0]),
@@ -145,21 +203,20 @@ class _Partition:
             )
             legal = edge == (shape_a, shape_a)
         elif broadcasts_into(shape_a, shape_b):
-            legal = self.used_only_by(a, {b})
+            legal = self.used_only_by(a, b)
         elif broadcasts_into(shape_b, shape_a):
-            legal = self.used_only_by(b, {a})
+            legal = self.used_only_by(b, a)
         else:
             legal = False
-        return legal and not self.would_cycle(a, b)
+        return legal and self.merge_unless_cycle(a, b)
 
-    def can_merge_siblings(self, first: int, second: int, shared: SSAValue) -> bool:
+    def try_merge_siblings(self, first: int, second: int, shared: SSAValue) -> bool:
         """Two readers of `shared` fuse (reading it once) when it ties their shapes together."""
         a, b = self.find(first), self.find(second)
-        if a == b or not (self.is_fusible(a) and self.is_fusible(b)):
+        if a == b or not self.fits(a, b):
             return False
-        return self.group_shape(a) == self.group_shape(b) == ew.shape_of(
-            shared
-        ) and not self.would_cycle(a, b)
+        legal = self.shapes[a] == self.shapes[b] == ew.shape_of(shared)
+        return legal and self.merge_unless_cycle(a, b)
 
     def fuse_greedily(self) -> None:
         readers: dict[SSAValue, list[int]] = {}
@@ -167,37 +224,36 @@ class _Partition:
             for operand in op.operands:
                 if ew.constant_value(operand) is None:
                     readers.setdefault(operand, []).append(index)
+        # Merges can enable others (a broadcast group whose other users joined its consumer):
+        # sweep until nothing changes. Each sweep looks at each use once.
         changed = True
         while changed:
             changed = False
             for consumer in range(len(self.ops)):
                 for producer in list(self.producers(consumer)):
-                    if self.can_merge(producer, consumer):
-                        self.union(producer, consumer)
-                        changed = True
+                    changed |= self.try_merge(producer, consumer)
             for shared, users in readers.items():
                 for other in users[1:]:
-                    if self.can_merge_siblings(users[0], other, shared):
-                        self.union(users[0], other)
-                        changed = True
+                    changed |= self.try_merge_siblings(users[0], other, shared)
 
     def groups_in_order(self) -> list[list[Operation]]:
         """The groups in a topological order, earliest first op first among the ready ones."""
-        roots = list(self.members)
-        pending = {root: 0 for root in roots}
+        roots = [i for i in range(len(self.ops)) if self.find(i) == i]
+        successors = {root: self.successor_groups(root) for root in roots}
+        pending = dict.fromkeys(roots, 0)
         for root in roots:
-            for successor in self.successor_groups(root):
+            for successor in successors[root]:
                 pending[successor] += 1
-        ready = [root for root in roots if pending[root] == 0]
+        ready = [(min(self.members[root]), root) for root in roots if pending[root] == 0]
         heapq.heapify(ready)
         order: list[list[Operation]] = []
         while ready:
-            root = heapq.heappop(ready)
-            order.append([self.ops[i] for i in self.members[root]])
-            for successor in self.successor_groups(root):
+            _, root = heapq.heappop(ready)
+            order.append([self.ops[i] for i in sorted(self.members[root])])
+            for successor in successors[root]:
                 pending[successor] -= 1
                 if pending[successor] == 0:
-                    heapq.heappush(ready, successor)
+                    heapq.heappush(ready, (min(self.members[successor]), successor))
         assert len(order) == len(roots), "fusion groups form a cycle"
         return order
 
@@ -209,6 +265,7 @@ class FusionStats:
     fused_ops: int = 0
     copy_kernels: int = 0
     constants_inlined: int = 0
+    groups_searched: int = 0
 
     def __add__(self, other: FusionStats) -> FusionStats:
         return FusionStats(
@@ -224,6 +281,9 @@ class FusionStats:
                 Statistic("fused-ops", self.fused_ops, "ops sharing a kernel with another op"),
                 Statistic("copy-kernels", self.copy_kernels, "copy/constant kernels for results"),
                 Statistic("constants-inlined", self.constants_inlined, "arith.constant immediates"),
+                Statistic(
+                    "groups-searched", self.groups_searched, "groups visited by cycle checks"
+                ),
             ),
         )
 
@@ -293,18 +353,23 @@ def _result_kernel(value: SSAValue) -> ew.KernelOp:
     return ew.KernelOp(inputs, [], [value.type], Region(block))
 
 
-def fuse_function(function: func.FuncOp, greedy: bool = True) -> FusionStats:
-    """Rewrite the elementwise ops of `function` into kernels; returns what it did."""
+def fuse_function(
+    function: func.FuncOp, greedy: bool = True, max_ops: int = DEFAULT_MAX_OPS
+) -> FusionStats:
+    """Rewrite the elementwise ops of `function` into kernels of at most `max_ops` ops each;
+    returns what it did."""
     body = function.body.block
     terminator = body.last_op
     assert terminator is not None
     partition = _Partition(
-        [op for op in body.ops if op is not terminator and not isinstance(op, ew.ConstantOp)]
+        [op for op in body.ops if op is not terminator and not isinstance(op, ew.ConstantOp)],
+        max_ops,
     )
     if greedy:
         partition.fuse_greedily()
     stats = FusionStats(
-        elementwise_ops=sum(partition.is_fusible(i) for i in partition.index.values())
+        elementwise_ops=sum(partition.is_fusible(i) for i in partition.index.values()),
+        groups_searched=partition.searched,
     )
     for group in partition.groups_in_order():
         if not isinstance(group[0], ElementwiseOp):
@@ -360,16 +425,22 @@ class EwFusePass(ModulePass):
     mode: Literal["greedy", "none"] = "greedy"
     """greedy: maximal legal fusion; none: one kernel per op (the unfused baseline)."""
 
+    max_ops: int = DEFAULT_MAX_OPS
+    """The most `ew` ops one kernel computes: a longer chain is split into several kernels, so
+    that the code LLVM optimizes per loop stays small (its cost grows faster than linearly)."""
+
     stats: bool = False
     """Print the pass statistics (ops fused, kernels formed) to stderr."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.mode not in ("greedy", "none"):
             raise ValueError(f"ew-fuse: unknown mode '{self.mode}', expected greedy or none")
+        if self.max_ops < 1:
+            raise ValueError(f"ew-fuse: max-ops must be at least 1, got {self.max_ops}")
         total = FusionStats()
         for function in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
             if function.body.blocks:
                 _check_fusible(function)
-                total += fuse_function(function, greedy=self.mode == "greedy")
+                total += fuse_function(function, self.mode == "greedy", self.max_ops)
         if self.stats:
             print(render_statistics([total.report()]), file=sys.stderr)

@@ -1,7 +1,9 @@
 """A compiled program callable on numpy arrays.
 
 The native function follows the lowering's calling convention (`xfuse.lowering.to_llvm`): for
-each input, then each output, a pointer to its first element and one i64 per `?` dimension.
+each input, then each output, a pointer to its first element and one i64 per `?` dimension. It
+is called through its packed entry, with one pointer to an array of those argument words, so a
+program may have any number of arrays (ctypes passes at most 1024 arguments to a call).
 ctypes releases the GIL during the call, so `threads=N` runs N slices of the outermost dimension
 concurrently (each slice is a call on offset pointers with a smaller outer size): the calling
 thread runs the first slice, a pool of N - 1 threads that the kernel keeps for its life (started on
@@ -27,6 +29,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 
+from xfuse.lowering.to_llvm import packed_entry_name
 from xfuse.lowering.workspace import workspace_size_function
 from xfuse.runtime import dask_arrays
 from xfuse.runtime.arrays import (
@@ -58,6 +61,11 @@ def native_argument_count(parameter: Parameter) -> int:
     return 1 + len(parameter.dynamic_axes)
 
 
+def _packed(arguments: Sequence[int]) -> ctypes.Array[ctypes.c_uint64]:
+    """Native arguments (pointers and sizes) as the array of words a packed entry reads."""
+    return (ctypes.c_uint64 * len(arguments))(*arguments)
+
+
 class NativeFunction:
     """A function of the native module with its parameters (inputs, then outputs).
 
@@ -78,16 +86,12 @@ class NativeFunction:
         self.outputs = tuple(outputs)
         self.workspace = workspace
         parameters = (*self.inputs, *self.outputs)
-        argument_types: list[Any] = []
-        for parameter in parameters:
-            argument_types += [ctypes.c_void_p] + [ctypes.c_int64] * len(parameter.dynamic_axes)
-        workspace_argument_types = [ctypes.c_void_p, ctypes.c_int64] if workspace else []
-        self._function = ctypes.CFUNCTYPE(None, *argument_types, *workspace_argument_types)(
-            native.address(name)
+        self._function = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
+            native.address(packed_entry_name(name))
         )
         self._workspace_bytes = (
-            ctypes.CFUNCTYPE(ctypes.c_int64, *argument_types)(
-                native.address(workspace_size_function(name))
+            ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(
+                native.address(packed_entry_name(workspace_size_function(name)))
             )
             if workspace
             else None
@@ -106,7 +110,7 @@ class NativeFunction:
     def workspace_bytes(self, arguments: Sequence[int]) -> int:
         """The workspace bytes a call with these native arguments (minus the workspace) needs;
         only their sizes matter, so the data pointers may be 0."""
-        return self._workspace_bytes(*arguments) if self._workspace_bytes else 0
+        return self._workspace_bytes(_packed(arguments)) if self._workspace_bytes else 0
 
     def run(
         self,
@@ -122,13 +126,13 @@ class NativeFunction:
         """
         if workspace:
             argument_lists = [[*a[:-2], workspace + a[-2], a[-1]] for a in argument_lists]
-        first, *others = argument_lists
+        first, *others = [_packed(arguments) for arguments in argument_lists]
         if not others:
-            self._function(*first)
+            self._function(first)
             return
         assert pool is not None, "a split call needs a thread pool"
-        calls = [pool.submit(self._function, *a) for a in others]
-        self._function(*first)
+        calls = [pool.submit(self._function, words) for words in others]
+        self._function(first)
         for call in calls:
             call.result()
 

@@ -29,6 +29,8 @@ from llvmlite.binding.executionengine import ExecutionEngine
 from xdsl.backend.llvm.convert import convert_module
 from xdsl.dialects.builtin import ModuleOp
 
+from xfuse.lowering.to_llvm import packed_entry_name
+
 
 @functools.cache
 def _initialize() -> None:
@@ -167,6 +169,15 @@ def mark_loops_parallel(module: llvm_ir.Module) -> None:
             latch.set_metadata("llvm.loop", loop_id)
 
 
+def _hide_packed_functions(module: llvm_ir.Module) -> None:
+    """Make each function that has a packed entry internal: callers use the entry, and once
+    O3 has inlined the function there, the function itself is dropped, not compiled twice."""
+    names = {function.name for function in module.functions}
+    for function in module.functions:
+        if packed_entry_name(function.name) in names:
+            function.linkage = "internal"
+
+
 def compile_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> NativeModule:
     """Translate an all-`llvm` xDSL module, optimize it (loop + SLP vectorization), JIT it."""
     target_machine = host_target_machine(opt_level)
@@ -176,6 +187,7 @@ def compile_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> NativeModule:
         data_layout=str(target_machine.target_data),
     )
     mark_loops_parallel(llvm_module)
+    _hide_packed_functions(llvm_module)
     backing = llvm_binding.parse_assembly(str(llvm_module))
     backing.verify()
     options = llvm_binding.PipelineTuningOptions(speed_level=opt_level)

@@ -1,0 +1,106 @@
+"""Compile time of every stage at 10^2, 10^3 and 10^4 ops, for a chain and for a wide DAG.
+
+    python benchmarks/compile_scaling.py [--sizes 100 1000 10000] [--llvm-kernels 300]
+
+Two program shapes: a chain (`a = a * 0.999 + 0.001;` repeated: each op uses the one before) and
+a wide DAG over [t, d], [d] and [t, 1] inputs where each op reads the op before and one far back
+(values shared by many ops) plus a broadcast input. Each is compiled fused and unfused, stage by
+stage as `xfuse.compile` runs them: the frontend, every pass, then LLVM (xDSL's conversion, O3,
+MCJIT). Times are CPU seconds of this process (`time.process_time`), which a busy shared host
+inflates less than the wall clock; a cost that grows linearly grows 10x per row.
+
+LLVM's O3 grows faster than linearly in the size of the one function a program becomes: the
+unfused programs (one loop per op) are handed to LLVM only up to `--llvm-kernels` kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+from xdsl.dialects.builtin import ModuleOp
+
+import xfuse
+from xfuse.dialects import ew
+from xfuse.frontend.language import parse_program
+from xfuse.passes.pipeline import pipeline_context
+from xfuse.runtime.compiler import Options
+from xfuse.runtime.native import compile_llvm_dialect
+from xfuse.runtime.timing import host_summary
+
+
+def chain(ops: int) -> str:
+    return "a = a * 0.999 + 0.001;\n" * (ops // 2)
+
+
+def wide_dag(ops: int) -> str:
+    lines = ["input x[t, d], y[t, d]; input b[d]; input c[t, 1];", "v0 = x * y;"]
+    for i in range(1, ops // 2):
+        lines.append(f"v{i} = v{i - 1} * v{i // 2} + {('b', 'c', 'x')[i % 3]};")
+    return "\n".join(lines)
+
+
+PROGRAMS: dict[str, Callable[[int], str]] = {"chain": chain, "wide DAG": wide_dag}
+
+
+def _cpu_seconds(run: Callable[[], object]) -> float:
+    start = time.process_time()
+    run()
+    return time.process_time() - start
+
+
+def stage_times(source: str, fuse: bool, llvm_kernels: int) -> tuple[int, int, dict[str, float]]:
+    """(ops, kernels, CPU seconds per stage) of one compile of `source`."""
+    times: dict[str, float] = {}
+    module = ModuleOp([])
+
+    def parse() -> None:
+        nonlocal module
+        module = parse_program(source)
+
+    times["frontend"] = _cpu_seconds(parse)
+    ops = sum(1 for op in module.walk() if isinstance(op, ew.UnaryOp | ew.BinaryOp))
+    options = Options(fuse=fuse)
+    context = pipeline_context()
+    for name, pass_ in options.tensor_passes():
+        times[name] = _cpu_seconds(lambda p=pass_: p.apply(context, module))
+    kernels = sum(1 for op in module.walk() if isinstance(op, ew.KernelOp))
+    for name, pass_ in options.buffer_passes():
+        times[name] = _cpu_seconds(lambda p=pass_: p.apply(context, module))
+    if kernels <= llvm_kernels:
+        times["LLVM"] = _cpu_seconds(lambda: compile_llvm_dialect(module, options.opt_level))
+    return ops, kernels, times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument(
+        "--llvm-kernels", type=int, default=300, help="largest kernel count to run LLVM on"
+    )
+    args = parser.parse_args()
+    xfuse.compile("out = x * 2;")  # imports and LLVM initialization are not compile time
+    print(host_summary())
+    print(f"CPU seconds per stage; LLVM ('-') only up to {args.llvm_kernels} kernels\n")
+    header = None
+    for label, program in PROGRAMS.items():
+        for fuse in (True, False):
+            for size in args.sizes:
+                ops, kernels, times = stage_times(program(size), fuse, args.llvm_kernels)
+                stages = [*times] if "LLVM" in times else [*times, "LLVM"]
+                if header is None:
+                    header = stages
+                    print("| program | mode | ops | kernels | " + " | ".join(header) + " | total |")
+                    print("|---" * (len(header) + 5) + "|")
+                cells = [f"{times[s]:.2f}" if s in times else "-" for s in header]
+                print(
+                    f"| {label} | {'fused' if fuse else 'unfused'} | {ops} | {kernels} | "
+                    + " | ".join(cells)
+                    + f" | {sum(times.values()):.2f} |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
