@@ -1,6 +1,6 @@
 // RUN: xfuse-opt %s -p ew-to-nvvm | filecheck %s
 // RUN: xfuse-opt %s -p 'ew-to-nvvm{math=ptx-approx}' | filecheck %s --check-prefix=PTX
-// RUN: xfuse-opt %s -p ew-to-nvvm,ew-expand-math,ew-to-llvm | filecheck %s --check-prefix=LLVM
+// RUN: xfuse-opt %s -p 'ew-to-nvvm,ew-expand-math,ew-to-llvm{packed=false}' | filecheck %s --check-prefix=LLVM
 
 // A bias under a 2-D input: the kernel becomes an entry taking one pointer per operand and the
 // iteration's two dynamic sizes. The first index and the stride of the grid-stride loop come from

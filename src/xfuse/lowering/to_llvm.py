@@ -334,22 +334,21 @@ def packed_entry_name(name: str) -> str:
     return f"{name}.packed"
 
 
-def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp:
+def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp | None:
     """A function taking one pointer to an array of 8-byte words, one per native argument of
-    `function` (a pointer or an i64), that calls `function` with them and returns its result.
+    `function` (a pointer or an i64), that calls `function` with them and returns its result;
+    None for a function taking anything else (hand-written IR: the runtime calls only the
+    lowered memref functions, whose arguments are all pointers and sizes).
 
     Callers use it instead of `function`, so any number of arguments fits in a call (a C call
     through ctypes takes at most 1024); O3 inlines `function` into it.
     """
     function_type = function.function_type
+    if any(type_ not in (_PTR, i64) for type_ in function_type.inputs):
+        return None
     words = Block(arg_types=[_PTR])
     arguments = []
     for position, type_ in enumerate(function_type.inputs):
-        if type_ not in (_PTR, i64):
-            raise DiagnosticException(
-                f"ew-to-llvm: '{function.sym_name.data}' takes a {type_} argument: a packed "
-                "entry passes only pointers and i64 sizes"
-            )
         slot = llvm.GEPOp.from_mixed_indices(words.args[0], [position], i64, inbounds=True)
         load = llvm.LoadOp(slot, type_)
         words.add_ops([slot, load])
@@ -850,6 +849,11 @@ class EwToLlvmPass(ModulePass):
     has and gains the option's (so `fastmath=none` lowers `fastmath<fast>` as fast, and the default
     adds `contract` to an op without flags). Other ops carry no flags into LLVM."""
 
+    packed: bool = True
+    """Also give every function with a body a packed entry `@<name>.packed(ptr)` taking one
+    pointer to its argument words, which the runtime calls (ctypes passes at most 1024
+    arguments); off for GPU entries, which the driver launches with their own arguments."""
+
     f16c: bool = False
     """Convert between f16 and f32 with `fpext`/`fptrunc`, one instruction each on x86 CPUs with
     F16C (`xfuse.compile` sets it where the target CPU has F16C). Off, every f16 and bf16
@@ -878,8 +882,9 @@ class EwToLlvmPass(ModulePass):
             if isinstance(function, func.FuncOp):
                 lowered = lower_function(function)
                 Rewriter.replace_op(function, lowered)
-                if lowered.body.blocks:
-                    op.body.block.insert_op_after(packed_entry(lowered), lowered)
+                packed = packed_entry(lowered) if self.packed and lowered.body.blocks else None
+                if packed is not None:
+                    op.body.block.insert_op_after(packed, lowered)
         for function in op.ops:
             for block in list(function.regions[0].blocks)[1:] if function.regions else []:
                 for arg in block.args:

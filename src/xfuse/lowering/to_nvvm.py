@@ -3,9 +3,10 @@
 The GPU counterpart of `ew-workspace` + `ew-kernel-to-loops`, run on the output of `ew-bufferize`.
 A separate pass rather than an option of `ew-to-llvm`: the two targets differ in structure (the
 host function becomes launches, each kernel its own function), not in how scalars lower, so the
-GPU pipeline reuses `ew-expand-math{math=approx}` and `ew-to-llvm` unchanged after this pass:
+GPU pipeline reuses `ew-expand-math{math=approx}` and `ew-to-llvm` (without the packed entries
+the CPU runtime calls) after this pass:
 
-    ew-bufferize -> ew-to-nvvm -> ew-expand-math -> ew-to-llvm -> NVPTX (`xfuse.runtime.ptx`)
+    ew-bufferize -> ew-to-nvvm -> ew-expand-math -> ew-to-llvm{packed=false} -> NVPTX
 
 Kernel `i` of host function `@f` becomes `func.func @f_kernel{i}` whose arguments are one
 `!llvm.ptr` per operand (inputs, then outputs; device global memory, left in the generic address
@@ -137,7 +138,14 @@ class LaunchSequence:
 
 def launch_sequence(module: ModuleOp) -> LaunchSequence:
     """What the host function of a bufferized module does, in order, as launches."""
-    function = only_function(module)
+    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    if len(functions) != 1:
+        names = ", ".join(f"'{op.name}'" for op in module.ops) or "nothing"
+        raise DiagnosticException(
+            f"ew-to-nvvm takes one 'func.func' of bufferized kernels (the output of "
+            f"ew-bufferize); the module holds {names}"
+        )
+    (function,) = functions
     buffers: dict[SSAValue, int] = {arg: arg.index for arg in function.body.block.args}
     temporaries: list[Temporary] = []
     launches: list[Launch] = []
@@ -146,6 +154,10 @@ def launch_sequence(module: ModuleOp) -> LaunchSequence:
             buffers[op.memref] = len(function.body.block.args) + len(temporaries)
             temporaries.append(_temporary(op))
         elif isinstance(op, ew.KernelOp):
+            if not op.is_bufferized:
+                raise DiagnosticException(
+                    f"ew-to-nvvm: 'ew.kernel' must be bufferized first (run ew-bufferize):\n{op}"
+                )
             operands = tuple(buffers[value] for value in (*op.inputs, *op.outputs))
             entry = entry_name(function.sym_name.data, len(launches))
             iteration = ew.shape_of(op.outputs[0])
@@ -468,11 +480,6 @@ class EwToNvvmPass(ModulePass):
         host = only_function(op)
         kernels = [k for k in host.body.block.ops if isinstance(k, ew.KernelOp)]
         for index, kernel in enumerate(kernels):
-            if not kernel.is_bufferized:
-                raise DiagnosticException(
-                    "'ew.kernel' must be bufferized before ew-to-nvvm (run ew-bufferize):\n"
-                    f"{kernel}"
-                )
             entry = _EntryBuilder(kernel, entry_name(host.sym_name.data, index)).build()
             op.body.block.insert_op_before(entry, host)
         host.detach()

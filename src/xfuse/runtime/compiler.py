@@ -160,7 +160,7 @@ class Options:
             return [
                 self._make("ew-to-nvvm", math=self.math),
                 self._make("ew-expand-math", math="approx"),
-                self._make("ew-to-llvm", fastmath=self.fastmath),
+                self._make("ew-to-llvm", fastmath=self.fastmath, packed=False),
             ]
         return [
             self._make("ew-workspace"),
