@@ -1,5 +1,7 @@
 // RUN: xfuse-opt %s -p ew-to-llvm | filecheck %s
 // RUN: xfuse-opt %s -p 'ew-to-llvm{fastmath=none}' | filecheck %s --check-prefix=NOFAST
+// RUN: xfuse-opt %s -p 'ew-to-llvm{f16c=true}' | filecheck %s --check-prefix=F16C
+// RUN: xfuse-opt %s -p 'ew-to-llvm{packed=false}' | filecheck %s --check-prefix=UNPACKED
 
 // malloc and free are declared when a temporary needs them (see @temporary below).
 // CHECK-DAG:   llvm.func @malloc(i64) -> !llvm.ptr
@@ -184,4 +186,37 @@ func.func @flags_fma_sqrt(%a: f32, %b: f64) -> f64 {
 func.func @f64_to_f16(%x: f64) -> f16 {
   %h = arith.truncf %x : f64 to f16
   func.return %h : f16
+}
+
+// f32 <-> f16 is integer code by default; with `f16c` (the target converts in hardware) it is
+// `fptrunc`/`fpext`, while f64 -> f16 above stays integer code (one rounding, no library call).
+// CHECK-LABEL: llvm.func @f32_f16
+// CHECK-NOT:     llvm.fptrunc
+// CHECK-NOT:     llvm.fpext
+// CHECK:         llvm.return
+// F16C-LABEL: llvm.func @f32_f16
+// F16C-NEXT:    %[[H:.*]] = llvm.fptrunc %{{.*}} : f32 to f16
+// F16C-NEXT:    %[[W:.*]] = llvm.fpext %[[H]] : f16 to f32
+// F16C-NEXT:    llvm.return %[[W]] : f32
+func.func @f32_f16(%x: f32) -> f32 {
+  %h = arith.truncf %x : f32 to f16
+  %w = arith.extf %h : f16 to f32
+  func.return %w : f32
+}
+
+// A function of memrefs also gets a packed entry: one pointer to its argument words, which the
+// runtime calls (any number of arrays fits one ctypes call); `packed=false` leaves it out.
+// CHECK-LABEL: llvm.func @copy(
+// CHECK-LABEL: llvm.func @copy.packed
+// CHECK-SAME:    (%[[WORDS:.*]]: !llvm.ptr)
+// CHECK-NEXT:    %[[P0:.*]] = llvm.getelementptr inbounds %[[WORDS]][0] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT:    %[[X:.*]] = llvm.load %[[P0]] : !llvm.ptr -> !llvm.ptr
+// CHECK-NEXT:    %[[P1:.*]] = llvm.getelementptr inbounds %[[WORDS]][1] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK-NEXT:    %[[N:.*]] = llvm.load %[[P1]] : !llvm.ptr -> i64
+// CHECK-NEXT:    llvm.call @copy(%[[X]], %[[N]]) : (!llvm.ptr, i64) -> ()
+// CHECK-NEXT:    llvm.return
+// UNPACKED-LABEL: llvm.func @copy(
+// UNPACKED-NOT:   @copy.packed
+func.func @copy(%x: memref<?xf32>) {
+  func.return
 }
