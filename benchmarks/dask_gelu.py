@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
 from typing import Any
 
 import dask.array as da
@@ -32,6 +31,7 @@ import numpy as np
 from distributed import Client, LocalCluster, wait
 
 import xfuse
+from xfuse.runtime.timing import median_seconds
 
 GELU = (
     "input x[t, d]; input b[d]; input r[t, d];\n"
@@ -44,16 +44,6 @@ GELU = (
 def dask_numpy_gelu(x: da.Array, b: da.Array, r: da.Array) -> da.Array:
     h = x + b
     return 0.5 * h * (1 + da.tanh(np.float32(0.7978845608) * (h + 0.044715 * h * h * h))) + r
-
-
-def median_seconds(run: Callable[[], object], repeat: int) -> float:
-    run()  # warm-up: the input pages are touched, the thread pool started
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def tasks_on_scheduler(dask_scheduler: Any) -> int:

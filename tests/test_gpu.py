@@ -397,7 +397,7 @@ def test_without_a_gpu_a_call_raises_a_clear_error() -> None:
 def test_compile_ptx_from_a_bufferized_module() -> None:
     module = xfuse.compile(GELU, outputs=["out"]).ir("ew-bufferize")
     parsed = Parser(pipeline_context(), module).parse_module()
-    lowered = apply_pipeline(parsed, "ew-to-nvvm,ew-expand-math,ew-to-llvm")
+    lowered = apply_pipeline(parsed, "ew-to-nvvm,ew-expand-math,ew-to-llvm{packed=false}")
     assert isinstance(lowered, ModuleOp)
     assert compile_ptx(lowered, "sm_80").entries == ("main_kernel0",)
 

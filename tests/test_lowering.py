@@ -15,7 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
-from xfuse.lowering.to_llvm import EwToLlvmPass, parse_fastmath
+from xfuse.lowering.to_llvm import EwToLlvmPass, packed_entry_name, parse_fastmath
 from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
@@ -307,17 +307,21 @@ def test_bad_fastmath_flag_is_rejected() -> None:
         compile_text(UNFUSED_TEMPORARY, ["x"], fastmath="turbo")
 
 
-def native_main(text: str, argument_count: int, **options: object) -> tuple[object, NativeModule]:
-    """`@main` of bufferized IR through the buffer passes and the JIT, as a raw ctypes function
-    taking `argument_count` native arguments (pointers and sizes): no runtime argument checks."""
+def native_main(text: str, **options: object) -> tuple[Callable[..., None], NativeModule]:
+    """`@main` of bufferized IR through the buffer passes and the JIT, called with its native
+    arguments (pointers and sizes) through its packed entry: no runtime argument checks."""
     module = Parser(pipeline_context(), text).parse_module()
     ctx = pipeline_context()
     for _, pass_ in Options(**options).buffer_passes():  # type: ignore[arg-type]
         pass_.apply(ctx, module)
     native = compile_llvm_dialect(module)
-    pointer_or_size = [ctypes.c_void_p if i % 2 == 0 else ctypes.c_int64 for i in range(4)]
-    signature = ctypes.CFUNCTYPE(None, *pointer_or_size[:argument_count])
-    return signature(native.address("main")), native
+    packed = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(native.address(packed_entry_name("main")))
+
+    def call(*arguments: int) -> None:
+        words = (ctypes.c_uint64 * len(arguments))(*arguments)  # alive through the call
+        packed(ctypes.addressof(words))
+
+    return call, native
 
 
 STRIDED_KERNEL = """
@@ -335,7 +339,7 @@ func.func @main(%x: memref<?x4xf32, strided<[10, 2], offset: 3>>, %out: memref<?
 
 @pytest.mark.parametrize("rows", [1, 7, 100])
 def test_strided_layout_reads_a_strided_view(rows: int) -> None:
-    main, _native = native_main(STRIDED_KERNEL, 4)
+    main, _native = native_main(STRIDED_KERNEL)
     base = np.arange(rows * 10 + 3, dtype=np.float32)
     view = np.lib.stride_tricks.as_strided(base[3:], shape=(rows, 4), strides=(40, 8))
     out = np.zeros((rows, 4), np.float32)
@@ -354,7 +358,7 @@ def test_strided_one_dimensional_view() -> None:
       func.return
     }
     """
-    main, _native = native_main(text, 4)
+    main, _native = native_main(text)
     base = np.random.default_rng(0).standard_normal(2 * 1000 + 1).astype(np.float32)
     out = np.zeros(1000, np.float32)
     main(base.ctypes.data, 1000, out.ctypes.data, 1000)
@@ -375,7 +379,7 @@ def test_layouts_without_a_lowering_are_rejected(layout: str) -> None:
     }}
     """
     with pytest.raises(DiagnosticException, match="'memref.load' on memref<8xf32, .*layout"):
-        native_main(text, 2)
+        native_main(text)
 
 
 def test_strided_alloc_is_rejected() -> None:
@@ -402,7 +406,7 @@ def test_memref_result_is_a_located_diagnostic() -> None:
     }
     """
     with pytest.raises(DiagnosticException, match="'func.func' @main returns memref<\\?xf32>"):
-        native_main(text, 2)
+        native_main(text)
 
 
 def fma_kernel(element: str) -> str:

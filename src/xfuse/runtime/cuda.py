@@ -23,7 +23,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -42,7 +42,7 @@ from xfuse.runtime.arrays import (
     numpy_dtype,
     output_shape,
 )
-from xfuse.runtime.kernel import Program
+from xfuse.runtime.kernel import CompiledProgram, Program
 from xfuse.runtime.ptx import PtxModule, compile_ptx
 
 BLOCK_SIZE = 256
@@ -228,18 +228,16 @@ def _is_device_array(value: Any) -> bool:
     return hasattr(value, "__cuda_array_interface__")
 
 
-class CudaKernel:
+class CudaKernel(CompiledProgram):
     """A program compiled for an NVIDIA GPU: `k.ptx`, `k.ir(stage)`, and `k(x=..., ...)` where
     a GPU and `cuda-python` are present (see the module docstring)."""
 
+    function: CudaFunction
+
     def __init__(self, program: Program, device: Device | None = None):
-        self.program = program
-        self.function = cast(CudaFunction, program.function)
-        self.stages = program.stages
-        self.options = program.options
+        super().__init__(program)
         self._device = device
         self._module: Any = None
-        self._input_names = tuple(p.name for p in self.function.inputs)
 
     @property
     def ptx(self) -> str:
@@ -250,29 +248,8 @@ class CudaKernel:
         """The optimized NVVM IR the PTX is made from."""
         return self.function.ptx.optimized_ir
 
-    @property
-    def input_names(self) -> tuple[str, ...]:
-        return self._input_names
-
-    @property
-    def output_names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.function.outputs)
-
-    @property
-    def signature(self) -> str:
-        def listed(parameters: Sequence[Parameter]) -> str:
-            return ", ".join(f"{p.name}: {p.describe()}" for p in parameters)
-
-        return f"({listed(self.function.inputs)}) -> ({listed(self.function.outputs)})"
-
     def __repr__(self) -> str:
         return f"<xfuse.CudaKernel {self.signature} {self.options}>"
-
-    def ir(self, stage: str) -> str:
-        """The IR after `stage` (see `.stages` for the names, in pipeline order)."""
-        if stage not in self.stages:
-            raise KeyError(f"no stage '{stage}': stages are {', '.join(self.stages)}")
-        return self.stages[stage]
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         inputs = self._check_inputs(bind_arguments(self._input_names, args, kwargs))

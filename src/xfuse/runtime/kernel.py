@@ -261,32 +261,16 @@ class Program:
     """The frontend module's IR, what a pickled kernel carries (None: not from a frontend)."""
 
 
-class Kernel:
-    """A compiled elementwise program: `k(x=..., b=...)` -> array (or a tuple for several outputs).
+class CompiledProgram:
+    """What a compiled program shows, whatever it runs on: its arguments, its options and the IR
+    after each stage (`Kernel` on the CPU, `xfuse.runtime.cuda.CudaKernel` on a GPU)."""
 
-    `out=` takes the output buffer (or a sequence / name->array mapping for several outputs) to
-    write in place. Inputs are checked first (dtype, shape, broadcasting, aliasing); a strided or
-    misaligned input is copied to a contiguous array. `k.ir(stage)` shows the IR after any stage,
-    `k.llvm_ir` the optimized LLVM IR, `k.asm` the host assembly. A kernel with temporaries
-    (`fuse=False`) keeps their workspace between calls (`WorkspacePool`): no allocation per call.
-    With dask arrays among the inputs a call returns lazy dask arrays (`xfuse.runtime.dask_arrays`);
-    a kernel pickles as its frontend IR and options (`xfuse.runtime.pickling`).
-    """
-
-    def __init__(self, program: Program, threads: int = 1):
-        self.program = program  # shared with the compile cache; keeps the engine alive
+    def __init__(self, program: Program):
+        self.program = program  # shared with the compile cache; keeps the native code alive
         self.function = program.function
         self.stages = program.stages
-        self.in_place_allowed = program.in_place_allowed
         self.options = program.options
-        self.threads = threads
         self._input_names = tuple(p.name for p in self.function.inputs)
-        self._names = (*self._input_names, *(p.name for p in self.function.outputs))
-        self._plans: dict[tuple[tuple[int, ...], ...], CallPlan] = {}
-        """Call plans by input shapes: a repeated call skips binding the shapes."""
-        self._workspaces = WorkspacePool()
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -305,6 +289,36 @@ class Kernel:
 
         return f"({listed(self.function.inputs)}) -> ({listed(self.function.outputs)})"
 
+    def ir(self, stage: str) -> str:
+        """The IR after `stage` (see `.stages` for the names, in pipeline order)."""
+        if stage not in self.stages:
+            raise KeyError(f"no stage '{stage}': stages are {', '.join(self.stages)}")
+        return self.stages[stage]
+
+
+class Kernel(CompiledProgram):
+    """A compiled elementwise program: `k(x=..., b=...)` -> array (or a tuple for several outputs).
+
+    `out=` takes the output buffer (or a sequence / name->array mapping for several outputs) to
+    write in place. Inputs are checked first (dtype, shape, broadcasting, aliasing); a strided or
+    misaligned input is copied to a contiguous array. `k.ir(stage)` shows the IR after any stage,
+    `k.llvm_ir` the optimized LLVM IR, `k.asm` the host assembly. A kernel with temporaries
+    (`fuse=False`) keeps their workspace between calls (`WorkspacePool`): no allocation per call.
+    With dask arrays among the inputs a call returns lazy dask arrays (`xfuse.runtime.dask_arrays`);
+    a kernel pickles as its frontend IR and options (`xfuse.runtime.pickling`).
+    """
+
+    def __init__(self, program: Program, threads: int = 1):
+        super().__init__(program)
+        self.in_place_allowed = program.in_place_allowed
+        self.threads = threads
+        self._names = (*self._input_names, *(p.name for p in self.function.outputs))
+        self._plans: dict[tuple[tuple[int, ...], ...], CallPlan] = {}
+        """Call plans by input shapes: a repeated call skips binding the shapes."""
+        self._workspaces = WorkspacePool()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
     def __repr__(self) -> str:
         return f"<xfuse.Kernel {self.signature} {self.options}, threads={self.threads}>"
 
@@ -313,12 +327,6 @@ class Kernel:
         from xfuse.runtime.pickling import kernel_reduction
 
         return kernel_reduction(self)
-
-    def ir(self, stage: str) -> str:
-        """The IR after `stage` (see `.stages` for the names, in pipeline order)."""
-        if stage not in self.stages:
-            raise KeyError(f"no stage '{stage}': stages are {', '.join(self.stages)}")
-        return self.stages[stage]
 
     @property
     def llvm_ir(self) -> str:
