@@ -45,3 +45,16 @@ func.func @unused(%x: tensor<?xf32>) -> tensor<?xf32> {
   %n = ew.neg %x : tensor<?xf32>
   func.return %n : tensor<?xf32>
 }
+
+// Kernels of the same inputs but different bodies stay two: cse compares the regions too.
+// TENSOR-LABEL: func.func @different
+// TENSOR:         %[[A:.*]] = ew.kernel
+// TENSOR:           math.exp
+// TENSOR:         %[[B:.*]] = ew.kernel
+// TENSOR:           math.tanh
+// TENSOR:         func.return %[[A]], %[[B]]
+func.func @different(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %a = ew.exp %x : tensor<?xf32>
+  %b = ew.tanh %x : tensor<?xf32>
+  func.return %a, %b : tensor<?xf32>, tensor<?xf32>
+}
