@@ -195,7 +195,7 @@ ArgumentError, ArgumentTypeError = xfuse.ArgumentError, xfuse.ArgumentTypeError
         (
             lambda k, x: k(x=x.reshape(2, 5), b=x, r=x),
             ArgumentError,
-            "argument 'x': expected 1 dimensions",
+            r"inputs of different shapes \('x' \(2, 5\), 'b' \(10,\)",
         ),
         (
             lambda k, x: k(x=x, b=x, r=x, out=np.empty(3, np.float32)),
@@ -409,7 +409,7 @@ HOSTILE_CALLS = [
         "0-d array",
         "k(x=x, b=np.array(1, np.float32), r=x, out=sentinel)",
         "ArgumentError",
-        "argument 'b': expected 1 dimensions",
+        r"inputs of different shapes \(.*'b' \(\)",
     ),
     (
         "int32",

@@ -18,6 +18,7 @@ workspace; concurrent calls from several Python threads each borrow a workspace 
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -227,21 +228,26 @@ class WorkspacePool:
                 self._idle.append(buffer)
 
 
+@dataclass(frozen=True)
+class CheckedCall:
+    """A call whose arguments passed every check: the arrays the native code sees (inputs, then
+    outputs), its argument lists and workspace bytes, and the outputs as the caller gets them."""
+
+    arrays: list[np.ndarray]
+    argument_lists: list[list[int]]
+    workspace_bytes: int
+    results: list[np.ndarray]
+
+
 class PreparedCall:
     """A checked call of a kernel: calling it runs the native code and returns the outputs."""
 
-    def __init__(
-        self,
-        kernel: Kernel,
-        arrays: list[np.ndarray],
-        argument_lists: list[list[int]],
-        workspace_bytes: int,
-    ):
+    def __init__(self, kernel: Kernel, call: CheckedCall):
         self.kernel = kernel  # keeps the native code alive
-        self.arrays = arrays  # keeps the buffers alive
-        self.outputs = arrays[len(kernel.function.inputs) :]
-        self.argument_lists = argument_lists
-        self.workspace_bytes = workspace_bytes
+        self.arrays = call.arrays  # keeps the buffers alive
+        self.outputs = call.results
+        self.argument_lists = call.argument_lists
+        self.workspace_bytes = call.workspace_bytes
 
     def __call__(self) -> Any:
         self.kernel.run_native(self.argument_lists, self.workspace_bytes)
@@ -339,10 +345,9 @@ class Kernel(CompiledProgram):
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         if dask_arrays.has_dask_arrays(args, kwargs):
             return dask_arrays.call(self, args, kwargs, out)
-        arrays, argument_lists, workspace_bytes = self._check(args, kwargs, out)
-        self.run_native(argument_lists, workspace_bytes)
-        outputs = arrays[len(self.function.inputs) :]
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        call = self._check(args, kwargs, out)
+        self.run_native(call.argument_lists, call.workspace_bytes)
+        return call.results[0] if len(call.results) == 1 else tuple(call.results)
 
     def prepare(self, *args: Any, out: Any = None, **kwargs: Any) -> PreparedCall:
         """Check the arguments once; the returned call runs the native code with no checks.
@@ -350,7 +355,7 @@ class Kernel(CompiledProgram):
         For loops and benchmarks: `run = k.prepare(x=x, out=y)` then `run()` as often as needed
         (the arrays' contents may change between runs, not the arrays themselves).
         """
-        return PreparedCall(self, *self._check(args, kwargs, out))
+        return PreparedCall(self, self._check(args, kwargs, out))
 
     def _thread_pool(self) -> ThreadPoolExecutor:
         """The kernel's `threads - 1` worker threads, started on first use. Calls from several
@@ -371,13 +376,19 @@ class Kernel(CompiledProgram):
         with self._workspaces.borrow(workspace_bytes) as workspace:
             self.function.run(argument_lists, workspace, pool)
 
-    def _check(
-        self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any
-    ) -> tuple[list[np.ndarray], list[list[int]], int]:
-        """All checks of a call, before any native code runs: its arrays, native arguments and
-        workspace bytes."""
+    def _check(self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> CheckedCall:
+        """All checks of a call, before any native code runs.
+
+        A kernel whose every array is `[?]` (no shapes given at compile time) also takes inputs of
+        any one shape, 0-d to N-d: being elementwise, it runs on them as one flat loop, and its
+        outputs (and `out` buffers) have that shape.
+        """
         inputs = self._bind_inputs(args, kwargs)
         arrays = [check_input(p, inputs[p.name]) for p in self.function.inputs]
+        shape = self._flat_shape(arrays)
+        if shape is not None:
+            arrays = [array.reshape(-1) for array in arrays]
+            out = self._flat_out(out, shape)
         input_shapes = tuple(array.shape for array in arrays)
         plan = self._plans.get(input_shapes)
         if plan is None:
@@ -391,7 +402,45 @@ class Kernel(CompiledProgram):
         check_aliasing(
             self._names, arrays, pointers, len(self.function.inputs), self.in_place_allowed
         )
-        return arrays, plan.argument_lists(pointers), plan.workspace_bytes
+        results = outputs if shape is None else [o.reshape(shape) for o in outputs]
+        return CheckedCall(arrays, plan.argument_lists(pointers), plan.workspace_bytes, results)
+
+    @functools.cached_property
+    def _flattens(self) -> bool:
+        parameters = (*self.function.inputs, *self.function.outputs)
+        return all(p.shape == (DYNAMIC_INDEX,) and p.dims is None for p in parameters)
+
+    def _flat_shape(self, inputs: Sequence[np.ndarray]) -> tuple[int, ...] | None:
+        """The one shape of inputs that are not 1-d, where the kernel runs them flat."""
+        shapes = {array.shape for array in inputs}
+        if not self._flattens or all(len(shape) == 1 for shape in shapes):
+            return None  # 1-d inputs: the usual checks apply
+        if len(shapes) != 1:
+            listed = ", ".join(
+                f"'{p.name}' {a.shape}" for p, a in zip(self.function.inputs, inputs, strict=True)
+            )
+            raise ArgumentError(
+                f"inputs of different shapes ({listed}): a kernel compiled without shapes= takes "
+                "inputs of any one shape; declare the shapes to broadcast"
+            )
+        (shape,) = shapes
+        return shape
+
+    def _flat_out(self, out: Any, shape: tuple[int, ...]) -> Any:
+        """`out` buffers of `shape` as the flat views the kernel writes through."""
+
+        def flat(buffer: Any) -> Any:
+            if not isinstance(buffer, np.ndarray) or buffer.shape != shape:
+                return buffer  # the usual checks report it
+            if not buffer.flags.c_contiguous:
+                raise ArgumentError("out: must be C-contiguous and aligned")
+            return buffer.reshape(-1)
+
+        if isinstance(out, Mapping):
+            return {name: flat(buffer) for name, buffer in out.items()}
+        if isinstance(out, list | tuple):
+            return [flat(buffer) for buffer in out]
+        return flat(out)
 
     def _bind_inputs(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         names = self._input_names

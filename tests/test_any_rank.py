@@ -1,0 +1,56 @@
+"""A kernel compiled without shapes (every array `[?]`) runs on inputs of any one shape, 0-d to
+4-d, as one flat loop: results, `out=`, `prepare` and the errors keep the caller's shape."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xfuse
+
+SHAPES = [(), (5,), (2, 3), (2, 3, 4), (2, 1, 3, 2)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("fuse", [True, False])
+def test_any_rank_runs_flat(shape: tuple[int, ...], fuse: bool) -> None:
+    kernel = xfuse.compile("h = x * y; out = tanh(h) + y;", ["out"], fuse=fuse)
+    rng = np.random.default_rng(len(shape))
+    x, y = (np.asarray(rng.standard_normal(shape), dtype=np.float32) for _ in range(2))
+    want = np.tanh(x.astype(np.float64) * y) + y
+    got = kernel(x=x, y=y)
+    assert got.shape == shape
+    np.testing.assert_allclose(got, want, atol=2e-6)
+    out = np.full(shape, np.nan, np.float32)
+    assert np.shares_memory(kernel(x=x, y=y, out=out), out)
+    np.testing.assert_allclose(out, want, atol=2e-6)
+    assert kernel.prepare(x=x, y=y)().shape == shape
+
+
+def test_several_outputs_keep_the_shape() -> None:
+    kernel = xfuse.compile("a = x + 1; b = x * 2;", ["a", "b"])
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    a, b = kernel(x=x)
+    np.testing.assert_array_equal(a, x + 1)
+    np.testing.assert_array_equal(b, x * 2)
+
+
+def test_a_strided_input_is_copied_and_a_strided_out_rejected() -> None:
+    kernel = xfuse.compile("out = x * 2;")
+    base = np.arange(24, dtype=np.float32).reshape(4, 6)
+    np.testing.assert_array_equal(kernel(x=base[:, ::2]), base[:, ::2] * 2)
+    with pytest.raises(xfuse.ArgumentError, match="out: must be C-contiguous"):
+        kernel(x=base[:, :3].copy(), out=np.empty((3, 4), np.float32).T)
+
+
+def test_different_shapes_name_the_inputs() -> None:
+    kernel = xfuse.compile("out = x * y;")
+    with pytest.raises(xfuse.ArgumentError, match=r"'x' \(2, 3\), 'y' \(3, 2\)"):
+        kernel(x=np.ones((2, 3), np.float32), y=np.ones((3, 2), np.float32))
+
+
+def test_declared_shapes_keep_broadcasting() -> None:
+    kernel = xfuse.compile("input x[t, d]; input b[d]; out = x + b;", ["out"])
+    x = np.ones((2, 3), np.float32)
+    b = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(kernel(x=x, b=b), x + b)
