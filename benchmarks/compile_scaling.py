@@ -22,12 +22,12 @@ from collections.abc import Callable
 from xdsl.dialects.builtin import ModuleOp
 
 import xfuse
+from xfuse.benchmarking.timing import host_summary
+from xfuse.codegen.native import compile_llvm_dialect
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.compiler import Options
-from xfuse.runtime.native import compile_llvm_dialect
-from xfuse.runtime.timing import host_summary
+from xfuse.transforms.pipeline import pipeline_context
 
 
 def chain(ops: int) -> str:

@@ -31,7 +31,7 @@ import numpy as np
 from distributed import Client, LocalCluster, wait
 
 import xfuse
-from xfuse.runtime.timing import median_seconds
+from xfuse.benchmarking.timing import median_seconds
 
 GELU = (
     "input x[t, d]; input b[d]; input r[t, d];\n"

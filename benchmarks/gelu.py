@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 
 import xfuse
+from xfuse.benchmarking.timing import host_summary, median_seconds
 from xfuse.frontend.language import parse_program
-from xfuse.passes.optimize import EwOptimizePass
-from xfuse.passes.pipeline import pipeline_context
-from xfuse.runtime.timing import host_summary, median_seconds
+from xfuse.transforms.optimize import EwOptimizePass
+from xfuse.transforms.pipeline import pipeline_context
 
 GELU = (Path(__file__).parent.parent / "examples" / "gelu.ew").read_text()
 CEILING = "out = x + b + r;"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from xfuse.runtime import bench
+from xfuse.benchmarking import bench
 
 GELU = """
 h = x + b;

@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 
 import xfuse
-from xfuse.analysis.cost import CostOptions, FunctionCost, cost_program, parse_shape
+from xfuse.analysis.cost import CostOptions, FunctionCost, parse_shape
 from xfuse.runtime.arrays import numpy_dtype
+from xfuse.runtime.cost_driver import cost_program
 
 SOURCE = (Path(__file__).parents[1] / "examples" / "gelu.ew").read_text()
 DTYPES = ("bfloat16", "float32")
@@ -130,7 +131,7 @@ class Gpu:
 
     def launch_time(self, arch: str, count: int = 1000) -> float:
         """Seconds per launch of an empty kernel, `count` back to back."""
-        from xfuse.runtime.ptx import PtxModule
+        from xfuse.codegen.ptx import PtxModule
 
         ptx = PtxModule("", EMPTY_KERNEL.format(arch=arch), ("empty",), arch)
         module = self.device.load(ptx)

@@ -37,7 +37,7 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
         "`ew-fuse`: one kernel",
         "Greedy fusion puts the three ops in one `ew.kernel` whose region works on scalars: each "
         "`ew` op became its `arith`/`math` op (the mapping lives in "
-        "`src/xfuse/lowering/scalar.py`). `ew-fuse{mode=none}` would make one kernel per op.",
+        "`src/xfuse/transforms/scalar.py`). `ew-fuse{mode=none}` would make one kernel per op.",
     ),
     "ew-bufferize": (
         "`ew-bufferize`: destination-passing style",
@@ -83,7 +83,7 @@ def generate() -> str:
     from xdsl.parser import Parser
 
     import xfuse
-    from xfuse.passes.pipeline import pipeline_context
+    from xfuse.transforms.pipeline import pipeline_context
 
     kernel = xfuse.compile(PROGRAM)
     parts = [
@@ -116,7 +116,7 @@ def generate() -> str:
     parts += [
         f"\n## {len(kernel.stages) + 1}. LLVM IR\n\n",
         "xDSL's `xdsl.backend.llvm.convert.convert_module` prints the `llvm` dialect as LLVM IR "
-        "(llvmlite's `ir` module); `xfuse.runtime.native` then sets the host's triple and data "
+        "(llvmlite's `ir` module); `xfuse.codegen.native` then sets the host's triple and data "
         "layout, runs LLVM's O3 pipeline with loop and SLP vectorization, and JIT-compiles it "
         "with MCJIT.\n\n",
         _fence(llvm_ir, "llvm"),

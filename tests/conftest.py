@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from hypothesis import Phase, settings
 
+from xfuse.codegen.native import HostCpu, host_cpu
 from xfuse.runtime.compiler import clear_cache
-from xfuse.runtime.native import HostCpu, host_cpu
 
 settings.register_profile(
     "ci",

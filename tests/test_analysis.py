@@ -11,7 +11,7 @@ from xfuse.analysis.dataflow import analyze_dataflow
 from xfuse.analysis.memory import analyze_liveness, plan_memory, value_bytes
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.frontend.language import parse_program
-from xfuse.passes.fuse import fuse_function
+from xfuse.transforms.fuse import fuse_function
 
 GELU = (Path(__file__).parents[1] / "examples" / "gelu.ew").read_text()
 

@@ -1,4 +1,4 @@
-"""`xfuse bench` and `xfuse.runtime.bench`: tiny sizes, numbers checked, times never asserted."""
+"""`xfuse bench` and `xfuse.benchmarking.bench`: tiny sizes, numbers checked, no times asserted."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from xfuse.benchmarking import bench, peers
+from xfuse.benchmarking.timing import interleaved_medians, separable
 from xfuse.dialects import ew
-from xfuse.runtime import bench, peers
-from xfuse.runtime.timing import interleaved_medians, separable
 from xfuse.tools.bench_cmd import bandwidth_figure, parse_sizes, program_title
 from xfuse.tools.cli import main
 from xfuse.tools.lecture_cmd import parse_size

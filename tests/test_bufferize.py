@@ -29,8 +29,8 @@ from xfuse.analysis.memory import MemoryPlan, plan_memory
 from xfuse.dialects import ew
 from xfuse.frontend.builder import FunctionBuilder, Value
 from xfuse.frontend.language import parse_program
-from xfuse.passes.bufferize import EwBufferizePass
-from xfuse.passes.fuse import EwFusePass
+from xfuse.transforms.bufferize import EwBufferizePass
+from xfuse.transforms.fuse import EwFusePass
 
 GELU = (Path(__file__).parents[1] / "examples" / "gelu.ew").read_text()
 

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 import xfuse
+from xfuse.codegen.native import HostCpu
 from xfuse.dialects import ew
-from xfuse.lowering.expand_math import libm_functions
-from xfuse.runtime.native import HostCpu
+from xfuse.transforms.expand_math import libm_functions
 
 DTYPES = {
     "f16": np.dtype(np.float16),

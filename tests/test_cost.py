@@ -23,14 +23,14 @@ from xfuse.analysis.cost import (
     FunctionCost,
     analyse_module,
     compare,
-    cost_program,
     epilogue_what_if,
     parse_shape,
 )
 from xfuse.analysis.cost_report import summary_line
 from xfuse.dialects.ew import Ew
-from xfuse.passes import ALL_PASSES
+from xfuse.runtime.cost_driver import cost_program
 from xfuse.tools import cli, opt
+from xfuse.transforms import ALL_PASSES
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = Path(__file__).parent / "inputs"

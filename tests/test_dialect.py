@@ -30,7 +30,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 
 from xfuse.dialects import ew
-from xfuse.dtypes import element_type_for
+from xfuse.dialects.dtypes import element_type_for
 
 DIALECT_TESTS = Path(__file__).resolve().parents[1] / "filecheck" / "dialect"
 DYN = DYNAMIC_INDEX

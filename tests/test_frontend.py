@@ -14,7 +14,7 @@ from xdsl.ir import Operation, SSAValue
 
 import xfuse
 from xfuse.dialects import ew
-from xfuse.dtypes import element_type_for
+from xfuse.dialects.dtypes import element_type_for
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.language import MAX_NESTING, EwSyntaxError, ParsedProgram, parse_program
 

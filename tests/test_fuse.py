@@ -12,9 +12,9 @@ from xdsl.dialects.builtin import Float16Type, Float32Type, ModuleOp
 
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.lowering.scalar import SCALAR_LOWERINGS
-from xfuse.passes.fuse import EwFusePass, fuse_function
-from xfuse.passes.optimize import EwOptimizePass
+from xfuse.transforms.fuse import EwFusePass, fuse_function
+from xfuse.transforms.optimize import EwOptimizePass
+from xfuse.transforms.scalar import SCALAR_LOWERINGS
 
 GELU = (Path(__file__).parents[1] / "examples" / "gelu.ew").read_text()
 

@@ -34,12 +34,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
 import xfuse
+from xfuse.codegen.native import host_target_machine
+from xfuse.codegen.ptx import PtxModule, compile_ptx
 from xfuse.dialects import ew
-from xfuse.passes.pipeline import apply_pipeline, pipeline_context
 from xfuse.runtime.arrays import ArgumentError
 from xfuse.runtime.cuda import CudaDriver, CudaKernel
-from xfuse.runtime.native import host_target_machine
-from xfuse.runtime.ptx import PtxModule, compile_ptx
+from xfuse.transforms.pipeline import apply_pipeline, pipeline_context
 
 ROOT = Path(__file__).parents[1]
 GELU = (ROOT / "examples" / "gelu.ew").read_text()

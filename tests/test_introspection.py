@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import xfuse
-from xfuse.passes import ALL_PASSES
 from xfuse.tools import cli, opt
 from xfuse.tools.pass_help import pass_options
+from xfuse.transforms import ALL_PASSES
 
 
 def test_version_names_xfuse_and_the_libraries_that_decide_its_output(capsys) -> None:

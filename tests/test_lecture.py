@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from xfuse.runtime import bench
-from xfuse.runtime.timing import separable
+from xfuse.benchmarking import bench
+from xfuse.benchmarking.timing import separable
 from xfuse.tools import lecture
 from xfuse.tools.cli import main
 from xfuse.tools.lecture import GELU_SOURCE, VARIANTS, MeasureDemo, MeasureRow

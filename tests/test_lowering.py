@@ -15,11 +15,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
-from xfuse.lowering.to_llvm import EwToLlvmPass, packed_entry_name, parse_fastmath
-from xfuse.passes.pipeline import pipeline_context
+from xfuse.codegen.native import HostCpu, NativeModule, compile_llvm_dialect, host_cpu
 from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
-from xfuse.runtime.native import HostCpu, NativeModule, compile_llvm_dialect, host_cpu
+from xfuse.transforms.pipeline import pipeline_context
+from xfuse.transforms.to_llvm import EwToLlvmPass, packed_entry_name, parse_fastmath
 
 GELU_KERNEL = """
 func.func @main(%x: memref<?xf32>, %b: memref<?xf32>, %r: memref<?xf32>, %out: memref<?xf32>) {

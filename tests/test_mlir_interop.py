@@ -18,19 +18,19 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
 
 import xfuse
-from xfuse.dialects import ew
-from xfuse.frontend.language import parse_program
-from xfuse.passes.fuse import EwFusePass
-from xfuse.passes.optimize import EwOptimizePass
-from xfuse.passes.to_linalg import EwToLinalgPass
-from xfuse.runtime import mlir_peer
-from xfuse.runtime.mlir_peer import (
+from xfuse.benchmarking import mlir_peer
+from xfuse.benchmarking.mlir_peer import (
     MathLowering,
     MlirKernel,
     MlirToolsMissing,
     compile_with_mlir,
     find_mlir_tool,
 )
+from xfuse.dialects import ew
+from xfuse.frontend.language import parse_program
+from xfuse.transforms.fuse import EwFusePass
+from xfuse.transforms.optimize import EwOptimizePass
+from xfuse.transforms.to_linalg import EwToLinalgPass
 
 needs_mlir = pytest.mark.skipif(
     find_mlir_tool("mlir-opt") is None or find_mlir_tool("mlir-translate") is None,

@@ -20,10 +20,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.frontend.language import parse_program
-from xfuse.passes import ALL_PASSES
-from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.compiler import Options
 from xfuse.tools.opt import main
+from xfuse.transforms import ALL_PASSES
+from xfuse.transforms.pipeline import pipeline_context
 
 GELU = Path(__file__).resolve().parents[1] / "examples" / "gelu.ew"
 

@@ -15,9 +15,9 @@ from xdsl.ir import Block, Region
 
 import xfuse
 from xfuse.dialects import ew
-from xfuse.dtypes import element_type_for
+from xfuse.dialects.dtypes import element_type_for
 from xfuse.frontend.language import parse_program
-from xfuse.passes.optimize import EwOptimizePass
+from xfuse.transforms.optimize import EwOptimizePass
 
 GELU = (Path(__file__).resolve().parents[1] / "examples" / "gelu.ew").read_text()
 

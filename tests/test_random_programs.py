@@ -72,8 +72,8 @@ from xdsl.printer import Printer
 import xfuse
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.compiler import Options
+from xfuse.transforms.pipeline import pipeline_context
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 TINY = 2.0**-149

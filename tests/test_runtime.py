@@ -16,9 +16,9 @@ import pytest
 import xfuse
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.passes.optimize import EwOptimizePass
-from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
+from xfuse.transforms.optimize import EwOptimizePass
+from xfuse.transforms.pipeline import pipeline_context
 
 GELU = (
     "h = x + b; y = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h))); out = y + r;"

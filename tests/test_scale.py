@@ -21,9 +21,9 @@ from xdsl.dialects.builtin import ModuleOp
 import xfuse
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.passes.fuse import EwFusePass, fuse_function
-from xfuse.passes.pipeline import only_function, pipeline_context
 from xfuse.runtime.compiler import Options
+from xfuse.transforms.fuse import EwFusePass, fuse_function
+from xfuse.transforms.pipeline import only_function, pipeline_context
 
 CHAIN_STATEMENT = "a = a * 0.999 + 0.001;\n"
 
@@ -79,8 +79,9 @@ def test_a_50000_op_chain_goes_through_the_tensor_passes() -> None:
 
 
 def test_tracing_and_cost_analysis_do_not_recurse_per_op() -> None:
-    from xfuse.analysis.cost import CostOptions, cost_program
-    from xfuse.runtime.tracing import JitFunction
+    from xfuse.analysis.cost import CostOptions
+    from xfuse.runtime.cost_driver import cost_program
+    from xfuse.runtime.jit import JitFunction
 
     def long_chain(a: np.ndarray) -> np.ndarray:
         for _ in range(300):

@@ -20,13 +20,14 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
 from xdsl.ir import Attribute
 
 import xfuse
-from xfuse.analysis.cost import CostOptions, cost_program
+from xfuse.analysis.cost import CostOptions
+from xfuse.benchmarking.baselines import compile_numpy, compile_numpy_planned
 from xfuse.dialects import ew
-from xfuse.dtypes import DTYPE_NAMES, element_type_for, promote
+from xfuse.dialects.dtypes import DTYPE_NAMES, element_type_for, promote
 from xfuse.frontend.builder import declared_dims
 from xfuse.frontend.language import EwSyntaxError, parse_program
 from xfuse.runtime.arrays import ArgumentError, numpy_dtype
-from xfuse.runtime.baselines import compile_numpy, compile_numpy_planned
+from xfuse.runtime.cost_driver import cost_program
 from xfuse.tools.cli import main as xfuse_main
 
 GELU_BODY = """
@@ -175,7 +176,7 @@ def test_mixed_dtypes_insert_conversions_and_literals_are_weak() -> None:
 def test_convert_folds_constants_to_the_new_rounding() -> None:
     from xdsl.parser import Parser
 
-    from xfuse.passes.pipeline import apply_pipeline, pipeline_context
+    from xfuse.transforms.pipeline import apply_pipeline, pipeline_context
 
     text = """
     func.func @main(%x: tensor<?xbf16>) -> tensor<?xbf16> {
@@ -308,7 +309,7 @@ def test_numpy_baselines_follow_each_value_dtype() -> None:
 
 
 def test_mixed_dtype_kernels_export_to_linalg() -> None:
-    from xfuse.passes.pipeline import apply_pipeline
+    from xfuse.transforms.pipeline import apply_pipeline
 
     exported = str(apply_pipeline(parse_program(GELU_MIXED), "ew-optimize,ew-fuse,ew-to-linalg"))
     assert "linalg.generic" in exported and "ew." not in exported.replace("ew.dims", "")

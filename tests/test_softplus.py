@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 import xfuse
-from xfuse.analysis.cost import CostOptions, cost_program
+from xfuse.analysis.cost import CostOptions
+from xfuse.benchmarking.baselines import compile_numpy
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.passes.pipeline import apply_pipeline
 from xfuse.runtime.arrays import numpy_dtype
-from xfuse.runtime.baselines import compile_numpy
+from xfuse.runtime.cost_driver import cost_program
+from xfuse.transforms.pipeline import apply_pipeline
 
 
 def ops(module: object) -> list[str]:

@@ -5,7 +5,7 @@ from xdsl.dialects.func import FuncOp
 
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.passes.strength_reduce import EwStrengthReducePass
+from xfuse.transforms.strength_reduce import EwStrengthReducePass
 
 
 def ops_of(source: str, max_exponent: int = 2) -> list[str]:

@@ -7,7 +7,7 @@ import pytest
 
 import xfuse
 from xfuse.dialects import ew
-from xfuse.runtime.tracing import _OPS_BY_UFUNC
+from xfuse.frontend.tracing import _OPS_BY_UFUNC
 
 SAMPLE = np.array([-2.5, -1.0, -0.0, 0.0, 0.25, 1.0, 3.0], dtype=np.float32)
 

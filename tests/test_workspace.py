@@ -11,9 +11,9 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
 import xfuse
-from xfuse.lowering.workspace import EwWorkspacePass
-from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.kernel import WORKSPACE_ALIGNMENT, WorkspacePool
+from xfuse.transforms.pipeline import pipeline_context
+from xfuse.transforms.workspace import EwWorkspacePass
 
 GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
 

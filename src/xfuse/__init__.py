@@ -23,12 +23,12 @@ _EXPORTS: dict[str, str] = {
     "ArgumentTypeError": "xfuse.runtime.arrays",
     "CudaKernel": "xfuse.runtime.cuda",
     "CudaUnavailableError": "xfuse.runtime.cuda",
-    "jit": "xfuse.runtime.tracing",
-    "compile_numpy": "xfuse.runtime.baselines",
-    "compile_numpy_planned": "xfuse.runtime.baselines",
-    "bench": "xfuse.runtime.bench",
+    "jit": "xfuse.runtime.jit",
+    "compile_numpy": "xfuse.benchmarking.baselines",
+    "compile_numpy_planned": "xfuse.benchmarking.baselines",
+    "bench": "xfuse.benchmarking.bench",
     **{
-        name: "xfuse.runtime.tracing"
+        name: "xfuse.frontend.tracing"
         for name in (
             "tanh",
             "exp",
@@ -42,7 +42,7 @@ _EXPORTS: dict[str, str] = {
             "abs",
         )
     },
-    **{name: "xfuse.runtime.tracing" for name in ("maximum", "minimum", "power")},
+    **{name: "xfuse.frontend.tracing" for name in ("maximum", "minimum", "power")},
 }
 
 __all__ = sorted(_EXPORTS)

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp, TensorType
@@ -41,8 +41,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, Device, device
 from xfuse.dialects import ew
-from xfuse.dtypes import dtype_name, dtype_of, element_type_for, itemsize
-from xfuse.passes.pipeline import apply_pipeline, only_function
+from xfuse.dialects.dtypes import dtype_name, dtype_of, itemsize
 
 FLOPS_PER_SCALAR_OP: dict[str, int] = {
     # One FLOP each: a single FP32 instruction on the CUDA cores (divide counted as one, as the
@@ -512,69 +511,4 @@ def epilogue_what_if(cost: FunctionCost, input_name: str) -> EpilogueWhatIf:
         separate_time_s=totals.time_s + read.bytes / cost.options.hardware.hbm_bandwidth,
         epilogue_time_s=totals.time_s - kernel.time_s + max(memory, compute),
         launches_saved=1,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Whole programs, fused and unfused
-# ---------------------------------------------------------------------------------------------
-
-FUSED_PIPELINE = "ew-optimize,ew-fuse"
-UNFUSED_PIPELINE = "ew-optimize,ew-fuse{mode=none}"
-
-
-def cost_program(
-    source: str,
-    options: CostOptions | None = None,
-    *,
-    filename: str = "<source>",
-    input_shapes: Mapping[str, Sequence[int | str | None]] | None = None,
-    epilogue: str | None = None,
-) -> ProgramCost:
-    """Price a `.ew` program after `ew-optimize,ew-fuse` and after `ew-optimize,ew-fuse{mode=none}`.
-
-    Inputs are `[?, ..., ?]` tensors of `options.shape`'s rank unless the program declares their
-    shapes (`input b[d];`) or `input_shapes` says otherwise (`{"b": (14336,)}`: a real bias). The
-    program is parsed in `options.dtype` (float32 if None); if it declares other dtypes for its
-    inputs, every tensor is priced in its own IR dtype (`CostOptions.dtype` None).
-    `epilogue` names an input produced by a matmul for the epilogue what-if (on the fused kernel).
-    Raises EwSyntaxError for a bad program, ValueError for bad options.
-    """
-    from xfuse.frontend.language import parse_program
-
-    options = options or CostOptions()
-    dtype = options.dtype or "float32"
-    names = [
-        a.name_hint
-        for a in only_function(parse_program(source, dtype=dtype, filename=filename)).args
-    ]
-    unknown = set(input_shapes or {}) - set(names)
-    if unknown:
-        raise ValueError(
-            f"input shape given for {', '.join(sorted(unknown))}, which the program does not "
-            f"read (inputs: {', '.join(str(n) for n in names)})"
-        )
-    full = (None,) * len(options.shape)
-    module = parse_program(
-        source, dtype=dtype, shapes=input_shapes, default_shape=full, filename=filename
-    )
-    default_element = element_type_for(dtype)
-    if any(ew.element_type(a.type) != default_element for a in only_function(module).args):
-        options = replace(options, dtype=None)  # declared dtypes: price each tensor's own
-
-    def analyse(pipeline: str, opts: CostOptions) -> FunctionCost:
-        return analyse_function(only_function(apply_pipeline(module, pipeline)), opts)
-
-    fused = analyse(FUSED_PIPELINE, options)
-    unfused = analyse(UNFUSED_PIPELINE, options)
-    hbm_only = None
-    if options.l2:
-        plain = replace(options, l2=False)
-        hbm_only = (analyse(FUSED_PIPELINE, plain), analyse(UNFUSED_PIPELINE, plain))
-    return ProgramCost(
-        fused=fused,
-        unfused=unfused,
-        comparison=compare(fused, unfused),
-        hbm_only=hbm_only,
-        epilogue=epilogue_what_if(fused, epilogue) if epilogue else None,
     )

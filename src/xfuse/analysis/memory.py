@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from xfuse.dialects import ew
-from xfuse.dtypes import dtype_of, itemsize
+from xfuse.dialects.dtypes import dtype_of, itemsize
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ writes memrefs (destination-passing style).
 
 To add an elementwise function, subclass `UnaryOp` or `BinaryOp` below with a `name`, a docstring
 and its float64 `reference`, and list it in `ELEMENTWISE_OPS`; the frontend, folding and the numpy
-baselines pick it up from there. Its scalar lowering lives in `xfuse.lowering`.
+baselines pick it up from there. Its scalar lowering lives in `xfuse.transforms`.
 """
 
 from __future__ import annotations
@@ -212,7 +212,7 @@ def _verify_broadcasts_to(op: Operation, operand_types: Sequence[Attribute], res
 
 
 # ---------------------------------------------------------------------------------------------
-# Folding and canonicalization hooks (the patterns live in xfuse.passes.canonicalize)
+# Folding and canonicalization hooks (the patterns live in xfuse.dialects.canonicalize)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -277,7 +277,7 @@ def fold_literals(
 class ElementwiseCanonicalization(HasCanonicalizationPatternsTrait):
     @classmethod
     def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from xfuse.passes.canonicalize import SAFE_IDENTITY_PATTERNS
+        from xfuse.dialects.canonicalize import SAFE_IDENTITY_PATTERNS
 
         return SAFE_IDENTITY_PATTERNS
 
@@ -684,7 +684,7 @@ class ConvertOp(IRDLOperation):
 
     Widening is exact; narrowing rounds to nearest even (f32 -> bf16 too). The frontend inserts
     it where operands of different dtypes meet (numpy's promotion) and for `f32(x)`-style calls.
-    Kernels compute it with `arith.extf`/`arith.truncf` (`xfuse.lowering.scalar.emit_convert`).
+    Kernels compute it with `arith.extf`/`arith.truncf` (`xfuse.transforms.scalar.emit_convert`).
     """
 
     name = "ew.convert"

@@ -1,8 +1,8 @@
 """Builds the `func.func` of `ew` ops that both frontends (source text and Python tracing) emit.
 
 Dtypes follow numpy's promotion: where operands of different element types meet, the narrower
-one gets an `ew.convert` to the promoted type (`xfuse.dtypes.promote`: f16 or bf16 with f32 ->
-f32, anything with f64 -> f64, f16 with bf16 -> f32). A literal is weakly typed, as a Python
+one gets an `ew.convert` to the promoted type (`xfuse.dialects.dtypes.promote`: f16 or bf16 with
+f32 -> f32, anything with f64 -> f64, f16 with bf16 -> f32). A literal is weakly typed, as a Python
 float is in numpy: it takes the type of the array it meets (`0.5 * x` stays bf16 for a bf16 `x`).
 So is an expression of literals alone (`-(2)`, `2 * 3`: a `Weak` value): it becomes one
 `ew.constant` where it meets an array, computed in that array's type as a kernel would compute it
@@ -36,7 +36,7 @@ from xdsl.ir import Attribute, Block, BlockArgument, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from xfuse.dialects import ew
-from xfuse.dtypes import element_type_for, promote
+from xfuse.dialects.dtypes import element_type_for, promote
 
 ShapeSpec = Sequence[int | str | None]
 """A shape: ints are static dims; a name is a dynamic (`?`) dim shared by all dims of that name;

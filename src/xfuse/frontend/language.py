@@ -54,7 +54,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, OpResult
 
 from xfuse.dialects import ew
-from xfuse.dtypes import element_type_for
+from xfuse.dialects.dtypes import element_type_for
 from xfuse.frontend.builder import MAX_DIM, DtypeSpec, FunctionBuilder, ShapeSpec, Value
 
 CONVERSIONS: dict[str, str] = {

@@ -29,18 +29,18 @@ from xdsl.parser import Parser
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
 
+from xfuse.codegen.native import compile_llvm_dialect, host_cpu
+from xfuse.codegen.ptx import MATH_MODES, check_target
 from xfuse.dialects import ew
-from xfuse.dtypes import dtype_name, dtype_of
+from xfuse.dialects.dtypes import dtype_name, dtype_of
 from xfuse.frontend.builder import DtypeSpec, declared_dims
-from xfuse.lowering.to_llvm import parse_fastmath
-from xfuse.lowering.workspace import workspace_size_function
-from xfuse.passes import ALL_PASSES
-from xfuse.passes.pipeline import PassSpecError, only_function, parse_passes, pipeline_context
 from xfuse.runtime import disk_cache
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
-from xfuse.runtime.native import compile_llvm_dialect, host_cpu
-from xfuse.runtime.ptx import MATH_MODES, check_target
+from xfuse.transforms import ALL_PASSES
+from xfuse.transforms.pipeline import PassSpecError, only_function, parse_passes, pipeline_context
+from xfuse.transforms.to_llvm import parse_fastmath
+from xfuse.transforms.workspace import workspace_size_function
 
 LRU_SIZE = 32
 """How many recently compiled programs stay alive without a kernel referring to them."""

@@ -1,7 +1,7 @@
 """`xfuse.compile(..., target="cuda")`: the GPU pipeline and a kernel that launches its PTX.
 
     frontend -> ew-optimize -> ew-fuse -> ew-bufferize -> ew-to-nvvm -> ew-expand-math
-             -> ew-to-llvm -> convert_module + NVPTX O3 -> PTX (`xfuse.runtime.ptx`)
+             -> ew-to-llvm -> convert_module + NVPTX O3 -> PTX (`xfuse.codegen.ptx`)
 
 Compiling needs no GPU. Calling a `CudaKernel` loads the PTX and launches it through NVIDIA's
 `cuda-python` (`cuda.bindings.driver`; `pip install 'xfuse[cuda]'`), imported on the first call:
@@ -29,7 +29,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from xfuse.lowering.to_nvvm import LaunchSequence, launch_sequence
+from xfuse.codegen.ptx import PtxModule, compile_ptx
 from xfuse.runtime.arrays import (
     ArgumentError,
     Parameter,
@@ -43,7 +43,7 @@ from xfuse.runtime.arrays import (
     output_shape,
 )
 from xfuse.runtime.kernel import CompiledProgram, Program
-from xfuse.runtime.ptx import PtxModule, compile_ptx
+from xfuse.transforms.to_nvvm import LaunchSequence, launch_sequence
 
 BLOCK_SIZE = 256
 BLOCKS_PER_MULTIPROCESSOR = 8
@@ -78,7 +78,7 @@ def gpu_program(
     arch: str,
 ) -> CudaFunction:
     """Lower a bufferized module (changed in place) to PTX; its launch sequence is read first."""
-    from xfuse.passes.pipeline import pipeline_context
+    from xfuse.transforms.pipeline import pipeline_context
 
     sequence = launch_sequence(bufferized)
     ctx = pipeline_context()

@@ -2,12 +2,12 @@
 
 An entry is one file per program, `<digest>.xfuse`, where the digest hashes what decides the code:
 the frontend IR (or the `.ew` source with its dtypes and shapes), the output names, every `Options`
-field and the host CPU's name and features (`xfuse.runtime.native.host_cpu`). The entry records
+field and the host CPU's name and features (`xfuse.codegen.native.host_cpu`). The entry records
 the toolchain that made it (xfuse's version, plus a fingerprint of its source files when run from
 a checkout; xDSL's, llvmlite's and Python's versions) and holds the object code MCJIT linked, the
 optimized LLVM IR and what binding the call needs (the function's name, its parameters, whether
 it takes a workspace, whether it may run in place). A hit links the object code
-(`xfuse.runtime.native.load_object_code`): no xDSL pass and no LLVM optimization or code
+(`xfuse.codegen.native.load_object_code`): no xDSL pass and no LLVM optimization or code
 generation runs. The IR of the stages is recomputed from the frontend IR only if asked for.
 
 Where: `XFUSE_CACHE_DIR`, else the platform's user cache dir (`platformdirs`, e.g.
@@ -40,9 +40,9 @@ import platformdirs
 import xdsl
 
 import xfuse
+from xfuse.codegen.native import host_cpu, load_object_code
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import NativeFunction, Program
-from xfuse.runtime.native import host_cpu, load_object_code
 
 ENTRY_SUFFIX = ".xfuse"
 ENTRY_MODE = 0o644

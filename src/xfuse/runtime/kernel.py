@@ -1,6 +1,6 @@
 """A compiled program callable on numpy arrays.
 
-The native function follows the lowering's calling convention (`xfuse.lowering.to_llvm`): for
+The native function follows the lowering's calling convention (`xfuse.transforms.to_llvm`): for
 each input, then each output, a pointer to its first element and one i64 per `?` dimension. It
 is called through its packed entry, with one pointer to an array of those argument words, so a
 program may have any number of arrays (ctypes passes at most 1024 arguments to a call).
@@ -10,7 +10,7 @@ thread runs the first slice, a pool of N - 1 threads that the kernel keeps for i
 its first split call, shut down when the kernel is freed) the others.
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
-live in (`xfuse.lowering.workspace`): a byte buffer the kernel owns and reuses across calls, sized
+live in (`xfuse.transforms.workspace`): a byte buffer the kernel owns and reuses across calls, sized
 per shape by the companion native function. Each slice of a split call gets its own part of one
 workspace; concurrent calls from several Python threads each borrow a workspace of their own.
 """
@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 
-from xfuse.lowering.to_llvm import packed_entry_name
-from xfuse.lowering.workspace import workspace_size_function
+from xfuse.codegen.native import NativeModule
 from xfuse.runtime import dask_arrays
 from xfuse.runtime.arrays import (
     ArgumentError,
@@ -46,7 +45,8 @@ from xfuse.runtime.arrays import (
     numpy_dtype,
     output_shape,
 )
-from xfuse.runtime.native import NativeModule
+from xfuse.transforms.to_llvm import packed_entry_name
+from xfuse.transforms.workspace import workspace_size_function
 
 MIN_ELEMENTS_PER_THREAD = 1 << 15
 """Below this many elements per thread, splitting costs more than it saves."""

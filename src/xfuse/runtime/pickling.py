@@ -17,8 +17,8 @@ import sys
 from typing import Any
 
 from xfuse.runtime.compiler import Options, program_of_ir
+from xfuse.runtime.jit import JitFunction
 from xfuse.runtime.kernel import Kernel
-from xfuse.runtime.tracing import JitFunction
 
 
 def kernel_reduction(kernel: Kernel) -> tuple[Any, ...]:

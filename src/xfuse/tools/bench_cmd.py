@@ -68,7 +68,7 @@ def parse_sizes(text: str) -> list[int]:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from xfuse.runtime.bench import DEFAULT_SIZES, bench
+    from xfuse.benchmarking.bench import DEFAULT_SIZES, bench
     from xfuse.tools.cli import CliError
 
     if (args.file is None) == (args.expr is None):

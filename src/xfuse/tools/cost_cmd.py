@@ -74,8 +74,9 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from xfuse.analysis.cost import CostOptions, ShapeMismatchError, cost_program, parse_shape
+    from xfuse.analysis.cost import CostOptions, ShapeMismatchError, parse_shape
     from xfuse.analysis.cost_report import print_program, program_json
+    from xfuse.runtime.cost_driver import cost_program
     from xfuse.tools.cli import CliError
 
     try:

@@ -22,14 +22,15 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.printer import Printer
 
-from xfuse.analysis.cost import CostOptions, ProgramCost, cost_program
+from xfuse.analysis.cost import CostOptions, ProgramCost
 from xfuse.analysis.dataflow import analyze_dataflow
 from xfuse.analysis.memory import Liveness, plan_memory
+from xfuse.benchmarking import bench
+from xfuse.benchmarking.timing import separable
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.passes.pipeline import apply_pipeline, only_function
-from xfuse.runtime import bench
-from xfuse.runtime.timing import separable
+from xfuse.runtime.cost_driver import cost_program
+from xfuse.transforms.pipeline import apply_pipeline, only_function
 
 GELU_SOURCE = """\
 # GELU (tanh form) with bias and residual: the lecture's running example.

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from xfuse.analysis.cost_report import nbytes, to_plain, us
-from xfuse.runtime.timing import SEPARATION_LEVEL
+from xfuse.benchmarking.timing import SEPARATION_LEVEL
 from xfuse.tools.lecture import (
     DataflowDemo,
     LectureFigures,

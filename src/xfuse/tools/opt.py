@@ -23,8 +23,8 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 import xfuse
 from xfuse.frontend.language import EwSyntaxError, parse_program
-from xfuse.passes import ALL_PASSES
-from xfuse.passes.pipeline import parse_passes, use_before_definition
+from xfuse.transforms import ALL_PASSES
+from xfuse.transforms.pipeline import parse_passes, use_before_definition
 
 
 class _LocatingParser(Parser):

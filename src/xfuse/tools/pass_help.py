@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from xdsl.passes import ModulePass
 
-from xfuse.passes import ALL_PASSES
+from xfuse.transforms import ALL_PASSES
 
 
 @dataclass(frozen=True)

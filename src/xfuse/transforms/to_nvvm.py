@@ -76,11 +76,11 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
-from xfuse.dtypes import dtype_of, itemsize
-from xfuse.lowering.expand_math import MathOp
-from xfuse.lowering.kernel_to_loops import input_indices
-from xfuse.lowering.to_llvm import convert_type
-from xfuse.passes.pipeline import only_function
+from xfuse.dialects.dtypes import dtype_of, itemsize
+from xfuse.transforms.expand_math import MathOp
+from xfuse.transforms.kernel_to_loops import input_indices
+from xfuse.transforms.pipeline import only_function
+from xfuse.transforms.to_llvm import convert_type
 
 VECTOR_BYTES = 16
 """The widest global load and store of one thread (`ld.global.v4.b32`)."""

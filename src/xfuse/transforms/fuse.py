@@ -46,7 +46,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
-from xfuse.lowering.scalar import (
+from xfuse.transforms.scalar import (
     compute_type,
     emit_constant,
     emit_convert,

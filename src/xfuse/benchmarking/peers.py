@@ -2,7 +2,7 @@
 
 numexpr, numba, jax and torch get the program as code written from the optimized `ew` IR (one
 statement per op, the same program xfuse compiles); upstream MLIR gets xfuse's fused IR through
-`xfuse.runtime.mlir_peer` (the `ew-to-linalg` export run through `mlir-opt`):
+`xfuse.benchmarking.mlir_peer` (the `ew-to-linalg` export run through `mlir-opt`):
 - numexpr: one expression per output (intermediates inlined), evaluated in numexpr's blocked,
   fused virtual machine;
 - numba: a scalar function made a ufunc with `numba.vectorize` (one fused, compiled loop);
@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import func
 
+from xfuse.benchmarking.workload import Variant, Workload
 from xfuse.dialects import ew
-from xfuse.passes.pipeline import apply_pipeline, only_function
-from xfuse.runtime.bench import Variant, Workload
+from xfuse.transforms.pipeline import apply_pipeline, only_function
 
 PEERS: tuple[str, ...] = ("numexpr", "numba", "jax", "torch", "mlir")
 
@@ -221,7 +221,7 @@ def torch_variant(workload: Workload, threads: int = 1) -> Variant:
 
 
 def mlir_variant(workload: Workload, threads: int = 1) -> Variant:
-    from xfuse.runtime.mlir_peer import compile_with_mlir
+    from xfuse.benchmarking.mlir_peer import compile_with_mlir
 
     if threads > 1:
         raise PeerUnsupported("the upstream MLIR peer runs one thread")
@@ -243,7 +243,7 @@ BUILDERS: dict[str, Callable[[Workload, int], Variant]] = {
 def available_peers() -> list[str]:
     """The peers installed here (mlir: when `mlir-opt` and `mlir-translate` are found)."""
     found = [name for name in PEERS if name != "mlir" and importlib.util.find_spec(name)]
-    from xfuse.runtime.mlir_peer import find_mlir_tool
+    from xfuse.benchmarking.mlir_peer import find_mlir_tool
 
     if find_mlir_tool("mlir-opt") and find_mlir_tool("mlir-translate"):
         found.append("mlir")

@@ -29,7 +29,7 @@ from llvmlite.binding.executionengine import ExecutionEngine
 from xdsl.backend.llvm.convert import convert_module
 from xdsl.dialects.builtin import ModuleOp
 
-from xfuse.lowering.to_llvm import packed_entry_name
+from xfuse.transforms.to_llvm import packed_entry_name
 
 
 @functools.cache

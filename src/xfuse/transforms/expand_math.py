@@ -1,8 +1,8 @@
 """`ew-expand-math{math=approx|libm}`: replace transcendental `math` ops before going to LLVM.
 
 - `math=approx`: f32 `math.exp/log/tanh/erf/powf` become the plain-arithmetic approximations of
-  `xfuse.lowering.approx` (vectorizable; errors in docs/math.md). f64 has no approximation here and
-  calls libm as in `math=libm`.
+  `xfuse.transforms.approx` (vectorizable; errors in docs/math.md). f64 has no approximation here
+  and calls libm as in `math=libm`.
 - `math=libm`: they become calls to the C library (`tanhf`, `expf`, ... for f32; `tanh`, ... for
   f64), declared as private `func.func`s. These calls keep a loop scalar.
 
@@ -31,7 +31,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import DiagnosticException
 
-from xfuse.lowering import approx
+from xfuse.transforms import approx
 
 MathOp = math.ExpOp | math.LogOp | math.TanhOp | math.ErfOp | math.PowFOp
 

@@ -12,7 +12,7 @@ from xdsl.transforms.canonicalize import CanonicalizationRewritePattern
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination, region_dce
 
-from xfuse.passes.canonicalize import UNSAFE_IDENTITY_PATTERNS
+from xfuse.dialects.canonicalize import UNSAFE_IDENTITY_PATTERNS
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from xfuse.dialects import ew
-from xfuse.dtypes import dtype_of
-from xfuse.passes.pipeline import only_function
+from xfuse.dialects.dtypes import dtype_of
 from xfuse.runtime.arrays import numpy_dtype
+from xfuse.transforms.pipeline import only_function
 
 Ufunc = Callable[..., np.ndarray]
 

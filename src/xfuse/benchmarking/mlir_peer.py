@@ -46,11 +46,11 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, BlockArgument, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
+from xfuse.codegen.native import host_target_machine
 from xfuse.dialects import ew
-from xfuse.dtypes import dtype_of
-from xfuse.passes.to_linalg import EwToLinalgPass
+from xfuse.dialects.dtypes import dtype_of
 from xfuse.runtime.arrays import ArgumentError, ArgumentTypeError, bind_arguments
-from xfuse.runtime.native import host_target_machine
+from xfuse.transforms.to_linalg import EwToLinalgPass
 
 TOOL_DIRECTORIES = ("/usr/lib/llvm-22/bin",)
 """Where to look for mlir-opt and mlir-translate when they are not on PATH."""

@@ -16,7 +16,7 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
-from xfuse.passes import ALL_PASSES
+from xfuse.transforms import ALL_PASSES
 
 
 class PassSpecError(ValueError):

@@ -26,7 +26,7 @@ def median_seconds(run: Callable[[], object], repeat: int = 3, warmup: int = 1) 
 
 def host_summary() -> str:
     """The host as benchmarks print it: the target CPU, its widest float vectors, load average."""
-    from xfuse.runtime.native import host_cpu
+    from xfuse.codegen.native import host_cpu
 
     cpu = host_cpu()
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())

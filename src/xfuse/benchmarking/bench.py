@@ -29,31 +29,13 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import SSAValue
 
+from xfuse.benchmarking import peers as peer_compilers
+from xfuse.benchmarking.timing import interleaved_medians
+from xfuse.benchmarking.workload import Outputs, Variant, Workload
 from xfuse.dialects import ew
-from xfuse.dtypes import dtype_of
-from xfuse.passes.pipeline import apply_pipeline, only_function
+from xfuse.dialects.dtypes import dtype_of
 from xfuse.runtime.arrays import numpy_dtype
-from xfuse.runtime.timing import interleaved_medians
-
-Outputs = np.ndarray | tuple[np.ndarray, ...]
-
-
-@dataclass(frozen=True)
-class Workload:
-    source: str
-    outputs: tuple[str, ...] | None
-    """The program's outputs as given (None: its last assignment)."""
-    module: ModuleOp
-    """The float32 program after `ew-optimize` (tensor-level ops)."""
-    input_names: tuple[str, ...]
-    output_names: tuple[str, ...]
-    arrays: dict[str, np.ndarray]
-    """Random float32 inputs of `n` elements, by name."""
-    reference: tuple[np.ndarray, ...]
-    """The unoptimized program evaluated in float64, one array per output."""
-    n: int
-    fused_bytes: int
-    unfused_bytes: int
+from xfuse.transforms.pipeline import apply_pipeline, only_function
 
 
 def program_source(expression: str) -> str:
@@ -147,10 +129,11 @@ def prepare_workload(
 ) -> Workload:
     """Parse `source` (float32 flat inputs unless declared), make inputs of about `n` elements
     (`input_shapes`) and the float64 reference."""
-    from xfuse.analysis.cost import CostOptions, cost_program
+    from xfuse.analysis.cost import CostOptions
     from xfuse.frontend.builder import FunctionBuilder
     from xfuse.frontend.language import ParsedProgram
     from xfuse.runtime.compiler import signature
+    from xfuse.runtime.cost_driver import cost_program
 
     if n < 1:
         raise ValueError(f"size must be >= 1, got {n}")
@@ -186,16 +169,6 @@ def ceiling_source(input_names: Sequence[str], output_names: Sequence[str]) -> s
         raise ValueError("the program reads no inputs: there is no bandwidth ceiling to measure")
     total = " + ".join(input_names) if len(input_names) > 1 else f"{input_names[0]} * 2"
     return "".join(f"{name} = {total};\n" for name in output_names)
-
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    run: Callable[[], Outputs]
-    traffic: str
-    """The traffic model it moves: "unfused" or "fused"."""
-    checked: bool = True
-    """Compared against the reference (False for the ceiling, which computes something else)."""
 
 
 @dataclass(frozen=True)
@@ -271,7 +244,7 @@ def measure_interleaved(
 
 
 def numpy_per_op(workload: Workload) -> Variant:
-    from xfuse.runtime.baselines import compile_numpy
+    from xfuse.benchmarking.baselines import compile_numpy
 
     program = compile_numpy(workload.module)
     arrays = [workload.arrays[name] for name in workload.input_names]
@@ -279,7 +252,7 @@ def numpy_per_op(workload: Workload) -> Variant:
 
 
 def numpy_planned(workload: Workload) -> Variant:
-    from xfuse.runtime.baselines import compile_numpy_planned
+    from xfuse.benchmarking.baselines import compile_numpy_planned
 
     program = compile_numpy_planned(workload.module)
     arrays = [workload.arrays[name] for name in workload.input_names]
@@ -418,7 +391,6 @@ def bench(
     before each measurement. Returns the table of times, GB/s, ratios and errors."""
     from contextlib import nullcontext
 
-    from xfuse.runtime import peers as peer_compilers
     from xfuse.runtime.compiler import MATH_CHOICES, check_threads
 
     if math not in MATH_CHOICES:

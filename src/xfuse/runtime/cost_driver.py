@@ -1,0 +1,78 @@
+"""The cost driver: parse a `.ew` program, fuse it and leave it unfused, and price both with
+`xfuse.analysis.cost`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from xfuse.analysis.cost import (
+    CostOptions,
+    FunctionCost,
+    ProgramCost,
+    analyse_function,
+    compare,
+    epilogue_what_if,
+)
+from xfuse.dialects import ew
+from xfuse.dialects.dtypes import element_type_for
+from xfuse.frontend.language import parse_program
+from xfuse.transforms.pipeline import apply_pipeline, only_function
+
+FUSED_PIPELINE = "ew-optimize,ew-fuse"
+UNFUSED_PIPELINE = "ew-optimize,ew-fuse{mode=none}"
+
+
+def cost_program(
+    source: str,
+    options: CostOptions | None = None,
+    *,
+    filename: str = "<source>",
+    input_shapes: Mapping[str, Sequence[int | str | None]] | None = None,
+    epilogue: str | None = None,
+) -> ProgramCost:
+    """Price a `.ew` program after `ew-optimize,ew-fuse` and after `ew-optimize,ew-fuse{mode=none}`.
+
+    Inputs are `[?, ..., ?]` tensors of `options.shape`'s rank unless the program declares their
+    shapes (`input b[d];`) or `input_shapes` says otherwise (`{"b": (14336,)}`: a real bias). The
+    program is parsed in `options.dtype` (float32 if None); if it declares other dtypes for its
+    inputs, every tensor is priced in its own IR dtype (`CostOptions.dtype` None).
+    `epilogue` names an input produced by a matmul for the epilogue what-if (on the fused kernel).
+    Raises EwSyntaxError for a bad program, ValueError for bad options.
+    """
+    options = options or CostOptions()
+    dtype = options.dtype or "float32"
+    names = [
+        a.name_hint
+        for a in only_function(parse_program(source, dtype=dtype, filename=filename)).args
+    ]
+    unknown = set(input_shapes or {}) - set(names)
+    if unknown:
+        raise ValueError(
+            f"input shape given for {', '.join(sorted(unknown))}, which the program does not "
+            f"read (inputs: {', '.join(str(n) for n in names)})"
+        )
+    full = (None,) * len(options.shape)
+    module = parse_program(
+        source, dtype=dtype, shapes=input_shapes, default_shape=full, filename=filename
+    )
+    default_element = element_type_for(dtype)
+    if any(ew.element_type(a.type) != default_element for a in only_function(module).args):
+        options = replace(options, dtype=None)  # declared dtypes: price each tensor's own
+
+    def analyse(pipeline: str, opts: CostOptions) -> FunctionCost:
+        return analyse_function(only_function(apply_pipeline(module, pipeline)), opts)
+
+    fused = analyse(FUSED_PIPELINE, options)
+    unfused = analyse(UNFUSED_PIPELINE, options)
+    hbm_only = None
+    if options.l2:
+        plain = replace(options, l2=False)
+        hbm_only = (analyse(FUSED_PIPELINE, plain), analyse(UNFUSED_PIPELINE, plain))
+    return ProgramCost(
+        fused=fused,
+        unfused=unfused,
+        comparison=compare(fused, unfused),
+        hbm_only=hbm_only,
+        epilogue=epilogue_what_if(fused, epilogue) if epilogue else None,
+    )

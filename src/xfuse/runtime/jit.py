@@ -1,0 +1,115 @@
+"""`@xfuse.jit`: compile a Python function of arrays by tracing it once per dtype/shape signature.
+
+    @xfuse.jit(math="approx")
+    def gelu(x, b, r):
+        h = x + b
+        return 0.5 * h * (1 + xfuse.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+
+On the first call with a new signature (dtypes and shapes of the arrays) the function runs on
+`Traced` proxies that record `ew` ops with `FunctionBuilder`; the module is compiled with
+`xfuse.compile`'s pipeline and cache. Dims of size 1 are declared 1 (they broadcast), the others
+`?`. Arrays may mix dtypes: they promote as in numpy (bf16 + f32 -> f32), Python numbers take
+the dtype of the array they meet. `xfuse.tanh` and friends work on proxies and, outside
+tracing, on numpy arrays. Dask arrays are traced by their dtype and shape like numpy arrays, and
+the kernel then returns lazy dask arrays (`xfuse.runtime.dask_arrays`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from xfuse.dialects.dtypes import dtype_name
+from xfuse.frontend.builder import FunctionBuilder
+from xfuse.frontend.tracing import Traced
+from xfuse.runtime.arrays import ArgumentTypeError
+from xfuse.runtime.compiler import Options, check_threads, compile_module
+from xfuse.runtime.dask_arrays import is_dask_array
+from xfuse.runtime.kernel import Kernel
+
+
+class JitFunction:
+    """A traced-and-compiled Python function; one `Kernel` per dtype/shape signature."""
+
+    def __init__(self, function: Callable[..., Any], options: Options, threads: int):
+        self.function = function
+        self.options = options
+        self.threads = threads
+        self.signature = inspect.signature(function)
+        self.kernels: dict[tuple[Any, ...], Kernel] = {}
+        """The kernels compiled so far, by the (name, dtype, shape) of each argument."""
+        functools.update_wrapper(self, function)
+
+    def __repr__(self) -> str:
+        return (
+            f"<xfuse.jit {self.function.__name__}{self.signature}: "
+            f"{len(self.kernels)} compiled, {self.options}, threads={self.threads}>"
+        )
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        """Pickles by name where importable, else as the function and its kernels."""
+        from xfuse.runtime.pickling import jit_reduction
+
+        return jit_reduction(self)
+
+    def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise ArgumentTypeError(f"{self.function.__name__}(): {error}") from None
+        arrays = dict(bound.arguments)
+        for name, value in arrays.items():
+            if not isinstance(value, np.ndarray) and not is_dask_array(value):
+                raise ArgumentTypeError(
+                    f"argument '{name}': expected a numpy array (or a dask array), "
+                    f"got {type(value).__name__}"
+                )
+        key = tuple((name, a.dtype.name, a.shape) for name, a in arrays.items())
+        kernel = self.kernels.get(key)
+        if kernel is None:
+            kernel = self.kernels[key] = self.compile(arrays)
+        return kernel(out=out, **arrays)
+
+    def compile(self, arrays: dict[str, np.ndarray]) -> Kernel:
+        """Trace the function on proxies shaped like `arrays` and compile it."""
+        dtypes: dict[str, str] = {}
+        for name, array in arrays.items():
+            try:
+                dtypes[name] = dtype_name(array.dtype)
+            except ValueError as error:
+                raise ArgumentTypeError(f"argument '{name}': {error}") from None
+        shapes = {name: tuple(1 if d == 1 else None for d in a.shape) for name, a in arrays.items()}
+        builder = FunctionBuilder(dtypes, shapes)
+        proxies = {name: Traced(builder, builder.input(name)) for name in arrays}
+        result = self.function(**proxies)
+        results = list(result) if isinstance(result, tuple | list) else [result]
+        if not results or not all(isinstance(r, Traced) for r in results):
+            raise TypeError(
+                f"{self.function.__name__}() must return traced arrays computed from its arguments"
+            )
+        names = ["out"] if len(results) == 1 else [f"out{i}" for i in range(len(results))]
+        module = builder.finish([(n, r.value) for n, r in zip(names, results, strict=True)])
+        return compile_module(module, names, self.options, self.threads)
+
+
+def jit(
+    function: Callable[..., Any] | None = None,
+    *,
+    fuse: bool = True,
+    math: str = "approx",
+    threads: int = 1,
+    fastmath: str = "contract",
+) -> Any:
+    """Decorate a function of numpy arrays to compile it on first call (`@xfuse.jit` or
+    `@xfuse.jit(math="libm")`)."""
+    options = Options(fuse=fuse, math=math, fastmath=fastmath)  # checks each option
+    threads = check_threads(threads)
+
+    def decorate(f: Callable[..., Any]) -> JitFunction:
+        return JitFunction(f, options, threads)
+
+    return decorate if function is None else decorate(function)

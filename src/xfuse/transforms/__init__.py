@@ -1,0 +1,35 @@
+"""xfuse's passes, one per file. `ALL_PASSES` is what `xfuse-opt` and the pipelines register.
+
+Each entry names the module and class of a pass; the module is imported only when the pass is
+used, so `xfuse-opt --help` and `import xfuse` stay fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from xdsl.passes import ModulePass
+
+_PASS_LOCATIONS: dict[str, tuple[str, str]] = {
+    "ew-optimize": ("xfuse.transforms.optimize", "EwOptimizePass"),
+    "ew-strength-reduce": ("xfuse.transforms.strength_reduce", "EwStrengthReducePass"),
+    "ew-fuse": ("xfuse.transforms.fuse", "EwFusePass"),
+    "ew-bufferize": ("xfuse.transforms.bufferize", "EwBufferizePass"),
+    "ew-cost": ("xfuse.transforms.cost", "EwCostPass"),
+    "ew-to-linalg": ("xfuse.transforms.to_linalg", "EwToLinalgPass"),
+    "ew-workspace": ("xfuse.transforms.workspace", "EwWorkspacePass"),
+    "ew-kernel-to-loops": ("xfuse.transforms.kernel_to_loops", "EwKernelToLoopsPass"),
+    "ew-expand-math": ("xfuse.transforms.expand_math", "EwExpandMathPass"),
+    "ew-to-llvm": ("xfuse.transforms.to_llvm", "EwToLlvmPass"),
+    "ew-to-nvvm": ("xfuse.transforms.to_nvvm", "EwToNvvmPass"),
+}
+
+
+def _lazy(module: str, class_name: str) -> Callable[[], type[ModulePass]]:
+    return lambda: getattr(importlib.import_module(module), class_name)
+
+
+ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
+    name: _lazy(*location) for name, location in _PASS_LOCATIONS.items()
+}
