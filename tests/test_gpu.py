@@ -39,6 +39,7 @@ from xfuse.codegen.ptx import PtxModule, compile_ptx
 from xfuse.dialects import ew
 from xfuse.runtime.arrays import ArgumentError
 from xfuse.runtime.cuda import CudaDriver, CudaKernel
+from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.pipeline import apply_pipeline, pipeline_context
 
 ROOT = Path(__file__).parents[1]
@@ -397,7 +398,8 @@ def test_without_a_gpu_a_call_raises_a_clear_error() -> None:
 def test_compile_ptx_from_a_bufferized_module() -> None:
     module = xfuse.compile(GELU, outputs=["out"]).ir("ew-bufferize")
     parsed = Parser(pipeline_context(), module).parse_module()
-    lowered = apply_pipeline(parsed, "ew-to-nvvm,ew-expand-math,ew-to-llvm{packed=false}")
+    _, on_buffers = split_after(default_pipeline(target="cuda"), "ew-bufferize")
+    lowered = apply_pipeline(parsed, on_buffers)
     assert isinstance(lowered, ModuleOp)
     assert compile_ptx(lowered, "sm_80").entries == ("main_kernel0",)
 

@@ -19,6 +19,7 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
 
+import xfuse
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Options
 from xfuse.tools.opt import main
@@ -300,9 +301,9 @@ def stage_modules(fuse: bool) -> dict[str, ModuleOp]:
     modules = {"frontend": module.clone()}
     ctx = pipeline_context()
     options = Options(fuse=fuse)
-    for stage, pass_ in (*options.tensor_passes(), *options.buffer_passes()):
+    for pass_ in options.passes():
         pass_.apply(ctx, module)
-        modules[stage] = module.clone()
+        modules[pass_.name] = module.clone()
     return modules
 
 
@@ -322,3 +323,18 @@ def test_every_pass_on_every_stage_verifies_or_names_the_op(fuse: bool) -> None:
                 assert re.search(r"'\w+\.[\w.]+'", str(error)), (stage, name, str(error))
             else:
                 result.verify()
+
+
+@pytest.mark.parametrize(
+    "spec, options",
+    [
+        ("xfuse-default", {}),
+        ("xfuse-default{fuse=false math=libm}", {"fuse": False, "math": "libm"}),
+    ],
+)
+def test_xfuse_default_runs_the_pipeline_of_xfuse_compile(
+    spec: str, options: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
+    main([str(GELU), "-p", spec])
+    compiled = xfuse.compile(GELU.read_text(), **options)  # type: ignore[arg-type]
+    assert capsys.readouterr().out.strip() == compiled.ir("ew-to-llvm").strip()

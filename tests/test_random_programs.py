@@ -693,11 +693,11 @@ def run_verified_pipeline(module: ModuleOp, options: Options) -> list[str]:
     module.verify()
     assert_round_trips(module, ctx, "frontend")
     stages = ["frontend"]
-    for stage, pass_ in (*options.tensor_passes(), *options.buffer_passes()):
+    for pass_ in options.passes():
         pass_.apply(ctx, module)
         module.verify()
-        assert_round_trips(module, ctx, stage)
-        stages.append(stage)
+        assert_round_trips(module, ctx, pass_.name)
+        stages.append(pass_.name)
     return stages
 
 

@@ -63,7 +63,7 @@ def test_no_pass_recurses_per_op(fuse: bool) -> None:
     with stack_headroom(250):
         module = parse_program(source)
         context = pipeline_context()
-        for _, pass_ in [*options.tensor_passes(), *options.buffer_passes()]:
+        for pass_ in options.passes():
             pass_.apply(context, module)
         assert "llvm.func" in str(module)
 

@@ -20,7 +20,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import MemRefType, ModuleOp, NoneAttr, TensorType
@@ -38,6 +38,7 @@ from xfuse.runtime import disk_cache
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
 from xfuse.transforms import ALL_PASSES
+from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.pipeline import PassSpecError, only_function, parse_passes, pipeline_context
 from xfuse.transforms.to_llvm import parse_fastmath
 from xfuse.transforms.workspace import workspace_size_function
@@ -57,6 +58,7 @@ NOT_EXTRA_PASSES = frozenset(
         "ew-to-llvm",
         "ew-to-linalg",
         "ew-cost",
+        "xfuse-default",
     }
 )
 """Passes `extra_passes` may not name: the pipeline's own later stages, the export and the cost
@@ -142,32 +144,27 @@ class Options:
                 )
         return passes
 
-    def _make(self, name: str, **options: Any) -> tuple[str, ModulePass]:
-        return name, ALL_PASSES[name]()(**options)
+    def passes(self) -> tuple[ModulePass, ...]:
+        """The pipeline these options compile with (`default_pipeline`), frontend to `llvm`."""
+        return default_pipeline(
+            fuse=self.fuse,
+            reuse=self.reuse,
+            math=self.math,
+            fastmath=self.fastmath,
+            f16c=self.target == "cpu" and host_cpu().has("f16c"),
+            target=self.target,
+            extra=self.extra(),
+        )
 
     def tensor_passes(self) -> list[tuple[str, ModulePass]]:
         """(stage name, pass) from the frontend's tensors to bufferized kernels."""
-        return [
-            self._make("ew-optimize"),
-            *((p.name, p) for p in self.extra()),
-            self._make("ew-fuse", mode="greedy" if self.fuse else "none"),
-            self._make("ew-bufferize", reuse=self.reuse),
-        ]
+        on_tensors, _ = split_after(self.passes(), "ew-bufferize")
+        return [(p.name, p) for p in on_tensors]
 
     def buffer_passes(self) -> list[tuple[str, ModulePass]]:
         """(stage name, pass) from bufferized kernels to the `llvm` dialect."""
-        if self.target == "cuda":
-            return [
-                self._make("ew-to-nvvm", math=self.math),
-                self._make("ew-expand-math", math="approx"),
-                self._make("ew-to-llvm", fastmath=self.fastmath, packed=False),
-            ]
-        return [
-            self._make("ew-workspace"),
-            self._make("ew-kernel-to-loops"),
-            self._make("ew-expand-math", math=self.math),
-            self._make("ew-to-llvm", fastmath=self.fastmath, f16c=host_cpu().has("f16c")),
-        ]
+        _, on_buffers = split_after(self.passes(), "ew-bufferize")
+        return [(p.name, p) for p in on_buffers]
 
 
 _programs: weakref.WeakValueDictionary[Hashable, Program] = weakref.WeakValueDictionary()

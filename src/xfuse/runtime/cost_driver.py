@@ -17,10 +17,8 @@ from xfuse.analysis.cost import (
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import element_type_for
 from xfuse.frontend.language import parse_program
+from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.pipeline import apply_pipeline, only_function
-
-FUSED_PIPELINE = "ew-optimize,ew-fuse"
-UNFUSED_PIPELINE = "ew-optimize,ew-fuse{mode=none}"
 
 
 def cost_program(
@@ -31,7 +29,7 @@ def cost_program(
     input_shapes: Mapping[str, Sequence[int | str | None]] | None = None,
     epilogue: str | None = None,
 ) -> ProgramCost:
-    """Price a `.ew` program after `ew-optimize,ew-fuse` and after `ew-optimize,ew-fuse{mode=none}`.
+    """Price a `.ew` program after `xfuse.compile`'s pipeline up to `ew-fuse`, fused and unfused.
 
     Inputs are `[?, ..., ?]` tensors of `options.shape`'s rank unless the program declares their
     shapes (`input b[d];`) or `input_shapes` says otherwise (`{"b": (14336,)}`: a real bias). The
@@ -60,15 +58,16 @@ def cost_program(
     if any(ew.element_type(a.type) != default_element for a in only_function(module).args):
         options = replace(options, dtype=None)  # declared dtypes: price each tensor's own
 
-    def analyse(pipeline: str, opts: CostOptions) -> FunctionCost:
-        return analyse_function(only_function(apply_pipeline(module, pipeline)), opts)
+    def analyse(fuse: bool, opts: CostOptions) -> FunctionCost:
+        passes, _ = split_after(default_pipeline(fuse=fuse), "ew-fuse")
+        return analyse_function(only_function(apply_pipeline(module, passes)), opts)
 
-    fused = analyse(FUSED_PIPELINE, options)
-    unfused = analyse(UNFUSED_PIPELINE, options)
+    fused = analyse(True, options)
+    unfused = analyse(False, options)
     hbm_only = None
     if options.l2:
         plain = replace(options, l2=False)
-        hbm_only = (analyse(FUSED_PIPELINE, plain), analyse(UNFUSED_PIPELINE, plain))
+        hbm_only = (analyse(True, plain), analyse(False, plain))
     return ProgramCost(
         fused=fused,
         unfused=unfused,

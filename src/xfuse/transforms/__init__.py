@@ -23,6 +23,7 @@ _PASS_LOCATIONS: dict[str, tuple[str, str]] = {
     "ew-expand-math": ("xfuse.transforms.expand_math", "EwExpandMathPass"),
     "ew-to-llvm": ("xfuse.transforms.to_llvm", "EwToLlvmPass"),
     "ew-to-nvvm": ("xfuse.transforms.to_nvvm", "EwToNvvmPass"),
+    "xfuse-default": ("xfuse.transforms.default_pipeline", "XfuseDefaultPass"),
 }
 
 

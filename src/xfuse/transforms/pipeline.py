@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -109,10 +109,12 @@ def only_function(module: ModuleOp) -> func.FuncOp:
     return functions[0]
 
 
-def apply_pipeline(module: ModuleOp, pipeline: str) -> ModuleOp:
-    """A copy of `module` after `pipeline` (e.g. `"ew-optimize,ew-fuse{mode=none}"`)."""
+def apply_pipeline(module: ModuleOp, pipeline: str | Sequence[ModulePass]) -> ModuleOp:
+    """A copy of `module` after `pipeline`: passes, or their `xfuse-opt -p` spelling (e.g.
+    `"ew-optimize,ew-fuse{mode=none}"`)."""
+    passes = parse_passes(pipeline) if isinstance(pipeline, str) else pipeline
     compiled = module.clone()
-    PassPipeline(tuple(parse_passes(pipeline))).apply(pipeline_context(), compiled)
+    PassPipeline(tuple(passes)).apply(pipeline_context(), compiled)
     return compiled
 
 

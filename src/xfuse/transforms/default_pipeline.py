@@ -1,0 +1,103 @@
+"""`xfuse.compile`'s pipeline, spelled once: `default_pipeline` builds it from the pass classes;
+the compile driver, the cost driver, the docs generator and the tests take it from here, and
+`xfuse-opt -p xfuse-default` runs it (`XfuseDefaultPass`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+
+from xfuse.transforms.bufferize import EwBufferizePass
+from xfuse.transforms.expand_math import EwExpandMathPass
+from xfuse.transforms.fuse import EwFusePass
+from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
+from xfuse.transforms.optimize import EwOptimizePass
+from xfuse.transforms.to_llvm import EwToLlvmPass
+from xfuse.transforms.to_nvvm import EwToNvvmPass
+from xfuse.transforms.workspace import EwWorkspacePass
+
+
+def default_pipeline(
+    *,
+    fuse: bool = True,
+    reuse: bool = True,
+    math: str = "approx",
+    fastmath: str = "contract",
+    f16c: bool = False,
+    target: str = "cpu",
+    extra: Sequence[ModulePass] = (),
+) -> tuple[ModulePass, ...]:
+    """The passes from the frontend's `ew` ops on tensors to the `llvm` dialect, in order.
+
+    `extra` runs right after `ew-optimize`; `math` is `ew-expand-math`'s (`target="cpu"`) or
+    `ew-to-nvvm`'s (`target="cuda"`: kernels outlined for the GPU instead of looped on the host).
+    """
+    tensor_passes = (
+        EwOptimizePass(),
+        *extra,
+        EwFusePass(mode="greedy" if fuse else "none"),
+        EwBufferizePass(reuse=reuse),
+    )
+    if target == "cuda":
+        return (
+            *tensor_passes,
+            EwToNvvmPass(math=math),  # type: ignore[arg-type]  # checked by the pass
+            EwExpandMathPass(math="approx"),
+            EwToLlvmPass(fastmath=fastmath, packed=False),
+        )
+    return (
+        *tensor_passes,
+        EwWorkspacePass(),
+        EwKernelToLoopsPass(),
+        EwExpandMathPass(math=math),  # type: ignore[arg-type]  # checked by the pass
+        EwToLlvmPass(fastmath=fastmath, f16c=f16c),
+    )
+
+
+def split_after(
+    passes: Sequence[ModulePass], name: str
+) -> tuple[tuple[ModulePass, ...], tuple[ModulePass, ...]]:
+    """`passes` up to and including the first named `name`, and the rest (split after
+    `"ew-bufferize"`: the passes on tensors, and those on buffers)."""
+    end = [p.name for p in passes].index(name) + 1
+    return tuple(passes[:end]), tuple(passes[end:])
+
+
+@dataclass(frozen=True)
+class XfuseDefaultPass(ModulePass):
+    """`xfuse.compile`'s whole CPU pipeline, `ew-optimize` to `ew-to-llvm` (`default_pipeline`).
+
+    Its options are `xfuse.compile`'s; the output is host-independent (`f16c` off unless asked).
+    """
+
+    name = "xfuse-default"
+
+    fuse: bool = True
+    """Fuse (`ew-fuse{mode=greedy}`), or one kernel per op (`mode=none`)."""
+
+    reuse: bool = True
+    """`ew-bufferize`'s buffer reuse and in-place writes."""
+
+    math: Literal["approx", "libm"] = "approx"
+    """`ew-expand-math`'s: vectorizable approximations, or calls to the C library."""
+
+    fastmath: str = "contract"
+    """`ew-to-llvm`'s fast-math flags."""
+
+    f16c: bool = False
+    """`ew-to-llvm`'s f16 conversions in one instruction (x86 with F16C)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        passes = default_pipeline(
+            fuse=self.fuse,
+            reuse=self.reuse,
+            math=self.math,
+            fastmath=self.fastmath,
+            f16c=self.f16c,
+        )
+        PassPipeline(passes).apply(ctx, op)
