@@ -16,7 +16,7 @@ writes memrefs (destination-passing style).
 
 To add an elementwise function, subclass `UnaryOp` or `BinaryOp` below with a `name`, a docstring
 and its float64 `reference`, and list it in `ELEMENTWISE_OPS`; the frontend, folding and the numpy
-baselines pick it up from there. Its scalar lowering lives in `xfuse.transforms`.
+baselines pick it up from there. Its scalar lowering lives in `xfuse.transforms.scalar`.
 """
 
 from __future__ import annotations
