@@ -26,7 +26,8 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
         "The frontend",
         "`xfuse.frontend.language.parse_program` turns the source into one `func.func @main` of "
         "tensor-level `ew` ops. Inputs become arguments in order of first use (`x`, `b`, `r`, "
-        "flat `tensor<?xf32>` by default); the last assignment is the result.",
+        "flat `tensor<?xf32>` by default); the last assignment is the result (an "
+        "`output y, h;` declaration names others).",
     ),
     "ew-optimize": (
         "`ew-optimize`: canonicalize, CSE, DCE",

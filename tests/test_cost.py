@@ -259,6 +259,8 @@ def test_shape_folds_over_flat_tensors_and_binds_from_the_right(fused: FunctionC
     assert parse_shape("4096x14336") == (4096, 14336) and parse_shape(7) == (7,)
     with pytest.raises(ValueError, match="bad shape"):
         parse_shape("4096xd")
+    with pytest.raises(ValueError, match="more elements than a 64-bit index can count"):
+        parse_shape("4294967296x4294967296")
     with pytest.raises(CostModelError, match="shape 4096 has 1 dims but the function has rank-2"):
         analyse(BIAS_ROW, shape=(4096,))
 

@@ -205,6 +205,32 @@ def test_the_default_output_has_the_name_it_is_assigned_to(source: str) -> None:
     assert ParsedProgram(source, None, FunctionBuilder()).output_names == ["out"]
 
 
+def test_output_declarations_name_the_results_in_order() -> None:
+    source = "output y, h;\nh = x + b;\ny = h * h;\nz = y - 1;\noutput x;"
+    parsed = ParsedProgram(source, None, FunctionBuilder())
+    assert parsed.output_names == ["y", "h", "x"]
+    returned = body_ops(parsed.module)[-1]
+    assert isinstance(returned, func.ReturnOp)
+    assert returned.arguments[2] is function_of(parsed.module).args[0]  # an input as output
+    x, b = np.array([1.0, 2.0]), np.array([3.0, -1.0])
+    y, h, x_out = evaluate(parsed.module, x=x, b=b)
+    np.testing.assert_array_equal(h, x + b)
+    np.testing.assert_array_equal(y, (x + b) ** 2)
+    np.testing.assert_array_equal(x_out, x)
+    # The caller's choice overrides the declaration.
+    assert ParsedProgram(source, ["z"], FunctionBuilder()).output_names == ["z"]
+    kernel = xfuse.compile(source)
+    assert kernel.output_names == ("y", "h", "x")
+    y, h, x_out = kernel(x.astype(np.float32), b.astype(np.float32))
+    np.testing.assert_array_equal(y, ((x + b) ** 2).astype(np.float32))
+
+
+def test_output_is_a_keyword_only_before_a_name() -> None:
+    parsed = ParsedProgram("output = x + 1;\ny = output * 2;", None, FunctionBuilder())
+    assert parsed.output_names == ["y"]
+    assert op_names(parsed.module)[-1] == "func.return"
+
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
@@ -400,6 +426,14 @@ BAD_PROGRAMS = [
     ("y = f32;", None, 1, 5, "'f32' is a function: call it as f32(...)"),
     ("bf16 = x;", None, 1, 1, "cannot assign to 'bf16': it names a function"),
     ("y = f16(x, x);", None, 1, 5, "'f16' takes 1 argument, got 2"),
+    # Output declarations: `output name, ...;`
+    ("y = x;\noutput y, z;", None, 2, 11, "output 'z' is never assigned (the program assigns y)"),
+    ("y = x;\noutput y, y;", None, 2, 11, "output 'y' is already declared on line 2"),
+    ("output y;\ny = x;\noutput y;", None, 3, 8, "output 'y' is already declared on line 1"),
+    ("y = x;\noutput tanh;", None, 2, 8, "cannot declare 'tanh' as an output"),
+    ("y = x;\noutput y z;", None, 2, 10, "expected ',' or ';' in the output declaration"),
+    ("y = x;\noutput y,;", None, 2, 10, "expected an output name, found ';'"),
+    ("output y;", None, 1, 8, "output 'y' is never assigned (the program assigns none)"),
 ]
 
 

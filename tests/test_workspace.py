@@ -132,3 +132,18 @@ func.func @f(%x: memref<?xf32>) {
     )
     with pytest.raises(DiagnosticException, match="outside the entry block of 'f'"):
         EwWorkspacePass().apply(pipeline_context(), module)
+
+
+def test_temporary_with_a_layout_is_an_error_naming_it() -> None:
+    module = _parse(
+        """
+func.func @f() {
+  %t = memref.alloc() : memref<4xf32, strided<[2]>>
+  memref.dealloc %t : memref<4xf32, strided<[2]>>
+  func.return
+}"""
+    )
+    with pytest.raises(
+        DiagnosticException, match=r"(?s)a temporary with a layout in 'f'.*strided<\[2\]>"
+    ):
+        EwWorkspacePass().apply(pipeline_context(), module)

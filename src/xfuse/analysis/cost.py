@@ -35,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp, TensorType
 from xdsl.ir import BlockArgument, Operation, SSAValue
@@ -125,7 +126,10 @@ def parse_shape(text: str | int) -> tuple[int, ...]:
     parts = str(text).lower().replace(",", "x").split("x")
     if not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
         raise ValueError(f"bad shape {text!r}: expected sizes >= 1 joined by 'x', like 4096x14336")
-    return tuple(int(p) for p in parts)
+    shape = tuple(int(p) for p in parts)
+    if math.prod(shape) > np.iinfo(np.int64).max:
+        raise ValueError(f"bad shape {text!r}: more elements than a 64-bit index can count")
+    return shape
 
 
 def format_shape(shape: Sequence[int]) -> str:

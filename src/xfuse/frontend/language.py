@@ -6,8 +6,9 @@
 
 Grammar (`#` starts a comment to the end of the line):
 
-    program     := (declaration | statement)+
+    program     := (declaration | outputs | statement)+
     declaration := 'input' [DTYPE] NAME [shape] (',' NAME [shape])* ';'
+    outputs     := 'output' NAME (',' NAME)* ';'
     shape       := '[' [dim (',' dim)*] ']'
     dim         := INTEGER | NAME | '?'
     statement   := NAME '=' expr ';'
@@ -40,6 +41,17 @@ dtypes promote as numpy does (see `xfuse.frontend.builder`); a literal, or an ex
 literals alone (`-(2)`, `2 * 3`, a name bound to one), takes the dtype of the array it meets and
 is computed in it; `f16(100000)` is a constant of that dtype (inf) that promotes as an array.
 `input` is a keyword only where a name follows it: `input = x;` is an assignment.
+
+`output` declarations name the function's results, in order, the way `input` names its arguments:
+
+    h = x + b;
+    y = tanh(h);
+    output y, h;                   # two results: y first (anywhere in the program)
+
+Without one the result is the last assigned name. An output is assigned somewhere in the program
+(before or after the declaration) or is an input; `parse_program`'s `outputs=` overrides the
+declaration (the caller picks the results), as `xfuse.compile(source, outputs=...)` does. Like
+`input`, `output` is a keyword only where a name follows it.
 """
 
 from __future__ import annotations
@@ -66,6 +78,7 @@ CONVERSIONS: dict[str, str] = {
 """The language's dtype names: declarations use them, and each is a function converting to it."""
 
 DECLARATION_KEYWORD = "input"
+OUTPUT_KEYWORD = "output"
 
 
 class EwSyntaxError(Exception):
@@ -148,6 +161,7 @@ class _Parser:
         self.assigned_at: dict[str, int] = {}
         self.last_assigned: str | None = None
         self.declared_at: dict[str, int] = {}
+        self.declared_outputs: list[Token] = []
         self.depth = 0
 
     # -- helpers
@@ -187,6 +201,8 @@ class _Parser:
             following = self.tokens[self.position + 1]
             if self.current.text == DECLARATION_KEYWORD and following.kind == "name":
                 self.declaration()
+            elif self.current.text == OUTPUT_KEYWORD and following.kind == "name":
+                self.output_declaration()
             else:
                 self.statement(names_assigned)
 
@@ -246,6 +262,39 @@ class _Parser:
             raise self.error(
                 f"expected {expected} in the declaration, found {self.describe(self.current)}"
             )
+
+    def output_declaration(self) -> None:
+        """`output name, ...;`: the function's results, in order (checked once all is parsed)."""
+        self.position += 1  # the keyword
+        while True:
+            name = self.current
+            if name.kind != "name":
+                raise self.error(f"expected an output name, found {self.describe(name)}")
+            if _is_function(name.text):
+                raise self.error(f"cannot declare '{name.text}' as an output: it names a function")
+            repeated = next((t for t in self.declared_outputs if t.text == name.text), None)
+            if repeated is not None:
+                line = self.line_of(repeated.offset)
+                raise self.error(f"output '{name.text}' is already declared on line {line}")
+            self.declared_outputs.append(name)
+            self.position += 1
+            if self.accept(",") is None:
+                break
+        if self.accept(";") is None:
+            found = self.describe(self.current)
+            raise self.error(f"expected ',' or ';' in the output declaration, found {found}")
+
+    def declared_output_names(self) -> list[str] | None:
+        """The `output` declarations' names, each checked to name a value; None without any."""
+        if not self.declared_outputs:
+            return None
+        for name in self.declared_outputs:
+            if name.text not in self.values and name.text not in self.builder.inputs:
+                known = ", ".join(self.values) or "none"
+                raise self.error(
+                    f"output '{name.text}' is never assigned (the program assigns {known})", name
+                )
+        return [name.text for name in self.declared_outputs]
 
     def shape(self) -> tuple[int | str | None, ...]:
         """The dims after '[' up to and including ']'."""
@@ -423,7 +472,8 @@ def parse_program(
 ) -> ModuleOp:
     """Parse an `.ew` program into a module with one `func.func`.
 
-    `outputs` names the function's results (default: the last assigned name). For inputs the
+    `outputs` names the function's results (default: the program's `output` declarations, else
+    the last assigned name). For inputs the
     program does not declare: `dtype` is the element type (a numpy name or dtype, "float32" by
     default, or a mapping from input names to them), `shapes` maps names to shapes (ints static,
     names and None dynamic), `default_shape` the shape of the others (`[?]`).
@@ -447,6 +497,9 @@ class ParsedProgram:
     ):
         parser = _Parser(source, filename, builder)
         parser.program()
+        declared = parser.declared_output_names()
+        if outputs is None and declared is not None:
+            outputs = declared
         if outputs is None and parser.last_assigned is None:
             raise EwSyntaxError(
                 "the program assigns nothing: expected at least one statement 'name = expr;'",

@@ -31,6 +31,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     ModuleOp,
+    NoneAttr,
     i8,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -175,6 +176,13 @@ class EwWorkspacePass(ModulePass):
                 raise DiagnosticException(
                     f"ew-workspace: a temporary outside the entry block of "
                     f"'{function.sym_name.data}':\n{outside}"
+                )
+            # A view of the workspace is contiguous: a strided temporary cannot be one.
+            laid_out = next((a for a in allocs if _memref_type(a).layout != NoneAttr()), None)
+            if laid_out is not None:
+                raise DiagnosticException(
+                    f"ew-workspace: a temporary with a layout in '{function.sym_name.data}' (the "
+                    f"workspace holds contiguous buffers only):\n{laid_out}"
                 )
             size_function = _size_function(function, allocs, self.alignment)
             _place_in_workspace(function, allocs, self.alignment)
