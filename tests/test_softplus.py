@@ -99,3 +99,16 @@ def test_traced() -> None:
 
     x = np.linspace(-5, 5, 64, dtype=np.float32)
     np.testing.assert_allclose(smooth(x), 2 * np.logaddexp(x.astype(np.float64), 0), rtol=2e-6)
+
+
+def test_log_one_plus_exp_is_softplus_only_with_unsafe_math() -> None:
+    # log(1 + exp(x)) overflows to inf above 88.7 and is 0 below -17: softplus is neither.
+    x = np.array([100.0, 1e30, -30.0, 0.0, np.inf, -np.inf, np.nan], np.float32)
+    source = "y = log(1 + exp(x));"
+    as_written = xfuse.compile(source)(x=x)
+    rewritten = xfuse.compile(source, extra_passes="ew-optimize{unsafe-math=true}")(x=x)
+    log2 = math.log(2.0)
+    inf, nan = np.inf, np.nan
+    np.testing.assert_allclose(as_written, [inf, inf, 0.0, log2, inf, 0.0, nan], rtol=1e-6)
+    want = [100.0, 1e30, math.exp(-30.0), log2, inf, 0.0, nan]
+    np.testing.assert_allclose(rewritten, want, rtol=1e-6)
