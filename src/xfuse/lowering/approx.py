@@ -238,9 +238,9 @@ def _log1p_of_unit(e: Float32Emitter, x: SSAValue) -> SSAValue:
     """log(1 + x) for x in [0, 1] or NaN: no denormal, zero, negative or infinite case to select.
 
     u = 1 + x is in [1, 2], so its mantissa is u or u / 2, and the rounding error of u,
-    c = x - (u - 1), is exact (Sterbenz): log1p(x) = log(u) + c / u. |c| <= 2**-24, and
-    1 / u ~ 1 - f + f^2 / 2 (f = u - 1) is close enough for that term (within a fifth of the
-    result's half ulp) and exact at u = 1, where log1p(x) = c = x.
+    c = x - (u - 1), is exact (Sterbenz): log1p(x) = log(u) + c / u. |c| <= 2**-24, so
+    1 / u ~ 1 - f + f^2 / 2 (f = u - 1; relative error f^2 |1 - f| / 2) is close enough for that
+    term, and it is exact at u = 1, where log1p(x) = c = x.
     """
     u = e.add(e.f(1.0), x)
     f = e.sub(u, e.f(1.0))
