@@ -21,7 +21,7 @@ from xfuse.dialects import ew
 
 UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     name: ew.OPS_BY_MNEMONIC[name].reference
-    for name in ("tanh", "exp", "log", "erf", "sigmoid", "sqrt", "rsqrt")
+    for name in ("tanh", "exp", "log", "erf", "sigmoid", "softplus", "sqrt", "rsqrt")
 }
 SLOW_REFERENCE = {"erf"}
 

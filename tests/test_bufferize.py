@@ -50,6 +50,8 @@ SCALAR_NUMPY: dict[str, Callable[..., Any]] = {
     "math.absf": np.abs,
     "math.exp": np.exp,
     "math.log": np.log,
+    "math.log1p": np.log1p,
+    "arith.select": np.where,
     "math.tanh": np.tanh,
     "math.erf": np.vectorize(math.erf, otypes=[np.float64]),
     "math.sqrt": np.sqrt,
@@ -57,6 +59,12 @@ SCALAR_NUMPY: dict[str, Callable[..., Any]] = {
     "arith.extf": lambda x: x,
     "arith.truncf": lambda x: x,
 }
+
+ORDERED_COMPARISONS: dict[int, Callable[..., Any]] = {
+    arith.CMPF_COMPARISON_OPERATIONS.index(name): compare
+    for name, compare in (("olt", np.less), ("ogt", np.greater), ("oeq", np.equal))
+}
+"""`arith.cmpf` predicates by number (numpy's comparisons are false for NaN, as ordered ones)."""
 
 
 def run_tensor_ops(function: func.FuncOp, args: Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -82,6 +90,9 @@ def run_region(kernel: ew.KernelOp, inputs: Sequence[np.ndarray], shape: tuple[i
                 env[op.result] = np.float64(cast(Any, op.value).value.data)
             elif isinstance(op, ew.YieldOp):
                 return [np.broadcast_to(env[v], shape) for v in op.values]
+            elif isinstance(op, arith.CmpfOp):
+                compare = ORDERED_COMPARISONS[op.predicate.value.data]
+                env[op.result] = compare(env[op.lhs], env[op.rhs])
             else:
                 env[op.results[0]] = SCALAR_NUMPY[op.name](*(env[v] for v in op.operands))
     raise AssertionError("no yield")

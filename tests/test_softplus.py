@@ -41,12 +41,12 @@ def test_constant_folds() -> None:
     assert constants == [pytest.approx(math.log(2.0), rel=1e-7)]
 
 
-def test_fused_region_uses_exp_and_log_only() -> None:
+def test_fused_region_uses_exp_and_log1p_only() -> None:
     module = apply_pipeline(parse_program("y = softplus(x) * z;"), "ew-optimize,ew-fuse")
     (kernel,) = [op for op in module.walk() if isinstance(op, ew.KernelOp)]
     region = [op.name for op in kernel.block.ops]
     assert "ew.softplus" not in region
-    assert region.count("math.exp") == 1 and region.count("math.log") == 1
+    assert region.count("math.exp") == 1 and region.count("math.log1p") == 1
 
 
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
@@ -88,8 +88,8 @@ def test_numpy_baseline() -> None:
 def test_cost() -> None:
     program = cost_program("y = softplus(x);", CostOptions(shape=(1024,)))
     (kernel,) = program.fused.kernels
-    # maximumf absf negf addf mulf subf divf cmpf addf (9) + exp (2) + log (2); select is free
-    assert kernel.flops_per_element == 13
+    # maximumf absf negf addf (4) + exp (2) + log1p (3)
+    assert kernel.flops_per_element == 9
     assert kernel.bytes == 2 * 2 * 1024  # bf16: read x, write y
 
 
@@ -100,3 +100,16 @@ def test_traced() -> None:
 
     x = np.linspace(-5, 5, 64, dtype=np.float32)
     np.testing.assert_allclose(smooth(x), 2 * np.logaddexp(x.astype(np.float64), 0), rtol=2e-6)
+
+
+def test_log_one_plus_exp_is_softplus_only_with_unsafe_math() -> None:
+    # log(1 + exp(x)) overflows to inf above 88.7 and is 0 below -17: softplus is neither.
+    x = np.array([100.0, 1e30, -30.0, 0.0, np.inf, -np.inf, np.nan], np.float32)
+    source = "y = log(1 + exp(x));"
+    as_written = xfuse.compile(source)(x=x)
+    rewritten = xfuse.compile(source, extra_passes="ew-optimize{unsafe-math=true}")(x=x)
+    log2 = math.log(2.0)
+    inf, nan = np.inf, np.nan
+    np.testing.assert_allclose(as_written, [inf, inf, 0.0, log2, inf, 0.0, nan], rtol=1e-6)
+    want = [100.0, 1e30, math.exp(-30.0), log2, inf, 0.0, nan]
+    np.testing.assert_allclose(rewritten, want, rtol=1e-6)

@@ -33,6 +33,29 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
   func.return %t, %e, %l, %r, %p, %s : f32, f32, f32, f32, f32, f32
 }
 
+// exp(-|x|) cannot overflow: no +inf select. log1p of it has its argument in [0, 1]: no
+// special-case select, no division. A log1p of anything else corrects 1 + x with a division.
+// CHECK-LABEL: func.func @softplus_parts
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK:         %[[ABS:.*]] = math.absf %[[X]]
+// CHECK-NEXT:    %[[MINUS_ABS:.*]] = arith.negf %[[ABS]]
+// CHECK:         arith.cmpf olt, %[[MINUS_ABS]]
+// CHECK-NOT:     0x7f800000
+// CHECK-NOT:     arith.divf
+// CHECK:         arith.addf %{{.*}}, %[[X]] : f32
+// CHECK:         arith.divf
+// CHECK:         arith.cmpf oeq, %[[X]], %{{.*}} : f32
+// CHECK-NEXT:    %[[GENERAL:.*]] = arith.select
+// CHECK-NEXT:    func.return %{{.*}}, %[[GENERAL]]
+func.func @softplus_parts(%x: f32) -> (f32, f32) {
+  %a = math.absf %x : f32
+  %m = arith.negf %a : f32
+  %e = math.exp %m : f32
+  %l = math.log1p %e : f32
+  %g = math.log1p %x : f32
+  func.return %l, %g : f32, f32
+}
+
 // f64 has no approximation: it calls the double libm functions in both modes, declared once.
 // CHECK-LABEL: func.func @f64_ops
 // CHECK:         func.call @tanh(%{{.*}}) : (f64) -> f64
@@ -49,3 +72,4 @@ func.func @f64_ops(%x: f64) -> (f64, f64) {
 // LIBM-DAG:    func.func private @tanhf(f32) -> f32
 // LIBM-DAG:    func.func private @powf(f32, f32) -> f32
 // LIBM-DAG:    func.func private @tanh(f64) -> f64
+

@@ -124,14 +124,16 @@ func.func @siblings(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
   func.return %e, %n : tensor<?xf32>, tensor<?xf32>
 }
 
-// softplus is max(x, 0) + log1p(exp(-|x|)), log1p written with math.log (scalar.py).
+// softplus is max(x, 0) + log1p(exp(-|x|)) (scalar.py).
 // CHECK-LABEL: func.func @softplus
 // CHECK:         ew.kernel
-// CHECK:           arith.maximumf
-// CHECK:           math.exp
-// CHECK:           math.log
-// CHECK:           arith.select
-// CHECK:           ew.yield
+// CHECK:           %[[POSITIVE:.*]] = arith.maximumf
+// CHECK:           %[[ABS:.*]] = math.absf
+// CHECK-NEXT:      %[[MINUS_ABS:.*]] = arith.negf %[[ABS]]
+// CHECK-NEXT:      %[[E:.*]] = math.exp %[[MINUS_ABS]]
+// CHECK-NEXT:      %[[LOG1P:.*]] = math.log1p %[[E]]
+// CHECK-NEXT:      %[[S:.*]] = arith.addf %[[POSITIVE]], %[[LOG1P]]
+// CHECK-NEXT:      ew.yield %[[S]]
 // NONE-LABEL: func.func @softplus
 // NONE-COUNT-1: ew.kernel
 func.func @softplus(%x: tensor<?xf32>) -> tensor<?xf32> {

@@ -189,3 +189,29 @@ func.func @not_identities(%x: tensor<?xf32>, %y: tensor<4xf32>) -> (tensor<?xf32
   %e = ew.sub %y, %y : tensor<4xf32>
   func.return %a, %b, %c, %d, %e : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<4xf32>
 }
+
+// log(1 + exp(x)) is +inf where exp(x) overflows and softplus(x) is x: softplus only with
+// unsafe-math, for either order of the add (CSE then shares them); a broadcasting add keeps its log.
+// CHECK-LABEL: func.func @log_one_plus_exp
+// CHECK-NOT:     ew.softplus
+// CHECK:         func.return
+// UNSAFE-LABEL: func.func @log_one_plus_exp
+// UNSAFE-SAME:    (%[[X:.*]]: tensor<?xf32>, %[[S:.*]]: tensor<f32>)
+// UNSAFE:        %[[A:.*]] = ew.softplus %[[X]] : tensor<?xf32>
+// UNSAFE-NEXT:   %[[E:.*]] = ew.exp %[[S]] : tensor<f32>
+// UNSAFE-NEXT:   %[[SUM:.*]] = ew.add %{{.*}}, %[[E]] : tensor<4xf32>, tensor<f32> -> tensor<4xf32>
+// UNSAFE-NEXT:   %[[C:.*]] = ew.log %[[SUM]] : tensor<4xf32>
+// UNSAFE-NEXT:   func.return %[[A]], %[[A]], %[[C]]
+func.func @log_one_plus_exp(%x: tensor<?xf32>, %s: tensor<f32>) -> (tensor<?xf32>, tensor<?xf32>, tensor<4xf32>) {
+  %one = ew.constant 1.0 : tensor<f32>
+  %ones = ew.constant 1.0 : tensor<4xf32>
+  %e = ew.exp %x : tensor<?xf32>
+  %sum = ew.add %one, %e : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  %a = ew.log %sum : tensor<?xf32>
+  %sum2 = ew.add %e, %one : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %b = ew.log %sum2 : tensor<?xf32>
+  %es = ew.exp %s : tensor<f32>
+  %sum3 = ew.add %ones, %es : tensor<4xf32>, tensor<f32> -> tensor<4xf32>
+  %c = ew.log %sum3 : tensor<4xf32>
+  func.return %a, %b, %c : tensor<?xf32>, tensor<?xf32>, tensor<4xf32>
+}

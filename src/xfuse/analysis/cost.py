@@ -67,6 +67,7 @@ FLOPS_PER_SCALAR_OP: dict[str, int] = {
     "math.log2": 1,  # MUFU.LG2
     "math.exp": 2,  # a multiply by log2(e), then MUFU.EX2
     "math.log": 2,  # MUFU.LG2, then a multiply by ln(2)
+    "math.log1p": 3,  # an add, MUFU.LG2, then a multiply by ln(2)
     "math.powf": 3,  # x**y = exp2(y * log2(x))
     "math.erf": 10,  # no hardware erf: CUDA's erff is a polynomial of about ten FMAs (estimate)
 }

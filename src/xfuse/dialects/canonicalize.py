@@ -4,7 +4,7 @@ The IEEE-exact identities are attached to the ops (`ElementwiseCanonicalization`
 `canonicalize` pass applies them next to constant folding: `x + (-0.0)`, `(-0.0) + x`,
 `x - (+0.0)`, `x * 1`, `1 * x`, `x / 1` and `-(-x)` give `x` bit for bit, for every x including
 ±0, ±inf and NaN. `x + (+0.0)` is not one: `-0.0 + 0.0` is `+0.0`. The unsafe identities (they
-change results for NaN, inf or the sign of zero) are applied only when
+change results for NaN, inf, overflow or the sign of zero) are applied only when
 `ew-optimize{unsafe-math=true}` asks.
 """
 
@@ -118,6 +118,23 @@ class DivideByConstant(RewritePattern):
         rewriter.replace(op, [reciprocal, ew.MulOp(op.lhs, reciprocal.result, op.result.type)])
 
 
+class LogOnePlusExp(RewritePattern):
+    """log(1 + exp(x)) and log(exp(x) + 1) -> softplus(x): where exp(x) overflows (x > 88.7 in
+    f32) the log is +inf and softplus is x, and below -17 the log is 0 and softplus exp(x)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ew.LogOp, rewriter: PatternRewriter) -> None:
+        total = op.operand.owner
+        if not isinstance(total, ew.AddOp):
+            return
+        for one, exp in ((total.lhs, total.rhs), (total.rhs, total.lhs)):
+            if _is_constant(one, 1.0) and isinstance(exp.owner, ew.ExpOp):
+                x = exp.owner.operand
+                if x.type == op.result.type:  # 1 + exp(x) broadcasts x: keep the log
+                    rewriter.replace(op, ew.SoftplusOp(x))
+                return
+
+
 UNSAFE_IDENTITY_PATTERNS: tuple[RewritePattern, ...] = (
     # No signed zeros (nsz): x + (+0.0) and x - (-0.0) turn x = -0.0 into +0.0.
     RightIdentity({ew.AddOp: 0.0, ew.SubOp: -0.0}),
@@ -125,4 +142,5 @@ UNSAFE_IDENTITY_PATTERNS: tuple[RewritePattern, ...] = (
     MultiplyByZero(),
     SubtractSelf(),
     DivideByConstant(),
+    LogOnePlusExp(),
 )

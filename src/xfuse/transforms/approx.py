@@ -5,11 +5,16 @@ branches), so LLVM's loop vectorizer turns a loop over it into full-width SIMD. 
 errors over a dense sweep of float32 inputs are in docs/math.md (`tests/test_math.py` checks them).
 
 - exp: Cody-Waite reduction x = n ln2 + r with n rounded by the 1.5 * 2**23 trick, Cephes' degree-6
-  polynomial for e**r, and 2**n applied as two exact power-of-two factors (so results down to
-  2**-149 are right). Overflow is a select of +inf above the largest x whose exp is finite, not
-  the last multiply's rounding: with `contract`, LLVM fuses that multiply into an FMA with the
-  consumer (`exp(x) - 3e38`), which never rounds the product, so it would stay finite.
+  polynomial for e**r, and 2**n applied in one step (two integer ops build the exponent bits);
+  results below 2**-126 take a second scale factor so they round once into the denormals.
+  Overflow is a select of +inf above the largest x whose exp is finite, not the last multiply's
+  rounding: with `contract`, LLVM fuses that multiply into an FMA with the consumer
+  (`exp(x) - 3e38`), which never rounds the product, so it would stay finite. exp(-|y|) (what
+  sigmoid and softplus take) cannot overflow and has no such select.
 - log: exponent and mantissa from the bits (denormals scaled first), Cephes' degree-9 polynomial.
+- log1p: of exp(-|y|) (softplus), whose argument is in [0, 1]: log(1 + x) with the rounding of
+  1 + x corrected, no special-case selects, no division; elsewhere Goldberg's
+  log(u) * x / (u - 1) with u = 1 + x.
 - tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8), x^2 <= 8.5^2, clamped to +-1.
 - erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x times the ratio.
 - pow: exp(y * log|x|) with the C99 special cases (negative bases with integer exponents, 0, 1).
@@ -29,8 +34,10 @@ _F32 = Float32Type()
 
 _LOG2E = 1.44269504088896341
 _EXP_FINITE_MAX = 88.72283172607421875  # float32 0x42B17217: exp of the next float32 overflows
+_EXP_ZERO_BELOW = -104.0  # exp(-104) < 2**-150: rounds to 0, as does exp of anything below
+_EXP_NORMAL_BELOW = -86.5  # above it n >= -125, so 2**(n - 1) is a normal float32
+_SQRT2 = 1.41421356
 _ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: adding it rounds |v| < 2**22 to an integer in the low bits
-_ROUND_MAGIC_BITS = 0x4B400000
 _LN2_HI = 0.693359375
 _LN2_LO = -2.12194440e-4
 _EXP_POLY = (
@@ -174,20 +181,42 @@ class Float32Emitter:
         return self.select(self.cmp("olt", x, self.f(low)), self.f(low), x)
 
 
+def _is_non_positive(x: SSAValue) -> bool:
+    """x is -|y| (softplus and sigmoid take exp of it): <= 0 or NaN, never large."""
+    return isinstance(x.owner, arith.NegfOp) and isinstance(x.owner.operand.owner, math.AbsFOp)
+
+
 def exp(e: Float32Emitter, x: SSAValue) -> SSAValue:
-    clamped = e.clamp(x, -104.0, 89.0)
+    # No upper clamp: above 88.72 the final select gives +inf whatever the arithmetic made.
+    clamped = e.select(e.cmp("olt", x, e.f(_EXP_ZERO_BELOW)), e.f(_EXP_ZERO_BELOW), x)
     shifted = e.add(e.mul(clamped, e.f(_LOG2E)), e.f(_ROUND_MAGIC))
-    n = e.isub(e.bits(shifted), e.i(_ROUND_MAGIC_BITS))
     n_float = e.sub(shifted, e.f(_ROUND_MAGIC))
     r = e.sub(clamped, e.mul(n_float, e.f(_LN2_HI)))
     r = e.sub(r, e.mul(n_float, e.f(_LN2_LO)))
-    p = e.polynomial(r, _EXP_POLY)
-    mantissa = e.add(e.add(e.mul(e.mul(r, r), p), r), e.f(1.0))
-    half = e.ashr(n, e.i(1))
-    scale_a = e.from_bits(e.shl(e.iadd(half, e.i(127)), e.i(23)))
-    scale_b = e.from_bits(e.shl(e.iadd(e.isub(n, half), e.i(127)), e.i(23)))
-    result = e.mul(e.mul(mantissa, scale_a), scale_b)
+    # 2 e**r, every step exactly twice Cephes' (1 + r + r^2 p(r)), so that 2**(n - 1) scales it:
+    # n reaches 128 below the overflow threshold, and 2**128 is not a float32.
+    p = e.polynomial(r, [2.0 * c for c in _EXP_POLY])
+    twice = e.add(e.add(e.mul(e.mul(r, r), p), e.add(r, r)), e.f(2.0))
+    # The magic's bits are 0x4B400000 + n, and its own bits leave a 32-bit shift by 23.
+    exponent = e.shl(e.bits(shifted), e.i(23))
+    # Below 2**-126 2**(n - 1) is not a normal float32: scale by 2**(n + 63) instead, then by
+    # 2**-64, so that the result rounds once into the denormals (elsewhere the factor is 1).
+    tiny = e.cmp("olt", clamped, e.f(_EXP_NORMAL_BELOW))
+    bias = e.select(tiny, e.i((126 + 64) << 23), e.i(126 << 23))
+    scaled = e.mul(twice, e.from_bits(e.iadd(exponent, bias)))
+    result = e.mul(scaled, e.select(tiny, e.f(2.0**-64), e.f(1.0)))
+    if _is_non_positive(x):
+        return result
     return e.select(e.cmp("ogt", x, e.f(_EXP_FINITE_MAX)), e.f(float("inf")), result)
+
+
+def _log_of_reduced(e: Float32Emitter, f: SSAValue, exponent: SSAValue) -> SSAValue:
+    """log((1 + f) 2**exponent) for f in [sqrt(1/2) - 1, sqrt(2) - 1] (Cephes)."""
+    z = e.mul(f, f)
+    y = e.mul(e.mul(f, z), e.polynomial(f, _LOG_POLY))
+    y = e.add(y, e.mul(exponent, e.f(_LN2_LO)))
+    y = e.sub(y, e.mul(z, e.f(0.5)))
+    return e.add(e.add(f, y), e.mul(exponent, e.f(_LN2_HI)))
 
 
 def log(e: Float32Emitter, x: SSAValue) -> SSAValue:
@@ -196,19 +225,41 @@ def log(e: Float32Emitter, x: SSAValue) -> SSAValue:
     bits = e.bits(scaled)
     exponent = e.isub(e.ashr(bits, e.i(23)), e.select(denormal, e.i(150), e.i(127)))
     mantissa = e.from_bits(e.ior(e.iand(bits, e.i(0x007FFFFF)), e.i(0x3F800000)))
-    above_sqrt2 = e.cmp("ogt", mantissa, e.f(1.41421356))
+    above_sqrt2 = e.cmp("ogt", mantissa, e.f(_SQRT2))
     mantissa = e.select(above_sqrt2, e.mul(mantissa, e.f(0.5)), mantissa)
     exponent = e.iadd(exponent, e.select(above_sqrt2, e.i(1), e.i(0)))
-    exponent_float = e.to_float(exponent)
-    f = e.sub(mantissa, e.f(1.0))
-    z = e.mul(f, f)
-    y = e.mul(e.mul(f, z), e.polynomial(f, _LOG_POLY))
-    y = e.add(y, e.mul(exponent_float, e.f(_LN2_LO)))
-    y = e.sub(y, e.mul(z, e.f(0.5)))
-    result = e.add(e.add(f, y), e.mul(exponent_float, e.f(_LN2_HI)))
+    result = _log_of_reduced(e, e.sub(mantissa, e.f(1.0)), e.to_float(exponent))
     result = e.select(e.cmp("oeq", x, e.f(float("inf"))), x, result)
     result = e.select(e.cmp("oeq", x, e.f(0.0)), e.f(float("-inf")), result)
     return e.select(e.cmp("ult", x, e.f(0.0)), e.f(float("nan")), result)
+
+
+def _log1p_of_unit(e: Float32Emitter, x: SSAValue) -> SSAValue:
+    """log(1 + x) for x in [0, 1] or NaN: no denormal, zero, negative or infinite case to select.
+
+    u = 1 + x is in [1, 2], so its mantissa is u or u / 2, and the rounding error of u,
+    c = x - (u - 1), is exact (Sterbenz): log1p(x) = log(u) + c / u. |c| <= 2**-24, so
+    1 / u ~ 1 - f + f^2 / 2 (f = u - 1; relative error f^2 |1 - f| / 2) is close enough for that
+    term, and it is exact at u = 1, where log1p(x) = c = x.
+    """
+    u = e.add(e.f(1.0), x)
+    f = e.sub(u, e.f(1.0))
+    rounding = e.sub(x, f)
+    above_sqrt2 = e.cmp("ogt", u, e.f(_SQRT2))
+    reduced = e.select(above_sqrt2, e.sub(e.mul(u, e.f(0.5)), e.f(1.0)), f)
+    log_u = _log_of_reduced(e, reduced, e.select(above_sqrt2, e.f(1.0), e.f(0.0)))
+    reciprocal = e.add(e.mul(f, e.sub(e.mul(f, e.f(0.5)), e.f(1.0))), e.f(1.0))
+    return e.add(e.mul(rounding, reciprocal), log_u)
+
+
+def log1p(e: Float32Emitter, x: SSAValue) -> SSAValue:
+    if isinstance(x.owner, math.ExpOp) and _is_non_positive(x.owner.operand):
+        return _log1p_of_unit(e, x)
+    # Goldberg: u = 1 + x; log(u) * x / (u - 1) corrects u's rounding (x where u rounds to 1).
+    u = e.add(e.f(1.0), x)
+    corrected = e.div(e.mul(log(e, u), x), e.sub(u, e.f(1.0)))
+    result = e.select(e.cmp("oeq", u, e.f(1.0)), x, corrected)
+    return e.select(e.cmp("oeq", x, e.f(float("inf"))), x, result)
 
 
 def tanh(e: Float32Emitter, x: SSAValue) -> SSAValue:

@@ -1,10 +1,10 @@
 """`ew-expand-math{math=approx|libm}`: replace transcendental `math` ops before going to LLVM.
 
-- `math=approx`: f32 `math.exp/log/tanh/erf/powf` become the plain-arithmetic approximations of
-  `xfuse.transforms.approx` (vectorizable; errors in docs/math.md). f64 has no approximation here
-  and calls libm as in `math=libm`.
-- `math=libm`: they become calls to the C library (`tanhf`, `expf`, ... for f32; `tanh`, ... for
-  f64), declared as private `func.func`s. These calls keep a loop scalar.
+- `math=approx`: f32 `math.exp/log/log1p/tanh/erf/powf` become the plain-arithmetic
+  approximations of `xfuse.transforms.approx` (vectorizable; errors in docs/math.md). f64 has no
+  approximation here and calls libm as in `math=libm`.
+- `math=libm`: they become calls to the C library (`tanhf`, `expf`, `log1pf`, ... for f32;
+  `tanh`, ... for f64), declared as private `func.func`s. These calls keep a loop scalar.
 
 In both modes `math.rsqrt` becomes `1 / math.sqrt` (sqrt is an exact, vectorizable LLVM intrinsic);
 `math.sqrt`, `math.absf` and `math.floor` stay for `ew-to-llvm`.
@@ -33,11 +33,12 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.transforms import approx
 
-MathOp = math.ExpOp | math.LogOp | math.TanhOp | math.ErfOp | math.PowFOp
+MathOp = math.ExpOp | math.LogOp | math.Log1pOp | math.TanhOp | math.ErfOp | math.PowFOp
 
 _LIBM_NAMES: dict[type[Operation], str] = {
     math.ExpOp: "exp",
     math.LogOp: "log",
+    math.Log1pOp: "log1p",
     math.TanhOp: "tanh",
     math.ErfOp: "erf",
     math.PowFOp: "pow",
@@ -46,6 +47,7 @@ _LIBM_NAMES: dict[type[Operation], str] = {
 _APPROXIMATIONS: dict[type[Operation], Callable[..., SSAValue]] = {
     math.ExpOp: approx.exp,
     math.LogOp: approx.log,
+    math.Log1pOp: approx.log1p,
     math.TanhOp: approx.tanh,
     math.ErfOp: approx.erf,
     math.PowFOp: approx.pow,
@@ -109,7 +111,9 @@ class EwExpandMathPass(ModulePass):
                 f"ew-expand-math: math must be approx or libm, got {self.math}"
             )
         expand = ExpandMath(approximate=self.math == "approx")
-        PatternRewriteWalker(expand, apply_recursively=False).rewrite_module(op)
+        # Last op first: an approximation may look at the math op that computes its operand
+        # (log1p of exp(-|y|) knows its range), so that op must not be expanded yet.
+        PatternRewriteWalker(expand, apply_recursively=False, walk_reverse=True).rewrite_module(op)
         PatternRewriteWalker(ExpandRsqrt(), apply_recursively=False).rewrite_module(op)
         declared = {f.sym_name.data for f in op.ops if isinstance(f, func.FuncOp)}
         for name, type_ in sorted(expand.libm_calls.items()):

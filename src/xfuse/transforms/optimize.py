@@ -23,7 +23,8 @@ class EwOptimizePass(ModulePass):
     `x * 1`, `1 * x`, `x / 1` and `-(-x)` become `x`; `x + 0.0` stays (`-0.0 + 0.0` is `+0.0`).
     A NaN that folding produces is the canonical quiet NaN. With `unsafe-math=true` also
     `x + (+0.0)`, `(+0.0) + x`, `x - (-0.0)` -> x (no signed zeros), x*0 -> 0, x-x -> 0 and
-    x/c -> x*(1/c), which change results for inf, NaN or the sign of zero.
+    x/c -> x*(1/c) and log(1 + exp(x)) -> softplus(x), which change results for inf, NaN,
+    overflow or the sign of zero.
     """
 
     name = "ew-optimize"

@@ -37,13 +37,25 @@ def emit_constant(builder: Builder, value: float, compute_type: Attribute) -> SS
     return builder.insert(arith.ConstantOp(FloatAttr(value, compute_type))).result
 
 
+def _exp_of_minus_abs(builder: Builder, x: SSAValue) -> SSAValue:
+    """exp(-|x|), in (0, 1]: it cannot overflow, and `ew-expand-math` sees that from the IR."""
+    minus_abs = builder.insert(arith.NegfOp(builder.insert(math.AbsFOp(x)).result)).result
+    return builder.insert(math.ExpOp(minus_abs)).result
+
+
 def _sigmoid(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -> SSAValue:
-    """1 / (1 + exp(-x)), in arith and math.exp (no math.sigmoid op exists)."""
+    """e / (1 + e) for x < 0, else 1 / (1 + e), with e = exp(-|x|) (no math.sigmoid op exists).
+
+    Never exp of a large argument: the negative tail is e (1 - e + ...), right down to the
+    denormals, where 1 / (1 + exp(-x)) flushed to 0 once exp(-x) overflowed.
+    """
     (x,) = args
     one = emit_constant(builder, 1.0, compute_type)
-    exp = builder.insert(math.ExpOp(builder.insert(arith.NegfOp(x)).result)).result
-    denominator = builder.insert(arith.AddfOp(one, exp)).result
-    return builder.insert(arith.DivfOp(one, denominator)).result
+    e = _exp_of_minus_abs(builder, x)
+    negative = builder.insert(arith.CmpfOp(x, emit_constant(builder, 0.0, compute_type), "olt"))
+    numerator = builder.insert(arith.SelectOp(negative.result, e, one)).result
+    denominator = builder.insert(arith.AddfOp(one, e)).result
+    return builder.insert(arith.DivfOp(numerator, denominator)).result
 
 
 def _relu(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -> SSAValue:
@@ -56,24 +68,14 @@ def _relu(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -
 def _softplus(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -> SSAValue:
     """max(x, 0) + log1p(exp(-|x|)): log(1 + exp(x)) without overflow for large x.
 
-    log1p(e) is Goldberg's `u = 1 + e; u == 1 ? e : log(u) * e / (u - 1)`, exact to a few ulps
-    for tiny e, so softplus keeps its relative accuracy far into the negative range (where it is
-    about exp(x)). Only `math.exp` and `math.log` remain, which `ew-expand-math` lowers both ways
-    (libm calls or vectorizable approximations): softplus needs no math lowering of its own.
+    log1p keeps softplus's relative accuracy far into the negative range (where it is about
+    exp(x)). `ew-expand-math` lowers `math.exp` and `math.log1p` both ways (libm calls or
+    vectorizable approximations; the approximation of log1p knows its argument is in [0, 1]).
     """
     (x,) = args
-    zero = emit_constant(builder, 0.0, compute_type)
-    one = emit_constant(builder, 1.0, compute_type)
-    positive = builder.insert(arith.MaximumfOp(x, zero)).result
-    minus_abs = builder.insert(arith.NegfOp(builder.insert(math.AbsFOp(x)).result)).result
-    e = builder.insert(math.ExpOp(minus_abs)).result
-    u = builder.insert(arith.AddfOp(one, e)).result
-    log_u = builder.insert(math.LogOp(u)).result
-    scaled = builder.insert(arith.MulfOp(log_u, e)).result
-    quotient = builder.insert(arith.DivfOp(scaled, builder.insert(arith.SubfOp(u, one)).result))
-    rounds_to_one = builder.insert(arith.CmpfOp(u, one, "oeq")).result
-    log1p = builder.insert(arith.SelectOp(rounds_to_one, e, quotient.result)).result
-    return builder.insert(arith.AddfOp(positive, log1p)).result
+    positive = builder.insert(arith.MaximumfOp(x, emit_constant(builder, 0.0, compute_type)))
+    log1p = builder.insert(math.Log1pOp(_exp_of_minus_abs(builder, x))).result
+    return builder.insert(arith.AddfOp(positive.result, log1p)).result
 
 
 SCALAR_LOWERINGS: dict[type[Operation], ScalarEmitter] = {
