@@ -13,10 +13,11 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import llvmlite.binding as llvm_binding
 import numpy as np
 import pytest
 from xdsl.context import Context
-from xdsl.dialects import arith, memref
+from xdsl.dialects import arith, llvm, memref
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
@@ -191,3 +192,47 @@ def test_workspace_offsets_are_a_flat_sum_of_rounded_sizes() -> None:
     views = [op for op in module.walk() if isinstance(op, memref.ViewOp)]
     assert len(views) > 100
     assert max(_roundings_nested(view.byte_shift, memo) for view in views) == 1
+
+
+def _lowered_functions(source: str) -> dict[str, llvm.FuncOp]:
+    """The `llvm.func`s with a body that `xfuse.compile` hands LLVM for `source`, by name."""
+    module = parse_program(source)
+    context = pipeline_context()
+    for _, pass_ in [*Options().tensor_passes(), *Options().buffer_passes()]:
+        pass_.apply(context, module)
+    return {f.sym_name.data: f for f in module.ops if isinstance(f, llvm.FuncOp) and f.body.blocks}
+
+
+def _loops(function: llvm.FuncOp) -> int:
+    return sum(isinstance(op, llvm.CondBrOp) for op in function.walk())
+
+
+def test_llvm_gets_one_function_per_kernel_whatever_the_program_size() -> None:
+    # Before, every kernel's loops were in the one function of the program, and LLVM's register
+    # allocator and Loop Strength Reduction took time growing faster than that function (a wide
+    # DAG of 10^4 ops: minutes). Now each kernel is a function LLVM must not inline, so the
+    # largest function it optimizes is one kernel's, at any program size.
+    largest = []
+    for statements in (250, 1000):
+        functions = _lowered_functions(wide_dag(2 * statements))
+        kernels = {name: f for name, f in functions.items() if ".kernel" in name}
+        assert len(kernels) == math.ceil(2 * statements / EwFusePass().max_ops)
+        assert all(f.no_inline is not None for f in kernels.values())
+        assert all(_loops(f) == 0 for name, f in functions.items() if name not in kernels)
+        largest.append(max(sum(1 for _ in f.walk()) for f in kernels.values()))
+    assert largest[1] <= largest[0] * 1.1
+
+
+def test_kernel_functions_stay_functions_through_llvm() -> None:
+    kernel = xfuse.compile(chain(100))
+    module = llvm_binding.parse_assembly(kernel.llvm_ir)
+    outlined = [f for f in module.functions if f.name.startswith("main.kernel")]
+    assert len(outlined) == math.ceil(200 / EwFusePass().max_ops)
+    for function in outlined:
+        assert not function.is_declaration
+        assert any(b"noinline" in attributes.split() for attributes in function.attributes)
+    x = np.linspace(-1, 1, 100, dtype=np.float32)
+    want = x.astype(np.float64)
+    for _ in range(100):
+        want = want * np.float32(0.999) + np.float32(0.001)
+    np.testing.assert_allclose(kernel(a=x), want, rtol=1e-5)
