@@ -24,6 +24,7 @@ from xdsl.ir import SSAValue
 import xfuse
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
+from xfuse.lowering.to_llvm import NO_INLINE
 from xfuse.passes.fuse import EwFusePass, fuse_function
 from xfuse.passes.pipeline import only_function, pipeline_context
 from xfuse.runtime.compiler import Options
@@ -217,7 +218,7 @@ def test_llvm_gets_one_function_per_kernel_whatever_the_program_size() -> None:
         functions = _lowered_functions(wide_dag(2 * statements))
         kernels = {name: f for name, f in functions.items() if ".kernel" in name}
         assert len(kernels) == math.ceil(2 * statements / EwFusePass().max_ops)
-        assert all(f.no_inline is not None for f in kernels.values())
+        assert all(NO_INLINE in f.attributes for f in kernels.values())
         assert all(_loops(f) == 0 for name, f in functions.items() if name not in kernels)
         largest.append(max(sum(1 for _ in f.walk()) for f in kernels.values()))
     assert largest[1] <= largest[0] * 1.1

@@ -8,7 +8,7 @@
 // CHECK-NEXT:    func.call @one_dim.kernel0(%[[X]], %[[B]], %[[OUT]]) : (memref<?xf32>, memref<?xf32>, memref<?xf32>) -> ()
 // CHECK-NEXT:    func.return
 // CHECK-LABEL: func.func private @one_dim.kernel0
-// CHECK-SAME:    (%[[X:.*]]: memref<?xf32>, %[[B:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xf32>) attributes {no_inline}
+// CHECK-SAME:    (%[[X:.*]]: memref<?xf32>, %[[B:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xf32>) attributes {ew.no_inline}
 // CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
 // CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
 // CHECK:         %[[N:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?xf32>

@@ -23,7 +23,7 @@ becomes
     }
 
 Each kernel's loop nest is a function of its own, `func.func private @<function>.kernel<i>`
-taking the kernel's distinct memrefs, marked `no_inline` (as MLIR's `llvm.func` spells it), and
+taking the kernel's distinct memrefs, marked `ew.no_inline` (LLVM must not inline it), and
 called where the kernel was. LLVM then optimizes and generates code kernel by kernel: given one
 function of all of a program's loops, its register allocator and Loop Strength Reduction took
 time growing faster than the program (a wide DAG of 10^4 ops: minutes), and so compile time
@@ -51,6 +51,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
+from xfuse.lowering.to_llvm import NO_INLINE
 
 
 def input_indices(
@@ -97,7 +98,7 @@ def kernel_function_name(function: str, index: int) -> str:
 
 
 def outline_kernel(kernel: ew.KernelOp, name: str) -> func.FuncOp:
-    """Move `kernel` into a new private `no_inline` function `name` that takes its distinct
+    """Move `kernel` into a new private `ew.no_inline` function `name` that takes its distinct
     memrefs, and call that where the kernel was."""
     memrefs = list(dict.fromkeys(kernel.operands))
     body = Block(arg_types=[memref.type for memref in memrefs])
@@ -108,7 +109,7 @@ def outline_kernel(kernel: ew.KernelOp, name: str) -> func.FuncOp:
     kernel.operands = [body.args[memrefs.index(operand)] for operand in kernel.operands]
     body.add_ops([kernel, func.ReturnOp()])
     function = func.FuncOp(name, (body.arg_types, []), Region(body), visibility="private")
-    function.attributes["no_inline"] = UnitAttr()
+    function.attributes[NO_INLINE] = UnitAttr()
     return function
 
 
@@ -154,7 +155,7 @@ class KernelToLoops(RewritePattern):
 @dataclass(frozen=True)
 class EwKernelToLoopsPass(ModulePass):
     """Lower every bufferized `ew.kernel` to an `scf.for` nest with `memref.load`/`memref.store`,
-    in a `no_inline` function of its own that the kernel's place calls."""
+    in an `ew.no_inline` function of its own that the kernel's place calls."""
 
     name = "ew-kernel-to-loops"
 

@@ -317,14 +317,19 @@ def _reject_memref_results(op: func.FuncOp | func.CallOp, results: Sequence[Attr
     )
 
 
+NO_INLINE = "ew.no_inline"
+"""The attribute of a function LLVM must not inline (`ew-kernel-to-loops` puts it on each
+kernel's function): the `ew` dialect's own, because xDSL parses `llvm.func`'s `no_inline`
+property back as an attribute from the custom form and as the property from the generic one."""
+
+
 def is_private(op: func.FuncOp) -> bool:
     return op.sym_visibility is not None and op.sym_visibility.data == "private"
 
 
 def lower_function(op: func.FuncOp) -> llvm.FuncOp:
     """The `llvm.func` of a `func.func`: memref arguments expanded, body moved over. A private
-    function gets internal linkage; a `no_inline` attribute (`ew-kernel-to-loops` puts one on
-    each kernel's function) becomes the `llvm.func`'s."""
+    function gets internal linkage and keeps its `NO_INLINE` attribute."""
     inputs = [t for type_ in op.function_type.inputs for t in native_argument_types(type_)]
     _reject_memref_results(op, op.function_type.outputs)
     outputs = [convert_type(t) for t in op.function_type.outputs]
@@ -337,8 +342,8 @@ def lower_function(op: func.FuncOp) -> llvm.FuncOp:
     lowered = external_function(op.sym_name.data, function_type, body)
     if is_private(op) and body.blocks:
         lowered.linkage = llvm.LinkageAttr("internal")
-    if "no_inline" in op.attributes:
-        lowered.no_inline = UnitAttr()
+    if NO_INLINE in op.attributes:
+        lowered.attributes[NO_INLINE] = UnitAttr()
     return lowered
 
 

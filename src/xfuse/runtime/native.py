@@ -30,7 +30,7 @@ from xdsl.backend.llvm.convert import convert_module
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import ModuleOp
 
-from xfuse.lowering.to_llvm import packed_entry_name
+from xfuse.lowering.to_llvm import NO_INLINE, packed_entry_name
 
 
 @functools.cache
@@ -180,15 +180,16 @@ def _hide_packed_functions(module: llvm_ir.Module) -> None:
 
 
 def _carry_function_attributes(module: ModuleOp, llvm_module: llvm_ir.Module) -> None:
-    """Give the llvmlite functions the linkage and `noinline` of their `llvm.func`s, which xDSL's
-    converter drops: each kernel's function (see `ew-kernel-to-loops`) stays a function of its
-    own, so that LLVM optimizes one kernel at a time, not one function of all of them."""
+    """Give the llvmlite functions the linkage of their `llvm.func`s, which xDSL's converter
+    drops, and LLVM's `noinline` where they have `NO_INLINE`: each kernel's function (see
+    `ew-kernel-to-loops`) stays a function of its own, so that LLVM optimizes one kernel at a
+    time, not one function of all of them."""
     for function in module.ops:
         if isinstance(function, llvm.FuncOp) and function.body.blocks:
             converted = llvm_module.get_global(function.sym_name.data)
             if function.linkage.linkage.data != "external":
                 converted.linkage = function.linkage.linkage.data
-            if function.no_inline is not None:
+            if NO_INLINE in function.attributes:
                 converted.attributes.add("noinline")
 
 
