@@ -13,10 +13,13 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import llvmlite.binding as llvm_binding
 import numpy as np
 import pytest
 from xdsl.context import Context
+from xdsl.dialects import arith, llvm, memref
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
 
 import xfuse
 from xfuse.dialects import ew
@@ -24,6 +27,7 @@ from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Options
 from xfuse.transforms.fuse import EwFusePass, fuse_function
 from xfuse.transforms.pipeline import only_function, pipeline_context
+from xfuse.transforms.to_llvm import NO_INLINE
 
 CHAIN_STATEMENT = "a = a * 0.999 + 0.001;\n"
 
@@ -160,3 +164,77 @@ def test_600_inputs() -> None:
     kernel = xfuse.compile("out = " + " + ".join(f"x{i}" for i in range(count)) + ";")
     arrays = {f"x{i}": np.full(5, i, np.float32) for i in range(count)}
     np.testing.assert_array_equal(kernel(**arrays), np.full(5, sum(range(count)), np.float32))
+
+
+def _roundings_nested(value: SSAValue, memo: dict[SSAValue, int]) -> int:
+    """How many `arith.andi` (the alignment's rounding) lie on the longest chain `value` is
+    computed along."""
+    if value not in memo:
+        owner = value.owner
+        if not isinstance(owner, arith.AndIOp | arith.AddiOp | arith.MuliOp):
+            memo[value] = 0
+        else:
+            nested = max(_roundings_nested(operand, memo) for operand in owner.operands)
+            memo[value] = nested + isinstance(owner, arith.AndIOp)
+    return memo[value]
+
+
+def test_workspace_offsets_are_a_flat_sum_of_rounded_sizes() -> None:
+    # Each offset rounded the previous offset plus a size: the k-th buffer's offset was k
+    # roundings deep, and LLVM's Loop Strength Reduction took time growing with the square of
+    # the program on those expressions (a wide DAG of 10^4 ops: minutes). Now each offset is the
+    # previous one plus a rounded size, which LLVM folds to a sum of a few terms.
+    module = parse_program(wide_dag(1000))
+    context = pipeline_context()
+    for name, pass_ in [*Options().tensor_passes(), *Options().buffer_passes()]:
+        pass_.apply(context, module)
+        if name == "ew-workspace":
+            break
+    memo: dict[SSAValue, int] = {}
+    views = [op for op in module.walk() if isinstance(op, memref.ViewOp)]
+    assert len(views) > 100
+    assert max(_roundings_nested(view.byte_shift, memo) for view in views) == 1
+
+
+def _lowered_functions(source: str) -> dict[str, llvm.FuncOp]:
+    """The `llvm.func`s with a body that `xfuse.compile` hands LLVM for `source`, by name."""
+    module = parse_program(source)
+    context = pipeline_context()
+    for _, pass_ in [*Options().tensor_passes(), *Options().buffer_passes()]:
+        pass_.apply(context, module)
+    return {f.sym_name.data: f for f in module.ops if isinstance(f, llvm.FuncOp) and f.body.blocks}
+
+
+def _loops(function: llvm.FuncOp) -> int:
+    return sum(isinstance(op, llvm.CondBrOp) for op in function.walk())
+
+
+def test_llvm_gets_one_function_per_kernel_whatever_the_program_size() -> None:
+    # Before, every kernel's loops were in the one function of the program, and LLVM's register
+    # allocator and Loop Strength Reduction took time growing faster than that function (a wide
+    # DAG of 10^4 ops: minutes). Now each kernel is a function LLVM must not inline, so the
+    # largest function it optimizes is one kernel's, at any program size.
+    largest = []
+    for statements in (250, 1000):
+        functions = _lowered_functions(wide_dag(2 * statements))
+        kernels = {name: f for name, f in functions.items() if ".kernel" in name}
+        assert len(kernels) == math.ceil(2 * statements / EwFusePass().max_ops)
+        assert all(NO_INLINE in f.attributes for f in kernels.values())
+        assert all(_loops(f) == 0 for name, f in functions.items() if name not in kernels)
+        largest.append(max(sum(1 for _ in f.walk()) for f in kernels.values()))
+    assert largest[1] <= largest[0] * 1.1
+
+
+def test_kernel_functions_stay_functions_through_llvm() -> None:
+    kernel = xfuse.compile(chain(100))
+    module = llvm_binding.parse_assembly(kernel.llvm_ir)
+    outlined = [f for f in module.functions if f.name.startswith("main.kernel")]
+    assert len(outlined) == math.ceil(200 / EwFusePass().max_ops)
+    for function in outlined:
+        assert not function.is_declaration
+        assert any(b"noinline" in attributes.split() for attributes in function.attributes)
+    x = np.linspace(-1, 1, 100, dtype=np.float32)
+    want = x.astype(np.float64)
+    for _ in range(100):
+        want = want * np.float32(0.999) + np.float32(0.001)
+    np.testing.assert_allclose(kernel(a=x), want, rtol=1e-5)

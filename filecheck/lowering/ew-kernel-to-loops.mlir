@@ -1,8 +1,14 @@
 // RUN: xfuse-opt %s -p ew-kernel-to-loops | filecheck %s
 
-// A 1-D kernel becomes one loop over the output's size: loads, the region, a store.
+// A 1-D kernel becomes one loop over the output's size: loads, the region, a store, in a
+// private function of its own that LLVM must not inline (so that it optimizes one kernel at a
+// time), called where the kernel was.
 // CHECK-LABEL: func.func @one_dim
 // CHECK-SAME:    (%[[X:.*]]: memref<?xf32>, %[[B:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xf32>)
+// CHECK-NEXT:    func.call @one_dim.kernel0(%[[X]], %[[B]], %[[OUT]]) : (memref<?xf32>, memref<?xf32>, memref<?xf32>) -> ()
+// CHECK-NEXT:    func.return
+// CHECK-LABEL: func.func private @one_dim.kernel0
+// CHECK-SAME:    (%[[X:.*]]: memref<?xf32>, %[[B:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xf32>) attributes {ew.no_inline}
 // CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
 // CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
 // CHECK:         %[[N:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?xf32>
@@ -28,7 +34,7 @@ func.func @one_dim(%x: memref<?xf32>, %b: memref<?xf32>, %out: memref<?xf32>) {
 // Two dims: the innermost loop walks the last dim; the bias [d] is read with the inner index
 // only, the [t, 1] scale with the outer index and 0, once per row (it and its extf sit in the
 // outer loop). bf16 casts stay in the region.
-// CHECK-LABEL: func.func @broadcast
+// CHECK-LABEL: func.func private @broadcast.kernel0
 // CHECK-SAME:    (%[[X:.*]]: memref<?x?xbf16>, %[[B:.*]]: memref<?xbf16>, %[[S:.*]]: memref<?x1xbf16>, %[[OUT:.*]]: memref<?x?xbf16>)
 // CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
 // CHECK-DAG:     %[[T:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?xbf16>
@@ -57,15 +63,28 @@ func.func @broadcast(%x: memref<?x?xbf16>, %b: memref<?xbf16>, %s: memref<?x1xbf
 }
 
 // Static sizes are constants; a rank-0 output needs no loop; several outputs get one store each.
+// Each kernel gets a function; a memref a kernel reads and writes (in place) is passed once.
 // CHECK-LABEL: func.func @static_and_scalar
+// CHECK-SAME:    (%[[X:.*]]: memref<4xf32>, %[[O0:.*]]: memref<4xf32>, %[[O1:.*]]: memref<4xf32>, %[[O2:.*]]: memref<f32>)
+// CHECK-NEXT:    func.call @static_and_scalar.kernel0(%[[X]], %[[O0]], %[[O1]])
+// CHECK-NEXT:    func.call @static_and_scalar.kernel1(%[[O2]]) : (memref<f32>) -> ()
+// CHECK-NEXT:    func.call @static_and_scalar.kernel2(%[[O0]], %[[O1]]) : (memref<4xf32>, memref<4xf32>) -> ()
+// CHECK-NEXT:    func.return
+// CHECK-LABEL: func.func private @static_and_scalar.kernel0
 // CHECK:         %[[FOUR:.*]] = arith.constant 4 : index
 // CHECK:         scf.for %[[I:.*]] = %{{.*}} to %[[FOUR]] step
 // CHECK:           memref.store %{{.*}}, %{{.*}}[%[[I]]] : memref<4xf32>
 // CHECK-NEXT:      memref.store %{{.*}}, %{{.*}}[%[[I]]] : memref<4xf32>
 // CHECK-NEXT:    }
+// CHECK-LABEL: func.func private @static_and_scalar.kernel1
 // CHECK-NOT:     scf.for
 // CHECK:         %[[C:.*]] = arith.constant 2.000000e+00 : f32
 // CHECK-NEXT:    memref.store %[[C]], %{{.*}}[] : memref<f32>
+// CHECK-LABEL: func.func private @static_and_scalar.kernel2
+// CHECK-SAME:    (%[[A:.*]]: memref<4xf32>, %[[B:.*]]: memref<4xf32>)
+// CHECK:           memref.load %[[A]]
+// CHECK:           memref.store %{{.*}}, %[[A]]
+// CHECK-NEXT:      memref.store %{{.*}}, %[[B]]
 func.func @static_and_scalar(%x: memref<4xf32>, %o0: memref<4xf32>, %o1: memref<4xf32>, %o2: memref<f32>) {
   ew.kernel ins(%x : memref<4xf32>) outs(%o0, %o1 : memref<4xf32>, memref<4xf32>) {
   ^bb0(%xs: f32):
@@ -76,12 +95,17 @@ func.func @static_and_scalar(%x: memref<4xf32>, %o0: memref<4xf32>, %o1: memref<
     %c = arith.constant 2.0 : f32
     ew.yield %c : f32
   }
+  ew.kernel ins(%o0, %o0 : memref<4xf32>, memref<4xf32>) outs(%o0, %o1 : memref<4xf32>, memref<4xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %s = arith.addf %a, %b : f32
+    ew.yield %s, %s : f32, f32
+  }
   func.return
 }
 
 // What depends on no loop index is computed once, before the loops (with the constants it
 // needs); a constant used only inside stays there.
-// CHECK-LABEL: func.func @invariant
+// CHECK-LABEL: func.func private @invariant.kernel0
 // CHECK-SAME:    (%[[X:.*]]: memref<?x4xf32>, %[[S:.*]]: memref<f32>, %[[OUT:.*]]: memref<?x4xf32>)
 // CHECK:         %[[SS:.*]] = memref.load %[[S]][] : memref<f32>
 // CHECK-NEXT:    %[[TWO:.*]] = arith.constant 2.000000e+00 : f32

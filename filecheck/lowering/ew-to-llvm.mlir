@@ -220,3 +220,21 @@ func.func @f32_f16(%x: f32) -> f32 {
 func.func @copy(%x: memref<?xf32>) {
   func.return
 }
+
+// A call passes each memref as the callee takes it: its pointer, then its dynamic sizes (a
+// static dim passes nothing). A private function (ew-kernel-to-loops puts each kernel in one)
+// is internal, keeps its ew.no_inline, and gets no packed entry: only the runtime's entries do.
+// CHECK-LABEL: llvm.func @caller
+// CHECK-SAME:    (%[[X:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[Y:.*]]: !llvm.ptr)
+// CHECK-NEXT:    llvm.call @caller.kernel0(%[[X]], %[[N]], %[[Y]]) : (!llvm.ptr, i64, !llvm.ptr) -> ()
+// CHECK-LABEL: llvm.func @caller.packed
+// CHECK-LABEL: llvm.func internal @caller.kernel0
+// CHECK-SAME:    (%{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: !llvm.ptr) attributes {ew.no_inline}
+// CHECK-NOT:   @caller.kernel0.packed
+func.func @caller(%x: memref<?x4xf32>, %y: memref<3xf32>) {
+  func.call @caller.kernel0(%x, %y) : (memref<?x4xf32>, memref<3xf32>) -> ()
+  func.return
+}
+func.func private @caller.kernel0(%x: memref<?x4xf32>, %y: memref<3xf32>) attributes {ew.no_inline} {
+  func.return
+}

@@ -2,7 +2,8 @@
 // RUN: xfuse-opt %s -p 'ew-workspace{alignment=16}' | filecheck %s --check-prefix=ALIGN16
 
 // Each temporary becomes a view of a trailing workspace argument: the first at byte 0, the next
-// after the first's 4 * n bytes rounded up to 64; deallocs disappear.
+// after the first's 4 * n bytes rounded up to 64 (the offset plus a rounded size: a flat sum);
+// deallocs disappear.
 // CHECK-LABEL: func.func @two_temporaries
 // CHECK-SAME:    (%[[X:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xf32>, %[[WS:.*]]: memref<?xi8>)
 // CHECK:         %[[N:.*]] = memref.dim %[[X]], %{{.*}} : memref<?xf32>
@@ -11,11 +12,11 @@
 // CHECK:         ew.kernel ins(%[[X]] : memref<?xf32>) outs(%[[T]] : memref<?xf32>)
 // CHECK:         %[[FOUR:.*]] = arith.constant 4 : index
 // CHECK-NEXT:    %[[BYTES:.*]] = arith.muli %[[FOUR]], %[[N]] : index
-// CHECK-NEXT:    %[[END:.*]] = arith.addi %[[ZERO]], %[[BYTES]] : index
 // CHECK-NEXT:    %[[PAD:.*]] = arith.constant 63 : index
-// CHECK-NEXT:    %[[PADDED:.*]] = arith.addi %[[END]], %[[PAD]] : index
+// CHECK-NEXT:    %[[PADDED:.*]] = arith.addi %[[BYTES]], %[[PAD]] : index
 // CHECK-NEXT:    %[[MASK:.*]] = arith.constant -64 : index
-// CHECK-NEXT:    %[[OFFSET:.*]] = arith.andi %[[PADDED]], %[[MASK]] : index
+// CHECK-NEXT:    %[[ROUNDED:.*]] = arith.andi %[[PADDED]], %[[MASK]] : index
+// CHECK-NEXT:    %[[OFFSET:.*]] = arith.addi %[[ZERO]], %[[ROUNDED]] : index
 // CHECK-NEXT:    %[[U:.*]] = memref.view %[[WS]][%[[OFFSET]]][] : memref<?xi8> to memref<5xf64>
 // CHECK:         ew.kernel ins(%[[T]], %[[U]] : memref<?xf32>, memref<5xf64>)
 // CHECK-NOT:     memref.alloc
@@ -27,13 +28,14 @@
 // CHECK-SAME:    (%[[X:.*]]: memref<?xf32>, %{{.*}}: memref<?xf32>) -> index
 // CHECK:         %[[N:.*]] = memref.dim %[[X]], %{{.*}} : memref<?xf32>
 // CHECK:         arith.muli %{{.*}}, %[[N]] : index
-// CHECK:         %[[E1:.*]] = arith.andi
-// CHECK:         %[[EIGHT:.*]] = arith.constant 8 : index
+// CHECK:         %[[R1:.*]] = arith.andi
+// CHECK-NEXT:    %[[E1:.*]] = arith.addi %{{.*}}, %[[R1]] : index
+// CHECK-NEXT:    %[[EIGHT:.*]] = arith.constant 8 : index
 // CHECK-NEXT:    %[[FIVE:.*]] = arith.constant 5 : index
 // CHECK-NEXT:    %[[B2:.*]] = arith.muli %[[EIGHT]], %[[FIVE]] : index
-// CHECK-NEXT:    %[[U2:.*]] = arith.addi %[[E1]], %[[B2]] : index
-// CHECK:         %[[P2:.*]] = arith.addi %[[U2]], %{{.*}} : index
-// CHECK:         %[[E2:.*]] = arith.andi %[[P2]], %{{.*}} : index
+// CHECK:         %[[P2:.*]] = arith.addi %[[B2]], %{{.*}} : index
+// CHECK:         %[[R2:.*]] = arith.andi %[[P2]], %{{.*}} : index
+// CHECK-NEXT:    %[[E2:.*]] = arith.addi %[[E1]], %[[R2]] : index
 // CHECK-NEXT:    func.return %[[E2]] : index
 
 // ALIGN16-LABEL: func.func @two_temporaries

@@ -27,9 +27,10 @@ import llvmlite.binding as llvm_binding
 import llvmlite.ir as llvm_ir
 from llvmlite.binding.executionengine import ExecutionEngine
 from xdsl.backend.llvm.convert import convert_module
+from xdsl.dialects import llvm
 from xdsl.dialects.builtin import ModuleOp
 
-from xfuse.transforms.to_llvm import packed_entry_name
+from xfuse.transforms.to_llvm import NO_INLINE, packed_entry_name
 
 
 @functools.cache
@@ -178,8 +179,27 @@ def _hide_packed_functions(module: llvm_ir.Module) -> None:
             function.linkage = "internal"
 
 
+def _carry_function_attributes(module: ModuleOp, llvm_module: llvm_ir.Module) -> None:
+    """Give the llvmlite functions the linkage of their `llvm.func`s, which xDSL's converter
+    drops, and LLVM's `noinline` where they have `NO_INLINE`: each kernel's function (see
+    `ew-kernel-to-loops`) stays a function of its own, so that LLVM optimizes one kernel at a
+    time, not one function of all of them."""
+    for function in module.ops:
+        if isinstance(function, llvm.FuncOp) and function.body.blocks:
+            converted = llvm_module.get_global(function.sym_name.data)
+            if function.linkage.linkage.data != "external":
+                converted.linkage = function.linkage.linkage.data
+            if NO_INLINE in function.attributes:
+                converted.attributes.add("noinline")
+
+
 def compile_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> NativeModule:
     """Translate an all-`llvm` xDSL module, optimize it (loop + SLP vectorization), JIT it."""
+    return generate_code(optimize_llvm_dialect(module, opt_level), opt_level)
+
+
+def optimize_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> llvm_binding.ModuleRef:
+    """The first half of `compile_llvm_dialect`: xDSL's translation and LLVM's optimizer."""
     target_machine = host_target_machine(opt_level)
     llvm_module = convert_module(
         module,
@@ -187,6 +207,7 @@ def compile_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> NativeModule:
         data_layout=str(target_machine.target_data),
     )
     mark_loops_parallel(llvm_module)
+    _carry_function_attributes(module, llvm_module)
     _hide_packed_functions(llvm_module)
     backing = llvm_binding.parse_assembly(str(llvm_module))
     backing.verify()
@@ -199,6 +220,11 @@ def compile_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> NativeModule:
         pass_builder.getModulePassManager() as module_pass_manager,
     ):
         module_pass_manager.run(backing, pass_builder)
+    return backing
+
+
+def generate_code(backing: llvm_binding.ModuleRef, opt_level: int = 3) -> NativeModule:
+    """The second half of `compile_llvm_dialect`: code generation and linking by MCJIT."""
     optimized_ir = str(backing)
     engine = llvm_binding.create_mcjit_compiler(backing, host_target_machine(opt_level))
     objects: list[bytes] = []

@@ -21,6 +21,13 @@ becomes
         memref.store %v, %y[%i, %j] : memref<?x?xf32>
       }
     }
+
+Each kernel's loop nest is a function of its own, `func.func private @<function>.kernel<i>`
+taking the kernel's distinct memrefs, marked `ew.no_inline` (LLVM must not inline it), and
+called where the kernel was. LLVM then optimizes and generates code kernel by kernel: given one
+function of all of a program's loops, its register allocator and Loop Strength Reduction took
+time growing faster than the program (a wide DAG of 10^4 ops: minutes), and so compile time
+grows about linearly in the number of kernels. A call per kernel per run is all it costs.
 """
 
 from __future__ import annotations
@@ -30,9 +37,9 @@ from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, ModuleOp
-from xdsl.ir import Block, SSAValue
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, ModuleOp, UnitAttr
+from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -40,10 +47,11 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint
+from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
+from xfuse.transforms.to_llvm import NO_INLINE
 
 
 def input_indices(
@@ -84,14 +92,30 @@ def _loop_depths(kernel: ew.KernelOp, rank: int) -> dict[SSAValue, int]:
     return depth
 
 
+def kernel_function_name(function: str, index: int) -> str:
+    """The symbol of the function that runs the `index`-th kernel of `function`."""
+    return f"{function}.kernel{index}"
+
+
+def outline_kernel(kernel: ew.KernelOp, name: str) -> func.FuncOp:
+    """Move `kernel` into a new private `ew.no_inline` function `name` that takes its distinct
+    memrefs, and call that where the kernel was."""
+    memrefs = list(dict.fromkeys(kernel.operands))
+    body = Block(arg_types=[memref.type for memref in memrefs])
+    for memref_value, arg in zip(memrefs, body.args, strict=True):
+        arg.name_hint = memref_value.name_hint
+    Rewriter.insert_op(func.CallOp(name, memrefs, []), InsertPoint.before(kernel))
+    kernel.detach()
+    kernel.operands = [body.args[memrefs.index(operand)] for operand in kernel.operands]
+    body.add_ops([kernel, func.ReturnOp()])
+    function = func.FuncOp(name, (body.arg_types, []), Region(body), visibility="private")
+    function.attributes[NO_INLINE] = UnitAttr()
+    return function
+
+
 class KernelToLoops(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ew.KernelOp, rewriter: PatternRewriter) -> None:
-        if not op.is_bufferized:
-            raise DiagnosticException(
-                "'ew.kernel' must be bufferized before ew-kernel-to-loops (run ew-bufferize):\n"
-                f"{op}"
-            )
         builder = Builder(InsertPoint.before(op))
         zero = builder.insert(arith.ConstantOp.from_int_and_width(0, IndexType())).result
         one = builder.insert(arith.ConstantOp.from_int_and_width(1, IndexType())).result
@@ -130,9 +154,25 @@ class KernelToLoops(RewritePattern):
 
 @dataclass(frozen=True)
 class EwKernelToLoopsPass(ModulePass):
-    """Lower every bufferized `ew.kernel` to an `scf.for` nest with `memref.load`/`memref.store`."""
+    """Lower every bufferized `ew.kernel` to an `scf.for` nest with `memref.load`/`memref.store`,
+    in an `ew.no_inline` function of its own that the kernel's place calls."""
 
     name = "ew-kernel-to-loops"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for function in list(op.ops):
+            if not isinstance(function, func.FuncOp):
+                continue
+            kernels = [k for k in function.walk() if isinstance(k, ew.KernelOp)]
+            place = function
+            for index, kernel in enumerate(kernels):
+                if not kernel.is_bufferized:
+                    raise DiagnosticException(
+                        "'ew.kernel' must be bufferized before ew-kernel-to-loops (run "
+                        f"ew-bufferize):\n{kernel}"
+                    )
+                name = kernel_function_name(function.sym_name.data, index)
+                outlined = outline_kernel(kernel, name)
+                op.body.block.insert_op_after(outlined, place)
+                place = outlined
         PatternRewriteWalker(KernelToLoops(), apply_recursively=False).rewrite_module(op)

@@ -8,13 +8,14 @@ first element followed by one `i64` per dynamic (`?`) dimension of its type; arr
 C-contiguous, except that a `strided<[s0, s1, ...], offset: o>` layout with static strides and
 offset is honoured (`x[i, j]` is element `o + i * s0 + j * s1` from the pointer). Layouts the
 descriptor cannot express (`?` strides or offset, other affine maps) are rejected, as are memref
-results (results come back through output arguments). No alignment is promised beyond the
-element's (numpy buffers are often only 16-byte aligned). Element types: `index` -> i64; bf16 is
-stored as i16; f16, f32, f64 are LLVM's own. Conversions to and from f16 and bf16 are integer
-code (`narrow_bits`, `widen_bits`): exact, one rounding to nearest even (f64 -> f16 and f64 ->
-bf16 too), NaNs quieted with their sign and payload kept. LLVM's `fptrunc`/`fpext` on half and
-bfloat would call compiler-rt (`__truncdfhf2`, `__truncsfbf2`, `__extendhfsf2`) on CPUs without
-AVX-512 FP16/BF16 or F16C, and MCJIT resolves none of them.
+results (results come back through output arguments); a `func.call` passes memrefs the same
+way. No alignment is promised beyond the element's (numpy buffers are often only 16-byte
+aligned). Element types: `index` -> i64; bf16 is stored as i16; f16, f32, f64 are LLVM's own.
+Conversions to and from f16 and bf16 are integer code (`narrow_bits`, `widen_bits`): exact, one
+rounding to nearest even (f64 -> f16 and f64 -> bf16 too), NaNs quieted with their sign and
+payload kept. LLVM's `fptrunc`/`fpext` on half and bfloat would call compiler-rt
+(`__truncdfhf2`, `__truncsfbf2`, `__extendhfsf2`) on CPUs without AVX-512 FP16/BF16 or F16C, and
+MCJIT resolves none of them.
 `memref.view` of a byte buffer is its pointer moved on by the byte shift (`ew-workspace` places
 the pipeline's temporaries so); a `memref.alloc`/`dealloc` left in the IR calls `malloc`/`free`.
 
@@ -48,6 +49,7 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     StridedLayoutAttr,
     TensorType,
+    UnitAttr,
     UnrealizedConversionCastOp,
     i64,
 )
@@ -315,8 +317,19 @@ def _reject_memref_results(op: func.FuncOp | func.CallOp, results: Sequence[Attr
     )
 
 
+NO_INLINE = "ew.no_inline"
+"""The attribute of a function LLVM must not inline (`ew-kernel-to-loops` puts it on each
+kernel's function): the `ew` dialect's own, because xDSL parses `llvm.func`'s `no_inline`
+property back as an attribute from the custom form and as the property from the generic one."""
+
+
+def is_private(op: func.FuncOp) -> bool:
+    return op.sym_visibility is not None and op.sym_visibility.data == "private"
+
+
 def lower_function(op: func.FuncOp) -> llvm.FuncOp:
-    """The `llvm.func` of a `func.func`: memref arguments expanded, body moved over."""
+    """The `llvm.func` of a `func.func`: memref arguments expanded, body moved over. A private
+    function gets internal linkage and keeps its `NO_INLINE` attribute."""
     inputs = [t for type_ in op.function_type.inputs for t in native_argument_types(type_)]
     _reject_memref_results(op, op.function_type.outputs)
     outputs = [convert_type(t) for t in op.function_type.outputs]
@@ -326,7 +339,12 @@ def lower_function(op: func.FuncOp) -> llvm.FuncOp:
     body = op.detach_region(op.body)
     if body.blocks:
         _expand_entry_arguments(cast(Block, body.first_block))
-    return external_function(op.sym_name.data, function_type, body)
+    lowered = external_function(op.sym_name.data, function_type, body)
+    if is_private(op) and body.blocks:
+        lowered.linkage = llvm.LinkageAttr("internal")
+    if NO_INLINE in op.attributes:
+        lowered.attributes[NO_INLINE] = UnitAttr()
+    return lowered
 
 
 def packed_entry_name(name: str) -> str:
@@ -385,13 +403,29 @@ class ReturnToLlvm(RewritePattern):
         rewriter.replace(op, llvm.ReturnOp(op.arguments[0] if op.arguments else None))
 
 
+def _native_arguments(value: SSAValue) -> list[SSAValue]:
+    """A memref passed to a function as the callee takes it: its pointer, then its dynamic
+    sizes (see `native_argument_types`)."""
+    pieces = descriptor(value)
+    return [pieces.pointer, *(size for size in pieces.sizes if isinstance(size, SSAValue))]
+
+
 class CallToLlvm(RewritePattern):
+    """`func.call` -> `llvm.call`, each memref argument passed as its native arguments."""
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: func.CallOp, rewriter: PatternRewriter) -> None:
         _reject_memref_results(op, op.result_types)
         result_types = [convert_type(t) for t in op.result_types]
+        arguments = [
+            native
+            for argument in op.arguments
+            for native in (
+                _native_arguments(argument) if isinstance(argument.type, MemRefType) else [argument]
+            )
+        ]
         call = llvm.CallOp(
-            op.callee, *op.arguments, return_type=result_types[0] if result_types else None
+            op.callee, *arguments, return_type=result_types[0] if result_types else None
         )
         rewriter.replace(op, call)
 
@@ -850,8 +884,8 @@ class EwToLlvmPass(ModulePass):
     adds `contract` to an op without flags). Other ops carry no flags into LLVM."""
 
     packed: bool = True
-    """Also give every function with a body a packed entry `@<name>.packed(ptr)` taking one
-    pointer to its argument words, which the runtime calls (ctypes passes at most 1024
+    """Also give every public function with a body a packed entry `@<name>.packed(ptr)` taking
+    one pointer to its argument words, which the runtime calls (ctypes passes at most 1024
     arguments); off for GPU entries, which the driver launches with their own arguments."""
 
     f16c: bool = False
@@ -880,9 +914,10 @@ class EwToLlvmPass(ModulePass):
         ).rewrite_module(op)
         for function in list(op.ops):
             if isinstance(function, func.FuncOp):
+                has_entry = self.packed and function.body.blocks and not is_private(function)
                 lowered = lower_function(function)
                 Rewriter.replace_op(function, lowered)
-                packed = packed_entry(lowered) if self.packed and lowered.body.blocks else None
+                packed = packed_entry(lowered) if has_entry else None
                 if packed is not None:
                     op.body.block.insert_op_after(packed, lowered)
         for function in op.ops:

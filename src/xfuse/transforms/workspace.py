@@ -9,11 +9,11 @@ each `memref.alloc` becomes a `memref.view` of it at a byte offset, and `memref.
     %t = memref.alloc(%n) : memref<?xf32>   ->   %t = memref.view %workspace[%offset][%n]
                                                      : memref<?xi8> to memref<?xf32>
 
-Buffers lie one after another in allocation order, each starting at a multiple of `alignment`
-bytes (`ew-bufferize` already gave temporaries with disjoint lifetimes one buffer where it could).
-A companion `func.func @<name>_workspace_bytes`, with the function's arguments minus the
-workspace, returns the bytes those arguments need: it reads only their sizes, so the runtime
-calls it once per shape and allocates (or reuses) a workspace that large.
+Buffers lie one after another in allocation order, each taking its bytes rounded up to a
+multiple of `alignment` (`ew-bufferize` already gave temporaries with disjoint lifetimes one
+buffer where it could). A companion `func.func @<name>_workspace_bytes`, with the function's
+arguments minus the workspace, returns the bytes those arguments need: it reads only their
+sizes, so the runtime calls it once per shape and allocates (or reuses) a workspace that large.
 """
 
 from __future__ import annotations
@@ -59,18 +59,23 @@ def _buffer_end(
     alignment: int,
     ops: list[Operation],
 ) -> SSAValue:
-    """Where the buffer after one of `type_` (dynamic `sizes`) at `offset` may start: `offset`
-    plus its bytes, rounded up to `alignment` (ops to insert are appended to `ops`)."""
+    """Where the buffer after one of `type_` (dynamic `sizes`) at the aligned `offset` may start:
+    `offset` plus its bytes rounded up to `alignment` (ops to insert are appended to `ops`).
+
+    Rounding the bytes, not the sum, gives the same offsets (`offset` is aligned) as a flat sum
+    of rounded sizes: LLVM's scalar evolution folds that to a few terms, where a rounding of a
+    rounding of ... of the first buffer is an expression as deep as the buffer's place, and
+    Loop Strength Reduction spent time growing with the square of the program on it."""
     dynamic = iter(sizes)
     end = _index_constant(cast(FixedBitwidthType, type_.get_element_type()).size, ops)
     for size in type_.get_shape():
         dim = next(dynamic) if size == DYNAMIC_INDEX else _index_constant(size, ops)
         ops.append(product := arith.MuliOp(end, dim))
         end = product.result
-    ops.append(unaligned := arith.AddiOp(offset, end))
-    ops.append(padded := arith.AddiOp(unaligned.result, _index_constant(alignment - 1, ops)))
+    ops.append(padded := arith.AddiOp(end, _index_constant(alignment - 1, ops)))
     ops.append(aligned := arith.AndIOp(padded.result, _index_constant(-alignment, ops)))
-    return aligned.result
+    ops.append(next_offset := arith.AddiOp(offset, aligned.result))
+    return next_offset.result
 
 
 def _memref_type(alloc: memref.AllocOp) -> MemRefType[Attribute]:
