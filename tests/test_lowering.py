@@ -15,7 +15,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
-from xfuse.lowering.to_llvm import EwToLlvmPass, packed_entry_name, parse_fastmath
+from xfuse.lowering import packed_entry_name
+from xfuse.lowering.to_llvm import EwToLlvmPass, parse_fastmath
 from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel

@@ -28,12 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import DYNAMIC_INDEX
 
-from xfuse.lowering.to_llvm import packed_entry_name
-from xfuse.lowering.workspace import workspace_size_function
+from xfuse.lowering import packed_entry_name, workspace_size_function
 from xfuse.runtime import dask_arrays
 from xfuse.runtime.arrays import (
+    DYNAMIC_INDEX,
     ArgumentError,
     ArgumentTypeError,
     Parameter,

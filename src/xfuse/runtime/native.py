@@ -22,14 +22,16 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm_binding
 import llvmlite.ir as llvm_ir
 from llvmlite.binding.executionengine import ExecutionEngine
-from xdsl.backend.llvm.convert import convert_module
-from xdsl.dialects.builtin import ModuleOp
 
-from xfuse.lowering.to_llvm import packed_entry_name
+from xfuse.lowering import packed_entry_name
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
 
 
 @functools.cache
@@ -180,6 +182,8 @@ def _hide_packed_functions(module: llvm_ir.Module) -> None:
 
 def compile_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> NativeModule:
     """Translate an all-`llvm` xDSL module, optimize it (loop + SLP vectorization), JIT it."""
+    from xdsl.backend.llvm.convert import convert_module  # not needed to load cached code
+
     target_machine = host_target_machine(opt_level)
     llvm_module = convert_module(
         module,
@@ -210,10 +214,14 @@ def compile_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> NativeModule:
 
 def load_object_code(object_code: bytes, optimized_ir: str, opt_level: int) -> NativeModule:
     """A `NativeModule` from the object code of an earlier `compile_llvm_dialect` on this host:
-    MCJIT links it as it is, with no optimization and no code generation."""
+    MCJIT links it as it is, with no optimization and no code generation.
+
+    The engine needs a module; its object cache hands MCJIT `object_code` as that empty module's
+    object, so MCJIT does not run its code generator even on the empty module (adding the object
+    with `add_object_file` did, and that took half of a cached compile)."""
     engine = llvm_binding.create_mcjit_compiler(
         llvm_binding.parse_assembly(""), host_target_machine(opt_level)
     )
-    engine.add_object_file(llvm_binding.ObjectFileRef.from_data(object_code))
+    engine.set_object_cache(getbuffer_func=lambda _module: object_code)
     engine.finalize_object()
     return NativeModule(optimized_ir, opt_level, object_code, engine)
