@@ -4,12 +4,17 @@
                                    [--workers 2] [--repeat 3]
 
 Rows of the table (median of `--repeat` runs after a warm-up, each a `persist` and wait, so the
-result stays on the workers and is not shipped back; the time includes the scheduling):
+result stays on the workers and is not shipped back; the time includes the scheduling; the dask
+variants take turns, one run each per round):
 - dask/numpy: the expression written with `dask.array` operators (what a dask user writes today);
   dask fuses its elementwise layers into one task per chunk, each a chain of numpy ops with a
   temporary per op.
-- xfuse through dask: the compiled kernel called on the same dask arrays (`Kernel.__call__`
-  builds one `blockwise`): one task per chunk, one fused loop.
+- xfuse through dask: the compiled kernel (`threads=1`: the workers are the parallelism; a
+  kernel with `threads=<workers>` would run twice as many threads as cores) called on the same
+  dask arrays (`Kernel.__call__` builds one `blockwise`): one task per chunk, one fused loop.
+- dask x + r: the cheapest elementwise op dask can run on the same chunks (one add, a new block
+  per task): what any dask elementwise task costs in scheduling, page faults of its new output
+  block and memory traffic (12 bytes per element; GELU with bias and residual moves 16).
 - xfuse, one process: the same kernel with `threads=<workers>` on numpy arrays holding the same
   data (no dask, no cluster), writing into a preallocated output, and into a new one per call
   (as each dask task does: a fresh array's first touch costs page faults).
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import dask.array as da
@@ -60,6 +66,7 @@ def main() -> None:
     args = parser.parse_args()
     shape, chunks = (args.rows, args.columns), (args.chunk_rows, args.columns)
     kernel = xfuse.compile(GELU, threads=args.workers)
+    task_kernel = xfuse.compile(GELU)  # one thread per task: the cluster has one per core
 
     with (
         LocalCluster(
@@ -74,7 +81,8 @@ def main() -> None:
         wait([x, r, b])
         variants = {
             "dask/numpy expression": dask_numpy_gelu(x, b, r),
-            "xfuse through dask": kernel(x=x, b=b, r=r),
+            "xfuse through dask": task_kernel(x=x, b=b, r=r),
+            "dask x + r (floor)": x + r,
         }
 
         input_tasks = client.run_on_scheduler(tasks_on_scheduler)
@@ -92,11 +100,15 @@ def main() -> None:
                 time.sleep(0.01)
             return seconds, tasks
 
+        # The variants take turns, so that a change in the machine's load hits them alike.
+        runs: dict[str, list[tuple[float, int]]] = {name: [] for name in variants}
+        for _ in range(args.repeat + 1):
+            for name, array in variants.items():
+                runs[name].append(persist_and_count(array))
         rows = []
-        for name, array in variants.items():
-            runs = [persist_and_count(array) for _ in range(args.repeat + 1)][1:]  # warm-up
-            seconds = statistics.median(s for s, _ in runs)
-            rows.append((name, seconds, runs[0][1]))
+        for name, timed in runs.items():
+            seconds = statistics.median(s for s, _ in timed[1:])  # the first is a warm-up
+            rows.append((name, seconds, timed[0][1]))
         check = client.compute(variants["xfuse through dask"] - variants["dask/numpy expression"])
         max_difference = float(np.abs(check.result()).max())
         local = client.gather(client.compute([x, b, r]))
@@ -121,12 +133,13 @@ def main() -> None:
             f"| {name} | {seconds * 1e3:.0f} ms | {seconds / elements * 1e9:.2f} | "
             f"{baseline / seconds:.1f}x | {tasks if tasks is not None else '-'} |"
         )
-    xfuse_dask = rows[1][1]
+    xfuse_dask, floor = rows[1][1], rows[2][1]
     print(
         f"\nxfuse through dask / one process: {xfuse_dask / one_process:.2f}x "
-        f"(new output: {xfuse_dask / fresh:.2f}x)"
+        f"(new output: {xfuse_dask / fresh:.2f}x); / dask x + r: {xfuse_dask / floor:.2f}x"
     )
     print(f"max |xfuse - dask/numpy|: {max_difference:.2e}")
+    print(f"load average: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
 
 
 if __name__ == "__main__":

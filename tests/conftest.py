@@ -1,7 +1,7 @@
-"""The test session's own compile cache, and hypothesis profiles.
+"""The test session's own compile cache, fixtures for tests of the caches, and hypothesis profiles.
 
 The on-disk compile cache goes to a temporary directory for the session (and the processes it
-starts), never the user's cache directory.
+starts), never the user's cache directory; the `cache` fixture gives a test an empty one.
 
 Hypothesis profiles: `ci` (the default: bounded and deterministic) and `fuzz` (long, random).
 
@@ -17,11 +17,13 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import Phase, settings
 
 from xfuse.codegen.native import HostCpu, host_cpu
+from xfuse.runtime import compiler
 from xfuse.runtime.compiler import clear_cache
 
 settings.register_profile(
@@ -60,3 +62,27 @@ def use_cpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str], Ho
     yield use
     host_cpu.cache_clear()
     clear_cache()
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty cache directory of the test's own, and no program in memory."""
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("XFUSE_CACHE_DIR", str(directory))
+    clear_cache()
+    yield directory
+    clear_cache()
+
+
+@pytest.fixture
+def lowerings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The frontend IR of every program that went through the pipeline (not the disk cache)."""
+    lowered: list[str] = []
+    lower = compiler._lower
+
+    def counting_lower(module, frontend_ir, output_names, options):
+        lowered.append(frontend_ir)
+        return lower(module, frontend_ir, output_names, options)
+
+    monkeypatch.setattr(compiler, "_lower", counting_lower)
+    return lowered

@@ -14,34 +14,10 @@ import numpy as np
 import pytest
 
 import xfuse
-from xfuse.runtime import compiler, disk_cache
+from xfuse.runtime import disk_cache
 from xfuse.tools.cli import main as cli_main
 
 GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
-
-
-@pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty cache directory of the test's own, and no program in memory."""
-    directory = tmp_path / "cache"
-    monkeypatch.setenv("XFUSE_CACHE_DIR", str(directory))
-    xfuse.clear_cache()
-    yield directory
-    xfuse.clear_cache()
-
-
-@pytest.fixture
-def lowerings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The frontend IR of every program that went through the pipeline (not the disk cache)."""
-    lowered: list[str] = []
-    lower = compiler._lower
-
-    def counting_lower(module, frontend_ir, output_names, options):
-        lowered.append(frontend_ir)
-        return lower(module, frontend_ir, output_names, options)
-
-    monkeypatch.setattr(compiler, "_lower", counting_lower)
-    return lowered
 
 
 def inputs(n: int = 1000) -> dict[str, np.ndarray]:
@@ -262,3 +238,88 @@ def test_cache_info_when_off(
 
 def test_the_test_session_has_its_own_cache() -> None:
     assert "xfuse-test-cache-" in os.environ["XFUSE_CACHE_DIR"]
+
+
+CACHED_RUN = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import xfuse
+
+    kernel = xfuse.compile(sys.argv[1])
+    x = np.linspace(-4, 4, 999, dtype=np.float32)
+    np.save(sys.argv[2], kernel(x=x, b=x, r=x))
+    print(sorted({name.split(".")[0] for name in sys.modules} & {"xdsl", "dask"}))
+    """
+)
+
+
+def test_a_hit_in_a_new_process_loads_no_xdsl(cache: Path, tmp_path: Path) -> None:
+    results = [tmp_path / f"result{i}.npy" for i in range(2)]
+    imported = [
+        subprocess.run(
+            [sys.executable, "-c", CACHED_RUN, GELU, str(result)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for result in results
+    ]
+    assert imported == ["['xdsl']", "[]"]  # the first process compiles, the second loads
+    np.testing.assert_array_equal(np.load(results[1]), np.load(results[0]))
+
+
+@pytest.mark.parametrize(
+    ("option", "error"),
+    [
+        ({"fastmath": "quick"}, ValueError),
+        ({"fastmath": ["contract"]}, TypeError),  # unhashable
+        ({"opt_level": 9}, ValueError),
+        ({"extra_passes": "ew-fuse"}, ValueError),
+        ({"fuse": 1}, TypeError),
+    ],
+)
+def test_a_bad_option_raises_where_the_program_is_cached(
+    cache: Path, option: dict[str, object], error: type[Exception]
+) -> None:
+    """Options are checked on a miss only, and a bad one never made an entry: it always misses."""
+    xfuse.compile(GELU)
+    (name,) = option
+    for _ in range(2):  # in memory, then on disk only
+        with pytest.raises(error, match=name):
+            xfuse.compile(GELU, **option)  # type: ignore[arg-type]
+        xfuse.clear_cache()
+
+
+CODE_CHANGING_ARGUMENTS: list[dict[str, object]] = [
+    {},
+    {"fuse": False},
+    {"math": "libm"},
+    {"fastmath": "fast"},
+    {"reuse": False},
+    {"opt_level": 2},
+    {"extra_passes": "ew-strength-reduce"},
+    {"dtype": "float64"},
+    {"dtype": {"b": "float16"}},
+    {"shapes": {"x": ["t", "d"], "b": ["d"], "r": ["t", "d"]}},
+    {"outputs": ["y"]},
+    {"target": "cuda"},
+    {"target": "cuda", "arch": "sm_80"},
+]
+
+
+def test_every_argument_that_changes_code_and_the_cpu_have_their_own_entries(
+    cache: Path, lowerings: list[str], use_cpu: Callable[[str, str], object]
+) -> None:
+    for arguments in CODE_CHANGING_ARGUMENTS:
+        xfuse.compile(GELU, **arguments)  # type: ignore[arg-type]
+    assert len(lowerings) == len(CODE_CHANGING_ARGUMENTS)
+    xfuse.clear_cache()
+    for arguments in CODE_CHANGING_ARGUMENTS:  # each finds its own entry on disk
+        xfuse.compile(GELU, **arguments)  # type: ignore[arg-type]
+    xfuse.compile(GELU, threads=2)  # the thread count is not in the code
+    assert len(lowerings) == len(CODE_CHANGING_ARGUMENTS)
+    use_cpu("x86-64", "+sse2")
+    xfuse.compile(GELU)
+    xfuse.compile(GELU, target="cuda")  # PTX does not depend on the host
+    assert len(lowerings) == len(CODE_CHANGING_ARGUMENTS) + 1

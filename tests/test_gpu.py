@@ -292,6 +292,30 @@ def test_gelu_runs_like_the_cpu_kernel(n: int, fuse: bool, offset: int) -> None:
     assert len(device.launches) == (1 if fuse else 11)
 
 
+@needs_ptxas
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_a_cuda_program_is_loaded_from_the_disk_cache(
+    cache: Path, lowerings: list[str], tmp_path: Path, arch: str
+) -> None:
+    """A new process (here: after emptying the in-memory cache) gets the PTX from disk, keyed
+    by the options with the arch, without running the GPU lowering."""
+    compiled = xfuse.compile(GELU, fuse=False, target="cuda", arch=arch)
+    xfuse.clear_cache()
+    loaded = xfuse.compile(GELU, fuse=False, target="cuda", arch=arch)
+    assert len(lowerings) == 1
+    assert isinstance(loaded, CudaKernel)
+    assert loaded.ptx == compiled.ptx
+    assert f".target {arch}" in loaded.ptx
+    assert loaded.function.sequence == compiled.function.sequence
+    assert loaded.ir("ew-to-llvm") == compiled.ir("ew-to-llvm")  # recomputed on demand
+    assemble(loaded.ptx, tmp_path, arch)
+    gpu, device = emulated(loaded)
+    args = _inputs(loaded.input_names, dict.fromkeys(loaded.input_names, (1000,)), np.float32)
+    cpu = xfuse.compile(GELU, fuse=False)
+    np.testing.assert_allclose(gpu(**args), cpu(**args), rtol=2e-6, atol=2e-7)
+    assert len(device.launches) == 11
+
+
 BROADCAST = """
 input bf16 x[t, d];
 input bf16 b[d];

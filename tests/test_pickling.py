@@ -58,6 +58,7 @@ CHILD = textwrap.dedent(
     inputs = dict(np.load(sys.argv[2]))
     result = kernel(**inputs)
     np.save(sys.argv[3], np.stack(result) if isinstance(result, tuple) else result)
+    assert "xdsl" not in sys.modules, "a kernel loaded from the disk cache needs no xDSL"
     """
 )
 

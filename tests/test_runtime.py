@@ -600,3 +600,27 @@ def test_fast_fastmath_and_a_single_output_name_compile() -> None:
     assert kernel.output_names == ("h",)
     assert "fast" in kernel.llvm_ir
     np.testing.assert_array_equal(kernel(x=np.arange(4, dtype=np.float32)), [0, 2, 4, 6])
+
+
+def test_import_xfuse_loads_no_xdsl_numpy_or_dask() -> None:
+    """`import xfuse` is cheap: the public names load on first use."""
+    imported = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, xfuse; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'xdsl', 'numpy', 'dask'}))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert imported == "[]"
+
+
+def test_the_runtimes_dynamic_dim_is_xdsls() -> None:
+    from xdsl.dialects.builtin import DYNAMIC_INDEX
+
+    from xfuse.runtime import arrays
+
+    assert arrays.DYNAMIC_INDEX == DYNAMIC_INDEX

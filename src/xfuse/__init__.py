@@ -4,16 +4,14 @@
     k = xfuse.compile("h = x + b; out = tanh(h) * r;")
     out = k(x=x, b=b, r=r)
 
-The public names load on first use, so `import xfuse` stays cheap.
+The public names (and `__version__`) load on first use, so `import xfuse` stays cheap: it imports
+neither xDSL nor numpy nor dask.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 from typing import Any
-
-__version__ = importlib.metadata.version("xfuse")
 
 _EXPORTS: dict[str, str] = {
     "compile": "xfuse.runtime.compiler",
@@ -50,11 +48,18 @@ __all__ = sorted(_EXPORTS)
 
 def versions() -> str:
     """xfuse's version and those of the libraries that decide its output, on one line."""
-    xdsl, llvmlite = (importlib.metadata.version(name) for name in ("xdsl", "llvmlite"))
-    return f"xfuse {__version__} (xdsl {xdsl}, llvmlite {llvmlite})"
+    from importlib.metadata import version
+
+    xfuse, xdsl, llvmlite = map(version, ("xfuse", "xdsl", "llvmlite"))
+    return f"xfuse {xfuse} (xdsl {xdsl}, llvmlite {llvmlite})"
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # looked up on first use: importlib.metadata takes a while to load
+        from importlib.metadata import version
+
+        globals()[name] = version("xfuse")
+        return globals()[name]
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'xfuse' has no attribute '{name}'")

@@ -22,15 +22,16 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm_binding
 import llvmlite.ir as llvm_ir
 from llvmlite.binding.executionengine import ExecutionEngine
-from xdsl.backend.llvm.convert import convert_module
-from xdsl.dialects import llvm
-from xdsl.dialects.builtin import ModuleOp
 
-from xfuse.transforms.to_llvm import NO_INLINE, packed_entry_name
+from xfuse.transforms import packed_entry_name
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
 
 
 @functools.cache
@@ -184,6 +185,10 @@ def _carry_function_attributes(module: ModuleOp, llvm_module: llvm_ir.Module) ->
     drops, and LLVM's `noinline` where they have `NO_INLINE`: each kernel's function (see
     `ew-kernel-to-loops`) stays a function of its own, so that LLVM optimizes one kernel at a
     time, not one function of all of them."""
+    from xdsl.dialects import llvm
+
+    from xfuse.transforms.to_llvm import NO_INLINE
+
     for function in module.ops:
         if isinstance(function, llvm.FuncOp) and function.body.blocks:
             converted = llvm_module.get_global(function.sym_name.data)
@@ -200,6 +205,8 @@ def compile_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> NativeModule:
 
 def optimize_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> llvm_binding.ModuleRef:
     """The first half of `compile_llvm_dialect`: xDSL's translation and LLVM's optimizer."""
+    from xdsl.backend.llvm.convert import convert_module  # not needed to load cached code
+
     target_machine = host_target_machine(opt_level)
     llvm_module = convert_module(
         module,
@@ -236,10 +243,14 @@ def generate_code(backing: llvm_binding.ModuleRef, opt_level: int = 3) -> Native
 
 def load_object_code(object_code: bytes, optimized_ir: str, opt_level: int) -> NativeModule:
     """A `NativeModule` from the object code of an earlier `compile_llvm_dialect` on this host:
-    MCJIT links it as it is, with no optimization and no code generation."""
+    MCJIT links it as it is, with no optimization and no code generation.
+
+    The engine needs a module; its object cache hands MCJIT `object_code` as that empty module's
+    object, so MCJIT does not run its code generator even on the empty module (adding the object
+    with `add_object_file` did, and that took half of a cached compile)."""
     engine = llvm_binding.create_mcjit_compiler(
         llvm_binding.parse_assembly(""), host_target_machine(opt_level)
     )
-    engine.add_object_file(llvm_binding.ObjectFileRef.from_data(object_code))
+    engine.set_object_cache(getbuffer_func=lambda _module: object_code)
     engine.finalize_object()
     return NativeModule(optimized_ir, opt_level, object_code, engine)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm_binding
-from xdsl.backend.llvm.convert import convert_module
-from xdsl.dialects.builtin import ModuleOp
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
 
 TRIPLE = "nvptx64-nvidia-cuda"
 PTX_FEATURES = "+ptx80"
@@ -71,6 +73,8 @@ class PtxModule:
 
 def compile_ptx(module: ModuleOp, arch: str = "sm_90", opt_level: int = 3) -> PtxModule:
     """Translate an all-`llvm` xDSL module of kernel functions, optimize it, emit PTX."""
+    from xdsl.backend.llvm.convert import convert_module  # not needed to check options
+
     target_machine = nvptx_target_machine(arch, opt_level)
     llvm_module = convert_module(
         module, fallback_target_triple=TRIPLE, data_layout=str(target_machine.target_data)

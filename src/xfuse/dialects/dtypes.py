@@ -1,19 +1,20 @@
-"""Element types: numpy names and dtypes <-> xDSL float types."""
+"""Element types: numpy names and dtypes <-> xDSL float types.
+
+The names need no xDSL: a cached compile (`xfuse.compile` on a disk-cache hit) normalises its
+dtypes without importing xDSL, which is imported for the types only.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type
-from xdsl.ir import Attribute
 
-DTYPE_NAMES: dict[str, type[Attribute]] = {
-    "float16": Float16Type,
-    "bfloat16": BFloat16Type,
-    "float32": Float32Type,
-    "float64": Float64Type,
-}
+if TYPE_CHECKING:
+    from xdsl.ir import Attribute
+
+DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
 _ALIASES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
 
 
@@ -31,14 +32,22 @@ def dtype_name(dtype: Any) -> str:
     return name
 
 
+@functools.cache
+def _element_types() -> dict[str, type[Attribute]]:
+    from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type
+
+    types = (Float16Type, BFloat16Type, Float32Type, Float64Type)
+    return dict(zip(DTYPE_NAMES, types, strict=True))
+
+
 def element_type_for(dtype: Any) -> Attribute:
     """The xDSL element type of a dtype name or numpy dtype."""
-    return DTYPE_NAMES[dtype_name(dtype)]()
+    return _element_types()[dtype_name(dtype)]()
 
 
 def dtype_of(element: Attribute) -> str:
     """The numpy name of an xDSL float element type."""
-    for name, type_ in DTYPE_NAMES.items():
+    for name, type_ in _element_types().items():
         if isinstance(element, type_):
             return name
     raise ValueError(f"no numpy dtype for element type {element}")
@@ -50,6 +59,8 @@ def promote(a: Attribute, b: Attribute) -> Attribute:
     Equal types stay; f64 wins over everything, f32 over f16 and bf16; f16 with bf16 gives f32
     (numpy with ml_dtypes has no common type for them; this is JAX's choice).
     """
+    from xdsl.dialects.builtin import Float32Type, Float64Type
+
     if a == b:
         return a
     for wider in (Float64Type(), Float32Type()):

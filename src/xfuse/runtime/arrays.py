@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import DYNAMIC_INDEX
 
-from xfuse.dialects.ew import format_shape
+DYNAMIC_INDEX = -(2**63)
+"""A `?` dimension in a parameter's shape: xDSL's `DYNAMIC_INDEX` (a test checks they agree),
+spelled here so that binding a call does not import xDSL."""
 
 
 class ArgumentError(ValueError):
@@ -88,6 +89,8 @@ class Parameter:
     def describe(self) -> str:
         if self.dims is not None:
             return f"{self.dtype}[{', '.join(self.dims)}]"
+        from xfuse.dialects.ew import format_shape
+
         return f"{self.dtype}{format_shape(self.shape)}"
 
 

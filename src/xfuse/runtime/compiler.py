@@ -10,38 +10,36 @@ The cache holds programs weakly under both keys, plus an LRU of strong reference
 kernel uses them and they have dropped out of the LRU.
 A miss in memory looks in the on-disk cache (`xfuse.runtime.disk_cache`: object code, so a new
 process skips the pipeline) before compiling, and a compile writes its entry there.
+
+A hit by the source needs no xDSL: this module imports it (and the passes) only where a program
+is parsed, checked or compiled, so a new process whose program is cached never loads it. The
+options are keyed as given and checked (`Options`) only on a miss: a bad option never made an
+entry, so it always misses and raises before anything is compiled.
 """
 
 from __future__ import annotations
 
-import functools
 import numbers
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
-
-from xdsl.dialects import llvm
-from xdsl.dialects.builtin import MemRefType, ModuleOp, NoneAttr, TensorType
-from xdsl.ir import Attribute
-from xdsl.parser import Parser
-from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import DiagnosticException
+from typing import TYPE_CHECKING, cast
 
 from xfuse.codegen.native import compile_llvm_dialect, host_cpu
 from xfuse.codegen.ptx import MATH_MODES, check_target
-from xfuse.dialects import ew
-from xfuse.dialects.dtypes import dtype_name, dtype_of
-from xfuse.frontend.builder import DtypeSpec, declared_dims
+from xfuse.dialects.dtypes import dtype_name
 from xfuse.runtime import disk_cache
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
-from xfuse.transforms import ALL_PASSES
-from xfuse.transforms.default_pipeline import default_pipeline, split_after
-from xfuse.transforms.pipeline import PassSpecError, only_function, parse_passes, pipeline_context
-from xfuse.transforms.to_llvm import parse_fastmath
-from xfuse.transforms.workspace import workspace_size_function
+from xfuse.transforms import workspace_size_function
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.ir import Attribute
+    from xdsl.passes import ModulePass
+
+    from xfuse.frontend.builder import DtypeSpec
 
 LRU_SIZE = 32
 """How many recently compiled programs stay alive without a kernel referring to them."""
@@ -111,6 +109,10 @@ class Options:
     arch: str = "sm_90"
 
     def __post_init__(self) -> None:
+        from xdsl.utils.exceptions import DiagnosticException
+
+        from xfuse.transforms.to_llvm import parse_fastmath
+
         for name in ("fuse", "reuse"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -127,6 +129,9 @@ class Options:
 
     def extra(self) -> list[ModulePass]:
         """The passes of `extra_passes`."""
+        from xfuse.transforms import ALL_PASSES
+        from xfuse.transforms.pipeline import PassSpecError, parse_passes
+
         if not isinstance(self.extra_passes, str):
             kind = type(self.extra_passes).__name__
             raise TypeError(f"extra_passes must be a pass pipeline string, got {kind}")
@@ -146,6 +151,8 @@ class Options:
 
     def passes(self) -> tuple[ModulePass, ...]:
         """The pipeline these options compile with (`default_pipeline`), frontend to `llvm`."""
+        from xfuse.transforms.default_pipeline import default_pipeline
+
         return default_pipeline(
             fuse=self.fuse,
             reuse=self.reuse,
@@ -158,11 +165,15 @@ class Options:
 
     def tensor_passes(self) -> list[tuple[str, ModulePass]]:
         """(stage name, pass) from the frontend's tensors to bufferized kernels."""
+        from xfuse.transforms.default_pipeline import split_after
+
         on_tensors, _ = split_after(self.passes(), "ew-bufferize")
         return [(p.name, p) for p in on_tensors]
 
     def buffer_passes(self) -> list[tuple[str, ModulePass]]:
         """(stage name, pass) from bufferized kernels to the `llvm` dialect."""
+        from xfuse.transforms.default_pipeline import split_after
+
         _, on_buffers = split_after(self.passes(), "ew-bufferize")
         return [(p.name, p) for p in on_buffers]
 
@@ -193,7 +204,11 @@ def clear_cache() -> None:
 
 
 def _parameter(name: str, type_: Attribute, dims: tuple[str, ...] | None = None) -> Parameter:
-    shaped = cast(TensorType[Attribute] | MemRefType[Attribute], type_)
+    from xdsl.dialects.builtin import MemRefType, TensorType
+
+    from xfuse.dialects.dtypes import dtype_of
+
+    shaped = cast("TensorType[Attribute] | MemRefType[Attribute]", type_)
     return Parameter(name, dtype_of(shaped.get_element_type()), tuple(shaped.get_shape()), dims)
 
 
@@ -201,6 +216,9 @@ def signature(
     module: ModuleOp, output_names: Sequence[str] | None
 ) -> tuple[list[Parameter], list[Parameter]]:
     """Input and output parameters of a frontend (tensor) module, named after the source."""
+    from xfuse.frontend.builder import declared_dims
+    from xfuse.transforms.pipeline import only_function
+
     function = only_function(module)
     inputs = [
         _parameter(arg.name_hint or f"arg{index}", arg.type, declared_dims(arg))
@@ -236,7 +254,7 @@ def program_of_ir(
     program = _recall(key)
     if program is None:
         disk_key = ("ir", frontend_ir, ",".join(output_names), repr(options))
-        program = disk_cache.load(disk_key, options, functools.partial(_stages, options=options))
+        program = disk_cache.load(disk_key, options.target, _stages)
         if program is None:
             if module is None:
                 module = parse_ir(frontend_ir)
@@ -254,17 +272,22 @@ def _stages(frontend_ir: str, options: Options) -> Stages:
 
 def parse_ir(text: str) -> ModuleOp:
     """A module from its printed IR (any of xfuse's stages)."""
+    from xdsl.parser import Parser
+
+    from xfuse.transforms.pipeline import pipeline_context
+
     return Parser(pipeline_context(), text).parse_module()
 
 
 def compile_module(
     module: ModuleOp,
     output_names: Sequence[str] | None = None,
-    options: Options = Options(),
+    options: Options | None = None,
     threads: int = 1,
 ) -> Kernel:
-    """Compile a frontend module (one `func.func` on tensors of `ew` ops) to a `Kernel`."""
-    return _kernel(_program(module, output_names, options), threads)
+    """Compile a frontend module (one `func.func` on tensors of `ew` ops) to a `Kernel`
+    (default options: `Options()`)."""
+    return _kernel(_program(module, output_names, options or Options()), threads)
 
 
 def _lower(
@@ -299,6 +322,8 @@ class Stages(Mapping[str, str]):
 
     def _print_all(self) -> dict[str, str]:
         if self._texts is None:
+            from xfuse.transforms.pipeline import pipeline_context
+
             module = self._first.clone()
             texts = {self._first_name: str(module)}
             ctx = pipeline_context()
@@ -328,6 +353,11 @@ def _run_pipeline(
     options: Options,
 ) -> Program:
     """Run `tensor_passes`, then the buffer passes, on `module` and JIT the result."""
+    from xdsl.dialects import llvm
+
+    from xfuse.dialects import ew
+    from xfuse.transforms.pipeline import pipeline_context
+
     first = module.clone()
     ctx = pipeline_context()
     for _, pass_ in tensor_passes:
@@ -354,13 +384,22 @@ def _run_pipeline(
 
 
 def compile_bufferized(
-    module: ModuleOp, input_names: Sequence[str], options: Options = Options(), threads: int = 1
+    module: ModuleOp,
+    input_names: Sequence[str],
+    options: Options | None = None,
+    threads: int = 1,
 ) -> Kernel:
     """Compile a bufferized module (the `ew-bufferize` contract: inputs, then output buffers).
 
     `input_names` says how many leading memref arguments are inputs; the rest are outputs,
     named after their SSA names. Not cached: for hand-written IR and tests of the lowering.
     """
+    from xdsl.dialects.builtin import MemRefType, NoneAttr
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from xfuse.transforms.pipeline import only_function
+
+    options = options or Options()
     function = only_function(module)
     args = function.body.block.args
     names = [*input_names] + [
@@ -438,39 +477,43 @@ def compile(
     threads = check_threads(threads)
     check_shapes(shapes)
     check_target(target, arch, math, threads)
-    options = Options(
-        fuse=fuse,
-        math=math,
-        fastmath=fastmath,
-        reuse=reuse,
-        opt_level=opt_level,
-        extra_passes=extra_passes,
-        target=target,
-        arch=arch,
-    )
+    option_values = {
+        "fuse": fuse,
+        "math": math,
+        "fastmath": fastmath,
+        "reuse": reuse,
+        "opt_level": opt_level,
+        "extra_passes": extra_passes,
+        "target": target,
+        "arch": arch,
+    }
     if isinstance(dtype, Mapping):
         dtype = {input_name: dtype_name(d) for input_name, d in dtype.items()}
         dtype_key: Hashable = tuple(sorted(dtype.items()))
     else:
         dtype = dtype_key = dtype_name(dtype)
     shape_key = tuple(sorted((k, tuple(v)) for k, v in (shapes or {}).items()))
-    source_key = (
-        "source",
-        source,
-        tuple(outputs) if outputs is not None else None,
-        dtype_key,
-        shape_key,
-        options,
+    # The options as given, unchecked (see the module docstring); their reprs, so that an
+    # unhashable bad option reaches `Options`, which names it.
+    source_key = repr(
+        (
+            source,
+            tuple(outputs) if outputs is not None else None,
+            dtype_key,
+            shape_key,
+            tuple(option_values.items()),
+        )
     )
     program = _recall(source_key)
     if program is None:
-        # A new process finds the program on disk by its source: no parsing, no printing.
-        disk_key = ("source", repr(source_key))
-        program = disk_cache.load(disk_key, options, functools.partial(_stages, options=options))
+        # A new process finds the program on disk by its source: no parsing, no xDSL.
+        disk_key = ("source", source_key)
+        program = disk_cache.load(disk_key, target, _stages)
         if program is None:
             from xfuse.frontend.builder import FunctionBuilder
             from xfuse.frontend.language import ParsedProgram
 
+            options = Options(**option_values)
             parsed = ParsedProgram(source, outputs, FunctionBuilder(dtype, shapes))
             program = _program(parsed.module, parsed.output_names, options)
             assert program.frontend_ir is not None

@@ -3,9 +3,12 @@
     frontend -> ew-optimize -> ew-fuse -> ew-bufferize -> ew-to-nvvm -> ew-expand-math
              -> ew-to-llvm -> convert_module + NVPTX O3 -> PTX (`xfuse.codegen.ptx`)
 
-Compiling needs no GPU. Calling a `CudaKernel` loads the PTX and launches it through NVIDIA's
-`cuda-python` (`cuda.bindings.driver`; `pip install 'xfuse[cuda]'`), imported on the first call:
-without it, or without a GPU, the call raises `CudaUnavailableError` saying which.
+Compiling needs no GPU, and is cached like the CPU's: in memory, and on disk (the PTX, NVVM IR
+and launch sequence, keyed by the program and options with the arch: `xfuse.runtime.disk_cache`),
+so a new process does not run the GPU lowering again. Calling a `CudaKernel` loads the PTX and
+launches it through NVIDIA's `cuda-python` (`cuda.bindings.driver`; `pip install 'xfuse[cuda]'`),
+imported on the first call: without it, or without a GPU, the call raises `CudaUnavailableError`
+saying which.
 
 Arguments are numpy arrays (copied to the device, results copied back into numpy arrays) or
 device arrays with `__cuda_array_interface__` (CuPy, PyTorch, Numba; JAX through DLPack into one

@@ -22,9 +22,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from xdsl.dialects.builtin import DYNAMIC_INDEX
 
-from xfuse.runtime.arrays import bind_arguments, bind_shapes, check_input, numpy_dtype
+from xfuse.runtime.arrays import (
+    DYNAMIC_INDEX,
+    bind_arguments,
+    bind_shapes,
+    check_input,
+    numpy_dtype,
+)
 
 if TYPE_CHECKING:
     from xfuse.runtime.kernel import Kernel

@@ -1,14 +1,17 @@
-"""The on-disk compile cache: a new process loads a program's object code instead of compiling.
+"""The on-disk compile cache: a new process loads a program's code instead of compiling it.
 
 An entry is one file per program, `<digest>.xfuse`, where the digest hashes what decides the code:
 the frontend IR (or the `.ew` source with its dtypes and shapes), the output names, every `Options`
-field and the host CPU's name and features (`xfuse.codegen.native.host_cpu`). The entry records
-the toolchain that made it (xfuse's version, plus a fingerprint of its source files when run from
-a checkout; xDSL's, llvmlite's and Python's versions) and holds the object code MCJIT linked, the
-optimized LLVM IR and what binding the call needs (the function's name, its parameters, whether
-it takes a workspace, whether it may run in place). A hit links the object code
-(`xfuse.codegen.native.load_object_code`): no xDSL pass and no LLVM optimization or code
-generation runs. The IR of the stages is recomputed from the frontend IR only if asked for.
+field (for a GPU program these include the target and the arch) and, for the CPU, the host CPU's
+name and features (`xfuse.codegen.native.host_cpu`). The entry records the toolchain that made it
+(xfuse's version, plus a fingerprint of its source files when run from a checkout; xDSL's,
+llvmlite's and Python's versions) and holds the program's `Options` and what running it needs: on
+the CPU the object code MCJIT linked, the optimized LLVM IR and what binding the call needs (the
+function's name, its parameters, whether it takes a workspace, whether it may run in place); on a
+GPU its PTX, NVVM IR and launch sequence (`xfuse.runtime.cuda.CudaFunction`). A CPU hit links
+the object code (`xfuse.codegen.native.load_object_code`) and a GPU hit takes the PTX: no xDSL
+pass and no LLVM optimization or code generation runs, and xDSL is not imported. The IR of the
+stages is recomputed from the frontend IR only if asked for.
 
 Where: `XFUSE_CACHE_DIR`, else the platform's user cache dir (`platformdirs`, e.g.
 `~/.cache/xfuse`); `XFUSE_CACHE=0` turns the cache off. Both are read at every compile.
@@ -23,8 +26,10 @@ compiling the same program at once both compile it and both write it; the last r
 
 from __future__ import annotations
 
+import email.parser
 import functools
 import hashlib
+import importlib.metadata
 import os
 import pickle
 import sys
@@ -36,8 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import llvmlite
-import platformdirs
-import xdsl
 
 import xfuse
 from xfuse.codegen.native import host_cpu, load_object_code
@@ -46,7 +49,7 @@ from xfuse.runtime.kernel import NativeFunction, Program
 
 ENTRY_SUFFIX = ".xfuse"
 ENTRY_MODE = 0o644
-MAGIC = b"XFUSE-CACHE-1\n"
+MAGIC = b"XFUSE-CACHE-2\n"
 """The first bytes of every entry (the `1` is the layout's version)."""
 _TEMPORARY_PREFIX = ".xfuse-tmp-"
 
@@ -56,7 +59,11 @@ def cache_dir() -> Path | None:
     if os.environ.get("XFUSE_CACHE", "1").strip() == "0":
         return None
     configured = os.environ.get("XFUSE_CACHE_DIR")
-    return Path(configured) if configured else Path(platformdirs.user_cache_dir("xfuse"))
+    if configured:
+        return Path(configured)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("xfuse"))
 
 
 @functools.cache
@@ -77,25 +84,38 @@ def _source_fingerprint() -> str:
                     pending.append(entry.path)
                 elif entry.name.endswith(".py"):
                     stat = entry.stat()
-                    path = os.path.relpath(entry.path, package)
+                    path = entry.path[len(package) :]
                     digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns};".encode())
     return digest.hexdigest()[:16]
+
+
+@functools.cache
+def _version(distribution: str) -> str:
+    """An installed distribution's version, read from its metadata's headers alone: xfuse's
+    metadata carries the README, and `importlib.metadata.version` parsing all of it took a
+    third of a cached compile. Reads xDSL's without importing xDSL."""
+    metadata = importlib.metadata.distribution(distribution).read_text("METADATA") or ""
+    return email.parser.HeaderParser().parsestr(metadata.partition("\n\n")[0])["Version"]
 
 
 def toolchain() -> str:
     """What made an entry, besides its key: an entry from another toolchain is not used."""
     fingerprint = _source_fingerprint()
     return (
-        f"xfuse {xfuse.__version__}{'+' + fingerprint if fingerprint else ''} "
-        f"xdsl {xdsl.__version__} llvmlite {llvmlite.__version__} "
+        f"xfuse {_version('xfuse')}{'+' + fingerprint if fingerprint else ''} "
+        f"xdsl {_version('xdsl')} llvmlite {llvmlite.__version__} "
         f"python {sys.version_info[0]}.{sys.version_info[1]}"
     )
 
 
-def entry_digest(key: Sequence[str]) -> str:
-    """An entry's name: a hash of its key's parts (the program and options) and the host CPU."""
-    cpu = host_cpu()
-    return hashlib.sha256("\0".join([*key, cpu.name, cpu.features]).encode()).hexdigest()
+def entry_digest(key: Sequence[str], target: str) -> str:
+    """An entry's name: a hash of its key's parts (the program and options) and, for the CPU
+    target, the host CPU (PTX depends only on the options' arch)."""
+    parts = [*key, target]
+    if target == "cpu":
+        cpu = host_cpu()
+        parts += [cpu.name, cpu.features]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
 class LazyStages(Mapping[str, str]):
@@ -122,24 +142,37 @@ def _parameters(parameters: Sequence[Parameter]) -> list[tuple[Any, ...]]:
     return [(p.name, p.dtype, p.shape, p.dims) for p in parameters]
 
 
-def encode(digest: str, function_name: str, program: Program) -> bytes:
-    """An entry's bytes: the magic, a SHA-256 of the rest, then the rest (builtins only)."""
-    assert program.frontend_ir is not None, "only programs from a frontend are cached"
-    function = program.function
+def _native_fields(function_name: str, function: NativeFunction) -> dict[str, Any]:
     native = function.native
+    return {
+        "function_name": function_name,
+        "inputs": _parameters(function.inputs),
+        "outputs": _parameters(function.outputs),
+        "workspace": function.workspace,
+        "opt_level": native.opt_level,
+        "optimized_ir": native.optimized_ir,
+        "object_code": native.object_code,
+    }
+
+
+def encode(digest: str, function_name: str, program: Program) -> bytes:
+    """An entry's bytes: the magic, a SHA-256 of the rest, then the rest (builtins, plus the
+    `Options` and, for a GPU program, its `CudaFunction`: plain dataclasses of xfuse's)."""
+    assert program.frontend_ir is not None, "only programs from a frontend are cached"
+    target = program.options.target
     body = pickle.dumps(
         {
             "toolchain": toolchain(),
             "digest": digest,
+            "target": target,
             "frontend_ir": program.frontend_ir,
-            "function_name": function_name,
-            "inputs": _parameters(function.inputs),
-            "outputs": _parameters(function.outputs),
-            "workspace": function.workspace,
+            "options": program.options,
             "in_place_allowed": program.in_place_allowed,
-            "opt_level": native.opt_level,
-            "optimized_ir": native.optimized_ir,
-            "object_code": native.object_code,
+            **(
+                {"cuda_function": program.function}
+                if target == "cuda"
+                else _native_fields(function_name, program.function)
+            ),
         },
         protocol=pickle.HIGHEST_PROTOCOL,
     )
@@ -152,22 +185,28 @@ class Entry:
 
     fields: dict[str, Any]
 
-    def program(self, options: Any, stages: Callable[[str], Mapping[str, str]]) -> Program:
+    def _native_function(self) -> NativeFunction:
         fields = self.fields
         native = load_object_code(
             fields["object_code"], fields["optimized_ir"], fields["opt_level"]
         )
-        function = NativeFunction(
+        return NativeFunction(
             native,
             fields["function_name"],
             [Parameter(*p) for p in fields["inputs"]],
             [Parameter(*p) for p in fields["outputs"]],
             fields["workspace"],
         )
-        frontend_ir = fields["frontend_ir"]
+
+    def program(self, stages: Callable[[str, Any], Mapping[str, str]]) -> Program:
+        fields = self.fields
+        function = (
+            fields["cuda_function"] if fields["target"] == "cuda" else self._native_function()
+        )
+        frontend_ir, options = fields["frontend_ir"], fields["options"]
         return Program(
             function,
-            LazyStages(lambda: stages(frontend_ir)),
+            LazyStages(lambda: stages(frontend_ir, options)),
             fields["in_place_allowed"],
             options,
             frontend_ir,
@@ -183,9 +222,9 @@ def decode(data: bytes, digest: str) -> Entry | None:
     if hashlib.sha256(body).digest() != data[len(MAGIC) : checksum_end]:
         return None
     try:
-        # The checksum matched, so these bytes are what some `encode` wrote: builtins only.
+        # The checksum matched, so these bytes are what some `encode` wrote.
         fields = pickle.loads(body)
-    except Exception:  # a future layout this Python cannot read: a miss, never a crash
+    except Exception:  # a layout or class this xfuse cannot read: a miss, never a crash
         return None
     if (
         not isinstance(fields, dict)
@@ -221,36 +260,34 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
-def _path(directory: Path, key: Sequence[str]) -> tuple[Path, str]:
-    digest = entry_digest(key)
+def _path(directory: Path, key: Sequence[str], target: str) -> tuple[Path, str]:
+    digest = entry_digest(key, target)
     return directory / f"{digest}{ENTRY_SUFFIX}", digest
 
 
 def load(
-    key: Sequence[str], options: Any, stages: Callable[[str], Mapping[str, str]]
+    key: Sequence[str], target: str, stages: Callable[[str, Any], Mapping[str, str]]
 ) -> Program | None:
-    """The program of `key`'s entry, if the cache is on and has a good one for this toolchain.
-
-    `stages(frontend_ir)` makes the stages' IR, on first access only. CPU programs only: a CUDA
-    program (PTX) is not cached on disk yet.
-    """
+    """The program of `key`'s entry for `target` ("cpu" or "cuda"), if the cache is on and has a
+    good one for this toolchain. `stages(frontend_ir, options)` makes the stages' IR, on first
+    access only."""
     directory = cache_dir()
-    if directory is None or options.target != "cpu":
+    if directory is None:
         return None
-    path, digest = _path(directory, key)
+    path, digest = _path(directory, key, target)
     try:
         entry = decode(path.read_bytes(), digest)
     except OSError:
         return None
-    return None if entry is None else entry.program(options, stages)
+    return None if entry is None else entry.program(stages)
 
 
 def store(key: Sequence[str], program: Program, function_name: str) -> None:
     """Write `program` as `key`'s entry (replacing any); warns once if the cache is unwritable."""
     directory = cache_dir()
-    if directory is None or program.options.target != "cpu":
+    if directory is None:
         return
-    path, digest = _path(directory, key)
+    path, digest = _path(directory, key, program.options.target)
     try:
         write_atomically(path, encode(digest, function_name, program))
     except OSError as error:

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import DYNAMIC_INDEX
 
 from xfuse.codegen.native import NativeModule
 from xfuse.runtime import dask_arrays
 from xfuse.runtime.arrays import (
+    DYNAMIC_INDEX,
     ArgumentError,
     ArgumentTypeError,
     Parameter,
@@ -45,8 +45,7 @@ from xfuse.runtime.arrays import (
     numpy_dtype,
     output_shape,
 )
-from xfuse.transforms.to_llvm import packed_entry_name
-from xfuse.transforms.workspace import workspace_size_function
+from xfuse.transforms import packed_entry_name, workspace_size_function
 
 MIN_ELEMENTS_PER_THREAD = 1 << 15
 """Below this many elements per thread, splitting costs more than it saves."""

@@ -9,16 +9,20 @@ A `@xfuse.jit` function pickles as a reference to its module's name when it is i
 (the usual decorated module-level function), else as its Python function (which pickle must be
 able to send: cloudpickle, which dask uses, sends `__main__`'s and local functions by value), its
 options and the kernels it has compiled so far, so the receiver does not trace again.
+
+Unpickling a kernel whose program the receiver's disk cache holds imports no xDSL.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xfuse.runtime.compiler import Options, program_of_ir
-from xfuse.runtime.jit import JitFunction
 from xfuse.runtime.kernel import Kernel
+
+if TYPE_CHECKING:
+    from xfuse.runtime.jit import JitFunction
 
 
 def kernel_reduction(kernel: Kernel) -> tuple[Any, ...]:
@@ -64,6 +68,8 @@ def jit_reduction(function: JitFunction) -> str | tuple[Any, ...]:
 def rebuild_jit(
     function: Any, options: Options, threads: int, kernels: dict[tuple[Any, ...], Kernel]
 ) -> JitFunction:
+    from xfuse.runtime.jit import JitFunction  # imports xDSL, which a kernel does not need
+
     rebuilt = JitFunction(function, options, threads)
     rebuilt.kernels.update(kernels)
     return rebuilt

@@ -2,14 +2,19 @@
 
 Each entry names the module and class of a pass; the module is imported only when the pass is
 used, so `xfuse-opt --help` and `import xfuse` stay fast.
+
+The symbol names the lowering gives the functions the runtime calls are here too, where the
+runtime reads them without importing the passes (and xDSL): a cached compile never loads xDSL.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from xdsl.passes import ModulePass
+if TYPE_CHECKING:
+    from xdsl.passes import ModulePass
 
 _PASS_LOCATIONS: dict[str, tuple[str, str]] = {
     "ew-optimize": ("xfuse.transforms.optimize", "EwOptimizePass"),
@@ -34,3 +39,13 @@ def _lazy(module: str, class_name: str) -> Callable[[], type[ModulePass]]:
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     name: _lazy(*location) for name, location in _PASS_LOCATIONS.items()
 }
+
+
+def packed_entry_name(name: str) -> str:
+    """The symbol of `name`'s packed entry (see `xfuse.transforms.to_llvm.packed_entry`)."""
+    return f"{name}.packed"
+
+
+def workspace_size_function(name: str) -> str:
+    """The name of the companion that returns the workspace bytes function `name` needs."""
+    return f"{name}_workspace_bytes"

@@ -67,6 +67,8 @@ from xdsl.rewriter import Rewriter
 from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
 from xdsl.utils.exceptions import DiagnosticException
 
+from xfuse.transforms import packed_entry_name
+
 _I8 = IntegerType(8)
 _I16 = IntegerType(16)
 _I32 = IntegerType(32)
@@ -345,11 +347,6 @@ def lower_function(op: func.FuncOp) -> llvm.FuncOp:
     if NO_INLINE in op.attributes:
         lowered.attributes[NO_INLINE] = UnitAttr()
     return lowered
-
-
-def packed_entry_name(name: str) -> str:
-    """The symbol of `name`'s packed entry (see `packed_entry`)."""
-    return f"{name}.packed"
 
 
 def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp | None:

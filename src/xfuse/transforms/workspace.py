@@ -39,12 +39,9 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import DiagnosticException
 
+from xfuse.transforms import workspace_size_function
+
 WORKSPACE_TYPE = MemRefType(i8, [DYNAMIC_INDEX])
-
-
-def workspace_size_function(name: str) -> str:
-    """The name of the companion that returns the workspace bytes function `name` needs."""
-    return f"{name}_workspace_bytes"
 
 
 def _index_constant(value: int, ops: list[Operation]) -> SSAValue:
