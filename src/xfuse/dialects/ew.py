@@ -44,6 +44,7 @@ from xdsl.irdl import (
     AttrSizedOperandSegments,
     BaseAttr,
     IRDLOperation,
+    MessageConstraint,
     VarConstraint,
     irdl_op_definition,
     lazy_traits_def,
@@ -82,8 +83,30 @@ FLOAT_ELEMENT_TYPES: tuple[type[Attribute], ...] = (
     Float32Type,
     Float64Type,
 )
-_float_element = (
+_FLOAT_ELEMENT = (
     BaseAttr(Float16Type) | BaseAttr(BFloat16Type) | BaseAttr(Float32Type) | BaseAttr(Float64Type)
+)
+_FLOATS = "f16, bf16, f32 or f64"
+FLOAT_TENSOR = MessageConstraint(
+    TensorType.constr(_FLOAT_ELEMENT), f"expected a tensor of {_FLOATS}"
+)
+"""The IRDL constraint of a tensor-level `ew` operand or result: a ranked tensor of floats."""
+
+
+def _float_tensor_of(element: VarConstraint[Attribute]) -> MessageConstraint[Attribute]:
+    """A tensor of floats whose element type is the constraint variable `element`."""
+    return MessageConstraint(
+        TensorType.constr(element),
+        f"expected a tensor of {_FLOATS}, of one element type for the operands and the result",
+    )
+
+
+FLOAT_MEMREF = MessageConstraint(
+    MemRefType.constr(_FLOAT_ELEMENT), f"expected a memref of {_FLOATS}"
+)
+FLOAT_SHAPED = MessageConstraint(
+    TensorType.constr(_FLOAT_ELEMENT) | MemRefType.constr(_FLOAT_ELEMENT),
+    f"expected a tensor or memref of {_FLOATS}",
 )
 
 
@@ -179,22 +202,9 @@ def bind_shape(typed: Attribute | SSAValue, sizes: Sequence[int]) -> tuple[int, 
     return tuple(sizes[offset + i] if d == DYNAMIC_INDEX else d for i, d in enumerate(dims))
 
 
-def _verify_float_element(op: Operation, type_: Attribute) -> None:
-    if not isinstance(element_type(type_), FLOAT_ELEMENT_TYPES):
-        raise VerifyException(
-            f"'{op.name}' element type must be f16, bf16, f32 or f64, got {element_type(type_)}"
-        )
-
-
 def _verify_broadcasts_to(op: Operation, operand_types: Sequence[Attribute], result: Attribute):
-    """Operands share the result's element type and their shapes broadcast to the result's."""
+    """The operands' shapes broadcast to the result's."""
     result_shape = tuple(cast(TensorType[Attribute], result).get_shape())
-    for type_ in operand_types:
-        if element_type(type_) != element_type(result):
-            raise VerifyException(
-                f"'{op.name}' operand element type {element_type(type_)} does not match "
-                f"result element type {element_type(result)}"
-            )
     shapes = [tuple(cast(TensorType[Attribute], t).get_shape()) for t in operand_types]
     try:
         combined = broadcast_shapes(*shapes, result_shape)
@@ -305,7 +315,7 @@ class ConstantOp(IRDLOperation):
 
     name = "ew.constant"
     value = prop_def(FloatAttr)
-    result = result_def(TensorType)
+    result = result_def(FLOAT_TENSOR)
     traits = traits_def(Pure(), ConstantLike(), ConstantFolder())
 
     def __init__(self, value: float, type_: TensorType[Attribute]):
@@ -318,7 +328,6 @@ class ConstantOp(IRDLOperation):
         return self.value.value.data
 
     def verify_(self) -> None:
-        _verify_float_element(self, self.result.type)
         if not isinstance(self.value.type, Float64Type):
             raise VerifyException("'ew.constant' value must be an f64 attribute")
         if DYNAMIC_INDEX in tuple(self.result.type.get_shape()):
@@ -344,7 +353,7 @@ class ConstantOp(IRDLOperation):
 class UnaryOp(IRDLOperation, ABC):
     """Base of the unary elementwise ops: one operand, a result of the same type."""
 
-    T: ClassVar = VarConstraint("T", BaseAttr(TensorType))
+    T: ClassVar = VarConstraint("T", FLOAT_TENSOR)
     operand = operand_def(T)
     result = result_def(T)
     traits = traits_def(Pure(), ElementwiseFolder(), ElementwiseCanonicalization())
@@ -362,9 +371,6 @@ class UnaryOp(IRDLOperation, ABC):
         `numpy_ufunc`)."""
         raise NotImplementedError
 
-    def verify_(self) -> None:
-        _verify_float_element(self, self.result.type)
-
 
 class BinaryOp(IRDLOperation, ABC):
     """Base of the binary elementwise ops, broadcasting their operands to the result's shape.
@@ -374,9 +380,11 @@ class BinaryOp(IRDLOperation, ABC):
         %s = ew.add %c, %b : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
     """
 
-    lhs = operand_def(TensorType)
-    rhs = operand_def(TensorType)
-    result = result_def(TensorType)
+    E: ClassVar = VarConstraint("E", _FLOAT_ELEMENT)
+    """The element type the operands and the result share."""
+    lhs = operand_def(_float_tensor_of(E))
+    rhs = operand_def(_float_tensor_of(E))
+    result = result_def(_float_tensor_of(E))
     traits = traits_def(Pure(), ElementwiseFolder(), ElementwiseCanonicalization())
 
     def __init__(
@@ -398,7 +406,6 @@ class BinaryOp(IRDLOperation, ABC):
         raise NotImplementedError
 
     def verify_(self) -> None:
-        _verify_float_element(self, self.result.type)
         _verify_broadcasts_to(self, [self.lhs.type, self.rhs.type], self.result.type)
 
     def print(self, printer: Printer) -> None:
@@ -688,8 +695,8 @@ class ConvertOp(IRDLOperation):
     """
 
     name = "ew.convert"
-    operand = operand_def(TensorType)
-    result = result_def(TensorType)
+    operand = operand_def(FLOAT_TENSOR)
+    result = result_def(FLOAT_TENSOR)
     traits = traits_def(Pure(), ConvertFolder())
     assembly_format = "$operand attr-dict `:` type($operand) `to` type($result)"
 
@@ -703,8 +710,6 @@ class ConvertOp(IRDLOperation):
         return x
 
     def verify_(self) -> None:
-        _verify_float_element(self, self.operand.type)
-        _verify_float_element(self, self.result.type)
         source, target = element_type(self.operand.type), element_type(self.result.type)
         if source == target:
             raise VerifyException(f"'ew.convert' from {source} to itself: the types must differ")
@@ -774,9 +779,9 @@ class KernelOp(IRDLOperation):
     """
 
     name = "ew.kernel"
-    inputs = var_operand_def()
-    outputs = var_operand_def()
-    res = var_result_def(TensorType)
+    inputs = var_operand_def(FLOAT_SHAPED)
+    outputs = var_operand_def(FLOAT_MEMREF)
+    res = var_result_def(FLOAT_TENSOR)
     body = region_def("single_block")
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = lazy_traits_def(
@@ -849,7 +854,6 @@ class KernelOp(IRDLOperation):
                     f"'ew.kernel' yield {index} has type {value.type}, expected "
                     f"{element_type(dest.type)}"
                 )
-            _verify_float_element(self, dest.type)
         shapes = {tuple(cast(TensorType[Attribute], d.type).get_shape()) for d in destinations}
         if len(shapes) != 1:
             raise VerifyException("'ew.kernel' results must all have the same shape")
