@@ -27,25 +27,9 @@ _EXPORTS: dict[str, str] = {
     "compile_numpy": "xfuse.runtime.baselines",
     "compile_numpy_planned": "xfuse.runtime.baselines",
     "bench": "xfuse.runtime.bench",
-    **{
-        name: "xfuse.runtime.tracing"
-        for name in (
-            "tanh",
-            "exp",
-            "log",
-            "erf",
-            "sigmoid",
-            "sqrt",
-            "rsqrt",
-            "relu",
-            "softplus",
-            "abs",
-        )
-    },
-    **{name: "xfuse.runtime.tracing" for name in ("maximum", "minimum", "power")},
 }
-
-__all__ = sorted(_EXPORTS)
+"""Public names and their modules; the elementwise functions (`xfuse.tanh`, ...) are
+`xfuse.runtime.tracing.FUNCTIONS`, derived from the `ew` dialect's ops."""
 
 
 def versions() -> str:
@@ -54,14 +38,23 @@ def versions() -> str:
     return f"xfuse {__version__} (xdsl {xdsl}, llvmlite {llvmlite})"
 
 
+def _functions() -> dict[str, Any]:
+    return importlib.import_module("xfuse.runtime.tracing").FUNCTIONS
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__all__":
+        return sorted({*_EXPORTS, *_functions()})
     module = _EXPORTS.get(name)
-    if module is None:
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+    elif not name.startswith("__") and name in _functions():
+        value = _functions()[name]
+    else:
         raise AttributeError(f"module 'xfuse' has no attribute '{name}'")
-    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+    return sorted({*globals(), *_EXPORTS, *_functions()})

@@ -14,9 +14,13 @@ equal at run time. Scalars are rank-0 tensors, which is what `ew.constant` produ
 per element of the iteration space. On tensors it returns results; after bufferization it reads and
 writes memrefs (destination-passing style).
 
-To add an elementwise function, subclass `UnaryOp` or `BinaryOp` below with a `name`, a docstring
-and its float64 `reference`, and list it in `ELEMENTWISE_OPS`; the frontend, folding and the numpy
-baselines pick it up from there. Its scalar lowering lives in `xfuse.lowering`.
+An elementwise op's facts are declared once, on its class (a subclass of `UnaryOp` or
+`BinaryOp`, listed in `ELEMENTWISE_OPS`): its `name` (the mnemonic, also the `.ew` function
+name), its arity (its base class), its float64 `reference` (folding, baselines, tests), the numpy
+ufunc `@xfuse.jit` traces to it (`numpy_ufunc`), its Python-level function (`python_name`,
+`xfuse.tanh`) and the error its kernels may have (`ACCURACY`). Everything else is derived from
+these. How it lowers lives in `xfuse.lowering` (`SCALAR_LOWERINGS`, and `MATH_FUNCTIONS` for a
+new `math` op); `tests/test_op_facts.py` names any fact an op lacks (docs/adding-an-op.md).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import math
 from abc import ABC
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from typing import ClassVar, cast
 
 import numpy as np
@@ -222,6 +227,42 @@ def _verify_broadcasts_to(op: Operation, operand_types: Sequence[Attribute], res
 
 
 # ---------------------------------------------------------------------------------------------
+# Accuracy
+# ---------------------------------------------------------------------------------------------
+
+FLOAT32_ULP = 2.0**-23
+"""One float32 ulp relative to the value: a correctly rounded op plus the reference's rounding."""
+
+
+@dataclass(frozen=True)
+class ErrorBound:
+    """How far a float32 kernel's result may be from the op's float64 `reference` on the same
+    (float32) operands: `relative * |value| + absolute`."""
+
+    relative: float
+    absolute: float = 2.0**-149
+    """The smallest float32 denormal: the rounding error of any op near zero."""
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """An op's `ErrorBound` in float32 under each `math` mode of `ew-expand-math`: `approx` (the
+    vectorizable approximations) and `libm` (the C library). docs/math.md measures them;
+    tests/test_math.py and the fuzz of tests/test_random_programs.py hold kernels to them."""
+
+    approx: ErrorBound
+    libm: ErrorBound
+
+    def bound(self, math: str) -> ErrorBound:
+        """The bound under `math` ("approx" or "libm")."""
+        return {"approx": self.approx, "libm": self.libm}[math]
+
+
+CORRECTLY_ROUNDED = Accuracy(ErrorBound(FLOAT32_ULP), ErrorBound(FLOAT32_ULP))
+"""IEEE arithmetic (+ - * / sqrt, and the exact ops): one ulp in both modes."""
+
+
+# ---------------------------------------------------------------------------------------------
 # Folding and canonicalization hooks (the patterns live in xfuse.passes.canonicalize)
 # ---------------------------------------------------------------------------------------------
 
@@ -371,6 +412,14 @@ class UnaryOp(IRDLOperation, ABC):
         `numpy_ufunc`)."""
         raise NotImplementedError
 
+    ACCURACY: ClassVar[Accuracy]
+    """The error its float32 kernels may have under each `math` mode (`CORRECTLY_ROUNDED` for
+    IEEE arithmetic); every op declares it."""
+
+    PYTHON_NAME: ClassVar[str | None]
+    """Its Python-level function (`xfuse.<name>`, `@xfuse.jit`) when not its mnemonic; None for
+    an op Python spells as an operator (see `python_name`)."""
+
 
 class BinaryOp(IRDLOperation, ABC):
     """Base of the binary elementwise ops, broadcasting their operands to the result's shape.
@@ -404,6 +453,9 @@ class BinaryOp(IRDLOperation, ABC):
     def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """The op on float64 numpy data, a numpy ufunc where numpy has one (see `UnaryOp`)."""
         raise NotImplementedError
+
+    ACCURACY: ClassVar[Accuracy]  # see UnaryOp
+    PYTHON_NAME: ClassVar[str | None]  # see UnaryOp
 
     def verify_(self) -> None:
         _verify_broadcasts_to(self, [self.lhs.type, self.rhs.type], self.result.type)
@@ -458,6 +510,9 @@ class AddOp(BinaryOp):
 
     name = "ew.add"
 
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = None  # x + y
+
     reference = staticmethod(np.add)
 
 
@@ -466,6 +521,9 @@ class SubOp(BinaryOp):
     """Elementwise difference: `%d = ew.sub %a, %b : tensor<?xf32>`."""
 
     name = "ew.sub"
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = None  # x - y
 
     reference = staticmethod(np.subtract)
 
@@ -476,6 +534,9 @@ class MulOp(BinaryOp):
 
     name = "ew.mul"
 
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = None  # x * y
+
     reference = staticmethod(np.multiply)
 
 
@@ -484,6 +545,9 @@ class DivOp(BinaryOp):
     """Elementwise quotient (IEEE: x/0 is +-inf or NaN): `%q = ew.div %a, %b : tensor<?xf32>`."""
 
     name = "ew.div"
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = None  # x / y
 
     reference = staticmethod(np.divide)
 
@@ -507,6 +571,9 @@ class MaxOp(BinaryOp):
 
     name = "ew.max"
 
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = "maximum"  # numpy's name
+
     NUMPY_UFUNC: ClassVar[np.ufunc] = np.maximum  # differs only on a tie of -0, +0
 
     @staticmethod
@@ -519,6 +586,9 @@ class MinOp(BinaryOp):
     """Elementwise minimum, NaN if either is NaN, -0 < +0: `%m = ew.min %a, %b : tensor<?xf32>`."""
 
     name = "ew.min"
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = "minimum"
 
     NUMPY_UFUNC: ClassVar[np.ufunc] = np.minimum  # differs only on a tie of -0, +0
 
@@ -533,6 +603,12 @@ class PowOp(BinaryOp):
 
     name = "ew.pow"
 
+    # approx: exp(y log|x|), whose error grows with |y log x| (at most ~104 before over/underflow)
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(2e-5), libm=ErrorBound(2 * FLOAT32_ULP)
+    )
+    PYTHON_NAME: ClassVar[str | None] = "power"  # x ** y, or numpy's name
+
     reference = staticmethod(np.power)
 
 
@@ -541,6 +617,9 @@ class NegOp(UnaryOp):
     """Elementwise negation: `%n = ew.neg %a : tensor<?xf32>`."""
 
     name = "ew.neg"
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = None  # -x
 
     reference = staticmethod(np.negative)
 
@@ -551,6 +630,8 @@ class AbsOp(UnaryOp):
 
     name = "ew.abs"
 
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+
     reference = staticmethod(np.abs)
 
 
@@ -559,6 +640,10 @@ class ExpOp(UnaryOp):
     """Elementwise e**x: `%e = ew.exp %a : tensor<?xf32>`."""
 
     name = "ew.exp"
+
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(2e-7), libm=ErrorBound(2 * FLOAT32_ULP)
+    )
 
     reference = staticmethod(np.exp)
 
@@ -569,6 +654,10 @@ class LogOp(UnaryOp):
 
     name = "ew.log"
 
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(2e-7), libm=ErrorBound(2 * FLOAT32_ULP)
+    )
+
     reference = staticmethod(np.log)
 
 
@@ -578,6 +667,10 @@ class TanhOp(UnaryOp):
 
     name = "ew.tanh"
 
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(6e-7, 1e-7), libm=ErrorBound(3 * FLOAT32_ULP, 1e-7)
+    )
+
     reference = staticmethod(np.tanh)
 
 
@@ -586,6 +679,12 @@ class SigmoidOp(UnaryOp):
     """Elementwise logistic 1 / (1 + e**-x): `%s = ew.sigmoid %a : tensor<?xf32>`."""
 
     name = "ew.sigmoid"
+
+    # Relatively large only for results below 1e-38 (e**-x overflows and the result flushes
+    # to 0 while the true value is a denormal): the absolute term covers them.
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(3e-7, 2e-38), libm=ErrorBound(3 * FLOAT32_ULP, 2e-38)
+    )
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
@@ -599,6 +698,10 @@ class ErfOp(UnaryOp):
 
     name = "ew.erf"
 
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(1e-6, 7e-7), libm=ErrorBound(3 * FLOAT32_ULP, 1e-7)
+    )
+
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
         return _erf(x)
@@ -610,6 +713,8 @@ class SqrtOp(UnaryOp):
 
     name = "ew.sqrt"
 
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+
     reference = staticmethod(np.sqrt)
 
 
@@ -618,6 +723,10 @@ class RsqrtOp(UnaryOp):
     """Elementwise reciprocal square root 1/sqrt(x): `%r = ew.rsqrt %a : tensor<?xf32>`."""
 
     name = "ew.rsqrt"
+
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(2 * FLOAT32_ULP), libm=ErrorBound(2 * FLOAT32_ULP)
+    )
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
@@ -631,6 +740,8 @@ class ReluOp(UnaryOp):
 
     name = "ew.relu"
 
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
         return _maximum(x, np.zeros_like(x))
@@ -641,6 +752,11 @@ class SoftplusOp(UnaryOp):
     """Elementwise log(1 + e**x), a smooth relu: `%s = ew.softplus %a : tensor<?xf32>`."""
 
     name = "ew.softplus"
+
+    # An exp and a log (tests/test_softplus.py measures <= 2e-7 relative).
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(1e-6), libm=ErrorBound(8 * FLOAT32_ULP)
+    )
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
@@ -728,6 +844,12 @@ def mnemonic(op_type: type[Operation]) -> str:
 
 
 OPS_BY_MNEMONIC: dict[str, type[UnaryOp | BinaryOp]] = {mnemonic(op): op for op in ELEMENTWISE_OPS}
+
+
+def python_name(op_type: type[UnaryOp | BinaryOp]) -> str | None:
+    """The name of the op's Python-level function (`xfuse.tanh`, `xfuse.maximum`): its
+    `PYTHON_NAME`, else its mnemonic; None for an op Python spells as an operator (`x + y`)."""
+    return getattr(op_type, "PYTHON_NAME", mnemonic(op_type))
 
 
 def numpy_ufunc(op_type: type[UnaryOp | BinaryOp]) -> np.ufunc | None:

@@ -107,7 +107,10 @@ def emit_scalar(
     """Emit the scalar form of the elementwise `op_type` on `args` at the builder."""
     emitter = SCALAR_LOWERINGS.get(op_type)
     if emitter is None:
-        raise NotImplementedError(f"no scalar lowering for '{op_type.name}'")
+        raise NotImplementedError(
+            f"no scalar lowering for '{op_type.name}': add it to SCALAR_LOWERINGS in "
+            "src/xfuse/lowering/scalar.py"
+        )
     return emitter(builder, args, compute_type)
 
 

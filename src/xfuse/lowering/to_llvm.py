@@ -927,7 +927,15 @@ class EwToLlvmPass(ModulePass):
             None,
         )
         if leftover is not None:
-            raise DiagnosticException(f"ew-to-llvm: no lowering for '{leftover.name}':\n{leftover}")
+            hint = ""
+            if leftover.name.startswith("math."):  # `ew-expand-math` did not run or knows it not
+                hint = (
+                    " (a transcendental needs an entry in MATH_FUNCTIONS, "
+                    "src/xfuse/lowering/expand_math.py; an exact one in _MATH_INTRINSICS here)"
+                )
+            raise DiagnosticException(
+                f"ew-to-llvm: no lowering for '{leftover.name}'{hint}:\n{leftover}"
+            )
         for cast_op in [o for o in op.walk() if isinstance(o, UnrealizedConversionCastOp)]:
             Rewriter.erase_op(cast_op)
         _declare_allocator(op)
