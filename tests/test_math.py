@@ -163,3 +163,21 @@ def test_overflowing_approx_pow_stays_infinite_next_to_other_ops(
     with np.errstate(all="ignore"):
         want = rounded(power(x.astype(np.float64))) - rounded(np.array(3e38))  # type: ignore[operator]
     check(kernel(x=x), want, ew.ErrorBound(2e-5))
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_log1p_keeps_tiny_values_and_its_special_cases(math_mode: str, dtype: type) -> None:
+    # log(1 + x) rounds 1 + x to 1 for tiny x and returns 0: log1p returns x there (-0 too).
+    # From 2^24 on it is log(1 + x) itself; at -1 it is -inf, below NaN.
+    x = np.array(
+        [1e-45, 1e-30, -1e-30, 1e-8, -0.0, 0.0, -1.0, -2.0, np.inf, -np.inf, np.nan]
+        + [2.0**24 - 1, 2.0**24, 3.4e38, -0.999, 0.5],
+        dtype,
+    )
+    out = xfuse.compile("out = log1p(x);", math=math_mode, dtype=np.dtype(dtype).name)(x=x)
+    with np.errstate(all="ignore"):
+        want = np.log1p(x.astype(np.float64)).astype(dtype)
+    np.testing.assert_allclose(out, want, rtol=4e-7, atol=0)
+    signed = ~np.isnan(want)  # a NaN's sign is the hardware's
+    assert np.array_equal(np.signbit(out[signed]), np.signbit(want[signed]))

@@ -662,6 +662,18 @@ class LogOp(UnaryOp):
 
 
 @irdl_op_definition
+class Log1pOp(UnaryOp):
+    """Elementwise log(1 + x), accurate for tiny x: `%l = ew.log1p %a : tensor<?xf32>`."""
+
+    name = "ew.log1p"
+
+    reference = staticmethod(np.log1p)
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(4e-7), libm=ErrorBound(3 * FLOAT32_ULP)
+    )
+
+
+@irdl_op_definition
 class TanhOp(UnaryOp):
     """Elementwise hyperbolic tangent: `%t = ew.tanh %a : tensor<?xf32>`."""
 
@@ -775,6 +787,7 @@ ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
     AbsOp,
     ExpOp,
     LogOp,
+    Log1pOp,
     TanhOp,
     SigmoidOp,
     ErfOp,
