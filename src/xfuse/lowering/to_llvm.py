@@ -928,10 +928,11 @@ class EwToLlvmPass(ModulePass):
         )
         if leftover is not None:
             hint = ""
-            if leftover.name.startswith("math."):  # `ew-expand-math` did not run or knows it not
+            if leftover.name.startswith("math."):
                 hint = (
-                    " (a transcendental needs an entry in MATH_FUNCTIONS, "
-                    "src/xfuse/lowering/expand_math.py; an exact one in _MATH_INTRINSICS here)"
+                    " (ew-expand-math lowers the transcendentals of MATH_FUNCTIONS in "
+                    "src/xfuse/lowering/expand_math.py; this pass the exact ones of "
+                    "_MATH_INTRINSICS in src/xfuse/lowering/to_llvm.py)"
                 )
             raise DiagnosticException(
                 f"ew-to-llvm: no lowering for '{leftover.name}'{hint}:\n{leftover}"
