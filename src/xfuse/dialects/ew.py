@@ -46,6 +46,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
+    AnyOf,
     AttrSizedOperandSegments,
     BaseAttr,
     IRDLOperation,
@@ -88,9 +89,7 @@ FLOAT_ELEMENT_TYPES: tuple[type[Attribute], ...] = (
     Float32Type,
     Float64Type,
 )
-_FLOAT_ELEMENT = (
-    BaseAttr(Float16Type) | BaseAttr(BFloat16Type) | BaseAttr(Float32Type) | BaseAttr(Float64Type)
-)
+_FLOAT_ELEMENT = AnyOf(tuple(BaseAttr(type_) for type_ in FLOAT_ELEMENT_TYPES))
 _FLOATS = "f16, bf16, f32 or f64"
 FLOAT_TENSOR = MessageConstraint(
     TensorType.constr(_FLOAT_ELEMENT), f"expected a tensor of {_FLOATS}"
