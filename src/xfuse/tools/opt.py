@@ -32,7 +32,7 @@ from xfuse.frontend.language import EwSyntaxError, parse_program
 from xfuse.passes import ALL_PASSES
 from xfuse.passes.pipeline import parse_passes, use_before_definition
 
-_OP_NAME = re.compile(r'(?:[^="]*=\s*)?"?([\w.$]+)')
+_OP_NAME = re.compile(r'(?:%[^="]*=\s*)?"?([\w.$]+)')
 """The name of the operation whose text starts here (after its results, `%r = `, if any)."""
 
 
