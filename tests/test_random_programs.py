@@ -79,8 +79,7 @@ from xfuse.runtime.compiler import Options
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 TINY = 2.0**-149
 """The smallest float32 denormal: the absolute rounding error of any op near zero."""
-ULP = 2.0**-23
-"""One float32 ulp relative to the value (a correctly rounded op plus the reference's rounding)."""
+ULP = ew.FLOAT32_ULP
 LENGTHS = (0, 1, 15, 17)
 LONG = 2**16 + 3
 
