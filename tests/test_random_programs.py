@@ -14,9 +14,10 @@ program has them. Each value is a *ball*: a center (that reference) and a radius
 xfuse's value may legitimately be from it. A result's radius is the spread of the op over its
 operands' balls (evaluated at the 3 (unary) or 9 (binary) combinations of center and center ±
 radius, all ops here being monotonic or piecewise so between those points), plus the op's own
-error: 1 float32 ulp for arithmetic, the documented bounds of docs/math.md (with headroom) for the
-transcendentals (`TOLERANCES`). Cancellation, error amplification by exp or pow, division by small
-numbers: all grow the radius exactly where the computation is ill-conditioned.
+error: its `ACCURACY` in the `ew` dialect (1 float32 ulp for arithmetic, the documented bounds of
+docs/math.md with headroom for the transcendentals). Cancellation, error amplification by exp or
+pow, division by small numbers: all grow the radius exactly where the computation is
+ill-conditioned.
 
 Where IEEE decides a value bit for bit the radius is 0 and the check is exact, sign of zero
 included: inputs and constants; + - * / sqrt (correctly rounded) and neg, abs, max, min, relu
@@ -78,47 +79,14 @@ from xfuse.transforms.pipeline import pipeline_context
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 TINY = 2.0**-149
 """The smallest float32 denormal: the absolute rounding error of any op near zero."""
-ULP = 2.0**-23
-"""One float32 ulp relative to the value (a correctly rounded op plus the reference's rounding)."""
+ULP = ew.FLOAT32_ULP
 LENGTHS = (0, 1, 15, 17)
 LONG = 2**16 + 3
 
 
-@dataclass(frozen=True)
-class Tolerance:
-    """The error an op itself may add: `relative * |value| + absolute`."""
+ARITHMETIC = ew.CORRECTLY_ROUNDED.libm
+"""One float32 ulp: the error a correctly rounded op may add."""
 
-    relative: float
-    absolute: float = TINY
-
-
-ARITHMETIC = Tolerance(ULP)
-# From docs/math.md's measured maxima, with 2x or more headroom. sigmoid's relative error is large
-# only for results below 1e-38 (the absolute term covers them); pow's grows with |y log x| (at
-# most ~104 before over/underflow); softplus composes an exp and a log (measured <= 2e-7
-# relative in tests/test_softplus.py).
-TOLERANCES: dict[str, dict[type[ew.UnaryOp | ew.BinaryOp], Tolerance]] = {
-    "approx": {
-        ew.ExpOp: Tolerance(2e-7),
-        ew.LogOp: Tolerance(2e-7),
-        ew.TanhOp: Tolerance(6e-7, 1e-7),
-        ew.ErfOp: Tolerance(1e-6, 7e-7),
-        ew.SigmoidOp: Tolerance(3e-7, 2e-38),
-        ew.PowOp: Tolerance(2e-5),
-        ew.RsqrtOp: Tolerance(2 * ULP),
-        ew.SoftplusOp: Tolerance(1e-6),
-    },
-    "libm": {
-        ew.ExpOp: Tolerance(2 * ULP),
-        ew.LogOp: Tolerance(2 * ULP),
-        ew.TanhOp: Tolerance(3 * ULP, 1e-7),
-        ew.ErfOp: Tolerance(3 * ULP, 1e-7),
-        ew.SigmoidOp: Tolerance(3 * ULP, 2e-38),
-        ew.PowOp: Tolerance(2 * ULP),
-        ew.RsqrtOp: Tolerance(2 * ULP),
-        ew.SoftplusOp: Tolerance(8 * ULP),
-    },
-}
 
 # ---------------------------------------------------------------------------------------------
 # Programs
@@ -373,7 +341,9 @@ def _class_may_flip_between_corners(
         )
 
 
-def apply(op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball], tolerance: Tolerance) -> Ball:
+def apply(
+    op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball], tolerance: ew.ErrorBound
+) -> Ball:
     """The ball of `op` over its operands' balls (see the module docstring)."""
     with np.errstate(all="ignore"):
         corners = [(a.center, a.center - a.radius, a.center + a.radius) for a in args]
@@ -422,7 +392,7 @@ def evaluate(program: Program, inputs: Sequence[np.ndarray], math_mode: str) -> 
             balls.append(Ball(round32(np.array(node.value)), np.zeros(())))
         else:
             assert node.op is not None
-            tolerance = TOLERANCES[math_mode].get(node.op, ARITHMETIC)
+            tolerance = node.op.ACCURACY.bound(math_mode)
             balls.append(apply(node.op, [balls[i] for i in node.operands], tolerance))
     return [balls[i] for i in program.outputs]
 
@@ -559,7 +529,7 @@ def test_the_oracle_rejects_a_wrong_op(op: type[ew.UnaryOp | ew.BinaryOp]) -> No
     x, y = (np.abs(a) + 0.5 for a in _normal_inputs(2))
     got = kernel(**{name: {"x0": x, "x1": y}[name] for name in kernel.input_names})
     inputs = [Ball(a.astype(np.float64), np.zeros(a.shape)) for a in (x, y)]
-    want = apply(impostor, inputs[:arity], TOLERANCES["libm"].get(impostor, ARITHMETIC))
+    want = apply(impostor, inputs[:arity], impostor.ACCURACY.libm)
     with pytest.raises(AssertionError, match="wrong elements"):
         check("t2", got, want, f"{op.name} checked as {impostor.name}")
 

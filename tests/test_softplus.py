@@ -1,4 +1,4 @@
-"""`softplus`, the op docs/adding-an-op.md adds, end to end: dialect, frontend, fusion,
+"""`softplus` end to end: dialect, frontend, fusion,
 folding, both math lowerings, every dtype, the numpy baseline and the cost model."""
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 // RUN: xfuse-opt %s --split-input-file --verify-diagnostics --parsing-diagnostics | filecheck %s
 
 // Binary ops: operands share the result's element type, and their shapes broadcast to it.
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.add' operand element type f64 does not match result element type f32
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 4]]:3: error: 'ew.add' operand 'rhs' at position 1 does not verify:
+// CHECK-NEXT: expected a tensor of f16, bf16, f32 or f64, of one element type for the operands and the result
+// CHECK-NEXT: Underlying verification failure: attribute f32 expected from variable 'E', but got f64
 func.func @f(%x: tensor<?xf32>, %y: tensor<?xf64>) -> tensor<?xf32> {
   %r = ew.add %x, %y : tensor<?xf32>, tensor<?xf64> -> tensor<?xf32>
   func.return %r : tensor<?xf32>
@@ -34,7 +36,9 @@ func.func @f(%x: tensor<2x3xf32>) -> tensor<3xf32> {
 
 // -----
 
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.add' element type must be f16, bf16, f32 or f64, got i32
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 4]]:3: error: 'ew.add' operand 'lhs' at position 0 does not verify:
+// CHECK-NEXT: expected a tensor of f16, bf16, f32 or f64, of one element type for the operands and the result
+// CHECK-NEXT: Underlying verification failure: Unexpected attribute i32
 func.func @f(%x: tensor<?xi32>) -> tensor<?xi32> {
   %r = ew.add %x, %x : tensor<?xi32>
   func.return %r : tensor<?xi32>
@@ -43,7 +47,8 @@ func.func @f(%x: tensor<?xi32>) -> tensor<?xi32> {
 // -----
 
 // Unary ops keep their operand's type.
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: result 'result' at position 0 does not verify:
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 3]]:3: error: 'ew.exp' result 'result' at position 0 does not verify:
+// CHECK-NEXT: attribute tensor<?xf32> expected from variable 'T', but got tensor<?xf64>
 func.func @f(%x: tensor<?xf32>) -> tensor<?xf64> {
   %r = "ew.exp"(%x) : (tensor<?xf32>) -> tensor<?xf64>
   func.return %r : tensor<?xf64>
@@ -52,7 +57,8 @@ func.func @f(%x: tensor<?xf32>) -> tensor<?xf64> {
 // -----
 
 // Only tensors: memrefs are for kernels.
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: operand 'operand' at position 0 does not verify:
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 3]]:3: error: 'ew.exp' operand 'operand' at position 0 does not verify:
+// CHECK-NEXT: expected a tensor of f16, bf16, f32 or f64
 func.func @f(%x: memref<?xf32>) -> memref<?xf32> {
   %r = "ew.exp"(%x) : (memref<?xf32>) -> memref<?xf32>
   func.return %r : memref<?xf32>
@@ -60,7 +66,8 @@ func.func @f(%x: memref<?xf32>) -> memref<?xf32> {
 
 // -----
 
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: operand 'lhs' at position 0 does not verify:
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 3]]:3: error: 'ew.add' operand 'lhs' at position 0 does not verify:
+// CHECK-NEXT: expected a tensor of f16, bf16, f32 or f64, of one element type for the operands and the result
 func.func @f(%x: memref<?xf32>) -> memref<?xf32> {
   %r = "ew.add"(%x, %x) : (memref<?xf32>, memref<?xf32>) -> memref<?xf32>
   func.return %r : memref<?xf32>
@@ -77,7 +84,9 @@ func.func @f() -> tensor<?xf32> {
 
 // -----
 
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.constant' element type must be f16, bf16, f32 or f64, got i32
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 4]]:3: error: 'ew.constant' result 'result' at position 0 does not verify:
+// CHECK-NEXT: expected a tensor of f16, bf16, f32 or f64
+// CHECK-NEXT: Underlying verification failure: Unexpected attribute i32
 func.func @f() -> tensor<i32> {
   %c = ew.constant 1.0 : tensor<i32>
   func.return %c : tensor<i32>
@@ -181,7 +190,9 @@ func.func @f(%x: memref<?xf32>, %y: memref<?xf32>) -> tensor<?xf32> {
 
 // -----
 
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' with outs must have memref operands and no results
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 4]]:3: error: 'ew.kernel' operand 'outputs' at position 1 does not verify:
+// CHECK-NEXT: expected a memref of f16, bf16, f32 or f64
+// CHECK-NEXT: Underlying verification failure: tensor<?xf32> should be of base attribute memref
 func.func @f(%x: tensor<?xf32>, %y: tensor<?xf32>) {
   ew.kernel ins(%x : tensor<?xf32>) outs(%y : tensor<?xf32>) {
   ^bb0(%a: f32):
@@ -214,7 +225,9 @@ func.func @f(%x: tensor<?xf32>) {
 
 // -----
 
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' element type must be f16, bf16, f32 or f64, got i32
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 4]]:3: error: 'ew.kernel' operand 'inputs' at position 0 does not verify:
+// CHECK-NEXT: expected a tensor or memref of f16, bf16, f32 or f64
+// CHECK-NEXT: Underlying verification failure: Unexpected attribute i32
 func.func @f(%x: tensor<?xi32>) -> tensor<?xi32> {
   %r = ew.kernel ins(%x : tensor<?xi32>) -> tensor<?xi32> {
   ^bb0(%a: i32):
@@ -225,7 +238,7 @@ func.func @f(%x: tensor<?xi32>) -> tensor<?xi32> {
 
 // -----
 
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: Region 'body' at position 0 expected a single block, but got 0 blocks
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' Region 'body' at position 0 expected a single block, but got 0 blocks
 func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
   %r = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {
   }
@@ -252,7 +265,7 @@ func.func @f(%x: f32) {
 
 // -----
 
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: Region 'body' at position 0 expected a single block, but got 2 blocks
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' Region 'body' at position 0 expected a single block, but got 2 blocks
 func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
   %r = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {
   ^bb0(%a: f32):
@@ -282,8 +295,20 @@ func.func @f(%x: tensor<?x4xbf16>) -> tensor<4xf32> {
 
 // -----
 
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.convert' element type must be f16, bf16, f32 or f64, got i32
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 3]]:3
+// CHECK: 'ew.convert' expected a tensor of f16, bf16, f32 or f64
 func.func @f(%x: tensor<?xf32>) -> tensor<?xi32> {
   %r = ew.convert %x : tensor<?xf32> to tensor<?xi32>
+  func.return %r : tensor<?xi32>
+}
+
+// -----
+
+// A custom format checks the element type as it parses: the error is still at the op, naming it.
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 4]]:3
+// CHECK: 'ew.tanh' expected a tensor of f16, bf16, f32 or f64
+// CHECK-NEXT: Underlying verification failure: Unexpected attribute i32
+func.func @f(%x: tensor<?xi32>) -> tensor<?xi32> {
+  %r = ew.tanh %x : tensor<?xi32>
   func.return %r : tensor<?xi32>
 }

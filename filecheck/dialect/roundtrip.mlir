@@ -70,7 +70,8 @@ func.func @binary(%x: tensor<?xf32>, %y: tensor<?xf32>) -> tensor<?xf32> {
 // CHECK-NEXT:    %[[V8:.*]] = ew.rsqrt %[[V7]] : tensor<2x?xf64>
 // CHECK-NEXT:    %[[V9:.*]] = ew.relu %[[V8]] : tensor<2x?xf64>
 // CHECK-NEXT:    %[[V10:.*]] = ew.softplus %[[V9]] : tensor<2x?xf64>
-// CHECK-NEXT:    func.return %[[V10]] : tensor<2x?xf64>
+// CHECK-NEXT:    %[[V11:.*]] = ew.log1p %[[V10]] : tensor<2x?xf64>
+// CHECK-NEXT:    func.return %[[V11]] : tensor<2x?xf64>
 func.func @unary(%x: tensor<2x?xf64>) -> tensor<2x?xf64> {
   %0 = ew.neg %x : tensor<2x?xf64>
   %1 = ew.abs %0 : tensor<2x?xf64>
@@ -83,7 +84,8 @@ func.func @unary(%x: tensor<2x?xf64>) -> tensor<2x?xf64> {
   %8 = ew.rsqrt %7 : tensor<2x?xf64>
   %9 = ew.relu %8 : tensor<2x?xf64>
   %10 = ew.softplus %9 : tensor<2x?xf64>
-  func.return %10 : tensor<2x?xf64>
+  %11 = ew.log1p %10 : tensor<2x?xf64>
+  func.return %11 : tensor<2x?xf64>
 }
 
 // Broadcasting spells out all three types; every element type works.

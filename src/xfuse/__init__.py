@@ -25,25 +25,9 @@ _EXPORTS: dict[str, str] = {
     "compile_numpy": "xfuse.benchmarking.baselines",
     "compile_numpy_planned": "xfuse.benchmarking.baselines",
     "bench": "xfuse.benchmarking.bench",
-    **{
-        name: "xfuse.frontend.tracing"
-        for name in (
-            "tanh",
-            "exp",
-            "log",
-            "erf",
-            "sigmoid",
-            "sqrt",
-            "rsqrt",
-            "relu",
-            "softplus",
-            "abs",
-        )
-    },
-    **{name: "xfuse.frontend.tracing" for name in ("maximum", "minimum", "power")},
 }
-
-__all__ = sorted(_EXPORTS)
+"""Public names and their modules; the elementwise functions (`xfuse.tanh`, ...) are
+`xfuse.frontend.tracing.FUNCTIONS`, derived from the `ew` dialect's ops."""
 
 
 def versions() -> str:
@@ -54,19 +38,28 @@ def versions() -> str:
     return f"xfuse {xfuse} (xdsl {xdsl}, llvmlite {llvmlite})"
 
 
+def _functions() -> dict[str, Any]:
+    return importlib.import_module("xfuse.frontend.tracing").FUNCTIONS
+
+
 def __getattr__(name: str) -> Any:
     if name == "__version__":  # looked up on first use: importlib.metadata takes a while to load
         from importlib.metadata import version
 
         globals()[name] = version("xfuse")
         return globals()[name]
+    if name == "__all__":
+        return sorted({*_EXPORTS, *_functions()})
     module = _EXPORTS.get(name)
-    if module is None:
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+    elif not name.startswith("__") and name in _functions():
+        value = _functions()[name]
+    else:
         raise AttributeError(f"module 'xfuse' has no attribute '{name}'")
-    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+    return sorted({*globals(), *_EXPORTS, *_functions()})

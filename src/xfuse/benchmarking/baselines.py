@@ -48,33 +48,38 @@ def _softplus(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.logaddexp(x, x.dtype.type(0), out=out)
 
 
-def _erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    result = ew.ErfOp.reference(x.astype(np.float64)).astype(x.dtype)
-    if out is None:
-        return result
-    out[...] = result
-    return out
-
-
-NUMPY_FUNCTIONS: dict[type[Operation], Ufunc] = {
-    ew.AddOp: np.add,
-    ew.SubOp: np.subtract,
-    ew.MulOp: np.multiply,
-    ew.DivOp: np.divide,
-    ew.MaxOp: np.maximum,
-    ew.MinOp: np.minimum,
-    ew.PowOp: np.power,
-    ew.NegOp: np.negative,
-    ew.AbsOp: np.abs,
-    ew.ExpOp: np.exp,
-    ew.LogOp: np.log,
-    ew.TanhOp: np.tanh,
+_NUMPY_CODE: dict[type[Operation], Ufunc] = {
     ew.SigmoidOp: _sigmoid,
-    ew.ErfOp: _erf,
-    ew.SqrtOp: np.sqrt,
     ew.RsqrtOp: _rsqrt,
     ew.ReluOp: _relu,
     ew.SoftplusOp: _softplus,
+}
+"""The numpy code a user writes for ops numpy has no ufunc for."""
+
+
+def _rounded_reference(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> Ufunc:
+    """The op's float64 reference, rounded to the operands' dtype."""
+
+    def function(*args: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            result = op_type.reference(*(a.astype(np.float64) for a in args))
+        result = result.astype(np.result_type(*args))
+        if out is None:
+            return result
+        out[...] = result
+        return out
+
+    return function
+
+
+def numpy_function(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> Ufunc:
+    """How the baselines compute `op_type`: numpy code (`_NUMPY_CODE`), else its numpy ufunc
+    (`ew.numpy_ufunc`), else its float64 reference rounded to the operands' dtype (`erf`)."""
+    return _NUMPY_CODE.get(op_type) or ew.numpy_ufunc(op_type) or _rounded_reference(op_type)
+
+
+NUMPY_FUNCTIONS: dict[type[Operation], Ufunc] = {
+    op: numpy_function(op) for op in ew.ELEMENTWISE_OPS
 }
 
 

@@ -14,9 +14,13 @@ equal at run time. Scalars are rank-0 tensors, which is what `ew.constant` produ
 per element of the iteration space. On tensors it returns results; after bufferization it reads and
 writes memrefs (destination-passing style).
 
-To add an elementwise function, subclass `UnaryOp` or `BinaryOp` below with a `name`, a docstring
-and its float64 `reference`, and list it in `ELEMENTWISE_OPS`; the frontend, folding and the numpy
-baselines pick it up from there. Its scalar lowering lives in `xfuse.transforms.scalar`.
+An elementwise op's facts are declared once, on its class (a subclass of `UnaryOp` or
+`BinaryOp`, listed in `ELEMENTWISE_OPS`): its `name` (the mnemonic, also the `.ew` function
+name), its arity (its base class), its float64 `reference` (folding, baselines, tests), the numpy
+ufunc `@xfuse.jit` traces to it (`numpy_ufunc`), its Python-level function (`python_name`,
+`xfuse.tanh`) and the error its kernels may have (`ACCURACY`). Everything else is derived from
+these. How it lowers lives in `xfuse.transforms` (`SCALAR_LOWERINGS`, and `MATH_FUNCTIONS` for a
+new `math` op); `tests/test_op_facts.py` names any fact an op lacks (docs/adding-an-op.md).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import math
 from abc import ABC
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from typing import ClassVar, cast
 
 import numpy as np
@@ -41,9 +46,11 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
+    AnyOf,
     AttrSizedOperandSegments,
     BaseAttr,
     IRDLOperation,
+    MessageConstraint,
     VarConstraint,
     irdl_op_definition,
     lazy_traits_def,
@@ -82,8 +89,28 @@ FLOAT_ELEMENT_TYPES: tuple[type[Attribute], ...] = (
     Float32Type,
     Float64Type,
 )
-_float_element = (
-    BaseAttr(Float16Type) | BaseAttr(BFloat16Type) | BaseAttr(Float32Type) | BaseAttr(Float64Type)
+_FLOAT_ELEMENT = AnyOf(tuple(BaseAttr(type_) for type_ in FLOAT_ELEMENT_TYPES))
+_FLOATS = "f16, bf16, f32 or f64"
+FLOAT_TENSOR = MessageConstraint(
+    TensorType.constr(_FLOAT_ELEMENT), f"expected a tensor of {_FLOATS}"
+)
+"""The IRDL constraint of a tensor-level `ew` operand or result: a ranked tensor of floats."""
+
+
+def _float_tensor_of(element: VarConstraint[Attribute]) -> MessageConstraint[Attribute]:
+    """A tensor of floats whose element type is the constraint variable `element`."""
+    return MessageConstraint(
+        TensorType.constr(element),
+        f"expected a tensor of {_FLOATS}, of one element type for the operands and the result",
+    )
+
+
+FLOAT_MEMREF = MessageConstraint(
+    MemRefType.constr(_FLOAT_ELEMENT), f"expected a memref of {_FLOATS}"
+)
+FLOAT_SHAPED = MessageConstraint(
+    TensorType.constr(_FLOAT_ELEMENT) | MemRefType.constr(_FLOAT_ELEMENT),
+    f"expected a tensor or memref of {_FLOATS}",
 )
 
 
@@ -179,22 +206,9 @@ def bind_shape(typed: Attribute | SSAValue, sizes: Sequence[int]) -> tuple[int, 
     return tuple(sizes[offset + i] if d == DYNAMIC_INDEX else d for i, d in enumerate(dims))
 
 
-def _verify_float_element(op: Operation, type_: Attribute) -> None:
-    if not isinstance(element_type(type_), FLOAT_ELEMENT_TYPES):
-        raise VerifyException(
-            f"'{op.name}' element type must be f16, bf16, f32 or f64, got {element_type(type_)}"
-        )
-
-
 def _verify_broadcasts_to(op: Operation, operand_types: Sequence[Attribute], result: Attribute):
-    """Operands share the result's element type and their shapes broadcast to the result's."""
+    """The operands' shapes broadcast to the result's."""
     result_shape = tuple(cast(TensorType[Attribute], result).get_shape())
-    for type_ in operand_types:
-        if element_type(type_) != element_type(result):
-            raise VerifyException(
-                f"'{op.name}' operand element type {element_type(type_)} does not match "
-                f"result element type {element_type(result)}"
-            )
     shapes = [tuple(cast(TensorType[Attribute], t).get_shape()) for t in operand_types]
     try:
         combined = broadcast_shapes(*shapes, result_shape)
@@ -209,6 +223,42 @@ def _verify_broadcasts_to(op: Operation, operand_types: Sequence[Attribute], res
             f"'{op.name}' operand shapes {', '.join(format_shape(s) for s in shapes)} "
             f"do not broadcast to the result shape {format_shape(result_shape)}"
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Accuracy
+# ---------------------------------------------------------------------------------------------
+
+FLOAT32_ULP = 2.0**-23
+"""One float32 ulp relative to the value: a correctly rounded op plus the reference's rounding."""
+
+
+@dataclass(frozen=True)
+class ErrorBound:
+    """How far a float32 kernel's result may be from the op's float64 `reference` on the same
+    (float32) operands: `relative * |value| + absolute`."""
+
+    relative: float
+    absolute: float = 2.0**-149
+    """The smallest float32 denormal: the rounding error of any op near zero."""
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """An op's `ErrorBound` in float32 under each `math` mode of `ew-expand-math`: `approx` (the
+    vectorizable approximations) and `libm` (the C library). docs/math.md measures them;
+    tests/test_math.py and the fuzz of tests/test_random_programs.py hold kernels to them."""
+
+    approx: ErrorBound
+    libm: ErrorBound
+
+    def bound(self, math: str) -> ErrorBound:
+        """The bound under `math` ("approx" or "libm")."""
+        return {"approx": self.approx, "libm": self.libm}[math]
+
+
+CORRECTLY_ROUNDED = Accuracy(ErrorBound(FLOAT32_ULP), ErrorBound(FLOAT32_ULP))
+"""IEEE arithmetic (+ - * / sqrt, and the exact ops): one ulp in both modes."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,7 +355,7 @@ class ConstantOp(IRDLOperation):
 
     name = "ew.constant"
     value = prop_def(FloatAttr)
-    result = result_def(TensorType)
+    result = result_def(FLOAT_TENSOR)
     traits = traits_def(Pure(), ConstantLike(), ConstantFolder())
 
     def __init__(self, value: float, type_: TensorType[Attribute]):
@@ -318,7 +368,6 @@ class ConstantOp(IRDLOperation):
         return self.value.value.data
 
     def verify_(self) -> None:
-        _verify_float_element(self, self.result.type)
         if not isinstance(self.value.type, Float64Type):
             raise VerifyException("'ew.constant' value must be an f64 attribute")
         if DYNAMIC_INDEX in tuple(self.result.type.get_shape()):
@@ -344,7 +393,7 @@ class ConstantOp(IRDLOperation):
 class UnaryOp(IRDLOperation, ABC):
     """Base of the unary elementwise ops: one operand, a result of the same type."""
 
-    T: ClassVar = VarConstraint("T", BaseAttr(TensorType))
+    T: ClassVar = VarConstraint("T", FLOAT_TENSOR)
     operand = operand_def(T)
     result = result_def(T)
     traits = traits_def(Pure(), ElementwiseFolder(), ElementwiseCanonicalization())
@@ -362,8 +411,13 @@ class UnaryOp(IRDLOperation, ABC):
         `numpy_ufunc`)."""
         raise NotImplementedError
 
-    def verify_(self) -> None:
-        _verify_float_element(self, self.result.type)
+    ACCURACY: ClassVar[Accuracy]
+    """The error its float32 kernels may have under each `math` mode (`CORRECTLY_ROUNDED` for
+    IEEE arithmetic); every op declares it."""
+
+    PYTHON_NAME: ClassVar[str | None]
+    """Its Python-level function (`xfuse.<name>`, `@xfuse.jit`) when not its mnemonic; None for
+    an op Python spells as an operator (see `python_name`)."""
 
 
 class BinaryOp(IRDLOperation, ABC):
@@ -374,9 +428,11 @@ class BinaryOp(IRDLOperation, ABC):
         %s = ew.add %c, %b : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
     """
 
-    lhs = operand_def(TensorType)
-    rhs = operand_def(TensorType)
-    result = result_def(TensorType)
+    E: ClassVar = VarConstraint("E", _FLOAT_ELEMENT)
+    """The element type the operands and the result share."""
+    lhs = operand_def(_float_tensor_of(E))
+    rhs = operand_def(_float_tensor_of(E))
+    result = result_def(_float_tensor_of(E))
     traits = traits_def(Pure(), ElementwiseFolder(), ElementwiseCanonicalization())
 
     def __init__(
@@ -397,8 +453,10 @@ class BinaryOp(IRDLOperation, ABC):
         """The op on float64 numpy data, a numpy ufunc where numpy has one (see `UnaryOp`)."""
         raise NotImplementedError
 
+    ACCURACY: ClassVar[Accuracy]  # see UnaryOp
+    PYTHON_NAME: ClassVar[str | None]  # see UnaryOp
+
     def verify_(self) -> None:
-        _verify_float_element(self, self.result.type)
         _verify_broadcasts_to(self, [self.lhs.type, self.rhs.type], self.result.type)
 
     def print(self, printer: Printer) -> None:
@@ -451,6 +509,9 @@ class AddOp(BinaryOp):
 
     name = "ew.add"
 
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = None  # x + y
+
     reference = staticmethod(np.add)
 
 
@@ -459,6 +520,9 @@ class SubOp(BinaryOp):
     """Elementwise difference: `%d = ew.sub %a, %b : tensor<?xf32>`."""
 
     name = "ew.sub"
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = None  # x - y
 
     reference = staticmethod(np.subtract)
 
@@ -469,6 +533,9 @@ class MulOp(BinaryOp):
 
     name = "ew.mul"
 
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = None  # x * y
+
     reference = staticmethod(np.multiply)
 
 
@@ -477,6 +544,9 @@ class DivOp(BinaryOp):
     """Elementwise quotient (IEEE: x/0 is +-inf or NaN): `%q = ew.div %a, %b : tensor<?xf32>`."""
 
     name = "ew.div"
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = None  # x / y
 
     reference = staticmethod(np.divide)
 
@@ -500,6 +570,9 @@ class MaxOp(BinaryOp):
 
     name = "ew.max"
 
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = "maximum"  # numpy's name
+
     NUMPY_UFUNC: ClassVar[np.ufunc] = np.maximum  # differs only on a tie of -0, +0
 
     @staticmethod
@@ -512,6 +585,9 @@ class MinOp(BinaryOp):
     """Elementwise minimum, NaN if either is NaN, -0 < +0: `%m = ew.min %a, %b : tensor<?xf32>`."""
 
     name = "ew.min"
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = "minimum"
 
     NUMPY_UFUNC: ClassVar[np.ufunc] = np.minimum  # differs only on a tie of -0, +0
 
@@ -526,6 +602,12 @@ class PowOp(BinaryOp):
 
     name = "ew.pow"
 
+    # approx: exp(y log|x|), whose error grows with |y log x| (at most ~104 before over/underflow)
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(2e-5), libm=ErrorBound(2 * FLOAT32_ULP)
+    )
+    PYTHON_NAME: ClassVar[str | None] = "power"  # x ** y, or numpy's name
+
     reference = staticmethod(np.power)
 
 
@@ -534,6 +616,9 @@ class NegOp(UnaryOp):
     """Elementwise negation: `%n = ew.neg %a : tensor<?xf32>`."""
 
     name = "ew.neg"
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    PYTHON_NAME: ClassVar[str | None] = None  # -x
 
     reference = staticmethod(np.negative)
 
@@ -544,6 +629,8 @@ class AbsOp(UnaryOp):
 
     name = "ew.abs"
 
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+
     reference = staticmethod(np.abs)
 
 
@@ -552,6 +639,10 @@ class ExpOp(UnaryOp):
     """Elementwise e**x: `%e = ew.exp %a : tensor<?xf32>`."""
 
     name = "ew.exp"
+
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(2e-7), libm=ErrorBound(2 * FLOAT32_ULP)
+    )
 
     reference = staticmethod(np.exp)
 
@@ -562,7 +653,23 @@ class LogOp(UnaryOp):
 
     name = "ew.log"
 
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(2e-7), libm=ErrorBound(2 * FLOAT32_ULP)
+    )
+
     reference = staticmethod(np.log)
+
+
+@irdl_op_definition
+class Log1pOp(UnaryOp):
+    """Elementwise log(1 + x), accurate for tiny x: `%l = ew.log1p %a : tensor<?xf32>`."""
+
+    name = "ew.log1p"
+
+    reference = staticmethod(np.log1p)
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(4e-7), libm=ErrorBound(3 * FLOAT32_ULP)
+    )
 
 
 @irdl_op_definition
@@ -570,6 +677,10 @@ class TanhOp(UnaryOp):
     """Elementwise hyperbolic tangent: `%t = ew.tanh %a : tensor<?xf32>`."""
 
     name = "ew.tanh"
+
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(6e-7, 1e-7), libm=ErrorBound(3 * FLOAT32_ULP, 1e-7)
+    )
 
     reference = staticmethod(np.tanh)
 
@@ -579,6 +690,12 @@ class SigmoidOp(UnaryOp):
     """Elementwise logistic 1 / (1 + e**-x): `%s = ew.sigmoid %a : tensor<?xf32>`."""
 
     name = "ew.sigmoid"
+
+    # Relatively large only for results below 1e-38 (e**-x overflows and the result flushes
+    # to 0 while the true value is a denormal): the absolute term covers them.
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(3e-7, 2e-38), libm=ErrorBound(3 * FLOAT32_ULP, 2e-38)
+    )
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
@@ -592,6 +709,10 @@ class ErfOp(UnaryOp):
 
     name = "ew.erf"
 
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(1e-6, 7e-7), libm=ErrorBound(3 * FLOAT32_ULP, 1e-7)
+    )
+
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
         return _erf(x)
@@ -603,6 +724,8 @@ class SqrtOp(UnaryOp):
 
     name = "ew.sqrt"
 
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+
     reference = staticmethod(np.sqrt)
 
 
@@ -611,6 +734,10 @@ class RsqrtOp(UnaryOp):
     """Elementwise reciprocal square root 1/sqrt(x): `%r = ew.rsqrt %a : tensor<?xf32>`."""
 
     name = "ew.rsqrt"
+
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(2 * FLOAT32_ULP), libm=ErrorBound(2 * FLOAT32_ULP)
+    )
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
@@ -624,6 +751,8 @@ class ReluOp(UnaryOp):
 
     name = "ew.relu"
 
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
         return _maximum(x, np.zeros_like(x))
@@ -634,6 +763,11 @@ class SoftplusOp(UnaryOp):
     """Elementwise log(1 + e**x), a smooth relu: `%s = ew.softplus %a : tensor<?xf32>`."""
 
     name = "ew.softplus"
+
+    # An exp and a log (tests/test_softplus.py measures <= 2e-7 relative).
+    ACCURACY: ClassVar[Accuracy] = Accuracy(
+        approx=ErrorBound(1e-6), libm=ErrorBound(8 * FLOAT32_ULP)
+    )
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
@@ -652,6 +786,7 @@ ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
     AbsOp,
     ExpOp,
     LogOp,
+    Log1pOp,
     TanhOp,
     SigmoidOp,
     ErfOp,
@@ -688,8 +823,8 @@ class ConvertOp(IRDLOperation):
     """
 
     name = "ew.convert"
-    operand = operand_def(TensorType)
-    result = result_def(TensorType)
+    operand = operand_def(FLOAT_TENSOR)
+    result = result_def(FLOAT_TENSOR)
     traits = traits_def(Pure(), ConvertFolder())
     assembly_format = "$operand attr-dict `:` type($operand) `to` type($result)"
 
@@ -703,8 +838,6 @@ class ConvertOp(IRDLOperation):
         return x
 
     def verify_(self) -> None:
-        _verify_float_element(self, self.operand.type)
-        _verify_float_element(self, self.result.type)
         source, target = element_type(self.operand.type), element_type(self.result.type)
         if source == target:
             raise VerifyException(f"'ew.convert' from {source} to itself: the types must differ")
@@ -723,6 +856,12 @@ def mnemonic(op_type: type[Operation]) -> str:
 
 
 OPS_BY_MNEMONIC: dict[str, type[UnaryOp | BinaryOp]] = {mnemonic(op): op for op in ELEMENTWISE_OPS}
+
+
+def python_name(op_type: type[UnaryOp | BinaryOp]) -> str | None:
+    """The name of the op's Python-level function (`xfuse.tanh`, `xfuse.maximum`): its
+    `PYTHON_NAME`, else its mnemonic; None for an op Python spells as an operator (`x + y`)."""
+    return getattr(op_type, "PYTHON_NAME", mnemonic(op_type))
 
 
 def numpy_ufunc(op_type: type[UnaryOp | BinaryOp]) -> np.ufunc | None:
@@ -774,9 +913,9 @@ class KernelOp(IRDLOperation):
     """
 
     name = "ew.kernel"
-    inputs = var_operand_def()
-    outputs = var_operand_def()
-    res = var_result_def(TensorType)
+    inputs = var_operand_def(FLOAT_SHAPED)
+    outputs = var_operand_def(FLOAT_MEMREF)
+    res = var_result_def(FLOAT_TENSOR)
     body = region_def("single_block")
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = lazy_traits_def(
@@ -849,7 +988,6 @@ class KernelOp(IRDLOperation):
                     f"'ew.kernel' yield {index} has type {value.type}, expected "
                     f"{element_type(dest.type)}"
                 )
-            _verify_float_element(self, dest.type)
         shapes = {tuple(cast(TensorType[Attribute], d.type).get_shape()) for d in destinations}
         if len(shapes) != 1:
             raise VerifyException("'ew.kernel' results must all have the same shape")

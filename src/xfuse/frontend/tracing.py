@@ -1,6 +1,7 @@
 """Tracing Python functions into `ew` IR: `Traced` proxies record `ew` ops with
-`FunctionBuilder`; `xfuse.tanh` and friends work on proxies and, outside tracing, on numpy arrays.
-`xfuse.runtime.jit` compiles what is traced here."""
+`FunctionBuilder`; `xfuse.tanh` and friends (`FUNCTIONS`, one per op with an `ew.python_name`)
+work on proxies and, outside tracing, on numpy arrays. `xfuse.runtime.jit` compiles what is
+traced here."""
 
 from __future__ import annotations
 
@@ -109,7 +110,7 @@ class Traced:
     __bool__ = __lt__ = __le__ = __gt__ = __ge__ = _data_dependent
 
 
-def _elementwise(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> Callable[..., Any]:
+def _elementwise(op_type: type[ew.UnaryOp | ew.BinaryOp], name: str) -> Callable[..., Any]:
     """The function `xfuse.<name>`: records the op on traced values, else computes with numpy."""
 
     def function(*args: Any) -> Any:
@@ -122,21 +123,21 @@ def _elementwise(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> Callable[..., Any]:
             result = op_type.reference(*(a.astype(np.float64) for a in arrays))
         return result.astype(dtype) if np.issubdtype(dtype, np.floating) else result
 
-    function.__name__ = ew.mnemonic(op_type)
+    function.__name__ = function.__qualname__ = name
     function.__doc__ = f"Elementwise `{op_type.name}` on traced values or numpy arrays."
     return function
 
 
-tanh = _elementwise(ew.TanhOp)
-exp = _elementwise(ew.ExpOp)
-log = _elementwise(ew.LogOp)
-erf = _elementwise(ew.ErfOp)
-sigmoid = _elementwise(ew.SigmoidOp)
-sqrt = _elementwise(ew.SqrtOp)
-rsqrt = _elementwise(ew.RsqrtOp)
-relu = _elementwise(ew.ReluOp)
-softplus = _elementwise(ew.SoftplusOp)
-abs = _elementwise(ew.AbsOp)  # noqa: A001 (xfuse.abs, like numpy.abs)
-maximum = _elementwise(ew.MaxOp)
-minimum = _elementwise(ew.MinOp)
-power = _elementwise(ew.PowOp)
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    name: _elementwise(op, name)
+    for op in ew.ELEMENTWISE_OPS
+    if (name := ew.python_name(op)) is not None
+}
+"""`xfuse.tanh`, `xfuse.maximum`, ...: one function per `ew` op that has a Python name."""
+
+
+def __getattr__(name: str) -> Callable[..., Any]:
+    function = FUNCTIONS.get(name)
+    if function is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return function

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import IO, Any
@@ -17,7 +18,12 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.parser import Parser
-from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    VerifyException,
+)
 from xdsl.utils.lexer import Location, Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -25,6 +31,9 @@ import xfuse
 from xfuse.frontend.language import EwSyntaxError, parse_program
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.pipeline import parse_passes, use_before_definition
+
+_OP_NAME = re.compile(r'(?:%[^="]*=\s*)?"?([\w.$]+)')
+"""The name of the operation whose text starts here (after its results, `%r = `, if any)."""
 
 
 class _LocatingParser(Parser):
@@ -37,7 +46,14 @@ class _LocatingParser(Parser):
 
     def parse_operation(self) -> Operation:
         start = self.pos
-        op = super().parse_operation()
+        try:
+            op = super().parse_operation()
+        except VerifyException as error:
+            # A custom assembly format checks its types' IRDL constraints while it parses (an
+            # integer element type): report it at the operation, naming it, as the verifier does.
+            text = _OP_NAME.match(self.lexer.input.content, start)
+            assert text is not None  # the operation parsed up to its types
+            self.raise_error(f"'{text[1]}' {error}", start, text.end())
         self.op_starts[op] = start
         return op
 
@@ -138,7 +154,10 @@ class XfuseOptMain(xDSLOptMain):
                 location = self._parser.location_of(failing)
             if location is None:
                 raise
-            located = DiagnosticException(f"{location}: error: {error}")
+            message = str(error)
+            if failing is not None and failing.name not in message:
+                message = f"'{failing.name}' {message}"  # xDSL's IRDL messages omit the op
+            located = DiagnosticException(f"{location}: error: {message}")
             for note in getattr(error, "__notes__", ()):
                 located.add_note(note)
             raise located from None

@@ -65,6 +65,24 @@ def _relu(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -
     return builder.insert(arith.MaximumfOp(x, zero)).result
 
 
+def _log1p_parts(
+    builder: Builder, x: SSAValue, compute_type: Attribute
+) -> tuple[SSAValue, SSAValue]:
+    """log(1 + x) for |x| < 2^24 (beyond, x * log(u) may overflow), and log(u) of u = 1 + x.
+
+    Goldberg's `u = 1 + x; u == 1 ? x : log(u) * x / (u - 1)` is log1p to a few ulps for tiny x
+    (where `log(1 + x)` rounds 1 + x to 1 and returns 0) using only `math.log`, which
+    `ew-expand-math` lowers both ways (libm calls or vectorizable approximations).
+    """
+    one = emit_constant(builder, 1.0, compute_type)
+    u = builder.insert(arith.AddfOp(one, x)).result
+    log_u = builder.insert(math.LogOp(u)).result
+    scaled = builder.insert(arith.MulfOp(log_u, x)).result
+    quotient = builder.insert(arith.DivfOp(scaled, builder.insert(arith.SubfOp(u, one)).result))
+    rounds_to_one = builder.insert(arith.CmpfOp(u, one, "oeq")).result
+    return builder.insert(arith.SelectOp(rounds_to_one, x, quotient.result)).result, log_u
+
+
 def _softplus(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -> SSAValue:
     """max(x, 0) + log1p(exp(-|x|)): log(1 + exp(x)) without overflow for large x.
 
@@ -76,6 +94,16 @@ def _softplus(builder: Builder, args: Sequence[SSAValue], compute_type: Attribut
     positive = builder.insert(arith.MaximumfOp(x, emit_constant(builder, 0.0, compute_type)))
     log1p = builder.insert(math.Log1pOp(_exp_of_minus_abs(builder, x))).result
     return builder.insert(arith.AddfOp(positive.result, log1p)).result
+
+
+def _log1p(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -> SSAValue:
+    """log(1 + x): Goldberg's form (`_log1p_parts`), and log(u) from x = 2^24 on, where u = 1 + x
+    is within half an ulp of the true sum (x = inf gives inf, x NaN gives NaN)."""
+    (x,) = args
+    log1p, log_u = _log1p_parts(builder, x, compute_type)
+    threshold = emit_constant(builder, 2.0**24, compute_type)
+    large = builder.insert(arith.CmpfOp(x, threshold, "oge")).result
+    return builder.insert(arith.SelectOp(large, log_u, log1p)).result
 
 
 SCALAR_LOWERINGS: dict[type[Operation], ScalarEmitter] = {
@@ -90,6 +118,7 @@ SCALAR_LOWERINGS: dict[type[Operation], ScalarEmitter] = {
     ew.AbsOp: _op(math.AbsFOp),
     ew.ExpOp: _op(math.ExpOp),
     ew.LogOp: _op(math.LogOp),
+    ew.Log1pOp: _log1p,
     ew.TanhOp: _op(math.TanhOp),
     ew.SigmoidOp: _sigmoid,
     ew.ErfOp: _op(math.ErfOp),
@@ -109,7 +138,10 @@ def emit_scalar(
     """Emit the scalar form of the elementwise `op_type` on `args` at the builder."""
     emitter = SCALAR_LOWERINGS.get(op_type)
     if emitter is None:
-        raise NotImplementedError(f"no scalar lowering for '{op_type.name}'")
+        raise NotImplementedError(
+            f"no scalar lowering for '{op_type.name}': add it to SCALAR_LOWERINGS in "
+            "src/xfuse/transforms/scalar.py"
+        )
     return emitter(builder, args, compute_type)
 
 

@@ -959,7 +959,16 @@ class EwToLlvmPass(ModulePass):
             None,
         )
         if leftover is not None:
-            raise DiagnosticException(f"ew-to-llvm: no lowering for '{leftover.name}':\n{leftover}")
+            hint = ""
+            if leftover.name.startswith("math."):
+                hint = (
+                    " (ew-expand-math lowers the transcendentals of MATH_FUNCTIONS in "
+                    "src/xfuse/transforms/expand_math.py; this pass the exact ones of "
+                    "_MATH_INTRINSICS in src/xfuse/transforms/to_llvm.py)"
+                )
+            raise DiagnosticException(
+                f"ew-to-llvm: no lowering for '{leftover.name}'{hint}:\n{leftover}"
+            )
         for cast_op in [o for o in op.walk() if isinstance(o, UnrealizedConversionCastOp)]:
             Rewriter.erase_op(cast_op)
         _declare_allocator(op)

@@ -77,7 +77,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, itemsize
-from xfuse.transforms.expand_math import MathOp
+from xfuse.transforms.expand_math import MATH_FUNCTIONS
 from xfuse.transforms.kernel_to_loops import input_indices
 from xfuse.transforms.pipeline import only_function
 from xfuse.transforms.to_llvm import convert_type
@@ -448,9 +448,9 @@ class PtxApproxMath(RewritePattern):
 
 def _check_math(module: ModuleOp) -> None:
     for op in module.walk():
-        if isinstance(op, MathOp) and not isinstance(op.result.type, Float32Type):
+        if type(op) in MATH_FUNCTIONS and not isinstance(op.results[0].type, Float32Type):
             raise DiagnosticException(
-                f"ew-to-nvvm: '{op.name}' on {op.result.type} has no GPU lowering (only f32 "
+                f"ew-to-nvvm: '{op.name}' on {op.results[0].type} has no GPU lowering (only f32 "
                 f"transcendentals have one; there is no libm on the GPU):\n{op}"
             )
 

@@ -1,0 +1,142 @@
+"""Every elementwise op has every fact it needs, and a missing one names the file to edit.
+
+An op's own facts are declared once on its class in src/xfuse/dialects/ew.py (docs/adding-an-op.md);
+how it lowers lives in one table per stage. Each check below fails with the table and file to
+complete, so adding an op is: write the class, follow the failures, write its tests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.builder import Builder
+from xdsl.dialects import math
+from xdsl.dialects.builtin import Float32Type, Float64Type
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.irdl import irdl_op_definition
+from xdsl.rewriter import InsertPoint
+
+import xfuse
+from xfuse.analysis.cost import FLOPS_PER_SCALAR_OP, FREE_SCALAR_OPS
+from xfuse.dialects import ew
+from xfuse.transforms.expand_math import MATH_FUNCTIONS
+from xfuse.transforms.scalar import SCALAR_LOWERINGS, emit_scalar
+from xfuse.transforms.to_llvm import _MATH_INTRINSICS
+
+DIALECT = "src/xfuse/dialects/ew.py"
+OpType = type[ew.UnaryOp | ew.BinaryOp]
+
+MATH_LEFT_FOR_LLVM = {*_MATH_INTRINSICS, math.FmaOp, math.RsqrtOp}
+"""`math` ops `ew-to-llvm` lowers itself (`math.rsqrt` becomes `1 / sqrt` in `ew-expand-math`)."""
+
+
+def _subclasses(base: type) -> list[type]:
+    direct = base.__subclasses__()
+    return [*direct, *(sub for cls in direct for sub in _subclasses(cls))]
+
+
+def arity(op: OpType) -> int:
+    return 1 if issubclass(op, ew.UnaryOp) else 2
+
+
+def missing_facts(op: OpType) -> list[str]:
+    """What `op` lacks, each with the place to declare it (empty when it has everything)."""
+    name = op.__name__
+    base = ew.UnaryOp if issubclass(op, ew.UnaryOp) else ew.BinaryOp
+    missing = []
+    if op not in ew.ELEMENTWISE_OPS:
+        missing.append(f"{name} is not listed in ELEMENTWISE_OPS ({DIALECT})")
+    if op.reference is base.reference:
+        missing.append(f"{name} has no float64 `reference` ({DIALECT})")
+    if "ACCURACY" not in vars(op):
+        missing.append(
+            f"{name} declares no `ACCURACY: ClassVar[Accuracy]` (its float32 error under "
+            f"math=approx and math=libm; CORRECTLY_ROUNDED for IEEE arithmetic) ({DIALECT})"
+        )
+    if op not in SCALAR_LOWERINGS:
+        missing.append(f"{name} has no entry in SCALAR_LOWERINGS (src/xfuse/transforms/scalar.py)")
+        return missing
+    for scalar in scalar_ops(op):
+        if scalar.name not in FLOPS_PER_SCALAR_OP and scalar.name not in FREE_SCALAR_OPS:
+            missing.append(
+                f"{name} lowers to '{scalar.name}', which has no FLOP count in "
+                "FLOPS_PER_SCALAR_OP (src/xfuse/analysis/cost.py)"
+            )
+        if scalar.name.startswith("math.") and type(scalar) not in (
+            MATH_FUNCTIONS.keys() | MATH_LEFT_FOR_LLVM
+        ):
+            missing.append(
+                f"{name} lowers to '{scalar.name}', which has no libm name and approximation "
+                "in MATH_FUNCTIONS (src/xfuse/transforms/expand_math.py)"
+            )
+    return missing
+
+
+def scalar_ops(op: OpType) -> list[Operation]:
+    """The scalar ops `op` lowers to in a kernel region, in f32 and in f64."""
+    emitted: list[Operation] = []
+    for compute_type in (Float32Type(), Float64Type()):
+        block = Block(arg_types=[compute_type] * arity(op))
+        emit_scalar(op, Builder(InsertPoint.at_end(block)), block.args, compute_type)
+        emitted.extend(block.ops)
+    return emitted
+
+
+def test_every_op_subclass_is_an_elementwise_op() -> None:
+    defined = [
+        op
+        for op in _subclasses(ew.UnaryOp) + _subclasses(ew.BinaryOp)
+        if op.__module__ == ew.__name__
+    ]
+    assert set(defined) == set(ew.ELEMENTWISE_OPS), f"list each op in ELEMENTWISE_OPS ({DIALECT})"
+
+
+@pytest.mark.parametrize("op", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
+def test_op_has_every_fact(op: OpType) -> None:
+    assert not missing_facts(op), "\n".join(missing_facts(op))
+
+
+@irdl_op_definition
+class _AtanOp(ew.UnaryOp):
+    """An op declared with only a name, as a newcomer starts: `ew.atan`."""
+
+    name = "ew.atan"
+
+
+def _atan(builder: Builder, args: list[SSAValue], compute_type: Attribute) -> SSAValue:
+    return builder.insert(math.AtanOp(*args)).result
+
+
+def test_a_missing_fact_is_named_with_its_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The messages a newcomer meets for an op with only a name, then with a lowering to a
+    `math` op no stage knows."""
+    messages = missing_facts(_AtanOp)
+    assert messages[:3] == [
+        f"_AtanOp is not listed in ELEMENTWISE_OPS ({DIALECT})",
+        f"_AtanOp has no float64 `reference` ({DIALECT})",
+        f"_AtanOp declares no `ACCURACY: ClassVar[Accuracy]` (its float32 error under "
+        f"math=approx and math=libm; CORRECTLY_ROUNDED for IEEE arithmetic) ({DIALECT})",
+    ]
+    assert messages[3] == (
+        "_AtanOp has no entry in SCALAR_LOWERINGS (src/xfuse/transforms/scalar.py)"
+    )
+    monkeypatch.setitem(SCALAR_LOWERINGS, _AtanOp, _atan)
+    assert missing_facts(_AtanOp)[3:] == 2 * [
+        "_AtanOp lowers to 'math.atan', which has no FLOP count in FLOPS_PER_SCALAR_OP "
+        "(src/xfuse/analysis/cost.py)",
+        "_AtanOp lowers to 'math.atan', which has no libm name and approximation in "
+        "MATH_FUNCTIONS (src/xfuse/transforms/expand_math.py)",
+    ]
+
+
+@pytest.mark.parametrize("op", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
+def test_python_function_is_derived_from_the_op(op: OpType) -> None:
+    name = ew.python_name(op)
+    if name is None:
+        return
+    assert name in xfuse.__all__ and name in dir(xfuse)
+    function = getattr(xfuse, name)
+    x = np.array([0.25, 0.5, 2.0], np.float32)
+    with np.errstate(all="ignore"):
+        want = op.reference(*[x.astype(np.float64)] * arity(op))
+    np.testing.assert_allclose(function(*[x] * arity(op)), want, rtol=1e-6)
