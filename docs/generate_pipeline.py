@@ -57,7 +57,9 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
     "ew-kernel-to-loops": (
         "`ew-kernel-to-loops`: a loop nest",
         "Each kernel becomes an `scf.for` over its iteration space: load each input, run the "
-        "region, store each result.",
+        "region, store each result. The loops go into a private function of their own, "
+        "`@main.kernel0`, marked `ew.no_inline` and called where the kernel was, so that LLVM "
+        "optimizes a program kernel by kernel.",
     ),
     "ew-expand-math": (
         "`ew-expand-math{math=approx}`: vectorizable math",
