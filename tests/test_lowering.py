@@ -19,7 +19,15 @@ from xfuse.lowering.to_llvm import EwToLlvmPass, packed_entry_name, parse_fastma
 from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
-from xfuse.runtime.native import HostCpu, NativeModule, compile_llvm_dialect, host_cpu
+from xfuse.runtime.native import (
+    LONG_BODY,
+    LONG_BODY_INTERLEAVE,
+    HostCpu,
+    NativeModule,
+    compile_llvm_dialect,
+    host_cpu,
+    interleave_count,
+)
 
 GELU_KERNEL = """
 func.func @main(%x: memref<?xf32>, %b: memref<?xf32>, %r: memref<?xf32>, %out: memref<?xf32>) {
@@ -219,6 +227,43 @@ def test_fused_loop_has_no_alias_check(gelu_approx: Kernel) -> None:
     want = gelu_reference(x, b, r)
     gelu_approx(x=x, b=b, r=r, out=x)
     np.testing.assert_allclose(x, want, rtol=0, atol=2e-6)
+
+
+def vector_stores_per_iteration(llvm_ir: str) -> int:
+    """Full-width vector stores in the first vector loop's body (its interleave count)."""
+    body = re.search(r"^vector\.body\d*:.*?^\S", llvm_ir, re.MULTILINE | re.DOTALL)
+    assert body is not None, "no vector loop"
+    return len(re.findall(r"store <", body.group()))
+
+
+@pytest.mark.parametrize(
+    ("text", "interleave", "stores"),
+    [
+        (GELU_KERNEL, None, LONG_BODY_INTERLEAVE),  # a long body: interleaved 4 times
+        (GELU_KERNEL, 1, 1),
+        (GELU_KERNEL, 2, 2),
+    ],
+)
+def test_interleave_count(
+    text: str, interleave: int | None, stores: int, target_cpu: HostCpu
+) -> None:
+    kernel = compile_text(text, ["x", "b", "r"], math="approx", interleave=interleave)
+    assert vector_stores_per_iteration(kernel.llvm_ir) == stores
+    n = 1000
+    rng = np.random.default_rng(9)
+    x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu_reference(x, b, r), rtol=0, atol=2e-6)
+
+
+def test_interleave_count_follows_the_body_length() -> None:
+    assert interleave_count(LONG_BODY) == LONG_BODY_INTERLEAVE
+    assert interleave_count(LONG_BODY - 1) == 0  # a short body: LLVM's own choice
+
+
+@pytest.mark.parametrize("interleave", [-1, 17, 2.0, True])
+def test_bad_interleave_is_rejected(interleave: object) -> None:
+    with pytest.raises(ValueError, match="interleave must be None or an integer from 0 to 16"):
+        Options(interleave=interleave)  # type: ignore[arg-type]
 
 
 def test_libm_tanh_is_a_call(gelu_approx: Kernel) -> None:

@@ -47,6 +47,7 @@ LRU_SIZE = 32
 
 MATH_CHOICES = MATH_MODES["cpu"]
 OPT_LEVELS = (0, 1, 2, 3)
+MAX_INTERLEAVE = 16
 NOT_EXTRA_PASSES = frozenset(
     {
         "ew-fuse",
@@ -107,6 +108,9 @@ class Options:
     target: str = "cpu"
     """"cpu" (the host, MCJIT) or "cuda" (PTX for `arch`, see `xfuse.runtime.cuda`)."""
     arch: str = "sm_90"
+    interleave: int | None = None
+    """The vector loops' interleave count (1: none; 0: LLVM's cost model chooses); None chooses
+    it from each loop body's length (`xfuse.runtime.native.interleave_count`)."""
 
     def __post_init__(self) -> None:
         for name in ("fuse", "reuse"):
@@ -115,6 +119,15 @@ class Options:
         check_target(self.target, self.arch, self.math, threads=1)
         if isinstance(self.opt_level, bool) or self.opt_level not in OPT_LEVELS:
             raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+        if self.interleave is not None and (
+            isinstance(self.interleave, bool)
+            or not isinstance(self.interleave, int)
+            or not 0 <= self.interleave <= MAX_INTERLEAVE
+        ):
+            raise ValueError(
+                f"interleave must be None or an integer from 0 to {MAX_INTERLEAVE}, "
+                f"got {self.interleave!r}"
+            )
         if not isinstance(self.fastmath, str):
             raise TypeError(f"fastmath must be a string, got {type(self.fastmath).__name__}")
         try:
@@ -350,7 +363,7 @@ def _run_pipeline(
         pass_.apply(ctx, module)
     symbols = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
     has_workspace = workspace_size_function(function_name) in symbols
-    native = compile_llvm_dialect(module, options.opt_level)
+    native = compile_llvm_dialect(module, options.opt_level, options.interleave)
     function = NativeFunction(native, function_name, inputs, outputs, has_workspace)
     stages = Stages(first_stage, first, [*tensor_passes, *buffer_passes])
     return Program(function, stages, in_place_allowed, options)
@@ -412,6 +425,7 @@ def compile(
     extra_passes: str = "",
     target: str = "cpu",
     arch: str = "sm_90",
+    interleave: int | None = None,
 ) -> Kernel:
     """Compile an `.ew` program to a callable `Kernel`.
 
@@ -424,7 +438,10 @@ def compile(
     have numpy's promoted dtype of what they are computed from (see `xfuse.frontend.builder`).
     `threads` splits the outermost dimension across threads; `fastmath` sets LLVM's fast-math flags
     on float arithmetic ("contract" allows fused multiply-add; "none", "fast" or a list like
-    "contract,afn"); `opt_level` is LLVM's (0-3); `extra_passes` adds xfuse passes after
+    "contract,afn"); `opt_level` is LLVM's (0-3); `interleave` how many vector iterations LLVM's
+    loop vectorizer interleaves (0: LLVM's cost model chooses, 1 to 16: that many; default None:
+    4 for a long loop body, LLVM's choice for a short one, see
+    `xfuse.runtime.native.interleave_count`); `extra_passes` adds xfuse passes after
     `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`). `target="cuda"` compiles PTX for
     `arch` ("sm_90" or "sm_80") instead, into a `xfuse.runtime.cuda.CudaKernel` (`math` "approx"
     or "ptx-approx"; see that module). A bad argument raises ValueError or TypeError naming it and
@@ -450,6 +467,7 @@ def compile(
         extra_passes=extra_passes,
         target=target,
         arch=arch,
+        interleave=interleave,
     )
     if isinstance(dtype, Mapping):
         dtype = {input_name: dtype_name(d) for input_name, d in dtype.items()}

@@ -152,8 +152,28 @@ def _innermost_loops(
     ]
 
 
-def mark_loops_parallel(module: llvm_ir.Module) -> None:
-    """Mark each innermost loop's memory accesses as free of loop-carried dependences."""
+def interleave_count(body_length: int) -> int:
+    """How many vector iterations the vectorizer interleaves in a loop of `body_length` LLVM
+    instructions (before O3): 0 leaves the choice to LLVM's cost model.
+
+    A long body is one long dependency chain per vector (a polynomial, a division): LLVM's model
+    interleaves it once, and the core then waits on latency; forcing `LONG_BODY_INTERLEAVE`
+    overlaps that many chains (measured in `benchmarks/loop_and_call.py`, docs/benchmarks.md).
+    A short body is bound by loads and stores, where LLVM's own choice is as good.
+    """
+    return LONG_BODY_INTERLEAVE if body_length >= LONG_BODY else 0
+
+
+LONG_BODY = 24
+"""Instructions (loads, address arithmetic, math, stores) from which a loop body counts as long."""
+
+LONG_BODY_INTERLEAVE = 4
+
+
+def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
+    """Mark each innermost loop's memory accesses as free of loop-carried dependences, and give
+    it an interleave count: `interleave`, or where None the one `interleave_count` chooses from
+    its body's length (0: LLVM's choice)."""
     for function in module.functions:
         for latch, blocks in _innermost_loops(function):
             group = _distinct_node(module, [])
@@ -161,11 +181,27 @@ def mark_loops_parallel(module: llvm_ir.Module) -> None:
                 for instruction in block.instructions:
                     if isinstance(instruction, llvm_ir.LoadInstr | llvm_ir.StoreInstr):
                         instruction.set_metadata("llvm.access.group", group)
-            parallel = module.add_metadata(
-                [llvm_ir.MetaDataString(module, "llvm.loop.parallel_accesses"), group]
+            properties = [
+                module.add_metadata(
+                    [llvm_ir.MetaDataString(module, "llvm.loop.parallel_accesses"), group]
+                )
+            ]
+            count = (
+                interleave_count(sum(len(block.instructions) for block in blocks))
+                if interleave is None
+                else interleave
             )
+            if count:
+                properties.append(
+                    module.add_metadata(
+                        [
+                            llvm_ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                            llvm_ir.Constant(llvm_ir.IntType(32), count),
+                        ]
+                    )
+                )
             loop_id = _distinct_node(module, [])
-            loop_id.operands = (loop_id, parallel)
+            loop_id.operands = (loop_id, *properties)
             latch.set_metadata("llvm.loop", loop_id)
 
 
@@ -178,15 +214,19 @@ def _hide_packed_functions(module: llvm_ir.Module) -> None:
             function.linkage = "internal"
 
 
-def compile_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> NativeModule:
-    """Translate an all-`llvm` xDSL module, optimize it (loop + SLP vectorization), JIT it."""
+def compile_llvm_dialect(
+    module: ModuleOp, opt_level: int = 3, interleave: int | None = None
+) -> NativeModule:
+    """Translate an all-`llvm` xDSL module, optimize it (loop + SLP vectorization), JIT it.
+
+    `interleave` is the loops' interleave count (see `mark_loops`; None: chosen per loop)."""
     target_machine = host_target_machine(opt_level)
     llvm_module = convert_module(
         module,
         fallback_target_triple=target_machine.triple,
         data_layout=str(target_machine.target_data),
     )
-    mark_loops_parallel(llvm_module)
+    mark_loops(llvm_module, interleave)
     _hide_packed_functions(llvm_module)
     backing = llvm_binding.parse_assembly(str(llvm_module))
     backing.verify()
