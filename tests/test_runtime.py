@@ -219,11 +219,15 @@ ArgumentError, ArgumentTypeError = xfuse.ArgumentError, xfuse.ArgumentTypeError
         ),
     ],
 )
-def test_bad_calls_name_the_argument(call, error, message) -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["first-call", "after-a-good-call"])
+def test_bad_calls_name_the_argument(call, error, message, warm: bool) -> None:
     """Every bad call raises an `ArgumentError` (a ValueError); the kinds Python reports as a
-    TypeError raise its subclass `ArgumentTypeError`, which is both."""
+    TypeError raise its subclass `ArgumentTypeError`, which is both. After a good call the
+    kernel has the call plan of its shapes (the quick path): the same checks apply."""
     kernel = xfuse.compile(GELU)
     x = np.ones(10, np.float32)
+    if warm:
+        kernel(x=x, b=x, r=x, out=np.empty(10, np.float32))
     with pytest.raises(error, match=message) as caught:
         call(kernel, x)
     assert type(caught.value) is error
@@ -256,6 +260,29 @@ def test_partial_overlap_and_unsafe_in_place_are_rejected() -> None:
     buffer = np.empty(10, np.float32)
     with pytest.raises(ValueError, match="overlaps out"):
         two(x=x, b=x, out=(buffer, buffer))
+
+
+def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a kernel has planned a call's shapes, a call of the common form (inputs by name,
+    contiguous arrays of their dtypes, one `out` or none) skips the full checks; any other goes
+    through them."""
+    kernel = xfuse.compile(GELU)
+    rng = np.random.default_rng(2)
+    x, b, r = (rng.standard_normal(100, dtype=np.float32) for _ in range(3))
+    out = np.empty(100, np.float32)
+    kernel(x=x, b=b, r=r, out=out)
+    full_checks = []
+    check = kernel._check
+    monkeypatch.setattr(kernel, "_check", lambda *args: full_checks.append(args) or check(*args))
+    out[:] = 0
+    kernel(x=x, b=b, r=r, out=out)
+    kernel(x=x, b=b, r=r)
+    np.testing.assert_allclose(out, gelu_reference(x, b, r), atol=2e-6)
+    assert not full_checks
+    kernel(x=x, b=b, r=r, out=x)  # in place: the full checks allow it
+    kernel(x=b, b=b, r=read_only(r.copy()))  # a read-only input: allowed too
+    kernel(x, b, r)
+    assert len(full_checks) == 3
 
 
 def test_strided_input_is_copied() -> None:
