@@ -19,6 +19,7 @@ from xfuse.frontend.language import parse_program
 from xfuse.passes.optimize import EwOptimizePass
 from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
+from xfuse.runtime.kernel import STREAMING_BYTES
 
 GELU = (
     "h = x + b; y = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h))); out = y + r;"
@@ -283,6 +284,48 @@ def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch) -
     kernel(x=b, b=b, r=read_only(r.copy()))  # a read-only input: allowed too
     kernel(x, b, r)
     assert len(full_checks) == 3
+
+
+SPECIAL_VALUES = np.array(
+    [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45, 3.4e38, -3.4e38], np.float32
+)
+
+
+@pytest.mark.parametrize("head", range(0, 17, 3))
+def test_large_calls_stream_their_outputs_with_the_same_bits(head: int) -> None:
+    """From `STREAMING_BYTES`, a call runs the outputs' unaligned head with normal stores and
+    the rest through the streaming twin (non-temporal stores): the same bits as without,
+    special values included, wherever the buffers start."""
+    n = STREAMING_BYTES // 16 + 37
+    rng = np.random.default_rng(head)
+    storage = [rng.standard_normal(n + 32, dtype=np.float32) for _ in range(4)]
+    for array in storage[:3]:
+        array[rng.integers(0, n, 1000)] = rng.choice(SPECIAL_VALUES, 1000)
+    x, b, r, out = (array[head : head + n] for array in storage)
+    streaming = xfuse.compile(GELU)
+    run = streaming.prepare(x=x, b=b, r=r, out=out)
+    gap = -out.ctypes.data % 64 // 4
+    assert [arguments[-1] for arguments in run.argument_lists] == [gap, n - gap]
+    want = xfuse.compile(GELU, streaming=False)(x=x, b=b, r=r)
+    for result in (run(), streaming(x=x, b=b, r=r, out=out), streaming(x=x, b=b, r=r)):
+        np.testing.assert_array_equal(result.view(np.uint32), want.view(np.uint32))
+    streaming(x=x, b=b, r=r, out=x)  # in place
+    np.testing.assert_array_equal(x.view(np.uint32), want.view(np.uint32))
+
+
+def test_small_split_and_misaligned_calls_keep_normal_stores() -> None:
+    kernel = xfuse.compile("h = x + b; y = tanh(h);", outputs=["y", "h"])
+    n = STREAMING_BYTES // 16
+    x = np.ones(n, np.float32)
+    assert len(kernel.prepare(x=x[:1024], b=x[:1024]).argument_lists) == 1  # in the cache
+    y, h = np.empty(n + 16, np.float32), np.empty(n + 16, np.float32)
+    aligned = (-y.ctypes.data % 64) // 4
+    misaligned = aligned + 1 if (-h.ctypes.data % 64) // 4 == aligned else aligned
+    # The outputs start at different distances from a cache line: no common head.
+    run = kernel.prepare(x=x, b=x, out=(y[misaligned : misaligned + n], h[aligned : aligned + n]))
+    assert len(run.argument_lists) == 1
+    two_threads = xfuse.compile(GELU, threads=2)
+    assert len(two_threads.prepare(x=x, b=x, r=x).argument_lists) == 2  # two slices, normal
 
 
 def test_strided_input_is_copied() -> None:

@@ -111,9 +111,12 @@ class Options:
     interleave: int | None = None
     """The vector loops' interleave count (1: none; 0: LLVM's cost model chooses); None chooses
     it from each loop body's length (`xfuse.runtime.native.interleave_count`)."""
+    streaming: bool = True
+    """Also compile a single-kernel program's streaming twin, whose outputs bypass the cache,
+    for calls of one flat loop from `xfuse.runtime.kernel.STREAMING_BYTES` (x86 hosts)."""
 
     def __post_init__(self) -> None:
-        for name in ("fuse", "reuse"):
+        for name in ("fuse", "reuse", "streaming"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         check_target(self.target, self.arch, self.math, threads=1)
@@ -363,7 +366,9 @@ def _run_pipeline(
         pass_.apply(ctx, module)
     symbols = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
     has_workspace = workspace_size_function(function_name) in symbols
-    native = compile_llvm_dialect(module, options.opt_level, options.interleave)
+    # Splitting a call is safe for one elementwise kernel (each element computed where stored).
+    streaming_outputs = len(outputs) if options.streaming and in_place_allowed else 0
+    native = compile_llvm_dialect(module, options.opt_level, options.interleave, streaming_outputs)
     function = NativeFunction(native, function_name, inputs, outputs, has_workspace)
     stages = Stages(first_stage, first, [*tensor_passes, *buffer_passes])
     return Program(function, stages, in_place_allowed, options)
@@ -426,6 +431,7 @@ def compile(
     target: str = "cpu",
     arch: str = "sm_90",
     interleave: int | None = None,
+    streaming: bool = True,
 ) -> Kernel:
     """Compile an `.ew` program to a callable `Kernel`.
 
@@ -441,7 +447,9 @@ def compile(
     "contract,afn"); `opt_level` is LLVM's (0-3); `interleave` how many vector iterations LLVM's
     loop vectorizer interleaves (0: LLVM's cost model chooses, 1 to 16: that many; default None:
     4 for a long loop body, LLVM's choice for a short one, see
-    `xfuse.runtime.native.interleave_count`); `extra_passes` adds xfuse passes after
+    `xfuse.runtime.native.interleave_count`); `streaming=False` keeps normal stores in calls
+    too large for the cache (see `xfuse.runtime.kernel.STREAMING_BYTES`); `extra_passes` adds
+    xfuse passes after
     `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`). `target="cuda"` compiles PTX for
     `arch` ("sm_90" or "sm_80") instead, into a `xfuse.runtime.cuda.CudaKernel` (`math` "approx"
     or "ptx-approx"; see that module). A bad argument raises ValueError or TypeError naming it and
@@ -468,6 +476,7 @@ def compile(
         target=target,
         arch=arch,
         interleave=interleave,
+        streaming=streaming,
     )
     if isinstance(dtype, Mapping):
         dtype = {input_name: dtype_name(d) for input_name, d in dtype.items()}

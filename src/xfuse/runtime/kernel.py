@@ -13,6 +13,12 @@ A program with temporaries (the unfused pipeline) takes one more argument, the w
 live in (`xfuse.lowering.workspace`): a byte buffer the kernel owns and reuses across calls, sized
 per shape by the companion native function. Each slice of a split call gets its own part of one
 workspace; concurrent calls from several Python threads each borrow a workspace of their own.
+
+A one-thread call of one flat loop (a single-kernel program on 1-d arrays, or flattened ones)
+that moves at least `STREAMING_BYTES` streams its outputs: it runs the elements before the
+outputs' first 64-byte boundary with the function itself and the rest with its streaming twin,
+whose vector stores are non-temporal (`xfuse.runtime.native.add_streaming_twins`). Both compute
+the same bits.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -47,10 +53,16 @@ from xfuse.runtime.arrays import (
     numpy_dtype,
     output_shape,
 )
-from xfuse.runtime.native import NativeModule
+from xfuse.runtime.native import STREAMING_ALIGNMENT, NativeModule, streaming_name
 
 MIN_ELEMENTS_PER_THREAD = 1 << 15
 """Below this many elements per thread, splitting costs more than it saves."""
+
+STREAMING_BYTES = 1 << 22
+"""From this many bytes read and written (4 MiB), a one-thread call of one flat loop writes its
+outputs past the cache (non-temporal stores): the outputs are not read into the cache first, and
+do not evict the inputs. Below, normal stores are faster (the outputs stay cached for what reads
+them next). Measured in `benchmarks/loop_and_call.py`: 1.2-1.5x from 4 MiB, 0.6x at 1 MiB."""
 
 PLAN_CACHE_SIZE = 64
 """How many argument shapes a kernel remembers the call plan of."""
@@ -93,6 +105,15 @@ class NativeFunction:
             native.address(packed_entry_name(name))
         )
         """The packed entry: takes the address of one call's argument words (`_packed`)."""
+        symbols = native.symbols
+        streaming = packed_entry_name(streaming_name(name))
+        self.streaming_entry = (
+            ctypes.CFUNCTYPE(None, ctypes.c_void_p)(native.address(streaming))
+            if streaming in symbols
+            else None
+        )
+        """The streaming twin's packed entry (`xfuse.runtime.native.add_streaming_twins`):
+        stores that bypass the cache, for outputs aligned to `STREAMING_ALIGNMENT`; or None."""
         self._workspace_bytes = (
             ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(
                 native.address(packed_entry_name(workspace_size_function(name)))
@@ -144,6 +165,14 @@ class NativeFunction:
         for call in calls:
             call.result()
 
+    def run_streaming(self, head: Sequence[int], tail: Sequence[int]) -> None:
+        """Run the unaligned head of a call with normal stores, then the rest, whose outputs
+        start at a `STREAMING_ALIGNMENT` boundary, with the streaming twin."""
+        head_words, tail_words = _packed(head), _packed(tail)
+        self.native_entry(head_words.buffer_info()[0])
+        assert self.streaming_entry is not None
+        self.streaming_entry(tail_words.buffer_info()[0])
+
     def chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
         """Row ranges of axis 0 to run on separate threads (one range: no split)."""
         if threads <= 1 or not iteration or not self._splittable:
@@ -166,6 +195,41 @@ class CallPlan:
     """Per thread: (position in the list, array index, byte offset) of each data pointer."""
     workspace_bytes: int
     """The workspace a call needs, every thread's part together (0: the program has none)."""
+    input_shapes: tuple[tuple[int, ...], ...] = ()
+    streams: bool = False
+    """A call large enough to stream its outputs (`STREAMING_BYTES`), one slice of one loop
+    whose outputs all have its length, and the function has a streaming twin."""
+    streaming: bool = False
+    """A streaming call: two argument lists, the unaligned head and the aligned rest."""
+    heads: dict[int, CallPlan] = field(default_factory=dict, compare=False, hash=False)
+    """The streaming plans of this call's shapes, by the head's length."""
+
+    def for_pointers(self, function: NativeFunction, pointers: Sequence[int]) -> CallPlan:
+        """This plan, or for a call that streams its outputs, the streaming plan for where the
+        outputs (the last pointers) start: a head up to the outputs' first `STREAMING_ALIGNMENT`
+        boundary, which must be the same element for every output (else no streaming)."""
+        if not self.streams:
+            return self
+        heads = set()
+        for parameter, pointer in zip(
+            function.outputs, pointers[len(function.inputs) :], strict=True
+        ):
+            gap = -pointer % STREAMING_ALIGNMENT
+            itemsize = numpy_dtype(parameter.dtype).itemsize
+            if gap % itemsize:
+                return self
+            heads.add(gap // itemsize)
+        if len(heads) != 1:
+            return self
+        (head,) = heads
+        plan = self.heads.get(head)
+        if plan is None:
+            (length,) = self.output_shapes[0]
+            if head >= length:
+                return self
+            plan = make_plan(function, self.input_shapes, 1, [(0, head), (head, length)])
+            self.heads[head] = plan
+        return plan
 
     @functools.cached_property
     def direct(self) -> bool:
@@ -183,15 +247,20 @@ class CallPlan:
 
 
 def make_plan(
-    function: NativeFunction, input_shapes: Sequence[tuple[int, ...]], threads: int
+    function: NativeFunction,
+    input_shapes: Sequence[tuple[int, ...]],
+    threads: int,
+    streaming_split: list[tuple[int, int]] | None = None,
 ) -> CallPlan:
-    """Check the input shapes against the signature (raises naming the argument) and plan."""
+    """Check the input shapes against the signature (raises naming the argument) and plan; with
+    `streaming_split` (head and rest of one loop), the streaming plan (`CallPlan.for_pointers`).
+    """
     iteration = bind_shapes(function.inputs, input_shapes)
     output_shapes = tuple(output_shape(p, iteration) for p in function.outputs)
     parameters = (*function.inputs, *function.outputs)
     shapes = (*input_shapes, *output_shapes)
     rank = len(iteration)
-    chunks = function.chunks(iteration, threads)
+    chunks = streaming_split or function.chunks(iteration, threads)
     templates, pointer_slots = [], []
     workspace_bytes = 0
     for low, high in chunks:
@@ -213,7 +282,27 @@ def make_plan(
             workspace_bytes += -(-part // WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
         templates.append(tuple(arguments))
         pointer_slots.append(tuple(slots))
-    return CallPlan(output_shapes, tuple(templates), tuple(pointer_slots), workspace_bytes)
+    traffic = sum(
+        numpy_dtype(p.dtype).itemsize * int(np.prod(shape))
+        for p, shape in zip(parameters, shapes, strict=True)
+    )
+    streams = (
+        function.streaming_entry is not None
+        and len(chunks) == 1
+        and not workspace_bytes
+        and rank == 1
+        and all(shape == iteration for shape in output_shapes)
+        and traffic >= STREAMING_BYTES
+    )
+    return CallPlan(
+        output_shapes,
+        tuple(templates),
+        tuple(pointer_slots),
+        workspace_bytes,
+        tuple(input_shapes),
+        streams,
+        streaming_split is not None,
+    )
 
 
 class WorkspacePool:
@@ -249,6 +338,8 @@ class CheckedCall:
     argument_lists: list[list[int]]
     workspace_bytes: int
     results: list[np.ndarray]
+    streaming: bool = False
+    """Two argument lists: the head with normal stores, the rest streaming (`CallPlan`)."""
 
 
 class PreparedCall:
@@ -262,7 +353,7 @@ class PreparedCall:
         self.workspace_bytes = call.workspace_bytes
         self._result = self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
         self._run: Callable[[], object] = functools.partial(
-            kernel.run_native, call.argument_lists, call.workspace_bytes
+            kernel.run_native, call.argument_lists, call.workspace_bytes, call.streaming
         )
         if len(call.argument_lists) == 1 and not call.workspace_bytes:
             # One slice, no workspace: the native call itself, its argument words packed once.
@@ -372,7 +463,7 @@ class Kernel(CompiledProgram):
         if dask_arrays.has_dask_arrays(args, kwargs):
             return dask_arrays.call(self, args, kwargs, out)
         call = self._check(args, kwargs, out)
-        self.run_native(call.argument_lists, call.workspace_bytes)
+        self.run_native(call.argument_lists, call.workspace_bytes, call.streaming)
         return call.results[0] if len(call.results) == 1 else tuple(call.results)
 
     def prepare(self, *args: Any, out: Any = None, **kwargs: Any) -> PreparedCall:
@@ -393,8 +484,17 @@ class Kernel(CompiledProgram):
                 weakref.finalize(self, self._pool.shutdown, wait=False)
             return self._pool
 
-    def run_native(self, argument_lists: Sequence[Sequence[int]], workspace_bytes: int) -> None:
-        """Run checked native arguments, in a borrowed workspace if the program needs one."""
+    def run_native(
+        self,
+        argument_lists: Sequence[Sequence[int]],
+        workspace_bytes: int,
+        streaming: bool = False,
+    ) -> None:
+        """Run checked native arguments, in a borrowed workspace if the program needs one;
+        `streaming`: a head and a streaming rest (`CallPlan.for_pointers`)."""
+        if streaming:
+            self.function.run_streaming(*argument_lists)
+            return
         pool = self._thread_pool() if len(argument_lists) > 1 else None
         if not workspace_bytes:
             self.function.run(argument_lists, pool=pool)
@@ -454,11 +554,12 @@ class Kernel(CompiledProgram):
         else:
             return None
         pointers += [data_pointer(array) for array in outputs]
+        plan = plan.for_pointers(self.function, pointers)
         if plan.direct:
             words = _packed(plan.argument_lists(pointers)[0])
             self.function.native_entry(words.buffer_info()[0])
         else:
-            self.run_native(plan.argument_lists(pointers), plan.workspace_bytes)
+            self.run_native(plan.argument_lists(pointers), plan.workspace_bytes, plan.streaming)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _check(self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> CheckedCall:
@@ -488,7 +589,10 @@ class Kernel(CompiledProgram):
             self._names, arrays, pointers, len(self.function.inputs), self.in_place_allowed
         )
         results = outputs if shape is None else [o.reshape(shape) for o in outputs]
-        return CheckedCall(arrays, plan.argument_lists(pointers), plan.workspace_bytes, results)
+        plan = plan.for_pointers(self.function, pointers)
+        return CheckedCall(
+            arrays, plan.argument_lists(pointers), plan.workspace_bytes, results, plan.streaming
+        )
 
     @functools.cached_property
     def _flattens(self) -> bool:

@@ -21,15 +21,27 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm_binding
 import llvmlite.ir as llvm_ir
 from llvmlite.binding.executionengine import ExecutionEngine
 from xdsl.backend.llvm.convert import convert_module
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import ModuleOp, StringAttr, SymbolRefAttr
 
 from xfuse.lowering.to_llvm import packed_entry_name
+from xfuse.lowering.workspace import workspace_size_function
+
+_DEFINED_NAME = re.compile(r'@"?([^"(]+)"?\(')
+
+
+def _defined_name(define_line: str) -> str:
+    """The function name of an LLVM IR `define` line (quoted or not)."""
+    found = _DEFINED_NAME.search(define_line)
+    assert found is not None, define_line
+    return found[1]
 
 
 @functools.cache
@@ -94,6 +106,15 @@ class NativeModule:
     object_code: bytes = field(repr=False)
     """The host object file MCJIT linked: what the on-disk cache keeps (`load_object_code`)."""
     _engine: ExecutionEngine = field(repr=False)
+
+    @functools.cached_property
+    def symbols(self) -> frozenset[str]:
+        """The names of the functions the module defines."""
+        return frozenset(
+            _defined_name(line)
+            for line in self.optimized_ir.splitlines()
+            if line.startswith("define ")
+        )
 
     def address(self, name: str) -> int:
         address = self._engine.get_function_address(name)
@@ -214,19 +235,141 @@ def _hide_packed_functions(module: llvm_ir.Module) -> None:
             function.linkage = "internal"
 
 
+STREAMING_ALIGNMENT = 64
+"""The byte alignment a streaming twin's caller guarantees for every output (a cache line)."""
+
+
+def streaming_name(name: str) -> str:
+    """The symbol of `name`'s streaming twin (see `add_streaming_twins`)."""
+    return f"{name}.streaming"
+
+
+def add_streaming_twins(module: ModuleOp) -> list[str]:
+    """Give the kernel function of a single-kernel program (a function with a packed entry that
+    stores, in a module without a workspace) a twin `@<name>.streaming` with its own packed
+    entry, whose stores bypass the cache (`mark_streaming_stores`, `streaming_stores`): for
+    calls too large for the cache, on outputs aligned to `STREAMING_ALIGNMENT` (the runtime
+    runs the unaligned head with the function itself). Returns the twins' names."""
+    functions = {op.sym_name.data: op for op in module.ops if isinstance(op, llvm.FuncOp)}
+    twins = []
+    for name, function in list(functions.items()):
+        packed = functions.get(packed_entry_name(name))
+        if (
+            packed is None
+            or workspace_size_function(name) in functions
+            or not any(isinstance(op, llvm.StoreOp) for op in function.walk())
+        ):
+            continue
+        twin, twin_packed = function.clone(), packed.clone()
+        twin.properties["sym_name"] = StringAttr(streaming_name(name))
+        twin_packed.properties["sym_name"] = StringAttr(packed_entry_name(streaming_name(name)))
+        for call in twin_packed.walk():
+            if isinstance(call, llvm.CallOp) and call.callee == SymbolRefAttr(name):
+                call.properties["callee"] = SymbolRefAttr(streaming_name(name))
+        module.body.block.add_ops([twin, twin_packed])
+        twins.append(streaming_name(name))
+    return twins
+
+
+def _stored_arguments(function: llvm_ir.Function) -> set[int]:
+    """The positions of the pointer arguments that `function` stores through."""
+    positions = set()
+    for block in function.blocks:
+        for instruction in block.instructions:
+            if isinstance(instruction, llvm_ir.StoreInstr):
+                pointer = instruction.operands[1]
+                while isinstance(pointer, llvm_ir.GEPInstr):
+                    pointer = pointer.pointer
+                if isinstance(pointer, llvm_ir.Argument):
+                    positions.add(function.args.index(pointer))
+    return positions
+
+
+def mark_streaming_stores(module: llvm_ir.Module, twins: list[str], outputs: int) -> None:
+    """Before O3: in each twin's packed entry, promise `STREAMING_ALIGNMENT` for the output
+    pointers it loads (`!align`: LLVM then proves its vector stores aligned) and fence the
+    non-temporal stores before returning (`sfence`: they are weakly ordered).
+
+    The outputs are the last `outputs` pointer arguments, which the runtime aligns; a twin that
+    stores through any other pointer gets no promise (its stores then stay normal ones)."""
+    if not twins:
+        return
+    alignment = module.add_metadata([llvm_ir.Constant(llvm_ir.IntType(64), STREAMING_ALIGNMENT)])
+    sfence = llvm_ir.Function(
+        module, llvm_ir.FunctionType(llvm_ir.VoidType(), []), "llvm.x86.sse.sfence"
+    )
+    for name in twins:
+        function = module.get_global(name)
+        pointers = [
+            position
+            for position, argument in enumerate(function.args)
+            if isinstance(argument.type, llvm_ir.PointerType)
+        ]
+        stored = _stored_arguments(function)
+        promised = stored if stored <= set(pointers[len(pointers) - outputs :]) else set()
+        entry = module.get_global(packed_entry_name(name))
+        for block in entry.blocks:
+            for instruction in block.instructions:
+                if isinstance(instruction, llvm_ir.CallInstr) and instruction.callee.name == name:
+                    for position in promised:
+                        instruction.args[position].set_metadata("align", alignment)
+            if isinstance(block.terminator, llvm_ir.Ret):
+                builder = llvm_ir.IRBuilder(block)
+                builder.position_before(block.terminator)
+                builder.call(sfence, [])
+
+
+_VECTOR_STORE = re.compile(
+    r"^(\s+store <(\d+) x (half|bfloat|float|double|i16|i32|i64)> .*, align (\d+))(.*)$"
+)
+_BYTES = {"half": 2, "bfloat": 2, "i16": 2, "float": 4, "i32": 4, "double": 8, "i64": 8}
+
+
+def streaming_stores(optimized_ir: str, twins: list[str]) -> str:
+    """After O3: in each twin's packed entry, make every vector store that LLVM proved aligned
+    to its size non-temporal (`!nontemporal`: `vmovntps`, which needs that alignment). LLVM's
+    loop vectorizer does not vectorize loops whose stores are non-temporal before it runs (X86
+    takes one as legal only at vector alignment, and an element store has element alignment),
+    so the marks go on its output. An unaligned vector store keeps a normal store."""
+    lines = optimized_ir.splitlines()
+    entries = {packed_entry_name(name) for name in twins}
+    inside = False
+    for index, line in enumerate(lines):
+        if line.startswith("define "):
+            inside = _defined_name(line) in entries
+        elif line == "}":
+            inside = False
+        elif inside and (store := _VECTOR_STORE.match(line)):
+            lanes, element, align = int(store[2]), store[3], int(store[4])
+            if align >= lanes * _BYTES[element]:
+                lines[index] = f"{store[1]}, !nontemporal !{{i32 1}}{store[5]}"
+    return "\n".join(lines) + "\n"
+
+
 def compile_llvm_dialect(
-    module: ModuleOp, opt_level: int = 3, interleave: int | None = None
+    module: ModuleOp,
+    opt_level: int = 3,
+    interleave: int | None = None,
+    streaming_outputs: int = 0,
 ) -> NativeModule:
     """Translate an all-`llvm` xDSL module, optimize it (loop + SLP vectorization), JIT it.
 
-    `interleave` is the loops' interleave count (see `mark_loops`; None: chosen per loop)."""
+    `interleave` is the loops' interleave count (see `mark_loops`; None: chosen per loop);
+    `streaming_outputs` > 0 adds streaming twins (`add_streaming_twins`) on x86 hosts, for a
+    program of one kernel whose last `streaming_outputs` pointer arguments are its outputs."""
     target_machine = host_target_machine(opt_level)
+    twins = (
+        add_streaming_twins(module)
+        if streaming_outputs and target_machine.triple.startswith("x86_64")
+        else []
+    )
     llvm_module = convert_module(
         module,
         fallback_target_triple=target_machine.triple,
         data_layout=str(target_machine.target_data),
     )
     mark_loops(llvm_module, interleave)
+    mark_streaming_stores(llvm_module, twins, streaming_outputs)
     _hide_packed_functions(llvm_module)
     backing = llvm_binding.parse_assembly(str(llvm_module))
     backing.verify()
@@ -240,6 +383,9 @@ def compile_llvm_dialect(
     ):
         module_pass_manager.run(backing, pass_builder)
     optimized_ir = str(backing)
+    if twins:
+        optimized_ir = streaming_stores(optimized_ir, twins)
+        backing = llvm_binding.parse_assembly(optimized_ir)
     engine = llvm_binding.create_mcjit_compiler(backing, host_target_machine(opt_level))
     objects: list[bytes] = []
     # MCJIT hands each object file it generates to the cache's notify function: keep it.
