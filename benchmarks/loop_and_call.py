@@ -8,11 +8,13 @@ one thread, `out=` buffers, each time the best of `--rounds` interleaved round m
    `x + b + r` (the bandwidth ceiling) and the LLM GELU of `examples/gelu-llm.ew` (bf16 x, r and
    an f32 bias, [t, 4096]), each with xfuse's choice (`interleave=None`, 4 for a long loop body)
    and with LLVM's own (`interleave=0`);
-2. `threads=2` against `threads=1` for GELU at 2^18 and 2^24 (the kernel's persistent pool, the
+2. non-temporal stores: GELU and `x + b + r` at 2^12 to 2^24 with `streaming=True` (the
+   default: calls from `STREAMING_BYTES` run through the streaming twin) and `streaming=False`;
+3. `threads=2` against `threads=1` for GELU at 2^18 and 2^24 (the kernel's persistent pool, the
    calling thread runs one slice);
-3. the cost of a call at n = 16: a checked call `k(x=..., out=...)`, a prepared call
+4. the cost of a call at n = 16: a checked call `k(x=..., out=...)`, a prepared call
    (`Kernel.prepare`) and the bare native entry called through ctypes;
-4. where the host has `avx512bf16`: LLVM's `fptrunc` f32 -> bfloat (`vcvtneps2bf16`) against
+5. where the host has `avx512bf16`: LLVM's `fptrunc` f32 -> bfloat (`vcvtneps2bf16`) against
    xfuse's integer rounding (`narrow_bits`), bit for bit, on every f32 subnormal and samples of
    normals and NaNs: why xfuse does not use the instruction.
 Set `XFUSE_CPU_NAME` / `XFUSE_CPU_FEATURES` to see another CPU's code (e.g. `znver3` with AVX2
@@ -30,7 +32,7 @@ import ml_dtypes
 import numpy as np
 
 import xfuse
-from xfuse.runtime.kernel import Kernel
+from xfuse.runtime.kernel import STREAMING_BYTES, Kernel
 from xfuse.runtime.native import host_cpu, host_target_machine
 from xfuse.runtime.timing import host_summary, interleaved_medians
 
@@ -82,6 +84,27 @@ def interleave_rows(rounds: int) -> None:
             f"| LLM GELU bf16, f32 bias | 2^{log_n} | {ours / n * 1e9:.3f} "
             f"| {llvms / n * 1e9:.3f} | {llvms / ours:.2f}x |"
         )
+
+
+def streaming_rows(rounds: int) -> None:
+    print(f"non-temporal stores from {STREAMING_BYTES >> 20} MiB moved per call")
+    print(
+        "| program | n | MiB moved | streaming=True (ns/el) | streaming=False (ns/el) | speedup |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name, source in (("GELU + bias + residual", GELU), ("x + b + r", CEILING)):
+        kernels = [xfuse.compile(source, streaming=streaming) for streaming in (True, False)]
+        for log_n in (12, 16, 18, 20, 22, 24):
+            n = 1 << log_n
+            x, b, r = float32_inputs(n)
+            outs = [np.empty(n, np.float32) for _ in kernels]
+            runs = [k.prepare(x=x, b=b, r=r, out=o) for k, o in zip(kernels, outs, strict=True)]
+            on, off = best_seconds(runs, rounds, n)
+            assert np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+            print(
+                f"| {name} | 2^{log_n} | {16 * n / 2**20:g} | {on / n * 1e9:.3f} "
+                f"| {off / n * 1e9:.3f} | {off / on:.2f}x |"
+            )
 
 
 def threads_rows(rounds: int) -> None:
@@ -205,6 +228,8 @@ def main() -> None:
     print(host_summary())
     print()
     interleave_rows(args.rounds)
+    print()
+    streaming_rows(args.rounds)
     print()
     threads_rows(args.rounds)
     print()
