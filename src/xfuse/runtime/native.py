@@ -14,7 +14,11 @@ and an output is either the very same buffer as an input or does not overlap it 
 argument checks and `ew-bufferize` guarantee both). So no iteration depends on another, and the
 innermost loops are marked parallel (`llvm.loop.parallel_accesses`): the vectorizer then needs no
 runtime overlap check, which an in-place call (out is an input) would fail, falling back to the
-scalar loop.
+scalar loop. They also get an interleave count chosen from the body's length (`mark_loops`).
+
+A single-kernel program also gets a streaming twin of its function (`add_streaming_twins`):
+the same loop with non-temporal vector stores, which the runtime calls for large calls on
+outputs it has aligned (`xfuse.runtime.kernel.STREAMING_BYTES`).
 """
 
 from __future__ import annotations
