@@ -82,11 +82,13 @@ def stage_times(source: str, fuse: bool, llvm_kernels: int) -> tuple[int, int, d
     for name, pass_ in options.buffer_passes():
         times[name] = _cpu_seconds(lambda p=pass_: p.apply(context, module))
     if kernels <= llvm_kernels:
-        optimized: list[llvm_binding.ModuleRef] = []
+        optimized: list[tuple[llvm_binding.ModuleRef, list[str]]] = []
         times["LLVM opt"] = _cpu_seconds(
             lambda: optimized.append(optimize_llvm_dialect(module, options.opt_level))
         )
-        times["codegen"] = _cpu_seconds(lambda: generate_code(optimized[0], options.opt_level))
+        times["codegen"] = _cpu_seconds(
+            lambda: generate_code(optimized[0][0], options.opt_level, optimized[0][1])
+        )
     return ops, kernels, times
 
 

@@ -15,7 +15,15 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
-from xfuse.codegen.native import HostCpu, NativeModule, compile_llvm_dialect, host_cpu
+from xfuse.codegen.native import (
+    LONG_BODY,
+    LONG_BODY_INTERLEAVE,
+    HostCpu,
+    NativeModule,
+    compile_llvm_dialect,
+    host_cpu,
+    interleave_count,
+)
 from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
 from xfuse.transforms.pipeline import pipeline_context
@@ -190,6 +198,14 @@ def test_loop_body_uses_the_widest_vectors(target_cpu: HostCpu) -> None:
 RUNTIME_ALIAS_CHECK = re.compile(r"diff\.check|vector\.memcheck|found\.conflict")
 
 
+def function_bodies(llvm_ir: str) -> dict[str, str]:
+    """Each defined function's text (from `define` to its closing brace), by name."""
+    return {
+        found[1]: found[0]
+        for found in re.finditer(r'^define [^@]*@"?([\w.]+)"?\(.*?^}', llvm_ir, re.M | re.S)
+    }
+
+
 def vectorized_loop_count(llvm_ir: str) -> int:
     """Loops the loop vectorizer turned into full-width vector loops."""
     return len(re.findall(r"^vector\.body\d*:", llvm_ir, re.MULTILINE))
@@ -211,7 +227,7 @@ def test_in_place_kernels_vectorize_without_alias_checks() -> None:
 
 def test_fused_loop_has_no_alias_check(gelu_approx: Kernel) -> None:
     # k(x=x, ..., out=x) is a legal in-place call: it must take the vector loop too.
-    assert vectorized_loop_count(gelu_approx.llvm_ir) == 1
+    assert vectorized_loop_count(function_bodies(gelu_approx.llvm_ir)["main.packed"]) == 1
     assert not RUNTIME_ALIAS_CHECK.search(gelu_approx.llvm_ir)
     n = 2**10 + 3
     x = np.linspace(-6, 6, n, dtype=np.float32)
@@ -219,6 +235,61 @@ def test_fused_loop_has_no_alias_check(gelu_approx: Kernel) -> None:
     want = gelu_reference(x, b, r)
     gelu_approx(x=x, b=b, r=r, out=x)
     np.testing.assert_allclose(x, want, rtol=0, atol=2e-6)
+
+
+def vector_stores_per_iteration(llvm_ir: str) -> int:
+    """Full-width vector stores in the first vector loop's body (its interleave count)."""
+    body = re.search(r"^vector\.body\d*:.*?^\S", llvm_ir, re.MULTILINE | re.DOTALL)
+    assert body is not None, "no vector loop"
+    return len(re.findall(r"store <", body.group()))
+
+
+@pytest.mark.parametrize(
+    ("text", "interleave", "stores"),
+    [
+        (GELU_KERNEL, None, LONG_BODY_INTERLEAVE),  # a long body: interleaved 4 times
+        (GELU_KERNEL, 1, 1),
+        (GELU_KERNEL, 2, 2),
+    ],
+)
+def test_interleave_count(
+    text: str, interleave: int | None, stores: int, target_cpu: HostCpu
+) -> None:
+    kernel = compile_text(text, ["x", "b", "r"], math="approx", interleave=interleave)
+    assert vector_stores_per_iteration(kernel.llvm_ir) == stores
+    n = 1000
+    rng = np.random.default_rng(9)
+    x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu_reference(x, b, r), rtol=0, atol=2e-6)
+
+
+def test_interleave_count_follows_the_body_length() -> None:
+    assert interleave_count(LONG_BODY) == LONG_BODY_INTERLEAVE
+    assert interleave_count(LONG_BODY - 1) == 0  # a short body: LLVM's own choice
+
+
+@pytest.mark.parametrize("interleave", [-1, 17, 2.0, True])
+def test_bad_interleave_is_rejected(interleave: object) -> None:
+    with pytest.raises(ValueError, match="interleave must be None or an integer from 0 to 16"):
+        Options(interleave=interleave)  # type: ignore[arg-type]
+
+
+def test_streaming_twin_stores_past_the_cache(target_cpu: HostCpu) -> None:
+    """A single-kernel program gets a streaming twin whose vector stores are non-temporal (and
+    aligned: the runtime calls it on 64-byte aligned outputs) with an `sfence` before it returns;
+    the function itself keeps normal stores."""
+    kernel = compile_text(GELU_KERNEL, ["x", "b", "r"], math="approx")
+    bodies = function_bodies(kernel.llvm_ir)
+    assert set(bodies) == {"main.packed", "main.streaming.packed"}
+    lanes = target_cpu.float_lanes
+    assert "!nontemporal" not in bodies["main.packed"]
+    streaming = bodies["main.streaming.packed"]
+    assert re.search(rf"store <{lanes} x float> .*, align {lanes * 4}, !nontemporal", streaming)
+    assert "call void @llvm.x86.sse.sfence()" in streaming
+    assert "vmovntps" in kernel.asm and "sfence" in kernel.asm
+    assert (
+        compile_text(GELU_KERNEL, ["x", "b", "r"], streaming=False).function.streaming_entry is None
+    )
 
 
 def test_libm_tanh_is_a_call(gelu_approx: Kernel) -> None:

@@ -17,6 +17,7 @@ import xfuse
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
+from xfuse.runtime.kernel import STREAMING_BYTES
 from xfuse.transforms.optimize import EwOptimizePass
 from xfuse.transforms.pipeline import pipeline_context
 
@@ -219,11 +220,15 @@ ArgumentError, ArgumentTypeError = xfuse.ArgumentError, xfuse.ArgumentTypeError
         ),
     ],
 )
-def test_bad_calls_name_the_argument(call, error, message) -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["first-call", "after-a-good-call"])
+def test_bad_calls_name_the_argument(call, error, message, warm: bool) -> None:
     """Every bad call raises an `ArgumentError` (a ValueError); the kinds Python reports as a
-    TypeError raise its subclass `ArgumentTypeError`, which is both."""
+    TypeError raise its subclass `ArgumentTypeError`, which is both. After a good call the
+    kernel has the call plan of its shapes (the quick path): the same checks apply."""
     kernel = xfuse.compile(GELU)
     x = np.ones(10, np.float32)
+    if warm:
+        kernel(x=x, b=x, r=x, out=np.empty(10, np.float32))
     with pytest.raises(error, match=message) as caught:
         call(kernel, x)
     assert type(caught.value) is error
@@ -256,6 +261,71 @@ def test_partial_overlap_and_unsafe_in_place_are_rejected() -> None:
     buffer = np.empty(10, np.float32)
     with pytest.raises(ValueError, match="overlaps out"):
         two(x=x, b=x, out=(buffer, buffer))
+
+
+def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a kernel has planned a call's shapes, a call of the common form (inputs by name,
+    contiguous arrays of their dtypes, one `out` or none) skips the full checks; any other goes
+    through them."""
+    kernel = xfuse.compile(GELU)
+    rng = np.random.default_rng(2)
+    x, b, r = (rng.standard_normal(100, dtype=np.float32) for _ in range(3))
+    out = np.empty(100, np.float32)
+    kernel(x=x, b=b, r=r, out=out)
+    full_checks = []
+    check = kernel._check
+    monkeypatch.setattr(kernel, "_check", lambda *args: full_checks.append(args) or check(*args))
+    out[:] = 0
+    kernel(x=x, b=b, r=r, out=out)
+    kernel(x=x, b=b, r=r)
+    np.testing.assert_allclose(out, gelu_reference(x, b, r), atol=2e-6)
+    assert not full_checks
+    kernel(x=x, b=b, r=r, out=x)  # in place: the full checks allow it
+    kernel(x=b, b=b, r=read_only(r.copy()))  # a read-only input: allowed too
+    kernel(x, b, r)
+    assert len(full_checks) == 3
+
+
+SPECIAL_VALUES = np.array(
+    [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45, 3.4e38, -3.4e38], np.float32
+)
+
+
+@pytest.mark.parametrize("head", range(0, 17, 3))
+def test_large_calls_stream_their_outputs_with_the_same_bits(head: int) -> None:
+    """From `STREAMING_BYTES`, a call runs the outputs' unaligned head with normal stores and
+    the rest through the streaming twin (non-temporal stores): the same bits as without,
+    special values included, wherever the buffers start."""
+    n = STREAMING_BYTES // 16 + 37
+    rng = np.random.default_rng(head)
+    storage = [rng.standard_normal(n + 32, dtype=np.float32) for _ in range(4)]
+    for array in storage[:3]:
+        array[rng.integers(0, n, 1000)] = rng.choice(SPECIAL_VALUES, 1000)
+    x, b, r, out = (array[head : head + n] for array in storage)
+    streaming = xfuse.compile(GELU)
+    run = streaming.prepare(x=x, b=b, r=r, out=out)
+    gap = -out.ctypes.data % 64 // 4
+    assert [arguments[-1] for arguments in run.argument_lists] == [gap, n - gap]
+    want = xfuse.compile(GELU, streaming=False)(x=x, b=b, r=r)
+    for result in (run(), streaming(x=x, b=b, r=r, out=out), streaming(x=x, b=b, r=r)):
+        np.testing.assert_array_equal(result.view(np.uint32), want.view(np.uint32))
+    streaming(x=x, b=b, r=r, out=x)  # in place
+    np.testing.assert_array_equal(x.view(np.uint32), want.view(np.uint32))
+
+
+def test_small_split_and_misaligned_calls_keep_normal_stores() -> None:
+    kernel = xfuse.compile("h = x + b; y = tanh(h);", outputs=["y", "h"])
+    n = STREAMING_BYTES // 16
+    x = np.ones(n, np.float32)
+    assert len(kernel.prepare(x=x[:1024], b=x[:1024]).argument_lists) == 1  # in the cache
+    y, h = np.empty(n + 16, np.float32), np.empty(n + 16, np.float32)
+    aligned = (-y.ctypes.data % 64) // 4
+    misaligned = aligned + 1 if (-h.ctypes.data % 64) // 4 == aligned else aligned
+    # The outputs start at different distances from a cache line: no common head.
+    run = kernel.prepare(x=x, b=x, out=(y[misaligned : misaligned + n], h[aligned : aligned + n]))
+    assert len(run.argument_lists) == 1
+    two_threads = xfuse.compile(GELU, threads=2)
+    assert len(two_threads.prepare(x=x, b=x, r=x).argument_lists) == 2  # two slices, normal
 
 
 def test_strided_input_is_copied() -> None:

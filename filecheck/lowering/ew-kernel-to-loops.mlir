@@ -1,14 +1,10 @@
 // RUN: xfuse-opt %s -p ew-kernel-to-loops | filecheck %s
 
-// A 1-D kernel becomes one loop over the output's size: loads, the region, a store, in a
-// private function of its own that LLVM must not inline (so that it optimizes one kernel at a
-// time), called where the kernel was.
+// A 1-D kernel becomes one loop over the output's size: loads, the region, a store. A function
+// of one kernel keeps it in place (functions of several outline each kernel, see below).
 // CHECK-LABEL: func.func @one_dim
 // CHECK-SAME:    (%[[X:.*]]: memref<?xf32>, %[[B:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xf32>)
-// CHECK-NEXT:    func.call @one_dim.kernel0(%[[X]], %[[B]], %[[OUT]]) : (memref<?xf32>, memref<?xf32>, memref<?xf32>) -> ()
-// CHECK-NEXT:    func.return
-// CHECK-LABEL: func.func private @one_dim.kernel0
-// CHECK-SAME:    (%[[X:.*]]: memref<?xf32>, %[[B:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xf32>) attributes {ew.no_inline}
+// CHECK-NOT:     func.call
 // CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
 // CHECK-DAG:     %[[C1:.*]] = arith.constant 1 : index
 // CHECK:         %[[N:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?xf32>
@@ -34,7 +30,7 @@ func.func @one_dim(%x: memref<?xf32>, %b: memref<?xf32>, %out: memref<?xf32>) {
 // Two dims: the innermost loop walks the last dim; the bias [d] is read with the inner index
 // only, the [t, 1] scale with the outer index and 0, once per row (it and its extf sit in the
 // outer loop). bf16 casts stay in the region.
-// CHECK-LABEL: func.func private @broadcast.kernel0
+// CHECK-LABEL: func.func @broadcast
 // CHECK-SAME:    (%[[X:.*]]: memref<?x?xbf16>, %[[B:.*]]: memref<?xbf16>, %[[S:.*]]: memref<?x1xbf16>, %[[OUT:.*]]: memref<?x?xbf16>)
 // CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
 // CHECK-DAG:     %[[T:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?xbf16>
@@ -63,7 +59,9 @@ func.func @broadcast(%x: memref<?x?xbf16>, %b: memref<?xbf16>, %s: memref<?x1xbf
 }
 
 // Static sizes are constants; a rank-0 output needs no loop; several outputs get one store each.
-// Each kernel gets a function; a memref a kernel reads and writes (in place) is passed once.
+// Each of several kernels gets a private function that LLVM must not inline (so that it
+// optimizes one kernel at a time), called where the kernel was; a memref a kernel reads and
+// writes (in place) is passed once.
 // CHECK-LABEL: func.func @static_and_scalar
 // CHECK-SAME:    (%[[X:.*]]: memref<4xf32>, %[[O0:.*]]: memref<4xf32>, %[[O1:.*]]: memref<4xf32>, %[[O2:.*]]: memref<f32>)
 // CHECK-NEXT:    func.call @static_and_scalar.kernel0(%[[X]], %[[O0]], %[[O1]])
@@ -105,7 +103,7 @@ func.func @static_and_scalar(%x: memref<4xf32>, %o0: memref<4xf32>, %o1: memref<
 
 // What depends on no loop index is computed once, before the loops (with the constants it
 // needs); a constant used only inside stays there.
-// CHECK-LABEL: func.func private @invariant.kernel0
+// CHECK-LABEL: func.func @invariant
 // CHECK-SAME:    (%[[X:.*]]: memref<?x4xf32>, %[[S:.*]]: memref<f32>, %[[OUT:.*]]: memref<?x4xf32>)
 // CHECK:         %[[SS:.*]] = memref.load %[[S]][] : memref<f32>
 // CHECK-NEXT:    %[[TWO:.*]] = arith.constant 2.000000e+00 : f32

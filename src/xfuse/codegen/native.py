@@ -14,13 +14,19 @@ and an output is either the very same buffer as an input or does not overlap it 
 argument checks and `ew-bufferize` guarantee both). So no iteration depends on another, and the
 innermost loops are marked parallel (`llvm.loop.parallel_accesses`): the vectorizer then needs no
 runtime overlap check, which an in-place call (out is an input) would fail, falling back to the
-scalar loop.
+scalar loop. They also get an interleave count chosen from the body's length (`mark_loops`).
+
+A single-kernel program also gets a streaming twin of its function (`add_streaming_twins`):
+the same loop with non-temporal vector stores, which the runtime calls for large calls on
+outputs it has aligned (`xfuse.runtime.kernel.STREAMING_BYTES`).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -28,10 +34,19 @@ import llvmlite.binding as llvm_binding
 import llvmlite.ir as llvm_ir
 from llvmlite.binding.executionengine import ExecutionEngine
 
-from xfuse.transforms import packed_entry_name
+from xfuse.transforms import packed_entry_name, workspace_size_function
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
+
+_DEFINED_NAME = re.compile(r'@"?([^"(]+)"?\(')
+
+
+def _defined_name(define_line: str) -> str:
+    """The function name of an LLVM IR `define` line (quoted or not)."""
+    found = _DEFINED_NAME.search(define_line)
+    assert found is not None, define_line
+    return found[1]
 
 
 @functools.cache
@@ -97,6 +112,15 @@ class NativeModule:
     """The host object file MCJIT linked: what the on-disk cache keeps (`load_object_code`)."""
     _engine: ExecutionEngine = field(repr=False)
 
+    @functools.cached_property
+    def symbols(self) -> frozenset[str]:
+        """The names of the functions the module defines."""
+        return frozenset(
+            _defined_name(line)
+            for line in self.optimized_ir.splitlines()
+            if line.startswith("define ")
+        )
+
     def address(self, name: str) -> int:
         address = self._engine.get_function_address(name)
         if not address:
@@ -154,8 +178,28 @@ def _innermost_loops(
     ]
 
 
-def mark_loops_parallel(module: llvm_ir.Module) -> None:
-    """Mark each innermost loop's memory accesses as free of loop-carried dependences."""
+def interleave_count(body_length: int) -> int:
+    """How many vector iterations the vectorizer interleaves in a loop of `body_length` LLVM
+    instructions (before O3): 0 leaves the choice to LLVM's cost model.
+
+    A long body is one long dependency chain per vector (a polynomial, a division): LLVM's model
+    interleaves it once, and the core then waits on latency; forcing `LONG_BODY_INTERLEAVE`
+    overlaps that many chains (measured in `benchmarks/loop_and_call.py`, docs/benchmarks.md).
+    A short body is bound by loads and stores, where LLVM's own choice is as good.
+    """
+    return LONG_BODY_INTERLEAVE if body_length >= LONG_BODY else 0
+
+
+LONG_BODY = 24
+"""Instructions (loads, address arithmetic, math, stores) from which a loop body counts as long."""
+
+LONG_BODY_INTERLEAVE = 4
+
+
+def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
+    """Mark each innermost loop's memory accesses as free of loop-carried dependences, and give
+    it an interleave count: `interleave`, or where None the one `interleave_count` chooses from
+    its body's length (0: LLVM's choice)."""
     for function in module.functions:
         for latch, blocks in _innermost_loops(function):
             group = _distinct_node(module, [])
@@ -163,11 +207,27 @@ def mark_loops_parallel(module: llvm_ir.Module) -> None:
                 for instruction in block.instructions:
                     if isinstance(instruction, llvm_ir.LoadInstr | llvm_ir.StoreInstr):
                         instruction.set_metadata("llvm.access.group", group)
-            parallel = module.add_metadata(
-                [llvm_ir.MetaDataString(module, "llvm.loop.parallel_accesses"), group]
+            properties = [
+                module.add_metadata(
+                    [llvm_ir.MetaDataString(module, "llvm.loop.parallel_accesses"), group]
+                )
+            ]
+            count = (
+                interleave_count(sum(len(block.instructions) for block in blocks))
+                if interleave is None
+                else interleave
             )
+            if count:
+                properties.append(
+                    module.add_metadata(
+                        [
+                            llvm_ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                            llvm_ir.Constant(llvm_ir.IntType(32), count),
+                        ]
+                    )
+                )
             loop_id = _distinct_node(module, [])
-            loop_id.operands = (loop_id, parallel)
+            loop_id.operands = (loop_id, *properties)
             latch.set_metadata("llvm.loop", loop_id)
 
 
@@ -198,23 +258,159 @@ def _carry_function_attributes(module: ModuleOp, llvm_module: llvm_ir.Module) ->
                 converted.attributes.add("noinline")
 
 
-def compile_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> NativeModule:
-    """Translate an all-`llvm` xDSL module, optimize it (loop + SLP vectorization), JIT it."""
-    return generate_code(optimize_llvm_dialect(module, opt_level), opt_level)
+STREAMING_ALIGNMENT = 64
+"""The byte alignment a streaming twin's caller guarantees for every output (a cache line)."""
 
 
-def optimize_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> llvm_binding.ModuleRef:
-    """The first half of `compile_llvm_dialect`: xDSL's translation and LLVM's optimizer."""
+def streaming_name(name: str) -> str:
+    """The symbol of `name`'s streaming twin (see `add_streaming_twins`)."""
+    return f"{name}.streaming"
+
+
+def add_streaming_twins(module: ModuleOp) -> list[str]:
+    """Give the kernel function of a single-kernel program (a function with a packed entry that
+    stores, in a module without a workspace) a twin `@<name>.streaming` with its own packed
+    entry, whose stores bypass the cache (`mark_streaming_stores`, `streaming_stores`): for
+    calls too large for the cache, on outputs aligned to `STREAMING_ALIGNMENT` (the runtime
+    runs the unaligned head with the function itself). Returns the twins' names."""
+    from xdsl.dialects import llvm
+    from xdsl.dialects.builtin import StringAttr, SymbolRefAttr
+
+    functions = {op.sym_name.data: op for op in module.ops if isinstance(op, llvm.FuncOp)}
+    twins = []
+    for name, function in list(functions.items()):
+        packed = functions.get(packed_entry_name(name))
+        if (
+            packed is None
+            or workspace_size_function(name) in functions
+            or not any(isinstance(op, llvm.StoreOp) for op in function.walk())
+        ):
+            continue
+        twin, twin_packed = function.clone(), packed.clone()
+        twin.properties["sym_name"] = StringAttr(streaming_name(name))
+        twin_packed.properties["sym_name"] = StringAttr(packed_entry_name(streaming_name(name)))
+        for call in twin_packed.walk():
+            if isinstance(call, llvm.CallOp) and call.callee == SymbolRefAttr(name):
+                call.properties["callee"] = SymbolRefAttr(streaming_name(name))
+        module.body.block.add_ops([twin, twin_packed])
+        twins.append(streaming_name(name))
+    return twins
+
+
+def _stored_arguments(function: llvm_ir.Function) -> set[int]:
+    """The positions of the pointer arguments that `function` stores through."""
+    positions = set()
+    for block in function.blocks:
+        for instruction in block.instructions:
+            if isinstance(instruction, llvm_ir.StoreInstr):
+                pointer = instruction.operands[1]
+                while isinstance(pointer, llvm_ir.GEPInstr):
+                    pointer = pointer.pointer
+                if isinstance(pointer, llvm_ir.Argument):
+                    positions.add(function.args.index(pointer))
+    return positions
+
+
+def mark_streaming_stores(module: llvm_ir.Module, twins: list[str], outputs: int) -> None:
+    """Before O3: in each twin's packed entry, promise `STREAMING_ALIGNMENT` for the output
+    pointers it loads (`!align`: LLVM then proves its vector stores aligned) and fence the
+    non-temporal stores before returning (`sfence`: they are weakly ordered).
+
+    The outputs are the last `outputs` pointer arguments, which the runtime aligns; a twin that
+    stores through any other pointer gets no promise (its stores then stay normal ones)."""
+    if not twins:
+        return
+    alignment = module.add_metadata([llvm_ir.Constant(llvm_ir.IntType(64), STREAMING_ALIGNMENT)])
+    sfence = llvm_ir.Function(
+        module, llvm_ir.FunctionType(llvm_ir.VoidType(), []), "llvm.x86.sse.sfence"
+    )
+    for name in twins:
+        function = module.get_global(name)
+        pointers = [
+            position
+            for position, argument in enumerate(function.args)
+            if isinstance(argument.type, llvm_ir.PointerType)
+        ]
+        stored = _stored_arguments(function)
+        promised = stored if stored <= set(pointers[len(pointers) - outputs :]) else set()
+        entry = module.get_global(packed_entry_name(name))
+        for block in entry.blocks:
+            for instruction in block.instructions:
+                if isinstance(instruction, llvm_ir.CallInstr) and instruction.callee.name == name:
+                    for position in promised:
+                        instruction.args[position].set_metadata("align", alignment)
+            if isinstance(block.terminator, llvm_ir.Ret):
+                builder = llvm_ir.IRBuilder(block)
+                builder.position_before(block.terminator)
+                builder.call(sfence, [])
+
+
+_VECTOR_STORE = re.compile(
+    r"^(\s+store <(\d+) x (half|bfloat|float|double|i16|i32|i64)> .*, align (\d+))(.*)$"
+)
+_BYTES = {"half": 2, "bfloat": 2, "i16": 2, "float": 4, "i32": 4, "double": 8, "i64": 8}
+
+
+def streaming_stores(optimized_ir: str, twins: Sequence[str]) -> str:
+    """After O3: in each twin's packed entry, make every vector store that LLVM proved aligned
+    to its size non-temporal (`!nontemporal`: `vmovntps`, which needs that alignment). LLVM's
+    loop vectorizer does not vectorize loops whose stores are non-temporal before it runs (X86
+    takes one as legal only at vector alignment, and an element store has element alignment),
+    so the marks go on its output. An unaligned vector store keeps a normal store."""
+    lines = optimized_ir.splitlines()
+    entries = {packed_entry_name(name) for name in twins}
+    inside = False
+    for index, line in enumerate(lines):
+        if line.startswith("define "):
+            inside = _defined_name(line) in entries
+        elif line == "}":
+            inside = False
+        elif inside and (store := _VECTOR_STORE.match(line)):
+            lanes, element, align = int(store[2]), store[3], int(store[4])
+            if align >= lanes * _BYTES[element]:
+                lines[index] = f"{store[1]}, !nontemporal !{{i32 1}}{store[5]}"
+    return "\n".join(lines) + "\n"
+
+
+def compile_llvm_dialect(
+    module: ModuleOp,
+    opt_level: int = 3,
+    interleave: int | None = None,
+    streaming_outputs: int = 0,
+) -> NativeModule:
+    """Translate an all-`llvm` xDSL module, optimize it (loop + SLP vectorization), JIT it.
+
+    `interleave` is the loops' interleave count (see `mark_loops`; None: chosen per loop);
+    `streaming_outputs` > 0 adds streaming twins (`add_streaming_twins`) on x86 hosts, for a
+    program of one kernel whose last `streaming_outputs` pointer arguments are its outputs."""
+    backing, twins = optimize_llvm_dialect(module, opt_level, interleave, streaming_outputs)
+    return generate_code(backing, opt_level, twins)
+
+
+def optimize_llvm_dialect(
+    module: ModuleOp,
+    opt_level: int = 3,
+    interleave: int | None = None,
+    streaming_outputs: int = 0,
+) -> tuple[llvm_binding.ModuleRef, list[str]]:
+    """The first half of `compile_llvm_dialect`: xDSL's translation and LLVM's optimizer; also
+    the names of the streaming twins, whose stores `generate_code` makes non-temporal."""
     from xdsl.backend.llvm.convert import convert_module  # not needed to load cached code
 
     target_machine = host_target_machine(opt_level)
+    twins = (
+        add_streaming_twins(module)
+        if streaming_outputs and target_machine.triple.startswith("x86_64")
+        else []
+    )
     llvm_module = convert_module(
         module,
         fallback_target_triple=target_machine.triple,
         data_layout=str(target_machine.target_data),
     )
-    mark_loops_parallel(llvm_module)
+    mark_loops(llvm_module, interleave)
     _carry_function_attributes(module, llvm_module)
+    mark_streaming_stores(llvm_module, twins, streaming_outputs)
     _hide_packed_functions(llvm_module)
     backing = llvm_binding.parse_assembly(str(llvm_module))
     backing.verify()
@@ -227,12 +423,18 @@ def optimize_llvm_dialect(module: ModuleOp, opt_level: int = 3) -> llvm_binding.
         pass_builder.getModulePassManager() as module_pass_manager,
     ):
         module_pass_manager.run(backing, pass_builder)
-    return backing
+    return backing, twins
 
 
-def generate_code(backing: llvm_binding.ModuleRef, opt_level: int = 3) -> NativeModule:
-    """The second half of `compile_llvm_dialect`: code generation and linking by MCJIT."""
+def generate_code(
+    backing: llvm_binding.ModuleRef, opt_level: int = 3, twins: Sequence[str] = ()
+) -> NativeModule:
+    """The second half of `compile_llvm_dialect`: code generation and linking by MCJIT (after
+    marking the stores of `twins`, see `streaming_stores`)."""
     optimized_ir = str(backing)
+    if twins:
+        optimized_ir = streaming_stores(optimized_ir, twins)
+        backing = llvm_binding.parse_assembly(optimized_ir)
     engine = llvm_binding.create_mcjit_compiler(backing, host_target_machine(opt_level))
     objects: list[bytes] = []
     # MCJIT hands each object file it generates to the cache's notify function: keep it.

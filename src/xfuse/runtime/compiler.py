@@ -46,6 +46,7 @@ LRU_SIZE = 32
 
 MATH_CHOICES = MATH_MODES["cpu"]
 OPT_LEVELS = (0, 1, 2, 3)
+MAX_INTERLEAVE = 16
 NOT_EXTRA_PASSES = frozenset(
     {
         "ew-fuse",
@@ -107,18 +108,33 @@ class Options:
     target: str = "cpu"
     """"cpu" (the host, MCJIT) or "cuda" (PTX for `arch`, see `xfuse.runtime.cuda`)."""
     arch: str = "sm_90"
+    interleave: int | None = None
+    """The vector loops' interleave count (1: none; 0: LLVM's cost model chooses); None chooses
+    it from each loop body's length (`xfuse.codegen.native.interleave_count`)."""
+    streaming: bool = True
+    """Also compile a single-kernel program's streaming twin, whose outputs bypass the cache,
+    for calls of one flat loop from `xfuse.runtime.kernel.STREAMING_BYTES` (x86 hosts)."""
 
     def __post_init__(self) -> None:
         from xdsl.utils.exceptions import DiagnosticException
 
         from xfuse.transforms.to_llvm import parse_fastmath
 
-        for name in ("fuse", "reuse"):
+        for name in ("fuse", "reuse", "streaming"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         check_target(self.target, self.arch, self.math, threads=1)
         if isinstance(self.opt_level, bool) or self.opt_level not in OPT_LEVELS:
             raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
+        if self.interleave is not None and (
+            isinstance(self.interleave, bool)
+            or not isinstance(self.interleave, int)
+            or not 0 <= self.interleave <= MAX_INTERLEAVE
+        ):
+            raise ValueError(
+                f"interleave must be None or an integer from 0 to {MAX_INTERLEAVE}, "
+                f"got {self.interleave!r}"
+            )
         if not isinstance(self.fastmath, str):
             raise TypeError(f"fastmath must be a string, got {type(self.fastmath).__name__}")
         try:
@@ -377,7 +393,9 @@ def _run_pipeline(
         pass_.apply(ctx, module)
     symbols = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
     has_workspace = workspace_size_function(function_name) in symbols
-    native = compile_llvm_dialect(module, options.opt_level)
+    # Splitting a call is safe for one elementwise kernel (each element computed where stored).
+    streaming_outputs = len(outputs) if options.streaming and in_place_allowed else 0
+    native = compile_llvm_dialect(module, options.opt_level, options.interleave, streaming_outputs)
     function = NativeFunction(native, function_name, inputs, outputs, has_workspace)
     stages = Stages(first_stage, first, [*tensor_passes, *buffer_passes])
     return Program(function, stages, in_place_allowed, options)
@@ -448,6 +466,8 @@ def compile(
     extra_passes: str = "",
     target: str = "cpu",
     arch: str = "sm_90",
+    interleave: int | None = None,
+    streaming: bool = True,
 ) -> Kernel:
     """Compile an `.ew` program to a callable `Kernel`.
 
@@ -460,7 +480,12 @@ def compile(
     have numpy's promoted dtype of what they are computed from (see `xfuse.frontend.builder`).
     `threads` splits the outermost dimension across threads; `fastmath` sets LLVM's fast-math flags
     on float arithmetic ("contract" allows fused multiply-add; "none", "fast" or a list like
-    "contract,afn"); `opt_level` is LLVM's (0-3); `extra_passes` adds xfuse passes after
+    "contract,afn"); `opt_level` is LLVM's (0-3); `interleave` how many vector iterations LLVM's
+    loop vectorizer interleaves (0: LLVM's cost model chooses, 1 to 16: that many; default None:
+    4 for a long loop body, LLVM's choice for a short one, see
+    `xfuse.codegen.native.interleave_count`); `streaming=False` keeps normal stores in calls
+    too large for the cache (see `xfuse.runtime.kernel.STREAMING_BYTES`); `extra_passes` adds
+    xfuse passes after
     `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`). `target="cuda"` compiles PTX for
     `arch` ("sm_90" or "sm_80") instead, into a `xfuse.runtime.cuda.CudaKernel` (`math` "approx"
     or "ptx-approx"; see that module). A bad argument raises ValueError or TypeError naming it and
@@ -486,6 +511,8 @@ def compile(
         "extra_passes": extra_passes,
         "target": target,
         "arch": arch,
+        "interleave": interleave,
+        "streaming": streaming,
     }
     if isinstance(dtype, Mapping):
         dtype = {input_name: dtype_name(d) for input_name, d in dtype.items()}

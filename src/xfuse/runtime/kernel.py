@@ -13,23 +13,30 @@ A program with temporaries (the unfused pipeline) takes one more argument, the w
 live in (`xfuse.transforms.workspace`): a byte buffer the kernel owns and reuses across calls, sized
 per shape by the companion native function. Each slice of a split call gets its own part of one
 workspace; concurrent calls from several Python threads each borrow a workspace of their own.
+
+A one-thread call of one flat loop (a single-kernel program on 1-d arrays, or flattened ones)
+that moves at least `STREAMING_BYTES` streams its outputs: it runs the elements before the
+outputs' first 64-byte boundary with the function itself and the rest with its streaming twin,
+whose vector stores are non-temporal (`xfuse.codegen.native.add_streaming_twins`). Both compute
+the same bits.
 """
 
 from __future__ import annotations
 
+import array
 import ctypes
 import functools
 import threading
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from xfuse.codegen.native import NativeModule
+from xfuse.codegen.native import STREAMING_ALIGNMENT, NativeModule, streaming_name
 from xfuse.runtime import dask_arrays
 from xfuse.runtime.arrays import (
     DYNAMIC_INDEX,
@@ -50,6 +57,12 @@ from xfuse.transforms import packed_entry_name, workspace_size_function
 MIN_ELEMENTS_PER_THREAD = 1 << 15
 """Below this many elements per thread, splitting costs more than it saves."""
 
+STREAMING_BYTES = 1 << 22
+"""From this many bytes read and written (4 MiB), a one-thread call of one flat loop writes its
+outputs past the cache (non-temporal stores): the outputs are not read into the cache first, and
+do not evict the inputs. Below, normal stores are faster (the outputs stay cached for what reads
+them next). Measured in `benchmarks/loop_and_call.py`: 1.2-1.5x from 4 MiB, 0.6x at 1 MiB."""
+
 PLAN_CACHE_SIZE = 64
 """How many argument shapes a kernel remembers the call plan of."""
 
@@ -61,9 +74,10 @@ def native_argument_count(parameter: Parameter) -> int:
     return 1 + len(parameter.dynamic_axes)
 
 
-def _packed(arguments: Sequence[int]) -> ctypes.Array[ctypes.c_uint64]:
-    """Native arguments (pointers and sizes) as the array of words a packed entry reads."""
-    return (ctypes.c_uint64 * len(arguments))(*arguments)
+def _packed(arguments: Sequence[int]) -> array.array[int]:
+    """Native arguments (pointers and sizes) as the array of words a packed entry reads (its
+    address is `words.buffer_info()[0]`; an `array` is made 4x faster than a ctypes array)."""
+    return array.array("Q", arguments)
 
 
 class NativeFunction:
@@ -86,9 +100,19 @@ class NativeFunction:
         self.outputs = tuple(outputs)
         self.workspace = workspace
         parameters = (*self.inputs, *self.outputs)
-        self._function = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
+        self.native_entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
             native.address(packed_entry_name(name))
         )
+        """The packed entry: takes the address of one call's argument words (`_packed`)."""
+        symbols = native.symbols
+        streaming = packed_entry_name(streaming_name(name))
+        self.streaming_entry = (
+            ctypes.CFUNCTYPE(None, ctypes.c_void_p)(native.address(streaming))
+            if streaming in symbols
+            else None
+        )
+        """The streaming twin's packed entry (`xfuse.codegen.native.add_streaming_twins`):
+        stores that bypass the cache, for outputs aligned to `STREAMING_ALIGNMENT`; or None."""
         self._workspace_bytes = (
             ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(
                 native.address(packed_entry_name(workspace_size_function(name)))
@@ -110,7 +134,10 @@ class NativeFunction:
     def workspace_bytes(self, arguments: Sequence[int]) -> int:
         """The workspace bytes a call with these native arguments (minus the workspace) needs;
         only their sizes matter, so the data pointers may be 0."""
-        return self._workspace_bytes(_packed(arguments)) if self._workspace_bytes else 0
+        if self._workspace_bytes is None:
+            return 0
+        words = _packed(arguments)
+        return self._workspace_bytes(words.buffer_info()[0])
 
     def run(
         self,
@@ -126,15 +153,24 @@ class NativeFunction:
         """
         if workspace:
             argument_lists = [[*a[:-2], workspace + a[-2], a[-1]] for a in argument_lists]
+        # The words stay referenced here until every slice has returned.
         first, *others = [_packed(arguments) for arguments in argument_lists]
         if not others:
-            self._function(first)
+            self.native_entry(first.buffer_info()[0])
             return
         assert pool is not None, "a split call needs a thread pool"
-        calls = [pool.submit(self._function, words) for words in others]
-        self._function(first)
+        calls = [pool.submit(self.native_entry, words.buffer_info()[0]) for words in others]
+        self.native_entry(first.buffer_info()[0])
         for call in calls:
             call.result()
+
+    def run_streaming(self, head: Sequence[int], tail: Sequence[int]) -> None:
+        """Run the unaligned head of a call with normal stores, then the rest, whose outputs
+        start at a `STREAMING_ALIGNMENT` boundary, with the streaming twin."""
+        head_words, tail_words = _packed(head), _packed(tail)
+        self.native_entry(head_words.buffer_info()[0])
+        assert self.streaming_entry is not None
+        self.streaming_entry(tail_words.buffer_info()[0])
 
     def chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
         """Row ranges of axis 0 to run on separate threads (one range: no split)."""
@@ -158,6 +194,46 @@ class CallPlan:
     """Per thread: (position in the list, array index, byte offset) of each data pointer."""
     workspace_bytes: int
     """The workspace a call needs, every thread's part together (0: the program has none)."""
+    input_shapes: tuple[tuple[int, ...], ...] = ()
+    streams: bool = False
+    """A call large enough to stream its outputs (`STREAMING_BYTES`), one slice of one loop
+    whose outputs all have its length, and the function has a streaming twin."""
+    streaming: bool = False
+    """A streaming call: two argument lists, the unaligned head and the aligned rest."""
+    heads: dict[int, CallPlan] = field(default_factory=dict, compare=False, hash=False)
+    """The streaming plans of this call's shapes, by the head's length."""
+
+    def for_pointers(self, function: NativeFunction, pointers: Sequence[int]) -> CallPlan:
+        """This plan, or for a call that streams its outputs, the streaming plan for where the
+        outputs (the last pointers) start: a head up to the outputs' first `STREAMING_ALIGNMENT`
+        boundary, which must be the same element for every output (else no streaming)."""
+        if not self.streams:
+            return self
+        heads = set()
+        for parameter, pointer in zip(
+            function.outputs, pointers[len(function.inputs) :], strict=True
+        ):
+            gap = -pointer % STREAMING_ALIGNMENT
+            itemsize = numpy_dtype(parameter.dtype).itemsize
+            if gap % itemsize:
+                return self
+            heads.add(gap // itemsize)
+        if len(heads) != 1:
+            return self
+        (head,) = heads
+        plan = self.heads.get(head)
+        if plan is None:
+            (length,) = self.output_shapes[0]
+            if head >= length:
+                return self
+            plan = make_plan(function, self.input_shapes, 1, [(0, head), (head, length)])
+            self.heads[head] = plan
+        return plan
+
+    @functools.cached_property
+    def direct(self) -> bool:
+        """One slice and no workspace: the call is one native call on this thread."""
+        return len(self.templates) == 1 and not self.workspace_bytes
 
     def argument_lists(self, pointers: Sequence[int]) -> list[list[int]]:
         lists = []
@@ -170,15 +246,20 @@ class CallPlan:
 
 
 def make_plan(
-    function: NativeFunction, input_shapes: Sequence[tuple[int, ...]], threads: int
+    function: NativeFunction,
+    input_shapes: Sequence[tuple[int, ...]],
+    threads: int,
+    streaming_split: list[tuple[int, int]] | None = None,
 ) -> CallPlan:
-    """Check the input shapes against the signature (raises naming the argument) and plan."""
+    """Check the input shapes against the signature (raises naming the argument) and plan; with
+    `streaming_split` (head and rest of one loop), the streaming plan (`CallPlan.for_pointers`).
+    """
     iteration = bind_shapes(function.inputs, input_shapes)
     output_shapes = tuple(output_shape(p, iteration) for p in function.outputs)
     parameters = (*function.inputs, *function.outputs)
     shapes = (*input_shapes, *output_shapes)
     rank = len(iteration)
-    chunks = function.chunks(iteration, threads)
+    chunks = streaming_split or function.chunks(iteration, threads)
     templates, pointer_slots = [], []
     workspace_bytes = 0
     for low, high in chunks:
@@ -200,7 +281,27 @@ def make_plan(
             workspace_bytes += -(-part // WORKSPACE_ALIGNMENT) * WORKSPACE_ALIGNMENT
         templates.append(tuple(arguments))
         pointer_slots.append(tuple(slots))
-    return CallPlan(output_shapes, tuple(templates), tuple(pointer_slots), workspace_bytes)
+    traffic = sum(
+        numpy_dtype(p.dtype).itemsize * int(np.prod(shape))
+        for p, shape in zip(parameters, shapes, strict=True)
+    )
+    streams = (
+        function.streaming_entry is not None
+        and len(chunks) == 1
+        and not workspace_bytes
+        and rank == 1
+        and all(shape == iteration for shape in output_shapes)
+        and traffic >= STREAMING_BYTES
+    )
+    return CallPlan(
+        output_shapes,
+        tuple(templates),
+        tuple(pointer_slots),
+        workspace_bytes,
+        tuple(input_shapes),
+        streams,
+        streaming_split is not None,
+    )
 
 
 class WorkspacePool:
@@ -236,6 +337,8 @@ class CheckedCall:
     argument_lists: list[list[int]]
     workspace_bytes: int
     results: list[np.ndarray]
+    streaming: bool = False
+    """Two argument lists: the head with normal stores, the rest streaming (`CallPlan`)."""
 
 
 class PreparedCall:
@@ -247,10 +350,20 @@ class PreparedCall:
         self.outputs = call.results
         self.argument_lists = call.argument_lists
         self.workspace_bytes = call.workspace_bytes
+        self._result = self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
+        self._run: Callable[[], object] = functools.partial(
+            kernel.run_native, call.argument_lists, call.workspace_bytes, call.streaming
+        )
+        if len(call.argument_lists) == 1 and not call.workspace_bytes:
+            # One slice, no workspace: the native call itself, its argument words packed once.
+            self._words = _packed(call.argument_lists[0])
+            self._run = functools.partial(
+                kernel.function.native_entry, self._words.buffer_info()[0]
+            )
 
     def __call__(self) -> Any:
-        self.kernel.run_native(self.argument_lists, self.workspace_bytes)
-        return self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
+        self._run()
+        return self._result
 
 
 @dataclass(eq=False)
@@ -342,10 +455,14 @@ class Kernel(CompiledProgram):
         return self.function.native.asm
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+        if not args:
+            quick = self._quick_call(kwargs, out)
+            if quick is not None:
+                return quick
         if dask_arrays.has_dask_arrays(args, kwargs):
             return dask_arrays.call(self, args, kwargs, out)
         call = self._check(args, kwargs, out)
-        self.run_native(call.argument_lists, call.workspace_bytes)
+        self.run_native(call.argument_lists, call.workspace_bytes, call.streaming)
         return call.results[0] if len(call.results) == 1 else tuple(call.results)
 
     def prepare(self, *args: Any, out: Any = None, **kwargs: Any) -> PreparedCall:
@@ -366,14 +483,83 @@ class Kernel(CompiledProgram):
                 weakref.finalize(self, self._pool.shutdown, wait=False)
             return self._pool
 
-    def run_native(self, argument_lists: Sequence[Sequence[int]], workspace_bytes: int) -> None:
-        """Run checked native arguments, in a borrowed workspace if the program needs one."""
+    def run_native(
+        self,
+        argument_lists: Sequence[Sequence[int]],
+        workspace_bytes: int,
+        streaming: bool = False,
+    ) -> None:
+        """Run checked native arguments, in a borrowed workspace if the program needs one;
+        `streaming`: a head and a streaming rest (`CallPlan.for_pointers`)."""
+        if streaming:
+            self.function.run_streaming(*argument_lists)
+            return
         pool = self._thread_pool() if len(argument_lists) > 1 else None
         if not workspace_bytes:
             self.function.run(argument_lists, pool=pool)
             return
         with self._workspaces.borrow(workspace_bytes) as workspace:
             self.function.run(argument_lists, workspace, pool)
+
+    @functools.cached_property
+    def _dtypes(self) -> tuple[tuple[np.dtype[Any], ...], tuple[np.dtype[Any], ...]]:
+        """The numpy dtypes of the inputs and of the outputs."""
+        return (
+            tuple(numpy_dtype(p.dtype) for p in self.function.inputs),
+            tuple(numpy_dtype(p.dtype) for p in self.function.outputs),
+        )
+
+    def _quick_call(self, kwargs: Mapping[str, Any], out: Any) -> Any:
+        """The common call with the fewest Python operations: every input by name, a C-contiguous
+        aligned numpy array of its dtype and of shapes called before, and `out` one such writable
+        array (for one output) that overlaps no input, or None. Runs it and returns the results;
+        returns None, running nothing, for any other call, which `_check` then checks in full
+        (and so raises every error, and handles copies, flattening and in-place calls)."""
+        names = self._input_names
+        if len(kwargs) != len(names):
+            return None
+        input_dtypes, output_dtypes = self._dtypes
+        arrays, shapes, pointers = [], [], []
+        for name, dtype in zip(names, input_dtypes, strict=True):
+            array = kwargs.get(name)
+            # `carray`: C-contiguous, aligned (and writable, which inputs need not be: a read-only
+            # input just takes the full checks).
+            if type(array) is not np.ndarray or array.dtype != dtype or not array.flags.carray:
+                return None
+            arrays.append(array)
+            shapes.append(array.shape)
+            pointers.append(data_pointer(array))
+        plan = self._plans.get(tuple(shapes))
+        if plan is None:
+            return None
+        if out is None:
+            outputs = [
+                np.empty(shape, dtype)
+                for shape, dtype in zip(plan.output_shapes, output_dtypes, strict=True)
+            ]
+        elif (
+            type(out) is np.ndarray
+            and len(output_dtypes) == 1
+            and out.dtype == output_dtypes[0]
+            and out.shape == plan.output_shapes[0]
+            and out.flags.carray
+        ):
+            start = data_pointer(out)
+            end = start + out.nbytes
+            for pointer, array in zip(pointers, arrays, strict=True):
+                if start < pointer + array.nbytes and pointer < end:
+                    return None  # an in-place call, or an error to report
+            outputs = [out]
+        else:
+            return None
+        pointers += [data_pointer(array) for array in outputs]
+        plan = plan.for_pointers(self.function, pointers)
+        if plan.direct:
+            words = _packed(plan.argument_lists(pointers)[0])
+            self.function.native_entry(words.buffer_info()[0])
+        else:
+            self.run_native(plan.argument_lists(pointers), plan.workspace_bytes, plan.streaming)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _check(self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> CheckedCall:
         """All checks of a call, before any native code runs.
@@ -402,7 +588,10 @@ class Kernel(CompiledProgram):
             self._names, arrays, pointers, len(self.function.inputs), self.in_place_allowed
         )
         results = outputs if shape is None else [o.reshape(shape) for o in outputs]
-        return CheckedCall(arrays, plan.argument_lists(pointers), plan.workspace_bytes, results)
+        plan = plan.for_pointers(self.function, pointers)
+        return CheckedCall(
+            arrays, plan.argument_lists(pointers), plan.workspace_bytes, results, plan.streaming
+        )
 
     @functools.cached_property
     def _flattens(self) -> bool:

@@ -22,12 +22,13 @@ becomes
       }
     }
 
-Each kernel's loop nest is a function of its own, `func.func private @<function>.kernel<i>`
-taking the kernel's distinct memrefs, marked `ew.no_inline` (LLVM must not inline it), and
-called where the kernel was. LLVM then optimizes and generates code kernel by kernel: given one
-function of all of a program's loops, its register allocator and Loop Strength Reduction took
-time growing faster than the program (a wide DAG of 10^4 ops: minutes), and so compile time
-grows about linearly in the number of kernels. A call per kernel per run is all it costs.
+In a function of several kernels, each kernel's loop nest is a function of its own, `func.func
+private @<function>.kernel<i>` taking the kernel's distinct memrefs, marked `ew.no_inline` (LLVM
+must not inline it), and called where the kernel was. LLVM then optimizes and generates code
+kernel by kernel: given one function of all of a program's loops, its register allocator and
+Loop Strength Reduction took time growing faster than the program (a wide DAG of 10^4 ops:
+minutes), and so compile time grows about linearly in the number of kernels. A call per kernel
+per run is all it costs.
 """
 
 from __future__ import annotations
@@ -164,13 +165,16 @@ class EwKernelToLoopsPass(ModulePass):
             if not isinstance(function, func.FuncOp):
                 continue
             kernels = [k for k in function.walk() if isinstance(k, ew.KernelOp)]
-            place = function
-            for index, kernel in enumerate(kernels):
+            for kernel in kernels:
                 if not kernel.is_bufferized:
                     raise DiagnosticException(
                         "'ew.kernel' must be bufferized before ew-kernel-to-loops (run "
                         f"ew-bufferize):\n{kernel}"
                     )
+            if len(kernels) < 2:
+                continue  # LLVM sees one kernel either way (and its streaming twin stays whole)
+            place = function
+            for index, kernel in enumerate(kernels):
                 name = kernel_function_name(function.sym_name.data, index)
                 outlined = outline_kernel(kernel, name)
                 op.body.block.insert_op_after(outlined, place)
