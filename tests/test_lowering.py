@@ -6,6 +6,7 @@ import ctypes
 import re
 from collections.abc import Callable
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import ml_dtypes
 import numpy as np
@@ -20,6 +21,9 @@ from xfuse.passes.pipeline import pipeline_context
 from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
 from xfuse.runtime.native import HostCpu, NativeModule, compile_llvm_dialect, host_cpu
+
+if TYPE_CHECKING:
+    from conftest import Gelu
 
 GELU_KERNEL = """
 func.func @main(%x: memref<?xf32>, %b: memref<?xf32>, %r: memref<?xf32>, %out: memref<?xf32>) {
@@ -131,11 +135,6 @@ def compile_text(text: str, inputs: list[str], **options: object) -> Kernel:
     return compile_bufferized(module, inputs, Options(**options))  # type: ignore[arg-type]
 
 
-def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
-    h = x.astype(np.float64) + b
-    return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h**3))) + r
-
-
 def widest_float_vector(llvm_ir: str) -> int:
     """The most float lanes any instruction of the optimized IR uses (1 if it is all scalar)."""
     return max((int(n) for n in re.findall(r"<(\d+) x float>", llvm_ir)), default=1)
@@ -148,7 +147,7 @@ def gelu_approx() -> Kernel:
 
 @pytest.mark.parametrize("n", [0, 1, 17, 2**20 + 3])
 @pytest.mark.parametrize("math", ["approx", "libm"])
-def test_gelu_any_length(n: int, math: str, gelu_approx: Kernel) -> None:
+def test_gelu_any_length(n: int, math: str, gelu_approx: Kernel, gelu: Gelu) -> None:
     kernel = (
         gelu_approx if math == "approx" else compile_text(GELU_KERNEL, ["x", "b", "r"], math=math)
     )
@@ -156,7 +155,7 @@ def test_gelu_any_length(n: int, math: str, gelu_approx: Kernel) -> None:
     x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
     out = kernel(x=x, b=b, r=r)
     assert out.shape == (n,) and out.dtype == np.float32
-    np.testing.assert_allclose(out, gelu_reference(x, b, r), rtol=0, atol=2e-6)
+    np.testing.assert_allclose(out, gelu.reference(x, b, r), rtol=0, atol=2e-6)
 
 
 # An AVX2-only host (AMD Zen 3) as XFUSE_CPU_NAME / XFUSE_CPU_FEATURES describe it.
@@ -173,7 +172,7 @@ def target_cpu(request: pytest.FixtureRequest, use_cpu: Callable[[str, str], Hos
     return use_cpu(*ZEN3)
 
 
-def test_loop_body_uses_the_widest_vectors(target_cpu: HostCpu) -> None:
+def test_loop_body_uses_the_widest_vectors(target_cpu: HostCpu, gelu: Gelu) -> None:
     kernel = compile_text(GELU_KERNEL, ["x", "b", "r"], math="approx")
     lanes = target_cpu.float_lanes
     body = kernel.llvm_ir
@@ -184,7 +183,7 @@ def test_loop_body_uses_the_widest_vectors(target_cpu: HostCpu) -> None:
     assert ("zmm" in kernel.asm) == (lanes == 16)
     rng = np.random.default_rng(5)
     x, b, r = (rng.standard_normal(1000, dtype=np.float32) for _ in range(3))
-    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu_reference(x, b, r), rtol=0, atol=2e-6)
+    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu.reference(x, b, r), rtol=0, atol=2e-6)
 
 
 RUNTIME_ALIAS_CHECK = re.compile(r"diff\.check|vector\.memcheck|found\.conflict")
@@ -209,14 +208,14 @@ def test_in_place_kernels_vectorize_without_alias_checks() -> None:
     np.testing.assert_allclose(kernel(x=x, b=b, r=r), want, atol=2e-6)
 
 
-def test_fused_loop_has_no_alias_check(gelu_approx: Kernel) -> None:
+def test_fused_loop_has_no_alias_check(gelu_approx: Kernel, gelu: Gelu) -> None:
     # k(x=x, ..., out=x) is a legal in-place call: it must take the vector loop too.
     assert vectorized_loop_count(gelu_approx.llvm_ir) == 1
     assert not RUNTIME_ALIAS_CHECK.search(gelu_approx.llvm_ir)
     n = 2**10 + 3
     x = np.linspace(-6, 6, n, dtype=np.float32)
     b, r = np.full(n, 0.5, np.float32), np.full(n, -1, np.float32)
-    want = gelu_reference(x, b, r)
+    want = gelu.reference(x, b, r)
     gelu_approx(x=x, b=b, r=r, out=x)
     np.testing.assert_allclose(x, want, rtol=0, atol=2e-6)
 
@@ -227,7 +226,7 @@ def test_libm_tanh_is_a_call(gelu_approx: Kernel) -> None:
     assert "tanhf" not in gelu_approx.llvm_ir
 
 
-def test_unaligned_buffers(gelu_approx: Kernel) -> None:
+def test_unaligned_buffers(gelu_approx: Kernel, gelu: Gelu) -> None:
     n = 1001
     storage = np.zeros(4 * n + 16, np.float32)
     # Offsets of 1 and 3 floats: 4- and 12-byte aligned only, never 16/64.
@@ -237,7 +236,7 @@ def test_unaligned_buffers(gelu_approx: Kernel) -> None:
     r[:] = -1
     out = storage[3 * n + 7 : 4 * n + 7]
     gelu_approx(x=x, b=b, r=r, out=out)
-    np.testing.assert_allclose(out, gelu_reference(x, b, r), atol=2e-6)
+    np.testing.assert_allclose(out, gelu.reference(x, b, r), atol=2e-6)
 
 
 def test_temporaries_live_in_the_workspace() -> None:
