@@ -77,6 +77,11 @@ class Gelu:
     path: Path
     source: str
 
+    @property
+    def shaped_source(self) -> str:
+        """The program with x, r declared [t, d] and the bias b [d]."""
+        return "input x[t, d]; input b[d]; input r[t, d];\n" + self.source
+
     @staticmethod
     def reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
         """The program written out in float64 numpy, independent of xfuse."""
