@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    FixedBitwidthType,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+)
 from xdsl.ir import Attribute
 
 DTYPE_NAMES: dict[str, type[Attribute]] = {
@@ -58,5 +64,11 @@ def promote(a: Attribute, b: Attribute) -> Attribute:
     return Float32Type()
 
 
+def element_bytes(element: Attribute) -> int:
+    """The bytes one element of an xDSL float (or integer) type takes in memory."""
+    return cast(FixedBitwidthType, element).size
+
+
 def itemsize(dtype: Any) -> int:
-    return {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype_name(dtype)]
+    """The bytes one element of a dtype name or numpy dtype takes in memory."""
+    return element_bytes(element_type_for(dtype))

@@ -26,7 +26,6 @@ from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
-    FixedBitwidthType,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -37,6 +36,8 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import DiagnosticException
+
+from xfuse.dtypes import element_bytes
 
 WORKSPACE_TYPE = MemRefType(i8, [DYNAMIC_INDEX])
 
@@ -61,7 +62,7 @@ def _buffer_end(
     """Where the buffer after one of `type_` (dynamic `sizes`) at `offset` may start: `offset`
     plus its bytes, rounded up to `alignment` (ops to insert are appended to `ops`)."""
     dynamic = iter(sizes)
-    end = _index_constant(cast(FixedBitwidthType, type_.get_element_type()).size, ops)
+    end = _index_constant(element_bytes(type_.get_element_type()), ops)
     for size in type_.get_shape():
         dim = next(dynamic) if size == DYNAMIC_INDEX else _index_constant(size, ops)
         ops.append(product := arith.MuliOp(end, dim))
