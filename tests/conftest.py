@@ -1,8 +1,9 @@
 """The test session's own compile cache, hypothesis profiles, and what many tests share: the
 lecture's GELU (`gelu`) and a float64 interpreter of `ew` functions (`evaluate_float64`).
 
-The on-disk compile cache goes to a temporary directory for the session (and the processes it
-starts), never the user's cache directory.
+The on-disk compile cache goes to a temporary directory of each test process (each
+pytest-xdist worker has its own, shared with the processes it starts), never the user's cache
+directory.
 
 Hypothesis profiles: `ci` (the default: bounded and deterministic) and `fuzz` (long, random).
 
