@@ -1,7 +1,10 @@
-"""The test session's own compile cache, fixtures for tests of the caches, and hypothesis profiles.
+"""The test session's own compile cache, hypothesis profiles, and what many tests share: the
+lecture's GELU (`gelu`), a float64 interpreter of `ew` functions (`evaluate_float64`), and
+fixtures for tests of the caches (`cache`, `lowerings`).
 
-The on-disk compile cache goes to a temporary directory for the session (and the processes it
-starts), never the user's cache directory; the `cache` fixture gives a test an empty one.
+The on-disk compile cache goes to a temporary directory of each test process (each
+pytest-xdist worker has its own, shared with the processes it starts), never the user's cache
+directory; the `cache` fixture gives a test an empty one.
 
 Hypothesis profiles: `ci` (the default: bounded and deterministic) and `fuzz` (long, random).
 
@@ -17,12 +20,18 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import Phase, settings
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import SSAValue
 
 from xfuse.codegen.native import HostCpu, host_cpu
+from xfuse.dialects import ew
 from xfuse.runtime import compiler
 from xfuse.runtime.compiler import clear_cache
 
@@ -86,3 +95,65 @@ def lowerings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(compiler, "_lower", counting_lower)
     return lowered
+
+
+@dataclass(frozen=True)
+class Gelu:
+    """examples/gelu.ew, the lecture's program (`out = gelu(x + b) + r` with the tanh form)."""
+
+    path: Path
+    source: str
+
+    @property
+    def shaped_source(self) -> str:
+        """The program with x, r declared [t, d] and the bias b [d]."""
+        return "input x[t, d]; input b[d]; input r[t, d];\n" + self.source
+
+    @staticmethod
+    def reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+        """The program written out in float64 numpy, independent of xfuse."""
+        x, b, r = (np.asarray(a, dtype=np.float64) for a in (x, b, r))
+        h = x + b
+        return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h**3))) + r
+
+
+@pytest.fixture(scope="session")
+def gelu() -> Gelu:
+    path = Path(__file__).resolve().parents[1] / "examples" / "gelu.ew"
+    return Gelu(path, path.read_text())
+
+
+Evaluate = Callable[..., list[np.ndarray]]
+"""The type of the `evaluate_float64` fixture."""
+
+
+def _evaluate_float64(
+    program: ModuleOp | func.FuncOp, *args: np.ndarray, **named: np.ndarray
+) -> list[np.ndarray]:
+    """Run an `ew` function (its only function, for a module) op by op on float64 numpy data,
+    each op by its `reference`; inputs by position or by name."""
+    if isinstance(program, ModuleOp):
+        (program,) = program.ops
+    assert isinstance(program, func.FuncOp)
+    arguments = program.body.block.args
+    given = list(args) + [named[str(a.name_hint)] for a in arguments[len(args) :]]
+    values: dict[SSAValue, np.ndarray] = {
+        a: np.asarray(value, dtype=np.float64) for a, value in zip(arguments, given, strict=True)
+    }
+    for op in program.body.block.ops:
+        if isinstance(op, func.ReturnOp):
+            return [values[v] for v in op.arguments]
+        if isinstance(op, ew.ConstantOp):
+            values[op.result] = np.float64(op.literal)
+            continue
+        assert isinstance(op, ew.UnaryOp | ew.BinaryOp | ew.ConvertOp), op.name
+        with np.errstate(all="ignore"):
+            values[op.results[0]] = np.asarray(op.reference(*(values[v] for v in op.operands)))
+    raise AssertionError("no func.return")
+
+
+@pytest.fixture(scope="session")
+def evaluate_float64() -> Evaluate:
+    """`evaluate_float64(module_or_function, *arrays, **arrays_by_name)`: the function's results
+    computed in float64 by each op's `reference` (the oracle for the frontend and the passes)."""
+    return _evaluate_float64

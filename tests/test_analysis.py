@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from xdsl.dialects import func
@@ -13,12 +13,13 @@ from xfuse.analysis.statistics import PassStatistics, Statistic, render_statisti
 from xfuse.frontend.language import parse_program
 from xfuse.transforms.fuse import fuse_function
 
-GELU = (Path(__file__).parents[1] / "examples" / "gelu.ew").read_text()
+if TYPE_CHECKING:
+    from conftest import Gelu
 
 
-def gelu(mode: str | None = None, **kwargs: object) -> func.FuncOp:
+def gelu_function(source: str, mode: str | None = None) -> func.FuncOp:
     """The lecture's GELU function, unfused (mode None) or after ew-fuse in `mode`."""
-    function = parse_program(GELU, **kwargs).body.block.first_op
+    function = parse_program(source).body.block.first_op
     assert isinstance(function, func.FuncOp)
     if mode is not None:
         fuse_function(function, greedy=mode == "greedy")
@@ -26,8 +27,8 @@ def gelu(mode: str | None = None, **kwargs: object) -> func.FuncOp:
 
 
 @pytest.mark.parametrize("mode", [None, "none"])
-def test_gelu_dataflow(mode: str | None) -> None:
-    dataflow = analyze_dataflow(gelu(mode))
+def test_gelu_dataflow(mode: str | None, gelu: Gelu) -> None:
+    dataflow = analyze_dataflow(gelu_function(gelu.source, mode))
     assert len(dataflow.ops) == 11
     assert dataflow.depth == 10
     h = dataflow[dataflow.ops[0].results[0]]
@@ -39,15 +40,15 @@ def test_gelu_dataflow(mode: str | None) -> None:
     assert out.level == 10 and out.last_use == 11  # read by the return only
 
 
-def test_gelu_fused_dataflow_is_one_kernel() -> None:
-    dataflow = analyze_dataflow(gelu("greedy"))
+def test_gelu_fused_dataflow_is_one_kernel(gelu: Gelu) -> None:
+    dataflow = analyze_dataflow(gelu_function(gelu.source, "greedy"))
     assert len(dataflow.ops) == 1
     assert dataflow.depth == 1
 
 
 @pytest.mark.parametrize("mode", [None, "none"])
-def test_gelu_memory_plan(mode: str | None) -> None:
-    function = gelu(mode)
+def test_gelu_memory_plan(mode: str | None, gelu: Gelu) -> None:
+    function = gelu_function(gelu.source, mode)
     planned, naive = plan_memory(function), plan_memory(function, reuse=False)
     assert (planned.naive_count, planned.planned_count) == (10, 3)
     assert naive.planned_count == 10
@@ -61,14 +62,14 @@ def test_gelu_memory_plan(mode: str | None) -> None:
     assert naive.peak_live_bytes((n,)) == 4 * 4 * n
 
 
-def test_gelu_fused_needs_no_temporaries() -> None:
-    plan = plan_memory(gelu("greedy"))
+def test_gelu_fused_needs_no_temporaries(gelu: Gelu) -> None:
+    plan = plan_memory(gelu_function(gelu.source, "greedy"))
     assert plan.naive_count == plan.planned_count == 0
     assert plan.peak_live_bytes((1024,)) == 0
 
 
-def test_liveness_of_gelu() -> None:
-    liveness = analyze_liveness(gelu())
+def test_liveness_of_gelu(gelu: Gelu) -> None:
+    liveness = analyze_liveness(gelu_function(gelu.source))
     assert len(liveness.steps) == 11
     assert len(liveness.temporaries) == 10
     h = liveness.steps[0].writes[0]

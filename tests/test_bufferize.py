@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pytest
@@ -32,10 +31,12 @@ from xfuse.frontend.language import parse_program
 from xfuse.transforms.bufferize import EwBufferizePass
 from xfuse.transforms.fuse import EwFusePass
 
-GELU = (Path(__file__).parents[1] / "examples" / "gelu.ew").read_text()
+if TYPE_CHECKING:
+    from conftest import Evaluate, Gelu
+
 
 # ---------------------------------------------------------------------------------------------
-# A float64 interpreter for tensor-level ops and for the bufferized IR
+# An interpreter for the bufferized IR (float64 on numpy arrays)
 # ---------------------------------------------------------------------------------------------
 
 SCALAR_NUMPY: dict[str, Callable[..., Any]] = {
@@ -65,21 +66,6 @@ ORDERED_COMPARISONS: dict[int, Callable[..., Any]] = {
     for name, compare in (("olt", np.less), ("ogt", np.greater), ("oeq", np.equal))
 }
 """`arith.cmpf` predicates by number (numpy's comparisons are false for NaN, as ordered ones)."""
-
-
-def run_tensor_ops(function: func.FuncOp, args: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The unfused function evaluated op by op with each op's float64 `reference`."""
-    env: dict[SSAValue, Any] = dict(zip(function.body.block.args, args, strict=True))
-    for op in function.body.block.ops:
-        if isinstance(op, ew.ConstantOp):
-            env[op.result] = np.float64(op.literal)
-        elif isinstance(op, ew.UnaryOp | ew.BinaryOp):
-            with np.errstate(all="ignore"):
-                env[op.result] = op.reference(*(env[v] for v in op.operands))
-        else:
-            assert isinstance(op, func.ReturnOp)
-            return [np.asarray(env[v], dtype=np.float64) for v in op.operands]
-    raise AssertionError("no return")
 
 
 def run_region(kernel: ew.KernelOp, inputs: Sequence[np.ndarray], shape: tuple[int, ...]):
@@ -127,10 +113,9 @@ def run_bufferized(function: func.FuncOp, args: Sequence[np.ndarray]) -> None:
 
 
 def compile_and_run(
-    module: ModuleOp, args: Sequence[np.ndarray], mode: str, reuse: bool
+    module: ModuleOp, args: Sequence[np.ndarray], mode: str, reuse: bool, evaluate: Evaluate
 ) -> list[np.ndarray]:
-    reference_function = cast(func.FuncOp, module.clone().body.block.first_op)
-    expected = run_tensor_ops(reference_function, args)
+    expected = evaluate(module, *args)
     EwFusePass(mode=mode).apply(Context(), module)
     EwBufferizePass(reuse=reuse).apply(Context(), module)
     module.verify()
@@ -237,9 +222,10 @@ def test_plans_never_overwrite_a_live_value(module: ModuleOp, mode: str) -> None
 @settings(max_examples=60, deadline=None)
 @given(random_graphs(), st.sampled_from(["none", "greedy"]), st.booleans())
 def test_bufferized_random_graphs_compute_the_reference(
-    module: ModuleOp, mode: str, reuse: bool
+    evaluate_float64: Evaluate, module: ModuleOp, mode: str, reuse: bool
 ) -> None:
-    compile_and_run(module, arguments(module, np.random.default_rng(0)), mode, reuse)
+    args = arguments(module, np.random.default_rng(0))
+    compile_and_run(module, args, mode, reuse, evaluate_float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,15 +235,18 @@ def test_bufferized_random_graphs_compute_the_reference(
 
 @pytest.mark.parametrize("mode", ["greedy", "none"])
 @pytest.mark.parametrize("reuse", [True, False])
-def test_gelu_bufferized_matches_reference(mode: str, reuse: bool) -> None:
+def test_gelu_bufferized_matches_reference(
+    mode: str, reuse: bool, gelu: Gelu, evaluate_float64: Evaluate
+) -> None:
     rng = np.random.default_rng(1)
     args = [rng.uniform(-3, 3, 17) for _ in range(3)]
-    compile_and_run(parse_program(GELU), args, mode, reuse)
+    outputs = compile_and_run(parse_program(gelu.source), args, mode, reuse, evaluate_float64)
+    np.testing.assert_allclose(outputs[0], gelu.reference(*args), rtol=1e-6)
 
 
 @pytest.mark.parametrize("mode", ["greedy", "none"])
-def test_gelu_signature_is_destination_passing(mode: str) -> None:
-    module = parse_program(GELU)
+def test_gelu_signature_is_destination_passing(mode: str, gelu: Gelu) -> None:
+    module = parse_program(gelu.source)
     EwFusePass(mode=mode).apply(Context(), module)
     EwBufferizePass().apply(Context(), module)
     function = cast(func.FuncOp, module.body.block.first_op)
@@ -271,7 +260,7 @@ def test_gelu_signature_is_destination_passing(mode: str) -> None:
     assert sum(isinstance(op, ew.KernelOp) for op in ops) == (1 if mode == "greedy" else 11)
 
 
-def test_broadcast_bias_bf16() -> None:
+def test_broadcast_bias_bf16(evaluate_float64: Evaluate) -> None:
     module = parse_program(
         "h = x + b * 2; g = sigmoid(h); s = exp(b);",
         outputs=["g", "s"],
@@ -279,16 +268,18 @@ def test_broadcast_bias_bf16() -> None:
         shapes={"x": ("t", "d"), "b": ("d",)},
     )
     rng = np.random.default_rng(2)
-    compile_and_run(module, [rng.uniform(-1, 1, (3, 5)), rng.uniform(-1, 1, 5)], "none", True)
+    compile_and_run(
+        module, [rng.uniform(-1, 1, (3, 5)), rng.uniform(-1, 1, 5)], "none", True, evaluate_float64
+    )
 
 
-def test_results_that_are_arguments_or_constants() -> None:
+def test_results_that_are_arguments_or_constants(evaluate_float64: Evaluate) -> None:
     module = parse_program("y = x; z = 2.5; w = x * 1.5;", outputs=["y", "z", "w", "y"])
-    outputs = compile_and_run(module, [np.arange(4.0)], "greedy", True)
+    outputs = compile_and_run(module, [np.arange(4.0)], "greedy", True, evaluate_float64)
     np.testing.assert_array_equal(outputs[1], 2.5)
 
 
-def test_rejects_unfused_ops() -> None:
-    module = parse_program(GELU)
+def test_rejects_unfused_ops(gelu: Gelu) -> None:
+    module = parse_program(gelu.source)
     with pytest.raises(PassFailedException, match="ew.add' is not inside an ew.kernel"):
         EwBufferizePass().apply(Context(), module)

@@ -12,6 +12,7 @@ import os
 import threading
 import weakref
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -19,11 +20,13 @@ import pytest
 import xfuse
 from xfuse.runtime.compiler import clear_cache
 
+if TYPE_CHECKING:
+    from conftest import Gelu
+
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/statm").exists(), reason="reads the resident set from /proc"
 )
 
-GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
 MIB = 2**20
 
 
@@ -34,23 +37,18 @@ def resident_bytes() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
-    h = x.astype(np.float64) + b
-    return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
-
-
 @pytest.mark.parametrize(
     ("fuse", "threads", "length", "calls"),
     [(True, 1, 1000, 200), (False, 1, 50_000, 40), (True, 3, 100_000, 20), (False, 2, 70_000, 20)],
     ids=["fused", "unfused", "fused-split", "unfused-split"],
 )
 def test_one_kernel_from_four_threads_at_once(
-    fuse: bool, threads: int, length: int, calls: int
+    fuse: bool, threads: int, length: int, calls: int, gelu: Gelu
 ) -> None:
     """Unfused, each call needs a workspace of its own for the temporaries: sharing one would
     mix the threads' intermediate values (long calls, so that they overlap). Split (`threads=`),
     the four calls share the kernel's thread pool."""
-    kernel = xfuse.compile(GELU, fuse=fuse, threads=threads)
+    kernel = xfuse.compile(gelu.source, fuse=fuse, threads=threads)
     start = threading.Barrier(4)
     failures: list[str] = []
 
@@ -58,7 +56,7 @@ def test_one_kernel_from_four_threads_at_once(
         rng = np.random.default_rng(seed)
         n = length + 37 * seed  # different lengths: different loop trip counts and workspaces
         x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
-        want = gelu_reference(x, b, r)
+        want = gelu.reference(x, b, r)
         out = np.empty(n, np.float32)
         start.wait()
         for _ in range(calls):
@@ -79,12 +77,12 @@ def pool_threads() -> set[threading.Thread]:
     return {thread for thread in threading.enumerate() if thread.name.startswith("xfuse")}
 
 
-def test_split_calls_reuse_the_kernels_threads_until_it_is_freed() -> None:
+def test_split_calls_reuse_the_kernels_threads_until_it_is_freed(gelu: Gelu) -> None:
     """`threads=3` keeps up to 2 worker threads from its first split call on (the pool starts
     one per slice unless one is already idle), reused by later calls: starting threads per call
     cost more than a small call. Freeing the kernel stops them."""
     before = pool_threads()
-    kernel = xfuse.compile(GELU, threads=3)
+    kernel = xfuse.compile(gelu.source, threads=3)
     x, b, r = (np.full(3 << 15, v, np.float32) for v in (0.5, 0.25, -1.0))
     assert len(kernel.prepare(x=x, b=b, r=r).argument_lists) == 3
     kernel(x=x, b=b, r=r)
@@ -94,7 +92,7 @@ def test_split_calls_reuse_the_kernels_threads_until_it_is_freed() -> None:
         out = kernel(x=x, b=b, r=r)
     workers = pool_threads() - before
     assert first <= workers and len(workers) <= 2
-    np.testing.assert_allclose(out, gelu_reference(x, b, r), atol=2e-6)
+    np.testing.assert_allclose(out, gelu.reference(x, b, r), atol=2e-6)
     del kernel
     gc.collect()
     for worker in workers:
@@ -102,8 +100,8 @@ def test_split_calls_reuse_the_kernels_threads_until_it_is_freed() -> None:
         assert not worker.is_alive()
 
 
-def test_ten_thousand_calls_keep_the_resident_set_flat() -> None:
-    kernel = xfuse.compile(GELU)
+def test_ten_thousand_calls_keep_the_resident_set_flat(gelu: Gelu) -> None:
+    kernel = xfuse.compile(gelu.source)
     x, b, r = (np.full(1000, v, np.float32) for v in (0.5, 0.25, -1.0))
     for _ in range(500):  # warm up: first-call allocations, numpy's caches
         kernel(x=x, b=b, r=r)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -10,12 +10,12 @@ import pytest
 import xfuse
 from xfuse.runtime.arrays import ArgumentError, numpy_dtype
 
+if TYPE_CHECKING:
+    from conftest import Gelu
+
 da = pytest.importorskip(
     "dask.array", reason="dask is an optional extra: pip install 'xfuse[dask]'"
 )
-
-GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
-SHAPED_GELU = "input x[t, d]; input b[d]; input r[t, d];\n" + GELU
 
 
 def gelu_inputs(rows: int = 203, columns: int = 96) -> tuple[np.ndarray, ...]:
@@ -35,8 +35,8 @@ def boundaries(chunks: tuple[int, ...]) -> set[int]:
     return set(np.cumsum(chunks).tolist())
 
 
-def test_gelu_with_bias_over_chunks_is_one_task_per_chunk() -> None:
-    kernel = xfuse.compile(SHAPED_GELU)
+def test_gelu_with_bias_over_chunks_is_one_task_per_chunk(gelu: Gelu) -> None:
+    kernel = xfuse.compile(gelu.shaped_source)
     x, b, r = gelu_inputs()
     lazy = kernel(x=da.from_array(x, chunks=(50, 48)), b=da.from_array(b), r=da.from_array(r))
     assert isinstance(lazy, da.Array)
@@ -47,8 +47,8 @@ def test_gelu_with_bias_over_chunks_is_one_task_per_chunk() -> None:
     np.testing.assert_allclose(lazy.compute(), kernel(x=x, b=b, r=r), rtol=1e-6, atol=1e-6)
 
 
-def test_chunks_of_different_inputs_are_unified() -> None:
-    kernel = xfuse.compile(SHAPED_GELU)
+def test_chunks_of_different_inputs_are_unified(gelu: Gelu) -> None:
+    kernel = xfuse.compile(gelu.shaped_source)
     x, b, r = gelu_inputs()
     lazy = kernel(
         x=da.from_array(x, chunks=(64, 96)),
@@ -104,15 +104,15 @@ def test_jit_accepts_dask_arrays() -> None:
     np.testing.assert_allclose(lazy.compute(), gelu(x, b, r), rtol=1e-6, atol=1e-6)
 
 
-def test_out_with_dask_inputs_is_a_clear_error() -> None:
-    kernel = xfuse.compile(GELU)
+def test_out_with_dask_inputs_is_a_clear_error(gelu: Gelu) -> None:
+    kernel = xfuse.compile(gelu.source)
     x = da.ones(10, dtype=np.float32)
     with pytest.raises(TypeError, match=r"out= cannot be used with dask.*dask\.array\.store"):
         kernel(x=x, b=x, r=x, out=np.empty(10, np.float32))
 
 
-def test_bad_dask_arguments_are_named_before_anything_runs() -> None:
-    kernel = xfuse.compile(SHAPED_GELU)
+def test_bad_dask_arguments_are_named_before_anything_runs(gelu: Gelu) -> None:
+    kernel = xfuse.compile(gelu.shaped_source)
     x = da.ones((4, 6), dtype=np.float32)
     with pytest.raises(TypeError, match="argument 'b': expected dtype float32, got float64"):
         kernel(x=x, b=da.ones(6), r=x)

@@ -10,13 +10,15 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 import xfuse
+
+if TYPE_CHECKING:
+    from conftest import Gelu
 
 da = pytest.importorskip(
     "dask.array", reason="dask is an optional extra: pip install 'xfuse[dask]'"
@@ -24,8 +26,6 @@ da = pytest.importorskip(
 distributed = pytest.importorskip("distributed", reason="needs dask.distributed ('xfuse[dask]')")
 
 TIMEOUT_S = 60
-GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
-SHAPED_GELU = "input x[t, d]; input b[d]; input r[t, d];\n" + GELU
 
 
 SLOW_BLOCKS = """
@@ -70,8 +70,8 @@ def gelu_inputs(rows: int, columns: int) -> tuple[np.ndarray, ...]:
     )
 
 
-def test_gelu_on_two_worker_processes_matches_one_process(client: Any) -> None:
-    kernel = xfuse.compile(SHAPED_GELU)
+def test_gelu_on_two_worker_processes_matches_one_process(client: Any, gelu: Gelu) -> None:
+    kernel = xfuse.compile(gelu.shaped_source)
     x, b, r = gelu_inputs(1000, 128)
     lazy = kernel(x=da.from_array(x, chunks=(125, 64)), b=da.from_array(b), r=da.from_array(r))
     persisted = client.persist(lazy)
@@ -82,10 +82,12 @@ def test_gelu_on_two_worker_processes_matches_one_process(client: Any) -> None:
     np.testing.assert_allclose(result, kernel(x=x, b=b, r=r), rtol=1e-6, atol=1e-6)
 
 
-def test_a_worker_killed_mid_computation_still_gives_the_right_result(client: Any) -> None:
+def test_a_worker_killed_mid_computation_still_gives_the_right_result(
+    client: Any, gelu: Gelu
+) -> None:
     from slow_blocks import slowly
 
-    kernel = xfuse.compile(SHAPED_GELU)
+    kernel = xfuse.compile(gelu.shaped_source)
     x, b, r = gelu_inputs(960, 64)
     slow_x = da.from_array(x, chunks=(40, 64)).map_blocks(slowly, dtype=np.float32)
     lazy = kernel(x=slow_x, b=da.from_array(b), r=da.from_array(r, chunks=(40, 64)))

@@ -9,6 +9,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -17,7 +18,8 @@ import xfuse
 from xfuse.runtime import disk_cache
 from xfuse.tools.cli import main as cli_main
 
-GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
+if TYPE_CHECKING:
+    from conftest import Gelu
 
 
 def inputs(n: int = 1000) -> dict[str, np.ndarray]:
@@ -29,14 +31,16 @@ def entries(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.xfuse"))
 
 
-def test_a_hit_runs_no_pass_and_gives_the_same_kernel(cache: Path, lowerings: list[str]) -> None:
-    compiled = xfuse.compile(GELU, fuse=False)
+def test_a_hit_runs_no_pass_and_gives_the_same_kernel(
+    cache: Path, lowerings: list[str], gelu: Gelu
+) -> None:
+    compiled = xfuse.compile(gelu.source, fuse=False)
     assert len(lowerings) == 1
     # One entry by the source (no parse on a hit), one by the frontend IR (traced functions).
     assert len(entries(cache)) == 2
     assert all(path.stat().st_mode & 0o777 == 0o644 for path in entries(cache))  # shareable
     xfuse.clear_cache()
-    loaded = xfuse.compile(GELU, fuse=False)
+    loaded = xfuse.compile(gelu.source, fuse=False)
     assert len(lowerings) == 1
     assert loaded.program is not compiled.program
     assert loaded.signature == compiled.signature
@@ -46,9 +50,11 @@ def test_a_hit_runs_no_pass_and_gives_the_same_kernel(cache: Path, lowerings: li
     np.testing.assert_array_equal(loaded(**inputs()), compiled(**inputs()))
 
 
-def test_options_and_programs_have_their_own_entries(cache: Path, lowerings: list[str]) -> None:
-    xfuse.compile(GELU)
-    xfuse.compile(GELU, math="libm")
+def test_options_and_programs_have_their_own_entries(
+    cache: Path, lowerings: list[str], gelu: Gelu
+) -> None:
+    xfuse.compile(gelu.source)
+    xfuse.compile(gelu.source, math="libm")
     xfuse.compile("out = x * 2;")
     assert len(lowerings) == 3
     assert len(entries(cache)) == 6
@@ -92,30 +98,30 @@ def checksummed_garbage(path: Path) -> None:
     "damage", [corrupt_byte, truncate, not_an_entry, empty, checksummed_garbage]
 )
 def test_a_damaged_entry_is_recompiled_and_replaced(
-    cache: Path, lowerings: list[str], damage
+    cache: Path, lowerings: list[str], damage, gelu: Gelu
 ) -> None:
-    expected = xfuse.compile(GELU)(**inputs())
+    expected = xfuse.compile(gelu.source)(**inputs())
     for path in entries(cache):
         damage(path)
     xfuse.clear_cache()
-    np.testing.assert_array_equal(xfuse.compile(GELU)(**inputs()), expected)
+    np.testing.assert_array_equal(xfuse.compile(gelu.source)(**inputs()), expected)
     assert len(lowerings) == 2
     for path in entries(cache):
         assert disk_cache.decode(path.read_bytes(), path.stem) is not None, path
     xfuse.clear_cache()
-    xfuse.compile(GELU)
+    xfuse.compile(gelu.source)
     assert len(lowerings) == 2  # the replaced entries hit
 
 
 def test_an_entry_of_another_toolchain_is_recompiled_and_replaced(
-    cache: Path, lowerings: list[str], monkeypatch: pytest.MonkeyPatch
+    cache: Path, lowerings: list[str], monkeypatch: pytest.MonkeyPatch, gelu: Gelu
 ) -> None:
     toolchain = disk_cache.toolchain()
     monkeypatch.setattr(disk_cache, "toolchain", lambda: toolchain.replace("xdsl", "xdsl 0.1"))
-    xfuse.compile(GELU)
+    xfuse.compile(gelu.source)
     monkeypatch.setattr(disk_cache, "toolchain", lambda: toolchain)
     xfuse.clear_cache()
-    xfuse.compile(GELU)
+    xfuse.compile(gelu.source)
     assert len(lowerings) == 2
     assert len(entries(cache)) == 2  # the same files, replaced
     for path in entries(cache):
@@ -154,20 +160,22 @@ def test_an_installed_package_is_named_by_its_version(package, tmp_path: Path) -
     assert disk_cache.toolchain().startswith(f"xfuse {xfuse.__version__} xdsl ")
 
 
-def test_xfuse_cache_0_turns_it_off(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_xfuse_cache_0_turns_it_off(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu
+) -> None:
     monkeypatch.setenv("XFUSE_CACHE", "0")
-    xfuse.compile(GELU)
+    xfuse.compile(gelu.source)
     assert not cache.exists()
 
 
-def test_an_unwritable_cache_warns_and_compiles(tmp_path: Path, monkeypatch) -> None:
+def test_an_unwritable_cache_warns_and_compiles(tmp_path: Path, monkeypatch, gelu: Gelu) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv("XFUSE_CACHE_DIR", str(blocker / "cache"))
     xfuse.clear_cache()
     with pytest.warns(RuntimeWarning, match="cannot write the compile cache"):
-        kernel = xfuse.compile(GELU)
-    expected = xfuse.compile(GELU, fuse=False)(**inputs())
+        kernel = xfuse.compile(gelu.source)
+    expected = xfuse.compile(gelu.source, fuse=False)(**inputs())
     np.testing.assert_allclose(kernel(**inputs()), expected, atol=1e-6)
 
 
@@ -188,10 +196,13 @@ WRITER = textwrap.dedent(
 )
 
 
-def test_concurrent_writers_never_expose_a_partial_entry(cache: Path, tmp_path: Path) -> None:
+def test_concurrent_writers_never_expose_a_partial_entry(
+    cache: Path, tmp_path: Path, gelu: Gelu
+) -> None:
     results = [tmp_path / f"result{i}.npy" for i in range(2)]
     writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, GELU, str(result)]) for result in results
+        subprocess.Popen([sys.executable, "-c", WRITER, gelu.source, str(result)])
+        for result in results
     ]
     reads = 0
     while any(writer.poll() is None for writer in writers):
@@ -207,13 +218,13 @@ def test_concurrent_writers_never_expose_a_partial_entry(cache: Path, tmp_path: 
     assert reads > 0
     assert not list(cache.glob(".xfuse-tmp-*"))
     x = np.linspace(-4, 4, 999, dtype=np.float32)
-    expected = xfuse.compile(GELU)(x=x, b=x, r=x)
+    expected = xfuse.compile(gelu.source)(x=x, b=x, r=x)
     for result in results:
         np.testing.assert_array_equal(np.load(result), expected)
 
 
-def test_cache_info_and_clear(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    xfuse.compile(GELU)
+def test_cache_info_and_clear(cache: Path, capsys: pytest.CaptureFixture[str], gelu: Gelu) -> None:
+    xfuse.compile(gelu.source)
     (cache / "unrelated.txt").write_text("not ours")
     assert cli_main(["cache", "info"]) == 0
     out = capsys.readouterr().out
@@ -254,11 +265,11 @@ CACHED_RUN = textwrap.dedent(
 )
 
 
-def test_a_hit_in_a_new_process_loads_no_xdsl(cache: Path, tmp_path: Path) -> None:
+def test_a_hit_in_a_new_process_loads_no_xdsl(cache: Path, tmp_path: Path, gelu: Gelu) -> None:
     results = [tmp_path / f"result{i}.npy" for i in range(2)]
     imported = [
         subprocess.run(
-            [sys.executable, "-c", CACHED_RUN, GELU, str(result)],
+            [sys.executable, "-c", CACHED_RUN, gelu.source, str(result)],
             capture_output=True,
             text=True,
             check=True,
@@ -280,14 +291,14 @@ def test_a_hit_in_a_new_process_loads_no_xdsl(cache: Path, tmp_path: Path) -> No
     ],
 )
 def test_a_bad_option_raises_where_the_program_is_cached(
-    cache: Path, option: dict[str, object], error: type[Exception]
+    cache: Path, option: dict[str, object], error: type[Exception], gelu: Gelu
 ) -> None:
     """Options are checked on a miss only, and a bad one never made an entry: it always misses."""
-    xfuse.compile(GELU)
+    xfuse.compile(gelu.source)
     (name,) = option
     for _ in range(2):  # in memory, then on disk only
         with pytest.raises(error, match=name):
-            xfuse.compile(GELU, **option)  # type: ignore[arg-type]
+            xfuse.compile(gelu.source, **option)  # type: ignore[arg-type]
         xfuse.clear_cache()
 
 
@@ -309,17 +320,17 @@ CODE_CHANGING_ARGUMENTS: list[dict[str, object]] = [
 
 
 def test_every_argument_that_changes_code_and_the_cpu_have_their_own_entries(
-    cache: Path, lowerings: list[str], use_cpu: Callable[[str, str], object]
+    cache: Path, lowerings: list[str], use_cpu: Callable[[str, str], object], gelu: Gelu
 ) -> None:
     for arguments in CODE_CHANGING_ARGUMENTS:
-        xfuse.compile(GELU, **arguments)  # type: ignore[arg-type]
+        xfuse.compile(gelu.source, **arguments)  # type: ignore[arg-type]
     assert len(lowerings) == len(CODE_CHANGING_ARGUMENTS)
     xfuse.clear_cache()
     for arguments in CODE_CHANGING_ARGUMENTS:  # each finds its own entry on disk
-        xfuse.compile(GELU, **arguments)  # type: ignore[arg-type]
-    xfuse.compile(GELU, threads=2)  # the thread count is not in the code
+        xfuse.compile(gelu.source, **arguments)  # type: ignore[arg-type]
+    xfuse.compile(gelu.source, threads=2)  # the thread count is not in the code
     assert len(lowerings) == len(CODE_CHANGING_ARGUMENTS)
     use_cpu("x86-64", "+sse2")
-    xfuse.compile(GELU)
-    xfuse.compile(GELU, target="cuda")  # PTX does not depend on the host
+    xfuse.compile(gelu.source)
+    xfuse.compile(gelu.source, target="cuda")  # PTX does not depend on the host
     assert len(lowerings) == len(CODE_CHANGING_ARGUMENTS) + 1

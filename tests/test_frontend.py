@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ml_dtypes
 import numpy as np
 import pytest
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation
 
 import xfuse
 from xfuse.dialects import ew
@@ -18,7 +18,8 @@ from xfuse.dialects.dtypes import element_type_for
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.language import MAX_NESTING, EwSyntaxError, ParsedProgram, parse_program
 
-GELU = (Path(__file__).resolve().parents[1] / "examples" / "gelu.ew").read_text()
+if TYPE_CHECKING:
+    from conftest import Evaluate, Gelu
 
 
 def function_of(module: ModuleOp) -> func.FuncOp:
@@ -39,31 +40,13 @@ def input_names(module: ModuleOp) -> list[str | None]:
     return [arg.name_hint for arg in function_of(module).args]
 
 
-def evaluate(module: ModuleOp, **inputs: np.ndarray) -> list[np.ndarray]:
-    """Run the function on float64 numpy data with each op's `reference`."""
-    function = function_of(module)
-    values: dict[SSAValue, np.ndarray] = {
-        arg: np.asarray(inputs[arg.name_hint], dtype=np.float64) for arg in function.args
-    }
-    for op in body_ops(module):
-        if isinstance(op, ew.ConstantOp):
-            values[op.result] = np.float64(op.literal)
-        elif isinstance(op, ew.UnaryOp | ew.BinaryOp):
-            with np.errstate(all="ignore"):
-                values[op.result] = op.reference(*(values[v] for v in op.operands))
-        else:
-            assert isinstance(op, func.ReturnOp)
-            return [values[v] for v in op.arguments]
-    raise AssertionError("no func.return")
-
-
 # ---------------------------------------------------------------------------------------------
 # The language
 # ---------------------------------------------------------------------------------------------
 
 
-def test_gelu_inputs_ops_and_result() -> None:
-    module = parse_program(GELU)
+def test_gelu_inputs_ops_and_result(gelu: Gelu, evaluate_float64: Evaluate) -> None:
+    module = parse_program(gelu.source)
     module.verify()
     assert input_names(module) == ["x", "b", "r"]
     ops = [op for op in body_ops(module) if not isinstance(op, ew.ConstantOp | func.ReturnOp)]
@@ -87,10 +70,8 @@ def test_gelu_inputs_ops_and_result() -> None:
     assert function.function_type.outputs.data == (f32_vector,)
     rng = np.random.default_rng(0)
     x, b, r = rng.standard_normal((3, 7))
-    h = x + b
-    expected = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
-    (out,) = evaluate(module, x=x, b=b, r=r)
-    np.testing.assert_allclose(out, expected, rtol=1e-14)
+    (out,) = evaluate_float64(module, x=x, b=b, r=r)
+    np.testing.assert_allclose(out, gelu.reference(x, b, r), rtol=1e-14)
 
 
 @pytest.mark.parametrize(
@@ -113,8 +94,8 @@ def test_gelu_inputs_ops_and_result() -> None:
         ("y = 1e400;", math.inf),
     ],
 )
-def test_constant_expressions(source: str, expected: float) -> None:
-    (value,) = evaluate(parse_program(source))
+def test_constant_expressions(source: str, expected: float, evaluate_float64: Evaluate) -> None:
+    (value,) = evaluate_float64(parse_program(source))
     assert float(value) == expected
 
 
@@ -126,7 +107,7 @@ def test_unary_minus_of_a_literal_is_a_negative_constant_of_a_name_a_neg() -> No
 
 
 @pytest.mark.parametrize("mnemonic", sorted(ew.OPS_BY_MNEMONIC))
-def test_every_function_by_name(mnemonic: str) -> None:
+def test_every_function_by_name(mnemonic: str, evaluate_float64: Evaluate) -> None:
     op_type = ew.OPS_BY_MNEMONIC[mnemonic]
     binary = issubclass(op_type, ew.BinaryOp)
     module = parse_program(f"y = {mnemonic}(x{', b' if binary else ''});")
@@ -134,14 +115,16 @@ def test_every_function_by_name(mnemonic: str) -> None:
     assert op_names(module) == [op_type.name, "func.return"]
     assert input_names(module) == (["x", "b"] if binary else ["x"])
     x, b = np.array([0.25, 2.0, 9.0]), np.array([1.5, -0.5, 0.5])
-    (result,) = evaluate(module, x=x, b=b)
+    (result,) = evaluate_float64(module, x=x, b=b)
     np.testing.assert_array_equal(result, op_type.reference(*((x, b) if binary else (x,))))
 
 
-def test_function_arguments_are_expressions() -> None:
+def test_function_arguments_are_expressions(evaluate_float64: Evaluate) -> None:
     module = parse_program("y = max(x * 2, tanh(b + 1));")
     x, b = np.array([-1.0, 3.0]), np.array([0.5, -4.0])
-    np.testing.assert_allclose(evaluate(module, x=x, b=b)[0], np.maximum(x * 2, np.tanh(b + 1)))
+    np.testing.assert_allclose(
+        evaluate_float64(module, x=x, b=b)[0], np.maximum(x * 2, np.tanh(b + 1))
+    )
 
 
 def test_evaluation_is_in_source_order_left_to_right() -> None:
@@ -154,21 +137,21 @@ def test_evaluation_is_in_source_order_left_to_right() -> None:
     assert input_names(module) == ["w", "x"]
 
 
-def test_reassignment_rebinds_the_name() -> None:
+def test_reassignment_rebinds_the_name(evaluate_float64: Evaluate) -> None:
     module = parse_program("y = x + 1; z = y; y = y * 2; y = y - z;", ["y", "z"])
     x = np.array([1.0, 5.0])
-    y, z = evaluate(module, x=x)
+    y, z = evaluate_float64(module, x=x)
     np.testing.assert_array_equal(y, (x + 1) * 2 - (x + 1))
     np.testing.assert_array_equal(z, x + 1)
     assert input_names(module) == ["x"]
     assert [v.name_hint for v in body_ops(module)[-1].operands] == ["y", "z"]
 
 
-def test_the_first_assignment_of_a_name_may_read_it_as_an_input() -> None:
+def test_the_first_assignment_of_a_name_may_read_it_as_an_input(evaluate_float64: Evaluate) -> None:
     """`x = x * x;` reads the input x; reading x in an earlier statement is an error (below)."""
     module = parse_program("x = x * x;")
     assert input_names(module) == ["x"]
-    np.testing.assert_array_equal(evaluate(module, x=np.array([3.0]))[0], [9.0])
+    np.testing.assert_array_equal(evaluate_float64(module, x=np.array([3.0]))[0], [9.0])
     with pytest.raises(EwSyntaxError, match="'x' is read before it has a value"):
         parse_program("y = x + 1; x = y;")
 
@@ -178,7 +161,7 @@ def test_the_first_assignment_of_a_name_may_read_it_as_an_input() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_outputs_chosen_by_the_caller() -> None:
+def test_outputs_chosen_by_the_caller(evaluate_float64: Evaluate) -> None:
     source = "h = x + b; y = h * h; z = y - 1;"
     default = parse_program(source)
     assert len(function_of(default).function_type.outputs) == 1
@@ -189,7 +172,7 @@ def test_outputs_chosen_by_the_caller() -> None:
     assert hints == ["y", "h", "x", "y"]
     assert returned.arguments[2] is function_of(several).args[0]  # an input as output
     x, b = np.array([1.0, 2.0]), np.array([3.0, -1.0])
-    y, h, x_out, _ = evaluate(several, x=x, b=b)
+    y, h, x_out, _ = evaluate_float64(several, x=x, b=b)
     np.testing.assert_array_equal(h, x + b)
     np.testing.assert_array_equal(y, (x + b) ** 2)
     np.testing.assert_array_equal(x_out, x)
@@ -205,7 +188,7 @@ def test_the_default_output_has_the_name_it_is_assigned_to(source: str) -> None:
     assert ParsedProgram(source, None, FunctionBuilder()).output_names == ["out"]
 
 
-def test_output_declarations_name_the_results_in_order() -> None:
+def test_output_declarations_name_the_results_in_order(evaluate_float64: Evaluate) -> None:
     source = "output y, h;\nh = x + b;\ny = h * h;\nz = y - 1;\noutput x;"
     parsed = ParsedProgram(source, None, FunctionBuilder())
     assert parsed.output_names == ["y", "h", "x"]
@@ -213,7 +196,7 @@ def test_output_declarations_name_the_results_in_order() -> None:
     assert isinstance(returned, func.ReturnOp)
     assert returned.arguments[2] is function_of(parsed.module).args[0]  # an input as output
     x, b = np.array([1.0, 2.0]), np.array([3.0, -1.0])
-    y, h, x_out = evaluate(parsed.module, x=x, b=b)
+    y, h, x_out = evaluate_float64(parsed.module, x=x, b=b)
     np.testing.assert_array_equal(h, x + b)
     np.testing.assert_array_equal(y, (x + b) ** 2)
     np.testing.assert_array_equal(x_out, x)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import pytest
 from xdsl.context import Context
@@ -16,7 +15,8 @@ from xfuse.transforms.fuse import EwFusePass, fuse_function
 from xfuse.transforms.optimize import EwOptimizePass
 from xfuse.transforms.scalar import SCALAR_LOWERINGS
 
-GELU = (Path(__file__).parents[1] / "examples" / "gelu.ew").read_text()
+if TYPE_CHECKING:
+    from conftest import Gelu
 
 
 def fused(module: ModuleOp, mode: str = "greedy") -> list[ew.KernelOp]:
@@ -28,14 +28,14 @@ def fused(module: ModuleOp, mode: str = "greedy") -> list[ew.KernelOp]:
 
 
 @pytest.mark.parametrize(("mode", "kernels"), [("greedy", 1), ("none", 11)])
-def test_gelu_kernel_count(mode: str, kernels: int) -> None:
-    module = parse_program(GELU)
+def test_gelu_kernel_count(mode: str, kernels: int, gelu: Gelu) -> None:
+    module = parse_program(gelu.source)
     EwOptimizePass().apply(Context(), module)
     assert len(fused(module, mode)) == kernels
 
 
-def test_gelu_region_computes_h_once_with_immediate_constants() -> None:
-    (kernel,) = fused(parse_program(GELU))
+def test_gelu_region_computes_h_once_with_immediate_constants(gelu: Gelu) -> None:
+    (kernel,) = fused(parse_program(gelu.source))
     assert len(kernel.inputs) == 3
     ops = list(kernel.block.ops)
     assert sum(isinstance(op, arith.ConstantOp) for op in ops) == 4
@@ -87,6 +87,6 @@ def test_none_mode_makes_one_kernel_per_op_and_drops_dead_ops() -> None:
     assert (stats.elementwise_ops, stats.kernels, stats.fused_ops) == (2, 1, 0)
 
 
-def test_unknown_mode_is_an_error() -> None:
+def test_unknown_mode_is_an_error(gelu: Gelu) -> None:
     with pytest.raises(ValueError, match="unknown mode 'fast'"):
-        EwFusePass(mode=cast(str, "fast")).apply(Context(), parse_program(GELU))  # type: ignore[arg-type]
+        EwFusePass(mode=cast(str, "fast")).apply(Context(), parse_program(gelu.source))  # type: ignore[arg-type]

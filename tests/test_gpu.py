@@ -22,7 +22,7 @@ import types
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llvmlite.binding as llvm_binding
 import ml_dtypes
@@ -42,8 +42,10 @@ from xfuse.runtime.cuda import CudaDriver, CudaKernel
 from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.pipeline import apply_pipeline, pipeline_context
 
+if TYPE_CHECKING:
+    from conftest import Gelu
+
 ROOT = Path(__file__).parents[1]
-GELU = (ROOT / "examples" / "gelu.ew").read_text()
 PTXAS = shutil.which("ptxas")
 needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) is not on the PATH")
 
@@ -69,8 +71,12 @@ def assemble(ptx: str, tmp_path: Path, arch: str = "sm_90") -> None:
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 @pytest.mark.parametrize("math_mode", ["approx", "ptx-approx"])
 @pytest.mark.parametrize("fuse", [True, False])
-def test_lecture_program_assembles(tmp_path: Path, fuse: bool, math_mode: str, arch: str) -> None:
-    k = xfuse.compile(GELU, outputs=["out"], fuse=fuse, math=math_mode, target="cuda", arch=arch)
+def test_lecture_program_assembles(
+    tmp_path: Path, fuse: bool, math_mode: str, arch: str, gelu: Gelu
+) -> None:
+    k = xfuse.compile(
+        gelu.source, outputs=["out"], fuse=fuse, math=math_mode, target="cuda", arch=arch
+    )
     assert k.ptx.count(".entry") == (1 if fuse else 11)
     assert f".target {arch}" in k.ptx
     assemble(k.ptx, tmp_path, arch)
@@ -144,8 +150,10 @@ def test_random_programs_assemble(program: Any) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def test_fused_gelu_ptx_is_one_entry_with_128_bit_accesses_and_a_grid_stride_loop() -> None:
-    ptx = xfuse.compile(GELU, outputs=["out"], target="cuda").ptx
+def test_fused_gelu_ptx_is_one_entry_with_128_bit_accesses_and_a_grid_stride_loop(
+    gelu: Gelu,
+) -> None:
+    ptx = xfuse.compile(gelu.source, outputs=["out"], target="cuda").ptx
     assert ".visible .entry main_kernel0(" in ptx
     assert ptx.count("ld.global.v4.b32") == 3  # x, b, r: 4 floats each
     assert ptx.count("st.global.v4.b32") == 1
@@ -166,22 +174,22 @@ def test_bf16_moves_eight_elements_per_access_and_computes_in_f32() -> None:
     assert "fma.rn.f32" in k.ptx
 
 
-def test_stages_are_visible() -> None:
-    k = xfuse.compile(GELU, outputs=["out"], target="cuda")
+def test_stages_are_visible(gelu: Gelu) -> None:
+    k = xfuse.compile(gelu.source, outputs=["out"], target="cuda")
     assert list(k.stages)[-3:] == ["ew-to-nvvm", "ew-expand-math", "ew-to-llvm"]
     assert "scf.for" in k.ir("ew-to-nvvm")
     assert "ptx_kernel" in k.llvm_ir
 
 
-def test_bad_target_options_name_the_option() -> None:
+def test_bad_target_options_name_the_option(gelu: Gelu) -> None:
     with pytest.raises(ValueError, match="target must be"):
-        xfuse.compile(GELU, target="rocm")
+        xfuse.compile(gelu.source, target="rocm")
     with pytest.raises(ValueError, match="arch must be"):
-        xfuse.compile(GELU, target="cuda", arch="sm_70")
+        xfuse.compile(gelu.source, target="cuda", arch="sm_70")
     with pytest.raises(ValueError, match="math must be 'approx' or 'ptx-approx' for cuda"):
-        xfuse.compile(GELU, target="cuda", math="libm")
+        xfuse.compile(gelu.source, target="cuda", math="libm")
     with pytest.raises(ValueError, match="threads applies to target='cpu' only"):
-        xfuse.compile(GELU, target="cuda", threads=4)
+        xfuse.compile(gelu.source, target="cuda", threads=4)
 
 
 def test_arith_bitcast_to_bf16_lowers_to_its_i16_bits() -> None:
@@ -284,9 +292,11 @@ def _inputs(names: Sequence[str], shapes: dict[str, tuple[int, ...]], dtype: Any
 @pytest.mark.parametrize("offset", [0, 4], ids=["aligned", "misaligned"])
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
 @pytest.mark.parametrize("n", [0, 1, 7, 4 * 2048 + 5])
-def test_gelu_runs_like_the_cpu_kernel(n: int, fuse: bool, offset: int) -> None:
-    cpu = xfuse.compile(GELU, outputs=["out"], fuse=fuse)
-    gpu, device = emulated(xfuse.compile(GELU, outputs=["out"], fuse=fuse, target="cuda"), offset)
+def test_gelu_runs_like_the_cpu_kernel(n: int, fuse: bool, offset: int, gelu: Gelu) -> None:
+    cpu = xfuse.compile(gelu.source, outputs=["out"], fuse=fuse)
+    gpu, device = emulated(
+        xfuse.compile(gelu.source, outputs=["out"], fuse=fuse, target="cuda"), offset
+    )
     args = _inputs(cpu.input_names, dict.fromkeys(cpu.input_names, (n,)), np.float32)
     np.testing.assert_allclose(gpu(**args), cpu(**args), rtol=2e-6, atol=2e-7)
     assert len(device.launches) == (1 if fuse else 11)
@@ -295,13 +305,13 @@ def test_gelu_runs_like_the_cpu_kernel(n: int, fuse: bool, offset: int) -> None:
 @needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_a_cuda_program_is_loaded_from_the_disk_cache(
-    cache: Path, lowerings: list[str], tmp_path: Path, arch: str
+    cache: Path, lowerings: list[str], tmp_path: Path, arch: str, gelu: Gelu
 ) -> None:
     """A new process (here: after emptying the in-memory cache) gets the PTX from disk, keyed
     by the options with the arch, without running the GPU lowering."""
-    compiled = xfuse.compile(GELU, fuse=False, target="cuda", arch=arch)
+    compiled = xfuse.compile(gelu.source, fuse=False, target="cuda", arch=arch)
     xfuse.clear_cache()
-    loaded = xfuse.compile(GELU, fuse=False, target="cuda", arch=arch)
+    loaded = xfuse.compile(gelu.source, fuse=False, target="cuda", arch=arch)
     assert len(lowerings) == 1
     assert isinstance(loaded, CudaKernel)
     assert loaded.ptx == compiled.ptx
@@ -311,7 +321,7 @@ def test_a_cuda_program_is_loaded_from_the_disk_cache(
     assemble(loaded.ptx, tmp_path, arch)
     gpu, device = emulated(loaded)
     args = _inputs(loaded.input_names, dict.fromkeys(loaded.input_names, (1000,)), np.float32)
-    cpu = xfuse.compile(GELU, fuse=False)
+    cpu = xfuse.compile(gelu.source, fuse=False)
     np.testing.assert_allclose(gpu(**args), cpu(**args), rtol=2e-6, atol=2e-7)
     assert len(device.launches) == 11
 
@@ -371,10 +381,10 @@ class FakeDeviceArray:
         }
 
 
-def test_device_arrays_are_used_in_place() -> None:
-    gpu, _ = emulated(xfuse.compile(GELU, outputs=["out"], target="cuda"))
+def test_device_arrays_are_used_in_place(gelu: Gelu) -> None:
+    gpu, _ = emulated(xfuse.compile(gelu.source, outputs=["out"], target="cuda"))
     args = _inputs(gpu.input_names, dict.fromkeys(gpu.input_names, (1000,)), np.float32)
-    want = xfuse.compile(GELU, outputs=["out"])(**args)
+    want = xfuse.compile(gelu.source, outputs=["out"])(**args)
     out = np.zeros(1000, np.float32)
     device_args = {name: FakeDeviceArray(array) for name, array in args.items()}
     with pytest.raises(ArgumentError, match="pass the outputs as device arrays in out="):
@@ -384,8 +394,8 @@ def test_device_arrays_are_used_in_place() -> None:
     np.testing.assert_allclose(out, want, rtol=2e-6, atol=2e-7)
 
 
-def test_device_array_arguments_are_checked() -> None:
-    gpu, _ = emulated(xfuse.compile(GELU, outputs=["out"], target="cuda"))
+def test_device_array_arguments_are_checked(gelu: Gelu) -> None:
+    gpu, _ = emulated(xfuse.compile(gelu.source, outputs=["out"], target="cuda"))
     x = FakeDeviceArray(np.zeros(8, np.float64))
     ok = FakeDeviceArray(np.zeros(8, np.float32))
     with pytest.raises(TypeError, match="argument 'x': expected dtype float32, got float64"):
@@ -398,8 +408,8 @@ def test_device_array_arguments_are_checked() -> None:
         gpu(x=ok, b=ok, r=FakeDeviceArray(np.zeros(9, np.float32)), out=ok)
 
 
-def test_numpy_arguments_are_checked_like_on_the_cpu() -> None:
-    gpu, _ = emulated(xfuse.compile(GELU, outputs=["out"], target="cuda"))
+def test_numpy_arguments_are_checked_like_on_the_cpu(gelu: Gelu) -> None:
+    gpu, _ = emulated(xfuse.compile(gelu.source, outputs=["out"], target="cuda"))
     x = np.zeros(4, np.float32)
     with pytest.raises(TypeError, match="missing input"):
         gpu(x=x, b=x)
@@ -407,10 +417,10 @@ def test_numpy_arguments_are_checked_like_on_the_cpu() -> None:
         gpu(x=x, b=x, r=np.zeros(5, np.float32))
 
 
-def test_without_a_gpu_a_call_raises_a_clear_error() -> None:
+def test_without_a_gpu_a_call_raises_a_clear_error(gelu: Gelu) -> None:
     if importlib.util.find_spec("cuda") is not None:
         pytest.skip("cuda-python is installed: whether a GPU is present decides the outcome")
-    k = xfuse.compile(GELU, outputs=["out"], target="cuda")
+    k = xfuse.compile(gelu.source, outputs=["out"], target="cuda")
     x = np.zeros(4, np.float32)
     with pytest.raises(
         xfuse.CudaUnavailableError, match=r"cuda-python \(pip install 'xfuse\[cuda\]'\)"
@@ -419,8 +429,8 @@ def test_without_a_gpu_a_call_raises_a_clear_error() -> None:
     assert ".entry" in k.ptx  # compiling PTX still works
 
 
-def test_compile_ptx_from_a_bufferized_module() -> None:
-    module = xfuse.compile(GELU, outputs=["out"]).ir("ew-bufferize")
+def test_compile_ptx_from_a_bufferized_module(gelu: Gelu) -> None:
+    module = xfuse.compile(gelu.source, outputs=["out"]).ir("ew-bufferize")
     parsed = Parser(pipeline_context(), module).parse_module()
     _, on_buffers = split_after(default_pipeline(target="cuda"), "ew-bufferize")
     lowered = apply_pipeline(parsed, on_buffers)

@@ -36,7 +36,7 @@ def lecture_json(capsys: pytest.CaptureFixture[str], *arguments: str) -> dict[st
 
 
 @pytest.fixture(scope="module")
-def gelu(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def gelu_figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     path = tmp_path_factory.mktemp("lecture") / "lecture.json"
     assert main(["lecture", "--quick", "--n", "4096", "--repeat", "1", "--json", str(path)]) == 0
     return json.loads(path.read_text())
@@ -46,8 +46,8 @@ def test_builtin_program_is_the_example() -> None:
     assert (ROOT / "examples" / "gelu.ew").read_text() == GELU_SOURCE
 
 
-def test_demo1_dataflow(gelu: dict[str, Any]) -> None:
-    demo = gelu["dataflow"]
+def test_demo1_dataflow(gelu_figures: dict[str, Any]) -> None:
+    demo = gelu_figures["dataflow"]
     assert demo["ops"] == 11 and demo["depth"] == 10
     h = demo["rows"][0]
     assert (h["value"], h["op"], h["readers"], h["last_use"]) == ("%h", "add(%x, %b)", 5, 5)
@@ -58,8 +58,8 @@ def test_demo1_dataflow(gelu: dict[str, Any]) -> None:
     assert demo["observations"][1].startswith("%h is read by 5 ops")
 
 
-def test_demo2_traffic(gelu: dict[str, Any]) -> None:
-    demo = gelu["traffic"]
+def test_demo2_traffic(gelu_figures: dict[str, Any]) -> None:
+    demo = gelu_figures["traffic"]
     unfused, fused = demo["rows"]
     assert (unfused["tensors"], fused["tensors"]) == (28, 4)
     assert (unfused["kernels"], fused["kernels"]) == (11, 1)
@@ -74,8 +74,8 @@ def test_demo2_traffic(gelu: dict[str, Any]) -> None:
     assert "memory-bound" in demo["observations"][2]
 
 
-def test_demo3_memory_plan(gelu: dict[str, Any]) -> None:
-    demo = gelu["memory_plan"]
+def test_demo3_memory_plan(gelu_figures: dict[str, Any]) -> None:
+    demo = gelu_figures["memory_plan"]
     assert (demo["planned_buffers"], demo["naive_buffers"]) == (3, 10)
     assert demo["max_live"] == 3 and demo["in_place"] == 7 and demo["fused_buffers"] == 0
     assert demo["planned_bytes"] == 3 * demo["buffer_bytes"]
@@ -83,8 +83,8 @@ def test_demo3_memory_plan(gelu: dict[str, Any]) -> None:
     assert "down to 3 buffers" in demo["observations"][0]
 
 
-def test_demo4_measurement(gelu: dict[str, Any]) -> None:
-    demo = gelu["measurement"]
+def test_demo4_measurement(gelu_figures: dict[str, Any]) -> None:
+    demo = gelu_figures["measurement"]
     setup = demo["setup"]
     assert setup["n"] == 4096 and setup["unfused_bytes"] == 28 * 4 * 4096
     assert setup["fused_bytes"] == 4 * 4 * 4096 and setup["numpy_calls"] == 11

@@ -6,6 +6,7 @@ import ctypes
 import re
 from collections.abc import Callable
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import ml_dtypes
 import numpy as np
@@ -28,6 +29,9 @@ from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
 from xfuse.transforms.pipeline import pipeline_context
 from xfuse.transforms.to_llvm import EwToLlvmPass, packed_entry_name, parse_fastmath
+
+if TYPE_CHECKING:
+    from conftest import Gelu
 
 GELU_KERNEL = """
 func.func @main(%x: memref<?xf32>, %b: memref<?xf32>, %r: memref<?xf32>, %out: memref<?xf32>) {
@@ -139,11 +143,6 @@ def compile_text(text: str, inputs: list[str], **options: object) -> Kernel:
     return compile_bufferized(module, inputs, Options(**options))  # type: ignore[arg-type]
 
 
-def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
-    h = x.astype(np.float64) + b
-    return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h**3))) + r
-
-
 def widest_float_vector(llvm_ir: str) -> int:
     """The most float lanes any instruction of the optimized IR uses (1 if it is all scalar)."""
     return max((int(n) for n in re.findall(r"<(\d+) x float>", llvm_ir)), default=1)
@@ -156,7 +155,7 @@ def gelu_approx() -> Kernel:
 
 @pytest.mark.parametrize("n", [0, 1, 17, 2**20 + 3])
 @pytest.mark.parametrize("math", ["approx", "libm"])
-def test_gelu_any_length(n: int, math: str, gelu_approx: Kernel) -> None:
+def test_gelu_any_length(n: int, math: str, gelu_approx: Kernel, gelu: Gelu) -> None:
     kernel = (
         gelu_approx if math == "approx" else compile_text(GELU_KERNEL, ["x", "b", "r"], math=math)
     )
@@ -164,7 +163,7 @@ def test_gelu_any_length(n: int, math: str, gelu_approx: Kernel) -> None:
     x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
     out = kernel(x=x, b=b, r=r)
     assert out.shape == (n,) and out.dtype == np.float32
-    np.testing.assert_allclose(out, gelu_reference(x, b, r), rtol=0, atol=2e-6)
+    np.testing.assert_allclose(out, gelu.reference(x, b, r), rtol=0, atol=2e-6)
 
 
 # An AVX2-only host (AMD Zen 3) as XFUSE_CPU_NAME / XFUSE_CPU_FEATURES describe it.
@@ -181,7 +180,7 @@ def target_cpu(request: pytest.FixtureRequest, use_cpu: Callable[[str, str], Hos
     return use_cpu(*ZEN3)
 
 
-def test_loop_body_uses_the_widest_vectors(target_cpu: HostCpu) -> None:
+def test_loop_body_uses_the_widest_vectors(target_cpu: HostCpu, gelu: Gelu) -> None:
     kernel = compile_text(GELU_KERNEL, ["x", "b", "r"], math="approx")
     lanes = target_cpu.float_lanes
     body = kernel.llvm_ir
@@ -192,7 +191,7 @@ def test_loop_body_uses_the_widest_vectors(target_cpu: HostCpu) -> None:
     assert ("zmm" in kernel.asm) == (lanes == 16)
     rng = np.random.default_rng(5)
     x, b, r = (rng.standard_normal(1000, dtype=np.float32) for _ in range(3))
-    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu_reference(x, b, r), rtol=0, atol=2e-6)
+    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu.reference(x, b, r), rtol=0, atol=2e-6)
 
 
 RUNTIME_ALIAS_CHECK = re.compile(r"diff\.check|vector\.memcheck|found\.conflict")
@@ -225,14 +224,14 @@ def test_in_place_kernels_vectorize_without_alias_checks() -> None:
     np.testing.assert_allclose(kernel(x=x, b=b, r=r), want, atol=2e-6)
 
 
-def test_fused_loop_has_no_alias_check(gelu_approx: Kernel) -> None:
+def test_fused_loop_has_no_alias_check(gelu_approx: Kernel, gelu: Gelu) -> None:
     # k(x=x, ..., out=x) is a legal in-place call: it must take the vector loop too.
     assert vectorized_loop_count(function_bodies(gelu_approx.llvm_ir)["main.packed"]) == 1
     assert not RUNTIME_ALIAS_CHECK.search(gelu_approx.llvm_ir)
     n = 2**10 + 3
     x = np.linspace(-6, 6, n, dtype=np.float32)
     b, r = np.full(n, 0.5, np.float32), np.full(n, -1, np.float32)
-    want = gelu_reference(x, b, r)
+    want = gelu.reference(x, b, r)
     gelu_approx(x=x, b=b, r=r, out=x)
     np.testing.assert_allclose(x, want, rtol=0, atol=2e-6)
 
@@ -253,14 +252,14 @@ def vector_stores_per_iteration(llvm_ir: str) -> int:
     ],
 )
 def test_interleave_count(
-    text: str, interleave: int | None, stores: int, target_cpu: HostCpu
+    text: str, interleave: int | None, stores: int, target_cpu: HostCpu, gelu: Gelu
 ) -> None:
     kernel = compile_text(text, ["x", "b", "r"], math="approx", interleave=interleave)
     assert vector_stores_per_iteration(kernel.llvm_ir) == stores
     n = 1000
     rng = np.random.default_rng(9)
     x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
-    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu_reference(x, b, r), rtol=0, atol=2e-6)
+    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu.reference(x, b, r), rtol=0, atol=2e-6)
 
 
 def test_interleave_count_follows_the_body_length() -> None:
@@ -298,7 +297,7 @@ def test_libm_tanh_is_a_call(gelu_approx: Kernel) -> None:
     assert "tanhf" not in gelu_approx.llvm_ir
 
 
-def test_unaligned_buffers(gelu_approx: Kernel) -> None:
+def test_unaligned_buffers(gelu_approx: Kernel, gelu: Gelu) -> None:
     n = 1001
     storage = np.zeros(4 * n + 16, np.float32)
     # Offsets of 1 and 3 floats: 4- and 12-byte aligned only, never 16/64.
@@ -308,7 +307,7 @@ def test_unaligned_buffers(gelu_approx: Kernel) -> None:
     r[:] = -1
     out = storage[3 * n + 7 : 4 * n + 7]
     gelu_approx(x=x, b=b, r=r, out=out)
-    np.testing.assert_allclose(out, gelu_reference(x, b, r), atol=2e-6)
+    np.testing.assert_allclose(out, gelu.reference(x, b, r), atol=2e-6)
 
 
 def test_temporaries_live_in_the_workspace() -> None:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import functools
 import subprocess
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -32,12 +31,14 @@ from xfuse.transforms.fuse import EwFusePass
 from xfuse.transforms.optimize import EwOptimizePass
 from xfuse.transforms.to_linalg import EwToLinalgPass
 
+if TYPE_CHECKING:
+    from conftest import Gelu
+
 needs_mlir = pytest.mark.skipif(
     find_mlir_tool("mlir-opt") is None or find_mlir_tool("mlir-translate") is None,
     reason="upstream mlir-opt/mlir-translate not installed (apt-get install mlir-22-tools)",
 )
 
-GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
 
 # Every elementwise op once, on inputs inside every op's domain (x > 0).
 ALL_OPS = "".join(
@@ -66,28 +67,25 @@ def exported(module: ModuleOp) -> str:
 
 
 @functools.cache
-def gelu_kernel(mode: str = "greedy", math_lowering: MathLowering = "libm") -> MlirKernel:
-    return compile_with_mlir(fused(GELU, mode), math=math_lowering)
+def gelu_kernel(
+    source: str, mode: str = "greedy", math_lowering: MathLowering = "libm"
+) -> MlirKernel:
+    return compile_with_mlir(fused(source, mode), math=math_lowering)
 
 
-def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
-    h = x.astype(np.float64) + b
-    return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+EXPORTED: dict[str, dict[str, Any]] = {
+    "all-ops": dict(source=ALL_OPS, outputs=ALL_OPS_OUTPUTS),
+    "broadcast": dict(
+        source=BROADCAST, outputs=["e", "q", "k"], dtype="float16", shapes=BROADCAST_SHAPES
+    ),
+}
 
 
 @needs_mlir
 @pytest.mark.parametrize("mode", ["greedy", "none"])
-@pytest.mark.parametrize(
-    "program",
-    [
-        dict(source=GELU),
-        dict(source=ALL_OPS, outputs=ALL_OPS_OUTPUTS),
-        dict(source=BROADCAST, outputs=["e", "q", "k"], dtype="float16", shapes=BROADCAST_SHAPES),
-    ],
-    ids=["gelu", "all-ops", "broadcast"],
-)
-def test_mlir_opt_parses_and_verifies_the_export(program: dict[str, Any], mode: str):
-    frontend = dict(program)
+@pytest.mark.parametrize("program", ["gelu", *EXPORTED])
+def test_mlir_opt_parses_and_verifies_the_export(program: str, mode: str, gelu: Gelu):
+    frontend = dict(source=gelu.source) if program == "gelu" else dict(EXPORTED[program])
     module = fused(frontend.pop("source"), mode, **frontend)
     kernels = sum(isinstance(op, ew.KernelOp) for op in module.walk())
     text = exported(module)
@@ -107,13 +105,15 @@ def test_mlir_opt_parses_and_verifies_the_export(program: dict[str, Any], mode: 
 @pytest.mark.parametrize("math_lowering", ["libm", "polynomial"])
 @pytest.mark.parametrize("mode", ["greedy", "none"])
 @pytest.mark.parametrize("length", [0, 1, 17, 1003])
-def test_upstream_gelu_matches_numpy(length: int, mode: str, math_lowering: MathLowering):
-    kernel = gelu_kernel(mode, math_lowering)
+def test_upstream_gelu_matches_numpy(
+    length: int, mode: str, math_lowering: MathLowering, gelu: Gelu
+):
+    kernel = gelu_kernel(gelu.source, mode, math_lowering)
     rng = np.random.default_rng(length)
     x, b, r = (rng.standard_normal(length).astype(np.float32) * 3 for _ in range(3))
     y = kernel(x, b=b, r=r)
     assert y.dtype == np.float32 and y.shape == (length,)
-    np.testing.assert_allclose(y, gelu_reference(x, b, r), rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(y, gelu.reference(x, b, r), rtol=2e-6, atol=2e-6)
 
 
 @needs_mlir
@@ -164,7 +164,7 @@ def test_upstream_fuses_the_unfused_chain_without_temporaries(math_lowering: Mat
     [("libm", "libm", 2.5e-7), ("polynomial", "approx", 2e-6)],
 )
 def test_upstream_agrees_with_xfuse(
-    math_lowering: MathLowering, xfuse_math: str, tolerance: float
+    math_lowering: MathLowering, xfuse_math: str, tolerance: float, gelu: Gelu
 ) -> None:
     upstream = compile_with_mlir(fused(ALL_OPS, outputs=ALL_OPS_OUTPUTS), math=math_lowering)
     own = xfuse.compile(ALL_OPS, outputs=ALL_OPS_OUTPUTS, math=xfuse_math)
@@ -175,8 +175,8 @@ def test_upstream_agrees_with_xfuse(
         assert theirs.dtype == ours.dtype == np.float32
         np.testing.assert_allclose(theirs, ours, rtol=tolerance, atol=tolerance, err_msg=name)
 
-    gelu_upstream = gelu_kernel("greedy", math_lowering)
-    gelu_own = xfuse.compile(GELU, math=xfuse_math)
+    gelu_upstream = gelu_kernel(gelu.source, "greedy", math_lowering)
+    gelu_own = xfuse.compile(gelu.source, math=xfuse_math)
     x, b, r = (rng.standard_normal(1003).astype(np.float32) * 3 for _ in range(3))
     np.testing.assert_allclose(
         gelu_upstream(x, b=b, r=r), gelu_own(x=x, b=b, r=r), rtol=tolerance, atol=tolerance
@@ -184,12 +184,12 @@ def test_upstream_agrees_with_xfuse(
 
 
 @needs_mlir
-def test_upstream_kernel_writes_into_out_and_checks_its_arguments():
-    kernel = gelu_kernel()
+def test_upstream_kernel_writes_into_out_and_checks_its_arguments(gelu: Gelu):
+    kernel = gelu_kernel(gelu.source)
     x, b, r = (np.linspace(-3, 3, 8, dtype=np.float32) for _ in range(3))
     out = np.zeros(8, np.float32)
     assert kernel(x, b, r, out=out) is out
-    np.testing.assert_allclose(out, gelu_reference(x, b, r), rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(out, gelu.reference(x, b, r), rtol=2e-6, atol=2e-6)
 
     with pytest.raises(TypeError, match="missing input.*'r'"):
         kernel(x, b)
@@ -211,8 +211,8 @@ def test_unfused_ops_are_not_exported():
         EwToLinalgPass().apply(Context(), module)
 
 
-def test_missing_tools_raise_a_clear_error(monkeypatch: pytest.MonkeyPatch):
+def test_missing_tools_raise_a_clear_error(monkeypatch: pytest.MonkeyPatch, gelu: Gelu):
     monkeypatch.setenv("PATH", "")
     monkeypatch.setattr(mlir_peer, "TOOL_DIRECTORIES", ())
     with pytest.raises(MlirToolsMissing, match="mlir-opt not found.*mlir-22-tools"):
-        compile_with_mlir(fused(GELU))
+        compile_with_mlir(fused(gelu.source))

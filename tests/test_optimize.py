@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import struct
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -19,7 +19,8 @@ from xfuse.dialects.dtypes import element_type_for
 from xfuse.frontend.language import parse_program
 from xfuse.transforms.optimize import EwOptimizePass
 
-GELU = (Path(__file__).resolve().parents[1] / "examples" / "gelu.ew").read_text()
+if TYPE_CHECKING:
+    from conftest import Gelu
 
 
 def optimize(module: ModuleOp, unsafe_math: bool = False) -> ModuleOp:
@@ -35,8 +36,8 @@ def compute_ops(module: ModuleOp) -> list[ew.UnaryOp | ew.BinaryOp]:
     return [op for op in module.walk() if isinstance(op, ew.UnaryOp | ew.BinaryOp)]
 
 
-def test_gelu_has_11_compute_ops_and_h_has_5_users() -> None:
-    module = optimize(parse_program(GELU))
+def test_gelu_has_11_compute_ops_and_h_has_5_users(gelu: Gelu) -> None:
+    module = optimize(parse_program(gelu.source))
     ops = compute_ops(module)
     assert len(ops) == 11
     (h,) = [op for op in ops if op.result.name_hint == "h"]
@@ -44,8 +45,8 @@ def test_gelu_has_11_compute_ops_and_h_has_5_users() -> None:
     assert len(list(h.result.uses)) == 5
 
 
-def test_gelu_with_redundancy_optimizes_to_the_same_11_ops() -> None:
-    source = GELU.replace("out = y + r;", "out = (y * 1 + -0.0) + --r - 0 * 1 - (0 + -0.0);")
+def test_gelu_with_redundancy_optimizes_to_the_same_11_ops(gelu: Gelu) -> None:
+    source = gelu.source.replace("out = y + r;", "out = (y * 1 + -0.0) + --r - 0 * 1 - (0 + -0.0);")
     assert len(compute_ops(optimize(parse_program(source)))) == 11
 
 

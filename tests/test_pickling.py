@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -15,7 +16,8 @@ import pytest
 import xfuse
 from xfuse.runtime.compiler import compile_bufferized, parse_ir
 
-GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
+if TYPE_CHECKING:
+    from conftest import Gelu
 
 
 def gelu_inputs(rows: int = 37, columns: int = 19) -> dict[str, np.ndarray]:
@@ -27,11 +29,8 @@ def gelu_inputs(rows: int = 37, columns: int = 19) -> dict[str, np.ndarray]:
     }
 
 
-SHAPED_GELU = "input x[t, d]; input b[d]; input r[t, d];\n" + GELU
-
-
-def test_a_kernel_round_trips_in_process() -> None:
-    kernel = xfuse.compile(SHAPED_GELU, fuse=False, threads=3)
+def test_a_kernel_round_trips_in_process(gelu: Gelu) -> None:
+    kernel = xfuse.compile(gelu.shaped_source, fuse=False, threads=3)
     data = pickle.dumps(kernel)
     assert len(data) < 4000  # the frontend IR and options, no native code
     loaded = pickle.loads(data)
@@ -68,8 +67,10 @@ def run_child(script: str, *args: object, path: str | None = None) -> None:
     subprocess.run([sys.executable, "-c", script, *map(str, args)], check=True, env=env)
 
 
-def test_a_kernel_unpickles_in_another_process_from_the_disk_cache(tmp_path: Path) -> None:
-    kernel = xfuse.compile(SHAPED_GELU, math="libm")
+def test_a_kernel_unpickles_in_another_process_from_the_disk_cache(
+    tmp_path: Path, gelu: Gelu
+) -> None:
+    kernel = xfuse.compile(gelu.shaped_source, math="libm")
     inputs = gelu_inputs()
     (tmp_path / "kernel.pickle").write_bytes(pickle.dumps(kernel))
     np.savez(tmp_path / "inputs.npz", **inputs)
@@ -77,8 +78,8 @@ def test_a_kernel_unpickles_in_another_process_from_the_disk_cache(tmp_path: Pat
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), kernel(**inputs))
 
 
-def test_a_kernel_of_bufferized_ir_says_why_it_cannot_be_pickled() -> None:
-    module = parse_ir(xfuse.compile(GELU).ir("ew-bufferize"))
+def test_a_kernel_of_bufferized_ir_says_why_it_cannot_be_pickled(gelu: Gelu) -> None:
+    module = parse_ir(xfuse.compile(gelu.source).ir("ew-bufferize"))
     kernel = compile_bufferized(module, ["x", "b", "r"])
     with pytest.raises(TypeError, match="compiled from bufferized IR"):
         pickle.dumps(kernel)

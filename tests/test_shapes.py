@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ml_dtypes
 import numpy as np
@@ -29,6 +30,9 @@ from xfuse.frontend.language import EwSyntaxError, parse_program
 from xfuse.runtime.arrays import ArgumentError, numpy_dtype
 from xfuse.runtime.cost_driver import cost_program
 from xfuse.tools.cli import main as xfuse_main
+
+if TYPE_CHECKING:
+    from conftest import Gelu
 
 GELU_BODY = """
 h = x + b;
@@ -64,13 +68,6 @@ def gelu_inputs(dtypes: dict[str, str], seed: int = 0) -> dict[str, np.ndarray]:
         name: (2 * rng.standard_normal(shape)).astype(numpy_dtype(dtypes[name]))
         for name, shape in shapes.items()
     }
-
-
-def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """float64 GELU of the inputs as stored (their rounding is not the kernel's error)."""
-    h = x.astype(np.float64) + b.astype(np.float64)
-    y = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h**3)))
-    return y + r.astype(np.float64)
 
 
 def assert_within_rounding(out: np.ndarray, want: np.ndarray, dtype: str) -> None:
@@ -201,36 +198,36 @@ def test_convert_folds_constants_to_the_new_rounding() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
-def test_gelu_2d_declared_shapes_every_dtype(dtype: str) -> None:
+def test_gelu_2d_declared_shapes_every_dtype(dtype: str, gelu: Gelu) -> None:
     kernel = xfuse.compile(GELU_2D, dtype=dtype)
     inputs = gelu_inputs(dict.fromkeys("xbr", dtype))
     out = kernel(**inputs)
     assert out.shape == (T, D) and out.dtype == numpy_dtype(dtype)
-    assert_within_rounding(out, gelu_reference(**inputs), dtype)
+    assert_within_rounding(out, gelu.reference(**inputs), dtype)
     assert kernel.ir("ew-fuse").count("ew.kernel") == 1
 
 
-def test_gelu_2d_shapes_from_the_call() -> None:
+def test_gelu_2d_shapes_from_the_call(gelu: Gelu) -> None:
     shapes = {"x": ("t", "d"), "b": ("d",), "r": ("t", "d")}
     kernel = xfuse.compile(GELU_BODY, dtype=np.dtype(ml_dtypes.bfloat16), shapes=shapes)
     inputs = gelu_inputs(dict.fromkeys("xbr", "bfloat16"))
-    assert_within_rounding(kernel(**inputs), gelu_reference(**inputs), "bfloat16")
+    assert_within_rounding(kernel(**inputs), gelu.reference(**inputs), "bfloat16")
     with pytest.raises(ArgumentError, match=r"argument 'b': dimension 0 \(d\) has size 36"):
         kernel(x=inputs["x"], b=inputs["b"][:-1], r=inputs["r"])
 
 
-def test_per_input_dtypes_and_output_conversion() -> None:
+def test_per_input_dtypes_and_output_conversion(gelu: Gelu) -> None:
     dtypes = {"x": "bfloat16", "b": "float32", "r": "bfloat16"}
     inputs = gelu_inputs(dtypes)
     promoted = xfuse.compile(GELU_2D, dtype={"x": "bfloat16", "b": np.float32, "r": "bf16"})
     out = promoted(**inputs)
     assert out.dtype == np.float32  # bf16 + f32 -> f32, as numpy
-    assert_within_rounding(out, gelu_reference(**inputs), "float32")
+    assert_within_rounding(out, gelu.reference(**inputs), "float32")
     declared = xfuse.compile(GELU_MIXED)
     assert [p.dtype for p in declared.function.inputs] == ["bfloat16", "bfloat16", "float32"]
     out = declared(**inputs)
     assert out.dtype == ml_dtypes.bfloat16
-    assert_within_rounding(out, gelu_reference(**inputs), "bfloat16")
+    assert_within_rounding(out, gelu.reference(**inputs), "bfloat16")
     fused = declared.ir("ew-fuse")
     assert fused.count("ew.kernel") == 1 and "ew.convert" not in fused
     assert "arith.truncf" in fused and "arith.extf" in fused
@@ -281,9 +278,9 @@ def test_compile_time_shape_errors_are_located() -> None:
     assert (info.value.line, info.value.column) == (2, 7)
 
 
-def test_jit_traces_mixed_dtypes_and_2d_broadcasting() -> None:
+def test_jit_traces_mixed_dtypes_and_2d_broadcasting(gelu: Gelu) -> None:
     @xfuse.jit
-    def gelu(x, b, r):  # noqa: ANN001, ANN202 (traced arrays)
+    def traced(x, b, r):  # noqa: ANN001, ANN202 (traced arrays)
         h = x + b
         return 0.5 * h * (1 + xfuse.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
 
@@ -292,20 +289,20 @@ def test_jit_traces_mixed_dtypes_and_2d_broadcasting() -> None:
         {"x": "float16", "b": "float16", "r": "float16"},
     ):
         inputs = gelu_inputs(dtypes)
-        out = gelu(**inputs)
+        out = traced(**inputs)
         want = np.result_type(*(numpy_dtype(d) for d in set(dtypes.values())))
         assert out.dtype == want and out.shape == (T, D)
-        assert_within_rounding(out, gelu_reference(**inputs), want.name)
-    assert len(gelu.kernels) == 2
+        assert_within_rounding(out, gelu.reference(**inputs), want.name)
+    assert len(traced.kernels) == 2
 
 
-def test_numpy_baselines_follow_each_value_dtype() -> None:
+def test_numpy_baselines_follow_each_value_dtype(gelu: Gelu) -> None:
     module = parse_program(GELU_MIXED)
     inputs = gelu_inputs({"x": "bfloat16", "b": "float32", "r": "bfloat16"})
     for compiled in (compile_numpy(module), compile_numpy_planned(module)):
         (out,) = compiled(inputs["x"], inputs["r"], inputs["b"])
         assert out.dtype == ml_dtypes.bfloat16
-        assert_within_rounding(out, gelu_reference(**inputs), "bfloat16")
+        assert_within_rounding(out, gelu.reference(**inputs), "bfloat16")
 
 
 def test_mixed_dtype_kernels_export_to_linalg() -> None:

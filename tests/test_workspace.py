@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -15,12 +15,8 @@ from xfuse.runtime.kernel import WORKSPACE_ALIGNMENT, WorkspacePool
 from xfuse.transforms.pipeline import pipeline_context
 from xfuse.transforms.workspace import EwWorkspacePass
 
-GELU = Path(__file__).parents[1].joinpath("examples", "gelu.ew").read_text()
-
-
-def gelu_reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
-    h = x.astype(np.float64) + b
-    return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+if TYPE_CHECKING:
+    from conftest import Gelu
 
 
 def gelu_inputs(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -33,19 +29,19 @@ def aligned(nbytes: int) -> int:
     return -(-nbytes // 64) * 64
 
 
-def test_unfused_kernel_uses_the_workspace_not_malloc() -> None:
-    kernel = xfuse.compile(GELU, fuse=False)
+def test_unfused_kernel_uses_the_workspace_not_malloc(gelu: Gelu) -> None:
+    kernel = xfuse.compile(gelu.source, fuse=False)
     placed = kernel.ir("ew-workspace")
     assert "memref.alloc" not in placed and "memref.dealloc" not in placed
-    assert placed.count("memref.view %workspace") == 3  # GELU's three planned buffers
+    assert placed.count("memref.view %workspace") == 3  # gelu.source's three planned buffers
     assert "func.func @main_workspace_bytes" in placed
     assert "malloc" not in kernel.llvm_ir and "@free" not in kernel.llvm_ir
     x, b, r = gelu_inputs(1000)
-    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu_reference(x, b, r), atol=2e-6)
+    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu.reference(x, b, r), atol=2e-6)
 
 
-def test_fused_kernel_has_no_workspace() -> None:
-    kernel = xfuse.compile(GELU)
+def test_fused_kernel_has_no_workspace(gelu: Gelu) -> None:
+    kernel = xfuse.compile(gelu.source)
     assert kernel.ir("ew-workspace") == kernel.ir("ew-bufferize")
     assert not kernel.function.workspace
     x, b, r = gelu_inputs(100)
@@ -53,8 +49,8 @@ def test_fused_kernel_has_no_workspace() -> None:
 
 
 @pytest.mark.parametrize(("n", "threads"), [(1000, 1), (3 * (1 << 15) + 11, 3)])
-def test_workspace_bytes_are_the_aligned_buffers(n: int, threads: int) -> None:
-    kernel = xfuse.compile(GELU, fuse=False, threads=threads)
+def test_workspace_bytes_are_the_aligned_buffers(n: int, threads: int, gelu: Gelu) -> None:
+    kernel = xfuse.compile(gelu.source, fuse=False, threads=threads)
     x, b, r = gelu_inputs(n)
     call = kernel.prepare(x=x, b=b, r=r)
     rows = np.linspace(0, n, len(call.argument_lists) + 1).astype(int)
@@ -66,15 +62,15 @@ def test_workspace_bytes_are_the_aligned_buffers(n: int, threads: int) -> None:
         sum(parts[:i]) for i in range(threads)
     ]
     assert call.workspace_bytes == sum(parts)
-    np.testing.assert_allclose(call(), gelu_reference(x, b, r), atol=2e-6)
+    np.testing.assert_allclose(call(), gelu.reference(x, b, r), atol=2e-6)
 
 
-def test_one_kernel_across_shapes() -> None:
+def test_one_kernel_across_shapes(gelu: Gelu) -> None:
     """The workspace grows for a larger call and serves smaller ones after (and empty ones)."""
-    kernel = xfuse.compile(GELU, fuse=False)
+    kernel = xfuse.compile(gelu.source, fuse=False)
     for n in (5, 70_000, 7, 0, 1):
         x, b, r = gelu_inputs(n, seed=n)
-        np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu_reference(x, b, r), atol=2e-6)
+        np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu.reference(x, b, r), atol=2e-6)
 
 
 def test_static_shapes_and_mixed_dtypes() -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from xdsl.dialects import func
 from xdsl.dialects.builtin import DYNAMIC_INDEX
 from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.utils.disjoint_set import DisjointSet
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, itemsize
@@ -80,10 +81,11 @@ def analyze_liveness(function: func.FuncOp) -> Liveness:
 
 
 class DimClasses:
-    """Which `?` dims are equal at run time: those the ops tie together, by union-find."""
+    """Which `?` dims are equal at run time: those the ops tie together (xDSL's union-find)."""
 
     def __init__(self, steps: Sequence[Step]):
-        self.parent: dict[tuple[SSAValue, int], tuple[SSAValue, int]] = {}
+        self.sets: DisjointSet[tuple[SSAValue, int]] = DisjointSet()
+        self._members: set[tuple[SSAValue, int]] = set()
         for step in steps:
             space = step.writes[0]
             rank = len(ew.shape_of(space))
@@ -92,23 +94,20 @@ class DimClasses:
                 offset = rank - len(shape)
                 for axis, dim in enumerate(shape):
                     if dim == DYNAMIC_INDEX and ew.shape_of(space)[offset + axis] == DYNAMIC_INDEX:
-                        self._union((value, axis), (space, offset + axis))
+                        self.sets.union(
+                            self._member((value, axis)), self._member((space, offset + axis))
+                        )
 
-    def _find(self, dim: tuple[SSAValue, int]) -> tuple[SSAValue, int]:
-        while (parent := self.parent.get(dim, dim)) != dim:
-            # Path halving: finds stay near constant time however long the union chains grow.
-            self.parent[dim] = self.parent.get(parent, parent)
-            dim = parent
+    def _member(self, dim: tuple[SSAValue, int]) -> tuple[SSAValue, int]:
+        """`dim`, added to the sets as a class of its own the first time it is seen."""
+        if dim not in self._members:
+            self._members.add(dim)
+            self.sets.add(dim)
         return dim
-
-    def _union(self, a: tuple[SSAValue, int], b: tuple[SSAValue, int]) -> None:
-        root_a, root_b = self._find(a), self._find(b)
-        if root_a != root_b:
-            self.parent[root_b] = root_a
 
     def dim_class(self, value: SSAValue, axis: int) -> tuple[int, int]:
         """Equal for two `?` dims the ops prove equal at run time."""
-        root_value, root_axis = self._find((value, axis))
+        root_value, root_axis = self.sets.find(self._member((value, axis)))
         return (id(root_value), root_axis)
 
     def key(self, value: SSAValue) -> tuple[Any, ...]:

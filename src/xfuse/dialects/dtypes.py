@@ -7,7 +7,7 @@ dtypes without importing xDSL, which is imported for the types only.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -69,5 +69,25 @@ def promote(a: Attribute, b: Attribute) -> Attribute:
     return Float32Type()
 
 
+def element_bytes(element: Attribute) -> int:
+    """The bytes one element of an xDSL float (or integer) type takes in memory."""
+    from xdsl.dialects.builtin import FixedBitwidthType
+
+    return cast(FixedBitwidthType, element).size
+
+
 def itemsize(dtype: Any) -> int:
-    return {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}[dtype_name(dtype)]
+    """The bytes one element of a dtype name or numpy dtype takes in memory (without xDSL)."""
+    return np.dtype(_numpy_dtypes()[dtype_name(dtype)]).itemsize
+
+
+@functools.cache
+def _numpy_dtypes() -> dict[str, Any]:
+    import ml_dtypes
+
+    return {
+        "float16": np.float16,
+        "bfloat16": ml_dtypes.bfloat16,
+        "float32": np.float32,
+        "float64": np.float64,
+    }

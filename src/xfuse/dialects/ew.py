@@ -32,6 +32,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import ClassVar, cast
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializationInterface
 from xdsl.dialects.builtin import (
@@ -288,10 +289,8 @@ def round_to_element(value: float, type_: Attribute) -> float:
     with np.errstate(all="ignore"):
         if isinstance(element, Float16Type):
             return float(np.float16(value))
-        if isinstance(element, BFloat16Type):  # round to nearest even on the upper 16 bits
-            bits = np.array([value], dtype=np.float32).view(np.uint32)
-            bits = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
-            return float((bits & np.uint32(0xFFFF0000)).view(np.float32)[0])
+        if isinstance(element, BFloat16Type):  # via f32, as kernels compute bf16 ops
+            return float(ml_dtypes.bfloat16(np.float32(value)))
         return float(np.float32(value))
 
 

@@ -67,6 +67,7 @@ from xdsl.rewriter import Rewriter
 from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
 from xdsl.utils.exceptions import DiagnosticException
 
+from xfuse.dialects.dtypes import element_bytes
 from xfuse.transforms import packed_entry_name
 
 _I8 = IntegerType(8)
@@ -250,8 +251,7 @@ class AllocToLlvm(RewritePattern):
         type_ = contiguous(op.memref.type, op)
         ops: list[Operation] = []
         dynamic = iter(op.dynamic_sizes)
-        element_bytes = _byte_width(type_.get_element_type())
-        total = _constant(element_bytes, ops)
+        total = _constant(element_bytes(type_.get_element_type()), ops)
         for size in type_.get_shape():
             product = llvm.MulOp(
                 total, next(dynamic) if size == DYNAMIC_INDEX else _constant(size, ops)
@@ -280,11 +280,6 @@ class DeallocToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.DeallocOp, rewriter: PatternRewriter) -> None:
         rewriter.replace(op, llvm.CallOp("free", descriptor(op.memref).pointer))
-
-
-def _byte_width(element: Attribute) -> int:
-    widths = {Float16Type: 2, BFloat16Type: 2, Float32Type: 4, Float64Type: 8}
-    return widths[type(element)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -57,7 +57,6 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     FunctionType,
     IntegerAttr,
-    IntegerType,
     MemRefType,
     ModuleOp,
     VectorType,
@@ -76,7 +75,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
-from xfuse.dialects.dtypes import dtype_of, itemsize
+from xfuse.dialects.dtypes import dtype_of, element_bytes, itemsize
 from xfuse.transforms.expand_math import MATH_FUNCTIONS
 from xfuse.transforms.kernel_to_loops import input_indices
 from xfuse.transforms.pipeline import only_function
@@ -230,10 +229,6 @@ class _Operand:
         return bool(self.shape) and not (self.shape[-1] == 1 and iteration[-1] != 1)
 
 
-def _byte_width(type_: Attribute) -> int:
-    return cast(IntegerType | Float32Type, type_).bitwidth // 8
-
-
 class _EntryBuilder:
     """Builds the entry of one kernel: see the module docstring."""
 
@@ -256,7 +251,7 @@ class _EntryBuilder:
             )
             for pointer, t in zip(block.args[: len(types)], types, strict=True)
         ]
-        widest = max(_byte_width(o.storage) for o in self.operands)
+        widest = max(element_bytes(o.storage) for o in self.operands)
         self.lanes = VECTOR_BYTES // widest if self.iteration else 1
 
     def build(self) -> func.FuncOp:
@@ -291,7 +286,7 @@ class _EntryBuilder:
             misaligned = emit(
                 llvm.AndOp(
                     emit(llvm.PtrToIntOp(operand.pointer)),
-                    emit.i64(lanes * _byte_width(operand.storage) - 1),
+                    emit.i64(lanes * element_bytes(operand.storage) - 1),
                 )
             )
             aligned = emit(llvm.ICmpOp(misaligned, zero, _predicate("eq")))
@@ -338,7 +333,7 @@ class _EntryBuilder:
                     operand.pointer, [base], operand.storage, inbounds=True
                 )
             )
-            alignment = lanes * _byte_width(operand.storage)
+            alignment = lanes * element_bytes(operand.storage)
             inner.builder.insert(llvm.StoreOp(vector, pointer, alignment=alignment))
         return self.emit(llvm.MulOp(vector_count, self.emit.i64(lanes)))
 
@@ -376,7 +371,7 @@ class _EntryBuilder:
         pointer = emit(
             llvm.GEPOp.from_mixed_indices(operand.pointer, [index], operand.storage, inbounds=True)
         )
-        alignment = _byte_width(operand.storage) * (
+        alignment = element_bytes(operand.storage) * (
             type_.get_shape()[0] if isinstance(type_, VectorType) else 1
         )
         return emit(llvm.LoadOp(pointer, type_, alignment=alignment))
@@ -407,7 +402,7 @@ class _EntryBuilder:
             llvm.GEPOp.from_mixed_indices(operand.pointer, [linear], operand.storage, inbounds=True)
         )
         stored = self._to_storage(emit, operand, value)
-        emit.builder.insert(llvm.StoreOp(stored, pointer, alignment=_byte_width(operand.storage)))
+        emit.builder.insert(llvm.StoreOp(stored, pointer, alignment=element_bytes(operand.storage)))
 
     def _region(self, body: Block, values: Sequence[SSAValue]) -> list[SSAValue]:
         """A copy of the kernel's scalar region on `values`, before `body`'s terminator."""

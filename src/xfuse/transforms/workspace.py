@@ -26,7 +26,6 @@ from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
-    FixedBitwidthType,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -39,6 +38,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import DiagnosticException
 
+from xfuse.dialects.dtypes import element_bytes
 from xfuse.transforms import workspace_size_function
 
 WORKSPACE_TYPE = MemRefType(i8, [DYNAMIC_INDEX])
@@ -64,7 +64,7 @@ def _buffer_end(
     rounding of ... of the first buffer is an expression as deep as the buffer's place, and
     Loop Strength Reduction spent time growing with the square of the program on it."""
     dynamic = iter(sizes)
-    end = _index_constant(cast(FixedBitwidthType, type_.get_element_type()).size, ops)
+    end = _index_constant(element_bytes(type_.get_element_type()), ops)
     for size in type_.get_shape():
         dim = next(dynamic) if size == DYNAMIC_INDEX else _index_constant(size, ops)
         ops.append(product := arith.MuliOp(end, dim))
