@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import xfuse
+from xfuse.codegen.native import streaming_name
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
@@ -104,10 +105,10 @@ def test_every_stage_is_visible(gelu: Gelu) -> None:
     assert "scf.for" in kernel.ir("ew-kernel-to-loops")
     assert "math.tanh" not in kernel.ir("ew-expand-math")
     assert "llvm.func @main" in kernel.ir("ew-to-llvm")
-    # O3 inlines @main into its packed entry and drops it (internal): one function is left, and
-    # the assembly is that function's code
+    # O3 inlines @main into its packed entry and drops it (internal), and so its streaming twin
+    # (a single-kernel program): two functions are left, and the assembly is their code
     defined = re.findall(r'^define .*@"?([\w.]+)"?\(', kernel.llvm_ir, re.MULTILINE)
-    assert defined == [packed_entry_name("main")]
+    assert defined == [packed_entry_name("main"), packed_entry_name(streaming_name("main"))]
     assert re.findall(r"^\t\.globl\t(\S+)$", kernel.asm, re.MULTILINE) == defined
     assert re.search(r"^\tretq?$", kernel.asm, re.MULTILINE)
     with pytest.raises(KeyError, match="stages are"):
