@@ -57,9 +57,10 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
     "ew-kernel-to-loops": (
         "`ew-kernel-to-loops`: a loop nest",
         "Each kernel becomes an `scf.for` over its iteration space: load each input, run the "
-        "region, store each result. The loops go into a private function of their own, "
-        "`@main.kernel0`, marked `ew.no_inline` and called where the kernel was, so that LLVM "
-        "optimizes a program kernel by kernel.",
+        "region, store each result. This program has one kernel, so its loops stay in `@main`; "
+        "in a function of several kernels each kernel's loops go into a private function of "
+        "their own (`@main.kernel0`, ...), marked `ew.no_inline` and called where the kernel "
+        "was, so that LLVM optimizes the program kernel by kernel.",
     ),
     "ew-expand-math": (
         "`ew-expand-math{math=approx}`: vectorizable math",
