@@ -330,6 +330,22 @@ def test_small_split_and_misaligned_calls_keep_normal_stores(gelu: Gelu) -> None
     assert len(two_threads.prepare(x=x, b=x, r=x).argument_lists) == 2  # two slices, normal
 
 
+def test_a_static_length_never_streams_and_writes_only_its_output() -> None:
+    """A kernel compiled for one static length runs all of it whatever size it is passed: it
+    cannot be split into a head and a streaming rest (that wrote past the output's end)."""
+    n = STREAMING_BYTES // 8 + 37
+    kernel = xfuse.compile("out = x + 0.5;", shapes={"x": (n,)})
+    storage = np.zeros(n + 64, np.float32)
+    head = 1 + (-storage.ctypes.data % 64) // 4  # the output starts just past a cache line
+    out = storage[head : head + n]
+    run = kernel.prepare(x=np.ones(n, np.float32), out=out)
+    assert len(run.argument_lists) == 1
+    run()
+    kernel(x=np.ones(n, np.float32), out=out)
+    np.testing.assert_array_equal(out, np.float32(1.5))
+    assert not storage[:head].any() and not storage[head + n :].any()
+
+
 def test_strided_input_is_copied() -> None:
     kernel = xfuse.compile("out = x * 2;")
     x = np.arange(20, dtype=np.float32)[::2]

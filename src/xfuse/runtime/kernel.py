@@ -120,7 +120,7 @@ class NativeFunction:
             if workspace
             else None
         )
-        self._splittable = (
+        self.splittable = (
             all(
                 not p.shape  # a scalar (a constant output): nothing to split
                 or len(p.shape) < max(len(q.shape) for q in parameters)
@@ -174,7 +174,7 @@ class NativeFunction:
 
     def chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
         """Row ranges of axis 0 to run on separate threads (one range: no split)."""
-        if threads <= 1 or not iteration or not self._splittable:
+        if threads <= 1 or not iteration or not self.splittable:
             return [(0, iteration[0] if iteration else 1)]
         total = int(np.prod(iteration))
         count = max(1, min(threads, iteration[0], total // MIN_ELEMENTS_PER_THREAD))
@@ -287,6 +287,7 @@ def make_plan(
     )
     streams = (
         function.streaming_entry is not None
+        and function.splittable  # a static length would make each part run all of it
         and len(chunks) == 1
         and not workspace_bytes
         and rank == 1
