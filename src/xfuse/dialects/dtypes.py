@@ -76,18 +76,16 @@ def element_bytes(element: Attribute) -> int:
     return cast(FixedBitwidthType, element).size
 
 
+@functools.cache
+def numpy_dtype(name: str) -> np.dtype[Any]:
+    """The numpy dtype of an xfuse dtype name; bfloat16 comes from `ml_dtypes`."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
 def itemsize(dtype: Any) -> int:
     """The bytes one element of a dtype name or numpy dtype takes in memory (without xDSL)."""
-    return np.dtype(_numpy_dtypes()[dtype_name(dtype)]).itemsize
-
-
-@functools.cache
-def _numpy_dtypes() -> dict[str, Any]:
-    import ml_dtypes
-
-    return {
-        "float16": np.float16,
-        "bfloat16": ml_dtypes.bfloat16,
-        "float32": np.float32,
-        "float64": np.float64,
-    }
+    return numpy_dtype(dtype_name(dtype)).itemsize

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from xfuse.dialects.dtypes import numpy_dtype
+
 DYNAMIC_INDEX = -(2**63)
 """A `?` dimension in a parameter's shape: xDSL's `DYNAMIC_INDEX` (a test checks they agree),
 spelled here so that binding a call does not import xDSL."""
@@ -55,16 +57,6 @@ def bind_arguments(
     if missing:
         raise ArgumentTypeError(f"missing input(s): {', '.join(repr(name) for name in missing)}")
     return bound
-
-
-@functools.cache
-def numpy_dtype(name: str) -> np.dtype[Any]:
-    """The numpy dtype of an xfuse dtype name; bfloat16 comes from `ml_dtypes`."""
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
 
 
 @dataclass(frozen=True)
