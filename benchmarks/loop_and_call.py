@@ -33,7 +33,7 @@ import numpy as np
 
 import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
-from xfuse.codegen.native import host_cpu, host_target_machine
+from xfuse.codegen.native import host_cpu, host_target_machine, run_llvm_pipeline
 from xfuse.runtime.kernel import STREAMING_BYTES, Kernel
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -54,6 +54,17 @@ def float32_inputs(n: int) -> tuple[np.ndarray, ...]:
     return tuple(rng.standard_normal(n, dtype=np.float32) for _ in range(3))
 
 
+def same_bits_seconds(kernels: list[xfuse.Kernel], n: int, rounds: int) -> list[float]:
+    """The best seconds of each kernel on the same n float32 `x, b, r`, after checking that
+    they all write the same bits."""
+    x, b, r = float32_inputs(n)
+    outs = [np.empty(n, np.float32) for _ in kernels]
+    runs = [k.prepare(x=x, b=b, r=r, out=o) for k, o in zip(kernels, outs, strict=True)]
+    seconds = best_seconds(runs, rounds, n)
+    assert all(np.array_equal(o.view(np.uint32), outs[0].view(np.uint32)) for o in outs)
+    return seconds
+
+
 def interleave_rows(rounds: int) -> None:
     print("| program | n | xfuse's choice (ns/el) | LLVM's (ns/el) | speedup |")
     print("|---|---|---|---|---|")
@@ -61,11 +72,7 @@ def interleave_rows(rounds: int) -> None:
         kernels = [xfuse.compile(source, interleave=choice) for choice in (None, 0)]
         for log_n in (12, 16, 24):
             n = 1 << log_n
-            x, b, r = float32_inputs(n)
-            outs = [np.empty(n, np.float32) for _ in kernels]
-            runs = [k.prepare(x=x, b=b, r=r, out=o) for k, o in zip(kernels, outs, strict=True)]
-            ours, llvms = best_seconds(runs, rounds, n)
-            assert np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+            ours, llvms = same_bits_seconds(kernels, n, rounds)
             print(
                 f"| {name} | 2^{log_n} | {ours / n * 1e9:.3f} | {llvms / n * 1e9:.3f} "
                 f"| {llvms / ours:.2f}x |"
@@ -96,11 +103,7 @@ def streaming_rows(rounds: int) -> None:
         kernels = [xfuse.compile(source, streaming=streaming) for streaming in (True, False)]
         for log_n in (12, 16, 18, 20, 22, 24):
             n = 1 << log_n
-            x, b, r = float32_inputs(n)
-            outs = [np.empty(n, np.float32) for _ in kernels]
-            runs = [k.prepare(x=x, b=b, r=r, out=o) for k, o in zip(kernels, outs, strict=True)]
-            on, off = best_seconds(runs, rounds, n)
-            assert np.array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+            on, off = same_bits_seconds(kernels, n, rounds)
             print(
                 f"| {name} | 2^{log_n} | {16 * n / 2**20:g} | {on / n * 1e9:.3f} "
                 f"| {off / n * 1e9:.3f} | {off / on:.2f}x |"
@@ -178,14 +181,7 @@ def bf16_check() -> None:
     machine = host_target_machine()
     module = llvm_binding.parse_assembly(HARDWARE_BF16)
     module.triple = machine.triple
-    options = llvm_binding.PipelineTuningOptions(speed_level=3)
-    options.loop_vectorization = True
-    with (
-        options,
-        llvm_binding.create_pass_builder(machine, options) as builder,
-        builder.getModulePassManager() as manager,
-    ):
-        manager.run(module, builder)
+    run_llvm_pipeline(module, machine, opt_level=3)
     instructions = sorted(
         {line.split()[0] for line in machine.emit_assembly(module).splitlines() if "cvt" in line}
     )

@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, BlockArgument, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from xfuse.codegen.native import host_target_machine
+from xfuse.codegen.native import host_target_machine, run_llvm_pipeline
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of
 from xfuse.runtime.arrays import ArgumentError, ArgumentTypeError, bind_arguments
@@ -225,15 +225,7 @@ def _jit(llvm_ir: str, symbol: str) -> tuple[llvm.ExecutionEngine, int]:
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
     module.verify()
-    options = llvm.PipelineTuningOptions(speed_level=3)
-    options.loop_vectorization = True
-    options.slp_vectorization = True
-    with (
-        options,
-        llvm.create_pass_builder(machine, options) as pass_builder,
-        pass_builder.getModulePassManager() as module_pass_manager,
-    ):
-        module_pass_manager.run(module, pass_builder)
+    run_llvm_pipeline(module, machine, opt_level=3)
     engine = llvm.create_mcjit_compiler(module, machine)
     engine.finalize_object()
     address = engine.get_function_address(symbol)

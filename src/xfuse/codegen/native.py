@@ -414,6 +414,15 @@ def optimize_llvm_dialect(
     _hide_packed_functions(llvm_module)
     backing = llvm_binding.parse_assembly(str(llvm_module))
     backing.verify()
+    run_llvm_pipeline(backing, target_machine, opt_level)
+    return backing, twins
+
+
+def run_llvm_pipeline(
+    module: llvm_binding.ModuleRef, target_machine: llvm_binding.TargetMachine, opt_level: int
+) -> None:
+    """LLVM's `default<O{opt_level}>` pipeline on `module` for `target_machine`, with the loop
+    and SLP vectorizers from O2 on."""
     options = llvm_binding.PipelineTuningOptions(speed_level=opt_level)
     options.loop_vectorization = opt_level >= 2
     options.slp_vectorization = opt_level >= 2
@@ -422,8 +431,7 @@ def optimize_llvm_dialect(
         llvm_binding.create_pass_builder(target_machine, options) as pass_builder,
         pass_builder.getModulePassManager() as module_pass_manager,
     ):
-        module_pass_manager.run(backing, pass_builder)
-    return backing, twins
+        module_pass_manager.run(module, pass_builder)
 
 
 def generate_code(
