@@ -20,7 +20,7 @@ from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 from xfuse.runtime.kernel import STREAMING_BYTES
-from xfuse.transforms import packed_entry_name
+from xfuse.transforms import ALL_PASSES, packed_entry_name
 from xfuse.transforms.optimize import EwOptimizePass
 from xfuse.transforms.pipeline import pipeline_context
 
@@ -667,6 +667,20 @@ def test_unusual_but_valid_calls_work_in_a_child_process(gelu: Gelu) -> None:
 def test_bad_compile_options_name_the_option(options, error, message) -> None:
     with pytest.raises(error, match=message):
         xfuse.compile("h = x * 2; out = h + 1;", **options)
+
+
+@pytest.mark.parametrize("name", list(ALL_PASSES))
+def test_every_pass_as_an_extra_pass_runs_or_is_refused_by_name(name: str) -> None:
+    """A pass that cannot run on tensors right after ew-optimize is refused up front, naming it;
+    any other runs and leaves the numbers right (a new pass lands in one of the two)."""
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    try:
+        kernel = xfuse.compile("h = x * 2; out = tanh(h) + 1;", extra_passes=name)
+    except ValueError as error:
+        assert str(error).startswith(f"extra_passes: '{name}' cannot run there"), error
+        return
+    want = np.tanh(x.astype(np.float64) * 2) + 1
+    np.testing.assert_allclose(kernel(x=x), want, rtol=1e-6, atol=1e-6)
 
 
 def test_source_must_be_text() -> None:

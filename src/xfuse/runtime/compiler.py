@@ -55,13 +55,15 @@ NOT_EXTRA_PASSES = frozenset(
         "ew-kernel-to-loops",
         "ew-expand-math",
         "ew-to-llvm",
+        "ew-to-nvvm",
         "ew-to-linalg",
         "ew-cost",
         "xfuse-default",
     }
 )
-"""Passes `extra_passes` may not name: the pipeline's own later stages, the export and the cost
-analysis, which need fused or lowered IR (extra passes run on tensors right after ew-optimize)."""
+"""Passes `extra_passes` may not name: the pipeline's own later stages, the GPU lowering, the
+export and the cost analysis, which need fused or lowered IR (extra passes run on tensors right
+after ew-optimize)."""
 
 
 def check_threads(threads: object) -> int:
