@@ -176,6 +176,38 @@ def check_output(parameter: Parameter, value: Any, shape: tuple[int, ...]) -> np
     return value
 
 
+def bind_outputs(
+    parameters: Sequence[Parameter], out: Any, shapes: Sequence[tuple[int, ...]]
+) -> list[np.ndarray]:
+    """The output arrays of a call: new ones of `shapes`, or the caller's `out` (one array, a
+    list/tuple, or a name->array mapping, where a missing name gets a new array), checked."""
+    if out is None:
+        return [np.empty(s, numpy_dtype(p.dtype)) for p, s in zip(parameters, shapes, strict=True)]
+    names = tuple(p.name for p in parameters)
+    if isinstance(out, np.ndarray):
+        given: list[Any] = [out]
+    elif isinstance(out, Mapping):
+        unknown = set(out) - set(names)
+        if unknown:
+            raise ArgumentTypeError(
+                f"out: unknown output(s) {sorted(unknown)}: outputs are {names}"
+            )
+        given = [out.get(name) for name in names]
+    elif isinstance(out, list | tuple):
+        given = list(out)
+    else:
+        raise ArgumentTypeError(
+            f"out: expected a numpy array, a list/tuple or a name->array mapping, "
+            f"got {type(out).__name__}"
+        )
+    if len(given) != len(parameters):
+        raise ArgumentError(f"out: expected {len(parameters)} buffer(s), got {len(given)}")
+    return [
+        np.empty(shape, numpy_dtype(p.dtype)) if buffer is None else check_output(p, buffer, shape)
+        for p, buffer, shape in zip(parameters, given, shapes, strict=True)
+    ]
+
+
 _DATA_FIELD_OFFSET = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
 """Where numpy's array struct keeps its data pointer: right after the object header (refcount
 and type), as numpy's own C macro `PyArray_DATA` reads it."""
@@ -207,8 +239,10 @@ def check_aliasing(
     pointers: Sequence[int],
     input_count: int,
     in_place_allowed: bool,
+    in_place_refusal: str = "this program has several kernels, so an in-place update is unsafe",
 ) -> None:
-    """Outputs never overlap each other; one may alias an input only as an exact in-place update.
+    """Outputs never overlap each other; one may alias an input only as an exact in-place update,
+    where `in_place_allowed` (else the error says `in_place_refusal`).
 
     `arrays` are the inputs, then the outputs, all C-contiguous here (inputs were copied if not,
     outputs are checked), so each one's memory is exactly its bytes from its data pointer.
@@ -230,6 +264,6 @@ def check_aliasing(
                 reason = (
                     "only an exact alias of a same-shaped input is an in-place update"
                     if in_place_allowed
-                    else "this program has several kernels, so an in-place update is unsafe"
+                    else in_place_refusal
                 )
                 raise ArgumentError(f"out '{names[out]}' overlaps input '{names[other]}': {reason}")

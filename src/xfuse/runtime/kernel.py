@@ -41,13 +41,12 @@ from xfuse.runtime import dask_arrays
 from xfuse.runtime.arrays import (
     DYNAMIC_INDEX,
     ArgumentError,
-    ArgumentTypeError,
     Parameter,
     bind_arguments,
+    bind_outputs,
     bind_shapes,
     check_aliasing,
     check_input,
-    check_output,
     data_pointer,
     numpy_dtype,
     output_shape,
@@ -582,7 +581,7 @@ class Kernel(CompiledProgram):
             if len(self._plans) >= PLAN_CACHE_SIZE:
                 self._plans.clear()
             self._plans[input_shapes] = plan
-        outputs = self._bind_outputs(out, plan.output_shapes)
+        outputs = bind_outputs(self.function.outputs, out, plan.output_shapes)
         arrays += outputs
         pointers = [data_pointer(array) for array in arrays]
         check_aliasing(
@@ -636,35 +635,3 @@ class Kernel(CompiledProgram):
         if not args and len(kwargs) == len(names) and all(n in kwargs for n in names):
             return dict(kwargs)  # the common call: every input by name
         return bind_arguments(names, args, kwargs)
-
-    def _bind_outputs(self, out: Any, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
-        parameters = self.function.outputs
-        if out is None:
-            return [
-                np.empty(shape, numpy_dtype(p.dtype))
-                for p, shape in zip(parameters, shapes, strict=True)
-            ]
-        if isinstance(out, np.ndarray):
-            given: list[Any] = [out]
-        elif isinstance(out, Mapping):
-            unknown = set(out) - set(self.output_names)
-            if unknown:
-                raise ArgumentTypeError(
-                    f"out: unknown output(s) {sorted(unknown)}: outputs are {self.output_names}"
-                )
-            given = [out.get(name) for name in self.output_names]
-        elif isinstance(out, list | tuple):
-            given = list(out)
-        else:
-            raise ArgumentTypeError(
-                f"out: expected a numpy array, a list/tuple or a name->array mapping, "
-                f"got {type(out).__name__}"
-            )
-        if len(given) != len(parameters):
-            raise ArgumentError(f"out: expected {len(parameters)} buffer(s), got {len(given)}")
-        return [
-            np.empty(shape, numpy_dtype(p.dtype))
-            if buffer is None
-            else check_output(p, buffer, shape)
-            for p, buffer, shape in zip(parameters, given, shapes, strict=True)
-        ]
