@@ -174,9 +174,11 @@ class MlirKernel:
         address = self._native.address(only_function(module).sym_name.data)
         self._entry: Callable[..., None] = ctypes.CFUNCTYPE(None, *argument_types)(address)
         self._names = [p.name for p in (*self.inputs, *self.outputs)]
+        self.call_signature = arrays.CallSignature([p.name for p in self.inputs])
+        self.__signature__ = self.call_signature.signature
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
-        given = arrays.bind_arguments([p.name for p in self.inputs], args, kwargs)
+        given = self.call_signature.bind(args, kwargs)
         inputs = [arrays.check_input(p, given[p.name]) for p in self.inputs]
         iteration = arrays.bind_shapes(self.inputs, [array.shape for array in inputs])
         shapes = [arrays.output_shape(p, iteration) for p in self.outputs]

@@ -41,8 +41,8 @@ from xfuse.runtime import dask_arrays
 from xfuse.runtime.arrays import (
     DYNAMIC_INDEX,
     ArgumentError,
+    CallSignature,
     Parameter,
-    bind_arguments,
     bind_outputs,
     bind_shapes,
     check_aliasing,
@@ -389,6 +389,9 @@ class CompiledProgram:
         self.stages = program.stages
         self.options = program.options
         self._input_names = tuple(p.name for p in self.function.inputs)
+        self.call_signature = CallSignature(self._input_names)
+        self.__signature__ = self.call_signature.signature
+        """`inspect.signature(kernel)`: `(x, b, r, *, out=None)` (see `CallSignature`)."""
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -568,7 +571,7 @@ class Kernel(CompiledProgram):
         any one shape, 0-d to N-d: being elementwise, it runs on them as one flat loop, and its
         outputs (and `out` buffers) have that shape.
         """
-        inputs = self._bind_inputs(args, kwargs)
+        inputs = self.call_signature.bind(args, kwargs)
         arrays = [check_input(p, inputs[p.name]) for p in self.function.inputs]
         shape = self._flat_shape(arrays)
         if shape is not None:
@@ -629,9 +632,3 @@ class Kernel(CompiledProgram):
         if isinstance(out, list | tuple):
             return [flat(buffer) for buffer in out]
         return flat(out)
-
-    def _bind_inputs(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        names = self._input_names
-        if not args and len(kwargs) == len(names) and all(n in kwargs for n in names):
-            return dict(kwargs)  # the common call: every input by name
-        return bind_arguments(names, args, kwargs)
