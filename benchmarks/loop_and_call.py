@@ -33,7 +33,7 @@ import numpy as np
 
 import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
-from xfuse.codegen.native import host_cpu, host_target_machine, run_llvm_pipeline
+from xfuse.codegen.native import compile_llvm_ir, host_cpu
 from xfuse.runtime.kernel import STREAMING_BYTES, Kernel
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -176,19 +176,10 @@ done:
 
 def bf16_check() -> None:
     """`fptrunc` to bfloat on the host against xfuse's software rounding, bit for bit."""
-    import llvmlite.binding as llvm_binding
-
-    machine = host_target_machine()
-    module = llvm_binding.parse_assembly(HARDWARE_BF16)
-    module.triple = machine.triple
-    run_llvm_pipeline(module, machine, opt_level=3)
-    instructions = sorted(
-        {line.split()[0] for line in machine.emit_assembly(module).splitlines() if "cvt" in line}
-    )
-    engine = llvm_binding.create_mcjit_compiler(module, host_target_machine())
-    engine.finalize_object()
+    native = compile_llvm_ir(HARDWARE_BF16)
+    instructions = sorted({line.split()[0] for line in native.asm.splitlines() if "cvt" in line})
     narrow = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
-        engine.get_function_address("narrow")
+        native.address("narrow")
     )
     software = xfuse.compile("out = bf16(x);")
     rng = np.random.default_rng(3)

@@ -60,7 +60,9 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
         "region, store each result. This program has one kernel, so its loops stay in `@main`; "
         "in a function of several kernels each kernel's loops go into a private function of "
         "their own (`@main.kernel0`, ...), marked `ew.no_inline` and called where the kernel "
-        "was, so that LLVM optimizes the program kernel by kernel.",
+        "was, so that LLVM optimizes the program kernel by kernel. (xDSL's own route, "
+        "`ew-to-linalg,convert-linalg-to-loops,lower-affine`, hoists and outlines nothing and "
+        "took 1.3-3x the time: measured in docs/benchmarks.md.)",
     ),
     "ew-expand-math": (
         "`ew-expand-math{math=approx}`: vectorizable math",

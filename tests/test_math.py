@@ -8,11 +8,18 @@ float32-rounded reference.
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import numpy as np
 import pytest
+from xdsl.ir import Operation
+from xdsl.parser import Parser
 
 import xfuse
 from xfuse.dialects import ew
+from xfuse.transforms.expand_math import EwExpandMathPass
+from xfuse.transforms.pipeline import pipeline_context
 
 SPECIALS = np.array(
     [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1e-38, 3.4028235e38, -3.4028235e38],
@@ -181,3 +188,41 @@ def test_log1p_keeps_tiny_values_and_its_special_cases(math_mode: str, dtype: ty
     np.testing.assert_allclose(out, want, rtol=4e-7, atol=0)
     signed = ~np.isnan(want)  # a NaN's sign is the hardware's
     assert np.array_equal(np.signbit(out[signed]), np.signbit(want[signed]))
+
+
+def test_expanding_math_in_threads_at_once_leaves_xdsl_as_it_was() -> None:
+    """The approximations are built under xDSL's `ImplicitBuilder`, which patches
+    `Operation.__post_init__` process-wide while it is active: expansions in several threads at
+    once must restore it (two overlapping ones used to leave it patched, and every op created
+    under a later implicit builder was then inserted twice)."""
+    ctx = pipeline_context()
+    source = """
+    func.func @f(%x: f32, %y: f32) -> f32 {
+      %p = math.powf %x, %y : f32
+      %l = math.log1p %p : f32
+      func.return %l : f32
+    }"""
+    module = Parser(ctx, source).parse_module()
+    post_init = Operation.__post_init__
+    failures: list[Exception] = []
+
+    def expand_repeatedly() -> None:
+        try:
+            for _ in range(20):
+                EwExpandMathPass().apply(ctx, module.clone())
+        except Exception as error:  # reported below, from the main thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=expand_repeatedly) for _ in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, so that expansions overlap
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+        patched, Operation.__post_init__ = Operation.__post_init__, post_init  # for later tests
+    assert not failures
+    assert patched is post_init

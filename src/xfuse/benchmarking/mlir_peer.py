@@ -9,8 +9,9 @@ runs upstream MLIR's own pipeline on it:
     boundaries), buffer-deallocation-pipeline, convert-linalg-to-loops, then to the llvm dialect
     and `mlir-translate --mlir-to-llvmir`
 
-The LLVM IR is optimised by llvmlite (O3 with loop and SLP vectorization) and run by MCJIT, so
-numbers differ from xfuse's own kernels only by what the two compilers generate. Transcendentals
+The LLVM IR goes through xfuse's own optimizer and JIT (`xfuse.codegen.native.compile_llvm_ir`:
+O3 with loop and SLP vectorization, MCJIT), and a call is checked by the runtime's argument checks,
+so numbers differ from xfuse's own kernels only by what the two compilers generate. Transcendentals
 go one of two ways (`math=`):
 - "libm": `math.tanh` becomes the `llvm.tanh` intrinsic, `math.erf` a call to `erff`; exact to
   libm, but the calls keep loops scalar (GELU, 2^24 f32: ~300 ms here).
@@ -27,29 +28,20 @@ import ctypes
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, cast
 
-import llvmlite.binding as llvm
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import bufferization, func
-from xdsl.dialects.builtin import (
-    DYNAMIC_INDEX,
-    MemRefType,
-    ModuleOp,
-    ShapedType,
-    TensorType,
-    UnitAttr,
-)
-from xdsl.ir import Attribute, BlockArgument, SSAValue
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, UnitAttr
+from xdsl.ir import Attribute
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from xfuse.codegen.native import host_target_machine, run_llvm_pipeline
-from xfuse.dialects import ew
-from xfuse.dialects.dtypes import dtype_of
-from xfuse.runtime.arrays import ArgumentError, ArgumentTypeError, bind_arguments
+from xfuse.codegen.native import compile_llvm_ir
+from xfuse.runtime import arrays
+from xfuse.runtime.compiler import signature
+from xfuse.transforms.pipeline import only_function
 from xfuse.transforms.to_linalg import EwToLinalgPass
 
 TOOL_DIRECTORIES = ("/usr/lib/llvm-22/bin",)
@@ -120,13 +112,6 @@ def _run_tool(name: str, arguments: Sequence[str], source: str) -> str:
     return completed.stdout
 
 
-def _function_named(module: ModuleOp, function_name: str) -> func.FuncOp:
-    for op in module.ops:
-        if isinstance(op, func.FuncOp) and op.sym_name.data == function_name:
-            return op
-    raise MlirPeerError(f"the module has no function @{function_name}")
-
-
 def to_destination_passing(function: func.FuncOp) -> None:
     """Give `function` one memref argument per tensor result and write each result into it."""
     return_op = function.body.block.last_op
@@ -149,12 +134,10 @@ def to_destination_passing(function: func.FuncOp) -> None:
     function.update_function_type()
 
 
-def upstream_llvm_ir(
-    module: ModuleOp, function_name: str = "main", math: MathLowering = "libm"
-) -> str:
-    """The LLVM IR upstream MLIR makes of one function of `module` (after `ew-fuse`), in
+def upstream_llvm_ir(module: ModuleOp, math: MathLowering = "libm") -> str:
+    """The LLVM IR upstream MLIR makes of the one function of `module` (after `ew-fuse`), in
     destination-passing style."""
-    function = _function_named(module, function_name).clone()
+    function = only_function(module).clone()
     exported = ModuleOp([function])
     EwToLinalgPass().apply(Context(), exported)
     to_destination_passing(function)
@@ -162,54 +145,9 @@ def upstream_llvm_ir(
     return _run_tool("mlir-translate", ["--mlir-to-llvmir"], lowered)
 
 
-def _describe(value: SSAValue | None) -> str:
-    if value is None:
-        return "the declared type"
-    if isinstance(value, BlockArgument):
-        return f"argument '{value.name_hint or value.index}'"
-    return f"intermediate %{value.name_hint}" if value.name_hint else "an intermediate value"
-
-
-def bind_shapes(
-    function: func.FuncOp, shapes: Mapping[SSAValue, tuple[int, ...]]
-) -> dict[SSAValue, tuple[int, ...]]:
-    """Run-time shapes of every tensor value of `function`, from those of its arguments.
-
-    Every op of a fused function (kernels, elementwise ops, constants) broadcasts its operands
-    to its result: a dimension whose type says 1 (or that is missing) stretches, every other
-    one must equal the rest. Raises ValueError on a mismatch, naming the values involved.
-    """
-    bound = dict(shapes)
-    for op in function.body.block.ops:
-        for result in op.results:
-            if not isinstance(result.type, ShapedType):
-                continue
-            result_shape = tuple(result.type.get_shape())
-            sizes = [None if size == DYNAMIC_INDEX else size for size in result_shape]
-            origins: list[SSAValue | None] = [None] * len(result_shape)
-            for operand in op.operands:
-                declared_shape = cast(ShapedType, operand.type).get_shape()
-                leading = len(result_shape) - len(declared_shape)
-                for axis, (declared, actual) in enumerate(
-                    zip(declared_shape, bound[operand], strict=True), start=leading
-                ):
-                    if declared == 1:
-                        continue
-                    if sizes[axis] is None:
-                        sizes[axis], origins[axis] = actual, operand
-                    elif sizes[axis] != actual:
-                        raise ValueError(
-                            f"{_describe(operand)} has size {actual} along axis {axis} where "
-                            f"{_describe(origins[axis])} has {sizes[axis]} (in '{op.name}'; "
-                            "'?' dimensions do not broadcast)"
-                        )
-            bound[result] = tuple(1 if size is None else size for size in sizes)
-    return bound
-
-
 def _memref_arguments(array: np.ndarray) -> list[Any]:
     """The expanded memref descriptor: allocated, aligned, offset, sizes..., strides..."""
-    pointer = ctypes.c_void_p(array.ctypes.data)
+    pointer = ctypes.c_void_p(arrays.data_pointer(array))
     strides = [stride // array.itemsize for stride in array.strides]
     return [pointer, pointer, 0, *array.shape, *strides]
 
@@ -218,141 +156,47 @@ def _memref_ctypes(rank: int) -> list[Any]:
     return [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * (1 + 2 * rank)
 
 
-def _jit(llvm_ir: str, symbol: str) -> tuple[llvm.ExecutionEngine, int]:
-    # MCJIT takes ownership of the target machine: a fresh one per engine.
-    machine = host_target_machine(opt_level=3)
-    module = llvm.parse_assembly(llvm_ir)
-    module.triple = machine.triple
-    module.data_layout = str(machine.target_data)
-    module.verify()
-    run_llvm_pipeline(module, machine, opt_level=3)
-    engine = llvm.create_mcjit_compiler(module, machine)
-    engine.finalize_object()
-    address = engine.get_function_address(symbol)
-    if not address:
-        raise MlirPeerError(f"no function @{symbol} in the LLVM IR from mlir-translate")
-    return engine, address
-
-
-@dataclass(frozen=True)
-class _Parameter:
-    name: str
-    dtype: np.dtype[Any]
-    shape: tuple[int, ...]
-
-
-def _parameter(value: SSAValue, fallback_name: str) -> _Parameter:
-    type_ = cast(ShapedType, value.type)
-    return _Parameter(
-        value.name_hint or fallback_name,
-        np.dtype(dtype_of(ew.element_type(type_))),
-        tuple(type_.get_shape()),
-    )
-
-
 class MlirKernel:
-    """A function compiled by upstream MLIR; call it with numpy arrays like the xfuse function.
+    """The one function of a module, compiled by upstream MLIR; called like an `xfuse.Kernel`.
 
-    `kernel(x, b, r)` or `kernel(x=..., b=..., r=...)`; `out=` takes one preallocated
-    C-contiguous array per result (not sharing memory with an input). Returns the result array,
-    or a tuple of them for several results.
+    `kernel(x, b, r)` or `kernel(x=..., b=..., r=...)`, `out=` as for a kernel (an array, a
+    list/tuple or a name->array mapping); returns the result array, or a tuple of them for several
+    results. The arguments are checked by the runtime's checks (`xfuse.runtime.arrays`), with the
+    same messages; the code is JIT-compiled by xfuse's (`xfuse.codegen.native.compile_llvm_ir`).
     """
 
-    def __init__(self, module: ModuleOp, function_name: str = "main", math: MathLowering = "libm"):
-        self._function = _function_named(module, function_name).clone()
-        self.inputs = [
-            _parameter(arg, f"arg{index}") for index, arg in enumerate(self._function.args)
-        ]
-        return_op = self._function.body.block.last_op
-        assert isinstance(return_op, func.ReturnOp)
-        self.outputs = [
-            _parameter(value, f"result{index}") for index, value in enumerate(return_op.arguments)
-        ]
-        self.llvm_ir = upstream_llvm_ir(module, function_name, math)
-        self._engine, address = _jit(self.llvm_ir, function_name)
+    def __init__(self, module: ModuleOp, math: MathLowering = "libm"):
+        self.inputs, self.outputs = signature(module, None)
+        self.llvm_ir = upstream_llvm_ir(module, math)
+        self._native = compile_llvm_ir(self.llvm_ir)  # keeps the code alive
         ranks = [len(p.shape) for p in (*self.inputs, *self.outputs)]
         argument_types = [t for rank in ranks for t in _memref_ctypes(rank)]
+        address = self._native.address(only_function(module).sym_name.data)
         self._entry: Callable[..., None] = ctypes.CFUNCTYPE(None, *argument_types)(address)
+        self._names = [p.name for p in (*self.inputs, *self.outputs)]
+        self.call_signature = arrays.CallSignature([p.name for p in self.inputs])
+        self.__signature__ = self.call_signature.signature
 
-    def _collect_inputs(
-        self, args: Sequence[np.ndarray], kwargs: Mapping[str, np.ndarray]
-    ) -> list[np.ndarray]:
-        given = bind_arguments([p.name for p in self.inputs], args, kwargs)
-        return [
-            self._check(parameter, given[parameter.name], parameter.name)
-            for parameter in self.inputs
-        ]
-
-    @staticmethod
-    def _check(parameter: _Parameter, array: Any, label: str) -> np.ndarray:
-        if not isinstance(array, np.ndarray):
-            raise ArgumentTypeError(
-                f"argument '{label}' must be a numpy array, got {type(array).__name__}"
-            )
-        if array.dtype != parameter.dtype:
-            raise ArgumentTypeError(
-                f"argument '{label}' must be {parameter.dtype}, got {array.dtype}"
-            )
-        if array.ndim != len(parameter.shape) or any(
-            declared not in (DYNAMIC_INDEX, actual)
-            for declared, actual in zip(parameter.shape, array.shape, strict=False)
-        ):
-            raise ArgumentError(
-                f"argument '{label}' must have shape {ew.format_shape(parameter.shape)}, "
-                f"got {array.shape}"
-            )
-        if not array.flags.c_contiguous:
-            raise ArgumentError(f"argument '{label}' must be C-contiguous")
-        return array
-
-    def __call__(
-        self,
-        *args: np.ndarray,
-        out: Sequence[np.ndarray] | np.ndarray | None = None,
-        **kwargs: np.ndarray,
-    ) -> np.ndarray | tuple[np.ndarray, ...]:
-        inputs = self._collect_inputs(args, kwargs)
-        shapes = bind_shapes(
-            self._function,
-            {arg: array.shape for arg, array in zip(self._function.args, inputs, strict=True)},
+    def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+        given = self.call_signature.bind(args, kwargs)
+        inputs = [arrays.check_input(p, given[p.name]) for p in self.inputs]
+        iteration = arrays.bind_shapes(self.inputs, [array.shape for array in inputs])
+        shapes = [arrays.output_shape(p, iteration) for p in self.outputs]
+        outputs = arrays.bind_outputs(self.outputs, out, shapes)
+        checked = [*inputs, *outputs]
+        # The destinations are `restrict`: upstream's code may assume they alias no input.
+        arrays.check_aliasing(
+            self._names,
+            checked,
+            [arrays.data_pointer(array) for array in checked],
+            len(inputs),
+            in_place_allowed=False,
+            in_place_refusal="upstream MLIR's code assumes that outputs alias no input",
         )
-        return_op = self._function.body.block.last_op
-        assert isinstance(return_op, func.ReturnOp)
-        result_shapes = [shapes[value] for value in return_op.arguments]
-        outputs = self._outputs(out, result_shapes, inputs)
-        self._entry(*(a for array in (*inputs, *outputs) for a in _memref_arguments(array)))
+        self._entry(*(a for array in checked for a in _memref_arguments(array)))
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
-    def _outputs(
-        self,
-        out: Sequence[np.ndarray] | np.ndarray | None,
-        shapes: Sequence[tuple[int, ...]],
-        inputs: Sequence[np.ndarray],
-    ) -> list[np.ndarray]:
-        if out is None:
-            return [
-                np.empty(shape, parameter.dtype)
-                for parameter, shape in zip(self.outputs, shapes, strict=True)
-            ]
-        arrays = [out] if isinstance(out, np.ndarray) else list(out)
-        if len(arrays) != len(self.outputs):
-            raise ArgumentTypeError(
-                f"'out' must hold {len(self.outputs)} arrays, got {len(arrays)}"
-            )
-        for index, (parameter, shape, array) in enumerate(
-            zip(self.outputs, shapes, arrays, strict=True)
-        ):
-            label = f"out[{index}]"
-            self._check(_Parameter(parameter.name, parameter.dtype, shape), array, label)
-            if not array.flags.writeable:
-                raise ArgumentError(f"argument '{label}' must be writeable")
-            if any(np.may_share_memory(array, other) for other in (*inputs, *arrays[:index])):
-                raise ArgumentError(f"argument '{label}' shares memory with another argument")
-        return arrays
 
-
-def compile_with_mlir(
-    module: ModuleOp, function_name: str = "main", math: MathLowering = "libm"
-) -> MlirKernel:
+def compile_with_mlir(module: ModuleOp, math: MathLowering = "libm") -> MlirKernel:
     """Compile `module` (after `ew-fuse`) with upstream MLIR; raises MlirToolsMissing without it."""
-    return MlirKernel(module, function_name, math)
+    return MlirKernel(module, math)

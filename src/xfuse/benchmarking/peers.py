@@ -22,6 +22,7 @@ from xdsl.dialects import func
 
 from xfuse.benchmarking.workload import Variant, Workload
 from xfuse.dialects import ew
+from xfuse.dialects.dtypes import numpy_dtype
 from xfuse.transforms.pipeline import apply_pipeline, only_function
 
 PEERS: tuple[str, ...] = ("numexpr", "numba", "jax", "torch", "mlir")
@@ -228,7 +229,7 @@ def mlir_variant(workload: Workload, threads: int = 1) -> Variant:
     if threads > 1:
         raise PeerUnsupported("the upstream MLIR peer runs one thread")
     kernel = compile_with_mlir(apply_pipeline(workload.module, "ew-fuse"), math="polynomial")
-    outs = [np.empty(workload.n, p.dtype) for p in kernel.outputs]
+    outs = [np.empty(workload.n, numpy_dtype(p.dtype)) for p in kernel.outputs]
     arrays = dict(zip([p.name for p in kernel.inputs], _inputs(workload), strict=True))
     return Variant("upstream MLIR", lambda: kernel(**arrays, out=outs), "fused")
 

@@ -412,10 +412,27 @@ def optimize_llvm_dialect(
     _carry_function_attributes(module, llvm_module)
     mark_streaming_stores(llvm_module, twins, streaming_outputs)
     _hide_packed_functions(llvm_module)
-    backing = llvm_binding.parse_assembly(str(llvm_module))
+    return optimize_llvm_ir(str(llvm_module), target_machine, opt_level), twins
+
+
+def optimize_llvm_ir(
+    llvm_ir: str, target_machine: llvm_binding.TargetMachine, opt_level: int
+) -> llvm_binding.ModuleRef:
+    """LLVM IR text parsed, set to `target_machine`'s triple and data layout, verified and
+    optimized (`run_llvm_pipeline`)."""
+    backing = llvm_binding.parse_assembly(llvm_ir)
+    backing.triple = target_machine.triple
+    backing.data_layout = str(target_machine.target_data)
     backing.verify()
     run_llvm_pipeline(backing, target_machine, opt_level)
-    return backing, twins
+    return backing
+
+
+def compile_llvm_ir(llvm_ir: str, opt_level: int = 3) -> NativeModule:
+    """LLVM IR made elsewhere (upstream MLIR's `mlir-translate`, a benchmark's hand-written
+    loop) through the same optimizer and JIT as xfuse's own."""
+    machine = host_target_machine(opt_level)
+    return generate_code(optimize_llvm_ir(llvm_ir, machine, opt_level), opt_level)
 
 
 def run_llvm_pipeline(

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import inspect
+import keyword
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,28 +38,67 @@ class ArgumentTypeError(ArgumentError, TypeError):
     argument, a value that is not a numpy array, or a numpy array of the wrong dtype."""
 
 
-def bind_arguments(
-    names: Sequence[str], args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Positional and keyword arguments -> {input name: value}, as Python binds a call.
+def _keyword_name(name: str, taken: set[str]) -> str:
+    """`name`, or where a call cannot pass it by keyword (a Python keyword such as `lambda`,
+    `out`, or not an identifier), its spelling with a trailing `_` (more until not in `taken`)."""
+    if name.isidentifier() and not keyword.iskeyword(name) and name != "out":
+        return name
+    spelled = re.sub(r"\W|^(?=\d)", "_", name) + "_"
+    while spelled in taken:
+        spelled += "_"
+    return spelled
 
-    ArgumentTypeError (naming the argument) for too many, unknown, repeated or missing arguments.
+
+class CallSignature:
+    """How a compiled function takes its inputs: by position, or by keyword under their names,
+    then `out=` by keyword. `signature` says it as an `inspect.Signature` (what
+    `inspect.signature(kernel)` and `help` show), and `bind` binds calls with it.
+
+    An input that Python cannot take as a keyword parameter (named `lambda`, or `out`, the
+    output buffers' keyword) is in the signature with a trailing `_` (PEP 8's spelling:
+    `lambda_`, `out_`): a call passes it by position, by that name, or by its own name where
+    Python allows (`**{"lambda": x}`).
     """
-    if len(args) > len(names):
-        raise ArgumentTypeError(
-            f"expected at most {len(names)} inputs ({', '.join(names)}), got {len(args)}"
+
+    def __init__(self, names: Sequence[str]):
+        self.names = tuple(names)
+        taken = {*self.names, "out"}
+        self.keyword_names = tuple(_keyword_name(name, taken) for name in self.names)
+        self._respelled = {
+            name: spelled
+            for name, spelled in zip(self.names, self.keyword_names, strict=True)
+            if name != spelled
+        }
+        """Input name -> its name in the signature, for the inputs whose names differ."""
+        kind = inspect.Parameter
+        self.signature = inspect.Signature(
+            [kind(name, kind.POSITIONAL_OR_KEYWORD) for name in self.keyword_names]
+            + [kind("out", kind.KEYWORD_ONLY, default=None)]
         )
-    bound = dict(zip(names, args, strict=False))
-    for name, value in kwargs.items():
-        if name not in names:
-            raise ArgumentTypeError(f"unknown argument '{name}': inputs are {', '.join(names)}")
-        if name in bound:
-            raise ArgumentTypeError(f"argument '{name}' given twice")
-        bound[name] = value
-    missing = [name for name in names if name not in bound]
-    if missing:
-        raise ArgumentTypeError(f"missing input(s): {', '.join(repr(name) for name in missing)}")
-    return bound
+
+    def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """{input name: value} of a call's inputs (`out` apart), as Python binds them.
+
+        ArgumentTypeError for too many, unknown, repeated or missing inputs, with Python's
+        message. Every input by position, or every input by its name, skips `Signature.bind`
+        (microseconds).
+        """
+        if not kwargs and len(args) == len(self.names):
+            return dict(zip(self.names, args, strict=True))
+        if not args and len(kwargs) == len(self.names) and all(n in kwargs for n in self.names):
+            return dict(kwargs)
+        keywords = dict(kwargs)
+        for name, spelled in self._respelled.items():
+            if name in keywords:
+                if spelled in keywords:
+                    raise ArgumentTypeError(f"input '{name}' given twice (also as '{spelled}')")
+                keywords[spelled] = keywords.pop(name)
+        try:
+            bound = self.signature.bind(*args, **keywords).arguments
+        except TypeError as error:
+            raise ArgumentTypeError(f"{error} (inputs: {', '.join(self.keyword_names)})") from None
+        pairs = zip(self.names, self.keyword_names, strict=True)
+        return {name: bound[spelled] for name, spelled in pairs}
 
 
 @dataclass(frozen=True)
@@ -176,6 +218,38 @@ def check_output(parameter: Parameter, value: Any, shape: tuple[int, ...]) -> np
     return value
 
 
+def bind_outputs(
+    parameters: Sequence[Parameter], out: Any, shapes: Sequence[tuple[int, ...]]
+) -> list[np.ndarray]:
+    """The output arrays of a call: new ones of `shapes`, or the caller's `out` (one array, a
+    list/tuple, or a name->array mapping, where a missing name gets a new array), checked."""
+    if out is None:
+        return [np.empty(s, numpy_dtype(p.dtype)) for p, s in zip(parameters, shapes, strict=True)]
+    names = tuple(p.name for p in parameters)
+    if isinstance(out, np.ndarray):
+        given: list[Any] = [out]
+    elif isinstance(out, Mapping):
+        unknown = set(out) - set(names)
+        if unknown:
+            raise ArgumentTypeError(
+                f"out: unknown output(s) {sorted(unknown)}: outputs are {names}"
+            )
+        given = [out.get(name) for name in names]
+    elif isinstance(out, list | tuple):
+        given = list(out)
+    else:
+        raise ArgumentTypeError(
+            f"out: expected a numpy array, a list/tuple or a name->array mapping, "
+            f"got {type(out).__name__}"
+        )
+    if len(given) != len(parameters):
+        raise ArgumentError(f"out: expected {len(parameters)} buffer(s), got {len(given)}")
+    return [
+        np.empty(shape, numpy_dtype(p.dtype)) if buffer is None else check_output(p, buffer, shape)
+        for p, buffer, shape in zip(parameters, given, shapes, strict=True)
+    ]
+
+
 _DATA_FIELD_OFFSET = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
 """Where numpy's array struct keeps its data pointer: right after the object header (refcount
 and type), as numpy's own C macro `PyArray_DATA` reads it."""
@@ -207,8 +281,10 @@ def check_aliasing(
     pointers: Sequence[int],
     input_count: int,
     in_place_allowed: bool,
+    in_place_refusal: str = "this program has several kernels, so an in-place update is unsafe",
 ) -> None:
-    """Outputs never overlap each other; one may alias an input only as an exact in-place update.
+    """Outputs never overlap each other; one may alias an input only as an exact in-place update,
+    where `in_place_allowed` (else the error says `in_place_refusal`).
 
     `arrays` are the inputs, then the outputs, all C-contiguous here (inputs were copied if not,
     outputs are checked), so each one's memory is exactly its bytes from its data pointer.
@@ -230,6 +306,6 @@ def check_aliasing(
                 reason = (
                     "only an exact alias of a same-shaped input is an in-place update"
                     if in_place_allowed
-                    else "this program has several kernels, so an in-place update is unsafe"
+                    else in_place_refusal
                 )
                 raise ArgumentError(f"out '{names[out]}' overlaps input '{names[other]}': {reason}")

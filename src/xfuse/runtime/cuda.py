@@ -36,7 +36,6 @@ from xfuse.codegen.ptx import PtxModule, compile_ptx
 from xfuse.runtime.arrays import (
     ArgumentError,
     Parameter,
-    bind_arguments,
     bind_shapes,
     check_aliasing,
     check_input,
@@ -255,7 +254,7 @@ class CudaKernel(CompiledProgram):
         return f"<xfuse.CudaKernel {self.signature} {self.options}>"
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
-        inputs = self._check_inputs(bind_arguments(self._input_names, args, kwargs))
+        inputs = self._check_inputs(self.call_signature.bind(args, kwargs))
         iteration = bind_shapes(self.function.inputs, [array.shape for array in inputs])
         shapes = [output_shape(p, iteration) for p in self.function.outputs]
         on_device = any(isinstance(array, DeviceArray) for array in inputs)

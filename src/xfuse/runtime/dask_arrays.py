@@ -25,7 +25,6 @@ import numpy as np
 
 from xfuse.runtime.arrays import (
     DYNAMIC_INDEX,
-    bind_arguments,
     bind_shapes,
     check_input,
     numpy_dtype,
@@ -68,7 +67,7 @@ def call(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any], out: An
             "write it into an array with dask.array.store(result, target), or call .compute()"
         )
     function = kernel.function
-    bound = bind_arguments(kernel.input_names, args, kwargs)
+    bound = kernel.call_signature.bind(args, kwargs)
     arrays = []
     for parameter in function.inputs:
         array = da.asarray(bound[parameter.name])

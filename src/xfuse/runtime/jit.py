@@ -40,9 +40,23 @@ class JitFunction:
         self.options = options
         self.threads = threads
         self.signature = inspect.signature(function)
+        """The function's own signature, which binds a call's arrays."""
+        if "out" in self.signature.parameters:
+            raise TypeError(
+                f"{function.__name__}(): a jit function cannot have a parameter named 'out': "
+                "out= takes the output buffers"
+            )
         self.kernels: dict[tuple[Any, ...], Kernel] = {}
         """The kernels compiled so far, by the (name, dtype, shape) of each argument."""
         functools.update_wrapper(self, function)
+        parameters = list(self.signature.parameters.values())
+        position = len(parameters)
+        if parameters and parameters[-1].kind is inspect.Parameter.VAR_KEYWORD:
+            position -= 1  # **kwargs stays last
+        out = inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None)
+        parameters.insert(position, out)
+        self.__signature__ = self.signature.replace(parameters=parameters)
+        """What `inspect.signature` shows: the function's parameters and `out=`."""
 
     def __repr__(self) -> str:
         return (

@@ -41,13 +41,12 @@ from xfuse.runtime import dask_arrays
 from xfuse.runtime.arrays import (
     DYNAMIC_INDEX,
     ArgumentError,
-    ArgumentTypeError,
+    CallSignature,
     Parameter,
-    bind_arguments,
+    bind_outputs,
     bind_shapes,
     check_aliasing,
     check_input,
-    check_output,
     data_pointer,
     numpy_dtype,
     output_shape,
@@ -390,6 +389,9 @@ class CompiledProgram:
         self.stages = program.stages
         self.options = program.options
         self._input_names = tuple(p.name for p in self.function.inputs)
+        self.call_signature = CallSignature(self._input_names)
+        self.__signature__ = self.call_signature.signature
+        """`inspect.signature(kernel)`: `(x, b, r, *, out=None)` (see `CallSignature`)."""
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -569,7 +571,7 @@ class Kernel(CompiledProgram):
         any one shape, 0-d to N-d: being elementwise, it runs on them as one flat loop, and its
         outputs (and `out` buffers) have that shape.
         """
-        inputs = self._bind_inputs(args, kwargs)
+        inputs = self.call_signature.bind(args, kwargs)
         arrays = [check_input(p, inputs[p.name]) for p in self.function.inputs]
         shape = self._flat_shape(arrays)
         if shape is not None:
@@ -582,7 +584,7 @@ class Kernel(CompiledProgram):
             if len(self._plans) >= PLAN_CACHE_SIZE:
                 self._plans.clear()
             self._plans[input_shapes] = plan
-        outputs = self._bind_outputs(out, plan.output_shapes)
+        outputs = bind_outputs(self.function.outputs, out, plan.output_shapes)
         arrays += outputs
         pointers = [data_pointer(array) for array in arrays]
         check_aliasing(
@@ -630,41 +632,3 @@ class Kernel(CompiledProgram):
         if isinstance(out, list | tuple):
             return [flat(buffer) for buffer in out]
         return flat(out)
-
-    def _bind_inputs(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        names = self._input_names
-        if not args and len(kwargs) == len(names) and all(n in kwargs for n in names):
-            return dict(kwargs)  # the common call: every input by name
-        return bind_arguments(names, args, kwargs)
-
-    def _bind_outputs(self, out: Any, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
-        parameters = self.function.outputs
-        if out is None:
-            return [
-                np.empty(shape, numpy_dtype(p.dtype))
-                for p, shape in zip(parameters, shapes, strict=True)
-            ]
-        if isinstance(out, np.ndarray):
-            given: list[Any] = [out]
-        elif isinstance(out, Mapping):
-            unknown = set(out) - set(self.output_names)
-            if unknown:
-                raise ArgumentTypeError(
-                    f"out: unknown output(s) {sorted(unknown)}: outputs are {self.output_names}"
-                )
-            given = [out.get(name) for name in self.output_names]
-        elif isinstance(out, list | tuple):
-            given = list(out)
-        else:
-            raise ArgumentTypeError(
-                f"out: expected a numpy array, a list/tuple or a name->array mapping, "
-                f"got {type(out).__name__}"
-            )
-        if len(given) != len(parameters):
-            raise ArgumentError(f"out: expected {len(parameters)} buffer(s), got {len(given)}")
-        return [
-            np.empty(shape, numpy_dtype(p.dtype))
-            if buffer is None
-            else check_output(p, buffer, shape)
-            for p, buffer, shape in zip(parameters, given, shapes, strict=True)
-        ]

@@ -3,6 +3,8 @@
 Every function is straight-line code (clamps and special cases are `arith.select`s, never
 branches), so LLVM's loop vectorizer turns a loop over it into full-width SIMD. Measured maximum
 errors over a dense sweep of float32 inputs are in docs/math.md (`tests/test_math.py` checks them).
+Each is a function of the op's operands written with xDSL's op constructors (`arith.AddfOp(a, b)`,
+which take an op for its result), run by `expand` under an `ImplicitBuilder` that inserts them.
 
 - exp: Cody-Waite reduction x = n ln2 + r with n rounded by the 1.5 * 2**23 trick, Cephes' degree-6
   polynomial for e**r, and 2**n applied in one step (two integer ops build the exponent bits);
@@ -22,13 +24,19 @@ errors over a dense sweep of float32 inputs are in docs/math.md (`tests/test_mat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 
-from xdsl.builder import Builder
+from xdsl.builder import Builder, ImplicitBuilder
 from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, IntegerType
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
+from xdsl.rewriter import InsertPoint
 
+Value = SSAValue | Operation
+"""An SSA value, or the single-result op that defines it (xDSL's op constructors take both)."""
+
+_I1 = IntegerType(1)
 _I32 = IntegerType(32)
 _F32 = Float32Type()
 
@@ -98,87 +106,38 @@ _ERF_DENOMINATOR = (
 )
 
 
-class Float32Emitter:
-    """Short names for emitting f32/i32 `arith` ops at a builder's insertion point."""
+_IMPLICIT_BUILDER_LOCK = threading.Lock()
+"""xDSL 0.75's `ImplicitBuilder` patches `Operation.__post_init__` for the whole process; two
+threads inside one at once leave it patched twice, and every later op then inserts twice."""
 
-    def __init__(self, builder: Builder):
-        self.builder = builder
 
-    def f(self, value: float) -> SSAValue:
-        return self.builder.insert(arith.ConstantOp(FloatAttr(value, _F32))).result
+def expand(approximation: Callable[..., SSAValue], op: Operation) -> SSAValue:
+    """The value of `approximation` on `op`'s operands, its ops inserted before `op`: the
+    approximations below create `arith` ops, which `ImplicitBuilder` inserts there."""
+    with _IMPLICIT_BUILDER_LOCK, ImplicitBuilder(Builder(InsertPoint.before(op))):
+        return approximation(*op.operands)
 
-    def i(self, value: int) -> SSAValue:
-        return self.builder.insert(arith.ConstantOp(IntegerAttr(value, _I32))).result
 
-    def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.AddfOp(a, b)).result
+def _f32(value: float) -> SSAValue:
+    return arith.ConstantOp(FloatAttr(value, _F32)).result
 
-    def sub(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.SubfOp(a, b)).result
 
-    def mul(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.MulfOp(a, b)).result
+def _i32(value: int) -> SSAValue:
+    return arith.ConstantOp(IntegerAttr(value, _I32)).result
 
-    def div(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.DivfOp(a, b)).result
 
-    def cmp(self, predicate: str, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.CmpfOp(a, b, predicate)).result
+def _polynomial(x: Value, coefficients: Sequence[float]) -> Value:
+    """Horner's rule; coefficients from the highest degree down."""
+    result: Value = _f32(coefficients[0])
+    for coefficient in coefficients[1:]:
+        result = arith.AddfOp(arith.MulfOp(result, x), _f32(coefficient))
+    return result
 
-    def select(self, condition: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.SelectOp(condition, a, b)).result
 
-    def both(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.AndIOp(a, b)).result
-
-    def invert(self, a: SSAValue) -> SSAValue:
-        true = self.builder.insert(arith.ConstantOp(IntegerAttr(1, IntegerType(1)))).result
-        return self.builder.insert(arith.XOrIOp(a, true)).result
-
-    def abs(self, a: SSAValue) -> SSAValue:
-        return self.builder.insert(math.AbsFOp(a)).result
-
-    def floor(self, a: SSAValue) -> SSAValue:
-        return self.builder.insert(math.FloorOp(a)).result
-
-    def bits(self, a: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.BitcastOp(a, _I32)).result
-
-    def from_bits(self, a: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.BitcastOp(a, _F32)).result
-
-    def iadd(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.AddiOp(a, b)).result
-
-    def isub(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.SubiOp(a, b)).result
-
-    def shl(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.ShLIOp(a, b)).result
-
-    def ashr(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.ShRSIOp(a, b)).result
-
-    def iand(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.AndIOp(a, b)).result
-
-    def ior(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.OrIOp(a, b)).result
-
-    def to_float(self, a: SSAValue) -> SSAValue:
-        return self.builder.insert(arith.SIToFPOp(a, _F32)).result
-
-    def polynomial(self, x: SSAValue, coefficients: Sequence[float]) -> SSAValue:
-        """Horner's rule; coefficients from the highest degree down."""
-        result = self.f(coefficients[0])
-        for coefficient in coefficients[1:]:
-            result = self.add(self.mul(result, x), self.f(coefficient))
-        return result
-
-    def clamp(self, x: SSAValue, low: float, high: float) -> SSAValue:
-        """x limited to [low, high]; NaN stays NaN (ordered compares are false for it)."""
-        x = self.select(self.cmp("ogt", x, self.f(high)), self.f(high), x)
-        return self.select(self.cmp("olt", x, self.f(low)), self.f(low), x)
+def _clamp(x: Value, low: float, high: float) -> SSAValue:
+    """x limited to [low, high]; NaN stays NaN (ordered compares are false for it)."""
+    x = arith.SelectOp(arith.CmpfOp(x, _f32(high), "ogt"), _f32(high), x)
+    return arith.SelectOp(arith.CmpfOp(x, _f32(low), "olt"), _f32(low), x).result
 
 
 def _is_non_positive(x: SSAValue) -> bool:
@@ -186,55 +145,61 @@ def _is_non_positive(x: SSAValue) -> bool:
     return isinstance(x.owner, arith.NegfOp) and isinstance(x.owner.operand.owner, math.AbsFOp)
 
 
-def exp(e: Float32Emitter, x: SSAValue) -> SSAValue:
+def exp(x: SSAValue) -> SSAValue:
     # No upper clamp: above 88.72 the final select gives +inf whatever the arithmetic made.
-    clamped = e.select(e.cmp("olt", x, e.f(_EXP_ZERO_BELOW)), e.f(_EXP_ZERO_BELOW), x)
-    shifted = e.add(e.mul(clamped, e.f(_LOG2E)), e.f(_ROUND_MAGIC))
-    n_float = e.sub(shifted, e.f(_ROUND_MAGIC))
-    r = e.sub(clamped, e.mul(n_float, e.f(_LN2_HI)))
-    r = e.sub(r, e.mul(n_float, e.f(_LN2_LO)))
+    below = arith.CmpfOp(x, _f32(_EXP_ZERO_BELOW), "olt")
+    clamped = arith.SelectOp(below, _f32(_EXP_ZERO_BELOW), x)
+    shifted = arith.AddfOp(arith.MulfOp(clamped, _f32(_LOG2E)), _f32(_ROUND_MAGIC))
+    n_float = arith.SubfOp(shifted, _f32(_ROUND_MAGIC))
+    r = arith.SubfOp(clamped, arith.MulfOp(n_float, _f32(_LN2_HI)))
+    r = arith.SubfOp(r, arith.MulfOp(n_float, _f32(_LN2_LO)))
     # 2 e**r, every step exactly twice Cephes' (1 + r + r^2 p(r)), so that 2**(n - 1) scales it:
     # n reaches 128 below the overflow threshold, and 2**128 is not a float32.
-    p = e.polynomial(r, [2.0 * c for c in _EXP_POLY])
-    twice = e.add(e.add(e.mul(e.mul(r, r), p), e.add(r, r)), e.f(2.0))
+    p = _polynomial(r, [2.0 * c for c in _EXP_POLY])
+    r_squared_p = arith.MulfOp(arith.MulfOp(r, r), p)
+    twice = arith.AddfOp(arith.AddfOp(r_squared_p, arith.AddfOp(r, r)), _f32(2.0))
     # The magic's bits are 0x4B400000 + n, and its own bits leave a 32-bit shift by 23.
-    exponent = e.shl(e.bits(shifted), e.i(23))
+    exponent = arith.ShLIOp(arith.BitcastOp(shifted, _I32), _i32(23))
     # Below 2**-126 2**(n - 1) is not a normal float32: scale by 2**(n + 63) instead, then by
     # 2**-64, so that the result rounds once into the denormals (elsewhere the factor is 1).
-    tiny = e.cmp("olt", clamped, e.f(_EXP_NORMAL_BELOW))
-    bias = e.select(tiny, e.i((126 + 64) << 23), e.i(126 << 23))
-    scaled = e.mul(twice, e.from_bits(e.iadd(exponent, bias)))
-    result = e.mul(scaled, e.select(tiny, e.f(2.0**-64), e.f(1.0)))
+    tiny = arith.CmpfOp(clamped, _f32(_EXP_NORMAL_BELOW), "olt")
+    bias = arith.SelectOp(tiny, _i32((126 + 64) << 23), _i32(126 << 23))
+    scaled = arith.MulfOp(twice, arith.BitcastOp(arith.AddiOp(exponent, bias), _F32))
+    result = arith.MulfOp(scaled, arith.SelectOp(tiny, _f32(2.0**-64), _f32(1.0)))
     if _is_non_positive(x):
-        return result
-    return e.select(e.cmp("ogt", x, e.f(_EXP_FINITE_MAX)), e.f(float("inf")), result)
+        return result.result
+    overflows = arith.CmpfOp(x, _f32(_EXP_FINITE_MAX), "ogt")
+    return arith.SelectOp(overflows, _f32(float("inf")), result).result
 
 
-def _log_of_reduced(e: Float32Emitter, f: SSAValue, exponent: SSAValue) -> SSAValue:
+def _log_of_reduced(f: Value, exponent: Value) -> Value:
     """log((1 + f) 2**exponent) for f in [sqrt(1/2) - 1, sqrt(2) - 1] (Cephes)."""
-    z = e.mul(f, f)
-    y = e.mul(e.mul(f, z), e.polynomial(f, _LOG_POLY))
-    y = e.add(y, e.mul(exponent, e.f(_LN2_LO)))
-    y = e.sub(y, e.mul(z, e.f(0.5)))
-    return e.add(e.add(f, y), e.mul(exponent, e.f(_LN2_HI)))
+    z = arith.MulfOp(f, f)
+    y = arith.MulfOp(arith.MulfOp(f, z), _polynomial(f, _LOG_POLY))
+    y = arith.AddfOp(y, arith.MulfOp(exponent, _f32(_LN2_LO)))
+    y = arith.SubfOp(y, arith.MulfOp(z, _f32(0.5)))
+    return arith.AddfOp(arith.AddfOp(f, y), arith.MulfOp(exponent, _f32(_LN2_HI)))
 
 
-def log(e: Float32Emitter, x: SSAValue) -> SSAValue:
-    denormal = e.cmp("olt", x, e.f(1.1754943508222875e-38))
-    scaled = e.select(denormal, e.mul(x, e.f(8388608.0)), x)
-    bits = e.bits(scaled)
-    exponent = e.isub(e.ashr(bits, e.i(23)), e.select(denormal, e.i(150), e.i(127)))
-    mantissa = e.from_bits(e.ior(e.iand(bits, e.i(0x007FFFFF)), e.i(0x3F800000)))
-    above_sqrt2 = e.cmp("ogt", mantissa, e.f(_SQRT2))
-    mantissa = e.select(above_sqrt2, e.mul(mantissa, e.f(0.5)), mantissa)
-    exponent = e.iadd(exponent, e.select(above_sqrt2, e.i(1), e.i(0)))
-    result = _log_of_reduced(e, e.sub(mantissa, e.f(1.0)), e.to_float(exponent))
-    result = e.select(e.cmp("oeq", x, e.f(float("inf"))), x, result)
-    result = e.select(e.cmp("oeq", x, e.f(0.0)), e.f(float("-inf")), result)
-    return e.select(e.cmp("ult", x, e.f(0.0)), e.f(float("nan")), result)
+def log(x: SSAValue) -> SSAValue:
+    denormal = arith.CmpfOp(x, _f32(1.1754943508222875e-38), "olt")
+    scaled = arith.SelectOp(denormal, arith.MulfOp(x, _f32(8388608.0)), x)
+    bits = arith.BitcastOp(scaled, _I32)
+    biased_exponent = arith.ShRSIOp(bits, _i32(23))
+    exponent = arith.SubiOp(biased_exponent, arith.SelectOp(denormal, _i32(150), _i32(127)))
+    mantissa_bits = arith.OrIOp(arith.AndIOp(bits, _i32(0x007FFFFF)), _i32(0x3F800000))
+    mantissa = arith.BitcastOp(mantissa_bits, _F32)
+    above_sqrt2 = arith.CmpfOp(mantissa, _f32(_SQRT2), "ogt")
+    mantissa = arith.SelectOp(above_sqrt2, arith.MulfOp(mantissa, _f32(0.5)), mantissa)
+    exponent = arith.AddiOp(exponent, arith.SelectOp(above_sqrt2, _i32(1), _i32(0)))
+    f = arith.SubfOp(mantissa, _f32(1.0))
+    result = _log_of_reduced(f, arith.SIToFPOp(exponent, _F32))
+    result = arith.SelectOp(arith.CmpfOp(x, _f32(float("inf")), "oeq"), x, result)
+    result = arith.SelectOp(arith.CmpfOp(x, _f32(0.0), "oeq"), _f32(float("-inf")), result)
+    return arith.SelectOp(arith.CmpfOp(x, _f32(0.0), "ult"), _f32(float("nan")), result).result
 
 
-def _log1p_of_unit(e: Float32Emitter, x: SSAValue) -> SSAValue:
+def _log1p_of_unit(x: SSAValue) -> SSAValue:
     """log(1 + x) for x in [0, 1] or NaN: no denormal, zero, negative or infinite case to select.
 
     u = 1 + x is in [1, 2], so its mantissa is u or u / 2, and the rounding error of u,
@@ -242,57 +207,64 @@ def _log1p_of_unit(e: Float32Emitter, x: SSAValue) -> SSAValue:
     1 / u ~ 1 - f + f^2 / 2 (f = u - 1; relative error f^2 |1 - f| / 2) is close enough for that
     term, and it is exact at u = 1, where log1p(x) = c = x.
     """
-    u = e.add(e.f(1.0), x)
-    f = e.sub(u, e.f(1.0))
-    rounding = e.sub(x, f)
-    above_sqrt2 = e.cmp("ogt", u, e.f(_SQRT2))
-    reduced = e.select(above_sqrt2, e.sub(e.mul(u, e.f(0.5)), e.f(1.0)), f)
-    log_u = _log_of_reduced(e, reduced, e.select(above_sqrt2, e.f(1.0), e.f(0.0)))
-    reciprocal = e.add(e.mul(f, e.sub(e.mul(f, e.f(0.5)), e.f(1.0))), e.f(1.0))
-    return e.add(e.mul(rounding, reciprocal), log_u)
+    u = arith.AddfOp(_f32(1.0), x)
+    f = arith.SubfOp(u, _f32(1.0))
+    rounding = arith.SubfOp(x, f)
+    above_sqrt2 = arith.CmpfOp(u, _f32(_SQRT2), "ogt")
+    halved = arith.SubfOp(arith.MulfOp(u, _f32(0.5)), _f32(1.0))
+    reduced = arith.SelectOp(above_sqrt2, halved, f)
+    log_u = _log_of_reduced(reduced, arith.SelectOp(above_sqrt2, _f32(1.0), _f32(0.0)))
+    half_f_minus_one = arith.SubfOp(arith.MulfOp(f, _f32(0.5)), _f32(1.0))
+    reciprocal = arith.AddfOp(arith.MulfOp(f, half_f_minus_one), _f32(1.0))
+    return arith.AddfOp(arith.MulfOp(rounding, reciprocal), log_u).result
 
 
-def log1p(e: Float32Emitter, x: SSAValue) -> SSAValue:
+def log1p(x: SSAValue) -> SSAValue:
     if isinstance(x.owner, math.ExpOp) and _is_non_positive(x.owner.operand):
-        return _log1p_of_unit(e, x)
+        return _log1p_of_unit(x)
     # Goldberg: u = 1 + x; log(u) * x / (u - 1) corrects u's rounding (x where u rounds to 1).
-    u = e.add(e.f(1.0), x)
-    corrected = e.div(e.mul(log(e, u), x), e.sub(u, e.f(1.0)))
-    result = e.select(e.cmp("oeq", u, e.f(1.0)), x, corrected)
-    return e.select(e.cmp("oeq", x, e.f(float("inf"))), x, result)
+    u = arith.AddfOp(_f32(1.0), x)
+    corrected = arith.DivfOp(arith.MulfOp(log(u.result), x), arith.SubfOp(u, _f32(1.0)))
+    result = arith.SelectOp(arith.CmpfOp(u, _f32(1.0), "oeq"), x, corrected)
+    return arith.SelectOp(arith.CmpfOp(x, _f32(float("inf")), "oeq"), x, result).result
 
 
-def tanh(e: Float32Emitter, x: SSAValue) -> SSAValue:
+def tanh(x: SSAValue) -> SSAValue:
     # x^2 is clamped, not x (one select, not two): past the clamp x p(c^2) / q(c^2) only grows
     # (to inf for huge x), and the result's clamp to [-1, 1] makes all of that +-1.
     limit = _TANH_CLAMP * _TANH_CLAMP
-    square = e.mul(x, x)
-    x2 = e.select(e.cmp("ogt", square, e.f(limit)), e.f(limit), square)
-    numerator = e.mul(x, e.polynomial(x2, _TANH_NUMERATOR))
-    return e.clamp(e.div(numerator, e.polynomial(x2, _TANH_DENOMINATOR)), -1.0, 1.0)
+    square = arith.MulfOp(x, x)
+    x2 = arith.SelectOp(arith.CmpfOp(square, _f32(limit), "ogt"), _f32(limit), square)
+    numerator = arith.MulfOp(x, _polynomial(x2, _TANH_NUMERATOR))
+    ratio = arith.DivfOp(numerator, _polynomial(x2, _TANH_DENOMINATOR))
+    return _clamp(ratio, -1.0, 1.0)
 
 
-def erf(e: Float32Emitter, x: SSAValue) -> SSAValue:
-    clamped = e.clamp(x, -_ERF_CLAMP, _ERF_CLAMP)
-    x2 = e.mul(clamped, clamped)
+def erf(x: SSAValue) -> SSAValue:
+    clamped = _clamp(x, -_ERF_CLAMP, _ERF_CLAMP)
+    x2 = arith.MulfOp(clamped, clamped)
     # x times the ratio, not x p / q: x p(0) underflows for tiny x (erf(1e-45) would be 0).
-    ratio = e.div(e.polynomial(x2, _ERF_NUMERATOR), e.polynomial(x2, _ERF_DENOMINATOR))
-    return e.mul(clamped, ratio)
+    ratio = arith.DivfOp(_polynomial(x2, _ERF_NUMERATOR), _polynomial(x2, _ERF_DENOMINATOR))
+    return arith.MulfOp(clamped, ratio).result
 
 
-def pow(e: Float32Emitter, x: SSAValue, y: SSAValue) -> SSAValue:
-    log_magnitude = log(e, e.abs(x))
+def pow(x: SSAValue, y: SSAValue) -> SSAValue:
+    log_magnitude = log(math.AbsFOp(x).result)
     # y * log|x| is 0 where log|x| is 0, even for y = inf or NaN: pow(+-1, inf) = pow(1, NaN) = 1.
-    exponent = e.select(e.cmp("oeq", log_magnitude, e.f(0.0)), e.f(0.0), e.mul(y, log_magnitude))
-    magnitude = exp(e, exponent)
-    y_is_integer = e.cmp("oeq", e.floor(y), y)
-    half_y = e.mul(y, e.f(0.5))
-    y_is_odd = e.both(y_is_integer, e.cmp("one", e.floor(half_y), half_y))
+    log_is_zero = arith.CmpfOp(log_magnitude, _f32(0.0), "oeq")
+    exponent = arith.SelectOp(log_is_zero, _f32(0.0), arith.MulfOp(y, log_magnitude))
+    magnitude = exp(exponent.result)
+    y_is_integer = arith.CmpfOp(math.FloorOp(y), y, "oeq")
+    half_y = arith.MulfOp(y, _f32(0.5))
+    y_is_odd = arith.AndIOp(y_is_integer, arith.CmpfOp(math.FloorOp(half_y), half_y, "one"))
     # The sign bit, not x < 0: pow(-0.0, -1) is -inf.
-    sign_bit = e.builder.insert(arith.CmpiOp(e.bits(x), e.i(0), "slt")).result
-    negated = e.builder.insert(arith.NegfOp(magnitude)).result
-    result = e.select(e.both(sign_bit, y_is_odd), negated, magnitude)
+    sign_bit = arith.CmpiOp(arith.BitcastOp(x, _I32), _i32(0), "slt")
+    negated = arith.NegfOp(magnitude)
+    result = arith.SelectOp(arith.AndIOp(sign_bit, y_is_odd), negated, magnitude)
     # A finite negative base needs an integer exponent (pow(-inf, 0.5) is +inf, not NaN).
-    negative_finite = e.both(e.cmp("olt", x, e.f(0.0)), e.cmp("one", x, e.f(float("-inf"))))
-    result = e.select(e.both(negative_finite, e.invert(y_is_integer)), e.f(float("nan")), result)
-    return e.select(e.cmp("oeq", y, e.f(0.0)), e.f(1.0), result)
+    negative = arith.CmpfOp(x, _f32(0.0), "olt")
+    negative_finite = arith.AndIOp(negative, arith.CmpfOp(x, _f32(float("-inf")), "one"))
+    y_is_fraction = arith.XOrIOp(y_is_integer, arith.ConstantOp(IntegerAttr(1, _I1)))
+    needs_integer = arith.AndIOp(negative_finite, y_is_fraction)
+    result = arith.SelectOp(needs_integer, _f32(float("nan")), result)
+    return arith.SelectOp(arith.CmpfOp(y, _f32(0.0), "oeq"), _f32(1.0), result).result

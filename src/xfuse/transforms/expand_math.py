@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, func, math
 from xdsl.dialects.builtin import Float32Type, Float64Type, FloatAttr, FunctionType, ModuleOp
@@ -28,7 +27,6 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.transforms import approx
@@ -41,7 +39,8 @@ class MathFunction:
     libm: str
     """The C library function for f64 (`tanh`); f32 calls it with an `f` suffix (`tanhf`)."""
     approximation: Callable[..., SSAValue]
-    """The f32 approximation of `math=approx`: emits it with a `Float32Emitter` on the operands."""
+    """The f32 approximation of `math=approx`: a function of the operands that creates `arith`
+    ops (`approx.expand` inserts them before the op) and returns the result."""
 
 
 MATH_FUNCTIONS: dict[type[Operation], MathFunction] = {
@@ -83,9 +82,7 @@ class ExpandMath(RewritePattern):
             return
         type_ = op.results[0].type
         if self.approximate and isinstance(type_, Float32Type):
-            builder = Builder(InsertPoint.before(op))
-            value = function.approximation(approx.Float32Emitter(builder), *op.operands)
-            rewriter.replace(op, [], [value])
+            rewriter.replace(op, [], [approx.expand(function.approximation, op)])
             return
         name = libm_name(type(op), type_)
         self.libm_calls[name] = FunctionType.from_lists(op.operand_types, [type_])
