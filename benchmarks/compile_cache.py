@@ -1,6 +1,6 @@
 """How fast a new process gets a callable GELU kernel, with the on-disk compile cache cold or warm.
 
-    python benchmarks/compile_cache.py [--processes 9]
+    python benchmarks/compile_cache.py [--processes 9] [--against OTHER_CHECKOUT/src]
 
 Each measurement is a fresh Python process with its own `XFUSE_CACHE_DIR`: the first compiles
 (cold cache: parse, xDSL passes, LLVM O3, MCJIT) and writes the entry, the others find it (a hit:
@@ -11,6 +11,10 @@ hit by the frontend IR; the kernel call itself is included, on 16 elements). Med
 over `--processes` processes per row. The compile is also given in CPU time (`time.process_time`),
 which a loaded machine inflates far less than the wall-clock time. The last line says whether the
 process that found the program on disk imported xDSL (it need not).
+
+`--against SRC` measures another source tree too (e.g. a `git worktree` of an earlier commit, its
+`src` put first on `PYTHONPATH`), with a cache directory of its own; the warm processes of both
+alternate, so that the machine's load hits them alike.
 """
 
 from __future__ import annotations
@@ -53,38 +57,50 @@ print(json.dumps({"import": imported - start, "compile": compiled - imported,
 """
 
 
-def measure(cache_dir: str) -> dict[str, float]:
+def measure(cache_dir: str, source: str | None = None) -> dict[str, float]:
     env = {**os.environ, "XFUSE_CACHE_DIR": cache_dir}
     env.pop("XFUSE_CACHE", None)
+    if source is not None:
+        env["PYTHONPATH"] = os.pathsep.join([source, *filter(None, [env.get("PYTHONPATH")])])
     result = subprocess.run(
         [sys.executable, "-c", CHILD, GELU], env=env, capture_output=True, text=True, check=True
     )
     return json.loads(result.stdout)
 
 
+def cell(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.1f} ms"
+    return f"{statistics.median(values):.1f} ms (min {min(values):.1f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--processes", type=int, default=9)
+    parser.add_argument("--against", metavar="SRC", help="another source tree to time alike")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="xfuse-cache-bench-") as cache_dir:
-        cold = [measure(cache_dir)]
-        warm = [measure(cache_dir) for _ in range(args.processes)]
+    sources = {"this checkout": None, **({args.against: args.against} if args.against else {})}
+    rows: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="xfuse-cache-bench-") as cache_root:
+        cache_dirs = {name: os.path.join(cache_root, str(i)) for i, name in enumerate(sources)}
+        for name, source in sources.items():
+            rows[f"cold (compiles), {name}"] = [measure(cache_dirs[name], source)]
+        warm: dict[str, list[dict[str, float]]] = {name: [] for name in sources}
+        for _ in range(args.processes):
+            for name, source in sources.items():
+                warm[name].append(measure(cache_dirs[name], source))
+        rows.update({f"warm (a hit), {name}": runs for name, runs in warm.items()})
     print(
         "| cache | import xfuse + compiler | xfuse.compile(GELU) | its CPU time "
         "| @xfuse.jit first call |"
     )
     print("|---|---:|---:|---:|---:|")
-    for name, runs in (("cold (compiles)", cold), ("warm (a hit)", warm)):
-        cells = []
-        for field in ("import", "compile", "compile_cpu", "jit"):
-            values = [run[field] * 1e3 for run in runs]
-            cells.append(
-                f"{values[0]:.1f} ms"
-                if len(values) == 1
-                else f"{statistics.median(values):.1f} ms (min {min(values):.1f})"
-            )
+    for name, runs in rows.items():
+        fields = ("import", "compile", "compile_cpu", "jit")
+        cells = [cell([run[field] * 1e3 for run in runs]) for field in fields]
         print(f"| {name} | {' | '.join(cells)} |")
-    print(f"\nxDSL imported by a hit: {any(run['xdsl'] for run in warm)}")
+    xdsl = {name: any(run["xdsl"] for run in runs) for name, runs in warm.items()}
+    print(f"\nxDSL imported by a hit: {xdsl}")
     print(f"load average: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
 
 

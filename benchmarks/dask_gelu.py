@@ -1,27 +1,31 @@
 """GELU with bias and residual over a chunked [t, d] float32 array on a local dask cluster.
 
     python benchmarks/dask_gelu.py [--rows 8192] [--columns 14336] [--chunk-rows 512]
-                                   [--workers 2] [--repeat 3]
+                                   [--workers 2] [--threads-per-worker 1] [--repeat 3]
 
-Rows of the table (median of `--repeat` runs after a warm-up, each a `persist` and wait, so the
-result stays on the workers and is not shipped back; the time includes the scheduling; the dask
-variants take turns, one run each per round):
+The work is the same in every row: from x, r ([t, d]) and b ([d]) already in memory, compute
+`gelu(x + b) + r` into a new [t, d] array that stays in memory. On the cluster the inputs are
+generated on the workers before timing, each chunk of r on the worker that holds the same chunk of
+x (as when r is an earlier result on the same rows), and `persist` keeps each result block on the
+worker that computed it (nothing is shipped back to the client). Rows (median of `--repeat` runs
+after a warm-up; the dask rows take turns, one run each per round; a dask row's time is
+`persist` and `wait`: the client's graph optimization, the scheduling and the tasks):
 - dask/numpy: the expression written with `dask.array` operators (what a dask user writes today);
   dask fuses its elementwise layers into one task per chunk, each a chain of numpy ops with a
   temporary per op.
-- xfuse through dask: the compiled kernel (`threads=1`: the workers are the parallelism; a
-  kernel with `threads=<workers>` would run twice as many threads as cores) called on the same
-  dask arrays (`Kernel.__call__` builds one `blockwise`): one task per chunk, one fused loop.
+- xfuse through dask: the compiled kernel (`threads=1`: the workers' threads are the parallelism)
+  called on the same dask arrays (`Kernel.__call__` builds one `blockwise`): one task per chunk,
+  one fused loop.
 - dask x + r: the cheapest elementwise op dask can run on the same chunks (one add, a new block
-  per task): what any dask elementwise task costs in scheduling, page faults of its new output
-  block and memory traffic (12 bytes per element; GELU with bias and residual moves 16).
-- xfuse, one process: the same kernel with `threads=<workers>` on numpy arrays holding the same
-  data (no dask, no cluster), writing into a preallocated output, and into a new one per call
-  (as each dask task does: a fresh array's first touch costs page faults).
-The inputs are generated and persisted on the workers before timing. "Tasks run" is how many
-tasks the scheduler ran for the result (besides the inputs'), after dask's graph optimization
-(which fuses elementwise layers: the dask/numpy expression's 11 ops per chunk may become one task
-per chunk, but that task still runs 11 numpy ops with a temporary array each).
+  per task): what any dask elementwise task costs in scheduling, its new output block and memory
+  traffic (12 bytes per element; GELU with bias and residual moves 16).
+- xfuse, one process: the kernel with `threads=<workers x threads per worker>` on numpy arrays
+  holding the same data (no dask), returning a new array (the same work as a dask task, whose
+  result is a new block: its first touch costs page faults), and, apart, writing into a
+  preallocated output (less work: no new memory).
+"Tasks run" is how many tasks the scheduler ran for the result (besides the inputs'), after dask's
+graph optimization (which fuses elementwise layers: the dask/numpy expression's 11 ops per chunk
+become one task per chunk that still runs 11 numpy ops with a temporary array each).
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import dask.array as da
@@ -37,7 +40,7 @@ import numpy as np
 from distributed import Client, LocalCluster, wait
 
 import xfuse
-from xfuse.benchmarking.timing import median_seconds
+from xfuse.benchmarking.timing import host_summary, median_seconds
 
 GELU = (
     "input x[t, d]; input b[d]; input r[t, d];\n"
@@ -52,6 +55,13 @@ def dask_numpy_gelu(x: da.Array, b: da.Array, r: da.Array) -> da.Array:
     return 0.5 * h * (1 + da.tanh(np.float32(0.7978845608) * (h + 0.044715 * h * h * h))) + r
 
 
+def residual_block(x_block: np.ndarray, block_id: tuple[int, int]) -> np.ndarray:
+    """Chunk `block_id` of r: normal numbers of its own seed (a task on x's block, so the
+    scheduler runs it where that block is)."""
+    rng = np.random.default_rng([1, *block_id])
+    return rng.standard_normal(x_block.shape, dtype=np.float32)
+
+
 def tasks_on_scheduler(dask_scheduler: Any) -> int:
     return len(dask_scheduler.tasks)
 
@@ -62,29 +72,34 @@ def main() -> None:
     parser.add_argument("--columns", type=int, default=14336)
     parser.add_argument("--chunk-rows", type=int, default=512)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads-per-worker", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     shape, chunks = (args.rows, args.columns), (args.chunk_rows, args.columns)
-    kernel = xfuse.compile(GELU, threads=args.workers)
-    task_kernel = xfuse.compile(GELU)  # one thread per task: the cluster has one per core
+    threads = args.workers * args.threads_per_worker
+    kernel = xfuse.compile(GELU, threads=threads)
+    task_kernel = xfuse.compile(GELU)  # one thread per task: the workers' threads are the cores
 
     with (
         LocalCluster(
-            n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=args.workers,
+            threads_per_worker=args.threads_per_worker,
+            processes=True,
+            dashboard_address=None,
         ) as cluster,
         Client(cluster) as client,
     ):
-        rng = da.random.default_rng(0)
-        x = rng.standard_normal(shape, chunks=chunks, dtype=np.float32).persist()
-        r = rng.standard_normal(shape, chunks=chunks, dtype=np.float32).persist()
-        b = rng.standard_normal(args.columns, chunks=args.columns, dtype=np.float32).persist()
-        wait([x, r, b])
+        x = da.random.default_rng(0).standard_normal(shape, chunks=chunks, dtype=np.float32)
+        x = x.persist()
+        wait(x)
+        r = x.map_blocks(residual_block, dtype=np.float32).persist()
+        b = da.random.default_rng(2).standard_normal(args.columns, dtype=np.float32).persist()
+        wait([r, b])
         variants = {
             "dask/numpy expression": dask_numpy_gelu(x, b, r),
             "xfuse through dask": task_kernel(x=x, b=b, r=r),
             "dask x + r (floor)": x + r,
         }
-
         input_tasks = client.run_on_scheduler(tasks_on_scheduler)
 
         def persist_and_count(array: da.Array) -> tuple[float, int]:
@@ -113,18 +128,19 @@ def main() -> None:
         max_difference = float(np.abs(check.result()).max())
         local = client.gather(client.compute([x, b, r]))
 
-    out = np.empty(shape, np.float32)
-    one_process = median_seconds(kernel.prepare(x=local[0], b=local[1], r=local[2], out=out), 5)
-    rows.append((f"xfuse, one process, threads={args.workers}", one_process, None))
     fresh = median_seconds(lambda: kernel(x=local[0], b=local[1], r=local[2]), 5)
-    rows.append((f"xfuse, one process, threads={args.workers}, new output", fresh, None))
+    rows.append((f"xfuse, one process, threads={threads}", fresh, None))
+    out = np.empty(shape, np.float32)
+    preallocated = median_seconds(kernel.prepare(x=local[0], b=local[1], r=local[2], out=out), 5)
+    rows.append((f"xfuse, one process, threads={threads}, preallocated out", preallocated, None))
 
     baseline = rows[0][1]
     elements = args.rows * args.columns
     print(
         f"GELU + bias + residual, [{args.rows}, {args.columns}] float32 in "
         f"{-(-args.rows // args.chunk_rows)} chunks of [{args.chunk_rows}, {args.columns}], "
-        f"{args.workers} worker processes x 1 thread\n"
+        f"{args.workers} worker processes x {args.threads_per_worker} threads; each row makes "
+        "a new [t, d] result from inputs in memory (except the last: into a preallocated one)\n"
     )
     print("| variant | time | ns/element | vs dask/numpy | tasks run |")
     print("|---|---:|---:|---:|---:|")
@@ -135,11 +151,12 @@ def main() -> None:
         )
     xfuse_dask, floor = rows[1][1], rows[2][1]
     print(
-        f"\nxfuse through dask / one process: {xfuse_dask / one_process:.2f}x "
-        f"(new output: {xfuse_dask / fresh:.2f}x); / dask x + r: {xfuse_dask / floor:.2f}x"
+        f"\nxfuse through dask / one process: {xfuse_dask / fresh:.2f}x "
+        f"(/ preallocated out: {xfuse_dask / preallocated:.2f}x); "
+        f"/ dask x + r: {xfuse_dask / floor:.2f}x"
     )
     print(f"max |xfuse - dask/numpy|: {max_difference:.2e}")
-    print(f"load average: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
+    print(host_summary())
 
 
 if __name__ == "__main__":

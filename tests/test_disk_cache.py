@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -158,6 +159,28 @@ def test_an_edited_source_file_changes_the_toolchain(package, tmp_path: Path) ->
 def test_an_installed_package_is_named_by_its_version(package, tmp_path: Path) -> None:
     package(tmp_path / "lib" / "site-packages")
     assert disk_cache.toolchain().startswith(f"xfuse {xfuse.__version__} xdsl ")
+
+
+def test_installed_versions_are_read_from_the_dist_info_next_to_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert disk_cache._installed_version("xdsl") == importlib.metadata.version("xdsl")
+    site, elsewhere = tmp_path / "site-packages", tmp_path / "elsewhere"
+    (site / "fakepkg").mkdir(parents=True)
+    (site / "fakepkg" / "__init__.py").write_text("raise ImportError('not to be imported')\n")
+    (site / "fakepkg-1.2.3.dist-info").mkdir()
+    monkeypatch.syspath_prepend(site)
+    monkeypatch.syspath_prepend(elsewhere)
+    assert disk_cache._installed_version.__wrapped__("fakepkg") == "1.2.3"
+    (site / "fakepkg-1.2.3.dist-info").rename(site / "fakepkg-1.3.0.dist-info")  # an upgrade
+    assert disk_cache._installed_version.__wrapped__("fakepkg") == "1.3.0"
+    # Installed apart from its package (editable): importlib.metadata finds it.
+    (site / "fakepkg-1.3.0.dist-info").rmdir()
+    (elsewhere / "fakepkg-2.0.dist-info").mkdir(parents=True)
+    (elsewhere / "fakepkg-2.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: fakepkg\nVersion: 2.0\n"
+    )
+    assert disk_cache._installed_version.__wrapped__("fakepkg") == "2.0"
 
 
 def test_xfuse_cache_0_turns_it_off(

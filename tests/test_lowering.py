@@ -286,6 +286,7 @@ def test_streaming_twin_stores_past_the_cache(target_cpu: HostCpu) -> None:
     assert re.search(rf"store <{lanes} x float> .*, align {lanes * 4}, !nontemporal", streaming)
     assert "call void @llvm.x86.sse.sfence()" in streaming
     assert "vmovntps" in kernel.asm and "sfence" in kernel.asm
+    assert kernel.function.streaming_entry is not None
     assert (
         compile_text(GELU_KERNEL, ["x", "b", "r"], streaming=False).function.streaming_entry is None
     )

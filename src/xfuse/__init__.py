@@ -4,14 +4,18 @@
     k = xfuse.compile("h = x + b; out = tanh(h) * r;")
     out = k(x=x, b=b, r=r)
 
-The public names (and `__version__`) load on first use, so `import xfuse` stays cheap: it imports
-neither xDSL nor numpy nor dask.
+The public names load on first use, so `import xfuse` stays cheap: it imports neither xDSL nor
+numpy nor dask.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+__version__ = "0.1.0"
+"""The package's version (pyproject.toml reads it from here): a constant, so that reading it, as
+the compile cache's key does, costs nothing."""
 
 _EXPORTS: dict[str, str] = {
     "compile": "xfuse.runtime.compiler",
@@ -34,8 +38,7 @@ def versions() -> str:
     """xfuse's version and those of the libraries that decide its output, on one line."""
     from importlib.metadata import version
 
-    xfuse, xdsl, llvmlite = map(version, ("xfuse", "xdsl", "llvmlite"))
-    return f"xfuse {xfuse} (xdsl {xdsl}, llvmlite {llvmlite})"
+    return f"xfuse {__version__} (xdsl {version('xdsl')}, llvmlite {version('llvmlite')})"
 
 
 def _functions() -> dict[str, Any]:
@@ -43,11 +46,6 @@ def _functions() -> dict[str, Any]:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":  # looked up on first use: importlib.metadata takes a while to load
-        from importlib.metadata import version
-
-        globals()[name] = version("xfuse")
-        return globals()[name]
     if name == "__all__":
         return sorted({*_EXPORTS, *_functions()})
     module = _EXPORTS.get(name)

@@ -103,12 +103,9 @@ class NativeFunction:
             native.address(packed_entry_name(name))
         )
         """The packed entry: takes the address of one call's argument words (`_packed`)."""
-        symbols = native.symbols
-        streaming = packed_entry_name(streaming_name(name))
+        streaming = native.find(packed_entry_name(streaming_name(name)))
         self.streaming_entry = (
-            ctypes.CFUNCTYPE(None, ctypes.c_void_p)(native.address(streaming))
-            if streaming in symbols
-            else None
+            None if streaming is None else ctypes.CFUNCTYPE(None, ctypes.c_void_p)(streaming)
         )
         """The streaming twin's packed entry (`xfuse.codegen.native.add_streaming_twins`):
         stores that bypass the cache, for outputs aligned to `STREAMING_ALIGNMENT`; or None."""
