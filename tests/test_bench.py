@@ -55,6 +55,16 @@ def test_workload_traffic_and_reference(gelu: Gelu) -> None:
     assert bench.ceiling_source(workload.input_names, workload.output_names) == "out = x + b + r;\n"
 
 
+def test_ceiling_writes_the_programs_output_dtype() -> None:
+    # bf16 x, r and an f32 bias sum to f32; the program stores bf16, so must its ceiling
+    source = "input bf16 x[t, d], r[t, d];\ninput f32 b[d];\nout = bf16(x * b + r);"
+    workload = bench.prepare_workload(source, 2 * bench.ROW_LENGTH)
+    assert bench.ceiling_conversions(workload) == {"out": "bf16"}
+    out = bench.bandwidth_ceiling(workload).run()
+    assert isinstance(out, np.ndarray) and out.dtype == workload.arrays["x"].dtype
+    assert bench.ceiling_conversions(bench.prepare_workload("out = x + b;", 64)) == {}
+
+
 def test_positive_inputs_where_normal_ones_fail() -> None:
     workload = bench.prepare_workload("y = log(x) + sqrt(x);", 512)
     assert workload.arrays["x"].min() >= 0.5
