@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -139,6 +140,22 @@ def test_numba_peer(gelu: Gelu) -> None:
     workload = bench.prepare_workload(gelu.source, 1000)
     measurement = bench.measure(workload, peers.numba_variant(workload), repeat=1)
     assert measurement.max_error < 1e-5
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+@pytest.mark.parametrize("peer", ["torch", "torch.compile"])
+def test_torch_peers_take_constants_in_max_and_min(peer: str) -> None:
+    """torch.maximum takes no Python float: hardswish and relu's flipped form still run."""
+    workload = bench.prepare_workload("out = x * min(max(x + 3, 0), 6) / 6 + max(0, y);", 1000)
+    measurement = bench.measure(workload, peers.BUILDERS[peer](workload, 1), repeat=1)
+    assert measurement.max_error < 1e-6
+
+
+def test_peer_versions() -> None:
+    versions = peers.peer_versions()
+    assert list(versions) == peers.available_peers()
+    for name, version in versions.items():
+        assert re.match(r"\d+\.\d+", version), (name, version)
 
 
 def test_a_failing_peer_is_skipped_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -336,3 +353,28 @@ def test_measure_interleaved_checks_and_times_every_variant() -> None:
 )
 def test_separable_is_a_rank_test(a: list[float], b: list[float], apart: bool) -> None:
     assert separable(a, b) == separable(b, a) == apart
+
+
+def test_activations_benchmark_finds_the_hot_loop_and_its_stores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """benchmarks/activations.py divides llvm-mca's cycles by the elements the loop stores."""
+    import importlib.util as util
+
+    from xfuse.codegen.native import host_cpu
+    from xfuse.runtime.compiler import compile
+
+    path = Path(__file__).parent.parent / "benchmarks" / "activations.py"
+    spec = util.spec_from_file_location("activations_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    script = util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look it up there
+    spec.loader.exec_module(script)
+    assert script.stored_bytes("\tvmovups\t%zmm1, 64(%rdx,%r14,4)") == 64
+    assert script.stored_bytes("\tvpmovdw\t%zmm16, -96(%r13,%r14,2)") == 32  # dwords to words
+    assert script.stored_bytes("\tvmovups\t%ymm0, 128(%rsp)") == 0  # a spill
+    assert script.stored_bytes("\tvmovups\t(%rdx), %zmm0") == 0  # a load
+    body = script.hot_loop(compile("out = x * sigmoid(x);").asm)
+    assert body[-1].split()[0].startswith("j") and not any(":" in line for line in body)
+    stored = sum(map(script.stored_bytes, body))
+    assert stored > 0 and stored % (4 * host_cpu().float_lanes) == 0
