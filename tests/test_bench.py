@@ -165,6 +165,7 @@ def test_a_failing_peer_is_skipped_with_its_reason(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(peers.BUILDERS, "numexpr", broken)
     result = bench.bench("out = x * 2;", [256, 1024], peers=["numexpr"], repeat=1)
     assert result.skipped == ("numexpr: failed: RuntimeError: the peer broke",)
+    assert result.versions == (f"numexpr {peers.peer_version('numexpr')}",)
     assert "numexpr" not in result.variants and len(result.rows) == 6
 
 

@@ -361,6 +361,8 @@ class BenchResult:
     rows: tuple[BenchRow, ...]
     skipped: tuple[str, ...]
     """Peers that could not run, with the reason."""
+    versions: tuple[str, ...] = ()
+    """Each peer asked for with its installed version: `numba 0.68.1`."""
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -420,8 +422,9 @@ def bench(
 ) -> BenchResult:
     """Time `program` (an `.ew` program or one expression) compiled by xfuse against numpy op
     by op and the bandwidth ceiling at each size; `peers=True` adds every installed peer
-    (numexpr, numba, jax, torch, upstream MLIR), or name them. `progress(text)` is called
-    before each measurement. Returns the table of times, GB/s, ratios and errors."""
+    (numexpr, numba, jax, torch, torch.compile, upstream MLIR), or name them.
+    `progress(text)` is called before each measurement. Returns the table of times, GB/s,
+    ratios and errors, and the peers' versions."""
     from contextlib import nullcontext
 
     from xfuse.runtime.compiler import MATH_CHOICES, check_threads
@@ -488,4 +491,5 @@ def bench(
         repeat,
         tuple(rows),
         tuple(f"{name}: {why}" for name, why in skipped.items()),
+        tuple(f"{name} {peer_compilers.peer_version(name)}" for name in peer_names),
     )
