@@ -269,6 +269,26 @@ def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
     return compute_ns
 
 
+def remainder_rows(rounds: int) -> None:
+    """Part 1b: what the loop's remainder costs: n = 2^12 + r against 2^12 (main loop only),
+    beyond r elements at the main loop's rate."""
+    print("| program | remainder r | extra ns per call | of which beyond the main loop's rate |")
+    print("|---|---:|---:|---:|")
+    base = IN_CACHE[0]
+    for name in ("GELU + bias + residual", "softplus"):
+        program = PROGRAMS[name]
+        k = kernel(program)
+        inputs = bench.prepare_workload(program.source, base + 63).arrays
+        remainders = (0, 7, 15, 63)
+        runs = [
+            k.prepare(**{n: a[: base + r] for n, a in inputs.items()}, out=None) for r in remainders
+        ]
+        main, *times = best_seconds(runs, rounds * 2, base)
+        for r, seconds in zip(remainders[1:], times, strict=True):
+            extra = (seconds - main) * 1e9
+            print(f"| {name} | {r} | {extra:.0f} | {extra - main / base * r * 1e9:.0f} |")
+
+
 def math_ops(workload: bench.Workload) -> list[str]:
     """The program's ops of issue 16's first table, in program order."""
     names = (ew.mnemonic(type(op)) for op in only_function(workload.module).body.block.ops)
@@ -442,6 +462,8 @@ def main() -> None:
     if 1 in args.parts or 2 in args.parts:
         print("1. In cache, one thread: measured cycles/element vs llvm-mca's resource bound")
         compute_ns = in_cache_rows(args.rounds, clock)
+        print("\n1b. The remainder loop, in cache")
+        remainder_rows(args.rounds)
     if 2 in args.parts:
         shape = f"LLM rows [{llm_rows}, {bench.ROW_LENGTH}]"
         print(f"\n2. 2^{large.bit_length() - 1} ({shape}), one thread")
