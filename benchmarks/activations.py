@@ -290,9 +290,12 @@ def remainder_rows(rounds: int) -> None:
 
 
 def math_ops(workload: bench.Workload) -> list[str]:
-    """The program's ops of issue 16's first table, in program order."""
+    """The program's ops of issue 16's first table, in program order, and the 16-bit float
+    conversions where it stores any (the first table's LLM rows have them too)."""
     names = (ew.mnemonic(type(op)) for op in only_function(workload.module).body.block.ops)
-    return list(dict.fromkeys(name for name in names if name in COVERED_OPS))
+    ops = list(dict.fromkeys(name for name in names if name in COVERED_OPS))
+    dtypes = [*(a.dtype for a in workload.arrays.values()), *bench.output_dtypes(workload).values()]
+    return ops + (["16-bit conversions"] if any(d.itemsize == 2 for d in dtypes) else [])
 
 
 def verdict(
@@ -415,8 +418,8 @@ def peer_rows(sizes: Sequence[int], rounds: int) -> None:
             if program.extra_passes or program.llm:
                 continue
             workload = bench.prepare_workload(program.source, n)
-            # numba's scalar libm calls take up to ~0.3 us/element: at 2^24, 3 rounds of 1 call
-            calls, rounds_here = (1, 3) if n > (1 << 20) else (min(200, (1 << 22) // n), rounds)
+            # numba's scalar libm calls take up to ~0.3 us/element: at 2^24, 5 rounds of 1 call
+            calls, rounds_here = (1, 5) if n > (1 << 20) else (min(200, (1 << 22) // n), rounds)
             ours = bench.Variant("xfuse", kernel(program).prepare(**workload.arrays), "fused")
             peers = peer_variants(workload, names, skipped)
             present = [v for v in peers if v is not None]
