@@ -8,15 +8,17 @@ of `--rounds` interleaved round medians:
 
 1. **in cache** (2^12, 2^16): each program's cycles per element next to the resource bound that
    `llvm-mca` (LLVM 22's where installed) gives for the kernel's hot loop (its block reciprocal
-   throughput over the elements one iteration computes; the loop is the longest backward branch
+   throughput over the elements one iteration computes; the loop is the longest innermost loop
    of `k.asm`, the elements are the bytes it stores over the outputs' bytes per element), and
-   the ratio (issue 16's target: within 1.3x);
+   the ratio (issue 16's target: within 1.3x); 1b: what a remainder of 7, 15 or 63 elements
+   (after the main vector loop) adds to a call;
 2. **memory speed** (2^24; the LLM rows [1024, 14336]): each program against the streaming
    kernel with the same traffic and normal stores (`bench.bandwidth_ceiling`), with issue 16's
    target; a row below it says whether the program is compute-bound (its in-cache time per
-   element from part 1 exceeds the ceiling's) and by which ops of the issue's first table;
+   element from part 1 exceeds the time the target allows, the ceiling's over the target) and
+   by which ops of the issue's first table (and the 16-bit conversions);
 3. **threads=2** against one thread at 2^18 to 2^24 (target: >= 1.6x at 2^24 where compute-bound,
-   never slower from 2^18);
+   never slower from 2^18), and at 2^24 against one thread with normal stores too;
 4. **the call** at n = 16: checked and prepared (targets: <= 5 us, <= 1 us);
 5. (`--parts 5`) every installed peer (`xfuse bench --peers`: numexpr, numba, jax.jit,
    torch.compile, torch eager, upstream MLIR; their versions first) at 2^16 and 2^24.
