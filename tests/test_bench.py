@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,16 @@ def test_workload_traffic_and_reference(gelu: Gelu) -> None:
     want = gelu.reference(*(workload.arrays[k] for k in "xbr"))
     np.testing.assert_allclose(workload.reference[0], want, rtol=1e-12, atol=1e-12)
     assert bench.ceiling_source(workload.input_names, workload.output_names) == "out = x + b + r;\n"
+
+
+def test_ceiling_writes_the_programs_output_dtype() -> None:
+    # bf16 x, r and an f32 bias sum to f32; the program stores bf16, so must its ceiling
+    source = "input bf16 x[t, d], r[t, d];\ninput f32 b[d];\nout = bf16(x * b + r);"
+    workload = bench.prepare_workload(source, 2 * bench.ROW_LENGTH)
+    assert bench.ceiling_conversions(workload) == {"out": "bf16"}
+    out = bench.bandwidth_ceiling(workload).run()
+    assert isinstance(out, np.ndarray) and out.dtype == workload.arrays["x"].dtype
+    assert bench.ceiling_conversions(bench.prepare_workload("out = x + b;", 64)) == {}
 
 
 def test_positive_inputs_where_normal_ones_fail() -> None:
@@ -131,6 +142,22 @@ def test_numba_peer(gelu: Gelu) -> None:
     assert measurement.max_error < 1e-5
 
 
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch not installed")
+@pytest.mark.parametrize("peer", ["torch", "torch.compile"])
+def test_torch_peers_take_constants_in_max_and_min(peer: str) -> None:
+    """torch.maximum takes no Python float: hardswish and relu's flipped form still run."""
+    workload = bench.prepare_workload("out = x * min(max(x + 3, 0), 6) / 6 + max(0, y);", 1000)
+    measurement = bench.measure(workload, peers.BUILDERS[peer](workload, 1), repeat=1)
+    assert measurement.max_error < 1e-6
+
+
+def test_peer_versions() -> None:
+    versions = peers.peer_versions()
+    assert list(versions) == peers.available_peers()
+    for name, version in versions.items():
+        assert re.match(r"\d+\.\d+", version), (name, version)
+
+
 def test_a_failing_peer_is_skipped_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(workload: bench.Workload, threads: int = 1) -> bench.Variant:
         raise RuntimeError("the peer broke\nsecond line")
@@ -138,6 +165,7 @@ def test_a_failing_peer_is_skipped_with_its_reason(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(peers.BUILDERS, "numexpr", broken)
     result = bench.bench("out = x * 2;", [256, 1024], peers=["numexpr"], repeat=1)
     assert result.skipped == ("numexpr: failed: RuntimeError: the peer broke",)
+    assert result.versions == (f"numexpr {peers.peer_version('numexpr')}",)
     assert "numexpr" not in result.variants and len(result.rows) == 6
 
 
@@ -326,3 +354,28 @@ def test_measure_interleaved_checks_and_times_every_variant() -> None:
 )
 def test_separable_is_a_rank_test(a: list[float], b: list[float], apart: bool) -> None:
     assert separable(a, b) == separable(b, a) == apart
+
+
+def test_activations_benchmark_finds_the_hot_loop_and_its_stores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """benchmarks/activations.py divides llvm-mca's cycles by the elements the loop stores."""
+    import importlib.util as util
+
+    from xfuse.codegen.native import host_cpu
+    from xfuse.runtime.compiler import compile
+
+    path = Path(__file__).parent.parent / "benchmarks" / "activations.py"
+    spec = util.spec_from_file_location("activations_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    script = util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, script)  # its dataclasses look it up there
+    spec.loader.exec_module(script)
+    assert script.stored_bytes("\tvmovups\t%zmm1, 64(%rdx,%r14,4)") == 64
+    assert script.stored_bytes("\tvpmovdw\t%zmm16, -96(%r13,%r14,2)") == 32  # dwords to words
+    assert script.stored_bytes("\tvmovups\t%ymm0, 128(%rsp)") == 0  # a spill
+    assert script.stored_bytes("\tvmovups\t(%rdx), %zmm0") == 0  # a load
+    body = script.hot_loop(compile("out = x * sigmoid(x);").asm)
+    assert body[-1].split()[0].startswith("j") and not any(":" in line for line in body)
+    stored = sum(map(script.stored_bytes, body))
+    assert stored > 0 and stored % (4 * host_cpu().float_lanes) == 0

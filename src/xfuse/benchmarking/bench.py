@@ -33,7 +33,7 @@ from xfuse.benchmarking import peers as peer_compilers
 from xfuse.benchmarking.timing import interleaved_medians
 from xfuse.benchmarking.workload import Outputs, Variant, Workload
 from xfuse.dialects import ew
-from xfuse.dialects.dtypes import dtype_of
+from xfuse.dialects.dtypes import SHORT_DTYPE_NAMES, dtype_of, element_type_for, promote
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.transforms.pipeline import apply_pipeline, only_function
 
@@ -163,12 +163,44 @@ def prepare_workload(
     )
 
 
-def ceiling_source(input_names: Sequence[str], output_names: Sequence[str]) -> str:
-    """A streaming program with the fused traffic: each output the sum of all inputs."""
+def ceiling_source(
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    conversions: Mapping[str, str] | None = None,
+) -> str:
+    """A streaming program with the fused traffic: each output the sum of all inputs, converted
+    where `conversions` names an output's dtype (`{"out": "bf16"}`: the sum of bf16 inputs and
+    an f32 bias is f32, the program's output bf16)."""
     if not input_names:
         raise ValueError("the program reads no inputs: there is no bandwidth ceiling to measure")
     total = " + ".join(input_names) if len(input_names) > 1 else f"{input_names[0]} * 2"
-    return "".join(f"{name} = {total};\n" for name in output_names)
+    converted = conversions or {}
+    return "".join(
+        f"{name} = {converted[name]}({total});\n" if name in converted else f"{name} = {total};\n"
+        for name in output_names
+    )
+
+
+def output_dtypes(workload: Workload) -> dict[str, np.dtype[Any]]:
+    """Each output's numpy dtype as the program stores it."""
+    result_types = only_function(workload.module).function_type.outputs.data
+    return {
+        name: numpy_dtype(dtype_of(ew.element_type(type_)))
+        for name, type_ in zip(workload.output_names, result_types, strict=True)
+    }
+
+
+def ceiling_conversions(workload: Workload) -> dict[str, str]:
+    """The outputs whose dtype differs from what the sum of the inputs promotes to, each with
+    the conversion (`bf16`) that stores it as the program does (the same bytes written)."""
+    summed = functools.reduce(
+        promote, (element_type_for(a.dtype) for a in workload.arrays.values())
+    )
+    return {
+        name: SHORT_DTYPE_NAMES[dtype.name]
+        for name, dtype in output_dtypes(workload).items()
+        if element_type_for(dtype) != summed
+    }
 
 
 @dataclass(frozen=True)
@@ -279,7 +311,9 @@ def bandwidth_ceiling(workload: Workload, threads: int = 1) -> Variant:
     (`Options.streaming`) can beat it."""
     from xfuse.runtime.compiler import compile
 
-    source = ceiling_source(workload.input_names, workload.output_names)
+    source = ceiling_source(
+        workload.input_names, workload.output_names, ceiling_conversions(workload)
+    )
     arrays = workload.arrays
     kernel = compile(
         source,
@@ -327,6 +361,8 @@ class BenchResult:
     rows: tuple[BenchRow, ...]
     skipped: tuple[str, ...]
     """Peers that could not run, with the reason."""
+    versions: tuple[str, ...] = ()
+    """Each peer asked for with its installed version: `numba 0.68.1`."""
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -366,11 +402,7 @@ def describe_storage(workload: Workload) -> str:
         return "; ".join(f"{', '.join(group)} {dtype}" for dtype, group in names.items())
 
     inputs = {name: a.dtype for name, a in workload.arrays.items()}
-    result_types = only_function(workload.module).function_type.outputs.data
-    outputs = {
-        name: numpy_dtype(dtype_of(ew.element_type(type_)))
-        for name, type_ in zip(workload.output_names, result_types, strict=True)
-    }
+    outputs = output_dtypes(workload)
     dtypes = {*inputs.values(), *outputs.values()}
     if len(dtypes) == 1:
         return np.dtype(dtypes.pop()).name
@@ -390,8 +422,9 @@ def bench(
 ) -> BenchResult:
     """Time `program` (an `.ew` program or one expression) compiled by xfuse against numpy op
     by op and the bandwidth ceiling at each size; `peers=True` adds every installed peer
-    (numexpr, numba, jax, torch, upstream MLIR), or name them. `progress(text)` is called
-    before each measurement. Returns the table of times, GB/s, ratios and errors."""
+    (numexpr, numba, jax, torch, torch.compile, upstream MLIR), or name them.
+    `progress(text)` is called before each measurement. Returns the table of times, GB/s,
+    ratios and errors, and the peers' versions."""
     from contextlib import nullcontext
 
     from xfuse.runtime.compiler import MATH_CHOICES, check_threads
@@ -458,4 +491,5 @@ def bench(
         repeat,
         tuple(rows),
         tuple(f"{name}: {why}" for name, why in skipped.items()),
+        tuple(f"{name} {peer_compilers.peer_version(name)}" for name in peer_names),
     )

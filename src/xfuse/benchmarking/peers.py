@@ -8,12 +8,18 @@ statement per op, the same program xfuse compiles); upstream MLIR gets xfuse's f
 - numba: a scalar function made a ufunc with `numba.vectorize` (one fused, compiled loop);
 - jax: the function under `jax.jit` (XLA fuses it);
 - torch: the function in eager mode, one torch op at a time (torch's numpy-like baseline);
+- torch.compile: the function under `torch.compile` (TorchInductor's fused C++ loop; needs a C++
+  compiler; compiled once per program, for any size);
 - mlir: upstream MLIR's pipeline with its polynomial approximations, when `mlir-opt` is found.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.util
+import re
+import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,7 +31,18 @@ from xfuse.dialects import ew
 from xfuse.dialects.dtypes import numpy_dtype
 from xfuse.transforms.pipeline import apply_pipeline, only_function
 
-PEERS: tuple[str, ...] = ("numexpr", "numba", "jax", "torch", "mlir")
+PEERS: tuple[str, ...] = ("numexpr", "numba", "jax", "torch", "torch.compile", "mlir")
+MODULES: dict[str, str] = {"torch.compile": "torch"}
+"""The module a peer needs, where it is not the peer's name (mlir needs tools, not a module)."""
+VARIANT_NAMES: dict[str, str] = {
+    "numexpr": "numexpr",
+    "numba": "numba",
+    "jax": "jax.jit",
+    "torch": "torch eager",
+    "torch.compile": "torch.compile",
+    "mlir": "upstream MLIR",
+}
+"""The variant (row) name of each peer's measurements."""
 
 
 class PeerUnsupported(Exception):
@@ -59,6 +76,9 @@ SPELLINGS: dict[str, dict[str, str]] = {
     "jax": {**NUMPY_SPELLING, "erf": "jax.scipy.special.erf({0})"},
     "torch": {
         **NUMPY_SPELLING,
+        # torch.maximum takes no Python float: each operand as a tensor (a constant 0-d)
+        "max": "ns.maximum(ns.as_tensor({0}), ns.as_tensor({1}))",
+        "min": "ns.minimum(ns.as_tensor({0}), ns.as_tensor({1}))",
         "pow": "ns.pow({0}, {1})",
         "erf": "ns.erf({0})",
         "relu": "ns.relu({0})",
@@ -223,6 +243,29 @@ def torch_variant(workload: Workload, threads: int = 1) -> Variant:
     return Variant("torch eager", run, "unfused")
 
 
+@functools.cache
+def _torch_compiled(source: str) -> Callable[..., Any]:
+    """One `torch.compile` per program source: a new size recompiles in it, not from scratch."""
+    import torch
+
+    program = compile_python(source, {"ns": torch})
+    return torch.compile(program)
+
+
+def torch_compile_variant(workload: Workload, threads: int = 1) -> Variant:
+    import torch
+
+    torch.set_num_threads(threads)
+    compiled = _torch_compiled(python_source(workload, SPELLINGS["torch"], "torch.compile"))
+    arrays = [torch.from_numpy(a) for a in _inputs(workload)]
+
+    def run() -> tuple[np.ndarray, ...]:
+        with torch.no_grad():
+            return tuple(r.numpy() for r in compiled(*arrays))
+
+    return Variant("torch.compile", run, "fused")
+
+
 def mlir_variant(workload: Workload, threads: int = 1) -> Variant:
     from xfuse.benchmarking.mlir_peer import compile_with_mlir
 
@@ -239,15 +282,42 @@ BUILDERS: dict[str, Callable[[Workload, int], Variant]] = {
     "numba": numba_variant,
     "jax": jax_variant,
     "torch": torch_variant,
+    "torch.compile": torch_compile_variant,
     "mlir": mlir_variant,
 }
 
 
 def available_peers() -> list[str]:
     """The peers installed here (mlir: when `mlir-opt` and `mlir-translate` are found)."""
-    found = [name for name in PEERS if name != "mlir" and importlib.util.find_spec(name)]
+    found = [
+        name
+        for name in PEERS
+        if name != "mlir" and importlib.util.find_spec(MODULES.get(name, name))
+    ]
     from xfuse.benchmarking.mlir_peer import find_mlir_tool
 
     if find_mlir_tool("mlir-opt") and find_mlir_tool("mlir-translate"):
         found.append("mlir")
     return found
+
+
+def peer_version(name: str) -> str:
+    """The installed version of a peer: its module's `__version__`, `mlir-opt --version`'s."""
+    if name == "mlir":
+        from xfuse.benchmarking.mlir_peer import find_mlir_tool
+
+        tool = find_mlir_tool("mlir-opt")
+        if tool is None:
+            return "not installed"
+        text = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+        found = re.search(r"LLVM version (\S+)", text)
+        return found.group(1) if found else text.strip().split("\n")[0]
+    try:
+        return str(importlib.import_module(MODULES.get(name, name)).__version__)
+    except ImportError as error:  # installed but broken: bench says why when it skips the peer
+        return f"unusable ({error})"
+
+
+def peer_versions() -> dict[str, str]:
+    """Each installed peer's version, in `PEERS` order."""
+    return {name: peer_version(name) for name in available_peers()}

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 DTYPE_NAMES = ("float16", "bfloat16", "float32", "float64")
 _ALIASES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
+SHORT_DTYPE_NAMES = {name: short for short, name in _ALIASES.items()}
+"""float32 -> f32: the name the `.ew` language declares and converts with."""
 
 
 def dtype_name(dtype: Any) -> str:

@@ -22,7 +22,8 @@ def register(subparsers: Any) -> None:
         description=(
             "Compile FILE.ew (or --expr) with xfuse and time it, one size after another, against "
             "numpy one op at a time and the bandwidth ceiling (a streaming kernel with the same "
-            "inputs and outputs); --peers adds numexpr, numba, jax, torch and upstream MLIR, "
+            "inputs and outputs); --peers adds numexpr, numba, jax.jit, torch (eager), "
+            "torch.compile and upstream MLIR, "
             "whichever are installed. Effective GB/s counts the fused program's traffic "
             "(inputs read once, outputs written once)."
         ),
@@ -156,6 +157,8 @@ def print_result(console: Any, result: Any, name: str) -> None:
                 "-" if row.max_error is None else f"{row.max_error:.1e}",
             )
         console.print(table)
+    if result.versions:
+        console.print(f"peers: {', '.join(result.versions)}")
     for line in result.skipped:
         console.print(f"skipped {line}")
 
