@@ -32,7 +32,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import ClassVar, cast
 
-import ml_dtypes
 import numpy as np
 from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializationInterface
 from xdsl.dialects.builtin import (
@@ -83,6 +82,8 @@ from xdsl.traits import (
 )
 from xdsl.utils.bitwise_casts import convert_f64_to_u64, convert_u64_to_f64
 from xdsl.utils.exceptions import VerifyException
+
+from xfuse.dialects.dtypes import numpy_dtype
 
 FLOAT_ELEMENT_TYPES: tuple[type[Attribute], ...] = (
     Float16Type,
@@ -290,7 +291,7 @@ def round_to_element(value: float, type_: Attribute) -> float:
         if isinstance(element, Float16Type):
             return float(np.float16(value))
         if isinstance(element, BFloat16Type):  # via f32, as kernels compute bf16 ops
-            return float(ml_dtypes.bfloat16(np.float32(value)))
+            return float(numpy_dtype("bfloat16").type(np.float32(value)))
         return float(np.float32(value))
 
 
