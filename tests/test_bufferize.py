@@ -10,7 +10,6 @@ Two independent checks, neither using the planner's own bookkeeping to judge it:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -18,10 +17,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
-from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import DYNAMIC_INDEX, Float64Type, MemRefType, ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import PassFailedException
 
 from xfuse.analysis.memory import MemoryPlan, plan_memory
@@ -29,7 +30,9 @@ from xfuse.dialects import ew
 from xfuse.frontend.builder import FunctionBuilder, Value
 from xfuse.frontend.language import parse_program
 from xfuse.transforms.bufferize import EwBufferizePass
+from xfuse.transforms.expand_math import MATH_FUNCTIONS
 from xfuse.transforms.fuse import EwFusePass
+from xfuse.transforms.scalar import emit_scalar
 
 if TYPE_CHECKING:
     from conftest import Evaluate, Gelu
@@ -39,27 +42,31 @@ if TYPE_CHECKING:
 # An interpreter for the bufferized IR (float64 on numpy arrays)
 # ---------------------------------------------------------------------------------------------
 
-SCALAR_NUMPY: dict[str, Callable[..., Any]] = {
-    "arith.addf": np.add,
-    "arith.subf": np.subtract,
-    "arith.mulf": np.multiply,
-    "arith.divf": np.divide,
-    "arith.maximumf": np.maximum,
-    "arith.minimumf": np.minimum,
-    "math.powf": np.power,
-    "arith.negf": np.negative,
-    "math.absf": np.abs,
-    "math.exp": np.exp,
-    "math.log": np.log,
-    "math.log1p": np.log1p,
-    "arith.select": np.where,
-    "math.tanh": np.tanh,
-    "math.erf": np.vectorize(math.erf, otypes=[np.float64]),
-    "math.sqrt": np.sqrt,
-    "math.rsqrt": lambda x: 1.0 / np.sqrt(x),
-    "arith.extf": lambda x: x,
-    "arith.truncf": lambda x: x,
-}
+
+def _scalar_semantics() -> dict[str, Callable[..., Any]]:
+    """What each scalar op of a kernel region computes, from the op facts: an `ew` op that lowers
+    to one scalar op on its operands gives that op its `reference`; a `math` op of
+    `MATH_FUNCTIONS` computes the `ew` op named like its libm function (`math.log1p`: `ew.log1p`).
+    Conversions are exact in float64, and `arith.select` is `np.where`."""
+    semantics: dict[str, Callable[..., Any]] = {
+        "arith.select": np.where,
+        "arith.extf": lambda x: x,
+        "arith.truncf": lambda x: x,
+    }
+    for op in ew.ELEMENTWISE_OPS:
+        block = Block(arg_types=[Float64Type()] * (2 if issubclass(op, ew.BinaryOp) else 1))
+        emit_scalar(op, Builder(InsertPoint.at_end(block)), block.args, Float64Type())
+        scalars = list(block.ops)
+        if len(scalars) == 1 and tuple(scalars[0].operands) == block.args:
+            known = semantics.setdefault(scalars[0].name, op.reference)
+            assert known is op.reference, f"two ops lower to {scalars[0].name}"
+    for math_op, function in MATH_FUNCTIONS.items():
+        semantics[math_op.name] = ew.OPS_BY_MNEMONIC[function.libm].reference
+    return semantics
+
+
+SCALAR_NUMPY = _scalar_semantics()
+
 
 ORDERED_COMPARISONS: dict[int, Callable[..., Any]] = {
     arith.CMPF_COMPARISON_OPERATIONS.index(name): compare

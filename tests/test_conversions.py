@@ -3,20 +3,22 @@
 Narrowing to f16/bf16 and widening from them are integer code in the kernel (`ew-to-llvm`'s
 `narrow_bits`/`widen_bits`), so they are checked against numpy and ml_dtypes on every 16-bit
 pattern and on f32/f64 values around every rounding boundary: halfway cases, subnormals,
-overflow, infinities and NaNs. The external-call scan compiles every op and every conversion and
-reads the assembly LLVM makes for this host and for older x86-64 CPUs: a call to a symbol MCJIT
-does not resolve (compiler-rt's `__truncdfhf2`, `__extendhfsf2`, ...) segfaults when it runs.
+overflow, infinities and NaNs. The external-call scan compiles every op and every conversion for
+this host and for older x86-64 CPUs and reads the symbols the object code leaves for MCJIT to
+resolve: a call to one it does not resolve (compiler-rt's `__truncdfhf2`, `__extendhfsf2`, ...)
+segfaults when it runs.
 """
 
 from __future__ import annotations
 
 import itertools
-import re
+import struct
 from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
 import pytest
+from llvmlite.binding import ObjectFileRef
 
 import xfuse
 from xfuse.codegen.native import HostCpu
@@ -147,16 +149,18 @@ CPUS = {
 `XFUSE_CPU_NAME`/`XFUSE_CPU_FEATURES` give them: the code differs with F16C)."""
 
 
-def called_symbols(asm: str) -> set[str]:
-    """Every symbol the assembly calls: directly (`call f`, `jmp f`) or, in the JIT's large code
-    model, through a register loaded with its address (`movabsq $f, %r13`). Local labels
-    (`.LBB0_3`, `.LCPI0_0`) and immediates are not symbols."""
-    return set(re.findall(r"(?:(?:call|jmp)q?\s+|\$)([A-Za-z_][\w.]*)", asm))
-
-
-def defined_symbols(asm: str) -> set[str]:
-    """Every function the assembly defines (each kernel's function, `main.kernel0`, is one)."""
-    return set(re.findall(r"^([A-Za-z_][\w.]*):", asm, re.MULTILINE))
+def undefined_symbols(object_code: bytes) -> set[str]:
+    """The symbols an ELF object file uses but does not define (its symbol table's entries in
+    no section, `SHN_UNDEF`): exactly what MCJIT must resolve when it links the kernels."""
+    sections = {s.name(): s.data() for s in ObjectFileRef.from_data(object_code).sections()}
+    names = sections[b".strtab"]
+    return {
+        names[start : names.index(b"\0", start)].decode()
+        for start, _info, _other, section, _value, _size in struct.iter_unpack(
+            "<IBBHQQ", sections[b".symtab"]
+        )
+        if section == 0 and start != 0
+    }
 
 
 def every_op_program(dtype: str) -> tuple[str, list[str]]:
@@ -198,5 +202,5 @@ def test_kernels_call_only_what_the_jit_resolves(
         use_cpu(cpu, features)
         kernels[cpu] = xfuse.compile(source, outputs, fuse=fuse, math=math_mode)
     for cpu, kernel in kernels.items():
-        unresolved = called_symbols(kernel.asm) - defined_symbols(kernel.asm) - ALLOWED_CALLS
+        unresolved = undefined_symbols(kernel.function.native.object_code) - ALLOWED_CALLS
         assert not unresolved, f"{cpu} code calls {sorted(unresolved)}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import re
 import subprocess
@@ -91,6 +92,7 @@ def code_blocks(document: str) -> list[CodeBlock]:
     return blocks
 
 
+@functools.cache  # each excerpt is looked for in every source file
 def _without_docstrings(code: str) -> str:
     """The code with every docstring's lines dropped and each line stripped of indentation."""
     tree = ast.parse(textwrap.dedent(code))

@@ -175,7 +175,7 @@ output_lists = st.one_of(
 dtypes = st.sampled_from(["float16", "bfloat16", "float32", "float64"])
 
 FAST = settings(
-    max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
 )
 SLOW = settings(FAST, max_examples=20_000)
 
@@ -193,13 +193,13 @@ def test_valid_programs_parse_or_name_a_bad_output(source: str, outputs, dtype: 
         parse_program(source, dtype=dtype).verify()  # generated programs are valid
 
 
-@settings(FAST, max_examples=800)
+@settings(FAST, max_examples=400)
 @given(mutated_programs())
 def test_mutated_programs(source: str) -> None:
     check(source)
 
 
-@settings(FAST, max_examples=1500)
+@settings(FAST, max_examples=750)
 @given(st.one_of(token_soup, random_text))
 def test_random_text(source: str) -> None:
     check(source)

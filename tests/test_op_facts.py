@@ -7,6 +7,8 @@ complete, so adding an op is: write the class, follow the failures, write its te
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pytest
 from xdsl.builder import Builder
@@ -16,9 +18,13 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.irdl import irdl_op_definition
 from xdsl.rewriter import InsertPoint
 
+if TYPE_CHECKING:
+    from conftest import Evaluate
+
 import xfuse
 from xfuse.analysis.cost import FLOPS_PER_SCALAR_OP, FREE_SCALAR_OPS
 from xfuse.dialects import ew
+from xfuse.frontend.language import parse_program
 from xfuse.transforms.expand_math import MATH_FUNCTIONS
 from xfuse.transforms.scalar import SCALAR_LOWERINGS, emit_scalar
 from xfuse.transforms.to_llvm import _MATH_INTRINSICS
@@ -52,6 +58,18 @@ def missing_facts(op: OpType) -> list[str]:
         missing.append(
             f"{name} declares no `ACCURACY: ClassVar[Accuracy]` (its float32 error under "
             f"math=approx and math=libm; CORRECTLY_ROUNDED for IEEE arithmetic) ({DIALECT})"
+        )
+    if ew.python_name(op) is None and ew.python_operator(op) is None:
+        missing.append(
+            f"{name} has no Python-level function (PYTHON_NAME is None) and no "
+            f"`PYTHON_OPERATOR` ({DIALECT})"
+        )
+    spelled = ew.numpy_ufunc(op) is not None or ew.python_operator(op) is not None
+    if not spelled and "DEFINITION" not in vars(op):
+        missing.append(
+            f"{name} is neither a numpy ufunc nor a Python operator: declare `DEFINITION: "
+            f"ClassVar[str | None]` (the op in other ops, an `.ew` expression of x and y, for "
+            f"the bench peers without its function; None for a primitive) ({DIALECT})"
         )
     if op not in SCALAR_LOWERINGS:
         missing.append(f"{name} has no entry in SCALAR_LOWERINGS (src/xfuse/transforms/scalar.py)")
@@ -111,17 +129,20 @@ def test_a_missing_fact_is_named_with_its_file(monkeypatch: pytest.MonkeyPatch) 
     """The messages a newcomer meets for an op with only a name, then with a lowering to a
     `math` op no stage knows."""
     messages = missing_facts(_AtanOp)
-    assert messages[:3] == [
+    assert messages[:4] == [
         f"_AtanOp is not listed in ELEMENTWISE_OPS ({DIALECT})",
         f"_AtanOp has no float64 `reference` ({DIALECT})",
         f"_AtanOp declares no `ACCURACY: ClassVar[Accuracy]` (its float32 error under "
         f"math=approx and math=libm; CORRECTLY_ROUNDED for IEEE arithmetic) ({DIALECT})",
+        f"_AtanOp is neither a numpy ufunc nor a Python operator: declare `DEFINITION: "
+        f"ClassVar[str | None]` (the op in other ops, an `.ew` expression of x and y, for "
+        f"the bench peers without its function; None for a primitive) ({DIALECT})",
     ]
-    assert messages[3] == (
+    assert messages[4] == (
         "_AtanOp has no entry in SCALAR_LOWERINGS (src/xfuse/transforms/scalar.py)"
     )
     monkeypatch.setitem(SCALAR_LOWERINGS, _AtanOp, _atan)
-    assert missing_facts(_AtanOp)[3:] == 2 * [
+    assert missing_facts(_AtanOp)[4:] == 2 * [
         "_AtanOp lowers to 'math.atan', which has no FLOP count in FLOPS_PER_SCALAR_OP "
         "(src/xfuse/analysis/cost.py)",
         "_AtanOp lowers to 'math.atan', which has no libm name and approximation in "
@@ -140,3 +161,34 @@ def test_python_function_is_derived_from_the_op(op: OpType) -> None:
     with np.errstate(all="ignore"):
         want = op.reference(*[x.astype(np.float64)] * arity(op))
     np.testing.assert_allclose(function(*[x] * arity(op)), want, rtol=1e-6)
+
+
+SAMPLE = np.array(
+    [-np.inf, -30.0, -2.5, -1.0, -0.0, 0.0, 1e-30, 0.25, 1.0, 3.0, 30.0, np.inf, np.nan]
+)
+
+
+@pytest.mark.parametrize(
+    "op", [op for op in ew.ELEMENTWISE_OPS if ew.python_operator(op)], ids=ew.mnemonic
+)
+def test_python_operator_computes_the_op(op: OpType) -> None:
+    """`PYTHON_OPERATOR` (how the bench peers write the op) is the op's reference, bit for bit."""
+    operands = [SAMPLE, SAMPLE[::-1]][: arity(op)]
+    code = ew.python_operator(op).format(*(f"operands[{i}]" for i in range(arity(op))))
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(eval(code), op.reference(*operands))
+
+
+@pytest.mark.parametrize(
+    "op", [op for op in ew.ELEMENTWISE_OPS if ew.definition(op)], ids=ew.mnemonic
+)
+def test_definition_computes_the_op(op: OpType, evaluate_float64: Evaluate) -> None:
+    """`DEFINITION` (what a bench peer without the op's function computes) is the op: its
+    other ops, evaluated by their references in float64, give the op's reference."""
+    program = parse_program(f"out = {ew.definition(op)};")
+    (got,) = evaluate_float64(program, x=SAMPLE, y=SAMPLE[::-1])
+    with np.errstate(all="ignore"):
+        want = op.reference(*[SAMPLE, SAMPLE[::-1]][: arity(op)])
+    np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
+    zeros = want == 0
+    np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]))

@@ -169,6 +169,21 @@ def test_the_process_behaves_as_main(name: str, paths: dict[str, str], runs: dic
     assert Run(done.returncode, done.stdout, done.stderr) == runs[name]
 
 
+def test_the_process_loads_neither_llvm_nor_ml_dtypes(paths: dict[str, str]) -> None:
+    """Each RUN line of the FileCheck tests starts xfuse-opt: passes over `ew` IR need neither
+    the LLVM JIT nor ml_dtypes (whose import alone takes ~1 s of CPU)."""
+    script = (
+        "import sys; from xfuse.tools.opt import main; status = main(sys.argv[1:]); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'llvmlite', 'ml_dtypes'}))"
+    )
+    arguments = resolve(COMMANDS["gelu_optimize"], paths)
+    done = subprocess.run(
+        [sys.executable, "-c", script, *arguments], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"
+
+
 def ok(run: Run) -> Run:
     assert run.returncode == 0, run.stderr
     assert not run.stderr

@@ -1,7 +1,9 @@
 """Peer compilers for `xfuse bench --peers`: each one that is installed, none required.
 
 numexpr, numba, jax and torch get the program as code written from the optimized `ew` IR (one
-statement per op, the same program xfuse compiles); upstream MLIR gets xfuse's fused IR through
+statement per op, the same program xfuse compiles), each op from its facts (`ew.py`): its Python
+operator, else the peer's function of its name (xfuse's or numpy's), else its `DEFINITION` in
+other ops; upstream MLIR gets xfuse's fused IR through
 `xfuse.benchmarking.mlir_peer` (the `ew-to-linalg` export run through `mlir-opt`):
 - numexpr: one expression per output (intermediates inlined), evaluated in numexpr's blocked,
   fused virtual machine;
@@ -21,14 +23,15 @@ import importlib.util
 import re
 import subprocess
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from xdsl.dialects import func
+from xdsl.ir import Operation, SSAValue
 
 from xfuse.benchmarking.workload import Variant, Workload
 from xfuse.dialects import ew
-from xfuse.dialects.dtypes import numpy_dtype
+from xfuse.frontend.language import parse_program
 from xfuse.transforms.pipeline import apply_pipeline, only_function
 
 PEERS: tuple[str, ...] = ("numexpr", "numba", "jax", "torch", "torch.compile", "mlir")
@@ -49,87 +52,98 @@ class PeerUnsupported(Exception):
     """The peer cannot compute this program (an op it lacks); the peer is skipped."""
 
 
-NUMPY_SPELLING: dict[str, str] = {
-    "add": "({0} + {1})",
-    "sub": "({0} - {1})",
-    "mul": "({0} * {1})",
-    "div": "({0} / {1})",
-    "max": "ns.maximum({0}, {1})",
-    "min": "ns.minimum({0}, {1})",
-    "pow": "ns.power({0}, {1})",
-    "neg": "(-{0})",
-    "abs": "ns.abs({0})",
-    "exp": "ns.exp({0})",
-    "log": "ns.log({0})",
-    "log1p": "ns.log1p({0})",
-    "tanh": "ns.tanh({0})",
-    "sigmoid": "(1 / (1 + ns.exp(-{0})))",
-    "sqrt": "ns.sqrt({0})",
-    "rsqrt": "(1 / ns.sqrt({0}))",
-    "relu": "ns.maximum({0}, 0)",
-    "softplus": "ns.logaddexp({0}, 0)",
+Library = Callable[[str], Any]
+"""What a peer's code calls: the function of a name (numpy's ufunc name or xfuse's
+Python-level one: `maximum`, `sigmoid`), None where the peer has none."""
+
+NUMEXPR_FUNCTIONS = frozenset(
+    {"sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh"}
+    | {"arcsinh", "arccosh", "arctanh", "log", "log10", "log1p", "exp", "expm1", "sqrt", "abs"}
+)
+"""The functions of numexpr's expression language (its documentation's list)."""
+
+NUMEXPR_SPELLINGS: dict[str, str] = {
+    "maximum": "where({0} > {1}, {0}, {1})",
+    "minimum": "where({0} < {1}, {0}, {1})",
 }
-"""How each `ew` op reads in numpy-like code (`ns` is the namespace: numpy, jax.numpy)."""
-
-SPELLINGS: dict[str, dict[str, str]] = {
-    "numpy": NUMPY_SPELLING,
-    "jax": {**NUMPY_SPELLING, "erf": "jax.scipy.special.erf({0})"},
-    "torch": {
-        **NUMPY_SPELLING,
-        # torch.maximum takes no Python float: each operand as a tensor (a constant 0-d)
-        "max": "ns.maximum(ns.as_tensor({0}), ns.as_tensor({1}))",
-        "min": "ns.minimum(ns.as_tensor({0}), ns.as_tensor({1}))",
-        "pow": "ns.pow({0}, {1})",
-        "erf": "ns.erf({0})",
-        "relu": "ns.relu({0})",
-        "softplus": "ns.nn.functional.softplus({0})",
-    },
-    "numba": {
-        **NUMPY_SPELLING,
-        "max": "max({0}, {1})",
-        "min": "min({0}, {1})",
-        "pow": "({0} ** {1})",
-        "abs": "abs({0})",
-        "exp": "math.exp({0})",
-        "log": "math.log({0})",
-        "log1p": "math.log1p({0})",
-        "tanh": "math.tanh({0})",
-        "sigmoid": "(1 / (1 + math.exp(-{0})))",
-        "sqrt": "math.sqrt({0})",
-        "rsqrt": "(1 / math.sqrt({0}))",
-        "erf": "math.erf({0})",
-        "relu": "max({0}, 0.0)",
-        "softplus": "(max({0}, 0.0) + math.log1p(math.exp(-abs({0}))))",
-    },
-    "numexpr": {
-        key: spelling.replace("ns.", "")
-        for key, spelling in NUMPY_SPELLING.items()
-        if key not in ("max", "min", "relu", "softplus")
-    }
-    | {
-        "max": "where({0} > {1}, {0}, {1})",
-        "min": "where({0} < {1}, {0}, {1})",
-        "relu": "where({0} > 0, {0}, 0)",
-        "softplus": "where({0} > 0, {0} + log1p(exp(-{0})), log1p(exp({0})))",
-    },
-}
+"""numexpr has no maximum or minimum: it writes them with `where`."""
 
 
-def _function(workload: Workload) -> func.FuncOp:
-    return only_function(workload.module)
+def _function_names(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> list[str]:
+    """The names a library may give the op's function: xfuse's (`sigmoid`), numpy's (`absolute`)."""
+    ufunc = ew.numpy_ufunc(op_type)
+    names = [ew.python_name(op_type), ufunc.__name__ if ufunc is not None else None]
+    return [name for name in dict.fromkeys(names) if name is not None]
 
 
-def _spell(op: Any, spelling: Mapping[str, str], operands: list[str], peer: str) -> str:
-    name = ew.mnemonic(type(op))
-    if name not in spelling:
-        raise PeerUnsupported(f"{peer} has no '{name}'")
-    return spelling[name].format(*operands)
+@functools.cache
+def _definition(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> func.FuncOp | None:
+    """The op's `DEFINITION` in other ops, as a function of `x` (and `y`)."""
+    definition = ew.definition(op_type)
+    if definition is None:
+        return None
+    return only_function(parse_program(f"out = {definition};", filename=op_type.name))
 
 
-def python_source(workload: Workload, spelling: Mapping[str, str], peer: str) -> str:
-    """`def program(x, b, r):` with one statement per op of the optimized IR."""
-    function = _function(workload)
-    names: dict[Any, str] = {arg: f"in{i}" for i, arg in enumerate(function.args)}
+Call = Callable[[str, list[str]], str | None]
+"""A peer's code calling a function by name on operand texts; None where the peer lacks it."""
+
+Constant = Callable[[float], str]
+"""A peer's code for an `ew.constant`'s literal."""
+
+
+def spell(op: Operation, operands: list[str], call: Call, peer: str, constant: Constant) -> str:
+    """Code of `op` on `operands` for a peer, from the op's facts: its Python operator, else the
+    peer's function of its name, else its `DEFINITION` spelled the same way (inlined)."""
+    op_type = cast(type[ew.UnaryOp | ew.BinaryOp], type(op))
+    operator = ew.python_operator(op_type)
+    if operator is not None:
+        return f"({operator.format(*operands)})"
+    for name in _function_names(op_type):
+        if (code := call(name, operands)) is not None:
+            return code
+    function = _definition(op_type)
+    if function is None:
+        raise PeerUnsupported(f"{peer} has no '{ew.mnemonic(op_type)}'")
+    arguments = {arg: operands["xy".index(str(arg.name_hint))] for arg in function.args}
+    (result,) = expressions(function, arguments, call, peer, constant)
+    return result
+
+
+def expressions(
+    function: func.FuncOp,
+    arguments: Mapping[SSAValue, str],
+    call: Call,
+    peer: str,
+    constant: Constant,
+) -> list[str]:
+    """One expression per result of `function` (intermediates inlined), given its arguments'
+    code."""
+    text: dict[SSAValue, str] = dict(arguments)
+    for op in function.body.block.ops:
+        if isinstance(op, ew.ConstantOp):
+            text[op.result] = constant(op.literal)
+        elif not isinstance(op, func.ReturnOp):
+            text[op.results[0]] = spell(op, [text[v] for v in op.operands], call, peer, constant)
+    returned = function.get_return_op()
+    assert returned is not None
+    return [text[v] for v in returned.operands]
+
+
+def python_source(workload: Workload, library: Library, peer: str) -> tuple[str, dict[str, Any]]:
+    """`def program(in0, in1, ...):` with one statement per op of the optimized IR, and the
+    functions of `library` it calls, by name (its namespace)."""
+    function = only_function(workload.module)
+    names: dict[SSAValue, str] = {arg: f"in{i}" for i, arg in enumerate(function.args)}
+    called: dict[str, Any] = {}
+
+    def call(name: str, operands: list[str]) -> str | None:
+        found = library(name)
+        if found is None:
+            return None
+        called[name] = found
+        return f"{name}({', '.join(operands)})"
+
     lines = [f"def program({', '.join(names[a] for a in function.args)}):"]
     for index, op in enumerate(function.body.block.ops):
         if isinstance(op, ew.ConstantOp):
@@ -138,9 +152,14 @@ def python_source(workload: Workload, spelling: Mapping[str, str], peer: str) ->
             lines.append(f"    return ({''.join(names[v] + ', ' for v in op.operands)})")
         else:
             names[op.results[0]] = f"t{index}"
-            operands = [names[v] for v in op.operands]
-            lines.append(f"    t{index} = {_spell(op, spelling, operands, peer)}")
-    return "\n".join(lines) + "\n"
+            code = spell(op, [names[v] for v in op.operands], call, peer, repr)
+            lines.append(f"    t{index} = {code}")
+    return "\n".join(lines) + "\n", called
+
+
+def namespaces(*modules: Any) -> Library:
+    """A library of modules: a name is the first module's attribute of that name."""
+    return lambda name: next((getattr(m, name) for m in modules if hasattr(m, name)), None)
 
 
 def compile_python(source: str, namespace: Mapping[str, Any]) -> Callable[..., tuple[Any, ...]]:
@@ -149,23 +168,30 @@ def compile_python(source: str, namespace: Mapping[str, Any]) -> Callable[..., t
     return scope["program"]
 
 
+def python_program(workload: Workload, library: Library, peer: str) -> Callable[..., Any]:
+    """The workload as a Python function calling `library` (`python_source`)."""
+    return compile_python(*python_source(workload, library, peer))
+
+
 def numexpr_expressions(workload: Workload) -> tuple[list[str], dict[str, np.float32]]:
     """One numexpr expression per output (intermediates inlined, inputs by name) and the
     constants, passed as float32 variables (a literal would make numexpr compute in double)."""
-    spelling = SPELLINGS["numexpr"]
-    function = _function(workload)
-    text: dict[Any, str] = {arg: str(arg.name_hint) for arg in function.args}
+    function = only_function(workload.module)
     constants: dict[str, np.float32] = {}
-    for op in function.body.block.ops:
-        if isinstance(op, ew.ConstantOp):
-            text[op.result] = f"c{len(constants)}"
-            constants[text[op.result]] = np.float32(op.literal)
-        elif not isinstance(op, func.ReturnOp):
-            operands = [text[v] for v in op.operands]
-            text[op.results[0]] = _spell(op, spelling, operands, "numexpr")
-    returned = function.get_return_op()
-    assert returned is not None
-    return [text[v] for v in returned.operands], constants
+
+    def call(name: str, operands: list[str]) -> str | None:
+        if name in NUMEXPR_FUNCTIONS:
+            return f"{name}({', '.join(operands)})"
+        spelling = NUMEXPR_SPELLINGS.get(name)
+        return None if spelling is None else spelling.format(*operands)
+
+    def constant(literal: float) -> str:
+        name = f"c{len(constants)}"
+        constants[name] = np.float32(literal)
+        return name
+
+    arguments = {arg: str(arg.name_hint) for arg in function.args}
+    return expressions(function, arguments, call, "numexpr", constant), constants
 
 
 def _inputs(workload: Workload) -> list[np.ndarray]:
@@ -195,7 +221,7 @@ def numba_variant(workload: Workload, threads: int = 1) -> Variant:
 
     if len(workload.output_names) != 1:
         raise PeerUnsupported("numba.vectorize makes one output")
-    program = compile_python(python_source(workload, SPELLINGS["numba"], "numba"), {"math": math})
+    program = python_program(workload, namespaces(math, np), "numba")  # numpy's ufuncs on scalars
     # numba.vectorize needs named parameters (it cannot compile `lambda *args`).
     parameters = ", ".join(f"in{i}" for i in range(len(workload.input_names)))
     scalar = compile_python(
@@ -213,11 +239,8 @@ def numba_variant(workload: Workload, threads: int = 1) -> Variant:
 def jax_variant(workload: Workload, threads: int = 1) -> Variant:
     import jax
     import jax.numpy as jnp
-    import jax.scipy.special  # noqa: F401  (erf)
 
-    program = compile_python(
-        python_source(workload, SPELLINGS["jax"], "jax"), {"ns": jnp, "jax": jax}
-    )
+    program = python_program(workload, namespaces(jnp, jax.nn, jax.lax), "jax")
     jitted = jax.jit(program)
     arrays = [jnp.asarray(a) for a in _inputs(workload)]
 
@@ -229,11 +252,26 @@ def jax_variant(workload: Workload, threads: int = 1) -> Variant:
     return Variant("jax.jit", run, "fused")
 
 
+@functools.cache
+def _torch_library() -> Library:
+    """torch and its `nn.functional`; `maximum`/`minimum` take a constant (a Python float,
+    which torch's own do not) as a 0-d tensor. One library per process, so that its functions
+    are the same objects in every program's namespace (`_torch_compiled`'s key)."""
+    import torch
+
+    def of_tensors(function: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        return lambda a, b: function(torch.as_tensor(a), torch.as_tensor(b))
+
+    wrapped = {"maximum": of_tensors(torch.maximum), "minimum": of_tensors(torch.minimum)}
+    functions = namespaces(torch, torch.nn.functional)
+    return lambda name: wrapped.get(name) or functions(name)
+
+
 def torch_variant(workload: Workload, threads: int = 1) -> Variant:
     import torch
 
     torch.set_num_threads(threads)
-    program = compile_python(python_source(workload, SPELLINGS["torch"], "torch"), {"ns": torch})
+    program = python_program(workload, _torch_library(), "torch")
     arrays = [torch.from_numpy(a) for a in _inputs(workload)]
 
     def run() -> tuple[np.ndarray, ...]:
@@ -244,19 +282,19 @@ def torch_variant(workload: Workload, threads: int = 1) -> Variant:
 
 
 @functools.cache
-def _torch_compiled(source: str) -> Callable[..., Any]:
-    """One `torch.compile` per program source: a new size recompiles in it, not from scratch."""
+def _torch_compiled(source: str, namespace: tuple[tuple[str, Any], ...]) -> Callable[..., Any]:
+    """One `torch.compile` per program: a new size recompiles in it, not from scratch."""
     import torch
 
-    program = compile_python(source, {"ns": torch})
-    return torch.compile(program)
+    return torch.compile(compile_python(source, dict(namespace)))
 
 
 def torch_compile_variant(workload: Workload, threads: int = 1) -> Variant:
     import torch
 
     torch.set_num_threads(threads)
-    compiled = _torch_compiled(python_source(workload, SPELLINGS["torch"], "torch.compile"))
+    source, namespace = python_source(workload, _torch_library(), "torch.compile")
+    compiled = _torch_compiled(source, tuple(sorted(namespace.items())))
     arrays = [torch.from_numpy(a) for a in _inputs(workload)]
 
     def run() -> tuple[np.ndarray, ...]:
@@ -272,7 +310,7 @@ def mlir_variant(workload: Workload, threads: int = 1) -> Variant:
     if threads > 1:
         raise PeerUnsupported("the upstream MLIR peer runs one thread")
     kernel = compile_with_mlir(apply_pipeline(workload.module, "ew-fuse"), math="polynomial")
-    outs = [np.empty(workload.n, numpy_dtype(p.dtype)) for p in kernel.outputs]
+    outs = [np.empty(workload.n, p.dtype) for p in kernel.outputs]
     arrays = dict(zip([p.name for p in kernel.inputs], _inputs(workload), strict=True))
     return Variant("upstream MLIR", lambda: kernel(**arrays, out=outs), "fused")
 

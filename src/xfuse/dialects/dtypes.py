@@ -82,7 +82,7 @@ def element_bytes(element: Attribute) -> int:
 def numpy_dtype(name: str) -> np.dtype[Any]:
     """The numpy dtype of an xfuse dtype name; bfloat16 comes from `ml_dtypes`."""
     if name == "bfloat16":
-        import ml_dtypes
+        import ml_dtypes  # here, not at the top: importing it costs ~1 s of CPU (every CLI run)
 
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(name)

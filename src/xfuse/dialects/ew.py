@@ -18,9 +18,11 @@ An elementwise op's facts are declared once, on its class (a subclass of `UnaryO
 `BinaryOp`, listed in `ELEMENTWISE_OPS`): its `name` (the mnemonic, also the `.ew` function
 name), its arity (its base class), its float64 `reference` (folding, baselines, tests), the numpy
 ufunc `@xfuse.jit` traces to it (`numpy_ufunc`), its Python-level function (`python_name`,
-`xfuse.tanh`) and the error its kernels may have (`ACCURACY`). Everything else is derived from
-these. How it lowers lives in `xfuse.transforms` (`SCALAR_LOWERINGS`, and `MATH_FUNCTIONS` for a
-new `math` op); `tests/test_op_facts.py` names any fact an op lacks (docs/adding-an-op.md).
+`xfuse.tanh`) or operator (`python_operator`), its definition in other ops where numpy has no
+ufunc for it (`definition`) and the error its kernels may have (`ACCURACY`). Everything else is
+derived from these. How it lowers lives in `xfuse.transforms` (`SCALAR_LOWERINGS`, and
+`MATH_FUNCTIONS` for a new `math` op); `tests/test_op_facts.py` names any fact an op lacks
+(docs/adding-an-op.md).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import ClassVar, cast
 
-import ml_dtypes
 import numpy as np
 from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializationInterface
 from xdsl.dialects.builtin import (
@@ -83,6 +84,8 @@ from xdsl.traits import (
 )
 from xdsl.utils.bitwise_casts import convert_f64_to_u64, convert_u64_to_f64
 from xdsl.utils.exceptions import VerifyException
+
+from xfuse.dialects.dtypes import numpy_dtype
 
 FLOAT_ELEMENT_TYPES: tuple[type[Attribute], ...] = (
     Float16Type,
@@ -290,7 +293,7 @@ def round_to_element(value: float, type_: Attribute) -> float:
         if isinstance(element, Float16Type):
             return float(np.float16(value))
         if isinstance(element, BFloat16Type):  # via f32, as kernels compute bf16 ops
-            return float(ml_dtypes.bfloat16(np.float32(value)))
+            return float(numpy_dtype("bfloat16").type(np.float32(value)))
         return float(np.float32(value))
 
 
@@ -418,6 +421,15 @@ class UnaryOp(IRDLOperation, ABC):
     """Its Python-level function (`xfuse.<name>`, `@xfuse.jit`) when not its mnemonic; None for
     an op Python spells as an operator (see `python_name`)."""
 
+    PYTHON_OPERATOR: ClassVar[str]
+    """How Python code writes it with an operator, where it has one: `{0} + {1}`, `-{0}` (see
+    `python_operator`; the peers of `xfuse bench` write programs with it)."""
+
+    DEFINITION: ClassVar[str | None]
+    """For an op that is neither a numpy ufunc nor a Python operator: the op written with other
+    ops, as an `.ew` expression of `x` (and `y`), `1 / (1 + exp(-x))`; None for a primitive
+    (`erf`). A peer of `xfuse bench` without the function computes this instead."""
+
 
 class BinaryOp(IRDLOperation, ABC):
     """Base of the binary elementwise ops, broadcasting their operands to the result's shape.
@@ -454,6 +466,8 @@ class BinaryOp(IRDLOperation, ABC):
 
     ACCURACY: ClassVar[Accuracy]  # see UnaryOp
     PYTHON_NAME: ClassVar[str | None]  # see UnaryOp
+    PYTHON_OPERATOR: ClassVar[str]  # see UnaryOp
+    DEFINITION: ClassVar[str | None]  # see UnaryOp
 
     def verify_(self) -> None:
         _verify_broadcasts_to(self, [self.lhs.type, self.rhs.type], self.result.type)
@@ -509,7 +523,8 @@ class AddOp(BinaryOp):
     name = "ew.add"
 
     ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
-    PYTHON_NAME: ClassVar[str | None] = None  # x + y
+    PYTHON_NAME: ClassVar[str | None] = None
+    PYTHON_OPERATOR: ClassVar[str] = "{0} + {1}"
 
     reference = staticmethod(np.add)
 
@@ -521,7 +536,8 @@ class SubOp(BinaryOp):
     name = "ew.sub"
 
     ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
-    PYTHON_NAME: ClassVar[str | None] = None  # x - y
+    PYTHON_NAME: ClassVar[str | None] = None
+    PYTHON_OPERATOR: ClassVar[str] = "{0} - {1}"
 
     reference = staticmethod(np.subtract)
 
@@ -533,7 +549,8 @@ class MulOp(BinaryOp):
     name = "ew.mul"
 
     ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
-    PYTHON_NAME: ClassVar[str | None] = None  # x * y
+    PYTHON_NAME: ClassVar[str | None] = None
+    PYTHON_OPERATOR: ClassVar[str] = "{0} * {1}"
 
     reference = staticmethod(np.multiply)
 
@@ -545,7 +562,8 @@ class DivOp(BinaryOp):
     name = "ew.div"
 
     ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
-    PYTHON_NAME: ClassVar[str | None] = None  # x / y
+    PYTHON_NAME: ClassVar[str | None] = None
+    PYTHON_OPERATOR: ClassVar[str] = "{0} / {1}"
 
     reference = staticmethod(np.divide)
 
@@ -605,7 +623,8 @@ class PowOp(BinaryOp):
     ACCURACY: ClassVar[Accuracy] = Accuracy(
         approx=ErrorBound(2e-5), libm=ErrorBound(2 * FLOAT32_ULP)
     )
-    PYTHON_NAME: ClassVar[str | None] = "power"  # x ** y, or numpy's name
+    PYTHON_NAME: ClassVar[str | None] = "power"  # numpy's name
+    PYTHON_OPERATOR: ClassVar[str] = "{0} ** {1}"
 
     reference = staticmethod(np.power)
 
@@ -617,7 +636,8 @@ class NegOp(UnaryOp):
     name = "ew.neg"
 
     ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
-    PYTHON_NAME: ClassVar[str | None] = None  # -x
+    PYTHON_NAME: ClassVar[str | None] = None
+    PYTHON_OPERATOR: ClassVar[str] = "-{0}"
 
     reference = staticmethod(np.negative)
 
@@ -695,6 +715,7 @@ class SigmoidOp(UnaryOp):
     ACCURACY: ClassVar[Accuracy] = Accuracy(
         approx=ErrorBound(3e-7, 2e-38), libm=ErrorBound(3 * FLOAT32_ULP, 2e-38)
     )
+    DEFINITION: ClassVar[str | None] = "1 / (1 + exp(-x))"
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
@@ -711,6 +732,7 @@ class ErfOp(UnaryOp):
     ACCURACY: ClassVar[Accuracy] = Accuracy(
         approx=ErrorBound(1e-6, 7e-7), libm=ErrorBound(3 * FLOAT32_ULP, 1e-7)
     )
+    DEFINITION: ClassVar[str | None] = None  # a primitive, not in numpy
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
@@ -737,6 +759,7 @@ class RsqrtOp(UnaryOp):
     ACCURACY: ClassVar[Accuracy] = Accuracy(
         approx=ErrorBound(2 * FLOAT32_ULP), libm=ErrorBound(2 * FLOAT32_ULP)
     )
+    DEFINITION: ClassVar[str | None] = "1 / sqrt(x)"
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
@@ -751,6 +774,7 @@ class ReluOp(UnaryOp):
     name = "ew.relu"
 
     ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    DEFINITION: ClassVar[str | None] = "max(x, 0)"
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
@@ -767,6 +791,7 @@ class SoftplusOp(UnaryOp):
     ACCURACY: ClassVar[Accuracy] = Accuracy(
         approx=ErrorBound(1e-6), libm=ErrorBound(8 * FLOAT32_ULP)
     )
+    DEFINITION: ClassVar[str | None] = "max(x, 0) + log1p(exp(-abs(x)))"
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
@@ -861,6 +886,16 @@ def python_name(op_type: type[UnaryOp | BinaryOp]) -> str | None:
     """The name of the op's Python-level function (`xfuse.tanh`, `xfuse.maximum`): its
     `PYTHON_NAME`, else its mnemonic; None for an op Python spells as an operator (`x + y`)."""
     return getattr(op_type, "PYTHON_NAME", mnemonic(op_type))
+
+
+def python_operator(op_type: type[UnaryOp | BinaryOp]) -> str | None:
+    """How Python writes the op with an operator (`{0} + {1}`): its `PYTHON_OPERATOR`, or None."""
+    return getattr(op_type, "PYTHON_OPERATOR", None)
+
+
+def definition(op_type: type[UnaryOp | BinaryOp]) -> str | None:
+    """The op written with other ops (`.ew` over `x`, `y`): its `DEFINITION`, or None."""
+    return getattr(op_type, "DEFINITION", None)
 
 
 def numpy_ufunc(op_type: type[UnaryOp | BinaryOp]) -> np.ufunc | None:
