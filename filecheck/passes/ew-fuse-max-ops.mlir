@@ -5,7 +5,7 @@
 // max-ops caps the scalar ops of one kernel, each op counted as what ew-expand-math makes of
 // it (exp 35, tanh 25, neg and abs 1): with 36, a chain of five becomes kernels of exp and neg
 // (36), tanh and abs (26), and exp (35), each passing its last value to the next (the default,
-// 256, fuses the five, 97, into one).
+// 128, fuses the five, 97, into one).
 // CHECK-LABEL: func.func @chain
 // CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>)
 // CHECK-NEXT:    %[[A:.*]] = ew.kernel ins(%[[X]] : tensor<?xf32>) -> tensor<?xf32> {

@@ -61,7 +61,7 @@ from xfuse.transforms.scalar import (
 
 ElementwiseOp = ew.UnaryOp | ew.BinaryOp | ew.ConvertOp
 Shape = tuple[int, ...]
-DEFAULT_MAX_OPS = 256
+DEFAULT_MAX_OPS = 128
 
 
 @functools.cache
