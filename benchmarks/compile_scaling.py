@@ -1,6 +1,7 @@
 """Compile time of every stage at 10^2, 10^3 and 10^4 ops: a chain, a wide DAG, a tanh chain.
 
     python benchmarks/compile_scaling.py [--sizes 100 1000 10000] [--llvm-kernels 300]
+                                         [--fused-only]
 
 Three program shapes: a chain (`a = a * 0.999 + 0.001;` repeated: each op uses the one before),
 a wide DAG over [t, d], [d] and [t, 1] inputs where each op reads the op before and one far back
@@ -98,13 +99,14 @@ def main() -> None:
     parser.add_argument(
         "--llvm-kernels", type=int, default=300, help="largest kernel count to run LLVM on"
     )
+    parser.add_argument("--fused-only", action="store_true", help="skip the unfused programs")
     args = parser.parse_args()
     xfuse.compile("out = x * 2;")  # imports and LLVM initialization are not compile time
     print(host_summary())
     print(f"CPU seconds per stage; LLVM ('-') only up to {args.llvm_kernels} kernels\n")
     header = None
     for label, program in PROGRAMS.items():
-        for fuse in (True, False):
+        for fuse in (True,) if args.fused_only else (True, False):
             for size in args.sizes:
                 ops, kernels, times = stage_times(program(size), fuse, args.llvm_kernels)
                 stages = [*times] if "codegen" in times else [*times, "LLVM opt", "codegen"]

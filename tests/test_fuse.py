@@ -11,7 +11,7 @@ from xdsl.dialects.builtin import Float16Type, Float32Type, ModuleOp
 
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.transforms.fuse import EwFusePass, fuse_function
+from xfuse.transforms.fuse import DEFAULT_MAX_OPS, EwFusePass, fuse_function, scalar_size
 from xfuse.transforms.optimize import EwOptimizePass
 from xfuse.transforms.scalar import SCALAR_LOWERINGS
 
@@ -19,8 +19,10 @@ if TYPE_CHECKING:
     from conftest import Gelu
 
 
-def fused(module: ModuleOp, mode: str = "greedy") -> list[ew.KernelOp]:
-    EwFusePass(mode=mode).apply(Context(), module)
+def fused(
+    module: ModuleOp, mode: str = "greedy", max_ops: int = DEFAULT_MAX_OPS
+) -> list[ew.KernelOp]:
+    EwFusePass(mode=mode, max_ops=max_ops).apply(Context(), module)
     module.verify()
     function = cast(func.FuncOp, module.body.block.first_op)
     assert all(isinstance(op, ew.KernelOp | func.ReturnOp) for op in function.body.block.ops)
@@ -52,7 +54,8 @@ def test_every_elementwise_op_has_a_scalar_lowering() -> None:
         for i, op in enumerate(ew.ELEMENTWISE_OPS)
     )
     outputs = [f"v{i}" for i in range(len(ew.ELEMENTWISE_OPS))]
-    (kernel,) = fused(parse_program(source + ";", outputs=outputs))
+    every_op = sum(scalar_size(op) for op in ew.ELEMENTWISE_OPS)
+    (kernel,) = fused(parse_program(source + ";", outputs=outputs), max_ops=every_op)
     assert len(kernel.res) == len(ew.ELEMENTWISE_OPS)
 
 

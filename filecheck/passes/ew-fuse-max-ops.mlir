@@ -1,9 +1,11 @@
-// RUN: xfuse-opt %s -p 'ew-fuse{max-ops=2}' | filecheck %s
+// RUN: xfuse-opt %s -p 'ew-fuse{max-ops=36}' | filecheck %s
 // RUN: xfuse-opt %s -p ew-fuse | filecheck %s --check-prefix=DEFAULT
 // RUN: not xfuse-opt %s -p 'ew-fuse{max-ops=0}' 2>&1 | filecheck %s --check-prefix=BAD
 
-// max-ops caps the ops of one kernel: a chain of five becomes kernels of two, two and one,
-// each passing its last value to the next (the default, 64, fuses the five into one).
+// max-ops caps the scalar ops of one kernel, each op counted as what ew-expand-math makes of
+// it (exp 35, tanh 25, neg and abs 1): with 36, a chain of five becomes kernels of exp and neg
+// (36), tanh and abs (26), and exp (35), each passing its last value to the next (the default,
+// 128, fuses the five, 97, into one).
 // CHECK-LABEL: func.func @chain
 // CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>)
 // CHECK-NEXT:    %[[A:.*]] = ew.kernel ins(%[[X]] : tensor<?xf32>) -> tensor<?xf32> {

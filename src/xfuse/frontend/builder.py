@@ -18,6 +18,7 @@ runtime can check that dims sharing a name have the same size.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -56,7 +57,8 @@ DIMS_ATTRIBUTE = "ew.dims"
 class Weak:
     """A weakly typed value: a literal, or an op on weak values (no dtype until it meets one).
 
-    Compared by identity: each becomes one `ew.constant` per element type it is used in.
+    Compared by identity; where it meets an array it becomes the `ew.constant` of its value in
+    that element type, one per value and element type in the function.
     """
 
     literal: float = 0.0
@@ -121,7 +123,7 @@ class FunctionBuilder:
     Inputs become block arguments as they are first asked for. Their element type comes from
     `dtype` (one for all, or a mapping by name; unlisted inputs and weak outputs get float32), their
     shape from `shapes` (default `default_shape`, `[?]`). A weak value becomes an `ew.constant`
-    just before its first use in each element type.
+    just before the first use of its value in each element type (equal values share it).
     """
 
     def __init__(
@@ -147,7 +149,9 @@ class FunctionBuilder:
         self.inputs: dict[str, SSAValue] = {}
         self.input_dims: dict[str, tuple[str, ...]] = {}
         self.conversions: dict[tuple[SSAValue, Attribute], SSAValue] = {}
-        self.constants: dict[tuple[Weak, Attribute], SSAValue] = {}
+        self.constants: dict[tuple[bytes, Attribute], SSAValue] = {}
+        """`ew.constant`s by the bits of their value and their element type: a literal repeated
+        in every statement of a long program is one constant, not one per statement."""
 
     def input_element(self, name: str) -> Attribute:
         """The element type an input gets unless declared otherwise."""
@@ -185,9 +189,10 @@ class FunctionBuilder:
         if isinstance(value, SSAValue):
             return value
         element = element or self.element
-        key = (value, element)
+        number = value.value_in(element)
+        key = (struct.pack("<d", number), element)
         if key not in self.constants:
-            constant = ew.ConstantOp(value.value_in(element), TensorType(element, []))
+            constant = ew.ConstantOp(number, TensorType(element, []))
             self.constants[key] = self.builder.insert(constant).result
         return self.constants[key]
 

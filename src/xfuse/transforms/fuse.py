@@ -9,7 +9,9 @@ Greedy fusion merges groups of ops along def-use edges while the result stays le
   the same reason independent subgraphs stay separate kernels, unless they read a common
   value of their shape (sibling fusion: it is then read once);
 - no cycles: groups merge only when no path leaves the pair and comes back into it;
-- at most `max-ops` ops per kernel: LLVM's time on a loop grows faster than the loop, so a long
+- at most `max-ops` scalar ops per kernel, counting each op as the ops it becomes in a float32
+  kernel after `ew-expand-math`'s approximations (`scalar_size`: a `tanh` is 25, an `add` 1):
+  LLVM's time on a loop grows faster than the loop (its loop vectorizer's most), so a long
   chain becomes several kernels (each passing its last values to the next through memory).
 Ops are visited in program order, each use once per sweep, until a sweep merges nothing: a
 union-find keeps the groups, each with its shape, size, neighbour groups and a position in a
@@ -27,6 +29,7 @@ routes kernel results into the caller's output buffers. Dead elementwise ops are
 
 from __future__ import annotations
 
+import functools
 import heapq
 import sys
 from collections.abc import Iterator, Sequence
@@ -35,8 +38,8 @@ from typing import Literal
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import Float32Type, ModuleOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -46,6 +49,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
+from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.scalar import (
     compute_type,
     emit_constant,
@@ -57,7 +61,23 @@ from xfuse.transforms.scalar import (
 
 ElementwiseOp = ew.UnaryOp | ew.BinaryOp | ew.ConvertOp
 Shape = tuple[int, ...]
-DEFAULT_MAX_OPS = 64
+DEFAULT_MAX_OPS = 128
+
+
+@functools.cache
+def scalar_size(op_type: type[Operation]) -> int:
+    """The ops (constants aside) that one `op_type` becomes in a float32 kernel after
+    `ew-expand-math{math=approx}`: what `max-ops` counts (1 for `ew.add`, 25 for `ew.tanh`)."""
+    if not issubclass(op_type, ew.UnaryOp | ew.BinaryOp):
+        return 1
+    f32 = Float32Type()
+    arity = 2 if issubclass(op_type, ew.BinaryOp) else 1
+    block = Block(arg_types=[f32] * arity)
+    emit_scalar(op_type, Builder(InsertPoint.at_end(block)), block.args, f32)
+    block.add_op(func.ReturnOp())
+    function = func.FuncOp("size", ([f32] * arity, []), Region(block))
+    EwExpandMathPass().apply(Context(), ModuleOp([function]))
+    return sum(not isinstance(op, arith.ConstantOp | func.ReturnOp) for op in block.ops)
 
 
 def broadcasts_into(small: Shape, big: Shape) -> bool:
@@ -71,11 +91,11 @@ class _Partition:
     its groups.
 
     Each group keeps what the legality checks need, updated as groups merge, so no check walks
-    a group's members: its shape, its size, its neighbour groups (sets of member indices,
-    resolved to groups when read) and a position `rank` in a topological order of the groups.
-    The order bounds the search for a path between two groups to the groups ranked between
-    them, and is repaired after each merge as in Pearce and Kelly's dynamic topological order
-    (JEA 2007).
+    a group's members: its shape, its size (a sum of `scalar_size`s), its neighbour groups (sets
+    of member indices, resolved to groups when read) and a position `rank` in a topological
+    order of the groups. The order bounds the search for a path between two groups to the
+    groups ranked between them, and is repaired after each merge as in Pearce and Kelly's
+    dynamic topological order (JEA 2007).
     """
 
     def __init__(self, ops: Sequence[Operation], max_ops: int):
@@ -85,6 +105,7 @@ class _Partition:
         count = len(self.ops)
         self.sets = IntDisjointSet(size=count)
         self.members = [[i] for i in range(count)]
+        self.sizes = [scalar_size(type(op)) for op in self.ops]
         self.rank = list(range(count))
         self.successors: list[set[int]] = [set() for _ in range(count)]
         self.predecessors: list[set[int]] = [set() for _ in range(count)]
@@ -140,7 +161,7 @@ class _Partition:
         return (
             self.is_fusible(a)
             and self.is_fusible(b)
-            and len(self.members[a]) + len(self.members[b]) <= self.max_ops
+            and self.sizes[a] + self.sizes[b] <= self.max_ops
         )
 
     def between(self, start: int, table: list[set[int]], low: int, high: int) -> set[int]:
@@ -182,6 +203,7 @@ class _Partition:
         self.rank[root] = merged_rank
         self.members[root] += self.members[other]
         self.members[other] = []
+        self.sizes[root] += self.sizes[other]
         for table in (self.successors, self.predecessors):
             if len(table[root]) < len(table[other]):
                 table[root], table[other] = table[other], table[root]
@@ -356,7 +378,7 @@ def _result_kernel(value: SSAValue) -> ew.KernelOp:
 def fuse_function(
     function: func.FuncOp, greedy: bool = True, max_ops: int = DEFAULT_MAX_OPS
 ) -> FusionStats:
-    """Rewrite the elementwise ops of `function` into kernels of at most `max_ops` ops each;
+    """Rewrite the elementwise ops of `function` into kernels of at most `max_ops` scalar ops each;
     returns what it did."""
     body = function.body.block
     terminator = body.last_op
@@ -426,8 +448,10 @@ class EwFusePass(ModulePass):
     """greedy: maximal legal fusion; none: one kernel per op (the unfused baseline)."""
 
     max_ops: int = DEFAULT_MAX_OPS
-    """The most `ew` ops one kernel computes: a longer chain is split into several kernels, so
-    that the code LLVM optimizes per loop stays small (its cost grows faster than linearly)."""
+    """The most scalar ops one kernel computes, each `ew` op counted as the ops it becomes after
+    `ew-expand-math` (`scalar_size`: `tanh` 25, `add` 1): a longer chain is split into several
+    kernels, so that the code LLVM optimizes per loop stays small (its cost grows faster than
+    linearly)."""
 
     stats: bool = False
     """Print the pass statistics (ops fused, kernels formed) to stderr."""
