@@ -2,9 +2,10 @@
 
     python benchmarks/compile_cache.py [--processes 9] [--against OTHER_CHECKOUT/src]
 
-Each measurement is a fresh Python process with its own `XFUSE_CACHE_DIR`: the first compiles
-(cold cache: parse, xDSL passes, LLVM O3, MCJIT) and writes the entry, the others find it (a hit:
-read the entry, link the object code). Per process it times the imports a compile needs
+Each measurement is a fresh Python process with the default cache directory (`XDG_CACHE_HOME`
+set to a new directory per row): the first compiles (cold cache: parse, xDSL passes, LLVM O3,
+MCJIT) and writes the entry, the others find it (a hit: read the entry, link the object code).
+Per process it times the imports a compile needs
 (`import xfuse` and `xfuse.runtime.compiler`) and, separately, the call that returns the kernel:
 `xfuse.compile(source)` (a hit by the source text) and `@xfuse.jit` on first call (a trace, then a
 hit by the frontend IR; the kernel call itself is included, on 16 elements). Medians and minimums
@@ -58,8 +59,10 @@ print(json.dumps({"import": imported - start, "compile": compiled - imported,
 
 
 def measure(cache_dir: str, source: str | None = None) -> dict[str, float]:
-    env = {**os.environ, "XFUSE_CACHE_DIR": cache_dir}
+    # The default cache directory (under XDG_CACHE_HOME on Linux), as a user gets it.
+    env = {**os.environ, "XDG_CACHE_HOME": cache_dir}
     env.pop("XFUSE_CACHE", None)
+    env.pop("XFUSE_CACHE_DIR", None)
     if source is not None:
         env["PYTHONPATH"] = os.pathsep.join([source, *filter(None, [env.get("PYTHONPATH")])])
     result = subprocess.run(

@@ -60,6 +60,11 @@ def cache_dir() -> Path | None:
     configured = os.environ.get("XFUSE_CACHE_DIR")
     if configured:
         return Path(configured)
+    if sys.platform.startswith("linux"):  # platformdirs' rule, without its ~6 ms import on a hit
+        base = os.environ.get("XDG_CACHE_HOME", "")
+        if not os.path.isabs(base):
+            base = os.path.expanduser("~/.cache")
+        return Path(base, "xfuse")
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("xfuse"))
