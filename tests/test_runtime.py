@@ -268,9 +268,9 @@ def test_partial_overlap_and_unsafe_in_place_are_rejected(gelu: Gelu) -> None:
 
 
 def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch, gelu: Gelu) -> None:
-    """Once a kernel has planned a call's shapes, a call of the common form (inputs by name,
-    contiguous arrays of their dtypes, one `out` or none) skips the full checks; any other goes
-    through them."""
+    """Once a kernel has planned a call's shapes, a call of the common form (inputs all by name
+    or all by position, contiguous arrays of their dtypes, one `out` or none) skips the full
+    checks; any other goes through them."""
     kernel = xfuse.compile(gelu.source)
     rng = np.random.default_rng(2)
     x, b, r = (rng.standard_normal(100, dtype=np.float32) for _ in range(3))
@@ -282,11 +282,12 @@ def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch, g
     out[:] = 0
     kernel(x=x, b=b, r=r, out=out)
     kernel(x=x, b=b, r=r)
+    np.testing.assert_allclose(kernel(x, b, r), gelu.reference(x, b, r), atol=2e-6)
     np.testing.assert_allclose(out, gelu.reference(x, b, r), atol=2e-6)
     assert not full_checks
     kernel(x=x, b=b, r=r, out=x)  # in place: the full checks allow it
     kernel(x=b, b=b, r=read_only(r.copy()))  # a read-only input: allowed too
-    kernel(x, b, r)
+    kernel(x, b=b, r=r)  # mixed
     assert len(full_checks) == 3
 
 

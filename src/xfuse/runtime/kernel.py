@@ -455,8 +455,9 @@ class Kernel(CompiledProgram):
         return self.function.native.asm
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
-        if not args:
-            quick = self._quick_call(kwargs, out)
+        names = self._input_names
+        if len(args) + len(kwargs) == len(names) and not (args and kwargs):
+            quick = self._quick_call(args or [kwargs.get(name) for name in names], out)
             if quick is not None:
                 return quick
         if dask_arrays.has_dask_arrays(args, kwargs):
@@ -509,26 +510,23 @@ class Kernel(CompiledProgram):
             tuple(numpy_dtype(p.dtype) for p in self.function.outputs),
         )
 
-    def _quick_call(self, kwargs: Mapping[str, Any], out: Any) -> Any:
-        """The common call with the fewest Python operations: every input by name, a C-contiguous
+    def _quick_call(self, inputs: Sequence[Any], out: Any) -> Any:
+        """The common call with the fewest Python operations: every input (all by position or all
+        by name, `inputs` in the signature's order; None for a name not given), a C-contiguous
         aligned numpy array of its dtype and of shapes called before, and `out` one such writable
         array (for one output) that overlaps no input, or None. Runs it and returns the results;
         returns None, running nothing, for any other call, which `_check` then checks in full
         (and so raises every error, and handles copies, flattening and in-place calls)."""
-        names = self._input_names
-        if len(kwargs) != len(names):
-            return None
         input_dtypes, output_dtypes = self._dtypes
         arrays, shapes, pointers = [], [], []
-        for name, dtype in zip(names, input_dtypes, strict=True):
-            array = kwargs.get(name)
+        for given, dtype in zip(inputs, input_dtypes, strict=True):
             # `carray`: C-contiguous, aligned (and writable, which inputs need not be: a read-only
             # input just takes the full checks).
-            if type(array) is not np.ndarray or array.dtype != dtype or not array.flags.carray:
+            if type(given) is not np.ndarray or given.dtype != dtype or not given.flags.carray:
                 return None
-            arrays.append(array)
-            shapes.append(array.shape)
-            pointers.append(data_pointer(array))
+            arrays.append(given)
+            shapes.append(given.shape)
+            pointers.append(data_pointer(given))
         plan = self._plans.get(tuple(shapes))
         if plan is None:
             return None
