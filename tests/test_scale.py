@@ -74,6 +74,7 @@ def test_no_pass_recurses_per_op(fuse: bool) -> None:
         assert "llvm.func" in str(module)
 
 
+@pytest.mark.slow  # 35 s; test_no_pass_recurses_per_op proves the same headroom on 600 ops
 def test_a_50000_op_chain_goes_through_every_pass() -> None:
     """Split into kernels of `max_ops` ops, with room for no more frames than 600 ops need (how
     the time grows with the ops is counted in test_cycle_checks_visit_linearly_many_groups)."""
