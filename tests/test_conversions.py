@@ -198,7 +198,10 @@ def test_kernels_call_only_what_the_jit_resolves(
 ) -> None:
     source, outputs = PROGRAMS[program]
     kernels = {"host": xfuse.compile(source, outputs, fuse=fuse, math=math_mode)}
-    for cpu, features in CPUS.items():
+    # The other CPUs unfused only (each op its own kernel, every conversion stored): on all four
+    # CPUs fused and unfused kernels called the same symbols, and the fused ones took a third of
+    # the suite's time in this file.
+    for cpu, features in CPUS.items() if not fuse else ():
         use_cpu(cpu, features)
         kernels[cpu] = xfuse.compile(source, outputs, fuse=fuse, math=math_mode)
     for cpu, kernel in kernels.items():
