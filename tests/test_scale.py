@@ -251,7 +251,7 @@ def test_llvm_gets_one_function_per_kernel_whatever_the_program_size() -> None:
     # DAG of 10^4 ops: minutes). Now each kernel is a function LLVM must not inline, so the
     # largest function it optimizes is one kernel's, at any program size.
     largest = []
-    for statements in (1000, 2000):
+    for statements in (250, 1000):
         functions = _lowered_functions(wide_dag(2 * statements))
         kernels = {name: f for name, f in functions.items() if ".kernel" in name}
         assert len(kernels) == math.ceil(2 * statements / EwFusePass().max_ops)
