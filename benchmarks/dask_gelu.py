@@ -4,7 +4,7 @@
                                    [--workers 2] [--threads-per-worker 1] [--repeat 3]
 
 Blocks of 1024 rows (58 MB, 8 tasks) keep dask's per-task cost small against the work (512-row
-blocks, 16 tasks, took 1.2-1.4x as long on 2 CPUs). `--workers 1 --threads-per-worker 2` runs
+blocks, 16 tasks, took 1.1-1.4x as long on 2 CPUs). `--workers 1 --threads-per-worker 2` runs
 one worker with a thread per CPU instead (an xfuse call releases the GIL: ctypes does).
 
 The work is the same in every row: from x, r ([t, d]) and b ([d]) already in memory, compute

@@ -199,8 +199,8 @@ def test_kernels_call_only_what_the_jit_resolves(
     source, outputs = PROGRAMS[program]
     kernels = {"host": xfuse.compile(source, outputs, fuse=fuse, math=math_mode)}
     # The other CPUs unfused only (each op its own kernel, every conversion stored): on all four
-    # CPUs fused and unfused kernels called the same symbols, and the fused ones took a third of
-    # the suite's time in this file.
+    # CPUs fused and unfused kernels called the same symbols, so compiling both for each CPU
+    # repeated the check.
     for cpu, features in CPUS.items() if not fuse else ():
         use_cpu(cpu, features)
         kernels[cpu] = xfuse.compile(source, outputs, fuse=fuse, math=math_mode)
