@@ -14,6 +14,7 @@ runs every thread of every block in turn, in host memory. Only the PTX instructi
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 import shutil
 import subprocess
@@ -29,6 +30,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from xdsl.backend.llvm.convert import convert_module
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
@@ -89,6 +91,7 @@ def _call(op: type[ew.UnaryOp | ew.BinaryOp]) -> str:
     return f"{ew.mnemonic(op)}({'x, y' if issubclass(op, ew.BinaryOp) else 'x'})"
 
 
+@functools.cache
 def _has_gpu_lowering(op: type[ew.UnaryOp | ew.BinaryOp], dtype: str) -> bool:
     """f64 transcendentals have none (no libm on the GPU): `test_f64_tanh_is_a_clear_error`."""
     if dtype != "float64":
@@ -130,16 +133,16 @@ RANDOM = _load("random_programs", ROOT / "tests" / "test_random_programs.py")
 
 @needs_ptxas
 @settings(
-    max_examples=25, suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors]
+    max_examples=30, suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors]
 )
-@given(program=RANDOM.programs(max_ops=20))
-def test_random_programs_assemble(program: Any) -> None:
+@given(program=RANDOM.programs(max_ops=20), fuse=st.booleans())
+def test_random_programs_assemble(program: Any, fuse: bool) -> None:
+    """Each program fused or unfused (both for the lecture's: test_lecture_program_assembles)."""
     import tempfile
 
-    for fuse in (True, False):
-        k = xfuse.compile(program.source(), outputs=program.output_names, fuse=fuse, target="cuda")
-        with tempfile.TemporaryDirectory() as directory:
-            assemble(k.ptx, Path(directory))
+    k = xfuse.compile(program.source(), outputs=program.output_names, fuse=fuse, target="cuda")
+    with tempfile.TemporaryDirectory() as directory:
+        assemble(k.ptx, Path(directory))
 
 
 # ---------------------------------------------------------------------------------------------

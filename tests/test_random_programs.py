@@ -685,7 +685,7 @@ def test_the_lecture_program_verifies_and_round_trips_after_every_pass(pipeline:
     max_examples=max(1, settings.default.max_examples // 4),
     suppress_health_check=[HealthCheck.too_slow],
 )
-@given(program=programs(max_ops=25), pipeline=st.sampled_from(sorted(PIPELINES)))
+@given(program=programs(max_ops=16), pipeline=st.sampled_from(sorted(PIPELINES)))
 def test_random_programs_verify_and_round_trip_after_every_pass(
     program: Program, pipeline: str
 ) -> None:
