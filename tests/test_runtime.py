@@ -20,6 +20,7 @@ import xfuse
 from xfuse.codegen.native import streaming_name
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
+from xfuse.runtime.arrays import CallSignature
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 from xfuse.runtime.kernel import STREAMING_BYTES
 from xfuse.transforms import ALL_PASSES, packed_entry_name
@@ -240,6 +241,61 @@ def test_bad_calls_name_the_argument(call, error, message, warm: bool, gelu: Gel
     assert isinstance(caught.value, TypeError) == (error is ArgumentTypeError)
 
 
+def python_function(x, b, r, *, out=None) -> None:
+    """A Python function with the GELU kernel's signature."""
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        # a misspelled keyword (r missing), one with too many inputs by position:
+        (lambda f, x: f(x, bb=x), "got an unexpected keyword argument 'bb'"),
+        (lambda f, x: f(x, x, x, x, q=x), "got an unexpected keyword argument 'q'"),
+        (lambda f, x: f(x, q=x, x=x), "got an unexpected keyword argument 'q'"),
+        (lambda f, x: f(x, x=x, q=x), "got multiple values for argument 'x'"),
+        (lambda f, x: f(x, x, x, x, x=x), "got multiple values for argument 'x'"),
+    ],
+)
+@pytest.mark.parametrize("warm", [False, True], ids=["first-call", "after-a-good-call"])
+def test_a_call_with_several_mistakes_names_the_one_python_names(
+    call, message: str, warm: bool, gelu: Gelu
+) -> None:
+    """Python reports the keywords' mistakes (in the order given) before too many or missing
+    inputs: a misspelled keyword is named, not the input it leaves missing."""
+    kernel = xfuse.compile(gelu.source)
+    x = np.ones(10, np.float32)
+    if warm:
+        kernel(x, x, x)
+    with pytest.raises(TypeError, match=message):
+        call(python_function, x)
+    with pytest.raises(ArgumentTypeError, match=f"^{message} \\(inputs: x, b, r\\)$"):
+        call(kernel, x)
+
+
+def test_a_mixed_call_binds_without_signature_bind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs given once each, the first by position and the others by name, bind in the
+    signature's order without `inspect.Signature.bind` (the quick binding); the others bind
+    through it, with its errors."""
+    signature = CallSignature(["x", "b", "r"])
+    bind = inspect.Signature.bind
+    slow_bindings = []
+    monkeypatch.setattr(
+        inspect.Signature,
+        "bind",
+        lambda self, *args, **kwargs: slow_bindings.append(args) or bind(self, *args, **kwargs),
+    )
+    expected = {"x": 1, "b": 2, "r": 3}
+    assert signature.bind((1,), {"r": 3, "b": 2}) == expected
+    assert signature.bind((1, 2), {"r": 3}) == expected
+    assert list(signature.bind((1,), {"r": 3, "b": 2})) == ["x", "b", "r"]
+    assert not slow_bindings
+    with pytest.raises(ArgumentTypeError, match="missing a required argument: 'r'"):
+        signature.bind((1,), {"b": 2})
+    with pytest.raises(ArgumentTypeError, match="too many positional arguments"):
+        signature.bind((1, 2, 3, 4), {})
+    assert len(slow_bindings) == 2
+
+
 def test_aliasing_out_is_an_argument_error(gelu: Gelu) -> None:
     """A non-contiguous input is copied (no error); an `out` overlapping an input it may not
     update in place is an `ArgumentError` naming both."""
@@ -268,9 +324,9 @@ def test_partial_overlap_and_unsafe_in_place_are_rejected(gelu: Gelu) -> None:
 
 
 def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch, gelu: Gelu) -> None:
-    """Once a kernel has planned a call's shapes, a call of the common form (inputs all by name
-    or all by position, contiguous arrays of their dtypes, one `out` or none) skips the full
-    checks; any other goes through them."""
+    """Once a kernel has planned a call's shapes, a call of the common form (each input once:
+    the first ones by position, the others by name, contiguous arrays of their dtypes, one `out`
+    or none) skips the full checks; any other goes through them."""
     kernel = xfuse.compile(gelu.source)
     rng = np.random.default_rng(2)
     x, b, r = (rng.standard_normal(100, dtype=np.float32) for _ in range(3))
@@ -283,12 +339,16 @@ def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch, g
     kernel(x=x, b=b, r=r, out=out)
     kernel(x=x, b=b, r=r)
     np.testing.assert_allclose(kernel(x, b, r), gelu.reference(x, b, r), atol=2e-6)
+    np.testing.assert_allclose(kernel(x, b, r=r), gelu.reference(x, b, r), atol=2e-6)
+    np.testing.assert_allclose(kernel(x, r=r, b=b), gelu.reference(x, b, r), atol=2e-6)
     np.testing.assert_allclose(out, gelu.reference(x, b, r), atol=2e-6)
     assert not full_checks
     kernel(x=x, b=b, r=r, out=x)  # in place: the full checks allow it
     kernel(x=b, b=b, r=read_only(r.copy()))  # a read-only input: allowed too
-    kernel(x, b=b, r=r)  # mixed
-    assert len(full_checks) == 3
+    kernel(x, b=b, r=r.astype(np.dtype("f4", metadata={"unit": "m"})))  # an equal dtype
+    kernel(x[:50], b[:50], r[:50])  # other shapes: a new plan, then the quick path again
+    kernel(x[:50], b[:50], r[:50])
+    assert len(full_checks) == 4
 
 
 SPECIAL_VALUES = np.array(
