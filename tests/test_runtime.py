@@ -272,6 +272,32 @@ def test_a_call_with_several_mistakes_names_the_one_python_names(
         call(kernel, x)
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.ones(10, np.float64),
+        np.ones(20, np.float32)[::2].reshape(2, 5),
+        np.ones(5, np.float32),
+        [1.0] * 10,
+        np.ones(10, np.dtype(">f4")),
+    ],
+    ids=["dtype", "shape", "length", "list", "byte order"],
+)
+def test_a_mixed_call_reports_what_a_keyword_call_does(bad, gelu: Gelu) -> None:
+    """Inputs first by position, then by name, take the quick path when good and the same
+    checks and errors as a call by name when not, before and after a good call."""
+    kernel = xfuse.compile(gelu.source)
+    x, out = np.ones(10, np.float32), np.empty(10, np.float32)
+    for _ in range(2):
+        with pytest.raises(ArgumentError) as by_name:
+            kernel(x=x, b=bad, r=x, out=out)
+        with pytest.raises(type(by_name.value), match=re.escape(str(by_name.value))):
+            kernel(x, b=bad, r=x, out=out)
+        with pytest.raises(type(by_name.value), match=re.escape(str(by_name.value))):
+            kernel(x, r=x, b=bad)
+        assert kernel(x, b=x, r=x, out=out) is out
+
+
 def test_a_mixed_call_binds_without_signature_bind(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inputs given once each, the first by position and the others by name, bind in the
     signature's order without `inspect.Signature.bind` (the quick binding); the others bind
