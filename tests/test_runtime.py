@@ -20,7 +20,7 @@ import xfuse
 from xfuse.codegen.native import streaming_name
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.runtime.arrays import CallSignature
+from xfuse.runtime.arrays import CallSignature, data_pointer
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 from xfuse.runtime.kernel import STREAMING_BYTES
 from xfuse.transforms import ALL_PASSES, packed_entry_name
@@ -375,6 +375,21 @@ def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch, g
     kernel(x[:50], b[:50], r[:50])  # other shapes: a new plan, then the quick path again
     kernel(x[:50], b[:50], r[:50])
     assert len(full_checks) == 4
+
+
+def test_the_data_pointer_is_numpys() -> None:
+    base = np.arange(24.0)
+    for array in (
+        base,
+        base[3:],
+        base[::-2],
+        base.reshape(4, 6)[1:, 2:],
+        np.empty(0, np.float32),
+        np.array(1.0, np.float32),
+        np.ma.masked_array(base),
+        np.ones(5, ml_dtypes.bfloat16)[1:],
+    ):
+        assert data_pointer(array) == array.ctypes.data
 
 
 SPECIAL_VALUES = np.array(
