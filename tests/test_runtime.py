@@ -20,7 +20,7 @@ import xfuse
 from xfuse.codegen.native import streaming_name
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.runtime.arrays import CallSignature, data_pointer
+from xfuse.runtime.arrays import CallSignature, data_pointer, keyword_mistake
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 from xfuse.runtime.kernel import STREAMING_BYTES
 from xfuse.transforms import ALL_PASSES, packed_entry_name
@@ -296,6 +296,44 @@ def test_a_mixed_call_reports_what_a_keyword_call_does(bad, gelu: Gelu) -> None:
         with pytest.raises(type(by_name.value), match=re.escape(str(by_name.value))):
             kernel(x, r=x, b=bad)
         assert kernel(x, b=x, r=x, out=out) is out
+
+
+def positional_only(a, b, /, c, *rest, d) -> None:
+    """A signature with every kind of parameter but **kwargs."""
+
+
+def any_keyword(a, b, **options) -> None:
+    """A signature taking any keyword."""
+
+
+@pytest.mark.parametrize(
+    ("function", "args", "kwargs"),
+    [
+        (positional_only, (1,), {"a": 2, "b": 3}),
+        (positional_only, (1,), {"a": 2, "q": 1}),  # 'b' missing too
+        (positional_only, (1, 2, 3), {"d": 1, "c": 2}),
+        (positional_only, (1, 2), {"rest": 1}),  # 'c' missing too
+        (positional_only, (1, 2), {"d": 1, "q": 2}),
+        (any_keyword, (1,), {"q": 2, "a": 2}),  # 'b' missing too
+    ],
+)
+def test_keyword_mistakes_are_named_as_python_names_them(function, args, kwargs) -> None:
+    with pytest.raises(TypeError) as python:
+        function(*args, **kwargs)
+    expected = str(python.value).removeprefix(f"{function.__name__}() ")
+    assert keyword_mistake(inspect.signature(function), len(args), kwargs) == expected
+
+
+def test_a_jit_function_names_a_misspelled_keyword() -> None:
+    @xfuse.jit
+    def scaled(x, scale):
+        return x * scale
+
+    x = np.ones(3, np.float32)
+    with pytest.raises(
+        ArgumentTypeError, match="^scaled\\(\\): got an unexpected keyword argument 'sacle'$"
+    ):
+        scaled(x, sacle=x)
 
 
 def test_a_mixed_call_binds_without_signature_bind(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -92,43 +92,76 @@ class CallSignature:
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """{input name: value} of a call's inputs (`out` apart), as Python binds them.
 
-        ArgumentTypeError for too many, unknown, repeated or missing inputs, with Python's
-        message, and the first of several mistakes as Python reports it: the keywords in the
-        order given (an unknown one, one naming an input given by position), then too many
-        inputs by position, then a missing one. A call `ordered` takes skips `Signature.bind`
-        (microseconds).
+        ArgumentTypeError for too many, unknown, repeated or missing inputs, naming the first
+        mistake Python would (`keyword_mistake`). A call `ordered` takes skips
+        `Signature.bind` (microseconds).
         """
         inputs = self.ordered(args, kwargs)
         if inputs is not None:
             return dict(zip(self.names, inputs, strict=True))
-        keywords = self._keywords(len(args), kwargs)
+        keywords = self._keywords(kwargs)
         try:
             bound = self.signature.bind(*args, **keywords).arguments
         except TypeError as error:
-            raise self._error(str(error)) from None
+            mistake = keyword_mistake(self.signature, len(args), keywords) or str(error)
+            raise ArgumentTypeError(
+                f"{mistake} (inputs: {', '.join(self.keyword_names)})"
+            ) from None
         pairs = zip(self.names, self.keyword_names, strict=True)
         return {name: bound[spelled] for name, spelled in pairs}
 
-    def _error(self, message: str) -> ArgumentTypeError:
-        return ArgumentTypeError(f"{message} (inputs: {', '.join(self.keyword_names)})")
-
-    def _keywords(self, positional: int, kwargs: Mapping[str, Any]) -> dict[str, Any]:
-        """The keywords under the signature's names; raises at the first one Python rejects
-        (which `Signature.bind` would report only after a missing input)."""
+    def _keywords(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """The keywords in the order given, each input's under its name in the signature."""
         keywords: dict[str, Any] = {}
         for key, value in kwargs.items():
             index = self._indices.get(key)
             if index is None:
-                raise self._error(f"got an unexpected keyword argument '{key}'")
+                keywords[key] = value  # no input's: binding reports it
+                continue
             spelled = self.keyword_names[index]
-            if index < positional:
-                raise self._error(f"got multiple values for argument '{spelled}'")
             if spelled in keywords:
-                raise ArgumentTypeError(
-                    f"input '{self.names[index]}' given twice (also as '{spelled}')"
-                )
+                name = self.names[index]
+                raise ArgumentTypeError(f"input '{name}' given twice (also as '{spelled}')")
             keywords[spelled] = value
         return keywords
+
+
+def keyword_mistake(
+    signature: inspect.Signature, positional: int, kwargs: Mapping[str, Any]
+) -> str | None:
+    """What Python reports first for a call that `signature.bind` rejects, where it is a
+    keyword's mistake: Python checks the keywords, in the order given, before counting the
+    arguments (where `Signature.bind` reports a missing argument first). At the first keyword
+    that names no parameter it may take: the positional-only parameters given by keyword if any,
+    else that keyword; at one naming a parameter given by position too: that parameter. None
+    where the keywords are fine (the mistake is the one `Signature.bind` reports)."""
+    kind = inspect.Parameter
+    parameters = signature.parameters
+    any_keyword = any(p.kind is kind.VAR_KEYWORD for p in parameters.values())
+    by_position = [
+        name
+        for name, p in parameters.items()
+        if p.kind in (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD)
+    ][:positional]
+    for key in kwargs:
+        parameter = parameters.get(key)
+        if parameter is None or parameter.kind in (kind.POSITIONAL_ONLY, kind.VAR_POSITIONAL):
+            if any_keyword:
+                continue  # **kwargs takes it
+            positional_only = [
+                name
+                for name in kwargs
+                if name in parameters and parameters[name].kind is kind.POSITIONAL_ONLY
+            ]
+            if positional_only:
+                return (
+                    "got some positional-only arguments passed as keyword arguments: "
+                    f"'{', '.join(positional_only)}'"
+                )
+            return f"got an unexpected keyword argument '{key}'"
+        if key in by_position:
+            return f"got multiple values for argument '{key}'"
+    return None
 
 
 @dataclass(frozen=True)
