@@ -351,7 +351,9 @@ def test_a_mixed_call_binds_without_signature_bind(monkeypatch: pytest.MonkeyPat
     expected = {"x": 1, "b": 2, "r": 3}
     assert signature.bind((1,), {"r": 3, "b": 2}) == expected
     assert signature.bind((1, 2), {"r": 3}) == expected
+    assert signature.bind((), {"r": 3, "x": 1, "b": 2}) == expected
     assert list(signature.bind((1,), {"r": 3, "b": 2})) == ["x", "b", "r"]
+    assert CallSignature(["x"]).bind((), {"x": 1}) == {"x": 1}
     assert not slow_bindings
     with pytest.raises(ArgumentTypeError, match="missing a required argument: 'r'"):
         signature.bind((1,), {"b": 2})

@@ -15,6 +15,7 @@ import ctypes
 import functools
 import inspect
 import keyword
+import operator
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +51,14 @@ def _keyword_name(name: str, taken: set[str]) -> str:
     return spelled
 
 
+def _values(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """The values of `names` (at least one) in a mapping, as a tuple in their order (KeyError
+    for a missing one): `operator.itemgetter`, 4x faster than a loop, which gives a tuple only
+    for several names."""
+    get = operator.itemgetter(*names)
+    return get if len(names) > 1 else lambda mapping: (get(mapping),)
+
+
 class CallSignature:
     """How a compiled function takes its inputs: by position, or by keyword under their names,
     then `out=` by keyword. `signature` says it as an `inspect.Signature` (what
@@ -70,6 +79,8 @@ class CallSignature:
             **{name: index for index, name in enumerate(self.names)},
         }
         """Input position by each keyword that passes the input: its name and its spelling."""
+        self._named_values = [_values(self.names[count:]) for count in range(len(self.names))]
+        """By how many inputs come by position, the others' values from the keywords, in order."""
         kind = inspect.Parameter
         self.signature = inspect.Signature(
             [kind(name, kind.POSITIONAL_OR_KEYWORD) for name in self.keyword_names]
@@ -85,9 +96,10 @@ class CallSignature:
         if not kwargs:
             return args
         try:
-            return (*args, *map(kwargs.__getitem__, self.names[len(args) :]))
+            named = self._named_values[len(args)](kwargs)
         except KeyError:
             return None
+        return (*args, *named) if args else named
 
     def bind(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         """{input name: value} of a call's inputs (`out` apart), as Python binds them.
