@@ -319,9 +319,9 @@ def quick_call(
     function: NativeFunction, plans: Mapping[tuple[tuple[int, ...], ...], CallPlan]
 ) -> QuickCall:
     """The common call of `function`, as one Python function written for its signature (as
-    `dataclasses` writes an `__init__`): a line per array, no loop, no call per array but the
-    data pointer's. The checked call took 1.4x as long with the same checks in a loop over the
-    arrays (`docs/benchmarks.md` has the call's times).
+    `dataclasses` writes an `__init__`): a line per array, no loop. The checked call took 1.4x
+    as long with the same checks in a loop over the arrays (`docs/benchmarks.md` has the call's
+    times).
 
     It takes the inputs in the signature's order (`CallSignature.ordered`), each a C-contiguous
     aligned numpy array with its dtype (numpy's own object for it) and of shapes `plans` has,
