@@ -20,6 +20,7 @@ import xfuse
 from xfuse.codegen.native import streaming_name
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
+from xfuse.runtime.arrays import CallSignature, data_pointer, keyword_mistake
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 from xfuse.runtime.kernel import STREAMING_BYTES
 from xfuse.transforms import ALL_PASSES, packed_entry_name
@@ -240,6 +241,127 @@ def test_bad_calls_name_the_argument(call, error, message, warm: bool, gelu: Gel
     assert isinstance(caught.value, TypeError) == (error is ArgumentTypeError)
 
 
+def python_function(x, b, r, *, out=None) -> None:
+    """A Python function with the GELU kernel's signature."""
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        # a misspelled keyword (r missing), one with too many inputs by position:
+        (lambda f, x: f(x, bb=x), "got an unexpected keyword argument 'bb'"),
+        (lambda f, x: f(x, x, x, x, q=x), "got an unexpected keyword argument 'q'"),
+        (lambda f, x: f(x, q=x, x=x), "got an unexpected keyword argument 'q'"),
+        (lambda f, x: f(x, x=x, q=x), "got multiple values for argument 'x'"),
+        (lambda f, x: f(x, x, x, x, x=x), "got multiple values for argument 'x'"),
+    ],
+)
+@pytest.mark.parametrize("warm", [False, True], ids=["first-call", "after-a-good-call"])
+def test_a_call_with_several_mistakes_names_the_one_python_names(
+    call, message: str, warm: bool, gelu: Gelu
+) -> None:
+    """Python reports the keywords' mistakes (in the order given) before too many or missing
+    inputs: a misspelled keyword is named, not the input it leaves missing."""
+    kernel = xfuse.compile(gelu.source)
+    x = np.ones(10, np.float32)
+    if warm:
+        kernel(x, x, x)
+    with pytest.raises(TypeError, match=message):
+        call(python_function, x)
+    with pytest.raises(ArgumentTypeError, match=f"^{message} \\(inputs: x, b, r\\)$"):
+        call(kernel, x)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.ones(10, np.float64),
+        np.ones(20, np.float32)[::2].reshape(2, 5),
+        np.ones(5, np.float32),
+        [1.0] * 10,
+        np.ones(10, np.dtype(">f4")),
+    ],
+    ids=["dtype", "shape", "length", "list", "byte order"],
+)
+def test_a_mixed_call_reports_what_a_keyword_call_does(bad, gelu: Gelu) -> None:
+    """Inputs first by position, then by name, take the quick path when good and the same
+    checks and errors as a call by name when not, before and after a good call."""
+    kernel = xfuse.compile(gelu.source)
+    x, out = np.ones(10, np.float32), np.empty(10, np.float32)
+    for _ in range(2):
+        with pytest.raises(ArgumentError) as by_name:
+            kernel(x=x, b=bad, r=x, out=out)
+        with pytest.raises(type(by_name.value), match=re.escape(str(by_name.value))):
+            kernel(x, b=bad, r=x, out=out)
+        with pytest.raises(type(by_name.value), match=re.escape(str(by_name.value))):
+            kernel(x, r=x, b=bad)
+        assert kernel(x, b=x, r=x, out=out) is out
+
+
+def positional_only(a, b, /, c, *rest, d) -> None:
+    """A signature with every kind of parameter but **kwargs."""
+
+
+def any_keyword(a, b, **options) -> None:
+    """A signature taking any keyword."""
+
+
+@pytest.mark.parametrize(
+    ("function", "args", "kwargs"),
+    [
+        (positional_only, (1,), {"a": 2, "b": 3}),
+        (positional_only, (1,), {"a": 2, "q": 1}),  # 'b' missing too
+        (positional_only, (1, 2, 3), {"d": 1, "c": 2}),
+        (positional_only, (1, 2), {"rest": 1}),  # 'c' missing too
+        (positional_only, (1, 2), {"d": 1, "q": 2}),
+        (any_keyword, (1,), {"q": 2, "a": 2}),  # 'b' missing too
+    ],
+)
+def test_keyword_mistakes_are_named_as_python_names_them(function, args, kwargs) -> None:
+    with pytest.raises(TypeError) as python:
+        function(*args, **kwargs)
+    expected = str(python.value).removeprefix(f"{function.__name__}() ")
+    assert keyword_mistake(inspect.signature(function), len(args), kwargs) == expected
+
+
+def test_a_jit_function_names_a_misspelled_keyword() -> None:
+    @xfuse.jit
+    def scaled(x, scale):
+        return x * scale
+
+    x = np.ones(3, np.float32)
+    with pytest.raises(
+        ArgumentTypeError, match="^scaled\\(\\): got an unexpected keyword argument 'sacle'$"
+    ):
+        scaled(x, sacle=x)
+
+
+def test_a_mixed_call_binds_without_signature_bind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs given once each, the first by position and the others by name, bind in the
+    signature's order without `inspect.Signature.bind` (the quick binding); the others bind
+    through it, with its errors."""
+    signature = CallSignature(["x", "b", "r"])
+    bind = inspect.Signature.bind
+    slow_bindings = []
+    monkeypatch.setattr(
+        inspect.Signature,
+        "bind",
+        lambda self, *args, **kwargs: slow_bindings.append(args) or bind(self, *args, **kwargs),
+    )
+    expected = {"x": 1, "b": 2, "r": 3}
+    assert signature.bind((1,), {"r": 3, "b": 2}) == expected
+    assert signature.bind((1, 2), {"r": 3}) == expected
+    assert signature.bind((), {"r": 3, "x": 1, "b": 2}) == expected
+    assert list(signature.bind((1,), {"r": 3, "b": 2})) == ["x", "b", "r"]
+    assert CallSignature(["x"]).bind((), {"x": 1}) == {"x": 1}
+    assert not slow_bindings
+    with pytest.raises(ArgumentTypeError, match="missing a required argument: 'r'"):
+        signature.bind((1,), {"b": 2})
+    with pytest.raises(ArgumentTypeError, match="too many positional arguments"):
+        signature.bind((1, 2, 3, 4), {})
+    assert len(slow_bindings) == 2
+
+
 def test_aliasing_out_is_an_argument_error(gelu: Gelu) -> None:
     """A non-contiguous input is copied (no error); an `out` overlapping an input it may not
     update in place is an `ArgumentError` naming both."""
@@ -268,9 +390,9 @@ def test_partial_overlap_and_unsafe_in_place_are_rejected(gelu: Gelu) -> None:
 
 
 def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch, gelu: Gelu) -> None:
-    """Once a kernel has planned a call's shapes, a call of the common form (inputs all by name
-    or all by position, contiguous arrays of their dtypes, one `out` or none) skips the full
-    checks; any other goes through them."""
+    """Once a kernel has planned a call's shapes, a call of the common form (each input once:
+    the first ones by position, the others by name, contiguous arrays of their dtypes, one `out`
+    or none) skips the full checks; any other goes through them."""
     kernel = xfuse.compile(gelu.source)
     rng = np.random.default_rng(2)
     x, b, r = (rng.standard_normal(100, dtype=np.float32) for _ in range(3))
@@ -283,12 +405,31 @@ def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch, g
     kernel(x=x, b=b, r=r, out=out)
     kernel(x=x, b=b, r=r)
     np.testing.assert_allclose(kernel(x, b, r), gelu.reference(x, b, r), atol=2e-6)
+    np.testing.assert_allclose(kernel(x, b, r=r), gelu.reference(x, b, r), atol=2e-6)
+    np.testing.assert_allclose(kernel(x, r=r, b=b), gelu.reference(x, b, r), atol=2e-6)
     np.testing.assert_allclose(out, gelu.reference(x, b, r), atol=2e-6)
     assert not full_checks
     kernel(x=x, b=b, r=r, out=x)  # in place: the full checks allow it
     kernel(x=b, b=b, r=read_only(r.copy()))  # a read-only input: allowed too
-    kernel(x, b=b, r=r)  # mixed
-    assert len(full_checks) == 3
+    kernel(x, b=b, r=r.astype(np.dtype("f4", metadata={"unit": "m"})))  # an equal dtype
+    kernel(x[:50], b[:50], r[:50])  # other shapes: a new plan, then the quick path again
+    kernel(x[:50], b[:50], r[:50])
+    assert len(full_checks) == 4
+
+
+def test_the_data_pointer_is_numpys() -> None:
+    base = np.arange(24.0)
+    for array in (
+        base,
+        base[3:],
+        base[::-2],
+        base.reshape(4, 6)[1:, 2:],
+        np.empty(0, np.float32),
+        np.array(1.0, np.float32),
+        np.ma.masked_array(base),
+        np.ones(5, ml_dtypes.bfloat16)[1:],
+    ):
+        assert data_pointer(array) == array.ctypes.data
 
 
 SPECIAL_VALUES = np.array(

@@ -26,7 +26,7 @@ import numpy as np
 from xfuse.dialects.dtypes import dtype_name
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.tracing import Traced
-from xfuse.runtime.arrays import ArgumentTypeError
+from xfuse.runtime.arrays import ArgumentTypeError, keyword_mistake
 from xfuse.runtime.compiler import Options, check_threads, compile_module
 from xfuse.runtime.dask_arrays import is_dask_array
 from xfuse.runtime.kernel import Kernel
@@ -74,7 +74,8 @@ class JitFunction:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as error:
-            raise ArgumentTypeError(f"{self.function.__name__}(): {error}") from None
+            mistake = keyword_mistake(self.signature, len(args), kwargs) or error
+            raise ArgumentTypeError(f"{self.function.__name__}(): {mistake}") from None
         arrays = dict(bound.arguments)
         for name, value in arrays.items():
             if not isinstance(value, np.ndarray) and not is_dask_array(value):

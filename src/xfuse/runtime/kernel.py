@@ -26,9 +26,10 @@ from __future__ import annotations
 import array
 import ctypes
 import functools
+import itertools
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -227,9 +228,13 @@ class CallPlan:
         return plan
 
     @functools.cached_property
-    def direct(self) -> bool:
-        """One slice and no workspace: the call is one native call on this thread."""
-        return len(self.templates) == 1 and not self.workspace_bytes
+    def one_call_words(self) -> array.array[int] | None:
+        """For a call that is one native call on this thread whatever its data pointers (one
+        slice, no workspace, no streaming): its argument words with 0 for the data pointers
+        (`quick_call` writes them); None for any other call."""
+        if len(self.templates) > 1 or self.workspace_bytes or self.streams:
+            return None
+        return _packed(self.templates[0])
 
     def argument_lists(self, pointers: Sequence[int]) -> list[list[int]]:
         lists = []
@@ -299,6 +304,108 @@ def make_plan(
         streams,
         streaming_split is not None,
     )
+
+
+QuickCall = Callable[["Kernel", Sequence[Any], Any], Any]
+"""`quick_call`'s function: (kernel, inputs, out) -> the results, or None."""
+
+
+def _listed(items: Iterable[str]) -> str:
+    """A tuple display of the items, "()" for none."""
+    return "(" + "".join(f"{item}, " for item in items) + ")"
+
+
+def quick_call(
+    function: NativeFunction, plans: Mapping[tuple[tuple[int, ...], ...], CallPlan]
+) -> QuickCall:
+    """The common call of `function`, as one Python function written for its signature (as
+    `dataclasses` writes an `__init__`): a line per array, no loop. The checked call took 1.4x
+    as long with the same checks in a loop over the arrays (`docs/benchmarks.md` has the call's
+    times).
+
+    It takes the inputs in the signature's order (`CallSignature.ordered`), each a C-contiguous
+    aligned numpy array with its dtype (numpy's own object for it) and of shapes `plans` has,
+    and `out` None or (for one output) one such writable array that overlaps no input; runs the
+    call and returns its results. For any other call it returns None, running nothing: the
+    full checks take it (a read-only input, an equal but other dtype object, an in-place call,
+    every error). It takes the kernel as an argument (`Kernel.run_plan` for a call that is not
+    one native call) rather than holding it, so the kernel is in no reference cycle.
+    """
+    inputs = [f"a{index}" for index in range(len(function.inputs))]
+    input_pointers = [f"p{index}" for index in range(len(function.inputs))]
+    results = [f"r{index}" for index in range(len(function.outputs))]
+    output_pointers = [f"q{index}" for index in range(len(function.outputs))]
+    accepted = [
+        f"type({a}) is ndarray and {a}.dtype is d{index} and {a}.flags.carray"
+        for index, a in enumerate(inputs)
+    ]
+    new_outputs = [f"empty(plan.output_shapes[{index}], e{index})" for index in range(len(results))]
+    overlap = [
+        f"q0 < {p} + {a}.nbytes and {p} < end" for a, p in zip(inputs, input_pointers, strict=True)
+    ]
+    pointers = [*input_pointers, *output_pointers]
+    # Where each data pointer goes in a call's argument words (`make_plan` writes them so).
+    sizes = [native_argument_count(p) for p in (*function.inputs, *function.outputs)]
+    positions = list(itertools.accumulate(sizes[:-1], initial=0))
+    lines = [
+        "def quick_call(kernel, inputs, out):",
+        f"    {_listed(inputs)} = inputs",
+        f"    if not ({' and '.join(accepted) or 'True'}):",
+        "        return None",
+        f"    plan = plans.get({_listed(f'{a}.shape' for a in inputs)})",
+        "    if plan is None:",
+        "        return None",
+        f"    {_listed(input_pointers)} = {_listed(f'pointer({a})' for a in inputs)}",
+        "    if out is None:",
+        f"        {_listed(results)} = outputs = {_listed(new_outputs)}",
+        f"        {_listed(output_pointers)} = {_listed(f'pointer({r})' for r in results)}",
+    ]
+    if len(results) == 1:
+        lines += [
+            "    elif (type(out) is ndarray and out.dtype is e0",
+            "          and out.shape == plan.output_shapes[0] and out.flags.carray):",
+            "        q0 = pointer(out)",
+            *(
+                [
+                    "        end = q0 + out.nbytes",
+                    f"        if {' or '.join(overlap)}:",
+                    "            return None  # an in-place call, or an error to report",
+                ]
+                if overlap
+                else []
+            ),
+            "        outputs = (out,)",
+        ]
+    lines += [
+        "    else:",
+        "        return None",
+        "    words = plan.one_call_words",
+        "    if words is None:",
+        f"        kernel.run_plan(plan, [{', '.join(pointers)}])",
+        "    else:",
+        "        words = words[:]  # a copy: calls from several Python threads may run at once",
+        *(
+            f"        words[{position}] = {pointer}"
+            for position, pointer in zip(positions, pointers, strict=True)
+        ),
+        "        entry(words.buffer_info()[0])",
+        f"    return {'outputs[0]' if len(results) == 1 else 'outputs'}",
+    ]
+    dtypes = {
+        **{f"d{index}": numpy_dtype(p.dtype) for index, p in enumerate(function.inputs)},
+        **{f"e{index}": numpy_dtype(p.dtype) for index, p in enumerate(function.outputs)},
+    }
+    namespace = {
+        "ndarray": np.ndarray,
+        "empty": np.empty,
+        "pointer": data_pointer,
+        "entry": function.native_entry,
+        "plans": plans,
+        **dtypes,
+    }
+    exec("\n".join(lines), namespace)  # noqa: S102 - the source is ours, built above
+    call: QuickCall = namespace["quick_call"]
+    return call
 
 
 class WorkspacePool:
@@ -455,11 +562,11 @@ class Kernel(CompiledProgram):
         return self.function.native.asm
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
-        names = self._input_names
-        if len(args) + len(kwargs) == len(names) and not (args and kwargs):
-            quick = self._quick_call(args or [kwargs.get(name) for name in names], out)
-            if quick is not None:
-                return quick
+        inputs = self.call_signature.ordered(args, kwargs)
+        if inputs is not None:
+            results = self._quick_call(self, inputs, out)
+            if results is not None:
+                return results
         if dask_arrays.has_dask_arrays(args, kwargs):
             return dask_arrays.call(self, args, kwargs, out)
         call = self._check(args, kwargs, out)
@@ -503,61 +610,14 @@ class Kernel(CompiledProgram):
             self.function.run(argument_lists, workspace, pool)
 
     @functools.cached_property
-    def _dtypes(self) -> tuple[tuple[np.dtype[Any], ...], tuple[np.dtype[Any], ...]]:
-        """The numpy dtypes of the inputs and of the outputs."""
-        return (
-            tuple(numpy_dtype(p.dtype) for p in self.function.inputs),
-            tuple(numpy_dtype(p.dtype) for p in self.function.outputs),
-        )
+    def _quick_call(self) -> QuickCall:
+        """The common call with the fewest Python operations (`quick_call`)."""
+        return quick_call(self.function, self._plans)
 
-    def _quick_call(self, inputs: Sequence[Any], out: Any) -> Any:
-        """The common call with the fewest Python operations: every input (all by position or all
-        by name, `inputs` in the signature's order; None for a name not given), a C-contiguous
-        aligned numpy array of its dtype and of shapes called before, and `out` one such writable
-        array (for one output) that overlaps no input, or None. Runs it and returns the results;
-        returns None, running nothing, for any other call, which `_check` then checks in full
-        (and so raises every error, and handles copies, flattening and in-place calls)."""
-        input_dtypes, output_dtypes = self._dtypes
-        arrays, shapes, pointers = [], [], []
-        for given, dtype in zip(inputs, input_dtypes, strict=True):
-            # `carray`: C-contiguous, aligned (and writable, which inputs need not be: a read-only
-            # input just takes the full checks).
-            if type(given) is not np.ndarray or given.dtype != dtype or not given.flags.carray:
-                return None
-            arrays.append(given)
-            shapes.append(given.shape)
-            pointers.append(data_pointer(given))
-        plan = self._plans.get(tuple(shapes))
-        if plan is None:
-            return None
-        if out is None:
-            outputs = [
-                np.empty(shape, dtype)
-                for shape, dtype in zip(plan.output_shapes, output_dtypes, strict=True)
-            ]
-        elif (
-            type(out) is np.ndarray
-            and len(output_dtypes) == 1
-            and out.dtype == output_dtypes[0]
-            and out.shape == plan.output_shapes[0]
-            and out.flags.carray
-        ):
-            start = data_pointer(out)
-            end = start + out.nbytes
-            for pointer, array in zip(pointers, arrays, strict=True):
-                if start < pointer + array.nbytes and pointer < end:
-                    return None  # an in-place call, or an error to report
-            outputs = [out]
-        else:
-            return None
-        pointers += [data_pointer(array) for array in outputs]
+    def run_plan(self, plan: CallPlan, pointers: Sequence[int]) -> None:
+        """Run a checked call of `plan` on arrays at `pointers` (inputs, then outputs)."""
         plan = plan.for_pointers(self.function, pointers)
-        if plan.direct:
-            words = _packed(plan.argument_lists(pointers)[0])
-            self.function.native_entry(words.buffer_info()[0])
-        else:
-            self.run_native(plan.argument_lists(pointers), plan.workspace_bytes, plan.streaming)
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        self.run_native(plan.argument_lists(pointers), plan.workspace_bytes, plan.streaming)
 
     def _check(self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> CheckedCall:
         """All checks of a call, before any native code runs.
