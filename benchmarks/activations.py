@@ -18,7 +18,8 @@ of `--rounds` interleaved round medians:
    element from part 1 exceeds the time the target allows, the ceiling's over the target) and
    by which ops of the issue's first table (and the 16-bit conversions);
 3. **threads=2** against one thread at 2^18 to 2^24 (target: >= 1.6x at 2^24 where compute-bound,
-   never slower from 2^18), and at 2^24 against one thread with normal stores too;
+   never slower from 2^18): as the kernel decides to split or not, and with every call split;
+   at 2^24 both with normal stores too; and the pool's round trip;
 4. **the call** at n = 16: checked and prepared (targets: <= 5 us, <= 1 us);
 5. (`--parts 5`) every installed peer (`xfuse bench --peers`: numexpr, numba, jax.jit,
    torch.compile, torch eager, upstream MLIR; their versions first) at 2^16 and 2^24.
@@ -46,7 +47,7 @@ from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.codegen.native import host_cpu, host_target_machine
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
-from xfuse.runtime.kernel import Kernel
+from xfuse.runtime.kernel import SPLIT_MIN_SECONDS, Kernel, SplitCost
 from xfuse.transforms.pipeline import only_function
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -348,10 +349,30 @@ def memory_rows(
         )
 
 
+def pool_round_trip_us(calls: int = 2000) -> tuple[float, float]:
+    """The median and the fastest time (us) to hand a kernel's pool an empty slice and wait
+    for it: what a split call pays on top of its slices (`SPLIT_MIN_SECONDS`)."""
+    split = kernel(PROGRAMS["hardswish"], 2)  # the pool lives as long as its kernel
+    pool = split.thread_pool()
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        pool.submit(int).result()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) * 1e6, min(times) * 1e6
+
+
 def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
-    """Part 3, the same bits from all, checked. A split call keeps normal stores; the last
-    column is the largest size against one thread with normal stores too (`streaming=False`),
-    which tells the split's gain from the non-temporal stores' that one thread has."""
+    """Part 3, the same bits from all, checked: `threads=2` as the kernel decides
+    (`SplitCost`: split only where one thread takes `SPLIT_MIN_SECONDS`) over one thread, and
+    in parentheses with every call split; at the largest size one more column with normal
+    stores on both sides (`streaming=False`), the split's gain without the streaming stores'."""
+    median, fastest = pool_round_trip_us()
+    print(
+        f"pool round trip (an empty slice handed over and awaited): median {median:.1f} us, "
+        f"fastest {fastest:.1f} us; a call splits from {SPLIT_MIN_SECONDS * 1e6:.0f} us "
+        "on one thread"
+    )
     largest = max(sizes)
     header = " | ".join(f"2^{n.bit_length() - 1}" for n in sizes)
     print(f"| program | {header} | 2^{largest.bit_length() - 1}, both normal stores |")
@@ -359,22 +380,28 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
     for name, program in PROGRAMS.items():
         if program.llm:
             continue
+        normal = dict(extra_passes=program.extra_passes, streaming=False)
         kernels = [
             kernel(program, 1),
             kernel(program, 2),
-            compile(program.source, extra_passes=program.extra_passes, streaming=False),
+            kernel(program, 2),
+            compile(program.source, **normal),
+            compile(program.source, threads=2, **normal),
         ]
+        for forced in kernels[2::2]:
+            forced.split_cost = SplitCost.always()
         inputs = bench.prepare_workload(program.source, largest).arrays
         cells = []
         for n in sizes:
             arrays = {name: array[:n] for name, array in inputs.items()}
-            timed = kernels if n == largest else kernels[:2]
+            timed = kernels if n == largest else kernels[:3]
             outs = [np.empty(n, np.float32) for _ in timed]
             runs = [k.prepare(**arrays, out=o) for k, o in zip(timed, outs, strict=True)]
-            one, two, *normal = best_seconds(runs, rounds, n)
+            one, two, forced, *normal_stores = best_seconds(runs, rounds, n)
             assert all(np.array_equal(o.view(np.uint32), outs[0].view(np.uint32)) for o in outs)
-            cells.append(f"{one / two:.2f}x")
-            cells += [f"{normal[0] / two:.2f}x"] if normal else []
+            cells.append(f"{one / two:.2f}x ({one / forced:.2f}x)")
+            if normal_stores:
+                cells.append(f"{normal_stores[0] / normal_stores[1]:.2f}x")
         print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 

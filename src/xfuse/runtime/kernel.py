@@ -552,7 +552,7 @@ class Kernel(CompiledProgram):
         """
         return PreparedCall(self, self._check(args, kwargs, out))
 
-    def _thread_pool(self) -> ThreadPoolExecutor:
+    def thread_pool(self) -> ThreadPoolExecutor:
         """The kernel's `threads - 1` worker threads, started on first use. Calls from several
         Python threads share them (their slices queue); the calling threads run the first slices
         themselves, and no slice waits on another, so a call always completes."""
@@ -575,7 +575,7 @@ class Kernel(CompiledProgram):
         after the other on this thread, timed for `split_cost`."""
         slices = len(argument_lists) - streaming
         concurrent = slices > 1 and self.split_cost.splits(elements)
-        pool = self._thread_pool() if concurrent else None
+        pool = self.thread_pool() if concurrent else None
         start = time.perf_counter()
         if not workspace_bytes:
             self.function.run(argument_lists, pool=pool, streaming=streaming)
