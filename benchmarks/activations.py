@@ -9,8 +9,10 @@ of `--rounds` interleaved round medians:
 1. **in cache** (2^12, 2^16): each program's cycles per element next to the resource bound that
    `llvm-mca` (LLVM 22's where installed) gives for the kernel's hot loop (its block reciprocal
    throughput over the elements one iteration computes; the loop is the longest innermost loop
-   of `k.asm`, the elements are the bytes it stores over the outputs' bytes per element), and
-   the ratio (issue 16's target: within 1.3x); 1b: what a remainder of 7, 15 or 63 elements
+   of `k.asm`, the elements are the bytes it stores over the outputs' bytes per element) and
+   the divider's (the loop's divisions and square roots at their throughput measured on this
+   host, which llvm-mca's model of a CPU can put far lower), and the ratio to the larger
+   (issue 16's target: within 1.3x); 1b: what a remainder of 7, 15 or 63 elements
    (after the main vector loop) adds to a call;
 2. **memory speed** (2^24; the LLM rows [1024, 14336]): each program against the streaming
    kernel with the same traffic and normal stores (`bench.bandwidth_ceiling`), with issue 16's
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import re
 import shutil
 import subprocess
@@ -114,13 +117,14 @@ def best_seconds(runs: Sequence[Callable[[], object]], rounds: int, n: int) -> l
 # The clock and llvm-mca
 # ---------------------------------------------------------------------------------------------
 
-ADD_CHAIN = r"""
+REPEATED_ASM = r"""
 define void @spin(i64 %n) {
 entry:
   br label %loop
 loop:
   %i = phi i64 [0, %entry], [%next, %loop]
-  call void asm sideeffect ".rept 1000\0Aaddq %rax, %rax\0A.endr", "~{rax}"()
+  call void asm sideeffect "SETUP.rept 1000\0AINSTRUCTION\0A.endr",
+    "~{rax},~{xmm1},~{xmm2},~{xmm3}"()
   %next = add i64 %i, 1
   %more = icmp slt i64 %next, %n
   br i1 %more, label %loop, label %done
@@ -128,27 +132,67 @@ done:
   ret void
 }
 """
-"""1000 dependent register adds per iteration: one cycle each on every x86 core (an add of an
-immediate would not do: Golden Cove's renamer folds those)."""
+"""1000 copies of one instruction per iteration, after `SETUP` (instructions ending in `\0A`)."""
+ADD = "addq %rax, %rax"
+"""Dependent register adds: one cycle each on every x86 core (an add of an immediate would not
+do: Golden Cove's renamer folds those)."""
 
 
-def measured_clock_hz() -> float:
-    """Cycles per second of the running core: the best of 30 timed add chains."""
+def ones(width: str) -> str:
+    """Asm that sets every float of register 1 (`width`: xmm, ymm, zmm) to 1.0 and of register 2
+    to 2.0: operands that are not denormals, whose microcode assists cost ~150 cycles each."""
+    all_bits = (
+        r"vpternlogd $$0xff, %zmm1, %zmm1, %zmm1"
+        if width == "zmm"
+        else rf"vpcmpeqd %{width}1, %{width}1, %{width}1"
+    )
+    return (
+        rf"{all_bits}\0Avpsrld $$25, %{width}1, %{width}1\0Avpslld $$23, %{width}1, %{width}1\0A"
+        rf"vaddps %{width}1, %{width}1, %{width}2\0A"
+    )
+
+
+def seconds_per_instruction(instruction: str, setup: str = "") -> float:
+    """The best of 30 timed runs of `instruction` repeated (`REPEATED_ASM`), per instruction."""
     import llvmlite.binding as llvm_binding
 
     llvm_binding.initialize_native_asmparser()
     machine = host_target_machine()
-    module = llvm_binding.parse_assembly(ADD_CHAIN)
+    source = REPEATED_ASM.replace("SETUP", setup).replace("INSTRUCTION", instruction)
+    module = llvm_binding.parse_assembly(source)
     module.triple = machine.triple
     engine = llvm_binding.create_mcjit_compiler(module, machine)
     engine.finalize_object()
     spin = ctypes.CFUNCTYPE(None, ctypes.c_int64)(engine.get_function_address("spin"))
-    iterations, best = 4000, float("inf")
+    iterations, best = 400, float("inf")
     for _ in range(30):
         start = time.perf_counter()
         spin(iterations)
         best = min(best, time.perf_counter() - start)
-    return iterations * 1000 / best
+    return best / (iterations * 1000)
+
+
+def measured_clock_hz() -> float:
+    """Cycles per second of the running core, from dependent adds."""
+    return 1 / seconds_per_instruction(ADD)
+
+
+DIVIDER = re.compile(r"^\s*v?(div|sqrt)[ps][sd]\s.*%([xyz])mm\d+\s*$")
+"""The divider's instructions (of a register operand last: the destination)."""
+
+
+@functools.cache
+def divider_cycles(mnemonic: str, register: str, clock_hz: float) -> float:
+    """Measured cycles per independent `mnemonic` on `register`-width vectors (x, y, z): the
+    divider's throughput, which llvm-mca 22's model of Sapphire and Emerald Rapids puts at 2
+    cycles for a 512-bit `vdivps` (9.7 measured on this project's Emerald Rapids host)."""
+    width = {"x": "xmm", "y": "ymm", "z": "zmm"}[register]
+    one, two = f"%{width}1", f"%{width}2"
+    # (a scalar sqrt takes the upper lanes from a first source, as a division does)
+    sources = (
+        f"{one}, {two}" if "div" in mnemonic else one if "p" in mnemonic[-2:] else f"{one}, {one}"
+    )
+    return seconds_per_instruction(f"{mnemonic} {sources}, %{width}3", ones(width)) * clock_hz
 
 
 def reported_clock_hz() -> float | None:
@@ -214,15 +258,23 @@ class LoopBound:
     """Elements one iteration of the loop computes."""
     block_rthroughput: float
     """llvm-mca's cycles per iteration from resource pressure alone."""
+    divider_cycles: float
+    """The cycles per iteration that its divisions and square roots take on the divider,
+    measured on this host (`divider_cycles`): a bound llvm-mca's model may put lower."""
+    divider_ops: tuple[str, ...]
 
     @property
     def cycles_per_element(self) -> float:
         return self.block_rthroughput / self.elements
 
+    @property
+    def divider_cycles_per_element(self) -> float:
+        return self.divider_cycles / self.elements
 
-def mca_bound(k: Kernel, output_bytes: int) -> LoopBound:
-    """llvm-mca's resource bound of `k`'s hot loop for the host CPU; `output_bytes`: the bytes
-    of one element of every output together."""
+
+def mca_bound(k: Kernel, output_bytes: int, clock_hz: float) -> LoopBound:
+    """llvm-mca's resource bound of `k`'s hot loop for the host CPU, and the divider's as
+    measured; `output_bytes`: the bytes of one element of every output together."""
     mca = llvm_mca()
     if mca is None:
         raise RuntimeError("llvm-mca not found (Debian: apt install llvm-22)")
@@ -237,7 +289,12 @@ def mca_bound(k: Kernel, output_bytes: int) -> LoopBound:
     ).stdout
     found = re.search(r"Block RThroughput:\s*([\d.]+)", report)
     assert found, report
-    return LoopBound(len(body), elements, float(found.group(1)))
+    dividing = [
+        (line.split()[0], match.group(2)) for line in body if (match := DIVIDER.search(line))
+    ]
+    divider = sum(divider_cycles(mnemonic, register, clock_hz) for mnemonic, register in dividing)
+    ops = tuple(f"{mnemonic} {register}mm" for mnemonic, register in dividing)
+    return LoopBound(len(body), elements, float(found.group(1)), divider, ops)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,9 +307,14 @@ def output_bytes(workload: bench.Workload) -> int:
 
 
 def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
-    """Part 1; returns each program's ns per element at the larger in-cache size."""
-    print("| program | n | ns/el | cycles/el | llvm-mca bound cycles/el | ratio | loop |")
-    print("|---|---|---:|---:|---:|---:|---|")
+    """Part 1; returns each program's ns per element at the larger in-cache size. The ratio is
+    over the larger of llvm-mca's bound and the divider's (measured here: llvm-mca's model may
+    give the divider less time than it takes), and says which."""
+    print(
+        "| program | n | ns/el | cycles/el | llvm-mca bound cycles/el | divider cycles/el | "
+        "ratio to the larger bound | loop |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     compute_ns: dict[str, float] = {}
     for name, program in PROGRAMS.items():
         k = kernel(program)
@@ -261,12 +323,14 @@ def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
             (seconds,) = best_seconds([k.prepare(**workload.arrays)], rounds, workload.n)
             ns = seconds / workload.n * 1e9
             compute_ns[name] = ns
-            bound = mca_bound(k, output_bytes(workload))
+            bound = mca_bound(k, output_bytes(workload), clock_hz)
             cycles = ns * clock_hz / 1e9
+            mca, divider = bound.cycles_per_element, bound.divider_cycles_per_element
+            divided = f", divider-bound: {', '.join(bound.divider_ops)}" if divider > mca else ""
             print(
-                f"| {name} | 2^{n.bit_length() - 1} | {ns:.3f} | {cycles:.2f} | "
-                f"{bound.cycles_per_element:.2f} | {cycles / bound.cycles_per_element:.2f}x | "
-                f"{bound.instructions} instructions, {bound.elements} elements |",
+                f"| {name} | 2^{n.bit_length() - 1} | {ns:.3f} | {cycles:.2f} | {mca:.2f} | "
+                f"{divider:.2f} | {cycles / max(mca, divider):.2f}x | "
+                f"{bound.instructions} instructions, {bound.elements} elements{divided} |",
                 flush=True,
             )
     return compute_ns
