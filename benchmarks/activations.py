@@ -21,7 +21,7 @@ of `--rounds` interleaved round medians:
    by which ops of the issue's first table (and the 16-bit conversions);
 3. **threads=2** against one thread at 2^18 to 2^24 (target: >= 1.6x at 2^24 where compute-bound,
    never slower from 2^18): as the kernel decides to split or not, and with every call split;
-   at 2^24 both with normal stores too; and the pool's round trip;
+   at 2^24 both with normal stores too; and the round trip of handing a slice over;
 4. **the call** at n = 16: checked and prepared (targets: <= 5 us, <= 1 us);
 5. (`--parts 5`) every installed peer (`xfuse bench --peers`: numexpr, numba, jax.jit,
    torch.compile, torch eager, upstream MLIR; their versions first) at 2^16 and 2^24.
@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +51,7 @@ from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.codegen.native import host_cpu, host_target_machine
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
-from xfuse.runtime.kernel import SPLIT_MIN_SECONDS, Kernel, SplitCost
+from xfuse.runtime.kernel import SPLIT_MIN_SECONDS, Kernel, SliceWorkers, SplitCost
 from xfuse.transforms.pipeline import only_function
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -413,17 +414,29 @@ def memory_rows(
         )
 
 
-def pool_round_trip_us(calls: int = 2000) -> tuple[float, float]:
-    """The median and the fastest time (us) to hand a kernel's pool an empty slice and wait
-    for it: what a split call pays on top of its slices (`SPLIT_MIN_SECONDS`)."""
-    split = kernel(PROGRAMS["hardswish"], 2)  # the pool lives as long as its kernel
-    pool = split.thread_pool()
-    times = []
+def round_trips_us(calls: int = 2000) -> dict[str, tuple[float, float]]:
+    """The median and the fastest time (us) to hand another thread an empty call and wait for
+    it: a kernel's `SliceWorker` (what a split call pays per slice handed over on top of the
+    slices, `SPLIT_MIN_SECONDS`) and, to compare, a `ThreadPoolExecutor`'s submit and result."""
+    workers = SliceWorkers(1)
+    (worker,) = workers.take(1)
+    executor = ThreadPoolExecutor(1)
+
+    def by_worker() -> None:
+        worker.start(int, 0)
+        worker.wait()
+
+    runs = {"SliceWorker": by_worker, "ThreadPoolExecutor": lambda: executor.submit(int).result()}
+    times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(calls):
-        start = time.perf_counter()
-        pool.submit(int).result()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e6, min(times) * 1e6
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    workers.give_back([worker])
+    workers.close()
+    executor.shutdown()
+    return {name: (float(np.median(t)) * 1e6, min(t) * 1e6) for name, t in times.items()}
 
 
 def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
@@ -431,11 +444,13 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
     (`SplitCost`: split only where one thread takes `SPLIT_MIN_SECONDS`) over one thread, and
     in parentheses with every call split; at the largest size one more column with normal
     stores on both sides (`streaming=False`), the split's gain without the streaming stores'."""
-    median, fastest = pool_round_trip_us()
+    trips = ", ".join(
+        f"{name} median {median:.1f} us (fastest {fastest:.1f})"
+        for name, (median, fastest) in round_trips_us().items()
+    )
     print(
-        f"pool round trip (an empty slice handed over and awaited): median {median:.1f} us, "
-        f"fastest {fastest:.1f} us; a call splits from {SPLIT_MIN_SECONDS * 1e6:.0f} us "
-        "on one thread"
+        f"round trip of an empty call handed to another thread and awaited: {trips}; "
+        f"a call splits from {SPLIT_MIN_SECONDS * 1e6:.0f} us on one thread"
     )
     largest = max(sizes)
     header = " | ".join(f"2^{n.bit_length() - 1}" for n in sizes)

@@ -19,7 +19,7 @@ import pytest
 
 import xfuse
 from xfuse.runtime.compiler import clear_cache
-from xfuse.runtime.kernel import SplitCost
+from xfuse.runtime.kernel import SliceWorkers, SplitCost
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -101,6 +101,28 @@ def test_split_calls_reuse_the_kernels_threads_until_it_is_freed(gelu: Gelu) -> 
     for worker in workers:
         worker.join(timeout=60)
         assert not worker.is_alive()
+
+
+def test_slice_workers_never_exceed_their_size_and_stop_when_closed() -> None:
+    """A call takes the idle workers only, starting new ones up to the kernel's `threads - 1`:
+    a second call at the same time gets none (it runs its slices itself, never waits)."""
+    before = pool_threads()
+    workers = SliceWorkers(1)
+    (first,) = workers.take(2)
+    assert workers.take(1) == []
+    ran: list[int] = []
+    first.start(ran.append, 7)
+    first.wait()
+    assert ran == [7]
+    workers.give_back([first])
+    assert workers.take(1) == [first]
+    workers.give_back([first])
+    started = pool_threads() - before
+    assert len(started) == 1
+    workers.close()
+    for thread in started:
+        thread.join(timeout=60)
+        assert not thread.is_alive()
 
 
 def test_ten_thousand_calls_keep_the_resident_set_flat(gelu: Gelu) -> None:

@@ -6,12 +6,12 @@ is called through its packed entry, with one pointer to an array of those argume
 program may have any number of arrays (ctypes passes at most 1024 arguments to a call).
 ctypes releases the GIL during the call, so `threads=N` runs N slices of the outermost dimension
 concurrently (each slice is a call on offset pointers with a smaller outer size, its bounds on
-whole cache lines of every array split): the calling thread runs the first slice, a pool of N - 1
-threads that the kernel keeps for its life (started on its first split call, shut down when the
-kernel is freed) the others. Handing slices to the pool and waiting for them costs tens of
-microseconds, so a call splits only where one thread would take `SPLIT_MIN_SECONDS` or more, by
-the kernel's own cost per element measured on its first calls (`SplitCost`); below, the calling
-thread runs the slices one after the other.
+whole cache lines of every array split): the calling thread runs the first slice, N - 1 threads
+that the kernel keeps for its life (`SliceWorkers`: started as split calls first need them,
+stopped when the kernel is freed) the others. A split costs the hand-off and the other cores'
+cache misses on their slices' data, so a call splits only where one thread would take
+`SPLIT_MIN_SECONDS` or more, by the kernel's own cost per element measured on its first calls
+(`SplitCost`); below, the calling thread runs the slices one after the other.
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
 live in (`xfuse.transforms.workspace`): a byte buffer the kernel owns and reuses across calls, sized
@@ -35,7 +35,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,11 +64,13 @@ the cheapest kernels' ~0.3 ns per element that is ~10 us, less than handing a sl
 
 SPLIT_MIN_SECONDS = 100e-6
 """A call splits over threads only where one thread would take this long or longer
-(`SplitCost`): four times the pool's round trip (a slice submitted, run and awaited: 19-29 us
-measured on this project's 2-core hosts under load, `benchmarks/activations.py` part 3 prints
-it), so the slices' time saved (half of it on two threads) outweighs the hand-off with room for
-the cache lines the other core fetches. At 2^18 float32 elements a memory-bound `hardswish`
-takes ~80 us on one thread (it stays on one), erf-GELU ~140 us (it splits)."""
+(`SplitCost`), so that the time two threads save, half of it, exceeds what a split costs: the
+hand-off of a slice (`SliceWorker`: 4-9 us round trip on this project's 2-core hosts under
+load, `benchmarks/activations.py` part 3 prints it) and the other core's misses on the slice's
+data, which the calling core's cache holds after one-thread calls: with a `ThreadPoolExecutor`
+(17-39 us round trip) the quiet-host run of 2026-12-01 measured `hardswish` at 2^18 float32
+elements (~80 us on one thread) 0.93x on two, some 45 us lost. erf-GELU takes ~140 us there
+(1.08x): it splits."""
 
 SPLIT_CALIBRATION_CALLS = 3
 """How many splittable calls a kernel runs on one thread first to measure its cost per element
@@ -158,11 +159,11 @@ class NativeFunction:
         self,
         argument_lists: Sequence[Sequence[int]],
         workspace: int = 0,
-        pool: Executor | None = None,
+        workers: Sequence[SliceWorker] = (),
         streaming: bool = False,
     ) -> None:
-        """Call the native function once per argument list: the first on this thread, the
-        others concurrently on `pool`, or all on this thread one after the other without one.
+        """Call the native function once per argument list: the first on this thread, the next
+        ones concurrently on `workers` (one each), any left after them on this thread too.
 
         With a workspace, each list ends with its part's offset and size: `workspace` is the
         address the offsets count from. `streaming`: the first list is a head that runs with
@@ -178,12 +179,14 @@ class NativeFunction:
             assert self.streaming_entry is not None
             entries[1:] = [self.streaming_entry] * (len(words) - 1)
         calls = [(entry, w.buffer_info()[0]) for entry, w in zip(entries, words, strict=True)]
-        own = len(calls) if pool is None else 1 + streaming
-        waits = [pool.submit(*call) for call in calls[own:]] if pool is not None else []
-        for entry, address in calls[:own]:
+        own = 1 + streaming
+        handed = calls[own : own + len(workers)]
+        for worker, (entry, address) in zip(workers, handed, strict=False):
+            worker.start(entry, address)
+        for entry, address in calls[:own] + calls[own + len(handed) :]:
             entry(address)
-        for wait in waits:
-            wait.result()
+        for worker in workers[: len(handed)]:
+            worker.wait()
 
     def chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
         """Row ranges of axis 0 to run on separate threads (one range: no split), as equal as
@@ -344,6 +347,81 @@ def make_plan(
         streams,
         streaming_split is not None,
     )
+
+
+class SliceWorker:
+    """A thread that runs one native call at a time for a split call: `start` hands it over
+    and `wait` returns once it has run. Two locks used as binary semaphores hand the call over
+    and back (a futex each way): half the round trip of a `ThreadPoolExecutor`'s queue and
+    future (`benchmarks/activations.py` part 3 prints both)."""
+
+    def __init__(self) -> None:
+        self._call: tuple[Callable[[int], object], int] | None = None
+        self._go, self._done = threading.Lock(), threading.Lock()
+        self._go.acquire()
+        self._done.acquire()
+        threading.Thread(target=self._serve, name="xfuse-slice", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            self._go.acquire()
+            if self._call is None:
+                return
+            entry, address = self._call
+            try:
+                entry(address)
+            finally:
+                self._done.release()
+
+    def start(self, entry: Callable[[int], object], address: int) -> None:
+        self._call = (entry, address)
+        self._go.release()
+
+    def wait(self) -> None:
+        self._done.acquire()
+
+    def stop(self) -> None:
+        """End the thread (once idle: after `wait`)."""
+        self._call = None
+        self._go.release()
+
+
+class SliceWorkers:
+    """A kernel's `threads - 1` worker threads, started as split calls first need them. A
+    split call takes the idle ones (a call from another Python thread may have the others:
+    then it runs more of its slices itself, never waiting on another call) and gives them back
+    when its slices have run."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._idle: list[SliceWorker] = []
+        self._started = 0
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def take(self, count: int) -> list[SliceWorker]:
+        with self._lock:
+            taken = self._idle[-count:] if count else []
+            del self._idle[len(self._idle) - len(taken) :]
+            new = min(count - len(taken), self.size - self._started)
+            self._started += new
+        return taken + [SliceWorker() for _ in range(new)]
+
+    def give_back(self, workers: Sequence[SliceWorker]) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.extend(workers)
+                return
+        for worker in workers:
+            worker.stop()
+
+    def close(self) -> None:
+        """Stop the idle threads, and the others as they are given back."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.stop()
 
 
 @dataclass
@@ -511,8 +589,8 @@ class Kernel(CompiledProgram):
         self._plans: dict[tuple[tuple[int, ...], ...], CallPlan] = {}
         """Call plans by input shapes: a repeated call skips binding the shapes."""
         self._workspaces = WorkspacePool()
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
+        self.workers = SliceWorkers(threads - 1)
+        weakref.finalize(self, self.workers.close)
         self.split_cost = SplitCost()
 
     def __repr__(self) -> str:
@@ -552,16 +630,6 @@ class Kernel(CompiledProgram):
         """
         return PreparedCall(self, self._check(args, kwargs, out))
 
-    def thread_pool(self) -> ThreadPoolExecutor:
-        """The kernel's `threads - 1` worker threads, started on first use. Calls from several
-        Python threads share them (their slices queue); the calling threads run the first slices
-        themselves, and no slice waits on another, so a call always completes."""
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="xfuse")
-                weakref.finalize(self, self._pool.shutdown, wait=False)
-            return self._pool
-
     def run_native(
         self,
         argument_lists: Sequence[Sequence[int]],
@@ -575,13 +643,15 @@ class Kernel(CompiledProgram):
         after the other on this thread, timed for `split_cost`."""
         slices = len(argument_lists) - streaming
         concurrent = slices > 1 and self.split_cost.splits(elements)
-        pool = self.thread_pool() if concurrent else None
+        workers = self.workers.take(slices - 1) if concurrent else []
         start = time.perf_counter()
         if not workspace_bytes:
-            self.function.run(argument_lists, pool=pool, streaming=streaming)
+            self.function.run(argument_lists, workers=workers, streaming=streaming)
         else:
             with self._workspaces.borrow(workspace_bytes) as workspace:
-                self.function.run(argument_lists, workspace, pool, streaming)
+                self.function.run(argument_lists, workspace, workers, streaming)
+        # (after an exception, a worker may still be running its slice: it is not given back)
+        self.workers.give_back(workers)
         if slices > 1 and not concurrent:
             self.split_cost.record(elements, time.perf_counter() - start)
 
