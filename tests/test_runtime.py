@@ -22,6 +22,7 @@ from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 from xfuse.runtime.kernel import (
+    SPLIT_ALWAYS_ELEMENTS,
     SPLIT_CALIBRATION_CALLS,
     SPLIT_MIN_SECONDS,
     STREAMING_BYTES,
@@ -179,8 +180,9 @@ def test_a_call_splits_only_where_one_thread_would_take_long_enough(gelu: Gelu) 
         run()
     cost = kernel.split_cost
     assert cost.calls_timed == SPLIT_CALIBRATION_CALLS and 0 < cost.seconds_per_element < 1e-6
-    threshold = SPLIT_MIN_SECONDS / cost.seconds_per_element
+    threshold = min(SPLIT_MIN_SECONDS / cost.seconds_per_element, SPLIT_ALWAYS_ELEMENTS)
     assert cost.splits(int(threshold) + 1) and not cost.splits(int(threshold) - 1)
+    assert SplitCost().splits(SPLIT_ALWAYS_ELEMENTS)  # large enough for any kernel, untimed
 
 
 def test_compile_cache_returns_the_same_program(gelu: Gelu) -> None:

@@ -72,6 +72,11 @@ data, which the calling core's cache holds after one-thread calls: with a `Threa
 elements (~80 us on one thread) 0.93x on two, some 45 us lost. erf-GELU takes ~140 us there
 (1.08x): it splits."""
 
+SPLIT_ALWAYS_ELEMENTS = 1 << 20
+"""From this many elements a call splits without the kernel's cost measured: even the cheapest
+kernel, a float32 copy at ~0.1 ns per element out of the cache (4 MiB an array), takes
+`SPLIT_MIN_SECONDS` on one thread."""
+
 SPLIT_CALIBRATION_CALLS = 3
 """How many splittable calls a kernel runs on one thread first to measure its cost per element
 (the fastest of them counts: a first call also pays page faults of new outputs)."""
@@ -429,7 +434,8 @@ class SplitCost:
     """Whether a call of a kernel is worth splitting over its threads: where one thread would
     take `SPLIT_MIN_SECONDS` or more, by the kernel's time per element on one thread, the
     fastest of its splittable calls run on one thread (the first `SPLIT_CALIBRATION_CALLS`
-    always are; later ones only below the threshold). Splitting changes no result bit."""
+    always are, but from `SPLIT_ALWAYS_ELEMENTS`; later ones only below the threshold).
+    Splitting changes no result bit."""
 
     seconds_per_element: float = math.inf
     calls_timed: int = 0
@@ -440,7 +446,7 @@ class SplitCost:
         return cls(seconds_per_element=math.inf, calls_timed=SPLIT_CALIBRATION_CALLS)
 
     def splits(self, elements: int) -> bool:
-        return (
+        return elements >= SPLIT_ALWAYS_ELEMENTS or (
             self.calls_timed >= SPLIT_CALIBRATION_CALLS
             and elements * self.seconds_per_element >= SPLIT_MIN_SECONDS
         )
