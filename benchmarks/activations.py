@@ -165,7 +165,7 @@ def seconds_per_instruction(instruction: str, setup: str = "") -> float:
     engine = llvm_binding.create_mcjit_compiler(module, machine)
     engine.finalize_object()
     spin = ctypes.CFUNCTYPE(None, ctypes.c_int64)(engine.get_function_address("spin"))
-    iterations, best = 400, float("inf")
+    iterations, best = 4000, float("inf")
     for _ in range(30):
         start = time.perf_counter()
         spin(iterations)
@@ -185,7 +185,7 @@ DIVIDER = re.compile(r"^\s*v?(div|sqrt)[ps][sd]\s.*%([xyz])mm\d+\s*$")
 @functools.cache
 def divider_cycles(mnemonic: str, register: str, clock_hz: float) -> float:
     """Measured cycles per independent `mnemonic` on `register`-width vectors (x, y, z): the
-    divider's throughput, which llvm-mca 22's model of Sapphire and Emerald Rapids puts at 2
+    divider's throughput, which llvm-mca 22's model of Emerald Rapids puts at 2
     cycles for a 512-bit `vdivps` (9.7 measured on this project's Emerald Rapids host)."""
     width = {"x": "xmm", "y": "ymm", "z": "zmm"}[register]
     one, two = f"%{width}1", f"%{width}2"
