@@ -10,7 +10,7 @@ whole cache lines of every array split): the calling thread runs the first slice
 that the kernel keeps for its life (`SliceWorkers`: started as split calls first need them,
 stopped when the kernel is freed) the others. A split costs the hand-off and the other cores'
 cache misses on their slices' data, so a call splits only where one thread would take
-`SPLIT_MIN_SECONDS` or more, by the kernel's own cost per element measured on its first calls
+`SPLIT_MIN_SECONDS` or more, by the kernel's own CPU time per element on its first calls
 (`SplitCost`); below, the calling thread runs the slices one after the other.
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
@@ -432,10 +432,12 @@ class SliceWorkers:
 @dataclass
 class SplitCost:
     """Whether a call of a kernel is worth splitting over its threads: where one thread would
-    take `SPLIT_MIN_SECONDS` or more, by the kernel's time per element on one thread, the
-    fastest of its splittable calls run on one thread (the first `SPLIT_CALIBRATION_CALLS`
-    always are, but from `SPLIT_ALWAYS_ELEMENTS`; later ones only below the threshold).
-    Splitting changes no result bit."""
+    take `SPLIT_MIN_SECONDS` or more. That is the call's elements times the kernel's CPU time per
+    element (the calling thread's, `time.thread_time`: on a loaded host wall time also counts
+    waiting for a core, which a split does not win back), the least over its splittable calls
+    that ran on one thread: the first `SPLIT_CALIBRATION_CALLS` do (not from
+    `SPLIT_ALWAYS_ELEMENTS`), later ones where below the threshold. Splitting changes no result
+    bit."""
 
     seconds_per_element: float = math.inf
     calls_timed: int = 0
@@ -650,7 +652,7 @@ class Kernel(CompiledProgram):
         slices = len(argument_lists) - streaming
         concurrent = slices > 1 and self.split_cost.splits(elements)
         workers = self.workers.take(slices - 1) if concurrent else []
-        start = time.perf_counter()
+        start = time.thread_time()
         if not workspace_bytes:
             self.function.run(argument_lists, workers=workers, streaming=streaming)
         else:
@@ -659,7 +661,7 @@ class Kernel(CompiledProgram):
         # (after an exception, a worker may still be running its slice: it is not given back)
         self.workers.give_back(workers)
         if slices > 1 and not concurrent:
-            self.split_cost.record(elements, time.perf_counter() - start)
+            self.split_cost.record(elements, time.thread_time() - start)
 
     @functools.cached_property
     def _dtypes(self) -> tuple[tuple[np.dtype[Any], ...], tuple[np.dtype[Any], ...]]:
