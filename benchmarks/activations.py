@@ -9,8 +9,10 @@ of `--rounds` interleaved round medians:
 1. **in cache** (2^12, 2^16): each program's cycles per element next to the resource bound that
    `llvm-mca` (LLVM 22's where installed) gives for the kernel's hot loop (its block reciprocal
    throughput over the elements one iteration computes; the loop is the longest innermost loop
-   of `k.asm`, the elements are the bytes it stores over the outputs' bytes per element), and
-   the ratio (issue 16's target: within 1.3x); 1b: what a remainder of 7, 15 or 63 elements
+   of `k.asm`, the elements are the bytes it stores over the outputs' bytes per element) and
+   the divider's (the loop's divisions and square roots at their throughput measured on this
+   host, which llvm-mca's model of a CPU can put far lower), and the ratio to the larger
+   (issue 16's target: within 1.3x); 1b: what a remainder of 7, 15 or 63 elements
    (after the main vector loop) adds to a call;
 2. **memory speed** (2^24; the LLM rows [1024, 14336]): each program against the streaming
    kernel with the same traffic and normal stores (`bench.bandwidth_ceiling`), with issue 16's
@@ -18,7 +20,8 @@ of `--rounds` interleaved round medians:
    element from part 1 exceeds the time the target allows, the ceiling's over the target) and
    by which ops of the issue's first table (and the 16-bit conversions);
 3. **threads=2** against one thread at 2^18 to 2^24 (target: >= 1.6x at 2^24 where compute-bound,
-   never slower from 2^18), and at 2^24 against one thread with normal stores too;
+   never slower from 2^18): as the kernel decides to split or not, and with every call split;
+   at 2^24 both with normal stores too; and the round trip of handing a slice over;
 4. **the call** at n = 16: checked and prepared (targets: <= 5 us, <= 1 us);
 5. (`--parts 5`) every installed peer (`xfuse bench --peers`: numexpr, numba, jax.jit,
    torch.compile, torch eager, upstream MLIR; their versions first) at 2^16 and 2^24.
@@ -30,11 +33,13 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import re
 import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +51,7 @@ from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.codegen.native import host_cpu, host_target_machine
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
-from xfuse.runtime.kernel import Kernel
+from xfuse.runtime.kernel import SPLIT_MIN_SECONDS, Kernel, SliceWorkers, SplitCost
 from xfuse.transforms.pipeline import only_function
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -113,13 +118,14 @@ def best_seconds(runs: Sequence[Callable[[], object]], rounds: int, n: int) -> l
 # The clock and llvm-mca
 # ---------------------------------------------------------------------------------------------
 
-ADD_CHAIN = r"""
+REPEATED_ASM = r"""
 define void @spin(i64 %n) {
 entry:
   br label %loop
 loop:
   %i = phi i64 [0, %entry], [%next, %loop]
-  call void asm sideeffect ".rept 1000\0Aaddq %rax, %rax\0A.endr", "~{rax}"()
+  call void asm sideeffect "SETUP.rept 1000\0AINSTRUCTION\0A.endr",
+    "~{rax},~{xmm1},~{xmm2},~{xmm3}"()
   %next = add i64 %i, 1
   %more = icmp slt i64 %next, %n
   br i1 %more, label %loop, label %done
@@ -127,17 +133,34 @@ done:
   ret void
 }
 """
-"""1000 dependent register adds per iteration: one cycle each on every x86 core (an add of an
-immediate would not do: Golden Cove's renamer folds those)."""
+"""1000 copies of one instruction per iteration, after `SETUP` (instructions ending in `\0A`)."""
+ADD = "addq %rax, %rax"
+"""Dependent register adds: one cycle each on every x86 core (an add of an immediate would not
+do: Golden Cove's renamer folds those)."""
 
 
-def measured_clock_hz() -> float:
-    """Cycles per second of the running core: the best of 30 timed add chains."""
+def ones(width: str) -> str:
+    """Asm that sets every float of register 1 (`width`: xmm, ymm, zmm) to 1.0 and of register 2
+    to 2.0: operands that are not denormals, whose microcode assists cost ~150 cycles each."""
+    all_bits = (
+        r"vpternlogd $$0xff, %zmm1, %zmm1, %zmm1"
+        if width == "zmm"
+        else rf"vpcmpeqd %{width}1, %{width}1, %{width}1"
+    )
+    return (
+        rf"{all_bits}\0Avpsrld $$25, %{width}1, %{width}1\0Avpslld $$23, %{width}1, %{width}1\0A"
+        rf"vaddps %{width}1, %{width}1, %{width}2\0A"
+    )
+
+
+def seconds_per_instruction(instruction: str, setup: str = "") -> float:
+    """The best of 30 timed runs of `instruction` repeated (`REPEATED_ASM`), per instruction."""
     import llvmlite.binding as llvm_binding
 
     llvm_binding.initialize_native_asmparser()
     machine = host_target_machine()
-    module = llvm_binding.parse_assembly(ADD_CHAIN)
+    source = REPEATED_ASM.replace("SETUP", setup).replace("INSTRUCTION", instruction)
+    module = llvm_binding.parse_assembly(source)
     module.triple = machine.triple
     engine = llvm_binding.create_mcjit_compiler(module, machine)
     engine.finalize_object()
@@ -147,7 +170,30 @@ def measured_clock_hz() -> float:
         start = time.perf_counter()
         spin(iterations)
         best = min(best, time.perf_counter() - start)
-    return iterations * 1000 / best
+    return best / (iterations * 1000)
+
+
+def measured_clock_hz() -> float:
+    """Cycles per second of the running core, from dependent adds."""
+    return 1 / seconds_per_instruction(ADD)
+
+
+DIVIDER = re.compile(r"^\s*v?(div|sqrt)[ps][sd]\s.*%([xyz])mm\d+\s*$")
+"""The divider's instructions (of a register operand last: the destination)."""
+
+
+@functools.cache
+def divider_cycles(mnemonic: str, register: str, clock_hz: float) -> float:
+    """Measured cycles per independent `mnemonic` on `register`-width vectors (x, y, z): the
+    divider's throughput, which llvm-mca 22's model of Emerald Rapids puts at 2
+    cycles for a 512-bit `vdivps` (9.7 measured on this project's Emerald Rapids host)."""
+    width = {"x": "xmm", "y": "ymm", "z": "zmm"}[register]
+    one, two = f"%{width}1", f"%{width}2"
+    # (a scalar sqrt takes the upper lanes from a first source, as a division does)
+    sources = (
+        f"{one}, {two}" if "div" in mnemonic else one if "p" in mnemonic[-2:] else f"{one}, {one}"
+    )
+    return seconds_per_instruction(f"{mnemonic} {sources}, %{width}3", ones(width)) * clock_hz
 
 
 def reported_clock_hz() -> float | None:
@@ -213,15 +259,23 @@ class LoopBound:
     """Elements one iteration of the loop computes."""
     block_rthroughput: float
     """llvm-mca's cycles per iteration from resource pressure alone."""
+    divider_cycles: float
+    """The cycles per iteration that its divisions and square roots take on the divider,
+    measured on this host (`divider_cycles`): a bound llvm-mca's model may put lower."""
+    divider_ops: tuple[str, ...]
 
     @property
     def cycles_per_element(self) -> float:
         return self.block_rthroughput / self.elements
 
+    @property
+    def divider_cycles_per_element(self) -> float:
+        return self.divider_cycles / self.elements
 
-def mca_bound(k: Kernel, output_bytes: int) -> LoopBound:
-    """llvm-mca's resource bound of `k`'s hot loop for the host CPU; `output_bytes`: the bytes
-    of one element of every output together."""
+
+def mca_bound(k: Kernel, output_bytes: int, clock_hz: float) -> LoopBound:
+    """llvm-mca's resource bound of `k`'s hot loop for the host CPU, and the divider's as
+    measured; `output_bytes`: the bytes of one element of every output together."""
     mca = llvm_mca()
     if mca is None:
         raise RuntimeError("llvm-mca not found (Debian: apt install llvm-22)")
@@ -236,7 +290,12 @@ def mca_bound(k: Kernel, output_bytes: int) -> LoopBound:
     ).stdout
     found = re.search(r"Block RThroughput:\s*([\d.]+)", report)
     assert found, report
-    return LoopBound(len(body), elements, float(found.group(1)))
+    dividing = [
+        (line.split()[0], match.group(2)) for line in body if (match := DIVIDER.search(line))
+    ]
+    divider = sum(divider_cycles(mnemonic, register, clock_hz) for mnemonic, register in dividing)
+    ops = tuple(f"{mnemonic} {register}mm" for mnemonic, register in dividing)
+    return LoopBound(len(body), elements, float(found.group(1)), divider, ops)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,9 +308,14 @@ def output_bytes(workload: bench.Workload) -> int:
 
 
 def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
-    """Part 1; returns each program's ns per element at the larger in-cache size."""
-    print("| program | n | ns/el | cycles/el | llvm-mca bound cycles/el | ratio | loop |")
-    print("|---|---|---:|---:|---:|---:|---|")
+    """Part 1; returns each program's ns per element at the larger in-cache size. The ratio is
+    over the larger of llvm-mca's bound and the divider's (measured here: llvm-mca's model may
+    give the divider less time than it takes), and says which."""
+    print(
+        "| program | n | ns/el | cycles/el | llvm-mca bound cycles/el | divider cycles/el | "
+        "ratio to the larger bound | loop |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     compute_ns: dict[str, float] = {}
     for name, program in PROGRAMS.items():
         k = kernel(program)
@@ -260,12 +324,14 @@ def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
             (seconds,) = best_seconds([k.prepare(**workload.arrays)], rounds, workload.n)
             ns = seconds / workload.n * 1e9
             compute_ns[name] = ns
-            bound = mca_bound(k, output_bytes(workload))
+            bound = mca_bound(k, output_bytes(workload), clock_hz)
             cycles = ns * clock_hz / 1e9
+            mca, divider = bound.cycles_per_element, bound.divider_cycles_per_element
+            divided = f", divider-bound: {', '.join(bound.divider_ops)}" if divider > mca else ""
             print(
-                f"| {name} | 2^{n.bit_length() - 1} | {ns:.3f} | {cycles:.2f} | "
-                f"{bound.cycles_per_element:.2f} | {cycles / bound.cycles_per_element:.2f}x | "
-                f"{bound.instructions} instructions, {bound.elements} elements |",
+                f"| {name} | 2^{n.bit_length() - 1} | {ns:.3f} | {cycles:.2f} | {mca:.2f} | "
+                f"{divider:.2f} | {cycles / max(mca, divider):.2f}x | "
+                f"{bound.instructions} instructions, {bound.elements} elements{divided} |",
                 flush=True,
             )
     return compute_ns
@@ -348,10 +414,44 @@ def memory_rows(
         )
 
 
+def round_trips_us(calls: int = 2000) -> dict[str, tuple[float, float]]:
+    """The median and the fastest time (us) to hand another thread an empty call and wait for
+    it: a kernel's `SliceWorker` (what a split call pays per slice handed over on top of the
+    slices, `SPLIT_MIN_SECONDS`) and, to compare, a `ThreadPoolExecutor`'s submit and result."""
+    workers = SliceWorkers(1)
+    (worker,) = workers.take(1)
+    executor = ThreadPoolExecutor(1)
+
+    def by_worker() -> None:
+        worker.start(int, 0)
+        worker.wait()
+
+    runs = {"SliceWorker": by_worker, "ThreadPoolExecutor": lambda: executor.submit(int).result()}
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(calls):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    workers.give_back([worker])
+    workers.close()
+    executor.shutdown()
+    return {name: (float(np.median(t)) * 1e6, min(t) * 1e6) for name, t in times.items()}
+
+
 def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
-    """Part 3, the same bits from all, checked. A split call keeps normal stores; the last
-    column is the largest size against one thread with normal stores too (`streaming=False`),
-    which tells the split's gain from the non-temporal stores' that one thread has."""
+    """Part 3, the same bits from all, checked: `threads=2` as the kernel decides
+    (`SplitCost`: split only where one thread takes `SPLIT_MIN_SECONDS`) over one thread, and
+    in parentheses with every call split; at the largest size one more column with normal
+    stores on both sides (`streaming=False`), the split's gain without the streaming stores'."""
+    trips = ", ".join(
+        f"{name} median {median:.1f} us (fastest {fastest:.1f})"
+        for name, (median, fastest) in round_trips_us().items()
+    )
+    print(
+        f"round trip of an empty call handed to another thread and awaited: {trips}; "
+        f"a call splits from {SPLIT_MIN_SECONDS * 1e6:.0f} us on one thread"
+    )
     largest = max(sizes)
     header = " | ".join(f"2^{n.bit_length() - 1}" for n in sizes)
     print(f"| program | {header} | 2^{largest.bit_length() - 1}, both normal stores |")
@@ -359,22 +459,28 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
     for name, program in PROGRAMS.items():
         if program.llm:
             continue
+        normal = dict(extra_passes=program.extra_passes, streaming=False)
         kernels = [
             kernel(program, 1),
             kernel(program, 2),
-            compile(program.source, extra_passes=program.extra_passes, streaming=False),
+            kernel(program, 2),
+            compile(program.source, **normal),
+            compile(program.source, threads=2, **normal),
         ]
+        for forced in kernels[2::2]:
+            forced.split_cost = SplitCost.always()
         inputs = bench.prepare_workload(program.source, largest).arrays
         cells = []
         for n in sizes:
             arrays = {name: array[:n] for name, array in inputs.items()}
-            timed = kernels if n == largest else kernels[:2]
+            timed = kernels if n == largest else kernels[:3]
             outs = [np.empty(n, np.float32) for _ in timed]
             runs = [k.prepare(**arrays, out=o) for k, o in zip(timed, outs, strict=True)]
-            one, two, *normal = best_seconds(runs, rounds, n)
+            one, two, forced, *normal_stores = best_seconds(runs, rounds, n)
             assert all(np.array_equal(o.view(np.uint32), outs[0].view(np.uint32)) for o in outs)
-            cells.append(f"{one / two:.2f}x")
-            cells += [f"{normal[0] / two:.2f}x"] if normal else []
+            cells.append(f"{one / two:.2f}x ({one / forced:.2f}x)")
+            if normal_stores:
+                cells.append(f"{normal_stores[0] / normal_stores[1]:.2f}x")
         print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
 
 

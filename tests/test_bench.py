@@ -382,3 +382,20 @@ def test_activations_benchmark_finds_the_hot_loop_and_its_stores(
     assert body[-1].split()[0].startswith("j") and not any(":" in line for line in body)
     stored = sum(map(script.stored_bytes, body))
     assert stored > 0 and stored % (4 * host_cpu().float_lanes) == 0
+    # The divider's instructions, whose throughput the benchmark measures (not an estimate's).
+    divider = [
+        (line.split()[0], found.group(2))
+        for line in script.hot_loop(compile("out = x * min(max(x + 3, 0), 6) / 6;").asm)
+        if (found := script.DIVIDER.search(line))
+    ]
+    register = {16: "z", 8: "y"}.get(host_cpu().float_lanes, "x")
+    assert divider and all(op == ("vdivps", register) for op in divider)
+    for line, op in [
+        ("\tvdivps\t%zmm2, %zmm3, %zmm3", ("vdivps", "z")),
+        ("\tvsqrtps\t%ymm1, %ymm3", ("vsqrtps", "y")),
+        ("\tvdivss\t%xmm1, %xmm2, %xmm3", ("vdivss", "x")),
+    ]:
+        found = script.DIVIDER.search(line)
+        assert found and (line.split()[0], found.group(2)) == op
+    assert not script.DIVIDER.search("\tvrsqrtps\t%ymm1, %ymm3")  # an estimate, not the divider
+    assert not script.DIVIDER.search("\tvrsqrt14ps\t%zmm1, %zmm3")

@@ -19,6 +19,7 @@ import pytest
 
 import xfuse
 from xfuse.runtime.compiler import clear_cache
+from xfuse.runtime.kernel import SliceWorkers, SplitCost
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -49,6 +50,7 @@ def test_one_kernel_from_four_threads_at_once(
     mix the threads' intermediate values (long calls, so that they overlap). Split (`threads=`),
     the four calls share the kernel's thread pool."""
     kernel = xfuse.compile(gelu.source, fuse=fuse, threads=threads)
+    kernel.split_cost = SplitCost.always()  # split every call (a test cannot rely on timing)
     start = threading.Barrier(4)
     failures: list[str] = []
 
@@ -83,6 +85,7 @@ def test_split_calls_reuse_the_kernels_threads_until_it_is_freed(gelu: Gelu) -> 
     cost more than a small call. Freeing the kernel stops them."""
     before = pool_threads()
     kernel = xfuse.compile(gelu.source, threads=3)
+    kernel.split_cost = SplitCost.always()
     x, b, r = (np.full(3 << 15, v, np.float32) for v in (0.5, 0.25, -1.0))
     assert len(kernel.prepare(x=x, b=b, r=r).argument_lists) == 3
     kernel(x=x, b=b, r=r)
@@ -98,6 +101,28 @@ def test_split_calls_reuse_the_kernels_threads_until_it_is_freed(gelu: Gelu) -> 
     for worker in workers:
         worker.join(timeout=60)
         assert not worker.is_alive()
+
+
+def test_slice_workers_never_exceed_their_size_and_stop_when_closed() -> None:
+    """A call takes the idle workers only, starting new ones up to the kernel's `threads - 1`:
+    a second call at the same time gets none (it runs its slices itself, never waits)."""
+    before = pool_threads()
+    workers = SliceWorkers(1)
+    (first,) = workers.take(2)
+    assert workers.take(1) == []
+    ran: list[int] = []
+    first.start(ran.append, 7)
+    first.wait()
+    assert ran == [7]
+    workers.give_back([first])
+    assert workers.take(1) == [first]
+    workers.give_back([first])
+    started = pool_threads() - before
+    assert len(started) == 1
+    workers.close()
+    for thread in started:
+        thread.join(timeout=60)
+        assert not thread.is_alive()
 
 
 def test_ten_thousand_calls_keep_the_resident_set_flat(gelu: Gelu) -> None:

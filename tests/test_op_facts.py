@@ -33,7 +33,7 @@ DIALECT = "src/xfuse/dialects/ew.py"
 OpType = type[ew.UnaryOp | ew.BinaryOp]
 
 MATH_LEFT_FOR_LLVM = {*_MATH_INTRINSICS, math.FmaOp, math.RsqrtOp}
-"""`math` ops `ew-to-llvm` lowers itself (`math.rsqrt` becomes `1 / sqrt` in `ew-expand-math`)."""
+"""`math` ops that no `MATH_FUNCTIONS` entry expands (`math.rsqrt` has a pattern of its own)."""
 
 
 def _subclasses(base: type) -> list[type]:

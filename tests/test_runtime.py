@@ -22,7 +22,13 @@ from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.arrays import CallSignature, data_pointer, keyword_mistake
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
-from xfuse.runtime.kernel import STREAMING_BYTES
+from xfuse.runtime.kernel import (
+    SPLIT_ALWAYS_ELEMENTS,
+    SPLIT_CALIBRATION_CALLS,
+    SPLIT_MIN_SECONDS,
+    STREAMING_BYTES,
+    SplitCost,
+)
 from xfuse.transforms import ALL_PASSES, packed_entry_name
 from xfuse.transforms.optimize import EwOptimizePass
 from xfuse.transforms.pipeline import pipeline_context
@@ -145,13 +151,39 @@ def test_several_outputs() -> None:
     assert kernel.output_names == ("y", "h")
 
 
-def test_threads_split_the_outer_range(gelu: Gelu) -> None:
-    kernel = xfuse.compile(gelu.source, threads=3)
+def test_threads_split_the_outer_range_on_whole_cache_lines(gelu: Gelu) -> None:
+    """Slices start on cache lines of every split array (2^15 rows of 3 float32 elements,
+    16 rows to a line of 64 bytes); the slices give the same bits run concurrently or not."""
+    source = "input x[t, 3], b[3], r[t, 3];" + gelu.source
     rng = np.random.default_rng(5)
-    n = 3 * (1 << 15) + 11
-    x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
-    assert len(kernel.prepare(x=x, b=b, r=r).argument_lists) == 3
-    np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu.reference(x, b, r), atol=2e-6)
+    x, r = (rng.standard_normal((1 << 15, 3), dtype=np.float32) for _ in range(2))
+    b = rng.standard_normal(3, dtype=np.float32)
+    want = xfuse.compile(source)(x=x, b=b, r=r)
+    kernel = xfuse.compile(source, threads=3)
+    starts = [arguments[0] - x.ctypes.data for arguments in kernel.prepare(x, b, r).argument_lists]
+    assert starts == [0, 10928 * 12, 21840 * 12]  # rows 1/3 and 2/3 of the way, rounded to 16
+    sequential = kernel(x=x, b=b, r=r)
+    assert kernel.split_cost.calls_timed == 1
+    kernel.split_cost = SplitCost.always()  # a test cannot rely on timing
+    concurrent = kernel(x=x, b=b, r=r)
+    for result in (sequential, concurrent):
+        np.testing.assert_array_equal(result.view(np.uint32), want.view(np.uint32))
+
+
+def test_a_call_splits_only_where_one_thread_would_take_long_enough(gelu: Gelu) -> None:
+    """The first `SPLIT_CALIBRATION_CALLS` splittable calls run on one thread, timed; later ones
+    split where the fastest time per element says one thread would take `SPLIT_MIN_SECONDS`."""
+    kernel = xfuse.compile(gelu.source, threads=2)
+    x = np.ones(1 << 16, np.float32)
+    run = kernel.prepare(x=x, b=x, r=x)
+    for _ in range(SPLIT_CALIBRATION_CALLS):
+        assert not kernel.split_cost.splits(x.size)
+        run()
+    cost = kernel.split_cost
+    assert cost.calls_timed == SPLIT_CALIBRATION_CALLS and 0 < cost.seconds_per_element < 1e-6
+    threshold = min(SPLIT_MIN_SECONDS / cost.seconds_per_element, SPLIT_ALWAYS_ELEMENTS)
+    assert cost.splits(int(threshold) + 1) and not cost.splits(int(threshold) - 1)
+    assert SplitCost().splits(SPLIT_ALWAYS_ELEMENTS)  # large enough for any kernel, untimed
 
 
 def test_compile_cache_returns_the_same_program(gelu: Gelu) -> None:
@@ -471,7 +503,29 @@ def test_small_split_and_misaligned_calls_keep_normal_stores(gelu: Gelu) -> None
     run = kernel.prepare(x=x, b=x, out=(y[misaligned : misaligned + n], h[aligned : aligned + n]))
     assert len(run.argument_lists) == 1
     two_threads = xfuse.compile(gelu.source, threads=2)
-    assert len(two_threads.prepare(x=x, b=x, r=x).argument_lists) == 2  # two slices, normal
+    assert len(two_threads.prepare(x=x[:-16], b=x[:-16], r=x[:-16]).argument_lists) == 2
+
+
+@pytest.mark.parametrize("head", [0, 5])
+def test_large_split_calls_stream_each_slice_from_a_cache_line(head: int, gelu: Gelu) -> None:
+    """A split call that streams runs the outputs' head with normal stores and splits the rest
+    at cache lines of the output: the same bits, run concurrently or one after the other."""
+    n = STREAMING_BYTES // 16 + 37
+    rng = np.random.default_rng(head)
+    storage = [rng.standard_normal(n + 32, dtype=np.float32) for _ in range(4)]
+    x, b, r, out = (array[head : head + n] for array in storage)
+    want = xfuse.compile(gelu.source, streaming=False)(x=x, b=b, r=r)
+    kernel = xfuse.compile(gelu.source, threads=2)
+    run = kernel.prepare(x=x, b=b, r=r, out=out)
+    gap = -out.ctypes.data % 64 // 4
+    head, first, second = (arguments[-1] for arguments in run.argument_lists)
+    assert head == gap and head + first + second == n
+    assert first % 16 == 0 and abs(first - second) < 32  # whole lines, as equal as they allow
+    assert [arguments[-2] % 64 for arguments in run.argument_lists[1:]] == [0, 0]
+    sequential = run().copy()
+    kernel.split_cost = SplitCost.always()
+    for result in (sequential, run(), kernel(x=x, b=b, r=r, out=out)):
+        np.testing.assert_array_equal(result.view(np.uint32), want.view(np.uint32))
 
 
 def test_a_static_length_never_streams_and_writes_only_its_output() -> None:

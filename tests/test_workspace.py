@@ -53,10 +53,11 @@ def test_workspace_bytes_are_the_aligned_buffers(n: int, threads: int, gelu: Gel
     kernel = xfuse.compile(gelu.source, fuse=False, threads=threads)
     x, b, r = gelu_inputs(n)
     call = kernel.prepare(x=x, b=b, r=r)
-    rows = np.linspace(0, n, len(call.argument_lists) + 1).astype(int)
-    assert len(call.argument_lists) == threads
+    rows = kernel.function.chunks((n,), threads)  # on cache lines: 16 float32 rows
+    assert len(call.argument_lists) == len(rows) == threads
+    assert all(lo % 16 == 0 for lo, _ in rows)
     # Each thread's part holds three float32 buffers of its rows, one after another.
-    parts = [3 * aligned(4 * int(hi - lo)) for lo, hi in zip(rows[:-1], rows[1:], strict=True)]
+    parts = [3 * aligned(4 * (hi - lo)) for lo, hi in rows]
     assert [arguments[-1] for arguments in call.argument_lists] == parts
     assert [arguments[-2] for arguments in call.argument_lists] == [
         sum(parts[:i]) for i in range(threads)

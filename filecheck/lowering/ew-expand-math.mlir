@@ -2,8 +2,9 @@
 // RUN: xfuse-opt %s -p 'ew-expand-math{math=approx}' | filecheck %s
 // RUN: xfuse-opt %s -p 'ew-expand-math{math=libm}' | filecheck %s --check-prefix=LIBM
 
-// approx: f32 transcendentals become plain arithmetic (no math op, no call is left);
-// rsqrt is 1 / sqrt in both modes.
+// approx: f32 transcendentals become plain arithmetic (no math op, no call is left); rsqrt is
+// an `arcp` division by sqrt (what LLVM turns into the host's estimate) refined with FMAs, and
+// 1 / sqrt with libm.
 // CHECK-LABEL: func.func @f32_ops
 // CHECK-NOT:     math.tanh
 // CHECK-NOT:     func.call
@@ -13,7 +14,8 @@
 // CHECK-NOT:     math.erf
 // CHECK-NOT:     math.powf
 // CHECK:         %[[ROOT:.*]] = math.sqrt %{{.*}} : f32
-// CHECK-NEXT:    %{{.*}} = arith.divf %{{.*}}, %[[ROOT]] : f32
+// CHECK-NEXT:    %[[ESTIMATE:.*]] = arith.divf %{{.*}}, %[[ROOT]] fastmath<arcp> : f32
+// CHECK:         math.fma %{{.*}}, %[[ESTIMATE]], %{{.*}} : f32
 // CHECK:         func.return
 // LIBM-LABEL: func.func @f32_ops
 // LIBM-SAME:     (%[[X:.*]]: f32, %[[Y:.*]]: f32)
@@ -22,7 +24,9 @@
 // LIBM-NEXT:     %{{.*}} = func.call @logf(%[[X]]) : (f32) -> f32
 // LIBM-NEXT:     %{{.*}} = func.call @erff(%[[X]]) : (f32) -> f32
 // LIBM-NEXT:     %{{.*}} = func.call @powf(%[[X]], %[[Y]]) : (f32, f32) -> f32
-// LIBM:          math.sqrt %[[X]] : f32
+// LIBM:          %[[LIBM_ROOT:.*]] = math.sqrt %[[X]] : f32
+// LIBM-NEXT:     arith.divf %{{.*}}, %[[LIBM_ROOT]] : f32
+// LIBM-NOT:      math.fma
 func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
   %t = math.tanh %x : f32
   %e = math.exp %x : f32
@@ -56,16 +60,21 @@ func.func @softplus_parts(%x: f32) -> (f32, f32) {
   func.return %l, %g : f32, f32
 }
 
-// f64 has no approximation: it calls the double libm functions in both modes, declared once.
+// f64 has no approximation: it calls the double libm functions in both modes, declared once;
+// its rsqrt is 1 / sqrt.
 // CHECK-LABEL: func.func @f64_ops
 // CHECK:         func.call @tanh(%{{.*}}) : (f64) -> f64
 // CHECK:         func.call @tanh(%{{.*}}) : (f64) -> f64
+// CHECK:         %[[ROOT64:.*]] = math.sqrt %{{.*}} : f64
+// CHECK-NEXT:    arith.divf %{{.*}}, %[[ROOT64]] : f64
+// CHECK-NOT:     math.fma
 // LIBM-LABEL: func.func @f64_ops
 // LIBM:          func.call @tanh(%{{.*}}) : (f64) -> f64
-func.func @f64_ops(%x: f64) -> (f64, f64) {
+func.func @f64_ops(%x: f64) -> (f64, f64, f64) {
   %a = math.tanh %x : f64
   %b = math.tanh %a : f64
-  func.return %a, %b : f64, f64
+  %s = math.rsqrt %x : f64
+  func.return %a, %b, %s : f64, f64, f64
 }
 // CHECK:       func.func private @tanh(f64) -> f64
 // CHECK-NOT:   func.func private @tanh(

@@ -5,20 +5,24 @@ each input, then each output, a pointer to its first element and one i64 per `?`
 is called through its packed entry, with one pointer to an array of those argument words, so a
 program may have any number of arrays (ctypes passes at most 1024 arguments to a call).
 ctypes releases the GIL during the call, so `threads=N` runs N slices of the outermost dimension
-concurrently (each slice is a call on offset pointers with a smaller outer size): the calling
-thread runs the first slice, a pool of N - 1 threads that the kernel keeps for its life (started on
-its first split call, shut down when the kernel is freed) the others.
+concurrently (each slice is a call on offset pointers with a smaller outer size, its bounds on
+whole cache lines of every array split): the calling thread runs the first slice, N - 1 threads
+that the kernel keeps for its life (`SliceWorkers`: started as split calls first need them,
+stopped when the kernel is freed) the others. A split costs the hand-off and the other cores'
+cache misses on their slices' data, so a call splits only where one thread would take
+`SPLIT_MIN_SECONDS` or more, by the kernel's own CPU time per element on its first calls
+(`SplitCost`); below, the calling thread runs the slices one after the other.
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
 live in (`xfuse.transforms.workspace`): a byte buffer the kernel owns and reuses across calls, sized
 per shape by the companion native function. Each slice of a split call gets its own part of one
 workspace; concurrent calls from several Python threads each borrow a workspace of their own.
 
-A one-thread call of one flat loop (a single-kernel program on 1-d arrays, or flattened ones)
-that moves at least `STREAMING_BYTES` streams its outputs: it runs the elements before the
-outputs' first 64-byte boundary with the function itself and the rest with its streaming twin,
-whose vector stores are non-temporal (`xfuse.codegen.native.add_streaming_twins`). Both compute
-the same bits.
+A call of one flat loop (a single-kernel program on 1-d arrays, or flattened ones) that moves at
+least `STREAMING_BYTES` streams its outputs: it runs the elements before the outputs' first
+64-byte boundary with the function itself and the rest with its streaming twin, whose vector
+stores are non-temporal (`xfuse.codegen.native.add_streaming_twins`); a split call splits that
+rest, at 64-byte boundaries of the outputs. Both functions compute the same bits.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ import array
 import ctypes
 import functools
 import itertools
+import math
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,7 +60,27 @@ from xfuse.runtime.arrays import (
 from xfuse.transforms import packed_entry_name, workspace_size_function
 
 MIN_ELEMENTS_PER_THREAD = 1 << 15
-"""Below this many elements per thread, splitting costs more than it saves."""
+"""Below this many elements per thread a call is never split (nor timed for `SplitCost`): at
+the cheapest kernels' ~0.3 ns per element that is ~10 us, less than handing a slice over."""
+
+SPLIT_MIN_SECONDS = 100e-6
+"""A call splits over threads only where one thread would take this long or longer
+(`SplitCost`), so that the time two threads save, half of it, exceeds what a split costs: the
+hand-off of a slice (`SliceWorker`: 4-9 us round trip on this project's 2-core hosts under
+load, `benchmarks/activations.py` part 3 prints it) and the other core's misses on the slice's
+data, which the calling core's cache holds after one-thread calls: with a `ThreadPoolExecutor`
+(17-39 us round trip) the quiet-host run of 2026-12-01 measured `hardswish` at 2^18 float32
+elements (~80 us on one thread) 0.93x on two, some 45 us lost. erf-GELU takes ~140 us there
+(1.08x): it splits."""
+
+SPLIT_ALWAYS_ELEMENTS = 1 << 20
+"""From this many elements a call splits without the kernel's cost measured: even the cheapest
+kernel, a float32 copy at ~0.1 ns per element out of the cache (4 MiB an array), takes
+`SPLIT_MIN_SECONDS` on one thread."""
+
+SPLIT_CALIBRATION_CALLS = 3
+"""How many splittable calls a kernel runs on one thread first to measure its cost per element
+(the fastest of them counts: a first call also pays page faults of new outputs)."""
 
 STREAMING_BYTES = 1 << 22
 """From this many bytes read and written (4 MiB), a one-thread call of one flat loop writes its
@@ -140,43 +165,63 @@ class NativeFunction:
         self,
         argument_lists: Sequence[Sequence[int]],
         workspace: int = 0,
-        pool: Executor | None = None,
+        workers: Sequence[SliceWorker] = (),
+        streaming: bool = False,
     ) -> None:
-        """Call the native function once per argument list: the first on this thread, the
-        others concurrently on `pool` (needed when there are several).
+        """Call the native function once per argument list: the first on this thread, the next
+        ones concurrently on `workers` (one each), any left after them on this thread too.
 
         With a workspace, each list ends with its part's offset and size: `workspace` is the
-        address the offsets count from.
+        address the offsets count from. `streaming`: the first list is a head that runs with
+        normal stores and the others (outputs from a `STREAMING_ALIGNMENT` boundary) run with
+        the streaming twin; this thread runs the head and the first of them.
         """
         if workspace:
             argument_lists = [[*a[:-2], workspace + a[-2], a[-1]] for a in argument_lists]
         # The words stay referenced here until every slice has returned.
-        first, *others = [_packed(arguments) for arguments in argument_lists]
-        if not others:
-            self.native_entry(first.buffer_info()[0])
-            return
-        assert pool is not None, "a split call needs a thread pool"
-        calls = [pool.submit(self.native_entry, words.buffer_info()[0]) for words in others]
-        self.native_entry(first.buffer_info()[0])
-        for call in calls:
-            call.result()
-
-    def run_streaming(self, head: Sequence[int], tail: Sequence[int]) -> None:
-        """Run the unaligned head of a call with normal stores, then the rest, whose outputs
-        start at a `STREAMING_ALIGNMENT` boundary, with the streaming twin."""
-        head_words, tail_words = _packed(head), _packed(tail)
-        self.native_entry(head_words.buffer_info()[0])
-        assert self.streaming_entry is not None
-        self.streaming_entry(tail_words.buffer_info()[0])
+        words = [_packed(arguments) for arguments in argument_lists]
+        entries = [self.native_entry] * len(words)
+        if streaming:
+            assert self.streaming_entry is not None
+            entries[1:] = [self.streaming_entry] * (len(words) - 1)
+        calls = [(entry, w.buffer_info()[0]) for entry, w in zip(entries, words, strict=True)]
+        own = 1 + streaming
+        handed = calls[own : own + len(workers)]
+        for worker, (entry, address) in zip(workers, handed, strict=False):
+            worker.start(entry, address)
+        for entry, address in calls[:own] + calls[own + len(handed) :]:
+            entry(address)
+        for worker in workers[: len(handed)]:
+            worker.wait()
 
     def chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
-        """Row ranges of axis 0 to run on separate threads (one range: no split)."""
+        """Row ranges of axis 0 to run on separate threads (one range: no split), as equal as
+        whole cache lines of every split array allow (no line written by two threads). A slice
+        may end past its vector loop's last full iteration: its remainder costs 0.03-0.13 us
+        (docs/benchmarks.md), nothing beside the 100 us a split call takes at least."""
         if threads <= 1 or not iteration or not self.splittable:
             return [(0, iteration[0] if iteration else 1)]
         total = int(np.prod(iteration))
-        count = max(1, min(threads, iteration[0], total // MIN_ELEMENTS_PER_THREAD))
-        bounds = np.linspace(0, iteration[0], count + 1).astype(int)
-        return [(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        rows = iteration[0]
+        count = max(1, min(threads, rows, total // MIN_ELEMENTS_PER_THREAD))
+        step = self.aligned_rows(iteration)
+        if count * step > rows:
+            step = 1
+        bounds = [round(rows * i / count / step) * step for i in range(count)] + [rows]
+        return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+    def aligned_rows(self, iteration: tuple[int, ...]) -> int:
+        """The fewest rows of axis 0 that are whole cache lines (`WORKSPACE_ALIGNMENT` bytes)
+        of every array that a split divides (those of the iteration's full rank)."""
+        inner = int(np.prod(iteration[1:]))
+        step = 1
+        for parameter in (*self.inputs, *self.outputs):
+            if len(parameter.shape) == len(iteration) and parameter.shape[0] != 1:
+                row_bytes = numpy_dtype(parameter.dtype).itemsize * inner
+                step = math.lcm(
+                    step, WORKSPACE_ALIGNMENT // math.gcd(WORKSPACE_ALIGNMENT, row_bytes)
+                )
+        return step
 
 
 @dataclass(frozen=True)
@@ -192,21 +237,26 @@ class CallPlan:
     workspace_bytes: int
     """The workspace a call needs, every thread's part together (0: the program has none)."""
     input_shapes: tuple[tuple[int, ...], ...] = ()
+    elements: int = 0
+    """The elements of the iteration (what a call's time per element is over)."""
     streams: bool = False
-    """A call large enough to stream its outputs (`STREAMING_BYTES`), one slice of one loop
-    whose outputs all have its length, and the function has a streaming twin."""
+    """A call large enough to stream its outputs (`STREAMING_BYTES`), of one loop whose outputs
+    all have its length, and the function has a streaming twin."""
     streaming: bool = False
-    """A streaming call: two argument lists, the unaligned head and the aligned rest."""
+    """A streaming call: the unaligned head's argument list, then one per slice of the aligned
+    rest (`NativeFunction.run`)."""
     heads: dict[int, CallPlan] = field(default_factory=dict, compare=False, hash=False)
     """The streaming plans of this call's shapes, by the head's length."""
 
     def for_pointers(self, function: NativeFunction, pointers: Sequence[int]) -> CallPlan:
         """This plan, or for a call that streams its outputs, the streaming plan for where the
         outputs (the last pointers) start: a head up to the outputs' first `STREAMING_ALIGNMENT`
-        boundary, which must be the same element for every output (else no streaming)."""
+        boundary, which must be the same element for every output (else no streaming), then the
+        rest in as many slices as this plan has, each starting on such a boundary."""
         if not self.streams:
             return self
         heads = set()
+        line_elements = 1
         for parameter, pointer in zip(
             function.outputs, pointers[len(function.inputs) :], strict=True
         ):
@@ -215,6 +265,7 @@ class CallPlan:
             if gap % itemsize:
                 return self
             heads.add(gap // itemsize)
+            line_elements = math.lcm(line_elements, STREAMING_ALIGNMENT // itemsize)
         if len(heads) != 1:
             return self
         (head,) = heads
@@ -223,7 +274,10 @@ class CallPlan:
             (length,) = self.output_shapes[0]
             if head >= length:
                 return self
-            plan = make_plan(function, self.input_shapes, 1, [(0, head), (head, length)])
+            lines, parts = (length - head) // line_elements, len(self.templates)
+            bounds = [head + round(lines * i / parts) * line_elements for i in range(parts)]
+            split = list(zip([0, *bounds], [*bounds, length], strict=True))
+            plan = make_plan(function, self.input_shapes, 1, split)
             self.heads[head] = plan
         return plan
 
@@ -289,7 +343,7 @@ def make_plan(
     streams = (
         function.streaming_entry is not None
         and function.splittable  # a static length would make each part run all of it
-        and len(chunks) == 1
+        and streaming_split is None
         and not workspace_bytes
         and rank == 1
         and all(shape == iteration for shape in output_shapes)
@@ -301,6 +355,7 @@ def make_plan(
         tuple(pointer_slots),
         workspace_bytes,
         tuple(input_shapes),
+        int(np.prod(iteration)),
         streams,
         streaming_split is not None,
     )
@@ -408,6 +463,111 @@ def quick_call(
     return call
 
 
+class SliceWorker:
+    """A thread that runs one native call at a time for a split call: `start` hands it over
+    and `wait` returns once it has run. Two locks used as binary semaphores hand the call over
+    and back (a futex each way): half the round trip of a `ThreadPoolExecutor`'s queue and
+    future (`benchmarks/activations.py` part 3 prints both)."""
+
+    def __init__(self) -> None:
+        self._call: tuple[Callable[[int], object], int] | None = None
+        self._go, self._done = threading.Lock(), threading.Lock()
+        self._go.acquire()
+        self._done.acquire()
+        threading.Thread(target=self._serve, name="xfuse-slice", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            self._go.acquire()
+            if self._call is None:
+                return
+            entry, address = self._call
+            try:
+                entry(address)
+            finally:
+                self._done.release()
+
+    def start(self, entry: Callable[[int], object], address: int) -> None:
+        self._call = (entry, address)
+        self._go.release()
+
+    def wait(self) -> None:
+        self._done.acquire()
+
+    def stop(self) -> None:
+        """End the thread (once idle: after `wait`)."""
+        self._call = None
+        self._go.release()
+
+
+class SliceWorkers:
+    """A kernel's `threads - 1` worker threads, started as split calls first need them. A
+    split call takes the idle ones (a call from another Python thread may have the others:
+    then it runs more of its slices itself, never waiting on another call) and gives them back
+    when its slices have run."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._idle: list[SliceWorker] = []
+        self._started = 0
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def take(self, count: int) -> list[SliceWorker]:
+        with self._lock:
+            taken = self._idle[-count:] if count else []
+            del self._idle[len(self._idle) - len(taken) :]
+            new = min(count - len(taken), self.size - self._started)
+            self._started += new
+        return taken + [SliceWorker() for _ in range(new)]
+
+    def give_back(self, workers: Sequence[SliceWorker]) -> None:
+        with self._lock:
+            if not self._closed:
+                self._idle.extend(workers)
+                return
+        for worker in workers:
+            worker.stop()
+
+    def close(self) -> None:
+        """Stop the idle threads, and the others as they are given back."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.stop()
+
+
+@dataclass
+class SplitCost:
+    """Whether a call of a kernel is worth splitting over its threads: where one thread would
+    take `SPLIT_MIN_SECONDS` or more. That is the call's elements times the kernel's CPU time per
+    element (the calling thread's, `time.thread_time`: on a loaded host wall time also counts
+    waiting for a core, which a split does not win back), the least over its splittable calls
+    that ran on one thread: the first `SPLIT_CALIBRATION_CALLS` do (not from
+    `SPLIT_ALWAYS_ELEMENTS`), later ones where below the threshold. Splitting changes no result
+    bit."""
+
+    seconds_per_element: float = math.inf
+    calls_timed: int = 0
+
+    @classmethod
+    def always(cls) -> SplitCost:
+        """A cost that splits every call that can be (tests, benchmarks: `kernel.split_cost`)."""
+        return cls(seconds_per_element=math.inf, calls_timed=SPLIT_CALIBRATION_CALLS)
+
+    def splits(self, elements: int) -> bool:
+        return elements >= SPLIT_ALWAYS_ELEMENTS or (
+            self.calls_timed >= SPLIT_CALIBRATION_CALLS
+            and elements * self.seconds_per_element >= SPLIT_MIN_SECONDS
+        )
+
+    def record(self, elements: int, seconds: float) -> None:
+        """A splittable call of `elements` that ran on one thread in `seconds`."""
+        self.calls_timed += 1
+        self.seconds_per_element = min(self.seconds_per_element, seconds / max(elements, 1))
+
+
 class WorkspacePool:
     """A kernel's workspaces, reused across calls. Each call in flight borrows one of its own, so
     calls from several Python threads never share one; there are as many as calls ever ran at
@@ -442,7 +602,8 @@ class CheckedCall:
     workspace_bytes: int
     results: list[np.ndarray]
     streaming: bool = False
-    """Two argument lists: the head with normal stores, the rest streaming (`CallPlan`)."""
+    """The head with normal stores, then the slices of the rest streaming (`CallPlan`)."""
+    elements: int = 0
 
 
 class PreparedCall:
@@ -456,7 +617,11 @@ class PreparedCall:
         self.workspace_bytes = call.workspace_bytes
         self._result = self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
         self._run: Callable[[], object] = functools.partial(
-            kernel.run_native, call.argument_lists, call.workspace_bytes, call.streaming
+            kernel.run_native,
+            call.argument_lists,
+            call.workspace_bytes,
+            call.streaming,
+            call.elements,
         )
         if len(call.argument_lists) == 1 and not call.workspace_bytes:
             # One slice, no workspace: the native call itself, its argument words packed once.
@@ -541,8 +706,9 @@ class Kernel(CompiledProgram):
         self._plans: dict[tuple[tuple[int, ...], ...], CallPlan] = {}
         """Call plans by input shapes: a repeated call skips binding the shapes."""
         self._workspaces = WorkspacePool()
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
+        self.workers = SliceWorkers(threads - 1)
+        weakref.finalize(self, self.workers.close)
+        self.split_cost = SplitCost()
 
     def __repr__(self) -> str:
         return f"<xfuse.Kernel {self.signature} {self.options}, threads={self.threads}>"
@@ -570,7 +736,7 @@ class Kernel(CompiledProgram):
         if dask_arrays.has_dask_arrays(args, kwargs):
             return dask_arrays.call(self, args, kwargs, out)
         call = self._check(args, kwargs, out)
-        self.run_native(call.argument_lists, call.workspace_bytes, call.streaming)
+        self.run_native(call.argument_lists, call.workspace_bytes, call.streaming, call.elements)
         return call.results[0] if len(call.results) == 1 else tuple(call.results)
 
     def prepare(self, *args: Any, out: Any = None, **kwargs: Any) -> PreparedCall:
@@ -581,33 +747,30 @@ class Kernel(CompiledProgram):
         """
         return PreparedCall(self, self._check(args, kwargs, out))
 
-    def _thread_pool(self) -> ThreadPoolExecutor:
-        """The kernel's `threads - 1` worker threads, started on first use. Calls from several
-        Python threads share them (their slices queue); the calling threads run the first slices
-        themselves, and no slice waits on another, so a call always completes."""
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="xfuse")
-                weakref.finalize(self, self._pool.shutdown, wait=False)
-            return self._pool
-
     def run_native(
         self,
         argument_lists: Sequence[Sequence[int]],
         workspace_bytes: int,
         streaming: bool = False,
+        elements: int = 0,
     ) -> None:
-        """Run checked native arguments, in a borrowed workspace if the program needs one;
-        `streaming`: a head and a streaming rest (`CallPlan.for_pointers`)."""
-        if streaming:
-            self.function.run_streaming(*argument_lists)
-            return
-        pool = self._thread_pool() if len(argument_lists) > 1 else None
+        """Run checked native arguments of a call of `elements`, in a borrowed workspace if the
+        program needs one; `streaming`: a head and streaming slices (`CallPlan.for_pointers`).
+        Several slices run concurrently where `split_cost` says the call is worth it, else one
+        after the other on this thread, timed for `split_cost`."""
+        slices = len(argument_lists) - streaming
+        concurrent = slices > 1 and self.split_cost.splits(elements)
+        workers = self.workers.take(slices - 1) if concurrent else []
+        start = time.thread_time()
         if not workspace_bytes:
-            self.function.run(argument_lists, pool=pool)
-            return
-        with self._workspaces.borrow(workspace_bytes) as workspace:
-            self.function.run(argument_lists, workspace, pool)
+            self.function.run(argument_lists, workers=workers, streaming=streaming)
+        else:
+            with self._workspaces.borrow(workspace_bytes) as workspace:
+                self.function.run(argument_lists, workspace, workers, streaming)
+        # (after an exception, a worker may still be running its slice: it is not given back)
+        self.workers.give_back(workers)
+        if slices > 1 and not concurrent:
+            self.split_cost.record(elements, time.thread_time() - start)
 
     @functools.cached_property
     def _quick_call(self) -> QuickCall:
@@ -617,7 +780,9 @@ class Kernel(CompiledProgram):
     def run_plan(self, plan: CallPlan, pointers: Sequence[int]) -> None:
         """Run a checked call of `plan` on arrays at `pointers` (inputs, then outputs)."""
         plan = plan.for_pointers(self.function, pointers)
-        self.run_native(plan.argument_lists(pointers), plan.workspace_bytes, plan.streaming)
+        self.run_native(
+            plan.argument_lists(pointers), plan.workspace_bytes, plan.streaming, plan.elements
+        )
 
     def _check(self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> CheckedCall:
         """All checks of a call, before any native code runs.
@@ -648,7 +813,12 @@ class Kernel(CompiledProgram):
         results = outputs if shape is None else [o.reshape(shape) for o in outputs]
         plan = plan.for_pointers(self.function, pointers)
         return CheckedCall(
-            arrays, plan.argument_lists(pointers), plan.workspace_bytes, results, plan.streaming
+            arrays,
+            plan.argument_lists(pointers),
+            plan.workspace_bytes,
+            results,
+            plan.streaming,
+            plan.elements,
         )
 
     @functools.cached_property

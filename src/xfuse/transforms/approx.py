@@ -20,6 +20,9 @@ which take an op for its result), run by `expand` under an `ImplicitBuilder` tha
 - tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8), x^2 <= 8.5^2, clamped to +-1.
 - erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x times the ratio.
 - pow: exp(y * log|x|) with the C99 special cases (negative bases with integer exponents, 0, 1).
+- rsqrt: the host's estimate (an `arcp` division by sqrt, which LLVM's x86 backend turns into
+  `vrsqrt14ps`/`vrsqrtps` and one Newton step of its own), then one Newton step of ours with the
+  residual 1 - x y^2 computed with FMAs to one rounding; denormals scaled, 0 and inf selected.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ _EXP_FINITE_MAX = 88.72283172607421875  # float32 0x42B17217: exp of the next fl
 _EXP_ZERO_BELOW = -104.0  # exp(-104) < 2**-150: rounds to 0, as does exp of anything below
 _EXP_NORMAL_BELOW = -86.5  # above it n >= -125, so 2**(n - 1) is a normal float32
 _SQRT2 = 1.41421356
+_FLOAT32_INFINITY_BITS = 0x7F800000
 _ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: adding it rounds |v| < 2**22 to an integer in the low bits
 _LN2_HI = 0.693359375
 _LN2_LO = -2.12194440e-4
@@ -268,3 +272,32 @@ def pow(x: SSAValue, y: SSAValue) -> SSAValue:
     needs_integer = arith.AndIOp(negative_finite, y_is_fraction)
     result = arith.SelectOp(needs_integer, _f32(float("nan")), result)
     return arith.SelectOp(arith.CmpfOp(y, _f32(0.0), "oeq"), _f32(1.0), result).result
+
+
+def rsqrt(x: SSAValue) -> SSAValue:
+    """1 / sqrt(x) within ~0.5 ulp, from an estimate the divider does not compute.
+
+    `arcp` lets LLVM replace 1 / sqrt(s) by the host's estimate and one Newton step (x86:
+    `vrsqrt14ps`, 2^-14 relative, on 512-bit vectors; `vrsqrtps`/`vrsqrtss`, 1.5 * 2^-12,
+    elsewhere): y, within ~3e-7 of 1 / sqrt(s). Where it does not, y is 1 / sqrt(s) itself.
+    Ours is the step y + y e / 2 with e = 1 - s y^2, whose error is 3/2 of y's squared (~1e-13)
+    plus its rounding: e is computed from s y = h + l exactly (two FMAs), so the last FMA's
+    rounding is nearly all. The estimate sees no denormal (`vrsqrtps` takes one as 0): those are
+    scaled by 2^32 and the result by 2^16. At +-0 and +inf the step makes 0 * inf = NaN: the
+    result there is s's bits with the exponent field flipped (+-inf, +0). A negative or NaN s
+    gives NaN from the estimate on."""
+    small = arith.CmpfOp(x, _f32(2.0**-126), "olt")
+    s = arith.SelectOp(small, arith.MulfOp(x, _f32(2.0**32)), x)
+    y = arith.DivfOp(
+        _f32(1.0), math.SqrtOp(s), arith.FastMathFlagsAttr([arith.FastMathFlag.ALLOW_RECIP])
+    )
+    h = arith.MulfOp(s, y)
+    low = math.FmaOp(s, y, arith.NegfOp(h))
+    e = math.FmaOp(arith.NegfOp(low), y, math.FmaOp(arith.NegfOp(h), y, _f32(1.0)))
+    refined = math.FmaOp(arith.MulfOp(y, _f32(0.5)), e, y)
+    zero_or_inf = arith.OrIOp(
+        arith.CmpfOp(s, _f32(0.0), "oeq"), arith.CmpfOp(s, _f32(float("inf")), "oeq")
+    )
+    flipped = arith.XOrIOp(arith.BitcastOp(s, _I32), _i32(_FLOAT32_INFINITY_BITS))
+    result = arith.SelectOp(zero_or_inf, arith.BitcastOp(flipped, _F32), refined)
+    return arith.MulfOp(result, arith.SelectOp(small, _f32(2.0**16), _f32(1.0))).result

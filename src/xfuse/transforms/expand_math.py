@@ -6,8 +6,10 @@
 - `math=libm`: they become calls to the C library (`tanhf`, `expf`, `log1pf`, ... for f32;
   `tanh`, ... for f64), declared as private `func.func`s. These calls keep a loop scalar.
 
-In both modes `math.rsqrt` becomes `1 / math.sqrt` (sqrt is an exact, vectorizable LLVM intrinsic);
-`math.sqrt`, `math.absf` and `math.floor` stay for `ew-to-llvm`.
+`math.rsqrt` on f32 becomes `approx.rsqrt` with `math=approx` (the host's estimate and Newton
+steps: the divider is the bottleneck of `1 / sqrt` in a vector loop) and `1 / math.sqrt` with
+`math=libm` and on f64 (sqrt is an exact, vectorizable LLVM intrinsic); `math.sqrt`, `math.absf`
+and `math.floor` stay for `ew-to-llvm`.
 """
 
 from __future__ import annotations
@@ -89,9 +91,15 @@ class ExpandMath(RewritePattern):
         rewriter.replace(op, func.CallOp(name, list(op.operands), [type_]))
 
 
+@dataclass(frozen=True)
 class ExpandRsqrt(RewritePattern):
+    approximate: bool
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: math.RsqrtOp, rewriter: PatternRewriter) -> None:
+        if self.approximate and isinstance(op.result.type, Float32Type):
+            rewriter.replace(op, [], [approx.expand(approx.rsqrt, op)])
+            return
         one = arith.ConstantOp(FloatAttr(1.0, op.result.type))
         root = math.SqrtOp(op.operand)
         rewriter.replace(op, [one, root, arith.DivfOp(one, root)])
@@ -111,11 +119,12 @@ class EwExpandMathPass(ModulePass):
             raise DiagnosticException(
                 f"ew-expand-math: math must be approx or libm, got {self.math}"
             )
-        expand = ExpandMath(approximate=self.math == "approx")
+        approximate = self.math == "approx"
+        expand = ExpandMath(approximate)
         # Last op first: an approximation may look at the math op that computes its operand
         # (log1p of exp(-|y|) knows its range), so that op must not be expanded yet.
         PatternRewriteWalker(expand, apply_recursively=False, walk_reverse=True).rewrite_module(op)
-        PatternRewriteWalker(ExpandRsqrt(), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(ExpandRsqrt(approximate), apply_recursively=False).rewrite_module(op)
         declared = {f.sym_name.data for f in op.ops if isinstance(f, func.FuncOp)}
         for name, type_ in sorted(expand.libm_calls.items()):
             if name not in declared:
