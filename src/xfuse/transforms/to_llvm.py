@@ -13,9 +13,11 @@ way. No alignment is promised beyond the element's (numpy buffers are often only
 aligned). Element types: `index` -> i64; bf16 is stored as i16; f16, f32, f64 are LLVM's own.
 Conversions to and from f16 and bf16 are integer code (`narrow_bits`, `widen_bits`): exact, one
 rounding to nearest even (f64 -> f16 and f64 -> bf16 too), NaNs quieted with their sign and
-payload kept. LLVM's `fptrunc`/`fpext` on half and bfloat would call compiler-rt
-(`__truncdfhf2`, `__truncsfbf2`, `__extendhfsf2`) on CPUs without AVX-512 FP16/BF16 or F16C, and
-MCJIT resolves none of them.
+payload kept (by the + - * / that a widening feeds, where those are all its users). LLVM's
+`fptrunc`/`fpext` on half and bfloat would call compiler-rt (`__truncdfhf2`, `__truncsfbf2`,
+`__extendhfsf2`) on CPUs without AVX-512 FP16/BF16 or F16C, and MCJIT resolves none of them;
+AVX512_BF16's `vcvtneps2bf16` (what `fptrunc` to bfloat becomes where the CPU has it) flushes
+f32 subnormals to zero (0x007fffff gives 0x0000, not 0x0080), so it is not used.
 `memref.view` of a byte buffer is its pointer moved on by the byte shift (`ew-workspace` places
 the pipeline's temporaries so); a `memref.alloc`/`dealloc` left in the IR calls `malloc`/`free`.
 
@@ -723,11 +725,12 @@ def narrow_bits(
 
 
 def widen_bits(
-    emit: _Emitter, bits: SSAValue, source: FloatFormat, target: FloatFormat
+    emit: _Emitter, bits: SSAValue, source: FloatFormat, target: FloatFormat, quiet: bool = True
 ) -> SSAValue:
     """The f32/f64 value of the 16-bit float whose i16 `bits` are given: exact, in integer ops
     and, for subnormals, an exact int-to-float and scaling (`fpext` from half calls compiler-rt's
-    `__extendhfsf2` without F16C). A NaN keeps its sign and payload and comes out quiet."""
+    `__extendhfsf2` without F16C). A NaN keeps its sign and payload and comes out quiet; without
+    `quiet` a signaling one stays signaling (for a user that quiets it, `_quieted_by_users`)."""
     width = target.width
     float_type = _FLOAT_OF_WIDTH[width]
 
@@ -735,11 +738,11 @@ def widen_bits(
         return emit.integer(number, width)
 
     wide = emit(llvm.ZExtOp(bits, IntegerType(width)))
-    magnitude = emit(llvm.AndOp(wide, constant(source.sign - 1)))
     if (source.min_exponent, source.max_exponent) == (target.min_exponent, target.max_exponent):
         # The same exponents (bf16 -> f32): sign, exponent and fraction move up as they are.
         result = emit(llvm.ShlOp(wide, constant(width - source.width)))
     else:
+        magnitude = emit(llvm.AndOp(wide, constant(source.sign - 1)))
         shifted = emit(llvm.ShlOp(magnitude, constant(target.fraction - source.fraction)))
         rebias = constant((target.bias - source.bias) << target.fraction)
         result = emit(llvm.AddOp(shifted, rebias))
@@ -755,11 +758,13 @@ def widen_bits(
         result = emit(llvm.SelectOp(is_infinite, infinity, result))
         sign = emit(llvm.AndOp(wide, constant(source.sign)))
         result = emit(llvm.OrOp(result, emit(llvm.ShlOp(sign, constant(width - source.width)))))
-    # IEEE: converting a signaling NaN gives a quiet one. (Not with `llvm.canonicalize`: LLVM 22
-    # aborts legalizing it for <2 x float>.)
-    quiet_nan = emit(llvm.OrOp(result, constant(1 << (target.fraction - 1))))
-    is_nan = emit.unsigned_compare("ugt", magnitude, constant(source.infinity))
-    result = emit(llvm.SelectOp(is_nan, quiet_nan, result))
+    if quiet:
+        # IEEE: converting a signaling NaN gives a quiet one. (Not with `llvm.canonicalize`:
+        # LLVM 22 aborts legalizing it for <2 x float>.)
+        quiet_nan = emit(llvm.OrOp(result, constant(1 << (target.fraction - 1))))
+        result_magnitude = emit(llvm.AndOp(result, constant(target.sign - 1)))
+        is_nan = emit.unsigned_compare("ugt", result_magnitude, constant(target.infinity))
+        result = emit(llvm.SelectOp(is_nan, quiet_nan, result))
     return emit(llvm.BitcastOp(result, float_type))
 
 
@@ -772,10 +777,37 @@ def _is_f16_f32_pair(a: Attribute, b: Attribute) -> bool:
     return {type(a), type(b)} == {Float16Type, Float32Type}
 
 
+_QUIETING_ARITHMETIC = (
+    arith.AddfOp,
+    arith.SubfOp,
+    arith.MulfOp,
+    arith.DivfOp,
+    llvm.FAddOp,
+    llvm.FSubOp,
+    llvm.FMulOp,
+    llvm.FDivOp,
+)
+
+
+def _quieted_by_users(value: SSAValue) -> bool:
+    """Every user of `value` is + - * / of it and a value no constant defines: the hardware's
+    arithmetic (x86's SSE/AVX, PTX) turns a signaling NaN operand into the quiet one a widening
+    makes of it, bit for bit, and LLVM drops such an op only for a constant operand (x + -0.0,
+    x * 1), so a widening feeding only these need not quiet (it saves 3 vector ops a widened
+    input in the bf16 LLM GELU)."""
+    users = [use.operation for use in value.uses]
+    return bool(users) and all(
+        isinstance(user, _QUIETING_ARITHMETIC)
+        and not any(isinstance(o.owner, arith.ConstantOp | llvm.ConstantOp) for o in user.operands)
+        for user in users
+    )
+
+
 @dataclass(frozen=True)
 class ExtfToLlvm(RewritePattern):
-    """f32 -> f64 with `fpext`; f16 and bf16 (i16 bits) -> f32/f64 with `widen_bits`, or f16 ->
-    f32 with `fpext` where `f16c` says the target converts it in hardware."""
+    """f32 -> f64 with `fpext`; f16 and bf16 (i16 bits) -> f32/f64 with `widen_bits` (quieting a
+    NaN unless every user quiets it, `_quieted_by_users`), or f16 -> f32 with `fpext` where `f16c`
+    says the target converts it in hardware."""
 
     f16c: bool = False
 
@@ -791,7 +823,7 @@ class ExtfToLlvm(RewritePattern):
         if isinstance(op.input.type, Float16Type):
             bits = emit(llvm.BitcastOp(op.input, _I16))
         target = FORMATS[type(op.result.type)]
-        widen_bits(emit, bits, _format(op.input.type), target)
+        widen_bits(emit, bits, _format(op.input.type), target, not _quieted_by_users(op.result))
         rewriter.replace(op, emit.ops)
 
 
