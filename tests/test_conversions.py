@@ -124,12 +124,20 @@ def test_conversion_is_bit_exact(source: str, target: str, fuse: bool) -> None:
 
 @pytest.mark.parametrize("source", ["f16", "bf16"])
 @pytest.mark.parametrize(
-    "program", ["out = x + y;", "out = y * x;", "out = f32(x) * 2;", "out = f32(x);"]
+    "program",
+    [
+        "out = x + y;",
+        "out = y * x;",
+        "out = (x + y) * x;",
+        "out = f32(x) * 2;",
+        "out = x / pow(y, 0);",
+        "out = f32(x);",
+    ],
 )
 def test_a_widened_signaling_nan_comes_out_quiet(program: str, source: str) -> None:
-    # A widening that only + - * / of a non-constant operand use is not quieted (that op quiets
-    # a signaling NaN, to the same bits); before an op of a constant (x * 2: LLVM may fold such
-    # an op) or a plain conversion it is.
+    # A widening that only + - * / of an operand LLVM cannot fold use is not quieted (that op
+    # quiets a signaling NaN, to the same bits); before an op of a constant (x * 2, and pow(y, 0),
+    # which LLVM folds to 1: x / 1 is x) or a plain conversion it is.
     every = np.arange(1 << 16, dtype=np.uint16).view(DTYPES[source])
     x = every[np.isnan(every.astype(np.float32))]
     kernel = xfuse.compile(f"input {source} x; input f32 y; {program}", ["out"])

@@ -13,7 +13,8 @@ way. No alignment is promised beyond the element's (numpy buffers are often only
 aligned). Element types: `index` -> i64; bf16 is stored as i16; f16, f32, f64 are LLVM's own.
 Conversions to and from f16 and bf16 are integer code (`narrow_bits`, `widen_bits`): exact, one
 rounding to nearest even (f64 -> f16 and f64 -> bf16 too), NaNs quieted with their sign and
-payload kept (by the + - * / that a widening feeds, where those are all its users). LLVM's
+payload kept (by the + - * / that a widening feeds, where those are all its users and LLVM
+cannot fold their other operands to constants). LLVM's
 `fptrunc`/`fpext` on half and bfloat would call compiler-rt (`__truncdfhf2`, `__truncsfbf2`,
 `__extendhfsf2`) on CPUs without AVX-512 FP16/BF16 or F16C, and MCJIT resolves none of them;
 AVX512_BF16's `vcvtneps2bf16` (what `fptrunc` to bfloat becomes where the CPU has it) flushes
@@ -777,28 +778,33 @@ def _is_f16_f32_pair(a: Attribute, b: Attribute) -> bool:
     return {type(a), type(b)} == {Float16Type, Float32Type}
 
 
-_QUIETING_ARITHMETIC = (
-    arith.AddfOp,
-    arith.SubfOp,
-    arith.MulfOp,
-    arith.DivfOp,
-    llvm.FAddOp,
-    llvm.FSubOp,
-    llvm.FMulOp,
-    llvm.FDivOp,
-)
+_QUIETING_ARITHMETIC = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp)
 
 
-def _quieted_by_users(value: SSAValue) -> bool:
-    """Every user of `value` is + - * / of it and a value no constant defines: the hardware's
-    arithmetic (x86's SSE/AVX, PTX) turns a signaling NaN operand into the quiet one a widening
-    makes of it, bit for bit, and LLVM drops such an op only for a constant operand (x + -0.0,
-    x * 1), so a widening feeding only these need not quiet (it saves 3 vector ops a widened
-    input in the bf16 LLM GELU)."""
-    users = [use.operation for use in value.uses]
+def _is_unknown(value: SSAValue) -> bool:
+    """`value` is one that LLVM cannot fold to a constant: a load, a widening of one, or + - * /
+    of such a value (without fast-math flags that assume no NaN, no IEEE identity makes x * 0,
+    x - x or x / x a constant)."""
+    owner = value.owner
+    if isinstance(owner, memref.LoadOp):
+        return True
+    if isinstance(owner, arith.ExtFOp):
+        return _is_unknown(owner.input)
+    return isinstance(owner, _QUIETING_ARITHMETIC) and any(
+        _is_unknown(operand) for operand in owner.operands
+    )
+
+
+def _quieted_by_users(widening: arith.ExtFOp) -> bool:
+    """Every user of the widened value is + - * / of it and a value LLVM cannot fold to a
+    constant (`_is_unknown`): the hardware's arithmetic (x86's SSE/AVX, PTX) gives the same bits
+    for a signaling NaN operand as for the quiet NaN a widening makes of it, and LLVM can drop
+    such an op only for a constant operand (x + -0.0, x * 1, also one that folds to a constant,
+    like pow(y, 0)), so the widening need not quiet it (3 vector ops less a widened input)."""
+    users = [use.operation for use in widening.result.uses]
     return bool(users) and all(
         isinstance(user, _QUIETING_ARITHMETIC)
-        and not any(isinstance(o.owner, arith.ConstantOp | llvm.ConstantOp) for o in user.operands)
+        and all(o is widening.result or _is_unknown(o) for o in user.operands)
         for user in users
     )
 
@@ -806,10 +812,12 @@ def _quieted_by_users(value: SSAValue) -> bool:
 @dataclass(frozen=True)
 class ExtfToLlvm(RewritePattern):
     """f32 -> f64 with `fpext`; f16 and bf16 (i16 bits) -> f32/f64 with `widen_bits` (quieting a
-    NaN unless every user quiets it, `_quieted_by_users`), or f16 -> f32 with `fpext` where `f16c`
-    says the target converts it in hardware."""
+    NaN except for the `unquieted` widenings, whose users quiet it: `_quieted_by_users`, decided
+    before any op is lowered), or f16 -> f32 with `fpext` where `f16c` says the target converts
+    it in hardware."""
 
     f16c: bool = False
+    unquieted: frozenset[arith.ExtFOp] = frozenset()
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.ExtFOp, rewriter: PatternRewriter) -> None:
@@ -823,7 +831,7 @@ class ExtfToLlvm(RewritePattern):
         if isinstance(op.input.type, Float16Type):
             bits = emit(llvm.BitcastOp(op.input, _I16))
         target = FORMATS[type(op.result.type)]
-        widen_bits(emit, bits, _format(op.input.type), target, not _quieted_by_users(op.result))
+        widen_bits(emit, bits, _format(op.input.type), target, op not in self.unquieted)
         rewriter.replace(op, emit.ops)
 
 
@@ -948,6 +956,9 @@ class EwToLlvmPass(ModulePass):
             for block in list(function.regions[0].blocks)[1:] if function.regions else []:
                 for arg in block.args:
                     Rewriter.replace_value_with_new_type(arg, convert_type(arg.type))
+        unquieted = frozenset(
+            o for o in op.walk() if isinstance(o, arith.ExtFOp) and _quieted_by_users(o)
+        )
         patterns: list[RewritePattern] = [
             LoadToLlvm(),
             StoreToLlvm(),
@@ -968,7 +979,7 @@ class EwToLlvmPass(ModulePass):
             CmpiToLlvm(),
             SelectToLlvm(),
             CastsToLlvm(),
-            ExtfToLlvm(self.f16c),
+            ExtfToLlvm(self.f16c, unquieted),
             TruncfToLlvm(self.f16c),
             MathToLlvm(),
         ]
