@@ -1,6 +1,6 @@
 """Measure the maximum error of each math implementation over a dense float32 sweep.
 
-    python benchmarks/math_accuracy.py [--stride 64]
+    python benchmarks/math_accuracy.py [--stride 64] [--only tanh exp ...]
 
 Inputs: every `stride`-th float32 bit pattern (both signs, all exponents), plus +-0, +-inf, NaN,
 the smallest denormal and the largest float. The reference is numpy in float64 on the same
@@ -11,6 +11,7 @@ reported as mismatches: a NaN where the reference is not NaN (or the other way) 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,13 +45,29 @@ def sweep(stride: int) -> np.ndarray:
     return values[~np.isnan(values) | np.isnan(values)]
 
 
-def measure(op: type[ew.UnaryOp | ew.BinaryOp], mode: str, *inputs: np.ndarray) -> Accuracy:
-    name = ew.mnemonic(op)
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return ew.SoftplusOp.reference(x)
+
+
+COMPOSITES: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
+    "tanh(softplus(x))": ("out = tanh(softplus(x));", lambda x: np.tanh(_softplus(x))),
+    "Mish, x * tanh(softplus(x))": (
+        "out = x * tanh(softplus(x));",
+        lambda x: x * np.tanh(_softplus(x)),
+    ),
+}
+"""Programs whose approximation is not the composition of their ops' (`ew-expand-math` computes
+tanh(softplus(x)) as one function): their source and float64 reference."""
+
+
+def measure(
+    name: str, source: str, reference: Callable[..., np.ndarray], mode: str, *inputs: np.ndarray
+) -> Accuracy:
     names = "xy"[: len(inputs)]
     with np.errstate(all="ignore"):
-        kernel = xfuse.compile(f"out = {name}({', '.join(names)});", math=mode)
+        kernel = xfuse.compile(source, math=mode)
         got = kernel(**dict(zip(names, inputs, strict=True))).astype(np.float64)
-        want = op.reference(*(a.astype(np.float64) for a in inputs))
+        want = reference(*(a.astype(np.float64) for a in inputs))
         want32 = want.astype(np.float32).astype(np.float64)
         finite = np.isfinite(want32) & np.isfinite(got)
         same_special = (
@@ -82,18 +99,29 @@ def binary_inputs(count: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([x, bx.ravel()]), np.concatenate([y, by.ravel()])
 
 
-def measure_all(stride: int) -> list[Accuracy]:
+def measure_op(op: type[ew.UnaryOp | ew.BinaryOp], mode: str, *inputs: np.ndarray) -> Accuracy:
+    name = ew.mnemonic(op)
+    source = f"out = {name}({', '.join('xy'[: len(inputs)])});"
+    return measure(name, source, op.reference, mode, *inputs)
+
+
+def measure_all(stride: int, only: Sequence[str] = ()) -> list[Accuracy]:
     x = sweep(stride)
     small = x[np.abs(x) < 6] if stride < 4096 else x
     results = []
     for mode in ("approx", "libm"):
         for op in MEASURED:
+            if only and ew.mnemonic(op) not in only:
+                continue
             if issubclass(op, ew.BinaryOp):
-                results.append(measure(op, mode, *binary_inputs(x.size // 8)))
+                results.append(measure_op(op, mode, *binary_inputs(x.size // 8)))
             elif op in SLOW_REFERENCE:
-                results.append(measure(op, mode, small[:: max(1, small.size // 2_000_000)]))
+                results.append(measure_op(op, mode, small[:: max(1, small.size // 2_000_000)]))
             else:
-                results.append(measure(op, mode, x))
+                results.append(measure_op(op, mode, x))
+        for name, (source, reference) in COMPOSITES.items():
+            if not only or name in only:
+                results.append(measure(name, source, reference, mode, x))
     return results
 
 
@@ -113,8 +141,11 @@ def table(results: list[Accuracy]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--stride", type=int, default=64, help="sweep every n-th bit pattern")
+    parser.add_argument(
+        "--only", nargs="+", default=(), help="these functions (mnemonics, COMPOSITES' names)"
+    )
     args = parser.parse_args()
-    print(table(measure_all(args.stride)))
+    print(table(measure_all(args.stride, args.only)))
 
 
 if __name__ == "__main__":

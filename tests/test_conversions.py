@@ -122,6 +122,29 @@ def test_conversion_is_bit_exact(source: str, target: str, fuse: bool) -> None:
     assert_same_floats(kernel(x=x), want, x)
 
 
+@pytest.mark.parametrize("source", ["f16", "bf16"])
+@pytest.mark.parametrize(
+    "program",
+    [
+        "out = x + y;",
+        "out = y * x;",
+        "out = (x + y) * x;",
+        "out = f32(x) * 2;",
+        "out = x / pow(y, 0);",
+        "out = f32(x);",
+    ],
+)
+def test_a_widened_signaling_nan_comes_out_quiet(program: str, source: str) -> None:
+    # A widening that only + - * / of an operand LLVM cannot fold use is not quieted (that op
+    # quiets a signaling NaN, to the same bits); before an op of a constant (x * 2, and pow(y, 0),
+    # which LLVM folds to 1: x / 1 is x) or a plain conversion it is.
+    every = np.arange(1 << 16, dtype=np.uint16).view(DTYPES[source])
+    x = every[np.isnan(every.astype(np.float32))]
+    kernel = xfuse.compile(f"input {source} x; input f32 y; {program}", ["out"])
+    got = kernel(x=x, y=np.ones(x.size, np.float32))
+    assert bits(got).tolist() == converted_nans(x, np.dtype(np.float32)).tolist()
+
+
 def test_f64_to_f16_rounds_once_not_through_f32() -> None:
     # 1 + 2^-11 + 2^-40 is just above the tie between two f16 values; through f32 it becomes
     # the tie itself (2^-40 is lost) and then rounds to even, one ulp down.

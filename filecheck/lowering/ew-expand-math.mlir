@@ -60,6 +60,62 @@ func.func @softplus_parts(%x: f32) -> (f32, f32) {
   func.return %l, %g : f32, f32
 }
 
+// tanh of softplus's form (Mish's factor) is n / (n + 2) with e = exp(y), n = e (e + 2): one
+// exp without its overflow select, one division, 1 above y = 9.1; the softplus ops are erased.
+// Where the softplus has another use, it stays beside the pair's form. libm keeps the calls.
+// CHECK-LABEL: func.func @tanh_of_softplus
+// CHECK-SAME:    (%[[Y:.*]]: f32)
+// CHECK-NOT:     math.
+// CHECK-NOT:     arith.maximumf
+// CHECK:         arith.constant 5.42101086e-20 : f32
+// CHECK-NEXT:    arith.constant 1.000000e+00 : f32
+// CHECK-NEXT:    %[[FACTOR:.*]] = arith.select
+// CHECK-NEXT:    %[[E:.*]] = arith.mulf %{{.*}}, %[[FACTOR]] : f32
+// CHECK-NEXT:    %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-NEXT:    %[[E_PLUS_2:.*]] = arith.addf %[[E]], %[[TWO]] : f32
+// CHECK-NEXT:    %[[N:.*]] = arith.mulf %[[E]], %[[E_PLUS_2]] : f32
+// CHECK-NEXT:    %[[TWO_AGAIN:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-NEXT:    %[[N_PLUS_2:.*]] = arith.addf %[[N]], %[[TWO_AGAIN]] : f32
+// CHECK-NEXT:    %[[RATIO:.*]] = arith.divf %[[N]], %[[N_PLUS_2]] : f32
+// CHECK-NEXT:    %[[LIMIT:.*]] = arith.constant 9.100000e+00 : f32
+// CHECK-NEXT:    %[[SATURATED:.*]] = arith.cmpf ogt, %[[Y]], %[[LIMIT]] : f32
+// CHECK-NEXT:    %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT:    %[[T:.*]] = arith.select %[[SATURATED]], %[[ONE]], %[[RATIO]] : f32
+// CHECK-NEXT:    %[[MISH:.*]] = arith.mulf %[[Y]], %[[T]] : f32
+// CHECK-NEXT:    func.return %[[MISH]]
+// CHECK-LABEL: func.func @tanh_of_used_softplus
+// CHECK:         arith.maximumf
+// CHECK:         arith.divf
+// CHECK:         arith.cmpf ogt, %{{.*}}, %{{.*}} : f32
+// CHECK:         func.return
+// LIBM-LABEL: func.func @tanh_of_softplus
+// LIBM:          func.call @expf
+// LIBM:          func.call @log1pf
+// LIBM:          func.call @tanhf
+func.func @tanh_of_softplus(%y: f32) -> f32 {
+  %zero = arith.constant 0.000000e+00 : f32
+  %positive = arith.maximumf %y, %zero : f32
+  %a = math.absf %y : f32
+  %m = arith.negf %a : f32
+  %e = math.exp %m : f32
+  %l = math.log1p %e : f32
+  %softplus = arith.addf %positive, %l : f32
+  %t = math.tanh %softplus : f32
+  %mish = arith.mulf %y, %t : f32
+  func.return %mish : f32
+}
+func.func @tanh_of_used_softplus(%y: f32) -> (f32, f32) {
+  %zero = arith.constant 0.000000e+00 : f32
+  %positive = arith.maximumf %y, %zero : f32
+  %a = math.absf %y : f32
+  %m = arith.negf %a : f32
+  %e = math.exp %m : f32
+  %l = math.log1p %e : f32
+  %softplus = arith.addf %positive, %l : f32
+  %t = math.tanh %softplus : f32
+  func.return %t, %softplus : f32, f32
+}
+
 // f64 has no approximation: it calls the double libm functions in both modes, declared once;
 // its rsqrt is 1 / sqrt.
 // CHECK-LABEL: func.func @f64_ops

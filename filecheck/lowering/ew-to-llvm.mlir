@@ -39,7 +39,8 @@ func.func @add(%x: memref<?xf32>, %y: memref<?xf32>, %out: memref<?xf32>) {
 }
 
 // 2-D: the linear index is i * d + j, with the static inner size as a constant. bf16 loads as
-// i16, widens by a shift into the high half (a NaN quieted), and narrows with round-to-nearest-
+// i16, widens by a shift into the high half (a NaN quieted: x * 0.5 may not quiet it, as LLVM
+// may fold an op of a constant), and narrows with round-to-nearest-
 // even in integer ops: add 0x7fff plus the lowest kept bit, drop the low half; NaN selected.
 // CHECK-LABEL: llvm.func @bf16_matrix
 // CHECK-SAME:    (%[[X:.*]]: !llvm.ptr, %{{.*}}: i64, %[[OUT:.*]]: !llvm.ptr, %{{.*}}: i64)
@@ -67,15 +68,39 @@ func.func @bf16_matrix(%x: memref<?x8xbf16>, %out: memref<?x8xbf16>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c8 = arith.constant 8 : index
+  %half = arith.constant 0.5 : f32
   %t = memref.dim %x, %c0 : memref<?x8xbf16>
   scf.for %i = %c0 to %t step %c1 {
     scf.for %j = %c0 to %c8 step %c1 {
       %v = memref.load %x[%i, %j] : memref<?x8xbf16>
       %f = arith.extf %v : bf16 to f32
-      %d = arith.mulf %f, %f : f32
+      %d = arith.mulf %f, %half : f32
       %r = arith.truncf %d : f32 to bf16
       memref.store %r, %out[%i, %j] : memref<?x8xbf16>
     }
+  }
+  func.return
+}
+
+// A widening whose every user is + - * / with a non-constant operand is not quieted: the
+// hardware's add quiets a signaling NaN itself, to the same bits.
+// CHECK-LABEL: llvm.func @bf16_sum
+// CHECK:         %[[BITS:.*]] = llvm.load %{{.*}} : !llvm.ptr -> i16
+// CHECK:         %[[WIDE:.*]] = llvm.zext %[[BITS]] : i16 to i32
+// CHECK-NEXT:    %[[SIXTEEN:.*]] = llvm.mlir.constant(16 : i32) : i32
+// CHECK-NEXT:    %[[HIGH:.*]] = llvm.shl %[[WIDE]], %[[SIXTEEN]] : i32
+// CHECK-NEXT:    %[[F:.*]] = llvm.bitcast %[[HIGH]] : i32 to f32
+// CHECK-NEXT:    llvm.fadd %[[F]], %{{.*}} : f32
+func.func @bf16_sum(%x: memref<?xbf16>, %y: memref<?xf32>, %out: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n = memref.dim %x, %c0 : memref<?xbf16>
+  scf.for %i = %c0 to %n step %c1 {
+    %v = memref.load %x[%i] : memref<?xbf16>
+    %w = memref.load %y[%i] : memref<?xf32>
+    %f = arith.extf %v : bf16 to f32
+    %s = arith.addf %f, %w : f32
+    memref.store %s, %out[%i] : memref<?xf32>
   }
   func.return
 }

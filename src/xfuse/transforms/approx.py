@@ -17,7 +17,8 @@ which take an op for its result), run by `expand` under an `ImplicitBuilder` tha
 - log1p: of exp(-|y|) (softplus), whose argument is in [0, 1]: log(1 + x) with the rounding of
   1 + x corrected, no special-case selects, no division; elsewhere Goldberg's
   log(u) * x / (u - 1) with u = 1 + x.
-- tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8), x^2 <= 8.5^2, clamped to +-1.
+- tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8), x^2 <= 8.5^2, clamped to +-1;
+  of softplus(y) (Mish, `y * tanh(softplus(y))`): n / (n + 2) with n = e^y (e^y + 2).
 - erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x times the ratio.
 - pow: exp(y * log|x|) with the C99 special cases (negative bases with integer exponents, 0, 1).
 - rsqrt: the host's estimate (an `arcp` division by sqrt, which LLVM's x86 backend turns into
@@ -91,6 +92,7 @@ _TANH_DENOMINATOR = (
     4.7065075462135775e-01,
     1.0,
 )
+_TANH_OF_SOFTPLUS_ONE_FROM = 9.1  # tanh(softplus(y)) rounds to 1 in float32 from y ~ 9.011
 _ERF_CLAMP = 4.0
 _ERF_NUMERATOR = (
     -2.72614225801306e-10,
@@ -150,6 +152,11 @@ def _is_non_positive(x: SSAValue) -> bool:
 
 
 def exp(x: SSAValue) -> SSAValue:
+    return _exp(x, may_overflow=not _is_non_positive(x))
+
+
+def _exp(x: SSAValue, may_overflow: bool) -> SSAValue:
+    """exp(x); without `may_overflow`, whatever the arithmetic makes above 88.72 (NaN for inf)."""
     # No upper clamp: above 88.72 the final select gives +inf whatever the arithmetic made.
     below = arith.CmpfOp(x, _f32(_EXP_ZERO_BELOW), "olt")
     clamped = arith.SelectOp(below, _f32(_EXP_ZERO_BELOW), x)
@@ -170,7 +177,7 @@ def exp(x: SSAValue) -> SSAValue:
     bias = arith.SelectOp(tiny, _i32((126 + 64) << 23), _i32(126 << 23))
     scaled = arith.MulfOp(twice, arith.BitcastOp(arith.AddiOp(exponent, bias), _F32))
     result = arith.MulfOp(scaled, arith.SelectOp(tiny, _f32(2.0**-64), _f32(1.0)))
-    if _is_non_positive(x):
+    if not may_overflow:
         return result.result
     overflows = arith.CmpfOp(x, _f32(_EXP_FINITE_MAX), "ogt")
     return arith.SelectOp(overflows, _f32(float("inf")), result).result
@@ -233,7 +240,45 @@ def log1p(x: SSAValue) -> SSAValue:
     return arith.SelectOp(arith.CmpfOp(x, _f32(float("inf")), "oeq"), x, result).result
 
 
+def _softplus_argument(value: SSAValue) -> SSAValue | None:
+    """y where `value` is softplus(y) as fusion writes it, `max(y, 0) + log1p(exp(-|y|))`
+    (`xfuse.transforms.scalar`), else None."""
+    total = value.owner
+    if not isinstance(total, arith.AddfOp):
+        return None
+    positive, log1p = total.lhs.owner, total.rhs.owner
+    if not (isinstance(positive, arith.MaximumfOp) and isinstance(log1p, math.Log1pOp)):
+        return None
+    exp_op, zero = log1p.operand.owner, positive.rhs.owner
+    if not (
+        isinstance(exp_op, math.ExpOp)
+        and _is_non_positive(exp_op.operand)
+        and isinstance(zero, arith.ConstantOp)
+        and zero.value == FloatAttr(0.0, _F32)
+    ):
+        return None
+    y = positive.lhs
+    absolute = exp_op.operand.owner.operand.owner  # -|y|: negf of absf (_is_non_positive)
+    return y if isinstance(absolute, math.AbsFOp) and absolute.operand == y else None
+
+
+def _tanh_of_softplus(y: SSAValue) -> SSAValue:
+    """tanh(log(1 + e)) = n / (n + 2) with e = exp(y) and n = e (e + 2) (Mish's factor): one exp
+    and one division for softplus's exp and log1p and tanh's rational. Toward y = -inf it is e
+    (n = 2e exactly once e is tiny) with exp's relative error, down to the denormals; NaN stays
+    NaN; above y = 9.1 (it rounds to 1 from ~9.011) it is 1, whatever exp (without its overflow
+    select) and n (overflowing from y ~ 44: inf / inf) make there."""
+    e = _exp(y, may_overflow=False)
+    n = arith.MulfOp(e, arith.AddfOp(e, _f32(2.0)))
+    ratio = arith.DivfOp(n, arith.AddfOp(n, _f32(2.0)))
+    saturated = arith.CmpfOp(y, _f32(_TANH_OF_SOFTPLUS_ONE_FROM), "ogt")
+    return arith.SelectOp(saturated, _f32(1.0), ratio).result
+
+
 def tanh(x: SSAValue) -> SSAValue:
+    softplus_argument = _softplus_argument(x)
+    if softplus_argument is not None:
+        return _tanh_of_softplus(softplus_argument)
     # x^2 is clamped, not x (one select, not two): past the clamp x p(c^2) / q(c^2) only grows
     # (to inf for huge x), and the result's clamp to [-1, 1] makes all of that +-1.
     limit = _TANH_CLAMP * _TANH_CLAMP

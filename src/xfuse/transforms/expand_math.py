@@ -1,8 +1,9 @@
 """`ew-expand-math{math=approx|libm}`: replace transcendental `math` ops before going to LLVM.
 
 - `math=approx`: f32 `math.exp/log/log1p/tanh/erf/powf` become the plain-arithmetic
-  approximations of `xfuse.transforms.approx` (vectorizable; errors in docs/math.md). f64 has no
-  approximation here and calls libm as in `math=libm`.
+  approximations of `xfuse.transforms.approx` (vectorizable; errors in docs/math.md); a `tanh`
+  of softplus's form becomes one of the pair (Mish's `tanh(softplus(x))`), and the softplus ops
+  left unused are erased. f64 has no approximation here and calls libm as in `math=libm`.
 - `math=libm`: they become calls to the C library (`tanhf`, `expf`, `log1pf`, ... for f32;
   `tanh`, ... for f64), declared as private `func.func`s. These calls keep a loop scalar.
 
@@ -14,7 +15,7 @@ and `math.floor` stay for `ew-to-llvm`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,6 +30,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.transforms.dead_code_elimination import is_trivially_dead
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.transforms import approx
@@ -72,6 +74,18 @@ def libm_functions() -> set[str]:
     return {f.libm + suffix for f in MATH_FUNCTIONS.values() for suffix in ("", "f")}
 
 
+def _erase_unused(values: Sequence[SSAValue], rewriter: PatternRewriter) -> None:
+    """Erase the side-effect-free ops computing `values` that nothing uses any more, and theirs
+    in turn: an approximation that reads its operand's operands (tanh of softplus reads softplus's
+    argument) leaves the operand's ops behind."""
+    for value in values:
+        owner = value.owner
+        if isinstance(owner, Operation) and is_trivially_dead(owner):
+            operands = list(owner.operands)
+            rewriter.erase(owner)
+            _erase_unused(operands, rewriter)
+
+
 @dataclass
 class ExpandMath(RewritePattern):
     approximate: bool
@@ -84,7 +98,9 @@ class ExpandMath(RewritePattern):
             return
         type_ = op.results[0].type
         if self.approximate and isinstance(type_, Float32Type):
+            operands = list(op.operands)
             rewriter.replace(op, [], [approx.expand(function.approximation, op)])
+            _erase_unused(operands, rewriter)
             return
         name = libm_name(type(op), type_)
         self.libm_calls[name] = FunctionType.from_lists(op.operand_types, [type_])

@@ -13,9 +13,12 @@ way. No alignment is promised beyond the element's (numpy buffers are often only
 aligned). Element types: `index` -> i64; bf16 is stored as i16; f16, f32, f64 are LLVM's own.
 Conversions to and from f16 and bf16 are integer code (`narrow_bits`, `widen_bits`): exact, one
 rounding to nearest even (f64 -> f16 and f64 -> bf16 too), NaNs quieted with their sign and
-payload kept. LLVM's `fptrunc`/`fpext` on half and bfloat would call compiler-rt
-(`__truncdfhf2`, `__truncsfbf2`, `__extendhfsf2`) on CPUs without AVX-512 FP16/BF16 or F16C, and
-MCJIT resolves none of them.
+payload kept (by the + - * / that a widening feeds, where those are all its users and LLVM
+cannot fold their other operands to constants). LLVM's
+`fptrunc`/`fpext` on half and bfloat would call compiler-rt (`__truncdfhf2`, `__truncsfbf2`,
+`__extendhfsf2`) on CPUs without AVX-512 FP16/BF16 or F16C, and MCJIT resolves none of them;
+AVX512_BF16's `vcvtneps2bf16` (what `fptrunc` to bfloat becomes where the CPU has it) flushes
+f32 subnormals to zero (0x007fffff gives 0x0000, not 0x0080), so it is not used.
 `memref.view` of a byte buffer is its pointer moved on by the byte shift (`ew-workspace` places
 the pipeline's temporaries so); a `memref.alloc`/`dealloc` left in the IR calls `malloc`/`free`.
 
@@ -723,11 +726,12 @@ def narrow_bits(
 
 
 def widen_bits(
-    emit: _Emitter, bits: SSAValue, source: FloatFormat, target: FloatFormat
+    emit: _Emitter, bits: SSAValue, source: FloatFormat, target: FloatFormat, quiet: bool = True
 ) -> SSAValue:
     """The f32/f64 value of the 16-bit float whose i16 `bits` are given: exact, in integer ops
     and, for subnormals, an exact int-to-float and scaling (`fpext` from half calls compiler-rt's
-    `__extendhfsf2` without F16C). A NaN keeps its sign and payload and comes out quiet."""
+    `__extendhfsf2` without F16C). A NaN keeps its sign and payload and comes out quiet; without
+    `quiet` a signaling one stays signaling (for a user that quiets it, `_quieted_by_users`)."""
     width = target.width
     float_type = _FLOAT_OF_WIDTH[width]
 
@@ -735,11 +739,11 @@ def widen_bits(
         return emit.integer(number, width)
 
     wide = emit(llvm.ZExtOp(bits, IntegerType(width)))
-    magnitude = emit(llvm.AndOp(wide, constant(source.sign - 1)))
     if (source.min_exponent, source.max_exponent) == (target.min_exponent, target.max_exponent):
         # The same exponents (bf16 -> f32): sign, exponent and fraction move up as they are.
         result = emit(llvm.ShlOp(wide, constant(width - source.width)))
     else:
+        magnitude = emit(llvm.AndOp(wide, constant(source.sign - 1)))
         shifted = emit(llvm.ShlOp(magnitude, constant(target.fraction - source.fraction)))
         rebias = constant((target.bias - source.bias) << target.fraction)
         result = emit(llvm.AddOp(shifted, rebias))
@@ -755,11 +759,13 @@ def widen_bits(
         result = emit(llvm.SelectOp(is_infinite, infinity, result))
         sign = emit(llvm.AndOp(wide, constant(source.sign)))
         result = emit(llvm.OrOp(result, emit(llvm.ShlOp(sign, constant(width - source.width)))))
-    # IEEE: converting a signaling NaN gives a quiet one. (Not with `llvm.canonicalize`: LLVM 22
-    # aborts legalizing it for <2 x float>.)
-    quiet_nan = emit(llvm.OrOp(result, constant(1 << (target.fraction - 1))))
-    is_nan = emit.unsigned_compare("ugt", magnitude, constant(source.infinity))
-    result = emit(llvm.SelectOp(is_nan, quiet_nan, result))
+    if quiet:
+        # IEEE: converting a signaling NaN gives a quiet one. (Not with `llvm.canonicalize`:
+        # LLVM 22 aborts legalizing it for <2 x float>.)
+        quiet_nan = emit(llvm.OrOp(result, constant(1 << (target.fraction - 1))))
+        result_magnitude = emit(llvm.AndOp(result, constant(target.sign - 1)))
+        is_nan = emit.unsigned_compare("ugt", result_magnitude, constant(target.infinity))
+        result = emit(llvm.SelectOp(is_nan, quiet_nan, result))
     return emit(llvm.BitcastOp(result, float_type))
 
 
@@ -772,12 +778,46 @@ def _is_f16_f32_pair(a: Attribute, b: Attribute) -> bool:
     return {type(a), type(b)} == {Float16Type, Float32Type}
 
 
+_QUIETING_ARITHMETIC = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp)
+
+
+def _is_unknown(value: SSAValue) -> bool:
+    """`value` is one that LLVM cannot fold to a constant: a load, a widening of one, or + - * /
+    of such a value (without fast-math flags that assume no NaN, no IEEE identity makes x * 0,
+    x - x or x / x a constant)."""
+    owner = value.owner
+    if isinstance(owner, memref.LoadOp):
+        return True
+    if isinstance(owner, arith.ExtFOp):
+        return _is_unknown(owner.input)
+    return isinstance(owner, _QUIETING_ARITHMETIC) and any(
+        _is_unknown(operand) for operand in owner.operands
+    )
+
+
+def _quieted_by_users(widening: arith.ExtFOp) -> bool:
+    """Every user of the widened value is + - * / of it and a value LLVM cannot fold to a
+    constant (`_is_unknown`): the hardware's arithmetic (x86's SSE/AVX, PTX) gives the same bits
+    for a signaling NaN operand as for the quiet NaN a widening makes of it, and LLVM can drop
+    such an op only for a constant operand (x + -0.0, x * 1, also one that folds to a constant,
+    like pow(y, 0)), so the widening need not quiet it (3 vector ops less a widened input)."""
+    users = [use.operation for use in widening.result.uses]
+    return bool(users) and all(
+        isinstance(user, _QUIETING_ARITHMETIC)
+        and all(o is widening.result or _is_unknown(o) for o in user.operands)
+        for user in users
+    )
+
+
 @dataclass(frozen=True)
 class ExtfToLlvm(RewritePattern):
-    """f32 -> f64 with `fpext`; f16 and bf16 (i16 bits) -> f32/f64 with `widen_bits`, or f16 ->
-    f32 with `fpext` where `f16c` says the target converts it in hardware."""
+    """f32 -> f64 with `fpext`; f16 and bf16 (i16 bits) -> f32/f64 with `widen_bits` (quieting a
+    NaN except for the `unquieted` widenings, whose users quiet it: `_quieted_by_users`, decided
+    before any op is lowered), or f16 -> f32 with `fpext` where `f16c` says the target converts
+    it in hardware."""
 
     f16c: bool = False
+    unquieted: frozenset[arith.ExtFOp] = frozenset()
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.ExtFOp, rewriter: PatternRewriter) -> None:
@@ -791,7 +831,7 @@ class ExtfToLlvm(RewritePattern):
         if isinstance(op.input.type, Float16Type):
             bits = emit(llvm.BitcastOp(op.input, _I16))
         target = FORMATS[type(op.result.type)]
-        widen_bits(emit, bits, _format(op.input.type), target)
+        widen_bits(emit, bits, _format(op.input.type), target, op not in self.unquieted)
         rewriter.replace(op, emit.ops)
 
 
@@ -916,6 +956,9 @@ class EwToLlvmPass(ModulePass):
             for block in list(function.regions[0].blocks)[1:] if function.regions else []:
                 for arg in block.args:
                     Rewriter.replace_value_with_new_type(arg, convert_type(arg.type))
+        unquieted = frozenset(
+            o for o in op.walk() if isinstance(o, arith.ExtFOp) and _quieted_by_users(o)
+        )
         patterns: list[RewritePattern] = [
             LoadToLlvm(),
             StoreToLlvm(),
@@ -936,7 +979,7 @@ class EwToLlvmPass(ModulePass):
             CmpiToLlvm(),
             SelectToLlvm(),
             CastsToLlvm(),
-            ExtfToLlvm(self.f16c),
+            ExtfToLlvm(self.f16c, unquieted),
             TruncfToLlvm(self.f16c),
             MathToLlvm(),
         ]
