@@ -29,13 +29,16 @@ def default_pipeline(
     math: str = "approx",
     fastmath: str = "contract",
     f16c: bool = False,
+    vector_bytes: int = 0,
     target: str = "cpu",
     extra: Sequence[ModulePass] = (),
 ) -> tuple[ModulePass, ...]:
     """The passes from the frontend's `ew` ops on tensors to the `llvm` dialect, in order.
 
     `extra` runs right after `ew-optimize`; `math` is `ew-expand-math`'s (`target="cpu"`) or
-    `ew-to-nvvm`'s (`target="cuda"`: kernels outlined for the GPU instead of looped on the host).
+    `ew-to-nvvm`'s (`target="cuda"`: kernels outlined for the GPU instead of looped on the host);
+    `vector_bytes` is `ew-kernel-to-loops`'s (the host's vector width, for a remainder loop of
+    its own; 0: one loop).
     """
     tensor_passes = (
         EwOptimizePass(),
@@ -53,7 +56,7 @@ def default_pipeline(
     return (
         *tensor_passes,
         EwWorkspacePass(),
-        EwKernelToLoopsPass(),
+        EwKernelToLoopsPass(vector_bytes=vector_bytes),
         EwExpandMathPass(math=math),  # type: ignore[arg-type]  # checked by the pass
         EwToLlvmPass(fastmath=fastmath, f16c=f16c),
     )
