@@ -217,14 +217,12 @@ class EwKernelToLoopsPass(ModulePass):
     """The target's vector width in bytes (a power of two): split each innermost loop into a
     main loop and a remainder loop (see the module's docstring); 0 keeps one loop."""
 
-    def __post_init__(self) -> None:
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.vector_bytes < 0 or self.vector_bytes & (self.vector_bytes - 1):
             raise ValueError(
                 f"ew-kernel-to-loops: vector-bytes must be 0 or a power of two, got "
                 f"{self.vector_bytes}"
             )
-
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
         for function in list(op.ops):
             if not isinstance(function, func.FuncOp):
                 continue
