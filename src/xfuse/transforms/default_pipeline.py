@@ -75,7 +75,8 @@ def split_after(
 class XfuseDefaultPass(ModulePass):
     """`xfuse.compile`'s whole CPU pipeline, `ew-optimize` to `ew-to-llvm` (`default_pipeline`).
 
-    Its options are `xfuse.compile`'s; the output is host-independent (`f16c` off unless asked).
+    Its options are `xfuse.compile`'s; the output is host-independent (`f16c` off and no
+    remainder loop unless asked).
     """
 
     name = "xfuse-default"
@@ -95,6 +96,10 @@ class XfuseDefaultPass(ModulePass):
     f16c: bool = False
     """`ew-to-llvm`'s f16 conversions in one instruction (x86 with F16C)."""
 
+    vector_bytes: int = 0
+    """`ew-kernel-to-loops`'s: the vector width a remainder loop of its own is made for (what
+    `xfuse.compile` sets: 64 with AVX-512, 32 with AVX2; 0: one loop)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes = default_pipeline(
             fuse=self.fuse,
@@ -102,5 +107,6 @@ class XfuseDefaultPass(ModulePass):
             math=self.math,
             fastmath=self.fastmath,
             f16c=self.f16c,
+            vector_bytes=self.vector_bytes,
         )
         PassPipeline(passes).apply(ctx, op)
