@@ -2,7 +2,7 @@
 
 // With the vector width set, the innermost loop runs to the largest multiple of 4 vectors of the
 // narrowest element (4 x 64 bytes of f32: 64 elements), and a copy of it from there to the end:
-// the remainder loop, which ew-to-llvm's loop marks vectorize with masks.
+// the remainder loop, which LLVM vectorizes with masks (`xfuse.codegen.native.mark_loops`).
 // CHECK-LABEL: func.func @one_dim
 // CHECK-SAME:    (%[[X:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xf32>)
 // CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index

@@ -177,7 +177,6 @@ class Options:
             math=self.math,
             fastmath=self.fastmath,
             f16c=self.target == "cpu" and host_cpu().has("f16c"),
-            vector_bytes=host_cpu().float_lanes * 4 if self.target == "cpu" else 0,
             target=self.target,
             extra=self.extra(),
         )

@@ -21,6 +21,12 @@ from xfuse.transforms.to_llvm import EwToLlvmPass
 from xfuse.transforms.to_nvvm import EwToNvvmPass
 from xfuse.transforms.workspace import EwWorkspacePass
 
+REMAINDER_VECTOR_BYTES = 64
+"""`ew-kernel-to-loops`'s `vector-bytes`: the widest x86 vectors (AVX-512), on every host, so
+that the pipeline's output stays host-independent. A main-loop block is then 4 vectors with
+AVX-512 and 8 with AVX2, and the masked remainder loop up to 4 or 8 vectors (measured alike on
+AVX2: docs/benchmarks.md)."""
+
 
 def default_pipeline(
     *,
@@ -29,16 +35,13 @@ def default_pipeline(
     math: str = "approx",
     fastmath: str = "contract",
     f16c: bool = False,
-    vector_bytes: int = 0,
     target: str = "cpu",
     extra: Sequence[ModulePass] = (),
 ) -> tuple[ModulePass, ...]:
     """The passes from the frontend's `ew` ops on tensors to the `llvm` dialect, in order.
 
     `extra` runs right after `ew-optimize`; `math` is `ew-expand-math`'s (`target="cpu"`) or
-    `ew-to-nvvm`'s (`target="cuda"`: kernels outlined for the GPU instead of looped on the host);
-    `vector_bytes` is `ew-kernel-to-loops`'s (the host's vector width, for a remainder loop of
-    its own; 0: one loop).
+    `ew-to-nvvm`'s (`target="cuda"`: kernels outlined for the GPU instead of looped on the host).
     """
     tensor_passes = (
         EwOptimizePass(),
@@ -56,7 +59,7 @@ def default_pipeline(
     return (
         *tensor_passes,
         EwWorkspacePass(),
-        EwKernelToLoopsPass(vector_bytes=vector_bytes),
+        EwKernelToLoopsPass(vector_bytes=REMAINDER_VECTOR_BYTES),
         EwExpandMathPass(math=math),  # type: ignore[arg-type]  # checked by the pass
         EwToLlvmPass(fastmath=fastmath, f16c=f16c),
     )
@@ -75,8 +78,7 @@ def split_after(
 class XfuseDefaultPass(ModulePass):
     """`xfuse.compile`'s whole CPU pipeline, `ew-optimize` to `ew-to-llvm` (`default_pipeline`).
 
-    Its options are `xfuse.compile`'s; the output is host-independent (`f16c` off and no
-    remainder loop unless asked).
+    Its options are `xfuse.compile`'s; the output is host-independent (`f16c` off unless asked).
     """
 
     name = "xfuse-default"
@@ -96,10 +98,6 @@ class XfuseDefaultPass(ModulePass):
     f16c: bool = False
     """`ew-to-llvm`'s f16 conversions in one instruction (x86 with F16C)."""
 
-    vector_bytes: int = 0
-    """`ew-kernel-to-loops`'s: the vector width a remainder loop of its own is made for (what
-    `xfuse.compile` sets: 64 with AVX-512, 32 with AVX2; 0: one loop)."""
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes = default_pipeline(
             fuse=self.fuse,
@@ -107,6 +105,5 @@ class XfuseDefaultPass(ModulePass):
             math=self.math,
             fastmath=self.fastmath,
             f16c=self.f16c,
-            vector_bytes=self.vector_bytes,
         )
         PassPipeline(passes).apply(ctx, op)

@@ -22,14 +22,14 @@ becomes
       }
     }
 
-With `vector-bytes` set (the compile driver sets the host's vector width), the innermost loop is
-split in two: a main loop over the largest multiple of `MAIN_LOOP_VECTORS` vectors of the
-kernel's narrowest element type, and a remainder loop over the rest, which starts at the main
-loop's bound (`xfuse.codegen.native.mark_loops` tells it by that start: its own loops start at 0).
-LLVM then vectorizes the main loop with no epilogue at all (it proves the trip count a multiple of
-its vectors) and the remainder as one masked vector loop, instead of a smaller vector epilogue and
-up to 7 scalar iterations, each running the whole scalar polynomial (docs/benchmarks.md). The
-element order of the work is unchanged, and each element runs the same operations.
+With `vector-bytes` set (the default pipeline sets 64, AVX-512's width, on every host), the
+innermost loop is split in two: a main loop over the largest multiple of `MAIN_LOOP_VECTORS`
+vectors of that width of the kernel's narrowest element type, and a remainder loop over the rest,
+which starts at the main loop's bound (`xfuse.codegen.native.mark_loops` tells it by that start:
+every other loop starts at 0). LLVM then vectorizes the main loop with no epilogue at all (it
+proves the trip count a multiple of its vectors) and the remainder as one masked vector loop,
+instead of a smaller vector epilogue and up to 7 scalar iterations, each running the whole scalar
+polynomial (docs/benchmarks.md). Each element runs the same operations wherever it falls.
 
 In a function of several kernels, each kernel's loop nest is a function of its own, `func.func
 private @<function>.kernel<i>` taking the kernel's distinct memrefs, marked `ew.no_inline` (LLVM
