@@ -27,6 +27,7 @@ from xfuse.codegen.native import (
 )
 from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
+from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.pipeline import pipeline_context
 from xfuse.transforms.to_llvm import EwToLlvmPass, packed_entry_name, parse_fastmath
 
@@ -305,6 +306,12 @@ def test_remainder_is_one_masked_vector_loop(target_cpu: HostCpu, dtype: str) ->
     np.testing.assert_allclose(
         got[finite].astype(np.float64), reference[finite], rtol=tolerance, atol=1e-30
     )
+
+
+@pytest.mark.parametrize("vector_bytes", [-64, 48])
+def test_vector_bytes_must_be_a_power_of_two(vector_bytes: int) -> None:
+    with pytest.raises(ValueError, match="vector-bytes must be 0 or a power of two, got "):
+        EwKernelToLoopsPass(vector_bytes=vector_bytes).apply(pipeline_context(), ModuleOp([]))
 
 
 def vector_stores_per_iteration(llvm_ir: str) -> int:

@@ -50,7 +50,7 @@ of this one (GELU 0.8 vs 1.9 ms, the 10^3-op chain 26 vs 44 ms, the wide DAG 71 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.builder import Builder
 from xdsl.context import Context
@@ -161,7 +161,7 @@ def split_remainder(loop: scf.ForOp, block: int) -> None:
 
 @dataclass
 class KernelToLoops(RewritePattern):
-    vector_bytes: int = field(default=0)
+    vector_bytes: int = 0
     """The target's vector width in bytes; 0: no remainder loop of its own."""
 
     @op_type_rewrite_pattern
