@@ -232,9 +232,14 @@ def stored_bytes(instruction: str) -> int:
     return width if mnemonic.startswith(("vmov", "movu", "mova")) else 0
 
 
+MASKED_STORE = re.compile(r"maskmov|^\s*vmov\w*\s+%[xyz]mm\d+, [^%]*\(.*\{%k\d\}")
+"""A masked vector store: AVX2's `vmaskmovps`, AVX-512's `vmovups %zmm0, (%rax) {%k1}`."""
+
+
 def hot_loop(asm: str) -> list[str]:
     """The instructions of the longest innermost loop (label to backward branch, containing no
-    other) of the first function: the unstreamed kernel's main vector loop."""
+    other) of the first function that masks no store: the unstreamed kernel's main vector loop
+    (the masked remainder loop may be longer, with `interleave=1`)."""
     lines = asm.split("\n.Lfunc_end", 1)[0].splitlines()
     labels = {line[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\.LBB\w+:", line)}
     loops = []
@@ -247,9 +252,16 @@ def hot_loop(asm: str) -> list[str]:
         for start, end in loops
         if not any(start <= s and e <= end and (s, e) != (start, end) for s, e in loops)
     ]
-    start, end = max(innermost, key=lambda loop: loop[1] - loop[0])
-    body = lines[start + 1 : end + 1]
-    return [line for line in body if line.strip() and not line.lstrip().startswith(("#", "."))]
+    bodies = [
+        [
+            line
+            for line in lines[start + 1 : end + 1]
+            if line.strip() and line.lstrip()[0] not in "#."
+        ]
+        for start, end in innermost
+    ]
+    unmasked = [body for body in bodies if not any(MASKED_STORE.search(line) for line in body)]
+    return max(unmasked or bodies, key=len)
 
 
 @dataclass(frozen=True)

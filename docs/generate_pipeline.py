@@ -62,7 +62,10 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
         "their own (`@main.kernel0`, ...), marked `ew.no_inline` and called where the kernel "
         "was, so that LLVM optimizes the program kernel by kernel. (xDSL's own route, "
         "`ew-to-linalg,convert-linalg-to-loops,lower-affine`, hoists and outlines nothing and "
-        "took 1.3-3x the time: measured in docs/benchmarks.md.)",
+        "took 1.3-3x the time: measured in docs/benchmarks.md.) The innermost loop is split in "
+        "two (`vector-bytes=64`): a main loop to the largest multiple of 4 AVX-512 vectors "
+        "(`arith.andi %3, -64`: 64 f32) and a copy of it over the rest, which LLVM vectorizes "
+        "with masked loads and stores instead of a vector epilogue and scalar iterations.",
     ),
     "ew-expand-math": (
         "`ew-expand-math{math=approx}`: vectorizable math",

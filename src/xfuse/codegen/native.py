@@ -65,6 +65,11 @@ class HostCpu:
     def has(self, feature: str) -> bool:
         return f"+{feature}" in self.features.split(",")
 
+    def masks(self, element_bytes: int) -> bool:
+        """Whether vector loads and stores of `element_bytes`-sized elements can be masked:
+        `vmaskmovps/pd` (AVX) for 4 and 8 bytes, AVX-512BW's masked moves for 1 and 2."""
+        return self.has("avx512bw") or (element_bytes >= 4 and self.has("avx"))
+
     @property
     def float_lanes(self) -> int:
         """f32 lanes in the widest vector register: 16 with AVX-512, 8 with AVX, else 4."""
@@ -195,10 +200,50 @@ LONG_BODY = 24
 LONG_BODY_INTERLEAVE = 4
 
 
+def is_remainder_loop(blocks: set[llvm_ir.Block]) -> bool:
+    """Whether the loop of `blocks` is a remainder loop: its induction variable (the first phi of
+    its header) starts at something else than 0, where every loop xfuse makes starts but the
+    remainder loop, which starts at the main loop's bound."""
+    header = min(blocks, key=lambda block: block.function.blocks.index(block))
+    induction = next((i for i in header.instructions if isinstance(i, llvm_ir.PhiInstr)), None)
+    if induction is None:
+        return False
+    start = [value for value, block in induction.incomings if block not in blocks]
+    return start != [llvm_ir.Constant(induction.type, 0)]
+
+
+def _accessed_bytes(blocks: set[llvm_ir.Block]) -> set[int]:
+    """The sizes of the elements the loads and stores of `blocks` access (1 for a type that
+    `_BYTES` does not list: the narrowest, so the least often maskable)."""
+    types = [
+        instruction.type
+        if isinstance(instruction, llvm_ir.LoadInstr)
+        else instruction.operands[0].type
+        for block in blocks
+        for instruction in block.instructions
+        if isinstance(instruction, llvm_ir.LoadInstr | llvm_ir.StoreInstr)
+    ]
+    return {_BYTES.get(str(type_), 1) for type_ in types}
+
+
+def _loop_flag(module: llvm_ir.Module, name: str) -> llvm_ir.MDValue:
+    """A loop property `!{!"name", i1 true}`."""
+    return module.add_metadata(
+        [llvm_ir.MetaDataString(module, name), llvm_ir.Constant(llvm_ir.IntType(1), 1)]
+    )
+
+
 def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
     """Mark each innermost loop's memory accesses as free of loop-carried dependences, and give
     it an interleave count: `interleave`, or where None the one `interleave_count` chooses from
-    its body's length (0: LLVM's choice)."""
+    its body's length (0: LLVM's choice).
+
+    A remainder loop (`is_remainder_loop`: what `ew-kernel-to-loops{vector-bytes=...}` leaves
+    after the main loop) is not interleaved, and where the host masks loads and stores of its
+    element sizes (`HostCpu.masks`) vectorized with masks (`llvm.loop.vectorize.predicate.enable`):
+    one masked vector iteration per vector of elements, where LLVM would run a vector epilogue
+    and then scalar iterations (AVX2 has no masked 16-bit moves: there it stays a plain vector
+    loop with its own epilogue)."""
     for function in module.functions:
         for latch, blocks in _innermost_loops(function):
             group = _distinct_node(module, [])
@@ -216,6 +261,10 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
                 if interleave is None
                 else interleave
             )
+            if is_remainder_loop(blocks):
+                count = 1
+                if all(map(host_cpu().masks, _accessed_bytes(blocks))):
+                    properties.append(_loop_flag(module, "llvm.loop.vectorize.predicate.enable"))
             if count:
                 properties.append(
                     module.add_metadata(

@@ -21,6 +21,12 @@ from xfuse.transforms.to_llvm import EwToLlvmPass
 from xfuse.transforms.to_nvvm import EwToNvvmPass
 from xfuse.transforms.workspace import EwWorkspacePass
 
+REMAINDER_VECTOR_BYTES = 64
+"""`ew-kernel-to-loops`'s `vector-bytes`: the widest x86 vectors (AVX-512), on every host, so
+that the pipeline's output stays host-independent. A main-loop block is then 4 vectors with
+AVX-512 and 8 with AVX2, and the masked remainder loop up to 4 or 8 vectors (measured alike on
+AVX2: docs/benchmarks.md)."""
+
 
 def default_pipeline(
     *,
@@ -53,7 +59,7 @@ def default_pipeline(
     return (
         *tensor_passes,
         EwWorkspacePass(),
-        EwKernelToLoopsPass(),
+        EwKernelToLoopsPass(vector_bytes=REMAINDER_VECTOR_BYTES),
         EwExpandMathPass(math=math),  # type: ignore[arg-type]  # checked by the pass
         EwToLlvmPass(fastmath=fastmath, f16c=f16c),
     )

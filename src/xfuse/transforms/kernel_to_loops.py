@@ -22,6 +22,15 @@ becomes
       }
     }
 
+With `vector-bytes` set (the default pipeline sets 64, AVX-512's width, on every host), the
+innermost loop is split in two: a main loop over the largest multiple of `MAIN_LOOP_VECTORS`
+vectors of that width of the kernel's narrowest element type, and a remainder loop over the rest,
+which starts at the main loop's bound (`xfuse.codegen.native.mark_loops` tells it by that start:
+every other loop starts at 0). LLVM then vectorizes the main loop with no epilogue at all (it
+proves the trip count a multiple of its vectors) and the remainder as one masked vector loop,
+instead of a smaller vector epilogue and up to 7 scalar iterations, each running the whole scalar
+polynomial (docs/benchmarks.md). Each element runs the same operations wherever it falls.
+
 In a function of several kernels, each kernel's loop nest is a function of its own, `func.func
 private @<function>.kernel<i>` taking the kernel's distinct memrefs, marked `ew.no_inline` (LLVM
 must not inline it), and called where the kernel was. LLVM then optimizes and generates code
@@ -46,7 +55,7 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, ModuleOp, UnitAttr
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, MemRefType, ModuleOp, UnitAttr
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -121,7 +130,40 @@ def outline_kernel(kernel: ew.KernelOp, name: str) -> func.FuncOp:
     return function
 
 
+MAIN_LOOP_VECTORS = 4
+"""Vectors one iteration of the vectorized main loop computes: LLVM's interleave count on x86
+(`xfuse.codegen.native.LONG_BODY_INTERLEAVE` for long bodies, LLVM's own choice, also 4, for
+short ones)."""
+
+
+def main_loop_block(kernel: ew.KernelOp, vector_bytes: int) -> int:
+    """The elements one main-loop iteration computes: `MAIN_LOOP_VECTORS` vectors of
+    `vector_bytes` of the kernel's narrowest element type (a power of two)."""
+    narrowest = min(
+        max(1, operand.type.element_type.bitwidth // 8)
+        for operand in kernel.operands
+        if isinstance(operand.type, MemRefType)
+    )
+    return MAIN_LOOP_VECTORS * vector_bytes // narrowest
+
+
+def split_remainder(loop: scf.ForOp, block: int) -> None:
+    """Run `loop` (from 0, step 1) to the largest multiple of `block` (a power of two) below its
+    bound, and a copy of it from there to the bound."""
+    builder = Builder(InsertPoint.before(loop))
+    mask = builder.insert(arith.ConstantOp.from_int_and_width(-block, IndexType())).result
+    main_bound = builder.insert(arith.AndIOp(loop.ub, mask)).result
+    remainder = loop.clone()
+    Rewriter.insert_op(remainder, InsertPoint.after(loop))
+    loop.operands = [loop.lb, main_bound, loop.step]
+    remainder.operands = [main_bound, remainder.ub, remainder.step]
+
+
+@dataclass
 class KernelToLoops(RewritePattern):
+    vector_bytes: int = 0
+    """The target's vector width in bytes; 0: no remainder loop of its own."""
+
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ew.KernelOp, rewriter: PatternRewriter) -> None:
         builder = Builder(InsertPoint.before(op))
@@ -157,6 +199,10 @@ class KernelToLoops(RewritePattern):
             levels[depth[scalar_op.results[0]]].insert(scalar_op)
         for value, destination in zip(yielded, op.outputs, strict=True):
             levels[-1].insert(memref.StoreOp.get(value, destination, induction_vars))
+        if self.vector_bytes and induction_vars:
+            innermost = induction_vars[-1].owner.parent_op()
+            assert isinstance(innermost, scf.ForOp)
+            split_remainder(innermost, main_loop_block(op, self.vector_bytes))
         rewriter.erase(op, safe_erase=False)
 
 
@@ -167,7 +213,16 @@ class EwKernelToLoopsPass(ModulePass):
 
     name = "ew-kernel-to-loops"
 
+    vector_bytes: int = 0
+    """The target's vector width in bytes (a power of two): split each innermost loop into a
+    main loop and a remainder loop (see the module's docstring); 0 keeps one loop."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.vector_bytes < 0 or self.vector_bytes & (self.vector_bytes - 1):
+            raise ValueError(
+                f"ew-kernel-to-loops: vector-bytes must be 0 or a power of two, got "
+                f"{self.vector_bytes}"
+            )
         for function in list(op.ops):
             if not isinstance(function, func.FuncOp):
                 continue
@@ -186,4 +241,6 @@ class EwKernelToLoopsPass(ModulePass):
                 outlined = outline_kernel(kernel, name)
                 op.body.block.insert_op_after(outlined, place)
                 place = outlined
-        PatternRewriteWalker(KernelToLoops(), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(
+            KernelToLoops(self.vector_bytes), apply_recursively=False
+        ).rewrite_module(op)
