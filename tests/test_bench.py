@@ -378,10 +378,16 @@ def test_activations_benchmark_finds_the_hot_loop_and_its_stores(
     assert script.stored_bytes("\tvpmovdw\t%zmm16, -96(%r13,%r14,2)") == 32  # dwords to words
     assert script.stored_bytes("\tvmovups\t%ymm0, 128(%rsp)") == 0  # a spill
     assert script.stored_bytes("\tvmovups\t(%rdx), %zmm0") == 0  # a load
-    body = script.hot_loop(compile("out = x * sigmoid(x);").asm)
-    assert body[-1].split()[0].startswith("j") and not any(":" in line for line in body)
-    stored = sum(map(script.stored_bytes, body))
-    assert stored > 0 and stored % (4 * host_cpu().float_lanes) == 0
+    assert script.MASKED_STORE.search("\tvmovups\t%zmm19, (%rcx,%rdi,4) {%k1}")
+    assert script.MASKED_STORE.search("\tvmaskmovps\t%ymm1, %ymm2, (%rcx)")
+    assert not script.MASKED_STORE.search("\tvmovaps\t%zmm1, %zmm2 {%k1}")  # a blend
+    # With interleave 1 the masked remainder loop is longer than the main loop: not taken.
+    for interleave in (None, 1):
+        body = script.hot_loop(compile("out = x * sigmoid(x);", interleave=interleave).asm)
+        assert body[-1].split()[0].startswith("j") and not any(":" in line for line in body)
+        assert not any(script.MASKED_STORE.search(line) for line in body)
+        stored = sum(map(script.stored_bytes, body))
+        assert stored > 0 and stored % (4 * host_cpu().float_lanes) == 0
     # The divider's instructions, whose throughput the benchmark measures (not an estimate's).
     divider = [
         (line.split()[0], found.group(2))
