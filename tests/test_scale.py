@@ -322,3 +322,16 @@ def test_collector_pause_nests_across_threads_and_errors() -> None:
         assert not gc.isenabled()  # a caller's own choice is kept
     finally:
         gc.enable()
+
+
+def test_a_kernel_computes_one_address_per_element_however_many_arrays_it_has() -> None:
+    # Each array with its own `?` sizes gave LLVM one address computation (row * its row
+    # length + column) per array: dozens in a wide DAG's kernels, a third of LLVM's time there.
+    functions = _lowered_functions(wide_dag(500))
+    kernels = [f for name, f in functions.items() if ".kernel" in name]
+    for kernel in kernels:
+        arrays = sum(isinstance(t, llvm.LLVMPointerType) for t in kernel.function_type.inputs)
+        assert arrays > 30
+        loops = list(kernel.body.blocks)[1:]
+        multiplies = [op for block in loops for op in block.ops if isinstance(op, llvm.MulOp)]
+        assert len(multiplies) == 2  # the row's start, and the [t, 1] input's row
