@@ -326,7 +326,7 @@ def test_collector_pause_nests_across_threads_and_errors() -> None:
 
 def test_a_kernel_computes_one_address_per_element_however_many_arrays_it_has() -> None:
     # Each array with its own `?` sizes gave LLVM one address computation (row * its row
-    # length + column) per array: dozens in a wide DAG's kernels, a third of LLVM's time there.
+    # length + column) per array: dozens in a wide DAG's kernels, a fifth of LLVM's time there.
     functions = _lowered_functions(wide_dag(500))
     kernels = [f for name, f in functions.items() if ".kernel" in name]
     for kernel in kernels:

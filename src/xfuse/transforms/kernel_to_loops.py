@@ -30,7 +30,7 @@ Arrays of the whole iteration space (`x` and `y` here: contiguous, the output's 
 and written through one-dimensional views at one linear index, so however many a kernel has, LLVM
 sees one address computation and one row length: with one per array (each array's own `?`
 sizes, which LLVM cannot know are equal), a kernel of dozens of arrays cost its register
-allocator and Loop Strength Reduction a third more time.
+allocator and Loop Strength Reduction a quarter to a third more time.
 
 In a function of several kernels, each kernel's loop nest is a function of its own, `func.func
 private @<function>.kernel<i>` taking the kernel's distinct memrefs, marked `ew.no_inline` (LLVM
