@@ -32,7 +32,7 @@ from xfuse.benchmarking.timing import host_summary
 from xfuse.codegen.native import generate_code, optimize_llvm_dialect
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.runtime.compiler import Options
+from xfuse.runtime.compiler import Options, collector_paused
 from xfuse.transforms.pipeline import pipeline_context
 
 
@@ -108,7 +108,8 @@ def main() -> None:
     for label, program in PROGRAMS.items():
         for fuse in (True,) if args.fused_only else (True, False):
             for size in args.sizes:
-                ops, kernels, times = stage_times(program(size), fuse, args.llvm_kernels)
+                with collector_paused():  # as in `xfuse.compile`
+                    ops, kernels, times = stage_times(program(size), fuse, args.llvm_kernels)
                 stages = [*times] if "codegen" in times else [*times, "LLVM opt", "codegen"]
                 if header is None:
                     header = stages

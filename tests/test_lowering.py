@@ -567,7 +567,7 @@ def test_strided_alloc_is_rejected() -> None:
     }
     """
     module = Parser(pipeline_context(), text).parse_module()
-    with pytest.raises(DiagnosticException, match="'memref.alloc' makes memref<8xf32, strided"):
+    with pytest.raises(DiagnosticException, match="'memref.alloc' on memref<8xf32, strided"):
         EwToLlvmPass().apply(pipeline_context(), module)
 
 

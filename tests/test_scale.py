@@ -7,11 +7,14 @@ program, and run programs that used to recurse too deep, hang LLVM, or exceed ct
 
 from __future__ import annotations
 
+import gc
 import inspect
 import math
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import llvmlite.binding as llvm_binding
 import numpy as np
@@ -25,6 +28,7 @@ from xdsl.ir import SSAValue
 import xfuse
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
+from xfuse.runtime import compiler
 from xfuse.runtime.compiler import Options
 from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.fuse import EwFusePass, fuse_function, scalar_size
@@ -274,3 +278,60 @@ def test_kernel_functions_stay_functions_through_llvm() -> None:
     for _ in range(300):
         want = want * np.float32(0.999) + np.float32(0.001)
     np.testing.assert_allclose(kernel(a=x), want, rtol=1e-5)
+
+
+def test_compiling_pauses_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its full collections walk the whole live IR again and again: a third of the passes' CPU
+    # time on a 10^4-op program.
+    seen: list[bool] = []
+    lower = compiler._lower
+
+    def spy(*args: Any) -> compiler.Program:
+        seen.append(gc.isenabled())
+        return lower(*args)
+
+    monkeypatch.setattr(compiler, "_lower", spy)
+    assert gc.isenabled()
+    xfuse.compile("out = x * 1.25 + 0.375;  # test_compiling_pauses_the_cyclic_collector")
+    assert seen == [False]
+    assert gc.isenabled()
+
+
+def test_collector_pause_nests_across_threads_and_errors() -> None:
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with compiler.collector_paused():
+            inside.set()
+            leave.wait()
+
+    other = threading.Thread(target=hold)
+    other.start()
+    assert inside.wait(timeout=60)
+    with pytest.raises(ZeroDivisionError), compiler.collector_paused():
+        assert not gc.isenabled()
+        _ = 1 / 0
+    assert not gc.isenabled()  # the other thread still compiles
+    leave.set()
+    other.join()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with compiler.collector_paused():
+            pass
+        assert not gc.isenabled()  # a caller's own choice is kept
+    finally:
+        gc.enable()
+
+
+def test_a_kernel_computes_one_address_per_element_however_many_arrays_it_has() -> None:
+    # Each array with its own `?` sizes gave LLVM one address computation (row * its row
+    # length + column) per array: dozens in a wide DAG's kernels, a fifth of LLVM's time there.
+    functions = _lowered_functions(wide_dag(500))
+    kernels = [f for name, f in functions.items() if ".kernel" in name]
+    for kernel in kernels:
+        arrays = sum(isinstance(t, llvm.LLVMPointerType) for t in kernel.function_type.inputs)
+        assert arrays > 30
+        loops = list(kernel.body.blocks)[1:]
+        multiplies = [op for block in loops for op in block.ops if isinstance(op, llvm.MulOp)]
+        assert len(multiplies) == 2  # the row's start, and the [t, 1] input's row

@@ -30,22 +30,28 @@ func.func @one_dim(%x: memref<?xf32>, %out: memref<?xf32>) {
 }
 
 // Two dims: only the innermost loop is split (in every row); bf16 is the narrowest element, so
-// the block is 4 x 64 bytes of bf16 (128 elements). The row's hoisted load stays outside both.
+// the block is 4 x 64 bytes of bf16 (128 elements). The row's hoisted load and the row's start
+// in the arrays' one-dimensional views stay outside both.
 // CHECK-LABEL: func.func @two_dims
 // CHECK-SAME:    (%[[X:.*]]: memref<?x?xbf16>, %[[S:.*]]: memref<?x1xf32>, %[[OUT:.*]]: memref<?x?xbf16>)
 // CHECK-DAG:     %[[T:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?xbf16>
 // CHECK-DAG:     %[[D:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?xbf16>
+// CHECK-DAG:     %[[XF:.*]] = memref.collapse_shape %[[X]] {{.*}} into memref<?xbf16>
+// CHECK-DAG:     %[[OUTF:.*]] = memref.collapse_shape %[[OUT]] {{.*}} into memref<?xbf16>
 // CHECK:         scf.for %[[I:.*]] = %{{.*}} to %[[T]] step
+// CHECK-NEXT:      %[[ROW:.*]] = arith.muli %[[I]], %[[D]] : index
 // CHECK-NEXT:      %[[SS:.*]] = memref.load %[[S]][%[[I]], %{{.*}}] : memref<?x1xf32>
 // CHECK-NEXT:      %[[BLOCK:.*]] = arith.constant -128 : index
 // CHECK-NEXT:      %[[MAIN:.*]] = arith.andi %[[D]], %[[BLOCK]] : index
 // CHECK-NEXT:      scf.for %[[J:.*]] = %{{.*}} to %[[MAIN]] step
-// CHECK-NEXT:        memref.load %[[X]][%[[I]], %[[J]]] : memref<?x?xbf16>
-// CHECK:             memref.store %{{.*}}, %[[OUT]][%[[I]], %[[J]]] : memref<?x?xbf16>
+// CHECK-NEXT:        %[[AT:.*]] = arith.addi %[[ROW]], %[[J]] : index
+// CHECK-NEXT:        memref.load %[[XF]][%[[AT]]] : memref<?xbf16>
+// CHECK:             memref.store %{{.*}}, %[[OUTF]][%[[AT]]] : memref<?xbf16>
 // CHECK-NEXT:      }
 // CHECK-NEXT:      scf.for %[[K:.*]] = %[[MAIN]] to %[[D]] step
-// CHECK-NEXT:        memref.load %[[X]][%[[I]], %[[K]]] : memref<?x?xbf16>
-// CHECK:             memref.store %{{.*}}, %[[OUT]][%[[I]], %[[K]]] : memref<?x?xbf16>
+// CHECK-NEXT:        %[[AT_REST:.*]] = arith.addi %[[ROW]], %[[K]] : index
+// CHECK-NEXT:        memref.load %[[XF]][%[[AT_REST]]] : memref<?xbf16>
+// CHECK:             memref.store %{{.*}}, %[[OUTF]][%[[AT_REST]]] : memref<?xbf16>
 // CHECK-NEXT:      }
 // CHECK-NEXT:    }
 func.func @two_dims(%x: memref<?x?xbf16>, %s: memref<?x1xf32>, %out: memref<?x?xbf16>) {

@@ -27,23 +27,30 @@ func.func @one_dim(%x: memref<?xf32>, %b: memref<?xf32>, %out: memref<?xf32>) {
   func.return
 }
 
-// Two dims: the innermost loop walks the last dim; the bias [d] is read with the inner index
-// only, the [t, 1] scale with the outer index and 0, once per row (it and its extf sit in the
-// outer loop). bf16 casts stay in the region.
+// Two dims: the innermost loop walks the last dim. x and the output, arrays of the whole
+// iteration space, are read and written through one-dimensional views at one linear index
+// (i * d + j, its product in the outer loop): LLVM sees one address computation and one row
+// length for all such arrays of a kernel, not one per array. The bias [d] is read with the
+// inner index only, the [t, 1] scale with the outer index and 0, once per row (it and its extf
+// sit in the outer loop). bf16 casts stay in the region.
 // CHECK-LABEL: func.func @broadcast
 // CHECK-SAME:    (%[[X:.*]]: memref<?x?xbf16>, %[[B:.*]]: memref<?xbf16>, %[[S:.*]]: memref<?x1xbf16>, %[[OUT:.*]]: memref<?x?xbf16>)
 // CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
 // CHECK-DAG:     %[[T:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?xbf16>
 // CHECK-DAG:     %[[D:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?xbf16>
+// CHECK-DAG:     %[[XF:.*]] = memref.collapse_shape %[[X]] {{\[\[}}0 : i64, 1 : i64]] : memref<?x?xbf16> into memref<?xbf16>
+// CHECK-DAG:     %[[OUTF:.*]] = memref.collapse_shape %[[OUT]] {{\[\[}}0 : i64, 1 : i64]] : memref<?x?xbf16> into memref<?xbf16>
 // CHECK:         scf.for %[[I:.*]] = %[[C0]] to %[[T]] step
+// CHECK-NEXT:      %[[ROW:.*]] = arith.muli %[[I]], %[[D]] : index
 // CHECK-NEXT:      %[[SS:.*]] = memref.load %[[S]][%[[I]], %[[C0]]] : memref<?x1xbf16>
 // CHECK-NEXT:      %[[SF:.*]] = arith.extf %[[SS]] : bf16 to f32
 // CHECK-NEXT:      scf.for %[[J:.*]] = %[[C0]] to %[[D]] step
-// CHECK-NEXT:        memref.load %[[X]][%[[I]], %[[J]]] : memref<?x?xbf16>
+// CHECK-NEXT:        %[[AT:.*]] = arith.addi %[[ROW]], %[[J]] : index
+// CHECK-NEXT:        memref.load %[[XF]][%[[AT]]] : memref<?xbf16>
 // CHECK-NEXT:        memref.load %[[B]][%[[J]]] : memref<?xbf16>
 // CHECK:             %[[M:.*]] = arith.mulf %{{.*}}, %[[SF]] : f32
 // CHECK-NEXT:        %[[R:.*]] = arith.truncf %[[M]] : f32 to bf16
-// CHECK-NEXT:        memref.store %[[R]], %[[OUT]][%[[I]], %[[J]]] : memref<?x?xbf16>
+// CHECK-NEXT:        memref.store %[[R]], %[[OUTF]][%[[AT]]] : memref<?xbf16>
 func.func @broadcast(%x: memref<?x?xbf16>, %b: memref<?xbf16>, %s: memref<?x1xbf16>, %out: memref<?x?xbf16>) {
   ew.kernel ins(%x, %b, %s : memref<?x?xbf16>, memref<?xbf16>, memref<?x1xbf16>) outs(%out : memref<?x?xbf16>) {
   ^bb0(%xs: bf16, %bs: bf16, %ss: bf16):
@@ -108,13 +115,16 @@ func.func @static_and_scalar(%x: memref<4xf32>, %o0: memref<4xf32>, %o1: memref<
 // CHECK:         %[[SS:.*]] = memref.load %[[S]][] : memref<f32>
 // CHECK-NEXT:    %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
 // CHECK-NEXT:    %[[P:.*]] = math.powf %[[SS]], %[[TWO]] : f32
+// CHECK-NEXT:    %[[OUTF:.*]] = memref.collapse_shape %[[OUT]] {{.*}} : memref<?x4xf32> into memref<?xf32>
 // CHECK-NEXT:    scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step
+// CHECK-NEXT:      %[[ROW:.*]] = arith.muli %[[I]], %{{.*}} : index
 // CHECK-NEXT:      scf.for %[[J:.*]] = %{{.*}} to %{{.*}} step
-// CHECK-NEXT:        %[[XS:.*]] = memref.load %[[X]][%[[I]], %{{.*}}] : memref<?x4xf32>
+// CHECK-NEXT:        %[[AT:.*]] = arith.addi %[[ROW]], %[[J]] : index
+// CHECK-NEXT:        %[[XS:.*]] = memref.load %{{.*}}[%[[AT]]] : memref<?xf32>
 // CHECK-NEXT:        %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
 // CHECK-NEXT:        %[[A:.*]] = arith.addf %[[P]], %[[XS]] : f32
 // CHECK-NEXT:        %[[M:.*]] = arith.mulf %[[A]], %[[HALF]] : f32
-// CHECK-NEXT:        memref.store %[[M]], %[[OUT]][%[[I]], %[[J]]] : memref<?x4xf32>
+// CHECK-NEXT:        memref.store %[[M]], %[[OUTF]][%[[AT]]] : memref<?xf32>
 func.func @invariant(%x: memref<?x4xf32>, %s: memref<f32>, %out: memref<?x4xf32>) {
   ew.kernel ins(%x, %s : memref<?x4xf32>, memref<f32>) outs(%out : memref<?x4xf32>) {
   ^bb0(%xs: f32, %ss: f32):

@@ -125,6 +125,28 @@ func.func @workspace_view(%x: memref<?xf32>, %workspace: memref<?xi8>) {
   func.return
 }
 
+// A contiguous memref collapsed to one dim (ew-kernel-to-loops reads a kernel's full-size
+// arrays so): the same pointer, indexed by the linear index; its size is the product of the
+// collapsed sizes (static where they all are).
+// CHECK-LABEL: llvm.func @collapsed
+// CHECK-SAME:    (%[[X:.*]]: !llvm.ptr, %[[T:.*]]: i64, %[[D:.*]]: i64, %[[S:.*]]: !llvm.ptr) -> i64
+// CHECK:         %[[N:.*]] = llvm.mul %[[T]], %[[D]] : i64
+// CHECK:         %[[P:.*]] = llvm.getelementptr inbounds %[[X]][%[[I:.*]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK-NEXT:    %[[V:.*]] = llvm.load %[[P]] : !llvm.ptr -> f32
+// CHECK-NEXT:    %[[Q:.*]] = llvm.getelementptr inbounds %[[S]][%[[I]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK-NEXT:    llvm.store %[[V]], %[[Q]] : f32, !llvm.ptr
+// CHECK-NEXT:    llvm.return %[[N]] : i64
+func.func @collapsed(%x: memref<?x?xf32>, %s: memref<2x4xf32>) -> index {
+  %c0 = arith.constant 0 : index
+  %c7 = arith.constant 7 : index
+  %flat = memref.collapse_shape %x [[0, 1]] : memref<?x?xf32> into memref<?xf32>
+  %static = memref.collapse_shape %s [[0, 1]] : memref<2x4xf32> into memref<8xf32>
+  %n = memref.dim %flat, %c0 : memref<?xf32>
+  %v = memref.load %flat[%c7] : memref<?xf32>
+  memref.store %v, %static[%c7] : memref<8xf32>
+  func.return %n : index
+}
+
 // Temporaries: alloc is malloc of the byte size, dealloc is free; libm declarations carry over.
 // CHECK-LABEL: llvm.func @temporary
 // CHECK:         %[[BYTES:.*]] = llvm.mul %{{.*}}, %{{.*}} : i64

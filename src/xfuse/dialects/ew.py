@@ -44,6 +44,7 @@ from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
     MemRefType,
+    NoneAttr,
     TensorType,
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
@@ -271,9 +272,10 @@ CORRECTLY_ROUNDED = Accuracy(ErrorBound(FLOAT32_ULP), ErrorBound(FLOAT32_ULP))
 
 
 def constant_value(value: SSAValue) -> float | None:
-    """The float held by `value` if an `ew.constant` defines it."""
-    attr = ConstantLike.get_constant_value(value)
-    return attr.value.data if isinstance(attr, FloatAttr) else None
+    """The float held by `value` if an `ew.constant` defines it (the only constant of `ew`
+    values; asked once per operand by several passes, so no trait lookup)."""
+    owner = value.owner
+    return owner.literal if isinstance(owner, ConstantOp) else None
 
 
 def round_to_element(value: float, type_: Attribute) -> float:
@@ -456,7 +458,13 @@ class BinaryOp(IRDLOperation, ABC):
         rhs_type = cast(TensorType[Attribute], SSAValue.get(rhs).type)
         if result_type is None:
             shape = broadcast_shapes(lhs_type.get_shape(), rhs_type.get_shape())
-            result_type = TensorType(lhs_type.element_type, shape)
+            # The operand's own type where it fits: no new attribute to build and verify.
+            fits = [
+                t
+                for t in (lhs_type, rhs_type)
+                if tuple(t.get_shape()) == shape and isinstance(t.encoding, NoneAttr)
+            ]
+            result_type = fits[0] if fits else TensorType(lhs_type.element_type, shape)
         super().__init__(operands=[lhs, rhs], result_types=[result_type])
 
     @staticmethod

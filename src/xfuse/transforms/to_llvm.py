@@ -204,11 +204,12 @@ def _element_pointer(
 
 
 def contiguous(type_: Attribute, op: Operation) -> MemRefType[Attribute]:
-    """`type_`, which `op` makes from bytes, if its layout is the identity (else rejected)."""
+    """`type_`, which `op` makes from bytes or reshapes, if its layout is the identity (else
+    rejected)."""
     memref_type = cast(MemRefType[Attribute], type_)
     if strided_layout(memref_type, op) is not None:
         raise DiagnosticException(
-            f"ew-to-llvm: '{op.name}' makes {memref_type}: only the identity layout has a lowering"
+            f"ew-to-llvm: '{op.name}' on {memref_type}: only the identity layout has a lowering"
         )
     return memref_type
 
@@ -277,6 +278,33 @@ class ViewToLlvm(RewritePattern):
             descriptor(op.source).pointer, [op.byte_shift], _I8, inbounds=True
         )
         rewriter.replace(op, [start, memref_from_pieces(start.result, op.sizes, op.result.type)])
+
+
+class CollapseShapeToLlvm(RewritePattern):
+    """A contiguous memref seen with each group of its dims as one (`ew-kernel-to-loops` reads
+    arrays of a kernel's whole iteration space at one linear index): the same pointer, each
+    group's size the product of the group's sizes."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: memref.CollapseShapeOp, rewriter: PatternRewriter) -> None:
+        contiguous(op.src.type, op)
+        result_type = contiguous(op.result.type, op)
+        pieces = descriptor(op.src)
+        ops: list[Operation] = []
+        sizes: list[SSAValue] = []
+        for group, size in zip(op.reassociation, result_type.get_shape(), strict=True):
+            if size != DYNAMIC_INDEX:
+                continue
+            product: SSAValue | None = None
+            for axis in group:
+                factor = _size_value(pieces.sizes[axis.value.data], ops)
+                if product is not None:
+                    ops.append(multiply := llvm.MulOp(product, factor))
+                    factor = multiply.res
+                product = factor
+            assert product is not None, "a dynamic dim collapses a non-empty group"
+            sizes.append(product)
+        rewriter.replace(op, [*ops, memref_from_pieces(pieces.pointer, sizes, result_type)])
 
 
 class DeallocToLlvm(RewritePattern):
@@ -966,6 +994,7 @@ class EwToLlvmPass(ModulePass):
             AllocToLlvm(),
             DeallocToLlvm(),
             ViewToLlvm(),
+            CollapseShapeToLlvm(),
             ReturnToLlvm(),
             CallToLlvm(),
             BranchToLlvm(),
