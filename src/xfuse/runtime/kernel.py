@@ -255,6 +255,8 @@ class CallPlan:
         rest in as many slices as this plan has, each starting on such a boundary."""
         if not self.streams:
             return self
+        if len(self.output_shapes[0]) > 1:
+            return self._for_aligned_rows(function, pointers)
         heads = set()
         line_elements = 1
         for parameter, pointer in zip(
@@ -279,6 +281,19 @@ class CallPlan:
             split = list(zip([0, *bounds], [*bounds, length], strict=True))
             plan = make_plan(function, self.input_shapes, 1, split)
             self.heads[head] = plan
+        return plan
+
+    def _for_aligned_rows(self, function: NativeFunction, pointers: Sequence[int]) -> CallPlan:
+        """`for_pointers` of a loop nest, whose every row of outputs starts on a line
+        (`streaming_sizes`) where the outputs do: then an empty head and this plan's slices
+        streaming, else this plan."""
+        if any(pointer % STREAMING_ALIGNMENT for pointer in pointers[len(function.inputs) :]):
+            return self
+        plan = self.heads.get(0)
+        if plan is None:
+            rows = function.chunks(self.output_shapes[0], len(self.templates))
+            plan = make_plan(function, self.input_shapes, 1, [(0, 0), *rows])
+            self.heads[0] = plan
         return plan
 
     @functools.cached_property
@@ -345,8 +360,8 @@ def make_plan(
         and function.splittable  # a static length would make each part run all of it
         and streaming_split is None
         and not workspace_bytes
-        and rank == 1
         and all(shape == iteration for shape in output_shapes)
+        and streaming_sizes(function, output_shapes)
         and traffic >= STREAMING_BYTES
     )
     return CallPlan(
@@ -359,6 +374,21 @@ def make_plan(
         streams,
         streaming_split is not None,
     )
+
+
+def streaming_sizes(function: NativeFunction, output_shapes: Sequence[tuple[int, ...]]) -> bool:
+    """Whether outputs of these shapes can stream: those of a loop nest (rank 2 and up) only
+    where each row of the innermost axis is whole `STREAMING_ALIGNMENT` lines (so every row
+    starts on one where the output does), and every `?` size of an output after its first is
+    a multiple of a line's elements, as the streaming twin's entry promises LLVM
+    (`xfuse.codegen.native.mark_streaming_stores`)."""
+    for parameter, shape in zip(function.outputs, output_shapes, strict=True):
+        itemsize = numpy_dtype(parameter.dtype).itemsize
+        line = STREAMING_ALIGNMENT // math.gcd(STREAMING_ALIGNMENT, itemsize)
+        sizes = [shape[axis] for axis in parameter.dynamic_axes[1:]]
+        if any(size % line for size in [*sizes, *shape[1:][-1:]]):
+            return False
+    return True
 
 
 QuickCall = Callable[["Kernel", Sequence[Any], Any], Any]
