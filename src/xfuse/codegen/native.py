@@ -299,7 +299,7 @@ def add_streaming_twins(module: ModuleOp) -> list[str]:
 
 def _stored_arguments(function: llvm_ir.Function) -> dict[int, int | None]:
     """The positions of the pointer arguments that `function` stores through, each with the
-    bytes of the elements stored (None: not one size, or not a vector element)."""
+    bytes of the elements stored (None: of more than one size, or of a type `_BYTES` lacks)."""
     positions: dict[int, int | None] = {}
     for block in function.blocks:
         for instruction in block.instructions:
