@@ -15,7 +15,8 @@ of `--rounds` interleaved round medians:
    (issue 16's target: within 1.3x); 1b: what a remainder of 7, 15 or 63 elements
    (after the main vector loop) adds to a call;
 2. **memory speed** (2^24; the LLM rows [1024, 14336]): each program against the streaming
-   kernel with the same traffic and normal stores (`bench.bandwidth_ceiling`), with issue 16's
+   kernel with the same traffic and normal stores (`bench.bandwidth_ceiling`), also with the
+   program's own normal stores (`streaming=False`) in the same rounds, with issue 16's
    target; a row below it says whether the program is compute-bound (its in-cache time per
    element from part 1 exceeds the time the target allows, the ceiling's over the target) and
    by which ops of the issue's first table (and the 16-bit conversions);
@@ -403,16 +404,24 @@ def verdict(
 def memory_rows(
     n: int, llm_rows: int, rounds: int, repeat: int, compute_ns: dict[str, float]
 ) -> None:
-    """Part 2: flat programs at n elements, the LLM rows at [llm_rows, 14336]."""
-    print("| program | shape | ns/el | ceiling ns/el | % of ceiling | max abs error | target |")
-    print("|---|---|---:|---:|---:|---:|---|")
+    """Part 2: flat programs at n elements, the LLM rows at [llm_rows, 14336]; also the same
+    program with normal stores (`streaming=False`), in the same rounds."""
+    print(
+        "| program | shape | ns/el | ceiling ns/el | % of ceiling | with normal stores "
+        "| max abs error | target |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     for name, program in PROGRAMS.items():
         size = llm_rows * bench.ROW_LENGTH if program.llm else n
         workload = bench.prepare_workload(program.source, size)
         run = kernel(program).prepare(**workload.arrays)
-        variant = bench.Variant(name, run, "fused")
-        ceiling, measured = bench.measure_interleaved(
-            workload, [bench.bandwidth_ceiling(workload), variant], rounds, repeat
+        normal = compile(program.source, extra_passes=program.extra_passes, streaming=False)
+        variants = [
+            bench.Variant(name, run, "fused"),
+            bench.Variant(f"{name}, normal stores", normal.prepare(**workload.arrays), "fused"),
+        ]
+        ceiling, measured, normal_stores = bench.measure_interleaved(
+            workload, [bench.bandwidth_ceiling(workload), *variants], rounds, repeat
         )
         share = ceiling.time_s / measured.time_s
         ceiling_ns = ceiling.time_s / workload.n * 1e9
@@ -420,7 +429,7 @@ def memory_rows(
         print(
             f"| {name} | {shape} {bench.describe_storage(workload)} | "
             f"{measured.time_s / workload.n * 1e9:.3f} | {ceiling_ns:.3f} | {share:.0%} | "
-            f"{measured.max_error:.2g} | "
+            f"{ceiling.time_s / normal_stores.time_s:.0%} | {measured.max_error:.2g} | "
             f"{verdict(program, share, compute_ns[name], ceiling_ns, math_ops(workload))} |",
             flush=True,
         )

@@ -398,6 +398,22 @@ def test_streaming_twin_stores_past_the_cache(target_cpu: HostCpu) -> None:
     )
 
 
+def test_a_loop_nests_streaming_twin_stores_whole_rows_past_the_cache(
+    target_cpu: HostCpu, gelu: Gelu
+) -> None:
+    """The twin of a [t, d] program with a [d] bias: its entry promises LLVM rows of whole
+    cache lines (`llvm.assume` on d, which the runtime checks), so the inner loop's vector
+    stores are aligned and non-temporal; the function itself keeps normal stores."""
+    kernel = xfuse.compile(gelu.shaped_source)
+    bodies = function_bodies(kernel.llvm_ir)
+    lanes = target_cpu.float_lanes
+    assert "!nontemporal" not in bodies["main.packed"]
+    streaming = bodies["main.streaming.packed"]
+    assert "call void @llvm.assume(" in streaming
+    assert re.search(rf"store <{lanes} x float> .*, align {lanes * 4}, !nontemporal", streaming)
+    assert not re.search(r"store <\d+ x float> .*, align 4,", streaming)
+
+
 def test_libm_tanh_is_a_call(gelu_approx: Kernel) -> None:
     libm = compile_text(GELU_KERNEL, ["x", "b", "r"], math="libm")
     assert "call float @tanhf" in libm.llvm_ir or "tail call float @tanhf" in libm.llvm_ir

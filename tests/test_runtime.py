@@ -20,7 +20,7 @@ import xfuse
 from xfuse.codegen.native import streaming_name
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.runtime.arrays import CallSignature, data_pointer, keyword_mistake
+from xfuse.runtime.arrays import CallSignature, aligned_empty, data_pointer, keyword_mistake
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 from xfuse.runtime.kernel import (
     SPLIT_ALWAYS_ELEMENTS,
@@ -542,6 +542,68 @@ def test_a_static_length_never_streams_and_writes_only_its_output() -> None:
     kernel(x=np.ones(n, np.float32), out=out)
     np.testing.assert_array_equal(out, np.float32(1.5))
     assert not storage[:head].any() and not storage[head + n :].any()
+
+
+def llm_gelu(gelu: Gelu, dtype: str, **options: object) -> xfuse.Kernel:
+    """The lecture's GELU on [t, d] activations with a [d] bias, all of `dtype`."""
+    shapes = {"x": ("t", "d"), "b": ("d",), "r": ("t", "d")}
+    return xfuse.compile(gelu.source, dtype=dtype, shapes=shapes, **options)  # type: ignore[arg-type]
+
+
+def llm_arrays(dtype: str, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x and r [t, d], special values in x, and b [d], of `dtype`: t rows for `STREAMING_BYTES`."""
+    rng = np.random.default_rng(d)
+    rows = STREAMING_BYTES // (3 * d * np.dtype(dtype).itemsize) + 3
+    x, r = (rng.standard_normal((rows, d)).astype(dtype) for _ in range(2))
+    with np.errstate(over="ignore"):  # 3.4e38 is inf in float16
+        x.flat[rng.integers(0, x.size, 1000)] = rng.choice(SPECIAL_VALUES, 1000).astype(dtype)
+    return x, rng.standard_normal(d).astype(dtype), r
+
+
+def same_bits(got: np.ndarray, want: np.ndarray) -> None:
+    bits = f"u{want.dtype.itemsize}"
+    np.testing.assert_array_equal(got.view(bits), want.view(bits))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_large_2d_calls_stream_whole_rows_with_the_same_bits(
+    dtype: str, threads: int, gelu: Gelu
+) -> None:
+    """A loop nest ([t, d] with a [d] bias) whose output rows are whole cache lines streams
+    where its output starts on one: no head, the rows split between slices; new outputs start
+    on one. The same bits as normal stores, special values included."""
+    x, b, r = llm_arrays(dtype, 1024)
+    want = llm_gelu(gelu, dtype, streaming=False)(x=x, b=b, r=r)
+    kernel = llm_gelu(gelu, dtype, threads=threads)
+    out = aligned_empty(x.shape, x.dtype)
+    run = kernel.prepare(x=x, b=b, r=r, out=out)
+    assert len(run.argument_lists) == 1 + threads
+    head, *rows = (arguments[-2] for arguments in run.argument_lists)  # the output's t
+    assert head == 0 and sum(rows) == len(x)
+    assert [arguments[-3] % 64 for arguments in run.argument_lists] == [0] * (1 + threads)
+    new = kernel.prepare(x=x, b=b, r=r)
+    assert len(new.argument_lists) == 1 + threads and data_pointer(new.outputs[0]) % 64 == 0
+    kernel.split_cost = SplitCost.always()
+    for result in (run(), new(), kernel(x=x, b=b, r=r, out=out), kernel(x=x, b=b, r=r)):
+        same_bits(result, want)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_2d_calls_off_whole_lines_keep_normal_stores(dtype: str, gelu: Gelu) -> None:
+    """Output rows that do not all start on a cache line, in a misaligned output or as rows
+    of part of a line, run with normal stores: one call, the same bits."""
+    kernel = llm_gelu(gelu, dtype)
+    normal = llm_gelu(gelu, dtype, streaming=False)
+    line = 64 // np.dtype(dtype).itemsize
+    for d, shift in ((1024, 1), (1024 + line // 2, 0)):
+        x, b, r = llm_arrays(dtype, d)
+        storage = aligned_empty((x.size + line,), x.dtype)
+        out = storage[shift : shift + x.size].reshape(x.shape)
+        run = kernel.prepare(x=x, b=b, r=r, out=out)
+        assert len(run.argument_lists) == 1
+        same_bits(run(), normal(x=x, b=b, r=r))
+    assert len(kernel.prepare(x=x[:8], b=b, r=r[:8]).argument_lists) == 1  # in the cache
 
 
 def test_strided_input_is_copied() -> None:

@@ -24,6 +24,7 @@ outputs it has aligned (`xfuse.runtime.kernel.STREAMING_BYTES`).
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 from collections.abc import Sequence
@@ -345,9 +346,10 @@ def add_streaming_twins(module: ModuleOp) -> list[str]:
     return twins
 
 
-def _stored_arguments(function: llvm_ir.Function) -> set[int]:
-    """The positions of the pointer arguments that `function` stores through."""
-    positions = set()
+def _stored_arguments(function: llvm_ir.Function) -> dict[int, int | None]:
+    """The positions of the pointer arguments that `function` stores through, each with the
+    bytes of the elements stored (None: of more than one size, or of a type `_BYTES` lacks)."""
+    positions: dict[int, int | None] = {}
     for block in function.blocks:
         for instruction in block.instructions:
             if isinstance(instruction, llvm_ir.StoreInstr):
@@ -355,7 +357,10 @@ def _stored_arguments(function: llvm_ir.Function) -> set[int]:
                 while isinstance(pointer, llvm_ir.GEPInstr):
                     pointer = pointer.pointer
                 if isinstance(pointer, llvm_ir.Argument):
-                    positions.add(function.args.index(pointer))
+                    position = function.args.index(pointer)
+                    size = _BYTES.get(str(instruction.operands[0].type))
+                    previous = positions.get(position, size)
+                    positions[position] = size if previous == size else None
     return positions
 
 
@@ -365,7 +370,11 @@ def mark_streaming_stores(module: llvm_ir.Module, twins: list[str], outputs: int
     non-temporal stores before returning (`sfence`: they are weakly ordered).
 
     The outputs are the last `outputs` pointer arguments, which the runtime aligns; a twin that
-    stores through any other pointer gets no promise (its stores then stay normal ones)."""
+    stores through any other pointer gets no promise (its stores then stay normal ones). An
+    output's sizes after its first (`?` axes past the outermost `?` one) are promised to be
+    multiples of `STREAMING_ALIGNMENT` bytes in its elements (`llvm.assume`), which the runtime
+    also ensures (`xfuse.runtime.kernel.streaming_sizes`): then every row of a loop nest starts
+    aligned, and LLVM proves the inner loop's vector stores so too."""
     if not twins:
         return
     alignment = module.add_metadata([llvm_ir.Constant(llvm_ir.IntType(64), STREAMING_ALIGNMENT)])
@@ -380,13 +389,23 @@ def mark_streaming_stores(module: llvm_ir.Module, twins: list[str], outputs: int
             if isinstance(argument.type, llvm_ir.PointerType)
         ]
         stored = _stored_arguments(function)
-        promised = stored if stored <= set(pointers[len(pointers) - outputs :]) else set()
+        promised = stored if set(stored) <= set(pointers[len(pointers) - outputs :]) else {}
         entry = module.get_global(packed_entry_name(name))
         for block in entry.blocks:
-            for instruction in block.instructions:
+            for instruction in list(block.instructions):
                 if isinstance(instruction, llvm_ir.CallInstr) and instruction.callee.name == name:
-                    for position in promised:
+                    builder = llvm_ir.IRBuilder(block)
+                    builder.position_before(instruction)
+                    for position, element_bytes in promised.items():
                         instruction.args[position].set_metadata("align", alignment)
+                        sizes = itertools.takewhile(
+                            lambda a: not isinstance(a.type, llvm_ir.PointerType),
+                            instruction.args[position + 1 :],
+                        )
+                        for size in list(sizes)[1:] if element_bytes else []:
+                            lines = STREAMING_ALIGNMENT // element_bytes
+                            low_bits = builder.and_(size, size.type(lines - 1))
+                            builder.assume(builder.icmp_unsigned("==", low_bits, size.type(0)))
             if isinstance(block.terminator, llvm_ir.Ret):
                 builder = llvm_ir.IRBuilder(block)
                 builder.position_before(block.terminator)

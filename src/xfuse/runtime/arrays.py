@@ -293,13 +293,30 @@ def check_output(parameter: Parameter, value: Any, shape: tuple[int, ...]) -> np
     return value
 
 
+NewArray = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+"""Makes a new C-contiguous array of a shape and dtype (`np.empty`, `aligned_empty`)."""
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: np.dtype, alignment: int = 64) -> np.ndarray:
+    """A new C-contiguous array whose data starts on an `alignment`-byte boundary (numpy's own
+    start where the allocator puts them: 16-byte boundaries)."""
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    storage = np.empty(nbytes + alignment, np.uint8)
+    start = -data_pointer(storage) % alignment
+    return storage[start : start + nbytes].view(dtype).reshape(shape)
+
+
 def bind_outputs(
-    parameters: Sequence[Parameter], out: Any, shapes: Sequence[tuple[int, ...]]
+    parameters: Sequence[Parameter],
+    out: Any,
+    shapes: Sequence[tuple[int, ...]],
+    new_array: NewArray = np.empty,
 ) -> list[np.ndarray]:
-    """The output arrays of a call: new ones of `shapes`, or the caller's `out` (one array, a
-    list/tuple, or a name->array mapping, where a missing name gets a new array), checked."""
+    """The output arrays of a call: new ones of `shapes` (made by `new_array`), or the caller's
+    `out` (one array, a list/tuple, or a name->array mapping, where a missing name gets a new
+    array), checked."""
     if out is None:
-        return [np.empty(s, numpy_dtype(p.dtype)) for p, s in zip(parameters, shapes, strict=True)]
+        return [new_array(s, numpy_dtype(p.dtype)) for p, s in zip(parameters, shapes, strict=True)]
     names = tuple(p.name for p in parameters)
     if isinstance(out, np.ndarray):
         given: list[Any] = [out]
@@ -320,7 +337,7 @@ def bind_outputs(
     if len(given) != len(parameters):
         raise ArgumentError(f"out: expected {len(parameters)} buffer(s), got {len(given)}")
     return [
-        np.empty(shape, numpy_dtype(p.dtype)) if buffer is None else check_output(p, buffer, shape)
+        new_array(shape, numpy_dtype(p.dtype)) if buffer is None else check_output(p, buffer, shape)
         for p, buffer, shape in zip(parameters, given, shapes, strict=True)
     ]
 

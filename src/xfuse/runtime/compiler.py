@@ -146,7 +146,8 @@ class Options:
     it from each loop body's length (`xfuse.codegen.native.interleave_count`)."""
     streaming: bool = True
     """Also compile a single-kernel program's streaming twin, whose outputs bypass the cache,
-    for calls of one flat loop from `xfuse.runtime.kernel.STREAMING_BYTES` (x86 hosts)."""
+    for calls of one flat loop, or of a loop nest whose output rows are whole 64-byte lines, from
+    `xfuse.runtime.kernel.STREAMING_BYTES` (x86 hosts)."""
 
     def __post_init__(self) -> None:
         from xdsl.utils.exceptions import DiagnosticException

@@ -22,7 +22,10 @@ A call of one flat loop (a single-kernel program on 1-d arrays, or flattened one
 least `STREAMING_BYTES` streams its outputs: it runs the elements before the outputs' first
 64-byte boundary with the function itself and the rest with its streaming twin, whose vector
 stores are non-temporal (`xfuse.codegen.native.add_streaming_twins`); a split call splits that
-rest, at 64-byte boundaries of the outputs. Both functions compute the same bits.
+rest, at 64-byte boundaries of the outputs. A loop nest ([t, d] arrays, a [d] bias) streams
+all of it where its output rows are whole 64-byte lines starting on one (`streaming_sizes`;
+each row has no head to run apart), else none. Both functions compute the same bits. A call
+that streams makes its new outputs start on a 64-byte boundary.
 """
 
 from __future__ import annotations
@@ -48,7 +51,9 @@ from xfuse.runtime.arrays import (
     DYNAMIC_INDEX,
     ArgumentError,
     CallSignature,
+    NewArray,
     Parameter,
+    aligned_empty,
     bind_outputs,
     bind_shapes,
     check_aliasing,
@@ -240,13 +245,18 @@ class CallPlan:
     elements: int = 0
     """The elements of the iteration (what a call's time per element is over)."""
     streams: bool = False
-    """A call large enough to stream its outputs (`STREAMING_BYTES`), of one loop whose outputs
-    all have its length, and the function has a streaming twin."""
+    """A call large enough to stream its outputs (`STREAMING_BYTES`), of one loop or loop nest
+    whose outputs all have its shape (`streaming_sizes`), and the function has a streaming
+    twin."""
     streaming: bool = False
     """A streaming call: the unaligned head's argument list, then one per slice of the aligned
     rest (`NativeFunction.run`)."""
     heads: dict[int, CallPlan] = field(default_factory=dict, compare=False, hash=False)
     """The streaming plans of this call's shapes, by the head's length."""
+    new_array: NewArray = field(default=np.empty, compare=False)
+    """Makes the call's new outputs: for a call that streams, on `STREAMING_ALIGNMENT`
+    boundaries (where a loop nest's outputs must start to stream, and a flat loop then has no
+    head)."""
 
     def for_pointers(self, function: NativeFunction, pointers: Sequence[int]) -> CallPlan:
         """This plan, or for a call that streams its outputs, the streaming plan for where the
@@ -255,6 +265,8 @@ class CallPlan:
         rest in as many slices as this plan has, each starting on such a boundary."""
         if not self.streams:
             return self
+        if len(self.output_shapes[0]) > 1:
+            return self._for_aligned_rows(function, pointers)
         heads = set()
         line_elements = 1
         for parameter, pointer in zip(
@@ -279,6 +291,19 @@ class CallPlan:
             split = list(zip([0, *bounds], [*bounds, length], strict=True))
             plan = make_plan(function, self.input_shapes, 1, split)
             self.heads[head] = plan
+        return plan
+
+    def _for_aligned_rows(self, function: NativeFunction, pointers: Sequence[int]) -> CallPlan:
+        """`for_pointers` of a loop nest, whose every row of outputs starts on a line
+        (`streaming_sizes`) where the outputs do: then an empty head and this plan's slices
+        streaming, else this plan."""
+        if any(pointer % STREAMING_ALIGNMENT for pointer in pointers[len(function.inputs) :]):
+            return self
+        plan = self.heads.get(0)
+        if plan is None:
+            rows = function.chunks(self.output_shapes[0], len(self.templates))
+            plan = make_plan(function, self.input_shapes, 1, [(0, 0), *rows])
+            self.heads[0] = plan
         return plan
 
     @functools.cached_property
@@ -345,8 +370,8 @@ def make_plan(
         and function.splittable  # a static length would make each part run all of it
         and streaming_split is None
         and not workspace_bytes
-        and rank == 1
         and all(shape == iteration for shape in output_shapes)
+        and streaming_sizes(function, output_shapes)
         and traffic >= STREAMING_BYTES
     )
     return CallPlan(
@@ -358,7 +383,25 @@ def make_plan(
         int(np.prod(iteration)),
         streams,
         streaming_split is not None,
+        new_array=functools.partial(aligned_empty, alignment=STREAMING_ALIGNMENT)
+        if streams
+        else np.empty,
     )
+
+
+def streaming_sizes(function: NativeFunction, output_shapes: Sequence[tuple[int, ...]]) -> bool:
+    """Whether outputs of these shapes can stream: those of a loop nest (rank 2 and up) only
+    where each row of the innermost axis is whole `STREAMING_ALIGNMENT` lines (so every row
+    starts on one where the output does), and every `?` size of an output after its first is
+    a multiple of a line's elements, as the streaming twin's entry promises LLVM
+    (`xfuse.codegen.native.mark_streaming_stores`)."""
+    for parameter, shape in zip(function.outputs, output_shapes, strict=True):
+        itemsize = numpy_dtype(parameter.dtype).itemsize
+        line = STREAMING_ALIGNMENT // math.gcd(STREAMING_ALIGNMENT, itemsize)
+        sizes = [shape[axis] for axis in parameter.dynamic_axes[1:]]
+        if any(size % line for size in [*sizes, *shape[1:][-1:]]):
+            return False
+    return True
 
 
 QuickCall = Callable[["Kernel", Sequence[Any], Any], Any]
@@ -394,7 +437,9 @@ def quick_call(
         f"type({a}) is ndarray and {a}.dtype is d{index} and {a}.flags.carray"
         for index, a in enumerate(inputs)
     ]
-    new_outputs = [f"empty(plan.output_shapes[{index}], e{index})" for index in range(len(results))]
+    new_outputs = [
+        f"plan.new_array(plan.output_shapes[{index}], e{index})" for index in range(len(results))
+    ]
     overlap = [
         f"q0 < {p} + {a}.nbytes and {p} < end" for a, p in zip(inputs, input_pointers, strict=True)
     ]
@@ -452,7 +497,6 @@ def quick_call(
     }
     namespace = {
         "ndarray": np.ndarray,
-        "empty": np.empty,
         "pointer": data_pointer,
         "entry": function.native_entry,
         "plans": plans,
@@ -582,11 +626,10 @@ class WorkspacePool:
         """The address of a `WORKSPACE_ALIGNMENT`-aligned workspace of at least `nbytes`."""
         with self._lock:
             buffer = self._idle.pop() if self._idle else None
-        if buffer is None or buffer.nbytes < nbytes + WORKSPACE_ALIGNMENT:
-            buffer = np.empty(nbytes + WORKSPACE_ALIGNMENT, np.uint8)
-        address = buffer.ctypes.data
+        if buffer is None or buffer.nbytes < nbytes:
+            buffer = aligned_empty((nbytes,), np.dtype(np.uint8), WORKSPACE_ALIGNMENT)
         try:
-            yield address + -address % WORKSPACE_ALIGNMENT
+            yield data_pointer(buffer)
         finally:
             with self._lock:
                 self._idle.append(buffer)
@@ -804,7 +847,7 @@ class Kernel(CompiledProgram):
             if len(self._plans) >= PLAN_CACHE_SIZE:
                 self._plans.clear()
             self._plans[input_shapes] = plan
-        outputs = bind_outputs(self.function.outputs, out, plan.output_shapes)
+        outputs = bind_outputs(self.function.outputs, out, plan.output_shapes, plan.new_array)
         arrays += outputs
         pointers = [data_pointer(array) for array in arrays]
         check_aliasing(
