@@ -148,13 +148,17 @@ class Options:
     """Also compile a single-kernel program's streaming twin, whose outputs bypass the cache,
     for calls of one flat loop, or of a loop nest whose output rows are whole 64-byte lines, from
     `xfuse.runtime.kernel.STREAMING_BYTES` (x86 hosts)."""
+    masked_remainder: bool = False
+    """Run the elements after the last full block of vectors in a masked vector loop instead
+    of LLVM's vector epilogue and scalar loop (`ew-kernel-to-loops{vector-bytes}`): tens of ns
+    less per call of a transcendental program, for ~20% more compile time (docs/benchmarks.md)."""
 
     def __post_init__(self) -> None:
         from xdsl.utils.exceptions import DiagnosticException
 
         from xfuse.transforms.to_llvm import parse_fastmath
 
-        for name in ("fuse", "reuse", "streaming"):
+        for name in ("fuse", "reuse", "streaming", "masked_remainder"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         check_target(self.target, self.arch, self.math, threads=1)
@@ -210,6 +214,7 @@ class Options:
             fastmath=self.fastmath,
             f16c=self.target == "cpu" and host_cpu().has("f16c"),
             target=self.target,
+            masked_remainder=self.masked_remainder,
             extra=self.extra(),
         )
 
@@ -504,6 +509,7 @@ def compile(
     arch: str = "sm_90",
     interleave: int | None = None,
     streaming: bool = True,
+    masked_remainder: bool = False,
 ) -> Kernel:
     """Compile an `.ew` program to a callable `Kernel`.
 
@@ -520,7 +526,9 @@ def compile(
     loop vectorizer interleaves (0: LLVM's cost model chooses, 1 to 16: that many; default None:
     4 for a long loop body, LLVM's choice for a short one, see
     `xfuse.codegen.native.interleave_count`); `streaming=False` keeps normal stores in calls
-    too large for the cache (see `xfuse.runtime.kernel.STREAMING_BYTES`); `extra_passes` adds
+    too large for the cache (see `xfuse.runtime.kernel.STREAMING_BYTES`);
+    `masked_remainder=True` runs the last elements in a masked vector loop (see `Options`, which
+    checks every option); `extra_passes` adds
     xfuse passes after
     `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`). `target="cuda"` compiles PTX for
     `arch` ("sm_90" or "sm_80") instead, into a `xfuse.runtime.cuda.CudaKernel` (`math` "approx"
@@ -549,6 +557,7 @@ def compile(
         "arch": arch,
         "interleave": interleave,
         "streaming": streaming,
+        "masked_remainder": masked_remainder,
     }
     if isinstance(dtype, Mapping):
         dtype = {input_name: dtype_name(d) for input_name, d in dtype.items()}

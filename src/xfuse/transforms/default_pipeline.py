@@ -22,10 +22,11 @@ from xfuse.transforms.to_nvvm import EwToNvvmPass
 from xfuse.transforms.workspace import EwWorkspacePass
 
 REMAINDER_VECTOR_BYTES = 64
-"""`ew-kernel-to-loops`'s `vector-bytes`: the widest x86 vectors (AVX-512), on every host, so
-that the pipeline's output stays host-independent. A main-loop block is then 4 vectors with
-AVX-512 and 8 with AVX2, and the masked remainder loop up to 4 or 8 vectors (measured alike on
-AVX2: docs/benchmarks.md)."""
+"""`ew-kernel-to-loops`'s `vector-bytes` with `masked_remainder` (off by default: it made every
+compile ~20% slower, and the test suite ~30 s, for tens of ns per call): the widest x86 vectors
+(AVX-512), on every host, so that the pipeline's output stays host-independent. A main-loop
+block is then 4 vectors with AVX-512 and 8 with AVX2, and the masked remainder loop up to 4 or
+8 vectors (measured alike on AVX2: docs/benchmarks.md)."""
 
 
 def default_pipeline(
@@ -36,6 +37,7 @@ def default_pipeline(
     fastmath: str = "contract",
     f16c: bool = False,
     target: str = "cpu",
+    masked_remainder: bool = False,
     extra: Sequence[ModulePass] = (),
 ) -> tuple[ModulePass, ...]:
     """The passes from the frontend's `ew` ops on tensors to the `llvm` dialect, in order.
@@ -59,7 +61,7 @@ def default_pipeline(
     return (
         *tensor_passes,
         EwWorkspacePass(),
-        EwKernelToLoopsPass(vector_bytes=REMAINDER_VECTOR_BYTES),
+        EwKernelToLoopsPass(vector_bytes=REMAINDER_VECTOR_BYTES if masked_remainder else 0),
         EwExpandMathPass(math=math),  # type: ignore[arg-type]  # checked by the pass
         EwToLlvmPass(fastmath=fastmath, f16c=f16c),
     )
@@ -98,6 +100,9 @@ class XfuseDefaultPass(ModulePass):
     f16c: bool = False
     """`ew-to-llvm`'s f16 conversions in one instruction (x86 with F16C)."""
 
+    masked_remainder: bool = False
+    """`ew-kernel-to-loops{vector-bytes=64}`: the last elements in a masked vector loop."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes = default_pipeline(
             fuse=self.fuse,
@@ -105,5 +110,6 @@ class XfuseDefaultPass(ModulePass):
             math=self.math,
             fastmath=self.fastmath,
             f16c=self.f16c,
+            masked_remainder=self.masked_remainder,
         )
         PassPipeline(passes).apply(ctx, op)
