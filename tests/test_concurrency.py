@@ -152,7 +152,7 @@ def check_dropped_kernels_free_their_engines(count: int) -> None:
     ~0.9 MB that a held kernel costs. The bound below catches kernels or engines that are
     never freed (then nothing comes back) while tolerating that residue.
     """
-    _compile_distinct(0, 20)  # warm up: LLVM's and xDSL's one-time allocations
+    _compile_distinct(0, 12)  # warm up: LLVM's and xDSL's one-time allocations
     clear_cache()
     baseline = resident_bytes()
     kernels = _compile_distinct(1000, count)
@@ -170,7 +170,7 @@ def check_dropped_kernels_free_their_engines(count: int) -> None:
 
 
 def test_dropped_kernels_free_their_engines() -> None:
-    check_dropped_kernels_free_their_engines(40)
+    check_dropped_kernels_free_their_engines(30)
 
 
 @pytest.mark.slow

@@ -682,7 +682,7 @@ def test_the_lecture_program_verifies_and_round_trips_after_every_pass(pipeline:
 
 
 @settings(
-    max_examples=max(1, settings.default.max_examples // 4),
+    max_examples=max(1, settings.default.max_examples * 3 // 20),
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(program=programs(max_ops=16), pipeline=st.sampled_from(sorted(PIPELINES)))

@@ -67,8 +67,8 @@ def stack_headroom(frames: int) -> Iterator[None]:
 
 @pytest.mark.parametrize("fuse", [True, False])
 def test_no_pass_recurses_per_op(fuse: bool) -> None:
-    # 600 ops with room for 250 frames: frontend, every pass, printing.
-    source = chain(300)
+    # 400 ops with room for 250 frames: frontend, every pass, printing.
+    source = chain(200)
     options = Options(fuse=fuse)
     with stack_headroom(250):
         module = parse_program(source)
@@ -78,9 +78,9 @@ def test_no_pass_recurses_per_op(fuse: bool) -> None:
         assert "llvm.func" in str(module)
 
 
-@pytest.mark.slow  # 35 s; test_no_pass_recurses_per_op proves the same headroom on 600 ops
+@pytest.mark.slow  # 35 s; test_no_pass_recurses_per_op proves the same headroom on 400 ops
 def test_a_50000_op_chain_goes_through_every_pass() -> None:
-    """Split into kernels of `max_ops` ops, with room for no more frames than 600 ops need (how
+    """Split into kernels of `max_ops` ops, with room for no more frames than 400 ops need (how
     the time grows with the ops is counted in test_cycle_checks_visit_linearly_many_groups)."""
     with stack_headroom(250):
         module = parse_program(chain(25_000))
