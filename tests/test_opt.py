@@ -169,14 +169,23 @@ def test_the_process_behaves_as_main(name: str, paths: dict[str, str], runs: dic
     assert Run(done.returncode, done.stdout, done.stderr) == runs[name]
 
 
-def test_the_process_loads_neither_llvm_nor_ml_dtypes(paths: dict[str, str]) -> None:
+@pytest.mark.parametrize("command", ["gelu_optimize", "bf16_cost"])
+def test_the_process_loads_neither_llvm_nor_ml_dtypes(command: str, paths: dict[str, str]) -> None:
     """Each RUN line of the FileCheck tests starts xfuse-opt: passes over `ew` IR need neither
-    the LLVM JIT nor ml_dtypes (whose import alone takes ~1 s of CPU)."""
+    the LLVM JIT nor ml_dtypes (whose import alone takes ~1 s of CPU), bf16 programs included."""
     script = (
         "import sys; from xfuse.tools.opt import main; status = main(sys.argv[1:]); "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'llvmlite', 'ml_dtypes'}))"
     )
-    arguments = resolve(COMMANDS["gelu_optimize"], paths)
+    arguments = (
+        resolve(COMMANDS["gelu_optimize"], paths)
+        if command == "gelu_optimize"
+        else [
+            str(Path(__file__).parents[1] / "filecheck" / "passes" / "ew-cost.mlir"),
+            "-p",
+            "ew-cost",
+        ]
+    )
     done = subprocess.run(
         [sys.executable, "-c", script, *arguments], capture_output=True, text=True
     )
