@@ -150,7 +150,7 @@ class Options:
     `xfuse.runtime.kernel.STREAMING_BYTES` (x86 hosts)."""
     masked_remainder: bool = False
     """Run the elements after the last full block of vectors in a masked vector loop instead
-    of LLVM's vector epilogue and scalar loop (`ew-kernel-to-loops{vector-bytes}`): tens of ns
+    of LLVM's vector epilogue and scalar loop (`ew-kernel-to-loops{vector-bytes}`): up to ~200 ns
     less per call of a transcendental program, for ~20% more compile time (docs/benchmarks.md)."""
 
     def __post_init__(self) -> None:

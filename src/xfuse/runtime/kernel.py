@@ -804,15 +804,17 @@ class Kernel(CompiledProgram):
         slices = len(argument_lists) - streaming
         concurrent = slices > 1 and self.split_cost.splits(elements)
         workers = self.workers.take(slices - 1) if concurrent else []
-        start = time.thread_time()
+        timed = slices > 1 and not concurrent
+        start = time.thread_time() if timed else 0.0
         if not workspace_bytes:
             self.function.run(argument_lists, workers=workers, streaming=streaming)
         else:
             with self._workspaces.borrow(workspace_bytes) as workspace:
                 self.function.run(argument_lists, workspace, workers, streaming)
         # (after an exception, a worker may still be running its slice: it is not given back)
-        self.workers.give_back(workers)
-        if slices > 1 and not concurrent:
+        if workers:
+            self.workers.give_back(workers)
+        if timed:
             self.split_cost.record(elements, time.thread_time() - start)
 
     @functools.cached_property

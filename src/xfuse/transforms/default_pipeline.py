@@ -23,7 +23,7 @@ from xfuse.transforms.workspace import EwWorkspacePass
 
 REMAINDER_VECTOR_BYTES = 64
 """`ew-kernel-to-loops`'s `vector-bytes` with `masked_remainder` (off by default: it made every
-compile ~20% slower, and the test suite ~30 s, for tens of ns per call): the widest x86 vectors
+compile ~20% slower, and the test suite ~30 s, for up to ~200 ns per call): the widest x86 vectors
 (AVX-512), on every host, so that the pipeline's output stays host-independent. A main-loop
 block is then 4 vectors with AVX-512 and 8 with AVX2, and the masked remainder loop up to 4 or
 8 vectors (measured alike on AVX2: docs/benchmarks.md)."""
