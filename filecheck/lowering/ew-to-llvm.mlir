@@ -1,6 +1,7 @@
 // RUN: xfuse-opt %s -p ew-to-llvm | filecheck %s
 // RUN: xfuse-opt %s -p 'ew-to-llvm{fastmath=none}' | filecheck %s --check-prefix=NOFAST
 // RUN: xfuse-opt %s -p 'ew-to-llvm{f16c=true}' | filecheck %s --check-prefix=F16C
+// RUN: xfuse-opt %s -p 'ew-to-llvm{avx512bf16=true}' | filecheck %s --check-prefix=BF16HW
 // RUN: xfuse-opt %s -p 'ew-to-llvm{packed=false}' | filecheck %s --check-prefix=UNPACKED
 
 // malloc and free are declared when a temporary needs them (see @temporary below).
@@ -249,6 +250,41 @@ func.func @f32_f16(%x: f32) -> f32 {
   %h = arith.truncf %x : f32 to f16
   %w = arith.extf %h : f16 to f32
   func.return %w : f32
+}
+
+// f32 -> bf16 is integer code by default; with `avx512bf16` it calls the function that
+// xfuse's code generation makes `fptrunc` to bfloat (`vcvtneps2bf16`), whose input treats
+// subnormals as zero: a subnormal (or zero) goes in with the exponent's lowest bit set, and the
+// 0x0080 that adds comes off the result. f64 -> bf16 stays integer code (one rounding).
+// BF16HW:       llvm.func @xfuse.fptrunc.f32.bf16(f32) -> i16
+// CHECK-LABEL: llvm.func @f32_bf16
+// CHECK-NOT:     llvm.call
+// CHECK:         llvm.return
+// BF16HW-LABEL: llvm.func @f32_bf16
+// BF16HW-NEXT:    %[[BITS:.*]] = llvm.bitcast %{{.*}} : f32 to i32
+// BF16HW-NEXT:    %[[EXPONENT_FIELD:.*]] = llvm.mlir.constant(2139095040 : i32) : i32
+// BF16HW-NEXT:    %[[EXPONENT:.*]] = llvm.and %[[BITS]], %[[EXPONENT_FIELD]] : i32
+// BF16HW-NEXT:    %[[ZERO:.*]] = llvm.mlir.constant(0 : i32) : i32
+// BF16HW-NEXT:    %[[TINY:.*]] = llvm.icmp "eq" %[[EXPONENT]], %[[ZERO]] : i32
+// BF16HW-NEXT:    %[[LOWEST:.*]] = llvm.mlir.constant(8388608 : i32) : i32
+// BF16HW-NEXT:    %[[LIFTED:.*]] = llvm.or %[[BITS]], %[[LOWEST]] : i32
+// BF16HW-NEXT:    %[[OPERAND:.*]] = llvm.select %[[TINY]], %[[LIFTED]], %[[BITS]] : i1, i32
+// BF16HW-NEXT:    %[[FLOAT:.*]] = llvm.bitcast %[[OPERAND]] : i32 to f32
+// BF16HW-NEXT:    %[[ROUNDED:.*]] = llvm.call @xfuse.fptrunc.f32.bf16(%[[FLOAT]]) : (f32) -> i16
+// BF16HW-NEXT:    %[[ULPS:.*]] = llvm.mlir.constant(128 : i16) : i16
+// BF16HW-NEXT:    %[[LOWERED:.*]] = llvm.sub %[[ROUNDED]], %[[ULPS]] : i16
+// BF16HW-NEXT:    %[[RESULT:.*]] = llvm.select %[[TINY]], %[[LOWERED]], %[[ROUNDED]] : i1, i16
+// BF16HW-NEXT:    llvm.return %[[RESULT]] : i16
+// BF16HW-LABEL: llvm.func @f64_bf16
+// BF16HW-NOT:     llvm.call
+// BF16HW:         llvm.return
+func.func @f32_bf16(%x: f32) -> bf16 {
+  %h = arith.truncf %x : f32 to bf16
+  func.return %h : bf16
+}
+func.func @f64_bf16(%x: f64) -> bf16 {
+  %h = arith.truncf %x : f64 to bf16
+  func.return %h : bf16
 }
 
 // A function of memrefs also gets a packed entry: one pointer to its argument words, which the

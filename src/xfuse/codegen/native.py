@@ -35,7 +35,11 @@ import llvmlite.binding as llvm_binding
 import llvmlite.ir as llvm_ir
 from llvmlite.binding.executionengine import ExecutionEngine
 
-from xfuse.transforms import packed_entry_name, workspace_size_function
+from xfuse.transforms import (
+    BF16_HARDWARE_NARROWING,
+    packed_entry_name,
+    workspace_size_function,
+)
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
@@ -234,6 +238,60 @@ def _loop_flag(module: llvm_ir.Module, name: str) -> llvm_ir.MDValue:
     )
 
 
+class _BFloatType(llvm_ir.Type):
+    """LLVM's `bfloat`, which llvmlite does not have."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+
+def lower_bf16_hardware_narrowings(module: llvm_ir.Module) -> None:
+    """Each call to `BF16_HARDWARE_NARROWING` (see `xfuse.transforms.to_llvm`'s
+    `narrow_bf16_in_hardware`) becomes `fptrunc` to `bfloat` and a bitcast of that to i16: what
+    the loop vectorizer widens and X86 selects as `vcvtneps2bf16` with AVX512_BF16 (without it,
+    a call to compiler-rt's `__truncsfbf2`, which MCJIT does not resolve: `ew-to-llvm` makes the
+    calls only where the target CPU has it). The declaration goes too."""
+    callee = module.globals.pop(BF16_HARDWARE_NARROWING, None)
+    if callee is None:
+        return
+    lowered: dict[llvm_ir.Instruction, llvm_ir.Instruction] = {}
+    for function in module.functions:
+        for block in function.blocks:
+            instructions: list[llvm_ir.Instruction] = []
+            for instruction in block.instructions:
+                if isinstance(instruction, llvm_ir.CallInstr) and instruction.callee is callee:
+                    rounded = llvm_ir.CastInstr(
+                        block, "fptrunc", instruction.args[0], _BFloatType()
+                    )
+                    bits = llvm_ir.CastInstr(block, "bitcast", rounded, instruction.type)
+                    instructions += [rounded, bits]
+                    lowered[instruction] = bits
+                else:
+                    instructions.append(instruction)
+            block.instructions = instructions
+    for function in module.functions:
+        for block in function.blocks:
+            for instruction in block.instructions:
+                for operand in [o for o in instruction.operands if o in lowered]:
+                    instruction.replace_usage(operand, lowered[operand])
+
+
+def _loop_property(module: llvm_ir.Module, name: str, value: int) -> llvm_ir.MDValue:
+    return module.add_metadata(
+        [llvm_ir.MetaDataString(module, name), llvm_ir.Constant(llvm_ir.IntType(32), value)]
+    )
+
+
+def _narrows_bf16_in_hardware(blocks: set[llvm_ir.Block]) -> bool:
+    """Whether the loop of `blocks` rounds to bf16 in hardware (see
+    `lower_bf16_hardware_narrowings`)."""
+    return any(
+        isinstance(instruction, llvm_ir.CastInstr) and isinstance(instruction.type, _BFloatType)
+        for block in blocks
+        for instruction in block.instructions
+    )
+
+
 def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
     """Mark each innermost loop's memory accesses as free of loop-carried dependences, and give
     it an interleave count: `interleave`, or where None the one `interleave_count` chooses from
@@ -244,7 +302,12 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
     element sizes (`HostCpu.masks`) vectorized with masks (`llvm.loop.vectorize.predicate.enable`):
     one masked vector iteration per vector of elements, where LLVM would run a vector epilogue
     and then scalar iterations (AVX2 has no masked 16-bit moves: there it stays a plain vector
-    loop with its own epilogue)."""
+    loop with its own epilogue).
+
+    A loop that rounds to bf16 in hardware is vectorized as wide as the host's float vectors:
+    LLVM 22's cost model prices `fptrunc` to `<16 x bfloat>` so high that it vectorized a plain
+    f32 -> bf16 loop 4 wide (1.3 cycles an element in cache, against 0.3 at 16 wide), and the
+    bf16 GELU 32 wide, with constants reloaded each iteration (docs/benchmarks.md)."""
     for function in module.functions:
         for latch, blocks in _innermost_loops(function):
             group = _distinct_node(module, [])
@@ -266,15 +329,12 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
                 count = 1
                 if all(map(host_cpu().masks, _accessed_bytes(blocks))):
                     properties.append(_loop_flag(module, "llvm.loop.vectorize.predicate.enable"))
-            if count:
+            if _narrows_bf16_in_hardware(blocks):
                 properties.append(
-                    module.add_metadata(
-                        [
-                            llvm_ir.MetaDataString(module, "llvm.loop.interleave.count"),
-                            llvm_ir.Constant(llvm_ir.IntType(32), count),
-                        ]
-                    )
+                    _loop_property(module, "llvm.loop.vectorize.width", host_cpu().float_lanes)
                 )
+            if count:
+                properties.append(_loop_property(module, "llvm.loop.interleave.count", count))
             loop_id = _distinct_node(module, [])
             loop_id.operands = (loop_id, *properties)
             latch.set_metadata("llvm.loop", loop_id)
@@ -475,6 +535,7 @@ def optimize_llvm_dialect(
         fallback_target_triple=target_machine.triple,
         data_layout=str(target_machine.target_data),
     )
+    lower_bf16_hardware_narrowings(llvm_module)
     mark_loops(llvm_module, interleave)
     _carry_function_attributes(module, llvm_module)
     mark_streaming_stores(llvm_module, twins, streaming_outputs)

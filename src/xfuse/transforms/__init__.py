@@ -46,6 +46,12 @@ def packed_entry_name(name: str) -> str:
     return f"{name}.packed"
 
 
+BF16_HARDWARE_NARROWING = "xfuse.fptrunc.f32.bf16"
+"""The function `ew-to-llvm{avx512bf16=true}` calls to round an f32 to bf16 bits (i16) in
+hardware; `xfuse.codegen.native` makes each call an `fptrunc` to LLVM's `bfloat` (which llvmlite
+cannot spell), AVX512_BF16's `vcvtneps2bf16` once vectorized."""
+
+
 def workspace_size_function(name: str) -> str:
     """The name of the companion that returns the workspace bytes function `name` needs."""
     return f"{name}_workspace_bytes"

@@ -17,8 +17,9 @@ payload kept (by the + - * / that a widening feeds, where those are all its user
 cannot fold their other operands to constants). LLVM's
 `fptrunc`/`fpext` on half and bfloat would call compiler-rt (`__truncdfhf2`, `__truncsfbf2`,
 `__extendhfsf2`) on CPUs without AVX-512 FP16/BF16 or F16C, and MCJIT resolves none of them;
-AVX512_BF16's `vcvtneps2bf16` (what `fptrunc` to bfloat becomes where the CPU has it) flushes
-f32 subnormals to zero (0x007fffff gives 0x0000, not 0x0080), so it is not used.
+AVX512_BF16's `vcvtneps2bf16` (what `fptrunc` to bfloat becomes where the CPU has it) treats
+f32 subnormals as zero (0x007fffff gives 0x0000, not 0x0080): with the `avx512bf16` option, f32 ->
+bf16 uses it with a fixup for those (`narrow_bf16_in_hardware`), to the same bits.
 `memref.view` of a byte buffer is its pointer moved on by the byte shift (`ew-workspace` places
 the pipeline's temporaries so); a `memref.alloc`/`dealloc` left in the IR calls `malloc`/`free`.
 
@@ -71,7 +72,7 @@ from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects.dtypes import element_bytes
-from xfuse.transforms import packed_entry_name
+from xfuse.transforms import BF16_HARDWARE_NARROWING, packed_entry_name
 
 _I8 = IntegerType(8)
 _I16 = IntegerType(16)
@@ -683,7 +684,7 @@ class _Emitter:
         type_ = IntegerType(width)
         return self(llvm.ConstantOp(IntegerAttr(as_signed, type_), type_))
 
-    def unsigned_compare(self, predicate: str, a: SSAValue, b: SSAValue) -> SSAValue:
+    def integer_compare(self, predicate: str, a: SSAValue, b: SSAValue) -> SSAValue:
         index = list(llvm.ICmpPredicateFlag).index(llvm.ICmpPredicateFlag(predicate))
         return self(llvm.ICmpOp(a, b, IntegerAttr(index, i64)))
 
@@ -730,12 +731,12 @@ def narrow_bits(
             )
         )
         subnormal = emit(llvm.SubOp(emit(llvm.BitcastOp(total, IntegerType(width))), magic))
-        tiny = emit.unsigned_compare(
+        tiny = emit.integer_compare(
             "ult", magnitude, constant(source.power_of_two(target.min_exponent))
         )
         result = emit(llvm.SelectOp(tiny, subnormal, result))
     if target.max_exponent < source.max_exponent:
-        too_big = emit.unsigned_compare(
+        too_big = emit.integer_compare(
             "uge", magnitude, constant(source.power_of_two(target.max_exponent + 1))
         )
         result = emit(llvm.SelectOp(too_big, constant(target.infinity), result))
@@ -751,6 +752,34 @@ def narrow_bits(
         sign = emit(llvm.AndOp(emit(llvm.LShrOp(bits, constant(width - 16))), constant(1 << 15)))
         result = emit(llvm.OrOp(result, sign))
     return emit(llvm.TruncOp(result, _I16))
+
+
+BF16_HARDWARE_SIGNATURE = llvm.LLVMFunctionType([Float32Type()], _I16)
+
+
+def narrow_bf16_in_hardware(emit: _Emitter, value: SSAValue) -> SSAValue:
+    """The i16 bits of the f32 `value` rounded to bf16, as `narrow_bits` gives them, by a call to
+    `BF16_HARDWARE_NARROWING` (AVX512_BF16's `vcvtneps2bf16` once `xfuse.codegen.native` has made
+    it an `fptrunc`: round to nearest even, a NaN quieted with its sign and its payload's top,
+    one instruction for 16 lanes that also packs them). That instruction treats a subnormal
+    input as zero, so a subnormal (or zero) `value` goes in with the exponent field's lowest bit
+    set: that is `value` + copysign(2^-126, value) exactly, a normal number whose bf16 ulp
+    (2^-133) is that of bf16's subnormals, so it rounds as `value` would (2^-126 is an even
+    number of those ulps), and its bf16 bits less 0x0080 are `value`'s."""
+    bits = emit(llvm.BitcastOp(value, _I32))
+    exponent = emit(llvm.AndOp(bits, emit.integer(0x7F800000, 32)))
+    tiny = emit.integer_compare("eq", exponent, emit.integer(0, 32))
+    lifted = emit(llvm.OrOp(bits, emit.integer(0x00800000, 32)))
+    operand = emit(llvm.SelectOp(tiny, lifted, bits))
+    rounded = emit(
+        llvm.CallOp(
+            BF16_HARDWARE_NARROWING,
+            emit(llvm.BitcastOp(operand, Float32Type())),
+            return_type=_I16,
+        )
+    )
+    lowered = emit(llvm.SubOp(rounded, emit.integer(0x0080, 16)))
+    return emit(llvm.SelectOp(tiny, lowered, rounded))
 
 
 def widen_bits(
@@ -780,10 +809,10 @@ def widen_bits(
         smallest = 2.0 ** (source.min_exponent - source.fraction)
         unit = emit(llvm.ConstantOp(FloatAttr(smallest, cast(AnyFloat, float_type)), float_type))
         scaled = emit(llvm.BitcastOp(emit(llvm.FMulOp(count, unit)), IntegerType(width)))
-        is_subnormal = emit.unsigned_compare("ult", magnitude, constant(1 << source.fraction))
+        is_subnormal = emit.integer_compare("ult", magnitude, constant(1 << source.fraction))
         result = emit(llvm.SelectOp(is_subnormal, scaled, result))
         infinity = emit(llvm.OrOp(shifted, constant(target.infinity)))  # and NaN
-        is_infinite = emit.unsigned_compare("uge", magnitude, constant(source.infinity))
+        is_infinite = emit.integer_compare("uge", magnitude, constant(source.infinity))
         result = emit(llvm.SelectOp(is_infinite, infinity, result))
         sign = emit(llvm.AndOp(wide, constant(source.sign)))
         result = emit(llvm.OrOp(result, emit(llvm.ShlOp(sign, constant(width - source.width)))))
@@ -792,7 +821,7 @@ def widen_bits(
         # LLVM 22 aborts legalizing it for <2 x float>.)
         quiet_nan = emit(llvm.OrOp(result, constant(1 << (target.fraction - 1))))
         result_magnitude = emit(llvm.AndOp(result, constant(target.sign - 1)))
-        is_nan = emit.unsigned_compare("ugt", result_magnitude, constant(target.infinity))
+        is_nan = emit.integer_compare("ugt", result_magnitude, constant(target.infinity))
         result = emit(llvm.SelectOp(is_nan, quiet_nan, result))
     return emit(llvm.BitcastOp(result, float_type))
 
@@ -800,6 +829,10 @@ def widen_bits(
 def _format(type_: Attribute) -> FloatFormat:
     # A bf16 value whose producer is lowered already arrives as its i16 bits.
     return FORMATS[BFloat16Type if isinstance(type_, IntegerType) else type(type_)]
+
+
+def _is_bf16(type_: Attribute) -> bool:
+    return _format(type_) is FORMATS[BFloat16Type]
 
 
 def _is_f16_f32_pair(a: Attribute, b: Attribute) -> bool:
@@ -866,9 +899,11 @@ class ExtfToLlvm(RewritePattern):
 @dataclass(frozen=True)
 class TruncfToLlvm(RewritePattern):
     """f64 -> f32 with `fptrunc`; f32/f64 -> f16 and bf16 (i16 bits) with `narrow_bits`, or f32
-    -> f16 with `fptrunc` where `f16c` says the target converts it in hardware."""
+    -> f16 with `fptrunc` where `f16c` says the target converts it in hardware, f32 -> bf16 with
+    `narrow_bf16_in_hardware` where `avx512bf16` does."""
 
     f16c: bool = False
+    avx512bf16: bool = False
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.TruncFOp, rewriter: PatternRewriter) -> None:
@@ -878,6 +913,10 @@ class TruncfToLlvm(RewritePattern):
             rewriter.replace(op, llvm.FPTruncOp(op.input, op.result.type))
             return
         emit = _Emitter()
+        if self.avx512bf16 and isinstance(op.input.type, Float32Type) and _is_bf16(op.result.type):
+            narrow_bf16_in_hardware(emit, op.input)
+            rewriter.replace(op, emit.ops)
+            return
         bits = narrow_bits(emit, op.input, FORMATS[type(op.input.type)], _format(op.result.type))
         if isinstance(op.result.type, Float16Type):
             emit(llvm.BitcastOp(bits, op.result.type))
@@ -911,7 +950,8 @@ class MathToLlvm(RewritePattern):
 # ---------------------------------------------------------------------------------------------
 
 
-def _declare_allocator(module: ModuleOp) -> None:
+def _declare_callees(module: ModuleOp) -> None:
+    """Declares the functions the lowering calls (`malloc`, `free`, `BF16_HARDWARE_NARROWING`)."""
     declared = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
     uses = {
         op.callee.string_value()
@@ -921,6 +961,7 @@ def _declare_allocator(module: ModuleOp) -> None:
     signatures = {
         "malloc": llvm.LLVMFunctionType([i64], _PTR),
         "free": llvm.LLVMFunctionType([_PTR], None),
+        BF16_HARDWARE_NARROWING: BF16_HARDWARE_SIGNATURE,
     }
     for name, function_type in signatures.items():
         if name in uses and name not in declared:
@@ -954,6 +995,12 @@ class EwToLlvmPass(ModulePass):
     conversion is integer code: without F16C, LLVM would call compiler-rt's `__extendhfsf2` and
     `__truncsfhf2`, which the JIT does not resolve. f64 <-> f16 is integer code either way (no
     instruction converts it in one rounding)."""
+
+    avx512bf16: bool = False
+    """Round f32 to bf16 with AVX512_BF16's `vcvtneps2bf16` (`narrow_bf16_in_hardware`, to the
+    same bits as the integer code; `xfuse.compile` sets it where the target CPU has the feature).
+    The output then calls `xfuse.fptrunc.f32.bf16`, which `xfuse.codegen.native` makes an
+    `fptrunc` to `bfloat` (llvmlite has no `bfloat`): only xfuse's own code generation takes it."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         flags = parse_fastmath(self.fastmath)
@@ -1009,7 +1056,7 @@ class EwToLlvmPass(ModulePass):
             SelectToLlvm(),
             CastsToLlvm(),
             ExtfToLlvm(self.f16c, unquieted),
-            TruncfToLlvm(self.f16c),
+            TruncfToLlvm(self.f16c, self.avx512bf16),
             MathToLlvm(),
         ]
         PatternRewriteWalker(
@@ -1038,4 +1085,4 @@ class EwToLlvmPass(ModulePass):
             )
         for cast_op in [o for o in op.walk() if isinstance(o, UnrealizedConversionCastOp)]:
             Rewriter.erase_op(cast_op)
-        _declare_allocator(op)
+        _declare_callees(op)
