@@ -157,75 +157,6 @@ def test_f64_to_f16_rounds_once_not_through_f32() -> None:
     assert bits(bf).tolist() == [0x3F81]
 
 
-def dense_f32_sweep() -> np.ndarray:
-    """f32 values around every bf16 rounding boundary: each of the 2^16 upper halves (every
-    sign, exponent, subnormal, infinity and NaN) with the lower halves that decide its rounding
-    (0, 1, just below, at and just above the tie, all ones) and a random one."""
-    upper = np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)
-    lowers = [0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF]
-    random = np.random.default_rng(1).integers(0, 1 << 16, 1 << 16, dtype=np.uint32)
-    return np.concatenate([upper | np.uint32(low) for low in lowers] + [upper | random]).view(
-        np.float32
-    )
-
-
-def bf16_cpu(kind: str, use_cpu: Callable[[str, str], HostCpu]) -> HostCpu:
-    """The host with AVX512_BF16 (`hardware`), the host without it (`software`), or an AVX2
-    CPU (`avx2`); skipped where the host cannot run that code."""
-    host = host_cpu()
-    if kind == "avx2":
-        if not host.has("avx2"):
-            pytest.skip("this host cannot run AVX2 code")
-        return use_cpu("x86-64-v3", CPUS["x86-64-v3"])
-    if not host.has("avx512bf16"):
-        pytest.skip("this host has no AVX512_BF16")
-    if kind == "hardware":
-        return host
-    features = [f for f in host.features.split(",") if f not in ("+avx512bf16", "-prefer-256-bit")]
-    return use_cpu(host.name, ",".join([*features, "-avx512bf16"]))
-
-
-@pytest.mark.parametrize("kind", ["hardware", "software", "avx2"])
-def test_f32_to_bf16_is_bit_exact_in_hardware_and_software(
-    kind: str, use_cpu: Callable[[str, str], HostCpu]
-) -> None:
-    """With AVX512_BF16 the vector loop rounds with `vcvtneps2bf16` (one instruction for 16
-    lanes) and a fixup for the subnormals it treats as zero; without it, integer code: both to
-    ml_dtypes' rounding of the float64 value, NaNs quieted with their sign and payload's top."""
-    cpu = bf16_cpu(kind, use_cpu)
-    kernel = xfuse.compile("input f32 x; out = bf16(x);")
-    vector = "zmm" if cpu.float_lanes == 16 else "ymm"
-    assert bool(re.search(rf"vcvtneps2bf16\s+%{vector}", kernel.asm)) == (kind == "hardware")
-    x = dense_f32_sweep()
-    with np.errstate(invalid="ignore"):  # NaN
-        want = x.astype(np.float64).astype(ml_dtypes.bfloat16)
-    assert_same_floats(kernel(x=x), want, x)
-
-
-def test_bf16_llm_gelu_has_the_same_bits_with_avx512bf16(
-    use_cpu: Callable[[str, str], HostCpu],
-) -> None:
-    """The fused LLM GELU (bf16 x, r and bias) stores the same bits whether its f32 result is
-    rounded by `vcvtneps2bf16` or by integer code: random rows, rows whose results are every bf16
-    (0 + r: subnormals, zeros, infinities, NaNs), and the math on every bf16 input."""
-    source = """input bf16 x[t, d], r[t, d], b[d];
-    h = x + b;
-    y = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h)));
-    out = y + r;"""
-    every = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).reshape(16, 4096)
-    zeros = np.zeros_like(every)
-    rng = np.random.default_rng(2)
-    random = rng.standard_normal((2, 4096)).astype(ml_dtypes.bfloat16)
-    x = np.concatenate([random, zeros, every])  # y + r is r exactly, then the math on every x
-    r = np.concatenate([random[::-1], every, zeros])
-    b = random[0]
-    results = {}
-    for kind in ("hardware", "software"):
-        bf16_cpu(kind, use_cpu)
-        results[kind] = bits(xfuse.compile(source)(x=x, r=r, b=b))
-    np.testing.assert_array_equal(results["hardware"], results["software"])
-
-
 INTRINSIC_LIBM_CALLS = {"fma", "fmaf", "floor", "floorf"}
 """How LLVM lowers the fma and floor intrinsics on CPUs without FMA3 or SSE4.1."""
 
@@ -301,3 +232,87 @@ def test_kernels_call_only_what_the_jit_resolves(
     for cpu, kernel in kernels.items():
         unresolved = undefined_symbols(kernel.function.native.object_code) - ALLOWED_CALLS
         assert not unresolved, f"{cpu} code calls {sorted(unresolved)}"
+
+
+def dense_f32_sweep() -> np.ndarray:
+    """f32 values around every bf16 rounding boundary: each of the 2^16 upper halves (every
+    sign, exponent, subnormal, infinity and NaN) with the lower halves that decide its rounding
+    (0, 1, just below, at and just above the tie, all ones) and a random one."""
+    upper = np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)
+    lowers = [0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF]
+    random = np.random.default_rng(1).integers(0, 1 << 16, 1 << 16, dtype=np.uint32)
+    return np.concatenate([upper | np.uint32(low) for low in lowers] + [upper | random]).view(
+        np.float32
+    )
+
+
+def bf16_cpu(kind: str, use_cpu: Callable[[str, str], HostCpu]) -> HostCpu:
+    """The host with AVX512_BF16 (`hardware`), the host without it (`software`), or an AVX2
+    CPU (`avx2`); skipped where the host cannot run that code."""
+    host = host_cpu()
+    if kind == "avx2":
+        if not host.has("avx2"):
+            pytest.skip("this host cannot run AVX2 code")
+        return use_cpu("x86-64-v3", CPUS["x86-64-v3"])
+    if not host.has("avx512bf16"):
+        pytest.skip("this host has no AVX512_BF16")
+    if kind == "hardware":
+        return host
+    features = [f for f in host.features.split(",") if f not in ("+avx512bf16", "-prefer-256-bit")]
+    return use_cpu(host.name, ",".join([*features, "-avx512bf16"]))
+
+
+@pytest.mark.parametrize("kind", ["hardware", "software", "avx2"])
+def test_f32_to_bf16_is_bit_exact_in_hardware_and_software(
+    kind: str, use_cpu: Callable[[str, str], HostCpu]
+) -> None:
+    """With AVX512_BF16 the vector loop rounds with `vcvtneps2bf16` (one instruction for 16
+    lanes) and a fixup for the subnormals it treats as zero; without it, integer code: both to
+    ml_dtypes' rounding of the float64 value, NaNs quieted with their sign and payload's top."""
+    cpu = bf16_cpu(kind, use_cpu)
+    kernel = xfuse.compile("input f32 x; out = bf16(x);")
+    vector = "zmm" if cpu.float_lanes == 16 else "ymm"
+    assert bool(re.search(rf"vcvtneps2bf16\s+%{vector}", kernel.asm)) == (kind == "hardware")
+    x = dense_f32_sweep()
+    with np.errstate(invalid="ignore"):  # NaN
+        want = x.astype(np.float64).astype(ml_dtypes.bfloat16)
+    assert_same_floats(kernel(x=x), want, x)
+
+
+def test_bf16_rounds_in_hardware_only_with_avx512vl(
+    use_cpu: Callable[[str, str], HostCpu],
+) -> None:
+    """AVX512_BF16 without AVX512VL has no scalar or 128/256-bit `vcvtneps2bf16`: there LLVM
+    would call compiler-rt's `__truncsfbf2` for the loop's remainder, which MCJIT does not
+    resolve (the call segfaulted), so such a CPU keeps the integer code."""
+    if not host_cpu().has("avx512f"):
+        pytest.skip("this host cannot run AVX-512 code")
+    use_cpu("x86-64", "+avx,+avx2,+fma,+f16c,+avx512f,+avx512bf16")
+    kernel = xfuse.compile("input f32 x; out = bf16(x);")
+    assert undefined_symbols(kernel.function.native.object_code) <= ALLOWED_CALLS
+    x = np.array([1.0, 1e-40, -np.inf], np.float32)
+    assert bits(kernel(x=x)).tolist() == [0x3F80, 0x0001, 0xFF80]
+
+
+def test_bf16_llm_gelu_has_the_same_bits_with_avx512bf16(
+    use_cpu: Callable[[str, str], HostCpu],
+) -> None:
+    """The fused LLM GELU (bf16 x, r and bias) stores the same bits whether its f32 result is
+    rounded by `vcvtneps2bf16` or by integer code: random rows, rows whose results are every bf16
+    (0 + r: subnormals, zeros, infinities, NaNs), and the math on every bf16 input."""
+    source = """input bf16 x[t, d], r[t, d], b[d];
+    h = x + b;
+    y = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h)));
+    out = y + r;"""
+    every = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).reshape(16, 4096)
+    zeros = np.zeros_like(every)
+    rng = np.random.default_rng(2)
+    random = rng.standard_normal((2, 4096)).astype(ml_dtypes.bfloat16)
+    x = np.concatenate([random, zeros, every])  # y + r is r exactly, then the math on every x
+    r = np.concatenate([random[::-1], every, zeros])
+    b = random[0]
+    results = {}
+    for kind in ("hardware", "software"):
+        bf16_cpu(kind, use_cpu)
+        results[kind] = bits(xfuse.compile(source)(x=x, r=r, b=b))
+    np.testing.assert_array_equal(results["hardware"], results["software"])

@@ -76,6 +76,13 @@ class HostCpu:
         return self.has("avx512bw") or (element_bytes >= 4 and self.has("avx"))
 
     @property
+    def rounds_bf16(self) -> bool:
+        """Whether LLVM makes every `fptrunc` f32 -> bfloat AVX512_BF16's `vcvtneps2bf16`: that
+        takes AVX512VL too for a scalar or a narrower vector (without it, LLVM calls compiler-rt's
+        `__truncsfbf2`, which MCJIT does not resolve)."""
+        return self.has("avx512bf16") and self.has("avx512vl")
+
+    @property
     def float_lanes(self) -> int:
         """f32 lanes in the widest vector register: 16 with AVX-512, 8 with AVX, else 4."""
         if self.has("avx512f"):

@@ -213,7 +213,7 @@ class Options:
             math=self.math,
             fastmath=self.fastmath,
             f16c=self.target == "cpu" and host_cpu().has("f16c"),
-            avx512bf16=self.target == "cpu" and host_cpu().has("avx512bf16"),
+            avx512bf16=self.target == "cpu" and host_cpu().rounds_bf16,
             target=self.target,
             masked_remainder=self.masked_remainder,
             extra=self.extra(),
