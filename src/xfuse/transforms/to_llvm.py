@@ -998,7 +998,8 @@ class EwToLlvmPass(ModulePass):
 
     avx512bf16: bool = False
     """Round f32 to bf16 with AVX512_BF16's `vcvtneps2bf16` (`narrow_bf16_in_hardware`, to the
-    same bits as the integer code; `xfuse.compile` sets it where the target CPU has the feature).
+    same bits as the integer code; `xfuse.compile` sets it where the target CPU has it and
+    AVX512VL, `xfuse.codegen.native.HostCpu.rounds_bf16`).
     The output then calls `xfuse.fptrunc.f32.bf16`, which `xfuse.codegen.native` makes an
     `fptrunc` to `bfloat` (llvmlite has no `bfloat`): only xfuse's own code generation takes it."""
 
