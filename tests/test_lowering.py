@@ -18,6 +18,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 import xfuse
 from xfuse.codegen.native import (
+    BF16_LONG_BODY_INTERLEAVE,
     LONG_BODY,
     LONG_BODY_INTERLEAVE,
     HostCpu,
@@ -374,6 +375,27 @@ def test_interleave_count(
 def test_interleave_count_follows_the_body_length() -> None:
     assert interleave_count(LONG_BODY) == LONG_BODY_INTERLEAVE
     assert interleave_count(LONG_BODY - 1) == 0  # a short body: LLVM's own choice
+    assert interleave_count(LONG_BODY, rounds_bf16=True) == BF16_LONG_BODY_INTERLEAVE
+    assert interleave_count(LONG_BODY - 1, rounds_bf16=True) == 0
+
+
+LLM_GELU_BF16 = """input bf16 x[t, d], r[t, d], b[d];
+h = x + b;
+out = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r;"""
+
+
+def test_loops_rounding_bf16_in_hardware_take_one_register_of_floats() -> None:
+    """LLVM's cost model would vectorize a plain f32 -> bf16 loop 4 wide and the LLM GELU 32
+    wide (two registers a value, constants reloaded each iteration): where the host rounds bf16
+    in hardware each such loop is as wide as its float registers, a long one interleaved 8."""
+    cpu = host_cpu()
+    if not cpu.rounds_bf16:
+        pytest.skip("this host has no AVX512_BF16")
+    for source in ("out = bf16(x);", LLM_GELU_BF16):
+        widths = re.findall(r"<(\d+) x bfloat>", xfuse.compile(source).llvm_ir)
+        assert set(widths) == {str(cpu.float_lanes)}, source
+    gelu = xfuse.compile(LLM_GELU_BF16)
+    assert vector_stores_per_iteration(gelu.llvm_ir) == BF16_LONG_BODY_INTERLEAVE
 
 
 @pytest.mark.parametrize("interleave", [-1, 17, 2.0, True])

@@ -194,22 +194,32 @@ def _innermost_loops(
     ]
 
 
-def interleave_count(body_length: int) -> int:
+def interleave_count(body_length: int, rounds_bf16: bool = False) -> int:
     """How many vector iterations the vectorizer interleaves in a loop of `body_length` LLVM
-    instructions (before O3): 0 leaves the choice to LLVM's cost model.
+    instructions (before O3), `rounds_bf16` if it rounds to bf16 in hardware: 0 leaves the
+    choice to LLVM's cost model.
 
     A long body is one long dependency chain per vector (a polynomial, a division): LLVM's model
     interleaves it once, and the core then waits on latency; forcing `LONG_BODY_INTERLEAVE`
-    overlaps that many chains (measured in `benchmarks/loop_and_call.py`, docs/benchmarks.md).
+    overlaps that many chains (measured in `benchmarks/loop_and_call.py`, docs/benchmarks.md),
+    `BF16_LONG_BODY_INTERLEAVE` where the chain ends in the bf16 rounding.
     A short body is bound by loads and stores, where LLVM's own choice is as good.
     """
-    return LONG_BODY_INTERLEAVE if body_length >= LONG_BODY else 0
+    if body_length < LONG_BODY:
+        return 0
+    return BF16_LONG_BODY_INTERLEAVE if rounds_bf16 else LONG_BODY_INTERLEAVE
 
 
 LONG_BODY = 24
 """Instructions (loads, address arithmetic, math, stores) from which a loop body counts as long."""
 
 LONG_BODY_INTERLEAVE = 4
+
+BF16_LONG_BODY_INTERLEAVE = 8
+"""For a long loop that rounds to bf16 in hardware (one register of f32 lanes a vector, see
+`mark_loops`): against interleave 4, in four loaded runs (docs/benchmarks.md), the LLM GELU
+with a bf16 bias took 0.75-0.94x the time in every comparison (2^12, 2^16, 2^24), the one with
+an f32 bias 0.81-1.05x (less in 6 of 9); the f32 GELU's loop took the same (1.03 / 1.05)."""
 
 
 def is_remainder_loop(blocks: set[llvm_ir.Block]) -> bool:
@@ -314,7 +324,8 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
     A loop that rounds to bf16 in hardware is vectorized as wide as the host's float vectors:
     LLVM 22's cost model prices `fptrunc` to `<16 x bfloat>` so high that it vectorized a plain
     f32 -> bf16 loop 4 wide (1.3 cycles an element in cache, against 0.3 at 16 wide), and the
-    bf16 GELU 32 wide, with constants reloaded each iteration (docs/benchmarks.md)."""
+    bf16 GELU 32 wide, with constants reloaded each iteration (docs/benchmarks.md); a long one
+    is interleaved `BF16_LONG_BODY_INTERLEAVE` times."""
     for function in module.functions:
         for latch, blocks in _innermost_loops(function):
             group = _distinct_node(module, [])
@@ -327,8 +338,9 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
                     [llvm_ir.MetaDataString(module, "llvm.loop.parallel_accesses"), group]
                 )
             ]
+            rounds_bf16 = _narrows_bf16_in_hardware(blocks)
             count = (
-                interleave_count(sum(len(block.instructions) for block in blocks))
+                interleave_count(sum(len(block.instructions) for block in blocks), rounds_bf16)
                 if interleave is None
                 else interleave
             )
@@ -336,7 +348,7 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
                 count = 1
                 if all(map(host_cpu().masks, _accessed_bytes(blocks))):
                     properties.append(_loop_flag(module, "llvm.loop.vectorize.predicate.enable"))
-            if _narrows_bf16_in_hardware(blocks):
+            if rounds_bf16:
                 properties.append(
                     _loop_property(module, "llvm.loop.vectorize.width", host_cpu().float_lanes)
                 )
