@@ -219,7 +219,8 @@ BF16_LONG_BODY_INTERLEAVE = 8
 """For a long loop that rounds to bf16 in hardware (one register of f32 lanes a vector, see
 `mark_loops`): against interleave 4, in four loaded runs (docs/benchmarks.md), the LLM GELU
 with a bf16 bias took 0.75-0.94x the time in every comparison (2^12, 2^16, 2^24), the one with
-an f32 bias 0.81-1.05x (less in 6 of 9); the f32 GELU's loop took the same (1.03 / 1.05)."""
+an f32 bias 0.81-1.05x (less in 6 of 9); the f32 GELU's loop took the same (1.03 against 1.05
+cycles an element)."""
 
 
 def is_remainder_loop(blocks: set[llvm_ir.Block]) -> bool:
