@@ -4,7 +4,8 @@
 
 Prints the host (CPU, vector width, load average, the clock: measured on a chain of dependent
 adds, and as the OS reports it), then, float32 unless said, `out=` buffers, every time the best
-of `--rounds` interleaved round medians:
+of `--rounds` interleaved round medians of the time per call (a sample times ~2^16 elements
+of calls in a row: at 2^12 16 calls, so the clock's reading is not counted as a call's):
 
 1. **in cache** (2^12, 2^16): each program's cycles per element next to the resource bound that
    `llvm-mca` (LLVM 22's where installed) gives for the kernel's hot loop (its block reciprocal
@@ -110,9 +111,12 @@ def kernel(program: Program, threads: int = 1) -> Kernel:
 
 
 def best_seconds(runs: Sequence[Callable[[], object]], rounds: int, n: int) -> list[float]:
-    """Per run, the best of `rounds` interleaved round medians (about 2^22 elements a round)."""
-    repeat = max(3, min(2000, (1 << 22) // max(n, 1)))
-    return [min(times) for times in interleaved_medians(runs, rounds, repeat)]
+    """Per call of each run, the best of `rounds` interleaved round medians (about 2^22 elements
+    a round); a sample times calls in a row, about 2^16 elements (a call at 2^12 takes ~2 us:
+    the ~0.1 us of reading the clock around each call is not the call's)."""
+    calls = max(1, (1 << 16) // max(n, 1))
+    repeat = max(3, min(2000, (1 << 22) // (max(n, 1) * calls)))
+    return [min(times) for times in interleaved_medians(runs, rounds, repeat, calls)]
 
 
 # ---------------------------------------------------------------------------------------------
