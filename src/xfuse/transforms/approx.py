@@ -169,18 +169,20 @@ def _exp(x: SSAValue, full_range: bool) -> SSAValue:
     # 2 e**r, every step exactly twice Cephes' (1 + r + r^2 p(r)), so that 2**(n - 1) scales it:
     # n reaches 128 below the overflow threshold, and 2**128 is not a float32.
     p = _polynomial(r, [2.0 * c for c in _EXP_POLY])
-    r_squared_p = arith.MulfOp(arith.MulfOp(r, r), p)
-    twice = arith.AddfOp(arith.AddfOp(r_squared_p, arith.AddfOp(r, r)), _f32(2.0))
+    twice_minus_two = arith.AddfOp(arith.MulfOp(arith.MulfOp(r, r), p), arith.AddfOp(r, r))
     # The magic's bits are 0x4B400000 + n, and its own bits leave a 32-bit shift by 23.
     exponent = arith.ShLIOp(arith.BitcastOp(shifted, _I32), _i32(23))
     # Below 2**-126 2**(n - 1) is not a normal float32: scale by 2**(n + 63) instead, then by
     # 2**-64, so that the result rounds once into the denormals (the first product is exact).
     if not full_range:
         # n <= 64: 2**(n + 63) is a normal float32 for every n, so always the two factors: no
-        # compare, selects and constants to keep (silu's 64-element AVX-512 loop: 133 -> 115
-        # instructions, and no constants spilled to the stack; docs/benchmarks.md).
+        # compare, selects and constants to keep (silu's 64-element AVX-512 loop: 133 -> 111
+        # instructions, and no constants spilled to the stack; docs/benchmarks.md). The 2**-64
+        # goes first, with the 2 as an FMA: (t + 2) 2**-64 rounds as t + 2 does (same bits).
+        early = math.FmaOp(twice_minus_two, _f32(2.0**-64), _f32(2.0**-63))
         scale = arith.BitcastOp(arith.AddiOp(exponent, _i32((126 + 64) << 23)), _F32)
-        return arith.MulfOp(arith.MulfOp(twice, scale), _f32(2.0**-64)).result
+        return arith.MulfOp(early, scale).result
+    twice = arith.AddfOp(twice_minus_two, _f32(2.0))
     tiny = arith.CmpfOp(clamped, _f32(_EXP_NORMAL_BELOW), "olt")
     bias = arith.SelectOp(tiny, _i32((126 + 64) << 23), _i32(126 << 23))
     scaled = arith.MulfOp(twice, arith.BitcastOp(arith.AddiOp(exponent, bias), _F32))
