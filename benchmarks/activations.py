@@ -1,10 +1,12 @@
 """Activations against memory speed (issue 16): one run, every measure side by side.
 
     python benchmarks/activations.py [--rounds 5] [--repeat 5] [--parts 1 2 3 4 5] [--quick]
+        [--programs silu 'GELU + bias + residual' ...]
 
 Prints the host (CPU, vector width, load average, the clock: measured on a chain of dependent
 adds, and as the OS reports it), then, float32 unless said, `out=` buffers, every time the best
-of `--rounds` interleaved round medians:
+of `--rounds` interleaved round medians of the time per call (a sample times ~2^16 elements
+of calls in a row: at 2^12 16 calls, so the clock's reading is not counted as a call's):
 
 1. **in cache** (2^12, 2^16): each program's cycles per element next to the resource bound that
    `llvm-mca` (LLVM 22's where installed) gives for the kernel's hot loop (its block reciprocal
@@ -100,6 +102,14 @@ PROGRAMS: dict[str, Program] = {
     ),
     "LLM GELU bf16, f32 bias": Program((EXAMPLES / "gelu-llm.ew").read_text(), 0.6, llm=True),
 }
+SELECTED: set[str] = set()
+"""The programs the parts measure (`--programs`; all by default)."""
+
+
+def selected(programs: dict[str, Program]) -> dict[str, Program]:
+    return {name: program for name, program in programs.items() if name in SELECTED}
+
+
 LLM_ROWS = 1024
 IN_CACHE = (1 << 12, 1 << 16)
 THREAD_SIZES = (1 << 18, 1 << 20, 1 << 22, 1 << 24)
@@ -110,9 +120,12 @@ def kernel(program: Program, threads: int = 1) -> Kernel:
 
 
 def best_seconds(runs: Sequence[Callable[[], object]], rounds: int, n: int) -> list[float]:
-    """Per run, the best of `rounds` interleaved round medians (about 2^22 elements a round)."""
-    repeat = max(3, min(2000, (1 << 22) // max(n, 1)))
-    return [min(times) for times in interleaved_medians(runs, rounds, repeat)]
+    """Per call of each run, the best of `rounds` interleaved round medians (about 2^22 elements
+    a round); a sample times calls in a row, about 2^16 elements (a call at 2^12 takes ~2 us:
+    the ~0.1 us of reading the clock around each call is not the call's)."""
+    calls = max(1, (1 << 16) // max(n, 1))
+    repeat = max(3, min(2000, (1 << 22) // (max(n, 1) * calls)))
+    return [min(times) for times in interleaved_medians(runs, rounds, repeat, calls)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,7 +343,7 @@ def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
     )
     print("|---|---|---:|---:|---:|---:|---:|---|")
     compute_ns: dict[str, float] = {}
-    for name, program in PROGRAMS.items():
+    for name, program in selected(PROGRAMS).items():
         k = kernel(program)
         for n in IN_CACHE:
             workload = bench.prepare_workload(program.source, n)
@@ -411,7 +424,7 @@ def memory_rows(
         "| max abs error | target |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---|")
-    for name, program in PROGRAMS.items():
+    for name, program in selected(PROGRAMS).items():
         size = llm_rows * bench.ROW_LENGTH if program.llm else n
         workload = bench.prepare_workload(program.source, size)
         run = kernel(program).prepare(**workload.arrays)
@@ -477,7 +490,7 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
     header = " | ".join(f"2^{n.bit_length() - 1}" for n in sizes)
     print(f"| program | {header} | 2^{largest.bit_length() - 1}, both normal stores |")
     print("|---|" + "---:|" * (len(sizes) + 1))
-    for name, program in PROGRAMS.items():
+    for name, program in selected(PROGRAMS).items():
         if program.llm:
             continue
         normal = dict(extra_passes=program.extra_passes, streaming=False)
@@ -543,7 +556,7 @@ def peer_rows(sizes: Sequence[int], rounds: int) -> None:
         print(f"\nn = 2^{n.bit_length() - 1}: ns/element (the peer's time over xfuse's)")
         print("| program | xfuse | " + " | ".join(names) + " |")
         print("|---|---:|" + "---:|" * len(names))
-        for name, program in PROGRAMS.items():
+        for name, program in selected(PROGRAMS).items():
             if program.extra_passes or program.llm:
                 continue
             workload = bench.prepare_workload(program.source, n)
@@ -581,7 +594,15 @@ def main() -> None:
         help="which parts to run (5: the peers)",
     )
     parser.add_argument("--quick", action="store_true", help="2^20 instead of 2^24")
+    parser.add_argument(
+        "--programs",
+        nargs="+",
+        choices=list(PROGRAMS),
+        metavar="NAME",
+        help=f"only these programs (default: all of {', '.join(map(repr, PROGRAMS))})",
+    )
     args = parser.parse_args()
+    SELECTED.update(args.programs or PROGRAMS)
     large, llm_rows = (1 << 20, 64) if args.quick else (1 << 24, LLM_ROWS)
     clock = measured_clock_hz()
     reported = reported_clock_hz()

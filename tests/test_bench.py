@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
-from xfuse.benchmarking import bench, peers
+from xfuse.benchmarking import bench, peers, timing
 from xfuse.benchmarking.timing import interleaved_medians, separable
 from xfuse.dialects import ew
 from xfuse.tools.bench_cmd import bandwidth_figure, parse_sizes, program_title
@@ -326,6 +326,20 @@ def test_interleaved_rounds_take_turns() -> None:
     )
     assert calls == ["a", "a", "b", "b"] * 3
     assert [len(m) for m in medians] == [3, 3]
+
+
+def test_a_sample_of_several_calls_is_timed_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A clock that only each call advances, by 1 s: 4 samples of 5 calls take 1 s per call.
+    clock = [0.0]
+
+    def call() -> None:
+        clock[0] += 1.0
+
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+    (median,) = interleaved_medians([call], rounds=1, repeat=4, calls=5)[0]
+    assert clock[0] == 20 and median == 1.0
+    with pytest.raises(ValueError, match="calls must be >= 1, got 0"):
+        interleaved_medians([call], rounds=1, repeat=1, calls=0)
 
 
 def test_measure_interleaved_checks_and_times_every_variant() -> None:

@@ -110,6 +110,19 @@ def test_erf_of_denormals_keeps_their_digits(math_mode: str) -> None:
     np.testing.assert_allclose(out, want, rtol=1e-6, atol=2.0**-149)
 
 
+@pytest.mark.parametrize(
+    "source",
+    ["out = sigmoid(x);", "out = softplus(x);", "out = tanh(softplus(x));", "out = exp(x);"],
+)
+def test_exp_tails_round_once_into_the_denormals(source: str) -> None:
+    # All four are ~e^x here, a float32 denormal below x ~ -87.3 and 0 below -103.97: exp's
+    # relative error plus one rounding into the denormals (half of 2^-149), none flushed to 0.
+    x = np.linspace(-104, -80, 24001, dtype=np.float32)
+    out = xfuse.compile(source)(x=x).astype(np.float64)
+    want = np.exp(x.astype(np.float64))
+    assert np.all(np.abs(out - want) <= 1e-7 * want + 2.0**-150)
+
+
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
 def test_tanh_of_softplus_is_as_accurate_as_documented(math_mode: str) -> None:
     # approx computes the pair as one function (n / (n + 2), n = e^x (e^x + 2)): 2.5e-7 relative

@@ -23,6 +23,7 @@ from xfuse.frontend.language import parse_program
 from xfuse.runtime.arrays import CallSignature, aligned_empty, data_pointer, keyword_mistake
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 from xfuse.runtime.kernel import (
+    GIL_HELD_ELEMENTS,
     SPLIT_ALWAYS_ELEMENTS,
     SPLIT_CALIBRATION_CALLS,
     SPLIT_MIN_SECONDS,
@@ -184,6 +185,24 @@ def test_a_call_splits_only_where_one_thread_would_take_long_enough(gelu: Gelu) 
     threshold = min(SPLIT_MIN_SECONDS / cost.seconds_per_element, SPLIT_ALWAYS_ELEMENTS)
     assert cost.splits(int(threshold) + 1) and not cost.splits(int(threshold) - 1)
     assert SplitCost().splits(SPLIT_ALWAYS_ELEMENTS)  # large enough for any kernel, untimed
+
+
+def test_a_short_prepared_call_keeps_the_gil_and_a_long_one_releases_it(gelu: Gelu) -> None:
+    # Releasing and taking back the GIL costs ~70 ns, a noticeable share of a call in cache;
+    # a long call releases it, so that other Python threads run meanwhile.
+    kernel = xfuse.compile(gelu.source)
+    x = np.linspace(-4, 4, GIL_HELD_ELEMENTS + 64, dtype=np.float32)
+    short = x[:GIL_HELD_ELEMENTS]
+    prepared = kernel.prepare(x=short, b=short, r=short)
+    assert prepared._run.func is kernel.function.short_entry  # type: ignore[attr-defined]
+    long_call = kernel.prepare(x=x, b=x, r=x)
+    assert long_call._run.func is kernel.function.native_entry  # type: ignore[attr-defined]
+    want = gelu.reference(x, x, x).astype(np.float32)
+    np.testing.assert_allclose(long_call(), want, atol=2e-6)
+    for result in (prepared(), kernel(x=short, b=short, r=short)):
+        np.testing.assert_array_equal(
+            result.view(np.uint32), long_call()[: short.size].view(np.uint32)
+        )
 
 
 def test_compile_cache_returns_the_same_program(gelu: Gelu) -> None:

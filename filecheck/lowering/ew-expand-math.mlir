@@ -37,13 +37,25 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
   func.return %t, %e, %l, %r, %p, %s : f32, f32, f32, f32, f32, f32
 }
 
-// exp(-|x|) cannot overflow: no +inf select. log1p of it has its argument in [0, 1]: no
-// special-case select, no division. A log1p of anything else corrects 1 + x with a division.
+// exp(-|x|) cannot overflow: no +inf select; nor need its 2^n a select for denormal results:
+// the scale is always 2^-64 (first, then e^r's + 2) times 2^(n + 63) (bits from n).
+// log1p of it has its argument in [0, 1]: no special-case select, no division. A log1p of
+// anything else corrects 1 + x with a division.
 // CHECK-LABEL: func.func @softplus_parts
 // CHECK-SAME:    (%[[X:.*]]: f32)
 // CHECK:         %[[ABS:.*]] = math.absf %[[X]]
 // CHECK-NEXT:    %[[MINUS_ABS:.*]] = arith.negf %[[ABS]]
 // CHECK:         arith.cmpf olt, %[[MINUS_ABS]]
+// CHECK-NEXT:    arith.constant -1.040000e+02
+// CHECK-NEXT:    arith.select
+// CHECK-NOT:     arith.cmpf
+// CHECK-NOT:     arith.select
+// CHECK:         %[[TWO_TO_MINUS_64:.*]] = arith.constant 5.42101086e-20 : f32
+// CHECK-NEXT:    %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_64]] : f32
+// CHECK-NEXT:    %[[TWO_TO_MINUS_63:.*]] = arith.constant 1.08420217e-19 : f32
+// CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[SMALL]], %[[TWO_TO_MINUS_63]] : f32
+// CHECK:         %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
+// CHECK-NEXT:    arith.mulf %[[EARLY]], %[[SCALE]] : f32
 // CHECK-NOT:     0x7f800000
 // CHECK-NOT:     arith.divf
 // CHECK:         arith.addf %{{.*}}, %[[X]] : f32
@@ -61,16 +73,23 @@ func.func @softplus_parts(%x: f32) -> (f32, f32) {
 }
 
 // tanh of softplus's form (Mish's factor) is n / (n + 2) with e = exp(y), n = e (e + 2): one
-// exp without its overflow select, one division, 1 above y = 9.1; the softplus ops are erased.
+// exp without its overflow select nor a select of its scale (only y <= 9.1 counts: the scale
+// is always 2^-64, then 2^(n + 63)), one division, 1 above y = 9.1; the softplus ops are erased.
 // Where the softplus has another use, it stays beside the pair's form. libm keeps the calls.
 // CHECK-LABEL: func.func @tanh_of_softplus
 // CHECK-SAME:    (%[[Y:.*]]: f32)
 // CHECK-NOT:     math.
 // CHECK-NOT:     arith.maximumf
-// CHECK:         arith.constant 5.42101086e-20 : f32
-// CHECK-NEXT:    arith.constant 1.000000e+00 : f32
-// CHECK-NEXT:    %[[FACTOR:.*]] = arith.select
-// CHECK-NEXT:    %[[E:.*]] = arith.mulf %{{.*}}, %[[FACTOR]] : f32
+// CHECK:         arith.cmpf olt, %[[Y]]
+// CHECK-NEXT:    arith.constant -1.040000e+02
+// CHECK-NEXT:    arith.select
+// CHECK-NOT:     arith.select
+// CHECK:         %[[TWO_TO_MINUS_64:.*]] = arith.constant 5.42101086e-20 : f32
+// CHECK-NEXT:    %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_64]] : f32
+// CHECK-NEXT:    %[[TWO_TO_MINUS_63:.*]] = arith.constant 1.08420217e-19 : f32
+// CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[SMALL]], %[[TWO_TO_MINUS_63]] : f32
+// CHECK:         %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
+// CHECK-NEXT:    %[[E:.*]] = arith.mulf %[[EARLY]], %[[SCALE]] : f32
 // CHECK-NEXT:    %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
 // CHECK-NEXT:    %[[E_PLUS_2:.*]] = arith.addf %[[E]], %[[TWO]] : f32
 // CHECK-NEXT:    %[[N:.*]] = arith.mulf %[[E]], %[[E_PLUS_2]] : f32

@@ -4,13 +4,14 @@ The native function follows the lowering's calling convention (`xfuse.transforms
 each input, then each output, a pointer to its first element and one i64 per `?` dimension. It
 is called through its packed entry, with one pointer to an array of those argument words, so a
 program may have any number of arrays (ctypes passes at most 1024 arguments to a call).
-ctypes releases the GIL during the call, so `threads=N` runs N slices of the outermost dimension
-concurrently (each slice is a call on offset pointers with a smaller outer size, its bounds on
-whole cache lines of every array split): the calling thread runs the first slice, N - 1 threads
-that the kernel keeps for its life (`SliceWorkers`: started as split calls first need them,
-stopped when the kernel is freed) the others. A split costs the hand-off and the other cores'
-cache misses on their slices' data, so a call splits only where one thread would take
-`SPLIT_MIN_SECONDS` or more, by the kernel's own CPU time per element on its first calls
+ctypes releases the GIL during the call (but for a call of one slice over at most
+`GIL_HELD_ELEMENTS`, a few us, which keeps it: releasing it costs ~70 ns), so `threads=N` runs N
+slices of the outermost dimension concurrently (each slice is a call on offset pointers with a
+smaller outer size, its bounds on whole cache lines of every array split): the calling thread runs
+the first slice, N - 1 threads that the kernel keeps for its life (`SliceWorkers`: started as split
+calls first need them, stopped when the kernel is freed) the others. A split costs the hand-off and
+the other cores' cache misses on their slices' data, so a call splits only where one thread would
+take `SPLIT_MIN_SECONDS` or more, by the kernel's own CPU time per element on its first calls
 (`SplitCost`); below, the calling thread runs the slices one after the other.
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
@@ -93,6 +94,12 @@ outputs past the cache (non-temporal stores): the outputs are not read into the 
 do not evict the inputs. Below, normal stores are faster (the outputs stay cached for what reads
 them next). Measured in `benchmarks/loop_and_call.py`: 1.2-1.5x from 4 MiB, 0.6x at 1 MiB."""
 
+GIL_HELD_ELEMENTS = 1 << 14
+"""A call of one native call over at most this many elements keeps the GIL: releasing and
+taking it back cost ~70 ns of a prepared call's ~2 us at 2^12 elements in cache (of the
+~0.3 us the call costs beside the loop; docs/benchmarks.md), and it blocks other Python threads
+for no more than such a call (~10 us for the activations, ~0.3 ms for libm's scalar calls)."""
+
 PLAN_CACHE_SIZE = 64
 """How many argument shapes a kernel remembers the call plan of."""
 
@@ -130,10 +137,13 @@ class NativeFunction:
         self.outputs = tuple(outputs)
         self.workspace = workspace
         parameters = (*self.inputs, *self.outputs)
-        self.native_entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
-            native.address(packed_entry_name(name))
-        )
-        """The packed entry: takes the address of one call's argument words (`_packed`)."""
+        entry = native.address(packed_entry_name(name))
+        self.native_entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry)
+        """The packed entry: takes the address of one call's argument words (`_packed`); the
+        GIL is released while it runs."""
+        self.short_entry = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)(entry)
+        """The same entry keeping the GIL, for a call of at most `GIL_HELD_ELEMENTS` (see
+        there); the native code never calls back into Python."""
         streaming = native.find(packed_entry_name(streaming_name(name)))
         self.streaming_entry = (
             None if streaming is None else ctypes.CFUNCTYPE(None, ctypes.c_void_p)(streaming)
@@ -488,7 +498,9 @@ def quick_call(
             f"        words[{position}] = {pointer}"
             for position, pointer in zip(positions, pointers, strict=True)
         ),
-        "        entry(words.buffer_info()[0])",
+        f"        (short_entry if plan.elements <= {GIL_HELD_ELEMENTS} else entry)(",
+        "            words.buffer_info()[0]",
+        "        )",
         f"    return {'outputs[0]' if len(results) == 1 else 'outputs'}",
     ]
     dtypes = {
@@ -499,6 +511,7 @@ def quick_call(
         "ndarray": np.ndarray,
         "pointer": data_pointer,
         "entry": function.native_entry,
+        "short_entry": function.short_entry,
         "plans": plans,
         **dtypes,
     }
@@ -669,9 +682,10 @@ class PreparedCall:
         if len(call.argument_lists) == 1 and not call.workspace_bytes:
             # One slice, no workspace: the native call itself, its argument words packed once.
             self._words = _packed(call.argument_lists[0])
-            self._run = functools.partial(
-                kernel.function.native_entry, self._words.buffer_info()[0]
-            )
+            function = kernel.function
+            short = call.elements <= GIL_HELD_ELEMENTS
+            entry = function.short_entry if short else function.native_entry
+            self._run = functools.partial(entry, self._words.buffer_info()[0])
 
     def __call__(self) -> Any:
         self._run()

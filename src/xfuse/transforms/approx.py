@@ -8,7 +8,8 @@ which take an op for its result), run by `expand` under an `ImplicitBuilder` tha
 
 - exp: Cody-Waite reduction x = n ln2 + r with n rounded by the 1.5 * 2**23 trick, Cephes' degree-6
   polynomial for e**r, and 2**n applied in one step (two integer ops build the exponent bits);
-  results below 2**-126 take a second scale factor so they round once into the denormals.
+  results below 2**-126 take a second scale factor so they round once into the denormals
+  (always, without a select, where the argument is at most 44: exp(-|y|), Mish's e^y).
   Overflow is a select of +inf above the largest x whose exp is finite, not the last multiply's
   rounding: with `contract`, LLVM fuses that multiply into an FMA with the consumer
   (`exp(x) - 3e38`), which never rounds the product, so it would stay finite. exp(-|y|) (what
@@ -152,11 +153,12 @@ def _is_non_positive(x: SSAValue) -> bool:
 
 
 def exp(x: SSAValue) -> SSAValue:
-    return _exp(x, may_overflow=not _is_non_positive(x))
+    return _exp(x, full_range=not _is_non_positive(x))
 
 
-def _exp(x: SSAValue, may_overflow: bool) -> SSAValue:
-    """exp(x); without `may_overflow`, whatever the arithmetic makes above 88.72 (NaN for inf)."""
+def _exp(x: SSAValue, full_range: bool) -> SSAValue:
+    """exp(x); without `full_range` only where x <= 44 (exp(-|y|); Mish's e^y, unused above 9.1),
+    and whatever the arithmetic makes above (NaN for inf)."""
     # No upper clamp: above 88.72 the final select gives +inf whatever the arithmetic made.
     below = arith.CmpfOp(x, _f32(_EXP_ZERO_BELOW), "olt")
     clamped = arith.SelectOp(below, _f32(_EXP_ZERO_BELOW), x)
@@ -167,18 +169,25 @@ def _exp(x: SSAValue, may_overflow: bool) -> SSAValue:
     # 2 e**r, every step exactly twice Cephes' (1 + r + r^2 p(r)), so that 2**(n - 1) scales it:
     # n reaches 128 below the overflow threshold, and 2**128 is not a float32.
     p = _polynomial(r, [2.0 * c for c in _EXP_POLY])
-    r_squared_p = arith.MulfOp(arith.MulfOp(r, r), p)
-    twice = arith.AddfOp(arith.AddfOp(r_squared_p, arith.AddfOp(r, r)), _f32(2.0))
+    twice_minus_two = arith.AddfOp(arith.MulfOp(arith.MulfOp(r, r), p), arith.AddfOp(r, r))
     # The magic's bits are 0x4B400000 + n, and its own bits leave a 32-bit shift by 23.
     exponent = arith.ShLIOp(arith.BitcastOp(shifted, _I32), _i32(23))
     # Below 2**-126 2**(n - 1) is not a normal float32: scale by 2**(n + 63) instead, then by
-    # 2**-64, so that the result rounds once into the denormals (elsewhere the factor is 1).
+    # 2**-64, so that the result rounds once into the denormals (the first product is exact).
+    if not full_range:
+        # n <= 64: 2**(n + 63) is a normal float32 for every n, so always the two factors: no
+        # compare, selects and constants to keep (silu's 64-element AVX-512 loop: 133 -> 111
+        # instructions, and no constants spilled to the stack; docs/benchmarks.md). The 2**-64
+        # goes first, the 2 after it (an FMA with contraction): t 2**-64 is exact, so
+        # t 2**-64 + 2**-63 rounds as t + 2 does, fused or not (the same bits).
+        early = arith.AddfOp(arith.MulfOp(twice_minus_two, _f32(2.0**-64)), _f32(2.0**-63))
+        scale = arith.BitcastOp(arith.AddiOp(exponent, _i32((126 + 64) << 23)), _F32)
+        return arith.MulfOp(early, scale).result
+    twice = arith.AddfOp(twice_minus_two, _f32(2.0))
     tiny = arith.CmpfOp(clamped, _f32(_EXP_NORMAL_BELOW), "olt")
     bias = arith.SelectOp(tiny, _i32((126 + 64) << 23), _i32(126 << 23))
     scaled = arith.MulfOp(twice, arith.BitcastOp(arith.AddiOp(exponent, bias), _F32))
     result = arith.MulfOp(scaled, arith.SelectOp(tiny, _f32(2.0**-64), _f32(1.0)))
-    if not may_overflow:
-        return result.result
     overflows = arith.CmpfOp(x, _f32(_EXP_FINITE_MAX), "ogt")
     return arith.SelectOp(overflows, _f32(float("inf")), result).result
 
@@ -268,7 +277,7 @@ def _tanh_of_softplus(y: SSAValue) -> SSAValue:
     (n = 2e exactly once e is tiny) with exp's relative error, down to the denormals; NaN stays
     NaN; above y = 9.1 (it rounds to 1 from ~9.011) it is 1, whatever exp (without its overflow
     select) and n (overflowing from y ~ 44: inf / inf) make there."""
-    e = _exp(y, may_overflow=False)
+    e = _exp(y, full_range=False)
     n = arith.MulfOp(e, arith.AddfOp(e, _f32(2.0)))
     ratio = arith.DivfOp(n, arith.AddfOp(n, _f32(2.0)))
     saturated = arith.CmpfOp(y, _f32(_TANH_OF_SOFTPLUS_ONE_FROM), "ogt")
