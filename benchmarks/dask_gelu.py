@@ -215,8 +215,8 @@ def main() -> None:
         f"GELU + bias + residual, [{args.rows}, {args.columns}] float32 in "
         f"{-(-args.rows // args.chunk_rows)} chunks of [{args.chunk_rows}, {args.columns}], "
         f"{args.workers} worker processes x {args.threads_per_worker} threads; each row makes "
-        "a new [t, d] result from inputs in memory and keeps it past the clock (except: no "
-        "work, and into a preallocated one); median of "
+        "a new [t, d] result from inputs in memory and releases it after its clock stops "
+        "(except: no work, and into a preallocated one); median of "
         f"{args.repeat} rounds after a warm-up round\n"
     )
     print("| variant | time | ns/element | vs dask/numpy | tasks run | busiest worker in tasks |")
@@ -232,7 +232,7 @@ def main() -> None:
     in_tasks = rows["xfuse through dask"].busiest
     assert in_tasks is not None
     print(
-        f"\nxfuse through dask / {one_process} (both a new result, kept): "
+        f"\nxfuse through dask / {one_process} (each a new result, released after its clock): "
         f"{xfuse_dask / fresh:.2f}x; / preallocated out: "
         f"{xfuse_dask / seconds_of[f'{one_process}, preallocated out']:.2f}x; / dask x + r: "
         f"{xfuse_dask / seconds_of['dask x + r (floor)']:.2f}x\n"
