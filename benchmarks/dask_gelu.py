@@ -94,7 +94,7 @@ def busiest_worker_seconds(task_stream: list[dict[str, Any]]) -> float:
         for period in task["startstops"]:
             if period["action"] == "compute":
                 seconds[task["worker"]] += period["stop"] - period["start"]
-    return max(seconds.values())
+    return max(seconds.values(), default=0.0)
 
 
 def first_block(x_block: np.ndarray, b_block: np.ndarray, r_block: np.ndarray) -> np.ndarray:
@@ -168,8 +168,9 @@ def main() -> None:
 
         def new_array() -> Run:
             """Seconds of one call making a new result, released after the clock has stopped
-            (as `persist_and_count` releases a dask row's result, at the same point of a round:
-            the memory each returns is reused as soon by the rows after it)."""
+            (as `persist_and_count` releases a dask row's result): each row then finds the
+            memory as the row before it left it (this VM hands memory freed seconds ago back to
+            its host, and touching it again is slow: docs/scale-out.md)."""
             start = time.perf_counter()
             result = kernel(x=local_x, b=local_b, r=local_r)
             seconds = time.perf_counter() - start
