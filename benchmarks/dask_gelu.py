@@ -15,9 +15,10 @@ The work is the same in every row: from x, r ([t, d]) and b ([d]) already in mem
 `gelu(x + b) + r` into a new [t, d] array that stays in memory. On the cluster the inputs are
 generated on the workers before timing, each chunk of r on the worker that holds the same chunk of
 x (as when r is an earlier result on the same rows), and `persist` keeps each result block on the
-worker that computed it (nothing is shipped back to the client). Rows (median of `--repeat` runs
-after a warm-up; the dask rows take turns, one run each per round; a dask row's time is
-`persist` and `wait`: the client's graph optimization, the scheduling and the tasks):
+worker that computed it (nothing is shipped back to the client). Rows (median of `--repeat`
+rounds after a warm-up round; every row runs once a round, in turn, the one-process ones too; a
+dask row's time is `persist` and `wait`: the client's graph optimization, the scheduling, the
+tasks and the messages that say they are done; its result is released after the clock stops):
 - dask/numpy: the expression written with `dask.array` operators (what a dask user writes today);
   dask fuses its elementwise layers into one task per chunk, each a chain of numpy ops with a
   temporary per op.
@@ -27,10 +28,15 @@ after a warm-up; the dask rows take turns, one run each per round; a dask row's 
 - dask x + r: the cheapest elementwise op dask can run on the same chunks (one add, a new block
   per task): what any dask elementwise task costs in scheduling, its new output block and memory
   traffic (12 bytes per element; GELU with bias and residual moves 16).
+- dask, no work: a task per chunk on the same blocks that returns x's block: dask's own cost of
+  a persist (graph, scheduling, messages), without work or new memory.
 - xfuse, one process: the kernel with `threads=<workers x threads per worker>` on numpy arrays
-  holding the same data (no dask), returning a new array (the same work as a dask task, whose
-  result is a new block: its first touch costs page faults), and, apart, writing into a
-  preallocated output (less work: no new memory).
+  holding the same data (no dask), returning a new array that, like a persisted block, lives
+  until the clock has stopped (the same work as the dask tasks: the new memory's first touch
+  costs page faults in both, its release in neither), and, apart, writing into a preallocated
+  output (less work: no new memory).
+"Busiest worker in tasks" is, from dask's task stream, the most time one worker spent running
+the row's tasks: what the row's time has in common with the one-process call; the rest is dask's.
 "Tasks run" is how many tasks the scheduler ran for the result (besides the inputs'), after dask's
 graph optimization (which fuses elementwise layers: the dask/numpy expression's 11 ops per chunk
 become one task per chunk that still runs 11 numpy ops with a temporary array each).
@@ -39,16 +45,19 @@ become one task per chunk that still runs 11 numpy ops with a temporary array ea
 from __future__ import annotations
 
 import argparse
+import collections
+import functools
 import statistics
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import dask.array as da
 import numpy as np
-from distributed import Client, LocalCluster, wait
+from distributed import Client, LocalCluster, get_task_stream, wait
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, median_seconds
+from xfuse.benchmarking.timing import host_summary
 
 GELU = (
     "input x[t, d]; input b[d]; input r[t, d];\n"
@@ -68,6 +77,29 @@ def residual_block(x_block: np.ndarray, block_id: tuple[int, int]) -> np.ndarray
     scheduler runs it where that block is)."""
     rng = np.random.default_rng([1, *block_id])
     return rng.standard_normal(x_block.shape, dtype=np.float32)
+
+
+class Run(NamedTuple):
+    seconds: float
+    tasks: int | None = None
+    """How many tasks the scheduler ran (a dask row)."""
+    busiest: float | None = None
+    """The seconds the busiest worker spent in the tasks (a dask row)."""
+
+
+def busiest_worker_seconds(task_stream: list[dict[str, Any]]) -> float:
+    """The most seconds one worker spent computing tasks, from dask's task stream."""
+    seconds: dict[str, float] = collections.defaultdict(float)
+    for task in task_stream:
+        for period in task["startstops"]:
+            if period["action"] == "compute":
+                seconds[task["worker"]] += period["stop"] - period["start"]
+    return max(seconds.values(), default=0.0)
+
+
+def first_block(x_block: np.ndarray, b_block: np.ndarray, r_block: np.ndarray) -> np.ndarray:
+    """A task on the same blocks as the kernel's that does nothing: dask's own cost."""
+    return x_block
 
 
 def tasks_on_scheduler(dask_scheduler: Any) -> int:
@@ -107,61 +139,107 @@ def main() -> None:
             "dask/numpy expression": dask_numpy_gelu(x, b, r),
             "xfuse through dask": task_kernel(x=x, b=b, r=r),
             "dask x + r (floor)": x + r,
+            "dask, no work (x's block back)": da.blockwise(
+                first_block, "td", x, "td", b, "d", r, "td", dtype=np.float32
+            ),
         }
         input_tasks = client.run_on_scheduler(tasks_on_scheduler)
 
-        def persist_and_count(array: da.Array) -> tuple[float, int]:
-            """Seconds to persist `array` and wait, and the tasks the scheduler ran; then drop
-            it and wait until the scheduler has forgotten it, so the next run computes again."""
-            start = time.perf_counter()
-            result = client.persist(array)
-            wait(result)
-            seconds = time.perf_counter() - start
+        def persist_and_count(array: da.Array) -> Run:
+            """Seconds to persist `array` and wait, the tasks the scheduler ran and the busiest
+            worker's seconds in them; then drop it and wait until the scheduler has forgotten
+            it, so the next run computes again."""
+            with get_task_stream(client) as stream:
+                start = time.perf_counter()
+                result = client.persist(array)
+                wait(result)
+                seconds = time.perf_counter() - start
             tasks = client.run_on_scheduler(tasks_on_scheduler) - input_tasks
             del result
             while client.run_on_scheduler(tasks_on_scheduler) > input_tasks:
                 time.sleep(0.01)
-            return seconds, tasks
+            return Run(seconds, tasks, busiest_worker_seconds(stream.data))
 
-        # The variants take turns, so that a change in the machine's load hits them alike.
-        runs: dict[str, list[tuple[float, int]]] = {name: [] for name in variants}
+        local_x, local_b, local_r = client.gather(client.compute([x, b, r]))
+        one_process = f"xfuse, one process, threads={threads}"
+        preallocated = kernel.prepare(
+            x=local_x, b=local_b, r=local_r, out=np.empty(shape, np.float32)
+        )
+
+        def new_array() -> Run:
+            """Seconds of one call making a new result, released after the clock has stopped
+            (as `persist_and_count` releases a dask row's result): each row then finds the
+            memory as the row before it left it (this VM hands memory freed seconds ago back to
+            its host, and touching it again is slow: docs/scale-out.md)."""
+            start = time.perf_counter()
+            result = kernel(x=local_x, b=local_b, r=local_r)
+            seconds = time.perf_counter() - start
+            del result
+            return Run(seconds)
+
+        def into_preallocated() -> Run:
+            start = time.perf_counter()
+            preallocated()
+            return Run(time.perf_counter() - start)
+
+        # Every variant, the one-process calls too, runs once a round, so that a change in the
+        # machine's load hits them alike (the cluster idles during the one-process calls).
+        measured: dict[str, Callable[[], Run]] = {
+            **{
+                name: functools.partial(persist_and_count, array)
+                for name, array in variants.items()
+            },
+            one_process: new_array,
+            f"{one_process}, preallocated out": into_preallocated,
+        }
+        runs: dict[str, list[Run]] = {name: [] for name in measured}
         for _ in range(args.repeat + 1):
-            for name, array in variants.items():
-                runs[name].append(persist_and_count(array))
-        rows = []
-        for name, timed in runs.items():
-            seconds = statistics.median(s for s, _ in timed[1:])  # the first is a warm-up
-            rows.append((name, seconds, timed[0][1]))
+            for name, run in measured.items():
+                runs[name].append(run())
+        rows = {
+            name: Run(  # the first run is a warm-up
+                statistics.median(run.seconds for run in timed[1:]),
+                timed[0].tasks,
+                None
+                if timed[0].busiest is None
+                else statistics.median(r.busiest for r in timed[1:]),
+            )
+            for name, timed in runs.items()
+        }
         check = client.compute(variants["xfuse through dask"] - variants["dask/numpy expression"])
         max_difference = float(np.abs(check.result()).max())
-        local = client.gather(client.compute([x, b, r]))
 
-    fresh = median_seconds(lambda: kernel(x=local[0], b=local[1], r=local[2]), 5)
-    rows.append((f"xfuse, one process, threads={threads}", fresh, None))
-    out = np.empty(shape, np.float32)
-    preallocated = median_seconds(kernel.prepare(x=local[0], b=local[1], r=local[2], out=out), 5)
-    rows.append((f"xfuse, one process, threads={threads}, preallocated out", preallocated, None))
-
-    baseline = rows[0][1]
+    seconds_of = {name: row.seconds for name, row in rows.items()}
+    baseline = seconds_of["dask/numpy expression"]
     elements = args.rows * args.columns
     print(
         f"GELU + bias + residual, [{args.rows}, {args.columns}] float32 in "
         f"{-(-args.rows // args.chunk_rows)} chunks of [{args.chunk_rows}, {args.columns}], "
         f"{args.workers} worker processes x {args.threads_per_worker} threads; each row makes "
-        "a new [t, d] result from inputs in memory (except the last: into a preallocated one)\n"
+        "a new [t, d] result from inputs in memory and releases it after its clock stops "
+        "(except: no work, and into a preallocated one); median of "
+        f"{args.repeat} rounds after a warm-up round\n"
     )
-    print("| variant | time | ns/element | vs dask/numpy | tasks run |")
-    print("|---|---:|---:|---:|---:|")
-    for name, seconds, tasks in rows:
+    print("| variant | time | ns/element | vs dask/numpy | tasks run | busiest worker in tasks |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, (seconds, tasks, busiest) in rows.items():
         print(
             f"| {name} | {seconds * 1e3:.0f} ms | {seconds / elements * 1e9:.2f} | "
-            f"{baseline / seconds:.1f}x | {tasks if tasks is not None else '-'} |"
+            f"{baseline / seconds:.1f}x | {'-' if tasks is None else tasks} | "
+            f"{'-' if busiest is None else f'{busiest * 1e3:.0f} ms'} |"
         )
-    xfuse_dask, floor = rows[1][1], rows[2][1]
+    xfuse_dask = seconds_of["xfuse through dask"]
+    fresh, no_work = seconds_of[one_process], seconds_of["dask, no work (x's block back)"]
+    in_tasks = rows["xfuse through dask"].busiest
+    assert in_tasks is not None
     print(
-        f"\nxfuse through dask / one process: {xfuse_dask / fresh:.2f}x "
-        f"(/ preallocated out: {xfuse_dask / preallocated:.2f}x); "
-        f"/ dask x + r: {xfuse_dask / floor:.2f}x"
+        f"\nxfuse through dask / {one_process} (each a new result, released after its clock): "
+        f"{xfuse_dask / fresh:.2f}x; / preallocated out: "
+        f"{xfuse_dask / seconds_of[f'{one_process}, preallocated out']:.2f}x; / dask x + r: "
+        f"{xfuse_dask / seconds_of['dask x + r (floor)']:.2f}x\n"
+        f"xfuse through dask: its busiest worker in tasks {in_tasks * 1e3:.0f} ms "
+        f"({in_tasks / fresh:.2f}x one process), the rest {(xfuse_dask - in_tasks) * 1e3:.0f} ms "
+        f"(a persist of tasks that do nothing: {no_work * 1e3:.0f} ms)"
     )
     print(f"max |xfuse - dask/numpy|: {max_difference:.2e}")
     print(host_summary())

@@ -39,11 +39,26 @@ def slowly(block):
 """An input stage slow enough that the computation still runs when a worker dies. Workers cannot
 import this test module (pytest imports it by path), so it is a module on the workers' path."""
 
+KERNEL_CENSUS = """
+import gc
+
+from xfuse.runtime.kernel import Kernel
+
+
+def live_kernels(frontend_ir, threads):
+    return sum(
+        isinstance(o, Kernel) and (o.program.frontend_ir, o.threads) == (frontend_ir, threads)
+        for o in gc.get_objects()
+    )
+"""
+"""How many kernels of a program and thread count live in a process (run on the workers)."""
+
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     helpers = tmp_path_factory.mktemp("worker-modules")
     (helpers / "slow_blocks.py").write_text(SLOW_BLOCKS)
+    (helpers / "kernel_census.py").write_text(KERNEL_CENSUS)
     sys.path.insert(0, str(helpers))  # the worker processes start with this process's path
     cluster = distributed.LocalCluster(
         n_workers=2,
@@ -80,6 +95,20 @@ def test_gelu_on_two_worker_processes_matches_one_process(client: Any, gelu: Gel
     assert len(holders) == 2  # the chunks' kernels ran in both worker processes
     result = client.compute(persisted).result(timeout=TIMEOUT_S)
     np.testing.assert_allclose(result, kernel(x=x, b=b, r=r), rtol=1e-6, atol=1e-6)
+
+
+def test_each_worker_runs_all_its_tasks_with_one_kernel(client: Any, gelu: Gelu) -> None:
+    """dask unpickles a task's kernel with every task: each must find the worker's kernel (its
+    plans, split cost and threads), not make one of its own."""
+    from kernel_census import live_kernels
+
+    kernel = xfuse.compile(gelu.shaped_source, threads=2)
+    x, b, r = gelu_inputs(800, 32)
+    lazy = kernel(x=da.from_array(x, chunks=(50, 32)), b=da.from_array(b), r=da.from_array(r))
+    persisted = client.persist(lazy)
+    distributed.wait(persisted, timeout=TIMEOUT_S)
+    kernels = client.run(live_kernels, kernel.program.frontend_ir, 2)
+    assert sorted(kernels.values()) == [1, 1]  # 16 tasks, one kernel in each worker
 
 
 def test_a_worker_killed_mid_computation_still_gives_the_right_result(

@@ -43,6 +43,20 @@ def test_a_kernel_round_trips_in_process(gelu: Gelu) -> None:
     np.testing.assert_array_equal(loaded(**gelu_inputs()), kernel(**gelu_inputs()))
 
 
+def test_unpickling_a_kernel_again_gives_the_kernel_unpickled_before(gelu: Gelu) -> None:
+    """A dask worker unpickles a task's kernel with every task: each task must find the kernel
+    of the tasks before it, with its call plans, measured split cost and slice threads."""
+    data = pickle.dumps(xfuse.compile(gelu.shaped_source, threads=2))
+    first = pickle.loads(data)
+    first.split_cost.record(1 << 16, 1e-3)
+    again = pickle.loads(data)
+    assert again is first
+    assert again.split_cost.calls_timed == 1
+    other_threads = pickle.loads(pickle.dumps(xfuse.compile(gelu.shaped_source, threads=3)))
+    assert other_threads is not first
+    assert other_threads.threads == 3
+
+
 CHILD = textwrap.dedent(
     """
     import pickle, sys

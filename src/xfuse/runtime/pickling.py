@@ -3,7 +3,10 @@
 A `Kernel` pickles as its frontend IR, output names, options and thread count: a few KB of text,
 no native code. Unpickling compiles it through `xfuse.compile`'s caches, so in a process that has
 it in memory it costs a lookup, and where the on-disk cache has it (`xfuse.runtime.disk_cache`) it
-costs a load of the object code, not a compile.
+costs a load of the object code, not a compile. Unpickling the same kernel again in a process
+gives the kernel unpickled before (`rebuilt_kernel`): a dask worker unpickles a task's function
+with every task, and a new `Kernel` per task would plan its first call again, measure its split
+cost again, start its slice threads again and fault in a new workspace.
 
 A `@xfuse.jit` function pickles as a reference to its module's name when it is importable there
 (the usual decorated module-level function), else as its Python function (which pickle must be
@@ -15,11 +18,12 @@ Unpickling a kernel whose program the receiver's disk cache holds imports no xDS
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import TYPE_CHECKING, Any
 
-from xfuse.runtime.compiler import Options, program_of_ir
-from xfuse.runtime.kernel import Kernel
+from xfuse.runtime.compiler import LRU_SIZE, Options, program_of_ir
+from xfuse.runtime.kernel import Kernel, Program
 
 if TYPE_CHECKING:
     from xfuse.runtime.jit import JitFunction
@@ -41,7 +45,14 @@ def kernel_reduction(kernel: Kernel) -> tuple[Any, ...]:
 def rebuild_kernel(
     frontend_ir: str, output_names: tuple[str, ...], options: Options, threads: int
 ) -> Kernel:
-    return Kernel(program_of_ir(frontend_ir, output_names, options), threads)
+    return rebuilt_kernel(program_of_ir(frontend_ir, output_names, options), threads)
+
+
+@functools.lru_cache(maxsize=LRU_SIZE)
+def rebuilt_kernel(program: Program, threads: int) -> Kernel:
+    """The one kernel of `program` with `threads` that unpickling gives in this process (a
+    program hashes by identity: one that the compile cache has replaced gets a new kernel)."""
+    return Kernel(program, threads)
 
 
 def _importable(function: JitFunction) -> bool:
