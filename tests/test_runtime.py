@@ -9,7 +9,8 @@ import re
 import subprocess
 import sys
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
@@ -23,11 +24,12 @@ from xfuse.frontend.language import parse_program
 from xfuse.runtime.arrays import CallSignature, aligned_empty, data_pointer, keyword_mistake
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 from xfuse.runtime.kernel import (
-    SPLIT_ALWAYS_ELEMENTS,
-    SPLIT_CALIBRATION_CALLS,
-    SPLIT_MIN_SECONDS,
+    SPLIT_FIRST_CALLS,
+    SPLIT_PROBE_INTERVAL,
+    SPLIT_WINDOW,
     STREAMING_BYTES,
-    SplitCost,
+    SizeClass,
+    SplitChoice,
 )
 from xfuse.transforms import ALL_PASSES, packed_entry_name
 from xfuse.transforms.optimize import EwOptimizePass
@@ -163,27 +165,129 @@ def test_threads_split_the_outer_range_on_whole_cache_lines(gelu: Gelu) -> None:
     starts = [arguments[0] - x.ctypes.data for arguments in kernel.prepare(x, b, r).argument_lists]
     assert starts == [0, 10928 * 12, 21840 * 12]  # rows 1/3 and 2/3 of the way, rounded to 16
     sequential = kernel(x=x, b=b, r=r)
-    assert kernel.split_cost.calls_timed == 1
-    kernel.split_cost = SplitCost.always()  # a test cannot rely on timing
+    (times,) = kernel.split_choice.classes.values()
+    assert len(times.one_thread) == 1 and not times.split  # a first call: one thread, timed
+    kernel.split_choice = SplitChoice.always()  # a test cannot rely on timing
     concurrent = kernel(x=x, b=b, r=r)
     for result in (sequential, concurrent):
         np.testing.assert_array_equal(result.view(np.uint32), want.view(np.uint32))
 
 
-def test_a_call_splits_only_where_one_thread_would_take_long_enough(gelu: Gelu) -> None:
-    """The first `SPLIT_CALIBRATION_CALLS` splittable calls run on one thread, timed; later ones
-    split where the fastest time per element says one thread would take `SPLIT_MIN_SECONDS`."""
+SIZE_CLASS: SizeClass = (18, False)
+
+
+def choose(choice: SplitChoice, calls: int, seconds: Callable[[int, bool], float]) -> list[bool]:
+    """Whether each of `calls` calls of `SIZE_CLASS` split, each taking `seconds(call, split)`."""
+    ways = []
+    for call in range(calls):
+        split = choice.splits(SIZE_CLASS)
+        choice.record(SIZE_CLASS, split, seconds(call, split))
+        ways.append(split)
+    return ways
+
+
+FIRST = 2 * SPLIT_FIRST_CALLS
+"""The calls of a size class that run each way alternately before `SplitChoice` chooses."""
+
+
+def probes(ways: list[bool], way: bool) -> int:
+    """How many calls after the first ones ran `way`, where the other way was chosen."""
+    assert ways[:FIRST] == [False, True] * SPLIT_FIRST_CALLS  # one thread first
+    return ways[FIRST:].count(way)
+
+
+def test_a_split_that_loses_is_abandoned_and_one_that_wins_is_kept() -> None:
+    """The faster way runs, the other only as a probe in `SPLIT_PROBE_INTERVAL` calls; an outlier
+    call (that waited for a core) changes nothing: the fastest of the last `SPLIT_WINDOW` counts."""
+    calls = 20 * SPLIT_PROBE_INTERVAL
+
+    def losing(call: int, split: bool) -> float:
+        return 1.3e-9 if split else (9e-9 if call % 7 == 0 else 1e-9)
+
+    def winning(call: int, split: bool) -> float:
+        return (9e-9 if call % 7 == 0 else 0.6e-9) if split else 1e-9
+
+    for seconds, chosen in ((losing, False), (winning, True)):
+        ways = choose(SplitChoice(), calls, seconds)
+        assert probes(ways, not chosen) == (calls - FIRST) // SPLIT_PROBE_INTERVAL
+        assert ways[-1] == chosen
+
+
+def test_a_split_must_win_by_the_margin() -> None:
+    """A split 3% faster than one thread (within `SPLIT_MARGIN`) is not chosen."""
+    ways = choose(SplitChoice(), 100, lambda call, split: 0.97e-9 if split else 1e-9)
+    assert probes(ways, True) == (100 - FIRST) // SPLIT_PROBE_INTERVAL
+
+
+def test_a_split_choice_follows_a_change_of_the_host() -> None:
+    """A split that becomes slower than one thread is abandoned after at most `SPLIT_WINDOW`
+    calls; once it is faster again, the next probe takes it back. Size classes choose apart."""
+    choice = SplitChoice()
+    split_seconds = [0.5e-9]
+
+    def seconds(call: int, split: bool) -> float:
+        return split_seconds[0] if split else 1e-9
+
+    assert probes(choose(choice, 100, seconds), False) == (100 - FIRST) // SPLIT_PROBE_INTERVAL
+    split_seconds[0] = 3e-9  # another process took the other core
+    ways = choose(choice, 100, seconds)
+    assert ways[:SPLIT_WINDOW] == [True] * SPLIT_WINDOW
+    assert ways[SPLIT_WINDOW:].count(True) <= 100 // SPLIT_PROBE_INTERVAL
+    other: SizeClass = (20, False)
+    assert not choice.splits(other) and choice.classes[other].one_thread == ()
+    split_seconds[0] = 0.5e-9  # the other core is free again
+    ways = choose(choice, 2 * SPLIT_PROBE_INTERVAL, seconds)
+    first_split = ways.index(True)
+    assert first_split < SPLIT_PROBE_INTERVAL
+    assert ways[first_split:].count(False) <= len(ways) // SPLIT_PROBE_INTERVAL
+
+
+class FakeClock:
+    """A clock that stands still but for what a test advances it by."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
+    gelu: Gelu, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked and prepared calls time themselves for `SplitChoice` (here on a fake clock that
+    each native run advances by what its way takes): a losing split is abandoned, a winning one
+    kept, and every call gives the bits of one thread."""
     kernel = xfuse.compile(gelu.source, threads=2)
-    x = np.ones(1 << 16, np.float32)
-    run = kernel.prepare(x=x, b=x, r=x)
-    for _ in range(SPLIT_CALIBRATION_CALLS):
-        assert not kernel.split_cost.splits(x.size)
-        run()
-    cost = kernel.split_cost
-    assert cost.calls_timed == SPLIT_CALIBRATION_CALLS and 0 < cost.seconds_per_element < 1e-6
-    threshold = min(SPLIT_MIN_SECONDS / cost.seconds_per_element, SPLIT_ALWAYS_ELEMENTS)
-    assert cost.splits(int(threshold) + 1) and not cost.splits(int(threshold) - 1)
-    assert SplitCost().splits(SPLIT_ALWAYS_ELEMENTS)  # large enough for any kernel, untimed
+    clock = FakeClock()
+    kernel.split_choice = SplitChoice(clock=clock)
+    cost = {False: 100e-6, True: 150e-6}
+    ways: list[bool] = []
+    run = kernel.function.run
+
+    def timed_run(
+        argument_lists: Any, workspace: int = 0, workers: Any = (), streaming: bool = False
+    ) -> None:
+        run(argument_lists, workspace, workers, streaming)
+        ways.append(bool(workers))
+        clock.now += cost[bool(workers)]
+
+    rng = np.random.default_rng(3)
+    x, b, r = (rng.standard_normal(1 << 17, dtype=np.float32) for _ in range(3))
+    want = xfuse.compile(gelu.source)(x=x, b=b, r=r).view(np.uint32)
+    monkeypatch.setattr(kernel.function, "run", timed_run)
+    out = np.empty_like(x)
+    prepared = kernel.prepare(x=x, b=b, r=r, out=out)
+    calls = 3 * SPLIT_PROBE_INTERVAL
+    for way_cost in (150e-6, 50e-6):
+        cost[True] = way_cost
+        for call in range(calls):
+            out[:] = 0
+            result = prepared() if call % 2 else kernel(x=x, b=b, r=r)
+            np.testing.assert_array_equal(result.view(np.uint32), want)
+    losing, winning = ways[FIRST:calls], ways[calls + SPLIT_PROBE_INTERVAL :]
+    assert losing.count(True) <= len(losing) // SPLIT_PROBE_INTERVAL
+    assert winning.count(False) <= len(winning) // SPLIT_PROBE_INTERVAL + 1
 
 
 def test_compile_cache_returns_the_same_program(gelu: Gelu) -> None:
@@ -523,7 +627,7 @@ def test_large_split_calls_stream_each_slice_from_a_cache_line(head: int, gelu: 
     assert first % 16 == 0 and abs(first - second) < 32  # whole lines, as equal as they allow
     assert [arguments[-2] % 64 for arguments in run.argument_lists[1:]] == [0, 0]
     sequential = run().copy()
-    kernel.split_cost = SplitCost.always()
+    kernel.split_choice = SplitChoice.always()
     for result in (sequential, run(), kernel(x=x, b=b, r=r, out=out)):
         np.testing.assert_array_equal(result.view(np.uint32), want.view(np.uint32))
 
@@ -584,7 +688,7 @@ def test_large_2d_calls_stream_whole_rows_with_the_same_bits(
     assert [arguments[-3] % 64 for arguments in run.argument_lists] == [0] * (1 + threads)
     new = kernel.prepare(x=x, b=b, r=r)
     assert len(new.argument_lists) == 1 + threads and data_pointer(new.outputs[0]) % 64 == 0
-    kernel.split_cost = SplitCost.always()
+    kernel.split_choice = SplitChoice.always()
     for result in (run(), new(), kernel(x=x, b=b, r=r, out=out), kernel(x=x, b=b, r=r)):
         same_bits(result, want)
 

@@ -9,9 +9,10 @@ concurrently (each slice is a call on offset pointers with a smaller outer size,
 whole cache lines of every array split): the calling thread runs the first slice, N - 1 threads
 that the kernel keeps for its life (`SliceWorkers`: started as split calls first need them,
 stopped when the kernel is freed) the others. A split costs the hand-off and the other cores'
-cache misses on their slices' data, so a call splits only where one thread would take
-`SPLIT_MIN_SECONDS` or more, by the kernel's own CPU time per element on its first calls
-(`SplitCost`); below, the calling thread runs the slices one after the other.
+cache misses on their slices' data, so whether it pays depends on the kernel, the size and the
+host's load: each such call times itself, and per size class the faster way, one thread (the
+calling thread runs the slices one after the other) or split, runs next, the other one tried
+again now and then (`SplitChoice`).
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
 live in (`xfuse.transforms.workspace`): a byte buffer the kernel owns and reuses across calls, sized
@@ -65,27 +66,26 @@ from xfuse.runtime.arrays import (
 from xfuse.transforms import packed_entry_name, workspace_size_function
 
 MIN_ELEMENTS_PER_THREAD = 1 << 15
-"""Below this many elements per thread a call is never split (nor timed for `SplitCost`): at
+"""Below this many elements per thread a call is never split (nor timed for `SplitChoice`): at
 the cheapest kernels' ~0.3 ns per element that is ~10 us, less than handing a slice over."""
 
-SPLIT_MIN_SECONDS = 100e-6
-"""A call splits over threads only where one thread would take this long or longer
-(`SplitCost`), so that the time two threads save, half of it, exceeds what a split costs: the
-hand-off of a slice (`SliceWorker`: 4-9 us round trip on this project's 2-core hosts under
-load, `benchmarks/activations.py` part 3 prints it) and the other core's misses on the slice's
-data, which the calling core's cache holds after one-thread calls: with a `ThreadPoolExecutor`
-(17-39 us round trip) the quiet-host run of 2026-12-01 measured `hardswish` at 2^18 float32
-elements (~80 us on one thread) 0.93x on two, some 45 us lost. erf-GELU takes ~140 us there
-(1.08x): it splits."""
+SPLIT_FIRST_CALLS = 2
+"""How many calls of a size class run each way, one thread and split, alternately, before
+`SplitChoice` picks the faster (the fastest of them counts: a first call may also pay page
+faults of new outputs)."""
 
-SPLIT_ALWAYS_ELEMENTS = 1 << 20
-"""From this many elements a call splits without the kernel's cost measured: even the cheapest
-kernel, a float32 copy at ~0.1 ns per element out of the cache (4 MiB an array), takes
-`SPLIT_MIN_SECONDS` on one thread."""
+SPLIT_WINDOW = 4
+"""`SplitChoice` counts each way's fastest of its last this-many calls of a size class: an
+outlier (a call that waited for a core) is forgotten, and a way that became slower shows within
+this many calls."""
 
-SPLIT_CALIBRATION_CALLS = 3
-"""How many splittable calls a kernel runs on one thread first to measure its cost per element
-(the fastest of them counts: a first call also pays page faults of new outputs)."""
+SPLIT_PROBE_INTERVAL = 32
+"""Once a size class has chosen, one call in this many runs the other way (a probe), so that a
+change of the host's load shows: a probe that loses costs at most a 32nd of the calls' time."""
+
+SPLIT_MARGIN = 0.05
+"""A split is chosen only where it is this much faster than one thread: a tie keeps the other
+core for other work (and "never slower than one thread" against timing noise)."""
 
 STREAMING_BYTES = 1 << 22
 """From this many bytes read and written (4 MiB), a one-thread call of one flat loop writes its
@@ -174,7 +174,8 @@ class NativeFunction:
         streaming: bool = False,
     ) -> None:
         """Call the native function once per argument list: the first on this thread, the next
-        ones concurrently on `workers` (one each), any left after them on this thread too.
+        ones concurrently on `workers` (one each), any left after them on this thread too. It
+        returns, or raises (an exception in this thread's slices), once the workers' have run.
 
         With a workspace, each list ends with its part's offset and size: `workspace` is the
         address the offsets count from. `streaming`: the first list is a head that runs with
@@ -192,18 +193,19 @@ class NativeFunction:
         calls = [(entry, w.buffer_info()[0]) for entry, w in zip(entries, words, strict=True)]
         own = 1 + streaming
         handed = calls[own : own + len(workers)]
-        for worker, (entry, address) in zip(workers, handed, strict=False):
-            worker.start(entry, address)
-        for entry, address in calls[:own] + calls[own + len(handed) :]:
-            entry(address)
-        for worker in workers[: len(handed)]:
-            worker.wait()
+        try:
+            for worker, (entry, address) in zip(workers, handed, strict=False):
+                worker.start(entry, address)
+            for entry, address in calls[:own] + calls[own + len(handed) :]:
+                entry(address)
+        finally:
+            SliceWorker.wait_all(workers)
 
     def chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
         """Row ranges of axis 0 to run on separate threads (one range: no split), as equal as
         whole cache lines of every split array allow (no line written by two threads). A slice
         may end past its vector loop's last full iteration: its remainder costs 0.03-0.13 us
-        (docs/benchmarks.md), nothing beside the 100 us a split call takes at least."""
+        (docs/benchmarks.md), nothing beside a slice of at least `MIN_ELEMENTS_PER_THREAD`."""
         if threads <= 1 or not iteration or not self.splittable:
             return [(0, iteration[0] if iteration else 1)]
         total = int(np.prod(iteration))
@@ -511,10 +513,16 @@ class SliceWorker:
     """A thread that runs one native call at a time for a split call: `start` hands it over
     and `wait` returns once it has run. Two locks used as binary semaphores hand the call over
     and back (a futex each way): half the round trip of a `ThreadPoolExecutor`'s queue and
-    future (`benchmarks/activations.py` part 3 prints both)."""
+    future (`benchmarks/activations.py` part 3 prints both).
+
+    Whether the call has run is `_finished`, which only the worker sets (before it releases
+    `_done`, and only where no release is pending): a wait interrupted by an exception (a
+    KeyboardInterrupt in the calling thread), before or after it acquired `_done`, can tell.
+    """
 
     def __init__(self) -> None:
         self._call: tuple[Callable[[int], object], int] | None = None
+        self._finished = True
         self._go, self._done = threading.Lock(), threading.Lock()
         self._go.acquire()
         self._done.acquire()
@@ -529,14 +537,35 @@ class SliceWorker:
             try:
                 entry(address)
             finally:
-                self._done.release()
+                self._finished = True
+                if self._done.locked():
+                    self._done.release()
 
     def start(self, entry: Callable[[int], object], address: int) -> None:
+        # No call between the stores and the release: no point for a signal's exception to land
+        # where the call is marked unfinished but not handed over (a wait would never return).
+        self._finished = False
         self._call = (entry, address)
         self._go.release()
 
     def wait(self) -> None:
-        self._done.acquire()
+        self.wait_all((self,))
+
+    @staticmethod
+    def wait_all(workers: Iterable[SliceWorker]) -> None:
+        """Return once every call handed to these workers has run, whatever exception (a
+        KeyboardInterrupt) interrupts the waiting: the calls read and write memory that the caller
+        frees once it returns, and a worker with a call still running must not be given back. The
+        first such exception is raised then."""
+        interruption: BaseException | None = None
+        for worker in workers:
+            while not worker._finished:
+                try:
+                    worker._done.acquire()
+                except BaseException as error:  # raised below, once the calls have run
+                    interruption = interruption or error
+        if interruption is not None:
+            raise interruption
 
     def stop(self) -> None:
         """End the thread (once idle: after `wait`)."""
@@ -582,34 +611,72 @@ class SliceWorkers:
             worker.stop()
 
 
-@dataclass
-class SplitCost:
-    """Whether a call of a kernel is worth splitting over its threads: where one thread would
-    take `SPLIT_MIN_SECONDS` or more. That is the call's elements times the kernel's CPU time per
-    element (the calling thread's, `time.thread_time`: on a loaded host wall time also counts
-    waiting for a core, which a split does not win back), the least over its splittable calls
-    that ran on one thread: the first `SPLIT_CALIBRATION_CALLS` do (not from
-    `SPLIT_ALWAYS_ELEMENTS`), later ones where below the threshold. Splitting changes no result
-    bit."""
+SizeClass = tuple[int, bool]
+"""What `SplitChoice` chooses for: the bit length of a call's element count (2^18 to 2^19 - 1
+are one class) and whether it streams its outputs."""
 
-    seconds_per_element: float = math.inf
-    calls_timed: int = 0
+
+@dataclass
+class SplitTimes:
+    """What `SplitChoice` measured of one size class: each way's last `SPLIT_WINDOW` times per
+    element (tuples, replaced whole: calls from several Python threads may record at once)."""
+
+    one_thread: tuple[float, ...] = ()
+    split: tuple[float, ...] = ()
+    splitting: bool = False
+    """The faster way, as last measured."""
+    calls: int = 0
+    """Calls since the last probe."""
+
+
+@dataclass
+class SplitChoice:
+    """Whether a call of a kernel that can split over its threads does, chosen per size class by
+    feedback: each call times itself (wall time, `clock`), and the faster way per element, by the
+    fastest of its last `SPLIT_WINDOW` calls, runs next. The first `SPLIT_FIRST_CALLS` calls of a
+    class run each way alternately; after, one call in `SPLIT_PROBE_INTERVAL` runs the other way,
+    so that a split that loses is abandoned and one that wins is kept as the host's load changes.
+    A split must win by `SPLIT_MARGIN`. Splitting changes no result bit.
+
+    `forced` (`always`, tests and benchmarks) splits every call that can, whatever it measured."""
+
+    clock: Callable[[], float] = time.perf_counter
+    forced: bool = False
+    classes: dict[SizeClass, SplitTimes] = field(default_factory=dict)
 
     @classmethod
-    def always(cls) -> SplitCost:
-        """A cost that splits every call that can be (tests, benchmarks: `kernel.split_cost`)."""
-        return cls(seconds_per_element=math.inf, calls_timed=SPLIT_CALIBRATION_CALLS)
+    def always(cls) -> SplitChoice:
+        """Split every call that can be (tests, benchmarks: `kernel.split_choice`)."""
+        return cls(forced=True)
 
-    def splits(self, elements: int) -> bool:
-        return elements >= SPLIT_ALWAYS_ELEMENTS or (
-            self.calls_timed >= SPLIT_CALIBRATION_CALLS
-            and elements * self.seconds_per_element >= SPLIT_MIN_SECONDS
-        )
+    def splits(self, size_class: SizeClass) -> bool:
+        """Whether the next call of this class splits."""
+        if self.forced:
+            return True
+        times = self._times(size_class)
+        if len(times.split) < SPLIT_FIRST_CALLS or len(times.one_thread) < SPLIT_FIRST_CALLS:
+            return len(times.split) < len(times.one_thread)  # one thread first
+        times.calls += 1
+        if times.calls >= SPLIT_PROBE_INTERVAL:
+            times.calls = 0
+            return not times.splitting
+        return times.splitting
 
-    def record(self, elements: int, seconds: float) -> None:
-        """A splittable call of `elements` that ran on one thread in `seconds`."""
-        self.calls_timed += 1
-        self.seconds_per_element = min(self.seconds_per_element, seconds / max(elements, 1))
+    def record(self, size_class: SizeClass, split: bool, seconds_per_element: float) -> None:
+        """A call of this class ran split (or on one thread) in this time per element."""
+        times = self._times(size_class)
+        if split:
+            times.split = (*times.split[1 - SPLIT_WINDOW :], seconds_per_element)
+        else:
+            times.one_thread = (*times.one_thread[1 - SPLIT_WINDOW :], seconds_per_element)
+        if times.split and times.one_thread:
+            times.splitting = min(times.split) * (1 + SPLIT_MARGIN) < min(times.one_thread)
+
+    def _times(self, size_class: SizeClass) -> SplitTimes:
+        times = self.classes.get(size_class)
+        if times is None:  # (another thread's call may make it too: one is kept)
+            times = self.classes.setdefault(size_class, SplitTimes())
+        return times
 
 
 class WorkspacePool:
@@ -751,7 +818,7 @@ class Kernel(CompiledProgram):
         self._workspaces = WorkspacePool()
         self.workers = SliceWorkers(threads - 1)
         weakref.finalize(self, self.workers.close)
-        self.split_cost = SplitCost()
+        self.split_choice = SplitChoice()
 
     def __repr__(self) -> str:
         return f"<xfuse.Kernel {self.signature} {self.options}, threads={self.threads}>"
@@ -799,23 +866,37 @@ class Kernel(CompiledProgram):
     ) -> None:
         """Run checked native arguments of a call of `elements`, in a borrowed workspace if the
         program needs one; `streaming`: a head and streaming slices (`CallPlan.for_pointers`).
-        Several slices run concurrently where `split_cost` says the call is worth it, else one
-        after the other on this thread, timed for `split_cost`."""
+        A call of several slices runs them concurrently where `split_choice` says so, else one
+        after the other on this thread, and is timed for `split_choice`."""
         slices = len(argument_lists) - streaming
-        concurrent = slices > 1 and self.split_cost.splits(elements)
-        workers = self.workers.take(slices - 1) if concurrent else []
-        timed = slices > 1 and not concurrent
-        start = time.thread_time() if timed else 0.0
+        if slices <= 1:
+            self._run_slices(argument_lists, workspace_bytes, [], streaming)
+            return
+        size_class = (elements.bit_length(), streaming)
+        choice = self.split_choice
+        workers = self.workers.take(slices - 1) if choice.splits(size_class) else []
+        try:
+            start = choice.clock()
+            self._run_slices(argument_lists, workspace_bytes, workers, streaming)
+            seconds = choice.clock() - start
+        finally:
+            if workers:  # each has run its slice (`NativeFunction.run`), even after an exception
+                self.workers.give_back(workers)
+        if len(workers) in (0, slices - 1):  # (another Python thread's call had some of them)
+            choice.record(size_class, bool(workers), seconds / elements)
+
+    def _run_slices(
+        self,
+        argument_lists: Sequence[Sequence[int]],
+        workspace_bytes: int,
+        workers: Sequence[SliceWorker],
+        streaming: bool,
+    ) -> None:
         if not workspace_bytes:
             self.function.run(argument_lists, workers=workers, streaming=streaming)
         else:
             with self._workspaces.borrow(workspace_bytes) as workspace:
                 self.function.run(argument_lists, workspace, workers, streaming)
-        # (after an exception, a worker may still be running its slice: it is not given back)
-        if workers:
-            self.workers.give_back(workers)
-        if timed:
-            self.split_cost.record(elements, time.thread_time() - start)
 
     @functools.cached_property
     def _quick_call(self) -> QuickCall:
