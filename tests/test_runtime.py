@@ -28,6 +28,7 @@ from xfuse.runtime.kernel import (
     SPLIT_PROBE_INTERVAL,
     SPLIT_WINDOW,
     STREAMING_BYTES,
+    NativeCall,
     SizeClass,
     SplitChoice,
 )
@@ -263,19 +264,25 @@ def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
     kernel.split_choice = SplitChoice(clock=clock)
     cost = {False: 100e-6, True: 150e-6}
     ways: list[bool] = []
-    run = kernel.function.run
+    run_one_thread, run_slices = kernel._run_one_thread, kernel._run_slices
 
-    def timed_run(
-        argument_lists: Any, workspace: int = 0, workers: Any = (), streaming: bool = False
-    ) -> None:
-        run(argument_lists, workspace, workers, streaming)
-        ways.append(bool(workers))
-        clock.now += cost[bool(workers)]
+    def ran(split: bool) -> None:
+        ways.append(split)
+        clock.now += cost[split]
+
+    def timed_one_thread(call: NativeCall) -> None:
+        run_one_thread(call)
+        ran(False)
+
+    def timed_slices(lists: Any, workspace: int, workers: Any, streaming: bool) -> None:
+        run_slices(lists, workspace, workers, streaming)
+        ran(True)
 
     rng = np.random.default_rng(3)
     x, b, r = (rng.standard_normal(1 << 17, dtype=np.float32) for _ in range(3))
     want = xfuse.compile(gelu.source)(x=x, b=b, r=r).view(np.uint32)
-    monkeypatch.setattr(kernel.function, "run", timed_run)
+    monkeypatch.setattr(kernel, "_run_one_thread", timed_one_thread)
+    monkeypatch.setattr(kernel, "_run_slices", timed_slices)  # (called only to split here)
     out = np.empty_like(x)
     prepared = kernel.prepare(x=x, b=b, r=r, out=out)
     calls = 3 * SPLIT_PROBE_INTERVAL

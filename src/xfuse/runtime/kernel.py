@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import dataclasses
 import functools
 import itertools
 import math
@@ -255,6 +256,9 @@ class CallPlan:
     rest (`NativeFunction.run`)."""
     heads: dict[int, CallPlan] = field(default_factory=dict, compare=False, hash=False)
     """The streaming plans of this call's shapes, by the head's length."""
+    one_thread: CallPlan | None = field(default=None, compare=False)
+    """Where this plan has several slices: the same call planned for one thread (one slice, or a
+    streaming call's head and one rest), what runs where the call does not split."""
     new_array: NewArray = field(default=np.empty, compare=False)
     """Makes the call's new outputs: for a call that streams, on `STREAMING_ALIGNMENT`
     boundaries (where a loop nest's outputs must start to stream, and a flat loop then has no
@@ -291,7 +295,7 @@ class CallPlan:
             lines, parts = (length - head) // line_elements, len(self.templates)
             bounds = [head + round(lines * i / parts) * line_elements for i in range(parts)]
             split = list(zip([0, *bounds], [*bounds, length], strict=True))
-            plan = make_plan(function, self.input_shapes, 1, split)
+            plan = self._streaming_plan(function, pointers, split)
             self.heads[head] = plan
         return plan
 
@@ -304,9 +308,21 @@ class CallPlan:
         plan = self.heads.get(0)
         if plan is None:
             rows = function.chunks(self.output_shapes[0], len(self.templates))
-            plan = make_plan(function, self.input_shapes, 1, [(0, 0), *rows])
+            plan = self._streaming_plan(function, pointers, [(0, 0), *rows])
             self.heads[0] = plan
         return plan
+
+    def _streaming_plan(
+        self, function: NativeFunction, pointers: Sequence[int], split: list[tuple[int, int]]
+    ) -> CallPlan:
+        """The streaming plan of this call in these parts (the head first), and of its
+        `one_thread` twin for the same pointers."""
+        plan = make_plan(function, self.input_shapes, 1, split)
+        if self.one_thread is None:
+            return plan
+        return dataclasses.replace(
+            plan, one_thread=self.one_thread.for_pointers(function, pointers)
+        )
 
     @functools.cached_property
     def one_call_words(self) -> array.array[int] | None:
@@ -316,6 +332,17 @@ class CallPlan:
         if len(self.templates) > 1 or self.workspace_bytes or self.streams:
             return None
         return _packed(self.templates[0])
+
+    def native_call(self, pointers: Sequence[int]) -> NativeCall:
+        """This plan's call on arrays at `pointers` (inputs, then outputs)."""
+        one_thread = self.one_thread
+        return NativeCall(
+            self.argument_lists(pointers),
+            max(self.workspace_bytes, one_thread.workspace_bytes if one_thread else 0),
+            self.streaming,
+            self.elements,
+            one_thread.argument_lists(pointers) if one_thread else None,
+        )
 
     def argument_lists(self, pointers: Sequence[int]) -> list[list[int]]:
         lists = []
@@ -385,6 +412,9 @@ def make_plan(
         int(np.prod(iteration)),
         streams,
         streaming_split is not None,
+        one_thread=make_plan(function, input_shapes, 1)
+        if len(chunks) > 1 and streaming_split is None
+        else None,
         new_array=functools.partial(aligned_empty, alignment=STREAMING_ALIGNMENT)
         if streams
         else np.empty,
@@ -703,17 +733,38 @@ class WorkspacePool:
 
 
 @dataclass(frozen=True)
-class CheckedCall:
-    """A call whose arguments passed every check: the arrays the native code sees (inputs, then
-    outputs), its argument lists and workspace bytes, and the outputs as the caller gets them."""
+class NativeCall:
+    """A call's native arguments, what `Kernel.run_native` runs (`CallPlan.native_call`)."""
 
-    arrays: list[np.ndarray]
     argument_lists: list[list[int]]
     workspace_bytes: int
-    results: list[np.ndarray]
+    """The workspace either way needs, split or on one thread."""
     streaming: bool = False
     """The head with normal stores, then the slices of the rest streaming (`CallPlan`)."""
     elements: int = 0
+    one_thread_lists: list[list[int]] | None = None
+    """Where `argument_lists` are several slices: the call as one slice (or a streaming head
+    and one rest), what runs where it does not split (`CallPlan.one_thread`)."""
+
+    @functools.cached_property
+    def one_thread_words(self) -> array.array[int] | None:
+        """The words of `one_thread_lists` where they are one native call with no workspace,
+        packed once (a prepared call runs them as a one-thread kernel does: the native code
+        only reads them, so calls from several Python threads may share them); else None."""
+        lists = self.one_thread_lists
+        if lists is None or len(lists) > 1 or self.workspace_bytes:
+            return None
+        return _packed(lists[0])
+
+
+@dataclass(frozen=True)
+class CheckedCall:
+    """A call whose arguments passed every check: the arrays the native code sees (inputs, then
+    outputs), its native arguments, and the outputs as the caller gets them."""
+
+    arrays: list[np.ndarray]
+    native: NativeCall
+    results: list[np.ndarray]
 
 
 class PreparedCall:
@@ -723,19 +774,13 @@ class PreparedCall:
         self.kernel = kernel  # keeps the native code alive
         self.arrays = call.arrays  # keeps the buffers alive
         self.outputs = call.results
-        self.argument_lists = call.argument_lists
-        self.workspace_bytes = call.workspace_bytes
+        self.argument_lists = call.native.argument_lists
+        self.workspace_bytes = call.native.workspace_bytes
         self._result = self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
-        self._run: Callable[[], object] = functools.partial(
-            kernel.run_native,
-            call.argument_lists,
-            call.workspace_bytes,
-            call.streaming,
-            call.elements,
-        )
-        if len(call.argument_lists) == 1 and not call.workspace_bytes:
+        self._run: Callable[[], object] = functools.partial(kernel.run_native, call.native)
+        if len(self.argument_lists) == 1 and not self.workspace_bytes:
             # One slice, no workspace: the native call itself, its argument words packed once.
-            self._words = _packed(call.argument_lists[0])
+            self._words = _packed(self.argument_lists[0])
             self._run = functools.partial(
                 kernel.function.native_entry, self._words.buffer_info()[0]
             )
@@ -846,7 +891,7 @@ class Kernel(CompiledProgram):
         if dask_arrays.has_dask_arrays(args, kwargs):
             return dask_arrays.call(self, args, kwargs, out)
         call = self._check(args, kwargs, out)
-        self.run_native(call.argument_lists, call.workspace_bytes, call.streaming, call.elements)
+        self.run_native(call.native)
         return call.results[0] if len(call.results) == 1 else tuple(call.results)
 
     def prepare(self, *args: Any, out: Any = None, **kwargs: Any) -> PreparedCall:
@@ -857,33 +902,38 @@ class Kernel(CompiledProgram):
         """
         return PreparedCall(self, self._check(args, kwargs, out))
 
-    def run_native(
-        self,
-        argument_lists: Sequence[Sequence[int]],
-        workspace_bytes: int,
-        streaming: bool = False,
-        elements: int = 0,
-    ) -> None:
-        """Run checked native arguments of a call of `elements`, in a borrowed workspace if the
-        program needs one; `streaming`: a head and streaming slices (`CallPlan.for_pointers`).
-        A call of several slices runs them concurrently where `split_choice` says so, else one
-        after the other on this thread, and is timed for `split_choice`."""
-        slices = len(argument_lists) - streaming
-        if slices <= 1:
-            self._run_slices(argument_lists, workspace_bytes, [], streaming)
+    def run_native(self, call: NativeCall) -> None:
+        """Run a checked call, in a borrowed workspace if the program needs one. A call of
+        several slices runs them concurrently where `split_choice` says so, else as one slice
+        (`one_thread_lists`) on this thread, and is timed for `split_choice`."""
+        argument_lists, streaming = call.argument_lists, call.streaming
+        if call.one_thread_lists is None:
+            self._run_slices(argument_lists, call.workspace_bytes, [], streaming)
             return
-        size_class = (elements.bit_length(), streaming)
+        size_class = (call.elements.bit_length(), streaming)
         choice = self.split_choice
+        slices = len(argument_lists) - streaming
         workers = self.workers.take(slices - 1) if choice.splits(size_class) else []
         try:
             start = choice.clock()
-            self._run_slices(argument_lists, workspace_bytes, workers, streaming)
+            if workers:
+                self._run_slices(argument_lists, call.workspace_bytes, workers, streaming)
+            else:  # (chosen, or another Python thread's call has the workers)
+                self._run_one_thread(call)
             seconds = choice.clock() - start
         finally:
             if workers:  # each has run its slice (`NativeFunction.run`), even after an exception
                 self.workers.give_back(workers)
-        if len(workers) in (0, slices - 1):  # (another Python thread's call had some of them)
-            choice.record(size_class, bool(workers), seconds / elements)
+        if len(workers) in (0, slices - 1):  # (not where another call had some of them)
+            choice.record(size_class, bool(workers), seconds / call.elements)
+
+    def _run_one_thread(self, call: NativeCall) -> None:
+        words = call.one_thread_words
+        if words is not None:
+            self.function.native_entry(words.buffer_info()[0])
+        else:
+            assert call.one_thread_lists is not None
+            self._run_slices(call.one_thread_lists, call.workspace_bytes, [], call.streaming)
 
     def _run_slices(
         self,
@@ -905,10 +955,7 @@ class Kernel(CompiledProgram):
 
     def run_plan(self, plan: CallPlan, pointers: Sequence[int]) -> None:
         """Run a checked call of `plan` on arrays at `pointers` (inputs, then outputs)."""
-        plan = plan.for_pointers(self.function, pointers)
-        self.run_native(
-            plan.argument_lists(pointers), plan.workspace_bytes, plan.streaming, plan.elements
-        )
+        self.run_native(plan.for_pointers(self.function, pointers).native_call(pointers))
 
     def _check(self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> CheckedCall:
         """All checks of a call, before any native code runs.
@@ -937,15 +984,8 @@ class Kernel(CompiledProgram):
             self._names, arrays, pointers, len(self.function.inputs), self.in_place_allowed
         )
         results = outputs if shape is None else [o.reshape(shape) for o in outputs]
-        plan = plan.for_pointers(self.function, pointers)
-        return CheckedCall(
-            arrays,
-            plan.argument_lists(pointers),
-            plan.workspace_bytes,
-            results,
-            plan.streaming,
-            plan.elements,
-        )
+        native = plan.for_pointers(self.function, pointers).native_call(pointers)
+        return CheckedCall(arrays, native, results)
 
     @functools.cached_property
     def _flattens(self) -> bool:
