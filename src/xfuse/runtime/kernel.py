@@ -70,15 +70,17 @@ MIN_ELEMENTS_PER_THREAD = 1 << 15
 """Below this many elements per thread a call is never split (nor timed for `SplitChoice`): at
 the cheapest kernels' ~0.3 ns per element that is ~10 us, less than handing a slice over."""
 
-SPLIT_FIRST_CALLS = 2
+SPLIT_FIRST_CALLS = 3
 """How many calls of a size class run each way, one thread and split, alternately, before
-`SplitChoice` picks the faster (the fastest of them counts: a first call may also pay page
-faults of new outputs)."""
+`SplitChoice` picks the faster (by their median: a first call may also pay page faults of new
+outputs)."""
 
-SPLIT_WINDOW = 4
-"""`SplitChoice` counts each way's fastest of its last this-many calls of a size class: an
-outlier (a call that waited for a core) is forgotten, and a way that became slower shows within
-this many calls."""
+SPLIT_WINDOW = 5
+"""`SplitChoice` compares each way's median time of its last this-many calls of a size class:
+one outlier (a call that waited for a core) changes nothing, and a way that became slower shows
+within 3 calls, one that became faster within 3 probes. Not the fastest time: on a loaded host
+a split's times vary more (it needs two cores at once), and its fastest would pick a way whose
+usual time is worse."""
 
 SPLIT_PROBE_INTERVAL = 32
 """Once a size class has chosen, one call in this many runs the other way (a probe), so that a
@@ -663,7 +665,7 @@ class SplitTimes:
 class SplitChoice:
     """Whether a call of a kernel that can split over its threads does, chosen per size class by
     feedback: each call times itself (wall time, `clock`), and the faster way per element, by the
-    fastest of its last `SPLIT_WINDOW` calls, runs next. The first `SPLIT_FIRST_CALLS` calls of a
+    median of its last `SPLIT_WINDOW` calls, runs next. The first `SPLIT_FIRST_CALLS` calls of a
     class run each way alternately; after, one call in `SPLIT_PROBE_INTERVAL` runs the other way,
     so that a split that loses is abandoned and one that wins is kept as the host's load changes.
     A split must win by `SPLIT_MARGIN`. Splitting changes no result bit.
@@ -700,13 +702,18 @@ class SplitChoice:
         else:
             times.one_thread = (*times.one_thread[1 - SPLIT_WINDOW :], seconds_per_element)
         if times.split and times.one_thread:
-            times.splitting = min(times.split) * (1 + SPLIT_MARGIN) < min(times.one_thread)
+            times.splitting = median(times.split) * (1 + SPLIT_MARGIN) < median(times.one_thread)
 
     def _times(self, size_class: SizeClass) -> SplitTimes:
         times = self.classes.get(size_class)
         if times is None:  # (another thread's call may make it too: one is kept)
             times = self.classes.setdefault(size_class, SplitTimes())
         return times
+
+
+def median(times: Sequence[float]) -> float:
+    """The median (of an even count, the upper of the middle two)."""
+    return sorted(times)[len(times) // 2]
 
 
 class WorkspacePool:
