@@ -181,8 +181,9 @@ def choose(choice: SplitChoice, calls: int, seconds: Callable[[int, bool], float
     """Whether each of `calls` calls of `SIZE_CLASS` split, each taking `seconds(call, split)`."""
     ways = []
     for call in range(calls):
-        split = choice.splits(SIZE_CLASS)
-        choice.record(SIZE_CLASS, split, seconds(call, split))
+        split, timed = choice.next_call(SIZE_CLASS)
+        if timed:
+            choice.record(SIZE_CLASS, split, seconds(call, split))
         ways.append(split)
     return ways
 
@@ -224,9 +225,9 @@ def test_a_split_must_win_by_the_margin() -> None:
 
 
 def test_a_split_choice_follows_a_change_of_the_host() -> None:
-    """A split that becomes slower than one thread is abandoned once most of the last
-    `SPLIT_WINDOW` calls say so; once it is faster again, as many probes take it back. Size
-    classes choose apart."""
+    """A split that becomes slower than one thread is abandoned at the end of its round (the
+    probe decides on the round's last timed calls); once it is faster again, once most of the
+    probes' last `SPLIT_WINDOW` say so. Size classes choose apart."""
     choice = SplitChoice()
     split_seconds = [0.5e-9]
 
@@ -236,11 +237,11 @@ def test_a_split_choice_follows_a_change_of_the_host() -> None:
     ways = choose(choice, FIRST + 2 * SPLIT_PROBE_INTERVAL, seconds)  # the last one a probe
     assert probes(ways, False) == 2 and not ways[-1]
     split_seconds[0] = 3e-9  # another process took the other core
-    ways = choose(choice, 100, seconds)
-    assert ways[: MAJORITY + 1] == [True] * MAJORITY + [False]
-    assert ways[MAJORITY:].count(True) <= 100 // SPLIT_PROBE_INTERVAL
+    ways = choose(choice, 4 * SPLIT_PROBE_INTERVAL, seconds)
+    assert ways[:SPLIT_PROBE_INTERVAL] == [True] * (SPLIT_PROBE_INTERVAL - 1) + [False]
+    assert ways[SPLIT_PROBE_INTERVAL:].count(True) == 3  # probes
     other: SizeClass = (20, False)
-    assert not choice.splits(other) and choice.classes[other].one_thread == ()
+    assert choice.next_call(other) == (False, True)  # its first call: one thread, timed
     split_seconds[0] = 0.5e-9  # the other core is free again
     ways = choose(choice, (MAJORITY + 2) * SPLIT_PROBE_INTERVAL, seconds)
     kept = ways[MAJORITY * SPLIT_PROBE_INTERVAL :]
@@ -261,26 +262,23 @@ def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
     gelu: Gelu, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Checked and prepared calls time themselves for `SplitChoice` (here on a fake clock that
-    each native run advances by what its way takes): a losing split is abandoned, a winning one
+    each timed run advances by what its way takes): a losing split is abandoned, a winning one
     kept, and every call gives the bits of one thread."""
     kernel = xfuse.compile(gelu.source, threads=2)
     clock = FakeClock()
     kernel.split_choice = SplitChoice(clock=clock)
     cost = {False: 100e-6, True: 150e-6}
-    ways: list[bool] = []
+    splits = [0]
     run_one_thread, run_slices = kernel._run_one_thread, kernel._run_slices
-
-    def ran(split: bool) -> None:
-        ways.append(split)
-        clock.now += cost[split]
 
     def timed_one_thread(call: NativeCall) -> None:
         run_one_thread(call)
-        ran(False)
+        clock.now += cost[False]
 
     def timed_slices(lists: Any, workspace: int, workers: Any, streaming: bool) -> None:
         run_slices(lists, workspace, workers, streaming)
-        ran(True)
+        splits[0] += 1
+        clock.now += cost[True]
 
     rng = np.random.default_rng(3)
     x, b, r = (rng.standard_normal(1 << 17, dtype=np.float32) for _ in range(3))
@@ -290,11 +288,14 @@ def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
     out = np.empty_like(x)
     prepared = kernel.prepare(x=x, b=b, r=r, out=out)
     calls = (MAJORITY + 2) * SPLIT_PROBE_INTERVAL
+    ways = []
     for way_cost in (150e-6, 50e-6):
         cost[True] = way_cost
         for call in range(calls):
             out[:] = 0
+            before = splits[0]
             result = prepared() if call % 2 else kernel(x=x, b=b, r=r)
+            ways.append(splits[0] > before)
             np.testing.assert_array_equal(result.view(np.uint32), want)
     losing, winning = ways[FIRST:calls], ways[calls + MAJORITY * SPLIT_PROBE_INTERVAL :]
     assert losing.count(True) <= len(losing) // SPLIT_PROBE_INTERVAL

@@ -10,9 +10,9 @@ whole cache lines of every array split): the calling thread runs the first slice
 that the kernel keeps for its life (`SliceWorkers`: started as split calls first need them,
 stopped when the kernel is freed) the others. A split costs the hand-off and the other cores'
 cache misses on their slices' data, so whether it pays depends on the kernel, the size and the
-host's load: each such call times itself, and per size class the faster way, one thread (the
-calling thread runs the slices one after the other) or split, runs next, the other one tried
-again now and then (`SplitChoice`).
+host's load: such calls time themselves, and per size class the faster way, one thread (the
+calling thread runs the call as one slice) or split, runs, the other one tried again now and
+then (`SplitChoice`).
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
 live in (`xfuse.transforms.workspace`): a byte buffer the kernel owns and reuses across calls, sized
@@ -76,15 +76,17 @@ SPLIT_FIRST_CALLS = 3
 outputs)."""
 
 SPLIT_WINDOW = 5
-"""`SplitChoice` compares each way's median time of its last this-many calls of a size class:
-one outlier (a call that waited for a core) changes nothing, and a way that became slower shows
-within 3 calls, one that became faster within 3 probes. Not the fastest time: on a loaded host
-a split's times vary more (it needs two cores at once), and its fastest would pick a way whose
-usual time is worse."""
+"""`SplitChoice` compares each way's median time of its last this-many timed calls of a size
+class: one outlier (a call that waited for a core) changes nothing. Not the fastest time: on a
+loaded host a split's times vary more (it needs two cores at once), and its fastest would pick a
+way whose usual time is worse."""
 
 SPLIT_PROBE_INTERVAL = 32
-"""Once a size class has chosen, one call in this many runs the other way (a probe), so that a
-change of the host's load shows: a probe that loses costs at most a 32nd of the calls' time."""
+"""Once a size class has chosen, its calls go in rounds of this many: the chosen way untimed,
+then `SPLIT_WINDOW` calls of it timed and one of the other way (a probe), which decides the next
+round's way, so that a change of the host's load shows within a round (a way that became
+faster: within 3). A probe that loses costs at most a 32nd of the calls' time; an untimed call
+costs what a one-thread kernel's does and a method call (~1% at 2^18 elements)."""
 
 SPLIT_MARGIN = 0.05
 """A split is chosen only where it is this much faster than one thread: a tie keeps the other
@@ -657,18 +659,21 @@ class SplitTimes:
     split: tuple[float, ...] = ()
     splitting: bool = False
     """The faster way, as last measured."""
+    chosen: bool = False
+    """Each way has run `SPLIT_FIRST_CALLS` times."""
     calls: int = 0
-    """Calls since the last probe."""
+    """Calls of this round (`SPLIT_PROBE_INTERVAL`)."""
 
 
 @dataclass
 class SplitChoice:
     """Whether a call of a kernel that can split over its threads does, chosen per size class by
-    feedback: each call times itself (wall time, `clock`), and the faster way per element, by the
-    median of its last `SPLIT_WINDOW` calls, runs next. The first `SPLIT_FIRST_CALLS` calls of a
-    class run each way alternately; after, one call in `SPLIT_PROBE_INTERVAL` runs the other way,
-    so that a split that loses is abandoned and one that wins is kept as the host's load changes.
-    A split must win by `SPLIT_MARGIN`. Splitting changes no result bit.
+    feedback: calls time themselves (wall time, `clock`), and the faster way per element, by the
+    median of its last `SPLIT_WINDOW` timed calls, runs next. The first `SPLIT_FIRST_CALLS` calls
+    of a class run each way alternately, timed; after, in each `SPLIT_PROBE_INTERVAL` calls the
+    last `SPLIT_WINDOW` + 1 are timed and the very last runs the other way and decides, so that a
+    split that loses is abandoned and one that wins is kept as the host's load changes. A split
+    must win by `SPLIT_MARGIN`. Splitting changes no result bit.
 
     `forced` (`always`, tests and benchmarks) splits every call that can, whatever it measured."""
 
@@ -681,38 +686,44 @@ class SplitChoice:
         """Split every call that can be (tests, benchmarks: `kernel.split_choice`)."""
         return cls(forced=True)
 
-    def splits(self, size_class: SizeClass) -> bool:
-        """Whether the next call of this class splits."""
+    def next_call(self, size_class: SizeClass) -> tuple[bool, bool]:
+        """Whether the next call of this class splits, and whether it is timed (`record`)."""
         if self.forced:
-            return True
-        times = self._times(size_class)
-        if len(times.split) < SPLIT_FIRST_CALLS or len(times.one_thread) < SPLIT_FIRST_CALLS:
-            return len(times.split) < len(times.one_thread)  # one thread first
+            return True, False
+        times = self.classes.get(size_class)
+        if times is None:  # (another thread's call may make it too: one is kept)
+            times = self.classes.setdefault(size_class, SplitTimes())
         times.calls += 1
-        if times.calls >= SPLIT_PROBE_INTERVAL:
-            times.calls = 0
-            return not times.splitting
-        return times.splitting
+        if times.calls < SPLIT_PROBE_INTERVAL - SPLIT_WINDOW and times.chosen:
+            return times.splitting, False
+        if not times.chosen:
+            return len(times.split) < len(times.one_thread), True  # one thread first
+        if times.calls < SPLIT_PROBE_INTERVAL:
+            return times.splitting, True
+        times.calls = 0
+        return not times.splitting, True  # a probe
 
     def record(self, size_class: SizeClass, split: bool, seconds_per_element: float) -> None:
-        """A call of this class ran split (or on one thread) in this time per element."""
-        times = self._times(size_class)
+        """A timed call of this class ran split (or on one thread) in this time per element; the
+        last of the first calls, and each probe, decide which way runs next."""
+        times = self.classes[size_class]
         if split:
             times.split = (*times.split[1 - SPLIT_WINDOW :], seconds_per_element)
         else:
             times.one_thread = (*times.one_thread[1 - SPLIT_WINDOW :], seconds_per_element)
-        if times.split and times.one_thread:
-            times.splitting = median(times.split) * (1 + SPLIT_MARGIN) < median(times.one_thread)
+        if not times.chosen:
+            if min(len(times.split), len(times.one_thread)) < SPLIT_FIRST_CALLS:
+                return
+            times.chosen, times.calls = True, 0
+        elif times.calls:  # a timed call before its round's probe, the one that decides
+            return
+        times.splitting = median_high(times.split) * (1 + SPLIT_MARGIN) < median_high(
+            times.one_thread
+        )
 
-    def _times(self, size_class: SizeClass) -> SplitTimes:
-        times = self.classes.get(size_class)
-        if times is None:  # (another thread's call may make it too: one is kept)
-            times = self.classes.setdefault(size_class, SplitTimes())
-        return times
 
-
-def median(times: Sequence[float]) -> float:
-    """The median (of an even count, the upper of the middle two)."""
+def median_high(times: Sequence[float]) -> float:
+    """`statistics.median_high`, without the 10 ms that importing `statistics` takes."""
     return sorted(times)[len(times) // 2]
 
 
@@ -752,6 +763,10 @@ class NativeCall:
     one_thread_lists: list[list[int]] | None = None
     """Where `argument_lists` are several slices: the call as one slice (or a streaming head
     and one rest), what runs where it does not split (`CallPlan.one_thread`)."""
+
+    @functools.cached_property
+    def size_class(self) -> SizeClass:
+        return (self.elements.bit_length(), self.streaming)
 
     @functools.cached_property
     def one_thread_words(self) -> array.array[int] | None:
@@ -912,27 +927,30 @@ class Kernel(CompiledProgram):
     def run_native(self, call: NativeCall) -> None:
         """Run a checked call, in a borrowed workspace if the program needs one. A call of
         several slices runs them concurrently where `split_choice` says so, else as one slice
-        (`one_thread_lists`) on this thread, and is timed for `split_choice`."""
-        argument_lists, streaming = call.argument_lists, call.streaming
+        (`one_thread_lists`) on this thread, timed where `split_choice` says so."""
         if call.one_thread_lists is None:
-            self._run_slices(argument_lists, call.workspace_bytes, [], streaming)
+            self._run_slices(call.argument_lists, call.workspace_bytes, [], call.streaming)
             return
-        size_class = (call.elements.bit_length(), streaming)
         choice = self.split_choice
-        slices = len(argument_lists) - streaming
-        workers = self.workers.take(slices - 1) if choice.splits(size_class) else []
+        split, timed = choice.next_call(call.size_class)
+        words = call.one_thread_words
+        if not (split or timed or words is None):  # the common call: as a one-thread kernel's
+            self.function.native_entry(words.buffer_info()[0])
+            return
+        slices = len(call.argument_lists) - call.streaming
+        workers = self.workers.take(slices - 1) if split else []
         try:
             start = choice.clock()
             if workers:
-                self._run_slices(argument_lists, call.workspace_bytes, workers, streaming)
+                self._run_slices(call.argument_lists, call.workspace_bytes, workers, call.streaming)
             else:  # (chosen, or another Python thread's call has the workers)
                 self._run_one_thread(call)
             seconds = choice.clock() - start
         finally:
             if workers:  # each has run its slice (`NativeFunction.run`), even after an exception
                 self.workers.give_back(workers)
-        if len(workers) in (0, slices - 1):  # (not where another call had some of them)
-            choice.record(size_class, bool(workers), seconds / call.elements)
+        if timed and len(workers) in (0, slices - 1):  # (not where another call had some)
+            choice.record(call.size_class, bool(workers), seconds / call.elements)
 
     def _run_one_thread(self, call: NativeCall) -> None:
         words = call.one_thread_words
