@@ -658,7 +658,7 @@ class SplitTimes:
     one_thread: tuple[float, ...] = ()
     split: tuple[float, ...] = ()
     splitting: bool = False
-    """The faster way, as last measured."""
+    """Whether the split is the faster way, as the last decision measured it."""
     chosen: bool = False
     """Each way has run `SPLIT_FIRST_CALLS` times."""
     calls: int = 0
