@@ -54,7 +54,7 @@ from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.codegen.native import host_cpu, host_target_machine
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
-from xfuse.runtime.kernel import SPLIT_MIN_SECONDS, Kernel, SliceWorkers, SplitCost
+from xfuse.runtime.kernel import SPLIT_PROBE_INTERVAL, Kernel, SliceWorkers, SplitChoice
 from xfuse.transforms.pipeline import only_function
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -451,7 +451,7 @@ def memory_rows(
 def round_trips_us(calls: int = 2000) -> dict[str, tuple[float, float]]:
     """The median and the fastest time (us) to hand another thread an empty call and wait for
     it: a kernel's `SliceWorker` (what a split call pays per slice handed over on top of the
-    slices, `SPLIT_MIN_SECONDS`) and, to compare, a `ThreadPoolExecutor`'s submit and result."""
+    slices) and, to compare, a `ThreadPoolExecutor`'s submit and result."""
     workers = SliceWorkers(1)
     (worker,) = workers.take(1)
     executor = ThreadPoolExecutor(1)
@@ -475,7 +475,7 @@ def round_trips_us(calls: int = 2000) -> dict[str, tuple[float, float]]:
 
 def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
     """Part 3, the same bits from all, checked: `threads=2` as the kernel decides
-    (`SplitCost`: split only where one thread takes `SPLIT_MIN_SECONDS`) over one thread, and
+    (`SplitChoice`: per size class, the way measured faster at run time) over one thread, and
     in parentheses with every call split; at the largest size one more column with normal
     stores on both sides (`streaming=False`), the split's gain without the streaming stores'."""
     trips = ", ".join(
@@ -484,7 +484,8 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
     )
     print(
         f"round trip of an empty call handed to another thread and awaited: {trips}; "
-        f"a call splits from {SPLIT_MIN_SECONDS * 1e6:.0f} us on one thread"
+        f"a call splits where its size class ran faster split (probed 1 call in "
+        f"{SPLIT_PROBE_INTERVAL})"
     )
     largest = max(sizes)
     header = " | ".join(f"2^{n.bit_length() - 1}" for n in sizes)
@@ -502,7 +503,7 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
             compile(program.source, threads=2, **normal),
         ]
         for forced in kernels[2::2]:
-            forced.split_cost = SplitCost.always()
+            forced.split_choice = SplitChoice.always()
         inputs = bench.prepare_workload(program.source, largest).arrays
         cells = []
         for n in sizes:

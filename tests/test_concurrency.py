@@ -9,7 +9,9 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
+import signal
 import threading
+import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +21,7 @@ import pytest
 
 import xfuse
 from xfuse.runtime.compiler import clear_cache
-from xfuse.runtime.kernel import SliceWorkers, SplitCost
+from xfuse.runtime.kernel import SliceWorkers, SplitChoice
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -50,7 +52,7 @@ def test_one_kernel_from_four_threads_at_once(
     mix the threads' intermediate values (long calls, so that they overlap). Split (`threads=`),
     the four calls share the kernel's thread pool."""
     kernel = xfuse.compile(gelu.source, fuse=fuse, threads=threads)
-    kernel.split_cost = SplitCost.always()  # split every call (a test cannot rely on timing)
+    kernel.split_choice = SplitChoice.always()  # split every call (a test cannot rely on timing)
     start = threading.Barrier(4)
     failures: list[str] = []
 
@@ -85,7 +87,7 @@ def test_split_calls_reuse_the_kernels_threads_until_it_is_freed(gelu: Gelu) -> 
     cost more than a small call. Freeing the kernel stops them."""
     before = pool_threads()
     kernel = xfuse.compile(gelu.source, threads=3)
-    kernel.split_cost = SplitCost.always()
+    kernel.split_choice = SplitChoice.always()
     x, b, r = (np.full(3 << 15, v, np.float32) for v in (0.5, 0.25, -1.0))
     assert len(kernel.prepare(x=x, b=b, r=r).argument_lists) == 3
     kernel(x=x, b=b, r=r)
@@ -101,6 +103,50 @@ def test_split_calls_reuse_the_kernels_threads_until_it_is_freed(gelu: Gelu) -> 
     for worker in workers:
         worker.join(timeout=60)
         assert not worker.is_alive()
+
+
+@pytest.mark.parametrize("interruption", ["caller's slice raises", "SIGINT while it runs"])
+def test_an_interrupted_split_call_waits_for_its_worker_and_gives_it_back(
+    interruption: str, gelu: Gelu, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KeyboardInterrupt in a split call (raised in the calling thread's slice, or a SIGINT
+    that lands while the calling thread runs its slice or waits) propagates once the worker's
+    slice has run (its memory is the caller's), and the worker goes back to the kernel: the
+    next calls split again, with no new thread, and give the right results."""
+    if interruption.startswith("SIGINT") and (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        pytest.skip("SIGINT raises KeyboardInterrupt only in the main thread, by default")
+    kernel = xfuse.compile(gelu.source, threads=2)
+    kernel.split_choice = SplitChoice.always()
+    x, b, r = (np.full(1 << 17, v, np.float32) for v in (0.5, 0.25, -1.0))
+    caller = threading.get_ident()
+    native = kernel.function.native_entry
+    worker_ran = threading.Event()
+
+    def entry(address: int) -> None:
+        if threading.get_ident() == caller:
+            native(address)
+            if interruption.startswith("caller"):
+                raise KeyboardInterrupt
+            return
+        if interruption.startswith("SIGINT"):
+            signal.pthread_kill(caller, signal.SIGINT)
+        time.sleep(0.2)  # still running when the caller sees the interruption
+        native(address)
+        worker_ran.set()
+
+    before = pool_threads()
+    monkeypatch.setattr(kernel.function, "native_entry", entry)
+    with pytest.raises(KeyboardInterrupt):
+        kernel(x=x, b=b, r=r)
+    assert worker_ran.is_set()
+    monkeypatch.undo()
+    for _ in range(3):
+        np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu.reference(x, b, r), atol=2e-6)
+    assert len(pool_threads() - before) == 1
+    assert len(kernel.workers.take(1)) == 1  # idle: given back
 
 
 def test_slice_workers_never_exceed_their_size_and_stop_when_closed() -> None:

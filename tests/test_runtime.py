@@ -9,7 +9,8 @@ import re
 import subprocess
 import sys
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
@@ -24,11 +25,13 @@ from xfuse.runtime.arrays import CallSignature, aligned_empty, data_pointer, key
 from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 from xfuse.runtime.kernel import (
     GIL_HELD_ELEMENTS,
-    SPLIT_ALWAYS_ELEMENTS,
-    SPLIT_CALIBRATION_CALLS,
-    SPLIT_MIN_SECONDS,
+    SPLIT_FIRST_CALLS,
+    SPLIT_PROBE_INTERVAL,
+    SPLIT_WINDOW,
     STREAMING_BYTES,
-    SplitCost,
+    NativeCall,
+    SizeClass,
+    SplitChoice,
 )
 from xfuse.transforms import ALL_PASSES, packed_entry_name
 from xfuse.transforms.optimize import EwOptimizePass
@@ -164,27 +167,140 @@ def test_threads_split_the_outer_range_on_whole_cache_lines(gelu: Gelu) -> None:
     starts = [arguments[0] - x.ctypes.data for arguments in kernel.prepare(x, b, r).argument_lists]
     assert starts == [0, 10928 * 12, 21840 * 12]  # rows 1/3 and 2/3 of the way, rounded to 16
     sequential = kernel(x=x, b=b, r=r)
-    assert kernel.split_cost.calls_timed == 1
-    kernel.split_cost = SplitCost.always()  # a test cannot rely on timing
+    (times,) = kernel.split_choice.classes.values()
+    assert len(times.one_thread) == 1 and not times.split  # a first call: one thread, timed
+    kernel.split_choice = SplitChoice.always()  # a test cannot rely on timing
     concurrent = kernel(x=x, b=b, r=r)
     for result in (sequential, concurrent):
         np.testing.assert_array_equal(result.view(np.uint32), want.view(np.uint32))
 
 
-def test_a_call_splits_only_where_one_thread_would_take_long_enough(gelu: Gelu) -> None:
-    """The first `SPLIT_CALIBRATION_CALLS` splittable calls run on one thread, timed; later ones
-    split where the fastest time per element says one thread would take `SPLIT_MIN_SECONDS`."""
+SIZE_CLASS: SizeClass = (18, False)
+
+
+def choose(choice: SplitChoice, calls: int, seconds: Callable[[int, bool], float]) -> list[bool]:
+    """Whether each of `calls` calls of `SIZE_CLASS` split, each taking `seconds(call, split)`."""
+    ways = []
+    for call in range(calls):
+        split, timed = choice.next_call(SIZE_CLASS)
+        if timed:
+            choice.record(SIZE_CLASS, split, seconds(call, split))
+        ways.append(split)
+    return ways
+
+
+FIRST = 2 * SPLIT_FIRST_CALLS
+"""The calls of a size class that run each way alternately before `SplitChoice` chooses."""
+
+MAJORITY = SPLIT_WINDOW // 2 + 1
+"""How many new times of a way change the median of its window."""
+
+
+def probes(ways: list[bool], way: bool) -> int:
+    """How many calls after the first ones ran `way`, where the other way was chosen."""
+    assert ways[:FIRST] == [False, True] * SPLIT_FIRST_CALLS  # one thread first
+    return ways[FIRST:].count(way)
+
+
+def test_a_split_that_loses_is_abandoned_and_one_that_wins_is_kept() -> None:
+    """The faster way runs, the other only as a probe in `SPLIT_PROBE_INTERVAL` calls; an outlier
+    call (that waited for a core) changes nothing: the median of the last `SPLIT_WINDOW` counts."""
+    calls = 20 * SPLIT_PROBE_INTERVAL
+
+    def losing(call: int, split: bool) -> float:
+        return 1.3e-9 if split else (9e-9 if call % 7 == 0 else 1e-9)
+
+    def winning(call: int, split: bool) -> float:
+        return (9e-9 if call % 7 == 0 else 0.6e-9) if split else 1e-9
+
+    for seconds, chosen in ((losing, False), (winning, True)):
+        ways = choose(SplitChoice(), calls, seconds)
+        assert probes(ways, not chosen) == (calls - FIRST) // SPLIT_PROBE_INTERVAL
+        assert ways[-1] == chosen
+
+
+def test_a_split_must_win_by_the_margin() -> None:
+    """A split 3% faster than one thread (within `SPLIT_MARGIN`) is not chosen."""
+    ways = choose(SplitChoice(), 100, lambda call, split: 0.97e-9 if split else 1e-9)
+    assert probes(ways, True) == (100 - FIRST) // SPLIT_PROBE_INTERVAL
+
+
+def test_a_split_choice_follows_a_change_of_the_host() -> None:
+    """A split that becomes slower than one thread is abandoned at the end of its round (the
+    probe decides on the round's last timed calls); once it is faster again, once most of the
+    probes' last `SPLIT_WINDOW` say so. Size classes choose apart."""
+    choice = SplitChoice()
+    split_seconds = [0.5e-9]
+
+    def seconds(call: int, split: bool) -> float:
+        return split_seconds[0] if split else 1e-9
+
+    ways = choose(choice, FIRST + 2 * SPLIT_PROBE_INTERVAL, seconds)  # the last one a probe
+    assert probes(ways, False) == 2 and not ways[-1]
+    split_seconds[0] = 3e-9  # another process took the other core
+    ways = choose(choice, 4 * SPLIT_PROBE_INTERVAL, seconds)
+    assert ways[:SPLIT_PROBE_INTERVAL] == [True] * (SPLIT_PROBE_INTERVAL - 1) + [False]
+    assert ways[SPLIT_PROBE_INTERVAL:].count(True) == 3  # probes
+    other: SizeClass = (20, False)
+    assert choice.next_call(other) == (False, True)  # its first call: one thread, timed
+    split_seconds[0] = 0.5e-9  # the other core is free again
+    ways = choose(choice, (MAJORITY + 2) * SPLIT_PROBE_INTERVAL, seconds)
+    kept = ways[MAJORITY * SPLIT_PROBE_INTERVAL :]
+    assert kept.count(False) <= len(kept) // SPLIT_PROBE_INTERVAL
+
+
+class FakeClock:
+    """A clock that stands still but for what a test advances it by."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
+    gelu: Gelu, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked and prepared calls time themselves for `SplitChoice` (here on a fake clock that
+    each timed run advances by what its way takes): a losing split is abandoned, a winning one
+    kept, and every call gives the bits of one thread."""
     kernel = xfuse.compile(gelu.source, threads=2)
-    x = np.ones(1 << 16, np.float32)
-    run = kernel.prepare(x=x, b=x, r=x)
-    for _ in range(SPLIT_CALIBRATION_CALLS):
-        assert not kernel.split_cost.splits(x.size)
-        run()
-    cost = kernel.split_cost
-    assert cost.calls_timed == SPLIT_CALIBRATION_CALLS and 0 < cost.seconds_per_element < 1e-6
-    threshold = min(SPLIT_MIN_SECONDS / cost.seconds_per_element, SPLIT_ALWAYS_ELEMENTS)
-    assert cost.splits(int(threshold) + 1) and not cost.splits(int(threshold) - 1)
-    assert SplitCost().splits(SPLIT_ALWAYS_ELEMENTS)  # large enough for any kernel, untimed
+    clock = FakeClock()
+    kernel.split_choice = SplitChoice(clock=clock)
+    cost = {False: 100e-6, True: 150e-6}
+    splits = [0]
+    run_one_thread, run_slices = kernel._run_one_thread, kernel._run_slices
+
+    def timed_one_thread(call: NativeCall) -> None:
+        run_one_thread(call)
+        clock.now += cost[False]
+
+    def timed_slices(lists: Any, workspace: int, workers: Any, streaming: bool) -> None:
+        run_slices(lists, workspace, workers, streaming)
+        splits[0] += 1
+        clock.now += cost[True]
+
+    rng = np.random.default_rng(3)
+    x, b, r = (rng.standard_normal(1 << 17, dtype=np.float32) for _ in range(3))
+    want = xfuse.compile(gelu.source)(x=x, b=b, r=r).view(np.uint32)
+    monkeypatch.setattr(kernel, "_run_one_thread", timed_one_thread)
+    monkeypatch.setattr(kernel, "_run_slices", timed_slices)  # (called only to split here)
+    out = np.empty_like(x)
+    prepared = kernel.prepare(x=x, b=b, r=r, out=out)
+    calls = (MAJORITY + 2) * SPLIT_PROBE_INTERVAL
+    ways = []
+    for way_cost in (150e-6, 50e-6):
+        cost[True] = way_cost
+        for call in range(calls):
+            out[:] = 0
+            before = splits[0]
+            result = prepared() if call % 2 else kernel(x=x, b=b, r=r)
+            ways.append(splits[0] > before)
+            np.testing.assert_array_equal(result.view(np.uint32), want)
+    losing, winning = ways[FIRST:calls], ways[calls + MAJORITY * SPLIT_PROBE_INTERVAL :]
+    assert losing.count(True) <= len(losing) // SPLIT_PROBE_INTERVAL
+    assert winning.count(False) <= len(winning) // SPLIT_PROBE_INTERVAL + 1
 
 
 def test_a_short_prepared_call_keeps_the_gil_and_a_long_one_releases_it(gelu: Gelu) -> None:
@@ -542,7 +658,7 @@ def test_large_split_calls_stream_each_slice_from_a_cache_line(head: int, gelu: 
     assert first % 16 == 0 and abs(first - second) < 32  # whole lines, as equal as they allow
     assert [arguments[-2] % 64 for arguments in run.argument_lists[1:]] == [0, 0]
     sequential = run().copy()
-    kernel.split_cost = SplitCost.always()
+    kernel.split_choice = SplitChoice.always()
     for result in (sequential, run(), kernel(x=x, b=b, r=r, out=out)):
         np.testing.assert_array_equal(result.view(np.uint32), want.view(np.uint32))
 
@@ -603,7 +719,7 @@ def test_large_2d_calls_stream_whole_rows_with_the_same_bits(
     assert [arguments[-3] % 64 for arguments in run.argument_lists] == [0] * (1 + threads)
     new = kernel.prepare(x=x, b=b, r=r)
     assert len(new.argument_lists) == 1 + threads and data_pointer(new.outputs[0]) % 64 == 0
-    kernel.split_cost = SplitCost.always()
+    kernel.split_choice = SplitChoice.always()
     for result in (run(), new(), kernel(x=x, b=b, r=r, out=out), kernel(x=x, b=b, r=r)):
         same_bits(result, want)
 

@@ -10,9 +10,10 @@ slices of the outermost dimension concurrently (each slice is a call on offset p
 smaller outer size, its bounds on whole cache lines of every array split): the calling thread runs
 the first slice, N - 1 threads that the kernel keeps for its life (`SliceWorkers`: started as split
 calls first need them, stopped when the kernel is freed) the others. A split costs the hand-off and
-the other cores' cache misses on their slices' data, so a call splits only where one thread would
-take `SPLIT_MIN_SECONDS` or more, by the kernel's own CPU time per element on its first calls
-(`SplitCost`); below, the calling thread runs the slices one after the other.
+the other cores' cache misses on their slices' data, so whether it pays depends on the kernel, the
+size and the host's load: such calls time themselves, and per size class the faster way, one
+thread (the calling thread runs the call as one slice) or split, runs, the other one tried again
+now and then (`SplitChoice`).
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
 live in (`xfuse.transforms.workspace`): a byte buffer the kernel owns and reuses across calls, sized
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import dataclasses
 import functools
 import itertools
 import math
@@ -66,27 +68,30 @@ from xfuse.runtime.arrays import (
 from xfuse.transforms import packed_entry_name, workspace_size_function
 
 MIN_ELEMENTS_PER_THREAD = 1 << 15
-"""Below this many elements per thread a call is never split (nor timed for `SplitCost`): at
+"""Below this many elements per thread a call is never split (nor timed for `SplitChoice`): at
 the cheapest kernels' ~0.3 ns per element that is ~10 us, less than handing a slice over."""
 
-SPLIT_MIN_SECONDS = 100e-6
-"""A call splits over threads only where one thread would take this long or longer
-(`SplitCost`), so that the time two threads save, half of it, exceeds what a split costs: the
-hand-off of a slice (`SliceWorker`: 4-9 us round trip on this project's 2-core hosts under
-load, `benchmarks/activations.py` part 3 prints it) and the other core's misses on the slice's
-data, which the calling core's cache holds after one-thread calls: with a `ThreadPoolExecutor`
-(17-39 us round trip) the quiet-host run of 2026-12-01 measured `hardswish` at 2^18 float32
-elements (~80 us on one thread) 0.93x on two, some 45 us lost. erf-GELU takes ~140 us there
-(1.08x): it splits."""
+SPLIT_FIRST_CALLS = 3
+"""How many calls of a size class run each way, one thread and split, alternately, before
+`SplitChoice` picks the faster (by their median: a first call may also pay page faults of new
+outputs)."""
 
-SPLIT_ALWAYS_ELEMENTS = 1 << 20
-"""From this many elements a call splits without the kernel's cost measured: even the cheapest
-kernel, a float32 copy at ~0.1 ns per element out of the cache (4 MiB an array), takes
-`SPLIT_MIN_SECONDS` on one thread."""
+SPLIT_WINDOW = 5
+"""`SplitChoice` compares each way's median time of its last this-many timed calls of a size
+class: one outlier (a call that waited for a core) changes nothing. Not the fastest time: on a
+loaded host a split's times vary more (it needs two cores at once), and its fastest would pick a
+way whose usual time is worse."""
 
-SPLIT_CALIBRATION_CALLS = 3
-"""How many splittable calls a kernel runs on one thread first to measure its cost per element
-(the fastest of them counts: a first call also pays page faults of new outputs)."""
+SPLIT_PROBE_INTERVAL = 32
+"""Once a size class has chosen, its calls go in rounds of this many: the chosen way untimed,
+then `SPLIT_WINDOW` calls of it timed and one of the other way (a probe), which decides the next
+round's way, so that a change of the host's load shows within a round (a way that became
+faster: within 3). A probe that loses costs at most a 32nd of the calls' time; an untimed call
+costs what a one-thread kernel's does and a method call (~1% at 2^18 elements)."""
+
+SPLIT_MARGIN = 0.05
+"""A split is chosen only where it is this much faster than one thread: a tie keeps the other
+core for other work (and "never slower than one thread" against timing noise)."""
 
 STREAMING_BYTES = 1 << 22
 """From this many bytes read and written (4 MiB), a one-thread call of one flat loop writes its
@@ -184,7 +189,8 @@ class NativeFunction:
         streaming: bool = False,
     ) -> None:
         """Call the native function once per argument list: the first on this thread, the next
-        ones concurrently on `workers` (one each), any left after them on this thread too.
+        ones concurrently on `workers` (one each), any left after them on this thread too. It
+        returns, or raises (an exception in this thread's slices), once the workers' have run.
 
         With a workspace, each list ends with its part's offset and size: `workspace` is the
         address the offsets count from. `streaming`: the first list is a head that runs with
@@ -202,18 +208,19 @@ class NativeFunction:
         calls = [(entry, w.buffer_info()[0]) for entry, w in zip(entries, words, strict=True)]
         own = 1 + streaming
         handed = calls[own : own + len(workers)]
-        for worker, (entry, address) in zip(workers, handed, strict=False):
-            worker.start(entry, address)
-        for entry, address in calls[:own] + calls[own + len(handed) :]:
-            entry(address)
-        for worker in workers[: len(handed)]:
-            worker.wait()
+        try:
+            for worker, (entry, address) in zip(workers, handed, strict=False):
+                worker.start(entry, address)
+            for entry, address in calls[:own] + calls[own + len(handed) :]:
+                entry(address)
+        finally:
+            SliceWorker.wait_all(workers)
 
     def chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
         """Row ranges of axis 0 to run on separate threads (one range: no split), as equal as
         whole cache lines of every split array allow (no line written by two threads). A slice
         may end past its vector loop's last full iteration: its remainder costs 0.03-0.13 us
-        (docs/benchmarks.md), nothing beside the 100 us a split call takes at least."""
+        (docs/benchmarks.md), nothing beside a slice of at least `MIN_ELEMENTS_PER_THREAD`."""
         if threads <= 1 or not iteration or not self.splittable:
             return [(0, iteration[0] if iteration else 1)]
         total = int(np.prod(iteration))
@@ -263,6 +270,9 @@ class CallPlan:
     rest (`NativeFunction.run`)."""
     heads: dict[int, CallPlan] = field(default_factory=dict, compare=False, hash=False)
     """The streaming plans of this call's shapes, by the head's length."""
+    one_thread: CallPlan | None = field(default=None, compare=False)
+    """Where this plan has several slices: the same call planned for one thread (one slice, or a
+    streaming call's head and one rest), what runs where the call does not split."""
     new_array: NewArray = field(default=np.empty, compare=False)
     """Makes the call's new outputs: for a call that streams, on `STREAMING_ALIGNMENT`
     boundaries (where a loop nest's outputs must start to stream, and a flat loop then has no
@@ -299,7 +309,7 @@ class CallPlan:
             lines, parts = (length - head) // line_elements, len(self.templates)
             bounds = [head + round(lines * i / parts) * line_elements for i in range(parts)]
             split = list(zip([0, *bounds], [*bounds, length], strict=True))
-            plan = make_plan(function, self.input_shapes, 1, split)
+            plan = self._streaming_plan(function, pointers, split)
             self.heads[head] = plan
         return plan
 
@@ -312,9 +322,21 @@ class CallPlan:
         plan = self.heads.get(0)
         if plan is None:
             rows = function.chunks(self.output_shapes[0], len(self.templates))
-            plan = make_plan(function, self.input_shapes, 1, [(0, 0), *rows])
+            plan = self._streaming_plan(function, pointers, [(0, 0), *rows])
             self.heads[0] = plan
         return plan
+
+    def _streaming_plan(
+        self, function: NativeFunction, pointers: Sequence[int], split: list[tuple[int, int]]
+    ) -> CallPlan:
+        """The streaming plan of this call in these parts (the head first), and of its
+        `one_thread` twin for the same pointers."""
+        plan = make_plan(function, self.input_shapes, 1, split)
+        if self.one_thread is None:
+            return plan
+        return dataclasses.replace(
+            plan, one_thread=self.one_thread.for_pointers(function, pointers)
+        )
 
     @functools.cached_property
     def one_call_words(self) -> array.array[int] | None:
@@ -324,6 +346,17 @@ class CallPlan:
         if len(self.templates) > 1 or self.workspace_bytes or self.streams:
             return None
         return _packed(self.templates[0])
+
+    def native_call(self, pointers: Sequence[int]) -> NativeCall:
+        """This plan's call on arrays at `pointers` (inputs, then outputs)."""
+        one_thread = self.one_thread
+        return NativeCall(
+            self.argument_lists(pointers),
+            max(self.workspace_bytes, one_thread.workspace_bytes if one_thread else 0),
+            self.streaming,
+            self.elements,
+            one_thread.argument_lists(pointers) if one_thread else None,
+        )
 
     def argument_lists(self, pointers: Sequence[int]) -> list[list[int]]:
         lists = []
@@ -393,6 +426,9 @@ def make_plan(
         int(np.prod(iteration)),
         streams,
         streaming_split is not None,
+        one_thread=make_plan(function, input_shapes, 1)
+        if len(chunks) > 1 and streaming_split is None
+        else None,
         new_array=functools.partial(aligned_empty, alignment=STREAMING_ALIGNMENT)
         if streams
         else np.empty,
@@ -524,10 +560,16 @@ class SliceWorker:
     """A thread that runs one native call at a time for a split call: `start` hands it over
     and `wait` returns once it has run. Two locks used as binary semaphores hand the call over
     and back (a futex each way): half the round trip of a `ThreadPoolExecutor`'s queue and
-    future (`benchmarks/activations.py` part 3 prints both)."""
+    future (`benchmarks/activations.py` part 3 prints both).
+
+    Whether the call has run is `_finished`, which only the worker sets (before it releases
+    `_done`, and only where no release is pending): a wait interrupted by an exception (a
+    KeyboardInterrupt in the calling thread), before or after it acquired `_done`, can tell.
+    """
 
     def __init__(self) -> None:
         self._call: tuple[Callable[[int], object], int] | None = None
+        self._finished = True
         self._go, self._done = threading.Lock(), threading.Lock()
         self._go.acquire()
         self._done.acquire()
@@ -542,14 +584,35 @@ class SliceWorker:
             try:
                 entry(address)
             finally:
-                self._done.release()
+                self._finished = True
+                if self._done.locked():
+                    self._done.release()
 
     def start(self, entry: Callable[[int], object], address: int) -> None:
+        # No call between the stores and the release: no point for a signal's exception to land
+        # where the call is marked unfinished but not handed over (a wait would never return).
+        self._finished = False
         self._call = (entry, address)
         self._go.release()
 
     def wait(self) -> None:
-        self._done.acquire()
+        self.wait_all((self,))
+
+    @staticmethod
+    def wait_all(workers: Iterable[SliceWorker]) -> None:
+        """Return once every call handed to these workers has run, whatever exception (a
+        KeyboardInterrupt) interrupts the waiting: the calls read and write memory that the caller
+        frees once it returns, and a worker with a call still running must not be given back. The
+        first such exception is raised then."""
+        interruption: BaseException | None = None
+        for worker in workers:
+            while not worker._finished:
+                try:
+                    worker._done.acquire()
+                except BaseException as error:  # raised below, once the calls have run
+                    interruption = interruption or error
+        if interruption is not None:
+            raise interruption
 
     def stop(self) -> None:
         """End the thread (once idle: after `wait`)."""
@@ -595,34 +658,86 @@ class SliceWorkers:
             worker.stop()
 
 
-@dataclass
-class SplitCost:
-    """Whether a call of a kernel is worth splitting over its threads: where one thread would
-    take `SPLIT_MIN_SECONDS` or more. That is the call's elements times the kernel's CPU time per
-    element (the calling thread's, `time.thread_time`: on a loaded host wall time also counts
-    waiting for a core, which a split does not win back), the least over its splittable calls
-    that ran on one thread: the first `SPLIT_CALIBRATION_CALLS` do (not from
-    `SPLIT_ALWAYS_ELEMENTS`), later ones where below the threshold. Splitting changes no result
-    bit."""
+SizeClass = tuple[int, bool]
+"""What `SplitChoice` chooses for: the bit length of a call's element count (2^18 to 2^19 - 1
+are one class) and whether it streams its outputs."""
 
-    seconds_per_element: float = math.inf
-    calls_timed: int = 0
+
+@dataclass
+class SplitTimes:
+    """What `SplitChoice` measured of one size class: each way's last `SPLIT_WINDOW` times per
+    element (tuples, replaced whole: calls from several Python threads may record at once)."""
+
+    one_thread: tuple[float, ...] = ()
+    split: tuple[float, ...] = ()
+    splitting: bool = False
+    """Whether the split is the faster way, as the last decision measured it."""
+    chosen: bool = False
+    """Each way has run `SPLIT_FIRST_CALLS` times."""
+    calls: int = 0
+    """Calls of this round (`SPLIT_PROBE_INTERVAL`)."""
+
+
+@dataclass
+class SplitChoice:
+    """Whether a call of a kernel that can split over its threads does, chosen per size class by
+    feedback: calls time themselves (wall time, `clock`), and the faster way per element, by the
+    median of its last `SPLIT_WINDOW` timed calls, runs next. The first `SPLIT_FIRST_CALLS` calls
+    of a class run each way alternately, timed; after, in each `SPLIT_PROBE_INTERVAL` calls the
+    last `SPLIT_WINDOW` + 1 are timed and the very last runs the other way and decides, so that a
+    split that loses is abandoned and one that wins is kept as the host's load changes. A split
+    must win by `SPLIT_MARGIN`. Splitting changes no result bit.
+
+    `forced` (`always`, tests and benchmarks) splits every call that can, whatever it measured."""
+
+    clock: Callable[[], float] = time.perf_counter
+    forced: bool = False
+    classes: dict[SizeClass, SplitTimes] = field(default_factory=dict)
 
     @classmethod
-    def always(cls) -> SplitCost:
-        """A cost that splits every call that can be (tests, benchmarks: `kernel.split_cost`)."""
-        return cls(seconds_per_element=math.inf, calls_timed=SPLIT_CALIBRATION_CALLS)
+    def always(cls) -> SplitChoice:
+        """Split every call that can be (tests, benchmarks: `kernel.split_choice`)."""
+        return cls(forced=True)
 
-    def splits(self, elements: int) -> bool:
-        return elements >= SPLIT_ALWAYS_ELEMENTS or (
-            self.calls_timed >= SPLIT_CALIBRATION_CALLS
-            and elements * self.seconds_per_element >= SPLIT_MIN_SECONDS
+    def next_call(self, size_class: SizeClass) -> tuple[bool, bool]:
+        """Whether the next call of this class splits, and whether it is timed (`record`)."""
+        if self.forced:
+            return True, False
+        times = self.classes.get(size_class)
+        if times is None:  # (another thread's call may make it too: one is kept)
+            times = self.classes.setdefault(size_class, SplitTimes())
+        times.calls += 1
+        if times.calls < SPLIT_PROBE_INTERVAL - SPLIT_WINDOW and times.chosen:
+            return times.splitting, False
+        if not times.chosen:
+            return len(times.split) < len(times.one_thread), True  # one thread first
+        if times.calls < SPLIT_PROBE_INTERVAL:
+            return times.splitting, True
+        times.calls = 0
+        return not times.splitting, True  # a probe
+
+    def record(self, size_class: SizeClass, split: bool, seconds_per_element: float) -> None:
+        """A timed call of this class ran split (or on one thread) in this time per element; the
+        last of the first calls, and each probe, decide which way runs next."""
+        times = self.classes[size_class]
+        if split:
+            times.split = (*times.split[1 - SPLIT_WINDOW :], seconds_per_element)
+        else:
+            times.one_thread = (*times.one_thread[1 - SPLIT_WINDOW :], seconds_per_element)
+        if not times.chosen:
+            if min(len(times.split), len(times.one_thread)) < SPLIT_FIRST_CALLS:
+                return
+            times.chosen, times.calls = True, 0
+        elif times.calls:  # a timed call before its round's probe, the one that decides
+            return
+        times.splitting = median_high(times.split) * (1 + SPLIT_MARGIN) < median_high(
+            times.one_thread
         )
 
-    def record(self, elements: int, seconds: float) -> None:
-        """A splittable call of `elements` that ran on one thread in `seconds`."""
-        self.calls_timed += 1
-        self.seconds_per_element = min(self.seconds_per_element, seconds / max(elements, 1))
+
+def median_high(times: Sequence[float]) -> float:
+    """`statistics.median_high`, without the 10 ms that importing `statistics` takes."""
+    return sorted(times)[len(times) // 2]
 
 
 class WorkspacePool:
@@ -649,17 +764,42 @@ class WorkspacePool:
 
 
 @dataclass(frozen=True)
-class CheckedCall:
-    """A call whose arguments passed every check: the arrays the native code sees (inputs, then
-    outputs), its argument lists and workspace bytes, and the outputs as the caller gets them."""
+class NativeCall:
+    """A call's native arguments, what `Kernel.run_native` runs (`CallPlan.native_call`)."""
 
-    arrays: list[np.ndarray]
     argument_lists: list[list[int]]
     workspace_bytes: int
-    results: list[np.ndarray]
+    """The workspace either way needs, split or on one thread."""
     streaming: bool = False
     """The head with normal stores, then the slices of the rest streaming (`CallPlan`)."""
     elements: int = 0
+    one_thread_lists: list[list[int]] | None = None
+    """Where `argument_lists` are several slices: the call as one slice (or a streaming head
+    and one rest), what runs where it does not split (`CallPlan.one_thread`)."""
+
+    @functools.cached_property
+    def size_class(self) -> SizeClass:
+        return (self.elements.bit_length(), self.streaming)
+
+    @functools.cached_property
+    def one_thread_words(self) -> array.array[int] | None:
+        """The words of `one_thread_lists` where they are one native call with no workspace,
+        packed once (a prepared call runs them as a one-thread kernel does: the native code
+        only reads them, so calls from several Python threads may share them); else None."""
+        lists = self.one_thread_lists
+        if lists is None or len(lists) > 1 or self.workspace_bytes:
+            return None
+        return _packed(lists[0])
+
+
+@dataclass(frozen=True)
+class CheckedCall:
+    """A call whose arguments passed every check: the arrays the native code sees (inputs, then
+    outputs), its native arguments, and the outputs as the caller gets them."""
+
+    arrays: list[np.ndarray]
+    native: NativeCall
+    results: list[np.ndarray]
 
 
 class PreparedCall:
@@ -669,19 +809,13 @@ class PreparedCall:
         self.kernel = kernel  # keeps the native code alive
         self.arrays = call.arrays  # keeps the buffers alive
         self.outputs = call.results
-        self.argument_lists = call.argument_lists
-        self.workspace_bytes = call.workspace_bytes
+        self.argument_lists = call.native.argument_lists
+        self.workspace_bytes = call.native.workspace_bytes
         self._result = self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
-        self._run: Callable[[], object] = functools.partial(
-            kernel.run_native,
-            call.argument_lists,
-            call.workspace_bytes,
-            call.streaming,
-            call.elements,
-        )
-        if len(call.argument_lists) == 1 and not call.workspace_bytes:
+        self._run: Callable[[], object] = functools.partial(kernel.run_native, call.native)
+        if len(self.argument_lists) == 1 and not self.workspace_bytes:
             # One slice, no workspace: the native call itself, its argument words packed once.
-            self._words = _packed(call.argument_lists[0])
+            self._words = _packed(self.argument_lists[0])
             function = kernel.function
             short = call.elements <= GIL_HELD_ELEMENTS
             entry = function.short_entry if short else function.native_entry
@@ -765,7 +899,7 @@ class Kernel(CompiledProgram):
         self._workspaces = WorkspacePool()
         self.workers = SliceWorkers(threads - 1)
         weakref.finalize(self, self.workers.close)
-        self.split_cost = SplitCost()
+        self.split_choice = SplitChoice()
 
     def __repr__(self) -> str:
         return f"<xfuse.Kernel {self.signature} {self.options}, threads={self.threads}>"
@@ -793,7 +927,7 @@ class Kernel(CompiledProgram):
         if dask_arrays.has_dask_arrays(args, kwargs):
             return dask_arrays.call(self, args, kwargs, out)
         call = self._check(args, kwargs, out)
-        self.run_native(call.argument_lists, call.workspace_bytes, call.streaming, call.elements)
+        self.run_native(call.native)
         return call.results[0] if len(call.results) == 1 else tuple(call.results)
 
     def prepare(self, *args: Any, out: Any = None, **kwargs: Any) -> PreparedCall:
@@ -804,32 +938,54 @@ class Kernel(CompiledProgram):
         """
         return PreparedCall(self, self._check(args, kwargs, out))
 
-    def run_native(
+    def run_native(self, call: NativeCall) -> None:
+        """Run a checked call, in a borrowed workspace if the program needs one. A call of
+        several slices runs them concurrently where `split_choice` says so, else as one slice
+        (`one_thread_lists`) on this thread, timed where `split_choice` says so."""
+        if call.one_thread_lists is None:
+            self._run_slices(call.argument_lists, call.workspace_bytes, [], call.streaming)
+            return
+        choice = self.split_choice
+        split, timed = choice.next_call(call.size_class)
+        words = call.one_thread_words
+        if not (split or timed or words is None):  # the common call: as a one-thread kernel's
+            self.function.native_entry(words.buffer_info()[0])
+            return
+        slices = len(call.argument_lists) - call.streaming
+        workers = self.workers.take(slices - 1) if split else []
+        try:
+            start = choice.clock()
+            if workers:
+                self._run_slices(call.argument_lists, call.workspace_bytes, workers, call.streaming)
+            else:  # (chosen, or another Python thread's call has the workers)
+                self._run_one_thread(call)
+            seconds = choice.clock() - start
+        finally:
+            if workers:  # each has run its slice (`NativeFunction.run`), even after an exception
+                self.workers.give_back(workers)
+        if timed and len(workers) in (0, slices - 1):  # (not where another call had some)
+            choice.record(call.size_class, bool(workers), seconds / call.elements)
+
+    def _run_one_thread(self, call: NativeCall) -> None:
+        words = call.one_thread_words
+        if words is not None:
+            self.function.native_entry(words.buffer_info()[0])
+        else:
+            assert call.one_thread_lists is not None
+            self._run_slices(call.one_thread_lists, call.workspace_bytes, [], call.streaming)
+
+    def _run_slices(
         self,
         argument_lists: Sequence[Sequence[int]],
         workspace_bytes: int,
-        streaming: bool = False,
-        elements: int = 0,
+        workers: Sequence[SliceWorker],
+        streaming: bool,
     ) -> None:
-        """Run checked native arguments of a call of `elements`, in a borrowed workspace if the
-        program needs one; `streaming`: a head and streaming slices (`CallPlan.for_pointers`).
-        Several slices run concurrently where `split_cost` says the call is worth it, else one
-        after the other on this thread, timed for `split_cost`."""
-        slices = len(argument_lists) - streaming
-        concurrent = slices > 1 and self.split_cost.splits(elements)
-        workers = self.workers.take(slices - 1) if concurrent else []
-        timed = slices > 1 and not concurrent
-        start = time.thread_time() if timed else 0.0
         if not workspace_bytes:
             self.function.run(argument_lists, workers=workers, streaming=streaming)
         else:
             with self._workspaces.borrow(workspace_bytes) as workspace:
                 self.function.run(argument_lists, workspace, workers, streaming)
-        # (after an exception, a worker may still be running its slice: it is not given back)
-        if workers:
-            self.workers.give_back(workers)
-        if timed:
-            self.split_cost.record(elements, time.thread_time() - start)
 
     @functools.cached_property
     def _quick_call(self) -> QuickCall:
@@ -838,10 +994,7 @@ class Kernel(CompiledProgram):
 
     def run_plan(self, plan: CallPlan, pointers: Sequence[int]) -> None:
         """Run a checked call of `plan` on arrays at `pointers` (inputs, then outputs)."""
-        plan = plan.for_pointers(self.function, pointers)
-        self.run_native(
-            plan.argument_lists(pointers), plan.workspace_bytes, plan.streaming, plan.elements
-        )
+        self.run_native(plan.for_pointers(self.function, pointers).native_call(pointers))
 
     def _check(self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> CheckedCall:
         """All checks of a call, before any native code runs.
@@ -870,15 +1023,8 @@ class Kernel(CompiledProgram):
             self._names, arrays, pointers, len(self.function.inputs), self.in_place_allowed
         )
         results = outputs if shape is None else [o.reshape(shape) for o in outputs]
-        plan = plan.for_pointers(self.function, pointers)
-        return CheckedCall(
-            arrays,
-            plan.argument_lists(pointers),
-            plan.workspace_bytes,
-            results,
-            plan.streaming,
-            plan.elements,
-        )
+        native = plan.for_pointers(self.function, pointers).native_call(pointers)
+        return CheckedCall(arrays, native, results)
 
     @functools.cached_property
     def _flattens(self) -> bool:
