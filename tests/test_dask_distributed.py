@@ -99,7 +99,7 @@ def test_gelu_on_two_worker_processes_matches_one_process(client: Any, gelu: Gel
 
 def test_each_worker_runs_all_its_tasks_with_one_kernel(client: Any, gelu: Gelu) -> None:
     """dask unpickles a task's kernel with every task: each must find the worker's kernel (its
-    plans, split cost and threads), not make one of its own."""
+    plans, split choice and threads), not make one of its own."""
     from kernel_census import live_kernels
 
     kernel = xfuse.compile(gelu.shaped_source, threads=2)

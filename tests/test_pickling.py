@@ -45,13 +45,14 @@ def test_a_kernel_round_trips_in_process(gelu: Gelu) -> None:
 
 def test_unpickling_a_kernel_again_gives_the_kernel_unpickled_before(gelu: Gelu) -> None:
     """A dask worker unpickles a task's kernel with every task: each task must find the kernel
-    of the tasks before it, with its call plans, measured split cost and slice threads."""
+    of the tasks before it, with its call plans, measured split choice and slice threads."""
     data = pickle.dumps(xfuse.compile(gelu.shaped_source, threads=2))
     first = pickle.loads(data)
-    first.split_cost.record(1 << 16, 1e-3)
+    first.split_choice.next_call((16, False))
+    first.split_choice.record((16, False), True, 1e-9)
     again = pickle.loads(data)
     assert again is first
-    assert again.split_cost.calls_timed == 1
+    assert again.split_choice.classes[16, False].split == (1e-9,)
     other_threads = pickle.loads(pickle.dumps(xfuse.compile(gelu.shaped_source, threads=3)))
     assert other_threads is not first
     assert other_threads.threads == 3

@@ -817,7 +817,7 @@ class PreparedCall:
             # One slice, no workspace: the native call itself, its argument words packed once.
             self._words = _packed(self.argument_lists[0])
             function = kernel.function
-            short = call.elements <= GIL_HELD_ELEMENTS
+            short = call.native.elements <= GIL_HELD_ELEMENTS
             entry = function.short_entry if short else function.native_entry
             self._run = functools.partial(entry, self._words.buffer_info()[0])
 
