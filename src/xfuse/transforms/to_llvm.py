@@ -29,6 +29,7 @@ at the end.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -40,6 +41,7 @@ from xdsl.dialects.builtin import (
     AffineMapAttr,
     AnyFloat,
     BFloat16Type,
+    DenseArrayBase,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -139,7 +141,7 @@ def descriptor(value: SSAValue) -> Descriptor:
 
 
 def memref_from_pieces(pointer: SSAValue, sizes: Sequence[SSAValue], type_: Attribute) -> Operation:
-    return UnrealizedConversionCastOp.get([pointer, *sizes], [type_])
+    return UnrealizedConversionCastOp.create(operands=[pointer, *sizes], result_types=[type_])
 
 
 def _constant(value: int, ops: list[Operation]) -> SSAValue:
@@ -200,7 +202,26 @@ def _element_pointer(
             scaled = index if stride == 1 else emit(llvm.MulOp(index, _constant(stride, ops)))
             linear = emit(llvm.AddOp(linear, scaled))
     element = convert_type(type_.get_element_type())
-    return emit(llvm.GEPOp.from_mixed_indices(pieces.pointer, [linear], element, inbounds=True))
+    return emit(
+        llvm.GEPOp.create(
+            operands=[pieces.pointer, linear],
+            result_types=[_PTR],
+            properties=_element_gep_properties(element),
+        )
+    )
+
+
+@functools.cache
+def _element_gep_properties(element: Attribute) -> dict[str, Attribute]:
+    """The properties of `getelementptr inbounds <element>, ptr %p, i64 %index`, as
+    `GEPOp.from_mixed_indices` makes them, built once per element type (that builds and
+    verifies new attributes for every access)."""
+    return {
+        "rawConstantIndices": DenseArrayBase.from_list(_I32, [llvm.GEP_USE_SSA_VAL]),
+        "elem_type": element,
+        "noWrapFlags": IntegerAttr(0, _I32),
+        "inbounds": UnitAttr(),
+    }
 
 
 def contiguous(type_: Attribute, op: Operation) -> MemRefType[Attribute]:
@@ -219,7 +240,12 @@ class LoadToLlvm(RewritePattern):
     def match_and_rewrite(self, op: memref.LoadOp, rewriter: PatternRewriter) -> None:
         ops: list[Operation] = []
         pointer = _element_pointer(op, op.memref, op.indices, ops)
-        rewriter.replace(op, [*ops, llvm.LoadOp(pointer, convert_type(op.res.type))])
+        load = llvm.LoadOp.create(operands=[pointer], result_types=[convert_type(op.res.type)])
+        rewriter.replace(op, [*ops, load])
+
+
+_STORE_PROPERTIES: dict[str, Attribute] = {"ordering": IntegerAttr(0, i64)}
+"""A plain store's (what `llvm.StoreOp(value, pointer)` gives it)."""
 
 
 class StoreToLlvm(RewritePattern):
@@ -227,7 +253,8 @@ class StoreToLlvm(RewritePattern):
     def match_and_rewrite(self, op: memref.StoreOp, rewriter: PatternRewriter) -> None:
         ops: list[Operation] = []
         pointer = _element_pointer(op, op.memref, op.indices, ops)
-        rewriter.replace(op, [*ops, llvm.StoreOp(op.value, pointer)])
+        store = llvm.StoreOp.create(operands=[op.value, pointer], properties=_STORE_PROPERTIES)
+        rewriter.replace(op, [*ops, store])
 
 
 def _static_index(value: SSAValue) -> int:
@@ -484,7 +511,9 @@ class ConstantToLlvm(RewritePattern):
             value = IntegerAttr(value.value.data, cast(IntegerType, type_))
         elif not isinstance(value, FloatAttr) or isinstance(op.result.type, BFloat16Type):
             raise DiagnosticException(f"ew-to-llvm: unsupported constant {op}")
-        rewriter.replace(op, llvm.ConstantOp(value, type_))
+        rewriter.replace(
+            op, llvm.ConstantOp.create(result_types=[type_], properties={"value": value})
+        )
 
 
 _FLOAT_BINARY: dict[type[Operation], type[llvm.AbstractFloatArithOp]] = {
@@ -495,6 +524,7 @@ _FLOAT_BINARY: dict[type[Operation], type[llvm.AbstractFloatArithOp]] = {
 }
 
 
+@functools.cache
 def combined_fastmath(
     op_flags: arith.FastMathFlagsAttr, option: llvm.FastMathAttr
 ) -> llvm.FastMathAttr:
@@ -513,7 +543,14 @@ class FloatArithToLlvm(RewritePattern):
         rewriter: PatternRewriter,
     ) -> None:
         flags = combined_fastmath(op.fastmath, self.fastmath)
-        rewriter.replace(op, _FLOAT_BINARY[type(op)](op.lhs, op.rhs, flags))
+        rewriter.replace(
+            op,
+            _FLOAT_BINARY[type(op)].create(
+                operands=[op.lhs, op.rhs],
+                result_types=[op.lhs.type],
+                properties={"fastmathFlags": flags},
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -553,8 +590,10 @@ class IntegerArithToLlvm(RewritePattern):
         | arith.XOrIOp,
         rewriter: PatternRewriter,
     ) -> None:
-        llvm_type = _INTEGER_BINARY[type(op)]
-        rewriter.replace(op, llvm_type(op.lhs, op.rhs))  # pyright: ignore[reportCallIssue]
+        lowered = _INTEGER_BINARY[type(op)].create(
+            operands=[op.lhs, op.rhs], result_types=[op.lhs.type]
+        )
+        rewriter.replace(op, lowered)
 
 
 _INTRINSIC_SUFFIXES: dict[type[Attribute], str] = {
