@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import ml_dtypes
 import numpy as np
 import pytest
-from xdsl.dialects import llvm
+from xdsl.dialects import arith, llvm, memref
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
@@ -30,7 +30,15 @@ from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
 from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.pipeline import pipeline_context
-from xfuse.transforms.to_llvm import EwToLlvmPass, packed_entry_name, parse_fastmath
+from xfuse.transforms.to_llvm import (
+    EwToLlvmPass,
+    FloatArithToLlvm,
+    OpTypeDispatch,
+    lowering_patterns,
+    op_types,
+    packed_entry_name,
+    parse_fastmath,
+)
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -681,3 +689,15 @@ def test_intrinsic_on_bf16_is_a_diagnostic(op: str) -> None:
 def test_fastmath_fast_means_every_flag() -> None:
     assert parse_fastmath("fast") == llvm.FastMathAttr("fast")
     assert parse_fastmath("none") == llvm.FastMathAttr(None)
+
+
+def test_lowering_tries_only_the_patterns_of_an_ops_type() -> None:
+    """ew-to-llvm looks up an op's patterns by its type, not one `isinstance` per pattern: each
+    pattern's op types are known (else it would be tried on every op)."""
+    patterns = lowering_patterns(parse_fastmath("contract"), f16c=False, unquieted=frozenset())
+    assert all(op_types(pattern) for pattern in patterns)
+    dispatch = OpTypeDispatch(patterns)
+    (float_arith,) = dispatch.patterns_for(arith.MulfOp)
+    assert isinstance(float_arith, FloatArithToLlvm)
+    assert len(dispatch.patterns_for(memref.LoadOp)) == 1
+    assert dispatch.patterns_for(llvm.FAddOp) == []  # already lowered: nothing to try
