@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 from collections.abc import Callable
 from fractions import Fraction
@@ -20,6 +21,7 @@ import xfuse
 from xfuse.codegen.native import (
     LONG_BODY,
     LONG_BODY_INTERLEAVE,
+    MAX_INTERLEAVED_ARRAYS,
     HostCpu,
     NativeModule,
     compile_llvm_dialect,
@@ -382,6 +384,26 @@ def test_interleave_count(
 def test_interleave_count_follows_the_body_length() -> None:
     assert interleave_count(LONG_BODY) == LONG_BODY_INTERLEAVE
     assert interleave_count(LONG_BODY - 1) == 0  # a short body: LLVM's own choice
+    assert interleave_count(LONG_BODY, MAX_INTERLEAVED_ARRAYS) == LONG_BODY_INTERLEAVE
+    assert interleave_count(LONG_BODY, MAX_INTERLEAVED_ARRAYS + 1) == 1  # addresses spill
+
+
+@pytest.mark.parametrize(
+    ("arrays", "stores"),
+    [(MAX_INTERLEAVED_ARRAYS, LONG_BODY_INTERLEAVE), (MAX_INTERLEAVED_ARRAYS + 1, 1)],
+)
+def test_a_loop_over_more_arrays_than_registers_is_not_interleaved(
+    arrays: int, stores: int
+) -> None:
+    """A long loop body over more arrays than x86-64 has registers for their addresses is not
+    interleaved: its register allocation is several times the work, for no faster loop."""
+    names = [f"x{i}" for i in range(arrays - 1)]
+    kernel = xfuse.compile(f"out = {' + '.join(names)};")
+    assert vector_stores_per_iteration(kernel.llvm_ir) == stores
+    rng = np.random.default_rng(5)
+    inputs = {name: rng.standard_normal(100, dtype=np.float32) for name in names}
+    expected = functools.reduce(np.add, inputs.values())  # left to right, as written
+    np.testing.assert_array_equal(kernel(**inputs), expected)
 
 
 @pytest.mark.parametrize("interleave", [-1, 17, 2.0, True])
