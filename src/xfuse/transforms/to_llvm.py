@@ -577,6 +577,10 @@ _INTEGER_BINARY: dict[type[Operation], type[Operation]] = {
 }
 
 
+_NO_OVERFLOW_FLAGS: dict[str, Attribute] = {"overflowFlags": IntegerAttr(0, _I32)}
+"""What `llvm.AddOp(lhs, rhs)` and the other ops with overflow flags get: none."""
+
+
 class IntegerArithToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(
@@ -592,8 +596,12 @@ class IntegerArithToLlvm(RewritePattern):
         | arith.XOrIOp,
         rewriter: PatternRewriter,
     ) -> None:
-        lowered = _INTEGER_BINARY[type(op)].create(
-            operands=[op.lhs, op.rhs], result_types=[op.lhs.type]
+        lowered_type = _INTEGER_BINARY[type(op)]
+        properties = (
+            _NO_OVERFLOW_FLAGS if issubclass(lowered_type, llvm.ArithmeticBinOpOverflow) else {}
+        )
+        lowered = lowered_type.create(
+            operands=[op.lhs, op.rhs], result_types=[op.lhs.type], properties=properties
         )
         rewriter.replace(op, lowered)
 
