@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 from collections.abc import Callable
 from fractions import Fraction
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 import ml_dtypes
 import numpy as np
 import pytest
-from xdsl.dialects import llvm
+from xdsl.dialects import arith, llvm, memref
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
@@ -21,6 +22,7 @@ from xfuse.codegen.native import (
     BF16_LONG_BODY_INTERLEAVE,
     LONG_BODY,
     LONG_BODY_INTERLEAVE,
+    MAX_INTERLEAVED_ARRAYS,
     HostCpu,
     NativeModule,
     compile_llvm_dialect,
@@ -31,7 +33,15 @@ from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
 from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.pipeline import pipeline_context
-from xfuse.transforms.to_llvm import EwToLlvmPass, packed_entry_name, parse_fastmath
+from xfuse.transforms.to_llvm import (
+    EwToLlvmPass,
+    FloatArithToLlvm,
+    OpTypeDispatch,
+    lowering_patterns,
+    op_types,
+    packed_entry_name,
+    parse_fastmath,
+)
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -377,6 +387,8 @@ def test_interleave_count_follows_the_body_length() -> None:
     assert interleave_count(LONG_BODY - 1) == 0  # a short body: LLVM's own choice
     assert interleave_count(LONG_BODY, rounds_bf16=True) == BF16_LONG_BODY_INTERLEAVE
     assert interleave_count(LONG_BODY - 1, rounds_bf16=True) == 0
+    assert interleave_count(LONG_BODY, MAX_INTERLEAVED_ARRAYS) == LONG_BODY_INTERLEAVE
+    assert interleave_count(LONG_BODY, MAX_INTERLEAVED_ARRAYS + 1) == 1  # addresses spill
 
 
 LLM_GELU_BF16 = """input bf16 x[t, d], r[t, d], b[d];
@@ -396,6 +408,24 @@ def test_loops_rounding_bf16_in_hardware_take_one_register_of_floats() -> None:
         assert set(widths) == {str(cpu.float_lanes)}, source
     gelu = xfuse.compile(LLM_GELU_BF16)
     assert vector_stores_per_iteration(gelu.llvm_ir) == BF16_LONG_BODY_INTERLEAVE
+
+
+@pytest.mark.parametrize(
+    ("arrays", "stores"),
+    [(MAX_INTERLEAVED_ARRAYS, LONG_BODY_INTERLEAVE), (MAX_INTERLEAVED_ARRAYS + 1, 1)],
+)
+def test_a_loop_over_more_arrays_than_registers_is_not_interleaved(
+    arrays: int, stores: int
+) -> None:
+    """A long loop body over more arrays than x86-64 has registers for their addresses is not
+    interleaved: its register allocation is several times the work, for no faster loop."""
+    names = [f"x{i}" for i in range(arrays - 1)]
+    kernel = xfuse.compile(f"out = {' + '.join(names)};")
+    assert vector_stores_per_iteration(kernel.llvm_ir) == stores
+    rng = np.random.default_rng(5)
+    inputs = {name: rng.standard_normal(100, dtype=np.float32) for name in names}
+    expected = functools.reduce(np.add, inputs.values())  # left to right, as written
+    np.testing.assert_array_equal(kernel(**inputs), expected)
 
 
 @pytest.mark.parametrize("interleave", [-1, 17, 2.0, True])
@@ -703,3 +733,15 @@ def test_intrinsic_on_bf16_is_a_diagnostic(op: str) -> None:
 def test_fastmath_fast_means_every_flag() -> None:
     assert parse_fastmath("fast") == llvm.FastMathAttr("fast")
     assert parse_fastmath("none") == llvm.FastMathAttr(None)
+
+
+def test_lowering_tries_only_the_patterns_of_an_ops_type() -> None:
+    """ew-to-llvm looks up an op's patterns by its type, not one `isinstance` per pattern: each
+    pattern's op types are known (else it would be tried on every op)."""
+    patterns = lowering_patterns(parse_fastmath("contract"), f16c=False, unquieted=frozenset())
+    assert all(op_types(pattern) for pattern in patterns)
+    dispatch = OpTypeDispatch(patterns)
+    (float_arith,) = dispatch.patterns_for(arith.MulfOp)
+    assert isinstance(float_arith, FloatArithToLlvm)
+    assert len(dispatch.patterns_for(memref.LoadOp)) == 1
+    assert dispatch.patterns_for(llvm.FAddOp) == []  # already lowered: nothing to try

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pytest
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -144,3 +146,31 @@ func.func @f() {
         DiagnosticException, match=r"(?s)a temporary with a layout in 'f'.*strided<\[2\]>"
     ):
         EwWorkspacePass().apply(pipeline_context(), module)
+
+
+def test_temporaries_of_one_type_cost_one_add_each() -> None:
+    """The rounded bytes of a type (and its dynamic sizes) are computed once per function, each
+    constant made once: a program of many temporaries does not carry eight index ops per buffer
+    into every pass after, and LLVM, in the function and its size function alike."""
+    buffers = 20
+    allocs = "\n".join(
+        f"  %t{i} = memref.alloc(%n) : memref<?xf32>\n  %s{i} = memref.alloc() : memref<3xf16>"
+        for i in range(buffers)
+    )
+    module = _parse(
+        f"""
+func.func @f(%x: memref<?xf32>) {{
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+{allocs}
+  func.return
+}}"""
+    )
+    EwWorkspacePass().apply(pipeline_context(), module)
+    for function in module.ops:
+        names = [op.name for op in function.walk()]
+        assert names.count("arith.andi") == 2, function  # one rounding per type
+        assert names.count("arith.addi") <= 2 * buffers + 2  # an offset: one add per buffer
+        constants = [op for op in function.walk() if isinstance(op, arith.ConstantOp)]
+        values = [cast(IntegerAttr, op.value).value.data for op in constants]
+        assert all(values.count(v) == 1 for v in (2, 3, 4, 63, -64)), function

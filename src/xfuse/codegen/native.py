@@ -194,17 +194,25 @@ def _innermost_loops(
     ]
 
 
-def interleave_count(body_length: int, rounds_bf16: bool = False) -> int:
+def interleave_count(body_length: int, arrays: int = 1, rounds_bf16: bool = False) -> int:
     """How many vector iterations the vectorizer interleaves in a loop of `body_length` LLVM
-    instructions (before O3), `rounds_bf16` if it rounds to bf16 in hardware: 0 leaves the
-    choice to LLVM's cost model.
+    instructions (before O3) that reads and writes `arrays` arrays, `rounds_bf16` if it rounds to
+    bf16 in hardware: 0 leaves the choice to LLVM's cost model.
 
     A long body is one long dependency chain per vector (a polynomial, a division): LLVM's model
     interleaves it once, and the core then waits on latency; forcing `LONG_BODY_INTERLEAVE`
     overlaps that many chains (measured in `benchmarks/loop_and_call.py`, docs/benchmarks.md),
     `BF16_LONG_BODY_INTERLEAVE` where the chain ends in the bf16 rounding.
-    A short body is bound by loads and stores, where LLVM's own choice is as good.
+    A short body is bound by loads and stores, where LLVM's own choice is as good. A loop over
+    more arrays than `MAX_INTERLEAVED_ARRAYS`, whose addresses no longer fit in registers, is
+    not interleaved: its register allocation and Loop Strength Reduction, most of its compile
+    time, grow with the interleaved body (the wide DAG of 10^4 ops of
+    `benchmarks/compile_scaling.py`, ~100 arrays a loop: LLVM's 14.5 s became 9.5), and its
+    speed barely changes (that DAG at 10^3 and 10^4 ops, [2 to 256, 1024] f32: 0.88-1.15x the
+    time of the interleaved loop, noisy host).
     """
+    if arrays > MAX_INTERLEAVED_ARRAYS:
+        return 1
     if body_length < LONG_BODY:
         return 0
     return BF16_LONG_BODY_INTERLEAVE if rounds_bf16 else LONG_BODY_INTERLEAVE
@@ -222,6 +230,10 @@ with a bf16 bias took 0.75-0.94x the time in every comparison (2^12, 2^16, 2^24)
 an f32 bias 0.81-1.05x (less in 6 of 9); the f32 GELU's loop took the same (1.03 against 1.05
 cycles an element)."""
 
+MAX_INTERLEAVED_ARRAYS = 16
+"""The most arrays a loop may read and write and be interleaved: x86-64 has 16 general-purpose
+registers for their addresses."""
+
 
 def is_remainder_loop(blocks: set[llvm_ir.Block]) -> bool:
     """Whether the loop of `blocks` is a remainder loop: its induction variable (the first phi of
@@ -233,6 +245,18 @@ def is_remainder_loop(blocks: set[llvm_ir.Block]) -> bool:
         return False
     start = [value for value, block in induction.incomings if block not in blocks]
     return start != [llvm_ir.Constant(induction.type, 0)]
+
+
+def _accessed_arrays(blocks: set[llvm_ir.Block]) -> int:
+    """How many arrays the loop of `blocks` loads or stores: the distinct base pointers of the
+    element addresses (`getelementptr`) it accesses."""
+    addresses = [
+        instruction.operands[0 if isinstance(instruction, llvm_ir.LoadInstr) else 1]
+        for block in blocks
+        for instruction in block.instructions
+        if isinstance(instruction, llvm_ir.LoadInstr | llvm_ir.StoreInstr)
+    ]
+    return len({id(a.pointer) if isinstance(a, llvm_ir.GEPInstr) else id(a) for a in addresses})
 
 
 def _accessed_bytes(blocks: set[llvm_ir.Block]) -> set[int]:
@@ -341,7 +365,11 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
             ]
             rounds_bf16 = _narrows_bf16_in_hardware(blocks)
             count = (
-                interleave_count(sum(len(block.instructions) for block in blocks), rounds_bf16)
+                interleave_count(
+                    sum(len(block.instructions) for block in blocks),
+                    _accessed_arrays(blocks),
+                    rounds_bf16,
+                )
                 if interleave is None
                 else interleave
             )

@@ -404,7 +404,10 @@ class UnaryOp(IRDLOperation, ABC):
     assembly_format = "$operand attr-dict `:` type($result)"
 
     def __init__(self, operand: SSAValue | Operation):
-        super().__init__(operands=[operand], result_types=[SSAValue.get(operand).type])
+        value = SSAValue.get(operand)
+        # Not IRDL's generic builder, which checks the operand and result counts that this
+        # signature fixes, at 4x the cost of the op (a program of 10^4 ops builds 10^4 of them).
+        Operation.__init__(self, operands=[value], result_types=[value.type])
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
@@ -454,8 +457,9 @@ class BinaryOp(IRDLOperation, ABC):
         rhs: SSAValue | Operation,
         result_type: Attribute | None = None,
     ):
-        lhs_type = cast(TensorType[Attribute], SSAValue.get(lhs).type)
-        rhs_type = cast(TensorType[Attribute], SSAValue.get(rhs).type)
+        lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
+        lhs_type = cast(TensorType[Attribute], lhs.type)
+        rhs_type = cast(TensorType[Attribute], rhs.type)
         if result_type is None:
             shape = broadcast_shapes(lhs_type.get_shape(), rhs_type.get_shape())
             # The operand's own type where it fits: no new attribute to build and verify.
@@ -465,7 +469,7 @@ class BinaryOp(IRDLOperation, ABC):
                 if tuple(t.get_shape()) == shape and isinstance(t.encoding, NoneAttr)
             ]
             result_type = fits[0] if fits else TensorType(lhs_type.element_type, shape)
-        super().__init__(operands=[lhs, rhs], result_types=[result_type])
+        Operation.__init__(self, operands=[lhs, rhs], result_types=[result_type])  # see UnaryOp
 
     @staticmethod
     def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:

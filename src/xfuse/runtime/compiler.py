@@ -143,7 +143,7 @@ class Options:
     arch: str = "sm_90"
     interleave: int | None = None
     """The vector loops' interleave count (1: none; 0: LLVM's cost model chooses); None chooses
-    it from each loop body's length (`xfuse.codegen.native.interleave_count`)."""
+    it from each loop body's length and arrays (`xfuse.codegen.native.interleave_count`)."""
     streaming: bool = True
     """Also compile a single-kernel program's streaming twin, whose outputs bypass the cache,
     for calls of one flat loop, or of a loop nest whose output rows are whole 64-byte lines, from
@@ -525,7 +525,7 @@ def compile(
     on float arithmetic ("contract" allows fused multiply-add; "none", "fast" or a list like
     "contract,afn"); `opt_level` is LLVM's (0-3); `interleave` how many vector iterations LLVM's
     loop vectorizer interleaves (0: LLVM's cost model chooses, 1 to 16: that many; default None:
-    4 for a long loop body, LLVM's choice for a short one, see
+    4 for a long loop body, LLVM's choice for a short one, 1 over more than 16 arrays, see
     `xfuse.codegen.native.interleave_count`); `streaming=False` keeps normal stores in calls
     too large for the cache (see `xfuse.runtime.kernel.STREAMING_BYTES`);
     `masked_remainder=True` runs the last elements in a masked vector loop (see `Options`, which

@@ -21,6 +21,7 @@ kernel, and one `memref.dealloc` right after its last reader. Expects `ew-fuse` 
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from xfuse.analysis.statistics import PassStatistics, Statistic, render_statisti
 from xfuse.dialects import ew
 
 
+@functools.cache  # a new MemRefType is built and verified: once per tensor type is enough
 def memref_type(type_: Attribute) -> MemRefType[Attribute]:
     tensor = cast(TensorType[Attribute], type_)
     return MemRefType(tensor.get_element_type(), tensor.get_shape())

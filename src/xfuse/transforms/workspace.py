@@ -19,7 +19,7 @@ sizes, so the runtime calls it once per shape and allocates (or reuses) a worksp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from xdsl.context import Context
@@ -44,35 +44,53 @@ from xfuse.transforms import workspace_size_function
 WORKSPACE_TYPE = MemRefType(i8, [DYNAMIC_INDEX])
 
 
-def _index_constant(value: int, ops: list[Operation]) -> SSAValue:
-    ops.append(constant := arith.ConstantOp(IntegerAttr(value, IndexType())))
-    return constant.result
+@dataclass
+class _Offsets:
+    """Emits the index arithmetic that places buffers one after another, appending its ops to
+    `ops`: each constant once, and each buffer's rounded bytes once per type and dynamic sizes
+    (a function's temporaries are mostly of one type: each then costs one `arith.addi`, not
+    eight ops, here and in every pass and LLVM after).
 
+    The rounded bytes of each buffer are added, not the rounding of a sum: `offset` stays a flat
+    sum that LLVM's scalar evolution folds to a few terms, where a rounding of a rounding of ... of
+    the first buffer is an expression as deep as the buffer's place, and Loop Strength Reduction
+    spent time growing with the square of the program on it."""
 
-def _buffer_end(
-    offset: SSAValue,
-    type_: MemRefType[Attribute],
-    sizes: Sequence[SSAValue],
-    alignment: int,
-    ops: list[Operation],
-) -> SSAValue:
-    """Where the buffer after one of `type_` (dynamic `sizes`) at the aligned `offset` may start:
-    `offset` plus its bytes rounded up to `alignment` (ops to insert are appended to `ops`).
+    alignment: int
+    ops: list[Operation] = field(default_factory=list[Operation])
+    _constants: dict[int, SSAValue] = field(default_factory=dict[int, SSAValue])
+    _bytes: dict[tuple[Attribute, tuple[SSAValue, ...]], SSAValue] = field(
+        default_factory=dict[tuple[Attribute, tuple[SSAValue, ...]], SSAValue]
+    )
 
-    Rounding the bytes, not the sum, gives the same offsets (`offset` is aligned) as a flat sum
-    of rounded sizes: LLVM's scalar evolution folds that to a few terms, where a rounding of a
-    rounding of ... of the first buffer is an expression as deep as the buffer's place, and
-    Loop Strength Reduction spent time growing with the square of the program on it."""
-    dynamic = iter(sizes)
-    end = _index_constant(element_bytes(type_.get_element_type()), ops)
-    for size in type_.get_shape():
-        dim = next(dynamic) if size == DYNAMIC_INDEX else _index_constant(size, ops)
-        ops.append(product := arith.MuliOp(end, dim))
-        end = product.result
-    ops.append(padded := arith.AddiOp(end, _index_constant(alignment - 1, ops)))
-    ops.append(aligned := arith.AndIOp(padded.result, _index_constant(-alignment, ops)))
-    ops.append(next_offset := arith.AddiOp(offset, aligned.result))
-    return next_offset.result
+    def constant(self, value: int) -> SSAValue:
+        if value not in self._constants:
+            self.ops.append(constant := arith.ConstantOp(IntegerAttr(value, IndexType())))
+            self._constants[value] = constant.result
+        return self._constants[value]
+
+    def _emit(self, op: Operation) -> SSAValue:
+        self.ops.append(op)
+        return op.results[0]
+
+    def rounded_bytes(self, type_: MemRefType[Attribute], sizes: Sequence[SSAValue]) -> SSAValue:
+        """The bytes of a buffer of `type_` (dynamic `sizes`) rounded up to `alignment`."""
+        key = (type_, tuple(sizes))
+        if key not in self._bytes:
+            dynamic = iter(sizes)
+            end = self.constant(element_bytes(type_.get_element_type()))
+            for size in type_.get_shape():
+                dim = next(dynamic) if size == DYNAMIC_INDEX else self.constant(size)
+                end = self._emit(arith.MuliOp(end, dim))
+            padded = self._emit(arith.AddiOp(end, self.constant(self.alignment - 1)))
+            self._bytes[key] = self._emit(arith.AndIOp(padded, self.constant(-self.alignment)))
+        return self._bytes[key]
+
+    def after(
+        self, offset: SSAValue, type_: MemRefType[Attribute], sizes: Sequence[SSAValue]
+    ) -> SSAValue:
+        """Where the buffer after one of `type_` at the aligned `offset` may start."""
+        return self._emit(arith.AddiOp(offset, self.rounded_bytes(type_, sizes)))
 
 
 def _memref_type(alloc: memref.AllocOp) -> MemRefType[Attribute]:
@@ -109,12 +127,12 @@ def _size_function(
         copy.name_hint = arg.name_hint
         values[arg] = copy
     body.add_ops(op.clone(value_mapper=values) for op in entry.ops if op in needed)
-    ops: list[Operation] = []
-    total = _index_constant(0, ops)
+    offsets = _Offsets(alignment)
+    total = offsets.constant(0)
     for alloc in allocs:
         sizes = [values[size] for size in alloc.dynamic_sizes]
-        total = _buffer_end(total, _memref_type(alloc), sizes, alignment, ops)
-    body.add_ops([*ops, func.ReturnOp(total)])
+        total = offsets.after(total, _memref_type(alloc), sizes)
+    body.add_ops([*offsets.ops, func.ReturnOp(total)])
     return func.FuncOp(
         workspace_size_function(function.sym_name.data),
         (function.function_type.inputs, [IndexType()]),
@@ -130,22 +148,21 @@ def _place_in_workspace(
     workspace = entry.insert_arg(WORKSPACE_TYPE, len(entry.args))
     workspace.name_hint = "workspace"
     function.update_function_type()
+    offsets = _Offsets(alignment)
     previous: memref.ViewOp | None = None
     for alloc in allocs:
-        ops: list[Operation] = []
         offset = (
-            _index_constant(0, ops)
+            offsets.constant(0)
             if previous is None
-            else _buffer_end(
+            else offsets.after(
                 previous.byte_shift,
                 cast(MemRefType[Attribute], previous.result.type),
                 previous.sizes,
-                alignment,
-                ops,
             )
         )
         previous = memref.ViewOp(workspace, offset, alloc.dynamic_sizes, _memref_type(alloc))
-        Rewriter.insert_op(ops, InsertPoint.before(alloc))
+        Rewriter.insert_op(offsets.ops, InsertPoint.before(alloc))
+        offsets.ops = []
         Rewriter.replace_op(alloc, previous)
     for dealloc in [op for op in function.walk() if isinstance(op, memref.DeallocOp)]:
         Rewriter.erase_op(dealloc)
