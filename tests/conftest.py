@@ -1,6 +1,7 @@
 """The test session's own compile cache, hypothesis profiles, and what many tests share: the
 lecture's GELU (`gelu`), a float64 interpreter of `ew` functions (`evaluate_float64`), and
-fixtures for tests of the caches (`cache`, `lowerings`).
+fixtures for tests of the caches (`cache`, `lowerings`), and the order tests start in (the
+longest first, for `pytest -n auto`).
 
 The on-disk compile cache goes to a temporary directory of each test process (each
 pytest-xdist worker has its own, shared with the processes it starts), never the user's cache
@@ -54,6 +55,35 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(os.environ["XFUSE_CACHE_DIR"], ignore_errors=True)
+
+
+SLOW_MODULES_FIRST = (
+    "test_large.py",
+    "test_concurrency.py",
+    "test_random_programs.py",
+    "test_gpu.py",
+    "test_conversions.py",
+    "test_scale.py",
+    "test_docs.py",
+    "test_frontend_fuzz.py",
+    "test_dask_distributed.py",
+)
+"""The modules with the longest tests (measured: each holds one of 2 s to 11 s of CPU), in this
+order. `pytest -n auto` hands tests out in collection order, so a long test collected last keeps
+one worker busy after the others finished (the suite's tail was ~7 s of one idle core); started
+first, the long tests share out and short ones fill the end."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return (
+            SLOW_MODULES_FIRST.index(name)
+            if name in SLOW_MODULES_FIRST
+            else len(SLOW_MODULES_FIRST)
+        )
+
+    items.sort(key=rank)  # stable: each module's tests keep their order
 
 
 @pytest.fixture

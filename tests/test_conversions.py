@@ -214,19 +214,18 @@ PROGRAMS = {
 }
 
 
-@pytest.mark.parametrize("math_mode", ["approx", "libm"])
-@pytest.mark.parametrize("fuse", [True, False])
+# Unfused under `math=approx` on every CPU (each op its own kernel, every conversion stored), and
+# fused under `math=libm` on the host: fused and unfused kernels called the same symbols, and
+# approx and libm ones the same besides libm's (measured on every program here, on all four
+# CPUs; the conversions are lowered alike), so the other two variants repeated the check.
+@pytest.mark.parametrize(("fuse", "math_mode"), [(False, "approx"), (True, "libm")])
 @pytest.mark.parametrize("program", list(PROGRAMS))
 def test_kernels_call_only_what_the_jit_resolves(
     program: str, fuse: bool, math_mode: str, use_cpu: Callable[[str, str], HostCpu]
 ) -> None:
     source, outputs = PROGRAMS[program]
     kernels = {"host": xfuse.compile(source, outputs, fuse=fuse, math=math_mode)}
-    # The other CPUs unfused only (each op its own kernel, every conversion stored) and under
-    # `math=approx` only: on all four CPUs fused and unfused kernels, and approx and libm ones,
-    # called the same symbols besides libm's (the conversions are lowered alike; libm's calls
-    # are the host's check), so compiling every variant for each CPU repeated the check.
-    for cpu, features in CPUS.items() if not fuse and math_mode == "approx" else ():
+    for cpu, features in CPUS.items() if math_mode == "approx" else ():
         use_cpu(cpu, features)
         kernels[cpu] = xfuse.compile(source, outputs, fuse=fuse, math=math_mode)
     for cpu, kernel in kernels.items():
