@@ -54,7 +54,13 @@ from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.codegen.native import host_cpu, host_target_machine
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
-from xfuse.runtime.kernel import SPLIT_PROBE_INTERVAL, Kernel, SliceWorkers, SplitChoice
+from xfuse.runtime.kernel import (
+    SPLIT_PROBE_CALLS,
+    SPLIT_PROBE_INTERVAL,
+    Kernel,
+    SliceWorkers,
+    SplitChoice,
+)
 from xfuse.transforms.pipeline import only_function
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -484,8 +490,8 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
     )
     print(
         f"round trip of an empty call handed to another thread and awaited: {trips}; "
-        f"a call splits where its size class ran faster split (probed 1 call in "
-        f"{SPLIT_PROBE_INTERVAL})"
+        f"a call splits where its size class ran faster split (probed {SPLIT_PROBE_CALLS} "
+        f"calls after every {SPLIT_PROBE_INTERVAL})"
     )
     largest = max(sizes)
     header = " | ".join(f"2^{n.bit_length() - 1}" for n in sizes)

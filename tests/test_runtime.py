@@ -26,8 +26,8 @@ from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 from xfuse.runtime.kernel import (
     GIL_HELD_ELEMENTS,
     SPLIT_FIRST_CALLS,
+    SPLIT_PROBE_CALLS,
     SPLIT_PROBE_INTERVAL,
-    SPLIT_WINDOW,
     STREAMING_BYTES,
     NativeCall,
     SizeClass,
@@ -190,22 +190,23 @@ def choose(choice: SplitChoice, calls: int, seconds: Callable[[int, bool], float
 
 
 FIRST = 2 * SPLIT_FIRST_CALLS
-"""The calls of a size class that run each way alternately before `SplitChoice` chooses."""
+"""The calls of a size class that run on one thread, then split, before `SplitChoice` chooses."""
 
-MAJORITY = SPLIT_WINDOW // 2 + 1
-"""How many new times of a way change the median of its window."""
+ROUND = SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS
+"""A round of calls once a size class has chosen: the chosen way, then a probe of the other."""
 
 
 def probes(ways: list[bool], way: bool) -> int:
     """How many calls after the first ones ran `way`, where the other way was chosen."""
-    assert ways[:FIRST] == [False, True] * SPLIT_FIRST_CALLS  # one thread first
+    assert ways[:FIRST] == [False] * SPLIT_FIRST_CALLS + [True] * SPLIT_FIRST_CALLS  # blocks
     return ways[FIRST:].count(way)
 
 
 def test_a_split_that_loses_is_abandoned_and_one_that_wins_is_kept() -> None:
-    """The faster way runs, the other only as a probe in `SPLIT_PROBE_INTERVAL` calls; an outlier
-    call (that waited for a core) changes nothing: the median of the last `SPLIT_WINDOW` counts."""
-    calls = 20 * SPLIT_PROBE_INTERVAL
+    """The faster way runs, the other only as a probe of `SPLIT_PROBE_CALLS` calls after
+    `SPLIT_PROBE_INTERVAL`; an outlier call (that waited for a core) changes nothing: the median
+    of the last `SPLIT_WINDOW` counts."""
+    calls = 20 * ROUND
 
     def losing(call: int, split: bool) -> float:
         return 1.3e-9 if split else (9e-9 if call % 7 == 0 else 1e-9)
@@ -215,38 +216,39 @@ def test_a_split_that_loses_is_abandoned_and_one_that_wins_is_kept() -> None:
 
     for seconds, chosen in ((losing, False), (winning, True)):
         ways = choose(SplitChoice(), calls, seconds)
-        assert probes(ways, not chosen) == (calls - FIRST) // SPLIT_PROBE_INTERVAL
+        assert probes(ways, not chosen) == (calls - FIRST) // ROUND * SPLIT_PROBE_CALLS
         assert ways[-1] == chosen
 
 
 def test_a_split_must_win_by_the_margin() -> None:
     """A split 3% faster than one thread (within `SPLIT_MARGIN`) is not chosen."""
     ways = choose(SplitChoice(), 100, lambda call, split: 0.97e-9 if split else 1e-9)
-    assert probes(ways, True) == (100 - FIRST) // SPLIT_PROBE_INTERVAL
+    assert probes(ways, True) == (100 - FIRST) // ROUND * SPLIT_PROBE_CALLS
 
 
 def test_a_split_choice_follows_a_change_of_the_host() -> None:
     """A split that becomes slower than one thread is abandoned at the end of its round (the
-    probe decides on the round's last timed calls); once it is faster again, once most of the
-    probes' last `SPLIT_WINDOW` say so. Size classes choose apart."""
+    probe decides on the round's last timed calls); once it is faster again, at the end of the
+    next probe (its calls are most of the split's last `SPLIT_WINDOW`). Size classes choose
+    apart."""
     choice = SplitChoice()
     split_seconds = [0.5e-9]
 
     def seconds(call: int, split: bool) -> float:
         return split_seconds[0] if split else 1e-9
 
-    ways = choose(choice, FIRST + 2 * SPLIT_PROBE_INTERVAL, seconds)  # the last one a probe
-    assert probes(ways, False) == 2 and not ways[-1]
+    ways = choose(choice, FIRST + 2 * ROUND, seconds)  # the last one a probe's
+    assert probes(ways, False) == 2 * SPLIT_PROBE_CALLS and not ways[-1]
     split_seconds[0] = 3e-9  # another process took the other core
-    ways = choose(choice, 4 * SPLIT_PROBE_INTERVAL, seconds)
-    assert ways[:SPLIT_PROBE_INTERVAL] == [True] * (SPLIT_PROBE_INTERVAL - 1) + [False]
-    assert ways[SPLIT_PROBE_INTERVAL:].count(True) == 3  # probes
+    ways = choose(choice, 4 * ROUND, seconds)
+    assert ways[:ROUND] == [True] * SPLIT_PROBE_INTERVAL + [False] * SPLIT_PROBE_CALLS
+    assert ways[ROUND:].count(True) == 3 * SPLIT_PROBE_CALLS  # probes
     other: SizeClass = (20, False)
     assert choice.next_call(other) == (False, True)  # its first call: one thread, timed
     split_seconds[0] = 0.5e-9  # the other core is free again
-    ways = choose(choice, (MAJORITY + 2) * SPLIT_PROBE_INTERVAL, seconds)
-    kept = ways[MAJORITY * SPLIT_PROBE_INTERVAL :]
-    assert kept.count(False) <= len(kept) // SPLIT_PROBE_INTERVAL
+    ways = choose(choice, 3 * ROUND, seconds)
+    assert ways[:ROUND] == [False] * SPLIT_PROBE_INTERVAL + [True] * SPLIT_PROBE_CALLS
+    assert ways[ROUND:].count(False) == 2 * SPLIT_PROBE_CALLS  # probes
 
 
 class FakeClock:
@@ -288,7 +290,7 @@ def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
     monkeypatch.setattr(kernel, "_run_slices", timed_slices)  # (called only to split here)
     out = np.empty_like(x)
     prepared = kernel.prepare(x=x, b=b, r=r, out=out)
-    calls = (MAJORITY + 2) * SPLIT_PROBE_INTERVAL
+    calls = 3 * ROUND
     ways = []
     for way_cost in (150e-6, 50e-6):
         cost[True] = way_cost
@@ -298,9 +300,9 @@ def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
             result = prepared() if call % 2 else kernel(x=x, b=b, r=r)
             ways.append(splits[0] > before)
             np.testing.assert_array_equal(result.view(np.uint32), want)
-    losing, winning = ways[FIRST:calls], ways[calls + MAJORITY * SPLIT_PROBE_INTERVAL :]
-    assert losing.count(True) <= len(losing) // SPLIT_PROBE_INTERVAL
-    assert winning.count(False) <= len(winning) // SPLIT_PROBE_INTERVAL + 1
+    losing, winning = ways[FIRST:calls], ways[calls + ROUND :]
+    assert losing.count(True) <= (len(losing) // ROUND + 1) * SPLIT_PROBE_CALLS
+    assert winning.count(False) <= (len(winning) // ROUND + 1) * SPLIT_PROBE_CALLS
 
 
 def test_a_short_prepared_call_keeps_the_gil_and_a_long_one_releases_it(gelu: Gelu) -> None:

@@ -72,9 +72,11 @@ MIN_ELEMENTS_PER_THREAD = 1 << 15
 the cheapest kernels' ~0.3 ns per element that is ~10 us, less than handing a slice over."""
 
 SPLIT_FIRST_CALLS = 3
-"""How many calls of a size class run each way, one thread and split, alternately, before
+"""How many calls of a size class run each way, first on one thread, then split, before
 `SplitChoice` picks the faster (by their median: a first call may also pay page faults of new
-outputs)."""
+outputs, or find its data in the other core's cache). Each way runs in a block, not alternately:
+alternate calls find half their data in the wrong core's cache, which hides a split's gain where
+the arrays fit in the two cores' caches (Mish at 2^20: 0.92x chosen against 1.67x split)."""
 
 SPLIT_WINDOW = 5
 """`SplitChoice` compares each way's median time of its last this-many timed calls of a size
@@ -84,10 +86,14 @@ way whose usual time is worse."""
 
 SPLIT_PROBE_INTERVAL = 32
 """Once a size class has chosen, its calls go in rounds of this many: the chosen way untimed,
-then `SPLIT_WINDOW` calls of it timed and one of the other way (a probe), which decides the next
-round's way, so that a change of the host's load shows within a round (a way that became
-faster: within 3). A probe that loses costs at most a 32nd of the calls' time; an untimed call
-costs what a one-thread kernel's does and a method call (~1% at 2^18 elements)."""
+then `SPLIT_WINDOW` calls of it timed, then `SPLIT_PROBE_CALLS` of the other way (a probe),
+which decide the next round's way, so that a change of the host's load shows within a round.
+A probe that loses costs a few calls in a round; an untimed call costs what a one-thread
+kernel's does and a method call (~1% at 2^18 elements)."""
+
+SPLIT_PROBE_CALLS = 3
+"""How many calls in a row a probe runs the other way: the first finds its data in the other
+way's caches, the median of the probe's calls is the way's usual time."""
 
 SPLIT_MARGIN = 0.05
 """A split is chosen only where it is this much faster than one thread: a tie keeps the other
@@ -683,9 +689,10 @@ class SplitChoice:
     """Whether a call of a kernel that can split over its threads does, chosen per size class by
     feedback: calls time themselves (wall time, `clock`), and the faster way per element, by the
     median of its last `SPLIT_WINDOW` timed calls, runs next. The first `SPLIT_FIRST_CALLS` calls
-    of a class run each way alternately, timed; after, in each `SPLIT_PROBE_INTERVAL` calls the
-    last `SPLIT_WINDOW` + 1 are timed and the very last runs the other way and decides, so that a
-    split that loses is abandoned and one that wins is kept as the host's load changes. A split
+    of a class run on one thread, the next as many split, timed; after, each round of
+    `SPLIT_PROBE_INTERVAL` calls of the chosen way times its last `SPLIT_WINDOW`, then
+    `SPLIT_PROBE_CALLS` run the other way, timed, and the last of them decides, so that a split
+    that loses is abandoned and one that wins is kept as the host's load changes. A split
     must win by `SPLIT_MARGIN`. Splitting changes no result bit.
 
     `forced` (`always`, tests and benchmarks) splits every call that can, whatever it measured."""
@@ -707,13 +714,14 @@ class SplitChoice:
         if times is None:  # (another thread's call may make it too: one is kept)
             times = self.classes.setdefault(size_class, SplitTimes())
         times.calls += 1
-        if times.calls < SPLIT_PROBE_INTERVAL - SPLIT_WINDOW and times.chosen:
+        if not times.chosen:  # one thread first, then split
+            return times.calls > SPLIT_FIRST_CALLS, True
+        if times.calls <= SPLIT_PROBE_INTERVAL - SPLIT_WINDOW:
             return times.splitting, False
-        if not times.chosen:
-            return len(times.split) < len(times.one_thread), True  # one thread first
-        if times.calls < SPLIT_PROBE_INTERVAL:
+        if times.calls <= SPLIT_PROBE_INTERVAL:
             return times.splitting, True
-        times.calls = 0
+        if times.calls == SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS:
+            times.calls = 0  # the probe's last call, which decides
         return not times.splitting, True  # a probe
 
     def record(self, size_class: SizeClass, split: bool, seconds_per_element: float) -> None:
@@ -728,7 +736,7 @@ class SplitChoice:
             if min(len(times.split), len(times.one_thread)) < SPLIT_FIRST_CALLS:
                 return
             times.chosen, times.calls = True, 0
-        elif times.calls:  # a timed call before its round's probe, the one that decides
+        elif times.calls:  # a timed call before its probe's last, the one that decides
             return
         times.splitting = median_high(times.split) * (1 + SPLIT_MARGIN) < median_high(
             times.one_thread
