@@ -13,7 +13,9 @@ calls first need them, stopped when the kernel is freed) the others. A split cos
 the other cores' cache misses on their slices' data, so whether it pays depends on the kernel, the
 size and the host's load: such calls time themselves, and per size class the faster way, one
 thread (the calling thread runs the call as one slice) or split, runs, the other one tried again
-now and then (`SplitChoice`).
+now and then (`SplitChoice`). A prepared call of one slice and no workspace calls the entry
+from a Python builtin of its own (`bound_native_call`), keeping or releasing the GIL the same way,
+without ctypes' ~160 ns a call.
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
 live in (`xfuse.transforms.workspace`): a byte buffer the kernel owns and reuses across calls, sized
@@ -38,6 +40,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import re
 import threading
 import time
 import weakref
@@ -46,9 +49,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import llvmlite.binding as llvm_binding
 import numpy as np
 
-from xfuse.codegen.native import STREAMING_ALIGNMENT, NativeModule, streaming_name
+from xfuse.codegen.native import (
+    STREAMING_ALIGNMENT,
+    NativeModule,
+    compile_llvm_ir,
+    streaming_name,
+)
 from xfuse.runtime import dask_arrays
 from xfuse.runtime.arrays import (
     DYNAMIC_INDEX,
@@ -810,6 +819,93 @@ class CheckedCall:
     results: list[np.ndarray]
 
 
+BOUND_CALL_IR = """
+declare ptr @PyTuple_GetItem(ptr, i64)
+declare ptr @PyBytes_AsString(ptr)
+declare void @Py_IncRef(ptr)
+declare ptr @PyEval_SaveThread()
+declare void @PyEval_RestoreThread(ptr)
+
+define ptr @keeping_gil(ptr %self, ptr %unused) {
+  %state = call ptr @PyTuple_GetItem(ptr %self, i64 1)
+  %entry_at = call ptr @PyBytes_AsString(ptr %state)
+  %entry = load ptr, ptr %entry_at, align 8
+  %words = getelementptr i8, ptr %entry_at, i64 8
+  call void %entry(ptr %words)
+  %result = call ptr @PyTuple_GetItem(ptr %self, i64 0)
+  call void @Py_IncRef(ptr %result)
+  ret ptr %result
+}
+
+define ptr @releasing_gil(ptr %self, ptr %unused) {
+  %state = call ptr @PyTuple_GetItem(ptr %self, i64 1)
+  %entry_at = call ptr @PyBytes_AsString(ptr %state)
+  %entry = load ptr, ptr %entry_at, align 8
+  %words = getelementptr i8, ptr %entry_at, i64 8
+  %thread = call ptr @PyEval_SaveThread()
+  call void %entry(ptr %words)
+  call void @PyEval_RestoreThread(ptr %thread)
+  %result = call ptr @PyTuple_GetItem(ptr %self, i64 0)
+  call void @Py_IncRef(ptr %result)
+  ret ptr %result
+}
+"""
+"""The two bodies of a bound native call (`bound_native_call`), CPython `METH_NOARGS` functions
+of `self = (result, state, *owners)`: `state` is a bytes object, the packed entry's address then
+its argument words; the call runs the entry on the words and returns `result`."""
+
+
+class _MethodDef(ctypes.Structure):
+    """CPython's `PyMethodDef`."""
+
+    _fields_ = (
+        ("ml_name", ctypes.c_char_p),
+        ("ml_meth", ctypes.c_void_p),
+        ("ml_flags", ctypes.c_int),
+        ("ml_doc", ctypes.c_char_p),
+    )
+
+
+_METH_NOARGS = 0x0004
+
+
+@functools.cache
+def _bound_call_methods() -> tuple[NativeModule, dict[bool, _MethodDef]]:
+    """`BOUND_CALL_IR` compiled for this process (the C API's addresses are this process's),
+    and its method definitions by whether they keep the GIL (kept alive: CPython keeps a
+    pointer to them in every function made from them)."""
+    for name in re.findall(r"^declare .*@(\w+)\(", BOUND_CALL_IR, re.MULTILINE):
+        address = ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
+        llvm_binding.add_symbol(name, address)
+    native = compile_llvm_ir(BOUND_CALL_IR)
+    methods = {
+        keeps: _MethodDef(name.encode(), native.address(name), _METH_NOARGS, None)
+        for keeps, name in ((True, "keeping_gil"), (False, "releasing_gil"))
+    }
+    return native, methods
+
+
+_new_function = ctypes.PYFUNCTYPE(
+    ctypes.py_object, ctypes.c_void_p, ctypes.py_object, ctypes.py_object
+)(("PyCFunction_NewEx", ctypes.pythonapi))
+"""CPython's `PyCFunction_NewEx(method, self, module)` (a prototype of its own: setting the
+types of `ctypes.pythonapi`'s would change them for every user of it)."""
+
+
+def bound_native_call(
+    entry: int, arguments: Sequence[int], result: Any, keep_gil: bool, owners: tuple[Any, ...]
+) -> Callable[[], Any]:
+    """A Python builtin that calls the packed entry at `entry` on `arguments` (its words) and
+    returns `result`: keeping the GIL or releasing it during the call, and keeping `owners`
+    (what the native code and its pointers need alive) for as long as it lives.
+
+    A ctypes call of a function pointer costs ~160 ns (libffi and the argument's conversion),
+    a tenth of a call over 2^12 elements in cache; a builtin's ~30 ns (docs/benchmarks.md)."""
+    _, methods = _bound_call_methods()
+    state = _packed([entry, *arguments]).tobytes()
+    return _new_function(ctypes.addressof(methods[keep_gil]), (result, state, *owners), None)
+
+
 class PreparedCall:
     """A checked call of a kernel: calling it runs the native code and returns the outputs."""
 
@@ -820,18 +916,27 @@ class PreparedCall:
         self.argument_lists = call.native.argument_lists
         self.workspace_bytes = call.native.workspace_bytes
         self._result = self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
-        self._run: Callable[[], object] = functools.partial(kernel.run_native, call.native)
+        self._run: Callable[[], Any] = functools.partial(self._run_checked, call.native)
+        self.native_call: tuple[int, list[int]] | None = None
+        """Where the call is one native call (one slice, no workspace): the packed entry's
+        address and its argument words, which benchmarks may call without Python."""
         if len(self.argument_lists) == 1 and not self.workspace_bytes:
             # One slice, no workspace: the native call itself, its argument words packed once.
-            self._words = _packed(self.argument_lists[0])
             function = kernel.function
+            entry = ctypes.cast(function.native_entry, ctypes.c_void_p).value
+            assert entry is not None
+            self.native_call = (entry, self.argument_lists[0])
             short = call.native.elements <= GIL_HELD_ELEMENTS
-            entry = function.short_entry if short else function.native_entry
-            self._run = functools.partial(entry, self._words.buffer_info()[0])
+            self._run = bound_native_call(
+                entry, self.argument_lists[0], self._result, short, (kernel, *self.arrays)
+            )
+
+    def _run_checked(self, call: NativeCall) -> Any:
+        self.kernel.run_native(call)
+        return self._result
 
     def __call__(self) -> Any:
-        self._run()
-        return self._result
+        return self._run()
 
 
 @dataclass(eq=False)
