@@ -14,8 +14,11 @@ of calls in a row: at 2^12 16 calls, so the clock's reading is not counted as a 
    of `k.asm`, the elements are the bytes it stores over the outputs' bytes per element) and
    the divider's (the loop's divisions and square roots at their throughput measured on this
    host, which llvm-mca's model of a CPU can put far lower), and the ratio to the larger
-   (issue 16's target: within 1.3x); 1b: what a remainder of 7, 15 or 63 elements
-   (after the main vector loop) adds to a call;
+   (issue 16's target: within 1.3x). Twice, in the same rounds: the kernel alone (its packed
+   entry called in a native loop, `NATIVE_LOOP`: the loop and the function's entry and exit,
+   what the bound is about), and the prepared call (`k.prepare(...)()` from Python, what a
+   user's loop pays), with what the latter costs more per call; 1b: what a remainder of 7,
+   15 or 63 elements (after the main vector loop) adds to a prepared call;
 2. **memory speed** (2^24; the LLM rows [1024, 14336]): each program against the streaming
    kernel with the same traffic and normal stores (`bench.bandwidth_ceiling`), also with the
    program's own normal stores (`streaming=False`) in the same rounds, with issue 16's
@@ -35,8 +38,10 @@ of calls in a row: at 2^12 16 calls, so the clock's reading is not counted as a 
 from __future__ import annotations
 
 import argparse
+import array
 import ctypes
 import functools
+import itertools
 import re
 import shutil
 import subprocess
@@ -51,7 +56,7 @@ import numpy as np
 from xfuse.benchmarking import bench
 from xfuse.benchmarking import peers as peer_compilers
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
-from xfuse.codegen.native import host_cpu, host_target_machine
+from xfuse.codegen.native import NativeModule, compile_llvm_ir, host_cpu, host_target_machine
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
 from xfuse.runtime.kernel import (
@@ -125,12 +130,20 @@ def kernel(program: Program, threads: int = 1) -> Kernel:
     return compile(program.source, extra_passes=program.extra_passes, threads=threads)
 
 
-def best_seconds(runs: Sequence[Callable[[], object]], rounds: int, n: int) -> list[float]:
+def calls_per_sample(n: int) -> int:
+    """Calls of `n` elements that one timed sample makes in a row: about 2^16 elements (a call
+    at 2^12 takes ~2 us: the ~0.1 us of reading the clock around each call is not the call's)."""
+    return max(1, (1 << 16) // max(n, 1))
+
+
+def best_seconds(
+    runs: Sequence[Callable[[], object]], rounds: int, n: int, calls: int | None = None
+) -> list[float]:
     """Per call of each run, the best of `rounds` interleaved round medians (about 2^22 elements
-    a round); a sample times calls in a row, about 2^16 elements (a call at 2^12 takes ~2 us:
-    the ~0.1 us of reading the clock around each call is not the call's)."""
-    calls = max(1, (1 << 16) // max(n, 1))
-    repeat = max(3, min(2000, (1 << 22) // (max(n, 1) * calls)))
+    a round); a sample times `calls` calls in a row (`calls_per_sample`, or 1 where each run
+    makes that many calls itself)."""
+    calls = calls_per_sample(n) if calls is None else calls
+    repeat = max(3, min(2000, (1 << 22) // (max(n, 1) * calls_per_sample(n))))
     return [min(times) for times in interleaved_medians(runs, rounds, repeat, calls)]
 
 
@@ -339,30 +352,84 @@ def output_bytes(workload: bench.Workload) -> int:
     return sum(dtype.itemsize for dtype in bench.output_dtypes(workload).values())
 
 
+NATIVE_LOOP = """
+define void @drive(ptr %entry, ptr %words, i64 %calls) {
+start:
+  br label %loop
+loop:
+  %i = phi i64 [0, %start], [%next, %loop]
+  call void %entry(ptr %words)
+  %next = add i64 %i, 1
+  %more = icmp ult i64 %next, %calls
+  br i1 %more, label %loop, label %done
+done:
+  ret void
+}
+"""
+"""Calls a packed entry on its argument words `calls` times in a row, with no Python between."""
+
+
+@functools.cache
+def native_loop() -> tuple[NativeModule, Callable[[int, int, int], None]]:
+    """`NATIVE_LOOP` compiled (the module, to keep it alive) and callable (GIL released)."""
+    native = compile_llvm_ir(NATIVE_LOOP)
+    drive = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64)
+    return native, drive(native.address("drive"))
+
+
+def in_cache_runs(k: Kernel, workload: bench.Workload) -> list[Callable[[], object]]:
+    """A sample of part 1 (`calls_per_sample` calls) of the kernel alone (its packed entry
+    called by `NATIVE_LOOP`) and of the prepared call (from Python, one call at a time)."""
+    prepared = k.prepare(**workload.arrays)
+    assert prepared.native_call is not None, "an in-cache call is one native call"
+    entry, arguments = prepared.native_call
+    words = array.array("Q", arguments)
+    calls = calls_per_sample(workload.n)
+    _, drive = native_loop()
+
+    def kernel_alone() -> None:
+        drive(entry, words.buffer_info()[0], calls)
+
+    def prepared_calls() -> None:
+        for _ in itertools.repeat(None, calls):
+            prepared()
+
+    return [kernel_alone, prepared_calls]
+
+
 def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
-    """Part 1; returns each program's ns per element at the larger in-cache size. The ratio is
-    over the larger of llvm-mca's bound and the divider's (measured here: llvm-mca's model may
-    give the divider less time than it takes), and says which."""
+    """Part 1; returns each program's ns per element at the larger in-cache size (the kernel
+    alone). Each ratio is over the larger of llvm-mca's bound and the divider's (measured here:
+    llvm-mca's model may give the divider less time than it takes), and says which; the bound
+    is the loop's, so the kernel alone (called from a native loop) is what it compares with,
+    the prepared call (from Python) beside it with what it costs more per call."""
     print(
-        "| program | n | ns/el | cycles/el | llvm-mca bound cycles/el | divider cycles/el | "
-        "ratio to the larger bound | loop |"
+        "| program | n | kernel ns/el | kernel cycles/el | prepared call cycles/el | "
+        "prepared call's extra ns per call | llvm-mca bound cycles/el | divider cycles/el | "
+        "kernel / larger bound | prepared call / larger bound | loop |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     compute_ns: dict[str, float] = {}
     for name, program in selected(PROGRAMS).items():
         k = kernel(program)
         for n in IN_CACHE:
             workload = bench.prepare_workload(program.source, n)
-            (seconds,) = best_seconds([k.prepare(**workload.arrays)], rounds, workload.n)
-            ns = seconds / workload.n * 1e9
+            calls = calls_per_sample(workload.n)
+            kernel_s, prepared_s = (
+                seconds / calls
+                for seconds in best_seconds(in_cache_runs(k, workload), rounds, workload.n, 1)
+            )
+            ns = kernel_s / workload.n * 1e9
             compute_ns[name] = ns
             bound = mca_bound(k, output_bytes(workload), clock_hz)
-            cycles = ns * clock_hz / 1e9
+            cycles, prepared_cycles = (s / workload.n * clock_hz for s in (kernel_s, prepared_s))
             mca, divider = bound.cycles_per_element, bound.divider_cycles_per_element
+            larger = max(mca, divider)
             divided = f", divider-bound: {', '.join(bound.divider_ops)}" if divider > mca else ""
             print(
-                f"| {name} | 2^{n.bit_length() - 1} | {ns:.3f} | {cycles:.2f} | {mca:.2f} | "
-                f"{divider:.2f} | {cycles / max(mca, divider):.2f}x | "
+                f"| {name} | 2^{n.bit_length() - 1} | {ns:.3f} | {cycles:.2f} | "
+                f"{prepared_cycles:.2f} | {(prepared_s - kernel_s) * 1e9:.0f} | {mca:.2f} | "
+                f"{divider:.2f} | {cycles / larger:.2f}x | {prepared_cycles / larger:.2f}x | "
                 f"{bound.instructions} instructions, {bound.elements} elements{divided} |",
                 flush=True,
             )
