@@ -40,6 +40,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import operator
 import re
 import threading
 import time
@@ -935,8 +936,9 @@ class PreparedCall:
         self.kernel.run_native(call)
         return self._result
 
-    def __call__(self) -> Any:
-        return self._run()
+    __call__ = property(operator.attrgetter("_run"))
+    """`prepared()` calls `_run` with no Python frame before it: a `__call__` method costs
+    ~0.1 us a call (CPython's call slot of a class), as much as the rest of a short call."""
 
 
 @dataclass(eq=False)
