@@ -162,9 +162,10 @@ class NativeFunction:
         self.native_entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry)
         """The packed entry: takes the address of one call's argument words (`_packed`); the
         GIL is released while it runs."""
-        self.short_entry = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)(entry)
+        self.short_entry = entry_keeping_gil(entry)
         """The same entry keeping the GIL, for a call of at most `GIL_HELD_ELEMENTS` (see
-        there); the native code never calls back into Python."""
+        there; a builtin, cheaper to call than ctypes); the native code never calls back into
+        Python."""
         streaming = native.find(packed_entry_name(streaming_name(name)))
         self.streaming_entry = (
             None if streaming is None else ctypes.CFUNCTYPE(None, ctypes.c_void_p)(streaming)
@@ -823,6 +824,7 @@ class CheckedCall:
 BOUND_CALL_IR = """
 declare ptr @PyTuple_GetItem(ptr, i64)
 declare ptr @PyBytes_AsString(ptr)
+declare ptr @PyLong_AsVoidPtr(ptr)
 declare void @Py_IncRef(ptr)
 declare ptr @PyEval_SaveThread()
 declare void @PyEval_RestoreThread(ptr)
@@ -850,10 +852,32 @@ define ptr @releasing_gil(ptr %self, ptr %unused) {
   call void @Py_IncRef(ptr %result)
   ret ptr %result
 }
+
+define ptr @keeping_gil_at(ptr %self, ptr %address) {
+  %entry_at = call ptr @PyBytes_AsString(ptr %self)
+  %entry = load ptr, ptr %entry_at, align 8
+  %words = call ptr @PyLong_AsVoidPtr(ptr %address)
+  %failed = icmp eq ptr %words, null
+  br i1 %failed, label %error, label %call
+call:
+  call void %entry(ptr %words)
+  call void @Py_IncRef(ptr %address)
+  ret ptr %address
+error:
+  ret ptr null
+}
 """
-"""The two bodies of a bound native call (`bound_native_call`), CPython `METH_NOARGS` functions
-of `self = (result, state, *owners)`: `state` is a bytes object, the packed entry's address then
-its argument words; the call runs the entry on the words and returns `result`."""
+"""Native calls as CPython builtins (`bound_native_call`, `entry_keeping_gil`), which cost
+~30 ns a call where ctypes' call of a function pointer costs ~160 (libffi and converting the
+argument), a tenth of a call over 2^12 elements in cache (docs/benchmarks.md).
+`keeping_gil` and `releasing_gil` take no argument: their `self` is `(result, state, *owners)`,
+`state` a bytes object of the packed entry's address then its argument words; they run the
+entry on the words and return `result`. `keeping_gil_at` (one argument) runs the entry in its
+bytes `self` on the argument words at the address it is given, and returns that address (0 or
+not an int: an error)."""
+
+_BOUND_CALL_FLAGS = {"keeping_gil": 0x0004, "releasing_gil": 0x0004, "keeping_gil_at": 0x0008}
+"""`BOUND_CALL_IR`'s functions and their CPython calling conventions (`METH_NOARGS`, `METH_O`)."""
 
 
 class _MethodDef(ctypes.Structure):
@@ -867,21 +891,18 @@ class _MethodDef(ctypes.Structure):
     )
 
 
-_METH_NOARGS = 0x0004
-
-
 @functools.cache
-def _bound_call_methods() -> tuple[NativeModule, dict[bool, _MethodDef]]:
+def _bound_call_methods() -> tuple[NativeModule, dict[str, _MethodDef]]:
     """`BOUND_CALL_IR` compiled for this process (the C API's addresses are this process's),
-    and its method definitions by whether they keep the GIL (kept alive: CPython keeps a
-    pointer to them in every function made from them)."""
+    and its method definitions by name (kept alive: CPython keeps a pointer to them in every
+    function made from them)."""
     for name in re.findall(r"^declare .*@(\w+)\(", BOUND_CALL_IR, re.MULTILINE):
         address = ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
         llvm_binding.add_symbol(name, address)
     native = compile_llvm_ir(BOUND_CALL_IR)
     methods = {
-        keeps: _MethodDef(name.encode(), native.address(name), _METH_NOARGS, None)
-        for keeps, name in ((True, "keeping_gil"), (False, "releasing_gil"))
+        name: _MethodDef(name.encode(), native.address(name), flags, None)
+        for name, flags in _BOUND_CALL_FLAGS.items()
     }
     return native, methods
 
@@ -893,18 +914,27 @@ _new_function = ctypes.PYFUNCTYPE(
 types of `ctypes.pythonapi`'s would change them for every user of it)."""
 
 
+def _builtin(name: str, self: object) -> Any:
+    """A builtin of `BOUND_CALL_IR`'s function `name` on `self`."""
+    _, methods = _bound_call_methods()
+    return _new_function(ctypes.addressof(methods[name]), self, None)
+
+
 def bound_native_call(
     entry: int, arguments: Sequence[int], result: Any, keep_gil: bool, owners: tuple[Any, ...]
 ) -> Callable[[], Any]:
     """A Python builtin that calls the packed entry at `entry` on `arguments` (its words) and
     returns `result`: keeping the GIL or releasing it during the call, and keeping `owners`
-    (what the native code and its pointers need alive) for as long as it lives.
-
-    A ctypes call of a function pointer costs ~160 ns (libffi and the argument's conversion),
-    a tenth of a call over 2^12 elements in cache; a builtin's ~30 ns (docs/benchmarks.md)."""
-    _, methods = _bound_call_methods()
+    (what the native code and its pointers need alive) for as long as it lives."""
     state = _packed([entry, *arguments]).tobytes()
-    return _new_function(ctypes.addressof(methods[keep_gil]), (result, state, *owners), None)
+    name = "keeping_gil" if keep_gil else "releasing_gil"
+    return _builtin(name, (result, state, *owners))  # type: ignore[no-any-return]
+
+
+def entry_keeping_gil(entry: int) -> Callable[[int], object]:
+    """A Python builtin that calls the packed entry at `entry` on the argument words at the
+    address it is given, keeping the GIL (the caller keeps the entry's code alive)."""
+    return _builtin("keeping_gil_at", _packed([entry]).tobytes())  # type: ignore[no-any-return]
 
 
 class PreparedCall:
