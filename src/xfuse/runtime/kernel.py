@@ -117,9 +117,10 @@ them next). Measured in `benchmarks/loop_and_call.py`: 1.2-1.5x from 4 MiB, 0.6x
 
 GIL_HELD_ELEMENTS = 1 << 14
 """A call of one native call over at most this many elements keeps the GIL: releasing and
-taking it back cost ~70 ns of a prepared call's ~2 us at 2^12 elements in cache (of the
-~0.3 us the call costs beside the loop; docs/benchmarks.md), and it blocks other Python threads
-for no more than such a call (~10 us for the activations, ~0.3 ms for libm's scalar calls)."""
+taking it back cost ~70 ns of a prepared call's ~2 us at 2^12 elements in cache (where the
+call, a builtin, costs ~0.1 us beside the loop; docs/benchmarks.md), and it blocks other Python
+threads for no more than such a call (~10 us for the activations, ~0.3 ms for libm's scalar
+calls)."""
 
 PLAN_CACHE_SIZE = 64
 """How many argument shapes a kernel remembers the call plan of."""
