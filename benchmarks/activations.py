@@ -14,10 +14,11 @@ of calls in a row: at 2^12 16 calls, so the clock's reading is not counted as a 
    of `k.asm`, the elements are the bytes it stores over the outputs' bytes per element) and
    the divider's (the loop's divisions and square roots at their throughput measured on this
    host, which llvm-mca's model of a CPU can put far lower), and the ratio to the larger
-   (issue 16's target: within 1.3x). Twice, in the same rounds: the kernel alone (its packed
-   entry called in a native loop, `NATIVE_LOOP`: the loop and the function's entry and exit,
-   what the bound is about), and the prepared call (`k.prepare(...)()` from Python, what a
-   user's loop pays), with what the latter costs more per call; 1b: what a remainder of 7,
+   (issue 16's target: within 1.3x). Twice, in the same rounds, 16 calls or more a sample: the
+   kernel alone (its packed entry called in a native loop, `NATIVE_LOOP`: the loop and the
+   function's entry and exit, what the bound is about), and the prepared call
+   (`k.prepare(...)()` from Python, what a user's loop pays), with what the latter costs more
+   per call; 1b: what a remainder of 7,
    15 or 63 elements (after the main vector loop) adds to a prepared call;
 2. **memory speed** (2^24; the LLM rows [1024, 14336]): each program against the streaming
    kernel with the same traffic and normal stores (`bench.bandwidth_ceiling`), also with the
@@ -137,14 +138,20 @@ def calls_per_sample(n: int) -> int:
 
 
 def best_seconds(
-    runs: Sequence[Callable[[], object]], rounds: int, n: int, calls: int | None = None
+    runs: Sequence[Callable[[], object]],
+    rounds: int,
+    n: int,
+    calls: int | None = None,
+    batched: bool = False,
 ) -> list[float]:
     """Per call of each run, the best of `rounds` interleaved round medians (about 2^22 elements
-    a round); a sample times `calls` calls in a row (`calls_per_sample`, or 1 where each run
-    makes that many calls itself)."""
+    a round, at least 3 samples); a sample times `calls` calls in a row (`calls_per_sample` by
+    default), made by the sample (`batched`: each run makes them itself) or by calling the run
+    that many times."""
     calls = calls_per_sample(n) if calls is None else calls
-    repeat = max(3, min(2000, (1 << 22) // (max(n, 1) * calls_per_sample(n))))
-    return [min(times) for times in interleaved_medians(runs, rounds, repeat, calls)]
+    repeat = max(3, min(2000, (1 << 22) // (max(n, 1) * calls)))
+    medians = interleaved_medians(runs, rounds, repeat, 1 if batched else calls)
+    return [min(times) / (calls if batched else 1) for times in medians]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,14 +384,18 @@ def native_loop() -> tuple[NativeModule, Callable[[int, int, int], None]]:
     return native, drive(native.address("drive"))
 
 
-def in_cache_runs(k: Kernel, workload: bench.Workload) -> list[Callable[[], object]]:
-    """A sample of part 1 (`calls_per_sample` calls) of the kernel alone (its packed entry
-    called by `NATIVE_LOOP`) and of the prepared call (from Python, one call at a time)."""
+IN_CACHE_CALLS = 16
+"""The fewest calls a sample of part 1 makes: the kernel alone's sample is one ctypes call of
+`NATIVE_LOOP` (~0.2 us, the GIL released), which would add ~1% to one call at 2^16."""
+
+
+def in_cache_runs(k: Kernel, workload: bench.Workload, calls: int) -> list[Callable[[], object]]:
+    """A sample of part 1, `calls` calls in a row, of the kernel alone (its packed entry called
+    by `NATIVE_LOOP`) and of the prepared call (from Python, one call at a time)."""
     prepared = k.prepare(**workload.arrays)
     assert prepared.native_call is not None, "an in-cache call is one native call"
     entry, arguments = prepared.native_call
     words = array.array("Q", arguments)
-    calls = calls_per_sample(workload.n)
     _, drive = native_loop()
 
     def kernel_alone() -> None:
@@ -414,11 +425,9 @@ def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
         k = kernel(program)
         for n in IN_CACHE:
             workload = bench.prepare_workload(program.source, n)
-            calls = calls_per_sample(workload.n)
-            kernel_s, prepared_s = (
-                seconds / calls
-                for seconds in best_seconds(in_cache_runs(k, workload), rounds, workload.n, 1)
-            )
+            calls = max(IN_CACHE_CALLS, calls_per_sample(workload.n))
+            runs = in_cache_runs(k, workload, calls)
+            kernel_s, prepared_s = best_seconds(runs, rounds, workload.n, calls, batched=True)
             ns = kernel_s / workload.n * 1e9
             compute_ns[name] = ns
             bound = mca_bound(k, output_bytes(workload), clock_hz)
