@@ -938,6 +938,13 @@ def entry_keeping_gil(entry: int) -> Callable[[int], object]:
     return _builtin("keeping_gil_at", _packed([entry]).tobytes())  # type: ignore[no-any-return]
 
 
+def _run_native(kernel: Kernel, call: NativeCall, result: Any) -> Any:
+    """Run `call` and return `result` (a prepared call of several slices or with a workspace;
+    not a method of it, so that the call is in no reference cycle)."""
+    kernel.run_native(call)
+    return result
+
+
 class PreparedCall:
     """A checked call of a kernel: calling it runs the native code and returns the outputs."""
 
@@ -948,7 +955,9 @@ class PreparedCall:
         self.argument_lists = call.native.argument_lists
         self.workspace_bytes = call.native.workspace_bytes
         self._result = self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
-        self._run: Callable[[], Any] = functools.partial(self._run_checked, call.native)
+        self._run: Callable[[], Any] = functools.partial(
+            _run_native, kernel, call.native, self._result
+        )
         self.native_call: tuple[int, list[int]] | None = None
         """Where the call is one native call (one slice, no workspace): the packed entry's
         address and its argument words, which benchmarks may call without Python."""
@@ -962,10 +971,6 @@ class PreparedCall:
             self._run = bound_native_call(
                 entry, self.argument_lists[0], self._result, short, (kernel, *self.arrays)
             )
-
-    def _run_checked(self, call: NativeCall) -> Any:
-        self.kernel.run_native(call)
-        return self._result
 
     __call__ = property(operator.attrgetter("_run"))
     """`prepared()` calls `_run` with no Python frame before it: a `__call__` method costs
