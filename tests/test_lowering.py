@@ -356,11 +356,16 @@ def test_vector_bytes_must_be_a_power_of_two(vector_bytes: int) -> None:
         EwKernelToLoopsPass(vector_bytes=vector_bytes).apply(pipeline_context(), ModuleOp([]))
 
 
-def vector_stores_per_iteration(llvm_ir: str) -> int:
-    """Full-width vector stores in the first vector loop's body (its interleave count)."""
+def vector_body(llvm_ir: str) -> str:
+    """The first vector loop's body."""
     body = re.search(r"^vector\.body\d*:.*?^\S", llvm_ir, re.MULTILINE | re.DOTALL)
     assert body is not None, "no vector loop"
-    return len(re.findall(r"store <", body.group()))
+    return body.group()
+
+
+def vector_stores_per_iteration(llvm_ir: str) -> int:
+    """Full-width vector stores in the first vector loop's body (its interleave count)."""
+    return len(re.findall(r"store <", vector_body(llvm_ir)))
 
 
 @pytest.mark.parametrize(
@@ -394,20 +399,104 @@ def test_interleave_count_follows_the_body_length() -> None:
 LLM_GELU_BF16 = """input bf16 x[t, d], r[t, d], b[d];
 h = x + b;
 out = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r;"""
+LLM_GELU_F32_BIAS = """input bf16 x[t, d], r[t, d];
+input f32 b[d];
+h = x + b;
+out = bf16(0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r);"""
 
 
 def test_loops_rounding_bf16_in_hardware_take_one_register_of_floats() -> None:
     """LLVM's cost model would vectorize a plain f32 -> bf16 loop 4 wide and the LLM GELU 32
     wide (two registers a value, constants reloaded each iteration): where the host rounds bf16
-    in hardware each such loop is as wide as its float registers, a long one interleaved 8."""
+    in hardware each such loop is as wide as its float registers, a long one interleaved 8
+    (whose parts `pair_bf16_parts` rounds two at a time on AVX-512)."""
     cpu = host_cpu()
     if not cpu.rounds_bf16:
         pytest.skip("this host has no AVX512_BF16")
     for source in ("out = bf16(x);", LLM_GELU_BF16):
-        widths = re.findall(r"<(\d+) x bfloat>", xfuse.compile(source).llvm_ir)
+        widths = re.findall(r"<(\d+) x float>", vector_body(xfuse.compile(source).llvm_ir))
         assert set(widths) == {str(cpu.float_lanes)}, source
-    gelu = xfuse.compile(LLM_GELU_BF16)
-    assert vector_stores_per_iteration(gelu.llvm_ir) == BF16_LONG_BODY_INTERLEAVE
+    body = vector_body(xfuse.compile(LLM_GELU_BF16).llvm_ir)
+    rounded = len(re.findall(r"fptrunc <\d+ x float>", body))
+    assert rounded + 2 * body.count("cvtne2ps2bf16") == BF16_LONG_BODY_INTERLEAVE
+
+
+def hot_loop_mnemonics(asm: str) -> list[str]:
+    """The instructions of the longest innermost loop (label to backward branch, containing no
+    other) of `asm`'s first function, by mnemonic."""
+    lines = asm.split("\n.Lfunc_end", 1)[0].splitlines()
+    labels = {line[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\.LBB\w+:", line)}
+    loops = [
+        (labels[found[1]], i)
+        for i, line in enumerate(lines)
+        if (found := re.match(r"\s+j\w+\s+(\.LBB\w+)", line)) and labels.get(found[1], i) < i
+    ]
+    innermost = [
+        (start, end)
+        for start, end in loops
+        if not any(start <= s < e <= end and (s, e) != (start, end) for s, e in loops)
+    ]
+    start, end = max(innermost, key=lambda loop: loop[1] - loop[0])
+    return [line.split()[0] for line in lines[start + 1 : end + 1] if line.startswith("\t")]
+
+
+def avx512_bf16_host() -> HostCpu:
+    cpu = host_cpu()
+    if not cpu.rounds_bf16 or cpu.float_lanes != 16:
+        pytest.skip("this host has no AVX512_BF16 on 512-bit vectors")
+    return cpu
+
+
+@pytest.mark.parametrize("interleave", [None, 2])
+def test_bf16_loop_parts_widen_and_round_in_pairs(
+    interleave: int | None, use_cpu: Callable[[str, str], HostCpu]
+) -> None:
+    """On AVX-512 with AVX512_BF16, the LLM GELU (bf16 x, r and bias) takes two parts of 16
+    elements at a time: each of its bf16 arrays is read 64 bytes at a time and widened by two
+    unpacks with zero, not a zero-extending load and a shift a part, and its results are rounded
+    by one `vcvtne2ps2bf16` a pair, then put in order by one `vpermq`; the same bits as integer
+    rounding in order, on every bf16 input, at sizes that stream and on rows with a remainder."""
+    cpu = avx512_bf16_host()
+    kernel = xfuse.compile(LLM_GELU_BF16, interleave=interleave)
+    loop = hot_loop_mnemonics(kernel.asm)
+    parts = interleave or BF16_LONG_BODY_INTERLEAVE
+    assert loop.count("vcvtne2ps2bf16") == loop.count("vpermq") == parts // 2
+    assert loop.count("vpunpcklwd") == loop.count("vpunpckhwd") == 3 * parts // 2
+    assert "vpmovzxwd" not in loop and "vcvtneps2bf16" not in loop
+    every = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).reshape(16, 4096)
+    rng = np.random.default_rng(3)
+    random = rng.standard_normal((300, 4096 + 40)).astype(ml_dtypes.bfloat16)
+    cases = [
+        (every, np.zeros_like(every), every[0]),  # the math on every x (and a bias of them)
+        (np.zeros_like(every), every, every[1]),  # y + r is r: subnormals, zeros, inf, NaN
+        (random, random[::-1], random[0]),  # 2.4 MB an array: streams; a remainder of 40
+    ]
+    results = [kernel(x=x, r=r, b=b) for x, r, b in cases]
+    features = [f for f in cpu.features.split(",") if f not in ("+avx512bf16", "-prefer-256-bit")]
+    use_cpu(cpu.name, ",".join([*features, "-avx512bf16"]))
+    software = xfuse.compile(LLM_GELU_BF16, interleave=interleave)
+    assert "vcvtne2ps2bf16" not in software.asm
+    for (x, r, b), result in zip(cases, results, strict=True):
+        np.testing.assert_array_equal(
+            result.view(np.uint16), software(x=x, r=r, b=b).view(np.uint16)
+        )
+
+
+@pytest.mark.parametrize(
+    ("source", "interleave"),
+    [
+        (LLM_GELU_BF16, 1),  # one part: nothing to pair
+        (LLM_GELU_F32_BIAS, None),  # an f32 bias: a load that is not a bf16 widening
+        ("input f32 x; out = bf16(x);", None),  # f32 loads
+    ],
+)
+def test_bf16_loops_that_do_not_pair_keep_their_parts(source: str, interleave: int | None) -> None:
+    """`pair_bf16_parts` leaves a loop whose parts do not pair (one part), or that reads an
+    array other than bf16, as LLVM made it: one `vcvtneps2bf16` a part."""
+    avx512_bf16_host()
+    loop = hot_loop_mnemonics(xfuse.compile(source, interleave=interleave).asm)
+    assert "vcvtne2ps2bf16" not in loop and "vpunpcklwd" not in loop
+    assert "vcvtneps2bf16" in loop
 
 
 @pytest.mark.parametrize(
