@@ -9,6 +9,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+import llvmlite.binding as llvm_binding
 import ml_dtypes
 import numpy as np
 import pytest
@@ -26,8 +27,10 @@ from xfuse.codegen.native import (
     HostCpu,
     NativeModule,
     compile_llvm_dialect,
+    compile_llvm_ir,
     host_cpu,
     interleave_count,
+    pair_bf16_parts,
 )
 from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
@@ -480,6 +483,113 @@ def test_bf16_loop_parts_widen_and_round_in_pairs(
         np.testing.assert_array_equal(
             result.view(np.uint16), software(x=x, r=r, b=b).view(np.uint16)
         )
+
+
+TWO_BF16_PARTS = """define void @f(ptr %x, ptr %out, i64 %n) {
+entry:
+  br label %vector.body
+
+vector.body:
+  %index = phi i64 [ 0, %entry ], [ %index.next, %vector.body ]
+  %p0 = getelementptr inbounds i16, ptr %x, i64 %index
+  %p1 = getelementptr inbounds nuw i8, ptr %p0, i64 32
+  %l0 = load <16 x i16>, ptr %p0, align 2
+  %l1 = load <16 x i16>, ptr %p1, align 2
+  %z0 = zext <16 x i16> %l0 to <16 x i32>
+  %z1 = zext <16 x i16> %l1 to <16 x i32>
+  %s0 = shl nuw <16 x i32> %z0, splat (i32 16)
+  %s1 = shl nuw <16 x i32> %z1, splat (i32 16)
+  %f0 = bitcast <16 x i32> %s0 to <16 x float>
+  %f1 = bitcast <16 x i32> %s1 to <16 x float>
+  %y0 = fmul <16 x float> %f0, splat (float 3.0)
+  %y1 = fmul <16 x float> %f1, splat (float 3.0)
+  %b0 = bitcast <16 x float> %y0 to <16 x i32>
+  %b1 = bitcast <16 x float> %y1 to <16 x i32>
+  %e0 = and <16 x i32> %b0, splat (i32 2139095040)
+  %e1 = and <16 x i32> %b1, splat (i32 2139095040)
+  %t0 = icmp eq <16 x i32> %e0, zeroinitializer
+  %t1 = icmp eq <16 x i32> %e1, zeroinitializer
+  %o0 = or <16 x i32> %b0, splat (i32 8388608)
+  %o1 = or <16 x i32> %b1, splat (i32 8388608)
+  %u0 = select <16 x i1> %t0, <16 x i32> %o0, <16 x i32> %b0
+  %u1 = select <16 x i1> %t1, <16 x i32> %o1, <16 x i32> %b1
+  %v0 = bitcast <16 x i32> %u0 to <16 x float>
+  %v1 = bitcast <16 x i32> %u1 to <16 x float>
+  %r0 = fptrunc <16 x float> %v0 to <16 x bfloat>
+  %r1 = fptrunc <16 x float> %v1 to <16 x bfloat>
+  %c0 = bitcast <16 x bfloat> %r0 to <16 x i16>
+  %c1 = bitcast <16 x bfloat> %r1 to <16 x i16>
+  %d0 = add <16 x i16> %c0, splat (i16 -128)
+  %d1 = add <16 x i16> %c1, splat (i16 -128)
+  %w0 = select <16 x i1> %t0, <16 x i16> %d0, <16 x i16> %c0
+  %w1 = select <16 x i1> %t1, <16 x i16> %d1, <16 x i16> %c1
+  %q0 = getelementptr inbounds i16, ptr %out, i64 %index
+  %q1 = getelementptr inbounds nuw i8, ptr %q0, i64 32
+  store <16 x i16> %w0, ptr %q0, align 2
+  store <16 x i16> %w1, ptr %q1, align 2
+  %index.next = add nuw i64 %index, 32
+  %done = icmp eq i64 %index.next, %n
+  br i1 %done, label %exit, label %vector.body
+
+exit:
+  ret void
+}
+"""
+"""A vector loop as LLVM makes it of `out = bf16(3 * x)` on bf16 x: two parts of 16 elements
+(widened, multiplied, rounded by `fptrunc` with the subnormal fixup)."""
+
+
+def test_pair_bf16_parts_pairs_a_loop_of_bf16_parts() -> None:
+    """Two bf16 parts become one 64-byte load, unpacks, one `vcvtne2ps2bf16` and one permute
+    of quadwords; the loop computes every bf16 input's `3 * x` rounded as ml_dtypes does."""
+    paired = pair_bf16_parts(TWO_BF16_PARTS)
+    assert paired.count("load <32 x i16>") == 1 and "store <8 x i64>" in paired
+    assert "@llvm.x86.avx512bf16.cvtne2ps2bf16.512(" in paired
+    llvm_binding.parse_assembly(paired).verify()
+    avx512_bf16_host()
+    native = compile_llvm_ir(TWO_BF16_PARTS)
+    assert "vcvtne2ps2bf16" in native.asm and "vpunpcklwd" in native.asm
+    loop = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
+        native.address("f")
+    )
+    x = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16)
+    out = np.empty_like(x)
+    loop(x.ctypes.data, out.ctypes.data, x.size)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = (x.astype(np.float32) * np.float32(3)).astype(ml_dtypes.bfloat16)
+    nan = np.isnan(want.astype(np.float32))
+    np.testing.assert_array_equal(out.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    assert np.isnan(out[nan].astype(np.float32)).all()
+
+
+@pytest.mark.parametrize(
+    ("line", "replacement"),
+    [
+        # a lane-crossing op
+        (
+            "%y1 = fmul <16 x float> %f1, splat (float 3.0)",
+            "%y1 = shufflevector <16 x float> %f1, <16 x float> %f0, <16 x i32> "
+            + "<"
+            + ", ".join(f"i32 {i}" for i in range(1, 17))
+            + ">",
+        ),
+        # parts that are not the consecutive halves of 32 elements
+        ("ptr %q0, i64 32", "ptr %q0, i64 64"),
+        # a call that is not an elementwise intrinsic
+        (
+            "%y1 = fmul <16 x float> %f1, splat (float 3.0)",
+            "%y1 = call <16 x float> @g(<16 x float> %f1)",
+        ),
+        # a load that is not a bf16 widening
+        ("%z1 = zext <16 x i16> %l1 to <16 x i32>", "%z1 = sext <16 x i16> %l1 to <16 x i32>"),
+    ],
+)
+def test_pair_bf16_parts_leaves_other_loops_alone(line: str, replacement: str) -> None:
+    """A body with a lane-crossing op, parts that do not pair, a call that is not elementwise
+    or a load it does not know comes back as it was."""
+    assert line in TWO_BF16_PARTS
+    other = TWO_BF16_PARTS.replace(line, replacement)
+    assert pair_bf16_parts(other) == other
 
 
 @pytest.mark.parametrize(
