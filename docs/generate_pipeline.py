@@ -127,8 +127,9 @@ def generate() -> str:
         f"\n## {len(kernel.stages) + 1}. LLVM IR\n\n",
         "xDSL's `xdsl.backend.llvm.convert.convert_module` prints the `llvm` dialect as LLVM IR "
         "(llvmlite's `ir` module); `xfuse.codegen.native` then sets the host's triple and data "
-        "layout, runs LLVM's O3 pipeline with loop and SLP vectorization, and JIT-compiles it "
-        "with MCJIT.\n\n",
+        "layout, runs LLVM's O3 pipeline with loop and SLP vectorization (then, in a loop of "
+        "bf16 arrays that rounds with AVX512_BF16 on 512-bit vectors, `pair_bf16_parts` takes "
+        "the vector parts two at a time), and JIT-compiles it with MCJIT.\n\n",
         _fence(llvm_ir, "llvm"),
         f"\n## {len(kernel.stages) + 2}. What O3 made of it on this machine\n\n",
         HOST_BEGIN + "\n",

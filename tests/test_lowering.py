@@ -9,6 +9,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+import llvmlite.binding as llvm_binding
 import ml_dtypes
 import numpy as np
 import pytest
@@ -26,8 +27,10 @@ from xfuse.codegen.native import (
     HostCpu,
     NativeModule,
     compile_llvm_dialect,
+    compile_llvm_ir,
     host_cpu,
     interleave_count,
+    pair_bf16_parts,
 )
 from xfuse.runtime.compiler import Options, compile_bufferized
 from xfuse.runtime.kernel import Kernel
@@ -356,11 +359,16 @@ def test_vector_bytes_must_be_a_power_of_two(vector_bytes: int) -> None:
         EwKernelToLoopsPass(vector_bytes=vector_bytes).apply(pipeline_context(), ModuleOp([]))
 
 
-def vector_stores_per_iteration(llvm_ir: str) -> int:
-    """Full-width vector stores in the first vector loop's body (its interleave count)."""
+def vector_body(llvm_ir: str) -> str:
+    """The first vector loop's body."""
     body = re.search(r"^vector\.body\d*:.*?^\S", llvm_ir, re.MULTILINE | re.DOTALL)
     assert body is not None, "no vector loop"
-    return len(re.findall(r"store <", body.group()))
+    return body.group()
+
+
+def vector_stores_per_iteration(llvm_ir: str) -> int:
+    """Full-width vector stores in the first vector loop's body (its interleave count)."""
+    return len(re.findall(r"store <", vector_body(llvm_ir)))
 
 
 @pytest.mark.parametrize(
@@ -394,20 +402,211 @@ def test_interleave_count_follows_the_body_length() -> None:
 LLM_GELU_BF16 = """input bf16 x[t, d], r[t, d], b[d];
 h = x + b;
 out = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r;"""
+LLM_GELU_F32_BIAS = """input bf16 x[t, d], r[t, d];
+input f32 b[d];
+h = x + b;
+out = bf16(0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r);"""
 
 
 def test_loops_rounding_bf16_in_hardware_take_one_register_of_floats() -> None:
     """LLVM's cost model would vectorize a plain f32 -> bf16 loop 4 wide and the LLM GELU 32
     wide (two registers a value, constants reloaded each iteration): where the host rounds bf16
-    in hardware each such loop is as wide as its float registers, a long one interleaved 8."""
+    in hardware each such loop is as wide as its float registers, a long one interleaved 8
+    (whose parts `pair_bf16_parts` rounds two at a time on AVX-512)."""
     cpu = host_cpu()
     if not cpu.rounds_bf16:
         pytest.skip("this host has no AVX512_BF16")
     for source in ("out = bf16(x);", LLM_GELU_BF16):
-        widths = re.findall(r"<(\d+) x bfloat>", xfuse.compile(source).llvm_ir)
+        widths = re.findall(r"<(\d+) x float>", vector_body(xfuse.compile(source).llvm_ir))
         assert set(widths) == {str(cpu.float_lanes)}, source
-    gelu = xfuse.compile(LLM_GELU_BF16)
-    assert vector_stores_per_iteration(gelu.llvm_ir) == BF16_LONG_BODY_INTERLEAVE
+    body = vector_body(xfuse.compile(LLM_GELU_BF16).llvm_ir)
+    rounded = len(re.findall(r"fptrunc <\d+ x float>", body))
+    assert rounded + 2 * body.count("cvtne2ps2bf16") == BF16_LONG_BODY_INTERLEAVE
+
+
+def hot_loop_mnemonics(asm: str) -> list[str]:
+    """The instructions of the longest innermost loop (label to backward branch, containing no
+    other) of `asm`'s first function, by mnemonic."""
+    lines = asm.split("\n.Lfunc_end", 1)[0].splitlines()
+    labels = {line[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\.LBB\w+:", line)}
+    loops = [
+        (labels[found[1]], i)
+        for i, line in enumerate(lines)
+        if (found := re.match(r"\s+j\w+\s+(\.LBB\w+)", line)) and labels.get(found[1], i) < i
+    ]
+    innermost = [
+        (start, end)
+        for start, end in loops
+        if not any(start <= s < e <= end and (s, e) != (start, end) for s, e in loops)
+    ]
+    start, end = max(innermost, key=lambda loop: loop[1] - loop[0])
+    return [line.split()[0] for line in lines[start + 1 : end + 1] if line.startswith("\t")]
+
+
+def avx512_bf16_host() -> HostCpu:
+    cpu = host_cpu()
+    if not cpu.rounds_bf16 or cpu.float_lanes != 16:
+        pytest.skip("this host has no AVX512_BF16 on 512-bit vectors")
+    return cpu
+
+
+@pytest.mark.parametrize("interleave", [None, 2])
+def test_bf16_loop_parts_widen_and_round_in_pairs(
+    interleave: int | None, use_cpu: Callable[[str, str], HostCpu]
+) -> None:
+    """On AVX-512 with AVX512_BF16, the LLM GELU (bf16 x, r and bias) takes two parts of 16
+    elements at a time: each of its bf16 arrays is read 64 bytes at a time and widened by two
+    unpacks with zero, not a zero-extending load and a shift a part, and its results are rounded
+    by one `vcvtne2ps2bf16` a pair, then put in order by one `vpermq`; the same bits as integer
+    rounding in order, on every bf16 input, at sizes that stream and on rows with a remainder."""
+    cpu = avx512_bf16_host()
+    kernel = xfuse.compile(LLM_GELU_BF16, interleave=interleave)
+    loop = hot_loop_mnemonics(kernel.asm)
+    parts = interleave or BF16_LONG_BODY_INTERLEAVE
+    assert loop.count("vcvtne2ps2bf16") == loop.count("vpermq") == parts // 2
+    assert loop.count("vpunpcklwd") == loop.count("vpunpckhwd") == 3 * parts // 2
+    assert "vpmovzxwd" not in loop and "vcvtneps2bf16" not in loop
+    every = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).reshape(16, 4096)
+    rng = np.random.default_rng(3)
+    random = rng.standard_normal((300, 4096 + 40)).astype(ml_dtypes.bfloat16)
+    cases = [
+        (every, np.zeros_like(every), every[0]),  # the math on every x (and a bias of them)
+        (np.zeros_like(every), every, every[1]),  # y + r is r: subnormals, zeros, inf, NaN
+        (random, random[::-1], random[0]),  # 2.4 MB an array: streams; a remainder of 40
+    ]
+    results = [kernel(x=x, r=r, b=b) for x, r, b in cases]
+    features = [f for f in cpu.features.split(",") if f not in ("+avx512bf16", "-prefer-256-bit")]
+    use_cpu(cpu.name, ",".join([*features, "-avx512bf16"]))
+    software = xfuse.compile(LLM_GELU_BF16, interleave=interleave)
+    assert "vcvtne2ps2bf16" not in software.asm
+    for (x, r, b), result in zip(cases, results, strict=True):
+        np.testing.assert_array_equal(
+            result.view(np.uint16), software(x=x, r=r, b=b).view(np.uint16)
+        )
+
+
+TWO_BF16_PARTS = """define void @f(ptr %x, ptr %out, i64 %n) {
+entry:
+  br label %vector.body
+
+vector.body:
+  %index = phi i64 [ 0, %entry ], [ %index.next, %vector.body ]
+  %p0 = getelementptr inbounds i16, ptr %x, i64 %index
+  %p1 = getelementptr inbounds nuw i8, ptr %p0, i64 32
+  %l0 = load <16 x i16>, ptr %p0, align 2
+  %l1 = load <16 x i16>, ptr %p1, align 2
+  %z0 = zext <16 x i16> %l0 to <16 x i32>
+  %z1 = zext <16 x i16> %l1 to <16 x i32>
+  %s0 = shl nuw <16 x i32> %z0, splat (i32 16)
+  %s1 = shl nuw <16 x i32> %z1, splat (i32 16)
+  %f0 = bitcast <16 x i32> %s0 to <16 x float>
+  %f1 = bitcast <16 x i32> %s1 to <16 x float>
+  %y0 = fmul <16 x float> %f0, splat (float 3.0)
+  %y1 = fmul <16 x float> %f1, splat (float 3.0)
+  %b0 = bitcast <16 x float> %y0 to <16 x i32>
+  %b1 = bitcast <16 x float> %y1 to <16 x i32>
+  %e0 = and <16 x i32> %b0, splat (i32 2139095040)
+  %e1 = and <16 x i32> %b1, splat (i32 2139095040)
+  %t0 = icmp eq <16 x i32> %e0, zeroinitializer
+  %t1 = icmp eq <16 x i32> %e1, zeroinitializer
+  %o0 = or <16 x i32> %b0, splat (i32 8388608)
+  %o1 = or <16 x i32> %b1, splat (i32 8388608)
+  %u0 = select <16 x i1> %t0, <16 x i32> %o0, <16 x i32> %b0
+  %u1 = select <16 x i1> %t1, <16 x i32> %o1, <16 x i32> %b1
+  %v0 = bitcast <16 x i32> %u0 to <16 x float>
+  %v1 = bitcast <16 x i32> %u1 to <16 x float>
+  %r0 = fptrunc <16 x float> %v0 to <16 x bfloat>
+  %r1 = fptrunc <16 x float> %v1 to <16 x bfloat>
+  %c0 = bitcast <16 x bfloat> %r0 to <16 x i16>
+  %c1 = bitcast <16 x bfloat> %r1 to <16 x i16>
+  %d0 = add <16 x i16> %c0, splat (i16 -128)
+  %d1 = add <16 x i16> %c1, splat (i16 -128)
+  %w0 = select <16 x i1> %t0, <16 x i16> %d0, <16 x i16> %c0
+  %w1 = select <16 x i1> %t1, <16 x i16> %d1, <16 x i16> %c1
+  %q0 = getelementptr inbounds i16, ptr %out, i64 %index
+  %q1 = getelementptr inbounds nuw i8, ptr %q0, i64 32
+  store <16 x i16> %w0, ptr %q0, align 2
+  store <16 x i16> %w1, ptr %q1, align 2
+  %index.next = add nuw i64 %index, 32
+  %done = icmp eq i64 %index.next, %n
+  br i1 %done, label %exit, label %vector.body
+
+exit:
+  ret void
+}
+"""
+"""A vector loop as LLVM makes it of `out = bf16(3 * x)` on bf16 x: two parts of 16 elements
+(widened, multiplied, rounded by `fptrunc` with the subnormal fixup)."""
+
+
+def test_pair_bf16_parts_pairs_a_loop_of_bf16_parts() -> None:
+    """Two bf16 parts become one 64-byte load, unpacks, one `vcvtne2ps2bf16` and one permute
+    of quadwords; the loop computes every bf16 input's `3 * x` rounded as ml_dtypes does."""
+    paired = pair_bf16_parts(TWO_BF16_PARTS)
+    assert paired.count("load <32 x i16>") == 1 and "store <8 x i64>" in paired
+    assert "@llvm.x86.avx512bf16.cvtne2ps2bf16.512(" in paired
+    llvm_binding.parse_assembly(paired).verify()
+    avx512_bf16_host()
+    native = compile_llvm_ir(TWO_BF16_PARTS)
+    assert "vcvtne2ps2bf16" in native.asm and "vpunpcklwd" in native.asm
+    loop = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
+        native.address("f")
+    )
+    x = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16)
+    out = np.empty_like(x)
+    loop(x.ctypes.data, out.ctypes.data, x.size)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = (x.astype(np.float32) * np.float32(3)).astype(ml_dtypes.bfloat16)
+    nan = np.isnan(want.astype(np.float32))
+    np.testing.assert_array_equal(out.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    assert np.isnan(out[nan].astype(np.float32)).all()
+
+
+@pytest.mark.parametrize(
+    ("line", "replacement"),
+    [
+        # a lane-crossing op
+        (
+            "%y1 = fmul <16 x float> %f1, splat (float 3.0)",
+            "%y1 = shufflevector <16 x float> %f1, <16 x float> %f0, <16 x i32> "
+            + "<"
+            + ", ".join(f"i32 {i}" for i in range(1, 17))
+            + ">",
+        ),
+        # parts that are not the consecutive halves of 32 elements
+        ("ptr %q0, i64 32", "ptr %q0, i64 64"),
+        # a call that is not an elementwise intrinsic
+        (
+            "%y1 = fmul <16 x float> %f1, splat (float 3.0)",
+            "%y1 = call <16 x float> @g(<16 x float> %f1)",
+        ),
+        # a load that is not a bf16 widening
+        ("%z1 = zext <16 x i16> %l1 to <16 x i32>", "%z1 = sext <16 x i16> %l1 to <16 x i32>"),
+    ],
+)
+def test_pair_bf16_parts_leaves_other_loops_alone(line: str, replacement: str) -> None:
+    """A body with a lane-crossing op, parts that do not pair, a call that is not elementwise
+    or a load it does not know comes back as it was."""
+    assert line in TWO_BF16_PARTS
+    other = TWO_BF16_PARTS.replace(line, replacement)
+    assert pair_bf16_parts(other) == other
+
+
+@pytest.mark.parametrize(
+    ("source", "interleave"),
+    [
+        (LLM_GELU_BF16, 1),  # one part: nothing to pair
+        (LLM_GELU_F32_BIAS, None),  # an f32 bias: a load that is not a bf16 widening
+        ("input f32 x; out = bf16(x);", None),  # f32 loads
+    ],
+)
+def test_bf16_loops_that_do_not_pair_keep_their_parts(source: str, interleave: int | None) -> None:
+    """`pair_bf16_parts` leaves a loop whose parts do not pair (one part), or that reads an
+    array other than bf16, as LLVM made it: one `vcvtneps2bf16` a part."""
+    avx512_bf16_host()
+    loop = hot_loop_mnemonics(xfuse.compile(source, interleave=interleave).asm)
+    assert "vcvtne2ps2bf16" not in loop and "vpunpcklwd" not in loop
+    assert "vcvtneps2bf16" in loop
 
 
 @pytest.mark.parametrize(
