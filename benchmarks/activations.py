@@ -339,6 +339,9 @@ def mca_bound(k: Kernel, output_bytes: int, clock_hz: float) -> LoopBound:
         capture_output=True,
         text=True,
         check=True,
+        # llvm-mca 22 was seen spinning for 15 minutes on a loop interleaved 6 times: a row
+        # fails with subprocess.TimeoutExpired instead of hanging the run.
+        timeout=120,
     ).stdout
     found = re.search(r"Block RThroughput:\s*([\d.]+)", report)
     assert found, report
