@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import math
 import re
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from xfuse.benchmarking import bench, peers, timing
 from xfuse.benchmarking.timing import interleaved_medians, separable
@@ -371,6 +374,31 @@ def test_measure_interleaved_checks_and_times_every_variant() -> None:
 )
 def test_separable_is_a_rank_test(a: list[float], b: list[float], apart: bool) -> None:
     assert separable(a, b) == separable(b, a) == apart
+
+
+def pairwise_separable(a: list[float], b: list[float]) -> bool:
+    """`separable` by its definition: U counted pair by pair for every split of the rounds."""
+    pooled = [*a, *b]
+
+    def distance(group: tuple[int, ...]) -> float:
+        others = [j for j in range(len(pooled)) if j not in group]
+        u = sum(
+            (pooled[i] > pooled[j]) + 0.5 * (pooled[i] == pooled[j]) for i in group for j in others
+        )
+        return abs(u - len(a) * len(b) / 2)
+
+    splits = list(itertools.combinations(range(len(pooled)), len(a)))
+    observed = distance(tuple(range(len(a))))
+    return sum(distance(group) >= observed - 1e-9 for group in splits) / len(splits) <= 0.05
+
+
+@given(
+    a=st.lists(st.integers(0, 9), min_size=1, max_size=7),
+    b=st.lists(st.integers(0, 9), min_size=1, max_size=7),
+)
+def test_separable_counts_u_as_its_definition_does(a: list[int], b: list[int]) -> None:
+    """Rank sums with ties at their mean rank give the pairwise U (small integers: many ties)."""
+    assert separable(a, b) == pairwise_separable(a, b)
 
 
 def test_activations_benchmark_finds_the_hot_loop_and_its_stores(
