@@ -16,8 +16,8 @@ The cluster wakes its event loops less often than dask's defaults (`QUIET_DASK`,
 same settings for every row): each worker samples its running tasks' stacks every 100 ms, not
 10 ms (dask's statistical profiler), and every server checks that its event loop is not blocked
 every second, not every 20 ms (`distributed.admin.tick`). With the defaults the 2 workers, 2
-nannies and the scheduler woke ~300 times a second and took ~120 ms of CPU a second (of the
-2 CPUs the tasks run on), ~45 ms with these (docs/scale-out.md); `--dask-defaults` keeps dask's
+nannies and the scheduler woke ~300 times a second and took 100-150 ms of CPU a second (of the
+2 CPUs the tasks run on), 40-50 ms with these (docs/scale-out.md); `--dask-defaults` keeps dask's
 own settings. Neither changes the work: the tasks, their results and the messages are the same.
 
 The work is the same in every row: from x, r ([t, d]) and b ([d]) already in memory, compute
