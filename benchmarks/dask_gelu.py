@@ -2,6 +2,7 @@
 
     python benchmarks/dask_gelu.py [--rows 8192] [--columns 14336] [--chunk-rows 2048]
                                    [--workers 2] [--threads-per-worker 1] [--repeat 3]
+                                   [--dask-defaults]
 
 Blocks of 2048 rows (117 MB, 4 tasks) are the size dask's own guidance asks for ("it is rare to
 see chunk sizes below 100 MB", docs.dask.org/en/stable/array-best-practices.html; its automatic
@@ -10,6 +11,14 @@ xfuse through dask took 168 ms in 1024-row blocks, 145 ms in these, 125 ms in 40
 (docs/scale-out.md).
 `--workers 1 --threads-per-worker 2` runs one worker with a thread per CPU instead (an xfuse call
 releases the GIL: ctypes does).
+
+The cluster wakes its event loops less often than dask's defaults (`QUIET_DASK`, printed; the
+same settings for every row): each worker samples its running tasks' stacks every 100 ms, not
+10 ms (dask's statistical profiler), and every server checks that its event loop is not blocked
+every second, not every 20 ms (`distributed.admin.tick`). With the defaults the 2 workers, 2
+nannies and the scheduler woke ~300 times a second and took 100-150 ms of CPU a second (of the
+2 CPUs the tasks run on), 40-50 ms with these (docs/scale-out.md); `--dask-defaults` keeps dask's
+own settings. Neither changes the work: the tasks, their results and the messages are the same.
 
 The work is the same in every row: from x, r ([t, d]) and b ([d]) already in memory, compute
 `gelu(x + b) + r` into a new [t, d] array that stays in memory. On the cluster the inputs are
@@ -37,6 +46,10 @@ tasks and the messages that say they are done; its result is released after the 
   output (less work: no new memory).
 "Busiest worker in tasks" is, from dask's task stream, the most time one worker spent running
 the row's tasks: what the row's time has in common with the one-process call; the rest is dask's.
+"dask's threads' CPU" is the CPU time dask's own threads took during the row (the workers' and
+the client process's threads other than those running tasks, the benchmark's, or xfuse's slice
+threads: event loops, messages, the scheduler), all processes summed: CPU the work did not get,
+on a host whose every CPU runs a task.
 "Tasks run" is how many tasks the scheduler ran for the result (besides the inputs'), after dask's
 graph optimization (which fuses elementwise layers: the dask/numpy expression's 11 ops per chunk
 become one task per chunk that still runs 11 numpy ops with a temporary array each).
@@ -46,12 +59,15 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import functools
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import dask
 import dask.array as da
 import numpy as np
 from distributed import Client, LocalCluster, get_task_stream, wait
@@ -65,6 +81,15 @@ GELU = (
     "y = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h)));\n"
     "out = y + r;"
 )
+
+QUIET_DASK = {
+    "distributed.worker.profile.interval": "100ms",  # dask's default: 10ms
+    "distributed.admin.tick.interval": "1s",  # dask's default: 20ms
+}
+"""Dask settings for the benchmark's cluster: its event loops wake less often (module docstring)."""
+
+WORK_THREADS = ("Dask-Default-Threads", "xfuse-slice")
+"""What the names of threads that run the work contain (dask's task threads, xfuse's slices)."""
 
 
 def dask_numpy_gelu(x: da.Array, b: da.Array, r: da.Array) -> da.Array:
@@ -81,10 +106,28 @@ def residual_block(x_block: np.ndarray, block_id: tuple[int, int]) -> np.ndarray
 
 class Run(NamedTuple):
     seconds: float
+    dask_cpu: float
+    """CPU seconds dask's own threads took during the row (`dask_threads_cpu_seconds`)."""
     tasks: int | None = None
     """How many tasks the scheduler ran (a dask row)."""
     busiest: float | None = None
     """The seconds the busiest worker spent in the tasks (a dask row)."""
+
+
+def dask_threads_cpu_seconds(in_client: bool) -> float:
+    """CPU seconds used so far by this process's threads that are dask's own: all but those
+    that run the work (`WORK_THREADS`) and, in the benchmark's process (`in_client`), its main
+    thread (in a worker the main thread runs the event loop). Threads that ended do not count;
+    dask's are started with the cluster."""
+    seconds = 0.0
+    for thread in threading.enumerate():
+        if any(work in thread.name for work in WORK_THREADS) or (
+            in_client and thread is threading.main_thread()
+        ):
+            continue
+        with contextlib.suppress(OSError):  # it ended meanwhile
+            seconds += time.clock_gettime(time.pthread_getcpuclockid(thread.ident or 0))
+    return seconds
 
 
 def busiest_worker_seconds(task_stream: list[dict[str, Any]]) -> float:
@@ -114,13 +157,18 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads-per-worker", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--dask-defaults", action="store_true", help="dask's own settings, not QUIET_DASK"
+    )
     args = parser.parse_args()
+    settings = {} if args.dask_defaults else QUIET_DASK
     shape, chunks = (args.rows, args.columns), (args.chunk_rows, args.columns)
     threads = args.workers * args.threads_per_worker
     kernel = xfuse.compile(GELU, threads=threads)
     task_kernel = xfuse.compile(GELU)  # one thread per task: the workers' threads are the cores
 
     with (
+        dask.config.set(settings),  # the worker processes get the settings as they start
         LocalCluster(
             n_workers=args.workers,
             threads_per_worker=args.threads_per_worker,
@@ -145,20 +193,28 @@ def main() -> None:
         }
         input_tasks = client.run_on_scheduler(tasks_on_scheduler)
 
+        def dask_cpu_seconds() -> float:
+            """CPU seconds dask's threads have used so far, in all processes (the workers'
+            counts travel with a message: a few ms of dask's CPU, as much in every row)."""
+            workers = client.run(dask_threads_cpu_seconds, False)
+            return sum(workers.values()) + dask_threads_cpu_seconds(True)
+
         def persist_and_count(array: da.Array) -> Run:
             """Seconds to persist `array` and wait, the tasks the scheduler ran and the busiest
             worker's seconds in them; then drop it and wait until the scheduler has forgotten
             it, so the next run computes again."""
             with get_task_stream(client) as stream:
+                dask_cpu = dask_cpu_seconds()
                 start = time.perf_counter()
                 result = client.persist(array)
                 wait(result)
                 seconds = time.perf_counter() - start
+                dask_cpu = dask_cpu_seconds() - dask_cpu
             tasks = client.run_on_scheduler(tasks_on_scheduler) - input_tasks
             del result
             while client.run_on_scheduler(tasks_on_scheduler) > input_tasks:
                 time.sleep(0.01)
-            return Run(seconds, tasks, busiest_worker_seconds(stream.data))
+            return Run(seconds, dask_cpu, tasks, busiest_worker_seconds(stream.data))
 
         local_x, local_b, local_r = client.gather(client.compute([x, b, r]))
         one_process = f"xfuse, one process, threads={threads}"
@@ -171,16 +227,20 @@ def main() -> None:
             (as `persist_and_count` releases a dask row's result): each row then finds the
             memory as the row before it left it (this VM hands memory freed seconds ago back to
             its host, and touching it again is slow: docs/scale-out.md)."""
+            dask_cpu = dask_cpu_seconds()
             start = time.perf_counter()
             result = kernel(x=local_x, b=local_b, r=local_r)
             seconds = time.perf_counter() - start
+            dask_cpu = dask_cpu_seconds() - dask_cpu
             del result
-            return Run(seconds)
+            return Run(seconds, dask_cpu)
 
         def into_preallocated() -> Run:
+            dask_cpu = dask_cpu_seconds()
             start = time.perf_counter()
             preallocated()
-            return Run(time.perf_counter() - start)
+            seconds = time.perf_counter() - start
+            return Run(seconds, dask_cpu_seconds() - dask_cpu)
 
         # Every variant, the one-process calls too, runs once a round, so that a change in the
         # machine's load hits them alike (the cluster idles during the one-process calls).
@@ -199,6 +259,7 @@ def main() -> None:
         rows = {
             name: Run(  # the first run is a warm-up
                 statistics.median(run.seconds for run in timed[1:]),
+                statistics.median(run.dask_cpu for run in timed[1:]),
                 timed[0].tasks,
                 None
                 if timed[0].busiest is None
@@ -218,15 +279,20 @@ def main() -> None:
         f"{args.workers} worker processes x {args.threads_per_worker} threads; each row makes "
         "a new [t, d] result from inputs in memory and releases it after its clock stops "
         "(except: no work, and into a preallocated one); median of "
-        f"{args.repeat} rounds after a warm-up round\n"
+        f"{args.repeat} rounds after a warm-up round; dask settings: "
+        f"{settings or 'dask defaults'}\n"
     )
-    print("| variant | time | ns/element | vs dask/numpy | tasks run | busiest worker in tasks |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, (seconds, tasks, busiest) in rows.items():
+    print(
+        "| variant | time | ns/element | vs dask/numpy | tasks run | busiest worker in tasks "
+        "| dask's threads' CPU |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, (seconds, dask_cpu, tasks, busiest) in rows.items():
         print(
             f"| {name} | {seconds * 1e3:.0f} ms | {seconds / elements * 1e9:.2f} | "
             f"{baseline / seconds:.1f}x | {'-' if tasks is None else tasks} | "
-            f"{'-' if busiest is None else f'{busiest * 1e3:.0f} ms'} |"
+            f"{'-' if busiest is None else f'{busiest * 1e3:.0f} ms'} | "
+            f"{dask_cpu * 1e3:.0f} ms |"
         )
     xfuse_dask = seconds_of["xfuse through dask"]
     fresh, no_work = seconds_of[one_process], seconds_of["dask, no work (x's block back)"]

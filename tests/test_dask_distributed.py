@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,13 +55,30 @@ def live_kernels(frontend_ir, threads):
 """
 """How many kernels of a program and thread count live in a process (run on the workers)."""
 
+SERVER_CALLBACKS = """
+def callback_intervals(dask_worker=None, dask_scheduler=None):
+    server = dask_worker or dask_scheduler
+    return {name: c.callback_time for name, c in server.periodic_callbacks.items()}
+"""
+"""A dask server's periodic callbacks' intervals in ms, by name (run on a worker or scheduler)."""
+
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def worker_modules(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The modules above, importable in this process and in worker processes started after."""
     helpers = tmp_path_factory.mktemp("worker-modules")
     (helpers / "slow_blocks.py").write_text(SLOW_BLOCKS)
     (helpers / "kernel_census.py").write_text(KERNEL_CENSUS)
+    (helpers / "server_callbacks.py").write_text(SERVER_CALLBACKS)
     sys.path.insert(0, str(helpers))  # the worker processes start with this process's path
+    try:
+        yield
+    finally:
+        sys.path.remove(str(helpers))
+
+
+@pytest.fixture(scope="module")
+def client(worker_modules: None) -> Iterator[Any]:
     cluster = distributed.LocalCluster(
         n_workers=2,
         threads_per_worker=1,
@@ -73,7 +92,6 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     finally:
         client.close(timeout=TIMEOUT_S)
         cluster.close(timeout=TIMEOUT_S)
-        sys.path.remove(str(helpers))
 
 
 def gelu_inputs(rows: int, columns: int) -> tuple[np.ndarray, ...]:
@@ -144,3 +162,74 @@ def finished_kernel_tasks(dask_scheduler: Any) -> dict[str, int]:
             for worker in task.who_has:
                 counts[worker.address] = counts.get(worker.address, 0) + 1
     return counts
+
+
+@pytest.fixture(scope="module")
+def dask_gelu_benchmark() -> Any:
+    """benchmarks/dask_gelu.py as a module (benchmarks are not a package)."""
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    try:
+        import dask_gelu
+    finally:
+        sys.path.pop(0)
+    return dask_gelu
+
+
+def spin(seconds: float) -> None:
+    """Use this much CPU time on the calling thread."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_the_benchmark_counts_dask_threads_cpu_but_not_the_work(dask_gelu_benchmark: Any) -> None:
+    """dask's task threads ("0-Dask-Default-Threads-<pid>-0" in a worker) and the benchmark's
+    own main thread are the work; any other thread's CPU is dask's."""
+    count = dask_gelu_benchmark.dask_threads_cpu_seconds
+
+    def spun_in(name: str) -> float:
+        go, done = threading.Event(), threading.Event()
+
+        def run() -> None:
+            go.wait()
+            spin(0.2)
+            done.set()
+            time.sleep(TIMEOUT_S)  # still alive when counted
+
+        threading.Thread(target=run, name=name, daemon=True).start()
+        before = count(True)
+        go.set()
+        done.wait(TIMEOUT_S)
+        return count(True) - before
+
+    assert spun_in("0-Dask-Default-Threads-123-0") < 0.1
+    assert spun_in("xfuse-slice") < 0.1
+    assert spun_in("IO loop") >= 0.2
+    before_main, before_all = count(True), count(False)
+    spin(0.2)
+    assert count(True) - before_main < 0.1  # the benchmark's main thread
+    assert count(False) - before_all >= 0.2  # a worker's main thread: its event loop
+
+
+def test_the_benchmark_cluster_wakes_its_event_loops_as_configured(
+    dask_gelu_benchmark: Any, worker_modules: None
+) -> None:
+    """The settings the benchmark starts its cluster under reach the worker processes (which
+    get the configuration as they start) and the scheduler."""
+    import dask
+    from server_callbacks import callback_intervals
+
+    with (
+        dask.config.set(dask_gelu_benchmark.QUIET_DASK),
+        distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            timeout=TIMEOUT_S,
+        ) as cluster,
+        distributed.Client(cluster, timeout=TIMEOUT_S) as client,
+    ):
+        (worker,) = client.run(callback_intervals).values()
+        scheduler = client.run_on_scheduler(callback_intervals)
+    assert (worker["profile"], worker["tick"], scheduler["tick"]) == (100, 1000, 1000)
