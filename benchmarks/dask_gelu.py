@@ -25,7 +25,8 @@ The work is the same in every row: from x, r ([t, d]) and b ([d]) already in mem
 generated on the workers before timing, each chunk of r on the worker that holds the same chunk of
 x (as when r is an earlier result on the same rows), and `persist` keeps each result block on the
 worker that computed it (nothing is shipped back to the client). Rows (median of `--repeat`
-rounds after a warm-up round; every row runs once a round, in turn, the one-process ones too; a
+rounds after a warm-up round; every row runs once a round, in turn, the one-process ones too,
+each round starting one row later than the one before; a
 dask row's time is `persist` and `wait`: the client's graph optimization, the scheduling, the
 tasks and the messages that say they are done; its result is released after the clock stops):
 - dask/numpy: the expression written with `dask.array` operators (what a dask user writes today);
@@ -253,9 +254,13 @@ def main() -> None:
             f"{one_process}, preallocated out": into_preallocated,
         }
         runs: dict[str, list[Run]] = {name: [] for name in measured}
-        for _ in range(args.repeat + 1):
-            for name, run in measured.items():
-                runs[name].append(run())
+        names = list(measured)
+        for round_index in range(args.repeat + 1):
+            # Each round starts one row later, so no row always follows the same one: the
+            # dask/numpy row frees much memory, which this VM is slow to touch again.
+            start = round_index % len(names)
+            for name in names[start:] + names[:start]:
+                runs[name].append(measured[name]())
         rows = {
             name: Run(  # the first run is a warm-up
                 statistics.median(run.seconds for run in timed[1:]),
