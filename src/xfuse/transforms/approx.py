@@ -191,11 +191,26 @@ def _i32(value: int) -> SSAValue:
     return _constant(IntegerAttr(value, _I32))
 
 
+_NO_FASTMATH = {"fastmath": arith.FastMathFlagsAttr("none")}
+
+
+def _float_op(
+    op_type: type[arith.FloatingPointLikeBinaryOperation], lhs: Value, rhs: Value
+) -> SSAValue:
+    """`op_type(lhs, rhs)`, the op its constructor makes, built with `create` (the generic
+    constructor costs twice the op: the polynomials are most of the expanded ops)."""
+    lhs = SSAValue.get(lhs)
+    operands = [lhs, SSAValue.get(rhs)]
+    return op_type.create(
+        operands=operands, result_types=[lhs.type], properties=_NO_FASTMATH
+    ).result
+
+
 def _polynomial(x: Value, coefficients: Sequence[float]) -> Value:
     """Horner's rule; coefficients from the highest degree down."""
     result: Value = _f32(coefficients[0])
     for coefficient in coefficients[1:]:
-        result = arith.AddfOp(arith.MulfOp(result, x), _f32(coefficient))
+        result = _float_op(arith.AddfOp, _float_op(arith.MulfOp, result, x), _f32(coefficient))
     return result
 
 
