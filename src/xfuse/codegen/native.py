@@ -349,7 +349,8 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
     all those addresses, which made most of its code generation time (the wide DAG of 10^4 ops
     of `benchmarks/compile_scaling.py`: LLVM's 10.8 CPU s became 5.5), and it runs as fast
     (that DAG at 10^3 ops on [256, 1024], [64, 1000] and [2, 1024] f32: 0.91-0.97x the time,
-    same bits; on [1000, 7], where the tail is most of each row, 0.53x).
+    same bits; at 10^4 ops on [64 or 16, 1000 or 1024] and [2, 1024]: 0.87-1.10x, noisy; on
+    [1000 or 200, 7], where the tail is most of each row, 0.48-0.53x).
 
     A loop that rounds to bf16 in hardware is vectorized as wide as the host's float vectors:
     LLVM 22's cost model prices `fptrunc` to `<16 x bfloat>` so high that it vectorized a plain
