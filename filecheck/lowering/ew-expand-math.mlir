@@ -40,27 +40,29 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
 // exp(-|x|) cannot overflow: no +inf select; nor need its 2^n a select for denormal results:
 // the scale is always 2^-64 (first, then e^r's + 2) times 2^(n + 63) (bits from n).
 // log1p of it has its argument in [0, 1]: no special-case select, no division. A log1p of
-// anything else corrects 1 + x with a division.
+// anything else corrects 1 + x with a division. The approximations share their constants:
+// one op per value at the block's start.
 // CHECK-LABEL: func.func @softplus_parts
 // CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK-DAG:     %[[MINUS_104:.*]] = arith.constant -1.040000e+02 : f32
+// CHECK-DAG:     %[[TWO_TO_MINUS_64:.*]] = arith.constant 5.42101086e-20 : f32
+// CHECK-DAG:     %[[TWO_TO_MINUS_63:.*]] = arith.constant 1.08420217e-19 : f32
+// CHECK-DAG:     %[[INF:.*]] = arith.constant 0x7f800000 : f32
 // CHECK:         %[[ABS:.*]] = math.absf %[[X]]
 // CHECK-NEXT:    %[[MINUS_ABS:.*]] = arith.negf %[[ABS]]
-// CHECK:         arith.cmpf olt, %[[MINUS_ABS]]
-// CHECK-NEXT:    arith.constant -1.040000e+02
+// CHECK-NEXT:    arith.cmpf olt, %[[MINUS_ABS]], %[[MINUS_104]]
 // CHECK-NEXT:    arith.select
 // CHECK-NOT:     arith.cmpf
 // CHECK-NOT:     arith.select
-// CHECK:         %[[TWO_TO_MINUS_64:.*]] = arith.constant 5.42101086e-20 : f32
-// CHECK-NEXT:    %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_64]] : f32
-// CHECK-NEXT:    %[[TWO_TO_MINUS_63:.*]] = arith.constant 1.08420217e-19 : f32
+// CHECK:         %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_64]] : f32
 // CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[SMALL]], %[[TWO_TO_MINUS_63]] : f32
 // CHECK:         %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
 // CHECK-NEXT:    arith.mulf %[[EARLY]], %[[SCALE]] : f32
-// CHECK-NOT:     0x7f800000
+// CHECK-NOT:     %[[INF]]
 // CHECK-NOT:     arith.divf
 // CHECK:         arith.addf %{{.*}}, %[[X]] : f32
 // CHECK:         arith.divf
-// CHECK:         arith.cmpf oeq, %[[X]], %{{.*}} : f32
+// CHECK:         arith.cmpf oeq, %[[X]], %[[INF]] : f32
 // CHECK-NEXT:    %[[GENERAL:.*]] = arith.select
 // CHECK-NEXT:    func.return %{{.*}}, %[[GENERAL]]
 func.func @softplus_parts(%x: f32) -> (f32, f32) {
@@ -78,27 +80,26 @@ func.func @softplus_parts(%x: f32) -> (f32, f32) {
 // Where the softplus has another use, it stays beside the pair's form. libm keeps the calls.
 // CHECK-LABEL: func.func @tanh_of_softplus
 // CHECK-SAME:    (%[[Y:.*]]: f32)
+// CHECK-DAG:     %[[MINUS_104:.*]] = arith.constant -1.040000e+02 : f32
+// CHECK-DAG:     %[[TWO_TO_MINUS_64:.*]] = arith.constant 5.42101086e-20 : f32
+// CHECK-DAG:     %[[TWO_TO_MINUS_63:.*]] = arith.constant 1.08420217e-19 : f32
+// CHECK-DAG:     %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-DAG:     %[[LIMIT:.*]] = arith.constant 9.100000e+00 : f32
+// CHECK-DAG:     %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK-NOT:     math.
 // CHECK-NOT:     arith.maximumf
-// CHECK:         arith.cmpf olt, %[[Y]]
-// CHECK-NEXT:    arith.constant -1.040000e+02
+// CHECK:         arith.cmpf olt, %[[Y]], %[[MINUS_104]]
 // CHECK-NEXT:    arith.select
 // CHECK-NOT:     arith.select
-// CHECK:         %[[TWO_TO_MINUS_64:.*]] = arith.constant 5.42101086e-20 : f32
-// CHECK-NEXT:    %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_64]] : f32
-// CHECK-NEXT:    %[[TWO_TO_MINUS_63:.*]] = arith.constant 1.08420217e-19 : f32
+// CHECK:         %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_64]] : f32
 // CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[SMALL]], %[[TWO_TO_MINUS_63]] : f32
 // CHECK:         %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
 // CHECK-NEXT:    %[[E:.*]] = arith.mulf %[[EARLY]], %[[SCALE]] : f32
-// CHECK-NEXT:    %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
 // CHECK-NEXT:    %[[E_PLUS_2:.*]] = arith.addf %[[E]], %[[TWO]] : f32
 // CHECK-NEXT:    %[[N:.*]] = arith.mulf %[[E]], %[[E_PLUS_2]] : f32
-// CHECK-NEXT:    %[[TWO_AGAIN:.*]] = arith.constant 2.000000e+00 : f32
-// CHECK-NEXT:    %[[N_PLUS_2:.*]] = arith.addf %[[N]], %[[TWO_AGAIN]] : f32
+// CHECK-NEXT:    %[[N_PLUS_2:.*]] = arith.addf %[[N]], %[[TWO]] : f32
 // CHECK-NEXT:    %[[RATIO:.*]] = arith.divf %[[N]], %[[N_PLUS_2]] : f32
-// CHECK-NEXT:    %[[LIMIT:.*]] = arith.constant 9.100000e+00 : f32
 // CHECK-NEXT:    %[[SATURATED:.*]] = arith.cmpf ogt, %[[Y]], %[[LIMIT]] : f32
-// CHECK-NEXT:    %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK-NEXT:    %[[T:.*]] = arith.select %[[SATURATED]], %[[ONE]], %[[RATIO]] : f32
 // CHECK-NEXT:    %[[MISH:.*]] = arith.mulf %[[Y]], %[[T]] : f32
 // CHECK-NEXT:    func.return %[[MISH]]

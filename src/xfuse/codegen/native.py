@@ -344,7 +344,13 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
     element sizes (`HostCpu.masks`) vectorized with masks (`llvm.loop.vectorize.predicate.enable`):
     one masked vector iteration per vector of elements, where LLVM would run a vector epilogue
     and then scalar iterations (AVX2 has no masked 16-bit moves: there it stays a plain vector
-    loop with its own epilogue).
+    loop with its own epilogue). So is a loop over more arrays than `MAX_INTERLEAVED_ARRAYS`:
+    its one masked loop replaces a vector loop, a vector epilogue and a scalar loop, each with
+    all those addresses, which made most of its code generation time (the wide DAG of 10^4 ops
+    of `benchmarks/compile_scaling.py`: LLVM's 10.8 CPU s became 5.5), and it runs as fast
+    (that DAG at 10^3 ops on [256, 1024], [64, 1000] and [2, 1024] f32: 0.91-0.97x the time,
+    same bits; at 10^4 ops on [64 or 16, 1000 or 1024] and [2, 1024]: 0.87-1.10x, noisy; on
+    [1000 or 200, 7], where the tail is most of each row, 0.48-0.53x).
 
     A loop that rounds to bf16 in hardware is vectorized as wide as the host's float vectors:
     LLVM 22's cost model prices `fptrunc` to `<16 x bfloat>` so high that it vectorized a plain
@@ -364,19 +370,21 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
                 )
             ]
             rounds_bf16 = _narrows_bf16_in_hardware(blocks)
+            arrays = _accessed_arrays(blocks)
             count = (
                 interleave_count(
-                    sum(len(block.instructions) for block in blocks),
-                    _accessed_arrays(blocks),
-                    rounds_bf16,
+                    sum(len(block.instructions) for block in blocks), arrays, rounds_bf16
                 )
                 if interleave is None
                 else interleave
             )
-            if is_remainder_loop(blocks):
+            remainder = is_remainder_loop(blocks)
+            if remainder:
                 count = 1
-                if all(map(host_cpu().masks, _accessed_bytes(blocks))):
-                    properties.append(_loop_flag(module, "llvm.loop.vectorize.predicate.enable"))
+            if (remainder or arrays > MAX_INTERLEAVED_ARRAYS) and all(
+                map(host_cpu().masks, _accessed_bytes(blocks))
+            ):
+                properties.append(_loop_flag(module, "llvm.loop.vectorize.predicate.enable"))
             if rounds_bf16:
                 properties.append(
                     _loop_property(module, "llvm.loop.vectorize.width", host_cpu().float_lanes)

@@ -4,7 +4,8 @@ Every function is straight-line code (clamps and special cases are `arith.select
 branches), so LLVM's loop vectorizer turns a loop over it into full-width SIMD. Measured maximum
 errors over a dense sweep of float32 inputs are in docs/math.md (`tests/test_math.py` checks them).
 Each is a function of the op's operands written with xDSL's op constructors (`arith.AddfOp(a, b)`,
-which take an op for its result), run by `expand` under an `ImplicitBuilder` that inserts them.
+which take an op for its result), run by `expand` under an `ImplicitBuilder` that inserts them;
+their constants are shared (`SharedConstants`): one op per value in each block.
 
 - exp: Cody-Waite reduction x = n ln2 + r with n rounded by the 1.5 * 2**23 trick, Cephes' degree-6
   polynomial for e**r, and 2**n applied in one step (two integer ops build the exponent bits);
@@ -30,12 +31,16 @@ which take an op for its result), run by `expand` under an `ImplicitBuilder` tha
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import cast
 
 from xdsl.builder import Builder, ImplicitBuilder
 from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, IntegerType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
 Value = SSAValue | Operation
@@ -118,26 +123,94 @@ _IMPLICIT_BUILDER_LOCK = threading.Lock()
 threads inside one at once leave it patched twice, and every later op then inserts twice."""
 
 
-def expand(approximation: Callable[..., SSAValue], op: Operation) -> SSAValue:
-    """The value of `approximation` on `op`'s operands, its ops inserted before `op`: the
-    approximations below create `arith` ops, which `ImplicitBuilder` inserts there."""
-    with _IMPLICIT_BUILDER_LOCK, ImplicitBuilder(Builder(InsertPoint.before(op))):
+@dataclass
+class SharedConstants:
+    """The constants of the approximations that one pass expands: one `arith.constant` per value
+    (bits and type) in each block, at the block's start, which every expansion in the block
+    uses. A kernel of five tanh then holds each coefficient once, not five times: LLVM sees the
+    same immediates, and the passes after have a third fewer ops to rewrite (the tanh chain of
+    `benchmarks/compile_scaling.py`: 16,607 of its 43,219 ops were constants)."""
+
+    ops: dict[tuple[Block, FloatAttr | IntegerAttr], SSAValue] = field(
+        default_factory=dict[tuple[Block, FloatAttr | IntegerAttr], SSAValue]
+    )
+
+    def get(self, value: FloatAttr | IntegerAttr, block: Block) -> SSAValue:
+        """The constant `value` of `block`, made at its start on first use."""
+        shared = self.ops.get((block, value))
+        if shared is None:
+            constant = arith.ConstantOp.create(
+                result_types=[value.type], properties={"value": value}
+            )
+            # The `ImplicitBuilder` of `expand` inserted it before the expanded op: move it.
+            constant.detach()
+            block.insert_op_before(constant, cast(Operation, block.first_op))
+            shared = self.ops[(block, value)] = constant.result
+        return shared
+
+
+_EXPANDING: ContextVar[tuple[SharedConstants, Block]] = ContextVar("_EXPANDING")
+"""The shared constants and the block of the op that `expand` is expanding."""
+
+
+@contextmanager
+def _expanding(constants: SharedConstants, block: Block) -> Iterator[None]:
+    token = _EXPANDING.set((constants, block))
+    try:
+        yield
+    finally:
+        _EXPANDING.reset(token)
+
+
+def expand(
+    approximation: Callable[..., SSAValue], op: Operation, constants: SharedConstants
+) -> SSAValue:
+    """The value of `approximation` on `op`'s operands, its ops inserted before `op` (the
+    approximations below create `arith` ops, which `ImplicitBuilder` inserts there) and its
+    constants taken from `constants`."""
+    block = op.parent_block()
+    assert block is not None, "expand needs an op in a block"
+    with (
+        _IMPLICIT_BUILDER_LOCK,
+        _expanding(constants, block),
+        ImplicitBuilder(Builder(InsertPoint.before(op))),
+    ):
         return approximation(*op.operands)
 
 
+def _constant(value: FloatAttr | IntegerAttr) -> SSAValue:
+    constants, block = _EXPANDING.get()
+    return constants.get(value, block)
+
+
 def _f32(value: float) -> SSAValue:
-    return arith.ConstantOp(FloatAttr(value, _F32)).result
+    return _constant(FloatAttr(value, _F32))
 
 
 def _i32(value: int) -> SSAValue:
-    return arith.ConstantOp(IntegerAttr(value, _I32)).result
+    return _constant(IntegerAttr(value, _I32))
+
+
+_NO_FASTMATH = {"fastmath": arith.FastMathFlagsAttr("none")}
+
+
+def _float_op(
+    op_type: type[arith.FloatingPointLikeBinaryOperation], lhs: Value, rhs: Value
+) -> SSAValue:
+    """`op_type(lhs, rhs)`, the op its constructor makes, built with `create` (the generic
+    constructor costs twice the op: the polynomials are most of the expanded ops)."""
+    lhs = SSAValue.get(lhs)
+    operands = [lhs, SSAValue.get(rhs)]
+    return op_type.create(
+        operands=operands, result_types=[lhs.type], properties=_NO_FASTMATH
+    ).result
 
 
 def _polynomial(x: Value, coefficients: Sequence[float]) -> Value:
     """Horner's rule; coefficients from the highest degree down."""
     result: Value = _f32(coefficients[0])
     for coefficient in coefficients[1:]:
-        result = arith.AddfOp(arith.MulfOp(result, x), _f32(coefficient))
+        result = _float_op(arith.AddfOp, _float_op(arith.MulfOp, result, x), _f32(coefficient))
     return result
 
 
@@ -322,7 +395,7 @@ def pow(x: SSAValue, y: SSAValue) -> SSAValue:
     # A finite negative base needs an integer exponent (pow(-inf, 0.5) is +inf, not NaN).
     negative = arith.CmpfOp(x, _f32(0.0), "olt")
     negative_finite = arith.AndIOp(negative, arith.CmpfOp(x, _f32(float("-inf")), "one"))
-    y_is_fraction = arith.XOrIOp(y_is_integer, arith.ConstantOp(IntegerAttr(1, _I1)))
+    y_is_fraction = arith.XOrIOp(y_is_integer, _constant(IntegerAttr(1, _I1)))
     needs_integer = arith.AndIOp(negative_finite, y_is_fraction)
     result = arith.SelectOp(needs_integer, _f32(float("nan")), result)
     return arith.SelectOp(arith.CmpfOp(y, _f32(0.0), "oeq"), _f32(1.0), result).result

@@ -89,6 +89,7 @@ def _erase_unused(values: Sequence[SSAValue], rewriter: PatternRewriter) -> None
 @dataclass
 class ExpandMath(RewritePattern):
     approximate: bool
+    constants: approx.SharedConstants
     libm_calls: dict[str, FunctionType] = field(default_factory=dict[str, FunctionType])
     """The libm functions called so far, with their type (to declare them afterwards)."""
 
@@ -99,7 +100,8 @@ class ExpandMath(RewritePattern):
         type_ = op.results[0].type
         if self.approximate and isinstance(type_, Float32Type):
             operands = list(op.operands)
-            rewriter.replace(op, [], [approx.expand(function.approximation, op)])
+            expanded = approx.expand(function.approximation, op, self.constants)
+            rewriter.replace(op, [], [expanded])
             _erase_unused(operands, rewriter)
             return
         name = libm_name(type(op), type_)
@@ -110,11 +112,12 @@ class ExpandMath(RewritePattern):
 @dataclass(frozen=True)
 class ExpandRsqrt(RewritePattern):
     approximate: bool
+    constants: approx.SharedConstants
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: math.RsqrtOp, rewriter: PatternRewriter) -> None:
         if self.approximate and isinstance(op.result.type, Float32Type):
-            rewriter.replace(op, [], [approx.expand(approx.rsqrt, op)])
+            rewriter.replace(op, [], [approx.expand(approx.rsqrt, op, self.constants)])
             return
         one = arith.ConstantOp(FloatAttr(1.0, op.result.type))
         root = math.SqrtOp(op.operand)
@@ -136,11 +139,14 @@ class EwExpandMathPass(ModulePass):
                 f"ew-expand-math: math must be approx or libm, got {self.math}"
             )
         approximate = self.math == "approx"
-        expand = ExpandMath(approximate)
+        constants = approx.SharedConstants()
+        expand = ExpandMath(approximate, constants)
         # Last op first: an approximation may look at the math op that computes its operand
         # (log1p of exp(-|y|) knows its range), so that op must not be expanded yet.
         PatternRewriteWalker(expand, apply_recursively=False, walk_reverse=True).rewrite_module(op)
-        PatternRewriteWalker(ExpandRsqrt(approximate), apply_recursively=False).rewrite_module(op)
+        PatternRewriteWalker(
+            ExpandRsqrt(approximate, constants), apply_recursively=False
+        ).rewrite_module(op)
         declared = {f.sym_name.data for f in op.ops if isinstance(f, func.FuncOp)}
         for name, type_ in sorted(expand.libm_calls.items()):
             if name not in declared:

@@ -58,6 +58,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     UnitAttr,
     UnrealizedConversionCastOp,
+    i1,
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -640,11 +641,26 @@ class MinMaxToLlvm(RewritePattern):
         rewriter.replace(op, float_intrinsic(op, kind))
 
 
+_NO_FASTMATH: dict[str, Attribute] = {"fastmathFlags": llvm.FastMathAttr("none")}
+"""What `llvm.SelectOp(cond, lhs, rhs)` gets: no fast-math flags."""
+
+
+@functools.cache
+def _fcmp_properties(predicate: int) -> dict[str, Attribute]:
+    """The properties of `llvm.FCmpOp(lhs, rhs, <arith.cmpf's predicate number>)`."""
+    name = arith.CMPF_COMPARISON_OPERATIONS[predicate]
+    flag = IntegerAttr(llvm.FCmpPredicateFlag(name).to_int(), i64)
+    return {"predicate": flag, **_NO_FASTMATH}
+
+
 class CmpfToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.CmpfOp, rewriter: PatternRewriter) -> None:
-        predicate = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
-        rewriter.replace(op, llvm.FCmpOp(op.lhs, op.rhs, predicate))
+        properties = _fcmp_properties(op.predicate.value.data)
+        lowered = llvm.FCmpOp.create(
+            operands=[op.lhs, op.rhs], result_types=[i1], properties=properties
+        )
+        rewriter.replace(op, lowered)
 
 
 class CmpiToLlvm(RewritePattern):
@@ -658,7 +674,12 @@ class CmpiToLlvm(RewritePattern):
 class SelectToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.SelectOp, rewriter: PatternRewriter) -> None:
-        rewriter.replace(op, llvm.SelectOp(op.cond, op.lhs, op.rhs))
+        lowered = llvm.SelectOp.create(
+            operands=[op.cond, op.lhs, op.rhs],
+            result_types=[op.lhs.type],
+            properties=_NO_FASTMATH,
+        )
+        rewriter.replace(op, lowered)
 
 
 class CastsToLlvm(RewritePattern):
