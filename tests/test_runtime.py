@@ -388,6 +388,27 @@ def test_the_short_entry_is_a_builtin_that_checks_its_address(gelu: Gelu) -> Non
         kernel.function.short_entry(0)
 
 
+def test_the_call_builtins_are_compiled_once_however_many_threads_ask_first() -> None:
+    # Every builtin points at the method table and the code of one compile: a second compile
+    # racing the first and replacing it in the cache would free what the first's builtins use.
+    code = """if True:
+        import threading
+        from xfuse.runtime import kernel
+        barrier = threading.Barrier(4)
+        found = []
+        def ask():
+            barrier.wait()
+            found.append(kernel._bound_call_methods())
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len({id(methods) for methods in found}) == 1, len(found)
+    """
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
 def test_compile_cache_returns_the_same_program(gelu: Gelu) -> None:
     first = xfuse.compile(gelu.source, math="libm")
     again = xfuse.compile(gelu.source, math="libm")

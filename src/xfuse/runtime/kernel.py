@@ -892,11 +892,21 @@ class _MethodDef(ctypes.Structure):
     )
 
 
-@functools.cache
+_BOUND_CALL_COMPILE = threading.Lock()
+"""Held while `_bound_call_methods` runs: `functools.cache` lets threads that ask first compile
+at once and keeps the last result, freeing what builtins made from the others point at."""
+
+
 def _bound_call_methods() -> tuple[NativeModule, dict[str, _MethodDef]]:
     """`BOUND_CALL_IR` compiled for this process (the C API's addresses are this process's),
     and its method definitions by name (kept alive: CPython keeps a pointer to them in every
-    function made from them)."""
+    function made from them); compiled once, whichever threads ask first."""
+    with _BOUND_CALL_COMPILE:
+        return _compile_bound_calls()
+
+
+@functools.cache
+def _compile_bound_calls() -> tuple[NativeModule, dict[str, _MethodDef]]:
     for name in re.findall(r"^declare .*@(\w+)\(", BOUND_CALL_IR, re.MULTILINE):
         address = ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
         llvm_binding.add_symbol(name, address)
