@@ -18,7 +18,8 @@ of calls in a row: at 2^12 16 calls, so the clock's reading is not counted as a 
    kernel alone (its packed entry called in a native loop, `NATIVE_LOOP`: the loop and the
    function's entry and exit, what the bound is about), and the prepared call
    (`k.prepare(...)()` from Python, what a user's loop pays), with what the latter costs more
-   per call; 1b: what a remainder of 7,
+   per call; each round times every program and size in turn (a slow spell of the host then
+   hits one round of many cells, not every round of one); 1b: what a remainder of 7,
    15 or 63 elements (after the main vector loop) adds to a prepared call;
 2. **memory speed** (2^24; the LLM rows [1024, 14336]): each program against the streaming
    kernel with the same traffic and normal stores (`bench.bandwidth_ceiling`), also with the
@@ -56,7 +57,7 @@ import numpy as np
 
 from xfuse.benchmarking import bench
 from xfuse.benchmarking import peers as peer_compilers
-from xfuse.benchmarking.timing import host_summary, interleaved_medians
+from xfuse.benchmarking.timing import host_summary, interleaved_medians, median_seconds
 from xfuse.codegen.native import NativeModule, compile_llvm_ir, host_cpu, host_target_machine
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
@@ -149,9 +150,15 @@ def best_seconds(
     default), made by the sample (`batched`: each run makes them itself) or by calling the run
     that many times."""
     calls = calls_per_sample(n) if calls is None else calls
-    repeat = max(3, min(2000, (1 << 22) // (max(n, 1) * calls)))
-    medians = interleaved_medians(runs, rounds, repeat, 1 if batched else calls)
+    medians = interleaved_medians(
+        runs, rounds, samples_per_round(n, calls), 1 if batched else calls
+    )
     return [min(times) / (calls if batched else 1) for times in medians]
+
+
+def samples_per_round(n: int, calls: int) -> int:
+    """Samples of `calls` calls over `n` elements in a round: about 2^22 elements, at least 3."""
+    return max(3, min(2000, (1 << 22) // (max(n, 1) * calls)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,28 +430,40 @@ def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
         "kernel / larger bound | prepared call / larger bound | loop |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    compute_ns: dict[str, float] = {}
+    cells: list[tuple[str, int, Kernel, bench.Workload, int, list[Callable[[], object]]]] = []
     for name, program in selected(PROGRAMS).items():
         k = kernel(program)
         for n in IN_CACHE:
             workload = bench.prepare_workload(program.source, n)
             calls = max(IN_CACHE_CALLS, calls_per_sample(workload.n))
-            runs = in_cache_runs(k, workload, calls)
-            kernel_s, prepared_s = best_seconds(runs, rounds, workload.n, calls, batched=True)
-            ns = kernel_s / workload.n * 1e9
-            compute_ns[name] = ns
-            bound = mca_bound(k, output_bytes(workload), clock_hz)
-            cycles, prepared_cycles = (s / workload.n * clock_hz for s in (kernel_s, prepared_s))
-            mca, divider = bound.cycles_per_element, bound.divider_cycles_per_element
-            larger = max(mca, divider)
-            divided = f", divider-bound: {', '.join(bound.divider_ops)}" if divider > mca else ""
-            print(
-                f"| {name} | 2^{n.bit_length() - 1} | {ns:.3f} | {cycles:.2f} | "
-                f"{prepared_cycles:.2f} | {(prepared_s - kernel_s) * 1e9:.0f} | {mca:.2f} | "
-                f"{divider:.2f} | {cycles / larger:.2f}x | {prepared_cycles / larger:.2f}x | "
-                f"{bound.instructions} instructions, {bound.elements} elements{divided} |",
-                flush=True,
-            )
+            cells.append((name, n, k, workload, calls, in_cache_runs(k, workload, calls)))
+    # Each round times every cell in turn, so a slow spell of the host (on this VM it can last
+    # seconds) lands on one round of many cells, which the best round leaves out, rather than
+    # on every round of one cell; an untimed sample first brings the cell's data and code back
+    # into the caches the cells before it used.
+    medians: list[list[list[float]]] = [[[] for _ in runs] for *_, runs in cells]
+    for _ in range(rounds):
+        for (*_, workload, calls, runs), cell_medians in zip(cells, medians, strict=True):
+            repeat = samples_per_round(workload.n, calls)
+            for run, times in zip(runs, cell_medians, strict=True):
+                times.append(median_seconds(run, repeat, warmup=1))
+    compute_ns: dict[str, float] = {}
+    for (name, n, k, workload, calls, _), cell_medians in zip(cells, medians, strict=True):
+        kernel_s, prepared_s = (min(times) / calls for times in cell_medians)
+        ns = kernel_s / workload.n * 1e9
+        compute_ns[name] = ns
+        bound = mca_bound(k, output_bytes(workload), clock_hz)
+        cycles, prepared_cycles = (s / workload.n * clock_hz for s in (kernel_s, prepared_s))
+        mca, divider = bound.cycles_per_element, bound.divider_cycles_per_element
+        larger = max(mca, divider)
+        divided = f", divider-bound: {', '.join(bound.divider_ops)}" if divider > mca else ""
+        print(
+            f"| {name} | 2^{n.bit_length() - 1} | {ns:.3f} | {cycles:.2f} | "
+            f"{prepared_cycles:.2f} | {(prepared_s - kernel_s) * 1e9:.0f} | {mca:.2f} | "
+            f"{divider:.2f} | {cycles / larger:.2f}x | {prepared_cycles / larger:.2f}x | "
+            f"{bound.instructions} instructions, {bound.elements} elements{divided} |",
+            flush=True,
+        )
     return compute_ns
 
 
