@@ -21,12 +21,12 @@ of calls in a row: at 2^12 16 calls, so the clock's reading is not counted as a 
    per call; each round times every program and size in turn (a slow spell of the host then
    hits one round of many cells, not every round of one); 1b: what a remainder of 7,
    15 or 63 elements (after the main vector loop) adds to a prepared call;
-2. **memory speed** (2^24; the LLM rows [1024, 14336]): each program against the streaming
-   kernel with the same traffic and normal stores (`bench.bandwidth_ceiling`), also with the
-   program's own normal stores (`streaming=False`) in the same rounds, with issue 16's
-   target; a row below it says whether the program is compute-bound (its in-cache time per
-   element from part 1 exceeds the time the target allows, the ceiling's over the target) and
-   by which ops of the issue's first table (and the 16-bit conversions);
+2. **memory speed** (2^24; the LLM rows [1024, 14336]): each program against the streaming kernel
+   with the same traffic and normal stores (`bench.bandwidth_ceiling`), also with the program's own
+   normal stores (`streaming=False`) in the same rounds, each of which times every program in turn,
+   as part 1's do; with issue 16's target; a row below it says whether the program is compute-bound
+   (its in-cache time per element from part 1 exceeds the time the target allows, the ceiling's over
+   the target) and by which ops of the issue's first table (and the 16-bit conversions);
 3. **threads=2** against one thread at 2^18 to 2^24 (target: >= 1.6x at 2^24 where compute-bound,
    never slower from 2^18): as the kernel decides to split or not, and with every call split;
    at 2^24 both with normal stores too; and the round trip of handing a slice over;
@@ -522,24 +522,31 @@ def memory_rows(
     n: int, llm_rows: int, rounds: int, repeat: int, compute_ns: dict[str, float]
 ) -> None:
     """Part 2: flat programs at n elements, the LLM rows at [llm_rows, 14336]; also the same
-    program with normal stores (`streaming=False`), in the same rounds."""
-    print(
-        "| program | shape | ns/el | ceiling ns/el | % of ceiling | with normal stores "
-        "| max abs error | target |"
-    )
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+    program with normal stores (`streaming=False`), in the same rounds. Each round times every
+    program in turn, after an untimed call of each variant (a slow spell of the host then lands
+    on one round of many programs, which the best round leaves out, not on every round of one)."""
+    cells: list[tuple[str, Program, bench.Workload, list[bench.Variant]]] = []
     for name, program in selected(PROGRAMS).items():
         size = llm_rows * bench.ROW_LENGTH if program.llm else n
         workload = bench.prepare_workload(program.source, size)
         run = kernel(program).prepare(**workload.arrays)
         normal = compile(program.source, extra_passes=program.extra_passes, streaming=False)
         variants = [
+            bench.bandwidth_ceiling(workload),
             bench.Variant(name, run, "fused"),
             bench.Variant(f"{name}, normal stores", normal.prepare(**workload.arrays), "fused"),
         ]
-        ceiling, measured, normal_stores = bench.measure_interleaved(
-            workload, [bench.bandwidth_ceiling(workload), *variants], rounds, repeat
-        )
+        cells.append((name, program, workload, variants))
+    print(
+        "| program | shape | ns/el | ceiling ns/el | % of ceiling | with normal stores "
+        "| max abs error | target |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---|", flush=True)
+    measured_cells = bench.measure_workloads_interleaved(
+        [(workload, variants) for _, _, workload, variants in cells], rounds, repeat, warmup=1
+    )
+    for (name, program, workload, _), measurements in zip(cells, measured_cells, strict=True):
+        ceiling, measured, normal_stores = measurements
         share = ceiling.time_s / measured.time_s
         ceiling_ns = ceiling.time_s / workload.n * 1e9
         shape = "x".join(map(str, next(iter(workload.arrays.values())).shape))
@@ -547,8 +554,7 @@ def memory_rows(
             f"| {name} | {shape} {bench.describe_storage(workload)} | "
             f"{measured.time_s / workload.n * 1e9:.3f} | {ceiling_ns:.3f} | {share:.0%} | "
             f"{ceiling.time_s / normal_stores.time_s:.0%} | {measured.max_error:.2g} | "
-            f"{verdict(program, share, compute_ns[name], ceiling_ns, math_ops(workload))} |",
-            flush=True,
+            f"{verdict(program, share, compute_ns[name], ceiling_ns, math_ops(workload))} |"
         )
 
 

@@ -355,6 +355,25 @@ def test_measure_interleaved_checks_and_times_every_variant() -> None:
     assert (per_op.bytes, ceiling.bytes) == (5 * 4 * 256, 3 * 4 * 256)
 
 
+def test_rounds_of_several_workloads_take_every_variant_in_turn() -> None:
+    # One first (checked) run of each variant, then each round one untimed and one timed run
+    # of every variant of every workload before the next round.
+    calls: list[str] = []
+    cells = []
+    for name in ("p", "q"):
+        workload = bench.prepare_workload("y = x * 2;", 64)
+
+        def run(label: str = name, workload: bench.Workload = workload) -> np.ndarray:
+            calls.append(label)
+            return (workload.arrays["x"] * 2).astype(np.float32)
+
+        cells.append((workload, [bench.Variant(name, run, "fused")]))
+    (p,), (q,) = bench.measure_workloads_interleaved(cells, rounds=3, repeat=1, warmup=1)
+    assert calls == ["p", "q"] + ["p", "p", "q", "q"] * 3
+    assert len(p.round_times_s) == len(q.round_times_s) == 3
+    assert p.max_error == q.max_error == 0.0
+
+
 @pytest.mark.parametrize(
     ("a", "b", "apart"),
     [

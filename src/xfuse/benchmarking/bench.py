@@ -3,12 +3,13 @@
     result = xfuse.bench("out = tanh(x) * y;", sizes=[1 << 16, 1 << 20])
     print(result.table())
 
-A `Workload` is a program with random float32 inputs of n elements and its float64 reference;
-a `Variant` is one way to compute it (numpy one op at a time, numpy with planned `out=` buffers,
-xfuse's fused kernel, the bandwidth ceiling, a peer compiler); `measure` times a variant (median
-of a few runs after a warm-up) and checks it against the reference; `measure_interleaved` times
-several in rounds, each round running every variant in turn, and keeps each round's median (the
-best round is the time; `timing.separable` tells whether two variants differ beyond noise).
+A `Workload` is a program with random float32 inputs of n elements and its float64 reference; a
+`Variant` is one way to compute it (numpy one op at a time, numpy with planned `out=` buffers,
+xfuse's fused kernel, the bandwidth ceiling, a peer compiler); `measure` times a variant (median of
+a few runs after a warm-up) and checks it against the reference; `measure_interleaved` times several
+in rounds (`measure_workloads_interleaved`: of several workloads), each round running every variant
+in turn, and keeps each round's median (the best round is the time; `timing.separable` tells whether
+two variants differ beyond noise).
 
 Traffic models, from xfuse's cost analysis at the measured size: "unfused" moves every op's
 operands and result through memory, "fused" reads each input and writes each output once. The
@@ -252,21 +253,41 @@ def measure_interleaved(
 ) -> list[Measurement]:
     """Check each variant's first (warm-up) run against the reference, then time them all in
     `rounds` rounds of `repeat` runs each, every round running each variant in turn."""
-    errors = []
-    for variant in variants:
-        first = variant.run()
-        errors.append(max_error(first, workload.reference) if variant.checked else None)
-    times = interleaved_medians([v.run for v in variants], rounds, repeat)
+    (measurements,) = measure_workloads_interleaved([(workload, variants)], rounds, repeat)
+    return measurements
+
+
+def measure_workloads_interleaved(
+    cells: Sequence[tuple[Workload, Sequence[Variant]]],
+    rounds: int,
+    repeat: int,
+    warmup: int = 0,
+) -> list[list[Measurement]]:
+    """`measure_interleaved` of several workloads at once, each round running every variant of
+    every workload in turn (after `warmup` untimed runs each): a slow spell of the host then
+    lands on one round of many variants, not on every round of one workload."""
+    errors = [
+        [
+            max_error(first, workload.reference) if variant.checked else None
+            for variant, first in ((v, v.run()) for v in variants)
+        ]
+        for workload, variants in cells
+    ]
+    runs = [variant.run for _, variants in cells for variant in variants]
+    times = iter(interleaved_medians(runs, rounds, repeat, warmup=warmup))
     return [
-        Measurement(
-            variant.name,
-            workload.n,
-            round_times,
-            variant.traffic,
-            workload.fused_bytes if variant.traffic == "fused" else workload.unfused_bytes,
-            error,
-        )
-        for variant, round_times, error in zip(variants, times, errors, strict=True)
+        [
+            Measurement(
+                variant.name,
+                workload.n,
+                next(times),
+                variant.traffic,
+                workload.fused_bytes if variant.traffic == "fused" else workload.unfused_bytes,
+                error,
+            )
+            for variant, error in zip(variants, cell_errors, strict=True)
+        ]
+        for (workload, variants), cell_errors in zip(cells, errors, strict=True)
     ]
 
 

@@ -48,10 +48,14 @@ def host_summary() -> str:
 
 
 def interleaved_medians(
-    runs: Sequence[Callable[[], object]], rounds: int, repeat: int, calls: int = 1
+    runs: Sequence[Callable[[], object]],
+    rounds: int,
+    repeat: int,
+    calls: int = 1,
+    warmup: int = 0,
 ) -> list[tuple[float, ...]]:
     """Per run, the median wall time of a call over `repeat` samples (of `calls` calls each,
-    `median_seconds`) in each of `rounds` rounds.
+    after `warmup` untimed calls: `median_seconds`) in each of `rounds` rounds.
 
     Every round times each run in turn, so a slow spell of the machine (another process, a
     frequency change) lands on all of them rather than on whichever ran then.
@@ -61,7 +65,7 @@ def interleaved_medians(
     medians: list[list[float]] = [[] for _ in runs]
     for _ in range(rounds):
         for run, times in zip(runs, medians, strict=True):
-            times.append(median_seconds(run, repeat, warmup=0, calls=calls))
+            times.append(median_seconds(run, repeat, warmup=warmup, calls=calls))
     return [tuple(times) for times in medians]
 
 
