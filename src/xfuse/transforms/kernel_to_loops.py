@@ -49,6 +49,16 @@ Loop Strength Reduction took time growing faster than the program (a wide DAG of
 minutes), and so compile time grows about linearly in the number of kernels. A call per kernel
 per run is all it costs.
 
+Kernels alike in everything LLVM would see of them share one function (numbered in order of
+first use), which each of them calls where it was, like MLIR's `duplicate-function-elimination`
+but before the loops are built: the same argument types (shapes, layouts, element types), the
+same ops one for one with equal attributes and properties (a constant's bits, so 0.0 is not
+-0.0; fast-math flags), fed from the same places (xDSL's `is_structurally_equivalent`); which
+of a kernel's memrefs are one value (in place) is in its signature. Nearly all kernels of a long
+chain are alike (the chain of 10^4 ops: 79 kernels, 3 functions), and each function costs the
+passes after this one and LLVM about as much as the next: the program still runs every kernel,
+but compiles each distinct one once.
+
 xDSL's own route to loops, `ew-to-linalg,convert-linalg-to-loops,lower-affine`, was measured
 against this pass (`benchmarks/linalg_loops.py`, docs/benchmarks.md) and is not used: its LLVM IR
 differs for every program (its loops are bounded by an input's size instead of the output's, the
@@ -62,7 +72,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from xdsl.builder import Builder
@@ -76,6 +86,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     NoneAttr,
+    SymbolRefAttr,
     UnitAttr,
     i64,
 )
@@ -164,24 +175,64 @@ def _loop_depths(kernel: ew.KernelOp, rank: int) -> dict[SSAValue, int]:
 
 
 def kernel_function_name(function: str, index: int) -> str:
-    """The symbol of the function that runs the `index`-th kernel of `function`."""
+    """The symbol of the function that runs the `index`-th distinct kernel of `function`."""
     return f"{function}.kernel{index}"
 
 
-def outline_kernel(kernel: ew.KernelOp, name: str) -> func.FuncOp:
+def outline_kernel(kernel: ew.KernelOp, name: str) -> tuple[func.FuncOp, func.CallOp]:
     """Move `kernel` into a new private `ew.no_inline` function `name` that takes its distinct
-    memrefs, and call that where the kernel was."""
+    memrefs, and call that where the kernel was. Returns the function (not inserted anywhere)
+    and the call."""
     memrefs = list(dict.fromkeys(kernel.operands))
     body = Block(arg_types=[memref.type for memref in memrefs])
     for memref_value, arg in zip(memrefs, body.args, strict=True):
         arg.name_hint = memref_value.name_hint
-    Rewriter.insert_op(func.CallOp(name, memrefs, []), InsertPoint.before(kernel))
+    call = func.CallOp(name, memrefs, [])
+    Rewriter.insert_op(call, InsertPoint.before(kernel))
     kernel.detach()
     kernel.operands = [body.args[memrefs.index(operand)] for operand in kernel.operands]
     body.add_ops([kernel, func.ReturnOp()])
     function = func.FuncOp(name, (body.arg_types, []), Region(body), visibility="private")
     function.attributes[NO_INLINE] = UnitAttr()
-    return function
+    return function, call
+
+
+def _same_but_name(a: func.FuncOp, b: func.FuncOp) -> bool:
+    """Whether functions `a` and `b` differ in their names at most: the same attributes,
+    properties, argument types, and ops one for one (each op's attributes and properties equal:
+    a constant's to the bit, so 0.0 is not -0.0), whose operands come from the same places."""
+    return (
+        a.attributes == b.attributes
+        and {k: v for k, v in a.properties.items() if k != "sym_name"}
+        == {k: v for k, v in b.properties.items() if k != "sym_name"}
+        and a.body.is_structurally_equivalent(b.body)
+    )
+
+
+@dataclass
+class DistinctFunctions:
+    """The functions kept so far, bucketed by what equal ones share and is cheap to hash (the
+    signature and the names of the ops in order): a new function is compared in full only with
+    the few kept ones of its bucket, so finding the duplicates among k functions costs about
+    as much as reading them once, not k^2 comparisons."""
+
+    buckets: dict[tuple[Attribute, tuple[str, ...]], list[func.FuncOp]] = field(
+        default_factory=dict[tuple[Attribute, tuple[str, ...]], list[func.FuncOp]]
+    )
+    kept: int = 0
+    """How many functions are kept."""
+
+    def keep_or_find(self, function: func.FuncOp) -> func.FuncOp | None:
+        """The kept function that `function` duplicates; None if none, and then keep it."""
+        key = (function.function_type, tuple(op.name for op in function.walk()))
+        bucket = self.buckets.setdefault(key, [])
+        same = next(
+            (candidate for candidate in bucket if _same_but_name(candidate, function)), None
+        )
+        if same is None:
+            bucket.append(function)
+            self.kept += 1
+        return same
 
 
 MAIN_LOOP_VECTORS = 4
@@ -289,8 +340,9 @@ class KernelToLoops(RewritePattern):
 
 @dataclass(frozen=True)
 class EwKernelToLoopsPass(ModulePass):
-    """Lower every bufferized `ew.kernel` to an `scf.for` nest with `memref.load`/`memref.store`,
-    in an `ew.no_inline` function of its own that the kernel's place calls."""
+    """Lower every bufferized `ew.kernel` to an `scf.for` nest with `memref.load`/`memref.store`;
+    in a function of several kernels, in an `ew.no_inline` function that the kernel's place calls,
+    one per distinct kernel (alike kernels share one)."""
 
     name = "ew-kernel-to-loops"
 
@@ -317,9 +369,15 @@ class EwKernelToLoopsPass(ModulePass):
             if len(kernels) < 2:
                 continue  # LLVM sees one kernel either way (and its streaming twin stays whole)
             place = function
-            for index, kernel in enumerate(kernels):
-                name = kernel_function_name(function.sym_name.data, index)
-                outlined = outline_kernel(kernel, name)
+            distinct = DistinctFunctions()
+            for kernel in kernels:
+                name = kernel_function_name(function.sym_name.data, distinct.kept)
+                outlined, call = outline_kernel(kernel, name)
+                same = distinct.keep_or_find(outlined)
+                if same is not None:
+                    call.properties["callee"] = SymbolRefAttr(same.sym_name)
+                    outlined.erase()
+                    continue
                 op.body.block.insert_op_after(outlined, place)
                 place = outlined
         PatternRewriteWalker(
