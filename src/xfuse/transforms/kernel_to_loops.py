@@ -86,11 +86,10 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     NoneAttr,
-    SymbolRefAttr,
     UnitAttr,
     i64,
 )
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, IRNode, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -179,60 +178,66 @@ def kernel_function_name(function: str, index: int) -> str:
     return f"{function}.kernel{index}"
 
 
-def outline_kernel(kernel: ew.KernelOp, name: str) -> tuple[func.FuncOp, func.CallOp]:
+def distinct_operands(kernel: ew.KernelOp) -> list[SSAValue]:
+    """The memrefs `kernel` takes, each once, in order of first use: its function's arguments."""
+    return list(dict.fromkeys(kernel.operands))
+
+
+def outline_kernel(kernel: ew.KernelOp, name: str) -> func.FuncOp:
     """Move `kernel` into a new private `ew.no_inline` function `name` that takes its distinct
-    memrefs, and call that where the kernel was. Returns the function (not inserted anywhere)
-    and the call."""
-    memrefs = list(dict.fromkeys(kernel.operands))
+    memrefs, and call that where the kernel was."""
+    memrefs = distinct_operands(kernel)
     body = Block(arg_types=[memref.type for memref in memrefs])
     for memref_value, arg in zip(memrefs, body.args, strict=True):
         arg.name_hint = memref_value.name_hint
-    call = func.CallOp(name, memrefs, [])
-    Rewriter.insert_op(call, InsertPoint.before(kernel))
+    Rewriter.insert_op(func.CallOp(name, memrefs, []), InsertPoint.before(kernel))
     kernel.detach()
     kernel.operands = [body.args[memrefs.index(operand)] for operand in kernel.operands]
     body.add_ops([kernel, func.ReturnOp()])
     function = func.FuncOp(name, (body.arg_types, []), Region(body), visibility="private")
     function.attributes[NO_INLINE] = UnitAttr()
-    return function, call
+    return function
 
 
-def _same_but_name(a: func.FuncOp, b: func.FuncOp) -> bool:
-    """Whether functions `a` and `b` differ in their names at most: the same attributes,
-    properties, argument types, and ops one for one (each op's attributes and properties equal:
-    a constant's to the bit, so 0.0 is not -0.0), whose operands come from the same places."""
-    return (
-        a.attributes == b.attributes
-        and {k: v for k, v in a.properties.items() if k != "sym_name"}
-        == {k: v for k, v in b.properties.items() if k != "sym_name"}
-        and a.body.is_structurally_equivalent(b.body)
-    )
+_BucketKey = tuple[tuple[Attribute, ...], tuple[int, ...], tuple[str, ...]]
+
+
+def _bucket_key(kernel: ew.KernelOp) -> _BucketKey:
+    """What alike kernels share and is cheap to hash: the types of the distinct memrefs (the
+    outlined function's signature), which of them each operand is (a kernel reading and writing
+    one memref differs from one reading one and writing another), and the names of its ops."""
+    positions: dict[SSAValue, int] = {}
+    pattern = tuple(positions.setdefault(operand, len(positions)) for operand in kernel.operands)
+    types = tuple(memref.type for memref in positions)
+    return types, pattern, tuple(op.name for op in kernel.walk())
 
 
 @dataclass
-class DistinctFunctions:
-    """The functions kept so far, bucketed by what equal ones share and is cheap to hash (the
-    signature and the names of the ops in order): a new function is compared in full only with
-    the few kept ones of its bucket, so finding the duplicates among k functions costs about
-    as much as reading them once, not k^2 comparisons."""
+class AlikeKernels:
+    """The kernels of one function outlined so far, bucketed by `_bucket_key`: a kernel is
+    compared in full only with the few kept ones of its bucket, so finding the alike kernels
+    among k costs about as much as reading them once, not k^2 comparisons."""
 
-    buckets: dict[tuple[Attribute, tuple[str, ...]], list[func.FuncOp]] = field(
-        default_factory=dict[tuple[Attribute, tuple[str, ...]], list[func.FuncOp]]
+    buckets: dict[_BucketKey, list[ew.KernelOp]] = field(
+        default_factory=dict[_BucketKey, list[ew.KernelOp]]
     )
-    kept: int = 0
-    """How many functions are kept."""
 
-    def keep_or_find(self, function: func.FuncOp) -> func.FuncOp | None:
-        """The kept function that `function` duplicates; None if none, and then keep it."""
-        key = (function.function_type, tuple(op.name for op in function.walk()))
-        bucket = self.buckets.setdefault(key, [])
-        same = next(
-            (candidate for candidate in bucket if _same_but_name(candidate, function)), None
-        )
-        if same is None:
-            bucket.append(function)
-            self.kept += 1
-        return same
+    def twin_or_keep(self, kernel: ew.KernelOp) -> func.FuncOp | None:
+        """The function of an outlined kernel alike `kernel` in everything LLVM would see of
+        it: the same ops one for one, with equal attributes and properties (a constant's bits:
+        0.0 is not -0.0; fast-math flags), each operand at the same position (see
+        `_bucket_key`). None if there is none, and then `kernel` is kept: outline it next."""
+        bucket = self.buckets.setdefault(_bucket_key(kernel), [])
+        for kept in bucket:
+            # where `kernel` sits and what it reads stand for where `kept` does (its function)
+            context: dict[IRNode | SSAValue, IRNode | SSAValue] = {
+                kernel.parent_block(): kept.parent_block(),
+                **dict(zip(kernel.operands, kept.operands, strict=True)),
+            }
+            if kernel.is_structurally_equivalent(kept, context):
+                return cast(func.FuncOp, kept.parent_op())
+        bucket.append(kernel)
+        return None
 
 
 MAIN_LOOP_VECTORS = 4
@@ -369,17 +374,20 @@ class EwKernelToLoopsPass(ModulePass):
             if len(kernels) < 2:
                 continue  # LLVM sees one kernel either way (and its streaming twin stays whole)
             place = function
-            distinct = DistinctFunctions()
+            alike = AlikeKernels()
+            distinct = 0
             for kernel in kernels:
-                name = kernel_function_name(function.sym_name.data, distinct.kept)
-                outlined, call = outline_kernel(kernel, name)
-                same = distinct.keep_or_find(outlined)
-                if same is not None:
-                    call.properties["callee"] = SymbolRefAttr(same.sym_name)
-                    outlined.erase()
+                twin = alike.twin_or_keep(kernel)
+                if twin is not None:
+                    call = func.CallOp(twin.sym_name.data, distinct_operands(kernel), [])
+                    Rewriter.replace_op(kernel, call)
                     continue
+                outlined = outline_kernel(
+                    kernel, kernel_function_name(function.sym_name.data, distinct)
+                )
                 op.body.block.insert_op_after(outlined, place)
                 place = outlined
+                distinct += 1
         PatternRewriteWalker(
             KernelToLoops(self.vector_bytes), apply_recursively=False
         ).rewrite_module(op)
