@@ -13,9 +13,10 @@ generation and linking by MCJIT). Times are CPU seconds of this process (`time.p
 which a busy shared host inflates less than the wall clock; a cost that grows linearly grows 10x
 per row. The tanh chain is run at a tenth of each size (its ops are ~25 times bigger).
 
-Each kernel reaches LLVM as a function of its own, so LLVM's time grows with the number of
-kernels; the unfused programs (a kernel per op) are handed to LLVM only up to `--llvm-kernels`
-kernels, to keep the run short.
+Each distinct kernel reaches LLVM as a function of its own (`ew-kernel-to-loops` gives alike
+kernels one function, which each calls), so LLVM's time grows with the number of distinct
+kernels; "kernels" counts them all, as they run. The unfused programs (a kernel per op) are
+handed to LLVM only up to `--llvm-kernels` kernels, to keep the run short.
 """
 
 from __future__ import annotations

@@ -267,6 +267,10 @@ def _loops(function: llvm.FuncOp) -> int:
     return sum(isinstance(op, llvm.CondBrOp) for op in function.walk())
 
 
+def _callees(function: llvm.FuncOp) -> list[str]:
+    return [op.callee.string_value() for op in function.walk() if isinstance(op, llvm.CallOp)]
+
+
 def test_llvm_gets_one_function_per_kernel_whatever_the_program_size() -> None:
     # Before, every kernel's loops were in the one function of the program, and LLVM's register
     # allocator and Loop Strength Reduction took time growing faster than that function (a wide
@@ -276,7 +280,9 @@ def test_llvm_gets_one_function_per_kernel_whatever_the_program_size() -> None:
     for statements in (250, 1000):
         functions = _lowered_functions(wide_dag(2 * statements))
         kernels = {name: f for name, f in functions.items() if ".kernel" in name}
-        assert len(kernels) == math.ceil(2 * statements / EwFusePass().max_ops)
+        called = _callees(functions["main"])
+        assert len(called) == math.ceil(2 * statements / EwFusePass().max_ops)
+        assert set(called) == set(kernels)
         assert all(NO_INLINE in f.attributes for f in kernels.values())
         assert all(_loops(f) == 0 for name, f in functions.items() if name not in kernels)
         largest.append(max(sum(1 for _ in f.walk()) for f in kernels.values()))
@@ -287,7 +293,8 @@ def test_kernel_functions_stay_functions_through_llvm() -> None:
     kernel = xfuse.compile(chain(300))
     module = llvm_binding.parse_assembly(kernel.llvm_ir)
     outlined = [f for f in module.functions if f.name.startswith("main.kernel")]
-    assert len(outlined) == math.ceil(600 / EwFusePass().max_ops)
+    # 5 kernels: the first (input to workspace), three alike in place, a shorter last one
+    assert len(outlined) == 3
     for function in outlined:
         assert not function.is_declaration
         assert any(b"noinline" in attributes.split() for attributes in function.attributes)
@@ -296,6 +303,48 @@ def test_kernel_functions_stay_functions_through_llvm() -> None:
     for _ in range(300):
         want = want * np.float32(0.999) + np.float32(0.001)
     np.testing.assert_allclose(kernel(a=x), want, rtol=1e-5)
+
+
+def test_alike_kernels_are_compiled_once_and_each_still_runs() -> None:
+    # Each kernel of a program was lowered and handed to LLVM as a function of its own, though
+    # nearly all kernels of a long chain are alike: the chain of 10^4 ops had ew-to-llvm, LLVM's
+    # O3 and code generation work through 79 functions where 3 differ. Now kernels alike in
+    # everything LLVM sees share one function, which each of them calls.
+    statements = EwFusePass().max_ops // 2  # a kernel's worth
+    kernels = 10
+    source = chain(statements * kernels)
+    functions = _lowered_functions(source)
+    assert sorted(name for name in functions if ".kernel" in name) == [
+        "main.kernel0",
+        "main.kernel1",
+    ]
+    # the first and last read one array and write another; those between work in place
+    assert _callees(functions["main"]) == ["main.kernel0", *["main.kernel1"] * (kernels - 2)] + [
+        "main.kernel0"
+    ]
+    x = np.linspace(-1, 1, 1001, dtype=np.float32)
+    got = xfuse.compile(source)(a=x)
+    one_kernel = xfuse.compile(chain(statements))
+    want = x
+    for _ in range(kernels):
+        want = one_kernel(a=want)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    reference = x.astype(np.float64)
+    for _ in range(statements * kernels):
+        reference = reference * np.float32(0.999) + np.float32(0.001)
+    np.testing.assert_allclose(got, reference, rtol=0, atol=1e-5)
+
+
+def test_kernels_differing_in_a_zero_sign_keep_their_own_functions() -> None:
+    # Unfused, `x * 0.0` and `y * -0.0` are two kernels alike but for their constant's sign
+    # bit: they must not share a function (x = 1 gives -0.0, not +0.0).
+    kernel = xfuse.compile("input x; y = x * 0.0; out = y * -0.0;", fuse=False)
+    loops = kernel.ir("ew-kernel-to-loops")
+    assert loops.count("func.func private @main.kernel") == 2
+    x = np.array([1.0, -1.0, 0.0, -0.0, np.inf, 3e38], np.float32)
+    with np.errstate(invalid="ignore"):  # inf * 0
+        want = x * np.float32(0.0) * np.float32(-0.0)
+    np.testing.assert_array_equal(kernel(x=x).view(np.uint32), want.view(np.uint32))
 
 
 def test_compiling_pauses_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> None:

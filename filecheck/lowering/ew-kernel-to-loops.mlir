@@ -108,6 +108,97 @@ func.func @static_and_scalar(%x: memref<4xf32>, %o0: memref<4xf32>, %o1: memref<
   func.return
 }
 
+// Kernels alike in everything LLVM would see of them share one function, which each of them
+// calls: the program still runs every kernel, each where it was, but LLVM compiles it once.
+// Alike means the same argument types and ops one for one, with the same attributes, the same
+// constants to the bit, fed from the same places: kernels that differ in a constant's sign
+// (0.0, -0.0), an operand order, a fast-math flag, the element type, or in which of their
+// memrefs are one (in place) each keep a function.
+// CHECK-LABEL: func.func @alike
+// CHECK-SAME:    (%[[X:.*]]: memref<?xf32>, %[[T:.*]]: memref<?xf32>, %[[U:.*]]: memref<?xf32>, %[[D:.*]]: memref<?xf64>, %[[E:.*]]: memref<?xf64>)
+// CHECK-NEXT:    func.call @alike.kernel0(%[[X]], %[[T]])
+// CHECK-NEXT:    func.call @alike.kernel0(%[[T]], %[[U]])
+// CHECK-NEXT:    func.call @alike.kernel1(%[[X]], %[[U]])
+// CHECK-NEXT:    func.call @alike.kernel2(%[[X]], %[[U]])
+// CHECK-NEXT:    func.call @alike.kernel3(%[[X]], %[[U]])
+// CHECK-NEXT:    func.call @alike.kernel4(%[[D]], %[[E]])
+// CHECK-NEXT:    func.call @alike.kernel5(%[[T]]) : (memref<?xf32>) -> ()
+// CHECK-NEXT:    func.call @alike.kernel0(%[[U]], %[[T]])
+// CHECK-NEXT:    func.return
+// CHECK-LABEL: func.func private @alike.kernel0
+// CHECK-SAME:    (%[[A:.*]]: memref<?xf32>, %{{.*}}: memref<?xf32>)
+// CHECK:           %[[AS:.*]] = memref.load %[[A]]
+// CHECK-NEXT:      %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      arith.mulf %[[AS]], %[[ZERO]] : f32
+// CHECK-LABEL: func.func private @alike.kernel1
+// CHECK:           %[[MINUS_ZERO:.*]] = arith.constant -0.000000e+00 : f32
+// CHECK-NEXT:      arith.mulf %{{.*}}, %[[MINUS_ZERO]] : f32
+// CHECK-LABEL: func.func private @alike.kernel2
+// CHECK:           %[[AS:.*]] = memref.load
+// CHECK-NEXT:      %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      arith.mulf %[[ZERO]], %[[AS]] : f32
+// CHECK-LABEL: func.func private @alike.kernel3
+// CHECK:           arith.mulf %{{.*}}, %{{.*}} fastmath<fast> : f32
+// CHECK-LABEL: func.func private @alike.kernel4
+// CHECK-SAME:    memref<?xf64>
+// CHECK:           arith.mulf %{{.*}}, %{{.*}} : f64
+// CHECK-LABEL: func.func private @alike.kernel5
+// CHECK-SAME:    (%[[A:.*]]: memref<?xf32>)
+// CHECK:           memref.load %[[A]]
+// CHECK:           memref.store %{{.*}}, %[[A]]
+// CHECK-NOT:     func.func private @alike.kernel6
+func.func @alike(%x: memref<?xf32>, %t: memref<?xf32>, %u: memref<?xf32>, %d: memref<?xf64>, %e: memref<?xf64>) {
+  ew.kernel ins(%x : memref<?xf32>) outs(%t : memref<?xf32>) {
+  ^bb0(%a: f32):
+    %c = arith.constant 0.0 : f32
+    %m = arith.mulf %a, %c : f32
+    ew.yield %m : f32
+  }
+  ew.kernel ins(%t : memref<?xf32>) outs(%u : memref<?xf32>) {
+  ^bb0(%a: f32):
+    %c = arith.constant 0.0 : f32
+    %m = arith.mulf %a, %c : f32
+    ew.yield %m : f32
+  }
+  ew.kernel ins(%x : memref<?xf32>) outs(%u : memref<?xf32>) {
+  ^bb0(%a: f32):
+    %c = arith.constant -0.0 : f32
+    %m = arith.mulf %a, %c : f32
+    ew.yield %m : f32
+  }
+  ew.kernel ins(%x : memref<?xf32>) outs(%u : memref<?xf32>) {
+  ^bb0(%a: f32):
+    %c = arith.constant 0.0 : f32
+    %m = arith.mulf %c, %a : f32
+    ew.yield %m : f32
+  }
+  ew.kernel ins(%x : memref<?xf32>) outs(%u : memref<?xf32>) {
+  ^bb0(%a: f32):
+    %c = arith.constant 0.0 : f32
+    %m = arith.mulf %a, %c fastmath<fast> : f32
+    ew.yield %m : f32
+  }
+  ew.kernel ins(%d : memref<?xf64>) outs(%e : memref<?xf64>) {
+  ^bb0(%a: f64):
+    %c = arith.constant 0.0 : f64
+    %m = arith.mulf %a, %c : f64
+    ew.yield %m : f64
+  }
+  ew.kernel ins(%t : memref<?xf32>) outs(%t : memref<?xf32>) {
+  ^bb0(%a: f32):
+    %c = arith.constant 0.0 : f32
+    %m = arith.mulf %a, %c : f32
+    ew.yield %m : f32
+  }
+  ew.kernel ins(%u : memref<?xf32>) outs(%t : memref<?xf32>) {
+  ^bb0(%a: f32):
+    %c = arith.constant 0.0 : f32
+    %m = arith.mulf %a, %c : f32
+    ew.yield %m : f32
+  }
+  func.return
+}
+
 // What depends on no loop index is computed once, before the loops (with the constants it
 // needs); a constant used only inside stays there.
 // CHECK-LABEL: func.func @invariant

@@ -49,6 +49,16 @@ Loop Strength Reduction took time growing faster than the program (a wide DAG of
 minutes), and so compile time grows about linearly in the number of kernels. A call per kernel
 per run is all it costs.
 
+Kernels alike in everything LLVM would see of them share one function (numbered in order of
+first use), which each of them calls where it was, like MLIR's `duplicate-function-elimination`
+but before the loops are built: the same argument types (shapes, layouts, element types), the
+same ops one for one with equal attributes and properties (a constant's bits, so 0.0 is not
+-0.0; fast-math flags), fed from the same places (xDSL's `is_structurally_equivalent`); which
+of a kernel's memrefs are one value (in place) is in its signature. Nearly all kernels of a long
+chain are alike (the chain of 10^4 ops: 79 kernels, 3 functions), and each function costs the
+passes after this one and LLVM about as much as the next: the program still runs every kernel,
+but compiles each distinct one once.
+
 xDSL's own route to loops, `ew-to-linalg,convert-linalg-to-loops,lower-affine`, was measured
 against this pass (`benchmarks/linalg_loops.py`, docs/benchmarks.md) and is not used: its LLVM IR
 differs for every program (its loops are bounded by an input's size instead of the output's, the
@@ -62,7 +72,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from xdsl.builder import Builder
@@ -79,7 +89,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i64,
 )
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, IRNode, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -164,14 +174,19 @@ def _loop_depths(kernel: ew.KernelOp, rank: int) -> dict[SSAValue, int]:
 
 
 def kernel_function_name(function: str, index: int) -> str:
-    """The symbol of the function that runs the `index`-th kernel of `function`."""
+    """The symbol of the function that runs the `index`-th distinct kernel of `function`."""
     return f"{function}.kernel{index}"
+
+
+def distinct_operands(kernel: ew.KernelOp) -> list[SSAValue]:
+    """The memrefs `kernel` takes, each once, in order of first use: its function's arguments."""
+    return list(dict.fromkeys(kernel.operands))
 
 
 def outline_kernel(kernel: ew.KernelOp, name: str) -> func.FuncOp:
     """Move `kernel` into a new private `ew.no_inline` function `name` that takes its distinct
     memrefs, and call that where the kernel was."""
-    memrefs = list(dict.fromkeys(kernel.operands))
+    memrefs = distinct_operands(kernel)
     body = Block(arg_types=[memref.type for memref in memrefs])
     for memref_value, arg in zip(memrefs, body.args, strict=True):
         arg.name_hint = memref_value.name_hint
@@ -182,6 +197,47 @@ def outline_kernel(kernel: ew.KernelOp, name: str) -> func.FuncOp:
     function = func.FuncOp(name, (body.arg_types, []), Region(body), visibility="private")
     function.attributes[NO_INLINE] = UnitAttr()
     return function
+
+
+_BucketKey = tuple[tuple[Attribute, ...], tuple[int, ...], tuple[str, ...]]
+
+
+def _bucket_key(kernel: ew.KernelOp) -> _BucketKey:
+    """What alike kernels share and is cheap to hash: the types of the distinct memrefs (the
+    outlined function's signature), which of them each operand is (a kernel reading and writing
+    one memref differs from one reading one and writing another), and the names of its ops."""
+    positions: dict[SSAValue, int] = {}
+    pattern = tuple(positions.setdefault(operand, len(positions)) for operand in kernel.operands)
+    types = tuple(memref.type for memref in positions)
+    return types, pattern, tuple(op.name for op in kernel.walk())
+
+
+@dataclass
+class AlikeKernels:
+    """The kernels of one function outlined so far, bucketed by `_bucket_key`: a kernel is
+    compared in full only with the few kept ones of its bucket, so finding the alike kernels
+    among k costs about as much as reading them once, not k^2 comparisons."""
+
+    buckets: dict[_BucketKey, list[ew.KernelOp]] = field(
+        default_factory=dict[_BucketKey, list[ew.KernelOp]]
+    )
+
+    def twin_or_keep(self, kernel: ew.KernelOp) -> func.FuncOp | None:
+        """The function of an outlined kernel alike `kernel` in everything LLVM would see of
+        it: the same ops one for one, with equal attributes and properties (a constant's bits:
+        0.0 is not -0.0; fast-math flags), each operand at the same position (see
+        `_bucket_key`). None if there is none, and then `kernel` is kept: outline it next."""
+        bucket = self.buckets.setdefault(_bucket_key(kernel), [])
+        for kept in bucket:
+            # where `kernel` sits and what it reads stand for where `kept` does (its function)
+            context: dict[IRNode | SSAValue, IRNode | SSAValue] = {
+                kernel.parent_block(): kept.parent_block(),
+                **dict(zip(kernel.operands, kept.operands, strict=True)),
+            }
+            if kernel.is_structurally_equivalent(kept, context):
+                return cast(func.FuncOp, kept.parent_op())
+        bucket.append(kernel)
+        return None
 
 
 MAIN_LOOP_VECTORS = 4
@@ -289,8 +345,9 @@ class KernelToLoops(RewritePattern):
 
 @dataclass(frozen=True)
 class EwKernelToLoopsPass(ModulePass):
-    """Lower every bufferized `ew.kernel` to an `scf.for` nest with `memref.load`/`memref.store`,
-    in an `ew.no_inline` function of its own that the kernel's place calls."""
+    """Lower every bufferized `ew.kernel` to an `scf.for` nest with `memref.load`/`memref.store`;
+    in a function of several kernels, in an `ew.no_inline` function that the kernel's place calls,
+    one per distinct kernel (alike kernels share one)."""
 
     name = "ew-kernel-to-loops"
 
@@ -317,11 +374,20 @@ class EwKernelToLoopsPass(ModulePass):
             if len(kernels) < 2:
                 continue  # LLVM sees one kernel either way (and its streaming twin stays whole)
             place = function
-            for index, kernel in enumerate(kernels):
-                name = kernel_function_name(function.sym_name.data, index)
-                outlined = outline_kernel(kernel, name)
+            alike = AlikeKernels()
+            distinct = 0
+            for kernel in kernels:
+                twin = alike.twin_or_keep(kernel)
+                if twin is not None:
+                    call = func.CallOp(twin.sym_name.data, distinct_operands(kernel), [])
+                    Rewriter.replace_op(kernel, call)
+                    continue
+                outlined = outline_kernel(
+                    kernel, kernel_function_name(function.sym_name.data, distinct)
+                )
                 op.body.block.insert_op_after(outlined, place)
                 place = outlined
+                distinct += 1
         PatternRewriteWalker(
             KernelToLoops(self.vector_bytes), apply_recursively=False
         ).rewrite_module(op)
