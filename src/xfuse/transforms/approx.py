@@ -403,10 +403,10 @@ def tanh(x: SSAValue) -> SSAValue:
     # x^2 is clamped, not x (one select, not two): past the clamp x p(c^2) / q(c^2) only grows
     # (to inf for huge x), and the result's clamp to [-1, 1] makes all of that +-1.
     limit = _TANH_CLAMP * _TANH_CLAMP
-    square = arith.MulfOp(x, x)
+    square = _float_op(arith.MulfOp, x, x)
     x2 = _select(_compare(square, _f32(limit), "ogt"), _f32(limit), square)
-    numerator = arith.MulfOp(x, _polynomial(x2, _TANH_NUMERATOR))
-    ratio = arith.DivfOp(numerator, _polynomial(x2, _TANH_DENOMINATOR))
+    numerator = _float_op(arith.MulfOp, x, _polynomial(x2, _TANH_NUMERATOR))
+    ratio = _float_op(arith.DivfOp, numerator, _polynomial(x2, _TANH_DENOMINATOR))
     return _clamp(ratio, -1.0, 1.0)
 
 
