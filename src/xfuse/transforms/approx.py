@@ -191,7 +191,8 @@ def _f32(value: float) -> SSAValue:
 
 @functools.cache
 def _f32_attribute(hex_value: str) -> FloatAttr:
-    """The f32 attribute of a value, made once (by its hex text: 0.0 and -0.0 are equal keys)."""
+    """The f32 attribute of a value, made once per value: keyed by its hex text, which tells
+    -0.0 from 0.0 (equal as float keys)."""
     return FloatAttr(float.fromhex(hex_value), _F32)
 
 
