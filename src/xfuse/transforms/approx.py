@@ -48,7 +48,6 @@ Value = SSAValue | Operation
 """An SSA value, or the single-result op that defines it (xDSL's op constructors take both)."""
 
 _I1 = IntegerType(1)
-_I1 = IntegerType(1)
 _I32 = IntegerType(32)
 _F32 = Float32Type()
 

@@ -1159,8 +1159,9 @@ class EwToLlvmPass(ModulePass):
         # xDSL's convert-scf-to-cf, walking backwards: each loop then splits a block with only
         # the ops up to the next (already lowered) loop left to move, near the region's start
         # (forwards, a function of n loops costs O(n^2) in `Block.split_before`). One walk
-        # lowers every loop (the walker keeps a loop moved into its parent's blocks on its
-        # list), so the walker need not walk the whole program again to find nothing to do.
+        # lowers every loop (each is on the walker's list from the start, and lowering a loop
+        # moves the loops inside it, it does not erase them): no second walk of the whole
+        # program to find nothing left.
         PatternRewriteWalker(
             GreedyRewritePatternApplier([IfLowering(), ForLowering()]),
             walk_reverse=True,
@@ -1188,8 +1189,8 @@ class EwToLlvmPass(ModulePass):
         PatternRewriteWalker(
             OpTypeDispatch(patterns, dce_enabled=False), apply_recursively=False
         ).rewrite_module(op)
-        # One walk over the lowered program (~70,000 ops from 10^4 elementwise ops): a leftover
-        # op is an error; the casts go, and the functions called are declared.
+        # One walk over the lowered program, not one for each: a leftover op is an error; the
+        # casts go, and the functions called are declared.
         casts: list[UnrealizedConversionCastOp] = []
         callees: set[str] = set()
         for lowered in op.walk():
