@@ -269,3 +269,13 @@ def test_expanding_math_in_threads_at_once_leaves_xdsl_as_it_was() -> None:
         patched, Operation.__post_init__ = Operation.__post_init__, post_init  # for later tests
     assert not failures
     assert patched is post_init
+
+
+def test_approximation_constants_keep_the_sign_of_zero() -> None:
+    """The approximations make each f32 constant attribute once per value: -0.0 and 0.0, equal
+    as float keys, stay two attributes with their own sign bits."""
+    from xfuse.transforms.approx import _f32_attribute
+
+    negative, positive = (_f32_attribute(value.hex()) for value in (-0.0, 0.0))
+    assert np.signbit(negative.value.data) and not np.signbit(positive.value.data)
+    assert _f32_attribute((1.5).hex()) is _f32_attribute((1.5).hex())

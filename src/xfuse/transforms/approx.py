@@ -30,6 +30,7 @@ their constants are shared (`SharedConstants`): one op per value in each block.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -40,7 +41,7 @@ from typing import cast
 from xdsl.builder import Builder, ImplicitBuilder
 from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, IntegerType
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
 Value = SSAValue | Operation
@@ -184,11 +185,23 @@ def _constant(value: FloatAttr | IntegerAttr) -> SSAValue:
 
 
 def _f32(value: float) -> SSAValue:
-    return _constant(FloatAttr(value, _F32))
+    return _constant(_f32_attribute(float(value).hex()))
+
+
+@functools.cache
+def _f32_attribute(hex_value: str) -> FloatAttr:
+    """The f32 attribute of a value, made once per value: keyed by its hex text, which tells
+    -0.0 from 0.0 (equal as float keys)."""
+    return FloatAttr(float.fromhex(hex_value), _F32)
+
+
+@functools.cache
+def _i32_attribute(value: int) -> IntegerAttr:
+    return IntegerAttr(value, _I32)
 
 
 def _i32(value: int) -> SSAValue:
-    return _constant(IntegerAttr(value, _I32))
+    return _constant(_i32_attribute(value))
 
 
 _NO_FASTMATH = {"fastmath": arith.FastMathFlagsAttr("none")}
@@ -206,6 +219,32 @@ def _float_op(
     ).result
 
 
+@functools.cache
+def _compare_properties(predicate: str) -> dict[str, Attribute]:
+    return {
+        "predicate": IntegerAttr(arith.CMPF_COMPARISON_OPERATIONS.index(predicate), 64),
+        **_NO_FASTMATH,
+    }
+
+
+def _compare(lhs: Value, rhs: Value, predicate: str) -> arith.CmpfOp:
+    """`arith.CmpfOp(lhs, rhs, predicate)`, built with `create` as `_float_op` is."""
+    return arith.CmpfOp.create(
+        operands=[SSAValue.get(lhs), SSAValue.get(rhs)],
+        result_types=[_I1],
+        properties=_compare_properties(predicate),
+    )
+
+
+def _select(condition: Value, if_true: Value, if_false: Value) -> arith.SelectOp:
+    """`arith.SelectOp(condition, if_true, if_false)`, built with `create` as `_float_op` is."""
+    if_true = SSAValue.get(if_true)
+    return arith.SelectOp.create(
+        operands=[SSAValue.get(condition), if_true, SSAValue.get(if_false)],
+        result_types=[if_true.type],
+    )
+
+
 def _polynomial(x: Value, coefficients: Sequence[float]) -> Value:
     """Horner's rule; coefficients from the highest degree down."""
     result: Value = _f32(coefficients[0])
@@ -216,8 +255,8 @@ def _polynomial(x: Value, coefficients: Sequence[float]) -> Value:
 
 def _clamp(x: Value, low: float, high: float) -> SSAValue:
     """x limited to [low, high]; NaN stays NaN (ordered compares are false for it)."""
-    x = arith.SelectOp(arith.CmpfOp(x, _f32(high), "ogt"), _f32(high), x)
-    return arith.SelectOp(arith.CmpfOp(x, _f32(low), "olt"), _f32(low), x).result
+    x = _select(_compare(x, _f32(high), "ogt"), _f32(high), x)
+    return _select(_compare(x, _f32(low), "olt"), _f32(low), x).result
 
 
 def _is_non_positive(x: SSAValue) -> bool:
@@ -233,8 +272,8 @@ def _exp(x: SSAValue, full_range: bool) -> SSAValue:
     """exp(x); without `full_range` only where x <= 44 (exp(-|y|); Mish's e^y, unused above 9.1),
     and whatever the arithmetic makes above (NaN for inf)."""
     # No upper clamp: above 88.72 the final select gives +inf whatever the arithmetic made.
-    below = arith.CmpfOp(x, _f32(_EXP_ZERO_BELOW), "olt")
-    clamped = arith.SelectOp(below, _f32(_EXP_ZERO_BELOW), x)
+    below = _compare(x, _f32(_EXP_ZERO_BELOW), "olt")
+    clamped = _select(below, _f32(_EXP_ZERO_BELOW), x)
     shifted = arith.AddfOp(arith.MulfOp(clamped, _f32(_LOG2E)), _f32(_ROUND_MAGIC))
     n_float = arith.SubfOp(shifted, _f32(_ROUND_MAGIC))
     r = arith.SubfOp(clamped, arith.MulfOp(n_float, _f32(_LN2_HI)))
@@ -257,12 +296,12 @@ def _exp(x: SSAValue, full_range: bool) -> SSAValue:
         scale = arith.BitcastOp(arith.AddiOp(exponent, _i32((126 + 64) << 23)), _F32)
         return arith.MulfOp(early, scale).result
     twice = arith.AddfOp(twice_minus_two, _f32(2.0))
-    tiny = arith.CmpfOp(clamped, _f32(_EXP_NORMAL_BELOW), "olt")
-    bias = arith.SelectOp(tiny, _i32((126 + 64) << 23), _i32(126 << 23))
+    tiny = _compare(clamped, _f32(_EXP_NORMAL_BELOW), "olt")
+    bias = _select(tiny, _i32((126 + 64) << 23), _i32(126 << 23))
     scaled = arith.MulfOp(twice, arith.BitcastOp(arith.AddiOp(exponent, bias), _F32))
-    result = arith.MulfOp(scaled, arith.SelectOp(tiny, _f32(2.0**-64), _f32(1.0)))
-    overflows = arith.CmpfOp(x, _f32(_EXP_FINITE_MAX), "ogt")
-    return arith.SelectOp(overflows, _f32(float("inf")), result).result
+    result = arith.MulfOp(scaled, _select(tiny, _f32(2.0**-64), _f32(1.0)))
+    overflows = _compare(x, _f32(_EXP_FINITE_MAX), "ogt")
+    return _select(overflows, _f32(float("inf")), result).result
 
 
 def _log_of_reduced(f: Value, exponent: Value) -> Value:
@@ -275,21 +314,21 @@ def _log_of_reduced(f: Value, exponent: Value) -> Value:
 
 
 def log(x: SSAValue) -> SSAValue:
-    denormal = arith.CmpfOp(x, _f32(1.1754943508222875e-38), "olt")
-    scaled = arith.SelectOp(denormal, arith.MulfOp(x, _f32(8388608.0)), x)
+    denormal = _compare(x, _f32(1.1754943508222875e-38), "olt")
+    scaled = _select(denormal, arith.MulfOp(x, _f32(8388608.0)), x)
     bits = arith.BitcastOp(scaled, _I32)
     biased_exponent = arith.ShRSIOp(bits, _i32(23))
-    exponent = arith.SubiOp(biased_exponent, arith.SelectOp(denormal, _i32(150), _i32(127)))
+    exponent = arith.SubiOp(biased_exponent, _select(denormal, _i32(150), _i32(127)))
     mantissa_bits = arith.OrIOp(arith.AndIOp(bits, _i32(0x007FFFFF)), _i32(0x3F800000))
     mantissa = arith.BitcastOp(mantissa_bits, _F32)
-    above_sqrt2 = arith.CmpfOp(mantissa, _f32(_SQRT2), "ogt")
-    mantissa = arith.SelectOp(above_sqrt2, arith.MulfOp(mantissa, _f32(0.5)), mantissa)
-    exponent = arith.AddiOp(exponent, arith.SelectOp(above_sqrt2, _i32(1), _i32(0)))
+    above_sqrt2 = _compare(mantissa, _f32(_SQRT2), "ogt")
+    mantissa = _select(above_sqrt2, arith.MulfOp(mantissa, _f32(0.5)), mantissa)
+    exponent = arith.AddiOp(exponent, _select(above_sqrt2, _i32(1), _i32(0)))
     f = arith.SubfOp(mantissa, _f32(1.0))
     result = _log_of_reduced(f, arith.SIToFPOp(exponent, _F32))
-    result = arith.SelectOp(arith.CmpfOp(x, _f32(float("inf")), "oeq"), x, result)
-    result = arith.SelectOp(arith.CmpfOp(x, _f32(0.0), "oeq"), _f32(float("-inf")), result)
-    return arith.SelectOp(arith.CmpfOp(x, _f32(0.0), "ult"), _f32(float("nan")), result).result
+    result = _select(_compare(x, _f32(float("inf")), "oeq"), x, result)
+    result = _select(_compare(x, _f32(0.0), "oeq"), _f32(float("-inf")), result)
+    return _select(_compare(x, _f32(0.0), "ult"), _f32(float("nan")), result).result
 
 
 def _log1p_of_unit(x: SSAValue) -> SSAValue:
@@ -303,10 +342,10 @@ def _log1p_of_unit(x: SSAValue) -> SSAValue:
     u = arith.AddfOp(_f32(1.0), x)
     f = arith.SubfOp(u, _f32(1.0))
     rounding = arith.SubfOp(x, f)
-    above_sqrt2 = arith.CmpfOp(u, _f32(_SQRT2), "ogt")
+    above_sqrt2 = _compare(u, _f32(_SQRT2), "ogt")
     halved = arith.SubfOp(arith.MulfOp(u, _f32(0.5)), _f32(1.0))
-    reduced = arith.SelectOp(above_sqrt2, halved, f)
-    log_u = _log_of_reduced(reduced, arith.SelectOp(above_sqrt2, _f32(1.0), _f32(0.0)))
+    reduced = _select(above_sqrt2, halved, f)
+    log_u = _log_of_reduced(reduced, _select(above_sqrt2, _f32(1.0), _f32(0.0)))
     half_f_minus_one = arith.SubfOp(arith.MulfOp(f, _f32(0.5)), _f32(1.0))
     reciprocal = arith.AddfOp(arith.MulfOp(f, half_f_minus_one), _f32(1.0))
     return arith.AddfOp(arith.MulfOp(rounding, reciprocal), log_u).result
@@ -318,8 +357,8 @@ def log1p(x: SSAValue) -> SSAValue:
     # Goldberg: u = 1 + x; log(u) * x / (u - 1) corrects u's rounding (x where u rounds to 1).
     u = arith.AddfOp(_f32(1.0), x)
     corrected = arith.DivfOp(arith.MulfOp(log(u.result), x), arith.SubfOp(u, _f32(1.0)))
-    result = arith.SelectOp(arith.CmpfOp(u, _f32(1.0), "oeq"), x, corrected)
-    return arith.SelectOp(arith.CmpfOp(x, _f32(float("inf")), "oeq"), x, result).result
+    result = _select(_compare(u, _f32(1.0), "oeq"), x, corrected)
+    return _select(_compare(x, _f32(float("inf")), "oeq"), x, result).result
 
 
 def _softplus_argument(value: SSAValue) -> SSAValue | None:
@@ -353,8 +392,8 @@ def _tanh_of_softplus(y: SSAValue) -> SSAValue:
     e = _exp(y, full_range=False)
     n = arith.MulfOp(e, arith.AddfOp(e, _f32(2.0)))
     ratio = arith.DivfOp(n, arith.AddfOp(n, _f32(2.0)))
-    saturated = arith.CmpfOp(y, _f32(_TANH_OF_SOFTPLUS_ONE_FROM), "ogt")
-    return arith.SelectOp(saturated, _f32(1.0), ratio).result
+    saturated = _compare(y, _f32(_TANH_OF_SOFTPLUS_ONE_FROM), "ogt")
+    return _select(saturated, _f32(1.0), ratio).result
 
 
 def tanh(x: SSAValue) -> SSAValue:
@@ -364,10 +403,10 @@ def tanh(x: SSAValue) -> SSAValue:
     # x^2 is clamped, not x (one select, not two): past the clamp x p(c^2) / q(c^2) only grows
     # (to inf for huge x), and the result's clamp to [-1, 1] makes all of that +-1.
     limit = _TANH_CLAMP * _TANH_CLAMP
-    square = arith.MulfOp(x, x)
-    x2 = arith.SelectOp(arith.CmpfOp(square, _f32(limit), "ogt"), _f32(limit), square)
-    numerator = arith.MulfOp(x, _polynomial(x2, _TANH_NUMERATOR))
-    ratio = arith.DivfOp(numerator, _polynomial(x2, _TANH_DENOMINATOR))
+    square = _float_op(arith.MulfOp, x, x)
+    x2 = _select(_compare(square, _f32(limit), "ogt"), _f32(limit), square)
+    numerator = _float_op(arith.MulfOp, x, _polynomial(x2, _TANH_NUMERATOR))
+    ratio = _float_op(arith.DivfOp, numerator, _polynomial(x2, _TANH_DENOMINATOR))
     return _clamp(ratio, -1.0, 1.0)
 
 
@@ -382,23 +421,23 @@ def erf(x: SSAValue) -> SSAValue:
 def pow(x: SSAValue, y: SSAValue) -> SSAValue:
     log_magnitude = log(math.AbsFOp(x).result)
     # y * log|x| is 0 where log|x| is 0, even for y = inf or NaN: pow(+-1, inf) = pow(1, NaN) = 1.
-    log_is_zero = arith.CmpfOp(log_magnitude, _f32(0.0), "oeq")
-    exponent = arith.SelectOp(log_is_zero, _f32(0.0), arith.MulfOp(y, log_magnitude))
+    log_is_zero = _compare(log_magnitude, _f32(0.0), "oeq")
+    exponent = _select(log_is_zero, _f32(0.0), arith.MulfOp(y, log_magnitude))
     magnitude = exp(exponent.result)
-    y_is_integer = arith.CmpfOp(math.FloorOp(y), y, "oeq")
+    y_is_integer = _compare(math.FloorOp(y), y, "oeq")
     half_y = arith.MulfOp(y, _f32(0.5))
-    y_is_odd = arith.AndIOp(y_is_integer, arith.CmpfOp(math.FloorOp(half_y), half_y, "one"))
+    y_is_odd = arith.AndIOp(y_is_integer, _compare(math.FloorOp(half_y), half_y, "one"))
     # The sign bit, not x < 0: pow(-0.0, -1) is -inf.
     sign_bit = arith.CmpiOp(arith.BitcastOp(x, _I32), _i32(0), "slt")
     negated = arith.NegfOp(magnitude)
-    result = arith.SelectOp(arith.AndIOp(sign_bit, y_is_odd), negated, magnitude)
+    result = _select(arith.AndIOp(sign_bit, y_is_odd), negated, magnitude)
     # A finite negative base needs an integer exponent (pow(-inf, 0.5) is +inf, not NaN).
-    negative = arith.CmpfOp(x, _f32(0.0), "olt")
-    negative_finite = arith.AndIOp(negative, arith.CmpfOp(x, _f32(float("-inf")), "one"))
+    negative = _compare(x, _f32(0.0), "olt")
+    negative_finite = arith.AndIOp(negative, _compare(x, _f32(float("-inf")), "one"))
     y_is_fraction = arith.XOrIOp(y_is_integer, _constant(IntegerAttr(1, _I1)))
     needs_integer = arith.AndIOp(negative_finite, y_is_fraction)
-    result = arith.SelectOp(needs_integer, _f32(float("nan")), result)
-    return arith.SelectOp(arith.CmpfOp(y, _f32(0.0), "oeq"), _f32(1.0), result).result
+    result = _select(needs_integer, _f32(float("nan")), result)
+    return _select(_compare(y, _f32(0.0), "oeq"), _f32(1.0), result).result
 
 
 def rsqrt(x: SSAValue) -> SSAValue:
@@ -413,8 +452,8 @@ def rsqrt(x: SSAValue) -> SSAValue:
     scaled by 2^32 and the result by 2^16. At +-0 and +inf the step makes 0 * inf = NaN: the
     result there is s's bits with the exponent field flipped (+-inf, +0). A negative or NaN s
     gives NaN from the estimate on."""
-    small = arith.CmpfOp(x, _f32(2.0**-126), "olt")
-    s = arith.SelectOp(small, arith.MulfOp(x, _f32(2.0**32)), x)
+    small = _compare(x, _f32(2.0**-126), "olt")
+    s = _select(small, arith.MulfOp(x, _f32(2.0**32)), x)
     y = arith.DivfOp(
         _f32(1.0), math.SqrtOp(s), arith.FastMathFlagsAttr([arith.FastMathFlag.ALLOW_RECIP])
     )
@@ -422,9 +461,7 @@ def rsqrt(x: SSAValue) -> SSAValue:
     low = math.FmaOp(s, y, arith.NegfOp(h))
     e = math.FmaOp(arith.NegfOp(low), y, math.FmaOp(arith.NegfOp(h), y, _f32(1.0)))
     refined = math.FmaOp(arith.MulfOp(y, _f32(0.5)), e, y)
-    zero_or_inf = arith.OrIOp(
-        arith.CmpfOp(s, _f32(0.0), "oeq"), arith.CmpfOp(s, _f32(float("inf")), "oeq")
-    )
+    zero_or_inf = arith.OrIOp(_compare(s, _f32(0.0), "oeq"), _compare(s, _f32(float("inf")), "oeq"))
     flipped = arith.XOrIOp(arith.BitcastOp(s, _I32), _i32(_FLOAT32_INFINITY_BITS))
-    result = arith.SelectOp(zero_or_inf, arith.BitcastOp(flipped, _F32), refined)
-    return arith.MulfOp(result, arith.SelectOp(small, _f32(2.0**16), _f32(1.0))).result
+    result = _select(zero_or_inf, arith.BitcastOp(flipped, _F32), refined)
+    return arith.MulfOp(result, _select(small, _f32(2.0**16), _f32(1.0))).result

@@ -148,6 +148,17 @@ def memref_from_pieces(pointer: SSAValue, sizes: Sequence[SSAValue], type_: Attr
     return UnrealizedConversionCastOp.create(operands=[pointer, *sizes], result_types=[type_])
 
 
+_NO_OVERFLOW_FLAGS: dict[str, Attribute] = {"overflowFlags": IntegerAttr(0, _I32)}
+"""What `llvm.AddOp(lhs, rhs)` and the other ops with overflow flags get: none."""
+
+
+def _integer_op(op_type: type[Operation], lhs: SSAValue, rhs: SSAValue) -> Operation:
+    """`op_type(lhs, rhs)` (`llvm.AddOp`, `llvm.MulOp`, ...), the op its constructor makes, built
+    with `create` (the constructor builds and verifies new attributes for every op)."""
+    properties = _NO_OVERFLOW_FLAGS if issubclass(op_type, llvm.ArithmeticBinOpOverflow) else {}
+    return op_type.create(operands=[lhs, rhs], result_types=[lhs.type], properties=properties)
+
+
 def _constant(value: int, ops: list[Operation]) -> SSAValue:
     op = llvm.ConstantOp(IntegerAttr(value, i64), i64)
     ops.append(op)
@@ -198,20 +209,22 @@ def _element_pointer(
             return pieces.pointer
         linear = indices[0]
         for index, size in zip(indices[1:], pieces.sizes[1:], strict=True):
-            linear = emit(llvm.AddOp(emit(llvm.MulOp(linear, _size_value(size, ops))), index))
+            scaled = emit(_integer_op(llvm.MulOp, linear, _size_value(size, ops)))
+            linear = emit(_integer_op(llvm.AddOp, scaled, index))
     else:  # offset + i0 * s0 + i1 * s1 ...
         strides, offset = layout
         linear = _constant(offset, ops)
         for index, stride in zip(indices, strides, strict=True):
-            scaled = index if stride == 1 else emit(llvm.MulOp(index, _constant(stride, ops)))
-            linear = emit(llvm.AddOp(linear, scaled))
-    element = convert_type(type_.get_element_type())
-    return emit(
-        llvm.GEPOp.create(
-            operands=[pieces.pointer, linear],
-            result_types=[_PTR],
-            properties=_element_gep_properties(element),
-        )
+            if stride != 1:
+                index = emit(_integer_op(llvm.MulOp, index, _constant(stride, ops)))
+            linear = emit(_integer_op(llvm.AddOp, linear, index))
+    return emit(_gep(pieces.pointer, linear, convert_type(type_.get_element_type())))
+
+
+def _gep(pointer: SSAValue, index: SSAValue, element: Attribute) -> llvm.GEPOp:
+    """`getelementptr inbounds <element>, ptr %pointer, i64 %index`."""
+    return llvm.GEPOp.create(
+        operands=[pointer, index], result_types=[_PTR], properties=_element_gep_properties(element)
     )
 
 
@@ -288,11 +301,10 @@ class AllocToLlvm(RewritePattern):
         dynamic = iter(op.dynamic_sizes)
         total = _constant(element_bytes(type_.get_element_type()), ops)
         for size in type_.get_shape():
-            product = llvm.MulOp(
-                total, next(dynamic) if size == DYNAMIC_INDEX else _constant(size, ops)
-            )
+            factor = next(dynamic) if size == DYNAMIC_INDEX else _constant(size, ops)
+            product = _integer_op(llvm.MulOp, total, factor)
             ops.append(product)
-            total = product.res
+            total = product.results[0]
         call = llvm.CallOp("malloc", total, return_type=_PTR)
         rewriter.replace(
             op, [*ops, call, memref_from_pieces(call.returned, op.dynamic_sizes, type_)]
@@ -305,9 +317,7 @@ class ViewToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.ViewOp, rewriter: PatternRewriter) -> None:
         contiguous(op.result.type, op)
-        start = llvm.GEPOp.from_mixed_indices(
-            descriptor(op.source).pointer, [op.byte_shift], _I8, inbounds=True
-        )
+        start = _gep(descriptor(op.source).pointer, op.byte_shift, _I8)
         rewriter.replace(op, [start, memref_from_pieces(start.result, op.sizes, op.result.type)])
 
 
@@ -330,7 +340,7 @@ class CollapseShapeToLlvm(RewritePattern):
             for axis in group:
                 factor = _size_value(pieces.sizes[axis.value.data], ops)
                 if product is not None:
-                    ops.append(multiply := llvm.MulOp(product, factor))
+                    ops.append(multiply := _integer_op(llvm.MulOp, product, factor))
                     factor = multiply.res
                 product = factor
             assert product is not None, "a dynamic dim collapses a non-empty group"
@@ -579,10 +589,6 @@ _INTEGER_BINARY: dict[type[Operation], type[Operation]] = {
 }
 
 
-_NO_OVERFLOW_FLAGS: dict[str, Attribute] = {"overflowFlags": IntegerAttr(0, _I32)}
-"""What `llvm.AddOp(lhs, rhs)` and the other ops with overflow flags get: none."""
-
-
 class IntegerArithToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(
@@ -598,14 +604,7 @@ class IntegerArithToLlvm(RewritePattern):
         | arith.XOrIOp,
         rewriter: PatternRewriter,
     ) -> None:
-        lowered_type = _INTEGER_BINARY[type(op)]
-        properties = (
-            _NO_OVERFLOW_FLAGS if issubclass(lowered_type, llvm.ArithmeticBinOpOverflow) else {}
-        )
-        lowered = lowered_type.create(
-            operands=[op.lhs, op.rhs], result_types=[op.lhs.type], properties=properties
-        )
-        rewriter.replace(op, lowered)
+        rewriter.replace(op, _integer_op(_INTEGER_BINARY[type(op)], op.lhs, op.rhs))
 
 
 _INTRINSIC_SUFFIXES: dict[type[Attribute], str] = {
@@ -1097,14 +1096,10 @@ class OpTypeDispatch(GreedyRewritePatternApplier):
                 return
 
 
-def _declare_callees(module: ModuleOp) -> None:
-    """Declares the functions the lowering calls (`malloc`, `free`, `BF16_HARDWARE_NARROWING`)."""
+def _declare_callees(module: ModuleOp, uses: set[str]) -> None:
+    """Declares the functions of `uses` (the names `module` calls) that the lowering calls
+    (`malloc`, `free`, `BF16_HARDWARE_NARROWING`)."""
     declared = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
-    uses = {
-        op.callee.string_value()
-        for op in module.walk()
-        if isinstance(op, llvm.CallOp) and op.callee is not None
-    }
     signatures = {
         "malloc": llvm.LLVMFunctionType([i64], _PTR),
         "free": llvm.LLVMFunctionType([_PTR], None),
@@ -1163,9 +1158,14 @@ class EwToLlvmPass(ModulePass):
                     )
         # xDSL's convert-scf-to-cf, walking backwards: each loop then splits a block with only
         # the ops up to the next (already lowered) loop left to move, near the region's start
-        # (forwards, a function of n loops costs O(n^2) in `Block.split_before`).
+        # (forwards, a function of n loops costs O(n^2) in `Block.split_before`). One walk
+        # lowers every loop (each is on the walker's list from the start, and lowering a loop
+        # moves the loops inside it, it does not erase them): no second walk of the whole
+        # program to find nothing left.
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([IfLowering(), ForLowering()]), walk_reverse=True
+            GreedyRewritePatternApplier([IfLowering(), ForLowering()]),
+            walk_reverse=True,
+            apply_recursively=False,
         ).rewrite_module(op)
         for function in list(op.ops):
             if isinstance(function, func.FuncOp):
@@ -1183,28 +1183,35 @@ class EwToLlvmPass(ModulePass):
             o for o in op.walk() if isinstance(o, arith.ExtFOp) and _quieted_by_users(o)
         )
         patterns = lowering_patterns(flags, self.f16c, unquieted, self.avx512bf16)
-        PatternRewriteWalker(OpTypeDispatch(patterns), apply_recursively=False).rewrite_module(op)
-        leftover = next(
-            (
-                o
-                for o in op.walk()
-                if o is not op
-                and not o.name.startswith("llvm.")
-                and not isinstance(o, UnrealizedConversionCastOp)
-            ),
-            None,
-        )
-        if leftover is not None:
-            hint = ""
-            if leftover.name.startswith("math."):
-                hint = (
-                    " (ew-expand-math lowers the transcendentals of MATH_FUNCTIONS in "
-                    "src/xfuse/transforms/expand_math.py; this pass the exact ones of "
-                    "_MATH_INTRINSICS in src/xfuse/transforms/to_llvm.py)"
-                )
-            raise DiagnosticException(
-                f"ew-to-llvm: no lowering for '{leftover.name}'{hint}:\n{leftover}"
-            )
-        for cast_op in [o for o in op.walk() if isinstance(o, UnrealizedConversionCastOp)]:
+        # No dead code is left to find: the walk of `convert-scf-to-cf` above erased it (users
+        # first, so dead chains go whole), and what is dead since, the casts of unused memref
+        # arguments, is erased with the other casts below.
+        PatternRewriteWalker(
+            OpTypeDispatch(patterns, dce_enabled=False), apply_recursively=False
+        ).rewrite_module(op)
+        # One walk over the lowered program, not one for each: a leftover op is an error; the
+        # casts go, and the functions called are declared.
+        casts: list[UnrealizedConversionCastOp] = []
+        callees: set[str] = set()
+        for lowered in op.walk():
+            if isinstance(lowered, UnrealizedConversionCastOp):
+                casts.append(lowered)
+            elif isinstance(lowered, llvm.CallOp):
+                if lowered.callee is not None:
+                    callees.add(lowered.callee.string_value())
+            elif lowered is not op and not lowered.name.startswith("llvm."):
+                raise _no_lowering(lowered)
+        for cast_op in casts:
             Rewriter.erase_op(cast_op)
-        _declare_callees(op)
+        _declare_callees(op, callees)
+
+
+def _no_lowering(leftover: Operation) -> DiagnosticException:
+    hint = ""
+    if leftover.name.startswith("math."):
+        hint = (
+            " (ew-expand-math lowers the transcendentals of MATH_FUNCTIONS in "
+            "src/xfuse/transforms/expand_math.py; this pass the exact ones of "
+            "_MATH_INTRINSICS in src/xfuse/transforms/to_llvm.py)"
+        )
+    return DiagnosticException(f"ew-to-llvm: no lowering for '{leftover.name}'{hint}:\n{leftover}")
