@@ -33,6 +33,7 @@ from xfuse.runtime.kernel import (
     NativeCall,
     SizeClass,
     SplitChoice,
+    fast_data_pointer,
 )
 from xfuse.transforms import ALL_PASSES, packed_entry_name
 from xfuse.transforms.optimize import EwOptimizePass
@@ -673,6 +674,7 @@ def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch, g
 
 
 def test_the_data_pointer_is_numpys() -> None:
+    """Both ways a call reads it: `data_pointer`, and the builtin that the checked call uses."""
     base = np.arange(24.0)
     for array in (
         base,
@@ -684,7 +686,7 @@ def test_the_data_pointer_is_numpys() -> None:
         np.ma.masked_array(base),
         np.ones(5, ml_dtypes.bfloat16)[1:],
     ):
-        assert data_pointer(array) == array.ctypes.data
+        assert data_pointer(array) == fast_data_pointer()(array) == array.ctypes.data
 
 
 SPECIAL_VALUES = np.array(
