@@ -91,21 +91,34 @@ alternate calls find half their data in the wrong core's cache, which hides a sp
 the arrays fit in the two cores' caches (Mish at 2^20: 0.92x chosen against 1.67x split)."""
 
 SPLIT_WINDOW = 5
-"""`SplitChoice` compares each way's median time of its last this-many timed calls of a size
-class: one outlier (a call that waited for a core) changes nothing. Not the fastest time: on a
-loaded host a split's times vary more (it needs two cores at once), and its fastest would pick a
-way whose usual time is worse."""
+"""`SplitChoice` compares the chosen way's median time of its last this-many timed calls of a
+size class with the median of the probe's calls of the other way: one outlier (a call that
+waited for a core) changes nothing. Not the fastest time: on a loaded host a split's times vary
+more (it needs two cores at once), and its fastest would pick a way whose usual time is worse."""
 
 SPLIT_PROBE_INTERVAL = 32
-"""Once a size class has chosen, its calls go in rounds of this many: the chosen way untimed,
-then `SPLIT_WINDOW` calls of it timed, then `SPLIT_PROBE_CALLS` of the other way (a probe),
-which decide the next round's way, so that a change of the host's load shows within a round.
-A probe that loses costs a few calls in a round; an untimed call costs what a one-thread
-kernel's does and a method call (~1% at 2^18 elements)."""
+"""Once a size class has chosen, its calls go in rounds: the chosen way untimed, then
+`SPLIT_WINDOW` calls of it timed (this many calls of the chosen way in all, or more where the
+last probe lost by much: `SPLIT_PROBE_SHARE`), then `SPLIT_PROBE_CALLS` of the other way (a
+probe), which decide the next round's way, so that a change of the host's load shows within a
+round. An untimed call costs what a one-thread kernel's does and a method call (~1% at 2^18
+elements)."""
 
 SPLIT_PROBE_CALLS = 3
 """How many calls in a row a probe runs the other way: the first finds its data in the other
 way's caches, the median of the probe's calls is the way's usual time."""
+
+SPLIT_PROBE_SHARE = 0.01
+"""The share of a size class's time that its losing probes may cost: after a probe whose way
+took a share `loss` longer than the chosen way (its `SPLIT_PROBE_CALLS` calls cost
+`SPLIT_PROBE_CALLS * loss` calls more), the next round runs the chosen way at least
+`SPLIT_PROBE_CALLS * loss / SPLIT_PROBE_SHARE` calls (`SPLIT_PROBE_INTERVAL` for a loss up to
+11%, 300 where a split takes twice as long), at most `SPLIT_LONGEST_ROUND`. Probes every 32
+calls that lose by 37% (a split of hardswish at 2^18 on a loaded host) cost 3.2% of the time."""
+
+SPLIT_LONGEST_ROUND = 4096
+"""The most calls of the chosen way between two probes, however much the last one lost: a
+way that wins again (the host's load dropped) is found within this many calls."""
 
 SPLIT_MARGIN = 0.05
 """A split is chosen only where it is this much faster than one thread: a tie keeps the other
@@ -686,7 +699,8 @@ are one class) and whether it streams its outputs."""
 @dataclass
 class SplitTimes:
     """What `SplitChoice` measured of one size class: each way's last `SPLIT_WINDOW` times per
-    element (tuples, replaced whole: calls from several Python threads may record at once)."""
+    element, the probed way's only from its probe (tuples, replaced whole: calls from several
+    Python threads may record at once)."""
 
     one_thread: tuple[float, ...] = ()
     split: tuple[float, ...] = ()
@@ -695,19 +709,22 @@ class SplitTimes:
     chosen: bool = False
     """Each way has run `SPLIT_FIRST_CALLS` times."""
     calls: int = 0
-    """Calls of this round (`SPLIT_PROBE_INTERVAL`)."""
+    """Calls of this round."""
+    chosen_calls: int = SPLIT_PROBE_INTERVAL
+    """Calls of the chosen way in this round, before its probe (`SPLIT_PROBE_SHARE`)."""
 
 
 @dataclass
 class SplitChoice:
     """Whether a call of a kernel that can split over its threads does, chosen per size class by
-    feedback: calls time themselves (wall time, `clock`), and the faster way per element, by the
-    median of its last `SPLIT_WINDOW` timed calls, runs next. The first `SPLIT_FIRST_CALLS` calls
-    of a class run on one thread, the next as many split, timed; after, each round of
-    `SPLIT_PROBE_INTERVAL` calls of the chosen way times its last `SPLIT_WINDOW`, then
-    `SPLIT_PROBE_CALLS` run the other way, timed, and the last of them decides, so that a split
-    that loses is abandoned and one that wins is kept as the host's load changes. A split
-    must win by `SPLIT_MARGIN`. Splitting changes no result bit.
+    feedback: calls time themselves (wall time, `clock`), and the faster way per element runs
+    next. The first `SPLIT_FIRST_CALLS` calls of a class run on one thread, the next as many
+    split, timed, and the median of each way's decides; after, each round of
+    `SPLIT_PROBE_INTERVAL` calls (or more, `SPLIT_PROBE_SHARE`) of the chosen way times its last
+    `SPLIT_WINDOW`, then `SPLIT_PROBE_CALLS` run the other way, timed, and the last of them
+    decides by the median of the probe's calls against the chosen way's, so that a split that
+    loses is abandoned and one that wins is kept as the host's load changes. A split must win
+    by `SPLIT_MARGIN`. Splitting changes no result bit.
 
     `forced` (`always`, tests and benchmarks) splits every call that can, whatever it measured."""
 
@@ -730,17 +747,24 @@ class SplitChoice:
         times.calls += 1
         if not times.chosen:  # one thread first, then split
             return times.calls > SPLIT_FIRST_CALLS, True
-        if times.calls <= SPLIT_PROBE_INTERVAL - SPLIT_WINDOW:
+        chosen_calls = times.chosen_calls
+        if times.calls <= chosen_calls - SPLIT_WINDOW:
             return times.splitting, False
-        if times.calls <= SPLIT_PROBE_INTERVAL:
+        if times.calls <= chosen_calls:
             return times.splitting, True
-        if times.calls == SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS:
+        if times.calls == chosen_calls + 1:  # the probe's first call: only its calls count
+            if times.splitting:
+                times.one_thread = ()
+            else:
+                times.split = ()
+        if times.calls == chosen_calls + SPLIT_PROBE_CALLS:
             times.calls = 0  # the probe's last call, which decides
         return not times.splitting, True  # a probe
 
     def record(self, size_class: SizeClass, split: bool, seconds_per_element: float) -> None:
         """A timed call of this class ran split (or on one thread) in this time per element; the
-        last of the first calls, and each probe, decide which way runs next."""
+        last of the first calls, and each probe, decide which way runs next, and how long the
+        next round is (`SPLIT_PROBE_SHARE`)."""
         times = self.classes[size_class]
         if split:
             times.split = (*times.split[1 - SPLIT_WINDOW :], seconds_per_element)
@@ -752,8 +776,15 @@ class SplitChoice:
             times.chosen, times.calls = True, 0
         elif times.calls:  # a timed call before its probe's last, the one that decides
             return
-        times.splitting = median_high(times.split) * (1 + SPLIT_MARGIN) < median_high(
-            times.one_thread
+        split_time, one_thread_time = median_high(times.split), median_high(times.one_thread)
+        times.splitting = split_time * (1 + SPLIT_MARGIN) < one_thread_time
+        chosen, other = (
+            (split_time, one_thread_time) if times.splitting else (one_thread_time, split_time)
+        )
+        loss = other / chosen - 1 if chosen > 0 else 0.0
+        times.chosen_calls = min(
+            SPLIT_LONGEST_ROUND,
+            max(SPLIT_PROBE_INTERVAL, math.ceil(SPLIT_PROBE_CALLS * loss / SPLIT_PROBE_SHARE)),
         )
 
 
