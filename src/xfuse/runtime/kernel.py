@@ -383,13 +383,22 @@ class CallPlan:
     def native_call(self, pointers: Sequence[int]) -> NativeCall:
         """This plan's call on arrays at `pointers` (inputs, then outputs)."""
         one_thread = self.one_thread
-        return NativeCall(
-            self.argument_lists(pointers),
-            max(self.workspace_bytes, one_thread.workspace_bytes if one_thread else 0),
-            self.streaming,
-            self.elements,
-            one_thread.argument_lists(pointers) if one_thread else None,
-        )
+        return NativeCall(self, pointers, one_thread.one_call(pointers) if one_thread else None)
+
+    @functools.cached_property
+    def size_class(self) -> SizeClass:
+        return (self.elements.bit_length(), self.streaming)
+
+    def one_call(self, pointers: Sequence[int]) -> array.array[int] | None:
+        """The argument words of this plan's call on arrays at `pointers` where it is one
+        native call with no workspace (the `one_thread` of a plan of several slices, after
+        `for_pointers`: any streaming head is a call of its own); else None."""
+        if len(self.templates) > 1 or self.workspace_bytes:
+            return None
+        words = _packed(self.templates[0])
+        for position, index, offset in self.pointer_slots[0]:
+            words[position] = pointers[index] + offset
+        return words
 
     def argument_lists(self, pointers: Sequence[int]) -> list[list[int]]:
         lists = []
@@ -818,31 +827,40 @@ class WorkspacePool:
 
 @dataclass(frozen=True)
 class NativeCall:
-    """A call's native arguments, what `Kernel.run_native` runs (`CallPlan.native_call`)."""
+    """A call of `plan` on arrays at `pointers` (inputs, then outputs), what `Kernel.run_native`
+    runs (`CallPlan.native_call`). Each slice's native arguments are made where the call needs
+    them: a call that does not split runs `one_thread_words` alone (filling the slices'
+    arguments and the one-thread call's would take ~10 us of a checked call of two slices)."""
 
-    argument_lists: list[list[int]]
-    workspace_bytes: int
-    """The workspace either way needs, split or on one thread."""
-    streaming: bool = False
-    """The head with normal stores, then the slices of the rest streaming (`CallPlan`)."""
-    elements: int = 0
-    one_thread_lists: list[list[int]] | None = None
-    """Where `argument_lists` are several slices: the call as one slice (or a streaming head
-    and one rest), what runs where it does not split (`CallPlan.one_thread`)."""
-
-    @functools.cached_property
-    def size_class(self) -> SizeClass:
-        return (self.elements.bit_length(), self.streaming)
+    plan: CallPlan
+    pointers: Sequence[int]
+    one_thread_words: array.array[int] | None = None
+    """Where the plan has several slices and runs on one thread as one native call with no
+    workspace (`CallPlan.one_call`): that call's words (a prepared call runs them as a
+    one-thread kernel does: the native code only reads them, so calls from several Python
+    threads may share them); else None."""
 
     @functools.cached_property
-    def one_thread_words(self) -> array.array[int] | None:
-        """The words of `one_thread_lists` where they are one native call with no workspace,
-        packed once (a prepared call runs them as a one-thread kernel does: the native code
-        only reads them, so calls from several Python threads may share them); else None."""
-        lists = self.one_thread_lists
-        if lists is None or len(lists) > 1 or self.workspace_bytes:
-            return None
-        return _packed(lists[0])
+    def argument_lists(self) -> list[list[int]]:
+        return self.plan.argument_lists(self.pointers)
+
+    @functools.cached_property
+    def one_thread_lists(self) -> list[list[int]] | None:
+        """Where `argument_lists` are several slices: the call as one slice (or a streaming
+        head and one rest), what runs where it does not split (`CallPlan.one_thread`)."""
+        one_thread = self.plan.one_thread
+        return None if one_thread is None else one_thread.argument_lists(self.pointers)
+
+    @property
+    def workspace_bytes(self) -> int:
+        """The workspace either way needs, split or on one thread."""
+        one_thread = self.plan.one_thread
+        return max(self.plan.workspace_bytes, one_thread.workspace_bytes if one_thread else 0)
+
+    @property
+    def streaming(self) -> bool:
+        """The head with normal stores, then the slices of the rest streaming (`CallPlan`)."""
+        return self.plan.streaming
 
 
 @dataclass(frozen=True)
@@ -1035,7 +1053,7 @@ class PreparedCall:
             entry = ctypes.cast(function.native_entry, ctypes.c_void_p).value
             assert entry is not None
             self.native_call = (entry, self.argument_lists[0])
-            short = call.native.elements <= GIL_HELD_ELEMENTS
+            short = call.native.plan.elements <= GIL_HELD_ELEMENTS
             self._run = bound_native_call(
                 entry, self.argument_lists[0], self._result, short, (kernel, *self.arrays)
             )
@@ -1161,16 +1179,17 @@ class Kernel(CompiledProgram):
         """Run a checked call, in a borrowed workspace if the program needs one. A call of
         several slices runs them concurrently where `split_choice` says so, else as one slice
         (`one_thread_lists`) on this thread, timed where `split_choice` says so."""
-        if call.one_thread_lists is None:
+        plan = call.plan
+        if plan.one_thread is None:
             self._run_slices(call.argument_lists, call.workspace_bytes, [], call.streaming)
             return
         choice = self.split_choice
-        split, timed = choice.next_call(call.size_class)
+        split, timed = choice.next_call(plan.size_class)
         words = call.one_thread_words
         if not (split or timed or words is None):  # the common call: as a one-thread kernel's
             self.function.native_entry(words.buffer_info()[0])
             return
-        slices = len(call.argument_lists) - call.streaming
+        slices = len(plan.templates) - plan.streaming
         workers = self.workers.take(slices - 1) if split else []
         try:
             start = choice.clock()
@@ -1183,7 +1202,7 @@ class Kernel(CompiledProgram):
             if workers:  # each has run its slice (`NativeFunction.run`), even after an exception
                 self.workers.give_back(workers)
         if timed and len(workers) in (0, slices - 1):  # (not where another call had some)
-            choice.record(call.size_class, bool(workers), seconds / call.elements)
+            choice.record(plan.size_class, bool(workers), seconds / plan.elements)
 
     def _run_one_thread(self, call: NativeCall) -> None:
         words = call.one_thread_words
