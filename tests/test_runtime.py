@@ -438,22 +438,29 @@ def test_a_prepared_call_runs_no_python_function(gelu: Gelu) -> None:
     np.testing.assert_allclose(result, gelu.reference(x, x, x), atol=2e-6)
 
 
-def test_the_short_entry_is_a_builtin_that_checks_its_address(gelu: Gelu) -> None:
-    # A checked call of at most GIL_HELD_ELEMENTS calls the entry through a builtin (~30 ns,
-    # ctypes' ~160): it runs the words at the address it gets, and refuses a non-address
-    # with an exception rather than calling the native code on it.
+def test_the_pointer_call_is_a_builtin_that_checks_its_arguments(gelu: Gelu) -> None:
+    # A checked call runs the entry through a builtin (~30 ns, ctypes' ~160) that writes the
+    # data pointers into a copy of its plan's words: it runs the call they make, and refuses
+    # what is not such a call with an exception rather than calling the native code on it.
     kernel = xfuse.compile(gelu.source)
     x = np.linspace(-4, 4, 100, dtype=np.float32)
     out = np.empty_like(x)
-    prepared = kernel.prepare(x=x, b=x, r=x, out=out)
-    assert prepared.native_call is not None
-    words = np.array(prepared.native_call[1], np.uint64)
-    assert kernel.function.short_entry(words.ctypes.data) == words.ctypes.data
+    kernel(x=x, b=x, r=x, out=out)  # plans the shapes
+    (plan,) = kernel._plans.values()
+    words = plan.one_call_words
+    assert words is not None
+    call = kernel.function.pointer_call
+    pointers = [x.ctypes.data] * 3 + [out.ctypes.data]
+    out[:] = 0
+    assert call(words, *pointers) is words
     np.testing.assert_allclose(out, gelu.reference(x, x, x), atol=2e-6)
     with pytest.raises(TypeError):
-        kernel.function.short_entry("words")
-    with pytest.raises(SystemError):
-        kernel.function.short_entry(0)
+        call(list(words), *pointers)  # not the plan's words
+    with pytest.raises(TypeError):
+        call(words, *pointers[:3], "out")
+    for wrong in (pointers[:3], [*pointers, 0], [*pointers[:3], 0]):  # count, a null pointer
+        with pytest.raises(SystemError):
+            call(words, *wrong)
 
 
 def test_the_call_builtins_are_compiled_once_however_many_threads_ask_first() -> None:

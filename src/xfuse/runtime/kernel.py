@@ -178,10 +178,12 @@ class NativeFunction:
         self.native_entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry)
         """The packed entry: takes the address of one call's argument words (`_packed`); the
         GIL is released while it runs."""
-        self.short_entry = entry_keeping_gil(entry)
-        """The same entry keeping the GIL, for a call of at most `GIL_HELD_ELEMENTS` (see
-        there; a builtin, cheaper to call than ctypes); the native code never calls back into
-        Python."""
+        positions = itertools.accumulate(map(native_argument_count, parameters), initial=0)
+        self.pointer_call = entry_on_pointers(entry, list(positions)[: len(parameters)])
+        """The same entry as a builtin (cheaper to call than ctypes) that writes a call's data
+        pointers (each array's, inputs then outputs) into a copy of its plan's words
+        (`CallPlan.one_call_words`, which also says whether the call keeps the GIL:
+        `GIL_HELD_ELEMENTS`) and runs them; the native code never calls back into Python."""
         streaming = native.find(packed_entry_name(streaming_name(name)))
         self.streaming_entry = (
             None if streaming is None else ctypes.CFUNCTYPE(None, ctypes.c_void_p)(streaming)
@@ -372,13 +374,15 @@ class CallPlan:
         )
 
     @functools.cached_property
-    def one_call_words(self) -> array.array[int] | None:
+    def one_call_words(self) -> bytes | None:
         """For a call that is one native call on this thread whatever its data pointers (one
-        slice, no workspace, no streaming): its argument words with 0 for the data pointers
-        (`quick_call` writes them); None for any other call."""
+        slice, no workspace, no streaming): a word that says whether it keeps the GIL (1: it
+        runs over at most `GIL_HELD_ELEMENTS`), then its argument words with 0 for the data
+        pointers, what `NativeFunction.pointer_call` takes (`quick_call`); None for any other
+        call."""
         if len(self.templates) > 1 or self.workspace_bytes or self.streams:
             return None
-        return _packed(self.templates[0])
+        return _packed([self.elements <= GIL_HELD_ELEMENTS, *self.templates[0]]).tobytes()
 
     def native_call(self, pointers: Sequence[int]) -> NativeCall:
         """This plan's call on arrays at `pointers` (inputs, then outputs)."""
@@ -531,10 +535,7 @@ def quick_call(
     overlap = [
         f"q0 < {p} + {a}.nbytes and {p} < end" for a, p in zip(inputs, input_pointers, strict=True)
     ]
-    pointers = [*input_pointers, *output_pointers]
-    # Where each data pointer goes in a call's argument words (`make_plan` writes them so).
-    sizes = [native_argument_count(p) for p in (*function.inputs, *function.outputs)]
-    positions = list(itertools.accumulate(sizes[:-1], initial=0))
+    pointers = ", ".join([*input_pointers, *output_pointers])
     lines = [
         "def quick_call(kernel, inputs, out):",
         f"    {_listed(inputs)} = inputs",
@@ -569,16 +570,9 @@ def quick_call(
         "        return None",
         "    words = plan.one_call_words",
         "    if words is None:",
-        f"        kernel.run_plan(plan, [{', '.join(pointers)}])",
+        f"        kernel.run_plan(plan, [{pointers}])",
         "    else:",
-        "        words = words[:]  # a copy: calls from several Python threads may run at once",
-        *(
-            f"        words[{position}] = {pointer}"
-            for position, pointer in zip(positions, pointers, strict=True)
-        ),
-        f"        (short_entry if plan.elements <= {GIL_HELD_ELEMENTS} else entry)(",
-        "            words.buffer_info()[0]",
-        "        )",
+        f"        pointer_call(words, {pointers})",
         f"    return {'outputs[0]' if len(results) == 1 else 'outputs'}",
     ]
     dtypes = {
@@ -588,8 +582,7 @@ def quick_call(
     namespace = {
         "ndarray": np.ndarray,
         "pointer": fast_data_pointer(),
-        "entry": function.native_entry,
-        "short_entry": function.short_entry,
+        "pointer_call": function.pointer_call,
         "plans": plans,
         **dtypes,
     }
@@ -876,11 +869,13 @@ class CheckedCall:
 BOUND_CALL_IR = f"""
 declare ptr @PyTuple_GetItem(ptr, i64)
 declare ptr @PyBytes_AsString(ptr)
+declare i64 @PyBytes_Size(ptr)
 declare ptr @PyLong_AsVoidPtr(ptr)
 declare ptr @PyLong_FromVoidPtr(ptr)
 declare void @Py_IncRef(ptr)
 declare ptr @PyEval_SaveThread()
 declare void @PyEval_RestoreThread(ptr)
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 
 define ptr @keeping_gil(ptr %self, ptr %unused) {{
   %state = call ptr @PyTuple_GetItem(ptr %self, i64 1)
@@ -906,16 +901,58 @@ define ptr @releasing_gil(ptr %self, ptr %unused) {{
   ret ptr %result
 }}
 
-define ptr @keeping_gil_at(ptr %self, ptr %address) {{
-  %entry_at = call ptr @PyBytes_AsString(ptr %self)
-  %entry = load ptr, ptr %entry_at, align 8
-  %words = call ptr @PyLong_AsVoidPtr(ptr %address)
-  %failed = icmp eq ptr %words, null
-  br i1 %failed, label %error, label %call
+define ptr @on_pointers(ptr %self, ptr %arguments, i64 %count) {{
+start:
+  %state = call ptr @PyBytes_AsString(ptr %self)
+  %state_bytes = call i64 @PyBytes_Size(ptr %self)
+  %plan_words = load ptr, ptr %arguments, align 8
+  %template = call ptr @PyBytes_AsString(ptr %plan_words)
+  %not_bytes = icmp eq ptr %template, null
+  br i1 %not_bytes, label %error, label %counted
+counted:
+  %state_words = sdiv i64 %state_bytes, 8
+  %right_count = icmp eq i64 %count, %state_words
+  br i1 %right_count, label %copy, label %error
+copy:
+  %template_bytes = call i64 @PyBytes_Size(ptr %plan_words)
+  %size = sub i64 %template_bytes, 8
+  %words = alloca i8, i64 %size, align 8
+  %template_words = getelementptr i8, ptr %template, i64 8
+  call void @llvm.memcpy.p0.p0.i64(ptr %words, ptr %template_words, i64 %size, i1 false)
+  br label %loop
+loop:
+  %index = phi i64 [1, %copy], [%next, %store]
+  %more = icmp slt i64 %index, %count
+  br i1 %more, label %convert, label %call
+convert:
+  %argument_at = getelementptr ptr, ptr %arguments, i64 %index
+  %argument = load ptr, ptr %argument_at, align 8
+  %pointer = call ptr @PyLong_AsVoidPtr(ptr %argument)
+  %null = icmp eq ptr %pointer, null
+  br i1 %null, label %error, label %store
+store:
+  %position_at = getelementptr i64, ptr %state, i64 %index
+  %position = load i64, ptr %position_at, align 8
+  %slot = getelementptr i64, ptr %words, i64 %position
+  store ptr %pointer, ptr %slot, align 8
+  %next = add i64 %index, 1
+  br label %loop
 call:
+  %entry = load ptr, ptr %state, align 8
+  %keep = load i64, ptr %template, align 8
+  %keeps = icmp ne i64 %keep, 0
+  br i1 %keeps, label %keeping, label %releasing
+keeping:
   call void %entry(ptr %words)
-  call void @Py_IncRef(ptr %address)
-  ret ptr %address
+  br label %done
+releasing:
+  %thread = call ptr @PyEval_SaveThread()
+  call void %entry(ptr %words)
+  call void @PyEval_RestoreThread(ptr %thread)
+  br label %done
+done:
+  call void @Py_IncRef(ptr %plan_words)
+  ret ptr %plan_words
 error:
   ret ptr null
 }}
@@ -927,23 +964,28 @@ define ptr @data_pointer(ptr %self, ptr %array) {{
   ret ptr %pointer
 }}
 """
-"""Native calls as CPython builtins (`bound_native_call`, `entry_keeping_gil`), which cost
+"""Native calls as CPython builtins (`bound_native_call`, `entry_on_pointers`), which cost
 ~30 ns a call where ctypes' call of a function pointer costs ~160 (libffi and converting the
 argument), a tenth of a call over 2^12 elements in cache (docs/benchmarks.md).
 `keeping_gil` and `releasing_gil` take no argument: their `self` is `(result, state, *owners)`,
 `state` a bytes object of the packed entry's address then its argument words; they run the
-entry on the words and return `result`. `keeping_gil_at` (one argument) runs the entry in its
-bytes `self` on the argument words at the address it is given, and returns that address (0 or
-not an int: an error). `data_pointer` (one argument, a numpy array: it reads any object's memory
-as one) returns the array's data pointer (`fast_data_pointer`)."""
+entry on the words and return `result`. `on_pointers` (`METH_FASTCALL`) has a bytes `self`, the
+packed entry's address then the word position of each data pointer in a call's words; its
+arguments are a bytes object (a word, nonzero to keep the GIL during the call, then the call's
+words) and the data pointers, one per position (the wrong count, a non-bytes first argument,
+a pointer 0 or not an int: an error); it runs the entry on a copy of the words on the stack
+with the pointers written in, and returns its first argument. `data_pointer` (one argument, a
+numpy array: it reads any object's memory as one) returns the array's data pointer
+(`fast_data_pointer`)."""
 
 _BOUND_CALL_FLAGS = {
     "keeping_gil": 0x0004,
     "releasing_gil": 0x0004,
-    "keeping_gil_at": 0x0008,
+    "on_pointers": 0x0080,
     "data_pointer": 0x0008,
 }
-"""`BOUND_CALL_IR`'s functions and their CPython calling conventions (`METH_NOARGS`, `METH_O`)."""
+"""`BOUND_CALL_IR`'s functions and their CPython calling conventions (`METH_NOARGS`, `METH_O`,
+`METH_FASTCALL`)."""
 
 
 class _MethodDef(ctypes.Structure):
@@ -1007,10 +1049,11 @@ def bound_native_call(
     return _builtin(name, (result, state, *owners))  # type: ignore[no-any-return]
 
 
-def entry_keeping_gil(entry: int) -> Callable[[int], object]:
-    """A Python builtin that calls the packed entry at `entry` on the argument words at the
-    address it is given, keeping the GIL (the caller keeps the entry's code alive)."""
-    return _builtin("keeping_gil_at", _packed([entry]).tobytes())  # type: ignore[no-any-return]
+def entry_on_pointers(entry: int, positions: Sequence[int]) -> Callable[..., object]:
+    """A Python builtin that calls the packed entry at `entry` as `BOUND_CALL_IR`'s
+    `on_pointers` says: `(words, *pointers)`, each data pointer written at its word position
+    of `positions` (the caller keeps the entry's code alive)."""
+    return _builtin("on_pointers", _packed([entry, *positions]).tobytes())  # type: ignore[no-any-return]
 
 
 @functools.cache
