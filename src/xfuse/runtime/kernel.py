@@ -386,23 +386,11 @@ class CallPlan:
 
     def native_call(self, pointers: Sequence[int]) -> NativeCall:
         """This plan's call on arrays at `pointers` (inputs, then outputs)."""
-        one_thread = self.one_thread
-        return NativeCall(self, pointers, one_thread.one_call(pointers) if one_thread else None)
+        return NativeCall(self, pointers)
 
     @functools.cached_property
     def size_class(self) -> SizeClass:
         return (self.elements.bit_length(), self.streaming)
-
-    def one_call(self, pointers: Sequence[int]) -> array.array[int] | None:
-        """The argument words of this plan's call on arrays at `pointers` where it is one
-        native call with no workspace (the `one_thread` of a plan of several slices, after
-        `for_pointers`: any streaming head is a call of its own); else None."""
-        if len(self.templates) > 1 or self.workspace_bytes:
-            return None
-        words = _packed(self.templates[0])
-        for position, index, offset in self.pointer_slots[0]:
-            words[position] = pointers[index] + offset
-        return words
 
     def argument_lists(self, pointers: Sequence[int]) -> list[list[int]]:
         lists = []
@@ -820,18 +808,14 @@ class WorkspacePool:
 
 @dataclass(frozen=True)
 class NativeCall:
-    """A call of `plan` on arrays at `pointers` (inputs, then outputs), what `Kernel.run_native`
-    runs (`CallPlan.native_call`). Each slice's native arguments are made where the call needs
-    them: a call that does not split runs `one_thread_words` alone (filling the slices'
-    arguments and the one-thread call's would take ~10 us of a checked call of two slices)."""
+    """A call of `plan` on arrays at `pointers` (inputs, then outputs), what `Kernel.run_plan`
+    runs (`CallPlan.for_pointers` applied). Each slice's native arguments are made where the
+    call runs them: a call that runs on one thread as one native call needs none of them
+    (making every slice's, and the one-thread call's, took ~10 us of a checked call of two
+    slices)."""
 
     plan: CallPlan
     pointers: Sequence[int]
-    one_thread_words: array.array[int] | None = None
-    """Where the plan has several slices and runs on one thread as one native call with no
-    workspace (`CallPlan.one_call`): that call's words (a prepared call runs them as a
-    one-thread kernel does: the native code only reads them, so calls from several Python
-    threads may share them); else None."""
 
     @functools.cached_property
     def argument_lists(self) -> list[list[int]]:
@@ -1219,19 +1203,28 @@ class Kernel(CompiledProgram):
         return PreparedCall(self, self._check(args, kwargs, out))
 
     def run_native(self, call: NativeCall) -> None:
-        """Run a checked call, in a borrowed workspace if the program needs one. A call of
-        several slices runs them concurrently where `split_choice` says so, else as one slice
-        (`one_thread_lists`) on this thread, timed where `split_choice` says so."""
-        plan = call.plan
-        if plan.one_thread is None:
-            self._run_slices(call.argument_lists, call.workspace_bytes, [], call.streaming)
+        """Run a checked call (`run_plan`)."""
+        self.run_plan(call.plan, call.pointers)
+
+    def run_plan(self, plan: CallPlan, pointers: Sequence[int]) -> None:
+        """Run a checked call of `plan` on arrays at `pointers` (inputs, then outputs), in a
+        borrowed workspace if the program needs one. A call of several slices runs them
+        concurrently where `split_choice` says so, else as one slice (`CallPlan.one_thread`) on
+        this thread, timed where `split_choice` says so; untimed, a one-thread call that is one
+        native call runs as a one-thread kernel's checked call does (`quick_call`)."""
+        plan = plan.for_pointers(self.function, pointers)
+        one_thread = plan.one_thread
+        if one_thread is None:
+            self._run_slices(
+                plan.argument_lists(pointers), plan.workspace_bytes, [], plan.streaming
+            )
             return
         choice = self.split_choice
         split, timed = choice.next_call(plan.size_class)
-        words = call.one_thread_words
-        if not (split or timed or words is None):  # the common call: as a one-thread kernel's
-            self.function.native_entry(words.buffer_info()[0])
+        if not (split or timed) and one_thread.one_call_words is not None:  # the common call
+            self.function.pointer_call(one_thread.one_call_words, *pointers)
             return
+        call = plan.native_call(pointers)
         slices = len(plan.templates) - plan.streaming
         workers = self.workers.take(slices - 1) if split else []
         try:
@@ -1248,9 +1241,11 @@ class Kernel(CompiledProgram):
             choice.record(plan.size_class, bool(workers), seconds / plan.elements)
 
     def _run_one_thread(self, call: NativeCall) -> None:
-        words = call.one_thread_words
+        one_thread = call.plan.one_thread
+        assert one_thread is not None
+        words = one_thread.one_call_words
         if words is not None:
-            self.function.native_entry(words.buffer_info()[0])
+            self.function.pointer_call(words, *call.pointers)
         else:
             assert call.one_thread_lists is not None
             self._run_slices(call.one_thread_lists, call.workspace_bytes, [], call.streaming)
@@ -1272,10 +1267,6 @@ class Kernel(CompiledProgram):
     def _quick_call(self) -> QuickCall:
         """The common call with the fewest Python operations (`quick_call`)."""
         return quick_call(self.function, self._plans)
-
-    def run_plan(self, plan: CallPlan, pointers: Sequence[int]) -> None:
-        """Run a checked call of `plan` on arrays at `pointers` (inputs, then outputs)."""
-        self.run_native(plan.for_pointers(self.function, pointers).native_call(pointers))
 
     def _check(self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> CheckedCall:
         """All checks of a call, before any native code runs.
