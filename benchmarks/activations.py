@@ -29,7 +29,8 @@ of calls in a row: at 2^12 16 calls, so the clock's reading is not counted as a 
    the target) and by which ops of the issue's first table (and the 16-bit conversions);
 3. **threads=2** against one thread at 2^18 to 2^24 (target: >= 1.6x at 2^24 where compute-bound,
    never slower from 2^18): as the kernel decides to split or not, and with every call split;
-   at 2^24 both with normal stores too; and the round trip of handing a slice over;
+   at 2^24 both with normal stores too, at 2^18 both with checked calls too; and the round trip
+   of handing a slice over;
 4. **the call** at n = 16: checked and prepared (targets: <= 5 us, <= 1 us);
 5. (`--parts 5`) every installed peer (`xfuse bench --peers`: numexpr, numba, jax.jit,
    torch.compile, torch eager, upstream MLIR; their versions first) at 2^16 and 2^24.
@@ -64,6 +65,7 @@ from xfuse.runtime.compiler import compile
 from xfuse.runtime.kernel import (
     SPLIT_PROBE_CALLS,
     SPLIT_PROBE_INTERVAL,
+    SPLIT_PROBE_SHARE,
     Kernel,
     SliceWorkers,
     SplitChoice,
@@ -587,7 +589,9 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
     """Part 3, the same bits from all, checked: `threads=2` as the kernel decides
     (`SplitChoice`: per size class, the way measured faster at run time) over one thread, and
     in parentheses with every call split; at the largest size one more column with normal
-    stores on both sides (`streaming=False`), the split's gain without the streaming stores'."""
+    stores on both sides (`streaming=False`), the split's gain without the streaming stores';
+    last, at the smallest size, the same kernels' checked calls (`k(x=..., out=...)`, as a
+    user calls them; the other columns time prepared calls)."""
     trips = ", ".join(
         f"{name} median {median:.1f} us (fastest {fastest:.1f})"
         for name, (median, fastest) in round_trips_us().items()
@@ -595,12 +599,16 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
     print(
         f"round trip of an empty call handed to another thread and awaited: {trips}; "
         f"a call splits where its size class ran faster split (probed {SPLIT_PROBE_CALLS} "
-        f"calls after every {SPLIT_PROBE_INTERVAL})"
+        f"calls after every {SPLIT_PROBE_INTERVAL} or more: losing probes take at most "
+        f"{SPLIT_PROBE_SHARE:.0%} of the time)"
     )
-    largest = max(sizes)
+    largest, smallest = max(sizes), min(sizes)
     header = " | ".join(f"2^{n.bit_length() - 1}" for n in sizes)
-    print(f"| program | {header} | 2^{largest.bit_length() - 1}, both normal stores |")
-    print("|---|" + "---:|" * (len(sizes) + 1))
+    print(
+        f"| program | {header} | 2^{largest.bit_length() - 1}, both normal stores "
+        f"| 2^{smallest.bit_length() - 1}, checked calls |"
+    )
+    print("|---|" + "---:|" * (len(sizes) + 2))
     for name, program in selected(PROGRAMS).items():
         if program.llm:
             continue
@@ -621,12 +629,17 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
             timed = kernels if n == largest else kernels[:3]
             outs = [np.empty(n, np.float32) for _ in timed]
             runs = [k.prepare(**arrays, out=o) for k, o in zip(timed, outs, strict=True)]
-            one, two, forced, *normal_stores = best_seconds(runs, rounds, n)
+            if n == smallest:
+                pairs = zip(timed[:2], outs[:2], strict=True)
+                runs += [functools.partial(k, **arrays, out=o) for k, o in pairs]
+            one, two, forced, *more = best_seconds(runs, rounds, n)
             assert all(np.array_equal(o.view(np.uint32), outs[0].view(np.uint32)) for o in outs)
             cells.append(f"{one / two:.2f}x ({one / forced:.2f}x)")
-            if normal_stores:
-                cells.append(f"{normal_stores[0] / normal_stores[1]:.2f}x")
-        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+            if n == largest:
+                cells.append(f"{more[0] / more[1]:.2f}x")
+            if n == smallest:
+                checked = f"{more[-2] / more[-1]:.2f}x"
+        print(f"| {name} | " + " | ".join([*cells, checked]) + " |", flush=True)
 
 
 def call_rows(rounds: int) -> None:

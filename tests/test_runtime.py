@@ -27,12 +27,16 @@ from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
 from xfuse.runtime.kernel import (
     GIL_HELD_ELEMENTS,
     SPLIT_FIRST_CALLS,
+    SPLIT_LONGEST_ROUND,
     SPLIT_PROBE_CALLS,
     SPLIT_PROBE_INTERVAL,
+    SPLIT_PROBE_SHARE,
     STREAMING_BYTES,
+    CallPlan,
     NativeCall,
     SizeClass,
     SplitChoice,
+    fast_data_pointer,
 )
 from xfuse.transforms import ALL_PASSES, packed_entry_name
 from xfuse.transforms.optimize import EwOptimizePass
@@ -207,7 +211,8 @@ FIRST = 2 * SPLIT_FIRST_CALLS
 """The calls of a size class that run on one thread, then split, before `SplitChoice` chooses."""
 
 ROUND = SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS
-"""A round of calls once a size class has chosen: the chosen way, then a probe of the other."""
+"""A round of calls once a size class has chosen: the chosen way, then a probe of the other
+(where the probes before lost by at most ~10%: `SPLIT_PROBE_SHARE`)."""
 
 
 def probes(ways: list[bool], way: bool) -> int:
@@ -217,21 +222,55 @@ def probes(ways: list[bool], way: bool) -> int:
 
 
 def test_a_split_that_loses_is_abandoned_and_one_that_wins_is_kept() -> None:
-    """The faster way runs, the other only as a probe of `SPLIT_PROBE_CALLS` calls after
-    `SPLIT_PROBE_INTERVAL`; an outlier call (that waited for a core) changes nothing: the median
-    of the last `SPLIT_WINDOW` counts."""
+    """The faster way runs, the other only as a probe of `SPLIT_PROBE_CALLS` calls after each
+    round of the chosen way; an outlier call (that waited for a core) changes nothing: medians
+    count. A probe that loses by little comes every `SPLIT_PROBE_INTERVAL` calls, one that loses
+    by more later (`SPLIT_PROBE_SHARE`): a split 1.3x as slow after 90 calls, a one-thread call
+    2x as slow as a split after 300."""
     calls = 20 * ROUND
+
+    def close(call: int, split: bool) -> float:
+        return 1.05e-9 if split else (9e-9 if call % 7 == 0 else 1e-9)
 
     def losing(call: int, split: bool) -> float:
         return 1.3e-9 if split else (9e-9 if call % 7 == 0 else 1e-9)
 
     def winning(call: int, split: bool) -> float:
-        return (9e-9 if call % 7 == 0 else 0.6e-9) if split else 1e-9
+        return (9e-9 if call % 7 == 0 else 0.5e-9) if split else 1e-9
 
-    for seconds, chosen in ((losing, False), (winning, True)):
+    for seconds, chosen, round_calls in (
+        (close, False, 32),
+        (losing, False, 90),
+        (winning, True, 300),
+    ):
         ways = choose(SplitChoice(), calls, seconds)
-        assert probes(ways, not chosen) == (calls - FIRST) // ROUND * SPLIT_PROBE_CALLS
+        rounds = (calls - FIRST) // (round_calls + SPLIT_PROBE_CALLS)
+        assert probes(ways, not chosen) == rounds * SPLIT_PROBE_CALLS
+        assert ways[FIRST : FIRST + round_calls] == [chosen] * round_calls
         assert ways[-1] == chosen
+
+
+def test_losing_probes_cost_at_most_their_share() -> None:
+    """However much slower the other way is (up to where `SPLIT_LONGEST_ROUND` bounds the
+    rounds), the probes make the calls after the first ones take at most `SPLIT_PROBE_SHARE`
+    longer than the faster way alone; beyond, a probe comes every `SPLIT_LONGEST_ROUND` calls."""
+    calls = 3 * SPLIT_LONGEST_ROUND
+    for slower in (1.1, 1.2, 1.37, 2.0, 5.0, 12.0, 100.0):
+        for split_slower in (True, False):
+
+            def seconds(
+                call: int, split: bool, slower: float = slower, split_slower: bool = split_slower
+            ) -> float:
+                return slower if split == split_slower else 1.0
+
+            ways = choose(SplitChoice(), calls, seconds)
+            took = sum(seconds(call, split) for call, split in enumerate(ways[FIRST:], FIRST))
+            share = took / (calls - FIRST) - 1
+            if slower < 14:
+                assert 0 < share <= SPLIT_PROBE_SHARE
+            else:
+                rounds = (calls - FIRST) // (SPLIT_LONGEST_ROUND + SPLIT_PROBE_CALLS)
+                assert probes(ways, split_slower) == rounds * SPLIT_PROBE_CALLS
 
 
 def test_a_split_must_win_by_the_margin() -> None:
@@ -243,26 +282,28 @@ def test_a_split_must_win_by_the_margin() -> None:
 def test_a_split_choice_follows_a_change_of_the_host() -> None:
     """A split that becomes slower than one thread is abandoned at the end of its round (the
     probe decides on the round's last timed calls); once it is faster again, at the end of the
-    next probe (its calls are most of the split's last `SPLIT_WINDOW`). Size classes choose
-    apart."""
+    next probe, which only the probe's own calls decide (not the probe's before: a split that
+    took 3x as long, its probes every 600 calls). Size classes choose apart."""
     choice = SplitChoice()
     split_seconds = [0.5e-9]
 
     def seconds(call: int, split: bool) -> float:
         return split_seconds[0] if split else 1e-9
 
-    ways = choose(choice, FIRST + 2 * ROUND, seconds)  # the last one a probe's
+    winning_round = 300 + SPLIT_PROBE_CALLS  # a one-thread probe 2x as slow as the split
+    ways = choose(choice, FIRST + 2 * winning_round, seconds)  # the last one a probe's
     assert probes(ways, False) == 2 * SPLIT_PROBE_CALLS and not ways[-1]
     split_seconds[0] = 3e-9  # another process took the other core
-    ways = choose(choice, 4 * ROUND, seconds)
-    assert ways[:ROUND] == [True] * SPLIT_PROBE_INTERVAL + [False] * SPLIT_PROBE_CALLS
-    assert ways[ROUND:].count(True) == 3 * SPLIT_PROBE_CALLS  # probes
+    losing_round = 600 + SPLIT_PROBE_CALLS  # a split probe 3x as slow as one thread
+    ways = choose(choice, winning_round + 2 * losing_round, seconds)
+    assert ways[:winning_round] == [True] * 300 + [False] * SPLIT_PROBE_CALLS
+    assert ways[winning_round:].count(True) == 2 * SPLIT_PROBE_CALLS  # probes
     other: SizeClass = (20, False)
     assert choice.next_call(other) == (False, True)  # its first call: one thread, timed
     split_seconds[0] = 0.5e-9  # the other core is free again
-    ways = choose(choice, 3 * ROUND, seconds)
-    assert ways[:ROUND] == [False] * SPLIT_PROBE_INTERVAL + [True] * SPLIT_PROBE_CALLS
-    assert ways[ROUND:].count(False) == 2 * SPLIT_PROBE_CALLS  # probes
+    ways = choose(choice, losing_round + 2 * winning_round, seconds)
+    assert ways[:losing_round] == [False] * 600 + [True] * SPLIT_PROBE_CALLS
+    assert ways[losing_round:].count(False) == 2 * SPLIT_PROBE_CALLS  # probes
 
 
 class FakeClock:
@@ -284,7 +325,7 @@ def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
     kernel = xfuse.compile(gelu.source, threads=2)
     clock = FakeClock()
     kernel.split_choice = SplitChoice(clock=clock)
-    cost = {False: 100e-6, True: 150e-6}
+    cost = {False: 100e-6, True: 110e-6}
     splits = [0]
     run_one_thread, run_slices = kernel._run_one_thread, kernel._run_slices
 
@@ -306,7 +347,7 @@ def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
     prepared = kernel.prepare(x=x, b=b, r=r, out=out)
     calls = 3 * ROUND
     ways = []
-    for way_cost in (150e-6, 50e-6):
+    for way_cost in (110e-6, 50e-6):  # (a probe that loses by 10%: rounds of 32 calls)
         cost[True] = way_cost
         for call in range(calls):
             out[:] = 0
@@ -317,6 +358,33 @@ def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
     losing, winning = ways[FIRST:calls], ways[calls + ROUND :]
     assert losing.count(True) <= (len(losing) // ROUND + 1) * SPLIT_PROBE_CALLS
     assert winning.count(False) <= (len(winning) // ROUND + 1) * SPLIT_PROBE_CALLS
+
+
+def test_a_call_that_does_not_split_makes_no_slice_arguments(
+    gelu: Gelu, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checked call of a `threads=2` kernel that runs on one thread, untimed (most calls where
+    the split loses), fills the one-thread call's argument words alone, as a one-thread kernel's
+    call does: making every slice's arguments, and the one-thread call's as lists, took ~10 us
+    a call (a sixth of a call over 2^18 elements). It gives the one-thread kernel's bits."""
+    kernel = xfuse.compile(gelu.source, threads=2)
+    monkeypatch.setattr(kernel.split_choice, "next_call", lambda size_class: (False, False))
+    argument_lists = CallPlan.argument_lists
+    made = []
+
+    def counted(plan: CallPlan, pointers: Any) -> list[list[int]]:
+        made.append(plan)
+        return argument_lists(plan, pointers)
+
+    monkeypatch.setattr(CallPlan, "argument_lists", counted)
+    rng = np.random.default_rng(4)
+    x, b, r = (rng.standard_normal(1 << 17, dtype=np.float32) for _ in range(3))
+    want = xfuse.compile(gelu.source)(x=x, b=b, r=r).view(np.uint32)
+    kernel(x=x, b=b, r=r)  # the first call of these shapes plans them
+    made.clear()
+    for _ in range(3):
+        np.testing.assert_array_equal(kernel(x=x, b=b, r=r).view(np.uint32), want)
+    assert not made
 
 
 def test_a_short_prepared_call_keeps_the_gil_and_a_long_one_releases_it(gelu: Gelu) -> None:
@@ -370,22 +438,29 @@ def test_a_prepared_call_runs_no_python_function(gelu: Gelu) -> None:
     np.testing.assert_allclose(result, gelu.reference(x, x, x), atol=2e-6)
 
 
-def test_the_short_entry_is_a_builtin_that_checks_its_address(gelu: Gelu) -> None:
-    # A checked call of at most GIL_HELD_ELEMENTS calls the entry through a builtin (~30 ns,
-    # ctypes' ~160): it runs the words at the address it gets, and refuses a non-address
-    # with an exception rather than calling the native code on it.
+def test_the_pointer_call_is_a_builtin_that_checks_its_arguments(gelu: Gelu) -> None:
+    # A checked call runs the entry through a builtin (~30 ns, ctypes' ~160) that writes the
+    # data pointers into a copy of its plan's words: it runs the call they make, and refuses
+    # what is not such a call with an exception rather than calling the native code on it.
     kernel = xfuse.compile(gelu.source)
     x = np.linspace(-4, 4, 100, dtype=np.float32)
     out = np.empty_like(x)
-    prepared = kernel.prepare(x=x, b=x, r=x, out=out)
-    assert prepared.native_call is not None
-    words = np.array(prepared.native_call[1], np.uint64)
-    assert kernel.function.short_entry(words.ctypes.data) == words.ctypes.data
+    kernel(x=x, b=x, r=x, out=out)  # plans the shapes
+    (plan,) = kernel._plans.values()
+    words = plan.one_call_words
+    assert words is not None
+    call = kernel.function.pointer_call
+    pointers = [x.ctypes.data] * 3 + [out.ctypes.data]
+    out[:] = 0
+    assert call(words, *pointers) is words
     np.testing.assert_allclose(out, gelu.reference(x, x, x), atol=2e-6)
     with pytest.raises(TypeError):
-        kernel.function.short_entry("words")
-    with pytest.raises(SystemError):
-        kernel.function.short_entry(0)
+        call(list(words), *pointers)  # not the plan's words
+    with pytest.raises(TypeError):
+        call(words, *pointers[:3], "out")
+    for wrong in (pointers[:3], [*pointers, 0], [*pointers[:3], 0]):  # count, a null pointer
+        with pytest.raises(SystemError):
+            call(words, *wrong)
 
 
 def test_the_call_builtins_are_compiled_once_however_many_threads_ask_first() -> None:
@@ -673,6 +748,7 @@ def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch, g
 
 
 def test_the_data_pointer_is_numpys() -> None:
+    """Both ways a call reads it: `data_pointer`, and the builtin that the checked call uses."""
     base = np.arange(24.0)
     for array in (
         base,
@@ -684,7 +760,7 @@ def test_the_data_pointer_is_numpys() -> None:
         np.ma.masked_array(base),
         np.ones(5, ml_dtypes.bfloat16)[1:],
     ):
-        assert data_pointer(array) == array.ctypes.data
+        assert data_pointer(array) == fast_data_pointer()(array) == array.ctypes.data
 
 
 SPECIAL_VALUES = np.array(

@@ -342,7 +342,7 @@ def bind_outputs(
     ]
 
 
-_DATA_FIELD_OFFSET = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
+DATA_FIELD_OFFSET = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
 """Where numpy's array struct keeps its data pointer: right after the object header (refcount
 and type), as numpy's own C macro `PyArray_DATA` reads it."""
 
@@ -351,8 +351,8 @@ _MEMORY_WORDS = (ctypes.c_uint64 * (sys.maxsize // 8)).from_address(0)
 it makes no ctypes object (`c_void_p.from_address` does, and takes ~1.8x as long)."""
 
 
-def _read_data_field(array: np.ndarray) -> int:
-    return _MEMORY_WORDS[(id(array) + _DATA_FIELD_OFFSET) // 8]
+def read_data_field(array: np.ndarray) -> int:
+    return _MEMORY_WORDS[(id(array) + DATA_FIELD_OFFSET) // 8]
 
 
 def _ctypes_data(array: np.ndarray) -> int:
@@ -364,14 +364,15 @@ def _choose_data_pointer() -> Callable[[np.ndarray], int]:
     (64-bit words: an object's address, and so the field's, is a multiple of 8 there)."""
     probes = [np.arange(5.0)[1:], np.empty((2, 3), np.float32)]
     if ctypes.sizeof(ctypes.c_void_p) == 8 and all(
-        _read_data_field(probe) == probe.ctypes.data for probe in probes
+        read_data_field(probe) == probe.ctypes.data for probe in probes
     ):
-        return _read_data_field
+        return read_data_field
     return _ctypes_data
 
 
 data_pointer = _choose_data_pointer()
-"""The address of an array's first element."""
+"""The address of an array's first element (`xfuse.runtime.kernel.fast_data_pointer` reads the
+same field natively, where this reads it)."""
 
 
 def check_aliasing(

@@ -61,6 +61,7 @@ from xfuse.codegen.native import (
 )
 from xfuse.runtime import dask_arrays
 from xfuse.runtime.arrays import (
+    DATA_FIELD_OFFSET,
     DYNAMIC_INDEX,
     ArgumentError,
     CallSignature,
@@ -74,6 +75,7 @@ from xfuse.runtime.arrays import (
     data_pointer,
     numpy_dtype,
     output_shape,
+    read_data_field,
 )
 from xfuse.transforms import packed_entry_name, workspace_size_function
 
@@ -89,21 +91,34 @@ alternate calls find half their data in the wrong core's cache, which hides a sp
 the arrays fit in the two cores' caches (Mish at 2^20: 0.92x chosen against 1.67x split)."""
 
 SPLIT_WINDOW = 5
-"""`SplitChoice` compares each way's median time of its last this-many timed calls of a size
-class: one outlier (a call that waited for a core) changes nothing. Not the fastest time: on a
-loaded host a split's times vary more (it needs two cores at once), and its fastest would pick a
-way whose usual time is worse."""
+"""`SplitChoice` compares the chosen way's median time of its last this-many timed calls of a
+size class with the median of the probe's calls of the other way: one outlier (a call that
+waited for a core) changes nothing. Not the fastest time: on a loaded host a split's times vary
+more (it needs two cores at once), and its fastest would pick a way whose usual time is worse."""
 
 SPLIT_PROBE_INTERVAL = 32
-"""Once a size class has chosen, its calls go in rounds of this many: the chosen way untimed,
-then `SPLIT_WINDOW` calls of it timed, then `SPLIT_PROBE_CALLS` of the other way (a probe),
-which decide the next round's way, so that a change of the host's load shows within a round.
-A probe that loses costs a few calls in a round; an untimed call costs what a one-thread
-kernel's does and a method call (~1% at 2^18 elements)."""
+"""Once a size class has chosen, its calls go in rounds: the chosen way untimed, then
+`SPLIT_WINDOW` calls of it timed (this many calls of the chosen way in all, or more where the
+last probe lost by much: `SPLIT_PROBE_SHARE`), then `SPLIT_PROBE_CALLS` of the other way (a
+probe), which decide the next round's way, so that a change of the host's load shows within a
+round. An untimed call costs what a one-thread kernel's does and ~1.5 us of Python deciding
+(CPU time on a 2-core VM: 2% of hardswish's call at 2^18 elements, 0.5% at 2^20)."""
 
 SPLIT_PROBE_CALLS = 3
 """How many calls in a row a probe runs the other way: the first finds its data in the other
 way's caches, the median of the probe's calls is the way's usual time."""
+
+SPLIT_PROBE_SHARE = 0.01
+"""The share of a size class's time that its losing probes may cost: after a probe whose way
+took a share `loss` longer than the chosen way (its `SPLIT_PROBE_CALLS` calls cost
+`SPLIT_PROBE_CALLS * loss` calls more), the next round runs the chosen way at least
+`SPLIT_PROBE_CALLS * loss / SPLIT_PROBE_SHARE` calls (`SPLIT_PROBE_INTERVAL` for a loss up to
+11%, 300 where a split takes twice as long), at most `SPLIT_LONGEST_ROUND`. Probes every 32
+calls that lose by 37% (a split of hardswish at 2^18 on a loaded host) cost 3.2% of the time."""
+
+SPLIT_LONGEST_ROUND = 4096
+"""The most calls of the chosen way between two probes, however much the last one lost: a
+way that wins again (the host's load dropped) is found within this many calls."""
 
 SPLIT_MARGIN = 0.05
 """A split is chosen only where it is this much faster than one thread: a tie keeps the other
@@ -163,10 +178,12 @@ class NativeFunction:
         self.native_entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry)
         """The packed entry: takes the address of one call's argument words (`_packed`); the
         GIL is released while it runs."""
-        self.short_entry = entry_keeping_gil(entry)
-        """The same entry keeping the GIL, for a call of at most `GIL_HELD_ELEMENTS` (see
-        there; a builtin, cheaper to call than ctypes); the native code never calls back into
-        Python."""
+        positions = itertools.accumulate(map(native_argument_count, parameters), initial=0)
+        self.pointer_call = entry_on_pointers(entry, list(positions)[: len(parameters)])
+        """The same entry as a builtin (cheaper to call than ctypes) that writes a call's data
+        pointers (each array's, inputs then outputs) into a copy of its plan's words
+        (`CallPlan.one_call_words`, which also says whether the call keeps the GIL:
+        `GIL_HELD_ELEMENTS`) and runs them; the native code never calls back into Python."""
         streaming = native.find(packed_entry_name(streaming_name(name)))
         self.streaming_entry = (
             None if streaming is None else ctypes.CFUNCTYPE(None, ctypes.c_void_p)(streaming)
@@ -357,24 +374,23 @@ class CallPlan:
         )
 
     @functools.cached_property
-    def one_call_words(self) -> array.array[int] | None:
+    def one_call_words(self) -> bytes | None:
         """For a call that is one native call on this thread whatever its data pointers (one
-        slice, no workspace, no streaming): its argument words with 0 for the data pointers
-        (`quick_call` writes them); None for any other call."""
+        slice, no workspace, no streaming): a word that says whether it keeps the GIL (1: it
+        runs over at most `GIL_HELD_ELEMENTS`), then its argument words with 0 for the data
+        pointers, what `NativeFunction.pointer_call` takes (`quick_call`); None for any other
+        call."""
         if len(self.templates) > 1 or self.workspace_bytes or self.streams:
             return None
-        return _packed(self.templates[0])
+        return _packed([self.elements <= GIL_HELD_ELEMENTS, *self.templates[0]]).tobytes()
 
     def native_call(self, pointers: Sequence[int]) -> NativeCall:
         """This plan's call on arrays at `pointers` (inputs, then outputs)."""
-        one_thread = self.one_thread
-        return NativeCall(
-            self.argument_lists(pointers),
-            max(self.workspace_bytes, one_thread.workspace_bytes if one_thread else 0),
-            self.streaming,
-            self.elements,
-            one_thread.argument_lists(pointers) if one_thread else None,
-        )
+        return NativeCall(self, pointers)
+
+    @functools.cached_property
+    def size_class(self) -> SizeClass:
+        return (self.elements.bit_length(), self.streaming)
 
     def argument_lists(self, pointers: Sequence[int]) -> list[list[int]]:
         lists = []
@@ -507,10 +523,7 @@ def quick_call(
     overlap = [
         f"q0 < {p} + {a}.nbytes and {p} < end" for a, p in zip(inputs, input_pointers, strict=True)
     ]
-    pointers = [*input_pointers, *output_pointers]
-    # Where each data pointer goes in a call's argument words (`make_plan` writes them so).
-    sizes = [native_argument_count(p) for p in (*function.inputs, *function.outputs)]
-    positions = list(itertools.accumulate(sizes[:-1], initial=0))
+    pointers = ", ".join([*input_pointers, *output_pointers])
     lines = [
         "def quick_call(kernel, inputs, out):",
         f"    {_listed(inputs)} = inputs",
@@ -545,16 +558,9 @@ def quick_call(
         "        return None",
         "    words = plan.one_call_words",
         "    if words is None:",
-        f"        kernel.run_plan(plan, [{', '.join(pointers)}])",
+        f"        kernel.run_plan(plan, [{pointers}])",
         "    else:",
-        "        words = words[:]  # a copy: calls from several Python threads may run at once",
-        *(
-            f"        words[{position}] = {pointer}"
-            for position, pointer in zip(positions, pointers, strict=True)
-        ),
-        f"        (short_entry if plan.elements <= {GIL_HELD_ELEMENTS} else entry)(",
-        "            words.buffer_info()[0]",
-        "        )",
+        f"        pointer_call(words, {pointers})",
         f"    return {'outputs[0]' if len(results) == 1 else 'outputs'}",
     ]
     dtypes = {
@@ -563,9 +569,8 @@ def quick_call(
     }
     namespace = {
         "ndarray": np.ndarray,
-        "pointer": data_pointer,
-        "entry": function.native_entry,
-        "short_entry": function.short_entry,
+        "pointer": fast_data_pointer(),
+        "pointer_call": function.pointer_call,
         "plans": plans,
         **dtypes,
     }
@@ -684,7 +689,8 @@ are one class) and whether it streams its outputs."""
 @dataclass
 class SplitTimes:
     """What `SplitChoice` measured of one size class: each way's last `SPLIT_WINDOW` times per
-    element (tuples, replaced whole: calls from several Python threads may record at once)."""
+    element, the probed way's only from its probe (tuples, replaced whole: calls from several
+    Python threads may record at once)."""
 
     one_thread: tuple[float, ...] = ()
     split: tuple[float, ...] = ()
@@ -693,19 +699,22 @@ class SplitTimes:
     chosen: bool = False
     """Each way has run `SPLIT_FIRST_CALLS` times."""
     calls: int = 0
-    """Calls of this round (`SPLIT_PROBE_INTERVAL`)."""
+    """Calls of this round."""
+    chosen_calls: int = SPLIT_PROBE_INTERVAL
+    """Calls of the chosen way in this round, before its probe (`SPLIT_PROBE_SHARE`)."""
 
 
 @dataclass
 class SplitChoice:
     """Whether a call of a kernel that can split over its threads does, chosen per size class by
-    feedback: calls time themselves (wall time, `clock`), and the faster way per element, by the
-    median of its last `SPLIT_WINDOW` timed calls, runs next. The first `SPLIT_FIRST_CALLS` calls
-    of a class run on one thread, the next as many split, timed; after, each round of
-    `SPLIT_PROBE_INTERVAL` calls of the chosen way times its last `SPLIT_WINDOW`, then
-    `SPLIT_PROBE_CALLS` run the other way, timed, and the last of them decides, so that a split
-    that loses is abandoned and one that wins is kept as the host's load changes. A split
-    must win by `SPLIT_MARGIN`. Splitting changes no result bit.
+    feedback: calls time themselves (wall time, `clock`), and the faster way per element runs
+    next. The first `SPLIT_FIRST_CALLS` calls of a class run on one thread, the next as many
+    split, timed, and the median of each way's decides; after, each round of
+    `SPLIT_PROBE_INTERVAL` calls (or more, `SPLIT_PROBE_SHARE`) of the chosen way times its last
+    `SPLIT_WINDOW`, then `SPLIT_PROBE_CALLS` run the other way, timed, and the last of them
+    decides by the median of the probe's calls against the chosen way's, so that a split that
+    loses is abandoned and one that wins is kept as the host's load changes. A split must win
+    by `SPLIT_MARGIN`. Splitting changes no result bit.
 
     `forced` (`always`, tests and benchmarks) splits every call that can, whatever it measured."""
 
@@ -728,17 +737,24 @@ class SplitChoice:
         times.calls += 1
         if not times.chosen:  # one thread first, then split
             return times.calls > SPLIT_FIRST_CALLS, True
-        if times.calls <= SPLIT_PROBE_INTERVAL - SPLIT_WINDOW:
+        chosen_calls = times.chosen_calls
+        if times.calls <= chosen_calls - SPLIT_WINDOW:
             return times.splitting, False
-        if times.calls <= SPLIT_PROBE_INTERVAL:
+        if times.calls <= chosen_calls:
             return times.splitting, True
-        if times.calls == SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS:
+        if times.calls == chosen_calls + 1:  # the probe's first call: only its calls count
+            if times.splitting:
+                times.one_thread = ()
+            else:
+                times.split = ()
+        if times.calls == chosen_calls + SPLIT_PROBE_CALLS:
             times.calls = 0  # the probe's last call, which decides
         return not times.splitting, True  # a probe
 
     def record(self, size_class: SizeClass, split: bool, seconds_per_element: float) -> None:
         """A timed call of this class ran split (or on one thread) in this time per element; the
-        last of the first calls, and each probe, decide which way runs next."""
+        last of the first calls, and each probe, decide which way runs next, and how long the
+        next round is (`SPLIT_PROBE_SHARE`)."""
         times = self.classes[size_class]
         if split:
             times.split = (*times.split[1 - SPLIT_WINDOW :], seconds_per_element)
@@ -750,8 +766,15 @@ class SplitChoice:
             times.chosen, times.calls = True, 0
         elif times.calls:  # a timed call before its probe's last, the one that decides
             return
-        times.splitting = median_high(times.split) * (1 + SPLIT_MARGIN) < median_high(
-            times.one_thread
+        split_time, one_thread_time = median_high(times.split), median_high(times.one_thread)
+        times.splitting = split_time * (1 + SPLIT_MARGIN) < one_thread_time
+        chosen, other = (
+            (split_time, one_thread_time) if times.splitting else (one_thread_time, split_time)
+        )
+        loss = other / chosen - 1 if chosen > 0 else 0.0
+        times.chosen_calls = min(
+            SPLIT_LONGEST_ROUND,
+            max(SPLIT_PROBE_INTERVAL, math.ceil(SPLIT_PROBE_CALLS * loss / SPLIT_PROBE_SHARE)),
         )
 
 
@@ -785,31 +808,36 @@ class WorkspacePool:
 
 @dataclass(frozen=True)
 class NativeCall:
-    """A call's native arguments, what `Kernel.run_native` runs (`CallPlan.native_call`)."""
+    """A call of `plan` on arrays at `pointers` (inputs, then outputs), what `Kernel.run_plan`
+    runs (`CallPlan.for_pointers` applied). Each slice's native arguments are made where the
+    call runs them: a call that runs on one thread as one native call needs none of them
+    (making every slice's, and the one-thread call's, took ~10 us of a checked call of two
+    slices)."""
 
-    argument_lists: list[list[int]]
-    workspace_bytes: int
-    """The workspace either way needs, split or on one thread."""
-    streaming: bool = False
-    """The head with normal stores, then the slices of the rest streaming (`CallPlan`)."""
-    elements: int = 0
-    one_thread_lists: list[list[int]] | None = None
-    """Where `argument_lists` are several slices: the call as one slice (or a streaming head
-    and one rest), what runs where it does not split (`CallPlan.one_thread`)."""
+    plan: CallPlan
+    pointers: Sequence[int]
 
     @functools.cached_property
-    def size_class(self) -> SizeClass:
-        return (self.elements.bit_length(), self.streaming)
+    def argument_lists(self) -> list[list[int]]:
+        return self.plan.argument_lists(self.pointers)
 
     @functools.cached_property
-    def one_thread_words(self) -> array.array[int] | None:
-        """The words of `one_thread_lists` where they are one native call with no workspace,
-        packed once (a prepared call runs them as a one-thread kernel does: the native code
-        only reads them, so calls from several Python threads may share them); else None."""
-        lists = self.one_thread_lists
-        if lists is None or len(lists) > 1 or self.workspace_bytes:
-            return None
-        return _packed(lists[0])
+    def one_thread_lists(self) -> list[list[int]] | None:
+        """Where `argument_lists` are several slices: the call as one slice (or a streaming
+        head and one rest), what runs where it does not split (`CallPlan.one_thread`)."""
+        one_thread = self.plan.one_thread
+        return None if one_thread is None else one_thread.argument_lists(self.pointers)
+
+    @property
+    def workspace_bytes(self) -> int:
+        """The workspace either way needs, split or on one thread."""
+        one_thread = self.plan.one_thread
+        return max(self.plan.workspace_bytes, one_thread.workspace_bytes if one_thread else 0)
+
+    @property
+    def streaming(self) -> bool:
+        """The head with normal stores, then the slices of the rest streaming (`CallPlan`)."""
+        return self.plan.streaming
 
 
 @dataclass(frozen=True)
@@ -822,15 +850,18 @@ class CheckedCall:
     results: list[np.ndarray]
 
 
-BOUND_CALL_IR = """
+BOUND_CALL_IR = f"""
 declare ptr @PyTuple_GetItem(ptr, i64)
 declare ptr @PyBytes_AsString(ptr)
+declare i64 @PyBytes_Size(ptr)
 declare ptr @PyLong_AsVoidPtr(ptr)
+declare ptr @PyLong_FromVoidPtr(ptr)
 declare void @Py_IncRef(ptr)
 declare ptr @PyEval_SaveThread()
 declare void @PyEval_RestoreThread(ptr)
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
 
-define ptr @keeping_gil(ptr %self, ptr %unused) {
+define ptr @keeping_gil(ptr %self, ptr %unused) {{
   %state = call ptr @PyTuple_GetItem(ptr %self, i64 1)
   %entry_at = call ptr @PyBytes_AsString(ptr %state)
   %entry = load ptr, ptr %entry_at, align 8
@@ -839,9 +870,9 @@ define ptr @keeping_gil(ptr %self, ptr %unused) {
   %result = call ptr @PyTuple_GetItem(ptr %self, i64 0)
   call void @Py_IncRef(ptr %result)
   ret ptr %result
-}
+}}
 
-define ptr @releasing_gil(ptr %self, ptr %unused) {
+define ptr @releasing_gil(ptr %self, ptr %unused) {{
   %state = call ptr @PyTuple_GetItem(ptr %self, i64 1)
   %entry_at = call ptr @PyBytes_AsString(ptr %state)
   %entry = load ptr, ptr %entry_at, align 8
@@ -852,33 +883,93 @@ define ptr @releasing_gil(ptr %self, ptr %unused) {
   %result = call ptr @PyTuple_GetItem(ptr %self, i64 0)
   call void @Py_IncRef(ptr %result)
   ret ptr %result
-}
+}}
 
-define ptr @keeping_gil_at(ptr %self, ptr %address) {
-  %entry_at = call ptr @PyBytes_AsString(ptr %self)
-  %entry = load ptr, ptr %entry_at, align 8
-  %words = call ptr @PyLong_AsVoidPtr(ptr %address)
-  %failed = icmp eq ptr %words, null
-  br i1 %failed, label %error, label %call
+define ptr @on_pointers(ptr %self, ptr %arguments, i64 %count) {{
+start:
+  %state = call ptr @PyBytes_AsString(ptr %self)
+  %state_bytes = call i64 @PyBytes_Size(ptr %self)
+  %plan_words = load ptr, ptr %arguments, align 8
+  %template = call ptr @PyBytes_AsString(ptr %plan_words)
+  %not_bytes = icmp eq ptr %template, null
+  br i1 %not_bytes, label %error, label %counted
+counted:
+  %state_words = sdiv i64 %state_bytes, 8
+  %right_count = icmp eq i64 %count, %state_words
+  br i1 %right_count, label %copy, label %error
+copy:
+  %template_bytes = call i64 @PyBytes_Size(ptr %plan_words)
+  %size = sub i64 %template_bytes, 8
+  %words = alloca i8, i64 %size, align 8
+  %template_words = getelementptr i8, ptr %template, i64 8
+  call void @llvm.memcpy.p0.p0.i64(ptr %words, ptr %template_words, i64 %size, i1 false)
+  br label %loop
+loop:
+  %index = phi i64 [1, %copy], [%next, %store]
+  %more = icmp slt i64 %index, %count
+  br i1 %more, label %convert, label %call
+convert:
+  %argument_at = getelementptr ptr, ptr %arguments, i64 %index
+  %argument = load ptr, ptr %argument_at, align 8
+  %pointer = call ptr @PyLong_AsVoidPtr(ptr %argument)
+  %null = icmp eq ptr %pointer, null
+  br i1 %null, label %error, label %store
+store:
+  %position_at = getelementptr i64, ptr %state, i64 %index
+  %position = load i64, ptr %position_at, align 8
+  %slot = getelementptr i64, ptr %words, i64 %position
+  store ptr %pointer, ptr %slot, align 8
+  %next = add i64 %index, 1
+  br label %loop
 call:
+  %entry = load ptr, ptr %state, align 8
+  %keep = load i64, ptr %template, align 8
+  %keeps = icmp ne i64 %keep, 0
+  br i1 %keeps, label %keeping, label %releasing
+keeping:
   call void %entry(ptr %words)
-  call void @Py_IncRef(ptr %address)
-  ret ptr %address
+  br label %done
+releasing:
+  %thread = call ptr @PyEval_SaveThread()
+  call void %entry(ptr %words)
+  call void @PyEval_RestoreThread(ptr %thread)
+  br label %done
+done:
+  call void @Py_IncRef(ptr %plan_words)
+  ret ptr %plan_words
 error:
   ret ptr null
-}
+}}
+
+define ptr @data_pointer(ptr %self, ptr %array) {{
+  %field = getelementptr i8, ptr %array, i64 {DATA_FIELD_OFFSET}
+  %data = load ptr, ptr %field, align 8
+  %pointer = call ptr @PyLong_FromVoidPtr(ptr %data)
+  ret ptr %pointer
+}}
 """
-"""Native calls as CPython builtins (`bound_native_call`, `entry_keeping_gil`), which cost
+"""Native calls as CPython builtins (`bound_native_call`, `entry_on_pointers`), which cost
 ~30 ns a call where ctypes' call of a function pointer costs ~160 (libffi and converting the
 argument), a tenth of a call over 2^12 elements in cache (docs/benchmarks.md).
 `keeping_gil` and `releasing_gil` take no argument: their `self` is `(result, state, *owners)`,
 `state` a bytes object of the packed entry's address then its argument words; they run the
-entry on the words and return `result`. `keeping_gil_at` (one argument) runs the entry in its
-bytes `self` on the argument words at the address it is given, and returns that address (0 or
-not an int: an error)."""
+entry on the words and return `result`. `on_pointers` (`METH_FASTCALL`) has a bytes `self`, the
+packed entry's address then the word position of each data pointer in a call's words; its
+arguments are a bytes object (a word, nonzero to keep the GIL during the call, then the call's
+words) and the data pointers, one per position (the wrong count, a non-bytes first argument,
+a pointer 0 or not an int: an error); it runs the entry on a copy of the words on the stack
+with the pointers written in, and returns its first argument. `data_pointer` (one argument, a
+numpy array: it reads any object's memory as one) returns the array's data pointer
+(`fast_data_pointer`)."""
 
-_BOUND_CALL_FLAGS = {"keeping_gil": 0x0004, "releasing_gil": 0x0004, "keeping_gil_at": 0x0008}
-"""`BOUND_CALL_IR`'s functions and their CPython calling conventions (`METH_NOARGS`, `METH_O`)."""
+_BOUND_CALL_FLAGS = {
+    "keeping_gil": 0x0004,
+    "releasing_gil": 0x0004,
+    "on_pointers": 0x0080,
+    "data_pointer": 0x0008,
+}
+"""`BOUND_CALL_IR`'s functions and their CPython calling conventions (`METH_NOARGS`, `METH_O`,
+`METH_FASTCALL`)."""
 
 
 class _MethodDef(ctypes.Structure):
@@ -942,16 +1033,28 @@ def bound_native_call(
     return _builtin(name, (result, state, *owners))  # type: ignore[no-any-return]
 
 
-def entry_keeping_gil(entry: int) -> Callable[[int], object]:
-    """A Python builtin that calls the packed entry at `entry` on the argument words at the
-    address it is given, keeping the GIL (the caller keeps the entry's code alive)."""
-    return _builtin("keeping_gil_at", _packed([entry]).tobytes())  # type: ignore[no-any-return]
+def entry_on_pointers(entry: int, positions: Sequence[int]) -> Callable[..., object]:
+    """A Python builtin that calls the packed entry at `entry` as `BOUND_CALL_IR`'s
+    `on_pointers` says: `(words, *pointers)`, each data pointer written at its word position
+    of `positions` (the caller keeps the entry's code alive)."""
+    return _builtin("on_pointers", _packed([entry, *positions]).tobytes())  # type: ignore[no-any-return]
+
+
+@functools.cache
+def fast_data_pointer() -> Callable[[np.ndarray], int]:
+    """`data_pointer` as a builtin that reads the array's data field (~45 ns a call against
+    ~280 for `read_data_field`'s ctypes indexing, four times in a checked call of three inputs),
+    where `data_pointer` reads that field (this interpreter's layout checked); else
+    `data_pointer`. Only for objects known to be numpy arrays."""
+    if data_pointer is not read_data_field:
+        return data_pointer
+    return _builtin("data_pointer", None)  # type: ignore[no-any-return]
 
 
 def _run_native(kernel: Kernel, call: NativeCall, result: Any) -> Any:
     """Run `call` and return `result` (a prepared call of several slices or with a workspace;
     not a method of it, so that the call is in no reference cycle)."""
-    kernel.run_native(call)
+    kernel.run_plan(call.plan, call.pointers)
     return result
 
 
@@ -977,7 +1080,7 @@ class PreparedCall:
             entry = ctypes.cast(function.native_entry, ctypes.c_void_p).value
             assert entry is not None
             self.native_call = (entry, self.argument_lists[0])
-            short = call.native.elements <= GIL_HELD_ELEMENTS
+            short = call.native.plan.elements <= GIL_HELD_ELEMENTS
             self._run = bound_native_call(
                 entry, self.argument_lists[0], self._result, short, (kernel, *self.arrays)
             )
@@ -1088,7 +1191,7 @@ class Kernel(CompiledProgram):
         if dask_arrays.has_dask_arrays(args, kwargs):
             return dask_arrays.call(self, args, kwargs, out)
         call = self._check(args, kwargs, out)
-        self.run_native(call.native)
+        self.run_plan(call.native.plan, call.native.pointers)
         return call.results[0] if len(call.results) == 1 else tuple(call.results)
 
     def prepare(self, *args: Any, out: Any = None, **kwargs: Any) -> PreparedCall:
@@ -1099,20 +1202,26 @@ class Kernel(CompiledProgram):
         """
         return PreparedCall(self, self._check(args, kwargs, out))
 
-    def run_native(self, call: NativeCall) -> None:
-        """Run a checked call, in a borrowed workspace if the program needs one. A call of
-        several slices runs them concurrently where `split_choice` says so, else as one slice
-        (`one_thread_lists`) on this thread, timed where `split_choice` says so."""
-        if call.one_thread_lists is None:
-            self._run_slices(call.argument_lists, call.workspace_bytes, [], call.streaming)
+    def run_plan(self, plan: CallPlan, pointers: Sequence[int]) -> None:
+        """Run a checked call of `plan` on arrays at `pointers` (inputs, then outputs), in a
+        borrowed workspace if the program needs one. A call of several slices runs them
+        concurrently where `split_choice` says so, else as one slice (`CallPlan.one_thread`) on
+        this thread, timed where `split_choice` says so; untimed, a one-thread call that is one
+        native call runs as a one-thread kernel's checked call does (`quick_call`)."""
+        plan = plan.for_pointers(self.function, pointers)
+        one_thread = plan.one_thread
+        if one_thread is None:
+            self._run_slices(
+                plan.argument_lists(pointers), plan.workspace_bytes, [], plan.streaming
+            )
             return
         choice = self.split_choice
-        split, timed = choice.next_call(call.size_class)
-        words = call.one_thread_words
-        if not (split or timed or words is None):  # the common call: as a one-thread kernel's
-            self.function.native_entry(words.buffer_info()[0])
+        split, timed = choice.next_call(plan.size_class)
+        if not (split or timed) and one_thread.one_call_words is not None:  # the common call
+            self.function.pointer_call(one_thread.one_call_words, *pointers)
             return
-        slices = len(call.argument_lists) - call.streaming
+        call = plan.native_call(pointers)
+        slices = len(plan.templates) - plan.streaming
         workers = self.workers.take(slices - 1) if split else []
         try:
             start = choice.clock()
@@ -1125,12 +1234,14 @@ class Kernel(CompiledProgram):
             if workers:  # each has run its slice (`NativeFunction.run`), even after an exception
                 self.workers.give_back(workers)
         if timed and len(workers) in (0, slices - 1):  # (not where another call had some)
-            choice.record(call.size_class, bool(workers), seconds / call.elements)
+            choice.record(plan.size_class, bool(workers), seconds / plan.elements)
 
     def _run_one_thread(self, call: NativeCall) -> None:
-        words = call.one_thread_words
+        one_thread = call.plan.one_thread
+        assert one_thread is not None
+        words = one_thread.one_call_words
         if words is not None:
-            self.function.native_entry(words.buffer_info()[0])
+            self.function.pointer_call(words, *call.pointers)
         else:
             assert call.one_thread_lists is not None
             self._run_slices(call.one_thread_lists, call.workspace_bytes, [], call.streaming)
@@ -1152,10 +1263,6 @@ class Kernel(CompiledProgram):
     def _quick_call(self) -> QuickCall:
         """The common call with the fewest Python operations (`quick_call`)."""
         return quick_call(self.function, self._plans)
-
-    def run_plan(self, plan: CallPlan, pointers: Sequence[int]) -> None:
-        """Run a checked call of `plan` on arrays at `pointers` (inputs, then outputs)."""
-        self.run_native(plan.for_pointers(self.function, pointers).native_call(pointers))
 
     def _check(self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> CheckedCall:
         """All checks of a call, before any native code runs.
