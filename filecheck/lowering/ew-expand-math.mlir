@@ -39,9 +39,9 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
 
 // exp(-|x|) cannot overflow: no +inf select; nor need its 2^n a select for denormal results:
 // the scale is always 2^-64 (first, then e^r's + 2) times 2^(n + 63) (bits from n).
-// log1p of it has its argument in [0, 1]: no special-case select, no division. A log1p of
-// anything else corrects 1 + x with a division. The approximations share their constants:
-// one op per value at the block's start.
+// log1p of it has its argument in [0, 1]: e + e (e p(e)), one polynomial without range
+// reduction, select or division. A log1p of anything else corrects 1 + x with a division. The
+// approximations share their constants: one op per value at the block's start.
 // CHECK-LABEL: func.func @softplus_parts
 // CHECK-SAME:    (%[[X:.*]]: f32)
 // CHECK-DAG:     %[[MINUS_104:.*]] = arith.constant -1.040000e+02 : f32
@@ -57,9 +57,13 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
 // CHECK:         %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_64]] : f32
 // CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[SMALL]], %[[TWO_TO_MINUS_63]] : f32
 // CHECK:         %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
-// CHECK-NEXT:    arith.mulf %[[EARLY]], %[[SCALE]] : f32
+// CHECK-NEXT:    %[[E:.*]] = arith.mulf %[[EARLY]], %[[SCALE]] : f32
 // CHECK-NOT:     %[[INF]]
+// CHECK-NOT:     arith.select
 // CHECK-NOT:     arith.divf
+// CHECK:         %[[EP:.*]] = arith.mulf %[[E]], %{{.*}} : f32
+// CHECK-NEXT:    %[[EEP:.*]] = arith.mulf %[[E]], %[[EP]] : f32
+// CHECK-NEXT:    arith.addf %[[EEP]], %[[E]] : f32
 // CHECK:         arith.addf %{{.*}}, %[[X]] : f32
 // CHECK:         arith.divf
 // CHECK:         arith.cmpf oeq, %[[X]], %[[INF]] : f32
@@ -87,7 +91,7 @@ func.func @softplus_parts(%x: f32) -> (f32, f32) {
 // CHECK-DAG:     %[[LIMIT:.*]] = arith.constant 9.100000e+00 : f32
 // CHECK-DAG:     %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK-NOT:     math.
-// CHECK-NOT:     arith.maximumf
+// CHECK-NOT:     arith.cmpf ogt
 // CHECK:         arith.cmpf olt, %[[Y]], %[[MINUS_104]]
 // CHECK-NEXT:    arith.select
 // CHECK-NOT:     arith.select
@@ -104,7 +108,7 @@ func.func @softplus_parts(%x: f32) -> (f32, f32) {
 // CHECK-NEXT:    %[[MISH:.*]] = arith.mulf %[[Y]], %[[T]] : f32
 // CHECK-NEXT:    func.return %[[MISH]]
 // CHECK-LABEL: func.func @tanh_of_used_softplus
-// CHECK:         arith.maximumf
+// CHECK:         arith.cmpf ogt
 // CHECK:         arith.divf
 // CHECK:         arith.cmpf ogt, %{{.*}}, %{{.*}} : f32
 // CHECK:         func.return
@@ -114,7 +118,8 @@ func.func @softplus_parts(%x: f32) -> (f32, f32) {
 // LIBM:          func.call @tanhf
 func.func @tanh_of_softplus(%y: f32) -> f32 {
   %zero = arith.constant 0.000000e+00 : f32
-  %positive = arith.maximumf %y, %zero : f32
+  %is_positive = arith.cmpf ogt, %y, %zero : f32
+  %positive = arith.select %is_positive, %y, %zero : f32
   %a = math.absf %y : f32
   %m = arith.negf %a : f32
   %e = math.exp %m : f32
@@ -126,7 +131,8 @@ func.func @tanh_of_softplus(%y: f32) -> f32 {
 }
 func.func @tanh_of_used_softplus(%y: f32) -> (f32, f32) {
   %zero = arith.constant 0.000000e+00 : f32
-  %positive = arith.maximumf %y, %zero : f32
+  %is_positive = arith.cmpf ogt, %y, %zero : f32
+  %positive = arith.select %is_positive, %y, %zero : f32
   %a = math.absf %y : f32
   %m = arith.negf %a : f32
   %e = math.exp %m : f32

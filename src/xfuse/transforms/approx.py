@@ -16,9 +16,9 @@ their constants are shared (`SharedConstants`): one op per value in each block.
   (`exp(x) - 3e38`), which never rounds the product, so it would stay finite. exp(-|y|) (what
   sigmoid and softplus take) cannot overflow and has no such select.
 - log: exponent and mantissa from the bits (denormals scaled first), Cephes' degree-9 polynomial.
-- log1p: of exp(-|y|) (softplus), whose argument is in [0, 1]: log(1 + x) with the rounding of
-  1 + x corrected, no special-case selects, no division; elsewhere Goldberg's
-  log(u) * x / (u - 1) with u = 1 + x.
+- log1p: of exp(-|y|) (softplus), whose argument is in [0, 1]: x + x (x p(x)) with one
+  polynomial fitted for xfuse, no range reduction, special-case selects or division; elsewhere
+  Goldberg's log(u) * x / (u - 1) with u = 1 + x.
 - tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8), x^2 <= 8.5^2, clamped to +-1;
   of softplus(y) (Mish, `y * tanh(softplus(y))`): n / (n + 2) with n = e^y (e^y + 2).
 - erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x times the ratio.
@@ -77,6 +77,20 @@ _LOG_POLY = (
     2.0000714765e-1,
     -2.4999993993e-1,
     3.3333331174e-1,
+)
+# (log1p(x) - x) / x^2 on [0, 1], degree 8, fitted for xfuse: minimax of the error weighted by
+# x^2 / log1p(x) (what it adds to log1p's relative error; Lawson's iteration), each coefficient
+# rounded to float32 in turn from the constant term up, the rest refitted: 5.3e-9 at most.
+_LOG1P_OF_UNIT_POLY = (
+    -0.003290468594059348,
+    0.020086241886019707,
+    -0.05745723098516464,
+    0.10661128163337708,
+    -0.15344880521297455,
+    0.19692102074623108,
+    -0.24958018958568573,
+    0.33330464363098145,
+    -0.4999993145465851,
 )
 # Past 7.9053 the rational below exceeds 1 (by >= 10 ulp at the clamp): clamping the result to
 # [-1, 1] makes it exactly +-1 from |x| ~ 8.1 on, where tanh is within 2.3e-7 of it.
@@ -293,23 +307,16 @@ def log(x: SSAValue) -> SSAValue:
 
 
 def _log1p_of_unit(x: SSAValue) -> SSAValue:
-    """log(1 + x) for x in [0, 1] or NaN: no denormal, zero, negative or infinite case to select.
+    """log(1 + x) for x in [0, 1] or NaN (exp(-|y|)): x + x (x p(x)), one polynomial and no
+    range reduction, select or division.
 
-    u = 1 + x is in [1, 2], so its mantissa is u or u / 2, and the rounding error of u,
-    c = x - (u - 1), is exact (Sterbenz): log1p(x) = log(u) + c / u. |c| <= 2**-24, so
-    1 / u ~ 1 - f + f^2 / 2 (f = u - 1; relative error f^2 |1 - f| / 2) is close enough for that
-    term, and it is exact at u = 1, where log1p(x) = c = x.
+    p approximates (log1p(x) - x) / x^2, which is analytic on [0, 1] (its nearest singularity is
+    at -1); the error of x^2 p(x) is weighted by x^2 / log1p(x) <= 1.45, so the last, rounded
+    addition of x keeps the result within about half an ulp plus the error of x itself. Exact
+    at 0 (+0) and x where x^2 p(x) is below half an ulp of x (the deep tail of softplus).
     """
-    u = arith.AddfOp(_f32(1.0), x)
-    f = arith.SubfOp(u, _f32(1.0))
-    rounding = arith.SubfOp(x, f)
-    above_sqrt2 = arith.CmpfOp(u, _f32(_SQRT2), "ogt")
-    halved = arith.SubfOp(arith.MulfOp(u, _f32(0.5)), _f32(1.0))
-    reduced = arith.SelectOp(above_sqrt2, halved, f)
-    log_u = _log_of_reduced(reduced, arith.SelectOp(above_sqrt2, _f32(1.0), _f32(0.0)))
-    half_f_minus_one = arith.SubfOp(arith.MulfOp(f, _f32(0.5)), _f32(1.0))
-    reciprocal = arith.AddfOp(arith.MulfOp(f, half_f_minus_one), _f32(1.0))
-    return arith.AddfOp(arith.MulfOp(rounding, reciprocal), log_u).result
+    polynomial = _polynomial(x, _LOG1P_OF_UNIT_POLY)
+    return arith.AddfOp(arith.MulfOp(x, arith.MulfOp(x, polynomial)), x).result
 
 
 def log1p(x: SSAValue) -> SSAValue:
@@ -322,24 +329,31 @@ def log1p(x: SSAValue) -> SSAValue:
     return arith.SelectOp(arith.CmpfOp(x, _f32(float("inf")), "oeq"), x, result).result
 
 
+def _is_zero(value: SSAValue) -> bool:
+    return isinstance(value.owner, arith.ConstantOp) and value.owner.value == FloatAttr(0.0, _F32)
+
+
 def _softplus_argument(value: SSAValue) -> SSAValue | None:
-    """y where `value` is softplus(y) as fusion writes it, `max(y, 0) + log1p(exp(-|y|))`
+    """y where `value` is softplus(y) as fusion writes it, `(y > 0 ? y : 0) + log1p(exp(-|y|))`
     (`xfuse.transforms.scalar`), else None."""
     total = value.owner
     if not isinstance(total, arith.AddfOp):
         return None
-    positive, log1p = total.lhs.owner, total.rhs.owner
-    if not (isinstance(positive, arith.MaximumfOp) and isinstance(log1p, math.Log1pOp)):
+    relu, log1p = total.lhs.owner, total.rhs.owner
+    if not (isinstance(relu, arith.SelectOp) and isinstance(log1p, math.Log1pOp)):
         return None
-    exp_op, zero = log1p.operand.owner, positive.rhs.owner
+    positive, exp_op = relu.cond.owner, log1p.operand.owner
+    y = relu.lhs
     if not (
         isinstance(exp_op, math.ExpOp)
         and _is_non_positive(exp_op.operand)
-        and isinstance(zero, arith.ConstantOp)
-        and zero.value == FloatAttr(0.0, _F32)
+        and isinstance(positive, arith.CmpfOp)
+        and arith.CMPF_COMPARISON_OPERATIONS[positive.predicate.value.data] == "ogt"
+        and positive.lhs == y
+        and _is_zero(positive.rhs)
+        and _is_zero(relu.rhs)
     ):
         return None
-    y = positive.lhs
     absolute = exp_op.operand.owner.operand.owner  # -|y|: negf of absf (_is_non_positive)
     return y if isinstance(absolute, math.AbsFOp) and absolute.operand == y else None
 
