@@ -142,6 +142,39 @@ func.func @tanh_of_used_softplus(%y: f32) -> (f32, f32) {
   func.return %t, %softplus : f32, f32
 }
 
+// -softplus(-x) (log-sigmoid) loses both negations, in both modes: (x < -0 ? x : -0) minus the
+// log1p term (exact: that term is never -0); the softplus ops are erased.
+// CHECK-LABEL: func.func @log_sigmoid
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK-NOT:     arith.cmpf ogt
+// CHECK:         %[[MINUS_ZERO:.*]] = arith.constant -0.000000e+00 : f32
+// CHECK-NEXT:    %[[NEGATIVE:.*]] = arith.cmpf olt, %[[X]], %[[MINUS_ZERO]] : f32
+// CHECK-NEXT:    %[[MINIMUM:.*]] = arith.select %[[NEGATIVE]], %[[X]], %[[MINUS_ZERO]] : f32
+// CHECK-NEXT:    %[[RESULT:.*]] = arith.subf %[[MINIMUM]], %{{.*}} : f32
+// CHECK-NEXT:    func.return %[[RESULT]]
+// LIBM-LABEL: func.func @log_sigmoid
+// LIBM-SAME:     (%[[X:.*]]: f32)
+// LIBM-NOT:      arith.cmpf ogt
+// LIBM:          %[[E:.*]] = func.call @expf
+// LIBM-NEXT:     %[[L:.*]] = func.call @log1pf(%[[E]])
+// LIBM:          arith.cmpf olt, %[[X]], %{{.*}} : f32
+// LIBM-NEXT:     %[[MINIMUM:.*]] = arith.select
+// LIBM-NEXT:     %[[RESULT:.*]] = arith.subf %[[MINIMUM]], %[[L]] : f32
+// LIBM-NEXT:     func.return %[[RESULT]]
+func.func @log_sigmoid(%x: f32) -> f32 {
+  %zero = arith.constant 0.000000e+00 : f32
+  %y = arith.negf %x : f32
+  %is_positive = arith.cmpf ogt, %y, %zero : f32
+  %positive = arith.select %is_positive, %y, %zero : f32
+  %a = math.absf %y : f32
+  %m = arith.negf %a : f32
+  %e = math.exp %m : f32
+  %l = math.log1p %e : f32
+  %softplus = arith.addf %positive, %l : f32
+  %result = arith.negf %softplus : f32
+  func.return %result : f32
+}
+
 // f64 has no approximation: it calls the double libm functions in both modes, declared once;
 // its rsqrt is 1 / sqrt.
 // CHECK-LABEL: func.func @f64_ops

@@ -333,7 +333,7 @@ def _is_zero(value: SSAValue) -> bool:
     return isinstance(value.owner, arith.ConstantOp) and value.owner.value == FloatAttr(0.0, _F32)
 
 
-def _softplus_argument(value: SSAValue) -> SSAValue | None:
+def softplus_argument(value: SSAValue) -> SSAValue | None:
     """y where `value` is softplus(y) as fusion writes it, `(y > 0 ? y : 0) + log1p(exp(-|y|))`
     (`xfuse.transforms.scalar`), else None."""
     total = value.owner
@@ -372,9 +372,9 @@ def _tanh_of_softplus(y: SSAValue) -> SSAValue:
 
 
 def tanh(x: SSAValue) -> SSAValue:
-    softplus_argument = _softplus_argument(x)
-    if softplus_argument is not None:
-        return _tanh_of_softplus(softplus_argument)
+    argument = softplus_argument(x)
+    if argument is not None:
+        return _tanh_of_softplus(argument)
     # x^2 is clamped, not x (one select, not two): past the clamp x p(c^2) / q(c^2) only grows
     # (to inf for huge x), and the result's clamp to [-1, 1] makes all of that +-1.
     limit = _TANH_CLAMP * _TANH_CLAMP
