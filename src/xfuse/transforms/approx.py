@@ -7,10 +7,11 @@ Each is a function of the op's operands written with xDSL's op constructors (`ar
 which take an op for its result), run by `expand` under an `ImplicitBuilder` that inserts them;
 their constants are shared (`SharedConstants`): one op per value in each block.
 
-- exp: Cody-Waite reduction x = n ln2 + r with n rounded by the 1.5 * 2**23 trick, Cephes' degree-6
-  polynomial for e**r, and 2**n applied in one step (two integer ops build the exponent bits);
-  results below 2**-126 take a second scale factor so they round once into the denormals
-  (always, without a select, where the argument is at most 44: exp(-|y|), Mish's e^y).
+- exp: Cody-Waite reduction x = n ln2 + r with n rounded by the 1.5 * 2**23 trick, a degree-6
+  polynomial for e**r fitted for xfuse (r + r^2 q(r), then + 1), and 2**n applied in one step
+  (two integer ops build the exponent bits); results below 2**-126 take a second scale factor
+  so they round once into the denormals (always, without a select, where the argument is at
+  most 44: exp(-|y|), Mish's e^y).
   Overflow is a select of +inf above the largest x whose exp is finite, not the last multiply's
   rounding: with `contract`, LLVM fuses that multiply into an FMA with the consumer
   (`exp(x) - 3e38`), which never rounds the product, so it would stay finite. exp(-|y|) (what
@@ -59,13 +60,17 @@ _FLOAT32_INFINITY_BITS = 0x7F800000
 _ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: adding it rounds |v| < 2**22 to an integer in the low bits
 _LN2_HI = 0.693359375
 _LN2_LO = -2.12194440e-4
+# e**r on [-ln2 / 2, ln2 / 2], degree 6, highest first, fitted for xfuse: 1 + r + ..., minimax of
+# the relative error (Lawson's iteration), each coefficient rounded to float32 in turn from r^2
+# up, the rest refitted: 3.1e-9 at most (Cephes' is of degree 7, one more FMA).
 _EXP_POLY = (
-    1.9875691500e-4,
-    1.3981999507e-3,
-    8.3334519073e-3,
-    4.1665795894e-2,
-    1.6666665459e-1,
-    5.0000001201e-1,
+    0.0013821450993418694,
+    0.008368661627173424,
+    0.041668254882097244,
+    0.1666652113199234,
+    0.4999999403953552,
+    1.0,
+    1.0,
 )
 _LOG_POLY = (
     7.0376836292e-2,
@@ -253,24 +258,26 @@ def _exp(x: SSAValue, full_range: bool) -> SSAValue:
     n_float = arith.SubfOp(shifted, _f32(_ROUND_MAGIC))
     r = arith.SubfOp(clamped, arith.MulfOp(n_float, _f32(_LN2_HI)))
     r = arith.SubfOp(r, arith.MulfOp(n_float, _f32(_LN2_LO)))
-    # 2 e**r, every step exactly twice Cephes' (1 + r + r^2 p(r)), so that 2**(n - 1) scales it:
-    # n reaches 128 below the overflow threshold, and 2**128 is not a float32.
-    p = _polynomial(r, [2.0 * c for c in _EXP_POLY])
-    twice_minus_two = arith.AddfOp(arith.MulfOp(arith.MulfOp(r, r), p), arith.AddfOp(r, r))
+    # e**r - 1 = r + r^2 q(r), with q the rest of the polynomial: the 1 added last (Cephes'
+    # form; a rounding of ~1 inside Horner's rule would add up to ~1/4 ulp).
+    q = _polynomial(r, _EXP_POLY[:-2])
+    minus_one = arith.AddfOp(arith.MulfOp(arith.MulfOp(r, r), q), r)
     # The magic's bits are 0x4B400000 + n, and its own bits leave a 32-bit shift by 23.
     exponent = arith.ShLIOp(arith.BitcastOp(shifted, _I32), _i32(23))
-    # Below 2**-126 2**(n - 1) is not a normal float32: scale by 2**(n + 63) instead, then by
-    # 2**-64, so that the result rounds once into the denormals (the first product is exact).
+    # 2**n is scaled as 2 e**r times 2**(n - 1): n reaches 128 below the overflow threshold, and
+    # 2**128 is not a float32. Below 2**-126 2**(n - 1) is not a normal float32: scale by
+    # 2**(n + 63) instead, and e**r by 2**-63, so that the result rounds once into the
+    # denormals. Either way e**r - 1 is scaled by the power of two first (exact), and the
+    # power of two added after it (an FMA with contraction), so the sum rounds as e**r does,
+    # fused or not: the same bits.
     if not full_range:
         # n <= 64: 2**(n + 63) is a normal float32 for every n, so always the two factors: no
         # compare, selects and constants to keep (silu's 64-element AVX-512 loop: 133 -> 111
-        # instructions, and no constants spilled to the stack; docs/benchmarks.md). The 2**-64
-        # goes first, the 2 after it (an FMA with contraction): t 2**-64 is exact, so
-        # t 2**-64 + 2**-63 rounds as t + 2 does, fused or not (the same bits).
-        early = arith.AddfOp(arith.MulfOp(twice_minus_two, _f32(2.0**-64)), _f32(2.0**-63))
+        # instructions, and no constants spilled to the stack; docs/benchmarks.md).
+        early = arith.AddfOp(arith.MulfOp(minus_one, _f32(2.0**-63)), _f32(2.0**-63))
         scale = arith.BitcastOp(arith.AddiOp(exponent, _i32((126 + 64) << 23)), _F32)
         return arith.MulfOp(early, scale).result
-    twice = arith.AddfOp(twice_minus_two, _f32(2.0))
+    twice = arith.AddfOp(arith.MulfOp(minus_one, _f32(2.0)), _f32(2.0))
     tiny = arith.CmpfOp(clamped, _f32(_EXP_NORMAL_BELOW), "olt")
     bias = arith.SelectOp(tiny, _i32((126 + 64) << 23), _i32(126 << 23))
     scaled = arith.MulfOp(twice, arith.BitcastOp(arith.AddiOp(exponent, bias), _F32))
