@@ -113,3 +113,19 @@ def test_log_one_plus_exp_is_softplus_only_with_unsafe_math() -> None:
     np.testing.assert_allclose(as_written, [inf, inf, 0.0, log2, inf, 0.0, nan], rtol=1e-6)
     want = [100.0, 1e30, math.exp(-30.0), log2, inf, 0.0, nan]
     np.testing.assert_allclose(rewritten, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+def test_log_sigmoid_is_exact_at_special_values_and_accurate(math_mode: str) -> None:
+    # -softplus(-x) folds to (x < 0 ? x : -0) - log1p(exp(-|x|)) (ew-expand-math): the same
+    # bits as the two negations, signs of zero included (NaN's sign is IEEE's to leave open).
+    special = [0.0, -0.0, np.inf, -np.inf, 1e30, -1e30, 200.0, -200.0, np.nan]
+    x = np.concatenate([special, np.linspace(-100, 100, 20001)]).astype(np.float32)
+    got = xfuse.compile("y = -softplus(-x);", math=math_mode)(x=x)
+    with np.errstate(invalid="ignore"):
+        want = -np.logaddexp(-x.astype(np.float64), 0.0)
+    np.testing.assert_array_equal(np.signbit(got[:8]), np.signbit(want[:8]))
+    np.testing.assert_array_equal(got[:9], want[:9].astype(np.float32))
+    bound = getattr(ew.SoftplusOp.ACCURACY, math_mode)
+    error = np.abs(got[9:] - want[9:])
+    assert np.all(error <= bound.relative * np.abs(want[9:]) + bound.absolute)

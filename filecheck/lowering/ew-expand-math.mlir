@@ -38,14 +38,13 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
 }
 
 // exp(-|x|) cannot overflow: no +inf select; nor need its 2^n a select for denormal results:
-// the scale is always 2^-64 (first, then e^r's + 2) times 2^(n + 63) (bits from n).
-// log1p of it has its argument in [0, 1]: no special-case select, no division. A log1p of
-// anything else corrects 1 + x with a division. The approximations share their constants:
-// one op per value at the block's start.
+// the scale is always 2^-63 (first, then e^r's + 1) times 2^(n + 63) (bits from n).
+// log1p of it has its argument in [0, 1]: e + e (e p(e)), one polynomial without range
+// reduction, select or division. A log1p of anything else corrects 1 + x with a division. The
+// approximations share their constants: one op per value at the block's start.
 // CHECK-LABEL: func.func @softplus_parts
 // CHECK-SAME:    (%[[X:.*]]: f32)
 // CHECK-DAG:     %[[MINUS_104:.*]] = arith.constant -1.040000e+02 : f32
-// CHECK-DAG:     %[[TWO_TO_MINUS_64:.*]] = arith.constant 5.42101086e-20 : f32
 // CHECK-DAG:     %[[TWO_TO_MINUS_63:.*]] = arith.constant 1.08420217e-19 : f32
 // CHECK-DAG:     %[[INF:.*]] = arith.constant 0x7f800000 : f32
 // CHECK:         %[[ABS:.*]] = math.absf %[[X]]
@@ -54,12 +53,16 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
 // CHECK-NEXT:    arith.select
 // CHECK-NOT:     arith.cmpf
 // CHECK-NOT:     arith.select
-// CHECK:         %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_64]] : f32
+// CHECK:         %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_63]] : f32
 // CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[SMALL]], %[[TWO_TO_MINUS_63]] : f32
 // CHECK:         %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
-// CHECK-NEXT:    arith.mulf %[[EARLY]], %[[SCALE]] : f32
+// CHECK-NEXT:    %[[E:.*]] = arith.mulf %[[EARLY]], %[[SCALE]] : f32
 // CHECK-NOT:     %[[INF]]
+// CHECK-NOT:     arith.select
 // CHECK-NOT:     arith.divf
+// CHECK:         %[[EP:.*]] = arith.mulf %[[E]], %{{.*}} : f32
+// CHECK-NEXT:    %[[EEP:.*]] = arith.mulf %[[E]], %[[EP]] : f32
+// CHECK-NEXT:    arith.addf %[[EEP]], %[[E]] : f32
 // CHECK:         arith.addf %{{.*}}, %[[X]] : f32
 // CHECK:         arith.divf
 // CHECK:         arith.cmpf oeq, %[[X]], %[[INF]] : f32
@@ -76,22 +79,21 @@ func.func @softplus_parts(%x: f32) -> (f32, f32) {
 
 // tanh of softplus's form (Mish's factor) is n / (n + 2) with e = exp(y), n = e (e + 2): one
 // exp without its overflow select nor a select of its scale (only y <= 9.1 counts: the scale
-// is always 2^-64, then 2^(n + 63)), one division, 1 above y = 9.1; the softplus ops are erased.
+// is always 2^-63, then 2^(n + 63)), one division, 1 above y = 9.1; the softplus ops are erased.
 // Where the softplus has another use, it stays beside the pair's form. libm keeps the calls.
 // CHECK-LABEL: func.func @tanh_of_softplus
 // CHECK-SAME:    (%[[Y:.*]]: f32)
 // CHECK-DAG:     %[[MINUS_104:.*]] = arith.constant -1.040000e+02 : f32
-// CHECK-DAG:     %[[TWO_TO_MINUS_64:.*]] = arith.constant 5.42101086e-20 : f32
 // CHECK-DAG:     %[[TWO_TO_MINUS_63:.*]] = arith.constant 1.08420217e-19 : f32
 // CHECK-DAG:     %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
 // CHECK-DAG:     %[[LIMIT:.*]] = arith.constant 9.100000e+00 : f32
 // CHECK-DAG:     %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK-NOT:     math.
-// CHECK-NOT:     arith.maximumf
+// CHECK-NOT:     arith.cmpf ogt
 // CHECK:         arith.cmpf olt, %[[Y]], %[[MINUS_104]]
 // CHECK-NEXT:    arith.select
 // CHECK-NOT:     arith.select
-// CHECK:         %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_64]] : f32
+// CHECK:         %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_63]] : f32
 // CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[SMALL]], %[[TWO_TO_MINUS_63]] : f32
 // CHECK:         %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
 // CHECK-NEXT:    %[[E:.*]] = arith.mulf %[[EARLY]], %[[SCALE]] : f32
@@ -104,7 +106,7 @@ func.func @softplus_parts(%x: f32) -> (f32, f32) {
 // CHECK-NEXT:    %[[MISH:.*]] = arith.mulf %[[Y]], %[[T]] : f32
 // CHECK-NEXT:    func.return %[[MISH]]
 // CHECK-LABEL: func.func @tanh_of_used_softplus
-// CHECK:         arith.maximumf
+// CHECK:         arith.cmpf ogt
 // CHECK:         arith.divf
 // CHECK:         arith.cmpf ogt, %{{.*}}, %{{.*}} : f32
 // CHECK:         func.return
@@ -114,7 +116,8 @@ func.func @softplus_parts(%x: f32) -> (f32, f32) {
 // LIBM:          func.call @tanhf
 func.func @tanh_of_softplus(%y: f32) -> f32 {
   %zero = arith.constant 0.000000e+00 : f32
-  %positive = arith.maximumf %y, %zero : f32
+  %is_positive = arith.cmpf ogt, %y, %zero : f32
+  %positive = arith.select %is_positive, %y, %zero : f32
   %a = math.absf %y : f32
   %m = arith.negf %a : f32
   %e = math.exp %m : f32
@@ -126,7 +129,8 @@ func.func @tanh_of_softplus(%y: f32) -> f32 {
 }
 func.func @tanh_of_used_softplus(%y: f32) -> (f32, f32) {
   %zero = arith.constant 0.000000e+00 : f32
-  %positive = arith.maximumf %y, %zero : f32
+  %is_positive = arith.cmpf ogt, %y, %zero : f32
+  %positive = arith.select %is_positive, %y, %zero : f32
   %a = math.absf %y : f32
   %m = arith.negf %a : f32
   %e = math.exp %m : f32
@@ -134,6 +138,39 @@ func.func @tanh_of_used_softplus(%y: f32) -> (f32, f32) {
   %softplus = arith.addf %positive, %l : f32
   %t = math.tanh %softplus : f32
   func.return %t, %softplus : f32, f32
+}
+
+// -softplus(-x) (log-sigmoid) loses both negations, in both modes: (x < -0 ? x : -0) minus the
+// log1p term (exact: that term is never -0); the softplus ops are erased.
+// CHECK-LABEL: func.func @log_sigmoid
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK-NOT:     arith.cmpf ogt
+// CHECK:         %[[MINUS_ZERO:.*]] = arith.constant -0.000000e+00 : f32
+// CHECK-NEXT:    %[[NEGATIVE:.*]] = arith.cmpf olt, %[[X]], %[[MINUS_ZERO]] : f32
+// CHECK-NEXT:    %[[MINIMUM:.*]] = arith.select %[[NEGATIVE]], %[[X]], %[[MINUS_ZERO]] : f32
+// CHECK-NEXT:    %[[RESULT:.*]] = arith.subf %[[MINIMUM]], %{{.*}} : f32
+// CHECK-NEXT:    func.return %[[RESULT]]
+// LIBM-LABEL: func.func @log_sigmoid
+// LIBM-SAME:     (%[[X:.*]]: f32)
+// LIBM-NOT:      arith.cmpf ogt
+// LIBM:          %[[E:.*]] = func.call @expf
+// LIBM-NEXT:     %[[L:.*]] = func.call @log1pf(%[[E]])
+// LIBM:          arith.cmpf olt, %[[X]], %{{.*}} : f32
+// LIBM-NEXT:     %[[MINIMUM:.*]] = arith.select
+// LIBM-NEXT:     %[[RESULT:.*]] = arith.subf %[[MINIMUM]], %[[L]] : f32
+// LIBM-NEXT:     func.return %[[RESULT]]
+func.func @log_sigmoid(%x: f32) -> f32 {
+  %zero = arith.constant 0.000000e+00 : f32
+  %y = arith.negf %x : f32
+  %is_positive = arith.cmpf ogt, %y, %zero : f32
+  %positive = arith.select %is_positive, %y, %zero : f32
+  %a = math.absf %y : f32
+  %m = arith.negf %a : f32
+  %e = math.exp %m : f32
+  %l = math.log1p %e : f32
+  %softplus = arith.addf %positive, %l : f32
+  %result = arith.negf %softplus : f32
+  func.return %result : f32
 }
 
 // f64 has no approximation: it calls the double libm functions in both modes, declared once;

@@ -123,10 +123,13 @@ func.func @siblings(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
   func.return %e, %n : tensor<?xf32>, tensor<?xf32>
 }
 
-// softplus is max(x, 0) + log1p(exp(-|x|)) (scalar.py).
+// softplus is max(x, 0) + log1p(exp(-|x|)) (scalar.py), max(x, 0) as x > 0 ? x : 0.
 // CHECK-LABEL: func.func @softplus
 // CHECK:         ew.kernel
-// CHECK:           %[[POSITIVE:.*]] = arith.maximumf
+// CHECK-NEXT:      ^{{.*}}(%[[X:.*]]: f32):
+// CHECK:           %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      %[[IS_POSITIVE:.*]] = arith.cmpf ogt, %[[X]], %[[ZERO]]
+// CHECK-NEXT:      %[[POSITIVE:.*]] = arith.select %[[IS_POSITIVE]], %[[X]], %[[ZERO]]
 // CHECK:           %[[ABS:.*]] = math.absf
 // CHECK-NEXT:      %[[MINUS_ABS:.*]] = arith.negf %[[ABS]]
 // CHECK-NEXT:      %[[E:.*]] = math.exp %[[MINUS_ABS]]

@@ -7,18 +7,19 @@ Each is a function of the op's operands written with xDSL's op constructors (`ar
 which take an op for its result), run by `expand` under an `ImplicitBuilder` that inserts them;
 their constants are shared (`SharedConstants`): one op per value in each block.
 
-- exp: Cody-Waite reduction x = n ln2 + r with n rounded by the 1.5 * 2**23 trick, Cephes' degree-6
-  polynomial for e**r, and 2**n applied in one step (two integer ops build the exponent bits);
-  results below 2**-126 take a second scale factor so they round once into the denormals
-  (always, without a select, where the argument is at most 44: exp(-|y|), Mish's e^y).
+- exp: Cody-Waite reduction x = n ln2 + r with n rounded by the 1.5 * 2**23 trick, Cephes'
+  polynomial for e**r (r + r^2 p(r), then + 1), and 2**n applied in one step
+  (two integer ops build the exponent bits); results below 2**-126 take a second scale factor
+  so they round once into the denormals (always, without a select, where the argument is at
+  most 44: exp(-|y|), Mish's e^y).
   Overflow is a select of +inf above the largest x whose exp is finite, not the last multiply's
   rounding: with `contract`, LLVM fuses that multiply into an FMA with the consumer
   (`exp(x) - 3e38`), which never rounds the product, so it would stay finite. exp(-|y|) (what
   sigmoid and softplus take) cannot overflow and has no such select.
 - log: exponent and mantissa from the bits (denormals scaled first), Cephes' degree-9 polynomial.
-- log1p: of exp(-|y|) (softplus), whose argument is in [0, 1]: log(1 + x) with the rounding of
-  1 + x corrected, no special-case selects, no division; elsewhere Goldberg's
-  log(u) * x / (u - 1) with u = 1 + x.
+- log1p: of exp(-|y|) (softplus), whose argument is in [0, 1]: x + x (x p(x)) with one
+  polynomial fitted for xfuse, no range reduction, special-case selects or division; elsewhere
+  Goldberg's log(u) * x / (u - 1) with u = 1 + x.
 - tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8), x^2 <= 8.5^2, clamped to +-1;
   of softplus(y) (Mish, `y * tanh(softplus(y))`): n / (n + 2) with n = e^y (e^y + 2).
 - erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x times the ratio.
@@ -60,6 +61,8 @@ _FLOAT32_INFINITY_BITS = 0x7F800000
 _ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: adding it rounds |v| < 2**22 to an integer in the low bits
 _LN2_HI = 0.693359375
 _LN2_LO = -2.12194440e-4
+# p of Cephes' e**r ~ 1 + r + r^2 p(r), highest first. A degree-6 minimax fit of the whole (one
+# FMA fewer) measured tanh(softplus(x)) at 2.53e-7 against 2.5e-7: not taken.
 _EXP_POLY = (
     1.9875691500e-4,
     1.3981999507e-3,
@@ -78,6 +81,20 @@ _LOG_POLY = (
     2.0000714765e-1,
     -2.4999993993e-1,
     3.3333331174e-1,
+)
+# (log1p(x) - x) / x^2 on [0, 1], degree 8, fitted for xfuse: minimax of the error weighted by
+# x^2 / log1p(x) (what it adds to log1p's relative error; Lawson's iteration), each coefficient
+# rounded to float32 in turn from the constant term up, the rest refitted: 5.3e-9 at most.
+_LOG1P_OF_UNIT_POLY = (
+    -0.003290468594059348,
+    0.020086241886019707,
+    -0.05745723098516464,
+    0.10661128163337708,
+    -0.15344880521297455,
+    0.19692102074623108,
+    -0.24958018958568573,
+    0.33330464363098145,
+    -0.4999993145465851,
 )
 # Past 7.9053 the rational below exceeds 1 (by >= 10 ulp at the clamp): clamping the result to
 # [-1, 1] makes it exactly +-1 from |x| ~ 8.1 on, where tanh is within 2.3e-7 of it.
@@ -278,24 +295,26 @@ def _exp(x: SSAValue, full_range: bool) -> SSAValue:
     n_float = arith.SubfOp(shifted, _f32(_ROUND_MAGIC))
     r = arith.SubfOp(clamped, arith.MulfOp(n_float, _f32(_LN2_HI)))
     r = arith.SubfOp(r, arith.MulfOp(n_float, _f32(_LN2_LO)))
-    # 2 e**r, every step exactly twice Cephes' (1 + r + r^2 p(r)), so that 2**(n - 1) scales it:
-    # n reaches 128 below the overflow threshold, and 2**128 is not a float32.
-    p = _polynomial(r, [2.0 * c for c in _EXP_POLY])
-    twice_minus_two = arith.AddfOp(arith.MulfOp(arith.MulfOp(r, r), p), arith.AddfOp(r, r))
+    # e**r - 1 = r + r^2 p(r), the 1 added last (a rounding of ~1 inside Horner's rule would
+    # add up to ~1/4 ulp).
+    p = _polynomial(r, _EXP_POLY)
+    minus_one = arith.AddfOp(arith.MulfOp(arith.MulfOp(r, r), p), r)
     # The magic's bits are 0x4B400000 + n, and its own bits leave a 32-bit shift by 23.
     exponent = arith.ShLIOp(arith.BitcastOp(shifted, _I32), _i32(23))
-    # Below 2**-126 2**(n - 1) is not a normal float32: scale by 2**(n + 63) instead, then by
-    # 2**-64, so that the result rounds once into the denormals (the first product is exact).
+    # 2**n is scaled as 2 e**r times 2**(n - 1): n reaches 128 below the overflow threshold, and
+    # 2**128 is not a float32. Below 2**-126 2**(n - 1) is not a normal float32: scale by
+    # 2**(n + 63) instead, and e**r by 2**-63, so that the result rounds once into the
+    # denormals. Either way e**r - 1 is scaled by the power of two first (exact), and the
+    # power of two added after it (an FMA with contraction), so the sum rounds as e**r does,
+    # fused or not: the same bits.
     if not full_range:
         # n <= 64: 2**(n + 63) is a normal float32 for every n, so always the two factors: no
         # compare, selects and constants to keep (silu's 64-element AVX-512 loop: 133 -> 111
-        # instructions, and no constants spilled to the stack; docs/benchmarks.md). The 2**-64
-        # goes first, the 2 after it (an FMA with contraction): t 2**-64 is exact, so
-        # t 2**-64 + 2**-63 rounds as t + 2 does, fused or not (the same bits).
-        early = arith.AddfOp(arith.MulfOp(twice_minus_two, _f32(2.0**-64)), _f32(2.0**-63))
+        # instructions, and no constants spilled to the stack; docs/benchmarks.md).
+        early = arith.AddfOp(arith.MulfOp(minus_one, _f32(2.0**-63)), _f32(2.0**-63))
         scale = arith.BitcastOp(arith.AddiOp(exponent, _i32((126 + 64) << 23)), _F32)
         return arith.MulfOp(early, scale).result
-    twice = arith.AddfOp(twice_minus_two, _f32(2.0))
+    twice = arith.AddfOp(arith.MulfOp(minus_one, _f32(2.0)), _f32(2.0))
     tiny = _compare(clamped, _f32(_EXP_NORMAL_BELOW), "olt")
     bias = _select(tiny, _i32((126 + 64) << 23), _i32(126 << 23))
     scaled = arith.MulfOp(twice, arith.BitcastOp(arith.AddiOp(exponent, bias), _F32))
@@ -332,23 +351,16 @@ def log(x: SSAValue) -> SSAValue:
 
 
 def _log1p_of_unit(x: SSAValue) -> SSAValue:
-    """log(1 + x) for x in [0, 1] or NaN: no denormal, zero, negative or infinite case to select.
+    """log(1 + x) for x in [0, 1] or NaN (exp(-|y|)): x + x (x p(x)), one polynomial and no
+    range reduction, select or division.
 
-    u = 1 + x is in [1, 2], so its mantissa is u or u / 2, and the rounding error of u,
-    c = x - (u - 1), is exact (Sterbenz): log1p(x) = log(u) + c / u. |c| <= 2**-24, so
-    1 / u ~ 1 - f + f^2 / 2 (f = u - 1; relative error f^2 |1 - f| / 2) is close enough for that
-    term, and it is exact at u = 1, where log1p(x) = c = x.
+    p approximates (log1p(x) - x) / x^2, which is analytic on [0, 1] (its nearest singularity is
+    at -1); the error of x^2 p(x) is weighted by x^2 / log1p(x) <= 1.45, so the last, rounded
+    addition of x keeps the result within about half an ulp plus the error of x itself. Exact
+    at 0 (+0) and x where x^2 p(x) is below half an ulp of x (the deep tail of softplus).
     """
-    u = arith.AddfOp(_f32(1.0), x)
-    f = arith.SubfOp(u, _f32(1.0))
-    rounding = arith.SubfOp(x, f)
-    above_sqrt2 = _compare(u, _f32(_SQRT2), "ogt")
-    halved = arith.SubfOp(arith.MulfOp(u, _f32(0.5)), _f32(1.0))
-    reduced = _select(above_sqrt2, halved, f)
-    log_u = _log_of_reduced(reduced, _select(above_sqrt2, _f32(1.0), _f32(0.0)))
-    half_f_minus_one = arith.SubfOp(arith.MulfOp(f, _f32(0.5)), _f32(1.0))
-    reciprocal = arith.AddfOp(arith.MulfOp(f, half_f_minus_one), _f32(1.0))
-    return arith.AddfOp(arith.MulfOp(rounding, reciprocal), log_u).result
+    polynomial = _polynomial(x, _LOG1P_OF_UNIT_POLY)
+    return arith.AddfOp(arith.MulfOp(x, arith.MulfOp(x, polynomial)), x).result
 
 
 def log1p(x: SSAValue) -> SSAValue:
@@ -361,24 +373,31 @@ def log1p(x: SSAValue) -> SSAValue:
     return _select(_compare(x, _f32(float("inf")), "oeq"), x, result).result
 
 
-def _softplus_argument(value: SSAValue) -> SSAValue | None:
-    """y where `value` is softplus(y) as fusion writes it, `max(y, 0) + log1p(exp(-|y|))`
+def _is_zero(value: SSAValue) -> bool:
+    return isinstance(value.owner, arith.ConstantOp) and value.owner.value == FloatAttr(0.0, _F32)
+
+
+def softplus_argument(value: SSAValue) -> SSAValue | None:
+    """y where `value` is softplus(y) as fusion writes it, `(y > 0 ? y : 0) + log1p(exp(-|y|))`
     (`xfuse.transforms.scalar`), else None."""
     total = value.owner
     if not isinstance(total, arith.AddfOp):
         return None
-    positive, log1p = total.lhs.owner, total.rhs.owner
-    if not (isinstance(positive, arith.MaximumfOp) and isinstance(log1p, math.Log1pOp)):
+    relu, log1p = total.lhs.owner, total.rhs.owner
+    if not (isinstance(relu, arith.SelectOp) and isinstance(log1p, math.Log1pOp)):
         return None
-    exp_op, zero = log1p.operand.owner, positive.rhs.owner
+    positive, exp_op = relu.cond.owner, log1p.operand.owner
+    y = relu.lhs
     if not (
         isinstance(exp_op, math.ExpOp)
         and _is_non_positive(exp_op.operand)
-        and isinstance(zero, arith.ConstantOp)
-        and zero.value == FloatAttr(0.0, _F32)
+        and isinstance(positive, arith.CmpfOp)
+        and arith.CMPF_COMPARISON_OPERATIONS[positive.predicate.value.data] == "ogt"
+        and positive.lhs == y
+        and _is_zero(positive.rhs)
+        and _is_zero(relu.rhs)
     ):
         return None
-    y = positive.lhs
     absolute = exp_op.operand.owner.operand.owner  # -|y|: negf of absf (_is_non_positive)
     return y if isinstance(absolute, math.AbsFOp) and absolute.operand == y else None
 
@@ -397,9 +416,9 @@ def _tanh_of_softplus(y: SSAValue) -> SSAValue:
 
 
 def tanh(x: SSAValue) -> SSAValue:
-    softplus_argument = _softplus_argument(x)
-    if softplus_argument is not None:
-        return _tanh_of_softplus(softplus_argument)
+    argument = softplus_argument(x)
+    if argument is not None:
+        return _tanh_of_softplus(argument)
     # x^2 is clamped, not x (one select, not two): past the clamp x p(c^2) / q(c^2) only grows
     # (to inf for huge x), and the result's clamp to [-1, 1] makes all of that +-1.
     limit = _TANH_CLAMP * _TANH_CLAMP

@@ -7,6 +7,9 @@
 - `math=libm`: they become calls to the C library (`tanhf`, `expf`, `log1pf`, ... for f32;
   `tanh`, ... for f64), declared as private `func.func`s. These calls keep a loop scalar.
 
+Before either, `-softplus(-x)` (log-sigmoid) in fusion's form loses its two negations
+(`FoldNegatedSoftplus`).
+
 `math.rsqrt` on f32 becomes `approx.rsqrt` with `math=approx` (the host's estimate and Newton
 steps: the divider is the bottleneck of `1 / sqrt` in a vector loop) and `1 / math.sqrt` with
 `math=libm` and on f64 (sqrt is an exact, vectorizable LLVM intrinsic); `math.sqrt`, `math.absf`
@@ -110,6 +113,30 @@ class ExpandMath(RewritePattern):
 
 
 @dataclass(frozen=True)
+class FoldNegatedSoftplus(RewritePattern):
+    """-softplus(-x) (log-sigmoid) in fusion's form, -((-x > 0 ? -x : 0) + log1p(exp(-|-x|))),
+    becomes (x < 0 ? x : -0) - log1p(exp(-|-x|)): no negation left (`vminps` and a subtraction
+    on x86; LLVM folds |-x| to |x|). Exact: the first term is minus the old one in every case,
+    and -(a + l) = -a - l in round-to-nearest except for a = -l = -0, which cannot happen with
+    l = log1p(exp(...)) never -0."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: arith.NegfOp, rewriter: PatternRewriter) -> None:
+        softplus = op.operand
+        negated = approx.softplus_argument(softplus)
+        if negated is None or not isinstance(negated.owner, arith.NegfOp):
+            return
+        assert isinstance(softplus.owner, arith.AddfOp)  # softplus_argument's form
+        x, log1p = negated.owner.operand, softplus.owner.rhs
+        # x < -0 is x < 0; comparing with the value selected makes it one `vminps`.
+        minus_zero = arith.ConstantOp(FloatAttr(-0.0, x.type))
+        negative = arith.CmpfOp(x, minus_zero, "olt")
+        minimum = arith.SelectOp(negative, x, minus_zero)
+        rewriter.replace_op(op, [minus_zero, negative, minimum, arith.SubfOp(minimum, log1p)])
+        _erase_unused([softplus], rewriter)
+
+
+@dataclass(frozen=True)
 class ExpandRsqrt(RewritePattern):
     approximate: bool
     constants: approx.SharedConstants
@@ -139,6 +166,7 @@ class EwExpandMathPass(ModulePass):
                 f"ew-expand-math: math must be approx or libm, got {self.math}"
             )
         approximate = self.math == "approx"
+        PatternRewriteWalker(FoldNegatedSoftplus(), apply_recursively=False).rewrite_module(op)
         constants = approx.SharedConstants()
         expand = ExpandMath(approximate, constants)
         # Last op first: an approximation may look at the math op that computes its operand

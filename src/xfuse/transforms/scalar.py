@@ -90,11 +90,15 @@ def _softplus(builder: Builder, args: Sequence[SSAValue], compute_type: Attribut
     log1p keeps softplus's relative accuracy far into the negative range (where it is about
     exp(x)). `ew-expand-math` lowers `math.exp` and `math.log1p` both ways (libm calls or
     vectorizable approximations; the approximation of log1p knows its argument is in [0, 1]).
+    max(x, 0) is `x > 0 ? x : 0`, which need not propagate NaN (the log1p term does): one
+    `vmaxps` on x86, where NaN-propagating `maximumf` takes three instructions.
     """
     (x,) = args
-    positive = builder.insert(arith.MaximumfOp(x, emit_constant(builder, 0.0, compute_type)))
+    zero = emit_constant(builder, 0.0, compute_type)
+    positive = builder.insert(arith.CmpfOp(x, zero, "ogt")).result
+    relu = builder.insert(arith.SelectOp(positive, x, zero)).result
     log1p = builder.insert(math.Log1pOp(_exp_of_minus_abs(builder, x))).result
-    return builder.insert(arith.AddfOp(positive.result, log1p)).result
+    return builder.insert(arith.AddfOp(relu, log1p)).result
 
 
 def _log1p(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -> SSAValue:
