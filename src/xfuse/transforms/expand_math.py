@@ -132,7 +132,7 @@ class FoldNegatedSoftplus(RewritePattern):
         minus_zero = arith.ConstantOp(FloatAttr(-0.0, x.type))
         negative = arith.CmpfOp(x, minus_zero, "olt")
         minimum = arith.SelectOp(negative, x, minus_zero)
-        rewriter.replace_op(op, [minus_zero, negative, minimum, arith.SubfOp(minimum, log1p)])
+        rewriter.replace(op, [minus_zero, negative, minimum, arith.SubfOp(minimum, log1p)])
         _erase_unused([softplus], rewriter)
 
 
