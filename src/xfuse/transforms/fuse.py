@@ -43,7 +43,7 @@ from xdsl.dialects.builtin import Float32Type, ModuleOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
-from xdsl.transforms.dead_code_elimination import region_dce
+from xdsl.transforms.dead_code_elimination import is_trivially_dead
 from xdsl.utils.disjoint_set import IntDisjointSet
 from xdsl.utils.exceptions import PassFailedException
 
@@ -314,6 +314,15 @@ def _compute_type_of(value: SSAValue) -> Attribute:
     return compute_type(ew.element_type(value.type))
 
 
+def _drop_unused(block: Block) -> None:
+    """Erase the body's dead ops (widenings that a narrowing gave back unused, the scalars of
+    unused ops): what `region_dce` does to one block without regions, in one backward sweep
+    instead of its two walks with their trait lookups, since each op's users come after it."""
+    for op in reversed(list(block.ops)):
+        if is_trivially_dead(op):
+            block.erase_op(op)
+
+
 def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValue], int]:
     """The kernel computing `group`; also the tensor values it replaces and its constant count."""
     members = set(group)
@@ -353,9 +362,8 @@ def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValu
             scalars[result] = emit_scalar(type(op), builder, args, _compute_type_of(result))
     yielded = [narrow(builder, scalars[v], ew.element_type(v.type)) for v in outputs]
     builder.insert(ew.YieldOp(*yielded))
-    region = Region(block)
-    region_dce(region)  # widenings that a narrowing gave back unused
-    kernel = ew.KernelOp(inputs, [], [v.type for v in outputs], region)
+    _drop_unused(block)
+    kernel = ew.KernelOp(inputs, [], [v.type for v in outputs], Region(block))
     return kernel, outputs, constants
 
 
