@@ -111,9 +111,19 @@ class _Partition:
         self.predecessors: list[set[int]] = [set() for _ in range(count)]
         self.escapes = [False] * count
         """Some value of the group is used outside the partition (returned, say)."""
-        self.shapes: list[Shape] = [
-            ew.shape_of(op.results[0]) if self.is_fusible(i) else () for i, op in enumerate(ops)
+        self.fusible = [isinstance(op, ElementwiseOp) for op in self.ops]
+        """Per op (and so per group: only fusible groups merge)."""
+        self.op_shapes: list[Shape] = [
+            ew.shape_of(op.results[0]) if fusible else ()
+            for op, fusible in zip(self.ops, self.fusible, strict=True)
         ]
+        """The shape of each op's result (fusion changes no op)."""
+        self.shapes = list(self.op_shapes)
+        """The shape of each group (at its root)."""
+        self.producers = [
+            [self.index[o.owner] for o in op.operands if o.owner in self.index] for op in self.ops
+        ]
+        """The ops of the partition whose results each op reads, per operand."""
         self.searched = 0
         """Groups visited by the cycle checks: the fusion's cost beyond one look per use."""
         for i in range(count):
@@ -127,12 +137,6 @@ class _Partition:
 
     def find(self, i: int) -> int:
         return self.sets[i]
-
-    def producers(self, i: int) -> Iterator[int]:
-        for operand in self.ops[i].operands:
-            owner = operand.owner
-            if isinstance(owner, Operation) and owner in self.index:
-                yield self.index[owner]
 
     def users(self, i: int) -> Iterator[Operation]:
         for result in self.ops[i].results:
@@ -150,7 +154,7 @@ class _Partition:
         return self.neighbours(self.successors, group)
 
     def is_fusible(self, group: int) -> bool:
-        return isinstance(self.ops[group], ElementwiseOp)
+        return self.fusible[group]
 
     def used_only_by(self, group: int, other: int) -> bool:
         """No value of `group` is needed outside `group` and `other` (nor returned)."""
@@ -210,7 +214,8 @@ class _Partition:
             table[root] |= table[other]
             table[other] = set()
         self.escapes[root] = self.escapes[root] or self.escapes[other]
-        self.shapes[root] = ew.broadcast_shapes(self.shapes[root], self.shapes[other])
+        if self.shapes[root] != self.shapes[other]:
+            self.shapes[root] = ew.broadcast_shapes(self.shapes[root], self.shapes[other])
         return True
 
     def try_merge(self, producer: int, consumer: int) -> bool:
@@ -219,11 +224,7 @@ class _Partition:
             return False
         shape_a, shape_b = self.shapes[a], self.shapes[b]
         if shape_a == shape_b:
-            edge = (
-                ew.shape_of(self.ops[producer].results[0]),
-                ew.shape_of(self.ops[consumer].results[0]),
-            )
-            legal = edge == (shape_a, shape_a)
+            legal = self.op_shapes[producer] == self.op_shapes[consumer] == shape_a
         elif broadcasts_into(shape_a, shape_b):
             legal = self.used_only_by(a, b)
         elif broadcasts_into(shape_b, shape_a):
@@ -252,7 +253,7 @@ class _Partition:
         while changed:
             changed = False
             for consumer in range(len(self.ops)):
-                for producer in list(self.producers(consumer)):
+                for producer in self.producers[consumer]:
                     changed |= self.try_merge(producer, consumer)
             for shared, users in readers.items():
                 for other in users[1:]:
