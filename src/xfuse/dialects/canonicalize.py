@@ -14,15 +14,23 @@ import math
 from collections.abc import Mapping
 
 from xdsl.ir import Operation, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
 
 from xfuse.dialects import ew
 
 
 def _is_constant(value: SSAValue, literal: float) -> bool:
-    """`value` is an `ew.constant` holding `literal` in its element type, sign of zero included."""
+    """`value` is an `ew.constant` holding `literal` (±0 or 1) in its element type, sign of zero
+    included."""
     folded = ew.constant_value(value)
-    if folded is None:
+    # Rounding to any element type (bf16's half ulp is 2^-8 at 1, f16's subnormals end at
+    # 2^-24) moves no value this far onto 0 or 1: most constants are not rounded at all.
+    if folded is None or not abs(folded - literal) < 0.01:
         return False
     rounded = ew.round_to_element(folded, value.type)
     return rounded == literal and math.copysign(1.0, rounded) == math.copysign(1.0, literal)
@@ -75,6 +83,9 @@ SAFE_IDENTITY_PATTERNS: tuple[RewritePattern, ...] = (
     LeftIdentity({ew.AddOp: -0.0, ew.MulOp: 1.0}),
     DoubleNegation(),
 )
+SAFE_IDENTITIES = GreedyRewritePatternApplier(list(SAFE_IDENTITY_PATTERNS))
+"""The patterns as one, first match wins: what xDSL's `canonicalize` builds of several patterns
+for every op it visits, built once (the ops' canonicalization patterns)."""
 
 
 def _replace_by_constant(rewriter: PatternRewriter, op: ew.BinaryOp, literal: float) -> None:

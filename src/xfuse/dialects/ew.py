@@ -331,9 +331,9 @@ def fold_literals(
 class ElementwiseCanonicalization(HasCanonicalizationPatternsTrait):
     @classmethod
     def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from xfuse.dialects.canonicalize import SAFE_IDENTITY_PATTERNS
+        from xfuse.dialects.canonicalize import SAFE_IDENTITIES
 
-        return SAFE_IDENTITY_PATTERNS
+        return (SAFE_IDENTITIES,)
 
 
 # ---------------------------------------------------------------------------------------------
