@@ -173,6 +173,12 @@ def test_adding_plus_zero_is_kept_unless_unsafe(source: str) -> None:
         ("input f16 x; y = x + -1e-30;", False),  # -0.0 in f16
         ("input f16 x; y = x + 1e-30;", True),  # +0.0 in f16: x + 0 is not exact
         ("input f32 x; y = x + -1e-30;", True),
+        ("input f16 x; y = x + -2.9802322387695312e-08;", False),  # -2^-25: a tie, to -0.0
+        ("input f16 x; y = x + -5.960464477539063e-08;", True),  # -2^-24: f16's least subnormal
+        ("input bf16 x; y = x * 1.00390625;", False),  # 1 + 2^-8: a tie, to 1 (even)
+        ("input bf16 x; y = x * 1.0039063;", False),  # 1 + 2^-8 in f32 first, then a tie
+        ("input bf16 x; y = x * 1.0039064;", True),  # above the tie in f32: 1.0078125
+        ("input bf16 x; y = x * 0.998046875;", False),  # 1 - 2^-9: a tie, to 1 (even)
     ],
 )
 def test_identities_see_constants_rounded_to_the_element_type(source: str, kept: bool) -> None:
