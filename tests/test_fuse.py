@@ -90,6 +90,16 @@ def test_none_mode_makes_one_kernel_per_op_and_drops_dead_ops() -> None:
     assert (stats.elementwise_ops, stats.kernels, stats.fused_ops) == (2, 1, 0)
 
 
+def test_greedy_kernel_body_drops_dead_chains() -> None:
+    """Without ew-optimize first, a dead chain fuses into the live op's kernel; its scalars go."""
+    module = parse_program("d = exp(x); e = tanh(d); f = e * d; y = x + 1;", outputs=["y"])
+    function = cast(func.FuncOp, module.body.block.first_op)
+    fuse_function(function)
+    (kernel,) = [op for op in function.walk() if isinstance(op, ew.KernelOp)]
+    body = [op.name for op in kernel.body.block.ops]
+    assert body == ["arith.constant", "arith.addf", "ew.yield"]
+
+
 def test_unknown_mode_is_an_error(gelu: Gelu) -> None:
     with pytest.raises(ValueError, match="unknown mode 'fast'"):
         EwFusePass(mode=cast(str, "fast")).apply(Context(), parse_program(gelu.source))  # type: ignore[arg-type]

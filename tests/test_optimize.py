@@ -164,6 +164,28 @@ def test_adding_plus_zero_is_kept_unless_unsafe(source: str) -> None:
     assert not compute_ops(optimize(parse_program(source, shapes=shapes), unsafe_math=True))
 
 
+@pytest.mark.parametrize(
+    ("source", "kept"),
+    [
+        ("input bf16 x; y = x * 1.003;", False),  # 1 in bf16
+        ("input bf16 x; y = x * 1.005;", True),  # 1.0078125 in bf16
+        ("input f32 x; y = x * 1.003;", True),
+        ("input f16 x; y = x + -1e-30;", False),  # -0.0 in f16
+        ("input f16 x; y = x + 1e-30;", True),  # +0.0 in f16: x + 0 is not exact
+        ("input f32 x; y = x + -1e-30;", True),
+        ("input f16 x; y = x + -2.9802322387695312e-08;", False),  # -2^-25: a tie, to -0.0
+        ("input f16 x; y = x + -5.960464477539063e-08;", True),  # -2^-24: f16's least subnormal
+        ("input bf16 x; y = x * 1.00390625;", False),  # 1 + 2^-8: a tie, to 1 (even)
+        ("input bf16 x; y = x * 1.0039063;", False),  # 1 + 2^-8 in f32 first, then a tie
+        ("input bf16 x; y = x * 1.0039064;", True),  # above the tie in f32: 1.0078125
+        ("input bf16 x; y = x * 0.998046875;", False),  # 1 - 2^-9: a tie, to 1 (even)
+    ],
+)
+def test_identities_see_constants_rounded_to_the_element_type(source: str, kept: bool) -> None:
+    """A literal that the dtype rounds to 1 or -0.0 is that identity, as the kernel computes it."""
+    assert len(compute_ops(optimize(parse_program(source)))) == int(kept)
+
+
 @pytest.mark.parametrize("fuse", [True, False])
 def test_one_over_x_plus_zero_at_minus_zero_is_plus_inf(fuse: bool) -> None:
     kernel = xfuse.compile(

@@ -88,12 +88,12 @@ class DimClasses:
         self._members: set[tuple[SSAValue, int]] = set()
         for step in steps:
             space = step.writes[0]
-            rank = len(ew.shape_of(space))
+            space_shape = ew.shape_of(space)
             for value in (*step.writes, *step.reads):
                 shape = ew.shape_of(value)
-                offset = rank - len(shape)
+                offset = len(space_shape) - len(shape)
                 for axis, dim in enumerate(shape):
-                    if dim == DYNAMIC_INDEX and ew.shape_of(space)[offset + axis] == DYNAMIC_INDEX:
+                    if dim == DYNAMIC_INDEX and space_shape[offset + axis] == DYNAMIC_INDEX:
                         self.sets.union(
                             self._member((value, axis)), self._member((space, offset + axis))
                         )

@@ -14,15 +14,24 @@ import math
 from collections.abc import Mapping
 
 from xdsl.ir import Operation, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
 
 from xfuse.dialects import ew
 
 
 def _is_constant(value: SSAValue, literal: float) -> bool:
-    """`value` is an `ew.constant` holding `literal` in its element type, sign of zero included."""
+    """`value` is an `ew.constant` holding `literal` (±0 or 1) in its element type, sign of zero
+    included."""
     folded = ew.constant_value(value)
-    if folded is None:
+    # Rounding to an element type moves a value onto 1 from at most 2^-8 + 2^-24 away (bf16
+    # rounds via f32) and onto ±0 from at most 2^-25 (f16): with a margin, others need no
+    # rounding to compare.
+    if folded is None or not abs(folded - literal) <= abs(literal) * 2**-7 + 2**-24:
         return False
     rounded = ew.round_to_element(folded, value.type)
     return rounded == literal and math.copysign(1.0, rounded) == math.copysign(1.0, literal)
@@ -75,6 +84,9 @@ SAFE_IDENTITY_PATTERNS: tuple[RewritePattern, ...] = (
     LeftIdentity({ew.AddOp: -0.0, ew.MulOp: 1.0}),
     DoubleNegation(),
 )
+SAFE_IDENTITIES = GreedyRewritePatternApplier(list(SAFE_IDENTITY_PATTERNS))
+"""The patterns as one, first match wins: what xDSL's `canonicalize` builds of several patterns
+for every op it visits, built once (the ops' canonicalization patterns)."""
 
 
 def _replace_by_constant(rewriter: PatternRewriter, op: ew.BinaryOp, literal: float) -> None:

@@ -331,9 +331,9 @@ def fold_literals(
 class ElementwiseCanonicalization(HasCanonicalizationPatternsTrait):
     @classmethod
     def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
-        from xfuse.dialects.canonicalize import SAFE_IDENTITY_PATTERNS
+        from xfuse.dialects.canonicalize import SAFE_IDENTITIES
 
-        return SAFE_IDENTITY_PATTERNS
+        return (SAFE_IDENTITIES,)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -458,18 +458,24 @@ class BinaryOp(IRDLOperation, ABC):
         result_type: Attribute | None = None,
     ):
         lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
-        lhs_type = cast(TensorType[Attribute], lhs.type)
-        rhs_type = cast(TensorType[Attribute], rhs.type)
         if result_type is None:
-            shape = broadcast_shapes(lhs_type.get_shape(), rhs_type.get_shape())
-            # The operand's own type where it fits: no new attribute to build and verify.
-            fits = [
-                t
-                for t in (lhs_type, rhs_type)
-                if tuple(t.get_shape()) == shape and isinstance(t.encoding, NoneAttr)
-            ]
-            result_type = fits[0] if fits else TensorType(lhs_type.element_type, shape)
+            result_type = BinaryOp.result_type_of(lhs.type, rhs.type)
         Operation.__init__(self, operands=[lhs, rhs], result_types=[result_type])  # see UnaryOp
+
+    @staticmethod
+    def result_type_of(lhs: Attribute, rhs: Attribute) -> Attribute:
+        """The result type on operands of these tensor types: their broadcast, of the lhs's
+        element type (ValueError if the shapes do not broadcast)."""
+        lhs_type = cast(TensorType[Attribute], lhs)
+        rhs_type = cast(TensorType[Attribute], rhs)
+        shape = broadcast_shapes(lhs_type.get_shape(), rhs_type.get_shape())
+        # The operand's own type where it fits: no new attribute to build and verify.
+        fits = [
+            t
+            for t in (lhs_type, rhs_type)
+            if tuple(t.get_shape()) == shape and isinstance(t.encoding, NoneAttr)
+        ]
+        return fits[0] if fits else TensorType(lhs_type.element_type, shape)
 
     @staticmethod
     def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:

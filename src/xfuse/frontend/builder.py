@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from xdsl.builder import Builder
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -33,8 +32,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
 )
-from xdsl.ir import Attribute, Block, BlockArgument, Region, SSAValue
-from xdsl.rewriter import InsertPoint
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import element_type_for, promote
@@ -145,13 +143,20 @@ class FunctionBuilder:
         self.default_shape = tuple(default_shape)
         self.function_name = function_name
         self.block = Block()
-        self.builder = Builder(InsertPoint.at_end(self.block))
         self.inputs: dict[str, SSAValue] = {}
         self.input_dims: dict[str, tuple[str, ...]] = {}
         self.conversions: dict[tuple[SSAValue, Attribute], SSAValue] = {}
         self.constants: dict[tuple[bytes, Attribute], SSAValue] = {}
         """`ew.constant`s by the bits of their value and their element type: a literal repeated
         in every statement of a long program is one constant, not one per statement."""
+        self.result_types: dict[tuple[int, int], tuple[Attribute, Attribute, Attribute]] = {}
+        """`ew.BinaryOp.result_type_of` by the identity of the operand types (held in the entry),
+        computed once per pair: most ops of a program share a few type objects."""
+
+    def append(self, op: Operation) -> SSAValue:
+        """Append `op` to the body; its (only) result."""
+        self.block.add_op(op)
+        return op.results[0]
 
     def input_element(self, name: str) -> Attribute:
         """The element type an input gets unless declared otherwise."""
@@ -193,7 +198,7 @@ class FunctionBuilder:
         key = (struct.pack("<d", number), element)
         if key not in self.constants:
             constant = ew.ConstantOp(number, TensorType(element, []))
-            self.constants[key] = self.builder.insert(constant).result
+            self.constants[key] = self.append(constant)
         return self.constants[key]
 
     def convert(self, value: Value, element: Attribute) -> SSAValue:
@@ -205,24 +210,35 @@ class FunctionBuilder:
             return value
         key = (value, element)
         if key not in self.conversions:
-            self.conversions[key] = self.builder.insert(ew.ConvertOp(value, element)).result
+            self.conversions[key] = self.append(ew.ConvertOp(value, element))
         return self.conversions[key]
 
     def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], *args: Value) -> Value:
         """Emit `op_type` on `args`, promoted to one dtype (weak values take it); on weak values
         alone a weak value. Raises ValueError when the shapes do not broadcast."""
-        arrays = [a for a in args if isinstance(a, SSAValue)]
+        arrays = [a for a in args if not isinstance(a, Weak)]
         if not arrays:
             return Weak(op_type=op_type, operands=cast(tuple[Weak, ...], args))
         element = ew.element_type(arrays[0].type)
         for array in arrays[1:]:
             element = promote(element, ew.element_type(array.type))
-        return self.builder.insert(op_type(*(self.convert(a, element) for a in args))).result
+        operands = [self.convert(a, element) for a in args]
+        if issubclass(op_type, ew.UnaryOp):
+            return self.append(op_type(*operands))
+        lhs, rhs = operands
+        return self.append(op_type(lhs, rhs, self.binary_result_type(lhs.type, rhs.type)))
+
+    def binary_result_type(self, lhs: Attribute, rhs: Attribute) -> Attribute:
+        """`ew.BinaryOp.result_type_of(lhs, rhs)`, computed once per pair of type objects."""
+        key = (id(lhs), id(rhs))
+        if key not in self.result_types:
+            self.result_types[key] = (lhs, rhs, ew.BinaryOp.result_type_of(lhs, rhs))
+        return self.result_types[key][2]
 
     def finish(self, outputs: Sequence[tuple[str, Value]]) -> ModuleOp:
         """The module: one function returning `outputs` (a weak one in the default type)."""
         returned = [self.materialize(value) for _, value in outputs]
-        self.builder.insert(func.ReturnOp(*returned))
+        self.block.add_op(func.ReturnOp(*returned))
         arg_attrs = None
         if self.input_dims:
             arg_attrs = ArrayAttr(

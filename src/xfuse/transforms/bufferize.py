@@ -32,7 +32,9 @@ from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    I32,
     ArrayAttr,
+    DenseArrayBase,
     DictionaryAttr,
     FunctionType,
     IndexType,
@@ -40,6 +42,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     TensorType,
+    i32,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -49,6 +52,22 @@ from xdsl.utils.exceptions import PassFailedException
 from xfuse.analysis.memory import MemoryPlan, plan_memory
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
+
+
+@functools.cache
+def _alloc_segments(dynamic_sizes: int) -> DenseArrayBase[I32]:
+    """`memref.alloc`'s operand segment sizes with this many sizes and no symbols."""
+    return DenseArrayBase.from_list(i32, [dynamic_sizes, 0])
+
+
+def _alloc(sizes: Sequence[SSAValue], type_: MemRefType[Attribute]) -> memref.AllocOp:
+    """`memref.AllocOp(sizes, [], type_)`, built with `create` and its segment sizes made once
+    per count (IRDL's builder costs 4x the op, most of it building that array)."""
+    return memref.AllocOp.create(
+        operands=sizes,
+        result_types=[type_],
+        properties={"operandSegmentSizes": _alloc_segments(len(sizes))},
+    )
 
 
 @functools.cache  # a new MemRefType is built and verified: once per tensor type is enough
@@ -131,7 +150,7 @@ class _FunctionBufferizer:
             if dim_class not in self.sizes:
                 self.sizes[dim_class] = self.read_size(axis - len(shape), operands, at)
             sizes.append(self.sizes[dim_class])
-        return self.builder.insert(memref.AllocOp(sizes, [], type_)).memref
+        return self.builder.insert(_alloc(sizes, type_)).results[0]
 
     def read_size(self, axis: int, operands: Sequence[SSAValue], at: Operation) -> SSAValue:
         """`memref.dim` of the first operand whose (right-aligned) `axis` is dynamic."""

@@ -43,7 +43,7 @@ from xdsl.dialects.builtin import Float32Type, ModuleOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
-from xdsl.transforms.dead_code_elimination import region_dce
+from xdsl.transforms.dead_code_elimination import is_trivially_dead
 from xdsl.utils.disjoint_set import IntDisjointSet
 from xdsl.utils.exceptions import PassFailedException
 
@@ -111,9 +111,19 @@ class _Partition:
         self.predecessors: list[set[int]] = [set() for _ in range(count)]
         self.escapes = [False] * count
         """Some value of the group is used outside the partition (returned, say)."""
-        self.shapes: list[Shape] = [
-            ew.shape_of(op.results[0]) if self.is_fusible(i) else () for i, op in enumerate(ops)
+        self.fusible = [isinstance(op, ElementwiseOp) for op in self.ops]
+        """Per op (and so per group: only fusible groups merge)."""
+        self.op_shapes: list[Shape] = [
+            ew.shape_of(op.results[0]) if fusible else ()
+            for op, fusible in zip(self.ops, self.fusible, strict=True)
         ]
+        """The shape of each op's result (fusion changes no op)."""
+        self.shapes = list(self.op_shapes)
+        """The shape of each group (at its root)."""
+        self.producers = [
+            [self.index[o.owner] for o in op.operands if o.owner in self.index] for op in self.ops
+        ]
+        """The ops of the partition whose results each op reads, per operand."""
         self.searched = 0
         """Groups visited by the cycle checks: the fusion's cost beyond one look per use."""
         for i in range(count):
@@ -127,12 +137,6 @@ class _Partition:
 
     def find(self, i: int) -> int:
         return self.sets[i]
-
-    def producers(self, i: int) -> Iterator[int]:
-        for operand in self.ops[i].operands:
-            owner = operand.owner
-            if isinstance(owner, Operation) and owner in self.index:
-                yield self.index[owner]
 
     def users(self, i: int) -> Iterator[Operation]:
         for result in self.ops[i].results:
@@ -150,7 +154,7 @@ class _Partition:
         return self.neighbours(self.successors, group)
 
     def is_fusible(self, group: int) -> bool:
-        return isinstance(self.ops[group], ElementwiseOp)
+        return self.fusible[group]
 
     def used_only_by(self, group: int, other: int) -> bool:
         """No value of `group` is needed outside `group` and `other` (nor returned)."""
@@ -210,7 +214,8 @@ class _Partition:
             table[root] |= table[other]
             table[other] = set()
         self.escapes[root] = self.escapes[root] or self.escapes[other]
-        self.shapes[root] = ew.broadcast_shapes(self.shapes[root], self.shapes[other])
+        if self.shapes[root] != self.shapes[other]:
+            self.shapes[root] = ew.broadcast_shapes(self.shapes[root], self.shapes[other])
         return True
 
     def try_merge(self, producer: int, consumer: int) -> bool:
@@ -219,11 +224,7 @@ class _Partition:
             return False
         shape_a, shape_b = self.shapes[a], self.shapes[b]
         if shape_a == shape_b:
-            edge = (
-                ew.shape_of(self.ops[producer].results[0]),
-                ew.shape_of(self.ops[consumer].results[0]),
-            )
-            legal = edge == (shape_a, shape_a)
+            legal = self.op_shapes[producer] == self.op_shapes[consumer] == shape_a
         elif broadcasts_into(shape_a, shape_b):
             legal = self.used_only_by(a, b)
         elif broadcasts_into(shape_b, shape_a):
@@ -252,7 +253,7 @@ class _Partition:
         while changed:
             changed = False
             for consumer in range(len(self.ops)):
-                for producer in list(self.producers(consumer)):
+                for producer in self.producers[consumer]:
                     changed |= self.try_merge(producer, consumer)
             for shared, users in readers.items():
                 for other in users[1:]:
@@ -314,6 +315,15 @@ def _compute_type_of(value: SSAValue) -> Attribute:
     return compute_type(ew.element_type(value.type))
 
 
+def _drop_unused(block: Block) -> None:
+    """Erase the body's dead ops (widenings that a narrowing gave back unused, the scalars of
+    unused ops): what `region_dce` does to one block without regions, in one backward sweep
+    instead of its two walks with their trait lookups, since each op's users come after it."""
+    for op in reversed(list(block.ops)):
+        if is_trivially_dead(op):
+            block.erase_op(op)
+
+
 def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValue], int]:
     """The kernel computing `group`; also the tensor values it replaces and its constant count."""
     members = set(group)
@@ -353,9 +363,8 @@ def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValu
             scalars[result] = emit_scalar(type(op), builder, args, _compute_type_of(result))
     yielded = [narrow(builder, scalars[v], ew.element_type(v.type)) for v in outputs]
     builder.insert(ew.YieldOp(*yielded))
-    region = Region(block)
-    region_dce(region)  # widenings that a narrowing gave back unused
-    kernel = ew.KernelOp(inputs, [], [v.type for v in outputs], region)
+    _drop_unused(block)
+    kernel = ew.KernelOp(inputs, [], [v.type for v in outputs], Region(block))
     return kernel, outputs, constants
 
 

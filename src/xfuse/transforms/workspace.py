@@ -42,6 +42,8 @@ from xfuse.dialects.dtypes import element_bytes
 from xfuse.transforms import workspace_size_function
 
 WORKSPACE_TYPE = MemRefType(i8, [DYNAMIC_INDEX])
+_NO_OVERFLOW = {"overflowFlags": arith.IntegerOverflowAttr("none")}
+"""The properties of `arith.addi` and `arith.muli` (as `arith.AddiOp(a, b)` sets them)."""
 
 
 @dataclass
@@ -69,7 +71,16 @@ class _Offsets:
             self._constants[value] = constant.result
         return self._constants[value]
 
-    def _emit(self, op: Operation) -> SSAValue:
+    def _emit(
+        self, op_type: type[arith.SignlessIntegerBinaryOperation], *operands: SSAValue
+    ) -> SSAValue:
+        """`op_type(*operands)` on indices (built with `create`: IRDL's builder costs 4x)."""
+        overflows = issubclass(op_type, arith.SignlessIntegerBinaryOperationWithOverflow)
+        op = op_type.create(
+            operands=operands,
+            result_types=[IndexType()],
+            properties=dict(_NO_OVERFLOW) if overflows else {},
+        )
         self.ops.append(op)
         return op.results[0]
 
@@ -81,16 +92,16 @@ class _Offsets:
             end = self.constant(element_bytes(type_.get_element_type()))
             for size in type_.get_shape():
                 dim = next(dynamic) if size == DYNAMIC_INDEX else self.constant(size)
-                end = self._emit(arith.MuliOp(end, dim))
-            padded = self._emit(arith.AddiOp(end, self.constant(self.alignment - 1)))
-            self._bytes[key] = self._emit(arith.AndIOp(padded, self.constant(-self.alignment)))
+                end = self._emit(arith.MuliOp, end, dim)
+            padded = self._emit(arith.AddiOp, end, self.constant(self.alignment - 1))
+            self._bytes[key] = self._emit(arith.AndIOp, padded, self.constant(-self.alignment))
         return self._bytes[key]
 
     def after(
         self, offset: SSAValue, type_: MemRefType[Attribute], sizes: Sequence[SSAValue]
     ) -> SSAValue:
         """Where the buffer after one of `type_` at the aligned `offset` may start."""
-        return self._emit(arith.AddiOp(offset, self.rounded_bytes(type_, sizes)))
+        return self._emit(arith.AddiOp, offset, self.rounded_bytes(type_, sizes))
 
 
 def _memref_type(alloc: memref.AllocOp) -> MemRefType[Attribute]:
