@@ -31,6 +31,7 @@ from xfuse.runtime.kernel import (
     SPLIT_PROBE_CALLS,
     SPLIT_PROBE_INTERVAL,
     SPLIT_PROBE_SHARE,
+    SPLIT_WINDOW,
     STREAMING_BYTES,
     CallPlan,
     NativeCall,
@@ -316,6 +317,32 @@ class FakeClock:
         return self.now
 
 
+def on_a_fake_clock(
+    kernel: xfuse.Kernel, cost: dict[bool, float], monkeypatch: pytest.MonkeyPatch
+) -> list[bool]:
+    """Time `kernel`'s calls for its `SplitChoice` on a fake clock that each run that
+    `Kernel.run_plan` makes advances by `cost[split]`; the returned list gets whether each such
+    run split (`_run_slices` is called only to split here)."""
+    clock = FakeClock()
+    kernel.split_choice = SplitChoice(clock=clock)
+    runs: list[bool] = []
+    run_one_thread, run_slices = kernel._run_one_thread, kernel._run_slices
+
+    def timed_one_thread(call: NativeCall) -> None:
+        run_one_thread(call)
+        runs.append(False)
+        clock.now += cost[False]
+
+    def timed_slices(lists: Any, workspace: int, workers: Any, streaming: bool) -> None:
+        run_slices(lists, workspace, workers, streaming)
+        runs.append(True)
+        clock.now += cost[True]
+
+    monkeypatch.setattr(kernel, "_run_one_thread", timed_one_thread)
+    monkeypatch.setattr(kernel, "_run_slices", timed_slices)
+    return runs
+
+
 def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
     gelu: Gelu, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -323,26 +350,11 @@ def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
     each timed run advances by what its way takes): a losing split is abandoned, a winning one
     kept, and every call gives the bits of one thread."""
     kernel = xfuse.compile(gelu.source, threads=2)
-    clock = FakeClock()
-    kernel.split_choice = SplitChoice(clock=clock)
     cost = {False: 100e-6, True: 110e-6}
-    splits = [0]
-    run_one_thread, run_slices = kernel._run_one_thread, kernel._run_slices
-
-    def timed_one_thread(call: NativeCall) -> None:
-        run_one_thread(call)
-        clock.now += cost[False]
-
-    def timed_slices(lists: Any, workspace: int, workers: Any, streaming: bool) -> None:
-        run_slices(lists, workspace, workers, streaming)
-        splits[0] += 1
-        clock.now += cost[True]
-
+    runs = on_a_fake_clock(kernel, cost, monkeypatch)
     rng = np.random.default_rng(3)
     x, b, r = (rng.standard_normal(1 << 17, dtype=np.float32) for _ in range(3))
     want = xfuse.compile(gelu.source)(x=x, b=b, r=r).view(np.uint32)
-    monkeypatch.setattr(kernel, "_run_one_thread", timed_one_thread)
-    monkeypatch.setattr(kernel, "_run_slices", timed_slices)  # (called only to split here)
     out = np.empty_like(x)
     prepared = kernel.prepare(x=x, b=b, r=r, out=out)
     calls = 3 * ROUND
@@ -351,13 +363,53 @@ def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
         cost[True] = way_cost
         for call in range(calls):
             out[:] = 0
-            before = splits[0]
+            runs.clear()
             result = prepared() if call % 2 else kernel(x=x, b=b, r=r)
-            ways.append(splits[0] > before)
+            ways.append(runs == [True])
             np.testing.assert_array_equal(result.view(np.uint32), want)
     losing, winning = ways[FIRST:calls], ways[calls + ROUND :]
     assert losing.count(True) <= (len(losing) // ROUND + 1) * SPLIT_PROBE_CALLS
     assert winning.count(False) <= (len(winning) // ROUND + 1) * SPLIT_PROBE_CALLS
+
+
+def test_a_prepared_call_that_stays_on_one_thread_runs_no_python_decision(
+    gelu: Gelu, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a `threads=2` kernel's split lost, a prepared call in the untimed stretch of each
+    round runs the one-thread call's builtin without `Kernel.run_plan` (~1.5 us of CPU a call
+    less), with the one-thread kernel's bits; every call of the size class, checked ones and
+    prepared ones, still counts towards the round, so the timed calls and the probes come when
+    they do for checked calls alone."""
+    kernel = xfuse.compile(gelu.source, threads=2)
+    runs = on_a_fake_clock(kernel, {False: 100e-6, True: 110e-6}, monkeypatch)
+    rng = np.random.default_rng(6)
+    x, b, r = (rng.standard_normal(1 << 17, dtype=np.float32) for _ in range(3))
+    want = xfuse.compile(gelu.source)(x=x, b=b, r=r).view(np.uint32)
+    out = np.empty_like(x)
+    prepared = kernel.prepare(x=x, b=b, r=r, out=out)
+    run_plan = kernel.run_plan
+    planned = []
+    monkeypatch.setattr(kernel, "run_plan", lambda *args: planned.append(run_plan(*args)))
+    ways = []  # per call: "fast" where no `run_plan` ran, else whether a timed run split
+    for call in range(FIRST + 4 * ROUND):
+        out[:] = 0
+        runs.clear()
+        planned.clear()
+        result = prepared() if call % 3 else kernel(x=x, b=b, r=r, out=out)
+        ways.append(runs[0] if runs else "untimed" if planned else "fast")
+        np.testing.assert_array_equal(result.view(np.uint32), want)
+    assert ways[:FIRST] == [False] * SPLIT_FIRST_CALLS + [True] * SPLIT_FIRST_CALLS
+    untimed = SPLIT_PROBE_INTERVAL - SPLIT_WINDOW  # (a split that loses by 10%: rounds of 32)
+    for start in range(FIRST, len(ways), ROUND):
+        stretch, timed, probe = (
+            ways[start : start + untimed],
+            ways[start + untimed : start + SPLIT_PROBE_INTERVAL],
+            ways[start + SPLIT_PROBE_INTERVAL : start + ROUND],
+        )
+        calls = range(start, start + untimed)
+        assert stretch == ["fast" if call % 3 else "untimed" for call in calls]
+        assert timed == [False] * SPLIT_WINDOW
+        assert probe == [True] * SPLIT_PROBE_CALLS
 
 
 def test_a_call_that_does_not_split_makes_no_slice_arguments(

@@ -702,6 +702,10 @@ class SplitTimes:
     """Calls of this round."""
     chosen_calls: int = SPLIT_PROBE_INTERVAL
     """Calls of the chosen way in this round, before its probe (`SPLIT_PROBE_SHARE`)."""
+    one_thread_until: int = 0
+    """While `calls` is below this, a call is untimed on one thread (the chosen way's untimed
+    stretch, where one thread won the last decision; else 0): the one comparison a prepared
+    call makes before it runs as a one-thread kernel's does (`PreparedCall`)."""
 
 
 @dataclass
@@ -776,6 +780,7 @@ class SplitChoice:
             SPLIT_LONGEST_ROUND,
             max(SPLIT_PROBE_INTERVAL, math.ceil(SPLIT_PROBE_CALLS * loss / SPLIT_PROBE_SHARE)),
         )
+        times.one_thread_until = 0 if times.splitting else times.chosen_calls - SPLIT_WINDOW
 
 
 def median_high(times: Sequence[float]) -> float:
@@ -1058,6 +1063,25 @@ def _run_native(kernel: Kernel, call: NativeCall, result: Any) -> Any:
     return result
 
 
+def _run_native_or_one_thread(
+    kernel: Kernel,
+    call: NativeCall,
+    result: Any,
+    size_class: SizeClass,
+    one_thread_run: Callable[[], Any],
+) -> Any:
+    """`_run_native`, where the call's one-thread twin is one native call (`one_thread_run`, a
+    builtin that returns `result`): a call in its size class's untimed one-thread stretch
+    (`SplitTimes.one_thread_until`) is counted there and runs it, with no more Python (~1.5 us
+    of CPU a call less); any other call decides in `Kernel.run_plan`."""
+    times = kernel.split_choice.classes.get(size_class)
+    if times is not None and times.calls < times.one_thread_until:  # the common call
+        times.calls += 1
+        return one_thread_run()
+    kernel.run_plan(call.plan, call.pointers)
+    return result
+
+
 class PreparedCall:
     """A checked call of a kernel: calling it runs the native code and returns the outputs."""
 
@@ -1074,16 +1098,38 @@ class PreparedCall:
         self.native_call: tuple[int, list[int]] | None = None
         """Where the call is one native call (one slice, no workspace): the packed entry's
         address and its argument words, which benchmarks may call without Python."""
+        one_thread = call.native.plan.one_thread
         if len(self.argument_lists) == 1 and not self.workspace_bytes:
             # One slice, no workspace: the native call itself, its argument words packed once.
-            function = kernel.function
-            entry = ctypes.cast(function.native_entry, ctypes.c_void_p).value
-            assert entry is not None
-            self.native_call = (entry, self.argument_lists[0])
-            short = call.native.plan.elements <= GIL_HELD_ELEMENTS
-            self._run = bound_native_call(
-                entry, self.argument_lists[0], self._result, short, (kernel, *self.arrays)
+            self.native_call = (self._entry, self.argument_lists[0])
+            self._run = self._bound_call(call.native.plan, self.argument_lists[0])
+        elif one_thread is not None and one_thread.one_call_words is not None:
+            # Split or not as `kernel.split_choice` says; on one thread, the same bound call.
+            one_thread_run = self._bound_call(
+                one_thread, one_thread.argument_lists(call.native.pointers)[0]
             )
+            self._run = functools.partial(
+                _run_native_or_one_thread,
+                kernel,
+                call.native,
+                self._result,
+                call.native.plan.size_class,
+                one_thread_run,
+            )
+
+    @property
+    def _entry(self) -> int:
+        entry = ctypes.cast(self.kernel.function.native_entry, ctypes.c_void_p).value
+        assert entry is not None
+        return entry
+
+    def _bound_call(self, plan: CallPlan, arguments: list[int]) -> Callable[[], Any]:
+        """The builtin that runs one native call of `plan` on `arguments` (its argument words,
+        packed once) and returns the outputs, keeping the kernel and the arrays alive."""
+        short = plan.elements <= GIL_HELD_ELEMENTS
+        return bound_native_call(
+            self._entry, arguments, self._result, short, (self.kernel, *self.arrays)
+        )
 
     __call__ = property(operator.attrgetter("_run"))
     """`prepared()` calls `_run` with no Python frame before it: a `__call__` method costs
