@@ -15,7 +15,8 @@ size and the host's load: such calls time themselves, and per size class the fas
 thread (the calling thread runs the call as one slice) or split, runs, the other one tried again
 now and then (`SplitChoice`). A prepared call of one slice and no workspace calls the entry
 from a Python builtin of its own (`bound_native_call`), keeping or releasing the GIL the same way,
-without ctypes' ~160 ns a call.
+without ctypes' ~160 ns a call; one of several slices runs such a builtin of its one-thread call
+where its size class stays on one thread untimed (`SplitTimes.one_thread_until`).
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
 live in (`xfuse.transforms.workspace`): a byte buffer the kernel owns and reuses across calls, sized
@@ -101,8 +102,9 @@ SPLIT_PROBE_INTERVAL = 32
 `SPLIT_WINDOW` calls of it timed (this many calls of the chosen way in all, or more where the
 last probe lost by much: `SPLIT_PROBE_SHARE`), then `SPLIT_PROBE_CALLS` of the other way (a
 probe), which decide the next round's way, so that a change of the host's load shows within a
-round. An untimed call costs what a one-thread kernel's does and ~1.5 us of Python deciding
-(CPU time on a 2-core VM: 2% of hardswish's call at 2^18 elements, 0.5% at 2^20)."""
+round. An untimed call costs what a one-thread kernel's does and Python deciding: ~0.2 us of
+CPU for a prepared call (`SplitTimes.one_thread_until`), ~1.5 us for a checked one (2% of
+hardswish's call at 2^18 elements on a 2-core VM, 0.5% at 2^20)."""
 
 SPLIT_PROBE_CALLS = 3
 """How many calls in a row a probe runs the other way: the first finds its data in the other
