@@ -122,6 +122,43 @@ def test_each_elementwise_op_round_trips(op_type: type[ew.UnaryOp | ew.BinaryOp]
     assert_round_trips(module)
 
 
+def test_ew_ops_print_a_tensor_type_once_not_at_each_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A binary op prints 1-3 types: re-printing each was most of the cost of printing a 10^4-op
+    program (the compile caches' key), so the ew ops print a plain tensor type's text once."""
+    printed: list[TensorType[Attribute]] = []
+    print_builtin = TensorType.print_builtin
+
+    def counting(self: TensorType[Attribute], printer: Printer) -> None:
+        printed.append(self)
+        print_builtin(self, printer)
+
+    monkeypatch.setattr(TensorType, "print_builtin", counting)
+    f32 = Float32Type()
+
+    def build(block: Block) -> list[Operation]:
+        ops: list[Operation] = [ew.ConstantOp(0.5, tensor(f32))]
+        for _ in range(100):
+            ops += [ew.MulOp(ops[-1].results[0], block.args[0]), ew.NegOp(block.args[0])]
+        return ops
+
+    module = function_module([tensor(f32, 4, DYN)], build)
+    assert print_ir(module).count("tensor<4x?xf32>") > 200
+    assert len(printed) <= 4  # once per distinct type, and the function's signature
+
+
+def test_tensor_type_with_an_encoding_prints_as_xdsl_prints_it() -> None:
+    module = parse(
+        'func.func @f(%x: tensor<4xf32, "enc">) -> tensor<4xf32, "enc"> {\n'
+        '  %c = ew.constant 0.5 : tensor<f32, "enc">\n'
+        '  %y = ew.mul %x, %c : tensor<4xf32, "enc">, tensor<f32, "enc"> -> tensor<4xf32, "enc">\n'
+        '  %z = ew.neg %y : tensor<4xf32, "enc">\n'
+        '  func.return %z : tensor<4xf32, "enc">\n'
+        "}"
+    )
+    assert_round_trips(module)
+    assert 'ew.mul %x, %c : tensor<4xf32, "enc">, tensor<f32, "enc"> -> tensor' in print_ir(module)
+
+
 @pytest.mark.parametrize("op_type", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
 def test_each_op_is_pure_documented_and_named(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> None:
     assert op_type.has_trait(Pure())

@@ -264,7 +264,8 @@ HOSTILE: dict[str, str] = {
         r"the result shape \[\]\n(.|\n)*\^\^\^\^\^(.|\n)*\| Operation does not verify"
     ),
     "int_type": (
-        r"int_type\.mlir:2:3\n.*\n.*\n  'ew\.neg' expected a tensor of f16, bf16, f32 or f64\n"
+        r"int_type\.mlir:2:3: error: 'ew\.neg' operand 'operand' at position 0 does not verify:\n"
+        r"expected a tensor of f16, bf16, f32 or f64\n"
         r"Underlying verification failure: Unexpected attribute i32"
     ),
     "binary": r"binary\.mlir:1:1\n.*\n\^\nUnexpected character",

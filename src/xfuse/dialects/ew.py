@@ -32,6 +32,7 @@ from abc import ABC
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from functools import lru_cache, partial
 from typing import ClassVar, cast
 
 import numpy as np
@@ -211,6 +212,22 @@ def bind_shape(typed: Attribute | SSAValue, sizes: Sequence[int]) -> tuple[int, 
     return tuple(sizes[offset + i] if d == DYNAMIC_INDEX else d for i, d in enumerate(dims))
 
 
+@lru_cache(maxsize=1024)
+def _tensor_type_text(type_: TensorType[Attribute]) -> str:
+    return str(type_)
+
+
+def print_type(printer: Printer, type_: Attribute) -> None:
+    """`printer.print_attribute(type_)`, with a plain tensor type's text printed once per type:
+    the ew ops print 1-3 types each, and re-printing them was most of the cost of printing ew IR
+    (the compile caches' key). Its text is what `print_attribute` writes: one line that no printer
+    state (SSA names, indentation, resources) affects."""
+    if isinstance(type_, TensorType) and isinstance(type_.encoding, NoneAttr):
+        printer.print_string(_tensor_type_text(type_))
+    else:
+        printer.print_attribute(type_)
+
+
 def _verify_broadcasts_to(op: Operation, operand_types: Sequence[Attribute], result: Attribute):
     """The operands' shapes broadcast to the result's."""
     result_shape = tuple(cast(TensorType[Attribute], result).get_shape())
@@ -379,7 +396,7 @@ class ConstantOp(IRDLOperation):
 
     def print(self, printer: Printer) -> None:
         printer.print_string(f" {format_float(self.literal)} : ")
-        printer.print_attribute(self.result.type)
+        print_type(printer, self.result.type)
 
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
@@ -401,13 +418,29 @@ class UnaryOp(IRDLOperation, ABC):
     operand = operand_def(T)
     result = result_def(T)
     traits = traits_def(Pure(), ElementwiseFolder(), ElementwiseCanonicalization())
-    assembly_format = "$operand attr-dict `:` type($result)"
 
     def __init__(self, operand: SSAValue | Operation):
         value = SSAValue.get(operand)
         # Not IRDL's generic builder, which checks the operand and result counts that this
         # signature fixes, at 4x the cost of the op (a program of 10^4 ops builds 10^4 of them).
         Operation.__init__(self, operands=[value], result_types=[value.type])
+
+    # The assembly format `$operand attr-dict : type($result)`, printed with `print_type`.
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.operand)
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        print_type(printer, self.result.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> UnaryOp:
+        operand = parser.parse_unresolved_operand()
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        op = cls(parser.resolve_operand(operand, parser.parse_type()))
+        op.attributes.update(attributes)
+        return op
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
@@ -499,13 +532,13 @@ class BinaryOp(IRDLOperation, ABC):
         printer.print_string(" : ")
         types = (self.lhs.type, self.rhs.type, self.result.type)
         if types[0] == types[1] == types[2]:
-            printer.print_attribute(self.result.type)
+            print_type(printer, self.result.type)
             return
-        printer.print_attribute(types[0])
+        print_type(printer, types[0])
         printer.print_string(", ")
-        printer.print_attribute(types[1])
+        print_type(printer, types[1])
         printer.print_string(" -> ")
-        printer.print_attribute(types[2])
+        print_type(printer, types[2])
 
     @classmethod
     def parse(cls, parser: Parser) -> BinaryOp:
@@ -1068,17 +1101,17 @@ class KernelOp(IRDLOperation):
         printer.print_list(self.inputs, printer.print_operand)
         if self.inputs:
             printer.print_string(" : ")
-            printer.print_list((v.type for v in self.inputs), printer.print_attribute)
+            printer.print_list((v.type for v in self.inputs), partial(print_type, printer))
         printer.print_string(")")
         if self.outputs:
             printer.print_string(" outs(")
             printer.print_list(self.outputs, printer.print_operand)
             printer.print_string(" : ")
-            printer.print_list((v.type for v in self.outputs), printer.print_attribute)
+            printer.print_list((v.type for v in self.outputs), partial(print_type, printer))
             printer.print_string(")")
         if self.res:
             printer.print_string(" -> ")
-            printer.print_list(self.res.types, printer.print_attribute)
+            printer.print_list(self.res.types, partial(print_type, printer))
         printer.print_op_attributes(self.attributes, print_keyword=True)
         printer.print_string(" ")
         printer.print_region(self.body)
