@@ -43,7 +43,8 @@ from xfuse.transforms import workspace_size_function
 
 WORKSPACE_TYPE = MemRefType(i8, [DYNAMIC_INDEX])
 _NO_OVERFLOW = {"overflowFlags": arith.IntegerOverflowAttr("none")}
-"""The properties of `arith.addi` and `arith.muli` (as `arith.AddiOp(a, b)` sets them)."""
+"""The properties of `arith.addi` and `arith.muli` (as `arith.AddiOp(a, b)` sets them; `create`
+copies them into each op)."""
 
 
 @dataclass
@@ -79,7 +80,7 @@ class _Offsets:
         op = op_type.create(
             operands=operands,
             result_types=[IndexType()],
-            properties=dict(_NO_OVERFLOW) if overflows else {},
+            properties=_NO_OVERFLOW if overflows else {},
         )
         self.ops.append(op)
         return op.results[0]
