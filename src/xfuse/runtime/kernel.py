@@ -84,18 +84,28 @@ MIN_ELEMENTS_PER_THREAD = 1 << 15
 """Below this many elements per thread a call is never split (nor timed for `SplitChoice`): at
 the cheapest kernels' ~0.3 ns per element that is ~10 us, less than handing a slice over."""
 
-SPLIT_FIRST_CALLS = 3
-"""How many calls of a size class run each way, first on one thread, then split, before
-`SplitChoice` picks the faster (by their median: a first call may also pay page faults of new
-outputs, or find its data in the other core's cache). Each way runs in a block, not alternately:
-alternate calls find half their data in the wrong core's cache, which hides a split's gain where
-the arrays fit in the two cores' caches (Mish at 2^20: 0.92x chosen against 1.67x split)."""
+SPLIT_WARMUP_CALLS = 2
+"""A size class's first calls run each way in a block, first on one thread, then split: this
+many untimed, then `SPLIT_WINDOW` timed, whose medians make `SplitChoice`'s first decision.
+Each way's first calls are cold and untimed: a one-thread call's first pays the new outputs'
+page faults, a split's first start the worker thread and find the other core's half of the
+data in this core's cache (quick-GELU at 2^18 on a 2-core VM: split 1.10, 0.81, 0.75 ns per
+element, then 0.45; one thread 3.76, 0.78, 0.72, then 0.57-0.70: deciding on the first three of
+each chose one thread, the split came after ~75 calls). Each way runs in a block, not
+alternately: alternate calls find half their data in the wrong core's cache, which hides a
+split's gain where the arrays fit in the two cores' caches (Mish at 2^20: 0.92x chosen against
+1.67x split)."""
 
 SPLIT_WINDOW = 5
 """`SplitChoice` compares the chosen way's median time of its last this-many timed calls of a
-size class with the median of the probe's calls of the other way: one outlier (a call that
-waited for a core) changes nothing. Not the fastest time: on a loaded host a split's times vary
-more (it needs two cores at once), and its fastest would pick a way whose usual time is worse."""
+size class with the median of the probe's calls of the other way (the first decision: each
+way's this-many timed calls after its `SPLIT_WARMUP_CALLS`): one outlier (a call that waited
+for a core) changes nothing, nor, in the first decision, two (a way still warming up). Not the
+fastest time: on a loaded host a split's times vary more (it needs two cores at once), and its
+fastest would pick a way whose usual time is worse."""
+
+SPLIT_FIRST_BLOCK = SPLIT_WARMUP_CALLS + SPLIT_WINDOW
+"""The calls of each way's block before the first decision (`SPLIT_WARMUP_CALLS`)."""
 
 SPLIT_PROBE_INTERVAL = 32
 """Once a size class has chosen, its calls go in rounds: the chosen way untimed, then
@@ -699,7 +709,7 @@ class SplitTimes:
     splitting: bool = False
     """Whether the split is the faster way, as the last decision measured it."""
     chosen: bool = False
-    """Each way has run `SPLIT_FIRST_CALLS` times."""
+    """Each way has run its first block (`SPLIT_WARMUP_CALLS`), and the first decision is made."""
     calls: int = 0
     """Calls of this round."""
     chosen_calls: int = SPLIT_PROBE_INTERVAL
@@ -714,8 +724,9 @@ class SplitTimes:
 class SplitChoice:
     """Whether a call of a kernel that can split over its threads does, chosen per size class by
     feedback: calls time themselves (wall time, `clock`), and the faster way per element runs
-    next. The first `SPLIT_FIRST_CALLS` calls of a class run on one thread, the next as many
-    split, timed, and the median of each way's decides; after, each round of
+    next. The first `SPLIT_FIRST_BLOCK` calls of a class run on one thread, the next as many
+    split, each block's first `SPLIT_WARMUP_CALLS` untimed (cold), its last `SPLIT_WINDOW`
+    timed, and the median of each way's timed calls decides; after, each round of
     `SPLIT_PROBE_INTERVAL` calls (or more, `SPLIT_PROBE_SHARE`) of the chosen way times its last
     `SPLIT_WINDOW`, then `SPLIT_PROBE_CALLS` run the other way, timed, and the last of them
     decides by the median of the probe's calls against the chosen way's, so that a split that
@@ -741,8 +752,12 @@ class SplitChoice:
         if times is None:  # (another thread's call may make it too: one is kept)
             times = self.classes.setdefault(size_class, SplitTimes())
         times.calls += 1
-        if not times.chosen:  # one thread first, then split
-            return times.calls > SPLIT_FIRST_CALLS, True
+        if not times.chosen:  # one thread's block first, then the split's, each warmed up
+            if times.calls > 2 * SPLIT_FIRST_BLOCK:  # (splits that found another Python
+                return True, True  # thread's call had the workers ran on one thread: more)
+            split = times.calls > SPLIT_FIRST_BLOCK
+            in_block = times.calls - SPLIT_FIRST_BLOCK if split else times.calls
+            return split, in_block > SPLIT_WARMUP_CALLS
         chosen_calls = times.chosen_calls
         if times.calls <= chosen_calls - SPLIT_WINDOW:
             return times.splitting, False
@@ -767,7 +782,7 @@ class SplitChoice:
         else:
             times.one_thread = (*times.one_thread[1 - SPLIT_WINDOW :], seconds_per_element)
         if not times.chosen:
-            if min(len(times.split), len(times.one_thread)) < SPLIT_FIRST_CALLS:
+            if min(len(times.split), len(times.one_thread)) < SPLIT_WINDOW:
                 return
             times.chosen, times.calls = True, 0
         elif times.calls:  # a timed call before its probe's last, the one that decides
