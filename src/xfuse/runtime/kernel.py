@@ -15,8 +15,9 @@ size and the host's load: such calls time themselves, and per size class the fas
 thread (the calling thread runs the call as one slice) or split, runs, the other one tried again
 now and then (`SplitChoice`). A prepared call of one slice and no workspace calls the entry
 from a Python builtin of its own (`bound_native_call`), keeping or releasing the GIL the same way,
-without ctypes' ~160 ns a call; one of several slices runs such a builtin of its one-thread call
-where its size class stays on one thread untimed (`SplitTimes.one_thread_until`).
+without ctypes' ~160 ns a call; one of several slices is a builtin that, where its size class
+stays on one thread untimed (`SplitTimes.one_thread_until`), counts the call and runs its
+one-thread call in native code (`counted_native_call`), else decides in Python.
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
 live in (`xfuse.transforms.workspace`): a byte buffer the kernel owns and reuses across calls, sized
@@ -112,9 +113,9 @@ SPLIT_PROBE_INTERVAL = 32
 `SPLIT_WINDOW` calls of it timed (this many calls of the chosen way in all, or more where the
 last probe lost by much: `SPLIT_PROBE_SHARE`), then `SPLIT_PROBE_CALLS` of the other way (a
 probe), which decide the next round's way, so that a change of the host's load shows within a
-round. An untimed call costs what a one-thread kernel's does and Python deciding: ~0.2 us of
-CPU for a prepared call (`SplitTimes.one_thread_until`), ~1.5 us for a checked one (2% of
-hardswish's call at 2^18 elements on a 2-core VM, 0.5% at 2^20)."""
+round. An untimed call costs what a one-thread kernel's does and deciding: for a prepared
+call a native count and comparison (`SplitTimes.counts`), ~1.5 us of Python for a checked one
+(2% of hardswish's call at 2^18 elements on a 2-core VM, 0.5% at 2^20)."""
 
 SPLIT_PROBE_CALLS = 3
 """How many calls in a row a probe runs the other way: the first finds its data in the other
@@ -710,14 +711,32 @@ class SplitTimes:
     """Whether the split is the faster way, as the last decision measured it."""
     chosen: bool = False
     """Each way has run its first block (`SPLIT_WARMUP_CALLS`), and the first decision is made."""
-    calls: int = 0
-    """Calls of this round."""
     chosen_calls: int = SPLIT_PROBE_INTERVAL
     """Calls of the chosen way in this round, before its probe (`SPLIT_PROBE_SHARE`)."""
-    one_thread_until: int = 0
-    """While `calls` is below this, a call is untimed on one thread (the chosen way's untimed
-    stretch, where one thread won the last decision; else 0): the one comparison a prepared
-    call makes before it runs as a one-thread kernel's does (`PreparedCall`)."""
+    counts: array.array[int] = field(default_factory=lambda: array.array("q", [0, 0]))
+    """`calls` and `one_thread_until` as two words that a prepared call's builtin reads and
+    counts in (`counted_native_call`); never resized (the builtin keeps their address)."""
+
+    @property
+    def calls(self) -> int:
+        """Calls of this round."""
+        return self.counts[0]
+
+    @calls.setter
+    def calls(self, calls: int) -> None:
+        self.counts[0] = calls
+
+    @property
+    def one_thread_until(self) -> int:
+        """While `calls` is below this, a call is untimed on one thread (the chosen way's
+        untimed stretch, where one thread won the last decision; else 0): what a prepared call
+        compares, in native code, before it runs as a one-thread kernel's does
+        (`PreparedCall`)."""
+        return self.counts[1]
+
+    @one_thread_until.setter
+    def one_thread_until(self, calls: int) -> None:
+        self.counts[1] = calls
 
 
 @dataclass
@@ -878,6 +897,7 @@ declare ptr @PyBytes_AsString(ptr)
 declare i64 @PyBytes_Size(ptr)
 declare ptr @PyLong_AsVoidPtr(ptr)
 declare ptr @PyLong_FromVoidPtr(ptr)
+declare ptr @PyObject_CallNoArgs(ptr)
 declare void @Py_IncRef(ptr)
 declare ptr @PyEval_SaveThread()
 declare void @PyEval_RestoreThread(ptr)
@@ -905,6 +925,27 @@ define ptr @releasing_gil(ptr %self, ptr %unused) {{
   %result = call ptr @PyTuple_GetItem(ptr %self, i64 0)
   call void @Py_IncRef(ptr %result)
   ret ptr %result
+}}
+
+define ptr @counted_releasing_gil(ptr %self, ptr %unused) {{
+start:
+  %where = call ptr @PyTuple_GetItem(ptr %self, i64 3)
+  %counts_at = call ptr @PyBytes_AsString(ptr %where)
+  %counts = load ptr, ptr %counts_at, align 8
+  %calls = load i64, ptr %counts, align 8
+  %until_at = getelementptr i64, ptr %counts, i64 1
+  %until = load i64, ptr %until_at, align 8
+  %counted = icmp slt i64 %calls, %until
+  br i1 %counted, label %run, label %otherwise
+run:
+  %next = add i64 %calls, 1
+  store i64 %next, ptr %counts, align 8
+  %result = call ptr @releasing_gil(ptr %self, ptr %unused)
+  ret ptr %result
+otherwise:
+  %call = call ptr @PyTuple_GetItem(ptr %self, i64 2)
+  %returned = call ptr @PyObject_CallNoArgs(ptr %call)
+  ret ptr %returned
 }}
 
 define ptr @on_pointers(ptr %self, ptr %arguments, i64 %count) {{
@@ -970,12 +1011,16 @@ define ptr @data_pointer(ptr %self, ptr %array) {{
   ret ptr %pointer
 }}
 """
-"""Native calls as CPython builtins (`bound_native_call`, `entry_on_pointers`), which cost
-~30 ns a call where ctypes' call of a function pointer costs ~160 (libffi and converting the
-argument), a tenth of a call over 2^12 elements in cache (docs/benchmarks.md).
-`keeping_gil` and `releasing_gil` take no argument: their `self` is `(result, state, *owners)`,
-`state` a bytes object of the packed entry's address then its argument words; they run the
-entry on the words and return `result`. `on_pointers` (`METH_FASTCALL`) has a bytes `self`, the
+"""Native calls as CPython builtins (`bound_native_call`, `counted_native_call`,
+`entry_on_pointers`), which cost ~30 ns a call where ctypes' call of a function pointer costs
+~160 (libffi and converting the argument), a tenth of a call over 2^12 elements in cache
+(docs/benchmarks.md). `keeping_gil` and `releasing_gil` take no argument: their `self` is
+`(result, state, *owners)`, `state` a bytes object of the packed entry's address then its
+argument words; they run the entry on the words and return `result`. `counted_releasing_gil`
+(no argument) has a `self` `(result, state, otherwise, where, *owners)`, `where` a bytes object
+of one word, the address of two words (a count and a bound): while the count is below the bound
+it adds one to it and runs as `releasing_gil`, else it returns `otherwise()`. `on_pointers`
+(`METH_FASTCALL`) has a bytes `self`, the
 packed entry's address then the word position of each data pointer in a call's words; its
 arguments are a bytes object (a word, nonzero to keep the GIL during the call, then the call's
 words) and the data pointers, one per position (the wrong count, a non-bytes first argument,
@@ -987,6 +1032,7 @@ numpy array: it reads any object's memory as one) returns the array's data point
 _BOUND_CALL_FLAGS = {
     "keeping_gil": 0x0004,
     "releasing_gil": 0x0004,
+    "counted_releasing_gil": 0x0004,
     "on_pointers": 0x0080,
     "data_pointer": 0x0008,
 }
@@ -1055,6 +1101,25 @@ def bound_native_call(
     return _builtin(name, (result, state, *owners))  # type: ignore[no-any-return]
 
 
+def counted_native_call(
+    entry: int,
+    arguments: Sequence[int],
+    result: Any,
+    counts: array.array[int],
+    otherwise: Callable[[], Any],
+    owners: tuple[Any, ...],
+) -> Callable[[], Any]:
+    """A Python builtin that, while `counts[0] < counts[1]`, adds one to `counts[0]` and calls
+    the packed entry at `entry` on `arguments` (its words) releasing the GIL, returning `result`,
+    and else returns `otherwise()`; it keeps `counts` (never to be resized), `otherwise` and
+    `owners` alive for as long as it lives. The count and the comparison are native: no Python
+    object but the builtin's own is read before the entry runs (`PreparedCall`)."""
+    state = _packed([entry, *arguments]).tobytes()
+    where = _packed([counts.buffer_info()[0]]).tobytes()
+    self = (result, state, otherwise, where, counts, *owners)
+    return _builtin("counted_releasing_gil", self)  # type: ignore[no-any-return]
+
+
 def entry_on_pointers(entry: int, positions: Sequence[int]) -> Callable[..., object]:
     """A Python builtin that calls the packed entry at `entry` as `BOUND_CALL_IR`'s
     `on_pointers` says: `(words, *pointers)`, each data pointer written at its word position
@@ -1080,27 +1145,11 @@ def _run_native(kernel: Kernel, call: NativeCall, result: Any) -> Any:
     return result
 
 
-def _run_native_or_one_thread(
-    kernel: Kernel,
-    call: NativeCall,
-    result: Any,
-    size_class: SizeClass,
-    one_thread_run: Callable[[], Any],
-) -> Any:
-    """`_run_native`, where the call's one-thread twin is one native call (`one_thread_run`, a
-    builtin that returns `result`): a call in its size class's untimed one-thread stretch
-    (`SplitTimes.one_thread_until`) is counted there and runs it, with no more Python (~1.5 us
-    of CPU a call less); any other call decides in `Kernel.run_plan`."""
-    times = kernel.split_choice.classes.get(size_class)
-    if times is not None and times.calls < times.one_thread_until:  # the common call
-        times.calls += 1
-        return one_thread_run()
-    kernel.run_plan(call.plan, call.pointers)
-    return result
-
-
 class PreparedCall:
-    """A checked call of a kernel: calling it runs the native code and returns the outputs."""
+    """A checked call of a kernel: calling it runs the native code and returns the outputs.
+
+    A call that can split counts its calls in its size class of the kernel's `split_choice` as
+    it was when the call was prepared (`SplitTimes.counts`): prepare after setting one."""
 
     def __init__(self, kernel: Kernel, call: CheckedCall):
         self.kernel = kernel  # keeps the native code alive
@@ -1121,17 +1170,22 @@ class PreparedCall:
             self.native_call = (self._entry, self.argument_lists[0])
             self._run = self._bound_call(call.native.plan, self.argument_lists[0])
         elif one_thread is not None and one_thread.one_call_words is not None:
-            # Split or not as `kernel.split_choice` says; on one thread, the same bound call.
-            one_thread_run = self._bound_call(
-                one_thread, one_thread.argument_lists(call.native.pointers)[0]
+            # Split or not as `kernel.split_choice` says: a call in its size class's untimed
+            # one-thread stretch is counted and run in native code, as a one-thread kernel's
+            # bound call; any other decides in `run_plan`. The same check in Python (~0.2 us
+            # alone) took 4-6% of hardswish's CPU time at 2^18 (1.5% at 2^16): it runs the
+            # interpreter's code and objects that the call's 2 MiB evicted from the cache.
+            # (It releases the GIL: a call splits from 2 * MIN_ELEMENTS_PER_THREAD elements.)
+            times = kernel.split_choice.classes.setdefault(
+                call.native.plan.size_class, SplitTimes()
             )
-            self._run = functools.partial(
-                _run_native_or_one_thread,
-                kernel,
-                call.native,
+            self._run = counted_native_call(
+                self._entry,
+                one_thread.argument_lists(call.native.pointers)[0],
                 self._result,
-                call.native.plan.size_class,
-                one_thread_run,
+                times.counts,
+                self._run,
+                (self.kernel, *self.arrays),
             )
 
     @property
