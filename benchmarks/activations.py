@@ -28,9 +28,12 @@ of calls in a row: at 2^12 16 calls, so the clock's reading is not counted as a 
    (its in-cache time per element from part 1 exceeds the time the target allows, the ceiling's over
    the target) and by which ops of the issue's first table (and the 16-bit conversions);
 3. **threads=2** against one thread at 2^18 to 2^24 (target: >= 1.6x at 2^24 where compute-bound,
-   never slower from 2^18): as the kernel decides to split or not, and with every call split;
-   at 2^24 both with normal stores too, at 2^18 both with checked calls too; and the round trip
-   of handing a slice over;
+   never slower from 2^18): as the kernel decides to split or not, twice: once its choice has
+   settled (a kernel that ran `SETTLING_CALLS` calls of the size untimed first: its first
+   decision and one round with its probe), and from its first call on (what 5 rounds of 16
+   calls at 2^18 see: the first decision's calls of the losing way among them); and with every
+   call split; at 2^24 both with normal stores too, at 2^18 both with checked calls too; and the
+   round trip of handing a slice over;
 4. **the call** at n = 16: checked and prepared (targets: <= 5 us, <= 1 us);
 5. (`--parts 5`) every installed peer (`xfuse bench --peers`: numexpr, numba, jax.jit,
    torch.compile, torch eager, upstream MLIR; their versions first) at 2^16 and 2^24.
@@ -63,6 +66,7 @@ from xfuse.codegen.native import NativeModule, compile_llvm_ir, host_cpu, host_t
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
 from xfuse.runtime.kernel import (
+    SPLIT_FIRST_BLOCK,
     SPLIT_PROBE_CALLS,
     SPLIT_PROBE_INTERVAL,
     SPLIT_PROBE_SHARE,
@@ -128,6 +132,9 @@ def selected(programs: dict[str, Program]) -> dict[str, Program]:
 LLM_ROWS = 1024
 IN_CACHE = (1 << 12, 1 << 16)
 THREAD_SIZES = (1 << 18, 1 << 20, 1 << 22, 1 << 24)
+SETTLING_CALLS = 2 * SPLIT_FIRST_BLOCK + SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS
+"""Untimed calls of a size before part 3 times a `threads=2` kernel's settled choice: the first
+decision's blocks of each way, then a round of the chosen way and the other way's probe."""
 
 
 def kernel(program: Program, threads: int = 1) -> Kernel:
@@ -587,8 +594,9 @@ def round_trips_us(calls: int = 2000) -> dict[str, tuple[float, float]]:
 
 def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
     """Part 3, the same bits from all, checked: `threads=2` as the kernel decides
-    (`SplitChoice`: per size class, the way measured faster at run time) over one thread, and
-    in parentheses with every call split; at the largest size one more column with normal
+    (`SplitChoice`: per size class, the way measured faster at run time) over one thread, once
+    settled (after `SETTLING_CALLS`) then from its first call, and in parentheses with every
+    call split; at the largest size one more column with normal
     stores on both sides (`streaming=False`), the split's gain without the streaming stores';
     last, at the smallest size, the same kernels' checked calls (`k(x=..., out=...)`, as a
     user calls them; the other columns time prepared calls)."""
@@ -600,7 +608,9 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
         f"round trip of an empty call handed to another thread and awaited: {trips}; "
         f"a call splits where its size class ran faster split (probed {SPLIT_PROBE_CALLS} "
         f"calls after every {SPLIT_PROBE_INTERVAL} or more: losing probes take at most "
-        f"{SPLIT_PROBE_SHARE:.0%} of the time)"
+        f"{SPLIT_PROBE_SHARE:.0%} of the time)\n"
+        f"cells: as the kernel decides, settled (after {SETTLING_CALLS} calls of the size) / "
+        f"from its first call (every call split)"
     )
     largest, smallest = max(sizes), min(sizes)
     header = " | ".join(f"2^{n.bit_length() - 1}" for n in sizes)
@@ -617,24 +627,27 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
             kernel(program, 1),
             kernel(program, 2),
             kernel(program, 2),
+            kernel(program, 2),
             compile(program.source, **normal),
             compile(program.source, threads=2, **normal),
         ]
-        for forced in kernels[2::2]:
+        for forced in kernels[3::2]:
             forced.split_choice = SplitChoice.always()
         inputs = bench.prepare_workload(program.source, largest).arrays
         cells = []
         for n in sizes:
             arrays = {name: array[:n] for name, array in inputs.items()}
-            timed = kernels if n == largest else kernels[:3]
+            timed = kernels if n == largest else kernels[:4]
             outs = [np.empty(n, np.float32) for _ in timed]
             runs = [k.prepare(**arrays, out=o) for k, o in zip(timed, outs, strict=True)]
+            for _ in range(SETTLING_CALLS):
+                runs[1]()
             if n == smallest:
-                pairs = zip(timed[:2], outs[:2], strict=True)
+                pairs = zip(timed[:3:2], outs[:3:2], strict=True)
                 runs += [functools.partial(k, **arrays, out=o) for k, o in pairs]
-            one, two, forced, *more = best_seconds(runs, rounds, n)
+            one, settled, first, forced, *more = best_seconds(runs, rounds, n)
             assert all(np.array_equal(o.view(np.uint32), outs[0].view(np.uint32)) for o in outs)
-            cells.append(f"{one / two:.2f}x ({one / forced:.2f}x)")
+            cells.append(f"{one / settled:.2f}x / {one / first:.2f}x ({one / forced:.2f}x)")
             if n == largest:
                 cells.append(f"{more[0] / more[1]:.2f}x")
             if n == smallest:
