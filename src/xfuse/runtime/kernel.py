@@ -770,25 +770,27 @@ class SplitChoice:
         times = self.classes.get(size_class)
         if times is None:  # (another thread's call may make it too: one is kept)
             times = self.classes.setdefault(size_class, SplitTimes())
-        times.calls += 1
+        counts = times.counts  # `calls` as its word: its property costs a Python call a read
+        counts[0] += 1
+        calls = counts[0]
         if not times.chosen:  # one thread's block first, then the split's, each warmed up
-            if times.calls > 2 * SPLIT_FIRST_BLOCK:  # (splits that found another Python
-                return True, True  # thread's call had the workers ran on one thread: more)
-            split = times.calls > SPLIT_FIRST_BLOCK
-            in_block = times.calls - SPLIT_FIRST_BLOCK if split else times.calls
+            if calls > 2 * SPLIT_FIRST_BLOCK:  # (splits that found another Python thread's
+                return True, True  # call had the workers ran on one thread: time more)
+            split = calls > SPLIT_FIRST_BLOCK
+            in_block = calls - SPLIT_FIRST_BLOCK if split else calls
             return split, in_block > SPLIT_WARMUP_CALLS
         chosen_calls = times.chosen_calls
-        if times.calls <= chosen_calls - SPLIT_WINDOW:
+        if calls <= chosen_calls - SPLIT_WINDOW:
             return times.splitting, False
-        if times.calls <= chosen_calls:
+        if calls <= chosen_calls:
             return times.splitting, True
-        if times.calls == chosen_calls + 1:  # the probe's first call: only its calls count
+        if calls == chosen_calls + 1:  # the probe's first call: only its calls count
             if times.splitting:
                 times.one_thread = ()
             else:
                 times.split = ()
-        if times.calls == chosen_calls + SPLIT_PROBE_CALLS:
-            times.calls = 0  # the probe's last call, which decides
+        if calls == chosen_calls + SPLIT_PROBE_CALLS:
+            counts[0] = 0  # the probe's last call, which decides
         return not times.splitting, True  # a probe
 
     def record(self, size_class: SizeClass, split: bool, seconds_per_element: float) -> None:
