@@ -89,7 +89,7 @@ SPLIT_WARMUP_CALLS = 2
 """A size class's first calls run each way in a block, first on one thread, then split: this
 many untimed, then `SPLIT_WINDOW` timed, whose medians make `SplitChoice`'s first decision.
 Each way's first calls are cold and untimed: a one-thread call's first pays the new outputs'
-page faults, a split's first start the worker thread and find the other core's half of the
+page faults, a split's first starts the worker thread and finds the other core's half of the
 data in this core's cache (quick-GELU at 2^18 on a 2-core VM: split 1.10, 0.81, 0.75 ns per
 element, then 0.45; one thread 3.76, 0.78, 0.72, then 0.57-0.70: deciding on the first three of
 each chose one thread, the split came after ~75 calls). Each way runs in a block, not
@@ -1022,13 +1022,12 @@ argument words; they run the entry on the words and return `result`. `counted_re
 (no argument) has a `self` `(result, state, otherwise, where, *owners)`, `where` a bytes object
 of one word, the address of two words (a count and a bound): while the count is below the bound
 it adds one to it and runs as `releasing_gil`, else it returns `otherwise()`. `on_pointers`
-(`METH_FASTCALL`) has a bytes `self`, the
-packed entry's address then the word position of each data pointer in a call's words; its
-arguments are a bytes object (a word, nonzero to keep the GIL during the call, then the call's
-words) and the data pointers, one per position (the wrong count, a non-bytes first argument,
-a pointer 0 or not an int: an error); it runs the entry on a copy of the words on the stack
-with the pointers written in, and returns its first argument. `data_pointer` (one argument, a
-numpy array: it reads any object's memory as one) returns the array's data pointer
+(`METH_FASTCALL`) has a bytes `self`, the packed entry's address then the word position of each data
+pointer in a call's words; its arguments are a bytes object (a word, nonzero to keep the GIL during
+the call, then the call's words) and the data pointers, one per position (the wrong count, a
+non-bytes first argument, a pointer 0 or not an int: an error); it runs the entry on a copy of the
+words on the stack with the pointers written in, and returns its first argument. `data_pointer` (one
+argument, a numpy array: it reads any object's memory as one) returns the array's data pointer
 (`fast_data_pointer`)."""
 
 _BOUND_CALL_FLAGS = {
