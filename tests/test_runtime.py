@@ -11,11 +11,14 @@ import subprocess
 import sys
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
 import pytest
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.parser import Parser
 
 import xfuse
@@ -146,6 +149,28 @@ def test_every_stage_is_visible(gelu: Gelu) -> None:
     assert re.search(r"^\tretq?$", kernel.asm, re.MULTILINE)
     with pytest.raises(KeyError, match="stages are"):
         kernel.ir("nope")
+
+
+def test_a_compile_copies_no_module_for_its_stages(
+    gelu: Gelu, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stages' texts are made on first access from the frontend IR that the caches' keys
+    printed anyway: a compile copies no module (the copy took 4% of a 10^4-op compile)."""
+    copied: list[Operation] = []
+    clone = Operation.clone
+
+    def counting(self: Operation, *args: Any, **kwargs: Any) -> Operation:
+        if isinstance(self, ModuleOp):
+            copied.append(self)
+        return clone(self, *args, **kwargs)
+
+    monkeypatch.setattr(Operation, "clone", counting)
+    kernel = xfuse.compile(gelu.source)
+    assert copied == []
+    module = parse_program(gelu.source)
+    assert kernel.ir("frontend") == str(module)
+    EwOptimizePass().apply(pipeline_context(), module)
+    assert kernel.ir("ew-optimize") == str(module)
 
 
 def test_out_buffer_is_written_in_place(gelu: Gelu) -> None:

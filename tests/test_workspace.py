@@ -42,6 +42,17 @@ def test_unfused_kernel_uses_the_workspace_not_malloc(gelu: Gelu) -> None:
     np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu.reference(x, b, r), atol=2e-6)
 
 
+def test_the_workspace_argument_is_printed_beside_declared_dims(gelu: Gelu) -> None:
+    """With `ew.dims` on the inputs, each argument has an attribute dictionary: the workspace
+    needs one too, or the printed function drops it and the IR of every stage from
+    `ew-workspace` to `ew-expand-math` does not parse back (`%workspace` is used, undefined)."""
+    kernel = xfuse.compile(gelu.shaped_source, fuse=False)
+    for stage in ("ew-workspace", "ew-kernel-to-loops", "ew-expand-math"):
+        text = kernel.ir(stage)
+        assert "%workspace: memref<?xi8>" in text
+        assert Parser(pipeline_context(), text).parse_module().verify() is None
+
+
 def test_fused_kernel_has_no_workspace(gelu: Gelu) -> None:
     kernel = xfuse.compile(gelu.source)
     assert kernel.ir("ew-workspace") == kernel.ir("ew-bufferize")

@@ -524,15 +524,17 @@ class BinaryOp(IRDLOperation, ABC):
         _verify_broadcasts_to(self, [self.lhs.type, self.rhs.type], self.result.type)
 
     def print(self, printer: Printer) -> None:
+        # The operands and types read once each (an IRDL accessor costs a lookup per call).
+        lhs, rhs = self.operands
+        types = (lhs.type, rhs.type, self.results[0].type)
         printer.print_string(" ")
-        printer.print_operand(self.lhs)
+        printer.print_operand(lhs)
         printer.print_string(", ")
-        printer.print_operand(self.rhs)
+        printer.print_operand(rhs)
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
-        types = (self.lhs.type, self.rhs.type, self.result.type)
         if types[0] == types[1] == types[2]:
-            print_type(printer, self.result.type)
+            print_type(printer, types[2])
             return
         print_type(printer, types[0])
         printer.print_string(", ")

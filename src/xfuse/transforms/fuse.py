@@ -327,13 +327,15 @@ def _drop_unused(block: Block) -> None:
 def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValue], int]:
     """The kernel computing `group`; also the tensor values it replaces and its constant count."""
     members = set(group)
-    inputs: list[SSAValue] = []
-    for op in group:
-        for operand in op.operands:
-            if operand.owner in members or ew.constant_value(operand) is not None:
-                continue
-            if operand not in inputs:
-                inputs.append(operand)
+    # In order of first use; a dict, not a list, finds a value read again in O(1).
+    inputs = list(
+        dict.fromkeys(
+            operand
+            for op in group
+            for operand in op.operands
+            if operand.owner not in members and ew.constant_value(operand) is None
+        )
+    )
     outputs = [
         op.results[0]
         for op in group

@@ -26,6 +26,8 @@ from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    ArrayAttr,
+    DictionaryAttr,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -159,6 +161,8 @@ def _place_in_workspace(
     entry = function.body.block
     workspace = entry.insert_arg(WORKSPACE_TYPE, len(entry.args))
     workspace.name_hint = "workspace"
+    if function.arg_attrs is not None:  # one per argument, or the printer drops the workspace
+        function.arg_attrs = ArrayAttr([*function.arg_attrs.data, DictionaryAttr({})])
     function.update_function_type()
     offsets = _Offsets(alignment)
     previous: memref.ViewOp | None = None
