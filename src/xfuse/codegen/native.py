@@ -14,7 +14,9 @@ and an output is either the very same buffer as an input or does not overlap it 
 argument checks and `ew-bufferize` guarantee both). So no iteration depends on another, and the
 innermost loops are marked parallel (`llvm.loop.parallel_accesses`): the vectorizer then needs no
 runtime overlap check, which an in-place call (out is an input) would fail, falling back to the
-scalar loop. They also get an interleave count chosen from the body's length (`mark_loops`).
+scalar loop. They also get an interleave count chosen from the body's length (`mark_loops`),
+and once vectorized, a compute-heavy one prefetches the lines it loads a few KiB ahead
+(`prefetch_loads`).
 
 A single-kernel program also gets a streaming twin of its function (`add_streaming_twins`):
 the same loop with non-temporal vector stores, which the runtime calls for large calls on
@@ -848,13 +850,14 @@ def _rewrite_vector_bodies(
 
 PREFETCH_DISTANCE = 4096
 """Bytes ahead of each load that a compute-heavy vector loop prefetches (`prefetch_loads`): the
-LLM GELU, silu, Mish and GELU + bias + residual at 2^24 (docs/benchmarks.md) took 0.7-0.9x
-the time with 2, 4 or 8 KiB, less clearly so with 1 or 16 KiB."""
+LLM GELUs, silu, Mish and GELU + bias + residual at 2^24 (docs/benchmarks.md) took 0.70-1.03x
+the time without with 4 KiB, as with 2 or 8 KiB; 1 KiB gained less, 16 KiB less on GELU."""
 
 PREFETCH_MIN_FLOAT_OPS = 4
 """Floating-point ops per cache line loaded or stored from which a vector loop counts as
-compute-heavy (`prefetch_loads`): every activation's loop has 7 or more (the rsqrt scale 4),
-a streaming kernel such as `x + b + r` (the benchmarks' ceiling) 1 or less."""
+compute-heavy (`prefetch_loads`): the loops of activations with a transcendental function
+have 7 or more, the rsqrt scale's 4, hardswish's 2.5, a streaming kernel such as `x + b + r`
+(the benchmarks' ceiling) 1 or less."""
 
 CACHE_LINE_BYTES = 64
 
