@@ -824,7 +824,8 @@ def _rewrite_vector_bodies(
     """`optimized_ir` with the instructions of each main vector loop body (a block LLVM's loop
     vectorizer names `vector.body`) replaced by `rewrite(body, number)`, `number` counting the
     bodies from 0 (for names of new values that stay unique); `declaration` (of what the new
-    instructions call) is added if any body changed and the module lacks it."""
+    instructions call) is added if any body changed and the module declares no function of
+    that name (LLVM prints its declarations with attributes)."""
     lines = optimized_ir.split("\n")
     result: list[str] = []
     start, number, changed = 0, 0, False
@@ -839,7 +840,10 @@ def _rewrite_vector_bodies(
         changed |= body != lines[start:end]
         result += body
         start, number = end, number + 1
-    if changed and declaration not in optimized_ir:
+    name = re.search(r"@[-\w.$]+\(", declaration)
+    assert name, declaration
+    declared = re.search(rf"^declare [^@]*{re.escape(name[0])}", optimized_ir, re.MULTILINE)
+    if changed and not declared:
         result.append(declaration)
     return "\n".join(result)
 
@@ -867,6 +871,9 @@ _FLOAT_OP = re.compile(
 )
 _VECTOR_ACCESS = re.compile(r"(?:= load|^\s+store) <(\d+) x (\w+)>")
 _LOADED_POINTER = re.compile(rf"^\s+{_NAME} = load <\d+ x \w+>, ptr ({_NAME}),")
+_OFFSET_POINTER = re.compile(
+    rf"^\s+({_NAME}) = getelementptr (?:inbounds )?(?:nuw )?i8, ptr ({_NAME}), i64 (\d+)$"
+)
 _PREFETCH = "llvm.prefetch.p0"
 _PREFETCH_DECLARATION = f"declare void @{_PREFETCH}(ptr, i32 immarg, i32 immarg, i32 immarg)"
 
@@ -883,11 +890,16 @@ def _prefetched(body: list[str], number: int) -> list[str]:
     float_ops = sum(1 for line in body if _FLOAT_OP.search(line))
     if not accessed or float_ops * CACHE_LINE_BYTES < PREFETCH_MIN_FLOAT_OPS * accessed:
         return body
-    block = _Block(body)
+    # The base and byte offset of each pointer a constant i8 offset of a base (see `_Block.place`).
+    places = {
+        found[1]: (found[2], int(found[3]))
+        for line in body
+        if (found := _OFFSET_POINTER.match(line))
+    }
     result, lines = [], set()
     for index, line in enumerate(body):
         found = _LOADED_POINTER.match(line)
-        place = block.place(found[1]) if found else None
+        place = places.get(found[1], (found[1], 0)) if found else None
         if place and place[1] % CACHE_LINE_BYTES == 0 and place not in lines:
             lines.add(place)
             ahead = f"%xfuse.prefetch{number}.{index}"
