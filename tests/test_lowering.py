@@ -664,6 +664,9 @@ def test_prefetch_loads_prefetches_each_line_a_compute_heavy_loop_loads() -> Non
     assert heavy.count("call void @llvm.prefetch.p0(ptr %xfuse.prefetch0.") == 2
     assert ", i32 0, i32 3, i32 1)" in heavy
     llvm_binding.parse_assembly(heavy).verify()
+    # A module that declares the intrinsic already (as LLVM prints it: with attributes).
+    declared = f32_loop(4) + "declare void @llvm.prefetch.p0(ptr readonly, i32, i32, i32)\n"
+    llvm_binding.parse_assembly(prefetch_loads(declared)).verify()
     assert prefetch_loads(f32_loop(2)) == f32_loop(2)
     assert prefetch_loads(TWO_BF16_PARTS) == TWO_BF16_PARTS
 
