@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import mmap
 import re
 from collections.abc import Callable
 from fractions import Fraction
@@ -19,11 +20,13 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
 import xfuse
+from xfuse.codegen import native
 from xfuse.codegen.native import (
     BF16_LONG_BODY_INTERLEAVE,
     LONG_BODY,
     LONG_BODY_INTERLEAVE,
     MAX_INTERLEAVED_ARRAYS,
+    PREFETCH_DISTANCE,
     HostCpu,
     NativeModule,
     compile_llvm_dialect,
@@ -31,8 +34,9 @@ from xfuse.codegen.native import (
     host_cpu,
     interleave_count,
     pair_bf16_parts,
+    prefetch_loads,
 )
-from xfuse.runtime.compiler import Options, compile_bufferized
+from xfuse.runtime.compiler import Options, clear_cache, compile_bufferized
 from xfuse.runtime.kernel import Kernel
 from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.pipeline import pipeline_context
@@ -607,6 +611,114 @@ def test_bf16_loops_that_do_not_pair_keep_their_parts(source: str, interleave: i
     loop = hot_loop_mnemonics(xfuse.compile(source, interleave=interleave).asm)
     assert "vcvtne2ps2bf16" not in loop and "vpunpcklwd" not in loop
     assert "vcvtneps2bf16" in loop
+
+
+def f32_loop(multiplies: int) -> str:
+    """A vector loop as LLVM makes it of `out = x * 3 * 3 ...` (`multiplies` products a part)
+    on f32 x: four parts of 8 elements (32 bytes), so two a cache line."""
+    parts = range(4)
+    lines = [
+        "define void @f(ptr %x, ptr %out, i64 %n) {",
+        "entry:",
+        "  br label %vector.body",
+        "",
+        "vector.body:",
+        "  %index = phi i64 [ 0, %entry ], [ %index.next, %vector.body ]",
+        "  %p0 = getelementptr inbounds float, ptr %x, i64 %index",
+        "  %q0 = getelementptr inbounds float, ptr %out, i64 %index",
+    ]
+    for part in parts[1:]:
+        lines += [
+            f"  %p{part} = getelementptr inbounds nuw i8, ptr %p0, i64 {32 * part}",
+            f"  %q{part} = getelementptr inbounds nuw i8, ptr %q0, i64 {32 * part}",
+        ]
+    for part in parts:
+        lines.append(f"  %y{part}.0 = load <8 x float>, ptr %p{part}, align 4")
+        lines += [
+            f"  %y{part}.{k + 1} = fmul <8 x float> %y{part}.{k}, splat (float 3.0)"
+            for k in range(multiplies)
+        ]
+        lines.append(f"  store <8 x float> %y{part}.{multiplies}, ptr %q{part}, align 4")
+    return "\n".join(
+        [
+            *lines,
+            "  %index.next = add nuw i64 %index, 32",
+            "  %done = icmp eq i64 %index.next, %n",
+            "  br i1 %done, label %exit, label %vector.body",
+            "",
+            "exit:",
+            "  ret void",
+            "}",
+            "",
+        ]
+    )
+
+
+def test_prefetch_loads_prefetches_each_line_a_compute_heavy_loop_loads() -> None:
+    """A loop of 4 float ops per cache line it loads and stores (16 products over 4 lines)
+    prefetches `PREFETCH_DISTANCE` bytes ahead of its loads, one prefetch a line (the parts at
+    0 and 64 bytes, not those at 32 and 96), into every cache level; one of 2 does not."""
+    heavy = prefetch_loads(f32_loop(4))
+    prefetched = re.findall(r"getelementptr i8, ptr (%p\d), i64 (\d+)", heavy)
+    assert prefetched == [("%p0", str(PREFETCH_DISTANCE)), ("%p2", str(PREFETCH_DISTANCE))]
+    assert heavy.count("call void @llvm.prefetch.p0(ptr %xfuse.prefetch0.") == 2
+    assert ", i32 0, i32 3, i32 1)" in heavy
+    llvm_binding.parse_assembly(heavy).verify()
+    # A module that declares the intrinsic already (as LLVM prints it: with attributes).
+    declared = f32_loop(4) + "declare void @llvm.prefetch.p0(ptr readonly, i32, i32, i32)\n"
+    llvm_binding.parse_assembly(prefetch_loads(declared)).verify()
+    assert prefetch_loads(f32_loop(2)) == f32_loop(2)
+    assert prefetch_loads(TWO_BF16_PARTS) == TWO_BF16_PARTS
+
+
+@pytest.mark.parametrize(
+    ("source", "prefetches"),
+    [
+        ("out = x * sigmoid(x);", True),
+        (LLM_GELU_BF16, True),
+        ("out = x + b + r;", False),  # a streaming kernel: the benchmarks' ceiling
+        ("out = x * min(max(x + 3, 0), 6) / 6;", False),  # hardswish: 2.5 float ops a line
+    ],
+)
+def test_compute_heavy_loops_prefetch_every_line_they_load(source: str, prefetches: bool) -> None:
+    """Each line an iteration of a compute-heavy loop loads is prefetched once (the bf16
+    loop's too, whose loads `pair_bf16_parts` replaced); a loop of little math has none."""
+    kernel = xfuse.compile(source)
+    loop = hot_loop_mnemonics(kernel.asm)
+    body = vector_body(kernel.llvm_ir)
+    loaded = sum(
+        int(lanes) * {"float": 4, "i16": 2}[element] // 64
+        for lanes, element in re.findall(r"= load <(\d+) x (float|i16)>", body)
+    )
+    assert loop.count("prefetcht0") == (loaded if prefetches else 0)
+    assert ("prefetcht0" in loop) == prefetches
+
+
+def test_prefetches_past_the_arrays_end_do_not_fault(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compute-heavy loop prefetches past the end of its input: into a page that may not be
+    read, which does not fault; and the results are the bits of the loop without prefetches."""
+    page = mmap.PAGESIZE
+    mapping = mmap.mmap(-1, 2 * page)
+    libc = ctypes.CDLL(None, use_errno=True)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
+    no_access = 0  # PROT_NONE, which the mmap module does not name
+    assert libc.mprotect(ctypes.c_void_p(address + page), page, no_access) == 0
+    try:
+        x = np.frombuffer(mapping, np.float32, page // 4)  # ends where the guard page starts
+        x[:] = np.linspace(-30, 30, x.size, dtype=np.float32)
+        kernel = xfuse.compile("out = x * sigmoid(x);")
+        assert "prefetcht0" in kernel.asm
+        result = kernel(x=x)
+        monkeypatch.setattr(native, "PREFETCH_MIN_FLOAT_OPS", 10**9)
+        monkeypatch.setenv("XFUSE_CACHE", "0")  # the disk cache has the loop with prefetches
+        clear_cache()
+        plain = xfuse.compile("out = x * sigmoid(x);")
+        assert "prefetcht0" not in plain.asm
+        np.testing.assert_array_equal(result.view(np.uint32), plain(x=x).view(np.uint32))
+        del x
+    finally:
+        libc.mprotect(ctypes.c_void_p(address + page), page, mmap.PROT_READ | mmap.PROT_WRITE)
+        clear_cache()
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,9 @@ and an output is either the very same buffer as an input or does not overlap it 
 argument checks and `ew-bufferize` guarantee both). So no iteration depends on another, and the
 innermost loops are marked parallel (`llvm.loop.parallel_accesses`): the vectorizer then needs no
 runtime overlap check, which an in-place call (out is an input) would fail, falling back to the
-scalar loop. They also get an interleave count chosen from the body's length (`mark_loops`).
+scalar loop. They also get an interleave count chosen from the body's length (`mark_loops`),
+and once vectorized, a compute-heavy one prefetches the lines it loads a few KiB ahead
+(`prefetch_loads`).
 
 A single-kernel program also gets a streaming twin of its function (`add_streaming_twins`):
 the same loop with non-temporal vector stores, which the runtime calls for large calls on
@@ -27,7 +29,7 @@ import functools
 import itertools
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -803,26 +805,123 @@ def pair_bf16_parts(optimized_ir: str) -> str:
     if " to <16 x bfloat>" not in optimized_ir:
         # No part rounded to bf16, so no body pairs: skip the scan (~1 ms a small program).
         return optimized_ir
+
+    def paired(body: list[str], number: int) -> list[str]:
+        try:
+            return _pair_block(body, f"xfuse.pair{number}")
+        except _NotPairable:
+            return body
+
+    return _rewrite_vector_bodies(optimized_ir, paired, _ROUND_PAIR_DECLARATION)
+
+
+_VECTOR_BODY = re.compile(r"vector\.body[\w.]*:")
+
+
+def _rewrite_vector_bodies(
+    optimized_ir: str, rewrite: Callable[[list[str], int], list[str]], declaration: str
+) -> str:
+    """`optimized_ir` with the instructions of each main vector loop body (a block LLVM's loop
+    vectorizer names `vector.body`) replaced by `rewrite(body, number)`, `number` counting the
+    bodies from 0 (for names of new values that stay unique); `declaration` (of what the new
+    instructions call) is added if any body changed and the module declares no function of
+    that name (LLVM prints its declarations with attributes)."""
     lines = optimized_ir.split("\n")
     result: list[str] = []
-    start, paired = 0, 0
+    start, number, changed = 0, 0, False
     while start < len(lines):
         line = lines[start]
         result.append(line)
         start += 1
-        if not re.match(r"vector\.body[\w.]*:", line):
+        if not _VECTOR_BODY.match(line):
             continue
         end = next(i for i in range(start, len(lines)) if not lines[i].startswith(" "))
-        try:
-            body = _pair_block(lines[start:end], f"xfuse.pair{paired}")
-            paired += 1
-        except _NotPairable:
-            body = lines[start:end]
+        body = rewrite(lines[start:end], number)
+        changed |= body != lines[start:end]
         result += body
-        start = end
-    if paired and _ROUND_PAIR_DECLARATION not in optimized_ir:
-        result.append(_ROUND_PAIR_DECLARATION)
+        start, number = end, number + 1
+    name = re.search(r"@[-\w.$]+\(", declaration)
+    assert name, declaration
+    declared = re.search(rf"^declare [^@]*{re.escape(name[0])}", optimized_ir, re.MULTILINE)
+    if changed and not declared:
+        result.append(declaration)
     return "\n".join(result)
+
+
+# ---------------------------------------------------------------------------------------------
+# Prefetching the loads of compute-heavy loops (after O3)
+# ---------------------------------------------------------------------------------------------
+
+PREFETCH_DISTANCE = 4096
+"""Bytes ahead of each load that a compute-heavy vector loop prefetches (`prefetch_loads`): the
+LLM GELUs, silu, Mish and GELU + bias + residual at 2^24 (docs/benchmarks.md) took 0.70-1.03x
+the time without with 4 KiB, as with 2 or 8 KiB; 1 KiB gained less, 16 KiB less on GELU."""
+
+PREFETCH_MIN_FLOAT_OPS = 4
+"""Floating-point ops per cache line loaded or stored from which a vector loop counts as
+compute-heavy (`prefetch_loads`): the loops of activations with a transcendental function
+have 7 or more, the rsqrt scale's 4, hardswish's 2.5, a streaming kernel such as `x + b + r`
+(the benchmarks' ceiling) 1 or less."""
+
+CACHE_LINE_BYTES = 64
+
+_FLOAT_OP = re.compile(
+    r"= (fadd|fsub|fmul|fdiv|frem|fneg) |\bcall\b[^@]*@llvm\."
+    r"(fma|fmuladd|sqrt|minnum|maxnum|minimum|maximum)\."
+)
+_VECTOR_ACCESS = re.compile(r"(?:= load|^\s+store) <(\d+) x (\w+)>")
+_LOADED_POINTER = re.compile(rf"^\s+{_NAME} = load <\d+ x \w+>, ptr ({_NAME}),")
+_OFFSET_POINTER = re.compile(
+    rf"^\s+({_NAME}) = getelementptr (?:inbounds )?(?:nuw )?i8, ptr ({_NAME}), i64 (\d+)$"
+)
+_PREFETCH = "llvm.prefetch.p0"
+_PREFETCH_DECLARATION = f"declare void @{_PREFETCH}(ptr, i32 immarg, i32 immarg, i32 immarg)"
+
+
+def _prefetched(body: list[str], number: int) -> list[str]:
+    """`body` (a vector loop body) with a prefetch `PREFETCH_DISTANCE` bytes ahead of each load
+    that starts a cache line of its array's part of an iteration, once a line (the loads that
+    `pair_bf16_parts` replaced are still there), if the body is compute-heavy."""
+    accessed = sum(
+        int(found[1]) * _BYTES.get(found[2], 1)
+        for line in body
+        if (found := _VECTOR_ACCESS.search(line))
+    )
+    float_ops = sum(1 for line in body if _FLOAT_OP.search(line))
+    if not accessed or float_ops * CACHE_LINE_BYTES < PREFETCH_MIN_FLOAT_OPS * accessed:
+        return body
+    # The base and byte offset of each pointer a constant i8 offset of a base (see `_Block.place`).
+    places = {
+        found[1]: (found[2], int(found[3]))
+        for line in body
+        if (found := _OFFSET_POINTER.match(line))
+    }
+    result, lines = [], set()
+    for index, line in enumerate(body):
+        found = _LOADED_POINTER.match(line)
+        place = places.get(found[1], (found[1], 0)) if found else None
+        if place and place[1] % CACHE_LINE_BYTES == 0 and place not in lines:
+            lines.add(place)
+            ahead = f"%xfuse.prefetch{number}.{index}"
+            result += [
+                f"  {ahead} = getelementptr i8, ptr {found[1]}, i64 {PREFETCH_DISTANCE}",
+                f"  call void @{_PREFETCH}(ptr {ahead}, i32 0, i32 3, i32 1)",
+            ]
+        result.append(line)
+    return result
+
+
+def prefetch_loads(optimized_ir: str) -> str:
+    """After O3: each vector loop body with `PREFETCH_MIN_FLOAT_OPS` or more floating-point ops
+    per cache line it loads and stores prefetches the lines it loads `PREFETCH_DISTANCE` bytes
+    ahead (`llvm.prefetch` for reading into every cache level: `prefetcht0`), one prefetch per
+    line: one iteration of such a loop is so long that the core's window of instructions
+    reaches too few lines ahead to hide memory's latency, and the hardware prefetchers do not
+    make up for it (a short loop's window reaches far enough: there prefetches gained nothing).
+    A prefetch past an array's end does not fault; it has no effect on any result."""
+    if "vector.body" not in optimized_ir:
+        return optimized_ir
+    return _rewrite_vector_bodies(optimized_ir, _prefetched, _PREFETCH_DECLARATION)
 
 
 def compile_llvm_dialect(
@@ -924,12 +1023,12 @@ def generate_code(
     backing: llvm_binding.ModuleRef, opt_level: int = 3, twins: Sequence[str] = ()
 ) -> NativeModule:
     """The second half of `compile_llvm_dialect`: code generation and linking by MCJIT (after
-    pairing the parts of bf16 loops, `pair_bf16_parts`, and marking the stores of `twins`, see
-    `streaming_stores`)."""
+    pairing the parts of bf16 loops, `pair_bf16_parts`, prefetching in compute-heavy loops,
+    `prefetch_loads`, and marking the stores of `twins`, see `streaming_stores`)."""
     optimized_ir = str(backing)
-    paired = pair_bf16_parts(optimized_ir)
-    if paired != optimized_ir:
-        backing = llvm_binding.parse_assembly(paired)
+    rewritten = prefetch_loads(pair_bf16_parts(optimized_ir))
+    if rewritten != optimized_ir:
+        backing = llvm_binding.parse_assembly(rewritten)
         _eliminate_dead_code(backing, opt_level)
         optimized_ir = str(backing)
     if twins:
