@@ -6,8 +6,10 @@ Memory is the resident set (/proc/self/statm) after a garbage collection and gli
 
 from __future__ import annotations
 
+import array
 import ctypes
 import gc
+import itertools
 import os
 import signal
 import threading
@@ -21,7 +23,7 @@ import pytest
 
 import xfuse
 from xfuse.runtime.compiler import clear_cache
-from xfuse.runtime.kernel import SliceWorkers, SplitChoice
+from xfuse.runtime.kernel import SliceWorkers, SplitChoice, SplitTimes
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -74,6 +76,57 @@ def test_one_kernel_from_four_threads_at_once(
         thread.start()
     for thread in threads:
         thread.join()
+    assert not failures
+
+
+def test_checked_calls_from_four_threads_as_the_split_choice_is_replaced(gelu: Gelu) -> None:
+    """Checked calls of a `threads=2` kernel from four Python threads while a fifth replaces its
+    `split_choice`, again and again, by one whose size class stays on one thread untimed (the
+    calls count and run in native code, with the choice's counts) and by one that splits every
+    call: every output is right. (Counts may race: a native count between the read and the
+    write of a count in Python is lost, which moves a round's timed calls by one call.)"""
+    kernel = xfuse.compile(gelu.source, threads=2)
+    endless = 1 << 40
+
+    def staying_on_one_thread() -> SplitChoice:
+        choice = SplitChoice()
+        counts = array.array("q", [0, endless])
+        choice.classes[18, False] = SplitTimes(chosen=True, chosen_calls=endless, counts=counts)
+        return choice
+
+    start = threading.Barrier(5)
+    done = threading.Event()
+    failures: list[str] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        n = (1 << 17) + 37 * seed  # (2^17 to 2^18 elements: one size class)
+        x, b, r = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+        want = gelu.reference(x, b, r)
+        out = np.empty(n, np.float32)
+        start.wait()
+        for _ in range(60):
+            out[:] = 0
+            kernel(x=x, b=b, r=r, out=out)
+            if not np.allclose(out, want, atol=2e-6):
+                failures.append(f"thread {seed}: wrong result")
+                return
+
+    def replace() -> None:
+        start.wait()
+        for turn in itertools.count():
+            if done.wait(0.001):
+                return
+            kernel.split_choice = SplitChoice.always() if turn % 2 else staying_on_one_thread()
+
+    replacing = threading.Thread(target=replace)
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for thread in [replacing, *threads]:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    done.set()
+    replacing.join()
     assert not failures
 
 

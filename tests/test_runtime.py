@@ -418,43 +418,65 @@ def test_a_kernel_splits_where_splitting_was_faster_with_the_same_bits(
     assert winning.count(False) <= (len(winning) // ROUND + 1) * SPLIT_PROBE_CALLS
 
 
-def test_a_prepared_call_that_stays_on_one_thread_runs_no_python_decision(
-    gelu: Gelu, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Where a `threads=2` kernel's split lost, a prepared call in the untimed stretch of each
-    round counts itself and runs the one-thread call in native code, no Python function (not
-    `Kernel.run_plan`, ~1.5 us of CPU a call, nor a check in Python: 4-6% of hardswish's CPU
-    time at 2^18), with the one-thread kernel's bits; every call of the size class, checked
-    ones and prepared ones, still counts towards the round, so the timed calls and the probes
-    come when they do for checked calls alone."""
-    kernel = xfuse.compile(gelu.source, threads=2)
-    runs = on_a_fake_clock(kernel, {False: 100e-6, True: 110e-6}, monkeypatch)
-    rng = np.random.default_rng(6)
-    x, b, r = (rng.standard_normal(1 << 17, dtype=np.float32) for _ in range(3))
-    want = xfuse.compile(gelu.source)(x=x, b=b, r=r).view(np.uint32)
-    out = np.empty_like(x)
-    prepared = kernel.prepare(x=x, b=b, r=r, out=out)
-    run_plan = kernel.run_plan
-    planned = []
-    monkeypatch.setattr(kernel, "run_plan", lambda *args: planned.append(run_plan(*args)))
-    frames: list[str] = []  # the Python functions a call ran
+def profiled(call: Callable[[], np.ndarray]) -> tuple[np.ndarray, list[str]]:
+    """What `call()` returns, and the names of the Python functions it ran."""
+    frames: list[str] = []
 
     def profile(frame: Any, event: str, argument: object) -> None:
         if event == "call":
             frames.append(frame.f_code.co_name)
 
-    ways = []  # per call: "native" where no Python ran, else whether a timed run split
-    for call in range(FIRST + 4 * ROUND):
+    sys.setprofile(profile)
+    try:
+        return call(), frames
+    finally:
+        sys.setprofile(None)
+
+
+def losing_split(
+    gelu: Gelu, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> tuple[xfuse.Kernel, list[bool], dict[str, np.ndarray], np.ndarray, list[str]]:
+    """A `threads=2` GELU kernel on a fake clock where a split loses by 10% (`on_a_fake_clock`:
+    rounds of `SPLIT_PROBE_INTERVAL`), inputs of 2^17 elements, the one-thread kernel's bits on
+    them, and the Python functions that its checked call (`out=` a new buffer) runs."""
+    kernel = xfuse.compile(gelu.source, threads=2)
+    runs = on_a_fake_clock(kernel, {False: 100e-6, True: 110e-6}, monkeypatch)
+    rng = np.random.default_rng(seed)
+    inputs = {name: rng.standard_normal(1 << 17, dtype=np.float32) for name in "xbr"}
+    one_thread_kernel, out = xfuse.compile(gelu.source), np.empty(1 << 17, np.float32)
+    want = one_thread_kernel(**inputs).view(np.uint32)
+    one_thread_kernel(**inputs, out=out)  # (the first quick call makes the plan's words)
+    _, checked_frames = profiled(lambda: one_thread_kernel(**inputs, out=out))
+    return kernel, runs, inputs, want, checked_frames
+
+
+def test_a_call_that_stays_on_one_thread_runs_no_python_decision(
+    gelu: Gelu, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a `threads=2` kernel's split lost, a prepared call and a checked one in the untimed
+    stretch of each round count themselves and run the one-thread call in native code, no
+    Python function (not `Kernel.run_plan`, ~1.5 us of CPU a call, nor a check in Python: 4-6%
+    of hardswish's CPU time at 2^18), with the one-thread kernel's bits; every call of the size
+    class, checked ones and prepared ones, still counts towards the round, so the timed calls
+    and the probes come when they do for checked calls alone."""
+    kernel, runs, inputs, want, checked_frames = losing_split(gelu, monkeypatch, 6)
+    out = np.empty(1 << 17, np.float32)
+    prepared = kernel.prepare(**inputs, out=out)
+    run_plan = kernel.run_plan
+    planned = []
+    monkeypatch.setattr(kernel, "run_plan", lambda *args: planned.append(run_plan(*args)))
+    ways = []  # per call: "native" where it ran the Python of a one-thread kernel's call, else
+    for call in range(FIRST + 4 * ROUND):  # whether a timed run split
         out[:] = 0
         runs.clear()
         planned.clear()
-        frames.clear()
-        sys.setprofile(profile)
-        try:
-            result = prepared() if call % 3 else kernel(x=x, b=b, r=r, out=out)
-        finally:
-            sys.setprofile(None)
-        ways.append(runs[0] if runs else "untimed" if planned else frames or "native")
+        if call % 3:
+            result, ran = profiled(prepared)
+            one_thread = not ran
+        else:
+            result, ran = profiled(lambda: kernel(**inputs, out=out))
+            one_thread = ran == checked_frames
+        ways.append(runs[0] if runs else "untimed" if planned else one_thread and "native")
         np.testing.assert_array_equal(result.view(np.uint32), want)
     one_thread = ["untimed"] * SPLIT_WARMUP_CALLS + [False] * SPLIT_WINDOW  # (the warm-up cold)
     assert ways[:FIRST] == one_thread + [True] * SPLIT_FIRST_BLOCK
@@ -465,10 +487,32 @@ def test_a_prepared_call_that_stays_on_one_thread_runs_no_python_decision(
             ways[start + untimed : start + SPLIT_PROBE_INTERVAL],
             ways[start + SPLIT_PROBE_INTERVAL : start + ROUND],
         )
-        calls = range(start, start + untimed)
-        assert stretch == ["native" if call % 3 else "untimed" for call in calls]
+        assert stretch == ["native"] * untimed
         assert timed == [False] * SPLIT_WINDOW
         assert probe == [True] * SPLIT_PROBE_CALLS
+
+
+def test_a_replaced_split_choice_decides_the_next_checked_call(
+    gelu: Gelu, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checked call that counts itself in native code counts in the kernel's `split_choice` of
+    now: once it is replaced, the next checked call splits as the new one says (a call in the
+    old one's stretch ran the Python of a one-thread kernel's call alone), and a new measured
+    choice starts its own first block (one thread, untimed), giving the same bits each way."""
+    kernel, runs, inputs, want, checked_frames = losing_split(gelu, monkeypatch, 8)
+    out = np.empty(1 << 17, np.float32)
+    for _ in range(FIRST):  # the first decision: the split lost
+        kernel(**inputs, out=out)
+    result, frames = profiled(lambda: kernel(**inputs, out=out))
+    assert frames == checked_frames
+    np.testing.assert_array_equal(result.view(np.uint32), want)
+    kernel.split_choice = SplitChoice.always()
+    runs.clear()
+    np.testing.assert_array_equal(kernel(**inputs).view(np.uint32), want)
+    assert runs == [True]
+    kernel.split_choice = choice = SplitChoice()
+    np.testing.assert_array_equal(kernel(**inputs).view(np.uint32), want)
+    assert choice.classes[SIZE_CLASS].calls == 1
 
 
 def test_a_call_that_does_not_split_makes_no_slice_arguments(

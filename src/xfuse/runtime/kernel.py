@@ -17,7 +17,9 @@ now and then (`SplitChoice`). A prepared call of one slice and no workspace call
 from a Python builtin of its own (`bound_native_call`), keeping or releasing the GIL the same way,
 without ctypes' ~160 ns a call; one of several slices is a builtin that, where its size class
 stays on one thread untimed (`SplitTimes.one_thread_until`), counts the call and runs its
-one-thread call in native code (`counted_native_call`), else decides in Python.
+one-thread call in native code (`counted_native_call`), else decides in Python. A checked call
+of several slices does the same (`CallPlan.counted_words`): where its size class stays on one
+thread untimed, it runs no more Python than a one-thread kernel's checked call.
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
 live in (`xfuse.transforms.workspace`): a byte buffer the kernel owns and reuses across calls, sized
@@ -113,9 +115,10 @@ SPLIT_PROBE_INTERVAL = 32
 `SPLIT_WINDOW` calls of it timed (this many calls of the chosen way in all, or more where the
 last probe lost by much: `SPLIT_PROBE_SHARE`), then `SPLIT_PROBE_CALLS` of the other way (a
 probe), which decide the next round's way, so that a change of the host's load shows within a
-round. An untimed call costs what a one-thread kernel's does and deciding: for a prepared
-call a native count and comparison (`SplitTimes.counts`), ~1.5 us of Python for a checked one
-(2% of hardswish's call at 2^18 elements on a 2-core VM, 0.5% at 2^20)."""
+round. An untimed call of the chosen way costs what a one-thread kernel's does and deciding:
+where it runs on one thread, a native count and comparison (`SplitTimes.counts`), checked or
+prepared; a split, ~1.5 us of Python (2% of hardswish's call at 2^18 elements on a 2-core VM,
+0.5% at 2^20)."""
 
 SPLIT_PROBE_CALLS = 3
 """How many calls in a row a probe runs the other way: the first finds its data in the other
@@ -191,12 +194,16 @@ class NativeFunction:
         self.native_entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry)
         """The packed entry: takes the address of one call's argument words (`_packed`); the
         GIL is released while it runs."""
-        positions = itertools.accumulate(map(native_argument_count, parameters), initial=0)
-        self.pointer_call = entry_on_pointers(entry, list(positions)[: len(parameters)])
+        words = map(native_argument_count, parameters)
+        positions = list(itertools.accumulate(words, initial=0))[: len(parameters)]
+        self.pointer_call = entry_on_pointers(entry, positions)
         """The same entry as a builtin (cheaper to call than ctypes) that writes a call's data
         pointers (each array's, inputs then outputs) into a copy of its plan's words
         (`CallPlan.one_call_words`, which also says whether the call keeps the GIL:
         `GIL_HELD_ELEMENTS`) and runs them; the native code never calls back into Python."""
+        self.counted_pointer_call = entry_on_pointers(entry, positions, counted=True)
+        """`pointer_call` that first counts the call in its size class where it stays on one
+        thread untimed, else runs nothing and returns None (`CallPlan.counted_words`)."""
         streaming = native.find(packed_entry_name(streaming_name(name)))
         self.streaming_entry = (
             None if streaming is None else ctypes.CFUNCTYPE(None, ctypes.c_void_p)(streaming)
@@ -325,6 +332,10 @@ class CallPlan:
     """Makes the call's new outputs: for a call that streams, on `STREAMING_ALIGNMENT`
     boundaries (where a loop nest's outputs must start to stream, and a flat loop then has no
     head)."""
+    split_counts: array.array[int] | None = field(default=None, compare=False)
+    """Where this plan has several slices and runs on one thread as one native call: its size
+    class's `SplitTimes.counts` in the kernel's `split_choice` (`Kernel.split_choice` makes new
+    plans when it is replaced), kept alive with the plan."""
 
     def for_pointers(self, function: NativeFunction, pointers: Sequence[int]) -> CallPlan:
         """This plan, or for a call that streams its outputs, the streaming plan for where the
@@ -396,6 +407,20 @@ class CallPlan:
         if len(self.templates) > 1 or self.workspace_bytes or self.streams:
             return None
         return _packed([self.elements <= GIL_HELD_ELEMENTS, *self.templates[0]]).tobytes()
+
+    @functools.cached_property
+    def counted_words(self) -> bytes | None:
+        """Where this plan has `split_counts`: their address, then the one-thread call's
+        `one_call_words`, what `NativeFunction.counted_pointer_call` takes (`quick_call`), which
+        counts and runs the call where its size class stays on one thread untimed
+        (`SplitTimes.one_thread_until`); else None. (It counts with the GIL held; a count of
+        `SplitChoice.next_call`, in Python, may lose one made between its read and its write
+        by another Python thread's call: a round is then one call longer.)"""
+        if self.split_counts is None:
+            return None
+        assert self.one_thread is not None and self.one_thread.one_call_words is not None
+        address = _packed([self.split_counts.buffer_info()[0]]).tobytes()
+        return address + self.one_thread.one_call_words
 
     def native_call(self, pointers: Sequence[int]) -> NativeCall:
         """This plan's call on arrays at `pointers` (inputs, then outputs)."""
@@ -519,8 +544,13 @@ def quick_call(
     and `out` None or (for one output) one such writable array that overlaps no input; runs the
     call and returns its results. For any other call it returns None, running nothing: the
     full checks take it (a read-only input, an equal but other dtype object, an in-place call,
-    every error). It takes the kernel as an argument (`Kernel.run_plan` for a call that is not
-    one native call) rather than holding it, so the kernel is in no reference cycle.
+    every error). A call of several slices that stays on one thread untimed (most calls of a
+    size class where the split loses) is counted and run in native code, as a one-thread
+    kernel's call is run (`CallPlan.counted_words`): the Python decision in `Kernel.run_plan`
+    (~1.5 us of CPU) took 5-6% of hardswish's CPU time at 2^18, running the interpreter's code
+    and objects that the call's 2 MiB evicted from the cache. It takes the kernel as an argument
+    (`Kernel.run_plan` for any other call that is not one native call) rather than holding it,
+    so the kernel is in no reference cycle.
     """
     inputs = [f"a{index}" for index in range(len(function.inputs))]
     input_pointers = [f"p{index}" for index in range(len(function.inputs))]
@@ -570,10 +600,12 @@ def quick_call(
         "    else:",
         "        return None",
         "    words = plan.one_call_words",
-        "    if words is None:",
-        f"        kernel.run_plan(plan, [{pointers}])",
-        "    else:",
+        "    if words is not None:",
         f"        pointer_call(words, {pointers})",
+        "    elif (words := plan.counted_words) is None or (",
+        f"        counted_call(words, {pointers}) is None",
+        "    ):",
+        f"        kernel.run_plan(plan, [{pointers}])",
         f"    return {'outputs[0]' if len(results) == 1 else 'outputs'}",
     ]
     dtypes = {
@@ -584,6 +616,7 @@ def quick_call(
         "ndarray": np.ndarray,
         "pointer": fast_data_pointer(),
         "pointer_call": function.pointer_call,
+        "counted_call": function.counted_pointer_call,
         "plans": plans,
         **dtypes,
     }
@@ -714,8 +747,9 @@ class SplitTimes:
     chosen_calls: int = SPLIT_PROBE_INTERVAL
     """Calls of the chosen way in this round, before its probe (`SPLIT_PROBE_SHARE`)."""
     counts: array.array[int] = field(default_factory=lambda: array.array("q", [0, 0]))
-    """`calls` and `one_thread_until` as two words that a prepared call's builtin reads and
-    counts in (`counted_native_call`); never resized (the builtin keeps their address)."""
+    """`calls` and `one_thread_until` as two words that a prepared call's builtin
+    (`counted_native_call`) and a checked call's (`CallPlan.counted_words`) read and count in;
+    never resized (the builtins keep their address)."""
 
     @property
     def calls(self) -> int:
@@ -729,9 +763,9 @@ class SplitTimes:
     @property
     def one_thread_until(self) -> int:
         """While `calls` is below this, a call is untimed on one thread (the chosen way's
-        untimed stretch, where one thread won the last decision; else 0): what a prepared call
-        compares, in native code, before it runs as a one-thread kernel's does
-        (`PreparedCall`)."""
+        untimed stretch, where one thread won the last decision; else 0): what a prepared or a
+        checked call compares, in native code, before it runs as a one-thread kernel's does
+        (`PreparedCall`, `quick_call`)."""
         return self.counts[1]
 
     @one_thread_until.setter
@@ -904,6 +938,7 @@ declare void @Py_IncRef(ptr)
 declare ptr @PyEval_SaveThread()
 declare void @PyEval_RestoreThread(ptr)
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+@_Py_NoneStruct = external global i8
 
 define ptr @keeping_gil(ptr %self, ptr %unused) {{
   %state = call ptr @PyTuple_GetItem(ptr %self, i64 1)
@@ -929,19 +964,29 @@ define ptr @releasing_gil(ptr %self, ptr %unused) {{
   ret ptr %result
 }}
 
+define internal i1 @counted(ptr %counts) {{
+start:
+  %calls = load i64, ptr %counts, align 8
+  %until_at = getelementptr i64, ptr %counts, i64 1
+  %until = load i64, ptr %until_at, align 8
+  %below = icmp slt i64 %calls, %until
+  br i1 %below, label %count, label %done
+count:
+  %next = add i64 %calls, 1
+  store i64 %next, ptr %counts, align 8
+  br label %done
+done:
+  ret i1 %below
+}}
+
 define ptr @counted_releasing_gil(ptr %self, ptr %unused) {{
 start:
   %where = call ptr @PyTuple_GetItem(ptr %self, i64 3)
   %counts_at = call ptr @PyBytes_AsString(ptr %where)
   %counts = load ptr, ptr %counts_at, align 8
-  %calls = load i64, ptr %counts, align 8
-  %until_at = getelementptr i64, ptr %counts, i64 1
-  %until = load i64, ptr %until_at, align 8
-  %counted = icmp slt i64 %calls, %until
+  %counted = call i1 @counted(ptr %counts)
   br i1 %counted, label %run, label %otherwise
 run:
-  %next = add i64 %calls, 1
-  store i64 %next, ptr %counts, align 8
   %result = call ptr @releasing_gil(ptr %self, ptr %unused)
   ret ptr %result
 otherwise:
@@ -950,20 +995,29 @@ otherwise:
   ret ptr %returned
 }}
 
-define ptr @on_pointers(ptr %self, ptr %arguments, i64 %count) {{
+define internal ptr @run_on_pointers(ptr %self, ptr %arguments, i64 %count, i1 %counting) {{
 start:
+  %plan_words = load ptr, ptr %arguments, align 8
+  %header = call ptr @PyBytes_AsString(ptr %plan_words)
+  %not_bytes = icmp eq ptr %header, null
+  br i1 %not_bytes, label %error, label %bytes
+bytes:
+  br i1 %counting, label %check, label %counted
+check:
+  %counts = load ptr, ptr %header, align 8
+  %below = call i1 @counted(ptr %counts)
+  br i1 %below, label %counted, label %otherwise
+counted:
+  %skip = select i1 %counting, i64 8, i64 0
   %state = call ptr @PyBytes_AsString(ptr %self)
   %state_bytes = call i64 @PyBytes_Size(ptr %self)
-  %plan_words = load ptr, ptr %arguments, align 8
-  %template = call ptr @PyBytes_AsString(ptr %plan_words)
-  %not_bytes = icmp eq ptr %template, null
-  br i1 %not_bytes, label %error, label %counted
-counted:
   %state_words = sdiv i64 %state_bytes, 8
   %right_count = icmp eq i64 %count, %state_words
   br i1 %right_count, label %copy, label %error
 copy:
-  %template_bytes = call i64 @PyBytes_Size(ptr %plan_words)
+  %template = getelementptr i8, ptr %header, i64 %skip
+  %header_bytes = call i64 @PyBytes_Size(ptr %plan_words)
+  %template_bytes = sub i64 %header_bytes, %skip
   %size = sub i64 %template_bytes, 8
   %words = alloca i8, i64 %size, align 8
   %template_words = getelementptr i8, ptr %template, i64 8
@@ -1002,8 +1056,21 @@ releasing:
 done:
   call void @Py_IncRef(ptr %plan_words)
   ret ptr %plan_words
+otherwise:
+  call void @Py_IncRef(ptr @_Py_NoneStruct)
+  ret ptr @_Py_NoneStruct
 error:
   ret ptr null
+}}
+
+define ptr @on_pointers(ptr %self, ptr %arguments, i64 %count) {{
+  %result = call ptr @run_on_pointers(ptr %self, ptr %arguments, i64 %count, i1 false)
+  ret ptr %result
+}}
+
+define ptr @counted_on_pointers(ptr %self, ptr %arguments, i64 %count) {{
+  %result = call ptr @run_on_pointers(ptr %self, ptr %arguments, i64 %count, i1 true)
+  ret ptr %result
 }}
 
 define ptr @data_pointer(ptr %self, ptr %array) {{
@@ -1026,7 +1093,10 @@ it adds one to it and runs as `releasing_gil`, else it returns `otherwise()`. `o
 pointer in a call's words; its arguments are a bytes object (a word, nonzero to keep the GIL during
 the call, then the call's words) and the data pointers, one per position (the wrong count, a
 non-bytes first argument, a pointer 0 or not an int: an error); it runs the entry on a copy of the
-words on the stack with the pointers written in, and returns its first argument. `data_pointer` (one
+words on the stack with the pointers written in, and returns its first argument.
+`counted_on_pointers` is `on_pointers` with one more word first in its first argument, the address
+of two words (a count and a bound, as `counted_releasing_gil`'s): while the count is below the
+bound it adds one to it and runs as `on_pointers`, else it returns None. `data_pointer` (one
 argument, a numpy array: it reads any object's memory as one) returns the array's data pointer
 (`fast_data_pointer`)."""
 
@@ -1035,6 +1105,7 @@ _BOUND_CALL_FLAGS = {
     "releasing_gil": 0x0004,
     "counted_releasing_gil": 0x0004,
     "on_pointers": 0x0080,
+    "counted_on_pointers": 0x0080,
     "data_pointer": 0x0008,
 }
 """`BOUND_CALL_IR`'s functions and their CPython calling conventions (`METH_NOARGS`, `METH_O`,
@@ -1070,6 +1141,10 @@ def _compile_bound_calls() -> tuple[NativeModule, dict[str, _MethodDef]]:
     for name in re.findall(r"^declare .*@(\w+)\(", BOUND_CALL_IR, re.MULTILINE):
         address = ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
         llvm_binding.add_symbol(name, address)
+    for name in re.findall(r"^@(\w+) = external global", BOUND_CALL_IR, re.MULTILINE):
+        llvm_binding.add_symbol(
+            name, ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, name))
+        )
     native = compile_llvm_ir(BOUND_CALL_IR)
     methods = {
         name: _MethodDef(name.encode(), native.address(name), flags, None)
@@ -1121,11 +1196,15 @@ def counted_native_call(
     return _builtin("counted_releasing_gil", self)  # type: ignore[no-any-return]
 
 
-def entry_on_pointers(entry: int, positions: Sequence[int]) -> Callable[..., object]:
+def entry_on_pointers(
+    entry: int, positions: Sequence[int], counted: bool = False
+) -> Callable[..., object]:
     """A Python builtin that calls the packed entry at `entry` as `BOUND_CALL_IR`'s
-    `on_pointers` says: `(words, *pointers)`, each data pointer written at its word position
-    of `positions` (the caller keeps the entry's code alive)."""
-    return _builtin("on_pointers", _packed([entry, *positions]).tobytes())  # type: ignore[no-any-return]
+    `on_pointers` (or with `counted`, `counted_on_pointers`) says: `(words, *pointers)`, each
+    data pointer written at its word position of `positions` (the caller keeps the entry's code
+    alive, and with `counted`, the counts whose address `words` starts with)."""
+    name = "counted_on_pointers" if counted else "on_pointers"
+    return _builtin(name, _packed([entry, *positions]).tobytes())  # type: ignore[no-any-return]
 
 
 @functools.cache
@@ -1283,6 +1362,17 @@ class Kernel(CompiledProgram):
         weakref.finalize(self, self.workers.close)
         self.split_choice = SplitChoice()
 
+    @property
+    def split_choice(self) -> SplitChoice:
+        """Whether a call of several slices splits (`SplitChoice`). Replacing it takes effect
+        from the next checked call (a prepared call keeps the one it was prepared with)."""
+        return self._split_choice
+
+    @split_choice.setter
+    def split_choice(self, choice: SplitChoice) -> None:
+        self._split_choice = choice
+        self._plans.clear()  # their `split_counts` are the replaced choice's
+
     def __repr__(self) -> str:
         return f"<xfuse.Kernel {self.signature} {self.options}, threads={self.threads}>"
 
@@ -1325,7 +1415,8 @@ class Kernel(CompiledProgram):
         borrowed workspace if the program needs one. A call of several slices runs them
         concurrently where `split_choice` says so, else as one slice (`CallPlan.one_thread`) on
         this thread, timed where `split_choice` says so; untimed, a one-thread call that is one
-        native call runs as a one-thread kernel's checked call does (`quick_call`)."""
+        native call runs as a one-thread kernel's checked call does (`quick_call`, which runs
+        such a call in its size class's untimed one-thread stretch without this method)."""
         plan = plan.for_pointers(self.function, pointers)
         one_thread = plan.one_thread
         if one_thread is None:
@@ -1333,7 +1424,7 @@ class Kernel(CompiledProgram):
                 plan.argument_lists(pointers), plan.workspace_bytes, [], plan.streaming
             )
             return
-        choice = self.split_choice
+        choice = self._split_choice
         split, timed = choice.next_call(plan.size_class)
         if not (split or timed) and one_thread.one_call_words is not None:  # the common call
             self.function.pointer_call(one_thread.one_call_words, *pointers)
@@ -1398,7 +1489,7 @@ class Kernel(CompiledProgram):
         input_shapes = tuple(array.shape for array in arrays)
         plan = self._plans.get(input_shapes)
         if plan is None:
-            plan = make_plan(self.function, input_shapes, self.threads)
+            plan = self._new_plan(input_shapes)
             if len(self._plans) >= PLAN_CACHE_SIZE:
                 self._plans.clear()
             self._plans[input_shapes] = plan
@@ -1411,6 +1502,15 @@ class Kernel(CompiledProgram):
         results = outputs if shape is None else [o.reshape(shape) for o in outputs]
         native = plan.for_pointers(self.function, pointers).native_call(pointers)
         return CheckedCall(arrays, native, results)
+
+    def _new_plan(self, input_shapes: tuple[tuple[int, ...], ...]) -> CallPlan:
+        """The plan of a call on inputs of these shapes, with `split_counts` where it has them."""
+        plan = make_plan(self.function, input_shapes, self.threads)
+        one_thread = plan.one_thread
+        if one_thread is None or one_thread.one_call_words is None:
+            return plan
+        times = self._split_choice.classes.setdefault(plan.size_class, SplitTimes())
+        return dataclasses.replace(plan, split_counts=times.counts)
 
     @functools.cached_property
     def _flattens(self) -> bool:
