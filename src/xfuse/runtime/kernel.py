@@ -1357,6 +1357,8 @@ class Kernel(CompiledProgram):
         self._names = (*self._input_names, *(p.name for p in self.function.outputs))
         self._plans: dict[tuple[tuple[int, ...], ...], CallPlan] = {}
         """Call plans by input shapes: a repeated call skips binding the shapes."""
+        self._planning = threading.Lock()
+        """Held while a plan is remembered, or `split_choice` replaced."""
         self._workspaces = WorkspacePool()
         self.workers = SliceWorkers(threads - 1)
         weakref.finalize(self, self.workers.close)
@@ -1370,8 +1372,9 @@ class Kernel(CompiledProgram):
 
     @split_choice.setter
     def split_choice(self, choice: SplitChoice) -> None:
-        self._split_choice = choice
-        self._plans.clear()  # their `split_counts` are the replaced choice's
+        with self._planning:
+            self._split_choice = choice
+            self._plans.clear()  # their `split_counts` are the replaced choice's
 
     def __repr__(self) -> str:
         return f"<xfuse.Kernel {self.signature} {self.options}, threads={self.threads}>"
@@ -1490,9 +1493,6 @@ class Kernel(CompiledProgram):
         plan = self._plans.get(input_shapes)
         if plan is None:
             plan = self._new_plan(input_shapes)
-            if len(self._plans) >= PLAN_CACHE_SIZE:
-                self._plans.clear()
-            self._plans[input_shapes] = plan
         outputs = bind_outputs(self.function.outputs, out, plan.output_shapes, plan.new_array)
         arrays += outputs
         pointers = [data_pointer(array) for array in arrays]
@@ -1504,13 +1504,19 @@ class Kernel(CompiledProgram):
         return CheckedCall(arrays, native, results)
 
     def _new_plan(self, input_shapes: tuple[tuple[int, ...], ...]) -> CallPlan:
-        """The plan of a call on inputs of these shapes, with `split_counts` where it has them."""
+        """Plan a call on inputs of these shapes (`make_plan`: raises naming a wrong argument)
+        and remember it, with `split_counts` where it has them: under `_planning`, so that no
+        plan counting in a replaced `split_choice` is remembered after it (`split_choice`)."""
         plan = make_plan(self.function, input_shapes, self.threads)
         one_thread = plan.one_thread
-        if one_thread is None or one_thread.one_call_words is None:
-            return plan
-        times = self._split_choice.classes.setdefault(plan.size_class, SplitTimes())
-        return dataclasses.replace(plan, split_counts=times.counts)
+        with self._planning:
+            if one_thread is not None and one_thread.one_call_words is not None:
+                times = self._split_choice.classes.setdefault(plan.size_class, SplitTimes())
+                plan = dataclasses.replace(plan, split_counts=times.counts)
+            if len(self._plans) >= PLAN_CACHE_SIZE:
+                self._plans.clear()
+            self._plans[input_shapes] = plan
+        return plan
 
     @functools.cached_property
     def _flattens(self) -> bool:
