@@ -175,6 +175,8 @@ def main() -> None:
             threads_per_worker=args.threads_per_worker,
             processes=True,
             dashboard_address=None,
+            # The scheduler's HTTP server (health, metrics) on a free port: 8787 may be taken.
+            scheduler_kwargs={"dashboard_address": ":0"},
         ) as cluster,
         Client(cluster) as client,
     ):

@@ -84,6 +84,8 @@ def client(worker_modules: None) -> Iterator[Any]:
         threads_per_worker=1,
         processes=True,
         dashboard_address=None,
+        # The scheduler's HTTP server (health, metrics) on a free port: 8787 may be taken.
+        scheduler_kwargs={"dashboard_address": ":0"},
         timeout=TIMEOUT_S,
     )
     client = distributed.Client(cluster, timeout=TIMEOUT_S)
@@ -226,6 +228,8 @@ def test_the_benchmark_cluster_wakes_its_event_loops_as_configured(
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
+            # The scheduler's HTTP server (health, metrics) on a free port: 8787 may be taken.
+            scheduler_kwargs={"dashboard_address": ":0"},
             timeout=TIMEOUT_S,
         ) as cluster,
         distributed.Client(cluster, timeout=TIMEOUT_S) as client,
