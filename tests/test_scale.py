@@ -402,3 +402,18 @@ def test_a_kernel_computes_one_address_per_element_however_many_arrays_it_has() 
         loops = list(kernel.body.blocks)[1:]
         multiplies = [op for block in loops for op in block.ops if isinstance(op, llvm.MulOp)]
         assert len(multiplies) == 2  # the row's start, and the [t, 1] input's row
+
+
+@pytest.mark.parametrize("recompile", [False, True])
+def test_a_compile_leaves_no_cyclic_garbage_behind(recompile: bool) -> None:
+    # Its IR is cyclic garbage once compiled: still referenced when the collector came back, the
+    # collection that followed found it alive, and it waited for a later, older-generation one.
+    gc.collect()
+    for scale in (1.5, 2.5):
+        source = f"input x[t, d]; input b[d]; out = tanh(x * b + {scale});"
+        kernel = xfuse.compile(source + "  # test_a_compile_leaves_no_cyclic_garbage_behind")
+        if recompile:  # as unpickling does: from the frontend IR
+            frontend_ir = kernel.ir("frontend")
+            gc.collect()
+            compiler.program_of_ir(frontend_ir, ("out",), Options(fuse=False))
+        assert gc.collect() == 0
