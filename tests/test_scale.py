@@ -31,7 +31,7 @@ from xfuse.frontend.language import parse_program
 from xfuse.runtime import compiler
 from xfuse.runtime.compiler import Options
 from xfuse.transforms.expand_math import EwExpandMathPass
-from xfuse.transforms.fuse import EwFusePass, fuse_function, scalar_size
+from xfuse.transforms.fuse import EwFusePass, _Partition, fuse_function, scalar_size
 from xfuse.transforms.pipeline import only_function, pipeline_context
 from xfuse.transforms.to_llvm import NO_INLINE
 
@@ -139,6 +139,24 @@ def test_cycle_checks_visit_linearly_many_groups(program, max_ops: int) -> None:
     for size in (250, 1000):
         ops, searched = _searched(program(size), max_ops)
         assert searched <= ops
+
+
+def test_fusion_weighs_a_pair_too_big_for_one_kernel_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sweep that confirmed that nothing merges any more weighed again every pair of groups
+    # that max-ops had kept apart (groups only grow: they stay apart), a third of ew-fuse's time.
+    fits = _Partition.fits
+    weighed: list[tuple[int, int]] = []
+
+    def spy(partition: _Partition, a: int, b: int) -> bool:
+        weighed.append((a, b))
+        return fits(partition, a, b)
+
+    monkeypatch.setattr(_Partition, "fits", spy)
+    module = parse_program(chain(500))
+    fuse_function(only_function(module), max_ops=16)
+    assert len(weighed) == 999  # each use once: each of the 1000 ops reads the one before
+    kernels = [op for op in only_function(module).body.block.ops if isinstance(op, ew.KernelOp)]
+    assert len(kernels) == 1000 // 16 + 1
 
 
 def test_max_ops_splits_a_chain_into_kernels_of_that_size() -> None:
