@@ -212,6 +212,41 @@ def _bucket_key(kernel: ew.KernelOp) -> _BucketKey:
     return types, pattern, tuple(op.name for op in kernel.walk())
 
 
+def _alike(kernel: ew.KernelOp, kept: ew.KernelOp) -> bool:
+    """`kernel.is_structurally_equivalent(kept)` where what `kernel` reads stands for what `kept`
+    reads, for kernels of one `_bucket_key` (the same ops by name, so as many), in one loop over
+    their blocks: equal attributes and properties, block argument types and result counts, each
+    operand the value at the same place. A kernel's scalar ops have no regions or successors,
+    which take the generic comparison (~1.5x the time of this one)."""
+    block, kept_block = kernel.block, kept.block
+    if (
+        kernel.attributes != kept.attributes
+        or kernel.properties != kept.properties
+        or len(kernel.results) != len(kept.results)
+        or block.arg_types != kept_block.arg_types
+    ):
+        return False
+    # By id: SSAValue's own hash is a Python call, and values are equal only if identical.
+    same = {id(arg): kept_arg for arg, kept_arg in zip(block.args, kept_block.args, strict=True)}
+    for op, other in zip(block.ops, kept_block.ops, strict=True):
+        if op.regions or other.regions or op.successors or other.successors:
+            context: dict[IRNode | SSAValue, IRNode | SSAValue] = {
+                kernel.parent_block(): kept.parent_block(),
+                **dict(zip(kernel.operands, kept.operands, strict=True)),
+            }
+            return kernel.is_structurally_equivalent(kept, context)
+        results, other_results = op.results, other.results
+        if (
+            op.attributes != other.attributes
+            or op.properties != other.properties
+            or len(results) != len(other_results)
+            or [same.get(id(value), value) for value in op.operands] != list(other.operands)
+        ):
+            return False
+        same.update(zip(map(id, results), other_results, strict=True))
+    return True
+
+
 @dataclass
 class AlikeKernels:
     """The kernels of one function outlined so far, bucketed by `_bucket_key`: a kernel is
@@ -229,12 +264,7 @@ class AlikeKernels:
         `_bucket_key`). None if there is none, and then `kernel` is kept: outline it next."""
         bucket = self.buckets.setdefault(_bucket_key(kernel), [])
         for kept in bucket:
-            # where `kernel` sits and what it reads stand for where `kept` does (its function)
-            context: dict[IRNode | SSAValue, IRNode | SSAValue] = {
-                kernel.parent_block(): kept.parent_block(),
-                **dict(zip(kernel.operands, kept.operands, strict=True)),
-            }
-            if kernel.is_structurally_equivalent(kept, context):
+            if _alike(kernel, kept):
                 return cast(func.FuncOp, kept.parent_op())
         bucket.append(kernel)
         return None
