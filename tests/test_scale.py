@@ -31,8 +31,8 @@ from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime import compiler
 from xfuse.runtime.compiler import Options
-from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms import kernel_to_loops
+from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.fuse import EwFusePass, _Partition, fuse_function, scalar_size
 from xfuse.transforms.pipeline import only_function, pipeline_context
 from xfuse.transforms.to_llvm import NO_INLINE
