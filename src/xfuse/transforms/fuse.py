@@ -219,11 +219,6 @@ class _Partition:
             self.shapes[root] = ew.broadcast_shapes(self.shapes[root], self.shapes[other])
         return True
 
-    def never_merge(self, a: int, b: int) -> bool:
-        """Groups `a` and `b` (roots) are one, or cannot share a kernel: true of the groups that
-        will hold their ops from now on too, since groups only merge and grow."""
-        return a == b or not self.fits(a, b)
-
     def try_merge(self, producer: int, consumer: int, a: int, b: int) -> bool:
         """Merge the groups `a` and `b` of `producer` and its `consumer` if that is legal."""
         shape_a, shape_b = self.shapes[a], self.shapes[b]
@@ -260,16 +255,18 @@ class _Partition:
             (users[0], other, shared) for shared, users in readers.items() for other in users[1:]
         ]
         # Merges can enable others (a broadcast group whose other users joined its consumer):
-        # sweep until nothing changes. A pair that merged or `never_merge`s is left out of the
-        # later sweeps, where it would fail again and change nothing: so a sweep confirming
-        # that nothing changes looks only at pairs whose legality may have changed (often none).
+        # sweep until nothing changes. A pair in one group, or in two too big to share a kernel,
+        # stays so (groups only merge and grow) and is left out of the later sweeps, where it
+        # would fail again and change nothing: so a sweep confirming that nothing changes looks
+        # only at pairs whose legality a merge may have changed (often none).
+        find, fits = self.find, self.fits
         changed = True
         while changed:
             changed = False
             retry: list[tuple[int, int, SSAValue | None]] = []
             for first, second, shared in pairs:
-                a, b = self.find(first), self.find(second)
-                if self.never_merge(a, b):
+                a, b = find(first), find(second)
+                if a == b or not fits(a, b):
                     continue
                 if shared is None:
                     merged = self.try_merge(first, second, a, b)
