@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import llvmlite.binding as llvm_binding
+import ml_dtypes
 import numpy as np
 import pytest
 from xdsl.context import Context
@@ -367,12 +368,14 @@ def test_kernels_differing_in_a_zero_sign_keep_their_own_functions() -> None:
     np.testing.assert_array_equal(kernel(x=x).view(np.uint32), want.view(np.uint32))
 
 
-def test_alike_kernels_are_what_xdsls_structural_comparison_says() -> None:
+def test_alike_kernels_are_what_xdsls_structural_comparison_says_with_result_types() -> None:
     # ew-kernel-to-loops compares kernels in one loop of its own (the generic comparison took
-    # 0.1 CPU s of a 10^4-op compile): it must agree with xDSL's on every pair it is asked about.
+    # 0.1 CPU s of a 10^4-op compile): it must agree with xDSL's, which also asks for equal
+    # result types, on every pair it is asked about.
     module = parse_program(
         "input x; input y; a = x * 0.0; b = y * -0.0; d = x - 2.0; e = 2.0 - x; f = y - 2.0;"
-        "g = x * y; h = y * x; i = g * g; j = g * h; out = a + b + d + e + f + i + j;"
+        "g = x * y; h = y * x; i = g * g; j = g * h; k = f32(f16(x)); l = f32(bf16(y));"
+        "out = a + b + d + e + f + i + j + k + l;"
     )
     context = pipeline_context()
     for name, pass_ in [*Options(fuse=False).tensor_passes(), *Options().buffer_passes()]:
@@ -388,10 +391,30 @@ def test_alike_kernels_are_what_xdsls_structural_comparison_says() -> None:
         for kernel, other in itertools.combinations(kernels, 2):
             reads = dict(zip(kernel.operands, other.operands, strict=True))
             context_ = {kernel.parent_block(): other.parent_block(), **reads}
-            verdict = kernel.is_structurally_equivalent(other, context_)
+            verdict = kernel.is_structurally_equivalent(other, context_) and all(
+                op.result_types == other_op.result_types
+                for op, other_op in zip(kernel.walk(), other.walk(), strict=True)
+            )
             assert kernel_to_loops._alike(kernel, other) == verdict
             verdicts.append(verdict)
     assert set(verdicts) == {True, False}  # (0.0 and -0.0, x - 2 and 2 - x differ)
+
+
+def test_kernels_rounding_to_f16_and_to_bf16_keep_their_own_functions() -> None:
+    # Alike for xDSL's `is_structurally_equivalent` (the same ops, attributes and operands; it
+    # does not compare result types), the two kernels shared one function, which rounded both
+    # through f16: `b` was 3.0029297 where bf16 gives 3.
+    kernel = xfuse.compile(
+        "input x; input y; a = f32(f16(x)) * 3; b = f32(bf16(y)) * 3;", outputs=["a", "b"]
+    )
+    assert kernel.ir("ew-kernel-to-loops").count("func.func private @main.kernel") == 2
+    x = np.array([1.001, 3.14159, -0.0, 60001.0, np.inf], np.float32)
+    a, b = kernel(x=x, y=x)
+    three = np.float32(3)
+    want_a = x.astype(np.float16).astype(np.float32) * three
+    want_b = x.astype(ml_dtypes.bfloat16).astype(np.float32) * three
+    np.testing.assert_array_equal(a.view(np.uint32), want_a.view(np.uint32))
+    np.testing.assert_array_equal(b.view(np.uint32), want_b.view(np.uint32))
 
 
 def test_compiling_pauses_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> None:
