@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import itertools
 import math
 import sys
 import threading
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import llvmlite.binding as llvm_binding
+import ml_dtypes
 import numpy as np
 import pytest
 from xdsl.context import Context
@@ -30,8 +32,9 @@ from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime import compiler
 from xfuse.runtime.compiler import Options
+from xfuse.transforms import kernel_to_loops
 from xfuse.transforms.expand_math import EwExpandMathPass
-from xfuse.transforms.fuse import EwFusePass, fuse_function, scalar_size
+from xfuse.transforms.fuse import EwFusePass, _Partition, fuse_function, scalar_size
 from xfuse.transforms.pipeline import only_function, pipeline_context
 from xfuse.transforms.to_llvm import NO_INLINE
 
@@ -139,6 +142,24 @@ def test_cycle_checks_visit_linearly_many_groups(program, max_ops: int) -> None:
     for size in (250, 1000):
         ops, searched = _searched(program(size), max_ops)
         assert searched <= ops
+
+
+def test_fusion_weighs_a_pair_too_big_for_one_kernel_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The sweep that confirmed that nothing merges any more weighed again every pair of groups
+    # that max-ops had kept apart (groups only grow: they stay apart), a third of ew-fuse's time.
+    fits = _Partition.fits
+    weighed: list[tuple[int, int]] = []
+
+    def spy(partition: _Partition, a: int, b: int) -> bool:
+        weighed.append((a, b))
+        return fits(partition, a, b)
+
+    monkeypatch.setattr(_Partition, "fits", spy)
+    module = parse_program(chain(500))
+    fuse_function(only_function(module), max_ops=16)
+    assert len(weighed) == 999  # each use once: each of the 1000 ops reads the one before
+    kernels = [op for op in only_function(module).body.block.ops if isinstance(op, ew.KernelOp)]
+    assert len(kernels) == 1000 // 16 + 1
 
 
 def test_max_ops_splits_a_chain_into_kernels_of_that_size() -> None:
@@ -347,6 +368,55 @@ def test_kernels_differing_in_a_zero_sign_keep_their_own_functions() -> None:
     np.testing.assert_array_equal(kernel(x=x).view(np.uint32), want.view(np.uint32))
 
 
+def test_alike_kernels_are_what_xdsls_structural_comparison_says_with_result_types() -> None:
+    # ew-kernel-to-loops compares kernels in one loop of its own (the generic comparison took
+    # 0.1 CPU s of a 10^4-op compile): it must agree with xDSL's, which also asks for equal
+    # result types, on every pair it is asked about.
+    module = parse_program(
+        "input x; input y; a = x * 0.0; b = y * -0.0; d = x - 2.0; e = 2.0 - x; f = y - 2.0;"
+        "g = x * y; h = y * x; i = g * g; j = g * h; k = f32(f16(x)); l = f32(bf16(y));"
+        "out = a + b + d + e + f + i + j + k + l;"
+    )
+    context = pipeline_context()
+    for name, pass_ in [*Options(fuse=False).tensor_passes(), *Options().buffer_passes()]:
+        if name == "ew-kernel-to-loops":
+            break
+        pass_.apply(context, module)
+    buckets: dict[object, list[ew.KernelOp]] = {}
+    for kernel in module.walk():
+        if isinstance(kernel, ew.KernelOp):
+            buckets.setdefault(kernel_to_loops._bucket_key(kernel), []).append(kernel)
+    verdicts = []
+    for kernels in buckets.values():
+        for kernel, other in itertools.combinations(kernels, 2):
+            reads = dict(zip(kernel.operands, other.operands, strict=True))
+            context_ = {kernel.parent_block(): other.parent_block(), **reads}
+            verdict = kernel.is_structurally_equivalent(other, context_) and all(
+                op.result_types == other_op.result_types
+                for op, other_op in zip(kernel.walk(), other.walk(), strict=True)
+            )
+            assert kernel_to_loops._alike(kernel, other) == verdict
+            verdicts.append(verdict)
+    assert set(verdicts) == {True, False}  # (0.0 and -0.0, x - 2 and 2 - x differ)
+
+
+def test_kernels_rounding_to_f16_and_to_bf16_keep_their_own_functions() -> None:
+    # Alike for xDSL's `is_structurally_equivalent` (the same ops, attributes and operands; it
+    # does not compare result types), the two kernels shared one function, which rounded both
+    # through f16: `b` was 3.0029297 where bf16 gives 3.
+    kernel = xfuse.compile(
+        "input x; input y; a = f32(f16(x)) * 3; b = f32(bf16(y)) * 3;", outputs=["a", "b"]
+    )
+    assert kernel.ir("ew-kernel-to-loops").count("func.func private @main.kernel") == 2
+    x = np.array([1.001, 3.14159, -0.0, 60001.0, np.inf], np.float32)
+    a, b = kernel(x=x, y=x)
+    three = np.float32(3)
+    want_a = x.astype(np.float16).astype(np.float32) * three
+    want_b = x.astype(ml_dtypes.bfloat16).astype(np.float32) * three
+    np.testing.assert_array_equal(a.view(np.uint32), want_a.view(np.uint32))
+    np.testing.assert_array_equal(b.view(np.uint32), want_b.view(np.uint32))
+
+
 def test_compiling_pauses_the_cyclic_collector(monkeypatch: pytest.MonkeyPatch) -> None:
     # Its full collections walk the whole live IR again and again: a third of the passes' CPU
     # time on a 10^4-op program.
@@ -402,3 +472,18 @@ def test_a_kernel_computes_one_address_per_element_however_many_arrays_it_has() 
         loops = list(kernel.body.blocks)[1:]
         multiplies = [op for block in loops for op in block.ops if isinstance(op, llvm.MulOp)]
         assert len(multiplies) == 2  # the row's start, and the [t, 1] input's row
+
+
+@pytest.mark.parametrize("recompile", [False, True])
+def test_a_compile_leaves_no_cyclic_garbage_behind(recompile: bool) -> None:
+    # Its IR is cyclic garbage once compiled: still referenced when the collector came back, the
+    # collection that followed found it alive, and it waited for a later, older-generation one.
+    gc.collect()
+    for scale in (1.5, 2.5):
+        source = f"input x[t, d]; input b[d]; out = tanh(x * b + {scale});"
+        kernel = xfuse.compile(source + "  # test_a_compile_leaves_no_cyclic_garbage_behind")
+        if recompile:  # as unpickling does: from the frontend IR
+            frontend_ir = kernel.ir("frontend")
+            gc.collect()
+            compiler.program_of_ir(frontend_ir, ("out",), Options(fuse=False))
+        assert gc.collect() == 0

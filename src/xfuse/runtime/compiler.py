@@ -313,9 +313,13 @@ def program_of_ir(
         program = disk_cache.load(disk_key, options.target, _stages)
         if program is None:
             with collector_paused():
-                if module is None:
-                    module = parse_ir(frontend_ir)
-                program = _lower(module, frontend_ir, output_names, options)
+                # A module parsed here is not kept past the pause (see `compile`).
+                program = _lower(
+                    parse_ir(frontend_ir) if module is None else module,
+                    frontend_ir,
+                    output_names,
+                    options,
+                )
             disk_cache.store(disk_key, program, _main_name(frontend_ir))
         _remember(key, program)
     return program
@@ -602,6 +606,9 @@ def compile(
             with collector_paused():
                 parsed = ParsedProgram(source, outputs, FunctionBuilder(dtype, shapes))
                 program = _program(parsed.module, parsed.output_names, options)
+                # Dropped while the collector is off: its first collection then frees the IR
+                # (cyclic garbage) at once, instead of finding it alive and again later.
+                del parsed
             assert program.frontend_ir is not None
             disk_cache.store(disk_key, program, _main_name(program.frontend_ir))
         _remember(source_key, program)

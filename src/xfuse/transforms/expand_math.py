@@ -166,15 +166,23 @@ class EwExpandMathPass(ModulePass):
                 f"ew-expand-math: math must be approx or libm, got {self.math}"
             )
         approximate = self.math == "approx"
-        PatternRewriteWalker(FoldNegatedSoftplus(), apply_recursively=False).rewrite_module(op)
+        # One look at every op finds which rewrites can apply, and each of the others skips
+        # its walk of the whole program (none makes an op another one matches).
+        present = {type(nested) for nested in op.walk()}
+        if arith.NegfOp in present:
+            PatternRewriteWalker(FoldNegatedSoftplus(), apply_recursively=False).rewrite_module(op)
         constants = approx.SharedConstants()
         expand = ExpandMath(approximate, constants)
-        # Last op first: an approximation may look at the math op that computes its operand
-        # (log1p of exp(-|y|) knows its range), so that op must not be expanded yet.
-        PatternRewriteWalker(expand, apply_recursively=False, walk_reverse=True).rewrite_module(op)
-        PatternRewriteWalker(
-            ExpandRsqrt(approximate, constants), apply_recursively=False
-        ).rewrite_module(op)
+        if not present.isdisjoint(MATH_FUNCTIONS):
+            # Last op first: an approximation may look at the math op that computes its operand
+            # (log1p of exp(-|y|) knows its range), so that op must not be expanded yet.
+            PatternRewriteWalker(expand, apply_recursively=False, walk_reverse=True).rewrite_module(
+                op
+            )
+        if math.RsqrtOp in present:
+            PatternRewriteWalker(
+                ExpandRsqrt(approximate, constants), apply_recursively=False
+            ).rewrite_module(op)
         declared = {f.sym_name.data for f in op.ops if isinstance(f, func.FuncOp)}
         for name, type_ in sorted(expand.libm_calls.items()):
             if name not in declared:

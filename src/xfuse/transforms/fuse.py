@@ -13,7 +13,8 @@ Greedy fusion merges groups of ops along def-use edges while the result stays le
   kernel after `ew-expand-math`'s approximations (`scalar_size`: a `tanh` is 25, an `add` 1):
   LLVM's time on a loop grows faster than the loop (its loop vectorizer's most), so a long
   chain becomes several kernels (each passing its last values to the next through memory).
-Ops are visited in program order, each use once per sweep, until a sweep merges nothing: a
+Ops are visited in program order, each use once per sweep, until a sweep merges nothing (a
+later sweep looks only at the uses a merge may have made legal): a
 union-find keeps the groups, each with its shape, size, neighbour groups and a position in a
 topological order of the groups, so a cycle check only searches the groups ranked between the
 pair. Fusing a chain or a DAG of n ops takes time about linear in n.
@@ -218,10 +219,8 @@ class _Partition:
             self.shapes[root] = ew.broadcast_shapes(self.shapes[root], self.shapes[other])
         return True
 
-    def try_merge(self, producer: int, consumer: int) -> bool:
-        a, b = self.find(producer), self.find(consumer)
-        if a == b or not self.fits(a, b):
-            return False
+    def try_merge(self, producer: int, consumer: int, a: int, b: int) -> bool:
+        """Merge the groups `a` and `b` of `producer` and its `consumer` if that is legal."""
         shape_a, shape_b = self.shapes[a], self.shapes[b]
         if shape_a == shape_b:
             legal = self.op_shapes[producer] == self.op_shapes[consumer] == shape_a
@@ -233,11 +232,9 @@ class _Partition:
             legal = False
         return legal and self.merge_unless_cycle(a, b)
 
-    def try_merge_siblings(self, first: int, second: int, shared: SSAValue) -> bool:
-        """Two readers of `shared` fuse (reading it once) when it ties their shapes together."""
-        a, b = self.find(first), self.find(second)
-        if a == b or not self.fits(a, b):
-            return False
+    def try_merge_siblings(self, a: int, b: int, shared: SSAValue) -> bool:
+        """Two readers of `shared` (in groups `a` and `b`) fuse (reading it once) when it ties
+        their shapes together."""
         legal = self.shapes[a] == self.shapes[b] == ew.shape_of(shared)
         return legal and self.merge_unless_cycle(a, b)
 
@@ -247,17 +244,39 @@ class _Partition:
             for operand in op.operands:
                 if ew.constant_value(operand) is None:
                     readers.setdefault(operand, []).append(index)
+        # The pairs of ops that may fuse, in the order each sweep looks at them: each use
+        # (producer, consumer) in program order, then two readers of a value (None for a use).
+        pairs: list[tuple[int, int, SSAValue | None]] = [
+            (producer, consumer, None)
+            for consumer in range(len(self.ops))
+            for producer in self.producers[consumer]
+        ]
+        pairs += [
+            (users[0], other, shared) for shared, users in readers.items() for other in users[1:]
+        ]
         # Merges can enable others (a broadcast group whose other users joined its consumer):
-        # sweep until nothing changes. Each sweep looks at each use once.
+        # sweep until nothing changes. A pair in one group, or in two too big to share a kernel,
+        # stays so (groups only merge and grow) and is left out of the later sweeps, where it
+        # would fail again and change nothing: so a sweep confirming that nothing changes looks
+        # only at pairs whose legality a merge may have changed (often none).
+        find, fits = self.find, self.fits
         changed = True
         while changed:
             changed = False
-            for consumer in range(len(self.ops)):
-                for producer in self.producers[consumer]:
-                    changed |= self.try_merge(producer, consumer)
-            for shared, users in readers.items():
-                for other in users[1:]:
-                    changed |= self.try_merge_siblings(users[0], other, shared)
+            retry: list[tuple[int, int, SSAValue | None]] = []
+            for first, second, shared in pairs:
+                a, b = find(first), find(second)
+                if a == b or not fits(a, b):
+                    continue
+                if shared is None:
+                    merged = self.try_merge(first, second, a, b)
+                else:
+                    merged = self.try_merge_siblings(a, b, shared)
+                if merged:
+                    changed = True
+                else:
+                    retry.append((first, second, shared))
+            pairs = retry
 
     def groups_in_order(self) -> list[list[Operation]]:
         """The groups in a topological order, earliest first op first among the ready ones."""

@@ -89,7 +89,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     i64,
 )
-from xdsl.ir import Attribute, Block, IRNode, Region, SSAValue
+from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -212,6 +212,38 @@ def _bucket_key(kernel: ew.KernelOp) -> _BucketKey:
     return types, pattern, tuple(op.name for op in kernel.walk())
 
 
+def _alike(kernel: ew.KernelOp, kept: ew.KernelOp) -> bool:
+    """`kernel` does what `kept` does, for kernels of one `_bucket_key` (the same ops by name, so
+    as many), with what `kernel` reads standing for what `kept` reads: equal attributes and
+    properties, block argument and result types, each operand the value at the same place. What
+    xDSL's `is_structurally_equivalent` says, and the result types, which it does not compare
+    (a rounding to f16 is not one to bf16), in one loop over the two blocks. A kernel with an op
+    with regions (xfuse makes none) is not alike any other: kept, it is correct. No op has
+    successors: only a terminator may, and a kernel's is `ew.yield`."""
+    block, kept_block = kernel.block, kept.block
+    if (
+        kernel.attributes != kept.attributes
+        or kernel.properties != kept.properties
+        or kernel.result_types != kept.result_types
+        or block.arg_types != kept_block.arg_types
+    ):
+        return False
+    # By id: SSAValue's own hash is a Python call, and values are equal only if identical.
+    same = {id(arg): kept_arg for arg, kept_arg in zip(block.args, kept_block.args, strict=True)}
+    for op, other in zip(block.ops, kept_block.ops, strict=True):
+        if (
+            op.regions
+            or other.regions
+            or op.attributes != other.attributes
+            or op.properties != other.properties
+            or [r.type for r in op.results] != [r.type for r in other.results]
+            or [same.get(id(value), value) for value in op.operands] != list(other.operands)
+        ):
+            return False
+        same.update(zip(map(id, op.results), other.results, strict=True))
+    return True
+
+
 @dataclass
 class AlikeKernels:
     """The kernels of one function outlined so far, bucketed by `_bucket_key`: a kernel is
@@ -224,17 +256,12 @@ class AlikeKernels:
 
     def twin_or_keep(self, kernel: ew.KernelOp) -> func.FuncOp | None:
         """The function of an outlined kernel alike `kernel` in everything LLVM would see of
-        it: the same ops one for one, with equal attributes and properties (a constant's bits:
-        0.0 is not -0.0; fast-math flags), each operand at the same position (see
+        it: the same ops one for one, with equal attributes, properties (a constant's bits:
+        0.0 is not -0.0; fast-math flags) and result types, each operand at the same position (see
         `_bucket_key`). None if there is none, and then `kernel` is kept: outline it next."""
         bucket = self.buckets.setdefault(_bucket_key(kernel), [])
         for kept in bucket:
-            # where `kernel` sits and what it reads stand for where `kept` does (its function)
-            context: dict[IRNode | SSAValue, IRNode | SSAValue] = {
-                kernel.parent_block(): kept.parent_block(),
-                **dict(zip(kernel.operands, kept.operands, strict=True)),
-            }
-            if kernel.is_structurally_equivalent(kept, context):
+            if _alike(kernel, kept):
                 return cast(func.FuncOp, kept.parent_op())
         bucket.append(kernel)
         return None
