@@ -655,19 +655,20 @@ def f32_loop(multiplies: int) -> str:
 
 
 def test_prefetch_loads_prefetches_each_line_a_compute_heavy_loop_loads() -> None:
-    """A loop of 4 float ops per cache line it loads and stores (16 products over 4 lines)
-    prefetches `PREFETCH_DISTANCE` bytes ahead of its loads, one prefetch a line (the parts at
-    0 and 64 bytes, not those at 32 and 96), into every cache level; one of 2 does not."""
-    heavy = prefetch_loads(f32_loop(4))
+    """A loop of 4 float ops of 64-byte vectors per cache line it loads and stores (32 products
+    of 32 bytes over 4 lines) prefetches `PREFETCH_DISTANCE` bytes ahead of its loads, one
+    prefetch a line (the parts at 0 and 64 bytes, not those at 32 and 96), into every cache
+    level; one of 2 (16 such products: 32-byte ops count for half) does not."""
+    heavy = prefetch_loads(f32_loop(8))
     prefetched = re.findall(r"getelementptr i8, ptr (%p\d), i64 (\d+)", heavy)
     assert prefetched == [("%p0", str(PREFETCH_DISTANCE)), ("%p2", str(PREFETCH_DISTANCE))]
     assert heavy.count("call void @llvm.prefetch.p0(ptr %xfuse.prefetch0.") == 2
     assert ", i32 0, i32 3, i32 1)" in heavy
     llvm_binding.parse_assembly(heavy).verify()
     # A module that declares the intrinsic already (as LLVM prints it: with attributes).
-    declared = f32_loop(4) + "declare void @llvm.prefetch.p0(ptr readonly, i32, i32, i32)\n"
+    declared = f32_loop(8) + "declare void @llvm.prefetch.p0(ptr readonly, i32, i32, i32)\n"
     llvm_binding.parse_assembly(prefetch_loads(declared)).verify()
-    assert prefetch_loads(f32_loop(2)) == f32_loop(2)
+    assert prefetch_loads(f32_loop(4)) == f32_loop(4)
     assert prefetch_loads(TWO_BF16_PARTS) == TWO_BF16_PARTS
 
 
@@ -686,10 +687,11 @@ def test_compute_heavy_loops_prefetch_every_line_they_load(source: str, prefetch
     kernel = xfuse.compile(source)
     loop = hot_loop_mnemonics(kernel.asm)
     body = vector_body(kernel.llvm_ir)
-    loaded = sum(
-        int(lanes) * {"float": 4, "i16": 2}[element] // 64
+    loaded_bytes = sum(
+        int(lanes) * {"float": 4, "i16": 2}[element]
         for lanes, element in re.findall(r"= load <(\d+) x (float|i16)>", body)
     )
+    loaded = loaded_bytes // 64  # lines: a 32-byte load (AVX2) is half of one
     assert loop.count("prefetcht0") == (loaded if prefetches else 0)
     assert ("prefetcht0" in loop) == prefetches
 

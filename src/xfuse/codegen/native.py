@@ -858,10 +858,12 @@ LLM GELUs, silu, Mish and GELU + bias + residual at 2^24 (docs/benchmarks.md) to
 the time without with 4 KiB, as with 2 or 8 KiB; 1 KiB gained less, 16 KiB less on GELU."""
 
 PREFETCH_MIN_FLOAT_OPS = 4
-"""Floating-point ops per cache line loaded or stored from which a vector loop counts as
-compute-heavy (`prefetch_loads`): the loops of activations with a transcendental function
-have 7 or more, the rsqrt scale's 4, hardswish's 2.5, a streaming kernel such as `x + b + r`
-(the benchmarks' ceiling) 1 or less."""
+"""Floating-point ops of 64-byte vectors per cache line loaded or stored from which a vector
+loop counts as compute-heavy (`prefetch_loads`): the loops of activations with a
+transcendental function have 7 or more, the rsqrt scale's 4, hardswish's 2.5, a streaming
+kernel such as `x + b + r` (the benchmarks' ceiling) 1 or less. An op on narrower vectors
+counts for its share of 64 bytes (an AVX2 host's 32-byte op as half), so that a loop is
+compute-heavy or not whatever the host's vector width."""
 
 CACHE_LINE_BYTES = 64
 
@@ -878,6 +880,15 @@ _PREFETCH = "llvm.prefetch.p0"
 _PREFETCH_DECLARATION = f"declare void @{_PREFETCH}(ptr, i32 immarg, i32 immarg, i32 immarg)"
 
 
+_VECTOR_TYPE = re.compile(r"<(\d+) x (\w+)>")
+
+
+def _vector_bytes(line: str) -> int:
+    """The bytes of the first vector type in an instruction's `line` (a scalar's: 4)."""
+    found = _VECTOR_TYPE.search(line)
+    return int(found[1]) * _BYTES.get(found[2], 4) if found else 4
+
+
 def _prefetched(body: list[str], number: int) -> list[str]:
     """`body` (a vector loop body) with a prefetch `PREFETCH_DISTANCE` bytes ahead of each load
     that starts a cache line of its array's part of an iteration, once a line (the loads that
@@ -887,8 +898,8 @@ def _prefetched(body: list[str], number: int) -> list[str]:
         for line in body
         if (found := _VECTOR_ACCESS.search(line))
     )
-    float_ops = sum(1 for line in body if _FLOAT_OP.search(line))
-    if not accessed or float_ops * CACHE_LINE_BYTES < PREFETCH_MIN_FLOAT_OPS * accessed:
+    float_op_bytes = sum(_vector_bytes(line) for line in body if _FLOAT_OP.search(line))
+    if not accessed or float_op_bytes < PREFETCH_MIN_FLOAT_OPS * accessed:
         return body
     # The base and byte offset of each pointer a constant i8 offset of a base (see `_Block.place`).
     places = {
