@@ -302,6 +302,27 @@ def test_losing_probes_cost_at_most_their_share() -> None:
                 assert probes(ways, split_slower) == rounds * SPLIT_PROBE_CALLS
 
 
+def test_probes_cost_at_most_their_share_with_their_switches() -> None:
+    """A probe's first call finds the data in the chosen way's caches, and the chosen way's first
+    call after it in the probe's: each such switch costs 2 calls more (about as hardswish's at
+    2^18 on a 2-core VM, where a split is about as fast as one thread). The rounds are long
+    enough that the probes, switches included, cost at most `SPLIT_PROBE_SHARE` (with the
+    probe's median loss alone, rounds of 32 calls: 12%)."""
+    took: list[float] = []
+    last_way = [False]
+
+    def seconds(call: int, split: bool) -> float:
+        switched, last_way[0] = last_way[0] != split, split
+        took.append((1.1 if split else 1.0) + (2.0 if switched else 0.0))
+        return took[-1]
+
+    ways = choose(SplitChoice(), 6000, seconds)
+    after_first_probe = ways.index(False, ways.index(True, FIRST))
+    settled = took[after_first_probe:]
+    assert probes(ways, True) >= 2 * SPLIT_PROBE_CALLS
+    assert 0 < sum(settled) / len(settled) - 1 <= SPLIT_PROBE_SHARE
+
+
 def test_a_split_must_win_by_the_margin() -> None:
     """A split 3% faster than one thread (within `SPLIT_MARGIN`) is not chosen."""
     ways = choose(SplitChoice(), 100, lambda call, split: 0.97e-9 if split else 1e-9)

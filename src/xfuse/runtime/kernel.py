@@ -125,12 +125,17 @@ SPLIT_PROBE_CALLS = 3
 way's caches, the median of the probe's calls is the way's usual time."""
 
 SPLIT_PROBE_SHARE = 0.01
-"""The share of a size class's time that its losing probes may cost: after a probe whose way
-took a share `loss` longer than the chosen way (its `SPLIT_PROBE_CALLS` calls cost
-`SPLIT_PROBE_CALLS * loss` calls more), the next round runs the chosen way at least
-`SPLIT_PROBE_CALLS * loss / SPLIT_PROBE_SHARE` calls (`SPLIT_PROBE_INTERVAL` for a loss up to
-11%, 300 where a split takes twice as long), at most `SPLIT_LONGEST_ROUND`. Probes every 32
-calls that lose by 37% (a split of hardswish at 2^18 on a loaded host) cost 3.2% of the time."""
+"""The share of a size class's time that its losing probes may cost: after a probe that cost
+`extra` calls of the chosen way more than as many calls of it (`probe_cost`), the next round runs
+the chosen way at least `extra / SPLIT_PROBE_SHARE` calls (`SPLIT_PROBE_INTERVAL` for a probe
+of calls each up to 11% slower, 300 where a split takes twice as long), at most
+`SPLIT_LONGEST_ROUND`. Probes every 32 calls that lose by 37% (a split of hardswish at 2^18 on a
+loaded host) cost 3.2% of the time. A probe costs more than its calls' usual loss: its first call
+finds the data in the chosen way's caches, and the chosen way's first calls after it find the
+data in the probe's (hardswish at 2^18 on an idle 2-core VM, 62 us a call on one thread, a split
+about as fast: the probe's calls took 137, 67 and 84 us, the next one-thread calls ~170 us more
+than usual; counting its median's loss alone made rounds of 37 calls, whose probes cost ~12%;
+with the switches, 281)."""
 
 SPLIT_LONGEST_ROUND = 4096
 """The most calls of the chosen way between two probes, however much the last one lost: a
@@ -844,15 +849,27 @@ class SplitChoice:
             return
         split_time, one_thread_time = median_high(times.split), median_high(times.one_thread)
         times.splitting = split_time * (1 + SPLIT_MARGIN) < one_thread_time
-        chosen, other = (
-            (split_time, one_thread_time) if times.splitting else (one_thread_time, split_time)
-        )
-        loss = other / chosen - 1 if chosen > 0 else 0.0
+        chosen = split_time if times.splitting else one_thread_time
+        extra = probe_cost(times.one_thread if times.splitting else times.split, chosen)
         times.chosen_calls = min(
             SPLIT_LONGEST_ROUND,
-            max(SPLIT_PROBE_INTERVAL, math.ceil(SPLIT_PROBE_CALLS * loss / SPLIT_PROBE_SHARE)),
+            max(SPLIT_PROBE_INTERVAL, math.ceil(extra / SPLIT_PROBE_SHARE)),
         )
         times.one_thread_until = 0 if times.splitting else times.chosen_calls - SPLIT_WINDOW
+
+
+def probe_cost(probe: Sequence[float], chosen: float) -> float:
+    """How many calls of the chosen way (`chosen` seconds per element) a probe of the other way
+    (its calls' times per element, in order) costs more than as many calls of the chosen way
+    (`SPLIT_PROBE_SHARE`): `SPLIT_PROBE_CALLS` times what its usual (median) call loses, and
+    twice what its first call took more than its usual one: that call moved the data into the
+    other way's caches, and the chosen way's first calls after the probe (untimed) move it back
+    (a first call that waited for a core makes one round longer, at most `SPLIT_LONGEST_ROUND`)."""
+    if chosen <= 0 or not probe:
+        return 0.0
+    usual = median_high(probe)
+    switch = max(0.0, probe[0] - usual)
+    return (SPLIT_PROBE_CALLS * max(0.0, usual - chosen) + 2 * switch) / chosen
 
 
 def median_high(times: Sequence[float]) -> float:
