@@ -134,8 +134,10 @@ loaded host) cost 3.2% of the time. A probe costs more than its calls' usual los
 finds the data in the chosen way's caches, and the chosen way's first calls after it find the
 data in the probe's (hardswish at 2^18 on an idle 2-core VM, 62 us a call on one thread, a split
 about as fast: the probe's calls took 137, 67 and 84 us, the next one-thread calls ~170 us more
-than usual; counting its median's loss alone made rounds of 37 calls, whose probes cost ~12%;
-with the switches, 281)."""
+than usual; counting its median's loss alone made rounds of 37 to 61 calls: replayed on those
+wall times, 14.5% more time than one thread alone; with the switches, rounds of ~300 calls and
+3.2%, over 1% as the timed calls' Python, outside their clock, and the way back cost more than
+the probe's first call measures)."""
 
 SPLIT_LONGEST_ROUND = 4096
 """The most calls of the chosen way between two probes, however much the last one lost: a
