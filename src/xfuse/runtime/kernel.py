@@ -117,8 +117,9 @@ last probe lost by much: `SPLIT_PROBE_SHARE`), then `SPLIT_PROBE_CALLS` of the o
 probe), which decide the next round's way, so that a change of the host's load shows within a
 round. An untimed call of the chosen way costs what a one-thread kernel's does and deciding:
 where it runs on one thread, a native count and comparison (`SplitTimes.counts`), checked or
-prepared; a split, ~1.5 us of Python (2% of hardswish's call at 2^18 elements on a 2-core VM,
-0.5% at 2^20)."""
+prepared; a split, its Python work, timed with it (`SplitChoice`): ~1.5 us alone, but 9-16 us
+in a loop of hardswish's ~60 us calls at 2^18 elements on a 2-core VM, whose data evicts the
+interpreter's)."""
 
 SPLIT_PROBE_CALLS = 3
 """How many calls in a row a probe runs the other way: the first finds its data in the other
@@ -784,9 +785,12 @@ class SplitTimes:
 class SplitChoice:
     """Whether a call of a kernel that can split over its threads does, chosen per size class by
     feedback: calls time themselves (wall time, `clock`), and the faster way per element runs
-    next. The first `SPLIT_FIRST_BLOCK` calls of a class run on one thread, the next as many
-    split, each block's first `SPLIT_WARMUP_CALLS` untimed (cold), its last `SPLIT_WINDOW`
-    timed, and the median of each way's timed calls decides; after, each round of
+    next. A split's time counts the Python work that every split call does (its slices'
+    arguments, taking and giving back the workers); a one-thread call's, the native call alone
+    (untimed, it runs from native code: `counted_native_call`, `quick_call`). The first
+    `SPLIT_FIRST_BLOCK` calls of a class run on one thread, the next as many split, each
+    block's first `SPLIT_WARMUP_CALLS` untimed (cold), its last `SPLIT_WINDOW` timed, and the
+    median of each way's timed calls decides; after, each round of
     `SPLIT_PROBE_INTERVAL` calls (or more, `SPLIT_PROBE_SHARE`) of the chosen way times its last
     `SPLIT_WINDOW`, then `SPLIT_PROBE_CALLS` run the other way, timed, and the last of them
     decides by the median of the probe's calls against the chosen way's, so that a split that
@@ -1451,19 +1455,20 @@ class Kernel(CompiledProgram):
         if not (split or timed) and one_thread.one_call_words is not None:  # the common call
             self.function.pointer_call(one_thread.one_call_words, *pointers)
             return
+        start = choice.clock()  # a split counts the Python work that every split call does
         call = plan.native_call(pointers)
         slices = len(plan.templates) - plan.streaming
         workers = self.workers.take(slices - 1) if split else []
         try:
-            start = choice.clock()
             if workers:
                 self._run_slices(call.argument_lists, call.workspace_bytes, workers, call.streaming)
             else:  # (chosen, or another Python thread's call has the workers)
+                start = choice.clock()  # the call alone: untimed, it runs from native code
                 self._run_one_thread(call)
-            seconds = choice.clock() - start
         finally:
             if workers:  # each has run its slice (`NativeFunction.run`), even after an exception
                 self.workers.give_back(workers)
+        seconds = choice.clock() - start
         if timed and len(workers) in (0, slices - 1):  # (not where another call had some)
             choice.record(plan.size_class, bool(workers), seconds / plan.elements)
 
