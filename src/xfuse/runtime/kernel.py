@@ -117,20 +117,28 @@ last probe lost by much: `SPLIT_PROBE_SHARE`), then `SPLIT_PROBE_CALLS` of the o
 probe), which decide the next round's way, so that a change of the host's load shows within a
 round. An untimed call of the chosen way costs what a one-thread kernel's does and deciding:
 where it runs on one thread, a native count and comparison (`SplitTimes.counts`), checked or
-prepared; a split, ~1.5 us of Python (2% of hardswish's call at 2^18 elements on a 2-core VM,
-0.5% at 2^20)."""
+prepared; a split, its Python work, timed with it (`SplitChoice`): ~1.5 us alone, but 9-16 us
+in a loop of hardswish's ~60 us calls at 2^18 elements on a 2-core VM, whose data evicts the
+interpreter's)."""
 
 SPLIT_PROBE_CALLS = 3
 """How many calls in a row a probe runs the other way: the first finds its data in the other
 way's caches, the median of the probe's calls is the way's usual time."""
 
 SPLIT_PROBE_SHARE = 0.01
-"""The share of a size class's time that its losing probes may cost: after a probe whose way
-took a share `loss` longer than the chosen way (its `SPLIT_PROBE_CALLS` calls cost
-`SPLIT_PROBE_CALLS * loss` calls more), the next round runs the chosen way at least
-`SPLIT_PROBE_CALLS * loss / SPLIT_PROBE_SHARE` calls (`SPLIT_PROBE_INTERVAL` for a loss up to
-11%, 300 where a split takes twice as long), at most `SPLIT_LONGEST_ROUND`. Probes every 32
-calls that lose by 37% (a split of hardswish at 2^18 on a loaded host) cost 3.2% of the time."""
+"""The share of a size class's time that its losing probes may cost: after a probe that cost
+`extra` calls of the chosen way more than as many calls of it (`probe_cost`), the next round runs
+the chosen way at least `extra / SPLIT_PROBE_SHARE` calls (`SPLIT_PROBE_INTERVAL` for a probe
+of calls each up to 11% slower, 300 where a split takes twice as long), at most
+`SPLIT_LONGEST_ROUND`. Probes every 32 calls that lose by 37% (a split of hardswish at 2^18 on a
+loaded host) cost 3.2% of the time. A probe costs more than its calls' usual loss: its first call
+finds the data in the chosen way's caches, and the chosen way's first calls after it find the
+data in the probe's (hardswish at 2^18 on an idle 2-core VM, 62 us a call on one thread, a split
+about as fast: the probe's calls took 137, 67 and 84 us, the next one-thread calls ~170 us more
+than usual; counting its median's loss alone made rounds of 37 to 61 calls: replayed on those
+wall times, 14.5% more time than one thread alone; with the switches, rounds of ~300 calls and
+3.2%, over 1% as the timed calls' Python, outside their clock, and the way back cost more than
+the probe's first call measures)."""
 
 SPLIT_LONGEST_ROUND = 4096
 """The most calls of the chosen way between two probes, however much the last one lost: a
@@ -777,9 +785,12 @@ class SplitTimes:
 class SplitChoice:
     """Whether a call of a kernel that can split over its threads does, chosen per size class by
     feedback: calls time themselves (wall time, `clock`), and the faster way per element runs
-    next. The first `SPLIT_FIRST_BLOCK` calls of a class run on one thread, the next as many
-    split, each block's first `SPLIT_WARMUP_CALLS` untimed (cold), its last `SPLIT_WINDOW`
-    timed, and the median of each way's timed calls decides; after, each round of
+    next. A split's time counts the Python work that every split call does (its slices'
+    arguments, taking and giving back the workers); a one-thread call's, the native call alone
+    (untimed, it runs from native code: `counted_native_call`, `quick_call`). The first
+    `SPLIT_FIRST_BLOCK` calls of a class run on one thread, the next as many split, each
+    block's first `SPLIT_WARMUP_CALLS` untimed (cold), its last `SPLIT_WINDOW` timed, and the
+    median of each way's timed calls decides; after, each round of
     `SPLIT_PROBE_INTERVAL` calls (or more, `SPLIT_PROBE_SHARE`) of the chosen way times its last
     `SPLIT_WINDOW`, then `SPLIT_PROBE_CALLS` run the other way, timed, and the last of them
     decides by the median of the probe's calls against the chosen way's, so that a split that
@@ -844,15 +855,27 @@ class SplitChoice:
             return
         split_time, one_thread_time = median_high(times.split), median_high(times.one_thread)
         times.splitting = split_time * (1 + SPLIT_MARGIN) < one_thread_time
-        chosen, other = (
-            (split_time, one_thread_time) if times.splitting else (one_thread_time, split_time)
-        )
-        loss = other / chosen - 1 if chosen > 0 else 0.0
+        chosen = split_time if times.splitting else one_thread_time
+        extra = probe_cost(times.one_thread if times.splitting else times.split, chosen)
         times.chosen_calls = min(
             SPLIT_LONGEST_ROUND,
-            max(SPLIT_PROBE_INTERVAL, math.ceil(SPLIT_PROBE_CALLS * loss / SPLIT_PROBE_SHARE)),
+            max(SPLIT_PROBE_INTERVAL, math.ceil(extra / SPLIT_PROBE_SHARE)),
         )
         times.one_thread_until = 0 if times.splitting else times.chosen_calls - SPLIT_WINDOW
+
+
+def probe_cost(probe: Sequence[float], chosen: float) -> float:
+    """How many calls of the chosen way (`chosen` seconds per element) a probe of the other way
+    (its calls' times per element, in order) costs more than as many calls of the chosen way
+    (`SPLIT_PROBE_SHARE`): `SPLIT_PROBE_CALLS` times what its usual (median) call loses, and
+    twice what its first call took more than its usual one: that call moved the data into the
+    other way's caches, and the chosen way's first calls after the probe (untimed) move it back
+    (a first call that waited for a core makes one round longer, at most `SPLIT_LONGEST_ROUND`)."""
+    if chosen <= 0 or not probe:
+        return 0.0
+    usual = median_high(probe)
+    switch = max(0.0, probe[0] - usual)
+    return (SPLIT_PROBE_CALLS * max(0.0, usual - chosen) + 2 * switch) / chosen
 
 
 def median_high(times: Sequence[float]) -> float:
@@ -1432,19 +1455,20 @@ class Kernel(CompiledProgram):
         if not (split or timed) and one_thread.one_call_words is not None:  # the common call
             self.function.pointer_call(one_thread.one_call_words, *pointers)
             return
+        start = choice.clock()  # a split counts the Python work that every split call does
         call = plan.native_call(pointers)
         slices = len(plan.templates) - plan.streaming
         workers = self.workers.take(slices - 1) if split else []
         try:
-            start = choice.clock()
             if workers:
                 self._run_slices(call.argument_lists, call.workspace_bytes, workers, call.streaming)
             else:  # (chosen, or another Python thread's call has the workers)
+                start = choice.clock()  # the call alone: untimed, it runs from native code
                 self._run_one_thread(call)
-            seconds = choice.clock() - start
         finally:
             if workers:  # each has run its slice (`NativeFunction.run`), even after an exception
                 self.workers.give_back(workers)
+        seconds = choice.clock() - start
         if timed and len(workers) in (0, slices - 1):  # (not where another call had some)
             choice.record(plan.size_class, bool(workers), seconds / plan.elements)
 
