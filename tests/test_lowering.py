@@ -461,15 +461,19 @@ def test_bf16_loop_parts_widen_and_round_in_pairs(
     """On AVX-512 with AVX512_BF16, the LLM GELU (bf16 x, r and bias) takes two parts of 16
     elements at a time: each of its bf16 arrays is read 64 bytes at a time and widened by two
     unpacks with zero, not a zero-extending load and a shift a part, and its results are rounded
-    by one `vcvtne2ps2bf16` a pair, then put in order by one `vpermq`; the same bits as integer
-    rounding in order, on every bf16 input, at sizes that stream and on rows with a remainder."""
+    by one `vcvtne2ps2bf16` a pair, then put in order by one permute of quadwords; the same
+    bits as integer rounding in order, on every bf16 input, at sizes that stream and on rows with
+    a remainder. The loop's straight path has no subnormal fixup: one mask test a pair checks
+    that no result is a zero."""
     cpu = avx512_bf16_host()
     kernel = xfuse.compile(LLM_GELU_BF16, interleave=interleave)
     loop = hot_loop_mnemonics(kernel.asm)
     parts = interleave or BF16_LONG_BODY_INTERLEAVE
-    assert loop.count("vcvtne2ps2bf16") == loop.count("vpermq") == parts // 2
+    permutes = loop.count("vpermq") + loop.count("vpermpd")
+    assert loop.count("vcvtne2ps2bf16") == permutes == loop.count("vptestmw") == parts // 2
     assert loop.count("vpunpcklwd") == loop.count("vpunpckhwd") == 3 * parts // 2
     assert "vpmovzxwd" not in loop and "vcvtneps2bf16" not in loop
+    assert "vptestnmd" not in loop and "vpaddw" not in loop  # the fixup is out of line
     every = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).reshape(16, 4096)
     rng = np.random.default_rng(3)
     random = rng.standard_normal((300, 4096 + 40)).astype(ml_dtypes.bfloat16)
@@ -487,6 +491,38 @@ def test_bf16_loop_parts_widen_and_round_in_pairs(
         np.testing.assert_array_equal(
             result.view(np.uint16), software(x=x, r=r, b=b).view(np.uint16)
         )
+
+
+def test_bf16_pairs_fix_a_subnormal_in_any_one_lane() -> None:
+    """A loop whose bf16 parts are paired stores its results unfixed, checks its f32 values for
+    subnormals only in an iteration where some result is a zero, and fixes only then: with one
+    subnormal result in one lane (each lane of 128 in turn), with none, with a zero, or with a
+    zero and a subnormal, every element is ml_dtypes' rounding of the exact product (bf16 *
+    bf16 is exact in f32 and f64), signs included."""
+    avx512_bf16_host()
+    kernel = xfuse.compile("input bf16 x, y; out = x * y;")
+    loop = hot_loop_mnemonics(kernel.asm)
+    assert "vcvtne2ps2bf16" in loop and "vptestnmd" not in loop and "vfpclassps" not in loop
+    lanes = 128  # a multiple of the elements of one iteration
+    rng = np.random.default_rng(4)
+    shape = (4 * lanes, lanes)
+    signs = rng.choice([-1.0, 1.0], shape)
+    x = (signs * rng.uniform(1, 2, shape)).astype(ml_dtypes.bfloat16)
+    y = rng.uniform(1, 2, shape).astype(ml_dtypes.bfloat16)
+    lane, other = np.arange(lanes), (np.arange(lanes) + lanes // 2) % lanes
+    subnormal = (lane, lane), (3 * lanes + lane, other)  # rows 0-127 and 384-511
+    zero = 2 * lanes + lane, 3 * lanes + lane  # rows 256-511; rows 128-255 are all normal
+    # 2^-70 * 2^-60 * [1, 4): subnormal products below 2^-126 that need rounding (ties too)
+    for rows, columns in subnormal:
+        x[rows, columns] *= ml_dtypes.bfloat16(2.0**-70)
+        y[rows, columns] *= ml_dtypes.bfloat16(2.0**-60)
+    for rows in zero:
+        x[rows, lane] = np.where(signs[rows, lane] < 0, -0.0, 0.0)
+    out = kernel(x=x, y=y)
+    want = (x.astype(np.float64) * y.astype(np.float64)).astype(ml_dtypes.bfloat16)
+    for rows, columns in subnormal:
+        assert (np.abs(want[rows, columns].astype(np.float32)) < 2.0**-126).all()
+    np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
 
 
 TWO_BF16_PARTS = """define void @f(ptr %x, ptr %out, i64 %n) {
@@ -536,18 +572,23 @@ vector.body:
   br i1 %done, label %exit, label %vector.body
 
 exit:
+  %count = phi i64 [ %index.next, %vector.body ]
   ret void
 }
 """
 """A vector loop as LLVM makes it of `out = bf16(3 * x)` on bf16 x: two parts of 16 elements
-(widened, multiplied, rounded by `fptrunc` with the subnormal fixup)."""
+(widened, multiplied, rounded by `fptrunc` with the subnormal fixup); its exit has a phi of
+the loop's last block."""
 
 
 def test_pair_bf16_parts_pairs_a_loop_of_bf16_parts() -> None:
     """Two bf16 parts become one 64-byte load, unpacks, one `vcvtne2ps2bf16` and one permute
-    of quadwords; the loop computes every bf16 input's `3 * x` rounded as ml_dtypes does."""
+    of quadwords, the subnormal fixup in blocks of its own: the loop's last block is a new one,
+    which the phis of the loop's header and exit name; the loop computes every bf16 input's
+    `3 * x` rounded as ml_dtypes does."""
     paired = pair_bf16_parts(TWO_BF16_PARTS)
     assert paired.count("load <32 x i16>") == 1 and "store <8 x i64>" in paired
+    assert "%count = phi i64 [ %index.next, %xfuse.pair0.latch ]" in paired
     assert "@llvm.x86.avx512bf16.cvtne2ps2bf16.512(" in paired
     llvm_binding.parse_assembly(paired).verify()
     avx512_bf16_host()
