@@ -916,8 +916,9 @@ def pair_bf16_parts(optimized_ir: str) -> str:
     sign). An iteration with a zero branches out of line, classifies its f32 values
     (`vfpclassps`), and only if one is subnormal rounds them again with the fixup and stores
     them again (an exact zero needs no fixup, so a zero-heavy output takes the first branch
-    only). The LLM GELU's loop: 299 -> 266 instructions, 0.96x the time in cache; with half its
-    results zero 1.0x, where testing the f32 values for zero exponents instead would take 1.1x."""
+    only). The LLM GELU's loop: 299 -> 266 instructions, 0.96-0.98x the time in cache and
+    0.97x at 2^24; with half its results zero 1.0x, where fixing every iteration that has a
+    zero took 1.1x (docs/benchmarks.md)."""
     if " to <16 x bfloat>" not in optimized_ir:
         # No part rounded to bf16, so no body pairs: skip the scan (~1 ms a small program).
         return optimized_ir
