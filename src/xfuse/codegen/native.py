@@ -619,7 +619,7 @@ _ODD_WIDENING = _indices(
     [0 if w % 2 == 0 else 32 + 8 * (w // 8) + 4 + (w // 2) % 4 for w in range(2 * _PART_LANES)]
 )
 # `vcvtne2ps2bf16` packs the even part's 16 results, then the odd part's: the quadwords (4
-# elements each) 0, 4, 1, 5, ... of that are the elements in order (one `vpermq`).
+# elements each) 0, 4, 1, 5, ... of that are the elements in order (one `vpermq` or `vpermpd`).
 _ELEMENT_ORDER = _indices([0, 4, 1, 5, 2, 6, 3, 7])
 _CONCATENATION = _indices(range(2 * _PART_LANES))
 
@@ -903,9 +903,9 @@ def pair_bf16_parts(optimized_ir: str) -> str:
     elements) in another lane order: one 64-byte load and two unpacks with zero (`vpunpcklwd`,
     `vpunpckhwd`: 1 instruction a part) widen what took a zero-extending load and a shift (2),
     and one `vcvtne2ps2bf16` rounds both parts (the same work as one `vcvtneps2bf16`) before
-    one `vpermq` puts the elements back in order. Every op between is elementwise and every
-    array is read and written in the same order, so each element's result is the same bits;
-    a body with anything else (a lane-crossing op, another load or store, a call that is not
+    one `vpermq` (or `vpermpd`) puts the elements back in order. Every op between is elementwise
+    and every array is read and written in the same order, so each element's result is the same
+    bits; a body with anything else (a lane-crossing op, another load or store, a call that is not
     an elementwise intrinsic, a vector of another width, parts that do not pair) is left as it
     is. The bf16 LLM GELU's loop on Emerald Rapids: 302 instructions -> 288 for 128 elements,
     llvm-mca's bound 200 -> 176 cycles, 0.86-0.88x the CPU time in cache (a loaded host).
