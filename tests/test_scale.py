@@ -11,6 +11,7 @@ import gc
 import inspect
 import itertools
 import math
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from xdsl.dialects.math import TanhOp
 from xdsl.ir import SSAValue
 
 import xfuse
+from xfuse.codegen import native
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime import compiler
@@ -319,11 +321,55 @@ def test_kernel_functions_stay_functions_through_llvm() -> None:
     for function in outlined:
         assert not function.is_declaration
         assert any(b"noinline" in attributes.split() for attributes in function.attributes)
+        assert all(b"optnone" not in attributes.split() for attributes in function.attributes)
+        assert "vector.body" in str(function)  # vectorized: O3 ran on it
+    # O3 on the program's function, which only computes workspace addresses and calls the
+    # kernels' functions, took a third of LLVM's optimizer time on the wide DAG of 10^4 ops.
+    # It is `optnone` now: O3 leaves it as it is, each of its calls included.
+    main = module.get_function("main")
+    assert {b"optnone", b"noinline"} <= {a for group in main.attributes for a in group.split()}
+    calls = [i for b in main.blocks for i in b.instructions if "@main.kernel" in str(i)]
+    assert len(calls) == 5
     x = np.linspace(-1, 1, 100, dtype=np.float32)
     want = x.astype(np.float64)
     for _ in range(300):
         want = want * np.float32(0.999) + np.float32(0.001)
     np.testing.assert_allclose(kernel(a=x), want, rtol=1e-5)
+
+
+@pytest.mark.usefixtures("cache")  # compiled, not loaded
+def test_optnone_on_the_calling_function_leaves_the_kernels_code_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The kernels' optimized IR is what O3 made of them when it also optimized `@main`.
+    given_to_o3: list[str] = []
+    optimize = native.optimize_llvm_ir
+
+    def spy(llvm_ir: str, *args: Any) -> llvm_binding.ModuleRef:
+        given_to_o3.append(llvm_ir)
+        return optimize(llvm_ir, *args)
+
+    monkeypatch.setattr(native, "optimize_llvm_ir", spy)
+    xfuse.compile(wide_dag(600))
+    (llvm_ir,) = [text for text in given_to_o3 if '@"main.kernel' in text]  # not the runtime's
+    assert re.search(r'^define internal void @"main"\(.*\) noinline optnone$', llvm_ir, re.M)
+    machine = native.host_target_machine()
+    optimized = [
+        native.optimize_llvm_ir(text, machine, 3)
+        for text in (llvm_ir, llvm_ir.replace(" noinline optnone\n", "\n", 1))
+    ]
+
+    def kernels(module: llvm_binding.ModuleRef) -> dict[str, str]:
+        # attribute groups are numbered per module
+        return {
+            f.name: re.sub(r"#\d+", "#", str(f))
+            for f in module.functions
+            if f.name.startswith("main.kernel")
+        }
+
+    assert "main" not in {f.name for f in optimized[1].functions}  # O3 inlined it there
+    assert len(kernels(optimized[0])) == 5
+    assert kernels(optimized[0]) == kernels(optimized[1])
 
 
 def test_alike_kernels_are_compiled_once_and_each_still_runs() -> None:

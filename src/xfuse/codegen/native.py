@@ -411,18 +411,31 @@ def _carry_function_attributes(module: ModuleOp, llvm_module: llvm_ir.Module) ->
     """Give the llvmlite functions the linkage of their `llvm.func`s, which xDSL's converter
     drops, and LLVM's `noinline` where they have `NO_INLINE`: each kernel's function (see
     `ew-kernel-to-loops`) stays a function of its own, so that LLVM optimizes one kernel at a
-    time, not one function of all of them."""
+    time, not one function of all of them.
+
+    A function that calls kernels' functions gets `optnone` (and `noinline`, which `optnone`
+    needs): it only computes addresses in the workspace (integer arithmetic) and calls, once
+    per kernel of a call of the program, so O3 gains nothing there, and O3 on it (the wide DAG
+    of 10^4 ops of `benchmarks/compile_scaling.py`: 79 calls of ~50 arguments) took a third of
+    LLVM's optimizer time. The kernels' optimized IR is the same either way."""
     from xdsl.dialects import llvm
 
     from xfuse.transforms.to_llvm import NO_INLINE
 
-    for function in module.ops:
-        if isinstance(function, llvm.FuncOp) and function.body.blocks:
-            converted = llvm_module.get_global(function.sym_name.data)
-            if function.linkage.linkage.data != "external":
-                converted.linkage = function.linkage.linkage.data
-            if NO_INLINE in function.attributes:
-                converted.attributes.add("noinline")
+    functions = [f for f in module.ops if isinstance(f, llvm.FuncOp) and f.body.blocks]
+    kernels = {f.sym_name.data for f in functions if NO_INLINE in f.attributes}
+    for function in functions:
+        converted = llvm_module.get_global(function.sym_name.data)
+        if function.linkage.linkage.data != "external":
+            converted.linkage = function.linkage.linkage.data
+        if NO_INLINE in function.attributes:
+            converted.attributes.add("noinline")
+        elif kernels and any(
+            isinstance(op, llvm.CallOp) and op.callee.string_value() in kernels
+            for op in function.walk()
+        ):
+            converted.attributes.add("noinline")
+            converted.attributes.add("optnone")
 
 
 STREAMING_ALIGNMENT = 64

@@ -47,7 +47,8 @@ must not inline it), and called where the kernel was. LLVM then optimizes and ge
 kernel by kernel: given one function of all of a program's loops, its register allocator and
 Loop Strength Reduction took time growing faster than the program (a wide DAG of 10^4 ops:
 minutes), and so compile time grows about linearly in the number of kernels. A call per kernel
-per run is all it costs.
+per run is all it costs. The function that calls the kernels is not optimized at all
+(`optnone`, see `xfuse.codegen.native`): it computes addresses and calls.
 
 Kernels alike in everything LLVM would see of them share one function (numbered in order of
 first use), which each of them calls where it was, like MLIR's `duplicate-function-elimination`
