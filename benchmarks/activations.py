@@ -568,18 +568,26 @@ def memory_rows(
 
 
 def round_trips_us(calls: int = 2000) -> dict[str, tuple[float, float]]:
-    """The median and the fastest time (us) to hand another thread an empty call and wait for
-    it: a kernel's `SliceWorker` (what a split call pays per slice handed over on top of the
+    """The median and the fastest time (us) to hand another thread a call of 16 elements and
+    wait for it: a kernel's `SliceWorker` (as a split call does, the calling thread running a
+    call of its own meanwhile: what a split call pays per slice handed over on top of the
     slices) and, to compare, a `ThreadPoolExecutor`'s submit and result."""
+    kernel = compile("out = x;")
+    x, out = np.ones(16, np.float32), np.empty(16, np.float32)
+    (arguments,) = kernel.prepare(x=x, out=out).argument_lists
+    function = kernel.function
+    words = (ctypes.c_uint64 * len(arguments))(*arguments)
     workers = SliceWorkers(1)
     (worker,) = workers.take(1)
     executor = ThreadPoolExecutor(1)
 
     def by_worker() -> None:
-        worker.start(int, 0)
-        worker.wait()
+        function.run([arguments, arguments], workers=[worker])
 
-    runs = {"SliceWorker": by_worker, "ThreadPoolExecutor": lambda: executor.submit(int).result()}
+    def by_executor() -> None:
+        executor.submit(function.native_entry, ctypes.addressof(words)).result()
+
+    runs = {"SliceWorker": by_worker, "ThreadPoolExecutor": by_executor}
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(calls):
         for name, run in runs.items():
@@ -605,7 +613,7 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
         for name, (median, fastest) in round_trips_us().items()
     )
     print(
-        f"round trip of an empty call handed to another thread and awaited: {trips}; "
+        f"round trip of a 16-element call handed to another thread and awaited: {trips}; "
         f"a call splits where its size class ran faster split (probed {SPLIT_PROBE_CALLS} "
         f"calls after every {SPLIT_PROBE_INTERVAL} or more: losing probes take at most "
         f"{SPLIT_PROBE_SHARE:.0%} of the time)\n"

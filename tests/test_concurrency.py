@@ -12,9 +12,12 @@ import gc
 import itertools
 import os
 import signal
+import sys
 import threading
 import time
+import types
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +26,13 @@ import pytest
 
 import xfuse
 from xfuse.runtime.compiler import clear_cache
-from xfuse.runtime.kernel import SliceWorkers, SplitChoice, SplitTimes
+from xfuse.runtime.kernel import (
+    SLICE_SPIN_NS,
+    SLOT_ASLEEP,
+    SliceWorkers,
+    SplitChoice,
+    SplitTimes,
+)
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -158,15 +167,30 @@ def test_split_calls_reuse_the_kernels_threads_until_it_is_freed(gelu: Gelu) -> 
         assert not worker.is_alive()
 
 
-@pytest.mark.parametrize("interruption", ["caller's slice raises", "SIGINT while it runs"])
-def test_an_interrupted_split_call_waits_for_its_worker_and_gives_it_back(
-    interruption: str, gelu: Gelu, monkeypatch: pytest.MonkeyPatch
+Entry = Callable[[int], None]
+
+
+def python_entry(kernel: xfuse.Kernel, run: Callable[[Entry, int], None]) -> Entry:
+    """A native entry (a ctypes callback, which takes the GIL) that does `run(native, address)`
+    for each slice, `native` the kernel's own entry; kept alive by the caller."""
+    native = kernel.function.native_entry
+    return ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda address: run(native, address))
+
+
+def entry_address(entry: Entry) -> int:
+    address = ctypes.cast(entry, ctypes.c_void_p).value
+    assert address is not None
+    return address
+
+
+def test_a_sigint_during_a_split_call_waits_for_its_worker_and_gives_it_back(
+    gelu: Gelu, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A KeyboardInterrupt in a split call (raised in the calling thread's slice, or a SIGINT
-    that lands while the calling thread runs its slice or waits) propagates once the worker's
-    slice has run (its memory is the caller's), and the worker goes back to the kernel: the
-    next calls split again, with no new thread, and give the right results."""
-    if interruption.startswith("SIGINT") and (
+    """A SIGINT that lands while the calling thread waits for its worker's slice raises
+    KeyboardInterrupt once the slice has run (its memory is the caller's: the whole split is
+    one native call, which a signal does not interrupt), and the worker goes back to the
+    kernel: the next calls split again, with no new thread, and give the right results."""
+    if (
         threading.current_thread() is not threading.main_thread()
         or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
     ):
@@ -175,23 +199,19 @@ def test_an_interrupted_split_call_waits_for_its_worker_and_gives_it_back(
     kernel.split_choice = SplitChoice.always()
     x, b, r = (np.full(1 << 17, v, np.float32) for v in (0.5, 0.25, -1.0))
     caller = threading.get_ident()
-    native = kernel.function.native_entry
     worker_ran = threading.Event()
 
-    def entry(address: int) -> None:
-        if threading.get_ident() == caller:
-            native(address)
-            if interruption.startswith("caller"):
-                raise KeyboardInterrupt
-            return
-        if interruption.startswith("SIGINT"):
+    def run(native: Entry, address: int) -> None:
+        if threading.get_ident() != caller:
+            time.sleep(0.05)  # the caller's slice has run: it waits in native code
             signal.pthread_kill(caller, signal.SIGINT)
-        time.sleep(0.2)  # still running when the caller sees the interruption
+            time.sleep(0.2)  # still running when the caller sees the signal
+            worker_ran.set()
         native(address)
-        worker_ran.set()
 
+    entry = python_entry(kernel, run)
     before = pool_threads()
-    monkeypatch.setattr(kernel.function, "native_entry", entry)
+    monkeypatch.setattr(kernel.function, "entry", entry_address(entry))
     with pytest.raises(KeyboardInterrupt):
         kernel(x=x, b=b, r=r)
     assert worker_ran.is_set()
@@ -202,26 +222,94 @@ def test_an_interrupted_split_call_waits_for_its_worker_and_gives_it_back(
     assert len(kernel.workers.take(1)) == 1  # idle: given back
 
 
-def test_slice_workers_never_exceed_their_size_and_stop_when_closed() -> None:
+def test_slice_workers_never_exceed_their_size_and_stop_when_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A call takes the idle workers only, starting new ones up to the kernel's `threads - 1`:
-    a second call at the same time gets none (it runs its slices itself, never waits)."""
+    a second call at the same time gets none (it runs its slices itself, never waits). A
+    worker runs the slice posted to it, on its own thread."""
+    kernel = xfuse.compile("out = x * 2;")
     before = pool_threads()
     workers = SliceWorkers(1)
     (first,) = workers.take(2)
     assert workers.take(1) == []
-    ran: list[int] = []
-    first.start(ran.append, 7)
-    first.wait()
-    assert ran == [7]
+    ran: list[tuple[str, int]] = []
+    entry = python_entry(
+        kernel, lambda native, address: ran.append((threading.current_thread().name, address))
+    )
+    monkeypatch.setattr(kernel.function, "entry", entry_address(entry))
+    kernel.function.run([[1, 2, 3], [4, 5, 6]], workers=[first])
+    assert [name for name, _ in ran] == ["MainThread", "xfuse-slice"]
     workers.give_back([first])
     assert workers.take(1) == [first]
     workers.give_back([first])
     started = pool_threads() - before
-    assert len(started) == 1
+    assert started == {first.thread}
     workers.close()
-    for thread in started:
-        thread.join(timeout=60)
-        assert not thread.is_alive()
+    first.thread.join(timeout=60)
+    assert not first.thread.is_alive()
+
+
+def test_a_split_call_hands_its_slices_over_without_python(gelu: Gelu) -> None:
+    """Once started, a worker thread runs no Python: a split call posts its slice, and waits
+    for it, in native code (`SliceWorker`); no Python lock changes hands."""
+    kernel = xfuse.compile(gelu.source, threads=2)
+    kernel.split_choice = SplitChoice.always()
+    x, b, r = (np.full(1 << 17, v, np.float32) for v in (0.5, 0.25, -1.0))
+    seen: list[tuple[str, str, str]] = []
+
+    def profile(frame: types.FrameType, event: str, argument: object) -> None:
+        name = argument.__name__ if event.startswith("c_") else frame.f_code.co_name  # type: ignore[attr-defined]
+        seen.append((threading.current_thread().name, event, name))
+
+    threading.setprofile(profile)
+    sys.setprofile(profile)
+    try:
+        kernel(x=x, b=b, r=r)  # starts the worker, which calls its native loop
+        started = list(seen)
+        seen.clear()
+        for _ in range(3):
+            out = kernel(x=x, b=b, r=r)
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+    assert ("xfuse-slice", "call", "_serve") in started
+    assert [s for s in seen if s[0] != "MainThread"] == []
+    assert not any(name in {"acquire", "release", "wait"} for _, _, name in seen)
+    np.testing.assert_allclose(out, gelu.reference(x, b, r), atol=2e-6)
+
+
+def test_a_worker_and_its_caller_sleep_when_idle_and_are_woken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After `SLICE_SPIN_NS` with nothing posted a worker sleeps (its slot says so) and a posted
+    slice wakes it; a caller whose worker's slice runs longer sleeps too until it is done."""
+    kernel = xfuse.compile("out = x * 2;", threads=2)
+    kernel.split_choice = SplitChoice.always()
+    x = np.arange(1 << 17, dtype=np.float32)
+    np.testing.assert_array_equal(kernel(x=x), 2 * x)
+    (worker,) = kernel.workers.take(1)
+    kernel.workers.give_back([worker])
+    ran: list[str] = []
+    caller_slept: list[bool] = []
+
+    def run(native: Entry, address: int) -> None:
+        ran.append(threading.current_thread().name)
+        if threading.current_thread() is worker.thread and len(ran) > 2:
+            time.sleep(0.05)  # many spin times: the caller sleeps
+            caller_slept.append(worker.slot[1] == SLOT_ASLEEP)
+        native(address)
+
+    entry = python_entry(kernel, run)
+    monkeypatch.setattr(kernel.function, "entry", entry_address(entry))
+    deadline = time.monotonic() + 60
+    while worker.slot[0] != SLOT_ASLEEP and time.monotonic() < deadline:
+        time.sleep(SLICE_SPIN_NS / 1e9)
+    assert worker.slot[0] == SLOT_ASLEEP
+    np.testing.assert_array_equal(kernel(x=3 * x), 6 * x)
+    assert sorted(ran) == ["MainThread", "xfuse-slice"]
+    np.testing.assert_array_equal(kernel(x=5 * x), 10 * x)
+    assert caller_slept == [True]
 
 
 def test_ten_thousand_calls_keep_the_resident_set_flat(gelu: Gelu) -> None:

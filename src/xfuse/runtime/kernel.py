@@ -167,6 +167,21 @@ PLAN_CACHE_SIZE = 64
 WORKSPACE_ALIGNMENT = 64
 """Byte alignment of a workspace and of each thread's part of it (a cache line)."""
 
+SLICE_SPIN_NS = 100_000
+"""How long a `SliceWorker` spins for its next slice after its last one (and a split call for
+its workers' slices) before it sleeps in the kernel (a futex): a sleeper's wake-up costs the
+split call ~10 us, a spin a core for as long. A prepared split call's Python between calls
+(choosing, planning, packing the slices' words) takes ~15 us, so workers of a kernel called in
+a loop never sleep; a worker idle longer gives its core back after 0.1 ms."""
+
+SLOT_IDLE, SLOT_ASLEEP, SLOT_SIGNALLED, SLOT_STOP = 0, 1, 2, 3
+"""The values of a `SliceWorker`'s slot's two words (`BOUND_CALL_IR`'s `serve_slices`): nothing
+posted (or the slice not done), the waiting thread asleep in a futex, a slice posted (or
+done), and the worker to end."""
+
+SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129
+"""Linux x86-64's futex system call and its operations on a word of one process."""
+
 
 def native_argument_count(parameter: Parameter) -> int:
     return 1 + len(parameter.dynamic_axes)
@@ -199,6 +214,8 @@ class NativeFunction:
         self.workspace = workspace
         parameters = (*self.inputs, *self.outputs)
         entry = native.address(packed_entry_name(name))
+        self.entry = entry
+        """The packed entry's address."""
         self.native_entry = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(entry)
         """The packed entry: takes the address of one call's argument words (`_packed`); the
         GIL is released while it runs."""
@@ -213,11 +230,10 @@ class NativeFunction:
         """`pointer_call` that first counts the call in its size class where it stays on one
         thread untimed, else runs nothing and returns None (`CallPlan.counted_words`)."""
         streaming = native.find(packed_entry_name(streaming_name(name)))
-        self.streaming_entry = (
-            None if streaming is None else ctypes.CFUNCTYPE(None, ctypes.c_void_p)(streaming)
-        )
-        """The streaming twin's packed entry (`xfuse.codegen.native.add_streaming_twins`):
-        stores that bypass the cache, for outputs aligned to `STREAMING_ALIGNMENT`; or None."""
+        self.streaming_entry = streaming
+        """The address of the streaming twin's packed entry
+        (`xfuse.codegen.native.add_streaming_twins`): stores that bypass the cache, for outputs
+        aligned to `STREAMING_ALIGNMENT`; or None."""
         self._workspace_bytes = (
             ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(
                 native.address(packed_entry_name(workspace_size_function(name)))
@@ -253,7 +269,9 @@ class NativeFunction:
     ) -> None:
         """Call the native function once per argument list: the first on this thread, the next
         ones concurrently on `workers` (one each), any left after them on this thread too. It
-        returns, or raises (an exception in this thread's slices), once the workers' have run.
+        returns once the workers' have run: all of it is one native call (`BOUND_CALL_IR`'s
+        `run_slices`), which nothing interrupts (a KeyboardInterrupt is raised after it), so
+        the slices' memory outlives them.
 
         With a workspace, each list ends with its part's offset and size: `workspace` is the
         address the offsets count from. `streaming`: the first list is a head that runs with
@@ -262,22 +280,23 @@ class NativeFunction:
         """
         if workspace:
             argument_lists = [[*a[:-2], workspace + a[-2], a[-1]] for a in argument_lists]
-        # The words stay referenced here until every slice has returned.
-        words = [_packed(arguments) for arguments in argument_lists]
-        entries = [self.native_entry] * len(words)
-        if streaming:
-            assert self.streaming_entry is not None
-            entries[1:] = [self.streaming_entry] * (len(words) - 1)
-        calls = [(entry, w.buffer_info()[0]) for entry, w in zip(entries, words, strict=True)]
         own = 1 + streaming
-        handed = calls[own : own + len(workers)]
-        try:
-            for worker, (entry, address) in zip(workers, handed, strict=False):
-                worker.start(entry, address)
-            for entry, address in calls[:own] + calls[own + len(handed) :]:
-                entry(address)
-        finally:
-            SliceWorker.wait_all(workers)
+        handed = workers[: len(argument_lists) - own]
+        rest = self.streaming_entry if streaming else self.entry
+        assert rest is not None
+        plan = _packed(
+            [
+                len(argument_lists),
+                own,
+                len(handed),
+                len(argument_lists[0]),
+                self.entry,
+                rest,
+                *(worker.address for worker in handed),
+                *itertools.chain.from_iterable(argument_lists),
+            ]
+        )
+        _slice_function("run_slices")(plan.buffer_info()[0])
 
     def chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
         """Row ranges of axis 0 to run on separate threads (one range: no split), as equal as
@@ -634,67 +653,27 @@ def quick_call(
 
 
 class SliceWorker:
-    """A thread that runs one native call at a time for a split call: `start` hands it over
-    and `wait` returns once it has run. Two locks used as binary semaphores hand the call over
-    and back (a futex each way): half the round trip of a `ThreadPoolExecutor`'s queue and
-    future (`benchmarks/activations.py` part 3 prints both).
-
-    Whether the call has run is `_finished`, which only the worker sets (before it releases
-    `_done`, and only where no release is pending): a wait interrupted by an exception (a
-    KeyboardInterrupt in the calling thread), before or after it acquired `_done`, can tell.
-    """
+    """A thread that runs one native call at a time for a split call (`NativeFunction.run`),
+    all of it native: the thread sits in `BOUND_CALL_IR`'s `serve_slices` (the GIL released)
+    on its `slot`: two 4-byte words, the signal to run (or end) and the signal that the call
+    has run, then two 8-byte ones, the call's entry and argument address. It spins for a
+    posted call up to `SLICE_SPIN_NS`, then sleeps in a futex; the caller waits the same way. No
+    Python runs and no Python lock changes hands between posting a call and its end (the two
+    locks this replaced cost a split call ~25 us at 2^18: docs/benchmarks.md). Linux x86-64
+    only (`pause` and the futex system call)."""
 
     def __init__(self) -> None:
-        self._call: tuple[Callable[[int], object], int] | None = None
-        self._finished = True
-        self._go, self._done = threading.Lock(), threading.Lock()
-        self._go.acquire()
-        self._done.acquire()
-        threading.Thread(target=self._serve, name="xfuse-slice", daemon=True).start()
+        self.slot = array.array("i", [SLOT_IDLE] * 6)
+        self.address = self.slot.buffer_info()[0]
+        self.thread = threading.Thread(target=self._serve, name="xfuse-slice", daemon=True)
+        self.thread.start()
 
-    def _serve(self) -> None:
-        while True:
-            self._go.acquire()
-            if self._call is None:
-                return
-            entry, address = self._call
-            try:
-                entry(address)
-            finally:
-                self._finished = True
-                if self._done.locked():
-                    self._done.release()
-
-    def start(self, entry: Callable[[int], object], address: int) -> None:
-        # No call between the stores and the release: no point for a signal's exception to land
-        # where the call is marked unfinished but not handed over (a wait would never return).
-        self._finished = False
-        self._call = (entry, address)
-        self._go.release()
-
-    def wait(self) -> None:
-        self.wait_all((self,))
-
-    @staticmethod
-    def wait_all(workers: Iterable[SliceWorker]) -> None:
-        """Return once every call handed to these workers has run, whatever exception (a
-        KeyboardInterrupt) interrupts the waiting: the calls read and write memory that the caller
-        frees once it returns, and a worker with a call still running must not be given back. The
-        first such exception is raised then."""
-        interruption: BaseException | None = None
-        for worker in workers:
-            while not worker._finished:
-                try:
-                    worker._done.acquire()
-                except BaseException as error:  # raised below, once the calls have run
-                    interruption = interruption or error
-        if interruption is not None:
-            raise interruption
+    def _serve(self) -> None:  # (keeps the slot alive while the thread reads it)
+        _slice_function("serve_slices")(self.address)
 
     def stop(self) -> None:
-        """End the thread (once idle: after `wait`)."""
-        self._call = None
-        self._go.release()
+        """End the thread (once idle: after its call has run)."""
+        _slice_function("stop_serving")(self.address)
 
 
 class SliceWorkers:
@@ -961,6 +940,9 @@ declare void @Py_IncRef(ptr)
 declare ptr @PyEval_SaveThread()
 declare void @PyEval_RestoreThread(ptr)
 declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+declare i64 @syscall(i64, ...)
+declare i32 @clock_gettime(i32, ptr)
+declare void @llvm.x86.sse2.pause()
 @_Py_NoneStruct = external global i8
 
 define ptr @keeping_gil(ptr %self, ptr %unused) {{
@@ -1096,6 +1078,174 @@ define ptr @counted_on_pointers(ptr %self, ptr %arguments, i64 %count) {{
   ret ptr %result
 }}
 
+define internal i64 @monotonic_ns() {{
+  %time = alloca [2 x i64], align 8
+  %failed = call i32 @clock_gettime(i32 1, ptr %time)
+  %seconds = load i64, ptr %time, align 8
+  %nanoseconds_at = getelementptr i64, ptr %time, i64 1
+  %nanoseconds = load i64, ptr %nanoseconds_at, align 8
+  %whole = mul i64 %seconds, 1000000000
+  %now = add i64 %whole, %nanoseconds
+  ret i64 %now
+}}
+
+define internal void @futex(ptr %word, i64 %operation, i64 %value) {{
+  %result = call i64 (i64, ...) @syscall(i64 {SYS_FUTEX}, ptr %word, i64 %operation, i64 %value,
+                                         ptr null, ptr null, i64 0)
+  ret void
+}}
+
+define internal i32 @await_signal(ptr %word) {{
+start:
+  %since = call i64 @monotonic_ns()
+  br label %spin
+spin:
+  %seen = load atomic i32, ptr %word acquire, align 4
+  %idle = icmp eq i32 %seen, {SLOT_IDLE}
+  br i1 %idle, label %pause, label %signalled
+pause:
+  call void @llvm.x86.sse2.pause()
+  %now = call i64 @monotonic_ns()
+  %spun = sub i64 %now, %since
+  %long = icmp sgt i64 %spun, {SLICE_SPIN_NS}
+  br i1 %long, label %mark, label %spin
+mark:
+  %marking = cmpxchg ptr %word, i32 {SLOT_IDLE}, i32 {SLOT_ASLEEP} acquire acquire
+  %marked = extractvalue {{ i32, i1 }} %marking, 1
+  br i1 %marked, label %sleep, label %spin
+sleep:
+  call void @futex(ptr %word, i64 {FUTEX_WAIT_PRIVATE}, i64 {SLOT_ASLEEP})
+  %now_seen = load atomic i32, ptr %word acquire, align 4
+  %still = icmp eq i32 %now_seen, {SLOT_ASLEEP}
+  br i1 %still, label %sleep, label %signalled
+signalled:
+  %signal = phi i32 [%seen, %spin], [%now_seen, %sleep]
+  ret i32 %signal
+}}
+
+define internal void @signal(ptr %word, i32 %signal) {{
+start:
+  %before = atomicrmw xchg ptr %word, i32 %signal release, align 4
+  %asleep = icmp eq i32 %before, {SLOT_ASLEEP}
+  br i1 %asleep, label %wake, label %done
+wake:
+  call void @futex(ptr %word, i64 {FUTEX_WAKE_PRIVATE}, i64 1)
+  br label %done
+done:
+  ret void
+}}
+
+define void @serve_slices(ptr %slot) {{
+start:
+  %done_at = getelementptr i32, ptr %slot, i64 1
+  %entry_at = getelementptr i64, ptr %slot, i64 1
+  %argument_at = getelementptr i64, ptr %slot, i64 2
+  br label %wait
+wait:
+  %signal = call i32 @await_signal(ptr %slot)
+  %stop = icmp eq i32 %signal, {SLOT_STOP}
+  br i1 %stop, label %stopped, label %run
+run:
+  store atomic i32 {SLOT_IDLE}, ptr %slot monotonic, align 4
+  %entry = load ptr, ptr %entry_at, align 8
+  %argument = load ptr, ptr %argument_at, align 8
+  call void %entry(ptr %argument)
+  call void @signal(ptr %done_at, i32 {SLOT_SIGNALLED})
+  br label %wait
+stopped:
+  ret void
+}}
+
+define void @stop_serving(ptr %slot) {{
+  call void @signal(ptr %slot, i32 {SLOT_STOP})
+  ret void
+}}
+
+define internal ptr @slice_entry(ptr %plan, i64 %index) {{
+  %rest = icmp ne i64 %index, 0
+  %at = select i1 %rest, i64 5, i64 4
+  %entry_at = getelementptr i64, ptr %plan, i64 %at
+  %entry = load ptr, ptr %entry_at, align 8
+  ret ptr %entry
+}}
+
+define internal ptr @slice_words(ptr %plan, i64 %index) {{
+  %workers_at = getelementptr i64, ptr %plan, i64 2
+  %workers = load i64, ptr %workers_at, align 8
+  %stride_at = getelementptr i64, ptr %plan, i64 3
+  %stride = load i64, ptr %stride_at, align 8
+  %before = mul i64 %index, %stride
+  %header = add i64 %workers, 6
+  %at = add i64 %header, %before
+  %words = getelementptr i64, ptr %plan, i64 %at
+  ret ptr %words
+}}
+
+define internal void @run_calls(ptr %plan, i64 %from, i64 %to) {{
+start:
+  br label %loop
+loop:
+  %index = phi i64 [%from, %start], [%next, %call]
+  %more = icmp slt i64 %index, %to
+  br i1 %more, label %call, label %done
+call:
+  %entry = call ptr @slice_entry(ptr %plan, i64 %index)
+  %words = call ptr @slice_words(ptr %plan, i64 %index)
+  call void %entry(ptr %words)
+  %next = add i64 %index, 1
+  br label %loop
+done:
+  ret void
+}}
+
+define void @run_slices(ptr %plan) {{
+start:
+  %count = load i64, ptr %plan, align 8
+  %own_at = getelementptr i64, ptr %plan, i64 1
+  %own = load i64, ptr %own_at, align 8
+  %workers_at = getelementptr i64, ptr %plan, i64 2
+  %workers = load i64, ptr %workers_at, align 8
+  %slots = getelementptr i64, ptr %plan, i64 6
+  br label %post
+post:
+  %posted = phi i64 [0, %start], [%next_post, %posting]
+  %more_posts = icmp slt i64 %posted, %workers
+  br i1 %more_posts, label %posting, label %own_calls
+posting:
+  %slot_at = getelementptr ptr, ptr %slots, i64 %posted
+  %slot = load ptr, ptr %slot_at, align 8
+  %handed = add i64 %own, %posted
+  %entry = call ptr @slice_entry(ptr %plan, i64 %handed)
+  %words = call ptr @slice_words(ptr %plan, i64 %handed)
+  %slot_entry = getelementptr i64, ptr %slot, i64 1
+  store ptr %entry, ptr %slot_entry, align 8
+  %slot_words = getelementptr i64, ptr %slot, i64 2
+  store ptr %words, ptr %slot_words, align 8
+  %slot_done = getelementptr i32, ptr %slot, i64 1
+  store atomic i32 {SLOT_IDLE}, ptr %slot_done monotonic, align 4
+  call void @signal(ptr %slot, i32 {SLOT_SIGNALLED})
+  %next_post = add i64 %posted, 1
+  br label %post
+own_calls:
+  call void @run_calls(ptr %plan, i64 0, i64 %own)
+  %rest = add i64 %own, %workers
+  call void @run_calls(ptr %plan, i64 %rest, i64 %count)
+  br label %wait
+wait:
+  %waited = phi i64 [0, %own_calls], [%next_wait, %waiting]
+  %more_waits = icmp slt i64 %waited, %workers
+  br i1 %more_waits, label %waiting, label %done
+waiting:
+  %wait_slot_at = getelementptr ptr, ptr %slots, i64 %waited
+  %wait_slot = load ptr, ptr %wait_slot_at, align 8
+  %wait_done = getelementptr i32, ptr %wait_slot, i64 1
+  %signal = call i32 @await_signal(ptr %wait_done)
+  %next_wait = add i64 %waited, 1
+  br label %wait
+done:
+  ret void
+}}
+
 define ptr @data_pointer(ptr %self, ptr %array) {{
   %field = getelementptr i8, ptr %array, i64 {DATA_FIELD_OFFSET}
   %data = load ptr, ptr %field, align 8
@@ -1121,7 +1271,21 @@ words on the stack with the pointers written in, and returns its first argument.
 of two words (a count and a bound, as `counted_releasing_gil`'s): while the count is below the
 bound it adds one to it and runs as `on_pointers`, else it returns None. `data_pointer` (one
 argument, a numpy array: it reads any object's memory as one) returns the array's data pointer
-(`fast_data_pointer`)."""
+(`fast_data_pointer`).
+
+Split calls, plain C functions of one address each, called through ctypes (the GIL released):
+`serve_slices` is a `SliceWorker`'s thread, on its slot (an i32 signal to run or stop, an i32
+signal that the call has run, the call's entry and argument words): it waits for a signal, runs
+the posted call and signals that it has run, until told to stop (`stop_serving`). `run_slices`
+is a split call (`NativeFunction.run`) on a plan of words: the count of calls, how many the
+caller runs first (`own`), the workers' count, the words per call, the first call's entry and
+the other calls' entry, the workers' slot addresses, then each call's argument words. It posts
+the calls after the first `own` to the workers (one each), runs its own and any left after the
+workers', and returns once the workers' have run. A waiting side (`await_signal`) spins with
+`pause` for `SLICE_SPIN_NS`, then marks its word asleep and sleeps in a futex until the
+signalling side (`signal`, an exchange with release ordering) wakes it; the signal is read with
+acquire ordering, so the slot's call (and what the caller wrote before posting it) is seen by
+the worker, and what the worker's call wrote is seen by the caller once it has run."""
 
 _BOUND_CALL_FLAGS = {
     "keeping_gil": 0x0004,
@@ -1174,6 +1338,14 @@ def _compile_bound_calls() -> tuple[NativeModule, dict[str, _MethodDef]]:
         for name, flags in _BOUND_CALL_FLAGS.items()
     }
     return native, methods
+
+
+@functools.cache
+def _slice_function(name: str) -> Callable[[int], object]:
+    """`BOUND_CALL_IR`'s `serve_slices`, `stop_serving` or `run_slices` as a ctypes function of
+    one address (which releases the GIL during the call)."""
+    native, _ = _bound_call_methods()
+    return ctypes.CFUNCTYPE(None, ctypes.c_void_p)(native.address(name))
 
 
 _new_function = ctypes.PYFUNCTYPE(
@@ -1270,7 +1442,7 @@ class PreparedCall:
         one_thread = call.native.plan.one_thread
         if len(self.argument_lists) == 1 and not self.workspace_bytes:
             # One slice, no workspace: the native call itself, its argument words packed once.
-            self.native_call = (self._entry, self.argument_lists[0])
+            self.native_call = (self.kernel.function.entry, self.argument_lists[0])
             self._run = self._bound_call(call.native.plan, self.argument_lists[0])
         elif one_thread is not None and one_thread.one_call_words is not None:
             # Split or not as `kernel.split_choice` says: a call in its size class's untimed
@@ -1283,7 +1455,7 @@ class PreparedCall:
                 call.native.plan.size_class, SplitTimes()
             )
             self._run = counted_native_call(
-                self._entry,
+                self.kernel.function.entry,
                 one_thread.argument_lists(call.native.pointers)[0],
                 self._result,
                 times.counts,
@@ -1291,18 +1463,12 @@ class PreparedCall:
                 (self.kernel, *self.arrays),
             )
 
-    @property
-    def _entry(self) -> int:
-        entry = ctypes.cast(self.kernel.function.native_entry, ctypes.c_void_p).value
-        assert entry is not None
-        return entry
-
     def _bound_call(self, plan: CallPlan, arguments: list[int]) -> Callable[[], Any]:
         """The builtin that runs one native call of `plan` on `arguments` (its argument words,
         packed once) and returns the outputs, keeping the kernel and the arrays alive."""
         short = plan.elements <= GIL_HELD_ELEMENTS
         return bound_native_call(
-            self._entry, arguments, self._result, short, (self.kernel, *self.arrays)
+            self.kernel.function.entry, arguments, self._result, short, (self.kernel, *self.arrays)
         )
 
     __call__ = property(operator.attrgetter("_run"))
