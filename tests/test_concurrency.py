@@ -279,6 +279,14 @@ def test_a_split_call_hands_its_slices_over_without_python(gelu: Gelu) -> None:
     np.testing.assert_allclose(out, gelu.reference(x, b, r), atol=2e-6)
 
 
+def wait_for(condition: Callable[[], bool], seconds: float = 60) -> bool:
+    """Whether `condition()` holds within `seconds` (polled every `SLICE_SPIN_NS`)."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(SLICE_SPIN_NS / 1e9)
+    return condition()
+
+
 def test_a_worker_and_its_caller_sleep_when_idle_and_are_woken(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -296,16 +304,12 @@ def test_a_worker_and_its_caller_sleep_when_idle_and_are_woken(
     def run(native: Entry, address: int) -> None:
         ran.append(threading.current_thread().name)
         if threading.current_thread() is worker.thread and len(ran) > 2:
-            time.sleep(0.05)  # many spin times: the caller sleeps
-            caller_slept.append(worker.slot[1] == SLOT_ASLEEP)
+            caller_slept.append(wait_for(lambda: worker.slot[1] == SLOT_ASLEEP))
         native(address)
 
     entry = python_entry(kernel, run)
     monkeypatch.setattr(kernel.function, "entry", entry_address(entry))
-    deadline = time.monotonic() + 60
-    while worker.slot[0] != SLOT_ASLEEP and time.monotonic() < deadline:
-        time.sleep(SLICE_SPIN_NS / 1e9)
-    assert worker.slot[0] == SLOT_ASLEEP
+    assert wait_for(lambda: worker.slot[0] == SLOT_ASLEEP)
     np.testing.assert_array_equal(kernel(x=3 * x), 6 * x)
     assert sorted(ran) == ["MainThread", "xfuse-slice"]
     np.testing.assert_array_equal(kernel(x=5 * x), 10 * x)
