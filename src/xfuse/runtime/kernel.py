@@ -9,7 +9,8 @@ ctypes releases the GIL during the call (but for a call of one slice over at mos
 slices of the outermost dimension concurrently (each slice is a call on offset pointers with a
 smaller outer size, its bounds on whole cache lines of every array split): the calling thread runs
 the first slice, N - 1 threads that the kernel keeps for its life (`SliceWorkers`: started as split
-calls first need them, stopped when the kernel is freed) the others. A split costs the hand-off and
+calls first need them, stopped when the kernel is freed) the others, handed over and awaited in
+native code (`SliceWorker`, `NativeFunction.run`). A split costs the hand-off and
 the other cores' cache misses on their slices' data, so whether it pays depends on the kernel, the
 size and the host's load: such calls time themselves, and per size class the faster way, one
 thread (the calling thread runs the call as one slice) or split, runs, the other one tried again
