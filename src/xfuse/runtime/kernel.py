@@ -1280,7 +1280,7 @@ argument, a numpy array: it reads any object's memory as one) returns the array'
 
 Split calls, plain C functions of one address each, called through ctypes (the GIL released):
 `serve_slices` is a `SliceWorker`'s thread, on its slot (an i32 signal to run or stop, an i32
-signal that the call has run, the call's entry and argument words): it waits for a signal, runs
+signal that the call has run, the call's entry and its words' address): it waits for a signal, runs
 the posted call and signals that it has run, until told to stop (`stop_serving`). `run_slices`
 is a split call (`NativeFunction.run`) on a plan of words: the count of calls, how many the
 caller runs first (`own`), the workers' count, the words per call, the first call's entry and
