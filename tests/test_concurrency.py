@@ -167,6 +167,30 @@ def test_split_calls_reuse_the_kernels_threads_until_it_is_freed(gelu: Gelu) -> 
         assert not worker.is_alive()
 
 
+def test_a_forked_child_splits_on_threads_of_its_own(gelu: Gelu) -> None:
+    """A child forked after split calls has none of the parent's worker threads: its split
+    calls start their own (`SliceWorkers`), where they waited forever for the parent's."""
+    kernel = xfuse.compile(gelu.source, threads=2)
+    kernel.split_choice = SplitChoice.always()
+    x, b, r = (np.full(1 << 17, v, np.float32) for v in (0.5, 0.25, -1.0))
+    expected = kernel(x=x, b=b, r=r)
+    assert len(kernel.prepare(x=x, b=b, r=r).argument_lists) == 2
+    child = os.fork()
+    if child == 0:  # (no pytest here, whatever happens: the exit status says it all)
+        status = 1
+        try:
+            status = 0 if np.array_equal(kernel(x=x, b=b, r=r), expected) and pool_threads() else 1
+        finally:
+            os._exit(status)
+    deadline = time.monotonic() + 60
+    while (waited := os.waitpid(child, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if waited == (0, 0):
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    assert waited[0] == child and os.waitstatus_to_exitcode(waited[1]) == 0
+
+
 Entry = Callable[[int], None]
 
 

@@ -46,6 +46,7 @@ import functools
 import itertools
 import math
 import operator
+import os
 import re
 import threading
 import time
@@ -685,14 +686,21 @@ class SliceWorkers:
     """A kernel's `threads - 1` worker threads, started as split calls first need them. A
     split call takes the idle ones (a call from another Python thread may have the others:
     then it runs more of its slices itself, never waiting on another call) and gives them back
-    when its slices have run."""
+    when its slices have run. A process forked from one with workers has none of their threads
+    (only the forking thread survives a fork): there every pool starts afresh
+    (`_forget_threads`), else a split call would post to a thread that is not there and wait
+    for it forever."""
 
     def __init__(self, size: int) -> None:
         self.size = size
+        self._closed = False
+        self._forget_threads()
+        _ALL_SLICE_WORKERS.add(self)
+
+    def _forget_threads(self) -> None:
         self._idle: list[SliceWorker] = []
         self._started = 0
-        self._lock = threading.Lock()
-        self._closed = False
+        self._lock = threading.Lock()  # (a new one: another thread may have held it at the fork)
 
     def take(self, count: int) -> list[SliceWorker]:
         with self._lock:
@@ -717,6 +725,18 @@ class SliceWorkers:
             idle, self._idle = self._idle, []
         for worker in idle:
             worker.stop()
+
+
+_ALL_SLICE_WORKERS: weakref.WeakSet[SliceWorkers] = weakref.WeakSet()
+"""Every kernel's pool, for a forked child to forget their threads."""
+
+
+def _forget_slice_threads_after_fork() -> None:
+    for workers in list(_ALL_SLICE_WORKERS):
+        workers._forget_threads()
+
+
+os.register_at_fork(after_in_child=_forget_slice_threads_after_fork)
 
 
 SizeClass = tuple[int, bool]
