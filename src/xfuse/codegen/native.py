@@ -848,7 +848,7 @@ def _pair_block(lines: list[str], tag: str) -> list[str]:
         )
     if not _BRANCH.match(lines[-1]):
         raise _NotPairable
-    stores, nonzeros, subnormals, fixup = set(), [], [], []
+    stores, nonzeros, subnormals, classifications, fixup = set(), [], [], [], []
     for number, (even, odd) in enumerate(store_pairs):
         name = f"%{tag}.store{number}"
         stores |= {even.lines[-1], odd.lines[-1]}
@@ -864,7 +864,7 @@ def _pair_block(lines: list[str], tag: str) -> list[str]:
         nonzeros.append(f"{name}.nonzero")
         for part in ("even", "odd"):
             subnormals.append(f"{name}.{part}.subnormal")
-            fixup.append(
+            classifications.append(
                 f"  {subnormals[-1]} = call <16 x i1> @{_CLASSIFY}(<16 x float> "
                 f"{name}.{part}, i32 {_SUBNORMAL_CLASS})"
             )
@@ -882,14 +882,14 @@ def _pair_block(lines: list[str], tag: str) -> list[str]:
             f"  br i1 %{tag}.zero, label %{tag}.check, label %{tag}.latch, {_RARELY}",
             "",
             f"{tag}.check:",
-            *[line for line in fixup if _CLASSIFY in line],
+            *classifications,
             *any_subnormal,
             f"  %{tag}.subnormals = bitcast <16 x i1> {subnormal} to i16",
             f"  %{tag}.subnormal = icmp ne i16 %{tag}.subnormals, 0",
             f"  br i1 %{tag}.subnormal, label %{tag}.fixup, label %{tag}.latch, {_RARELY}",
             "",
             f"{tag}.fixup:",
-            *[line for line in fixup if _CLASSIFY not in line],
+            *fixup,
             f"  br label %{tag}.latch",
             "",
             f"{tag}.latch:",
