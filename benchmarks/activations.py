@@ -349,16 +349,23 @@ def mca_bound(k: Kernel, output_bytes: int, clock_hz: float) -> LoopBound:
         raise RuntimeError("llvm-mca not found (Debian: apt install llvm-22)")
     body = hot_loop(k.asm)
     elements = sum(stored_bytes(line) for line in body) // output_bytes
-    report = subprocess.run(
-        [mca, f"-mcpu={host_cpu().name}", "-iterations=100"],
+    cpu = host_cpu().name
+    run = subprocess.run(
+        [mca, f"-mcpu={cpu}", "-iterations=100"],
         input="\n".join(body) + "\n",
         capture_output=True,
         text=True,
-        check=True,
         # llvm-mca 22 was seen spinning for 15 minutes on a loop interleaved 6 times: a row
         # fails with subprocess.TimeoutExpired instead of hanging the run.
         timeout=120,
-    ).stdout
+    )
+    if run.returncode != 0:
+        # An older llvm-mca (Debian 12's is LLVM 14) does not know newer CPUs such as znver4.
+        raise RuntimeError(
+            f"{mca} -mcpu={cpu} failed (exit {run.returncode}): {run.stderr.strip()}\n"
+            "LLVM 22's llvm-mca knows the CPUs xfuse targets (Debian: apt install llvm-22)"
+        )
+    report = run.stdout
     found = re.search(r"Block RThroughput:\s*([\d.]+)", report)
     assert found, report
     dividing = [
