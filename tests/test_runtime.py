@@ -38,6 +38,7 @@ from xfuse.runtime.kernel import (
     SPLIT_WARMUP_CALLS,
     SPLIT_WINDOW,
     STREAMING_BYTES,
+    STREAMING_OUTPUT_PAGE_OFFSET,
     CallPlan,
     NativeCall,
     SizeClass,
@@ -1015,6 +1016,26 @@ def test_small_split_and_misaligned_calls_keep_normal_stores(gelu: Gelu) -> None
     assert len(two_threads.prepare(x=x[:-16], b=x[:-16], r=x[:-16]).argument_lists) == 2
 
 
+def test_a_streaming_calls_new_outputs_start_half_a_page_from_numpys_arrays() -> None:
+    """The new output of a call that streams starts `STREAMING_OUTPUT_PAGE_OFFSET` bytes into a
+    4 KiB page, on a cache line and away from where numpy starts large arrays (4K aliasing
+    between the stores and the inputs' loads), whichever way the call is made; it streams from
+    its first element (no head). A call too small to stream keeps numpy's own arrays."""
+    assert STREAMING_OUTPUT_PAGE_OFFSET % 64 == 0
+    n = STREAMING_BYTES // 8
+    x = np.linspace(-4, 4, n, dtype=np.float32)
+    assert data_pointer(x) % 4096 != STREAMING_OUTPUT_PAGE_OFFSET
+    kernel = xfuse.compile("out = x * sigmoid(x);")
+    prepared = kernel.prepare(x=x)
+    assert [arguments[-1] for arguments in prepared.argument_lists] == [0, n]
+    two_threads = xfuse.compile("out = x * sigmoid(x);", threads=2)
+    for out in (kernel(x=x), prepared(), two_threads(x=x)):
+        assert data_pointer(out) % 4096 == STREAMING_OUTPUT_PAGE_OFFSET
+        np.testing.assert_allclose(out, x / (1 + np.exp(-x)), rtol=1e-6, atol=1e-7)
+    small = kernel.prepare(x=x[:1024])
+    assert len(small.argument_lists) == 1 and small.outputs[0].base is None
+
+
 @pytest.mark.parametrize("head", [0, 5])
 def test_large_split_calls_stream_each_slice_from_a_cache_line(head: int, gelu: Gelu) -> None:
     """A split call that streams runs the outputs' head with normal stores and splits the rest
@@ -1092,7 +1113,8 @@ def test_large_2d_calls_stream_whole_rows_with_the_same_bits(
     assert head == 0 and sum(rows) == len(x)
     assert [arguments[-3] % 64 for arguments in run.argument_lists] == [0] * (1 + threads)
     new = kernel.prepare(x=x, b=b, r=r)
-    assert len(new.argument_lists) == 1 + threads and data_pointer(new.outputs[0]) % 64 == 0
+    assert len(new.argument_lists) == 1 + threads
+    assert data_pointer(new.outputs[0]) % 4096 == STREAMING_OUTPUT_PAGE_OFFSET
     kernel.split_choice = SplitChoice.always()
     for result in (run(), new(), kernel(x=x, b=b, r=r, out=out), kernel(x=x, b=b, r=r)):
         same_bits(result, want)

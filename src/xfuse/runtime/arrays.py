@@ -297,12 +297,15 @@ NewArray = Callable[[tuple[int, ...], np.dtype], np.ndarray]
 """Makes a new C-contiguous array of a shape and dtype (`np.empty`, `aligned_empty`)."""
 
 
-def aligned_empty(shape: tuple[int, ...], dtype: np.dtype, alignment: int = 64) -> np.ndarray:
-    """A new C-contiguous array whose data starts on an `alignment`-byte boundary (numpy's own
-    start where the allocator puts them: 16-byte boundaries)."""
+def aligned_empty(
+    shape: tuple[int, ...], dtype: np.dtype, alignment: int = 64, offset: int = 0
+) -> np.ndarray:
+    """A new C-contiguous array whose data starts `offset` bytes past an `alignment`-byte
+    boundary (numpy's own start where the allocator puts them: 16-byte boundaries, for a large
+    array 16 bytes into a page)."""
     nbytes = int(np.prod(shape)) * dtype.itemsize
     storage = np.empty(nbytes + alignment, np.uint8)
-    start = -data_pointer(storage) % alignment
+    start = (offset - data_pointer(storage)) % alignment
     return storage[start : start + nbytes].view(dtype).reshape(shape)
 
 

@@ -156,6 +156,13 @@ outputs past the cache (non-temporal stores): the outputs are not read into the 
 do not evict the inputs. Below, normal stores are faster (the outputs stay cached for what reads
 them next). Measured in `benchmarks/loop_and_call.py`: 1.2-1.5x from 4 MiB, 0.6x at 1 MiB."""
 
+STREAMING_OUTPUT_PAGE_OFFSET = 2048
+"""Where in its 4 KiB page a streaming call's new output starts: half a page from where numpy's
+large arrays start (16 bytes in), so that no store is a little ahead of a later load in the low
+12 bits of their addresses, which holds the load up (4K aliasing). On Zen 4 at 2^24, hardswish
+with its output a line boundary, 48 bytes, ahead of its input took 0.68 ns/el, half a page away
+0.20 (docs/benchmarks.md)."""
+
 GIL_HELD_ELEMENTS = 1 << 14
 """A call of one native call over at most this many elements keeps the GIL: releasing and
 taking it back cost ~70 ns of a prepared call's ~2 us at 2^12 elements in cache (where the
@@ -534,7 +541,9 @@ def make_plan(
         one_thread=make_plan(function, input_shapes, 1)
         if len(chunks) > 1 and streaming_split is None
         else None,
-        new_array=functools.partial(aligned_empty, alignment=STREAMING_ALIGNMENT)
+        new_array=functools.partial(
+            aligned_empty, alignment=4096, offset=STREAMING_OUTPUT_PAGE_OFFSET
+        )
         if streams
         else np.empty,
     )
