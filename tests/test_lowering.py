@@ -713,6 +713,13 @@ def test_prefetch_loads_prefetches_each_line_a_compute_heavy_loop_loads() -> Non
     assert prefetch_loads(TWO_BF16_PARTS) == TWO_BF16_PARTS
 
 
+@pytest.fixture
+def intel_core(use_cpu: Callable[[str, str], HostCpu]) -> HostCpu:
+    """This host's features under the name of an Intel core, where compute-heavy loops
+    prefetch (`HostCpu.prefetches`): code that runs here."""
+    return use_cpu("sapphirerapids", host_cpu().features)
+
+
 @pytest.mark.parametrize(
     ("source", "prefetches"),
     [
@@ -722,9 +729,12 @@ def test_prefetch_loads_prefetches_each_line_a_compute_heavy_loop_loads() -> Non
         ("out = x * min(max(x + 3, 0), 6) / 6;", False),  # hardswish: 2.5 float ops a line
     ],
 )
-def test_compute_heavy_loops_prefetch_every_line_they_load(source: str, prefetches: bool) -> None:
+def test_compute_heavy_loops_prefetch_every_line_they_load(
+    source: str, prefetches: bool, intel_core: HostCpu
+) -> None:
     """Each line an iteration of a compute-heavy loop loads is prefetched once (the bf16
     loop's too, whose loads `pair_bf16_parts` replaced); a loop of little math has none."""
+    assert intel_core.prefetches
     kernel = xfuse.compile(source)
     loop = hot_loop_mnemonics(kernel.asm)
     body = vector_body(kernel.llvm_ir)
@@ -737,7 +747,21 @@ def test_compute_heavy_loops_prefetch_every_line_they_load(source: str, prefetch
     assert ("prefetcht0" in loop) == prefetches
 
 
-def test_prefetches_past_the_arrays_end_do_not_fault(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("cpu", [ZEN3, ("znver4", ZEN3[1]), ("znver5", ZEN3[1])])
+def test_amd_zen_cores_do_not_prefetch(
+    cpu: tuple[str, str], use_cpu: Callable[[str, str], HostCpu]
+) -> None:
+    """On AMD's Zen cores the prefetches made loops of several inputs slower: none there."""
+    assert not use_cpu(*cpu).prefetches
+    for source in ("out = x * sigmoid(x);", "out = x * rsqrt(y * y + 0.001) * z;"):
+        kernel = xfuse.compile(source)
+        assert "llvm.prefetch" not in kernel.llvm_ir
+        assert "prefetch" not in kernel.asm
+
+
+def test_prefetches_past_the_arrays_end_do_not_fault(
+    monkeypatch: pytest.MonkeyPatch, intel_core: HostCpu
+) -> None:
     """A compute-heavy loop prefetches past the end of its input: into a page that may not be
     read, which does not fault; and the results are the bits of the loop without prefetches."""
     page = mmap.PAGESIZE

@@ -16,7 +16,7 @@ innermost loops are marked parallel (`llvm.loop.parallel_accesses`): the vectori
 runtime overlap check, which an in-place call (out is an input) would fail, falling back to the
 scalar loop. They also get an interleave count chosen from the body's length (`mark_loops`),
 and once vectorized, a compute-heavy one prefetches the lines it loads a few KiB ahead
-(`prefetch_loads`).
+(`prefetch_loads`) on a host where that pays (`HostCpu.prefetches`).
 
 A single-kernel program also gets a streaming twin of its function (`add_streaming_twins`):
 the same loop with non-temporal vector stores, which the runtime calls for large calls on
@@ -76,6 +76,15 @@ class HostCpu:
         """Whether vector loads and stores of `element_bytes`-sized elements can be masked:
         `vmaskmovps/pd` (AVX) for 4 and 8 bytes, AVX-512BW's masked moves for 1 and 2."""
         return self.has("avx512bw") or (element_bytes >= 4 and self.has("avx"))
+
+    @property
+    def prefetches(self) -> bool:
+        """Whether compute-heavy vector loops prefetch the lines they load (`prefetch_loads`):
+        on Intel's cores (Emerald Rapids) that took 0.70-0.96x the time at 2^24; on AMD's Zen
+        (`znver*`; measured on Zen 4) it took the loops of two or three input arrays 1.2-1.6x
+        the time at every distance tried, 3 to 16 KiB, and gained nothing on one input
+        (docs/benchmarks.md)."""
+        return not self.name.startswith("znver")
 
     @property
     def rounds_bf16(self) -> bool:
@@ -1183,10 +1192,13 @@ def generate_code(
     backing: llvm_binding.ModuleRef, opt_level: int = 3, twins: Sequence[str] = ()
 ) -> NativeModule:
     """The second half of `compile_llvm_dialect`: code generation and linking by MCJIT (after
-    pairing the parts of bf16 loops, `pair_bf16_parts`, prefetching in compute-heavy loops,
-    `prefetch_loads`, and marking the stores of `twins`, see `streaming_stores`)."""
+    pairing the parts of bf16 loops, `pair_bf16_parts`, prefetching in compute-heavy loops
+    where the host gains by it, `prefetch_loads`, and marking the stores of `twins`, see
+    `streaming_stores`)."""
     optimized_ir = str(backing)
-    rewritten = prefetch_loads(pair_bf16_parts(optimized_ir))
+    rewritten = pair_bf16_parts(optimized_ir)
+    if host_cpu().prefetches:
+        rewritten = prefetch_loads(rewritten)
     if rewritten != optimized_ir:
         backing = llvm_binding.parse_assembly(rewritten)
         _eliminate_dead_code(backing, opt_level)
