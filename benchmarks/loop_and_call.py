@@ -9,7 +9,8 @@ one thread, `out=` buffers, each time the best of `--rounds` interleaved round m
    an f32 bias, [t, 4096]), each with xfuse's choice (`interleave=None`, 4 for a long loop body)
    and with LLVM's own (`interleave=0`);
 2. non-temporal stores: GELU and `x + b + r` at 2^12 to 2^24 with `streaming=True` (the
-   default: calls from `STREAMING_BYTES` run through the streaming twin) and `streaming=False`;
+   default: calls from `HostCpu.streaming_bytes` run through the streaming twin) and
+   `streaming=False`;
 3. `threads=2` against `threads=1` for GELU at 2^18 and 2^24 (the kernel's persistent pool, the
    calling thread runs one slice);
 4. the cost of a call at n = 16: a checked call `k(x=..., out=...)`, a prepared call
@@ -34,7 +35,7 @@ import numpy as np
 import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.codegen.native import compile_llvm_ir, host_cpu
-from xfuse.runtime.kernel import STREAMING_BYTES, Kernel
+from xfuse.runtime.kernel import Kernel
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 GELU = (EXAMPLES / "gelu.ew").read_text()
@@ -94,7 +95,7 @@ def interleave_rows(rounds: int) -> None:
 
 
 def streaming_rows(rounds: int) -> None:
-    print(f"non-temporal stores from {STREAMING_BYTES >> 20} MiB moved per call")
+    print(f"non-temporal stores from {host_cpu().streaming_bytes >> 20} MiB moved per call")
     print(
         "| program | n | MiB moved | streaming=True (ns/el) | streaming=False (ns/el) | speedup |"
     )

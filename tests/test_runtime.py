@@ -23,7 +23,7 @@ from xdsl.ir import Operation
 from xdsl.parser import Parser
 
 import xfuse
-from xfuse.codegen.native import streaming_name
+from xfuse.codegen.native import HostCpu, host_cpu, streaming_name
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.arrays import CallSignature, aligned_empty, data_pointer, keyword_mistake
@@ -37,7 +37,6 @@ from xfuse.runtime.kernel import (
     SPLIT_PROBE_SHARE,
     SPLIT_WARMUP_CALLS,
     SPLIT_WINDOW,
-    STREAMING_BYTES,
     STREAMING_OUTPUT_PAGE_OFFSET,
     CallPlan,
     NativeCall,
@@ -981,10 +980,11 @@ SPECIAL_VALUES = np.array(
 
 @pytest.mark.parametrize("head", range(0, 17, 3))
 def test_large_calls_stream_their_outputs_with_the_same_bits(head: int, gelu: Gelu) -> None:
-    """From `STREAMING_BYTES`, a call runs the outputs' unaligned head with normal stores and
+    """From the host's `HostCpu.streaming_bytes`, a call runs the outputs' unaligned head with
+    normal stores and
     the rest through the streaming twin (non-temporal stores): the same bits as without,
     special values included, wherever the buffers start."""
-    n = STREAMING_BYTES // 16 + 37
+    n = host_cpu().streaming_bytes // 16 + 37
     rng = np.random.default_rng(head)
     storage = [rng.standard_normal(n + 32, dtype=np.float32) for _ in range(4)]
     for array in storage[:3]:
@@ -1003,7 +1003,7 @@ def test_large_calls_stream_their_outputs_with_the_same_bits(head: int, gelu: Ge
 
 def test_small_split_and_misaligned_calls_keep_normal_stores(gelu: Gelu) -> None:
     kernel = xfuse.compile("h = x + b; y = tanh(h);", outputs=["y", "h"])
-    n = STREAMING_BYTES // 16
+    n = host_cpu().streaming_bytes // 16
     x = np.ones(n, np.float32)
     assert len(kernel.prepare(x=x[:1024], b=x[:1024]).argument_lists) == 1  # in the cache
     y, h = np.empty(n + 16, np.float32), np.empty(n + 16, np.float32)
@@ -1016,13 +1016,25 @@ def test_small_split_and_misaligned_calls_keep_normal_stores(gelu: Gelu) -> None
     assert len(two_threads.prepare(x=x[:-16], b=x[:-16], r=x[:-16]).argument_lists) == 2
 
 
+@pytest.mark.parametrize(("cpu", "mib"), [("sapphirerapids", 4), ("znver4", 16), ("znver3", 16)])
+def test_calls_stream_from_the_hosts_threshold(
+    cpu: str, mib: int, use_cpu: Callable[[str, str], HostCpu]
+) -> None:
+    """A call streams its outputs from `HostCpu.streaming_bytes` moved: 4 MiB on Intel's
+    cores, 16 MiB on AMD's Zen (whose large L3 keeps smaller calls' outputs faster)."""
+    assert use_cpu(cpu, host_cpu().features).streaming_bytes == mib << 20
+    kernel = xfuse.compile("out = x * sigmoid(x);")
+    x = np.ones((mib << 20) // 8, np.float32)  # 4 bytes read, 4 written an element
+    assert [len(kernel.prepare(x=x[:n]).argument_lists) for n in (x.size - 16, x.size)] == [1, 2]
+
+
 def test_a_streaming_calls_new_outputs_start_half_a_page_from_numpys_arrays() -> None:
     """The new output of a call that streams starts `STREAMING_OUTPUT_PAGE_OFFSET` bytes into a
     4 KiB page, on a cache line and away from where numpy starts large arrays (4K aliasing
     between the stores and the inputs' loads), whichever way the call is made; it streams from
     its first element (no head). A call too small to stream keeps numpy's own arrays."""
     assert STREAMING_OUTPUT_PAGE_OFFSET % 64 == 0
-    n = STREAMING_BYTES // 8
+    n = host_cpu().streaming_bytes // 8
     x = np.linspace(-4, 4, n, dtype=np.float32)
     assert data_pointer(x) % 4096 != STREAMING_OUTPUT_PAGE_OFFSET
     kernel = xfuse.compile("out = x * sigmoid(x);")
@@ -1040,7 +1052,7 @@ def test_a_streaming_calls_new_outputs_start_half_a_page_from_numpys_arrays() ->
 def test_large_split_calls_stream_each_slice_from_a_cache_line(head: int, gelu: Gelu) -> None:
     """A split call that streams runs the outputs' head with normal stores and splits the rest
     at cache lines of the output: the same bits, run concurrently or one after the other."""
-    n = STREAMING_BYTES // 16 + 37
+    n = host_cpu().streaming_bytes // 16 + 37
     rng = np.random.default_rng(head)
     storage = [rng.standard_normal(n + 32, dtype=np.float32) for _ in range(4)]
     x, b, r, out = (array[head : head + n] for array in storage)
@@ -1061,7 +1073,7 @@ def test_large_split_calls_stream_each_slice_from_a_cache_line(head: int, gelu: 
 def test_a_static_length_never_streams_and_writes_only_its_output() -> None:
     """A kernel compiled for one static length runs all of it whatever size it is passed: it
     cannot be split into a head and a streaming rest (that wrote past the output's end)."""
-    n = STREAMING_BYTES // 8 + 37
+    n = host_cpu().streaming_bytes // 8 + 37
     kernel = xfuse.compile("out = x + 0.5;", shapes={"x": (n,)})
     storage = np.zeros(n + 64, np.float32)
     head = 1 + (-storage.ctypes.data % 64) // 4  # the output starts just past a cache line
@@ -1081,9 +1093,10 @@ def llm_gelu(gelu: Gelu, dtype: str, **options: object) -> xfuse.Kernel:
 
 
 def llm_arrays(dtype: str, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """x and r [t, d], special values in x, and b [d], of `dtype`: t rows for `STREAMING_BYTES`."""
+    """x and r [t, d], special values in x, and b [d], of `dtype`: t rows for the host's
+    `HostCpu.streaming_bytes`."""
     rng = np.random.default_rng(d)
-    rows = STREAMING_BYTES // (3 * d * np.dtype(dtype).itemsize) + 3
+    rows = host_cpu().streaming_bytes // (3 * d * np.dtype(dtype).itemsize) + 3
     x, r = (rng.standard_normal((rows, d)).astype(dtype) for _ in range(2))
     with np.errstate(over="ignore"):  # 3.4e38 is inf in float16
         x.flat[rng.integers(0, x.size, 1000)] = rng.choice(SPECIAL_VALUES, 1000).astype(dtype)

@@ -20,7 +20,7 @@ and once vectorized, a compute-heavy one prefetches the lines it loads a few KiB
 
 A single-kernel program also gets a streaming twin of its function (`add_streaming_twins`):
 the same loop with non-temporal vector stores, which the runtime calls for large calls on
-outputs it has aligned (`xfuse.runtime.kernel.STREAMING_BYTES`).
+outputs it has aligned (`HostCpu.streaming_bytes`).
 """
 
 from __future__ import annotations
@@ -85,6 +85,17 @@ class HostCpu:
         the time at every distance tried, 3 to 16 KiB, and gained nothing on one input
         (docs/benchmarks.md)."""
         return not self.name.startswith("znver")
+
+    @property
+    def streaming_bytes(self) -> int:
+        """From how many bytes read and written a call of one flat loop writes its outputs
+        past the cache (non-temporal stores; `xfuse.runtime.kernel`): below, normal stores are
+        faster (the outputs stay cached for what reads them next), above, the outputs are not
+        read into the cache first and do not evict the inputs. On Intel's cores 4 MiB (1.2-1.5x
+        from 4 MiB, 0.6x at 1 MiB: `benchmarks/loop_and_call.py`); on AMD's Zen 16 MiB (on Zen 4,
+        32 MiB of L3, normal stores took 0.58-0.99x the time of streaming ones at 4 and 8 MiB,
+        0.90-1.08x at 16 MiB, 1.02-1.46x from 64 MiB: docs/benchmarks.md)."""
+        return (16 if self.name.startswith("znver") else 4) << 20
 
     @property
     def rounds_bf16(self) -> bool:

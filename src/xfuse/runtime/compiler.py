@@ -147,7 +147,7 @@ class Options:
     streaming: bool = True
     """Also compile a single-kernel program's streaming twin, whose outputs bypass the cache,
     for calls of one flat loop, or of a loop nest whose output rows are whole 64-byte lines, from
-    `xfuse.runtime.kernel.STREAMING_BYTES` (x86 hosts)."""
+    `xfuse.codegen.native.HostCpu.streaming_bytes` (x86 hosts)."""
     masked_remainder: bool = False
     """Run the elements after the last full block of vectors in a masked vector loop instead
     of LLVM's vector epilogue and scalar loop (`ew-kernel-to-loops{vector-bytes}`): up to ~200 ns
@@ -543,7 +543,7 @@ def compile(
     loop vectorizer interleaves (0: LLVM's cost model chooses, 1 to 16: that many; default None:
     4 for a long loop body, LLVM's choice for a short one, 1 over more than 16 arrays, see
     `xfuse.codegen.native.interleave_count`); `streaming=False` keeps normal stores in calls
-    too large for the cache (see `xfuse.runtime.kernel.STREAMING_BYTES`);
+    too large for the cache (see `xfuse.codegen.native.HostCpu.streaming_bytes`);
     `masked_remainder=True` runs the last elements in a masked vector loop (see `Options`, which
     checks every option); `extra_passes` adds
     xfuse passes after

@@ -28,13 +28,14 @@ per shape by the companion native function. Each slice of a split call gets its 
 workspace; concurrent calls from several Python threads each borrow a workspace of their own.
 
 A call of one flat loop (a single-kernel program on 1-d arrays, or flattened ones) that moves at
-least `STREAMING_BYTES` streams its outputs: it runs the elements before the outputs' first
-64-byte boundary with the function itself and the rest with its streaming twin, whose vector
-stores are non-temporal (`xfuse.codegen.native.add_streaming_twins`); a split call splits that
-rest, at 64-byte boundaries of the outputs. A loop nest ([t, d] arrays, a [d] bias) streams
-all of it where its output rows are whole 64-byte lines starting on one (`streaming_sizes`;
-each row has no head to run apart), else none. Both functions compute the same bits. A call
-that streams makes its new outputs start on a 64-byte boundary.
+least the host's `HostCpu.streaming_bytes` streams its outputs: it runs the elements before the
+outputs' first 64-byte boundary with the function itself and the rest with its streaming twin,
+whose vector stores are non-temporal (`xfuse.codegen.native.add_streaming_twins`); a split call
+splits that rest, at 64-byte boundaries of the outputs. A loop nest ([t, d] arrays, a [d] bias)
+streams all of it where its output rows are whole 64-byte lines starting on one
+(`streaming_sizes`; each row has no head to run apart), else none. Both functions compute the
+same bits. A call that streams makes its new outputs start on a 64-byte boundary, half a page
+from numpy's (`STREAMING_OUTPUT_PAGE_OFFSET`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from xfuse.codegen.native import (
     STREAMING_ALIGNMENT,
     NativeModule,
     compile_llvm_ir,
+    host_cpu,
     streaming_name,
 )
 from xfuse.runtime import dask_arrays
@@ -149,12 +151,6 @@ way that wins again (the host's load dropped) is found within this many calls.""
 SPLIT_MARGIN = 0.05
 """A split is chosen only where it is this much faster than one thread: a tie keeps the other
 core for other work (and "never slower than one thread" against timing noise)."""
-
-STREAMING_BYTES = 1 << 22
-"""From this many bytes read and written (4 MiB), a one-thread call of one flat loop writes its
-outputs past the cache (non-temporal stores): the outputs are not read into the cache first, and
-do not evict the inputs. Below, normal stores are faster (the outputs stay cached for what reads
-them next). Measured in `benchmarks/loop_and_call.py`: 1.2-1.5x from 4 MiB, 0.6x at 1 MiB."""
 
 STREAMING_OUTPUT_PAGE_OFFSET = 2048
 """Where in its 4 KiB page a streaming call's new output starts: half a page from where numpy's
@@ -357,9 +353,9 @@ class CallPlan:
     elements: int = 0
     """The elements of the iteration (what a call's time per element is over)."""
     streams: bool = False
-    """A call large enough to stream its outputs (`STREAMING_BYTES`), of one loop or loop nest
-    whose outputs all have its shape (`streaming_sizes`), and the function has a streaming
-    twin."""
+    """A call large enough to stream its outputs (`HostCpu.streaming_bytes`), of one loop or
+    loop nest whose outputs all have its shape (`streaming_sizes`), and the function has a
+    streaming twin."""
     streaming: bool = False
     """A streaming call: the unaligned head's argument list, then one per slice of the aligned
     rest (`NativeFunction.run`)."""
@@ -527,7 +523,7 @@ def make_plan(
         and not workspace_bytes
         and all(shape == iteration for shape in output_shapes)
         and streaming_sizes(function, output_shapes)
-        and traffic >= STREAMING_BYTES
+        and traffic >= host_cpu().streaming_bytes
     )
     return CallPlan(
         output_shapes,
