@@ -27,6 +27,7 @@ import pytest
 import xfuse
 from xfuse.runtime.compiler import clear_cache
 from xfuse.runtime.kernel import (
+    SHARED_SLICE_WORKERS,
     SLICE_SPIN_NS,
     SLOT_ASLEEP,
     SliceWorkers,
@@ -146,9 +147,11 @@ def pool_threads() -> set[threading.Thread]:
 def test_split_calls_reuse_the_kernels_threads_until_it_is_freed(gelu: Gelu) -> None:
     """`threads=3` keeps up to 2 worker threads from its first split call on (the pool starts
     one per slice unless one is already idle), reused by later calls: starting threads per call
-    cost more than a small call. Freeing the kernel stops them."""
+    cost more than a small call. Closing its pool stops them (a kernel's own pool, here: by
+    default every kernel shares the process's, `SHARED_SLICE_WORKERS`)."""
     before = pool_threads()
     kernel = xfuse.compile(gelu.source, threads=3)
+    kernel.workers = SliceWorkers(2)
     kernel.split_choice = SplitChoice.always()
     x, b, r = (np.full(3 << 15, v, np.float32) for v in (0.5, 0.25, -1.0))
     assert len(kernel.prepare(x=x, b=b, r=r).argument_lists) == 3
@@ -160,11 +163,32 @@ def test_split_calls_reuse_the_kernels_threads_until_it_is_freed(gelu: Gelu) -> 
     workers = pool_threads() - before
     assert first <= workers and len(workers) <= 2
     np.testing.assert_allclose(out, gelu.reference(x, b, r), atol=2e-6)
-    del kernel
-    gc.collect()
+    kernel.workers.close()
     for worker in workers:
         worker.join(timeout=60)
         assert not worker.is_alive()
+
+
+def test_every_kernels_split_calls_share_the_process_workers(gelu: Gelu) -> None:
+    """Kernels share the process's workers (`SHARED_SLICE_WORKERS`, as many as the largest
+    `threads` less one): another kernel's split calls run on the threads the first one's
+    started, which stay for the next kernel when a kernel is freed."""
+    three = xfuse.compile(gelu.source, threads=3)
+    two = xfuse.compile("out = x * sigmoid(x);", threads=2)
+    assert three.workers is two.workers is SHARED_SLICE_WORKERS
+    assert SHARED_SLICE_WORKERS.size >= 2
+    x, b, r = (np.full(3 << 15, v, np.float32) for v in (0.5, 0.25, -1.0))
+    for kernel in (three, two):
+        kernel.split_choice = SplitChoice.always()
+    three(x=x, b=b, r=r)
+    workers = pool_threads()
+    for _ in range(3):
+        np.testing.assert_allclose(three(x=x, b=b, r=r), gelu.reference(x, b, r), atol=2e-6)
+        np.testing.assert_allclose(two(x=x), x / (1 + np.exp(-x)), rtol=1e-6)
+    assert pool_threads() == workers
+    del three, two
+    gc.collect()
+    assert all(worker.is_alive() for worker in workers)
 
 
 def test_a_forked_child_splits_on_threads_of_its_own(gelu: Gelu) -> None:
@@ -220,6 +244,7 @@ def test_a_sigint_during_a_split_call_waits_for_its_worker_and_gives_it_back(
     ):
         pytest.skip("SIGINT raises KeyboardInterrupt only in the main thread, by default")
     kernel = xfuse.compile(gelu.source, threads=2)
+    kernel.workers = SliceWorkers(1)  # of its own: its first split call starts its worker
     kernel.split_choice = SplitChoice.always()
     x, b, r = (np.full(1 << 17, v, np.float32) for v in (0.5, 0.25, -1.0))
     caller = threading.get_ident()
@@ -263,7 +288,7 @@ def test_slice_workers_never_exceed_their_size_and_stop_when_closed(
     )
     monkeypatch.setattr(kernel.function, "entry", entry_address(entry))
     kernel.function.run([[1, 2, 3], [4, 5, 6]], workers=[first])
-    assert [name for name, _ in ran] == ["MainThread", "xfuse-slice"]
+    assert sorted(name for name, _ in ran) == ["MainThread", "xfuse-slice"]  # either first
     workers.give_back([first])
     assert workers.take(1) == [first]
     workers.give_back([first])
@@ -278,6 +303,7 @@ def test_a_split_call_hands_its_slices_over_without_python(gelu: Gelu) -> None:
     """Once started, a worker thread runs no Python: a split call posts its slice, and waits
     for it, in native code (`SliceWorker`); no Python lock changes hands."""
     kernel = xfuse.compile(gelu.source, threads=2)
+    kernel.workers = SliceWorkers(1)  # of its own: its first split call starts its worker
     kernel.split_choice = SplitChoice.always()
     x, b, r = (np.full(1 << 17, v, np.float32) for v in (0.5, 0.25, -1.0))
     seen: list[tuple[str, str, str]] = []

@@ -1,26 +1,25 @@
 """A compiled program callable on numpy arrays.
 
-The native function follows the lowering's calling convention (`xfuse.transforms.to_llvm`): for
-each input, then each output, a pointer to its first element and one i64 per `?` dimension. It
-is called through its packed entry, with one pointer to an array of those argument words, so a
-program may have any number of arrays (ctypes passes at most 1024 arguments to a call).
-ctypes releases the GIL during the call (but for a call of one slice over at most
-`GIL_HELD_ELEMENTS`, a few us, which keeps it: releasing it costs ~70 ns), so `threads=N` runs N
-slices of the outermost dimension concurrently (each slice is a call on offset pointers with a
-smaller outer size, its bounds on whole cache lines of every array split): the calling thread runs
-the first slice, N - 1 threads that the kernel keeps for its life (`SliceWorkers`: started as split
-calls first need them, stopped when the kernel is freed) the others, handed over and awaited in
-native code (`SliceWorker`, `NativeFunction.run`). A split costs the hand-off and
-the other cores' cache misses on their slices' data, so whether it pays depends on the kernel, the
-size and the host's load: such calls time themselves, and per size class the faster way, one
-thread (the calling thread runs the call as one slice) or split, runs, the other one tried again
-now and then (`SplitChoice`). A prepared call of one slice and no workspace calls the entry
-from a Python builtin of its own (`bound_native_call`), keeping or releasing the GIL the same way,
-without ctypes' ~160 ns a call; one of several slices is a builtin that, where its size class
-stays on one thread untimed (`SplitTimes.one_thread_until`), counts the call and runs its
-one-thread call in native code (`counted_native_call`), else decides in Python. A checked call
-of several slices does the same (`CallPlan.counted_words`): where its size class stays on one
-thread untimed, it runs no more Python than a one-thread kernel's checked call.
+The native function follows the lowering's calling convention (`xfuse.transforms.to_llvm`): for each
+input, then each output, a pointer to its first element and one i64 per `?` dimension. It is called
+through its packed entry, with one pointer to an array of those argument words, so a program may
+have any number of arrays (ctypes passes at most 1024 arguments to a call). ctypes releases the GIL
+during the call (but for a call of one slice over at most `GIL_HELD_ELEMENTS`, a few us, which keeps
+it: releasing it costs ~70 ns), so `threads=N` runs N slices of the outermost dimension concurrently
+(each slice is a call on offset pointers with a smaller outer size, its bounds on whole cache lines
+of every array split): the calling thread runs the first slice, N - 1 of the threads that the
+process keeps for every kernel's split calls (`SliceWorkers`, `SHARED_SLICE_WORKERS`: started as
+split calls first need them) the others, handed over and awaited in native code (`SliceWorker`,
+`NativeFunction.run`). A split costs the hand-off and the other cores' cache misses on their slices'
+data, so whether it pays depends on the kernel, the size and the host's load: such calls time
+themselves, and per size class the faster way, one thread (the calling thread runs the call as one
+slice) or split, runs, the other one tried again now and then (`SplitChoice`). A prepared call of
+one slice and no workspace calls the entry from a Python builtin of its own (`bound_native_call`),
+keeping or releasing the GIL the same way, without ctypes' ~160 ns a call; one of several slices is
+a builtin that, where its size class stays on one thread untimed (`SplitTimes.one_thread_until`),
+counts the call and runs its one-thread call in native code (`counted_native_call`), else decides in
+Python. A checked call of several slices does the same (`CallPlan.counted_words`): where its size
+class stays on one thread untimed, it runs no more Python than a one-thread kernel's checked call.
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
 live in (`xfuse.transforms.workspace`): a byte buffer the kernel owns and reuses across calls, sized
@@ -688,10 +687,10 @@ class SliceWorker:
 
 
 class SliceWorkers:
-    """A kernel's `threads - 1` worker threads, started as split calls first need them. A
-    split call takes the idle ones (a call from another Python thread may have the others:
-    then it runs more of its slices itself, never waiting on another call) and gives them back
-    when its slices have run. A process forked from one with workers has none of their threads
+    """Up to `size` worker threads, started as split calls first need them. A split call takes
+    the idle ones (a call from another Python thread may have the others: then it runs more of
+    its slices itself, never waiting on another call) and gives them back when its slices have
+    run. A process forked from one with workers has none of their threads
     (only the forking thread survives a fork): there every pool starts afresh
     (`_forget_threads`), else a split call would post to a thread that is not there and wait
     for it forever."""
@@ -731,9 +730,23 @@ class SliceWorkers:
         for worker in idle:
             worker.stop()
 
+    def grow(self, size: int) -> SliceWorkers:
+        """This pool, now of at least `size` threads."""
+        with self._lock:
+            self.size = max(self.size, size)
+        return self
+
 
 _ALL_SLICE_WORKERS: weakref.WeakSet[SliceWorkers] = weakref.WeakSet()
-"""Every kernel's pool, for a forked child to forget their threads."""
+"""Every pool, for a forked child to forget their threads."""
+
+SHARED_SLICE_WORKERS = SliceWorkers(0)
+"""The workers of every kernel's split calls, as many as the largest `threads` less one: a worker
+that has just run one kernel's slice still spins (`SLICE_SPIN_NS`) when the next kernel's split
+call posts to it. With a pool per kernel, a program of several kernels each woke its own sleeping
+worker (~55 us on a KVM guest's idle CPU), which then waited for the core that the worker of the
+kernel before spun on: on Zen 4 a split call of silu at 2^18 after another kernel's took 157 us,
+after its own 59 us, a one-thread call 85 us (docs/benchmarks.md)."""
 
 
 def _forget_slice_threads_after_fork() -> None:
@@ -1579,8 +1592,7 @@ class Kernel(CompiledProgram):
         self._planning = threading.Lock()
         """Held while a plan is remembered, or `split_choice` replaced."""
         self._workspaces = WorkspacePool()
-        self.workers = SliceWorkers(threads - 1)
-        weakref.finalize(self, self.workers.close)
+        self.workers = SHARED_SLICE_WORKERS.grow(threads - 1)
         self.split_choice = SplitChoice()
 
     @property
