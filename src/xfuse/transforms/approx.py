@@ -289,12 +289,11 @@ def exp(x: SSAValue) -> SSAValue:
     return _exp(x, full_range=not _is_non_positive(x))
 
 
-def _exp(x: SSAValue, full_range: bool, zero_below: float = _EXP_ZERO_BELOW) -> SSAValue:
+def _exp(x: SSAValue, full_range: bool) -> SSAValue:
     """exp(x); without `full_range` only where x <= 44 (exp(-|y|); Mish's e^y, unused above 9.1),
-    and whatever the arithmetic makes above (NaN for inf). +0 below `zero_below`, -104 (where
-    exp's arithmetic rounds to 0 anyway) or above."""
+    and whatever the arithmetic makes above (NaN for inf)."""
     # No upper clamp: above 88.72 the final select gives +inf whatever the arithmetic made.
-    below = _compare(x, _f32(zero_below), "olt")
+    below = _compare(x, _f32(_EXP_ZERO_BELOW), "olt")
     clamped = _select(below, _f32(_EXP_ZERO_BELOW), x)
     shifted = arith.AddfOp(arith.MulfOp(clamped, _f32(_LOG2E)), _f32(_ROUND_MAGIC))
     n_float = arith.SubfOp(shifted, _f32(_ROUND_MAGIC))
@@ -353,19 +352,19 @@ def _log_of_one_plus_exp(y: SSAValue) -> SSAValue:
     the result, computed as softplus elsewhere: max(y, 0) + log1p(exp(-|y|)), one exp without
     its overflow select and `_log1p_of_unit`, where the composition took a full exp and log.
 
-    The composition's special values, bit for bit: +0 where 1 + exp(y) rounds to 1, that is
-    exp(y) <= 2**-24, y < ln 2**-24 (-inf included): there exp(-|y|) is made 0 (its clamp moved
-    up from -104), which leaves max(y, 0) + log1p(0) = +0, and for y above -ln 2**-24 it drops
-    a term below a quarter ulp of y; +inf where exp(y) overflows (y > 88.72, +inf included);
-    for NaN the composition's NaN (log's select of a constant), not the NaN of y's payload and
-    -|y|'s sign that the sum would carry. Elsewhere softplus's value, within its documented
-    error of log(1 + e**y): the composition's log of 1 + exp(y) rounded is off by up to 6e-8
-    (half an ulp of 1) absolute, which is relative error up to 1 just above ln 2**-24."""
-    e = _exp(
-        arith.NegfOp(math.AbsFOp(y)).result, full_range=False, zero_below=_ONE_PLUS_EXP_IS_ONE_BELOW
-    )
+    The composition's special values, bit for bit, selected: +0 where 1 + exp(y) rounds to 1,
+    that is exp(y) <= 2**-24, y < ln 2**-24 (-inf included; softplus is e**y there); +inf where
+    exp(y) overflows (y > 88.72, +inf included); for NaN the composition's NaN (log's select of
+    a constant), not the NaN of y's payload and -|y|'s sign that the sum would carry. Elsewhere
+    softplus's value, within its documented error of log(1 + e**y): the composition's log of
+    1 + exp(y) rounded is off by up to 6e-8 (half an ulp of 1) absolute, which is relative error
+    up to 1 just above ln 2**-24. (Making exp(-|y|) 0 there instead, by its clamp, was slower:
+    exp(-104) computes denormals, for y in (-104, -16.6) too.)"""
+    e = _exp(arith.NegfOp(math.AbsFOp(y)).result, full_range=False)
     relu = _select(_compare(y, _f32(0.0), "ogt"), y, _f32(0.0))
     result = _float_op(arith.AddfOp, relu, _log1p_of_unit(e))
+    one = _compare(y, _f32(_ONE_PLUS_EXP_IS_ONE_BELOW), "olt")
+    result = _select(one, _f32(0.0), result)
     result = _select(_compare(y, _f32(_EXP_FINITE_MAX), "ogt"), _f32(float("inf")), result)
     return _select(_compare(y, y, "uno"), _f32(float("nan")), result).result
 
