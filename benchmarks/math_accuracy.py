@@ -59,12 +59,12 @@ def _log_one_plus_exp(x: np.ndarray) -> np.ndarray:
 
 
 COMPOSITES: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
-    "log(1 + exp(x))": ("out = log(1 + exp(x));", _log_one_plus_exp),
     "tanh(softplus(x))": ("out = tanh(softplus(x));", lambda x: np.tanh(_softplus(x))),
     "Mish, x * tanh(softplus(x))": (
         "out = x * tanh(softplus(x));",
         lambda x: x * np.tanh(_softplus(x)),
     ),
+    "log(1 + exp(x))": ("out = log(1 + exp(x));", _log_one_plus_exp),
 }
 """Programs whose approximation is not the composition of their ops' (`ew-expand-math` computes
 tanh(softplus(x)) and log(1 + exp(x)) as one function): their source and float64 reference."""
