@@ -58,7 +58,7 @@ _F32 = Float32Type()
 _LOG2E = 1.44269504088896341
 _EXP_FINITE_MAX = 88.72283172607421875  # float32 0x42B17217: exp of the next float32 overflows
 _EXP_ZERO_BELOW = -104.0  # exp(-104) < 2**-150: rounds to 0, as does exp of anything below
-_ONE_PLUS_EXP_IS_ONE_BELOW = -16.63553047180176  # float32 0xC1851591, just above ln 2**-24
+_ONE_PLUS_EXP_IS_ONE_BELOW = -16.63553047180176  # float32 0xC1851591, the next above ln 2**-24
 _EXP_NORMAL_BELOW = -86.5  # above it n >= -125, so 2**(n - 1) is a normal float32
 _SQRT2 = 1.41421356
 _FLOAT32_INFINITY_BITS = 0x7F800000
@@ -336,7 +336,7 @@ def _log_of_reduced(f: Value, exponent: Value) -> Value:
     return arith.AddfOp(arith.AddfOp(f, y), arith.MulfOp(exponent, _f32(_LN2_HI)))
 
 
-def one_plus_exp_argument(value: SSAValue) -> SSAValue | None:
+def _one_plus_exp_argument(value: SSAValue) -> SSAValue | None:
     """y where `value` is 1 + exp(y) or exp(y) + 1 (`math.exp`, not expanded yet), else None."""
     total = value.owner
     if not isinstance(total, arith.AddfOp):
@@ -363,14 +363,14 @@ def _log_of_one_plus_exp(y: SSAValue) -> SSAValue:
     e = _exp(arith.NegfOp(math.AbsFOp(y)).result, full_range=False)
     relu = _select(_compare(y, _f32(0.0), "ogt"), y, _f32(0.0))
     result = _float_op(arith.AddfOp, relu, _log1p_of_unit(e))
-    one = _compare(y, _f32(_ONE_PLUS_EXP_IS_ONE_BELOW), "olt")
-    result = _select(one, _f32(0.0), result)
+    rounds_to_one = _compare(y, _f32(_ONE_PLUS_EXP_IS_ONE_BELOW), "olt")
+    result = _select(rounds_to_one, _f32(0.0), result)
     result = _select(_compare(y, _f32(_EXP_FINITE_MAX), "ogt"), _f32(float("inf")), result)
     return _select(_compare(y, y, "uno"), _f32(float("nan")), result).result
 
 
 def log(x: SSAValue) -> SSAValue:
-    argument = one_plus_exp_argument(x)
+    argument = _one_plus_exp_argument(x)
     if argument is not None:
         return _log_of_one_plus_exp(argument)
     denormal = _compare(x, _f32(1.1754943508222875e-38), "olt")
