@@ -49,15 +49,25 @@ def _softplus(x: np.ndarray) -> np.ndarray:
     return ew.SoftplusOp.reference(x)
 
 
+def _log_one_plus_exp(x: np.ndarray) -> np.ndarray:
+    """log(1 + e^x) with the float32 composition's IEEE values: 0 where float32's 1 + e^x rounds
+    to 1, +inf where float32's e^x overflows; exact in between (where the composition's rounding
+    of 1 + e^x counts as its error)."""
+    e32 = np.exp(x).astype(np.float32)
+    value = np.where(np.float32(1) + e32 == 1, 0.0, np.logaddexp(x, 0.0))
+    return np.where(np.isinf(e32), np.inf, value)
+
+
 COMPOSITES: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
     "tanh(softplus(x))": ("out = tanh(softplus(x));", lambda x: np.tanh(_softplus(x))),
     "Mish, x * tanh(softplus(x))": (
         "out = x * tanh(softplus(x));",
         lambda x: x * np.tanh(_softplus(x)),
     ),
+    "log(1 + exp(x))": ("out = log(1 + exp(x));", _log_one_plus_exp),
 }
 """Programs whose approximation is not the composition of their ops' (`ew-expand-math` computes
-tanh(softplus(x)) as one function): their source and float64 reference."""
+tanh(softplus(x)) and log(1 + exp(x)) as one function): their source and float64 reference."""
 
 
 def measure(

@@ -115,6 +115,54 @@ def test_log_one_plus_exp_is_softplus_only_with_unsafe_math() -> None:
     np.testing.assert_allclose(rewritten, want, rtol=1e-6)
 
 
+LOG_ONE_PLUS_EXP_IS_ZERO_TO = -16.63553237915039
+"""The largest float32 x where 1 + exp(x) rounds to 1 in float32 (exp(x) <= 2**-24)."""
+
+
+def test_log_one_plus_exp_expands_without_a_log() -> None:
+    # math=approx computes it in softplus's form: one exp (one 2**n shift), no log's exponent
+    # and mantissa (shrsi, sitofp), where the composition expanded a full exp and log.
+    passes = "ew-optimize,ew-fuse,ew-bufferize,ew-workspace,ew-kernel-to-loops,ew-expand-math"
+    names = ops(apply_pipeline(parse_program("y = log(1 + exp(x));"), passes))
+    assert names.count("arith.shli") == 1
+    assert "arith.shrsi" not in names and "arith.sitofp" not in names
+
+
+def test_log_one_plus_exp_keeps_the_composition_special_values() -> None:
+    # Bit for bit what log of 1 + exp(x) gives where IEEE decides it: +0 where 1 + exp(x)
+    # rounds to 1, +inf where exp(x) overflows, log's NaN (0x7FC00000) whatever NaN comes in.
+    zero_to = np.float32(LOG_ONE_PLUS_EXP_IS_ZERO_TO)
+    finite_to = np.float32(88.72283172607421875)
+    x = np.array(
+        [-np.inf, -3.4e38, -104.0, -20.0, zero_to, np.nextafter(zero_to, np.float32(0))]
+        + [np.nextafter(finite_to, np.float32(np.inf)), 1e30, np.inf]
+        + [finite_to, -0.0, 0.0],
+        np.float32,
+    )
+    nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFFFFFFF], np.uint32).view(np.float32)
+    got = xfuse.compile("y = log(1 + exp(x));")(x=np.concatenate([x, nans]))
+    bits = got.view(np.uint32)
+    np.testing.assert_array_equal(bits[:5], 0)
+    assert 0 < got[5] < 1.2e-7
+    np.testing.assert_array_equal(got[6:9], np.inf)
+    assert got[9] == pytest.approx(88.72283, rel=1e-6)
+    np.testing.assert_array_equal(got[10:12], np.float32(math.log(2.0)))
+    np.testing.assert_array_equal(bits[12:], 0x7FC00000)
+
+
+def test_log_one_plus_exp_is_as_accurate_as_softplus() -> None:
+    # Between the two, softplus's accuracy: the composition rounded 1 + exp(x) first (up to 6e-8
+    # absolute, relative error up to 1 just above ln 2**-24 = -16.6).
+    bits = np.arange(0, 0x7F800000, 4099, dtype=np.uint32)
+    x = np.concatenate([bits.view(np.float32), -bits.view(np.float32)])
+    x = x[(x > LOG_ONE_PLUS_EXP_IS_ZERO_TO) & (x <= 88.72283172607421875)]
+    x = np.concatenate([x, np.linspace(-16.6355, 5, 100001, dtype=np.float32)])
+    got = xfuse.compile("y = log(1 + exp(x));")(x=x).astype(np.float64)
+    want = np.logaddexp(x.astype(np.float64), 0.0)
+    bound = ew.SoftplusOp.ACCURACY.approx
+    assert np.all(np.abs(got - want) <= bound.relative * want + bound.absolute)
+
+
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
 def test_log_sigmoid_is_exact_at_special_values_and_accurate(math_mode: str) -> None:
     # -softplus(-x) folds to (x < 0 ? x : -0) - log1p(exp(-|x|)) (ew-expand-math): the same

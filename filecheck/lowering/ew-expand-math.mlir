@@ -140,6 +140,43 @@ func.func @tanh_of_used_softplus(%y: f32) -> (f32, f32) {
   func.return %t, %softplus : f32, f32
 }
 
+// log of 1 + exp(x) (either order) is softplus's form, max(x, 0) + log1p(exp(-|x|)), with the
+// composition's special values selected: +0 below ln 2^-24 (where 1 + exp(x) rounds to 1),
+// +inf above 88.72 (where exp(x) overflows), log's NaN for NaN. No log is left (no shrsi of its
+// exponent), and 1 + exp(x) is erased. libm keeps the calls.
+// CHECK-LABEL: func.func @log_of_one_plus_exp
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK-DAG:     %[[NAN:.*]] = arith.constant 0x7fc00000 : f32
+// CHECK-DAG:     %[[INF:.*]] = arith.constant 0x7f800000 : f32
+// CHECK-DAG:     %[[FINITE_MAX:.*]] = arith.constant 88.7228317 : f32
+// CHECK-DAG:     %[[ROUNDS_TO_ONE:.*]] = arith.constant -16.6355305 : f32
+// CHECK-DAG:     %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NOT:     math.exp
+// CHECK-NOT:     arith.shrsi
+// CHECK:         %[[ABS:.*]] = math.absf %[[X]]
+// CHECK-NEXT:    arith.negf %[[ABS]]
+// CHECK-NOT:     arith.shrsi
+// CHECK:         %[[RELU:.*]] = arith.select %{{.*}}, %[[X]], %[[ZERO]] : f32
+// CHECK-NOT:     arith.shrsi
+// CHECK:         %[[SOFTPLUS:.*]] = arith.addf %[[RELU]], %{{.*}} : f32
+// CHECK-NEXT:    %[[IS_ONE:.*]] = arith.cmpf olt, %[[X]], %[[ROUNDS_TO_ONE]] : f32
+// CHECK-NEXT:    %[[NOT_ONE:.*]] = arith.select %[[IS_ONE]], %[[ZERO]], %[[SOFTPLUS]] : f32
+// CHECK-NEXT:    %[[OVERFLOWS:.*]] = arith.cmpf ogt, %[[X]], %[[FINITE_MAX]] : f32
+// CHECK-NEXT:    %[[FINITE:.*]] = arith.select %[[OVERFLOWS]], %[[INF]], %[[NOT_ONE]] : f32
+// CHECK-NEXT:    %[[IS_NAN:.*]] = arith.cmpf uno, %[[X]], %[[X]] : f32
+// CHECK-NEXT:    %[[L:.*]] = arith.select %[[IS_NAN]], %[[NAN]], %[[FINITE]] : f32
+// CHECK-NEXT:    func.return %[[L]]
+// LIBM-LABEL: func.func @log_of_one_plus_exp
+// LIBM:          func.call @expf
+// LIBM:          func.call @logf
+func.func @log_of_one_plus_exp(%x: f32) -> f32 {
+  %one = arith.constant 1.000000e+00 : f32
+  %e = math.exp %x : f32
+  %u = arith.addf %e, %one : f32
+  %l = math.log %u : f32
+  func.return %l : f32
+}
+
 // -softplus(-x) (log-sigmoid) loses both negations, in both modes: (x < -0 ? x : -0) minus the
 // log1p term (exact: that term is never -0); the softplus ops are erased.
 // CHECK-LABEL: func.func @log_sigmoid

@@ -17,6 +17,9 @@ their constants are shared (`SharedConstants`): one op per value in each block.
   (`exp(x) - 3e38`), which never rounds the product, so it would stay finite. exp(-|y|) (what
   sigmoid and softplus take) cannot overflow and has no such select.
 - log: exponent and mantissa from the bits (denormals scaled first), Cephes' degree-9 polynomial.
+  Of 1 + exp(y): softplus's form, max(y, 0) + log1p(exp(-|y|)), with the composition's special
+  values (+0 where 1 + exp(y) rounds to 1, +inf where exp(y) overflows, its NaN): one exp
+  without its overflow select and one polynomial, where the two took a full exp and log.
 - log1p: of exp(-|y|) (softplus), whose argument is in [0, 1]: x + x (x p(x)) with one
   polynomial fitted for xfuse, no range reduction, special-case selects or division; elsewhere
   Goldberg's log(u) * x / (u - 1) with u = 1 + x.
@@ -55,6 +58,7 @@ _F32 = Float32Type()
 _LOG2E = 1.44269504088896341
 _EXP_FINITE_MAX = 88.72283172607421875  # float32 0x42B17217: exp of the next float32 overflows
 _EXP_ZERO_BELOW = -104.0  # exp(-104) < 2**-150: rounds to 0, as does exp of anything below
+_ONE_PLUS_EXP_IS_ONE_BELOW = -16.63553047180176  # float32 0xC1851591, the next above ln 2**-24
 _EXP_NORMAL_BELOW = -86.5  # above it n >= -125, so 2**(n - 1) is a normal float32
 _SQRT2 = 1.41421356
 _FLOAT32_INFINITY_BITS = 0x7F800000
@@ -332,7 +336,43 @@ def _log_of_reduced(f: Value, exponent: Value) -> Value:
     return arith.AddfOp(arith.AddfOp(f, y), arith.MulfOp(exponent, _f32(_LN2_HI)))
 
 
+def _one_plus_exp_argument(value: SSAValue) -> SSAValue | None:
+    """y where `value` is 1 + exp(y) or exp(y) + 1 (`math.exp`, not expanded yet), else None."""
+    total = value.owner
+    if not isinstance(total, arith.AddfOp):
+        return None
+    for one, e in ((total.lhs, total.rhs), (total.rhs, total.lhs)):
+        if _is_constant(one, 1.0) and isinstance(e.owner, math.ExpOp):
+            return e.owner.operand
+    return None
+
+
+def _log_of_one_plus_exp(y: SSAValue) -> SSAValue:
+    """log(1 + exp(y)) as the composition of the two approximations gives it where IEEE decides
+    the result, computed as softplus elsewhere: max(y, 0) + log1p(exp(-|y|)), one exp without
+    its overflow select and `_log1p_of_unit`, where the composition took a full exp and log.
+
+    The composition's special values, bit for bit, selected: +0 where 1 + exp(y) rounds to 1,
+    that is exp(y) <= 2**-24, y < ln 2**-24 (-inf included; softplus is e**y there); +inf where
+    exp(y) overflows (y > 88.72, +inf included); for NaN the composition's NaN (log's select of
+    a constant), not the NaN of y's payload and -|y|'s sign that the sum would carry. Elsewhere
+    softplus's value, within its documented error of log(1 + e**y): the composition's log of
+    1 + exp(y) rounded is off by up to 6e-8 (half an ulp of 1) absolute, which is relative error
+    up to 1 just above ln 2**-24. (Making exp(-|y|) 0 there instead, by its clamp, was slower:
+    exp(-104) computes denormals, for y in (-104, -16.6) too.)"""
+    e = _exp(arith.NegfOp(math.AbsFOp(y)).result, full_range=False)
+    relu = _select(_compare(y, _f32(0.0), "ogt"), y, _f32(0.0))
+    result = _float_op(arith.AddfOp, relu, _log1p_of_unit(e))
+    rounds_to_one = _compare(y, _f32(_ONE_PLUS_EXP_IS_ONE_BELOW), "olt")
+    result = _select(rounds_to_one, _f32(0.0), result)
+    result = _select(_compare(y, _f32(_EXP_FINITE_MAX), "ogt"), _f32(float("inf")), result)
+    return _select(_compare(y, y, "uno"), _f32(float("nan")), result).result
+
+
 def log(x: SSAValue) -> SSAValue:
+    argument = _one_plus_exp_argument(x)
+    if argument is not None:
+        return _log_of_one_plus_exp(argument)
     denormal = _compare(x, _f32(1.1754943508222875e-38), "olt")
     scaled = _select(denormal, arith.MulfOp(x, _f32(8388608.0)), x)
     bits = arith.BitcastOp(scaled, _I32)
@@ -373,8 +413,14 @@ def log1p(x: SSAValue) -> SSAValue:
     return _select(_compare(x, _f32(float("inf")), "oeq"), x, result).result
 
 
+def _is_constant(value: SSAValue, literal: float) -> bool:
+    return isinstance(value.owner, arith.ConstantOp) and value.owner.value == FloatAttr(
+        literal, _F32
+    )
+
+
 def _is_zero(value: SSAValue) -> bool:
-    return isinstance(value.owner, arith.ConstantOp) and value.owner.value == FloatAttr(0.0, _F32)
+    return _is_constant(value, 0.0)
 
 
 def softplus_argument(value: SSAValue) -> SSAValue | None:

@@ -2,8 +2,10 @@
 
 - `math=approx`: f32 `math.exp/log/log1p/tanh/erf/powf` become the plain-arithmetic
   approximations of `xfuse.transforms.approx` (vectorizable; errors in docs/math.md); a `tanh`
-  of softplus's form becomes one of the pair (Mish's `tanh(softplus(x))`), and the softplus ops
-  left unused are erased. f64 has no approximation here and calls libm as in `math=libm`.
+  of softplus's form becomes one of the pair (Mish's `tanh(softplus(x))`), a `log` of
+  `1 + exp(x)` softplus's form with the composition's +0, +inf and NaN, and the softplus (or
+  `1 + exp(x)`) ops left unused are erased. f64 has no approximation here and calls libm as
+  in `math=libm`.
 - `math=libm`: they become calls to the C library (`tanhf`, `expf`, `log1pf`, ... for f32;
   `tanh`, ... for f64), declared as private `func.func`s. These calls keep a loop scalar.
 
