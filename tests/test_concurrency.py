@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import xfuse
+from xfuse.runtime import kernel as kernel_module
 from xfuse.runtime.compiler import clear_cache
 from xfuse.runtime.kernel import (
     SHARED_SLICE_WORKERS,
@@ -297,6 +298,29 @@ def test_slice_workers_never_exceed_their_size_and_stop_when_closed(
     workers.close()
     first.thread.join(timeout=60)
     assert not first.thread.is_alive()
+
+
+def test_a_worker_that_cannot_start_leaves_its_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a worker's thread cannot start (the process's thread limit), the split call runs
+    its slices itself, and a later call may start the worker: the pool keeps its places."""
+    kernel = xfuse.compile("out = x * 2;", threads=2)
+    kernel.workers = workers = SliceWorkers(1)
+    kernel.split_choice = SplitChoice.always()
+    x = np.arange(1 << 17, dtype=np.float32)
+
+    def no_thread() -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(kernel_module, "SliceWorker", no_thread)
+    before = pool_threads()
+    np.testing.assert_array_equal(kernel(x=x), 2 * x)
+    assert workers.take(1) == [] and pool_threads() == before
+    monkeypatch.undo()
+    np.testing.assert_array_equal(kernel(x=x), 2 * x)
+    (worker,) = workers.take(1)
+    assert worker.thread in pool_threads() - before
+    workers.give_back([worker])
+    workers.close()
 
 
 def test_a_split_call_hands_its_slices_over_without_python(gelu: Gelu) -> None:

@@ -707,12 +707,26 @@ class SliceWorkers:
         self._lock = threading.Lock()  # (a new one: another thread may have held it at the fork)
 
     def take(self, count: int) -> list[SliceWorker]:
+        """Up to `count` workers: idle ones, then new ones up to `size` in all. A thread that
+        cannot start (the process's limit) leaves its place to a later call: this call gets
+        fewer workers and runs more of its slices itself."""
         with self._lock:
             taken = self._idle[-count:] if count else []
             del self._idle[len(self._idle) - len(taken) :]
             new = min(count - len(taken), self.size - self._started)
             self._started += new
-        return taken + [SliceWorker() for _ in range(new)]
+        started: list[SliceWorker] = []
+        try:
+            started += (SliceWorker() for _ in range(new))
+        except RuntimeError:  # "can't start new thread"
+            pass
+        except BaseException:  # (a KeyboardInterrupt) no worker lost
+            self.give_back(taken + started)
+            raise
+        finally:
+            with self._lock:
+                self._started -= new - len(started)
+        return taken + started
 
     def give_back(self, workers: Sequence[SliceWorker]) -> None:
         with self._lock:
