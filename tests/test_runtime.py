@@ -981,9 +981,8 @@ SPECIAL_VALUES = np.array(
 @pytest.mark.parametrize("head", range(0, 17, 3))
 def test_large_calls_stream_their_outputs_with_the_same_bits(head: int, gelu: Gelu) -> None:
     """From the host's `HostCpu.streaming_bytes`, a call runs the outputs' unaligned head with
-    normal stores and
-    the rest through the streaming twin (non-temporal stores): the same bits as without,
-    special values included, wherever the buffers start."""
+    normal stores and the rest through the streaming twin (non-temporal stores): the same bits
+    as without, special values included, wherever the buffers start."""
     n = host_cpu().streaming_bytes // 16 + 37
     rng = np.random.default_rng(head)
     storage = [rng.standard_normal(n + 32, dtype=np.float32) for _ in range(4)]
