@@ -78,13 +78,18 @@ class HostCpu:
         return self.has("avx512bw") or (element_bytes >= 4 and self.has("avx"))
 
     @property
+    def amd_zen(self) -> bool:
+        """An AMD Zen core (`znver1` to `znver5`), which the tuning below tells from Intel's."""
+        return self.name.startswith("znver")
+
+    @property
     def prefetches(self) -> bool:
         """Whether compute-heavy vector loops prefetch the lines they load (`prefetch_loads`):
         on Intel's cores (Emerald Rapids) that took 0.70-0.96x the time at 2^24; on AMD's Zen
-        (`znver*`; measured on Zen 4) it took the loops of two or three input arrays 1.2-1.6x
+        (`znver*`; measured on Zen 4) it took the loops of two or three input arrays 1.2-1.7x
         the time at every distance tried, 3 to 16 KiB, and gained nothing on one input
         (docs/benchmarks.md)."""
-        return not self.name.startswith("znver")
+        return not self.amd_zen
 
     @property
     def streaming_bytes(self) -> int:
@@ -95,7 +100,7 @@ class HostCpu:
         from 4 MiB, 0.6x at 1 MiB: `benchmarks/loop_and_call.py`); on AMD's Zen 16 MiB (on Zen 4,
         32 MiB of L3, normal stores took 0.58-0.99x the time of streaming ones at 4 and 8 MiB,
         0.90-1.08x at 16 MiB, 1.02-1.46x from 64 MiB: docs/benchmarks.md)."""
-        return (16 if self.name.startswith("znver") else 4) << 20
+        return (16 if self.amd_zen else 4) << 20
 
     @property
     def rounds_bf16(self) -> bool:
