@@ -111,6 +111,51 @@ def test_erf_of_denormals_keeps_their_digits(math_mode: str) -> None:
     np.testing.assert_allclose(out, want, rtol=1e-6, atol=2.0**-149)
 
 
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+@pytest.mark.parametrize(
+    ("op", "scale", "source"),
+    [
+        (ew.ErfOp, 0.70710678118654752, "out = erf(x * 0.70710678118654752);"),
+        (ew.ErfOp, 1.702, "out = erf(1.702 * x);"),
+        (ew.ErfOp, -3.0, "out = erf(x * -3.0);"),  # not folded: no exact clamp near 4 / 3
+        (ew.ErfOp, 16.0, "out = erf(x * 16.0);"),
+        (ew.TanhOp, 0.7978845608, "out = tanh(0.7978845608 * x);"),
+        (ew.TanhOp, -5.0, "out = tanh(x * -5.0);"),
+        (ew.TanhOp, 0.0625, "out = tanh(x * 0.0625);"),
+    ],
+)
+def test_erf_and_tanh_of_a_scaled_argument_keep_their_accuracy(
+    op: type[ew.UnaryOp], scale: float, source: str, math_mode: str
+) -> None:
+    # approx folds the constant into the rational's coefficients (docs/math.md): as accurate as
+    # the function of the rounded product, and +-1 exactly where that saturates.
+    x = sweep()
+    if op is ew.ErfOp:
+        x = np.concatenate([x[np.abs(x) < 8 / abs(scale)][::8], SPECIALS])
+    with np.errstate(all="ignore"):
+        want = op.reference(x.astype(np.float64) * float(np.float32(scale)))
+    check(xfuse.compile(source, math=math_mode)(x=x), want, op.ACCURACY.bound(math_mode))
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "out = 0.5 * x * (1 + erf(x * 0.70710678118654752));",
+        "out = 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));",
+    ],
+)
+def test_gelu_saturates_to_exactly_zero_and_x(source: str, math_mode: str) -> None:
+    # erf and tanh are exactly -1 far left, so 1 + erf is 0 there, even where contraction makes
+    # an FMA of it (a folded erf ending in a multiply gave 1 + erf = -5e-8: GELU(-100) was
+    # 2.5e-6, GELU(-inf) +inf); 0 * -inf is NaN, as in float64.
+    x = np.array([-np.inf, -3.4e38, -1e10, -100.0, 100.0, 1e10, 3.4e38, np.inf, np.nan], np.float32)
+    out = xfuse.compile(source, math=math_mode)(x=np.repeat(x, 37))[::37]
+    expected = [np.nan, -0.0, -0.0, -0.0, 100.0, 1e10, 3.4e38, np.inf, np.nan]
+    np.testing.assert_array_equal(out, np.float32(expected))
+    assert np.signbit(out[1:4]).all()
+
+
 @pytest.mark.parametrize(
     "source",
     ["out = sigmoid(x);", "out = softplus(x);", "out = tanh(softplus(x));", "out = exp(x);"],

@@ -177,6 +177,46 @@ func.func @log_of_one_plus_exp(%x: f32) -> f32 {
   func.return %l : f32
 }
 
+// erf and tanh of x times a constant c (1/16 <= |c| <= 16) fold c into their rationals'
+// coefficients: no multiply by c is left, x itself is clamped (erf: at the float32 near 4 / c
+// where the quotient is exactly 1; tanh: x^2 at (8.5 / c)^2). c = -3 has no such float32 near
+// 12 / 3 for erf: its multiply stays. libm calls the functions of the products.
+// CHECK-LABEL: func.func @scaled_erf_and_tanh
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK-DAG:     %[[ERF_LIMIT:.*]] = arith.constant 5.65685463 : f32
+// CHECK-DAG:     %[[TANH_LIMIT:.*]] = arith.constant 113.490028 : f32
+// CHECK-NOT:     arith.constant 0.707106769
+// CHECK-NOT:     arith.constant 0.797884583
+// CHECK:         %[[ERF_ABOVE:.*]] = arith.cmpf ogt, %[[X]], %[[ERF_LIMIT]] : f32
+// CHECK-NEXT:    arith.select %[[ERF_ABOVE]], %[[ERF_LIMIT]], %[[X]] : f32
+// CHECK:         %[[ERF:.*]] = arith.divf
+// CHECK:         %[[PRODUCT:.*]] = arith.mulf %{{.*}}, %[[X]] : f32
+// CHECK-NEXT:    arith.cmpf ogt, %[[PRODUCT]], %{{.*}} : f32
+// CHECK:         %[[UNSCALED:.*]] = arith.divf
+// CHECK:         %[[SQUARE:.*]] = arith.mulf %[[X]], %[[X]] : f32
+// CHECK-NEXT:    %[[TANH_ABOVE:.*]] = arith.cmpf ogt, %[[SQUARE]], %[[TANH_LIMIT]] : f32
+// CHECK-NEXT:    arith.select %[[TANH_ABOVE]], %[[TANH_LIMIT]], %[[SQUARE]] : f32
+// CHECK:         func.return %[[ERF]], %[[UNSCALED]], %{{.*}} : f32, f32, f32
+// LIBM-LABEL: func.func @scaled_erf_and_tanh
+// LIBM-SAME:     (%[[X:.*]]: f32)
+// LIBM:          %[[SCALED:.*]] = arith.mulf %[[X]], %{{.*}} : f32
+// LIBM-NEXT:     func.call @erff(%[[SCALED]])
+// LIBM:          func.call @erff
+// LIBM:          %[[TANH_ARGUMENT:.*]] = arith.mulf %{{.*}}, %[[X]] : f32
+// LIBM-NEXT:     func.call @tanhf(%[[TANH_ARGUMENT]])
+func.func @scaled_erf_and_tanh(%x: f32) -> (f32, f32, f32) {
+  %c = arith.constant 0.707106769 : f32
+  %y = arith.mulf %x, %c : f32
+  %r = math.erf %y : f32
+  %minus_three = arith.constant -3.000000e+00 : f32
+  %z = arith.mulf %minus_three, %x : f32
+  %s = math.erf %z : f32
+  %k = arith.constant 0.797884583 : f32
+  %u = arith.mulf %k, %x : f32
+  %t = math.tanh %u : f32
+  func.return %r, %s, %t : f32, f32, f32
+}
+
 // -softplus(-x) (log-sigmoid) loses both negations, in both modes: (x < -0 ? x : -0) minus the
 // log1p term (exact: that term is never -0); the softplus ops are erased.
 // CHECK-LABEL: func.func @log_sigmoid

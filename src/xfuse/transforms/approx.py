@@ -25,7 +25,8 @@ their constants are shared (`SharedConstants`): one op per value in each block.
   Goldberg's log(u) * x / (u - 1) with u = 1 + x.
 - tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8), x^2 <= 8.5^2, clamped to +-1;
   of softplus(y) (Mish, `y * tanh(softplus(y))`): n / (n + 2) with n = e^y (e^y + 2).
-- erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x times the ratio.
+- erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x p(x^2) / q(x^2) with q(0) = 1.
+- tanh and erf of y times a constant c fold c into their coefficients (`_scaled_argument`).
 - pow: exp(y * log|x|) with the C99 special cases (negative bases with integer exponents, 0, 1).
 - rsqrt: the host's estimate (an `arcp` division by sqrt, which LLVM's x86 backend turns into
   `vrsqrt14ps`/`vrsqrtps` and one Newton step of its own), then one Newton step of ours with the
@@ -35,6 +36,7 @@ their constants are shared (`SharedConstants`): one op per value in each block.
 from __future__ import annotations
 
 import functools
+import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -122,6 +124,7 @@ _TANH_DENOMINATOR = (
 )
 _TANH_OF_SOFTPLUS_ONE_FROM = 9.1  # tanh(softplus(y)) rounds to 1 in float32 from y ~ 9.011
 _ERF_CLAMP = 4.0
+_FOLDED_SCALE_MIN = 1 / 16  # `_scaled_argument`: the smallest |c| folded, and 1 / it the largest
 _ERF_NUMERATOR = (
     -2.72614225801306e-10,
     2.77068142495902e-08,
@@ -461,26 +464,117 @@ def _tanh_of_softplus(y: SSAValue) -> SSAValue:
     return _select(saturated, _f32(1.0), ratio).result
 
 
+def _scaled_argument(x: SSAValue) -> tuple[SSAValue, float]:
+    """y and c where x is y * c (either order) with c a float32 constant of magnitude in
+    [1/16, 16], else x and 1. tanh and erf are odd rationals x p(x^2) / q(x^2): of y * c they
+    are y p'(y^2) / q'(y^2) with c folded into the coefficients, one multiply fewer (GELU's
+    erf(x / sqrt 2), tanh(0.798 (x + 0.0447 x^3))) and one rounding fewer. Within the bounds
+    every scaled coefficient is a normal float32 (the smallest: erf's highest, 4e-24 at 1/16)."""
+    product = x.owner
+    if isinstance(product, arith.MulfOp):
+        for y, factor in ((product.lhs, product.rhs), (product.rhs, product.lhs)):
+            constant = factor.owner
+            if isinstance(constant, arith.ConstantOp) and isinstance(constant.value, FloatAttr):
+                scale = _float32(constant.value.value.data)
+                if _FOLDED_SCALE_MIN <= abs(scale) <= 1 / _FOLDED_SCALE_MIN:
+                    return y, scale
+    return x, 1.0
+
+
+def _float32(value: float) -> float:
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def _scaled_coefficients(
+    coefficients: Sequence[float], scale: float, odd: bool, by: float = 1.0
+) -> list[float]:
+    """The coefficients (highest degree first) of `by` p(c^2 t) (times c where `odd`): p in x^2
+    of an odd or even rational in x, of x = c y, as a polynomial in t = y^2."""
+    degree = len(coefficients) - 1
+    return [
+        by * coefficient * scale ** (2 * (degree - index) + odd)
+        for index, coefficient in enumerate(coefficients)
+    ]
+
+
 def tanh(x: SSAValue) -> SSAValue:
     argument = softplus_argument(x)
     if argument is not None:
         return _tanh_of_softplus(argument)
-    # x^2 is clamped, not x (one select, not two): past the clamp x p(c^2) / q(c^2) only grows
-    # (to inf for huge x), and the result's clamp to [-1, 1] makes all of that +-1.
-    limit = _TANH_CLAMP * _TANH_CLAMP
-    square = _float_op(arith.MulfOp, x, x)
-    x2 = _select(_compare(square, _f32(limit), "ogt"), _f32(limit), square)
-    numerator = _float_op(arith.MulfOp, x, _polynomial(x2, _TANH_NUMERATOR))
-    ratio = _float_op(arith.DivfOp, numerator, _polynomial(x2, _TANH_DENOMINATOR))
+    y, scale = _scaled_argument(x)
+    # y^2 is clamped, not y (one select, not two): past the clamp y p(c^2) / q(c^2) only grows
+    # (to inf for huge y), and the result's clamp to [-1, 1] makes all of that +-1.
+    limit = (_TANH_CLAMP / scale) ** 2
+    square = _float_op(arith.MulfOp, y, y)
+    y2 = _select(_compare(square, _f32(limit), "ogt"), _f32(limit), square)
+    numerator = _float_op(
+        arith.MulfOp, y, _polynomial(y2, _scaled_coefficients(_TANH_NUMERATOR, scale, odd=True))
+    )
+    denominator = _polynomial(y2, _scaled_coefficients(_TANH_DENOMINATOR, scale, odd=False))
+    ratio = _float_op(arith.DivfOp, numerator, denominator)
     return _clamp(ratio, -1.0, 1.0)
 
 
+@functools.cache
+def _erf_rational(scale: float) -> tuple[float, list[float], list[float]] | None:
+    """The clamp L of erf(c y)'s y and its rational's float32 coefficients (q(0) = 1), or None
+    where no float32 within 16 ulps of 4 / |c| makes it exactly 1 at L, with FMAs and without
+    (the Horner steps contracted or not), which erf(inf) and GELU's 0 * inf need (`erf`)."""
+    normalized = 1 / _ERF_DENOMINATOR[-1]
+    numerator = [
+        _float32(c) for c in _scaled_coefficients(_ERF_NUMERATOR, scale, odd=True, by=normalized)
+    ]
+    denominator = [
+        _float32(c) for c in _scaled_coefficients(_ERF_DENOMINATOR, scale, odd=False, by=normalized)
+    ]
+    nearest = _float32(_ERF_CLAMP / abs(scale))
+    for step in sorted(range(-16, 17), key=abs):
+        limit = _float32_step(nearest, step)
+        square = _float32(limit * limit)
+        if all(
+            _float32(
+                _float32(limit * _horner32(numerator, square, fused))
+                / _horner32(denominator, square, fused)
+            )
+            == 1.0
+            for fused in (False, True)
+        ):
+            return limit, numerator, denominator
+    return None
+
+
+def _float32_step(value: float, steps: int) -> float:
+    """The float32 `steps` ulps above the positive float32 `value` (below where negative)."""
+    return struct.unpack(
+        "f", struct.pack("I", struct.unpack("I", struct.pack("f", value))[0] + steps)
+    )[0]
+
+
+def _horner32(coefficients: Sequence[float], t: float, fused: bool) -> float:
+    """`_polynomial` in float32 arithmetic, each step an FMA (`fused`) or a multiply and an add."""
+    result = coefficients[0]
+    for coefficient in coefficients[1:]:
+        product = result * t if fused else _float32(result * t)  # exact in float64 if fused
+        result = _float32(product + coefficient)
+    return result
+
+
 def erf(x: SSAValue) -> SSAValue:
-    clamped = _clamp(x, -_ERF_CLAMP, _ERF_CLAMP)
-    x2 = arith.MulfOp(clamped, clamped)
-    # x times the ratio, not x p / q: x p(0) underflows for tiny x (erf(1e-45) would be 0).
-    ratio = arith.DivfOp(_polynomial(x2, _ERF_NUMERATOR), _polynomial(x2, _ERF_DENOMINATOR))
-    return arith.MulfOp(clamped, ratio).result
+    y, scale = _scaled_argument(x)
+    rational = _erf_rational(scale)
+    if rational is None:
+        y, scale = x, 1.0
+        rational = _erf_rational(scale)
+        assert rational is not None, "erf's own clamp, 4, is exact"
+    limit, numerator, denominator = rational
+    clamped = _clamp(y, -limit, limit)
+    y2 = arith.MulfOp(clamped, clamped)
+    # q(0) = 1, so p(0) = 2 c / sqrt(pi) and y p(y^2) keeps a tiny y's digits (erf(1e-45) is
+    # not 0). The division last: at the clamp the quotient is exactly +-1 (`_erf_rational`),
+    # which no FMA that contraction makes of a last multiply and its consumer (GELU's 1 + erf)
+    # could make of a product (GELU(-inf) would be +inf, not NaN).
+    product = arith.MulfOp(clamped, _polynomial(y2, numerator))
+    return arith.DivfOp(product, _polynomial(y2, denominator)).result
 
 
 def pow(x: SSAValue, y: SSAValue) -> SSAValue:
