@@ -91,6 +91,9 @@ class Program:
     extra_passes: str = ""
     llm: bool = False
     """Measured at the lecture's layer shape [t, 14336] (t = 1024) rather than flat."""
+    other_activation: bool = False
+    """One of the issue's "other activations users write": below its target only where
+    compute-bound by an op of `COVERED_OPS`, which the issue allows if the benchmark says so."""
 
 
 ACTIVATION_TARGET = 0.7
@@ -112,10 +115,14 @@ PROGRAMS: dict[str, Program] = {
     "tanh-GELU": Program(
         "out = 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));", None
     ),
-    "Mish": Program("out = x * tanh(softplus(x));", ACTIVATION_TARGET),
-    "quick-GELU": Program("out = x * sigmoid(1.702 * x);", ACTIVATION_TARGET),
-    "hardswish": Program("out = x * min(max(x + 3, 0), 6) / 6;", ACTIVATION_TARGET),
-    "log-sigmoid": Program("out = -softplus(-x);", ACTIVATION_TARGET),
+    "Mish": Program("out = x * tanh(softplus(x));", ACTIVATION_TARGET, other_activation=True),
+    "quick-GELU": Program(
+        "out = x * sigmoid(1.702 * x);", ACTIVATION_TARGET, other_activation=True
+    ),
+    "hardswish": Program(
+        "out = x * min(max(x + 3, 0), 6) / 6;", ACTIVATION_TARGET, other_activation=True
+    ),
+    "log-sigmoid": Program("out = -softplus(-x);", ACTIVATION_TARGET, other_activation=True),
     "LLM GELU bf16, bf16 bias": Program(
         "input bf16 x[t, d], r[t, d], b[d];" + LLM_GELU + "out = y + r;", 0.7, llm=True
     ),
@@ -528,10 +535,10 @@ def verdict(
             f"<= {allowed:.3f} allowed (compute and memory do not overlap)"
         )
     by = f"by {', '.join(ops)}" if ops else "by arithmetic the first table does not cover"
-    return (
-        f">= {program.target:.0%}: missed, compute-bound {by} "
-        f"(in cache {compute_ns:.3f} ns/el > {allowed:.3f} allowed)"
-    )
+    bound = f"compute-bound {by} (in cache {compute_ns:.3f} ns/el > {allowed:.3f} allowed)"
+    if program.other_activation and ops:
+        return f">= {program.target:.0%}: below, {bound}: the issue's exception"
+    return f">= {program.target:.0%}: missed, {bound}"
 
 
 def memory_rows(
