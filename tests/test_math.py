@@ -157,6 +157,27 @@ def test_gelu_saturates_to_exactly_zero_and_x(source: str, math_mode: str) -> No
 
 
 @pytest.mark.parametrize(
+    ("f", "product"),
+    [
+        ("erf(x * 0.70710678118654752)", "0.5 * x * {}"),
+        ("tanh(0.7978845608 * (x + 0.044715 * x * x * x))", "0.5 * x * {}"),
+        ("tanh(x)", "{} * (x * 0.5)"),
+    ],
+)
+def test_gelu_halves_in_the_approximation_bit_for_bit(f: str, product: str) -> None:
+    # approx computes (0.5 x) (1 + f) as x (0.5 + f / 2), f / 2 from f's numerator halved: the
+    # same bits as the multiply by 0.5, which stays where 1 + f has another use, but where 0.5 x
+    # is a denormal.
+    x = np.concatenate([sweep(), np.linspace(-12, 12, 100_001, dtype=np.float32)])
+    folded = xfuse.compile("out = " + product.format(f"(1 + {f})") + ";")
+    kept = xfuse.compile(f"output out, s; s = 1 + {f}; out = " + product.format("s") + ";")
+    got, (want, _) = folded(x=x), kept(x=x)
+    normal = ~(np.abs(x) < 2.0**-125)
+    np.testing.assert_array_equal(got[normal].view(np.uint32), want[normal].view(np.uint32))
+    np.testing.assert_allclose(got[~normal], want[~normal], rtol=0, atol=2.0**-149)
+
+
+@pytest.mark.parametrize(
     "source",
     ["out = sigmoid(x);", "out = softplus(x);", "out = tanh(softplus(x));", "out = exp(x);"],
 )

@@ -217,6 +217,61 @@ func.func @scaled_erf_and_tanh(%x: f32) -> (f32, f32, f32) {
   func.return %r, %s, %t : f32, f32, f32
 }
 
+// GELU's (0.5 x) (1 + f), f a tanh or an erf (either order of each product and sum), is
+// x (0.5 + f / 2) with f / 2 from f's numerator halved (tanh clamped to +-0.5): no multiply by
+// 0.5 is left, and 0.5 x is erased once unused. Where 1 + f has another use, nothing changes.
+// libm keeps the calls and the multiply.
+// CHECK-LABEL: func.func @gelu_halves
+// CHECK-SAME:    (%[[X:.*]]: f32, %[[U:.*]]: f32)
+// CHECK-DAG:     %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK-DAG:     %[[MINUS_HALF:.*]] = arith.constant -5.000000e-01 : f32
+// CHECK-NOT:     arith.mulf %[[HALF]], %[[X]]
+// CHECK:         %[[TANH_ABOVE:.*]] = arith.cmpf ogt, %[[TANH_HALF:.*]], %[[HALF]] : f32
+// CHECK-NEXT:    %[[TANH_HIGH:.*]] = arith.select %[[TANH_ABOVE]], %[[HALF]], %[[TANH_HALF]] : f32
+// CHECK-NEXT:    %[[TANH_BELOW:.*]] = arith.cmpf olt, %[[TANH_HIGH]], %[[MINUS_HALF]] : f32
+// CHECK-NEXT:    %[[TANH:.*]] = arith.select %[[TANH_BELOW]], %[[MINUS_HALF]], %[[TANH_HIGH]] : f32
+// CHECK-NEXT:    %[[TANH_SUM:.*]] = arith.addf %[[HALF]], %[[TANH]] : f32
+// CHECK-NEXT:    %[[G:.*]] = arith.mulf %[[X]], %[[TANH_SUM]] : f32
+// CHECK-NOT:     arith.mulf %[[HALF]], %[[X]]
+// CHECK:         %[[ERF:.*]] = arith.divf
+// CHECK-NEXT:    %[[ERF_SUM:.*]] = arith.addf %[[HALF]], %[[ERF]] : f32
+// CHECK-NEXT:    %[[EG:.*]] = arith.mulf %[[X]], %[[ERF_SUM]] : f32
+// CHECK-NEXT:    func.return %[[G]], %[[EG]] : f32, f32
+// CHECK-LABEL: func.func @gelu_sum_used_twice
+// CHECK-SAME:    (%[[X:.*]]: f32, %[[U:.*]]: f32)
+// CHECK:         %[[HALF_X:.*]] = arith.mulf %{{.*}}, %[[X]] : f32
+// CHECK:         arith.divf
+// CHECK:         %[[SUM:.*]] = arith.addf %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT:    %[[G:.*]] = arith.mulf %[[HALF_X]], %[[SUM]] : f32
+// CHECK-NEXT:    func.return %[[G]], %[[SUM]] : f32, f32
+// LIBM-LABEL: func.func @gelu_halves
+// LIBM:          %[[HALF_X:.*]] = arith.mulf
+// LIBM:          func.call @tanhf
+// LIBM:          arith.mulf %[[HALF_X]], %{{.*}} : f32
+// LIBM:          func.call @erff
+func.func @gelu_halves(%x: f32, %u: f32) -> (f32, f32) {
+  %half = arith.constant 5.000000e-01 : f32
+  %one = arith.constant 1.000000e+00 : f32
+  %hx = arith.mulf %half, %x : f32
+  %t = math.tanh %u : f32
+  %s = arith.addf %one, %t : f32
+  %g = arith.mulf %hx, %s : f32
+  %e = math.erf %u : f32
+  %es = arith.addf %e, %one : f32
+  %eg = arith.mulf %es, %hx : f32
+  func.return %g, %eg : f32, f32
+}
+
+func.func @gelu_sum_used_twice(%x: f32, %u: f32) -> (f32, f32) {
+  %half = arith.constant 5.000000e-01 : f32
+  %one = arith.constant 1.000000e+00 : f32
+  %hx = arith.mulf %half, %x : f32
+  %t = math.tanh %u : f32
+  %s = arith.addf %one, %t : f32
+  %g = arith.mulf %hx, %s : f32
+  func.return %g, %s : f32, f32
+}
+
 // -softplus(-x) (log-sigmoid) loses both negations, in both modes: (x < -0 ? x : -0) minus the
 // log1p term (exact: that term is never -0); the softplus ops are erased.
 // CHECK-LABEL: func.func @log_sigmoid

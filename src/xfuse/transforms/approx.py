@@ -345,7 +345,7 @@ def _one_plus_exp_argument(value: SSAValue) -> SSAValue | None:
     if not isinstance(total, arith.AddfOp):
         return None
     for one, e in ((total.lhs, total.rhs), (total.rhs, total.lhs)):
-        if _is_constant(one, 1.0) and isinstance(e.owner, math.ExpOp):
+        if is_constant(one, 1.0) and isinstance(e.owner, math.ExpOp):
             return e.owner.operand
     return None
 
@@ -416,14 +416,20 @@ def log1p(x: SSAValue) -> SSAValue:
     return _select(_compare(x, _f32(float("inf")), "oeq"), x, result).result
 
 
-def _is_constant(value: SSAValue, literal: float) -> bool:
+def times_half_plus(x: SSAValue, half: SSAValue) -> SSAValue:
+    """x (0.5 + half): GELU's (0.5 x) (1 + f) with half = f / 2 (`ew-expand-math`'s
+    `gelu_form`)."""
+    return arith.MulfOp(x, arith.AddfOp(_f32(0.5), half)).result
+
+
+def is_constant(value: SSAValue, literal: float) -> bool:
     return isinstance(value.owner, arith.ConstantOp) and value.owner.value == FloatAttr(
         literal, _F32
     )
 
 
 def _is_zero(value: SSAValue) -> bool:
-    return _is_constant(value, 0.0)
+    return is_constant(value, 0.0)
 
 
 def softplus_argument(value: SSAValue) -> SSAValue | None:
@@ -497,22 +503,33 @@ def _scaled_coefficients(
     ]
 
 
-def tanh(x: SSAValue) -> SSAValue:
+def tanh(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
+    """tanh(x) times `result_scale`, a power of two: scaling the numerator's coefficients scales
+    every step of the rational exactly (GELU's 0.5 tanh, `ew-expand-math`)."""
     argument = softplus_argument(x)
     if argument is not None:
-        return _tanh_of_softplus(argument)
+        ratio = _tanh_of_softplus(argument)
+        return ratio if result_scale == 1 else _float_op(arith.MulfOp, ratio, _f32(result_scale))
     y, scale = _scaled_argument(x)
     # y^2 is clamped, not y (one select, not two): past the clamp y p(c^2) / q(c^2) only grows
     # (to inf for huge y), and the result's clamp to [-1, 1] makes all of that +-1.
     limit = (_TANH_CLAMP / scale) ** 2
     square = _float_op(arith.MulfOp, y, y)
     y2 = _select(_compare(square, _f32(limit), "ogt"), _f32(limit), square)
-    numerator = _float_op(
-        arith.MulfOp, y, _polynomial(y2, _scaled_coefficients(_TANH_NUMERATOR, scale, odd=True))
+    numerator_coefficients = _scaled_coefficients(
+        _TANH_NUMERATOR, scale, odd=True, by=_power_of_two(result_scale)
     )
+    numerator = _float_op(arith.MulfOp, y, _polynomial(y2, numerator_coefficients))
     denominator = _polynomial(y2, _scaled_coefficients(_TANH_DENOMINATOR, scale, odd=False))
     ratio = _float_op(arith.DivfOp, numerator, denominator)
-    return _clamp(ratio, -1.0, 1.0)
+    return _clamp(ratio, -result_scale, result_scale)
+
+
+def _power_of_two(value: float) -> float:
+    numerator, denominator = value.as_integer_ratio()
+    exact = value > 0 and numerator & (numerator - 1) == 0 and denominator & (denominator - 1) == 0
+    assert exact, f"{value} is not a positive power of two: scaling by it would round"
+    return value
 
 
 @functools.cache
@@ -559,7 +576,8 @@ def _horner32(coefficients: Sequence[float], t: float, fused: bool) -> float:
     return result
 
 
-def erf(x: SSAValue) -> SSAValue:
+def erf(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
+    """erf(x) times `result_scale`, a power of two (as `tanh`'s)."""
     y, scale = _scaled_argument(x)
     rational = _erf_rational(scale)
     if rational is None:
@@ -573,7 +591,8 @@ def erf(x: SSAValue) -> SSAValue:
     # not 0). The division last: at the clamp the quotient is exactly +-1 (`_erf_rational`),
     # which no FMA that contraction makes of a last multiply and its consumer (GELU's 1 + erf)
     # could make of a product (GELU(-inf) would be +inf, not NaN).
-    product = arith.MulfOp(clamped, _polynomial(y2, numerator))
+    scaled = [coefficient * _power_of_two(result_scale) for coefficient in numerator]
+    product = arith.MulfOp(clamped, _polynomial(y2, scaled))
     return arith.DivfOp(product, _polynomial(y2, denominator)).result
 
 

@@ -50,14 +50,17 @@ class MathFunction:
     approximation: Callable[..., SSAValue]
     """The f32 approximation of `math=approx`: a function of the operands that creates `arith`
     ops (`approx.expand` inserts them before the op) and returns the result."""
+    scales_result: bool = False
+    """`approximation` takes `result_scale`, a power of two it multiplies its result by exactly
+    (its numerator's coefficients): GELU's (0.5 x) (1 + f) is x (0.5 + f / 2) (`gelu_form`)."""
 
 
 MATH_FUNCTIONS: dict[type[Operation], MathFunction] = {
     math.ExpOp: MathFunction("exp", approx.exp),
     math.LogOp: MathFunction("log", approx.log),
     math.Log1pOp: MathFunction("log1p", approx.log1p),
-    math.TanhOp: MathFunction("tanh", approx.tanh),
-    math.ErfOp: MathFunction("erf", approx.erf),
+    math.TanhOp: MathFunction("tanh", approx.tanh, scales_result=True),
+    math.ErfOp: MathFunction("erf", approx.erf, scales_result=True),
     math.PowFOp: MathFunction("pow", approx.pow),
 }
 """The one table of the `math` ops this pass replaces: a scalar lowering (`SCALAR_LOWERINGS`)
@@ -91,6 +94,44 @@ def _erase_unused(values: Sequence[SSAValue], rewriter: PatternRewriter) -> None
             _erase_unused(operands, rewriter)
 
 
+def gelu_form(op: Operation) -> tuple[arith.MulfOp, SSAValue] | None:
+    """The product and x where `op`'s value f is GELU's (0.5 x) (1 + f) (either order of each
+    product and sum), f's and 1 + f's only use the next, x defined before `op`; else None. The
+    product is x (0.5 + f / 2) bit for bit: 0.5 x and f / 2 are exact, 0.5 + f / 2 is
+    (1 + f) / 2 rounded as 1 + f is, and both products are 0.5 x (1 + f) rounded once (or fused
+    alike with an addition after). Only where 0.5 x is a denormal (|x| < 2^-125) can they
+    differ, the new one rounding once. With f / 2 from f's approximation, the multiply by 0.5
+    is gone (`MathFunction.scales_result`)."""
+    sum_op = op.results[0].get_user_of_unique_use()
+    if not isinstance(sum_op, arith.AddfOp) or not _other_is_constant(sum_op, op.results[0], 1):
+        return None
+    product = sum_op.result.get_user_of_unique_use()
+    if not isinstance(product, arith.MulfOp):
+        return None
+    half_x = product.rhs if product.lhs == sum_op.result else product.lhs
+    halving = half_x.owner
+    if not isinstance(halving, arith.MulfOp):
+        return None
+    for x, half in ((halving.lhs, halving.rhs), (halving.rhs, halving.lhs)):
+        if approx.is_constant(half, 0.5) and _defined_before(x, op):
+            return product, x
+    return None
+
+
+def _other_is_constant(op: arith.AddfOp, value: SSAValue, constant: float) -> bool:
+    other = op.rhs if op.lhs == value else op.lhs
+    return approx.is_constant(other, constant)
+
+
+def _defined_before(value: SSAValue, op: Operation) -> bool:
+    """`value` can be used right before `op`: a block argument of an enclosing block, or the
+    result of an op before it in its block."""
+    owner = value.owner
+    if isinstance(owner, Operation):
+        return owner.parent_block() is op.parent_block() and owner.is_before_in_block(op)
+    return owner.is_ancestor(op)
+
+
 @dataclass
 class ExpandMath(RewritePattern):
     approximate: bool
@@ -105,9 +146,21 @@ class ExpandMath(RewritePattern):
         type_ = op.results[0].type
         if self.approximate and isinstance(type_, Float32Type):
             operands = list(op.operands)
-            expanded = approx.expand(function.approximation, op, self.constants)
-            rewriter.replace(op, [], [expanded])
-            _erase_unused(operands, rewriter)
+            gelu = gelu_form(op) if function.scales_result else None
+            if gelu is None:
+                expanded = approx.expand(function.approximation, op, self.constants)
+                rewriter.replace(op, [], [expanded])
+                _erase_unused(operands, rewriter)
+                return
+            product, x = gelu
+            unused = list(product.operands)
+
+            def half_gelu(*arguments: SSAValue) -> SSAValue:
+                half = function.approximation(*arguments, result_scale=0.5)
+                return approx.times_half_plus(x, half)
+
+            rewriter.replace(product, [], [approx.expand(half_gelu, op, self.constants)])
+            _erase_unused(unused, rewriter)
             return
         name = libm_name(type(op), type_)
         self.libm_calls[name] = FunctionType.from_lists(op.operand_types, [type_])
