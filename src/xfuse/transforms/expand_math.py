@@ -4,8 +4,9 @@
   approximations of `xfuse.transforms.approx` (vectorizable; errors in docs/math.md); a `tanh`
   of softplus's form becomes one of the pair (Mish's `tanh(softplus(x))`), a `log` of
   `1 + exp(x)` softplus's form with the composition's +0, +inf and NaN, and the softplus (or
-  `1 + exp(x)`) ops left unused are erased. f64 has no approximation here and calls libm as
-  in `math=libm`.
+  `1 + exp(x)`) ops left unused are erased; GELU's `(0.5 x) (1 + f)` of a tanh or erf f is
+  `x (0.5 + f / 2)` with the half in f's coefficients, the same bits (`gelu_form`). f64 has no
+  approximation here and calls libm as in `math=libm`.
 - `math=libm`: they become calls to the C library (`tanhf`, `expf`, `log1pf`, ... for f32;
   `tanh`, ... for f64), declared as private `func.func`s. These calls keep a loop scalar.
 
