@@ -69,6 +69,7 @@ from xfuse.runtime.kernel import (
     SPLIT_FIRST_BLOCK,
     SPLIT_PROBE_CALLS,
     SPLIT_PROBE_INTERVAL,
+    SPLIT_PROBE_LONGEST,
     SPLIT_PROBE_SHARE,
     Kernel,
     SliceWorkers,
@@ -629,7 +630,8 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
     print(
         f"round trip of a 16-element call handed to another thread and awaited: {trips}; "
         f"a call splits where its size class ran faster split (probed {SPLIT_PROBE_CALLS} "
-        f"calls after every {SPLIT_PROBE_INTERVAL} or more: losing probes take at most "
+        f"calls, up to {SPLIT_PROBE_LONGEST} while still getting faster, after every "
+        f"{SPLIT_PROBE_INTERVAL} or more: losing probes take at most "
         f"{SPLIT_PROBE_SHARE:.0%} of the time)\n"
         f"cells: as the kernel decides, settled (after {SETTLING_CALLS} calls of the size) / "
         f"from its first call (every call split)"

@@ -126,7 +126,16 @@ interpreter's)."""
 
 SPLIT_PROBE_CALLS = 3
 """How many calls in a row a probe runs the other way: the first finds its data in the other
-way's caches, the median of the probe's calls is the way's usual time."""
+way's caches, the median of the probe's (last) calls is the way's usual time."""
+
+SPLIT_PROBE_LONGEST = 8
+"""The most calls of a probe that still gets faster: while its last call took over
+`SPLIT_MARGIN` less than the one before, it runs on, and decides by its last
+`SPLIT_PROBE_CALLS`. A split after a stretch on one thread can take several calls to reach
+its usual time: `log(1 + exp(x))` at 2^18 on a 2-vCPU KVM guest, 133 us a call on one thread
+and 95-100 split, took 245, 113, 94; 358, 209, 164, 109, 100; 195, 105, 97 us split after
+32 one-thread calls (the sleeping worker's vCPU waking and warming up), so a probe that
+decided on its first three kept one thread where the split was 1.4x faster."""
 
 SPLIT_PROBE_SHARE = 0.01
 """The share of a size class's time that its losing probes may cost: after a probe that cost
@@ -828,10 +837,11 @@ class SplitChoice:
     block's first `SPLIT_WARMUP_CALLS` untimed (cold), its last `SPLIT_WINDOW` timed, and the
     median of each way's timed calls decides; after, each round of
     `SPLIT_PROBE_INTERVAL` calls (or more, `SPLIT_PROBE_SHARE`) of the chosen way times its last
-    `SPLIT_WINDOW`, then `SPLIT_PROBE_CALLS` run the other way, timed, and the last of them
-    decides by the median of the probe's calls against the chosen way's, so that a split that
-    loses is abandoned and one that wins is kept as the host's load changes. A split must win
-    by `SPLIT_MARGIN`. Splitting changes no result bit.
+    `SPLIT_WINDOW`, then `SPLIT_PROBE_CALLS` run the other way, timed (more while they still
+    get faster, up to `SPLIT_PROBE_LONGEST`), and the last of them decides by the median of the
+    probe's last `SPLIT_PROBE_CALLS` against the chosen way's, so that a split that loses is
+    abandoned and one that wins is kept as the host's load changes. A split must win by
+    `SPLIT_MARGIN`. Splitting changes no result bit.
 
     `forced` (`always`, tests and benchmarks) splits every call that can, whatever it measured."""
 
@@ -870,8 +880,8 @@ class SplitChoice:
                 times.one_thread = ()
             else:
                 times.split = ()
-        if calls == chosen_calls + SPLIT_PROBE_CALLS:
-            counts[0] = 0  # the probe's last call, which decides
+        if calls == chosen_calls + SPLIT_PROBE_LONGEST:
+            counts[0] = 0  # the longest probe's last call, which decides (`record`)
         return not times.splitting, True  # a probe
 
     def record(self, size_class: SizeClass, split: bool, seconds_per_element: float) -> None:
@@ -883,13 +893,28 @@ class SplitChoice:
             times.split = (*times.split[1 - SPLIT_WINDOW :], seconds_per_element)
         else:
             times.one_thread = (*times.one_thread[1 - SPLIT_WINDOW :], seconds_per_element)
+        split_times, one_thread_times = times.split, times.one_thread
         if not times.chosen:
-            if min(len(times.split), len(times.one_thread)) < SPLIT_WINDOW:
+            if min(len(split_times), len(one_thread_times)) < SPLIT_WINDOW:
                 return
             times.chosen, times.calls = True, 0
-        elif times.calls:  # a timed call before its probe's last, the one that decides
-            return
-        split_time, one_thread_time = median_high(times.split), median_high(times.one_thread)
+        else:
+            if times.calls:  # (0: the longest probe's last call, which `next_call` ended)
+                probed = times.calls - times.chosen_calls
+                probe = one_thread_times if times.splitting else split_times
+                if probed < SPLIT_PROBE_CALLS or (
+                    probed < SPLIT_PROBE_LONGEST
+                    and len(probe) > 1
+                    and probe[-1] < (1 - SPLIT_MARGIN) * probe[-2]
+                ):
+                    return  # a timed call of the chosen way, or of a probe that goes on
+                times.calls = 0  # the probe's last call, which decides
+            # A probe decides by its last calls: a long one's first were still warming up.
+            if times.splitting:
+                one_thread_times = one_thread_times[-SPLIT_PROBE_CALLS:]
+            else:
+                split_times = split_times[-SPLIT_PROBE_CALLS:]
+        split_time, one_thread_time = median_high(split_times), median_high(one_thread_times)
         times.splitting = split_time * (1 + SPLIT_MARGIN) < one_thread_time
         chosen = split_time if times.splitting else one_thread_time
         extra = probe_cost(times.one_thread if times.splitting else times.split, chosen)
