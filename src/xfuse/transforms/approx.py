@@ -481,13 +481,14 @@ def _scaled_argument(x: SSAValue) -> tuple[SSAValue, float]:
         for y, factor in ((product.lhs, product.rhs), (product.rhs, product.lhs)):
             constant = factor.owner
             if isinstance(constant, arith.ConstantOp) and isinstance(constant.value, FloatAttr):
-                scale = _float32(constant.value.value.data)
+                scale = _rounded_to_float32(constant.value.value.data)
                 if _FOLDED_SCALE_MIN <= abs(scale) <= 1 / _FOLDED_SCALE_MIN:
                     return y, scale
     return x, 1.0
 
 
-def _float32(value: float) -> float:
+def _rounded_to_float32(value: float) -> float:
+    """`value` rounded to the nearest float32, as a Python float."""
     return struct.unpack("f", struct.pack("f", value))[0]
 
 
@@ -506,6 +507,7 @@ def _scaled_coefficients(
 def tanh(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
     """tanh(x) times `result_scale`, a power of two: scaling the numerator's coefficients scales
     every step of the rational exactly (GELU's 0.5 tanh, `ew-expand-math`)."""
+    _check_power_of_two(result_scale)
     argument = softplus_argument(x)
     if argument is not None:
         ratio = _tanh_of_softplus(argument)
@@ -516,20 +518,18 @@ def tanh(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
     limit = (_TANH_CLAMP / scale) ** 2
     square = _float_op(arith.MulfOp, y, y)
     y2 = _select(_compare(square, _f32(limit), "ogt"), _f32(limit), square)
-    numerator_coefficients = _scaled_coefficients(
-        _TANH_NUMERATOR, scale, odd=True, by=_power_of_two(result_scale)
-    )
+    numerator_coefficients = _scaled_coefficients(_TANH_NUMERATOR, scale, odd=True, by=result_scale)
     numerator = _float_op(arith.MulfOp, y, _polynomial(y2, numerator_coefficients))
     denominator = _polynomial(y2, _scaled_coefficients(_TANH_DENOMINATOR, scale, odd=False))
     ratio = _float_op(arith.DivfOp, numerator, denominator)
     return _clamp(ratio, -result_scale, result_scale)
 
 
-def _power_of_two(value: float) -> float:
+def _check_power_of_two(value: float) -> None:
+    """A result scale must be a positive power of two: scaling by anything else would round."""
     numerator, denominator = value.as_integer_ratio()
     exact = value > 0 and numerator & (numerator - 1) == 0 and denominator & (denominator - 1) == 0
     assert exact, f"{value} is not a positive power of two: scaling by it would round"
-    return value
 
 
 @functools.cache
@@ -539,18 +539,20 @@ def _erf_rational(scale: float) -> tuple[float, list[float], list[float]] | None
     (the Horner steps contracted or not), which erf(inf) and GELU's 0 * inf need (`erf`)."""
     normalized = 1 / _ERF_DENOMINATOR[-1]
     numerator = [
-        _float32(c) for c in _scaled_coefficients(_ERF_NUMERATOR, scale, odd=True, by=normalized)
+        _rounded_to_float32(c)
+        for c in _scaled_coefficients(_ERF_NUMERATOR, scale, odd=True, by=normalized)
     ]
     denominator = [
-        _float32(c) for c in _scaled_coefficients(_ERF_DENOMINATOR, scale, odd=False, by=normalized)
+        _rounded_to_float32(c)
+        for c in _scaled_coefficients(_ERF_DENOMINATOR, scale, odd=False, by=normalized)
     ]
-    nearest = _float32(_ERF_CLAMP / abs(scale))
+    nearest = _rounded_to_float32(_ERF_CLAMP / abs(scale))
     for step in sorted(range(-16, 17), key=abs):
         limit = _float32_step(nearest, step)
-        square = _float32(limit * limit)
+        square = _rounded_to_float32(limit * limit)
         if all(
-            _float32(
-                _float32(limit * _horner32(numerator, square, fused))
+            _rounded_to_float32(
+                _rounded_to_float32(limit * _horner32(numerator, square, fused))
                 / _horner32(denominator, square, fused)
             )
             == 1.0
@@ -571,13 +573,16 @@ def _horner32(coefficients: Sequence[float], t: float, fused: bool) -> float:
     """`_polynomial` in float32 arithmetic, each step an FMA (`fused`) or a multiply and an add."""
     result = coefficients[0]
     for coefficient in coefficients[1:]:
-        product = result * t if fused else _float32(result * t)  # exact in float64 if fused
-        result = _float32(product + coefficient)
+        product = (
+            result * t if fused else _rounded_to_float32(result * t)
+        )  # exact in float64 if fused
+        result = _rounded_to_float32(product + coefficient)
     return result
 
 
 def erf(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
     """erf(x) times `result_scale`, a power of two (as `tanh`'s)."""
+    _check_power_of_two(result_scale)
     y, scale = _scaled_argument(x)
     rational = _erf_rational(scale)
     if rational is None:
@@ -591,7 +596,7 @@ def erf(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
     # not 0). The division last: at the clamp the quotient is exactly +-1 (`_erf_rational`),
     # which no FMA that contraction makes of a last multiply and its consumer (GELU's 1 + erf)
     # could make of a product (GELU(-inf) would be +inf, not NaN).
-    scaled = [coefficient * _power_of_two(result_scale) for coefficient in numerator]
+    scaled = [coefficient * result_scale for coefficient in numerator]
     product = arith.MulfOp(clamped, _polynomial(y2, scaled))
     return arith.DivfOp(product, _polynomial(y2, denominator)).result
 
