@@ -342,12 +342,8 @@ def _log_of_reduced(f: Value, exponent: Value) -> Value:
 def _one_plus_exp_argument(value: SSAValue) -> SSAValue | None:
     """y where `value` is 1 + exp(y) or exp(y) + 1 (`math.exp`, not expanded yet), else None."""
     total = value.owner
-    if not isinstance(total, arith.AddfOp):
-        return None
-    for one, e in ((total.lhs, total.rhs), (total.rhs, total.lhs)):
-        if is_constant(one, 1.0) and isinstance(e.owner, math.ExpOp):
-            return e.owner.operand
-    return None
+    e = beside_constant(total, 1.0) if isinstance(total, arith.AddfOp) else None
+    return e.owner.operand if e is not None and isinstance(e.owner, math.ExpOp) else None
 
 
 def _log_of_one_plus_exp(y: SSAValue) -> SSAValue:
@@ -420,6 +416,14 @@ def times_half_plus(x: SSAValue, half: SSAValue) -> SSAValue:
     """x (0.5 + half): GELU's (0.5 x) (1 + f) with half = f / 2 (`ew-expand-math`'s
     `gelu_form`)."""
     return arith.MulfOp(x, arith.AddfOp(_f32(0.5), half)).result
+
+
+def beside_constant(op: arith.AddfOp | arith.MulfOp, literal: float) -> SSAValue | None:
+    """The other operand of `op` where one is the f32 constant `literal` (either order), else
+    None."""
+    if is_constant(op.lhs, literal):
+        return op.rhs
+    return op.lhs if is_constant(op.rhs, literal) else None
 
 
 def is_constant(value: SSAValue, literal: float) -> bool:

@@ -104,24 +104,14 @@ def gelu_form(op: Operation) -> tuple[arith.MulfOp, SSAValue] | None:
     differ, the new one rounding once. With f / 2 from f's approximation, the multiply by 0.5
     is gone (`MathFunction.scales_result`)."""
     sum_op = op.results[0].get_user_of_unique_use()
-    if not isinstance(sum_op, arith.AddfOp) or not _other_is_constant(sum_op, op.results[0], 1):
+    if not isinstance(sum_op, arith.AddfOp) or approx.beside_constant(sum_op, 1) != op.results[0]:
         return None
     product = sum_op.result.get_user_of_unique_use()
     if not isinstance(product, arith.MulfOp):
         return None
-    half_x = product.rhs if product.lhs == sum_op.result else product.lhs
-    halving = half_x.owner
-    if not isinstance(halving, arith.MulfOp):
-        return None
-    for x, half in ((halving.lhs, halving.rhs), (halving.rhs, halving.lhs)):
-        if approx.is_constant(half, 0.5) and _defined_before(x, op):
-            return product, x
-    return None
-
-
-def _other_is_constant(op: arith.AddfOp, value: SSAValue, constant: float) -> bool:
-    other = op.rhs if op.lhs == value else op.lhs
-    return approx.is_constant(other, constant)
+    halving = (product.rhs if product.lhs == sum_op.result else product.lhs).owner
+    x = approx.beside_constant(halving, 0.5) if isinstance(halving, arith.MulfOp) else None
+    return (product, x) if x is not None and _defined_before(x, op) else None
 
 
 def _defined_before(value: SSAValue, op: Operation) -> bool:
