@@ -8,8 +8,10 @@ float32-rounded reference.
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -18,7 +20,9 @@ from xdsl.parser import Parser
 from xdsl.pattern_rewriter import PatternRewriteWalker
 
 import xfuse
+from xfuse.codegen.native import HostCpu, host_cpu
 from xfuse.dialects import ew
+from xfuse.runtime.compiler import clear_cache
 from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.pipeline import pipeline_context
 
@@ -189,6 +193,56 @@ def test_exp_tails_round_once_into_the_denormals(source: str) -> None:
     out = xfuse.compile(source)(x=x).astype(np.float64)
     want = np.exp(x.astype(np.float64))
     assert np.all(np.abs(out - want) <= 1e-7 * want + 2.0**-150)
+
+
+EXP_PROGRAMS = [
+    "out = exp(x);",
+    "out = exp(x) - 3e38;",
+    "out = sigmoid(x);",
+    "out = x * sigmoid(x);",
+    "out = softplus(x);",
+    "out = log(1 + exp(x));",
+    "out = x * tanh(softplus(x));",
+    "out = pow(x, x * 0.375);",
+]
+
+
+@pytest.mark.skipif(not host_cpu().scales_by_ldexp, reason="llvm.ldexp is vscalefps on AVX-512")
+def test_exp_scaled_by_ldexp_has_the_bits_of_the_integer_scaling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On AVX-512 hosts exp applies 2^n with vscalefps (`ew-expand-math{ldexp}`): one rounding
+    # of e^r, then the exact scaling or one rounding into the denormals, as the integer ops do.
+    x = np.concatenate([sweep(), np.linspace(-104, 89, 200_001, dtype=np.float32)])
+    monkeypatch.setenv("XFUSE_CACHE", "0")  # the disk cache's key holds the CPU, not the option
+
+    def outputs(ldexp: bool) -> dict[str, np.ndarray]:
+        monkeypatch.setattr(HostCpu, "scales_by_ldexp", property(lambda self: ldexp))
+        clear_cache()
+        kernels = {source: xfuse.compile(source) for source in EXP_PROGRAMS}
+        for kernel in kernels.values():
+            assert ("vscalefps" in kernel.asm) == ldexp
+        with np.errstate(all="ignore"):
+            return {source: kernel(x=x) for source, kernel in kernels.items()}
+
+    try:
+        scaled, built = outputs(True), outputs(False)
+    finally:
+        clear_cache()
+    for source in EXP_PROGRAMS:
+        np.testing.assert_array_equal(
+            scaled[source].view(np.uint32), built[source].view(np.uint32), err_msg=source
+        )
+
+
+def test_exp_scales_without_ldexp_where_it_would_be_a_call(
+    use_cpu: Callable[[str, str], HostCpu],
+) -> None:
+    # Without AVX-512 LLVM calls ldexpf for each element: the integer scaling stays.
+    assert not use_cpu("x86-64-v3", "+avx,+avx2,+fma,+f16c,+bmi,+bmi2").scales_by_ldexp
+    kernel = xfuse.compile("out = x * sigmoid(x);")
+    assert "ldexp" not in kernel.llvm_ir
+    assert re.search(r"vpslld\s+\$23, %ymm", kernel.asm)
 
 
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])

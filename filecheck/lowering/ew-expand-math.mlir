@@ -1,6 +1,7 @@
 // RUN: xfuse-opt %s -p ew-expand-math | filecheck %s
 // RUN: xfuse-opt %s -p 'ew-expand-math{math=approx}' | filecheck %s
 // RUN: xfuse-opt %s -p 'ew-expand-math{math=libm}' | filecheck %s --check-prefix=LIBM
+// RUN: xfuse-opt %s -p 'ew-expand-math{ldexp=true}' | filecheck %s --check-prefix=LDEXP
 
 // approx: f32 transcendentals become plain arithmetic (no math op, no call is left); rsqrt is
 // an `arcp` division by sqrt (what LLVM turns into the host's estimate) refined with FMAs, and
@@ -303,6 +304,43 @@ func.func @log_sigmoid(%x: f32) -> f32 {
   %softplus = arith.addf %positive, %l : f32
   %result = arith.negf %softplus : f32
   func.return %result : f32
+}
+
+// exp's 2^n is built from n's bits by integer ops (a shift and an add; a select for denormal
+// results in the full range), or with `ldexp=true` (hosts with AVX-512) applied to e^r by one
+// llvm.ldexp, n the rounding trick's bits less the trick's own: the same bits.
+// CHECK-LABEL: func.func @exp_scalings
+// CHECK-NOT:     llvm.call_intrinsic
+// CHECK:         arith.shli
+// CHECK:         arith.shli
+// CHECK-NOT:     llvm.call_intrinsic
+// CHECK:         func.return
+// LDEXP-LABEL: func.func @exp_scalings
+// LDEXP-SAME:    (%[[X:.*]]: f32)
+// LDEXP-DAG:     %[[INF:.*]] = arith.constant 0x7f800000 : f32
+// LDEXP-DAG:     %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// LDEXP-DAG:     %[[MAGIC_BITS:.*]] = arith.constant 1262485504 : i32
+// LDEXP-DAG:     %[[MAGIC:.*]] = arith.constant 0x4B400000 : f32
+// LDEXP-NOT:     arith.shli
+// LDEXP:         %[[SHIFTED:.*]] = arith.addf %{{.*}}, %[[MAGIC]] : f32
+// LDEXP:         %[[R_SQUARED:.*]] = arith.mulf %[[R:.*]], %[[R]] : f32
+// LDEXP-NEXT:    %[[R_SQUARED_P:.*]] = arith.mulf %[[R_SQUARED]], %{{.*}} : f32
+// LDEXP-NEXT:    %[[MINUS_ONE:.*]] = arith.addf %[[R_SQUARED_P]], %[[R]] : f32
+// LDEXP-NEXT:    %[[BITS:.*]] = arith.bitcast %[[SHIFTED]] : f32 to i32
+// LDEXP-NEXT:    %[[N:.*]] = arith.subi %[[BITS]], %[[MAGIC_BITS]] : i32
+// LDEXP-NEXT:    %[[E_R:.*]] = arith.addf %[[MINUS_ONE]], %[[ONE]] : f32
+// LDEXP-NEXT:    %[[SCALED:.*]] = llvm.call_intrinsic "llvm.ldexp.f32.i32"(%[[E_R]], %[[N]]) : (f32, i32) -> f32
+// LDEXP-NEXT:    %[[OVERFLOWS:.*]] = arith.cmpf ogt, %[[X]], %{{.*}} : f32
+// LDEXP-NEXT:    %{{.*}} = arith.select %[[OVERFLOWS]], %[[INF]], %[[SCALED]] : f32
+// LDEXP:         %[[TAIL:.*]] = llvm.call_intrinsic "llvm.ldexp.f32.i32"(%{{.*}}, %{{.*}}) : (f32, i32) -> f32
+// LDEXP-NOT:     arith.select
+// LDEXP-NEXT:    func.return %{{.*}}, %[[TAIL]] : f32, f32
+func.func @exp_scalings(%x: f32) -> (f32, f32) {
+  %e = math.exp %x : f32
+  %a = math.absf %x : f32
+  %m = arith.negf %a : f32
+  %t = math.exp %m : f32
+  func.return %e, %t : f32, f32
 }
 
 // f64 has no approximation: it calls the double libm functions in both modes, declared once;

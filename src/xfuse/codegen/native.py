@@ -110,6 +110,13 @@ class HostCpu:
         return self.has("avx512bf16") and self.has("avx512vl")
 
     @property
+    def scales_by_ldexp(self) -> bool:
+        """Whether LLVM makes `llvm.ldexp` on f32 `vscalefps`/`vscalefss` at every vector width
+        the loop vectorizer may choose (AVX512F, and AVX512VL for 128- and 256-bit vectors);
+        elsewhere it calls the C library's `ldexpf` for each element."""
+        return self.has("avx512f") and self.has("avx512vl")
+
+    @property
     def float_lanes(self) -> int:
         """f32 lanes in the widest vector register: 16 with AVX-512, 8 with AVX, else 4."""
         if self.has("avx512f"):

@@ -214,6 +214,7 @@ class Options:
             fastmath=self.fastmath,
             f16c=self.target == "cpu" and host_cpu().has("f16c"),
             avx512bf16=self.target == "cpu" and host_cpu().rounds_bf16,
+            ldexp=self.target == "cpu" and host_cpu().scales_by_ldexp,
             target=self.target,
             masked_remainder=self.masked_remainder,
             extra=self.extra(),

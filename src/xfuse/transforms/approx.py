@@ -12,6 +12,8 @@ their constants are shared (`SharedConstants`): one op per value in each block.
   (two integer ops build the exponent bits); results below 2**-126 take a second scale factor
   so they round once into the denormals (always, without a select, where the argument is at
   most 44: exp(-|y|), Mish's e^y).
+  On hosts with AVX-512 (`ew-expand-math{ldexp}`) 2**n is applied by one `llvm.ldexp`
+  (`vscalefps`) instead, the same bits.
   Overflow is a select of +inf above the largest x whose exp is finite, not the last multiply's
   rounding: with `contract`, LLVM fuses that multiply into an FMA with the consumer
   (`exp(x) - 3e38`), which never rounds the product, so it would stay finite. exp(-|y|) (what
@@ -45,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from xdsl.builder import Builder, ImplicitBuilder
-from xdsl.dialects import arith, math
+from xdsl.dialects import arith, llvm, math
 from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, IntegerType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
@@ -65,6 +67,7 @@ _EXP_NORMAL_BELOW = -86.5  # above it n >= -125, so 2**(n - 1) is a normal float
 _SQRT2 = 1.41421356
 _FLOAT32_INFINITY_BITS = 0x7F800000
 _ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: adding it rounds |v| < 2**22 to an integer in the low bits
+_ROUND_MAGIC_BITS = 0x4B400000  # its bits: those of the sum are these plus the integer
 _LN2_HI = 0.693359375
 _LN2_LO = -2.12194440e-4
 # p of Cephes' e**r ~ 1 + r + r^2 p(r), highest first. A degree-6 minimax fit of the whole (one
@@ -174,13 +177,23 @@ class SharedConstants:
         return shared
 
 
-_EXPANDING: ContextVar[tuple[SharedConstants, Block]] = ContextVar("_EXPANDING")
-"""The shared constants and the block of the op that `expand` is expanding."""
+@dataclass(frozen=True)
+class _Expansion:
+    """What the approximations of one `expand` call build with."""
+
+    constants: SharedConstants
+    block: Block
+    """The block of the op expanded, whose start holds the constants."""
+    ldexp: bool
+    """exp applies 2**n with `llvm.ldexp` (see `expand`)."""
+
+
+_EXPANDING: ContextVar[_Expansion] = ContextVar("_EXPANDING")
 
 
 @contextmanager
-def _expanding(constants: SharedConstants, block: Block) -> Iterator[None]:
-    token = _EXPANDING.set((constants, block))
+def _expanding(expansion: _Expansion) -> Iterator[None]:
+    token = _EXPANDING.set(expansion)
     try:
         yield
     finally:
@@ -188,24 +201,30 @@ def _expanding(constants: SharedConstants, block: Block) -> Iterator[None]:
 
 
 def expand(
-    approximation: Callable[..., SSAValue], op: Operation, constants: SharedConstants
+    approximation: Callable[..., SSAValue],
+    op: Operation,
+    constants: SharedConstants,
+    *,
+    ldexp: bool = False,
 ) -> SSAValue:
     """The value of `approximation` on `op`'s operands, its ops inserted before `op` (the
     approximations below create `arith` ops, which `ImplicitBuilder` inserts there) and its
-    constants taken from `constants`."""
+    constants taken from `constants`. With `ldexp`, exp scales e**r by 2**n with one
+    `llvm.ldexp` (AVX-512's `vscalefps`) instead of building 2**n from integer ops; only for
+    hosts with AVX-512, where LLVM lowers it so (elsewhere it calls `ldexpf` per element)."""
     block = op.parent_block()
     assert block is not None, "expand needs an op in a block"
     with (
         _IMPLICIT_BUILDER_LOCK,
-        _expanding(constants, block),
+        _expanding(_Expansion(constants, block, ldexp)),
         ImplicitBuilder(Builder(InsertPoint.before(op))),
     ):
         return approximation(*op.operands)
 
 
 def _constant(value: FloatAttr | IntegerAttr) -> SSAValue:
-    constants, block = _EXPANDING.get()
-    return constants.get(value, block)
+    expansion = _EXPANDING.get()
+    return expansion.constants.get(value, expansion.block)
 
 
 def _f32(value: float) -> SSAValue:
@@ -305,7 +324,25 @@ def _exp(x: SSAValue, full_range: bool) -> SSAValue:
     # e**r - 1 = r + r^2 p(r), the 1 added last (a rounding of ~1 inside Horner's rule would
     # add up to ~1/4 ulp).
     p = _polynomial(r, _EXP_POLY)
-    minus_one = arith.AddfOp(arith.MulfOp(arith.MulfOp(r, r), p), r)
+    minus_one = arith.AddfOp(arith.MulfOp(arith.MulfOp(r, r), p), r).result
+    result = _times_power_of_two(minus_one, shifted.result, clamped.result, full_range)
+    if not full_range:
+        return result
+    overflows = _compare(x, _f32(_EXP_FINITE_MAX), "ogt")
+    return _select(overflows, _f32(float("inf")), result).result
+
+
+def _times_power_of_two(
+    minus_one: SSAValue, shifted: SSAValue, clamped: SSAValue, full_range: bool
+) -> SSAValue:
+    """e**r 2**n from e**r - 1 and n in the low bits of `shifted` (`_exp`'s rounding trick), of
+    `clamped`, exp's argument clamped below: one rounding of e**r, then the scaling, exact or
+    rounded once into the denormals, in each of the two forms (the same bits)."""
+    if _EXPANDING.get().ldexp:
+        # vscalefps: n = -150 gives 0 or 2**-149, n = 128 a finite result where e**r < 1.
+        n = arith.SubiOp(arith.BitcastOp(shifted, _I32), _i32(_ROUND_MAGIC_BITS))
+        e_r = arith.AddfOp(minus_one, _f32(1.0))
+        return llvm.CallIntrinsicOp("llvm.ldexp.f32.i32", [e_r, n], [_F32]).results[0]
     # The magic's bits are 0x4B400000 + n, and its own bits leave a 32-bit shift by 23.
     exponent = arith.ShLIOp(arith.BitcastOp(shifted, _I32), _i32(23))
     # 2**n is scaled as 2 e**r times 2**(n - 1): n reaches 128 below the overflow threshold, and
@@ -325,9 +362,7 @@ def _exp(x: SSAValue, full_range: bool) -> SSAValue:
     tiny = _compare(clamped, _f32(_EXP_NORMAL_BELOW), "olt")
     bias = _select(tiny, _i32((126 + 64) << 23), _i32(126 << 23))
     scaled = arith.MulfOp(twice, arith.BitcastOp(arith.AddiOp(exponent, bias), _F32))
-    result = arith.MulfOp(scaled, _select(tiny, _f32(2.0**-64), _f32(1.0)))
-    overflows = _compare(x, _f32(_EXP_FINITE_MAX), "ogt")
-    return _select(overflows, _f32(float("inf")), result).result
+    return arith.MulfOp(scaled, _select(tiny, _f32(2.0**-64), _f32(1.0))).result
 
 
 def _log_of_reduced(f: Value, exponent: Value) -> Value:

@@ -37,6 +37,7 @@ def default_pipeline(
     fastmath: str = "contract",
     f16c: bool = False,
     avx512bf16: bool = False,
+    ldexp: bool = False,
     target: str = "cpu",
     masked_remainder: bool = False,
     extra: Sequence[ModulePass] = (),
@@ -63,7 +64,7 @@ def default_pipeline(
         *tensor_passes,
         EwWorkspacePass(),
         EwKernelToLoopsPass(vector_bytes=REMAINDER_VECTOR_BYTES if masked_remainder else 0),
-        EwExpandMathPass(math=math),  # type: ignore[arg-type]  # checked by the pass
+        EwExpandMathPass(math=math, ldexp=ldexp),  # type: ignore[arg-type]  # checked by the pass
         EwToLlvmPass(fastmath=fastmath, f16c=f16c, avx512bf16=avx512bf16),
     )
 
@@ -81,8 +82,8 @@ def split_after(
 class XfuseDefaultPass(ModulePass):
     """`xfuse.compile`'s whole CPU pipeline, `ew-optimize` to `ew-to-llvm` (`default_pipeline`).
 
-    Its options are `xfuse.compile`'s; the output is host-independent (`f16c` and `avx512bf16` off
-    unless asked).
+    Its options are `xfuse.compile`'s; the output is host-independent (`f16c`, `avx512bf16` and
+    `ldexp` off unless asked).
     """
 
     name = "xfuse-default"
@@ -106,6 +107,10 @@ class XfuseDefaultPass(ModulePass):
     """`ew-to-llvm`'s f32 -> bf16 rounding in hardware (x86 with AVX512_BF16; for xfuse's own
     code generation only, see `EwToLlvmPass.avx512bf16`)."""
 
+    ldexp: bool = False
+    """`ew-expand-math`'s exp scaling by `llvm.ldexp` (x86 with AVX-512, see
+    `EwExpandMathPass.ldexp`)."""
+
     masked_remainder: bool = False
     """`ew-kernel-to-loops{vector-bytes=64}`: the last elements in a masked vector loop."""
 
@@ -117,6 +122,7 @@ class XfuseDefaultPass(ModulePass):
             fastmath=self.fastmath,
             f16c=self.f16c,
             avx512bf16=self.avx512bf16,
+            ldexp=self.ldexp,
             masked_remainder=self.masked_remainder,
         )
         PassPipeline(passes).apply(ctx, op)

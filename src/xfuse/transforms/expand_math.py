@@ -127,6 +127,8 @@ def _defined_before(value: SSAValue, op: Operation) -> bool:
 class ExpandMath(RewritePattern):
     approximate: bool
     constants: approx.SharedConstants
+    ldexp: bool = False
+    """exp's 2**n by `llvm.ldexp` (`EwExpandMathPass.ldexp`)."""
     libm_calls: dict[str, FunctionType] = field(default_factory=dict[str, FunctionType])
     """The libm functions called so far, with their type (to declare them afterwards)."""
 
@@ -139,7 +141,9 @@ class ExpandMath(RewritePattern):
             operands = list(op.operands)
             gelu = gelu_form(op) if function.scales_result else None
             if gelu is None:
-                expanded = approx.expand(function.approximation, op, self.constants)
+                expanded = approx.expand(
+                    function.approximation, op, self.constants, ldexp=self.ldexp
+                )
                 rewriter.replace(op, [], [expanded])
                 _erase_unused(operands, rewriter)
                 return
@@ -150,7 +154,8 @@ class ExpandMath(RewritePattern):
                 half = function.approximation(*arguments, result_scale=0.5)
                 return approx.times_half_plus(x, half)
 
-            rewriter.replace(product, [], [approx.expand(half_gelu, op, self.constants)])
+            expanded = approx.expand(half_gelu, op, self.constants, ldexp=self.ldexp)
+            rewriter.replace(product, [], [expanded])
             _erase_unused(unused, rewriter)
             return
         name = libm_name(type(op), type_)
@@ -206,6 +211,11 @@ class EwExpandMathPass(ModulePass):
     math: Literal["approx", "libm"] = "approx"
     """`approx`: vectorizable f32 approximations; `libm`: calls to the C library."""
 
+    ldexp: bool = False
+    """With `math=approx`, exp applies its 2**n with one `llvm.ldexp` (AVX-512's `vscalefps`),
+    the same bits as the integer ops that build 2**n otherwise: for hosts with AVX-512 only
+    (elsewhere LLVM calls `ldexpf` for each element, and the loop stays scalar)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.math not in ("approx", "libm"):
             raise DiagnosticException(
@@ -218,7 +228,7 @@ class EwExpandMathPass(ModulePass):
         if arith.NegfOp in present:
             PatternRewriteWalker(FoldNegatedSoftplus(), apply_recursively=False).rewrite_module(op)
         constants = approx.SharedConstants()
-        expand = ExpandMath(approximate, constants)
+        expand = ExpandMath(approximate, constants, self.ldexp)
         if not present.isdisjoint(MATH_FUNCTIONS):
             # Last op first: an approximation may look at the math op that computes its operand
             # (log1p of exp(-|y|) knows its range), so that op must not be expanded yet.
