@@ -47,9 +47,11 @@ def _scalar_semantics() -> dict[str, Callable[..., Any]]:
     """What each scalar op of a kernel region computes, from the op facts: an `ew` op that lowers
     to one scalar op on its operands gives that op its `reference`; a `math` op of
     `MATH_FUNCTIONS` computes the `ew` op named like its libm function (`math.log1p`: `ew.log1p`).
-    Conversions are exact in float64, and `arith.select` is `np.where`."""
+    Conversions are exact in float64, `arith.select` is `np.where` and `math.copysign` (in
+    sigmoid's region) `np.copysign`."""
     semantics: dict[str, Callable[..., Any]] = {
         "arith.select": np.where,
+        "math.copysign": np.copysign,
         "arith.extf": lambda x: x,
         "arith.truncf": lambda x: x,
     }

@@ -74,9 +74,10 @@ FLOPS_PER_SCALAR_OP: dict[str, int] = {
 """FLOPs per element for each scalar op a kernel region may hold (the lecture: each op = 1)."""
 
 FREE_SCALAR_OPS = frozenset(
-    {"arith.constant", "arith.extf", "arith.truncf", "arith.select", "ew.yield"}
+    {"arith.constant", "arith.extf", "arith.truncf", "arith.select", "math.copysign", "ew.yield"}
 )
-"""Region ops that cost no FLOPs: constants, the f16/bf16 <-> f32 conversions, moves."""
+"""Region ops that cost no FLOPs: constants, the f16/bf16 <-> f32 conversions, moves (a
+select, a sign bit copied)."""
 
 
 class CostModelError(Exception):

@@ -15,8 +15,8 @@ Before either, `-softplus(-x)` (log-sigmoid) in fusion's form loses its two nega
 
 `math.rsqrt` on f32 becomes `approx.rsqrt` with `math=approx` (the host's estimate and Newton
 steps: the divider is the bottleneck of `1 / sqrt` in a vector loop) and `1 / math.sqrt` with
-`math=libm` and on f64 (sqrt is an exact, vectorizable LLVM intrinsic); `math.sqrt`, `math.absf`
-and `math.floor` stay for `ew-to-llvm`.
+`math=libm` and on f64 (sqrt is an exact, vectorizable LLVM intrinsic); `math.sqrt`, `math.absf`,
+`math.copysign` and `math.floor` stay for `ew-to-llvm`.
 """
 
 from __future__ import annotations

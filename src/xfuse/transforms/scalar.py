@@ -48,13 +48,16 @@ def _sigmoid(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute
     """e / (1 + e) for x < 0, else 1 / (1 + e), with e = exp(-|x|) (no math.sigmoid op exists).
 
     Never exp of a large argument: the negative tail is e (1 - e + ...), right down to the
-    denormals, where 1 / (1 + exp(-x)) flushed to 0 once exp(-x) overflowed.
+    denormals, where 1 / (1 + exp(-x)) flushed to 0 once exp(-x) overflowed. The numerator is
+    max(e, copysign(1, x)): e where x is negative (e > -1), else 1 (e <= 1; -0 gives e = 1), a
+    bitwise sign and one `vmaxps` where a compare and a blend took the multiply pipes.
     """
     (x,) = args
     one = emit_constant(builder, 1.0, compute_type)
     e = _exp_of_minus_abs(builder, x)
-    negative = builder.insert(arith.CmpfOp(x, emit_constant(builder, 0.0, compute_type), "olt"))
-    numerator = builder.insert(arith.SelectOp(negative.result, e, one)).result
+    sign = builder.insert(math.CopySignOp(one, x)).result
+    larger = builder.insert(arith.CmpfOp(e, sign, "ogt")).result
+    numerator = builder.insert(arith.SelectOp(larger, e, sign)).result
     denominator = builder.insert(arith.AddfOp(one, e)).result
     return builder.insert(arith.DivfOp(numerator, denominator)).result
 

@@ -996,6 +996,7 @@ _MATH_INTRINSICS: dict[type[Operation], str] = {
     math.SqrtOp: "sqrt",
     math.AbsFOp: "fabs",
     math.FloorOp: "floor",
+    math.CopySignOp: "copysign",
 }
 
 
@@ -1006,7 +1007,9 @@ class MathToLlvm(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(
-        self, op: math.SqrtOp | math.AbsFOp | math.FloorOp | math.FmaOp, rewriter: PatternRewriter
+        self,
+        op: math.SqrtOp | math.AbsFOp | math.FloorOp | math.FmaOp | math.CopySignOp,
+        rewriter: PatternRewriter,
     ) -> None:
         if isinstance(op, math.FmaOp):
             rewriter.replace(op, llvm.FMAOp(op.a, op.b, op.c))
