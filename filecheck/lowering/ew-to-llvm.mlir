@@ -213,6 +213,21 @@ func.func @flags_fma_sqrt(%a: f32, %b: f64) -> f64 {
   func.return %r : f64
 }
 
+// math.copysign (sigmoid's numerator) and math.absf are LLVM's intrinsics, mangled by type.
+// CHECK-LABEL: llvm.func @copysign_absf
+// CHECK-SAME:    (%[[A:.*]]: f32, %[[B:.*]]: f64)
+// CHECK-NEXT:    %[[MAGNITUDE:.*]] = llvm.call_intrinsic "llvm.fabs.f32"(%[[A]]) : (f32) -> f32
+// CHECK-NEXT:    %[[SIGNED:.*]] = llvm.call_intrinsic "llvm.copysign.f32"(%[[MAGNITUDE]], %[[A]]) : (f32, f32) -> f32
+// CHECK-NEXT:    %[[WIDE:.*]] = llvm.fpext %[[SIGNED]] : f32 to f64
+// CHECK-NEXT:    llvm.call_intrinsic "llvm.copysign.f64"(%[[B]], %[[WIDE]]) : (f64, f64) -> f64
+func.func @copysign_absf(%a: f32, %b: f64) -> f64 {
+  %m = math.absf %a : f32
+  %s = math.copysign %m, %a : f32
+  %w = arith.extf %s : f32 to f64
+  %t = math.copysign %b, %w : f64
+  func.return %t : f64
+}
+
 // f64 -> f16 rounds once, in integer ops on the f64 bits (no fptrunc: without AVX-512 FP16 it is
 // a call of compiler-rt's __truncdfhf2, which the JIT cannot resolve): below f16's normals an
 // f64 add of 2^28 (whose ulp is f16's smallest subnormal) rounds; from 2^16 on it is inf.

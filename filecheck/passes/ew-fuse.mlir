@@ -70,7 +70,8 @@ func.func @trivial(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<f32>, tensor<4xf
 }
 
 // The [d] bias (and the op on it alone) stays inside the [t, d] kernel, read per row, never
-// materialized; bf16 computes in f32 between extf and truncf.
+// materialized; bf16 computes in f32 between extf and truncf. sigmoid is e / (1 + e) or
+// 1 / (1 + e) with e = exp(-|h|), its numerator max(e, copysign(1, h)).
 // CHECK-LABEL: func.func @bias_bf16
 // CHECK-SAME:    (%[[X:.*]]: tensor<?x?xbf16>, %[[B:.*]]: tensor<?xbf16>)
 // CHECK-NEXT:    %[[G:.*]] = ew.kernel ins(%[[B]], %[[X]] : tensor<?xbf16>, tensor<?x?xbf16>) -> tensor<?x?xbf16> {
@@ -80,7 +81,15 @@ func.func @trivial(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<f32>, tensor<4xf
 // CHECK-NEXT:      %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
 // CHECK-NEXT:      %[[S:.*]] = arith.mulf %[[BW]], %[[TWO]] : f32
 // CHECK-NEXT:      %[[H:.*]] = arith.addf %[[XW]], %[[S]] : f32
-// CHECK:           %[[SIG:.*]] = arith.divf
+// CHECK-NEXT:      %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-NEXT:      %[[ABS:.*]] = math.absf %[[H]] : f32
+// CHECK-NEXT:      %[[MINUS_ABS:.*]] = arith.negf %[[ABS]] : f32
+// CHECK-NEXT:      %[[E:.*]] = math.exp %[[MINUS_ABS]] : f32
+// CHECK-NEXT:      %[[SIGN:.*]] = math.copysign %[[ONE]], %[[H]] : f32
+// CHECK-NEXT:      %[[LARGER:.*]] = arith.cmpf ogt, %[[E]], %[[SIGN]] : f32
+// CHECK-NEXT:      %[[NUMERATOR:.*]] = arith.select %[[LARGER]], %[[E]], %[[SIGN]] : f32
+// CHECK-NEXT:      %[[DENOMINATOR:.*]] = arith.addf %[[ONE]], %[[E]] : f32
+// CHECK-NEXT:      %[[SIG:.*]] = arith.divf %[[NUMERATOR]], %[[DENOMINATOR]] : f32
 // CHECK-NEXT:      %[[N:.*]] = arith.truncf %[[SIG]] : f32 to bf16
 // CHECK-NEXT:      ew.yield %[[N]] : bf16
 // CHECK-NEXT:    }
