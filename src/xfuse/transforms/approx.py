@@ -612,9 +612,9 @@ def _horner32(coefficients: Sequence[float], t: float, fused: bool) -> float:
     """`_polynomial` in float32 arithmetic, each step an FMA (`fused`) or a multiply and an add."""
     result = coefficients[0]
     for coefficient in coefficients[1:]:
-        product = (
-            result * t if fused else _rounded_to_float32(result * t)
-        )  # exact in float64 if fused
+        product = result * t  # exact in float64: two float32 significands
+        if not fused:
+            product = _rounded_to_float32(product)
         result = _rounded_to_float32(product + coefficient)
     return result
 

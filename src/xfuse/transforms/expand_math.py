@@ -138,24 +138,18 @@ class ExpandMath(RewritePattern):
             return
         type_ = op.results[0].type
         if self.approximate and isinstance(type_, Float32Type):
-            operands = list(op.operands)
             gelu = gelu_form(op) if function.scales_result else None
-            if gelu is None:
-                expanded = approx.expand(
-                    function.approximation, op, self.constants, ldexp=self.ldexp
-                )
-                rewriter.replace(op, [], [expanded])
-                _erase_unused(operands, rewriter)
-                return
-            product, x = gelu
-            unused = list(product.operands)
+            approximation, replaced = function.approximation, op
+            if gelu is not None:
+                replaced, x = gelu
 
-            def half_gelu(*arguments: SSAValue) -> SSAValue:
-                half = function.approximation(*arguments, result_scale=0.5)
-                return approx.times_half_plus(x, half)
+                def approximation(*arguments: SSAValue) -> SSAValue:
+                    half = function.approximation(*arguments, result_scale=0.5)
+                    return approx.times_half_plus(x, half)
 
-            expanded = approx.expand(half_gelu, op, self.constants, ldexp=self.ldexp)
-            rewriter.replace(product, [], [expanded])
+            unused = list(replaced.operands)
+            expanded = approx.expand(approximation, op, self.constants, ldexp=self.ldexp)
+            rewriter.replace(replaced, [], [expanded])
             _erase_unused(unused, rewriter)
             return
         name = libm_name(type(op), type_)
@@ -228,7 +222,7 @@ class EwExpandMathPass(ModulePass):
         if arith.NegfOp in present:
             PatternRewriteWalker(FoldNegatedSoftplus(), apply_recursively=False).rewrite_module(op)
         constants = approx.SharedConstants()
-        expand = ExpandMath(approximate, constants, self.ldexp)
+        expand = ExpandMath(approximate, constants, ldexp=self.ldexp)
         if not present.isdisjoint(MATH_FUNCTIONS):
             # Last op first: an approximation may look at the math op that computes its operand
             # (log1p of exp(-|y|) knows its range), so that op must not be expanded yet.
