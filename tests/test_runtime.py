@@ -714,6 +714,8 @@ def test_the_pointer_call_is_a_builtin_that_checks_its_arguments(gelu: Gelu) -> 
     for wrong in (pointers[:3], [*pointers, 0], [*pointers[:3], 0]):  # count, a null pointer
         with pytest.raises(SystemError):
             call(words, *wrong)
+    with pytest.raises(SystemError):
+        call()  # no words to read
 
 
 def test_the_call_builtins_are_compiled_once_however_many_threads_ask_first() -> None:

@@ -1084,6 +1084,9 @@ otherwise:
 
 define internal ptr @run_on_pointers(ptr %self, ptr %arguments, i64 %count, i1 %counting) {{
 start:
+  %has_words = icmp sgt i64 %count, 0
+  br i1 %has_words, label %first, label %error
+first:
   %plan_words = load ptr, ptr %arguments, align 8
   %header = call ptr @PyBytes_AsString(ptr %plan_words)
   %not_bytes = icmp eq ptr %header, null
