@@ -345,6 +345,33 @@ def test_a_sample_of_several_calls_is_timed_per_call(monkeypatch: pytest.MonkeyP
         interleaved_medians([call], rounds=1, repeat=1, calls=0)
 
 
+def test_the_host_line_names_the_cpu_both_ways_and_its_bf16_rounding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # LLVM's name is a guess where it does not know the CPUID model (a VM's Xeon with
+    # AVX512-BF16 read `rocketlake`): the line adds the processor's own name, and how the host
+    # rounds to bf16, which the LLM rows depend on.
+    from xfuse.codegen.native import host_cpu
+
+    cpu = host_cpu()
+    monkeypatch.setattr(timing, "processor_name", lambda: "Some Processor")
+    line = timing.host_summary()
+    rounding = "hardware" if cpu.rounds_bf16 else "software"
+    assert line.startswith(f"host: {cpu.name} (Some Processor), ")
+    assert f"(<{cpu.float_lanes} x float>), bf16 rounding in {rounding}, load average" in line
+    monkeypatch.setattr(timing, "processor_name", lambda: None)
+    assert timing.host_summary().startswith(f"host: {cpu.name}, ")
+
+
+def test_the_processor_name_is_read_from_cpuinfo(tmp_path: Path) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9R14 96-Core Processor\n")
+    assert timing.processor_name(cpuinfo) == "AMD EPYC 9R14 96-Core Processor"
+    assert timing.processor_name(tmp_path / "absent") is None
+    cpuinfo.write_text("processor\t: 0\n")
+    assert timing.processor_name(cpuinfo) is None
+
+
 def test_measure_interleaved_checks_and_times_every_variant() -> None:
     workload = bench.prepare_workload("y = x * 2 + z;", 256)
     variants = [bench.numpy_per_op(workload), bench.bandwidth_ceiling(workload)]

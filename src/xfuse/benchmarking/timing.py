@@ -8,6 +8,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -35,15 +36,32 @@ def median_seconds(
     return statistics.median(times)
 
 
+def processor_name(cpuinfo_path: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The processor's own name (its first "model name"), None where there is none to read."""
+    try:
+        with cpuinfo_path.open() as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name":
+                    return value.strip()
+    except OSError:
+        pass
+    return None
+
+
 def host_summary() -> str:
-    """The host as benchmarks print it: the target CPU, its widest float vectors, load average."""
+    """The host as benchmarks print it: the target CPU (LLVM's name, which LLVM guesses from the
+    features where it does not know the CPUID model, as in some VMs, then the processor's own),
+    its widest float vectors, how it rounds to bf16 (the LLM rows depend on it), load average."""
     from xfuse.codegen.native import host_cpu
 
     cpu = host_cpu()
+    name = processor_name()
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     return (
-        f"host: {cpu.name}, {os.cpu_count()} CPUs, widest float vectors {cpu.float_lanes * 32} "
-        f"bits (<{cpu.float_lanes} x float>), load average {load}"
+        f"host: {cpu.name}{f' ({name})' if name else ''}, {os.cpu_count()} CPUs, "
+        f"widest float vectors {cpu.float_lanes * 32} bits (<{cpu.float_lanes} x float>), "
+        f"bf16 rounding in {'hardware' if cpu.rounds_bf16 else 'software'}, load average {load}"
     )
 
 
