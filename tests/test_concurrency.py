@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import xfuse
+from xfuse.runtime import compiler as compiler_module
 from xfuse.runtime import kernel as kernel_module
 from xfuse.runtime.compiler import clear_cache
 from xfuse.runtime.kernel import (
@@ -192,6 +193,25 @@ def test_every_kernels_split_calls_share_the_process_workers(gelu: Gelu) -> None
     assert all(worker.is_alive() for worker in workers)
 
 
+def assert_a_forked_child_passes(check: Callable[[], bool], timeout_s: float = 60) -> None:
+    """Fork; the child runs `check` and exits 0 where it returns true; the parent waits up to
+    `timeout_s` (a hung child is killed) and asserts that exit."""
+    child = os.fork()
+    if child == 0:  # (no pytest here, whatever happens: the exit status says it all)
+        status = 1
+        try:
+            status = 0 if check() else 1
+        finally:
+            os._exit(status)
+    deadline = time.monotonic() + timeout_s
+    while (waited := os.waitpid(child, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if waited == (0, 0):
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    assert waited[0] == child and os.waitstatus_to_exitcode(waited[1]) == 0
+
+
 def test_a_forked_child_splits_on_threads_of_its_own(gelu: Gelu) -> None:
     """A child forked after split calls has none of the parent's worker threads: its split
     calls start their own (`SliceWorkers`), where they waited forever for the parent's."""
@@ -200,20 +220,49 @@ def test_a_forked_child_splits_on_threads_of_its_own(gelu: Gelu) -> None:
     x, b, r = (np.full(1 << 17, v, np.float32) for v in (0.5, 0.25, -1.0))
     expected = kernel(x=x, b=b, r=r)
     assert len(kernel.prepare(x=x, b=b, r=r).argument_lists) == 2
-    child = os.fork()
-    if child == 0:  # (no pytest here, whatever happens: the exit status says it all)
-        status = 1
-        try:
-            status = 0 if np.array_equal(kernel(x=x, b=b, r=r), expected) and pool_threads() else 1
-        finally:
-            os._exit(status)
-    deadline = time.monotonic() + 60
-    while (waited := os.waitpid(child, os.WNOHANG)) == (0, 0) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if waited == (0, 0):
-        os.kill(child, signal.SIGKILL)
-        os.waitpid(child, 0)
-    assert waited[0] == child and os.waitstatus_to_exitcode(waited[1]) == 0
+    assert_a_forked_child_passes(
+        lambda: np.array_equal(kernel(x=x, b=b, r=r), expected) and len(pool_threads()) > 0
+    )
+
+
+def test_a_child_forked_while_other_threads_hold_xfuse_locks_does_not_hang() -> None:
+    """Only the forking thread survives a fork: a lock another thread held then (a kernel's
+    plans, its workspaces, the collector's pause while compiling) would stay held in the child,
+    and its next call or compile would wait forever. The child gets new ones, and the collector
+    back on."""
+    kernel = xfuse.compile("t = x * 2; out = t + x;", fuse=False)  # a workspace for t
+    x = np.arange(8, dtype=np.float32)
+    kernel(x=x)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with (
+            kernel._planning,
+            kernel._workspaces._lock,
+            compiler_module.collector_paused(),
+        ):
+            holding.set()
+            release.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(10) and not gc.isenabled()
+
+        def check() -> bool:
+            longer = np.arange(9, dtype=np.float32)  # a new shape: a new plan
+            new = xfuse.compile("out = x - 1;")
+            return (
+                np.array_equal(kernel(x=longer), 3 * longer)
+                and np.array_equal(new(x=x), x - 1)
+                and gc.isenabled()
+            )
+
+        assert_a_forked_child_passes(check, timeout_s=30)
+    finally:
+        release.set()
+        holder.join()
+    assert gc.isenabled()
 
 
 Entry = Callable[[int], None]

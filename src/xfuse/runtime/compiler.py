@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import numbers
+import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -71,6 +72,21 @@ after ew-optimize)."""
 _collector_lock = threading.Lock()
 _collector_pauses = 0
 _collector_was_enabled = False
+
+
+def _restore_collector_after_fork() -> None:
+    """In a forked child only the forking thread runs, and it is not compiling (a compile does
+    not fork): a new lock (another thread may have held the old one), no pause, the collector
+    as it was before the other threads' compiles paused it."""
+    global _collector_lock, _collector_pauses
+    _collector_lock = threading.Lock()
+    if _collector_pauses:
+        _collector_pauses = 0
+        if _collector_was_enabled:
+            gc.enable()
+
+
+os.register_at_fork(after_in_child=_restore_collector_after_fork)
 
 
 @contextlib.contextmanager

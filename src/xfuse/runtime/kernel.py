@@ -772,12 +772,23 @@ kernel before spun on: on Zen 4 a split call of silu at 2^18 after another kerne
 after its own 59 us, a one-thread call 85 us (docs/benchmarks.md)."""
 
 
-def _forget_slice_threads_after_fork() -> None:
+_ALL_KERNELS: weakref.WeakSet[Kernel] = weakref.WeakSet()
+"""Every kernel, for a forked child to give their locks new ones."""
+
+
+def _start_afresh_after_fork() -> None:
+    """In a forked child, where only the forking thread survives: no worker threads, and new
+    locks wherever another thread may have held one at the fork (held forever, it would hang
+    the child's next call that takes it)."""
+    global _BOUND_CALL_COMPILE
     for workers in list(_ALL_SLICE_WORKERS):
         workers._forget_threads()
+    for kernel in list(_ALL_KERNELS):
+        kernel._new_locks()
+    _BOUND_CALL_COMPILE = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_forget_slice_threads_after_fork)
+os.register_at_fork(after_in_child=_start_afresh_after_fork)
 
 
 SizeClass = tuple[int, bool]
@@ -951,6 +962,10 @@ class WorkspacePool:
 
     def __init__(self) -> None:
         self._idle: list[np.ndarray] = []
+        self.new_lock()
+
+    def new_lock(self) -> None:
+        """A new lock (in a forked child: another thread may have held the old one)."""
         self._lock = threading.Lock()
 
     @contextmanager
@@ -1631,11 +1646,17 @@ class Kernel(CompiledProgram):
         self._names = (*self._input_names, *(p.name for p in self.function.outputs))
         self._plans: dict[tuple[tuple[int, ...], ...], CallPlan] = {}
         """Call plans by input shapes: a repeated call skips binding the shapes."""
-        self._planning = threading.Lock()
-        """Held while a plan is remembered, or `split_choice` replaced."""
         self._workspaces = WorkspacePool()
+        self._new_locks()
         self.workers = SHARED_SLICE_WORKERS.grow(threads - 1)
         self.split_choice = SplitChoice()
+        _ALL_KERNELS.add(self)
+
+    def _new_locks(self) -> None:
+        """New locks (in a forked child: another thread may have held the old ones)."""
+        self._planning = threading.Lock()
+        """Held while a plan is remembered, or `split_choice` replaced."""
+        self._workspaces.new_lock()
 
     @property
     def split_choice(self) -> SplitChoice:
