@@ -22,7 +22,7 @@ import pytest
 from llvmlite.binding import ObjectFileRef
 
 import xfuse
-from xfuse.codegen.native import HostCpu, host_cpu
+from xfuse.codegen.native import HostCpu, host_cpu, libmvec_symbols
 from xfuse.dialects import ew
 from xfuse.transforms.expand_math import libm_functions
 
@@ -160,9 +160,15 @@ def test_f64_to_f16_rounds_once_not_through_f32() -> None:
 INTRINSIC_LIBM_CALLS = {"fma", "fmaf", "floor", "floorf"}
 """How LLVM lowers the fma and floor intrinsics on CPUs without FMA3 or SSE4.1."""
 
-ALLOWED_CALLS = {*libm_functions(), *INTRINSIC_LIBM_CALLS, "malloc", "free", "memset", "memcpy"}
-"""libm (`math=libm`, and f64 under `math=approx`), the allocator, and the C library's memory
-functions: all in the process, so MCJIT resolves them."""
+ALLOWED_CALLS = {
+    *libm_functions(),
+    *INTRINSIC_LIBM_CALLS,
+    *libmvec_symbols(),
+    *("malloc", "free", "memset", "memcpy"),
+}
+"""libm (`math=libm`, and f64 under `math=approx`), libmvec's vector variants that this process
+has (f64 under `math=approx`), the allocator, and the C library's memory functions: all in the
+process, so MCJIT resolves them."""
 
 CPUS = {
     "x86-64": "",

@@ -310,19 +310,24 @@ CACHED_RUN = textwrap.dedent(
     import numpy as np
     import xfuse
 
-    kernel = xfuse.compile(sys.argv[1])
-    x = np.linspace(-4, 4, 999, dtype=np.float32)
-    np.save(sys.argv[2], kernel(x=x, b=x, r=x))
+    kernel = xfuse.compile(sys.argv[1], dtype=sys.argv[2])
+    x = np.linspace(-4, 4, 999, dtype=sys.argv[2])
+    np.save(sys.argv[3], kernel(**{name: x for name in kernel.input_names}))
     print(sorted({name.split(".")[0] for name in sys.modules} & {"xdsl", "dask"}))
     """
 )
 
 
-def test_a_hit_in_a_new_process_loads_no_xdsl(cache: Path, tmp_path: Path, gelu: Gelu) -> None:
+@pytest.mark.parametrize("f64", [False, True], ids=["gelu", "f64-libmvec"])
+def test_a_hit_in_a_new_process_loads_no_xdsl(
+    cache: Path, tmp_path: Path, gelu: Gelu, f64: bool
+) -> None:
+    # f64's exp and tanh call libmvec's vector functions: the loaded code links to them too.
+    source, dtype = ("out = exp(x) * tanh(x);", "float64") if f64 else (gelu.source, "float32")
     results = [tmp_path / f"result{i}.npy" for i in range(2)]
     imported = [
         subprocess.run(
-            [sys.executable, "-c", CACHED_RUN, gelu.source, str(result)],
+            [sys.executable, "-c", CACHED_RUN, source, dtype, str(result)],
             capture_output=True,
             text=True,
             check=True,

@@ -8,6 +8,7 @@ float32-rounded reference.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import threading
@@ -20,7 +21,13 @@ from xdsl.parser import Parser
 from xdsl.pattern_rewriter import PatternRewriteWalker
 
 import xfuse
-from xfuse.codegen.native import HostCpu, host_cpu
+from xfuse.codegen.native import (
+    LIBMVEC_FUNCTIONS,
+    HostCpu,
+    host_cpu,
+    libmvec_loaded,
+    libmvec_variants,
+)
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import clear_cache
 from xfuse.transforms.expand_math import EwExpandMathPass
@@ -287,6 +294,75 @@ def test_one_function_at_f32_and_f64_in_one_program(name: str, math_mode: str) -
     with np.errstate(all="ignore"):
         want = reference(x.astype(np.float64)).astype(np.float32).astype(np.float64) + reference(y)
     np.testing.assert_allclose(kernel(x=x, y=y), want, rtol=1e-6)
+
+
+F64_RANGES = {
+    "exp": (-745.5, 709.9),  # from results that round to 0, through the denormals, to +inf
+    "log": (0.0, 1e300),
+    "log1p": (-1.0, 1e10),
+    "tanh": (-20.0, 20.0),
+    "erf": (-6.0, 6.0),
+    "pow": (0.0, 100.0),
+}
+F64_SPECIALS = np.array(
+    [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 5e-324, -5e-324]
+    + [2.2250738585072014e-308, 1e-300, 1e308, -1e308, 709.79, -745.2, 3.0, -3.0]
+)
+LIBMVEC_ULPS = 4
+"""glibc's bound for its vector math functions (ulps of the correctly rounded result)."""
+
+
+def f64_reference(name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """`name` in x87's 80-bit long double (an erf of it: libm's f64 erf, within 1 ulp)."""
+    if name == "erf":
+        return np.array([math.erf(v) for v in x], np.longdouble)
+    wide = x.astype(np.longdouble)
+    if name == "pow":
+        return np.power(wide, y.astype(np.longdouble))
+    return getattr(np, name)(wide)
+
+
+@pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host")
+@pytest.mark.parametrize("name", sorted(LIBMVEC_FUNCTIONS))
+def test_f64_math_vectorizes_through_libmvec_and_keeps_the_c_librarys_special_values(
+    name: str,
+) -> None:
+    # math=approx: f64 loops call glibc's vector functions of the host's widest vectors
+    # (`_ZGVeN8v_exp` with AVX-512, `_ZGVdN4v_exp` with AVX2), within its 4 ulps, with libm's
+    # special values (+-0, +-inf, NaN, overflow, underflow); math=libm keeps libm's calls.
+    source = "out = pow(x, y);" if name == "pow" else f"out = {name}(x);"
+    approx = xfuse.compile(source, dtype="float64")
+    libm = xfuse.compile(source, dtype="float64", math="libm")
+    lanes, _ = libmvec_variants(name, host_cpu())[0]
+    assert re.search(rf"call <{lanes} x double> @_ZGV\w+N{lanes}v+_\w+\(", approx.llvm_ir)
+    assert "_ZGV" not in libm.llvm_ir
+    rng = np.random.default_rng(7)
+    x = rng.uniform(*F64_RANGES[name], 1 << 14)
+    x[:2] = F64_RANGES[name]  # exp's ends: 0 and +inf
+    y = rng.uniform(-4.0, 4.0, x.size)
+    inputs = {"x": x, "y": y} if name == "pow" else {"x": x}
+    got = approx(**inputs)
+    with np.errstate(all="ignore"):
+        want = f64_reference(name, x, y)
+        want64 = want.astype(np.float64)  # +-inf beyond f64's range (long double's is wider)
+    finite = np.isfinite(want64)
+    ulp = np.spacing(np.abs(want[finite]).astype(np.float64)).astype(np.longdouble)
+    error = np.abs(got[finite].astype(np.longdouble) - want[finite]) / ulp
+    assert error.max() <= LIBMVEC_ULPS + (name == "erf"), error.max()
+    np.testing.assert_array_equal(got[~finite], want64[~finite])
+    if name == "pow":
+        grid = np.meshgrid(F64_SPECIALS, F64_SPECIALS)
+        specials = {"x": grid[0].ravel(), "y": grid[1].ravel()}
+    else:
+        specials = {"x": F64_SPECIALS}
+    got, want = approx(**specials), libm(**specials)
+    special = ~np.isfinite(want) | (want == 0)
+    # NaN where libm's is NaN (IEEE leaves its sign open: libm's log(-1) was +NaN in one process
+    # and x86's default -NaN in another), the same infinities and signed zeros.
+    np.testing.assert_array_equal(got[special], want[special])
+    signed = special & ~np.isnan(want)
+    np.testing.assert_array_equal(np.signbit(got[signed]), np.signbit(want[signed]))
+    assert np.all(np.isfinite(got[~special]) & (got[~special] != 0))
 
 
 def rounded(values: np.ndarray) -> np.ndarray:

@@ -462,7 +462,13 @@ def _run_pipeline(
     has_workspace = workspace_size_function(function_name) in symbols
     # Splitting a call is safe for one elementwise kernel (each element computed where stored).
     streaming_outputs = len(outputs) if options.streaming and in_place_allowed else 0
-    native = compile_llvm_dialect(module, options.opt_level, options.interleave, streaming_outputs)
+    native = compile_llvm_dialect(
+        module,
+        options.opt_level,
+        options.interleave,
+        streaming_outputs,
+        libmvec=options.math == "approx",
+    )
     function = NativeFunction(native, function_name, inputs, outputs, has_workspace)
     stages = Stages(*first_stage, [*tensor_passes, *buffer_passes])
     return Program(function, stages, in_place_allowed, options)

@@ -6,7 +6,8 @@
   `1 + exp(x)` softplus's form with the composition's +0, +inf and NaN, and the softplus (or
   `1 + exp(x)`) ops left unused are erased; GELU's `(0.5 x) (1 + f)` of a tanh or erf f is
   `x (0.5 + f / 2)` with the half in f's coefficients, the same bits (`gelu_form`). f64 has no
-  approximation here and calls libm as in `math=libm`.
+  approximation here and calls libm as in `math=libm`; `xfuse.compile` then lets the loop
+  vectorizer call glibc's vector variants of those calls (`xfuse.codegen.native.call_libmvec`).
 - `math=libm`: they become calls to the C library (`tanhf`, `expf`, `log1pf`, ... for f32;
   `tanh`, ... for f64), declared as private `func.func`s. These calls keep a loop scalar.
 
