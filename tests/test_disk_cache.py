@@ -392,3 +392,16 @@ def test_every_argument_that_changes_code_and_the_cpu_have_their_own_entries(
     xfuse.compile(gelu.source)
     xfuse.compile(gelu.source, target="cuda")  # PTX does not depend on the host
     assert len(lowerings) == len(CODE_CHANGING_ARGUMENTS) + 1
+
+
+def test_another_c_library_has_its_own_entries(
+    cache: Path, lowerings: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # f64 code calls libmvec's functions: one cached under glibc 2.36 may call one (tanh, erf,
+    # log1p) that an older glibc sharing the cache lacks, which MCJIT could not link.
+    source = "out = tanh(x);"
+    xfuse.compile(source, dtype="float64")
+    xfuse.clear_cache()
+    monkeypatch.setattr(disk_cache, "c_library", lambda: "glibc 2.31")
+    xfuse.compile(source, dtype="float64")
+    assert len(lowerings) == 2

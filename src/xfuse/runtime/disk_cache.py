@@ -126,13 +126,25 @@ def toolchain() -> str:
     )
 
 
+@functools.cache
+def c_library() -> str:
+    """The C library and its version ("glibc 2.36"; "" where it does not say): which of
+    libmvec's functions code compiled here may call (`xfuse.codegen.native.call_libmvec`)."""
+    try:
+        return os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):  # not a POSIX host, or not glibc
+        return ""
+
+
 def entry_digest(key: Sequence[str], target: str) -> str:
     """An entry's name: a hash of its key's parts (the program and options) and, for the CPU
-    target, the host CPU (PTX depends only on the options' arch)."""
+    target, the host CPU and its C library (a cache shared by hosts of several glibc versions:
+    f64 code calls libmvec functions that older ones lack); PTX depends only on the options'
+    arch."""
     parts = [*key, target]
     if target == "cpu":
         cpu = host_cpu()
-        parts += [cpu.name, cpu.features]
+        parts += [cpu.name, cpu.features, c_library()]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
