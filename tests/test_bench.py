@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from xfuse.benchmarking import bench, peers, timing
 from xfuse.benchmarking.timing import interleaved_medians, separable
+from xfuse.codegen.native import host_cpu
 from xfuse.dialects import ew
 from xfuse.tools.bench_cmd import bandwidth_figure, parse_sizes, program_title
 from xfuse.tools.cli import main
@@ -195,6 +196,8 @@ def test_cli_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, gelu: Gelu
     assert main(["bench", str(program), "--sizes", "2^8,2^10", "--repeat", "1", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert [row["n"] for row in result["rows"]] == [256] * 3 + [1024] * 3
+    unloaded, _ = timing.host_description().split(", load average")  # (the load changes)
+    assert result["host"].startswith(f"{unloaded}, load average ")
     assert all(row["max_error"] is None or row["max_error"] < 1e-4 for row in result["rows"])
 
 
@@ -206,6 +209,7 @@ def test_cli_tables_and_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     out = capsys.readouterr().out
     assert out.startswith("out = x * y + 1  float32, 1 thread, math=approx\n")
     assert "bandwidth ceiling" in out
+    assert out.splitlines()[-2].startswith(f"host: {host_cpu().name}")  # as the scripts print
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -351,8 +355,6 @@ def test_the_host_line_names_the_cpu_both_ways_and_its_bf16_rounding(
     # LLVM's name is a guess where it does not know the CPUID model (a VM's Xeon with
     # AVX512-BF16 read `rocketlake`): the line adds the processor's own name, and how the host
     # rounds to bf16, which the LLM rows depend on.
-    from xfuse.codegen.native import host_cpu
-
     cpu = host_cpu()
     monkeypatch.setattr(timing, "processor_name", lambda: "Some Processor")
     line = timing.host_summary()

@@ -31,7 +31,7 @@ from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import SSAValue
 
 from xfuse.benchmarking import peers as peer_compilers
-from xfuse.benchmarking.timing import interleaved_medians
+from xfuse.benchmarking.timing import host_description, interleaved_medians
 from xfuse.benchmarking.workload import Outputs, Variant, Workload
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import SHORT_DTYPE_NAMES, dtype_of, element_type_for, promote
@@ -384,6 +384,8 @@ class BenchResult:
     """Peers that could not run, with the reason."""
     versions: tuple[str, ...] = ()
     """Each peer asked for with its installed version: `numba 0.68.1`."""
+    host: str = ""
+    """The host it ran on (`host_description`: CPU, vector width, load average)."""
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -445,7 +447,7 @@ def bench(
     by op and the bandwidth ceiling at each size; `peers=True` adds every installed peer
     (numexpr, numba, jax, torch, torch.compile, upstream MLIR), or name them.
     `progress(text)` is called before each measurement. Returns the table of times, GB/s,
-    ratios and errors, and the peers' versions."""
+    ratios and errors, the peers' versions and the host."""
     from contextlib import nullcontext
 
     from xfuse.runtime.compiler import MATH_CHOICES, check_threads
@@ -456,6 +458,7 @@ def bench(
     if not sizes or not all(isinstance(n, int) and not isinstance(n, bool) for n in sizes):
         raise ValueError(f"sizes must be a non-empty list of element counts, got {sizes!r}")
     source = program_source(program)
+    host = host_description()  # (the load average before the run's own)
     peer_names = peer_compilers.available_peers() if peers is True else list(peers or [])
     unknown = set(peer_names) - set(peer_compilers.PEERS)
     if unknown:
@@ -513,4 +516,5 @@ def bench(
         tuple(rows),
         tuple(f"{name}: {why}" for name, why in skipped.items()),
         tuple(f"{name} {peer_compilers.peer_version(name)}" for name in peer_names),
+        host,
     )

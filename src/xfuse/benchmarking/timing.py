@@ -49,20 +49,26 @@ def processor_name(cpuinfo_path: Path = Path("/proc/cpuinfo")) -> str | None:
     return None
 
 
-def host_summary() -> str:
-    """The host as benchmarks print it: the target CPU (LLVM's name, which LLVM guesses from the
-    features where it does not know the CPUID model, as in some VMs, then the processor's own),
-    its widest float vectors, how it rounds to bf16 (the LLM rows depend on it), load average."""
+def host_description() -> str:
+    """The host as benchmarks describe it: the target CPU (LLVM's name, which LLVM guesses from
+    the features where it does not know the CPUID model, as in some VMs, then the processor's
+    own), its widest float vectors, how it rounds to bf16 (the LLM rows depend on it), load
+    average."""
     from xfuse.codegen.native import host_cpu
 
     cpu = host_cpu()
     name = processor_name()
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     return (
-        f"host: {cpu.name}{f' ({name})' if name else ''}, {os.cpu_count()} CPUs, "
+        f"{cpu.name}{f' ({name})' if name else ''}, {os.cpu_count()} CPUs, "
         f"widest float vectors {cpu.float_lanes * 32} bits (<{cpu.float_lanes} x float>), "
         f"bf16 rounding in {'hardware' if cpu.rounds_bf16 else 'software'}, load average {load}"
     )
+
+
+def host_summary() -> str:
+    """The host line benchmarks print first (`host_description`)."""
+    return f"host: {host_description()}"
 
 
 def interleaved_medians(

@@ -161,6 +161,7 @@ def print_result(console: Any, result: Any, name: str) -> None:
         console.print(f"peers: {', '.join(result.versions)}")
     for line in result.skipped:
         console.print(f"skipped {line}")
+    console.print(Text(f"host: {result.host}"), soft_wrap=True)  # one line, as the scripts print
 
 
 def bandwidth_figure(result: Any, name: str) -> Figure:
