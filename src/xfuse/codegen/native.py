@@ -358,9 +358,10 @@ LIBMVEC_FUNCTIONS = {"exp": 1, "log": 1, "log1p": 1, "tanh": 1, "erf": 1, "pow":
 that glibc's vector math library (libmvec, glibc 2.35+ for log1p, tanh and erf) also has for
 vectors, by their operand count."""
 
-LIBMVEC_ISAS = (("e", 8, "avx512f"), ("d", 4, "avx2"), ("b", 2, "sse2"))
+LIBMVEC_ISAS = (("e", 8, "avx512f"), ("d", 4, "avx2"), ("b", 2, None))
 """The x86-64 vector function ABI's variants: its ISA letter, f64 lanes, and the feature whose
-registers carry the vectors (`_ZGVeN8v_exp` takes and returns a zmm)."""
+registers carry the vectors (`_ZGVeN8v_exp` takes and returns a zmm; None: SSE2's, which every
+x86-64 CPU has)."""
 
 
 @functools.cache
@@ -396,11 +397,11 @@ def libmvec_symbols() -> frozenset[str]:
 
 def libmvec_variants(name: str, cpu: HostCpu) -> list[tuple[int, str]]:
     """(lanes, symbol) of each libmvec variant of f64 `name` that `cpu`'s vectors can pass and
-    this host's libmvec has, widest first (x86-64 always has SSE2's)."""
+    this host's libmvec has, widest first."""
     return [
         (lanes, symbol)
         for isa, lanes, feature in LIBMVEC_ISAS
-        if (cpu.has(feature) or feature == "sse2")
+        if (feature is None or cpu.has(feature))
         and (symbol := _libmvec_symbol(isa, lanes, name)) in libmvec_symbols()
     ]
 
@@ -1353,9 +1354,11 @@ def load_object_code(object_code: bytes, optimized_ir: str, opt_level: int) -> N
     object, so MCJIT does not run its code generator even on the empty module (adding the object
     with `add_object_file` did, and that took half of a cached compile). With no code to generate,
     the engine's TargetMachine is never used for code generation: a generic one for the process's
-    triple is made in a tenth of the time of one for the host CPU's name and features. The
-    code may call libmvec (`call_libmvec`): it is loaded first, for MCJIT to link."""
-    libmvec_loaded()
+    triple is made in a tenth of the time of one for the host CPU's name and features. Code
+    that calls libmvec (`call_libmvec`, its symbols named `_ZGV...`) loads it first, for MCJIT
+    to link (0.3 ms, which other code does not pay)."""
+    if b"_ZGV" in object_code:
+        libmvec_loaded()
     engine = llvm_binding.create_mcjit_compiler(
         llvm_binding.parse_assembly(""), _process_target().create_target_machine(jit=True)
     )
