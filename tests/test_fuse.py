@@ -47,6 +47,16 @@ def test_gelu_region_computes_h_once_with_immediate_constants(gelu: Gelu) -> Non
     assert h.result.uses.get_length() == 5
 
 
+def test_a_whole_power_counts_as_the_multiplies_it_becomes() -> None:
+    """PyTorch's tanh-GELU writes its cube as pow(x, 3): ~100 ops as exp(3 log|x|), which made
+    the GELU two kernels; `ew-expand-math` multiplies instead, and fusion counts it so."""
+    source = "y = 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * pow(x, {}))));"
+    (kernel,) = fused(parse_program(source.format(3)))
+    assert sum(isinstance(op, math.PowFOp) for op in kernel.block.ops) == 1
+    assert len(fused(parse_program(source.format(2.5)))) == 2
+    assert scalar_size(ew.PowOp, 3) < 5 < scalar_size(ew.PowOp)
+
+
 def test_every_elementwise_op_has_a_scalar_lowering() -> None:
     assert set(SCALAR_LOWERINGS) == set(ew.ELEMENTWISE_OPS)
     source = "; ".join(

@@ -92,6 +92,42 @@ def test_pow_accuracy_and_special_cases(math_mode: str) -> None:
     check(kernel(x=x, y=y), want, ew.PowOp.ACCURACY.bound(math_mode))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("power", "roundings"), [(2, 1), (3, 2), (4, 3)])
+def test_approx_pow_by_a_whole_constant_multiplies(dtype: type, power: int, roundings: int) -> None:
+    """pow(x, 2|3|4) is x * x, (x * x) * x, (x * x) * (x * x): vectorized multiplies (no pow
+    call, no exp(n log|x|)), each rounding once, with C's special values; an overflow stays +inf
+    next to a subtraction (no contraction of the last multiply)."""
+    info = np.finfo(dtype)
+    rng = np.random.default_rng(power)
+    # Magnitudes from below the denormals to beyond the overflow, both signs.
+    logs = rng.uniform(np.log(float(info.smallest_subnormal)), np.log(float(info.max)), 50_000)
+    x = (np.exp(logs) * rng.choice([-1.0, 1.0], logs.size)).astype(dtype)
+    specials = np.array([0, 1, np.inf, np.nan, info.smallest_subnormal, info.max], dtype)
+    x = np.concatenate([x, specials, -specials])
+    name = np.dtype(dtype).name
+    kernel = xfuse.compile(f"out = pow(x, {power});", math="approx", dtype=name)
+    vector = "x float>" if dtype == np.float32 else "x double>"
+    assert "@pow" not in kernel.llvm_ir and vector in kernel.llvm_ir
+    got = kernel(x=x)
+    with np.errstate(all="ignore"):
+        wide = np.power(x.astype(np.longdouble), power)
+        want = wide.astype(dtype)
+        # Each multiply's rounding, relative; where the result is a denormal, its spacing.
+        bound = roundings * float(info.eps) / 2 * np.abs(wide) + float(info.smallest_subnormal)
+        assert (np.abs(got.astype(np.longdouble) - wide) <= bound)[np.isfinite(want)].all()
+        if power == 2:  # one rounding: pow's correctly rounded value, bit for bit
+            assert np.array_equal(got, x * x, equal_nan=True)
+    special = ~np.isfinite(want) | (want == 0)
+    assert np.array_equal(got[special], want[special], equal_nan=True)
+    signed = special & ~np.isnan(want)
+    assert np.array_equal(np.signbit(got[signed]), np.signbit(want[signed]))
+    near_max = float(info.max) * 0.9
+    subtracted = xfuse.compile(f"out = pow(x, {power}) - {near_max!r};", math="approx", dtype=name)
+    huge = np.array([float(info.max) ** (1 / power) * 1.5], dtype)
+    assert subtracted(x=huge)[0] == np.inf
+
+
 def test_approx_tanh_vectorizes_and_libm_does_not() -> None:
     approx = xfuse.compile("out = tanh(x);", math="approx")
     libm = xfuse.compile("out = tanh(x);", math="libm")

@@ -228,6 +228,22 @@ func.func @copysign_absf(%a: f32, %b: f64) -> f64 {
   func.return %t : f64
 }
 
+// math.fpowi (pow by a constant whole exponent) is `llvm.powi`, mangled by both types, with no
+// fast-math flags: LLVM's multiplies for it cannot be contracted with the next op.
+// CHECK-LABEL: llvm.func @powi
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK-NEXT:    %[[THREE:.*]] = llvm.mlir.constant(3 : i32) : i32
+// CHECK-NEXT:    %[[CUBE:.*]] = llvm.call_intrinsic "llvm.powi.f32.i32"(%[[X]], %[[THREE]]) : (f32, i32) -> f32
+// CHECK-NEXT:    %[[WIDE:.*]] = llvm.fpext %[[CUBE]] : f32 to f64
+// CHECK-NEXT:    llvm.call_intrinsic "llvm.powi.f64.i32"(%[[WIDE]], %[[THREE]]) : (f64, i32) -> f64
+func.func @powi(%x: f32) -> f64 {
+  %three = arith.constant 3 : i32
+  %c = math.fpowi %x, %three : f32, i32
+  %w = arith.extf %c : f32 to f64
+  %p = math.fpowi %w, %three : f64, i32
+  func.return %p : f64
+}
+
 // f64 -> f16 rounds once, in integer ops on the f64 bits (no fptrunc: without AVX-512 FP16 it is
 // a call of compiler-rt's __truncdfhf2, which the JIT cannot resolve): below f16's normals an
 // f64 add of 2^28 (whose ulp is f16's smallest subnormal) rounds; from 2^16 on it is inf.

@@ -10,7 +10,7 @@ Greedy fusion merges groups of ops along def-use edges while the result stays le
   value of their shape (sibling fusion: it is then read once);
 - no cycles: groups merge only when no path leaves the pair and comes back into it;
 - at most `max-ops` scalar ops per kernel, counting each op as the ops it becomes in a float32
-  kernel after `ew-expand-math`'s approximations (`scalar_size`: a `tanh` is 25, an `add` 1):
+  kernel after `ew-expand-math`'s approximations (`op_size`: a `tanh` is 25, an `add` 1):
   LLVM's time on a loop grows faster than the loop (its loop vectorizer's most), so a long
   chain becomes several kernels (each passing its last values to the next through memory).
 Ops are visited in program order, each use once per sweep, until a sweep merges nothing (a
@@ -40,7 +40,7 @@ from typing import Literal
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import Float32Type, ModuleOp
+from xdsl.dialects.builtin import Float32Type, FloatAttr, ModuleOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -50,7 +50,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
-from xfuse.transforms.expand_math import EwExpandMathPass
+from xfuse.transforms.expand_math import EwExpandMathPass, whole_power
 from xfuse.transforms.scalar import (
     compute_type,
     emit_constant,
@@ -66,19 +66,31 @@ DEFAULT_MAX_OPS = 128
 
 
 @functools.cache
-def scalar_size(op_type: type[Operation]) -> int:
+def scalar_size(op_type: type[Operation], exponent: int | None = None) -> int:
     """The ops (constants aside) that one `op_type` becomes in a float32 kernel after
-    `ew-expand-math{math=approx}`: what `max-ops` counts (1 for `ew.add`, 25 for `ew.tanh`)."""
+    `ew-expand-math{math=approx}`: what `max-ops` counts (1 for `ew.add`, 25 for `ew.tanh`);
+    with `exponent`, a constant right operand (`op_size`: `ew.pow` by 3 is one `math.fpowi`)."""
     if not issubclass(op_type, ew.UnaryOp | ew.BinaryOp):
         return 1
     f32 = Float32Type()
     arity = 2 if issubclass(op_type, ew.BinaryOp) else 1
     block = Block(arg_types=[f32] * arity)
-    emit_scalar(op_type, Builder(InsertPoint.at_end(block)), block.args, f32)
+    builder = Builder(InsertPoint.at_end(block))
+    args = list(block.args)
+    if exponent is not None:
+        args[1] = builder.insert(arith.ConstantOp(FloatAttr(float(exponent), f32))).result
+    emit_scalar(op_type, builder, args, f32)
     block.add_op(func.ReturnOp())
     function = func.FuncOp("size", ([f32] * arity, []), Region(block))
     EwExpandMathPass().apply(Context(), ModuleOp([function]))
     return sum(not isinstance(op, arith.ConstantOp | func.ReturnOp) for op in block.ops)
+
+
+def op_size(op: Operation) -> int:
+    """`scalar_size` of `op`, whose constant exponent counts where `ew-expand-math` multiplies
+    by it (`whole_power`): pow(x, 3) is 1, not exp(3 log|x|)'s ~100."""
+    exponent = whole_power(ew.constant_value(op.rhs)) if isinstance(op, ew.PowOp) else None
+    return scalar_size(type(op), exponent)
 
 
 def broadcasts_into(small: Shape, big: Shape) -> bool:
@@ -106,7 +118,7 @@ class _Partition:
         count = len(self.ops)
         self.sets = IntDisjointSet(size=count)
         self.members = [[i] for i in range(count)]
-        self.sizes = [scalar_size(type(op)) for op in self.ops]
+        self.sizes = [op_size(op) for op in self.ops]
         self.rank = list(range(count))
         self.successors: list[set[int]] = [set() for _ in range(count)]
         self.predecessors: list[set[int]] = [set() for _ in range(count)]

@@ -616,7 +616,8 @@ _INTRINSIC_SUFFIXES: dict[type[Attribute], str] = {
 
 def float_intrinsic(op: Operation, name: str) -> llvm.CallIntrinsicOp:
     """A call of `llvm.<name>.<f16|f32|f64>` on the operands of `op`, float scalars of its result
-    type.
+    type (and integers: `llvm.powi.f32.i32`, each integer operand's type in the name, LLVM's
+    mangling of the intrinsics overloaded on them).
 
     The name is mangled here, not by xDSL's converter: it declares the `llvm.intr.*` ops' intrinsics
     under the bare name (`llvm.sqrt`), so one program with an f32 and an f64 sqrt reused the first
@@ -626,7 +627,8 @@ def float_intrinsic(op: Operation, name: str) -> llvm.CallIntrinsicOp:
     suffix = _INTRINSIC_SUFFIXES.get(type(type_))
     if suffix is None:
         raise DiagnosticException(f"ew-to-llvm: '{op.name}' on {type_} has no lowering")
-    return llvm.CallIntrinsicOp(f"llvm.{name}.{suffix}", op.operands, [type_])
+    integers = "".join(f".i{t.width.data}" for t in op.operand_types if isinstance(t, IntegerType))
+    return llvm.CallIntrinsicOp(f"llvm.{name}.{suffix}{integers}", op.operands, [type_])
 
 
 class MinMaxToLlvm(RewritePattern):
@@ -997,18 +999,20 @@ _MATH_INTRINSICS: dict[type[Operation], str] = {
     math.AbsFOp: "fabs",
     math.FloorOp: "floor",
     math.CopySignOp: "copysign",
+    math.FPowIOp: "powi",
 }
 
 
 class MathToLlvm(RewritePattern):
     """The `math` ops left after `ew-expand-math`: exact LLVM intrinsics (`math.fma` rounds
-    a * b + c once). Their fast-math flags are dropped, which is always safe: xDSL's converter
-    cannot attach flags to an intrinsic call."""
+    a * b + c once; `math.fpowi`'s `llvm.powi` by a constant becomes multiplies, each rounding
+    once). Their fast-math flags are dropped, which is always safe: xDSL's converter cannot
+    attach flags to an intrinsic call."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(
         self,
-        op: math.SqrtOp | math.AbsFOp | math.FloorOp | math.FmaOp | math.CopySignOp,
+        op: math.SqrtOp | math.AbsFOp | math.FloorOp | math.FmaOp | math.CopySignOp | math.FPowIOp,
         rewriter: PatternRewriter,
     ) -> None:
         if isinstance(op, math.FmaOp):
