@@ -160,27 +160,33 @@ def test_erf_of_denormals_keeps_their_digits(math_mode: str) -> None:
 
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
 @pytest.mark.parametrize(
-    ("op", "scale", "source"),
+    ("op", "constant", "source"),
     [
         (ew.ErfOp, 0.70710678118654752, "out = erf(x * 0.70710678118654752);"),
+        (ew.ErfOp, 1.4142135623730951, "out = erf(x / 1.4142135623730951);"),
         (ew.ErfOp, 1.702, "out = erf(1.702 * x);"),
         (ew.ErfOp, -3.0, "out = erf(x * -3.0);"),  # not folded: no exact clamp near 4 / 3
         (ew.ErfOp, 16.0, "out = erf(x * 16.0);"),
+        (ew.ErfOp, 16.0, "out = erf(x / 16);"),
         (ew.TanhOp, 0.7978845608, "out = tanh(0.7978845608 * x);"),
         (ew.TanhOp, -5.0, "out = tanh(x * -5.0);"),
         (ew.TanhOp, 0.0625, "out = tanh(x * 0.0625);"),
+        (ew.TanhOp, -0.3, "out = tanh(x / -0.3);"),
     ],
 )
 def test_erf_and_tanh_of_a_scaled_argument_keep_their_accuracy(
-    op: type[ew.UnaryOp], scale: float, source: str, math_mode: str
+    op: type[ew.UnaryOp], constant: float, source: str, math_mode: str
 ) -> None:
-    # approx folds the constant into the rational's coefficients (docs/math.md): as accurate as
-    # the function of the rounded product, and +-1 exactly where that saturates.
+    # approx folds the constant (a divisor's reciprocal) into the rational's coefficients
+    # (docs/math.md): as accurate as the function of the rounded product or quotient, and +-1
+    # exactly where that saturates.
+    c = float(np.float32(constant))
+    scale = 1 / c if "/" in source else c
     x = sweep()
     if op is ew.ErfOp:
         x = np.concatenate([x[np.abs(x) < 8 / abs(scale)][::8], SPECIALS])
     with np.errstate(all="ignore"):
-        want = op.reference(x.astype(np.float64) * float(np.float32(scale)))
+        want = op.reference(x.astype(np.float64) * scale)
     check(xfuse.compile(source, math=math_mode)(x=x), want, op.ACCURACY.bound(math_mode))
 
 
@@ -189,6 +195,7 @@ def test_erf_and_tanh_of_a_scaled_argument_keep_their_accuracy(
     "source",
     [
         "out = 0.5 * x * (1 + erf(x * 0.70710678118654752));",
+        "out = x * 0.5 * (1.0 + erf(x / 1.4142135623730951));",
         "out = 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));",
     ],
 )

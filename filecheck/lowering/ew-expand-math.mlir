@@ -218,6 +218,27 @@ func.func @scaled_erf_and_tanh(%x: f32) -> (f32, f32, f32) {
   func.return %r, %s, %t : f32, f32, f32
 }
 
+// A division by a constant folds as a multiply by its reciprocal would (PyTorch's GELU writes
+// erf(x / sqrt(2))): x is clamped as erf(x * 0.7071) clamps it, and no division of x is left.
+// libm divides, then calls erff.
+// CHECK-LABEL: func.func @erf_of_a_quotient
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK-NOT:     arith.divf %[[X]]
+// CHECK:         %[[LIMIT:.*]] = arith.constant 5.6568532 : f32
+// CHECK:         arith.cmpf ogt, %[[X]], %[[LIMIT]] : f32
+// CHECK-NOT:     arith.divf %[[X]]
+// CHECK:         func.return
+// LIBM-LABEL: func.func @erf_of_a_quotient
+// LIBM-SAME:     (%[[X:.*]]: f32)
+// LIBM:          %[[QUOTIENT:.*]] = arith.divf %[[X]], %{{.*}} : f32
+// LIBM-NEXT:     func.call @erff(%[[QUOTIENT]])
+func.func @erf_of_a_quotient(%x: f32) -> f32 {
+  %root_two = arith.constant 1.41421354 : f32
+  %y = arith.divf %x, %root_two : f32
+  %r = math.erf %y : f32
+  func.return %r : f32
+}
+
 // GELU's (0.5 x) (1 + f), f a tanh or an erf (either order of each product and sum), is
 // x (0.5 + f / 2) with f / 2 from f's numerator halved (tanh clamped to +-0.5): no multiply by
 // 0.5 is left, and 0.5 x is erased once unused. Where 1 + f has another use, nothing changes.

@@ -28,7 +28,8 @@ their constants are shared (`SharedConstants`): one op per value in each block.
 - tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8), x^2 <= 8.5^2, clamped to +-1;
   of softplus(y) (Mish, `y * tanh(softplus(y))`): n / (n + 2) with n = e^y (e^y + 2).
 - erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x p(x^2) / q(x^2) with q(0) = 1.
-- tanh and erf of y times a constant c fold c into their coefficients (`_scaled_argument`).
+- tanh and erf of y times (or divided by) a constant c fold c (1 / c) into their coefficients
+  (`_scaled_argument`).
 - pow: exp(y * log|x|) with the C99 special cases (negative bases with integer exponents, 0, 1).
 - rsqrt: the host's estimate (an `arcp` division by sqrt, which LLVM's x86 backend turns into
   `vrsqrt14ps`/`vrsqrtps` and one Newton step of its own), then one Newton step of ours with the
@@ -510,19 +511,25 @@ def _tanh_of_softplus(y: SSAValue) -> SSAValue:
 
 
 def _scaled_argument(x: SSAValue) -> tuple[SSAValue, float]:
-    """y and c where x is y * c (either order) with c a float32 constant of magnitude in
-    [1/16, 16], else x and 1. tanh and erf are odd rationals x p(x^2) / q(x^2): of y * c they
-    are y p'(y^2) / q'(y^2) with c folded into the coefficients, one multiply fewer (GELU's
-    erf(x / sqrt 2), tanh(0.798 (x + 0.0447 x^3))) and one rounding fewer. Within the bounds
+    """y and c where x is y * d (either order; c = d) or y / d (c = 1 / d, exact in float64)
+    with d a float32 constant of magnitude in [1/16, 16], else x and 1. tanh and erf are odd
+    rationals x p(x^2) / q(x^2): of c y they are y p'(y^2) / q'(y^2) with c folded into the
+    coefficients, one multiply or division fewer (GELU's erf(x * 0.7071) and PyTorch's
+    erf(x / sqrt(2)), tanh(0.798 (x + 0.0447 x^3))) and one rounding fewer. Within the bounds
     every scaled coefficient is a normal float32 (the smallest: erf's highest, 4e-24 at 1/16)."""
-    product = x.owner
-    if isinstance(product, arith.MulfOp):
-        for y, factor in ((product.lhs, product.rhs), (product.rhs, product.lhs)):
-            constant = factor.owner
-            if isinstance(constant, arith.ConstantOp) and isinstance(constant.value, FloatAttr):
-                scale = _rounded_to_float32(constant.value.value.data)
-                if _FOLDED_SCALE_MIN <= abs(scale) <= 1 / _FOLDED_SCALE_MIN:
-                    return y, scale
+    scaled = x.owner
+    if isinstance(scaled, arith.MulfOp):
+        candidates = [(scaled.lhs, scaled.rhs, False), (scaled.rhs, scaled.lhs, False)]
+    elif isinstance(scaled, arith.DivfOp):
+        candidates = [(scaled.lhs, scaled.rhs, True)]
+    else:
+        return x, 1.0
+    for y, factor, divides in candidates:
+        constant = factor.owner
+        if isinstance(constant, arith.ConstantOp) and isinstance(constant.value, FloatAttr):
+            c = _rounded_to_float32(constant.value.value.data)
+            if _FOLDED_SCALE_MIN <= abs(c) <= 1 / _FOLDED_SCALE_MIN:
+                return y, 1 / c if divides else c
     return x, 1.0
 
 
