@@ -8,6 +8,8 @@ float32-rounded reference.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
 import re
 import sys
@@ -92,40 +94,80 @@ def test_pow_accuracy_and_special_cases(math_mode: str) -> None:
     check(kernel(x=x, y=y), want, ew.PowOp.ACCURACY.bound(math_mode))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize(("power", "roundings"), [(2, 1), (3, 2), (4, 3)])
-def test_approx_pow_by_a_whole_constant_multiplies(dtype: type, power: int, roundings: int) -> None:
-    """pow(x, 2|3|4) is x * x, (x * x) * x, (x * x) * (x * x): vectorized multiplies (no pow
-    call, no exp(n log|x|)), each rounding once, with C's special values; an overflow stays +inf
-    next to a subtraction (no contraction of the last multiply)."""
+def wide_range_and_specials(dtype: type, seed: int) -> np.ndarray:
+    """Magnitudes from below the denormals to beyond the overflow, both signs, and the special
+    values (+-0, +-1, +-inf, NaN, the smallest denormal, the largest float)."""
     info = np.finfo(dtype)
-    rng = np.random.default_rng(power)
-    # Magnitudes from below the denormals to beyond the overflow, both signs.
+    rng = np.random.default_rng(seed)
     logs = rng.uniform(np.log(float(info.smallest_subnormal)), np.log(float(info.max)), 50_000)
     x = (np.exp(logs) * rng.choice([-1.0, 1.0], logs.size)).astype(dtype)
     specials = np.array([0, 1, np.inf, np.nan, info.smallest_subnormal, info.max], dtype)
-    x = np.concatenate([x, specials, -specials])
-    name = np.dtype(dtype).name
-    kernel = xfuse.compile(f"out = pow(x, {power});", math="approx", dtype=name)
-    vector = "x float>" if dtype == np.float32 else "x double>"
-    assert "@pow" not in kernel.llvm_ir and vector in kernel.llvm_ir
-    got = kernel(x=x)
-    with np.errstate(all="ignore"):
-        wide = np.power(x.astype(np.longdouble), power)
-        want = wide.astype(dtype)
-        # Each multiply's rounding, relative; where the result is a denormal, its spacing.
-        bound = roundings * float(info.eps) / 2 * np.abs(wide) + float(info.smallest_subnormal)
-        assert (np.abs(got.astype(np.longdouble) - wide) <= bound)[np.isfinite(want)].all()
-        if power == 2:  # one rounding: pow's correctly rounded value, bit for bit
-            assert np.array_equal(got, x * x, equal_nan=True)
+    return np.concatenate([x, specials, -specials])
+
+
+def assert_same_special_values(got: np.ndarray, want: np.ndarray) -> None:
+    """Where `want` (C's pow, rounded) is +-0, +-inf or NaN, `got` is the same (NaN's sign
+    aside)."""
     special = ~np.isfinite(want) | (want == 0)
     assert np.array_equal(got[special], want[special], equal_nan=True)
     signed = special & ~np.isnan(want)
     assert np.array_equal(np.signbit(got[signed]), np.signbit(want[signed]))
-    near_max = float(info.max) * 0.9
-    subtracted = xfuse.compile(f"out = pow(x, {power}) - {near_max!r};", math="approx", dtype=name)
-    huge = np.array([float(info.max) ** (1 / power) * 1.5], dtype)
-    assert subtracted(x=huge)[0] == np.inf
+
+
+def compile_vectorized_pow(exponent: float, dtype: type) -> xfuse.Kernel:
+    """`out = pow(x, exponent)` under `math=approx`, asserted to call no pow and to vectorize."""
+    kernel = xfuse.compile(f"out = pow(x, {exponent});", math="approx", dtype=np.dtype(dtype).name)
+    vector = "x float>" if dtype == np.float32 else "x double>"
+    assert "@pow" not in kernel.llvm_ir and vector in kernel.llvm_ir
+    return kernel
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("power", "roundings"), [(2, 1), (3, 2), (4, 3), (-1, 1)])
+def test_approx_pow_by_a_whole_constant_multiplies(dtype: type, power: int, roundings: int) -> None:
+    """pow(x, 2|3|4|-1) is x * x, (x * x) * x, (x * x) * (x * x), 1 / x: vectorized (no pow
+    call, no exp(n log|x|)), each op rounding once, with C's special values; an overflow stays
+    +inf next to a subtraction (no contraction of the last multiply)."""
+    info = np.finfo(dtype)
+    x = wide_range_and_specials(dtype, seed=power + 1)
+    got = compile_vectorized_pow(power, dtype)(x=x)
+    with np.errstate(all="ignore"):
+        wide = np.power(x.astype(np.longdouble), power)
+        want = wide.astype(dtype)
+        # Each op's rounding, relative; where the result is a denormal, its spacing.
+        bound = roundings * float(info.eps) / 2 * np.abs(wide) + float(info.smallest_subnormal)
+        assert (np.abs(got.astype(np.longdouble) - wide) <= bound)[np.isfinite(want)].all()
+        if roundings == 1:  # pow's correctly rounded value, bit for bit
+            assert np.array_equal(got, x * x if power == 2 else 1 / x, equal_nan=True)
+    assert_same_special_values(got, want)
+    if power > 0:
+        near_max = float(info.max) * 0.9
+        subtracted = xfuse.compile(
+            f"out = pow(x, {power}) - {near_max!r};", math="approx", dtype=np.dtype(dtype).name
+        )
+        huge = np.array([float(info.max) ** (1 / power) * 1.5], dtype)
+        assert subtracted(x=huge)[0] == np.inf
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("power", [0.5, -0.5])
+def test_approx_pow_by_a_half_is_a_square_root(dtype: type, power: float) -> None:
+    """pow(x, 1/2) is sqrt(x) and pow(x, -1/2) 1 / sqrt(x), bit for bit where finite, with C's
+    pow's special values: +0 and +inf at -0 (sqrt's is -0), +inf and +0 at -inf (sqrt's NaN),
+    NaN for a negative x."""
+    x = wide_range_and_specials(dtype, seed=7)
+    got = compile_vectorized_pow(power, dtype)(x=x)
+    with np.errstate(all="ignore"):
+        root = np.sqrt(x)
+        finite = np.isfinite(root) & (root != 0)
+        assert np.array_equal(got[finite], (root if power > 0 else 1 / root)[finite])
+    # numpy's power takes sqrt's values at -0 and -inf: the C library's pow is the reference.
+    c_pow = ctypes.CDLL(ctypes.util.find_library("m")).pow
+    c_pow.restype, c_pow.argtypes = ctypes.c_double, [ctypes.c_double, ctypes.c_double]
+    others = ~finite
+    want = np.array([c_pow(float(v), power) for v in x[others]]).astype(dtype)
+    assert_same_special_values(got[others], want)
+    assert np.isnan(got[np.isfinite(x) & (x < 0)]).all()
 
 
 def test_approx_tanh_vectorizes_and_libm_does_not() -> None:

@@ -364,34 +364,46 @@ func.func @exp_scalings(%x: f32) -> (f32, f32) {
   func.return %e, %t : f32, f32
 }
 
-// approx: pow by a constant 2, 3 or 4 is `math.fpowi` (multiplies in LLVM), in f32 and f64;
-// other constants keep exp(y log|x|) (f32) or the call (f64). libm calls powf and pow for all.
-// CHECK-LABEL: func.func @whole_powers
+// approx: pow by a constant 2, 3, 4 or -1 is `math.fpowi` (multiplies or 1 / x in LLVM), by
+// -1/2 1 / |sqrt(x)| with -inf selected (+0 there), in f32 and f64; other constants keep
+// exp(y log|x|) (f32) or the call (f64). libm calls powf and pow for all.
+// CHECK-LABEL: func.func @simple_powers
 // CHECK-SAME:    (%[[X:.*]]: f32, %[[D:.*]]: f64)
 // CHECK:         %[[THREE:.*]] = arith.constant 3 : i32
 // CHECK-NEXT:    %{{.*}} = math.fpowi %[[X]], %[[THREE]] : f32, i32
 // CHECK:         %[[TWO:.*]] = arith.constant 2 : i32
 // CHECK-NEXT:    %{{.*}} = math.fpowi %[[D]], %[[TWO]] : f64, i32
+// CHECK-NEXT:    %[[ROOT:.*]] = math.sqrt %[[D]] : f64
+// CHECK-NEXT:    %[[MAGNITUDE:.*]] = math.absf %[[ROOT]] : f64
+// CHECK-NEXT:    %[[ONE:.*]] = arith.constant 1.000000e+00 : f64
+// CHECK-NEXT:    %[[RECIPROCAL:.*]] = arith.divf %[[ONE]], %[[MAGNITUDE]] : f64
+// CHECK-NEXT:    %[[MINUS_INF:.*]] = arith.constant 0xfff0000000000000 : f64
+// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK-NEXT:    %[[AT_MINUS_INF:.*]] = arith.cmpf oeq, %[[D]], %[[MINUS_INF]] : f64
+// CHECK-NEXT:    %{{.*}} = arith.select %[[AT_MINUS_INF]], %[[ZERO]], %[[RECIPROCAL]] : f64
 // CHECK-NEXT:    %{{.*}} = func.call @pow(%[[D]], %{{.*}}) : (f64, f64) -> f64
 // CHECK-NOT:     math.fpowi
 // CHECK:         math.floor
 // CHECK:         func.return
-// LIBM-LABEL: func.func @whole_powers
+// LIBM-LABEL: func.func @simple_powers
 // LIBM-NOT:      math.fpowi
 // LIBM:          func.call @powf(
 // LIBM-NEXT:     func.call @pow(
 // LIBM-NEXT:     func.call @pow(
+// LIBM-NEXT:     func.call @pow(
 // LIBM-NEXT:     func.call @powf(
-func.func @whole_powers(%x: f32, %d: f64) -> (f32, f64, f64, f32) {
+func.func @simple_powers(%x: f32, %d: f64) -> (f32, f64, f64, f64, f32) {
   %three = arith.constant 3.0 : f32
   %two = arith.constant 2.0 : f64
+  %minus_half = arith.constant -0.5 : f64
   %five = arith.constant 5.0 : f64
   %two_and_a_half = arith.constant 2.5 : f32
   %c = math.powf %x, %three : f32
   %s = math.powf %d, %two : f64
+  %r = math.powf %d, %minus_half : f64
   %f = math.powf %d, %five : f64
   %h = math.powf %x, %two_and_a_half : f32
-  func.return %c, %s, %f, %h : f32, f64, f64, f32
+  func.return %c, %s, %r, %f, %h : f32, f64, f64, f64, f32
 }
 
 // f64 has no approximation: it calls the double libm functions in both modes, declared once;

@@ -8,8 +8,8 @@
   `x (0.5 + f / 2)` with the half in f's coefficients, the same bits (`gelu_form`). f64 has no
   approximation here and calls libm as in `math=libm`; `xfuse.compile` then lets the loop
   vectorizer call glibc's vector variants of those calls (`xfuse.codegen.native.call_libmvec`).
-  A `powf` by a constant whole exponent in `WHOLE_POWERS` (2, 3, 4; f32 and f64) becomes
-  `math.fpowi` instead (`PowByWholeNumber`): multiplies, faster and more accurate.
+  A `powf` by a constant in `SIMPLE_POWERS` (2, 3, 4, -1, 1/2, -1/2; f32 and f64) becomes
+  `math.fpowi` or a square root instead (`PowBySimpleConstant`): faster and more accurate.
 - `math=libm`: they become calls to the C library (`tanhf`, `expf`, `log1pf`, ... for f32;
   `tanh`, ... for f64), declared as private `func.func`s. These calls keep a loop scalar.
 
@@ -192,41 +192,58 @@ class FoldNegatedSoftplus(RewritePattern):
         _erase_unused([softplus], rewriter)
 
 
-WHOLE_POWERS = range(2, 5)
-"""The constant exponents n of `pow(x, n)` that `math=approx` computes by multiplying
-(`PowByWholeNumber`)."""
+SIMPLE_POWERS = (2.0, 3.0, 4.0, -1.0, 0.5, -0.5)
+"""The constant exponents y of pow(x, y) that `math=approx` computes without exp(y log|x|)
+(`PowBySimpleConstant`)."""
 
 
-def whole_power(exponent: float | None) -> int | None:
-    """`exponent` as an int where it is one of `WHOLE_POWERS`, else None."""
-    if exponent is None or not float(exponent).is_integer() or exponent not in WHOLE_POWERS:
-        return None
-    return int(exponent)
+def simple_power(exponent: float | None) -> float | None:
+    """`exponent` where it is one of `SIMPLE_POWERS`, else None."""
+    return exponent if exponent in SIMPLE_POWERS else None
 
 
 @dataclass(frozen=True)
-class PowByWholeNumber(RewritePattern):
-    """`math=approx`: pow(x, n) for a constant n in `WHOLE_POWERS` becomes `math.fpowi`, which
-    `ew-to-llvm` lowers to `llvm.powi` and LLVM to x * x, (x * x) * x, (x * x) * (x * x).
+class PowBySimpleConstant(RewritePattern):
+    """`math=approx`: pow(x, y) for a constant y in `SIMPLE_POWERS`, f32 or f64, without
+    exp(y log|x|) (f32: 107 ops, within ~130 ulps; f64: a libm or libmvec call):
 
-    Each multiply rounds once: the square is exact (pow's correctly rounded value), the cube
-    and fourth power within 2 and 3 roundings (relative error below 2^-23 and 3 * 2^-24 in
-    f32), where exp(n log|x|) is within ~130 f32 ulp and 107 ops (f64's libm or libmvec `pow`
-    a call). C's special values hold: +-0 and +-inf keep the sign of x^n, NaN stays NaN, an
-    intermediate overflows only where x^n does (|x| > 1) and underflows to a denormal only
-    where x^n is 0 (|x| < 1). The multiplies carry no fast-math flags (an intrinsic's call
-    cannot), so contraction never fuses the last one with the next op, which would hide an
-    overflow: pow(x, 2) - 3e38 stays +inf at x = 2e19."""
+    - y = 2, 3, 4, -1: `math.fpowi`, which `ew-to-llvm` lowers to `llvm.powi` and LLVM to x * x,
+      (x * x) * x, (x * x) * (x * x), 1 / x. Each multiply rounds once: the square and 1 / x are
+      pow's correctly rounded values, the cube and fourth power within 2 and 3 roundings
+      (relative error below 2^-23 and 3 * 2^-24 in f32). An intermediate overflows only where
+      x^n does (|x| > 1) and reaches the denormals only where x^n is 0 (|x| < 1). The multiplies
+      carry no fast-math flags (an intrinsic's call cannot), so contraction never fuses the
+      last one with the next op, which would hide an overflow: pow(x, 2) - 3e38 stays +inf at
+      x = 2e19.
+    - y = 1/2, -1/2: |sqrt(x)| and 1 / |sqrt(x)| (one and two roundings), with x = -inf
+      selected (+inf and +0; sqrt gives NaN). The absolute value makes pow(-0, 1/2) +0 and
+      pow(-0, -1/2) +inf, as C's pow; a negative x stays NaN.
+    """
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: math.PowFOp, rewriter: PatternRewriter) -> None:
         exponent = op.rhs.owner
         if not isinstance(exponent, arith.ConstantOp) or not isinstance(exponent.value, FloatAttr):
             return
-        power = whole_power(exponent.value.value.data)
-        if power is not None:
-            whole = arith.ConstantOp(IntegerAttr(power, i32))
+        power = simple_power(exponent.value.value.data)
+        if power is None:
+            return
+        if power.is_integer():
+            whole = arith.ConstantOp(IntegerAttr(int(power), i32))
             rewriter.replace(op, [whole, math.FPowIOp(op.lhs, whole)])
+            return
+        type_ = op.result.type
+        root = math.SqrtOp(op.lhs)
+        magnitude = math.AbsFOp(root)
+        ops: list[Operation] = [root, magnitude]
+        if power < 0:
+            one = arith.ConstantOp(FloatAttr(1.0, type_))
+            ops += [one, arith.DivfOp(one, magnitude)]
+        minus_infinity = arith.ConstantOp(FloatAttr(float("-inf"), type_))
+        at_minus_infinity = arith.ConstantOp(FloatAttr(float("inf") if power > 0 else 0.0, type_))
+        is_minus_infinity = arith.CmpfOp(op.lhs, minus_infinity, "oeq")
+        select = arith.SelectOp(is_minus_infinity, at_minus_infinity, ops[-1].results[0])
+        rewriter.replace(op, [*ops, minus_infinity, at_minus_infinity, is_minus_infinity, select])
 
 
 @dataclass(frozen=True)
@@ -270,7 +287,7 @@ class EwExpandMathPass(ModulePass):
         if arith.NegfOp in present:
             PatternRewriteWalker(FoldNegatedSoftplus(), apply_recursively=False).rewrite_module(op)
         if approximate and math.PowFOp in present:
-            PatternRewriteWalker(PowByWholeNumber(), apply_recursively=False).rewrite_module(op)
+            PatternRewriteWalker(PowBySimpleConstant(), apply_recursively=False).rewrite_module(op)
         constants = approx.SharedConstants()
         expand = ExpandMath(approximate, constants, ldexp=self.ldexp)
         if not present.isdisjoint(MATH_FUNCTIONS):

@@ -50,7 +50,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
-from xfuse.transforms.expand_math import EwExpandMathPass, whole_power
+from xfuse.transforms.expand_math import EwExpandMathPass, simple_power
 from xfuse.transforms.scalar import (
     compute_type,
     emit_constant,
@@ -66,7 +66,7 @@ DEFAULT_MAX_OPS = 128
 
 
 @functools.cache
-def scalar_size(op_type: type[Operation], exponent: int | None = None) -> int:
+def scalar_size(op_type: type[Operation], exponent: float | None = None) -> int:
     """The ops (constants aside) that one `op_type` becomes in a float32 kernel after
     `ew-expand-math{math=approx}`: what `max-ops` counts (1 for `ew.add`, 25 for `ew.tanh`);
     with `exponent`, a constant right operand (`op_size`: `ew.pow` by 3 is one `math.fpowi`)."""
@@ -78,7 +78,7 @@ def scalar_size(op_type: type[Operation], exponent: int | None = None) -> int:
     builder = Builder(InsertPoint.at_end(block))
     args = list(block.args)
     if exponent is not None:
-        args[1] = builder.insert(arith.ConstantOp(FloatAttr(float(exponent), f32))).result
+        args[1] = builder.insert(arith.ConstantOp(FloatAttr(exponent, f32))).result
     emit_scalar(op_type, builder, args, f32)
     block.add_op(func.ReturnOp())
     function = func.FuncOp("size", ([f32] * arity, []), Region(block))
@@ -87,9 +87,9 @@ def scalar_size(op_type: type[Operation], exponent: int | None = None) -> int:
 
 
 def op_size(op: Operation) -> int:
-    """`scalar_size` of `op`, whose constant exponent counts where `ew-expand-math` multiplies
-    by it (`whole_power`): pow(x, 3) is 1, not exp(3 log|x|)'s ~100."""
-    exponent = whole_power(ew.constant_value(op.rhs)) if isinstance(op, ew.PowOp) else None
+    """`scalar_size` of `op`, whose constant exponent counts where `ew-expand-math` computes
+    pow without exp(y log|x|) (`simple_power`): pow(x, 3) is 1, not exp(3 log|x|)'s ~100."""
+    exponent = simple_power(ew.constant_value(op.rhs)) if isinstance(op, ew.PowOp) else None
     return scalar_size(type(op), exponent)
 
 
