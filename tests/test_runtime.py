@@ -1200,6 +1200,43 @@ def test_strided_input_is_copied() -> None:
     np.testing.assert_array_equal(kernel(x=x), x * 2)
 
 
+def test_fortran_ordered_inputs_run_as_they_are_and_give_fortran_ordered_results() -> None:
+    """A kernel compiled without shapes runs Fortran-ordered inputs (a transposed C array) over
+    their memory in order, as numpy's ufuncs do: no copy, and Fortran-ordered results; an `out`
+    buffer of that order is written in place. Any other mix of orders is copied to C order."""
+    kernel = xfuse.compile("out = x + s; twice = x * 2;", outputs=["out", "twice"])
+    rng = np.random.default_rng(3)
+    x, s = (np.asfortranarray(rng.standard_normal((64, 48), np.float32)) for _ in range(2))
+    total, twice = kernel(x=x, s=s)
+    for result, want in ((total, x + s), (twice, x * 2)):
+        assert result.flags.f_contiguous and not result.flags.c_contiguous
+        np.testing.assert_array_equal(result, want)
+    c_array = rng.standard_normal((48, 64), np.float32)
+    np.testing.assert_array_equal(kernel(x=c_array.T, s=x)[0], c_array.T + x)
+    buffers = {name: np.zeros((64, 48), np.float32, order="F") for name in ("out", "twice")}
+    results = kernel.prepare(x=x, s=s, out=buffers)()
+    assert all(np.shares_memory(r, b) for r, b in zip(results, buffers.values(), strict=True))
+    np.testing.assert_array_equal(buffers["out"], x + s)
+    c_order = {name: np.zeros((64, 48), np.float32) for name in ("out", "twice")}
+    kernel(x=x, s=s, out=c_order)  # C-ordered buffers: the inputs are copied
+    np.testing.assert_array_equal(c_order["twice"], x * 2)
+    mixed = kernel(x=x, s=np.ascontiguousarray(s))[0]
+    assert mixed.flags.c_contiguous
+    np.testing.assert_array_equal(mixed, x + s)
+    # Arrays of one rank with only `?` dims (named or not: @xfuse.jit's) run transposed too;
+    # a broadcast [d] bias keeps the copy.
+    shaped = xfuse.compile("out = x + s;", shapes={"x": ("t", "d"), "s": ("t", "d")})
+    jitted = xfuse.jit(lambda x, s: x + s)
+    for result in (shaped(x=x, s=s), jitted(x, s)):
+        assert result.flags.f_contiguous
+        np.testing.assert_array_equal(result, x + s)
+    bias = np.asfortranarray(rng.standard_normal((1, 48), np.float32))
+    biased = xfuse.compile("out = x + b;", shapes={"x": ("t", "d"), "b": ("d",)})
+    biased_result = biased(x=x, b=bias[0])
+    assert biased_result.flags.c_contiguous
+    np.testing.assert_array_equal(biased_result, x + bias)
+
+
 def test_broadcast_2d_bfloat16(gelu: Gelu) -> None:
     kernel = xfuse.compile(
         gelu.source, dtype="bfloat16", shapes={"x": ("t", "d"), "b": ("d",), "r": ("t", "d")}

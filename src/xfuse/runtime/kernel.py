@@ -1016,6 +1016,40 @@ class NativeCall:
         return self.plan.streaming
 
 
+def _fortran_only(value: Any) -> bool:
+    """`value` is a numpy array of 2 or more dims that is Fortran- but not C-contiguous."""
+    return (
+        isinstance(value, np.ndarray)
+        and value.ndim >= 2
+        and value.flags.f_contiguous
+        and not value.flags.c_contiguous
+    )
+
+
+def fortran_ordered(inputs: Sequence[Any], out: Any, rank: int) -> bool:
+    """The inputs are Fortran-ordered arrays of one shape, of `rank` dims (0: any), and so is
+    every `out` buffer (if any): the kernel can run on their transposes without copying."""
+    buffers = list(out.values()) if isinstance(out, Mapping) else out
+    buffers = [] if buffers is None else buffers if isinstance(buffers, list | tuple) else [buffers]
+    arrays = [*inputs, *buffers]
+    return (
+        bool(inputs)
+        and all(_fortran_only(array) and rank in (0, array.ndim) for array in arrays)
+        and len({array.shape for array in arrays}) == 1
+    )
+
+
+def transposed_buffers(out: Any) -> Any:
+    """`out` (None, one array, a sequence or a mapping of them) with each array transposed."""
+    if out is None:
+        return None
+    if isinstance(out, Mapping):
+        return {name: buffer.T for name, buffer in out.items()}
+    if isinstance(out, list | tuple):
+        return [buffer.T for buffer in out]
+    return out.T
+
+
 @dataclass(frozen=True)
 class CheckedCall:
     """A call whose arguments passed every check: the arrays the native code sees (inputs, then
@@ -1776,10 +1810,20 @@ class Kernel(CompiledProgram):
 
         A kernel whose every array is `[?]` (no shapes given at compile time) also takes inputs of
         any one shape, 0-d to N-d: being elementwise, it runs on them as one flat loop, and its
-        outputs (and `out` buffers) have that shape.
+        outputs (and `out` buffers) have that shape. Where such a kernel's inputs, or those of
+        one whose arrays all have one rank and only `?` dims (`@xfuse.jit`'s), are all
+        Fortran-ordered (a transposed C array), and so is every `out` buffer, it runs on their
+        transposes, C-ordered views of the same memory, and the outputs are transposed back
+        (Fortran-ordered, as numpy's ufuncs make them): no input is copied.
         """
         inputs = self.call_signature.bind(args, kwargs)
-        arrays = [check_input(p, inputs[p.name]) for p in self.function.inputs]
+        values = [inputs[p.name] for p in self.function.inputs]
+        rank = self._transposable_rank
+        transposed = rank is not None and fortran_ordered(values, out, rank)
+        if transposed:
+            values = [value.T for value in values]
+            out = transposed_buffers(out)
+        arrays = [check_input(p, v) for p, v in zip(self.function.inputs, values, strict=True)]
         shape = self._flat_shape(arrays)
         if shape is not None:
             arrays = [array.reshape(-1) for array in arrays]
@@ -1795,6 +1839,8 @@ class Kernel(CompiledProgram):
             self._names, arrays, pointers, len(self.function.inputs), self.in_place_allowed
         )
         results = outputs if shape is None else [o.reshape(shape) for o in outputs]
+        if transposed:
+            results = [result.T for result in results]
         native = plan.for_pointers(self.function, pointers).native_call(pointers)
         return CheckedCall(arrays, native, results)
 
@@ -1812,6 +1858,18 @@ class Kernel(CompiledProgram):
                 self._plans.clear()
             self._plans[input_shapes] = plan
         return plan
+
+    @functools.cached_property
+    def _transposable_rank(self) -> int | None:
+        """The rank of inputs the kernel may run transposed (reversing every array's dims is
+        the same elementwise program): 0 (any) where it flattens, the arrays' one rank where
+        all their dims are `?`; None where neither."""
+        if self._flattens:
+            return 0
+        parameters = (*self.function.inputs, *self.function.outputs)
+        ranks = {len(p.shape) for p in parameters}
+        dynamic = all(size == DYNAMIC_INDEX for p in parameters for size in p.shape)
+        return ranks.pop() if len(ranks) == 1 and dynamic else None
 
     @functools.cached_property
     def _flattens(self) -> bool:
