@@ -163,6 +163,34 @@ def test_log_one_plus_exp_is_as_accurate_as_softplus() -> None:
     assert np.all(np.abs(got - want) <= bound.relative * want + bound.absolute)
 
 
+def test_tanh_of_log_one_plus_exp_is_the_pair_with_the_composition_special_values() -> None:
+    # A hand-written Mish factor: tanh(log(1 + exp(x))) as tanh of softplus's pair, one exp and
+    # one division, with the composition's values where IEEE decides them: +0 where 1 + exp(x)
+    # rounds to 1, 1 from x ~ 9.01 (and where exp(x) overflows), log's NaN for any NaN.
+    source = "y = tanh(log(1 + exp(x)));"
+    passes = "ew-optimize,ew-fuse,ew-bufferize,ew-workspace,ew-kernel-to-loops,ew-expand-math"
+    names = ops(apply_pipeline(parse_program(source), passes))
+    pair = ops(apply_pipeline(parse_program("y = tanh(softplus(x));"), passes))
+    # The pair and two selects (their compares and three constants); the composition was 135.
+    assert names.count("arith.divf") == 1 and len(names) == len(pair) + 7
+    zero_to = np.float32(LOG_ONE_PLUS_EXP_IS_ZERO_TO)
+    x = np.array(
+        [-np.inf, -3.4e38, -20.0, zero_to, np.nextafter(zero_to, np.float32(0))]
+        + [9.2, 88.8, 1e30, np.inf],
+        np.float32,
+    )
+    nans = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFFFFFFF], np.uint32).view(np.float32)
+    kernel = xfuse.compile(source)
+    got = kernel(x=np.concatenate([x, nans]))
+    np.testing.assert_array_equal(got[:4].view(np.uint32), 0)
+    assert 0 < got[4] < 1.2e-7
+    np.testing.assert_array_equal(got[5:9], 1.0)
+    np.testing.assert_array_equal(got[9:].view(np.uint32), 0x7FC00000)
+    between = np.linspace(zero_to, np.float32(10), 200_001, dtype=np.float32)[1:]
+    want = np.tanh(np.logaddexp(between.astype(np.float64), 0.0))
+    np.testing.assert_allclose(kernel(x=between), want, rtol=4e-7, atol=0)
+
+
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
 def test_log_sigmoid_is_exact_at_special_values_and_accurate(math_mode: str) -> None:
     # -softplus(-x) folds to (x < 0 ? x : -0) - log1p(exp(-|x|)) (ew-expand-math): the same

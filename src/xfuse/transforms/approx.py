@@ -26,7 +26,8 @@ their constants are shared (`SharedConstants`): one op per value in each block.
   polynomial fitted for xfuse, no range reduction, special-case selects or division; elsewhere
   Goldberg's log(u) * x / (u - 1) with u = 1 + x.
 - tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8), x^2 <= 8.5^2, clamped to +-1;
-  of softplus(y) (Mish, `y * tanh(softplus(y))`): n / (n + 2) with n = e^y (e^y + 2).
+  of softplus(y) (Mish, `y * tanh(softplus(y))`) or of log(1 + exp(y)) (with the composition's
+  +0 and NaN): n / (n + 2) with n = e^y (e^y + 2).
 - erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x p(x^2) / q(x^2) with q(0) = 1.
 - tanh and erf of y times (or divided by) a constant c fold c (1 / c) into their coefficients
   (`_scaled_argument`).
@@ -555,8 +556,18 @@ def tanh(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
     every step of the rational exactly (GELU's 0.5 tanh, `ew-expand-math`)."""
     _check_power_of_two(result_scale)
     argument = softplus_argument(x)
+    composed = argument is None and isinstance(x.owner, math.LogOp)
+    if composed:
+        argument = _one_plus_exp_argument(cast(math.LogOp, x.owner).operand)
     if argument is not None:
         ratio = _tanh_of_softplus(argument)
+        if composed:
+            # tanh of log(1 + exp(y)) as written (a hand-written Mish): the composition's +0
+            # where 1 + exp(y) rounds to 1 and its NaN (`_log_of_one_plus_exp`), else the pair's.
+            rounds_to_one = _compare(argument, _f32(_ONE_PLUS_EXP_IS_ONE_BELOW), "olt")
+            ratio = _select(rounds_to_one, _f32(0.0), ratio)
+            is_nan = _compare(argument, argument, "uno")
+            ratio = _select(is_nan, _f32(float("nan")), ratio).result
         return ratio if result_scale == 1 else _float_op(arith.MulfOp, ratio, _f32(result_scale))
     y, scale = _scaled_argument(x)
     # y^2 is clamped, not y (one select, not two): past the clamp y p(c^2) / q(c^2) only grows
