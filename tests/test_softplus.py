@@ -163,6 +163,16 @@ def test_log_one_plus_exp_is_as_accurate_as_softplus() -> None:
     assert np.all(np.abs(got - want) <= bound.relative * want + bound.absolute)
 
 
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+def test_log1p_of_exp_keeps_goldbergs_correction(math_mode: str) -> None:
+    # log1p(x) is Goldberg's log(u) x / (u - 1), u = 1 + x: of x = exp(y), that log(u) is not
+    # log(1 + exp(y)) as written, which approx computes as softplus (the log of the exact sum,
+    # not of the rounded u): taken so, the result was off by up to half its value at y = -15.5.
+    x = np.linspace(-30, 30, 600_001, dtype=np.float32)
+    got = xfuse.compile("y = log1p(exp(x));", math=math_mode)(x=x).astype(np.float64)
+    np.testing.assert_allclose(got, np.logaddexp(x.astype(np.float64), 0.0), rtol=4e-7, atol=0)
+
+
 def test_tanh_of_log_one_plus_exp_is_the_pair_with_the_composition_special_values() -> None:
     # A hand-written Mish factor: tanh(log(1 + exp(x))) as tanh of softplus's pair, one exp and
     # one division, with the composition's values where IEEE decides them: +0 where 1 + exp(x)

@@ -377,7 +377,13 @@ def _log_of_reduced(f: Value, exponent: Value) -> Value:
 
 
 def _one_plus_exp_argument(value: SSAValue) -> SSAValue | None:
-    """y where `value` is 1 + exp(y) or exp(y) + 1 (`math.exp`, not expanded yet), else None."""
+    """y where `value` is 1 + exp(y) or exp(y) + 1 (`math.exp`, not expanded yet) used only by
+    the log being expanded, else None. Computing that log as log(1 + e^y) is right only where
+    nothing else sees the sum's rounding: Goldberg's log1p, log(u) x / (u - 1) with u = 1 + x,
+    needs the log of the rounded u (log1p(exp(y)) was off by up to half its value near y = -15.5
+    when its log(u) was softplus)."""
+    if value.uses.get_length() != 1:
+        return None
     total = value.owner
     e = beside_constant(total, 1.0) if isinstance(total, arith.AddfOp) else None
     return e.owner.operand if e is not None and isinstance(e.owner, math.ExpOp) else None
