@@ -164,13 +164,28 @@ def test_log_one_plus_exp_is_as_accurate_as_softplus() -> None:
 
 
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
-def test_log1p_of_exp_keeps_goldbergs_correction(math_mode: str) -> None:
-    # log1p(x) is Goldberg's log(u) x / (u - 1), u = 1 + x: of x = exp(y), that log(u) is not
-    # log(1 + exp(y)) as written, which approx computes as softplus (the log of the exact sum,
-    # not of the rounded u): taken so, the result was off by up to half its value at y = -15.5.
+def test_log1p_of_exp_is_one_function_with_the_compositions_special_values(math_mode: str) -> None:
+    # log1p of an exp in the same kernel is `math.log1p`: softplus's form under approx (one exp,
+    # no log, no division), log1p's call under libm. Its values where IEEE decides them are the
+    # composition's: 0 where exp underflows to 0, e^x's digits below (not 0, as log(1 + exp(x))
+    # gives), +inf where exp overflows, NaN. (Goldberg's form, log(u) x / (u - 1), had its
+    # log(u) taken for softplus once: off by up to half its value at x = -15.5.)
+    source = "y = log1p(exp(x));"
+    if math_mode == "approx":
+        passes = "ew-optimize,ew-fuse,ew-bufferize,ew-workspace,ew-kernel-to-loops,ew-expand-math"
+        names = ops(apply_pipeline(parse_program(source), passes))
+        assert names.count("arith.shli") == 1 and "arith.divf" not in names
+        assert "arith.shrsi" not in names
+    kernel = xfuse.compile(source, math=math_mode)
     x = np.linspace(-30, 30, 600_001, dtype=np.float32)
-    got = xfuse.compile("y = log1p(exp(x));", math=math_mode)(x=x).astype(np.float64)
-    np.testing.assert_allclose(got, np.logaddexp(x.astype(np.float64), 0.0), rtol=4e-7, atol=0)
+    got = kernel(x=x).astype(np.float64)
+    np.testing.assert_allclose(got, np.logaddexp(x.astype(np.float64), 0.0), rtol=3e-7, atol=0)
+    special = np.array([-np.inf, -104.0, -90.0, 88.8, 1e30, np.inf, np.nan], np.float32)
+    got = kernel(x=special)
+    np.testing.assert_array_equal(got[:2].view(np.uint32), 0)
+    assert got[2] == np.float32(np.exp(-90.0))  # a denormal, rounded once
+    np.testing.assert_array_equal(got[3:6], np.inf)
+    assert np.isnan(got[6])
 
 
 def test_tanh_of_log_one_plus_exp_is_the_pair_with_the_composition_special_values() -> None:

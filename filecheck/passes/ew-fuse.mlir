@@ -152,6 +152,28 @@ func.func @softplus(%x: tensor<?xf32>) -> tensor<?xf32> {
   func.return %s : tensor<?xf32>
 }
 
+// log1p of an exp in the same kernel is math.log1p (one function to ew-expand-math); of
+// anything else, Goldberg's log(u) x / (u - 1) with u = 1 + x, and log(u) from x = 2^24 on.
+// CHECK-LABEL: func.func @log1p_of_exp_and_of_x
+// CHECK:         ew.kernel
+// CHECK-NEXT:      ^{{.*}}(%[[X:.*]]: f32):
+// CHECK-NEXT:      %[[E:.*]] = math.exp %[[X]]
+// CHECK-NEXT:      %[[OF_EXP:.*]] = math.log1p %[[E]]
+// CHECK-NEXT:      ew.yield %[[OF_EXP]]
+// CHECK:         ew.kernel
+// CHECK-NEXT:      ^{{.*}}(%[[Y:.*]]: f32):
+// CHECK:           %[[U:.*]] = arith.addf %{{.*}}, %[[Y]]
+// CHECK-NEXT:      %[[LOG_U:.*]] = math.log %[[U]]
+// CHECK-NOT:       math.log1p
+// CHECK:           arith.divf
+// CHECK:           arith.select %{{.*}}, %[[LOG_U]], %{{.*}}
+func.func @log1p_of_exp_and_of_x(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %e = ew.exp %x : tensor<?xf32>
+  %a = ew.log1p %e : tensor<?xf32>
+  %b = ew.log1p %x : tensor<?xf32>
+  func.return %a, %b : tensor<?xf32>, tensor<?xf32>
+}
+
 // Conversions fuse like any elementwise op. Each value is held in its dtype's compute type:
 // the bf16 input widens to f32 (its convert to f32 is then free), f64 -> f32 is one truncf,
 // f32 -> f16 rounds to f16 and is held in f32 again for the exp, rounded once more at the yield.

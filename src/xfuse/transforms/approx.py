@@ -389,10 +389,12 @@ def _one_plus_exp_argument(value: SSAValue) -> SSAValue | None:
     return e.owner.operand if e is not None and isinstance(e.owner, math.ExpOp) else None
 
 
-def _log_of_one_plus_exp(y: SSAValue) -> SSAValue:
+def _log_of_one_plus_exp(y: SSAValue, sum_rounded: bool = True) -> SSAValue:
     """log(1 + exp(y)) as the composition of the two approximations gives it where IEEE decides
     the result, computed as softplus elsewhere: max(y, 0) + log1p(exp(-|y|)), one exp without
     its overflow select and `_log1p_of_unit`, where the composition took a full exp and log.
+    Without `sum_rounded`, it is log1p(exp(y)), whose composition keeps e^y's digits where
+    1 + exp(y) rounds to 1, as softplus does: no select there.
 
     The composition's special values, bit for bit, selected: +0 where 1 + exp(y) rounds to 1,
     that is exp(y) <= 2**-24, y < ln 2**-24 (-inf included; softplus is e**y there); +inf where
@@ -405,8 +407,9 @@ def _log_of_one_plus_exp(y: SSAValue) -> SSAValue:
     e = _exp(arith.NegfOp(math.AbsFOp(y)).result, full_range=False)
     relu = _select(_compare(y, _f32(0.0), "ogt"), y, _f32(0.0))
     result = _float_op(arith.AddfOp, relu, _log1p_of_unit(e))
-    rounds_to_one = _compare(y, _f32(_ONE_PLUS_EXP_IS_ONE_BELOW), "olt")
-    result = _select(rounds_to_one, _f32(0.0), result)
+    if sum_rounded:
+        rounds_to_one = _compare(y, _f32(_ONE_PLUS_EXP_IS_ONE_BELOW), "olt")
+        result = _select(rounds_to_one, _f32(0.0), result)
     result = _select(_compare(y, _f32(_EXP_FINITE_MAX), "ogt"), _f32(float("inf")), result)
     return _select(_compare(y, y, "uno"), _f32(float("nan")), result).result
 
@@ -446,8 +449,9 @@ def _log1p_of_unit(x: SSAValue) -> SSAValue:
 
 
 def log1p(x: SSAValue) -> SSAValue:
-    if isinstance(x.owner, math.ExpOp) and _is_non_positive(x.owner.operand):
-        return _log1p_of_unit(x)
+    if isinstance(x.owner, math.ExpOp):
+        y = x.owner.operand
+        return _log1p_of_unit(x) if _is_non_positive(y) else _log_of_one_plus_exp(y, False)
     # Goldberg: u = 1 + x; log(u) * x / (u - 1) corrects u's rounding (x where u rounds to 1).
     u = arith.AddfOp(_f32(1.0), x)
     corrected = arith.DivfOp(arith.MulfOp(log(u.result), x), arith.SubfOp(u, _f32(1.0)))
