@@ -365,22 +365,24 @@ func.func @exp_scalings(%x: f32) -> (f32, f32) {
 }
 
 // approx: pow by a constant 2, 3, 4 or -1 is `math.fpowi` (multiplies or 1 / x in LLVM), by
-// -1/2 1 / |sqrt(x)| with -inf selected (+0 there), in f32 and f64; other constants keep
-// exp(y log|x|) (f32) or the call (f64). libm calls powf and pow for all.
+// -1/2 rsqrt (1 / sqrt in f64) with +-0 and -inf selected (+inf and +0 there), in f32 and f64;
+// other constants keep exp(y log|x|) (f32) or the call (f64). libm calls powf and pow for all.
 // CHECK-LABEL: func.func @simple_powers
 // CHECK-SAME:    (%[[X:.*]]: f32, %[[D:.*]]: f64)
 // CHECK:         %[[THREE:.*]] = arith.constant 3 : i32
 // CHECK-NEXT:    %{{.*}} = math.fpowi %[[X]], %[[THREE]] : f32, i32
 // CHECK:         %[[TWO:.*]] = arith.constant 2 : i32
 // CHECK-NEXT:    %{{.*}} = math.fpowi %[[D]], %[[TWO]] : f64, i32
-// CHECK-NEXT:    %[[ROOT:.*]] = math.sqrt %[[D]] : f64
-// CHECK-NEXT:    %[[MAGNITUDE:.*]] = math.absf %[[ROOT]] : f64
-// CHECK-NEXT:    %[[ONE:.*]] = arith.constant 1.000000e+00 : f64
-// CHECK-NEXT:    %[[RECIPROCAL:.*]] = arith.divf %[[ONE]], %[[MAGNITUDE]] : f64
+// CHECK-NEXT:    %[[INF:.*]] = arith.constant 0x7ff0000000000000 : f64
 // CHECK-NEXT:    %[[MINUS_INF:.*]] = arith.constant 0xfff0000000000000 : f64
-// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f64
 // CHECK-NEXT:    %[[AT_MINUS_INF:.*]] = arith.cmpf oeq, %[[D]], %[[MINUS_INF]] : f64
-// CHECK-NEXT:    %{{.*}} = arith.select %[[AT_MINUS_INF]], %[[ZERO]], %[[RECIPROCAL]] : f64
+// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK-NEXT:    %[[ONE:.*]] = arith.constant 1.000000e+00 : f64
+// CHECK-NEXT:    %[[ROOT:.*]] = math.sqrt %[[D]] : f64
+// CHECK-NEXT:    %[[RECIPROCAL:.*]] = arith.divf %[[ONE]], %[[ROOT]] : f64
+// CHECK-NEXT:    %[[AT_ZERO:.*]] = arith.cmpf oeq, %[[D]], %[[ZERO]] : f64
+// CHECK-NEXT:    %[[NOT_ZERO:.*]] = arith.select %[[AT_ZERO]], %[[INF]], %[[RECIPROCAL]] : f64
+// CHECK-NEXT:    %{{.*}} = arith.select %[[AT_MINUS_INF]], %[[ZERO]], %[[NOT_ZERO]] : f64
 // CHECK-NEXT:    %{{.*}} = func.call @pow(%[[D]], %{{.*}}) : (f64, f64) -> f64
 // CHECK-NOT:     math.fpowi
 // CHECK:         math.floor

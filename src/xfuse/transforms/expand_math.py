@@ -215,9 +215,11 @@ class PowBySimpleConstant(RewritePattern):
       carry no fast-math flags (an intrinsic's call cannot), so contraction never fuses the
       last one with the next op, which would hide an overflow: pow(x, 2) - 3e38 stays +inf at
       x = 2e19.
-    - y = 1/2, -1/2: |sqrt(x)| and 1 / |sqrt(x)| (one and two roundings), with x = -inf
-      selected (+inf and +0; sqrt gives NaN). The absolute value makes pow(-0, 1/2) +0 and
-      pow(-0, -1/2) +inf, as C's pow; a negative x stays NaN.
+    - y = 1/2: |sqrt(x)| (correctly rounded), with x = -inf selected (+inf; sqrt gives NaN);
+      the absolute value makes pow(-0, 1/2) +0, as C's pow. A negative x stays NaN.
+    - y = -1/2: `math.rsqrt` (`ExpandRsqrt`: the host's estimate and a Newton step in f32,
+      within ~0.5 ulp; 1 / sqrt(x) in f64), with +-0 selected (+inf; rsqrt(-0) is -inf) and
+      -inf (+0; rsqrt gives NaN). A negative x stays NaN.
     """
 
     @op_type_rewrite_pattern
@@ -233,17 +235,22 @@ class PowBySimpleConstant(RewritePattern):
             rewriter.replace(op, [whole, math.FPowIOp(op.lhs, whole)])
             return
         type_ = op.result.type
-        root = math.SqrtOp(op.lhs)
-        magnitude = math.AbsFOp(root)
-        ops: list[Operation] = [root, magnitude]
-        if power < 0:
-            one = arith.ConstantOp(FloatAttr(1.0, type_))
-            ops += [one, arith.DivfOp(one, magnitude)]
+        infinity = arith.ConstantOp(FloatAttr(float("inf"), type_))
         minus_infinity = arith.ConstantOp(FloatAttr(float("-inf"), type_))
-        at_minus_infinity = arith.ConstantOp(FloatAttr(float("inf") if power > 0 else 0.0, type_))
         is_minus_infinity = arith.CmpfOp(op.lhs, minus_infinity, "oeq")
-        select = arith.SelectOp(is_minus_infinity, at_minus_infinity, ops[-1].results[0])
-        rewriter.replace(op, [*ops, minus_infinity, at_minus_infinity, is_minus_infinity, select])
+        ops: list[Operation] = [infinity, minus_infinity, is_minus_infinity]
+        if power > 0:
+            root = math.SqrtOp(op.lhs)
+            magnitude = math.AbsFOp(root)
+            ops += [root, magnitude, arith.SelectOp(is_minus_infinity, infinity, magnitude)]
+        else:
+            zero = arith.ConstantOp(FloatAttr(0.0, type_))
+            estimate = math.RsqrtOp(op.lhs)
+            is_zero = arith.CmpfOp(op.lhs, zero, "oeq")
+            at_zero = arith.SelectOp(is_zero, infinity, estimate)
+            ops += [zero, estimate, is_zero, at_zero]
+            ops.append(arith.SelectOp(is_minus_infinity, zero, at_zero))
+        rewriter.replace(op, ops)
 
 
 @dataclass(frozen=True)
@@ -288,6 +295,7 @@ class EwExpandMathPass(ModulePass):
             PatternRewriteWalker(FoldNegatedSoftplus(), apply_recursively=False).rewrite_module(op)
         if approximate and math.PowFOp in present:
             PatternRewriteWalker(PowBySimpleConstant(), apply_recursively=False).rewrite_module(op)
+            present.add(math.RsqrtOp)  # pow(x, -1/2) may have made one
         constants = approx.SharedConstants()
         expand = ExpandMath(approximate, constants, ldexp=self.ldexp)
         if not present.isdisjoint(MATH_FUNCTIONS):
