@@ -39,6 +39,19 @@ def test_numpy_ufuncs_mix_with_operators_and_python_numbers() -> None:
     np.testing.assert_allclose(gelu(SAMPLE), want, atol=2e-6)
 
 
+def test_square_and_reciprocal_trace_as_numpy_computes_them() -> None:
+    @xfuse.jit
+    def both(x):
+        return np.square(x), np.reciprocal(x)
+
+    square, reciprocal = both(SAMPLE)
+    kernel = next(iter(both.kernels.values()))
+    assert "ew.mul" in kernel.ir("frontend") and "ew.div" in kernel.ir("frontend")
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(square, np.square(SAMPLE))
+        np.testing.assert_array_equal(reciprocal, np.reciprocal(SAMPLE))
+
+
 def test_ufuncs_without_an_op_and_control_flow_say_what_to_do() -> None:
     @xfuse.jit
     def sine(x):

@@ -20,6 +20,13 @@ _OPS_BY_UFUNC: dict[np.ufunc, type[ew.UnaryOp | ew.BinaryOp]] = {
 }
 """numpy's ufuncs that are `ew` ops (`ew.numpy_ufunc`): `np.tanh(x)` traces to `ew.tanh`."""
 
+_UFUNCS_OF_OPS: dict[np.ufunc, Callable[[Traced], Traced]] = {
+    np.square: lambda x: x * x,
+    np.reciprocal: lambda x: 1 / x,
+}
+"""numpy's ufuncs that are one `ew` op on a float array with a constant, each as numpy computes
+it: `np.square(x)` is `x * x`, `np.reciprocal(x)` is `1 / x` (the same roundings)."""
+
 
 class Traced:
     """A value of the function being traced; arithmetic on it records `ew` ops."""
@@ -90,8 +97,12 @@ class Traced:
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         op_type = _OPS_BY_UFUNC.get(ufunc)
+        composite = _UFUNCS_OF_OPS.get(ufunc)
+        if method == "__call__" and not kwargs and composite is not None:
+            return composite(*inputs)
         if method != "__call__" or kwargs or op_type is None:
-            supported = ", ".join(sorted(f"np.{u.__name__}" for u in _OPS_BY_UFUNC))
+            traceable = [*_OPS_BY_UFUNC, *_UFUNCS_OF_OPS]
+            supported = ", ".join(sorted(f"np.{u.__name__}" for u in traceable))
             raise TypeError(
                 f"np.{ufunc.__name__}{'' if method == '__call__' else '.' + method} cannot be "
                 f"traced{' with keyword arguments' if kwargs else ''}: inside @xfuse.jit use "
