@@ -8,7 +8,7 @@
   `x (0.5 + f / 2)` with the half in f's coefficients, the same bits (`gelu_form`). f64 has no
   approximation here and calls libm as in `math=libm`; `xfuse.compile` then lets the loop
   vectorizer call glibc's vector variants of those calls (`xfuse.codegen.native.call_libmvec`).
-  A `powf` by a constant in `SIMPLE_POWERS` (2, 3, 4, -1, 1/2, -1/2; f32 and f64) becomes
+  A `powf` by a constant in `SIMPLE_POWERS` (1, 2, 3, 4, -1, 1/2, -1/2; f32 and f64) becomes
   `math.fpowi` or a square root instead (`PowBySimpleConstant`): faster and more accurate.
 - `math=libm`: they become calls to the C library (`tanhf`, `expf`, `log1pf`, ... for f32;
   `tanh`, ... for f64), declared as private `func.func`s. These calls keep a loop scalar.
@@ -192,7 +192,7 @@ class FoldNegatedSoftplus(RewritePattern):
         _erase_unused([softplus], rewriter)
 
 
-SIMPLE_POWERS = (2.0, 3.0, 4.0, -1.0, 0.5, -0.5)
+SIMPLE_POWERS = (1.0, 2.0, 3.0, 4.0, -1.0, 0.5, -0.5)
 """The constant exponents y of pow(x, y) that `math=approx` computes without exp(y log|x|)
 (`PowBySimpleConstant`)."""
 
@@ -207,9 +207,10 @@ class PowBySimpleConstant(RewritePattern):
     """`math=approx`: pow(x, y) for a constant y in `SIMPLE_POWERS`, f32 or f64, without
     exp(y log|x|) (f32: 107 ops, within ~130 ulps; f64: a libm or libmvec call):
 
-    - y = 2, 3, 4, -1: `math.fpowi`, which `ew-to-llvm` lowers to `llvm.powi` and LLVM to x * x,
-      (x * x) * x, (x * x) * (x * x), 1 / x. Each multiply rounds once: the square and 1 / x are
-      pow's correctly rounded values, the cube and fourth power within 2 and 3 roundings
+    - y = 1, 2, 3, 4, -1: `math.fpowi`, which `ew-to-llvm` lowers to `llvm.powi` and LLVM to x,
+      x * x, (x * x) * x, (x * x) * (x * x), 1 / x (exp(log|x|) was not even x, and +inf at the
+      largest float32). Each multiply rounds once: x, the square and 1 / x are pow's correctly
+      rounded values, the cube and fourth power within 2 and 3 roundings
       (relative error below 2^-23 and 3 * 2^-24 in f32). An intermediate overflows only where
       x^n does (|x| > 1) and reaches the denormals only where x^n is 0 (|x| < 1). The multiplies
       carry no fast-math flags (an intrinsic's call cannot), so contraction never fuses the
