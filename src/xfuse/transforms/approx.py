@@ -31,7 +31,8 @@ their constants are shared (`SharedConstants`): one op per value in each block.
 - erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x p(x^2) / q(x^2) with q(0) = 1.
 - tanh and erf of y times (or divided by) a constant c fold c (1 / c) into their coefficients
   (`_scaled_argument`).
-- pow: exp(y * log|x|) with the C99 special cases (negative bases with integer exponents, 0, 1).
+- pow: exp(y * log|x|) with the C99 special cases (negative bases with integer exponents, 0, 1);
+  a constant y of 1, 2, 3, 4, -1 or +-1/2 never gets here (`expand_math.PowBySimpleConstant`).
 - rsqrt: the host's estimate (an `arcp` division by sqrt, which LLVM's x86 backend turns into
   `vrsqrt14ps`/`vrsqrtps` and one Newton step of its own), then one Newton step of ours with the
   residual 1 - x y^2 computed with FMAs to one rounding; denormals scaled, 0 and inf selected.
@@ -451,7 +452,9 @@ def _log1p_of_unit(x: SSAValue) -> SSAValue:
 def log1p(x: SSAValue) -> SSAValue:
     if isinstance(x.owner, math.ExpOp):
         y = x.owner.operand
-        return _log1p_of_unit(x) if _is_non_positive(y) else _log_of_one_plus_exp(y, False)
+        return (
+            _log1p_of_unit(x) if _is_non_positive(y) else _log_of_one_plus_exp(y, sum_rounded=False)
+        )
     # Goldberg: u = 1 + x; log(u) * x / (u - 1) corrects u's rounding (x where u rounds to 1).
     u = arith.AddfOp(_f32(1.0), x)
     corrected = arith.DivfOp(arith.MulfOp(log(u.result), x), arith.SubfOp(u, _f32(1.0)))

@@ -208,7 +208,7 @@ class PowBySimpleConstant(RewritePattern):
     exp(y log|x|) (f32: 107 ops, within ~130 ulps; f64: a libm or libmvec call):
 
     - y = 1, 2, 3, 4, -1: `math.fpowi`, which `ew-to-llvm` lowers to `llvm.powi` and LLVM to x,
-      x * x, (x * x) * x, (x * x) * (x * x), 1 / x (exp(log|x|) was not even x, and +inf at the
+      x * x, (x * x) * x, (x * x) * (x * x), 1 / x (exp(log|x|) was not always x: +inf at the
       largest float32). Each multiply rounds once: x, the square and 1 / x are pow's correctly
       rounded values, the cube and fourth power within 2 and 3 roundings
       (relative error below 2^-23 and 3 * 2^-24 in f32). An intermediate overflows only where

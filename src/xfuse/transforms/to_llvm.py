@@ -616,8 +616,7 @@ _INTRINSIC_SUFFIXES: dict[type[Attribute], str] = {
 
 def float_intrinsic(op: Operation, name: str) -> llvm.CallIntrinsicOp:
     """A call of `llvm.<name>.<f16|f32|f64>` on the operands of `op`, float scalars of its result
-    type (and integers: `llvm.powi.f32.i32`, each integer operand's type in the name, LLVM's
-    mangling of the intrinsics overloaded on them).
+    type (`llvm.powi`, overloaded on its exponent's type too, is `llvm.powi.f32.i32`).
 
     The name is mangled here, not by xDSL's converter: it declares the `llvm.intr.*` ops' intrinsics
     under the bare name (`llvm.sqrt`), so one program with an f32 and an f64 sqrt reused the first
@@ -627,8 +626,9 @@ def float_intrinsic(op: Operation, name: str) -> llvm.CallIntrinsicOp:
     suffix = _INTRINSIC_SUFFIXES.get(type(type_))
     if suffix is None:
         raise DiagnosticException(f"ew-to-llvm: '{op.name}' on {type_} has no lowering")
-    integers = "".join(f".i{t.width.data}" for t in op.operand_types if isinstance(t, IntegerType))
-    return llvm.CallIntrinsicOp(f"llvm.{name}.{suffix}{integers}", op.operands, [type_])
+    if isinstance(op, math.FPowIOp):
+        suffix += f".i{cast(IntegerType, op.rhs.type).width.data}"
+    return llvm.CallIntrinsicOp(f"llvm.{name}.{suffix}", op.operands, [type_])
 
 
 class MinMaxToLlvm(RewritePattern):
