@@ -1026,28 +1026,33 @@ def _fortran_only(value: Any) -> bool:
     )
 
 
+def out_buffers(out: Any) -> list[Any]:
+    """The buffers of a call's `out`: None, one buffer, a sequence or a mapping of them."""
+    if out is None:
+        return []
+    if isinstance(out, Mapping):
+        return list(out.values())
+    return list(out) if isinstance(out, list | tuple) else [out]
+
+
+def each_buffer(out: Any, function: Callable[[Any], Any]) -> Any:
+    """`out` (as `out_buffers` takes it) in the same form, `function` applied to each buffer."""
+    if isinstance(out, Mapping):
+        return {name: function(buffer) for name, buffer in out.items()}
+    if isinstance(out, list | tuple):
+        return [function(buffer) for buffer in out]
+    return None if out is None else function(out)
+
+
 def fortran_ordered(inputs: Sequence[Any], out: Any, rank: int) -> bool:
     """The inputs are Fortran-ordered arrays of one shape, of `rank` dims (0: any), and so is
     every `out` buffer (if any): the kernel can run on their transposes without copying."""
-    buffers = list(out.values()) if isinstance(out, Mapping) else out
-    buffers = [] if buffers is None else buffers if isinstance(buffers, list | tuple) else [buffers]
-    arrays = [*inputs, *buffers]
+    arrays = [*inputs, *out_buffers(out)]
     return (
         bool(inputs)
         and all(_fortran_only(array) and rank in (0, array.ndim) for array in arrays)
         and len({array.shape for array in arrays}) == 1
     )
-
-
-def transposed_buffers(out: Any) -> Any:
-    """`out` (None, one array, a sequence or a mapping of them) with each array transposed."""
-    if out is None:
-        return None
-    if isinstance(out, Mapping):
-        return {name: buffer.T for name, buffer in out.items()}
-    if isinstance(out, list | tuple):
-        return [buffer.T for buffer in out]
-    return out.T
 
 
 @dataclass(frozen=True)
@@ -1822,7 +1827,7 @@ class Kernel(CompiledProgram):
         transposed = rank is not None and fortran_ordered(values, out, rank)
         if transposed:
             values = [value.T for value in values]
-            out = transposed_buffers(out)
+            out = each_buffer(out, np.transpose)
         arrays = [check_input(p, v) for p, v in zip(self.function.inputs, values, strict=True)]
         shape = self._flat_shape(arrays)
         if shape is not None:
@@ -1902,8 +1907,4 @@ class Kernel(CompiledProgram):
                 raise ArgumentError("out: must be C-contiguous and aligned")
             return buffer.reshape(-1)
 
-        if isinstance(out, Mapping):
-            return {name: flat(buffer) for name, buffer in out.items()}
-        if isinstance(out, list | tuple):
-            return [flat(buffer) for buffer in out]
-        return flat(out)
+        return each_buffer(out, flat)
