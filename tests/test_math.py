@@ -207,12 +207,33 @@ def test_erf_of_denormals_keeps_their_digits(math_mode: str) -> None:
 
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
 @pytest.mark.parametrize(
+    ("source", "scale"),
+    [
+        ("out = erf(x);", 1.0),
+        ("out = erf(x * 0.70710678118654752);", float(np.float32(0.70710678118654752))),
+        ("out = erf(x / 1.4142135623730951);", 1 / float(np.float32(1.4142135623730951))),
+        ("out = erf(x * -3.0);", -3.0),
+    ],
+)
+def test_erf_never_passes_one(source: str, scale: float, math_mode: str) -> None:
+    # approx's rational exceeds 1 by up to 3 ulps from c x ~ 3.65 up to its clamp near 4 / |c|
+    # (erf(x / sqrt 2) was -1.0000002 at x = -5.2): every float32 with c x in [3.3, 4.5].
+    bits = np.float32([3.3 / abs(scale), 4.5 / abs(scale)]).view(np.int32)
+    x = np.arange(bits[0], bits[1], dtype=np.int32).view(np.float32)
+    x = np.concatenate([x, -x, np.float32([np.inf, -np.inf])])
+    out = xfuse.compile(source, math=math_mode)(x=x)
+    assert np.abs(out).max() == 1.0
+    np.testing.assert_array_equal(out[-2:], np.float32([1.0, -1.0]) * np.sign(scale))
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+@pytest.mark.parametrize(
     ("op", "constant", "source"),
     [
         (ew.ErfOp, 0.70710678118654752, "out = erf(x * 0.70710678118654752);"),
         (ew.ErfOp, 1.4142135623730951, "out = erf(x / 1.4142135623730951);"),
         (ew.ErfOp, 1.702, "out = erf(1.702 * x);"),
-        (ew.ErfOp, -3.0, "out = erf(x * -3.0);"),  # not folded: no exact clamp near 4 / 3
+        (ew.ErfOp, -3.0, "out = erf(x * -3.0);"),
         (ew.ErfOp, 16.0, "out = erf(x * 16.0);"),
         (ew.ErfOp, 16.0, "out = erf(x / 16);"),
         (ew.TanhOp, 0.7978845608, "out = tanh(0.7978845608 * x);"),

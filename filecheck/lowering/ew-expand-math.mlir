@@ -179,25 +179,30 @@ func.func @log_of_one_plus_exp(%x: f32) -> f32 {
 }
 
 // erf and tanh of x times a constant c (1/16 <= |c| <= 16) fold c into their rationals'
-// coefficients: no multiply by c is left, x itself is clamped (erf: at the float32 near 4 / c
-// where the quotient is exactly 1; tanh: x^2 at (8.5 / c)^2). c = -3 has no such float32 near
-// 12 / 3 for erf: its multiply stays. libm calls the functions of the products.
+// coefficients: no multiply by c is left, x itself is clamped (erf: at the last float32 where
+// the quotient is exactly 1 before it first passes 1, its Horner steps FMAs whatever the
+// fast-math flags; tanh: x^2 at (8.5 / c)^2). libm calls the functions of the products.
 // CHECK-LABEL: func.func @scaled_erf_and_tanh
 // CHECK-SAME:    (%[[X:.*]]: f32)
-// CHECK-DAG:     %[[ERF_LIMIT:.*]] = arith.constant 5.65685463 : f32
+// CHECK-DAG:     %[[ERF_LIMIT:.*]] = arith.constant 5.17073774 : f32
+// CHECK-DAG:     %[[ERF3_LIMIT:.*]] = arith.constant 1.21468067 : f32
 // CHECK-DAG:     %[[TANH_LIMIT:.*]] = arith.constant 113.490028 : f32
 // CHECK-NOT:     arith.constant 0.707106769
+// CHECK-NOT:     arith.constant -3.000000e+00
 // CHECK-NOT:     arith.constant 0.797884583
 // CHECK:         %[[ERF_ABOVE:.*]] = arith.cmpf ogt, %[[X]], %[[ERF_LIMIT]] : f32
 // CHECK-NEXT:    arith.select %[[ERF_ABOVE]], %[[ERF_LIMIT]], %[[X]] : f32
+// CHECK:         %[[ERF_SQUARE:.*]] = arith.mulf %[[ERF_X:.*]], %[[ERF_X]] : f32
+// CHECK-NEXT:    %[[ERF_STEP:.*]] = math.fma %{{.*}}, %[[ERF_SQUARE]], %{{.*}} : f32
+// CHECK-NEXT:    math.fma %[[ERF_STEP]], %[[ERF_SQUARE]], %{{.*}} : f32
 // CHECK:         %[[ERF:.*]] = arith.divf
-// CHECK:         %[[PRODUCT:.*]] = arith.mulf %{{.*}}, %[[X]] : f32
-// CHECK-NEXT:    arith.cmpf ogt, %[[PRODUCT]], %{{.*}} : f32
-// CHECK:         %[[UNSCALED:.*]] = arith.divf
+// CHECK-NEXT:    %[[ERF3_ABOVE:.*]] = arith.cmpf ogt, %[[X]], %[[ERF3_LIMIT]] : f32
+// CHECK-NEXT:    arith.select %[[ERF3_ABOVE]], %[[ERF3_LIMIT]], %[[X]] : f32
+// CHECK:         %[[ERF3:.*]] = arith.divf
 // CHECK:         %[[SQUARE:.*]] = arith.mulf %[[X]], %[[X]] : f32
 // CHECK-NEXT:    %[[TANH_ABOVE:.*]] = arith.cmpf ogt, %[[SQUARE]], %[[TANH_LIMIT]] : f32
 // CHECK-NEXT:    arith.select %[[TANH_ABOVE]], %[[TANH_LIMIT]], %[[SQUARE]] : f32
-// CHECK:         func.return %[[ERF]], %[[UNSCALED]], %{{.*}} : f32, f32, f32
+// CHECK:         func.return %[[ERF]], %[[ERF3]], %{{.*}} : f32, f32, f32
 // LIBM-LABEL: func.func @scaled_erf_and_tanh
 // LIBM-SAME:     (%[[X:.*]]: f32)
 // LIBM:          %[[SCALED:.*]] = arith.mulf %[[X]], %{{.*}} : f32
@@ -224,7 +229,7 @@ func.func @scaled_erf_and_tanh(%x: f32) -> (f32, f32, f32) {
 // CHECK-LABEL: func.func @erf_of_a_quotient
 // CHECK-SAME:    (%[[X:.*]]: f32)
 // CHECK-NOT:     arith.divf %[[X]]
-// CHECK:         %[[LIMIT:.*]] = arith.constant 5.6568532 : f32
+// CHECK:         %[[LIMIT:.*]] = arith.constant 5.15133715 : f32
 // CHECK:         arith.cmpf ogt, %[[X]], %[[LIMIT]] : f32
 // CHECK-NOT:     arith.divf %[[X]]
 // CHECK:         func.return

@@ -28,7 +28,8 @@ their constants are shared (`SharedConstants`): one op per value in each block.
 - tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8), x^2 <= 8.5^2, clamped to +-1;
   of softplus(y) (Mish, `y * tanh(softplus(y))`) or of log(1 + exp(y)) (with the composition's
   +0 and NaN): n / (n + 2) with n = e^y (e^y + 2).
-- erf: a rational p(x)/q(x) on |x| <= 4 (Eigen's fast erf), as x p(x^2) / q(x^2) with q(0) = 1.
+- erf: a rational p(x)/q(x) (Eigen's fast erf), as x p(x^2) / q(x^2) with q(0) = 1 and FMAs,
+  clamped where it is exactly 1 before it first passes 1 (|x| ~ 3.65).
 - tanh and erf of y times (or divided by) a constant c fold c (1 / c) into their coefficients
   (`_scaled_argument`).
 - pow: exp(y * log|x|) with the C99 special cases (negative bases with integer exponents, 0, 1);
@@ -49,6 +50,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import cast
 
+import numpy as np
 from xdsl.builder import Builder, ImplicitBuilder
 from xdsl.dialects import arith, llvm, math
 from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, IntegerType
@@ -130,6 +132,11 @@ _TANH_DENOMINATOR = (
 )
 _TANH_OF_SOFTPLUS_ONE_FROM = 9.1  # tanh(softplus(y)) rounds to 1 in float32 from y ~ 9.011
 _ERF_CLAMP = 4.0
+_ERF_SCAN_FROM = 3.5
+"""`_erf_rational` looks for erf(c y)'s clamp from c y = 3.5 up: below it 1 - erf > 7.4e-7, 12
+ulps of 1 below 1, more than the rational's error and rounding (its quotient stayed below 1 - 5
+ulps up to c y = 3.55 for 40 scales, 2026-12-03)."""
+_ERF_SCAN_CHUNK = 1 << 17
 _FOLDED_SCALE_MIN = 1 / 16  # `_scaled_argument`: the smallest |c| folded, and 1 / it the largest
 _ERF_NUMERATOR = (
     -2.72614225801306e-10,
@@ -291,11 +298,16 @@ def _select(condition: Value, if_true: Value, if_false: Value) -> arith.SelectOp
     )
 
 
-def _polynomial(x: Value, coefficients: Sequence[float]) -> Value:
-    """Horner's rule; coefficients from the highest degree down."""
+def _polynomial(x: Value, coefficients: Sequence[float], *, fused: bool = False) -> Value:
+    """Horner's rule; coefficients from the highest degree down. `fused`: each step one
+    `math.fma`, whatever the fast-math flags (else a multiply and an add, which `contract` lets
+    LLVM fuse)."""
     result: Value = _f32(coefficients[0])
     for coefficient in coefficients[1:]:
-        result = _float_op(arith.AddfOp, _float_op(arith.MulfOp, result, x), _f32(coefficient))
+        if fused:
+            result = math.FmaOp(result, x, _f32(coefficient))
+        else:
+            result = _float_op(arith.AddfOp, _float_op(arith.MulfOp, result, x), _f32(coefficient))
     return result
 
 
@@ -605,8 +617,14 @@ def _check_power_of_two(value: float) -> None:
 @functools.cache
 def _erf_rational(scale: float) -> tuple[float, list[float], list[float]] | None:
     """The clamp L of erf(c y)'s y and its rational's float32 coefficients (q(0) = 1), or None
-    where no float32 within 16 ulps of 4 / |c| makes it exactly 1 at L, with FMAs and without
-    (the Horner steps contracted or not), which erf(inf) and GELU's 0 * inf need (`erf`)."""
+    where no float32 y makes the quotient exactly 1 before it first exceeds 1.
+
+    The rational passes 1 by up to 3 ulps from c y ~ 3.65 (where 1 - erf is ~2.4e-7, Eigen's
+    fast erf does the same), so L is the last y before that where the quotient, evaluated as
+    `erf` does (FMAs), is exactly 1: |erf| <= 1 everywhere, and erf(inf) and GELU's 0 * inf
+    see exactly +-1 (`erf`). Found by evaluating every float32 y from c y = 3.5 on, in chunks,
+    up to the chunk where the quotient first exceeds 1 (~0.6 M floats, ~25 ms, once per
+    scale in a process)."""
     normalized = 1 / _ERF_DENOMINATOR[-1]
     numerator = [
         _rounded_to_float32(c)
@@ -616,38 +634,38 @@ def _erf_rational(scale: float) -> tuple[float, list[float], list[float]] | None
         _rounded_to_float32(c)
         for c in _scaled_coefficients(_ERF_DENOMINATOR, scale, odd=False, by=normalized)
     ]
-    nearest = _rounded_to_float32(_ERF_CLAMP / abs(scale))
-    for step in sorted(range(-16, 17), key=abs):
-        limit = _float32_step(nearest, step)
-        square = _rounded_to_float32(limit * limit)
-        if all(
-            _rounded_to_float32(
-                _rounded_to_float32(limit * _horner32(numerator, square, fused))
-                / _horner32(denominator, square, fused)
-            )
-            == 1.0
-            for fused in (False, True)
-        ):
-            return limit, numerator, denominator
-    return None
+    # |quotient| is that of |c|'s coefficients: c's sign only negates the numerator's.
+    first = np.float32(_ERF_SCAN_FROM / abs(scale)).view(np.int32)
+    last = np.float32(_ERF_CLAMP / abs(scale)).view(np.int32)
+    limit = None
+    for chunk_start in range(int(first), int(last) + 1, _ERF_SCAN_CHUNK):
+        bits = np.arange(chunk_start, min(chunk_start + _ERF_SCAN_CHUNK, int(last) + 1))
+        y = bits.astype(np.int32).view(np.float32)
+        square = y * y
+        quotient = np.abs(y * _horner_fma32(numerator, square) / _horner_fma32(denominator, square))
+        past_one = np.flatnonzero(quotient > 1)
+        end = past_one[0] if past_one.size else y.size
+        ones = np.flatnonzero(quotient[:end] == 1)
+        if ones.size:
+            limit = float(y[ones[-1]])
+        if past_one.size:
+            break
+    return None if limit is None else (limit, numerator, denominator)
 
 
-def _float32_step(value: float, steps: int) -> float:
-    """The float32 `steps` ulps above the positive float32 `value` (below where negative)."""
-    return struct.unpack(
-        "f", struct.pack("I", struct.unpack("I", struct.pack("f", value))[0] + steps)
-    )[0]
-
-
-def _horner32(coefficients: Sequence[float], t: float, fused: bool) -> float:
-    """`_polynomial` in float32 arithmetic, each step an FMA (`fused`) or a multiply and an add."""
-    result = coefficients[0]
+def _horner_fma32(coefficients: Sequence[float], t: np.ndarray) -> np.ndarray:
+    """`_polynomial(fused=True)` in numpy on float32 `t`: each step's product is exact in
+    float64 and the sum rounds there and then to float32 (an FMA's result, but for the double
+    rounding of a float64 sum on a float32 midpoint)."""
+    t64 = t.astype(np.float64)
+    result = np.full(t.shape, coefficients[0], np.float64)
+    rounded = np.empty(t.shape, np.float32)
     for coefficient in coefficients[1:]:
-        product = result * t  # exact in float64: two float32 significands
-        if not fused:
-            product = _rounded_to_float32(product)
-        result = _rounded_to_float32(product + coefficient)
-    return result
+        np.multiply(result, t64, out=result)
+        np.add(result, coefficient, out=result)
+        np.copyto(rounded, result, casting="unsafe")
+        np.copyto(result, rounded)
+    return rounded
 
 
 def erf(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
@@ -667,8 +685,8 @@ def erf(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
     # which no FMA that contraction makes of a last multiply and its consumer (GELU's 1 + erf)
     # could make of a product (GELU(-inf) would be +inf, not NaN).
     scaled = [coefficient * result_scale for coefficient in numerator]
-    product = arith.MulfOp(clamped, _polynomial(y2, scaled))
-    return arith.DivfOp(product, _polynomial(y2, denominator)).result
+    product = arith.MulfOp(clamped, _polynomial(y2, scaled, fused=True))
+    return arith.DivfOp(product, _polynomial(y2, denominator, fused=True)).result
 
 
 def pow(x: SSAValue, y: SSAValue) -> SSAValue:
