@@ -428,6 +428,19 @@ def test_loops_rounding_bf16_in_hardware_take_one_register_of_floats() -> None:
     assert rounded + 2 * body.count("cvtne2ps2bf16") == BF16_LONG_BODY_INTERLEAVE
 
 
+def test_bf16_loops_calling_libm_compile_silently(
+    use_cpu: Callable[[str, str], HostCpu], capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A loop that rounds bf16 in hardware and calls libm's `tanhf` cannot be vectorized: it
+    gets no vector width, which made LLVM print "loop not vectorized" on stderr (a
+    compile for an AVX512_BF16 host; nothing runs)."""
+    features = "+avx2,+fma,+f16c,+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx512bf16"
+    assert use_cpu("sapphirerapids", features).rounds_bf16
+    kernel = xfuse.compile("input bf16 x[n]; y = tanh(x);", math="libm")
+    assert "@tanhf" in kernel.llvm_ir and "fptrunc" in kernel.llvm_ir
+    assert capfd.readouterr().err == ""
+
+
 def hot_loop_mnemonics(asm: str) -> list[str]:
     """The instructions of the longest innermost loop (label to backward branch, containing no
     other) of `asm`'s first function, by mnemonic."""

@@ -470,6 +470,17 @@ def _narrows_bf16_in_hardware(blocks: set[llvm_ir.Block]) -> bool:
     )
 
 
+def _calls_functions(blocks: set[llvm_ir.Block]) -> bool:
+    """Whether the loop of `blocks` calls a function that is not an LLVM intrinsic (libm's
+    under `math=libm`), which may keep LLVM from vectorizing it."""
+    return any(
+        isinstance(instruction, llvm_ir.CallInstr)
+        and not instruction.callee.name.startswith("llvm.")
+        for block in blocks
+        for instruction in block.instructions
+    )
+
+
 def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
     """Mark each innermost loop's memory accesses as free of loop-carried dependences, and give
     it an interleave count: `interleave`, or where None the one `interleave_count` chooses from
@@ -492,7 +503,9 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
     LLVM 22's cost model prices `fptrunc` to `<16 x bfloat>` so high that it vectorized a plain
     f32 -> bf16 loop 4 wide (1.3 cycles an element in cache, against 0.3 at 16 wide), and the
     bf16 GELU 32 wide, with constants reloaded each iteration (docs/benchmarks.md); a long one
-    is interleaved `BF16_LONG_BODY_INTERLEAVE` times."""
+    is interleaved `BF16_LONG_BODY_INTERLEAVE` times. Not where it calls a function (libm's
+    `tanhf`): a width asks LLVM to vectorize, and where it cannot, LLVM printed a "loop not
+    vectorized" remark on stderr at every compile."""
     for function in module.functions:
         for latch, blocks in _innermost_loops(function):
             group = _distinct_node(module, [])
@@ -521,7 +534,7 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
                 map(host_cpu().masks, _accessed_bytes(blocks))
             ):
                 properties.append(_loop_flag(module, "llvm.loop.vectorize.predicate.enable"))
-            if rounds_bf16:
+            if rounds_bf16 and not _calls_functions(blocks):
                 properties.append(
                     _loop_property(module, "llvm.loop.vectorize.width", host_cpu().float_lanes)
                 )
