@@ -72,13 +72,16 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
     "ew-expand-math": (
         "`ew-expand-math{math=approx}`: vectorizable math",
         "`math.tanh` is replaced by a clamped rational approximation in plain arithmetic, which "
-        "LLVM can vectorize (`math=libm` would call `tanhf` instead and keep the loop scalar).",
+        "LLVM can vectorize (`math=libm` would call `tanhf` instead and keep the loop scalar). "
+        "Its ops carry fast-math `contract`, so LLVM fuses their multiplies and adds into FMAs; "
+        "the program's own arithmetic carries no flags and rounds op by op, as numpy does.",
     ),
     "ew-to-llvm": (
         "`ew-to-llvm`: the `llvm` dialect",
         "Everything becomes xDSL's `llvm` dialect: the loop is basic blocks and branches, each "
         "memref argument a pointer plus one `i64` per dynamic dimension (the native calling "
-        "convention), float ops carry fast-math `contract`. `@main.packed` is what the runtime "
+        "convention), float ops keep their own fast-math flags (`fastmath=contract` would add "
+        "`contract` to every one). `@main.packed` is what the runtime "
         "calls: it reads those arguments from one array of 8-byte words, so a program may have "
         "more arrays than a C call through ctypes takes (1024 arguments).",
     ),

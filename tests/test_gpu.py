@@ -183,7 +183,11 @@ def test_ptx_approx_uses_the_gpus_instructions() -> None:
 def test_bf16_moves_eight_elements_per_access_and_computes_in_f32() -> None:
     k = xfuse.compile("out = x * y + 1;", dtype="bfloat16", target="cuda")
     assert "ld.global.v4.b32" in k.ptx  # 8 bf16 = 128 bits
-    assert "fma.rn.f32" in k.ptx
+    assert "mul.rn.f32" in k.ptx and "add.rn.f32" in k.ptx  # each rounded, as written
+    contracted = xfuse.compile(
+        "out = x * y + 1;", dtype="bfloat16", target="cuda", fastmath="contract"
+    )
+    assert "fma.rn.f32" in contracted.ptx and "mul.rn.f32" not in contracted.ptx
 
 
 def test_stages_are_visible(gelu: Gelu) -> None:

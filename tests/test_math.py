@@ -524,6 +524,26 @@ def test_overflowing_approx_pow_stays_infinite_next_to_other_ops(
     check(kernel(x=x), want, ew.ErrorBound(2e-5))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_programs_arithmetic_rounds_as_written(dtype: type) -> None:
+    # No FMA joins the program's multiplies and adds by default: numpy's bits at every length
+    # (vector body and remainder alike), overflows included (2 x - x at 3.4e38 was 3.4e38 with
+    # `contract`, and x x - y y finite where both squares overflow).
+    source = "out = 2 * x - x + (x * x - y * y) * 0.5 + x * y * 0.999 + 0.001;"
+    kernel = xfuse.compile(source, dtype=np.dtype(dtype).name)
+    rng = np.random.default_rng(7)
+    big = np.finfo(dtype).max
+    x = np.concatenate([rng.standard_normal(1000), [big, -big, big / 3, 1e20, np.inf]])
+    y = np.concatenate([rng.standard_normal(1000), [big, big, -big, -1e20, 1.0]])
+    x, y = x.astype(dtype), y.astype(dtype)
+    with np.errstate(all="ignore"):
+        want = 2 * x - x + (x * x - y * y) * dtype(0.5) + x * y * dtype(0.999) + dtype(0.001)
+    for n in (x.size, 1000, 999, 37, 5):
+        np.testing.assert_array_equal(kernel(x=x[-n:], y=y[-n:]), want[-n:])
+    contracted = xfuse.compile(source, dtype=np.dtype(dtype).name, fastmath="contract")
+    assert "fmul contract" in contracted.llvm_ir and "fmul contract" not in kernel.llvm_ir
+
+
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_log1p_keeps_tiny_values_and_its_special_cases(math_mode: str, dtype: type) -> None:

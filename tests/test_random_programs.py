@@ -24,7 +24,8 @@ included: inputs and constants; + - * / sqrt (correctly rounded) and neg, abs, m
 (exact; max and min order -0 below +0, as LLVM's maximum/minimum) of exact operands; ±0 times a
 finite value of known sign; the special cases of the other functions on exact ±0, ±inf or NaN that
 give ±0 or ±inf (tanh(-0) = -0, exp(-inf) = +0, rsqrt(-0) = -inf, pow(-0, 3) = -0, ...). A sum
-of a product is not exact: LLVM may contract the two into an FMA.
+of a product is exact too: the program's own arithmetic is never contracted into an FMA (the
+default `fastmath="none"`).
 
 Where xfuse and float64 numpy may legitimately disagree the value is *undecided* (radius inf), and
 everything computed from it is not checked:
@@ -33,9 +34,7 @@ everything computed from it is not checked:
   anywhere in the exponent's ball, not only at a corner), a pow of a NaN exponent whose base may
   be exactly 1, a result within the error of float32 overflow;
 - the operand is a zero of unknown sign (a ball that holds 0 and is not exact) where its sign
-  decides the result: division by it, pow of it with a negative exponent, rsqrt of it;
-- a product that overflows: with `fastmath=contract` LLVM may fuse it into an FMA with a following
-  add, which does not overflow.
+  decides the result: division by it, pow of it with a negative exponent, rsqrt of it.
 Everything else is checked: a NaN center demands NaN, an inf center the same inf, a finite center
 a finite value within the radius (the same value, and the same sign of zero, where it is exact).
 `test_the_oracle_*` show the check does fail on a wrong op, a wrong NaN, a wrong inf and a wrong
@@ -233,14 +232,11 @@ class Ball:
     """Reference values (float32 numbers held in float64) and how far xfuse may be from each.
 
     radius is 0 where the value is exact: IEEE decides it bit for bit (sign of zero included), as
-    for a decided NaN or ±inf; it is inf where the result is undecided. `product` marks a
-    product (or a negated one): LLVM may contract it into an FMA with a following add, which then
-    sees it unrounded.
+    for a decided NaN or ±inf; it is inf where the result is undecided.
     """
 
     center: np.ndarray
     radius: np.ndarray
-    product: bool = False
 
     @property
     def undecided(self) -> np.ndarray:
@@ -304,8 +300,6 @@ def _exact(
 ) -> np.ndarray:
     """Where the result is exact: see `Ball`."""
     operands_exact = functools.reduce(np.logical_and, [a.exact for a in args])
-    if op in (ew.AddOp, ew.SubOp) and any(a.product for a in args):
-        return np.zeros((), bool)  # maybe contracted into an FMA: rounded once instead of twice
     if op in CORRECTLY_ROUNDED:
         exact = operands_exact
         if op is ew.MulOp:  # ±0 times a nonzero finite value of known sign: a zero of known sign
@@ -367,7 +361,6 @@ def apply(
         overflowed = np.isinf(center) & np.isfinite(center_exact)
         uncertain_overflow = overflowed & (
             (np.abs(center_exact) * (1 - tolerance.relative) <= threshold) & ~exact
-            | (op is ew.MulOp)
         )
     undecided = (
         ~consistent
@@ -378,8 +371,7 @@ def apply(
         | functools.reduce(np.logical_or, [a.undecided for a in args])
     )
     radius = np.where(finite, radius, 0.0)
-    product = op is ew.MulOp or (op is ew.NegOp and args[0].product)
-    return Ball(center, np.where(undecided, np.inf, radius), product)
+    return Ball(center, np.where(undecided, np.inf, radius))
 
 
 def evaluate(program: Program, inputs: Sequence[np.ndarray], math_mode: str) -> list[Ball]:
@@ -600,9 +592,9 @@ def test_the_oracle_checks_the_sign_of_an_exact_zero() -> None:
     with pytest.raises(AssertionError, match="1 wrong elements"):
         check("sum", np.array([-0.0], np.float32), total, "-0 + 0")
     check("sum", np.array([0.0], np.float32), total, "-0 + 0")
-    # A product may be contracted into an FMA: a sum of it is not exact.
+    # A product is never contracted into an FMA: a sum of it is exact, and checked so.
     product = apply(ew.MulOp, [minus_zero, one], ARITHMETIC)
-    assert product.exact.all() and not apply(ew.AddOp, [product, zero], ARITHMETIC).exact.any()
+    assert product.exact.all() and apply(ew.AddOp, [product, zero], ARITHMETIC).exact.all()
 
 
 # ---------------------------------------------------------------------------------------------

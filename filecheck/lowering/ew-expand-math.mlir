@@ -15,7 +15,7 @@
 // CHECK-NOT:     math.erf
 // CHECK-NOT:     math.powf
 // CHECK:         %[[ROOT:.*]] = math.sqrt %{{.*}} : f32
-// CHECK-NEXT:    %[[ESTIMATE:.*]] = arith.divf %{{.*}}, %[[ROOT]] fastmath<arcp> : f32
+// CHECK-NEXT:    %[[ESTIMATE:.*]] = arith.divf %{{.*}}, %[[ROOT]] fastmath<arcp,contract> : f32
 // CHECK:         math.fma %{{.*}}, %[[ESTIMATE]], %{{.*}} : f32
 // CHECK:         func.return
 // LIBM-LABEL: func.func @f32_ops
@@ -54,17 +54,17 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
 // CHECK-NEXT:    arith.select
 // CHECK-NOT:     arith.cmpf
 // CHECK-NOT:     arith.select
-// CHECK:         %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_63]] : f32
-// CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[SMALL]], %[[TWO_TO_MINUS_63]] : f32
+// CHECK:         %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_63]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[SMALL]], %[[TWO_TO_MINUS_63]] fastmath<contract> : f32
 // CHECK:         %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
-// CHECK-NEXT:    %[[E:.*]] = arith.mulf %[[EARLY]], %[[SCALE]] : f32
+// CHECK-NEXT:    %[[E:.*]] = arith.mulf %[[EARLY]], %[[SCALE]] fastmath<contract> : f32
 // CHECK-NOT:     %[[INF]]
 // CHECK-NOT:     arith.select
 // CHECK-NOT:     arith.divf
 // CHECK:         %[[EP:.*]] = arith.mulf %[[E]], %{{.*}} : f32
-// CHECK-NEXT:    %[[EEP:.*]] = arith.mulf %[[E]], %[[EP]] : f32
-// CHECK-NEXT:    arith.addf %[[EEP]], %[[E]] : f32
-// CHECK:         arith.addf %{{.*}}, %[[X]] : f32
+// CHECK-NEXT:    %[[EEP:.*]] = arith.mulf %[[E]], %[[EP]] fastmath<contract> : f32
+// CHECK-NEXT:    arith.addf %[[EEP]], %[[E]] fastmath<contract> : f32
+// CHECK:         arith.addf %{{.*}}, %[[X]] fastmath<contract> : f32
 // CHECK:         arith.divf
 // CHECK:         arith.cmpf oeq, %[[X]], %[[INF]] : f32
 // CHECK-NEXT:    %[[GENERAL:.*]] = arith.select
@@ -94,14 +94,14 @@ func.func @softplus_parts(%x: f32) -> (f32, f32) {
 // CHECK:         arith.cmpf olt, %[[Y]], %[[MINUS_104]]
 // CHECK-NEXT:    arith.select
 // CHECK-NOT:     arith.select
-// CHECK:         %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_63]] : f32
-// CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[SMALL]], %[[TWO_TO_MINUS_63]] : f32
+// CHECK:         %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_63]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[SMALL]], %[[TWO_TO_MINUS_63]] fastmath<contract> : f32
 // CHECK:         %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
-// CHECK-NEXT:    %[[E:.*]] = arith.mulf %[[EARLY]], %[[SCALE]] : f32
-// CHECK-NEXT:    %[[E_PLUS_2:.*]] = arith.addf %[[E]], %[[TWO]] : f32
-// CHECK-NEXT:    %[[N:.*]] = arith.mulf %[[E]], %[[E_PLUS_2]] : f32
-// CHECK-NEXT:    %[[N_PLUS_2:.*]] = arith.addf %[[N]], %[[TWO]] : f32
-// CHECK-NEXT:    %[[RATIO:.*]] = arith.divf %[[N]], %[[N_PLUS_2]] : f32
+// CHECK-NEXT:    %[[E:.*]] = arith.mulf %[[EARLY]], %[[SCALE]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[E_PLUS_2:.*]] = arith.addf %[[E]], %[[TWO]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[N:.*]] = arith.mulf %[[E]], %[[E_PLUS_2]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[N_PLUS_2:.*]] = arith.addf %[[N]], %[[TWO]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[RATIO:.*]] = arith.divf %[[N]], %[[N_PLUS_2]] fastmath<contract> : f32
 // CHECK-NEXT:    %[[SATURATED:.*]] = arith.cmpf ogt, %[[Y]], %[[LIMIT]] : f32
 // CHECK-NEXT:    %[[T:.*]] = arith.select %[[SATURATED]], %[[ONE]], %[[RATIO]] : f32
 // CHECK-NEXT:    %[[MISH:.*]] = arith.mulf %[[Y]], %[[T]] : f32
@@ -192,14 +192,14 @@ func.func @log_of_one_plus_exp(%x: f32) -> f32 {
 // CHECK-NOT:     arith.constant 0.797884583
 // CHECK:         %[[ERF_ABOVE:.*]] = arith.cmpf ogt, %[[X]], %[[ERF_LIMIT]] : f32
 // CHECK-NEXT:    arith.select %[[ERF_ABOVE]], %[[ERF_LIMIT]], %[[X]] : f32
-// CHECK:         %[[ERF_SQUARE:.*]] = arith.mulf %[[ERF_X:.*]], %[[ERF_X]] : f32
+// CHECK:         %[[ERF_SQUARE:.*]] = arith.mulf %[[ERF_X:.*]], %[[ERF_X]] fastmath<contract> : f32
 // CHECK-NEXT:    %[[ERF_STEP:.*]] = math.fma %{{.*}}, %[[ERF_SQUARE]], %{{.*}} : f32
 // CHECK-NEXT:    math.fma %[[ERF_STEP]], %[[ERF_SQUARE]], %{{.*}} : f32
 // CHECK:         %[[ERF:.*]] = arith.divf
 // CHECK-NEXT:    %[[ERF3_ABOVE:.*]] = arith.cmpf ogt, %[[X]], %[[ERF3_LIMIT]] : f32
 // CHECK-NEXT:    arith.select %[[ERF3_ABOVE]], %[[ERF3_LIMIT]], %[[X]] : f32
 // CHECK:         %[[ERF3:.*]] = arith.divf
-// CHECK:         %[[SQUARE:.*]] = arith.mulf %[[X]], %[[X]] : f32
+// CHECK:         %[[SQUARE:.*]] = arith.mulf %[[X]], %[[X]] fastmath<contract> : f32
 // CHECK-NEXT:    %[[TANH_ABOVE:.*]] = arith.cmpf ogt, %[[SQUARE]], %[[TANH_LIMIT]] : f32
 // CHECK-NEXT:    arith.select %[[TANH_ABOVE]], %[[TANH_LIMIT]], %[[SQUARE]] : f32
 // CHECK:         func.return %[[ERF]], %[[ERF3]], %{{.*}} : f32, f32, f32
@@ -257,12 +257,12 @@ func.func @erf_of_a_quotient(%x: f32) -> f32 {
 // CHECK-NEXT:    %[[TANH_HIGH:.*]] = arith.select %[[TANH_ABOVE]], %[[HALF]], %[[TANH_HALF]] : f32
 // CHECK-NEXT:    %[[TANH_BELOW:.*]] = arith.cmpf olt, %[[TANH_HIGH]], %[[MINUS_HALF]] : f32
 // CHECK-NEXT:    %[[TANH:.*]] = arith.select %[[TANH_BELOW]], %[[MINUS_HALF]], %[[TANH_HIGH]] : f32
-// CHECK-NEXT:    %[[TANH_SUM:.*]] = arith.addf %[[HALF]], %[[TANH]] : f32
-// CHECK-NEXT:    %[[G:.*]] = arith.mulf %[[X]], %[[TANH_SUM]] : f32
+// CHECK-NEXT:    %[[TANH_SUM:.*]] = arith.addf %[[HALF]], %[[TANH]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[G:.*]] = arith.mulf %[[X]], %[[TANH_SUM]] fastmath<contract> : f32
 // CHECK-NOT:     arith.mulf %[[HALF]], %[[X]]
 // CHECK:         %[[ERF:.*]] = arith.divf
-// CHECK-NEXT:    %[[ERF_SUM:.*]] = arith.addf %[[HALF]], %[[ERF]] : f32
-// CHECK-NEXT:    %[[EG:.*]] = arith.mulf %[[X]], %[[ERF_SUM]] : f32
+// CHECK-NEXT:    %[[ERF_SUM:.*]] = arith.addf %[[HALF]], %[[ERF]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[EG:.*]] = arith.mulf %[[X]], %[[ERF_SUM]] fastmath<contract> : f32
 // CHECK-NEXT:    func.return %[[G]], %[[EG]] : f32, f32
 // CHECK-LABEL: func.func @gelu_sum_used_twice
 // CHECK-SAME:    (%[[X:.*]]: f32, %[[U:.*]]: f32)
@@ -348,13 +348,13 @@ func.func @log_sigmoid(%x: f32) -> f32 {
 // LDEXP-DAG:     %[[MAGIC_BITS:.*]] = arith.constant 1262485504 : i32
 // LDEXP-DAG:     %[[MAGIC:.*]] = arith.constant 0x4B400000 : f32
 // LDEXP-NOT:     arith.shli
-// LDEXP:         %[[SHIFTED:.*]] = arith.addf %{{.*}}, %[[MAGIC]] : f32
-// LDEXP:         %[[R_SQUARED:.*]] = arith.mulf %[[R:.*]], %[[R]] : f32
+// LDEXP:         %[[SHIFTED:.*]] = arith.addf %{{.*}}, %[[MAGIC]] fastmath<contract> : f32
+// LDEXP:         %[[R_SQUARED:.*]] = arith.mulf %[[R:.*]], %[[R]] fastmath<contract> : f32
 // LDEXP-NEXT:    %[[R_SQUARED_P:.*]] = arith.mulf %[[R_SQUARED]], %{{.*}} : f32
-// LDEXP-NEXT:    %[[MINUS_ONE:.*]] = arith.addf %[[R_SQUARED_P]], %[[R]] : f32
+// LDEXP-NEXT:    %[[MINUS_ONE:.*]] = arith.addf %[[R_SQUARED_P]], %[[R]] fastmath<contract> : f32
 // LDEXP-NEXT:    %[[BITS:.*]] = arith.bitcast %[[SHIFTED]] : f32 to i32
 // LDEXP-NEXT:    %[[N:.*]] = arith.subi %[[BITS]], %[[MAGIC_BITS]] : i32
-// LDEXP-NEXT:    %[[E_R:.*]] = arith.addf %[[MINUS_ONE]], %[[ONE]] : f32
+// LDEXP-NEXT:    %[[E_R:.*]] = arith.addf %[[MINUS_ONE]], %[[ONE]] fastmath<contract> : f32
 // LDEXP-NEXT:    %[[SCALED:.*]] = llvm.call_intrinsic "llvm.ldexp.f32.i32"(%[[E_R]], %[[N]]) : (f32, i32) -> f32
 // LDEXP-NEXT:    %[[OVERFLOWS:.*]] = arith.cmpf ogt, %[[X]], %{{.*}} : f32
 // LDEXP-NEXT:    %{{.*}} = arith.select %[[OVERFLOWS]], %[[INF]], %[[SCALED]] : f32

@@ -1,5 +1,5 @@
 // RUN: xfuse-opt %s -p ew-to-llvm | filecheck %s
-// RUN: xfuse-opt %s -p 'ew-to-llvm{fastmath=none}' | filecheck %s --check-prefix=NOFAST
+// RUN: xfuse-opt %s -p 'ew-to-llvm{fastmath=contract}' | filecheck %s --check-prefix=CONTRACT
 // RUN: xfuse-opt %s -p 'ew-to-llvm{f16c=true}' | filecheck %s --check-prefix=F16C
 // RUN: xfuse-opt %s -p 'ew-to-llvm{avx512bf16=true}' | filecheck %s --check-prefix=BF16HW
 // RUN: xfuse-opt %s -p 'ew-to-llvm{packed=false}' | filecheck %s --check-prefix=UNPACKED
@@ -10,6 +10,7 @@
 
 // Memref arguments become a pointer plus one i64 per dynamic dim; loads and stores index
 // row-major with a getelementptr; the loop becomes branches with an i64 induction variable.
+// Float ops carry their own fast-math flags only (`fastmath=contract` adds `contract`).
 // CHECK-LABEL: llvm.func @add
 // CHECK-SAME:    (%[[X:.*]]: !llvm.ptr, %[[N:.*]]: i64, %[[Y:.*]]: !llvm.ptr, %{{.*}}: i64, %[[OUT:.*]]: !llvm.ptr, %{{.*}}: i64)
 // CHECK:         llvm.br ^[[HEAD:.*]](%{{.*}} : i64)
@@ -18,12 +19,12 @@
 // CHECK-NEXT:    llvm.cond_br %[[MORE]]
 // CHECK:         %[[PX:.*]] = llvm.getelementptr inbounds %[[X]][%[[I]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
 // CHECK-NEXT:    %[[VX:.*]] = llvm.load %[[PX]] : !llvm.ptr -> f32
-// CHECK:         %[[S:.*]] = llvm.fadd %[[VX]], %{{.*}} {fastmathFlags = #llvm.fastmath<contract>} : f32
+// CHECK:         %[[S:.*]] = llvm.fadd %[[VX]], %{{.*}} : f32
 // CHECK-NEXT:    %[[M:.*]] = llvm.call_intrinsic "llvm.maximum.f32"(%[[S]], %{{.*}}) : (f32, f32) -> f32
 // CHECK-NEXT:    %[[PO:.*]] = llvm.getelementptr inbounds %[[OUT]][%[[I]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
 // CHECK-NEXT:    llvm.store %[[M]], %[[PO]] : f32, !llvm.ptr
-// NOFAST-LABEL: llvm.func @add
-// NOFAST:        llvm.fadd %{{.*}}, %{{.*}} : f32
+// CONTRACT-LABEL: llvm.func @add
+// CONTRACT:        llvm.fadd %{{.*}}, %{{.*}} {fastmathFlags = #llvm.fastmath<contract>} : f32
 func.func @add(%x: memref<?xf32>, %y: memref<?xf32>, %out: memref<?xf32>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -200,8 +201,8 @@ func.func @strided(%x: memref<?x4xf32, strided<[10, 2], offset: 3>>, %out: memre
 // CHECK-NEXT:    llvm.intr.fma(%{{.*}}, %{{.*}}, %{{.*}}) : (f64, f64, f64) -> f64
 // CHECK-NEXT:    llvm.call_intrinsic "llvm.sqrt.f32"(%{{.*}}) : (f32) -> f32
 // CHECK-NEXT:    llvm.call_intrinsic "llvm.sqrt.f64"(%{{.*}}) : (f64) -> f64
-// NOFAST-LABEL: llvm.func @flags_fma_sqrt
-// NOFAST:        llvm.fmul %{{.*}}, %{{.*}} {fastmathFlags = #llvm.fastmath<fast>} : f32
+// CONTRACT-LABEL: llvm.func @flags_fma_sqrt
+// CONTRACT:        llvm.fmul %{{.*}}, %{{.*}} {fastmathFlags = #llvm.fastmath<fast>} : f32
 func.func @flags_fma_sqrt(%a: f32, %b: f64) -> f64 {
   %m = arith.mulf %a, %a fastmath<fast> : f32
   %f = math.fma %m, %a, %a : f32

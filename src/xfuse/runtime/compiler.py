@@ -149,7 +149,7 @@ class Options:
 
     fuse: bool = True
     math: str = "approx"
-    fastmath: str = "contract"
+    fastmath: str = "none"
     reuse: bool = True
     opt_level: int = 3
     extra_passes: str = ""
@@ -541,7 +541,7 @@ def compile(
     dtype: DtypeSpec = "float32",
     shapes: Mapping[str, Sequence[int | str | None]] | None = None,
     threads: int = 1,
-    fastmath: str = "contract",
+    fastmath: str = "none",
     reuse: bool = True,
     opt_level: int = 3,
     extra_passes: str = "",
@@ -561,8 +561,10 @@ def compile(
     `[?]`). Declarations in the program (`input bf16 x[t, d];`) do the same from the source. Results
     have numpy's promoted dtype of what they are computed from (see `xfuse.frontend.builder`).
     `threads` splits the outermost dimension across threads; `fastmath` sets LLVM's fast-math flags
-    on float arithmetic ("contract" allows fused multiply-add; "none", "fast" or a list like
-    "contract,afn"); `opt_level` is LLVM's (0-3); `interleave` how many vector iterations LLVM's
+    on the program's float arithmetic (default "none": each op rounds as written, numpy's bits;
+    "contract" allows fused multiply-adds, which may keep an overflow finite: unsafe; "fast" or a
+    list like "contract,afn"; the approximations of `math="approx"` always use FMAs);
+    `opt_level` is LLVM's (0-3); `interleave` how many vector iterations LLVM's
     loop vectorizer interleaves (0: LLVM's cost model chooses, 1 to 16: that many; default None:
     4 for a long loop body, LLVM's choice for a short one, 1 over more than 16 arrays, see
     `xfuse.codegen.native.interleave_count`); `streaming=False` keeps normal stores in calls

@@ -117,7 +117,7 @@ def jit(
     fuse: bool = True,
     math: str = "approx",
     threads: int = 1,
-    fastmath: str = "contract",
+    fastmath: str = "none",
 ) -> Any:
     """Decorate a function of numpy arrays to compile it on first call (`@xfuse.jit` or
     `@xfuse.jit(math="libm")`)."""

@@ -54,6 +54,7 @@ import numpy as np
 from xdsl.builder import Builder, ImplicitBuilder
 from xdsl.dialects import arith, llvm, math
 from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, IntegerType
+from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
@@ -224,12 +225,34 @@ def expand(
     hosts with AVX-512, where LLVM lowers it so (elsewhere it calls `ldexpf` per element)."""
     block = op.parent_block()
     assert block is not None, "expand needs an op in a block"
+    before = op.prev_op
     with (
         _IMPLICIT_BUILDER_LOCK,
         _expanding(_Expansion(constants, block, ldexp)),
         ImplicitBuilder(Builder(InsertPoint.before(op))),
     ):
-        return approximation(*op.operands)
+        result = approximation(*op.operands)
+    _allow_contraction(op, before)
+    return result
+
+
+def _allow_contraction(end: Operation, before: Operation | None) -> None:
+    """Add `contract` to the fast-math flags of the float arithmetic an expansion inserted
+    (the ops after `before`, up to `end`): the approximations are written, and their clamps and
+    special values checked, for LLVM fusing their multiplies and adds into FMAs; the program's
+    own arithmetic carries no flags (`ew-to-llvm{fastmath=none}`), so no FMA joins an
+    expansion's multiply with the program's add, which could hide an overflow."""
+    current = end.prev_op
+    while current is not None and current is not before:
+        if isinstance(current, _CONTRACTIBLE):
+            flags = cast(arith.FastMathFlagsAttr, current.properties["fastmath"])
+            current.properties["fastmath"] = arith.FastMathFlagsAttr(
+                flags.data | {FastMathFlag.ALLOW_CONTRACT}
+            )
+        current = current.prev_op
+
+
+_CONTRACTIBLE = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.NegfOp)
 
 
 def _constant(value: FloatAttr | IntegerAttr) -> SSAValue:

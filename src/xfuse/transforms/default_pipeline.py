@@ -34,7 +34,7 @@ def default_pipeline(
     fuse: bool = True,
     reuse: bool = True,
     math: str = "approx",
-    fastmath: str = "contract",
+    fastmath: str = "none",
     f16c: bool = False,
     avx512bf16: bool = False,
     ldexp: bool = False,
@@ -97,8 +97,9 @@ class XfuseDefaultPass(ModulePass):
     math: Literal["approx", "libm"] = "approx"
     """`ew-expand-math`'s: vectorizable approximations, or calls to the C library."""
 
-    fastmath: str = "contract"
-    """`ew-to-llvm`'s fast-math flags."""
+    fastmath: str = "none"
+    """`ew-to-llvm`'s fast-math flags for the program's own arithmetic ("contract": FMAs,
+    unsafe)."""
 
     f16c: bool = False
     """`ew-to-llvm`'s f16 conversions in one instruction (x86 with F16C)."""

@@ -1126,12 +1126,15 @@ class EwToLlvmPass(ModulePass):
 
     name = "ew-to-llvm"
 
-    fastmath: str = "contract"
+    fastmath: str = "none"
     """Fast-math flags added to every float `addf`/`subf`/`mulf`/`divf`/`negf`: "none", "fast"
     (all flags) or a comma list of LLVM's flags, e.g. "contract" (fused multiply-add) or
     "contract,afn". They are a union with the op's own `fastmath<...>`: an op keeps every flag it
-    has and gains the option's (so `fastmath=none` lowers `fastmath<fast>` as fast, and the default
-    adds `contract` to an op without flags). Other ops carry no flags into LLVM."""
+    has and gains the option's (so `fastmath=none`, the default, lowers `fastmath<fast>` as fast
+    and an op without flags as IEEE's rounding of each op). `contract` is unsafe: an FMA rounds
+    once where the program rounds twice, so it may keep finite what overflows as written (`2 * x
+    - x` at 3.4e38 is not inf) and make an element's bits depend on whether it lands in a vector
+    or a scalar iteration. Other ops carry no flags into LLVM."""
 
     packed: bool = True
     """Also give every public function with a body a packed entry `@<name>.packed(ptr)` taking
