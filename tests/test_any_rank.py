@@ -39,8 +39,14 @@ def test_a_strided_input_is_copied_and_a_strided_out_rejected() -> None:
     kernel = xfuse.compile("out = x * 2;")
     base = np.arange(24, dtype=np.float32).reshape(4, 6)
     np.testing.assert_array_equal(kernel(x=base[:, ::2]), base[:, ::2] * 2)
-    with pytest.raises(xfuse.ArgumentError, match="out: must be C-contiguous"):
+    with pytest.raises(xfuse.ArgumentError, match="out 'out': must be C-contiguous .*or Fortran"):
         kernel(x=base[:, :3].copy(), out=np.empty((3, 4), np.float32).T)
+    two = xfuse.compile("a = x * 2; b = x + 1;", ["a", "b"])
+    c_order, f_order = np.empty((3, 4), np.float32), np.empty((4, 3), np.float32).T
+    with pytest.raises(xfuse.ArgumentError, match="out 'b': must be C-contiguous"):
+        two(x=base[:, :4].copy()[:3], out=(c_order, f_order))
+    with pytest.raises(xfuse.ArgumentError, match="out 'b': must be C-contiguous"):
+        two(x=base[:, :4].copy()[:3], out={"b": f_order, "a": c_order})
 
 
 def test_different_shapes_name_the_inputs() -> None:

@@ -1899,12 +1899,17 @@ class Kernel(CompiledProgram):
 
     def _flat_out(self, out: Any, shape: tuple[int, ...]) -> Any:
         """`out` buffers of `shape` as the flat views the kernel writes through."""
+        names = iter(out if isinstance(out, Mapping) else [p.name for p in self.function.outputs])
 
         def flat(buffer: Any) -> Any:
+            name = next(names, "?")
             if not isinstance(buffer, np.ndarray) or buffer.shape != shape:
                 return buffer  # the usual checks report it
             if not buffer.flags.c_contiguous:
-                raise ArgumentError("out: must be C-contiguous and aligned")
+                raise ArgumentError(
+                    f"out '{name}': must be C-contiguous and aligned (or Fortran-ordered, where "
+                    "every input and out buffer is)"
+                )
             return buffer.reshape(-1)
 
         return each_buffer(out, flat)
