@@ -120,3 +120,30 @@ def test_bad_dask_arguments_are_named_before_anything_runs(gelu: Gelu) -> None:
         kernel(x=x, b=x[0], r=da.ones((4, 5), dtype=np.float32))
     with pytest.raises(TypeError, match="missing a required argument: 'r'"):
         kernel(x=x, b=x[0])
+
+
+def test_a_kernel_without_shapes_takes_dask_arrays_of_any_one_shape() -> None:
+    # As on numpy arrays: `xfuse.compile` without shapes= runs each block flat (it was "expected
+    # 1 dimensions"), with chunks unified, Fortran-ordered blocks and several outputs.
+    kernel = xfuse.compile("a = x * y + 1; b = x - y;", ["a", "b"])
+    rng = np.random.default_rng(5)
+    x, y = (rng.standard_normal((100, 37), dtype=np.float32) for _ in range(2))
+    lazy_x = da.from_array(np.asfortranarray(x), chunks=(33, 10))
+    a, b = kernel(x=lazy_x, y=da.from_array(y, chunks=(50, 37)))
+    assert a.shape == b.shape == (100, 37) and a.chunks == ((33, 17, 16, 33, 1), (10, 10, 10, 7))
+    np.testing.assert_array_equal(a.compute(), x * y + 1)
+    np.testing.assert_array_equal(b.compute(), x - y)
+    with pytest.raises(ArgumentError, match=r"inputs of different shapes \('x' \(100, 37\)"):
+        kernel(x=lazy_x, y=da.from_array(y[:, :5]))
+
+
+def test_unknown_chunk_sizes_are_a_clear_error() -> None:
+    kernel = xfuse.compile("out = x * 2;")
+    x = da.arange(10, dtype=np.float32, chunks=3)
+    with pytest.raises(
+        ArgumentError, match=r"argument 'x': its chunk sizes are unknown.*compute_chunk_sizes"
+    ):
+        kernel(x=x[x > 4])
+    np.testing.assert_array_equal(
+        kernel(x=x[x > 4].compute_chunk_sizes()).compute(), np.arange(5, 10) * 2
+    )

@@ -25,6 +25,7 @@ import numpy as np
 
 from xfuse.runtime.arrays import (
     DYNAMIC_INDEX,
+    ArgumentError,
     bind_shapes,
     check_input,
     numpy_dtype,
@@ -77,11 +78,17 @@ def call(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any], out: An
             for axis, size in enumerate(parameter.shape)
             if size not in (DYNAMIC_INDEX, 1) and len(array.chunks[axis]) > 1
         }
+        if any(np.isnan(size) for size in array.shape):
+            raise ArgumentError(
+                f"argument '{parameter.name}': its chunk sizes are unknown (shape "
+                f"{array.shape}); call .compute_chunk_sizes() on it first"
+            )
         arrays.append(array.rechunk(static) if static else array)
-    iteration = bind_shapes(function.inputs, [array.shape for array in arrays])
+    flat = kernel.flat_shape(arrays)  # all-`?` kernels take any one shape, block by block
+    iteration = flat or bind_shapes(function.inputs, [array.shape for array in arrays])
     rank = len(iteration)
     for parameter in function.outputs:
-        if len(parameter.shape) != rank:
+        if not flat and len(parameter.shape) != rank:
             raise TypeError(
                 f"output '{parameter.name}' has {len(parameter.shape)} dimensions, not the "
                 f"{rank} of the iteration space: such programs cannot run on dask arrays"

@@ -1829,7 +1829,7 @@ class Kernel(CompiledProgram):
             values = [value.T for value in values]
             out = each_buffer(out, np.transpose)
         arrays = [check_input(p, v) for p, v in zip(self.function.inputs, values, strict=True)]
-        shape = self._flat_shape(arrays)
+        shape = self.flat_shape(arrays)
         if shape is not None:
             arrays = [array.reshape(-1) for array in arrays]
             out = self._flat_out(out, shape)
@@ -1881,8 +1881,10 @@ class Kernel(CompiledProgram):
         parameters = (*self.function.inputs, *self.function.outputs)
         return all(p.shape == (DYNAMIC_INDEX,) and p.dims is None for p in parameters)
 
-    def _flat_shape(self, inputs: Sequence[np.ndarray]) -> tuple[int, ...] | None:
-        """The one shape of inputs that are not 1-d, where the kernel runs them flat."""
+    def flat_shape(self, inputs: Sequence[Any]) -> tuple[int, ...] | None:
+        """The one shape of inputs (numpy or dask arrays) that are not 1-d, where the kernel
+        runs them flat (a kernel whose arrays are all `[?]`, e.g. `xfuse.compile` without
+        shapes); None where the usual checks apply."""
         shapes = {array.shape for array in inputs}
         if not self._flattens or all(len(shape) == 1 for shape in shapes):
             return None  # 1-d inputs: the usual checks apply
