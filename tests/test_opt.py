@@ -7,6 +7,7 @@ run as a process (as a user runs them), which must give the same exit status and
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import re
 import subprocess
@@ -24,7 +25,9 @@ from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Options
 from xfuse.tools.opt import main
 from xfuse.transforms import ALL_PASSES
+from xfuse.transforms.default_pipeline import XfuseDefaultPass, default_pipeline
 from xfuse.transforms.pipeline import pipeline_context
+from xfuse.transforms.to_llvm import EwToLlvmPass
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -381,3 +384,14 @@ def test_xfuse_default_runs_the_pipeline_of_xfuse_compile(
     main([str(gelu.path), "-p", spec])
     compiled = xfuse.compile(gelu.source, **options)  # type: ignore[arg-type]
     assert capsys.readouterr().out.strip() == compiled.ir("ew-to-llvm").strip()
+
+
+def test_every_entry_point_defaults_to_the_programs_arithmetic_as_written() -> None:
+    # The default is spelled where each entry point is declared (the compile driver does not
+    # import xDSL to read it): they must agree, on IEEE's rounding of each op (no FMA).
+    defaults = {
+        inspect.signature(function).parameters["fastmath"].default
+        for function in (xfuse.compile, xfuse.jit, default_pipeline)
+    }
+    defaults |= {Options().fastmath, XfuseDefaultPass().fastmath, EwToLlvmPass().fastmath}
+    assert defaults == {"none"}
