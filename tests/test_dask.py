@@ -135,6 +135,8 @@ def test_a_kernel_without_shapes_takes_dask_arrays_of_any_one_shape() -> None:
     np.testing.assert_array_equal(b.compute(), x - y)
     with pytest.raises(ArgumentError, match=r"inputs of different shapes \('x' \(100, 37\)"):
         kernel(x=lazy_x, y=da.from_array(y[:, :5]))
+    zero_d = kernel(x=da.from_array(np.float32(3)), y=da.from_array(np.float32(2)))
+    assert [value.compute()[()] for value in zero_d] == [7, 1]  # 0-d: a shape of its own
 
 
 def test_unknown_chunk_sizes_are_a_clear_error() -> None:

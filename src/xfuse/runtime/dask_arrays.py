@@ -85,10 +85,12 @@ def call(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any], out: An
             )
         arrays.append(array.rechunk(static) if static else array)
     flat = kernel.flat_shape(arrays)  # all-`?` kernels take any one shape, block by block
-    iteration = flat or bind_shapes(function.inputs, [array.shape for array in arrays])
+    iteration = (
+        flat if flat is not None else bind_shapes(function.inputs, [a.shape for a in arrays])
+    )
     rank = len(iteration)
     for parameter in function.outputs:
-        if not flat and len(parameter.shape) != rank:
+        if flat is None and len(parameter.shape) != rank:
             raise TypeError(
                 f"output '{parameter.name}' has {len(parameter.shape)} dimensions, not the "
                 f"{rank} of the iteration space: such programs cannot run on dask arrays"
