@@ -51,6 +51,9 @@ def test_program_source() -> None:
     # a missing last `;` goes after the last code, never into a comment
     assert bench.program_source("z = x + 1 # one") == "z = x + 1; # one"
     assert bench.program_source("z = x + 1\n# end\n") == "z = x + 1;\n# end"
+    # no code: left for the parser to call empty (it was `out =;`, "expected an expression")
+    assert bench.program_source("# only a comment\n") == "# only a comment\n"
+    assert bench.program_source("# x = y\nx + 1") == "out = # x = y\nx + 1;"
 
 
 def test_workload_traffic_and_reference(gelu: Gelu) -> None:
@@ -269,7 +272,29 @@ def test_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench"]) == 1
     assert "give a program" in capsys.readouterr().err
     assert main(["bench", "--expr", "x +"]) == 1
-    assert "error" in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith("<expr>:1:10: error: expected an expression")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b"# c\n\ny = x +;\n", ":3:8: error: expected an expression, found ';'"),
+        (b"# only a comment\n", ":2:1: error: empty program"),
+        (b"y = x * \xff;\n", ":1:9: error: unexpected character"),
+    ],
+)
+def test_cli_program_errors_name_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: bytes, message: str
+) -> None:
+    """`xfuse bench`, `cost` and `lecture --source` report a program's error at its file, line
+    and column (bench said `<source>`, and `out =;` of a file without code; an undecodable
+    byte was "'utf-8' codec can't decode" without the file)."""
+    program = tmp_path / "prog.ew"
+    program.write_bytes(text)
+    for command in (["bench", str(program), "--sizes", "64"], ["cost", str(program)]):
+        assert main(command) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"{program}{message}") and "Traceback" not in err
 
 
 @pytest.mark.parametrize(

@@ -41,12 +41,15 @@ from xfuse.transforms.pipeline import apply_pipeline, only_function
 
 def program_source(expression: str) -> str:
     """`tanh(x) * y` -> `out = tanh(x) * y;` (a full program passes unchanged but for a missing
-    last `;`, which goes after its last code, before any comment)."""
+    last `;`, which goes after its last code, before any comment; one without code unchanged)."""
     text = expression.strip()
-    if "=" not in text:
+    code = [line.partition("#")[0] for line in text.split("\n")]
+    if not any(line.strip() for line in code):
+        return expression  # nothing to complete: the parser reports an empty program
+    if not any("=" in line for line in code):
         text = f"out = {text}"
     lines = text.split("\n")
-    last = max((i for i, line in enumerate(lines) if line.partition("#")[0].strip()), default=0)
+    last = max(i for i, line in enumerate(lines) if line.partition("#")[0].strip())
     code, hash_, comment = lines[last].partition("#")
     if not code.rstrip().endswith(";"):
         lines[last] = f"{code.rstrip()};" + (f" {hash_}{comment}" if hash_ else "")
@@ -442,11 +445,13 @@ def bench(
     peers: bool | Sequence[str] = False,
     repeat: int = 3,
     progress: Callable[[str], Any] | None = None,
+    filename: str = "<source>",
 ) -> BenchResult:
     """Time `program` (an `.ew` program or one expression) compiled by xfuse against numpy op
     by op and the bandwidth ceiling at each size; `peers=True` adds every installed peer
     (numexpr, numba, jax, torch, torch.compile, upstream MLIR), or name them.
-    `progress(text)` is called before each measurement. Returns the table of times, GB/s,
+    `progress(text)` is called before each measurement; `filename` names the program in its
+    errors. Returns the table of times, GB/s,
     ratios and errors, the peers' versions and the host."""
     from contextlib import nullcontext
 
@@ -479,7 +484,7 @@ def bench(
     skipped: dict[str, str] = {}
     storage = ""
     for n in sizes:
-        workload = prepare_workload(source, n, outputs)
+        workload = prepare_workload(source, n, outputs, filename=filename)
         storage = storage or describe_storage(workload)
         measured: list[Measurement] = []
         for label, build in builders:

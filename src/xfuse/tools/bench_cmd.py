@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xfuse.tools.cli import option_type, positive_int
+from xfuse.tools.cli import option_type, positive_int, read_program
 from xfuse.tools.lecture_cmd import parse_size
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     if (args.file is None) == (args.expr is None):
         raise CliError("give a program: FILE.ew or --expr, not both")
-    program = args.expr if args.expr is not None else args.file.read_text()
+    program = args.expr if args.expr is not None else read_program(args.file)
     status = Console(stderr=True)
     status_context = status.status("", spinner="dots")
     with status_context:
@@ -86,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
             peers=args.peers,
             repeat=args.repeat,
             progress=lambda what: _Update(status_context, what),
+            filename="<expr>" if args.file is None else str(args.file),
         )
     name = program_title(result.source, args.file)
     if args.plot is not None:

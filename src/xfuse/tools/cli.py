@@ -15,6 +15,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
@@ -29,6 +30,12 @@ SUBCOMMANDS: tuple[str, ...] = (
 
 class CliError(Exception):
     """A user error a subcommand reports: printed as `xfuse <command>: error: <message>`."""
+
+
+def read_program(path: Path) -> str:
+    """An `.ew` file's text. Bytes that are not UTF-8 become U+FFFD, which the parser reports
+    with the file's name, line and column (as `xfuse-opt` does)."""
+    return path.read_bytes().decode(errors="replace")
 
 
 T = TypeVar("T")

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from xfuse.analysis.cost import CostOptions, ShapeMismatchError, parse_shape
     from xfuse.analysis.cost_report import print_program, program_json
     from xfuse.runtime.cost_driver import cost_program
-    from xfuse.tools.cli import CliError
+    from xfuse.tools.cli import CliError, read_program
 
     try:
         shape = parse_shape(args.shape)
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         input_shapes[name] = dims
     try:
         program = cost_program(
-            args.file.read_text(),
+            read_program(args.file),
             options,
             filename=str(args.file),
             input_shapes=input_shapes,

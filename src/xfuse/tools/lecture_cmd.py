@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xfuse.tools.cli import option_type, positive_int
+from xfuse.tools.cli import option_type, positive_int, read_program
 
 DEFAULT_LOG_N = 24
 QUICK_LOG_N = 20
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     if args.source is not None:
-        program = lecture.load_program(args.source.read_text(), str(args.source))
+        program = lecture.load_program(read_program(args.source), str(args.source))
     else:
         program = lecture.load_program()
     n = args.n or 1 << (QUICK_LOG_N if args.quick else DEFAULT_LOG_N)
