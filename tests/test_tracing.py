@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -37,6 +38,34 @@ def test_numpy_ufuncs_mix_with_operators_and_python_numbers() -> None:
     h = SAMPLE.astype(np.float64)
     want = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h**3)))
     np.testing.assert_allclose(gelu(SAMPLE), want, atol=2e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64])
+@pytest.mark.parametrize(
+    "scalar",
+    [np.float64(0.1), np.float32(0.1), np.float16(1e5), ml_dtypes.bfloat16(0.1), np.int64(3)],
+    ids=lambda s: f"{type(s).__name__}({s})",
+)
+def test_numpy_scalars_are_typed_as_in_numpy(dtype: type, scalar: np.generic) -> None:
+    """NEP 50: a numpy scalar keeps its dtype where a Python number takes the array's
+    (`np.sqrt(2 / np.pi) * x` is float64 for a float32 `x`, `x + np.float16(1e5)` inf). Traced
+    as a Python float, both were float32, and the second finite."""
+
+    @xfuse.jit
+    def scaled(x):
+        return x * scalar + scalar
+
+    x = SAMPLE.astype(dtype)
+    with np.errstate(over="ignore"):
+        want = x * scalar + scalar
+    got = scaled(x)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+
+
+def test_a_numpy_scalar_of_a_dtype_xfuse_lacks_is_a_clear_error() -> None:
+    with pytest.raises(TypeError, match="float32 array with a complex64 scalar: xfuse computes"):
+        xfuse.jit(lambda x: x * np.complex64(1))(SAMPLE)
 
 
 def test_square_and_reciprocal_trace_as_numpy_computes_them() -> None:

@@ -13,6 +13,7 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from xfuse.dialects import ew
+from xfuse.dialects.dtypes import dtype_of, element_type_for, numpy_dtype
 from xfuse.frontend.builder import FunctionBuilder, Value
 
 _OPS_BY_UFUNC: dict[np.ufunc, type[ew.UnaryOp | ew.BinaryOp]] = {
@@ -40,12 +41,28 @@ class Traced:
     def _lift(self, other: Any) -> Value:
         if isinstance(other, Traced):
             return other.value
+        if isinstance(other, np.generic):
+            return self._numpy_scalar(other)
         if isinstance(other, numbers.Real):
             return self.builder.literal(float(other))
         raise TypeError(
             f"cannot combine a traced array with {type(other).__name__}: inside @xfuse.jit use "
             "the function's array arguments and Python numbers"
         )
+
+    def _numpy_scalar(self, scalar: np.generic) -> SSAValue:
+        """A numpy scalar is typed (NEP 50), unlike a Python number: a constant of the dtype
+        numpy gives it with this array. `np.sqrt(2 / np.pi) * x` is float64 for a float32 `x`,
+        as in numpy, and `x + np.float16(1e5)` is inf (float16 has no 1e5)."""
+        array_dtype = numpy_dtype(dtype_of(ew.element_type(self.value.type)))
+        try:
+            element = element_type_for(np.result_type(array_dtype, scalar))
+        except ValueError:
+            raise TypeError(
+                f"cannot combine a traced {array_dtype} array with a {scalar.dtype} scalar: "
+                "xfuse computes in float16, bfloat16, float32 and float64"
+            ) from None
+        return self.builder.convert(self.builder.literal(float(scalar)), element)
 
     def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], *operands: Any) -> Traced:
         values = [self._lift(operand) for operand in operands]
