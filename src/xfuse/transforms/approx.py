@@ -32,8 +32,9 @@ their constants are shared (`SharedConstants`): one op per value in each block.
   clamped where it is exactly 1 before it first passes 1 (|x| ~ 3.65).
 - tanh and erf of y times (or divided by) a constant c fold c (1 / c) into their coefficients
   (`_scaled_argument`).
-- pow: exp(y * log|x|) with the C99 special cases (negative bases with integer exponents, 0, 1);
-  a constant y of 1, 2, 3, 4, -1 or +-1/2 never gets here (`expand_math.PowBySimpleConstant`).
+- pow: exp(y * log|x|) in f64 (the reduction of |x| in f32), rounded once to f32, with the C99
+  special cases (negative bases with integer exponents, 0, 1); a constant y of 1, 2, 3, 4, -1 or
+  +-1/2 never gets here (`expand_math.PowBySimpleConstant`).
 - rsqrt: the host's estimate (an `arcp` division by sqrt, which LLVM's x86 backend turns into
   `vrsqrt14ps`/`vrsqrtps` and one Newton step of its own), then one Newton step of ours with the
   residual 1 - x y^2 computed with FMAs to one rounding; denormals scaled, 0 and inf selected.
@@ -53,7 +54,7 @@ from typing import cast
 import numpy as np
 from xdsl.builder import Builder, ImplicitBuilder
 from xdsl.dialects import arith, llvm, math
-from xdsl.dialects.builtin import Float32Type, FloatAttr, IntegerAttr, IntegerType
+from xdsl.dialects.builtin import Float32Type, Float64Type, FloatAttr, IntegerAttr, IntegerType
 from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
@@ -63,7 +64,9 @@ Value = SSAValue | Operation
 
 _I1 = IntegerType(1)
 _I32 = IntegerType(32)
+_I64 = IntegerType(64)
 _F32 = Float32Type()
+_F64 = Float64Type()
 
 _LOG2E = 1.44269504088896341
 _EXP_FINITE_MAX = 88.72283172607421875  # float32 0x42B17217: exp of the next float32 overflows
@@ -113,6 +116,34 @@ _LOG1P_OF_UNIT_POLY = (
 )
 # Past 7.9053 the rational below exceeds 1 (by >= 10 ulp at the clamp): clamping the result to
 # [-1, 1] makes it exactly +-1 from |x| ~ 8.1 on, where tanh is within 2.3e-7 of it.
+# pow in f64 (`_log_f64`, `_exp_f64_to_f32`): (log1p(f) - f) / f^2 on [sqrt(1/2) - 1, sqrt(2) - 1]
+# and (e**r - 1 - r) / r^2 on |r| <= ln(2) / 2 (both + 1e-3), fitted for xfuse (least squares at
+# 600 Chebyshev nodes in 40-digit arithmetic, weighted by the relative error of the whole):
+# log(1 + f) within 2.2e-11 relative, e**r within 6.1e-11.
+_POW_LOG1P_POLY = (
+    0.051704893395068896,
+    -0.0974946370484542,
+    0.10052223929728146,
+    -0.09960473693104568,
+    0.11007720311952687,
+    -0.12494068747954716,
+    0.14290552745816237,
+    -0.16667080164551423,
+    0.19999901080446467,
+    -0.2499999182134438,
+    0.33333334005213194,
+    -0.5000000004000255,
+)
+_POW_EXP_POLY = (
+    0.0001982639175639325,
+    0.001394634900748196,
+    0.00833343112850212,
+    0.0416662657278023,
+    0.16666666154994983,
+    0.5000000079477831,
+)
+_LN2_F64 = 0.6931471805599453  # ln 2 rounded to f64: n ln 2 is off by < 1e-14 for |n| <= 160
+_ROUND_MAGIC_F64 = 6755399441055744.0  # 1.5 * 2**52: adding it rounds |v| < 2**51 to an integer
 _TANH_CLAMP = 8.5
 # A minimax rational x p(x^2) / q(x^2), degree 9 over 8, fitted for xfuse on [0, 7.9053]
 # (linear programming on the equioscillating error): as accurate as Eigen's degree 13/6 (max abs
@@ -261,23 +292,31 @@ def _constant(value: FloatAttr | IntegerAttr) -> SSAValue:
 
 
 def _f32(value: float) -> SSAValue:
-    return _constant(_f32_attribute(float(value).hex()))
+    return _constant(_float_attribute(float(value).hex(), _F32))
+
+
+def _f64(value: float) -> SSAValue:
+    return _constant(_float_attribute(float(value).hex(), _F64))
 
 
 @functools.cache
-def _f32_attribute(hex_value: str) -> FloatAttr:
-    """The f32 attribute of a value, made once per value: keyed by its hex text, which tells
-    -0.0 from 0.0 (equal as float keys)."""
-    return FloatAttr(float.fromhex(hex_value), _F32)
+def _float_attribute(hex_value: str, type_: Float32Type | Float64Type) -> FloatAttr:
+    """The attribute of a value, made once per value and type: keyed by its hex text, which
+    tells -0.0 from 0.0 (equal as float keys)."""
+    return FloatAttr(float.fromhex(hex_value), type_)
 
 
 @functools.cache
-def _i32_attribute(value: int) -> IntegerAttr:
-    return IntegerAttr(value, _I32)
+def _integer_attribute(value: int, type_: IntegerType) -> IntegerAttr:
+    return IntegerAttr(value, type_)
 
 
 def _i32(value: int) -> SSAValue:
-    return _constant(_i32_attribute(value))
+    return _constant(_integer_attribute(value, _I32))
+
+
+def _i64(value: int) -> SSAValue:
+    return _constant(_integer_attribute(value, _I64))
 
 
 _NO_FASTMATH = {"fastmath": arith.FastMathFlagsAttr("none")}
@@ -322,15 +361,18 @@ def _select(condition: Value, if_true: Value, if_false: Value) -> arith.SelectOp
 
 
 def _polynomial(x: Value, coefficients: Sequence[float], *, fused: bool = False) -> Value:
-    """Horner's rule; coefficients from the highest degree down. `fused`: each step one
-    `math.fma`, whatever the fast-math flags (else a multiply and an add, which `contract` lets
-    LLVM fuse)."""
-    result: Value = _f32(coefficients[0])
+    """Horner's rule in x's type (f32 or f64); coefficients from the highest degree down.
+    `fused`: each step one `math.fma`, whatever the fast-math flags (else a multiply and an add,
+    which `contract` lets LLVM fuse)."""
+    constant = _f64 if SSAValue.get(x).type == _F64 else _f32
+    result: Value = constant(coefficients[0])
     for coefficient in coefficients[1:]:
         if fused:
-            result = math.FmaOp(result, x, _f32(coefficient))
+            result = math.FmaOp(result, x, constant(coefficient))
         else:
-            result = _float_op(arith.AddfOp, _float_op(arith.MulfOp, result, x), _f32(coefficient))
+            result = _float_op(
+                arith.AddfOp, _float_op(arith.MulfOp, result, x), constant(coefficient)
+            )
     return result
 
 
@@ -450,10 +492,9 @@ def _log_of_one_plus_exp(y: SSAValue, sum_rounded: bool = True) -> SSAValue:
     return _select(_compare(y, y, "uno"), _f32(float("nan")), result).result
 
 
-def log(x: SSAValue) -> SSAValue:
-    argument = _one_plus_exp_argument(x)
-    if argument is not None:
-        return _log_of_one_plus_exp(argument)
+def _reduced_for_log(x: SSAValue) -> tuple[SSAValue, SSAValue]:
+    """f and k (i32) with x = (1 + f) 2**k, 1 + f in [sqrt(1/2), sqrt(2)), f exact, for an f32 x
+    > 0 from its bits (denormals scaled by 2**23 first)."""
     denormal = _compare(x, _f32(1.1754943508222875e-38), "olt")
     scaled = _select(denormal, arith.MulfOp(x, _f32(8388608.0)), x)
     bits = arith.BitcastOp(scaled, _I32)
@@ -464,7 +505,14 @@ def log(x: SSAValue) -> SSAValue:
     above_sqrt2 = _compare(mantissa, _f32(_SQRT2), "ogt")
     mantissa = _select(above_sqrt2, arith.MulfOp(mantissa, _f32(0.5)), mantissa)
     exponent = arith.AddiOp(exponent, _select(above_sqrt2, _i32(1), _i32(0)))
-    f = arith.SubfOp(mantissa, _f32(1.0))
+    return arith.SubfOp(mantissa, _f32(1.0)).result, exponent.result
+
+
+def log(x: SSAValue) -> SSAValue:
+    argument = _one_plus_exp_argument(x)
+    if argument is not None:
+        return _log_of_one_plus_exp(argument)
+    f, exponent = _reduced_for_log(x)
     result = _log_of_reduced(f, arith.SIToFPOp(exponent, _F32))
     result = _select(_compare(x, _f32(float("inf")), "oeq"), x, result)
     result = _select(_compare(x, _f32(0.0), "oeq"), _f32(float("-inf")), result)
@@ -712,12 +760,47 @@ def erf(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
     return arith.DivfOp(product, _polynomial(y2, denominator, fused=True)).result
 
 
+def _log_f64(a: SSAValue) -> SSAValue:
+    """log(a) in f64 of an f32 a >= 0 or NaN (pow's |x|): k and 1 + f in [sqrt(1/2), sqrt(2))
+    from a's bits in f32 (16 lanes to f64's 8; denormals scaled first), f exact, then
+    k ln 2 + f + f^2 q(f) in f64, within 2.2e-11 relative. -inf at 0, a itself at +inf and NaN."""
+    f, exponent = _reduced_for_log(a)
+    f64 = arith.ExtFOp(f, _F64)
+    q = _polynomial(f64, _POW_LOG1P_POLY)
+    log1p = arith.AddfOp(arith.MulfOp(arith.MulfOp(f64, f64), q), f64)
+    result = arith.AddfOp(arith.MulfOp(arith.SIToFPOp(exponent, _F64), _f64(_LN2_F64)), log1p)
+    result = _select(_compare(a, _f32(0.0), "oeq"), _f64(float("-inf")), result)
+    return _select(_compare(a, _f32(float("inf")), "uge"), arith.ExtFOp(a, _F64), result).result
+
+
+def _exp_f64_to_f32(t: SSAValue) -> SSAValue:
+    """exp(t) of an f64 t, rounded once to f32 (+inf where it overflows, through the denormals to
+    0): t clamped to [-110, 90] (0 and +inf in f32 beyond), t = n ln 2 + r with n rounded by the
+    1.5 * 2**52 trick, e**r = 1 + r + r^2 e(r) within 6.1e-11 relative, 2**n from integer ops."""
+    t = _select(_compare(t, _f64(-110.0), "olt"), _f64(-110.0), t)
+    t = _select(_compare(t, _f64(90.0), "ogt"), _f64(90.0), t)
+    shifted = arith.AddfOp(arith.MulfOp(t, _f64(_LOG2E)), _f64(_ROUND_MAGIC_F64))
+    n = arith.SubfOp(shifted, _f64(_ROUND_MAGIC_F64))
+    r = arith.SubfOp(t, arith.MulfOp(n, _f64(_LN2_F64)))
+    e_r_minus_one = arith.AddfOp(arith.MulfOp(arith.MulfOp(r, r), _polynomial(r, _POW_EXP_POLY)), r)
+    e_r = arith.AddfOp(e_r_minus_one, _f64(1.0))
+    # The magic's bits are 0x4338000000000000 + n, its low 12 bits 0: shifted by 52, n's bits.
+    exponent = arith.ShLIOp(arith.BitcastOp(shifted, _I64), _i64(52))
+    scale = arith.BitcastOp(arith.AddiOp(exponent, _i64(1023 << 52)), _F64)
+    return arith.TruncFOp(arith.MulfOp(e_r, scale), _F32).result
+
+
 def pow(x: SSAValue, y: SSAValue) -> SSAValue:
-    log_magnitude = log(math.AbsFOp(x).result)
+    """x**y as exp(y log|x|) in f64, rounded once to f32: y log|x| is within ~2e-9 of its value
+    (|y log|x|| <= 110 where the result is not 0 or inf), so the result is correctly rounded
+    but where it lies within ~2e-9 relative of a rounding boundary, and overflows exactly where
+    x**y does. In f32 its error was up to ~130 ulps, and pow(3.4e38, 1) was +inf. The C99
+    special cases are selects: negative bases with integer exponents, 0, 1, inf, NaN."""
+    log_magnitude = _log_f64(math.AbsFOp(x).result)
     # y * log|x| is 0 where log|x| is 0, even for y = inf or NaN: pow(+-1, inf) = pow(1, NaN) = 1.
-    log_is_zero = _compare(log_magnitude, _f32(0.0), "oeq")
-    exponent = _select(log_is_zero, _f32(0.0), arith.MulfOp(y, log_magnitude))
-    magnitude = exp(exponent.result)
+    log_is_zero = _compare(log_magnitude, _f64(0.0), "oeq")
+    product = arith.MulfOp(arith.ExtFOp(y, _F64), log_magnitude)
+    magnitude = _exp_f64_to_f32(_select(log_is_zero, _f64(0.0), product).result)
     y_is_integer = _compare(math.FloorOp(y), y, "oeq")
     half_y = arith.MulfOp(y, _f32(0.5))
     y_is_odd = arith.AndIOp(y_is_integer, _compare(math.FloorOp(half_y), half_y, "one"))
