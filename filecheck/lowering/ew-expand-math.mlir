@@ -371,7 +371,9 @@ func.func @exp_scalings(%x: f32) -> (f32, f32) {
 
 // approx: pow by a constant 2, 3, 4 or -1 is `math.fpowi` (multiplies or 1 / x in LLVM), by
 // -1/2 rsqrt (1 / sqrt in f64) with +-0 and -inf selected (+inf and +0 there), in f32 and f64;
-// other constants keep exp(y log|x|) (f32) or the call (f64). libm calls powf and pow for all.
+// other constants keep exp(y log|x|) in f64 (f32) or the call (f64), on |x|, with C's signs and
+// NaN for a negative base selected (libmvec's pow of a negative base is its scalar fallback).
+// libm calls powf and pow for all.
 // CHECK-LABEL: func.func @simple_powers
 // CHECK-SAME:    (%[[X:.*]]: f32, %[[D:.*]]: f64)
 // CHECK:         %[[THREE:.*]] = arith.constant 3 : i32
@@ -388,8 +390,15 @@ func.func @exp_scalings(%x: f32) -> (f32, f32) {
 // CHECK-NEXT:    %[[AT_ZERO:.*]] = arith.cmpf oeq, %[[D]], %[[ZERO]] : f64
 // CHECK-NEXT:    %[[NOT_ZERO:.*]] = arith.select %[[AT_ZERO]], %[[INF]], %[[RECIPROCAL]] : f64
 // CHECK-NEXT:    %{{.*}} = arith.select %[[AT_MINUS_INF]], %[[ZERO]], %[[NOT_ZERO]] : f64
-// CHECK-NEXT:    %{{.*}} = func.call @pow(%[[D]], %{{.*}}) : (f64, f64) -> f64
+// CHECK-NEXT:    %[[ABS:.*]] = math.absf %[[D]] : f64
+// CHECK-NEXT:    %[[MAGNITUDE:.*]] = func.call @pow(%[[ABS]], %{{.*}}) : (f64, f64) -> f64
+// CHECK-NEXT:    %{{.*}} = math.floor
+// CHECK:         %[[NEGATED:.*]] = arith.negf %[[MAGNITUDE]] fastmath<contract> : f64
+// CHECK:         %{{.*}} = arith.select %{{.*}}, %[[NEGATED]], %[[MAGNITUDE]] : f64
 // CHECK-NOT:     math.fpowi
+// CHECK:         %[[REDUCED:.*]] = arith.extf %{{.*}} : f32 to f64
+// CHECK:         arith.mulf %[[REDUCED]], %[[REDUCED]]
+// CHECK:         arith.truncf %{{.*}} : f64 to f32
 // CHECK:         math.floor
 // CHECK:         func.return
 // LIBM-LABEL: func.func @simple_powers

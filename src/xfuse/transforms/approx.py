@@ -801,20 +801,31 @@ def pow(x: SSAValue, y: SSAValue) -> SSAValue:
     log_is_zero = _compare(log_magnitude, _f64(0.0), "oeq")
     product = arith.MulfOp(arith.ExtFOp(y, _F64), log_magnitude)
     magnitude = _exp_f64_to_f32(_select(log_is_zero, _f64(0.0), product).result)
+    return signed_power(x, y, magnitude)
+
+
+def signed_power(x: SSAValue, y: SSAValue, magnitude: SSAValue) -> SSAValue:
+    """pow(x, y) from magnitude = pow(|x|, y) (f32 or f64), by C99's rules: negated for a
+    negative x (-0 and -inf too) and an odd integer y, NaN for a finite negative x and a y that
+    is not an integer, 1 for y = +-0 (also for a NaN x). f64 pow under `approx` is libmvec's
+    pow of |x| and this: its own takes a scalar fallback for a negative base."""
+    float_type = SSAValue.get(x).type
+    constant = _f64 if float_type == _F64 else _f32
+    bits, zero_bits = (_I64, _i64(0)) if float_type == _F64 else (_I32, _i32(0))
     y_is_integer = _compare(math.FloorOp(y), y, "oeq")
-    half_y = arith.MulfOp(y, _f32(0.5))
+    half_y = arith.MulfOp(y, constant(0.5))
     y_is_odd = arith.AndIOp(y_is_integer, _compare(math.FloorOp(half_y), half_y, "one"))
     # The sign bit, not x < 0: pow(-0.0, -1) is -inf.
-    sign_bit = arith.CmpiOp(arith.BitcastOp(x, _I32), _i32(0), "slt")
+    sign_bit = arith.CmpiOp(arith.BitcastOp(x, bits), zero_bits, "slt")
     negated = arith.NegfOp(magnitude)
     result = _select(arith.AndIOp(sign_bit, y_is_odd), negated, magnitude)
     # A finite negative base needs an integer exponent (pow(-inf, 0.5) is +inf, not NaN).
-    negative = _compare(x, _f32(0.0), "olt")
-    negative_finite = arith.AndIOp(negative, _compare(x, _f32(float("-inf")), "one"))
+    negative = _compare(x, constant(0.0), "olt")
+    negative_finite = arith.AndIOp(negative, _compare(x, constant(float("-inf")), "one"))
     y_is_fraction = arith.XOrIOp(y_is_integer, _constant(IntegerAttr(1, _I1)))
     needs_integer = arith.AndIOp(negative_finite, y_is_fraction)
-    result = _select(needs_integer, _f32(float("nan")), result)
-    return _select(_compare(y, _f32(0.0), "oeq"), _f32(1.0), result).result
+    result = _select(needs_integer, constant(float("nan")), result)
+    return _select(_compare(y, constant(0.0), "oeq"), constant(1.0), result).result
 
 
 def rsqrt(x: SSAValue) -> SSAValue:

@@ -165,6 +165,14 @@ class ExpandMath(RewritePattern):
             return
         name = libm_name(type(op), type_)
         self.libm_calls[name] = FunctionType.from_lists(op.operand_types, [type_])
+        if self.approximate and isinstance(op, math.PowFOp):
+            # libmvec's pow of a negative base is its scalar fallback: pow of |x|, signed here.
+            def of_magnitude(x: SSAValue, y: SSAValue) -> SSAValue:
+                magnitude = func.CallOp(name, [math.AbsFOp(x).result, y], [type_]).res[0]
+                return approx.signed_power(x, y, magnitude)
+
+            rewriter.replace(op, [], [approx.expand(of_magnitude, op, self.constants)])
+            return
         rewriter.replace(op, func.CallOp(name, list(op.operands), [type_]))
 
 
