@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -61,6 +63,33 @@ def test_numpy_scalars_are_typed_as_in_numpy(dtype: type, scalar: np.generic) ->
     got = scaled(x)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+
+
+def test_astype_converts_as_the_languages_conversions_do() -> None:
+    """`.astype` in a traced function is `ew.convert`: the LLM GELU written in Python with its
+    result stored as bf16 gives the bits of `examples/gelu-llm.ew` (`bf16(y + r)`)."""
+
+    @xfuse.jit
+    def gelu_llm(x, b, r):
+        h = x + b
+        y = 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h)))
+        return (y + r).astype(ml_dtypes.bfloat16)
+
+    rng = np.random.default_rng(0)
+    x, r = (rng.standard_normal((8, 64)).astype(ml_dtypes.bfloat16) for _ in range(2))
+    b = rng.standard_normal(64).astype(np.float32)
+    got = gelu_llm(x, b, r)
+    source = (Path(__file__).parent.parent / "examples" / "gelu-llm.ew").read_text()
+    want = xfuse.compile(source)(x=x, b=b, r=r)
+    assert got.dtype == want.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    (kernel,) = gelu_llm.kernels.values()
+    assert kernel.ir("frontend").count("ew.convert") == 3  # x and r to f32, the result back
+    same = xfuse.jit(lambda a: a.astype(a.dtype) * 2)
+    assert same(x).dtype == ml_dtypes.bfloat16
+    assert "ew.convert" not in next(iter(same.kernels.values())).ir("frontend")
+    with pytest.raises(TypeError, match="astype.*int32.*xfuse computes in float16"):
+        xfuse.jit(lambda a: a.astype(np.int32))(x)
 
 
 def test_a_numpy_scalar_of_a_dtype_xfuse_lacks_is_a_clear_error() -> None:

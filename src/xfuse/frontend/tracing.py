@@ -54,7 +54,7 @@ class Traced:
         """A numpy scalar is typed (NEP 50), unlike a Python number: a constant of the dtype
         numpy gives it with this array. `np.sqrt(2 / np.pi) * x` is float64 for a float32 `x`,
         as in numpy, and `x + np.float16(1e5)` is inf (float16 has no 1e5)."""
-        array_dtype = numpy_dtype(dtype_of(ew.element_type(self.value.type)))
+        array_dtype = self.dtype
         try:
             element = element_type_for(np.result_type(array_dtype, scalar))
         except ValueError:
@@ -111,6 +111,23 @@ class Traced:
 
     def __abs__(self) -> Traced:
         return self.apply(ew.AbsOp, self)
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The numpy dtype of the traced array (`x.astype(y.dtype)`)."""
+        return numpy_dtype(dtype_of(ew.element_type(self.value.type)))
+
+    def astype(self, dtype: Any) -> Traced:
+        """The traced array converted to `dtype` as numpy converts (round to nearest even):
+        an `ew.convert`, the `.ew` language's `bf16(...)`; the same array where the dtype is its
+        own. `(y + r).astype(ml_dtypes.bfloat16)` stores an f32 result in bf16."""
+        try:
+            element = element_type_for(dtype)
+        except ValueError:
+            raise TypeError(
+                f"astype({dtype!r}): xfuse computes in float16, bfloat16, float32 and float64"
+            ) from None
+        return Traced(self.builder, self.builder.convert(self.value, element))
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         op_type = _OPS_BY_UFUNC.get(ufunc)

@@ -10,9 +10,10 @@ On the first call with a new signature (dtypes and shapes of the arrays) the fun
 `xfuse.compile`'s pipeline and cache. Dims of size 1 are declared 1 (they broadcast), the others
 `?`. Arrays may mix dtypes: they promote as in numpy (bf16 + f32 -> f32), Python numbers take
 the dtype of the array they meet, numpy scalars keep theirs (numpy 2's NEP 50: `x * np.float64(2)`
-is float64 for a float32 `x`). `xfuse.tanh` and friends work on proxies and, outside
-tracing, on numpy arrays. Dask arrays are traced by their dtype and shape like numpy arrays, and
-the kernel then returns lazy dask arrays (`xfuse.runtime.dask_arrays`).
+is float64 for a float32 `x`); `.astype(dtype)` converts (`ew.convert`). `xfuse.tanh` and
+friends work on proxies and, outside tracing, on numpy arrays. Dask arrays are traced by their
+dtype and shape like numpy arrays, and the kernel then returns lazy dask arrays
+(`xfuse.runtime.dask_arrays`).
 """
 
 from __future__ import annotations
