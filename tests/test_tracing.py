@@ -92,6 +92,22 @@ def test_astype_converts_as_the_languages_conversions_do() -> None:
         xfuse.jit(lambda a: a.astype(np.int32))(x)
 
 
+def test_np_clip_traces_to_max_and_min() -> None:
+    """`np.clip` (ReLU6, hardswish's `x * np.clip(x + 3, 0, 6) / 6`) is numpy's
+    minimum(maximum(x, a_min), a_max), either bound None or an array; it was "traced arrays
+    have no truth value" (numpy's fallback compared the proxies)."""
+    x = np.concatenate([np.linspace(-10, 10, 41, dtype=np.float32), [np.nan, -0.0]])
+    bound = np.linspace(-1, 1, x.size, dtype=np.float32)
+    programs = [
+        lambda a, b: a * np.clip(a + 3, 0, 6) / 6 + b,
+        lambda a, b: np.clip(a, min=b, max=None),
+        lambda a, b: a.clip(None, 2) + b,
+        lambda a, b: np.clip(a, b, 1),
+    ]
+    for program in programs:
+        np.testing.assert_array_equal(xfuse.jit(program)(x, bound), program(x, bound))
+
+
 def test_a_numpy_scalar_of_a_dtype_xfuse_lacks_is_a_clear_error() -> None:
     with pytest.raises(TypeError, match="float32 array with a complex64 scalar: xfuse computes"):
         xfuse.jit(lambda x: x * np.complex64(1))(SAMPLE)

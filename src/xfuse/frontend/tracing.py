@@ -129,6 +129,14 @@ class Traced:
             ) from None
         return Traced(self.builder, self.builder.convert(self.value, element))
 
+    def clip(self, a_min: Any = None, a_max: Any = None, out: None = None) -> Traced:
+        """`np.clip(x, a_min, a_max)` (numpy calls this method): minimum(maximum(x, a_min),
+        a_max), as numpy defines it; either bound may be None. ReLU6 is `np.clip(x, 0, 6)`."""
+        if out is not None:
+            raise TypeError("np.clip(..., out=) cannot be traced: @xfuse.jit returns its results")
+        clipped = self if a_min is None else self.apply(ew.MaxOp, self, a_min)
+        return clipped if a_max is None else clipped.apply(ew.MinOp, clipped, a_max)
+
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         op_type = _OPS_BY_UFUNC.get(ufunc)
         composite = _UFUNCS_OF_OPS.get(ufunc)
