@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import ml_dtypes
@@ -106,6 +107,13 @@ def test_np_clip_traces_to_max_and_min() -> None:
     ]
     for program in programs:
         np.testing.assert_array_equal(xfuse.jit(program)(x, bound), program(x, bound))
+
+
+def test_python_math_on_a_traced_array_says_what_to_use() -> None:
+    """`math.exp(x)` and `float(x)` on a proxy said "must be real number, not Traced"."""
+    for program in (lambda a: math.exp(a), lambda a: float(a) * a, lambda a: range(a)):
+        with pytest.raises(TypeError, match=r"not a Python number: .* \(np.exp\(x\)"):
+            xfuse.jit(program)(SAMPLE)
 
 
 def test_a_numpy_scalar_of_a_dtype_xfuse_lacks_is_a_clear_error() -> None:

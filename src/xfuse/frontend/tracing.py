@@ -162,6 +162,14 @@ class Traced:
 
     __bool__ = __lt__ = __le__ = __gt__ = __ge__ = _data_dependent
 
+    def _not_a_number(self, *_: Any) -> Any:
+        raise TypeError(
+            "a traced array is not a Python number: inside @xfuse.jit use numpy's or xfuse's "
+            "functions on it (np.exp(x), xfuse.sqrt(x)), not the math module's or float()"
+        )
+
+    __float__ = __int__ = __index__ = __complex__ = _not_a_number
+
 
 def _elementwise(op_type: type[ew.UnaryOp | ew.BinaryOp], name: str) -> Callable[..., Any]:
     """The function `xfuse.<name>`: records the op on traced values, else computes with numpy."""
