@@ -451,8 +451,8 @@ def bench(
     by op and the bandwidth ceiling at each size; `peers=True` adds every installed peer
     (numexpr, numba, jax, torch, torch.compile, upstream MLIR), or name them.
     `progress(text)` is called before each measurement; `filename` names the program in its
-    errors. Returns the table of times, GB/s,
-    ratios and errors, the peers' versions and the host."""
+    errors. Returns the table of times, GB/s, ratios and errors, the peers' versions and the
+    host."""
     from contextlib import nullcontext
 
     from xfuse.runtime.compiler import MATH_CHOICES, check_threads

@@ -114,8 +114,6 @@ _LOG1P_OF_UNIT_POLY = (
     0.33330464363098145,
     -0.4999993145465851,
 )
-# Past 7.9053 the rational below exceeds 1 (by >= 10 ulp at the clamp): clamping the result to
-# [-1, 1] makes it exactly +-1 from |x| ~ 8.1 on, where tanh is within 2.3e-7 of it.
 # pow in f64 (`_log_f64`, `_exp_f64_to_f32`): (log1p(f) - f) / f^2 on [sqrt(1/2) - 1, sqrt(2) - 1]
 # and (e**r - 1 - r) / r^2 on |r| <= ln(2) / 2 (both + 1e-3), fitted for xfuse (least squares at
 # 600 Chebyshev nodes in 40-digit arithmetic, weighted by the relative error of the whole):
@@ -144,6 +142,8 @@ _POW_EXP_POLY = (
 )
 _LN2_F64 = 0.6931471805599453  # ln 2 rounded to f64: n ln 2 is off by < 1e-14 for |n| <= 160
 _ROUND_MAGIC_F64 = 6755399441055744.0  # 1.5 * 2**52: adding it rounds |v| < 2**51 to an integer
+# Past 7.9053 the rational below exceeds 1 (by >= 10 ulp at the clamp): clamping the result to
+# [-1, 1] makes it exactly +-1 from |x| ~ 8.1 on, where tanh is within 2.3e-7 of it.
 _TANH_CLAMP = 8.5
 # A minimax rational x p(x^2) / q(x^2), degree 9 over 8, fitted for xfuse on [0, 7.9053]
 # (linear programming on the equioscillating error): as accurate as Eigen's degree 13/6 (max abs
