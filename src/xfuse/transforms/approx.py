@@ -299,6 +299,11 @@ def _f64(value: float) -> SSAValue:
     return _constant(_float_attribute(float(value).hex(), _F64))
 
 
+def _constants_like(x: Value) -> Callable[[float], SSAValue]:
+    """`_f64` for an f64 value, else `_f32`: constants of x's type."""
+    return _f64 if SSAValue.get(x).type == _F64 else _f32
+
+
 @functools.cache
 def _float_attribute(hex_value: str, type_: Float32Type | Float64Type) -> FloatAttr:
     """The attribute of a value, made once per value and type: keyed by its hex text, which
@@ -364,7 +369,7 @@ def _polynomial(x: Value, coefficients: Sequence[float], *, fused: bool = False)
     """Horner's rule in x's type (f32 or f64); coefficients from the highest degree down.
     `fused`: each step one `math.fma`, whatever the fast-math flags (else a multiply and an add,
     which `contract` lets LLVM fuse)."""
-    constant = _f64 if SSAValue.get(x).type == _F64 else _f32
+    constant = _constants_like(x)
     result: Value = constant(coefficients[0])
     for coefficient in coefficients[1:]:
         if fused:
@@ -809,9 +814,8 @@ def signed_power(x: SSAValue, y: SSAValue, magnitude: SSAValue) -> SSAValue:
     negative x (-0 and -inf too) and an odd integer y, NaN for a finite negative x and a y that
     is not an integer, 1 for y = +-0 (also for a NaN x). f64 pow under `approx` is libmvec's
     pow of |x| and this: its own takes a scalar fallback for a negative base."""
-    float_type = SSAValue.get(x).type
-    constant = _f64 if float_type == _F64 else _f32
-    bits, zero_bits = (_I64, _i64(0)) if float_type == _F64 else (_I32, _i32(0))
+    constant = _constants_like(x)
+    bits, zero_bits = (_I64, _i64(0)) if constant is _f64 else (_I32, _i32(0))
     y_is_integer = _compare(math.FloorOp(y), y, "oeq")
     half_y = arith.MulfOp(y, constant(0.5))
     y_is_odd = arith.AndIOp(y_is_integer, _compare(math.FloorOp(half_y), half_y, "one"))
