@@ -250,6 +250,29 @@ def test_constant_expressions_are_weak_like_literals(source: str) -> None:
     np.testing.assert_array_equal(out.astype(np.float32), [-2.0, 6.0, -1.0])
 
 
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize("dtype", [np.float16, BF16])
+@pytest.mark.parametrize("literal", [1.1, 0.1, 1e5, 1e-9, 300.7])
+def test_a_literal_is_rounded_to_the_narrow_dtype_it_meets(
+    literal: float, dtype: np.dtype, fuse: bool
+) -> None:
+    """numpy's `x * 1.1` for a bf16 `x` multiplies by 1.1 in bf16 (1.1015625); kernels took
+    it in f32, and `x * 1e5` in f16 was finite where numpy's is inf (1e5 overflows f16)."""
+    x = np.array([3.625, 0.0022583, -7.5, 0.0, np.inf, 1e-3], dtype)
+    with np.errstate(all="ignore"):
+        want = [x * literal, x + literal, literal - x, literal / x]
+        programs = xfuse.compile(
+            f"out0 = x * {literal!r}; out1 = x + {literal!r}; out2 = {literal!r} - x; "
+            f"out3 = {literal!r} / x;",
+            outputs=["out0", "out1", "out2", "out3"],
+            dtype=np.dtype(dtype).name,
+            fuse=fuse,
+        )(x=x)
+    for got, expected in zip(programs, want, strict=True):
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.astype(np.float64), expected.astype(np.float64))
+
+
 def test_a_long_shared_constant_chain_is_computed_once_per_node() -> None:
     """`a = a * a / a` 3000 times: a deep graph whose every node is used twice (no recursion,
     no exponential re-evaluation)."""

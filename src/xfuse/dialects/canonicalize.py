@@ -27,14 +27,8 @@ from xfuse.dialects import ew
 def _is_constant(value: SSAValue, literal: float) -> bool:
     """`value` is an `ew.constant` holding `literal` (±0 or 1) in its element type, sign of zero
     included."""
-    folded = ew.constant_value(value)
-    # Rounding to an element type moves a value onto 1 from at most 2^-8 + 2^-24 away (bf16
-    # rounds via f32) and onto ±0 from at most 2^-25 (f16): with a margin, others need no
-    # rounding to compare.
-    if folded is None or not abs(folded - literal) <= abs(literal) * 2**-7 + 2**-24:
-        return False
-    rounded = ew.round_to_element(folded, value.type)
-    return rounded == literal and math.copysign(1.0, rounded) == math.copysign(1.0, literal)
+    held = ew.constant_value(value)
+    return held == literal and math.copysign(1.0, held) == math.copysign(1.0, literal)
 
 
 def _replace_keeping_type(rewriter: PatternRewriter, op: Operation, value: SSAValue) -> None:

@@ -289,10 +289,17 @@ CORRECTLY_ROUNDED = Accuracy(ErrorBound(FLOAT32_ULP), ErrorBound(FLOAT32_ULP))
 
 
 def constant_value(value: SSAValue) -> float | None:
-    """The float held by `value` if an `ew.constant` defines it (the only constant of `ew`
-    values; asked once per operand by several passes, so no trait lookup)."""
+    """The float `value` holds if an `ew.constant` defines it: the literal rounded to its element
+    type, as a kernel holds it (`x * 1.1` multiplies a bf16 `x` by 1.1015625, as numpy does), a
+    NaN as written. The only constant of `ew` values; asked once per operand by several passes,
+    so no trait lookup."""
     owner = value.owner
-    return owner.literal if isinstance(owner, ConstantOp) else None
+    if not isinstance(owner, ConstantOp):
+        return None
+    literal = owner.literal
+    if math.isnan(literal) or isinstance(element_type(owner.result.type), Float64Type):
+        return literal
+    return round_to_element(literal, owner.result.type)
 
 
 def round_to_element(value: float, type_: Attribute) -> float:
