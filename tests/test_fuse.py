@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+import ml_dtypes
+import numpy as np
 import pytest
 from xdsl.context import Context
 from xdsl.dialects import arith, func, math
 from xdsl.dialects.builtin import Float16Type, Float32Type, ModuleOp
 
+import xfuse
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.transforms.fuse import DEFAULT_MAX_OPS, EwFusePass, fuse_function, scalar_size
@@ -77,6 +80,27 @@ def test_f16_computes_in_f32() -> None:
         "the region computes in f32"
     )
     assert kernel.yield_op.values[0].type == Float16Type()
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("fuse", [True, False])
+def test_ops_after_a_narrow_output_read_it_as_stored(dtype: type, fuse: bool) -> None:
+    """`q = p / y` read the f32 product where the kernel stored p rounded: with p = inf in f16,
+    q was 60000 beside it; fused or not, q is what numpy computes from the stored p."""
+    x = np.array([60000.0, 3.1, -2.015625, 33.25, 1e-3], dtype)
+    y = np.array([2.0, 1.1, 1.5, 1.5, 3.0], dtype)
+    kernel = xfuse.compile(
+        "p = x * y; q = p / y; r = f32(p);",
+        outputs=["p", "q", "r"],
+        dtype=np.dtype(dtype).name,
+        fuse=fuse,
+    )
+    with np.errstate(all="ignore"):
+        p, q, r = kernel(x=x, y=y)
+        want_p = x * y
+        want_q = want_p / y
+    for got, want in ((p, want_p), (q, want_q), (r, want_p.astype(np.float32))):
+        np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
 
 
 def test_no_cycle_through_another_kernel() -> None:

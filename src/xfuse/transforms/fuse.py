@@ -372,6 +372,9 @@ def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValu
         for op in group
         if any(use.operation not in members for use in op.results[0].uses)
     ]
+    output_set = set(outputs)
+    stored: dict[SSAValue, SSAValue] = {}
+    """Each output's value in its element type, what the kernel yields."""
     block = Block(arg_types=[ew.element_type(v.type) for v in inputs])
     builder = Builder(InsertPoint.at_end(block))
     # Each value is held in the compute type of its own element type (kernels may mix dtypes).
@@ -394,7 +397,13 @@ def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValu
             scalars[result] = emit_convert(builder, args[0], ew.element_type(result.type))
         else:
             scalars[result] = emit_scalar(type(op), builder, args, _compute_type_of(result))
-    yielded = [narrow(builder, scalars[v], ew.element_type(v.type)) for v in outputs]
+        if result in output_set:
+            # Rounded to its dtype where it is computed: the ops after it read what is stored,
+            # as the next kernel would after a split (`p = x * y; q = p / y;` in f16 with p =
+            # inf computed q from the unrounded p). No widening is left where none reads it.
+            stored[result] = narrow(builder, scalars[result], ew.element_type(result.type))
+            scalars[result] = widen(builder, stored[result], _compute_type_of(result))
+    yielded = [stored[v] for v in outputs]
     builder.insert(ew.YieldOp(*yielded))
     _drop_unused(block)
     kernel = ew.KernelOp(inputs, [], [v.type for v in outputs], Region(block))
