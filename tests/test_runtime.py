@@ -675,6 +675,31 @@ def test_a_prepared_call_owns_what_its_native_call_reads(gelu: Gelu) -> None:
     assert all((array == 7.0).all() for array in reused)
 
 
+@pytest.mark.parametrize(
+    ("options", "slices", "workspace"),
+    [({}, 2, False), ({"threads": 2}, 3, False), ({"fuse": False}, 1, True)],
+    ids=["streaming", "split", "workspace"],
+)
+def test_a_prepared_call_of_several_slices_owns_its_inputs(
+    options: dict[str, Any], slices: int, workspace: bool
+) -> None:
+    # A prepared call that is not one slice without a workspace runs from Python
+    # (`Kernel.run_plan`): its `__call__`, kept without the PreparedCall, must still keep the
+    # inputs alive (it read freed, unmapped memory: a segfault).
+    n = host_cpu().streaming_bytes // 12 + 4096  # x, y and out: past the streaming threshold
+    kernel = xfuse.compile("out = x * 2 + y;", **options)
+    prepared = kernel.prepare(np.arange(n, dtype=np.float32), np.full(n, 3.0, np.float32))
+    assert len(prepared.argument_lists) == slices
+    assert bool(prepared.workspace_bytes) == workspace
+    run = prepared.__call__
+    del prepared
+    gc.collect()
+    reused = [np.full(n, 7.0, np.float32) for _ in range(2)]  # where freed inputs would be
+    result = run()
+    np.testing.assert_array_equal(result, np.arange(n, dtype=np.float32) * 2 + 3)
+    assert all((array == 7.0).all() for array in reused)
+
+
 def test_a_prepared_call_runs_no_python_function(gelu: Gelu) -> None:
     # A Python frame per call (a `__call__` method) costs ~0.1 us, as much as the rest of the
     # call's overhead: a one-slice prepared call goes from the call to the native code in C.

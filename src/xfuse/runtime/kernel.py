@@ -1552,10 +1552,12 @@ def fast_data_pointer() -> Callable[[np.ndarray], int]:
     return _builtin("data_pointer", None)  # type: ignore[no-any-return]
 
 
-def _run_native(kernel: Kernel, call: NativeCall, result: Any) -> Any:
+def _run_native(kernel: Kernel, call: CheckedCall, result: Any) -> Any:
     """Run `call` and return `result` (a prepared call of several slices or with a workspace;
-    not a method of it, so that the call is in no reference cycle)."""
-    kernel.run_plan(call.plan, call.pointers)
+    not a method of it, so that the call is in no reference cycle). It takes the whole checked
+    call, which holds the arrays its pointers point into: a prepared call's `__call__` kept
+    without the `PreparedCall` must keep its inputs alive."""
+    kernel.run_plan(call.native.plan, call.native.pointers)
     return result
 
 
@@ -1572,9 +1574,7 @@ class PreparedCall:
         self.argument_lists = call.native.argument_lists
         self.workspace_bytes = call.native.workspace_bytes
         self._result = self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
-        self._run: Callable[[], Any] = functools.partial(
-            _run_native, kernel, call.native, self._result
-        )
+        self._run: Callable[[], Any] = functools.partial(_run_native, kernel, call, self._result)
         self.native_call: tuple[int, list[int]] | None = None
         """Where the call is one native call (one slice, no workspace): the packed entry's
         address and its argument words, which benchmarks may call without Python."""
