@@ -1225,6 +1225,27 @@ def test_strided_input_is_copied() -> None:
     np.testing.assert_array_equal(kernel(x=x), x * 2)
 
 
+def test_a_prepared_call_takes_no_input_it_would_copy() -> None:
+    # A prepared call on a copy of a strided input ran on the copy made when it was prepared,
+    # never seeing the array's later contents (which may change between runs): refused, with
+    # what to pass. Fortran-ordered inputs, run transposed without a copy, stay accepted.
+    kernel = xfuse.compile("out = x * 2 + y;")
+    storage, y = np.arange(12, dtype=np.float32), np.ones(6, np.float32)
+    with pytest.raises(xfuse.ArgumentError, match=r"argument 'x': .*np\.ascontiguousarray"):
+        kernel.prepare(x=storage[::2], y=y)
+    x = np.ascontiguousarray(storage[::2])
+    run = kernel.prepare(x=x, y=y)
+    x[:] = 100
+    np.testing.assert_array_equal(run(), np.full(6, 201, np.float32))
+    np.testing.assert_array_equal(kernel(x=storage[::2], y=y), storage[::2] * 2 + 1)  # copied
+    grid = np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    run = kernel.prepare(grid, grid)
+    grid[:] = 5
+    result = run()
+    assert result.flags.f_contiguous
+    np.testing.assert_array_equal(result, np.full((2, 3), 15, np.float32))
+
+
 def test_fortran_ordered_inputs_run_as_they_are_and_give_fortran_ordered_results() -> None:
     """A kernel compiled without shapes runs Fortran-ordered inputs (a transposed C array) over
     their memory in order, as numpy's ufuncs do: no copy, and Fortran-ordered results; an `out`
@@ -1535,6 +1556,18 @@ HOSTILE_CALLS = [
         "two(x=x, b=x, out=(sentinel, sentinel[:10]))",
         "ArgumentError",
         "overlaps out",
+    ),
+    (
+        "prepare strided",
+        "k.prepare(x=x, b=np.ones(20, np.float32)[::2], r=x, out=sentinel)",
+        "ArgumentError",
+        "argument 'b': a prepared call takes no strided or misaligned input",
+    ),
+    (
+        "prepare misaligned",
+        "k.prepare(x=x, b=x, r=misaligned(10), out=sentinel)",
+        "ArgumentError",
+        "argument 'r': a prepared call takes no strided or misaligned input",
     ),
     (
         "prepare checks too",

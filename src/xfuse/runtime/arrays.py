@@ -257,8 +257,10 @@ def output_shape(parameter: Parameter, iteration: Sequence[int]) -> tuple[int, .
     )
 
 
-def check_input(parameter: Parameter, value: Any) -> np.ndarray:
-    """The array to pass for an input: checked dtype; a C-contiguous aligned copy if needed."""
+def check_input(parameter: Parameter, value: Any, copy_allowed: bool = True) -> np.ndarray:
+    """The array to pass for an input: checked dtype; a C-contiguous aligned copy if needed
+    and `copy_allowed` (not for a prepared call: every run would read the copy made when it was
+    prepared, never the array's later contents), else an ArgumentError."""
     if not isinstance(value, np.ndarray):
         raise ArgumentTypeError(
             f"argument '{parameter.name}': expected a numpy array of {parameter.describe()}, "
@@ -272,6 +274,13 @@ def check_input(parameter: Parameter, value: Any) -> np.ndarray:
         )
     flags = value.flags
     if not (flags.c_contiguous and flags.aligned):
+        if not copy_allowed:
+            raise ArgumentError(
+                f"argument '{parameter.name}': a prepared call takes no strided or misaligned "
+                "input: it would run on a copy made now, never seeing the array's later "
+                "contents; pass a C-contiguous array (np.ascontiguousarray(...)) and update "
+                "that one between runs"
+            )
         return np.ascontiguousarray(value)  # documented: strided inputs are copied
     return value
 

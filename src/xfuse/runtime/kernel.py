@@ -1742,9 +1742,11 @@ class Kernel(CompiledProgram):
         """Check the arguments once; the returned call runs the native code with no checks.
 
         For loops and benchmarks: `run = k.prepare(x=x, out=y)` then `run()` as often as needed
-        (the arrays' contents may change between runs, not the arrays themselves).
+        (the arrays' contents may change between runs, not the arrays themselves). An input
+        that a call would copy (strided or misaligned) is an ArgumentError here: the runs
+        would read the copy, not the array.
         """
-        return PreparedCall(self, self._check(args, kwargs, out))
+        return PreparedCall(self, self._check(args, kwargs, out, prepared=True))
 
     def run_plan(self, plan: CallPlan, pointers: Sequence[int]) -> None:
         """Run a checked call of `plan` on arrays at `pointers` (inputs, then outputs), in a
@@ -1810,8 +1812,11 @@ class Kernel(CompiledProgram):
         """The common call with the fewest Python operations (`quick_call`)."""
         return quick_call(self.function, self._plans)
 
-    def _check(self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> CheckedCall:
-        """All checks of a call, before any native code runs.
+    def _check(
+        self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any, prepared: bool = False
+    ) -> CheckedCall:
+        """All checks of a call, before any native code runs (for a `prepared` call, which
+        copies no input: `check_input`).
 
         A kernel whose every array is `[?]` (no shapes given at compile time) also takes inputs of
         any one shape, 0-d to N-d: being elementwise, it runs on them as one flat loop, and its
@@ -1828,7 +1833,10 @@ class Kernel(CompiledProgram):
         if transposed:
             values = [value.T for value in values]
             out = each_buffer(out, np.transpose)
-        arrays = [check_input(p, v) for p, v in zip(self.function.inputs, values, strict=True)]
+        arrays = [
+            check_input(p, v, copy_allowed=not prepared)
+            for p, v in zip(self.function.inputs, values, strict=True)
+        ]
         shape = self.flat_shape(arrays)
         if shape is not None:
             arrays = [array.reshape(-1) for array in arrays]
