@@ -1528,6 +1528,18 @@ HOSTILE_CALLS = [
     ("out reversed", "k(x=x, b=x, r=x, out=sentinel[::-1])", "ArgumentError", "C-contiguous"),
     ("out misaligned", "k(x=x, b=x, r=x, out=misaligned(10))", "ArgumentError", "aligned"),
     (
+        "flat out of another shape",
+        "k(x=x.reshape(2, 5), b=x.reshape(2, 5), r=x.reshape(2, 5), out=sentinel)",
+        "ArgumentError",
+        r"out 'out': expected shape \(2, 5\), got \(10,\)",
+    ),
+    (
+        "prepare flat out of another shape",
+        "k.prepare(x.reshape(2, 5), x.reshape(2, 5), x.reshape(2, 5), out=sentinel)",
+        "ArgumentError",
+        r"out 'out': expected shape \(2, 5\), got \(10,\)",
+    ),
+    (
         "out broadcast view",
         "k(x=x, b=x, r=x, out=np.broadcast_to(np.float32(0), (10,)))",
         "ArgumentError",

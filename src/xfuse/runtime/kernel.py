@@ -79,6 +79,7 @@ from xfuse.runtime.arrays import (
     bind_shapes,
     check_aliasing,
     check_input,
+    check_output,
     data_pointer,
     numpy_dtype,
     output_shape,
@@ -1908,13 +1909,18 @@ class Kernel(CompiledProgram):
         return shape
 
     def _flat_out(self, out: Any, shape: tuple[int, ...]) -> Any:
-        """`out` buffers of `shape` as the flat views the kernel writes through."""
-        names = iter(out if isinstance(out, Mapping) else [p.name for p in self.function.outputs])
+        """`out` buffers of `shape` as the flat views the kernel writes through. A buffer of
+        another shape is an error here, in `check_output`'s words: the usual checks compare it
+        with the flat shape, which a 1-d buffer of as many elements would pass."""
+        outputs = {p.name: p for p in self.function.outputs}
+        names = iter(out if isinstance(out, Mapping) else outputs)
 
         def flat(buffer: Any) -> Any:
             name = next(names, "?")
-            if not isinstance(buffer, np.ndarray) or buffer.shape != shape:
+            if not isinstance(buffer, np.ndarray) or name not in outputs:
                 return buffer  # the usual checks report it
+            if buffer.shape != shape:
+                check_output(outputs[name], buffer, shape)  # raises: the shape if nothing else
             if not buffer.flags.c_contiguous:
                 raise ArgumentError(
                     f"out '{name}': must be C-contiguous and aligned (or Fortran-ordered, where "
