@@ -1582,6 +1582,37 @@ HOSTILE_CALLS = [
         "argument 'r': a prepared call takes no strided or misaligned input",
     ),
     (
+        "masked input",
+        "k(x=np.ma.masked_array(x, mask=x > 0), b=x, r=x, out=sentinel)",
+        "ArgumentTypeError",
+        r"argument 'x': a masked array's mask would be ignored; pass \.filled\(value\)",
+    ),
+    (
+        "masked out",
+        "k(x=x, b=x, r=x, out=np.ma.masked_array(sentinel, mask=x > 0))",
+        "ArgumentTypeError",
+        r"out 'out': a masked array's mask would be ignored; pass \.data",
+    ),
+    (
+        "prepare masked input",
+        "k.prepare(x=x, b=np.ma.masked_array(x), r=x, out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'b': a masked array",
+    ),
+    (
+        "matrix input",
+        "k(x=np.matrix(x.reshape(2, 5)), b=x.reshape(2, 5), r=x.reshape(2, 5))",
+        "ArgumentTypeError",
+        r"argument 'x': np\.matrix is not taken; pass np\.asarray",
+    ),
+    (
+        "matrix out",
+        "k(x=x.reshape(2, 5), b=x.reshape(2, 5), r=x.reshape(2, 5), "
+        "out=np.matrix(sentinel.reshape(2, 5)))",
+        "ArgumentTypeError",
+        r"out 'out': np\.matrix is not taken",
+    ),
+    (
         "prepare checks too",
         "k.prepare(x=x, b=None, r=x, out=sentinel)",
         "ArgumentTypeError",
@@ -1623,8 +1654,10 @@ def test_hostile_calls_fail_politely_in_a_child_process(gelu: Gelu) -> None:
 
 
 def test_unusual_but_valid_calls_work_in_a_child_process(gelu: Gelu) -> None:
-    """Read-only, strided, misaligned and masked inputs are read (copied where needed)."""
+    """Read-only, strided, misaligned and memory-mapped inputs are read (copied where needed)."""
     script = HOSTILE_SETUP.format(gelu=gelu.source) + (
+        "import tempfile\n"
+        "tmp = tempfile.TemporaryFile()\n"
         "want = k(x=x, b=y, r=x)\n"
         "for label, args in [\n"
         "    ('read-only', dict(x=read_only(x.copy()), b=y, r=x)),\n"
@@ -1632,8 +1665,11 @@ def test_unusual_but_valid_calls_work_in_a_child_process(gelu: Gelu) -> None:
         "    ('reversed', dict(x=x[::-1], b=y[::-1], r=x)),\n"
         "    ('misaligned', dict(x=misaligned(10, 1.0), b=y, r=x)),\n"
         "    ('in place', dict(x=x.copy(), b=y, r=x)),\n"
+        "    ('memmap', dict(x=np.memmap(tmp, np.float32, 'w+', shape=(10,)), b=y, r=x)),\n"
         "]:\n"
-        "    out = args['x'] if label == 'in place' else None\n"
+        "    if label == 'memmap':\n"
+        "        args['x'][:] = x\n"
+        "    out = args['x'] if label in ('in place', 'memmap') else None\n"
         "    assert np.array_equal(k(**args, out=out), want), label\n"
         "print('ok')\n"
     )

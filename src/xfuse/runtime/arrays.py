@@ -257,6 +257,21 @@ def output_shape(parameter: Parameter, iteration: Sequence[int]) -> tuple[int, .
     )
 
 
+def _check_array_kind(label: str, value: np.ndarray, output: bool = False) -> None:
+    """ArgumentTypeError for the ndarray subclasses whose elements mean more than their memory
+    holds: a masked array (the kernel would read or write the masked elements too) and
+    `np.matrix` (always 2-d: flattening it gives a row, a shape no argument was passed with)."""
+    if isinstance(value, np.ma.MaskedArray):
+        remedy = (
+            "pass .data (its elements, written in place; the mask unchanged)"
+            if output
+            else "pass .filled(value) (masked elements set to value) or .data (as stored)"
+        )
+        raise ArgumentTypeError(f"{label}: a masked array's mask would be ignored; {remedy}")
+    if isinstance(value, np.matrix):
+        raise ArgumentTypeError(f"{label}: np.matrix is not taken; pass np.asarray(...)")
+
+
 def check_input(parameter: Parameter, value: Any, copy_allowed: bool = True) -> np.ndarray:
     """The array to pass for an input: checked dtype; a C-contiguous aligned copy if needed
     and `copy_allowed` (not for a prepared call: every run would read the copy made when it was
@@ -266,6 +281,8 @@ def check_input(parameter: Parameter, value: Any, copy_allowed: bool = True) -> 
             f"argument '{parameter.name}': expected a numpy array of {parameter.describe()}, "
             f"got {type(value).__name__}"
         )
+    if type(value) is not np.ndarray:
+        _check_array_kind(f"argument '{parameter.name}'", value)
     expected = numpy_dtype(parameter.dtype)
     if value.dtype != expected:
         raise ArgumentTypeError(
@@ -290,6 +307,8 @@ def check_output(parameter: Parameter, value: Any, shape: tuple[int, ...]) -> np
     label = f"out '{parameter.name}'"
     if not isinstance(value, np.ndarray):
         raise ArgumentTypeError(f"{label}: expected a numpy array, got {type(value).__name__}")
+    if type(value) is not np.ndarray:
+        _check_array_kind(label, value, output=True)
     if value.dtype != numpy_dtype(parameter.dtype):
         raise ArgumentTypeError(f"{label}: expected dtype {parameter.dtype}, got {value.dtype}")
     if value.shape != shape:
