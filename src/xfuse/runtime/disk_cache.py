@@ -5,13 +5,14 @@ the frontend IR (or the `.ew` source with its dtypes and shapes), the output nam
 field (for a GPU program these include the target and the arch) and, for the CPU, the host CPU's
 name and features (`xfuse.codegen.native.host_cpu`). The entry records the toolchain that made it
 (xfuse's version, plus a fingerprint of its source files when run from a checkout; xDSL's,
-llvmlite's and Python's versions) and holds the program's `Options` and what running it needs: on
-the CPU the object code MCJIT linked, the optimized LLVM IR and what binding the call needs (the
-function's name, its parameters, whether it takes a workspace, whether it may run in place); on a
-GPU its PTX, NVVM IR and launch sequence (`xfuse.runtime.cuda.CudaFunction`). A CPU hit links
-the object code (`xfuse.codegen.native.load_object_code`) and a GPU hit takes the PTX: no xDSL
-pass and no LLVM optimization or code generation runs, and xDSL is not imported. The IR of the
-stages is recomputed from the frontend IR only if asked for.
+llvmlite's, Python's, numpy's and ml_dtypes' versions) and holds the program's `Options` and
+what running it needs: on the CPU the object code MCJIT linked, the optimized LLVM IR and what
+binding the call needs (the function's name, its parameters, whether it takes a workspace,
+whether it may run in place); on a GPU its PTX, NVVM IR and launch sequence
+(`xfuse.runtime.cuda.CudaFunction`). A CPU hit links the object code
+(`xfuse.codegen.native.load_object_code`) and a GPU hit takes the PTX: no xDSL pass and no LLVM
+optimization or code generation runs, and xDSL is not imported. The IR of the stages is
+recomputed from the frontend IR only if asked for.
 
 Where: `XFUSE_CACHE_DIR`, else the platform's user cache dir (`platformdirs`, e.g.
 `~/.cache/xfuse`); `XFUSE_CACHE=0` turns the cache off. Both are read at every compile.
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import llvmlite
+import numpy as np
 
 import xfuse
 from xfuse.codegen.native import host_cpu, load_object_code
@@ -117,12 +119,15 @@ def _installed_version(distribution: str) -> str:
 
 
 def toolchain() -> str:
-    """What made an entry, besides its key: an entry from another toolchain is not used."""
+    """What made an entry, besides its key: an entry from another toolchain is not used. It
+    names numpy and ml_dtypes too: constant folding computes with them (their rounding may
+    change between versions), and the code holds what it folded."""
     fingerprint = _source_fingerprint()
     return (
         f"xfuse {xfuse.__version__}{'+' + fingerprint if fingerprint else ''} "
         f"xdsl {_installed_version('xdsl')} llvmlite {llvmlite.__version__} "
-        f"python {sys.version_info[0]}.{sys.version_info[1]}"
+        f"python {sys.version_info[0]}.{sys.version_info[1]} "
+        f"numpy {np.__version__} ml_dtypes {_installed_version('ml_dtypes')}"
     )
 
 
