@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -288,6 +290,28 @@ def test_cache_info_and_clear(cache: Path, capsys: pytest.CaptureFixture[str], g
     assert "removed 2 file(s)" in capsys.readouterr().out
     assert not entries(cache)
     assert (cache / "unrelated.txt").exists()
+
+
+def test_cache_clear_prints_json_when_asked(
+    cache: Path, capsys: pytest.CaptureFixture[str], gelu: Gelu
+) -> None:
+    xfuse.compile(gelu.source)
+    sizes = sum(path.stat().st_size for path in entries(cache))
+    assert cli_main(["cache", "clear", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "directory": str(cache),
+        "removed": 2,
+        "bytes": sizes,
+    }
+    assert not entries(cache)
+
+
+def test_the_toolchain_names_numpy_and_ml_dtypes() -> None:
+    # Constant folding computes with numpy (and ml_dtypes for bf16): code folded under another
+    # version may hold other bits.
+    assert disk_cache.toolchain().endswith(
+        f" numpy {np.__version__} ml_dtypes {ml_dtypes.__version__}"
+    )
 
 
 def test_cache_info_when_off(

@@ -22,7 +22,11 @@ def register(subparsers: Any) -> None:
         choices=("info", "clear"),
         help="info: directory, entries and size; clear: remove every entry",
     )
-    parser.add_argument("--json", action="store_true", help="info as JSON")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print as JSON: info's fields; clear's directory, files removed and bytes freed",
+    )
     parser.set_defaults(run=run)
 
 
@@ -31,7 +35,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.action == "clear":
         removed, freed = disk_cache.clear()
-        where = disk_cache.cache_dir() or "(the cache is off: XFUSE_CACHE=0)"
+        directory = disk_cache.cache_dir()
+        if args.json:
+            fields = {"directory": directory and str(directory), "removed": removed}
+            print(json.dumps({**fields, "bytes": freed}))
+            return 0
+        where = directory or "(the cache is off: XFUSE_CACHE=0)"
         print(f"removed {removed} file(s), {freed:,} bytes, from {where}")
         return 0
     info = disk_cache.info()
