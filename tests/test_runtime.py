@@ -1699,6 +1699,11 @@ def test_unusual_but_valid_calls_work_in_a_child_process(gelu: Gelu) -> None:
         ({"extra_passes": "ew-strength"}, ValueError, "unknown pass 'ew-strength' \\(did you"),
         ({"outputs": [1]}, TypeError, "outputs must be a list of output names"),
         ({"outputs": 5}, TypeError, "outputs must be a list of output names, got 5"),
+        (
+            {"outputs": ["out", "h", "out"]},
+            ValueError,
+            r"outputs: 'out' is given twice, got \['out', 'h', 'out'\]",
+        ),
         ({"shapes": {"x": 5}}, TypeError, "shapes\\['x'\\] must be a sequence of dims"),
         ({"shapes": {"x": (-1,)}}, ValueError, "shapes\\['x'\\]: bad dim -1: expected a size"),
         ({"shapes": {"x": ("1a",)}}, ValueError, "shapes\\['x'\\]: bad dim '1a'"),

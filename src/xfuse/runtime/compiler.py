@@ -585,6 +585,10 @@ def compile(
         isinstance(outputs, Sequence) and all(isinstance(name, str) for name in outputs)
     ):
         raise TypeError(f"outputs must be a list of output names, got {outputs!r}")
+    if outputs is not None and len(set(outputs)) < len(outputs):
+        # As the language's `output y, y;` is an error: two outputs would be one array.
+        repeated = next(name for name in outputs if list(outputs).count(name) > 1)
+        raise ValueError(f"outputs: '{repeated}' is given twice, got {list(outputs)!r}")
     threads = check_threads(threads)
     check_shapes(shapes)
     check_target(target, arch, math, threads)
