@@ -275,6 +275,16 @@ def test_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().err.startswith("<expr>:1:10: error: expected an expression")
 
 
+def test_program_without_inputs(capsys: pytest.CaptureFixture[str]) -> None:
+    """No bandwidth ceiling to compare with (was a raw `reduce() of empty iterable`)."""
+    assert main(["bench", "--expr", "y = 1 + 2;", "--sizes", "16", "--repeat", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "xfuse bench: error: the program reads no inputs: "
+        "there is no bandwidth ceiling to measure\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -196,7 +196,10 @@ def output_dtypes(workload: Workload) -> dict[str, np.dtype[Any]]:
 
 def ceiling_conversions(workload: Workload) -> dict[str, str]:
     """The outputs whose dtype differs from what the sum of the inputs promotes to, each with
-    the conversion (`bf16`) that stores it as the program does (the same bytes written)."""
+    the conversion (`bf16`) that stores it as the program does (the same bytes written); none
+    for a program without inputs (nothing to sum: `ceiling_source` says it has no ceiling)."""
+    if not workload.arrays:
+        return {}
     summed = functools.reduce(
         promote, (element_type_for(a.dtype) for a in workload.arrays.values())
     )
