@@ -126,6 +126,7 @@ COMMANDS: dict[str, list[str]] = {
     "bad_option_value": ["{good}", "-p", "ew-optimize{unsafe-math=maybe}"],
     "unknown_option": ["{good}", "-p", "ew-optimize{fast=true}"],
     "bad_mode": ["{good}", "-p", "ew-fuse{mode=bogus}"],
+    "huge_exponent": ["{good}", "-p", "ew-strength-reduce{max-exponent=1000000000}"],
     "use_before_def": ["{use_before_def}", "-p", "ew-fuse"],
     "bufferize_twice": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-bufferize"],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
@@ -289,6 +290,10 @@ HOSTILE: dict[str, str] = {
     "bad_mode": (
         r"xfuse-opt: error: ew-fuse: bad value 'bogus' for option 'mode': "
         r"expected one of greedy, none"
+    ),
+    "huge_exponent": (
+        r"xfuse-opt: error: ew-strength-reduce: max-exponent must be between 2 and 16, "
+        r"got 1000000000"
     ),
     "unknown_option": (
         r"xfuse-opt: error: ew-optimize: unknown option 'fast' \(options: unsafe-math\)"

@@ -1,5 +1,6 @@
 """The example pass of docs/writing-a-pass.md."""
 
+import pytest
 from xdsl.context import Context
 from xdsl.dialects.func import FuncOp
 
@@ -23,6 +24,25 @@ def test_square_becomes_one_multiply():
 def test_cube_expands_only_when_allowed():
     assert ops_of("y = pow(x, 3);") == ["ew.pow", "func.return"]
     assert ops_of("y = pow(x, 3);", max_exponent=3) == ["ew.mul", "ew.mul", "func.return"]
+
+
+def test_the_largest_exponent_expands_left_to_right():
+    module = parse_program("y = pow(x, 16);")
+    EwStrengthReducePass(max_exponent=16).apply(Context(), module)
+    multiplies = [op for op in module.walk() if isinstance(op, ew.MulOp)]
+    assert len(multiplies) == 15
+    assert all(m.lhs == p.result for p, m in zip(multiplies, multiplies[1:], strict=False))
+
+
+@pytest.mark.parametrize("max_exponent", [-1, 0, 1, 17, 1_000_000_000])
+def test_max_exponent_out_of_range_is_an_error(max_exponent: int):
+    """Was accepted: 10^9 built pow(x, 1000000) as 999999 multiplies (minutes, gigabytes)."""
+    module = parse_program("y = pow(x, 1000000);")
+    with pytest.raises(
+        ValueError,
+        match=f"^ew-strength-reduce: max-exponent must be between 2 and 16, got {max_exponent}$",
+    ):
+        EwStrengthReducePass(max_exponent=max_exponent).apply(Context(), module)
 
 
 def test_fractional_and_variable_exponents_stay():
