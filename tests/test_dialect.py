@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import (
     Float16Type,
     Float32Type,
     Float64Type,
+    IntegerAttr,
     ModuleOp,
     TensorType,
 )
@@ -31,6 +32,7 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyExcepti
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import element_type_for
+from xfuse.frontend.language import parse_program
 
 DIALECT_TESTS = Path(__file__).resolve().parents[1] / "filecheck" / "dialect"
 DYN = DYNAMIC_INDEX
@@ -248,6 +250,31 @@ def test_hex_constants_parse_as_f64_bits() -> None:
     for bad in ("-0x1", "0x10000000000000000"):
         with pytest.raises(ParseError, match="hexadecimal float must be the 64 bits of an f64"):
             parse(f"%c = ew.constant {bad} : tensor<f32>")
+
+
+def test_constant_keeps_its_discardable_attributes() -> None:
+    """The custom form dropped them (and its parser rejected an attr-dict)."""
+    generic = '"ew.constant"() <{value = 1.0 : f64}> {foo = 1 : i64} : () -> tensor<f32>'
+    custom = "ew.constant 1.0 {foo = 1 : i64} : tensor<f32>"
+    for text in (generic, custom):
+        module = parse(text)
+        (constant,) = [op for op in module.walk() if isinstance(op, ew.ConstantOp)]
+        assert constant.attributes["foo"] == IntegerAttr(1, 64)
+        assert f"%0 = {custom}" in print_ir(module)
+        assert_round_trips(module)
+
+
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_integer_constants_past_f64_are_infinite(sign: str) -> None:
+    """As the decimal `1.0e400` and the frontend's `1e400`: inf (was `internal error:
+    OverflowError: int too large to convert to float`)."""
+    module = parse(f"%c = ew.constant {sign}1{'0' * 400} : tensor<f32>")
+    (constant,) = [op for op in module.walk() if isinstance(op, ew.ConstantOp)]
+    assert constant.literal == float(f"{sign}inf")
+    (from_source,) = [
+        op for op in parse_program(f"y = x + {sign}1e400;").walk() if isinstance(op, ew.ConstantOp)
+    ]
+    assert from_source.literal == constant.literal
 
 
 def test_kernel_api_on_both_forms() -> None:

@@ -186,7 +186,11 @@ def parse_float(parser: Parser) -> float:
     value = parser.parse_number()
     hexadecimal = parser.lexer.input.content[number_start : number_start + 2] in ("0x", "0X")
     if not hexadecimal:
-        return -float(value) if negative else float(value)
+        try:
+            magnitude = float(value)
+        except OverflowError:  # an integer past f64's range: inf, as the decimal `1e400` is
+            magnitude = math.inf
+        return -magnitude if negative else magnitude
     assert isinstance(value, int)
     if negative or value.bit_length() > 64:
         parser.raise_error("hexadecimal float must be the 64 bits of an f64", start, parser.pos)
@@ -401,13 +405,17 @@ class ConstantOp(IRDLOperation):
         if DYNAMIC_INDEX in tuple(self.result.type.get_shape()):
             raise VerifyException("'ew.constant' result must have a static shape")
 
+    # The assembly format `$value attr-dict : type($result)`.
     def print(self, printer: Printer) -> None:
-        printer.print_string(f" {format_float(self.literal)} : ")
+        printer.print_string(f" {format_float(self.literal)}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
         print_type(printer, self.result.type)
 
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
         value = parse_float(parser)
+        attributes = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         type_start = parser.pos
         type_ = parser.parse_type()
@@ -415,7 +423,9 @@ class ConstantOp(IRDLOperation):
             parser.raise_error(
                 f"'ew.constant' expected a tensor type, got {type_}", type_start, parser.pos
             )
-        return cls(value, cast(TensorType[Attribute], type_))
+        op = cls(value, cast(TensorType[Attribute], type_))
+        op.attributes.update(attributes)
+        return op
 
 
 class UnaryOp(IRDLOperation, ABC):
