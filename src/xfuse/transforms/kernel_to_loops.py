@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -200,72 +200,61 @@ def outline_kernel(kernel: ew.KernelOp, name: str) -> func.FuncOp:
     return function
 
 
-_BucketKey = tuple[tuple[Attribute, ...], tuple[int, ...], tuple[str, ...]]
-
-
-def _bucket_key(kernel: ew.KernelOp) -> _BucketKey:
-    """What alike kernels share and is cheap to hash: the types of the distinct memrefs (the
-    outlined function's signature), which of them each operand is (a kernel reading and writing
-    one memref differs from one reading one and writing another), and the names of its ops."""
-    positions: dict[SSAValue, int] = {}
-    pattern = tuple(positions.setdefault(operand, len(positions)) for operand in kernel.operands)
-    types = tuple(memref.type for memref in positions)
-    return types, pattern, tuple(op.name for op in kernel.walk())
-
-
-def _alike(kernel: ew.KernelOp, kept: ew.KernelOp) -> bool:
-    """`kernel` does what `kept` does, for kernels of one `_bucket_key` (the same ops by name, so
-    as many), with what `kernel` reads standing for what `kept` reads: equal attributes and
-    properties, block argument and result types, each operand the value at the same place. What
-    xDSL's `is_structurally_equivalent` says, and the result types, which it does not compare
-    (a rounding to f16 is not one to bf16), in one loop over the two blocks. A kernel with an op
-    with regions (xfuse makes none) is not alike any other: kept, it is correct. No op has
-    successors: only a terminator may, and a kernel's is `ew.yield`."""
-    block, kept_block = kernel.block, kept.block
-    if (
-        kernel.attributes != kept.attributes
-        or kernel.properties != kept.properties
-        or kernel.result_types != kept.result_types
-        or block.arg_types != kept_block.arg_types
-    ):
-        return False
+def _kernel_key(kernel: ew.KernelOp) -> Hashable:
+    """Everything LLVM would see of `kernel`, hashable: kernels of equal keys are alike, with
+    what one reads standing for what the other reads. The types of its distinct memrefs (the
+    outlined function's signature) and which of them each operand is (a kernel reading and
+    writing one memref differs from one reading one and writing another); its attributes,
+    properties and result types; its block's argument types; and each op one for one: its name,
+    attributes, properties (a constant's bits: 0.0 is not -0.0; fast-math flags), result types
+    (a rounding to f16 is not one to bf16, which xDSL's `is_structurally_equivalent` does not
+    compare) and operands, each the position of the block argument or earlier result it is. A
+    kernel with an op with regions (xfuse makes none) is alike no other: kept, it is correct.
+    No op has successors: only a terminator may, and a kernel's is `ew.yield`."""
+    block = kernel.block
+    if any(op.regions for op in block.ops):
+        return kernel
+    memrefs: dict[SSAValue, int] = {}
+    pattern = tuple(memrefs.setdefault(operand, len(memrefs)) for operand in kernel.operands)
     # By id: SSAValue's own hash is a Python call, and values are equal only if identical.
-    same = {id(arg): kept_arg for arg, kept_arg in zip(block.args, kept_block.args, strict=True)}
-    for op, other in zip(block.ops, kept_block.ops, strict=True):
-        if (
-            op.regions
-            or other.regions
-            or op.attributes != other.attributes
-            or op.properties != other.properties
-            or [r.type for r in op.results] != [r.type for r in other.results]
-            or [same.get(id(value), value) for value in op.operands] != list(other.operands)
-        ):
-            return False
-        same.update(zip(map(id, op.results), other.results, strict=True))
-    return True
+    positions = {id(arg): index for index, arg in enumerate(block.args)}
+    ops: list[Hashable] = []
+    for op in block.ops:
+        operands = tuple(positions.get(id(value), value) for value in op.operands)
+        ops.append(
+            (
+                op.name,
+                tuple(sorted(op.attributes.items())),
+                tuple(sorted(op.properties.items())),
+                tuple(result.type for result in op.results),
+                operands,
+            )
+        )
+        positions.update((id(result), len(positions)) for result in op.results)
+    return (
+        tuple(memref.type for memref in memrefs),
+        pattern,
+        tuple(sorted(kernel.attributes.items())),
+        tuple(sorted(kernel.properties.items())),
+        tuple(kernel.result_types),
+        tuple(block.arg_types),
+        tuple(ops),
+    )
 
 
 @dataclass
 class AlikeKernels:
-    """The kernels of one function outlined so far, bucketed by `_bucket_key`: a kernel is
-    compared in full only with the few kept ones of its bucket, so finding the alike kernels
-    among k costs about as much as reading them once, not k^2 comparisons."""
+    """The kernels of one function outlined so far, by `_kernel_key`: finding the alike kernels
+    among k costs about as much as reading them once (one hash of each), not k^2 comparisons."""
 
-    buckets: dict[_BucketKey, list[ew.KernelOp]] = field(
-        default_factory=dict[_BucketKey, list[ew.KernelOp]]
-    )
+    kept: dict[Hashable, ew.KernelOp] = field(default_factory=dict[Hashable, ew.KernelOp])
 
     def twin_or_keep(self, kernel: ew.KernelOp) -> func.FuncOp | None:
         """The function of an outlined kernel alike `kernel` in everything LLVM would see of
-        it: the same ops one for one, with equal attributes, properties (a constant's bits:
-        0.0 is not -0.0; fast-math flags) and result types, each operand at the same position (see
-        `_bucket_key`). None if there is none, and then `kernel` is kept: outline it next."""
-        bucket = self.buckets.setdefault(_bucket_key(kernel), [])
-        for kept in bucket:
-            if _alike(kernel, kept):
-                return cast(func.FuncOp, kept.parent_op())
-        bucket.append(kernel)
-        return None
+        it (see `_kernel_key`). None if there is none, and then `kernel` is kept: outline it
+        next."""
+        kept = self.kept.setdefault(_kernel_key(kernel), kernel)
+        return None if kept is kernel else cast(func.FuncOp, kept.parent_op())
 
 
 MAIN_LOOP_VECTORS = 4
