@@ -216,6 +216,20 @@ def test_cli_tables_and_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert plot.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_cli_plot_names_the_file_it_writes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    arguments = ["bench", "--expr", "x * 2", "--sizes", "2^8", "--repeat", "1", "--plot"]
+    assert main([*arguments, str(tmp_path / "bw")]) == 0
+    assert f"bandwidth plot: {tmp_path / 'bw.png'}\n" in capsys.readouterr().out
+    assert (tmp_path / "bw.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(SystemExit) as exit_:
+        main([*arguments, str(tmp_path)])
+    assert exit_.value.code == 2
+    assert f"argument --plot: {tmp_path} is a directory" in capsys.readouterr().err
+
+
 def test_cli_settings_stay_out_of_the_programs_comment(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

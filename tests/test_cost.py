@@ -445,6 +445,24 @@ def test_cli_roofline_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
 
 
 @needs_fuse
+def test_cli_plot_names_the_file_it_writes(capsys: pytest.CaptureFixture[str], tmp_path: Path):
+    """matplotlib adds `.png` to a name without a suffix: the path printed is that file (it was
+    the name given); a directory is an error (it wrote `<directory>.png` and exited 0)."""
+    pytest.importorskip("matplotlib")
+    status, out, _ = run_cli(capsys, "cost", str(GELU), "--plot", str(tmp_path / "bp"))
+    assert status == 0 and f"roofline plot: {tmp_path / 'bp.png'}\n" in out
+    assert (tmp_path / "bp.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["cost", str(GELU), "--plot", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert (
+        f"argument --plot: {tmp_path} is a directory: give the plot's file name "
+        f"({tmp_path / 'plot.png'})" in capsys.readouterr().err
+    )
+    assert not tmp_path.with_suffix(".png").exists()
+
+
+@needs_fuse
 def test_roofline_merges_identical_kernels_and_labels_every_roof() -> None:
     pytest.importorskip("matplotlib")
     from matplotlib.text import Annotation

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xfuse.tools.cli import option_type, positive_int, read_program
+from xfuse.tools.cli import option_type, plot_file, positive_int, read_program
 from xfuse.tools.lecture_cmd import parse_size
 
 if TYPE_CHECKING:
@@ -44,7 +44,12 @@ def register(subparsers: Any) -> None:
         "--repeat", type=positive_int, default=3, help="timed runs per point (median)"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--plot", type=Path, metavar="PNG", help="write GB/s against size")
+    parser.add_argument(
+        "--plot",
+        type=plot_file,
+        metavar="PNG",
+        help="write GB/s against size (FILE.png if no suffix)",
+    )
     parser.set_defaults(run=run)
 
 

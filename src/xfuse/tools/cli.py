@@ -56,6 +56,17 @@ def option_type(parse: Callable[[str], T]) -> Callable[[str], T]:
 
 
 @option_type
+def plot_file(text: str) -> Path:
+    """`--plot`'s file: the format its suffix names (`.png`, `.svg`, `.pdf`), a name without one
+    gaining `.png` (as matplotlib writes it, so the path printed is the one written). A
+    directory is an error: a plot is one file, named by whoever asks for it."""
+    path = Path(text)
+    if path.is_dir():
+        raise ValueError(f"{text} is a directory: give the plot's file name ({path / 'plot.png'})")
+    return path if path.suffix else path.with_name(f"{path.name}.png")
+
+
+@option_type
 def positive_int(text: str) -> int:
     """An integer >= 1 (`--repeat`, `--threads`)."""
     value = int(text)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, DEVICES
+from xfuse.tools.cli import plot_file
 
 
 def register(subparsers: Any) -> None:
@@ -47,7 +48,12 @@ def register(subparsers: Any) -> None:
         "--epilogue", metavar="INPUT", help="what-if: INPUT comes from a matmul's epilogue"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--plot", type=Path, metavar="PNG", help="write a roofline plot")
+    parser.add_argument(
+        "--plot",
+        type=plot_file,
+        metavar="PNG",
+        help="write a roofline plot (FILE.png if no suffix)",
+    )
     parser.set_defaults(run=run)
 
 
