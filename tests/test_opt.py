@@ -81,6 +81,7 @@ FILES: dict[str, tuple[str, str | bytes]] = {
     "binary_ew": ("binary.ew", b"y = x;\n\xff = 1;"),
     "empty_ew": ("empty.ew", "# nothing here\n"),
     "unknown_ext": ("input.txt", "y = x;"),
+    "no_ext": ("program", "y = x;"),
     "use_before_def": (
         "use_before_def.mlir",
         "func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
@@ -120,6 +121,8 @@ COMMANDS: dict[str, list[str]] = {
     "binary_ew": ["{binary_ew}"],
     "empty_ew": ["{empty_ew}"],
     "unknown_ext": ["{unknown_ext}"],
+    "no_ext_as_ew": ["-f", "ew", "{no_ext}"],
+    "txt_as_ew": ["{unknown_ext}", "-f", "ew"],
     "missing_file": ["{missing}"],
     "directory": ["{directory}"],
     "unknown_pass": ["{good}", "-p", "ew-optimise"],
@@ -239,6 +242,15 @@ def test_output_file(runs: dict[str, Run], paths: dict[str, str]) -> None:
     assert "func.func @f" in written and "ew.mul" not in written
 
 
+def test_frontend_option_wins_over_the_file_name(runs: dict[str, Run]) -> None:
+    """`-f ew` parsed stdin as `.ew` but not a file without the extension (`Unrecognized file
+    extension ''`)."""
+    for name in ("no_ext_as_ew", "txt_as_ew"):
+        run = runs[name]
+        assert (run.returncode, run.stderr) == (0, "")
+        assert "func.func @main(%x: tensor<?xf32>) -> tensor<?xf32>" in run.stdout
+
+
 def test_split_input_file(runs: dict[str, Run]) -> None:
     out = ok(runs["split"]).stdout
     first, second = out.split("// -----\n")
@@ -320,7 +332,7 @@ def test_hostile_input_fails_politely(runs: dict[str, Run], name: str) -> None:
 
 def test_every_command_is_checked() -> None:
     checked_elsewhere = {"gelu", "gelu_optimize", "gelu_generic", "between_passes", "output_file"}
-    checked_elsewhere |= {"split", "verify_diagnostics"}
+    checked_elsewhere |= {"split", "verify_diagnostics", "no_ext_as_ew", "txt_as_ew"}
     assert set(COMMANDS) == set(HOSTILE) | checked_elsewhere
 
 

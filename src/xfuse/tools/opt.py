@@ -122,6 +122,11 @@ class XfuseOptMain(xDSLOptMain):
         super().register_all_frontends()
         self.available_frontends["ew"] = self._parse_ew
 
+    def get_input_stream(self) -> tuple[IO[bytes], str]:
+        # `-f` names the input's format whatever the file's name (xDSL checked its extension).
+        stream, extension = super().get_input_stream()
+        return stream, self.args.frontend or extension
+
     def _parse_ew(self, stream: IO[bytes]) -> ModuleOp:
         # Undecodable bytes become U+FFFD, which the tokenizer reports with its line and column.
         source = stream.read().decode(errors="replace")
