@@ -321,6 +321,19 @@ def test_cli_program_errors_name_the_file(
         assert err.startswith(f"{program}{message}") and "Traceback" not in err
 
 
+def test_a_byte_order_mark_starts_a_program_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`xfuse bench`, `cost` and `lecture --source` read a file as Python reads a source file
+    (each said `1:1: error: unexpected character '\\ufeff'`)."""
+    program = tmp_path / "bom.ew"
+    program.write_bytes(b"\xef\xbb\xbfy = x * 2;\n")
+    assert main(["cost", str(program), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fused"]["kernels"]
+    assert main(["bench", str(program), "--sizes", "64", "--repeat", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"]
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

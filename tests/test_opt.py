@@ -82,6 +82,7 @@ FILES: dict[str, tuple[str, str | bytes]] = {
     "empty_ew": ("empty.ew", "# nothing here\n"),
     "unknown_ext": ("input.txt", "y = x;"),
     "no_ext": ("program", "y = x;"),
+    "bom_ew": ("bom.ew", b"\xef\xbb\xbfy = x;"),
     "use_before_def": (
         "use_before_def.mlir",
         "func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
@@ -122,6 +123,7 @@ COMMANDS: dict[str, list[str]] = {
     "empty_ew": ["{empty_ew}"],
     "unknown_ext": ["{unknown_ext}"],
     "no_ext_as_ew": ["-f", "ew", "{no_ext}"],
+    "bom_ew": ["{bom_ew}"],
     "txt_as_ew": ["{unknown_ext}", "-f", "ew"],
     "missing_file": ["{missing}"],
     "directory": ["{directory}"],
@@ -242,6 +244,13 @@ def test_output_file(runs: dict[str, Run], paths: dict[str, str]) -> None:
     assert "func.func @f" in written and "ew.mul" not in written
 
 
+def test_a_byte_order_mark_starts_an_ew_file(runs: dict[str, Run]) -> None:
+    """As in a Python source file (it was `1:1: error: unexpected character '\\ufeff'`)."""
+    run = runs["bom_ew"]
+    assert (run.returncode, run.stderr) == (0, "")
+    assert "func.func @main(%x: tensor<?xf32>) -> tensor<?xf32>" in run.stdout
+
+
 def test_frontend_option_wins_over_the_file_name(runs: dict[str, Run]) -> None:
     """`-f ew` parsed stdin as `.ew` but not a file without the extension (`Unrecognized file
     extension ''`)."""
@@ -332,7 +341,7 @@ def test_hostile_input_fails_politely(runs: dict[str, Run], name: str) -> None:
 
 def test_every_command_is_checked() -> None:
     checked_elsewhere = {"gelu", "gelu_optimize", "gelu_generic", "between_passes", "output_file"}
-    checked_elsewhere |= {"split", "verify_diagnostics", "no_ext_as_ew", "txt_as_ew"}
+    checked_elsewhere |= {"split", "verify_diagnostics", "no_ext_as_ew", "txt_as_ew", "bom_ew"}
     assert set(COMMANDS) == set(HOSTILE) | checked_elsewhere
 
 

@@ -34,8 +34,9 @@ class CliError(Exception):
 
 def read_program(path: Path) -> str:
     """An `.ew` file's text. Bytes that are not UTF-8 become U+FFFD, which the parser reports
-    with the file's name, line and column (as `xfuse-opt` does)."""
-    return path.read_bytes().decode(errors="replace")
+    with the file's name, line and column (as `xfuse-opt` does); a leading byte order mark is
+    dropped, as Python drops it from a source file."""
+    return path.read_bytes().decode("utf-8-sig", errors="replace")
 
 
 T = TypeVar("T")

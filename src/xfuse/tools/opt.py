@@ -128,8 +128,9 @@ class XfuseOptMain(xDSLOptMain):
         return stream, self.args.frontend or extension
 
     def _parse_ew(self, stream: IO[bytes]) -> ModuleOp:
-        # Undecodable bytes become U+FFFD, which the tokenizer reports with its line and column.
-        source = stream.read().decode(errors="replace")
+        # Undecodable bytes become U+FFFD, which the tokenizer reports with its line and column;
+        # a leading byte order mark is dropped, as Python drops it from a source file.
+        source = stream.read().decode("utf-8-sig", errors="replace")
         return parse_program(source, filename=self.get_input_name())
 
     def parse_chunk(
