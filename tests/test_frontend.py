@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
 import ml_dtypes
@@ -455,7 +456,7 @@ def test_bad_program(
     header, excerpt, caret = str(error).split("\n")
     assert header == f"<source>:{line}:{column}: error: {error.message}"
     assert excerpt == source.split("\n")[line - 1]
-    assert caret == " " * (column - 1) + "^"
+    assert caret == re.sub(r"[^\t]", " ", excerpt[: column - 1]) + "^"
 
 
 @pytest.mark.parametrize("dim", [10**20, 2**63, -3])
@@ -470,6 +471,14 @@ def test_an_error_in_a_crlf_file_quotes_the_line_without_its_carriage_return() -
     assert (info.value.line, info.value.column) == (2, 11)
     assert info.value.source_line == "out = x + ;"
     assert str(info.value).split("\n")[1:] == ["out = x + ;", " " * 10 + "^"]
+
+
+def test_the_caret_keeps_the_lines_tabs() -> None:
+    """Under the column however wide the tabs show (it was 10 spaces under `\t\ty = x + `)."""
+    with pytest.raises(EwSyntaxError) as info:
+        parse_program("\t\ty = x + $;")
+    assert (info.value.line, info.value.column) == (1, 11)
+    assert str(info.value).split("\n")[1:] == ["\t\ty = x + $;", "\t\t" + " " * 8 + "^"]
 
 
 def test_shapes_that_do_not_broadcast_point_at_the_operator() -> None:

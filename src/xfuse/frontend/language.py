@@ -95,7 +95,9 @@ class EwSyntaxError(Exception):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        caret = " " * (self.column - 1) + "^"
+        # The line's tabs kept, so that the caret lines up however wide a terminal's tabs are.
+        indent = "".join(c if c == "\t" else " " for c in self.source_line[: self.column - 1])
+        caret = indent + "^"
         return (
             f"{self.filename}:{self.line}:{self.column}: error: {self.message}\n"
             f"{self.source_line}\n{caret}"
