@@ -88,7 +88,7 @@ def check(source: str, outputs: list[str] | None = None, dtype: str = "float32")
         header, excerpt, caret = str(error).split("\n")
         assert header.startswith(f"<source>:{error.line}:{error.column}: error: ")
         assert excerpt == lines[error.line - 1]
-        assert caret == " " * (error.column - 1) + "^"
+        assert caret == re.sub(r"[^\t]", " ", excerpt[: error.column - 1]) + "^"
         return
     module.verify()
     printed = str(module)
