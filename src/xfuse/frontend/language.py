@@ -161,7 +161,7 @@ class _Parser:
         self.assigned_at: dict[str, int] = {}
         self.last_assigned: str | None = None
         self.declared_at: dict[str, int] = {}
-        self.declared_outputs: list[Token] = []
+        self.declared_outputs: dict[str, Token] = {}  # by name: a repeat is found in O(1)
         self.depth = 0
 
     # -- helpers
@@ -272,11 +272,11 @@ class _Parser:
                 raise self.error(f"expected an output name, found {self.describe(name)}")
             if _is_function(name.text):
                 raise self.error(f"cannot declare '{name.text}' as an output: it names a function")
-            repeated = next((t for t in self.declared_outputs if t.text == name.text), None)
+            repeated = self.declared_outputs.get(name.text)
             if repeated is not None:
                 line = self.line_of(repeated.offset)
                 raise self.error(f"output '{name.text}' is already declared on line {line}")
-            self.declared_outputs.append(name)
+            self.declared_outputs[name.text] = name
             self.position += 1
             if self.accept(",") is None:
                 break
@@ -288,13 +288,13 @@ class _Parser:
         """The `output` declarations' names, each checked to name a value; None without any."""
         if not self.declared_outputs:
             return None
-        for name in self.declared_outputs:
+        for name in self.declared_outputs.values():
             if name.text not in self.values and name.text not in self.builder.inputs:
                 known = ", ".join(self.values) or "none"
                 raise self.error(
                     f"output '{name.text}' is never assigned (the program assigns {known})", name
                 )
-        return [name.text for name in self.declared_outputs]
+        return list(self.declared_outputs)
 
     def shape(self) -> tuple[int | str | None, ...]:
         """The dims after '[' up to and including ']'."""
