@@ -132,6 +132,7 @@ COMMANDS: dict[str, list[str]] = {
     "unknown_option": ["{good}", "-p", "ew-optimize{fast=true}"],
     "bad_mode": ["{good}", "-p", "ew-fuse{mode=bogus}"],
     "huge_exponent": ["{good}", "-p", "ew-strength-reduce{max-exponent=1000000000}"],
+    "bool_for_int": ["{good}", "-p", "ew-fuse{max-ops=true}"],
     "use_before_def": ["{use_before_def}", "-p", "ew-fuse"],
     "bufferize_twice": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-bufferize"],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
@@ -311,6 +312,9 @@ HOSTILE: dict[str, str] = {
     "bad_mode": (
         r"xfuse-opt: error: ew-fuse: bad value 'bogus' for option 'mode': "
         r"expected one of greedy, none"
+    ),
+    "bool_for_int": (
+        r"xfuse-opt: error: ew-fuse: bad value 'true' for option 'max-ops': expected an integer"
     ),
     "huge_exponent": (
         r"xfuse-opt: error: ew-strength-reduce: max-exponent must be between 2 and 16, "

@@ -39,11 +39,18 @@ def _expected_values(field_type: object) -> str:
 def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
     """`pass_class` with `spec`'s options; PassSpecError naming the pass, the option and the
     values it takes (xDSL's own message names neither the pass nor the option)."""
+    hints = typing.get_type_hints(pass_class)
+    for option, value in spec.parameters.items():
+        # xDSL takes `true` for an int option as 1 (a bool is an int to Python).
+        if hints.get(option.replace("-", "_")) is int and any(isinstance(v, bool) for v in value):
+            text = ",".join(str(v).lower() for v in value)
+            raise PassSpecError(
+                f"{spec.name}: bad value '{text}' for option '{option}': expected an integer"
+            )
     try:
         return pass_class.from_spec(spec)
     except ValueError:
         pass
-    hints = typing.get_type_hints(pass_class)
     fields = [f.name for f in dataclasses.fields(pass_class) if f.init and f.name != "name"]
     given = spec.normalize_parameter_names().parameters
     for required in sorted(pass_class.required_fields() - set(given)):
