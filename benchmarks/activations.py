@@ -432,7 +432,8 @@ def in_cache_runs(k: Kernel, workload: bench.Workload, calls: int) -> list[Calla
     words = array.array("Q", arguments)
     _, drive = native_loop()
 
-    def kernel_alone() -> None:
+    def kernel_alone(owner: object = prepared) -> None:
+        """`owner`: the prepared call, which keeps the arrays that `words` point into alive."""
         drive(entry, words.buffer_info()[0], calls)
 
     def prepared_calls() -> None:
