@@ -1839,9 +1839,10 @@ class Kernel(CompiledProgram):
             for p, v in zip(self.function.inputs, values, strict=True)
         ]
         shape = self.flat_shape(arrays)
+        given: dict[int, np.ndarray] = {}  # the caller's `out` buffers, by their flat views' ids
         if shape is not None:
             arrays = [array.reshape(-1) for array in arrays]
-            out = self._flat_out(out, shape)
+            out = self._flat_out(out, shape, given)
         input_shapes = tuple(array.shape for array in arrays)
         plan = self._plans.get(input_shapes)
         if plan is None:
@@ -1854,7 +1855,9 @@ class Kernel(CompiledProgram):
         check_aliasing(
             self._names, arrays, pointers, len(self.function.inputs), self.in_place_allowed
         )
-        results = outputs if shape is None else [o.reshape(shape) for o in outputs]
+        results = (
+            outputs if shape is None else [given.get(id(o), o.reshape(shape)) for o in outputs]
+        )
         if transposed:
             results = [result.T for result in results]
         native = plan.for_pointers(self.function, pointers).native_call(pointers)
@@ -1929,10 +1932,12 @@ class Kernel(CompiledProgram):
         (shape,) = shapes
         return shape
 
-    def _flat_out(self, out: Any, shape: tuple[int, ...]) -> Any:
-        """`out` buffers of `shape` as the flat views the kernel writes through. A buffer of
-        another shape is an error here, in `check_output`'s words: the usual checks compare it
-        with the flat shape, which a 1-d buffer of as many elements would pass."""
+    def _flat_out(self, out: Any, shape: tuple[int, ...], given: dict[int, np.ndarray]) -> Any:
+        """`out` buffers of `shape` as the flat views the kernel writes through, each buffer
+        entered in `given` by its view's id (the call returns the caller's buffer, as numpy's
+        ufuncs do). A buffer of another shape is an error here, in `check_output`'s words: the
+        usual checks compare it with the flat shape, which a 1-d buffer of as many elements
+        would pass."""
         outputs = {p.name: p for p in self.function.outputs}
         names = iter(out if isinstance(out, Mapping) else outputs)
 
@@ -1947,6 +1952,8 @@ class Kernel(CompiledProgram):
                     f"out '{name}': must be C-contiguous and aligned (or Fortran-ordered, where "
                     "every input and out buffer is)"
                 )
-            return buffer.reshape(-1)
+            view = buffer.reshape(-1)
+            given[id(view)] = buffer
+            return view
 
         return each_buffer(out, flat)
