@@ -516,6 +516,7 @@ def test_plot_without_matplotlib_is_a_clear_error(
         ),
         (["cost", str(GELU), "--input-shape", "b=0"], "bad --input-shape 'b=0': each dim is a"),
         (["cost", str(GELU), "--input-shape", "b=-5"], "bad --input-shape 'b=-5': each dim"),
+        (["cost", str(GELU), "--input-shape", "b=²"], "bad --input-shape 'b=²': each dim"),
         (["cost", str(GELU), "--shape", "0x5"], "--shape: bad shape '0x5': expected sizes >= 1"),
         (["cost", str(GELU), "--input-shape", "b=1", "--input-shape", "b=2"], "'b' given twice"),
         (["cost", str(GELU), "--launch-us", "nan"], "--launch-us: expected a finite number >= 0"),

@@ -137,6 +137,8 @@ COMMANDS: dict[str, list[str]] = {
     "bufferize_twice": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-bufferize"],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
     "bad_output_path": ["{good}", "-o", "{directory}/no/such/dir/out.mlir"],
+    "llvm_target_unlowered": ["{good}", "-t", "llvm"],
+    "asm_target_on_llvm_dialect": ["{good}", "-p", "xfuse-default", "-t", "x86-asm"],
     "verify_diagnostics": ["{verifier}", "--verify-diagnostics"],
 }
 
@@ -332,6 +334,15 @@ HOSTILE: dict[str, str] = {
     ),
     "malformed_pipeline": r"pass-pipeline:1:13\new-optimize\{\n *\^\n *Expected argument name",
     "bad_output_path": r"xfuse-opt: error: .*No such file or directory: .*out\.mlir",
+    # xDSL's printers of other targets raised NotImplementedError and AssertionError
+    "llvm_target_unlowered": (
+        r"^error: target 'llvm' cannot print this IR \(Conversion not implemented for op: "
+        r"func\.func\): lower it to that target's dialects first \(`-p xfuse-default -t llvm`"
+    ),
+    "asm_target_on_llvm_dialect": (
+        r"^error: target 'x86-asm' cannot print this IR \(its printer met an op it does not "
+        r"take\)"
+    ),
 }
 
 

@@ -66,7 +66,7 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
         raise CliError(f"bad --input-shape {text!r}: expected NAME=DIMS, like b=14336")
     parsed: list[int | str] = []
     for dim in (d.strip() for d in dims.split(",")):
-        if dim.isdigit() and int(dim) >= 1:
+        if dim.isdecimal() and int(dim) >= 1:  # isdigit() is true of '²', which int() refuses
             parsed.append(int(dim))
         elif dim.isidentifier():
             parsed.append(dim)

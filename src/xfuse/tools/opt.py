@@ -143,6 +143,23 @@ class XfuseOptMain(xDSLOptMain):
         self._parser = _LocatingParser(self.ctx, text, self.get_input_name(), start_offset)
         return self._parser.parse_module(not self.args.no_implicit_module)
 
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        try:
+            return super().output_resulting_program(prog)
+        except (NotImplementedError, AssertionError) as error:
+            # xDSL's printers of other targets (`llvm`, `x86-asm`, ...) take only IR of their
+            # own dialects, and fail on anything else without naming the target.
+            reason = (
+                str(error)  # e.g. "Conversion not implemented for op: func.func"
+                if isinstance(error, NotImplementedError)
+                else "its printer met an op it does not take"  # the message is the whole op
+            )
+            raise DiagnosticException(
+                f"error: target '{self.args.target}' cannot print this IR ({reason}): lower it "
+                "to that target's dialects first "
+                "(`-p xfuse-default -t llvm` prints xfuse's lowering as LLVM IR)"
+            ) from None
+
     def apply_passes(self, prog: ModuleOp) -> None:
         self._verify_with_location(prog)
         super().apply_passes(prog)
