@@ -133,6 +133,7 @@ COMMANDS: dict[str, list[str]] = {
     "bad_mode": ["{good}", "-p", "ew-fuse{mode=bogus}"],
     "huge_exponent": ["{good}", "-p", "ew-strength-reduce{max-exponent=1000000000}"],
     "bool_for_int": ["{good}", "-p", "ew-fuse{max-ops=true}"],
+    "repeated_option": ["{good}", "-p", "ew-optimize,ew-fuse{max-ops=3 mode=none max_ops=4}"],
     "use_before_def": ["{use_before_def}", "-p", "ew-fuse"],
     "bufferize_twice": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-bufferize"],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
@@ -318,6 +319,7 @@ HOSTILE: dict[str, str] = {
     "bool_for_int": (
         r"xfuse-opt: error: ew-fuse: bad value 'true' for option 'max-ops': expected an integer"
     ),
+    "repeated_option": r"xfuse-opt: error: ew-fuse: option 'max-ops' given twice",
     "huge_exponent": (
         r"xfuse-opt: error: ew-strength-reduce: max-exponent must be between 2 and 16, "
         r"got 1000000000"

@@ -13,7 +13,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation, Region
 from xdsl.irdl.dominance import DominanceInfo
 from xdsl.passes import ModulePass, PassPipeline
-from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
+from xdsl.utils.arg_spec import ArgSpec, PipelineLexer, SpecTokenKind, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
 from xfuse.transforms import ALL_PASSES
@@ -71,6 +71,30 @@ def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
     raise PassSpecError(f"{spec.name}: bad options {spec}")
 
 
+def _repeated_option(pipeline: str) -> str | None:
+    """`pass: option 'name' given twice` for the first option a pass of `pipeline` (parsed
+    already) is given twice (`ew-fuse{mode=greedy mode=none}`): xDSL's parser keeps the last."""
+    lexer = PipelineLexer(pipeline)
+    pass_name, given, in_options, previous = "", set[str](), False, SpecTokenKind.EOF
+    while (token := lexer.lex()).kind is not SpecTokenKind.EOF:
+        if token.kind is SpecTokenKind.L_BRACE:
+            in_options, given = True, set()
+        elif token.kind is SpecTokenKind.R_BRACE:
+            in_options = False
+        elif token.kind is SpecTokenKind.IDENT and not in_options:
+            pass_name = token.text
+        elif token.kind is SpecTokenKind.IDENT and previous in (
+            SpecTokenKind.L_BRACE,
+            SpecTokenKind.SPACE,
+        ):  # an option's name (a value follows `=` or `,`)
+            option = token.text.replace("_", "-")  # xDSL takes max_ops for max-ops
+            if option in given:
+                return f"{pass_name}: option '{option}' given twice"
+            given.add(option)
+        previous = token.kind
+    return None
+
+
 def parse_passes(
     spec: str, available: Mapping[str, Callable[[], type[ModulePass]]] = ALL_PASSES
 ) -> list[ModulePass]:
@@ -80,6 +104,9 @@ def parse_passes(
         specs = list(parse_pipeline(spec))
     except (ArgSpecParseError, ValueError) as error:
         raise PassSpecError(f"bad pass pipeline {spec!r}: {error}") from None
+    repeated = _repeated_option(spec)
+    if repeated is not None:
+        raise PassSpecError(repeated)
     for unknown in (s.name for s in specs if s.name not in available):
         close = difflib.get_close_matches(unknown, available, n=1)
         raise PassSpecError(
