@@ -61,6 +61,7 @@ SLOW_MODULES_FIRST = (
     "test_large.py",
     "test_concurrency.py",
     "test_random_programs.py",
+    "test_half_programs.py",
     "test_gpu.py",
     "test_conversions.py",
     "test_scale.py",
@@ -68,7 +69,7 @@ SLOW_MODULES_FIRST = (
     "test_frontend_fuzz.py",
     "test_dask_distributed.py",
 )
-"""The modules with the longest tests (measured: each holds one of 2 s to 11 s of CPU), in this
+"""The modules with the longest tests (measured: each holds one of 2 s to 12 s of CPU), in this
 order. `pytest -n auto` hands tests out in collection order, so a long test collected last keeps
 one worker busy after the others finished (the suite's tail was ~7 s of one idle core); started
 first, the long tests share out and short ones fill the end."""
