@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import ml_dtypes
 import numpy as np
 import pytest
 from xdsl.context import Context
@@ -21,6 +23,7 @@ from xfuse.benchmarking import mlir_peer
 from xfuse.benchmarking.mlir_peer import (
     MathLowering,
     MlirKernel,
+    MlirPeerError,
     MlirToolsMissing,
     compile_with_mlir,
     find_mlir_tool,
@@ -211,6 +214,29 @@ def test_upstream_kernel_writes_into_out_and_checks_its_arguments(gelu: Gelu):
     # A kernel of one loop may update an input in place; upstream's `restrict` code may not.
     with pytest.raises(xfuse.ArgumentError, match="out 'out' overlaps input 'x': upstream MLIR"):
         kernel(x, b, r, out=x)
+
+
+@needs_mlir
+def test_upstream_runs_a_program_with_named_dims(gelu: Gelu) -> None:
+    """The output memrefs it appends had no argument attributes beside the inputs' `ew.dims`:
+    the printed signature dropped them ("use of undeclared SSA value name %out_1")."""
+    program = Path(__file__).parents[1].joinpath("examples", "gelu-llm.ew").read_text()
+    kernel = compile_with_mlir(fused(program))
+    own = xfuse.compile(program)
+    rng = np.random.default_rng(5)
+    x, r = (rng.standard_normal((3, 8)).astype(ml_dtypes.bfloat16) for _ in range(2))
+    b = rng.standard_normal(8).astype(np.float32)
+    np.testing.assert_array_equal(
+        kernel(x=x, r=r, b=b).astype(np.float32), own(x=x, r=r, b=b).astype(np.float32)
+    )
+
+
+@needs_mlir
+def test_upstream_rounding_f64_to_bf16_is_a_peer_error_not_a_crash() -> None:
+    """Upstream's LLVM IR has `fptrunc double to bfloat`, which x86 code generation makes a call
+    to compiler-rt's `__truncdfbf2`: MCJIT does not resolve it, and the call segfaulted."""
+    with pytest.raises(MlirPeerError, match="rounds double to bf16 by calling .*__truncdfbf2"):
+        compile_with_mlir(fused("input f64 x; out = bf16(x * 2);"))
 
 
 def test_unfused_ops_are_not_exported():

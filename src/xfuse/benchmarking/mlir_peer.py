@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
@@ -38,7 +39,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, UnitAttr
 from xdsl.ir import Attribute
 from xdsl.rewriter import InsertPoint, Rewriter
 
-from xfuse.codegen.native import compile_llvm_ir
+from xfuse.codegen.native import compile_llvm_ir, host_cpu
 from xfuse.runtime import arrays
 from xfuse.runtime.compiler import signature
 from xfuse.transforms.pipeline import only_function
@@ -132,6 +133,9 @@ def to_destination_passing(function: func.FuncOp) -> None:
         )
     Rewriter.replace_op(return_op, func.ReturnOp())
     function.update_function_type()
+    # xfuse's argument attributes (`ew.dims`) name the inputs only: a function whose arguments
+    # outnumber them does not print its signature right, and upstream needs none of them.
+    function.arg_attrs = None
 
 
 def upstream_llvm_ir(module: ModuleOp, math: MathLowering = "libm") -> str:
@@ -143,6 +147,23 @@ def upstream_llvm_ir(module: ModuleOp, math: MathLowering = "libm") -> str:
     to_destination_passing(function)
     lowered = _run_tool("mlir-opt", upstream_pipeline(math), str(exported))
     return _run_tool("mlir-translate", ["--mlir-to-llvmir"], lowered)
+
+
+_BF16_ROUNDING = re.compile(r"fptrunc (?:<\d+ x )?(double|float)>? .* to (?:<\d+ x )?bfloat")
+
+
+def check_runnable(llvm_ir: str) -> None:
+    """MlirPeerError where upstream's code rounds to bf16 through a compiler-rt function that
+    MCJIT does not resolve (the call would jump to address 0): `__truncdfbf2` from f64 always,
+    `__truncsfbf2` from f32 where the host has no AVX512-BF16 instruction for it (what
+    `HostCpu.rounds_bf16` says). xfuse's own lowering rounds in integer code there."""
+    for source in {match.group(1) for match in _BF16_ROUNDING.finditer(llvm_ir)}:
+        if source == "double" or not host_cpu().rounds_bf16:
+            helper = "__truncdfbf2" if source == "double" else "__truncsfbf2"
+            raise MlirPeerError(
+                f"upstream's code rounds {source} to bf16 by calling compiler-rt's {helper}, "
+                "which the JIT cannot resolve on this host"
+            )
 
 
 def _memref_arguments(array: np.ndarray) -> list[Any]:
@@ -168,6 +189,7 @@ class MlirKernel:
     def __init__(self, module: ModuleOp, math: MathLowering = "libm"):
         self.inputs, self.outputs = signature(module, None)
         self.llvm_ir = upstream_llvm_ir(module, math)
+        check_runnable(self.llvm_ir)
         self._native = compile_llvm_ir(self.llvm_ir)  # keeps the code alive
         ranks = [len(p.shape) for p in (*self.inputs, *self.outputs)]
         argument_types = [t for rank in ranks for t in _memref_ctypes(rank)]
