@@ -241,8 +241,9 @@ def test_shape_folds_over_flat_tensors_and_binds_from_the_right(fused: FunctionC
     three_d = analyse(BIAS_ROW, shape=(2, 4096, 14336))
     assert three_d.kernels[0].reads[0].shape == (8192, 14336)
     assert parse_shape("4096x14336") == (4096, 14336) and parse_shape(7) == (7,)
-    with pytest.raises(ValueError, match="bad shape"):
-        parse_shape("4096xd")
+    for bad in ("4096xd", "²"):  # "²".isdigit() is true, int("²") an error
+        with pytest.raises(ValueError, match="bad shape"):
+            parse_shape(bad)
     with pytest.raises(ValueError, match="more elements than a 64-bit index can count"):
         parse_shape("4294967296x4294967296")
     with pytest.raises(CostModelError, match="shape 4096 has 1 dims but the function has rank-2"):
@@ -395,6 +396,29 @@ def test_cli_text_json_and_pass_agree(capsys: pytest.CaptureFixture[str], tmp_pa
         compiled.write_text(ir)
         status, _, err = run_opt(capsys, str(compiled), "-p", "ew-cost{dtype=bf16}")
         assert status == 0 and f"ew-cost {summary_line(cost)}" in err
+
+
+@needs_fuse
+def test_a_converted_tensor_is_priced_in_its_own_dtype() -> None:
+    """`f32(x)` of the default bf16 `x` was priced at bf16's 2 bytes an element, as were the
+    unfused program's f32 temporaries."""
+    program = cost_program("out = f32(x) + 1;", CostOptions(shape=(1024,)))
+    (kernel,) = program.fused.kernels
+    assert [(a.dtype, a.bytes) for a in kernel.reads] == [("bfloat16", 2048)]
+    assert [(a.dtype, a.bytes) for a in kernel.writes] == [("float32", 4096)]
+    unfused_writes = [a for k in program.unfused.kernels for a in k.writes]
+    assert {(a.dtype, a.bytes) for a in unfused_writes} == {("float32", 4096)}
+
+
+@needs_fuse
+def test_a_kernel_with_f64_work_is_priced_at_the_f64_peak() -> None:
+    """The peak followed the first output's dtype: `f32(x * x * x * x)` of an f64 `x` was
+    priced at the f32 peak, twice the f64 one, for the same f64 multiplies."""
+    options = CostOptions(shape=(1 << 20,))
+    h100 = options.hardware
+    for source in ("input f64 x; out = f32(x * x * x * x);", "input f64 x; out = x * x * x * x;"):
+        (kernel,) = cost_program(source, options).fused.kernels
+        assert kernel.compute_time_s == pytest.approx(kernel.flops / h100.fp64_cuda_core_peak)
 
 
 @needs_fuse

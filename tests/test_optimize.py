@@ -271,3 +271,12 @@ def test_dead_ops_go_in_one_sweep_where_each_region_has_one_block(
     optimize(with_blocks)
     assert len(fixed_points) == 1
     assert compute_ops(with_blocks) == []
+
+
+def test_folding_works_in_a_bare_context() -> None:
+    """Folding makes `ew.constant`s through the dialect: with `Context()`, where the `ew`
+    dialect was not loaded, the first fold raised "Dialect ew is not registered"."""
+    module = parse_program("out = x * bf16(0.1);")
+    EwOptimizePass().apply(Context(), module)
+    constants = [op for op in module.walk() if isinstance(op, ew.ConstantOp)]
+    assert [c.literal for c in constants] == [0.10009765625]

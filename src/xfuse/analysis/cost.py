@@ -126,7 +126,7 @@ class CostOptions:
 def parse_shape(text: str | int) -> tuple[int, ...]:
     """`"4096x14336"` (or `4096`) -> `(4096, 14336)`; raises ValueError naming the bad text."""
     parts = str(text).lower().replace(",", "x").split("x")
-    if not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+    if not all(p.strip().isdecimal() and int(p) >= 1 for p in parts):  # not "²": int() refuses it
         raise ValueError(f"bad shape {text!r}: expected sizes >= 1 joined by 'x', like 4096x14336")
     shape = tuple(int(p) for p in parts)
     if math.prod(shape) > np.iinfo(np.int64).max:
@@ -327,6 +327,15 @@ class _L2:
             self.resident.popitem(last=False)
 
 
+def _compute_dtype(accesses: Sequence[TensorAccess]) -> str:
+    """The dtype whose peak bounds a kernel's FLOPs: float64 where it reads or writes an f64
+    tensor (its ops on them compute in f64: `out = f32(x * x)` of an f64 `x`), else what it
+    writes (f16/bf16/f32 all compute in f32, `Device.elementwise_peak`)."""
+    if any(access.dtype == "float64" for access in accesses):
+        return "float64"
+    return accesses[-1].dtype
+
+
 def _time(
     read_bytes: int, l2_bytes: int, write_bytes: int, flops: int, options: CostOptions, dtype: str
 ) -> tuple[float, float, float]:
@@ -411,7 +420,7 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
         write_bytes = sum(a.bytes for a in writes)
         l2_bytes = sum(a.bytes for a in reads if a.from_l2)
         flops = flops_per_element * elements
-        dtype = writes[0].dtype
+        dtype = _compute_dtype((*reads, *writes))
         memory, compute, launch = _time(read_bytes, l2_bytes, write_bytes, flops, options, dtype)
         moved = read_bytes + write_bytes
         costs.append(
@@ -505,7 +514,7 @@ def epilogue_what_if(cost: FunctionCost, input_name: str) -> EpilogueWhatIf:
         kernel.write_bytes,
         kernel.flops,
         cost.options,
-        kernel.writes[0].dtype,
+        _compute_dtype((*kernel.reads, *kernel.writes)),
     )
     totals = cost.totals
     return EpilogueWhatIf(

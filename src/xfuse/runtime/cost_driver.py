@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from xdsl.dialects.builtin import TensorType
+
 from xfuse.analysis.cost import (
     CostOptions,
     FunctionCost,
@@ -34,7 +36,8 @@ def cost_program(
     Inputs are `[?, ..., ?]` tensors of `options.shape`'s rank unless the program declares their
     shapes (`input b[d];`) or `input_shapes` says otherwise (`{"b": (14336,)}`: a real bias). The
     program is parsed in `options.dtype` (float32 if None); if it declares other dtypes for its
-    inputs, every tensor is priced in its own IR dtype (`CostOptions.dtype` None).
+    inputs or converts (`f32(x)`), every tensor is priced in its own IR dtype (`CostOptions.dtype`
+    None).
     `epilogue` names an input produced by a matmul for the epilogue what-if (on the fused kernel).
     Raises EwSyntaxError for a bad program, ValueError for bad options.
     """
@@ -55,8 +58,13 @@ def cost_program(
         source, dtype=dtype, shapes=input_shapes, default_shape=full, filename=filename
     )
     default_element = element_type_for(dtype)
-    if any(ew.element_type(a.type) != default_element for a in only_function(module).args):
-        options = replace(options, dtype=None)  # declared dtypes: price each tensor's own
+    function = only_function(module)
+    values = [*function.args, *(r for op in function.walk() for r in op.results)]
+    if any(
+        isinstance(v.type, TensorType) and ew.element_type(v.type) != default_element
+        for v in values
+    ):
+        options = replace(options, dtype=None)  # declared dtypes or conversions: each its own
 
     def analyse(fuse: bool, opts: CostOptions) -> FunctionCost:
         passes, _ = split_after(default_pipeline(fuse=fuse), "ew-fuse")

@@ -19,6 +19,7 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 from xdsl.transforms.dead_code_elimination import is_trivially_dead, region_dce
 
 from xfuse.dialects.canonicalize import UNSAFE_IDENTITY_PATTERNS
+from xfuse.dialects.ew import Ew
 
 
 def sweep_dead(region: Region, listener: PatternRewriterListener | None = None) -> bool:
@@ -71,6 +72,10 @@ class EwOptimizePass(ModulePass):
     """Also apply algebraic identities that are not IEEE-exact."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # Folding makes `ew.constant`s through the dialect (`materialize_constant`): load it, as
+        # an MLIR pass loads its dependent dialects (a bare Context() failed on the first fold).
+        if ctx.get_optional_dialect(Ew.name) is None:
+            ctx.load_dialect(Ew)
         # xDSL's canonicalize, with the unsafe patterns beside it so they see each other's folds.
         patterns: list[RewritePattern] = [CanonicalizationRewritePattern()]
         if self.unsafe_math:
