@@ -103,6 +103,24 @@ def test_ops_after_a_narrow_output_read_it_as_stored(dtype: type, fuse: bool) ->
         np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
 
 
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("fuse", [True, False])
+def test_an_explicit_conversion_to_its_own_narrow_type_rounds(dtype: type, fuse: bool) -> None:
+    """`f16(x * x)` of an f16 `x` was dropped (the types are equal), so the fused kernel divided
+    the f32 square: 300 * 300 / 300 was 300 where the f16 square is inf (numpy: inf), and bf16
+    (1.421875 * 1.421875) / 1.421875 was 1.421875, numpy 1.4140625. The same in `@xfuse.jit`
+    with `.astype`."""
+    x = np.array([300.0, 3e38, 1.421875, -1.4609375], dtype)  # squares inf, or inexact in bf16
+    name = {np.float16: "f16", ml_dtypes.bfloat16: "bf16"}[dtype]
+    dtype_name = np.dtype(dtype).name
+    kernel = xfuse.compile(f"t = {name}(x * x); out = t / x;", dtype=dtype_name, fuse=fuse)
+    traced = xfuse.jit(lambda x: (x * x).astype(dtype) / x, fuse=fuse)
+    with np.errstate(all="ignore"):
+        want = (x * x) / x
+        for got in (kernel(x=x), traced(x)):
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
 def test_no_cycle_through_another_kernel() -> None:
     # [?] a -> [?,?] p -> [?] ... : a's group cannot absorb the [t, d] consumer, and merging
     # two groups around a kernel that sits between them would make a cycle.

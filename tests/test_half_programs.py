@@ -1,12 +1,14 @@
 """Random f16 and bf16 programs of IEEE-exact ops against numpy (with ml_dtypes), bit for bit.
 
-The ops (+ - * / neg abs sqrt and literals) are ones whose f16/bf16 result IEEE decides: numpy
+The ops (+ - * / neg abs sqrt, literals, and `f16(...)`/`bf16(...)` of a value of that type) are
+ones whose f16/bf16 result IEEE decides: numpy
 computes each in float32 and rounds to the narrow type, as an xfuse kernel does, and float32 holds
 enough bits that the double rounding is innocuous. Two exact references:
 - `fuse=False`, one kernel per op, stores every intermediate in its dtype: numpy's per-op result;
 - `fuse=True`, one kernel, keeps unstored intermediates in f32 (docs/shapes-and-dtypes.md): the
   program in float32 from the widened inputs, literals rounded to the narrow type first, each
-  output rounded where it is computed (the ops after it read it rounded).
+  output and each explicit conversion rounded where it is computed (the ops after it read it
+  rounded).
 Signs of zero and infinities are compared exactly, NaN as NaN (its payload is the hardware's).
 """
 
@@ -36,6 +38,8 @@ UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "abs": np.abs,
     "sqrt": np.sqrt,
 }
+ROUND = "round"
+"""The program's explicit conversion to its own dtype: `f16(...)` or `bf16(...)`."""
 LITERALS = (0.1, 1.1, 3.0, 0.5, -0.0, 1e5, 300.7, 1e-9)
 """Inexact in both types (0.1, 1.1, 300.7), exact, a signed zero, f16's overflow and underflow."""
 DTYPES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
@@ -54,17 +58,19 @@ class HalfProgram:
     steps: tuple[Step, ...]
     outputs: tuple[int, ...]
 
-    def source(self) -> str:
+    def source(self, dtype: np.dtype) -> str:
         def name(operand: int | float) -> str:
             return repr(operand) if isinstance(operand, float) else f"v{operand}"
 
+        conversion = {"float16": "f16", "bfloat16": "bf16"}[dtype.name]
         lines = []
         for index, step in enumerate(self.steps, start=self.inputs):
+            function = conversion if step.op == ROUND else step.op
             if step.op in BINARY:
                 lhs, rhs = map(name, step.operands)
                 lines.append(f"v{index} = {lhs} {step.op} {rhs};")
             else:
-                lines.append(f"v{index} = {step.op}({name(step.operands[0])});")
+                lines.append(f"v{index} = {function}({name(step.operands[0])});")
         return "\n".join(lines)
 
     def evaluate(
@@ -82,8 +88,11 @@ class HalfProgram:
         with np.errstate(all="ignore"):
             for index, step in enumerate(self.steps, start=self.inputs):
                 operands = [value(operand) for operand in step.operands]
-                function = BINARY.get(step.op) or UNARY[step.op]
-                result = np.asarray(function(*operands), compute)
+                if step.op == ROUND:
+                    result = operands[0].astype(dtype).astype(compute)
+                else:
+                    function = BINARY.get(step.op) or UNARY[step.op]
+                    result = np.asarray(function(*operands), compute)
                 if fused and index in self.outputs:
                     result = result.astype(dtype).astype(compute)  # rounded where computed
                 values.append(result)
@@ -95,7 +104,7 @@ def half_programs(draw: st.DrawFn) -> HalfProgram:
     inputs = draw(st.integers(1, 3))
     steps: list[Step] = []
     for _ in range(draw(st.integers(1, 8))):
-        op = draw(st.sampled_from([*BINARY, *UNARY]))
+        op = draw(st.sampled_from([*BINARY, *UNARY, ROUND]))
         last = inputs + len(steps) - 1
         operand = st.integers(max(0, last - 2), last) | st.integers(0, last)
         operands = [draw(operand) for _ in range(2 if op in BINARY else 1)]
@@ -137,7 +146,7 @@ def assert_same_bits(got: np.ndarray, want: np.ndarray, context: str) -> None:
 def test_half_programs_match_numpy_bit_for_bit(
     program: HalfProgram, seed: int, dtype: np.dtype, fuse: bool
 ) -> None:
-    source = program.source()
+    source = program.source(dtype)
     outputs = [f"v{index}" for index in program.outputs]
     inputs = half_inputs(seed, program.inputs, dtype)
     kernel = xfuse.compile(source, outputs=outputs, dtype=dtype.name, fuse=fuse)

@@ -916,6 +916,10 @@ class ConvertOp(IRDLOperation):
     Widening is exact; narrowing rounds to nearest even (f32 -> bf16 too). The frontend inserts
     it where operands of different dtypes meet (numpy's promotion) and for `f32(x)`-style calls.
     Kernels compute it with `arith.extf`/`arith.truncf` (`xfuse.transforms.scalar.emit_convert`).
+    An f16 or bf16 value may convert to its own type: a kernel holds such a value in f32 until
+    it stores it, and this rounds it where it stands (`f16(x * x)` of an f16 `x`).
+
+        %r = ew.convert %p : tensor<?xf16> to tensor<?xf16>
     """
 
     name = "ew.convert"
@@ -935,8 +939,11 @@ class ConvertOp(IRDLOperation):
 
     def verify_(self) -> None:
         source, target = element_type(self.operand.type), element_type(self.result.type)
-        if source == target:
-            raise VerifyException(f"'ew.convert' from {source} to itself: the types must differ")
+        if source == target and not isinstance(source, Float16Type | BFloat16Type):
+            raise VerifyException(
+                f"'ew.convert' from {source} to itself: only f16 and bf16 convert to themselves "
+                "(a rounding of what a kernel holds in f32)"
+            )
         operand_shape = tuple(cast(TensorType[Attribute], self.operand.type).get_shape())
         result_shape = tuple(self.result.type.get_shape())
         if operand_shape != result_shape:

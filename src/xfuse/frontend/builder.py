@@ -27,7 +27,9 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
+    BFloat16Type,
     DictionaryAttr,
+    Float16Type,
     ModuleOp,
     StringAttr,
     TensorType,
@@ -201,12 +203,16 @@ class FunctionBuilder:
             self.constants[key] = self.append(constant)
         return self.constants[key]
 
-    def convert(self, value: Value, element: Attribute) -> SSAValue:
+    def convert(self, value: Value, element: Attribute, explicit: bool = False) -> SSAValue:
         """`value` as `element`: an `ew.convert` (made once per value), or a weak value made a
-        constant of `element` (strongly typed from then on: an explicit conversion)."""
+        constant of `element` (strongly typed from then on: an explicit conversion). An
+        `explicit` conversion (`f16(...)`, `.astype`) of an f16 or bf16 value to its own type
+        is one too: it rounds what a kernel holds in f32 (`ew.ConvertOp`)."""
         if isinstance(value, Weak):
             return self.materialize(value, element)
-        if ew.element_type(value.type) == element:
+        if ew.element_type(value.type) == element and not (
+            explicit and isinstance(element, Float16Type | BFloat16Type)
+        ):
             return value
         key = (value, element)
         if key not in self.conversions:

@@ -442,7 +442,8 @@ class _Parser:
                 name,
             )
         if op_type is None:
-            return self.builder.convert(args[0], element_type_for(CONVERSIONS[name.text]))
+            element = element_type_for(CONVERSIONS[name.text])
+            return self.builder.convert(args[0], element, explicit=True)
         return self.apply(op_type, name, *args)
 
     def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], at: Token, *args: Value):

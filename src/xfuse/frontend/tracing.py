@@ -120,14 +120,15 @@ class Traced:
     def astype(self, dtype: Any) -> Traced:
         """The traced array converted to `dtype` as numpy converts (round to nearest even):
         an `ew.convert`, the `.ew` language's `bf16(...)`; the same array where the dtype is its
-        own. `(y + r).astype(ml_dtypes.bfloat16)` stores an f32 result in bf16."""
+        own f32 or f64 (an f16 or bf16 one rounds what a kernel holds in f32, as numpy's value
+        is rounded). `(y + r).astype(ml_dtypes.bfloat16)` stores an f32 result in bf16."""
         try:
             element = element_type_for(dtype)
         except ValueError:
             raise TypeError(
                 f"astype({dtype!r}): xfuse computes in float16, bfloat16, float32 and float64"
             ) from None
-        return Traced(self.builder, self.builder.convert(self.value, element))
+        return Traced(self.builder, self.builder.convert(self.value, element, explicit=True))
 
     def clip(self, a_min: Any = None, a_max: Any = None, out: None = None) -> Traced:
         """`np.clip(x, a_min, a_max)` (numpy calls this method): minimum(maximum(x, a_min),
