@@ -373,8 +373,7 @@ def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValu
         if any(use.operation not in members for use in op.results[0].uses)
     ]
     output_set = set(outputs)
-    stored: dict[SSAValue, SSAValue] = {}
-    """Each output's value in its element type, what the kernel yields."""
+    stored: dict[SSAValue, SSAValue] = {}  # each output in its element type: what is yielded
     block = Block(arg_types=[ew.element_type(v.type) for v in inputs])
     builder = Builder(InsertPoint.at_end(block))
     # Each value is held in the compute type of its own element type (kernels may mix dtypes).
