@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import functools
 import subprocess
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import ml_dtypes
 import numpy as np
 import pytest
 from xdsl.context import Context
@@ -219,16 +217,15 @@ def test_upstream_kernel_writes_into_out_and_checks_its_arguments(gelu: Gelu):
 @needs_mlir
 def test_upstream_runs_a_program_with_named_dims(gelu: Gelu) -> None:
     """The output memrefs it appends had no argument attributes beside the inputs' `ew.dims`:
-    the printed signature dropped them ("use of undeclared SSA value name %out_1")."""
-    program = Path(__file__).parents[1].joinpath("examples", "gelu-llm.ew").read_text()
+    the printed signature dropped them ("use of undeclared SSA value name %out_1"; also for
+    examples/gelu-llm.ew, whose bf16 rounding upstream's code runs only with AVX512-BF16)."""
+    program = "input x[t, d], r[t, d]; input b[d]; h = x + b; out = h * r + 1;"
     kernel = compile_with_mlir(fused(program))
     own = xfuse.compile(program)
     rng = np.random.default_rng(5)
-    x, r = (rng.standard_normal((3, 8)).astype(ml_dtypes.bfloat16) for _ in range(2))
+    x, r = (rng.standard_normal((3, 8)).astype(np.float32) for _ in range(2))
     b = rng.standard_normal(8).astype(np.float32)
-    np.testing.assert_array_equal(
-        kernel(x=x, r=r, b=b).astype(np.float32), own(x=x, r=r, b=b).astype(np.float32)
-    )
+    np.testing.assert_array_equal(kernel(x=x, r=r, b=b), own(x=x, r=r, b=b))
 
 
 @needs_mlir
