@@ -165,6 +165,23 @@ func.func @identity_keeps_broadcasts(%s: tensor<f32>) -> (tensor<4xf32>, tensor<
   func.return %m, %n : tensor<4xf32>, tensor<f32>
 }
 
+// An f16/bf16 conversion to its own type rounds what a kernel holds in f32: gone where the value
+// is rounded already (an argument, a conversion's result), kept after an op.
+// CHECK-LABEL: func.func @rounding_to_its_own_type
+// CHECK-SAME:    (%[[X:.*]]: tensor<?xf16>, %[[Y:.*]]: tensor<?xbf16>)
+// CHECK-NEXT:    %[[M:.*]] = ew.mul %[[X]], %[[X]] : tensor<?xf16>
+// CHECK-NEXT:    %[[R:.*]] = ew.convert %[[M]] : tensor<?xf16> to tensor<?xf16>
+// CHECK-NEXT:    func.return %[[X]], %[[R]], %[[Y]]
+func.func @rounding_to_its_own_type(%x: tensor<?xf16>, %y: tensor<?xbf16>) -> (tensor<?xf16>, tensor<?xf16>, tensor<?xbf16>) {
+  %a = ew.convert %x : tensor<?xf16> to tensor<?xf16>
+  %m = ew.mul %x, %x : tensor<?xf16>
+  %r = ew.convert %m : tensor<?xf16> to tensor<?xf16>
+  %rr = ew.convert %r : tensor<?xf16> to tensor<?xf16>
+  %b = ew.convert %y : tensor<?xbf16> to tensor<?xbf16>
+  %bb = ew.convert %b : tensor<?xbf16> to tensor<?xbf16>
+  func.return %a, %rr, %bb : tensor<?xf16>, tensor<?xf16>, tensor<?xbf16>
+}
+
 // 0 - x and x * -1 are not identities; x - x and x / c are unsafe and kept by default.
 // CHECK-LABEL: func.func @not_identities
 // CHECK:         ew.sub %{{.*}}, %[[X:.*]] : tensor<f32>, tensor<?xf32> -> tensor<?xf32>

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
     PatternRewriter,
@@ -71,6 +71,21 @@ class DoubleNegation(RewritePattern):
         inner = op.operand.owner
         if isinstance(inner, ew.NegOp):
             rewriter.replace(op, [], [inner.operand])
+
+
+class RoundingOfARoundedValue(RewritePattern):
+    """An f16/bf16 value converted to its own type -> the value, where it holds that type's
+    numbers already: a function's argument (an array of that dtype) or a conversion's result
+    (rounded where it stands). Kept after any other op, whose result a fused kernel holds in
+    f32 (`ew.ConvertOp`); unfused, it would be a copy kernel of the same bits."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ew.ConvertOp, rewriter: PatternRewriter) -> None:
+        operand = op.operand
+        if operand.type == op.result.type and (
+            isinstance(operand, BlockArgument) or isinstance(operand.owner, ew.ConvertOp)
+        ):
+            rewriter.replace(op, [], [operand])
 
 
 SAFE_IDENTITY_PATTERNS: tuple[RewritePattern, ...] = (

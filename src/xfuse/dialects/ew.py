@@ -893,6 +893,14 @@ ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
 )
 
 
+class ConvertCanonicalization(HasCanonicalizationPatternsTrait):
+    @classmethod
+    def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
+        from xfuse.dialects.canonicalize import RoundingOfARoundedValue
+
+        return (RoundingOfARoundedValue(),)
+
+
 class ConvertFolder(HasFolder):
     """Folds the conversion of a constant: the literal rounded to its own element type (as a
     kernel holds it), then to the new one: `f16 100000.0` converts to `f32 inf`."""
@@ -925,7 +933,7 @@ class ConvertOp(IRDLOperation):
     name = "ew.convert"
     operand = operand_def(FLOAT_TENSOR)
     result = result_def(FLOAT_TENSOR)
-    traits = traits_def(Pure(), ConvertFolder())
+    traits = traits_def(Pure(), ConvertFolder(), ConvertCanonicalization())
     assembly_format = "$operand attr-dict `:` type($operand) `to` type($result)"
 
     def __init__(self, operand: SSAValue | Operation, element: Attribute):
