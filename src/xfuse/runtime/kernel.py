@@ -1831,9 +1831,15 @@ class Kernel(CompiledProgram):
         values = [inputs[p.name] for p in self.function.inputs]
         rank = self._transposable_rank
         transposed = rank is not None and fortran_ordered(values, out, rank)
+        callers: dict[int, Any] = {}  # the caller's `out` buffers, by their transposes' ids
         if transposed:
             values = [value.T for value in values]
-            out = each_buffer(out, np.transpose)
+
+            def transpose(buffer: Any) -> Any:
+                callers[id(view := np.transpose(buffer))] = buffer
+                return view
+
+            out = each_buffer(out, transpose)
         arrays = [
             check_input(p, v, copy_allowed=not prepared)
             for p, v in zip(self.function.inputs, values, strict=True)
@@ -1858,8 +1864,8 @@ class Kernel(CompiledProgram):
         results = (
             outputs if shape is None else [given.get(id(o), o.reshape(shape)) for o in outputs]
         )
-        if transposed:
-            results = [result.T for result in results]
+        if transposed:  # the caller's buffer where it gave one, as numpy's ufuncs return it
+            results = [callers.get(id(result), result.T) for result in results]
         native = plan.for_pointers(self.function, pointers).native_call(pointers)
         return CheckedCall(arrays, native, results)
 
