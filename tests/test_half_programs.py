@@ -107,9 +107,9 @@ def half_programs(draw: st.DrawFn) -> HalfProgram:
         op = draw(st.sampled_from([*BINARY, *UNARY, ROUND]))
         last = inputs + len(steps) - 1
         operand = st.integers(max(0, last - 2), last) | st.integers(0, last)
-        operands = [draw(operand) for _ in range(2 if op in BINARY else 1)]
+        operands: list[int | float] = [draw(operand) for _ in range(2 if op in BINARY else 1)]
         if op in BINARY and draw(st.booleans()):
-            operands[draw(st.integers(0, 1))] = draw(st.sampled_from(LITERALS))  # type: ignore[call-overload]
+            operands[draw(st.integers(0, 1))] = draw(st.sampled_from(LITERALS))
         steps.append(Step(op, tuple(operands)))
     last = inputs + len(steps) - 1
     extra = draw(st.lists(st.integers(inputs, last), max_size=2))
