@@ -337,17 +337,10 @@ def aligned_empty(
     return storage[start : start + nbytes].view(dtype).reshape(shape)
 
 
-def bind_outputs(
-    parameters: Sequence[Parameter],
-    out: Any,
-    shapes: Sequence[tuple[int, ...]],
-    new_array: NewArray = np.empty,
-) -> list[np.ndarray]:
-    """The output arrays of a call: new ones of `shapes` (made by `new_array`), or the caller's
-    `out` (one array, a list/tuple, or a name->array mapping, where a missing name gets a new
-    array), checked."""
-    if out is None:
-        return [new_array(s, numpy_dtype(p.dtype)) for p, s in zip(parameters, shapes, strict=True)]
+def given_outputs(parameters: Sequence[Parameter], out: Any) -> list[Any]:
+    """The caller's `out` (one array, a list/tuple, or a name->array mapping) as one entry per
+    output, in the outputs' order, None where a mapping names none; an error for another form,
+    an unknown name or a wrong count."""
     names = tuple(p.name for p in parameters)
     if isinstance(out, np.ndarray):
         given: list[Any] = [out]
@@ -367,9 +360,22 @@ def bind_outputs(
         )
     if len(given) != len(parameters):
         raise ArgumentError(f"out: expected {len(parameters)} buffer(s), got {len(given)}")
+    return given
+
+
+def bind_outputs(
+    parameters: Sequence[Parameter],
+    out: Any,
+    shapes: Sequence[tuple[int, ...]],
+    new_array: NewArray = np.empty,
+) -> list[np.ndarray]:
+    """The output arrays of a call: new ones of `shapes` (made by `new_array`), or the caller's
+    `out` (`given_outputs`; a name a mapping leaves out gets a new array), checked."""
+    if out is None:
+        return [new_array(s, numpy_dtype(p.dtype)) for p, s in zip(parameters, shapes, strict=True)]
     return [
         new_array(shape, numpy_dtype(p.dtype)) if buffer is None else check_output(p, buffer, shape)
-        for p, buffer, shape in zip(parameters, given, shapes, strict=True)
+        for p, buffer, shape in zip(parameters, given_outputs(parameters, out), shapes, strict=True)
     ]
 
 

@@ -81,6 +81,7 @@ from xfuse.runtime.arrays import (
     check_input,
     check_output,
     data_pointer,
+    given_outputs,
     numpy_dtype,
     output_shape,
     read_data_field,
@@ -1831,24 +1832,18 @@ class Kernel(CompiledProgram):
         values = [inputs[p.name] for p in self.function.inputs]
         rank = self._transposable_rank
         transposed = rank is not None and fortran_ordered(values, out, rank)
-        callers: dict[int, Any] = {}  # the caller's `out` buffers, by their transposes' ids
+        given = out  # the caller's buffers: a call returns them, as numpy's ufuncs do
         if transposed:
             values = [value.T for value in values]
-
-            def transpose(buffer: Any) -> Any:
-                callers[id(view := np.transpose(buffer))] = buffer
-                return view
-
-            out = each_buffer(out, transpose)
+            out = each_buffer(out, np.transpose)
         arrays = [
             check_input(p, v, copy_allowed=not prepared)
             for p, v in zip(self.function.inputs, values, strict=True)
         ]
         shape = self.flat_shape(arrays)
-        given: dict[int, np.ndarray] = {}  # the caller's `out` buffers, by their flat views' ids
         if shape is not None:
             arrays = [array.reshape(-1) for array in arrays]
-            out = self._flat_out(out, shape, given)
+            out = self._flat_out(out, shape)
         input_shapes = tuple(array.shape for array in arrays)
         plan = self._plans.get(input_shapes)
         if plan is None:
@@ -1861,11 +1856,12 @@ class Kernel(CompiledProgram):
         check_aliasing(
             self._names, arrays, pointers, len(self.function.inputs), self.in_place_allowed
         )
-        results = (
-            outputs if shape is None else [given.get(id(o), o.reshape(shape)) for o in outputs]
-        )
-        if transposed:  # the caller's buffer where it gave one, as numpy's ufuncs return it
-            results = [callers.get(id(result), result.T) for result in results]
+        results = outputs if shape is None else [o.reshape(shape) for o in outputs]
+        if transposed:
+            results = [result.T for result in results]
+        if given is not None and (shape is not None or transposed):  # views of the buffers
+            callers = given_outputs(self.function.outputs, given)
+            results = [r if c is None else c for c, r in zip(callers, results, strict=True)]
         native = plan.for_pointers(self.function, pointers).native_call(pointers)
         return CheckedCall(arrays, native, results)
 
@@ -1938,12 +1934,10 @@ class Kernel(CompiledProgram):
         (shape,) = shapes
         return shape
 
-    def _flat_out(self, out: Any, shape: tuple[int, ...], given: dict[int, np.ndarray]) -> Any:
-        """`out` buffers of `shape` as the flat views the kernel writes through, each buffer
-        entered in `given` by its view's id (the call returns the caller's buffer, as numpy's
-        ufuncs do). A buffer of another shape is an error here, in `check_output`'s words: the
-        usual checks compare it with the flat shape, which a 1-d buffer of as many elements
-        would pass."""
+    def _flat_out(self, out: Any, shape: tuple[int, ...]) -> Any:
+        """`out` buffers of `shape` as the flat views the kernel writes through. A buffer of
+        another shape is an error here, in `check_output`'s words: the usual checks compare it
+        with the flat shape, which a 1-d buffer of as many elements would pass."""
         outputs = {p.name: p for p in self.function.outputs}
         names = iter(out if isinstance(out, Mapping) else outputs)
 
@@ -1958,8 +1952,6 @@ class Kernel(CompiledProgram):
                     f"out '{name}': must be C-contiguous and aligned (or Fortran-ordered, where "
                     "every input and out buffer is)"
                 )
-            view = buffer.reshape(-1)
-            given[id(view)] = buffer
-            return view
+            return buffer.reshape(-1)
 
         return each_buffer(out, flat)

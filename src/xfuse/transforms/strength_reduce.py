@@ -54,8 +54,8 @@ class EwStrengthReducePass(ModulePass):
 
     max_exponent: int = 2
     """Largest exponent to expand, 2 to 16; only 2 is exact, larger ones round once per
-    multiply: x^16 rounds 15 times (up to 8 ulp where pow is within 1) in 15 ops, and beyond
-    that the expansion only gets less accurate and longer."""
+    multiply: x^16 is 15 roundings of up to half an ulp each (pow is within one ulp), and
+    beyond that the expansion only gets less accurate and longer."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not 2 <= self.max_exponent <= 16:
