@@ -3,7 +3,9 @@ observation checked against the numbers it was made from."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import platform
 import re
 from pathlib import Path
 from typing import Any
@@ -209,10 +211,13 @@ SCENARIOS: dict[str, dict[str, tuple[float, ...]]] = {
 }
 
 
-def fixed_demo(loaded: lecture.Program, times: dict[str, tuple[float, ...]]) -> MeasureDemo:
-    """Demo 4 of the real program (kernels compiled, traffic priced) with injected timings."""
+def fixed_demo(
+    loaded: lecture.Program, times: dict[str, tuple[float, ...]], streams: bool = False
+) -> MeasureDemo:
+    """Demo 4 of the real program (kernels compiled, traffic priced) with injected timings, its
+    fused approx call streaming its outputs where `streams` says (at 4096 elements none does)."""
     workload = bench.prepare_workload(loaded.source, 4096)
-    setup = lecture.measure_setup(workload)
+    setup = dataclasses.replace(lecture.measure_setup(workload), approx_streams=streams)
     measured = [
         bench.Measurement(
             name,
@@ -311,6 +316,10 @@ def check_measure_sentences(demo: MeasureDemo) -> None:
     assert (approx_share[2] == ":") == (apart and approx.time_s > ceiling.time_s)
     assert ("the same within noise" in text) == (not apart)
     assert ("faster beyond noise" in text) == (apart and approx.time_s < ceiling.time_s)
+    # the non-temporal stores are named as the reason only where the kernel used them
+    assert ("non-temporal stores" in text) == (
+        setup.approx_streams and "faster beyond noise" in text
+    )
     if "only" in text:
         assert all(int(share) < 100 for share in re.findall(r"only (\d+)%", text))
 
@@ -335,12 +344,13 @@ def check_measure_sentences(demo: MeasureDemo) -> None:
     )
 
 
+@pytest.mark.parametrize("streams", [False, True])
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_measure_observations_hold_for_their_numbers(
-    program: tuple[str, lecture.Program], scenario: str
+    program: tuple[str, lecture.Program], scenario: str, streams: bool
 ) -> None:
     name, loaded = program
-    demo = fixed_demo(loaded, SCENARIOS[scenario])
+    demo = fixed_demo(loaded, SCENARIOS[scenario], streams)
     assert len(demo.observations) == 4
     check_measure_sentences(demo)
     text = " ".join(demo.observations)
@@ -354,6 +364,21 @@ def test_measure_observations_hold_for_their_numbers(
         assert "Surprise: the fused loop calling tanhf takes 432 ms, 2.57x slower" in text
         assert "LLVM vectorizes the whole loop: 10.3 ms, 16.3x faster" in text
         assert "at 103% of its speed, faster beyond noise" in text
+
+
+def test_setup_names_the_ceiling_and_its_stores() -> None:
+    """The ceiling kernel as it runs (each output on its own, converted as the program stores
+    it), and whether the fused call streams its outputs: not at 4096 elements, and, on x86
+    hosts, at 2^22 (64 MiB of traffic, above every host's `HostCpu.streaming_bytes`)."""
+    two_outputs = bench.prepare_workload("a = x + y; b = a * a; output a, b;", 4096)
+    setup = lecture.measure_setup(two_outputs)
+    assert setup.ceiling_source == "a = x + y; b = x + y"
+    assert not setup.approx_streams
+    llm = bench.prepare_workload((ROOT / "examples" / "gelu-llm.ew").read_text(), 4096)
+    assert lecture.measure_setup(llm).ceiling_source == "out = bf16(x + r + b)"
+    if platform.machine() in ("x86_64", "AMD64"):
+        large = bench.prepare_workload(GELU_SOURCE, 1 << 22)
+        assert lecture.measure_setup(large).approx_streams
 
 
 def test_measure_demo_needs_every_variant(program: tuple[str, lecture.Program]) -> None:

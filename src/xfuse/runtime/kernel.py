@@ -1577,6 +1577,8 @@ class PreparedCall:
         self.workspace_bytes = call.native.workspace_bytes
         self._result = self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
         self._run: Callable[[], Any] = functools.partial(_run_native, kernel, call, self._result)
+        self.streams = call.native.plan.streaming
+        """Whether it writes its outputs with non-temporal stores (`HostCpu.streaming_bytes`)."""
         self.native_call: tuple[int, list[int]] | None = None
         """Where the call is one native call (one slice, no workspace): the packed entry's
         address and its argument words, which benchmarks may call without Python."""
