@@ -194,6 +194,16 @@ def output_dtypes(workload: Workload) -> dict[str, np.dtype[Any]]:
     }
 
 
+def ceiling_bytes(workload: Workload) -> int:
+    """Bytes the ceiling kernel moves: every input read once and every output written at the
+    inputs' broadcast shape in its dtype. The fused program's traffic where each of its outputs
+    has that shape and reads every input; otherwise not (a `[d]` output, an unused input)."""
+    arrays = workload.arrays.values()
+    elements = math.prod(np.broadcast_shapes(*(a.shape for a in arrays)))
+    written = sum(dtype.itemsize for dtype in output_dtypes(workload).values())
+    return sum(a.nbytes for a in arrays) + elements * written
+
+
 def ceiling_conversions(workload: Workload) -> dict[str, str]:
     """The outputs whose dtype differs from what the sum of the inputs promotes to, each with
     the conversion (`bf16`) that stores it as the program does (the same bytes written); none
