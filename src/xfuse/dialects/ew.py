@@ -232,7 +232,9 @@ def print_type(printer: Printer, type_: Attribute) -> None:
         printer.print_attribute(type_)
 
 
-def _verify_broadcasts_to(op: Operation, operand_types: Sequence[Attribute], result: Attribute):
+def _verify_broadcasts_to(
+    op: Operation, operand_types: Sequence[Attribute], result: Attribute
+) -> None:
     """The operands' shapes broadcast to the result's."""
     result_shape = tuple(cast(TensorType[Attribute], result).get_shape())
     shapes = [tuple(cast(TensorType[Attribute], t).get_shape()) for t in operand_types]

@@ -446,7 +446,7 @@ class _Parser:
             return self.builder.convert(args[0], element, explicit=True)
         return self.apply(op_type, name, *args)
 
-    def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], at: Token, *args: Value):
+    def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], at: Token, *args: Value) -> Value:
         try:
             return self.builder.apply(op_type, *args)
         except ValueError as error:
