@@ -37,15 +37,6 @@ from xfuse.transforms.pipeline import apply_pipeline, only_function
 PEERS: tuple[str, ...] = ("numexpr", "numba", "jax", "torch", "torch.compile", "mlir")
 MODULES: dict[str, str] = {"torch.compile": "torch"}
 """The module a peer needs, where it is not the peer's name (mlir needs tools, not a module)."""
-VARIANT_NAMES: dict[str, str] = {
-    "numexpr": "numexpr",
-    "numba": "numba",
-    "jax": "jax.jit",
-    "torch": "torch eager",
-    "torch.compile": "torch.compile",
-    "mlir": "upstream MLIR",
-}
-"""The variant (row) name of each peer's measurements."""
 
 
 class PeerUnsupported(Exception):
