@@ -29,7 +29,6 @@ from xfuse.analysis.cost_report import summary_line
 from xfuse.dialects.ew import Ew
 from xfuse.runtime.cost_driver import cost_program
 from xfuse.tools import cli, opt
-from xfuse.transforms import ALL_PASSES
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = Path(__file__).parent / "inputs"
@@ -38,10 +37,6 @@ GELU = ROOT / "examples" / "gelu.ew"
 # The lecture's bill: 4096 x 14336 BF16 (Llama-3-8B FFN) on an H100 SXM.
 ELEMENTS = 4096 * 14336
 TENSOR_BYTES = 117_440_512
-
-needs_fuse = pytest.mark.skipif(
-    "ew-fuse" not in ALL_PASSES, reason="ew-fuse (the fusion branch) has not landed"
-)
 
 
 def parse(text: str) -> ModuleOp:
@@ -362,7 +357,6 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
     return status, captured.out, captured.err
 
 
-@needs_fuse
 def test_pipeline_reproduces_the_lecture(fused: FunctionCost, unfused: FunctionCost) -> None:
     program = cost_program(GELU.read_text())
     assert program.fused.totals == fused.totals
@@ -370,7 +364,6 @@ def test_pipeline_reproduces_the_lecture(fused: FunctionCost, unfused: FunctionC
     assert program.comparison.traffic_ratio == 7.0
 
 
-@needs_fuse
 def test_cli_text_json_and_pass_agree(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     status, text, _ = run_cli(capsys, "cost", str(GELU), "--epilogue", "x")
     assert status == 0
@@ -398,7 +391,6 @@ def test_cli_text_json_and_pass_agree(capsys: pytest.CaptureFixture[str], tmp_pa
         assert status == 0 and f"ew-cost {summary_line(cost)}" in err
 
 
-@needs_fuse
 def test_a_converted_tensor_is_priced_in_its_own_dtype() -> None:
     """`f32(x)` of the default bf16 `x` was priced at bf16's 2 bytes an element, as were the
     unfused program's f32 temporaries."""
@@ -410,7 +402,6 @@ def test_a_converted_tensor_is_priced_in_its_own_dtype() -> None:
     assert {(a.dtype, a.bytes) for a in unfused_writes} == {("float32", 4096)}
 
 
-@needs_fuse
 def test_a_kernel_with_f64_work_is_priced_at_the_f64_peak() -> None:
     """The peak followed the first output's dtype: `f32(x * x * x * x)` of an f64 `x` was
     priced at the f32 peak, twice the f64 one, for the same f64 multiplies."""
@@ -421,7 +412,6 @@ def test_a_kernel_with_f64_work_is_priced_at_the_f64_peak() -> None:
         assert kernel.compute_time_s == pytest.approx(kernel.flops / h100.fp64_cuda_core_peak)
 
 
-@needs_fuse
 def test_static_shapes_must_broadcast_to_the_problem_shape() -> None:
     declared = "input x[t, d], b[14336]; out = x + b;"
     assert cost_program(declared, CostOptions(shape=(8, 14336))).fused.kernels
@@ -449,7 +439,6 @@ def test_cli_real_bias_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert fused["totals"]["bytes"] == 3 * TENSOR_BYTES + 28_672
 
 
-@needs_fuse
 def test_cli_l2_shows_both_models(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run_cli(capsys, "cost", str(GELU), "--l2", "--shape", "256x1024", "--json")
     data = json.loads(out)
@@ -459,7 +448,6 @@ def test_cli_l2_shows_both_models(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["unfused"]["totals"]["hbm_bytes"] == 14 * 256 * 1024 * 2
 
 
-@needs_fuse
 def test_cli_roofline_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     png = tmp_path / "roofline.png"
@@ -468,7 +456,6 @@ def test_cli_roofline_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
-@needs_fuse
 def test_cli_plot_names_the_file_it_writes(capsys: pytest.CaptureFixture[str], tmp_path: Path):
     """matplotlib adds `.png` to a name without a suffix: the path printed is that file (it was
     the name given); a directory is an error (it wrote `<directory>.png` and exited 0)."""
@@ -486,7 +473,6 @@ def test_cli_plot_names_the_file_it_writes(capsys: pytest.CaptureFixture[str], t
     assert not tmp_path.with_suffix(".png").exists()
 
 
-@needs_fuse
 def test_roofline_merges_identical_kernels_and_labels_every_roof() -> None:
     pytest.importorskip("matplotlib")
     from matplotlib.text import Annotation
@@ -516,7 +502,6 @@ def test_roofline_merges_identical_kernels_and_labels_every_roof() -> None:
     import_pyplot().close(figure)
 
 
-@needs_fuse
 def test_plot_without_matplotlib_is_a_clear_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -554,7 +539,6 @@ def test_cli_errors_are_one_line(
     assert status == 1 and message in err and "Traceback" not in err
 
 
-@needs_fuse
 def test_cli_reports_program_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.ew"
     bad.write_text("out = x +;\n")
