@@ -77,7 +77,9 @@ ORDERED_COMPARISONS: dict[int, Callable[..., Any]] = {
 """`arith.cmpf` predicates by number (numpy's comparisons are false for NaN, as ordered ones)."""
 
 
-def run_region(kernel: ew.KernelOp, inputs: Sequence[np.ndarray], shape: tuple[int, ...]):
+def run_region(
+    kernel: ew.KernelOp, inputs: Sequence[np.ndarray], shape: tuple[int, ...]
+) -> list[np.ndarray]:
     env: dict[SSAValue, Any] = dict(zip(kernel.block.args, inputs, strict=True))
     with np.errstate(all="ignore"):
         for op in kernel.block.ops:

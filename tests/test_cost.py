@@ -456,7 +456,9 @@ def test_cli_roofline_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
-def test_cli_plot_names_the_file_it_writes(capsys: pytest.CaptureFixture[str], tmp_path: Path):
+def test_cli_plot_names_the_file_it_writes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """matplotlib adds `.png` to a name without a suffix: the path printed is that file (it was
     the name given); a directory is an error (it wrote `<directory>.png` and exited 0)."""
     pytest.importorskip("matplotlib")

@@ -107,11 +107,13 @@ def test_round_trip_file_covers_every_op() -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op_type", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
-def test_each_elementwise_op_round_trips(op_type: type[ew.UnaryOp | ew.BinaryOp], dtype: str):
+def test_each_elementwise_op_round_trips(
+    op_type: type[ew.UnaryOp | ew.BinaryOp], dtype: str
+) -> None:
     element = element_type_for(dtype)
     x_type = tensor(element, 4, DYN)
 
-    def build(block: Block):
+    def build(block: Block) -> list[Operation]:
         x = block.args[0]
         if issubclass(op_type, ew.UnaryOp):
             return [op_type(x)]
@@ -366,7 +368,9 @@ def test_incompatible_shapes_do_not_broadcast(shapes: tuple[tuple[int, ...], ...
         ((DYN,), (4,), (4,)),
     ],
 )
-def test_binary_builder_infers_the_broadcast_type(lhs, rhs, result) -> None:
+def test_binary_builder_infers_the_broadcast_type(
+    lhs: tuple[int, ...], rhs: tuple[int, ...], result: tuple[int, ...]
+) -> None:
     f16 = Float16Type()
     a, b = Block(arg_types=[tensor(f16, *lhs), tensor(f16, *rhs)]).args
     op = ew.AddOp(a, b)

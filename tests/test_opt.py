@@ -174,7 +174,9 @@ def runs(paths: dict[str, str]) -> dict[str, Run]:
 
 
 @pytest.mark.parametrize("name", ["gelu", "bad_ew", "deep"])
-def test_the_process_behaves_as_main(name: str, paths: dict[str, str], runs: dict[str, Run]):
+def test_the_process_behaves_as_main(
+    name: str, paths: dict[str, str], runs: dict[str, Run]
+) -> None:
     """`python -m xfuse.tools.opt` (what the `xfuse-opt` script runs): the same exit status and
     output as the in-process call, for a module, a located diagnostic and a nesting error."""
     command = [sys.executable, "-m", "xfuse.tools.opt", *resolve(COMMANDS[name], paths)]

@@ -73,7 +73,9 @@ OPERANDS = {1: (0.7,), 2: (1.3, 0.7)}
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 @pytest.mark.parametrize("op_type", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
-def test_every_op_folds_to_its_reference_rounded(op_type, dtype: str) -> None:
+def test_every_op_folds_to_its_reference_rounded(
+    op_type: type[ew.UnaryOp | ew.BinaryOp], dtype: str
+) -> None:
     operands = OPERANDS[2 if issubclass(op_type, ew.BinaryOp) else 1]
     element = TensorType(element_type_for(dtype), [])
     # As a kernel would: the literals are rounded to the dtype, then the result once more.
@@ -99,7 +101,9 @@ def test_every_op_folds_to_its_reference_rounded(op_type, dtype: str) -> None:
         (ew.RsqrtOp, (0.0,), math.inf),
     ],
 )
-def test_folding_follows_ieee(op_type, values: tuple[float, ...], expected: float) -> None:
+def test_folding_follows_ieee(
+    op_type: type[ew.UnaryOp | ew.BinaryOp], values: tuple[float, ...], expected: float
+) -> None:
     folded = _fold(op_type, "float32", *values)
     assert folded == expected or (math.isnan(expected) and math.isnan(folded))
 
@@ -122,7 +126,9 @@ def test_folding_follows_ieee(op_type, values: tuple[float, ...], expected: floa
         (ew.PowOp, (-0.0, 3.0), -0.0),
     ],
 )
-def test_folding_keeps_the_sign_of_zero(op_type, values: tuple[float, ...], expected: float):
+def test_folding_keeps_the_sign_of_zero(
+    op_type: type[ew.UnaryOp | ew.BinaryOp], values: tuple[float, ...], expected: float
+) -> None:
     """As the kernels compute it (LLVM's maximum/minimum order -0 below +0, unlike numpy's)."""
     assert math.copysign(1, _fold(op_type, "float32", *values)) == math.copysign(1, expected)
 
@@ -140,7 +146,9 @@ def test_folding_keeps_the_sign_of_zero(op_type, values: tuple[float, ...], expe
         (ew.AddOp, (struct.unpack("<d", struct.pack("<Q", 0xFFF4000000000001))[0], 1.0)),
     ],
 )
-def test_every_folded_nan_is_the_canonical_quiet_nan(op_type, values, dtype: str) -> None:
+def test_every_folded_nan_is_the_canonical_quiet_nan(
+    op_type: type[ew.UnaryOp | ew.BinaryOp], values: tuple[float, ...], dtype: str
+) -> None:
     """numpy's NaN sign depends on the host's SIMD path: folding must not inherit it."""
     folded = _fold(op_type, dtype, *values)
     assert struct.pack("<d", folded) == struct.pack("<Q", 0x7FF8000000000000)
@@ -204,7 +212,9 @@ def test_one_over_x_plus_zero_at_minus_zero_is_plus_inf(fuse: bool) -> None:
     ("literal", "source", "want"),
     [(100000.0, "f16", math.inf), (0.1, "bf16", 0.10009765625), (1e-50, "f32", 0.0)],
 )
-def test_a_folded_conversion_rounds_to_the_source_type_first(literal, source, want) -> None:
+def test_a_folded_conversion_rounds_to_the_source_type_first(
+    literal: float, source: str, want: float
+) -> None:
     """A constant holds its literal in f64; the kernel holds it in its own type."""
     constant = ew.ConstantOp(literal, TensorType(element_type_for(source), []))
     convert = ew.ConvertOp(constant.result, element_type_for("f64"))

@@ -17,16 +17,16 @@ def ops_of(source: str, max_exponent: int = 2) -> list[str]:
     return [op.name for op in function.body.ops if not isinstance(op, ew.ConstantOp)]
 
 
-def test_square_becomes_one_multiply():
+def test_square_becomes_one_multiply() -> None:
     assert ops_of("y = pow(x, 2);") == ["ew.mul", "func.return"]
 
 
-def test_cube_expands_only_when_allowed():
+def test_cube_expands_only_when_allowed() -> None:
     assert ops_of("y = pow(x, 3);") == ["ew.pow", "func.return"]
     assert ops_of("y = pow(x, 3);", max_exponent=3) == ["ew.mul", "ew.mul", "func.return"]
 
 
-def test_the_largest_exponent_expands_left_to_right():
+def test_the_largest_exponent_expands_left_to_right() -> None:
     module = parse_program("y = pow(x, 16);")
     EwStrengthReducePass(max_exponent=16).apply(Context(), module)
     multiplies = [op for op in module.walk() if isinstance(op, ew.MulOp)]
@@ -35,7 +35,7 @@ def test_the_largest_exponent_expands_left_to_right():
 
 
 @pytest.mark.parametrize("max_exponent", [-1, 0, 1, 17, 1_000_000_000])
-def test_max_exponent_out_of_range_is_an_error(max_exponent: int):
+def test_max_exponent_out_of_range_is_an_error(max_exponent: int) -> None:
     """Was accepted: 10^9 built pow(x, 1000000) as 999999 multiplies (minutes, gigabytes)."""
     module = parse_program("y = pow(x, 1000000);")
     with pytest.raises(
@@ -45,7 +45,7 @@ def test_max_exponent_out_of_range_is_an_error(max_exponent: int):
         EwStrengthReducePass(max_exponent=max_exponent).apply(Context(), module)
 
 
-def test_fractional_and_variable_exponents_stay():
+def test_fractional_and_variable_exponents_stay() -> None:
     assert ops_of("y = pow(x, 2.5);") == ["ew.pow", "func.return"]
     assert ops_of("y = pow(x, e);") == ["ew.pow", "func.return"]
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 import pytest
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -116,7 +116,7 @@ def test_pool_reuses_a_workspace_and_lends_distinct_ones_at_once() -> None:
         ctypes.memset(large, 1, 1 << 20)  # all of it is there to write
 
 
-def _parse(text: str):
+def _parse(text: str) -> ModuleOp:
     return Parser(pipeline_context(), text).parse_module()
 
 
