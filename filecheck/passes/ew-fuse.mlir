@@ -1,5 +1,9 @@
 // RUN: xfuse-opt %s -p ew-fuse | filecheck %s
 // RUN: xfuse-opt %s -p 'ew-fuse{mode=none}' | filecheck %s --check-prefix=NONE
+// RUN: xfuse-opt %s -p 'ew-fuse{max-ops=36}' | filecheck %s --check-prefix=MAXOPS
+// RUN: not xfuse-opt %s -p 'ew-fuse{max-ops=0}' 2>&1 | filecheck %s --check-prefix=MAXOPS-BAD
+// RUN: xfuse-opt %inputs/ew-fuse-stats.mlir -p 'ew-fuse{stats=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=STATS
+// RUN: xfuse-opt %inputs/ew-fuse-stats.mlir -p 'ew-fuse{mode=none stats=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=STATS-NONE
 
 // A multi-use value is computed once; returned as well, it becomes a second kernel result.
 // Constants are scalar immediates inside the region.
@@ -202,3 +206,51 @@ func.func @convert(%x: tensor<?x4xbf16>, %y: tensor<?x4xf64>) -> tensor<?x4xf16>
   %e = ew.exp %h : tensor<?x4xf16>
   func.return %e : tensor<?x4xf16>
 }
+
+// max-ops caps the scalar ops of one kernel, each op counted as what ew-expand-math makes of
+// it (exp 35, tanh 25, neg and abs 1): with 36, a chain of five becomes kernels of exp and neg
+// (36), tanh and abs (26), and exp (35), each passing its last value to the next (the default,
+// 128, fuses the five, 97, into one).
+// CHECK-LABEL: func.func @chain
+// CHECK-COUNT-1: ew.kernel
+// CHECK-NOT:     ew.kernel
+// NONE-LABEL: func.func @chain
+// NONE-COUNT-5: ew.kernel
+// NONE-NOT:     ew.kernel
+// MAXOPS-LABEL: func.func @chain
+// MAXOPS-SAME:    (%[[X:.*]]: tensor<?xf32>)
+// MAXOPS-NEXT:    %[[A:.*]] = ew.kernel ins(%[[X]] : tensor<?xf32>) -> tensor<?xf32> {
+// MAXOPS:           math.exp
+// MAXOPS-NEXT:      arith.negf
+// MAXOPS:         %[[B:.*]] = ew.kernel ins(%[[A]] : tensor<?xf32>) -> tensor<?xf32> {
+// MAXOPS:           math.tanh
+// MAXOPS-NEXT:      math.absf
+// MAXOPS:         %[[C:.*]] = ew.kernel ins(%[[B]] : tensor<?xf32>) -> tensor<?xf32> {
+// MAXOPS:           math.exp
+// MAXOPS:         func.return %[[C]]
+// MAXOPS-BAD: ew-fuse: max-ops must be at least 1, got 0
+func.func @chain(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %a = ew.exp %x : tensor<?xf32>
+  %b = ew.neg %a : tensor<?xf32>
+  %c = ew.tanh %b : tensor<?xf32>
+  %d = ew.abs %c : tensor<?xf32>
+  %e = ew.exp %d : tensor<?xf32>
+  func.return %e : tensor<?xf32>
+}
+
+// The statistics of %inputs/ew-fuse-stats.mlir, counted by hand. @chain: 3 elementwise ops (the
+// constant is not one) fused into 1 kernel, the 0.5 an immediate inside it. @results: the
+// returned argument gets a copy kernel and the returned constant a constant kernel (2 copy
+// kernels, nothing fused). Unfused (mode=none): one kernel per op, the 0.5 inlined into the mul's.
+// STATS:      'ew-fuse'
+// STATS-NEXT:   (elementwise-ops) 3 :
+// STATS-NEXT:   (kernels) 3 :
+// STATS-NEXT:   (fused-ops) 3 :
+// STATS-NEXT:   (copy-kernels) 2 :
+// STATS-NEXT:   (constants-inlined) 1 :
+// STATS-NONE:      'ew-fuse'
+// STATS-NONE-NEXT:   (elementwise-ops) 3 :
+// STATS-NONE-NEXT:   (kernels) 5 :
+// STATS-NONE-NEXT:   (fused-ops) 0 :
+// STATS-NONE-NEXT:   (copy-kernels) 2 :
+// STATS-NONE-NEXT:   (constants-inlined) 1 :
