@@ -1,4 +1,5 @@
 // RUN: xfuse-opt %s -p ew-kernel-to-loops | filecheck %s
+// RUN: xfuse-opt %s -p 'ew-kernel-to-loops{vector-bytes=64}' | filecheck %s --check-prefix=REMAINDER
 
 // A 1-D kernel becomes one loop over the output's size: loads, the region, a store. A function
 // of one kernel keeps it in place (functions of several outline each kernel, see below).
@@ -225,6 +226,80 @@ func.func @invariant(%x: memref<?x4xf32>, %s: memref<f32>, %out: memref<?x4xf32>
     %a = arith.addf %p, %xs : f32
     %m = arith.mulf %a, %half : f32
     ew.yield %m : f32
+  }
+  func.return
+}
+
+// With the vector width set (vector-bytes=64), the innermost loop runs to the largest multiple
+// of 4 vectors of the narrowest element (4 x 64 bytes of f32: 64 elements), and a copy of it from
+// there to the end: the remainder loop, which LLVM vectorizes with masks
+// (`xfuse.codegen.native.mark_loops`). Without it, each innermost loop stays one loop.
+// CHECK-LABEL: func.func @remainder_one_dim
+// CHECK-COUNT-1: scf.for
+// CHECK-NOT:     scf.for
+// CHECK:         func.return
+// REMAINDER-LABEL: func.func @remainder_one_dim
+// REMAINDER-SAME:    (%[[X:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xf32>)
+// REMAINDER-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// REMAINDER-DAG:     %[[N:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?xf32>
+// REMAINDER-DAG:     %[[BLOCK:.*]] = arith.constant -64 : index
+// REMAINDER:         %[[MAIN:.*]] = arith.andi %[[N]], %[[BLOCK]] : index
+// REMAINDER-NEXT:    scf.for %[[I:.*]] = %[[C0]] to %[[MAIN]] step %{{.*}} {
+// REMAINDER-NEXT:      %[[XS:.*]] = memref.load %[[X]][%[[I]]] : memref<?xf32>
+// REMAINDER-NEXT:      %[[T:.*]] = math.tanh %[[XS]] : f32
+// REMAINDER-NEXT:      memref.store %[[T]], %[[OUT]][%[[I]]] : memref<?xf32>
+// REMAINDER-NEXT:    }
+// REMAINDER-NEXT:    scf.for %[[J:.*]] = %[[MAIN]] to %[[N]] step %{{.*}} {
+// REMAINDER-NEXT:      %[[XR:.*]] = memref.load %[[X]][%[[J]]] : memref<?xf32>
+// REMAINDER-NEXT:      %[[TR:.*]] = math.tanh %[[XR]] : f32
+// REMAINDER-NEXT:      memref.store %[[TR]], %[[OUT]][%[[J]]] : memref<?xf32>
+// REMAINDER-NEXT:    }
+// REMAINDER-NEXT:    func.return
+func.func @remainder_one_dim(%x: memref<?xf32>, %out: memref<?xf32>) {
+  ew.kernel ins(%x : memref<?xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%xs: f32):
+    %t = math.tanh %xs : f32
+    ew.yield %t : f32
+  }
+  func.return
+}
+
+// Two dims: only the innermost loop is split (in every row); bf16 is the narrowest element, so
+// the block is 4 x 64 bytes of bf16 (128 elements). The row's hoisted load and the row's start
+// in the arrays' one-dimensional views stay outside both.
+// CHECK-LABEL: func.func @remainder_two_dims
+// CHECK-COUNT-2: scf.for
+// CHECK-NOT:     scf.for
+// CHECK:         func.return
+// REMAINDER-LABEL: func.func @remainder_two_dims
+// REMAINDER-SAME:    (%[[X:.*]]: memref<?x?xbf16>, %[[S:.*]]: memref<?x1xf32>, %[[OUT:.*]]: memref<?x?xbf16>)
+// REMAINDER-DAG:     %[[T:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?xbf16>
+// REMAINDER-DAG:     %[[D:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?xbf16>
+// REMAINDER-DAG:     %[[XF:.*]] = memref.collapse_shape %[[X]] {{.*}} into memref<?xbf16>
+// REMAINDER-DAG:     %[[OUTF:.*]] = memref.collapse_shape %[[OUT]] {{.*}} into memref<?xbf16>
+// REMAINDER:         scf.for %[[I:.*]] = %{{.*}} to %[[T]] step
+// REMAINDER-NEXT:      %[[ROW:.*]] = arith.muli %[[I]], %[[D]] : index
+// REMAINDER-NEXT:      %[[SS:.*]] = memref.load %[[S]][%[[I]], %{{.*}}] : memref<?x1xf32>
+// REMAINDER-NEXT:      %[[BLOCK:.*]] = arith.constant -128 : index
+// REMAINDER-NEXT:      %[[MAIN:.*]] = arith.andi %[[D]], %[[BLOCK]] : index
+// REMAINDER-NEXT:      scf.for %[[J:.*]] = %{{.*}} to %[[MAIN]] step
+// REMAINDER-NEXT:        %[[AT:.*]] = arith.addi %[[ROW]], %[[J]] : index
+// REMAINDER-NEXT:        memref.load %[[XF]][%[[AT]]] : memref<?xbf16>
+// REMAINDER:             memref.store %{{.*}}, %[[OUTF]][%[[AT]]] : memref<?xbf16>
+// REMAINDER-NEXT:      }
+// REMAINDER-NEXT:      scf.for %[[K:.*]] = %[[MAIN]] to %[[D]] step
+// REMAINDER-NEXT:        %[[AT_REST:.*]] = arith.addi %[[ROW]], %[[K]] : index
+// REMAINDER-NEXT:        memref.load %[[XF]][%[[AT_REST]]] : memref<?xbf16>
+// REMAINDER:             memref.store %{{.*}}, %[[OUTF]][%[[AT_REST]]] : memref<?xbf16>
+// REMAINDER-NEXT:      }
+// REMAINDER-NEXT:    }
+func.func @remainder_two_dims(%x: memref<?x?xbf16>, %s: memref<?x1xf32>, %out: memref<?x?xbf16>) {
+  ew.kernel ins(%x, %s : memref<?x?xbf16>, memref<?x1xf32>) outs(%out : memref<?x?xbf16>) {
+  ^bb0(%xs: bf16, %ss: f32):
+    %xf = arith.extf %xs : bf16 to f32
+    %m = arith.mulf %xf, %ss : f32
+    %r = arith.truncf %m : f32 to bf16
+    ew.yield %r : bf16
   }
   func.return
 }
