@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.metadata
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -45,6 +47,23 @@ def test_every_pass_option_is_documented() -> None:
         if not option.doc
     ]
     assert not undocumented, f"write a docstring under these pass fields: {undocumented}"
+
+
+def test_every_pass_option_is_set_in_its_filecheck_file() -> None:
+    """Each pass has `filecheck/*/<name>.mlir`, with a RUN line setting each of its options."""
+    files = {path.stem: path for path in Path(__file__).parents[1].glob("filecheck/*/*.mlir")}
+    unexercised: list[str] = []
+    for name, factory in ALL_PASSES.items():
+        text = files[name].read_text() if name in files else ""
+        runs = [line for line in text.splitlines() if "RUN:" in line]
+        unexercised += [
+            f"{name}{{{option.name}}}"
+            for option in pass_options(factory())
+            if not any(re.search(rf"{name}{{[^}}]*\b{option.name}=", run) for run in runs)
+        ]
+        if not runs:
+            unexercised.append(name)
+    assert not unexercised, f"no filecheck RUN line sets: {unexercised}"
 
 
 def test_kernel_and_jit_reprs_show_signature_and_options() -> None:
