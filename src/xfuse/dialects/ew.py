@@ -359,6 +359,8 @@ def fold_literals(
 
 
 class ElementwiseCanonicalization(HasCanonicalizationPatternsTrait):
+    """The IEEE-exact identities of `xfuse.dialects.canonicalize` (`x * 1 -> x`, ...)."""
+
     @classmethod
     def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
         from xfuse.dialects.canonicalize import SAFE_IDENTITIES
@@ -372,6 +374,8 @@ class ElementwiseCanonicalization(HasCanonicalizationPatternsTrait):
 
 
 class ConstantFolder(HasFolder):
+    """An `ew.constant` folds to its own value (what `ConstantLike.get_constant_value` reads)."""
+
     @classmethod
     def fold(cls, op: Operation) -> Sequence[SSAValue | Attribute] | None:
         assert isinstance(op, ConstantOp)
@@ -896,6 +900,8 @@ ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
 
 
 class ConvertCanonicalization(HasCanonicalizationPatternsTrait):
+    """An f16/bf16 conversion to its own type of a value rounded already is the value."""
+
     @classmethod
     def get_canonicalization_patterns(cls) -> tuple[RewritePattern, ...]:
         from xfuse.dialects.canonicalize import RoundingOfARoundedValue
@@ -1206,6 +1212,9 @@ def _parse_operand_group(parser: Parser, keyword: str, optional: bool = False) -
 
 
 class EwConstantMaterialization(ConstantMaterializationInterface):
+    """A folded float on a tensor type becomes an `ew.constant` (as an MLIR dialect's
+    `materializeConstant`); anything else is not the `ew` dialect's to build."""
+
     def materialize_constant(self, value: Attribute, type: Attribute) -> Operation | None:
         if not isinstance(value, FloatAttr) or not isinstance(type, TensorType):
             return None
