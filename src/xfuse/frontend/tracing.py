@@ -5,12 +5,12 @@ traced here."""
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Attribute, BlockArgument, SSAValue
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, element_type_for, numpy_dtype
@@ -24,9 +24,23 @@ _OPS_BY_UFUNC: dict[np.ufunc, type[ew.UnaryOp | ew.BinaryOp]] = {
 _UFUNCS_OF_OPS: dict[np.ufunc, Callable[[Traced], Traced]] = {
     np.square: lambda x: x * x,
     np.reciprocal: lambda x: 1 / x,
+    np.positive: lambda x: x,
 }
 """numpy's ufuncs that are one `ew` op on a float array with a constant, each as numpy computes
-it: `np.square(x)` is `x * x`, `np.reciprocal(x)` is `1 / x` (the same roundings)."""
+it: `np.square(x)` is `x * x`, `np.reciprocal(x)` is `1 / x` (the same roundings); `np.positive`
+is the array itself."""
+
+_SQRT_POWER_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+"""The dtypes whose `np.power` loop takes a scalar exponent of 0.5 as `np.sqrt` (numpy's
+`POWER_FAST_PATH`: sqrt(-0) is -0 and sqrt(-inf) NaN, where C's pow gives +0 and +inf); float16's
+and bfloat16's loops call pow."""
+
+
+def _is_one_half(value: Any) -> bool:
+    """Whether `value` is a scalar exponent of 0.5 (a Python number or a real numpy scalar)."""
+    if isinstance(value, np.generic):
+        return not isinstance(value, np.complexfloating) and bool(value == 0.5)
+    return isinstance(value, int | float) and value == 0.5
 
 
 class Traced:
@@ -43,11 +57,12 @@ class Traced:
             return other.value
         if isinstance(other, np.generic):
             return self._numpy_scalar(other)
-        if isinstance(other, numbers.Real):
+        if isinstance(other, int | float):  # bool is an int; NEP 50's weak Python scalars
             return self.builder.literal(float(other))
         raise TypeError(
             f"cannot combine a traced array with {type(other).__name__}: inside @xfuse.jit use "
-            "the function's array arguments and Python numbers"
+            "the function's array arguments, Python numbers (int, float: float(value) for "
+            "another kind of number) and numpy scalars"
         )
 
     def _numpy_scalar(self, scalar: np.generic) -> SSAValue:
@@ -98,10 +113,67 @@ class Traced:
         return self.apply(ew.DivOp, other, self)
 
     def __pow__(self, other: Any) -> Traced:
-        return self.apply(ew.PowOp, self, other)
+        if type(other) is float and other == 0.5 and self.dtype.kind == "f":
+            # `x ** 0.5` is numpy's `np.sqrt(x)` for a float16, float32 or float64 array (its
+            # operator's `fast_scalar_power`, for a Python float), whatever `np.power` does
+            return self.apply(ew.SqrtOp, self)
+        return self.power(other)
+
+    def power(self, exponent: Any) -> Traced:
+        """`np.power(self, exponent)` as numpy computes it: `np.sqrt` of the promoted array where
+        the exponent is a scalar 0.5 and the result float32 or float64 (numpy's power loop
+        takes that path), else `ew.pow` (C's pow)."""
+        if _is_one_half(exponent):
+            if isinstance(exponent, np.generic):
+                try:
+                    dtype = np.result_type(self.dtype, exponent)
+                except TypeError:  # no common dtype: `apply` says so
+                    return self.apply(ew.PowOp, self, exponent)
+            else:
+                dtype = self.dtype
+            if dtype in _SQRT_POWER_DTYPES:
+                element = element_type_for(dtype)
+                promoted = Traced(self.builder, self.builder.convert(self.value, element))
+                return promoted.apply(ew.SqrtOp, promoted)
+        return self.apply(ew.PowOp, self, exponent)
 
     def __rpow__(self, other: Any) -> Traced:
         return self.apply(ew.PowOp, other, self)
+
+    def _in_place(self, result: Traced, operator: str) -> Traced:
+        """`self <operator>= other` as numpy computes it: the result cast back to self's dtype
+        (`h += y64` keeps a float32 `h` float32). On an argument numpy would write the caller's
+        array, which a kernel does not: that is an error saying what to write."""
+        if isinstance(self.value, BlockArgument):
+            name = self.value.name_hint or "x"
+            raise TypeError(
+                f"`{name} {operator}= ...` on the argument {name!r} would update the caller's "
+                "array in numpy, and @xfuse.jit does not write its arguments: write "
+                f"`{name} = {name} {operator} ...` (and pass out={name} to the call to store "
+                "the result there)"
+            )
+        if result._type_shape != self._type_shape:
+            raise ValueError(
+                f"`{operator}=`: the operands broadcast to a larger array than the one updated "
+                "in place (numpy: non-broadcastable output operand); write `y = y "
+                f"{operator} ...`"
+            )
+        return result if result.dtype == self.dtype else result.astype(self.dtype)
+
+    def __iadd__(self, other: Any) -> Traced:
+        return self._in_place(self + other, "+")
+
+    def __isub__(self, other: Any) -> Traced:
+        return self._in_place(self - other, "-")
+
+    def __imul__(self, other: Any) -> Traced:
+        return self._in_place(self * other, "*")
+
+    def __itruediv__(self, other: Any) -> Traced:
+        return self._in_place(self / other, "/")
+
+    def __ipow__(self, other: Any) -> Traced:
+        return self._in_place(self**other, "**")
 
     def __neg__(self) -> Traced:
         return self.apply(ew.NegOp, self)
@@ -111,6 +183,12 @@ class Traced:
 
     def __abs__(self) -> Traced:
         return self.apply(ew.AbsOp, self)
+
+    @property
+    def _type_shape(self) -> tuple[int, ...]:
+        """The shape of the traced array's type (-1 for a dynamic dim; not `.shape`, which the
+        array's dims at a call would be)."""
+        return tuple(cast(TensorType[Attribute], self.value.type).get_shape())
 
     @property
     def dtype(self) -> np.dtype[Any]:
@@ -143,6 +221,8 @@ class Traced:
         composite = _UFUNCS_OF_OPS.get(ufunc)
         if method == "__call__" and not kwargs and composite is not None:
             return composite(*inputs)
+        if method == "__call__" and not kwargs and ufunc is np.power and inputs[0] is self:
+            return self.power(inputs[1])
         if method != "__call__" or kwargs or op_type is None:
             traceable = [*_OPS_BY_UFUNC, *_UFUNCS_OF_OPS]
             supported = ", ".join(sorted(f"np.{u.__name__}" for u in traceable))
@@ -161,7 +241,20 @@ class Traced:
             "xfuse.maximum(x, y) or xfuse.minimum(x, y)"
         )
 
+    # `==` too: Python's default compares identities, so `if x == y:` took a branch silently
     __bool__ = __lt__ = __le__ = __gt__ = __ge__ = _data_dependent
+    __eq__ = __ne__ = _data_dependent  # type: ignore[assignment]
+    __hash__ = object.__hash__  # defining `__eq__` unsets it
+
+    def _no_floor(self, *_: Any) -> Any:
+        raise TypeError(
+            "floor division and remainder (`//`, `%`, divmod) cannot be traced: xfuse has no "
+            "floor op; compute them outside the @xfuse.jit function with numpy "
+            "(np.floor_divide, np.remainder)"
+        )
+
+    __floordiv__ = __rfloordiv__ = __ifloordiv__ = _no_floor
+    __mod__ = __rmod__ = __imod__ = __divmod__ = __rdivmod__ = _no_floor
 
     def _not_a_number(self, *_: Any) -> Any:
         raise TypeError(
@@ -180,10 +273,12 @@ def _elementwise(op_type: type[ew.UnaryOp | ew.BinaryOp], name: str) -> Callable
         if traced is not None:
             return traced.apply(op_type, *args)
         arrays = [np.asarray(a) for a in args]
-        dtype = np.result_type(*arrays)
+        # NEP 50: a Python number takes the array's dtype (`xfuse.maximum(x, 0.0)` keeps x's)
+        dtype = np.result_type(*(a if isinstance(a, int | float) else np.asarray(a) for a in args))
         with np.errstate(all="ignore"):
             result = op_type.reference(*(a.astype(np.float64) for a in arrays))
-        return result.astype(dtype) if np.issubdtype(dtype, np.floating) else result
+        floating = np.issubdtype(dtype, np.floating) or dtype == numpy_dtype("bfloat16")
+        return result.astype(dtype) if floating else result
 
     function.__name__ = function.__qualname__ = name
     function.__doc__ = f"Elementwise `{op_type.name}` on traced values or numpy arrays."

@@ -11,9 +11,11 @@ On the first call with a new signature (dtypes and shapes of the arrays) the fun
 `?`. Arrays may mix dtypes: they promote as in numpy (bf16 + f32 -> f32), Python numbers take
 the dtype of the array they meet, numpy scalars keep theirs (numpy 2's NEP 50: `x * np.float64(2)`
 is float64 for a float32 `x`); `.astype(dtype)` converts (`ew.convert`). `xfuse.tanh` and
-friends work on proxies and, outside tracing, on numpy arrays. Dask arrays are traced by their
-dtype and shape like numpy arrays, and the kernel then returns lazy dask arrays
-(`xfuse.runtime.dask_arrays`).
+friends work on proxies and, outside tracing, on numpy arrays. A jit function called with
+proxies (from a function being traced, or itself) is traced into the caller's kernel; a function
+that returns a tuple or list returns a tuple, of one array too (outputs `out0`, ...). Dask
+arrays are traced by their dtype and shape like numpy arrays, and the kernel then returns lazy
+dask arrays (`xfuse.runtime.dask_arrays`).
 """
 
 from __future__ import annotations
@@ -73,6 +75,15 @@ class JitFunction:
         return jit_reduction(self)
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+        if any(isinstance(a, Traced) for a in (*args, *kwargs.values())):
+            # called from a function being traced: record its ops there (one kernel, the
+            # outer function's options), as a plain function would
+            if out is not None:
+                raise TypeError(
+                    f"{self.function.__name__}(..., out=) inside @xfuse.jit: the traced function "
+                    "returns its results; drop out="
+                )
+            return self.function(*args, **kwargs)
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as error:
@@ -80,16 +91,32 @@ class JitFunction:
             raise ArgumentTypeError(f"{self.function.__name__}(): {mistake}") from None
         arrays = dict(bound.arguments)
         for name, value in arrays.items():
+            kind = self.signature.parameters[name].kind
+            if kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                stars = "*" if kind is inspect.Parameter.VAR_POSITIONAL else "**"
+                raise ArgumentTypeError(
+                    f"{self.function.__name__}(): arrays passed through {stars}{name} cannot be "
+                    "traced (each array is an input of the kernel by its own name): name each "
+                    "array parameter (def f(x, y))"
+                )
             if not isinstance(value, np.ndarray) and not is_dask_array(value):
+                hint = (
+                    "; a jit function's arguments are arrays: give a Python number as a "
+                    "default, a closure or with functools.partial"
+                    if isinstance(value, int | float | np.generic | type(None))
+                    else ""
+                )
                 raise ArgumentTypeError(
                     f"argument '{name}': expected a numpy array (or a dask array), "
-                    f"got {type(value).__name__}"
+                    f"got {type(value).__name__}{hint}"
                 )
         key = tuple((name, a.dtype.name, a.shape) for name, a in arrays.items())
         kernel = self.kernels.get(key)
         if kernel is None:
             kernel = self.kernels[key] = self.compile(arrays)
-        return kernel(out=out, **arrays)
+        results = kernel(out=out, **arrays)
+        # a function that returned a sequence of one array gets it back in a tuple
+        return (results,) if kernel.output_names == ("out0",) else results
 
     def compile(self, arrays: dict[str, np.ndarray]) -> Kernel:
         """Trace the function on proxies shaped like `arrays` and compile it."""
@@ -102,13 +129,15 @@ class JitFunction:
         shapes = {name: tuple(1 if d == 1 else None for d in a.shape) for name, a in arrays.items()}
         builder = FunctionBuilder(dtypes, shapes)
         proxies = {name: Traced(builder, builder.input(name)) for name in arrays}
-        result = self.function(**proxies)
-        results = list(result) if isinstance(result, tuple | list) else [result]
+        call = inspect.BoundArguments(self.signature, proxies)  # type: ignore[arg-type]
+        result = self.function(*call.args, **call.kwargs)  # positional-only ones by position
+        sequence = isinstance(result, tuple | list)
+        results = list(result) if sequence else [result]
         if not results or not all(isinstance(r, Traced) for r in results):
             raise TypeError(
                 f"{self.function.__name__}() must return traced arrays computed from its arguments"
             )
-        names = ["out"] if len(results) == 1 else [f"out{i}" for i in range(len(results))]
+        names = [f"out{i}" for i in range(len(results))] if sequence else ["out"]
         module = builder.finish([(n, r.value) for n, r in zip(names, results, strict=True)])
         return compile_module(module, names, self.options, self.threads)
 

@@ -1,0 +1,190 @@
+"""`@xfuse.jit` against the same function run by numpy: where a review found them apart."""
+
+from __future__ import annotations
+
+import functools
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import xfuse
+
+SPECIAL = [-0.0, 0.0, -np.inf, np.inf, np.nan, -1.0, 0.25, 2.0, 1e-40, 6e4]
+
+
+def assert_same(got: np.ndarray, want: np.ndarray) -> None:
+    """Same dtype, shape and bits (any NaN for a NaN)."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    bits = f"u{want.dtype.itemsize}"
+    nan = np.isnan(want.astype(np.float64))
+    assert np.array_equal(np.isnan(got.astype(np.float64)), nan)
+    np.testing.assert_array_equal(got.view(bits)[~nan], want.view(bits)[~nan])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64])
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda x: x**0.5,
+        lambda x: np.power(x, 0.5),
+        lambda x: pow(x, 0.5),
+        lambda x: x ** (1 / 2),
+        lambda x: x ** np.float64(0.5),
+        lambda x: np.power(x, np.float32(0.5)),
+    ],
+    ids=["pow-op", "np.power", "builtin-pow", "1/2", "np.float64", "np.float32"],
+)
+def test_the_power_one_half_is_what_numpy_computes(dtype: type, program) -> None:
+    """numpy computes `x ** 0.5` (a Python float) as `np.sqrt(x)` for float16/32/64 arrays, and
+    `np.power` with a scalar 0.5 so in its float32 and float64 loops: sqrt(-0) is -0 and
+    sqrt(-inf) NaN, where C's pow (`ew.pow`) gives +0 and +inf. Traced as `ew.pow`, every such
+    program gave +0 and +inf there."""
+    x = np.array(SPECIAL, dtype)
+    try:
+        with np.errstate(all="ignore"):
+            want = program(x)
+    except TypeError:  # bfloat16 with a float16 scalar: no common dtype in numpy either
+        with pytest.raises(TypeError):
+            xfuse.jit(program)(x)
+        return
+    assert_same(xfuse.jit(program)(x), want)
+
+
+def test_equality_on_a_traced_array_is_an_error() -> None:
+    """`==` and `!=` compared the proxies' identities: `if x == y:` took a branch silently and
+    `(x == y) * 1.0 + x` was `x`, where numpy compares elements."""
+    x, y = np.float32([1, 2]), np.float32([1, 3])
+    programs = [
+        lambda a, b: a if a == b else b,
+        lambda a, b: (a == b) * 1.0 + a,
+        lambda a, b: (a != b) * 1.0 + a,
+        lambda a, b: a if a != b else b,
+    ]
+    for program in programs:
+        with pytest.raises(TypeError, match="no truth value and no comparisons"):
+            xfuse.jit(program)(x, y)
+
+
+def test_a_sequence_of_one_result_is_returned_as_a_sequence() -> None:
+    """`return (y,)` returned the bare array: `(y,) = f(x)` unpacked its elements."""
+    x = np.float32([1, 2, 3])
+    one = xfuse.jit(lambda a: (a * 2,))
+    (result,) = one(x)
+    np.testing.assert_array_equal(result, x * 2)
+    buffer = np.empty_like(x)
+    (stored,) = one(x, out=buffer)
+    assert stored is buffer
+    assert isinstance(xfuse.jit(lambda a: [a + 1])(x), tuple)
+    assert isinstance(xfuse.jit(lambda a: a + 1)(x), np.ndarray)
+
+
+def test_a_jit_function_called_while_tracing_is_traced_in_place() -> None:
+    """A jit function called from another (or itself, recursively) was an ArgumentTypeError
+    ("expected a numpy array, got Traced")."""
+    inner = xfuse.jit(lambda a: np.tanh(a) * 2)
+    pair = xfuse.jit(lambda a, b: (a + b, a * b))
+    outer = xfuse.jit(lambda a, b: inner(a) + pair(a, b)[1])
+    x, y = np.float32([0.5, -1.0, 2.0]), np.float32([3.0, 0.25, -2.0])
+    np.testing.assert_allclose(outer(x, y), np.tanh(x) * 2 + x * y, rtol=2e-6)
+    assert not inner.kernels and not pair.kernels  # recorded in outer's one kernel
+
+    @xfuse.jit
+    def doubled(a, n=3):
+        return a if n == 0 else doubled(a * 2, n=n - 1)
+
+    np.testing.assert_array_equal(doubled(x), x * 8)
+    with pytest.raises(TypeError, match=r"out=\) inside @xfuse.jit.*drop out="):
+        xfuse.jit(lambda a: inner(a, out=np.empty(3, np.float32)))(x)
+
+
+def test_positional_only_and_variadic_parameters() -> None:
+    """A positional-only parameter raised Python's own "got some positional-only arguments
+    passed as keyword arguments" from inside the tracer; arrays in `*args` said "expected a
+    numpy array, got tuple"."""
+
+    def subtract(a, b, /):
+        return a - b
+
+    x, y = np.float32([1, 2]), np.float32([0.5, 4])
+    np.testing.assert_array_equal(xfuse.jit(subtract)(x, y), x - y)
+    with pytest.raises(TypeError, match=r"through \*arrays cannot be traced.*name each array"):
+        xfuse.jit(lambda *arrays: arrays[0] + arrays[1])(x, y)
+    with pytest.raises(TypeError, match=r"through \*\*named cannot be traced"):
+        xfuse.jit(lambda a, **named: a + named["b"])(x, b=y)
+    np.testing.assert_array_equal(xfuse.jit(lambda a, **named: a * 2)(x), x * 2)
+
+
+def test_in_place_operators_are_numpys() -> None:
+    """`h += y` rebound `h` to the promoted sum: a float32 `h` became float64 where numpy casts
+    back to float32; on an argument numpy updates the caller's array, which a kernel did
+    silently not; a larger broadcast result replaced `h` where numpy raises."""
+    x = np.float32([1.5, -2.0, 3.0e-8])
+    y = np.float64([0.1, 1e-9, 7.0])
+
+    def accumulate(a, b):
+        h = a * 2
+        h += b
+        h *= np.float64(0.3)
+        h **= 2
+        return h
+
+    want = accumulate(x, y)
+    assert want.dtype == np.float32
+    assert_same(xfuse.jit(accumulate)(x, y), want)
+
+    def update_argument(a, b):
+        a += b
+        return a
+
+    with pytest.raises(TypeError, match=r"`a \+= \.\.\.` on the argument 'a'.*write `a = a \+"):
+        xfuse.jit(update_argument)(x, y)
+
+    def widen(a, b):
+        h = a * 1
+        h += b
+        return h
+
+    with pytest.raises(ValueError, match="non-broadcastable output operand"):
+        xfuse.jit(widen)(np.ones(4, np.float32), np.ones((3, 4), np.float32))
+
+
+def test_only_numpys_weak_python_numbers_are_weak() -> None:
+    """A `Fraction` (a `numbers.Real`) was traced as a float; numpy makes an object array."""
+    x = np.float32([1, 2])
+    with pytest.raises(TypeError, match="with Fraction.*float\\(value\\)"):
+        xfuse.jit(lambda a: a + Fraction(1, 3))(x)
+    np.testing.assert_array_equal(xfuse.jit(lambda a: a * True + 1)(x), x * True + 1)
+
+
+def test_np_positive_traces() -> None:
+    x = np.float32([-0.0, 1.0, np.nan])
+    assert_same(xfuse.jit(lambda a: np.positive(a) * 2)(x), np.positive(x) * 2)
+
+
+def test_xfuse_functions_on_numpy_arrays_keep_numpys_dtype() -> None:
+    """Outside tracing `xfuse.maximum(x, 0.0)` was float64 for a float16 `x` (the Python number
+    made a float64 array) and `xfuse.tanh` of a bfloat16 array float64."""
+    half = np.float16([1.0, -2.0])
+    assert xfuse.maximum(half, 0.0).dtype == np.maximum(half, 0.0).dtype == np.float16
+    brain = half.astype(ml_dtypes.bfloat16)
+    assert xfuse.tanh(brain).dtype == np.tanh(brain).dtype == ml_dtypes.bfloat16
+
+
+def test_a_number_passed_for_an_array_says_how_to_pass_it() -> None:
+    def scaled(a, scale=2.0):
+        return a * scale
+
+    x = np.float32([1, 2])
+    with pytest.raises(TypeError, match="got float; .* default, a closure or with functools"):
+        xfuse.jit(scaled)(x, 3.0)
+    np.testing.assert_array_equal(xfuse.jit(functools.partial(scaled, scale=3.0))(x), x * 3)
+
+
+def test_floor_division_and_remainder_say_they_cannot_be_traced() -> None:
+    """They raised Python's "unsupported operand type(s) for //: 'Traced' and 'int'"."""
+    x = np.float32([7.5, -2.0])
+    for program in (lambda a: a // 2, lambda a: 2 % a, lambda a: divmod(a, 2)):
+        with pytest.raises(TypeError, match=r"`//`, `%`, divmod\) cannot be traced.*np\.remainder"):
+            xfuse.jit(program)(x)
