@@ -63,7 +63,9 @@ def test_every_pass_option_is_set_in_its_filecheck_file() -> None:
         ]
         if not runs:
             unexercised.append(name)
-    assert not unexercised, f"no filecheck RUN line sets: {unexercised}"
+    assert not unexercised, (
+        f"no filecheck RUN line sets: {unexercised}; add one to filecheck/<stage>/<pass>.mlir"
+    )
 
 
 def test_kernel_and_jit_reprs_show_signature_and_options() -> None:
