@@ -851,6 +851,59 @@ def test_bad_calls_name_the_argument(call, error, message, warm: bool, gelu: Gel
     assert isinstance(caught.value, TypeError) == (error is ArgumentTypeError)
 
 
+SCALAR_KERNEL = "input x[?]; input s[]; y = x * s;"
+"""A kernel with a declared 0-d input."""
+
+
+@pytest.mark.parametrize(
+    ("dtype", "scalar"),
+    [("float32", np.float32(2.5)), ("float64", np.float64(2.5)), ("bf16", ml_dtypes.bfloat16(2.5))],
+    ids=["float32", "float64", "bfloat16"],
+)
+def test_a_numpy_scalar_is_a_0d_array(dtype: str, scalar: np.generic) -> None:
+    """numpy's ufuncs take a numpy scalar as a 0-d array of its dtype, and so does a kernel:
+    declared 0-d, in a kernel compiled without shapes, in the checked call before and after the
+    call plan is made (the quick path), and in `prepare`."""
+    x = np.arange(4).astype(scalar.dtype)
+    declared = xfuse.compile(SCALAR_KERNEL, outputs=["y"], dtype=dtype)
+    unshaped = xfuse.compile("y = x * s;", outputs=["y"], dtype=dtype)
+    zero_d = np.asarray(scalar)
+    for _ in range(2):  # the second call finds the plan of its shapes
+        np.testing.assert_array_equal(declared(x, scalar), x * scalar)
+        np.testing.assert_array_equal(declared(x=x, s=scalar), x * scalar)
+        result = unshaped(scalar, scalar)
+        assert result.shape == () and result.dtype == scalar.dtype
+        assert result == unshaped(zero_d, zero_d) == scalar * scalar
+    np.testing.assert_array_equal(declared.prepare(x, scalar)(), x * scalar)
+    out = np.empty((), scalar.dtype)
+    assert unshaped.prepare(scalar, scalar, out=out)() is out
+    assert out == scalar * scalar
+
+    @xfuse.jit
+    def scaled(x: Any, s: Any) -> Any:
+        return x * s
+
+    np.testing.assert_array_equal(scaled(x, scalar), x * scalar)
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["first-call", "after-a-good-call"])
+def test_a_numpy_scalar_of_another_dtype_a_python_number_or_a_scalar_out_is_refused(
+    warm: bool,
+) -> None:
+    kernel = xfuse.compile(SCALAR_KERNEL, outputs=["y"], dtype="float32")
+    x, s = np.ones(3, np.float32), np.float32(2)
+    if warm:
+        kernel(x, s)
+    for call in (kernel, kernel.prepare):
+        with pytest.raises(ArgumentTypeError, match="argument 's': expected dtype float32, got"):
+            call(x, np.float64(2))
+        with pytest.raises(ArgumentTypeError, match="argument 's': .*got float .*has no dtype"):
+            call(x, 2.0)
+        for out in (np.float32(0), [np.float32(0)], {"y": np.float32(0)}):
+            with pytest.raises(ArgumentTypeError, match="out.*a numpy scalar is immutable"):
+                call(x, s, out=out)
+
+
 def python_function(x, b, r, *, out=None) -> None:
     """A Python function with the GELU kernel's signature."""
 
@@ -1472,11 +1525,18 @@ HOSTILE_CALLS = [
         "argument 'b'.*float",
     ),
     (
-        "numpy scalar",
+        "numpy scalar",  # a 0-d array, as numpy's ufuncs take it: not of the others' shape
         "k(x=np.float32(1), b=x, r=x, out=sentinel)",
-        "ArgumentTypeError",
-        "argument 'x'",
+        "ArgumentError",
+        r"inputs of different shapes \('x' \(\)",
     ),
+    (
+        "numpy scalar of another dtype",
+        "k(x=x, b=np.float64(1), r=x, out=sentinel)",
+        "ArgumentTypeError",
+        "argument 'b': expected dtype float32, got float64",
+    ),
+    ("numpy scalar out", "k(x=x, b=x, r=x, out=np.float32(7))", "ArgumentTypeError", "immutable"),
     (
         "0-d array",
         "k(x=x, b=np.array(1, np.float32), r=x, out=sentinel)",

@@ -7,6 +7,10 @@ code: no segfault, no partial write. The hierarchy:
       ArgumentError            a bad value: shape, broadcasting, contiguity, `out` aliasing, ...
         ArgumentTypeError      also a TypeError: missing, unknown or repeated arguments, an
                                argument that is not a numpy array, a wrong dtype
+
+An input may be a numpy scalar (`np.float32(2.0)`, an ml_dtypes `bfloat16`): numpy's ufuncs take
+one as a 0-d array of its dtype, and so does a kernel. A Python number is refused: it has no
+dtype to check. No `out` buffer may be a scalar: a scalar is immutable.
 """
 
 from __future__ import annotations
@@ -275,11 +279,20 @@ def _check_array_kind(label: str, value: np.ndarray, output: bool = False) -> No
 def check_input(parameter: Parameter, value: Any, copy_allowed: bool = True) -> np.ndarray:
     """The array to pass for an input: checked dtype; a C-contiguous aligned copy if needed
     and `copy_allowed` (not for a prepared call: every run would read the copy made when it was
-    prepared, never the array's later contents), else an ArgumentError."""
+    prepared, never the array's later contents), else an ArgumentError. A numpy scalar is
+    taken as the 0-d array of its value and dtype, as numpy's ufuncs take it (a prepared call
+    may hold that array: the scalar is immutable, so no later contents are missed)."""
+    if isinstance(value, np.generic):
+        value = np.asarray(value)
     if not isinstance(value, np.ndarray):
+        number = (
+            f" (a Python number has no dtype: pass np.asarray(value, {parameter.dtype!r}))"
+            if isinstance(value, int | float | complex)
+            else ""
+        )
         raise ArgumentTypeError(
             f"argument '{parameter.name}': expected a numpy array of {parameter.describe()}, "
-            f"got {type(value).__name__}"
+            f"got {type(value).__name__}{number}"
         )
     if type(value) is not np.ndarray:
         _check_array_kind(f"argument '{parameter.name}'", value)
@@ -302,9 +315,17 @@ def check_input(parameter: Parameter, value: Any, copy_allowed: bool = True) -> 
     return value
 
 
+_SCALAR_OUT = (
+    "a numpy scalar is immutable, so it cannot be written in place; pass a 0-d array "
+    "(np.empty((), dtype)), or no out= for a new result"
+)
+
+
 def check_output(parameter: Parameter, value: Any, shape: tuple[int, ...]) -> np.ndarray:
     """A caller's `out` buffer must already be exactly right: it is written in place."""
     label = f"out '{parameter.name}'"
+    if isinstance(value, np.generic):
+        raise ArgumentTypeError(f"{label}: {_SCALAR_OUT}")
     if not isinstance(value, np.ndarray):
         raise ArgumentTypeError(f"{label}: expected a numpy array, got {type(value).__name__}")
     if type(value) is not np.ndarray:
@@ -353,6 +374,8 @@ def given_outputs(parameters: Sequence[Parameter], out: Any) -> list[Any]:
         given = [out.get(name) for name in names]
     elif isinstance(out, list | tuple):
         given = list(out)
+    elif isinstance(out, np.generic):
+        raise ArgumentTypeError(f"out: {_SCALAR_OUT}")
     else:
         raise ArgumentTypeError(
             f"out: expected a numpy array, a list/tuple or a name->array mapping, "

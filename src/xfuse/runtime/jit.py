@@ -99,11 +99,13 @@ class JitFunction:
                     "traced (each array is an input of the kernel by its own name): name each "
                     "array parameter (def f(x, y))"
                 )
+            if isinstance(value, np.generic):  # a 0-d array of its dtype, as numpy's ufuncs take it
+                arrays[name] = value = np.asarray(value)
             if not isinstance(value, np.ndarray) and not is_dask_array(value):
                 hint = (
                     "; a jit function's arguments are arrays: give a Python number as a "
                     "default, a closure or with functools.partial"
-                    if isinstance(value, int | float | np.generic | type(None))
+                    if isinstance(value, int | float | type(None))
                     else ""
                 )
                 raise ArgumentTypeError(
