@@ -12,12 +12,16 @@ import io
 import re
 import subprocess
 import sys
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import DiagnosticException
 
 import xfuse
@@ -26,7 +30,7 @@ from xfuse.runtime.compiler import Options
 from xfuse.tools.opt import main
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.default_pipeline import XfuseDefaultPass, default_pipeline
-from xfuse.transforms.pipeline import pipeline_context
+from xfuse.transforms.pipeline import PassSpecError, pass_from_spec, pipeline_context
 from xfuse.transforms.to_llvm import EwToLlvmPass
 
 if TYPE_CHECKING:
@@ -133,6 +137,8 @@ COMMANDS: dict[str, list[str]] = {
     "bad_mode": ["{good}", "-p", "ew-fuse{mode=bogus}"],
     "huge_exponent": ["{good}", "-p", "ew-strength-reduce{max-exponent=1000000000}"],
     "bool_for_int": ["{good}", "-p", "ew-fuse{max-ops=true}"],
+    "bool_for_number": ["{good}", "-p", "ew-fuse,ew-cost{launch-us=true}"],
+    "bool_for_str_or_int": ["{good}", "-p", "ew-fuse,ew-cost{shape=false}"],
     "repeated_option": ["{good}", "-p", "ew-optimize,ew-fuse{max-ops=3 mode=none max_ops=4}"],
     "use_before_def": ["{use_before_def}", "-p", "ew-fuse"],
     "bufferize_twice": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-bufferize"],
@@ -321,6 +327,13 @@ HOSTILE: dict[str, str] = {
     "bool_for_int": (
         r"xfuse-opt: error: ew-fuse: bad value 'true' for option 'max-ops': expected an integer"
     ),
+    "bool_for_number": (
+        r"xfuse-opt: error: ew-cost: bad value 'true' for option 'launch-us': expected a number$"
+    ),
+    "bool_for_str_or_int": (
+        r"xfuse-opt: error: ew-cost: bad value 'false' for option 'shape': expected a string or "
+        r"an integer$"
+    ),
     "repeated_option": r"xfuse-opt: error: ew-fuse: option 'max-ops' given twice",
     "huge_exponent": (
         r"xfuse-opt: error: ew-strength-reduce: max-exponent must be between 2 and 16, "
@@ -440,3 +453,38 @@ def test_every_entry_point_defaults_to_the_programs_arithmetic_as_written() -> N
     }
     defaults |= {Options().fastmath, XfuseDefaultPass().fastmath, EwToLlvmPass().fastmath}
     assert defaults == {"none"}
+
+
+@dataclass(frozen=True)
+class OptionalOptionsPass(ModulePass):
+    """A pass whose numeric options are optional or unions, as none of xfuse's passes has yet."""
+
+    name = "optional-options"
+
+    limit: int | None = None
+    depth: typing.Optional[int] = None  # noqa: UP045 - the spelling the check must see through
+    factor: float | int | None = None
+    flag: bool | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        """Nothing: only its options are tested."""
+
+
+@pytest.mark.parametrize("option", ["limit", "depth", "factor"])
+@pytest.mark.parametrize("value", ["true", "false"])
+def test_a_bool_for_an_optional_number_option_names_the_option(option: str, value: str) -> None:
+    """xDSL takes `true` for an int option as 1 (a bool is an int to Python): refused for every
+    option typed int or float, optional or in a union, not only one typed exactly `int`."""
+    expected = "a number" if option == "factor" else "an integer"
+    (spec,) = parse_pipeline(f"optional-options{{{option}={value}}}")
+    with pytest.raises(
+        PassSpecError,
+        match=f"^optional-options: bad value '{value}' for option '{option}': expected {expected}$",
+    ):
+        pass_from_spec(OptionalOptionsPass, spec)
+
+
+def test_numbers_and_bools_where_an_option_takes_them_still_parse() -> None:
+    (spec,) = parse_pipeline("optional-options{limit=3 depth=4 factor=0.5 flag=true}")
+    parsed = pass_from_spec(OptionalOptionsPass, spec)
+    assert parsed == OptionalOptionsPass(limit=3, depth=4, factor=0.5, flag=True)

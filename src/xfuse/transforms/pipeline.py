@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 
@@ -33,7 +34,19 @@ def _expected_values(field_type: object) -> str:
     if field_type in names:
         return names[field_type]
     alternatives = [t for t in typing.get_args(field_type) if t is not type(None)]
+    if float in alternatives:  # "a number" says int too
+        alternatives = [t for t in alternatives if t is not int]
     return " or ".join(dict.fromkeys(_expected_values(t) for t in alternatives)) or str(field_type)
+
+
+def _number_not_bool(field_type: object) -> bool:
+    """An option of this type takes an int or a float (alone, Optional, or in a union) and no
+    bool: xDSL takes `true` for it as 1, as a bool is an int to Python."""
+    if typing.get_origin(field_type) in (typing.Union, types.UnionType):
+        alternatives = typing.get_args(field_type)
+    else:
+        alternatives = (field_type,)
+    return bool not in alternatives and any(t in (int, float) for t in alternatives)
 
 
 def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
@@ -41,11 +54,12 @@ def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
     values it takes (xDSL's own message names neither the pass nor the option)."""
     hints = typing.get_type_hints(pass_class)
     for option, value in spec.parameters.items():
-        # xDSL takes `true` for an int option as 1 (a bool is an int to Python).
-        if hints.get(option.replace("-", "_")) is int and any(isinstance(v, bool) for v in value):
+        field_type = hints.get(option.replace("-", "_"))
+        if _number_not_bool(field_type) and any(isinstance(v, bool) for v in value):
             text = ",".join(str(v).lower() for v in value)
             raise PassSpecError(
-                f"{spec.name}: bad value '{text}' for option '{option}': expected an integer"
+                f"{spec.name}: bad value '{text}' for option '{option}': expected "
+                f"{_expected_values(field_type)}"
             )
     try:
         return pass_class.from_spec(spec)
