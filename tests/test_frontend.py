@@ -93,6 +93,10 @@ def test_gelu_inputs_ops_and_result(gelu: Gelu, evaluate_float64: Evaluate) -> N
         ("y = 1; # a comment ; y = 2;\n", 1.0),
         ("# leading comment\ny = 3;   # trailing\n# last line without newline", 3.0),
         ("y = 1e400;", math.inf),
+        # any number of digits, as float() reads them: no int() and its 4300-digit limit
+        (f"y = {'9' * 5000};", math.inf),
+        (f"y = -{'9' * 5000}.5;", -math.inf),
+        (f"y = 0.{'0' * 5000}1;", 0.0),
     ],
 )
 def test_constant_expressions(source: str, expected: float, evaluate_float64: Evaluate) -> None:

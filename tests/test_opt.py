@@ -87,6 +87,13 @@ FILES: dict[str, tuple[str, str | bytes]] = {
     "unknown_ext": ("input.txt", "y = x;"),
     "no_ext": ("program", "y = x;"),
     "bom_ew": ("bom.ew", b"\xef\xbb\xbfy = x;"),
+    # xDSL's int() of a literal of over 4300 digits raised a bare ValueError: no location
+    "long_int": ("long_int.mlir", GOOD_MLIR.replace("1.0", "9" * 5000)),
+    "long_int_split": (
+        "long_int_split.mlir",
+        GOOD_MLIR + "// -----\n" + GOOD_MLIR.replace("?xf32>) ->", f"{'1' * 4301}xf32>) ->"),
+    ),
+    "long_hex": ("long_hex.mlir", GOOD_MLIR.replace("1.0", "0x" + "f" * 5000)),
     "use_before_def": (
         "use_before_def.mlir",
         "func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
@@ -140,6 +147,9 @@ COMMANDS: dict[str, list[str]] = {
     "bool_for_number": ["{good}", "-p", "ew-fuse,ew-cost{launch-us=true}"],
     "bool_for_str_or_int": ["{good}", "-p", "ew-fuse,ew-cost{shape=false}"],
     "repeated_option": ["{good}", "-p", "ew-optimize,ew-fuse{max-ops=3 mode=none max_ops=4}"],
+    "long_int": ["{long_int}"],
+    "long_int_split": ["{long_int_split}", "--split-input-file"],
+    "long_hex": ["{long_hex}"],
     "use_before_def": ["{use_before_def}", "-p", "ew-fuse"],
     "bufferize_twice": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-bufferize"],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
@@ -342,6 +352,12 @@ HOSTILE: dict[str, str] = {
     "unknown_option": (
         r"xfuse-opt: error: ew-optimize: unknown option 'fast' \(options: unsafe-math\)"
     ),
+    "long_int": (
+        r"/long_int\.mlir:2:22\n.*\n *\^{5000}\n *integer literal of 5000 digits: at most 4300"
+    ),
+    "long_int_split": r"/long_int_split\.mlir:7:25\n(.|\n)*integer literal of 4301 digits",
+    # hexadecimal has no digit limit: the value parses, and is no float's bits
+    "long_hex": r"/long_hex\.mlir:2:22\n(.|\n)*hexadecimal float must be the 64 bits of an f64",
     "use_before_def": (
         r"use_before_def\.mlir:2:3: error: 'ew\.add' operand #0 is used before its definition"
     ),

@@ -40,6 +40,8 @@ use. A name must be declared before it is read and is never assigned. Operands o
 dtypes promote as numpy does (see `xfuse.frontend.builder`); a literal, or an expression of
 literals alone (`-(2)`, `2 * 3`, a name bound to one), takes the dtype of the array it meets and
 is computed in it; `f16(100000)` is a constant of that dtype (inf) that promotes as an array.
+A literal is read as Python's `float()` reads it, of any number of digits: one beyond f64's range
+(`1e400`, an integer of 400 or 5000 digits) is inf.
 `input` is a keyword only where a name follows it: `input = x;` is an assignment.
 
 `output` declarations name the function's results, in order, the way `input` names its arguments:

@@ -25,6 +25,7 @@ from xdsl.utils.exceptions import (
     VerifyException,
 )
 from xdsl.utils.lexer import Location, Span
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 import xfuse
@@ -56,6 +57,35 @@ class _LocatingParser(Parser):
             self.raise_error(f"'{text[1]}' {error}", start, text.end())
         self.op_starts[op] = start
         return op
+
+    def overlong_integer(self) -> ParseError | None:
+        """A parse error at the input's first decimal integer literal with more digits than
+        Python converts to an int (`sys.get_int_max_str_digits`, 4300 by default), if any:
+        xDSL's `int()` of it raised a bare ValueError with no location. None if there is none.
+        Lexed again from the start, only after such a ValueError: the parser keeps no
+        previous token, and converts every literal it reaches, so the first is the one."""
+        limit = sys.get_int_max_str_digits()
+        lexer = MLIRLexer(self.lexer.input)
+        try:
+            while (token := lexer.lex()).kind is not MLIRTokenKind.EOF:
+                text = token.text
+                hexadecimal = text[:2] in ("0x", "0X")  # a power-of-2 base has no limit
+                if (
+                    token.kind is MLIRTokenKind.INTEGER_LIT
+                    and not hexadecimal
+                    and len(text) > limit
+                ):
+                    span = Span(
+                        token.span.start, token.span.end, self.lexer.input, self.line_offset
+                    )
+                    return ParseError(
+                        span,
+                        f"integer literal of {len(text)} digits: at most {limit} are taken "
+                        "(Python's limit on converting a string to an int)",
+                    )
+        except ParseError:
+            return None  # (past the literal the parser converted: it lexed that far)
+        return None
 
     def location_of(self, op: Operation) -> Location | None:
         start = self.op_starts.get(op)
@@ -141,7 +171,13 @@ class XfuseOptMain(xDSLOptMain):
             return super().parse_chunk(chunk, file_extension, start_offset)
         text = chunk.read().decode(errors="replace")
         self._parser = _LocatingParser(self.ctx, text, self.get_input_name(), start_offset)
-        return self._parser.parse_module(not self.args.no_implicit_module)
+        try:
+            return self._parser.parse_module(not self.args.no_implicit_module)
+        except ValueError:
+            located = self._parser.overlong_integer()
+            if located is None:
+                raise
+            raise located from None
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         try:
