@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
     from xfuse.benchmarking.bench import DEFAULT_SIZES, bench
     from xfuse.tools.cli import CliError
+    from xfuse.tools.closed_stdout import stdout_console
 
     if (args.file is None) == (args.expr is None):
         raise CliError("give a program: FILE.ew or --expr, not both")
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(to_plain(result), sys.stdout, indent=2)
         print()
         return 0
-    print_result(Console(width=None if sys.stdout.isatty() else 120), result, name)
+    print_result(stdout_console(), result, name)
     if args.plot is not None:
         print(f"bandwidth plot: {args.plot}")
     return 0

@@ -4,7 +4,9 @@ A subcommand module has `register(subparsers)`, which adds its parser and sets `
 the parsed arguments returning the exit status) as a default. To add one, write the module and
 list it in `SUBCOMMANDS`. User errors (`CliError`, a bad program, bad options, unreadable files,
 sizes too large for memory) print one line on stderr and exit with status 1; argparse's usage
-errors (an option's value out of range) exit with 2.
+errors (an option's value out of range) exit with 2; where the reader of the output goes away
+(`xfuse cost ... | head -1`), the command stops quietly with status 141, as `cat` would
+(`closed_stdout`).
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
+
+from xfuse.tools.closed_stdout import exit_status, stdout_closed
 
 SUBCOMMANDS: tuple[str, ...] = (
     "xfuse.tools.cost_cmd",
@@ -104,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run `xfuse`; its exit status (141 where the reader of stdout went away: `closed_stdout`)."""
+    return exit_status(lambda: _run(argv))
+
+
+def _run(argv: Sequence[str] | None) -> int:
     from xfuse.analysis.cost import CostModelError
     from xfuse.frontend.language import EwSyntaxError
 
@@ -114,8 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.run(args))
-    except BrokenPipeError:  # the reader (`| head`) went away: drop the rest quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except BrokenPipeError:  # the reader (`| head -1`) went away; not an OSError to report
+        return stdout_closed()
     except EwSyntaxError as error:
         print(error, file=sys.stderr)
     except (CliError, CostModelError, DiagnosticException, VerifyException, ValueError) as error:

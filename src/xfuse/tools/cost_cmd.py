@@ -78,12 +78,11 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from xfuse.analysis.cost import CostOptions, ShapeMismatchError, parse_shape
     from xfuse.analysis.cost_report import print_program, program_json
     from xfuse.runtime.cost_driver import cost_program
     from xfuse.tools.cli import CliError, read_program
+    from xfuse.tools.closed_stdout import stdout_console
 
     try:
         shape = parse_shape(args.shape)
@@ -119,8 +118,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(program_json(program), sys.stdout, indent=2)
         print()
     else:
-        # Wide enough for the kernel tables when piped (rich assumes 80 columns then).
-        print_program(Console(width=None if sys.stdout.isatty() else 120), program)
+        print_program(stdout_console(), program)
         if args.plot is not None:
             print(f"roofline plot: {args.plot}")
     return 0

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -79,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from xfuse.tools import lecture
+    from xfuse.tools.closed_stdout import stdout_console
     from xfuse.tools.lecture_report import lecture_json, print_lecture
 
     started = time.perf_counter()
@@ -92,8 +92,7 @@ def run(args: argparse.Namespace) -> int:
     figures = lecture.run_lecture(program, n, repeat, progress=lecture_progress(status))
     to_stdout = args.json == "-"
     if not to_stdout:
-        width = None if sys.stdout.isatty() else 120
-        print_lecture(Console(width=width), figures)
+        print_lecture(stdout_console(), figures)
     if args.json is not None:
         text = json.dumps(lecture_json(figures), indent=2)
         if to_stdout:

@@ -30,6 +30,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 import xfuse
 from xfuse.frontend.language import EwSyntaxError, parse_program
+from xfuse.tools.closed_stdout import exit_status, stdout_closed
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.pipeline import parse_passes, use_before_definition
 
@@ -238,9 +239,17 @@ def _diagnostic(error: BaseException) -> str:
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    """Run xfuse-opt; every error becomes a diagnostic on stderr and exit status 1."""
+    """Run xfuse-opt; every error becomes a diagnostic on stderr and exit status 1, and where
+    the reader of stdout goes away (`| head -1`) it stops quietly with status 141
+    (`closed_stdout`)."""
+    return exit_status(lambda: _run(args))
+
+
+def _run(args: Sequence[str] | None) -> int:
     try:
         XfuseOptMain(args=args).run()
+    except BrokenPipeError:  # the reader went away; not an OSError to report
+        return stdout_closed()
     except (EwSyntaxError, ParseError, DiagnosticException, ArgSpecParseError) as error:
         print(_diagnostic(error), file=sys.stderr)
         return 1

@@ -1,0 +1,75 @@
+"""What the CLIs do when the reader of their output goes away (`xfuse cost ... | head -1`).
+
+Python ignores SIGPIPE, so a write to a pipe whose reader has closed raises BrokenPipeError
+where `cat` or `seq` would die of the signal; unhandled, it printed a traceback, or where the
+output sat in stdout's buffer until the interpreter flushed it at exit, `Exception ignored ...
+BrokenPipeError` and status 120. This module follows the Python documentation's pattern (the
+`signal` module's "Note on SIGPIPE"): catch it, point stdout at /dev/null so that the flush at
+exit has somewhere to go, and exit quietly.
+
+The status is 141, the one a shell gives a tool that SIGPIPE ended (128 + 13: `yes | head -1`
+under `set -o pipefail`), not 0: the output was cut short, which a script that checks statuses
+can then tell apart from a complete run (0) and from an error (1), as it does for `cat` and
+`seq`; where a short read is intended, `head` already says so by its own status.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+SIGPIPE_STATUS = 128 + signal.SIGPIPE
+"""141: the status a shell reports for a command that SIGPIPE ended."""
+
+
+def stdout_closed() -> int:
+    """Point stdout at /dev/null (what is still buffered, and any later write, goes nowhere,
+    with no error at exit) and return `SIGPIPE_STATUS`, the exit status to give."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return SIGPIPE_STATUS
+
+
+def exit_status(run: Callable[[], int]) -> int:
+    """`run()`'s exit status, stdout flushed here (also before an exception or a `SystemExit`,
+    `--help`'s), where a closed pipe is caught: at exit it was not. `SIGPIPE_STATUS`, with no
+    message, where the reader of stdout went away."""
+    try:
+        try:
+            return run()
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return stdout_closed()
+
+
+@functools.cache
+def _stdout_console_class() -> type[Console]:
+    """rich's Console, with a closed stdout left to `exit_status` (rich's own handler exits with
+    status 1: `xfuse cost FILE | head -1` exited 1 where `--json` exits 141). Made on first use:
+    xfuse-opt, which imports this module, runs without rich."""
+    from rich.console import Console
+
+    class StdoutConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True  # nothing more to render
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    return StdoutConsole
+
+
+def stdout_console() -> Console:
+    """A rich Console on stdout for a command's tables: wide enough for them when piped (rich
+    assumes 80 columns then), and leaving a closed stdout to `exit_status`."""
+    return _stdout_console_class()(width=None if sys.stdout.isatty() else 120)

@@ -1,0 +1,89 @@
+"""The CLIs where the reader of their output goes away (`xfuse cost FILE --json | head -1`):
+status 141, as the shell reports for `cat` ended by SIGPIPE, and nothing on stderr (it was
+status 1 with no word, or a BrokenPipeError diagnostic from xfuse-opt, or Python's `Exception
+ignored ... BrokenPipeError` and status 120 where the output waited in stdout's buffer)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xfuse.tools.closed_stdout import SIGPIPE_STATUS
+
+ROOT = Path(__file__).parents[1]
+GELU = str(ROOT / "examples" / "gelu.ew")
+XFUSE = [sys.executable, "-m", "xfuse.tools.cli"]
+XFUSE_OPT = [sys.executable, "-m", "xfuse.tools.opt"]
+BENCH = ["bench", "--expr", "tanh(x) * y", "--sizes", "2^10", "--repeat", "1"]
+
+
+def run_into_closed_pipe(
+    command: list[str], buffered: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run `command` with its stdout a pipe whose reader has closed already: every write to it
+    fails, whenever the command makes it. `buffered`: stdout block-buffered, as it is for a
+    user (unless PYTHONUNBUFFERED is set), so the write may come only with the flush at exit."""
+    environment = dict(os.environ)
+    environment.pop("PYTHONUNBUFFERED", None)
+    if not buffered:
+        environment["PYTHONUNBUFFERED"] = "1"
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            command,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=environment,
+            cwd=ROOT,
+            timeout=300,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+
+CLOSED_STDOUT_CASES = {
+    "cost-json": [*XFUSE, "cost", GELU, "--json"],
+    "cost": [*XFUSE, "cost", GELU],  # rich's tables: rich's own handler exited 1
+    "bench-json": [*XFUSE, *BENCH, "--json"],
+    "bench": [*XFUSE, *BENCH],
+    "version": [*XFUSE, "--version"],
+    "opt": [*XFUSE_OPT, GELU],
+    "opt-split": [*XFUSE_OPT, GELU, "-p", "ew-optimize", "--split-input-file"],
+    "opt-list-passes": [*XFUSE_OPT, "--list-passes"],
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "buffered"),
+    [(name, True) for name in CLOSED_STDOUT_CASES]
+    # Unbuffered, each write fails as it is made (argparse drops a failed write of its own
+    # messages, `--version`'s: nothing is left to fail).
+    + [(name, False) for name in ("cost-json", "cost", "opt", "opt-list-passes")],
+)
+def test_a_closed_stdout_ends_the_command_quietly_with_status_141(
+    name: str, buffered: bool
+) -> None:
+    done = run_into_closed_pipe(CLOSED_STDOUT_CASES[name], buffered)
+    assert (done.returncode, done.stderr) == (SIGPIPE_STATUS, "")
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ([*XFUSE, "cost", "missing.ew"], "xfuse cost: error: No such file or directory"),
+        ([*XFUSE_OPT, "missing.ew"], "xfuse-opt: error: [Errno 2] No such file or directory"),
+    ],
+    ids=["xfuse", "xfuse-opt"],
+)
+def test_an_error_with_stdout_closed_is_still_reported(command: list[str], message: str) -> None:
+    """An error that writes nothing to stdout keeps its status and its message on stderr."""
+    done = run_into_closed_pipe(command)
+    assert done.returncode == 1
+    assert done.stderr.startswith(message), done.stderr
