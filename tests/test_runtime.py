@@ -400,6 +400,35 @@ def test_a_timed_split_counts_the_python_work_of_every_split() -> None:
     assert recorded == [1.0]
 
 
+@pytest.mark.parametrize("splitting", [True, False])
+def test_a_call_that_ends_after_a_probe_began_on_another_python_thread_keeps_the_choice(
+    splitting: bool,
+) -> None:
+    """Python threads calling one kernel interleave `next_call` and `record`: a timed call of
+    the chosen way that began before a probe (whose first call empties the probed way's times)
+    and records after the probe's calls began, but before any of them recorded, decided on no
+    time of the probed way: an IndexError raised from the kernel call (4 Python threads calling
+    a `threads=2` kernel). It keeps the choice for the next round, and the probe still decides."""
+    choice = SplitChoice()
+
+    def seconds(call: int, split: bool) -> float:
+        return (1e-9 if split else 2e-9) if splitting else (2e-9 if split else 1e-9)
+
+    choose(choice, FIRST, seconds)
+    times = choice.classes[SIZE_CLASS]
+    assert times.splitting == splitting
+    choose(choice, times.chosen_calls - 1, seconds)
+    chosen = choice.next_call(SIZE_CLASS)  # the round's last timed call, on Python thread B
+    assert chosen == (splitting, True)
+    probe = [choice.next_call(SIZE_CLASS) for _ in range(SPLIT_PROBE_CALLS)]  # threads A, C, D
+    assert probe == [(not splitting, True)] * SPLIT_PROBE_CALLS
+    choice.record(SIZE_CLASS, splitting, seconds(0, splitting))  # B's call ends first
+    assert times.splitting == splitting and times.calls == 0  # a new round, the same choice
+    for split, _ in probe:  # the probe's calls end and record: they lost, nothing changes
+        choice.record(SIZE_CLASS, split, seconds(0, split))
+    assert times.splitting == splitting
+
+
 def test_a_split_must_win_by_the_margin() -> None:
     """A split 3% faster than one thread (within `SPLIT_MARGIN`) is not chosen."""
     ways = choose(SplitChoice(), 100, lambda call, split: 0.97e-9 if split else 1e-9)

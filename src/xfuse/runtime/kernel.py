@@ -927,6 +927,11 @@ class SplitChoice:
                 one_thread_times = one_thread_times[-SPLIT_PROBE_CALLS:]
             else:
                 split_times = split_times[-SPLIT_PROBE_CALLS:]
+            if not (split_times and one_thread_times):
+                # Calls from several Python threads: this call of the chosen way began before
+                # a probe whose first call emptied the probed way's times, and ended first
+                # (none of the probe's calls recorded yet). The new round keeps the choice.
+                return
         split_time, one_thread_time = median_high(split_times), median_high(one_thread_times)
         times.splitting = split_time * (1 + SPLIT_MARGIN) < one_thread_time
         chosen = split_time if times.splitting else one_thread_time
