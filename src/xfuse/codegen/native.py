@@ -411,37 +411,82 @@ _LIBM_DECLARATION = re.compile(
 )
 
 
+def libmvec_wrapper_name(name: str) -> str:
+    """The kernel's f64 `name` (a `LIBMVEC_FUNCTIONS` function) where `call_libmvec` maps it."""
+    return f"xfuse.libmvec.{name}"
+
+
+def _libmvec_wrapper(name: str, lanes: int, symbol: str) -> str:
+    """The definition of `libmvec_wrapper_name(name)`: the libmvec variant `symbol` of `lanes`
+    lanes on its operands in lane 0 (1.0, no special value, in the others), lane 0 of its
+    result; the loop vectorizer calls `symbol` itself on `lanes` elements at a time."""
+    operands = LIBMVEC_FUNCTIONS[name]
+    vector = f"<{lanes} x double>"
+    ones = "<" + ", ".join(["double 1.0"] * lanes) + ">"
+    wrapper = libmvec_wrapper_name(name)
+    parameters = ", ".join(f"double %a{i}" for i in range(operands))
+    arguments = ", ".join(f"{vector} %v{i}" for i in range(operands))
+    return "\n".join(
+        [
+            f'define internal double @"{wrapper}"({parameters}) noinline nounwind willreturn '
+            f'memory(none) "vector-function-abi-variant"='
+            f'"_ZGV_LLVM_N{lanes}{"v" * operands}_{wrapper}({symbol})" {{',
+            *(
+                f"  %v{i} = insertelement {vector} {ones}, double %a{i}, i64 0"
+                for i in range(operands)
+            ),
+            f"  %r = call {vector} @{symbol}({arguments})",
+            f"  %e = extractelement {vector} %r, i64 0",
+            "  ret double %e",
+            "}",
+        ]
+    )
+
+
 def call_libmvec(llvm_ir: str, cpu: HostCpu) -> str:
-    """LLVM IR text whose f64 libm calls (`LIBMVEC_FUNCTIONS`) the loop vectorizer may make
-    calls of their libmvec variants (`libmvec_variants`): each declaration gets its variants
-    (LLVM's "vector-function-abi-variant") and no access to memory (xfuse never reads errno:
-    clang's -fno-math-errno), and the variants are declared and kept (`llvm.compiler.used`)
-    until the vectorizer has run. In cache a loop of libm's f64 exp took 5.4 ns per element,
-    one of `_ZGVeN8v_exp` calls 0.8, as numpy's `np.exp` (AVX-512, docs/benchmarks.md)."""
+    """LLVM IR text whose f64 libm calls (`LIBMVEC_FUNCTIONS`) compute with one libmvec variant
+    (the widest of `libmvec_variants`), which the loop vectorizer calls on vectors: each call
+    becomes one of a function of the kernel's own (`libmvec_wrapper_name`, not inlined), that
+    has the variant (LLVM's "vector-function-abi-variant") and no access to memory (xfuse never
+    reads errno: clang's -fno-math-errno) and runs it on one element where a loop's remainder
+    calls it, and the variants are declared and kept (`llvm.compiler.used`) until the vectorizer
+    has run. In cache a loop of libm's f64 exp took 5.4 ns per element, one of `_ZGVeN8v_exp`
+    calls 0.8, as numpy's `np.exp` (AVX-512, docs/benchmarks.md).
+
+    One variant, in the remainder too: libm's scalar functions and libmvec's variants of
+    another width round differently (up to their ulps), so an element computed in a vector
+    loop and in its remainder (or half-width epilogue) differed: the bits of f64 `tanh(x)`
+    depended on where an element fell in the loop, which changed with the array's length, a
+    split call's slices (`threads`, chosen by timing: identical calls differed), a streaming
+    call's head (where the `out` buffer starts) and dask's chunks. The remainder's calls, each
+    a vector call, cost no more than libm's (f64 tanh over 31 elements: 0.30 us, libm's 0.48)."""
     vectors: list[str] = []
     declarations: list[str] = []
+    wrapped: list[str] = []
 
     def with_variants(declaration: re.Match[str]) -> str:
         name = declaration[1]
         variants = libmvec_variants(name, cpu)
         if not variants:
             return declaration[0]
-        operands = LIBMVEC_FUNCTIONS[name]
-        mappings = ",".join(
-            f"_ZGV_LLVM_N{lanes}{'v' * operands}_{name}({symbol})" for lanes, symbol in variants
-        )
-        for lanes, symbol in variants:
-            vector = f"<{lanes} x double>"
-            vectors.append(symbol)
-            declarations.append(f"declare {vector} @{symbol}({', '.join([vector] * operands)})")
-        return (
-            f"{declaration[0]} nounwind willreturn memory(none) "
-            f'"vector-function-abi-variant"="{mappings}"'
-        )
+        lanes, symbol = variants[0]
+        vector = f"<{lanes} x double>"
+        vectors.append(symbol)
+        operands = ", ".join([vector] * LIBMVEC_FUNCTIONS[name])
+        declarations.append(f"declare {vector} @{symbol}({operands})")
+        wrapped.append(name)
+        return f"{declaration[0]}\n{_libmvec_wrapper(name, lanes, symbol)}"
 
     mapped = _LIBM_DECLARATION.sub(with_variants, llvm_ir)
     if not vectors:
         return llvm_ir
+    for name in wrapped:  # every call of the C library's function calls the wrapper
+        mapped = re.sub(
+            rf'^(\s.*\bcall .*)@"?{name}"?\(',
+            rf'\1@"{libmvec_wrapper_name(name)}"(',
+            mapped,
+            flags=re.MULTILINE,
+        )
     assert "@llvm.compiler.used" not in llvm_ir
     kept = ", ".join(f"ptr @{symbol}" for symbol in vectors)
     return "\n".join(
