@@ -1034,12 +1034,19 @@ def _fortran_only(value: Any) -> bool:
 
 
 def out_buffers(out: Any) -> list[Any]:
-    """The buffers of a call's `out`: None, one buffer, a sequence or a mapping of them."""
+    """The buffers of a call's `out`: None, one buffer, a sequence or a mapping of them (a None
+    in a sequence or a mapping, an output left to the call to make, is none)."""
     if out is None:
         return []
-    if isinstance(out, Mapping):
-        return list(out.values())
-    return list(out) if isinstance(out, list | tuple) else [out]
+    buffers = out.values() if isinstance(out, Mapping) else out
+    if isinstance(out, Mapping | list | tuple):
+        return [buffer for buffer in buffers if buffer is not None]
+    return [out]
+
+
+def _transposed(buffer: Any) -> Any:
+    """An `out` buffer's transpose (None, an output left to the call, kept)."""
+    return None if buffer is None else np.transpose(buffer)
 
 
 def each_buffer(out: Any, function: Callable[[Any], Any]) -> Any:
@@ -1842,7 +1849,7 @@ class Kernel(CompiledProgram):
         given = out  # the caller's buffers: a call returns them, as numpy's ufuncs do
         if transposed:
             values = [value.T for value in values]
-            out = each_buffer(out, np.transpose)
+            out = each_buffer(out, _transposed)
         arrays = [
             check_input(p, v, copy_allowed=not prepared)
             for p, v in zip(self.function.inputs, values, strict=True)
