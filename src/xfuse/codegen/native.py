@@ -449,9 +449,10 @@ def call_libmvec(llvm_ir: str, cpu: HostCpu) -> str:
     becomes one of a function of the kernel's own (`libmvec_wrapper_name`, not inlined), that
     has the variant (LLVM's "vector-function-abi-variant") and no access to memory (xfuse never
     reads errno: clang's -fno-math-errno) and runs it on one element where a loop's remainder
-    calls it, and the variants are declared and kept (`llvm.compiler.used`) until the vectorizer
-    has run. In cache a loop of libm's f64 exp took 5.4 ns per element, one of `_ZGVeN8v_exp`
-    calls 0.8, as numpy's `np.exp` (AVX-512, docs/benchmarks.md).
+    calls it, and the variants and wrappers are declared and kept (`llvm.compiler.used`) until
+    the vectorizer has run (a wrapper kept so keeps its parameters whatever its calls pass). In
+    cache a loop of libm's f64 exp took 5.4 ns per element, one of `_ZGVeN8v_exp` calls 0.8, as
+    numpy's `np.exp` (AVX-512, docs/benchmarks.md).
 
     One variant, in the remainder too: libm's scalar functions and libmvec's variants of
     another width round differently (up to their ulps), so an element computed in a vector
@@ -488,12 +489,19 @@ def call_libmvec(llvm_ir: str, cpu: HostCpu) -> str:
             flags=re.MULTILINE,
         )
     assert "@llvm.compiler.used" not in llvm_ir
-    kept = ", ".join(f"ptr @{symbol}" for symbol in vectors)
+    # The wrappers are kept too: used there, their address counts as taken, so IPSCCP and dead
+    # argument elimination leave their parameters alone. Otherwise a constant operand of every
+    # call (pow(x, 1.5)) was dropped from the internal wrapper, whose variant attribute then no
+    # longer matched its type: the verifier's "invalid name for a VFABI variant" and an LLVM
+    # ERROR that aborted the process.
+    kept_values = [f"ptr @{symbol}" for symbol in vectors]
+    kept_values += [f'ptr @"{libmvec_wrapper_name(name)}"' for name in wrapped]
+    kept = ", ".join(kept_values)
     return "\n".join(
         [
             mapped,
             *declarations,
-            f"@llvm.compiler.used = appending global [{len(vectors)} x ptr] [{kept}], "
+            f"@llvm.compiler.used = appending global [{len(kept_values)} x ptr] [{kept}], "
             'section "llvm.metadata"',
         ]
     )

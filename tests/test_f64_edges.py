@@ -1,0 +1,62 @@
+"""float64 kernels at their edges: calls of libmvec's functions (`math="approx"`) that LLVM's
+interprocedural passes must leave callable, and the special values C and IEEE decide."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from xfuse.codegen.native import libmvec_loaded
+
+CONSTANT_OPERAND_PROGRAMS = [
+    "out = pow(x, 1.5);",
+    "out = pow(2.5, x);",
+    "out = pow(x, -2.5) + pow(x, 1e300);",
+    "out = exp(x) + pow(x, 7);",
+]
+
+
+@pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host")
+@pytest.mark.parametrize("source", CONSTANT_OPERAND_PROGRAMS)
+def test_f64_libmvec_call_with_a_constant_operand_compiles(source: str) -> None:
+    # Each f64 libm call goes through an internal wrapper that carries the libmvec variant
+    # ("vector-function-abi-variant"). With a constant operand LLVM's IPSCCP and dead argument
+    # elimination dropped that parameter from the wrapper, whose variant then no longer matched
+    # its type: "invalid name for a VFABI variant" and LLVM ERROR, the Python process aborted
+    # (pow(x, 1.5), x ** 2.5 in @xfuse.jit: every f64 pow by a constant other than 1, 2, 3, 4,
+    # -1, 1/2, -1/2). Run in a child process, which such an abort ends.
+    script = f"""
+import numpy as np, xfuse
+x = np.array([0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 0.5, 3.7, np.inf, -np.inf, np.nan] * 3)
+approx = xfuse.compile({source!r}, dtype="float64")
+libm = xfuse.compile({source!r}, dtype="float64", math="libm")
+got, want = approx(x=x), libm(x=x)
+np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+finite = np.isfinite(want) & (want != 0)
+np.testing.assert_array_equal(got[~finite], want[~finite])
+np.testing.assert_array_equal(np.signbit(got[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
+assert np.all(np.abs(got[finite] - want[finite]) <= 4 * np.spacing(np.abs(want[finite])))
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_f64_pow_by_a_constant_in_jit() -> None:
+    script = """
+import numpy as np, xfuse
+@xfuse.jit
+def f(x):
+    return x ** 2.5
+x = np.array([4.0, 9.0, 0.0, np.inf])
+np.testing.assert_allclose(f(x), np.power(x, 2.5), rtol=1e-15)
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
