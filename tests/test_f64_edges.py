@@ -3,11 +3,14 @@ interprocedural passes must leave callable, and the special values C and IEEE de
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+import xfuse
 from xfuse.codegen.native import libmvec_loaded
 
 CONSTANT_OPERAND_PROGRAMS = [
@@ -60,3 +63,35 @@ print("ok")
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize(
+    ("base", "exponent", "want"),
+    [
+        ("-0.0", "0.5", 0.0),  # C: pow(-0, y) = +0 for y > 0 not an odd integer
+        ("-1e400", "0.5", math.inf),  # C: pow(-inf, y) = +inf for y > 0 not an odd integer
+        ("-0.0", "-0.5", math.inf),
+        ("-1e400", "-0.5", 0.0),
+        ("-0.0", "3", -0.0),
+    ],
+)
+def test_folded_pow_has_the_kernels_special_values(
+    base: str, exponent: str, want: float, dtype: str
+) -> None:
+    # A pow of constants folds with numpy's power on float64 scalars, whose exponent of 0.5
+    # (a stride-0 operand) takes its square root: pow(-0, 0.5) folded to -0 and pow(-inf, 0.5)
+    # to NaN, where C's pow and the kernel of the same program with arrays give +0 and +inf.
+    folded = xfuse.compile(f"out = pow({base}, {exponent}) - x;", dtype=dtype)
+    kernel = xfuse.compile("out = pow(b, e) - x;", dtype=dtype)
+    zero = np.zeros(1, dtype)
+    got = folded(x=zero)[0]
+    computed = kernel(
+        b=np.array([float(base)], dtype), e=np.array([float(exponent)], dtype), x=zero
+    )
+    for value in (got, computed[0]):
+        assert value == want and math.copysign(1.0, value) == math.copysign(1.0, want), value
+    # a weak constant (a name bound to literals) folds in the frontend the same way
+    weak = xfuse.compile(f"c = pow({base}, {exponent}); out = c - x;", dtype=dtype)
+    again = weak(x=zero)[0]
+    assert again == want and math.copysign(1.0, again) == math.copysign(1.0, want), again

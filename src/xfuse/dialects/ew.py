@@ -352,10 +352,14 @@ def fold_literals(
     op_type: type[UnaryOp | BinaryOp], values: Sequence[float], element: Attribute
 ) -> float:
     """`op_type` on literals, as a kernel of `element` computes it: operands and result rounded
-    to `element` (the reference runs in float64), a NaN result canonical."""
-    rounded = [np.float64(round_to_element(v, element)) for v in values]
+    to `element` (the reference runs in float64), a NaN result canonical.
+
+    Each operand is a one-element array, not a numpy scalar: numpy's `power` with a scalar
+    exponent of 0.5 (stride 0) is its square root, -0 at -0 and NaN at -inf, where C's pow
+    and the kernels give +0 and +inf."""
+    rounded = [np.array([round_to_element(v, element)], np.float64) for v in values]
     with np.errstate(all="ignore"):
-        return round_to_element(float(op_type.reference(*rounded)), element)
+        return round_to_element(float(op_type.reference(*rounded)[0]), element)
 
 
 class ElementwiseCanonicalization(HasCanonicalizationPatternsTrait):
