@@ -219,7 +219,12 @@ def main() -> None:
                 time.sleep(0.01)
             return Run(seconds, dask_cpu, tasks, busiest_worker_seconds(stream.data))
 
-        local_x, local_b, local_r = client.gather(client.compute([x, b, r]))
+        # What the client receives are views into its messages' buffers, where an array need
+        # not start at a multiple of its itemsize (b did not): copied where misaligned, since a
+        # prepared call takes no misaligned input.
+        local_x, local_b, local_r = (
+            np.require(a, requirements=["C", "A"]) for a in client.gather(client.compute([x, b, r]))
+        )
         one_process = f"xfuse, one process, threads={threads}"
         preallocated = kernel.prepare(
             x=local_x, b=local_b, r=local_r, out=np.empty(shape, np.float32)
