@@ -162,6 +162,7 @@ def main() -> None:
         "--dask-defaults", action="store_true", help="dask's own settings, not QUIET_DASK"
     )
     args = parser.parse_args()
+    print(host_summary(), flush=True)  # the load before the cluster's own
     settings = {} if args.dask_defaults else QUIET_DASK
     shape, chunks = (args.rows, args.columns), (args.chunk_rows, args.columns)
     threads = args.workers * args.threads_per_worker
@@ -320,7 +321,6 @@ def main() -> None:
         f"(a persist of tasks that do nothing: {no_work * 1e3:.0f} ms)"
     )
     print(f"max |xfuse - dask/numpy|: {max_difference:.2e}")
-    print(host_summary())
 
 
 if __name__ == "__main__":

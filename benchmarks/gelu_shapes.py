@@ -2,11 +2,12 @@
 
     python benchmarks/gelu_shapes.py [--rows 512] [--repeat 5]
 
-One table per storage choice (all f32; all bf16; bf16 activations with an f32 bias and a bf16
-result), each declared in the program (`input bf16 x[t, d], r[t, d];`). Rows: numpy with planned
-`out=` buffers (ml_dtypes' bf16 for the bf16 programs), the fused kernel with the rational tanh,
-and the streaming ceiling with the same arrays (`x + r + b`). GB/s is the fused traffic (each
-input and the output once, in its own dtype) over the time; one thread, median of `--repeat`.
+Prints the host, then one table per storage choice (all f32; all bf16; bf16 activations with an
+f32 bias and a bf16 result), each declared in the program (`input bf16 x[t, d], r[t, d];`). Rows:
+numpy with planned `out=` buffers (ml_dtypes' bf16 for the bf16 programs), the fused kernel with
+the rational tanh, and the streaming ceiling with the same arrays (`x + r + b`). GB/s is the fused
+traffic (each input and the output once, in its own dtype) over the time; one thread, median of
+`--repeat`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 
 from xfuse.benchmarking import bench
+from xfuse.benchmarking.timing import host_summary
 
 GELU = """
 h = x + b;
@@ -33,6 +35,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=512, help="t (the lecture has 4096)")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
+    print(host_summary())
     n = args.rows * bench.ROW_LENGTH
     for label, source in PROGRAMS.items():
         workload = bench.prepare_workload(source, n)

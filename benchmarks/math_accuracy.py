@@ -4,8 +4,9 @@
 
 Inputs: every `stride`-th float32 bit pattern (both signs, all exponents), plus +-0, +-inf, NaN,
 the smallest denormal and the largest float. The reference is numpy in float64 on the same
-float32 inputs. Prints the Markdown table of docs/math.md. Errors on special values (inf, NaN) are
-reported as mismatches: a NaN where the reference is not NaN (or the other way) or a wrong inf.
+float32 inputs. Prints the host, then the Markdown table of docs/math.md. Errors on special
+values (inf, NaN) are reported as mismatches: a NaN where the reference is not NaN (or the other
+way) or a wrong inf.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import xfuse
+from xfuse.benchmarking.timing import host_summary
 from xfuse.dialects import ew
 
 MEASURED: tuple[type[ew.UnaryOp | ew.BinaryOp], ...] = tuple(
@@ -168,6 +170,7 @@ def main() -> None:
         "--only", nargs="+", default=(), help="these functions (mnemonics, COMPOSITES' names)"
     )
     args = parser.parse_args()
+    print(host_summary())
     print(table(measure_all(args.stride, args.only)))
 
 

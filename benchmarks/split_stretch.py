@@ -8,7 +8,7 @@ call is what most calls are where the split loses. Each round times a block of `
 calls of each kernel in random order (`time.thread_time_ns`: waiting for a core does not count);
 prints the median per-call times and the median of the rounds' ratios (one thread's time over
 the `threads=2` kernel's: 1.0 is no cost). `--control` compares two one-thread kernels instead,
-the noise of the measure. Prints the load average before and after.
+the noise of the measure. Prints the host (with the load average) before, the load average after.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import xfuse
+from xfuse.benchmarking.timing import host_summary
 
 PROGRAMS = {
     "hardswish": "out = x * min(max(x + 3, 0), 6) / 6;",
@@ -54,7 +55,7 @@ def main() -> None:
     parser.add_argument("--control", action="store_true", help="two one-thread kernels")
     args = parser.parse_args()
     load = Path("/proc/loadavg")
-    print("load average:", " ".join(load.read_text().split()[:3]))
+    print(host_summary())
     rng = np.random.default_rng(0)
     for name, source in PROGRAMS.items():
         one = xfuse.compile(source)
