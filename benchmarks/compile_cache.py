@@ -3,15 +3,16 @@
     python benchmarks/compile_cache.py [--processes 9] [--against OTHER_CHECKOUT/src]
 
 Each measurement is a fresh Python process with the default cache directory (`XDG_CACHE_HOME`
-set to a new directory per row): the first compiles (cold cache: parse, xDSL passes, LLVM O3,
-MCJIT) and writes the entry, the others find it (a hit: read the entry, link the object code).
+set to a new directory per source tree): the first compiles (cold cache: parse, xDSL passes, LLVM
+O3, MCJIT) and writes the entry, the others find it (a hit: read the entry, link the object code).
 Per process it times the imports a compile needs
 (`import xfuse` and `xfuse.runtime.compiler`) and, separately, the call that returns the kernel:
 `xfuse.compile(source)` (a hit by the source text) and `@xfuse.jit` on first call (a trace, then a
-hit by the frontend IR; the kernel call itself is included, on 16 elements). Medians and minimums
-over `--processes` processes per row. The compile is also given in CPU time (`time.process_time`),
-which a loaded machine inflates far less than the wall-clock time. The last line says whether the
-process that found the program on disk imported xDSL (it need not).
+hit by the frontend IR; the kernel call itself is included, on 16 elements). A cold row is one
+process; a warm row gives the median and minimum over `--processes` processes. The compile is also
+given in CPU time (`time.process_time`), which a loaded machine inflates far less than the
+wall-clock time. Prints the host first; at the end, whether the process that found the program on
+disk imported xDSL (it need not), and the load average again.
 
 `--against SRC` measures another source tree too (e.g. a `git worktree` of an earlier commit, its
 `src` put first on `PYTHONPATH`), with a cache directory of its own; the warm processes of both
@@ -28,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from xfuse.benchmarking.timing import host_summary
 
 GELU = (Path(__file__).parent.parent / "examples" / "gelu.ew").read_text()
 
@@ -79,9 +82,12 @@ def cell(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--processes", type=int, default=9)
+    parser.add_argument("--processes", type=int, default=9, help="warm processes per row")
     parser.add_argument("--against", metavar="SRC", help="another source tree to time alike")
     args = parser.parse_args()
+    if args.processes < 1:
+        parser.error("--processes must be at least 1")
+    print(host_summary())
     sources = {"this checkout": None, **({args.against: args.against} if args.against else {})}
     rows: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="xfuse-cache-bench-") as cache_root:
