@@ -20,18 +20,20 @@ as the model has kernels, and reports the predictions only (this is what the tes
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
 import xfuse
 from xfuse.analysis.cost import CostOptions, FunctionCost, parse_shape
+from xfuse.benchmarking.timing import host_summary
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.runtime.cost_driver import cost_program
 
@@ -226,19 +228,21 @@ def time_torch(gpu: Gpu, report: Report, args: Any) -> None:
             report.torch[f"{dtype} {name}"] = seconds
 
 
-def print_report(report: Report) -> None:
+def print_report(report: Report, file: TextIO = sys.stdout) -> None:
     def us(seconds: float | None) -> str:
         return "-" if seconds is None else f"{seconds * 1e6:,.1f}"
 
-    print(f"device: {report.gpu or '(dry run, no GPU)'}; model: {report.device}, {report.shape}")
+    write = functools.partial(print, file=file)
+    write(host_summary())
+    write(f"device: {report.gpu or '(dry run, no GPU)'}; model: {report.device}, {report.shape}")
     if report.copy_bandwidth:
-        print(
+        write(
             f"copy bandwidth {report.copy_bandwidth / 1e12:.2f} TB/s, empty launch "
             f"{us(report.launch_s)} us"
         )
     for variant in report.variants:
         label = f"{variant.dtype} {'fused' if variant.fused else 'unfused'}"
-        print(
+        write(
             f"\n{label}: predicted {us(variant.predicted_s)} us, calibrated "
             f"{us(variant.calibrated_s)} us, measured {us(variant.measured_s)} us"
             + (
@@ -247,7 +251,7 @@ def print_report(report: Report) -> None:
                 else ""
             )
         )
-        print(
+        write(
             f"  {'kernel':<16} {'MB':>9} {'model us':>10} {'calib. us':>10} {'meas. us':>10}"
             f" {'ratio':>6} {'of copy BW':>10}"
         )
@@ -258,14 +262,14 @@ def print_report(report: Report) -> None:
                 if row.measured_s and report.copy_bandwidth
                 else None
             )
-            print(
+            write(
                 f"  {row.name:<16} {row.bytes / 1e6:>9.1f} {us(row.predicted_s):>10} "
                 f"{us(row.calibrated_s):>10} {us(row.measured_s):>10} "
                 f"{'-' if ratio is None else f'{ratio:.2f}':>6} "
                 f"{'-' if achieved is None else f'{achieved:.0%}':>10}"
             )
     for name, seconds in report.torch.items():
-        print(f"torch {name}: {us(seconds)} us")
+        write(f"torch {name}: {us(seconds)} us")
 
 
 def plot(report: Report, path: Path) -> None:
@@ -297,7 +301,9 @@ def main(argv: list[str] | None = None) -> Report:
     parser.add_argument("--shape", type=parse_shape, default=(4096, 14336))
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--arch", default="sm_90")
-    parser.add_argument("--json", type=Path, help="write the results as JSON ('-': stdout)")
+    parser.add_argument(
+        "--json", type=Path, help="write the results as JSON ('-': stdout, the report to stderr)"
+    )
     parser.add_argument("--plot", type=Path, help="write a bar chart")
     parser.add_argument("--dry-run", action="store_true", help="compile and predict only")
     args = parser.parse_args(argv)
@@ -313,7 +319,8 @@ def main(argv: list[str] | None = None) -> Report:
             report.variants.append(run_variant(gpu, report, dtype, cost is fused, cost, args))
     if gpu is not None:
         time_torch(gpu, report, args)
-    print_report(report)
+    # With `--json -` the JSON alone goes to stdout, the report to stderr.
+    print_report(report, sys.stderr if str(args.json) == "-" else sys.stdout)
     if args.json is not None:
         text = json.dumps(report, default=lambda o: o.__dict__, indent=1)
         if str(args.json) == "-":
