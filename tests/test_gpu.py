@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib.util
+import json
 import shutil
 import subprocess
 import sys
@@ -525,3 +526,13 @@ def test_the_gpu_validation_script_compiles_and_predicts_without_a_gpu(tmp_path:
     assert kernels == [1, 11, 1, 11]  # bf16 and f32, fused and unfused
     assert all(v.measured_s is None and v.predicted_s > 0 for v in report.variants)
     assert '"dtype": "bfloat16"' in (tmp_path / "r.json").read_text()
+
+
+def test_the_gpu_validation_script_writes_only_json_to_stdout_with_json_dash(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    script = _load("gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
+    script.main(["--dry-run", "--shape", "64x128", "--json", "-"])
+    captured = capsys.readouterr()
+    assert len(json.loads(captured.out)["variants"]) == 4
+    assert captured.err.startswith("host: ")  # the report, host line first
