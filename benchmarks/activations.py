@@ -20,7 +20,8 @@ of calls in a row: at 2^12 16 calls, so the clock's reading is not counted as a 
    (`k.prepare(...)()` from Python, what a user's loop pays), with what the latter costs more
    per call; each round times every program and size in turn (a slow spell of the host then
    hits one round of many cells, not every round of one); 1b: what a remainder of 7,
-   15 or 63 elements (after the main vector loop) adds to a prepared call;
+   15 or 63 elements (after the main vector loop) adds to a prepared call (GELU + bias + residual
+   and softplus, where selected);
 2. **memory speed** (2^24; the LLM rows [1024, 14336]): each program against the streaming kernel
    with the same traffic and normal stores (`bench.bandwidth_ceiling`), also with the program's own
    normal stores (`streaming=False`) in the same rounds, each of which times every program in turn,
@@ -492,13 +493,17 @@ def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
     return compute_ns
 
 
+REMAINDER_PROGRAMS = ("GELU + bias + residual", "softplus")
+"""The programs part 1b measures (those of them `--programs` selects)."""
+
+
 def remainder_rows(rounds: int) -> None:
     """Part 1b: what the loop's remainder costs: n = 2^12 + r against 2^12 (main loop only),
     beyond r elements at the main loop's rate."""
     print("| program | remainder r | extra ns per call | of which beyond the main loop's rate |")
     print("|---|---:|---:|---:|")
     base = IN_CACHE[0]
-    for name in ("GELU + bias + residual", "softplus"):
+    for name in (name for name in REMAINDER_PROGRAMS if name in SELECTED):
         program = PROGRAMS[name]
         k = kernel(program)
         inputs = bench.prepare_workload(program.source, base + 63).arrays
@@ -789,8 +794,9 @@ def main() -> None:
     if 1 in args.parts or 2 in args.parts:
         print("1. In cache, one thread: measured cycles/element vs llvm-mca's resource bound")
         compute_ns = in_cache_rows(args.rounds, clock)
-        print("\n1b. The remainder loop, in cache")
-        remainder_rows(args.rounds)
+        if SELECTED.intersection(REMAINDER_PROGRAMS):
+            print("\n1b. The remainder loop, in cache")
+            remainder_rows(args.rounds)
     if 2 in args.parts:
         shape = f"LLM rows [{llm_rows}, {bench.ROW_LENGTH}]"
         print(f"\n2. 2^{large.bit_length() - 1} ({shape}), one thread")
