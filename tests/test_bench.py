@@ -6,6 +6,7 @@ import importlib.util
 import itertools
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -558,3 +559,24 @@ def test_activations_benchmark_finds_the_hot_loop_and_its_stores(
         assert found and (line.split()[0], found.group(2)) == op
     assert not script.DIVIDER.search("\tvrsqrtps\t%ymm1, %ymm3")  # an estimate, not the divider
     assert not script.DIVIDER.search("\tvrsqrt14ps\t%zmm1, %zmm3")
+
+
+def test_gelu_benchmark_times_the_disk_cache_in_a_directory_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """benchmarks/gelu.py's compile times leave the caller's cache settings as they were (it
+    dropped `XFUSE_CACHE=0`, and wrote its entry to the user's cache directory)."""
+    import importlib.util as util
+
+    path = Path(__file__).parent.parent / "benchmarks" / "gelu.py"
+    spec = util.spec_from_file_location("gelu_benchmark", path)
+    assert spec is not None and spec.loader is not None
+    script = util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setenv("XFUSE_CACHE", "0")
+    monkeypatch.setenv("XFUSE_CACHE_DIR", str(tmp_path))
+    warm, disk, cached = script.compile_times()
+    assert warm > 0 and disk > 0 and cached > 0
+    assert os.environ["XFUSE_CACHE"] == "0"
+    assert os.environ["XFUSE_CACHE_DIR"] == str(tmp_path)
+    assert not any(tmp_path.iterdir())
