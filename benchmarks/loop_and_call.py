@@ -13,8 +13,9 @@ one thread, `out=` buffers, each time the best of `--rounds` interleaved round m
    `streaming=False`;
 3. `threads=2` against `threads=1` for GELU at 2^18 and 2^24 (the kernel's persistent pool, the
    calling thread runs one slice);
-4. the cost of a call at n = 16: a checked call `k(x=..., out=...)`, a prepared call
-   (`Kernel.prepare`) and the bare native entry called through ctypes;
+4. the cost of a call at n = 16: a checked call `k(x=..., out=...)`, one that allocates its
+   output, a prepared call (`Kernel.prepare`) and its packed entry called through ctypes (slower
+   than the prepared call, which skips ctypes: a builtin of `BOUND_CALL_IR` calls the entry);
 5. where the host has `avx512bf16`: LLVM's `fptrunc` f32 -> bfloat (`vcvtneps2bf16`) against
    xfuse's integer rounding (`narrow_bits`), bit for bit, on every f32 subnormal and samples of
    normals and NaNs: why xfuse does not use the instruction.
@@ -149,8 +150,8 @@ def call_rows(rounds: int) -> None:
     )
     print(
         f"call at n = 16: checked k(..., out=) {checked * 1e6:.2f} us, checked allocating "
-        f"{allocating * 1e6:.2f} us, prepared {prepared * 1e6:.2f} us, bare native entry "
-        f"{bare * 1e6:.2f} us"
+        f"{allocating * 1e6:.2f} us, prepared {prepared * 1e6:.2f} us, its packed entry through "
+        f"ctypes {bare * 1e6:.2f} us (ctypes' own cost, which a prepared call skips)"
     )
 
 
