@@ -151,7 +151,9 @@ def tasks_on_scheduler(dask_scheduler: Any) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=8192)
     parser.add_argument("--columns", type=int, default=14336)
     parser.add_argument("--chunk-rows", type=int, default=2048)

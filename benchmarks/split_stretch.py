@@ -49,7 +49,9 @@ def staying_on_one_thread(kernel: xfuse.Kernel, x: np.ndarray, out: np.ndarray) 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--calls", type=int, default=100, help="calls of a kernel per block")
     parser.add_argument("--control", action="store_true", help="two one-thread kernels")
