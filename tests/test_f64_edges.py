@@ -95,3 +95,15 @@ def test_folded_pow_has_the_kernels_special_values(
     weak = xfuse.compile(f"c = pow({base}, {exponent}); out = c - x;", dtype=dtype)
     again = weak(x=zero)[0]
     assert again == want and math.copysign(1.0, again) == math.copysign(1.0, want), again
+
+
+@pytest.mark.parametrize("x", [-709.7827128933841, -730.0, -40.0, -0.0, 3.0, 800.0])
+def test_folded_sigmoid_keeps_the_denormal_tail(x: float) -> None:
+    """A folded sigmoid of a literal is the kernel's value, denormal tail included: the float64
+    reference 1 / (1 + e**-x) flushed it to 0 below x = -709.78 (e**-x overflowed)."""
+    folded = xfuse.compile(f"out = sigmoid({x!r}) + y;", dtype="float64", math="libm")
+    computed = xfuse.compile("out = sigmoid(x) + y;", dtype="float64", math="libm")
+    zero = np.zeros(1)
+    want = computed(x=np.array([x]), y=zero)
+    np.testing.assert_allclose(folded(y=zero), want, rtol=1e-15)
+    assert (want[0] > 0) == (x > -745)

@@ -799,8 +799,10 @@ class SigmoidOp(UnaryOp):
 
     @staticmethod
     def reference(x: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            return 1.0 / (1.0 + np.exp(-x))
+        # e**-|x| never overflows: for x < 0, e / (1 + e) keeps the denormal tail below
+        # x = -709.78 that 1 / (1 + e**-x) flushed to 0 (a folded f64 sigmoid was 0 there)
+        tail = np.exp(-np.abs(x))
+        return np.where(x >= 0, 1.0 / (1.0 + tail), tail / (1.0 + tail))
 
 
 @irdl_op_definition
