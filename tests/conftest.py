@@ -33,7 +33,7 @@ from xdsl.ir import SSAValue
 
 from xfuse.codegen.native import HostCpu, host_cpu
 from xfuse.dialects import ew
-from xfuse.runtime import compiler
+from xfuse.runtime import compiler, kernel
 from xfuse.runtime.compiler import clear_cache
 
 settings.register_profile(
@@ -106,7 +106,11 @@ def use_cpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str], Ho
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """An empty cache directory of the test's own, and no program in memory."""
+    """An empty cache directory of the test's own, and no program in memory. `BOUND_CALL_IR`,
+    which a process compiles or loads once and keeps in an entry of the cache it first uses,
+    is made before (in the session's cache), so that the test's cache holds its programs'
+    entries only."""
+    kernel._bound_call_methods()
     directory = tmp_path / "cache"
     monkeypatch.setenv("XFUSE_CACHE_DIR", str(directory))
     clear_cache()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 
 import xfuse
-from xfuse.runtime import disk_cache
+from xfuse.runtime import cache_files, disk_cache, kernel
 from xfuse.tools.cli import main as cli_main
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def empty(path: Path) -> None:
 
 def checksummed_garbage(path: Path) -> None:
     body = b"\x80\x05garbage"
-    path.write_bytes(disk_cache.MAGIC + disk_cache.hashlib.sha256(body).digest() + body)
+    path.write_bytes(cache_files.MAGIC + hashlib.sha256(body).digest() + body)
 
 
 @pytest.mark.parametrize(
@@ -141,12 +142,12 @@ def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callabl
         (package / "__init__.py").write_text("")
         (package / "passes" / "fuse.py").write_text("A = 1\n")
         monkeypatch.setattr(xfuse, "__file__", str(package / "__init__.py"))
-        disk_cache._source_fingerprint.cache_clear()
+        cache_files._source_fingerprint.cache_clear()
         return package
 
     yield make
     monkeypatch.undo()
-    disk_cache._source_fingerprint.cache_clear()
+    cache_files._source_fingerprint.cache_clear()
 
 
 def test_an_edited_source_file_changes_the_toolchain(package, tmp_path: Path) -> None:
@@ -154,7 +155,7 @@ def test_an_edited_source_file_changes_the_toolchain(package, tmp_path: Path) ->
     before = disk_cache.toolchain()
     assert before.startswith(f"xfuse {xfuse.__version__}+")
     (source / "passes" / "fuse.py").write_text("A = 2\n")
-    disk_cache._source_fingerprint.cache_clear()
+    cache_files._source_fingerprint.cache_clear()
     assert disk_cache.toolchain() != before
 
 
@@ -166,23 +167,23 @@ def test_an_installed_package_is_named_by_its_version(package, tmp_path: Path) -
 def test_installed_versions_are_read_from_the_dist_info_next_to_the_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert disk_cache._installed_version("xdsl") == importlib.metadata.version("xdsl")
+    assert cache_files._installed_version("xdsl") == importlib.metadata.version("xdsl")
     site, elsewhere = tmp_path / "site-packages", tmp_path / "elsewhere"
     (site / "fakepkg").mkdir(parents=True)
     (site / "fakepkg" / "__init__.py").write_text("raise ImportError('not to be imported')\n")
     (site / "fakepkg-1.2.3.dist-info").mkdir()
     monkeypatch.syspath_prepend(site)
     monkeypatch.syspath_prepend(elsewhere)
-    assert disk_cache._installed_version.__wrapped__("fakepkg") == "1.2.3"
+    assert cache_files._installed_version.__wrapped__("fakepkg") == "1.2.3"
     (site / "fakepkg-1.2.3.dist-info").rename(site / "fakepkg-1.3.0.dist-info")  # an upgrade
-    assert disk_cache._installed_version.__wrapped__("fakepkg") == "1.3.0"
+    assert cache_files._installed_version.__wrapped__("fakepkg") == "1.3.0"
     # Installed apart from its package (editable): importlib.metadata finds it.
     (site / "fakepkg-1.3.0.dist-info").rmdir()
     (elsewhere / "fakepkg-2.0.dist-info").mkdir(parents=True)
     (elsewhere / "fakepkg-2.0.dist-info" / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: fakepkg\nVersion: 2.0\n"
     )
-    assert disk_cache._installed_version.__wrapped__("fakepkg") == "2.0"
+    assert cache_files._installed_version.__wrapped__("fakepkg") == "2.0"
 
 
 def test_xfuse_cache_0_turns_it_off(
@@ -429,3 +430,100 @@ def test_another_c_library_has_its_own_entries(
     monkeypatch.setattr(disk_cache, "c_library", lambda: "glibc 2.31")
     xfuse.compile(source, dtype="float64")
     assert len(lowerings) == 2
+
+
+BOUND_CALLS_USER = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import xfuse
+    from xfuse.runtime import kernel
+
+    compiled = []
+    compile_llvm_ir = kernel.compile_llvm_ir
+    kernel.compile_llvm_ir = lambda *args: compiled.append(args) or compile_llvm_ir(*args)
+    x = np.linspace(-4, 4, 999, dtype=np.float32)
+    xfuse.compile(sys.argv[1])(x=x, b=x, r=x)
+    print(len(compiled))
+    """
+)
+
+
+def bound_calls_compiled_by_a_new_process(cache: Path, source: str) -> int:
+    """How many times a new process that compiles and calls a kernel compiles `BOUND_CALL_IR`."""
+    environment = {**os.environ, "XFUSE_CACHE_DIR": str(cache)}
+    run = subprocess.run(
+        [sys.executable, "-c", BOUND_CALLS_USER, source],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(run.stdout)
+
+
+def bound_call_entry(cache: Path) -> Path:
+    return cache_files.entry_path(cache, kernel.bound_call_digest())
+
+
+def test_a_new_process_loads_the_bound_calls_from_the_cache(cache: Path, gelu: Gelu) -> None:
+    assert bound_calls_compiled_by_a_new_process(cache, gelu.source) == 1
+    entry = bound_call_entry(cache)
+    assert entry.stat().st_mode & 0o777 == 0o644
+    # An entry like a program's: `xfuse cache info` counts it, `xfuse cache clear` removes it.
+    assert disk_cache.decode(entry.read_bytes(), entry.stem) is not None
+    assert len(entries(cache)) == 3  # the program's two and the bound calls'
+    assert bound_calls_compiled_by_a_new_process(cache, gelu.source) == 0
+    assert disk_cache.clear()[0] == 3
+
+
+@pytest.fixture
+def bound_call_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The IR of every `compile_llvm_ir` of `xfuse.runtime.kernel` (`BOUND_CALL_IR`'s)."""
+    compiled: list[str] = []
+    compile_llvm_ir = kernel.compile_llvm_ir
+
+    def counting(llvm_ir: str, opt_level: int = 3):
+        compiled.append(llvm_ir)
+        return compile_llvm_ir(llvm_ir, opt_level)
+
+    monkeypatch.setattr(kernel, "compile_llvm_ir", counting)
+    return compiled
+
+
+@pytest.mark.parametrize(
+    "damage", [corrupt_byte, truncate, not_an_entry, empty, checksummed_garbage]
+)
+def test_a_damaged_bound_call_entry_is_compiled_and_replaced(
+    cache: Path, bound_call_compiles: list[str], damage: Callable[[Path], None]
+) -> None:
+    kernel._bound_call_module()
+    entry = bound_call_entry(cache)
+    assert bound_call_compiles == [kernel.BOUND_CALL_IR]
+    kernel._bound_call_module()
+    assert len(bound_call_compiles) == 1  # loaded
+    damage(entry)
+    native = kernel._bound_call_module()
+    assert len(bound_call_compiles) == 2
+    assert native.address("keeping_gil")
+    assert disk_cache.decode(entry.read_bytes(), entry.stem) is not None
+
+
+def test_bound_calls_from_another_toolchain_are_compiled(
+    cache: Path, bound_call_compiles: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kernel._bound_call_module()
+    toolchain = cache_files.toolchain()
+    monkeypatch.setattr(cache_files, "toolchain", lambda: toolchain.replace("python", "python 2"))
+    kernel._bound_call_module()
+    assert len(bound_call_compiles) == 2
+
+
+def test_no_cache_writes_no_bound_call_entry(
+    cache: Path, bound_call_compiles: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XFUSE_CACHE", "0")
+    kernel._bound_call_module()
+    kernel._bound_call_module()
+    assert len(bound_call_compiles) == 2
+    assert not cache.exists()

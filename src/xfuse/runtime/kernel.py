@@ -43,11 +43,13 @@ import array
 import ctypes
 import dataclasses
 import functools
+import hashlib
 import itertools
 import math
 import operator
 import os
 import re
+import sys
 import threading
 import time
 import weakref
@@ -64,9 +66,10 @@ from xfuse.codegen.native import (
     NativeModule,
     compile_llvm_ir,
     host_cpu,
+    load_object_code,
     streaming_name,
 )
-from xfuse.runtime import dask_arrays
+from xfuse.runtime import cache_files, dask_arrays
 from xfuse.runtime.arrays import (
     DATA_FIELD_OFFSET,
     DYNAMIC_INDEX,
@@ -1485,15 +1488,70 @@ def _compile_bound_calls() -> tuple[NativeModule, dict[str, _MethodDef]]:
         llvm_binding.add_symbol(
             name, ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, name))
         )
-    # Glue code (argument words, CPython calls, a spin-then-futex wait): O3 makes it no faster
-    # (a prepared call 114-132 ns, a checked call 2.8-3.8 us, a split call the same, either way)
-    # and took ~100 ms more of every new process (a disk-cache hit's first kernel waits for it).
-    native = compile_llvm_ir(BOUND_CALL_IR, opt_level=0)
+    native = _bound_call_module()
     methods = {
         name: _MethodDef(name.encode(), native.address(name), flags, None)
         for name, flags in _BOUND_CALL_FLAGS.items()
     }
     return native, methods
+
+
+BOUND_CALL_OPT_LEVEL = 0
+"""Glue code (argument words, CPython calls, a spin-then-futex wait): O3 makes it no faster (a
+prepared call 114-132 ns, a checked call 2.8-3.8 us, a split call the same, either way) and took
+~100 ms more of every new process (a disk-cache hit's first kernel waits for it)."""
+
+
+def bound_call_digest() -> str:
+    """The name of `BOUND_CALL_IR`'s entry in the on-disk cache: a hash of what decides its code
+    (the IR, which holds numpy's and the futex's constants; the opt level; the host CPU, as for
+    a kernel's entry; CPython's ABI, whose structs and functions the code uses). The entry
+    records the toolchain, which names Python's version, as a kernel's entry does."""
+    cpu = host_cpu()
+    parts = [
+        "bound calls",
+        BOUND_CALL_IR,
+        str(BOUND_CALL_OPT_LEVEL),
+        cpu.name,
+        cpu.features,
+        sys.implementation.cache_tag or "",
+        getattr(sys, "abiflags", ""),
+    ]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _bound_call_module() -> NativeModule:
+    """`BOUND_CALL_IR`'s code: linked from its object code in the on-disk cache
+    (`xfuse.runtime.cache_files`) where that holds it for this toolchain, else compiled (~20 ms,
+    most of a kernel's disk-cache hit in a new process) and the entry written; a missing,
+    damaged or stale entry is a miss and is replaced, an unwritable cache warns as for a kernel.
+    The C API's symbols are added first: MCJIT resolves the code's references to them when it
+    links, loaded or compiled."""
+    directory = cache_files.cache_dir()
+    if directory is None:
+        return compile_llvm_ir(BOUND_CALL_IR, BOUND_CALL_OPT_LEVEL)
+    digest = bound_call_digest()
+    path = cache_files.entry_path(directory, digest)
+    try:
+        fields = cache_files.unseal(path.read_bytes(), digest, cache_files.toolchain())
+    except OSError:
+        fields = None
+    if fields is not None and fields.get("target") == "bound calls":
+        return load_object_code(fields["object_code"], fields["optimized_ir"], fields["opt_level"])
+    native = compile_llvm_ir(BOUND_CALL_IR, BOUND_CALL_OPT_LEVEL)
+    entry = {
+        "toolchain": cache_files.toolchain(),
+        "digest": digest,
+        "target": "bound calls",
+        "opt_level": native.opt_level,
+        "optimized_ir": native.optimized_ir,
+        "object_code": native.object_code,
+    }
+    try:
+        cache_files.write_atomically(path, cache_files.seal(entry))
+    except OSError as error:
+        cache_files.warn_unwritable(directory, error.strerror or str(error))
+    return native
 
 
 @functools.cache

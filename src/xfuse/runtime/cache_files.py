@@ -1,0 +1,165 @@
+"""The on-disk compile cache's files: where they live, what toolchain made them, how an entry is
+sealed (a magic, a SHA-256 of the rest, then a pickled dict of builtins and xfuse's dataclasses)
+and written (atomically). Below both of the cache's users: `xfuse.runtime.disk_cache`, which
+keeps programs, and `xfuse.runtime.kernel`, which keeps `BOUND_CALL_IR`'s object code (the native
+glue every call runs through) in an entry of the same form."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import pickle
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import llvmlite
+import numpy as np
+
+import xfuse
+
+ENTRY_SUFFIX = ".xfuse"
+ENTRY_MODE = 0o644
+MAGIC = b"XFUSE-CACHE-2\n"
+"""The first bytes of every entry (the `2` is the layout's version)."""
+TEMPORARY_PREFIX = ".xfuse-tmp-"
+
+
+def cache_dir() -> Path | None:
+    """The cache directory, or None when `XFUSE_CACHE=0` turns the cache off."""
+    if os.environ.get("XFUSE_CACHE", "1").strip() == "0":
+        return None
+    configured = os.environ.get("XFUSE_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    if sys.platform.startswith("linux"):  # platformdirs' rule, without its ~6 ms import on a hit
+        base = os.environ.get("XDG_CACHE_HOME", "")
+        if not os.path.isabs(base):
+            base = os.path.expanduser("~/.cache")
+        return Path(base, "xfuse")
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("xfuse"))
+
+
+def entry_path(directory: Path, digest: str) -> Path:
+    return directory / f"{digest}{ENTRY_SUFFIX}"
+
+
+@functools.cache
+def _source_fingerprint() -> str:
+    """For a source checkout, a hash of every xfuse source file's path in the package, size and
+    modification time: an editable install keeps its version number while its code changes, and
+    stale code must not be reused. Empty for an installed package, which its version names (so
+    machines that install the same version share entries)."""
+    package = os.path.dirname(os.path.abspath(xfuse.__file__))
+    if os.path.basename(os.path.dirname(package)) in ("site-packages", "dist-packages"):
+        return ""
+    digest = hashlib.sha256()
+    pending = [package]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_dir():
+                    pending.append(entry.path)
+                elif entry.name.endswith(".py"):
+                    stat = entry.stat()
+                    path = entry.path[len(package) :]
+                    digest.update(f"{path}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def _installed_version(distribution: str) -> str:
+    """An installed distribution's version, without importing it: the name of the `.dist-info`
+    directory that installers put next to the package (`xdsl-0.75.0.dist-info`, the wheel
+    format's `{name}-{version}`; an upgrade replaces it). `importlib.metadata` searches every
+    `sys.path` entry and took half of a cached compile in a new process; it remains the fallback
+    for a package installed otherwise (editable, egg)."""
+    spec = importlib.util.find_spec(distribution)  # locates the package, imports nothing
+    if spec is not None and spec.submodule_search_locations:
+        directory = os.path.dirname(next(iter(spec.submodule_search_locations)))
+        prefix, suffix = f"{distribution}-", ".dist-info"
+        versions = [
+            name[len(prefix) : -len(suffix)]
+            for name in os.listdir(directory)
+            if name.startswith(prefix) and name.endswith(suffix)
+        ]
+        if len(versions) == 1:
+            return versions[0]
+    from importlib.metadata import version
+
+    return version(distribution)
+
+
+def toolchain() -> str:
+    """What made an entry, besides its key: an entry from another toolchain is not used. It
+    names numpy and ml_dtypes too: constant folding computes with them (their rounding may
+    change between versions), and the code holds what it folded."""
+    fingerprint = _source_fingerprint()
+    return (
+        f"xfuse {xfuse.__version__}{'+' + fingerprint if fingerprint else ''} "
+        f"xdsl {_installed_version('xdsl')} llvmlite {llvmlite.__version__} "
+        f"python {sys.version_info[0]}.{sys.version_info[1]} "
+        f"numpy {np.__version__} ml_dtypes {_installed_version('ml_dtypes')}"
+    )
+
+
+def seal(fields: dict[str, Any]) -> bytes:
+    """An entry's bytes: the magic, a SHA-256 of the rest, then `fields` pickled. `fields` names
+    the `toolchain` and the `digest` (the entry's file name) that `unseal` checks."""
+    body = pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
+    return MAGIC + hashlib.sha256(body).digest() + body
+
+
+def unseal(data: bytes, digest: str, toolchain: str) -> dict[str, Any] | None:
+    """The fields sealed in `data` if it is whole, uncorrupted and made by `toolchain` for
+    `digest`; else None (never an error)."""
+    checksum_end = len(MAGIC) + hashlib.sha256().digest_size
+    if not data.startswith(MAGIC) or len(data) <= checksum_end:
+        return None
+    body = data[checksum_end:]
+    if hashlib.sha256(body).digest() != data[len(MAGIC) : checksum_end]:
+        return None
+    try:
+        # The checksum matched, so these bytes are what some `seal` wrote.
+        fields = pickle.loads(body)
+    except Exception:  # a layout or class this xfuse cannot read: a miss, never a crash
+        return None
+    if (
+        not isinstance(fields, dict)
+        or fields.get("toolchain") != toolchain
+        or fields.get("digest") != digest
+    ):
+        return None
+    return fields
+
+
+@functools.cache
+def warn_unwritable(directory: Path, reason: str) -> None:
+    """Warns once per directory and reason (the caller goes on without the cache)."""
+    warnings.warn(
+        f"xfuse: cannot write the compile cache in {directory} ({reason}); set XFUSE_CACHE_DIR "
+        "to a writable directory or XFUSE_CACHE=0",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write `data` to a temporary file next to `path`, then rename it over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=TEMPORARY_PREFIX)
+    try:
+        # mkstemp makes the file private; entries are for everyone who shares the directory.
+        os.fchmod(descriptor, ENTRY_MODE)
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
