@@ -12,7 +12,10 @@ whether it may run in place); on a GPU its PTX, NVVM IR and launch sequence
 (`xfuse.runtime.cuda.CudaFunction`). A CPU hit links the object code
 (`xfuse.codegen.native.load_object_code`) and a GPU hit takes the PTX: no xDSL pass and no LLVM
 optimization or code generation runs, and xDSL is not imported. The IR of the stages is
-recomputed from the frontend IR only if asked for.
+recomputed from the frontend IR only if asked for. The files themselves (the directory, the
+toolchain, the sealed form, the atomic write) are `xfuse.runtime.cache_files`'s, shared with the
+entry of `BOUND_CALL_IR`'s object code (`xfuse.runtime.kernel`), which `info` and `clear` count
+and remove like a program's.
 
 Where: `XFUSE_CACHE_DIR`, else the platform's user cache dir (`platformdirs`, e.g.
 `~/.cache/xfuse`); `XFUSE_CACHE=0` turns the cache off. Both are read at every compile.

@@ -48,7 +48,6 @@ import itertools
 import math
 import operator
 import os
-import re
 import sys
 import threading
 import time
@@ -1481,10 +1480,11 @@ def _bound_call_methods() -> tuple[NativeModule, dict[str, _MethodDef]]:
 
 @functools.cache
 def _compile_bound_calls() -> tuple[NativeModule, dict[str, _MethodDef]]:
-    for name in re.findall(r"^declare .*@(\w+)\(", BOUND_CALL_IR, re.MULTILINE):
+    functions, variables = _bound_call_symbols()
+    for name in functions:
         address = ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
         llvm_binding.add_symbol(name, address)
-    for name in re.findall(r"^@(\w+) = external global", BOUND_CALL_IR, re.MULTILINE):
+    for name in variables:
         llvm_binding.add_symbol(
             name, ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, name))
         )
@@ -1494,6 +1494,22 @@ def _compile_bound_calls() -> tuple[NativeModule, dict[str, _MethodDef]]:
         for name, flags in _BOUND_CALL_FLAGS.items()
     }
     return native, methods
+
+
+def _bound_call_symbols() -> tuple[list[str], list[str]]:
+    """The functions (not LLVM's intrinsics, `llvm.*`) and the variables that `BOUND_CALL_IR`
+    declares, which the process provides: read line by line, as compiling regular expressions
+    for them took ~2 ms of a new process's disk-cache hit."""
+    lines = BOUND_CALL_IR.splitlines()
+    functions = [
+        line.split("@", 1)[1].split("(", 1)[0] for line in lines if line.startswith("declare ")
+    ]
+    variables = [
+        line[1:].split(" ", 1)[0]
+        for line in lines
+        if line.startswith("@") and " = external global " in line
+    ]
+    return [name for name in functions if not name.startswith("llvm.")], variables
 
 
 BOUND_CALL_OPT_LEVEL = 0
