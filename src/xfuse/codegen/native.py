@@ -156,6 +156,21 @@ def host_target_machine(opt_level: int = 3) -> llvm_binding.TargetMachine:
     )
 
 
+def optimizing_target_machine(opt_level: int = 3) -> llvm_binding.TargetMachine:
+    """The host CPU's TargetMachine for what does not consume one (the optimizer's pass
+    builders, `NativeModule.asm`): made once per CPU and level (0.55 ms each, and a compile
+    made three), where `host_target_machine` makes the one MCJIT takes."""
+    cpu = host_cpu()
+    return _target_machine(cpu.name, cpu.features, opt_level)
+
+
+@functools.cache
+def _target_machine(name: str, features: str, opt_level: int) -> llvm_binding.TargetMachine:
+    return _process_target().create_target_machine(
+        cpu=name, features=features, opt=opt_level, jit=True
+    )
+
+
 @dataclass
 class NativeModule:
     """A JIT-compiled module: its optimized LLVM IR, its object code, its assembly, and function
@@ -182,7 +197,7 @@ class NativeModule:
     def asm(self) -> str:
         """The host assembly (generated on first use: it costs a second code generation)."""
         module = llvm_binding.parse_assembly(self.optimized_ir)
-        return host_target_machine(self.opt_level).emit_assembly(module)
+        return optimizing_target_machine(self.opt_level).emit_assembly(module)
 
 
 class _DistinctNode(llvm_ir.values.MDValue):
@@ -1315,7 +1330,7 @@ def optimize_llvm_dialect(
     the names of the streaming twins, whose stores `generate_code` makes non-temporal."""
     from xdsl.backend.llvm.convert import convert_module  # not needed to load cached code
 
-    target_machine = host_target_machine(opt_level)
+    target_machine = optimizing_target_machine(opt_level)
     twins = (
         add_streaming_twins(module)
         if streaming_outputs and target_machine.triple.startswith("x86_64")
@@ -1351,7 +1366,7 @@ def optimize_llvm_ir(
 def compile_llvm_ir(llvm_ir: str, opt_level: int = 3) -> NativeModule:
     """LLVM IR made elsewhere (upstream MLIR's `mlir-translate`, a benchmark's hand-written
     loop) through the same optimizer and JIT as xfuse's own."""
-    machine = host_target_machine(opt_level)
+    machine = optimizing_target_machine(opt_level)
     return generate_code(optimize_llvm_ir(llvm_ir, machine, opt_level), opt_level)
 
 
@@ -1377,7 +1392,7 @@ def _eliminate_dead_code(module: llvm_binding.ModuleRef, opt_level: int) -> None
     options = llvm_binding.PipelineTuningOptions(speed_level=opt_level)
     with (
         options,
-        llvm_binding.create_pass_builder(host_target_machine(opt_level), options) as builder,
+        llvm_binding.create_pass_builder(optimizing_target_machine(opt_level), options) as builder,
         llvm_binding.create_new_function_pass_manager() as passes,
     ):
         passes.add_dead_code_elimination_pass()
