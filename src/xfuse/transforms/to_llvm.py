@@ -1063,7 +1063,14 @@ def lowering_patterns(
 def op_types(pattern: RewritePattern) -> tuple[type[Operation], ...] | None:
     """The op types that `pattern` matches, read from its `op_type_rewrite_pattern` (the type
     hint of its op, which that decorator keeps in its closure); None where that is not known."""
-    method = type(pattern).match_and_rewrite
+    return _class_op_types(type(pattern))
+
+
+@functools.cache
+def _class_op_types(pattern_class: type[RewritePattern]) -> tuple[type[Operation], ...] | None:
+    """`op_types` of the patterns of `pattern_class`, read once per class (each compile's
+    `OpTypeDispatch` asks for every pattern of each op type it meets: ~460 reads a compile)."""
+    method = pattern_class.match_and_rewrite
     cells = dict(zip(method.__code__.co_freevars, method.__closure__ or (), strict=True))
     if "expected_type" not in cells:
         return None
@@ -1085,10 +1092,9 @@ class OpTypeDispatch(GreedyRewritePatternApplier):
     def patterns_for(self, op_type: type[Operation]) -> list[RewritePattern]:
         """The patterns that may rewrite an op of `op_type`, in order."""
         if op_type not in self._by_type:
+            classes = tuple(type(pattern) for pattern in self.rewrite_patterns)
             self._by_type[op_type] = [
-                pattern
-                for pattern in self.rewrite_patterns
-                if (types := op_types(pattern)) is None or issubclass(op_type, types)
+                self.rewrite_patterns[index] for index in _matching_patterns(classes, op_type)
             ]
         return self._by_type[op_type]
 
@@ -1101,6 +1107,19 @@ class OpTypeDispatch(GreedyRewritePatternApplier):
             pattern.match_and_rewrite(op, rewriter)
             if rewriter.has_done_action:
                 return
+
+
+@functools.cache
+def _matching_patterns(
+    pattern_classes: tuple[type[RewritePattern], ...], op_type: type[Operation]
+) -> tuple[int, ...]:
+    """The positions of the patterns of `pattern_classes` that may rewrite an op of `op_type`
+    (`OpTypeDispatch.patterns_for`): the same for every compile, whose dispatcher is new."""
+    return tuple(
+        index
+        for index, pattern_class in enumerate(pattern_classes)
+        if (types := _class_op_types(pattern_class)) is None or issubclass(op_type, types)
+    )
 
 
 def _declare_callees(module: ModuleOp, uses: set[str]) -> None:
