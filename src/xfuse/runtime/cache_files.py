@@ -47,6 +47,7 @@ def cache_dir() -> Path | None:
 
 
 def entry_path(directory: Path, digest: str) -> Path:
+    """The file of the entry named by `digest` (a SHA-256 of its key) in `directory`."""
     return directory / f"{digest}{ENTRY_SUFFIX}"
 
 
