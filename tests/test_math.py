@@ -457,15 +457,32 @@ def f64_reference(name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return getattr(np, name)(wide)
 
 
-@pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host")
-@pytest.mark.parametrize("name", sorted(LIBMVEC_FUNCTIONS))
+each_libmvec_function = pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            name,
+            marks=pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host"),
+        )
+        for name in sorted(LIBMVEC_FUNCTIONS)
+    ],
+)
+"""A test of each f64 function that goes through glibc's libmvec (`name`), where it is loaded."""
+
+
+def f64_program(name: str) -> str:
+    """The program of one `LIBMVEC_FUNCTIONS` function: of x, and of x and y for pow."""
+    return "out = pow(x, y);" if name == "pow" else f"out = {name}(x);"
+
+
+@each_libmvec_function
 def test_f64_math_vectorizes_through_libmvec_and_keeps_the_c_librarys_special_values(
     name: str,
 ) -> None:
     # math=approx: f64 loops call glibc's vector functions of the host's widest vectors
     # (`_ZGVeN8v_exp` with AVX-512, `_ZGVdN4v_exp` with AVX2), within its 4 ulps, with libm's
     # special values (+-0, +-inf, NaN, overflow, underflow); math=libm keeps libm's calls.
-    source = "out = pow(x, y);" if name == "pow" else f"out = {name}(x);"
+    source = f64_program(name)
     approx = xfuse.compile(source, dtype="float64")
     libm = xfuse.compile(source, dtype="float64", math="libm")
     lanes, _ = libmvec_variants(name, host_cpu())[0]
@@ -500,8 +517,7 @@ def test_f64_math_vectorizes_through_libmvec_and_keeps_the_c_librarys_special_va
     assert np.all(np.isfinite(got[~special]) & (got[~special] != 0))
 
 
-@pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host")
-@pytest.mark.parametrize("name", sorted(LIBMVEC_FUNCTIONS))
+@each_libmvec_function
 def test_f64_libmvec_results_do_not_depend_on_where_an_element_falls_in_the_loop(
     name: str,
 ) -> None:
@@ -510,7 +526,7 @@ def test_f64_libmvec_results_do_not_depend_on_where_an_element_falls_in_the_loop
     # epilogue another variant), which round differently, so the bits changed with the array's
     # length, a split call's slices, a streaming call's head (the out buffer's start) and dask's
     # chunks: identical calls of a `threads=2` kernel differed as its split choice changed.
-    source = "out = pow(x, y);" if name == "pow" else f"out = {name}(x);"
+    source = f64_program(name)
     kernel = xfuse.compile(source, dtype="float64")
     split = xfuse.compile(source, dtype="float64", threads=2)
     split.split_choice = SplitChoice.always()
