@@ -147,7 +147,7 @@ def warn_unwritable(directory: Path, reason: str) -> None:
         f"xfuse: cannot write the compile cache in {directory} ({reason}); set XFUSE_CACHE_DIR "
         "to a writable directory or XFUSE_CACHE=0",
         RuntimeWarning,
-        stacklevel=4,
+        stacklevel=5,  # past write_entry and the cache user (disk_cache.store)
     )
 
 
@@ -164,3 +164,21 @@ def write_atomically(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def read_entry(path: Path, digest: str, toolchain: str) -> dict[str, Any] | None:
+    """The fields sealed in the entry at `path` (`unseal`); None where it cannot be read."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return unseal(data, digest, toolchain)
+
+
+def write_entry(directory: Path, path: Path, data: bytes) -> None:
+    """`write_atomically`, warning once where `directory` is unwritable (`warn_unwritable`):
+    the caller goes on without the cache."""
+    try:
+        write_atomically(path, data)
+    except OSError as error:
+        warn_unwritable(directory, error.strerror or str(error))

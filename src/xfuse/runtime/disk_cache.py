@@ -45,11 +45,11 @@ from xfuse.runtime.cache_files import (
     TEMPORARY_PREFIX,
     cache_dir,
     entry_path,
+    read_entry,
     seal,
     toolchain,
     unseal,
-    warn_unwritable,
-    write_atomically,
+    write_entry,
 )
 from xfuse.runtime.kernel import NativeFunction, Program
 
@@ -190,11 +190,8 @@ def load(
     if directory is None:
         return None
     path, digest = _path(directory, key, target)
-    try:
-        entry = decode(path.read_bytes(), digest)
-    except OSError:
-        return None
-    return None if entry is None else entry.program(stages)
+    fields = read_entry(path, digest, toolchain())
+    return None if fields is None else Entry(fields).program(stages)
 
 
 def store(key: Sequence[str], program: Program, function_name: str) -> None:
@@ -203,10 +200,7 @@ def store(key: Sequence[str], program: Program, function_name: str) -> None:
     if directory is None:
         return
     path, digest = _path(directory, key, program.options.target)
-    try:
-        write_atomically(path, encode(digest, function_name, program))
-    except OSError as error:
-        warn_unwritable(directory, error.strerror or str(error))
+    write_entry(directory, path, encode(digest, function_name, program))
 
 
 @dataclass(frozen=True)

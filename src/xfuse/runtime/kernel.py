@@ -1548,25 +1548,20 @@ def _bound_call_module() -> NativeModule:
         return compile_llvm_ir(BOUND_CALL_IR, BOUND_CALL_OPT_LEVEL)
     digest = bound_call_digest()
     path = cache_files.entry_path(directory, digest)
-    try:
-        fields = cache_files.unseal(path.read_bytes(), digest, cache_files.toolchain())
-    except OSError:
-        fields = None
+    toolchain = cache_files.toolchain()
+    fields = cache_files.read_entry(path, digest, toolchain)
     if fields is not None and fields.get("target") == "bound calls":
         return load_object_code(fields["object_code"], fields["optimized_ir"], fields["opt_level"])
     native = compile_llvm_ir(BOUND_CALL_IR, BOUND_CALL_OPT_LEVEL)
     entry = {
-        "toolchain": cache_files.toolchain(),
+        "toolchain": toolchain,
         "digest": digest,
         "target": "bound calls",
         "opt_level": native.opt_level,
         "optimized_ir": native.optimized_ir,
         "object_code": native.object_code,
     }
-    try:
-        cache_files.write_atomically(path, cache_files.seal(entry))
-    except OSError as error:
-        cache_files.warn_unwritable(directory, error.strerror or str(error))
+    cache_files.write_entry(directory, path, cache_files.seal(entry))
     return native
 
 
