@@ -421,53 +421,62 @@ def libmvec_variants(name: str, cpu: HostCpu) -> list[tuple[int, str]]:
     ]
 
 
-_LIBM_DECLARATION = re.compile(
-    rf'^declare double @"?({"|".join(LIBMVEC_FUNCTIONS)})"?\((double[^)]*)\)$', re.MULTILINE
-)
-
-
 def libmvec_wrapper_name(name: str) -> str:
     """The kernel's f64 `name` (a `LIBMVEC_FUNCTIONS` function) where `call_libmvec` maps it."""
     return f"xfuse.libmvec.{name}"
 
 
-def _libmvec_wrapper(name: str, lanes: int, symbol: str) -> str:
-    """The definition of `libmvec_wrapper_name(name)`: the libmvec variant `symbol` of `lanes`
-    lanes on its operands in lane 0 (1.0, no special value, in the others), lane 0 of its
-    result; the loop vectorizer calls `symbol` itself on `lanes` elements at a time."""
-    operands = LIBMVEC_FUNCTIONS[name]
-    vector = f"<{lanes} x double>"
-    ones = "<" + ", ".join(["double 1.0"] * lanes) + ">"
-    wrapper = libmvec_wrapper_name(name)
-    parameters = ", ".join(f"double %a{i}" for i in range(operands))
-    arguments = ", ".join(f"{vector} %v{i}" for i in range(operands))
-    return "\n".join(
+class _FunctionAttributes(llvm_ir.values.FunctionAttributes):
+    """Function attributes as LLVM IR spells them, any of them: llvmlite takes only those it
+    lists, which lack LLVM's `willreturn`, `memory(...)` and string attributes."""
+
+    def add(self, name: str) -> None:
+        set.add(self, name)
+
+
+def _libmvec_wrapper(
+    module: llvm_ir.Module, declaration: llvm_ir.Function, variant: llvm_ir.Function
+) -> llvm_ir.Function:
+    """The definition of `libmvec_wrapper_name` of the C library's `declaration`: its libmvec
+    variant `variant` on its operands in lane 0 (1.0, no special value, in the others), lane 0 of
+    its result; the loop vectorizer calls `variant` itself on as many elements at a time."""
+    wrapper = llvm_ir.Function(module, declaration.ftype, libmvec_wrapper_name(declaration.name))
+    wrapper.linkage = "internal"
+    vector = variant.ftype.return_type
+    lanes = vector.count
+    wrapper.attributes = _FunctionAttributes(
         [
-            f'define internal double @"{wrapper}"({parameters}) noinline nounwind willreturn '
-            f'memory(none) "vector-function-abi-variant"='
-            f'"_ZGV_LLVM_N{lanes}{"v" * operands}_{wrapper}({symbol})" {{',
-            *(
-                f"  %v{i} = insertelement {vector} {ones}, double %a{i}, i64 0"
-                for i in range(operands)
-            ),
-            f"  %r = call {vector} @{symbol}({arguments})",
-            f"  %e = extractelement {vector} %r, i64 0",
-            "  ret double %e",
-            "}",
+            "noinline",
+            "nounwind",
+            "willreturn",
+            "memory(none)",
+            f'"vector-function-abi-variant"="_ZGV_LLVM_N{lanes}{"v" * len(wrapper.args)}_'
+            f'{wrapper.name}({variant.name})"',
         ]
     )
+    builder = llvm_ir.IRBuilder(wrapper.append_basic_block())
+    ones = vector([1.0] * lanes)
+    lane0 = llvm_ir.IntType(64)(0)
+    vectors = []
+    for position, argument in enumerate(wrapper.args):
+        argument.name = f"a{position}"
+        vectors.append(builder.insert_element(ones, argument, lane0, name=f"v{position}"))
+    result = builder.call(variant, vectors, name="r")
+    builder.ret(builder.extract_element(result, lane0, name="e"))
+    return wrapper
 
 
-def call_libmvec(llvm_ir: str, cpu: HostCpu) -> str:
-    """LLVM IR text whose f64 libm calls (`LIBMVEC_FUNCTIONS`) compute with one libmvec variant
+def call_libmvec(module: llvm_ir.Module, cpu: HostCpu) -> None:
+    """Make the f64 libm calls (`LIBMVEC_FUNCTIONS`) of `module` compute with one libmvec variant
     (the widest of `libmvec_variants`), which the loop vectorizer calls on vectors: each call
-    becomes one of a function of the kernel's own (`libmvec_wrapper_name`, not inlined), that
-    has the variant (LLVM's "vector-function-abi-variant") and no access to memory (xfuse never
-    reads errno: clang's -fno-math-errno) and runs it on one element where a loop's remainder
-    calls it, and the variants and wrappers are declared and kept (`llvm.compiler.used`) until
-    the vectorizer has run (a wrapper kept so keeps its parameters whatever its calls pass). In
-    cache a loop of libm's f64 exp took 5.4 ns per element, one of `_ZGVeN8v_exp` calls 0.8, as
-    numpy's `np.exp` (AVX-512, docs/benchmarks.md).
+    becomes one of a function of the kernel's own (`libmvec_wrapper_name`, not inlined, in the
+    place of the C library's declaration), that has the variant (LLVM's
+    "vector-function-abi-variant") and no access to memory (xfuse never reads errno: clang's
+    -fno-math-errno) and runs it on one element where a loop's remainder calls it, and the
+    variants and wrappers are declared and kept (`llvm.compiler.used`) until the vectorizer has
+    run (a wrapper kept so keeps its parameters whatever its calls pass). In cache a loop of
+    libm's f64 exp took 5.4 ns per element, one of `_ZGVeN8v_exp` calls 0.8, as numpy's
+    `np.exp` (AVX-512, docs/benchmarks.md).
 
     One variant, in the remainder too: libm's scalar functions and libmvec's variants of
     another width round differently (up to their ulps), so an element computed in a vector
@@ -476,50 +485,54 @@ def call_libmvec(llvm_ir: str, cpu: HostCpu) -> str:
     split call's slices (`threads`, chosen by timing: identical calls differed), a streaming
     call's head (where the `out` buffer starts) and dask's chunks. The remainder's calls, each
     a vector call, cost no more than libm's (f64 tanh over 31 elements: 0.30 us, libm's 0.48)."""
-    vectors: list[str] = []
-    declarations: list[str] = []
-    wrapped: list[str] = []
-
-    def with_variants(declaration: re.Match[str]) -> str:
-        name = declaration[1]
-        variants = libmvec_variants(name, cpu)
-        if not variants:
-            return declaration[0]
-        lanes, symbol = variants[0]
-        vector = f"<{lanes} x double>"
-        vectors.append(symbol)
-        operands = ", ".join([vector] * LIBMVEC_FUNCTIONS[name])
-        declarations.append(f"declare {vector} @{symbol}({operands})")
-        wrapped.append(name)
-        return f"{declaration[0]}\n{_libmvec_wrapper(name, lanes, symbol)}"
-
-    mapped = _LIBM_DECLARATION.sub(with_variants, llvm_ir)
-    if not vectors:
-        return llvm_ir
-    for name in wrapped:  # every call of the C library's function calls the wrapper
-        mapped = re.sub(
-            rf'^(\s.*\bcall .*)@"?{name}"?\(',
-            rf'\1@"{libmvec_wrapper_name(name)}"(',
-            mapped,
-            flags=re.MULTILINE,
+    double = llvm_ir.DoubleType()
+    variants: list[llvm_ir.Function] = []
+    wrappers: dict[str, llvm_ir.Function] = {}  # by the C library's function they replace
+    for declaration in module.functions:
+        name = declaration.name
+        operands = LIBMVEC_FUNCTIONS.get(name)
+        if (
+            operands is None
+            or not declaration.is_declaration
+            or declaration.ftype != llvm_ir.FunctionType(double, [double] * operands)
+            or not (found := libmvec_variants(name, cpu))
+        ):
+            continue
+        lanes, symbol = found[0]
+        vector = llvm_ir.VectorType(double, lanes)
+        variants.append(
+            llvm_ir.Function(module, llvm_ir.FunctionType(vector, [vector] * operands), symbol)
         )
-    assert "@llvm.compiler.used" not in llvm_ir
+        wrappers[name] = _libmvec_wrapper(module, declaration, variants[-1])
+    if not wrappers:
+        return
+    for function in module.functions:
+        for block in function.blocks:
+            for instruction in block.instructions:
+                if (
+                    isinstance(instruction, llvm_ir.CallInstr)
+                    and instruction.callee.name in wrappers
+                ):
+                    instruction.replace_callee(wrappers[instruction.callee.name])
+    # Each wrapper takes the place of the declaration it replaces, which nothing calls now (a
+    # function's place in the module is its place in the object code), not the module's end.
+    added = {wrapper.name for wrapper in wrappers.values()}
+    entries = [(name, value) for name, value in module.globals.items() if name not in added]
+    module.globals.clear()
+    for name, value in entries:
+        value = wrappers.get(name, value)
+        module.globals[value.name] = value
     # The wrappers are kept too: used there, their address counts as taken, so IPSCCP and dead
     # argument elimination leave their parameters alone. Otherwise a constant operand of every
     # call (pow(x, 1.5)) was dropped from the internal wrapper, whose variant attribute then no
     # longer matched its type: the verifier's "invalid name for a VFABI variant" and an LLVM
     # ERROR that aborted the process.
-    kept_values = [f"ptr @{symbol}" for symbol in vectors]
-    kept_values += [f'ptr @"{libmvec_wrapper_name(name)}"' for name in wrapped]
-    kept = ", ".join(kept_values)
-    return "\n".join(
-        [
-            mapped,
-            *declarations,
-            f"@llvm.compiler.used = appending global [{len(kept_values)} x ptr] [{kept}], "
-            'section "llvm.metadata"',
-        ]
-    )
+    kept = [*variants, *wrappers.values()]
+    used_type = llvm_ir.ArrayType(llvm_ir.PointerType(), len(kept))
+    used = llvm_ir.GlobalVariable(module, used_type, "llvm.compiler.used")
+    used.linkage = "appending"
+    used.section = "llvm.metadata"
+    used.initializer = used_type(kept)
 
 
 def _loop_property(module: llvm_ir.Module, name: str, value: int) -> llvm_ir.MDValue:
@@ -1352,8 +1365,9 @@ def optimize_llvm_dialect(
     _carry_function_attributes(module, llvm_module)
     mark_streaming_stores(llvm_module, twins, streaming_outputs)
     _hide_packed_functions(llvm_module)
-    llvm_ir = call_libmvec(str(llvm_module), host_cpu()) if libmvec else str(llvm_module)
-    return optimize_llvm_ir(llvm_ir, target_machine, opt_level), twins
+    if libmvec:
+        call_libmvec(llvm_module, host_cpu())
+    return optimize_llvm_ir(str(llvm_module), target_machine, opt_level), twins
 
 
 def optimize_llvm_ir(
