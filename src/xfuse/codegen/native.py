@@ -783,6 +783,8 @@ def streaming_stores(optimized_ir: str, twins: Sequence[str]) -> str:
     loop vectorizer does not vectorize loops whose stores are non-temporal before it runs (X86
     takes one as legal only at vector alignment, and an element store has element alignment),
     so the marks go on its output. An unaligned vector store keeps a normal store."""
+    # On the text: llvmlite.binding cannot edit a parsed module's instructions, nor can
+    # llvmlite.ir parse one.
     lines = optimized_ir.splitlines()
     entries = {packed_entry_name(name) for name in twins}
     inside = False
@@ -1187,6 +1189,8 @@ def _rewrite_vector_bodies(
     that name (LLVM prints its declarations with attributes). A rewritten body may add blocks
     (labels): the last one then ends the loop, so the phis of the loop's header and of the
     rest of the function name it where they named the body's block."""
+    # On the text, as `streaming_stores`: llvmlite.binding cannot edit a parsed module's
+    # instructions, nor can llvmlite.ir parse one.
     lines = optimized_ir.split("\n")
     result: list[str] = []
     start, number, changed = 0, 0, False

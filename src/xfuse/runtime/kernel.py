@@ -1081,6 +1081,9 @@ class CheckedCall:
     results: list[np.ndarray]
 
 
+# Hand-written LLVM IR, as C source would be, not built with llvmlite.ir: a new process keys
+# its cached object code by this text (`bound_call_digest`) and reads its declarations
+# (`_bound_call_symbols`) without building or parsing a module.
 BOUND_CALL_IR = f"""
 declare ptr @PyTuple_GetItem(ptr, i64)
 declare ptr @PyBytes_AsString(ptr)
