@@ -16,6 +16,8 @@ import sys
 import threading
 from collections.abc import Callable
 
+import llvmlite.binding as llvm_binding
+import llvmlite.ir as llvm_ir
 import numpy as np
 import pytest
 from xdsl.ir import Operation, Region
@@ -26,9 +28,11 @@ import xfuse
 from xfuse.codegen.native import (
     LIBMVEC_FUNCTIONS,
     HostCpu,
+    call_libmvec,
     host_cpu,
     libmvec_loaded,
     libmvec_variants,
+    libmvec_wrapper_name,
 )
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import clear_cache
@@ -545,6 +549,36 @@ def test_f64_libmvec_results_do_not_depend_on_where_an_element_falls_in_the_loop
     y = rng.uniform(-4.0, 4.0, n)
     inputs = [x, y][: 1 + (name == "pow")]
     np.testing.assert_array_equal(kernel(*inputs).view(np.uint64), split(*inputs).view(np.uint64))
+
+
+@pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host")
+def test_call_libmvec_calls_a_wrapper_in_the_place_of_the_c_librarys_declaration() -> None:
+    # The calls of libm's f64 exp call its wrapper, which has the libmvec variant, is kept until
+    # the vectorizer has run, and takes the declaration's place in the module: before the
+    # functions after it (the streaming twins, which `add_streaming_twins` appends), as a
+    # function's place in the module is its place in the object code.
+    double = llvm_ir.DoubleType()
+    module = llvm_ir.Module()
+    unary = llvm_ir.FunctionType(double, [double])
+    first = llvm_ir.Function(module, unary, "first")
+    exp = llvm_ir.Function(module, unary, "exp")
+    twin = llvm_ir.Function(module, unary, "twin")
+    for function in (first, twin):
+        builder = llvm_ir.IRBuilder(function.append_basic_block())
+        builder.ret(builder.call(exp, function.args))
+    call_libmvec(module, host_cpu())
+    lanes, variant = libmvec_variants("exp", host_cpu())[0]
+    wrapper = libmvec_wrapper_name("exp")
+    parsed = llvm_binding.parse_assembly(str(module))
+    parsed.verify()
+    assert [function.name for function in parsed.functions] == ["first", wrapper, "twin", variant]
+    for name in ("first", "twin"):
+        calls = [str(i) for b in parsed.get_function(name).blocks for i in b.instructions]
+        assert f"call double @{wrapper}(double" in calls[0]
+    variant_attribute = f'"vector-function-abi-variant"="_ZGV_LLVM_N{lanes}v_{wrapper}({variant})"'
+    assert variant_attribute in str(parsed)
+    kept = str(parsed.get_global_variable("llvm.compiler.used"))
+    assert f"[ptr @{variant}, ptr @{wrapper}]" in kept
 
 
 def test_f64_pow_of_a_negative_base_is_pow_of_its_magnitude_signed() -> None:
