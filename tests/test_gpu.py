@@ -131,6 +131,29 @@ def test_f64_tanh_is_a_clear_error() -> None:
         xfuse.compile("out = tanh(x);", dtype="float64", target="cuda")
 
 
+F64_SIMPLE_POWERS = "\n".join(
+    f"p{i} = pow(x, {y});" for i, y in enumerate(("1", "2", "3", "4", "-1", "0.5", "-0.5"))
+)
+
+
+def test_f64_pow_by_a_simple_constant_runs_like_the_cpu_kernel(tmp_path: Path) -> None:
+    """pow(x, 2), pow(x, -1/2), ... need no libm (`PowBySimpleConstant`): they have a GPU
+    lowering in f64 too, with C's pow's special values, as on the CPU."""
+    outputs = [f"p{i}" for i in range(7)]
+    cpu = xfuse.compile(F64_SIMPLE_POWERS, outputs, dtype="float64")
+    compiled = xfuse.compile(F64_SIMPLE_POWERS, outputs, dtype="float64", target="cuda")
+    if PTXAS is not None:
+        assemble(compiled.ptx, tmp_path)
+    gpu, _ = emulated(compiled)
+    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e200, -1e200, 1e-310, -2.5, 3.0, 0.7]
+    x = np.array(specials * 3, np.float64)  # vector loop and scalar tail
+    for got, want in zip(gpu(x=x), cpu(x=x), strict=True):
+        np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+    half, minus_half = gpu(x=np.array([-0.0, -np.inf]))[5:]
+    assert list(half) == [0.0, np.inf] and not np.signbit(half[0])  # C's pow(-0, 1/2) = +0
+    assert list(minus_half) == [np.inf, 0.0]
+
+
 def _load(name: str, path: Path) -> Any:
     """A Python file of the repository as a module (tests and benchmarks are not packages)."""
     spec = importlib.util.spec_from_file_location(name, path)

@@ -210,6 +210,15 @@ def simple_power(exponent: float | None) -> float | None:
     return exponent if exponent in SIMPLE_POWERS else None
 
 
+def simple_power_of(op: math.PowFOp) -> float | None:
+    """The exponent of `op` where it is a constant in `SIMPLE_POWERS` (so that
+    `PowBySimpleConstant` computes the pow without exp(y log|x|)), else None."""
+    exponent = op.rhs.owner
+    if not isinstance(exponent, arith.ConstantOp) or not isinstance(exponent.value, FloatAttr):
+        return None
+    return simple_power(exponent.value.value.data)
+
+
 @dataclass(frozen=True)
 class PowBySimpleConstant(RewritePattern):
     """`math=approx`: pow(x, y) for a constant y in `SIMPLE_POWERS`, f32 or f64, without
@@ -233,10 +242,7 @@ class PowBySimpleConstant(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: math.PowFOp, rewriter: PatternRewriter) -> None:
-        exponent = op.rhs.owner
-        if not isinstance(exponent, arith.ConstantOp) or not isinstance(exponent.value, FloatAttr):
-            return
-        power = simple_power(exponent.value.value.data)
+        power = simple_power_of(op)
         if power is None:
             return
         if power.is_integer():

@@ -37,7 +37,8 @@ operand's size is a static 1) from the linear index split into per-axis indices.
 CPU's, same errors). `math=ptx-approx` uses the GPU's own instructions where one exists: `tanh`
 is `tanh.approx.f32` (relative error about 2^-11) and `exp(x)` is `ex2.approx.f32(x * log2(e))`;
 other functions use the approximations. There is no libm on the GPU: a transcendental of f64 is
-an error.
+an error, but for pow by a constant 1, 2, 3, 4, -1 or +-1/2, which `ew-expand-math` computes
+with multiplies and square roots.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, element_bytes, itemsize
-from xfuse.transforms.expand_math import MATH_FUNCTIONS
+from xfuse.transforms.expand_math import MATH_FUNCTIONS, simple_power_of
 from xfuse.transforms.kernel_to_loops import input_indices
 from xfuse.transforms.pipeline import only_function
 from xfuse.transforms.to_llvm import convert_type
@@ -443,7 +444,10 @@ class PtxApproxMath(RewritePattern):
 
 def _check_math(module: ModuleOp) -> None:
     for op in module.walk():
-        if type(op) in MATH_FUNCTIONS and not isinstance(op.results[0].type, Float32Type):
+        if type(op) not in MATH_FUNCTIONS or isinstance(op.results[0].type, Float32Type):
+            continue
+        # ew-expand-math makes pow(x, 2), pow(x, -1/2), ... of f64 multiplies and square roots.
+        if not (isinstance(op, math.PowFOp) and simple_power_of(op) is not None):
             raise DiagnosticException(
                 f"ew-to-nvvm: '{op.name}' on {op.results[0].type} has no GPU lowering (only f32 "
                 f"transcendentals have one; there is no libm on the GPU):\n{op}"
