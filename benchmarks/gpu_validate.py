@@ -1,7 +1,7 @@
 """The H100/H200 cost model (`ew-cost`) against a real GPU: GELU with bias and residual.
 
-    python benchmarks/gpu_validate.py [--device h200] [--shape 4096x14336] [--repeat 20]
-                                      [--json gpu.json] [--plot gpu.png] [--dry-run]
+    python benchmarks/gpu_validate.py [--device h200] [--arch sm_90] [--shape 4096x14336]
+                                      [--repeat 20] [--json gpu.json] [--plot gpu.png] [--dry-run]
 
 For bf16 and f32 at the lecture's shape, fused (1 kernel) and unfused (11 kernels): compiles the
 program with `xfuse.compile(..., target="cuda")`, runs it on the GPU with CUDA events (warm-up,
@@ -14,7 +14,8 @@ measured launch time of an empty kernel (back to back). PyTorch eager and `torch
 same GELU are timed where PyTorch is installed.
 
 `--dry-run` needs no GPU: it compiles every variant to PTX, checks that each has as many entries
-as the model has kernels, and reports the predictions only (this is what the tests run).
+as the model has kernels, and reports the predictions only (this is what the tests run). Without
+it, where there is no GPU or no cuda-python, the script says which and exits with status 2.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import numpy as np
 import xfuse
 from xfuse.analysis.cost import CostOptions, FunctionCost, parse_shape
 from xfuse.benchmarking.timing import host_summary
+from xfuse.codegen.ptx import ARCHES
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.runtime.cost_driver import cost_program
 
@@ -62,6 +64,7 @@ class KernelRow:
 class VariantResult:
     dtype: str
     fused: bool
+    arch: str
     kernels: list[KernelRow]
     predicted_s: float
     calibrated_s: float | None = None
@@ -91,11 +94,11 @@ class Gpu:
     """The GPU through cuda.bindings: xfuse's driver wrapper plus CUDA events."""
 
     def __init__(self) -> None:
-        from cuda.bindings import driver
-
         from xfuse.runtime.cuda import cuda_device
 
-        self.device = cuda_device()
+        self.device = cuda_device()  # first: CudaUnavailableError says what is missing
+        from cuda.bindings import driver
+
         self.driver = driver
         self.name = self._check(driver.cuDeviceGetName(256, self._check(driver.cuDeviceGet(0))))
         self.name = self.name.split(b"\0")[0].decode()
@@ -155,7 +158,13 @@ def run_variant(
 ) -> VariantResult:
     shapes = dict.fromkeys(("x", "b", "r"), ("t", "d"))
     kernel = xfuse.compile(
-        SOURCE, outputs=["out"], fuse=fused, dtype=dtype, shapes=shapes, target="cuda"
+        SOURCE,
+        outputs=["out"],
+        fuse=fused,
+        dtype=dtype,
+        shapes=shapes,
+        target="cuda",
+        arch=args.arch,
     )
     entries = kernel.function.ptx.entries
     if len(entries) != len(cost.kernels):
@@ -164,7 +173,7 @@ def run_variant(
         KernelRow(entry, k.hbm_bytes, k.time_s)
         for entry, k in zip(entries, cost.kernels, strict=True)
     ]
-    result = VariantResult(dtype, fused, rows, cost.totals.time_s)
+    result = VariantResult(dtype, fused, kernel.function.ptx.arch, rows, cost.totals.time_s)
     if report.copy_bandwidth and report.launch_s is not None:
         for row in rows:
             row.calibrated_s = row.bytes / report.copy_bandwidth + report.launch_s
@@ -300,7 +309,9 @@ def main(argv: list[str] | None = None) -> Report:
     parser.add_argument("--device", default="h200", help="the cost model's device")
     parser.add_argument("--shape", type=parse_shape, default=(4096, 14336))
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument(
+        "--arch", default="sm_90", choices=ARCHES, help="sm_90 (H100, H200) or sm_80 (A100)"
+    )
     parser.add_argument(
         "--json", type=Path, help="write the results as JSON ('-': stdout, the report to stderr)"
     )
@@ -308,7 +319,10 @@ def main(argv: list[str] | None = None) -> Report:
     parser.add_argument("--dry-run", action="store_true", help="compile and predict only")
     args = parser.parse_args(argv)
     report = Report(args.device, args.shape)
-    gpu = None if args.dry_run else Gpu()
+    try:
+        gpu = None if args.dry_run else Gpu()
+    except xfuse.CudaUnavailableError as error:
+        parser.exit(2, f"gpu_validate: {error}\n(--dry-run compiles and predicts without a GPU)\n")
     if gpu is not None:
         report.gpu = gpu.name
         report.copy_bandwidth = gpu.copy_bandwidth(1 << 30, args.repeat)

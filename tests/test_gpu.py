@@ -544,11 +544,30 @@ def test_a_driver_without_a_gpu_is_a_clear_error(
 
 def test_the_gpu_validation_script_compiles_and_predicts_without_a_gpu(tmp_path: Path) -> None:
     script = _load("gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
-    report = script.main(["--dry-run", "--shape", "64x128", "--json", str(tmp_path / "r.json")])
+    json_path = str(tmp_path / "r.json")
+    report = script.main(["--dry-run", "--shape", "64x128", "--arch", "sm_80", "--json", json_path])
     kernels = [len(v.kernels) for v in report.variants]
     assert kernels == [1, 11, 1, 11]  # bf16 and f32, fused and unfused
     assert all(v.measured_s is None and v.predicted_s > 0 for v in report.variants)
+    assert all(v.arch == "sm_80" for v in report.variants)  # the kernels are compiled for it
     assert '"dtype": "bfloat16"' in (tmp_path / "r.json").read_text()
+
+
+def test_the_gpu_validation_script_without_a_gpu_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a traceback: the reason (here no GPU; elsewhere no cuda-python) and `--dry-run`."""
+    script = _load("gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
+
+    def no_gpu() -> None:
+        raise xfuse.CudaUnavailableError("no NVIDIA GPU found (cuDeviceGetCount is 0)")
+
+    monkeypatch.setattr("xfuse.runtime.cuda.cuda_device", no_gpu)
+    with pytest.raises(SystemExit) as exit_:
+        script.main(["--shape", "64x128"])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert "no NVIDIA GPU found" in error and "--dry-run" in error
 
 
 def test_the_gpu_validation_script_writes_only_json_to_stdout_with_json_dash(
