@@ -131,6 +131,14 @@ def test_f64_tanh_is_a_clear_error() -> None:
         xfuse.compile("out = tanh(x);", dtype="float64", target="cuda")
 
 
+def test_ew_to_nvvm_on_tensors_says_what_to_run_first() -> None:
+    """An `ew.add` has a GPU lowering, once fused and bufferized: the error says so."""
+    with pytest.raises(
+        Exception, match=r"'ew.add' is not inside .* \(run ew-fuse and ew-bufferize first\)"
+    ):
+        apply_pipeline(parse_program("out = x + y;"), "ew-to-nvvm")
+
+
 F64_SIMPLE_POWERS = "\n".join(
     f"p{i} = pow(x, {y});" for i, y in enumerate(("1", "2", "3", "4", "-1", "0.5", "-0.5"))
 )

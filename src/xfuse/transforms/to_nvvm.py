@@ -163,6 +163,11 @@ def launch_sequence(module: ModuleOp) -> LaunchSequence:
             iteration = ew.shape_of(op.outputs[0])
             dynamic = tuple(axis for axis, size in enumerate(iteration) if size == DYNAMIC_INDEX)
             launches.append(Launch(entry, operands, len(op.inputs), dynamic))
+        elif op.dialect_name() == "ew":
+            raise DiagnosticException(
+                f"ew-to-nvvm: '{op.name}' is not inside an 'ew.kernel' on buffers (run ew-fuse "
+                f"and ew-bufferize first):\n{op}"
+            )
         elif not isinstance(op, memref.DeallocOp | memref.DimOp | arith.ConstantOp | func.ReturnOp):
             raise DiagnosticException(f"ew-to-nvvm: no GPU lowering for '{op.name}' in:\n{op}")
     return LaunchSequence(tuple(temporaries), tuple(launches))
