@@ -42,7 +42,7 @@ from xfuse.codegen.ptx import PtxModule, compile_ptx
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.arrays import ArgumentError
-from xfuse.runtime.cuda import CudaDriver, CudaKernel
+from xfuse.runtime.cuda import CudaDriver, CudaKernel, plan_launches
 from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.pipeline import apply_pipeline, pipeline_context
 
@@ -418,6 +418,25 @@ def test_broadcasting_mixed_dtypes_run_like_the_cpu_kernel(d: int, fuse: bool, o
         np.testing.assert_allclose(
             got.astype(np.float32), want.astype(np.float32), rtol=1e-5, atol=1e-6
         )
+
+
+@pytest.mark.parametrize(
+    ("shape", "grid"),
+    [((1000,), 4), ((3, 2**31 + 5), 132 * 8), ((2**33,), 132 * 8)],
+)
+def test_launches_cover_any_size_with_at_most_one_wave_of_blocks(
+    shape: tuple[int, ...], grid: int
+) -> None:
+    """Sizes past 2^31 elements travel as int64 (the entries index in 64 bits); the grid is
+    at most 8 blocks of 256 threads per multiprocessor, the grid-stride loop takes the rest."""
+    source = "input f32 x[t, d];\ninput f32 b[d];\nout = x + b;" if len(shape) == 2 else "out = x;"
+    function = xfuse.compile(source, target="cuda").function
+    shapes = [shape, shape[-1:], shape] if len(shape) == 2 else [shape, shape]
+    pointers = [4096 * (i + 1) for i in range(len(shapes))]
+    ((entry, grid_, block, arguments),) = plan_launches(function, shapes, pointers, 132)
+    assert (entry, grid_, block) == ("main_kernel0", grid, 256)
+    assert [a.value for a in arguments] == [*pointers, *shape]
+    assert all(isinstance(a, ctypes.c_int64) for a in arguments[len(pointers) :])
 
 
 def test_constant_and_copied_outputs_run() -> None:
