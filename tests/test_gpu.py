@@ -238,6 +238,13 @@ def test_bad_target_options_name_the_option(gelu: Gelu) -> None:
         xfuse.compile(gelu.source, target="cuda", math="libm")
     with pytest.raises(ValueError, match="threads applies to target='cpu' only"):
         xfuse.compile(gelu.source, target="cuda", threads=4)
+    # The CPU loops' options and the GPU's arch would do nothing on the other target.
+    for cpu_only in ({"interleave": 4}, {"streaming": False}, {"masked_remainder": True}):
+        (name,) = cpu_only
+        with pytest.raises(ValueError, match=f"{name} applies to target='cpu' only"):
+            xfuse.compile(gelu.source, target="cuda", **cpu_only)
+    with pytest.raises(ValueError, match="arch applies to target='cuda' only"):
+        xfuse.compile(gelu.source, arch="sm_80")
 
 
 def test_arith_bitcast_to_bf16_lowers_to_its_i16_bits() -> None:

@@ -27,7 +27,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, cast
 
 from xfuse.codegen.native import compile_llvm_dialect, host_cpu
@@ -139,6 +139,11 @@ def check_shapes(shapes: object) -> None:
                 )
 
 
+TARGET_OPTIONS = {"cpu": ("interleave", "streaming", "masked_remainder"), "cuda": ("arch",)}
+"""The options of one target only: the other takes each at its default (as `threads`), where
+another value would do nothing."""
+
+
 @dataclass(frozen=True)
 class Options:
     """Everything besides the program that changes the generated code.
@@ -178,6 +183,14 @@ class Options:
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         check_target(self.target, self.arch, self.math, threads=1)
+        defaults = {field.name: field.default for field in fields(self)}
+        for target, names in TARGET_OPTIONS.items():
+            for name in names:
+                if target != self.target and getattr(self, name) != defaults[name]:
+                    raise ValueError(
+                        f"{name} applies to target='{target}' only, got {name}="
+                        f"{getattr(self, name)!r} with target='{self.target}'"
+                    )
         if isinstance(self.opt_level, bool) or self.opt_level not in OPT_LEVELS:
             raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
         if self.interleave is not None and (
