@@ -530,6 +530,7 @@ def test_compile_ptx_from_a_bufferized_module(gelu: Gelu) -> None:
 
 class _Result(Enum):
     CUDA_SUCCESS = 0
+    CUDA_ERROR_OUT_OF_MEMORY = 2
     CUDA_ERROR_NO_DEVICE = 100
 
 
@@ -574,6 +575,28 @@ def test_a_driver_without_a_gpu_is_a_clear_error(
     )
     with pytest.raises(xfuse.CudaUnavailableError, match=message):
         CudaDriver()
+
+
+def test_a_failing_call_on_a_working_gpu_is_a_cuda_error_naming_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Out of memory is not `CudaUnavailableError`, which a caller may answer with the CPU."""
+    success = _Result.CUDA_SUCCESS
+    _fake_driver(
+        monkeypatch,
+        cuInit=lambda flags: (success,),
+        cuDeviceGetCount=lambda: (success, 1),
+        cuDeviceGet=lambda ordinal: (success, 0),
+        cuDevicePrimaryCtxRetain=lambda device: (success, 7),
+        cuCtxSetCurrent=lambda context: (success,),
+        CUdevice_attribute=types.SimpleNamespace(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT=16),
+        cuDeviceGetAttribute=lambda attribute, device: (success, 132),
+        cuMemAlloc=lambda nbytes: (_Result.CUDA_ERROR_OUT_OF_MEMORY, 0),
+    )
+    driver = CudaDriver()
+    assert driver.multiprocessors == 132
+    with pytest.raises(xfuse.CudaError, match="cuMemAlloc: CUDA driver error CUDA_ERROR_OUT_OF_M"):
+        driver.allocate(1 << 40)
 
 
 def test_the_gpu_validation_script_compiles_and_predicts_without_a_gpu(tmp_path: Path) -> None:

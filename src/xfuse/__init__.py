@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "ArgumentTypeError": "xfuse.runtime.arrays",
     "CudaKernel": "xfuse.runtime.cuda",
     "CudaUnavailableError": "xfuse.runtime.cuda",
+    "CudaError": "xfuse.runtime.cuda",
     "jit": "xfuse.runtime.jit",
     "compile_numpy": "xfuse.benchmarking.baselines",
     "compile_numpy_planned": "xfuse.benchmarking.baselines",

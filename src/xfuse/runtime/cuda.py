@@ -8,7 +8,8 @@ and launch sequence, keyed by the program and options with the arch: `xfuse.runt
 so a new process does not run the GPU lowering again. Calling a `CudaKernel` loads the PTX and
 launches it through NVIDIA's `cuda-python` (`cuda.bindings.driver`; `pip install 'xfuse[cuda]'`),
 imported on the first call: without it, or without a GPU, the call raises `CudaUnavailableError`
-saying which.
+saying which; a driver call that fails on a working GPU (out of memory, a kernel fault) raises
+`CudaError` naming the call.
 
 Arguments are numpy arrays (copied to the device, results copied back into numpy arrays) or
 device arrays with `__cuda_array_interface__` (CuPy, PyTorch, Numba; JAX through DLPack into one
@@ -54,6 +55,11 @@ BLOCKS_PER_MULTIPROCESSOR = 8
 
 class CudaUnavailableError(RuntimeError):
     """A CUDA kernel was called where it cannot run: no `cuda-python`, no driver or no GPU."""
+
+
+class CudaError(RuntimeError):
+    """A CUDA driver call failed on a working GPU: out of memory, PTX the driver cannot load, a
+    kernel fault (not `CudaUnavailableError`, which a caller may answer by using the CPU)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,40 +131,43 @@ class CudaDriver:
         self._driver = driver
         self._functions: dict[tuple[int, str], Any] = {}
         try:
-            self._check(driver.cuInit(0))
-            count = self._check(driver.cuDeviceGetCount())
+            self._call("cuInit", 0)
+            count = self._call("cuDeviceGetCount")
         # cuda-bindings raises its own errors when libcuda itself is missing.
         except Exception as error:
             raise CudaUnavailableError(f"no usable CUDA driver: {error}") from None
         if count == 0:
             raise CudaUnavailableError("no NVIDIA GPU found (cuDeviceGetCount is 0)")
-        device = self._check(driver.cuDeviceGet(0))
-        context = self._check(driver.cuDevicePrimaryCtxRetain(device))
-        self._check(driver.cuCtxSetCurrent(context))
-        attribute = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
-        self.multiprocessors = int(self._check(driver.cuDeviceGetAttribute(attribute, device)))
+        try:
+            device = self._call("cuDeviceGet", 0)
+            self._call("cuCtxSetCurrent", self._call("cuDevicePrimaryCtxRetain", device))
+            attribute = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+            self.multiprocessors = int(self._call("cuDeviceGetAttribute", attribute, device))
+        except CudaError as error:
+            raise CudaUnavailableError(f"cannot use the first GPU: {error}") from None
 
-    def _check(self, result: tuple[Any, ...]) -> Any:
-        error, *values = result
+    def _call(self, name: str, *arguments: Any) -> Any:
+        """The driver function `name`'s result (CudaError naming it and the error if it fails)."""
+        error, *values = getattr(self._driver, name)(*arguments)
         if error != self._driver.CUresult.CUDA_SUCCESS:
-            _, name = self._driver.cuGetErrorName(error)
-            raise CudaUnavailableError(f"CUDA driver error {name.decode()}")
+            _, error_name = self._driver.cuGetErrorName(error)
+            raise CudaError(f"{name}: CUDA driver error {error_name.decode()}")
         return values[0] if len(values) == 1 else tuple(values)
 
     def load(self, ptx: PtxModule) -> Any:
-        return self._check(self._driver.cuModuleLoadData(ptx.ptx.encode() + b"\0"))
+        return self._call("cuModuleLoadData", ptx.ptx.encode() + b"\0")
 
     def allocate(self, nbytes: int) -> int:
-        return int(self._check(self._driver.cuMemAlloc(max(nbytes, 1))))
+        return int(self._call("cuMemAlloc", max(nbytes, 1)))
 
     def free(self, pointer: int) -> None:
-        self._check(self._driver.cuMemFree(pointer))
+        self._call("cuMemFree", pointer)
 
     def copy_to_device(self, pointer: int, array: np.ndarray) -> None:
-        self._check(self._driver.cuMemcpyHtoD(pointer, data_pointer(array), array.nbytes))
+        self._call("cuMemcpyHtoD", pointer, data_pointer(array), array.nbytes)
 
     def copy_to_host(self, array: np.ndarray, pointer: int) -> None:
-        self._check(self._driver.cuMemcpyDtoH(data_pointer(array), pointer, array.nbytes))
+        self._call("cuMemcpyDtoH", data_pointer(array), pointer, array.nbytes)
 
     def launch(
         self, module: Any, entry: str, grid: int, block: int, arguments: Sequence[Any]
@@ -166,19 +175,17 @@ class CudaDriver:
         key = (int(module), entry)
         function = self._functions.get(key)
         if function is None:
-            function = self._check(self._driver.cuModuleGetFunction(module, entry.encode()))
+            function = self._call("cuModuleGetFunction", module, entry.encode())
             self._functions[key] = function
         pointers = (ctypes.c_void_p * len(arguments))(
             *(ctypes.addressof(argument) for argument in arguments)
         )
-        self._check(
-            self._driver.cuLaunchKernel(
-                function, grid, 1, 1, block, 1, 1, 0, 0, ctypes.addressof(pointers), 0
-            )
+        self._call(
+            "cuLaunchKernel", function, grid, 1, 1, block, 1, 1, 0, 0, ctypes.addressof(pointers), 0
         )
 
     def synchronize(self) -> None:
-        self._check(self._driver.cuCtxSynchronize())
+        self._call("cuCtxSynchronize")
 
 
 @functools.cache
