@@ -532,6 +532,7 @@ class _Result(Enum):
     CUDA_SUCCESS = 0
     CUDA_ERROR_OUT_OF_MEMORY = 2
     CUDA_ERROR_NO_DEVICE = 100
+    CUDA_ERROR_NO_BINARY_FOR_GPU = 209
 
 
 def _fake_driver(monkeypatch: pytest.MonkeyPatch, **functions: Any) -> None:
@@ -592,11 +593,15 @@ def test_a_failing_call_on_a_working_gpu_is_a_cuda_error_naming_the_call(
         CUdevice_attribute=types.SimpleNamespace(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT=16),
         cuDeviceGetAttribute=lambda attribute, device: (success, 132),
         cuMemAlloc=lambda nbytes: (_Result.CUDA_ERROR_OUT_OF_MEMORY, 0),
+        cuModuleLoadData=lambda image: (_Result.CUDA_ERROR_NO_BINARY_FOR_GPU, None),
     )
     driver = CudaDriver()
     assert driver.multiprocessors == 132
     with pytest.raises(xfuse.CudaError, match="cuMemAlloc: CUDA driver error CUDA_ERROR_OUT_OF_M"):
         driver.allocate(1 << 40)
+    # PTX this GPU cannot run (sm_90 on an A100) is the machine's limit, not a failure.
+    with pytest.raises(xfuse.CudaUnavailableError, match="cannot run PTX for sm_90 .* arch=.sm_80"):
+        driver.load(PtxModule("", "", ("main_kernel0",), "sm_90"))
 
 
 def test_the_gpu_validation_script_compiles_and_predicts_without_a_gpu(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ so a new process does not run the GPU lowering again. Calling a `CudaKernel` loa
 launches it through NVIDIA's `cuda-python` (`cuda.bindings.driver`; `pip install 'xfuse[cuda]'`),
 imported on the first call: without it, or without a GPU, the call raises `CudaUnavailableError`
 saying which; a driver call that fails on a working GPU (out of memory, a kernel fault) raises
-`CudaError` naming the call.
+`CudaError` naming the call (PTX the GPU or driver cannot load is `CudaUnavailableError`).
 
 Arguments are numpy arrays (copied to the device, results copied back into numpy arrays) or
 device arrays with `__cuda_array_interface__` (CuPy, PyTorch, Numba; JAX through DLPack into one
@@ -58,8 +58,8 @@ class CudaUnavailableError(RuntimeError):
 
 
 class CudaError(RuntimeError):
-    """A CUDA driver call failed on a working GPU: out of memory, PTX the driver cannot load, a
-    kernel fault (not `CudaUnavailableError`, which a caller may answer by using the CPU)."""
+    """A CUDA driver call failed on a GPU that runs the kernel's PTX: out of memory, a kernel
+    fault (not `CudaUnavailableError`, which a caller may answer by using the CPU)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,7 +155,14 @@ class CudaDriver:
         return values[0] if len(values) == 1 else tuple(values)
 
     def load(self, ptx: PtxModule) -> Any:
-        return self._call("cuModuleLoadData", ptx.ptx.encode() + b"\0")
+        try:
+            return self._call("cuModuleLoadData", ptx.ptx.encode() + b"\0")
+        except CudaError as error:
+            # A GPU older than the arch, or a driver older than the PTX ISA: not this machine's.
+            raise CudaUnavailableError(
+                f"this GPU or driver cannot run PTX for {ptx.arch} (PTX ISA 8.0: CUDA 12.0 "
+                f"drivers and newer; an A100 needs arch='sm_80'): {error}"
+            ) from None
 
     def allocate(self, nbytes: int) -> int:
         return int(self._call("cuMemAlloc", max(nbytes, 1)))
