@@ -293,6 +293,32 @@ def test_cache_info_and_clear(cache: Path, capsys: pytest.CaptureFixture[str], g
     assert (cache / "unrelated.txt").exists()
 
 
+def test_cache_info_and_clear_leave_files_they_did_not_write(
+    cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], gelu: Gelu
+) -> None:
+    """Only files named as `entry_path` names them, and temporary files, are the cache's: a
+    cache directory shared with other files (`XFUSE_CACHE_DIR=~/project`) loses none of them."""
+    xfuse.compile(gelu.source)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not ours")
+    foreign = {
+        "notes.xfuse": lambda path: path.write_text("not ours"),
+        "link.xfuse": lambda path: path.symlink_to(outside),
+        f"{'0' * 64}.xfuse.bak": lambda path: path.write_text("not ours"),
+        "sub.xfuse": Path.mkdir,
+        f"{'a' * 64}.xfuse": Path.mkdir,
+        ".xfuse-tmp-a-directory": Path.mkdir,
+    }
+    for name, make in foreign.items():
+        make(cache / name)
+    assert cli_main(["cache", "info", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["entries"] == 2
+    assert cli_main(["cache", "clear", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["removed"] == 2
+    assert sorted(path.name for path in cache.iterdir()) == sorted(foreign)
+    assert outside.read_text() == "not ours"
+
+
 def test_cache_clear_prints_json_when_asked(
     cache: Path, capsys: pytest.CaptureFixture[str], gelu: Gelu
 ) -> None:

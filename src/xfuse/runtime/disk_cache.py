@@ -214,10 +214,27 @@ class CacheInfo:
     """Entries this toolchain can use (the others are from another version or are damaged)."""
 
 
-def _entry_files(directory: Path) -> list[Path]:
-    if not directory.is_dir():
-        return []
-    return sorted(directory.glob(f"*{ENTRY_SUFFIX}"))
+def _own_files(directory: Path) -> tuple[list[Path], list[Path]]:
+    """The entries (named `<SHA-256 in hex>.xfuse`, as `entry_path` names them) and the leftover
+    temporary files (`TEMPORARY_PREFIX`) in `directory`: regular files only, so never a link, a
+    directory, or another program's file whose name merely ends in `.xfuse`."""
+    try:
+        with os.scandir(directory) as found:
+            files = [file for file in found if file.is_file(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return [], []
+    entries = [Path(file.path) for file in files if _is_entry_name(file.name)]
+    temporaries = [Path(file.path) for file in files if file.name.startswith(TEMPORARY_PREFIX)]
+    return sorted(entries), sorted(temporaries)
+
+
+def _is_entry_name(name: str) -> bool:
+    digest = name.removesuffix(ENTRY_SUFFIX)
+    return (
+        digest != name
+        and len(digest) == 2 * hashlib.sha256().digest_size
+        and all(character in "0123456789abcdef" for character in digest)
+    )
 
 
 def info() -> CacheInfo:
@@ -225,7 +242,7 @@ def info() -> CacheInfo:
     if directory is None:
         return CacheInfo(None, 0, 0, 0)
     entries = total_bytes = current = 0
-    for path in _entry_files(directory):
+    for path in _own_files(directory)[0]:
         try:
             data = path.read_bytes()
         except OSError:
@@ -239,11 +256,11 @@ def info() -> CacheInfo:
 def clear() -> tuple[int, int]:
     """Remove every entry and leftover temporary file (nothing else): (files, bytes) removed."""
     directory = cache_dir()
-    if directory is None or not directory.is_dir():
+    if directory is None:
         return 0, 0
-    files = [*_entry_files(directory), *directory.glob(f"{TEMPORARY_PREFIX}*")]
+    entries, temporaries = _own_files(directory)
     removed = freed = 0
-    for path in files:
+    for path in [*entries, *temporaries]:
         try:
             size = path.stat().st_size
             path.unlink()
