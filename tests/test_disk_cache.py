@@ -210,6 +210,38 @@ def test_the_default_cache_dir_is_platformdirs_one(
     assert disk_cache.cache_dir() == Path(platformdirs.user_cache_dir("xfuse"))
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the XDG rule is Linux's")
+@pytest.mark.parametrize("home", [None, "relative/home"])
+def test_no_home_directory_turns_the_cache_off_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, gelu: Gelu, home: str | None
+) -> None:
+    """With HOME unset and no password database entry (a container's arbitrary user id), or a
+    relative HOME, `~/.cache` names no place: the cache is not made relative to the working
+    directory (a directory named `~` there), it is off, and says so once."""
+    import pwd
+
+    def no_entry(uid: int) -> pwd.struct_passwd:
+        raise KeyError(uid)
+
+    for name in ("XFUSE_CACHE_DIR", "XFUSE_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    if home is None:
+        monkeypatch.delenv("HOME", raising=False)
+        monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    else:
+        monkeypatch.setenv("HOME", home)
+    monkeypatch.chdir(tmp_path)
+    cache_files.warn_no_home.cache_clear()
+    xfuse.clear_cache()
+    with pytest.warns(RuntimeWarning, match="no home directory for the compile cache") as warned:
+        kernel = xfuse.compile(gelu.source)
+    assert len(warned) == 1
+    np.testing.assert_allclose(kernel(**inputs()), gelu.reference(**inputs()), atol=1e-6)
+    assert list(tmp_path.iterdir()) == []
+    assert cli_main(["cache", "info"]) == 0
+    assert capsys.readouterr().out == "the compile cache is off (no home directory for it)\n"
+
+
 def test_finding_the_default_cache_dir_imports_no_platformdirs(tmp_path: Path) -> None:
     """platformdirs' import costs more than a whole cache hit (~6 ms)."""
     environment = {k: v for k, v in os.environ.items() if k != "XFUSE_CACHE_DIR"}

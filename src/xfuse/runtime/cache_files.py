@@ -30,8 +30,9 @@ TEMPORARY_PREFIX = ".xfuse-tmp-"
 
 
 def cache_dir() -> Path | None:
-    """The cache directory, or None when `XFUSE_CACHE=0` turns the cache off."""
-    if os.environ.get("XFUSE_CACHE", "1").strip() == "0":
+    """The cache directory, or None when `XFUSE_CACHE=0` turns the cache off or, with no
+    `XFUSE_CACHE_DIR`, there is no home directory for the default one (`warn_no_home`)."""
+    if cache_turned_off():
         return None
     configured = os.environ.get("XFUSE_CACHE_DIR")
     if configured:
@@ -40,10 +41,31 @@ def cache_dir() -> Path | None:
         base = os.environ.get("XDG_CACHE_HOME", "")
         if not os.path.isabs(base):
             base = os.path.expanduser("~/.cache")
+        if not os.path.isabs(base):
+            # HOME unset (and this user not in the password database) or relative: a relative
+            # directory would put the cache wherever the process happens to run.
+            warn_no_home(base)
+            return None
         return Path(base, "xfuse")
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("xfuse"))
+
+
+def cache_turned_off() -> bool:
+    """Whether `XFUSE_CACHE=0` turns the cache off."""
+    return os.environ.get("XFUSE_CACHE", "1").strip() == "0"
+
+
+@functools.cache
+def warn_no_home(base: str) -> None:
+    """Warns once that the default cache directory has no home (the caller goes on without it)."""
+    warnings.warn(
+        f"xfuse: no home directory for the compile cache (HOME gives '{base}'); set "
+        "XFUSE_CACHE_DIR to a writable directory or XFUSE_CACHE=0",
+        RuntimeWarning,
+        stacklevel=4,  # past cache_dir and the cache user (disk_cache.load)
+    )
 
 
 def entry_path(directory: Path, digest: str) -> Path:

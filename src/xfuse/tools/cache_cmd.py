@@ -31,7 +31,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from xfuse.runtime import disk_cache
+    from xfuse.runtime import cache_files, disk_cache
+
+    off = "XFUSE_CACHE=0" if cache_files.cache_turned_off() else "no home directory for it"
 
     if args.action == "clear":
         removed, freed = disk_cache.clear()
@@ -40,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
             fields = {"directory": directory and str(directory), "removed": removed}
             print(json.dumps({**fields, "bytes": freed}))
             return 0
-        where = directory or "(the cache is off: XFUSE_CACHE=0)"
+        where = directory or f"(the cache is off: {off})"
         print(f"removed {removed} file(s), {freed:,} bytes, from {where}")
         return 0
     info = disk_cache.info()
@@ -48,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({**info.__dict__, "directory": info.directory and str(info.directory)}))
         return 0
     if info.directory is None:
-        print("the compile cache is off (XFUSE_CACHE=0)")
+        print(f"the compile cache is off ({off})")
         return 0
     print(f"directory: {info.directory}")
     print(f"entries:   {info.entries} ({info.total_bytes:,} bytes)")
