@@ -6,6 +6,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -505,6 +506,16 @@ BOUND_CALLS_USER = textwrap.dedent(
     print(len(compiled))
     """
 )
+
+
+def test_the_bound_calls_symbols_are_every_declared_function_and_variable() -> None:
+    """What MCJIT is told the addresses of: each function `BOUND_CALL_IR` declares (not LLVM's
+    intrinsics) and each external variable, read here with regular expressions."""
+    functions = re.findall(r"^declare [^@\n]*@([\w.]+)\(", kernel.BOUND_CALL_IR, re.MULTILINE)
+    variables = re.findall(r"^@(\w+) = external global ", kernel.BOUND_CALL_IR, re.MULTILINE)
+    expected = [name for name in functions if not name.startswith("llvm.")] + variables
+    assert "PyEval_SaveThread" in expected and "_Py_NoneStruct" in expected
+    assert kernel._bound_call_symbols() == expected
 
 
 def bound_calls_compiled_by_a_new_process(cache: Path, source: str) -> int:
