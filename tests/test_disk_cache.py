@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -350,6 +351,25 @@ def test_cache_info_and_clear_leave_files_they_did_not_write(
     assert json.loads(capsys.readouterr().out)["removed"] == 2
     assert sorted(path.name for path in cache.iterdir()) == sorted(foreign)
     assert outside.read_text() == "not ours"
+
+
+def test_a_clear_while_an_entry_is_written_is_no_error(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu
+) -> None:
+    """`xfuse cache clear` in another process removes the temporary file of an entry being
+    written: the writer drops the entry, without warning that the directory is unwritable."""
+    rename = os.replace
+
+    def clear_first(source: str, destination: Path) -> None:
+        disk_cache.clear()
+        rename(source, destination)
+
+    monkeypatch.setattr(cache_files.os, "replace", clear_first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kernel = xfuse.compile(gelu.source)
+    np.testing.assert_allclose(kernel(**inputs()), gelu.reference(**inputs()), atol=1e-6)
+    assert list(cache.iterdir()) == []
 
 
 def test_cache_clear_prints_json_when_asked(

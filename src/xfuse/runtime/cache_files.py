@@ -174,7 +174,8 @@ def warn_unwritable(directory: Path, reason: str) -> None:
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to a temporary file next to `path`, then rename it over `path`."""
+    """Write `data` to a temporary file next to `path`, then rename it over `path` (unless a
+    concurrent `clear` removed the temporary file first)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=TEMPORARY_PREFIX)
     try:
@@ -183,6 +184,10 @@ def write_atomically(path: Path, data: bytes) -> None:
         with os.fdopen(descriptor, "wb") as file:
             file.write(data)
         os.replace(temporary, path)
+    except FileNotFoundError:
+        # The temporary file is gone: another process's `clear` emptied the cache meanwhile,
+        # and this entry goes with the others (not a directory to warn about).
+        Path(temporary).unlink(missing_ok=True)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
