@@ -119,6 +119,31 @@ def test_a_damaged_entry_is_recompiled_and_replaced(
     assert len(lowerings) == 2  # the replaced entries hit
 
 
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero"])
+def test_an_entry_that_is_no_regular_file_is_recompiled_and_replaced(
+    cache: Path, gelu: Gelu, kind: str
+) -> None:
+    """A FIFO (whose opening waited for a writer) or a device (whose reading never ended) where
+    an entry should be, the call glue's included, is a miss: a new process compiles."""
+    compile_in_a_new_process = [
+        sys.executable,
+        "-c",
+        f"import xfuse; xfuse.compile({gelu.source!r})",
+    ]
+    subprocess.run(compile_in_a_new_process, check=True, timeout=120)
+    written = entries(cache)
+    assert len(written) == 3  # the program's two and the glue's
+    for path in written:
+        path.unlink()
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero")
+    subprocess.run(compile_in_a_new_process, check=True, timeout=120)
+    assert all(path.is_file() and not path.is_symlink() for path in written)
+    assert all(disk_cache.decode(path.read_bytes(), path.stem) for path in written)
+
+
 def test_an_entry_of_another_toolchain_is_recompiled_and_replaced(
     cache: Path, lowerings: list[str], monkeypatch: pytest.MonkeyPatch, gelu: Gelu
 ) -> None:

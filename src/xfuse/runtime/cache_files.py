@@ -11,6 +11,7 @@ import hashlib
 import importlib.util
 import os
 import pickle
+import stat
 import sys
 import tempfile
 import warnings
@@ -194,9 +195,14 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 
 def read_entry(path: Path, digest: str, toolchain: str) -> dict[str, Any] | None:
-    """The fields sealed in the entry at `path` (`unseal`); None where it cannot be read."""
+    """The fields sealed in the entry at `path` (`unseal`); None where it cannot be read or is
+    not a regular file (reading a FIFO there waited forever, a link to /dev/zero never ended)."""
     try:
-        data = path.read_bytes()
+        # Opening a FIFO without O_NONBLOCK waits for a writer; a regular file ignores it.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return None
+            data = file.read()
     except OSError:
         return None
     return unseal(data, digest, toolchain)

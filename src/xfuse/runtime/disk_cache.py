@@ -24,9 +24,10 @@ Where: `XFUSE_CACHE_DIR`, else the platform's user cache dir (`platformdirs`, e.
 Safe to share between processes and to lose: an entry is written to a temporary file in the same
 directory and renamed over the old one (readers see the old entry or the new one, never half of
 one), and carries a SHA-256 of its contents. A missing, truncated, corrupt or foreign-toolchain
-entry is a miss: the program is compiled and the entry replaced. An entry from another toolchain
-has the same file name, so an upgrade replaces entries instead of piling them up. Two processes
-compiling the same program at once both compile it and both write it; the last rename wins.
+entry, or one that is no regular file, is a miss: the program is compiled and the entry replaced.
+An entry from another toolchain has the same file name, so an upgrade replaces entries instead
+of piling them up. Two processes compiling the same program at once both compile it and both
+write it; the last rename wins.
 """
 
 from __future__ import annotations
