@@ -412,6 +412,27 @@ def test_a_kernel_with_f64_work_is_priced_at_the_f64_peak() -> None:
         assert kernel.compute_time_s == pytest.approx(kernel.flops / h100.fp64_cuda_core_peak)
 
 
+def test_each_op_is_priced_at_the_peak_of_the_precision_it_computes_in() -> None:
+    """The peak followed the tensors a kernel touched, not its ops: `f32(f64(x) * f64(x))` of an
+    f32 `x` multiplies in f64 but was priced fused at the f32 peak (unfused, at the f64 one);
+    `f32(a) + 1` of an f64 `a` adds in f32 but was priced fused at the f64 peak."""
+    options = CostOptions(shape=(1 << 20,))
+    h100 = options.hardware
+    for source, peak in (
+        ("input f32 x; out = f32(f64(x) * f64(x));", h100.fp64_cuda_core_peak),
+        ("input f64 a; out = f32(a) + 1;", h100.fp32_cuda_core_peak),
+    ):
+        program = cost_program(source, options)
+        for cost in (program.fused, program.unfused):
+            assert cost.totals.flops == 1 << 20
+            assert cost.totals.compute_time_s == pytest.approx((1 << 20) / peak)
+    mixed = cost_program("input f64 a; out = f32(a * a) + 1;", options).fused.kernels[0]
+    assert (mixed.flops, mixed.f64_flops) == (2 << 20, 1 << 20)
+    assert mixed.compute_time_s == pytest.approx(
+        (1 << 20) / h100.fp64_cuda_core_peak + (1 << 20) / h100.fp32_cuda_core_peak
+    )
+
+
 def test_static_shapes_must_broadcast_to_the_problem_shape() -> None:
     declared = "input x[t, d], b[14336]; out = x + b;"
     assert cost_program(declared, CostOptions(shape=(8, 14336))).fused.kernels

@@ -10,7 +10,8 @@ The model, per kernel (tensor form or buffer form alike):
   of its iteration space.
 - time = max(bytes / bandwidth, FLOPs / peak) + launch overhead; the larger term names the bound
   ("memory" or "compute"; "launch" when the overhead exceeds both). The peak is the CUDA-core one
-  (`Device.elementwise_peak`, see `hardware`).
+  (`Device.elementwise_peak`, see `hardware`), per op: an op on f64 operands (or every op, where
+  `CostOptions.dtype` prices the tensors as f64) runs at the FP64 peak, any other at the FP32 one.
 
 Cache-aware option (`l2=True`): kernels run in program order against an LRU model of L2 holding
 `Device.l2_bytes`. A read of a tensor that an earlier kernel wrote or read, and that has not been
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, Float64Type, MemRefType, ModuleOp, TensorType
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, Device, device
@@ -165,6 +166,8 @@ class KernelCost:
     writes: tuple[TensorAccess, ...]
     flops_per_element: int
     flops: int
+    f64_flops: int
+    """Of `flops`, those computed in f64 (at the FP64 peak)."""
     read_bytes: int
     write_bytes: int
     bytes: int
@@ -295,9 +298,12 @@ def _is_constant(value: SSAValue) -> bool:
     return isinstance(owner, Operation) and owner.name in ("ew.constant", "arith.constant")
 
 
-def _flops_per_element(kernel: ew.KernelOp) -> tuple[tuple[str, ...], int]:
+def _flops_per_element(kernel: ew.KernelOp, all_f64: bool) -> tuple[tuple[str, ...], int, int]:
+    """The region's arithmetic ops by name, its FLOPs per element and how many of them are f64:
+    those of ops on f64 operands (`f32(f64(x) * f64(x))` of an f32 `x` multiplies in f64,
+    `f32(x) + 1` of an f64 `x` adds in f32), or all where `all_f64`."""
     ops: list[str] = []
-    total = 0
+    total = f64 = 0
     for op in kernel.block.ops:
         if op.name in FREE_SCALAR_OPS:
             continue
@@ -305,7 +311,9 @@ def _flops_per_element(kernel: ew.KernelOp) -> tuple[tuple[str, ...], int]:
             raise CostModelError(f"no FLOP count for '{op.name}' in an ew.kernel region", op)
         ops.append(op.name.split(".", 1)[1])
         total += FLOPS_PER_SCALAR_OP[op.name]
-    return tuple(ops), total
+        if all_f64 or isinstance(op.operands[0].type, Float64Type):
+            f64 += FLOPS_PER_SCALAR_OP[op.name]
+    return tuple(ops), total, f64
 
 
 def _unique(values: Iterable[SSAValue]) -> list[SSAValue]:
@@ -327,26 +335,22 @@ class _L2:
             self.resident.popitem(last=False)
 
 
-def _compute_dtype(accesses: Sequence[TensorAccess]) -> str:
-    """The dtype whose peak bounds a kernel's FLOPs: float64 where it reads or writes an f64
-    tensor (its ops on them compute in f64: `out = f32(x * x)` of an f64 `x`), else what it
-    writes (f16/bf16/f32 all compute in f32, `Device.elementwise_peak`)."""
-    if any(access.dtype == "float64" for access in accesses):
-        return "float64"
-    return accesses[-1].dtype
-
-
-def _time(
-    read_bytes: int, l2_bytes: int, write_bytes: int, flops: int, options: CostOptions, dtype: str
-) -> tuple[float, float, float]:
-    """(memory, compute, launch) seconds of one kernel."""
+def _memory_time(read_bytes: int, l2_bytes: int, write_bytes: int, options: CostOptions) -> float:
+    """Seconds one kernel's traffic takes."""
     hw = options.hardware
     moved = read_bytes + write_bytes
-    hbm = moved - l2_bytes
-    memory = hbm / hw.hbm_bandwidth
+    memory = (moved - l2_bytes) / hw.hbm_bandwidth
     if options.l2:
         memory = max(memory, moved / hw.l2_bandwidth)
-    return memory, flops / hw.elementwise_peak(dtype), options.launch_us * 1e-6
+    return memory
+
+
+def _compute_time(flops: int, f64_flops: int, hw: Device) -> float:
+    """Seconds one kernel's FLOPs take: the f64 ones at the FP64 peak, the others at the FP32 one
+    (f16/bf16/f32 all compute in f32, `Device.elementwise_peak`)."""
+    return (flops - f64_flops) / hw.elementwise_peak("float32") + f64_flops / hw.elementwise_peak(
+        "float64"
+    )
 
 
 def _bound(memory: float, compute: float, launch: float) -> str:
@@ -414,14 +418,18 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
         writes = tuple(access(v) for v in write_values)
         accessed = zip((*read_values, *write_values), (*reads, *writes), strict=True)
         l2.touch([(v, a.bytes) for v, a in accessed])
-        ops, flops_per_element = _flops_per_element(kernel)
+        ops, flops_per_element, f64_per_element = _flops_per_element(
+            kernel, options.dtype == "float64"
+        )
         elements = math.prod(ew.bind_shape(kernel.destinations()[0].type, problem))
         read_bytes = sum(a.bytes for a in reads)
         write_bytes = sum(a.bytes for a in writes)
         l2_bytes = sum(a.bytes for a in reads if a.from_l2)
         flops = flops_per_element * elements
-        dtype = _compute_dtype((*reads, *writes))
-        memory, compute, launch = _time(read_bytes, l2_bytes, write_bytes, flops, options, dtype)
+        f64_flops = f64_per_element * elements
+        memory = _memory_time(read_bytes, l2_bytes, write_bytes, options)
+        compute = _compute_time(flops, f64_flops, options.hardware)
+        launch = options.launch_us * 1e-6
         moved = read_bytes + write_bytes
         costs.append(
             KernelCost(
@@ -432,6 +440,7 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
                 writes=writes,
                 flops_per_element=flops_per_element,
                 flops=flops,
+                f64_flops=f64_flops,
                 read_bytes=read_bytes,
                 write_bytes=write_bytes,
                 bytes=moved,
@@ -508,13 +517,11 @@ def epilogue_what_if(cost: FunctionCost, input_name: str) -> EpilogueWhatIf:
     (kernel,) = readers
     (read,) = [a for a in kernel.reads if a.name == input_name]
     left = [a for a in kernel.reads if a.name != input_name]
-    memory, compute, _ = _time(
+    memory = _memory_time(
         sum(a.bytes for a in left),
         sum(a.bytes for a in left if a.from_l2),
         kernel.write_bytes,
-        kernel.flops,
         cost.options,
-        _compute_dtype((*kernel.reads, *kernel.writes)),
     )
     totals = cost.totals
     return EpilogueWhatIf(
@@ -524,6 +531,6 @@ def epilogue_what_if(cost: FunctionCost, input_name: str) -> EpilogueWhatIf:
         separate_bytes=totals.bytes + read.bytes,
         epilogue_bytes=totals.bytes - read.bytes,
         separate_time_s=totals.time_s + read.bytes / cost.options.hardware.hbm_bandwidth,
-        epilogue_time_s=totals.time_s - kernel.time_s + max(memory, compute),
+        epilogue_time_s=totals.time_s - kernel.time_s + max(memory, kernel.compute_time_s),
         launches_saved=1,
     )
