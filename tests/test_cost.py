@@ -525,6 +525,30 @@ def test_roofline_merges_identical_kernels_and_labels_every_roof() -> None:
     import_pyplot().close(figure)
 
 
+@pytest.mark.parametrize(
+    ("source", "note"),
+    [
+        ("y = exp(x); output x, y;", "(2 kernels without FLOPs not shown)"),  # a copy of x
+        ("out = 2 * 3;", "(2 kernels without FLOPs not shown)"),  # a constant: no point at all
+        ("out = x + 1;", "less traffic fused"),
+    ],
+)
+def test_roofline_leaves_out_kernels_without_flops(source: str, note: str) -> None:
+    """A kernel of no FLOPs (a copy, a constant) sits at 0 FLOP/B, where a log axis has no place:
+    the plot failed ("Geometric sequence cannot include zero")."""
+    pytest.importorskip("matplotlib")
+    from xfuse.tools.cli import import_pyplot
+    from xfuse.tools.roofline import roofline_figure
+
+    figure = roofline_figure(cost_program(source, CostOptions(shape=(1024,))))
+    (axes,) = figure.axes
+    assert axes.get_title().endswith(note)
+    for line in axes.get_lines():
+        if line.get_label() in ("unfused", "fused"):
+            assert all(x > 0 for x in line.get_xdata()) and all(y > 0 for y in line.get_ydata())
+    import_pyplot().close(figure)
+
+
 def test_plot_without_matplotlib_is_a_clear_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -38,17 +38,14 @@ class KernelPoint:
 def kernel_points(cost: FunctionCost) -> list[KernelPoint]:
     """The kernels merged by spot (same intensity and attained FLOP/s to 6 digits), in order of
     first appearance: eleven unfused one-op kernels of two kinds are two points, not eleven
-    labels printed over each other."""
+    labels printed over each other. Kernels without FLOPs (copies, conversions) are left out:
+    at 0 FLOP/B a log-log plot has no place for them."""
     spots: dict[tuple[str, str], list[KernelCost]] = {}
-    for kernel in cost.kernels:
-        attained = kernel.flops / kernel.time_s if kernel.time_s else 0.0
+    for kernel in (k for k in cost.kernels if k.flops):
+        attained = kernel.flops / kernel.time_s
         spots.setdefault((f"{kernel.intensity:.6g}", f"{attained:.6g}"), []).append(kernel)
     return [
-        KernelPoint(
-            kernels[0].intensity,
-            kernels[0].flops / kernels[0].time_s if kernels[0].time_s else 0.0,
-            tuple(kernels),
-        )
+        KernelPoint(kernels[0].intensity, kernels[0].flops / kernels[0].time_s, tuple(kernels))
         for kernels in spots.values()
     ]
 
@@ -64,7 +61,10 @@ def roofline_figure(program: ProgramCost) -> Figure:
     hw = program.fused.options.hardware
     dtype = next((k.writes[0].dtype for k in program.fused.kernels), "float32")
     peak = hw.elementwise_peak(dtype)
-    points = [k.intensity for c in (program.fused, program.unfused) for k in c.kernels]
+    kinds = ((program.unfused, "o", "unfused"), (program.fused, "*", "fused"))
+    spots = [kernel_points(cost) for cost, _, _ in kinds]
+    points = [p.intensity for spot in spots for p in spot]
+    no_flops = sum(not k.flops for cost, _, _ in kinds for k in cost.kernels)
     low = min([*points, hw.ridge_point(dtype)]) / 4
     high = max([*points, hw.tensor_core_ridge_point]) * 4
     intensity = np.geomspace(low, high, 200)
@@ -81,15 +81,15 @@ def roofline_figure(program: ProgramCost) -> Figure:
         axes.loglog(
             intensity, np.minimum(peak, intensity * hw.l2_bandwidth), "k--", label="L2 roof"
         )
-    kinds = ((program.unfused, "o", "unfused"), (program.fused, "*", "fused"))
-    for cost, marker, label in kinds:
-        _plot_kernels(axes, kernel_points(cost), marker, label)
+    for (_, marker, label), spot in zip(kinds, spots, strict=True):
+        _plot_kernels(axes, spot, marker, label)
     axes.set_xlabel("arithmetic intensity (FLOP/byte)")
     axes.set_ylabel("attained FLOP/s (launch overhead included)")
     axes.set_title(
         f"{hw.description}\n@{program.fused.function}: {format_shape(program.fused.options.shape)} "
         f"{dtype}, "
-        f"{program.comparison.traffic_ratio:.1f}x less traffic fused",
+        f"{program.comparison.traffic_ratio:.1f}x less traffic fused"
+        + (f" ({no_flops} kernel{'s' * (no_flops > 1)} without FLOPs not shown)" * (no_flops > 0)),
         fontsize=10,
     )
     axes.grid(True, which="both", alpha=0.3)
@@ -97,10 +97,10 @@ def roofline_figure(program: ProgramCost) -> Figure:
     axes.set_xlim(low, high)
     figure.tight_layout()
     # Labels after the layout, which fixes where everything lands on screen.
-    _label_points(axes, [p for cost, _, _ in kinds for p in kernel_points(cost)])
+    _label_points(axes, [p for spot in spots for p in spot])
     # Where no kernel is, along the memory roofs.
     candidates = np.geomspace(low * 1.2, hw.ridge_point(dtype) / 4, 50)
-    clear = max(candidates, key=lambda x: min(abs(np.log(x / p)) for p in points))
+    clear = max(candidates, key=lambda x: min((abs(np.log(x / p)) for p in points), default=0))
     _label_roof(axes, clear, hw.hbm_bandwidth, f"HBM {hw.hbm_bandwidth / 1e12:.2f} TB/s")
     if program.fused.options.l2:
         _label_roof(axes, clear, hw.l2_bandwidth, f"L2 {hw.l2_bandwidth / 1e12:.1f} TB/s")
