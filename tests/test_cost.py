@@ -570,6 +570,15 @@ def test_plot_without_matplotlib_is_a_clear_error(
             "--input-shape: input 'b' of shape [7] does not broadcast to the problem shape "
             "4096x14336: its dim 0 is 7, the problem's 14336",
         ),
+        (
+            ["cost", str(GELU), "--input-shape", "x=t,d,e"],
+            "--input-shape: shape 4096x14336 has 2 dims but the function has rank-3 tensors "
+            "(input 'x')",
+        ),
+        (
+            ["cost", str(INPUTS / "rank3.ew"), "--shape", "4096"],
+            "--shape: shape 4096 has 1 dims but the function has rank-3 tensors (input 'x')",
+        ),
         (["cost", str(GELU), "--input-shape", "b=0"], "bad --input-shape 'b=0': each dim is a"),
         (["cost", str(GELU), "--input-shape", "b=-5"], "bad --input-shape 'b=-5': each dim"),
         (["cost", str(GELU), "--input-shape", "b=²"], "bad --input-shape 'b=²': each dim"),

@@ -90,7 +90,8 @@ class CostModelError(Exception):
 
 
 class ShapeMismatchError(CostModelError):
-    """An input's static shape does not broadcast to the problem shape; names the input."""
+    """An input's static shape does not broadcast to the problem shape, or its rank exceeds the
+    shape's; names the input."""
 
     def __init__(self, message: str, input_name: str, op: Operation | None = None):
         self.input_name = input_name
@@ -279,14 +280,23 @@ class _Names:
         return self.names[value]
 
 
-def _problem_shape(shape: tuple[int, ...], rank: int, where: Operation) -> tuple[int, ...]:
+def _problem_shape(
+    shape: tuple[int, ...], rank: int, function: func.FuncOp, names: _Names
+) -> tuple[int, ...]:
     """The shape folded (leading dims multiplied) to the function's largest tensor rank."""
     if len(shape) < rank:
-        raise CostModelError(
+        message = (
             f"shape {format_shape(shape)} has {len(shape)} dims but the function has "
-            f"rank-{rank} tensors",
-            where,
+            f"rank-{rank} tensors"
         )
+        widest = [
+            names(a)
+            for a in function.args
+            if isinstance(a.type, TensorType | MemRefType) and len(ew.shape_of(a.type)) == rank
+        ]
+        if widest:  # named, so that a caller can tell which option gave it that rank
+            raise ShapeMismatchError(f"{message} (input '{widest[0]}')", widest[0], function)
+        raise CostModelError(message, function)
     if rank == 0:
         return ()
     folded = math.prod(shape[: len(shape) - rank + 1])
@@ -397,8 +407,8 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
         for v in (*function.args, *(v for k in kernels for v in (*k.inputs, *k.destinations())))
         if isinstance(v.type, TensorType | MemRefType)
     ]
-    problem = _problem_shape(options.shape, max(ranks, default=0), function)
     names = _Names()
+    problem = _problem_shape(options.shape, max(ranks, default=0), function, names)
     for argument in function.args:
         name = names(argument)
         if isinstance(argument.type, TensorType | MemRefType):
