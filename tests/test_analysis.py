@@ -109,3 +109,25 @@ def test_render_statistics() -> None:
     assert report["kernels"] == 1
     text = render_statistics([report])
     assert "'ew-fuse'" in text and "(kernels) 1 : kernels formed" in text
+
+
+def test_plan_bytes_fold_the_problem_shape_to_the_programs_rank(gelu: Gelu) -> None:
+    """The lecture priced the plan at a flattened (n,) problem, and `[t, d]` temporaries bound
+    their two dims from one size by a wrapped-around index: examples/gelu-llm.ew's 13
+    temporaries came to 89.6 PB (n x n each), not 13 x 117 MB."""
+    shape, n = (4096, 14336), 4096 * 14336
+    declared = parse_program(
+        "input bf16 x[t, d]; input f32 b[d]; h = x + b; y = tanh(h) * h; out = bf16(y);"
+    ).body.block.first_op
+    assert isinstance(declared, func.FuncOp)
+    plan = plan_memory(declared)
+    assert plan.naive_count == 4  # x as f32, h, tanh(h), y: all [t, d] f32
+    assert plan.naive_bytes(shape) == 4 * 4 * n
+    assert plan.naive_bytes(shape, "bfloat16") == 4 * 2 * n
+    flat = plan_memory(gelu_function(gelu.source))  # `[?]` tensors: the shape folds to (n,)
+    assert flat.naive_bytes(shape) == flat.naive_bytes((n,)) == 10 * 4 * n
+    with pytest.raises(ValueError, match="a problem of 1 dims for rank-2 tensors"):
+        plan.naive_bytes((n,))
+    (x, _) = declared.body.block.args
+    with pytest.raises(ValueError, match="a rank-2 type in a problem of 1 dims"):
+        value_bytes(x.type, (n,))

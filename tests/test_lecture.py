@@ -191,6 +191,17 @@ def test_demos_1_to_3_say_what_the_program_is(program: tuple[str, lecture.Progra
     assert expected[name] in text
 
 
+def test_memory_plan_of_a_two_dimensional_program() -> None:
+    """The plan was priced at a flattened (n,) problem: the `[t, d]` temporaries of
+    examples/gelu-llm.ew each came to n x n elements (6.9 PB), not one 4096 x 14336 tensor."""
+    source = (ROOT / "examples" / "gelu-llm.ew").read_text()
+    plan = lecture.demo_memory_plan(lecture.load_program(source, "gelu-llm.ew"))
+    tensor = 4096 * 14336 * 2  # bf16, as the lecture prices every buffer
+    assert plan.buffer_bytes == tensor
+    assert plan.naive_bytes == plan.naive_buffers * tensor
+    assert plan.planned_bytes == plan.planned_buffers * tensor
+
+
 def _scenario(jitter: float, *best: float) -> dict[str, tuple[float, ...]]:
     """Five round medians per variant (in `VARIANTS` order): its best time first, the others up
     to `jitter` (relative) slower."""

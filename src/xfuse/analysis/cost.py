@@ -297,10 +297,7 @@ def _problem_shape(
         if widest:  # named, so that a caller can tell which option gave it that rank
             raise ShapeMismatchError(f"{message} (input '{widest[0]}')", widest[0], function)
         raise CostModelError(message, function)
-    if rank == 0:
-        return ()
-    folded = math.prod(shape[: len(shape) - rank + 1])
-    return (folded, *shape[len(shape) - rank + 1 :])
+    return ew.fold_shape(shape, rank)
 
 
 def _is_constant(value: SSAValue) -> bool:

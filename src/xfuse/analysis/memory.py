@@ -161,19 +161,32 @@ class MemoryPlan:
     def planned_count(self) -> int:
         return len(self.buffers)
 
+    def _problem(self, shape: Sequence[int]) -> tuple[int, ...]:
+        """`shape` folded to the function's largest tensor rank, as the cost model folds it: a
+        4096x14336 problem over flat `[?]` tensors, and over `[t, d]` ones, alike."""
+        rank = max(
+            (len(ew.shape_of(v)) for s in self.liveness.steps for v in (*s.reads, *s.writes)),
+            default=0,
+        )
+        return ew.fold_shape(shape, rank)
+
     def planned_bytes(self, shape: Sequence[int], dtype: Any = None) -> int:
-        """Bytes of the plan's buffers (`?` dims from `shape`; element type or `dtype`)."""
-        return sum(value_bytes(b.type, shape, dtype) for b in self.buffers)
+        """Bytes of the plan's buffers (`?` dims from `shape`, see `_problem`; element type or
+        `dtype`)."""
+        problem = self._problem(shape)
+        return sum(value_bytes(b.type, problem, dtype) for b in self.buffers)
 
     def naive_bytes(self, shape: Sequence[int], dtype: Any = None) -> int:
-        return sum(value_bytes(v.type, shape, dtype) for v in self.liveness.temporaries)
+        problem = self._problem(shape)
+        return sum(value_bytes(v.type, problem, dtype) for v in self.liveness.temporaries)
 
     def peak_live_bytes(self, shape: Sequence[int], dtype: Any = None) -> int:
         """Most temporary bytes allocated at once (inputs and outputs are the caller's)."""
+        problem = self._problem(shape)
         return max(
             (
                 sum(
-                    value_bytes(b.type, shape, dtype)
+                    value_bytes(b.type, problem, dtype)
                     for b in self.buffers
                     if b.first_step <= step <= b.last_step
                 )

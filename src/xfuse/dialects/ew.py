@@ -210,10 +210,23 @@ def shape_of(typed: Attribute | SSAValue) -> tuple[int, ...]:
 
 
 def bind_shape(typed: Attribute | SSAValue, sizes: Sequence[int]) -> tuple[int, ...]:
-    """The run-time sizes of a type in a problem of shape `sizes`: `?` dims bound right-aligned."""
+    """The run-time sizes of a type in a problem of shape `sizes`: `?` dims bound right-aligned.
+    ValueError where `sizes` has fewer dims than the type (see `fold_shape`)."""
     dims = shape_of(typed)
     offset = len(sizes) - len(dims)
+    if offset < 0:  # a negative index would wrap around: a rank-2 [?, ?] of (n,) would be n x n
+        raise ValueError(f"a rank-{len(dims)} type in a problem of {len(sizes)} dims")
     return tuple(sizes[offset + i] if d == DYNAMIC_INDEX else d for i, d in enumerate(dims))
+
+
+def fold_shape(sizes: Sequence[int], rank: int) -> tuple[int, ...]:
+    """`sizes` with its leading dims multiplied into one, down to `rank` dims: the problem shape
+    4096x14336 over rank-1 tensors is 58,720,256 elements. ValueError where it has fewer dims."""
+    if len(sizes) < rank:
+        raise ValueError(f"a problem of {len(sizes)} dims for rank-{rank} tensors")
+    if rank == 0:
+        return ()
+    return (math.prod(sizes[: len(sizes) - rank + 1]), *sizes[len(sizes) - rank + 1 :])
 
 
 @lru_cache(maxsize=1024)

@@ -418,7 +418,6 @@ class PlanDemo:
 def demo_memory_plan(program: Program) -> PlanDemo:
     function = program.function
     plan = plan_memory(function, reuse=True)
-    shape = (GPU_SHAPE[0] * GPU_SHAPE[1],)
     fused = apply_pipeline(program.optimized, "ew-fuse")
     fused_function = only_function(fused)
     rows = tuple(
@@ -430,14 +429,14 @@ def demo_memory_plan(program: Program) -> PlanDemo:
         )
         for value in plan.liveness.temporaries
     )
-    naive_bytes = plan.naive_bytes(shape, GPU_DTYPE)
+    naive_bytes = plan.naive_bytes(GPU_SHAPE, GPU_DTYPE)
     demo = PlanDemo(
         rows=rows,
         naive_buffers=plan.naive_count,
         planned_buffers=plan.planned_count,
         naive_bytes=naive_bytes,
-        planned_bytes=plan.planned_bytes(shape, GPU_DTYPE),
-        peak_live_bytes=plan.peak_live_bytes(shape, GPU_DTYPE),
+        planned_bytes=plan.planned_bytes(GPU_SHAPE, GPU_DTYPE),
+        peak_live_bytes=plan.peak_live_bytes(GPU_SHAPE, GPU_DTYPE),
         buffer_bytes=naive_bytes // plan.naive_count if plan.naive_count else 0,
         max_live=_most_alive_between_ops(plan.liveness),
         in_place=len(plan.in_place),
