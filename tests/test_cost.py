@@ -433,6 +433,23 @@ def test_each_op_is_priced_at_the_peak_of_the_precision_it_computes_in() -> None
     )
 
 
+def test_summary_adds_up_where_compute_and_memory_bound_kernels_mix() -> None:
+    """The summary quoted max(sum of memory times, sum of compute times) + launches = total: with
+    a compute-bound kernel (100 f64 multiplies of an f16 input) beside a memory-bound copy the
+    two sides differed (172.7 us + 8.0 us launch = 250.8 us)."""
+    source = "input f16 x; z = f64(x); y = f16(z" + " * z" * 100 + "); output y, x;"
+    cost = cost_program(source, CostOptions()).fused
+    compute, copy = cost.kernels
+    assert (compute.bound, copy.bound) == ("compute", "memory")
+    totals = cost.totals
+    assert totals.roofline_time_s == compute.compute_time_s + copy.memory_time_s
+    assert totals.roofline_time_s + totals.launch_time_s == pytest.approx(totals.time_s)
+    figures = re.search(r"([\d,.]+) us \+ ([\d,.]+) us launch = ([\d,.]+) us", summary_line(cost))
+    assert figures is not None
+    roofline, launch, total = (float(f.replace(",", "")) for f in figures.groups())
+    assert roofline + launch == pytest.approx(total, abs=0.11)
+
+
 def test_static_shapes_must_broadcast_to_the_problem_shape() -> None:
     declared = "input x[t, d], b[14336]; out = x + b;"
     assert cost_program(declared, CostOptions(shape=(8, 14336))).fused.kernels

@@ -199,6 +199,9 @@ class CostTotals:
     intensity: float
     memory_time_s: float
     compute_time_s: float
+    roofline_time_s: float
+    """Each kernel's max(memory, compute), summed: `time_s` less the launches (not the max of
+    the two sums above, where some kernels are compute-bound and others memory-bound)."""
     launch_time_s: float
     time_s: float
 
@@ -483,6 +486,7 @@ def _totals(kernels: Sequence[KernelCost]) -> CostTotals:
         intensity=flops / moved if moved else 0.0,
         memory_time_s=sum(k.memory_time_s for k in kernels),
         compute_time_s=sum(k.compute_time_s for k in kernels),
+        roofline_time_s=sum(max(k.memory_time_s, k.compute_time_s) for k in kernels),
         launch_time_s=sum(k.launch_time_s for k in kernels),
         time_s=sum(k.time_s for k in kernels),
     )

@@ -48,7 +48,7 @@ def summary_line(cost: FunctionCost) -> str:
         f"@{cost.function}: {t.kernels} kernel{'' if t.kernels == 1 else 's'}, "
         f"{t.tensor_accesses} tensor reads+writes, "
         f"{t.bytes:,} bytes{hbm}, {t.flops:,} FLOPs, "
-        f"{us(max(t.memory_time_s, t.compute_time_s))} + {us(t.launch_time_s)} launch "
+        f"{us(t.roofline_time_s)} + {us(t.launch_time_s)} launch "
         f"= {us(t.time_s)}"
     )
 

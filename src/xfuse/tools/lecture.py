@@ -286,7 +286,7 @@ def _traffic_row(label: str, cost: ProgramCost, fused: bool) -> TrafficRow:
         label,
         t.tensor_accesses,
         t.bytes,
-        max(t.memory_time_s, t.compute_time_s),
+        t.roofline_time_s,
         t.kernels,
         t.launch_time_s,
         t.time_s,
