@@ -486,6 +486,18 @@ def test_cli_l2_shows_both_models(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["unfused"]["totals"]["hbm_bytes"] == 14 * 256 * 1024 * 2
 
 
+@pytest.mark.parametrize(
+    ("dtype", "peak"),
+    [("bf16", "67 TFLOP/s (CUDA cores, f32"), ("f64", "34 TFLOP/s (CUDA cores, f64")],
+)
+def test_cli_names_the_precision_of_the_peak_it_quotes(
+    capsys: pytest.CaptureFixture[str], dtype: str, peak: str
+) -> None:
+    """An f64 program's line quoted the FP64 peak as "f32 compute"."""
+    status, out, _ = run_cli(capsys, "cost", str(GELU), "--dtype", dtype)
+    assert status == 0 and f"elementwise peak {peak} compute) -> ridge" in out.replace("\n", " ")
+
+
 def test_cli_roofline_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     png = tmp_path / "roofline.png"

@@ -128,7 +128,8 @@ def print_program(console: Console, program: ProgramCost) -> None:
     )
     console.print(
         f"{hw.description}: HBM {hw.hbm_bandwidth / 1e12:.3g} TB/s, elementwise peak "
-        f"{hw.elementwise_peak(dtype) / 1e12:.3g} TFLOP/s (CUDA cores, f32 compute) -> ridge "
+        f"{hw.elementwise_peak(dtype) / 1e12:.3g} TFLOP/s (CUDA cores, "
+        f"{'f64' if dtype == 'float64' else 'f32'} compute) -> ridge "
         f"{hw.ridge_point(dtype):.1f} FLOP/B; BF16 tensor cores "
         f"{hw.bf16_tensor_core_peak / 1e12:g} TFLOP/s -> ridge "
         f"{hw.tensor_core_ridge_point:.1f} FLOP/B"
