@@ -590,9 +590,9 @@ def test_plot_without_matplotlib_is_a_clear_error(
     ("args", "message"),
     [
         (["cost", "missing.ew"], "xfuse cost: error: No such file or directory: missing.ew"),
-        (["cost", str(GELU), "--device", "tpu"], "unknown device 'tpu'"),
+        (["cost", str(GELU), "--device", "tpu"], "--device: unknown device 'tpu'"),
         (["cost", str(GELU), "--shape", "4096xd"], "bad shape '4096xd'"),
-        (["cost", str(GELU), "--dtype", "int8"], "unsupported dtype 'int8'"),
+        (["cost", str(GELU), "--dtype", "int8"], "--dtype: unsupported dtype 'int8'"),
         (["cost", str(GELU), "--input-shape", "b"], "bad --input-shape 'b'"),
         (
             ["cost", str(GELU), "--input-shape", "b=7"],

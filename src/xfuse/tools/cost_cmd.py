@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, DEVICES
+from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, DEVICES, device
 from xfuse.tools.cli import plot_file
 
 
@@ -80,6 +80,7 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
 def run(args: argparse.Namespace) -> int:
     from xfuse.analysis.cost import CostOptions, ShapeMismatchError, parse_shape
     from xfuse.analysis.cost_report import print_program, program_json
+    from xfuse.dialects.dtypes import dtype_name
     from xfuse.runtime.cost_driver import cost_program
     from xfuse.tools.cli import CliError, read_program
     from xfuse.tools.closed_stdout import stdout_console
@@ -90,6 +91,14 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--shape: {error}") from None
     if not (math.isfinite(args.launch_us) and args.launch_us >= 0):
         raise CliError(f"--launch-us: expected a finite number >= 0, got {args.launch_us}")
+    for option, check, value in (
+        ("--device", device, args.device),
+        ("--dtype", dtype_name, args.dtype),
+    ):
+        try:
+            check(value)
+        except ValueError as error:
+            raise CliError(f"{option}: {error}") from None
     options = CostOptions(
         device=args.device, shape=shape, dtype=args.dtype, launch_us=args.launch_us, l2=args.l2
     )
