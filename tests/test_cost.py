@@ -426,6 +426,19 @@ def test_each_op_is_priced_at_the_peak_of_the_precision_it_computes_in() -> None
         for cost in (program.fused, program.unfused):
             assert cost.totals.flops == 1 << 20
             assert cost.totals.compute_time_s == pytest.approx((1 << 20) / peak)
+    square = """
+        func.func @f(%x: tensor<?xf64>) -> tensor<?xf64> {
+          %y = ew.kernel ins(%x : tensor<?xf64>) -> tensor<?xf64> {
+          ^bb0(%a: f64):
+            %p = arith.mulf %a, %a : f64
+            ew.yield %p : f64
+          }
+          func.return %y : tensor<?xf64>
+        }
+        """
+    for dtype, peak in ((None, h100.fp64_cuda_core_peak), ("float32", h100.fp32_cuda_core_peak)):
+        (kernel,) = analyse(square, shape=(1 << 20,), dtype=dtype).kernels
+        assert kernel.compute_time_s == pytest.approx((1 << 20) / peak)  # f32 throughout: f32
     mixed = cost_program("input f64 a; out = f32(a * a) + 1;", options).fused.kernels[0]
     assert (mixed.flops, mixed.f64_flops) == (2 << 20, 1 << 20)
     assert mixed.compute_time_s == pytest.approx(

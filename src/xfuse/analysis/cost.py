@@ -10,8 +10,8 @@ The model, per kernel (tensor form or buffer form alike):
   of its iteration space.
 - time = max(bytes / bandwidth, FLOPs / peak) + launch overhead; the larger term names the bound
   ("memory" or "compute"; "launch" when the overhead exceeds both). The peak is the CUDA-core one
-  (`Device.elementwise_peak`, see `hardware`), per op: an op on f64 operands (or every op, where
-  `CostOptions.dtype` prices the tensors as f64) runs at the FP64 peak, any other at the FP32 one.
+  (`Device.elementwise_peak`, see `hardware`): FP64 for an op on f64 operands, FP32 for any
+  other; where `CostOptions.dtype` prices every tensor in one dtype, every op computes in it.
 
 Cache-aware option (`l2=True`): kernels run in program order against an LRU model of L2 holding
 `Device.l2_bytes`. A read of a tensor that an earlier kernel wrote or read, and that has not been
@@ -308,10 +308,11 @@ def _is_constant(value: SSAValue) -> bool:
     return isinstance(owner, Operation) and owner.name in ("ew.constant", "arith.constant")
 
 
-def _flops_per_element(kernel: ew.KernelOp, all_f64: bool) -> tuple[tuple[str, ...], int, int]:
-    """The region's arithmetic ops by name, its FLOPs per element and how many of them are f64:
-    those of ops on f64 operands (`f32(f64(x) * f64(x))` of an f32 `x` multiplies in f64,
-    `f32(x) + 1` of an f64 `x` adds in f32), or all where `all_f64`."""
+def _flops_per_element(kernel: ew.KernelOp, dtype: str | None) -> tuple[tuple[str, ...], int, int]:
+    """The region's arithmetic ops by name, its FLOPs per element and how many of them are f64.
+    With every tensor priced in `dtype` (`CostOptions.dtype`) the program is taken to compute in
+    it: all ops are f64 or none. Without, those on f64 operands are (`f32(f64(x) * f64(x))` of
+    an f32 `x` multiplies in f64, `f32(a) + 1` of an f64 `a` adds in f32)."""
     ops: list[str] = []
     total = f64 = 0
     for op in kernel.block.ops:
@@ -321,8 +322,8 @@ def _flops_per_element(kernel: ew.KernelOp, all_f64: bool) -> tuple[tuple[str, .
             raise CostModelError(f"no FLOP count for '{op.name}' in an ew.kernel region", op)
         ops.append(op.name.split(".", 1)[1])
         total += FLOPS_PER_SCALAR_OP[op.name]
-        if all_f64 or isinstance(op.operands[0].type, Float64Type):
-            f64 += FLOPS_PER_SCALAR_OP[op.name]
+        in_f64 = dtype == "float64" if dtype else isinstance(op.operands[0].type, Float64Type)
+        f64 += FLOPS_PER_SCALAR_OP[op.name] if in_f64 else 0
     return tuple(ops), total, f64
 
 
@@ -428,9 +429,7 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
         writes = tuple(access(v) for v in write_values)
         accessed = zip((*read_values, *write_values), (*reads, *writes), strict=True)
         l2.touch([(v, a.bytes) for v, a in accessed])
-        ops, flops_per_element, f64_per_element = _flops_per_element(
-            kernel, options.dtype == "float64"
-        )
+        ops, flops_per_element, f64_per_element = _flops_per_element(kernel, options.dtype)
         elements = math.prod(ew.bind_shape(kernel.destinations()[0].type, problem))
         read_bytes = sum(a.bytes for a in reads)
         write_bytes = sum(a.bytes for a in writes)
