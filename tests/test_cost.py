@@ -344,6 +344,17 @@ def test_pass_errors_are_diagnostics(capsys: pytest.CaptureFixture[str]) -> None
     assert status == 1 and "ew-cost: unknown device 'tpu'" in err and "Traceback" not in err
     status, _, err = run_opt(capsys, path, "-p", "ew-cost{epilogue=q}")
     assert status == 1 and "no function has an input named 'q'" in err
+    # 2^62 elements: 2^64 bytes a tensor, past an i64 attribute (it failed in xDSL, unlocated)
+    huge = "ew-cost{annotate=true shape=4611686018427387904 dtype=f32}"
+    status, _, err = run_opt(capsys, path, "-p", huge)
+    assert (
+        status == 1
+        and (
+            "ew-cost: kernel 0 of @main: cost.read_bytes 55,340,232,221,128,654,848 does not fit "
+            "an i64 attribute; annotate a smaller shape"
+        )
+        in err
+    )
 
 
 # ---------------------------------------------------------------------------------------------

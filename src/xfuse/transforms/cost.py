@@ -96,10 +96,24 @@ class EwCostPass(ModulePass):
             _annotate(op, costs)
 
 
+I64_MAX = (1 << 63) - 1
+
+
 def _annotate(module: ModuleOp, costs: list[FunctionCost]) -> None:
     kernels = [k for k in module.walk() if isinstance(k, ew.KernelOp)]
-    figures = [k for cost in costs for k in cost.kernels]
-    for kernel, cost in zip(kernels, figures, strict=True):
+    figures = [(c.function, k) for c in costs for k in c.kernels]
+    for kernel, (function, cost) in zip(kernels, figures, strict=True):
+        counts = {
+            "read_bytes": cost.read_bytes,
+            "write_bytes": cost.write_bytes,
+            "flops": cost.flops,
+        }
+        for name, count in counts.items():
+            if count > I64_MAX:
+                raise PassFailedException(
+                    f"ew-cost: kernel {cost.index} of @{function}: cost.{name} {count:,} does "
+                    f"not fit an i64 attribute; annotate a smaller shape"
+                )
         kernel.attributes.update(
             {
                 "cost.read_bytes": IntegerAttr(cost.read_bytes, i64),
