@@ -15,6 +15,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import llvmlite.binding as llvm_binding
 import llvmlite.ir as llvm_ir
@@ -461,34 +462,41 @@ def f64_reference(name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return getattr(np, name)(wide)
 
 
-each_libmvec_function = pytest.mark.parametrize(
-    "name",
-    [
+@dataclass(frozen=True)
+class LibmvecFunction:
+    """One f64 function that goes through glibc's libmvec: its program (of x, and of x and y for
+    pow) compiled with math=approx."""
+
+    name: str
+    source: str
+    kernel: xfuse.Kernel
+
+
+@pytest.fixture(
+    params=[
         pytest.param(
             name,
             marks=pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host"),
         )
         for name in sorted(LIBMVEC_FUNCTIONS)
     ],
+    ids=str,
 )
-"""A test of each f64 function that goes through glibc's libmvec (`name`), where it is loaded."""
+def libmvec(request: pytest.FixtureRequest) -> LibmvecFunction:
+    """Each `LIBMVEC_FUNCTIONS` function, where libmvec is loaded."""
+    name = request.param
+    source = "out = pow(x, y);" if name == "pow" else f"out = {name}(x);"
+    return LibmvecFunction(name, source, xfuse.compile(source, dtype="float64"))
 
 
-def f64_program(name: str) -> str:
-    """The program of one `LIBMVEC_FUNCTIONS` function: of x, and of x and y for pow."""
-    return "out = pow(x, y);" if name == "pow" else f"out = {name}(x);"
-
-
-@each_libmvec_function
 def test_f64_math_vectorizes_through_libmvec_and_keeps_the_c_librarys_special_values(
-    name: str,
+    libmvec: LibmvecFunction,
 ) -> None:
     # math=approx: f64 loops call glibc's vector functions of the host's widest vectors
     # (`_ZGVeN8v_exp` with AVX-512, `_ZGVdN4v_exp` with AVX2), within its 4 ulps, with libm's
     # special values (+-0, +-inf, NaN, overflow, underflow); math=libm keeps libm's calls.
-    source = f64_program(name)
-    approx = xfuse.compile(source, dtype="float64")
-    libm = xfuse.compile(source, dtype="float64", math="libm")
+    name, approx = libmvec.name, libmvec.kernel
+    libm = xfuse.compile(libmvec.source, dtype="float64", math="libm")
     lanes, _ = libmvec_variants(name, host_cpu())[0]
     assert re.search(rf"call <{lanes} x double> @_ZGV\w+N{lanes}v+_\w+\(", approx.llvm_ir)
     assert "_ZGV" not in libm.llvm_ir
@@ -521,18 +529,16 @@ def test_f64_math_vectorizes_through_libmvec_and_keeps_the_c_librarys_special_va
     assert np.all(np.isfinite(got[~special]) & (got[~special] != 0))
 
 
-@each_libmvec_function
 def test_f64_libmvec_results_do_not_depend_on_where_an_element_falls_in_the_loop(
-    name: str,
+    libmvec: LibmvecFunction,
 ) -> None:
     # An element is computed by one libmvec variant whether it falls in the vector loop or in
     # its remainder: before, the remainder called libm's scalar function (and the half-width
     # epilogue another variant), which round differently, so the bits changed with the array's
     # length, a split call's slices, a streaming call's head (the out buffer's start) and dask's
     # chunks: identical calls of a `threads=2` kernel differed as its split choice changed.
-    source = f64_program(name)
-    kernel = xfuse.compile(source, dtype="float64")
-    split = xfuse.compile(source, dtype="float64", threads=2)
+    name, kernel = libmvec.name, libmvec.kernel
+    split = xfuse.compile(libmvec.source, dtype="float64", threads=2)
     split.split_choice = SplitChoice.always()
     rng = np.random.default_rng(11)
     low, high = F64_RANGES[name]
