@@ -1179,6 +1179,25 @@ def test_calls_stream_from_the_hosts_threshold(
     assert [len(kernel.prepare(x=x[:n]).argument_lists) for n in (x.size - 16, x.size)] == [1, 2]
 
 
+def test_a_kernel_says_whether_a_call_of_these_shapes_streams(
+    use_cpu: Callable[[str, str], HostCpu],
+) -> None:
+    """`Kernel.streams`: what `prepare(...).streams` says of a call with new outputs, from the
+    inputs' shapes alone (by position or by name): a flat loop from the threshold, a kernel
+    compiled without shapes on any one shape run flat, a loop nest where its rows are whole
+    64-byte lines. A shape the kernel does not take is the call's `ArgumentError`."""
+    n = (use_cpu("sapphirerapids", host_cpu().features).streaming_bytes) // 8
+    flat = xfuse.compile("out = x * sigmoid(x);")
+    nest = xfuse.compile("out = x * sigmoid(x);", shapes={"x": ("m", "n")})
+    cases = [(flat, (n - 16,), False), (flat, (n,), True), (flat, (2, n // 2), True)]
+    cases += [(nest, (n // 16, 16), True), (nest, (n // 17 + 1, 17), False), (nest, (4, 16), False)]
+    for kernel, shape, streams in cases:
+        prepared = kernel.prepare(x=np.ones(shape, np.float32))
+        assert kernel.streams(shape) == kernel.streams(x=shape) == prepared.streams == streams
+    with pytest.raises(ArgumentError, match="argument 'x'"):
+        nest.streams((n,))
+
+
 def test_a_streaming_calls_new_outputs_start_half_a_page_from_numpys_arrays() -> None:
     """The new output of a call that streams starts `STREAMING_OUTPUT_PAGE_OFFSET` bytes into a
     4 KiB page, on a cache line and away from where numpy starts large arrays (4K aliasing

@@ -84,7 +84,8 @@ def call(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any], out: An
                 f"{array.shape}); call .compute_chunk_sizes() on it first"
             )
         arrays.append(array.rechunk(static) if static else array)
-    flat = kernel.flat_shape(arrays)  # all-`?` kernels take any one shape, block by block
+    # All-`?` kernels take any one shape, block by block.
+    flat = kernel.flat_shape([a.shape for a in arrays])
     iteration = (
         flat if flat is not None else bind_shapes(function.inputs, [a.shape for a in arrays])
     )

@@ -1924,14 +1924,12 @@ class Kernel(CompiledProgram):
             check_input(p, v, copy_allowed=not prepared)
             for p, v in zip(self.function.inputs, values, strict=True)
         ]
-        shape = self.flat_shape(arrays)
+        shape = self.flat_shape([array.shape for array in arrays])
         if shape is not None:
             arrays = [array.reshape(-1) for array in arrays]
             out = self._flat_out(out, shape)
         input_shapes = tuple(array.shape for array in arrays)
-        plan = self._plans.get(input_shapes)
-        if plan is None:
-            plan = self._new_plan(input_shapes)
+        plan = self._plan(input_shapes)
         if shape is not None and not transposed:
             self._remember_flat_run(shape, input_shapes, plan)
         outputs = bind_outputs(self.function.outputs, out, plan.output_shapes, plan.new_array)
@@ -1948,6 +1946,23 @@ class Kernel(CompiledProgram):
             results = [r if c is None else c for c, r in zip(callers, results, strict=True)]
         native = plan.for_pointers(self.function, pointers).native_call(pointers)
         return CheckedCall(arrays, native, results)
+
+    def streams(self, *shapes: tuple[int, ...], **named_shapes: tuple[int, ...]) -> bool:
+        """Whether a call on C-ordered inputs of these shapes (in the signature's order, or by
+        name) writes its new outputs with non-temporal stores (`PreparedCall.streams` of such a
+        call without `out=`), from the call's plan: no array is made. A shape the kernel does not
+        take raises `ArgumentError` naming the argument, as a call does."""
+        bound = self.call_signature.bind(shapes, named_shapes)
+        input_shapes = tuple(tuple(bound[p.name]) for p in self.function.inputs)
+        flat = self.flat_shape(input_shapes)
+        if flat is not None:
+            input_shapes = ((math.prod(flat),),) * len(input_shapes)
+        return self._plan(input_shapes).streams
+
+    def _plan(self, input_shapes: tuple[tuple[int, ...], ...]) -> CallPlan:
+        """The plan of a call on inputs of these shapes: the remembered one, else a new one."""
+        plan = self._plans.get(input_shapes)
+        return self._new_plan(input_shapes) if plan is None else plan
 
     def _new_plan(self, input_shapes: tuple[tuple[int, ...], ...]) -> CallPlan:
         """Plan a call on inputs of these shapes (`make_plan`: raises naming a wrong argument)
@@ -2000,22 +2015,22 @@ class Kernel(CompiledProgram):
         parameters = (*self.function.inputs, *self.function.outputs)
         return all(p.shape == (DYNAMIC_INDEX,) and p.dims is None for p in parameters)
 
-    def flat_shape(self, inputs: Sequence[Any]) -> tuple[int, ...] | None:
-        """The one shape of inputs (numpy or dask arrays) that are not 1-d, where the kernel
-        runs them flat (a kernel whose arrays are all `[?]`, e.g. `xfuse.compile` without
-        shapes); None where the usual checks apply."""
-        shapes = {array.shape for array in inputs}
-        if not self._flattens or all(len(shape) == 1 for shape in shapes):
+    def flat_shape(self, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...] | None:
+        """The one shape of inputs of these `shapes` that are not 1-d, where the kernel runs them
+        flat (a kernel whose arrays are all `[?]`, e.g. `xfuse.compile` without shapes); None
+        where the usual checks apply."""
+        distinct = set(shapes)
+        if not self._flattens or all(len(shape) == 1 for shape in distinct):
             return None  # 1-d inputs: the usual checks apply
-        if len(shapes) != 1:
+        if len(distinct) != 1:
             listed = ", ".join(
-                f"'{p.name}' {a.shape}" for p, a in zip(self.function.inputs, inputs, strict=True)
+                f"'{p.name}' {shape}" for p, shape in zip(self.function.inputs, shapes, strict=True)
             )
             raise ArgumentError(
                 f"inputs of different shapes ({listed}): a kernel compiled without shapes= takes "
                 "inputs of any one shape; declare the shapes to broadcast"
             )
-        (shape,) = shapes
+        (shape,) = distinct
         return shape
 
     def _flat_out(self, out: Any, shape: tuple[int, ...]) -> Any:

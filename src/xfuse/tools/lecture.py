@@ -583,7 +583,7 @@ class MeasureSetup:
     """Whether the two fused builds have the same optimized LLVM IR."""
     approx_streams: bool
     """Whether the fused approx kernel's call writes its outputs with non-temporal stores at
-    this size (`xfuse.runtime.kernel.PreparedCall.streams`); the ceiling's stores are normal."""
+    this size (`xfuse.runtime.kernel.Kernel.streams`); the ceiling's stores are normal."""
 
     @property
     def ceiling_bounds(self) -> bool:
@@ -623,7 +623,9 @@ def measure_setup(workload: bench.Workload) -> MeasureSetup:
         libm_build=build_facts("libm", kernels["libm"].llvm_ir),
         approx_build=build_facts("approx", kernels["approx"].llvm_ir),
         same_code=kernels["libm"].llvm_ir == kernels["approx"].llvm_ir,
-        approx_streams=kernels["approx"].prepare(**workload.arrays).streams,
+        approx_streams=kernels["approx"].streams(
+            **{name: array.shape for name, array in workload.arrays.items()}
+        ),
     )
 
 
