@@ -150,8 +150,3 @@ def test_greedy_kernel_body_drops_dead_chains() -> None:
     (kernel,) = [op for op in function.walk() if isinstance(op, ew.KernelOp)]
     body = [op.name for op in kernel.body.block.ops]
     assert body == ["arith.constant", "arith.addf", "ew.yield"]
-
-
-def test_unknown_mode_is_an_error(gelu: Gelu) -> None:
-    with pytest.raises(ValueError, match="unknown mode 'fast'"):
-        EwFusePass(mode=cast(str, "fast")).apply(Context(), parse_program(gelu.source))  # type: ignore[arg-type]

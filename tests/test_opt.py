@@ -30,6 +30,7 @@ from xfuse.runtime.compiler import Options
 from xfuse.tools.opt import main
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.default_pipeline import XfuseDefaultPass, default_pipeline
+from xfuse.transforms.options import PassOptionError
 from xfuse.transforms.pipeline import PassSpecError, pass_from_spec, pipeline_context
 from xfuse.transforms.to_llvm import EwToLlvmPass
 
@@ -346,8 +347,8 @@ HOSTILE: dict[str, str] = {
     ),
     "repeated_option": r"xfuse-opt: error: ew-fuse: option 'max-ops' given twice",
     "huge_exponent": (
-        r"xfuse-opt: error: ew-strength-reduce: max-exponent must be between 2 and 16, "
-        r"got 1000000000"
+        r"xfuse-opt: error: ew-strength-reduce: bad value '1000000000' for option "
+        r"'max-exponent': expected an integer from 2 to 16$"
     ),
     "unknown_option": (
         r"xfuse-opt: error: ew-optimize: unknown option 'fast' \(options: unsafe-math\)"
@@ -408,6 +409,70 @@ def test_bad_command_lines_are_argparse_errors(
         main(arguments)
     assert info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# A bad option value: one error, naming the pass, the option and what it takes, before any pass
+# ---------------------------------------------------------------------------------------------
+
+FLAGS = "reassoc, nnan, ninf, nsz, arcp, contract, afn"
+BAD_OPTIONS: dict[str, str] = {
+    # -p's pass and option -> what the option takes
+    "ew-fuse{mode=bogus}": "one of greedy, none",
+    "ew-fuse{max-ops=0}": "an integer >= 1",
+    "ew-strength-reduce{max-exponent=1}": "an integer from 2 to 16",
+    "ew-kernel-to-loops{vector-bytes=48}": "0 or a power of two",
+    "ew-kernel-to-loops{vector-bytes=-64}": "0 or a power of two",
+    "ew-workspace{alignment=3}": "a power of two",
+    "ew-expand-math{math=fast}": "one of approx, libm",
+    "ew-to-nvvm{math=libm}": "one of approx, ptx-approx",
+    "ew-to-llvm{fastmath=turbo}": f"none, fast or a comma list of {FLAGS}",
+    "ew-cost{device=tpu}": (
+        "one of h100-sxm, h100-pcie, h200, a100-80gb, b200, h100, a100, h200-sxm"
+    ),
+    "ew-cost{dtype=int8}": "one of float16, bfloat16, float32, float64, f16, bf16, f32, f64 or ir",
+    "ew-cost{shape=0x5}": (
+        "sizes >= 1 joined by 'x' (like 4096x14336), fewer than 2**63 elements in all"
+    ),
+    "ew-cost{launch-us=-1}": "a finite number >= 0",
+    "xfuse-default{math=ptx-approx}": "one of approx, libm",
+    'xfuse-default{fastmath="contract,turbo"}': f"none, fast or a comma list of {FLAGS}",
+}
+
+
+def bad_option(spec: str) -> tuple[type[ModulePass], str, object, str]:
+    """The pass class, the option, its value as `-p` parses it, and the expected message."""
+    ((name, parameters),) = [(s.name, s.parameters) for s in parse_pipeline(spec)]
+    ((option, (value,)),) = parameters.items()
+    text = spec[spec.index("=") + 1 : -1].strip('"')
+    message = f"{name}: bad value '{text}' for option '{option}': expected {BAD_OPTIONS[spec]}"
+    return ALL_PASSES[name](), option, value, message
+
+
+@pytest.mark.parametrize("spec", BAD_OPTIONS)
+def test_a_bad_option_is_one_error_before_any_pass_runs(
+    spec: str, capsys: pytest.CaptureFixture[str], gelu: Gelu
+) -> None:
+    """`xfuse-opt` reports it as `xfuse-opt: error: pass: bad value ... for option ...:
+    expected ...` and nothing else: the passes before it (`ew-cost` reports to stderr) never run.
+    Before, a value out of range was seen in `apply`, as a ValueError in some passes and a
+    DiagnosticException in others, each in its own words."""
+    _, _, _, message = bad_option(spec)
+    assert main([str(gelu.path), "-p", f"ew-fuse,ew-cost,{spec}"]) == 1
+    assert capsys.readouterr() == ("", f"xfuse-opt: error: {message}\n")
+
+
+@pytest.mark.parametrize("spec", BAD_OPTIONS)
+def test_a_pass_made_with_a_bad_option_raises_its_option_error(spec: str) -> None:
+    pass_class, option, value, message = bad_option(spec)
+    with pytest.raises(PassOptionError) as info:
+        pass_class(**{option.replace("-", "_"): value})
+    assert str(info.value) == message and isinstance(info.value, ValueError)
+
+
+def test_compile_options_reject_an_extra_pass_with_a_bad_option_before_compiling() -> None:
+    with pytest.raises(ValueError, match="^extra_passes: ew-strength-reduce: bad value '1' for"):
+        Options(extra_passes="ew-strength-reduce{max-exponent=1}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1801,7 +1801,7 @@ def test_unusual_but_valid_calls_work_in_a_child_process(gelu: Gelu) -> None:
     ("options", "error", "message"),
     [
         ({"opt_level": 9}, ValueError, "opt_level must be 0, 1, 2 or 3, got 9"),
-        ({"fastmath": "bogus"}, ValueError, "fastmath: .*'bogus': expected 'none', 'fast' or"),
+        ({"fastmath": "bogus"}, ValueError, "^fastmath must be none, fast or .*, got 'bogus'$"),
         ({"math": "exact"}, ValueError, "math must be 'approx' or 'libm' for cpu, got 'exact'"),
         ({"threads": 0}, ValueError, "threads must be an integer >= 1, got 0"),
         ({"fuse": "yes"}, TypeError, "fuse must be True or False, got 'yes'"),
@@ -1856,7 +1856,7 @@ def test_source_must_be_text() -> None:
 def test_jit_checks_its_options_when_decorating() -> None:
     with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
         xfuse.jit(threads=0)
-    with pytest.raises(ValueError, match="fastmath: .*'quick'"):
+    with pytest.raises(ValueError, match="fastmath must be .*, got 'quick'"):
         xfuse.jit(fastmath="quick")
 
 

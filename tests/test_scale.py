@@ -25,7 +25,6 @@ import numpy as np
 import pytest
 from xdsl.context import Context
 from xdsl.dialects import arith, func, llvm, memref
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.math import TanhOp
 from xdsl.ir import SSAValue
 
@@ -210,11 +209,6 @@ def test_expanded_approximations_share_their_constants() -> None:
         assert len(values) == len(set(values)) > 10
         assert ops[: len(constants)] == constants
         assert not any(isinstance(op, TanhOp) for op in ops)
-
-
-def test_max_ops_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="max-ops must be at least 1, got 0"):
-        EwFusePass(max_ops=0).apply(Context(), ModuleOp([]))
 
 
 def test_split_chain_computes_the_same_numbers() -> None:

@@ -120,12 +120,6 @@ def _parse(text: str) -> ModuleOp:
     return Parser(pipeline_context(), text).parse_module()
 
 
-def test_bad_alignment_is_an_error() -> None:
-    module = _parse("func.func @f() {\n  func.return\n}")
-    with pytest.raises(DiagnosticException, match="power of two, got 48"):
-        EwWorkspacePass(alignment=48).apply(pipeline_context(), module)
-
-
 def test_temporary_inside_a_loop_is_an_error() -> None:
     module = _parse(
         """

@@ -46,7 +46,7 @@
 // x from a matmul: its write and read (117 MB each) and one launch disappear.
 // EPILOGUE: ew-cost epilogue x: 587,202,560 -> 352,321,536 bytes, 179.3 us -> 105.2 us
 
-// BAD-DEVICE: ew-cost: unknown device 'tpu': expected one of h100-sxm, h100-pcie, h200, a100-80gb, b200
+// BAD-DEVICE: xfuse-opt: error: ew-cost: bad value 'tpu' for option 'device': expected one of h100-sxm, h100-pcie, h200, a100-80gb, b200
 // NOT-FUSED: ew-cost: 'ew.add' is not inside an ew.kernel: run ew-fuse before the cost model
 builtin.module {
   func.func @fused(%x: tensor<?xf32>, %b: tensor<?xf32>, %r: tensor<?xf32>) -> tensor<?xf32> {

@@ -134,6 +134,8 @@ B200 = Device(
 
 DEVICES: dict[str, Device] = {d.name: d for d in (H100_SXM, H100_PCIE, H200, A100_80GB, B200)}
 _ALIASES = {"h100": "h100-sxm", "a100": "a100-80gb", "h200-sxm": "h200"}
+DEVICE_NAMES = (*DEVICES, *_ALIASES)
+"""Every name `device` takes (in any case): the devices', then the aliases."""
 
 DEFAULT_LAUNCH_US = 4.0
 """Per-kernel launch overhead in microseconds: the lecture's assumption (P2)."""
@@ -144,6 +146,5 @@ def device(name: str) -> Device:
     key = name.lower()
     key = _ALIASES.get(key, key)
     if key not in DEVICES:
-        known = ", ".join([*DEVICES, *_ALIASES])
-        raise ValueError(f"unknown device {name!r}: expected one of {known}")
+        raise ValueError(f"unknown device {name!r}: expected one of {', '.join(DEVICE_NAMES)}")
     return DEVICES[key]

@@ -175,8 +175,7 @@ class Options:
     less per call of a transcendental program, for ~20% more compile time (docs/benchmarks.md)."""
 
     def __post_init__(self) -> None:
-        from xdsl.utils.exceptions import DiagnosticException
-
+        from xfuse.transforms.options import PassOptionError
         from xfuse.transforms.to_llvm import parse_fastmath
 
         for name in ("fuse", "reuse", "streaming", "masked_remainder"):
@@ -206,8 +205,8 @@ class Options:
             raise TypeError(f"fastmath must be a string, got {type(self.fastmath).__name__}")
         try:
             parse_fastmath(self.fastmath)
-        except DiagnosticException as error:
-            raise ValueError(f"fastmath: {error}") from None
+        except PassOptionError as error:
+            raise ValueError(f"fastmath must be {error.expected}, got {self.fastmath!r}") from None
         self.extra()
 
     def extra(self) -> list[ModulePass]:

@@ -10,8 +10,11 @@ With `annotate=true` each kernel also gets its figures as attributes (`cost.byte
 
 from __future__ import annotations
 
+import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rich.console import Console
 from xdsl.context import Context
@@ -28,7 +31,19 @@ from xfuse.analysis.cost import (
     parse_shape,
 )
 from xfuse.analysis.cost_report import print_function, summary_line, us
+from xfuse.analysis.hardware import DEVICE_NAMES, device
 from xfuse.dialects import ew
+from xfuse.dialects.dtypes import DTYPE_NAMES, SHORT_DTYPE_NAMES, dtype_name
+from xfuse.transforms.options import check_option
+
+
+def _parses(parse: Callable[[Any], object], value: object) -> bool:
+    """Whether `parse` takes `value` (raises no ValueError)."""
+    try:
+        parse(value)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -57,6 +72,22 @@ class EwCostPass(ModulePass):
 
     epilogue: str = ""
     """Input produced by a matmul: report the epilogue-fusion what-if for functions taking it."""
+
+    def __post_init__(self) -> None:
+        check_option(
+            self, "device", _parses(device, self.device), f"one of {', '.join(DEVICE_NAMES)}"
+        )
+        check_option(
+            self,
+            "shape",
+            _parses(parse_shape, self.shape),
+            "sizes >= 1 joined by 'x' (like 4096x14336), fewer than 2**63 elements in all",
+        )
+        dtypes = ", ".join([*DTYPE_NAMES, *SHORT_DTYPE_NAMES.values()])
+        dtype_ok = self.dtype == "ir" or _parses(dtype_name, self.dtype)
+        check_option(self, "dtype", dtype_ok, f"one of {dtypes} or ir")
+        launch_ok = math.isfinite(self.launch_us) and self.launch_us >= 0
+        check_option(self, "launch_us", launch_ok, "a finite number >= 0")
 
     def options(self, l2: bool) -> CostOptions:
         return CostOptions(

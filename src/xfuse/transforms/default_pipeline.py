@@ -17,6 +17,7 @@ from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.fuse import EwFusePass
 from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.optimize import EwOptimizePass
+from xfuse.transforms.options import PassOptionError
 from xfuse.transforms.to_llvm import EwToLlvmPass
 from xfuse.transforms.to_nvvm import EwToNvvmPass
 from xfuse.transforms.workspace import EwWorkspacePass
@@ -115,8 +116,16 @@ class XfuseDefaultPass(ModulePass):
     masked_remainder: bool = False
     """`ew-kernel-to-loops{vector-bytes=64}`: the last elements in a masked vector loop."""
 
-    def apply(self, ctx: Context, op: ModuleOp) -> None:
-        passes = default_pipeline(
+    def __post_init__(self) -> None:
+        # Its passes check the options they are given (`math`, `fastmath`): named as its own.
+        try:
+            self.passes()
+        except PassOptionError as error:
+            raise PassOptionError(self.name, error.option, error.value, error.expected) from None
+
+    def passes(self) -> tuple[ModulePass, ...]:
+        """The pipeline it runs, made from its options."""
+        return default_pipeline(
             fuse=self.fuse,
             reuse=self.reuse,
             math=self.math,
@@ -126,4 +135,6 @@ class XfuseDefaultPass(ModulePass):
             ldexp=self.ldexp,
             masked_remainder=self.masked_remainder,
         )
-        PassPipeline(passes).apply(ctx, op)
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PassPipeline(self.passes()).apply(ctx, op)

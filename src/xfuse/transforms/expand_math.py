@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, math
@@ -51,6 +50,7 @@ from xdsl.transforms.dead_code_elimination import is_trivially_dead
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.transforms import approx
+from xfuse.transforms.options import CpuMath, check_choice
 
 
 @dataclass(frozen=True)
@@ -289,7 +289,7 @@ class EwExpandMathPass(ModulePass):
 
     name = "ew-expand-math"
 
-    math: Literal["approx", "libm"] = "approx"
+    math: CpuMath = "approx"
     """`approx`: vectorizable f32 approximations; `libm`: calls to the C library."""
 
     ldexp: bool = False
@@ -297,11 +297,10 @@ class EwExpandMathPass(ModulePass):
     the same bits as the integer ops that build 2**n otherwise: for hosts with AVX-512 only
     (elsewhere LLVM calls `ldexpf` for each element, and the loop stays scalar)."""
 
+    def __post_init__(self) -> None:
+        check_choice(self, "math", CpuMath)
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.math not in ("approx", "libm"):
-            raise DiagnosticException(
-                f"ew-expand-math: math must be approx or libm, got {self.math}"
-            )
         approximate = self.math == "approx"
         # One look at every op finds which rewrites can apply, and each of the others skips
         # its walk of the whole program (none makes an op another one matches).

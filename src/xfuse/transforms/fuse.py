@@ -35,7 +35,6 @@ import heapq
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from xdsl.builder import Builder
 from xdsl.context import Context
@@ -51,6 +50,7 @@ from xdsl.utils.exceptions import PassFailedException
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
 from xfuse.transforms.expand_math import EwExpandMathPass, simple_power
+from xfuse.transforms.options import FuseMode, check_choice, check_option
 from xfuse.transforms.scalar import (
     compute_type,
     emit_constant,
@@ -494,7 +494,7 @@ class EwFusePass(ModulePass):
 
     name = "ew-fuse"
 
-    mode: Literal["greedy", "none"] = "greedy"
+    mode: FuseMode = "greedy"
     """greedy: maximal legal fusion; none: one kernel per op (the unfused baseline)."""
 
     max_ops: int = DEFAULT_MAX_OPS
@@ -506,11 +506,11 @@ class EwFusePass(ModulePass):
     stats: bool = False
     """Print the pass statistics (ops fused, kernels formed) to stderr."""
 
+    def __post_init__(self) -> None:
+        check_choice(self, "mode", FuseMode)
+        check_option(self, "max_ops", self.max_ops >= 1, "an integer >= 1")
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.mode not in ("greedy", "none"):
-            raise ValueError(f"ew-fuse: unknown mode '{self.mode}', expected greedy or none")
-        if self.max_ops < 1:
-            raise ValueError(f"ew-fuse: max-ops must be at least 1, got {self.max_ops}")
         total = FusionStats()
         for function in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
             if function.body.blocks:

@@ -102,6 +102,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
+from xfuse.transforms.options import check_option
 from xfuse.transforms.to_llvm import NO_INLINE
 
 
@@ -372,12 +373,12 @@ class EwKernelToLoopsPass(ModulePass):
     """The target's vector width in bytes (a power of two): split each innermost loop into a
     main loop and a remainder loop (see the module's docstring); 0 keeps one loop."""
 
+    def __post_init__(self) -> None:
+        size = self.vector_bytes
+        power_of_two_or_0 = size >= 0 and not size & (size - 1)
+        check_option(self, "vector_bytes", power_of_two_or_0, "0 or a power of two")
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.vector_bytes < 0 or self.vector_bytes & (self.vector_bytes - 1):
-            raise ValueError(
-                f"ew-kernel-to-loops: vector-bytes must be 0 or a power of two, got "
-                f"{self.vector_bytes}"
-            )
         for function in list(op.ops):
             if not isinstance(function, func.FuncOp):
                 continue

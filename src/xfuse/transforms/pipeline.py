@@ -18,25 +18,7 @@ from xdsl.utils.arg_spec import ArgSpec, PipelineLexer, SpecTokenKind, parse_pip
 from xdsl.utils.exceptions import ArgSpecParseError
 
 from xfuse.transforms import ALL_PASSES
-
-
-class PassSpecError(ValueError):
-    """A bad pass pipeline: an unknown pass, or an option a pass lacks or a value it rejects."""
-
-
-def _expected_values(field_type: object) -> str:
-    """What an option of this type accepts, in words: `greedy, none`, `true or false`, ..."""
-    if typing.get_origin(field_type) is typing.Literal:
-        return "one of " + ", ".join(str(value) for value in typing.get_args(field_type))
-    if field_type is bool:
-        return "true or false"
-    names = {int: "an integer", float: "a number", str: "a string"}
-    if field_type in names:
-        return names[field_type]
-    alternatives = [t for t in typing.get_args(field_type) if t is not type(None)]
-    if float in alternatives:  # "a number" says int too
-        alternatives = [t for t in alternatives if t is not int]
-    return " or ".join(dict.fromkeys(_expected_values(t) for t in alternatives)) or str(field_type)
+from xfuse.transforms.options import PassOptionError, PassSpecError, expected_values
 
 
 def _number_not_bool(field_type: object) -> bool:
@@ -51,18 +33,17 @@ def _number_not_bool(field_type: object) -> bool:
 
 def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
     """`pass_class` with `spec`'s options; PassSpecError naming the pass, the option and the
-    values it takes (xDSL's own message names neither the pass nor the option)."""
+    values it takes (xDSL's own message names neither the pass nor the option), a
+    `PassOptionError` for a bad value."""
     hints = typing.get_type_hints(pass_class)
     for option, value in spec.parameters.items():
         field_type = hints.get(option.replace("-", "_"))
         if _number_not_bool(field_type) and any(isinstance(v, bool) for v in value):
-            text = ",".join(str(v).lower() for v in value)
-            raise PassSpecError(
-                f"{spec.name}: bad value '{text}' for option '{option}': expected "
-                f"{_expected_values(field_type)}"
-            )
+            raise PassOptionError(spec.name, option, value, expected_values(field_type))
     try:
         return pass_class.from_spec(spec)
+    except PassOptionError:
+        raise  # the pass's own check of a value (`__post_init__`) named it
     except ValueError:
         pass
     fields = [f.name for f in dataclasses.fields(pass_class) if f.init and f.name != "name"]
@@ -76,11 +57,11 @@ def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
             raise PassSpecError(f"{spec.name}: unknown option '{option}' (options: {options})")
         try:
             pass_class.from_spec(ArgSpec(spec.name, {option: value}))
+        except PassOptionError:
+            raise
         except ValueError:
-            text = ",".join(map(str, value)) if isinstance(value, list | tuple) else value
-            raise PassSpecError(
-                f"{spec.name}: bad value '{text}' for option '{option}': expected "
-                f"{_expected_values(hints[field_name])}"
+            raise PassOptionError(
+                spec.name, option, value, expected_values(hints[field_name])
             ) from None
     raise PassSpecError(f"{spec.name}: bad options {spec}")
 

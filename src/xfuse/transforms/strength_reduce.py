@@ -24,6 +24,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from xfuse.dialects import ew
+from xfuse.transforms.options import check_option
 
 
 @dataclass(frozen=True)
@@ -57,10 +58,9 @@ class EwStrengthReducePass(ModulePass):
     multiply: x^16 is 15 roundings of up to half an ulp each (pow is within one ulp), and
     beyond that the expansion only gets less accurate and longer."""
 
+    def __post_init__(self) -> None:
+        in_range = 2 <= self.max_exponent <= 16
+        check_option(self, "max_exponent", in_range, "an integer from 2 to 16")
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if not 2 <= self.max_exponent <= 16:
-            raise ValueError(
-                "ew-strength-reduce: max-exponent must be between 2 and 16, "
-                f"got {self.max_exponent}"
-            )
         PatternRewriteWalker(PowToMultiply(self.max_exponent)).rewrite_module(op)

@@ -78,6 +78,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects.dtypes import element_bytes
 from xfuse.transforms import BF16_HARDWARE_NARROWING, packed_entry_name
+from xfuse.transforms.options import PassOptionError
 
 _I8 = IntegerType(8)
 _I16 = IntegerType(16)
@@ -104,7 +105,7 @@ def native_argument_types(type_: Attribute) -> list[Attribute]:
 
 def parse_fastmath(flags: str) -> llvm.FastMathAttr:
     """`"contract,afn"` -> the attribute; `"none"` or `""` -> no flags; `"fast"` -> all of them
-    (LLVM's spelling)."""
+    (LLVM's spelling); `PassOptionError` for `ew-to-llvm`'s `fastmath` otherwise."""
     names = [f.strip() for f in flags.split(",") if f.strip() and f.strip() != "none"]
     if "fast" in names:
         return llvm.FastMathAttr("fast")
@@ -112,10 +113,8 @@ def parse_fastmath(flags: str) -> llvm.FastMathAttr:
         return llvm.FastMathAttr(tuple(llvm.FastMathFlag(name) for name in names))
     except ValueError:
         valid = ", ".join(flag.value for flag in llvm.FastMathFlag)
-        raise DiagnosticException(
-            f"ew-to-llvm: bad fastmath flags {flags!r}: expected 'none', 'fast' or a list of "
-            f"{valid}"
-        ) from None
+        expected = f"none, fast or a comma list of {valid}"
+        raise PassOptionError(EwToLlvmPass.name, "fastmath", flags, expected) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1173,6 +1172,9 @@ class EwToLlvmPass(ModulePass):
     AVX512VL, `xfuse.codegen.native.HostCpu.rounds_bf16`).
     The output then calls `xfuse.fptrunc.f32.bf16`, which `xfuse.codegen.native` makes an
     `fptrunc` to `bfloat` (llvmlite has no `bfloat`): only xfuse's own code generation takes it."""
+
+    def __post_init__(self) -> None:
+        parse_fastmath(self.fastmath)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         flags = parse_fastmath(self.fastmath)

@@ -46,7 +46,7 @@ from __future__ import annotations
 import math as pymath
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import cast
 
 from xdsl.builder import Builder
 from xdsl.context import Context
@@ -79,6 +79,7 @@ from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, element_bytes, itemsize
 from xfuse.transforms.expand_math import MATH_FUNCTIONS, simple_power_of
 from xfuse.transforms.kernel_to_loops import input_indices
+from xfuse.transforms.options import GpuMath, check_choice
 from xfuse.transforms.pipeline import only_function
 from xfuse.transforms.to_llvm import convert_type
 
@@ -471,14 +472,13 @@ class EwToNvvmPass(ModulePass):
 
     name = "ew-to-nvvm"
 
-    math: Literal["approx", "ptx-approx"] = "approx"
+    math: GpuMath = "approx"
     """`approx`: the CPU's f32 approximations; `ptx-approx`: `tanh.approx.f32`, `ex2.approx.f32`."""
 
+    def __post_init__(self) -> None:
+        check_choice(self, "math", GpuMath)
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.math not in ("approx", "ptx-approx"):
-            raise DiagnosticException(
-                f"ew-to-nvvm: math must be approx or ptx-approx, got {self.math}"
-            )
         _check_math(op)
         launch_sequence(op)  # rejects host code that is not launches
         host = only_function(op)

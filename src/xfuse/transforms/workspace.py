@@ -42,6 +42,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects.dtypes import element_bytes
 from xfuse.transforms import workspace_size_function
+from xfuse.transforms.options import check_option
 
 WORKSPACE_TYPE = MemRefType(i8, [DYNAMIC_INDEX])
 _NO_OVERFLOW = {"overflowFlags": arith.IntegerOverflowAttr("none")}
@@ -198,11 +199,11 @@ class EwWorkspacePass(ModulePass):
     alignment: int = 64
     """Byte alignment of each temporary in the workspace (a power of two; 64 = a cache line)."""
 
+    def __post_init__(self) -> None:
+        power_of_two = self.alignment >= 1 and not self.alignment & (self.alignment - 1)
+        check_option(self, "alignment", power_of_two, "a power of two")
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        if self.alignment < 1 or self.alignment & (self.alignment - 1):
-            raise DiagnosticException(
-                f"ew-workspace: alignment must be a power of two, got {self.alignment}"
-            )
         for function in list(op.ops):
             if not isinstance(function, func.FuncOp) or not function.body.blocks:
                 continue
