@@ -30,7 +30,7 @@ from xfuse.runtime.compiler import Options
 from xfuse.tools.opt import main
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.default_pipeline import XfuseDefaultPass, default_pipeline
-from xfuse.transforms.options import PassOptionError
+from xfuse.transforms.options import Math, PassOptionError, Target
 from xfuse.transforms.pipeline import PassSpecError, pass_from_spec, pipeline_context
 from xfuse.transforms.to_llvm import EwToLlvmPass
 
@@ -468,6 +468,29 @@ def test_a_pass_made_with_a_bad_option_raises_its_option_error(spec: str) -> Non
     with pytest.raises(PassOptionError) as info:
         pass_class(**{option.replace("-", "_"): value})
     assert str(info.value) == message and isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("target", "math", "message"),
+    [
+        (
+            "cuda",
+            "libm",
+            "ew-to-nvvm: bad value 'libm' for option 'math': expected one of approx, ",
+        ),
+        (
+            "cpu",
+            "ptx-approx",
+            "ew-expand-math: bad value 'ptx-approx' for option 'math': expected ",
+        ),
+    ],
+)
+def test_default_pipeline_takes_the_math_of_its_target(
+    target: Target, math: Math, message: str
+) -> None:
+    """Each target's `math` words, in the words of the pass that takes them."""
+    with pytest.raises(PassOptionError, match=f"^{re.escape(message)}"):
+        default_pipeline(target=target, math=math)
 
 
 def test_compile_options_reject_an_extra_pass_with_a_bad_option_before_compiling() -> None:

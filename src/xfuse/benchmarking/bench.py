@@ -36,6 +36,7 @@ from xfuse.benchmarking.workload import Outputs, Variant, Workload
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import SHORT_DTYPE_NAMES, dtype_of, element_type_for, promote
 from xfuse.runtime.arrays import numpy_dtype
+from xfuse.transforms.options import CpuMath
 from xfuse.transforms.pipeline import apply_pipeline, only_function
 
 
@@ -333,7 +334,7 @@ def _prepared(kernel: Any, workload: Workload) -> Callable[[], Outputs]:
     return kernel.prepare(**workload.arrays)
 
 
-def xfuse_fused(workload: Workload, math: str = "approx", threads: int = 1) -> Variant:
+def xfuse_fused(workload: Workload, math: CpuMath = "approx", threads: int = 1) -> Variant:
     from xfuse.runtime.compiler import compile
 
     kernel = compile(workload.source, workload.outputs, math=math, threads=threads)
@@ -454,7 +455,7 @@ def bench(
     *,
     outputs: Sequence[str] | None = None,
     threads: int = 1,
-    math: str = "approx",
+    math: CpuMath = "approx",
     peers: bool | Sequence[str] = False,
     repeat: int = 3,
     progress: Callable[[str], Any] | None = None,
@@ -471,7 +472,7 @@ def bench(
     from xfuse.runtime.compiler import MATH_CHOICES, check_threads
 
     if math not in MATH_CHOICES:
-        raise ValueError(f"math must be 'approx' or 'libm', got {math!r}")
+        raise ValueError(f"math must be {' or '.join(map(repr, MATH_CHOICES))}, got {math!r}")
     threads = check_threads(threads)
     if not sizes or not all(isinstance(n, int) and not isinstance(n, bool) for n in sizes):
         raise ValueError(f"sizes must be a non-empty list of element counts, got {sizes!r}")

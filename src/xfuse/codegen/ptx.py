@@ -10,10 +10,13 @@ pointer); NVPTX marks a kernel's pointer parameters global and infers `ld.global
 from __future__ import annotations
 
 import functools
+import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm_binding
+
+from xfuse.transforms.options import CpuMath, GpuMath, Math, Target
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
@@ -31,7 +34,10 @@ def _initialize() -> None:
     llvm_binding.initialize_all_asmprinters()
 
 
-MATH_MODES = {"cpu": ("approx", "libm"), "cuda": ("approx", "ptx-approx")}
+MATH_MODES: dict[Target, tuple[Math, ...]] = {
+    "cpu": typing.get_args(CpuMath),
+    "cuda": typing.get_args(GpuMath),
+}
 """The `math=` choices of each target: no libm on the GPU, no PTX instructions on the CPU."""
 
 

@@ -28,7 +28,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from xfuse.codegen.native import compile_llvm_dialect, host_cpu
 from xfuse.codegen.ptx import MATH_MODES, check_target
@@ -37,6 +37,7 @@ from xfuse.runtime import disk_cache
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
 from xfuse.transforms import workspace_size_function
+from xfuse.transforms.options import Math, Target
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
@@ -153,13 +154,13 @@ class Options:
     """
 
     fuse: bool = True
-    math: str = "approx"
+    math: Math = "approx"
     fastmath: str = "none"
     reuse: bool = True
     opt_level: int = 3
     extra_passes: str = ""
     """xfuse passes (`xfuse-opt -p` syntax) to run right after `ew-optimize`, e.g. a new one."""
-    target: str = "cpu"
+    target: Target = "cpu"
     """"cpu" (the host, MCJIT) or "cuda" (PTX for `arch`, see `xfuse.runtime.cuda`)."""
     arch: str = "sm_90"
     interleave: int | None = None
@@ -549,7 +550,7 @@ def compile(
     outputs: Sequence[str] | None = None,
     *,
     fuse: bool = True,
-    math: str = "approx",
+    math: Math = "approx",
     dtype: DtypeSpec = "float32",
     shapes: Mapping[str, Sequence[int | str | None]] | None = None,
     threads: int = 1,
@@ -557,7 +558,7 @@ def compile(
     reuse: bool = True,
     opt_level: int = 3,
     extra_passes: str = "",
-    target: str = "cpu",
+    target: Target = "cpu",
     arch: str = "sm_90",
     interleave: int | None = None,
     streaming: bool = True,
@@ -604,7 +605,7 @@ def compile(
     threads = check_threads(threads)
     check_shapes(shapes)
     check_target(target, arch, math, threads)
-    option_values = {
+    option_values: dict[str, Any] = {  # (unchecked: `Options` checks them)
         "fuse": fuse,
         "math": math,
         "fastmath": fastmath,

@@ -34,6 +34,7 @@ from xfuse.runtime.arrays import ArgumentTypeError, keyword_mistake
 from xfuse.runtime.compiler import Options, check_threads, compile_module
 from xfuse.runtime.dask_arrays import is_dask_array
 from xfuse.runtime.kernel import Kernel
+from xfuse.transforms.options import Math
 
 
 class JitFunction:
@@ -148,7 +149,7 @@ def jit(
     function: Callable[..., Any] | None = None,
     *,
     fuse: bool = True,
-    math: str = "approx",
+    math: Math = "approx",
     threads: int = 1,
     fastmath: str = "none",
 ) -> Any:

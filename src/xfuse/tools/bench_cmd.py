@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from xfuse.tools.cli import option_type, plot_file, positive_int, read_program
 from xfuse.tools.lecture_cmd import parse_size
+from xfuse.transforms.options import CpuMath
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -38,7 +40,7 @@ def register(subparsers: Any) -> None:
         help="element counts: 2^12..2^24 (every 4x), or a list 4096,2^20 (default 2^12..2^24)",
     )
     parser.add_argument("--threads", type=positive_int, default=1, help="threads for the kernels")
-    parser.add_argument("--math", choices=("approx", "libm"), default="approx")
+    parser.add_argument("--math", choices=typing.get_args(CpuMath), default="approx")
     parser.add_argument("--peers", action="store_true", help="also time the installed peers")
     parser.add_argument(
         "--repeat", type=positive_int, default=3, help="timed runs per point (median)"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -17,7 +16,16 @@ from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.fuse import EwFusePass
 from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.optimize import EwOptimizePass
-from xfuse.transforms.options import PassOptionError
+from xfuse.transforms.options import (
+    CpuMath,
+    GpuMath,
+    Math,
+    PassOptionError,
+    Target,
+    expected_values,
+    is_cpu_math,
+    is_gpu_math,
+)
 from xfuse.transforms.to_llvm import EwToLlvmPass
 from xfuse.transforms.to_nvvm import EwToNvvmPass
 from xfuse.transforms.workspace import EwWorkspacePass
@@ -34,12 +42,12 @@ def default_pipeline(
     *,
     fuse: bool = True,
     reuse: bool = True,
-    math: str = "approx",
+    math: Math = "approx",
     fastmath: str = "none",
     f16c: bool = False,
     avx512bf16: bool = False,
     ldexp: bool = False,
-    target: str = "cpu",
+    target: Target = "cpu",
     masked_remainder: bool = False,
     extra: Sequence[ModulePass] = (),
 ) -> tuple[ModulePass, ...]:
@@ -55,17 +63,21 @@ def default_pipeline(
         EwBufferizePass(reuse=reuse),
     )
     if target == "cuda":
+        if not is_gpu_math(math):  # the CPU's libm
+            raise PassOptionError(EwToNvvmPass.name, "math", math, expected_values(GpuMath))
         return (
             *tensor_passes,
-            EwToNvvmPass(math=math),  # type: ignore[arg-type]  # checked by the pass
+            EwToNvvmPass(math=math),
             EwExpandMathPass(math="approx"),
             EwToLlvmPass(fastmath=fastmath, packed=False),
         )
+    if not is_cpu_math(math):  # the GPU's ptx-approx
+        raise PassOptionError(EwExpandMathPass.name, "math", math, expected_values(CpuMath))
     return (
         *tensor_passes,
         EwWorkspacePass(),
         EwKernelToLoopsPass(vector_bytes=REMAINDER_VECTOR_BYTES if masked_remainder else 0),
-        EwExpandMathPass(math=math, ldexp=ldexp),  # type: ignore[arg-type]  # checked by the pass
+        EwExpandMathPass(math=math, ldexp=ldexp),
         EwToLlvmPass(fastmath=fastmath, f16c=f16c, avx512bf16=avx512bf16),
     )
 
@@ -95,7 +107,7 @@ class XfuseDefaultPass(ModulePass):
     reuse: bool = True
     """`ew-bufferize`'s buffer reuse and in-place writes."""
 
-    math: Literal["approx", "libm"] = "approx"
+    math: CpuMath = "approx"
     """`ew-expand-math`'s: vectorizable approximations, or calls to the C library."""
 
     fastmath: str = "none"

@@ -10,7 +10,7 @@ compiles. No xDSL here: the runtime reads the aliases without importing the pass
 from __future__ import annotations
 
 import typing
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeGuard
 
 if TYPE_CHECKING:
     from xdsl.passes import ModulePass
@@ -22,8 +22,24 @@ calls to the C library."""
 GpuMath = Literal["approx", "ptx-approx"]
 """`ew-to-nvvm`'s (and `xfuse.compile`'s with `target="cuda"`) `math`."""
 
+Math = CpuMath | GpuMath
+"""`xfuse.compile`'s `math`: `CpuMath` with `target="cpu"`, `GpuMath` with `"cuda"`."""
+
+Target = Literal["cpu", "cuda"]
+"""`xfuse.compile`'s `target`: the host's CPU, or an NVIDIA GPU."""
+
 FuseMode = Literal["greedy", "none"]
 """`ew-fuse`'s `mode`."""
+
+
+def is_cpu_math(math: str) -> TypeGuard[CpuMath]:
+    """Whether `math` is one of `CpuMath`'s words (a checker then knows it is)."""
+    return math in typing.get_args(CpuMath)
+
+
+def is_gpu_math(math: str) -> TypeGuard[GpuMath]:
+    """Whether `math` is one of `GpuMath`'s words (a checker then knows it is)."""
+    return math in typing.get_args(GpuMath)
 
 
 class PassSpecError(ValueError):
