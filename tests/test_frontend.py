@@ -362,7 +362,10 @@ def test_function_and_file_names() -> None:
 BAD_PROGRAMS = [
     # (source, outputs, line, column, message fragment)
     ("h = x +* b;", None, 1, 8, "expected an expression, found '*'"),
-    ("y = x\nz = y;", None, 2, 1, "expected ';'"),
+    # a token missing at the end of a line is reported there, not at the next line's start
+    ("y = x\nz = y;", None, 1, 6, "expected ';' at the end of the statement, found 'z' on line 2"),
+    ("y = x + 1  # one\n", None, 1, 10, "expected ';' at the end of the statement, found end of"),
+    ("y = (x + b\nz = y;", None, 1, 11, "expected ')' to close '(', found 'z' on line 2"),
     ("y = x", None, 1, 6, "expected ';' at the end of the statement, found end of input"),
     ("y x;", None, 1, 3, "expected '=' after 'y'"),
     ("y = (x + b;", None, 1, 11, "expected ')' to close '('"),
@@ -402,7 +405,7 @@ BAD_PROGRAMS = [
     ),
     ("y = " + "-" * 5000 + "x;", None, 1, 5 + MAX_NESTING, "nested"),
     # Declarations: `input [DTYPE] name[dims], ...;`
-    ("input x[t, d]\ny = x;", None, 2, 1, "expected ',' or ';' in the declaration, found 'y'"),
+    ("input x[t, d]\ny = x;", None, 1, 14, "expected ',' or ';' in the declaration, found 'y' on"),
     ("input x y;", None, 1, 7, "unknown dtype 'x' (known: f16, bf16, f32, f64)"),
     ("input int8 x[4];", None, 1, 7, "unknown dtype 'int8'"),
     ("input bf16;\ny = 1;", None, 1, 11, "expected an input name, found ';'"),
@@ -444,6 +447,7 @@ BAD_PROGRAMS = [
     ("y = x;\noutput tanh;", None, 2, 8, "cannot declare 'tanh' as an output"),
     ("y = x;\noutput y z;", None, 2, 10, "expected ',' or ';' in the output declaration"),
     ("y = x;\noutput y,;", None, 2, 10, "expected an output name, found ';'"),
+    ("y = x;\noutput y\n", None, 2, 9, "expected ',' or ';' in the output declaration, found end"),
     ("output y;", None, 1, 8, "output 'y' is never assigned (the program assigns none)"),
 ]
 

@@ -191,8 +191,21 @@ class _Parser:
     def expect(self, text: str, context: str) -> Token:
         token = self.accept(text)
         if token is None:
-            raise self.error(f"expected '{text}' {context}, found {self.describe(self.current)}")
+            raise self.missing(f"'{text}' {context}")
         return token
+
+    def missing(self, expected: str) -> EwSyntaxError:
+        """`expected ..., found ...` where the missing token belongs: right after the previous
+        token when the next one is on a later line (a `;` forgotten at the end of a line is
+        reported there, as C compilers do, not at the next statement's first token)."""
+        found = self.current
+        previous = self.tokens[self.position - 1] if self.position else None
+        end = previous.offset + len(previous.text) if previous else found.offset
+        if "\n" not in self.source[end : found.offset]:
+            return self.error(f"expected {expected}, found {self.describe(found)}")
+        where = "" if found.kind == "end" else f" on line {self.line_of(found.offset)}"
+        message = f"expected {expected}, found {self.describe(found)}{where}"
+        return EwSyntaxError(message, self.source, end, self.filename)
 
     # -- grammar
     def program(self) -> None:
@@ -261,9 +274,7 @@ class _Parser:
                 break
         if self.accept(";") is None:
             expected = "',' or ';'" if shape is not None else "'[', ',' or ';'"
-            raise self.error(
-                f"expected {expected} in the declaration, found {self.describe(self.current)}"
-            )
+            raise self.missing(f"{expected} in the declaration")
 
     def output_declaration(self) -> None:
         """`output name, ...;`: the function's results, in order (checked once all is parsed)."""
@@ -283,8 +294,7 @@ class _Parser:
             if self.accept(",") is None:
                 break
         if self.accept(";") is None:
-            found = self.describe(self.current)
-            raise self.error(f"expected ',' or ';' in the output declaration, found {found}")
+            raise self.missing("',' or ';' in the output declaration")
 
     def declared_output_names(self) -> list[str] | None:
         """The `output` declarations' names, each checked to name a value; None without any."""
