@@ -661,3 +661,26 @@ def test_cli_reports_program_errors(capsys: pytest.CaptureFixture[str], tmp_path
 def test_cli_without_command_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main([]) == 2
     assert "cost" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["lecture", "--quik"], "--quik (did you mean --quick?)"),
+        (["cost", str(GELU), "--devcie", "h100"], "--devcie (did you mean --device?) h100"),
+        (["bench", "--expr", "x", "--paers"], "--paers (did you mean --peers?)"),
+        (["cache", "info", "--jsn"], "--jsn (did you mean --json?)"),
+        (["cost", str(GELU), str(GELU)], str(GELU)),
+    ],
+)
+def test_unknown_arguments_are_the_subcommands_usage_error(
+    capsys: pytest.CaptureFixture[str], args: list[str], error: str
+) -> None:
+    """Reported with the subcommand's usage (its options) and the option a typo is close to,
+    not with `xfuse [-h] [--version] COMMAND ...`, which names none."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(args)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: xfuse {args[0]} ")
+    assert f"xfuse {args[0]}: error: unrecognized arguments: {error}\n" in err

@@ -12,6 +12,7 @@ errors (an option's value out of range) exit with 2; where the reader of the out
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import importlib
 import sys
@@ -103,7 +104,23 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in SUBCOMMANDS:
         importlib.import_module(module).register(subparsers)
+    for subparser in subparsers.choices.values():
+        subparser.set_defaults(command_parser=subparser)
     return parser
+
+
+def reject_unknown(subparser: argparse.ArgumentParser, unknown: Sequence[str]) -> None:
+    """A usage error for the arguments the subcommand does not take, with its own usage and
+    the option a misspelt one is closest to (argparse reports them at `xfuse`'s level, with
+    `xfuse`'s usage, which names no option of the subcommand)."""
+    options = [o for action in subparser._actions for o in action.option_strings]
+    hints = [
+        f"{word} (did you mean {close[0]}?)"
+        if (close := difflib.get_close_matches(word, options, 1))
+        else word
+        for word in unknown
+    ]
+    subparser.error(f"unrecognized arguments: {' '.join(hints)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,10 +133,14 @@ def _run(argv: Sequence[str] | None) -> int:
     from xfuse.frontend.language import EwSyntaxError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
     if args.command is None:
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         parser.print_help(sys.stderr)
         return 2
+    if unknown:
+        reject_unknown(args.command_parser, unknown)
     try:
         return int(args.run(args))
     except BrokenPipeError:  # the reader (`| head -1`) went away; not an OSError to report
