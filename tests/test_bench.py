@@ -350,6 +350,15 @@ def test_a_byte_order_mark_starts_a_program_file(
         (["bench", "--expr", "x", "--threads", "0"], "argument --threads: expected an integer"),
         (["lecture", "--repeat", "0"], "argument --repeat: expected an integer >= 1, got 0"),
         (["lecture", "--n", "0"], "argument --n: size must be between 1 and 2^62, got 0"),
+        # checked before the work, not after it (a whole lecture ran, then failed to write)
+        (
+            ["lecture", "--n", "2^10", "--repeat", "1", "--json", "/no-such-dir/figures.json"],
+            "argument --json: /no-such-dir/figures.json: no directory /no-such-dir to write it in",
+        ),
+        (
+            ["bench", "--expr", "x", "--sizes", "2^10", "--plot", "/no-such-dir/bw.png"],
+            "argument --plot: /no-such-dir/bw.png: no directory /no-such-dir to write it in",
+        ),
         (["lecture", "--n", "2^99999999"], "argument --n: size must be between 1 and 2^62"),
     ],
 )

@@ -60,15 +60,30 @@ def option_type(parse: Callable[[str], T]) -> Callable[[str], T]:
     return parse_option
 
 
+def output_file(text: str, what: str, example: str) -> Path:
+    """A file a command writes when it is done, checked before it starts (a lecture runs for
+    half a minute before it writes `--json`): not a directory, in one that exists."""
+    path = Path(text)
+    if path.is_dir():
+        raise ValueError(f"{text} is a directory: give the {what} file name ({path / example})")
+    if not path.parent.is_dir():
+        raise ValueError(f"{text}: no directory {path.parent} to write it in")
+    return path
+
+
 @option_type
 def plot_file(text: str) -> Path:
     """`--plot`'s file: the format its suffix names (`.png`, `.svg`, `.pdf`), a name without one
     gaining `.png` (as matplotlib writes it, so the path printed is the one written). A
     directory is an error: a plot is one file, named by whoever asks for it."""
-    path = Path(text)
-    if path.is_dir():
-        raise ValueError(f"{text} is a directory: give the plot's file name ({path / 'plot.png'})")
+    path = output_file(text, "plot's", "plot.png")
     return path if path.suffix else path.with_name(f"{path.name}.png")
+
+
+@option_type
+def json_file(text: str) -> Path | str:
+    """`--json`'s file, or `-` (stdout)."""
+    return text if text == "-" else output_file(text, "JSON", "figures.json")
 
 
 @option_type

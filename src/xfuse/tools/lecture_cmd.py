@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xfuse.tools.cli import option_type, positive_int, read_program
+from xfuse.tools.cli import json_file, option_type, positive_int, read_program
 
 DEFAULT_LOG_N = 24
 QUICK_LOG_N = 20
@@ -43,7 +43,10 @@ def register(subparsers: Any) -> None:
         help="timed runs per variant in each of demo 4's rounds (median; default 3, 2 quick)",
     )
     parser.add_argument(
-        "--json", metavar="FILE", help="write every figure as JSON to FILE ('-': stdout, no tables)"
+        "--json",
+        type=json_file,
+        metavar="FILE",
+        help="write every figure as JSON to FILE ('-': stdout, no tables)",
     )
     parser.set_defaults(run=run)
 
