@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -180,6 +183,34 @@ def test_a_number_passed_for_an_array_says_how_to_pass_it() -> None:
     with pytest.raises(TypeError, match="got float; .* default, a closure or with functools"):
         xfuse.jit(scaled)(x, 3.0)
     np.testing.assert_array_equal(xfuse.jit(functools.partial(scaled, scale=3.0))(x), x * 3)
+
+
+@pytest.mark.parametrize(
+    ("program", "name"),
+    [
+        (lambda a: np.dot(a, a), "np.dot"),  # traced as `a * a` (0-d object arrays' product)
+        (lambda a: np.inner(a, a), "np.inner"),  # the same
+        (lambda a: np.sum(a), "np.sum"),  # "np.add.reduce cannot be traced with keyword ..."
+        (lambda a: np.add.reduce(a), "np.add.reduce"),
+        (lambda a: np.mean(a), "np.mean"),  # "a traced array is not a Python number"
+        (lambda a: np.concatenate([a, a]), "np.concatenate"),  # "zero-dimensional arrays ..."
+        (lambda a: np.cumsum(a), "np.cumsum"),  # "must return traced arrays ..."
+    ],
+)
+def test_numpy_functions_that_are_not_ew_ops_say_they_cannot_be_traced(
+    program: Callable[[Any], Any], name: str
+) -> None:
+    """Each raised another error that did not say why, or (np.dot, np.inner) traced silently
+    as something else."""
+    with pytest.raises(TypeError, match=rf"^{re.escape(name)} cannot be traced: .*outside the jit"):
+        xfuse.jit(program)(np.float32([1, 2, 3]))
+
+
+def test_indexing_says_it_cannot_be_traced() -> None:
+    with pytest.raises(
+        TypeError, match="indexing and slicing cannot be traced: .* pass the slices"
+    ):
+        xfuse.jit(lambda a: a[1:])(np.float32([1, 2, 3]))
 
 
 def test_floor_division_and_remainder_say_they_cannot_be_traced() -> None:

@@ -36,6 +36,14 @@ _SQRT_POWER_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 and bfloat16's loops call pow."""
 
 
+_ELEMENTWISE_ONLY = (
+    "@xfuse.jit compiles numpy's arithmetic, the ufuncs that are `ew` ops, np.clip and xfuse's "
+    "functions into elementwise kernels, and no other numpy function or method; compute it "
+    "outside the jit function, on its arguments or its results"
+)
+"""Why a numpy function other than those (a reduction, np.dot, np.where, ...) cannot be traced."""
+
+
 def _is_one_half(value: Any) -> bool:
     """Whether `value` is a scalar exponent of 0.5 (a Python number or a real numpy scalar)."""
     if isinstance(value, np.generic):
@@ -223,15 +231,34 @@ class Traced:
             return composite(*inputs)
         if method == "__call__" and not kwargs and ufunc is np.power and inputs[0] is self:
             return self.power(inputs[1])
-        if method != "__call__" or kwargs or op_type is None:
+        if method != "__call__":  # np.add.reduce, np.maximum.accumulate, np.add.outer, ...
+            raise TypeError(f"np.{ufunc.__name__}.{method} cannot be traced: {_ELEMENTWISE_ONLY}")
+        if kwargs or op_type is None:
             traceable = [*_OPS_BY_UFUNC, *_UFUNCS_OF_OPS]
             supported = ", ".join(sorted(f"np.{u.__name__}" for u in traceable))
             raise TypeError(
-                f"np.{ufunc.__name__}{'' if method == '__call__' else '.' + method} cannot be "
-                f"traced{' with keyword arguments' if kwargs else ''}: inside @xfuse.jit use "
+                f"np.{ufunc.__name__} cannot be traced"
+                f"{' with keyword arguments' if kwargs else ''}: inside @xfuse.jit use "
                 f"{supported}, or xfuse's functions (xfuse.erf, xfuse.sigmoid, ...)"
             )
         return self.apply(op_type, *inputs)
+
+    def __array_function__(
+        self, func: Callable[..., Any], types: Any, args: Any, kwargs: Any
+    ) -> Any:
+        """numpy's functions that are not ufuncs: np.clip traces (as `clip`); any other
+        (np.sum, np.dot, np.where, np.concatenate, ...) raises, as without this numpy took a
+        traced array for a 0-d object array, and `np.dot(x, x)` traced as `x * x`."""
+        if func is np.clip:
+            return cast(Any, func)._implementation(*args, **kwargs)
+        module = "np" if func.__module__ == "numpy" else func.__module__
+        raise TypeError(f"{module}.{func.__name__} cannot be traced: {_ELEMENTWISE_ONLY}")
+
+    def __getitem__(self, _: Any) -> Any:
+        raise TypeError(
+            "indexing and slicing cannot be traced: @xfuse.jit compiles elementwise programs "
+            "on whole arrays; slice the arrays before the call and pass the slices"
+        )
 
     def _data_dependent(self, *_: Any) -> Any:
         raise TypeError(
