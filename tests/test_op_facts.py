@@ -125,6 +125,13 @@ def _atan(builder: Builder, args: list[SSAValue], compute_type: Attribute) -> SS
     return builder.insert(math.AtanOp(*args)).result
 
 
+def test_folding_an_op_without_a_reference_says_what_to_declare() -> None:
+    """It raised a bare NotImplementedError: `xfuse-opt -p ew-optimize` printed
+    `internal error: NotImplementedError: ` and nothing after it."""
+    with pytest.raises(NotImplementedError, match=r"no float64 `reference`.*dialects/ew\.py"):
+        ew.fold_literals(_AtanOp, [0.5], Float32Type())
+
+
 def test_a_missing_fact_is_named_with_its_file(monkeypatch: pytest.MonkeyPatch) -> None:
     """The messages a newcomer meets for an op with only a name, then with a lowering to a
     `math` op no stage knows."""

@@ -451,6 +451,14 @@ class ConstantOp(IRDLOperation):
         return op
 
 
+NO_REFERENCE = (
+    "this op declares no float64 `reference`, which folding, the baselines and the tests "
+    "compute it with: add `reference = staticmethod(np.<ufunc>)` (or a function) to its class "
+    "in src/xfuse/dialects/ew.py"
+)
+"""The error of an op without its own `reference` (tests/test_op_facts.py names it too)."""
+
+
 class UnaryOp(IRDLOperation, ABC):
     """Base of the unary elementwise ops: one operand, a result of the same type."""
 
@@ -489,7 +497,7 @@ class UnaryOp(IRDLOperation, ABC):
         `np.tanh` on a traced value inside `@xfuse.jit` records the op; an op whose reference
         differs from numpy's ufunc in some corner names the ufunc as `NUMPY_UFUNC` (see
         `numpy_ufunc`)."""
-        raise NotImplementedError
+        raise NotImplementedError(NO_REFERENCE)
 
     ACCURACY: ClassVar[Accuracy]
     """The error its float32 kernels may have under each `math` mode (`CORRECTLY_ROUNDED` for
@@ -553,7 +561,7 @@ class BinaryOp(IRDLOperation, ABC):
     @staticmethod
     def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """The op on float64 numpy data, a numpy ufunc where numpy has one (see `UnaryOp`)."""
-        raise NotImplementedError
+        raise NotImplementedError(NO_REFERENCE)
 
     ACCURACY: ClassVar[Accuracy]  # see UnaryOp
     PYTHON_NAME: ClassVar[str | None]  # see UnaryOp
