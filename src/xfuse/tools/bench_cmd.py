@@ -39,11 +39,18 @@ def register(subparsers: Any) -> None:
         metavar="SIZES",
         help="element counts: 2^12..2^24 (every 4x), or a list 4096,2^20 (default 2^12..2^24)",
     )
-    parser.add_argument("--threads", type=positive_int, default=1, help="threads for the kernels")
-    parser.add_argument("--math", choices=typing.get_args(CpuMath), default="approx")
+    parser.add_argument(
+        "--threads", type=positive_int, default=1, help="threads for the kernels (default 1)"
+    )
+    parser.add_argument(
+        "--math",
+        choices=typing.get_args(CpuMath),
+        default="approx",
+        help="xfuse's vectorizable approximations or the C library (default approx)",
+    )
     parser.add_argument("--peers", action="store_true", help="also time the installed peers")
     parser.add_argument(
-        "--repeat", type=positive_int, default=3, help="timed runs per point (median)"
+        "--repeat", type=positive_int, default=3, help="timed runs per point (median; default 3)"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument(

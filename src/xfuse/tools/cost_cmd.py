@@ -24,16 +24,24 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("file", type=Path, metavar="FILE.ew")
     parser.add_argument(
-        "--device", default="h100", help=f"GPU: {', '.join(DEVICES)} (h100, a100 are aliases)"
+        "--device",
+        default="h100",
+        help=f"GPU: {', '.join(DEVICES)} (h100, a100 are aliases; default h100)",
     )
-    parser.add_argument("--shape", default="4096x14336", help="iteration space, e.g. 4096x14336")
+    parser.add_argument(
+        "--shape", default="4096x14336", help="iteration space (default 4096x14336)"
+    )
     parser.add_argument(
         "--dtype",
         default="bf16",
-        help="storage dtype of inputs the program does not declare: f16, bf16, f32 or f64",
+        help="storage dtype of inputs the program does not declare: f16, bf16, f32 or f64 "
+        "(default bf16)",
     )
     parser.add_argument(
-        "--launch-us", type=float, default=DEFAULT_LAUNCH_US, help="launch overhead per kernel"
+        "--launch-us",
+        type=float,
+        default=DEFAULT_LAUNCH_US,
+        help=f"launch overhead per kernel, us (default {DEFAULT_LAUNCH_US:g})",
     )
     parser.add_argument(
         "--input-shape",
