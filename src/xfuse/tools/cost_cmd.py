@@ -29,7 +29,9 @@ def register(subparsers: Any) -> None:
         help=f"GPU: {', '.join(DEVICES)} (h100, a100 are aliases; default h100)",
     )
     parser.add_argument(
-        "--shape", default="4096x14336", help="iteration space (default 4096x14336)"
+        "--shape",
+        default="4096x14336",
+        help="iteration space, sizes joined by x (default 4096x14336)",
     )
     parser.add_argument(
         "--dtype",
