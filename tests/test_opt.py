@@ -134,6 +134,7 @@ COMMANDS: dict[str, list[str]] = {
     "binary_ew": ["{binary_ew}"],
     "empty_ew": ["{empty_ew}"],
     "unknown_ext": ["{unknown_ext}"],
+    "no_ext": ["{no_ext}"],
     "no_ext_as_ew": ["-f", "ew", "{no_ext}"],
     "bom_ew": ["{bom_ew}"],
     "txt_as_ew": ["{unknown_ext}", "-f", "ew"],
@@ -321,7 +322,12 @@ HOSTILE: dict[str, str] = {
     "bad_ew": r"bad\.ew:2:5: error: 'tanh' takes 1 argument, got 2\ny = tanh\(h, h\);\n    \^",
     "binary_ew": r"binary\.ew:2:1: error: unexpected character",
     "empty_ew": r"empty\.ew:2:1: error: empty program",
-    "unknown_ext": r"xfuse-opt: error: Unrecognized file extension 'txt'",
+    # xDSL's "Unrecognized file extension 'txt'" said neither what it takes nor about -f
+    "unknown_ext": (
+        r"xfuse-opt: error: .*/input\.txt: unknown file extension '\.txt': name the input's "
+        r"format with -f \(ew, mlir\), or name the file \.ew or \.mlir"
+    ),
+    "no_ext": r"xfuse-opt: error: .*/program: no file extension: name the input's format with -f",
     "missing_file": r"xfuse-opt: error: .*No such file or directory: '.*missing\.mlir'",
     "directory": r"xfuse-opt: error: .*Is a directory",
     "unknown_pass": (
@@ -392,6 +398,14 @@ def test_every_command_is_checked() -> None:
     checked_elsewhere = {"gelu", "gelu_optimize", "gelu_generic", "between_passes", "output_file"}
     checked_elsewhere |= {"split", "verify_diagnostics", "no_ext_as_ew", "txt_as_ew", "bom_ew"}
     assert set(COMMANDS) == set(HOSTILE) | checked_elsewhere
+
+
+def test_help_says_what_xfuse_opt_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """It was xdsl-opt's "xDSL modular optimizer driver", naming neither .ew nor the passes."""
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    assert "the .ew frontend and xfuse's passes" in " ".join(capsys.readouterr().out.split())
 
 
 @pytest.mark.parametrize(

@@ -156,6 +156,14 @@ class XfuseOptMain(xDSLOptMain):
     def get_input_stream(self) -> tuple[IO[bytes], str]:
         # `-f` names the input's format whatever the file's name (xDSL checked its extension).
         stream, extension = super().get_input_stream()
+        if self.args.frontend is None and extension not in self.available_frontends:
+            stream.close()
+            formats = ", ".join(sorted(self.available_frontends))
+            known = f"unknown file extension '.{extension}'" if extension else "no file extension"
+            raise ValueError(
+                f"{self.args.input_file}: {known}: name the input's format with -f ({formats}), "
+                "or name the file .ew or .mlir"
+            )
         return stream, self.args.frontend or extension
 
     def _parse_ew(self, stream: IO[bytes]) -> ModuleOp:
@@ -233,6 +241,13 @@ class XfuseOptMain(xDSLOptMain):
             )
 
 
+DESCRIPTION = (
+    "xDSL's xdsl-opt with the ew dialect, the .ew frontend and xfuse's passes: parse FILE.ew "
+    "or FILE.mlir (stdin: MLIR), run the passes -p names, and print the IR. --list-passes "
+    "lists xfuse's passes and their options; docs/commands.md says more."
+)
+
+
 def _diagnostic(error: BaseException) -> str:
     """An exception as a diagnostic: its message, then xDSL's notes (the IR, the op marked)."""
     return "\n".join([str(error), *getattr(error, "__notes__", ())]).rstrip()
@@ -247,7 +262,7 @@ def main(args: Sequence[str] | None = None) -> int:
 
 def _run(args: Sequence[str] | None) -> int:
     try:
-        XfuseOptMain(args=args).run()
+        XfuseOptMain(DESCRIPTION, args).run()
     except BrokenPipeError:  # the reader went away; not an OSError to report
         return stdout_closed()
     except (EwSyntaxError, ParseError, DiagnosticException, ArgSpecParseError) as error:
