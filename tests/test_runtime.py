@@ -1853,6 +1853,20 @@ def test_source_must_be_text() -> None:
         xfuse.compile(b"out = x;")
 
 
+def test_a_file_for_the_source_says_how_to_pass_its_text(gelu: Gelu) -> None:
+    """A path was read as a program ("unexpected character '.'") or refused as a non-str."""
+    with pytest.raises(
+        ValueError,
+        match=r"'examples/gelu\.ew' is a file name, not a program: .*"
+        r"xfuse\.compile\(open\('examples/gelu\.ew'\)\.read\(\)\)",
+    ):
+        xfuse.compile("examples/gelu.ew")
+    with gelu.path.open() as file:
+        for source in (gelu.path, file):
+            with pytest.raises(TypeError, match=r"got a \w+: pass the file's text, .*read_text"):
+                xfuse.compile(source)  # type: ignore[arg-type]
+
+
 def test_jit_checks_its_options_when_decorating() -> None:
     with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
         xfuse.jit(threads=0)

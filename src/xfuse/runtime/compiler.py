@@ -545,6 +545,26 @@ def _main_name(frontend_ir: str) -> str:
     return frontend_ir[start : frontend_ir.index("(", start)]
 
 
+def check_source(source: object) -> None:
+    """`xfuse.compile`'s source is the program's text: a file (its path or a file object) is an
+    error that says how to pass its text, not the parse error of a path read as a program."""
+    if isinstance(source, str):
+        name = source.strip()
+        if name.endswith(".ew") and not any(c in name for c in ";=\n"):
+            raise ValueError(
+                f"source {source!r} is a file name, not a program: xfuse.compile takes the "
+                f"program's text (xfuse.compile(open({name!r}).read()))"
+            )
+        return
+    what = type(source).__name__
+    if isinstance(source, os.PathLike) or hasattr(source, "read"):
+        raise TypeError(
+            f"source must be the program's text (a str), got a {what}: pass the file's text, "
+            "xfuse.compile(path.read_text()) or xfuse.compile(file.read())"
+        )
+    raise TypeError(f"source must be the program's text (a str), got {what}")
+
+
 def compile(
     source: str,
     outputs: Sequence[str] | None = None,
@@ -590,8 +610,7 @@ def compile(
     or "ptx-approx"; see that module). A bad argument raises ValueError or TypeError naming it and
     its allowed values.
     """
-    if not isinstance(source, str):
-        raise TypeError(f"source must be the program's text (a str), got {type(source).__name__}")
+    check_source(source)
     if isinstance(outputs, str):
         outputs = [outputs]
     elif outputs is not None and not (
