@@ -368,6 +368,9 @@ BAD_PROGRAMS = [
     ("y = (x + b\nz = y;", None, 1, 11, "expected ')' to close '(', found 'z' on line 2"),
     ("y = x", None, 1, 6, "expected ';' at the end of the statement, found end of input"),
     ("y x;", None, 1, 3, "expected '=' after 'y'"),
+    # an expression alone said "cannot assign to 'tanh'" and "expected '=' after 'x'"
+    ("tanh(x) * y;", None, 1, 1, "found a call of 'tanh': assign the expression to a name (y ="),
+    ("x * 2", None, 1, 3, "expected '=' after 'x' (a statement is 'name = expr;'), found '*'"),
     ("y = (x + b;", None, 1, 11, "expected ')' to close '('"),
     ("y = max(x, b,);", None, 1, 14, "expected an expression"),
     ("1 = x;", None, 1, 1, "expected a statement"),

@@ -235,6 +235,11 @@ class _Parser:
         target = self.current
         if target.kind != "name":
             raise self.error(f"expected a statement 'name = expr;', found {self.describe(target)}")
+        if _is_function(target.text) and self.tokens[self.position + 1].text == "(":
+            raise self.error(  # an expression alone, as `xfuse bench --expr` takes
+                f"expected a statement 'name = expr;', found a call of '{target.text}': "
+                f"assign the expression to a name (y = {target.text}(...);)"
+            )
         if _is_function(target.text):
             raise self.error(f"cannot assign to '{target.text}': it names a function")
         if target.text in self.declared_at:
@@ -243,7 +248,7 @@ class _Parser:
                 f"cannot assign to '{target.text}': it is declared as an input on line {line}"
             )
         self.position += 1
-        self.expect("=", f"after '{target.text}'")
+        self.expect("=", f"after '{target.text}' (a statement is 'name = expr;')")
         self.first_assignment = first_assignment
         value = self.expr()
         self.expect(";", "at the end of the statement")
