@@ -116,6 +116,15 @@ def test_bench_libm_threads_and_errors(gelu: Gelu) -> None:
         bench.bench(gelu.source, [16], threads=0)
 
 
+def test_bench_mistakes_of_a_newcomer_say_what_to_pass() -> None:
+    """`sizes=4096` raised "'int' object is not iterable"; a file name was parsed as the
+    expression `out = examples/gelu.ew;` ("unexpected character '.'")."""
+    with pytest.raises(ValueError, match=r"sizes must be a list of element counts, got 16: \[16\]"):
+        bench.bench("tanh(x)", 16)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"'examples/gelu\.ew' is a file name, not a program"):
+        bench.bench("examples/gelu.ew", [16])
+
+
 def test_peer_code_computes_the_program() -> None:
     """The code peers get, written with numpy itself: every op of the dialect spelled right
     (erf by its name, sigmoid, rsqrt, relu and softplus by their `DEFINITION`)."""

@@ -469,11 +469,14 @@ def bench(
     host."""
     from contextlib import nullcontext
 
-    from xfuse.runtime.compiler import MATH_CHOICES, check_threads
+    from xfuse.runtime.compiler import MATH_CHOICES, check_source, check_threads
 
+    check_source(program, "xfuse.bench")
     if math not in MATH_CHOICES:
         raise ValueError(f"math must be {' or '.join(map(repr, MATH_CHOICES))}, got {math!r}")
     threads = check_threads(threads)
+    if isinstance(sizes, int):  # iterating it raised "'int' object is not iterable"
+        raise ValueError(f"sizes must be a list of element counts, got {sizes!r}: [{sizes!r}]")
     if not sizes or not all(isinstance(n, int) and not isinstance(n, bool) for n in sizes):
         raise ValueError(f"sizes must be a non-empty list of element counts, got {sizes!r}")
     source = program_source(program)

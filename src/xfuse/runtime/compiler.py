@@ -545,22 +545,22 @@ def _main_name(frontend_ir: str) -> str:
     return frontend_ir[start : frontend_ir.index("(", start)]
 
 
-def check_source(source: object) -> None:
-    """`xfuse.compile`'s source is the program's text: a file (its path or a file object) is an
-    error that says how to pass its text, not the parse error of a path read as a program."""
+def check_source(source: object, function: str = "xfuse.compile") -> None:
+    """The source of `function` is the program's text: a file (its path or a file object) is
+    an error that says how to pass its text, not the parse error of a path read as a program."""
     if isinstance(source, str):
         name = source.strip()
         if name.endswith(".ew") and not any(c in name for c in ";=\n"):
             raise ValueError(
-                f"source {source!r} is a file name, not a program: xfuse.compile takes the "
-                f"program's text (xfuse.compile(open({name!r}).read()))"
+                f"source {source!r} is a file name, not a program: {function} takes the "
+                f"program's text ({function}(open({name!r}).read()))"
             )
         return
     what = type(source).__name__
     if isinstance(source, os.PathLike) or hasattr(source, "read"):
         raise TypeError(
             f"source must be the program's text (a str), got a {what}: pass the file's text, "
-            "xfuse.compile(path.read_text()) or xfuse.compile(file.read())"
+            f"{function}(path.read_text()) or {function}(file.read())"
         )
     raise TypeError(f"source must be the program's text (a str), got {what}")
 
