@@ -285,9 +285,12 @@ def check_input(parameter: Parameter, value: Any, copy_allowed: bool = True) -> 
     if isinstance(value, np.generic):
         value = np.asarray(value)
     if not isinstance(value, np.ndarray):
+        convert = f"pass np.asarray(value, {parameter.dtype!r})"
         number = (
-            f" (a Python number has no dtype: pass np.asarray(value, {parameter.dtype!r}))"
+            f" (a Python number has no dtype: {convert})"
             if isinstance(value, int | float | complex)
+            else f" ({convert})"
+            if isinstance(value, list | tuple)
             else ""
         )
         raise ArgumentTypeError(
@@ -336,7 +339,10 @@ def check_output(parameter: Parameter, value: Any, shape: tuple[int, ...]) -> np
         raise ArgumentError(f"{label}: expected shape {shape}, got {value.shape}")
     flags = value.flags
     if not flags.c_contiguous or not flags.aligned:
-        raise ArgumentError(f"{label}: must be C-contiguous and aligned")
+        raise ArgumentError(
+            f"{label}: must be C-contiguous and aligned, as the kernel writes it in place; "
+            "into a strided view, assign the result instead: view[...] = k(...)"
+        )
     if not flags.writeable:
         raise ArgumentError(f"{label}: the array is read-only")
     return value
