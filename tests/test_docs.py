@@ -56,6 +56,17 @@ def test_readme_python_example_runs(monkeypatch, capsys, gelu: Gelu) -> None:
     np.testing.assert_allclose(out, gelu.reference(x, b, r), atol=2e-6)
 
 
+def test_readme_lists_every_function_of_the_language() -> None:
+    from xfuse.dialects import ew
+    from xfuse.frontend.language import CONVERSIONS
+
+    readme = (DOCS.parent / "README.md").read_text()
+    sentence = re.search(r"the functions (.*?) convert\.", readme, re.S)
+    assert sentence is not None, "README.md's sentence listing the .ew functions is gone"
+    listed = re.findall(r"`(\w+)`", sentence[1])
+    assert sorted(listed) == sorted([*ew.OPS_BY_MNEMONIC, *CONVERSIONS])
+
+
 WALKTHROUGHS = ("writing-a-pass.md", "adding-an-op.md")
 """Docs whose every code block is checked: `sh` blocks run, and an `mlir` block right after one is
 its exact output; `python` blocks run in order in one namespace, `python excerpt` blocks must be
