@@ -175,6 +175,11 @@ def test_xfuse_functions_on_numpy_arrays_keep_numpys_dtype() -> None:
     assert xfuse.tanh(brain).dtype == np.tanh(brain).dtype == ml_dtypes.bfloat16
 
 
+def test_a_list_passed_for_an_array_says_how_to_pass_it() -> None:
+    with pytest.raises(TypeError, match=r"argument 'y': .*got list \(pass np\.asarray\(value\)"):
+        xfuse.jit(lambda x, y: x + y)(np.float32([1, 2]), [1.0, 2.0])
+
+
 def test_a_number_passed_for_an_array_says_how_to_pass_it() -> None:
     def scaled(a, scale=2.0):
         return a * scale

@@ -107,6 +107,8 @@ class JitFunction:
                     "; a jit function's arguments are arrays: give a Python number as a "
                     "default, a closure or with functools.partial"
                     if isinstance(value, int | float | type(None))
+                    else " (pass np.asarray(value), whose dtype the kernel is compiled for)"
+                    if isinstance(value, list | tuple)
                     else ""
                 )
                 raise ArgumentTypeError(
