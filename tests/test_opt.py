@@ -85,6 +85,7 @@ FILES: dict[str, tuple[str, str | bytes]] = {
     "bad_ew": ("bad.ew", "h = x + b;\ny = tanh(h, h);\n"),
     "binary_ew": ("binary.ew", b"y = x;\n\xff = 1;"),
     "empty_ew": ("empty.ew", "# nothing here\n"),
+    "empty_mlir": ("empty.mlir", " \n"),
     "unknown_ext": ("input.txt", "y = x;"),
     "no_ext": ("program", "y = x;"),
     "bom_ew": ("bom.ew", b"\xef\xbb\xbfy = x;"),
@@ -133,6 +134,7 @@ COMMANDS: dict[str, list[str]] = {
     "bad_ew": ["{bad_ew}"],
     "binary_ew": ["{binary_ew}"],
     "empty_ew": ["{empty_ew}"],
+    "empty_mlir": ["{empty_mlir}"],
     "unknown_ext": ["{unknown_ext}"],
     "no_ext": ["{no_ext}"],
     "no_ext_as_ew": ["-f", "ew", "{no_ext}"],
@@ -322,6 +324,8 @@ HOSTILE: dict[str, str] = {
     "bad_ew": r"bad\.ew:2:5: error: 'tanh' takes 1 argument, got 2\ny = tanh\(h, h\);\n    \^",
     "binary_ew": r"binary\.ew:2:1: error: unexpected character",
     "empty_ew": r"empty\.ew:2:1: error: empty program",
+    # xDSL's "Could not parse entire input!", at 1:1 of a file with nothing in it
+    "empty_mlir": r"empty\.mlir: error: empty input: expected MLIR operations$",
     # xDSL's "Unrecognized file extension 'txt'" said neither what it takes nor about -f
     "unknown_ext": (
         r"xfuse-opt: error: .*/input\.txt: unknown file extension '\.txt': name the input's "

@@ -179,6 +179,13 @@ class XfuseOptMain(xDSLOptMain):
         if (self.args.frontend or file_extension) != "mlir":
             return super().parse_chunk(chunk, file_extension, start_offset)
         text = chunk.read().decode(errors="replace")
+        if not text.strip() and not self.args.split_input_file:
+            # xDSL's "Could not parse entire input!" at 1:1 said neither what nor why
+            stdin = self.args.input_file is None
+            raise DiagnosticException(
+                f"{self.get_input_name()}: error: empty input: expected MLIR operations"
+                + (" (no file was named, so xfuse-opt read stdin)" if stdin else "")
+            )
         self._parser = _LocatingParser(self.ctx, text, self.get_input_name(), start_offset)
         try:
             return self._parser.parse_module(not self.args.no_implicit_module)
