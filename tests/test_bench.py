@@ -292,11 +292,15 @@ def test_bandwidth_plot_is_titled_by_name(gelu: Gelu) -> None:
     import_pyplot().close(figure)
 
 
-def test_cli_errors(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_errors(capsys: pytest.CaptureFixture[str], gelu: Gelu) -> None:
     assert main(["bench"]) == 1
     assert "give a program" in capsys.readouterr().err
     assert main(["bench", "--expr", "x +"]) == 1
     assert capsys.readouterr().err.startswith("<expr>:1:10: error: expected an expression")
+    assert main(["bench", "--expr", str(gelu.path)]) == 1  # was "xfuse.bench takes the ..."
+    assert capsys.readouterr().err == (
+        f"xfuse bench: error: --expr takes an expression, not a file: xfuse bench {gelu.path}\n"
+    )
 
 
 def test_program_without_inputs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -89,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
 
     if (args.file is None) == (args.expr is None):
         raise CliError("give a program: FILE.ew or --expr, not both")
+    if args.expr is not None and args.expr.strip().endswith(".ew"):  # never an expression
+        raise CliError(f"--expr takes an expression, not a file: xfuse bench {args.expr.strip()}")
     program = args.expr if args.expr is not None else read_program(args.file)
     status = Console(stderr=True)
     status_context = status.status("", spinner="dots")
