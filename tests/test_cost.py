@@ -684,3 +684,14 @@ def test_unknown_arguments_are_the_subcommands_usage_error(
     err = capsys.readouterr().err
     assert err.startswith(f"usage: xfuse {args[0]} ")
     assert f"xfuse {args[0]}: error: unrecognized arguments: {error}\n" in err
+
+
+def test_unknown_arguments_before_the_subcommand_are_xfuses_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--bogus", "lecture", "--quik"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: xfuse [-h]")
+    assert "xfuse: error: unrecognized arguments: --bogus --quik\n" in err

@@ -149,13 +149,15 @@ def _run(argv: Sequence[str] | None) -> int:
 
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
-    if args.command is None:
-        if unknown:
+    if unknown:
+        words = list(sys.argv[1:] if argv is None else argv)
+        before_command = words[: words.index(args.command)] if args.command else words
+        if any(word in before_command for word in unknown):  # `xfuse --bogus lecture`
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        reject_unknown(args.command_parser, unknown)
+    if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    if unknown:
-        reject_unknown(args.command_parser, unknown)
     try:
         return int(args.run(args))
     except BrokenPipeError:  # the reader (`| head -1`) went away; not an OSError to report
