@@ -484,6 +484,42 @@ def test_an_error_in_a_crlf_file_quotes_the_line_without_its_carriage_return() -
     assert str(info.value).split("\n")[1:] == ["out = x + ;", " " * 10 + "^"]
 
 
+@pytest.mark.parametrize("newline", ["\r", "\r\n", "\n"])
+def test_a_lone_carriage_return_ends_a_line_as_crlf_and_lf_do(newline: str) -> None:
+    """An old Mac file's lines (`\r` alone) were one line: line 1, the whole file quoted with
+    its carriage returns (which a terminal prints over the line) and "first assigned on line 1"."""
+    with pytest.raises(EwSyntaxError) as info:
+        parse_program(newline.join(["a = 1;", "y = a;", "out = y + ;", ""]))
+    assert (info.value.line, info.value.column) == (3, 11)
+    assert str(info.value).split("\n")[1:] == ["out = y + ;", " " * 10 + "^"]
+    with pytest.raises(EwSyntaxError, match="first assigned on line 3") as info:
+        parse_program(newline.join(["a = 1;", "y = q + a;", "q = 2;"]))
+    assert (info.value.line, info.value.column) == (2, 5)
+
+
+def test_a_leading_byte_order_mark_is_ignored() -> None:
+    """A file read with encoding="utf-8" keeps its BOM: it was "unexpected character '\\ufeff'"
+    at 1:1 (the CLI, which reads "utf-8-sig", took the same file)."""
+    assert str(parse_program("\ufeffy = x * 2;")) == str(parse_program("y = x * 2;"))
+    with pytest.raises(EwSyntaxError) as info:
+        parse_program("\ufeffy = x +;")
+    assert (info.value.line, info.value.column) == (1, 8)
+    assert str(info.value).split("\n")[1:] == ["y = x +;", " " * 7 + "^"]
+
+
+@pytest.mark.parametrize(
+    ("comment", "width"), [("注释", 4), ("ｘ", 2), ("e\u0301", 1), ("é", 1), ("a\u200db", 2)]
+)
+def test_the_caret_is_as_far_right_as_the_line_shows(comment: str, width: int) -> None:
+    """A wide character (CJK, fullwidth) takes two cells of a terminal, a combining or invisible
+    one none: the caret after `y = x # 注释` stood under the comment, two cells short."""
+    source = f"y = x # {comment}"
+    with pytest.raises(EwSyntaxError, match="found end of input") as info:
+        parse_program(source)
+    assert info.value.column == len(source) + 1  # counted in characters
+    assert str(info.value).split("\n")[2] == " " * (len("y = x # ") + width) + "^"
+
+
 def test_the_caret_keeps_the_lines_tabs() -> None:
     """Under the column however wide the tabs show (it was 10 spaces under `\t\ty = x + `)."""
     with pytest.raises(EwSyntaxError) as info:

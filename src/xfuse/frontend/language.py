@@ -21,7 +21,7 @@ Functions are the `ew` dialect's ops by mnemonic (`tanh(x)`, `max(a, b)`, ...) a
 conversions `f16(x)`, `bf16(x)`, `f32(x)`, `f64(x)`. Inputs are the names read before any
 assignment; ops are emitted in source order, left to right, a literal just before the first op
 that uses it. Every mistake raises `EwSyntaxError` with the line, column and a caret under the
-spot.
+spot. Lines end in `\n`, `\r\n` or `\r`; a leading byte order mark is ignored.
 
 Declarations give inputs their shapes and dtypes in the program itself, the LLM layer's way:
 
@@ -59,6 +59,7 @@ declaration (the caller picks the results), as `xfuse.compile(source, outputs=..
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import NamedTuple, cast
@@ -88,22 +89,43 @@ class EwSyntaxError(Exception):
     def __init__(self, message: str, source: str, offset: int, filename: str = "<source>"):
         self.message = message
         self.filename = filename
-        self.line = source.count("\n", 0, offset) + 1
-        line_start = source.rfind("\n", 0, offset) + 1
-        line_end = source.find("\n", offset)
+        self.line = line_number(source, offset)
+        line_start = max(source.rfind("\n", 0, offset), source.rfind("\r", 0, offset)) + 1
+        line_end = _LINE_END.search(source, offset)
         self.column = offset - line_start + 1
-        line = source[line_start : line_end if line_end >= 0 else len(source)]
-        self.source_line = line.removesuffix("\r")  # a CRLF file's line ends in '\r' too
+        self.source_line = source[line_start : line_end.start() if line_end else len(source)]
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        # The line's tabs kept, so that the caret lines up however wide a terminal's tabs are.
-        indent = "".join(c if c == "\t" else " " for c in self.source_line[: self.column - 1])
-        caret = indent + "^"
         return (
             f"{self.filename}:{self.line}:{self.column}: error: {self.message}\n"
-            f"{self.source_line}\n{caret}"
+            f"{self.source_line}\n{_caret_under(self.source_line[: self.column - 1])}"
         )
+
+
+_LINE_END = re.compile(r"[\r\n]")
+
+
+def line_number(source: str, offset: int) -> int:
+    """The line (from 1) of `offset` in `source`, whose lines end in '\n', '\r\n' or a lone '\r'
+    (an old Mac file's), as Python's and C compilers' do."""
+    breaks = source.count("\n", 0, offset) + source.count("\r", 0, offset)
+    return breaks - source.count("\r\n", 0, offset) + 1
+
+
+def _caret_under(before: str) -> str:
+    """'^' after blanks as wide on a terminal as `before`: its tabs kept (however wide a terminal
+    shows them), two for a wide character (CJK), none for a combining or invisible one, as gcc's
+    caret; the column stays counted in characters."""
+    return "".join(_blank(c) for c in before) + "^"
+
+
+def _blank(char: str) -> str:
+    if char == "\t":
+        return char
+    if unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return ""
+    return "  " if unicodedata.east_asian_width(char) in ("W", "F") else " "
 
 
 class Token(NamedTuple):
@@ -176,7 +198,7 @@ class _Parser:
         return EwSyntaxError(message, self.source, token.offset, self.filename)
 
     def line_of(self, offset: int) -> int:
-        return self.source.count("\n", 0, offset) + 1
+        return line_number(self.source, offset)
 
     def describe(self, token: Token) -> str:
         return "end of input" if token.kind == "end" else f"'{token.text}'"
@@ -435,7 +457,7 @@ class _Parser:
             raise self.error(f"'{name}' is a function: call it as {name}(...)", token)
         first = self.first_assignment.get(name)
         if first is not None and first > self.position:
-            line = self.source.count("\n", 0, self.tokens[first].offset) + 1
+            line = self.line_of(self.tokens[first].offset)
             raise self.error(
                 f"'{name}' is read before it has a value (it is first assigned on line {line})",
                 token,
@@ -513,6 +535,9 @@ class ParsedProgram:
         builder: FunctionBuilder,
         filename: str = "<source>",
     ):
+        # A leading byte order mark (a file read as "utf-8", not "utf-8-sig") is no character of
+        # the program, as in a Python source file: dropped, so that columns count from the text.
+        source = source.removeprefix("\ufeff")
         parser = _Parser(source, filename, builder)
         parser.program()
         declared = parser.declared_output_names()
