@@ -224,3 +224,43 @@ def test_floor_division_and_remainder_say_they_cannot_be_traced() -> None:
     for program in (lambda a: a // 2, lambda a: 2 % a, lambda a: divmod(a, 2)):
         with pytest.raises(TypeError, match=r"`//`, `%`, divmod\) cannot be traced.*np\.remainder"):
             xfuse.jit(program)(x)
+
+
+def test_what_a_traced_function_returns_instead_of_arrays_is_named() -> None:
+    """It was "must return traced arrays computed from its arguments" whatever came back: a
+    missing `return`, a generator function and a nested tuple alike."""
+
+    def forgot(a):
+        a * 2
+
+    def generator(a):
+        yield a * 2
+
+    x = np.float32([1, 2])
+    for function, got in [
+        (forgot, r"returned None \(is a return statement missing\?\)"),
+        (generator, r"returned a generator \(a generator or async function cannot be traced\)"),
+        (lambda a: ((a, a * 2), a), "returned a tuple holding a tuple: it must return an array"),
+        (lambda a: [], "returned an empty list"),
+        (lambda a: {"y": a}, "returned a dict"),
+    ]:
+        with pytest.raises(TypeError, match=got):
+            xfuse.jit(function)(x)
+
+
+def test_an_array_default_is_an_argument() -> None:
+    """`def f(a, b=np.float32([...]))` said "cannot combine a traced array with ndarray: use the
+    function's array arguments" for `b`, which is one: numpy's `f(x)` adds the default."""
+    bias, half = np.float32([10, 20]), np.float64(0.5)
+
+    def shifted(a, b=bias, scale=2.0, *, c=half):
+        return a * scale + b + c
+
+    jitted = xfuse.jit(shifted)
+    x, y = np.float32([1, 2]), np.float32([-1, -2])
+    assert_same(jitted(x), shifted(x))
+    assert_same(jitted(x, y), shifted(x, y))
+    assert len(jitted.kernels) == 1  # b given or its default: the same signature
+    assert_same(jitted(x, c=np.float32(1)), shifted(x, c=np.float32(1)))
+    assert_same(jitted(c=np.float32(1), b=y, a=x), shifted(x, y, c=np.float32(1)))
+    assert len(jitted.kernels) == 2  # c's dtype is part of the signature, not the call's order

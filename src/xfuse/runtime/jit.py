@@ -8,8 +8,9 @@
 On the first call with a new signature (dtypes and shapes of the arrays) the function runs on
 `Traced` proxies that record `ew` ops with `FunctionBuilder`; the module is compiled with
 `xfuse.compile`'s pipeline and cache. Dims of size 1 are declared 1 (they broadcast), the others
-`?`. Arrays may mix dtypes: they promote as in numpy (bf16 + f32 -> f32), Python numbers take
-the dtype of the array they meet, numpy scalars keep theirs (numpy 2's NEP 50: `x * np.float64(2)`
+`?`; a parameter's array default is an argument too (a number default a constant). Arrays may
+mix dtypes: they promote as in numpy (bf16 + f32 -> f32), Python numbers take the dtype of the
+array they meet, numpy scalars keep theirs (numpy 2's NEP 50: `x * np.float64(2)`
 is float64 for a float32 `x`); `.astype(dtype)` converts (`ew.convert`). `xfuse.tanh` and
 friends work on proxies and, outside tracing, on numpy arrays. A jit function called with
 proxies (from a function being traced, or itself) is traced into the caller's kernel; a function
@@ -90,7 +91,14 @@ class JitFunction:
         except TypeError as error:
             mistake = keyword_mistake(self.signature, len(args), kwargs) or error
             raise ArgumentTypeError(f"{self.function.__name__}(): {mistake}") from None
-        arrays = dict(bound.arguments)
+        # An array default (`def f(x, b=np.zeros(4))`) is an argument, as in numpy: the kernel
+        # reads it (a number default stays a constant of the trace). In the signature's order,
+        # whichever way the call names them: one kernel per signature.
+        arrays = {
+            name: bound.arguments.get(name, parameter.default)
+            for name, parameter in self.signature.parameters.items()
+            if name in bound.arguments or isinstance(parameter.default, np.ndarray | np.generic)
+        }
         for name, value in arrays.items():
             kind = self.signature.parameters[name].kind
             if kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
@@ -138,13 +146,29 @@ class JitFunction:
         result = self.function(*call.args, **call.kwargs)  # positional-only ones by position
         sequence = isinstance(result, tuple | list)
         results = list(result) if sequence else [result]
-        if not results or not all(isinstance(r, Traced) for r in results):
+        bad = [r for r in results if not isinstance(r, Traced)]
+        if not results or bad:
+            kind = type(result).__name__
+            if not sequence:
+                got = _described(result)
+            else:
+                got = f"a {kind} holding {_described(bad[0])}" if bad else f"an empty {kind}"
             raise TypeError(
-                f"{self.function.__name__}() must return traced arrays computed from its arguments"
+                f"{self.function.__name__}() returned {got}: it must return an array computed "
+                "from its arguments, or a tuple or list of them"
             )
         names = [f"out{i}" for i in range(len(results))] if sequence else ["out"]
         module = builder.finish([(n, r.value) for n, r in zip(names, results, strict=True)])
         return compile_module(module, names, self.options, self.threads)
+
+
+def _described(result: object) -> str:
+    """What a traced function returned instead of an array (`None`: a missing `return`)."""
+    if result is None:
+        return "None (is a return statement missing?)"
+    if inspect.isgenerator(result) or inspect.iscoroutine(result):
+        return f"a {type(result).__name__} (a generator or async function cannot be traced)"
+    return f"a {type(result).__name__}"
 
 
 def jit(
