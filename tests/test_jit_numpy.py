@@ -264,3 +264,23 @@ def test_an_array_default_is_an_argument() -> None:
     assert_same(jitted(x, c=np.float32(1)), shifted(x, c=np.float32(1)))
     assert_same(jitted(c=np.float32(1), b=y, a=x), shifted(x, y, c=np.float32(1)))
     assert len(jitted.kernels) == 2  # c's dtype is part of the signature, not the call's order
+
+
+def test_array_attributes_len_iteration_and_matmul_say_what_traces() -> None:
+    """They said "'Traced' object has no attribute 'shape'", "object of type 'Traced' has no
+    len()", "'Traced' object is not iterable", "unsupported operand type(s) for @"."""
+    x = np.float32([1, 2])
+    attribute = r"traced array has no attribute '{}': .* known by its dtype .*not its dims"
+    for program, error, message in [
+        (lambda a: a / a.shape[-1], AttributeError, attribute.format("shape")),
+        (lambda a: a.sum(), AttributeError, attribute.format("sum")),
+        (lambda a: a * len(a), TypeError, "no length, no elements to iterate"),
+        (lambda a: sum(a), TypeError, "no length, no elements to iterate"),
+        (lambda a: a @ a, TypeError, "no matrix product: .* outside the @xfuse.jit function"),
+    ]:
+        with pytest.raises(error, match=message):
+            xfuse.jit(program)(x)
+    # hasattr and numpy's own look-ups still see a plain AttributeError
+    assert_same(xfuse.jit(lambda a: a * 2 if not hasattr(a, "shape") else a)(x), x * 2)
+    with pytest.raises(TypeError, match="no truth value"):  # not a sequence to numpy
+        xfuse.jit(lambda a: np.where(a, a, 1.0))(x)

@@ -6,7 +6,7 @@ traced here."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType
@@ -290,6 +290,28 @@ class Traced:
         )
 
     __float__ = __int__ = __index__ = __complex__ = _not_a_number
+
+    def _not_elementwise(self, *_: Any) -> Any:
+        raise TypeError(
+            "a traced array has no length, no elements to iterate and no matrix product: "
+            "@xfuse.jit compiles elementwise programs; compute len(), loops over elements, `@` "
+            "and reductions outside the @xfuse.jit function"
+        )
+
+    # Not `__getitem__`: numpy would take a proxy for a sequence (`np.where(x, ...)` said
+    # "setting an array element with a sequence" instead of `__bool__`'s message).
+    __len__ = __iter__ = __matmul__ = __rmatmul__ = __imatmul__ = _not_elementwise
+
+    def __getattr__(self, name: str) -> NoReturn:
+        """Only for what the class lacks: numpy's array attributes (`.shape`, `.sum`), which
+        said "'Traced' object has no attribute 'shape'"; AttributeError still (`hasattr`)."""
+        if name.startswith("__"):  # protocols numpy and copy look up: the plain error
+            raise AttributeError(name)
+        raise AttributeError(
+            f"a traced array has no attribute {name!r}: inside @xfuse.jit an array is known by "
+            "its dtype (`.dtype`), not its dims, and only elementwise operations trace (numpy's "
+            "operators and ufuncs, xfuse's functions, .astype, .clip)"
+        )
 
 
 def _elementwise(op_type: type[ew.UnaryOp | ew.BinaryOp], name: str) -> Callable[..., Any]:
