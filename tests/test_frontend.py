@@ -497,6 +497,16 @@ def test_a_lone_carriage_return_ends_a_line_as_crlf_and_lf_do(newline: str) -> N
     assert (info.value.line, info.value.column) == (2, 5)
 
 
+@pytest.mark.parametrize("newline", ["\r", "\r\n", "\n"])
+def test_a_comment_ends_at_a_lone_carriage_return(newline: str) -> None:
+    """It ran on to the next '\n': in an old Mac file a comment swallowed every later line, and
+    the program silently returned the last value assigned before it."""
+    source = newline.join(["a = x;  # note", "out = x + 1;", ""])
+    parsed = ParsedProgram(source, None, FunctionBuilder())
+    assert parsed.output_names == ["out"]
+    assert op_names(parsed.module) == ["ew.constant", "ew.add", "func.return"]
+
+
 def test_a_leading_byte_order_mark_is_ignored() -> None:
     """A file read with encoding="utf-8" keeps its BOM: it was "unexpected character '\\ufeff'"
     at 1:1 (the CLI, which reads "utf-8-sig", took the same file)."""

@@ -137,7 +137,7 @@ class Token(NamedTuple):
 
 
 _TOKEN = re.compile(
-    r"(?P<space>[ \t\r\n]+|#[^\n]*)"
+    r"(?P<space>[ \t\r\n]+|#[^\r\n]*)"  # a comment ends where its line does, at a lone '\r' too
     r"|(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
     r"|(?P<name>[A-Za-z_]\w*)"
     r"|(?P<op>[-+*/=;(),\[\]?])"
