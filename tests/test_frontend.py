@@ -518,11 +518,11 @@ def test_a_leading_byte_order_mark_is_ignored() -> None:
 
 
 @pytest.mark.parametrize(
-    ("comment", "width"), [("注释", 4), ("ｘ", 2), ("e\u0301", 1), ("é", 1), ("a\u200db", 2)]
+    ("comment", "width"), [("注释", 4), ("ｘ", 2), ("e\u0301", 1), ("é", 1), ("a\u0300b", 2)]
 )
 def test_the_caret_is_as_far_right_as_the_line_shows(comment: str, width: int) -> None:
-    """A wide character (CJK, fullwidth) takes two cells of a terminal, a combining or invisible
-    one none: the caret after `y = x # 注释` stood under the comment, two cells short."""
+    """A wide character (CJK, fullwidth) takes two cells of a terminal, a combining one none:
+    the caret after `y = x # 注释` stood under the comment, two cells short."""
     source = f"y = x # {comment}"
     with pytest.raises(EwSyntaxError, match="found end of input") as info:
         parse_program(source)
@@ -536,6 +536,21 @@ def test_the_caret_keeps_the_lines_tabs() -> None:
         parse_program("\t\ty = x + $;")
     assert (info.value.line, info.value.column) == (1, 11)
     assert str(info.value).split("\n")[1:] == ["\t\ty = x + $;", "\t\t" + " " * 8 + "^"]
+
+
+def test_the_excerpt_shows_control_and_format_characters_as_code_points() -> None:
+    """They were printed raw: an ESC in a comment sent the terminal a command (`\x1b[2J` clears
+    the screen), a bidi override reordered the line shown, a NUL hid itself from the caret."""
+    source = "y = x  # \x1b[2J \u202etxet\nz = y\x00;"
+    with pytest.raises(EwSyntaxError, match="unexpected character '\\\\x00'") as info:
+        parse_program(source)
+    assert info.value.source_line == "z = y\x00;"
+    assert str(info.value).split("\n")[1:] == ["z = y<U+0000>;", " " * 5 + "^"]
+    with pytest.raises(EwSyntaxError, match="found end of input") as info:
+        parse_program(source.split("\n")[0])
+    excerpt, caret = str(info.value).split("\n")[1:]
+    assert excerpt == "y = x  # <U+001B>[2J <U+202E>txet"
+    assert caret == " " * len(excerpt) + "^"
 
 
 def test_shapes_that_do_not_broadcast_point_at_the_operator() -> None:

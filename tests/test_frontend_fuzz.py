@@ -82,6 +82,11 @@ def time_limit(cpu_s: float = CPU_LIMIT_S, wall_s: float = WALL_LIMIT_S) -> Iter
             signal.signal(signum, previous[signum])
 
 
+def shown(text: str) -> str:
+    """`text` as an excerpt shows it: ASCII control characters but tabs as code points."""
+    return re.sub(r"[\x00-\x08\x0a-\x1f\x7f]", lambda m: f"<U+{ord(m[0]):04X}>", text)
+
+
 def context() -> Context:
     ctx = Context()
     for dialect in (Builtin, func.Func, ew.Ew):
@@ -100,8 +105,9 @@ def check(source: str, outputs: list[str] | None = None, dtype: str = "float32")
         assert 1 <= error.column <= len(lines[error.line - 1]) + 1
         header, excerpt, caret = str(error).split("\n")
         assert header.startswith(f"<source>:{error.line}:{error.column}: error: ")
-        assert excerpt == lines[error.line - 1]
-        assert caret == re.sub(r"[^\t]", " ", excerpt[: error.column - 1]) + "^"
+        assert error.source_line == lines[error.line - 1]
+        assert excerpt == shown(error.source_line)
+        assert caret == re.sub(r"[^\t]", " ", shown(error.source_line[: error.column - 1])) + "^"
         return
     module.verify()
     printed = str(module)

@@ -97,9 +97,11 @@ class EwSyntaxError(Exception):
         super().__init__(str(self))
 
     def __str__(self) -> str:
+        before = _shown(self.source_line[: self.column - 1])
+        caret = "".join(_blank(c) for c in before) + "^"
         return (
             f"{self.filename}:{self.line}:{self.column}: error: {self.message}\n"
-            f"{self.source_line}\n{_caret_under(self.source_line[: self.column - 1])}"
+            f"{_shown(self.source_line)}\n{caret}"
         )
 
 
@@ -107,23 +109,29 @@ _LINE_END = re.compile(r"[\r\n]")
 
 
 def line_number(source: str, offset: int) -> int:
-    """The line (from 1) of `offset` in `source`, whose lines end in '\n', '\r\n' or a lone '\r'
-    (an old Mac file's), as Python's and C compilers' do."""
+    r"""The line (from 1) of `offset` in `source`, whose lines end in `\n`, `\r\n` or a lone `\r`
+    (an old Mac file's), as in Python and C compilers."""
     breaks = source.count("\n", 0, offset) + source.count("\r", 0, offset)
     return breaks - source.count("\r\n", 0, offset) + 1
 
 
-def _caret_under(before: str) -> str:
-    """'^' after blanks as wide on a terminal as `before`: its tabs kept (however wide a terminal
-    shows them), two for a wide character (CJK), none for a combining or invisible one, as gcc's
-    caret; the column stays counted in characters."""
-    return "".join(_blank(c) for c in before) + "^"
+def _shown(text: str) -> str:
+    """`text` as an excerpt prints it: control and format characters as `<U+001B>`, as clang
+    does, so that none moves the terminal's cursor, sends it a command (ESC) or reorders the
+    line (a bidi override); tabs kept."""
+    return "".join(
+        f"<U+{ord(c):04X}>" if c != "\t" and unicodedata.category(c) in ("Cc", "Cf") else c
+        for c in text
+    )
 
 
 def _blank(char: str) -> str:
+    """A blank as wide on a terminal as `char` (of a shown excerpt) for the caret's line, as
+    gcc's caret: a tab kept (however wide a terminal shows it), two for a wide character (CJK),
+    none for a combining one; the column stays counted in characters."""
     if char == "\t":
         return char
-    if unicodedata.category(char) in ("Mn", "Me", "Cf"):
+    if unicodedata.category(char) in ("Mn", "Me"):
         return ""
     return "  " if unicodedata.east_asian_width(char) in ("W", "F") else " "
 
