@@ -213,6 +213,24 @@ def test_output_declarations_name_the_results_in_order(evaluate_float64: Evaluat
     np.testing.assert_array_equal(y, ((x + b) ** 2).astype(np.float32))
 
 
+def test_names_ending_in_an_underscore_and_digits_are_kept() -> None:
+    """xDSL drops a `_<digits>` suffix from name hints, which named the inputs: `w_1` was the
+    kernel's `w`, `w_1` and `w` together "duplicate parameter name: 'w'" (a raw ValueError, for
+    `@xfuse.jit def f(w_1, w)` too), and `_1 = _2 * 2;` an empty hint xDSL then rejected."""
+    w_1, w = np.float32([1, 2]), np.float32([10, 20])
+    kernel = xfuse.compile("input w_1[t]; out = w_1 * 2 + w;")
+    assert kernel.input_names == ("w_1", "w")
+    np.testing.assert_array_equal(kernel(w=w, w_1=w_1), w_1 * 2 + w)
+    with pytest.raises(ValueError, match="'w_1' has t = 2"):  # its `ew.dims` found by name
+        xfuse.compile("input w_1[t]; input w[t]; out = w_1 * w;")(w_1, np.float32([1, 2, 3]))
+    jitted = xfuse.jit(lambda w_1, w: w_1 * 2 + w)
+    np.testing.assert_array_equal(jitted(w=w, w_1=w_1), w_1 * 2 + w)
+    kernel = xfuse.compile("_1 = _2 * 2; _3 = _1 + _2;", outputs=["_3", "_1"])
+    assert (kernel.input_names, kernel.output_names) == (("_2",), ("_3", "_1"))
+    for got, want in zip(kernel(_2=w), [w * 3, w * 2], strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_output_is_a_keyword_only_before_a_name() -> None:
     parsed = ParsedProgram("output = x + 1;\ny = output * 2;", None, FunctionBuilder())
     assert parsed.output_names == ["y"]

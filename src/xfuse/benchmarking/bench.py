@@ -35,6 +35,7 @@ from xfuse.benchmarking.timing import host_description, interleaved_medians
 from xfuse.benchmarking.workload import Outputs, Variant, Workload
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import SHORT_DTYPE_NAMES, dtype_of, element_type_for, promote
+from xfuse.frontend.builder import input_name
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.transforms.options import CpuMath
 from xfuse.transforms.pipeline import apply_pipeline, only_function
@@ -67,7 +68,7 @@ def _float64_reference(
 
     function = only_function(parse_program(source, outputs))
     values: dict[SSAValue, np.ndarray] = {
-        arg: arrays[str(arg.name_hint)].astype(np.float64) for arg in function.args
+        arg: arrays[str(input_name(arg))].astype(np.float64) for arg in function.args
     }
     for op in function.body.block.ops:
         if isinstance(op, func.ReturnOp):
@@ -89,7 +90,7 @@ def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
     rank = max((len(cast(TensorType[Any], a.type).get_shape()) for a in args), default=0)
     columns = min(n, ROW_LENGTH)
     problem = (n,) if rank <= 1 else (max(1, n // columns), *[1] * (rank - 2), columns)
-    return {str(a.name_hint): ew.bind_shape(a.type, problem) for a in args}
+    return {str(input_name(a)): ew.bind_shape(a.type, problem) for a in args}
 
 
 ROW_LENGTH = 14336
@@ -146,7 +147,7 @@ def prepare_workload(
     parsed = program.module
     module = apply_pipeline(parsed, "ew-optimize")
     function = only_function(module)
-    input_names = tuple(str(a.name_hint) for a in function.args)
+    input_names = tuple(str(input_name(a)) for a in function.args)
     output_names = tuple(program.output_names)
     shapes = input_shapes(parsed, n)
     dtypes = {str(p.name): numpy_dtype(p.dtype) for p in signature(parsed, outputs)[0]}

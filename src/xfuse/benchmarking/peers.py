@@ -31,6 +31,7 @@ from xdsl.ir import Operation, SSAValue
 
 from xfuse.benchmarking.workload import Variant, Workload
 from xfuse.dialects import ew
+from xfuse.frontend.builder import input_name
 from xfuse.frontend.language import parse_program
 from xfuse.transforms.pipeline import apply_pipeline, only_function
 
@@ -181,7 +182,7 @@ def numexpr_expressions(workload: Workload) -> tuple[list[str], dict[str, np.flo
         constants[name] = np.float32(literal)
         return name
 
-    arguments = {arg: str(arg.name_hint) for arg in function.args}
+    arguments = {arg: str(input_name(arg)) for arg in function.args}
     return expressions(function, arguments, call, "numexpr", constant), constants
 
 

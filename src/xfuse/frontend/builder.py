@@ -18,6 +18,7 @@ runtime can check that dims sharing a name have the same size.
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,11 @@ MAX_DIM = 2**63 - 1
 
 DIMS_ATTRIBUTE = "ew.dims"
 """The argument attribute naming an input's dims (`["t", "d"]`), set when any dim has a name."""
+
+NAME_ATTRIBUTE = "ew.name"
+"""The argument attribute naming an input whose name its name hint cannot keep: xDSL drops a
+`_<digits>` suffix from hints (its printer adds them to tell repeated names apart), so an input
+`w_1` would be called `w`, and `w` and `w_1` both `w`. Read with `input_name`."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,6 +100,13 @@ Value = SSAValue | Weak
 """What the frontends compute with: an SSA value of the function, or a weak constant."""
 
 
+def name_value(value: SSAValue, name: str) -> None:
+    """Give `value` the name hint `name`, as xDSL keeps it (`w_1` as `w`); none where that leaves
+    nothing (`_1`: an empty hint, which xDSL's own `replace_all_uses_with` then rejects)."""
+    if re.sub(r"_\d+$", "", name):
+        value.name_hint = name
+
+
 def tensor_type(element: Attribute, shape: ShapeSpec) -> TensorType[Attribute]:
     dims = [d if isinstance(d, int) else DYNAMIC_INDEX for d in shape]
     return TensorType(element, dims)
@@ -106,15 +119,25 @@ def dim_names(shape: ShapeSpec) -> tuple[str, ...] | None:
     return tuple(d if isinstance(d, str) else ("?" if d is None else str(d)) for d in shape)
 
 
-def declared_dims(argument: BlockArgument) -> tuple[str, ...] | None:
-    """The `ew.dims` of a function argument, if the frontend gave it one."""
+def _argument_attribute(argument: BlockArgument, key: str) -> Attribute | None:
     function = argument.block.parent_op()
     if not isinstance(function, func.FuncOp) or function.arg_attrs is None:
         return None
-    dims = function.arg_attrs.data[argument.index].data.get(DIMS_ATTRIBUTE)
+    return function.arg_attrs.data[argument.index].data.get(key)
+
+
+def declared_dims(argument: BlockArgument) -> tuple[str, ...] | None:
+    """The `ew.dims` of a function argument, if the frontend gave it one."""
+    dims = _argument_attribute(argument, DIMS_ATTRIBUTE)
     if not isinstance(dims, ArrayAttr):
         return None
     return tuple(cast(StringAttr, d).data for d in dims.data)
+
+
+def input_name(argument: BlockArgument) -> str | None:
+    """The name of a function argument in the source: its `ew.name`, else its name hint."""
+    name = _argument_attribute(argument, NAME_ATTRIBUTE)
+    return name.data if isinstance(name, StringAttr) else argument.name_hint
 
 
 class FunctionBuilder:
@@ -181,7 +204,7 @@ class FunctionBuilder:
                     )
             type_ = tensor_type(element or self.input_element(name), shape)
             argument = self.block.insert_arg(type_, len(self.block.args))
-            argument.name_hint = name
+            name_value(argument, name)
             self.inputs[name] = argument
             if (names := dim_names(shape)) is not None:
                 self.input_dims[name] = names
@@ -241,20 +264,21 @@ class FunctionBuilder:
             self.result_types[key] = (lhs, rhs, ew.BinaryOp.result_type_of(lhs, rhs))
         return self.result_types[key][2]
 
+    def _argument_attributes(self, name: str, argument: SSAValue) -> dict[str, Attribute]:
+        """Input `name`'s argument attributes: its dims' names, its name where the hint lost it."""
+        attributes: dict[str, Attribute] = {}
+        if name in self.input_dims:
+            attributes[DIMS_ATTRIBUTE] = ArrayAttr(StringAttr(d) for d in self.input_dims[name])
+        if argument.name_hint != name:
+            attributes[NAME_ATTRIBUTE] = StringAttr(name)
+        return attributes
+
     def finish(self, outputs: Sequence[tuple[str, Value]]) -> ModuleOp:
         """The module: one function returning `outputs` (a weak one in the default type)."""
         returned = [self.materialize(value) for _, value in outputs]
         self.block.add_op(func.ReturnOp(*returned))
-        arg_attrs = None
-        if self.input_dims:
-            arg_attrs = ArrayAttr(
-                DictionaryAttr(
-                    {DIMS_ATTRIBUTE: ArrayAttr(StringAttr(d) for d in self.input_dims[name])}
-                    if (name := str(arg.name_hint)) in self.input_dims
-                    else {}
-                )
-                for arg in self.block.args
-            )
+        attributes = [self._argument_attributes(name, arg) for name, arg in self.inputs.items()]
+        arg_attrs = ArrayAttr(map(DictionaryAttr, attributes)) if any(attributes) else None
         function = func.FuncOp(
             self.function_name,
             ([arg.type for arg in self.block.args], [value.type for value in returned]),

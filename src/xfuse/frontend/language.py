@@ -69,7 +69,14 @@ from xdsl.ir import Attribute, OpResult
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import element_type_for
-from xfuse.frontend.builder import MAX_DIM, DtypeSpec, FunctionBuilder, ShapeSpec, Value
+from xfuse.frontend.builder import (
+    MAX_DIM,
+    DtypeSpec,
+    FunctionBuilder,
+    ShapeSpec,
+    Value,
+    name_value,
+)
 
 CONVERSIONS: dict[str, str] = {
     "f16": "float16",
@@ -286,7 +293,7 @@ class _Parser:
         self.assigned_at[target.text] = target.offset
         self.last_assigned = target.text
         if isinstance(value, OpResult):
-            value.name_hint = target.text
+            name_value(value, target.text)
 
     def declaration(self) -> None:
         """`input [DTYPE] name[dims], ...;`: each name becomes the next function argument."""

@@ -302,12 +302,12 @@ def signature(
     module: ModuleOp, output_names: Sequence[str] | None
 ) -> tuple[list[Parameter], list[Parameter]]:
     """Input and output parameters of a frontend (tensor) module, named after the source."""
-    from xfuse.frontend.builder import declared_dims
+    from xfuse.frontend.builder import declared_dims, input_name
     from xfuse.transforms.pipeline import only_function
 
     function = only_function(module)
     inputs = [
-        _parameter(arg.name_hint or f"arg{index}", arg.type, declared_dims(arg))
+        _parameter(input_name(arg) or f"arg{index}", arg.type, declared_dims(arg))
         for index, arg in enumerate(function.body.block.args)
     ]
     returned = function.get_return_op()

@@ -18,6 +18,7 @@ from xfuse.analysis.cost import (
 )
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import element_type_for
+from xfuse.frontend.builder import input_name
 from xfuse.frontend.language import parse_program
 from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.pipeline import apply_pipeline, only_function
@@ -44,7 +45,7 @@ def cost_program(
     options = options or CostOptions()
     dtype = options.dtype or "float32"
     names = [
-        a.name_hint
+        input_name(a)
         for a in only_function(parse_program(source, dtype=dtype, filename=filename)).args
     ]
     unknown = set(input_shapes or {}) - set(names)
