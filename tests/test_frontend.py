@@ -540,12 +540,32 @@ def test_a_leading_byte_order_mark_is_ignored() -> None:
 )
 def test_the_caret_is_as_far_right_as_the_line_shows(comment: str, width: int) -> None:
     """A wide character (CJK, fullwidth) takes two cells of a terminal, a combining one none:
-    the caret after `y = x # 注释` stood under the comment, two cells short."""
-    source = f"y = x # {comment}"
-    with pytest.raises(EwSyntaxError, match="found end of input") as info:
+    the caret after a program of `# 注释` alone stood under the comment, two cells short."""
+    source = f"# {comment}"
+    with pytest.raises(EwSyntaxError, match="empty program") as info:
         parse_program(source)
     assert info.value.column == len(source) + 1  # counted in characters
-    assert str(info.value).split("\n")[2] == " " * (len("y = x # ") + width) + "^"
+    assert str(info.value).split("\n")[2] == " " * (len("# ") + width) + "^"
+
+
+@pytest.mark.parametrize(
+    ("source", "line", "column", "message"),
+    [
+        ("a = 1;\nout = a + x   # the result\n", 2, 12, "expected ';' at the end of the statement"),
+        ("a = 1;\nout = a +\n\n# end\n", 2, 10, "expected an expression, found end of input"),
+        ("input x[4];  # no statement\n", 1, 12, "the program assigns nothing"),
+        ("y = x;  # done\n\n", 1, 7, "unknown output 'z'"),
+    ],
+)
+def test_the_end_of_input_is_just_after_the_last_token(
+    source: str, line: int, column: int, message: str
+) -> None:
+    """A file's missing last ';' was reported on the line below the file's last (`3:1`), with an
+    empty excerpt; after a comment, at the comment's end. Clang points just after the token."""
+    with pytest.raises(EwSyntaxError, match=message) as info:
+        parse_program(source, ["z"] if "unknown output" in message else None)
+    assert (info.value.line, info.value.column) == (line, column)
+    assert info.value.source_line == source.split("\n")[line - 1]
 
 
 def test_the_caret_keeps_the_lines_tabs() -> None:
@@ -559,16 +579,19 @@ def test_the_caret_keeps_the_lines_tabs() -> None:
 def test_the_excerpt_shows_control_and_format_characters_as_code_points() -> None:
     """They were printed raw: an ESC in a comment sent the terminal a command (`\x1b[2J` clears
     the screen), a bidi override reordered the line shown, a NUL hid itself from the caret."""
-    source = "y = x  # \x1b[2J \u202etxet\nz = y\x00;"
     with pytest.raises(EwSyntaxError, match="unexpected character '\\\\x00'") as info:
-        parse_program(source)
+        parse_program("y = x;\nz = y\x00;")
     assert info.value.source_line == "z = y\x00;"
     assert str(info.value).split("\n")[1:] == ["z = y<U+0000>;", " " * 5 + "^"]
-    with pytest.raises(EwSyntaxError, match="found end of input") as info:
-        parse_program(source.split("\n")[0])
-    excerpt, caret = str(info.value).split("\n")[1:]
-    assert excerpt == "y = x  # <U+001B>[2J <U+202E>txet"
-    assert caret == " " * len(excerpt) + "^"
+    with pytest.raises(EwSyntaxError, match="expected an expression") as info:
+        parse_program("y = x + ;  # \x1b[2J \u202etxet")
+    assert str(info.value).split("\n")[1:] == [
+        "y = x + ;  # <U+001B>[2J <U+202E>txet",
+        " " * 8 + "^",
+    ]
+    with pytest.raises(EwSyntaxError, match="empty program") as info:
+        parse_program("# \x1b[2J")
+    assert str(info.value).split("\n")[1:] == ["# <U+001B>[2J", " " * 13 + "^"]
 
 
 def test_shapes_that_do_not_broadcast_point_at_the_operator() -> None:

@@ -185,7 +185,10 @@ def tokenize(source: str, filename: str = "<source>") -> list[Token]:
             )
         if kind != "space":
             tokens.append(Token(cast(str, kind), match.group(), offset))
-    tokens.append(Token("end", "", len(source)))
+    # The end of input is just after the last token, where a missing ';' goes (as clang points),
+    # not past the comments and blank lines after it: an empty line below the file's last one.
+    last = tokens[-1] if tokens else Token("end", "", len(source))
+    tokens.append(Token("end", "", last.offset + len(last.text)))
     return tokens
 
 
@@ -562,7 +565,7 @@ class ParsedProgram:
             raise EwSyntaxError(
                 "the program assigns nothing: expected at least one statement 'name = expr;'",
                 source,
-                len(source.rstrip()),
+                parser.current.offset,
                 filename,
             )
         for option, given in (("dtype", builder.input_elements), ("shapes", builder.shapes)):
@@ -585,7 +588,7 @@ class ParsedProgram:
                 raise EwSyntaxError(
                     f"unknown output '{name}': the program assigns {known}",
                     source,
-                    len(source.rstrip()),
+                    parser.current.offset,
                     filename,
                 )
             results.append((name, value))
