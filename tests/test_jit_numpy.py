@@ -261,6 +261,8 @@ def test_an_array_default_is_an_argument() -> None:
     assert_same(jitted(x), shifted(x))
     assert_same(jitted(x, y), shifted(x, y))
     assert len(jitted.kernels) == 1  # b given or its default: the same signature
+    (kernel,) = jitted.kernels.values()
+    assert kernel.input_names == ("a", "b")  # c's numpy scalar default is a constant
     assert_same(jitted(x, c=np.float32(1)), shifted(x, c=np.float32(1)))
     assert_same(jitted(c=np.float32(1), b=y, a=x), shifted(x, y, c=np.float32(1)))
     assert len(jitted.kernels) == 2  # c's dtype is part of the signature, not the call's order

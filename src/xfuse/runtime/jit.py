@@ -8,7 +8,7 @@
 On the first call with a new signature (dtypes and shapes of the arrays) the function runs on
 `Traced` proxies that record `ew` ops with `FunctionBuilder`; the module is compiled with
 `xfuse.compile`'s pipeline and cache. Dims of size 1 are declared 1 (they broadcast), the others
-`?`; a parameter's array default is an argument too (a number default a constant). Arrays may
+`?`; a parameter's array default is an argument too (a scalar default a constant). Arrays may
 mix dtypes: they promote as in numpy (bf16 + f32 -> f32), Python numbers take the dtype of the
 array they meet, numpy scalars keep theirs (numpy 2's NEP 50: `x * np.float64(2)`
 is float64 for a float32 `x`); `.astype(dtype)` converts (`ew.convert`). `xfuse.tanh` and
@@ -92,12 +92,12 @@ class JitFunction:
             mistake = keyword_mistake(self.signature, len(args), kwargs) or error
             raise ArgumentTypeError(f"{self.function.__name__}(): {mistake}") from None
         # An array default (`def f(x, b=np.zeros(4))`) is an argument, as in numpy: the kernel
-        # reads it (a number default stays a constant of the trace). In the signature's order,
-        # whichever way the call names them: one kernel per signature.
+        # reads it (a number's or numpy scalar's default stays a constant of the trace). In the
+        # signature's order, whichever way the call names them: one kernel per signature.
         arrays = {
             name: bound.arguments.get(name, parameter.default)
             for name, parameter in self.signature.parameters.items()
-            if name in bound.arguments or isinstance(parameter.default, np.ndarray | np.generic)
+            if name in bound.arguments or isinstance(parameter.default, np.ndarray)
         }
         for name, value in arrays.items():
             kind = self.signature.parameters[name].kind
