@@ -13,7 +13,8 @@ dtype of the inputs and conversions it is computed from.
 
 A named dynamic dimension of an input ("t" in `("t", "d")`) is `?` in the type; the names are kept
 as the argument attribute `ew.dims` (`["t", "d"]`; other dims spelled as in the type), so the
-runtime can check that dims sharing a name have the same size.
+runtime can check that dims sharing a name have the same size. An input whose name its name hint
+cannot keep (`w_1`, which xDSL shortens to `w`) has it as `ew.name` (`input_name` reads either).
 """
 
 from __future__ import annotations
