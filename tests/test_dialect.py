@@ -248,11 +248,19 @@ def test_format_float_spells_nans_in_mlir_hex(value: float, text: str) -> None:
 
 
 def test_hex_constants_parse_as_f64_bits() -> None:
-    module = parse("%c = ew.constant 0x1 : tensor<f32>")
+    module = parse("%c = ew.constant 0x0000000000000001 : tensor<f32>")
     (constant,) = [op for op in module.walk() if isinstance(op, ew.ConstantOp)]
     assert constant.literal == 5e-324
-    for bad in ("-0x1", "0x10000000000000000"):
-        with pytest.raises(ParseError, match="hexadecimal float must be the 64 bits of an f64"):
+    for bad, problem in [
+        ("-0x0000000000000001", "a sign"),
+        ("0x10000000000000000", "17 digits"),
+        # MLIR's f32 NaN, which as f64 bits was taken for the denormal 1.06e-314
+        ("0x7FC00000", "8 digits"),
+        ("0x1", "1 digit"),
+    ]:
+        with pytest.raises(
+            ParseError, match=f"hexadecimal float must be the 64 bits of an f64, .*not {problem}$"
+        ):
             parse(f"%c = ew.constant {bad} : tensor<f32>")
 
 

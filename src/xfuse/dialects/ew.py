@@ -28,6 +28,7 @@ derived from these. How it lowers lives in `xfuse.transforms` (`SCALAR_LOWERINGS
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
@@ -174,7 +175,8 @@ def parse_float(parser: Parser) -> float:
     """What `format_float` prints: a decimal, `inf`, `-inf`, `nan`, or hex f64 bits (MLIR's form).
 
     A hex literal is the bit pattern of the f64 (as for MLIR's `0x7FF8000000000000 : f64`), so
-    every NaN keeps its sign and payload.
+    every NaN keeps its sign and payload. It must spell all 16 hex digits: MLIR reads
+    `0x7FC00000 : f32` as f32 bits (a NaN), which as f64 bits would be a denormal.
     """
     start = parser.pos
     if parser.parse_optional_keyword("nan") is not None:
@@ -192,9 +194,21 @@ def parse_float(parser: Parser) -> float:
             magnitude = math.inf
         return -magnitude if negative else magnitude
     assert isinstance(value, int)
-    if negative or value.bit_length() > 64:
-        parser.raise_error("hexadecimal float must be the 64 bits of an f64", start, parser.pos)
+    digits = _HEX_DIGITS.match(parser.lexer.input.content, number_start + 2)
+    assert digits is not None  # (it matches the empty string)
+    count = len(digits[0])
+    problem = "a sign" if negative else f"{count} digit{'' if count == 1 else 's'}"
+    if negative or count != 16:
+        parser.raise_error(
+            "hexadecimal float must be the 64 bits of an f64, 16 hex digits with no sign "
+            f"whatever the element type (0x7FF8000000000000 is the quiet NaN), not {problem}",
+            start,
+            digits.end(),
+        )
     return convert_u64_to_f64(value)
+
+
+_HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
 
 
 def element_type(type_: Attribute) -> Attribute:
