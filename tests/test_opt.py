@@ -104,6 +104,22 @@ FILES: dict[str, tuple[str, str | bytes]] = {
         "  func.return %b : tensor<?xf32>\n"
         "}\n",
     ),
+    # arguments the passes on tensors would pass through: ew-fuse failed on an AssertionError,
+    # ew-bufferize on an AttributeError
+    "unranked_arg": (
+        "unranked_arg.mlir",
+        "func.func @f(%x: tensor<*xf32>) -> tensor<*xf32> {\n  func.return %x : tensor<*xf32>\n}\n",
+    ),
+    "scalar_arg": (
+        "scalar_arg.mlir",
+        "func.func @f(%x: tensor<?xf32>, %s: f32) -> tensor<?xf32> {\n"
+        "  %y = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  ^bb0(%e: f32):\n"
+        "    ew.yield %e : f32\n"
+        "  }\n"
+        "  func.return %y : tensor<?xf32>\n"
+        "}\n",
+    ),
 }
 
 
@@ -155,6 +171,8 @@ COMMANDS: dict[str, list[str]] = {
     "long_int_split": ["{long_int_split}", "--split-input-file"],
     "long_hex": ["{long_hex}"],
     "use_before_def": ["{use_before_def}", "-p", "ew-fuse"],
+    "unranked_arg": ["{unranked_arg}", "-p", "ew-fuse"],
+    "scalar_arg": ["{scalar_arg}", "-p", "ew-bufferize"],
     "bufferize_twice": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-bufferize"],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
     "bad_output_path": ["{good}", "-o", "{directory}/no/such/dir/out.mlir"],
@@ -372,6 +390,11 @@ HOSTILE: dict[str, str] = {
     "use_before_def": (
         r"use_before_def\.mlir:2:3: error: 'ew\.add' operand #0 is used before its definition"
     ),
+    "unranked_arg": (
+        r"^ew-fuse: 'func\.func' @f argument #0 has type tensor<\*xf32>: ew-fuse takes "
+        r"functions whose arguments and results are ranked tensors of f16, bf16, f32 or f64"
+    ),
+    "scalar_arg": r"^ew-bufferize: 'func\.func' @f argument #1 has type f32: ew-bufferize takes",
     "bufferize_twice": (
         r"ew-bufferize: 'ew\.kernel' is already bufferized \(on memrefs\): ew-bufferize "
         r"takes ew\.kernel ops on tensors \(the output of ew-fuse\)"

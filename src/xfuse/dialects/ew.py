@@ -38,6 +38,7 @@ from typing import ClassVar, cast
 
 import numpy as np
 from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializationInterface
+from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     BFloat16Type,
@@ -86,7 +87,7 @@ from xdsl.traits import (
     SingleBlockImplicitTerminator,
 )
 from xdsl.utils.bitwise_casts import convert_f64_to_u64, convert_u64_to_f64
-from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.exceptions import PassFailedException, VerifyException
 
 from xfuse.dialects.dtypes import numpy_dtype
 
@@ -102,6 +103,24 @@ FLOAT_TENSOR = MessageConstraint(
     TensorType.constr(_FLOAT_ELEMENT), f"expected a tensor of {_FLOATS}"
 )
 """The IRDL constraint of a tensor-level `ew` operand or result: a ranked tensor of floats."""
+
+
+def check_tensor_signature(function: func.FuncOp, pass_name: str) -> None:
+    """The passes on tensors (`ew-fuse`, `ew-bufferize`) take functions whose arguments and
+    results are all ranked tensors of floats: an argument they would only pass through (an
+    unranked tensor, a scalar, an integer tensor) fails here, naming it, not deep inside them."""
+    signature = function.function_type
+    for kind, types in (("argument", signature.inputs), ("result", signature.outputs)):
+        for index, type_ in enumerate(types):
+            if not (
+                isinstance(type_, TensorType)
+                and isinstance(type_.element_type, FLOAT_ELEMENT_TYPES)
+            ):
+                raise PassFailedException(
+                    f"{pass_name}: 'func.func' @{function.sym_name.data} {kind} #{index} has "
+                    f"type {type_}: {pass_name} takes functions whose arguments and results "
+                    f"are ranked tensors of {_FLOATS}"
+                )
 
 
 def _float_tensor_of(element: VarConstraint[Attribute]) -> MessageConstraint[Attribute]:

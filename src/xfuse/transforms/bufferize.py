@@ -208,6 +208,7 @@ def bufferize_function(function: func.FuncOp, reuse: bool = True) -> BufferizeSt
                 f"ew-bufferize: '{op.name}' is already bufferized (on memrefs): ew-bufferize "
                 f"takes ew.kernel ops on tensors (the output of ew-fuse)\n{op}"
             )
+    ew.check_tensor_signature(function, "ew-bufferize")
     plan = plan_memory(function, reuse)
     bufferizer = _FunctionBufferizer(function, plan)
     for index, step in enumerate(plan.liveness.steps):

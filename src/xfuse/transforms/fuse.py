@@ -486,6 +486,7 @@ def _check_fusible(function: func.FuncOp) -> None:
                     f"ew-fuse: cannot fuse '{op.name}': ew-fuse takes ew ops on tensors in one "
                     f"block (run it before ew-bufferize)\n{op}"
                 )
+    ew.check_tensor_signature(function, "ew-fuse")
 
 
 @dataclass(frozen=True)
