@@ -16,8 +16,8 @@ from typing import IO, Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
-from xdsl.parser import Parser
+from xdsl.ir import AttributeInvT, Operation, SSAValue
+from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
     DiagnosticException,
@@ -38,13 +38,49 @@ _OP_NAME = re.compile(r'(?:%[^="]*=\s*)?"?([\w.$]+)')
 """The name of the operation whose text starts here (after its results, `%r = `, if any)."""
 
 
+_UNDEFINED = "values used but not defined"
+"""The start of xDSL's message for values never defined, which it reports at the end of input."""
+
+
 class _LocatingParser(Parser):
-    """xDSL's MLIR parser, remembering where each operation starts for verifier diagnostics."""
+    """xDSL's MLIR parser, remembering where each operation starts for verifier diagnostics,
+    and where each value not yet defined is first used."""
 
     def __init__(self, ctx: Context, text: str, name: str, line_offset: int):
         super().__init__(ctx, text, name)
         self.line_offset = line_offset
         self.op_starts: dict[Operation, int] = {}
+        self.first_uses: dict[str, Span] = {}
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        if allow_implicit_module and self._current_token.kind is MLIRTokenKind.EOF:
+            return ModuleOp([])  # no operations (or only comments): empty, as for mlir-opt
+        try:
+            return super().parse_module(allow_implicit_module)
+        except ParseError as error:
+            if not error.msg.startswith(_UNDEFINED):
+                raise
+            # xDSL points at the end of the input: point at the first use instead.
+            uses = sorted(
+                (self.first_uses[name] for name in self.forward_ssa_references),
+                key=lambda span: span.start,
+            )
+            others = ", ".join(span.text for span in uses[1:4])
+            if len(uses) > 4:
+                others += f" and {len(uses) - 4} more"
+            raise ParseError(
+                uses[0],
+                f"{uses[0].text} is used but never defined"
+                + (f" (nor are {others})" if others else ""),
+            ) from None
+
+    def resolve_operand(
+        self, operand: UnresolvedOperand, type: AttributeInvT
+    ) -> SSAValue[AttributeInvT]:
+        name = operand.operand_name
+        if name not in self.ssa_values and name not in self.forward_ssa_references:
+            self.first_uses[name] = operand.span  # a forward reference: its definition may follow
+        return super().resolve_operand(operand, type)
 
     def parse_operation(self) -> Operation:
         start = self.pos
@@ -179,13 +215,6 @@ class XfuseOptMain(xDSLOptMain):
         if (self.args.frontend or file_extension) != "mlir":
             return super().parse_chunk(chunk, file_extension, start_offset)
         text = chunk.read().decode(errors="replace")
-        if not text.strip() and not self.args.split_input_file:
-            # xDSL's "Could not parse entire input!" at 1:1 said neither what nor why
-            stdin = self.args.input_file is None
-            raise DiagnosticException(
-                f"{self.get_input_name()}: error: empty input: expected MLIR operations"
-                + (" (no file was named, so xfuse-opt read stdin)" if stdin else "")
-            )
         self._parser = _LocatingParser(self.ctx, text, self.get_input_name(), start_offset)
         try:
             return self._parser.parse_module(not self.args.no_implicit_module)
