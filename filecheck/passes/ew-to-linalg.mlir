@@ -141,3 +141,16 @@ func.func @chain(%x: tensor<?xf32>) -> tensor<?xf32> {
   }
   func.return %t : tensor<?xf32>
 }
+
+// A leftover ew.constant's splat is the literal as a kernel holds it, rounded to the element
+// type: past f32's or f16's range it is inf (packing the f64 literal raised OverflowError).
+// CHECK-LABEL: func.func @constants_past_the_range
+// CHECK-NEXT:    arith.constant dense<0x7f800000> : tensor<f32>
+// CHECK-NEXT:    arith.constant dense<0xfc00> : tensor<2xf16>
+// CHECK-NEXT:    arith.constant dense<1.000980e-01> : tensor<bf16>
+func.func @constants_past_the_range() -> (tensor<f32>, tensor<2xf16>, tensor<bf16>) {
+  %a = ew.constant 1.0e300 : tensor<f32>
+  %b = ew.constant -65520.0 : tensor<2xf16>
+  %c = ew.constant 0.1 : tensor<bf16>
+  func.return %a, %b, %c : tensor<f32>, tensor<2xf16>, tensor<bf16>
+}

@@ -158,7 +158,10 @@ class ConstantToArith(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, constant: ew.ConstantOp, rewriter: PatternRewriter) -> None:
         type_ = cast(TensorType[Attribute], constant.result.type)
-        splat = DenseIntOrFPElementsAttr.from_list(type_, [constant.literal])
+        # The literal as a kernel holds it: an f32 `1.0e300` is inf (packing it raised)
+        value = ew.constant_value(constant.result)
+        assert value is not None
+        splat = DenseIntOrFPElementsAttr.from_list(type_, [value])
         rewriter.replace(constant, arith.ConstantOp(splat))
 
 
