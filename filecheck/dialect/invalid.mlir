@@ -28,6 +28,27 @@ func.func @f(%x: tensor<4xf32>) -> tensor<5xf32> {
 
 // -----
 
+// A result's ? takes its size from the operands at run time: beyond their ranks nothing gives it
+// (the result was made 3x3, and a kernel filling a ? from no inputs was an internal IndexError).
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.add' result dimension 0 is ? but no operand has that dimension, so nothing gives its size (operand shapes [3], [3], result shape [?, 3])
+func.func @f(%x: tensor<3xf32>) -> tensor<?x3xf32> {
+  %r = ew.add %x, %x : tensor<3xf32>, tensor<3xf32> -> tensor<?x3xf32>
+  func.return %r : tensor<?x3xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' result dimension 0 is ? but no operand has that dimension, so nothing gives its size (operand shapes none, result shape [?])
+func.func @f() -> tensor<?xf16> {
+  %r = ew.kernel ins() -> tensor<?xf16> {
+    %c = arith.constant 1.5 : f16
+    ew.yield %c : f16
+  }
+  func.return %r : tensor<?xf16>
+}
+
+// -----
+
 // CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.max' operand shapes [2, 3], [2, 3] do not broadcast to the result shape [3]
 func.func @f(%x: tensor<2x3xf32>) -> tensor<3xf32> {
   %r = ew.max %x, %x : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<3xf32>

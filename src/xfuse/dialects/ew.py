@@ -297,6 +297,25 @@ def _verify_broadcasts_to(
             f"'{op.name}' operand shapes {', '.join(format_shape(s) for s in shapes)} "
             f"do not broadcast to the result shape {format_shape(result_shape)}"
         )
+    _verify_dynamic_dims_bound(op, shapes, result_shape)
+
+
+def _verify_dynamic_dims_bound(
+    op: Operation, operand_shapes: Sequence[Sequence[int]], result_shape: Sequence[int]
+) -> None:
+    """Each `?` of the result is a dimension some operand has (right-aligned): the run time
+    binds a result's `?` from the operands, and had nothing to bind one beyond their ranks (a
+    kernel filling `tensor<?xf32>` from no inputs failed on an IndexError; `tensor<3xf32>,
+    tensor<3xf32> -> tensor<?x3xf32>` made a 3x3 result)."""
+    rank = len(result_shape)
+    for axis, size in enumerate(result_shape):
+        if size == DYNAMIC_INDEX and all(len(s) < rank - axis for s in operand_shapes):
+            listed = ", ".join(format_shape(s) for s in operand_shapes) or "none"
+            raise VerifyException(
+                f"'{op.name}' result dimension {axis} is ? but no operand has that dimension, "
+                f"so nothing gives its size (operand shapes {listed}, result shape "
+                f"{format_shape(result_shape)})"
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1181,6 +1200,10 @@ class KernelOp(IRDLOperation):
         if len(shapes) != 1:
             raise VerifyException("'ew.kernel' results must all have the same shape")
         (iteration_shape,) = shapes
+        if not self.outputs:  # (a buffer's `?` is its own size, which its memref carries)
+            _verify_dynamic_dims_bound(
+                self, [shape_of(operand) for operand in self.inputs], iteration_shape
+            )
         for index, operand in enumerate(self.inputs):
             shape = tuple(cast(TensorType[Attribute], operand.type).get_shape())
             try:
