@@ -1532,6 +1532,25 @@ def test_numpy_baselines_match(planned: bool, gelu: Gelu) -> None:
         assert again is out  # the planned buffers are reused
 
 
+@pytest.mark.parametrize("size", [0, 2, 5])
+def test_a_static_output_dimension_binds_the_dynamic_input_on_its_axis(size: int) -> None:
+    """x's `?` must be 3, the constant's (and the output's) size: a call with 2 read past the
+    end of x (with 5 it computed the first 3 of them)."""
+    source = """func.func @main(%x: tensor<?xf32>) -> tensor<3xf32> {
+      %c = ew.constant 1.0 : tensor<3xf32>
+      %y = ew.add %x, %c : tensor<?xf32>, tensor<3xf32> -> tensor<3xf32>
+      func.return %y : tensor<3xf32>
+    }"""
+    kernel = compile_module(Parser(pipeline_context(), source).parse_module())
+    with pytest.raises(
+        ArgumentError,
+        match=rf"^argument 'x': dimension 0 has size {size} but output 'y' has 3 there "
+        r"\(float32\[3\]\)$",
+    ):
+        kernel(x=np.zeros(size, np.float32))
+    np.testing.assert_array_equal(kernel(x=np.arange(3, dtype=np.float32)), [1.0, 2.0, 3.0])
+
+
 def test_compile_module_of_a_built_function() -> None:
     module = parse_program("out = sqrt(x);")
     kernel = compile_module(module)

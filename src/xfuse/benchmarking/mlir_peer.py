@@ -202,7 +202,8 @@ class MlirKernel:
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         given = self.call_signature.bind(args, kwargs)
         inputs = [arrays.check_input(p, given[p.name]) for p in self.inputs]
-        iteration = arrays.bind_shapes(self.inputs, [array.shape for array in inputs])
+        input_shapes = [array.shape for array in inputs]
+        iteration = arrays.bind_shapes(self.inputs, input_shapes, self.outputs)
         shapes = [arrays.output_shape(p, iteration) for p in self.outputs]
         outputs = arrays.bind_outputs(self.outputs, out, shapes)
         checked = [*inputs, *outputs]

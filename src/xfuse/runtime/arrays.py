@@ -208,16 +208,21 @@ class Parameter:
 
 
 def bind_shapes(
-    parameters: Sequence[Parameter], shapes: Sequence[tuple[int, ...]]
+    parameters: Sequence[Parameter],
+    shapes: Sequence[tuple[int, ...]],
+    outputs: Sequence[Parameter] = (),
 ) -> tuple[int, ...]:
     """Check the arrays' shapes against the parameters; returns the iteration (broadcast) shape.
 
     Dims are right-aligned as in numpy. A static dim must match exactly; all `?` and static non-1
     sizes on one axis must agree (a `?` never broadcasts: declare a 1 to broadcast); dims with the
-    same name must have the same size, whatever their axes.
+    same name must have the same size, whatever their axes. A static non-1 dim of an output must
+    agree with the inputs' size on its axis too: the kernels loop over the outputs' shape, and a
+    static 3 there (`tensor<?xf32>, tensor<3xf32> -> tensor<3xf32>` with an `ew.constant` of
+    shape [3]) read past the end of a `?` input of size 2.
     """
     rank = max((len(p.shape) for p in parameters), default=0)
-    sizes: list[tuple[int, str] | None] = [None] * rank
+    sizes: list[tuple[int, str, int] | None] = [None] * rank  # size, argument, its axis
     named: dict[str, tuple[int, str]] = {}
     for parameter, shape in zip(parameters, shapes, strict=True):
         if len(shape) != len(parameter.shape):
@@ -244,11 +249,21 @@ def bind_shapes(
             position = rank - len(parameter.shape) + axis
             bound = sizes[position]
             if bound is None:
-                sizes[position] = (actual, parameter.name)
+                sizes[position] = (actual, parameter.name, axis)
             elif bound[0] != actual:
                 raise ArgumentError(
                     f"argument '{parameter.name}': dimension {axis} has size {actual} but "
                     f"'{bound[1]}' has {bound[0]} there (shapes must match or be declared 1)"
+                )
+    for output in outputs:
+        for axis, declared in enumerate(output.shape):
+            position = rank - len(output.shape) + axis
+            bound = sizes[position] if position >= 0 else None
+            # (an output's 1 is its own broadcast: `m[:, :1]`-shaped outputs beside `m`'s)
+            if declared not in (DYNAMIC_INDEX, 1) and bound is not None and bound[0] != declared:
+                raise ArgumentError(
+                    f"argument '{bound[1]}': dimension {bound[2]} has size {bound[0]} but output "
+                    f"'{output.name}' has {declared} there ({output.describe()})"
                 )
     return tuple(1 if bound is None else bound[0] for bound in sizes)
 

@@ -269,7 +269,8 @@ class CudaKernel(CompiledProgram):
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         inputs = self._check_inputs(self.call_signature.bind(args, kwargs))
-        iteration = bind_shapes(self.function.inputs, [array.shape for array in inputs])
+        input_shapes = [array.shape for array in inputs]
+        iteration = bind_shapes(self.function.inputs, input_shapes, self.function.outputs)
         shapes = [output_shape(p, iteration) for p in self.function.outputs]
         on_device = any(isinstance(array, DeviceArray) for array in inputs)
         outputs = self._check_outputs(out, shapes, on_device)

@@ -497,7 +497,7 @@ def make_plan(
     """Check the input shapes against the signature (raises naming the argument) and plan; with
     `streaming_split` (head and rest of one loop), the streaming plan (`CallPlan.for_pointers`).
     """
-    iteration = bind_shapes(function.inputs, input_shapes)
+    iteration = bind_shapes(function.inputs, input_shapes, function.outputs)
     output_shapes = tuple(output_shape(p, iteration) for p in function.outputs)
     parameters = (*function.inputs, *function.outputs)
     shapes = (*input_shapes, *output_shapes)
