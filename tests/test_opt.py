@@ -169,6 +169,7 @@ COMMANDS: dict[str, list[str]] = {
     "bad_mode": ["{good}", "-p", "ew-fuse{mode=bogus}"],
     "huge_exponent": ["{good}", "-p", "ew-strength-reduce{max-exponent=1000000000}"],
     "bool_for_int": ["{good}", "-p", "ew-fuse{max-ops=true}"],
+    "unquoted_list": ["{good}", "-p", "ew-to-llvm{fastmath=contract,afn}"],
     "bool_for_number": ["{good}", "-p", "ew-fuse,ew-cost{launch-us=true}"],
     "bool_for_str_or_int": ["{good}", "-p", "ew-fuse,ew-cost{shape=false}"],
     "repeated_option": ["{good}", "-p", "ew-optimize,ew-fuse{max-ops=3 mode=none max_ops=4}"],
@@ -372,6 +373,11 @@ HOSTILE: dict[str, str] = {
     ),
     "bool_for_int": (
         r"xfuse-opt: error: ew-fuse: bad value 'true' for option 'max-ops': expected an integer"
+    ),
+    # xDSL reads an unquoted comma list as a list, which a string option does not take
+    "unquoted_list": (
+        r"xfuse-opt: error: ew-to-llvm: bad value 'contract,afn' for option 'fastmath': "
+        r"expected a string \(quote a list: fastmath=\"contract,afn\"\)$"
     ),
     "bool_for_number": (
         r"xfuse-opt: error: ew-cost: bad value 'true' for option 'launch-us': expected a number$"

@@ -60,8 +60,15 @@ def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
         except PassOptionError:
             raise
         except ValueError:
+            field_type = hints[field_name]
+            listed = isinstance(value, list | tuple) and len(value) > 1
+            # An unquoted comma makes a list, which a string option does not take
+            # (`fastmath=contract,afn`); quoted it is the one string the option parses.
+            takes_str = field_type is str or str in typing.get_args(field_type)
+            text = ",".join(map(str, value)) if listed else value
+            quote = f' (quote a list: {option}="{text}")' if listed and takes_str else ""
             raise PassOptionError(
-                spec.name, option, value, expected_values(hints[field_name])
+                spec.name, option, value, expected_values(field_type) + quote
             ) from None
     raise PassSpecError(f"{spec.name}: bad options {spec}")
 
