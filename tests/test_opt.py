@@ -124,6 +124,8 @@ FILES: dict[str, tuple[str, str | bytes]] = {
         "  func.return %y : tensor<?xf32>\n"
         "}\n",
     ),
+    # xDSL fails the symbol table, here the implicit module, which has no line: name the second
+    "redefined_symbol": ("redefined_symbol.mlir", GOOD_MLIR + GOOD_MLIR),
     "empty": ("empty.mlir", ""),
     "comment_only": ("comment_only.mlir", "// nothing but a comment\n"),
 }
@@ -180,6 +182,7 @@ COMMANDS: dict[str, list[str]] = {
     "undefined": ["{undefined}"],
     "unranked_arg": ["{unranked_arg}", "-p", "ew-fuse"],
     "scalar_arg": ["{scalar_arg}", "-p", "ew-bufferize"],
+    "redefined_symbol": ["{redefined_symbol}"],
     "empty": ["{empty}", "-p", "ew-fuse,ew-bufferize"],
     "comment_only": ["{comment_only}"],
     "bufferize_twice": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-bufferize"],
@@ -406,6 +409,9 @@ HOSTILE: dict[str, str] = {
     "undefined": (
         r"undefined\.mlir:3:19\n.*\n *\^{8}\n *%nowhere is used but never defined "
         r"\(nor are %y2\)"
+    ),
+    "redefined_symbol": (
+        r"^\S*redefined_symbol\.mlir:6:1: error: 'func\.func' Redefinition of symbol \"f\"\n"
     ),
     "unranked_arg": (
         r"^ew-fuse: 'func\.func' @f argument #0 has type tensor<\*xf32>: ew-fuse takes "

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import AttributeInvT, Operation, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
     DiagnosticException,
@@ -145,6 +146,22 @@ def _first_failing_op(op: Operation) -> Operation | None:
     return None
 
 
+def _redefinition(table: Operation) -> Operation | None:
+    """The operation redefining a symbol of `table`, if it is a symbol table that has one:
+    xDSL fails the table, often the implicit module, which has no place in the text."""
+    if not table.has_trait(SymbolTable) or len(table.regions) != 1:
+        return None
+    seen: set[str] = set()
+    for block in table.regions[0].blocks:
+        for op in block.ops:
+            name = op.get_attr_or_prop("sym_name")
+            if isinstance(name, StringAttr):
+                if name.data in seen:
+                    return op
+                seen.add(name.data)
+    return None
+
+
 class _ListPassesAction(argparse.Action):
     def __init__(self, **kwargs: Any):
         super().__init__(nargs=0, **kwargs)
@@ -253,6 +270,8 @@ class XfuseOptMain(xDSLOptMain):
             prog.verify()
         except DiagnosticException as error:
             failing = _first_failing_op(prog)
+            if failing is not None:
+                failing = _redefinition(failing) or failing
             location = None
             if failing is not None and self._parser is not None:
                 location = self._parser.location_of(failing)
