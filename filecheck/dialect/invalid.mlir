@@ -38,6 +38,18 @@ func.func @f(%x: tensor<3xf32>) -> tensor<?x3xf32> {
 
 // -----
 
+// A ? never broadcasts to a 1: a kernel of one element read past the end of an empty input.
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' input 0 of shape [?] does not broadcast to the iteration shape [1]
+func.func @f(%x: tensor<?xf32>) -> tensor<1xf32> {
+  %r = ew.kernel ins(%x : tensor<?xf32>) -> tensor<1xf32> {
+  ^bb0(%s: f32):
+    ew.yield %s : f32
+  }
+  func.return %r : tensor<1xf32>
+}
+
+// -----
+
 // CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' result dimension 0 is ? but no operand has that dimension, so nothing gives its size (operand shapes none, result shape [?])
 func.func @f() -> tensor<?xf16> {
   %r = ew.kernel ins() -> tensor<?xf16> {

@@ -1211,8 +1211,10 @@ class KernelOp(IRDLOperation):
             except ValueError:
                 combined = ()
             if combined != iteration_shape and len(combined) == len(iteration_shape):
+                # A `?` may be a static size, not a 1: it never broadcasts (as for the binary
+                # ops), and a kernel of 1 element read one past the end of an empty input.
                 combined = tuple(
-                    i if c == DYNAMIC_INDEX or i == DYNAMIC_INDEX else c
+                    i if (c == DYNAMIC_INDEX and i != 1) or i == DYNAMIC_INDEX else c
                     for i, c in zip(iteration_shape, combined, strict=True)
                 )
             if combined != iteration_shape:
