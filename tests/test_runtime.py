@@ -21,13 +21,14 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.parser import Parser
+from xdsl.utils.exceptions import DiagnosticException
 
 import xfuse
 from xfuse.codegen.native import HostCpu, host_cpu, streaming_name
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.arrays import CallSignature, aligned_empty, data_pointer, keyword_mistake
-from xfuse.runtime.compiler import LRU_SIZE, clear_cache, compile_module
+from xfuse.runtime.compiler import LRU_SIZE, Options, clear_cache, compile_module
 from xfuse.runtime.kernel import (
     GIL_HELD_ELEMENTS,
     SPLIT_FIRST_BLOCK,
@@ -1532,23 +1533,54 @@ def test_numpy_baselines_match(planned: bool, gelu: Gelu) -> None:
         assert again is out  # the planned buffers are reused
 
 
-@pytest.mark.parametrize("size", [0, 2, 5])
-def test_a_static_output_dimension_binds_the_dynamic_input_on_its_axis(size: int) -> None:
-    """x's `?` must be 3, the constant's (and the output's) size: a call with 2 read past the
-    end of x (with 5 it computed the first 3 of them)."""
-    source = """func.func @main(%x: tensor<?xf32>) -> tensor<3xf32> {
+STATIC_THREE = {
+    "output": """func.func @main(%x: tensor<?xf32>) -> tensor<3xf32> {
       %c = ew.constant 1.0 : tensor<3xf32>
       %y = ew.add %x, %c : tensor<?xf32>, tensor<3xf32> -> tensor<3xf32>
       func.return %y : tensor<3xf32>
-    }"""
-    kernel = compile_module(Parser(pipeline_context(), source).parse_module())
+    }""",
+    "temporary": """func.func @main(%x: tensor<?xf32>) -> tensor<?xf32> {
+      %c = ew.constant 1.0 : tensor<3xf32>
+      %t = ew.add %x, %c : tensor<?xf32>, tensor<3xf32> -> tensor<3xf32>
+      %y = ew.add %t, %x : tensor<3xf32>, tensor<?xf32> -> tensor<?xf32>
+      func.return %y : tensor<?xf32>
+    }""",
+}
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize("program", sorted(STATIC_THREE))
+@pytest.mark.parametrize("size", [0, 2, 5])
+def test_a_static_dimension_binds_the_dynamic_input_on_its_axis(
+    size: int, program: str, fuse: bool
+) -> None:
+    """x's `?` must be 3, the constant's (and the output's or a temporary's) size: a call with 2
+    read past the end of x (with 5 it computed the first 3 of them, or read past the end of
+    the temporary `t`)."""
+    module = Parser(pipeline_context(), STATIC_THREE[program]).parse_module()
+    kernel = compile_module(module, options=Options(fuse=fuse))
+    assert kernel.function.inputs[0].shape == (3,)
     with pytest.raises(
         ArgumentError,
-        match=rf"^argument 'x': dimension 0 has size {size} but output 'y' has 3 there "
-        r"\(float32\[3\]\)$",
+        match=rf"^argument 'x': dimension 0 must be 3 \(float32\[3\]\), got shape \({size},\)$",
     ):
         kernel(x=np.zeros(size, np.float32))
-    np.testing.assert_array_equal(kernel(x=np.arange(3, dtype=np.float32)), [1.0, 2.0, 3.0])
+    expected = [1.0, 2.0, 3.0] if program == "output" else [1.0, 3.0, 5.0]
+    np.testing.assert_array_equal(kernel(x=np.arange(3, dtype=np.float32)), expected)
+
+
+def test_static_sizes_that_disagree_on_an_axis_are_an_error() -> None:
+    """`x + c3` and `x + c4` each loop over their constant's size: an x of 3 was read past its
+    end by the second."""
+    source = """func.func @main(%x: tensor<?xf32>) -> (tensor<3xf32>, tensor<4xf32>) {
+      %c = ew.constant 1.0 : tensor<3xf32>
+      %d = ew.constant 1.0 : tensor<4xf32>
+      %t = ew.add %x, %c : tensor<?xf32>, tensor<3xf32> -> tensor<3xf32>
+      %u = ew.add %x, %d : tensor<?xf32>, tensor<4xf32> -> tensor<4xf32>
+      func.return %t, %u : tensor<3xf32>, tensor<4xf32>
+    }"""
+    with pytest.raises(DiagnosticException, match="<4xf32> has 4 where a tensor<3xf32> has 3"):
+        compile_module(Parser(pipeline_context(), source).parse_module())
 
 
 def test_compile_module_of_a_built_function() -> None:

@@ -324,8 +324,71 @@ def signature(
 
 
 def _program(module: ModuleOp, output_names: Sequence[str] | None, options: Options) -> Program:
+    module = _with_static_inputs(module)
     _, outputs = signature(module, output_names)
     return program_of_ir(str(module), tuple(p.name for p in outputs), options, module)
+
+
+def _with_static_inputs(module: ModuleOp) -> ModuleOp:
+    """`module`, or a copy whose inputs have each `?` dim that another value of the function has
+    statically (not 1) on the same axis made that size (right-aligned, as numpy's).
+
+    A `?` never broadcasts, so such an input must be that size, which its type then says (and
+    the call checks): with `%t = ew.add %x, %c : tensor<?xf32>, tensor<3xf32> -> tensor<3xf32>`
+    then `%y = ew.add %t, %x : ... -> tensor<?xf32>`, an `x` of 5 read past the end of `t`.
+    Static sizes that disagree on an axis are an error naming both types.
+    """
+    from xdsl.dialects.builtin import TensorType
+    from xdsl.rewriter import Rewriter
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from xfuse.dialects.ew import DYNAMIC_INDEX
+    from xfuse.transforms.pipeline import only_function
+
+    function = only_function(module)
+    types = [
+        value.type
+        for op in function.walk()
+        for value in (*op.operands, *op.results)
+        if isinstance(value.type, TensorType)
+    ]
+    rank = max((len(type_.get_shape()) for type_ in types), default=0)
+    sizes: list[tuple[int, Attribute] | None] = [None] * rank
+    for type_ in types:
+        shape = type_.get_shape()
+        for axis, size in enumerate(shape):
+            known = sizes[rank - len(shape) + axis]
+            if size in (1, DYNAMIC_INDEX) or (known is not None and known[0] == size):
+                continue
+            if known is not None:
+                raise DiagnosticException(
+                    f"'{function.sym_name.data}': a {type_} has {size} where a {known[1]} has "
+                    f"{known[0]} on the same axis (one iteration space: static sizes other than 1 "
+                    "must agree)"
+                )
+            sizes[rank - len(shape) + axis] = (size, type_)
+
+    def refined(type_: Attribute) -> Attribute:
+        if not isinstance(type_, TensorType):
+            return type_
+        shape = type_.get_shape()
+        offset = rank - len(shape)
+        static = [
+            known[0] if size == DYNAMIC_INDEX and (known := sizes[offset + axis]) else size
+            for axis, size in enumerate(shape)
+        ]
+        return type_ if static == list(shape) else TensorType(type_.element_type, static)
+
+    if all(refined(arg.type) == arg.type for arg in function.args):
+        return module
+    module = module.clone()
+    function = only_function(module)
+    for arg in function.args:
+        if refined(arg.type) != arg.type:
+            # (`ew.dims` and `ew.name` are the function's argument attributes: they stay)
+            Rewriter.replace_value_with_new_type(arg, refined(arg.type)).name_hint = arg.name_hint
+    function.update_function_type()
+    return module
 
 
 def program_of_ir(
