@@ -30,9 +30,11 @@ from xfuse.runtime.compiler import Options
 from xfuse.tools.opt import main
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.default_pipeline import XfuseDefaultPass, default_pipeline
+from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.options import Math, PassOptionError, Target
 from xfuse.transforms.pipeline import PassSpecError, pass_from_spec, pipeline_context
 from xfuse.transforms.to_llvm import EwToLlvmPass
+from xfuse.transforms.workspace import EwWorkspacePass
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -494,9 +496,13 @@ BAD_OPTIONS: dict[str, str] = {
     "ew-fuse{mode=bogus}": "one of greedy, none",
     "ew-fuse{max-ops=0}": "an integer >= 1",
     "ew-strength-reduce{max-exponent=1}": "an integer from 2 to 16",
-    "ew-kernel-to-loops{vector-bytes=48}": "0 or a power of two",
-    "ew-kernel-to-loops{vector-bytes=-64}": "0 or a power of two",
-    "ew-workspace{alignment=3}": "a power of two",
+    "ew-kernel-to-loops{vector-bytes=48}": "0 or a power of two up to 64",
+    "ew-kernel-to-loops{vector-bytes=-64}": "0 or a power of two up to 64",
+    "ew-kernel-to-loops{vector-bytes=128}": "0 or a power of two up to 64",
+    "ew-kernel-to-loops{vector-bytes=4611686018427387904}": "0 or a power of two up to 64",
+    "ew-workspace{alignment=3}": "a power of two up to 4096",
+    "ew-workspace{alignment=8192}": "a power of two up to 4096",
+    "ew-workspace{alignment=4611686018427387904}": "a power of two up to 4096",
     "ew-expand-math{math=fast}": "one of approx, libm",
     "ew-to-nvvm{math=libm}": "one of approx, ptx-approx",
     "ew-to-llvm{fastmath=turbo}": f"none, fast or a comma list of {FLAGS}",
@@ -541,6 +547,13 @@ def test_a_pass_made_with_a_bad_option_raises_its_option_error(spec: str) -> Non
     with pytest.raises(PassOptionError) as info:
         pass_class(**{option.replace("-", "_"): value})
     assert str(info.value) == message and isinstance(info.value, ValueError)
+
+
+def test_sizes_up_to_their_bounds_are_options() -> None:
+    """A page's alignment and AVX-512's vector width are the largest each pass takes (beyond,
+    the index arithmetic near 2**63 could overflow), and they are taken."""
+    assert EwWorkspacePass(alignment=4096).alignment == 4096
+    assert EwKernelToLoopsPass(vector_bytes=64).vector_bytes == 64
 
 
 @pytest.mark.parametrize(

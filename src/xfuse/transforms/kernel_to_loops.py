@@ -258,6 +258,10 @@ class AlikeKernels:
         return None if kept is kernel else cast(func.FuncOp, kept.parent_op())
 
 
+MAX_VECTOR_BYTES = 64
+"""`ew-kernel-to-loops`'s largest `vector-bytes`: AVX-512's, the widest vector of any host xfuse
+compiles for (a wider one would only make the main loop's block, and its mask, absurd)."""
+
 MAIN_LOOP_VECTORS = 4
 """Vectors one iteration of the vectorized main loop computes: LLVM's interleave count on x86
 (`xfuse.codegen.native.LONG_BODY_INTERLEAVE` for long bodies, LLVM's own choice, also 4, for
@@ -370,13 +374,16 @@ class EwKernelToLoopsPass(ModulePass):
     name = "ew-kernel-to-loops"
 
     vector_bytes: int = 0
-    """The target's vector width in bytes (a power of two): split each innermost loop into a
-    main loop and a remainder loop (see the module's docstring); 0 keeps one loop."""
+    """The target's vector width in bytes, a power of two up to 64 (AVX-512's,
+    `MAX_VECTOR_BYTES`): split each innermost loop into a main loop and a remainder loop (see the
+    module's docstring); 0 keeps one loop."""
 
     def __post_init__(self) -> None:
         size = self.vector_bytes
-        power_of_two_or_0 = size >= 0 and not size & (size - 1)
-        check_option(self, "vector_bytes", power_of_two_or_0, "0 or a power of two")
+        power_of_two_or_0 = 0 <= size <= MAX_VECTOR_BYTES and not size & (size - 1)
+        check_option(
+            self, "vector_bytes", power_of_two_or_0, f"0 or a power of two up to {MAX_VECTOR_BYTES}"
+        )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for function in list(op.ops):

@@ -45,6 +45,8 @@ from xfuse.transforms import workspace_size_function
 from xfuse.transforms.options import check_option
 
 WORKSPACE_TYPE = MemRefType(i8, [DYNAMIC_INDEX])
+MAX_ALIGNMENT = 4096
+"""`ew-workspace`'s largest `alignment`: a page."""
 _NO_OVERFLOW = {"overflowFlags": arith.IntegerOverflowAttr("none")}
 """The properties of `arith.addi` and `arith.muli` (as `arith.AddiOp(a, b)` sets them; `create`
 copies them into each op)."""
@@ -197,11 +199,14 @@ class EwWorkspacePass(ModulePass):
     name = "ew-workspace"
 
     alignment: int = 64
-    """Byte alignment of each temporary in the workspace (a power of two; 64 = a cache line)."""
+    """Byte alignment of each temporary in the workspace: a power of two (64 = a cache line) up
+    to 4096, a page (`MAX_ALIGNMENT`). Offsets are from the workspace's start, which the runtime
+    aligns to a cache line: more only pads (and near 2**63 overflows the index arithmetic)."""
 
     def __post_init__(self) -> None:
-        power_of_two = self.alignment >= 1 and not self.alignment & (self.alignment - 1)
-        check_option(self, "alignment", power_of_two, "a power of two")
+        alignment = self.alignment
+        power_of_two = 1 <= alignment <= MAX_ALIGNMENT and not alignment & (alignment - 1)
+        check_option(self, "alignment", power_of_two, f"a power of two up to {MAX_ALIGNMENT}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for function in list(op.ops):
