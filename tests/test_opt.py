@@ -116,6 +116,31 @@ FILES: dict[str, tuple[str, str | bytes]] = {
         "unranked_arg.mlir",
         "func.func @f(%x: tensor<*xf32>) -> tensor<*xf32> {\n  func.return %x : tensor<*xf32>\n}\n",
     ),
+    # ew-bufferize's memrefs dropped the encoding without a word
+    "encoded_arg": (
+        "encoded_arg.mlir",
+        'func.func @f(%x: tensor<?xf32, "enc">) -> tensor<?xf32> {\n'
+        '  %y = ew.kernel ins(%x : tensor<?xf32, "enc">) -> tensor<?xf32> {\n'
+        "  ^bb0(%e: f32):\n"
+        "    ew.yield %e : f32\n"
+        "  }\n"
+        "  func.return %y : tensor<?xf32>\n"
+        "}\n",
+    ),
+    "encoded_temporary": (
+        "encoded_temporary.mlir",
+        "func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+        '  %t = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32, "enc"> {\n'
+        "  ^bb0(%e: f32):\n"
+        "    ew.yield %e : f32\n"
+        "  }\n"
+        '  %y = ew.kernel ins(%t : tensor<?xf32, "enc">) -> tensor<?xf32> {\n'
+        "  ^bb0(%e: f32):\n"
+        "    ew.yield %e : f32\n"
+        "  }\n"
+        "  func.return %y : tensor<?xf32>\n"
+        "}\n",
+    ),
     "scalar_arg": (
         "scalar_arg.mlir",
         "func.func @f(%x: tensor<?xf32>, %s: f32) -> tensor<?xf32> {\n"
@@ -184,6 +209,9 @@ COMMANDS: dict[str, list[str]] = {
     "undefined": ["{undefined}"],
     "unranked_arg": ["{unranked_arg}", "-p", "ew-fuse"],
     "scalar_arg": ["{scalar_arg}", "-p", "ew-bufferize"],
+    "encoded_arg": ["{encoded_arg}", "-p", "ew-bufferize"],
+    "encoded_arg_fuse": ["{encoded_arg}", "-p", "ew-fuse"],
+    "encoded_temporary": ["{encoded_temporary}", "-p", "ew-bufferize"],
     "redefined_symbol": ["{redefined_symbol}"],
     "empty": ["{empty}", "-p", "ew-fuse,ew-bufferize"],
     "comment_only": ["{comment_only}"],
@@ -417,7 +445,18 @@ HOSTILE: dict[str, str] = {
     ),
     "unranked_arg": (
         r"^ew-fuse: 'func\.func' @f argument #0 has type tensor<\*xf32>: ew-fuse takes "
-        r"functions whose arguments and results are ranked tensors of f16, bf16, f32 or f64"
+        r"functions whose arguments and results are ranked tensors of f16, bf16, f32 or f64 "
+        r"with no encoding"
+    ),
+    "encoded_arg": (
+        r"^ew-bufferize: 'func\.func' @f argument #0 has type tensor<\?xf32, \"enc\">: "
+        r"ew-bufferize takes functions whose arguments and results are ranked tensors of f16, "
+        r"bf16, f32 or f64 with no encoding"
+    ),
+    "encoded_arg_fuse": r"^ew-fuse: 'func\.func' @f argument #0 has type tensor<\?xf32, \"enc\">",
+    "encoded_temporary": (
+        r"^ew-bufferize: 'ew\.kernel' result #0 has type tensor<\?xf32, \"enc\">: ew-bufferize "
+        r"takes tensors with no encoding\n"
     ),
     "scalar_arg": r"^ew-bufferize: 'func\.func' @f argument #1 has type f32: ew-bufferize takes",
     "bufferize_twice": (

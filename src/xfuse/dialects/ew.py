@@ -107,19 +107,21 @@ FLOAT_TENSOR = MessageConstraint(
 
 def check_tensor_signature(function: func.FuncOp, pass_name: str) -> None:
     """The passes on tensors (`ew-fuse`, `ew-bufferize`) take functions whose arguments and
-    results are all ranked tensors of floats: an argument they would only pass through (an
-    unranked tensor, a scalar, an integer tensor) fails here, naming it, not deep inside them."""
+    results are all ranked tensors of floats with no encoding: an argument they would only pass
+    through (an unranked tensor, a scalar, an integer tensor) fails here, naming it, not deep
+    inside them, and so does an encoding, which `ew-bufferize`'s memrefs would silently drop."""
     signature = function.function_type
     for kind, types in (("argument", signature.inputs), ("result", signature.outputs)):
         for index, type_ in enumerate(types):
             if not (
                 isinstance(type_, TensorType)
                 and isinstance(type_.element_type, FLOAT_ELEMENT_TYPES)
+                and isinstance(type_.encoding, NoneAttr)
             ):
                 raise PassFailedException(
                     f"{pass_name}: 'func.func' @{function.sym_name.data} {kind} #{index} has "
                     f"type {type_}: {pass_name} takes functions whose arguments and results "
-                    f"are ranked tensors of {_FLOATS}"
+                    f"are ranked tensors of {_FLOATS} with no encoding"
                 )
 
 

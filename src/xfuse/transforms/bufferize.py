@@ -41,6 +41,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     ModuleOp,
+    NoneAttr,
     TensorType,
     i32,
 )
@@ -208,6 +209,12 @@ def bufferize_function(function: func.FuncOp, reuse: bool = True) -> BufferizeSt
                 f"ew-bufferize: '{op.name}' is already bufferized (on memrefs): ew-bufferize "
                 f"takes ew.kernel ops on tensors (the output of ew-fuse)\n{op}"
             )
+        for index, result in enumerate(op.results):  # the memref would silently drop it
+            if cast(TensorType[Attribute], result.type).encoding != NoneAttr():
+                raise PassFailedException(
+                    f"ew-bufferize: '{op.name}' result #{index} has type {result.type}: "
+                    f"ew-bufferize takes tensors with no encoding\n{op}"
+                )
     ew.check_tensor_signature(function, "ew-bufferize")
     plan = plan_memory(function, reuse)
     bufferizer = _FunctionBufferizer(function, plan)
