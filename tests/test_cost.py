@@ -29,6 +29,8 @@ from xfuse.analysis.cost_report import summary_line
 from xfuse.dialects.ew import Ew
 from xfuse.runtime.cost_driver import cost_program
 from xfuse.tools import cli, opt
+from xfuse.tools.pass_help import pass_options
+from xfuse.transforms.cost import EwCostPass
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = Path(__file__).parent / "inputs"
@@ -126,6 +128,22 @@ def test_devices_by_name_and_alias() -> None:
     assert hardware.device("a100") is hardware.DEVICES["a100-80gb"]
     with pytest.raises(ValueError, match="unknown device 'tpu': expected one of h100-sxm"):
         hardware.device("tpu")
+
+
+def test_every_device_name_is_in_the_help_and_the_pass_docs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`h200-sxm` was taken but listed in neither `xfuse cost --help` nor ew-cost's `device`."""
+    monkeypatch.setenv("COLUMNS", "1000")  # argparse wraps at hyphens too: one line
+    with pytest.raises(SystemExit):
+        cli.main(["cost", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    (device_doc,) = [o.doc for o in pass_options(EwCostPass) if o.name == "device"]
+    for name in hardware.DEVICE_NAMES:
+        hardware.device(name)  # a name it takes
+        listed = rf"(?<![\w-]){re.escape(name)}(?![\w-])"
+        assert re.search(listed, help_text), name
+        assert re.search(listed, device_doc), name
 
 
 def test_elementwise_work_uses_the_cuda_core_peak() -> None:

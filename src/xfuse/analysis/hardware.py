@@ -137,6 +137,18 @@ _ALIASES = {"h100": "h100-sxm", "a100": "a100-80gb", "h200-sxm": "h200"}
 DEVICE_NAMES = (*DEVICES, *_ALIASES)
 """Every name `device` takes (in any case): the devices', then the aliases."""
 
+
+def _device_choices() -> str:
+    named = []
+    for name in DEVICES:
+        aliases = [alias for alias, target in _ALIASES.items() if target == name]
+        named.append(f"{name} (or {', '.join(aliases)})" if aliases else name)
+    return f"{', '.join(named[:-1])} or {named[-1]}"
+
+
+DEVICE_CHOICES = _device_choices()
+"""Every name `device` takes, in words for a help text: each device's, its aliases beside it."""
+
 DEFAULT_LAUNCH_US = 4.0
 """Per-kernel launch overhead in microseconds: the lecture's assumption (P2)."""
 

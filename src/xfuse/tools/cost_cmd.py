@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, DEVICES, device
+from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, DEVICE_CHOICES, device
 from xfuse.tools.cli import plot_file
 
 
@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--device",
         default="h100",
-        help=f"GPU: {', '.join(DEVICES)} (h100, a100 are aliases; default h100)",
+        help=f"GPU: {DEVICE_CHOICES}, in any case (default h100)",
     )
     parser.add_argument(
         "--shape",

@@ -53,7 +53,8 @@ class EwCostPass(ModulePass):
     name = "ew-cost"
 
     device: str = "h100"
-    """GPU: h100 (= h100-sxm), h100-pcie, h200, a100 (= a100-80gb) or b200."""
+    """GPU: h100-sxm (or h100), h100-pcie, h200 (or h200-sxm), a100-80gb (or a100) or b200, in
+    any case (`xfuse.analysis.hardware.DEVICE_CHOICES`)."""
 
     shape: str | int = "4096x14336"
     """Iteration space of the largest tensors, binding their `?` dims (e.g. 4096x14336)."""
