@@ -213,12 +213,48 @@ def test_installed_versions_are_read_from_the_dist_info_next_to_the_package(
     assert cache_files._installed_version.__wrapped__("fakepkg") == "2.0"
 
 
-def test_xfuse_cache_0_turns_it_off(
-    cache: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu
+@pytest.mark.parametrize("value", ["0", "false", " OFF ", "No"])
+def test_xfuse_cache_off_words_turn_it_off(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, capsys, gelu: Gelu, value: str
 ) -> None:
-    monkeypatch.setenv("XFUSE_CACHE", "0")
+    """`false`, `off` and `no` kept the cache on: only `0` turned it off."""
+    monkeypatch.setenv("XFUSE_CACHE", value)
     xfuse.compile(gelu.source)
     assert not cache.exists()
+    assert cli_main(["cache", "info"]) == 0
+    assert capsys.readouterr().out == f"the compile cache is off (XFUSE_CACHE={value})\n"
+
+
+@pytest.mark.parametrize("value", ["1", "TRUE", " on", "yes", ""])
+def test_xfuse_cache_on_words_keep_it_on(
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    recwarn: pytest.WarningsRecorder,
+    gelu: Gelu,
+    value: str,
+) -> None:
+    monkeypatch.setenv("XFUSE_CACHE", value)
+    xfuse.clear_cache()
+    xfuse.compile(gelu.source)
+    assert list(cache.iterdir())
+    assert not [w for w in recwarn if "XFUSE_CACHE" in str(w.message)]
+
+
+def test_an_unknown_xfuse_cache_value_keeps_it_on_and_warns_once(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu
+) -> None:
+    monkeypatch.setenv("XFUSE_CACHE", "disabled")
+    cache_files.warn_unknown_switch.cache_clear()
+    xfuse.clear_cache()
+    message = (
+        r"^xfuse: XFUSE_CACHE='disabled' is neither off \(0, false, off, no\) nor on \(1, true, "
+        r"on, yes or empty\); the compile cache stays on$"
+    )
+    with pytest.warns(RuntimeWarning, match=message) as warned:
+        xfuse.compile(gelu.source)
+        xfuse.compile(gelu.source.replace("0.5", "0.25"))
+    assert len([w for w in warned if "XFUSE_CACHE" in str(w.message)]) == 1
+    assert list(cache.iterdir())
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the XDG rule is Linux's")

@@ -31,7 +31,7 @@ TEMPORARY_PREFIX = ".xfuse-tmp-"
 
 
 def cache_dir() -> Path | None:
-    """The cache directory, or None when `XFUSE_CACHE=0` turns the cache off or, with no
+    """The cache directory, or None when `XFUSE_CACHE` turns the cache off or, with no
     `XFUSE_CACHE_DIR`, there is no home directory for the default one (`warn_no_home`)."""
     if cache_turned_off():
         return None
@@ -53,9 +53,34 @@ def cache_dir() -> Path | None:
     return Path(platformdirs.user_cache_dir("xfuse"))
 
 
+CACHE_OFF = ("0", "false", "off", "no")
+"""The values of `XFUSE_CACHE` that turn the cache off (in any case, spaces around ignored)."""
+CACHE_ON = ("1", "true", "on", "yes", "")
+"""Those that keep it on, as unset does."""
+
+
 def cache_turned_off() -> bool:
-    """Whether `XFUSE_CACHE=0` turns the cache off."""
-    return os.environ.get("XFUSE_CACHE", "1").strip() == "0"
+    """Whether `XFUSE_CACHE` turns the cache off (`CACHE_OFF`); a value in neither `CACHE_OFF`
+    nor `CACHE_ON` keeps it on and warns (`warn_unknown_switch`): `false` once kept it on
+    without a word."""
+    value = os.environ.get("XFUSE_CACHE", "")
+    word = value.strip().lower()
+    if word in CACHE_OFF:
+        return True
+    if word not in CACHE_ON:
+        warn_unknown_switch(value)
+    return False
+
+
+@functools.cache
+def warn_unknown_switch(value: str) -> None:
+    """Warns once per value that `XFUSE_CACHE` is neither on nor off (the cache stays on)."""
+    warnings.warn(
+        f"xfuse: XFUSE_CACHE={value!r} is neither off ({', '.join(CACHE_OFF)}) nor on "
+        f"({', '.join(CACHE_ON[:-1])} or empty); the compile cache stays on",
+        RuntimeWarning,
+        stacklevel=5,  # past cache_turned_off, cache_dir and the cache user (disk_cache.load)
+    )
 
 
 @functools.cache

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 
@@ -14,7 +15,7 @@ def register(subparsers: Any) -> None:
         description=(
             "The compile cache keeps each program's object code so that a new process loads it "
             "instead of compiling. Its directory is XFUSE_CACHE_DIR, else the user cache dir; "
-            "XFUSE_CACHE=0 turns it off."
+            "XFUSE_CACHE=0 (or false, off, no) turns it off."
         ),
     )
     parser.add_argument(
@@ -33,7 +34,11 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from xfuse.runtime import cache_files, disk_cache
 
-    off = "XFUSE_CACHE=0" if cache_files.cache_turned_off() else "no home directory for it"
+    off = (
+        f"XFUSE_CACHE={os.environ['XFUSE_CACHE']}"
+        if cache_files.cache_turned_off()
+        else "no home directory for it"
+    )
 
     if args.action == "clear":
         removed, freed = disk_cache.clear()
