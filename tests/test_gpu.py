@@ -222,6 +222,35 @@ def test_bf16_moves_eight_elements_per_access_and_computes_in_f32() -> None:
     assert "fma.rn.f32" in contracted.ptx and "mul.rn.f32" not in contracted.ptx
 
 
+@needs_ptxas
+@pytest.mark.parametrize("fastmath", ["contract,afn", "fast"])
+def test_afn_approximates_the_programs_divisions_only(fastmath: str, tmp_path: Path) -> None:
+    # NVPTX makes an f32 `fdiv afn` a `div.approx.f32` (2 ulps, 0 for divisors beyond 2^126):
+    # the user's flags are for the program's own `x / y`, tanh's approximation keeps IEEE's
+    # division (`div.rn.f32`), as on the CPU. Counted against each part compiled alone.
+    def divisions(source: str, fastmath: str) -> tuple[int, int]:
+        ptx = xfuse.compile(source, target="cuda", fastmath=fastmath).ptx
+        return ptx.count("div.rn.f32"), ptx.count("div.approx.f32")
+
+    program_divisions = divisions("out = x / y;", "none")[0]
+    tanh_divisions = divisions("out = tanh(x);", "none")[0]
+    assert program_divisions > 0 and tanh_divisions > 0
+    assert divisions("out = x / y;", fastmath) == (0, program_divisions)
+    assert divisions("out = tanh(x);", fastmath) == (tanh_divisions, 0)
+    assert divisions("out = x / y + tanh(x);", fastmath) == (tanh_divisions, program_divisions)
+    both = xfuse.compile("out = x / y + tanh(x);", target="cuda", fastmath=fastmath)
+    assemble(both.ptx, tmp_path)
+
+
+def test_ptx_approx_exp_scales_by_log2_e_as_written_under_fast() -> None:
+    # exp(x) = ex2(x * log2(e)): the multiply is the approximation's, rounded as written
+    # (`mul.rn`), whatever flags the program's own arithmetic gets (it overflows to +inf from
+    # the CPU's input); `fast` on it made it `mul.f32`, which ptxas may fuse or reassociate.
+    ptx = xfuse.compile("out = exp(x);", target="cuda", math="ptx-approx", fastmath="fast").ptx
+    assert ptx.count("ex2.approx.f32") == ptx.count("mul.rn.f32") > 0
+    assert "mul.f32" not in ptx
+
+
 def test_stages_are_visible(gelu: Gelu) -> None:
     k = xfuse.compile(gelu.source, outputs=["out"], target="cuda")
     assert list(k.stages)[-3:] == ["ew-to-nvvm", "ew-expand-math", "ew-to-llvm"]

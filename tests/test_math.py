@@ -675,6 +675,20 @@ def test_the_programs_arithmetic_rounds_as_written(dtype: type) -> None:
     assert "fmul contract" in contracted.llvm_ir and "fmul contract" not in kernel.llvm_ir
 
 
+@pytest.mark.parametrize("fastmath", ["fast", "contract,afn"])
+def test_fastmath_leaves_the_approximations_as_written(fastmath: str) -> None:
+    # The flags are for the program's own arithmetic (none here): the approximations keep their
+    # bits. With `fast` on their ops, LLVM reassociated exp's rounding to an integer away
+    # (exp(0.5) was 2.0, exp(9) 8192) and tanh(+-inf) was NaN.
+    x = np.concatenate([np.linspace(-100, 100, 1001), [np.inf, -np.inf, np.nan, -0.0, 1e-30]])
+    x = x.astype(np.float32)
+    for function in ("exp", "tanh", "erf", "log"):
+        source = f"out = {function}(x);"
+        with np.errstate(all="ignore"):
+            want = xfuse.compile(source)(x=x)
+            np.testing.assert_array_equal(xfuse.compile(source, fastmath=fastmath)(x=x), want)
+
+
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_log1p_keeps_tiny_values_and_its_special_cases(math_mode: str, dtype: type) -> None:

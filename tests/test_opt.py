@@ -30,6 +30,7 @@ from xfuse.runtime.compiler import Options
 from xfuse.tools.opt import main
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.default_pipeline import XfuseDefaultPass, default_pipeline
+from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.options import Math, PassOptionError, Target
 from xfuse.transforms.pipeline import PassSpecError, pass_from_spec, pipeline_context
@@ -545,6 +546,7 @@ BAD_OPTIONS: dict[str, str] = {
     "ew-expand-math{math=fast}": "one of approx, libm",
     "ew-to-nvvm{math=libm}": "one of approx, ptx-approx",
     "ew-to-llvm{fastmath=turbo}": f"none, fast or a comma list of {FLAGS}",
+    "ew-expand-math{fastmath=turbo}": f"none, fast or a comma list of {FLAGS}",
     "ew-cost{device=tpu}": (
         "one of h100-sxm, h100-pcie, h200, a100-80gb, b200, h100, a100, h200-sxm"
     ),
@@ -681,6 +683,7 @@ def test_every_entry_point_defaults_to_the_programs_arithmetic_as_written() -> N
         for function in (xfuse.compile, xfuse.jit, default_pipeline)
     }
     defaults |= {Options().fastmath, XfuseDefaultPass().fastmath, EwToLlvmPass().fastmath}
+    defaults.add(EwExpandMathPass().fastmath)
     assert defaults == {"none"}
 
 

@@ -2,6 +2,7 @@
 // RUN: xfuse-opt %s -p 'ew-expand-math{math=approx}' | filecheck %s
 // RUN: xfuse-opt %s -p 'ew-expand-math{math=libm}' | filecheck %s --check-prefix=LIBM
 // RUN: xfuse-opt %s -p 'ew-expand-math{ldexp=true}' | filecheck %s --check-prefix=LDEXP
+// RUN: xfuse-opt %s -p 'ew-expand-math{fastmath="contract,afn"}' | filecheck %s --check-prefix=FASTMATH
 
 // approx: f32 transcendentals become plain arithmetic (no math op, no call is left); rsqrt is
 // an `arcp` division by sqrt (what LLVM turns into the host's estimate) refined with FMAs, and
@@ -420,6 +421,23 @@ func.func @simple_powers(%x: f32, %d: f64) -> (f32, f64, f64, f64, f32) {
   %f = math.powf %d, %five : f64
   %h = math.powf %x, %two_and_a_half : f32
   func.return %c, %s, %r, %f, %h : f32, f64, f64, f64, f32
+}
+
+// `fastmath`: the program's own arithmetic gains the flags, before anything is expanded; the
+// approximation's ops keep only their `contract` (NVPTX makes an f32 division with `afn` a
+// `div.approx.f32`).
+// FASTMATH-LABEL: func.func @program_and_approximation
+// FASTMATH-SAME:    (%[[X:.*]]: f32, %[[Y:.*]]: f32)
+// FASTMATH:         %[[Q:.*]] = arith.divf %[[X]], %[[Y]] fastmath<contract,afn> : f32
+// FASTMATH:         arith.mulf %[[X]], %[[X]] fastmath<contract> : f32
+// FASTMATH:         arith.divf %{{.*}}, %{{.*}} fastmath<contract> : f32
+// FASTMATH:         arith.addf %[[Q]], %{{.*}} fastmath<contract,afn> : f32
+// FASTMATH-NEXT:    func.return
+func.func @program_and_approximation(%x: f32, %y: f32) -> f32 {
+  %q = arith.divf %x, %y : f32
+  %t = math.tanh %x : f32
+  %r = arith.addf %q, %t : f32
+  func.return %r : f32
 }
 
 // f64 has no approximation: it calls the double libm functions in both modes, declared once;

@@ -275,15 +275,19 @@ def _allow_contraction(end: Operation, before: Operation | None) -> None:
     expansion's multiply with the program's add, which could hide an overflow."""
     current = end.prev_op
     while current is not None and current is not before:
-        if isinstance(current, _CONTRACTIBLE):
-            flags = cast(arith.FastMathFlagsAttr, current.properties["fastmath"])
-            current.properties["fastmath"] = arith.FastMathFlagsAttr(
-                flags.data | {FastMathFlag.ALLOW_CONTRACT}
-            )
+        add_fastmath(current, {FastMathFlag.ALLOW_CONTRACT})
         current = current.prev_op
 
 
-_CONTRACTIBLE = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.NegfOp)
+FLOAT_ARITHMETIC = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp, arith.NegfOp)
+"""The float ops that carry fast-math flags into LLVM (`ew-to-llvm`)."""
+
+
+def add_fastmath(op: Operation, flags: set[FastMathFlag]) -> None:
+    """Join `flags` to the fast-math flags of `op` if it is `FLOAT_ARITHMETIC` (else nothing)."""
+    if isinstance(op, FLOAT_ARITHMETIC):
+        own = cast(arith.FastMathFlagsAttr, op.properties["fastmath"])
+        op.properties["fastmath"] = arith.FastMathFlagsAttr(own.data | flags)
 
 
 def _constant(value: FloatAttr | IntegerAttr) -> SSAValue:

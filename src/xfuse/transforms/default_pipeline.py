@@ -68,8 +68,8 @@ def default_pipeline(
         return (
             *tensor_passes,
             EwToNvvmPass(math=math),
-            EwExpandMathPass(math="approx"),
-            EwToLlvmPass(fastmath=fastmath, packed=False),
+            EwExpandMathPass(math="approx", fastmath=fastmath),
+            EwToLlvmPass(packed=False),
         )
     if not is_cpu_math(math):  # the GPU's ptx-approx
         raise PassOptionError(EwExpandMathPass.name, "math", math, expected_values(CpuMath))
@@ -77,8 +77,10 @@ def default_pipeline(
         *tensor_passes,
         EwWorkspacePass(),
         EwKernelToLoopsPass(vector_bytes=REMAINDER_VECTOR_BYTES if masked_remainder else 0),
-        EwExpandMathPass(math=math, ldexp=ldexp),
-        EwToLlvmPass(fastmath=fastmath, f16c=f16c, avx512bf16=avx512bf16),
+        # The flags go on the program's ops before the approximations are expanded (which keep
+        # their own), not on every op in ew-to-llvm.
+        EwExpandMathPass(math=math, ldexp=ldexp, fastmath=fastmath),
+        EwToLlvmPass(f16c=f16c, avx512bf16=avx512bf16),
     )
 
 

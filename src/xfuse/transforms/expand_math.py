@@ -51,6 +51,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.transforms import approx
 from xfuse.transforms.options import CpuMath, check_choice
+from xfuse.transforms.to_llvm import parse_fastmath
 
 
 @dataclass(frozen=True)
@@ -297,10 +298,22 @@ class EwExpandMathPass(ModulePass):
     the same bits as the integer ops that build 2**n otherwise: for hosts with AVX-512 only
     (elsewhere LLVM calls `ldexpf` for each element, and the loop stays scalar)."""
 
+    fastmath: str = "none"
+    """Fast-math flags joined to the program's float `addf`/`subf`/`mulf`/`divf`/`negf` before
+    anything is expanded (`xfuse.compile`'s `fastmath`, spelled as `ew-to-llvm`'s): the
+    approximations' own ops keep only theirs (`contract`), so `afn` leaves their divisions IEEE
+    on the GPU too (NVPTX makes an f32 `fdiv afn` a `div.approx.f32`), where `ew-to-llvm`'s
+    option would give the flags to every op, the approximations' included."""
+
     def __post_init__(self) -> None:
         check_choice(self, "math", CpuMath)
+        parse_fastmath(self.fastmath, self.name)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        flags = {arith.FastMathFlag(f.value) for f in parse_fastmath(self.fastmath, self.name).data}
+        if flags:
+            for nested in op.walk():
+                approx.add_fastmath(nested, flags)
         approximate = self.math == "approx"
         # One look at every op finds which rewrites can apply, and each of the others skips
         # its walk of the whole program (none makes an op another one matches).

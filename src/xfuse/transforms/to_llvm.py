@@ -103,9 +103,9 @@ def native_argument_types(type_: Attribute) -> list[Attribute]:
     return [convert_type(type_)]
 
 
-def parse_fastmath(flags: str) -> llvm.FastMathAttr:
+def parse_fastmath(flags: str, pass_name: str = "ew-to-llvm") -> llvm.FastMathAttr:
     """`"contract,afn"` -> the attribute; `"none"` or `""` -> no flags; `"fast"` -> all of them
-    (LLVM's spelling); `PassOptionError` for `ew-to-llvm`'s `fastmath` otherwise."""
+    (LLVM's spelling); `PassOptionError` for `pass_name`'s `fastmath` otherwise."""
     names = [f.strip() for f in flags.split(",") if f.strip() and f.strip() != "none"]
     if "fast" in names:
         return llvm.FastMathAttr("fast")
@@ -114,7 +114,7 @@ def parse_fastmath(flags: str) -> llvm.FastMathAttr:
     except ValueError:
         valid = ", ".join(flag.value for flag in llvm.FastMathFlag)
         expected = f"none, fast or a comma list of {valid}"
-        raise PassOptionError(EwToLlvmPass.name, "fastmath", flags, expected) from None
+        raise PassOptionError(pass_name, "fastmath", flags, expected) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1152,7 +1152,8 @@ class EwToLlvmPass(ModulePass):
     and an op without flags as IEEE's rounding of each op). `contract` is unsafe: an FMA rounds
     once where the program rounds twice, so it may keep finite what overflows as written (`2 * x
     - x` at 3.4e38 is not inf) and make an element's bits depend on whether it lands in a vector
-    or a scalar iteration. Other ops carry no flags into LLVM."""
+    or a scalar iteration. Other ops carry no flags into LLVM. `xfuse.compile` gives its flags to
+    `ew-expand-math{fastmath}` instead, which keeps them off the approximations' ops."""
 
     packed: bool = True
     """Also give every public function with a body a packed entry `@<name>.packed(ptr)` taking

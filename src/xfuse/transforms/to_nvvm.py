@@ -443,8 +443,10 @@ class PtxApproxMath(RewritePattern):
             )
             return
         log2_e = arith.ConstantOp(FloatAttr(_LOG2_E, op.result.type))
-        scaled = arith.MulfOp(op.operand, log2_e)
-        power = llvm.CallIntrinsicOp("llvm.nvvm.ex2.approx.f", [scaled.result], [op.result.type])
+        # `llvm` already: `ew-expand-math{fastmath}` gives the program's `arith` ops the user's
+        # flags, and this multiply is the approximation's.
+        scaled = llvm.FMulOp(op.operand, log2_e.result)
+        power = llvm.CallIntrinsicOp("llvm.nvvm.ex2.approx.f", [scaled.res], [op.result.type])
         rewriter.replace(op, [log2_e, scaled, power])
 
 
