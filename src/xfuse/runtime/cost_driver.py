@@ -10,7 +10,6 @@ from xdsl.dialects.builtin import TensorType
 
 from xfuse.analysis.cost import (
     CostOptions,
-    FunctionCost,
     ProgramCost,
     analyse_function,
     compare,
@@ -44,16 +43,17 @@ def cost_program(
     """
     options = options or CostOptions()
     dtype = options.dtype or "float32"
-    names = [
-        input_name(a)
-        for a in only_function(parse_program(source, dtype=dtype, filename=filename)).args
-    ]
-    unknown = set(input_shapes or {}) - set(names)
-    if unknown:
-        raise ValueError(
-            f"input shape given for {', '.join(sorted(unknown))}, which the program does not "
-            f"read (inputs: {', '.join(str(n) for n in names)})"
-        )
+    if input_shapes:  # a shape for an input the program lacks: said before parsing with them
+        names = [
+            input_name(a)
+            for a in only_function(parse_program(source, dtype=dtype, filename=filename)).args
+        ]
+        unknown = set(input_shapes) - set(names)
+        if unknown:
+            raise ValueError(
+                f"input shape given for {', '.join(sorted(unknown))}, which the program does not "
+                f"read (inputs: {', '.join(str(n) for n in names)})"
+            )
     full = (None,) * len(options.shape)
     module = parse_program(
         source, dtype=dtype, shapes=input_shapes, default_shape=full, filename=filename
@@ -67,16 +67,26 @@ def cost_program(
     ):
         options = replace(options, dtype=None)  # declared dtypes or conversions: each its own
 
-    def analyse(fuse: bool, opts: CostOptions) -> FunctionCost:
-        passes, _ = split_after(default_pipeline(fuse=fuse), "ew-fuse")
-        return analyse_function(only_function(apply_pipeline(module, passes)), opts)
-
-    fused = analyse(True, options)
-    unfused = analyse(False, options)
+    # The passes before ew-fuse are the same fused and unfused: run once, on the whole program.
+    fused_passes, _ = split_after(default_pipeline(fuse=True), "ew-fuse")
+    unfused_passes, _ = split_after(default_pipeline(fuse=False), "ew-fuse")
+    shared = next(
+        i
+        for i, pair in enumerate(zip(fused_passes, unfused_passes, strict=True))
+        if pair[0] != pair[1]
+    )
+    module = apply_pipeline(module, fused_passes[:shared])
+    fused_function = only_function(apply_pipeline(module, fused_passes[shared:]))
+    unfused_function = only_function(apply_pipeline(module, unfused_passes[shared:]))
+    fused = analyse_function(fused_function, options)
+    unfused = analyse_function(unfused_function, options)
     hbm_only = None
     if options.l2:
         plain = replace(options, l2=False)
-        hbm_only = (analyse(True, plain), analyse(False, plain))
+        hbm_only = (
+            analyse_function(fused_function, plain),
+            analyse_function(unfused_function, plain),
+        )
     return ProgramCost(
         fused=fused,
         unfused=unfused,

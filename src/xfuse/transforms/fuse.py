@@ -401,7 +401,8 @@ def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValu
             # as the next kernel would after a split (`p = x * y; q = p / y;` in f16 with p =
             # inf computed q from the unrounded p). No widening is left where none reads it.
             stored[result] = narrow(builder, scalars[result], ew.element_type(result.type))
-            scalars[result] = widen(builder, stored[result], _compute_type_of(result))
+            if any(use.operation in members for use in result.uses):  # else it would be dead
+                scalars[result] = widen(builder, stored[result], _compute_type_of(result))
     yielded = [stored[v] for v in outputs]
     builder.insert(ew.YieldOp(*yielded))
     _drop_unused(block)
