@@ -10,6 +10,7 @@ import pytest
 from xdsl.context import Context
 from xdsl.dialects import arith, func, math
 from xdsl.dialects.builtin import Float16Type, Float32Type, ModuleOp
+from xdsl.ir import Block
 
 import xfuse
 from xfuse.dialects import ew
@@ -140,6 +141,35 @@ def test_none_mode_makes_one_kernel_per_op_and_drops_dead_ops() -> None:
     function = cast(func.FuncOp, module.body.block.first_op)
     stats = fuse_function(function, greedy=False)
     assert (stats.elementwise_ops, stats.kernels, stats.fused_ops) == (2, 1, 0)
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_a_narrow_output_is_widened_again_only_for_its_own_kernel(
+    monkeypatch: pytest.MonkeyPatch, fuse: bool
+) -> None:
+    """The `arith.extf` after a bf16 output's `arith.truncf` is built only where an op of the
+    same kernel reads it: one for each output, left to `_drop_unused`, was a third of the ops
+    ew-fuse built for a long chain."""
+    from xfuse.transforms import fuse as fuse_module
+
+    erased: list[int] = []
+
+    def recording_drop_unused(block: Block) -> None:
+        before = len(block.ops)
+        drop_unused(block)
+        erased.append(before - len(block.ops))
+
+    drop_unused = fuse_module._drop_unused
+    monkeypatch.setattr(fuse_module, "_drop_unused", recording_drop_unused)
+    source = "h = x * y; z = exp(h) + h; out = z * x;"
+    module = parse_program(source, dtype="bfloat16", outputs=["h", "out"])
+    kernels = fused(module, "greedy" if fuse else "none")
+    assert erased and not any(erased)
+    # Each kernel yields what it stores; a widening remains only where a later op reads it.
+    for kernel in kernels:
+        ops = [op.name for op in kernel.body.block.ops]
+        assert ops.count("arith.truncf") == len(kernel.res)
+    assert len(kernels) == (1 if fuse else 4)
 
 
 def test_greedy_kernel_body_drops_dead_chains() -> None:
