@@ -157,9 +157,13 @@ def emit_scalar(
     return emitter(builder, args, compute_type)
 
 
+_F32 = Float32Type()
+"""Built once: asked for per kernel value, a new `Float32Type()` costs a verified attribute."""
+
+
 def compute_type(element: Attribute) -> Attribute:
     """The type a region computes in: f32 for the f16/bf16 storage types, else the element type."""
-    return Float32Type() if isinstance(element, Float16Type | BFloat16Type) else element
+    return _F32 if isinstance(element, Float16Type | BFloat16Type) else element
 
 
 def _bits(type_: Attribute) -> int:
