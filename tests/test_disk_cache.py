@@ -244,7 +244,7 @@ def test_an_unknown_xfuse_cache_value_keeps_it_on_and_warns_once(
     cache: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu
 ) -> None:
     monkeypatch.setenv("XFUSE_CACHE", "disabled")
-    cache_files.warn_unknown_switch.cache_clear()
+    cache_files.warn_once.cache_clear()
     xfuse.clear_cache()
     message = (
         r"^xfuse: XFUSE_CACHE='disabled' is neither off \(0, false, off, no\) nor on \(1, true, "
@@ -294,7 +294,7 @@ def test_no_home_directory_turns_the_cache_off_with_a_warning(
     else:
         monkeypatch.setenv("HOME", home)
     monkeypatch.chdir(tmp_path)
-    cache_files.warn_no_home.cache_clear()
+    cache_files.warn_once.cache_clear()
     xfuse.clear_cache()
     with pytest.warns(RuntimeWarning, match="no home directory for the compile cache") as warned:
         kernel = xfuse.compile(gelu.source)

@@ -32,7 +32,7 @@ TEMPORARY_PREFIX = ".xfuse-tmp-"
 
 def cache_dir() -> Path | None:
     """The cache directory, or None when `XFUSE_CACHE` turns the cache off or, with no
-    `XFUSE_CACHE_DIR`, there is no home directory for the default one (`warn_no_home`)."""
+    `XFUSE_CACHE_DIR`, there is no home directory for the default one (a warning, once)."""
     if cache_turned_off():
         return None
     configured = os.environ.get("XFUSE_CACHE_DIR")
@@ -45,7 +45,11 @@ def cache_dir() -> Path | None:
         if not os.path.isabs(base):
             # HOME unset (and this user not in the password database) or relative: a relative
             # directory would put the cache wherever the process happens to run.
-            warn_no_home(base)
+            warn_once(
+                f"xfuse: no home directory for the compile cache (HOME gives '{base}'); set "
+                "XFUSE_CACHE_DIR to a writable directory or XFUSE_CACHE=0",
+                stacklevel=3,  # past cache_dir and the cache user (disk_cache.load)
+            )
             return None
         return Path(base, "xfuse")
     import platformdirs
@@ -61,37 +65,25 @@ CACHE_ON = ("1", "true", "on", "yes", "")
 
 def cache_turned_off() -> bool:
     """Whether `XFUSE_CACHE` turns the cache off (`CACHE_OFF`); a value in neither `CACHE_OFF`
-    nor `CACHE_ON` keeps it on and warns (`warn_unknown_switch`): `false` once kept it on
-    without a word."""
+    nor `CACHE_ON` keeps it on and warns once: `false` once kept it on without a word."""
     value = os.environ.get("XFUSE_CACHE", "")
     word = value.strip().lower()
     if word in CACHE_OFF:
         return True
     if word not in CACHE_ON:
-        warn_unknown_switch(value)
+        warn_once(
+            f"xfuse: XFUSE_CACHE={value!r} is neither off ({', '.join(CACHE_OFF)}) nor on "
+            f"({', '.join(CACHE_ON[:-1])} or empty); the compile cache stays on",
+            stacklevel=4,  # past cache_turned_off, cache_dir and the cache user (disk_cache.load)
+        )
     return False
 
 
 @functools.cache
-def warn_unknown_switch(value: str) -> None:
-    """Warns once per value that `XFUSE_CACHE` is neither on nor off (the cache stays on)."""
-    warnings.warn(
-        f"xfuse: XFUSE_CACHE={value!r} is neither off ({', '.join(CACHE_OFF)}) nor on "
-        f"({', '.join(CACHE_ON[:-1])} or empty); the compile cache stays on",
-        RuntimeWarning,
-        stacklevel=5,  # past cache_turned_off, cache_dir and the cache user (disk_cache.load)
-    )
-
-
-@functools.cache
-def warn_no_home(base: str) -> None:
-    """Warns once that the default cache directory has no home (the caller goes on without it)."""
-    warnings.warn(
-        f"xfuse: no home directory for the compile cache (HOME gives '{base}'); set "
-        "XFUSE_CACHE_DIR to a writable directory or XFUSE_CACHE=0",
-        RuntimeWarning,
-        stacklevel=4,  # past cache_dir and the cache user (disk_cache.load)
-    )
+def warn_once(message: str, stacklevel: int) -> None:
+    """A `RuntimeWarning` of `message`, once per message (the cache's problems: the caller goes
+    on without it); `stacklevel` as the caller would give `warnings.warn`."""
+    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)
 
 
 def entry_path(directory: Path, digest: str) -> Path:
@@ -188,17 +180,6 @@ def unseal(data: bytes, digest: str, toolchain: str) -> dict[str, Any] | None:
     return fields
 
 
-@functools.cache
-def warn_unwritable(directory: Path, reason: str) -> None:
-    """Warns once per directory and reason (the caller goes on without the cache)."""
-    warnings.warn(
-        f"xfuse: cannot write the compile cache in {directory} ({reason}); set XFUSE_CACHE_DIR "
-        "to a writable directory or XFUSE_CACHE=0",
-        RuntimeWarning,
-        stacklevel=5,  # past write_entry and the cache user (disk_cache.store)
-    )
-
-
 def write_atomically(path: Path, data: bytes) -> None:
     """Write `data` to a temporary file next to `path`, then rename it over `path` (unless a
     concurrent `clear` removed the temporary file first)."""
@@ -234,9 +215,14 @@ def read_entry(path: Path, digest: str, toolchain: str) -> dict[str, Any] | None
 
 
 def write_entry(directory: Path, path: Path, data: bytes) -> None:
-    """`write_atomically`, warning once where `directory` is unwritable (`warn_unwritable`):
-    the caller goes on without the cache."""
+    """`write_atomically`, warning once per directory and reason where `directory` is
+    unwritable: the caller goes on without the cache."""
     try:
         write_atomically(path, data)
     except OSError as error:
-        warn_unwritable(directory, error.strerror or str(error))
+        reason = error.strerror or str(error)
+        warn_once(
+            f"xfuse: cannot write the compile cache in {directory} ({reason}); set "
+            "XFUSE_CACHE_DIR to a writable directory or XFUSE_CACHE=0",
+            stacklevel=4,  # past write_entry and the cache user (disk_cache.store)
+        )
