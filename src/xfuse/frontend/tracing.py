@@ -203,11 +203,13 @@ class Traced:
         """The numpy dtype of the traced array (`x.astype(y.dtype)`)."""
         return numpy_dtype(dtype_of(ew.element_type(self.value.type)))
 
-    def astype(self, dtype: Any) -> Traced:
+    def astype(self, dtype: Any, copy: bool = True) -> Traced:
         """The traced array converted to `dtype` as numpy converts (round to nearest even):
         an `ew.convert`, the `.ew` language's `bf16(...)`; the same array where the dtype is its
         own f32 or f64 (an f16 or bf16 one rounds what a kernel holds in f32, as numpy's value
-        is rounded). `(y + r).astype(ml_dtypes.bfloat16)` stores an f32 result in bf16."""
+        is rounded). `(y + r).astype(ml_dtypes.bfloat16)` stores an f32 result in bf16.
+        `copy` is accepted and changes nothing: a traced value is never written in place, so
+        a copy and the array itself are the same."""
         try:
             element = element_type_for(dtype)
         except ValueError:
