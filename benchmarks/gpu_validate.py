@@ -198,7 +198,7 @@ def measure(gpu: Gpu, kernel: Any, result: VariantResult, args: Any) -> None:
         device.copy_to_device(pointer, array)
     pointers += [device.allocate(t.nbytes(shapes)) for t in function.sequence.temporaries]
     module = device.load(function.ptx)
-    launches = plan_launches(function, shapes, pointers, device.multiprocessors)
+    launches = plan_launches(function, shapes, pointers, device, module)
 
     def run_all() -> None:
         for launch in launches:

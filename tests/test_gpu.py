@@ -362,6 +362,9 @@ class EmulatedDevice:
     def copy_to_host(self, array: np.ndarray, pointer: int) -> None:
         ctypes.memmove(array.ctypes.data, pointer, array.nbytes)
 
+    def resident_blocks(self, module: Any, entry: str, block: int) -> int:
+        return 8  # an entry of up to 32 registers a thread on sm_90: grids of 2048 threads
+
     def launch(
         self, module: Any, entry: str, grid: int, block: int, arguments: Sequence[Any]
     ) -> None:
@@ -456,20 +459,35 @@ def test_broadcasting_mixed_dtypes_run_like_the_cpu_kernel(d: int, fuse: bool, o
         )
 
 
+class SixBlocksAMultiprocessor:
+    """The part of a 132-multiprocessor GPU that plans launches: 6 blocks of 256 threads fit on
+    a multiprocessor (an entry of 33-40 registers a thread on sm_90)."""
+
+    multiprocessors = 132
+
+    def resident_blocks(self, module: Any, entry: str, block: int) -> int:
+        assert (module, block) == ("module", 256)
+        return 6
+
+
 @pytest.mark.parametrize(
     ("shape", "grid"),
-    [((1000,), 4), ((3, 2**31 + 5), 132 * 8), ((2**33,), 132 * 8)],
+    [((1000,), 4), ((3, 2**31 + 5), 132 * 6), ((2**33,), 132 * 6)],
 )
 def test_launches_cover_any_size_with_at_most_one_wave_of_blocks(
     shape: tuple[int, ...], grid: int
 ) -> None:
     """Sizes past 2^31 elements travel as int64 (the entries index in 64 bits); the grid is
-    at most 8 blocks of 256 threads per multiprocessor, the grid-stride loop takes the rest."""
+    at most as many blocks of 256 threads as fit on the multiprocessors at once, the grid-stride
+    loop takes the rest."""
     source = "input f32 x[t, d];\ninput f32 b[d];\nout = x + b;" if len(shape) == 2 else "out = x;"
     function = xfuse.compile(source, target="cuda").function
     shapes = [shape, shape[-1:], shape] if len(shape) == 2 else [shape, shape]
     pointers = [4096 * (i + 1) for i in range(len(shapes))]
-    ((entry, grid_, block, arguments),) = plan_launches(function, shapes, pointers, 132)
+    device: Any = SixBlocksAMultiprocessor()  # plans, but loads and launches nothing
+    ((entry, grid_, block, arguments),) = plan_launches(
+        function, shapes, pointers, device, "module"
+    )
     assert (entry, grid_, block) == ("main_kernel0", grid, 256)
     assert [a.value for a in arguments] == [*pointers, *shape]
     assert all(isinstance(a, ctypes.c_int64) for a in arguments[len(pointers) :])
@@ -607,10 +625,8 @@ def test_a_driver_without_a_gpu_is_a_clear_error(
         CudaDriver()
 
 
-def test_a_failing_call_on_a_working_gpu_is_a_cuda_error_naming_the_call(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Out of memory is not `CudaUnavailableError`, which a caller may answer with the CPU."""
+def _fake_gpu(monkeypatch: pytest.MonkeyPatch, **functions: Any) -> None:
+    """`_fake_driver` of a GPU with 132 multiprocessors, opened, with the given functions."""
     success = _Result.CUDA_SUCCESS
     _fake_driver(
         monkeypatch,
@@ -621,6 +637,16 @@ def test_a_failing_call_on_a_working_gpu_is_a_cuda_error_naming_the_call(
         cuCtxSetCurrent=lambda context: (success,),
         CUdevice_attribute=types.SimpleNamespace(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT=16),
         cuDeviceGetAttribute=lambda attribute, device: (success, 132),
+        **functions,
+    )
+
+
+def test_a_failing_call_on_a_working_gpu_is_a_cuda_error_naming_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Out of memory is not `CudaUnavailableError`, which a caller may answer with the CPU."""
+    _fake_gpu(
+        monkeypatch,
         cuMemAlloc=lambda nbytes: (_Result.CUDA_ERROR_OUT_OF_MEMORY, 0),
         cuModuleLoadData=lambda image: (_Result.CUDA_ERROR_NO_BINARY_FOR_GPU, None),
     )
@@ -631,6 +657,52 @@ def test_a_failing_call_on_a_working_gpu_is_a_cuda_error_naming_the_call(
     # PTX this GPU cannot run (sm_90 on an A100) is the machine's limit, not a failure.
     with pytest.raises(xfuse.CudaUnavailableError, match="cannot run PTX for sm_90 .* arch=.sm_80"):
         driver.load(PtxModule("", "", ("main_kernel0",), "sm_90"))
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize(("resident", "grid"), [(6, 132 * 6), (0, 132)])
+def test_a_grid_is_one_wave_of_the_blocks_the_driver_says_fit(
+    monkeypatch: pytest.MonkeyPatch, gelu: Gelu, fuse: bool, resident: int, grid: int
+) -> None:
+    """The fused GELU's 36-40 registers a thread fit 6 blocks of 256 threads on a multiprocessor
+    of sm_90, not the 8 its 2048 threads would take: the grid is what the driver says fits, asked
+    once per entry. An entry that fits none (too many registers) gets one block a multiprocessor,
+    for cuLaunchKernel to refuse by name."""
+    success = _Result.CUDA_SUCCESS
+    queries: list[tuple[Any, ...]] = []
+    launches: list[tuple[Any, ...]] = []
+    pointers = iter(range(4096, 1 << 40, 4096))
+
+    def occupancy(function: Any, block: int, shared_bytes: int) -> tuple[_Result, int]:
+        queries.append((function, block, shared_bytes))
+        return success, resident
+
+    def launch(function: Any, *dimensions_and_arguments: Any) -> tuple[_Result]:
+        grid_x, grid_y, grid_z, block_x, block_y, block_z, *_ = dimensions_and_arguments
+        launches.append((function, (grid_x, grid_y, grid_z), (block_x, block_y, block_z)))
+        return (success,)
+
+    _fake_gpu(
+        monkeypatch,
+        cuModuleLoadData=lambda image: (success, 1),
+        cuModuleGetFunction=lambda module, name: (success, f"{module}:{name.decode()}"),
+        cuOccupancyMaxActiveBlocksPerMultiprocessor=occupancy,
+        cuMemAlloc=lambda nbytes: (success, next(pointers)),
+        cuMemFree=lambda pointer: (success,),
+        cuMemcpyHtoD=lambda device, host, nbytes: (success,),
+        cuMemcpyDtoH=lambda host, device, nbytes: (success,),
+        cuLaunchKernel=launch,
+        cuCtxSynchronize=lambda: (success,),
+    )
+    compiled = xfuse.compile(gelu.source, outputs=["out"], fuse=fuse, target="cuda")
+    kernel = CudaKernel(compiled.program, CudaDriver())
+    x = np.zeros(2**20, np.float32)  # 4096 blocks: more than a wave
+    kernel(x=x, b=x, r=x)
+    kernel(x=x, b=x, r=x)
+    functions = [f"1:{entry}" for entry in compiled.function.ptx.entries]
+    assert len(functions) == (1 if fuse else 11)
+    assert launches == [(function, (grid, 1, 1), (256, 1, 1)) for function in functions * 2]
+    assert queries == [(function, 256, 0) for function in functions]
 
 
 def test_the_gpu_validation_script_compiles_and_predicts_without_a_gpu(tmp_path: Path) -> None:

@@ -16,8 +16,11 @@ device arrays with `__cuda_array_interface__` (CuPy, PyTorch, Numba; JAX through
 of those), used in place; with a device-array input, pass the outputs as device arrays in `out=`.
 They are checked like the CPU kernel's (names, dtype, shape, broadcasting, aliasing); device
 arrays must be C-contiguous. The launches run in order on the default stream and the call waits
-for them. The grid covers the elements with 256-thread blocks, at most 8 blocks per multiprocessor
-(one wave): the grid-stride loop takes the rest.
+for them. The grid covers the elements with 256-thread blocks, at most one wave of them: as many
+per multiprocessor as the driver says fit at once (`cuOccupancyMaxActiveBlocksPerMultiprocessor`,
+asked once per entry), and the grid-stride loop takes the rest. Registers decide it: a
+multiprocessor of sm_80 or sm_90 has 65536, so an entry of up to 32 registers a thread fits 8
+blocks (2048 threads, the most), of 33-40 (the fused GELU's, by `ptxas -v`) 6, of 41-48 5.
 """
 
 from __future__ import annotations
@@ -49,8 +52,6 @@ from xfuse.runtime.kernel import CompiledProgram, Program
 from xfuse.transforms.to_nvvm import LaunchSequence, launch_sequence
 
 BLOCK_SIZE = 256
-BLOCKS_PER_MULTIPROCESSOR = 8
-"""2048 resident threads per multiprocessor on sm_80 and sm_90: 8 blocks of 256 fill it."""
 
 
 class CudaUnavailableError(RuntimeError):
@@ -111,6 +112,10 @@ class Device(Protocol):
     def free(self, pointer: int) -> None: ...
     def copy_to_device(self, pointer: int, array: np.ndarray) -> None: ...
     def copy_to_host(self, array: np.ndarray, pointer: int) -> None: ...
+    def resident_blocks(self, module: Any, entry: str, block: int) -> int:
+        """How many blocks of `block` threads of `entry` one multiprocessor runs at once."""
+        ...
+
     def launch(
         self, module: Any, entry: str, grid: int, block: int, arguments: Sequence[Any]
     ) -> None: ...
@@ -130,6 +135,7 @@ class CudaDriver:
             ) from None
         self._driver = driver
         self._functions: dict[tuple[int, str], Any] = {}
+        self._resident_blocks: dict[tuple[int, str, int], int] = {}
         try:
             self._call("cuInit", 0)
             count = self._call("cuDeviceGetCount")
@@ -176,14 +182,30 @@ class CudaDriver:
     def copy_to_host(self, array: np.ndarray, pointer: int) -> None:
         self._call("cuMemcpyDtoH", data_pointer(array), pointer, array.nbytes)
 
-    def launch(
-        self, module: Any, entry: str, grid: int, block: int, arguments: Sequence[Any]
-    ) -> None:
+    def _function(self, module: Any, entry: str) -> Any:
+        """The CUfunction of `entry` in a loaded module (looked up once)."""
         key = (int(module), entry)
         function = self._functions.get(key)
         if function is None:
             function = self._call("cuModuleGetFunction", module, entry.encode())
             self._functions[key] = function
+        return function
+
+    def resident_blocks(self, module: Any, entry: str, block: int) -> int:
+        key = (int(module), entry, block)
+        blocks = self._resident_blocks.get(key)
+        if blocks is None:
+            function = self._function(module, entry)
+            blocks = int(
+                self._call("cuOccupancyMaxActiveBlocksPerMultiprocessor", function, block, 0)
+            )
+            self._resident_blocks[key] = blocks
+        return blocks
+
+    def launch(
+        self, module: Any, entry: str, grid: int, block: int, arguments: Sequence[Any]
+    ) -> None:
+        function = self._function(module, entry)
         pointers = (ctypes.c_void_p * len(arguments))(
             *(ctypes.addressof(argument) for argument in arguments)
         )
@@ -339,7 +361,7 @@ class CudaKernel(CompiledProgram):
             for temporary in self.function.sequence.temporaries:
                 owned.append(device.allocate(temporary.nbytes(shapes)))
                 pointers.append(owned[-1])
-            for launch in plan_launches(self.function, shapes, pointers, device.multiprocessors):
+            for launch in plan_launches(self.function, shapes, pointers, device, self._module):
                 device.launch(self._module, *launch)
             device.synchronize()
             for index in range(input_count, len(arrays)):
@@ -355,12 +377,14 @@ def plan_launches(
     function: CudaFunction,
     shapes: Sequence[tuple[int, ...]],
     pointers: Sequence[int],
-    multiprocessors: int,
+    device: Device,
+    module: Any,
 ) -> list[tuple[str, int, int, list[Any]]]:
     """(entry, grid, block, kernel arguments) of each launch of a call, in order.
 
     `shapes` are the arguments' (inputs, then outputs), `pointers` their device addresses
-    followed by the temporaries'.
+    followed by the temporaries'; `module` is the program's PTX loaded on `device`. A grid is
+    at most one wave of the entry's blocks on `device` (more would only queue behind it).
     """
     all_shapes = [*shapes, *(t.shape_for(shapes) for t in function.sequence.temporaries)]
     launches = []
@@ -369,6 +393,9 @@ def plan_launches(
         arguments: list[Any] = [ctypes.c_void_p(pointers[i]) for i in launch.operands]
         arguments += [ctypes.c_int64(iteration[axis]) for axis in launch.dynamic_axes]
         blocks = -(-math.prod(iteration) // BLOCK_SIZE)
-        grid = max(1, min(blocks, multiprocessors * BLOCKS_PER_MULTIPROCESSOR))
+        # The fallback for an answer of 0 (the entry cannot run BLOCK_SIZE threads, which
+        # cuLaunchKernel then says by name) is a block a multiprocessor, not one for all.
+        resident = max(1, device.resident_blocks(module, launch.entry, BLOCK_SIZE))
+        grid = max(1, min(blocks, device.multiprocessors * resident))
         launches.append((launch.entry, grid, BLOCK_SIZE, arguments))
     return launches
