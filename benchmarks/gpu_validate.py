@@ -91,44 +91,37 @@ def reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
 
 
 class Gpu:
-    """The GPU through cuda.bindings: xfuse's driver wrapper plus CUDA events."""
+    """The GPU through xfuse's driver wrapper, plus CUDA events (a failing call is
+    `xfuse.CudaError`, naming it)."""
 
     def __init__(self) -> None:
         from xfuse.runtime.cuda import cuda_device
 
-        self.device = cuda_device()  # first: CudaUnavailableError says what is missing
-        from cuda.bindings import driver
-
-        self.driver = driver
-        self.name = self._check(driver.cuDeviceGetName(256, self._check(driver.cuDeviceGet(0))))
+        self.device = cuda_device()  # CudaUnavailableError says what is missing
+        call = self.device.call
+        self.name = call("cuDeviceGetName", 256, call("cuDeviceGet", 0))
         self.name = self.name.split(b"\0")[0].decode()
-
-    def _check(self, result: tuple[Any, ...]) -> Any:
-        error, *values = result
-        if error != self.driver.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(f"CUDA error {error}")
-        return values[0] if len(values) == 1 else tuple(values) if values else None
 
     def time(self, work: Callable[[], None], repeat: int, warmup: int = 3) -> float:
         """Median seconds of `work` (launches on the default stream) between two events."""
-        start = self._check(self.driver.cuEventCreate(0))
-        stop = self._check(self.driver.cuEventCreate(0))
+        call = self.device.call
+        start, stop = call("cuEventCreate", 0), call("cuEventCreate", 0)
         for _ in range(warmup):
             work()
         times = []
         for _ in range(repeat):
-            self._check(self.driver.cuEventRecord(start, 0))
+            call("cuEventRecord", start, 0)
             work()
-            self._check(self.driver.cuEventRecord(stop, 0))
-            self._check(self.driver.cuEventSynchronize(stop))
-            times.append(self._check(self.driver.cuEventElapsedTime(start, stop)) * 1e-3)
+            call("cuEventRecord", stop, 0)
+            call("cuEventSynchronize", stop)
+            times.append(call("cuEventElapsedTime", start, stop) * 1e-3)
         return statistics.median(times)
 
     def copy_bandwidth(self, nbytes: int, repeat: int) -> float:
         """Bytes per second of a device-to-device copy, counting the read and the write."""
         source, target = self.device.allocate(nbytes), self.device.allocate(nbytes)
         seconds = self.time(
-            lambda: self._check(self.driver.cuMemcpyDtoD(target, source, nbytes)), repeat
+            lambda: self.device.call("cuMemcpyDtoD", target, source, nbytes), repeat
         )
         self.device.free(source)
         self.device.free(target)

@@ -733,6 +733,38 @@ def test_the_gpu_validation_script_without_a_gpu_says_so(
     assert "no NVIDIA GPU found" in error and "--dry-run" in error
 
 
+def test_the_gpu_validation_script_times_through_xfuses_driver_calls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its CUDA events go through `CudaDriver.call`: a failing one is `xfuse.CudaError` naming
+    the call, as the kernels' calls are."""
+    script = _load("gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
+    success = _Result.CUDA_SUCCESS
+    events = iter(range(1, 100))
+    elapsed_ms = iter([3.0, 1.0, 2.0])
+    _fake_gpu(
+        monkeypatch,
+        cuDeviceGetName=lambda length, device: (success, b"NVIDIA H200".ljust(length, b"\0")),
+        cuEventCreate=lambda flags: (success, next(events)),
+        cuEventRecord=lambda event, stream: (success,),
+        cuEventSynchronize=lambda event: (success,),
+        cuEventElapsedTime=lambda start, stop: (success, next(elapsed_ms)),
+    )
+    monkeypatch.setattr("xfuse.runtime.cuda.cuda_device", CudaDriver)
+    gpu = script.Gpu()
+    assert gpu.name == "NVIDIA H200"
+    assert gpu.time(lambda: None, 3, warmup=0) == 2e-3  # the median
+    monkeypatch.setattr(
+        sys.modules["cuda.bindings.driver"],
+        "cuEventSynchronize",
+        lambda event: (_Result.CUDA_ERROR_OUT_OF_MEMORY,),
+    )
+    with pytest.raises(
+        xfuse.CudaError, match="cuEventSynchronize: CUDA driver error CUDA_ERROR_OUT"
+    ):
+        gpu.time(lambda: None, 1)
+
+
 def test_the_gpu_validation_script_writes_only_json_to_stdout_with_json_dash(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

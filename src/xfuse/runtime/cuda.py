@@ -137,23 +137,24 @@ class CudaDriver:
         self._functions: dict[tuple[int, str], Any] = {}
         self._resident_blocks: dict[tuple[int, str, int], int] = {}
         try:
-            self._call("cuInit", 0)
-            count = self._call("cuDeviceGetCount")
+            self.call("cuInit", 0)
+            count = self.call("cuDeviceGetCount")
         # cuda-bindings raises its own errors when libcuda itself is missing.
         except Exception as error:
             raise CudaUnavailableError(f"no usable CUDA driver: {error}") from None
         if count == 0:
             raise CudaUnavailableError("no NVIDIA GPU found (cuDeviceGetCount is 0)")
         try:
-            device = self._call("cuDeviceGet", 0)
-            self._call("cuCtxSetCurrent", self._call("cuDevicePrimaryCtxRetain", device))
+            device = self.call("cuDeviceGet", 0)
+            self.call("cuCtxSetCurrent", self.call("cuDevicePrimaryCtxRetain", device))
             attribute = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
-            self.multiprocessors = int(self._call("cuDeviceGetAttribute", attribute, device))
+            self.multiprocessors = int(self.call("cuDeviceGetAttribute", attribute, device))
         except CudaError as error:
             raise CudaUnavailableError(f"cannot use the first GPU: {error}") from None
 
-    def _call(self, name: str, *arguments: Any) -> Any:
-        """The driver function `name`'s result (CudaError naming it and the error if it fails)."""
+    def call(self, name: str, *arguments: Any) -> Any:
+        """The driver function `name`'s result (CudaError naming it and the error if it fails);
+        public for the calls beyond `Device`'s (benchmarks/gpu_validate.py's CUDA events)."""
         error, *values = getattr(self._driver, name)(*arguments)
         if error != self._driver.CUresult.CUDA_SUCCESS:
             _, error_name = self._driver.cuGetErrorName(error)
@@ -162,7 +163,7 @@ class CudaDriver:
 
     def load(self, ptx: PtxModule) -> Any:
         try:
-            return self._call("cuModuleLoadData", ptx.ptx.encode() + b"\0")
+            return self.call("cuModuleLoadData", ptx.ptx.encode() + b"\0")
         except CudaError as error:
             # A GPU older than the arch, or a driver older than the PTX ISA: not this machine's.
             raise CudaUnavailableError(
@@ -171,23 +172,23 @@ class CudaDriver:
             ) from None
 
     def allocate(self, nbytes: int) -> int:
-        return int(self._call("cuMemAlloc", max(nbytes, 1)))
+        return int(self.call("cuMemAlloc", max(nbytes, 1)))
 
     def free(self, pointer: int) -> None:
-        self._call("cuMemFree", pointer)
+        self.call("cuMemFree", pointer)
 
     def copy_to_device(self, pointer: int, array: np.ndarray) -> None:
-        self._call("cuMemcpyHtoD", pointer, data_pointer(array), array.nbytes)
+        self.call("cuMemcpyHtoD", pointer, data_pointer(array), array.nbytes)
 
     def copy_to_host(self, array: np.ndarray, pointer: int) -> None:
-        self._call("cuMemcpyDtoH", data_pointer(array), pointer, array.nbytes)
+        self.call("cuMemcpyDtoH", data_pointer(array), pointer, array.nbytes)
 
     def _function(self, module: Any, entry: str) -> Any:
         """The CUfunction of `entry` in a loaded module (looked up once)."""
         key = (int(module), entry)
         function = self._functions.get(key)
         if function is None:
-            function = self._call("cuModuleGetFunction", module, entry.encode())
+            function = self.call("cuModuleGetFunction", module, entry.encode())
             self._functions[key] = function
         return function
 
@@ -197,7 +198,7 @@ class CudaDriver:
         if blocks is None:
             function = self._function(module, entry)
             blocks = int(
-                self._call("cuOccupancyMaxActiveBlocksPerMultiprocessor", function, block, 0)
+                self.call("cuOccupancyMaxActiveBlocksPerMultiprocessor", function, block, 0)
             )
             self._resident_blocks[key] = blocks
         return blocks
@@ -209,16 +210,16 @@ class CudaDriver:
         pointers = (ctypes.c_void_p * len(arguments))(
             *(ctypes.addressof(argument) for argument in arguments)
         )
-        self._call(
+        self.call(
             "cuLaunchKernel", function, grid, 1, 1, block, 1, 1, 0, 0, ctypes.addressof(pointers), 0
         )
 
     def synchronize(self) -> None:
-        self._call("cuCtxSynchronize")
+        self.call("cuCtxSynchronize")
 
 
 @functools.cache
-def cuda_device() -> Device:
+def cuda_device() -> CudaDriver:
     """The process's GPU, opened on first use (CudaUnavailableError where there is none)."""
     return CudaDriver()
 
