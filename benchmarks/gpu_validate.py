@@ -13,6 +13,10 @@ give a calibrated prediction: the model's bytes over the measured copy bandwidth
 measured launch time of an empty kernel (back to back). PyTorch eager and `torch.compile` on the
 same GELU are timed where PyTorch is installed.
 
+It then checks f64 exp, tanh and erf (NVIDIA's libdevice, linked into the PTX) on 2^16 inputs
+against numpy, within the maximum errors NVIDIA documents for them (`F64_MATH`), and their
+special values (+-0, +-inf, NaN) against numpy's; `--dry-run` compiles those kernels only.
+
 `--dry-run` needs no GPU: it compiles every variant to PTX, checks that each has as many entries
 as the model has kernels, and reports the predictions only (this is what the tests run). Without
 it, where there is no GPU or no cuda-python, the script says which and exits with status 2.
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import statistics
 import sys
 from collections.abc import Callable
@@ -35,6 +40,7 @@ import numpy as np
 import xfuse
 from xfuse.analysis.cost import CostOptions, FunctionCost, parse_shape
 from xfuse.benchmarking.timing import host_summary
+from xfuse.codegen.libdevice import LibdeviceNotFoundError
 from xfuse.codegen.ptx import ARCHES
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.runtime.cost_driver import cost_program
@@ -73,6 +79,37 @@ class VariantResult:
     tolerance: float | None = None
 
 
+@dataclass(frozen=True)
+class MathCheck:
+    function: str
+    reference: Callable[[np.ndarray], np.ndarray]
+    """numpy's function, in long double where numpy has it (x86: 64-bit significands)."""
+    inputs: tuple[float, float]
+    bound_ulps: float
+    """libdevice's documented maximum error, plus the reference's own where it is f64."""
+
+
+F64_MATH = (
+    MathCheck("exp", lambda x: np.exp(x.astype(np.longdouble)), (-745.0, 709.0), 1),
+    MathCheck("tanh", lambda x: np.tanh(x.astype(np.longdouble)), (-20.0, 20.0), 1),
+    MathCheck("erf", np.vectorize(math.erf, otypes=[np.float64]), (-6.0, 6.0), 2 + 1),
+)
+"""The f64 functions checked, with the maximum ulp errors of the CUDA C++ Programming Guide
+("Mathematical Functions", the double-precision table: exp 1, tanh 1, erf 2; from extensive,
+not exhaustive, tests) and, for erf, 1 ulp more for the C library's erf it is compared with."""
+SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan])
+
+
+@dataclass
+class MathResult:
+    function: str
+    bound_ulps: float
+    max_ulps: float | None = None
+    specials_match: bool | None = None
+    error: str | None = None
+    """Why it was not checked (no libdevice)."""
+
+
 @dataclass
 class Report:
     device: str
@@ -82,6 +119,7 @@ class Report:
     launch_s: float | None = None
     variants: list[VariantResult] = field(default_factory=list)
     torch: dict[str, float] = field(default_factory=dict)
+    math: list[MathResult] = field(default_factory=list)
 
 
 def reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -210,6 +248,29 @@ def measure(gpu: Gpu, kernel: Any, result: VariantResult, args: Any) -> None:
         device.free(pointer)
 
 
+def check_math(gpu: Gpu | None, check: MathCheck, arch: str) -> MathResult:
+    """One f64 function on the GPU against numpy (compiled only, without a GPU)."""
+    result = MathResult(check.function, check.bound_ulps)
+    try:
+        kernel = xfuse.compile(
+            f"out = {check.function}(x);", dtype="float64", target="cuda", arch=arch
+        )
+    except LibdeviceNotFoundError as error:  # says where it looked
+        result.error = str(error)
+        return result
+    if gpu is None:
+        return result
+    x = np.random.default_rng(0).uniform(*check.inputs, 1 << 16)
+    want = check.reference(x)
+    nearest = want.astype(np.float64)
+    ulps = np.abs(kernel(x=x).astype(np.longdouble) - want) / np.spacing(np.abs(nearest))
+    result.max_ulps = float(np.max(ulps))
+    got, expected = kernel(x=SPECIALS), check.reference(SPECIALS).astype(np.float64)
+    same = (got.view(np.int64) == expected.view(np.int64)) | (np.isnan(got) & np.isnan(expected))
+    result.specials_match = bool(np.all(same))  # the sign of zero included; any NaN is NaN
+    return result
+
+
 def time_torch(gpu: Gpu, report: Report, args: Any) -> None:
     try:
         import torch
@@ -272,6 +333,19 @@ def print_report(report: Report, file: TextIO = sys.stdout) -> None:
             )
     for name, seconds in report.torch.items():
         write(f"torch {name}: {us(seconds)} us")
+    for check in report.math:
+        if check.error is not None:
+            write(f"f64 {check.function}: not checked: {check.error}")
+        elif check.max_ulps is None:
+            write(f"f64 {check.function}: compiled (bound {check.bound_ulps:g} ulps)")
+        else:
+            ok = check.max_ulps <= check.bound_ulps and check.specials_match
+            specials = "as" if check.specials_match else "NOT as"
+            write(
+                f"f64 {check.function}: max {check.max_ulps:.3f} ulps (bound "
+                f"{check.bound_ulps:g}), special values {specials} numpy's: "
+                f"{'ok' if ok else 'FAILED'}"
+            )
 
 
 def plot(report: Report, path: Path) -> None:
@@ -326,6 +400,7 @@ def main(argv: list[str] | None = None) -> Report:
             report.variants.append(run_variant(gpu, report, dtype, cost is fused, cost, args))
     if gpu is not None:
         time_torch(gpu, report, args)
+    report.math = [check_math(gpu, check, args.arch) for check in F64_MATH]
     # With `--json -` the JSON alone goes to stdout, the report to stderr.
     print_report(report, sys.stderr if str(args.json) == "-" else sys.stdout)
     if args.json is not None:

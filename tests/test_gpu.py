@@ -6,14 +6,16 @@ need it are skipped, saying so, where it is absent.
 
 The kernels' logic (grid-stride loop, vector and scalar parts, broadcasting, launch sequence and
 temporaries) runs on the CPU: `EmulatedDevice` JIT-compiles the same `llvm`-dialect entries for
-the host, with the `llvm.nvvm.read.ptx.sreg.*` intrinsics answered by the emulated grid, and
-runs every thread of every block in turn, in host memory. Only the PTX instructions themselves
-(`math="ptx-approx"`) cannot run here.
+the host, with the `llvm.nvvm.read.ptx.sreg.*` intrinsics answered by the emulated grid and
+libdevice's functions by the C library's, and runs every thread of every block in turn, in host
+memory. Only the PTX instructions themselves (`math="ptx-approx"`) and libdevice's code cannot
+run here.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import importlib.util
 import json
@@ -21,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +39,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
 import xfuse
+from xfuse.codegen import libdevice
+from xfuse.codegen.libdevice import find_libdevice
 from xfuse.codegen.native import host_target_machine
 from xfuse.codegen.ptx import PtxModule, compile_ptx
 from xfuse.dialects import ew
@@ -44,6 +48,7 @@ from xfuse.frontend.language import parse_program
 from xfuse.runtime.arrays import ArgumentError
 from xfuse.runtime.cuda import CudaDriver, CudaKernel, plan_launches
 from xfuse.transforms.default_pipeline import default_pipeline, split_after
+from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.pipeline import apply_pipeline, pipeline_context
 
 if TYPE_CHECKING:
@@ -52,6 +57,10 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).parents[1]
 PTXAS = shutil.which("ptxas")
 needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) is not on the PATH")
+LIBDEVICE = find_libdevice()
+needs_libdevice = pytest.mark.skipif(
+    LIBDEVICE is None, reason="NVIDIA's libdevice (CUDA toolkit) is not installed"
+)
 
 
 def assemble(ptx: str, tmp_path: Path, arch: str = "sm_90") -> None:
@@ -93,18 +102,6 @@ def _call(op: type[ew.UnaryOp | ew.BinaryOp]) -> str:
     return f"{ew.mnemonic(op)}({'x, y' if issubclass(op, ew.BinaryOp) else 'x'})"
 
 
-@functools.cache
-def _has_gpu_lowering(op: type[ew.UnaryOp | ew.BinaryOp], dtype: str) -> bool:
-    """f64 transcendentals have none (no libm on the GPU): `test_f64_tanh_is_a_clear_error`.
-    They are those the CPU pipeline's `ew-expand-math` leaves as libm calls (no LLVM needed)."""
-    if dtype != "float64":
-        return True
-    inputs = "x, y" if issubclass(op, ew.BinaryOp) else "x"
-    module = parse_program(f"input f64 {inputs};\nout = {_call(op)};")
-    up_to_expand_math, _ = split_after(default_pipeline(), "ew-expand-math")
-    return "func.call" not in str(apply_pipeline(module, up_to_expand_math))
-
-
 @needs_ptxas
 @pytest.mark.parametrize(
     ("dtype", "math_mode"),
@@ -115,10 +112,11 @@ def _has_gpu_lowering(op: type[ew.UnaryOp | ew.BinaryOp], dtype: str) -> bool:
     ],
 )
 def test_every_op_in_every_dtype_assembles(tmp_path: Path, dtype: str, math_mode: str) -> None:
-    """Every op with a GPU lowering in this dtype, each in its own kernel (unfused), in one
-    module through ptxas. `ptx-approx` changes only the f32 math, which f16 and bf16 compute in
-    (their conversions are the same as under `approx`): it is assembled for f32 and f64."""
-    ops = [op for op in ew.ELEMENTWISE_OPS if _has_gpu_lowering(op, dtype)]
+    """Every op, each in its own kernel (unfused), in one module through ptxas (f64's
+    transcendentals with libdevice linked in). `ptx-approx` changes only the f32 math, which f16
+    and bf16 compute in (their conversions are the same as under `approx`): it is assembled for
+    f32 and f64."""
+    ops = ew.ELEMENTWISE_OPS
     source = "\n".join(f"o_{ew.mnemonic(op)} = {_call(op)};" for op in ops)
     outputs = [f"o_{ew.mnemonic(op)}" for op in ops]
     kernel = xfuse.compile(source, outputs, dtype=dtype, fuse=False, target="cuda", math=math_mode)
@@ -126,9 +124,96 @@ def test_every_op_in_every_dtype_assembles(tmp_path: Path, dtype: str, math_mode
     assemble(kernel.ptx, tmp_path)
 
 
-def test_f64_tanh_is_a_clear_error() -> None:
-    with pytest.raises(Exception, match="'math.tanh' on f64 has no GPU lowering"):
-        xfuse.compile("out = tanh(x);", dtype="float64", target="cuda")
+F64_MATH = {
+    "exp": ("exp(x)", "exp"),
+    "tanh": ("tanh(x)", "tanh"),
+    "erf": ("erf(x)", "erf"),
+    "log": ("log(x)", "log"),
+    "log1p": ("log1p(x)", "log"),  # log(1 + x) corrected, as on the CPU
+    "pow": ("pow(x, y)", "pow"),
+}
+"""The f64 transcendentals: the call of each, and the libdevice function it calls."""
+
+
+@needs_libdevice
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+@pytest.mark.parametrize("function", F64_MATH)
+def test_f64_math_links_libdevice(tmp_path: Path, function: str, arch: str) -> None:
+    """Each f64 transcendental calls libdevice's function, whose code is linked into
+    the PTX (no external function left, nothing of libdevice's that the kernel does not call)."""
+    call, called = F64_MATH[function]
+    kernel = xfuse.compile(f"out = {call};", dtype="float64", target="cuda", arch=arch)
+    assert f"llvm.call @__nv_{called}(" in kernel.ir("ew-to-llvm")
+    assert ".extern" not in kernel.ptx and "__nv_" not in kernel.ptx
+    assert "fma.rn.f64" in kernel.ptx  # libdevice's polynomials
+    assert '!"nvvm-reflect-ftz", i32 0' in kernel.function.ptx.optimized_ir  # denormals kept
+    assert LIBDEVICE is not None and kernel.function.ptx.libdevice == LIBDEVICE.digest
+    assert len(kernel.ptx) < 60_000  # not the 500 other functions of libdevice
+    assemble(kernel.ptx, tmp_path, arch)
+
+
+def test_f32_math_links_no_libdevice() -> None:
+    assert xfuse.compile("out = tanh(x) + exp(x);", target="cuda").function.ptx.libdevice is None
+
+
+@pytest.fixture
+def no_libdevice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A process that finds no libdevice: CUDA_HOME names an empty directory, and nothing else
+    has one. Yields that CUDA_HOME."""
+    home = tmp_path / "cuda"
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    for name in ("CUDA_PATH", "CONDA_PREFIX"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvcc
+    monkeypatch.setattr(libdevice, "_WHEEL_DIRECTORIES", ())
+    monkeypatch.setattr(libdevice, "_INSTALLED_TOOLKITS", (str(tmp_path / "installed"),))
+    libdevice.find_libdevice.cache_clear()
+    xfuse.clear_cache()
+    yield home
+    libdevice.find_libdevice.cache_clear()
+    xfuse.clear_cache()
+
+
+def test_f64_math_without_libdevice_says_where_it_looked(no_libdevice: Path) -> None:
+    with pytest.raises(libdevice.LibdeviceNotFoundError) as error:
+        xfuse.compile("out = tanh(x) + erf(x);", dtype="float64", target="cuda")
+    message = str(error.value)
+    assert "calls __nv_erf, __nv_tanh (f64 math)" in message
+    assert f"looked in: {no_libdevice / 'nvvm' / 'libdevice'}, nvidia/" in message
+    assert "installed/nvvm/libdevice" in message
+    # f32 math and f64 arithmetic need no libdevice.
+    assert xfuse.compile("out = tanh(x);", target="cuda").function.ptx.libdevice is None
+    xfuse.compile("out = x * x + 1;", dtype="float64", target="cuda")
+
+
+@needs_libdevice
+def test_libdevice_is_found_through_cuda_home_or_the_nvcc_on_the_path(
+    no_libdevice: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert LIBDEVICE is not None
+    toolkit = tmp_path / "toolkit"
+    (toolkit / "nvvm" / "libdevice").mkdir(parents=True)
+    (toolkit / "nvvm" / "libdevice" / libdevice.FILENAME).write_bytes(LIBDEVICE.bitcode)
+    (toolkit / "bin").mkdir()
+    (toolkit / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    (toolkit / "bin" / "nvcc").chmod(0o755)
+    (tmp_path / "nvcc").symlink_to(toolkit / "bin" / "nvcc")  # on PATH (the fixture's)
+    libdevice.find_libdevice.cache_clear()
+    assert libdevice.find_libdevice().path == toolkit / "nvvm" / "libdevice" / libdevice.FILENAME
+    no_libdevice.parent.joinpath("nvcc").unlink()
+    monkeypatch.setenv("CUDA_HOME", str(toolkit))
+    libdevice.find_libdevice.cache_clear()
+    assert libdevice.find_libdevice().path == toolkit / "nvvm" / "libdevice" / libdevice.FILENAME
+    assert libdevice.find_libdevice().digest == LIBDEVICE.digest
+
+
+def test_a_c_library_call_in_gpu_code_is_a_clear_error() -> None:
+    """ew-expand-math's default library is the CPU's: its calls have no definition on a GPU."""
+    module = parse_program("input f64 x;\nout = tanh(x);")
+    passes = [*default_pipeline(target="cuda")]
+    passes[-2] = EwExpandMathPass()
+    with pytest.raises(ValueError, match=r"calls 'tanh', which the GPU does not have"):
+        compile_ptx(apply_pipeline(module, passes))
 
 
 def test_ew_to_nvvm_on_tensors_says_what_to_run_first() -> None:
@@ -160,6 +245,21 @@ def test_f64_pow_by_a_simple_constant_runs_like_the_cpu_kernel(tmp_path: Path) -
     half, minus_half = gpu(x=np.array([-0.0, -np.inf]))[5:]
     assert list(half) == [0.0, np.inf] and not np.signbit(half[0])  # C's pow(-0, 1/2) = +0
     assert list(minus_half) == [np.inf, 0.0]
+
+
+def test_f64_math_runs_like_the_cpu_kernel_calling_libm() -> None:
+    """The kernel around libdevice's calls (here answered by the C library, as the CPU's
+    `math="libm"` kernel calls it): the same bits, special values included."""
+    calls = [call for call, _ in F64_MATH.values()] + ["sigmoid(x)", "softplus(x)"]
+    source = "\n".join(f"o{i} = {call};" for i, call in enumerate(calls))
+    outputs = [f"o{i}" for i in range(len(calls))]
+    cpu = xfuse.compile(source, outputs, dtype="float64", math="libm")
+    gpu, _ = emulated(xfuse.compile(source, outputs, dtype="float64", target="cuda"))
+    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e200, -1e200, 1e-310, -2.5, 3.0, 0.7]
+    x = np.array(specials * 3, np.float64)  # vector loop and scalar tail
+    y = np.array([2.0, -1.5, 0.5] * 11, np.float64)
+    for got, want in zip(gpu(x=x, y=y), cpu(x=x, y=y), strict=True):
+        np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
 
 
 def _load(name: str, path: Path) -> Any:
@@ -322,6 +422,8 @@ def _emulated_engine(llvm_dialect: str) -> Any:
     text = str(
         convert_module(module, fallback_target_triple=llvm_binding.get_process_triple())
     ).replace("llvm.nvvm.read.ptx.sreg.", "emulated_")
+    # libdevice's functions are the host's C library's here (`__nv_exp` is `exp`).
+    text = text.replace('@"__nv_', '@"')
     engine = llvm_binding.create_mcjit_compiler(
         llvm_binding.parse_assembly(text), host_target_machine()
     )
@@ -714,6 +816,28 @@ def test_the_gpu_validation_script_compiles_and_predicts_without_a_gpu(tmp_path:
     assert all(v.measured_s is None and v.predicted_s > 0 for v in report.variants)
     assert all(v.arch == "sm_80" for v in report.variants)  # the kernels are compiled for it
     assert '"dtype": "bfloat16"' in (tmp_path / "r.json").read_text()
+    assert [(m.function, m.bound_ulps) for m in report.math] == [
+        ("exp", 1),
+        ("tanh", 1),
+        ("erf", 3),
+    ]
+    assert all(m.max_ulps is None for m in report.math)  # compiled only
+    assert all(m.error is None for m in report.math) == (LIBDEVICE is not None)
+
+
+def test_the_gpu_validation_scripts_f64_check_measures_ulps_and_special_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its f64 exp check on the emulated GPU, where `__nv_exp` is glibc's exp (within 1 ulp)."""
+    script = _load("gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
+    compile_ = xfuse.compile
+    monkeypatch.setattr(xfuse, "compile", lambda *a, **k: emulated(compile_(*a, **k))[0])
+    (exp,) = (check for check in script.F64_MATH if check.function == "exp")
+    result = script.check_math(object(), exp, "sm_90")
+    assert 0.5 <= result.max_ulps < 1 and result.specials_match
+    broken = dataclasses.replace(exp, reference=lambda x: np.exp(x.astype(np.longdouble)) * 2)
+    result = script.check_math(object(), broken, "sm_90")
+    assert result.max_ulps > 1e15 and not result.specials_match
 
 
 def test_the_gpu_validation_script_without_a_gpu_says_so(

@@ -544,6 +544,7 @@ BAD_OPTIONS: dict[str, str] = {
     "ew-workspace{alignment=8192}": "a power of two up to 4096",
     "ew-workspace{alignment=4611686018427387904}": "a power of two up to 4096",
     "ew-expand-math{math=fast}": "one of approx, libm",
+    "ew-expand-math{library=svml}": "one of libm, libdevice",
     "ew-to-nvvm{math=libm}": "one of approx, ptx-approx",
     "ew-to-llvm{fastmath=turbo}": f"none, fast or a comma list of {FLAGS}",
     "ew-expand-math{fastmath=turbo}": f"none, fast or a comma list of {FLAGS}",

@@ -3,6 +3,8 @@
 // RUN: xfuse-opt %s -p 'ew-expand-math{math=libm}' | filecheck %s --check-prefix=LIBM
 // RUN: xfuse-opt %s -p 'ew-expand-math{ldexp=true}' | filecheck %s --check-prefix=LDEXP
 // RUN: xfuse-opt %s -p 'ew-expand-math{fastmath="contract,afn"}' | filecheck %s --check-prefix=FASTMATH
+// RUN: xfuse-opt %s -p 'ew-expand-math{library=libdevice}' | filecheck %s --check-prefix=LIBDEVICE
+// RUN: xfuse-opt %s -p 'ew-expand-math{math=libm library=libdevice}' | filecheck %s --check-prefix=LIBDEVICE-LIBM
 
 // approx: f32 transcendentals become plain arithmetic (no math op, no call is left); rsqrt is
 // an `arcp` division by sqrt (what LLVM turns into the host's estimate) refined with FMAs, and
@@ -462,3 +464,34 @@ func.func @f64_ops(%x: f64) -> (f64, f64, f64) {
 // LIBM-DAG:    func.func private @powf(f32, f32) -> f32
 // LIBM-DAG:    func.func private @tanh(f64) -> f64
 
+
+// library=libdevice (the GPU's): the calls are libdevice's, declared once; its pow takes a
+// negative base itself, so f64 pow calls it on x (no |x| and sign selection as for libmvec),
+// and f32 keeps its approximations. With math=libm, f32 calls libdevice's f32 functions.
+// LIBDEVICE-LABEL: func.func @libdevice
+// LIBDEVICE-SAME:    (%[[X:.*]]: f64, %[[Y:.*]]: f64, %[[F:.*]]: f32)
+// LIBDEVICE:         %[[EXP:.*]] = func.call @__nv_exp(%[[X]]) : (f64) -> f64
+// LIBDEVICE-NEXT:    %[[TANH:.*]] = func.call @__nv_tanh(%[[X]]) : (f64) -> f64
+// LIBDEVICE-NEXT:    %[[ERF:.*]] = func.call @__nv_erf(%[[X]]) : (f64) -> f64
+// LIBDEVICE-NEXT:    %[[LOG:.*]] = func.call @__nv_log(%[[X]]) : (f64) -> f64
+// LIBDEVICE-NEXT:    %[[LOG1P:.*]] = func.call @__nv_log1p(%[[X]]) : (f64) -> f64
+// LIBDEVICE-NEXT:    %[[POW:.*]] = func.call @__nv_pow(%[[X]], %[[Y]]) : (f64, f64) -> f64
+// LIBDEVICE-NOT:     func.call
+// LIBDEVICE:         func.return %[[EXP]], %[[TANH]], %[[ERF]], %[[LOG]], %[[LOG1P]], %[[POW]], %{{.*}} :
+// LIBDEVICE-DAG:   func.func private @__nv_exp(f64) -> f64
+// LIBDEVICE-DAG:   func.func private @__nv_pow(f64, f64) -> f64
+// LIBDEVICE-NOT:   func.func private @pow(
+// LIBDEVICE-LIBM-LABEL: func.func @libdevice
+// LIBDEVICE-LIBM:         func.call @__nv_expf(%{{.*}}) : (f32) -> f32
+// LIBDEVICE-LIBM-DAG:   func.func private @__nv_expf(f32) -> f32
+// LIBDEVICE-LIBM-DAG:   func.func private @__nv_tanh(f64) -> f64
+func.func @libdevice(%x: f64, %y: f64, %f: f32) -> (f64, f64, f64, f64, f64, f64, f32) {
+  %e = math.exp %x : f64
+  %t = math.tanh %x : f64
+  %r = math.erf %x : f64
+  %l = math.log %x : f64
+  %p = math.log1p %x : f64
+  %w = math.powf %x, %y : f64
+  %g = math.exp %f : f32
+  func.return %e, %t, %r, %l, %p, %w, %g : f64, f64, f64, f64, f64, f64, f32
+}

@@ -5,6 +5,13 @@ xDSL's converter ignores function attributes, so each defined function is made a
 (`ptx_kernel` calling convention, printed as `.entry`) on the llvmlite module. Pointers stay in
 the generic address space (xDSL's converter mistranslates a `getelementptr` on an address-space-1
 pointer); NVPTX marks a kernel's pointer parameters global and infers `ld.global`/`st.global`.
+
+A module that calls libdevice's functions (`__nv_exp`: the f64 transcendentals of
+`ew-expand-math{library=libdevice}`) has libdevice linked in before O3, as clang's
+`-mlink-builtin-bitcode` does: every function but the entries is made internal, so O3 inlines
+what the kernels call and drops the rest, and NVPTX's NVVMReflect pass answers libdevice's
+`__nvvm_reflect("__CUDA_FTZ")` from the module flag `nvvm-reflect-ftz` = 0 (denormals kept, as
+everywhere in xfuse). The PTX then has no external function.
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm_binding
+from llvmlite import ir as llvm_ir
 
+from xfuse.codegen.libdevice import require_libdevice
 from xfuse.transforms.options import CpuMath, GpuMath, Math, Target
 
 if TYPE_CHECKING:
@@ -75,6 +84,8 @@ class PtxModule:
     ptx: str
     entries: tuple[str, ...]
     arch: str
+    libdevice: str | None = None
+    """The SHA-256 of the libdevice linked in (`Libdevice.digest`); None if none is."""
 
 
 def compile_ptx(module: ModuleOp, arch: str = "sm_90", opt_level: int = 3) -> PtxModule:
@@ -90,7 +101,15 @@ def compile_ptx(module: ModuleOp, arch: str = "sm_90", opt_level: int = 3) -> Pt
         if function.blocks:
             function.calling_convention = "ptx_kernel"
             entries.append(function.name)
+    library = _library_calls(llvm_module)
+    libdevice = require_libdevice(library) if library else None
+    if libdevice is not None:
+        # NVVMReflect's default is 0 too; set as clang sets it, so that it cannot change.
+        flag = [llvm_ir.IntType(32)(_OVERRIDE), "nvvm-reflect-ftz", llvm_ir.IntType(32)(0)]
+        llvm_module.add_named_metadata("llvm.module.flags", flag)
     backing = llvm_binding.parse_assembly(str(llvm_module))
+    if libdevice is not None:
+        _link(backing, libdevice.bitcode, entries)
     backing.verify()
     options = llvm_binding.PipelineTuningOptions(speed_level=opt_level)
     with (
@@ -100,4 +119,37 @@ def compile_ptx(module: ModuleOp, arch: str = "sm_90", opt_level: int = 3) -> Pt
     ):
         module_pass_manager.run(backing, pass_builder)
     ptx = target_machine.emit_assembly(backing)
-    return PtxModule(str(backing), ptx, tuple(entries), arch)
+    digest = libdevice.digest if libdevice is not None else None
+    return PtxModule(str(backing), ptx, tuple(entries), arch, digest)
+
+
+_OVERRIDE = 4
+"""The module flag behaviour clang gives `nvvm-reflect-ftz` (`llvm::Module::Override`)."""
+
+
+def _library_calls(module: llvm_ir.Module) -> list[str]:
+    """The libdevice functions `module` declares; ValueError for any other external function
+    (the GPU has no libm: a C library call left by `ew-expand-math{library=libm}`)."""
+    calls = []
+    for function in module.functions:
+        name = function.name
+        if function.blocks or name.startswith("llvm."):
+            continue
+        if not name.startswith("__nv_"):
+            raise ValueError(
+                f"the GPU kernel calls '{name}', which the GPU does not have (its math functions "
+                f"are libdevice's: run ew-expand-math{{library=libdevice}})"
+            )
+        calls.append(name)
+    return sorted(calls)
+
+
+def _link(module: llvm_binding.ModuleRef, bitcode: bytes, entries: list[str]) -> None:
+    """Link libdevice into `module`, everything but the `entries` internal (see the docstring)."""
+    library = llvm_binding.parse_bitcode(bitcode)
+    # Its triple is nvptx64-nvidia-gpulibs: the linker warns on a mismatch.
+    library.triple, library.data_layout = module.triple, module.data_layout
+    module.link_in(library)
+    for value in (*module.functions, *module.global_variables):
+        if not value.is_declaration and value.name not in entries:
+            value.linkage = llvm_binding.Linkage.internal

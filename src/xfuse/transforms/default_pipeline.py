@@ -68,7 +68,7 @@ def default_pipeline(
         return (
             *tensor_passes,
             EwToNvvmPass(math=math),
-            EwExpandMathPass(math="approx", fastmath=fastmath),
+            EwExpandMathPass(math="approx", fastmath=fastmath, library="libdevice"),
             EwToLlvmPass(packed=False),
         )
     if not is_cpu_math(math):  # the GPU's ptx-approx

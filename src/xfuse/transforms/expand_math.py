@@ -13,6 +13,10 @@
 - `math=libm`: they become calls to the C library (`tanhf`, `expf`, `log1pf`, ... for f32;
   `tanh`, ... for f64), declared as private `func.func`s. These calls keep a loop scalar.
 
+`library=libdevice` (the GPU pipeline's) names the calls after NVIDIA's libdevice instead
+(`__nv_tanh`, `__nv_tanhf`, ...), which `xfuse.codegen.ptx` links into the PTX; its pow takes a
+negative base itself (C's pow), so f64 pow calls it directly.
+
 Before either, `-softplus(-x)` (log-sigmoid) in fusion's form loses its two negations
 (`FoldNegatedSoftplus`).
 
@@ -50,7 +54,7 @@ from xdsl.transforms.dead_code_elimination import is_trivially_dead
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.transforms import approx
-from xfuse.transforms.options import CpuMath, check_choice
+from xfuse.transforms.options import CpuMath, MathLibrary, check_choice
 from xfuse.transforms.to_llvm import parse_fastmath
 
 
@@ -80,9 +84,12 @@ MATH_FUNCTIONS: dict[type[Operation], MathFunction] = {
 that emits another transcendental `math` op needs an entry here (tests/test_op_facts.py says so)."""
 
 
-def libm_name(op_type: type[Operation], type_: Attribute) -> str:
-    """The C library function for a math op on f32 (`tanhf`) or f64 (`tanh`)."""
+def libm_name(op_type: type[Operation], type_: Attribute, library: MathLibrary = "libm") -> str:
+    """The C library function for a math op on f32 (`tanhf`) or f64 (`tanh`); libdevice's
+    (`__nv_tanhf`, `__nv_tanh`) with `library="libdevice"`."""
     base = MATH_FUNCTIONS[op_type].libm
+    if library == "libdevice":
+        base = "__nv_" + base
     if isinstance(type_, Float32Type):
         return base + "f"
     if isinstance(type_, Float64Type):
@@ -141,6 +148,7 @@ class ExpandMath(RewritePattern):
     constants: approx.SharedConstants
     ldexp: bool = False
     """exp's 2**n by `llvm.ldexp` (`EwExpandMathPass.ldexp`)."""
+    library: MathLibrary = "libm"
     libm_calls: dict[str, FunctionType] = field(default_factory=dict[str, FunctionType])
     """The libm functions called so far, with their type (to declare them afterwards)."""
 
@@ -164,9 +172,9 @@ class ExpandMath(RewritePattern):
             rewriter.replace(replaced, [], [expanded])
             _erase_unused(unused, rewriter)
             return
-        name = libm_name(type(op), type_)
+        name = libm_name(type(op), type_, self.library)
         self.libm_calls[name] = FunctionType.from_lists(op.operand_types, [type_])
-        if self.approximate and isinstance(op, math.PowFOp):
+        if self.approximate and self.library == "libm" and isinstance(op, math.PowFOp):
             # libmvec's pow of a negative base is its scalar fallback: pow of |x|, signed here.
             def of_magnitude(x: SSAValue, y: SSAValue) -> SSAValue:
                 magnitude = func.CallOp(name, [math.AbsFOp(x).result, y], [type_]).res[0]
@@ -305,8 +313,13 @@ class EwExpandMathPass(ModulePass):
     on the GPU too (NVPTX makes an f32 `fdiv afn` a `div.approx.f32`), where `ew-to-llvm`'s
     option would give the flags to every op, the approximations' included."""
 
+    library: MathLibrary = "libm"
+    """Whose functions the calls are: the C library's (`libm`), or NVIDIA's libdevice's
+    (`libdevice`: `__nv_exp`, ...; the GPU pipeline's, linked into the PTX)."""
+
     def __post_init__(self) -> None:
         check_choice(self, "math", CpuMath)
+        check_choice(self, "library", MathLibrary)
         parse_fastmath(self.fastmath, self.name)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -324,7 +337,7 @@ class EwExpandMathPass(ModulePass):
             PatternRewriteWalker(PowBySimpleConstant(), apply_recursively=False).rewrite_module(op)
             present.add(math.RsqrtOp)  # pow(x, -1/2) may have made one
         constants = approx.SharedConstants()
-        expand = ExpandMath(approximate, constants, ldexp=self.ldexp)
+        expand = ExpandMath(approximate, constants, ldexp=self.ldexp, library=self.library)
         if not present.isdisjoint(MATH_FUNCTIONS):
             # Last op first: an approximation may look at the math op that computes its operand
             # (log1p of exp(-|y|) knows its range), so that op must not be expanded yet.

@@ -19,6 +19,10 @@ CpuMath = Literal["approx", "libm"]
 """`ew-expand-math`'s (and `xfuse.compile`'s on the CPU) `math`: vectorizable approximations, or
 calls to the C library."""
 
+MathLibrary = Literal["libm", "libdevice"]
+"""`ew-expand-math`'s `library`: whose functions the calls it leaves are, the C library's (`exp`,
+`expf`) or NVIDIA's libdevice's on the GPU (`__nv_exp`, `__nv_expf`)."""
+
 GpuMath = Literal["approx", "ptx-approx"]
 """`ew-to-nvvm`'s (and `xfuse.compile`'s with `target="cuda"`) `math`."""
 

@@ -6,7 +6,8 @@ host function becomes launches, each kernel its own function), not in how scalar
 GPU pipeline reuses `ew-expand-math{math=approx}` and `ew-to-llvm` (without the packed entries
 the CPU runtime calls) after this pass:
 
-    ew-bufferize -> ew-to-nvvm -> ew-expand-math -> ew-to-llvm{packed=false} -> NVPTX
+    ew-bufferize -> ew-to-nvvm -> ew-expand-math{library=libdevice} -> ew-to-llvm{packed=false}
+                 -> NVPTX, with libdevice linked in
 
 Kernel `i` of host function `@f` becomes `func.func @f_kernel{i}` whose arguments are one
 `!llvm.ptr` per operand (inputs, then outputs; device global memory, left in the generic address
@@ -36,9 +37,10 @@ operand's size is a static 1) from the linear index split into per-axis indices.
 `math=approx` leaves f32 transcendentals to `ew-expand-math`'s vectorizable approximations (the
 CPU's, same errors). `math=ptx-approx` uses the GPU's own instructions where one exists: `tanh`
 is `tanh.approx.f32` (relative error about 2^-11) and `exp(x)` is `ex2.approx.f32(x * log2(e))`;
-other functions use the approximations. There is no libm on the GPU: a transcendental of f64 is
-an error, but for pow by a constant 1, 2, 3, 4, -1 or +-1/2, which `ew-expand-math` computes
-with multiplies and square roots.
+other functions use the approximations. f64 transcendentals are left to
+`ew-expand-math{library=libdevice}`: there is no libm on the GPU, and they become calls to NVIDIA's
+libdevice (`__nv_exp`, `__nv_tanh`, ...; pow by a constant 1, 2, 3, 4, -1 or +-1/2 becomes
+multiplies and square roots instead), which `xfuse.codegen.ptx` links into the PTX.
 """
 
 from __future__ import annotations
@@ -77,7 +79,6 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, element_bytes, itemsize
-from xfuse.transforms.expand_math import MATH_FUNCTIONS, simple_power_of
 from xfuse.transforms.kernel_to_loops import input_indices
 from xfuse.transforms.options import GpuMath, check_choice
 from xfuse.transforms.pipeline import only_function
@@ -450,18 +451,6 @@ class PtxApproxMath(RewritePattern):
         rewriter.replace(op, [log2_e, scaled, power])
 
 
-def _check_math(module: ModuleOp) -> None:
-    for op in module.walk():
-        if type(op) not in MATH_FUNCTIONS or isinstance(op.results[0].type, Float32Type):
-            continue
-        # ew-expand-math makes pow(x, 2), pow(x, -1/2), ... of f64 multiplies and square roots.
-        if not (isinstance(op, math.PowFOp) and simple_power_of(op) is not None):
-            raise DiagnosticException(
-                f"ew-to-nvvm: '{op.name}' on {op.results[0].type} has no GPU lowering (only f32 "
-                f"transcendentals have one; there is no libm on the GPU):\n{op}"
-            )
-
-
 # ---------------------------------------------------------------------------------------------
 # The pass
 # ---------------------------------------------------------------------------------------------
@@ -481,7 +470,6 @@ class EwToNvvmPass(ModulePass):
         check_choice(self, "math", GpuMath)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        _check_math(op)
         launch_sequence(op)  # rejects host code that is not launches
         host = only_function(op)
         kernels = [k for k in host.body.block.ops if isinstance(k, ew.KernelOp)]
