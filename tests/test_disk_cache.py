@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import json
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 
 import xfuse
+from xfuse.codegen.libdevice import find_libdevice
 from xfuse.runtime import cache_files, disk_cache, kernel
 from xfuse.tools.cli import main as cli_main
 
@@ -570,6 +572,26 @@ def test_another_c_library_has_its_own_entries(
     monkeypatch.setattr(disk_cache, "c_library", lambda: "glibc 2.31")
     xfuse.compile(source, dtype="float64")
     assert len(lowerings) == 2
+
+
+@pytest.mark.skipif(find_libdevice() is None, reason="NVIDIA's libdevice is not installed")
+def test_gpu_code_that_links_libdevice_has_its_entries_checked_against_it(
+    cache: Path, lowerings: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # f64 math on the GPU links libdevice's code into the PTX: an entry made with another
+    # libdevice (another CUDA toolkit), or where none is found now, is a miss; other PTX is not.
+    f64, f32 = ("out = tanh(x);", "float64"), ("out = tanh(x);", "float32")
+    for source, dtype in (f64, f32):
+        xfuse.compile(source, dtype=dtype, target="cuda")
+    found = find_libdevice()
+    assert found is not None
+    for now in (dataclasses.replace(found, digest="0" * 64), None, found):
+        xfuse.clear_cache()
+        monkeypatch.setattr(disk_cache, "find_libdevice", lambda now=now: now)
+        for source, dtype in (f64, f32):
+            xfuse.compile(source, dtype=dtype, target="cuda")
+    assert lowerings.count(lowerings[0]) == 3  # the f64 program: made, then two misses, one hit
+    assert len(lowerings) == 4
 
 
 BOUND_CALLS_USER = textwrap.dedent(

@@ -9,7 +9,9 @@ llvmlite's, Python's, numpy's and ml_dtypes' versions) and holds the program's `
 what running it needs: on the CPU the object code MCJIT linked, the optimized LLVM IR and what
 binding the call needs (the function's name, its parameters, whether it takes a workspace,
 whether it may run in place); on a GPU its PTX, NVVM IR and launch sequence
-(`xfuse.runtime.cuda.CudaFunction`). A CPU hit links the object code
+(`xfuse.runtime.cuda.CudaFunction`), and, for PTX with NVIDIA's libdevice linked in (f64 math),
+that file's SHA-256: an entry whose libdevice is not the one this process finds is a miss
+(`xfuse.codegen.libdevice`). A CPU hit links the object code
 (`xfuse.codegen.native.load_object_code`) and a GPU hit takes the PTX: no xDSL pass and no LLVM
 optimization or code generation runs, and xDSL is not imported. The IR of the stages is
 recomputed from the frontend IR only if asked for. The files themselves (the directory, the
@@ -42,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from xfuse.codegen.libdevice import find_libdevice
 from xfuse.codegen.native import host_cpu, load_object_code
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.cache_files import (
@@ -195,7 +198,17 @@ def load(
         return None
     path, digest = _path(directory, key, target)
     fields = read_entry(path, digest, toolchain())
-    return None if fields is None else Entry(fields).program(stages)
+    if fields is None or not _links_the_libdevice_found(fields):
+        return None
+    return Entry(fields).program(stages)
+
+
+def _links_the_libdevice_found(fields: dict[str, Any]) -> bool:
+    """Whether an entry's PTX links no libdevice, or the one this process would link."""
+    if fields["target"] != "cuda" or fields["cuda_function"].ptx.libdevice is None:
+        return True
+    found = find_libdevice()
+    return found is not None and found.digest == fields["cuda_function"].ptx.libdevice
 
 
 def store(key: Sequence[str], program: Program, function_name: str) -> None:
