@@ -26,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "CudaKernel": "xfuse.runtime.cuda",
     "CudaUnavailableError": "xfuse.runtime.cuda",
     "CudaError": "xfuse.runtime.cuda",
+    "LibdeviceNotFoundError": "xfuse.codegen.libdevice",
     "jit": "xfuse.runtime.jit",
     "compile_numpy": "xfuse.benchmarking.baselines",
     "compile_numpy_planned": "xfuse.benchmarking.baselines",
