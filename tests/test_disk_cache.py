@@ -321,6 +321,72 @@ def test_finding_the_default_cache_dir_imports_no_platformdirs(tmp_path: Path) -
     assert child.stdout.strip() == str(not sys.platform.startswith("linux")), child.stderr
 
 
+def test_a_relative_cache_dir_stays_where_it_was_first_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lowerings: list[str], gelu: Gelu
+) -> None:
+    """A relative `XFUSE_CACHE_DIR` followed the working directory: after an `os.chdir` the
+    process missed and wrote a second cache there."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.setenv("XFUSE_CACHE_DIR", "relative/cache")
+    cache_files._absolute.cache_clear()
+    monkeypatch.chdir(first)
+    xfuse.clear_cache()
+    xfuse.compile(gelu.source)
+    assert disk_cache.cache_dir() == first / "relative" / "cache"
+    monkeypatch.chdir(second)
+    xfuse.clear_cache()
+    xfuse.compile(gelu.source)
+    assert len(lowerings) == 1
+    assert disk_cache.cache_dir() == first / "relative" / "cache"
+    assert len(entries(first / "relative" / "cache")) == 2
+    assert list(second.iterdir()) == []
+    cache_files._absolute.cache_clear()
+
+
+def test_a_tilde_in_the_cache_dir_is_the_home_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu
+) -> None:
+    """`XFUSE_CACHE_DIR=~/xfuse-cache` (quoted, so that no shell expanded it) made a directory
+    named `~` in the working directory."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XFUSE_CACHE_DIR", "~/xfuse-cache")
+    monkeypatch.chdir(tmp_path)
+    cache_files._absolute.cache_clear()
+    xfuse.clear_cache()
+    xfuse.compile(gelu.source)
+    assert disk_cache.cache_dir() == tmp_path / "home" / "xfuse-cache"
+    assert len(entries(tmp_path / "home" / "xfuse-cache")) == 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["home"]
+    cache_files._absolute.cache_clear()
+
+
+@pytest.mark.parametrize("directory", ["~/xfuse-cache", "~no-such-user-here/xfuse-cache"])
+def test_a_tilde_that_names_no_home_turns_the_cache_off_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu, directory: str
+) -> None:
+    import pwd
+
+    def no_entry(uid: int) -> pwd.struct_passwd:
+        raise KeyError(uid)
+
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    monkeypatch.setenv("XFUSE_CACHE_DIR", directory)
+    monkeypatch.chdir(tmp_path)
+    cache_files._absolute.cache_clear()
+    cache_files.warn_once.cache_clear()
+    xfuse.clear_cache()
+    message = f"^xfuse: XFUSE_CACHE_DIR='{directory}' names a home directory that there is none"
+    with pytest.warns(RuntimeWarning, match=message) as warned:
+        xfuse.compile(gelu.source)
+        xfuse.compile(gelu.source.replace("0.5", "0.25"))
+    assert len(warned) == 1
+    assert list(tmp_path.iterdir()) == []
+    cache_files._absolute.cache_clear()
+
+
 def test_an_unwritable_cache_warns_and_compiles(tmp_path: Path, monkeypatch, gelu: Gelu) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")

@@ -31,13 +31,22 @@ TEMPORARY_PREFIX = ".xfuse-tmp-"
 
 
 def cache_dir() -> Path | None:
-    """The cache directory, or None when `XFUSE_CACHE` turns the cache off or, with no
-    `XFUSE_CACHE_DIR`, there is no home directory for the default one (a warning, once)."""
+    """The cache directory, or None when `XFUSE_CACHE` turns the cache off or there is no home
+    directory for it (`~` in `XFUSE_CACHE_DIR`, or the default one, names none: a warning,
+    once)."""
     if cache_turned_off():
         return None
     configured = os.environ.get("XFUSE_CACHE_DIR")
     if configured:
-        return Path(configured)
+        absolute = _absolute(configured)
+        if absolute is None:
+            warn_once(
+                f"xfuse: XFUSE_CACHE_DIR={configured!r} names a home directory that there is "
+                "none of; set it to a writable directory or XFUSE_CACHE=0",
+                stacklevel=3,  # past cache_dir and the cache user (disk_cache.load)
+            )
+            return None
+        return Path(absolute)
     if sys.platform.startswith("linux"):  # platformdirs' rule, without its ~6 ms import on a hit
         base = os.environ.get("XDG_CACHE_HOME", "")
         if not os.path.isabs(base):
@@ -55,6 +64,15 @@ def cache_dir() -> Path | None:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("xfuse"))
+
+
+@functools.cache
+def _absolute(configured: str) -> str | None:
+    """`XFUSE_CACHE_DIR`'s value with `~` expanded and made absolute, once per value and
+    process: against the working directory of its first read, so that a later `os.chdir` does
+    not move the cache. None where `~` (or `~user`) names no home directory."""
+    expanded = os.path.expanduser(configured)
+    return None if expanded.startswith("~") else os.path.abspath(expanded)
 
 
 CACHE_OFF = ("0", "false", "off", "no")

@@ -19,11 +19,12 @@ toolchain, the sealed form, the atomic write) are `xfuse.runtime.cache_files`'s,
 entry of `BOUND_CALL_IR`'s object code (`xfuse.runtime.kernel`), which `info` and `clear` count
 and remove like a program's.
 
-Where: `XFUSE_CACHE_DIR`, else the platform's user cache dir (`platformdirs`, e.g.
-`~/.cache/xfuse`; none without a home directory: the cache is then off, with a warning);
-`XFUSE_CACHE=0` (or `false`, `off`, `no`, in any case) turns the cache off; `1`, `true`, `on`,
-`yes` or empty keep it on, and any other value does too, with a warning. Both are read at every
-compile.
+Where: `XFUSE_CACHE_DIR` (`~` expanded; a relative one is made absolute against the working
+directory where the process first reads it, so that a later `os.chdir` does not move the cache),
+else the platform's user cache dir (`platformdirs`, e.g. `~/.cache/xfuse`; none without a home
+directory: the cache is then off, with a warning); `XFUSE_CACHE=0` (or `false`, `off`, `no`, in
+any case) turns the cache off; `1`, `true`, `on`, `yes` or empty keep it on, and any other value
+does too, with a warning. Both are read at every compile.
 
 Safe to share between processes and to lose: an entry is written to a temporary file in the same
 directory and renamed over the old one (readers see the old entry or the new one, never half of
