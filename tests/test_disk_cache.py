@@ -8,8 +8,10 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import warnings
@@ -36,7 +38,8 @@ def inputs(n: int = 1000) -> dict[str, np.ndarray]:
 
 
 def entries(directory: Path) -> list[Path]:
-    return sorted(directory.glob("*.xfuse"))
+    """The entries in `directory`'s toolchain subdirectories."""
+    return sorted(directory.glob("toolchain-*/*.xfuse"))
 
 
 def test_a_hit_runs_no_pass_and_gives_the_same_kernel(
@@ -146,19 +149,78 @@ def test_an_entry_that_is_no_regular_file_is_recompiled_and_replaced(
     assert all(disk_cache.decode(path.read_bytes(), path.stem) for path in written)
 
 
-def test_an_entry_of_another_toolchain_is_recompiled_and_replaced(
-    cache: Path, lowerings: list[str], monkeypatch: pytest.MonkeyPatch, gelu: Gelu
+def test_alternating_toolchains_keep_their_own_entries(
+    cache: Path,
+    lowerings: list[str],
+    bound_call_compiles: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    gelu: Gelu,
 ) -> None:
-    toolchain = disk_cache.toolchain()
-    monkeypatch.setattr(disk_cache, "toolchain", lambda: toolchain.replace("xdsl", "xdsl 0.1"))
-    xfuse.compile(gelu.source)
-    monkeypatch.setattr(disk_cache, "toolchain", lambda: toolchain)
-    xfuse.clear_cache()
-    xfuse.compile(gelu.source)
-    assert len(lowerings) == 2
-    assert len(entries(cache)) == 2  # the same files, replaced
+    """Two versions sharing one directory (two virtual environments, a cluster mid-upgrade)
+    replaced each other's entries, the call glue's too (60-87 ms a switch): each toolchain has
+    a subdirectory of its own, so both hit."""
+    toolchains = [
+        disk_cache.toolchain(),
+        disk_cache.toolchain().replace("llvmlite", "llvmlite 0.1"),
+    ]
+    for toolchain in [*toolchains, *toolchains]:
+        monkeypatch.setattr(disk_cache, "toolchain", lambda toolchain=toolchain: toolchain)
+        monkeypatch.setattr(cache_files, "toolchain", lambda toolchain=toolchain: toolchain)
+        xfuse.clear_cache()
+        xfuse.compile(gelu.source)
+        kernel._bound_call_module()
+    assert len(lowerings) == 2  # once each, then hits
+    assert len(bound_call_compiles) == 2
+    directories = sorted(path.parent for path in entries(cache))
+    assert len(set(directories)) == 2 and len(directories) == 6  # 2 programs' and 1 glue each
     for path in entries(cache):
-        assert disk_cache.decode(path.read_bytes(), path.stem).fields["toolchain"] == toolchain
+        fields = cache_files.sealed_fields(path.read_bytes())
+        assert fields is not None
+        assert cache_files.toolchain_directory(cache, fields["toolchain"]) == path.parent
+
+
+def test_cache_info_shows_each_toolchains_entries_and_sizes(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], gelu: Gelu
+) -> None:
+    xfuse.compile(gelu.source)
+    current = disk_cache.toolchain()
+    other = current.replace("xdsl", "xdsl 0.1")
+    monkeypatch.setattr(disk_cache, "toolchain", lambda: other)
+    xfuse.clear_cache()
+    xfuse.compile("out = x * 2;")
+    (cache / f"{'c' * 64}.xfuse").write_bytes(b"an entry of the layout before subdirectories")
+    monkeypatch.setattr(disk_cache, "toolchain", lambda: current)
+    sizes: dict[str, int] = {}
+    for path in [*entries(cache), cache / f"{'c' * 64}.xfuse"]:
+        directory = os.path.relpath(path.parent, cache)
+        sizes[directory] = sizes.get(directory, 0) + path.stat().st_size
+    mine = cache_files.toolchain_directory(cache, current).name
+    theirs = cache_files.toolchain_directory(cache, other).name
+    assert cli_main(["cache", "info", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == {
+        "directory": str(cache),
+        "entries": 5,
+        "total_bytes": sum(sizes.values()),
+        "current": 2,
+        "current_bytes": sizes[mine],
+        "toolchains": sorted(
+            [
+                {"directory": ".", "toolchain": None, "entries": 1, "bytes": sizes["."]},
+                {"directory": mine, "toolchain": current, "entries": 2, "bytes": sizes[mine]},
+                {"directory": theirs, "toolchain": other, "entries": 2, "bytes": sizes[theirs]},
+            ],
+            key=lambda files: files["directory"],
+        ),
+    }
+    assert cli_main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert f"  {mine}: 2 entries, {sizes[mine]:,} bytes (this toolchain)\n" in out
+    assert f"  {theirs}: 2 entries, {sizes[theirs]:,} bytes ({other})\n" in out
+    assert f"  .: 1 entries, {sizes['.']:,} bytes (unreadable)\n" in out
+    assert cli_main(["cache", "clear", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["removed"] == 5
+    assert list(cache.iterdir()) == []  # the emptied subdirectories too
 
 
 @pytest.fixture
@@ -435,7 +497,7 @@ def test_concurrent_writers_never_expose_a_partial_entry(
         time.sleep(0.001)
     assert [writer.returncode for writer in writers] == [0, 0]
     assert reads > 0
-    assert not list(cache.glob(".xfuse-tmp-*"))
+    assert not list(cache.rglob(".xfuse-tmp-*"))
     x = np.linspace(-4, 4, 999, dtype=np.float32)
     expected = xfuse.compile(gelu.source)(x=x, b=x, r=x)
     for result in results:
@@ -464,6 +526,14 @@ def test_cache_info_and_clear_leave_files_they_did_not_write(
     xfuse.compile(gelu.source)
     outside = tmp_path / "outside.txt"
     outside.write_text("not ours")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / f"{'b' * 64}.xfuse").write_text("not ours, though named like an entry")
+
+    def toolchain_like_directory_with_a_file(path: Path) -> None:
+        path.mkdir()
+        (path / "notes.txt").write_text("not ours")
+
     foreign = {
         "notes.xfuse": lambda path: path.write_text("not ours"),
         "link.xfuse": lambda path: path.symlink_to(outside),
@@ -471,6 +541,9 @@ def test_cache_info_and_clear_leave_files_they_did_not_write(
         "sub.xfuse": Path.mkdir,
         f"{'a' * 64}.xfuse": Path.mkdir,
         ".xfuse-tmp-a-directory": Path.mkdir,
+        f"toolchain-{'d' * 16}": toolchain_like_directory_with_a_file,
+        f"toolchain-{'e' * 16}": lambda path: path.symlink_to(elsewhere),
+        f"toolchain-{'f' * 15}": lambda path: shutil.copytree(elsewhere, path),
     }
     for name, make in foreign.items():
         make(cache / name)
@@ -480,20 +553,26 @@ def test_cache_info_and_clear_leave_files_they_did_not_write(
     assert json.loads(capsys.readouterr().out)["removed"] == 2
     assert sorted(path.name for path in cache.iterdir()) == sorted(foreign)
     assert outside.read_text() == "not ours"
+    assert (cache / f"toolchain-{'d' * 16}" / "notes.txt").exists()
+    assert (elsewhere / f"{'b' * 64}.xfuse").exists()
+    assert (cache / f"toolchain-{'f' * 15}" / f"{'b' * 64}.xfuse").exists()
 
 
+@pytest.mark.parametrize("step", ["rename", "temporary file"])
 def test_a_clear_while_an_entry_is_written_is_no_error(
-    cache: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu
+    cache: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu, step: str
 ) -> None:
     """`xfuse cache clear` in another process removes the temporary file of an entry being
-    written: the writer drops the entry, without warning that the directory is unwritable."""
-    rename = os.replace
+    written, or the toolchain's directory it made for it (empty) before the temporary file is
+    made: the writer drops the entry, without warning that the directory is unwritable."""
+    module, name = (cache_files.os, "replace") if step == "rename" else (tempfile, "mkstemp")
+    step_function = getattr(module, name)
 
-    def clear_first(source: str, destination: Path) -> None:
+    def clear_first(*args: object, **kwargs: object) -> object:
         disk_cache.clear()
-        rename(source, destination)
+        return step_function(*args, **kwargs)
 
-    monkeypatch.setattr(cache_files.os, "replace", clear_first)
+    monkeypatch.setattr(module, name, clear_first)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         kernel = xfuse.compile(gelu.source)
@@ -528,9 +607,14 @@ def test_cache_info_when_off(
 ) -> None:
     monkeypatch.setenv("XFUSE_CACHE", "0")
     assert cli_main(["cache", "info", "--json"]) == 0
-    assert capsys.readouterr().out.strip() == (
-        '{"directory": null, "entries": 0, "total_bytes": 0, "current": 0}'
-    )
+    assert json.loads(capsys.readouterr().out) == {
+        "directory": None,
+        "entries": 0,
+        "total_bytes": 0,
+        "current": 0,
+        "current_bytes": 0,
+        "toolchains": [],
+    }
 
 
 def test_the_test_session_has_its_own_cache() -> None:
@@ -701,7 +785,7 @@ def bound_calls_compiled_by_a_new_process(cache: Path, source: str) -> int:
 
 
 def bound_call_entry(cache: Path) -> Path:
-    return cache_files.entry_path(cache, kernel.bound_call_digest())
+    return cache_files.entry_path(cache, cache_files.toolchain(), kernel.bound_call_digest())
 
 
 def test_a_new_process_loads_the_bound_calls_from_the_cache(cache: Path, gelu: Gelu) -> None:

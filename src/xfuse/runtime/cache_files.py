@@ -2,7 +2,13 @@
 sealed (a magic, a SHA-256 of the rest, then a pickled dict of builtins and xfuse's dataclasses)
 and written (atomically). Below both of the cache's users: `xfuse.runtime.disk_cache`, which
 keeps programs, and `xfuse.runtime.kernel`, which keeps `BOUND_CALL_IR`'s object code (the native
-glue every call runs through) in an entry of the same form."""
+glue every call runs through) in an entry of the same form.
+
+Layout: `<cache dir>/toolchain-<16 hex>/<SHA-256 in hex>.xfuse`, one subdirectory per toolchain
+(a hash of `toolchain()`), so that two versions of xfuse, xDSL, llvmlite, Python, numpy or
+ml_dtypes sharing a directory keep their entries apart instead of replacing each other's.
+Entries written directly in the cache dir (before 2026-12-03) are still the cache's to count
+and clear, never read."""
 
 from __future__ import annotations
 
@@ -15,8 +21,9 @@ import stat
 import sys
 import tempfile
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import llvmlite
 import numpy as np
@@ -28,6 +35,8 @@ ENTRY_MODE = 0o644
 MAGIC = b"XFUSE-CACHE-2\n"
 """The first bytes of every entry (the `2` is the layout's version)."""
 TEMPORARY_PREFIX = ".xfuse-tmp-"
+TOOLCHAIN_PREFIX = "toolchain-"
+"""A toolchain's subdirectory is this and 16 hex digits of a SHA-256 of `toolchain()`."""
 
 
 def cache_dir() -> Path | None:
@@ -104,9 +113,20 @@ def warn_once(message: str, stacklevel: int) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)
 
 
-def entry_path(directory: Path, digest: str) -> Path:
-    """The file of the entry named by `digest` (a SHA-256 of its key) in `directory`."""
-    return directory / f"{digest}{ENTRY_SUFFIX}"
+@functools.cache
+def _toolchain_directory_name(toolchain: str) -> str:
+    return TOOLCHAIN_PREFIX + hashlib.sha256(toolchain.encode()).hexdigest()[:16]
+
+
+def toolchain_directory(directory: Path, toolchain: str) -> Path:
+    """`toolchain`'s subdirectory of the cache directory `directory`."""
+    return directory / _toolchain_directory_name(toolchain)
+
+
+def entry_path(directory: Path, toolchain: str, digest: str) -> Path:
+    """The file of `toolchain`'s entry named by `digest` (a SHA-256 of its key) in
+    `directory`: in the toolchain's subdirectory."""
+    return toolchain_directory(directory, toolchain) / f"{digest}{ENTRY_SUFFIX}"
 
 
 @functools.cache
@@ -175,9 +195,9 @@ def seal(fields: dict[str, Any]) -> bytes:
     return MAGIC + hashlib.sha256(body).digest() + body
 
 
-def unseal(data: bytes, digest: str, toolchain: str) -> dict[str, Any] | None:
-    """The fields sealed in `data` if it is whole, uncorrupted and made by `toolchain` for
-    `digest`; else None (never an error)."""
+def sealed_fields(data: bytes) -> dict[str, Any] | None:
+    """The fields sealed in `data` if it is whole and uncorrupted, whoever made it; else None
+    (never an error)."""
     checksum_end = len(MAGIC) + hashlib.sha256().digest_size
     if not data.startswith(MAGIC) or len(data) <= checksum_end:
         return None
@@ -189,20 +209,29 @@ def unseal(data: bytes, digest: str, toolchain: str) -> dict[str, Any] | None:
         fields = pickle.loads(body)
     except Exception:  # a layout or class this xfuse cannot read: a miss, never a crash
         return None
-    if (
-        not isinstance(fields, dict)
-        or fields.get("toolchain") != toolchain
-        or fields.get("digest") != digest
-    ):
-        return None
-    return fields
+    return fields if isinstance(fields, dict) else None
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write `data` to a temporary file next to `path`, then rename it over `path` (unless a
-    concurrent `clear` removed the temporary file first)."""
+def unseal(data: bytes, digest: str, toolchain: str) -> dict[str, Any] | None:
+    """The fields sealed in `data` if it is whole, uncorrupted and made by `toolchain` for
+    `digest`; else None (never an error)."""
+    fields = sealed_fields(data)
+    return fields if fields is not None and belongs(fields, digest, toolchain) else None
+
+
+def belongs(fields: dict[str, Any], digest: str, toolchain: str) -> bool:
+    """Whether sealed `fields` are `toolchain`'s entry for `digest` (its file name)."""
+    return fields.get("toolchain") == toolchain and fields.get("digest") == digest
+
+
+def write_atomically(path: Path, data: bytes) -> bool:
+    """Write `data` to a temporary file next to `path`, then rename it over `path`; False where
+    a concurrent `clear` removed the temporary file or its directory first."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=TEMPORARY_PREFIX)
+    try:
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=TEMPORARY_PREFIX)
+    except FileNotFoundError:  # the toolchain's directory, emptied, was removed meanwhile
+        return False
     try:
         # mkstemp makes the file private; entries are for everyone who shares the directory.
         os.fchmod(descriptor, ENTRY_MODE)
@@ -213,9 +242,11 @@ def write_atomically(path: Path, data: bytes) -> None:
         # The temporary file is gone: another process's `clear` emptied the cache meanwhile,
         # and this entry goes with the others (not a directory to warn about).
         Path(temporary).unlink(missing_ok=True)
+        return False
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    return True
 
 
 def read_entry(path: Path, digest: str, toolchain: str) -> dict[str, Any] | None:
@@ -244,3 +275,82 @@ def write_entry(directory: Path, path: Path, data: bytes) -> None:
             "XFUSE_CACHE_DIR to a writable directory or XFUSE_CACHE=0",
             stacklevel=4,  # past write_entry and the cache user (disk_cache.store)
         )
+
+
+class OwnFiles(NamedTuple):
+    """The cache's files in a cache directory (`own_files`)."""
+
+    entries: list[os.DirEntry[str]]
+    """Regular files named `<SHA-256 in hex>.xfuse`, as `entry_path` names them, in the
+    toolchains' subdirectories and (written before those) in the directory itself."""
+    temporaries: list[os.DirEntry[str]]
+    """Regular files named `TEMPORARY_PREFIX...`, where `entries` may be."""
+    directories: list[str]
+    """The toolchains' subdirectories (real directories, not links to one)."""
+
+
+def own_files(directory: Path) -> OwnFiles:
+    """The cache's files in `directory`: never a link, a directory, or another program's file
+    whose name merely ends in `.xfuse` (a cache directory may be shared with other files,
+    `XFUSE_CACHE_DIR=~/project`); none where `directory` is missing."""
+    found = _scan(directory)
+    directories = [
+        file.path
+        for file in found
+        if _is_toolchain_directory_name(file.name) and file.is_dir(follow_symlinks=False)
+    ]
+    files = [file for file in found if file.is_file(follow_symlinks=False)]
+    for subdirectory in directories:
+        files += [file for file in _scan(subdirectory) if file.is_file(follow_symlinks=False)]
+    files.sort(key=lambda file: file.path)
+    return OwnFiles(
+        [file for file in files if _is_entry_name(file.name)],
+        [file for file in files if file.name.startswith(TEMPORARY_PREFIX)],
+        sorted(directories),
+    )
+
+
+def _scan(directory: str | Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as found:
+            return list(found)
+    except (FileNotFoundError, NotADirectoryError):  # none yet, or removed meanwhile
+        return []
+
+
+def _is_hex(text: str, length: int) -> bool:
+    return len(text) == length and all(character in "0123456789abcdef" for character in text)
+
+
+def _is_entry_name(name: str) -> bool:
+    digest = name.removesuffix(ENTRY_SUFFIX)
+    return digest != name and _is_hex(digest, 2 * hashlib.sha256().digest_size)
+
+
+def _is_toolchain_directory_name(name: str) -> bool:
+    return name.startswith(TOOLCHAIN_PREFIX) and _is_hex(name[len(TOOLCHAIN_PREFIX) :], 16)
+
+
+def remove(files: Iterable[os.DirEntry[str]]) -> tuple[int, int]:
+    """Remove `files`, skipping those that another process removed first: (files, bytes)
+    removed."""
+    removed = freed = 0
+    for file in files:
+        try:
+            size = file.stat(follow_symlinks=False).st_size
+            os.unlink(file.path)
+        except FileNotFoundError:
+            continue
+        removed += 1
+        freed += size
+    return removed, freed
+
+
+def remove_empty_directories(directories: Iterable[str]) -> None:
+    """Remove those of the toolchains' `directories` that are empty (a writer that made one
+    again meanwhile drops its entry, as when `clear` takes its temporary file)."""
+    for directory in directories:
+        try:
+            os.rmdir(directory)
+        except OSError:  # not empty, or gone
+            continue

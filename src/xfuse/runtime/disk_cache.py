@@ -24,15 +24,16 @@ directory where the process first reads it, so that a later `os.chdir` does not 
 else the platform's user cache dir (`platformdirs`, e.g. `~/.cache/xfuse`; none without a home
 directory: the cache is then off, with a warning); `XFUSE_CACHE=0` (or `false`, `off`, `no`, in
 any case) turns the cache off; `1`, `true`, `on`, `yes` or empty keep it on, and any other value
-does too, with a warning. Both are read at every compile.
+does too, with a warning. Both are read at every compile. Each toolchain's entries are in a
+subdirectory of their own (`xfuse.runtime.cache_files`), so that versions sharing a directory do
+not replace each other's.
 
 Safe to share between processes and to lose: an entry is written to a temporary file in the same
 directory and renamed over the old one (readers see the old entry or the new one, never half of
 one), and carries a SHA-256 of its contents. A missing, truncated, corrupt or foreign-toolchain
 entry, or one that is no regular file, is a miss: the program is compiled and the entry replaced.
-An entry from another toolchain has the same file name, so an upgrade replaces entries instead
-of piling them up. Two processes compiling the same program at once both compile it and both
-write it; the last rename wins.
+Two processes compiling the same program at once both compile it and both write it; the last
+rename wins.
 """
 
 from __future__ import annotations
@@ -50,12 +51,17 @@ from xfuse.codegen.native import host_cpu, load_object_code
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.cache_files import (
     ENTRY_SUFFIX,
-    TEMPORARY_PREFIX,
+    belongs,
     cache_dir,
     entry_path,
+    own_files,
     read_entry,
+    remove,
+    remove_empty_directories,
     seal,
+    sealed_fields,
     toolchain,
+    toolchain_directory,
     unseal,
     write_entry,
 )
@@ -183,11 +189,6 @@ def decode(data: bytes, digest: str) -> Entry | None:
     return None if fields is None else Entry(fields)
 
 
-def _path(directory: Path, key: Sequence[str], target: str) -> tuple[Path, str]:
-    digest = entry_digest(key, target)
-    return entry_path(directory, digest), digest
-
-
 def load(
     key: Sequence[str], target: str, stages: Callable[[str, Any], Mapping[str, str]]
 ) -> Program | None:
@@ -197,8 +198,8 @@ def load(
     directory = cache_dir()
     if directory is None:
         return None
-    path, digest = _path(directory, key, target)
-    fields = read_entry(path, digest, toolchain())
+    digest, current = entry_digest(key, target), toolchain()
+    fields = read_entry(entry_path(directory, current, digest), digest, current)
     if fields is None or not _links_the_libdevice_found(fields):
         return None
     return Entry(fields).program(stages)
@@ -217,8 +218,22 @@ def store(key: Sequence[str], program: Program, function_name: str) -> None:
     directory = cache_dir()
     if directory is None:
         return
-    path, digest = _path(directory, key, program.options.target)
+    digest = entry_digest(key, program.options.target)
+    path = entry_path(directory, toolchain(), digest)
     write_entry(directory, path, encode(digest, function_name, program))
+
+
+@dataclass
+class ToolchainFiles:
+    """The entries of one toolchain's subdirectory, as `xfuse cache info` shows them."""
+
+    directory: str
+    """Relative to the cache directory: `toolchain-<16 hex>`, or `.` for entries written
+    before the cache had subdirectories."""
+    toolchain: str | None = None
+    """As its first readable entry records it (None where none is readable)."""
+    entries: int = 0
+    bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -230,60 +245,56 @@ class CacheInfo:
     total_bytes: int
     current: int
     """Entries this toolchain can use (the others are from another version or are damaged)."""
-
-
-def _own_files(directory: Path) -> tuple[list[Path], list[Path]]:
-    """The entries (named `<SHA-256 in hex>.xfuse`, as `entry_path` names them) and the leftover
-    temporary files (`TEMPORARY_PREFIX`) in `directory`: regular files only, so never a link, a
-    directory, or another program's file whose name merely ends in `.xfuse`."""
-    try:
-        with os.scandir(directory) as found:
-            files = [file for file in found if file.is_file(follow_symlinks=False)]
-    except (FileNotFoundError, NotADirectoryError):
-        return [], []
-    entries = [Path(file.path) for file in files if _is_entry_name(file.name)]
-    temporaries = [Path(file.path) for file in files if file.name.startswith(TEMPORARY_PREFIX)]
-    return sorted(entries), sorted(temporaries)
-
-
-def _is_entry_name(name: str) -> bool:
-    digest = name.removesuffix(ENTRY_SUFFIX)
-    return (
-        digest != name
-        and len(digest) == 2 * hashlib.sha256().digest_size
-        and all(character in "0123456789abcdef" for character in digest)
-    )
+    current_bytes: int
+    toolchains: list[ToolchainFiles]
 
 
 def info() -> CacheInfo:
     directory = cache_dir()
     if directory is None:
-        return CacheInfo(None, 0, 0, 0)
-    entries = total_bytes = current = 0
-    for path in _own_files(directory)[0]:
+        return CacheInfo(None, 0, 0, 0, 0, [])
+    current_toolchain = toolchain()
+    current_directory = os.fspath(toolchain_directory(directory, current_toolchain))
+    current = current_bytes = 0
+    toolchains: dict[str, ToolchainFiles] = {}
+    for file in own_files(directory).entries:
         try:
-            data = path.read_bytes()
+            with open(file.path, "rb") as opened:  # a regular file, as own_files found it
+                data = opened.read()
         except OSError:
             continue  # removed meanwhile
-        entries += 1
-        total_bytes += len(data)
-        current += decode(data, path.name.removesuffix(ENTRY_SUFFIX)) is not None
-    return CacheInfo(directory, entries, total_bytes, current)
+        subdirectory = os.path.relpath(os.path.dirname(file.path), directory)
+        files = toolchains.setdefault(subdirectory, ToolchainFiles(subdirectory))
+        files.entries += 1
+        files.bytes += len(data)
+        fields = sealed_fields(data)
+        if fields is None:
+            continue  # damaged
+        if files.toolchain is None and isinstance(fields.get("toolchain"), str):
+            files.toolchain = fields["toolchain"]
+        digest = file.name.removesuffix(ENTRY_SUFFIX)
+        if os.path.dirname(file.path) == current_directory and belongs(
+            fields, digest, current_toolchain
+        ):
+            current += 1
+            current_bytes += len(data)
+    return CacheInfo(
+        directory,
+        sum(files.entries for files in toolchains.values()),
+        sum(files.bytes for files in toolchains.values()),
+        current,
+        current_bytes,
+        sorted(toolchains.values(), key=lambda files: files.directory),
+    )
 
 
 def clear() -> tuple[int, int]:
-    """Remove every entry and leftover temporary file (nothing else): (files, bytes) removed."""
+    """Remove every entry and leftover temporary file (nothing else) and the toolchains'
+    subdirectories they leave empty: (files, bytes) removed."""
     directory = cache_dir()
     if directory is None:
         return 0, 0
-    entries, temporaries = _own_files(directory)
-    removed = freed = 0
-    for path in [*entries, *temporaries]:
-        try:
-            size = path.stat().st_size
-            path.unlink()
-        except FileNotFoundError:
-            continue  # another process removed or replaced it first
-        removed += 1
-        freed += size
-    return removed, freed
+    files = own_files(directory)
+    removed = remove([*files.entries, *files.temporaries])
+    remove_empty_directories(files.directories)
+    return removed

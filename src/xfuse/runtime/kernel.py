@@ -1544,9 +1544,8 @@ def _bound_call_module() -> NativeModule:
     directory = cache_files.cache_dir()
     if directory is None:
         return compile_llvm_ir(BOUND_CALL_IR, BOUND_CALL_OPT_LEVEL)
-    digest = bound_call_digest()
-    path = cache_files.entry_path(directory, digest)
-    toolchain = cache_files.toolchain()
+    digest, toolchain = bound_call_digest(), cache_files.toolchain()
+    path = cache_files.entry_path(directory, toolchain, digest)
     fields = cache_files.read_entry(path, digest, toolchain)
     if fields is not None and fields.get("target") == "bound calls":
         return load_object_code(fields["object_code"], fields["optimized_ir"], fields["opt_level"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 from typing import Any
@@ -14,14 +15,16 @@ def register(subparsers: Any) -> None:
         help="show or empty the on-disk compile cache",
         description=(
             "The compile cache keeps each program's object code so that a new process loads it "
-            "instead of compiling. Its directory is XFUSE_CACHE_DIR, else the user cache dir; "
-            "XFUSE_CACHE=0 (or false, off, no) turns it off."
+            "instead of compiling, in a subdirectory per toolchain (xfuse, xDSL, llvmlite, "
+            "Python, numpy, ml_dtypes versions). Its directory is XFUSE_CACHE_DIR (~ expanded, "
+            "a relative one taken from the working directory where it is first read), else the "
+            "user cache dir; XFUSE_CACHE=0 (or false, off, no) turns it off."
         ),
     )
     parser.add_argument(
         "action",
         choices=("info", "clear"),
-        help="info: directory, entries and size; clear: remove every entry",
+        help="info: directory, entries and sizes (each toolchain's too); clear: remove every entry",
     )
     parser.add_argument(
         "--json",
@@ -52,13 +55,24 @@ def run(args: argparse.Namespace) -> int:
         return 0
     info = disk_cache.info()
     if args.json:
-        print(json.dumps({**info.__dict__, "directory": info.directory and str(info.directory)}))
+        fields = dataclasses.asdict(info)
+        print(json.dumps({**fields, "directory": info.directory and str(info.directory)}))
         return 0
     if info.directory is None:
         print(f"the compile cache is off ({off})")
         return 0
+    current_toolchain = disk_cache.toolchain()
     print(f"directory: {info.directory}")
     print(f"entries:   {info.entries} ({info.total_bytes:,} bytes)")
-    print(f"current:   {info.current} (made by this toolchain; the others are stale or damaged)")
-    print(f"toolchain: {disk_cache.toolchain()}")
+    print(
+        f"current:   {info.current} ({info.current_bytes:,} bytes; made by this toolchain; "
+        "the others are stale or damaged)"
+    )
+    print(f"toolchain: {current_toolchain}")
+    for files in info.toolchains:
+        made_by = "this toolchain" if files.toolchain == current_toolchain else files.toolchain
+        print(
+            f"  {files.directory}: {files.entries} entries, {files.bytes:,} bytes "
+            f"({made_by or 'unreadable'})"
+        )
     return 0
