@@ -204,6 +204,7 @@ def test_cache_info_shows_each_toolchains_entries_and_sizes(
         "total_bytes": sum(sizes.values()),
         "current": 2,
         "current_bytes": sizes[mine],
+        "max_bytes": cache_files.DEFAULT_MAX_BYTES,
         "toolchains": sorted(
             [
                 {"directory": ".", "toolchain": None, "entries": 1, "bytes": sizes["."]},
@@ -218,6 +219,7 @@ def test_cache_info_shows_each_toolchains_entries_and_sizes(
     assert f"  {mine}: 2 entries, {sizes[mine]:,} bytes (this toolchain)\n" in out
     assert f"  {theirs}: 2 entries, {sizes[theirs]:,} bytes ({other})\n" in out
     assert f"  .: 1 entries, {sizes['.']:,} bytes (unreadable)\n" in out
+    assert f"limit:     {cache_files.DEFAULT_MAX_BYTES:,} bytes " in out
     assert cli_main(["cache", "clear", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["removed"] == 5
     assert list(cache.iterdir()) == []  # the emptied subdirectories too
@@ -449,6 +451,172 @@ def test_a_tilde_that_names_no_home_turns_the_cache_off_with_a_warning(
     cache_files._absolute.cache_clear()
 
 
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [
+        ("1048576", 1048576),
+        (" 500M ", 500 * 10**6),
+        ("2GiB", 2 * 2**30),
+        ("1.5g", 1_500_000_000),
+        ("1.1T", 1_100_000_000_000),  # exact: float arithmetic gives 1100000000000.0002
+        ("64 kib", 65536),
+        ("12b", 12),
+        ("0", 0),
+        (".5K", 500),
+    ],
+)
+def test_sizes_parse_as_ccaches_do(text: str, size: int) -> None:
+    assert cache_files.parse_size(text) == size
+
+
+@pytest.mark.parametrize(
+    "text", ["lots", "-1", "1X", "1.5.2", "1e9", "nan", "inf", "b", ".", "1 000", "²", "1ki b"]
+)
+def test_what_is_no_size_parses_as_none(text: str) -> None:
+    assert cache_files.parse_size(text) is None
+
+
+def test_a_bad_cache_limit_warns_once_and_keeps_the_default(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu
+) -> None:
+    monkeypatch.setenv("XFUSE_CACHE_MAX_BYTES", "10 gigs")
+    cache_files.warn_once.cache_clear()
+    message = (
+        r"^xfuse: XFUSE_CACHE_MAX_BYTES='10 gigs' is no size \(a number of bytes, with k, M, G, "
+        r"T or Ki, Mi, Gi, Ti after it if wanted: 500M, 2GiB; 0 for no limit\); the compile "
+        r"cache keeps its default limit, 1,073,741,824 bytes$"
+    )
+    with pytest.warns(RuntimeWarning, match=message) as warned:
+        xfuse.compile(gelu.source)
+        xfuse.compile(gelu.source.replace("0.5", "0.25"))
+    assert len([w for w in warned if "XFUSE_CACHE_MAX_BYTES" in str(w.message)]) == 1
+    assert len(entries(cache)) == 4
+    assert cache_files.max_bytes() == cache_files.DEFAULT_MAX_BYTES
+
+
+def test_no_cache_limit_is_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XFUSE_CACHE_MAX_BYTES", "0")
+    assert cache_files.max_bytes() is None
+    monkeypatch.setenv("XFUSE_CACHE_MAX_BYTES", "")
+    assert cache_files.max_bytes() == cache_files.DEFAULT_MAX_BYTES
+
+
+def age(paths: list[Path], seconds: float) -> None:
+    """Set `paths`' modification times `seconds` back: when they were last used."""
+    when = time.time() - seconds
+    for path in paths:
+        os.utime(path, (when, when))
+
+
+def test_a_write_past_the_limit_evicts_the_least_recently_used(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, lowerings: list[str]
+) -> None:
+    """Entries of about one size (two per program: by its source and by its frontend IR), a
+    limit of 3.5 of them: the third program's writes evict the entries used longest ago (down
+    to 90% of the limit), the second program's and the first's that no hit used, but not the
+    first's that a hit used since."""
+    programs = ["out = x * 3;", "out = x * 5;", "out = x * 7;"]
+
+    def compile_new(program: str) -> set[Path]:
+        before = set(entries(cache))
+        xfuse.compile(program)
+        return set(entries(cache)) - before
+
+    first, second = compile_new(programs[0]), compile_new(programs[1])
+    age(list(first), 3600)  # written first,
+    age(list(second), 1800)
+    xfuse.clear_cache()
+    xfuse.compile(programs[0])  # and used since (by its source)
+    used = {path for path in first if time.time() - path.stat().st_mtime < 60}
+    limit = sum(path.stat().st_size for path in entries(cache)) * 7 // 8
+    monkeypatch.setenv("XFUSE_CACHE_MAX_BYTES", str(limit))
+    third = compile_new(programs[2])
+    assert len(lowerings) == 3 and len(used) == 1 and len(third) == 2
+    assert set(entries(cache)) == used | third
+    assert sum(path.stat().st_size for path in entries(cache)) <= limit * 0.9
+    xfuse.clear_cache()
+    for program in programs:
+        xfuse.compile(program)
+    assert len(lowerings) == 4  # the evicted one compiled again, the others hit
+
+
+def test_eviction_goes_by_use_across_toolchains_and_leaves_what_it_does_not_own(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "cache"
+    gone, old, new = (cache / f"toolchain-{digit * 16}" for digit in "012")
+    for directory in (gone, old, new):
+        directory.mkdir(parents=True)
+    files = {  # oldest first
+        "legacy": cache / f"{'a' * 64}.xfuse",  # the layout before subdirectories
+        "gone": gone / f"{'b' * 64}.xfuse",
+        "old": old / f"{'c' * 64}.xfuse",
+        "new, used earlier": new / f"{'d' * 64}.xfuse",
+        "new, used later": new / f"{'e' * 64}.xfuse",
+        "just written": new / f"{'f' * 64}.xfuse",
+    }
+    for index, path in enumerate(files.values()):
+        path.write_bytes(b"x" * 1000)
+        age([path], 1000 * (len(files) - index))
+    age([files["just written"]], 9000)  # even the oldest is kept: it was just written
+    foreign = [cache / "notes.txt", cache / f"{'9' * 64}.xfuse.bak", old / "notes.txt"]
+    for path in foreign:
+        path.write_bytes(b"y" * 100_000)
+        age([path], 99_000)
+    cache_files.evict(cache, 3500, keep=files["just written"])  # 6000 bytes: down to 3150
+    assert [name for name, path in files.items() if path.exists()] == [
+        "new, used earlier",
+        "new, used later",
+        "just written",
+    ]
+    assert all(path.exists() for path in foreign)
+    assert not gone.exists()  # emptied
+    assert old.exists()  # holds another program's file
+    cache_files.evict(cache, 1, keep=files["just written"])
+    assert [path for path in files.values() if path.exists()] == [files["just written"]]
+    cache_files.evict(cache, None, keep=files["just written"])  # no limit
+    assert files["just written"].exists()
+
+
+def test_a_hit_marks_its_entry_used_once_a_minute(cache: Path, gelu: Gelu) -> None:
+    """Eviction goes by the modification time, which a hit sets, unless it is under a minute
+    old (a metadata write per hit for nothing)."""
+    xfuse.compile(gelu.source)
+    paths = entries(cache)
+    age(paths, 30)
+    mtimes = [path.stat().st_mtime_ns for path in paths]
+    xfuse.clear_cache()
+    xfuse.compile(gelu.source)
+    assert [path.stat().st_mtime_ns for path in paths] == mtimes
+    age(paths, 3600)
+    xfuse.clear_cache()
+    xfuse.compile(gelu.source)
+    # One entry renewed: the hit by the source, which needs no frontend IR's entry.
+    assert len([path for path in paths if time.time() - path.stat().st_mtime < 60]) == 1
+
+
+def test_an_entry_evicted_while_it_is_read_is_read_whole(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, lowerings: list[str], gelu: Gelu
+) -> None:
+    """Another process's eviction removes an entry that this one has opened: the read goes on
+    (POSIX keeps an open file's data) and gives the program."""
+    xfuse.compile(gelu.source)
+    fstat = os.fstat
+    evicted: list[int] = []
+
+    def evict_first(descriptor: int) -> os.stat_result:
+        cache_files.evict(cache, 1, keep=cache / "none")
+        evicted.append(len(entries(cache)))
+        return fstat(descriptor)
+
+    monkeypatch.setattr(cache_files.os, "fstat", evict_first)
+    xfuse.clear_cache()
+    kernel = xfuse.compile(gelu.source)
+    assert evicted == [0]
+    assert len(lowerings) == 1
+    np.testing.assert_allclose(kernel(**inputs()), gelu.reference(**inputs()), atol=1e-6)
+
+
 def test_an_unwritable_cache_warns_and_compiles(tmp_path: Path, monkeypatch, gelu: Gelu) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -502,6 +670,47 @@ def test_concurrent_writers_never_expose_a_partial_entry(
     expected = xfuse.compile(gelu.source)(x=x, b=x, r=x)
     for result in results:
         np.testing.assert_array_equal(np.load(result), expected)
+
+
+EVICTING_WRITER = textwrap.dedent(
+    """
+    import sys
+    import xfuse
+    from xfuse.runtime import disk_cache
+
+    kernel = xfuse.compile(sys.argv[1])
+    for index in range(40):  # a new entry each time, past a limit of a few: each evicts
+        disk_cache.store(("evicting", sys.argv[2], str(index)), kernel.program, "main")
+    """
+)
+
+
+def test_concurrent_evictions_never_expose_a_partial_entry(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu
+) -> None:
+    """Two writers evict each other's entries while this process reads them: a read finds an
+    entry whole or not at all, and neither writer fails."""
+    xfuse.compile(gelu.source)
+    size = max(path.stat().st_size for path in entries(cache))
+    monkeypatch.setenv("XFUSE_CACHE_MAX_BYTES", str(4 * size))
+    writers = [
+        subprocess.Popen([sys.executable, "-c", EVICTING_WRITER, gelu.source, str(i)])
+        for i in range(2)
+    ]
+    reads = 0
+    while any(writer.poll() is None for writer in writers):
+        for path in entries(cache):
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                continue  # evicted
+            assert disk_cache.decode(data, path.stem) is not None
+            reads += 1
+        time.sleep(0.001)
+    assert [writer.returncode for writer in writers] == [0, 0]
+    assert reads > 0
+    assert sum(path.stat().st_size for path in entries(cache)) <= 4 * size
+    assert not list(cache.rglob(".xfuse-tmp-*"))
 
 
 def test_cache_info_and_clear(cache: Path, capsys: pytest.CaptureFixture[str], gelu: Gelu) -> None:
@@ -613,6 +822,7 @@ def test_cache_info_when_off(
         "total_bytes": 0,
         "current": 0,
         "current_bytes": 0,
+        "max_bytes": cache_files.DEFAULT_MAX_BYTES,
         "toolchains": [],
     }
 

@@ -1,17 +1,19 @@
 """The on-disk compile cache's files: where they live, what toolchain made them, how an entry is
-sealed (a magic, a SHA-256 of the rest, then a pickled dict of builtins and xfuse's dataclasses)
-and written (atomically). Below both of the cache's users: `xfuse.runtime.disk_cache`, which
-keeps programs, and `xfuse.runtime.kernel`, which keeps `BOUND_CALL_IR`'s object code (the native
-glue every call runs through) in an entry of the same form.
+sealed (a magic, a SHA-256 of the rest, then a pickled dict of builtins and xfuse's dataclasses),
+written (atomically) and evicted (the least recently used, past `XFUSE_CACHE_MAX_BYTES`). Below
+both of the cache's users: `xfuse.runtime.disk_cache`, which keeps programs, and
+`xfuse.runtime.kernel`, which keeps `BOUND_CALL_IR`'s object code (the native glue every call
+runs through) in an entry of the same form.
 
 Layout: `<cache dir>/toolchain-<16 hex>/<SHA-256 in hex>.xfuse`, one subdirectory per toolchain
 (a hash of `toolchain()`), so that two versions of xfuse, xDSL, llvmlite, Python, numpy or
 ml_dtypes sharing a directory keep their entries apart instead of replacing each other's.
-Entries written directly in the cache dir (before 2026-12-03) are still the cache's to count
-and clear, never read."""
+Entries written directly in the cache dir (before 2026-12-03) are still the cache's to count,
+evict and clear, never read."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -20,6 +22,7 @@ import pickle
 import stat
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -111,6 +114,45 @@ def warn_once(message: str, stacklevel: int) -> None:
     """A `RuntimeWarning` of `message`, once per message (the cache's problems: the caller goes
     on without it); `stacklevel` as the caller would give `warnings.warn`."""
     warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)
+
+
+DEFAULT_MAX_BYTES = 2**30
+"""The cache's size limit where `XFUSE_CACHE_MAX_BYTES` sets none: 1 GiB, some 20,000 to
+80,000 entries (13-50 KB each); ccache's is 5 GB of object files."""
+SIZE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+SIZE_UNITS |= {f"{unit}i": 1024 ** (power + 1) for power, unit in enumerate("kmgt")}
+"""The suffixes of a size, in any case and with or without a `b` after them, as ccache's."""
+
+
+def parse_size(text: str) -> int | None:
+    """The bytes that `text` names (`1048576`, `500M`, `1.5GiB`, `2 gb`), or None if it names
+    none. Whole bytes, computed exactly (no float rounding of `1.1T`)."""
+    word = text.strip().lower().removesuffix("b")
+    number = word.rstrip("kmgti")
+    unit = SIZE_UNITS.get(word[len(number) :])
+    number = number.rstrip()
+    whole, _, fraction = number.partition(".")
+    if unit is None or not number.isascii() or not (whole + fraction).isdigit():
+        return None
+    return int(whole or "0") * unit + int(fraction or "0") * unit // 10 ** len(fraction)
+
+
+def max_bytes() -> int | None:
+    """The cache's size limit: `XFUSE_CACHE_MAX_BYTES` (None where it is 0: no limit), else
+    `DEFAULT_MAX_BYTES`; a value that is no size warns once and leaves the default."""
+    value = os.environ.get("XFUSE_CACHE_MAX_BYTES", "")
+    if not value.strip():
+        return DEFAULT_MAX_BYTES
+    size = parse_size(value)
+    if size is None:
+        warn_once(
+            f"xfuse: XFUSE_CACHE_MAX_BYTES={value!r} is no size (a number of bytes, with k, M, "
+            "G, T or Ki, Mi, Gi, Ti after it if wanted: 500M, 2GiB; 0 for no limit); the "
+            f"compile cache keeps its default limit, {DEFAULT_MAX_BYTES:,} bytes",
+            stacklevel=5,  # past max_bytes, write_entry and the cache user (disk_cache.store)
+        )
+        return DEFAULT_MAX_BYTES
+    return size or None
 
 
 @functools.cache
@@ -249,25 +291,39 @@ def write_atomically(path: Path, data: bytes) -> bool:
     return True
 
 
+USE_RESOLUTION_NS = 60 * 10**9
+"""How stale an entry's modification time may be before a hit sets it to now (its last use,
+which eviction goes by): at most one metadata write per entry and minute, not one per hit."""
+
+
 def read_entry(path: Path, digest: str, toolchain: str) -> dict[str, Any] | None:
     """The fields sealed in the entry at `path` (`unseal`); None where it cannot be read or is
-    not a regular file (reading a FIFO there waited forever, a link to /dev/zero never ended)."""
+    not a regular file (reading a FIFO there waited forever, a link to /dev/zero never ended).
+    A good entry's modification time becomes now, where it is a minute old or more and this
+    process may set it: eviction takes the least recently used first, as ccache does."""
     try:
         # Opening a FIFO without O_NONBLOCK waits for a writer; a regular file ignores it.
         with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            status = os.fstat(file.fileno())
+            if not stat.S_ISREG(status.st_mode):
                 return None
-            data = file.read()
+            fields = unseal(file.read(), digest, toolchain)
+            if fields is not None and time.time_ns() - status.st_mtime_ns >= USE_RESOLUTION_NS:
+                # Another user's entry in a shared cache may not be ours to touch: it then
+                # ages (and may be evicted first), no error.
+                with contextlib.suppress(OSError):
+                    os.utime(file.fileno())
+            return fields
     except OSError:
         return None
-    return unseal(data, digest, toolchain)
 
 
 def write_entry(directory: Path, path: Path, data: bytes) -> None:
-    """`write_atomically`, warning once per directory and reason where `directory` is
-    unwritable: the caller goes on without the cache."""
+    """`write_atomically`, then `evict` past the size limit; warns once per directory and
+    reason where `directory` is unwritable: the caller goes on without the cache."""
     try:
-        write_atomically(path, data)
+        if write_atomically(path, data):
+            evict(directory, max_bytes(), keep=path)
     except OSError as error:
         reason = error.strerror or str(error)
         warn_once(
@@ -331,15 +387,17 @@ def _is_toolchain_directory_name(name: str) -> bool:
     return name.startswith(TOOLCHAIN_PREFIX) and _is_hex(name[len(TOOLCHAIN_PREFIX) :], 16)
 
 
-def remove(files: Iterable[os.DirEntry[str]]) -> tuple[int, int]:
-    """Remove `files`, skipping those that another process removed first: (files, bytes)
-    removed."""
+def remove(
+    files: Iterable[os.DirEntry[str]], tolerated: type[OSError] = FileNotFoundError
+) -> tuple[int, int]:
+    """Remove `files`, skipping those that raise `tolerated` (by default: another process
+    removed one first): (files, bytes) removed."""
     removed = freed = 0
     for file in files:
         try:
             size = file.stat(follow_symlinks=False).st_size
             os.unlink(file.path)
-        except FileNotFoundError:
+        except tolerated:
             continue
         removed += 1
         freed += size
@@ -354,3 +412,38 @@ def remove_empty_directories(directories: Iterable[str]) -> None:
             os.rmdir(directory)
         except OSError:  # not empty, or gone
             continue
+
+
+EVICT_TO = 0.9
+"""Eviction goes down to this share of the limit, as ccache's cleanup does: the next few
+writes then fit without evicting again."""
+
+
+def evict(directory: Path, limit: int | None, keep: Path) -> None:
+    """Where the entries in `directory` (all toolchains') take more than `limit` bytes, remove
+    the least recently used (by modification time, which a hit renews) down to `EVICT_TO` of
+    it, never `keep` (the entry just written). Run after each write, not on hits: it stats
+    every entry. Safe with concurrent readers (one that opened an entry reads all of it; one
+    that finds it gone compiles it) and writers (an entry removed twice or replaced meanwhile
+    is skipped); an entry it cannot remove (another user's) stays."""
+    if limit is None:
+        return
+    used: list[tuple[int, int, os.DirEntry[str]]] = []
+    for file in own_files(directory).entries:
+        try:
+            status = file.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        used.append((status.st_mtime_ns, status.st_size, file))
+    total = sum(size for _, size, _ in used)
+    if total <= limit:
+        return
+    victims = []
+    for _, size, file in sorted(used, key=lambda use: use[0]):
+        if total <= limit * EVICT_TO:
+            break
+        if file.path != os.fspath(keep):
+            victims.append(file)
+            total -= size
+    remove(victims, tolerated=OSError)
+    remove_empty_directories({os.path.dirname(file.path) for file in victims} - {str(directory)})

@@ -28,12 +28,17 @@ does too, with a warning. Both are read at every compile. Each toolchain's entri
 subdirectory of their own (`xfuse.runtime.cache_files`), so that versions sharing a directory do
 not replace each other's.
 
+Size: past `XFUSE_CACHE_MAX_BYTES` (default 1 GiB; `0`: no limit) a write evicts the least
+recently used entries, of any toolchain, down to 90% of it (`cache_files.evict`); a hit marks
+its entry used (its modification time, at most once a minute). Hits scan nothing.
+
 Safe to share between processes and to lose: an entry is written to a temporary file in the same
 directory and renamed over the old one (readers see the old entry or the new one, never half of
 one), and carries a SHA-256 of its contents. A missing, truncated, corrupt or foreign-toolchain
 entry, or one that is no regular file, is a miss: the program is compiled and the entry replaced.
 Two processes compiling the same program at once both compile it and both write it; the last
-rename wins.
+rename wins. An entry evicted while another process reads it is read whole (the reader has it
+open) or, not opened yet, missed and compiled again.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from xfuse.runtime.cache_files import (
     belongs,
     cache_dir,
     entry_path,
+    max_bytes,
     own_files,
     read_entry,
     remove,
@@ -214,7 +220,8 @@ def _links_the_libdevice_found(fields: dict[str, Any]) -> bool:
 
 
 def store(key: Sequence[str], program: Program, function_name: str) -> None:
-    """Write `program` as `key`'s entry (replacing any); warns once if the cache is unwritable."""
+    """Write `program` as `key`'s entry (replacing any), evicting the least recently used
+    entries past the size limit; warns once if the cache is unwritable."""
     directory = cache_dir()
     if directory is None:
         return
@@ -246,13 +253,15 @@ class CacheInfo:
     current: int
     """Entries this toolchain can use (the others are from another version or are damaged)."""
     current_bytes: int
+    max_bytes: int | None
+    """The size limit (`XFUSE_CACHE_MAX_BYTES`); None for none."""
     toolchains: list[ToolchainFiles]
 
 
 def info() -> CacheInfo:
     directory = cache_dir()
     if directory is None:
-        return CacheInfo(None, 0, 0, 0, 0, [])
+        return CacheInfo(None, 0, 0, 0, 0, max_bytes(), [])
     current_toolchain = toolchain()
     current_directory = os.fspath(toolchain_directory(directory, current_toolchain))
     current = current_bytes = 0
@@ -284,6 +293,7 @@ def info() -> CacheInfo:
         sum(files.bytes for files in toolchains.values()),
         current,
         current_bytes,
+        max_bytes(),
         sorted(toolchains.values(), key=lambda files: files.directory),
     )
 

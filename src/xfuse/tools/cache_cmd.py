@@ -18,13 +18,16 @@ def register(subparsers: Any) -> None:
             "instead of compiling, in a subdirectory per toolchain (xfuse, xDSL, llvmlite, "
             "Python, numpy, ml_dtypes versions). Its directory is XFUSE_CACHE_DIR (~ expanded, "
             "a relative one taken from the working directory where it is first read), else the "
-            "user cache dir; XFUSE_CACHE=0 (or false, off, no) turns it off."
+            "user cache dir; XFUSE_CACHE=0 (or false, off, no) turns it off. Past "
+            "XFUSE_CACHE_MAX_BYTES (default 1GiB; 500M, 2G, 0 for no limit) a write evicts the "
+            "least recently used entries."
         ),
     )
     parser.add_argument(
         "action",
         choices=("info", "clear"),
-        help="info: directory, entries and sizes (each toolchain's too); clear: remove every entry",
+        help="info: directory, entries, sizes (each toolchain's too) and limit; "
+        "clear: remove every entry",
     )
     parser.add_argument(
         "--json",
@@ -61,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if info.directory is None:
         print(f"the compile cache is off ({off})")
         return 0
+    limit = "none" if info.max_bytes is None else f"{info.max_bytes:,} bytes"
     current_toolchain = disk_cache.toolchain()
     print(f"directory: {info.directory}")
     print(f"entries:   {info.entries} ({info.total_bytes:,} bytes)")
@@ -68,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         f"current:   {info.current} ({info.current_bytes:,} bytes; made by this toolchain; "
         "the others are stale or damaged)"
     )
+    print(f"limit:     {limit} (XFUSE_CACHE_MAX_BYTES; a write evicts the least recently used)")
     print(f"toolchain: {current_toolchain}")
     for files in info.toolchains:
         made_by = "this toolchain" if files.toolchain == current_toolchain else files.toolchain
