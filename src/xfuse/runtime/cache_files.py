@@ -121,7 +121,7 @@ DEFAULT_MAX_BYTES = 2**30
 80,000 entries (13-50 KB each); ccache's is 5 GB of object files."""
 SIZE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 SIZE_UNITS |= {f"{unit}i": 1024 ** (power + 1) for power, unit in enumerate("kmgt")}
-"""The suffixes of a size, in any case and with or without a `b` after them, as ccache's."""
+"""The suffixes of a size (ccache's), here in any case and with or without a `b` after them."""
 
 
 def parse_size(text: str) -> int | None:
@@ -258,12 +258,9 @@ def unseal(data: bytes, digest: str, toolchain: str) -> dict[str, Any] | None:
     """The fields sealed in `data` if it is whole, uncorrupted and made by `toolchain` for
     `digest`; else None (never an error)."""
     fields = sealed_fields(data)
-    return fields if fields is not None and belongs(fields, digest, toolchain) else None
-
-
-def belongs(fields: dict[str, Any], digest: str, toolchain: str) -> bool:
-    """Whether sealed `fields` are `toolchain`'s entry for `digest` (its file name)."""
-    return fields.get("toolchain") == toolchain and fields.get("digest") == digest
+    if fields is None or fields.get("toolchain") != toolchain or fields.get("digest") != digest:
+        return None
+    return fields
 
 
 def write_atomically(path: Path, data: bytes) -> bool:
@@ -300,7 +297,7 @@ def read_entry(path: Path, digest: str, toolchain: str) -> dict[str, Any] | None
     """The fields sealed in the entry at `path` (`unseal`); None where it cannot be read or is
     not a regular file (reading a FIFO there waited forever, a link to /dev/zero never ended).
     A good entry's modification time becomes now, where it is a minute old or more and this
-    process may set it: eviction takes the least recently used first, as ccache does."""
+    process may set it: eviction takes the least recently used first."""
     try:
         # Opening a FIFO without O_NONBLOCK waits for a writer; a regular file ignores it.
         with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
@@ -415,8 +412,8 @@ def remove_empty_directories(directories: Iterable[str]) -> None:
 
 
 EVICT_TO = 0.9
-"""Eviction goes down to this share of the limit, as ccache's cleanup does: the next few
-writes then fit without evicting again."""
+"""Eviction goes down to this share of the limit: the next few writes then fit without evicting
+again."""
 
 
 def evict(directory: Path, limit: int | None, keep: Path) -> None:

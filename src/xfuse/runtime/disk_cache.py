@@ -56,7 +56,6 @@ from xfuse.codegen.native import host_cpu, load_object_code
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.cache_files import (
     ENTRY_SUFFIX,
-    belongs,
     cache_dir,
     entry_path,
     max_bytes,
@@ -262,8 +261,7 @@ def info() -> CacheInfo:
     directory = cache_dir()
     if directory is None:
         return CacheInfo(None, 0, 0, 0, 0, max_bytes(), [])
-    current_toolchain = toolchain()
-    current_directory = os.fspath(toolchain_directory(directory, current_toolchain))
+    current_directory = os.fspath(toolchain_directory(directory, toolchain()))
     current = current_bytes = 0
     toolchains: dict[str, ToolchainFiles] = {}
     for file in own_files(directory).entries:
@@ -276,15 +274,12 @@ def info() -> CacheInfo:
         files = toolchains.setdefault(subdirectory, ToolchainFiles(subdirectory))
         files.entries += 1
         files.bytes += len(data)
-        fields = sealed_fields(data)
-        if fields is None:
-            continue  # damaged
-        if files.toolchain is None and isinstance(fields.get("toolchain"), str):
-            files.toolchain = fields["toolchain"]
+        if files.toolchain is None:  # none of its entries read yet, or all damaged
+            fields = sealed_fields(data)
+            made_by = fields and fields.get("toolchain")
+            files.toolchain = made_by if isinstance(made_by, str) else None
         digest = file.name.removesuffix(ENTRY_SUFFIX)
-        if os.path.dirname(file.path) == current_directory and belongs(
-            fields, digest, current_toolchain
-        ):
+        if os.path.dirname(file.path) == current_directory and decode(data, digest) is not None:
             current += 1
             current_bytes += len(data)
     return CacheInfo(
