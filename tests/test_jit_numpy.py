@@ -211,6 +211,44 @@ def test_numpy_functions_that_are_not_ew_ops_say_they_cannot_be_traced(
         xfuse.jit(program)(np.float32([1, 2, 3]))
 
 
+@pytest.mark.parametrize(
+    ("program", "message"),
+    [
+        (lambda a: np.tanh(a, out=a), r"np\.tanh\(\.\.\., out=\) .* out= is not supported"),
+        (lambda a: np.square(a, out=a), r"np\.square\(\.\.\., out=\) .* returns its results"),
+        (lambda a: np.add(a, 1, dtype=np.float64), r"np\.add\(\.\.\., dtype=\) .*\.astype"),
+        (lambda a: np.sin(a, out=a), r"np\.sin cannot be traced: inside @xfuse\.jit use"),
+    ],
+)
+def test_a_ufunc_keyword_that_does_not_trace_is_named(
+    program: Callable[[Any], Any], message: str
+) -> None:
+    """They said "np.tanh cannot be traced with keyword arguments: inside @xfuse.jit use ...,
+    np.tanh, ...", naming neither the keyword nor what to do."""
+    with pytest.raises(TypeError, match=message):
+        xfuse.jit(program)(np.float32([1, 2, 3]))
+
+
+@pytest.mark.parametrize(
+    ("program", "message"),
+    [
+        (lambda a: np.round(a), "np.round cannot be traced"),
+        (lambda a: np.around(a, 2), "np.around cannot be traced"),
+        (lambda a: np.rint(a), "np.rint cannot be traced"),
+        (lambda a: np.floor(a), "np.floor cannot be traced"),
+        (lambda a: np.trunc(a), "np.trunc cannot be traced"),
+        (lambda a: np.fix(a), "np.fix cannot be traced"),
+        (lambda a: a.round(), "a traced array's .round() cannot be traced"),
+    ],
+)
+def test_rounding_says_it_is_not_an_ew_op(program: Callable[[Any], Any], message: str) -> None:
+    """np.round said "compiles numpy's arithmetic, the ufuncs that are `ew` ops, ..." and
+    np.rint listed the traceable ufuncs, neither saying that xfuse has no rounding."""
+    error = AttributeError if "round()" in message else TypeError  # hasattr(x, "round") holds
+    with pytest.raises(error, match=rf"^{re.escape(message)}: rounding is not an `ew` op"):
+        xfuse.jit(program)(np.float32([1.5, 2.5]))
+
+
 def test_indexing_says_it_cannot_be_traced() -> None:
     with pytest.raises(
         TypeError, match="indexing and slicing cannot be traced: .* pass the slices"

@@ -43,6 +43,22 @@ _ELEMENTWISE_ONLY = (
 )
 """Why a numpy function other than those (a reduction, np.dot, np.where, ...) cannot be traced."""
 
+_ROUNDING_FUNCTIONS: frozenset[Callable[..., Any]] = frozenset(
+    {np.round, np.around, np.rint, np.floor, np.ceil, np.trunc, np.fix}
+)
+_NO_ROUNDING = (
+    "rounding is not an `ew` op (xfuse has no round, floor, ceil or trunc); round outside the "
+    "@xfuse.jit function, on its arguments or its results"
+)
+"""numpy's rounding functions (ufuncs and not): one message for all, not the generic lists."""
+
+_KEYWORD_HINTS = {
+    "out": "the jit function returns its results: return them, and pass out= to its call to "
+    "store them in a buffer",
+    "dtype": "convert with .astype(dtype) instead",
+}
+"""What to write instead of a ufunc keyword `@xfuse.jit` does not trace, where there is one."""
+
 
 def _is_one_half(value: Any) -> bool:
     """Whether `value` is a scalar exponent of 0.5 (a Python number or a real numpy scalar)."""
@@ -235,14 +251,25 @@ class Traced:
             return self.power(inputs[1])
         if method != "__call__":  # np.add.reduce, np.maximum.accumulate, np.add.outer, ...
             raise TypeError(f"np.{ufunc.__name__}.{method} cannot be traced: {_ELEMENTWISE_ONLY}")
-        if kwargs or op_type is None:
+        if ufunc in _ROUNDING_FUNCTIONS:
+            raise TypeError(f"np.{ufunc.__name__} cannot be traced: {_NO_ROUNDING}")
+        if op_type is None and composite is None:
             traceable = [*_OPS_BY_UFUNC, *_UFUNCS_OF_OPS]
             supported = ", ".join(sorted(f"np.{u.__name__}" for u in traceable))
             raise TypeError(
-                f"np.{ufunc.__name__} cannot be traced"
-                f"{' with keyword arguments' if kwargs else ''}: inside @xfuse.jit use "
+                f"np.{ufunc.__name__} cannot be traced: inside @xfuse.jit use "
                 f"{supported}, or xfuse's functions (xfuse.erf, xfuse.sigmoid, ...)"
             )
+        if kwargs:
+            keywords = ", ".join(f"{keyword}=" for keyword in kwargs)
+            hint = next((_KEYWORD_HINTS[k] for k in kwargs if k in _KEYWORD_HINTS), None)
+            raise TypeError(
+                f"np.{ufunc.__name__}(..., {keywords}) cannot be traced: the keyword "
+                f"argument{'s' if len(kwargs) > 1 else ''} {keywords} "
+                f"{'are' if len(kwargs) > 1 else 'is'} not supported in tracing; "
+                f"{hint or f'call np.{ufunc.__name__} with its operands alone'}"
+            )
+        assert op_type is not None  # a composite without keywords returned above
         return self.apply(op_type, *inputs)
 
     def __array_function__(
@@ -253,6 +280,8 @@ class Traced:
         traced array for a 0-d object array, and `np.dot(x, x)` traced as `x * x`."""
         if func is np.clip:
             return cast(Any, func)._implementation(*args, **kwargs)
+        if func in _ROUNDING_FUNCTIONS:
+            raise TypeError(f"np.{func.__name__} cannot be traced: {_NO_ROUNDING}")
         module = "np" if func.__module__ == "numpy" else func.__module__
         raise TypeError(f"{module}.{func.__name__} cannot be traced: {_ELEMENTWISE_ONLY}")
 
@@ -309,6 +338,8 @@ class Traced:
         said "'Traced' object has no attribute 'shape'"; AttributeError still (`hasattr`)."""
         if name.startswith("__"):  # protocols numpy and copy look up: the plain error
             raise AttributeError(name)
+        if name == "round":
+            raise AttributeError(f"a traced array's .round() cannot be traced: {_NO_ROUNDING}")
         raise AttributeError(
             f"a traced array has no attribute {name!r}: inside @xfuse.jit an array is known by "
             "its dtype (`.dtype`), not its dims, and only elementwise operations trace (numpy's "
