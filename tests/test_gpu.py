@@ -654,6 +654,8 @@ def test_numpy_arguments_are_checked_like_on_the_cpu(gelu: Gelu) -> None:
         gpu(x=x, b=x)
     with pytest.raises(ArgumentError, match="argument 'r'"):
         gpu(x=x, b=x, r=np.zeros(5, np.float32))
+    with pytest.raises(TypeError, match=r"^out: expected a numpy array \(or a list/tuple of"):
+        gpu(x=x, b=x, r=x, out=[0.0] * 4)  # was "expected 1 buffer(s), got 4"
 
 
 def test_without_a_gpu_a_call_raises_a_clear_error(gelu: Gelu) -> None:

@@ -938,6 +938,23 @@ def test_a_numpy_scalar_of_another_dtype_a_python_number_or_a_scalar_out_is_refu
                 call(x, s, out=out)
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["first-call", "after-a-good-call"])
+def test_an_out_of_numbers_says_out_takes_arrays(warm: bool) -> None:
+    """`out=[0.0] * 8` said "out: expected 1 buffer(s), got 8", as if 8 buffers were given."""
+    kernel = xfuse.compile("y = x * 2; z = x + 1;", outputs=["y", "z"])
+    x = np.ones(8, np.float32)
+    if warm:
+        kernel(x)
+    expected = r"^out: expected a numpy array \(or a list/tuple of arrays, one per output: "
+    expected += r"'y', 'z'\)"
+    for call in (kernel, kernel.prepare):
+        for out, got in [([0.0] * 8, "list holding float"), ((x, [1, 2]), "tuple holding list")]:
+            with pytest.raises(ArgumentTypeError, match=f"{expected}, got a {got}; pass an array"):
+                call(x, out=out)
+        with pytest.raises(ArgumentError, match=r"^out: expected 2 buffer\(s\), got 3"):
+            call(x, out=[x, x, x])  # arrays: the count is the mistake
+
+
 def python_function(x, b, r, *, out=None) -> None:
     """A Python function with the GELU kernel's signature."""
 

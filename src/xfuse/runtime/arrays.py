@@ -402,9 +402,23 @@ def given_outputs(parameters: Sequence[Parameter], out: Any) -> list[Any]:
             f"out: expected a numpy array, a list/tuple or a name->array mapping, "
             f"got {type(out).__name__}"
         )
+    check_out_count(parameters, given, out)
+    return given
+
+
+def check_out_count(parameters: Sequence[Parameter], given: Sequence[Any], out: Any) -> None:
+    """`out`'s buffers (`given`) are one per output; a sequence holding numbers (`out=[0.0] *
+    8`, data rather than buffers) says that `out` takes arrays, not how many it counted."""
+    data = next((b for b in given if isinstance(b, int | float | complex | list | tuple)), None)
+    if data is not None:
+        names = ", ".join(repr(p.name) for p in parameters)
+        raise ArgumentTypeError(
+            f"out: expected a numpy array (or a list/tuple of arrays, one per output: {names}), "
+            f"got a {type(out).__name__} holding {type(data).__name__}; pass an array to write "
+            "in place (np.empty(shape, dtype)), or no out= for a new result"
+        )
     if len(given) != len(parameters):
         raise ArgumentError(f"out: expected {len(parameters)} buffer(s), got {len(given)}")
-    return given
 
 
 def bind_outputs(

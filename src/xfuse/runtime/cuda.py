@@ -43,6 +43,7 @@ from xfuse.runtime.arrays import (
     bind_shapes,
     check_aliasing,
     check_input,
+    check_out_count,
     check_output,
     data_pointer,
     numpy_dtype,
@@ -331,8 +332,7 @@ class CudaKernel(CompiledProgram):
                 np.empty(s, numpy_dtype(p.dtype)) for p, s in zip(parameters, shapes, strict=True)
             ]
         given = list(out) if isinstance(out, list | tuple) else [out]
-        if len(given) != len(parameters):
-            raise ArgumentError(f"out: expected {len(parameters)} buffer(s), got {len(given)}")
+        check_out_count(parameters, given, out)
         checked: list[np.ndarray | DeviceArray] = []
         for p, buffer, shape in zip(parameters, given, shapes, strict=True):
             if not _is_device_array(buffer):
