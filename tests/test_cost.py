@@ -716,6 +716,10 @@ def test_cli_without_command_prints_usage(capsys: pytest.CaptureFixture[str]) ->
         (["bench", "--expr", "x", "--paers"], "--paers (did you mean --peers?)"),
         (["cache", "info", "--jsn"], "--jsn (did you mean --json?)"),
         (["cost", str(GELU), str(GELU)], str(GELU)),
+        # abbreviations are not options (argparse's default took `--peer` for `--peers`)
+        (["bench", "--expr", "x", "--peer"], "--peer (did you mean --peers?)"),
+        (["lecture", "--rep", "1"], "--rep (did you mean --repeat?) 1"),
+        (["cost", str(GELU), "--dev", "h100"], "--dev (did you mean --device?) h100"),
     ],
 )
 def test_unknown_arguments_are_the_subcommands_usage_error(
@@ -740,3 +744,13 @@ def test_unknown_arguments_before_the_subcommand_are_xfuses_usage_error(
     err = capsys.readouterr().err
     assert err.startswith("usage: xfuse [-h]")
     assert "xfuse: error: unrecognized arguments: --bogus --quik\n" in err
+
+
+def test_an_abbreviation_of_xfuses_own_option_is_unknown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`xfuse --vers` printed the version: argparse took an abbreviation for `--version`."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--vers"])
+    assert exit_.value.code == 2
+    assert "xfuse: error: unrecognized arguments: --vers\n" in capsys.readouterr().err

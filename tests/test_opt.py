@@ -513,6 +513,9 @@ def test_an_input_without_operations_is_an_empty_module(runs: dict[str, Run], na
     "arguments,message",
     [
         (["--no-such-flag"], "unrecognized arguments"),
+        # abbreviations are not options: a later option would change what they mean
+        (["--list-pass"], "unrecognized arguments: --list-pass"),
+        (["--pass", "ew-fuse", "-f", "ew"], "unrecognized arguments: --pass"),
         (["-t", "nope", "gelu.ew"], "invalid choice: 'nope'"),
         (["-f", "nope", "gelu.ew"], "invalid choice: 'nope'"),
     ],

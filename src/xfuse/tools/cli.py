@@ -112,14 +112,19 @@ def import_pyplot() -> Any:
 def build_parser() -> argparse.ArgumentParser:
     import xfuse
 
+    # No abbreviations (`--peer` for `--peers`), here or in a subcommand: a later option would
+    # silently change what an old abbreviation means.
     parser = argparse.ArgumentParser(
-        prog="xfuse", description="A compiler for elementwise tensor expressions."
+        prog="xfuse",
+        description="A compiler for elementwise tensor expressions.",
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=xfuse.versions())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in SUBCOMMANDS:
         importlib.import_module(module).register(subparsers)
     for subparser in subparsers.choices.values():
+        subparser.allow_abbrev = False
         subparser.set_defaults(command_parser=subparser)
     return parser
 

@@ -179,6 +179,8 @@ class XfuseOptMain(xDSLOptMain):
     version_format = xfuse.versions().replace("{", "{{").replace("}", "}}")
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        # xDSL makes the parser: no abbreviations (`--pass` for `--passes`), as in `xfuse`
+        arg_parser.allow_abbrev = False
         super().register_all_arguments(arg_parser)
         arg_parser.add_argument(
             "--list-passes",
