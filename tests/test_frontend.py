@@ -17,7 +17,13 @@ import xfuse
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import element_type_for
 from xfuse.frontend.builder import FunctionBuilder
-from xfuse.frontend.language import MAX_NESTING, EwSyntaxError, ParsedProgram, parse_program
+from xfuse.frontend.language import (
+    EXCERPT_CELLS,
+    MAX_NESTING,
+    EwSyntaxError,
+    ParsedProgram,
+    parse_program,
+)
 
 if TYPE_CHECKING:
     from conftest import Evaluate, Gelu
@@ -484,8 +490,16 @@ def test_bad_program(
     assert (error.line, error.column) == (line, column)
     header, excerpt, caret = str(error).split("\n")
     assert header == f"<source>:{line}:{column}: error: {error.message}"
-    assert excerpt == source.split("\n")[line - 1]
-    assert caret == re.sub(r"[^\t]", " ", excerpt[: column - 1]) + "^"
+    quoted = source.split("\n")[line - 1]
+    if len(quoted) <= EXCERPT_CELLS:
+        assert excerpt == quoted
+        assert caret == re.sub(r"[^\t]", " ", excerpt[: column - 1]) + "^"
+    else:  # a window of the (ASCII) line, the caret under the same character
+        position = caret.index("^")
+        assert caret[:position] == " " * position
+        assert len(excerpt) <= EXCERPT_CELLS + len("......")
+        assert quoted[: column - 1].endswith(excerpt[:position].removeprefix("..."))
+        assert quoted[column - 1 :].startswith(excerpt[position:].removesuffix("..."))
 
 
 @pytest.mark.parametrize("dim", [10**20, 2**63, -3])
@@ -592,6 +606,40 @@ def test_the_excerpt_shows_control_and_format_characters_as_code_points() -> Non
     with pytest.raises(EwSyntaxError, match="empty program") as info:
         parse_program("# \x1b[2J")
     assert str(info.value).split("\n")[1:] == ["# <U+001B>[2J", " " * 13 + "^"]
+
+
+LONG_SUM = "y = " + "x + " * 5000 + ";"
+MIDDLE = "y = " + "x + " * 100 + "$" + " + x" * 100
+WIDE = "# " + "注" * 100  # the caret just after it: "empty program"
+ESCAPES = "# " + "\x1b" * 300
+
+
+@pytest.mark.parametrize(
+    ("source", "excerpt", "caret"),
+    [
+        # at the end: the 99 characters before the caret and the caret's own
+        (LONG_SUM, "..." + LONG_SUM[-100:], " " * 102 + "^"),
+        # in the middle: three quarters of the cells before the caret, the rest after it
+        (MIDDLE, f"...{MIDDLE[404 - 75 : 404 + 25]}...", " " * 78 + "^"),
+        # near the start: the line's start kept
+        ("y = x +" + " " * 50 + ";  # " + "注" * 200, None, " " * 57 + "^"),
+        # wide characters take two cells of the window and of the caret's line
+        (WIDE, "..." + WIDE[52:], " " * (3 + 2 * 50) + "^"),
+        # control characters the cells of their code points
+        (ESCAPES, "..." + "<U+001B>" * 12, " " * (3 + 8 * 12) + "^"),
+    ],
+    ids=["end", "middle", "start", "wide", "control"],
+)
+def test_a_long_line_is_quoted_around_the_caret(
+    source: str, excerpt: str | None, caret: str
+) -> None:
+    """A line of 20,000 characters (a generated program) was quoted whole, the caret under it."""
+    with pytest.raises(EwSyntaxError) as info:
+        parse_program(source)
+    assert info.value.source_line == source
+    if excerpt is None:
+        excerpt = source[: 57 + 5 + 19] + "..."  # 57 cells, `;  # `, 19 wide characters
+    assert str(info.value).split("\n")[1:] == [excerpt, caret]
 
 
 def test_shapes_that_do_not_broadcast_point_at_the_operator() -> None:

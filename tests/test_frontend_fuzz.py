@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import Builtin
 from xdsl.parser import Parser
 
 from xfuse.dialects import ew
-from xfuse.frontend.language import EwSyntaxError, parse_program
+from xfuse.frontend.language import EXCERPT_CELLS, EwSyntaxError, parse_program
 
 NAMES = ["x", "b", "r", "h", "y", "out", "_t0", "tanh", "max", "exp", "foo"]
 FUNCTIONS = sorted(ew.OPS_BY_MNEMONIC)
@@ -87,6 +87,11 @@ def shown(text: str) -> str:
     return re.sub(r"[\x00-\x08\x0a-\x1f\x7f]", lambda m: f"<U+{ord(m[0]):04X}>", text)
 
 
+def cells(text: str) -> int:
+    """The terminal cells of a shown excerpt of these programs' characters, a tab at most 8."""
+    return len(text) + 7 * text.count("\t")
+
+
 def context() -> Context:
     ctx = Context()
     for dialect in (Builtin, func.Func, ew.Ew):
@@ -106,8 +111,17 @@ def check(source: str, outputs: list[str] | None = None, dtype: str = "float32")
         header, excerpt, caret = str(error).split("\n")
         assert header.startswith(f"<source>:{error.line}:{error.column}: error: ")
         assert error.source_line == lines[error.line - 1]
-        assert excerpt == shown(error.source_line)
-        assert caret == re.sub(r"[^\t]", " ", shown(error.source_line[: error.column - 1])) + "^"
+        before = shown(error.source_line[: error.column - 1])
+        after = shown(error.source_line[error.column - 1 :])
+        if cells(before + after) <= EXCERPT_CELLS:
+            assert (excerpt, caret) == (before + after, re.sub(r"[^\t]", " ", before) + "^")
+            return
+        # a window around the caret, cut at either end or both (`...`), the caret above its place
+        head, tail = excerpt[: len(caret) - 1], excerpt[len(caret) - 1 :]
+        assert caret == re.sub(r"[^\t]", " ", head) + "^"
+        assert head == before or (head.startswith("...") and before.endswith(head[3:]))
+        assert tail == after or (tail.endswith("...") and after.startswith(tail[:-3]))
+        assert (head, tail) != (before, after) and cells(excerpt) <= EXCERPT_CELLS + 6
         return
     module.verify()
     printed = str(module)

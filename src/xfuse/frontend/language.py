@@ -21,7 +21,8 @@ Functions are the `ew` dialect's ops by mnemonic (`tanh(x)`, `max(a, b)`, ...) a
 conversions `f16(x)`, `bf16(x)`, `f32(x)`, `f64(x)`. Inputs are the names read before any
 assignment; ops are emitted in source order, left to right, a literal just before the first op
 that uses it. Every mistake raises `EwSyntaxError` with the line, column and a caret under the
-spot. Lines end in `\n`, `\r\n` or `\r`; a leading byte order mark is ignored.
+spot (of a line over 100 cells wide, about 100 around the caret). Lines end in `\n`, `\r\n`
+or `\r`; a leading byte order mark is ignored.
 
 Declarations give inputs their shapes and dtypes in the program itself, the LLM layer's way:
 
@@ -104,11 +105,14 @@ class EwSyntaxError(Exception):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        before = _shown(self.source_line[: self.column - 1])
+        line, index = self.source_line, self.column - 1
+        start, end = _window(line, index)
+        cut = "..." if start > 0 else ""
+        before = cut + _shown(line[start:index])
         caret = "".join(_blank(c) for c in before) + "^"
+        excerpt = cut + _shown(line[start:end]) + ("..." if end < len(line) else "")
         return (
-            f"{self.filename}:{self.line}:{self.column}: error: {self.message}\n"
-            f"{_shown(self.source_line)}\n{caret}"
+            f"{self.filename}:{self.line}:{self.column}: error: {self.message}\n{excerpt}\n{caret}"
         )
 
 
@@ -141,6 +145,38 @@ def _blank(char: str) -> str:
     if unicodedata.category(char) in ("Mn", "Me"):
         return ""
     return "  " if unicodedata.east_asian_width(char) in ("W", "F") else " "
+
+
+EXCERPT_CELLS = 100
+"""The widest line (in terminal cells) an error quotes whole; of a longer one (a generated
+program on one line) it quotes about this many cells around the caret, '...' where it is cut."""
+
+
+def _cells(char: str) -> int:
+    """The terminal cells `char` takes in an excerpt: its `<U+...>` if `_shown` writes one, two
+    for a wide character, none for a combining one, and up to 8 for a tab."""
+    shown = _shown(char)
+    if shown != char:
+        return len(shown)
+    return 8 if char == "\t" else len(_blank(char))
+
+
+def _window(line: str, index: int) -> tuple[int, int]:
+    """The start and end of the part of `line` an excerpt quotes around `index` (the caret's):
+    at most `EXCERPT_CELLS` cells, of which up to three quarters before the caret (what led to
+    the error), more where the line ends sooner; the whole line if it fits. Walks from the caret
+    only, however long the line."""
+    start = end = index
+    used = 0
+    for limit in (EXCERPT_CELLS * 3 // 4, EXCERPT_CELLS):  # before the caret, then what is left
+        while start > 0 and used + (width := _cells(line[start - 1])) <= limit:
+            start, used = start - 1, used + width
+        while end < len(line) and used + (width := _cells(line[end])) <= EXCERPT_CELLS:
+            end, used = end + 1, used + width
+    # a combining character whose base was cut would sit on the '...'
+    while start < index and unicodedata.category(line[start]) in ("Mn", "Me"):
+        start += 1
+    return start, end
 
 
 class Token(NamedTuple):
