@@ -539,6 +539,19 @@ def test_a_comment_ends_at_a_lone_carriage_return(newline: str) -> None:
     assert op_names(parsed.module) == ["ew.constant", "ew.add", "func.return"]
 
 
+def test_a_form_feed_is_a_blank_and_a_vertical_tab_an_error() -> None:
+    """A form feed (a page break, blank in Python and C) was "unexpected character '\\x0c'"; it
+    is no line end. A vertical tab, which Python rejects (C takes it), stays an error."""
+    assert str(parse_program("y = x +\f1;\f\n")) == str(parse_program("y = x + 1;"))
+    with pytest.raises(EwSyntaxError, match="expected an expression, found ';'") as info:
+        parse_program("a = 1;\f\n\fz = ;")
+    assert (info.value.line, info.value.column) == (2, 6)
+    assert str(info.value).split("\n")[1:] == ["<U+000C>z = ;", " " * 12 + "^"]
+    with pytest.raises(EwSyntaxError, match="unexpected character '\\\\x0b'") as info:
+        parse_program("y = x +\v1;")
+    assert (info.value.line, info.value.column) == (1, 8)
+
+
 def test_a_leading_byte_order_mark_is_ignored() -> None:
     """A file read with encoding="utf-8" keeps its BOM: it was "unexpected character '\\ufeff'"
     at 1:1 (the CLI, which reads "utf-8-sig", took the same file)."""

@@ -4,7 +4,8 @@
     y = 0.5 * h * (1 + tanh(0.7978845608 * (h + 0.044715 * h * h * h)));
     out = y + r;               # residual
 
-Grammar (`#` starts a comment to the end of the line):
+Grammar (`#` starts a comment to the end of the line; spaces, tabs and form feeds separate
+tokens):
 
     program     := (declaration | outputs | statement)+
     declaration := 'input' [DTYPE] NAME [shape] (',' NAME [shape])* ';'
@@ -188,7 +189,10 @@ class Token(NamedTuple):
 
 
 _TOKEN = re.compile(
-    r"(?P<space>[ \t\r\n]+|#[^\r\n]*)"  # a comment ends where its line does, at a lone '\r' too
+    # Blanks are Python's and C's: spaces, tabs, form feeds (a page break in old sources), line
+    # ends; not a vertical tab, which Python rejects. A comment ends where its line does, at a
+    # lone '\r' too.
+    r"(?P<space>[ \t\f\r\n]+|#[^\r\n]*)"
     r"|(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
     r"|(?P<name>[A-Za-z_]\w*)"
     r"|(?P<op>[-+*/=;(),\[\]?])"
