@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import xfuse
 from xfuse.benchmarking import bench, peers, timing
 from xfuse.benchmarking.timing import interleaved_medians, separable
 from xfuse.codegen.native import host_cpu
@@ -55,6 +56,17 @@ def test_program_source() -> None:
     # no code: left for the parser to call empty (it was `out =;`, "expected an expression")
     assert bench.program_source("# only a comment\n") == "# only a comment\n"
     assert bench.program_source("# x = y\nx + 1") == "out = # x = y\nx + 1;"
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_program_source_splits_lines_as_the_parser_does(newline: str) -> None:
+    r"""Lines were split at '\n' only: in an old Mac file (lone '\r') a comment on the first line
+    took the rest of the file, and the last `;` went nowhere ("expected ';'" from the parser)."""
+    lines = ["y = x * 2;  # double", "z = y + 1", "# end"]
+    source = bench.program_source(newline.join(lines))
+    assert source == newline.join(["y = x * 2;  # double", "z = y + 1;", "# end"])
+    assert xfuse.compile(source)(np.float32([1, 2])).tolist() == [3, 5]
+    assert bench.program_source(f"# x = y{newline}x + 1") == f"out = # x = y{newline}x + 1;"
 
 
 def test_workload_traffic_and_reference(gelu: Gelu) -> None:

@@ -36,6 +36,7 @@ from xfuse.benchmarking.workload import Outputs, Variant, Workload
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import SHORT_DTYPE_NAMES, dtype_of, element_type_for, promote
 from xfuse.frontend.builder import input_name
+from xfuse.frontend.language import LINE_BREAK
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.transforms.options import CpuMath
 from xfuse.transforms.pipeline import apply_pipeline, only_function
@@ -45,17 +46,18 @@ def program_source(expression: str) -> str:
     """`tanh(x) * y` -> `out = tanh(x) * y;` (a full program passes unchanged but for a missing
     last `;`, which goes after its last code, before any comment; one without code unchanged)."""
     text = expression.strip()
-    code = [line.partition("#")[0] for line in text.split("\n")]
+    lines = LINE_BREAK.split(text)  # the parser's lines: a lone '\r' ends one too
+    code = [line.partition("#")[0] for line in lines]
     if not any(line.strip() for line in code):
         return expression  # nothing to complete: the parser reports an empty program
     if not any("=" in line for line in code):
-        text = f"out = {text}"
-    lines = text.split("\n")
+        lines[0] = f"out = {lines[0]}"
     last = max(i for i, line in enumerate(lines) if line.partition("#")[0].strip())
     code, hash_, comment = lines[last].partition("#")
     if not code.rstrip().endswith(";"):
         lines[last] = f"{code.rstrip()};" + (f" {hash_}{comment}" if hash_ else "")
-    return "\n".join(lines)
+    breaks = [*LINE_BREAK.findall(text), ""]  # each line's own, kept
+    return "".join(line + end for line, end in zip(lines, breaks, strict=True))
 
 
 def _float64_reference(

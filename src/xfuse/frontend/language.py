@@ -118,6 +118,8 @@ class EwSyntaxError(Exception):
 
 
 _LINE_END = re.compile(r"[\r\n]")
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""What ends a line of a program: `\n`, `\r\n` or a lone `\r` (an old Mac file's)."""
 
 
 def line_number(source: str, offset: int) -> int:
