@@ -100,7 +100,7 @@ class EwSyntaxError(Exception):
         self.filename = filename
         self.line = line_number(source, offset)
         line_start = max(source.rfind("\n", 0, offset), source.rfind("\r", 0, offset)) + 1
-        line_end = _LINE_END.search(source, offset)
+        line_end = LINE_BREAK.search(source, offset)
         self.column = offset - line_start + 1
         self.source_line = source[line_start : line_end.start() if line_end else len(source)]
         super().__init__(str(self))
@@ -117,9 +117,8 @@ class EwSyntaxError(Exception):
         )
 
 
-_LINE_END = re.compile(r"[\r\n]")
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
-"""What ends a line of a program: `\n`, `\r\n` or a lone `\r` (an old Mac file's)."""
+r"""What ends a line of a program: `\n`, `\r\n` or a lone `\r` (an old Mac file's)."""
 
 
 def line_number(source: str, offset: int) -> int:
