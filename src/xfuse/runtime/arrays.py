@@ -407,8 +407,11 @@ def given_outputs(parameters: Sequence[Parameter], out: Any) -> list[Any]:
 
 
 def check_out_count(parameters: Sequence[Parameter], given: Sequence[Any], out: Any) -> None:
-    """`out`'s buffers (`given`) are one per output; a sequence holding numbers (`out=[0.0] *
-    8`, data rather than buffers) says that `out` takes arrays, not how many it counted."""
+    """`out`'s buffers (`given`) are one per output. Of too many or too few, a sequence holding
+    numbers (`out=[0.0] * 8`, data rather than buffers) says that `out` takes arrays, not how
+    many it counted (a buffer of the right count that is no array: `check_output`)."""
+    if len(given) == len(parameters):
+        return
     data = next((b for b in given if isinstance(b, int | float | complex | list | tuple)), None)
     if data is not None:
         names = ", ".join(repr(p.name) for p in parameters)
@@ -417,8 +420,7 @@ def check_out_count(parameters: Sequence[Parameter], given: Sequence[Any], out: 
             f"got a {type(out).__name__} holding {type(data).__name__}; pass an array to write "
             "in place (np.empty(shape, dtype)), or no out= for a new result"
         )
-    if len(given) != len(parameters):
-        raise ArgumentError(f"out: expected {len(parameters)} buffer(s), got {len(given)}")
+    raise ArgumentError(f"out: expected {len(parameters)} buffer(s), got {len(given)}")
 
 
 def bind_outputs(
