@@ -342,6 +342,24 @@ def test_afn_approximates_the_programs_divisions_only(fastmath: str, tmp_path: P
     assemble(both.ptx, tmp_path)
 
 
+@pytest.mark.parametrize("fastmath", ["contract,afn", "fast"])
+def test_fastmath_leaves_the_scalar_forms_of_ops_as_written(fastmath: str) -> None:
+    # sigmoid, log1p and softplus are one op of the program each: the flags find none of the
+    # program's arithmetic in their kernels, whose PTX is `none`'s (with `afn`, sigmoid's and
+    # log1p's divisions were `div.approx.f32`). Beside the program's `x / y`, only that one is.
+    for function in ("sigmoid", "log1p", "softplus"):
+        source = f"out = {function}(x);"
+        ptx = xfuse.compile(source, target="cuda", fastmath=fastmath).ptx
+        assert ptx == xfuse.compile(source, target="cuda").ptx
+        assert "div.approx" not in ptx
+    ptx = xfuse.compile("out = sigmoid(x);", target="cuda").ptx
+    sigmoid_divisions = ptx.count("div.rn.f32")
+    assert sigmoid_divisions > 0
+    ptx = xfuse.compile("out = x / y + sigmoid(x);", target="cuda", fastmath=fastmath).ptx
+    assert ptx.count("div.rn.f32") == sigmoid_divisions
+    assert ptx.count("div.approx.f32") > 0
+
+
 def test_ptx_approx_exp_scales_by_log2_e_as_written_under_fast() -> None:
     # exp(x) = ex2(x * log2(e)): the multiply is the approximation's, rounded as written
     # (`mul.rn`), whatever flags the program's own arithmetic gets (it overflows to +inf from

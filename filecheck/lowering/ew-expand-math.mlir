@@ -5,6 +5,7 @@
 // RUN: xfuse-opt %s -p 'ew-expand-math{fastmath="contract,afn"}' | filecheck %s --check-prefix=FASTMATH
 // RUN: xfuse-opt %s -p 'ew-expand-math{library=libdevice}' | filecheck %s --check-prefix=LIBDEVICE
 // RUN: xfuse-opt %s -p 'ew-expand-math{math=libm library=libdevice}' | filecheck %s --check-prefix=LIBDEVICE-LIBM
+// RUN: xfuse-opt %s -p 'ew-expand-math{fastmath=fast}' | filecheck %s --check-prefix=FAST
 
 // approx: f32 transcendentals become plain arithmetic (no math op, no call is left); rsqrt is
 // an `arcp` division by sqrt (what LLVM turns into the host's estimate) refined with FMAs, and
@@ -439,6 +440,34 @@ func.func @program_and_approximation(%x: f32, %y: f32) -> f32 {
   %q = arith.divf %x, %y : f32
   %t = math.tanh %x : f32
   %r = arith.addf %q, %t : f32
+  func.return %r : f32
+}
+
+// The ops ew-fuse writes for sigmoid (log1p, softplus), marked `ew.expansion`, are not the
+// program's: they gain no flags (under `fast`, log1p(1e-6) was 9.5e-7 and sigmoid(0) 0.49999997
+// on the CPU, their divisions `div.approx.f32` on the GPU), and the mark is dropped; the
+// program's division and addition around them gain the flags.
+// FAST-LABEL: func.func @program_and_scalar_form
+// FAST-SAME:    (%[[X:.*]]: f32, %[[Y:.*]]: f32)
+// FAST:         %[[Q:.*]] = arith.divf %[[X]], %[[Y]] fastmath<fast> : f32
+// FAST:         arith.negf %{{[^ ]+}} : f32
+// FAST:         %[[DENOMINATOR:[^ ]+]] = arith.addf %{{[^ ]+}}, %{{[^ ]+}} : f32
+// FAST-NEXT:    %[[SIGMOID:[^ ]+]] = arith.divf %{{[^ ]+}}, %[[DENOMINATOR]] : f32
+// FAST-NEXT:    arith.addf %[[Q]], %[[SIGMOID]] fastmath<fast> : f32
+// FAST-NEXT:    func.return
+// FAST-NOT:     ew.expansion
+func.func @program_and_scalar_form(%x: f32, %y: f32) -> f32 {
+  %q = arith.divf %x, %y : f32
+  %one = arith.constant 1.0 : f32
+  %abs = math.absf %q : f32
+  %minus_abs = arith.negf %abs {ew.expansion} : f32
+  %e = math.exp %minus_abs : f32
+  %sign = math.copysign %one, %q : f32
+  %larger = arith.cmpf ogt, %e, %sign : f32
+  %numerator = arith.select %larger, %e, %sign : f32
+  %denominator = arith.addf %one, %e {ew.expansion} : f32
+  %sigmoid = arith.divf %numerator, %denominator {ew.expansion} : f32
+  %r = arith.addf %q, %sigmoid : f32
   func.return %r : f32
 }
 

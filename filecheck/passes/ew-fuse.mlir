@@ -75,7 +75,9 @@ func.func @trivial(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<f32>, tensor<4xf
 
 // The [d] bias (and the op on it alone) stays inside the [t, d] kernel, read per row, never
 // materialized; bf16 computes in f32 between extf and truncf. sigmoid is e / (1 + e) or
-// 1 / (1 + e) with e = exp(-|h|), its numerator max(e, copysign(1, h)).
+// 1 / (1 + e) with e = exp(-|h|), its numerator max(e, copysign(1, h)). Its float arithmetic is
+// marked `ew.expansion` (ew-expand-math{fastmath} gives it none of the user's flags); the
+// program's own multiply and add, one op each, are not.
 // CHECK-LABEL: func.func @bias_bf16
 // CHECK-SAME:    (%[[X:.*]]: tensor<?x?xbf16>, %[[B:.*]]: tensor<?xbf16>)
 // CHECK-NEXT:    %[[G:.*]] = ew.kernel ins(%[[B]], %[[X]] : tensor<?xbf16>, tensor<?x?xbf16>) -> tensor<?x?xbf16> {
@@ -87,13 +89,13 @@ func.func @trivial(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<f32>, tensor<4xf
 // CHECK-NEXT:      %[[H:.*]] = arith.addf %[[XW]], %[[S]] : f32
 // CHECK-NEXT:      %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK-NEXT:      %[[ABS:.*]] = math.absf %[[H]] : f32
-// CHECK-NEXT:      %[[MINUS_ABS:.*]] = arith.negf %[[ABS]] : f32
+// CHECK-NEXT:      %[[MINUS_ABS:.*]] = arith.negf %[[ABS]] {ew.expansion} : f32
 // CHECK-NEXT:      %[[E:.*]] = math.exp %[[MINUS_ABS]] : f32
 // CHECK-NEXT:      %[[SIGN:.*]] = math.copysign %[[ONE]], %[[H]] : f32
 // CHECK-NEXT:      %[[LARGER:.*]] = arith.cmpf ogt, %[[E]], %[[SIGN]] : f32
 // CHECK-NEXT:      %[[NUMERATOR:.*]] = arith.select %[[LARGER]], %[[E]], %[[SIGN]] : f32
-// CHECK-NEXT:      %[[DENOMINATOR:.*]] = arith.addf %[[ONE]], %[[E]] : f32
-// CHECK-NEXT:      %[[SIG:.*]] = arith.divf %[[NUMERATOR]], %[[DENOMINATOR]] : f32
+// CHECK-NEXT:      %[[DENOMINATOR:.*]] = arith.addf %[[ONE]], %[[E]] {ew.expansion} : f32
+// CHECK-NEXT:      %[[SIG:.*]] = arith.divf %[[NUMERATOR]], %[[DENOMINATOR]] {ew.expansion} : f32
 // CHECK-NEXT:      %[[N:.*]] = arith.truncf %[[SIG]] : f32 to bf16
 // CHECK-NEXT:      ew.yield %[[N]] : bf16
 // CHECK-NEXT:    }
@@ -136,7 +138,8 @@ func.func @siblings(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
   func.return %e, %n : tensor<?xf32>, tensor<?xf32>
 }
 
-// softplus is max(x, 0) + log1p(exp(-|x|)) (scalar.py), max(x, 0) as x > 0 ? x : 0.
+// softplus is max(x, 0) + log1p(exp(-|x|)) (scalar.py), max(x, 0) as x > 0 ? x : 0; its
+// arithmetic is marked.
 // CHECK-LABEL: func.func @softplus
 // CHECK:         ew.kernel
 // CHECK-NEXT:      ^{{.*}}(%[[X:.*]]: f32):
@@ -144,10 +147,10 @@ func.func @siblings(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
 // CHECK-NEXT:      %[[IS_POSITIVE:.*]] = arith.cmpf ogt, %[[X]], %[[ZERO]]
 // CHECK-NEXT:      %[[POSITIVE:.*]] = arith.select %[[IS_POSITIVE]], %[[X]], %[[ZERO]]
 // CHECK:           %[[ABS:.*]] = math.absf
-// CHECK-NEXT:      %[[MINUS_ABS:.*]] = arith.negf %[[ABS]]
+// CHECK-NEXT:      %[[MINUS_ABS:.*]] = arith.negf %[[ABS]] {ew.expansion} : f32
 // CHECK-NEXT:      %[[E:.*]] = math.exp %[[MINUS_ABS]]
 // CHECK-NEXT:      %[[LOG1P:.*]] = math.log1p %[[E]]
-// CHECK-NEXT:      %[[S:.*]] = arith.addf %[[POSITIVE]], %[[LOG1P]]
+// CHECK-NEXT:      %[[S:.*]] = arith.addf %[[POSITIVE]], %[[LOG1P]] {ew.expansion} : f32
 // CHECK-NEXT:      ew.yield %[[S]]
 // NONE-LABEL: func.func @softplus
 // NONE-COUNT-1: ew.kernel
@@ -157,7 +160,8 @@ func.func @softplus(%x: tensor<?xf32>) -> tensor<?xf32> {
 }
 
 // log1p of an exp in the same kernel is math.log1p (one function to ew-expand-math); of
-// anything else, Goldberg's log(u) x / (u - 1) with u = 1 + x, and log(u) from x = 2^24 on.
+// anything else, Goldberg's log(u) x / (u - 1) with u = 1 + x, and log(u) from x = 2^24 on,
+// its arithmetic marked.
 // CHECK-LABEL: func.func @log1p_of_exp_and_of_x
 // CHECK:         ew.kernel
 // CHECK-NEXT:      ^{{.*}}(%[[X:.*]]: f32):
@@ -166,10 +170,10 @@ func.func @softplus(%x: tensor<?xf32>) -> tensor<?xf32> {
 // CHECK-NEXT:      ew.yield %[[OF_EXP]]
 // CHECK:         ew.kernel
 // CHECK-NEXT:      ^{{.*}}(%[[Y:.*]]: f32):
-// CHECK:           %[[U:.*]] = arith.addf %{{.*}}, %[[Y]]
+// CHECK:           %[[U:.*]] = arith.addf %{{.*}}, %[[Y]] {ew.expansion} : f32
 // CHECK-NEXT:      %[[LOG_U:.*]] = math.log %[[U]]
 // CHECK-NOT:       math.log1p
-// CHECK:           arith.divf
+// CHECK:           arith.divf %{{.*}}, %{{.*}} {ew.expansion} : f32
 // CHECK:           arith.select %{{.*}}, %[[LOG_U]], %{{.*}}
 func.func @log1p_of_exp_and_of_x(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
   %e = ew.exp %x : tensor<?xf32>

@@ -154,3 +154,24 @@ func.func @constants_past_the_range() -> (tensor<f32>, tensor<2xf16>, tensor<bf1
   %c = ew.constant 0.1 : tensor<bf16>
   func.return %a, %b, %c : tensor<f32>, tensor<2xf16>, tensor<bf16>
 }
+
+// Fusion's `ew.expansion` marks (on the arithmetic of its forms, sigmoid's here) are not
+// upstream's: they are dropped.
+// CHECK-LABEL: func.func @expansion_marks
+// CHECK:         arith.negf %{{[^ ]+}} : f32
+// CHECK:         arith.addf %{{[^ ]+}}, %{{[^ ]+}} : f32
+// CHECK-NEXT:    arith.divf %{{[^ ]+}}, %{{[^ ]+}} : f32
+// CHECK-NEXT:    linalg.yield
+func.func @expansion_marks(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %out = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {
+  ^bb0(%xs: f32):
+    %one = arith.constant 1.0 : f32
+    %abs = math.absf %xs : f32
+    %minus_abs = arith.negf %abs {ew.expansion} : f32
+    %e = math.exp %minus_abs : f32
+    %denominator = arith.addf %one, %e {ew.expansion} : f32
+    %sigmoid = arith.divf %one, %denominator {ew.expansion} : f32
+    ew.yield %sigmoid : f32
+  }
+  func.return %out : tensor<?xf32>
+}

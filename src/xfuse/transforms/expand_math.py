@@ -17,8 +17,10 @@
 (`__nv_tanh`, `__nv_tanhf`, ...), which `xfuse.codegen.ptx` links into the PTX; its pow takes a
 negative base itself (C's pow), so f64 pow calls it directly.
 
-Before either, `-softplus(-x)` (log-sigmoid) in fusion's form loses its two negations
-(`FoldNegatedSoftplus`).
+Before either, `fastmath`'s flags go on the program's float arithmetic, not on the ops marked
+`ew.expansion` (`EXPANSION_ATTRIBUTE`: those `ew-fuse` wrote for sigmoid, log1p and softplus),
+whose marks are dropped; and `-softplus(-x)` (log-sigmoid) in fusion's form loses its two
+negations (`FoldNegatedSoftplus`).
 
 `math.rsqrt` on f32 becomes `approx.rsqrt` with `math=approx` (the host's estimate and Newton
 steps: the divider is the bottleneck of `1 / sqrt` in a vector loop) and `1 / math.sqrt` with
@@ -55,6 +57,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.transforms import approx
 from xfuse.transforms.options import CpuMath, MathLibrary, check_choice
+from xfuse.transforms.scalar import unmark_expansion
 from xfuse.transforms.to_llvm import parse_fastmath
 
 
@@ -309,9 +312,11 @@ class EwExpandMathPass(ModulePass):
     fastmath: str = "none"
     """Fast-math flags joined to the program's float `addf`/`subf`/`mulf`/`divf`/`negf` before
     anything is expanded (`xfuse.compile`'s `fastmath`, spelled as `ew-to-llvm`'s): the
-    approximations' own ops keep only theirs (`contract`), so `afn` leaves their divisions IEEE
-    on the GPU too (NVPTX makes an f32 `fdiv afn` a `div.approx.f32`), where `ew-to-llvm`'s
-    option would give the flags to every op, the approximations' included."""
+    approximations' own ops keep only theirs (`contract`), and the ops `ew-fuse` wrote for
+    sigmoid, log1p and softplus (marked `ew.expansion`, which this pass drops) none, so `afn`
+    leaves their divisions IEEE on the GPU too (NVPTX makes an f32 `fdiv afn` a
+    `div.approx.f32`), where `ew-to-llvm`'s option would give the flags to every op, the
+    approximations' included."""
 
     library: MathLibrary = "libm"
     """Whose functions the calls are: the C library's (`libm`), or NVIDIA's libdevice's
@@ -324,13 +329,15 @@ class EwExpandMathPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         flags = {arith.FastMathFlag(f.value) for f in parse_fastmath(self.fastmath, self.name).data}
-        if flags:
-            for nested in op.walk():
+        # One look at every op gives the program's arithmetic its flags (not the ops of a
+        # scalar form, which `ew-fuse` marked) and finds which rewrites can apply, and each of
+        # the others skips its walk of the whole program (none makes an op another one matches).
+        present: set[type[Operation]] = set()
+        for nested in op.walk():
+            present.add(type(nested))
+            if not unmark_expansion(nested) and flags:
                 approx.add_fastmath(nested, flags)
         approximate = self.math == "approx"
-        # One look at every op finds which rewrites can apply, and each of the others skips
-        # its walk of the whole program (none makes an op another one matches).
-        present = {type(nested) for nested in op.walk()}
         if arith.NegfOp in present:
             PatternRewriteWalker(FoldNegatedSoftplus(), apply_recursively=False).rewrite_module(op)
         if approximate and math.PowFOp in present:

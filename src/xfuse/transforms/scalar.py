@@ -5,6 +5,11 @@ to `SCALAR_LOWERINGS`. f16 and bf16 are storage types: a region computes in f32
 (`compute_type`), widening its block arguments with `arith.extf` and rounding its yields back
 with `arith.truncf` (`widen` / `narrow`). `ew.convert` becomes `emit_convert`: a value held in
 its compute type is rounded to the target element type and held in the target's compute type.
+
+An op whose scalar form is one op of its operands (`ew.div` is `arith.divf`) is the program's own
+arithmetic; the float arithmetic of a longer form (sigmoid, log1p, softplus) is the form's and
+carries `EXPANSION_ATTRIBUTE`, so that `ew-expand-math{fastmath}` gives the user's fast-math flags
+to the program's ops only and the forms keep their accuracy under any flags.
 """
 
 from __future__ import annotations
@@ -14,10 +19,22 @@ from typing import cast
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import AnyFloat, BFloat16Type, Float16Type, Float32Type, FloatAttr
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    FloatAttr,
+    UnitAttr,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from xfuse.dialects import ew
+from xfuse.transforms.approx import FLOAT_ARITHMETIC
+
+EXPANSION_ATTRIBUTE = "ew.expansion"
+"""Marks the float arithmetic of a scalar form of more than one op (`emit_scalar`): not the
+program's, so `ew-expand-math{fastmath}` gives it none of the user's flags (and drops the mark)."""
 
 ScalarEmitter = Callable[[Builder, Sequence[SSAValue], Attribute], SSAValue]
 """Emits the scalar computation of one op on `args` (already in the compute type)."""
@@ -147,14 +164,39 @@ def emit_scalar(
     args: Sequence[SSAValue],
     compute_type: Attribute,
 ) -> SSAValue:
-    """Emit the scalar form of the elementwise `op_type` on `args` at the builder."""
+    """Emit the scalar form of the elementwise `op_type` on `args` at the builder. Unless the form
+    is one op of `args`, its float arithmetic is marked the form's (`EXPANSION_ATTRIBUTE`)."""
     emitter = SCALAR_LOWERINGS.get(op_type)
     if emitter is None:
         raise NotImplementedError(
             f"no scalar lowering for '{op_type.name}': add it to SCALAR_LOWERINGS in "
             "src/xfuse/transforms/scalar.py"
         )
-    return emitter(builder, args, compute_type)
+    result = emitter(builder, args, compute_type)
+    owner = result.owner
+    if not isinstance(owner, Operation) or list(owner.operands) != list(args):
+        _mark_expansion(result, args)
+    return result
+
+
+def unmark_expansion(op: Operation) -> bool:
+    """Drop `op`'s `EXPANSION_ATTRIBUTE` (for the passes that consume it); whether it had one."""
+    return op.attributes.pop(EXPANSION_ATTRIBUTE, None) is not None
+
+
+def _mark_expansion(result: SSAValue, args: Sequence[SSAValue]) -> None:
+    """Mark the float arithmetic that computes `result` from `args` with `EXPANSION_ATTRIBUTE`."""
+    seen = set(args)
+    pending = [result]
+    while pending:
+        value = pending.pop()
+        owner = value.owner
+        if value in seen or not isinstance(owner, Operation):
+            continue
+        seen.add(value)
+        if isinstance(owner, FLOAT_ARITHMETIC):
+            owner.attributes[EXPANSION_ATTRIBUTE] = UnitAttr()
+        pending.extend(owner.operands)
 
 
 _F32 = Float32Type()

@@ -9,8 +9,9 @@ dimension; on buffers the kernel's `outs` become the generic's `outs`. Leftover 
 become `arith.constant dense<...>` splats.
 
 The result holds only upstream dialects (func, arith, math, tensor, linalg, memref) and prints in a
-syntax `mlir-opt` accepts. Unfused elementwise ops (`ew.add`, ...) are not exported: run `ew-fuse`
-first (`ew-fuse{mode=none}` gives one kernel per op).
+syntax `mlir-opt` accepts; fusion's `ew.expansion` marks are dropped. Unfused elementwise ops
+(`ew.add`, ...) are not exported: run `ew-fuse` first (`ew-fuse{mode=none}` gives one kernel per
+op).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
+from xfuse.transforms.scalar import unmark_expansion
 
 
 def broadcasting_map(operand_shape: tuple[int, ...], iteration_shape: tuple[int, ...]) -> AffineMap:
@@ -135,6 +137,8 @@ class KernelToGeneric(RewritePattern):
         yield_op = kernel.yield_op
         rewriter.replace(yield_op, YieldOp(*yield_op.values))
         body = rewriter.move_region_contents_to_new_regions(kernel.body)
+        for op in body.walk():
+            unmark_expansion(op)
         for output in outputs:
             body.block.insert_arg(ew.element_type(output.type), len(body.block.args))
 
