@@ -113,7 +113,7 @@ class XfuseDefaultPass(ModulePass):
     """`ew-expand-math`'s: vectorizable approximations, or calls to the C library."""
 
     fastmath: str = "none"
-    """`ew-to-llvm`'s fast-math flags for the program's own arithmetic ("contract": FMAs,
+    """`ew-expand-math`'s fast-math flags for the program's own arithmetic ("contract": FMAs,
     unsafe)."""
 
     f16c: bool = False
