@@ -346,7 +346,7 @@ def test_afn_approximates_the_programs_divisions_only(fastmath: str, tmp_path: P
 def test_fastmath_leaves_the_scalar_forms_of_ops_as_written(fastmath: str) -> None:
     # sigmoid, log1p and softplus are one op of the program each: the flags find none of the
     # program's arithmetic in their kernels, whose PTX is `none`'s (with `afn`, sigmoid's and
-    # log1p's divisions were `div.approx.f32`). Beside the program's `x / y`, only that one is.
+    # log1p's divisions were `div.approx.f32`). Beside sigmoid, the program's own `x / y` is.
     for function in ("sigmoid", "log1p", "softplus"):
         source = f"out = {function}(x);"
         ptx = xfuse.compile(source, target="cuda", fastmath=fastmath).ptx
