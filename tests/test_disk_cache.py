@@ -501,6 +501,13 @@ def test_no_cache_limit_is_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cache_files.max_bytes() == cache_files.DEFAULT_MAX_BYTES
 
 
+def compile_new(cache: Path, program: str) -> set[Path]:
+    """Compile `program`: the entries it adds to `cache`."""
+    before = set(entries(cache))
+    xfuse.compile(program)
+    return set(entries(cache)) - before
+
+
 def age(paths: list[Path], seconds: float) -> None:
     """Set `paths`' modification times `seconds` back: when they were last used."""
     when = time.time() - seconds
@@ -517,12 +524,7 @@ def test_a_write_past_the_limit_evicts_the_least_recently_used(
     first's that a hit used since."""
     programs = ["out = x * 3;", "out = x * 5;", "out = x * 7;"]
 
-    def compile_new(program: str) -> set[Path]:
-        before = set(entries(cache))
-        xfuse.compile(program)
-        return set(entries(cache)) - before
-
-    first, second = compile_new(programs[0]), compile_new(programs[1])
+    first, second = compile_new(cache, programs[0]), compile_new(cache, programs[1])
     age(list(first), 3600)  # written first,
     age(list(second), 1800)
     xfuse.clear_cache()
@@ -530,7 +532,8 @@ def test_a_write_past_the_limit_evicts_the_least_recently_used(
     used = {path for path in first if time.time() - path.stat().st_mtime < 60}
     limit = sum(path.stat().st_size for path in entries(cache)) * 7 // 8
     monkeypatch.setenv("XFUSE_CACHE_MAX_BYTES", str(limit))
-    third = compile_new(programs[2])
+    monkeypatch.setattr(cache_files, "SIZE_CHECK_INTERVAL_NS", 0)  # a check at every write
+    third = compile_new(cache, programs[2])
     assert len(lowerings) == 3 and len(used) == 1 and len(third) == 2
     assert set(entries(cache)) == used | third
     assert sum(path.stat().st_size for path in entries(cache)) <= limit * 0.9
@@ -538,6 +541,29 @@ def test_a_write_past_the_limit_evicts_the_least_recently_used(
     for program in programs:
         xfuse.compile(program)
     assert len(lowerings) == 4  # the evicted one compiled again, the others hit
+
+
+def test_a_write_checks_the_size_at_most_once_a_minute(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The size check lists and stats every entry (240 ms for 20,000): a write makes it only
+    where the last one, by any process, is a minute old; `clear` removes its marker."""
+
+    xfuse.compile("out = x * 3;")  # the first write checks: the marker is made
+    marker = cache / cache_files.SIZE_CHECK_MARKER
+    assert marker.exists() and len(entries(cache)) == 2
+    monkeypatch.setenv("XFUSE_CACHE_MAX_BYTES", "1")
+    xfuse.compile("out = x * 5;")  # past the limit, but checked under a minute ago
+    assert len(entries(cache)) == 4
+    age([marker], 61)
+    seven = compile_new(cache, "out = x * 7;")  # a minute on: the first write evicts the rest
+    assert set(entries(cache)) == seven  # and its second is under a minute after that check
+    age([marker], -3600)  # in the future (a clock set back): due too
+    nine = compile_new(cache, "out = x * 9;")
+    assert set(entries(cache)) == nine
+    size = sum(path.stat().st_size for path in nine)
+    assert disk_cache.clear() == (2, size)
+    assert not marker.exists()
 
 
 def test_eviction_goes_by_use_across_toolchains_and_leaves_what_it_does_not_own(
@@ -676,8 +702,9 @@ EVICTING_WRITER = textwrap.dedent(
     """
     import sys
     import xfuse
-    from xfuse.runtime import disk_cache
+    from xfuse.runtime import cache_files, disk_cache
 
+    cache_files.SIZE_CHECK_INTERVAL_NS = 0  # a size check at every write
     kernel = xfuse.compile(sys.argv[1])
     for index in range(40):  # a new entry each time, past a limit of a few: each evicts
         disk_cache.store(("evicting", sys.argv[2], str(index)), kernel.program, "main")

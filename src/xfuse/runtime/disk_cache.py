@@ -56,6 +56,7 @@ from xfuse.codegen.native import host_cpu, load_object_code
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.cache_files import (
     ENTRY_SUFFIX,
+    SIZE_CHECK_MARKER,
     cache_dir,
     entry_path,
     max_bytes,
@@ -294,12 +295,14 @@ def info() -> CacheInfo:
 
 
 def clear() -> tuple[int, int]:
-    """Remove every entry and leftover temporary file (nothing else) and the toolchains'
-    subdirectories they leave empty: (files, bytes) removed."""
+    """Remove every entry, leftover temporary file and the size check's marker (nothing else)
+    and the toolchains' subdirectories they leave empty: (files, bytes) removed, the marker not
+    counted."""
     directory = cache_dir()
     if directory is None:
         return 0, 0
     files = own_files(directory)
     removed = remove([*files.entries, *files.temporaries])
     remove_empty_directories(files.directories)
+    (directory / SIZE_CHECK_MARKER).unlink(missing_ok=True)
     return removed
