@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from xdsl.context import Context
-from xdsl.dialects import arith, func, memref
+from xdsl.dialects import arith, func, memref, test
 from xdsl.dialects import math as math_dialect
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -337,6 +337,24 @@ def test_verifier_messages_from_the_python_api() -> None:
         ew.MulOp(x[2], x[2], tensor(f32, 4)).verify()
     with pytest.raises(ValueError, match="do not broadcast"):
         ew.SubOp(x[2], Block(arg_types=[tensor(f32, 4)]).args[0])  # result type inferred
+
+
+@pytest.mark.parametrize("kind", ["no result", "two results", "a region"])
+def test_a_kernel_region_op_takes_and_gives_scalars(kind: str) -> None:
+    """Each op of a kernel's region computes one scalar from scalars (`ew-kernel-to-loops`
+    places it by its one result: an op of none was an IndexError there); a memref's op is in
+    invalid.mlir."""
+    f32 = Float32Type()
+    block = Block(arg_types=[f32])
+    results = {"no result": [], "two results": [f32, f32], "a region": [f32]}[kind]
+    regions = [Region()] if kind == "a region" else []
+    odd = test.TestOp(operands=[block.args[0]], result_types=results, regions=regions)
+    block.add_ops([odd, ew.YieldOp(block.args[0])])
+    kernel = ew.KernelOp(
+        Block(arg_types=[tensor(f32, DYN)]).args, [], [tensor(f32, DYN)], Region(block)
+    )
+    with pytest.raises(VerifyException, match="region op 'test.op' must take and give scalars"):
+        kernel.verify()
 
 
 # ---------------------------------------------------------------------------------------------

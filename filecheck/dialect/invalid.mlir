@@ -157,6 +157,23 @@ func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
 
 // -----
 
+// The region computes one element from scalars: an op of a memref (or of no result, or with a
+// region: tests/test_dialect.py) has no place in its loop (ew-kernel-to-loops raised an
+// IndexError on a store).
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' region op 'memref.alloca' must take and give scalars: one result, scalar operands, no regions (the region computes one element)
+func.func @f(%x: memref<?xf32>, %out: memref<?xf32>) {
+  ew.kernel ins(%x : memref<?xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%a: f32):
+    %c0 = arith.constant 0 : index
+    %m = memref.alloca() : memref<1xf32>
+    memref.store %a, %m[%c0] : memref<1xf32>
+    ew.yield %a : f32
+  }
+  func.return
+}
+
+// -----
+
 // CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' block argument 0 has type f64, expected the element type f32 of input 0
 func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {
   %r = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {

@@ -48,6 +48,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     MemRefType,
     NoneAttr,
+    ShapedType,
     TensorType,
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
@@ -1107,8 +1108,9 @@ class KernelOp(IRDLOperation):
     """A fused elementwise kernel: its region runs once per element of the iteration space.
 
     The region's block takes one scalar per input (its element type) and yields one scalar per
-    result. Inputs broadcast to the iteration space, the shape shared by all results. Before
-    bufferization a kernel reads tensors and returns tensors:
+    result; each op of it takes scalars and gives one (no memrefs, no regions). Inputs broadcast
+    to the iteration space, the shape shared by all results. Before bufferization a kernel reads
+    tensors and returns tensors:
 
         %y = ew.kernel ins(%x, %b : tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32> {
         ^bb0(%xs: f32, %bs: f32):
@@ -1185,6 +1187,15 @@ class KernelOp(IRDLOperation):
                 raise VerifyException(
                     f"'ew.kernel' block argument {index} has type {arg.type}, expected the "
                     f"element type {element_type(operand.type)} of input {index}"
+                )
+        for op in list(self.block.ops)[:-1]:
+            # The region computes one element from scalars: `ew-kernel-to-loops` places each op
+            # by its one result's operands (a `memref.store` there was a raw IndexError).
+            shaped = any(isinstance(v.type, ShapedType) for v in (*op.operands, *op.results))
+            if len(op.results) != 1 or op.regions or shaped:
+                raise VerifyException(
+                    f"'ew.kernel' region op '{op.name}' must take and give scalars: one result, "
+                    "scalar operands, no regions (the region computes one element)"
                 )
         destinations = self.destinations()
         yielded = self.yield_op.values
