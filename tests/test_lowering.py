@@ -35,6 +35,7 @@ from xfuse.codegen.native import (
     pair_bf16_parts,
     prefetch_loads,
 )
+from xfuse.runtime.arrays import ArgumentError
 from xfuse.runtime.compiler import Options, clear_cache, compile_bufferized
 from xfuse.runtime.kernel import Kernel
 from xfuse.transforms.pipeline import pipeline_context
@@ -1038,6 +1039,159 @@ def test_strided_alloc_is_rejected() -> None:
 def test_kernel_arguments_must_be_contiguous() -> None:
     with pytest.raises(DiagnosticException, match="argument 'x' is a memref<\\?x4xf32, strided"):
         compile_text(STRIDED_KERNEL, ["x"])
+
+
+def copy(source: str, dest: str, source_type: str = "memref<?xf32>", dest_type: str = "") -> str:
+    """An `ew.kernel` copying `source` into `dest` (of `source_type` unless `dest_type`)."""
+    return f"""
+  ew.kernel ins(%{source} : {source_type}) outs(%{dest} : {dest_type or source_type}) {{
+  ^bb0(%element: f32):
+    ew.yield %element : f32
+  }}"""
+
+
+def bufferized_main(arguments: str, *body: str) -> str:
+    return f"func.func @main({arguments}) {{{''.join(body)}\n  func.return\n}}"
+
+
+def test_a_dynamic_input_takes_a_temporarys_static_size() -> None:
+    """A kernel writing a `memref<8xf32>` temporary from a `?` input loops over 8: the input is
+    8 (as `compile_module` makes it on tensors), and the call says so for another size (an x of
+    2 was read past its end, one of 20 gave 12 elements of garbage)."""
+    text = bufferized_main(
+        "%x: memref<?xf32>, %out: memref<?xf32>",
+        "\n  %t = memref.alloc() : memref<8xf32>",
+        copy("x", "t", "memref<?xf32>", "memref<8xf32>"),
+        copy("t", "out", "memref<8xf32>", "memref<?xf32>"),
+    )
+    kernel = compile_text(text, ["x"])
+    assert kernel.signature == "(x: float32[8]) -> (out: float32[8])"
+    x = np.arange(8, dtype=np.float32)
+    np.testing.assert_array_equal(kernel(x=x), x)
+    for n in (2, 20):
+        with pytest.raises(ArgumentError, match="argument 'x': dimension 0 must be 8"):
+            kernel(x=np.zeros(n, np.float32))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "inputs"),
+    [("%x: memref<?xf32>, %out: memref<?x?xf32>", ["x"]), ("%out: memref<?xf32>", [])],
+)
+def test_an_output_dim_no_input_has_is_rejected(arguments: str, inputs: list[str]) -> None:
+    """Nothing gives the size of such a dim: the call made one up from another axis (x of 3
+    gave a [3, 3] result) or raised an IndexError (no inputs)."""
+    source = "x" if inputs else None
+    body = (
+        copy("x", "out", "memref<?xf32>", "memref<?x?xf32>")
+        if source
+        else """
+  ew.kernel ins() outs(%out : memref<?xf32>) {
+    %c = arith.constant 1.5 : f32
+    ew.yield %c : f32
+  }"""
+    )
+    with pytest.raises(DiagnosticException, match="output 'out' .* has a \\? on dimension 0"):
+        compile_text(bufferized_main(arguments, body), inputs)
+
+
+TWO_D = "%x: memref<?x?xf32>, %out: memref<?x?xf32>"
+DIMS = """
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %t0 = memref.dim %x, %c0 : memref<?x?xf32>
+  %d0 = memref.dim %x, %c1 : memref<?x?xf32>"""
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (  # a temporary of [d, d] read x of [t, d] past its end
+            bufferized_main(
+                TWO_D,
+                DIMS,
+                "\n  %t = memref.alloc(%d0, %d0) : memref<?x?xf32>",
+                copy("x", "t", "memref<?x?xf32>"),
+                copy("x", "out", "memref<?x?xf32>"),
+            ),
+            "'memref.alloc' size 0 must be a 'memref.dim' of a \\? on the same axis",
+        ),
+        (  # n + 1 elements: read x one past its end
+            bufferized_main(
+                TWO_D,
+                DIMS,
+                "\n  %m = arith.addi %d0, %c1 : index",
+                "\n  %t = memref.alloc(%t0, %m) : memref<?x?xf32>",
+                copy("x", "t", "memref<?x?xf32>"),
+                copy("x", "out", "memref<?x?xf32>"),
+            ),
+            "'arith.addi' is not of the ew-bufferize form",
+        ),
+        (  # out = x - x[0]: each slice of a split call read its own first element
+            bufferized_main(
+                "%x: memref<?xf32>, %out: memref<?xf32>",
+                """
+  %c0 = arith.constant 0 : index
+  %first = memref.load %x[%c0] : memref<?xf32>
+  %s = memref.alloc() : memref<1xf32>
+  memref.store %first, %s[%c0] : memref<1xf32>
+  ew.kernel ins(%x, %s : memref<?xf32>, memref<1xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%xs: f32, %ss: f32):
+    %d = arith.subf %xs, %ss : f32
+    ew.yield %d : f32
+  }""",
+            ),
+            "'memref.load' is not of the ew-bufferize form",
+        ),
+        (  # the caller's x was overwritten
+            bufferized_main(
+                "%x: memref<?xf32>, %out: memref<?xf32>", copy("x", "x"), copy("x", "out")
+            ),
+            "'ew.kernel' writes input 'x'",
+        ),
+        (  # returned uninitialized
+            bufferized_main(
+                "%x: memref<?xf32>, %y: memref<?xf32>, %out: memref<?xf32>", copy("x", "y")
+            ),
+            "no 'ew.kernel' writes output 'out'",
+        ),
+        (  # free() of the caller's array, which numpy freed again: heap corruption
+            bufferized_main(
+                "%x: memref<?xf32>, %out: memref<?xf32>",
+                copy("x", "out"),
+                "\n  memref.dealloc %x : memref<?xf32>",
+            ),
+            "'memref.dealloc' of 'x', which no 'memref.alloc' made",
+        ),
+        (  # read uninitialized
+            bufferized_main("%x: memref<?xf32>, %out: memref<?xf32>", copy("out", "out")),
+            "'ew.kernel' reads 'out' before any kernel writes it",
+        ),
+        (
+            bufferized_main("%s: f32, %x: memref<?xf32>, %out: memref<?xf32>", copy("x", "out")),
+            "argument 's' is a f32: the function must be bufferized",
+        ),
+    ],
+)
+def test_ir_a_kernel_cannot_run_safely_is_rejected(text: str, error: str) -> None:
+    inputs = ["s", "x"] if "%s: f32" in text else ["x"]
+    with pytest.raises(DiagnosticException, match=error):
+        compile_text(text, inputs)
+
+
+@pytest.mark.parametrize(
+    ("names", "exception", "error"),
+    [
+        (["x", "y", "z"], ValueError, "3 input names for a function of 2 arguments"),
+        ("xy", TypeError, "input_names must be a list of names, got 'xy'"),
+        (["out"], ValueError, "two arguments are named 'out'"),
+    ],
+)
+def test_input_names_must_fit_the_function(
+    names: list[str], exception: type[Exception], error: str
+) -> None:
+    text = bufferized_main("%x: memref<?xf32>, %out: memref<?xf32>", copy("x", "out"))
+    with pytest.raises(exception, match=error):
+        compile_text(text, names)
 
 
 def test_memref_result_is_a_located_diagnostic() -> None:

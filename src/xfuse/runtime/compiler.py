@@ -330,15 +330,16 @@ def _program(module: ModuleOp, output_names: Sequence[str] | None, options: Opti
 
 
 def _with_static_inputs(module: ModuleOp) -> ModuleOp:
-    """`module`, or a copy whose inputs have each `?` dim that another value of the function has
-    statically (not 1) on the same axis made that size (right-aligned, as numpy's).
+    """`module`, or a copy whose arguments have each `?` dim that another value of the function
+    has statically (not 1) on the same axis made that size (right-aligned, as numpy's).
 
-    A `?` never broadcasts, so such an input must be that size, which its type then says (and
+    A `?` never broadcasts, so such an argument must be that size, which its type then says (and
     the call checks): with `%t = ew.add %x, %c : tensor<?xf32>, tensor<3xf32> -> tensor<3xf32>`
-    then `%y = ew.add %t, %x : ... -> tensor<?xf32>`, an `x` of 5 read past the end of `t`.
+    then `%y = ew.add %t, %x : ... -> tensor<?xf32>`, an `x` of 5 read past the end of `t`; in
+    bufferized IR, a kernel writing a `memref<8xf32>` temporary from an `x` of 2 read past its end.
     Static sizes that disagree on an axis are an error naming both types.
     """
-    from xdsl.dialects.builtin import TensorType
+    from xdsl.dialects.builtin import MemRefType, TensorType
     from xdsl.rewriter import Rewriter
     from xdsl.utils.exceptions import DiagnosticException
 
@@ -350,7 +351,7 @@ def _with_static_inputs(module: ModuleOp) -> ModuleOp:
         value.type
         for op in function.walk()
         for value in (*op.operands, *op.results)
-        if isinstance(value.type, TensorType)
+        if isinstance(value.type, TensorType | MemRefType)
     ]
     rank = max((len(type_.get_shape()) for type_ in types), default=0)
     sizes: list[tuple[int, Attribute] | None] = [None] * rank
@@ -369,7 +370,7 @@ def _with_static_inputs(module: ModuleOp) -> ModuleOp:
             sizes[rank - len(shape) + axis] = (size, type_)
 
     def refined(type_: Attribute) -> Attribute:
-        if not isinstance(type_, TensorType):
+        if not isinstance(type_, TensorType | MemRefType):
             return type_
         shape = type_.get_shape()
         offset = rank - len(shape)
@@ -377,7 +378,11 @@ def _with_static_inputs(module: ModuleOp) -> ModuleOp:
             known[0] if size == DYNAMIC_INDEX and (known := sizes[offset + axis]) else size
             for axis, size in enumerate(shape)
         ]
-        return type_ if static == list(shape) else TensorType(type_.element_type, static)
+        if static == list(shape):
+            return type_
+        if isinstance(type_, TensorType):
+            return TensorType(type_.element_type, static)
+        return MemRefType(type_.element_type, static)  # (no layout: `compile_bufferized` checks)
 
     if all(refined(arg.type) == arg.type for arg in function.args):
         return module
@@ -559,27 +564,24 @@ def compile_bufferized(
     """Compile a bufferized module (the `ew-bufferize` contract: inputs, then output buffers).
 
     `input_names` says how many leading memref arguments are inputs; the rest are outputs,
-    named after their SSA names. Not cached: for hand-written IR and tests of the lowering.
+    named after their SSA names. The function must be in the form `ew-bufferize` makes
+    (`xfuse.runtime.bufferized` checks it, naming the argument or op); as in `compile_module`,
+    an argument's `?` takes the static size another buffer has on its axis, so the call checks
+    it. Not cached: for hand-written IR and tests of the lowering.
     """
-    from xdsl.dialects.builtin import MemRefType, NoneAttr
-    from xdsl.utils.exceptions import DiagnosticException
-
+    from xfuse.runtime.bufferized import argument_names, check_function, check_output_sizes
     from xfuse.transforms.pipeline import only_function
 
     options = options or Options()
+    module.verify()
+    names = argument_names(only_function(module), input_names)
+    check_function(only_function(module), names, len(input_names))
+    module = _with_static_inputs(module)
     function = only_function(module)
     args = function.body.block.args
-    names = [*input_names] + [
-        arg.name_hint or f"out{i}" for i, arg in enumerate(args[len(input_names) :])
-    ]
-    for name, arg in zip(names, args, strict=True):
-        if isinstance(arg.type, MemRefType) and not isinstance(arg.type.layout, NoneAttr):
-            raise DiagnosticException(
-                f"compile_bufferized: argument '{name}' is a {arg.type}: a Kernel passes "
-                "C-contiguous arrays, so only memrefs without a layout can be its arguments"
-            )
     parameters = [_parameter(name, arg.type) for name, arg in zip(names, args, strict=True)]
     inputs, outputs = parameters[: len(input_names)], parameters[len(input_names) :]
+    check_output_sizes(inputs, outputs)
     with collector_paused():
         first = module.clone()
         program = _run_pipeline(
