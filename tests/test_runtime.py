@@ -1600,6 +1600,21 @@ def test_static_sizes_that_disagree_on_an_axis_are_an_error() -> None:
         compile_module(Parser(pipeline_context(), source).parse_module())
 
 
+@pytest.mark.parametrize(
+    ("arguments", "type_"), [("%s: f32, ", "f32"), ("%s: memref<?xf32>, ", "memref<\\?xf32>")]
+)
+def test_compile_module_takes_tensors_only(arguments: str, type_: str) -> None:
+    """An argument of another type is an error naming it (a scalar was a raw AttributeError)."""
+    source = f"""func.func @main({arguments}%x: tensor<?xf32>) -> tensor<?xf32> {{
+      %y = ew.add %x, %x : tensor<?xf32>, tensor<?xf32> -> tensor<?xf32>
+      func.return %y : tensor<?xf32>
+    }}"""
+    with pytest.raises(
+        DiagnosticException, match=f"compile_module: 'func.func' @main argument #0 has type {type_}"
+    ):
+        compile_module(Parser(pipeline_context(), source).parse_module())
+
+
 def test_compile_module_of_a_built_function() -> None:
     module = parse_program("out = sqrt(x);")
     kernel = compile_module(module)

@@ -445,7 +445,12 @@ def compile_module(
     threads: int = 1,
 ) -> Kernel:
     """Compile a frontend module (one `func.func` on tensors of `ew` ops) to a `Kernel`
-    (default options: `Options()`)."""
+    (default options: `Options()`); an argument or result of another type is an error naming it
+    (a scalar argument was a raw AttributeError)."""
+    from xfuse.dialects.ew import check_tensor_signature
+    from xfuse.transforms.pipeline import only_function
+
+    check_tensor_signature(only_function(module), "compile_module")
     return _kernel(_program(module, output_names, options or Options()), threads)
 
 
