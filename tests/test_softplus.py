@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from xdsl.dialects import arith
 
 import xfuse
 from xfuse.analysis.cost import CostOptions
@@ -228,3 +229,27 @@ def test_log_sigmoid_is_exact_at_special_values_and_accurate(math_mode: str) -> 
     bound = getattr(ew.SoftplusOp.ACCURACY, math_mode)
     error = np.abs(got[9:] - want[9:])
     assert np.all(error <= bound.relative * np.abs(want[9:]) + bound.absolute)
+
+
+@pytest.mark.parametrize("math_mode", ["approx", "libm"])
+def test_log_sigmoid_folds_in_float64_with_the_same_bits(math_mode: str) -> None:
+    # The fold is dtype-generic (negations, the select and -(a + l) = -a - l are exact in any
+    # IEEE format): the f64 kernel loses the relu's compare and matches -logaddexp(0, -x).
+    source = "y = -softplus(-x);"
+    passes = "ew-optimize,ew-fuse,ew-bufferize,ew-workspace,ew-kernel-to-loops"
+    passes += f",ew-expand-math{{math={math_mode}}}"
+    module = apply_pipeline(parse_program(source, dtype="float64"), passes)
+    predicates = [
+        arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
+        for op in module.walk()
+        if isinstance(op, arith.CmpfOp)
+    ]
+    assert predicates == ["olt"]
+    special = [0.0, -0.0, np.inf, -np.inf, 1e300, -1e300, 800.0, -800.0, np.nan]
+    x = np.concatenate([special, np.linspace(-700, 700, 20001)])
+    got = xfuse.compile(source, math=math_mode, dtype="float64")(x=x)
+    with np.errstate(invalid="ignore"):
+        want = -np.logaddexp(0.0, -x)
+    np.testing.assert_array_equal(np.signbit(got[:8]), np.signbit(want[:8]))
+    np.testing.assert_array_equal(got[:9], want[:9])
+    np.testing.assert_allclose(got[9:], want[9:], rtol=1e-12, atol=0)

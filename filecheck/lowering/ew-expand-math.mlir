@@ -336,6 +336,37 @@ func.func @log_sigmoid(%x: f32) -> f32 {
   func.return %result : f32
 }
 
+// In f64 too (the fold is exact in any IEEE format), with libm's exp and log1p in both modes.
+// CHECK-LABEL: func.func @log_sigmoid_f64
+// CHECK-SAME:    (%[[X:.*]]: f64)
+// CHECK-NOT:     arith.cmpf ogt
+// CHECK:         %[[L:.*]] = func.call @log1p(%{{.*}}) : (f64) -> f64
+// CHECK-NEXT:    %[[MINUS_ZERO:.*]] = arith.constant -0.000000e+00 : f64
+// CHECK-NEXT:    %[[NEGATIVE:.*]] = arith.cmpf olt, %[[X]], %[[MINUS_ZERO]] : f64
+// CHECK-NEXT:    %[[MINIMUM:.*]] = arith.select %[[NEGATIVE]], %[[X]], %[[MINUS_ZERO]] : f64
+// CHECK-NEXT:    %[[RESULT:.*]] = arith.subf %[[MINIMUM]], %[[L]] : f64
+// CHECK-NEXT:    func.return %[[RESULT]]
+// LIBM-LABEL: func.func @log_sigmoid_f64
+// LIBM-NOT:      arith.cmpf ogt
+// LIBM:          %[[L:.*]] = func.call @log1p(%{{.*}}) : (f64) -> f64
+// LIBM:          arith.cmpf olt
+// LIBM-NEXT:     %[[MINIMUM:.*]] = arith.select
+// LIBM-NEXT:     %[[RESULT:.*]] = arith.subf %[[MINIMUM]], %[[L]] : f64
+// LIBM-NEXT:     func.return %[[RESULT]]
+func.func @log_sigmoid_f64(%x: f64) -> f64 {
+  %zero = arith.constant 0.000000e+00 : f64
+  %y = arith.negf %x : f64
+  %is_positive = arith.cmpf ogt, %y, %zero : f64
+  %positive = arith.select %is_positive, %y, %zero : f64
+  %a = math.absf %y : f64
+  %m = arith.negf %a : f64
+  %e = math.exp %m : f64
+  %l = math.log1p %e : f64
+  %softplus = arith.addf %positive, %l : f64
+  %result = arith.negf %softplus : f64
+  func.return %result : f64
+}
+
 // exp's 2^n is built from n's bits by integer ops (a shift and an add; a select for denormal
 // results in the full range), or with `ldexp=true` (hosts with AVX-512) applied to e^r by one
 // llvm.ldexp, n the rounding trick's bits less the trick's own: the same bits.

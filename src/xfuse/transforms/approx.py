@@ -561,7 +561,7 @@ def times_half_plus(x: SSAValue, half: SSAValue) -> SSAValue:
 
 
 def beside_constant(op: arith.AddfOp | arith.MulfOp, literal: float) -> SSAValue | None:
-    """The other operand of `op` where one is the f32 constant `literal` (either order), else
+    """The other operand of `op` where one is the constant `literal` (either order), else
     None."""
     if is_constant(op.lhs, literal):
         return op.rhs
@@ -569,9 +569,10 @@ def beside_constant(op: arith.AddfOp | arith.MulfOp, literal: float) -> SSAValue
 
 
 def is_constant(value: SSAValue, literal: float) -> bool:
-    return isinstance(value.owner, arith.ConstantOp) and value.owner.value == FloatAttr(
-        literal, _F32
-    )
+    """`value` is a float constant holding `literal` in its own type (f32 or f64: the f64
+    log-sigmoid folds too), sign of zero included."""
+    held = value.owner.value if isinstance(value.owner, arith.ConstantOp) else None
+    return isinstance(held, FloatAttr) and held == FloatAttr(literal, held.type)
 
 
 def _is_zero(value: SSAValue) -> bool:
