@@ -19,7 +19,8 @@ special values (+-0, +-inf, NaN) against numpy's; `--dry-run` compiles those ker
 
 `--dry-run` needs no GPU: it compiles every variant to PTX, checks that each has as many entries
 as the model has kernels, and reports the predictions only (this is what the tests run). Without
-it, where there is no GPU or no cuda-python, the script says which and exits with status 2.
+it, where there is no GPU or no cuda-python, the script says which and exits with status 2; a
+driver call that fails later is one line naming it, and status 1.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import json
 import math
 import statistics
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -140,19 +142,28 @@ class Gpu:
         self.name = call("cuDeviceGetName", 256, call("cuDeviceGet", 0))
         self.name = self.name.split(b"\0")[0].decode()
 
+    @contextmanager
+    def _event(self) -> Iterator[Any]:
+        """A CUDA event, destroyed on leaving (each `time` makes two: they would pile up)."""
+        event = self.device.call("cuEventCreate", 0)
+        try:
+            yield event
+        finally:
+            self.device.call("cuEventDestroy", event)
+
     def time(self, work: Callable[[], None], repeat: int, warmup: int = 3) -> float:
         """Median seconds of `work` (launches on the default stream) between two events."""
         call = self.device.call
-        start, stop = call("cuEventCreate", 0), call("cuEventCreate", 0)
-        for _ in range(warmup):
-            work()
-        times = []
-        for _ in range(repeat):
-            call("cuEventRecord", start, 0)
-            work()
-            call("cuEventRecord", stop, 0)
-            call("cuEventSynchronize", stop)
-            times.append(call("cuEventElapsedTime", start, stop) * 1e-3)
+        with self._event() as start, self._event() as stop:
+            for _ in range(warmup):
+                work()
+            times = []
+            for _ in range(repeat):
+                call("cuEventRecord", start, 0)
+                work()
+                call("cuEventRecord", stop, 0)
+                call("cuEventSynchronize", stop)
+                times.append(call("cuEventElapsedTime", start, stop) * 1e-3)
         return statistics.median(times)
 
     def copy_bandwidth(self, nbytes: int, repeat: int) -> float:
@@ -371,6 +382,22 @@ def plot(report: Report, path: Path) -> None:
     figure.savefig(path)
 
 
+def measure_all(gpu: Gpu | None, report: Report, args: argparse.Namespace) -> None:
+    """Fill `report`: the ceilings, each variant, PyTorch and the f64 math (predictions and
+    compiles only without a GPU)."""
+    if gpu is not None:
+        report.gpu = gpu.name
+        report.copy_bandwidth = gpu.copy_bandwidth(1 << 30, args.repeat)
+        report.launch_s = gpu.launch_time(args.arch)
+    for dtype in DTYPES:
+        fused, unfused = predict(dtype, args)
+        for cost in (fused, unfused):
+            report.variants.append(run_variant(gpu, report, dtype, cost is fused, cost, args))
+    if gpu is not None:
+        time_torch(gpu, report, args)
+    report.math = [check_math(gpu, check, args.arch) for check in F64_MATH]
+
+
 def main(argv: list[str] | None = None) -> Report:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="h200", help="the cost model's device")
@@ -390,17 +417,10 @@ def main(argv: list[str] | None = None) -> Report:
         gpu = None if args.dry_run else Gpu()
     except xfuse.CudaUnavailableError as error:
         parser.exit(2, f"gpu_validate: {error}\n(--dry-run compiles and predicts without a GPU)\n")
-    if gpu is not None:
-        report.gpu = gpu.name
-        report.copy_bandwidth = gpu.copy_bandwidth(1 << 30, args.repeat)
-        report.launch_s = gpu.launch_time(args.arch)
-    for dtype in DTYPES:
-        fused, unfused = predict(dtype, args)
-        for cost in (fused, unfused):
-            report.variants.append(run_variant(gpu, report, dtype, cost is fused, cost, args))
-    if gpu is not None:
-        time_torch(gpu, report, args)
-    report.math = [check_math(gpu, check, args.arch) for check in F64_MATH]
+    try:
+        measure_all(gpu, report, args)
+    except xfuse.CudaError as error:  # names the driver call: a line, not a traceback
+        parser.exit(1, f"gpu_validate: {error}\n")
     # With `--json -` the JSON alone goes to stdout, the report to stderr.
     print_report(report, sys.stderr if str(args.json) == "-" else sys.stdout)
     if args.json is not None:

@@ -704,6 +704,9 @@ class _Result(Enum):
     CUDA_ERROR_NO_BINARY_FOR_GPU = 209
 
 
+_SUCCESS = _Result.CUDA_SUCCESS
+
+
 def _fake_driver(monkeypatch: pytest.MonkeyPatch, **functions: Any) -> None:
     """`cuda.bindings.driver` as cuda-python shows it, with the given functions."""
     driver = types.SimpleNamespace(
@@ -881,23 +884,16 @@ def test_the_gpu_validation_script_times_through_xfuses_driver_calls(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Its CUDA events go through `CudaDriver.call`: a failing one is `xfuse.CudaError` naming
-    the call, as the kernels' calls are."""
+    the call, as the kernels' calls are. Each timing destroys its two events, failing or not."""
     script = _load("gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
-    success = _Result.CUDA_SUCCESS
-    events = iter(range(1, 100))
     elapsed_ms = iter([3.0, 1.0, 2.0])
-    _fake_gpu(
-        monkeypatch,
-        cuDeviceGetName=lambda length, device: (success, b"NVIDIA H200".ljust(length, b"\0")),
-        cuEventCreate=lambda flags: (success, next(events)),
-        cuEventRecord=lambda event, stream: (success,),
-        cuEventSynchronize=lambda event: (success,),
-        cuEventElapsedTime=lambda start, stop: (success, next(elapsed_ms)),
+    created, live = _fake_event_gpu(
+        monkeypatch, cuEventElapsedTime=lambda start, stop: (_SUCCESS, next(elapsed_ms))
     )
-    monkeypatch.setattr("xfuse.runtime.cuda.cuda_device", CudaDriver)
     gpu = script.Gpu()
     assert gpu.name == "NVIDIA H200"
     assert gpu.time(lambda: None, 3, warmup=0) == 2e-3  # the median
+    assert (len(created), live) == (2, set())
     monkeypatch.setattr(
         sys.modules["cuda.bindings.driver"],
         "cuEventSynchronize",
@@ -907,6 +903,59 @@ def test_the_gpu_validation_script_times_through_xfuses_driver_calls(
         xfuse.CudaError, match="cuEventSynchronize: CUDA driver error CUDA_ERROR_OUT"
     ):
         gpu.time(lambda: None, 1)
+    assert (len(created), live) == (4, set())
+
+
+def _fake_event_gpu(
+    monkeypatch: pytest.MonkeyPatch, **functions: Any
+) -> tuple[list[int], set[int]]:
+    """`_fake_gpu` with an H200's name and CUDA events (`functions` replace any), opened by
+    `xfuse.runtime.cuda.cuda_device`: the events created, and those not destroyed yet."""
+    created: list[int] = []
+    live: set[int] = set()
+
+    def create(flags: int) -> tuple[_Result, int]:
+        created.append(len(created) + 1)
+        live.add(created[-1])
+        return _SUCCESS, created[-1]
+
+    def destroy(event: int) -> tuple[_Result]:
+        live.remove(event)
+        return (_SUCCESS,)
+
+    events = {
+        "cuDeviceGetName": lambda length, device: (_SUCCESS, b"NVIDIA H200".ljust(length, b"\0")),
+        "cuEventCreate": create,
+        "cuEventDestroy": destroy,
+        "cuEventRecord": lambda event, stream: (_SUCCESS,),
+        "cuEventSynchronize": lambda event: (_SUCCESS,),
+        "cuEventElapsedTime": lambda start, stop: (_SUCCESS, 1.0),
+    }
+    _fake_gpu(monkeypatch, **(events | functions))
+    monkeypatch.setattr("xfuse.runtime.cuda.cuda_device", CudaDriver)
+    return created, live
+
+
+def test_the_gpu_validation_script_says_which_driver_call_failed_mid_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A driver call failing after the GPU opened (here the copy's) is one line and status 1,
+    not a traceback; the timing's events are destroyed all the same."""
+    script = _load("gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
+    pointers = iter(range(4096, 1 << 20, 4096))
+    created, live = _fake_event_gpu(
+        monkeypatch,
+        cuMemAlloc=lambda nbytes: (_SUCCESS, next(pointers)),
+        cuMemcpyDtoD=lambda target, source, nbytes: (_Result.CUDA_ERROR_OUT_OF_MEMORY,),
+    )
+    with pytest.raises(SystemExit) as exit_:
+        script.main(["--shape", "64x128"])
+    assert exit_.value.code == 1
+    captured = capsys.readouterr()
+    assert (
+        captured.err == "gpu_validate: cuMemcpyDtoD: CUDA driver error CUDA_ERROR_OUT_OF_MEMORY\n"
+    )
+    assert (len(created), live) == (2, set())
 
 
 def test_the_gpu_validation_script_writes_only_json_to_stdout_with_json_dash(
