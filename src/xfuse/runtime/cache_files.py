@@ -57,7 +57,6 @@ def cache_dir() -> Path | None:
             warn_once(
                 f"xfuse: XFUSE_CACHE_DIR={configured!r} names a home directory that there is "
                 "none of; set it to a writable directory or XFUSE_CACHE=0",
-                stacklevel=3,  # past cache_dir and the cache user (disk_cache.load)
             )
             return None
         return Path(absolute)
@@ -71,7 +70,6 @@ def cache_dir() -> Path | None:
             warn_once(
                 f"xfuse: no home directory for the compile cache (HOME gives '{base}'); set "
                 "XFUSE_CACHE_DIR to a writable directory or XFUSE_CACHE=0",
-                stacklevel=3,  # past cache_dir and the cache user (disk_cache.load)
             )
             return None
         return Path(base, "xfuse")
@@ -106,16 +104,22 @@ def cache_turned_off() -> bool:
         warn_once(
             f"xfuse: XFUSE_CACHE={value!r} is neither off ({', '.join(CACHE_OFF)}) nor on "
             f"({', '.join(CACHE_ON[:-1])} or empty); the compile cache stays on",
-            stacklevel=4,  # past cache_turned_off, cache_dir and the cache user (disk_cache.load)
         )
     return False
 
 
+_PACKAGE_PREFIX = os.path.join(os.path.dirname(xfuse.__file__), "")
+
+
 @functools.cache
-def warn_once(message: str, stacklevel: int) -> None:
+def warn_once(message: str) -> None:
     """A `RuntimeWarning` of `message`, once per message (the cache's problems: the caller goes
-    on without it); `stacklevel` as the caller would give `warnings.warn`."""
-    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)
+    on without it), at the user's line: the first frame outside the xfuse package, wherever in
+    xfuse the cache was reached from (Python 3.12's `skip_file_prefixes`; 3.11 is supported)."""
+    stacklevel, frame = 1, sys._getframe()
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_PREFIX):
+        stacklevel, frame = stacklevel + 1, frame.f_back
+    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel)
 
 
 DEFAULT_MAX_BYTES = 2**30
@@ -151,7 +155,6 @@ def max_bytes() -> int | None:
             f"xfuse: XFUSE_CACHE_MAX_BYTES={value!r} is no size (a number of bytes, with k, M, "
             "G, T or Ki, Mi, Gi, Ti after it if wanted: 500M, 2GiB; 0 for no limit); the "
             f"compile cache keeps its default limit, {DEFAULT_MAX_BYTES:,} bytes",
-            stacklevel=5,  # past max_bytes, write_entry and the cache user (disk_cache.store)
         )
         return DEFAULT_MAX_BYTES
     return size or None
@@ -352,7 +355,6 @@ def write_entry(directory: Path, path: Path, data: bytes) -> None:
         warn_once(
             f"xfuse: cannot write the compile cache in {directory} ({reason}); set "
             "XFUSE_CACHE_DIR to a writable directory or XFUSE_CACHE=0",
-            stacklevel=4,  # past write_entry and the cache user (disk_cache.store)
         )
 
 
