@@ -32,7 +32,7 @@ import math
 import statistics
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -148,8 +148,12 @@ class Gpu:
         event = self.device.call("cuEventCreate", 0)
         try:
             yield event
-        finally:
-            self.device.call("cuEventDestroy", event)
+        except BaseException:
+            # After a sticky fault the destroy fails too: the error to report is the first one.
+            with suppress(xfuse.CudaError):
+                self.device.call("cuEventDestroy", event)
+            raise
+        self.device.call("cuEventDestroy", event)
 
     def time(self, work: Callable[[], None], repeat: int, warmup: int = 3) -> float:
         """Median seconds of `work` (launches on the default stream) between two events."""

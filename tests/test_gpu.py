@@ -904,6 +904,14 @@ def test_the_gpu_validation_script_times_through_xfuses_driver_calls(
     ):
         gpu.time(lambda: None, 1)
     assert (len(created), live) == (4, set())
+    # A sticky fault fails the destroys as well: the error still names the first failing call.
+    monkeypatch.setattr(
+        sys.modules["cuda.bindings.driver"],
+        "cuEventDestroy",
+        lambda event: (_Result.CUDA_ERROR_OUT_OF_MEMORY,),
+    )
+    with pytest.raises(xfuse.CudaError, match="cuEventSynchronize"):
+        gpu.time(lambda: None, 1)
 
 
 def _fake_event_gpu(
