@@ -476,11 +476,24 @@ def test_each_op_is_priced_at_the_peak_of_the_precision_it_computes_in() -> None
     )
 
 
+def test_a_returned_input_is_copied_by_the_kernel_that_reads_it() -> None:
+    """`y = exp(x); output x, y;` fused to two kernels, reading x twice (x's copy a kernel of
+    its own): one kernel reads x once and writes y and the copy."""
+    program = cost_program("y = exp(x); output x, y;", CostOptions(shape=(1024,)))
+    (kernel,) = program.fused.kernels
+    assert [(a.name, a.bytes) for a in kernel.reads] == [("x", 2048)]
+    assert [a.bytes for a in kernel.writes] == [2048, 2048]
+    assert program.fused.totals.bytes == 3 * 2048
+    assert (program.unfused.totals.kernels, program.unfused.totals.bytes) == (2, 4 * 2048)
+    assert program.comparison.kernels_saved == 1
+
+
 def test_summary_adds_up_where_compute_and_memory_bound_kernels_mix() -> None:
     """The summary quoted max(sum of memory times, sum of compute times) + launches = total: with
-    a compute-bound kernel (100 f64 multiplies of an f16 input) beside a memory-bound copy the
-    two sides differed (172.7 us + 8.0 us launch = 250.8 us)."""
-    source = "input f16 x; z = f64(x); y = f16(z" + " * z" * 100 + "); output y, x;"
+    a compute-bound kernel (100 f64 multiplies of an f16 input) beside a memory-bound copy (of an
+    input it does not read, else the copy is one of its results) the two sides differed (172.7 us
+    + 8.0 us launch = 250.8 us)."""
+    source = "input f16 x, w; z = f64(x); y = f16(z" + " * z" * 100 + "); output y, w;"
     cost = cost_program(source, CostOptions()).fused
     compute, copy = cost.kernels
     assert (compute.bound, copy.bound) == ("compute", "memory")
@@ -627,7 +640,8 @@ def test_roofline_merges_identical_kernels_and_labels_every_roof() -> None:
 @pytest.mark.parametrize(
     ("source", "note"),
     [
-        ("y = exp(x); output x, y;", "(2 kernels without FLOPs not shown)"),  # a copy of x
+        # the unfused copy of x (fused, the exp kernel writes it)
+        ("y = exp(x); output x, y;", "(1 kernel without FLOPs not shown)"),
         ("out = 2 * 3;", "(2 kernels without FLOPs not shown)"),  # a constant: no point at all
         ("out = x + 1;", "less traffic fused"),
     ],

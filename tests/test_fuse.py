@@ -122,6 +122,49 @@ def test_an_explicit_conversion_to_its_own_narrow_type_rounds(dtype: type, fuse:
             np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
+def test_a_returned_input_is_written_by_the_kernel_that_reads_it() -> None:
+    """`y = exp(x); output x, y;` was two kernels, the exp and a copy of x, reading x twice: the
+    exp kernel writes x's copy too (its block argument yielded unchanged). Unfused, and where
+    no kernel reads x over x's own shape (a [d] bias read by a [t, d] kernel), the copy stays a
+    kernel of its own."""
+    (kernel,) = fused(parse_program("y = exp(x); output x, y;"))
+    (x,) = kernel.inputs
+    assert kernel.yield_op.values[1] is kernel.block.args[0]
+    function = kernel.parent_op()
+    assert isinstance(function, func.FuncOp)
+    assert list(function.get_return_op().arguments) == [kernel.res[1], kernel.res[0]]
+    assert len(fused(parse_program("y = exp(x); output x, y;"), "none")) == 2
+    bias = parse_program("y = x + b; output b, y;", shapes={"x": ("t", "d"), "b": ("d",)})
+    assert [len(k.res) for k in fused(bias)] == [1, 1]
+
+
+@pytest.mark.parametrize("mode", ["greedy", "none"])
+def test_a_copy_is_named_after_the_input_it_copies(mode: str) -> None:
+    """A returned input's copy had no name (`%0`, `t0` in the cost tables): it is `%x_1`."""
+    kernels = fused(parse_program("y = exp(x); output x, y;"), mode)
+    assert [r.name_hint for k in kernels for r in k.res] == ["y", "x"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_returned_inputs_copied_by_a_kernel_run(dtype: type) -> None:
+    """Two returned inputs (one twice) copied by the kernel that reads them, in their own dtypes:
+    the results are the inputs bit for bit, the product numpy's."""
+    kernel = xfuse.compile(
+        "input f32 w; y = x * w; out = x;",
+        outputs=["w", "x", "y", "out"],
+        dtype=np.dtype(dtype).name,
+    )
+    assert len(kernel.program.stages["ew-fuse"].split("ew.kernel")) == 2  # one kernel
+    x = np.array([1.5, -0.0, np.inf, np.nan, 3e38], dtype)
+    w = np.array([2.0, 3.0, -1.0, 1.0, 10.0], np.float32)
+    got_w, got_x, y, out = kernel(x=x, w=w)
+    np.testing.assert_array_equal(got_w.view(np.uint32), w.view(np.uint32))
+    for copy in (got_x, out):
+        assert copy.dtype == x.dtype
+        np.testing.assert_array_equal(copy.view(np.uint8), x.view(np.uint8))
+    np.testing.assert_array_equal(y, x.astype(np.float32) * w)
+
+
 def test_no_cycle_through_another_kernel() -> None:
     # [?] a -> [?,?] p -> [?] ... : a's group cannot absorb the [t, d] consumer, and merging
     # two groups around a kernel that sits between them would make a cycle.

@@ -73,6 +73,27 @@ func.func @trivial(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<f32>, tensor<4xf
   func.return %x, %c, %x : tensor<4xf32>, tensor<f32>, tensor<4xf32>
 }
 
+// A returned argument that a kernel reads over its own shape is one more result of that kernel
+// (its block argument yielded as it is), not a copy kernel reading it again; the [d] bias %b,
+// read by a [t, d] kernel, keeps a copy kernel. Unfused, %x's copy is a kernel of its own.
+// CHECK-LABEL: func.func @returned_input_read
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x?xf16>, %[[B:.*]]: tensor<?xf16>)
+// CHECK-NEXT:    %[[Y:.*]], %[[XC:.*]] = ew.kernel ins(%[[X]], %[[B]] : tensor<?x?xf16>, tensor<?xf16>) -> tensor<?x?xf16>, tensor<?x?xf16> {
+// CHECK-NEXT:    ^{{.*}}(%[[XS:.*]]: f16, %[[BS:.*]]: f16):
+// CHECK:           ew.yield %{{.*}}, %[[XS]] : f16, f16
+// CHECK-NEXT:    }
+// CHECK-NEXT:    %[[BC:.*]] = ew.kernel ins(%[[B]] : tensor<?xf16>) -> tensor<?xf16> {
+// CHECK:         func.return %[[XC]], %[[Y]], %[[BC]], %[[XC]]
+// NONE-LABEL: func.func @returned_input_read
+// NONE-COUNT-4: ew.kernel
+// NONE-NOT:     ew.kernel
+// NONE:         func.return
+func.func @returned_input_read(%x: tensor<?x?xf16>, %b: tensor<?xf16>) -> (tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xf16>, tensor<?x?xf16>) {
+  %e = ew.exp %x : tensor<?x?xf16>
+  %y = ew.add %e, %b : tensor<?x?xf16>, tensor<?xf16> -> tensor<?x?xf16>
+  func.return %x, %y, %b, %x : tensor<?x?xf16>, tensor<?x?xf16>, tensor<?xf16>, tensor<?x?xf16>
+}
+
 // The [d] bias (and the op on it alone) stays inside the [t, d] kernel, read per row, never
 // materialized; bf16 computes in f32 between extf and truncf. sigmoid is e / (1 + e) or
 // 1 / (1 + e) with e = exp(-|h|), its numerator max(e, copysign(1, h)). Its float arithmetic is

@@ -24,8 +24,10 @@ another kernel or the function's results) becomes an extra kernel result. Consta
 `ew.convert` fuses like any elementwise op (`arith.truncf`/`arith.extf` in the region).
 
 After the pass every function result is defined by an `ew.kernel`: a result that is a function
-argument gets a copy kernel, one that is a constant a constant kernel, so bufferization only ever
-routes kernel results into the caller's output buffers. Dead elementwise ops are dropped.
+argument is one more result of the first kernel that reads it over its own shape (greedy mode:
+it is read once), else it gets a copy kernel; one that is a constant gets a constant kernel. So
+bufferization only ever routes kernel results into the caller's output buffers. Dead elementwise
+ops are dropped.
 """
 
 from __future__ import annotations
@@ -426,6 +428,39 @@ def _result_kernel(value: SSAValue) -> ew.KernelOp:
     return ew.KernelOp(inputs, [], [value.type], Region(block))
 
 
+def _copy_reader(value: BlockArgument, order: dict[ew.KernelOp, int]) -> ew.KernelOp | None:
+    """The first kernel (`order`: the body's kernels in program order) that reads the returned
+    argument `value` over its own shape: it can write the copy too, reading `value` once."""
+    shape = ew.shape_of(value)
+    readers = [
+        use.operation
+        for use in value.uses
+        if use.operation in order and all(ew.shape_of(r) == shape for r in use.operation.res)
+    ]
+    return min(readers, key=order.__getitem__, default=None)
+
+
+def _add_copies(
+    kernel: ew.KernelOp, values: Sequence[BlockArgument], terminator: Operation
+) -> None:
+    """Rebuild `kernel` to also yield its inputs `values` unchanged, as the function's results
+    where `terminator` returns them."""
+    inputs = list(kernel.inputs)
+    yield_op = kernel.yield_op
+    block_args = kernel.block.args
+    yield_op.operands = (*yield_op.operands, *(block_args[inputs.index(v)] for v in values))
+    region = kernel.detach_region(kernel.body)
+    types = [*kernel.res.types, *(v.type for v in values)]
+    merged = ew.KernelOp(inputs, [], types, region)
+    Rewriter.insert_op(merged, InsertPoint.before(kernel))
+    # Each result takes the name of the value it replaces (xDSL carries it over): `%x_1`.
+    for old, new in zip(kernel.res, merged.res[: len(kernel.res)], strict=True):
+        old.replace_all_uses_with(new)
+    Rewriter.erase_op(kernel)
+    for value, copy in zip(values, merged.res[len(kernel.res) :], strict=True):
+        value.replace_uses_with_if(copy, lambda use: use.operation is terminator)
+
+
 def fuse_function(
     function: func.FuncOp, greedy: bool = True, max_ops: int = DEFAULT_MAX_OPS
 ) -> FusionStats:
@@ -444,6 +479,7 @@ def fuse_function(
         elementwise_ops=sum(partition.is_fusible(i) for i in partition.index.values()),
         groups_searched=partition.searched,
     )
+    order: dict[ew.KernelOp, int] = {}  # the kernels built, in program order
     for group in partition.groups_in_order():
         if not isinstance(group[0], ElementwiseOp):
             group[0].detach()
@@ -452,6 +488,7 @@ def fuse_function(
         kernel, outputs, constants = _build_kernel(group)
         if outputs:
             body.insert_op_before(kernel, terminator)
+            order[kernel] = len(order)
             for old, new in zip(outputs, kernel.res, strict=True):
                 old.replace_all_uses_with(new)
             stats += FusionStats(
@@ -461,14 +498,19 @@ def fuse_function(
             )
         for op in reversed(group):
             Rewriter.erase_op(op)
+    copies: dict[ew.KernelOp, list[BlockArgument]] = {}
     for value in dict.fromkeys(terminator.operands):
-        if isinstance(value, BlockArgument) or ew.constant_value(value) is not None:
+        reader = _copy_reader(value, order) if greedy and isinstance(value, BlockArgument) else None
+        if reader is not None:
+            copies.setdefault(reader, []).append(value)
+        elif isinstance(value, BlockArgument) or ew.constant_value(value) is not None:
             kernel = _result_kernel(value)
             body.insert_op_before(kernel, terminator)
-            for use in list(value.uses):
-                if use.operation is terminator:
-                    terminator.operands[use.index] = kernel.res[0]
+            # Named after what it returns (xDSL carries the name over): `%x_1`, not `%0`.
+            value.replace_uses_with_if(kernel.res[0], lambda use: use.operation is terminator)
             stats += FusionStats(kernels=1, copy_kernels=1)
+    for reader, values in copies.items():
+        _add_copies(reader, values, terminator)
     for op in list(body.ops):
         if isinstance(op, ew.ConstantOp) and not op.result.uses:
             Rewriter.erase_op(op)
