@@ -488,6 +488,38 @@ def test_a_returned_input_is_copied_by_the_kernel_that_reads_it() -> None:
     assert program.comparison.kernels_saved == 1
 
 
+@pytest.mark.parametrize(
+    ("source", "unfused_copy", "fused_writes"),
+    [
+        ("y = exp(x); output x, y;", "x", ["y", "x"]),
+        ("z = x; y = exp(x); output z, y;", "z", ["y", "z"]),  # the program's name, not %x's
+        ("input w; y = exp(x); output w, y;", "w", None),  # read by no kernel: a copy kernel
+    ],
+)
+def test_a_copied_output_goes_by_its_name(
+    source: str, unfused_copy: str, fused_writes: list[str] | None
+) -> None:
+    """A returned input's copy was shown as `t0` (`x -> t0`): it is the output the program
+    names."""
+    program = cost_program(source, CostOptions(shape=(1024,)))
+    copy = next(k for k in program.unfused.kernels if not k.ops)
+    assert [a.name for a in copy.writes] == [unfused_copy]
+    if fused_writes is not None:
+        (kernel,) = program.fused.kernels
+        assert [a.name for a in kernel.writes] == fused_writes
+    else:
+        assert [a.name for k in program.fused.kernels for a in k.writes] == ["y", "w"]
+
+
+def test_cli_shows_a_copied_output_by_its_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    program = tmp_path / "copy.ew"
+    program.write_text("y = exp(x); output x, y;\n")
+    status, out, _ = run_cli(capsys, "cost", str(program), "--shape", "1024")
+    assert status == 0 and "x -> x " in out and "x -> y, x " in out and "t0" not in out
+
+
 def test_summary_adds_up_where_compute_and_memory_bound_kernels_mix() -> None:
     """The summary quoted max(sum of memory times, sum of compute times) + launches = total: with
     a compute-bound kernel (100 f64 multiplies of an f16 input) beside a memory-bound copy (of an
@@ -550,17 +582,26 @@ def test_cost_program_parses_and_optimizes_once(monkeypatch: pytest.MonkeyPatch)
     from xfuse.transforms.optimize import EwOptimizePass
 
     calls: list[str] = []
-    parse, optimize = cost_driver.parse_program, EwOptimizePass.apply
+    parse, parsed, optimize = (
+        cost_driver.parse_program,
+        cost_driver.ParsedProgram,
+        EwOptimizePass.apply,
+    )
 
     def counted_parse(*args: object, **kwargs: object) -> ModuleOp:
         calls.append("parse")
         return parse(*args, **kwargs)  # type: ignore[arg-type]
+
+    def counted_parsed(*args: object, **kwargs: object) -> object:
+        calls.append("parse")
+        return parsed(*args, **kwargs)  # type: ignore[arg-type]
 
     def counted_optimize(self: EwOptimizePass, ctx: Context, op: ModuleOp) -> None:
         calls.append("optimize")
         optimize(self, ctx, op)
 
     monkeypatch.setattr(cost_driver, "parse_program", counted_parse)
+    monkeypatch.setattr(cost_driver, "ParsedProgram", counted_parsed)
     monkeypatch.setattr(EwOptimizePass, "apply", counted_optimize)
     program = cost_program(GELU.read_text(), CostOptions(shape=(256, 1024), l2=True))
     assert calls == ["parse", "optimize"]

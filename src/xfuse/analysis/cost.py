@@ -387,8 +387,13 @@ def _check_broadcasts(
             )
 
 
-def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCost:
-    """The cost of every `ew.kernel` in `function`, in program order, and their totals."""
+def analyse_function(
+    function: func.FuncOp, options: CostOptions, output_names: Sequence[str] | None = None
+) -> FunctionCost:
+    """The cost of every `ew.kernel` in `function`, in program order, and their totals.
+
+    `output_names` names the values `function` returns (a program's outputs, where a copy of an
+    input has no name of its own in the IR); without them values go by their name hints."""
     kernels = [op for op in function.walk() if isinstance(op, ew.KernelOp)]
     for op in function.walk():
         if isinstance(op, ew.UnaryOp | ew.BinaryOp | ew.ConvertOp):
@@ -409,6 +414,10 @@ def analyse_function(function: func.FuncOp, options: CostOptions) -> FunctionCos
         if isinstance(v.type, TensorType | MemRefType)
     ]
     names = _Names()
+    returned = function.get_return_op()
+    if output_names is not None and returned is not None:
+        for value, name in zip(returned.arguments, output_names, strict=True):
+            names.names.setdefault(value, name)  # a value returned twice: its first name
     problem = _problem_shape(options.shape, max(ranks, default=0), function, names)
     for argument in function.args:
         name = names(argument)

@@ -17,8 +17,8 @@ from xfuse.analysis.cost import (
 )
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import element_type_for
-from xfuse.frontend.builder import input_name
-from xfuse.frontend.language import parse_program
+from xfuse.frontend.builder import FunctionBuilder, input_name
+from xfuse.frontend.language import ParsedProgram, parse_program
 from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.pipeline import apply_pipeline, only_function
 
@@ -55,9 +55,9 @@ def cost_program(
                 f"read (inputs: {', '.join(str(n) for n in names)})"
             )
     full = (None,) * len(options.shape)
-    module = parse_program(
-        source, dtype=dtype, shapes=input_shapes, default_shape=full, filename=filename
-    )
+    builder = FunctionBuilder(dtype, input_shapes, default_shape=full)
+    parsed = ParsedProgram(source, None, builder, filename)
+    module = parsed.module
     default_element = element_type_for(dtype)
     function = only_function(module)
     values = [*function.args, *(r for op in function.walk() for r in op.results)]
@@ -78,14 +78,16 @@ def cost_program(
     module = apply_pipeline(module, fused_passes[:shared])
     fused_function = only_function(apply_pipeline(module, fused_passes[shared:]))
     unfused_function = only_function(apply_pipeline(module, unfused_passes[shared:]))
-    fused = analyse_function(fused_function, options)
-    unfused = analyse_function(unfused_function, options)
+    # The results by the program's names: `out = x;` returns a copy of `%x` as `out`.
+    outputs = parsed.output_names
+    fused = analyse_function(fused_function, options, outputs)
+    unfused = analyse_function(unfused_function, options, outputs)
     hbm_only = None
     if options.l2:
         plain = replace(options, l2=False)
         hbm_only = (
-            analyse_function(fused_function, plain),
-            analyse_function(unfused_function, plain),
+            analyse_function(fused_function, plain, outputs),
+            analyse_function(unfused_function, plain, outputs),
         )
     return ProgramCost(
         fused=fused,
