@@ -545,8 +545,34 @@ def test_static_shapes_must_broadcast_to_the_problem_shape() -> None:
         cost_program(declared, CostOptions(shape=(8, 100)))
     with pytest.raises(ValueError, match="finite"):
         CostOptions(launch_us=float("nan"))
-    with pytest.raises(ValueError, match=">= 1"):
-        CostOptions(shape=(0, 5))
+    with pytest.raises(ValueError, match=">= 0"):
+        CostOptions(shape=(-1, 5))
+
+
+def test_an_empty_shape_costs_no_bytes_and_no_time_but_its_launches() -> None:
+    """A 0 dim was refused (`--shape 0x14336`), where compiled kernels take empty arrays: no
+    bytes, no FLOPs, no roofline time; each kernel still launches (the GPU runtime launches one
+    block for an empty array). Without launch overhead both sides take no time: 1x, not inf."""
+    program = cost_program(GELU.read_text(), CostOptions(shape=(0, 14336)))
+    for side in (program.fused, program.unfused):
+        t = side.totals
+        assert (t.bytes, t.flops, t.intensity, t.roofline_time_s) == (0, 0, 0.0, 0.0)
+        assert t.time_s == t.launch_time_s == pytest.approx(t.kernels * 4e-6)
+    assert program.comparison.traffic_ratio == 1.0
+    assert program.comparison.time_ratio == pytest.approx(11.0)
+    free = cost_program(GELU.read_text(), CostOptions(shape=(0, 14336), launch_us=0), epilogue="x")
+    assert (free.comparison.traffic_ratio, free.comparison.time_ratio) == (1.0, 1.0)
+    assert free.epilogue is not None and free.epilogue.epilogue_time_s == 0.0
+
+
+def test_cli_takes_an_empty_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("cost", str(GELU), "--shape", "0x14336", "--input-shape", "b=14336")
+    status, out, _ = run_cli(capsys, *args, "--launch-us", "0", "--json")
+    data = json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+    assert status == 0 and data["fused"]["totals"]["bytes"] == 0
+    assert data["comparison"]["time_ratio"] == 1.0
+    status, out, _ = run_cli(capsys, *args)
+    assert status == 0 and "bytes moved         │     0 B │    0 B │" in out
 
 
 def test_scalar_arguments_and_functions_without_kernels_cost_nothing() -> None:
@@ -733,10 +759,13 @@ def test_plot_without_matplotlib_is_a_clear_error(
             ["cost", str(INPUTS / "rank3.ew"), "--shape", "4096"],
             "--shape: shape 4096 has 1 dims but the function has rank-3 tensors (input 'x')",
         ),
-        (["cost", str(GELU), "--input-shape", "b=0"], "bad --input-shape 'b=0': each dim is a"),
+        (
+            ["cost", str(GELU), "--input-shape", "b=0"],
+            "--input-shape: input 'b' of shape [0] does not broadcast to the problem shape",
+        ),
         (["cost", str(GELU), "--input-shape", "b=-5"], "bad --input-shape 'b=-5': each dim"),
         (["cost", str(GELU), "--input-shape", "b=²"], "bad --input-shape 'b=²': each dim"),
-        (["cost", str(GELU), "--shape", "0x5"], "--shape: bad shape '0x5': expected sizes >= 1"),
+        (["cost", str(GELU), "--shape", "4x-5"], "--shape: bad shape '4x-5': expected sizes >= 0"),
         (["cost", str(GELU), "--input-shape", "b=1", "--input-shape", "b=2"], "'b' given twice"),
         (["cost", str(GELU), "--launch-us", "nan"], "--launch-us: expected a finite number >= 0"),
         (["cost", str(GELU), "--launch-us", "inf"], "--launch-us: expected a finite number >= 0"),

@@ -4,6 +4,7 @@
 // RUN: xfuse-opt %s -p 'ew-cost{device=a100 dtype=ir launch-us=2}' 2>&1 >/dev/null | filecheck %s --check-prefix=A100
 // RUN: xfuse-opt %s -p 'ew-cost{shape=32x14336 l2=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=L2
 // RUN: xfuse-opt %s -p 'ew-cost{epilogue=x}' 2>&1 >/dev/null | filecheck %s --check-prefix=EPILOGUE
+// RUN: xfuse-opt %s -p 'ew-cost{shape=0x14336}' 2>&1 >/dev/null | filecheck %s --check-prefix=EMPTY
 // RUN: not xfuse-opt %s -p 'ew-cost{device=tpu}' 2>&1 | filecheck %s --check-prefix=BAD-DEVICE
 // RUN: not xfuse-opt %inputs/ew-cost-unfused-op.mlir -p ew-cost 2>&1 | filecheck %s --check-prefix=NOT-FUSED
 
@@ -45,6 +46,11 @@
 
 // x from a matmul: its write and read (117 MB each) and one launch disappear.
 // EPILOGUE: ew-cost epilogue x: 587,202,560 -> 352,321,536 bytes, 179.3 us -> 105.2 us
+
+// An empty shape (0 rows, as an empty array) moves nothing, the [14336] bias included; each
+// kernel still launches.
+// EMPTY-LABEL: ew-cost @fused: 1 kernel, 4 tensor reads+writes, 0 bytes, 0 FLOPs, 0.0 us + 4.0 us launch = 4.0 us
+// EMPTY-LABEL: ew-cost @bias_row: 1 kernel, 4 tensor reads+writes, 0 bytes, 0 FLOPs, 0.0 us + 4.0 us launch = 4.0 us
 
 // BAD-DEVICE: xfuse-opt: error: ew-cost: bad value 'tpu' for option 'device': expected one of h100-sxm, h100-pcie, h200, a100-80gb, b200
 // NOT-FUSED: ew-cost: 'ew.add' is not inside an ew.kernel: run ew-fuse before the cost model

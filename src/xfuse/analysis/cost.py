@@ -5,7 +5,8 @@ The model, per kernel (tensor form or buffer form alike):
   is written once in full (an elementwise kernel streams; nothing is re-read from HBM). A tensor's
   bytes are its own elements times the storage dtype's size, so a broadcast operand (a `[d]` bias
   over `[t, d]`) costs its real bytes. Constants are folded into the code: no traffic. A buffer
-  read and written in place counts once as a read and once as a write.
+  read and written in place counts once as a read and once as a write. A kernel over an empty
+  iteration space (a 0 dim) moves nothing, not even a broadcast operand of its own size.
 - work: FLOPs per element from `FLOPS_PER_SCALAR_OP` over the kernel's region, times the elements
   of its iteration space.
 - time = max(bytes / bandwidth, FLOPs / peak) + launch overhead; the larger term names the bound
@@ -111,8 +112,8 @@ class CostOptions:
 
     def __post_init__(self) -> None:
         device(self.device)  # validates the name
-        if any(d < 1 for d in self.shape):
-            raise ValueError(f"shape dims must be >= 1, got {self.shape}")
+        if any(d < 0 for d in self.shape):  # 0 is an empty iteration space, as arrays allow
+            raise ValueError(f"shape dims must be >= 0, got {self.shape}")
         if self.dtype is not None:
             object.__setattr__(self, "dtype", dtype_name(self.dtype))
         if not (math.isfinite(self.launch_us) and self.launch_us >= 0):
@@ -128,8 +129,8 @@ class CostOptions:
 def parse_shape(text: str | int) -> tuple[int, ...]:
     """`"4096x14336"` (or `4096`) -> `(4096, 14336)`; raises ValueError naming the bad text."""
     parts = str(text).lower().replace(",", "x").split("x")
-    if not all(p.strip().isdecimal() and int(p) >= 1 for p in parts):  # not "²": int() refuses it
-        raise ValueError(f"bad shape {text!r}: expected sizes >= 1 joined by 'x', like 4096x14336")
+    if not all(p.strip().isdecimal() for p in parts):  # not "²": int() refuses it
+        raise ValueError(f"bad shape {text!r}: expected sizes >= 0 joined by 'x', like 4096x14336")
     shape = tuple(int(p) for p in parts)
     if math.prod(shape) > np.iinfo(np.int64).max:
         raise ValueError(f"bad shape {text!r}: more elements than a 64-bit index can count")
@@ -425,21 +426,24 @@ def analyse_function(
             _check_broadcasts(name, argument, problem, function)
     l2 = _L2(options.hardware.l2_bytes)
 
-    def access(value: SSAValue, from_l2: bool = False) -> TensorAccess:
+    def access(value: SSAValue, elements: int, from_l2: bool = False) -> TensorAccess:
+        """`value` moved by a kernel of `elements` iterations: none if empty (a [d] bias is not
+        read for 0 rows)."""
         shape = ew.bind_shape(value.type, problem)
         dtype = options.dtype or dtype_of(ew.element_type(value.type))
-        return TensorAccess(names(value), shape, dtype, math.prod(shape) * itemsize(dtype), from_l2)
+        size = math.prod(shape) * itemsize(dtype) if elements else 0
+        return TensorAccess(names(value), shape, dtype, size, from_l2)
 
     costs: list[KernelCost] = []
     for index, kernel in enumerate(kernels):
+        elements = math.prod(ew.bind_shape(kernel.destinations()[0].type, problem))
         read_values = [v for v in _unique(kernel.inputs) if not _is_constant(v)]
         write_values = _unique(kernel.destinations())
-        reads = tuple(access(v, options.l2 and v in l2.resident) for v in read_values)
-        writes = tuple(access(v) for v in write_values)
+        reads = tuple(access(v, elements, options.l2 and v in l2.resident) for v in read_values)
+        writes = tuple(access(v, elements) for v in write_values)
         accessed = zip((*read_values, *write_values), (*reads, *writes), strict=True)
         l2.touch([(v, a.bytes) for v, a in accessed])
         ops, flops_per_element, f64_per_element = _flops_per_element(kernel, options.dtype)
-        elements = math.prod(ew.bind_shape(kernel.destinations()[0].type, problem))
         read_bytes = sum(a.bytes for a in reads)
         write_bytes = sum(a.bytes for a in writes)
         l2_bytes = sum(a.bytes for a in reads if a.from_l2)
@@ -509,11 +513,19 @@ def analyse_module(module: ModuleOp, options: CostOptions) -> list[FunctionCost]
     ]
 
 
+def _ratio(unfused: float, fused: float) -> float:
+    """unfused / fused: inf where fusion leaves nothing of something, 1 where neither has any (an
+    empty shape moves no bytes; with no launch overhead it takes no time)."""
+    if fused:
+        return unfused / fused
+    return math.inf if unfused else 1.0
+
+
 def compare(fused: FunctionCost, unfused: FunctionCost) -> Comparison:
     f, u = fused.totals, unfused.totals
     return Comparison(
-        traffic_ratio=u.bytes / f.bytes if f.bytes else math.inf,
-        time_ratio=u.time_s / f.time_s if f.time_s else math.inf,
+        traffic_ratio=_ratio(u.bytes, f.bytes),
+        time_ratio=_ratio(u.time_s, f.time_s),
         bytes_saved=u.bytes - f.bytes,
         time_saved_s=u.time_s - f.time_s,
         kernels_saved=u.kernels - f.kernels,

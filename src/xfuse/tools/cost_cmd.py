@@ -76,13 +76,13 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
         raise CliError(f"bad --input-shape {text!r}: expected NAME=DIMS, like b=14336")
     parsed: list[int | str] = []
     for dim in (d.strip() for d in dims.split(",")):
-        if dim.isdecimal() and int(dim) >= 1:  # isdigit() is true of '²', which int() refuses
+        if dim.isdecimal():  # isdigit() is true of '²', which int() refuses
             parsed.append(int(dim))
         elif dim.isidentifier():
             parsed.append(dim)
         else:
             raise CliError(
-                f"bad --input-shape {text!r}: each dim is a size >= 1 or a name, got {dim!r}"
+                f"bad --input-shape {text!r}: each dim is a size >= 0 or a name, got {dim!r}"
             )
     return name.strip(), tuple(parsed)
 

@@ -82,7 +82,7 @@ class EwCostPass(ModulePass):
             self,
             "shape",
             _parses(parse_shape, self.shape),
-            "sizes >= 1 joined by 'x' (like 4096x14336), fewer than 2**63 elements in all",
+            "sizes >= 0 joined by 'x' (like 4096x14336), fewer than 2**63 elements in all",
         )
         dtypes = ", ".join([*DTYPE_NAMES, *SHORT_DTYPE_NAMES.values()])
         dtype_ok = self.dtype == "ir" or _parses(dtype_name, self.dtype)
