@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -121,6 +122,34 @@ def test_every_source_a_device_cites_is_described() -> None:
         assert tags, f"{device.name} cites no source"
         for tag in tags:
             assert tag in module_doc, f"{device.name}: source {tag} is not described"
+
+
+def test_every_device_figure_cites_one_of_its_sources() -> None:
+    """B200's description said 180 GB (NVIDIA's later HGX/DGX tables) beside the 8 TB/s and
+    80/40 TFLOP/s of its launch brief, uncited: each figure, the description's too, names a
+    source its device lists."""
+    source = Path(hardware.__file__).read_text()
+    lines = source.splitlines()
+    entries = [
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and getattr(node.value.func, "id", None) == "Device"
+    ]
+    assert len(entries) == len(hardware.DEVICES)
+    for call in entries:
+        fields = {k.arg: k for k in call.keywords}
+        cited = set(re.findall(r"\[[A-Z0-9-]+\]", ast.literal_eval(fields["sources"].value)))
+        for name, keyword in fields.items():
+            if name in ("name", "sources"):
+                continue
+            comment = lines[keyword.value.end_lineno - 1].partition("#")[2]
+            tags = set(re.findall(r"\[[A-Z0-9-]+\]", comment))
+            assert tags & cited, (
+                f"{ast.literal_eval(fields['name'].value)}.{name} cites none of {cited}"
+            )
+    assert "192 GB" in hardware.B200.description
 
 
 def test_devices_by_name_and_alias() -> None:

@@ -19,7 +19,10 @@ Sources, cited per figure below:
   [A100-DS]  NVIDIA A100 Tensor Core GPU datasheet (2021), "Technical Specifications" table.
   [A100-WP]  NVIDIA A100 Tensor Core GPU Architecture whitepaper (v1.0), table 3 and the L2 section
              ("5,120 bytes/clk" of L2 read bandwidth).
-  [B200-DS]  NVIDIA HGX B200 / DGX B200 datasheet (2024), per-GPU figures (1,000 W configuration).
+  [B200-TB]  NVIDIA Blackwell Architecture Technical Brief (2024), HGX B200 per-GPU figures (1,000 W
+             configuration): 192 GB HBM3e at 8 TB/s, 80 TFLOP/s FP32, 40 TFLOP/s FP64. NVIDIA's
+             later HGX/DGX B200 tables give 180 GB per GPU (1,440 GB for 8) and lower peaks; the
+             entry takes every figure from this one source, not a mix of the two.
   [B200-CC]  Chips and Cheese, "Nvidia's B200: Keeping the CUDA Juggernaut Rolling" (2025):
              148 SMs enabled (74 per die), 126 MB of L2 measured.
 L2 bandwidth is not a datasheet figure for any of these parts: it is ESTIMATED as A100's published
@@ -69,7 +72,7 @@ class Device:
 
 H100_SXM = Device(
     name="h100-sxm",
-    description="NVIDIA H100 SXM5 80 GB (HBM3, 700 W)",
+    description="NVIDIA H100 SXM5 80 GB (HBM3, 700 W)",  # [H100-DS]
     hbm_bandwidth=3.35e12,  # 3.35 TB/s HBM3 [H100-DS]
     fp32_cuda_core_peak=67e12,  # 67 TFLOP/s FP32 [H100-DS] (66.9 in [H100-WP] table 2)
     fp64_cuda_core_peak=34e12,  # 34 TFLOP/s FP64 [H100-DS]
@@ -82,7 +85,7 @@ H100_SXM = Device(
 
 H100_PCIE = Device(
     name="h100-pcie",
-    description="NVIDIA H100 PCIe 80 GB (HBM2e, 350 W)",
+    description="NVIDIA H100 PCIe 80 GB (HBM2e, 350 W)",  # [H100-DS]
     hbm_bandwidth=2.0e12,  # 2 TB/s HBM2e [H100-DS]
     fp32_cuda_core_peak=51e12,  # 51 TFLOP/s FP32 [H100-DS]
     fp64_cuda_core_peak=26e12,  # 26 TFLOP/s FP64 [H100-DS]
@@ -95,20 +98,20 @@ H100_PCIE = Device(
 
 H200 = Device(
     name="h200",
-    description="NVIDIA H200 SXM 141 GB (HBM3e, 700 W)",
+    description="NVIDIA H200 SXM 141 GB (HBM3e, 700 W)",  # [H200-DS]
     hbm_bandwidth=4.8e12,  # 4.8 TB/s HBM3e [H200-DS]
     fp32_cuda_core_peak=67e12,  # 67 TFLOP/s FP32 [H200-DS]
     fp64_cuda_core_peak=34e12,  # 34 TFLOP/s FP64 [H200-DS]
     bf16_tensor_core_peak=989e12,  # 1,979 TFLOP/s BF16 with sparsity, half dense [H200-DS]
     l2_bytes=50 * MIB,  # same GH100 die and L2 as H100 SXM [H100-WP] table 3
-    l2_bandwidth=_L2_BYTES_PER_CLOCK * 1.98e9,  # estimate, as H100 SXM
+    l2_bandwidth=_L2_BYTES_PER_CLOCK * 1.98e9,  # estimate, as H100 SXM [H100-WP] table 3
     sm_count=132,  # same GH100 configuration as H100 SXM [H100-WP] table 3
     sources="[H200-DS] [H100-WP]",
 )
 
 A100_80GB = Device(
     name="a100-80gb",
-    description="NVIDIA A100 SXM4 80 GB (HBM2e, 400 W)",
+    description="NVIDIA A100 SXM4 80 GB (HBM2e, 400 W)",  # [A100-DS]
     hbm_bandwidth=2.039e12,  # 2,039 GB/s HBM2e [A100-DS]
     fp32_cuda_core_peak=19.5e12,  # 19.5 TFLOP/s FP32 [A100-DS]
     fp64_cuda_core_peak=9.7e12,  # 9.7 TFLOP/s FP64 [A100-DS]
@@ -121,15 +124,15 @@ A100_80GB = Device(
 
 B200 = Device(
     name="b200",
-    description="NVIDIA B200 (HGX, 180 GB HBM3e, 1,000 W)",
-    hbm_bandwidth=8e12,  # 8 TB/s HBM3e per GPU [B200-DS]
-    fp32_cuda_core_peak=80e12,  # 80 TFLOP/s FP32 per GPU [B200-DS]
-    fp64_cuda_core_peak=40e12,  # 40 TFLOP/s FP64 per GPU [B200-DS]
-    bf16_tensor_core_peak=2.25e15,  # 4.5 PFLOP/s BF16 with sparsity, half dense [B200-DS]
+    description="NVIDIA B200 (HGX, 192 GB HBM3e, 1,000 W)",  # [B200-TB]
+    hbm_bandwidth=8e12,  # 8 TB/s HBM3e per GPU [B200-TB]
+    fp32_cuda_core_peak=80e12,  # 80 TFLOP/s FP32 per GPU [B200-TB]
+    fp64_cuda_core_peak=40e12,  # 40 TFLOP/s FP64 per GPU [B200-TB]
+    bf16_tensor_core_peak=2.25e15,  # 4.5 PFLOP/s BF16 with sparsity, half dense [B200-TB]
     l2_bytes=126 * MIB,  # 126 MB L2 measured [B200-CC]
     l2_bandwidth=2 * _L2_BYTES_PER_CLOCK * 1.98e9,  # estimate: two dies, H100-like clock [B200-CC]
     sm_count=148,  # 148 SMs [B200-CC]
-    sources="[B200-DS] [B200-CC]",
+    sources="[B200-TB] [B200-CC]",
 )
 
 DEVICES: dict[str, Device] = {d.name: d for d in (H100_SXM, H100_PCIE, H200, A100_80GB, B200)}
