@@ -656,6 +656,23 @@ def test_an_unwritable_cache_warns_and_compiles(tmp_path: Path, monkeypatch, gel
     np.testing.assert_allclose(kernel(**inputs()), expected, atol=1e-6)
 
 
+def read_while_they_write(cache: Path, writers: list[subprocess.Popen[bytes]]) -> int:
+    """Read every entry over and over until the `writers` exit (each must succeed): each read
+    finds an entry whole or none (written or evicted meanwhile); how many were read."""
+    reads = 0
+    while any(writer.poll() is None for writer in writers):
+        for path in entries(cache):
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:  # replaced or evicted meanwhile
+                continue
+            assert disk_cache.decode(data, path.stem) is not None
+            reads += 1
+        time.sleep(0.001)
+    assert [writer.returncode for writer in writers] == [0, 0]
+    return reads
+
+
 WRITER = textwrap.dedent(
     """
     import sys
@@ -681,18 +698,7 @@ def test_concurrent_writers_never_expose_a_partial_entry(
         subprocess.Popen([sys.executable, "-c", WRITER, gelu.source, str(result)])
         for result in results
     ]
-    reads = 0
-    while any(writer.poll() is None for writer in writers):
-        for path in entries(cache):
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                continue
-            assert disk_cache.decode(data, path.stem) is not None
-            reads += 1
-        time.sleep(0.001)
-    assert [writer.returncode for writer in writers] == [0, 0]
-    assert reads > 0
+    assert read_while_they_write(cache, writers) > 0
     assert not list(cache.rglob(".xfuse-tmp-*"))
     x = np.linspace(-4, 4, 999, dtype=np.float32)
     expected = xfuse.compile(gelu.source)(x=x, b=x, r=x)
@@ -726,18 +732,7 @@ def test_concurrent_evictions_never_expose_a_partial_entry(
         subprocess.Popen([sys.executable, "-c", EVICTING_WRITER, gelu.source, str(i)])
         for i in range(2)
     ]
-    reads = 0
-    while any(writer.poll() is None for writer in writers):
-        for path in entries(cache):
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                continue  # evicted
-            assert disk_cache.decode(data, path.stem) is not None
-            reads += 1
-        time.sleep(0.001)
-    assert [writer.returncode for writer in writers] == [0, 0]
-    assert reads > 0
+    assert read_while_they_write(cache, writers) > 0
     assert sum(path.stat().st_size for path in entries(cache)) <= 4 * size
     assert not list(cache.rglob(".xfuse-tmp-*"))
 
