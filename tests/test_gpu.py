@@ -19,9 +19,12 @@ import dataclasses
 import functools
 import importlib.util
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
 import types
 from collections.abc import Iterator, Sequence
 from enum import Enum
@@ -205,6 +208,52 @@ def test_libdevice_is_found_through_cuda_home_or_the_nvcc_on_the_path(
     libdevice.find_libdevice.cache_clear()
     assert libdevice.find_libdevice().path == toolkit / "nvvm" / "libdevice" / libdevice.FILENAME
     assert libdevice.find_libdevice().digest == LIBDEVICE.digest
+
+
+def _bitcode_defining_nothing_of_libdevice() -> bytes:
+    return llvm_binding.parse_assembly("define i32 @f() {\n  ret i32 0\n}").as_bitcode()
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"", r"is not LLVM bitcode \(.*file too small"),
+        (b"hello\n", r"is not LLVM bitcode \(.*Invalid bitcode signature"),
+        (b"BC\xc0\xde" + bytes(60), "is not LLVM bitcode"),  # truncated
+        (None, "does not define __nv_erf, __nv_tanh"),  # some other bitcode
+    ],
+    ids=["empty", "text", "truncated", "other-bitcode"],
+)
+def test_a_file_that_is_not_libdevice_is_a_clear_error(
+    no_libdevice: Path, content: bytes | None, reason: str
+) -> None:
+    """Not LLVM's raw 'bitcode parsing error', nor PTX calling `.extern` functions no GPU has."""
+    (no_libdevice / "nvvm" / "libdevice").mkdir(parents=True)
+    path = no_libdevice / "nvvm" / "libdevice" / libdevice.FILENAME
+    path.write_bytes(_bitcode_defining_nothing_of_libdevice() if content is None else content)
+    with pytest.raises(
+        libdevice.LibdeviceNotFoundError, match=f"^{re.escape(str(path))} {reason}"
+    ) as error:
+        xfuse.compile("out = tanh(x) + erf(x);", dtype="float64", target="cuda")
+    assert "it is not NVIDIA's libdevice" in str(error.value)
+
+
+def test_a_libdevice_that_is_a_fifo_or_a_link_loop_is_passed_over(no_libdevice: Path) -> None:
+    """Opening a FIFO to read it waits for a writer: it was a hang."""
+    directory = no_libdevice / "nvvm" / "libdevice"
+    directory.mkdir(parents=True)
+    os.mkfifo(directory / libdevice.FILENAME)
+    loop = no_libdevice.parent / "installed" / "nvvm" / "libdevice"
+    loop.mkdir(parents=True)
+    (loop / libdevice.FILENAME).symlink_to(libdevice.FILENAME)
+    found: list[libdevice.Libdevice | None] = []
+    search = threading.Thread(target=lambda: found.append(libdevice.find_libdevice()))
+    search.start()
+    search.join(timeout=30)  # a guard against the hang, not a timing
+    if search.is_alive():  # release it: a writer opens the FIFO
+        os.close(os.open(directory / libdevice.FILENAME, os.O_WRONLY | os.O_NONBLOCK))
+        search.join()
+    assert found == [None]
 
 
 def test_a_c_library_call_in_gpu_code_is_a_clear_error() -> None:

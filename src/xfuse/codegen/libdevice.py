@@ -13,6 +13,7 @@ import functools
 import hashlib
 import os
 import shutil
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,8 @@ class Libdevice:
 
 
 class LibdeviceNotFoundError(RuntimeError):
-    """A GPU kernel needs libdevice (an f64 transcendental) and none was found."""
+    """A GPU kernel needs libdevice (an f64 transcendental) and none was found, or the file
+    found is not libdevice (not bitcode, or lacking the functions called)."""
 
 
 def _named_toolkits() -> list[Path]:
@@ -68,12 +70,22 @@ def find_libdevice() -> Libdevice | None:
     """The first `libdevice.10.bc` of `_directories`, read once per process (None if none)."""
     for directory in _directories():
         path = directory / FILENAME
-        try:
-            bitcode = path.read_bytes()
-        except OSError:  # absent or unreadable: look further
-            continue
-        return Libdevice(path, bitcode, hashlib.sha256(bitcode).hexdigest())
+        bitcode = _read_file(path)
+        if bitcode is not None:
+            return Libdevice(path, bitcode, hashlib.sha256(bitcode).hexdigest())
     return None
+
+
+def _read_file(path: Path) -> bytes | None:
+    """The bytes of `path` if it is a regular file (through links) that can be read, else None.
+    Opened without blocking and checked before reading: a FIFO's read would wait forever."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return None  # a directory, FIFO, device, ...
+            return file.read()
+    except OSError:  # absent, unreadable, a link loop
+        return None
 
 
 def require_libdevice(functions: list[str]) -> Libdevice:

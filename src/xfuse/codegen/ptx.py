@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import llvmlite.binding as llvm_binding
 from llvmlite import ir as llvm_ir
 
-from xfuse.codegen.libdevice import require_libdevice
+from xfuse.codegen.libdevice import Libdevice, LibdeviceNotFoundError, require_libdevice
 from xfuse.transforms.options import CpuMath, GpuMath, Math, Target
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def compile_ptx(module: ModuleOp, arch: str = "sm_90", opt_level: int = 3) -> Pt
         llvm_module.add_named_metadata("llvm.module.flags", flag)
     backing = llvm_binding.parse_assembly(str(llvm_module))
     if libdevice is not None:
-        _link(backing, libdevice.bitcode, entries)
+        _link(backing, libdevice, library, entries)
     backing.verify()
     options = llvm_binding.PipelineTuningOptions(speed_level=opt_level)
     with (
@@ -144,12 +144,29 @@ def _library_calls(module: llvm_ir.Module) -> list[str]:
     return sorted(calls)
 
 
-def _link(module: llvm_binding.ModuleRef, bitcode: bytes, entries: list[str]) -> None:
-    """Link libdevice into `module`, everything but the `entries` internal (see the docstring)."""
-    library = llvm_binding.parse_bitcode(bitcode)
+def _link(
+    module: llvm_binding.ModuleRef, libdevice: Libdevice, calls: list[str], entries: list[str]
+) -> None:
+    """Link libdevice into `module`, everything but the `entries` internal (see the docstring).
+    `LibdeviceNotFoundError` if the file found is not bitcode or does not define the `calls`."""
+    try:
+        library = llvm_binding.parse_bitcode(libdevice.bitcode)
+    except RuntimeError as error:  # a truncated, empty or text file
+        reason = " ".join(str(error).split())
+        raise _unusable(libdevice, f"is not LLVM bitcode ({reason})") from None
     # Its triple is nvptx64-nvidia-gpulibs: the linker warns on a mismatch.
     library.triple, library.data_layout = module.triple, module.data_layout
     module.link_in(library)
+    missing = [name for name in calls if module.get_function(name).is_declaration]
+    if missing:  # some other bitcode: the PTX would call functions that no GPU has
+        raise _unusable(libdevice, f"does not define {', '.join(missing)}")
     for value in (*module.functions, *module.global_variables):
         if not value.is_declaration and value.name not in entries:
             value.linkage = llvm_binding.Linkage.internal
+
+
+def _unusable(libdevice: Libdevice, reason: str) -> LibdeviceNotFoundError:
+    return LibdeviceNotFoundError(
+        f"{libdevice.path} {reason}: it is not NVIDIA's libdevice, which the GPU kernel's f64 "
+        f"math needs (reinstall the CUDA toolkit, or set CUDA_HOME to another)"
+    )
