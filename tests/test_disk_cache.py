@@ -567,6 +567,43 @@ def test_a_write_checks_the_size_at_most_once_a_minute(
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("kind", ["dangling link", "link", "directory"])
+def test_a_marker_that_is_not_a_file_is_not_followed_and_every_write_checks(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A link at the marker's name was followed (a file made outside the cache; a dangling one
+    into a missing directory warned 'cannot write the compile cache' after each write had
+    succeeded, and no size check was ever made); a directory there stopped `clear` with an
+    error after it had removed the entries."""
+    cache.mkdir()
+    marker = cache / cache_files.SIZE_CHECK_MARKER
+    outside = tmp_path / ("missing/file" if kind == "dangling link" else "file")
+    if kind == "directory":
+        marker.mkdir()
+    else:
+        marker.symlink_to(outside)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compile_new(cache, "out = x * 3;")
+        monkeypatch.setenv("XFUSE_CACHE_MAX_BYTES", "1")
+        five = compile_new(cache, "out = x * 5;")  # checked at each write: no marker says
+    assert set(entries(cache)) == five and len(five) == 1  # one was made just now
+    assert not outside.exists()
+    assert disk_cache.clear()[0] == 1
+    assert marker.is_dir() == (kind == "directory")  # a link is removed, not followed
+
+
+def test_clear_where_the_cache_dir_is_a_file_removes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As `info` counts nothing there (it was 'error: Not a directory: .../.xfuse-size-checked',
+    the size check's marker, which the user never made)."""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XFUSE_CACHE_DIR", str(tmp_path / "file"))
+    assert cli_main(["cache", "clear"]) == 0
+    assert capsys.readouterr().out == f"removed 0 file(s), 0 bytes, from {tmp_path / 'file'}\n"
+
+
 def test_eviction_goes_by_use_across_toolchains_and_leaves_what_it_does_not_own(
     tmp_path: Path,
 ) -> None:

@@ -329,15 +329,25 @@ limit by what is written in a minute."""
 
 def size_check_due(directory: Path) -> bool:
     """Whether the last size check of `directory`'s cache (by any process) is a minute old or
-    more, or in the future (a clock set back); if so, this one is now (the marker touched)."""
+    more, or in the future (a clock set back); if so, this one is now (the marker touched).
+    Where the marker cannot be kept (something not a regular file at its name, a link too, or
+    another user's file), every write checks: the limit holds, at the cost of the listing."""
     marker = directory / SIZE_CHECK_MARKER
     try:
-        checked = marker.stat().st_mtime_ns
+        status = os.lstat(marker)
     except FileNotFoundError:
-        checked = None
-    if checked is not None and abs(time.time_ns() - checked) < SIZE_CHECK_INTERVAL_NS:
+        status = None
+    if status is not None and not stat.S_ISREG(status.st_mode):
+        return True  # not the marker: never followed nor replaced (it may be someone's)
+    now = time.time_ns()
+    if status is not None and abs(now - status.st_mtime_ns) < SIZE_CHECK_INTERVAL_NS:
         return False
-    marker.touch()
+    with contextlib.suppress(OSError):  # not ours to write: no marker, the check is made
+        descriptor = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, ENTRY_MODE)
+        try:
+            os.utime(descriptor, ns=(now, now))
+        finally:
+            os.close(descriptor)
     return True
 
 

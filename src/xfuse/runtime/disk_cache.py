@@ -43,6 +43,7 @@ open) or, not opened yet, missed and compiled again.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -304,5 +305,7 @@ def clear() -> tuple[int, int]:
     files = own_files(directory)
     removed = remove([*files.entries, *files.temporaries])
     remove_empty_directories(files.directories)
-    (directory / SIZE_CHECK_MARKER).unlink(missing_ok=True)
+    # Not a directory of that name (xfuse makes none), nor an error where the cache dir is none.
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        (directory / SIZE_CHECK_MARKER).unlink()
     return removed
