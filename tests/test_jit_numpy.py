@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable
 from fractions import Fraction
@@ -239,12 +240,16 @@ def test_a_ufunc_keyword_that_does_not_trace_is_named(
         (lambda a: np.trunc(a), "np.trunc cannot be traced"),
         (lambda a: np.fix(a), "np.fix cannot be traced"),
         (lambda a: a.round(), "a traced array's .round() cannot be traced"),
+        (lambda a: round(a), "round(x) and math.floor/ceil/trunc(x) cannot be traced"),
+        (lambda a: round(a, 2), "round(x) and math.floor/ceil/trunc(x) cannot be traced"),
+        (lambda a: math.floor(a), "round(x) and math.floor/ceil/trunc(x) cannot be traced"),
+        (lambda a: math.trunc(a), "round(x) and math.floor/ceil/trunc(x) cannot be traced"),
     ],
 )
 def test_rounding_says_it_is_not_an_ew_op(program: Callable[[Any], Any], message: str) -> None:
     """np.round said "compiles numpy's arithmetic, the ufuncs that are `ew` ops, ..." and
     np.rint listed the traceable ufuncs, neither saying that xfuse has no rounding."""
-    error = AttributeError if "round()" in message else TypeError  # hasattr(x, "round") holds
+    error = AttributeError if ".round()" in message else TypeError  # hasattr(x, "round") holds
     with pytest.raises(error, match=rf"^{re.escape(message)}: rounding is not an `ew` op"):
         xfuse.jit(program)(np.float32([1.5, 2.5]))
 

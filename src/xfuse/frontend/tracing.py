@@ -322,6 +322,13 @@ class Traced:
 
     __float__ = __int__ = __index__ = __complex__ = _not_a_number
 
+    def _no_rounding(self, *_: Any) -> Any:
+        raise TypeError(f"round(x) and math.floor/ceil/trunc(x) cannot be traced: {_NO_ROUNDING}")
+
+    # Python's own rounding (round(x), math.floor(x)) looks these up on the type: without them
+    # round(x) said "type Traced doesn't define __round__ method".
+    __round__ = __floor__ = __ceil__ = __trunc__ = _no_rounding
+
     def _not_elementwise(self, *_: Any) -> Any:
         raise TypeError(
             "a traced array has no length, no elements to iterate and no matrix product: "
