@@ -948,7 +948,9 @@ def test_an_out_of_numbers_says_out_takes_arrays(warm: bool) -> None:
     expected = r"^out: expected a numpy array \(or a list/tuple of arrays, one per output: "
     expected += r"'y', 'z'\)"
     for call in (kernel, kernel.prepare):
-        for out, got in [([0.0] * 8, "list holding float"), ((1, 2, 3), "tuple holding int")]:
+        numbers = [([0.0] * 8, "list holding float"), ((1, 2, 3), "tuple holding int")]
+        numbers.append((list(np.zeros(3, np.float32)), "list holding float32"))  # was 'got 3'
+        for out, got in numbers:
             with pytest.raises(ArgumentTypeError, match=f"{expected}, got a {got}; pass an array"):
                 call(x, out=out)
         with pytest.raises(ArgumentError, match=r"^out: expected 2 buffer\(s\), got 3"):

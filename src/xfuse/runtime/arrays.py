@@ -408,11 +408,13 @@ def given_outputs(parameters: Sequence[Parameter], out: Any) -> list[Any]:
 
 def check_out_count(parameters: Sequence[Parameter], given: Sequence[Any], out: Any) -> None:
     """`out`'s buffers (`given`) are one per output. Of too many or too few, a sequence holding
-    numbers (`out=[0.0] * 8`, data rather than buffers) says that `out` takes arrays, not how
-    many it counted (a buffer of the right count that is no array: `check_output`)."""
+    numbers (`out=[0.0] * 8`, or `list(buffer)`'s numpy scalars: data rather than buffers)
+    says that `out` takes arrays, not how many it counted (a buffer of the right count that is
+    no array: `check_output`)."""
     if len(given) == len(parameters):
         return
-    data = next((b for b in given if isinstance(b, int | float | complex | list | tuple)), None)
+    numbers = int | float | complex | np.generic | list | tuple  # np.generic: list(buffer)'s
+    data = next((b for b in given if isinstance(b, numbers)), None)
     if data is not None:
         names = ", ".join(repr(p.name) for p in parameters)
         raise ArgumentTypeError(
