@@ -17,7 +17,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import ml_dtypes
 import numpy as np
@@ -591,6 +591,36 @@ def test_a_marker_that_is_not_a_file_is_not_followed_and_every_write_checks(
     assert not outside.exists()
     assert disk_cache.clear()[0] == 1
     assert marker.is_dir() == (kind == "directory")  # a link is removed, not followed
+
+
+def test_a_marker_of_another_user_leaves_every_write_checking(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a shared cache the marker may be another user's, which this one may not touch (as
+    root, the tests cannot make one: setting its time is refused here instead). That warned
+    'cannot write the compile cache (Permission denied)' after every good write, and no write
+    of this user's ever checked the size."""
+    cache.mkdir()
+    marker = cache / cache_files.SIZE_CHECK_MARKER
+    marker.touch()
+    age([marker], 120)
+    real_open, real_utime = os.open, os.utime
+
+    def refused(function: Callable[..., Any]) -> Callable[..., Any]:
+        def call(path: Any, *args: Any, **kwargs: Any) -> Any:
+            if str(path) == str(marker):
+                raise PermissionError(13, "Permission denied", str(path))
+            return function(path, *args, **kwargs)
+
+        return call
+
+    monkeypatch.setattr(os, "open", refused(real_open))
+    monkeypatch.setattr(os, "utime", refused(real_utime))
+    monkeypatch.setenv("XFUSE_CACHE_MAX_BYTES", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        three = compile_new(cache, "out = x * 3;")
+    assert set(entries(cache)) == three and len(three) == 1  # the first evicted by the second
 
 
 def test_clear_where_the_cache_dir_is_a_file_removes_nothing(
