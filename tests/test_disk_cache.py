@@ -218,11 +218,28 @@ def test_cache_info_shows_each_toolchains_entries_and_sizes(
     out = capsys.readouterr().out
     assert f"  {mine}: 2 entries, {sizes[mine]:,} bytes (this toolchain)\n" in out
     assert f"  {theirs}: 2 entries, {sizes[theirs]:,} bytes ({other})\n" in out
-    assert f"  .: 1 entries, {sizes['.']:,} bytes (unreadable)\n" in out
+    never_read = "the layout before subdirectories, never read"
+    assert f"  .: 1 entries, {sizes['.']:,} bytes ({never_read}: unreadable)\n" in out
     assert f"limit:     {cache_files.DEFAULT_MAX_BYTES:,} bytes " in out
     assert cli_main(["cache", "clear", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["removed"] == 5
     assert list(cache.iterdir()) == []  # the emptied subdirectories too
+
+
+def test_cache_info_does_not_call_old_layout_entries_this_toolchains(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An entry of the layout before subdirectories made by this toolchain (an installed xfuse
+    of the same version wrote it) is never read: its row said '(this toolchain)' beside a
+    'current' that did not count it."""
+    entry = sorted(compile_new(cache, "out = x * 2;"))[0]
+    shutil.copy(entry, cache / entry.name)
+    assert cli_main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert "current:   2 " in out and "entries:   3 " in out
+    size = entry.stat().st_size
+    never_read = "the layout before subdirectories, never read: this toolchain"
+    assert f"  .: 1 entries, {size:,} bytes ({never_read})\n" in out
 
 
 @pytest.fixture

@@ -76,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"toolchain: {current_toolchain}")
     for files in info.toolchains:
         made_by = "this toolchain" if files.toolchain == current_toolchain else files.toolchain
-        print(
-            f"  {files.directory}: {files.entries} entries, {files.bytes:,} bytes "
-            f"({made_by or 'unreadable'})"
-        )
+        made_by = made_by or "unreadable"
+        if files.directory == os.curdir:  # not "this toolchain" even if it made them
+            made_by = f"the layout before subdirectories, never read: {made_by}"
+        print(f"  {files.directory}: {files.entries} entries, {files.bytes:,} bytes ({made_by})")
     return 0
