@@ -210,32 +210,35 @@ def test_libdevice_is_found_through_cuda_home_or_the_nvcc_on_the_path(
     assert libdevice.find_libdevice().digest == LIBDEVICE.digest
 
 
-def _bitcode_defining_nothing_of_libdevice() -> bytes:
-    return llvm_binding.parse_assembly("define i32 @f() {\n  ret i32 0\n}").as_bitcode()
-
-
 @pytest.mark.parametrize(
     ("content", "reason"),
     [
-        (b"", r"is not LLVM bitcode \(.*file too small"),
-        (b"hello\n", r"is not LLVM bitcode \(.*Invalid bitcode signature"),
-        (b"BC\xc0\xde" + bytes(60), "is not LLVM bitcode"),  # truncated
-        (None, "does not define __nv_erf, __nv_tanh"),  # some other bitcode
+        (b"", r"is no bitcode that LLVM [\d.]+ reads \(file too small"),
+        (b"hello\n", r"is no bitcode that LLVM [\d.]+ reads \(Invalid bitcode signature"),
+        (b"BC\xc0\xde" + bytes(60), "is no bitcode that LLVM"),  # truncated
+        ("define i32 @f() {\n  ret i32 0\n}", "does not define __nv_erf, __nv_tanh"),
+        (  # a function of the kernel's name
+            "define void @main_kernel0() {\n  ret void\n}",
+            r"cannot be linked \(Linking globals named 'main_kernel0': symbol multiply defined",
+        ),
     ],
-    ids=["empty", "text", "truncated", "other-bitcode"],
+    ids=["empty", "text", "truncated", "other-bitcode", "clashing-bitcode"],
 )
 def test_a_file_that_is_not_libdevice_is_a_clear_error(
-    no_libdevice: Path, content: bytes | None, reason: str
+    no_libdevice: Path, content: bytes | str, reason: str
 ) -> None:
-    """Not LLVM's raw 'bitcode parsing error', nor PTX calling `.extern` functions no GPU has."""
+    """Not LLVM's raw 'bitcode parsing error' or link error, nor PTX calling `.extern`
+    functions that no GPU has. A str `content` is LLVM assembly, written as bitcode."""
     (no_libdevice / "nvvm" / "libdevice").mkdir(parents=True)
     path = no_libdevice / "nvvm" / "libdevice" / libdevice.FILENAME
-    path.write_bytes(_bitcode_defining_nothing_of_libdevice() if content is None else content)
+    if isinstance(content, str):
+        content = llvm_binding.parse_assembly(content).as_bitcode()
+    path.write_bytes(content)
     with pytest.raises(
         libdevice.LibdeviceNotFoundError, match=f"^{re.escape(str(path))} {reason}"
     ) as error:
         xfuse.compile("out = tanh(x) + erf(x);", dtype="float64", target="cuda")
-    assert "it is not NVIDIA's libdevice" in str(error.value)
+    assert "; the GPU kernel's f64 math needs NVIDIA's libdevice" in str(error.value)
 
 
 def test_a_libdevice_that_is_a_fifo_or_a_link_loop_is_passed_over(no_libdevice: Path) -> None:

@@ -151,12 +151,16 @@ def _link(
     `LibdeviceNotFoundError` if the file found is not bitcode or does not define the `calls`."""
     try:
         library = llvm_binding.parse_bitcode(libdevice.bitcode)
-    except RuntimeError as error:  # a truncated, empty or text file
-        reason = " ".join(str(error).split())
-        raise _unusable(libdevice, f"is not LLVM bitcode ({reason})") from None
+    except RuntimeError as error:  # a truncated, empty or text file, or a newer LLVM's bitcode
+        reason = str(error).removeprefix("LLVM bitcode parsing error").strip()
+        llvm = ".".join(map(str, llvm_binding.llvm_version_info))
+        raise _unusable(libdevice, f"is no bitcode that LLVM {llvm} reads ({reason})") from None
     # Its triple is nvptx64-nvidia-gpulibs: the linker warns on a mismatch.
     library.triple, library.data_layout = module.triple, module.data_layout
-    module.link_in(library)
+    try:
+        module.link_in(library)
+    except RuntimeError as error:  # some other bitcode, defining a kernel's name
+        raise _unusable(libdevice, f"cannot be linked ({' '.join(str(error).split())})") from None
     missing = [name for name in calls if module.get_function(name).is_declaration]
     if missing:  # some other bitcode: the PTX would call functions that no GPU has
         raise _unusable(libdevice, f"does not define {', '.join(missing)}")
@@ -167,6 +171,6 @@ def _link(
 
 def _unusable(libdevice: Libdevice, reason: str) -> LibdeviceNotFoundError:
     return LibdeviceNotFoundError(
-        f"{libdevice.path} {reason}: it is not NVIDIA's libdevice, which the GPU kernel's f64 "
-        f"math needs (reinstall the CUDA toolkit, or set CUDA_HOME to another)"
+        f"{libdevice.path} {reason}; the GPU kernel's f64 math needs NVIDIA's libdevice "
+        f"(reinstall the CUDA toolkit, or set CUDA_HOME to another)"
     )
