@@ -219,6 +219,14 @@ def test_numpy_functions_that_are_not_ew_ops_say_they_cannot_be_traced(
         (lambda a: np.square(a, out=a), r"np\.square\(\.\.\., out=\) .* returns its results"),
         (lambda a: np.add(a, 1, dtype=np.float64), r"np\.add\(\.\.\., dtype=\) .*\.astype"),
         (lambda a: np.sin(a, out=a), r"np\.sin cannot be traced: inside @xfuse\.jit use"),
+        # np.clip takes a ufunc's keywords: they said numpy's "Cannot cast ufunc 'clip' input
+        # 0 from dtype('O')" or "traced arrays have no truth value and no comparisons"
+        (lambda a: np.clip(a, 0, 1, dtype=np.float64), r"^np\.clip\(\.\.\., dtype=\) .*astype"),
+        (lambda a: np.clip(a, 0, 1, casting="unsafe"), r"^np\.clip\(\.\.\., casting=\) "),
+        (lambda a: np.clip(a, 0, 1, where=True), r"^np\.clip\(\.\.\., where=\) "),
+        (lambda a: np.clip(a, 0, 1, out=np.empty(3, np.float32)), r"^np\.clip\(\.\.\., out=\) "),
+        (lambda a: np.clip(a, 0, 1, np.empty(3, np.float32)), r"^np\.clip\(\.\.\., out=\) "),
+        (lambda a: a.clip(0, 1, out=np.empty(3, np.float32)), r"^np\.clip\(\.\.\., out=\) "),
     ],
 )
 def test_a_ufunc_keyword_that_does_not_trace_is_named(

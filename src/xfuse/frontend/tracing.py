@@ -59,6 +59,21 @@ _KEYWORD_HINTS = {
 }
 """What to write instead of a ufunc keyword `@xfuse.jit` does not trace, where there is one."""
 
+_CLIP_PARAMETERS = frozenset({"a", "a_min", "a_max", "min", "max", "out"})
+"""The keywords of np.clip that trace (`out` only as None: checked apart)."""
+
+
+def _keywords_not_traced(function: str, keywords: list[str]) -> TypeError:
+    """The error for `np.<function>` called with `keywords` that do not trace."""
+    listed = ", ".join(f"{keyword}=" for keyword in keywords)
+    hint = next((_KEYWORD_HINTS[k] for k in keywords if k in _KEYWORD_HINTS), None)
+    several = len(keywords) > 1
+    return TypeError(
+        f"np.{function}(..., {listed}) cannot be traced: the keyword argument"
+        f"{'s' if several else ''} {listed} {'are' if several else 'is'} not supported in "
+        f"tracing; {hint or f'call np.{function} with its operands alone'}"
+    )
+
 
 def _is_one_half(value: Any) -> bool:
     """Whether `value` is a scalar exponent of 0.5 (a Python number or a real numpy scalar)."""
@@ -238,7 +253,7 @@ class Traced:
         """`np.clip(x, a_min, a_max)` (numpy calls this method): minimum(maximum(x, a_min),
         a_max), as numpy defines it; either bound may be None. ReLU6 is `np.clip(x, 0, 6)`."""
         if out is not None:
-            raise TypeError("np.clip(..., out=) cannot be traced: @xfuse.jit returns its results")
+            raise _keywords_not_traced("clip", ["out"])
         clipped = self if a_min is None else self.apply(ew.MaxOp, self, a_min)
         return clipped if a_max is None else clipped.apply(ew.MinOp, clipped, a_max)
 
@@ -261,14 +276,7 @@ class Traced:
                 f"{supported}, or xfuse's functions (xfuse.erf, xfuse.sigmoid, ...)"
             )
         if kwargs:
-            keywords = ", ".join(f"{keyword}=" for keyword in kwargs)
-            hint = next((_KEYWORD_HINTS[k] for k in kwargs if k in _KEYWORD_HINTS), None)
-            raise TypeError(
-                f"np.{ufunc.__name__}(..., {keywords}) cannot be traced: the keyword "
-                f"argument{'s' if len(kwargs) > 1 else ''} {keywords} "
-                f"{'are' if len(kwargs) > 1 else 'is'} not supported in tracing; "
-                f"{hint or f'call np.{ufunc.__name__} with its operands alone'}"
-            )
+            raise _keywords_not_traced(ufunc.__name__, list(kwargs))
         assert op_type is not None  # a composite without keywords returned above
         return self.apply(op_type, *inputs)
 
@@ -279,6 +287,12 @@ class Traced:
         (np.sum, np.dot, np.where, np.concatenate, ...) raises, as without this numpy took a
         traced array for a 0-d object array, and `np.dot(x, x)` traced as `x * x`."""
         if func is np.clip:
+            # numpy's clip takes a ufunc's keywords too, and retries a TypeError of `clip`'s
+            # on an object array (numpy's own error, or one about comparisons): check here.
+            out = kwargs.get("out", args[3] if len(args) > 3 else None)
+            keywords = [k for k in kwargs if k not in _CLIP_PARAMETERS]
+            if out is not None or keywords:
+                raise _keywords_not_traced("clip", ["out"] * (out is not None) + keywords)
             return cast(Any, func)._implementation(*args, **kwargs)
         if func in _ROUNDING_FUNCTIONS:
             raise TypeError(f"np.{func.__name__} cannot be traced: {_NO_ROUNDING}")
