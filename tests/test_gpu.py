@@ -210,6 +210,15 @@ def test_libdevice_is_found_through_cuda_home_or_the_nvcc_on_the_path(
     assert libdevice.find_libdevice().digest == LIBDEVICE.digest
 
 
+def test_an_nvcc_at_the_root_names_no_toolkit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`/nvcc` has no `<toolkit>/bin` above it: finding the toolkits was an IndexError."""
+    monkeypatch.setattr(libdevice.shutil, "which", lambda name: "/nvcc")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    assert libdevice._named_toolkits() == []
+
+
 @pytest.mark.parametrize(
     ("content", "reason"),
     [

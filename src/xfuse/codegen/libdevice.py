@@ -49,7 +49,9 @@ def _named_toolkits() -> list[Path]:
     roots = [os.environ.get(name) for name in ("CUDA_HOME", "CUDA_PATH")]
     nvcc = shutil.which("nvcc")
     if nvcc is not None:  # <toolkit>/bin/nvcc, often reached through a link
-        roots.append(str(Path(nvcc).resolve().parents[1]))
+        directories = Path(nvcc).resolve().parents
+        if len(directories) > 1:  # not /nvcc, whose parents[1] was an IndexError
+            roots.append(str(directories[1]))
     roots.append(os.environ.get("CONDA_PREFIX"))
     return [Path(root, _TOOLKIT_DIRECTORY) for root in roots if root]
 
