@@ -973,6 +973,35 @@ def test_a_hit_in_a_new_process_loads_no_xdsl(
     np.testing.assert_array_equal(np.load(results[1]), np.load(results[0]))
 
 
+CACHED_GPU_COMPILE = textwrap.dedent(
+    """
+    import sys
+    import xfuse
+
+    kernel = xfuse.compile(sys.argv[1], target="cuda")  # compiling and loading need no GPU
+    print(sorted({name.split(".")[0] for name in sys.modules} & {"xdsl"}))
+    print(kernel.ptx)
+    """
+)
+
+
+def test_a_gpu_hit_in_a_new_process_loads_no_xdsl(cache: Path, gelu: Gelu) -> None:
+    imported, ptx = zip(
+        *(
+            subprocess.run(
+                [sys.executable, "-c", CACHED_GPU_COMPILE, gelu.source],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split("\n", 1)
+            for _ in range(2)
+        ),
+        strict=True,
+    )
+    assert imported == ("['xdsl']", "[]")  # the first process compiles, the second loads
+    assert ".entry main_kernel0(" in ptx[1] and ptx[1] == ptx[0]
+
+
 @pytest.mark.parametrize(
     ("option", "error"),
     [

@@ -30,11 +30,9 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass
 
 from xfuse.codegen.ptx import PtxModule, compile_ptx
 from xfuse.runtime.arrays import (
@@ -50,7 +48,11 @@ from xfuse.runtime.arrays import (
     output_shape,
 )
 from xfuse.runtime.kernel import CompiledProgram, Program
-from xfuse.transforms.to_nvvm import LaunchSequence, launch_sequence
+from xfuse.transforms.launches import LaunchSequence
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.passes import ModulePass
 
 BLOCK_SIZE = 256
 
@@ -88,7 +90,9 @@ def gpu_program(
     arch: str,
 ) -> CudaFunction:
     """Lower a bufferized module (changed in place) to PTX; its launch sequence is read first."""
+    # Here, not at the top: they import xDSL, which a disk-cache hit must not.
     from xfuse.transforms.pipeline import pipeline_context
+    from xfuse.transforms.to_nvvm import launch_sequence
 
     sequence = launch_sequence(bufferized)
     ctx = pipeline_context()

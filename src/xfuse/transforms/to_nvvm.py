@@ -14,7 +14,8 @@ Kernel `i` of host function `@f` becomes `func.func @f_kernel{i}` whose argument
 space: NVPTX marks a kernel's pointer parameters global and infers `ld.global`/`st.global`), then
 one `i64` per dynamic dimension of the iteration space (the first output's shape). The host
 function is erased: its launch sequence (which kernel reads and writes which buffer, and the
-temporaries to allocate) is `launch_sequence(bufferized module)`, which the runtime reads.
+temporaries to allocate) is `launch_sequence(bufferized module)`, which the runtime reads (a
+`xfuse.transforms.launches.LaunchSequence`: plain data, which a disk-cache hit loads without xDSL).
 
 The body is a grid-stride loop over 64-bit linear indices, the thread's first index
 `ctaid.x * ntid.x + tid.x` and the stride `nctaid.x * ntid.x` read with the
@@ -78,8 +79,9 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
-from xfuse.dialects.dtypes import dtype_of, element_bytes, itemsize
+from xfuse.dialects.dtypes import dtype_of, element_bytes
 from xfuse.transforms.kernel_to_loops import input_indices
+from xfuse.transforms.launches import Launch, LaunchSequence, Temporary
 from xfuse.transforms.options import GpuMath, check_choice
 from xfuse.transforms.pipeline import only_function
 from xfuse.transforms.to_llvm import convert_type
@@ -99,43 +101,6 @@ def entry_name(function: str, index: int) -> str:
 # ---------------------------------------------------------------------------------------------
 # The launch sequence (read by the runtime from the bufferized module)
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Temporary:
-    """A buffer the host function allocates: dtype and, per axis, a static size or the
-    (argument position, axis) whose size it takes."""
-
-    dtype: str
-    shape: tuple[int | tuple[int, int], ...]
-
-    def shape_for(self, argument_shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
-        """Its shape in a call with these argument shapes."""
-        return tuple(
-            size if isinstance(size, int) else argument_shapes[size[0]][size[1]]
-            for size in self.shape
-        )
-
-    def nbytes(self, argument_shapes: Sequence[tuple[int, ...]]) -> int:
-        return pymath.prod(self.shape_for(argument_shapes)) * itemsize(self.dtype)
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One kernel launch: its entry and its operands (inputs, then outputs), each an index into
-    the host function's arguments followed by its temporaries."""
-
-    entry: str
-    operands: tuple[int, ...]
-    input_count: int
-    dynamic_axes: tuple[int, ...]
-    """The `?` axes of the iteration space (the first output's type): one i64 argument each."""
-
-
-@dataclass(frozen=True)
-class LaunchSequence:
-    temporaries: tuple[Temporary, ...]
-    launches: tuple[Launch, ...]
 
 
 def launch_sequence(module: ModuleOp) -> LaunchSequence:
