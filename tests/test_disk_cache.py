@@ -479,7 +479,9 @@ def test_a_tilde_that_names_no_home_turns_the_cache_off_with_a_warning(
         ("64 kib", 65536),
         ("12b", 12),
         ("0", 0),
+        ("0.00k", 0),
         (".5K", 500),
+        ("1.0001", 1),  # rounded down
     ],
 )
 def test_sizes_parse_as_ccaches_do(text: str, size: int) -> None:
@@ -487,7 +489,10 @@ def test_sizes_parse_as_ccaches_do(text: str, size: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["lots", "-1", "1X", "1.5.2", "1e9", "nan", "inf", "b", ".", "1 000", "²", "1ki b"]
+    "text",
+    ["lots", "-1", "1X", "1.5.2", "1e9", "nan", "inf", "b", ".", "1 000", "²", "1ki b"]
+    # not zero, but under a byte: 0 would be no limit
+    + ["0.5", "0.0001", "0.0001k", ".9b"],
 )
 def test_what_is_no_size_parses_as_none(text: str) -> None:
     assert cache_files.parse_size(text) is None
@@ -517,6 +522,13 @@ def test_no_cache_limit_is_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cache_files.max_bytes() is None
     monkeypatch.setenv("XFUSE_CACHE_MAX_BYTES", "")
     assert cache_files.max_bytes() == cache_files.DEFAULT_MAX_BYTES
+
+
+def test_a_limit_under_a_byte_is_no_size_not_no_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XFUSE_CACHE_MAX_BYTES", "0.0001")
+    cache_files.warn_once.cache_clear()
+    with pytest.warns(RuntimeWarning, match=r"^xfuse: XFUSE_CACHE_MAX_BYTES='0.0001' is no size"):
+        assert cache_files.max_bytes() == cache_files.DEFAULT_MAX_BYTES
 
 
 def compile_new(cache: Path, program: str) -> set[Path]:

@@ -132,7 +132,8 @@ SIZE_UNITS |= {f"{unit}i": 1024 ** (power + 1) for power, unit in enumerate("kmg
 
 def parse_size(text: str) -> int | None:
     """The bytes that `text` names (`1048576`, `500M`, `1.5GiB`, `2 gb`), or None if it names
-    none. Whole bytes, computed exactly (no float rounding of `1.1T`)."""
+    none. Whole bytes, computed exactly (no float rounding of `1.1T`), rounded down; a size
+    that is not zero but under one byte (`0.5`, `0.0001k`) is None, not 0, which is no limit."""
     word = text.strip().lower().removesuffix("b")
     number = word.rstrip("kmgti")
     unit = SIZE_UNITS.get(word[len(number) :])
@@ -140,7 +141,8 @@ def parse_size(text: str) -> int | None:
     whole, _, fraction = number.partition(".")
     if unit is None or not number.isascii() or not (whole + fraction).isdigit():
         return None
-    return int(whole or "0") * unit + int(fraction or "0") * unit // 10 ** len(fraction)
+    size = int(whole or "0") * unit + int(fraction or "0") * unit // 10 ** len(fraction)
+    return None if size == 0 and (whole + fraction).strip("0") else size
 
 
 def max_bytes() -> int | None:
