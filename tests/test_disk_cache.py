@@ -1103,6 +1103,31 @@ def test_gpu_code_that_links_libdevice_has_its_entries_checked_against_it(
     assert len(lowerings) == 4
 
 
+@pytest.mark.skipif(find_libdevice() is None, reason="NVIDIA's libdevice is not installed")
+def test_info_does_not_count_gpu_entries_of_another_libdevice_as_current(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `load` misses them, so `xfuse cache info` must not call them usable.
+    for dtype in ("float64", "float32"):  # f64 tanh links libdevice; f32 links none
+        xfuse.compile("out = tanh(x);", dtype=dtype, target="cuda")
+    found = find_libdevice()
+    assert found is not None
+    fields = [cache_files.sealed_fields(path.read_bytes()) for path in entries(cache)]
+    linking = [
+        f
+        for f in fields
+        if f and f["target"] == "cuda" and f["cuda_function"].ptx.libdevice == found.digest
+    ]
+    assert 0 < len(linking) < len(fields)
+    before = disk_cache.info()
+    assert before.current == before.entries == len(fields)
+    for now in (dataclasses.replace(found, digest="0" * 64), None):
+        monkeypatch.setattr(disk_cache, "find_libdevice", lambda now=now: now)
+        info = disk_cache.info()
+        assert (info.entries, info.current) == (len(fields), len(fields) - len(linking))
+        assert info.current_bytes < before.current_bytes
+
+
 BOUND_CALLS_USER = textwrap.dedent(
     """
     import sys

@@ -191,9 +191,10 @@ class Entry:
 
 
 def decode(data: bytes, digest: str) -> Entry | None:
-    """The entry in `data` if it is whole, uncorrupted and made by this toolchain for `digest`."""
+    """The entry in `data` if it is whole, uncorrupted and made by this toolchain for `digest`,
+    and links no libdevice or the one found: what `load` would hit."""
     fields = unseal(data, digest, toolchain())
-    return None if fields is None else Entry(fields)
+    return None if fields is None or not _links_the_libdevice_found(fields) else Entry(fields)
 
 
 def load(
@@ -252,7 +253,8 @@ class CacheInfo:
     entries: int
     total_bytes: int
     current: int
-    """Entries this toolchain can use (the others are from another version or are damaged)."""
+    """Entries this toolchain can use (the others are from another version, are damaged, or
+    are GPU code linking another libdevice than this process finds)."""
     current_bytes: int
     max_bytes: int | None
     """The size limit (`XFUSE_CACHE_MAX_BYTES`); None for none."""
