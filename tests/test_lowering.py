@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import mmap
 import re
@@ -38,6 +39,7 @@ from xfuse.codegen.native import (
 from xfuse.runtime.arrays import ArgumentError
 from xfuse.runtime.compiler import Options, clear_cache, compile_bufferized
 from xfuse.runtime.kernel import Kernel
+from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.pipeline import pipeline_context
 from xfuse.transforms.to_llvm import (
     EwToLlvmPass,
@@ -1292,3 +1294,37 @@ def test_lowering_tries_only_the_patterns_of_an_ops_type() -> None:
     assert isinstance(float_arith, FloatArithToLlvm)
     assert len(dispatch.patterns_for(memref.LoadOp)) == 1
     assert dispatch.patterns_for(llvm.FAddOp) == []  # already lowered: nothing to try
+
+
+F64_EXP = """
+func.func @main(%x: memref<?xf64>, %out: memref<?xf64>) {
+  ew.kernel ins(%x : memref<?xf64>) outs(%out : memref<?xf64>) {
+  ^bb0(%xs: f64):
+    %e = math.exp %xs : f64
+    ew.yield %e : f64
+  }
+  func.return
+}
+"""
+
+
+def test_a_cpu_compile_of_libdevice_calls_names_the_function() -> None:
+    # `xfuse-opt -p '...,ew-expand-math{library=libdevice},ew-to-llvm' -t llvm` makes such IR;
+    # MCJIT left `__nv_exp` unresolved, and calling the code crashed the process.
+    module = Parser(pipeline_context(), F64_EXP).parse_module()
+    ctx = pipeline_context()
+    for _, pass_ in Options().buffer_passes():
+        if isinstance(pass_, EwExpandMathPass):
+            pass_ = dataclasses.replace(pass_, library="libdevice")
+        pass_.apply(ctx, module)
+    message = (
+        r"^the CPU code calls '__nv_exp', a function of NVIDIA's libdevice, which exists only "
+    )
+    with pytest.raises(ValueError, match=message + r"on the GPU \(ew-expand-math\{library="):
+        compile_llvm_dialect(module)
+    declaration = "declare double @__nv_exp(double)\n"
+    with pytest.raises(ValueError, match=message):
+        compile_llvm_ir(
+            declaration + "define double @f(double %x) {\n"
+            "  %y = call double @__nv_exp(double %x)\n  ret double %y\n}\n"
+        )

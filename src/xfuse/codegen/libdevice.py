@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FILENAME = "libdevice.10.bc"
+FUNCTION_PREFIX = "__nv_"
+"""What libdevice's function names start with (`__nv_exp`); they exist only on the GPU."""
 _TOOLKIT_DIRECTORY = Path("nvvm", "libdevice")
 _WHEEL_DIRECTORIES = (
     # The layouts NVIDIA's cuda-pathfinder knows: CUDA 13's wheels, then CUDA 12's.

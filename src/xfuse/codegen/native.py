@@ -38,6 +38,7 @@ import llvmlite.binding as llvm_binding
 import llvmlite.ir as llvm_ir
 from llvmlite.binding.executionengine import ExecutionEngine
 
+from xfuse.codegen.libdevice import FUNCTION_PREFIX
 from xfuse.transforms import (
     BF16_HARDWARE_NARROWING,
     packed_entry_name,
@@ -1383,8 +1384,22 @@ def optimize_llvm_ir(
     backing.triple = target_machine.triple
     backing.data_layout = str(target_machine.target_data)
     backing.verify()
+    _check_no_libdevice_calls(backing)
     run_llvm_pipeline(backing, target_machine, opt_level)
     return backing
+
+
+def _check_no_libdevice_calls(module: llvm_binding.ModuleRef) -> None:
+    """ValueError naming a libdevice function `module` declares (what
+    `ew-expand-math{library=libdevice}` calls, the GPU pipeline's): MCJIT resolves no such
+    symbol, and a call through it crashed the process (a segfault, no error)."""
+    for function in module.functions:
+        if function.is_declaration and function.name.startswith(FUNCTION_PREFIX):
+            raise ValueError(
+                f"the CPU code calls '{function.name}', a function of NVIDIA's libdevice, which "
+                "exists only on the GPU (ew-expand-math{library=libdevice} is the GPU "
+                "pipeline's; the CPU's is library=libm)"
+            )
 
 
 def compile_llvm_ir(llvm_ir: str, opt_level: int = 3) -> NativeModule:

@@ -24,7 +24,12 @@ from typing import TYPE_CHECKING
 import llvmlite.binding as llvm_binding
 from llvmlite import ir as llvm_ir
 
-from xfuse.codegen.libdevice import Libdevice, LibdeviceNotFoundError, require_libdevice
+from xfuse.codegen.libdevice import (
+    FUNCTION_PREFIX,
+    Libdevice,
+    LibdeviceNotFoundError,
+    require_libdevice,
+)
 from xfuse.transforms.options import CpuMath, GpuMath, Math, Target
 
 if TYPE_CHECKING:
@@ -135,7 +140,7 @@ def _library_calls(module: llvm_ir.Module) -> list[str]:
         name = function.name
         if function.blocks or name.startswith("llvm."):
             continue
-        if not name.startswith("__nv_"):
+        if not name.startswith(FUNCTION_PREFIX):
             raise ValueError(
                 f"the GPU kernel calls '{name}', which the GPU does not have (its math functions "
                 f"are libdevice's: run ew-expand-math{{library=libdevice}})"
