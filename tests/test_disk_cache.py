@@ -887,6 +887,32 @@ def test_cache_info_and_clear_leave_files_they_did_not_write(
     assert (cache / f"toolchain-{'f' * 15}" / f"{'b' * 64}.xfuse").exists()
 
 
+def test_a_linked_toolchain_directory_is_neither_written_nor_read(
+    cache: Path, tmp_path: Path, lowerings: list[str], gelu: Gelu
+) -> None:
+    """`info`, eviction and `clear` do not follow a link named like a toolchain's subdirectory
+    (above): what was written through one, where it was this toolchain's, grew without limit."""
+    xfuse.compile(gelu.source)
+    (current,) = cache.glob("toolchain-*")
+    elsewhere = tmp_path / "elsewhere"
+    current.rename(elsewhere)
+    current.symlink_to(elsewhere)
+    kept = sorted(elsewhere.iterdir())
+    xfuse.clear_cache()
+    cache_files.warn_once.cache_clear()
+    message = (
+        rf"^xfuse: cannot write the compile cache in {re.escape(str(cache))} "
+        rf"\({current.name} is a link, which it does not follow\); set XFUSE_CACHE_DIR"
+    )
+    with pytest.warns(RuntimeWarning, match=message) as warned:
+        xfuse.compile(gelu.source)
+        xfuse.compile(gelu.source.replace("0.5", "0.25"))
+    assert len([w for w in warned if "cannot write" in str(w.message)]) == 1
+    assert len(lowerings) == 3  # its entry is not read
+    assert sorted(elsewhere.iterdir()) == kept  # nor another written there
+    assert disk_cache.info().entries == 0
+
+
 @pytest.mark.parametrize("step", ["rename", "temporary file"])
 def test_a_clear_while_an_entry_is_written_is_no_error(
     cache: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu, step: str

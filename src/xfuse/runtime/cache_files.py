@@ -14,6 +14,7 @@ evict and clear, never read."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import importlib.util
@@ -305,6 +306,8 @@ def read_entry(path: Path, digest: str, toolchain: str) -> dict[str, Any] | None
     not a regular file (reading a FIFO there waited forever, a link to /dev/zero never ended).
     A good entry's modification time becomes now, where it is a minute old or more and this
     process may set it: eviction takes the least recently used first."""
+    if path.parent.is_symlink():
+        return None  # see `write_entry`
     try:
         # Opening a FIFO without O_NONBLOCK waits for a writer; a regular file ignores it.
         with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
@@ -356,8 +359,12 @@ def size_check_due(directory: Path) -> bool:
 def write_entry(directory: Path, path: Path, data: bytes) -> None:
     """`write_atomically`, then `evict` past the size limit where a check is due
     (`size_check_due`); warns once per directory and reason where `directory` is unwritable:
-    the caller goes on without the cache."""
+    the caller goes on without the cache. A toolchain's subdirectory that is a link is
+    unwritable (and `read_entry` reads nothing through it): `info`, eviction and `clear` never
+    follow a link (`own_files`), so what was written through it grew without limit."""
     try:
+        if path.parent.is_symlink():
+            raise OSError(errno.ELOOP, f"{path.parent.name} is a link, which it does not follow")
         if write_atomically(path, data):
             limit = max_bytes()
             if limit is not None and size_check_due(directory):
