@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"entries:   {info.entries} ({info.total_bytes:,} bytes)")
     print(
         f"current:   {info.current} ({info.current_bytes:,} bytes; made by this toolchain; "
-        "the others are stale or damaged)"
+        "the others are stale, damaged, or GPU code linking another libdevice)"
     )
     print(f"limit:     {limit} (XFUSE_CACHE_MAX_BYTES; a write evicts the least recently used)")
     print(f"toolchain: {current_toolchain}")
