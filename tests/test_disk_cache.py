@@ -149,6 +149,31 @@ def test_an_entry_that_is_no_regular_file_is_recompiled_and_replaced(
     assert all(disk_cache.decode(path.read_bytes(), path.stem) for path in written)
 
 
+INFO_AFTER_A_SWAP = textwrap.dedent(
+    """
+    import os, sys
+    import xfuse
+    from xfuse.runtime import cache_files, disk_cache
+
+    xfuse.compile(sys.argv[1])
+    listed = cache_files.own_files(cache_files.cache_dir())
+    swapped = listed.entries[0].path
+    os.unlink(swapped)
+    os.mkfifo(swapped)  # after info's listing, before its read
+    disk_cache.own_files = lambda directory: listed
+    print(disk_cache.info().entries)
+    """
+)
+
+
+def test_info_reads_no_fifo_swapped_in_after_its_listing(cache: Path, gelu: Gelu) -> None:
+    """An entry replaced by a FIFO between `xfuse cache info`'s listing and its reading is
+    passed over (opening it to read waited for a writer forever)."""
+    run = [sys.executable, "-c", INFO_AFTER_A_SWAP, gelu.source]
+    counted = subprocess.run(run, check=True, timeout=60, capture_output=True, text=True)
+    assert int(counted.stdout) == len(entries(cache)) - 1  # all but the FIFO (not an entry)
+
+
 def test_alternating_toolchains_keep_their_own_entries(
     cache: Path,
     lowerings: list[str],

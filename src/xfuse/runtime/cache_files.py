@@ -25,9 +25,9 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import llvmlite
 import numpy as np
@@ -301,19 +301,29 @@ USE_RESOLUTION_NS = 60 * 10**9
 which eviction goes by): at most one metadata write per entry and minute, not one per hit."""
 
 
+@contextlib.contextmanager
+def opened_regular_file(path: str | Path) -> Iterator[tuple[BinaryIO, os.stat_result] | None]:
+    """`path` opened to read, with its status, where it is a regular file; None where it is not
+    (reading a FIFO there waited forever, a link to /dev/zero never ended). OSError where it
+    cannot be opened."""
+    # Opening a FIFO without O_NONBLOCK waits for a writer; a regular file ignores it.
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+        status = os.fstat(file.fileno())
+        yield (file, status) if stat.S_ISREG(status.st_mode) else None
+
+
 def read_entry(path: Path, digest: str, toolchain: str) -> dict[str, Any] | None:
     """The fields sealed in the entry at `path` (`unseal`); None where it cannot be read or is
-    not a regular file (reading a FIFO there waited forever, a link to /dev/zero never ended).
-    A good entry's modification time becomes now, where it is a minute old or more and this
-    process may set it: eviction takes the least recently used first."""
+    not a regular file (`opened_regular_file`). A good entry's modification time becomes now,
+    where it is a minute old or more and this process may set it: eviction takes the least
+    recently used first."""
     if path.parent.is_symlink():
         return None  # see `write_entry`
     try:
-        # Opening a FIFO without O_NONBLOCK waits for a writer; a regular file ignores it.
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
-            status = os.fstat(file.fileno())
-            if not stat.S_ISREG(status.st_mode):
+        with opened_regular_file(path) as opened:
+            if opened is None:
                 return None
+            file, status = opened
             fields = unseal(file.read(), digest, toolchain)
             if fields is not None and time.time_ns() - status.st_mtime_ns >= USE_RESOLUTION_NS:
                 # Another user's entry in a shared cache may not be ours to touch: it then

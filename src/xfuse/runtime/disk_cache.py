@@ -61,6 +61,7 @@ from xfuse.runtime.cache_files import (
     cache_dir,
     entry_path,
     max_bytes,
+    opened_regular_file,
     own_files,
     read_entry,
     remove,
@@ -270,8 +271,11 @@ def info() -> CacheInfo:
     toolchains: dict[str, ToolchainFiles] = {}
     for file in own_files(directory).entries:
         try:
-            with open(file.path, "rb") as opened:  # a regular file, as own_files found it
-                data = opened.read()
+            # A regular file as own_files found it, but maybe not by now: no FIFO read.
+            with opened_regular_file(file.path) as opened:
+                if opened is None:
+                    continue
+                data = opened[0].read()
         except OSError:
             continue  # removed meanwhile
         subdirectory = os.path.relpath(os.path.dirname(file.path), directory)
