@@ -20,7 +20,8 @@ special values (+-0, +-inf, NaN) against numpy's; `--dry-run` compiles those ker
 `--dry-run` needs no GPU: it compiles every variant to PTX, checks that each has as many entries
 as the model has kernels, and reports the predictions only (this is what the tests run). Without
 it, where there is no GPU or no cuda-python, the script says which and exits with status 2; a
-driver call that fails later is one line naming it, and status 1.
+driver call that fails later, or PTX this GPU or driver cannot load, is one line naming it, and
+status 1.
 """
 
 from __future__ import annotations
@@ -423,7 +424,8 @@ def main(argv: list[str] | None = None) -> Report:
         parser.exit(2, f"gpu_validate: {error}\n(--dry-run compiles and predicts without a GPU)\n")
     try:
         measure_all(gpu, report, args)
-    except xfuse.CudaError as error:  # names the driver call: a line, not a traceback
+    # A failing driver call, or PTX this GPU or driver cannot load: a line, not a traceback.
+    except (xfuse.CudaError, xfuse.CudaUnavailableError) as error:
         parser.exit(1, f"gpu_validate: {error}\n")
     # With `--json -` the JSON alone goes to stdout, the report to stderr.
     print_report(report, sys.stderr if str(args.json) == "-" else sys.stdout)

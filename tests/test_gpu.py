@@ -1005,26 +1005,42 @@ def _fake_event_gpu(
     return created, live
 
 
+@pytest.mark.parametrize(
+    ("failing", "message"),
+    [
+        (
+            {"cuMemcpyDtoD": lambda target, source, nbytes: (_Result.CUDA_ERROR_OUT_OF_MEMORY,)},
+            "cuMemcpyDtoD: CUDA driver error CUDA_ERROR_OUT_OF_MEMORY",
+        ),
+        (  # the GPU cannot run the PTX: CudaUnavailableError, after the copy was timed
+            {"cuModuleLoadData": lambda image: (_Result.CUDA_ERROR_NO_BINARY_FOR_GPU, None)},
+            "cannot run PTX for sm_90",
+        ),
+    ],
+    ids=["driver call", "PTX not loadable"],
+)
 def test_the_gpu_validation_script_says_which_driver_call_failed_mid_run(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    failing: dict[str, Any],
+    message: str,
 ) -> None:
-    """A driver call failing after the GPU opened (here the copy's) is one line and status 1,
-    not a traceback; the timing's events are destroyed all the same."""
+    """A driver call failing after the GPU opened (the copy's, the PTX's loading) is one line
+    and status 1, not a traceback; the timing's events are destroyed all the same."""
     script = _load("gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
     pointers = iter(range(4096, 1 << 20, 4096))
-    created, live = _fake_event_gpu(
-        monkeypatch,
-        cuMemAlloc=lambda nbytes: (_SUCCESS, next(pointers)),
-        cuMemcpyDtoD=lambda target, source, nbytes: (_Result.CUDA_ERROR_OUT_OF_MEMORY,),
-    )
+    working = {
+        "cuMemAlloc": lambda nbytes: (_SUCCESS, next(pointers)),
+        "cuMemcpyDtoD": lambda target, source, nbytes: (_SUCCESS,),
+        "cuMemFree": lambda pointer: (_SUCCESS,),
+    }
+    _, live = _fake_event_gpu(monkeypatch, **(working | failing))
     with pytest.raises(SystemExit) as exit_:
         script.main(["--shape", "64x128"])
     assert exit_.value.code == 1
-    captured = capsys.readouterr()
-    assert (
-        captured.err == "gpu_validate: cuMemcpyDtoD: CUDA driver error CUDA_ERROR_OUT_OF_MEMORY\n"
-    )
-    assert (len(created), live) == (2, set())
+    err = capsys.readouterr().err
+    assert err.startswith("gpu_validate: ") and message in err and err.count("\n") == 1
+    assert live == set()
 
 
 def test_the_gpu_validation_script_writes_only_json_to_stdout_with_json_dash(
