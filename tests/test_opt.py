@@ -512,10 +512,12 @@ def test_an_input_without_operations_is_an_empty_module(runs: dict[str, Run], na
 @pytest.mark.parametrize(
     "arguments,message",
     [
-        (["--no-such-flag"], "unrecognized arguments"),
-        # abbreviations are not options: a later option would change what they mean
-        (["--list-pass"], "unrecognized arguments: --list-pass"),
-        (["--pass", "ew-fuse", "-f", "ew"], "unrecognized arguments: --pass"),
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag\n"),
+        # abbreviations are not options: a later option would change what they mean; a
+        # misspelt option says which it is closest to, as `xfuse`'s subcommands do
+        (["--list-pass"], "unrecognized arguments: --list-pass (did you mean --list-passes?)"),
+        (["--pass", "ew-fuse", "-f", "ew"], "unrecognized arguments: --pass (did you mean"),
+        (["--passs", "ew-fuse"], "unrecognized arguments: --passs (did you mean --passes?)"),
         (["-t", "nope", "gelu.ew"], "invalid choice: 'nope'"),
         (["-f", "nope", "gelu.ew"], "invalid choice: 'nope'"),
     ],

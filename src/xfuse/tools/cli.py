@@ -133,14 +133,20 @@ def reject_unknown(subparser: argparse.ArgumentParser, unknown: Sequence[str]) -
     """A usage error for the arguments the subcommand does not take, with its own usage and
     the option a misspelt one is closest to (argparse reports them at `xfuse`'s level, with
     `xfuse`'s usage, which names no option of the subcommand)."""
-    options = [o for action in subparser._actions for o in action.option_strings]
+    subparser.error(unrecognized_arguments(subparser, unknown))
+
+
+def unrecognized_arguments(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
+    """argparse's "unrecognized arguments" message, with the option of `parser` each misspelt
+    one is closest to."""
+    options = [o for action in parser._actions for o in action.option_strings]
     hints = [
         f"{word} (did you mean {close[0]}?)"
         if (close := difflib.get_close_matches(word, options, 1))
         else word
         for word in unknown
     ]
-    subparser.error(f"unrecognized arguments: {' '.join(hints)}")
+    return f"unrecognized arguments: {' '.join(hints)}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -31,6 +31,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 import xfuse
 from xfuse.frontend.language import EwSyntaxError, parse_program
+from xfuse.tools.cli import unrecognized_arguments
 from xfuse.tools.closed_stdout import exit_status, stdout_closed
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.pipeline import parse_passes, use_before_definition
@@ -187,6 +188,16 @@ class XfuseOptMain(xDSLOptMain):
             action=_ListPassesAction,
             help="list xfuse's passes with their options (type, default, meaning) and exit",
         )
+
+        # An unknown option says which one it is closest to, as `xfuse`'s subcommands do
+        # (xDSL calls `parse_args` right after this).
+        def parse_args(args: Sequence[str] | None = None, namespace: Any = None) -> Any:
+            known, unknown = arg_parser.parse_known_args(args, namespace)
+            if unknown:
+                arg_parser.error(unrecognized_arguments(arg_parser, unknown))
+            return known
+
+        arg_parser.parse_args = parse_args  # type: ignore[method-assign]
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
