@@ -761,7 +761,9 @@ def peer_rows(sizes: Sequence[int], rounds: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     parser.add_argument("--repeat", type=int, default=5, help="timed calls per round at 2^24")

@@ -82,7 +82,9 @@ def cell(values: list[float]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--processes", type=int, default=9, help="warm processes per row")
     parser.add_argument("--against", metavar="SRC", help="another source tree to time alike")

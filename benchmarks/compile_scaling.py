@@ -95,7 +95,7 @@ def stage_times(source: str, fuse: bool, llvm_kernels: int) -> tuple[int, int, d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument(
         "--llvm-kernels", type=int, default=300, help="largest kernel count to run LLVM on"

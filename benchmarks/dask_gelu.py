@@ -152,7 +152,9 @@ def tasks_on_scheduler(dask_scheduler: Any) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--rows", type=int, default=8192)
     parser.add_argument("--columns", type=int, default=14336)

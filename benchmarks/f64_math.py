@@ -100,7 +100,7 @@ def ulp_rows(samples: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=16, help="log2 of the elements timed")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--samples", type=int, default=20, help="log2 of the inputs per function")

@@ -125,7 +125,9 @@ def threads_call_overhead(log_n: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 20, 24], help="log2 n")
     parser.add_argument("--repeat", type=int, default=7)

@@ -32,7 +32,9 @@ PROGRAMS = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--rows", type=int, default=512, help="t (the lecture has 4096)")
     parser.add_argument("--repeat", type=int, default=5)

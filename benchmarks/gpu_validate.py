@@ -404,7 +404,7 @@ def measure_all(gpu: Gpu | None, report: Report, args: argparse.Namespace) -> No
 
 
 def main(argv: list[str] | None = None) -> Report:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="h200", help="the cost model's device")
     parser.add_argument("--shape", type=parse_shape, default=(4096, 14336))
     parser.add_argument("--repeat", type=int, default=20)

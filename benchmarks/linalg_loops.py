@@ -78,7 +78,7 @@ def compare(source: str, fuse: bool, repeat: int) -> tuple[list[float], list[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     print(host_summary())

@@ -165,7 +165,9 @@ def table(results: list[Accuracy]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--stride", type=int, default=64, help="sweep every n-th bit pattern")
     parser.add_argument(

@@ -50,7 +50,9 @@ def staying_on_one_thread(kernel: xfuse.Kernel, x: np.ndarray, out: np.ndarray) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--calls", type=int, default=100, help="calls of a kernel per block")

@@ -84,7 +84,7 @@ def layouts_table(rounds: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=16, help="log2 of the elements of table 1")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per cell")
     args = parser.parse_args()

@@ -614,3 +614,17 @@ def test_gelu_benchmark_times_the_disk_cache_in_a_directory_of_its_own(
     assert os.environ["XFUSE_CACHE"] == "0"
     assert os.environ["XFUSE_CACHE_DIR"] == str(tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "script", sorted(p.name for p in (Path(__file__).parent.parent / "benchmarks").glob("*.py"))
+)
+def test_benchmark_scripts_take_no_abbreviated_options(script: str) -> None:
+    """Each script's options are spelled out, as xfuse's own commands' are: with argparse's
+    default, `activations.py --part 5` ran `--parts 5` and `--round 3` `--rounds 3`."""
+    path = Path(__file__).parent.parent / "benchmarks" / script
+    run = subprocess.run(
+        [sys.executable, str(path), "--h"], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 2, run.stdout[-400:]
+    assert "unrecognized arguments: --h" in run.stderr, run.stderr[-400:]
