@@ -1039,7 +1039,9 @@ def test_strided_alloc_is_rejected() -> None:
 
 
 def test_kernel_arguments_must_be_contiguous() -> None:
-    with pytest.raises(DiagnosticException, match="argument 'x' is a memref<\\?x4xf32, strided"):
+    with pytest.raises(
+        DiagnosticException, match="argument 'x' \\(#0\\) is a memref<\\?x4xf32, strided"
+    ):
         compile_text(STRIDED_KERNEL, ["x"])
 
 
@@ -1170,7 +1172,7 @@ DIMS = """
         ),
         (
             bufferized_main("%s: f32, %x: memref<?xf32>, %out: memref<?xf32>", copy("x", "out")),
-            "argument 's' is a f32: the function must be bufferized",
+            "argument 's' \\(#0\\) is a f32: the function must be bufferized",
         ),
     ],
 )
@@ -1178,6 +1180,47 @@ def test_ir_a_kernel_cannot_run_safely_is_rejected(text: str, error: str) -> Non
     inputs = ["s", "x"] if "%s: f32" in text else ["x"]
     with pytest.raises(DiagnosticException, match=error):
         compile_text(text, inputs)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "input_names", "error"),
+    [
+        # the verifier's message named the kernel's operand, not the argument
+        (
+            "%x: memref<?xi32>, %out: memref<?xf32>",
+            ["x"],
+            "argument 'x' (#0) is a memref<?xi32>: a Kernel takes arrays of f16, bf16, f32 or "
+            "f64, not i32",
+        ),
+        (
+            "%x: memref<?xf32>, %out: memref<4xi64>",
+            ["x"],
+            "argument 'out' (#1) is a memref<4xi64>: a Kernel takes arrays of f16, bf16, f32 or "
+            "f64, not i64",
+        ),
+        # named as the caller passes it
+        (
+            "%x: memref<4xf80>, %out: memref<?xf32>",
+            ["a"],
+            "argument 'a' (#0) is a memref<4xf80>: a Kernel takes arrays of f16, bf16, f32 or "
+            "f64, not f80",
+        ),
+        # unread, it verified and failed in numpy's dtypes: "no numpy dtype for element type i32"
+        (
+            "%n: memref<?xi32>, %x: memref<?xf32>, %out: memref<?xf32>",
+            ["n", "x"],
+            "argument 'n' (#0) is a memref<?xi32>: a Kernel takes arrays of f16, bf16, f32 or "
+            "f64, not i32",
+        ),
+    ],
+)
+def test_an_argument_of_integers_is_named(
+    arguments: str, input_names: list[str], error: str
+) -> None:
+    types = dict(argument.split(": ") for argument in arguments.split(", "))
+    text = bufferized_main(arguments, copy("x", "out", types["%x"], types["%out"]))
+    with pytest.raises(DiagnosticException, match=f"^compile_bufferized: {re.escape(error)}$"):
+        compile_text(text, input_names)
 
 
 @pytest.mark.parametrize(

@@ -445,21 +445,25 @@ HOSTILE: dict[str, str] = {
         r"^\S*redefined_symbol\.mlir:6:1: error: 'func\.func' Redefinition of symbol \"f\"\n"
     ),
     "unranked_arg": (
-        r"^ew-fuse: 'func\.func' @f argument #0 has type tensor<\*xf32>: ew-fuse takes "
+        r"^ew-fuse: 'func\.func' @f argument #0 \(%x\) has type tensor<\*xf32>: ew-fuse takes "
         r"functions whose arguments and results are ranked tensors of f16, bf16, f32 or f64 "
         r"with no encoding"
     ),
     "encoded_arg": (
-        r"^ew-bufferize: 'func\.func' @f argument #0 has type tensor<\?xf32, \"enc\">: "
+        r"^ew-bufferize: 'func\.func' @f argument #0 \(%x\) has type tensor<\?xf32, \"enc\">: "
         r"ew-bufferize takes functions whose arguments and results are ranked tensors of f16, "
         r"bf16, f32 or f64 with no encoding"
     ),
-    "encoded_arg_fuse": r"^ew-fuse: 'func\.func' @f argument #0 has type tensor<\?xf32, \"enc\">",
+    "encoded_arg_fuse": (
+        r"^ew-fuse: 'func\.func' @f argument #0 \(%x\) has type tensor<\?xf32, \"enc\">"
+    ),
     "encoded_temporary": (
         r"^ew-bufferize: 'ew\.kernel' result #0 has type tensor<\?xf32, \"enc\">: ew-bufferize "
         r"takes tensors with no encoding\n"
     ),
-    "scalar_arg": r"^ew-bufferize: 'func\.func' @f argument #1 has type f32: ew-bufferize takes",
+    "scalar_arg": (
+        r"^ew-bufferize: 'func\.func' @f argument #1 \(%s\) has type f32: ew-bufferize takes"
+    ),
     "bufferize_twice": (
         r"ew-bufferize: 'ew\.kernel' is already bufferized \(on memrefs\): ew-bufferize "
         r"takes ew\.kernel ops on tensors \(the output of ew-fuse\)"

@@ -1603,16 +1603,23 @@ def test_static_sizes_that_disagree_on_an_axis_are_an_error() -> None:
 
 
 @pytest.mark.parametrize(
-    ("arguments", "type_"), [("%s: f32, ", "f32"), ("%s: memref<?xf32>, ", "memref<\\?xf32>")]
+    ("arguments", "type_"),
+    [
+        ("%s: f32, ", "f32"),
+        ("%s: memref<?xf32>, ", "memref<\\?xf32>"),
+        ("%s: tensor<4xi32>, ", "tensor<4xi32>"),
+    ],
 )
 def test_compile_module_takes_tensors_only(arguments: str, type_: str) -> None:
-    """An argument of another type is an error naming it (a scalar was a raw AttributeError)."""
+    """An argument of another type is an error naming it, by position and SSA name (a scalar
+    was a raw AttributeError)."""
     source = f"""func.func @main({arguments}%x: tensor<?xf32>) -> tensor<?xf32> {{
       %y = ew.add %x, %x : tensor<?xf32>, tensor<?xf32> -> tensor<?xf32>
       func.return %y : tensor<?xf32>
     }}"""
     with pytest.raises(
-        DiagnosticException, match=f"compile_module: 'func.func' @main argument #0 has type {type_}"
+        DiagnosticException,
+        match=f"compile_module: 'func.func' @main argument #0 \\(%s\\) has type {type_}",
     ):
         compile_module(Parser(pipeline_context(), source).parse_module())
 

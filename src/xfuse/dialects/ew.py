@@ -99,9 +99,9 @@ FLOAT_ELEMENT_TYPES: tuple[type[Attribute], ...] = (
     Float64Type,
 )
 _FLOAT_ELEMENT = AnyOf(tuple(BaseAttr(type_) for type_ in FLOAT_ELEMENT_TYPES))
-_FLOATS = "f16, bf16, f32 or f64"
+FLOAT_NAMES = "f16, bf16, f32 or f64"
 FLOAT_TENSOR = MessageConstraint(
-    TensorType.constr(_FLOAT_ELEMENT), f"expected a tensor of {_FLOATS}"
+    TensorType.constr(_FLOAT_ELEMENT), f"expected a tensor of {FLOAT_NAMES}"
 )
 """The IRDL constraint of a tensor-level `ew` operand or result: a ranked tensor of floats."""
 
@@ -112,17 +112,26 @@ def check_tensor_signature(function: func.FuncOp, pass_name: str) -> None:
     through (an unranked tensor, a scalar, an integer tensor) fails here, naming it, not deep
     inside them, and so does an encoding, which `ew-bufferize`'s memrefs would silently drop."""
     signature = function.function_type
-    for kind, types in (("argument", signature.inputs), ("result", signature.outputs)):
+    returned = function.get_return_op()
+    hints = (
+        [arg.name_hint for arg in function.body.block.args] if function.body.blocks else [],
+        [value.name_hint for value in returned.arguments] if returned else [],
+    )
+    for kind, types, names in zip(
+        ("argument", "result"), (signature.inputs, signature.outputs), hints, strict=True
+    ):
         for index, type_ in enumerate(types):
             if not (
                 isinstance(type_, TensorType)
                 and isinstance(type_.element_type, FLOAT_ELEMENT_TYPES)
                 and isinstance(type_.encoding, NoneAttr)
             ):
+                name = names[index] if index < len(names) else None
+                described = f"{kind} #{index}" + (f" (%{name})" if name else "")
                 raise PassFailedException(
-                    f"{pass_name}: 'func.func' @{function.sym_name.data} {kind} #{index} has "
+                    f"{pass_name}: 'func.func' @{function.sym_name.data} {described} has "
                     f"type {type_}: {pass_name} takes functions whose arguments and results "
-                    f"are ranked tensors of {_FLOATS} with no encoding"
+                    f"are ranked tensors of {FLOAT_NAMES} with no encoding"
                 )
 
 
@@ -130,16 +139,16 @@ def _float_tensor_of(element: VarConstraint[Attribute]) -> MessageConstraint[Att
     """A tensor of floats whose element type is the constraint variable `element`."""
     return MessageConstraint(
         TensorType.constr(element),
-        f"expected a tensor of {_FLOATS}, of one element type for the operands and the result",
+        f"expected a tensor of {FLOAT_NAMES}, of one element type for the operands and the result",
     )
 
 
 FLOAT_MEMREF = MessageConstraint(
-    MemRefType.constr(_FLOAT_ELEMENT), f"expected a memref of {_FLOATS}"
+    MemRefType.constr(_FLOAT_ELEMENT), f"expected a memref of {FLOAT_NAMES}"
 )
 FLOAT_SHAPED = MessageConstraint(
     TensorType.constr(_FLOAT_ELEMENT) | MemRefType.constr(_FLOAT_ELEMENT),
-    f"expected a tensor or memref of {_FLOATS}",
+    f"expected a tensor or memref of {FLOAT_NAMES}",
 )
 
 

@@ -51,21 +51,33 @@ def argument_names(function: func.FuncOp, input_names: Sequence[str]) -> list[st
     return names
 
 
-def check_function(function: func.FuncOp, names: Sequence[str], input_count: int) -> None:
-    """DiagnosticException naming the argument or op where `function` is not in the form the
-    module docstring describes (`names`: the arguments', the first `input_count` inputs)."""
-    args = function.body.block.args
-    for name, arg in zip(names, args, strict=True):
+def check_arguments(function: func.FuncOp, names: Sequence[str]) -> None:
+    """DiagnosticException naming the argument (`names`: the arguments') that is no memref of
+    floats without a layout. Run before the module verifies: the verifier's message for a
+    kernel's `memref<?xi32>` operand named no argument."""
+    for index, (name, arg) in enumerate(zip(names, function.body.block.args, strict=True)):
+        argument = f"{PREFIX}: argument '{name}' (#{index}) is a {arg.type}"
         if not isinstance(arg.type, MemRefType):
             raise DiagnosticException(
-                f"{PREFIX}: argument '{name}' is a {arg.type}: the function must be bufferized "
-                "(memref arguments: inputs, then output buffers; run ew-bufferize)"
+                f"{argument}: the function must be bufferized (memref arguments: inputs, then "
+                "output buffers; run ew-bufferize)"
+            )
+        if not isinstance(arg.type.element_type, ew.FLOAT_ELEMENT_TYPES):
+            raise DiagnosticException(
+                f"{argument}: a Kernel takes arrays of {ew.FLOAT_NAMES}, not "
+                f"{arg.type.element_type}"
             )
         if not isinstance(arg.type.layout, NoneAttr):
             raise DiagnosticException(
-                f"{PREFIX}: argument '{name}' is a {arg.type}: a Kernel passes "
-                "C-contiguous arrays, so only memrefs without a layout can be its arguments"
+                f"{argument}: a Kernel passes C-contiguous arrays, so only memrefs without a "
+                "layout can be its arguments"
             )
+
+
+def check_function(function: func.FuncOp, names: Sequence[str], input_count: int) -> None:
+    """DiagnosticException naming the argument or op where `function`'s body is not in the form
+    the module docstring describes (`names`: the arguments', the first `input_count` inputs)."""
+    args = function.body.block.args
     label = {arg: f"'{name}'" for arg, name in zip(args, names, strict=True)}
     inputs = set(args[:input_count])
     written: set[SSAValue] = set()

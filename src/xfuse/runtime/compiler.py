@@ -574,12 +574,18 @@ def compile_bufferized(
     an argument's `?` takes the static size another buffer has on its axis, so the call checks
     it. Not cached: for hand-written IR and tests of the lowering.
     """
-    from xfuse.runtime.bufferized import argument_names, check_function, check_output_sizes
+    from xfuse.runtime.bufferized import (
+        argument_names,
+        check_arguments,
+        check_function,
+        check_output_sizes,
+    )
     from xfuse.transforms.pipeline import only_function
 
     options = options or Options()
-    module.verify()
     names = argument_names(only_function(module), input_names)
+    check_arguments(only_function(module), names)
+    module.verify()
     check_function(only_function(module), names, len(input_names))
     module = _with_static_inputs(module)
     function = only_function(module)
