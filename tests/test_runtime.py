@@ -1624,6 +1624,48 @@ def test_compile_module_takes_tensors_only(arguments: str, type_: str) -> None:
         compile_module(Parser(pipeline_context(), source).parse_module())
 
 
+RETURNED_TWICE = """func.func @main(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %y = ew.mul %x, %x : tensor<?xf32>, tensor<?xf32> -> tensor<?xf32>
+  func.return %y, %y : tensor<?xf32>, tensor<?xf32>
+}"""
+
+
+def test_a_value_returned_twice_is_two_named_outputs() -> None:
+    """Two outputs, as `y = x * x; z = y; output y, z;` compiles to: both were named 'y', and
+    `out={"y": buffer}` failed with "out 'y' overlaps out 'y'". Now named as `ew-bufferize`
+    names their buffers."""
+    kernel = compile_module(Parser(pipeline_context(), RETURNED_TWICE).parse_module())
+    assert kernel.output_names == ("out0", "out1")
+    x = np.array([2.0, 3.0], np.float32)
+    second = np.zeros(2, np.float32)
+    first, returned = kernel(x=x, out={"out1": second})
+    assert returned is second and first is not second
+    np.testing.assert_array_equal(first, [4.0, 9.0])
+    np.testing.assert_array_equal(second, [4.0, 9.0])
+
+
+@pytest.mark.parametrize(
+    ("source", "names", "error"),
+    [
+        (RETURNED_TWICE, ["y", "y"], "two outputs are named 'y' (['y', 'y'])"),
+        (RETURNED_TWICE, ["y"], "output_names: 1 names for a function of 2 results"),
+        (  # the second output's default name, `out1`, is the first's SSA name
+            """func.func @main(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
+              %out1 = ew.mul %x, %x : tensor<?xf32>, tensor<?xf32> -> tensor<?xf32>
+              func.return %out1, %x, %x : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+            }""",
+            None,
+            "two outputs are named 'out1' (['out1', 'out1', 'out2']): pass distinct output_names",
+        ),
+    ],
+)
+def test_output_names_that_do_not_fit_are_an_error(
+    source: str, names: list[str] | None, error: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(error)):
+        compile_module(Parser(pipeline_context(), source).parse_module(), names)
+
+
 def test_compile_module_of_a_built_function() -> None:
     module = parse_program("out = sqrt(x);")
     kernel = compile_module(module)

@@ -301,8 +301,12 @@ def _parameter(name: str, type_: Attribute, dims: tuple[str, ...] | None = None)
 def signature(
     module: ModuleOp, output_names: Sequence[str] | None
 ) -> tuple[list[Parameter], list[Parameter]]:
-    """Input and output parameters of a frontend (tensor) module, named after the source."""
+    """Input and output parameters of a frontend (tensor) module, named after the source: the
+    outputs by `output_names`, else as `ew-bufferize` names their buffers (a value returned twice
+    is two outputs: one name for both left `out=` a mapping unable to tell them apart); a
+    ValueError for names that do not fit."""
     from xfuse.frontend.builder import declared_dims, input_name
+    from xfuse.transforms.bufferize import output_names as buffer_names
     from xfuse.transforms.pipeline import only_function
 
     function = only_function(module)
@@ -312,14 +316,18 @@ def signature(
     ]
     returned = function.get_return_op()
     assert returned is not None
-    names = (
-        list(output_names)
-        if output_names is not None
-        else [value.name_hint or f"out{index}" for index, value in enumerate(returned.arguments)]
-    )
-    outputs = [
-        _parameter(name, value.type) for name, value in zip(names, returned.arguments, strict=True)
-    ]
+    results = returned.arguments
+    names = list(output_names) if output_names is not None else buffer_names(results)
+    if len(names) != len(results):
+        raise ValueError(
+            f"output_names: {len(names)} names for a function of {len(results)} results"
+        )
+    repeated = next((name for name in names if names.count(name) > 1), None)
+    if repeated is not None:
+        raise ValueError(
+            f"two outputs are named '{repeated}' ({names}): pass distinct output_names"
+        )
+    outputs = [_parameter(name, value.type) for name, value in zip(names, results, strict=True)]
     return inputs, outputs
 
 
@@ -446,7 +454,9 @@ def compile_module(
 ) -> Kernel:
     """Compile a frontend module (one `func.func` on tensors of `ew` ops) to a `Kernel`
     (default options: `Options()`); an argument or result of another type is an error naming it
-    (a scalar argument was a raw AttributeError)."""
+    (a scalar argument was a raw AttributeError). The outputs are named by `output_names`, else
+    by their SSA names, `out<i>` for one without a name or returned more than once (`func.return
+    %y, %y` gives two outputs, `out0` and `out1`, as `ew-bufferize` names their buffers)."""
     from xfuse.dialects.ew import check_tensor_signature
     from xfuse.transforms.pipeline import only_function
 

@@ -77,6 +77,15 @@ def memref_type(type_: Attribute) -> MemRefType[Attribute]:
     return MemRefType(tensor.get_element_type(), tensor.get_shape())
 
 
+def output_names(results: Sequence[SSAValue]) -> list[str]:
+    """The output buffers' names, one per returned value: its SSA name, else `out<i>` (`i` its
+    position), which a value returned more than once also gets: each return is its own buffer."""
+    return [
+        value.name_hint if value.name_hint and results.count(value) == 1 else f"out{index}"
+        for index, value in enumerate(results)
+    ]
+
+
 @dataclass(frozen=True)
 class BufferizeStats:
     temporaries: int = 0
@@ -116,9 +125,8 @@ class _FunctionBufferizer:
         self.outputs = self.block.args[len(old.args) :]
         for new, old_value in zip(self.block.args, old.args, strict=False):
             new.name_hint = old_value.name_hint
-        for index, (new, result) in enumerate(zip(self.outputs, results, strict=True)):
-            new.name_hint = result.name_hint if results.count(result) == 1 else None
-            new.name_hint = new.name_hint or f"out{index}"
+        for new, name in zip(self.outputs, output_names(results), strict=True):
+            new.name_hint = name
         self.builder = Builder(InsertPoint.at_end(self.block))
         self.index_constants: dict[int, SSAValue] = {}
         self.allocated: dict[int, SSAValue] = {}
