@@ -331,6 +331,29 @@ def test_output_file(runs: dict[str, Run], paths: dict[str, str]) -> None:
     assert "func.func @f" in written and "ew.mul" not in written
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [[], ["-"], ["-o", "-"], ["-", "-o", "-"], ["-f", "ew", "-"]],
+    ids=["no_file", "dash", "to_dash", "dash_to_dash", "ew_dash"],
+)
+def test_a_dash_is_stdin_and_stdout(
+    arguments: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    gelu: Gelu,
+) -> None:
+    """As for mlir-opt: `xfuse-opt -` was `[Errno 2] No such file or directory: '-'`, and
+    `-o -` wrote a file named `-`."""
+    source = gelu.source if "ew" in arguments else GOOD_MLIR
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(source.encode())))
+    monkeypatch.chdir(tmp_path)
+    assert main([*arguments, "-p", "ew-optimize"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith("builtin.module {\n  func.func @")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_byte_order_mark_starts_an_ew_file(runs: dict[str, Run]) -> None:
     """As in a Python source file (it was `1:1: error: unexpected character '\\ufeff'`)."""
     run = runs["bom_ew"]

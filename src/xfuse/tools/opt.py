@@ -195,6 +195,11 @@ class XfuseOptMain(xDSLOptMain):
             known, unknown = arg_parser.parse_known_args(args, namespace)
             if unknown:
                 arg_parser.error(unrecognized_arguments(arg_parser, unknown))
+            # `-` is stdin or stdout, as for mlir-opt (xDSL opened a file named `-`)
+            if known.input_file == "-":
+                known.input_file = None
+            if known.output_file == "-":
+                known.output_file = None
             return known
 
         arg_parser.parse_args = parse_args  # type: ignore[method-assign]
@@ -311,7 +316,7 @@ class XfuseOptMain(xDSLOptMain):
 
 DESCRIPTION = (
     "xDSL's xdsl-opt with the ew dialect, the .ew frontend and xfuse's passes: parse FILE.ew "
-    "or FILE.mlir (stdin: MLIR), run the passes -p names, and print the IR. --list-passes "
+    "or FILE.mlir (stdin, or -: MLIR), run the passes -p names, and print the IR. --list-passes "
     "lists xfuse's passes and their options; docs/commands.md says more."
 )
 
