@@ -943,12 +943,14 @@ def test_unbufferized_kernel_is_rejected() -> None:
         compile_text(text, ["x"])
 
 
-def test_bad_fastmath_flag_is_rejected_by_the_compile_options() -> None:
+@pytest.mark.parametrize("fastmath", ["turbo", "", "contract,,afn"])
+def test_bad_fastmath_flag_is_rejected_by_the_compile_options(fastmath: str) -> None:
     """Before any pass runs, in the words of `xfuse.compile`'s other options (the pass's own
-    check: `tests/test_opt.py`)."""
-    expected = "^fastmath must be none, fast or a comma list of .*afn, got 'turbo'$"
+    check: `tests/test_opt.py`). An empty string, or entry, was none: mlir-opt rejects
+    `fastmath<>`."""
+    expected = f"^fastmath must be none, fast or a comma list of .*afn, got '{fastmath}'$"
     with pytest.raises(ValueError, match=expected):
-        compile_text(UNFUSED_TEMPORARY, ["x"], fastmath="turbo")
+        compile_text(UNFUSED_TEMPORARY, ["x"], fastmath=fastmath)
 
 
 def native_main(text: str, **options: object) -> tuple[Callable[..., None], NativeModule]:

@@ -580,6 +580,9 @@ BAD_OPTIONS: dict[str, str] = {
     "ew-to-nvvm{math=libm}": "one of approx, ptx-approx",
     "ew-to-llvm{fastmath=turbo}": f"none, fast or a comma list of {FLAGS}",
     "ew-expand-math{fastmath=turbo}": f"none, fast or a comma list of {FLAGS}",
+    # mlir-opt rejects `fastmath<>` and `fastmath<contract,,afn>`; both meant none before
+    'ew-expand-math{fastmath=""}': f"none, fast or a comma list of {FLAGS}",
+    'ew-to-llvm{fastmath="contract,,afn"}': f"none, fast or a comma list of {FLAGS}",
     "ew-cost{device=tpu}": (
         "one of h100-sxm, h100-pcie, h200, a100-80gb, b200, h100, a100, h200-sxm"
     ),

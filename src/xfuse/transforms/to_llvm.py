@@ -104,17 +104,17 @@ def native_argument_types(type_: Attribute) -> list[Attribute]:
 
 
 def parse_fastmath(flags: str, pass_name: str = "ew-to-llvm") -> llvm.FastMathAttr:
-    """`"contract,afn"` -> the attribute; `"none"` or `""` -> no flags; `"fast"` -> all of them
-    (LLVM's spelling); `PassOptionError` for `pass_name`'s `fastmath` otherwise."""
-    names = [f.strip() for f in flags.split(",") if f.strip() and f.strip() != "none"]
+    """`"contract,afn"` -> the attribute; `"none"` -> no flags; `"fast"` -> all of them (LLVM's
+    spelling); `PassOptionError` for `pass_name`'s `fastmath` otherwise, an empty string or entry
+    (`""`, `"contract,,afn"`) included, as mlir-opt rejects `fastmath<>`."""
+    names = [name.strip() for name in flags.split(",")]
+    valid = [flag.value for flag in llvm.FastMathFlag]
+    if not set(names) <= {"none", "fast", *valid}:
+        expected = f"none, fast or a comma list of {', '.join(valid)}"
+        raise PassOptionError(pass_name, "fastmath", flags, expected)
     if "fast" in names:
         return llvm.FastMathAttr("fast")
-    try:
-        return llvm.FastMathAttr(tuple(llvm.FastMathFlag(name) for name in names))
-    except ValueError:
-        valid = ", ".join(flag.value for flag in llvm.FastMathFlag)
-        expected = f"none, fast or a comma list of {valid}"
-        raise PassOptionError(pass_name, "fastmath", flags, expected) from None
+    return llvm.FastMathAttr(tuple(llvm.FastMathFlag(name) for name in names if name != "none"))
 
 
 # ---------------------------------------------------------------------------------------------
