@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
+import math
 import re
 import subprocess
 import sys
@@ -750,6 +751,59 @@ def test_a_bool_for_an_optional_number_option_names_the_option(option: str, valu
         match=f"^optional-options: bad value '{value}' for option '{option}': expected {expected}$",
     ):
         pass_from_spec(OptionalOptionsPass, spec)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1e3", 1000.0),
+        ("1E3", 1000.0),
+        ("1e-3", 0.001),
+        ("1.5e-3", 0.0015),
+        ('"1e+3"', 1000.0),  # unquoted, xDSL's lexer splits it at the `+`
+        ("inf", math.inf),
+        ("-inf", -math.inf),
+        ("-0.0", -0.0),
+    ],
+)
+def test_a_float_option_takes_a_float_spelled_as_mlir_opt_takes_it(text: str, value: float) -> None:
+    """xDSL's lexer takes `1e3`, `inf` and `nan` for words: they were strings, "expected a
+    number"; mlir-opt reads a float option with C's `strtod`, which takes them all."""
+    (spec,) = parse_pipeline(f"optional-options{{factor={text}}}")
+    factor = pass_from_spec(OptionalOptionsPass, spec).factor
+    assert factor == value and math.copysign(1, factor) == math.copysign(1, value)
+
+
+def test_a_float_option_takes_nan() -> None:
+    (spec,) = parse_pipeline("optional-options{factor=nan}")
+    factor = pass_from_spec(OptionalOptionsPass, spec).factor
+    assert factor is not None and math.isnan(factor)
+
+
+def test_an_integer_option_still_refuses_a_float() -> None:
+    (spec,) = parse_pipeline("optional-options{limit=1e3}")
+    with pytest.raises(
+        PassSpecError, match="^optional-options: bad value '1e3' for option 'limit'"
+    ):
+        pass_from_spec(OptionalOptionsPass, spec)
+
+
+def test_xfuse_opt_takes_a_float_option_in_exponent_form(
+    capsys: pytest.CaptureFixture[str], gelu: Gelu
+) -> None:
+    """It was `ew-cost: bad value '1e3' for option 'launch-us': expected a number`."""
+    assert main([str(gelu.path), "-p", "ew-fuse,ew-cost{launch-us=1e3}"]) == 0
+    assert "launch 1000 us" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_xfuse_opt_names_the_option_that_must_be_finite(
+    value: str, capsys: pytest.CaptureFixture[str], gelu: Gelu
+) -> None:
+    """In the pass's own words for its range (they were "expected a number", as for a word)."""
+    assert main([str(gelu.path), "-p", f"ew-fuse,ew-cost{{launch-us={value}}}"]) == 1
+    expected = f"ew-cost: bad value '{value}' for option 'launch-us': expected a finite number >= 0"
+    assert capsys.readouterr() == ("", f"xfuse-opt: error: {expected}\n")
 
 
 def test_numbers_and_bools_where_an_option_takes_them_still_parse() -> None:

@@ -18,6 +18,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import AttributeInvT, Operation, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.passes import PassPipeline
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
@@ -216,9 +217,13 @@ class XfuseOptMain(xDSLOptMain):
             self.register_pass(name, factory)
 
     def setup_pipeline(self) -> None:
-        # xDSL's messages for a bad option name neither the pass nor the option: check first.
-        parse_passes(self.args.passes, self.available_passes)
-        super().setup_pipeline()
+        # The passes are made here, not by xDSL: its messages for a bad option name neither the
+        # pass nor the option, and its lexer takes `1e3` or `inf` for a word (`parse_passes`).
+        passes = parse_passes(self.args.passes, self.available_passes)
+        given, self.args.passes = self.args.passes, ""
+        super().setup_pipeline()  # an empty pipeline, for xDSL's callback between passes
+        self.args.passes = given
+        self.pipeline = PassPipeline(tuple(passes), self.pipeline.callback)
 
     def register_all_frontends(self) -> None:
         super().register_all_frontends()

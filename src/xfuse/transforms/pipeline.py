@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -14,21 +15,59 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation, Region
 from xdsl.irdl.dominance import DominanceInfo
 from xdsl.passes import ModulePass, PassPipeline
-from xdsl.utils.arg_spec import ArgSpec, PipelineLexer, SpecTokenKind, parse_pipeline
+from xdsl.utils.arg_spec import (
+    ArgSpec,
+    ParameterType,
+    PipelineLexer,
+    SpecTokenKind,
+    parse_pipeline,
+)
 from xdsl.utils.exceptions import ArgSpecParseError
 
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.options import PassOptionError, PassSpecError, expected_values
 
+_FLOAT_TEXT = re.compile(
+    r"[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[-+]?[0-9]+)?|inf(?:inity)?|nan)", re.IGNORECASE
+)
+"""A float as mlir-opt's options read one (C's `strtod`, less hexadecimal): `1e3`, `inf`, `nan`."""
+
+
+def _alternatives(field_type: object) -> tuple[object, ...]:
+    """The types an option of this type takes: the union's, Optional's (with None), or itself."""
+    if typing.get_origin(field_type) in (typing.Union, types.UnionType):
+        return typing.get_args(field_type)
+    return (field_type,)
+
 
 def _number_not_bool(field_type: object) -> bool:
     """An option of this type takes an int or a float (alone, Optional, or in a union) and no
     bool: xDSL takes `true` for it as 1, as a bool is an int to Python."""
-    if typing.get_origin(field_type) in (typing.Union, types.UnionType):
-        alternatives = typing.get_args(field_type)
-    else:
-        alternatives = (field_type,)
+    alternatives = _alternatives(field_type)
     return bool not in alternatives and any(t in (int, float) for t in alternatives)
+
+
+def _with_floats(spec: ArgSpec, hints: Mapping[str, object]) -> ArgSpec:
+    """`spec` with each value spelling a float (`1e3`, `inf`, `nan`) of an option that takes a
+    float and no string made a float: xDSL's lexer takes those for words (strings), so
+    `launch-us=1e3` was "expected a number". The pass then checks the value's range."""
+
+    def value(option: str, given: ParameterType) -> ParameterType:
+        alternatives = _alternatives(hints.get(option.replace("-", "_")))
+        if (
+            isinstance(given, str)
+            and float in alternatives
+            and str not in alternatives
+            and _FLOAT_TEXT.fullmatch(given)
+        ):
+            return float(given)
+        return given
+
+    parameters = {
+        option: tuple(value(option, v) for v in values)
+        for option, values in spec.parameters.items()
+    }
+    return ArgSpec(spec.name, parameters)
 
 
 def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
@@ -36,6 +75,7 @@ def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
     values it takes (xDSL's own message names neither the pass nor the option), a
     `PassOptionError` for a bad value."""
     hints = typing.get_type_hints(pass_class)
+    spec = _with_floats(spec, hints)
     for option, value in spec.parameters.items():
         field_type = hints.get(option.replace("-", "_"))
         if _number_not_bool(field_type) and any(isinstance(v, bool) for v in value):
