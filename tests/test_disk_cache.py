@@ -25,6 +25,7 @@ import pytest
 
 import xfuse
 from xfuse.codegen.libdevice import find_libdevice
+from xfuse.codegen.native import declared_symbols
 from xfuse.runtime import cache_files, disk_cache, kernel
 from xfuse.tools.cli import main as cli_main
 
@@ -1203,7 +1204,7 @@ def test_the_bound_calls_symbols_are_every_declared_function_and_variable() -> N
     variables = re.findall(r"^@(\w+) = external global ", kernel.BOUND_CALL_IR, re.MULTILINE)
     expected = [name for name in functions if not name.startswith("llvm.")] + variables
     assert "PyEval_SaveThread" in expected and "_Py_NoneStruct" in expected
-    assert kernel._bound_call_symbols() == expected
+    assert declared_symbols(kernel.BOUND_CALL_IR) == expected
 
 
 def bound_calls_compiled_by_a_new_process(cache: Path, source: str) -> int:

@@ -1362,14 +1362,68 @@ def test_a_cpu_compile_of_libdevice_calls_names_the_function() -> None:
         if isinstance(pass_, EwExpandMathPass):
             pass_ = dataclasses.replace(pass_, library="libdevice")
         pass_.apply(ctx, module)
-    message = (
-        r"^the CPU code calls '__nv_exp', a function of NVIDIA's libdevice, which exists only "
-    )
-    with pytest.raises(ValueError, match=message + r"on the GPU \(ew-expand-math\{library="):
+    message = r"^the CPU code uses '__nv_exp', which neither it nor this process defines "
+    libdevice = r"; NVIDIA's libdevice \(__nv_exp\) exists only on the GPU \(ew-expand-math"
+    with pytest.raises(ValueError, match=message + r"\(the JIT cannot link it\)" + libdevice):
         compile_llvm_dialect(module)
-    declaration = "declare double @__nv_exp(double)\n"
     with pytest.raises(ValueError, match=message):
+        compile_llvm_ir(_calling("double", "__nv_exp"))
+
+
+def _calling(type_: str, callee: str) -> str:
+    """LLVM IR of `f(x)`: `callee(x)`, declared, of `type_` to `type_`."""
+    return (
+        f"declare {type_} @{callee}({type_})\n"
+        f"define {type_} @f({type_} %x) {{\n"
+        f"  %y = call {type_} @{callee}({type_} %x)\n  ret {type_} %y\n}}\n"
+    )
+
+
+def test_a_cpu_compile_of_an_unknown_function_or_variable_names_them() -> None:
+    # MCJIT linked `@expff` (a typo of expf) to address 0, and the call crashed the process;
+    # an unresolved weak name left the module's other names (`expf`, ...) at 0 too.
+    with pytest.raises(ValueError, match=r"^the CPU code uses 'expff', which neither it nor "):
+        compile_llvm_ir(_calling("float", "expff"))
+    with pytest.raises(ValueError, match=r"uses 'expff', 'nowhere', .* cannot link them\)$"):
         compile_llvm_ir(
-            declaration + "define double @f(double %x) {\n"
-            "  %y = call double @__nv_exp(double %x)\n  ret double %y\n}\n"
+            "@nowhere = extern_weak global float\n"
+            + _calling("float", "expff").replace(
+                "ret float %y", "store float %y, ptr @nowhere\n  ret float %y"
+            )
         )
+
+
+def test_declared_symbols_are_those_llvm_lists_as_declarations() -> None:
+    """Read from the text as LLVM prints it (quoted names, attributes before `global`), the
+    same names as llvmlite's module lists as declarations, less the intrinsics."""
+    module = llvm_binding.parse_assembly(
+        '@"a b" = external local_unnamed_addr global i32\n@weak = extern_weak global i8\n'
+        '@defined = global i32 1\n!named = !{!0}\n!0 = !{!"x = external y"}\n'
+        "declare extern_weak void @w()\n"
+        'declare noundef float @"e f"(float) local_unnamed_addr #0\n'
+        "define float @f(float %x) {\n  call void @w()\n"
+        '  %y = call float @"e f"(float %x)\n  %z = call float @llvm.fabs.f32(float %y)\n'
+        "  ret float %z\n}\nattributes #0 = { nounwind }\n"
+    )
+    declared = [
+        value.name
+        for value in [*module.functions, *module.global_variables]
+        if value.is_declaration and not value.name.startswith("llvm.")
+    ]
+    assert declared == ["w", "e f", "a b", "weak"]
+    assert native.declared_symbols(str(module)) == declared
+
+
+def test_a_cpu_compile_links_the_c_library_intrinsics_and_mcjits_own_functions() -> None:
+    """What the process or MCJIT defines links: libm's `expf`, the intrinsic `llvm.exp.f32`
+    (code generation's, a call to expf), `atexit` (MCJIT's own: glibc's shared library has
+    none)."""
+    exp = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_float)
+    for callee in ("expf", "llvm.exp.f32"):
+        native = compile_llvm_ir(_calling("float", callee))
+        assert exp(native.address("f"))(1.0) == np.float32(np.e)
+    native = compile_llvm_ir(
+        "declare i32 @atexit(ptr)\n"
+        "define i64 @f() {\n  %a = ptrtoint ptr @atexit to i64\n  ret i64 %a\n}\n"
+    )
+    assert ctypes.CFUNCTYPE(ctypes.c_uint64)(native.address("f"))() != 0

@@ -64,6 +64,7 @@ from xfuse.codegen.native import (
     STREAMING_ALIGNMENT,
     NativeModule,
     compile_llvm_ir,
+    declared_symbols,
     host_cpu,
     load_object_code,
     streaming_name,
@@ -1083,7 +1084,7 @@ class CheckedCall:
 
 # Hand-written LLVM IR, as C source would be, not built with llvmlite.ir: a new process keys
 # its cached object code by this text (`bound_call_digest`) and reads its declarations
-# (`_bound_call_symbols`) without building or parsing a module.
+# (`declared_symbols`) without building or parsing a module.
 BOUND_CALL_IR = f"""
 declare ptr @PyTuple_GetItem(ptr, i64)
 declare ptr @PyBytes_AsString(ptr)
@@ -1483,7 +1484,7 @@ def _bound_call_methods() -> tuple[NativeModule, dict[str, _MethodDef]]:
 
 @functools.cache
 def _compile_bound_calls() -> tuple[NativeModule, dict[str, _MethodDef]]:
-    for name in _bound_call_symbols():
+    for name in declared_symbols(BOUND_CALL_IR):
         # The symbol's address, function or variable alike (a ctypes function object for each
         # function, cast to its address, took 2.5x as long).
         llvm_binding.add_symbol(
@@ -1495,19 +1496,6 @@ def _compile_bound_calls() -> tuple[NativeModule, dict[str, _MethodDef]]:
         for name, flags in _BOUND_CALL_FLAGS.items()
     }
     return native, methods
-
-
-def _bound_call_symbols() -> list[str]:
-    """The functions (not LLVM's intrinsics, `llvm.*`) and the variables that `BOUND_CALL_IR`
-    declares, which the process provides: found by splitting the IR at each declaration, as
-    compiling regular expressions for them took ~2 ms of a new process's disk-cache hit (and
-    testing each of its lines, 0.1 ms)."""
-    ir = "\n" + BOUND_CALL_IR  # each declaration starts a line, the first one too
-    functions = [
-        declared.split("@", 1)[1].split("(", 1)[0] for declared in ir.split("\ndeclare ")[1:]
-    ]
-    variables = [before.rsplit("\n@", 1)[1] for before in ir.split(" = external global ")[:-1]]
-    return [name for name in functions if not name.startswith("llvm.")] + variables
 
 
 BOUND_CALL_OPT_LEVEL = 0
