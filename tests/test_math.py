@@ -240,18 +240,27 @@ def test_erf_of_denormals_keeps_their_digits(math_mode: str) -> None:
 
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
 @pytest.mark.parametrize(
-    ("source", "scale"),
+    ("source", "scale", "span"),
     [
-        ("out = erf(x);", 1.0),
-        ("out = erf(x * 0.70710678118654752);", float(np.float32(0.70710678118654752))),
-        ("out = erf(x / 1.4142135623730951);", 1 / float(np.float32(1.4142135623730951))),
-        ("out = erf(x * -3.0);", -3.0),
+        ("out = erf(x);", 1.0, (3.3, 4.5)),
+        ("out = erf(x * 0.70710678118654752);", float(np.float32(0.70710678118654752)), (3.3, 4.5)),
+        (
+            "out = erf(x / 1.4142135623730951);",
+            1 / float(np.float32(1.4142135623730951)),
+            (3.3, 4.5),
+        ),
+        ("out = erf(x * -3.0);", -3.0, (3.3, 4.5)),
+        ("out = tanh(x);", 1.0, (7.3, 9.0)),
+        ("out = tanh(0.7978845608 * x);", float(np.float32(0.7978845608)), (7.3, 9.0)),
+        ("out = tanh(x * -5.0);", -5.0, (7.3, 9.0)),
     ],
 )
-def test_erf_never_passes_one(source: str, scale: float, math_mode: str) -> None:
-    # approx's rational exceeds 1 by up to 3 ulps from c x ~ 3.65 up to its clamp near 4 / |c|
-    # (erf(x / sqrt 2) was -1.0000002 at x = -5.2): every float32 with c x in [3.3, 4.5].
-    bits = np.float32([3.3 / abs(scale), 4.5 / abs(scale)]).view(np.int32)
+def test_erf_and_tanh_never_pass_one(
+    source: str, scale: float, span: tuple[float, float], math_mode: str
+) -> None:
+    # approx's rationals exceed 1 by up to 3 ulps past c x ~ 3.65 (erf) and 7.93 (tanh), where
+    # they are clamped (erf(x / sqrt 2) was -1.0000002 at x = -5.2): every float32 around that.
+    bits = np.float32([span[0] / abs(scale), span[1] / abs(scale)]).view(np.int32)
     x = np.arange(bits[0], bits[1], dtype=np.int32).view(np.float32)
     x = np.concatenate([x, -x, np.float32([np.inf, -np.inf])])
     out = xfuse.compile(source, math=math_mode)(x=x)

@@ -183,14 +183,14 @@ func.func @log_of_one_plus_exp(%x: f32) -> f32 {
 }
 
 // erf and tanh of x times a constant c (1/16 <= |c| <= 16) fold c into their rationals'
-// coefficients: no multiply by c is left, x itself is clamped (erf: at the last float32 where
-// the quotient is exactly 1 before it first passes 1, its Horner steps FMAs whatever the
-// fast-math flags; tanh: x^2 at (8.5 / c)^2). libm calls the functions of the products.
+// coefficients: no multiply by c is left, x itself is clamped at the last float32 where the
+// quotient is exactly 1 before it first passes 1, the Horner steps FMAs whatever the fast-math
+// flags. libm calls the functions of the products.
 // CHECK-LABEL: func.func @scaled_erf_and_tanh
 // CHECK-SAME:    (%[[X:.*]]: f32)
 // CHECK-DAG:     %[[ERF_LIMIT:.*]] = arith.constant 5.17073774 : f32
 // CHECK-DAG:     %[[ERF3_LIMIT:.*]] = arith.constant 1.21468067 : f32
-// CHECK-DAG:     %[[TANH_LIMIT:.*]] = arith.constant 113.490028 : f32
+// CHECK-DAG:     %[[TANH_LIMIT:.*]] = arith.constant 9.91849327 : f32
 // CHECK-NOT:     arith.constant 0.707106769
 // CHECK-NOT:     arith.constant -3.000000e+00
 // CHECK-NOT:     arith.constant 0.797884583
@@ -203,9 +203,11 @@ func.func @log_of_one_plus_exp(%x: f32) -> f32 {
 // CHECK-NEXT:    %[[ERF3_ABOVE:.*]] = arith.cmpf ogt, %[[X]], %[[ERF3_LIMIT]] : f32
 // CHECK-NEXT:    arith.select %[[ERF3_ABOVE]], %[[ERF3_LIMIT]], %[[X]] : f32
 // CHECK:         %[[ERF3:.*]] = arith.divf
-// CHECK:         %[[SQUARE:.*]] = arith.mulf %[[X]], %[[X]] fastmath<contract> : f32
-// CHECK-NEXT:    %[[TANH_ABOVE:.*]] = arith.cmpf ogt, %[[SQUARE]], %[[TANH_LIMIT]] : f32
-// CHECK-NEXT:    arith.select %[[TANH_ABOVE]], %[[TANH_LIMIT]], %[[SQUARE]] : f32
+// CHECK-NEXT:    %[[TANH_ABOVE:.*]] = arith.cmpf ogt, %[[X]], %[[TANH_LIMIT]] : f32
+// CHECK-NEXT:    arith.select %[[TANH_ABOVE]], %[[TANH_LIMIT]], %[[X]] : f32
+// CHECK:         %[[TANH_SQUARE:.*]] = arith.mulf %[[TANH_X:.*]], %[[TANH_X]] fastmath<contract> : f32
+// CHECK-NEXT:    math.fma %{{.*}}, %[[TANH_SQUARE]], %{{.*}} : f32
+// CHECK:         arith.divf
 // CHECK:         func.return %[[ERF]], %[[ERF3]], %{{.*}} : f32, f32, f32
 // LIBM-LABEL: func.func @scaled_erf_and_tanh
 // LIBM-SAME:     (%[[X:.*]]: f32)
@@ -249,18 +251,18 @@ func.func @erf_of_a_quotient(%x: f32) -> f32 {
 }
 
 // GELU's (0.5 x) (1 + f), f a tanh or an erf (either order of each product and sum), is
-// x (0.5 + f / 2) with f / 2 from f's numerator halved (tanh clamped to +-0.5): no multiply by
-// 0.5 is left, and 0.5 x is erased once unused. Where 1 + f has another use, nothing changes.
+// x (0.5 + f / 2) with f / 2 from f's numerator halved (the quotient exactly +-0.5 at the
+// clamp): no multiply by 0.5 is left, and 0.5 x is erased once unused. Where 1 + f has another
+// use, nothing changes.
 // libm keeps the calls and the multiply.
 // CHECK-LABEL: func.func @gelu_halves
 // CHECK-SAME:    (%[[X:.*]]: f32, %[[U:.*]]: f32)
 // CHECK-DAG:     %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
-// CHECK-DAG:     %[[MINUS_HALF:.*]] = arith.constant -5.000000e-01 : f32
+// CHECK-DAG:     %[[HALVED_LEAD:.*]] = arith.constant 0.499999911 : f32
 // CHECK-NOT:     arith.mulf %[[HALF]], %[[X]]
-// CHECK:         %[[TANH_ABOVE:.*]] = arith.cmpf ogt, %[[TANH_HALF:.*]], %[[HALF]] : f32
-// CHECK-NEXT:    %[[TANH_HIGH:.*]] = arith.select %[[TANH_ABOVE]], %[[HALF]], %[[TANH_HALF]] : f32
-// CHECK-NEXT:    %[[TANH_BELOW:.*]] = arith.cmpf olt, %[[TANH_HIGH]], %[[MINUS_HALF]] : f32
-// CHECK-NEXT:    %[[TANH:.*]] = arith.select %[[TANH_BELOW]], %[[MINUS_HALF]], %[[TANH_HIGH]] : f32
+// CHECK:         %[[TANH_STEP:.*]] = math.fma %{{.*}}, %{{.*}}, %[[HALVED_LEAD]] : f32
+// CHECK-NEXT:    %[[TANH_NUMERATOR:.*]] = arith.mulf %{{.*}}, %[[TANH_STEP]] fastmath<contract> : f32
+// CHECK:         %[[TANH:.*]] = arith.divf %[[TANH_NUMERATOR]], %{{.*}} fastmath<contract> : f32
 // CHECK-NEXT:    %[[TANH_SUM:.*]] = arith.addf %[[HALF]], %[[TANH]] fastmath<contract> : f32
 // CHECK-NEXT:    %[[G:.*]] = arith.mulf %[[X]], %[[TANH_SUM]] fastmath<contract> : f32
 // CHECK-NOT:     arith.mulf %[[HALF]], %[[X]]
@@ -463,7 +465,9 @@ func.func @simple_powers(%x: f32, %d: f64) -> (f32, f64, f64, f64, f32) {
 // FASTMATH-LABEL: func.func @program_and_approximation
 // FASTMATH-SAME:    (%[[X:.*]]: f32, %[[Y:.*]]: f32)
 // FASTMATH:         %[[Q:.*]] = arith.divf %[[X]], %[[Y]] fastmath<contract,afn> : f32
-// FASTMATH:         arith.mulf %[[X]], %[[X]] fastmath<contract> : f32
+// FASTMATH:         arith.cmpf olt, %{{.*}}, %{{.*}} : f32
+// FASTMATH-NEXT:    %[[CLAMPED:.*]] = arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
+// FASTMATH-NEXT:    arith.mulf %[[CLAMPED]], %[[CLAMPED]] fastmath<contract> : f32
 // FASTMATH:         arith.divf %{{.*}}, %{{.*}} fastmath<contract> : f32
 // FASTMATH:         arith.addf %[[Q]], %{{.*}} fastmath<contract,afn> : f32
 // FASTMATH-NEXT:    func.return

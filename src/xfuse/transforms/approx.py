@@ -25,9 +25,10 @@ their constants are shared (`SharedConstants`): one op per value in each block.
 - log1p: of exp(-|y|) (softplus), whose argument is in [0, 1]: x + x (x p(x)) with one
   polynomial fitted for xfuse, no range reduction, special-case selects or division; elsewhere
   Goldberg's log(u) * x / (u - 1) with u = 1 + x.
-- tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8), x^2 <= 8.5^2, clamped to +-1;
-  of softplus(y) (Mish, `y * tanh(softplus(y))`) or of log(1 + exp(y)) (with the composition's
-  +0 and NaN): n / (n + 2) with n = e^y (e^y + 2).
+- tanh: a minimax odd/even rational x p(x^2)/q(x^2) (degree 9/8) with FMAs, x clamped where the
+  quotient is exactly 1 before it first passes 1 (|x| ~ 7.93), as erf's below; of softplus(y)
+  (Mish, `y * tanh(softplus(y))`) or of log(1 + exp(y)) (with the composition's +0 and NaN):
+  n / (n + 2) with n = e^y (e^y + 2).
 - erf: a rational p(x)/q(x) (Eigen's fast erf), as x p(x^2) / q(x^2) with q(0) = 1 and FMAs,
   clamped where it is exactly 1 before it first passes 1 (|x| ~ 3.65).
 - tanh and erf of y times (or divided by) a constant c fold c (1 / c) into their coefficients
@@ -142,9 +143,6 @@ _POW_EXP_POLY = (
 )
 _LN2_F64 = 0.6931471805599453  # ln 2 rounded to f64: n ln 2 is off by < 1e-14 for |n| <= 160
 _ROUND_MAGIC_F64 = 6755399441055744.0  # 1.5 * 2**52: adding it rounds |v| < 2**51 to an integer
-# Past 7.9053 the rational below exceeds 1 (by >= 10 ulp at the clamp): clamping the result to
-# [-1, 1] makes it exactly +-1 from |x| ~ 8.1 on, where tanh is within 2.3e-7 of it.
-_TANH_CLAMP = 8.5
 # A minimax rational x p(x^2) / q(x^2), degree 9 over 8, fitted for xfuse on [0, 7.9053]
 # (linear programming on the equioscillating error): as accurate as Eigen's degree 13/6 (max abs
 # error 3.4e-7 in float32) with 4 fewer operations. q(0) = 1, and x p(x^2) keeps tanh(-0) = -0.
@@ -163,12 +161,7 @@ _TANH_DENOMINATOR = (
     1.0,
 )
 _TANH_OF_SOFTPLUS_ONE_FROM = 9.1  # tanh(softplus(y)) rounds to 1 in float32 from y ~ 9.011
-_ERF_CLAMP = 4.0
-_ERF_SCAN_FROM = 3.5
-"""`_erf_rational` looks for erf(c y)'s clamp from c y = 3.5 up: below it 1 - erf > 7.4e-7, 12
-ulps of 1 below 1, more than the rational's error and rounding (its quotient stayed below 1 - 5
-ulps up to c y = 3.55 for 12 scales from 1/16 to 16, 2026-12-03)."""
-_ERF_SCAN_CHUNK = 1 << 17
+_SCAN_CHUNK = 1 << 17
 _FOLDED_SCALE_MIN = 1 / 16  # `_scaled_argument`: the smallest |c| folded, and 1 / it the largest
 _ERF_NUMERATOR = (
     -2.72614225801306e-10,
@@ -186,6 +179,30 @@ _ERF_DENOMINATOR = (
     -7.37332916720468e-03,
     -1.42647390514189e-02,
 )
+
+
+@dataclass(frozen=True)
+class _OddRational:
+    """An odd rational x p(x^2) / q(x^2) of a function that saturates at +-1 (tanh, erf), with
+    the span of c x where `_clamped_rational` looks for its clamp."""
+
+    numerator: tuple[float, ...]
+    denominator: tuple[float, ...]
+    """q's coefficients, highest degree first; divided by q(0) before use, so q(0) = 1."""
+    scan_from: float
+    """Below it 1 - f is many ulps of 1 more than the rational's error and rounding: the
+    quotient stays below 1 there."""
+    scan_to: float
+    """Past it the quotient has passed 1 (for every scale measured)."""
+
+
+_TANH = _OddRational(_TANH_NUMERATOR, _TANH_DENOMINATOR, scan_from=7.5, scan_to=8.5)
+"""1 - tanh(7.5) = 6.1e-7, 10 ulps of 1, twice the rational's error; its quotient first passes
+1 at c x ~ 7.93 (7.92-7.93 for scales from 1/16 to 16, 2026-12-03)."""
+_ERF = _OddRational(_ERF_NUMERATOR, _ERF_DENOMINATOR, scan_from=3.5, scan_to=4.0)
+"""Below 3.5 1 - erf > 7.4e-7, 12 ulps of 1 (its quotient stayed below 1 - 5 ulps up to c x =
+3.55 for 12 scales from 1/16 to 16, 2026-12-03); it passes 1 by up to 3 ulps from c x ~ 3.65
+(where 1 - erf is ~2.4e-7; Eigen's fast erf does the same)."""
 
 
 _IMPLICIT_BUILDER_LOCK = threading.Lock()
@@ -675,17 +692,7 @@ def tanh(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
             is_nan = _compare(argument, argument, "uno")
             ratio = _select(is_nan, _f32(float("nan")), ratio).result
         return ratio if result_scale == 1 else _float_op(arith.MulfOp, ratio, _f32(result_scale))
-    y, scale = _scaled_argument(x)
-    # y^2 is clamped, not y (one select, not two): past the clamp y p(c^2) / q(c^2) only grows
-    # (to inf for huge y), and the result's clamp to [-1, 1] makes all of that +-1.
-    limit = (_TANH_CLAMP / scale) ** 2
-    square = _float_op(arith.MulfOp, y, y)
-    y2 = _select(_compare(square, _f32(limit), "ogt"), _f32(limit), square)
-    numerator_coefficients = _scaled_coefficients(_TANH_NUMERATOR, scale, odd=True, by=result_scale)
-    numerator = _float_op(arith.MulfOp, y, _polynomial(y2, numerator_coefficients))
-    denominator = _polynomial(y2, _scaled_coefficients(_TANH_DENOMINATOR, scale, odd=False))
-    ratio = _float_op(arith.DivfOp, numerator, denominator)
-    return _clamp(ratio, -result_scale, result_scale)
+    return _odd_rational(x, _TANH, result_scale)
 
 
 def _check_power_of_two(value: float) -> None:
@@ -696,31 +703,32 @@ def _check_power_of_two(value: float) -> None:
 
 
 @functools.cache
-def _erf_rational(scale: float) -> tuple[float, list[float], list[float]] | None:
-    """The clamp L of erf(c y)'s y and its rational's float32 coefficients (q(0) = 1), or None
+def _clamped_rational(
+    function: _OddRational, scale: float
+) -> tuple[float, list[float], list[float]] | None:
+    """The clamp L of f(c y)'s y and its rational's float32 coefficients (q(0) = 1), or None
     where no float32 y makes the quotient exactly 1 before it first exceeds 1.
 
-    The rational passes 1 by up to 3 ulps from c y ~ 3.65 (where 1 - erf is ~2.4e-7, Eigen's
-    fast erf does the same), so L is the last y before that where the quotient, evaluated as
-    `erf` does (FMAs), is exactly 1: |erf| <= 1 everywhere, and erf(inf) and GELU's 0 * inf
-    see exactly +-1 (`erf`). Found by evaluating every float32 y from c y = 3.5 on, in chunks,
-    up to the chunk where the quotient first exceeds 1 (~0.6 M floats, ~25 ms, once per
-    scale in a process)."""
-    normalized = 1 / _ERF_DENOMINATOR[-1]
+    L is the last y before the quotient first passes 1 where it, evaluated as `_odd_rational`
+    does (FMAs), is exactly 1: |f| <= 1 everywhere, f(+-inf) = +-1, and GELU's 0 * inf sees
+    exactly +-1, with no select after the division. Found by evaluating every float32 y from c y =
+    `scan_from` on, in chunks, up to the chunk where the quotient first exceeds 1 (erf: ~0.6 M
+    floats, ~25 ms; tanh: ~0.9 M, ~40 ms; once per function and scale in a process)."""
+    normalized = 1 / function.denominator[-1]
     numerator = [
         _rounded_to_float32(c)
-        for c in _scaled_coefficients(_ERF_NUMERATOR, scale, odd=True, by=normalized)
+        for c in _scaled_coefficients(function.numerator, scale, odd=True, by=normalized)
     ]
     denominator = [
         _rounded_to_float32(c)
-        for c in _scaled_coefficients(_ERF_DENOMINATOR, scale, odd=False, by=normalized)
+        for c in _scaled_coefficients(function.denominator, scale, odd=False, by=normalized)
     ]
     # |quotient| is that of |c|'s coefficients: c's sign only negates the numerator's.
-    first = np.float32(_ERF_SCAN_FROM / abs(scale)).view(np.int32)
-    last = np.float32(_ERF_CLAMP / abs(scale)).view(np.int32)
+    first = np.float32(function.scan_from / abs(scale)).view(np.int32)
+    last = np.float32(function.scan_to / abs(scale)).view(np.int32)
     limit = None
-    for chunk_start in range(int(first), int(last) + 1, _ERF_SCAN_CHUNK):
-        bits = np.arange(chunk_start, min(chunk_start + _ERF_SCAN_CHUNK, int(last) + 1))
+    for chunk_start in range(int(first), int(last) + 1, _SCAN_CHUNK):
+        bits = np.arange(chunk_start, min(chunk_start + _SCAN_CHUNK, int(last) + 1))
         y = bits.astype(np.int32).view(np.float32)
         square = y * y
         quotient = np.abs(y * _horner_fma32(numerator, square) / _horner_fma32(denominator, square))
@@ -751,20 +759,28 @@ def _horner_fma32(coefficients: Sequence[float], t: np.ndarray) -> np.ndarray:
 
 def erf(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
     """erf(x) times `result_scale`, a power of two (as `tanh`'s)."""
+    return _odd_rational(x, _ERF, result_scale)
+
+
+def _odd_rational(x: SSAValue, function: _OddRational, result_scale: float) -> SSAValue:
+    """`function`'s rational of x, x clamped where the quotient is exactly +-1
+    (`_clamped_rational`), times `result_scale` (a power of two, in the numerator's
+    coefficients: exact); of c y (`_scaled_argument`) with c folded in where that clamp exists."""
     _check_power_of_two(result_scale)
     y, scale = _scaled_argument(x)
-    rational = _erf_rational(scale)
+    rational = _clamped_rational(function, scale)
     if rational is None:
         y, scale = x, 1.0
-        rational = _erf_rational(scale)
-        assert rational is not None, "erf's own clamp, 4, is exact"
+        rational = _clamped_rational(function, scale)
+        assert rational is not None, "the unscaled rational's clamp is exact"
     limit, numerator, denominator = rational
     clamped = _clamp(y, -limit, limit)
     y2 = arith.MulfOp(clamped, clamped)
-    # q(0) = 1, so p(0) = 2 c / sqrt(pi) and y p(y^2) keeps a tiny y's digits (erf(1e-45) is
-    # not 0). The division last: at the clamp the quotient is exactly +-1 (`_erf_rational`),
-    # which no FMA that contraction makes of a last multiply and its consumer (GELU's 1 + erf)
-    # could make of a product (GELU(-inf) would be +inf, not NaN).
+    # q(0) = 1, so y p(y^2) keeps a tiny y's digits (erf(1e-45) is not 0, tanh(-0) is -0). The
+    # division last: at the clamp the quotient is exactly +-1, which no FMA that contraction
+    # makes of a last multiply and its consumer (GELU's 1 + f) could make of a product (GELU(-inf)
+    # would be +inf, not NaN). The Horner steps are FMAs whatever the fast-math flags: the clamp
+    # was found for exactly those values.
     scaled = [coefficient * result_scale for coefficient in numerator]
     product = arith.MulfOp(clamped, _polynomial(y2, scaled, fused=True))
     return arith.DivfOp(product, _polynomial(y2, denominator, fused=True)).result
