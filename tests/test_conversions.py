@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import itertools
 import re
-import struct
 from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
 import pytest
-from llvmlite.binding import ObjectFileRef
 
 import xfuse
+from xfuse.codegen import native
 from xfuse.codegen.native import HostCpu, host_cpu, libmvec_symbols
 from xfuse.dialects import ew
 from xfuse.transforms.expand_math import libm_functions
@@ -179,18 +178,11 @@ CPUS = {
 `XFUSE_CPU_NAME`/`XFUSE_CPU_FEATURES` give them: the code differs with F16C)."""
 
 
-def undefined_symbols(object_code: bytes) -> set[str]:
-    """The symbols an ELF object file uses but does not define (its symbol table's entries in
-    no section, `SHN_UNDEF`): exactly what MCJIT must resolve when it links the kernels."""
-    sections = {s.name(): s.data() for s in ObjectFileRef.from_data(object_code).sections()}
-    names = sections[b".strtab"]
-    return {
-        names[start : names.index(b"\0", start)].decode()
-        for start, _info, _other, section, _value, _size in struct.iter_unpack(
-            "<IBBHQQ", sections[b".symtab"]
-        )
-        if section == 0 and start != 0
-    }
+def undefined_symbols(kernel: xfuse.Kernel) -> set[str]:
+    """What MCJIT must resolve when it links `kernel`'s code (`native.undefined_symbols`)."""
+    undefined = native.undefined_symbols(kernel.function.native.object_code)
+    assert undefined is not None, "MCJIT generates ELF objects on Linux"
+    return undefined
 
 
 def every_op_program(dtype: str) -> tuple[str, list[str]]:
@@ -235,7 +227,7 @@ def test_kernels_call_only_what_the_jit_resolves(
         use_cpu(cpu, features)
         kernels[cpu] = xfuse.compile(source, outputs, fuse=fuse, math=math_mode)
     for cpu, kernel in kernels.items():
-        unresolved = undefined_symbols(kernel.function.native.object_code) - ALLOWED_CALLS
+        unresolved = undefined_symbols(kernel) - ALLOWED_CALLS
         assert not unresolved, f"{cpu} code calls {sorted(unresolved)}"
 
 
@@ -294,7 +286,7 @@ def test_bf16_rounds_in_hardware_only_with_avx512vl(
         pytest.skip("this host cannot run AVX-512 code")
     use_cpu("x86-64", "+avx,+avx2,+fma,+f16c,+avx512f,+avx512bf16")
     kernel = xfuse.compile("input f32 x; out = bf16(x);")
-    assert undefined_symbols(kernel.function.native.object_code) <= ALLOWED_CALLS
+    assert undefined_symbols(kernel) <= ALLOWED_CALLS
     x = np.array([1.0, 1e-40, -np.inf], np.float32)
     assert bits(kernel(x=x)).tolist() == [0x3F80, 0x0001, 0xFF80]
 

@@ -25,7 +25,7 @@ import pytest
 
 import xfuse
 from xfuse.codegen.libdevice import find_libdevice
-from xfuse.codegen.native import declared_symbols
+from xfuse.codegen.native import NativeModule, UnresolvedSymbolsError, declared_symbols
 from xfuse.runtime import cache_files, disk_cache, kernel
 from xfuse.tools.cli import main as cli_main
 
@@ -123,6 +123,22 @@ def test_a_damaged_entry_is_recompiled_and_replaced(
     xfuse.clear_cache()
     xfuse.compile(gelu.source)
     assert len(lowerings) == 2  # the replaced entries hit
+
+
+def _unlinkable(*_: object) -> NativeModule:
+    """`load_object_code` of code that refers to a name this process does not define (the
+    process that compiled it had it): what it raises."""
+    raise UnresolvedSymbolsError("the CPU code uses 'gone', which neither it nor ...")
+
+
+def test_an_entry_whose_code_this_process_cannot_link_is_recompiled(
+    cache: Path, lowerings: list[str], gelu: Gelu, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = xfuse.compile(gelu.source)(**inputs())
+    xfuse.clear_cache()
+    monkeypatch.setattr(disk_cache, "load_object_code", _unlinkable)
+    np.testing.assert_array_equal(xfuse.compile(gelu.source)(**inputs()), expected)
+    assert len(lowerings) == 2
 
 
 @pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero"])
@@ -1265,6 +1281,15 @@ def test_a_damaged_bound_call_entry_is_compiled_and_replaced(
     assert len(bound_call_compiles) == 2
     assert native.address("keeping_gil")
     assert disk_cache.decode(entry.read_bytes(), entry.stem) is not None
+
+
+def test_bound_calls_this_process_cannot_link_are_compiled(
+    cache: Path, bound_call_compiles: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kernel._bound_call_module()
+    monkeypatch.setattr(kernel, "load_object_code", _unlinkable)
+    assert kernel._bound_call_module().address("keeping_gil")
+    assert len(bound_call_compiles) == 2
 
 
 def test_bound_calls_from_another_toolchain_are_compiled(

@@ -1393,6 +1393,32 @@ def test_a_cpu_compile_of_an_unknown_function_or_variable_names_them() -> None:
         )
 
 
+def test_a_call_that_code_generation_adds_must_resolve_too(
+    use_cpu: Callable[[str, str], native.HostCpu],
+) -> None:
+    # Without F16C, LLVM's code generator makes an `fptrunc` to half a call of compiler-rt's
+    # `__truncsfhf2`, which this process does not define for MCJIT: the IR declares nothing,
+    # the module compiled, and a call of it crashed the process.
+    use_cpu("x86-64", "")
+    compile_llvm_ir("define void @nothing() {\n  ret void\n}\n")  # an engine: its symbols
+    if llvm_binding.address_of_symbol("__truncsfhf2") is not None:
+        pytest.skip("this process defines __truncsfhf2 (libgcc loaded for the JIT)")
+    narrowing = "define half @narrow(float %x) {\n  %h = fptrunc float %x to half\n  ret half %h\n}"
+    with pytest.raises(native.UnresolvedSymbolsError, match=r"^the CPU code uses '__truncsfhf2'"):
+        compile_llvm_ir(narrowing)
+
+
+def test_object_code_that_refers_to_an_unknown_name_is_not_linked() -> None:
+    # A disk-cache entry's object code, compiled where its names resolved, was linked as it
+    # was: an unknown name went to address 0 (`compile_llvm_ir` checks, loading did not).
+    module = llvm_binding.parse_assembly(_calling("float", "xfuse_nowhere"))
+    object_code = native.host_target_machine(3).emit_object(module)
+    assert native.undefined_symbols(object_code) == {"xfuse_nowhere"}
+    with pytest.raises(native.UnresolvedSymbolsError, match=r"uses 'xfuse_nowhere', which"):
+        native.load_object_code(object_code, str(module), 3)
+    assert native.undefined_symbols(b"not an ELF file") is None
+
+
 def test_declared_symbols_are_those_llvm_lists_as_declarations() -> None:
     """Read from the text as LLVM prints it (quoted names, attributes before `global`), the
     same names as llvmlite's module lists as declarations, less the intrinsics."""

@@ -29,8 +29,9 @@ import functools
 import itertools
 import os
 import re
+import struct
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -1416,23 +1417,75 @@ def declared_symbols(llvm_ir: str) -> list[str]:
     return [name for name in names if not name.startswith("llvm.")]
 
 
-def _check_symbols_resolve(llvm_ir: str) -> None:
-    """ValueError naming the functions and variables that `llvm_ir` declares and that neither
-    this process (as MCJIT sees it once an engine exists: the process itself, the libraries
-    loaded for it such as libmvec, the symbols added to it) nor MCJIT itself defines. MCJIT
-    reports none: it linked such a reference to address 0, and a call through it crashed the
-    process (a segfault); a weak one too, as one unresolved name left the module's other
-    references (`expf`) at 0 as well."""
-    unresolved = [
-        name
-        for name in declared_symbols(llvm_ir)
-        if name not in _MCJIT_OWN_SYMBOLS and llvm_binding.address_of_symbol(name) is None
+_ELF_SECTION_HEADER = struct.Struct("<IIQQQQIIQQ")
+"""An ELF64 section header: name, type, flags, address, offset, size, link (a symbol table's
+string table), info, alignment, entry size."""
+_ELF_SYMBOL = struct.Struct("<IBBHQQ")
+"""An ELF64 symbol: name (an offset into its string table), info, other, section, value, size."""
+_ELF64_LITTLE_ENDIAN = b"\x7fELF\x02\x01"
+_SYMBOL_TABLE = 2  # SHT_SYMTAB
+_UNDEFINED = 0  # SHN_UNDEF: in no section
+
+
+def undefined_symbols(object_code: bytes) -> set[str] | None:
+    """The names an ELF64 little-endian object file (what MCJIT generates on x86-64 Linux)
+    refers to and does not define, from its symbol table: the functions and variables its IR
+    declares and uses, and those the code generator calls on its own (`__truncsfbf2` for an
+    `fptrunc` to bfloat without AVX512_BF16, `memset`); None for another format. Read from the
+    bytes (~5 us; through llvmlite's `ObjectFileRef` sections ~90 us, on a disk-cache hit)."""
+    if not object_code.startswith(_ELF64_LITTLE_ENDIAN):
+        return None
+    (table,) = struct.unpack_from("<Q", object_code, 0x28)
+    entry_size, count = struct.unpack_from("<HH", object_code, 0x3A)
+    sections = [
+        _ELF_SECTION_HEADER.unpack_from(object_code, table + index * entry_size)
+        for index in range(count)
     ]
+    names = set()
+    for _, kind, _, _, offset, size, link, *_ in sections:
+        if kind != _SYMBOL_TABLE:
+            continue
+        strings = sections[link][4]
+        symbols = object_code[offset : offset + size]
+        for name, _, _, section, _, _ in _ELF_SYMBOL.iter_unpack(symbols):
+            if section == _UNDEFINED and name:  # the table's first entry has no name
+                start = strings + name
+                names.add(object_code[start : object_code.index(b"\0", start)].decode())
+    return names
+
+
+def referenced_symbols(object_code: bytes, llvm_ir: str) -> Iterable[str]:
+    """What the object code of `llvm_ir` needs the process to define: its undefined symbols
+    (`undefined_symbols`), or where it is not ELF, the functions and variables `llvm_ir`
+    declares (`declared_symbols`: not the code generator's own calls)."""
+    undefined = undefined_symbols(object_code)
+    return declared_symbols(llvm_ir) if undefined is None else undefined
+
+
+class UnresolvedSymbolsError(ValueError):
+    """CPU code refers to names that neither it nor this process defines: MCJIT cannot link it
+    (`_check_symbols_resolve`)."""
+
+
+def _check_symbols_resolve(names: Iterable[str]) -> None:
+    """UnresolvedSymbolsError (a ValueError) naming those of `names` (what a module's code
+    refers to, `referenced_symbols`) that neither this process (as MCJIT sees it once an engine
+    exists: the process itself, the libraries loaded for it such as libmvec, the symbols added
+    to it) nor MCJIT itself defines.
+    MCJIT reports none: it links such a reference to address 0, and a call through it crashed
+    the process (a segfault); a weak one too, as one unresolved name left the module's other
+    references (`expf`) at 0 as well. Checked once MCJIT has linked the code, which calls
+    nothing: an engine that fails the check is dropped uncalled."""
+    unresolved = sorted(
+        name
+        for name in names
+        if name not in _MCJIT_OWN_SYMBOLS and llvm_binding.address_of_symbol(name) is None
+    )
     if not unresolved:
         return
-    names = ", ".join(f"'{name}'" for name in unresolved)
+    listed = ", ".join(f"'{name}'" for name in unresolved)
     message = (
-        f"the CPU code uses {names}, which neither it nor this process defines (the JIT "
+        f"the CPU code uses {listed}, which neither it nor this process defines (the JIT "
         f"cannot link {'it' if len(unresolved) == 1 else 'them'})"
     )
     if libdevice := [name for name in unresolved if name.startswith(FUNCTION_PREFIX)]:
@@ -1440,7 +1493,7 @@ def _check_symbols_resolve(llvm_ir: str) -> None:
             f"; NVIDIA's libdevice ({', '.join(libdevice)}) exists only on the GPU "
             "(ew-expand-math{library=libdevice} is the GPU pipeline's; the CPU's is library=libm)"
         )
-    raise ValueError(message)
+    raise UnresolvedSymbolsError(message)
 
 
 def compile_llvm_ir(llvm_ir: str, opt_level: int = 3) -> NativeModule:
@@ -1500,13 +1553,13 @@ def generate_code(
         optimized_ir = streaming_stores(optimized_ir, twins)
         backing = llvm_binding.parse_assembly(optimized_ir)
     engine = llvm_binding.create_mcjit_compiler(backing, host_target_machine(opt_level))
-    # Not before: making an engine loads the process's own symbols for lookup (`expf`).
-    _check_symbols_resolve(optimized_ir)
     objects: list[bytes] = []
     # MCJIT hands each object file it generates to the cache's notify function: keep it.
     engine.set_object_cache(lambda _module, code: objects.append(bytes(code)), lambda _: None)
     engine.finalize_object()
-    return NativeModule(optimized_ir, opt_level, b"".join(objects), engine)
+    object_code = b"".join(objects)
+    _check_symbols_resolve(referenced_symbols(object_code, optimized_ir))
+    return NativeModule(optimized_ir, opt_level, object_code, engine)
 
 
 def load_object_code(object_code: bytes, optimized_ir: str, opt_level: int) -> NativeModule:
@@ -1519,7 +1572,8 @@ def load_object_code(object_code: bytes, optimized_ir: str, opt_level: int) -> N
     the engine's TargetMachine is never used for code generation: a generic one for the process's
     triple is made in a tenth of the time of one for the host CPU's name and features. Code
     that calls libmvec (`call_libmvec`, its symbols named `_ZGV...`) loads it first, for MCJIT
-    to link (0.3 ms, which other code does not pay)."""
+    to link (0.3 ms, which other code does not pay). UnresolvedSymbolsError where the code
+    refers to a name this process does not define (the process that compiled it had it)."""
     if b"_ZGV" in object_code:
         libmvec_loaded()
     engine = llvm_binding.create_mcjit_compiler(
@@ -1527,4 +1581,5 @@ def load_object_code(object_code: bytes, optimized_ir: str, opt_level: int) -> N
     )
     engine.set_object_cache(getbuffer_func=lambda _module: object_code)
     engine.finalize_object()
+    _check_symbols_resolve(referenced_symbols(object_code, optimized_ir))
     return NativeModule(optimized_ir, opt_level, object_code, engine)

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from xfuse.codegen.libdevice import find_libdevice
-from xfuse.codegen.native import host_cpu, load_object_code
+from xfuse.codegen.native import UnresolvedSymbolsError, host_cpu, load_object_code
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.cache_files import (
     ENTRY_SUFFIX,
@@ -211,7 +211,10 @@ def load(
     fields = read_entry(entry_path(directory, current, digest), digest, current)
     if fields is None or not _links_the_libdevice_found(fields):
         return None
-    return Entry(fields).program(stages)
+    try:
+        return Entry(fields).program(stages)
+    except UnresolvedSymbolsError:
+        return None  # code linked against a name this process lacks: compiled anew
 
 
 def _links_the_libdevice_found(fields: dict[str, Any]) -> bool:

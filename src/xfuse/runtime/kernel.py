@@ -40,6 +40,7 @@ from numpy's (`STREAMING_OUTPUT_PAGE_OFFSET`).
 from __future__ import annotations
 
 import array
+import contextlib
 import ctypes
 import dataclasses
 import functools
@@ -63,6 +64,7 @@ import numpy as np
 from xfuse.codegen.native import (
     STREAMING_ALIGNMENT,
     NativeModule,
+    UnresolvedSymbolsError,
     compile_llvm_ir,
     declared_symbols,
     host_cpu,
@@ -1536,7 +1538,10 @@ def _bound_call_module() -> NativeModule:
     path = cache_files.entry_path(directory, toolchain, digest)
     fields = cache_files.read_entry(path, digest, toolchain)
     if fields is not None and fields.get("target") == "bound calls":
-        return load_object_code(fields["object_code"], fields["optimized_ir"], fields["opt_level"])
+        with contextlib.suppress(UnresolvedSymbolsError):  # then compiled anew
+            return load_object_code(
+                fields["object_code"], fields["optimized_ir"], fields["opt_level"]
+            )
     native = compile_llvm_ir(BOUND_CALL_IR, BOUND_CALL_OPT_LEVEL)
     entry = {
         "toolchain": toolchain,
