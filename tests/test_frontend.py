@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import ml_dtypes
@@ -20,6 +22,7 @@ from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.language import (
     EXCERPT_CELLS,
     MAX_NESTING,
+    EwNameWarning,
     EwSyntaxError,
     ParsedProgram,
     parse_program,
@@ -217,6 +220,35 @@ def test_output_declarations_name_the_results_in_order(evaluate_float64: Evaluat
     assert kernel.output_names == ("y", "h", "x")
     y, h, x_out = kernel(x.astype(np.float32), b.astype(np.float32))
     np.testing.assert_array_equal(y, ((x + b) ** 2).astype(np.float32))
+
+
+def test_an_undeclared_name_close_to_a_known_one_warns(tmp_path: Path) -> None:
+    # In a program that declares its inputs, `hh` (a typo of `h`) silently became an input.
+    path = tmp_path / "typo.ew"
+    path.write_text("input f32 x[n];\nh = x * 2;\nout = hh + 1;\n")
+    with pytest.warns(EwNameWarning) as caught:
+        module = parse_program(path.read_text(), filename=str(path))
+    (warning,) = caught
+    assert (warning.filename, warning.lineno) == (str(path), 3)
+    assert str(warning.message) == (
+        "column 7: 'hh' is neither declared nor assigned, so it is an input: did you mean 'h'?"
+    )
+    (main,) = (op for op in module.ops if isinstance(op, func.FuncOp))
+    assert [arg.name_hint for arg in main.args] == ["x", "hh"]  # still an input, as documented
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "h = x * 2; out = hh + 1;",  # no declarations: every undeclared name is an input
+        "input f32 x; h = x * 2; out = h + bias;",  # nothing close to `bias`
+        "input f64 s; out = s + q;",  # tests/test_shapes.py's mix of declared and undeclared
+    ],
+)
+def test_undeclared_names_without_a_close_one_do_not_warn(source: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EwNameWarning)
+        parse_program(source)
 
 
 def test_names_ending_in_an_underscore_and_digits_are_kept() -> None:

@@ -38,7 +38,9 @@ DTYPE is f16, bf16, f32 or f64; without it (and for undeclared inputs) the dtype
 from the caller (`parse_program`'s `dtype=` and `shapes=`, default float32 `[?]`); a caller's
 entry for a declared input must agree with the declaration. Declared inputs are the function's
 first arguments, in declaration order (even if unread); undeclared ones follow in order of first
-use. A name must be declared before it is read and is never assigned. Operands of different
+use. A name must be declared before it is read and is never assigned. In a program that
+declares inputs, an undeclared name close to a declared or assigned one (`hh` beside `h`) is
+still an input, with an `EwNameWarning` asking whether that name was meant. Operands of different
 dtypes promote as numpy does (see `xfuse.frontend.builder`); a literal, or an expression of
 literals alone (`-(2)`, `2 * 3`, a name bound to one), takes the dtype of the array it meets and
 is computed in it; `f16(100000)` is a constant of that dtype (inf) that promotes as an array.
@@ -60,8 +62,10 @@ declaration (the caller picks the results), as `xfuse.compile(source, outputs=..
 
 from __future__ import annotations
 
+import difflib
 import re
 import unicodedata
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import NamedTuple, cast
@@ -115,6 +119,11 @@ class EwSyntaxError(Exception):
         return (
             f"{self.filename}:{self.line}:{self.column}: error: {self.message}\n{excerpt}\n{caret}"
         )
+
+
+class EwNameWarning(UserWarning):
+    """A name that is neither declared nor assigned in a program that declares its inputs, close
+    to one that is (a typo?): it is an input, as any undeclared name is."""
 
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -521,7 +530,24 @@ class _Parser:
                 f"'{name}' is read before it has a value (it is first assigned on line {line})",
                 token,
             )
+        if self.declared_at and name not in self.builder.inputs:
+            self.warn_if_close(token, [*self.declared_at, *self.first_assignment])
         return self.builder.input(name)
+
+    def warn_if_close(self, token: Token, names: list[str]) -> None:
+        """An `EwNameWarning` at `token` (a new undeclared input) where `names` (the program's
+        declared and assigned ones) has one close to it, at the .ew line (Python's warning
+        format shows that line where the file exists)."""
+        close = difflib.get_close_matches(token.text, names, n=1)
+        if close:
+            error = self.error("", token)
+            warnings.warn_explicit(
+                f"column {error.column}: '{token.text}' is neither declared nor assigned, so it is "
+                f"an input: did you mean '{close[0]}'?",
+                EwNameWarning,
+                self.filename,
+                error.line,
+            )
 
     def call(self, name: Token) -> Value:
         op_type = ew.OPS_BY_MNEMONIC.get(name.text)
