@@ -264,6 +264,24 @@ def test_cli_settings_stay_out_of_the_programs_comment(
     assert (first, second) == ("  input f32 x[n];", "  y = x * 2; # twice, no semicolon")
 
 
+def test_cli_reads_the_program_from_stdin() -> None:
+    """`xfuse bench -` reads stdin, as `xfuse cost -` and `xfuse-opt -` do, and is titled by its
+    first statement, as `--expr` is (it was `No such file or directory: -`)."""
+    child = subprocess.run(
+        [sys.executable, "-m", "xfuse.tools.cli", "bench", "-", "--sizes", "2^8", "--repeat", "1"],
+        input="input f32 x;\nout = x * 2 + 1;\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    header, first, second, *rest = child.stdout.splitlines()
+    assert header == "out = x * 2 + 1  float32, 1 thread, math=approx"
+    assert (first, second) == ("  input f32 x;", "  out = x * 2 + 1;")
+    assert any(line.startswith("│ xfuse fused approx ") for line in rest)
+
+
 @pytest.mark.parametrize(
     ("program", "path", "title"),
     [

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import ast
+import io
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -814,6 +818,62 @@ def test_cli_reports_program_errors(capsys: pytest.CaptureFixture[str], tmp_path
     assert status == 1 and f"{bad}:1:" in err and "Traceback" not in err
     status, _, err = run_cli(capsys, "cost", str(GELU), "--input-shape", "q=4")
     assert status == 1 and "input shape given for q" in err
+
+
+XFUSE = [sys.executable, "-m", "xfuse.tools.cli"]
+DOUBLE_PLUS_ONE = "input x;\nout = x * 2 + 1;\n"
+
+
+def test_cli_reads_the_program_from_stdin(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`xfuse cost -` reads stdin, as `xfuse-opt -` does (it was `xfuse cost: error: No such
+    file or directory: -`)."""
+    child = subprocess.run(
+        [*XFUSE, "cost", "-", "--shape", "1024"],
+        input=DOUBLE_PLUS_ONE,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (child.returncode, child.stderr) == (0, "")
+    assert re.search(r"│ kernels +│ +2 │ +1 │", child.stdout)  # mul and add, fused into one
+    program = tmp_path / "double.ew"
+    program.write_text(DOUBLE_PLUS_ONE)
+    assert run_cli(capsys, "cost", str(program), "--shape", "1024") == (0, child.stdout, "")
+
+
+def test_cli_without_stdin_is_a_one_line_error() -> None:
+    """Started with stdin closed (`<&-`), Python has no `sys.stdin` to read `-` from."""
+    child = subprocess.run(
+        [*XFUSE, "cost", "-"],
+        preexec_fn=lambda: os.close(0),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (child.returncode, child.stdout) == (1, "")
+    assert child.stderr == "xfuse cost: error: no standard input to read the program from (-)\n"
+
+
+@pytest.mark.parametrize(
+    "command", [["cost"], ["bench"], ["lecture", "--quick", "--source"]], ids=lambda c: c[0]
+)
+def test_cli_locates_errors_in_stdin_as_xfuse_opt_does(
+    command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A program read from `-` is named `stdin` in diagnostics, as by `xfuse-opt -f ew -`."""
+    bad = "input x;\nout = x +* 2;\n"
+    child = subprocess.run(
+        [*XFUSE, *command, "-"], input=bad, capture_output=True, text=True, timeout=120, check=False
+    )
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(bad.encode())))
+    assert opt.main(["-f", "ew", "-"]) == 1
+    from_opt = capsys.readouterr().err
+    assert from_opt.startswith("stdin:2:10: error: expected an expression, found '*'\n")
+    assert (child.returncode, child.stdout, child.stderr) == (1, "", from_opt)
 
 
 def test_cli_without_command_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,14 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from xfuse.tools.cli import option_type, plot_file, positive_int, read_program
+from xfuse.tools.cli import (
+    option_type,
+    plot_file,
+    positive_int,
+    program_file,
+    program_name,
+    read_program,
+)
 from xfuse.tools.lecture_cmd import parse_size
 from xfuse.transforms.options import CpuMath
 
@@ -30,7 +37,9 @@ def register(subparsers: Any) -> None:
             "(inputs read once, outputs written once)."
         ),
     )
-    parser.add_argument("file", type=Path, nargs="?", metavar="FILE.ew")
+    parser.add_argument(
+        "file", type=program_file, nargs="?", metavar="FILE.ew", help="the program ('-': stdin)"
+    )
     parser.add_argument("--expr", help='an expression or program instead of a file: "tanh(x) * y"')
     parser.add_argument(
         "--sizes",
@@ -103,9 +112,9 @@ def run(args: argparse.Namespace) -> int:
             peers=args.peers,
             repeat=args.repeat,
             progress=lambda what: _Update(status_context, what),
-            filename="<expr>" if args.file is None else str(args.file),
+            filename="<expr>" if args.file is None else program_name(args.file),
         )
-    name = program_title(result.source, args.file)
+    name = program_title(result.source, args.file if isinstance(args.file, Path) else None)
     if args.plot is not None:
         plot_bandwidth(result, args.plot, name)
     if args.json:

@@ -18,7 +18,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
@@ -36,11 +36,35 @@ class CliError(Exception):
     """A user error a subcommand reports: printed as `xfuse <command>: error: <message>`."""
 
 
-def read_program(path: Path) -> str:
-    """An `.ew` file's text. Bytes that are not UTF-8 become U+FFFD, which the parser reports
-    with the file's name, line and column (as `xfuse-opt` does); a leading byte order mark is
-    dropped, as Python drops it from a source file."""
-    return path.read_bytes().decode("utf-8-sig", errors="replace")
+ProgramFile = Path | Literal["-"]
+"""A program's file as a command names it: `-` is standard input, as for `xfuse-opt` (and
+mlir-opt); `./-` is a file named `-`."""
+
+STDIN_NAME = "stdin"
+"""The file name diagnostics give standard input, as xDSL's, and so `xfuse-opt`'s, do."""
+
+
+def program_file(text: str) -> ProgramFile:
+    """A program file argument (argparse `type=`): `-`, or a path."""
+    return "-" if text == "-" else Path(text)
+
+
+def program_name(file: ProgramFile) -> str:
+    """The file name a program's diagnostics give: `stdin` for `-`."""
+    return str(file) if isinstance(file, Path) else STDIN_NAME
+
+
+def read_program(file: ProgramFile) -> str:
+    """An `.ew` file's text, or standard input's for `-`. Bytes that are not UTF-8 become
+    U+FFFD, which the parser reports with the file's name, line and column (as `xfuse-opt`
+    does); a leading byte order mark is dropped, as Python drops it from a source file."""
+    if isinstance(file, Path):
+        data = file.read_bytes()
+    elif sys.stdin is None:  # started with stdin closed (`<&-`)
+        raise CliError("no standard input to read the program from (-)")
+    else:
+        data = sys.stdin.buffer.read()
+    return data.decode("utf-8-sig", errors="replace")
 
 
 T = TypeVar("T")

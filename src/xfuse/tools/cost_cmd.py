@@ -6,11 +6,10 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
 from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, DEVICE_CHOICES, device
-from xfuse.tools.cli import plot_file
+from xfuse.tools.cli import plot_file, program_file
 
 
 def register(subparsers: Any) -> None:
@@ -22,7 +21,9 @@ def register(subparsers: Any) -> None:
             "on a GPU: bytes moved, FLOPs, launches, roofline time (see xfuse.analysis.cost)."
         ),
     )
-    parser.add_argument("file", type=Path, metavar="FILE.ew")
+    parser.add_argument(
+        "file", type=program_file, metavar="FILE.ew", help="the program ('-': stdin)"
+    )
     parser.add_argument(
         "--device",
         default="h100",
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from xfuse.analysis.cost_report import print_program, program_json
     from xfuse.dialects.dtypes import dtype_name
     from xfuse.runtime.cost_driver import cost_program
-    from xfuse.tools.cli import CliError, read_program
+    from xfuse.tools.cli import CliError, program_name, read_program
     from xfuse.tools.closed_stdout import stdout_console
 
     try:
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         program = cost_program(
             read_program(args.file),
             options,
-            filename=str(args.file),
+            filename=program_name(args.file),
             input_shapes=input_shapes,
             epilogue=args.epilogue,
         )

@@ -8,7 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from xfuse.tools.cli import json_file, option_type, positive_int, read_program
+from xfuse.tools.cli import (
+    json_file,
+    option_type,
+    positive_int,
+    program_file,
+    program_name,
+    read_program,
+)
 
 DEFAULT_LOG_N = 24
 QUICK_LOG_N = 20
@@ -29,7 +36,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--quick", action="store_true", help=f"measure on 2^{QUICK_LOG_N} elements, fewer repeats"
     )
-    parser.add_argument("--source", type=Path, metavar="FILE.ew", help="a program instead of GELU")
+    parser.add_argument(
+        "--source",
+        type=program_file,
+        metavar="FILE.ew",
+        help="a program instead of GELU ('-': stdin)",
+    )
     parser.add_argument(
         "--n",
         type=option_type(parse_size),
@@ -86,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     if args.source is not None:
-        program = lecture.load_program(read_program(args.source), str(args.source))
+        program = lecture.load_program(read_program(args.source), program_name(args.source))
     else:
         program = lecture.load_program()
     n = args.n or 1 << (QUICK_LOG_N if args.quick else DEFAULT_LOG_N)
