@@ -365,21 +365,43 @@ def test_xfuse_cache_on_words_keep_it_on(
     assert not [w for w in recwarn if "XFUSE_CACHE" in str(w.message)]
 
 
-def test_an_unknown_xfuse_cache_value_keeps_it_on_and_warns_once(
-    cache: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        (
+            "XFUSE_CACHE",
+            "disabled",
+            r"^xfuse: XFUSE_CACHE='disabled' is neither off \(0, false, off, no\) nor on \(1, "
+            r"true, on, yes or empty\); the compile cache stays on$",
+        ),
+        (
+            "XFUSE_CACHE_MAX_BYTES",
+            "10 gigs",
+            r"^xfuse: XFUSE_CACHE_MAX_BYTES='10 gigs' is no size \(a number of bytes, with k, M, "
+            r"G, T or Ki, Mi, Gi, Ti after it if wanted: 500M, 2GiB; 0 for no limit\); the "
+            r"compile cache keeps its default limit, 1,073,741,824 bytes$",
+        ),
+    ],
+    ids=["on_or_off", "size_limit"],
+)
+def test_a_bad_cache_setting_warns_once_and_keeps_the_default(
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    gelu: Gelu,
+    variable: str,
+    value: str,
+    message: str,
 ) -> None:
-    monkeypatch.setenv("XFUSE_CACHE", "disabled")
+    """The cache stays on, with its default limit, and says so once, at the user's line."""
+    monkeypatch.setenv(variable, value)
     cache_files.warn_once.cache_clear()
-    xfuse.clear_cache()
-    message = (
-        r"^xfuse: XFUSE_CACHE='disabled' is neither off \(0, false, off, no\) nor on \(1, true, "
-        r"on, yes or empty\); the compile cache stays on$"
-    )
     with pytest.warns(RuntimeWarning, match=message) as warned:
         xfuse.compile(gelu.source)
         xfuse.compile(gelu.source.replace("0.5", "0.25"))
-    assert [w.filename for w in warned if "XFUSE_CACHE" in str(w.message)] == [__file__]
-    assert list(cache.iterdir())
+    bad_setting = [w for w in warned if f"{variable}=" in str(w.message)]
+    assert [w.filename for w in bad_setting] == [__file__]  # not kernel.py, which stores the glue
+    assert len(entries(cache)) == 4
+    assert cache_files.max_bytes() == cache_files.DEFAULT_MAX_BYTES
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the XDG rule is Linux's")
@@ -538,25 +560,6 @@ def test_sizes_parse_as_ccaches_do(text: str, size: int) -> None:
 )
 def test_what_is_no_size_parses_as_none(text: str) -> None:
     assert cache_files.parse_size(text) is None
-
-
-def test_a_bad_cache_limit_warns_once_and_keeps_the_default(
-    cache: Path, monkeypatch: pytest.MonkeyPatch, gelu: Gelu
-) -> None:
-    monkeypatch.setenv("XFUSE_CACHE_MAX_BYTES", "10 gigs")
-    cache_files.warn_once.cache_clear()
-    message = (
-        r"^xfuse: XFUSE_CACHE_MAX_BYTES='10 gigs' is no size \(a number of bytes, with k, M, G, "
-        r"T or Ki, Mi, Gi, Ti after it if wanted: 500M, 2GiB; 0 for no limit\); the compile "
-        r"cache keeps its default limit, 1,073,741,824 bytes$"
-    )
-    with pytest.warns(RuntimeWarning, match=message) as warned:
-        xfuse.compile(gelu.source)
-        xfuse.compile(gelu.source.replace("0.5", "0.25"))
-    limits = [w for w in warned if "XFUSE_CACHE_MAX_BYTES" in str(w.message)]
-    assert [w.filename for w in limits] == [__file__]  # not kernel.py, which stores the glue
-    assert len(entries(cache)) == 4
-    assert cache_files.max_bytes() == cache_files.DEFAULT_MAX_BYTES
 
 
 def test_no_cache_limit_is_zero(monkeypatch: pytest.MonkeyPatch) -> None:
