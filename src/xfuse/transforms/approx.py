@@ -198,7 +198,7 @@ class _OddRational:
 
 _TANH = _OddRational(_TANH_NUMERATOR, _TANH_DENOMINATOR, scan_from=7.5, scan_to=8.5)
 """1 - tanh(7.5) = 6.1e-7, 10 ulps of 1, twice the rational's error; its quotient first passes
-1 at c x ~ 7.93 (7.92-7.93 for scales from 1/16 to 16, 2026-12-03)."""
+1 at c x ~ 7.93 (7.91-7.93 for 8 scales from 1/16 to 16, 2026-12-03)."""
 _ERF = _OddRational(_ERF_NUMERATOR, _ERF_DENOMINATOR, scan_from=3.5, scan_to=4.0)
 """Below 3.5 1 - erf > 7.4e-7, 12 ulps of 1 (its quotient stayed below 1 - 5 ulps up to c x =
 3.55 for 12 scales from 1/16 to 16, 2026-12-03); it passes 1 by up to 3 ulps from c x ~ 3.65
@@ -713,7 +713,7 @@ def _clamped_rational(
     does (FMAs), is exactly 1: |f| <= 1 everywhere, f(+-inf) = +-1, and GELU's 0 * inf sees
     exactly +-1, with no select after the division. Found by evaluating every float32 y from c y =
     `scan_from` on, in chunks, up to the chunk where the quotient first exceeds 1 (erf: ~0.6 M
-    floats, ~25 ms; tanh: ~0.9 M, ~40 ms; once per function and scale in a process)."""
+    floats, tanh: ~0.9 M; 10-60 ms, once per function and scale in a process)."""
     normalized = 1 / function.denominator[-1]
     numerator = [
         _rounded_to_float32(c)
