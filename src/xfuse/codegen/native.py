@@ -1471,11 +1471,11 @@ def _check_symbols_resolve(names: Iterable[str]) -> None:
     """UnresolvedSymbolsError (a ValueError) naming those of `names` (what a module's code
     refers to, `referenced_symbols`) that neither this process (as MCJIT sees it once an engine
     exists: the process itself, the libraries loaded for it such as libmvec, the symbols added
-    to it) nor MCJIT itself defines.
-    MCJIT reports none: it links such a reference to address 0, and a call through it crashed
-    the process (a segfault); a weak one too, as one unresolved name left the module's other
-    references (`expf`) at 0 as well. Checked once MCJIT has linked the code, which calls
-    nothing: an engine that fails the check is dropped uncalled."""
+    to it) nor MCJIT itself defines. MCJIT reports none: it links such a reference to address
+    0, and a call through it crashed the process (a segfault); a weak one too, as one unresolved
+    name left the module's other references (`expf`) at 0 as well. Checked once MCJIT has
+    linked the code (its JIT code model's 64-bit addresses take a 0), which calls nothing: an
+    engine that fails the check is dropped uncalled."""
     unresolved = sorted(
         name
         for name in names
