@@ -540,13 +540,13 @@ class _Parser:
         format shows that line where the file exists)."""
         close = difflib.get_close_matches(token.text, names, n=1)
         if close:
-            error = self.error("", token)
+            located = self.error("", token)  # its line and column, as an error's would be
             warnings.warn_explicit(
-                f"column {error.column}: '{token.text}' is neither declared nor assigned, so it is "
-                f"an input: did you mean '{close[0]}'?",
+                f"column {located.column}: '{token.text}' is neither declared nor assigned, so it "
+                f"is an input: did you mean '{close[0]}'?",
                 EwNameWarning,
                 self.filename,
-                error.line,
+                located.line,
             )
 
     def call(self, name: Token) -> Value:
