@@ -134,11 +134,12 @@ def generate() -> str:
         "(llvmlite's `ir` module); `xfuse.codegen.native` then sets the host's triple and data "
         "layout, runs LLVM's O3 pipeline with loop and SLP vectorization (then, in a loop of "
         "bf16 arrays that rounds with AVX512_BF16 on 512-bit vectors, `pair_bf16_parts` takes "
-        "the vector parts two at a time), and JIT-compiles it with MCJIT. A function or "
-        "variable the optimized module declares (LLVM's intrinsics aside) that neither it nor "
-        "the process defines (a typo such as `expff`, libdevice's `__nv_exp`) is a `ValueError` "
-        "naming it, raised before any code can run: MCJIT links such a name to address 0 "
-        "without a word, and a call crashed the process.\n\n",
+        "the vector parts two at a time), and JIT-compiles it with MCJIT. A name the object "
+        "code refers to that neither it nor the process defines (a declared function such as a "
+        "typo's `expff` or libdevice's `__nv_exp`, or a call the code generator adds, such as "
+        "`__truncsfhf2` without F16C) is a `ValueError` naming it, raised before any code can "
+        "run: MCJIT links such a name to address 0 without a word, and a call crashed the "
+        "process.\n\n",
         _fence(llvm_ir, "llvm"),
         f"\n## {len(kernel.stages) + 2}. What O3 made of it on this machine\n\n",
         HOST_BEGIN + "\n",

@@ -17,7 +17,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import ml_dtypes
 import numpy as np
@@ -25,7 +25,7 @@ import pytest
 
 import xfuse
 from xfuse.codegen.libdevice import find_libdevice
-from xfuse.codegen.native import NativeModule, UnresolvedSymbolsError, declared_symbols
+from xfuse.codegen.native import UnresolvedSymbolsError, declared_symbols
 from xfuse.runtime import cache_files, disk_cache, kernel
 from xfuse.tools.cli import main as cli_main
 
@@ -125,7 +125,7 @@ def test_a_damaged_entry_is_recompiled_and_replaced(
     assert len(lowerings) == 2  # the replaced entries hit
 
 
-def _unlinkable(*_: object) -> NativeModule:
+def _unlinkable(*_: object) -> NoReturn:
     """`load_object_code` of code that refers to a name this process does not define (the
     process that compiled it had it): what it raises."""
     raise UnresolvedSymbolsError("the CPU code uses 'gone', which neither it nor ...")
