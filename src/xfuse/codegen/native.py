@@ -1432,7 +1432,7 @@ def undefined_symbols(object_code: bytes) -> set[str] | None:
     refers to and does not define, from its symbol table: the functions and variables its IR
     declares and uses, and those the code generator calls on its own (`__truncsfbf2` for an
     `fptrunc` to bfloat without AVX512_BF16, `memset`); None for another format. Read from the
-    bytes (~5 us; through llvmlite's `ObjectFileRef` sections ~90 us, on a disk-cache hit)."""
+    bytes (~5 us; through llvmlite's `ObjectFileRef` sections ~90 us: Zen 4, 2026-12-03)."""
     if not object_code.startswith(_ELF64_LITTLE_ENDIAN):
         return None
     (table,) = struct.unpack_from("<Q", object_code, 0x28)
