@@ -4,9 +4,12 @@
         [--programs silu 'GELU + bias + residual' ...]
 
 Prints the host (CPU, vector width, load average, the clock: measured on a chain of dependent
-adds, and as the OS reports it), then, float32 unless said, `out=` buffers, every time the best
-of `--rounds` interleaved round medians of the time per call (a sample times ~2^16 elements
-of calls in a row: at 2^12 16 calls, so the clock's reading is not counted as a call's):
+adds, and as the OS reports it; the window probe, `window_summary`, before and after the run: in
+how many samples the core ran long dependency chains slower, the host's slow spells, in which
+the long loops take up to 1.14x as long), then, float32 unless said, `out=` buffers, every
+time the best of `--rounds` interleaved round medians of the time per call (a sample times
+~2^16 elements of calls in a row: at 2^12 16 calls, so the clock's reading is not counted as a
+call's):
 
 1. **in cache** (2^12, 2^16): each program's cycles per element next to the resource bound that
    `llvm-mca` (LLVM 22's where installed) gives for the kernel's hot loop (its block reciprocal
@@ -190,7 +193,7 @@ entry:
 loop:
   %i = phi i64 [0, %entry], [%next, %loop]
   call void asm sideeffect "SETUP.rept 1000\0AINSTRUCTION\0A.endr",
-    "~{rax},~{xmm1},~{xmm2},~{xmm3}"()
+    "~{rax},~{xmm1},~{xmm2},~{xmm3},~{xmm4},~{xmm5},~{xmm6},~{xmm7},~{xmm8},~{xmm9},~{xmm10},~{xmm11}"()
   %next = add i64 %i, 1
   %more = icmp slt i64 %next, %n
   br i1 %more, label %loop, label %done
@@ -218,29 +221,86 @@ def ones(width: str) -> str:
     )
 
 
-def seconds_per_instruction(instruction: str, setup: str = "") -> float:
-    """The best of 30 timed runs of `instruction` repeated (`REPEATED_ASM`), per instruction."""
+def repeated(instruction: str, setup: str = "", repeat: int = 1000) -> Callable[[int], None]:
+    """A native function of n that runs `instruction` (one or more instructions, each ending
+    but the last in `\0A`) `repeat` times in each of n iterations (`REPEATED_ASM`)."""
     import llvmlite.binding as llvm_binding
 
     llvm_binding.initialize_native_asmparser()
     machine = host_target_machine()
-    source = REPEATED_ASM.replace("SETUP", setup).replace("INSTRUCTION", instruction)
+    source = (
+        REPEATED_ASM.replace("SETUP", setup)
+        .replace("INSTRUCTION", instruction)
+        .replace(".rept 1000", f".rept {repeat}")
+    )
     module = llvm_binding.parse_assembly(source)
     module.triple = machine.triple
     engine = llvm_binding.create_mcjit_compiler(module, machine)
     engine.finalize_object()
     spin = ctypes.CFUNCTYPE(None, ctypes.c_int64)(engine.get_function_address("spin"))
-    iterations, best = 4000, float("inf")
-    for _ in range(30):
+    spin.engine = engine  # type: ignore[attr-defined]  # the code lives as long as the function
+    return spin
+
+
+def fastest_spin(spin: Callable[[int], None], iterations: int, runs: int) -> float:
+    """The best of `runs` timed calls `spin(iterations)`."""
+    best = float("inf")
+    for _ in range(runs):
         start = time.perf_counter()
         spin(iterations)
         best = min(best, time.perf_counter() - start)
-    return best / (iterations * 1000)
+    return best
+
+
+def seconds_per_instruction(instruction: str, setup: str = "") -> float:
+    """The best of 30 timed runs of `instruction` repeated (`REPEATED_ASM`), per instruction."""
+    return fastest_spin(repeated(instruction, setup), 4000, 30) / (4000 * 1000)
 
 
 def measured_clock_hz() -> float:
     """Cycles per second of the running core, from dependent adds."""
     return 1 / seconds_per_instruction(ADD)
+
+
+WINDOW_CHAINS, WINDOW_CHAIN_LENGTH = 8, 32
+"""The window probe (`window_cycles`): chains of dependent FMAs, one after another."""
+
+
+def window_cycles(clock_hz: float, samples: int = 20) -> list[float]:
+    """Cycles per FMA of `WINDOW_CHAINS` chains of `WINDOW_CHAIN_LENGTH` dependent FMAs on the
+    host's widest float vectors, each chain after the last in program order, `samples` times
+    (~5 ms each, 50 ms apart): only a core's window of instructions in flight overlaps the
+    chains, so this probe slows where the core's window shrinks. On this project's Zen 4 hosts
+    (2-vCPU KVM guests, 2026-12-04) it took 1.01-1.1 cycles at times and 1.2-1.3 at others, in
+    spells of a second or so, and the LLM GELUs' loops (long chains too) took 1.14x as long in
+    the slow spells (0.292 and 0.338 ns/el in cache; docs/benchmarks.md), while independent
+    FMAs and divisions kept their speed. Likely cause, not proven: another guest's thread on
+    the physical core's other SMT thread, which halves the window each thread gets."""
+    width = "zmm" if host_cpu().float_lanes == 16 else "ymm"
+    chains = [
+        rf"vfmadd231ps %{width}1, %{width}2, %{width}{4 + chain}"
+        for chain in range(WINDOW_CHAINS)
+        for _ in range(WINDOW_CHAIN_LENGTH)
+    ]
+    spin = repeated(r"\0A".join(chains), ones(width), 1)
+    fmas = len(chains) * 3000
+    cycles = []
+    for _ in range(samples):
+        cycles.append(fastest_spin(spin, 3000, 5) / fmas * clock_hz)
+        time.sleep(0.05)
+    return cycles
+
+
+def window_summary(clock_hz: float) -> str:
+    """The window probe's cycles (`window_cycles`): least, most, and in how many samples it
+    took 1.1x its least or more (the host's slow spells)."""
+    cycles = window_cycles(clock_hz)
+    slow = sum(c >= 1.1 * min(cycles) for c in cycles)
+    return (
+        f"window probe ({WINDOW_CHAINS} chains of {WINDOW_CHAIN_LENGTH} dependent FMAs): "
+        f"{min(cycles):.2f}-{max(cycles):.2f} cycles/FMA, slow (1.1x its least or more) in "
+        f"{slow} of {len(cycles)} samples"
+    )
 
 
 DIVIDER = re.compile(r"^\s*v?(div|sqrt)[ps][sd]\s.*%([xyz])mm\d+\s*$")
@@ -792,8 +852,9 @@ def main() -> None:
     print(
         f"clock: {clock / 1e9:.2f} GHz measured (dependent adds), "
         f"{'unknown' if reported is None else f'{reported / 1e9:.2f} GHz'} reported; "
-        f"llvm-mca: {llvm_mca()}\n"
+        f"llvm-mca: {llvm_mca()}"
     )
+    print(f"{window_summary(clock)}\n")
     compute_ns: dict[str, float] = {}
     if 1 in args.parts or 2 in args.parts:
         print("1. In cache, one thread: measured cycles/element vs llvm-mca's resource bound")
@@ -814,6 +875,7 @@ def main() -> None:
     if 5 in args.parts:
         print("\n5. Peers, one thread")
         peer_rows([1 << 16, large], args.rounds)
+    print(f"\nafter the run: {window_summary(clock)}")
 
 
 if __name__ == "__main__":
