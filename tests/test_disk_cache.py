@@ -365,6 +365,16 @@ def test_xfuse_cache_on_words_keep_it_on(
     assert not [w for w in recwarn if "XFUSE_CACHE" in str(w.message)]
 
 
+def warnings_of_two_compiles(gelu: Gelu, message: str) -> list[warnings.WarningMessage]:
+    """The warnings of compiling `gelu` and a variant of it (two programs: a warning said once
+    is said at the first), with xfuse's said-once memory cleared first; one matches `message`."""
+    cache_files.warn_once.cache_clear()
+    with pytest.warns(RuntimeWarning, match=message) as warned:
+        xfuse.compile(gelu.source)
+        xfuse.compile(gelu.source.replace("0.5", "0.25"))
+    return list(warned)
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
@@ -394,10 +404,7 @@ def test_a_bad_cache_setting_warns_once_and_keeps_the_default(
 ) -> None:
     """The cache stays on, with its default limit, and says so once, at the user's line."""
     monkeypatch.setenv(variable, value)
-    cache_files.warn_once.cache_clear()
-    with pytest.warns(RuntimeWarning, match=message) as warned:
-        xfuse.compile(gelu.source)
-        xfuse.compile(gelu.source.replace("0.5", "0.25"))
+    warned = warnings_of_two_compiles(gelu, message)
     bad_setting = [w for w in warned if f"{variable}=" in str(w.message)]
     assert [w.filename for w in bad_setting] == [__file__]  # not kernel.py, which stores the glue
     assert len(entries(cache)) == 4
@@ -521,12 +528,9 @@ def test_a_tilde_that_names_no_home_turns_the_cache_off_with_a_warning(
     monkeypatch.setenv("XFUSE_CACHE_DIR", directory)
     monkeypatch.chdir(tmp_path)
     cache_files._absolute.cache_clear()
-    cache_files.warn_once.cache_clear()
     xfuse.clear_cache()
     message = f"^xfuse: XFUSE_CACHE_DIR='{directory}' names a home directory that there is none"
-    with pytest.warns(RuntimeWarning, match=message) as warned:
-        xfuse.compile(gelu.source)
-        xfuse.compile(gelu.source.replace("0.5", "0.25"))
+    warned = warnings_of_two_compiles(gelu, message)
     assert [w.filename for w in warned] == [__file__]
     assert list(tmp_path.iterdir()) == []
     cache_files._absolute.cache_clear()
@@ -944,14 +948,11 @@ def test_a_linked_toolchain_directory_is_neither_written_nor_read(
     current.symlink_to(elsewhere)
     kept = sorted(elsewhere.iterdir())
     xfuse.clear_cache()
-    cache_files.warn_once.cache_clear()
     message = (
         rf"^xfuse: cannot write the compile cache in {re.escape(str(cache))} "
         rf"\({current.name} is a link, which it does not follow\); set XFUSE_CACHE_DIR"
     )
-    with pytest.warns(RuntimeWarning, match=message) as warned:
-        xfuse.compile(gelu.source)
-        xfuse.compile(gelu.source.replace("0.5", "0.25"))
+    warned = warnings_of_two_compiles(gelu, message)
     assert len([w for w in warned if "cannot write" in str(w.message)]) == 1
     assert len(lowerings) == 3  # its entry is not read
     assert sorted(elsewhere.iterdir()) == kept  # nor another written there
