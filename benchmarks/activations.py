@@ -192,7 +192,7 @@ entry:
   br label %loop
 loop:
   %i = phi i64 [0, %entry], [%next, %loop]
-  call void asm sideeffect "SETUP.rept 1000\0AINSTRUCTION\0A.endr",
+  call void asm sideeffect "SETUP.rept REPEAT\0AINSTRUCTION\0A.endr",
     "~{rax},~{xmm1},~{xmm2},~{xmm3},~{xmm4},~{xmm5},~{xmm6},~{xmm7},~{xmm8},~{xmm9},~{xmm10},~{xmm11}"()
   %next = add i64 %i, 1
   %more = icmp slt i64 %next, %n
@@ -201,7 +201,7 @@ done:
   ret void
 }
 """
-"""1000 copies of one instruction per iteration, after `SETUP` (instructions ending in `\0A`)."""
+"""`REPEAT` copies of `INSTRUCTION` per iteration, after `SETUP` (instructions ending in `\0A`)."""
 ADD = "addq %rax, %rax"
 """Dependent register adds: one cycle each on every x86 core (an add of an immediate would not
 do: Golden Cove's renamer folds those)."""
@@ -231,7 +231,7 @@ def repeated(instruction: str, setup: str = "", repeat: int = 1000) -> Callable[
     source = (
         REPEATED_ASM.replace("SETUP", setup)
         .replace("INSTRUCTION", instruction)
-        .replace(".rept 1000", f".rept {repeat}")
+        .replace("REPEAT", str(repeat))
     )
     module = llvm_binding.parse_assembly(source)
     module.triple = machine.triple
@@ -262,8 +262,9 @@ def measured_clock_hz() -> float:
     return 1 / seconds_per_instruction(ADD)
 
 
-WINDOW_CHAINS, WINDOW_CHAIN_LENGTH = 8, 32
-"""The window probe (`window_cycles`): chains of dependent FMAs, one after another."""
+WINDOW_CHAINS, WINDOW_CHAIN_LENGTH, WINDOW_ITERATIONS = 8, 32, 3000
+"""The window probe (`window_cycles`): chains of dependent FMAs, one after another, and the
+times they run in one timed call."""
 
 
 def window_cycles(clock_hz: float, samples: int = 20) -> list[float]:
@@ -283,10 +284,10 @@ def window_cycles(clock_hz: float, samples: int = 20) -> list[float]:
         for _ in range(WINDOW_CHAIN_LENGTH)
     ]
     spin = repeated(r"\0A".join(chains), ones(width), 1)
-    fmas = len(chains) * 3000
+    fmas = len(chains) * WINDOW_ITERATIONS
     cycles = []
     for _ in range(samples):
-        cycles.append(fastest_spin(spin, 3000, 5) / fmas * clock_hz)
+        cycles.append(fastest_spin(spin, WINDOW_ITERATIONS, 5) / fmas * clock_hz)
         time.sleep(0.05)
     return cycles
 
