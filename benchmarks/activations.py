@@ -79,6 +79,7 @@ from xfuse.runtime.kernel import (
     SliceWorkers,
     SplitChoice,
 )
+from xfuse.tools.cli import positive_int
 from xfuse.transforms.pipeline import only_function
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -826,11 +827,13 @@ def main() -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
-    parser.add_argument("--repeat", type=int, default=5, help="timed calls per round at 2^24")
+    parser.add_argument("--rounds", type=positive_int, default=5, help="interleaved rounds")
+    parser.add_argument(
+        "--repeat", type=positive_int, default=5, help="timed calls per round at 2^24"
+    )
     parser.add_argument(
         "--parts",
-        type=int,
+        type=positive_int,
         nargs="+",
         default=[1, 2, 3, 4],
         choices=range(1, 6),

@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 from xfuse.benchmarking.timing import host_summary
+from xfuse.tools.cli import positive_int
 
 GELU = (Path(__file__).parent.parent / "examples" / "gelu.ew").read_text()
 
@@ -86,7 +87,7 @@ def main() -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--processes", type=int, default=9, help="warm processes per row")
+    parser.add_argument("--processes", type=positive_int, default=9, help="warm processes per row")
     parser.add_argument("--against", metavar="SRC", help="another source tree to time alike")
     args = parser.parse_args()
     if args.processes < 1:

@@ -34,6 +34,7 @@ from xfuse.codegen.native import generate_code, optimize_llvm_dialect
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Options, collector_paused
+from xfuse.tools.cli import non_negative_int, positive_int
 from xfuse.transforms.pipeline import pipeline_context
 
 
@@ -96,9 +97,12 @@ def stage_times(source: str, fuse: bool, llvm_kernels: int) -> tuple[int, int, d
 
 def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument(
-        "--llvm-kernels", type=int, default=300, help="largest kernel count to run LLVM on"
+        "--llvm-kernels",
+        type=non_negative_int,
+        default=300,
+        help="largest kernel count to run LLVM on",
     )
     parser.add_argument("--fused-only", action="store_true", help="skip the unfused programs")
     args = parser.parse_args()

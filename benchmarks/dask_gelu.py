@@ -75,6 +75,7 @@ from distributed import Client, LocalCluster, get_task_stream, wait
 
 import xfuse
 from xfuse.benchmarking.timing import host_summary
+from xfuse.tools.cli import positive_int
 
 GELU = (
     "input x[t, d]; input b[d]; input r[t, d];\n"
@@ -156,12 +157,12 @@ def main() -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--rows", type=int, default=8192)
-    parser.add_argument("--columns", type=int, default=14336)
-    parser.add_argument("--chunk-rows", type=int, default=2048)
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--threads-per-worker", type=int, default=1)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rows", type=positive_int, default=8192)
+    parser.add_argument("--columns", type=positive_int, default=14336)
+    parser.add_argument("--chunk-rows", type=positive_int, default=2048)
+    parser.add_argument("--workers", type=positive_int, default=2)
+    parser.add_argument("--threads-per-worker", type=positive_int, default=1)
+    parser.add_argument("--repeat", type=positive_int, default=3)
     parser.add_argument(
         "--dask-defaults", action="store_true", help="dask's own settings, not QUIET_DASK"
     )

@@ -21,6 +21,7 @@ import numpy as np
 
 import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
+from xfuse.tools.cli import log2_size, positive_int
 
 PROGRAMS: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
     "exp": ("out = exp(x);", np.exp),
@@ -101,9 +102,11 @@ def ulp_rows(samples: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
-    parser.add_argument("--n", type=int, default=16, help="log2 of the elements timed")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--samples", type=int, default=20, help="log2 of the inputs per function")
+    parser.add_argument("--n", type=log2_size, default=16, help="log2 of the elements timed")
+    parser.add_argument("--rounds", type=positive_int, default=7)
+    parser.add_argument(
+        "--samples", type=log2_size, default=20, help="log2 of the inputs per function"
+    )
     args = parser.parse_args()
     print(host_summary())
     speed_rows(args.n, args.rounds)

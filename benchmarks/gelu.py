@@ -28,6 +28,7 @@ import numpy as np
 import xfuse
 from xfuse.benchmarking.timing import host_summary, median_seconds
 from xfuse.frontend.language import parse_program
+from xfuse.tools.cli import log2_size, positive_int
 from xfuse.transforms.optimize import EwOptimizePass
 from xfuse.transforms.pipeline import pipeline_context
 
@@ -129,8 +130,8 @@ def main() -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--sizes", type=int, nargs="+", default=[16, 20, 24], help="log2 n")
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--sizes", type=log2_size, nargs="+", default=[16, 20, 24], help="log2 n")
+    parser.add_argument("--repeat", type=positive_int, default=7)
     args = parser.parse_args()
     print(host_summary())
     warm, disk, cached = compile_times()

@@ -16,6 +16,7 @@ import argparse
 
 from xfuse.benchmarking import bench
 from xfuse.benchmarking.timing import host_summary
+from xfuse.tools.cli import positive_int
 
 GELU = """
 h = x + b;
@@ -36,8 +37,8 @@ def main() -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--rows", type=int, default=512, help="t (the lecture has 4096)")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rows", type=positive_int, default=512, help="t (the lecture has 4096)")
+    parser.add_argument("--repeat", type=positive_int, default=5)
     args = parser.parse_args()
     print(host_summary())
     n = args.rows * bench.ROW_LENGTH

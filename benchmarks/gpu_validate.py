@@ -42,11 +42,13 @@ import numpy as np
 
 import xfuse
 from xfuse.analysis.cost import CostOptions, FunctionCost, parse_shape
+from xfuse.analysis.hardware import DEVICE_NAMES, device
 from xfuse.benchmarking.timing import host_summary
 from xfuse.codegen.libdevice import LibdeviceNotFoundError
 from xfuse.codegen.ptx import ARCHES
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.runtime.cost_driver import cost_program
+from xfuse.tools.cli import json_file, option_type, plot_file, positive_int
 
 SOURCE = (Path(__file__).parents[1] / "examples" / "gelu.ew").read_text()
 DTYPES = ("bfloat16", "float32")
@@ -403,18 +405,32 @@ def measure_all(gpu: Gpu | None, report: Report, args: argparse.Namespace) -> No
     report.math = [check_math(gpu, check, args.arch) for check in F64_MATH]
 
 
+@option_type
+def device_name(text: str) -> str:
+    """`--device`: a GPU of the cost model (`xfuse.analysis.hardware.device`), by name."""
+    device(text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> Report:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="h200", help="the cost model's device")
-    parser.add_argument("--shape", type=parse_shape, default=(4096, 14336))
-    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument(
+        "--device",
+        type=device_name,
+        default="h200",
+        help=f"the cost model's device: {', '.join(DEVICE_NAMES)}",
+    )
+    parser.add_argument("--shape", type=option_type(parse_shape), default=(4096, 14336))
+    parser.add_argument("--repeat", type=positive_int, default=20)
     parser.add_argument(
         "--arch", default="sm_90", choices=ARCHES, help="sm_90 (H100, H200) or sm_80 (A100)"
     )
     parser.add_argument(
-        "--json", type=Path, help="write the results as JSON ('-': stdout, the report to stderr)"
+        "--json",
+        type=json_file,
+        help="write the results as JSON ('-': stdout, the report to stderr)",
     )
-    parser.add_argument("--plot", type=Path, help="write a bar chart")
+    parser.add_argument("--plot", type=plot_file, help="write a bar chart (FILE.png if no suffix)")
     parser.add_argument("--dry-run", action="store_true", help="compile and predict only")
     args = parser.parse_args(argv)
     report = Report(args.device, args.shape)

@@ -26,6 +26,7 @@ from xfuse.benchmarking.timing import host_summary
 from xfuse.codegen.native import optimize_llvm_dialect
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Options
+from xfuse.tools.cli import positive_int
 from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.pipeline import pipeline_context
 from xfuse.transforms.to_linalg import EwToLinalgPass
@@ -79,7 +80,7 @@ def compare(source: str, fuse: bool, repeat: int) -> tuple[list[float], list[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=positive_int, default=5)
     args = parser.parse_args()
     print(host_summary())
     print("| program | " + " | ".join(f"{route} (ms)" for route in ROUTES) + " | LLVM IR |")

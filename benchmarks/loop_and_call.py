@@ -37,6 +37,7 @@ import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.codegen.native import compile_llvm_ir, host_cpu
 from xfuse.runtime.kernel import Kernel
+from xfuse.tools.cli import positive_int
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 GELU = (EXAMPLES / "gelu.ew").read_text()
@@ -215,7 +216,7 @@ def main() -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=positive_int, default=5)
     parser.add_argument("--no-bf16-check", action="store_true")
     args = parser.parse_args()
     print(host_summary())

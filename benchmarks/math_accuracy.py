@@ -20,6 +20,7 @@ import numpy as np
 import xfuse
 from xfuse.benchmarking.timing import host_summary
 from xfuse.dialects import ew
+from xfuse.tools.cli import positive_int
 
 MEASURED: tuple[type[ew.UnaryOp | ew.BinaryOp], ...] = tuple(
     op for op in ew.ELEMENTWISE_OPS if op.ACCURACY != ew.CORRECTLY_ROUNDED
@@ -169,7 +170,9 @@ def main() -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--stride", type=int, default=64, help="sweep every n-th bit pattern")
+    parser.add_argument(
+        "--stride", type=positive_int, default=64, help="sweep every n-th bit pattern"
+    )
     parser.add_argument(
         "--only", nargs="+", default=(), help="these functions (mnemonics, COMPOSITES' names)"
     )

@@ -23,6 +23,7 @@ import numpy as np
 
 import xfuse
 from xfuse.benchmarking.timing import host_summary
+from xfuse.tools.cli import positive_int
 
 PROGRAMS = {
     "hardswish": "out = x * min(max(x + 3, 0), 6) / 6;",
@@ -54,8 +55,10 @@ def main() -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--calls", type=int, default=100, help="calls of a kernel per block")
+    parser.add_argument("--rounds", type=positive_int, default=40)
+    parser.add_argument(
+        "--calls", type=positive_int, default=100, help="calls of a kernel per block"
+    )
     parser.add_argument("--control", action="store_true", help="two one-thread kernels")
     args = parser.parse_args()
     load = Path("/proc/loadavg")

@@ -21,6 +21,7 @@ import numpy as np
 
 import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
+from xfuse.tools.cli import log2_size, positive_int
 
 FORMS: list[tuple[str, str, str]] = [
     (
@@ -85,8 +86,10 @@ def layouts_table(rounds: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
-    parser.add_argument("--n", type=int, default=16, help="log2 of the elements of table 1")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per cell")
+    parser.add_argument("--n", type=log2_size, default=16, help="log2 of the elements of table 1")
+    parser.add_argument(
+        "--rounds", type=positive_int, default=5, help="interleaved rounds per cell"
+    )
     args = parser.parse_args()
     print(host_summary())
     forms_table(args.n, args.rounds)

@@ -646,3 +646,37 @@ def test_benchmark_scripts_take_no_abbreviated_options(script: str) -> None:
     )
     assert run.returncode == 2, run.stdout[-400:]
     assert "unrecognized arguments: --h" in run.stderr, run.stderr[-400:]
+
+
+@pytest.mark.parametrize(
+    ("script", "arguments", "error"),
+    [
+        ("gelu.py", ["--sizes", "4096"], "argument --sizes: expected the log2 of a size, 0 to 30"),
+        ("activations.py", ["--rounds", "0"], "argument --rounds: expected an integer >= 1, got 0"),
+        ("gpu_validate.py", ["--device", "h999", "--dry-run"], "argument --device: unknown device"),
+    ],
+)
+def test_benchmark_scripts_reject_bad_values_by_option(
+    script: str, arguments: list[str], error: str
+) -> None:
+    """A size where its log2 is asked for, a count of 0, an unknown device: argparse's usage
+    error naming the option (they were tracebacks from numpy, statistics or the cost model)."""
+    path = Path(__file__).parent.parent / "benchmarks" / script
+    run = subprocess.run(
+        [sys.executable, str(path), *arguments], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 2, run.stdout[-400:]
+    assert error in run.stderr and "Traceback" not in run.stderr, run.stderr[-400:]
+
+
+def test_benchmark_scripts_check_every_number_option() -> None:
+    """No benchmark option is a bare `type=int` or `type=float`, which take 0, -1 or a size for
+    its log2: each goes through a checked type of `xfuse.tools.cli` (`positive_int`,
+    `non_negative_int`, `log2_size`)."""
+    bare = [
+        f"{path.name}: {line.strip()}"
+        for path in sorted((Path(__file__).parent.parent / "benchmarks").glob("*.py"))
+        for line in path.read_text().splitlines()
+        if re.search(r"\btype=(int|float)\b", line)
+    ]
+    assert bare == []

@@ -110,12 +110,37 @@ def json_file(text: str) -> Path | str:
     return text if text == "-" else output_file(text, "JSON", "figures.json")
 
 
+def _integer_at_least(text: str, least: int) -> int:
+    value = int(text)
+    if value < least:
+        raise ValueError(f"expected an integer >= {least}, got {value}")
+    return value
+
+
 @option_type
 def positive_int(text: str) -> int:
     """An integer >= 1 (`--repeat`, `--threads`)."""
+    return _integer_at_least(text, 1)
+
+
+@option_type
+def non_negative_int(text: str) -> int:
+    """An integer >= 0 (a benchmark's `--llvm-kernels`: 0 for none)."""
+    return _integer_at_least(text, 0)
+
+
+MAX_LOG2_SIZE = 30
+"""The largest `log2_size`: 2^30 elements, 4 GiB an f32 array."""
+
+
+@option_type
+def log2_size(text: str) -> int:
+    """A size given as its log2, 0 to `MAX_LOG2_SIZE` (the benchmarks' `--n`, `--sizes`)."""
     value = int(text)
-    if value < 1:
-        raise ValueError(f"expected an integer >= 1, got {value}")
+    if not 0 <= value <= MAX_LOG2_SIZE:
+        raise ValueError(
+            f"expected the log2 of a size, 0 to {MAX_LOG2_SIZE}, got {value} (2^{value} elements)"
+        )
     return value
 
 
