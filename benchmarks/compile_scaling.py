@@ -38,12 +38,13 @@ from xfuse.tools.cli import non_negative_int, positive_int
 from xfuse.transforms.pipeline import pipeline_context
 
 
+# At least one statement each: a program has one (`--sizes 1` measures that).
 def chain(ops: int) -> str:
-    return "a = a * 0.999 + 0.001;\n" * (ops // 2)
+    return "a = a * 0.999 + 0.001;\n" * max(1, ops // 2)
 
 
 def tanh_chain(ops: int) -> str:
-    return "a = tanh(a);\n" * (ops // 10)
+    return "a = tanh(a);\n" * max(1, ops // 10)
 
 
 def wide_dag(ops: int) -> str:

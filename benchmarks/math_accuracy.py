@@ -173,8 +173,14 @@ def main() -> None:
     parser.add_argument(
         "--stride", type=positive_int, default=64, help="sweep every n-th bit pattern"
     )
+    names = [*dict.fromkeys(ew.mnemonic(op) for op in MEASURED), *COMPOSITES]
     parser.add_argument(
-        "--only", nargs="+", default=(), help="these functions (mnemonics, COMPOSITES' names)"
+        "--only",
+        nargs="+",
+        default=(),
+        choices=names,
+        metavar="NAME",
+        help=f"these functions: {', '.join(names)}",
     )
     args = parser.parse_args()
     print(host_summary())
