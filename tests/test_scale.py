@@ -96,6 +96,8 @@ def test_a_50000_op_chain_goes_through_every_pass() -> None:
             if name == "ew-bufferize":
                 function = only_function(module)
                 kernels = [op for op in function.body.block.ops if isinstance(op, ew.KernelOp)]
+        printed = str(module)  # the printer too, in that headroom
+    assert printed.count("llvm.func ") == len(list(module.ops))
     assert len(kernels) == math.ceil(50_000 / EwFusePass().max_ops)
     # Alike kernels share one function (`ew-kernel-to-loops`): each op is lowered once per call.
     functions = {op.sym_name.data: op for op in module.ops if isinstance(op, llvm.FuncOp)}
