@@ -6,10 +6,10 @@
 Prints the host (CPU, vector width, load average, the clock: measured on a chain of dependent
 adds, and as the OS reports it; the window probe, `window_summary`, before and after the run: in
 how many samples the core ran long dependency chains slower, the host's slow spells, in which
-the long loops take up to 1.14x as long), then, float32 unless said, `out=` buffers, every
-time the best of `--rounds` interleaved round medians of the time per call (a sample times
-~2^16 elements of calls in a row: at 2^12 16 calls, so the clock's reading is not counted as a
-call's):
+the LLM bf16 GELU's loop took 1.14x as long on Zen 4), then, float32 unless said, `out=`
+buffers, every time the best of `--rounds` interleaved round medians of the time per call (a
+sample times ~2^16 elements of calls in a row: at 2^12 16 calls, so the clock's reading is not
+counted as a call's):
 
 1. **in cache** (2^12, 2^16): each program's cycles per element next to the resource bound that
    `llvm-mca` (LLVM 22's where installed) gives for the kernel's hot loop (its block reciprocal
@@ -274,10 +274,10 @@ def window_cycles(clock_hz: float, samples: int = 20) -> list[float]:
     (~5 ms each, 50 ms apart): only a core's window of instructions in flight overlaps the
     chains, so this probe slows where the core's window shrinks. On this project's Zen 4 hosts
     (2-vCPU KVM guests, 2026-12-04) it took 1.01-1.1 cycles at times and 1.2-1.3 at others, in
-    spells of a second or so, and the LLM GELUs' loops (long chains too) took 1.14x as long in
+    spells of a second or so, and the LLM bf16 GELU's loop (long chains too) took 1.14x as long in
     the slow spells (0.292 and 0.338 ns/el in cache; docs/benchmarks.md), while independent
     FMAs and divisions kept their speed. Likely cause, not proven: another guest's thread on
-    the physical core's other SMT thread, which halves the window each thread gets."""
+    the physical core's other SMT thread, which shrinks the window each thread gets."""
     width = "zmm" if host_cpu().float_lanes == 16 else "ymm"
     chains = [
         rf"vfmadd231ps %{width}1, %{width}2, %{width}{4 + chain}"
