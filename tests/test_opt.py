@@ -34,7 +34,12 @@ from xfuse.transforms.default_pipeline import XfuseDefaultPass, default_pipeline
 from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.options import Math, PassOptionError, Target
-from xfuse.transforms.pipeline import PassSpecError, pass_from_spec, pipeline_context
+from xfuse.transforms.pipeline import (
+    PassSpecError,
+    parse_passes,
+    pass_from_spec,
+    pipeline_context,
+)
 from xfuse.transforms.to_llvm import EwToLlvmPass
 from xfuse.transforms.workspace import EwWorkspacePass
 
@@ -734,9 +739,40 @@ class OptionalOptionsPass(ModulePass):
     depth: typing.Optional[int] = None  # noqa: UP045 - the spelling the check must see through
     factor: float | int | None = None
     flag: bool | None = None
+    label: str | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Nothing: only its options are tested."""
+
+
+def parsed_options(options: str) -> OptionalOptionsPass:
+    """`optional-options{<options>}` through `parse_passes`, as `xfuse-opt -p` reads it."""
+    (parsed,) = parse_passes(
+        f"optional-options{{{options}}}", {"optional-options": lambda: OptionalOptionsPass}
+    )
+    return typing.cast(OptionalOptionsPass, parsed)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [(".5", 0.5), ("-.5", -0.5), ("+.25e1", 2.5), ("1e+3", 1000.0), ("1.5E+3", 1500.0)],
+)
+def test_a_float_option_takes_what_xdsl_lexer_cannot(text: str, value: float) -> None:
+    """`.5` and `1e+3`, which mlir-opt's `strtod` reads, were "Error parsing pass pipeline
+    specification" (no token of xDSL's lexer starts with a point; `1e+3` lexed as `1e`, `+3`)."""
+    assert parsed_options(f"factor={text} limit=2").factor == value
+    assert parsed_options(f"limit=2 factor={text}").factor == value
+
+
+def test_a_quoted_string_keeps_what_looks_like_a_float() -> None:
+    assert parsed_options('label="x=.5,1e+3" factor=.5').label == "x=.5,1e+3"
+
+
+def test_an_integer_option_refuses_a_point_float_by_its_name() -> None:
+    with pytest.raises(
+        PassSpecError, match="^optional-options: bad value '.5' for option 'limit': expected an"
+    ):
+        parsed_options("limit=.5")
 
 
 @pytest.mark.parametrize("option", ["limit", "depth", "factor"])

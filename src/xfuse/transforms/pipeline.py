@@ -32,6 +32,26 @@ _FLOAT_TEXT = re.compile(
 )
 """A float as mlir-opt's options read one (C's `strtod`, less hexadecimal): `1e3`, `inf`, `nan`."""
 
+_UNLEXED_FLOAT = re.compile(
+    r"(?<=[=,])([-+]?(?:\.[0-9]+(?:e[-+]?[0-9]+)?|[0-9]+(?:\.[0-9]*)?e\+[0-9]+))(?=[\s,}]|$)",
+    re.IGNORECASE,
+)
+"""An option's value that `strtod` reads as a float and xDSL's pipeline lexer cannot: `.5`,
+`-.5` (no token starts with a point) and `1e+3` (a word `1e`, then the number `+3`)."""
+
+_STRING_LITERAL = re.compile(r'("(?:\\.|[^"\\])*")')
+
+
+def _floats_quoted(pipeline: str) -> str:
+    """`pipeline` with each `_UNLEXED_FLOAT` value quoted, outside string literals: mlir-opt
+    takes `launch-us=.5` and `1e+3`, which were "Error parsing pass pipeline specification";
+    quoted, `_with_floats` reads them as it reads `1e3`."""
+    pieces = _STRING_LITERAL.split(pipeline)  # the literals at the odd indices
+    return "".join(
+        piece if index % 2 else _UNLEXED_FLOAT.sub(r'"\1"', piece)
+        for index, piece in enumerate(pieces)
+    )
+
 
 def _alternatives(field_type: object) -> tuple[object, ...]:
     """The types an option of this type takes: the union's, Optional's (with None), or itself."""
@@ -142,11 +162,12 @@ def parse_passes(
 ) -> list[ModulePass]:
     """The passes of a pipeline in `xfuse-opt -p` syntax (`"ew-optimize,ew-fuse{mode=none}"`);
     PassSpecError for an unknown pass or a bad option."""
+    lexed = _floats_quoted(spec)
     try:
-        specs = list(parse_pipeline(spec))
+        specs = list(parse_pipeline(lexed))
     except (ArgSpecParseError, ValueError) as error:
         raise PassSpecError(f"bad pass pipeline {spec!r}: {error}") from None
-    repeated = _repeated_option(spec)
+    repeated = _repeated_option(lexed)
     if repeated is not None:
         raise PassSpecError(repeated)
     for unknown in (s.name for s in specs if s.name not in available):
