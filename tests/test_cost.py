@@ -876,6 +876,16 @@ def test_cli_locates_errors_in_stdin_as_xfuse_opt_does(
     assert (child.returncode, child.stdout, child.stderr) == (1, "", from_opt)
 
 
+def test_cli_names_a_file_called_dash_by_its_path(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`./-` is a file, not stdin; its diagnostics said `-:2:10`, as if `-` were a name for it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "-").write_text("input x;\nout = x +* 2;\n")
+    assert cli.main(["cost", "./-"]) == 1
+    assert capsys.readouterr().err.startswith("./-:2:10: error: expected an expression")
+
+
 def test_cli_without_command_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main([]) == 2
     assert "cost" in capsys.readouterr().err

@@ -15,6 +15,7 @@ import argparse
 import difflib
 import functools
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -50,8 +51,11 @@ def program_file(text: str) -> ProgramFile:
 
 
 def program_name(file: ProgramFile) -> str:
-    """The file name a program's diagnostics give: `stdin` for `-`."""
-    return str(file) if isinstance(file, Path) else STDIN_NAME
+    """The file name a program's diagnostics give: `stdin` for `-`, `./-` for the file `./-`
+    (which `Path` spells `-`)."""
+    if not isinstance(file, Path):
+        return STDIN_NAME
+    return f".{os.sep}-" if str(file) == "-" else str(file)
 
 
 def read_program(file: ProgramFile) -> str:
