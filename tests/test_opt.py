@@ -842,6 +842,16 @@ def test_xfuse_opt_names_the_option_that_must_be_finite(
     assert capsys.readouterr() == ("", f"xfuse-opt: error: {expected}\n")
 
 
+@pytest.mark.parametrize("value", ["1e400", "-.5", "-1e+3"])
+def test_a_refused_float_is_named_as_spelled(value: str) -> None:
+    """The pass refused the float read from it: `1e400` was named 'inf', `-.5` '-0.5'."""
+    with pytest.raises(
+        PassOptionError,
+        match=f"^ew-cost: bad value '{re.escape(value)}' for option 'launch-us': expected a finite",
+    ):
+        parse_passes(f"ew-cost{{launch-us={value}}}")
+
+
 def test_numbers_and_bools_where_an_option_takes_them_still_parse() -> None:
     (spec,) = parse_pipeline("optional-options{limit=3 depth=4 factor=0.5 flag=true}")
     parsed = pass_from_spec(OptionalOptionsPass, spec)

@@ -95,15 +95,15 @@ def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
     values it takes (xDSL's own message names neither the pass nor the option), a
     `PassOptionError` for a bad value."""
     hints = typing.get_type_hints(pass_class)
-    spec = _with_floats(spec, hints)
+    spelled, spec = spec, _with_floats(spec, hints)
     for option, value in spec.parameters.items():
         field_type = hints.get(option.replace("-", "_"))
         if _number_not_bool(field_type) and any(isinstance(v, bool) for v in value):
             raise PassOptionError(spec.name, option, value, expected_values(field_type))
     try:
         return pass_class.from_spec(spec)
-    except PassOptionError:
-        raise  # the pass's own check of a value (`__post_init__`) named it
+    except PassOptionError as error:  # the pass's own check of a value (`__post_init__`)
+        raise _as_spelled(error, spelled) from None
     except ValueError:
         pass
     fields = [f.name for f in dataclasses.fields(pass_class) if f.init and f.name != "name"]
@@ -131,6 +131,15 @@ def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
                 spec.name, option, value, expected_values(field_type) + quote
             ) from None
     raise PassSpecError(f"{spec.name}: bad options {spec}")
+
+
+def _as_spelled(error: PassOptionError, spec: ArgSpec) -> PassOptionError:
+    """`error` with the value as the pipeline spelled it where `_with_floats` read a float from
+    it: `launch-us=1e400` is refused as '1e400', not as 'inf'."""
+    given = spec.parameters.get(error.option, spec.parameters.get(error.option.replace("-", "_")))
+    if given is None or len(given) != 1 or not isinstance(given[0], str):
+        return error
+    return PassOptionError(error.pass_name, error.option, given[0], error.expected)
 
 
 def _repeated_option(pipeline: str) -> str | None:
