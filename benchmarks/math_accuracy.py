@@ -61,6 +61,13 @@ def _log_one_plus_exp(x: np.ndarray) -> np.ndarray:
     return np.where(np.isinf(e32), np.inf, value)
 
 
+def _tanh_gelu(x: np.ndarray) -> np.ndarray:
+    """0.5 x (1 + tanh(u)) as x / (1 + e^(-2u)), u = c (x + a x^3) of the float32 constants:
+    the same function, without float64's own cancellation of 1 + tanh(u) far left."""
+    c, a = float(np.float32(0.7978845608)), float(np.float32(0.044715))
+    return x / (1 + np.exp(-2 * c * (x + a * x**3)))
+
+
 COMPOSITES: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
     "tanh(softplus(x))": ("out = tanh(softplus(x));", lambda x: np.tanh(_softplus(x))),
     "Mish, x * tanh(softplus(x))": (
@@ -76,10 +83,15 @@ COMPOSITES: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
         "out = tanh(0.7978845608 * x);",
         lambda x: np.tanh(x * float(np.float32(0.7978845608))),
     ),
+    "tanh-GELU, 0.5 x (1 + tanh(0.798 (x + 0.0447 x^3)))": (
+        "out = 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));",
+        _tanh_gelu,
+    ),
 }
 """Programs whose approximation is not the composition of their ops' (`ew-expand-math` computes
-tanh(softplus(x)) and log(1 + exp(x)) as one function, erf and tanh of c x with c folded into
-their coefficients): their source and float64 reference (of the product's exact value)."""
+tanh(softplus(x)), log(1 + exp(x)) and GELU's (0.5 x) (1 + tanh(u)) as one function, erf and tanh
+of c x with c folded into their coefficients): their source and float64 reference (of the
+product's exact value)."""
 SLOW_COMPOSITES = {"erf(x / sqrt 2)"}
 """Composites whose reference loops in Python (`SLOW_REFERENCE`)."""
 

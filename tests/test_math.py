@@ -322,16 +322,12 @@ def test_gelu_saturates_to_exactly_zero_and_x(source: str, math_mode: str) -> No
 
 @pytest.mark.parametrize(
     ("f", "product"),
-    [
-        ("erf(x * 0.70710678118654752)", "0.5 * x * {}"),
-        ("tanh(0.7978845608 * (x + 0.044715 * x * x * x))", "0.5 * x * {}"),
-        ("tanh(x)", "{} * (x * 0.5)"),
-    ],
+    [("erf(x * 0.70710678118654752)", "0.5 * x * {}"), ("erf(x)", "{} * (x * 0.5)")],
 )
 def test_gelu_halves_in_the_approximation_bit_for_bit(f: str, product: str) -> None:
-    # approx computes (0.5 x) (1 + f) as x (0.5 + f / 2), f / 2 from f's numerator halved: the
-    # same bits as the multiply by 0.5, which stays where 1 + f has another use, but where 0.5 x
-    # is a denormal.
+    # approx computes (0.5 x) (1 + erf) as x (0.5 + erf / 2), erf / 2 from its numerator halved:
+    # the same bits as the multiply by 0.5, which stays where 1 + erf has another use, but where
+    # 0.5 x is a denormal.
     x = np.concatenate([sweep(), np.linspace(-12, 12, 100_001, dtype=np.float32)])
     folded = xfuse.compile("out = " + product.format(f"(1 + {f})") + ";")
     kept = xfuse.compile(f"output out, s; s = 1 + {f}; out = " + product.format("s") + ";")
@@ -340,6 +336,43 @@ def test_gelu_halves_in_the_approximation_bit_for_bit(f: str, product: str) -> N
     normal = ~(np.abs(x) < 2.0**-125)
     np.testing.assert_array_equal(got[normal].view(np.uint32), want[normal].view(np.uint32))
     np.testing.assert_allclose(got[~normal], want[~normal], rtol=0, atol=2.0**-149)
+
+
+GELU_C = float(np.float32(0.7978845608))
+GELU_A = float(np.float32(0.044715))
+TANH_GELUS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    # GELU's own cube in two orders (t = h (k + k a h^2)), through pow (t = u k), and tanh(x).
+    "out = 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));": (
+        lambda x: GELU_C * (x + GELU_A * x**3)
+    ),
+    "out = x * 0.5 * (1 + tanh((x * x * x * 0.044715 + x) * 0.7978845608));": (
+        lambda x: GELU_C * (x + GELU_A * x**3)
+    ),
+    "out = (1 + tanh(0.7978845608 * (x + 0.044715 * pow(x, 3)))) * (0.5 * x);": (
+        lambda x: GELU_C * (x + GELU_A * x**3)
+    ),
+    "out = 0.5 * x * (1 + tanh(x));": lambda x: x,
+}
+
+
+@pytest.mark.parametrize("source", TANH_GELUS)
+@np.errstate(all="ignore")
+def test_tanh_gelu_is_a_logistic(source: str) -> None:
+    # approx computes (0.5 x) (1 + tanh(u)) as x / (1 + 2^t), t = -2 u log2(e): the same
+    # function, more accurate than through tanh's rational (9.2e-7 absolute for GELU, 1.2e-6 for
+    # tanh(x), 3.1 ulps for x > 0 and, where 1 + tanh cancelled to 0 from x ~ -4.85, relative
+    # error 1; now t's rounding, up to ~|t| 2^-23 with |t| <= 128). -0 only where 2^t overflows
+    # (GELU's x < -9.9, where it is below 3e-38; x < -44.4 for tanh(x), 1.3e-37).
+    x = np.concatenate([sweep(), np.linspace(-12, 12, 200_001, dtype=np.float32)])
+    got = xfuse.compile(source)(x=x).astype(np.float64)
+    x64 = x.astype(np.float64)
+    want = x64 / (1 + np.exp(-2 * TANH_GELUS[source](x64)))
+    check(got, want, ew.ErrorBound(relative=2e-5, absolute=1.3e-37))
+    finite = np.isfinite(want) & (np.abs(x) <= 12)
+    assert np.abs(got - want)[finite].max() <= 6.5e-7
+    positive = finite & (want >= np.finfo(np.float32).tiny)
+    relative = np.abs(got - want)[positive] / want[positive]
+    assert relative.max() <= 2.6e-7  # 2.3 ulps of the float32 result at most
 
 
 @pytest.mark.parametrize(

@@ -250,21 +250,24 @@ func.func @erf_of_a_quotient(%x: f32) -> f32 {
   func.return %r : f32
 }
 
-// GELU's (0.5 x) (1 + f), f a tanh or an erf (either order of each product and sum), is
-// x (0.5 + f / 2) with f / 2 from f's numerator halved (the quotient exactly +-0.5 at the
-// clamp): no multiply by 0.5 is left, and 0.5 x is erased once unused. Where 1 + f has another
-// use, nothing changes.
+// GELU's (0.5 x) (1 + f), f a tanh or an erf (either order of each product and sum): of an erf
+// it is x (0.5 + f / 2) with f / 2 from f's numerator halved (the quotient exactly +-0.5 at the
+// clamp), of f = tanh(u) x / (1 + 2^t) with t = -2 u log2(e) (one short exp2: no tanh rational);
+// no multiply by 0.5 is left, and 0.5 x is erased once unused. Where 1 + f has another use,
+// nothing changes.
 // libm keeps the calls and the multiply.
 // CHECK-LABEL: func.func @gelu_halves
 // CHECK-SAME:    (%[[X:.*]]: f32, %[[U:.*]]: f32)
 // CHECK-DAG:     %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
-// CHECK-DAG:     %[[HALVED_LEAD:.*]] = arith.constant 0.499999911 : f32
+// CHECK-DAG:     %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-DAG:     %[[MINUS_TWO_LOG2E:.*]] = arith.constant -2.885390e+00 : f32
 // CHECK-NOT:     arith.mulf %[[HALF]], %[[X]]
-// CHECK:         %[[TANH_STEP:.*]] = math.fma %{{.*}}, %{{.*}}, %[[HALVED_LEAD]] : f32
-// CHECK-NEXT:    %[[TANH_NUMERATOR:.*]] = arith.mulf %{{.*}}, %[[TANH_STEP]] fastmath<contract> : f32
-// CHECK:         %[[TANH:.*]] = arith.divf %[[TANH_NUMERATOR]], %{{.*}} fastmath<contract> : f32
-// CHECK-NEXT:    %[[TANH_SUM:.*]] = arith.addf %[[HALF]], %[[TANH]] fastmath<contract> : f32
-// CHECK-NEXT:    %[[G:.*]] = arith.mulf %[[X]], %[[TANH_SUM]] fastmath<contract> : f32
+// CHECK:         %[[T:.*]] = arith.mulf %[[U]], %[[MINUS_TWO_LOG2E]] fastmath<contract> : f32
+// CHECK-NEXT:    arith.cmpf ogt, %[[T]]
+// CHECK:         %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
+// CHECK-NEXT:    %[[POWER:.*]] = arith.mulf %{{.*}}, %[[SCALE]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[DENOMINATOR:.*]] = arith.addf %[[POWER]], %[[ONE]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[G:.*]] = arith.divf %[[X]], %[[DENOMINATOR]] fastmath<contract> : f32
 // CHECK-NOT:     arith.mulf %[[HALF]], %[[X]]
 // CHECK:         %[[ERF:.*]] = arith.divf
 // CHECK-NEXT:    %[[ERF_SUM:.*]] = arith.addf %[[HALF]], %[[ERF]] fastmath<contract> : f32
@@ -277,6 +280,48 @@ func.func @erf_of_a_quotient(%x: f32) -> f32 {
 // CHECK:         %[[SUM:.*]] = arith.addf %{{.*}}, %{{.*}} : f32
 // CHECK-NEXT:    %[[G:.*]] = arith.mulf %[[HALF_X]], %[[SUM]] : f32
 // CHECK-NEXT:    func.return %[[G]], %[[SUM]] : f32, f32
+// Of GELU's own u = c (h + a h^3) (any order), t = h (k + k a h^2) with k = -2 c log2(e): the
+// cube's ops go. Where h + a h^3 has another use, t = (h + a h^3) k, as of any u = c y.
+// CHECK-LABEL: func.func @gelu_cubic
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK-DAG:     %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-DAG:     %[[MAGIC:.*]] = arith.constant 0x4B400000 : f32
+// CHECK-DAG:     %[[LOW:.*]] = arith.constant -3.000000e+01 : f32
+// CHECK-DAG:     %[[HIGH:.*]] = arith.constant 1.285000e+02 : f32
+// CHECK-DAG:     %[[K:.*]] = arith.constant -2.30220819 : f32
+// CHECK-DAG:     %[[KA:.*]] = arith.constant -0.102943242 : f32
+// CHECK-DAG:     %[[SHIFT:.*]] = arith.constant 23 : i32
+// CHECK-DAG:     %[[BIAS:.*]] = arith.constant 1056964608 : i32
+// CHECK-NOT:     math.tanh
+// CHECK:         %[[SQUARE:.*]] = arith.mulf %[[X]], %[[X]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[SCALED:.*]] = arith.mulf %[[SQUARE]], %[[KA]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[INNER:.*]] = arith.addf %[[SCALED]], %[[K]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[T:.*]] = arith.mulf %[[X]], %[[INNER]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[ABOVE:.*]] = arith.cmpf ogt, %[[T]], %[[HIGH]] : f32
+// CHECK-NEXT:    %[[T_HIGH:.*]] = arith.select %[[ABOVE]], %[[HIGH]], %[[T]] : f32
+// CHECK-NEXT:    %[[BELOW:.*]] = arith.cmpf olt, %[[T_HIGH]], %[[LOW]] : f32
+// CHECK-NEXT:    %[[CLAMPED:.*]] = arith.select %[[BELOW]], %[[LOW]], %[[T_HIGH]] : f32
+// CHECK-NEXT:    %[[SHIFTED:.*]] = arith.addf %[[CLAMPED]], %[[MAGIC]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[N:.*]] = arith.subf %[[SHIFTED]], %[[MAGIC]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[R:.*]] = arith.subf %[[CLAMPED]], %[[N]] fastmath<contract> : f32
+// CHECK-COUNT-5: arith.mulf %{{.*}}, %[[R]] fastmath<contract> : f32
+// CHECK:         %[[TWICE:.*]] = arith.addf %{{.*}}, %{{.*}} fastmath<contract> : f32
+// CHECK-NEXT:    %[[BITS:.*]] = arith.bitcast %[[SHIFTED]] : f32 to i32
+// CHECK-NEXT:    %[[EXPONENT:.*]] = arith.shli %[[BITS]], %[[SHIFT]] : i32
+// CHECK-NEXT:    %[[SCALE_BITS:.*]] = arith.addi %[[EXPONENT]], %[[BIAS]] : i32
+// CHECK-NEXT:    %[[SCALE:.*]] = arith.bitcast %[[SCALE_BITS]] : i32 to f32
+// CHECK-NEXT:    %[[POWER:.*]] = arith.mulf %[[TWICE]], %[[SCALE]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[DENOMINATOR:.*]] = arith.addf %[[POWER]], %[[ONE]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[G:.*]] = arith.divf %[[X]], %[[DENOMINATOR]] fastmath<contract> : f32
+// CHECK-NEXT:    func.return %[[G]] : f32
+// CHECK-LABEL: func.func @gelu_cubic_used_twice
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK-DAG:     %[[MINUS_TWO_C_LOG2E:.*]] = arith.constant -2.30220819 : f32
+// CHECK:         %[[V:.*]] = arith.addf %[[X]], %{{.*}} : f32
+// CHECK-NEXT:    %[[T:.*]] = arith.mulf %[[V]], %[[MINUS_TWO_C_LOG2E]] fastmath<contract> : f32
+// CHECK-NOT:     math.tanh
+// CHECK:         %[[G:.*]] = arith.divf %[[X]], %{{.*}} fastmath<contract> : f32
+// CHECK-NEXT:    func.return %[[G]], %[[V]] : f32, f32
 // LIBM-LABEL: func.func @gelu_halves
 // LIBM:          %[[HALF_X:.*]] = arith.mulf
 // LIBM:          func.call @tanhf
@@ -303,6 +348,40 @@ func.func @gelu_sum_used_twice(%x: f32, %u: f32) -> (f32, f32) {
   %s = arith.addf %one, %t : f32
   %g = arith.mulf %hx, %s : f32
   func.return %g, %s : f32, f32
+}
+
+func.func @gelu_cubic(%x: f32) -> f32 {
+  %half = arith.constant 5.000000e-01 : f32
+  %one = arith.constant 1.000000e+00 : f32
+  %a = arith.constant 0.0447149985 : f32
+  %c = arith.constant 0.797884583 : f32
+  %ax = arith.mulf %a, %x : f32
+  %axx = arith.mulf %ax, %x : f32
+  %cube = arith.mulf %x, %axx : f32
+  %v = arith.addf %cube, %x : f32
+  %u = arith.mulf %v, %c : f32
+  %t = math.tanh %u : f32
+  %s = arith.addf %t, %one : f32
+  %hx = arith.mulf %x, %half : f32
+  %g = arith.mulf %s, %hx : f32
+  func.return %g : f32
+}
+
+func.func @gelu_cubic_used_twice(%x: f32) -> (f32, f32) {
+  %half = arith.constant 5.000000e-01 : f32
+  %one = arith.constant 1.000000e+00 : f32
+  %a = arith.constant 0.0447149985 : f32
+  %c = arith.constant 0.797884583 : f32
+  %ax = arith.mulf %a, %x : f32
+  %axx = arith.mulf %ax, %x : f32
+  %cube = arith.mulf %axx, %x : f32
+  %v = arith.addf %x, %cube : f32
+  %u = arith.mulf %c, %v : f32
+  %t = math.tanh %u : f32
+  %s = arith.addf %one, %t : f32
+  %hx = arith.mulf %half, %x : f32
+  %g = arith.mulf %hx, %s : f32
+  func.return %g, %v : f32, f32
 }
 
 // -softplus(-x) (log-sigmoid) loses both negations, in both modes: (x < -0 ? x : -0) minus the

@@ -29,6 +29,9 @@ their constants are shared (`SharedConstants`): one op per value in each block.
   quotient is exactly 1 before it first passes 1 (|x| ~ 7.93), as erf's below; of softplus(y)
   (Mish, `y * tanh(softplus(y))`) or of log(1 + exp(y)) (with the composition's +0 and NaN):
   n / (n + 2) with n = e^y (e^y + 2).
+- GELU's (0.5 x) (1 + tanh(u)) (`ew-expand-math` finds it): x / (1 + 2^t) with t = -2 u log2(e),
+  the same function with a short exp2 (t clamped, rounded to n + r, 2^r of degree 5) in place
+  of tanh's rational, and more accurate; of GELU's own u = c (h + a h^3), t = h (k + k a h^2).
 - erf: a rational p(x)/q(x) (Eigen's fast erf), as x p(x^2) / q(x^2) with q(0) = 1 and FMAs,
   clamped where it is exactly 1 before it first passes 1 (|x| ~ 3.65).
 - tanh and erf of y times (or divided by) a constant c fold c (1 / c) into their coefficients
@@ -75,6 +78,17 @@ _EXP_ZERO_BELOW = -104.0  # exp(-104) < 2**-150: rounds to 0, as does exp of any
 _ONE_PLUS_EXP_IS_ONE_BELOW = -16.63553047180176  # float32 0xC1851591, the next above ln 2**-24
 _EXP_NORMAL_BELOW = -86.5  # above it n >= -125, so 2**(n - 1) is a normal float32
 _SQRT2 = 1.41421356
+_LOGISTIC_EXP2_MIN = -30.0  # `_exp2_of_logistic`: 1 + 2^t rounds to 1 below -25
+_LOGISTIC_EXP2_MAX = 128.5  # 2^t overflows from 128 on (n <= 128, so 2^(n-1) is a float32)
+# (2^r - 1) / r on |r| <= 1/2, degree 4, minimax of 2^r's relative error (linear programming,
+# 1.1e-7 with the float32 coefficients), highest first.
+_LOGISTIC_EXP2_POLY = (
+    0.0013274706434458494,
+    0.00967196375131607,
+    0.05550678074359894,
+    0.24022234976291656,
+    0.6931470632553101,
+)
 _FLOAT32_INFINITY_BITS = 0x7F800000
 _ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: adding it rounds |v| < 2**22 to an integer in the low bits
 _ROUND_MAGIC_BITS = 0x4B400000  # its bits: those of the sum are these plus the integer
@@ -577,6 +591,91 @@ def times_half_plus(x: SSAValue, half: SSAValue) -> SSAValue:
     return arith.MulfOp(x, arith.AddfOp(_f32(0.5), half)).result
 
 
+def gelu_of_tanh(x: SSAValue, u: SSAValue) -> SSAValue:
+    """GELU's (0.5 x) (1 + tanh(u)) as x / (1 + 2^t) with t = -2 u log2(e): the same function
+    ((1 + tanh(u)) / 2 is the logistic of 2 u), with one short exp2 (`_exp2_of_logistic`) and one
+    division for tanh's rational and its division. The factor -2 log2(e) goes into u's constant:
+    of c y (`_scaled_argument`) t = y (-2 c log2(e)), of GELU's own c (h + a h^3)
+    (`_cubic_argument`) t = h (k + k a h^2) with k = -2 c log2(e), one multiply fewer."""
+    cubic = _cubic_argument(u)
+    if cubic is not None:
+        h, c, a = cubic
+        k = -2 * c * _LOG2E
+        square = _float_op(arith.MulfOp, h, h)
+        inner = _float_op(
+            arith.AddfOp,
+            _float_op(arith.MulfOp, square, _f32(_rounded_to_float32(k * a))),
+            _f32(_rounded_to_float32(k)),
+        )
+        t = _float_op(arith.MulfOp, h, inner)
+    else:
+        y, scale = _scaled_argument(u)
+        t = _float_op(arith.MulfOp, y, _f32(_rounded_to_float32(-2 * scale * _LOG2E)))
+    power = _exp2_of_logistic(t)
+    return _float_op(arith.DivfOp, x, _float_op(arith.AddfOp, power, _f32(1.0)))
+
+
+def _exp2_of_logistic(t: SSAValue) -> SSAValue:
+    """2^t where only 1 + 2^t matters (`gelu_of_tanh`): t clamped to [-30, 128.5] (below -25
+    1 + 2^t rounds to 1; from 128 on 2^t overflows to +inf, so -inf / (1 + 2^t) is NaN and a
+    finite x / (1 + 2^t) is -0), NaN kept; t = n + r with n rounded by the 1.5 * 2^23 trick
+    (r = t - n exact: no multiply), 2 * 2^r = 2 + r (2 P(r)) with P of degree 4 (1.1e-7
+    relative), scaled by 2^(n-1) from the trick's bits as `_times_power_of_two` does."""
+    clamped = _clamp(t, _LOGISTIC_EXP2_MIN, _LOGISTIC_EXP2_MAX)
+    shifted = arith.AddfOp(clamped, _f32(_ROUND_MAGIC))
+    r = arith.SubfOp(clamped, arith.SubfOp(shifted, _f32(_ROUND_MAGIC)))
+    twice_p = _polynomial(r, [2 * c for c in _LOGISTIC_EXP2_POLY])
+    twice = arith.AddfOp(arith.MulfOp(twice_p, r), _f32(2.0))
+    exponent = arith.ShLIOp(arith.BitcastOp(shifted, _I32), _i32(23))
+    scale = arith.BitcastOp(arith.AddiOp(exponent, _i32(126 << 23)), _F32)
+    return arith.MulfOp(twice, scale).result
+
+
+def _cubic_argument(u: SSAValue) -> tuple[SSAValue, float, float] | None:
+    """h, c and a where u is c (h + a h^3) as written (any order of the sum and of each product,
+    the constants float32), each intermediate used only once, else None."""
+    scaled = u.owner
+    if not isinstance(scaled, arith.MulfOp):
+        return None
+    for sum_value, factor in ((scaled.lhs, scaled.rhs), (scaled.rhs, scaled.lhs)):
+        c = _constant_value(factor)
+        total = sum_value.owner
+        if c is None or not isinstance(total, arith.AddfOp) or not sum_value.has_one_use():
+            continue
+        for h, cube in ((total.lhs, total.rhs), (total.rhs, total.lhs)):
+            a = _cube_coefficient(cube, h)
+            if a is not None:
+                return h, c, a
+    return None
+
+
+def _cube_coefficient(value: SSAValue, h: SSAValue) -> float | None:
+    """a where `value` is a product of h, h, h and the constant a (any association), each
+    product used once, else None."""
+    factors: list[SSAValue] = []
+    pending = [value]
+    while pending:
+        current = pending.pop()
+        owner = current.owner
+        if isinstance(owner, arith.MulfOp) and current.has_one_use() and current is not h:
+            pending += [owner.lhs, owner.rhs]
+        else:
+            factors.append(current)
+    constants = [v for v in (_constant_value(f) for f in factors) if v is not None]
+    variables = [f for f in factors if _constant_value(f) is None]
+    if len(constants) == 1 and len(variables) == 3 and all(f == h for f in variables):
+        return constants[0]
+    return None
+
+
+def _constant_value(value: SSAValue) -> float | None:
+    """The value of a float constant rounded to float32 (what an f32 op computes with), else
+    None."""
+    owner = value.owner
+    held = owner.value if isinstance(owner, arith.ConstantOp) else None
+    return _rounded_to_float32(held.value.data) if isinstance(held, FloatAttr) else None
+
+
 def beside_constant(op: arith.AddfOp | arith.MulfOp, literal: float) -> SSAValue | None:
     """The other operand of `op` where one is the constant `literal` (either order), else
     None."""
@@ -649,11 +748,9 @@ def _scaled_argument(x: SSAValue) -> tuple[SSAValue, float]:
     else:
         return x, 1.0
     for y, factor, divides in candidates:
-        constant = factor.owner
-        if isinstance(constant, arith.ConstantOp) and isinstance(constant.value, FloatAttr):
-            c = _rounded_to_float32(constant.value.value.data)
-            if _FOLDED_SCALE_MIN <= abs(c) <= 1 / _FOLDED_SCALE_MIN:
-                return y, 1 / c if divides else c
+        c = _constant_value(factor)
+        if c is not None and _FOLDED_SCALE_MIN <= abs(c) <= 1 / _FOLDED_SCALE_MIN:
+            return y, 1 / c if divides else c
     return x, 1.0
 
 
@@ -674,10 +771,8 @@ def _scaled_coefficients(
     ]
 
 
-def tanh(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
-    """tanh(x) times `result_scale`, a power of two: scaling the numerator's coefficients scales
-    every step of the rational exactly (GELU's 0.5 tanh, `ew-expand-math`)."""
-    _check_power_of_two(result_scale)
+def tanh(x: SSAValue) -> SSAValue:
+    """tanh(x); GELU's (0.5 x) (1 + tanh(u)) is `gelu_of_tanh`."""
     argument = softplus_argument(x)
     composed = argument is None and isinstance(x.owner, math.LogOp)
     if composed:
@@ -691,8 +786,8 @@ def tanh(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
             ratio = _select(rounds_to_one, _f32(0.0), ratio)
             is_nan = _compare(argument, argument, "uno")
             ratio = _select(is_nan, _f32(float("nan")), ratio).result
-        return ratio if result_scale == 1 else _float_op(arith.MulfOp, ratio, _f32(result_scale))
-    return _odd_rational(x, _TANH, result_scale)
+        return ratio
+    return _odd_rational(x, _TANH, 1.0)
 
 
 def _check_power_of_two(value: float) -> None:
@@ -758,7 +853,8 @@ def _horner_fma32(coefficients: Sequence[float], t: np.ndarray) -> np.ndarray:
 
 
 def erf(x: SSAValue, result_scale: float = 1.0) -> SSAValue:
-    """erf(x) times `result_scale`, a power of two (as `tanh`'s)."""
+    """erf(x) times `result_scale`, a power of two: scaling the numerator's coefficients scales
+    every step of the rational exactly (GELU's 0.5 erf, `ew-expand-math`)."""
     return _odd_rational(x, _ERF, result_scale)
 
 

@@ -4,8 +4,10 @@
   approximations of `xfuse.transforms.approx` (vectorizable; errors in docs/math.md); a `tanh`
   of softplus's form becomes one of the pair (Mish's `tanh(softplus(x))`), a `log` of
   `1 + exp(x)` softplus's form with the composition's +0, +inf and NaN, and the softplus (or
-  `1 + exp(x)`) ops left unused are erased; GELU's `(0.5 x) (1 + f)` of a tanh or erf f is
-  `x (0.5 + f / 2)` with the half in f's coefficients, the same bits (`gelu_form`). f64 has no
+  `1 + exp(x)`) ops left unused are erased; GELU's `(0.5 x) (1 + f)` (`gelu_form`) of an erf f is
+  `x (0.5 + f / 2)` with the half in f's coefficients, the same bits, and of f = tanh(u) the
+  same function as `x / (1 + 2^t)`, t = -2 u log2(e) (`approx.gelu_of_tanh`: one short exp2 and
+  a division for tanh's rational, more accurate). f64 has no
   approximation here and calls libm as in `math=libm`; `xfuse.compile` then lets the loop
   vectorizer call glibc's vector variants of those calls (`xfuse.codegen.native.call_libmvec`).
   A `powf` by a constant in `SIMPLE_POWERS` (1, 2, 3, 4, -1, 1/2, -1/2; f32 and f64) becomes
@@ -73,13 +75,16 @@ class MathFunction:
     scales_result: bool = False
     """`approximation` takes `result_scale`, a power of two it multiplies its result by exactly
     (its numerator's coefficients): GELU's (0.5 x) (1 + f) is x (0.5 + f / 2) (`gelu_form`)."""
+    gelu: Callable[[SSAValue, SSAValue], SSAValue] | None = None
+    """GELU's (0.5 x) (1 + f(u)) (`gelu_form`) as a function of x and u, where that is cheaper
+    than f's approximation: tanh's is x / (1 + 2^t) (`approx.gelu_of_tanh`)."""
 
 
 MATH_FUNCTIONS: dict[type[Operation], MathFunction] = {
     math.ExpOp: MathFunction("exp", approx.exp),
     math.LogOp: MathFunction("log", approx.log),
     math.Log1pOp: MathFunction("log1p", approx.log1p),
-    math.TanhOp: MathFunction("tanh", approx.tanh, scales_result=True),
+    math.TanhOp: MathFunction("tanh", approx.tanh, gelu=approx.gelu_of_tanh),
     math.ErfOp: MathFunction("erf", approx.erf, scales_result=True),
     math.PowFOp: MathFunction("pow", approx.pow),
 }
@@ -124,7 +129,8 @@ def gelu_form(op: Operation) -> tuple[arith.MulfOp, SSAValue] | None:
     (1 + f) / 2 rounded as 1 + f is, and both products are 0.5 x (1 + f) rounded once (or fused
     alike with an addition after). Only where 0.5 x is a denormal (|x| < 2^-125) can they
     differ, the new one rounding once. With f / 2 from f's approximation, the multiply by 0.5
-    is gone (`MathFunction.scales_result`)."""
+    is gone (`MathFunction.scales_result`); a function with its own GELU (`MathFunction.gelu`)
+    computes the product from x and f's operand instead."""
     sum_op = op.results[0].get_user_of_unique_use()
     if not isinstance(sum_op, arith.AddfOp) or approx.beside_constant(sum_op, 1) != op.results[0]:
         return None
@@ -145,6 +151,17 @@ def _defined_before(value: SSAValue, op: Operation) -> bool:
     return owner.is_ancestor(op)
 
 
+def _gelu_approximation(function: MathFunction, x: SSAValue) -> Callable[..., SSAValue]:
+    """GELU's (0.5 x) (1 + f) as a function of f's operands: `function.gelu`'s, or else
+    x (0.5 + f / 2) with f / 2 from f's approximation (`scales_result`)."""
+    whole = function.gelu
+    if whole is not None:
+        return lambda u: whole(x, u)
+    return lambda *arguments: approx.times_half_plus(
+        x, function.approximation(*arguments, result_scale=0.5)
+    )
+
+
 @dataclass
 class ExpandMath(RewritePattern):
     approximate: bool
@@ -161,15 +178,11 @@ class ExpandMath(RewritePattern):
             return
         type_ = op.results[0].type
         if self.approximate and isinstance(type_, Float32Type):
-            gelu = gelu_form(op) if function.scales_result else None
+            gelu = gelu_form(op) if function.scales_result or function.gelu else None
             approximation, replaced = function.approximation, op
             if gelu is not None:
                 replaced, x = gelu
-
-                def approximation(*arguments: SSAValue) -> SSAValue:
-                    half = function.approximation(*arguments, result_scale=0.5)
-                    return approx.times_half_plus(x, half)
-
+                approximation = _gelu_approximation(function, x)
             unused = list(replaced.operands)
             expanded = approx.expand(approximation, op, self.constants, ldexp=self.ldexp)
             rewriter.replace(replaced, [], [expanded])
