@@ -341,7 +341,7 @@ def test_gelu_halves_in_the_approximation_bit_for_bit(f: str, product: str) -> N
 GELU_C = float(np.float32(0.7978845608))
 GELU_A = float(np.float32(0.044715))
 TANH_GELUS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    # GELU's own cube in two orders (t = h (k + k a h^2)), through pow (t = u k), and tanh(x).
+    # GELU's own cube in two orders and through pow (t = h (k + k a h^2)), and tanh(x) (t = u k).
     "out = 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));": (
         lambda x: GELU_C * (x + GELU_A * x**3)
     ),

@@ -280,8 +280,8 @@ func.func @erf_of_a_quotient(%x: f32) -> f32 {
 // CHECK:         %[[SUM:.*]] = arith.addf %{{.*}}, %{{.*}} : f32
 // CHECK-NEXT:    %[[G:.*]] = arith.mulf %[[HALF_X]], %[[SUM]] : f32
 // CHECK-NEXT:    func.return %[[G]], %[[SUM]] : f32, f32
-// Of GELU's own u = c (h + a h^3) (any order), t = h (k + k a h^2) with k = -2 c log2(e): the
-// cube's ops go. Where h + a h^3 has another use, t = (h + a h^3) k, as of any u = c y.
+// Of GELU's own u = c (h + a h^3) (any order, h^3 also as fpowi), t = h (k + k a h^2) with
+// k = -2 c log2(e): the cube's ops go. Where h + a h^3 has another use, t = (h + a h^3) k, as of any u = c y.
 // CHECK-LABEL: func.func @gelu_cubic
 // CHECK-SAME:    (%[[X:.*]]: f32)
 // CHECK-DAG:     %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
@@ -314,6 +314,12 @@ func.func @erf_of_a_quotient(%x: f32) -> f32 {
 // CHECK-NEXT:    %[[DENOMINATOR:.*]] = arith.addf %[[POWER]], %[[ONE]] fastmath<contract> : f32
 // CHECK-NEXT:    %[[G:.*]] = arith.divf %[[X]], %[[DENOMINATOR]] fastmath<contract> : f32
 // CHECK-NEXT:    func.return %[[G]] : f32
+// CHECK-LABEL: func.func @gelu_cubic_fpowi
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK-NOT:     math.fpowi
+// CHECK:         %[[SQUARE:.*]] = arith.mulf %[[X]], %[[X]] fastmath<contract> : f32
+// CHECK-NOT:     math.fpowi
+// CHECK:         arith.divf %[[X]], %{{.*}} fastmath<contract> : f32
 // CHECK-LABEL: func.func @gelu_cubic_used_twice
 // CHECK-SAME:    (%[[X:.*]]: f32)
 // CHECK-DAG:     %[[MINUS_TWO_C_LOG2E:.*]] = arith.constant -2.30220819 : f32
@@ -364,6 +370,23 @@ func.func @gelu_cubic(%x: f32) -> f32 {
   %s = arith.addf %t, %one : f32
   %hx = arith.mulf %x, %half : f32
   %g = arith.mulf %s, %hx : f32
+  func.return %g : f32
+}
+
+func.func @gelu_cubic_fpowi(%x: f32) -> f32 {
+  %half = arith.constant 5.000000e-01 : f32
+  %one = arith.constant 1.000000e+00 : f32
+  %three = arith.constant 3 : i32
+  %a = arith.constant 0.0447149985 : f32
+  %c = arith.constant 0.797884583 : f32
+  %cube = math.fpowi %x, %three : f32, i32
+  %acube = arith.mulf %a, %cube : f32
+  %v = arith.addf %x, %acube : f32
+  %u = arith.mulf %c, %v : f32
+  %t = math.tanh %u : f32
+  %s = arith.addf %one, %t : f32
+  %hx = arith.mulf %half, %x : f32
+  %g = arith.mulf %hx, %s : f32
   func.return %g : f32
 }
 

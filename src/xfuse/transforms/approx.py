@@ -650,8 +650,8 @@ def _cubic_argument(u: SSAValue) -> tuple[SSAValue, float, float] | None:
 
 
 def _cube_coefficient(value: SSAValue, h: SSAValue) -> float | None:
-    """a where `value` is a product of h, h, h and the constant a (any association), each
-    product used once, else None."""
+    """a where `value` is a product of h, h, h and the constant a (any association; h^3 also as
+    `math.fpowi` of 3, which `pow(h, 3)` becomes), each product used once, else None."""
     factors: list[SSAValue] = []
     pending = [value]
     while pending:
@@ -659,6 +659,8 @@ def _cube_coefficient(value: SSAValue, h: SSAValue) -> float | None:
         owner = current.owner
         if isinstance(owner, arith.MulfOp) and current.has_one_use() and current is not h:
             pending += [owner.lhs, owner.rhs]
+        elif isinstance(owner, math.FPowIOp) and current.has_one_use() and _is_three(owner.rhs):
+            factors += [owner.lhs] * 3
         else:
             factors.append(current)
     constants = [v for v in (_constant_value(f) for f in factors) if v is not None]
@@ -666,6 +668,13 @@ def _cube_coefficient(value: SSAValue, h: SSAValue) -> float | None:
     if len(constants) == 1 and len(variables) == 3 and all(f == h for f in variables):
         return constants[0]
     return None
+
+
+def _is_three(value: SSAValue) -> bool:
+    """`value` is the integer constant 3."""
+    owner = value.owner
+    held = owner.value if isinstance(owner, arith.ConstantOp) else None
+    return isinstance(held, IntegerAttr) and held.value.data == 3
 
 
 def _constant_value(value: SSAValue) -> float | None:
