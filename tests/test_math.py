@@ -376,6 +376,26 @@ def test_tanh_gelu_is_a_logistic(source: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("c", "a"),
+    [("3e38", "3e38"), ("1", "0"), ("1", "-0.5"), ("-0.8", "0.0447"), ("1e-30", "1e-20")],
+)
+@np.errstate(all="ignore")
+def test_tanh_gelu_of_any_constants_keeps_ieee_special_values(c: str, a: str) -> None:
+    # t = h (k + k a h^2) only for c > 0 and a > 0 with k and k a normal: an infinite k made
+    # 0 * inf of h = 0 (NaN where GELU is 0), a = 0 0 * inf of a huge h, and a < 0 -inf where
+    # the written h + a h^3 is inf - inf at h = -inf. Otherwise t = u k: NaN, infinities and
+    # signs of zero as the composition of libm's calls.
+    source = f"out = 0.5 * x * (1 + tanh({c} * (x + {a} * x * x * x)));"
+    x = np.float32([-np.inf, -1e20, -3, -1, -0.0, 0.0, 1e-30, 1, 3, 1e20, np.inf, np.nan])
+    got, want = xfuse.compile(source)(x=x), xfuse.compile(source, math="libm")(x=x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    np.testing.assert_array_equal(
+        np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)])
+    )
+
+
+@pytest.mark.parametrize(
     "source",
     ["out = sigmoid(x);", "out = softplus(x);", "out = tanh(softplus(x));", "out = exp(x);"],
 )

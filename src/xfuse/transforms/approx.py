@@ -78,6 +78,7 @@ _EXP_ZERO_BELOW = -104.0  # exp(-104) < 2**-150: rounds to 0, as does exp of any
 _ONE_PLUS_EXP_IS_ONE_BELOW = -16.63553047180176  # float32 0xC1851591, the next above ln 2**-24
 _EXP_NORMAL_BELOW = -86.5  # above it n >= -125, so 2**(n - 1) is a normal float32
 _SQRT2 = 1.41421356
+_FLOAT32_MIN_NORMAL = 2.0**-126
 _LOGISTIC_EXP2_MIN = -30.0  # `_exp2_of_logistic`: 1 + 2^t rounds to 1 below -25
 _LOGISTIC_EXP2_MAX = 128.5  # 2^t overflows from 128 on (n <= 128, so 2^(n-1) is a float32)
 # (2^r - 1) / r on |r| <= 1/2, degree 4, minimax of 2^r's relative error (linear programming,
@@ -596,17 +597,17 @@ def gelu_of_tanh(x: SSAValue, u: SSAValue) -> SSAValue:
     ((1 + tanh(u)) / 2 is the logistic of 2 u), with one short exp2 (`_exp2_of_logistic`) and one
     division for tanh's rational and its division. The factor -2 log2(e) goes into u's constant:
     of c y (`_scaled_argument`) t = y (-2 c log2(e)), of GELU's own c (h + a h^3)
-    (`_cubic_argument`) t = h (k + k a h^2) with k = -2 c log2(e), one multiply fewer."""
+    (`_cubic_argument`) t = h (k + k a h^2) with k = -2 c log2(e), one multiply fewer. That
+    form only for c > 0 and a > 0 (GELU's) with k and k a normal float32s: then t has u's sign
+    and infinities wherever u has them (u = NaN at h = -inf is t = +inf there, and -inf / inf is
+    NaN), where a = 0 would make 0 * inf of a huge h, and an infinite k of h = 0."""
     cubic = _cubic_argument(u)
-    if cubic is not None:
-        h, c, a = cubic
-        k = -2 * c * _LOG2E
+    folded = _cubic_constants(*cubic[1:]) if cubic is not None else None
+    if cubic is not None and folded is not None:
+        h = cubic[0]
+        k, ka = folded
         square = _float_op(arith.MulfOp, h, h)
-        inner = _float_op(
-            arith.AddfOp,
-            _float_op(arith.MulfOp, square, _f32(_rounded_to_float32(k * a))),
-            _f32(_rounded_to_float32(k)),
-        )
+        inner = _float_op(arith.AddfOp, _float_op(arith.MulfOp, square, _f32(ka)), _f32(k))
         t = _float_op(arith.MulfOp, h, inner)
     else:
         y, scale = _scaled_argument(u)
@@ -647,6 +648,15 @@ def _cubic_argument(u: SSAValue) -> tuple[SSAValue, float, float] | None:
             if a is not None:
                 return h, c, a
     return None
+
+
+def _cubic_constants(c: float, a: float) -> tuple[float, float] | None:
+    """k = -2 c log2(e) and k a rounded to float32 (`gelu_of_tanh`), or None unless c > 0,
+    a > 0 and both are normal float32s."""
+    k = _rounded_to_float32(-2 * c * _LOG2E)
+    ka = _rounded_to_float32(k * a)
+    normal = all(_FLOAT32_MIN_NORMAL <= abs(v) < float("inf") for v in (k, ka))
+    return (k, ka) if c > 0 and a > 0 and normal else None
 
 
 def _cube_coefficient(value: SSAValue, h: SSAValue) -> float | None:
