@@ -654,7 +654,7 @@ def _cubic_constants(c: float, a: float) -> tuple[float, float] | None:
     """k = -2 c log2(e) and k a rounded to float32 (`gelu_of_tanh`), or None unless c > 0,
     a > 0 and both are normal float32s."""
     k = _rounded_to_float32(-2 * c * _LOG2E)
-    ka = _rounded_to_float32(k * a)
+    ka = _rounded_to_float32(-2 * c * _LOG2E * a)
     normal = all(_FLOAT32_MIN_NORMAL <= abs(v) < float("inf") for v in (k, ka))
     return (k, ka) if c > 0 and a > 0 and normal else None
 
