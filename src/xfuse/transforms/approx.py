@@ -602,10 +602,8 @@ def gelu_of_tanh(x: SSAValue, u: SSAValue) -> SSAValue:
     and infinities wherever u has them (u = NaN at h = -inf is t = +inf there, and -inf / inf is
     NaN), where a = 0 would make 0 * inf of a huge h, and an infinite k of h = 0."""
     cubic = _cubic_argument(u)
-    folded = _cubic_constants(*cubic[1:]) if cubic is not None else None
-    if cubic is not None and folded is not None:
-        h = cubic[0]
-        k, ka = folded
+    if cubic is not None:
+        h, k, ka = cubic
         square = _float_op(arith.MulfOp, h, h)
         inner = _float_op(arith.AddfOp, _float_op(arith.MulfOp, square, _f32(ka)), _f32(k))
         t = _float_op(arith.MulfOp, h, inner)
@@ -633,8 +631,9 @@ def _exp2_of_logistic(t: SSAValue) -> SSAValue:
 
 
 def _cubic_argument(u: SSAValue) -> tuple[SSAValue, float, float] | None:
-    """h, c and a where u is c (h + a h^3) as written (any order of the sum and of each product,
-    the constants float32), each intermediate used only once, else None."""
+    """h, k and k a (`_cubic_constants`) where u is c (h + a h^3) as written (any order of the
+    sum and of each product, the constants float32), each intermediate used only once, else
+    None."""
     scaled = u.owner
     if not isinstance(scaled, arith.MulfOp):
         return None
@@ -645,8 +644,9 @@ def _cubic_argument(u: SSAValue) -> tuple[SSAValue, float, float] | None:
             continue
         for h, cube in ((total.lhs, total.rhs), (total.rhs, total.lhs)):
             a = _cube_coefficient(cube, h)
-            if a is not None:
-                return h, c, a
+            folded = _cubic_constants(c, a) if a is not None else None
+            if folded is not None:
+                return h, *folded
     return None
 
 
@@ -673,8 +673,9 @@ def _cube_coefficient(value: SSAValue, h: SSAValue) -> float | None:
             factors += [owner.lhs] * 3
         else:
             factors.append(current)
-    constants = [v for v in (_constant_value(f) for f in factors) if v is not None]
-    variables = [f for f in factors if _constant_value(f) is None]
+    values = [_constant_value(f) for f in factors]
+    constants = [v for v in values if v is not None]
+    variables = [f for f, v in zip(factors, values, strict=True) if v is None]
     if len(constants) == 1 and len(variables) == 3 and all(f == h for f in variables):
         return constants[0]
     return None
