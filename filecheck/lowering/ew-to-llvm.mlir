@@ -107,6 +107,58 @@ func.func @bf16_sum(%x: memref<?xbf16>, %y: memref<?xf32>, %out: memref<?xf32>) 
   func.return
 }
 
+// A clamp (an ordered compare of s and s where it is false, as ew-expand-math's) gives NaN for
+// a NaN s, so it is no constant LLVM could fold x / c to: x / (x * x clamped + 1) quiets x
+// itself. Where a NaN takes the constant (an unordered compare) the widening is quieted.
+// CHECK-LABEL: llvm.func @bf16_over_clamp
+// CHECK:         %[[HIGH:.*]] = llvm.shl %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT:    %[[F:.*]] = llvm.bitcast %[[HIGH]] : i32 to f32
+// CHECK-NEXT:    %[[SQUARE:.*]] = llvm.fmul %[[F]], %[[F]] : f32
+// CHECK-NEXT:    %[[ABOVE:.*]] = llvm.fcmp "ogt" %[[SQUARE]], %[[LIMIT:.*]] : f32
+// CHECK-NEXT:    %[[CLAMPED:.*]] = llvm.select %[[ABOVE]], %[[LIMIT]], %[[SQUARE]] : i1, f32
+// CHECK:         %[[SUM:.*]] = llvm.fadd %[[CLAMPED]], %{{.*}} : f32
+// CHECK-NEXT:    llvm.fdiv %[[F]], %[[SUM]] : f32
+// CHECK-LABEL: llvm.func @bf16_over_unordered_clamp
+// CHECK:         %[[HIGH:.*]] = llvm.shl %{{.*}}, %{{.*}} : i32
+// CHECK:         %[[QUIETED:.*]] = llvm.select %{{.*}}, %{{.*}}, %[[HIGH]] : i1, i32
+// CHECK-NEXT:    llvm.bitcast %[[QUIETED]] : i32 to f32
+func.func @bf16_over_clamp(%x: memref<?xbf16>, %out: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %limit = arith.constant 10.0 : f32
+  %one = arith.constant 1.0 : f32
+  %n = memref.dim %x, %c0 : memref<?xbf16>
+  scf.for %i = %c0 to %n step %c1 {
+    %v = memref.load %x[%i] : memref<?xbf16>
+    %f = arith.extf %v : bf16 to f32
+    %square = arith.mulf %f, %f : f32
+    %above = arith.cmpf ogt, %square, %limit : f32
+    %clamped = arith.select %above, %limit, %square : f32
+    %sum = arith.addf %clamped, %one : f32
+    %q = arith.divf %f, %sum : f32
+    memref.store %q, %out[%i] : memref<?xf32>
+  }
+  func.return
+}
+func.func @bf16_over_unordered_clamp(%x: memref<?xbf16>, %out: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %limit = arith.constant 10.0 : f32
+  %one = arith.constant 1.0 : f32
+  %n = memref.dim %x, %c0 : memref<?xbf16>
+  scf.for %i = %c0 to %n step %c1 {
+    %v = memref.load %x[%i] : memref<?xbf16>
+    %f = arith.extf %v : bf16 to f32
+    %square = arith.mulf %f, %f : f32
+    %above = arith.cmpf ugt, %square, %limit : f32
+    %clamped = arith.select %above, %limit, %square : f32
+    %sum = arith.addf %clamped, %one : f32
+    %q = arith.divf %f, %sum : f32
+    memref.store %q, %out[%i] : memref<?xf32>
+  }
+  func.return
+}
+
 // A temporary in the workspace (from ew-workspace): its pointer is the workspace pointer moved
 // on by the byte shift; its dynamic size comes along.
 // CHECK-LABEL: llvm.func @workspace_view

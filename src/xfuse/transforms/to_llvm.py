@@ -912,17 +912,37 @@ def _is_f16_f32_pair(a: Attribute, b: Attribute) -> bool:
 _QUIETING_ARITHMETIC = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp)
 
 
+_ORDERED_PREDICATES = frozenset(
+    arith.CMPF_COMPARISON_OPERATIONS.index(p) for p in ("oeq", "ogt", "oge", "olt", "ole", "one")
+)
+
+
 def _is_unknown(value: SSAValue) -> bool:
-    """`value` is one that LLVM cannot fold to a constant: a load, a widening of one, or + - * /
+    """`value` is one that LLVM cannot fold to a constant: a load, a widening of one, + - * /
     of such a value (without fast-math flags that assume no NaN, no IEEE identity makes x * 0,
-    x - x or x / x a constant)."""
+    x - x or x / x a constant; a NaN there gives NaN), or a clamp of one (`_is_nan_keeping`)."""
     owner = value.owner
     if isinstance(owner, memref.LoadOp):
         return True
     if isinstance(owner, arith.ExtFOp):
         return _is_unknown(owner.input)
+    if isinstance(owner, arith.SelectOp):
+        return _is_nan_keeping(owner)
     return isinstance(owner, _QUIETING_ARITHMETIC) and any(
         _is_unknown(operand) for operand in owner.operands
+    )
+
+
+def _is_nan_keeping(select: arith.SelectOp) -> bool:
+    """`select` is `select(u < c, c, u)` or another ordered compare of an unknown u with u as
+    the value where it is false, as `ew-expand-math`'s clamps are: a NaN u gives u, so it is no
+    constant."""
+    compare = select.cond.owner
+    return (
+        isinstance(compare, arith.CmpfOp)
+        and compare.predicate.value.data in _ORDERED_PREDICATES
+        and select.rhs in compare.operands
+        and _is_unknown(select.rhs)
     )
 
 
