@@ -3,11 +3,11 @@
     python benchmarks/gelu_shapes.py [--rows 512] [--repeat 5]
 
 Prints the host, then one table per storage choice (all f32; all bf16; bf16 activations with an
-f32 bias and a bf16 result; bf16 GELU alone, whose bias the matmul before it added), each declared in the program (`input bf16 x[t, d], r[t, d];`). Rows:
-numpy with planned `out=` buffers (ml_dtypes' bf16 for the bf16 programs), the fused kernel with
-the rational tanh, and the streaming ceiling with the same arrays (`x + r + b`). GB/s is the fused
-traffic (each input and the output once, in its own dtype) over the time; one thread, median of
-`--repeat`.
+f32 bias and a bf16 result; a bf16 GELU alone, whose bias the matmul before it added), each
+declared in the program (`input bf16 x[t, d], r[t, d];`). Rows: numpy with planned `out=` buffers
+(ml_dtypes' bf16 for the bf16 programs), the fused kernel, and the streaming ceiling with the same
+arrays (`x + r + b`). GB/s is the fused traffic (each input and the output once, in its own dtype)
+over the time; one thread, median of `--repeat`.
 """
 
 from __future__ import annotations
