@@ -134,6 +134,8 @@ def test_conversion_is_bit_exact(source: str, target: str, fuse: bool) -> None:
         "out = f32(x);",
         # x / (1 + 2^t) with t clamped: a clamp of a NaN is that NaN, no constant to fold.
         "out = 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x))) + y;",
+        # Through erf's clamps of x and the multiplies after them.
+        "out = 0.5 * x * (1 + erf(x * 0.70710678118654752)) + y;",
     ],
 )
 def test_a_widened_signaling_nan_comes_out_quiet(program: str, source: str) -> None:

@@ -41,8 +41,8 @@ func.func @add(%x: memref<?xf32>, %y: memref<?xf32>, %out: memref<?xf32>) {
 }
 
 // 2-D: the linear index is i * d + j, with the static inner size as a constant. bf16 loads as
-// i16, widens by a shift into the high half (a NaN quieted: x * 0.5 may not quiet it, as LLVM
-// may fold an op of a constant), and narrows with round-to-nearest-
+// i16, widens by a shift into the high half (a NaN quieted: LLVM drops x * 1, so it would not
+// quiet it), and narrows with round-to-nearest-
 // even in integer ops: add 0x7fff plus the lowest kept bit, drop the low half; NaN selected.
 // CHECK-LABEL: llvm.func @bf16_matrix
 // CHECK-SAME:    (%[[X:.*]]: !llvm.ptr, %{{.*}}: i64, %[[OUT:.*]]: !llvm.ptr, %{{.*}}: i64)
@@ -70,13 +70,13 @@ func.func @bf16_matrix(%x: memref<?x8xbf16>, %out: memref<?x8xbf16>) {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c8 = arith.constant 8 : index
-  %half = arith.constant 0.5 : f32
+  %one = arith.constant 1.0 : f32
   %t = memref.dim %x, %c0 : memref<?x8xbf16>
   scf.for %i = %c0 to %t step %c1 {
     scf.for %j = %c0 to %c8 step %c1 {
       %v = memref.load %x[%i, %j] : memref<?x8xbf16>
       %f = arith.extf %v : bf16 to f32
-      %d = arith.mulf %f, %half : f32
+      %d = arith.mulf %f, %one : f32
       %r = arith.truncf %d : f32 to bf16
       memref.store %r, %out[%i, %j] : memref<?x8xbf16>
     }
@@ -85,7 +85,8 @@ func.func @bf16_matrix(%x: memref<?x8xbf16>, %out: memref<?x8xbf16>) {
 }
 
 // A widening whose every user is + - * / with a non-constant operand is not quieted: the
-// hardware's add quiets a signaling NaN itself, to the same bits.
+// hardware's add quiets a signaling NaN itself, to the same bits. So is one whose users are a
+// compare, and a select's arm multiplied by a constant LLVM keeps (x * 0.5, not x * 1).
 // CHECK-LABEL: llvm.func @bf16_sum
 // CHECK:         %[[BITS:.*]] = llvm.load %{{.*}} : !llvm.ptr -> i16
 // CHECK:         %[[WIDE:.*]] = llvm.zext %[[BITS]] : i16 to i32
@@ -103,6 +104,29 @@ func.func @bf16_sum(%x: memref<?xbf16>, %y: memref<?xf32>, %out: memref<?xf32>) 
     %f = arith.extf %v : bf16 to f32
     %s = arith.addf %f, %w : f32
     memref.store %s, %out[%i] : memref<?xf32>
+  }
+  func.return
+}
+
+// CHECK-LABEL: llvm.func @bf16_clamped_half
+// CHECK:         %[[HIGH:.*]] = llvm.shl %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT:    %[[F:.*]] = llvm.bitcast %[[HIGH]] : i32 to f32
+// CHECK:         %[[ABOVE:.*]] = llvm.fcmp "ogt" %[[F]], %{{.*}} : f32
+// CHECK-NEXT:    %[[CLAMPED:.*]] = llvm.select %[[ABOVE]], %{{.*}}, %[[F]] : i1, f32
+// CHECK-NEXT:    llvm.fmul %[[CLAMPED]], %{{.*}} : f32
+func.func @bf16_clamped_half(%x: memref<?xbf16>, %out: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %limit = arith.constant 10.0 : f32
+  %half = arith.constant 0.5 : f32
+  %n = memref.dim %x, %c0 : memref<?xbf16>
+  scf.for %i = %c0 to %n step %c1 {
+    %v = memref.load %x[%i] : memref<?xbf16>
+    %f = arith.extf %v : bf16 to f32
+    %above = arith.cmpf ogt, %f, %limit : f32
+    %clamped = arith.select %above, %limit, %f : f32
+    %h = arith.mulf %clamped, %half : f32
+    memref.store %h, %out[%i] : memref<?xf32>
   }
   func.return
 }

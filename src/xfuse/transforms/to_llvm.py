@@ -919,8 +919,9 @@ _ORDERED_PREDICATES = frozenset(
 
 def _is_unknown(value: SSAValue) -> bool:
     """`value` is one that LLVM cannot fold to a constant: a load, a widening of one, + - * /
-    of such a value (without fast-math flags that assume no NaN, no IEEE identity makes x * 0,
-    x - x or x / x a constant; a NaN there gives NaN), or a clamp of one (`_is_nan_keeping`)."""
+    or an FMA of such a value (without fast-math flags that assume no NaN, no IEEE identity
+    makes x * 0, x - x or x / x a constant; a NaN there gives NaN), or a clamp of one
+    (`_is_nan_keeping`)."""
     owner = value.owner
     if isinstance(owner, memref.LoadOp):
         return True
@@ -928,7 +929,7 @@ def _is_unknown(value: SSAValue) -> bool:
         return _is_unknown(owner.input)
     if isinstance(owner, arith.SelectOp):
         return _is_nan_keeping(owner)
-    return isinstance(owner, _QUIETING_ARITHMETIC) and any(
+    return isinstance(owner, (*_QUIETING_ARITHMETIC, math.FmaOp)) and any(
         _is_unknown(operand) for operand in owner.operands
     )
 
@@ -946,18 +947,46 @@ def _is_nan_keeping(select: arith.SelectOp) -> bool:
     )
 
 
-def _quieted_by_users(widening: arith.ExtFOp) -> bool:
-    """Every user of the widened value is + - * / of it and a value LLVM cannot fold to a
-    constant (`_is_unknown`): the hardware's arithmetic (x86's SSE/AVX, PTX) gives the same bits
-    for a signaling NaN operand as for the quiet NaN a widening makes of it, and LLVM can drop
-    such an op only for a constant operand (x + -0.0, x * 1, also one that folds to a constant,
-    like pow(y, 0)), so the widening need not quiet it (3 vector ops less a widened input)."""
-    users = [use.operation for use in widening.result.uses]
-    return bool(users) and all(
-        isinstance(user, _QUIETING_ARITHMETIC)
-        and all(o is widening.result or _is_unknown(o) for o in user.operands)
-        for user in users
-    )
+_KEPT_CONSTANT_BELOW = 2.0**-126
+"""A constant of a smaller magnitude (+-0 and the denormals, to be safe) is taken to let LLVM
+drop an op of it: x + -0 and x - 0 are x."""
+
+
+def _keeps_op(other: SSAValue) -> bool:
+    """LLVM keeps + - * / of a value with `other`: `other` is unknown (`_is_unknown`), or a
+    constant no IEEE identity drops the op for (x * 1, x * -1 = -x, x / 1, x / -1, x + -0 and
+    x - 0 are dropped; x * 2 becomes x + x, x / 4 x * 0.25, still arithmetic)."""
+    if _is_unknown(other):
+        return True
+    constant = other.owner
+    if not isinstance(constant, arith.ConstantOp) or not isinstance(constant.value, FloatAttr):
+        return False
+    literal = constant.value.value.data
+    return abs(literal) != 1.0 and abs(literal) >= _KEPT_CONSTANT_BELOW
+
+
+def _quieted_by_users(value: SSAValue) -> bool:
+    """A signaling NaN in `value` (a widening's) is quieted, to the same bits, before anything
+    sees it, so the widening need not quiet it (3 vector ops and a mask less a widened input):
+    every use is + - * / of it that LLVM keeps (`_keeps_op`; the hardware's arithmetic, x86's
+    SSE/AVX and PTX, gives the same bits for a signaling NaN operand as for the quiet NaN a
+    widening makes of it), a compare (the same for both NaNs), or a negation, |.| or a select's
+    arm whose result is quieted so in turn (each gives a quieted NaN the bits it gives the
+    signaling one, quieted). Not a store, a conversion, a bitcast, min or max: they would show
+    the signaling NaN."""
+    users = [use.operation for use in value.uses]
+    if not users:
+        return False
+    for user in users:
+        if isinstance(user, _QUIETING_ARITHMETIC):
+            if not all(o is value or _keeps_op(o) for o in user.operands):
+                return False
+        elif isinstance(user, arith.NegfOp | math.AbsFOp | arith.SelectOp):
+            if not _quieted_by_users(user.results[0]):
+                return False
+        elif not isinstance(user, arith.CmpfOp):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -1232,7 +1261,7 @@ class EwToLlvmPass(ModulePass):
                 for arg in block.args:
                     Rewriter.replace_value_with_new_type(arg, convert_type(arg.type))
         unquieted = frozenset(
-            o for o in op.walk() if isinstance(o, arith.ExtFOp) and _quieted_by_users(o)
+            o for o in op.walk() if isinstance(o, arith.ExtFOp) and _quieted_by_users(o.result)
         )
         patterns = lowering_patterns(flags, self.f16c, unquieted, self.avx512bf16)
         # No dead code is left to find: the walk of `convert-scf-to-cf` above erased it (users
