@@ -150,6 +150,34 @@ def test_a_widened_signaling_nan_comes_out_quiet(program: str, source: str) -> N
     assert bits(got).tolist() == converted_nans(x, np.dtype(np.float32)).tolist()
 
 
+@pytest.mark.parametrize("source", ["f16", "bf16"])
+@pytest.mark.parametrize(
+    "activation",
+    [
+        "x * sigmoid(x)",
+        "x * sigmoid(1.703125 * x)",
+        "softplus(x)",
+        "-softplus(-x)",
+        "log(1 + exp(x))",
+        "0.5 * x * (1 + erf(x * 0.70703125))",
+    ],
+)
+def test_a_widened_input_computes_as_its_float32(activation: str, source: str) -> None:
+    # Whether or not its users quiet a signaling NaN (the widening then does not), every 16-bit
+    # input gives the bits the float32 program gives the widened value, rounded; a NaN gives a
+    # quiet NaN (its sign is not defined where two NaNs meet in one op: `_quieted_by_users`).
+    # The literals are exact in both types (a program's literals take its type).
+    x = np.arange(1 << 16, dtype=np.uint16).view(DTYPES[source])
+    got = xfuse.compile(f"input {source} x; out = {activation};")(x=x)
+    wide = xfuse.compile(f"input f32 x; out = {activation};")(x=x.astype(np.float32))
+    want = wide.astype(DTYPES[source])
+    nan = np.isnan(want.astype(np.float32))
+    assert np.array_equal(np.isnan(got.astype(np.float32)), nan)
+    assert bits(got[~nan]).tolist() == bits(want[~nan]).tolist()
+    quiet = 1 << (ml_dtypes.finfo(DTYPES[source]).nmant - 1)
+    assert (bits(got[nan]) & quiet).all()  # no signaling NaN comes out
+
+
 def test_f64_to_f16_rounds_once_not_through_f32() -> None:
     # 1 + 2^-11 + 2^-40 is just above the tie between two f16 values; through f32 it becomes
     # the tie itself (2^-40 is lost) and then rounds to even, one ulp down.

@@ -131,6 +131,35 @@ func.func @bf16_clamped_half(%x: memref<?xbf16>, %out: memref<?xf32>) {
   func.return
 }
 
+// So is one whose users reach such arithmetic through |.| and negation, give a copysign its
+// sign, or are divided by what `llvm.ldexp` scaled (exp's 2^n with ew-expand-math{ldexp}).
+// CHECK-LABEL: llvm.func @bf16_through_sign_ops
+// CHECK:         %[[HIGH:.*]] = llvm.shl %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT:    %[[F:.*]] = llvm.bitcast %[[HIGH]] : i32 to f32
+// CHECK-NEXT:    llvm.call_intrinsic "llvm.copysign.f32"(%{{.*}}, %[[F]])
+// CHECK:         llvm.fdiv %[[F]], %{{.*}} : f32
+func.func @bf16_through_sign_ops(%x: memref<?xbf16>, %out: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %one = arith.constant 1.0 : f32
+  %half = arith.constant 0.5 : f32
+  %two = arith.constant 2 : i32
+  %n = memref.dim %x, %c0 : memref<?xbf16>
+  scf.for %i = %c0 to %n step %c1 {
+    %v = memref.load %x[%i] : memref<?xbf16>
+    %f = arith.extf %v : bf16 to f32
+    %sign = math.copysign %one, %f : f32
+    %magnitude = math.absf %f : f32
+    %minus = arith.negf %magnitude : f32
+    %m = arith.mulf %minus, %half : f32
+    %scaled = llvm.call_intrinsic "llvm.ldexp.f32.i32"(%m, %two) : (f32, i32) -> f32
+    %q = arith.divf %f, %scaled : f32
+    %r = arith.mulf %q, %sign : f32
+    memref.store %r, %out[%i] : memref<?xf32>
+  }
+  func.return
+}
+
 // A clamp (an ordered compare of s and s where it is false, as ew-expand-math's) gives NaN for
 // a NaN s, so it is no constant LLVM could fold x / c to: x / (x * x clamped + 1) quiets x
 // itself. Where a NaN takes the constant (an unordered compare) the widening is quieted.
