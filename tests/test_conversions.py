@@ -160,6 +160,8 @@ def test_a_widened_signaling_nan_comes_out_quiet(program: str, source: str) -> N
         "-softplus(-x)",
         "log(1 + exp(x))",
         "0.5 * x * (1 + erf(x * 0.70703125))",
+        "x * min(max(x + 3, 0), 6) / 6",
+        "relu(x)",
     ],
 )
 def test_a_widened_input_computes_as_its_float32(activation: str, source: str) -> None:

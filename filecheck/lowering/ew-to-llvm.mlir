@@ -160,6 +160,45 @@ func.func @bf16_through_sign_ops(%x: memref<?xbf16>, %out: memref<?xf32>) {
   func.return
 }
 
+// maximumf (relu) passes a NaN on, maybe signaling: then narrowed (which quiets it) the widening
+// is not quieted, stored as it is it is.
+// CHECK-LABEL: llvm.func @bf16_relu_narrowed
+// CHECK:         %[[HIGH:.*]] = llvm.shl %{{.*}}, %{{.*}} : i32
+// CHECK-NEXT:    %[[F:.*]] = llvm.bitcast %[[HIGH]] : i32 to f32
+// CHECK-NEXT:    llvm.call_intrinsic "llvm.maximum.f32"(%[[F]], %{{.*}})
+// CHECK-LABEL: llvm.func @bf16_relu_stored
+// CHECK:         %[[HIGH:.*]] = llvm.shl %{{.*}}, %{{.*}} : i32
+// CHECK:         %[[QUIETED:.*]] = llvm.select %{{.*}}, %{{.*}}, %[[HIGH]] : i1, i32
+// CHECK-NEXT:    %[[F:.*]] = llvm.bitcast %[[QUIETED]] : i32 to f32
+// CHECK-NEXT:    llvm.call_intrinsic "llvm.maximum.f32"(%[[F]], %{{.*}})
+func.func @bf16_relu_narrowed(%x: memref<?xbf16>, %out: memref<?xbf16>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %n = memref.dim %x, %c0 : memref<?xbf16>
+  scf.for %i = %c0 to %n step %c1 {
+    %v = memref.load %x[%i] : memref<?xbf16>
+    %f = arith.extf %v : bf16 to f32
+    %r = arith.maximumf %f, %zero : f32
+    %narrow = arith.truncf %r : f32 to bf16
+    memref.store %narrow, %out[%i] : memref<?xbf16>
+  }
+  func.return
+}
+func.func @bf16_relu_stored(%x: memref<?xbf16>, %out: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %n = memref.dim %x, %c0 : memref<?xbf16>
+  scf.for %i = %c0 to %n step %c1 {
+    %v = memref.load %x[%i] : memref<?xbf16>
+    %f = arith.extf %v : bf16 to f32
+    %r = arith.maximumf %f, %zero : f32
+    memref.store %r, %out[%i] : memref<?xf32>
+  }
+  func.return
+}
+
 // A clamp (an ordered compare of s and s where it is false, as ew-expand-math's) gives NaN for
 // a NaN s, so it is no constant LLVM could fold x / c to: x / (x * x clamped + 1) quiets x
 // itself. Where a NaN takes the constant (an unordered compare) the widening is quieted.

@@ -911,6 +911,9 @@ def _is_f16_f32_pair(a: Attribute, b: Attribute) -> bool:
 
 _QUIETING_ARITHMETIC = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp)
 
+_NAN_PROPAGATING = (arith.MaximumfOp, arith.MinimumfOp)
+"""`llvm.maximum`/`llvm.minimum`: a NaN operand gives a NaN, not always quieted on x86."""
+
 
 _ORDERED_PREDICATES = frozenset(
     arith.CMPF_COMPARISON_OPERATIONS.index(p) for p in ("oeq", "ogt", "oge", "olt", "ole", "one")
@@ -919,9 +922,9 @@ _ORDERED_PREDICATES = frozenset(
 
 def _is_unknown(value: SSAValue) -> bool:
     """`value` is one that LLVM cannot fold to a constant: a load, a widening, negation or |.|
-    of one, + - * / or an FMA of such a value, one scaled by `llvm.ldexp` (without fast-math
-    flags that assume no NaN, no IEEE identity makes x * 0, x - x or x / x a constant; a NaN
-    there gives NaN), or a clamp of one (`_is_nan_keeping`)."""
+    of one, + - * /, an FMA, `maximumf` or `minimumf` of such a value, one scaled by
+    `llvm.ldexp` (without fast-math flags that assume no NaN, no IEEE identity makes x * 0,
+    x - x or x / x a constant; a NaN there gives NaN), or a clamp of one (`_is_nan_keeping`)."""
     owner = value.owner
     if isinstance(owner, memref.LoadOp):
         return True
@@ -931,7 +934,7 @@ def _is_unknown(value: SSAValue) -> bool:
         return _is_nan_keeping(owner)
     if isinstance(owner, llvm.CallIntrinsicOp) and owner.intrin.data.startswith("llvm.ldexp."):
         return _is_unknown(owner.operands[0])  # (exp's scaling by 2**n, `ew-expand-math{ldexp}`)
-    return isinstance(owner, (*_QUIETING_ARITHMETIC, math.FmaOp)) and any(
+    return isinstance(owner, (*_QUIETING_ARITHMETIC, *_NAN_PROPAGATING, math.FmaOp)) and any(
         _is_unknown(operand) for operand in owner.operands
     )
 
@@ -972,12 +975,13 @@ def _quieted_by_users(value: SSAValue) -> bool:
     sees it, so the widening need not quiet it (3 vector ops and a mask less a widened input):
     every use is + - * / of it that LLVM keeps (`_keeps_op`; the hardware's arithmetic, x86's
     SSE/AVX and PTX, gives the same bits for a signaling NaN operand as for the quiet NaN a
-    widening makes of it), a compare or the sign of a copysign (the same for both NaNs), or a
-    negation, |.|, a copysign's magnitude or a select's arm whose result is quieted so in turn
-    (each gives a quieted NaN the bits it gives the signaling one, quieted). Not a store, a
-    conversion, a bitcast, min or max: they would show the signaling NaN. (Where two NaNs meet
-    in one op, x86 keeps the first operand's, and which comes first is LLVM's choice, with or
-    without the quieting: a NaN's sign and payload are not defined there, as numpy's are not.)"""
+    widening makes of it), a narrowing (it quiets a NaN, keeping its payload's top), a compare
+    or the sign of a copysign (the same for both NaNs), or a negation, |.|, a copysign's
+    magnitude, a select's arm, `maximumf` or `minimumf` whose result is quieted so in turn (each
+    gives a quieted NaN the bits it gives the signaling one, quieted). Any other user (a store,
+    a bitcast) may show the signaling NaN. (Where two NaNs meet in one op, x86 keeps the first
+    operand's, and which comes first is LLVM's choice, with or without the quieting: a NaN's
+    sign and payload are not defined there, as numpy's are not.)"""
     users = [use.operation for use in value.uses]
     if not users:
         return False
@@ -985,12 +989,12 @@ def _quieted_by_users(value: SSAValue) -> bool:
         if isinstance(user, _QUIETING_ARITHMETIC):
             if not all(o is value or _keeps_op(o) for o in user.operands):
                 return False
-        elif isinstance(user, arith.NegfOp | math.AbsFOp | arith.SelectOp) or (
+        elif isinstance(user, (arith.NegfOp, math.AbsFOp, arith.SelectOp, *_NAN_PROPAGATING)) or (
             isinstance(user, math.CopySignOp) and user.lhs is value
         ):
             if not _quieted_by_users(user.results[0]):
                 return False
-        elif not isinstance(user, arith.CmpfOp | math.CopySignOp):  # (copysign(y, x): x's sign)
+        elif not isinstance(user, arith.CmpfOp | math.CopySignOp | arith.TruncFOp):
             return False
     return True
 
