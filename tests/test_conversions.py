@@ -139,10 +139,9 @@ def test_conversion_is_bit_exact(source: str, target: str, fuse: bool) -> None:
     ],
 )
 def test_a_widened_signaling_nan_comes_out_quiet(program: str, source: str) -> None:
-    # A widening that only + - * / of an operand LLVM cannot fold use is not quieted (that op
-    # quiets a signaling NaN, to the same bits; so does GELU's x / (1 + 2^t) with its t clamped);
-    # before an op of a constant (x * 2, and pow(y, 0), which LLVM folds to 1: x / 1 is x) or a
-    # plain conversion it is.
+    # A widening whose uses reach + - * / that LLVM keeps is not quieted (that op quiets a
+    # signaling NaN, to the same bits: x * 2, GELU's x / (1 + 2^t) with its t clamped); before an
+    # op LLVM drops (pow(y, 0) folds to 1, and x / 1 is x) or a plain conversion it is.
     every = np.arange(1 << 16, dtype=np.uint16).view(DTYPES[source])
     x = every[np.isnan(every.astype(np.float32))]
     kernel = xfuse.compile(f"input {source} x; input f32 y; {program}", ["out"])
