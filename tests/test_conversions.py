@@ -166,7 +166,7 @@ def test_a_widened_signaling_nan_comes_out_quiet(program: str, source: str) -> N
 def test_a_widened_input_computes_as_its_float32(activation: str, source: str) -> None:
     # Whether or not its users quiet a signaling NaN (the widening then does not), every 16-bit
     # input gives the bits the float32 program gives the widened value, rounded; a NaN gives a
-    # quiet NaN (its sign is not defined where two NaNs meet in one op: `_quieted_by_users`).
+    # quiet NaN (its sign is not defined where two NaNs meet in one op: `_QuietingUsers`).
     # The literals are exact in both types (a program's literals take its type).
     x = np.arange(1 << 16, dtype=np.uint16).view(DTYPES[source])
     got = xfuse.compile(f"input {source} x; out = {activation};")(x=x)

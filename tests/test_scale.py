@@ -114,6 +114,19 @@ def test_a_50000_op_chain_goes_through_every_pass() -> None:
         assert sum(ops[name] * count for name, count in calls.items()) == 25_000
 
 
+def test_the_widening_analysis_walks_a_doubling_dag_in_loops() -> None:
+    """`y = max(y, y)` 300 times on a bf16 input: 2^300 paths from the widening to the store, 300
+    values, and no room for a frame per op. `ew-to-llvm` finds that the multiply after them
+    quiets a signaling NaN (`_QuietingUsers`): the widening's quieting ops (a compare into a
+    mask, per vector) are gone."""
+    source = "input bf16 x[n]; y = x;" + "y = max(y, y);" * 300 + "out = y * 3;"
+    with stack_headroom(250):
+        kernel = xfuse.compile(source)
+    x = np.arange(-5, 5, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    assert kernel(x=x).astype(np.float32).tolist() == [3.0 * v for v in range(-5, 5)]
+    assert "vpcmpgtd" not in kernel.asm  # (x86 with AVX2 or AVX-512, as every host of ours)
+
+
 def test_a_literal_repeated_in_every_statement_is_one_constant() -> None:
     # One `ew.constant` per occurrence doubled the ops that every pass up to ew-optimize's CSE
     # handled. Equal means the same bits: -0.0 and 0.0 stay apart.

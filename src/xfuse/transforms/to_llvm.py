@@ -858,7 +858,7 @@ def widen_bits(
     """The f32/f64 value of the 16-bit float whose i16 `bits` are given: exact, in integer ops
     and, for subnormals, an exact int-to-float and scaling (`fpext` from half calls compiler-rt's
     `__extendhfsf2` without F16C). A NaN keeps its sign and payload and comes out quiet; without
-    `quiet` a signaling one stays signaling (for a user that quiets it, `_quieted_by_users`)."""
+    `quiet` a signaling one stays signaling (for users that quiet it, `_QuietingUsers`)."""
     width = target.width
     float_type = _FLOAT_OF_WIDTH[width]
 
@@ -920,89 +920,120 @@ _ORDERED_PREDICATES = frozenset(
 )
 
 
-def _is_unknown(value: SSAValue) -> bool:
-    """`value` is one that LLVM cannot fold to a constant: a load, a widening, negation or |.|
-    of one, + - * /, an FMA, `maximumf` or `minimumf` of such a value, one scaled by
-    `llvm.ldexp` (without fast-math flags that assume no NaN, no IEEE identity makes x * 0,
-    x - x or x / x a constant; a NaN there gives NaN), or a clamp of one (`_is_nan_keeping`)."""
-    owner = value.owner
-    if isinstance(owner, memref.LoadOp):
-        return True
-    if isinstance(owner, arith.ExtFOp | arith.NegfOp | math.AbsFOp):
-        return _is_unknown(owner.operands[0])
-    if isinstance(owner, arith.SelectOp):
-        return _is_nan_keeping(owner)
-    if isinstance(owner, llvm.CallIntrinsicOp) and owner.intrin.data.startswith("llvm.ldexp."):
-        return _is_unknown(owner.operands[0])  # (exp's scaling by 2**n, `ew-expand-math{ldexp}`)
-    return isinstance(owner, (*_QUIETING_ARITHMETIC, *_NAN_PROPAGATING, math.FmaOp)) and any(
-        _is_unknown(operand) for operand in owner.operands
-    )
-
-
-def _is_nan_keeping(select: arith.SelectOp) -> bool:
-    """`select` is `select(u < c, c, u)` or another ordered compare of an unknown u with u as
-    the value where it is false, as `ew-expand-math`'s clamps are: a NaN u gives u, so it is no
-    constant."""
-    compare = select.cond.owner
-    return (
-        isinstance(compare, arith.CmpfOp)
-        and compare.predicate.value.data in _ORDERED_PREDICATES
-        and select.rhs in compare.operands
-        and _is_unknown(select.rhs)
-    )
-
-
 _KEPT_CONSTANT_BELOW = 2.0**-126
 """A constant of a smaller magnitude (+-0 and the denormals, to be safe) is taken to let LLVM
 drop an op of it: x + -0 and x - 0 are x."""
 
 
-def _keeps_op(other: SSAValue) -> bool:
-    """LLVM keeps + - * / of a value with `other`: `other` is unknown (`_is_unknown`), or a
-    constant no IEEE identity drops the op for (x * 1, x * -1 = -x, x / 1, x / -1, x + -0 and
-    x - 0 are dropped; x * 2 becomes x + x, x / 4 x * 0.25, still arithmetic)."""
-    if _is_unknown(other):
-        return True
-    constant = other.owner
-    if not isinstance(constant, arith.ConstantOp) or not isinstance(constant.value, FloatAttr):
-        return False
-    literal = constant.value.value.data
-    return abs(literal) != 1.0 and abs(literal) >= _KEPT_CONSTANT_BELOW
+@dataclass
+class _QuietingUsers:
+    """Which widenings need not quiet a signaling NaN (`is_unquieted`), for one module: each
+    value is looked at once, in loops, not recursion (a chain of `max(y, y)` is a DAG whose
+    paths double at each op, and a kernel may hold thousands of ops)."""
 
+    unknown: dict[SSAValue, bool] = field(default_factory=dict)
+    """`is_unknown`'s answers so far."""
 
-def _quieted_by_users(value: SSAValue) -> bool:
-    """A signaling NaN in `value` (a widening's) is quieted, to the same bits, before anything
-    sees it, so the widening need not quiet it (3 vector ops and a mask less a widened input):
-    every use is + - * / of it that LLVM keeps (`_keeps_op`; the hardware's arithmetic, x86's
-    SSE/AVX and PTX, gives the same bits for a signaling NaN operand as for the quiet NaN a
-    widening makes of it), a narrowing (it quiets a NaN, keeping its payload's top), a compare
-    or the sign of a copysign (the same for both NaNs), or a negation, |.|, a copysign's
-    magnitude, a select's arm, `maximumf` or `minimumf` whose result is quieted so in turn (each
-    gives a quieted NaN the bits it gives the signaling one, quieted). Any other user (a store,
-    a bitcast) may show the signaling NaN. (Where two NaNs meet in one op, x86 keeps the first
-    operand's, and which comes first is LLVM's choice, with or without the quieting: a NaN's
-    sign and payload are not defined there, as numpy's are not.)"""
-    users = [use.operation for use in value.uses]
-    if not users:
-        return False
-    for user in users:
-        if isinstance(user, _QUIETING_ARITHMETIC):
-            if not all(o is value or _keeps_op(o) for o in user.operands):
-                return False
-        elif isinstance(user, (arith.NegfOp, math.AbsFOp, arith.SelectOp, *_NAN_PROPAGATING)) or (
-            isinstance(user, math.CopySignOp) and user.lhs is value
-        ):
-            if not _quieted_by_users(user.results[0]):
-                return False
-        elif not isinstance(user, arith.CmpfOp | math.CopySignOp | arith.TruncFOp):
+    def is_unknown(self, value: SSAValue) -> bool:
+        """`value` is one that LLVM cannot fold to a constant: a load, a widening, negation or
+        |.| of one, + - * /, an FMA, `maximumf` or `minimumf` of such a value, one scaled by
+        `llvm.ldexp` (without fast-math flags that assume no NaN, no IEEE identity makes x * 0,
+        x - x or x / x a constant; a NaN there gives NaN), or a clamp of one: `select(u < c, c,
+        u)` or another ordered compare of u with u where it is false, as `ew-expand-math`'s
+        clamps are (a NaN u gives u, so it is no constant)."""
+        pending = [value]
+        while pending:
+            current = pending[-1]
+            if current in self.unknown:
+                pending.pop()
+                continue
+            operands = _unknown_if_any(current)
+            needed = [v for v in operands or () if v not in self.unknown]
+            if needed:
+                pending.extend(needed)
+                continue
+            pending.pop()
+            self.unknown[current] = operands is None or any(self.unknown[v] for v in operands)
+        return self.unknown[value]
+
+    def keeps_op(self, other: SSAValue) -> bool:
+        """LLVM keeps + - * / of a value with `other`: `other` is unknown (`is_unknown`), or a
+        constant no IEEE identity drops the op for (x * 1, x * -1 = -x, x / 1, x / -1, x + -0
+        and x - 0 are dropped; x * 2 becomes x + x, x / 4 x * 0.25, still arithmetic)."""
+        if self.is_unknown(other):
+            return True
+        constant = other.owner
+        if not isinstance(constant, arith.ConstantOp) or not isinstance(constant.value, FloatAttr):
             return False
-    return True
+        literal = constant.value.value.data
+        return abs(literal) != 1.0 and abs(literal) >= _KEPT_CONSTANT_BELOW
+
+    def is_unquieted(self, widening: arith.ExtFOp) -> bool:
+        """A signaling NaN from the widening is quieted, to the same bits, before anything sees
+        it, so the widening need not quiet it (3 vector ops and a mask less a widened input):
+        every use is + - * / of it that LLVM keeps (`keeps_op`; the hardware's arithmetic,
+        x86's SSE/AVX and PTX, gives the same bits for a signaling NaN operand as for the quiet
+        NaN a widening makes of it), a narrowing (it quiets a NaN, keeping its payload's top), a
+        compare or the sign of a copysign (the same for both NaNs), or a negation, |.|, a
+        copysign's magnitude, a select's arm, `maximumf` or `minimumf` whose result's uses are
+        such in turn (each gives a quieted NaN the bits it gives the signaling one, quieted).
+        Any other user (a store, a bitcast) may show the signaling NaN. (Where two NaNs meet in
+        one op, x86 keeps the first operand's, and which comes first is LLVM's choice, with or
+        without the quieting: a NaN's sign and payload are not defined there, as numpy's are
+        not.)"""
+        pending = [widening.result]
+        reached = set(pending)
+        while pending:
+            value = pending.pop()
+            users = {use.operation for use in value.uses}
+            if not users:
+                return False
+            for user in users:
+                if isinstance(user, _QUIETING_ARITHMETIC):
+                    if not all(o is value or self.keeps_op(o) for o in user.operands):
+                        return False
+                elif isinstance(user, _NAN_PASSING) or (
+                    isinstance(user, math.CopySignOp) and user.lhs is value
+                ):
+                    if user.results[0] not in reached:
+                        reached.add(user.results[0])
+                        pending.append(user.results[0])
+                elif not isinstance(user, arith.CmpfOp | math.CopySignOp | arith.TruncFOp):
+                    return False
+        return True
+
+
+_NAN_PASSING = (arith.NegfOp, math.AbsFOp, arith.SelectOp, *_NAN_PROPAGATING)
+"""Ops that pass a NaN operand on as it is, maybe signaling (`_QuietingUsers.is_unquieted`)."""
+
+
+def _unknown_if_any(value: SSAValue) -> list[SSAValue] | None:
+    """The values of which `value` is unknown if any is (`_QuietingUsers.is_unknown`; [] for
+    none: it is not), or None where it is unknown itself (a load)."""
+    owner = value.owner
+    if isinstance(owner, memref.LoadOp):
+        return None
+    if isinstance(owner, arith.ExtFOp | arith.NegfOp | math.AbsFOp):
+        return [owner.operands[0]]
+    if isinstance(owner, llvm.CallIntrinsicOp) and owner.intrin.data.startswith("llvm.ldexp."):
+        return [owner.operands[0]]  # (exp's 2**n, `ew-expand-math{ldexp}`)
+    if isinstance(owner, arith.SelectOp):
+        compare = owner.cond.owner
+        clamp = (
+            isinstance(compare, arith.CmpfOp)
+            and compare.predicate.value.data in _ORDERED_PREDICATES
+            and owner.rhs in compare.operands
+        )
+        return [owner.rhs] if clamp else []
+    if isinstance(owner, (*_QUIETING_ARITHMETIC, *_NAN_PROPAGATING, math.FmaOp)):
+        return list(owner.operands)
+    return []
 
 
 @dataclass(frozen=True)
 class ExtfToLlvm(RewritePattern):
     """f32 -> f64 with `fpext`; f16 and bf16 (i16 bits) -> f32/f64 with `widen_bits` (quieting a
-    NaN except for the `unquieted` widenings, whose users quiet it: `_quieted_by_users`, decided
+    NaN except for the `unquieted` widenings, whose users quiet it: `_QuietingUsers`, decided
     before any op is lowered), or f16 -> f32 with `fpext` where `f16c` says the target converts
     it in hardware."""
 
@@ -1270,8 +1301,9 @@ class EwToLlvmPass(ModulePass):
             for block in list(function.regions[0].blocks)[1:] if function.regions else []:
                 for arg in block.args:
                     Rewriter.replace_value_with_new_type(arg, convert_type(arg.type))
+        quieting = _QuietingUsers()
         unquieted = frozenset(
-            o for o in op.walk() if isinstance(o, arith.ExtFOp) and _quieted_by_users(o.result)
+            o for o in op.walk() if isinstance(o, arith.ExtFOp) and quieting.is_unquieted(o)
         )
         patterns = lowering_patterns(flags, self.f16c, unquieted, self.avx512bf16)
         # No dead code is left to find: the walk of `convert-scf-to-cf` above erased it (users
