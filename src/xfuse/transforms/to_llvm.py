@@ -914,6 +914,9 @@ _QUIETING_ARITHMETIC = (arith.AddfOp, arith.SubfOp, arith.MulfOp, arith.DivfOp)
 _NAN_PROPAGATING = (arith.MaximumfOp, arith.MinimumfOp)
 """`llvm.maximum`/`llvm.minimum`: a NaN operand gives a NaN, not always quieted on x86."""
 
+_NAN_PASSING = (arith.NegfOp, math.AbsFOp, arith.SelectOp, *_NAN_PROPAGATING)
+"""Ops that pass a NaN operand on as it is, maybe signaling (`_QuietingUsers.is_unquieted`)."""
+
 
 _ORDERED_PREDICATES = frozenset(
     arith.CMPF_COMPARISON_OPERATIONS.index(p) for p in ("oeq", "ogt", "oge", "olt", "ole", "one")
@@ -941,16 +944,12 @@ class _QuietingUsers:
         x - x or x / x a constant; a NaN there gives NaN), or a clamp of one: `select(u < c, c,
         u)` or another ordered compare of u with u where it is false, as `ew-expand-math`'s
         clamps are (a NaN u gives u, so it is no constant)."""
-        pending = [value]
+        pending = [(value, _unknown_if_any(value))]
         while pending:
-            current = pending[-1]
-            if current in self.unknown:
-                pending.pop()
-                continue
-            operands = _unknown_if_any(current)
+            current, operands = pending[-1]
             needed = [v for v in operands or () if v not in self.unknown]
             if needed:
-                pending.extend(needed)
+                pending.extend((v, _unknown_if_any(v)) for v in needed)
                 continue
             pending.pop()
             self.unknown[current] = operands is None or any(self.unknown[v] for v in operands)
@@ -1001,10 +1000,6 @@ class _QuietingUsers:
                 elif not isinstance(user, arith.CmpfOp | math.CopySignOp | arith.TruncFOp):
                     return False
         return True
-
-
-_NAN_PASSING = (arith.NegfOp, math.AbsFOp, arith.SelectOp, *_NAN_PROPAGATING)
-"""Ops that pass a NaN operand on as it is, maybe signaling (`_QuietingUsers.is_unquieted`)."""
 
 
 def _unknown_if_any(value: SSAValue) -> list[SSAValue] | None:
