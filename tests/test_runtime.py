@@ -1229,7 +1229,10 @@ def test_a_streaming_calls_new_outputs_start_half_a_page_from_numpys_arrays() ->
     its first element (no head). A call too small to stream keeps numpy's own arrays."""
     assert STREAMING_OUTPUT_PAGE_OFFSET % 64 == 0
     n = host_cpu().streaming_bytes // 8
-    x = np.linspace(-4, 4, n, dtype=np.float32)
+    # Where numpy starts a large array (16 bytes into a page; the allocator may reuse a freed
+    # block that starts elsewhere, so the test places it there itself).
+    x = aligned_empty((n,), np.dtype(np.float32), alignment=4096, offset=16)
+    x[:] = np.linspace(-4, 4, n, dtype=np.float32)
     assert data_pointer(x) % 4096 != STREAMING_OUTPUT_PAGE_OFFSET
     kernel = xfuse.compile("out = x * sigmoid(x);")
     prepared = kernel.prepare(x=x)
