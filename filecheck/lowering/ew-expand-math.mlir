@@ -285,13 +285,12 @@ func.func @erf_of_a_quotient(%x: f32) -> f32 {
 // CHECK-LABEL: func.func @gelu_cubic
 // CHECK-SAME:    (%[[X:.*]]: f32)
 // CHECK-DAG:     %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
-// CHECK-DAG:     %[[MAGIC:.*]] = arith.constant 0x4B400000 : f32
+// CHECK-DAG:     %[[MAGIC:.*]] = arith.constant 0x4B40007E : f32
 // CHECK-DAG:     %[[LOW:.*]] = arith.constant -3.000000e+01 : f32
 // CHECK-DAG:     %[[HIGH:.*]] = arith.constant 1.285000e+02 : f32
 // CHECK-DAG:     %[[K:.*]] = arith.constant -2.30220819 : f32
 // CHECK-DAG:     %[[KA:.*]] = arith.constant -0.102943242 : f32
 // CHECK-DAG:     %[[SHIFT:.*]] = arith.constant 23 : i32
-// CHECK-DAG:     %[[BIAS:.*]] = arith.constant 1056964608 : i32
 // CHECK-NOT:     math.tanh
 // CHECK:         %[[SQUARE:.*]] = arith.mulf %[[X]], %[[X]] fastmath<contract> : f32
 // CHECK-NEXT:    %[[SCALED:.*]] = arith.mulf %[[SQUARE]], %[[KA]] fastmath<contract> : f32
@@ -307,8 +306,7 @@ func.func @erf_of_a_quotient(%x: f32) -> f32 {
 // CHECK-COUNT-5: arith.mulf %{{.*}}, %[[R]] fastmath<contract> : f32
 // CHECK:         %[[TWICE:.*]] = arith.addf %{{.*}}, %{{.*}} fastmath<contract> : f32
 // CHECK-NEXT:    %[[BITS:.*]] = arith.bitcast %[[SHIFTED]] : f32 to i32
-// CHECK-NEXT:    %[[EXPONENT:.*]] = arith.shli %[[BITS]], %[[SHIFT]] : i32
-// CHECK-NEXT:    %[[SCALE_BITS:.*]] = arith.addi %[[EXPONENT]], %[[BIAS]] : i32
+// CHECK-NEXT:    %[[SCALE_BITS:.*]] = arith.shli %[[BITS]], %[[SHIFT]] : i32
 // CHECK-NEXT:    %[[SCALE:.*]] = arith.bitcast %[[SCALE_BITS]] : i32 to f32
 // CHECK-NEXT:    %[[POWER:.*]] = arith.mulf %[[TWICE]], %[[SCALE]] fastmath<contract> : f32
 // CHECK-NEXT:    %[[DENOMINATOR:.*]] = arith.addf %[[POWER]], %[[ONE]] fastmath<contract> : f32
@@ -471,13 +469,25 @@ func.func @log_sigmoid_f64(%x: f64) -> f64 {
   func.return %result : f64
 }
 
-// exp's 2^n is built from n's bits by integer ops (a shift and an add; a select for denormal
-// results in the full range), or with `ldexp=true` (hosts with AVX-512) applied to e^r by one
-// llvm.ldexp, n the rounding trick's bits less the trick's own: the same bits.
+// exp's 2^n is built from n's bits by integer ops (in the full range a shift and an add of the
+// bias, a select of it for denormal results; of exp(-|x|) the shift alone: the rounding trick's
+// magic, 1.5 * 2^23 + 190, holds the bias of 2^(n+63)), or with `ldexp=true` (hosts with
+// AVX-512) applied to e^r by one llvm.ldexp, n the rounding trick's bits less the trick's own:
+// the same bits.
 // CHECK-LABEL: func.func @exp_scalings
+// CHECK-DAG:     %[[MAGIC:.*]] = arith.constant 0x4B400000 : f32
+// CHECK-DAG:     %[[TAIL_MAGIC:.*]] = arith.constant 0x4B4000BE : f32
+// CHECK-DAG:     %[[SHIFT:.*]] = arith.constant 23 : i32
 // CHECK-NOT:     llvm.call_intrinsic
-// CHECK:         arith.shli
-// CHECK:         arith.shli
+// CHECK:         %[[SHIFTED:.*]] = arith.addf %{{.*}}, %[[MAGIC]] fastmath<contract> : f32
+// CHECK:         %[[BITS:.*]] = arith.bitcast %[[SHIFTED]] : f32 to i32
+// CHECK-NEXT:    %[[EXPONENT:.*]] = arith.shli %[[BITS]], %[[SHIFT]] : i32
+// CHECK:         arith.addi %[[EXPONENT]], %{{.*}} : i32
+// CHECK:         %[[TAIL_SHIFTED:.*]] = arith.addf %{{.*}}, %[[TAIL_MAGIC]] fastmath<contract> : f32
+// CHECK:         %[[TAIL_BITS:.*]] = arith.bitcast %[[TAIL_SHIFTED]] : f32 to i32
+// CHECK-NEXT:    %[[TAIL_EXPONENT:.*]] = arith.shli %[[TAIL_BITS]], %[[SHIFT]] : i32
+// CHECK-NOT:     arith.addi
+// CHECK:         arith.bitcast %[[TAIL_EXPONENT]] : i32 to f32
 // CHECK-NOT:     llvm.call_intrinsic
 // CHECK:         func.return
 // LDEXP-LABEL: func.func @exp_scalings
@@ -486,6 +496,7 @@ func.func @log_sigmoid_f64(%x: f64) -> f64 {
 // LDEXP-DAG:     %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // LDEXP-DAG:     %[[MAGIC_BITS:.*]] = arith.constant 1262485504 : i32
 // LDEXP-DAG:     %[[MAGIC:.*]] = arith.constant 0x4B400000 : f32
+// LDEXP-DAG:     %[[TAIL_MAGIC_BITS:.*]] = arith.constant 1262485694 : i32
 // LDEXP-NOT:     arith.shli
 // LDEXP:         %[[SHIFTED:.*]] = arith.addf %{{.*}}, %[[MAGIC]] fastmath<contract> : f32
 // LDEXP:         %[[R_SQUARED:.*]] = arith.mulf %[[R:.*]], %[[R]] fastmath<contract> : f32
@@ -497,7 +508,9 @@ func.func @log_sigmoid_f64(%x: f64) -> f64 {
 // LDEXP-NEXT:    %[[SCALED:.*]] = llvm.call_intrinsic "llvm.ldexp.f32.i32"(%[[E_R]], %[[N]]) : (f32, i32) -> f32
 // LDEXP-NEXT:    %[[OVERFLOWS:.*]] = arith.cmpf ogt, %[[X]], %{{.*}} : f32
 // LDEXP-NEXT:    %{{.*}} = arith.select %[[OVERFLOWS]], %[[INF]], %[[SCALED]] : f32
-// LDEXP:         %[[TAIL:.*]] = llvm.call_intrinsic "llvm.ldexp.f32.i32"(%{{.*}}, %{{.*}}) : (f32, i32) -> f32
+// LDEXP:         %[[TAIL_BITS:.*]] = arith.bitcast %{{.*}} : f32 to i32
+// LDEXP-NEXT:    %[[TAIL_N:.*]] = arith.subi %[[TAIL_BITS]], %[[TAIL_MAGIC_BITS]] : i32
+// LDEXP:         %[[TAIL:.*]] = llvm.call_intrinsic "llvm.ldexp.f32.i32"(%{{.*}}, %[[TAIL_N]]) : (f32, i32) -> f32
 // LDEXP-NOT:     arith.select
 // LDEXP-NEXT:    func.return %{{.*}}, %[[TAIL]] : f32, f32
 func.func @exp_scalings(%x: f32) -> (f32, f32) {

@@ -11,7 +11,8 @@ their constants are shared (`SharedConstants`): one op per value in each block.
   polynomial for e**r (r + r^2 p(r), then + 1), and 2**n applied in one step
   (two integer ops build the exponent bits); results below 2**-126 take a second scale factor
   so they round once into the denormals (always, without a select, where the argument is at
-  most 44: exp(-|y|), Mish's e^y).
+  most 44: exp(-|y|), Mish's e^y; there the trick's magic holds the exponent bias, so one
+  integer op, a shift, builds the bits: `_rounding_magic`).
   On hosts with AVX-512 (`ew-expand-math{ldexp}`) 2**n is applied by one `llvm.ldexp`
   (`vscalefps`) instead, the same bits.
   Overflow is a select of +inf above the largest x whose exp is finite, not the last multiply's
@@ -93,6 +94,9 @@ _LOGISTIC_EXP2_POLY = (
 _FLOAT32_INFINITY_BITS = 0x7F800000
 _ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: adding it rounds |v| < 2**22 to an integer in the low bits
 _ROUND_MAGIC_BITS = 0x4B400000  # its bits: those of the sum are these plus the integer
+_EXP_EARLY_BIAS = 126 + 64
+"""The float32 exponent bias of 2**(n + 63), the factor `_exp` scales by where n <= 64."""
+
 _LN2_HI = 0.693359375
 _LN2_LO = -2.12194440e-4
 # p of Cephes' e**r ~ 1 + r + r^2 p(r), highest first. A degree-6 minimax fit of the whole (one
@@ -428,6 +432,15 @@ def _is_non_positive(x: SSAValue) -> bool:
     return isinstance(x.owner, arith.NegfOp) and isinstance(x.owner.operand.owner, math.AbsFOp)
 
 
+def _rounding_magic(offset: int) -> float:
+    """1.5 * 2**23 + `offset` (even, up to 255): adding it to v (|v| < 2**21) rounds v to an
+    integer n, and the sum's bits are 0x4B400000 + n + offset, so shifted left by 23 they are
+    those of 2**(n + offset - 127) where 0 < n + offset < 255: the power of two with no integer
+    add. n is the same as with 1.5 * 2**23 alone (an even offset keeps the ties' parity)."""
+    assert offset % 2 == 0 and 0 <= offset < 256
+    return _ROUND_MAGIC + offset
+
+
 def exp(x: SSAValue) -> SSAValue:
     return _exp(x, full_range=not _is_non_positive(x))
 
@@ -438,15 +451,17 @@ def _exp(x: SSAValue, full_range: bool) -> SSAValue:
     # No upper clamp: above 88.72 the final select gives +inf whatever the arithmetic made.
     below = _compare(x, _f32(_EXP_ZERO_BELOW), "olt")
     clamped = _select(below, _f32(_EXP_ZERO_BELOW), x)
-    shifted = arith.AddfOp(arith.MulfOp(clamped, _f32(_LOG2E)), _f32(_ROUND_MAGIC))
-    n_float = arith.SubfOp(shifted, _f32(_ROUND_MAGIC))
+    offset = 0 if full_range else _EXP_EARLY_BIAS
+    magic = _f32(_rounding_magic(offset))
+    shifted = arith.AddfOp(arith.MulfOp(clamped, _f32(_LOG2E)), magic)
+    n_float = arith.SubfOp(shifted, magic)
     r = arith.SubfOp(clamped, arith.MulfOp(n_float, _f32(_LN2_HI)))
     r = arith.SubfOp(r, arith.MulfOp(n_float, _f32(_LN2_LO)))
     # e**r - 1 = r + r^2 p(r), the 1 added last (a rounding of ~1 inside Horner's rule would
     # add up to ~1/4 ulp).
     p = _polynomial(r, _EXP_POLY)
     minus_one = arith.AddfOp(arith.MulfOp(arith.MulfOp(r, r), p), r).result
-    result = _times_power_of_two(minus_one, shifted.result, clamped.result, full_range)
+    result = _times_power_of_two(minus_one, shifted.result, clamped.result, offset)
     if not full_range:
         return result
     overflows = _compare(x, _f32(_EXP_FINITE_MAX), "ogt")
@@ -454,17 +469,17 @@ def _exp(x: SSAValue, full_range: bool) -> SSAValue:
 
 
 def _times_power_of_two(
-    minus_one: SSAValue, shifted: SSAValue, clamped: SSAValue, full_range: bool
+    minus_one: SSAValue, shifted: SSAValue, clamped: SSAValue, offset: int
 ) -> SSAValue:
-    """e**r 2**n from e**r - 1 and n in the low bits of `shifted` (`_exp`'s rounding trick), of
-    `clamped`, exp's argument clamped below: one rounding of e**r, then the scaling, exact or
-    rounded once into the denormals, in each of the two forms (the same bits)."""
+    """e**r 2**n from e**r - 1 and n + `offset` in the low bits of `shifted` (`_exp`'s rounding
+    trick, `_rounding_magic(offset)`), of `clamped`, exp's argument clamped below: one rounding
+    of e**r, then the scaling, exact or rounded once into the denormals, in each of the two
+    forms (the same bits). `offset` is 0 for the full range, else `_EXP_EARLY_BIAS`."""
     if _EXPANDING.get().ldexp:
         # vscalefps: n = -150 gives 0 or 2**-149, n = 128 a finite result where e**r < 1.
-        n = arith.SubiOp(arith.BitcastOp(shifted, _I32), _i32(_ROUND_MAGIC_BITS))
+        n = arith.SubiOp(arith.BitcastOp(shifted, _I32), _i32(_ROUND_MAGIC_BITS + offset))
         e_r = arith.AddfOp(minus_one, _f32(1.0))
         return llvm.CallIntrinsicOp("llvm.ldexp.f32.i32", [e_r, n], [_F32]).results[0]
-    # The magic's bits are 0x4B400000 + n, and its own bits leave a 32-bit shift by 23.
     exponent = arith.ShLIOp(arith.BitcastOp(shifted, _I32), _i32(23))
     # 2**n is scaled as 2 e**r times 2**(n - 1): n reaches 128 below the overflow threshold, and
     # 2**128 is not a float32. Below 2**-126 2**(n - 1) is not a normal float32: scale by
@@ -472,13 +487,13 @@ def _times_power_of_two(
     # denormals. Either way e**r - 1 is scaled by the power of two first (exact), and the
     # power of two added after it (an FMA with contraction), so the sum rounds as e**r does,
     # fused or not: the same bits.
-    if not full_range:
+    if offset:
         # n <= 64: 2**(n + 63) is a normal float32 for every n, so always the two factors: no
         # compare, selects and constants to keep (silu's 64-element AVX-512 loop: 133 -> 111
-        # instructions, and no constants spilled to the stack; docs/benchmarks.md).
+        # instructions, and no constants spilled to the stack; docs/benchmarks.md). Its bits
+        # are the shifted (n + 190): the magic's offset, so no integer add.
         early = arith.AddfOp(arith.MulfOp(minus_one, _f32(2.0**-63)), _f32(2.0**-63))
-        scale = arith.BitcastOp(arith.AddiOp(exponent, _i32((126 + 64) << 23)), _F32)
-        return arith.MulfOp(early, scale).result
+        return arith.MulfOp(early, arith.BitcastOp(exponent, _F32)).result
     twice = arith.AddfOp(arith.MulfOp(minus_one, _f32(2.0)), _f32(2.0))
     tiny = _compare(clamped, _f32(_EXP_NORMAL_BELOW), "olt")
     bias = _select(tiny, _i32((126 + 64) << 23), _i32(126 << 23))
@@ -621,12 +636,12 @@ def _exp2_of_logistic(t: SSAValue) -> SSAValue:
     (r = t - n exact: no multiply), 2 * 2^r = 2 + r (2 P(r)) with P of degree 4 (1.1e-7
     relative), scaled by 2^(n-1) from the trick's bits as `_times_power_of_two` does."""
     clamped = _clamp(t, _LOGISTIC_EXP2_MIN, _LOGISTIC_EXP2_MAX)
-    shifted = arith.AddfOp(clamped, _f32(_ROUND_MAGIC))
-    r = arith.SubfOp(clamped, arith.SubfOp(shifted, _f32(_ROUND_MAGIC)))
+    magic = _f32(_rounding_magic(126))  # the bits of 2^(n-1) are the shifted (n + 126)
+    shifted = arith.AddfOp(clamped, magic)
+    r = arith.SubfOp(clamped, arith.SubfOp(shifted, magic))
     twice_p = _polynomial(r, [2 * c for c in _LOGISTIC_EXP2_POLY])
     twice = arith.AddfOp(arith.MulfOp(twice_p, r), _f32(2.0))
-    exponent = arith.ShLIOp(arith.BitcastOp(shifted, _I32), _i32(23))
-    scale = arith.BitcastOp(arith.AddiOp(exponent, _i32(126 << 23)), _F32)
+    scale = arith.BitcastOp(arith.ShLIOp(arith.BitcastOp(shifted, _I32), _i32(23)), _F32)
     return arith.MulfOp(twice, scale).result
 
 
