@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, FileLineColLoc, ModuleOp, TensorType
 from xdsl.ir import Operation
 
 import xfuse
@@ -559,6 +559,40 @@ def test_a_lone_carriage_return_ends_a_line_as_crlf_and_lf_do(newline: str) -> N
     with pytest.raises(EwSyntaxError, match="first assigned on line 3") as info:
         parse_program(newline.join(["a = 1;", "y = q + a;", "q = 2;"]))
     assert (info.value.line, info.value.column) == (2, 5)
+
+
+@pytest.mark.parametrize("newline", ["\r", "\r\n", "\n"])
+def test_ops_are_located_where_an_error_at_their_token_would_be(newline: str) -> None:
+    """Each op's and argument's `loc("file":line:col)` counts as `EwSyntaxError` does: lines
+    ended by any of the three line ends, columns in characters (a tab one), the file's name as
+    given."""
+    source = newline.join(["# a comment", "a = x;", "\tb = a * 2;  # \u00e9", "out =\tb + y;", ""])
+    module = parse_program(source, filename="prog.ew")
+    function = module.body.block.first_op
+    assert isinstance(function, func.FuncOp)
+    located = {
+        op.name: (op.location.filename.data, op.location.line.data, op.location.column.data)
+        for op in function.body.block.ops
+        if isinstance(op.location, FileLineColLoc)
+    }
+    assert located == {
+        "ew.constant": ("prog.ew", 3, 8),
+        "ew.mul": ("prog.ew", 3, 8),
+        "ew.add": ("prog.ew", 4, 9),
+        "func.return": ("prog.ew", 4, 12),
+    }
+    arguments = [(a.location.line.data, a.location.column.data) for a in function.args]
+    assert arguments == [(2, 5), (4, 11)]
+    for line, column in [*arguments, *(found[1:] for found in located.values())]:
+        with pytest.raises(EwSyntaxError) as info:  # an error at the same spot counts alike
+            parse_program(source[: _offset(source, line, column)] + "$")
+        assert (info.value.line, info.value.column) == (line, column)
+
+
+def _offset(source: str, line: int, column: int) -> int:
+    """The offset of `line`:`column` in `source` (lines ended by any of the three line ends)."""
+    starts = [0, *(found.end() for found in re.finditer(r"\r\n|\r|\n", source))]
+    return starts[line - 1] + column - 1
 
 
 @pytest.mark.parametrize("newline", ["\r", "\r\n", "\n"])

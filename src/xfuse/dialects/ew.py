@@ -46,12 +46,22 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
+    LocationAttr,
     MemRefType,
     NoneAttr,
     ShapedType,
     TensorType,
 )
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.ir import (
+    Attribute,
+    Block,
+    BlockArgument,
+    Dialect,
+    Operation,
+    OpResult,
+    Region,
+    SSAValue,
+)
 from xdsl.irdl import (
     AnyOf,
     AttrSizedOperandSegments,
@@ -252,6 +262,13 @@ def shape_of(typed: Attribute | SSAValue) -> tuple[int, ...]:
     type_ = typed.type if isinstance(typed, SSAValue) else typed
     assert isinstance(type_, TensorType | MemRefType), type_
     return tuple(type_.get_shape())
+
+
+def location_of(value: SSAValue) -> LocationAttr:
+    """Where `value` comes from in the source: its op's location, or an argument's own."""
+    return (
+        value.owner.location if isinstance(value, OpResult) else cast(BlockArgument, value).location
+    )
 
 
 def bind_shape(typed: Attribute | SSAValue, sizes: Sequence[int]) -> tuple[int, ...]:

@@ -15,6 +15,10 @@ A named dynamic dimension of an input ("t" in `("t", "d")`) is `?` in the type; 
 as the argument attribute `ew.dims` (`["t", "d"]`; other dims spelled as in the type), so the
 runtime can check that dims sharing a name have the same size. An input whose name its name hint
 cannot keep (`w_1`, which xDSL shortens to `w`) has it as `ew.name` (`input_name` reads either).
+
+Each op and argument gets the builder's `location` as it is made: the `.ew` frontend sets it to
+the token that makes it (`loc("gelu.ew":3:11)` under `xfuse-opt --print-debuginfo`); tracing
+leaves `loc(unknown)`.
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     DictionaryAttr,
     Float16Type,
+    LocationAttr,
     ModuleOp,
     StringAttr,
     TensorType,
+    UnknownLoc,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
@@ -178,9 +184,12 @@ class FunctionBuilder:
         self.result_types: dict[tuple[int, int], tuple[Attribute, Attribute, Attribute]] = {}
         """`ew.BinaryOp.result_type_of` by the identity of the operand types (held in the entry),
         computed once per pair: most ops of a program share a few type objects."""
+        self.location: LocationAttr = UnknownLoc()
+        """Where the ops and arguments made next come from in the source."""
 
     def append(self, op: Operation) -> SSAValue:
-        """Append `op` to the body; its (only) result."""
+        """Append `op` to the body, at `location`; its (only) result."""
+        op.location = self.location
         self.block.add_op(op)
         return op.results[0]
 
@@ -205,6 +214,7 @@ class FunctionBuilder:
                     )
             type_ = tensor_type(element or self.input_element(name), shape)
             argument = self.block.insert_arg(type_, len(self.block.args))
+            argument.location = self.location
             name_value(argument, name)
             self.inputs[name] = argument
             if (names := dim_names(shape)) is not None:
@@ -277,7 +287,9 @@ class FunctionBuilder:
     def finish(self, outputs: Sequence[tuple[str, Value]]) -> ModuleOp:
         """The module: one function returning `outputs` (a weak one in the default type)."""
         returned = [self.materialize(value) for _, value in outputs]
-        self.block.add_op(func.ReturnOp(*returned))
+        returning = func.ReturnOp(*returned)
+        returning.location = self.location
+        self.block.add_op(returning)
         attributes = [self._argument_attributes(name, arg) for name, arg in self.inputs.items()]
         arg_attrs = ArrayAttr(map(DictionaryAttr, attributes)) if any(attributes) else None
         function = func.FuncOp(

@@ -21,9 +21,10 @@ tokens):
 Functions are the `ew` dialect's ops by mnemonic (`tanh(x)`, `max(a, b)`, ...) and the
 conversions `f16(x)`, `bf16(x)`, `f32(x)`, `f64(x)`. Inputs are the names read before any
 assignment; ops are emitted in source order, left to right, a literal just before the first op
-that uses it. Every mistake raises `EwSyntaxError` with the line, column and a caret under the
-spot (of a line over 100 cells wide, about 100 around the caret). Lines end in `\n`, `\r\n`
-or `\r`; a leading byte order mark is ignored.
+that uses it, each op and argument located at the token that makes it (`_Parser.at`:
+`loc("file":line:col)` under `--print-debuginfo`). Every mistake raises `EwSyntaxError` with the
+line, column and a caret under the spot (of a line over 100 cells wide, about 100 around the
+caret). Lines end in `\n`, `\r\n` or `\r`; a leading byte order mark is ignored.
 
 Declarations give inputs their shapes and dtypes in the program itself, the LLM layer's way:
 
@@ -62,7 +63,9 @@ declaration (the caller picks the results), as `xfuse.compile(source, outputs=..
 
 from __future__ import annotations
 
+import bisect
 import difflib
+import functools
 import re
 import unicodedata
 import warnings
@@ -70,7 +73,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import NamedTuple, cast
 
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, OpResult
 
 from xfuse.dialects import ew
@@ -255,6 +258,9 @@ class _Parser:
         self.declared_at: dict[str, int] = {}
         self.declared_outputs: dict[str, Token] = {}  # by name: a repeat is found in O(1)
         self.depth = 0
+        self.line_starts = [0, *(found.end() for found in LINE_BREAK.finditer(source))]
+        """Where each line starts: a token's line by bisection (`at`), not by counting."""
+        self.file_attribute = StringAttr(filename)
 
     # -- helpers
     @property
@@ -267,6 +273,13 @@ class _Parser:
 
     def line_of(self, offset: int) -> int:
         return line_number(self.source, offset)
+
+    def at(self, token: Token) -> None:
+        """Make the ops and arguments built next at `token`'s line and column (as errors count
+        them: characters from 1)."""
+        line = bisect.bisect_right(self.line_starts, token.offset)
+        column = token.offset - self.line_starts[line - 1] + 1
+        self.builder.location = FileLineColLoc(self.file_attribute, _int(line), _int(column))
 
     def describe(self, token: Token) -> str:
         return "end of input" if token.kind == "end" else f"'{token.text}'"
@@ -463,6 +476,7 @@ class _Parser:
                 name,
             )
         self.declared_at[text] = name.offset
+        self.at(name)
         builder.input(text, element, shape)
 
     @contextmanager
@@ -530,8 +544,10 @@ class _Parser:
                 f"'{name}' is read before it has a value (it is first assigned on line {line})",
                 token,
             )
-        if self.declared_at and name not in self.builder.inputs:
-            self.warn_if_close(token, [*self.declared_at, *self.first_assignment])
+        if name not in self.builder.inputs:  # a new argument, at its first read
+            if self.declared_at:
+                self.warn_if_close(token, [*self.declared_at, *self.first_assignment])
+            self.at(token)
         return self.builder.input(name)
 
     def warn_if_close(self, token: Token, names: list[str]) -> None:
@@ -567,14 +583,21 @@ class _Parser:
             )
         if op_type is None:
             element = element_type_for(CONVERSIONS[name.text])
+            self.at(name)
             return self.builder.convert(args[0], element, explicit=True)
         return self.apply(op_type, name, *args)
 
     def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], at: Token, *args: Value) -> Value:
+        self.at(at)
         try:
             return self.builder.apply(op_type, *args)
         except ValueError as error:
             raise self.error(str(error), at) from None
+
+
+@functools.cache  # a program's lines and columns repeat: each attribute is made once
+def _int(value: int) -> IntAttr:
+    return IntAttr(value)
 
 
 def _is_function(name: str) -> bool:
@@ -659,4 +682,5 @@ class ParsedProgram:
                     filename,
                 )
             results.append((name, value))
+        parser.at(parser.tokens[-2])  # the return: the program's last token (before its end)
         self.module: ModuleOp = builder.finish(results)

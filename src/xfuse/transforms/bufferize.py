@@ -125,8 +125,10 @@ class _FunctionBufferizer:
         self.outputs = self.block.args[len(old.args) :]
         for new, old_value in zip(self.block.args, old.args, strict=False):
             new.name_hint = old_value.name_hint
-        for new, name in zip(self.outputs, output_names(results), strict=True):
+            new.location = old_value.location
+        for new, name, result in zip(self.outputs, output_names(results), results, strict=True):
             new.name_hint = name
+            new.location = ew.location_of(result)  # an output buffer: where its value is made
         self.builder = Builder(InsertPoint.at_end(self.block))
         self.index_constants: dict[int, SSAValue] = {}
         self.allocated: dict[int, SSAValue] = {}
@@ -199,7 +201,9 @@ class _FunctionBufferizer:
         assert old_yield is not None
         region.block.insert_op_before(ew.YieldOp(*yields), old_yield)
         region.block.erase_op(old_yield)
-        self.builder.insert(ew.KernelOp(ins, outs, [], region))
+        bufferized = ew.KernelOp(ins, outs, [], region)
+        bufferized.location = kernel.location
+        self.builder.insert(bufferized)
         for buffer, planned in enumerate(self.plan.buffers):
             if planned.last_step == index:
                 self.builder.insert(memref.DeallocOp.get(self.allocated[buffer]))
@@ -228,7 +232,9 @@ def bufferize_function(function: func.FuncOp, reuse: bool = True) -> BufferizeSt
     bufferizer = _FunctionBufferizer(function, plan)
     for index, step in enumerate(plan.liveness.steps):
         bufferizer.kernel(index, cast(ew.KernelOp, step.op))
-    bufferizer.builder.insert(func.ReturnOp())
+    returning = func.ReturnOp()
+    returning.location = cast(func.ReturnOp, function.get_return_op()).location
+    bufferizer.builder.insert(returning)
     function.body.detach_block(0)
     function.body.add_block(bufferizer.block)
     function.function_type = FunctionType.from_lists([a.type for a in bufferizer.block.args], [])

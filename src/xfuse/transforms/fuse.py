@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import Float32Type, FloatAttr, ModuleOp
+from xdsl.dialects.builtin import Float32Type, FloatAttr, LocationAttr, ModuleOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -385,6 +385,7 @@ def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValu
     }
     constants = 0
     for op in group:
+        last_before = block.last_op
         args: list[SSAValue] = []
         for operand in op.operands:
             if operand not in scalars:
@@ -405,11 +406,22 @@ def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValu
             stored[result] = narrow(builder, scalars[result], ew.element_type(result.type))
             if any(use.operation in members for use in result.uses):  # else it would be dead
                 scalars[result] = widen(builder, stored[result], _compute_type_of(result))
+        _locate_after(block, last_before, op.location)
     yielded = [stored[v] for v in outputs]
     builder.insert(ew.YieldOp(*yielded))
     _drop_unused(block)
     kernel = ew.KernelOp(inputs, [], [v.type for v in outputs], Region(block))
+    kernel.location = group[-1].location  # the consumer's, as MLIR's fusions locate theirs
     return kernel, outputs, constants
+
+
+def _locate_after(block: Block, last_before: Operation | None, location: LocationAttr) -> None:
+    """Give the ops of `block` after `last_before` (all where None) `location`: the scalar ops
+    that compute an `ew` op keep its source location (`xfuse-opt --print-debuginfo`)."""
+    op = block.first_op if last_before is None else last_before.next_op
+    while op is not None:
+        op.location = location
+        op = op.next_op
 
 
 def _result_kernel(value: SSAValue) -> ew.KernelOp:
@@ -425,7 +437,9 @@ def _result_kernel(value: SSAValue) -> ew.KernelOp:
         else block.args[0]
     )
     builder.insert(ew.YieldOp(scalar))
-    return ew.KernelOp(inputs, [], [value.type], Region(block))
+    kernel = ew.KernelOp(inputs, [], [value.type], Region(block))
+    kernel.location = ew.location_of(value)
+    return kernel
 
 
 def _copy_reader(value: BlockArgument, order: dict[ew.KernelOp, int]) -> ew.KernelOp | None:
@@ -452,6 +466,7 @@ def _add_copies(
     region = kernel.detach_region(kernel.body)
     types = [*kernel.res.types, *(v.type for v in values)]
     merged = ew.KernelOp(inputs, [], types, region)
+    merged.location = kernel.location
     Rewriter.insert_op(merged, InsertPoint.before(kernel))
     # Each result takes the name of the value it replaces (xDSL carries it over): `%x_1`.
     for old, new in zip(kernel.res, merged.res[: len(kernel.res)], strict=True):
