@@ -299,19 +299,20 @@ def expand(
         ImplicitBuilder(Builder(InsertPoint.before(op))),
     ):
         result = approximation(*op.operands)
-    _allow_contraction(op, before)
+    _mark_inserted(op, before)
     return result
 
 
-def _allow_contraction(end: Operation, before: Operation | None) -> None:
-    """Add `contract` to the fast-math flags of the float arithmetic an expansion inserted
-    (the ops after `before`, up to `end`): the approximations are written, and their clamps and
-    special values checked, for LLVM fusing their multiplies and adds into FMAs; the program's
-    own arithmetic carries no flags (`ew-to-llvm{fastmath=none}`), so no FMA joins an
+def _mark_inserted(end: Operation, before: Operation | None) -> None:
+    """Give the ops an expansion inserted (those after `before`, up to `end`) `end`'s location,
+    and the float arithmetic among them `contract`: the approximations are written, and their
+    clamps and special values checked, for LLVM fusing their multiplies and adds into FMAs; the
+    program's own arithmetic carries no flags (`ew-to-llvm{fastmath=none}`), so no FMA joins an
     expansion's multiply with the program's add, which could hide an overflow."""
     current = end.prev_op
     while current is not None and current is not before:
         add_fastmath(current, {FastMathFlag.ALLOW_CONTRACT})
+        current.location = end.location
         current = current.prev_op
 
 

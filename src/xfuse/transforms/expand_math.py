@@ -50,7 +50,6 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -59,6 +58,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.transforms import approx
 from xfuse.transforms.options import CpuMath, MathLibrary, check_choice
+from xfuse.transforms.rewriting import located_walker
 from xfuse.transforms.scalar import unmark_expansion
 from xfuse.transforms.to_llvm import parse_fastmath
 
@@ -352,20 +352,18 @@ class EwExpandMathPass(ModulePass):
                 approx.add_fastmath(nested, flags)
         approximate = self.math == "approx"
         if arith.NegfOp in present:
-            PatternRewriteWalker(FoldNegatedSoftplus(), apply_recursively=False).rewrite_module(op)
+            located_walker(FoldNegatedSoftplus(), apply_recursively=False).rewrite_module(op)
         if approximate and math.PowFOp in present:
-            PatternRewriteWalker(PowBySimpleConstant(), apply_recursively=False).rewrite_module(op)
+            located_walker(PowBySimpleConstant(), apply_recursively=False).rewrite_module(op)
             present.add(math.RsqrtOp)  # pow(x, -1/2) may have made one
         constants = approx.SharedConstants()
         expand = ExpandMath(approximate, constants, ldexp=self.ldexp, library=self.library)
         if not present.isdisjoint(MATH_FUNCTIONS):
             # Last op first: an approximation may look at the math op that computes its operand
             # (log1p of exp(-|y|) knows its range), so that op must not be expanded yet.
-            PatternRewriteWalker(expand, apply_recursively=False, walk_reverse=True).rewrite_module(
-                op
-            )
+            located_walker(expand, apply_recursively=False, walk_reverse=True).rewrite_module(op)
         if math.RsqrtOp in present:
-            PatternRewriteWalker(
+            located_walker(
                 ExpandRsqrt(approximate, constants), apply_recursively=False
             ).rewrite_module(op)
         declared = {f.sym_name.data for f in op.ops if isinstance(f, func.FuncOp)}

@@ -94,7 +94,6 @@ from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -103,6 +102,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
 from xfuse.transforms.options import check_option
+from xfuse.transforms.rewriting import located_walker
 from xfuse.transforms.to_llvm import NO_INLINE
 
 
@@ -413,6 +413,4 @@ class EwKernelToLoopsPass(ModulePass):
                 op.body.block.insert_op_after(outlined, place)
                 place = outlined
                 distinct += 1
-        PatternRewriteWalker(
-            KernelToLoops(self.vector_bytes), apply_recursively=False
-        ).rewrite_module(op)
+        located_walker(KernelToLoops(self.vector_bytes), apply_recursively=False).rewrite_module(op)

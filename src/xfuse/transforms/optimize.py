@@ -11,7 +11,6 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
     PatternRewriterListener,
-    PatternRewriteWalker,
     RewritePattern,
 )
 from xdsl.transforms.canonicalize import CanonicalizationRewritePattern
@@ -20,6 +19,7 @@ from xdsl.transforms.dead_code_elimination import is_trivially_dead, region_dce
 
 from xfuse.dialects.canonicalize import UNSAFE_IDENTITY_PATTERNS
 from xfuse.dialects.ew import Ew
+from xfuse.transforms.rewriting import located_walker
 
 
 def sweep_dead(region: Region, listener: PatternRewriterListener | None = None) -> bool:
@@ -81,5 +81,5 @@ class EwOptimizePass(ModulePass):
         if self.unsafe_math:
             patterns.extend(UNSAFE_IDENTITY_PATTERNS)
         applier = GreedyRewritePatternApplier(patterns, ctx=ctx, folding_enabled=True)
-        PatternRewriteWalker(applier, post_walk_func=sweep_dead).rewrite_module(op)
+        located_walker(applier, post_walk_func=sweep_dead).rewrite_module(op)
         CommonSubexpressionElimination().apply(ctx, op)

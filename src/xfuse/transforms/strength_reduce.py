@@ -18,13 +18,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
 
 from xfuse.dialects import ew
 from xfuse.transforms.options import check_option
+from xfuse.transforms.rewriting import located_walker
 
 
 @dataclass(frozen=True)
@@ -63,4 +63,4 @@ class EwStrengthReducePass(ModulePass):
         check_option(self, "max_exponent", in_range, "an integer from 2 to 16")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(PowToMultiply(self.max_exponent)).rewrite_module(op)
+        located_walker(PowToMultiply(self.max_exponent)).rewrite_module(op)

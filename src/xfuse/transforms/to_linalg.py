@@ -38,7 +38,6 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -46,6 +45,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
+from xfuse.transforms.rewriting import located_walker
 from xfuse.transforms.scalar import unmark_expansion
 
 
@@ -176,7 +176,7 @@ class EwToLinalgPass(ModulePass):
     name = "ew-to-linalg"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        PatternRewriteWalker(
+        located_walker(
             GreedyRewritePatternApplier([KernelToGeneric(), ConstantToArith()]),
             apply_recursively=False,
         ).rewrite_module(op)

@@ -67,7 +67,6 @@ from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -79,6 +78,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from xfuse.dialects.dtypes import element_bytes
 from xfuse.transforms import BF16_HARDWARE_NARROWING, packed_entry_name
 from xfuse.transforms.options import PassOptionError
+from xfuse.transforms.rewriting import located_walker
 
 _I8 = IntegerType(8)
 _I16 = IntegerType(16)
@@ -1279,7 +1279,7 @@ class EwToLlvmPass(ModulePass):
         # lowers every loop (each is on the walker's list from the start, and lowering a loop
         # moves the loops inside it, it does not erase them): no second walk of the whole
         # program to find nothing left.
-        PatternRewriteWalker(
+        located_walker(
             GreedyRewritePatternApplier([IfLowering(), ForLowering()]),
             walk_reverse=True,
             apply_recursively=False,
@@ -1304,7 +1304,7 @@ class EwToLlvmPass(ModulePass):
         # No dead code is left to find: the walk of `convert-scf-to-cf` above erased it (users
         # first, so dead chains go whole), and what is dead since, the casts of unused memref
         # arguments, is erased with the other casts below.
-        PatternRewriteWalker(
+        located_walker(
             OpTypeDispatch(patterns, dce_enabled=False), apply_recursively=False
         ).rewrite_module(op)
         # One walk over the lowered program, not one for each: a leftover op is an error; the

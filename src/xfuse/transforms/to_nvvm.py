@@ -71,7 +71,6 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
-    PatternRewriteWalker,
     RewritePattern,
     op_type_rewrite_pattern,
 )
@@ -84,6 +83,7 @@ from xfuse.transforms.kernel_to_loops import input_indices
 from xfuse.transforms.launches import Launch, LaunchSequence, Temporary
 from xfuse.transforms.options import GpuMath, check_choice
 from xfuse.transforms.pipeline import only_function
+from xfuse.transforms.rewriting import located_walker
 from xfuse.transforms.to_llvm import convert_type
 
 VECTOR_BYTES = 16
@@ -444,4 +444,4 @@ class EwToNvvmPass(ModulePass):
         host.detach()
         host.erase(safe_erase=False)
         if self.math == "ptx-approx":
-            PatternRewriteWalker(PtxApproxMath(), apply_recursively=False).rewrite_module(op)
+            located_walker(PtxApproxMath(), apply_recursively=False).rewrite_module(op)

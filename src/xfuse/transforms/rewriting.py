@@ -1,0 +1,56 @@
+"""Pattern rewriting that keeps source locations, as MLIR's does.
+
+xDSL gives the ops a pattern makes `loc(unknown)`; MLIR's builders take the matched op's
+location. `located_walker` is xDSL's `PatternRewriteWalker` whose new ops take the location of
+the op the pattern matched where they have none, so that `xfuse-opt --print-debuginfo` shows
+an expanded `math.tanh`'s arithmetic, or a folded constant, at the `.ew` token it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import UnknownLoc
+from xdsl.ir import Operation, Region
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriterListener,
+    PatternRewriteWalker,
+    RewritePattern,
+)
+
+
+@dataclass
+class _Locating(RewritePattern):
+    """`pattern`, remembering the op it is tried on (`matched`) for the walker's listener."""
+
+    pattern: RewritePattern
+    matched: Operation | None = field(default=None, init=False)
+
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        self.matched = op
+        self.pattern.match_and_rewrite(op, rewriter)
+
+    def locate(self, inserted: Operation) -> None:
+        if self.matched is not None and isinstance(inserted.location, UnknownLoc):
+            inserted.location = self.matched.location
+
+
+def located_walker(
+    pattern: RewritePattern,
+    *,
+    apply_recursively: bool = True,
+    walk_reverse: bool = False,
+    post_walk_func: Callable[[Region, PatternRewriterListener], bool] | None = None,
+) -> PatternRewriteWalker:
+    """A `PatternRewriteWalker` of `pattern` (the options as its) whose inserted ops without a
+    location take the matched op's."""
+    locating = _Locating(pattern)
+    return PatternRewriteWalker(
+        locating,
+        apply_recursively=apply_recursively,
+        walk_reverse=walk_reverse,
+        post_walk_func=post_walk_func,
+        listener=PatternRewriterListener(operation_insertion_handler=[locating.locate]),
+    )
