@@ -44,8 +44,8 @@ def located_walker(
     walk_reverse: bool = False,
     post_walk_func: Callable[[Region, PatternRewriterListener], bool] | None = None,
 ) -> PatternRewriteWalker:
-    """A `PatternRewriteWalker` of `pattern` (the options as its) whose inserted ops without a
-    location take the matched op's."""
+    """xDSL's `PatternRewriteWalker` of `pattern`, with its options, whose inserted ops that
+    have no location take the matched op's."""
     locating = _Locating(pattern)
     return PatternRewriteWalker(
         locating,
