@@ -497,7 +497,7 @@ def _times_power_of_two(
         return arith.MulfOp(early, arith.BitcastOp(exponent, _F32)).result
     twice = arith.AddfOp(arith.MulfOp(minus_one, _f32(2.0)), _f32(2.0))
     tiny = _compare(clamped, _f32(_EXP_NORMAL_BELOW), "olt")
-    bias = _select(tiny, _i32((126 + 64) << 23), _i32(126 << 23))
+    bias = _select(tiny, _i32(_EXP_EARLY_BIAS << 23), _i32(126 << 23))
     scaled = arith.MulfOp(twice, arith.BitcastOp(arith.AddiOp(exponent, bias), _F32))
     return arith.MulfOp(scaled, _select(tiny, _f32(2.0**-64), _f32(1.0))).result
 
