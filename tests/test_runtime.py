@@ -31,6 +31,8 @@ from xfuse.runtime.arrays import CallSignature, aligned_empty, data_pointer, key
 from xfuse.runtime.compiler import LRU_SIZE, Options, clear_cache, compile_module
 from xfuse.runtime.kernel import (
     GIL_HELD_ELEMENTS,
+    ROW_CALL_MIN_ELEMENTS,
+    ROW_PLAN_REMEMBERED_BYTES,
     SPLIT_FIRST_BLOCK,
     SPLIT_LONGEST_ROUND,
     SPLIT_PROBE_CALLS,
@@ -1351,6 +1353,133 @@ def test_strided_input_is_copied() -> None:
     kernel = xfuse.compile("out = x * 2;")
     x = np.arange(20, dtype=np.float32)[::2]
     np.testing.assert_array_equal(kernel(x=x), x * 2)
+
+
+SWIGLU = "out = x * sigmoid(x) * y;"
+
+
+def swiglu_halves(rows: int, d: int, seed: int = 0) -> np.ndarray:
+    """A `[rows, 2d]` float32 array with special values, whose halves are a SwiGLU's inputs."""
+    both = np.random.default_rng(seed).standard_normal((rows, 2 * d)).astype(np.float32) * 30
+    both[0, :6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40]
+    both[-1, -3:] = [np.nan, -np.inf, -0.0]
+    return both
+
+
+@pytest.mark.parametrize(
+    "source", [SWIGLU, "input x[t, d], y[t, d];" + SWIGLU], ids=["flat", "shaped"]
+)
+def test_strided_rows_are_read_where_they_are(source: str) -> None:
+    """The halves of one `[t, 2d]` array (a fused projection's gate and up) run one native call
+    per row on the array itself, not on copies: a prepared call sees the array's later
+    contents, with the bits of the call on contiguous copies."""
+    kernel = xfuse.compile(source)
+    both = swiglu_halves(5, ROW_CALL_MIN_ELEMENTS)
+    x, y = np.hsplit(both, 2)
+    want = kernel(np.ascontiguousarray(x), np.ascontiguousarray(y))
+    same_bits(kernel(x, y), want)
+    out = np.empty_like(want)
+    assert kernel(x, y, out=out) is out
+    same_bits(out, want)
+    run = kernel.prepare(x, y)
+    assert len(run.argument_lists) == 5
+    same_bits(run(), want)
+    both[:] = swiglu_halves(5, ROW_CALL_MIN_ELEMENTS, seed=1)
+    same_bits(run(), kernel(np.ascontiguousarray(x), np.ascontiguousarray(y)))
+    # Arrays of the same shapes whose rows are further apart: a plan of their own.
+    wider = swiglu_halves(5, ROW_CALL_MIN_ELEMENTS * 3 // 2)
+    x, y = wider[:, :ROW_CALL_MIN_ELEMENTS], wider[:, 2 * ROW_CALL_MIN_ELEMENTS :]
+    same_bits(kernel(x, y), kernel(np.ascontiguousarray(x), np.ascontiguousarray(y)))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rows_of_any_stride_and_a_broadcast_bias(threads: int, gelu: Gelu) -> None:
+    """Rows in reverse (a negative stride), a broadcast view (stride 0), the rows of 3-d
+    arrays strided in two axes, beside a `[d]` bias; a kernel of two threads runs them on
+    this one. The bits of the same call on C-contiguous copies."""
+    d = ROW_CALL_MIN_ELEMENTS
+    kernels = {
+        2: xfuse.compile(gelu.shaped_source, threads=threads),
+        3: xfuse.compile("input x[a, t, d], b[d], r[a, t, d];" + gelu.source, threads=threads),
+    }
+    both = swiglu_halves(8, d)
+    b = np.linspace(-1, 1, d, dtype=np.float32)
+    for x, r in (
+        (both[::-1, :d], both[:, d:]),
+        (np.broadcast_to(both[3, :d], (8, d)), both[:, :d]),
+        (both.reshape(2, 4, 2 * d)[:, ::-1, d:], both.reshape(2, 4, 2 * d)[..., :d]),
+    ):
+        kernel = kernels[x.ndim]
+        want = kernel(x=np.ascontiguousarray(x), b=b, r=np.ascontiguousarray(r))
+        run = kernel.prepare(x=x, b=b, r=r)
+        assert len(run.argument_lists) == 8
+        same_bits(run(), want)
+        same_bits(kernel(x=x, b=b, r=r), want)
+
+
+def test_short_rows_and_rows_an_output_overlaps_are_copied() -> None:
+    """Rows shorter than `ROW_CALL_MIN_ELEMENTS` (one native call each would cost more than a
+    copy), and a strided input that an `out` buffer overlaps (the copy is read before the
+    call writes), are copied as before: a prepared call refuses them."""
+    kernel = xfuse.compile(SWIGLU)
+    for d in (ROW_CALL_MIN_ELEMENTS - 1, ROW_CALL_MIN_ELEMENTS):
+        both = swiglu_halves(4, d)
+        x, y = both[:, :d], both[:, d:]
+        want = kernel(np.ascontiguousarray(x), np.ascontiguousarray(y))
+        # The out buffer's rows are the first rows of `both`: y's halves among them.
+        out = both.reshape(-1)[: x.size].reshape(x.shape)
+        contiguous_x = np.ascontiguousarray(x)
+        with pytest.raises(xfuse.ArgumentError, match="argument 'y': a prepared call takes no"):
+            kernel.prepare(contiguous_x, y, out=out)
+        kernel(contiguous_x, y, out=out)
+        same_bits(out, want)
+    short = swiglu_halves(4, ROW_CALL_MIN_ELEMENTS - 1)
+    with pytest.raises(xfuse.ArgumentError, match="argument 'x': a prepared call takes no"):
+        kernel.prepare(short[:, : ROW_CALL_MIN_ELEMENTS - 1], short[:, 1:ROW_CALL_MIN_ELEMENTS])
+
+
+def test_many_short_rows_run_in_place_unremembered() -> None:
+    """40,000 rows of `ROW_CALL_MIN_ELEMENTS`: a plan too large to keep
+    (`ROW_PLAN_REMEMBERED_BYTES`), made for each call, with the bits of contiguous inputs."""
+    kernel = xfuse.compile(SWIGLU)
+    both = swiglu_halves(40_000, ROW_CALL_MIN_ELEMENTS)
+    x, y = np.hsplit(both, 2)
+    want = kernel(np.ascontiguousarray(x), np.ascontiguousarray(y))
+    for _ in range(2):
+        same_bits(kernel(x, y), want)
+    run = kernel.prepare(x, y)
+    assert len(run.argument_lists) == 40_000
+    assert run.argument_lists.nbytes > ROW_PLAN_REMEMBERED_BYTES
+    same_bits(run(), want)
+
+
+def test_strided_rows_of_a_program_with_a_workspace() -> None:
+    """An unfused program's temporaries: the rows, one after another, share one part."""
+    kernel = xfuse.compile(SWIGLU, fuse=False)
+    both = swiglu_halves(6, ROW_CALL_MIN_ELEMENTS)
+    x, y = both[:, :ROW_CALL_MIN_ELEMENTS], both[:, ROW_CALL_MIN_ELEMENTS:]
+    want = kernel(np.ascontiguousarray(x), np.ascontiguousarray(y))
+    run = kernel.prepare(x, y)
+    assert run.workspace_bytes and len(run.argument_lists) == 6
+    same_bits(run(), want)
+
+
+def test_strided_rows_stream_where_every_output_row_starts_on_a_line() -> None:
+    """A call large enough to stream (`HostCpu.streaming_bytes`) whose output rows all start
+    on a cache line streams every row; one of rows off the lines keeps normal stores."""
+    kernel = xfuse.compile(SWIGLU)
+    d = 1 << 14
+    rows = -(-host_cpu().streaming_bytes // (12 * d))
+    both = swiglu_halves(rows, d)
+    x, y = both[:, :d], both[:, d:]
+    want = xfuse.compile(SWIGLU, streaming=False)(np.ascontiguousarray(x), y.copy())
+    new = kernel.prepare(x, y)
+    assert new.streams and len(new.argument_lists) == rows
+    same_bits(new(), want)
+    storage = aligned_empty((x.size + 1,), np.dtype(np.float32))
+    off_lines = kernel.prepare(x, y, out=storage[1:].reshape(x.shape))
+    assert not off_lines.streams
+    same_bits(off_lines(), want)
 
 
 def test_a_prepared_call_takes_no_input_it_would_copy() -> None:

@@ -291,12 +291,16 @@ def _check_array_kind(label: str, value: np.ndarray, output: bool = False) -> No
         raise ArgumentTypeError(f"{label}: np.matrix is not taken; pass np.asarray(...)")
 
 
-def check_input(parameter: Parameter, value: Any, copy_allowed: bool = True) -> np.ndarray:
+def check_input(
+    parameter: Parameter, value: Any, copy_allowed: bool = True, rows_allowed: bool = False
+) -> np.ndarray:
     """The array to pass for an input: checked dtype; a C-contiguous aligned copy if needed
     and `copy_allowed` (not for a prepared call: every run would read the copy made when it was
-    prepared, never the array's later contents), else an ArgumentError. A numpy scalar is
-    taken as the 0-d array of its value and dtype, as numpy's ufuncs take it (a prepared call
-    may hold that array: the scalar is immutable, so no later contents are missed)."""
+    prepared, never the array's later contents), else an ArgumentError. With `rows_allowed`, an
+    aligned array whose rows are contiguous (`row_axes`) is returned as it is: the caller runs
+    it row by row or copies it (`contiguous_input`). A numpy scalar is taken as the 0-d array of
+    its value and dtype, as numpy's ufuncs take it (a prepared call may hold that array: the
+    scalar is immutable, so no later contents are missed)."""
     if isinstance(value, np.generic):
         value = np.asarray(value)
     if not isinstance(value, np.ndarray):
@@ -320,17 +324,55 @@ def check_input(parameter: Parameter, value: Any, copy_allowed: bool = True) -> 
             f"argument '{parameter.name}': expected dtype {parameter.dtype}, got {value.dtype} "
             f"(convert with .astype)"
         )
+    if rows_allowed and row_axes(value) is not None:
+        return value
+    return contiguous_input(parameter, value, copy_allowed)
+
+
+def contiguous_input(parameter: Parameter, value: np.ndarray, copy_allowed: bool) -> np.ndarray:
+    """`value` if C-contiguous and aligned, else its copy where `copy_allowed`, else (a prepared
+    call) an ArgumentError that says what to pass."""
     flags = value.flags
-    if not (flags.c_contiguous and flags.aligned):
-        if not copy_allowed:
-            raise ArgumentError(
-                f"argument '{parameter.name}': a prepared call takes no strided or misaligned "
-                "input: it would run on a copy made now, never seeing the array's later "
-                "contents; pass a C-contiguous array (np.ascontiguousarray(...)) and update "
-                "that one between runs"
-            )
-        return np.ascontiguousarray(value)  # documented: strided inputs are copied
-    return value
+    if flags.c_contiguous and flags.aligned:
+        return value
+    if not copy_allowed:
+        raise ArgumentError(
+            f"argument '{parameter.name}': a prepared call takes no strided or misaligned "
+            "input that a call copies: it would run on a copy made now, never seeing the "
+            "array's later contents; pass a C-contiguous array (np.ascontiguousarray(...)) and "
+            "update that one between runs"
+        )
+    return np.ascontiguousarray(value)  # documented: strided inputs are copied
+
+
+def row_axes(array: np.ndarray) -> int | None:
+    """For an aligned array that is not C-contiguous but whose blocks over its trailing axes
+    are (a slice `x[:, :d]` of a wider array, `x[::-1]`, a broadcast `[t, d]` view): the
+    number of leading axes to step over, each block (row) being C-contiguous; None for any
+    other array (1-d, misaligned, C-contiguous, or strided in its last axis)."""
+    flags = array.flags
+    if flags.c_contiguous or not flags.aligned or array.ndim < 2 or array.size == 0:
+        return None
+    stride = array.itemsize
+    for axis in range(array.ndim - 1, 0, -1):
+        if array.strides[axis] != stride and array.shape[axis] != 1:
+            return axis + 1 if axis + 1 < array.ndim else None
+        stride *= array.shape[axis]
+    return 1
+
+
+def _contiguous(array: np.ndarray) -> bool:
+    return not isinstance(array, np.ndarray) or array.flags.c_contiguous
+
+
+def extent(array: np.ndarray, pointer: int) -> tuple[int, int]:
+    """The bytes `array` (at `pointer`) spans: from its lowest to past its highest element (a
+    GPU's device array is contiguous: `xfuse.runtime.cuda`)."""
+    if _contiguous(array):
+        return pointer, pointer + array.nbytes
+    steps = [(size - 1) * stride for size, stride in zip(array.shape, array.strides, strict=True)]
+    low = pointer + sum(step for step in steps if step < 0)
+    return low, pointer + sum(step for step in steps if step > 0) + array.itemsize
 
 
 _SCALAR_OUT = (
@@ -485,19 +527,21 @@ def check_aliasing(
     """Outputs never overlap each other; one may alias an input only as an exact in-place update,
     where `in_place_allowed` (else the error says `in_place_refusal`).
 
-    `arrays` are the inputs, then the outputs, all C-contiguous here (inputs were copied if not,
-    outputs are checked), so each one's memory is exactly its bytes from its data pointer.
+    `arrays` are the inputs, then the outputs; outputs are C-contiguous (checked), and so is an
+    input but for one a kernel runs row by row (`row_axes`), whose bytes count from its lowest
+    element to its highest (`extent`).
     """
-    ends = [pointer + array.nbytes for pointer, array in zip(pointers, arrays, strict=True)]
+    bounds = [extent(array, pointer) for pointer, array in zip(pointers, arrays, strict=True)]
     for out in range(input_count, len(arrays)):
         for other in [*range(out + 1, len(arrays)), *range(input_count)]:
-            if not (pointers[out] < ends[other] and pointers[other] < ends[out]):
+            if not (bounds[out][0] < bounds[other][1] and bounds[other][0] < bounds[out][1]):
                 continue
             if other >= input_count:
                 raise ArgumentError(f"out '{names[out]}' overlaps out '{names[other]}'")
-            # Both are C-contiguous: the same start, shape and dtype are the same elements.
+            # Both C-contiguous: the same start, shape and dtype are the same elements.
             same_buffer = (
-                pointers[out] == pointers[other]
+                _contiguous(arrays[other])
+                and pointers[out] == pointers[other]
                 and arrays[out].shape == arrays[other].shape
                 and arrays[out].dtype == arrays[other].dtype
             )

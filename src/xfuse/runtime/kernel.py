@@ -35,6 +35,12 @@ streams all of it where its output rows are whole 64-byte lines starting on one
 (`streaming_sizes`; each row has no head to run apart), else none. Both functions compute the
 same bits. A call that streams makes its new outputs start on a 64-byte boundary, half a page
 from numpy's (`STREAMING_OUTPUT_PAGE_OFFSET`).
+
+A call on a strided input whose rows are C-contiguous (`x[:, :d]` of a wider array:
+`xfuse.runtime.arrays.row_axes`) runs one native call per row on the array where it is, the
+rows one after another on this thread (`Kernel._row_plan`, `CallPlan.row_offsets`), streaming
+each where the call would stream and every output row starts on a line; one of short rows
+(`ROW_CALL_MIN_ELEMENTS`) copies the input instead.
 """
 
 from __future__ import annotations
@@ -85,11 +91,14 @@ from xfuse.runtime.arrays import (
     check_aliasing,
     check_input,
     check_output,
+    contiguous_input,
     data_pointer,
+    extent,
     given_outputs,
     numpy_dtype,
     output_shape,
     read_data_field,
+    row_axes,
 )
 from xfuse.transforms import packed_entry_name, workspace_size_function
 
@@ -180,6 +189,19 @@ taking it back cost ~70 ns of a prepared call's ~2 us at 2^12 elements in cache 
 call, a builtin, costs ~0.1 us beside the loop; docs/benchmarks.md), and it blocks other Python
 threads for no more than such a call (~10 us for the activations, ~0.3 ms for libm's scalar
 calls)."""
+
+ROW_CALL_MIN_ELEMENTS = 32
+"""A call whose strided inputs have rows (`row_axes`) of at least this many elements runs one
+native call per row on the arrays as they are (`Kernel._row_plan`); one of shorter rows copies
+them (`np.ascontiguousarray`), one call. `x * sigmoid(x) * y` on the halves of a `[t, 2d]`
+float32 array, rows against copies (Intel Xeon, 2026-12-04): at 2^18 elements 1.05-1.08x the
+time for d = 16, 0.75-0.76x at 32, 0.58-0.61x at 64, 0.53-0.76x from 128 to 4096; at 2^22
+0.52-0.59x for d = 16 to 64, 0.19-0.36x from 128."""
+
+ROW_PLAN_REMEMBERED_BYTES = 1 << 20
+"""A row plan whose words take more memory than this (some 10,000 rows and up) is made for
+each call rather than remembered (`Kernel._row_plan`): the kernel keeps up to
+`PLAN_CACHE_SIZE` of them."""
 
 PLAN_CACHE_SIZE = 64
 """How many argument shapes a kernel remembers the call plan of."""
@@ -286,7 +308,7 @@ class NativeFunction:
 
     def run(
         self,
-        argument_lists: Sequence[Sequence[int]],
+        argument_lists: Sequence[Sequence[int]] | np.ndarray,
         workspace: int = 0,
         workers: Sequence[SliceWorker] = (),
         streaming: bool = False,
@@ -300,27 +322,35 @@ class NativeFunction:
         With a workspace, each list ends with its part's offset and size: `workspace` is the
         address the offsets count from. `streaming`: the first list is a head that runs with
         normal stores and the others (outputs from a `STREAMING_ALIGNMENT` boundary) run with
-        the streaming twin; this thread runs the head and the first of them.
+        the streaming twin; this thread runs the head and the first of them. The lists may be
+        the rows of an int64 array (a row plan's: `CallPlan.row_offsets`), which has no head:
+        with `streaming`, every row streams.
         """
-        if workspace:
+        rows = isinstance(argument_lists, np.ndarray)  # a row plan's (`CallPlan.row_offsets`)
+        if workspace and rows:
+            argument_lists = argument_lists.copy()
+            argument_lists[:, -2] += workspace
+        elif workspace:
             argument_lists = [[*a[:-2], workspace + a[-2], a[-1]] for a in argument_lists]
-        own = 1 + streaming
+        own = 1 + (streaming and not rows)  # (a streaming row plan streams every row)
         handed = workers[: len(argument_lists) - own]
         rest = self.streaming_entry if streaming else self.entry
         assert rest is not None
-        plan = _packed(
-            [
-                len(argument_lists),
-                own,
-                len(handed),
-                len(argument_lists[0]),
-                self.entry,
-                rest,
-                *(worker.address for worker in handed),
-                *itertools.chain.from_iterable(argument_lists),
-            ]
-        )
-        _slice_function("run_slices")(plan.buffer_info()[0])
+        header = [
+            len(argument_lists),
+            own,
+            len(handed),
+            len(argument_lists[0]),
+            rest if rows else self.entry,
+            rest,
+            *(worker.address for worker in handed),
+        ]
+        if rows:
+            words = np.concatenate((np.array(header, np.int64), argument_lists.ravel()))
+            _slice_function("run_slices")(data_pointer(words))
+        else:
+            plan = _packed([*header, *itertools.chain.from_iterable(argument_lists)])
+            _slice_function("run_slices")(plan.buffer_info()[0])
 
     def chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
         """Row ranges of axis 0 to run on separate threads (one range: no split), as equal as
@@ -383,6 +413,12 @@ class CallPlan:
     """Makes the call's new outputs: for a call that streams, on `STREAMING_ALIGNMENT`
     boundaries (where a loop nest's outputs must start to stream, and a flat loop then has no
     head)."""
+    row_offsets: np.ndarray | None = field(default=None, compare=False, hash=False)
+    """A row plan (`Kernel._row_plan`): one native call per row of the arrays, each the one
+    slice of `templates` plus this int64 array's row (the byte offset of that row of each
+    array at its data pointer's word, 0 elsewhere); run on this thread, one row after
+    another, every row with the streaming twin where `streaming` (each row of outputs starts
+    on a line)."""
     split_counts: array.array[int] | None = field(default=None, compare=False)
     """Where this plan has several slices and runs on one thread as one native call: its size
     class's `SplitTimes.counts` in the kernel's `split_choice` (`Kernel.split_choice` makes new
@@ -455,7 +491,7 @@ class CallPlan:
         runs over at most `GIL_HELD_ELEMENTS`), then its argument words with 0 for the data
         pointers, what `NativeFunction.pointer_call` takes (`quick_call`); None for any other
         call."""
-        if len(self.templates) > 1 or self.workspace_bytes or self.streams:
+        if len(self.templates) > 1 or self.workspace_bytes or self.streams or self.rows:
             return None
         return _packed([self.elements <= GIL_HELD_ELEMENTS, *self.templates[0]]).tobytes()
 
@@ -481,7 +517,17 @@ class CallPlan:
     def size_class(self) -> SizeClass:
         return (self.elements.bit_length(), self.streaming)
 
-    def argument_lists(self, pointers: Sequence[int]) -> list[list[int]]:
+    @property
+    def rows(self) -> bool:
+        return self.row_offsets is not None
+
+    def argument_lists(self, pointers: Sequence[int]) -> list[list[int]] | np.ndarray:
+        if self.row_offsets is not None:
+            (template,), (slots,) = self.templates, self.pointer_slots
+            starts = np.array(template, np.int64)  # (the data pointers' words are 0)
+            for position, index, offset in slots:
+                starts[position] = pointers[index] + offset
+            return self.row_offsets + starts
         lists = []
         for template, slots in zip(self.templates, self.pointer_slots, strict=True):
             arguments = list(template)
@@ -574,6 +620,10 @@ def streaming_sizes(function: NativeFunction, output_shapes: Sequence[tuple[int,
             return False
     return True
 
+
+RowKey = tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...], bool]
+"""What a row plan depends on (`Kernel._row_plan`): the inputs' shapes and strides, and
+whether every output starts on a `STREAMING_ALIGNMENT` line."""
 
 QuickCall = Callable[["Kernel", Sequence[Any], Any], Any]
 """`quick_call`'s function: (kernel, inputs, out) -> the results, or None."""
@@ -1006,7 +1056,7 @@ class NativeCall:
     pointers: Sequence[int]
 
     @functools.cached_property
-    def argument_lists(self) -> list[list[int]]:
+    def argument_lists(self) -> list[list[int]] | np.ndarray:
         return self.plan.argument_lists(self.pointers)
 
     @functools.cached_property
@@ -1763,6 +1813,8 @@ class Kernel(CompiledProgram):
         self._names = (*self._input_names, *(p.name for p in self.function.outputs))
         self._plans: dict[tuple[tuple[int, ...], ...], CallPlan] = {}
         """Call plans by input shapes: a repeated call skips binding the shapes."""
+        self._row_plans: dict[RowKey, tuple[CallPlan | None]] = {}
+        """Row plans (`_row_plan`; None: the inputs are copied) by `RowKey`."""
         self._workspaces = WorkspacePool()
         self._new_locks()
         self.workers = SHARED_SLICE_WORKERS.grow(threads - 1)
@@ -1913,18 +1965,31 @@ class Kernel(CompiledProgram):
             values = [value.T for value in values]
             out = each_buffer(out, _transposed)
         arrays = [
-            check_input(p, v, copy_allowed=not prepared)
+            check_input(p, v, copy_allowed=not prepared, rows_allowed=True)
             for p, v in zip(self.function.inputs, values, strict=True)
         ]
         shape = self.flat_shape([array.shape for array in arrays])
-        if shape is not None:
-            arrays = [array.reshape(-1) for array in arrays]
+        if shape is None:
+            input_shapes = tuple(array.shape for array in arrays)
+        else:
+            input_shapes = ((math.prod(shape),),) * len(arrays)
             out = self._flat_out(out, shape)
-        input_shapes = tuple(array.shape for array in arrays)
         plan = self._plan(input_shapes)
-        if shape is not None and not transposed:
+        contiguous = all(array.flags.c_contiguous for array in arrays)
+        if shape is not None and not transposed and contiguous:
             self._remember_flat_run(shape, input_shapes, plan)
         outputs = bind_outputs(self.function.outputs, out, plan.output_shapes, plan.new_array)
+        if not contiguous:
+            row_plan = self._row_plan(plan, arrays, outputs, shape)
+            if row_plan is None:
+                arrays = [
+                    contiguous_input(p, array, copy_allowed=not prepared)
+                    for p, array in zip(self.function.inputs, arrays, strict=True)
+                ]
+            else:
+                plan = row_plan
+        if shape is not None:  # (an input run row by row stays as it is: `_row_plan`)
+            arrays = [a.reshape(-1) if a.flags.c_contiguous else a for a in arrays]
         arrays += outputs
         pointers = [data_pointer(array) for array in arrays]
         check_aliasing(
@@ -1938,6 +2003,110 @@ class Kernel(CompiledProgram):
             results = [r if c is None else c for c, r in zip(callers, results, strict=True)]
         native = plan.for_pointers(self.function, pointers).native_call(pointers)
         return CheckedCall(arrays, native, results)
+
+    def _row_plan(
+        self,
+        plan: CallPlan,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        flat_shape: tuple[int, ...] | None,
+    ) -> CallPlan | None:
+        """`plan`'s call as one native call per row of its leading axes, reading its strided
+        inputs where they are (each one's rows C-contiguous: `row_axes`) instead of copying
+        them: the halves `x[:, :d]` and `x[:, d:]` of one `[t, 2d]` array, `x[::-1]`, a
+        broadcast view. The rows run on this thread, one after another, sharing one
+        workspace part, each with the streaming twin where `plan` streams and every row of
+        every output starts on a line. None where an output overlaps a strided input (which
+        a copy reads before the call writes), or where `_new_row_plan` says so: copy them
+        instead. Remembered by the arrays' shapes and strides (`RowKey`), but for plans over
+        `ROW_PLAN_REMEMBERED_BYTES`."""
+        output_pointers = [data_pointer(o) for o in outputs]
+        bounds = [extent(o, p) for o, p in zip(outputs, output_pointers, strict=True)]
+        for given in inputs:
+            if not given.flags.c_contiguous:
+                low, high = extent(given, data_pointer(given))
+                if any(low < end and start < high for start, end in bounds):
+                    return None
+        on_lines = not any(pointer % STREAMING_ALIGNMENT for pointer in output_pointers)
+        key = (tuple(given.shape for given in inputs), tuple(g.strides for g in inputs), on_lines)
+        remembered = self._row_plans.get(key)  # (not `in` then `[]`: another thread may clear)
+        if remembered is not None:
+            return remembered[0]
+        row_plan = self._new_row_plan(plan, inputs, outputs, flat_shape, on_lines)
+        if row_plan is not None and row_plan.row_offsets.nbytes > ROW_PLAN_REMEMBERED_BYTES:
+            return row_plan  # (a call of that many rows takes far longer than making it)
+        with self._planning:
+            if len(self._row_plans) >= PLAN_CACHE_SIZE:
+                self._row_plans.clear()
+            self._row_plans[key] = (row_plan,)
+        return row_plan
+
+    def _new_row_plan(
+        self,
+        plan: CallPlan,
+        inputs: Sequence[np.ndarray],
+        outputs: Sequence[np.ndarray],
+        flat_shape: tuple[int, ...] | None,
+        on_lines: bool,
+    ) -> CallPlan | None:
+        """`_row_plan`'s plan (`on_lines`: the outputs start on lines), or None where rows
+        cannot run: rows shorter than `ROW_CALL_MIN_ELEMENTS`, a strided input of lower rank
+        than the call, a lower-rank array that spans a row axis, a call one row of which the
+        signature does not take (static sizes)."""
+        strided = [given for given in inputs if not given.flags.c_contiguous]
+        iteration = flat_shape or bind_shapes(
+            self.function.inputs, [given.shape for given in inputs], self.function.outputs
+        )
+        rank = len(iteration)
+        if any(given.ndim != rank for given in strided):
+            return None  # its rows are not the iteration's
+        axes = max(row_axes(given) or rank for given in strided)
+        row_elements = math.prod(iteration[axes:])
+        if row_elements < ROW_CALL_MIN_ELEMENTS or math.prod(iteration[:axes]) < 2:
+            return None
+        grid = np.indices(iteration[:axes], np.int64).reshape(axes, -1)
+        row_shapes, offsets = [], []
+        for given in (*inputs, *(o.reshape(flat_shape) if flat_shape else o for o in outputs)):
+            if given.ndim == rank:
+                strides = [
+                    0 if n == 1 else step
+                    for n, step in zip(given.shape, given.strides, strict=True)
+                ]
+                row_shapes.append((1,) * axes + given.shape[axes:])
+                offsets.append(np.array(strides[:axes], np.int64) @ grid)
+            elif given.ndim <= rank - axes:
+                row_shapes.append(given.shape)
+                offsets.append(np.zeros(grid.shape[1], np.int64))
+            else:
+                return None
+        if flat_shape:
+            row_shapes = [(row_elements,)] * len(inputs)
+        try:
+            one_row = make_plan(self.function, row_shapes[: len(inputs)], 1)
+        except ArgumentError:
+            return None
+        (template,), (slots,) = one_row.templates, one_row.pointer_slots
+        row_offsets = np.zeros((grid.shape[1], len(template)), np.int64)
+        for position, index, _ in slots:
+            row_offsets[:, position] = offsets[index]
+        streaming = (
+            plan.streams
+            and on_lines
+            and streaming_sizes(self.function, one_row.output_shapes)
+            and not any(np.any(row % STREAMING_ALIGNMENT) for row in offsets[len(inputs) :])
+        )
+        return dataclasses.replace(
+            plan,
+            templates=one_row.templates,
+            pointer_slots=one_row.pointer_slots,
+            workspace_bytes=one_row.workspace_bytes,
+            streams=False,
+            streaming=streaming,
+            heads={},
+            one_thread=None,
+            row_offsets=row_offsets,
+            split_counts=None,
+        )
 
     def streams(self, *shapes: tuple[int, ...], **named_shapes: tuple[int, ...]) -> bool:
         """Whether a call on C-ordered inputs of these shapes (in the signature's order, or by
