@@ -1,0 +1,94 @@
+"""SwiGLU on the two halves of one projection's output: strided inputs read where they are.
+
+    python benchmarks/strided_rows.py [--rows 1024] [--d 14336] [--rounds 5] [--repeat 5]
+
+An LLM's MLP often computes its gate and up projections as one matmul, `[t, 2d]`, and then
+`silu(gate) * up` on its halves `gu[:, :d]` and `gu[:, d:]`: neither half is C-contiguous. A
+kernel runs such inputs one native call per row on the array itself
+(`xfuse.runtime.kernel.Kernel._row_plan`); before, a call copied each one
+(`np.ascontiguousarray`). Per dtype (float32, bfloat16), the median time of a checked call with
+`out=` in each of `--rounds` rounds (`interleaved_medians`), and its least:
+- on the halves (rows read where they are), `out=` starting on a 64-byte line (every output
+  row then does: the rows stream), then `out=` from `np.empty` (16 bytes past one: normal
+  stores);
+- on the halves copied first in the call, what a call did before;
+- on C-contiguous arrays of the same values (the same kernel, one call);
+- numpy's `gate / (1 + exp(-gate)) * up` on the halves (float32 only), with `out=` buffers.
+The ratios are each row's time over the contiguous call's. Prints the host with its load first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import ml_dtypes
+import numpy as np
+
+import xfuse
+from xfuse.benchmarking.timing import host_summary, interleaved_medians
+from xfuse.runtime.arrays import aligned_empty
+from xfuse.tools.cli import positive_int
+
+SWIGLU = "out = x * sigmoid(x) * y;"
+
+
+def table(dtype: np.dtype, rows: int, d: int, rounds: int, repeat: int) -> None:
+    """Time the calls on halves of `dtype` and print their table."""
+    kernel = xfuse.compile(f"input {dtype.name.replace('float', 'f')} x, y;" + SWIGLU)
+    both = np.random.default_rng(0).standard_normal((rows, 2 * d)).astype(dtype)
+    gate, up = both[:, :d], both[:, d:]
+    contiguous_gate, contiguous_up = np.ascontiguousarray(gate), np.ascontiguousarray(up)
+    out, scratch = aligned_empty(gate.shape, dtype), np.empty_like(contiguous_gate)
+    numpy_out = np.empty_like(contiguous_gate)  # 16 bytes past a line, as numpy allocates
+
+    def numpy_swiglu() -> None:
+        np.negative(gate, out=scratch)
+        np.exp(scratch, out=scratch)
+        np.add(scratch, 1, out=scratch)
+        np.divide(gate, scratch, out=scratch)
+        np.multiply(scratch, up, out=out)
+
+    runs = {
+        "halves, read where they are": lambda: kernel(gate, up, out=out),
+        "halves, read where they are, out= off the lines": lambda: kernel(gate, up, out=numpy_out),
+        "halves, copied first (as before)": lambda: kernel(
+            np.ascontiguousarray(gate), np.ascontiguousarray(up), out=out
+        ),
+        "C-contiguous arrays": lambda: kernel(contiguous_gate, contiguous_up, out=out),
+    }
+    if dtype == np.float32:
+        runs["numpy on the halves"] = numpy_swiglu
+    medians = interleaved_medians(list(runs.values()), rounds, repeat, warmup=1)
+    reference = min(medians[3])
+    print(
+        f"\n{dtype.name} [{rows}, {d}] halves of [{rows}, {2 * d}], one thread, checked calls "
+        "with out= (ms; the least and every round's median)"
+    )
+    print("| call | least | round medians | over the contiguous call |")
+    print("|---|---:|---|---:|")
+    for label, times in zip(runs, medians, strict=True):
+        listed = " ".join(f"{t * 1e3:.2f}" for t in times)
+        ratio = min(times) / reference
+        print(f"| {label} | {min(times) * 1e3:.2f} | {listed} | {ratio:.2f}x |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--rows", type=positive_int, default=1024, help="t")
+    parser.add_argument("--d", type=positive_int, default=14336, help="each half's width")
+    parser.add_argument("--rounds", type=positive_int, default=5)
+    parser.add_argument("--repeat", type=positive_int, default=5)
+    args = parser.parse_args()
+    print(host_summary())
+    for dtype in (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)):
+        table(dtype, args.rows, args.d, args.rounds, args.repeat)
+    print(f"\nload average after: {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
