@@ -1438,6 +1438,55 @@ def test_short_rows_and_rows_an_output_overlaps_are_copied() -> None:
         kernel.prepare(short[:, : ROW_CALL_MIN_ELEMENTS - 1], short[:, 1:ROW_CALL_MIN_ELEMENTS])
 
 
+def random_view(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """A float32 view of `shape` cut from a larger array in a random way: each axis a random
+    start and step (negative too) of a wider one, or (the leading axes) a broadcast."""
+    steps = [int(rng.choice([1, 2, -1, -3])) for _ in shape]
+    steps[-1] = int(rng.choice([1, 1, 1, 2]))  # mostly rows contiguous
+    pads = [int(rng.integers(0, 3)) for _ in shape]
+    base_shape = tuple(n * abs(step) + pad for n, step, pad in zip(shape, steps, pads, strict=True))
+    base = (rng.standard_normal(base_shape) * 10).astype(np.float32)
+    view = base[
+        tuple(
+            slice(pad, pad + n * step, step) if step > 0 else slice(-1 - pad, None, step)
+            for n, step, pad in zip(shape, steps, pads, strict=True)
+        )
+    ][tuple(slice(0, n) for n in shape)]
+    if rng.random() < 0.2:
+        view = np.broadcast_to(view[:1], shape)
+    assert view.shape == shape
+    return view
+
+
+def test_random_views_give_the_bits_of_contiguous_copies(gelu: Gelu) -> None:
+    """Differential: 60 random cuts of 2-d and 3-d inputs (steps, reversals, broadcasts; rows
+    read in place or copied, whichever the call takes), through a flat kernel, a shaped one with
+    a `[d]` bias and an unfused one: the bits of the same call on C-contiguous copies."""
+    rng = np.random.default_rng(16)
+    flat = xfuse.compile(SWIGLU)
+    unfused = xfuse.compile(SWIGLU, fuse=False)
+    shaped = {
+        2: xfuse.compile(gelu.shaped_source),
+        3: xfuse.compile("input x[a, t, d], b[d], r[a, t, d];" + gelu.source),
+    }
+    ways = {"rows": 0, "copies": 0}
+    for case in range(60):
+        rank = 2 + case % 2
+        shape = (int(rng.integers(2, 6)),) * (rank - 1) + (int(rng.integers(30, 70)),)
+        x, y = random_view(rng, shape), random_view(rng, shape)
+        copies = np.ascontiguousarray(x), np.ascontiguousarray(y)
+        try:
+            assert isinstance(flat.prepare(x, y).argument_lists, np.ndarray)
+            ways["rows"] += 1
+        except xfuse.ArgumentError:  # a prepared call takes no input a call copies
+            ways["copies"] += 1
+        for kernel in (flat, unfused):
+            same_bits(kernel(x, y), kernel(*copies))
+        b = random_view(rng, (1, shape[-1]))[0]
+        same_bits(shaped[rank](x=x, b=b, r=y), shaped[rank](x=copies[0], b=b, r=copies[1]))
+    assert min(ways.values()) >= 10, ways
+
+
 def test_many_short_rows_run_in_place_unremembered() -> None:
     """40,000 rows of `ROW_CALL_MIN_ELEMENTS`: a plan too large to keep
     (`ROW_PLAN_REMEMBERED_BYTES`), made for each call, with the bits of contiguous inputs."""
