@@ -1502,6 +1502,25 @@ def test_many_short_rows_run_in_place_unremembered() -> None:
     same_bits(run(), want)
 
 
+@pytest.mark.parametrize("fuse", [True, False])
+def test_strided_rows_split_over_threads(fuse: bool) -> None:
+    """A `threads=2` kernel's call on strided rows large enough to split has a group of rows
+    per thread (each with its own workspace part, unfused), split or on one thread as its
+    `split_choice` says: the bits of a one-thread kernel on contiguous copies either way."""
+    kernel = xfuse.compile(SWIGLU, threads=2, fuse=fuse)
+    both = swiglu_halves(64, 2048)
+    x, y = np.hsplit(both, 2)
+    want = xfuse.compile(SWIGLU, fuse=fuse)(np.ascontiguousarray(x), np.ascontiguousarray(y))
+    groups = kernel.prepare(x, y).argument_lists
+    assert [len(group) for group in groups] == [32, 32]
+    # One thread's block, the split's, then a round of the chosen way and the other's probe.
+    for _ in range(2 * SPLIT_FIRST_BLOCK + SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS):
+        same_bits(kernel(x, y), want)
+    kernel.split_choice = SplitChoice.always()
+    same_bits(kernel(x, y), want)
+    same_bits(kernel.prepare(x, y)(), want)
+
+
 def test_strided_rows_of_a_program_with_a_workspace() -> None:
     """An unfused program's temporaries: the rows, one after another, share one part."""
     kernel = xfuse.compile(SWIGLU, fuse=False)

@@ -38,8 +38,9 @@ from numpy's (`STREAMING_OUTPUT_PAGE_OFFSET`).
 
 A call on a strided input whose rows are C-contiguous (`x[:, :d]` of a wider array:
 `xfuse.runtime.arrays.row_axes`) runs one native call per row on the array where it is, the
-rows one after another on this thread (`Kernel._row_plan`, `CallPlan.row_offsets`), streaming
-each where the call would stream and every output row starts on a line; one of short rows
+rows one after another on this thread, or a group of them on each thread where the call splits
+(`Kernel._row_plan`, `CallPlan.row_offsets`, `CallPlan.row_groups`), streaming each where the
+call would stream and every output row starts on a line; one of short rows
 (`ROW_CALL_MIN_ELEMENTS`) copies the input instead.
 """
 
@@ -308,7 +309,7 @@ class NativeFunction:
 
     def run(
         self,
-        argument_lists: Sequence[Sequence[int]] | np.ndarray,
+        argument_lists: Sequence[Sequence[int]] | np.ndarray | list[np.ndarray],
         workspace: int = 0,
         workers: Sequence[SliceWorker] = (),
         streaming: bool = False,
@@ -322,35 +323,60 @@ class NativeFunction:
         With a workspace, each list ends with its part's offset and size: `workspace` is the
         address the offsets count from. `streaming`: the first list is a head that runs with
         normal stores and the others (outputs from a `STREAMING_ALIGNMENT` boundary) run with
-        the streaming twin; this thread runs the head and the first of them. The lists may be
-        the rows of an int64 array (a row plan's: `CallPlan.row_offsets`), which has no head:
-        with `streaming`, every row streams.
+        the streaming twin; this thread runs the head and the first of them.
+
+        The lists may be the rows of an int64 array (a row plan's: `CallPlan.row_offsets`),
+        which has no head (with `streaming`, every row streams): this thread runs them. Or a
+        list of such arrays, one per thread (`CallPlan.row_groups`): this thread runs the
+        first, `workers` the others, each one's rows one after another (`run_slices` runs
+        `run_slices` on each group's own plan).
         """
-        rows = isinstance(argument_lists, np.ndarray)  # a row plan's (`CallPlan.row_offsets`)
-        if workspace and rows:
-            argument_lists = argument_lists.copy()
-            argument_lists[:, -2] += workspace
-        elif workspace:
+        if isinstance(argument_lists, np.ndarray):  # a row plan's (`CallPlan.row_offsets`)
+            rows = self._rows_plan(argument_lists, workspace, streaming)
+            _slice_function("run_slices")(data_pointer(rows))
+            return
+        if argument_lists and isinstance(argument_lists[0], np.ndarray):  # a thread's rows each
+            groups = [self._rows_plan(group, workspace, streaming) for group in argument_lists]
+            handed = workers[: len(groups) - 1]
+            width = max(len(group) for group in groups)
+            run_slices = _bound_call_methods()[0].address("run_slices")
+            header = [len(groups), 1, len(handed), width, run_slices, run_slices]
+            plan = np.zeros(len(header) + len(handed) + len(groups) * width, np.int64)
+            plan[: len(header) + len(handed)] = [*header, *(w.address for w in handed)]
+            for index, group in enumerate(groups):
+                at = len(header) + len(handed) + index * width
+                plan[at : at + len(group)] = group
+            _slice_function("run_slices")(data_pointer(plan))
+            return
+        if workspace:
             argument_lists = [[*a[:-2], workspace + a[-2], a[-1]] for a in argument_lists]
-        own = 1 + (streaming and not rows)  # (a streaming row plan streams every row)
+        own = 1 + streaming
         handed = workers[: len(argument_lists) - own]
         rest = self.streaming_entry if streaming else self.entry
         assert rest is not None
-        header = [
-            len(argument_lists),
-            own,
-            len(handed),
-            len(argument_lists[0]),
-            rest if rows else self.entry,
-            rest,
-            *(worker.address for worker in handed),
-        ]
-        if rows:
-            words = np.concatenate((np.array(header, np.int64), argument_lists.ravel()))
-            _slice_function("run_slices")(data_pointer(words))
-        else:
-            plan = _packed([*header, *itertools.chain.from_iterable(argument_lists)])
-            _slice_function("run_slices")(plan.buffer_info()[0])
+        plan = _packed(
+            [
+                len(argument_lists),
+                own,
+                len(handed),
+                len(argument_lists[0]),
+                self.entry,
+                rest,
+                *(worker.address for worker in handed),
+                *itertools.chain.from_iterable(argument_lists),
+            ]
+        )
+        _slice_function("run_slices")(plan.buffer_info()[0])
+
+    def _rows_plan(self, rows: np.ndarray, workspace: int, streaming: bool) -> np.ndarray:
+        """`run_slices`' plan of these rows' argument words on one thread, one after another,
+        every row with the streaming twin where `streaming` (a row plan has no head)."""
+        if workspace:
+            rows = rows.copy()
+            rows[:, -2] += workspace
+        entry = self.streaming_entry if streaming else self.entry
+        header = np.array([len(rows), 1, 0, rows.shape[1], entry, entry], np.int64)
+        return np.concatenate((header, rows.ravel()))
 
     def chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
         """Row ranges of axis 0 to run on separate threads (one range: no split), as equal as
@@ -419,6 +445,9 @@ class CallPlan:
     array at its data pointer's word, 0 elsewhere); run on this thread, one row after
     another, every row with the streaming twin where `streaming` (each row of outputs starts
     on a line)."""
+    row_groups: tuple[int, ...] = ()
+    """A row plan split over threads: the bounds of each thread's rows (0, ..., rows); its
+    `one_thread` runs them all on one."""
     split_counts: array.array[int] | None = field(default=None, compare=False)
     """Where this plan has several slices and runs on one thread as one native call: its size
     class's `SplitTimes.counts` in the kernel's `split_choice` (`Kernel.split_choice` makes new
@@ -521,13 +550,25 @@ class CallPlan:
     def rows(self) -> bool:
         return self.row_offsets is not None
 
-    def argument_lists(self, pointers: Sequence[int]) -> list[list[int]] | np.ndarray:
+    @property
+    def slices(self) -> int:
+        """The slices a split call runs concurrently (`Kernel.run_plan`)."""
+        if self.rows:
+            return max(1, len(self.row_groups) - 1)
+        return len(self.templates) - self.streaming
+
+    def argument_lists(
+        self, pointers: Sequence[int]
+    ) -> list[list[int]] | np.ndarray | list[np.ndarray]:
         if self.row_offsets is not None:
             (template,), (slots,) = self.templates, self.pointer_slots
             starts = np.array(template, np.int64)  # (the data pointers' words are 0)
             for position, index, offset in slots:
                 starts[position] = pointers[index] + offset
-            return self.row_offsets + starts
+            words = self.row_offsets + starts
+            if not self.row_groups:
+                return words
+            return [words[low:high] for low, high in itertools.pairwise(self.row_groups)]
         lists = []
         for template, slots in zip(self.templates, self.pointer_slots, strict=True):
             arguments = list(template)
@@ -1056,11 +1097,11 @@ class NativeCall:
     pointers: Sequence[int]
 
     @functools.cached_property
-    def argument_lists(self) -> list[list[int]] | np.ndarray:
+    def argument_lists(self) -> list[list[int]] | np.ndarray | list[np.ndarray]:
         return self.plan.argument_lists(self.pointers)
 
     @functools.cached_property
-    def one_thread_lists(self) -> list[list[int]] | None:
+    def one_thread_lists(self) -> list[list[int]] | np.ndarray | list[np.ndarray] | None:
         """Where `argument_lists` are several slices: the call as one slice (or a streaming
         head and one rest), what runs where it does not split (`CallPlan.one_thread`)."""
         one_thread = self.plan.one_thread
@@ -1899,7 +1940,7 @@ class Kernel(CompiledProgram):
             return
         start = choice.clock()  # a split counts the Python work that every split call does
         call = plan.native_call(pointers)
-        slices = len(plan.templates) - plan.streaming
+        slices = plan.slices
         workers = self.workers.take(slices - 1) if split else []
         try:
             if workers:
@@ -1926,7 +1967,7 @@ class Kernel(CompiledProgram):
 
     def _run_slices(
         self,
-        argument_lists: Sequence[Sequence[int]],
+        argument_lists: Sequence[Sequence[int]] | np.ndarray | list[np.ndarray],
         workspace_bytes: int,
         workers: Sequence[SliceWorker],
         streaming: bool,
@@ -2014,12 +2055,14 @@ class Kernel(CompiledProgram):
         """`plan`'s call as one native call per row of its leading axes, reading its strided
         inputs where they are (each one's rows C-contiguous: `row_axes`) instead of copying
         them: the halves `x[:, :d]` and `x[:, d:]` of one `[t, 2d]` array, `x[::-1]`, a
-        broadcast view. The rows run on this thread, one after another, sharing one
-        workspace part, each with the streaming twin where `plan` streams and every row of
-        every output starts on a line. None where an output overlaps a strided input (which
-        a copy reads before the call writes), or where `_new_row_plan` says so: copy them
-        instead. Remembered by the arrays' shapes and strides (`RowKey`), but for plans over
-        `ROW_PLAN_REMEMBERED_BYTES`."""
+        broadcast view. The rows run one after another, sharing one workspace part, each with
+        the streaming twin where `plan` streams and every row of every output starts on a
+        line; in a kernel of several threads a call large enough to split
+        (`MIN_ELEMENTS_PER_THREAD` a thread) has its rows in a group per thread
+        (`CallPlan.row_groups`), run split or on this thread as `split_choice` says. None
+        where an output overlaps a strided input (which a copy reads before the call writes),
+        or where `_new_row_plan` says so: copy them instead. Remembered by the arrays' shapes
+        and strides (`RowKey`), but for plans over `ROW_PLAN_REMEMBERED_BYTES`."""
         output_pointers = [data_pointer(o) for o in outputs]
         bounds = [extent(o, p) for o, p in zip(outputs, output_pointers, strict=True)]
         for given in inputs:
@@ -2095,7 +2138,7 @@ class Kernel(CompiledProgram):
             and streaming_sizes(self.function, one_row.output_shapes)
             and not any(np.any(row % STREAMING_ALIGNMENT) for row in offsets[len(inputs) :])
         )
-        return dataclasses.replace(
+        row_plan = dataclasses.replace(
             plan,
             templates=one_row.templates,
             pointer_slots=one_row.pointer_slots,
@@ -2106,6 +2149,22 @@ class Kernel(CompiledProgram):
             one_thread=None,
             row_offsets=row_offsets,
             split_counts=None,
+        )
+        rows = len(row_offsets)
+        threads = min(self.threads, rows, plan.elements // MIN_ELEMENTS_PER_THREAD)
+        if threads < 2:
+            return row_plan
+        bounds = tuple(round(rows * part / threads) for part in range(threads + 1))
+        split_offsets = row_offsets.copy()
+        if one_row.workspace_bytes:  # each thread's rows in a part of their own
+            for part, (low, high) in enumerate(itertools.pairwise(bounds)):
+                split_offsets[low:high, -2] += part * one_row.workspace_bytes
+        return dataclasses.replace(
+            row_plan,
+            workspace_bytes=threads * one_row.workspace_bytes,
+            one_thread=row_plan,
+            row_offsets=split_offsets,
+            row_groups=bounds,
         )
 
     def streams(self, *shapes: tuple[int, ...], **named_shapes: tuple[int, ...]) -> bool:
