@@ -531,10 +531,14 @@ def check_aliasing(
     input but for one a kernel runs row by row (`row_axes`), whose bytes count from its lowest
     element to its highest (`extent`).
     """
-    bounds = [extent(array, pointer) for pointer, array in zip(pointers, arrays, strict=True)]
+    starts = list(pointers)
+    ends = [pointer + array.nbytes for pointer, array in zip(pointers, arrays, strict=True)]
+    for index in range(input_count):
+        if not _contiguous(arrays[index]):
+            starts[index], ends[index] = extent(arrays[index], pointers[index])
     for out in range(input_count, len(arrays)):
         for other in [*range(out + 1, len(arrays)), *range(input_count)]:
-            if not (bounds[out][0] < bounds[other][1] and bounds[other][0] < bounds[out][1]):
+            if not (starts[out] < ends[other] and starts[other] < ends[out]):
                 continue
             if other >= input_count:
                 raise ArgumentError(f"out '{names[out]}' overlaps out '{names[other]}'")

@@ -2064,7 +2064,7 @@ class Kernel(CompiledProgram):
         or where `_new_row_plan` says so: copy them instead. Remembered by the arrays' shapes
         and strides (`RowKey`), but for plans over `ROW_PLAN_REMEMBERED_BYTES`."""
         output_pointers = [data_pointer(o) for o in outputs]
-        bounds = [extent(o, p) for o, p in zip(outputs, output_pointers, strict=True)]
+        bounds = [(p, p + o.nbytes) for o, p in zip(outputs, output_pointers, strict=True)]
         for given in inputs:
             if not given.flags.c_contiguous:
                 low, high = extent(given, data_pointer(given))
