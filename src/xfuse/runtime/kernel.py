@@ -1839,10 +1839,12 @@ class Kernel(CompiledProgram):
     """A compiled elementwise program: `k(x=..., b=...)` -> array (or a tuple for several outputs).
 
     `out=` takes the output buffer (or a sequence / name->array mapping for several outputs) to
-    write in place. Inputs are checked first (dtype, shape, broadcasting, aliasing); a strided or
-    misaligned input is copied to a contiguous array. `k.ir(stage)` shows the IR after any stage,
-    `k.llvm_ir` the optimized LLVM IR, `k.asm` the host assembly. A kernel with temporaries
-    (`fuse=False`) keeps their workspace between calls (`WorkspacePool`): no allocation per call.
+    write in place. Inputs are checked first (dtype, shape, broadcasting, aliasing); a strided
+    input whose rows are contiguous runs one native call per row where it is (`_row_plan`), any
+    other strided or misaligned input is copied to a contiguous array. `k.ir(stage)` shows the
+    IR after any stage, `k.llvm_ir` the optimized LLVM IR, `k.asm` the host assembly. A kernel
+    with temporaries (`fuse=False`) keeps their workspace between calls (`WorkspacePool`): no
+    allocation per call.
     With dask arrays among the inputs a call returns lazy dask arrays (`xfuse.runtime.dask_arrays`);
     a kernel pickles as its frontend IR and options (`xfuse.runtime.pickling`).
     """
@@ -1914,8 +1916,9 @@ class Kernel(CompiledProgram):
 
         For loops and benchmarks: `run = k.prepare(x=x, out=y)` then `run()` as often as needed
         (the arrays' contents may change between runs, not the arrays themselves). An input
-        that a call would copy (strided or misaligned) is an ArgumentError here: the runs
-        would read the copy, not the array.
+        that a call would copy (strided or misaligned, but for one whose rows it runs where
+        they are: `_row_plan`) is an ArgumentError here: the runs would read the copy, not the
+        array.
         """
         return PreparedCall(self, self._check(args, kwargs, out, prepared=True))
 
