@@ -91,6 +91,38 @@ def test_one_kernel_from_four_threads_at_once(
     assert not failures
 
 
+@pytest.mark.parametrize(("fuse", "threads"), [(True, 1), (False, 1), (True, 2), (False, 2)])
+def test_strided_rows_from_four_threads_at_once(fuse: bool, threads: int, gelu: Gelu) -> None:
+    """Row plans (`Kernel._row_plan`) made and run by four threads at once, each on the halves of
+    an array of its own width (a plan per stride), split over the pool where `threads=2`:
+    unfused, each call's rows share a workspace part of their own call's."""
+    kernel = xfuse.compile(gelu.shaped_source, fuse=fuse, threads=threads)
+    kernel.split_choice = SplitChoice.always()
+    start = threading.Barrier(4)
+    failures: list[str] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        d = 1024 + 64 * seed
+        both = rng.standard_normal((96, 2 * d + seed), dtype=np.float32)
+        x, r, b = both[:, :d], both[:, d : 2 * d], rng.standard_normal(d, dtype=np.float32)
+        want = kernel(x=np.ascontiguousarray(x), b=b, r=np.ascontiguousarray(r))
+        out = np.empty_like(want)
+        start.wait()
+        for _ in range(30):
+            kernel(x=x, b=b, r=r, out=out)
+            if not np.array_equal(out.view(np.uint32), want.view(np.uint32)):
+                failures.append(f"thread {seed}: wrong result")
+                return
+
+    workers = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not failures
+
+
 def test_checked_calls_from_four_threads_as_the_split_choice_is_replaced(gelu: Gelu) -> None:
     """Checked calls of a `threads=2` kernel from four Python threads while a fifth replaces its
     `split_choice`, again and again, by one whose size class stays on one thread untimed (the
