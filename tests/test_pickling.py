@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import xfuse
-from xfuse.runtime.compiler import compile_bufferized, parse_ir
+from xfuse.runtime.compiler import clear_cache, compile_bufferized, parse_ir
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -41,6 +41,17 @@ def test_a_kernel_round_trips_in_process(gelu: Gelu) -> None:
     )
     assert loaded.program is kernel.program  # from the in-memory cache
     np.testing.assert_array_equal(loaded(**gelu_inputs()), kernel(**gelu_inputs()))
+
+
+def test_a_kernel_from_the_disk_cache_round_trips_in_process(gelu: Gelu) -> None:
+    """A kernel whose program came from the disk cache (another process compiled it, or this
+    one's memory forgot it) unpickles to that program: unpickling looks a program up by its
+    frontend IR, which loading it by its source remembers too. (Under `pytest -n`, another
+    worker compiling the source first made `test_a_kernel_round_trips_in_process` fail.)"""
+    xfuse.compile(gelu.shaped_source, fuse=False, threads=3)  # on disk now
+    clear_cache()
+    kernel = xfuse.compile(gelu.shaped_source, fuse=False, threads=3)
+    assert pickle.loads(pickle.dumps(kernel)).program is kernel.program
 
 
 def test_unpickling_a_kernel_again_gives_the_kernel_unpickled_before(gelu: Gelu) -> None:

@@ -745,7 +745,11 @@ def compile(
         # A new process finds the program on disk by its source: no parsing, no xDSL.
         disk_key = ("source", source_key)
         program = disk_cache.load(disk_key, target, _stages)
-        if program is None:
+        if program is not None:  # (also by its frontend IR, as unpickling looks it up)
+            assert program.frontend_ir is not None
+            names = tuple(p.name for p in program.function.outputs)
+            _remember(("ir", program.frontend_ir, names, program.options), program)
+        else:
             from xfuse.frontend.builder import FunctionBuilder
             from xfuse.frontend.language import ParsedProgram
 
