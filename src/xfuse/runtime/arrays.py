@@ -370,9 +370,13 @@ def extent(array: np.ndarray, pointer: int) -> tuple[int, int]:
     GPU's device array is contiguous: `xfuse.runtime.cuda`)."""
     if _contiguous(array):
         return pointer, pointer + array.nbytes
-    steps = [(size - 1) * stride for size, stride in zip(array.shape, array.strides, strict=True)]
-    low = pointer + sum(step for step in steps if step < 0)
-    return low, pointer + sum(step for step in steps if step > 0) + array.itemsize
+    low = high = pointer
+    for size, stride in zip(array.shape, array.strides, strict=True):
+        if stride < 0:
+            low += (size - 1) * stride
+        else:
+            high += (size - 1) * stride
+    return low, high + array.itemsize
 
 
 _SCALAR_OUT = (
