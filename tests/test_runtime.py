@@ -31,6 +31,7 @@ from xfuse.runtime.arrays import CallSignature, aligned_empty, data_pointer, key
 from xfuse.runtime.compiler import LRU_SIZE, Options, clear_cache, compile_module
 from xfuse.runtime.kernel import (
     GIL_HELD_ELEMENTS,
+    ROW_CALL_MIN_CALL_ELEMENTS,
     ROW_CALL_MIN_ELEMENTS,
     ROW_PLAN_REMEMBERED_BYTES,
     SPLIT_FIRST_BLOCK,
@@ -1389,7 +1390,22 @@ def test_strided_rows_are_read_where_they_are(source: str) -> None:
     # Arrays of the same shapes whose rows are further apart: a plan of their own.
     wider = swiglu_halves(5, ROW_CALL_MIN_ELEMENTS * 3 // 2)
     x, y = wider[:, :ROW_CALL_MIN_ELEMENTS], wider[:, 2 * ROW_CALL_MIN_ELEMENTS :]
-    same_bits(kernel(x, y), kernel(np.ascontiguousarray(x), np.ascontiguousarray(y)))
+    same_bits(kernel.prepare(x, y)(), kernel(np.ascontiguousarray(x), np.ascontiguousarray(y)))
+
+
+def test_a_small_call_copies_its_strided_rows_a_prepared_one_does_not() -> None:
+    """Under `ROW_CALL_MIN_CALL_ELEMENTS` a call copies strided inputs (copies that small cost
+    less than the rows' bookkeeping); a prepared call, which copies nothing, runs them by rows,
+    and so does a call of that many elements: a row plan each (`Kernel._row_plans`)."""
+    kernel = xfuse.compile(SWIGLU)
+    small = np.hsplit(swiglu_halves(4, ROW_CALL_MIN_ELEMENTS), 2)
+    kernel(*small)
+    assert not kernel._row_plans
+    kernel.prepare(*small)
+    assert len(kernel._row_plans) == 1
+    rows = ROW_CALL_MIN_CALL_ELEMENTS // ROW_CALL_MIN_ELEMENTS
+    kernel(*np.hsplit(swiglu_halves(rows, ROW_CALL_MIN_ELEMENTS), 2))
+    assert len(kernel._row_plans) == 2
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -1459,9 +1475,10 @@ def random_view(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def test_random_views_give_the_bits_of_contiguous_copies(gelu: Gelu) -> None:
-    """Differential: 60 random cuts of 2-d and 3-d inputs (steps, reversals, broadcasts; rows
-    read in place or copied, whichever the call takes), through a flat kernel, a shaped one with
-    a `[d]` bias and an unfused one: the bits of the same call on C-contiguous copies."""
+    """Differential: 60 random cuts of 2-d and 3-d inputs (steps, reversals, broadcasts),
+    through a flat kernel, a shaped one with a `[d]` bias and an unfused one, called and
+    prepared (rows read in place where a prepared call can; these calls are small enough that a
+    plain one copies): the bits of the same call on C-contiguous copies."""
     rng = np.random.default_rng(16)
     flat = xfuse.compile(SWIGLU)
     unfused = xfuse.compile(SWIGLU, fuse=False)
@@ -1475,15 +1492,24 @@ def test_random_views_give_the_bits_of_contiguous_copies(gelu: Gelu) -> None:
         shape = (int(rng.integers(2, 6)),) * (rank - 1) + (int(rng.integers(30, 70)),)
         x, y = random_view(rng, shape), random_view(rng, shape)
         copies = np.ascontiguousarray(x), np.ascontiguousarray(y)
-        try:
-            assert isinstance(flat.prepare(x, y).argument_lists, np.ndarray)
-            ways["rows"] += 1
-        except xfuse.ArgumentError:  # a prepared call takes no input a call copies
-            ways["copies"] += 1
-        for kernel in (flat, unfused):
-            same_bits(kernel(x, y), kernel(*copies))
         b = random_view(rng, (1, shape[-1]))[0]
-        same_bits(shaped[rank](x=x, b=b, r=y), shaped[rank](x=copies[0], b=b, r=copies[1]))
+        swiglu, swiglu_copies = {"x": x, "y": y}, {"x": copies[0], "y": copies[1]}
+        calls = [
+            (flat, swiglu, swiglu_copies),
+            (unfused, swiglu, swiglu_copies),
+            (shaped[rank], {"x": x, "b": b, "r": y}, {"x": copies[0], "b": b, "r": copies[1]}),
+        ]
+        for kernel, arguments, copied in calls:
+            want = kernel(**copied)
+            same_bits(kernel(**arguments), want)  # (small: a plain call copies them)
+            try:
+                run = kernel.prepare(**arguments)  # (a prepared one runs rows where it can)
+            except xfuse.ArgumentError:  # one it cannot: a call copies such inputs
+                ways["copies"] += kernel is flat
+                continue
+            ways["rows"] += kernel is flat
+            assert isinstance(run.argument_lists, np.ndarray) or kernel is not flat
+            same_bits(run(), want)
     assert min(ways.values()) >= 10, ways
 
 

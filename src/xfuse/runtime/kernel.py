@@ -41,7 +41,8 @@ A call on a strided input whose rows are C-contiguous (`x[:, :d]` of a wider arr
 rows one after another on this thread, or a group of them on each thread where the call splits
 (`Kernel._row_plan`, `CallPlan.row_offsets`, `CallPlan.row_groups`), streaming each where the
 call would stream and every output row starts on a line; one of short rows
-(`ROW_CALL_MIN_ELEMENTS`) copies the input instead.
+(`ROW_CALL_MIN_ELEMENTS`), or a small call but for a prepared one
+(`ROW_CALL_MIN_CALL_ELEMENTS`), copies the input instead.
 """
 
 from __future__ import annotations
@@ -198,6 +199,14 @@ them (`np.ascontiguousarray`), one call. `x * sigmoid(x) * y` on the halves of a
 float32 array, rows against copies (Intel Xeon, 2026-12-04): at 2^18 elements 1.05-1.08x the
 time for d = 16, 0.75-0.76x at 32, 0.58-0.61x at 64, 0.53-0.76x from 128 to 4096; at 2^22
 0.52-0.59x for d = 16 to 64, 0.19-0.36x from 128."""
+
+ROW_CALL_MIN_CALL_ELEMENTS = 1 << 15
+"""A call of fewer elements copies its strided inputs rather than run them by rows (a prepared
+call, which copies nothing, runs them by rows at any size): the halves of a `[t, 2d]` float32
+array, rows against the copies before (Intel Xeon, 2026-12-04, three alternating pairs): 2^10
+elements 44.7-45.8 against 33.2-36.1 us, 2^14 49.8-51.4 against 43.3-45.5, 2^15 55.6-60.0
+against 54.7-57.5, 2^16 67.5-71.0 against 197.7-220.0 (a copy of 256 KiB is a new mapping,
+its pages faulted in on every call)."""
 
 ROW_PLAN_REMEMBERED_BYTES = 1 << 20
 """A row plan whose words take more memory than this (some 10,000 rows and up) is made for
@@ -2024,7 +2033,8 @@ class Kernel(CompiledProgram):
             self._remember_flat_run(shape, input_shapes, plan)
         outputs = bind_outputs(self.function.outputs, out, plan.output_shapes, plan.new_array)
         if not contiguous:
-            row_plan = self._row_plan(plan, arrays, outputs, shape)
+            small = not prepared and plan.elements < ROW_CALL_MIN_CALL_ELEMENTS
+            row_plan = None if small else self._row_plan(plan, arrays, outputs, shape)
             if row_plan is None:
                 arrays = [
                     contiguous_input(p, array, copy_allowed=not prepared)
