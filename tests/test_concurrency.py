@@ -83,12 +83,17 @@ def test_one_kernel_from_four_threads_at_once(
                 failures.append(f"thread {seed}: wrong result")
                 return
 
+    in_four_threads(work)
+    assert not failures
+
+
+def in_four_threads(work: Callable[[int], None]) -> None:
+    """Run `work(0)` to `work(3)` on four threads at once and wait for them."""
     threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert not failures
 
 
 @pytest.mark.parametrize(("fuse", "threads"), [(True, 1), (False, 1), (True, 2), (False, 2)])
@@ -115,11 +120,7 @@ def test_strided_rows_from_four_threads_at_once(fuse: bool, threads: int, gelu: 
                 failures.append(f"thread {seed}: wrong result")
                 return
 
-    workers = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
+    in_four_threads(work)
     assert not failures
 
 
