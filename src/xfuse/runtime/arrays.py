@@ -342,7 +342,7 @@ def contiguous_input(parameter: Parameter, value: np.ndarray, copy_allowed: bool
             "array's later contents; pass a C-contiguous array (np.ascontiguousarray(...)) and "
             "update that one between runs"
         )
-    return np.ascontiguousarray(value)  # documented: strided inputs are copied
+    return np.ascontiguousarray(value)  # documented: inputs not run by rows are copied
 
 
 def row_axes(array: np.ndarray) -> int | None:
@@ -362,12 +362,12 @@ def row_axes(array: np.ndarray) -> int | None:
 
 
 def _contiguous(array: np.ndarray) -> bool:
+    """C-contiguous, as a GPU's device array is (`xfuse.runtime.cuda`)."""
     return not isinstance(array, np.ndarray) or array.flags.c_contiguous
 
 
 def extent(array: np.ndarray, pointer: int) -> tuple[int, int]:
-    """The bytes `array` (at `pointer`) spans: from its lowest to past its highest element (a
-    GPU's device array is contiguous: `xfuse.runtime.cuda`)."""
+    """The bytes `array` (at `pointer`) spans: from its lowest to past its highest element."""
     if _contiguous(array):
         return pointer, pointer + array.nbytes
     low = high = pointer
