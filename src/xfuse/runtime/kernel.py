@@ -198,15 +198,16 @@ native call per row on the arrays as they are (`Kernel._row_plan`); one of short
 them (`np.ascontiguousarray`), one call. `x * sigmoid(x) * y` on the halves of a `[t, 2d]`
 float32 array, rows against copies (Intel Xeon, 2026-12-04): at 2^18 elements 1.05-1.08x the
 time for d = 16, 0.75-0.76x at 32, 0.58-0.61x at 64, 0.53-0.76x from 128 to 4096; at 2^22
-0.52-0.59x for d = 16 to 64, 0.19-0.36x from 128."""
+0.52-0.59x for d = 16 to 64 (but one run of d = 32, 1.54x, in a slow spell of the host),
+0.19-0.36x from 128."""
 
 ROW_CALL_MIN_CALL_ELEMENTS = 1 << 15
 """A call of fewer elements copies its strided inputs rather than run them by rows (a prepared
 call, which copies nothing, runs them by rows at any size): the halves of a `[t, 2d]` float32
 array, rows against the copies before (Intel Xeon, 2026-12-04, three alternating pairs): 2^10
 elements 44.7-45.8 against 33.2-36.1 us, 2^14 49.8-51.4 against 43.3-45.5, 2^15 55.6-60.0
-against 54.7-57.5, 2^16 67.5-71.0 against 197.7-220.0 (a copy of 256 KiB is a new mapping,
-its pages faulted in on every call)."""
+against 54.7-57.5, 2^16 67.5-71.0 against 197.7-220.0 (the copies of 256 KiB took 96 page
+faults a call, those of 64 KiB none)."""
 
 ROW_PLAN_REMEMBERED_BYTES = 1 << 20
 """A row plan whose words take more memory than this (some 10,000 rows and up) is made for
