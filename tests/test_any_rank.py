@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 import xfuse
+from xfuse.codegen.native import host_cpu
+from xfuse.runtime.arrays import aligned_empty
 
 SHAPES = [(), (5,), (2, 3), (2, 3, 4), (2, 1, 3, 2)]
 
@@ -50,6 +52,38 @@ def test_calls_after_the_first_of_a_shape_skip_the_full_checks(
     assert len(full_checks) == 1
     with pytest.raises(xfuse.ArgumentError, match=r"expected shape"):
         kernel(x=x, y=y, out=np.empty(x.size, np.float32))  # as many elements, flat
+
+
+def test_a_streaming_call_on_n_d_inputs_skips_the_full_checks_and_streams(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call large enough to stream (`HostCpu.streaming_bytes`) on N-d inputs of a flat kernel
+    finds its plan by their shapes too, and streams as a 1-d call does: the head before the
+    output's first line with normal stores, the rest with the streaming twin. It took the full
+    checks every time (SwiGLU on [64, 8192] float32: 284.8 us a call, 241.4 flat)."""
+    kernel = xfuse.compile("out = x * sigmoid(x) * y;")
+    rows = 4
+    shape = (rows, (host_cpu().streaming_bytes // 12 // rows + 16) // 16 * 16)
+    x, y = (np.random.default_rng(i).standard_normal(shape, dtype=np.float32) for i in (1, 2))
+    want = xfuse.compile("out = x * sigmoid(x) * y;", streaming=False)(x=x, y=y)
+    full_checks, streaming = [], []
+    check, run_slices = kernel._check, kernel._run_slices
+    monkeypatch.setattr(
+        kernel, "_check", lambda *args, **kwargs: full_checks.append(1) or check(*args, **kwargs)
+    )
+    monkeypatch.setattr(
+        kernel, "_run_slices", lambda *args: streaming.append(args[-1]) or run_slices(*args)
+    )
+    storage = aligned_empty((x.size + 16,), np.dtype(np.float32))
+    for head in (0, 3, 0):  # elements before the output's first line
+        out = storage[head : head + x.size].reshape(shape)
+        assert kernel(x, y, out=out) is out
+        np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+        got = kernel(x, y)
+        assert got.shape == shape
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert len(full_checks) == 1
+    assert streaming == [True] * 6
 
 
 def test_several_outputs_keep_the_shape() -> None:
