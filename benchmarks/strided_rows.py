@@ -7,7 +7,8 @@ An LLM's MLP often computes its gate and up projections as one matmul, `[t, 2d]`
 kernel runs such inputs one native call per row on the array itself
 (`xfuse.runtime.kernel.Kernel._row_plan`); before, a call copied each one
 (`np.ascontiguousarray`). Per dtype (float32, bfloat16), the median time of a checked call with
-`out=` in each of `--rounds` rounds (`interleaved_medians`), and its least:
+`out=` in each of `--rounds` rounds (`interleaved_medians`), and its least (in us where the
+contiguous call takes under a ms, else in ms):
 - on the halves (rows read where they are), `out=` starting on a 64-byte line (every output
   row then does: the rows stream), then `out=` from `np.empty` (16 bytes past one: normal
   stores), then the first with a `threads=2` kernel (its split choice settled in the warm-up);
@@ -68,16 +69,17 @@ def table(dtype: np.dtype, rows: int, d: int, rounds: int, repeat: int) -> None:
         split(gate, up, out=out)
     medians = interleaved_medians(list(runs.values()), rounds, repeat, warmup=1)
     reference = min(medians[4])
+    unit, scale = ("us", 1e6) if reference < 1e-3 else ("ms", 1e3)
     print(
         f"\n{dtype.name} [{rows}, {d}] halves of [{rows}, {2 * d}], checked calls "
-        "with out= (ms; the least and every round's median)"
+        f"with out= ({unit}; the least and every round's median)"
     )
     print("| call | least | round medians | over the contiguous call |")
     print("|---|---:|---|---:|")
     for label, times in zip(runs, medians, strict=True):
-        listed = " ".join(f"{t * 1e3:.2f}" for t in times)
+        listed = " ".join(f"{t * scale:.2f}" for t in times)
         ratio = min(times) / reference
-        print(f"| {label} | {min(times) * 1e3:.2f} | {listed} | {ratio:.2f}x |")
+        print(f"| {label} | {min(times) * scale:.2f} | {listed} | {ratio:.2f}x |")
 
 
 def main() -> None:

@@ -31,7 +31,6 @@ from xfuse.runtime.arrays import CallSignature, aligned_empty, data_pointer, key
 from xfuse.runtime.compiler import LRU_SIZE, Options, clear_cache, compile_module
 from xfuse.runtime.kernel import (
     GIL_HELD_ELEMENTS,
-    ROW_CALL_MIN_CALL_ELEMENTS,
     ROW_CALL_MIN_ELEMENTS,
     ROW_PLAN_REMEMBERED_BYTES,
     SPLIT_FIRST_BLOCK,
@@ -1393,19 +1392,47 @@ def test_strided_rows_are_read_where_they_are(source: str) -> None:
     same_bits(kernel.prepare(x, y)(), kernel(np.ascontiguousarray(x), np.ascontiguousarray(y)))
 
 
-def test_a_small_call_copies_its_strided_rows_a_prepared_one_does_not() -> None:
-    """Under `ROW_CALL_MIN_CALL_ELEMENTS` a call copies strided inputs (copies that small cost
-    less than the rows' bookkeeping); a prepared call, which copies nothing, runs them by rows,
-    and so does a call of that many elements: a row plan each (`Kernel._row_plans`)."""
-    kernel = xfuse.compile(SWIGLU)
-    small = np.hsplit(swiglu_halves(4, ROW_CALL_MIN_ELEMENTS), 2)
-    kernel(*small)
-    assert not kernel._row_plans
-    kernel.prepare(*small)
-    assert len(kernel._row_plans) == 1
-    rows = ROW_CALL_MIN_CALL_ELEMENTS // ROW_CALL_MIN_ELEMENTS
-    kernel(*np.hsplit(swiglu_halves(rows, ROW_CALL_MIN_ELEMENTS), 2))
-    assert len(kernel._row_plans) == 2
+@pytest.mark.parametrize(
+    ("source", "threads"),
+    [(SWIGLU, 1), ("input x[t, d], y[t, d];" + SWIGLU, 1), (SWIGLU, 2)],
+    ids=["flat", "shaped", "two-threads"],
+)
+def test_a_repeated_call_on_strided_rows_skips_the_full_checks(
+    source: str, threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call on strided inputs of shapes and strides a checked call has run by rows finds its
+    row plan by them (`Kernel._quick_row_call`): only the first call with outputs on lines
+    and the first off them take the full checks, however small the call. Calls it cannot
+    take that way take them: a misaligned input (copied), an `out` that overlaps an input
+    (the input copied first), a wrong `out` (its error). The bits of contiguous inputs."""
+    kernel = xfuse.compile(source, threads=threads)
+    d = ROW_CALL_MIN_ELEMENTS * 2
+    both = swiglu_halves(64, d)
+    x, y = both[:, :d], both[:, d:]
+    want = kernel(np.ascontiguousarray(x), np.ascontiguousarray(y))
+    full_checks = []
+    check = kernel._check
+    monkeypatch.setattr(kernel, "_check", lambda *args: full_checks.append(1) or check(*args))
+    storage = aligned_empty((x.size + 16,), np.dtype(np.float32))
+    on_lines, off_lines = (storage[at : at + x.size].reshape(x.shape) for at in (0, 1))
+    for out in (on_lines, off_lines, None):
+        for _ in range(3):
+            result = kernel(x, y, out=out)
+            assert out is None or result is out
+            same_bits(result, want)
+    assert len(full_checks) == 2
+    raw = np.zeros(both.nbytes + 4, np.uint8)[1:-3].view(np.float32).reshape(both.shape)
+    raw[:] = both
+    misaligned = raw[:, :d]
+    assert misaligned.strides == x.strides and not misaligned.flags.aligned
+    same_bits(kernel(misaligned, y, out=on_lines), want)
+    # The out buffer's rows are the first rows of `both`: y's halves among them.
+    overlapping = both.reshape(-1)[: x.size].reshape(x.shape)
+    kernel(x, y, out=overlapping)
+    same_bits(overlapping, want)
+    assert len(full_checks) == 4
+    with pytest.raises(xfuse.ArgumentError, match="out 'out': expected dtype float32"):
+        kernel(x, y, out=on_lines.astype(np.float64))
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -1476,9 +1503,9 @@ def random_view(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 def test_random_views_give_the_bits_of_contiguous_copies(gelu: Gelu) -> None:
     """Differential: 60 random cuts of 2-d and 3-d inputs (steps, reversals, broadcasts),
-    through a flat kernel, a shaped one with a `[d]` bias and an unfused one, called and
-    prepared (rows read in place where a prepared call can; these calls are small enough that a
-    plain one copies): the bits of the same call on C-contiguous copies."""
+    through a flat kernel, a shaped one with a `[d]` bias and an unfused one, called twice (the
+    second skips the full checks where the first ran rows) and prepared (rows read in place
+    where it can): the bits of the same call on C-contiguous copies."""
     rng = np.random.default_rng(16)
     flat = xfuse.compile(SWIGLU)
     unfused = xfuse.compile(SWIGLU, fuse=False)
@@ -1501,7 +1528,8 @@ def test_random_views_give_the_bits_of_contiguous_copies(gelu: Gelu) -> None:
         ]
         for kernel, arguments, copied in calls:
             want = kernel(**copied)
-            same_bits(kernel(**arguments), want)  # (small: a plain call copies them)
+            for _ in range(2):
+                same_bits(kernel(**arguments), want)
             try:
                 run = kernel.prepare(**arguments)  # (a prepared one runs rows where it can)
             except xfuse.ArgumentError:  # one it cannot: a call copies such inputs

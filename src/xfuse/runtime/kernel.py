@@ -41,8 +41,8 @@ A call on a strided input whose rows are C-contiguous (`x[:, :d]` of a wider arr
 rows one after another on this thread, or a group of them on each thread where the call splits
 (`Kernel._row_plan`, `CallPlan.row_offsets`, `CallPlan.row_groups`), streaming each where the
 call would stream and every output row starts on a line; one of short rows
-(`ROW_CALL_MIN_ELEMENTS`), or a small call but for a prepared one
-(`ROW_CALL_MIN_CALL_ELEMENTS`), copies the input instead.
+(`ROW_CALL_MIN_ELEMENTS`) copies the input instead. A repeated call on inputs of the same
+shapes and strides skips the full checks (`Kernel._quick_row_call`).
 """
 
 from __future__ import annotations
@@ -200,14 +200,6 @@ float32 array, rows against copies (Intel Xeon, 2026-12-04): at 2^18 elements 1.
 time for d = 16, 0.75-0.76x at 32, 0.58-0.61x at 64, 0.53-0.76x from 128 to 4096; at 2^22
 0.52-0.59x for d = 16 to 64 (but one run of d = 32, 1.54x, in a slow spell of the host),
 0.19-0.36x from 128."""
-
-ROW_CALL_MIN_CALL_ELEMENTS = 1 << 15
-"""A call of fewer elements copies its strided inputs rather than run them by rows (a prepared
-call, which copies nothing, runs them by rows at any size): the halves of a `[t, 2d]` float32
-array, rows against the copies before (Intel Xeon, 2026-12-04, three alternating pairs): 2^10
-elements 44.7-45.8 against 33.2-36.1 us, 2^14 49.8-51.4 against 43.3-45.5, 2^15 55.6-60.0
-against 54.7-57.5, 2^16 67.5-71.0 against 197.7-220.0 (the copies of 256 KiB took 96 page
-faults a call, those of 64 KiB none)."""
 
 ROW_PLAN_REMEMBERED_BYTES = 1 << 20
 """A row plan whose words take more memory than this (some 10,000 rows and up) is made for
@@ -654,11 +646,9 @@ def make_plan(
         one_thread=make_plan(function, input_shapes, 1)
         if len(chunks) > 1 and streaming_split is None
         else None,
-        new_array=functools.partial(
-            aligned_empty, alignment=4096, offset=STREAMING_OUTPUT_PAGE_OFFSET
-        )
+        new_array=functools.partial(new_output, alignment=4096, offset=STREAMING_OUTPUT_PAGE_OFFSET)
         if streams
-        else np.empty,
+        else new_output,
     )
 
 
@@ -680,6 +670,22 @@ def streaming_sizes(function: NativeFunction, output_shapes: Sequence[tuple[int,
 RowKey = tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...], bool]
 """What a row plan depends on (`Kernel._row_plan`): the inputs' shapes and strides, and
 whether every output starts on a `STREAMING_ALIGNMENT` line."""
+
+RowCallKey = tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]
+"""The inputs' shapes and strides: what a `RowCall` is found by (`RowKey` without the
+outputs' lines)."""
+
+
+@dataclass(frozen=True)
+class RowCall:
+    """What a repeated call on strided inputs of one `RowCallKey` needs besides its row plan
+    (`Kernel._quick_row_call`): its results' shapes, how it makes new outputs, and the bytes
+    each input spans from its data pointer (`extent`), for the overlap check."""
+
+    result_shapes: tuple[tuple[int, ...], ...]
+    new_array: NewArray
+    extents: tuple[tuple[int, int], ...]
+
 
 QuickCall = Callable[["Kernel", Sequence[Any], Any], Any]
 """`quick_call`'s function: (kernel, inputs, out) -> the results, or None."""
@@ -1873,6 +1879,10 @@ class Kernel(CompiledProgram):
         """Call plans by input shapes: a repeated call skips binding the shapes."""
         self._row_plans: dict[RowKey, tuple[CallPlan | None]] = {}
         """Row plans (`_row_plan`; None: the inputs are copied) by `RowKey`."""
+        self._row_calls: dict[RowCallKey, RowCall] = {}
+        """The calls by rows that skip the full checks once made (`_quick_row_call`)."""
+        self._input_dtypes = tuple(numpy_dtype(p.dtype) for p in self.function.inputs)
+        self._output_dtypes = tuple(numpy_dtype(p.dtype) for p in self.function.outputs)
         self._workspaces = WorkspacePool()
         self._new_locks()
         self.workers = SHARED_SLICE_WORKERS.grow(threads - 1)
@@ -1918,6 +1928,8 @@ class Kernel(CompiledProgram):
         inputs = self.call_signature.ordered(args, kwargs)
         if inputs is not None:
             results = self._quick_call(self, inputs, out)
+            if results is None and self._row_calls:
+                results = self._quick_row_call(inputs, out)
             if results is not None:
                 return results
         if dask_arrays.has_dask_arrays(args, kwargs):
@@ -2039,8 +2051,7 @@ class Kernel(CompiledProgram):
             self._remember_flat_run(shape, input_shapes, plan)
         outputs = bind_outputs(self.function.outputs, out, plan.output_shapes, plan.new_array)
         if not contiguous:
-            small = not prepared and plan.elements < ROW_CALL_MIN_CALL_ELEMENTS
-            row_plan = None if small else self._row_plan(plan, arrays, outputs, shape)
+            row_plan = self._row_plan(plan, arrays, outputs, shape)
             if row_plan is None:
                 arrays = [
                     contiguous_input(p, array, copy_allowed=not prepared)
@@ -2097,11 +2108,75 @@ class Kernel(CompiledProgram):
         row_plan = self._new_row_plan(plan, inputs, outputs, flat_shape, on_lines)
         if row_plan is not None and row_plan.row_offsets.nbytes > ROW_PLAN_REMEMBERED_BYTES:
             return row_plan  # (a call of that many rows takes far longer than making it)
+        row_call = None if row_plan is None else self._row_call(plan, inputs, flat_shape)
         with self._planning:
             if len(self._row_plans) >= PLAN_CACHE_SIZE:
                 self._row_plans.clear()
+                self._row_calls.clear()
             self._row_plans[key] = (row_plan,)
+            if row_call is not None:
+                self._row_calls[key[:2]] = row_call
         return row_plan
+
+    @staticmethod
+    def _row_call(
+        plan: CallPlan, inputs: Sequence[np.ndarray], flat_shape: tuple[int, ...] | None
+    ) -> RowCall:
+        """What a repeated call on inputs of these shapes and strides needs besides its row
+        plan (`_quick_row_call`); `plan` is the call's plan before rows (on the flat shape
+        where `flat_shape`)."""
+        outputs = len(plan.output_shapes)
+        result_shapes = plan.output_shapes if flat_shape is None else (flat_shape,) * outputs
+        extents = tuple(extent(given, 0) for given in inputs)
+        return RowCall(result_shapes, plan.new_array, extents)
+
+    def _quick_row_call(self, inputs: Sequence[Any], out: Any) -> Any:
+        """A call on strided inputs (run by rows: `_row_plan`) of shapes and strides that a
+        checked call has run before, with the checks that depend on the arrays themselves:
+        numpy arrays of their dtypes (numpy's own objects), aligned; `out` None or (one
+        output) a C-contiguous aligned writable array of the results' shape and dtype that
+        overlaps no input. Runs it and returns its results; for any other call (or where the
+        row plan is no longer remembered) None, running nothing: the full checks take it.
+        With the full checks a call on the float32 halves of `[8, 28672]` took 79-83 us, now
+        48-53 (contiguous arrays 37-39; docs/calling-kernels.md)."""
+        for given, dtype in zip(inputs, self._input_dtypes, strict=True):
+            if type(given) is not np.ndarray or given.dtype is not dtype:
+                return None
+            if not given.flags.aligned:
+                return None
+        shapes = tuple(given.shape for given in inputs)
+        strides = tuple(given.strides for given in inputs)
+        call = self._row_calls.get((shapes, strides))
+        if call is None:
+            return None
+        if out is None:
+            outputs = tuple(
+                call.new_array(shape, dtype)
+                for shape, dtype in zip(call.result_shapes, self._output_dtypes, strict=True)
+            )
+        elif (
+            len(call.result_shapes) == 1
+            and type(out) is np.ndarray
+            and out.dtype is self._output_dtypes[0]
+            and out.shape == call.result_shapes[0]
+            and out.flags.carray
+        ):
+            outputs = (out,)
+        else:
+            return None
+        input_pointers = [data_pointer(given) for given in inputs]
+        output_pointers = [data_pointer(output) for output in outputs]
+        if out is not None:
+            start, end = output_pointers[0], output_pointers[0] + out.nbytes
+            for pointer, (low, high) in zip(input_pointers, call.extents, strict=True):
+                if pointer + low < end and start < pointer + high:
+                    return None  # an in-place call, or an error to report
+        on_lines = not any(pointer % STREAMING_ALIGNMENT for pointer in output_pointers)
+        remembered = self._row_plans.get((shapes, strides, on_lines))
+        if remembered is None or remembered[0] is None:
+            return None
+        self.run_plan(remembered[0], [*input_pointers, *output_pointers])
+        return outputs[0] if len(outputs) == 1 else outputs
 
     def _new_row_plan(
         self,
