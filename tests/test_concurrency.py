@@ -27,6 +27,7 @@ import pytest
 import xfuse
 from xfuse.runtime import compiler as compiler_module
 from xfuse.runtime import kernel as kernel_module
+from xfuse.runtime.arrays import data_pointer
 from xfuse.runtime.compiler import clear_cache
 from xfuse.runtime.kernel import (
     SHARED_SLICE_WORKERS,
@@ -36,6 +37,7 @@ from xfuse.runtime.kernel import (
     SplitChoice,
     SplitTimes,
 )
+from xfuse.runtime.output_pool import OUTPUT_POOL, POOL_MIN_BYTES
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -272,6 +274,7 @@ def test_a_child_forked_while_other_threads_hold_xfuse_locks_does_not_hang() -> 
         with (
             kernel._planning,
             kernel._workspaces._lock,
+            OUTPUT_POOL._lock,
             compiler_module.collector_paused(),
         ):
             holding.set()
@@ -285,9 +288,11 @@ def test_a_child_forked_while_other_threads_hold_xfuse_locks_does_not_hang() -> 
         def check() -> bool:
             longer = np.arange(9, dtype=np.float32)  # a new shape: a new plan
             new = xfuse.compile("out = x - 1;")
+            large = np.ones(POOL_MIN_BYTES // 4, np.float32)  # a pooled output
             return (
                 np.array_equal(kernel(x=longer), 3 * longer)
                 and np.array_equal(new(x=x), x - 1)
+                and np.array_equal(new(x=large), large - 1)
                 and gc.isenabled()
             )
 
@@ -528,3 +533,25 @@ def test_dropped_kernels_free_their_engines() -> None:
 @pytest.mark.slow
 def test_three_hundred_dropped_kernels_free_their_engines() -> None:
     check_dropped_kernels_free_their_engines(300)
+
+
+def test_a_forked_childs_writes_to_a_pooled_output_stay_its_own() -> None:
+    """A pooled output's block is private memory (`MAP_PRIVATE`): a child forked while the
+    parent holds the output, and one forked after it let it go (a free block), write their
+    copies, never the parent's pages."""
+    kernel = xfuse.compile("out = x - 1;")
+    large = np.ones(POOL_MIN_BYTES // 4, np.float32)
+    kept, let_go = kernel(x=large), kernel(x=large)
+    free_block = data_pointer(let_go)
+    del let_go
+    assert OUTPUT_POOL.free_bytes >= POOL_MIN_BYTES
+
+    def check() -> bool:
+        kept[:] = 7
+        new = kernel(x=large * 9)
+        return bool(np.all(new == 8)) and data_pointer(new) != free_block
+
+    assert_a_forked_child_passes(check)
+    assert not np.any(kept)
+    again = kernel(x=large)
+    assert not np.any(again) and not np.any(kept)

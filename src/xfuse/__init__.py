@@ -20,6 +20,7 @@ the compile cache's key does, costs nothing."""
 _EXPORTS: dict[str, str] = {
     "compile": "xfuse.runtime.compiler",
     "clear_cache": "xfuse.runtime.compiler",
+    "release_output_memory": "xfuse.runtime.output_pool",
     "Kernel": "xfuse.runtime.kernel",
     "ArgumentError": "xfuse.runtime.arrays",
     "ArgumentTypeError": "xfuse.runtime.arrays",

@@ -102,6 +102,7 @@ from xfuse.runtime.arrays import (
     read_data_field,
     row_axes,
 )
+from xfuse.runtime.output_pool import output_maker
 from xfuse.transforms import packed_entry_name, workspace_size_function
 
 MIN_ELEMENTS_PER_THREAD = 1 << 15
@@ -442,9 +443,9 @@ class CallPlan:
     """Where this plan has several slices: the same call planned for one thread (one slice, or a
     streaming call's head and one rest), what runs where the call does not split."""
     new_array: NewArray = field(default=np.empty, compare=False)
-    """Makes the call's new outputs: for a call that streams, on `STREAMING_ALIGNMENT`
-    boundaries (where a loop nest's outputs must start to stream, and a flat loop then has no
-    head)."""
+    """Makes the call's new outputs (large ones in reused memory: `output_maker`): for a call
+    that streams, on `STREAMING_ALIGNMENT` boundaries (where a loop nest's outputs must start
+    to stream, and a flat loop then has no head)."""
     row_offsets: np.ndarray | None = field(default=None, compare=False, hash=False)
     """A row plan (`Kernel._row_plan`): one native call per row of the arrays, each the one
     slice of `templates` plus this int64 array's row (the byte offset of that row of each
@@ -646,9 +647,14 @@ def make_plan(
         one_thread=make_plan(function, input_shapes, 1)
         if len(chunks) > 1 and streaming_split is None
         else None,
-        new_array=functools.partial(new_output, alignment=4096, offset=STREAMING_OUTPUT_PAGE_OFFSET)
-        if streams
-        else new_output,
+        new_array=output_maker(
+            max(
+                numpy_dtype(p.dtype).itemsize * math.prod(shape)
+                for p, shape in zip(function.outputs, output_shapes, strict=True)
+            ),
+            alignment=4096 if streams else 0,
+            offset=STREAMING_OUTPUT_PAGE_OFFSET if streams else 0,
+        ),
     )
 
 
