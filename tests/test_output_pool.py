@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import xfuse
-from xfuse.runtime import output_pool
+from xfuse.runtime import cache_files
 from xfuse.runtime.arrays import data_pointer
 from xfuse.runtime.kernel import STREAMING_OUTPUT_PAGE_OFFSET
 from xfuse.runtime.output_pool import (
@@ -144,8 +144,12 @@ def test_a_limit_that_is_no_size_warns_and_keeps_the_default(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("XFUSE_OUTPUT_POOL_BYTES", "lots")
-    output_pool.warn_once.cache_clear()
-    with pytest.warns(RuntimeWarning, match="XFUSE_OUTPUT_POOL_BYTES='lots' is no size"):
+    cache_files.warn_once.cache_clear()
+    with pytest.warns(
+        RuntimeWarning,
+        match=r"^xfuse: XFUSE_OUTPUT_POOL_BYTES='lots' is no size \(.*: 256M, 1GiB; 0 turns it "
+        r"off\); the output pool keeps its default limit, 536,870,912 bytes$",
+    ):
         assert pool_limit() == DEFAULT_POOL_BYTES
     monkeypatch.setenv("XFUSE_OUTPUT_POOL_BYTES", "1GiB")
     assert pool_limit() == 1 << 30

@@ -146,20 +146,34 @@ def parse_size(text: str) -> int | None:
     return None if size == 0 and (whole + fraction).strip("0") else size
 
 
-def max_bytes() -> int | None:
-    """The cache's size limit: `XFUSE_CACHE_MAX_BYTES` (None where it is 0: no limit), else
-    `DEFAULT_MAX_BYTES`; a value that is no size warns once and leaves the default."""
-    value = os.environ.get("XFUSE_CACHE_MAX_BYTES", "")
+def size_setting(variable: str, default: int, examples: str, zero: str, owner: str) -> int:
+    """The size the environment `variable` names (`parse_size`: `examples` show it; 0 does
+    what `zero` says), else `default`; a value that is no size warns once, saying that
+    `owner` keeps its default limit, and gives `default`."""
+    value = os.environ.get(variable, "")
     if not value.strip():
-        return DEFAULT_MAX_BYTES
+        return default
     size = parse_size(value)
     if size is None:
         warn_once(
-            f"xfuse: XFUSE_CACHE_MAX_BYTES={value!r} is no size (a number of bytes, with k, M, "
-            "G, T or Ki, Mi, Gi, Ti after it if wanted: 500M, 2GiB; 0 for no limit); the "
-            f"compile cache keeps its default limit, {DEFAULT_MAX_BYTES:,} bytes",
+            f"xfuse: {variable}={value!r} is no size (a number of bytes, with k, M, G, T or "
+            f"Ki, Mi, Gi, Ti after it if wanted: {examples}; 0 {zero}); {owner} keeps its "
+            f"default limit, {default:,} bytes",
         )
-        return DEFAULT_MAX_BYTES
+        return default
+    return size
+
+
+def max_bytes() -> int | None:
+    """The cache's size limit: `XFUSE_CACHE_MAX_BYTES` (None where it is 0: no limit), else
+    `DEFAULT_MAX_BYTES`; a value that is no size warns once and leaves the default."""
+    size = size_setting(
+        "XFUSE_CACHE_MAX_BYTES",
+        DEFAULT_MAX_BYTES,
+        "500M, 2GiB",
+        "for no limit",
+        "the compile cache",
+    )
     return size or None
 
 

@@ -27,7 +27,7 @@ import weakref
 import numpy as np
 
 from xfuse.runtime.arrays import NewArray, aligned_empty
-from xfuse.runtime.cache_files import parse_size, warn_once
+from xfuse.runtime.cache_files import size_setting
 
 POOL_MIN_BYTES = 32 << 20
 """From this size on, a new output is a pooled block's (below it, `np.empty`'s memory is the C
@@ -46,18 +46,13 @@ def pool_limit() -> int:
     """The bytes of free blocks the pool keeps: `XFUSE_OUTPUT_POOL_BYTES` (a size as
     `XFUSE_CACHE_MAX_BYTES` takes it: 256M, 1GiB; 0 turns the pool off), else
     `DEFAULT_POOL_BYTES`; a value that is no size warns once and leaves the default."""
-    value = os.environ.get("XFUSE_OUTPUT_POOL_BYTES", "")
-    if not value.strip():
-        return DEFAULT_POOL_BYTES
-    size = parse_size(value)
-    if size is None:
-        warn_once(
-            f"xfuse: XFUSE_OUTPUT_POOL_BYTES={value!r} is no size (a number of bytes, with k, "
-            "M, G, T or Ki, Mi, Gi, Ti after it if wanted: 256M, 1GiB; 0 turns the pool off); "
-            f"the output pool keeps its default limit, {DEFAULT_POOL_BYTES:,} bytes",
-        )
-        return DEFAULT_POOL_BYTES
-    return size
+    return size_setting(
+        "XFUSE_OUTPUT_POOL_BYTES",
+        DEFAULT_POOL_BYTES,
+        "256M, 1GiB",
+        "turns it off",
+        "the output pool",
+    )
 
 
 class OutputPool:
