@@ -1335,7 +1335,8 @@ def test_large_2d_calls_stream_whole_rows_with_the_same_bits(
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_2d_calls_off_whole_lines_keep_normal_stores(dtype: str, gelu: Gelu) -> None:
     """Output rows that do not all start on a cache line, in a misaligned output or as rows
-    of part of a line, run with normal stores: one call, the same bits."""
+    of part of a line, run with normal stores in a prepared call: one call, the same bits (a
+    plain call into the misaligned output runs `ShiftedRows`, below)."""
     kernel = llm_gelu(gelu, dtype)
     normal = llm_gelu(gelu, dtype, streaming=False)
     line = 64 // np.dtype(dtype).itemsize
@@ -1347,6 +1348,66 @@ def test_2d_calls_off_whole_lines_keep_normal_stores(dtype: str, gelu: Gelu) -> 
         assert len(run.argument_lists) == 1
         same_bits(run(), normal(x=x, b=b, r=r))
     assert len(kernel.prepare(x=x[:8], b=b, r=r[:8]).argument_lists) == 1  # in the cache
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_a_loop_nest_into_outputs_off_a_line_streams_shifted_rows(
+    dtype: str, threads: int, gelu: Gelu, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop nest's call whose outputs start some elements before a line (an `out=` from
+    `np.empty`) runs as `ShiftedRows`: the first row's head, then rows shifted onto the lines
+    (streaming) with the `[d]` bias rotated, then the last row's end. The same bits as normal
+    stores, in place too, and the bias read as it is at each call."""
+    kernel = llm_gelu(gelu, dtype, threads=threads)
+    normal = llm_gelu(gelu, dtype, streaming=False)
+    x, b, r = llm_arrays(dtype, 1024)
+    streaming = []
+    run_slices = kernel._run_slices
+    monkeypatch.setattr(
+        kernel, "_run_slices", lambda *args: streaming.append(args[-1]) or run_slices(*args)
+    )
+    line = 64 // x.dtype.itemsize
+    storage = aligned_empty((x.size + line,), x.dtype)
+    for head in (line - 1, 1, line // 2):
+        out = storage[line - head : line - head + x.size].reshape(x.shape)
+        streaming.clear()
+        assert kernel(x=x, b=b, r=r, out=out) is out
+        same_bits(out, normal(x=x, b=b, r=r))
+        assert streaming == [False, True, False], head  # the head, the middle, the end
+        b[::7] = -b[::7]  # the next call reads the bias anew
+    in_place = storage[1 : 1 + x.size].reshape(x.shape)
+    in_place[:] = x
+    kernel(x=in_place, b=b, r=r, out=in_place)
+    same_bits(in_place, normal(x=x, b=b, r=r))
+
+
+@pytest.mark.parametrize(
+    ("source", "shifts"),
+    [
+        ("input x[t, d], b[1, d], r[t, d];", True),  # a bias with a leading 1
+        ("input x[t, d], b[t, 1], r[t, d];", False),  # a column: not rotated rows
+        ("input x[a, t, d], b[d], r[a, t, d];", False),  # 3-d: rows less one off the lines
+    ],
+    ids=["leading-one", "column", "3-d"],
+)
+def test_shifted_rows_of_other_nests(source: str, shifts: bool, gelu: Gelu) -> None:
+    """Other nests off a line: shifted rows where the inputs are rows, a bias, one element
+    and the middle part's rows are whole lines; else normal stores. The same bits either way."""
+    kernel = xfuse.compile(source + gelu.source)
+    normal = xfuse.compile(source + gelu.source, streaming=False)
+    x, bias, r = llm_arrays("float32", 1024)
+    x, r = np.vstack([x, x[:32]]), np.vstack([r, r[:32]])
+    x, r = x[: len(x) // 32 * 32], r[: len(x) // 32 * 32]  # 3-d: rows of whole lines
+    b = x[:, :1].copy() if "b[t, 1]" in source else bias[None, :] if "b[1" in source else bias
+    if "a, t" in source:
+        x, r = (array.reshape(2, -1, 1024) for array in (x, r))
+    storage = aligned_empty((x.size + 16,), x.dtype)
+    out = storage[3 : 3 + x.size].reshape(x.shape)
+    kernel(x=x, b=b, r=r, out=out)
+    same_bits(out, normal(x=x, b=b, r=r))
+    ((head, shifted),) = next(iter(kernel._plans.values())).shifts.items()
+    assert head == 16 - 3 and (shifted is not None) == shifts
 
 
 def test_strided_input_is_copied() -> None:
