@@ -1334,18 +1334,16 @@ def test_large_2d_calls_stream_whole_rows_with_the_same_bits(
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_2d_calls_off_whole_lines_keep_normal_stores(dtype: str, gelu: Gelu) -> None:
-    """Output rows that do not all start on a cache line, in a misaligned output or as rows
-    of part of a line, run with normal stores in a prepared call: one call, the same bits (a
-    plain call into the misaligned output runs `ShiftedRows`, below)."""
+    """Output rows that do not all start on a cache line (rows of part of a line) run with
+    normal stores: one call, the same bits (an output that starts some elements before a
+    line runs `ShiftedRows`, below)."""
     kernel = llm_gelu(gelu, dtype)
     normal = llm_gelu(gelu, dtype, streaming=False)
     line = 64 // np.dtype(dtype).itemsize
-    for d, shift in ((1024, 1), (1024 + line // 2, 0)):
-        x, b, r = llm_arrays(dtype, d)
-        storage = aligned_empty((x.size + line,), x.dtype)
-        out = storage[shift : shift + x.size].reshape(x.shape)
+    x, b, r = llm_arrays(dtype, 1024 + line // 2)
+    for out in (aligned_empty(x.shape, x.dtype), None):
         run = kernel.prepare(x=x, b=b, r=r, out=out)
-        assert len(run.argument_lists) == 1
+        assert len(run.argument_lists) == 1 and not run.streams
         same_bits(run(), normal(x=x, b=b, r=r))
     assert len(kernel.prepare(x=x[:8], b=b, r=r[:8]).argument_lists) == 1  # in the cache
 
@@ -1375,7 +1373,11 @@ def test_a_loop_nest_into_outputs_off_a_line_streams_shifted_rows(
         assert kernel(x=x, b=b, r=r, out=out) is out
         same_bits(out, normal(x=x, b=b, r=r))
         assert streaming == [False, True, False], head  # the head, the middle, the end
-        b[::7] = -b[::7]  # the next call reads the bias anew
+        b[::7] = -b[::7]  # the next call, and a prepared one's next run, read the bias anew
+        run = kernel.prepare(x=x, b=b, r=r, out=out)
+        b[::5] = -b[::5]
+        assert run.streams and run() is out
+        same_bits(out, normal(x=x, b=b, r=r))
     in_place = storage[1 : 1 + x.size].reshape(x.shape)
     in_place[:] = x
     kernel(x=in_place, b=b, r=r, out=in_place)

@@ -1872,12 +1872,17 @@ class PreparedCall:
         self.workspace_bytes = call.native.workspace_bytes
         self._result = self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
         self._run: Callable[[], Any] = functools.partial(_run_native, kernel, call, self._result)
-        self.streams = call.native.plan.streaming
+        plan = call.native.plan
+        shifted = plan.streams and plan.loop_nest  # (outputs off a line: `ShiftedRows`)
+        shifted = shifted and plan.shifted_rows(kernel.function, call.native.pointers) is not None
+        self.streams = plan.streaming or shifted
         """Whether it writes its outputs with non-temporal stores (`HostCpu.streaming_bytes`)."""
         self.native_call: tuple[int, list[int]] | None = None
         """Where the call is one native call (one slice, no workspace): the packed entry's
         address and its argument words, which benchmarks may call without Python."""
-        one_thread = call.native.plan.one_thread
+        if shifted:
+            return  # (through `run_plan`, which rotates the bias into a copy at each run)
+        one_thread = plan.one_thread
         if len(self.argument_lists) == 1 and not self.workspace_bytes:
             # One slice, no workspace: the native call itself, its argument words packed once.
             self.native_call = (self.kernel.function.entry, self.argument_lists[0])
