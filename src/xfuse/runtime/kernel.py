@@ -616,8 +616,9 @@ class ShiftedRows:
     elements (normal stores), then every row shifted by `head` (`middle`: rows of `d` that
     start on a line, each the end of one row and the start of the next, whose `[d]` inputs are
     copies rotated by `head`), then the last row's end (normal stores). It streams where a
-    call with outputs from `np.empty`, 16 bytes past a line, did not: SwiGLU on `[1024, 14336]`
-    float32 took 10.36 ms so, 7.99 into outputs on lines (Intel Xeon, 2026-12-04)."""
+    call into outputs from `np.empty`, 16 bytes past a line, did not: SwiGLU of `x + b` on
+    `[1024, 14336]` float32 took 1.10x the time of a call into outputs on lines so, 0.95x
+    now (Intel Xeon, 2026-12-04; docs/benchmarks.md)."""
 
     head: int
     parts: tuple[CallPlan, CallPlan, CallPlan]
