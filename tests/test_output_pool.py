@@ -153,3 +153,10 @@ def test_a_limit_that_is_no_size_warns_and_keeps_the_default(
         assert pool_limit() == DEFAULT_POOL_BYTES
     monkeypatch.setenv("XFUSE_OUTPUT_POOL_BYTES", "1GiB")
     assert pool_limit() == 1 << 30
+
+
+def test_an_output_the_system_cannot_give_is_a_memory_error() -> None:
+    """As numpy's `np.empty`: a `MemoryError` that says how much, not the system call's
+    `OSError` (256 TiB: more than a 47-bit address space, whatever the overcommit policy)."""
+    with pytest.raises(MemoryError, match=r"Unable to allocate 262144.00 GiB for a new output"):
+        new_output((1 << 46,), np.dtype(np.float32))

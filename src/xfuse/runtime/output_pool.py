@@ -81,13 +81,29 @@ class OutputPool:
             if block is not None:
                 self._free_bytes -= size
         if block is None:
-            block = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-            if hasattr(mmap, "MADV_HUGEPAGE"):
-                block.madvise(mmap.MADV_HUGEPAGE)
+            block = self._new_block(size)
         holder = (ctypes.c_char * size).from_buffer(block)
         finalizer = weakref.finalize(holder, self._give_back, block, self._generation)
         finalizer.atexit = False
         return holder, (offset - ctypes.addressof(holder)) % alignment
+
+    def _new_block(self, size: int) -> mmap.mmap:
+        """A new block of `size` bytes from the system; where it has none, after giving back
+        the free blocks, a `MemoryError` as numpy's (not the system call's `OSError`)."""
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+        try:
+            block = mmap.mmap(-1, size, flags=flags)
+        except OSError:
+            self.release()
+            try:
+                block = mmap.mmap(-1, size, flags=flags)
+            except OSError as error:
+                raise MemoryError(
+                    f"Unable to allocate {size / 2**30:.2f} GiB for a new output of a call"
+                ) from error
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            block.madvise(mmap.MADV_HUGEPAGE)
+        return block
 
     def _give_back(self, block: mmap.mmap, generation: int) -> None:
         """Pool a block whose holder was collected, where it fits under `pool_limit()`; else
