@@ -27,6 +27,7 @@ import xfuse
 from xfuse.codegen.native import HostCpu, host_cpu, streaming_name
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
+from xfuse.runtime import kernel as kernel_module
 from xfuse.runtime.arrays import CallSignature, aligned_empty, data_pointer, keyword_mistake
 from xfuse.runtime.compiler import LRU_SIZE, Options, clear_cache, compile_module
 from xfuse.runtime.kernel import (
@@ -1354,9 +1355,11 @@ def test_a_loop_nest_into_outputs_off_a_line_streams_shifted_rows(
     dtype: str, threads: int, gelu: Gelu, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A loop nest's call whose outputs start some elements before a line (an `out=` from
-    `np.empty`) runs as `ShiftedRows`: the first row's head, then rows shifted onto the lines
-    (streaming) with the `[d]` bias rotated, then the last row's end. The same bits as normal
-    stores, in place too, and the bias read as it is at each call."""
+    `np.empty`) runs as `ShiftedRows` from `SHIFTED_ROWS_MIN_BYTES`: the first row's head, then
+    rows shifted onto the lines (streaming) with the `[d]` bias rotated, then the last row's
+    end. The same bits as normal stores, in place too, and the bias read as it is at each
+    call."""
+    monkeypatch.setattr(kernel_module, "SHIFTED_ROWS_MIN_BYTES", 0)  # (arrays of a few MiB)
     kernel = llm_gelu(gelu, dtype, threads=threads)
     normal = llm_gelu(gelu, dtype, streaming=False)
     x, b, r = llm_arrays(dtype, 1024)
@@ -1382,6 +1385,13 @@ def test_a_loop_nest_into_outputs_off_a_line_streams_shifted_rows(
     in_place[:] = x
     kernel(x=in_place, b=b, r=r, out=in_place)
     same_bits(in_place, normal(x=x, b=b, r=r))
+    # Under `SHIFTED_ROWS_MIN_BYTES`: one call with normal stores (a head not seen before).
+    monkeypatch.setattr(kernel_module, "SHIFTED_ROWS_MIN_BYTES", 3 * x.nbytes + b.nbytes + 1)
+    out = storage[line - 2 : line - 2 + x.size].reshape(x.shape)
+    streaming.clear()
+    kernel(x=x, b=b, r=r, out=out)
+    same_bits(out, normal(x=x, b=b, r=r))
+    assert streaming in ([], [False])
 
 
 @pytest.mark.parametrize(
@@ -1393,9 +1403,12 @@ def test_a_loop_nest_into_outputs_off_a_line_streams_shifted_rows(
     ],
     ids=["leading-one", "column", "3-d"],
 )
-def test_shifted_rows_of_other_nests(source: str, shifts: bool, gelu: Gelu) -> None:
+def test_shifted_rows_of_other_nests(
+    source: str, shifts: bool, gelu: Gelu, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Other nests off a line: shifted rows where the inputs are rows, a bias, one element
     and the middle part's rows are whole lines; else normal stores. The same bits either way."""
+    monkeypatch.setattr(kernel_module, "SHIFTED_ROWS_MIN_BYTES", 0)  # (arrays of a few MiB)
     kernel = xfuse.compile(source + gelu.source)
     normal = xfuse.compile(source + gelu.source, streaming=False)
     x, bias, r = llm_arrays("float32", 1024)

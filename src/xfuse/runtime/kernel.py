@@ -204,6 +204,15 @@ time for d = 16, 0.75-0.76x at 32, 0.58-0.61x at 64, 0.53-0.76x from 128 to 4096
 0.52-0.59x for d = 16 to 64 (but one run of d = 32, 1.54x, in a slow spell of the host),
 0.19-0.36x from 128."""
 
+SHIFTED_ROWS_MIN_BYTES = 64 << 20
+"""A loop nest's call into outputs off a line runs as `ShiftedRows` from this many bytes read
+and written (below it, with normal stores). On the Intel Xeon of 2026-12-04 (504 MiB of L3
+reported) non-temporal stores lost to normal ones on `[t, 14336]` nests up to 42-63 MiB even on
+lines (SwiGLU of `x + b`, float32: 1.10-1.15x the time from 5 to 42 MiB), and shifted rows, with
+their three calls and the bias's copy, took 1.32x at 5 MiB, 1.08x at 42 and 63, 0.91-0.92x from
+84 to 168 MiB; the LLM bf16 GELU 1.04x at 21 MiB, 0.95-1.00x from 32 to 84 MiB
+(docs/benchmarks.md)."""
+
 ROW_PLAN_REMEMBERED_BYTES = 1 << 20
 """A row plan whose words take more memory than this (some 10,000 rows and up) is made for
 each call rather than remembered (`Kernel._row_plan`): the kernel keeps up to
@@ -631,8 +640,9 @@ class ShiftedRows:
 
     @staticmethod
     def plan(function: NativeFunction, plan: CallPlan, head: int) -> ShiftedRows | None:
-        """Where every input has the call's shape (C-contiguous), or its last axis alone (a
-        bias; any leading dims 1), or one element, the sizes of each part are ones the
+        """Where the call moves `SHIFTED_ROWS_MIN_BYTES` or more, every input has the call's
+        shape (C-contiguous), or its last axis alone (a bias; any leading dims 1), or one
+        element, the sizes of each part are ones the
         signature takes and the middle part streams (`streaming_sizes`: of a 3-d nest, only
         where its rows less one are whole lines): the parts' plans; else None."""
         iteration = plan.output_shapes[0]
@@ -641,6 +651,12 @@ class ShiftedRows:
             return None
         parameters = (*function.inputs, *function.outputs)
         shapes = (*plan.input_shapes, *plan.output_shapes)
+        traffic = sum(
+            numpy_dtype(p.dtype).itemsize * math.prod(shape)
+            for p, shape in zip(parameters, shapes, strict=True)
+        )
+        if traffic < SHIFTED_ROWS_MIN_BYTES:
+            return None
         part_shapes: list[tuple[tuple[int, ...], ...]] = []
         offsets, rotated = [], []
         for index, (parameter, shape) in enumerate(zip(parameters, shapes, strict=True)):
