@@ -3,8 +3,9 @@
 numpy's `np.empty` of 32 MiB and more (`POOL_MIN_BYTES`) is memory the C library maps afresh for
 each array and unmaps when it is freed (glibc maps every allocation from its largest threshold,
 32 MiB on 64-bit hosts): the operating system clears its pages when the call first writes them,
-which took as long as the call itself. SwiGLU on 2^24 float32 took 16.7 ms with a new output,
-7.9 ms into an `out=` buffer (Intel Xeon, 2026-12-04; numpy's `x * r` 2.0x its time with `out=`).
+which took as long as the call itself. SwiGLU with a 64 MiB float32 output took 17.8 ms so,
+8.9 ms into an `out=` buffer, 9.1 ms now (Intel Xeon, 2026-12-04, `benchmarks/outputs.py`;
+numpy's `x * r` 1.66x its time with `out=`).
 
 So a new output from that size is a view of a block this module maps itself, and when the
 program lets go of it (the output and every view of it gone) the block waits in a pool for the
@@ -68,6 +69,7 @@ class OutputPool:
 
     @property
     def free_bytes(self) -> int:
+        """The bytes of the free blocks kept now."""
         return self._free_bytes
 
     def empty(self, nbytes: int, alignment: int, offset: int) -> tuple[ctypes.Array, int]:
