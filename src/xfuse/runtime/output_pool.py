@@ -5,7 +5,7 @@ each array and unmaps when it is freed (glibc maps every allocation from its lar
 32 MiB on 64-bit hosts): the operating system clears its pages when the call first writes them,
 which took as long as the call itself. SwiGLU with a 64 MiB float32 output took 17.8 ms so,
 8.9 ms into an `out=` buffer, 9.1 ms now (Intel Xeon, 2026-12-04, `benchmarks/outputs.py`;
-numpy's `x * r` 1.66x its time with `out=`).
+numpy's `x * r` 1.45x its own time into `out=`).
 
 So a new output from that size is a view of a block this module maps itself, and when the
 program lets go of it (the output and every view of it gone) the block waits in a pool for the
