@@ -1349,6 +1349,43 @@ def test_2d_calls_off_whole_lines_keep_normal_stores(dtype: str, gelu: Gelu) -> 
     assert len(kernel.prepare(x=x[:8], b=b, r=r[:8]).argument_lists) == 1  # in the cache
 
 
+@pytest.mark.parametrize("slower", [True, False], ids=["streaming-slower", "normal-slower"])
+def test_a_call_streams_where_timed_streaming_wins(
+    slower: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call large enough to stream runs with non-temporal stores or normal ones as its size
+    class's timed calls say (`Kernel.stream_choice`): a block of each (streaming first), then
+    the faster, here on a clock that makes one way ten times as slow. The same bits either
+    way."""
+    kernel = xfuse.compile(SWIGLU)
+    x = np.linspace(-9, 9, host_cpu().streaming_bytes // 12 + 64, dtype=np.float32)
+    want = xfuse.compile(SWIGLU, streaming=False)(x, x)
+    now = [0.0]
+    kernel.stream_choice = SplitChoice(clock=lambda: now[0])
+    ways = []
+    run_slices = kernel._run_slices
+
+    def timed_slices(*args: Any) -> None:
+        ways.append(args[-1])
+        now[0] += 10.0 if args[-1] == slower else 1.0
+        run_slices(*args)
+
+    def timed_call(*args: Any) -> None:  # (one native call: normal stores)
+        ways.append(False)
+        now[0] += 1.0 if slower else 10.0
+        pointer_call(*args)
+
+    monkeypatch.setattr(kernel, "_run_slices", timed_slices)
+    pointer_call = kernel.function.pointer_call
+    monkeypatch.setattr(kernel.function, "pointer_call", timed_call)
+    out = aligned_empty(x.shape, x.dtype)
+    for _ in range(2 * SPLIT_FIRST_BLOCK + SPLIT_PROBE_INTERVAL - SPLIT_WINDOW):
+        same_bits(kernel(x, x, out=out), want)
+    first = ways[: 2 * SPLIT_FIRST_BLOCK]
+    assert first == [True] * SPLIT_FIRST_BLOCK + [False] * SPLIT_FIRST_BLOCK
+    assert ways[2 * SPLIT_FIRST_BLOCK :] == [not slower] * (len(ways) - 2 * SPLIT_FIRST_BLOCK)
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_a_loop_nest_into_outputs_off_a_line_streams_shifted_rows(
@@ -1361,6 +1398,7 @@ def test_a_loop_nest_into_outputs_off_a_line_streams_shifted_rows(
     call."""
     monkeypatch.setattr(kernel_module, "SHIFTED_ROWS_MIN_BYTES", 0)  # (arrays of a few MiB)
     kernel = llm_gelu(gelu, dtype, threads=threads)
+    kernel.stream_choice = None  # (not timed: every call streams)
     normal = llm_gelu(gelu, dtype, streaming=False)
     x, b, r = llm_arrays(dtype, 1024)
     streaming = []
@@ -1375,7 +1413,7 @@ def test_a_loop_nest_into_outputs_off_a_line_streams_shifted_rows(
         streaming.clear()
         assert kernel(x=x, b=b, r=r, out=out) is out
         same_bits(out, normal(x=x, b=b, r=r))
-        assert streaming == [False, True, False], head  # the head, the middle, the end
+        assert streaming == [True], head  # the middle (the head and the end: a native call)
         b[::7] = -b[::7]  # the next call, and a prepared one's next run, read the bias anew
         run = kernel.prepare(x=x, b=b, r=r, out=out)
         b[::5] = -b[::5]
@@ -1410,6 +1448,7 @@ def test_shifted_rows_of_other_nests(
     and the middle part's rows are whole lines; else normal stores. The same bits either way."""
     monkeypatch.setattr(kernel_module, "SHIFTED_ROWS_MIN_BYTES", 0)  # (arrays of a few MiB)
     kernel = xfuse.compile(source + gelu.source)
+    kernel.stream_choice = None  # (not timed: every call streams)
     normal = xfuse.compile(source + gelu.source, streaming=False)
     x, bias, r = llm_arrays("float32", 1024)
     x, r = np.vstack([x, x[:32]]), np.vstack([r, r[:32]])

@@ -34,7 +34,9 @@ splits that rest, at 64-byte boundaries of the outputs. A loop nest ([t, d] arra
 streams all of it where its output rows are whole 64-byte lines starting on one
 (`streaming_sizes`; each row has no head to run apart); where the outputs start elsewhere (an
 `out=` from `np.empty`), the rows shifted onto the lines, the bias rotated to match
-(`ShiftedRows`), else none. Both functions compute the same bits. A call that streams makes its
+(`ShiftedRows`), else none. Whether such a call streams is timed per size class
+(`Kernel.stream_choice`): normal stores are kept where they run faster by `SPLIT_MARGIN`.
+Both functions compute the same bits. A call that streams makes its
 new outputs start on a 64-byte boundary, half a page from numpy's
 (`STREAMING_OUTPUT_PAGE_OFFSET`).
 
@@ -551,6 +553,18 @@ class CallPlan:
             return plan
         return dataclasses.replace(
             plan, one_thread=self.one_thread.for_pointers(function, pointers)
+        )
+
+    @functools.cached_property
+    def normal_stores(self) -> CallPlan:
+        """This call, large enough to stream, with normal stores (`Kernel.stream_choice`)."""
+        one_thread = self.one_thread
+        return dataclasses.replace(
+            self,
+            streams=False,
+            heads={},
+            shifts={},
+            one_thread=None if one_thread is None else one_thread.normal_stores,
         )
 
     @functools.cached_property
@@ -1099,7 +1113,8 @@ class SplitChoice:
     abandoned and one that wins is kept as the host's load changes. A split must win by
     `SPLIT_MARGIN`. Splitting changes no result bit.
 
-    `forced` (`always`, tests and benchmarks) splits every call that can, whatever it measured."""
+    `forced` (`always`, tests and benchmarks) splits every call that can, whatever it measured.
+    `Kernel.stream_choice` times streaming the same way, its "split" being normal stores."""
 
     clock: Callable[[], float] = time.perf_counter
     forced: bool = False
@@ -1320,6 +1335,9 @@ class CheckedCall:
     arrays: list[np.ndarray]
     native: NativeCall
     results: list[np.ndarray]
+    plan: CallPlan
+    """The call's plan before `CallPlan.for_pointers`: what `Kernel.run_plan` runs (one that
+    can stream streams or not as `Kernel.stream_choice` says)."""
 
 
 # Hand-written LLVM IR, as C source would be, not built with llvmlite.ir: a new process keys
@@ -1871,7 +1889,7 @@ def _run_native(kernel: Kernel, call: CheckedCall, result: Any) -> Any:
     not a method of it, so that the call is in no reference cycle). It takes the whole checked
     call, which holds the arrays its pointers point into: a prepared call's `__call__` kept
     without the `PreparedCall` must keep its inputs alive."""
-    kernel.run_plan(call.native.plan, call.native.pointers)
+    kernel.run_plan(call.plan, call.native.pointers)
     return result
 
 
@@ -2018,6 +2036,13 @@ class Kernel(CompiledProgram):
         self._new_locks()
         self.workers = SHARED_SLICE_WORKERS.grow(threads - 1)
         self.split_choice = SplitChoice()
+        self.stream_choice: SplitChoice | None = SplitChoice()
+        """Whether a call large enough to stream (`CallPlan.streams`) does, chosen per size
+        class by timing both ways as `split_choice` times a split, its "split" being normal
+        stores: a block of streaming calls first, then one of normal stores, which must win
+        by `SPLIT_MARGIN` (as a split must) to be kept, probed in rounds after. On the Intel
+        Xeon of 2026-12-04 non-temporal stores lost 3-15% to normal ones from 4 to ~64 MiB
+        moved and won 7-27% from 84 MiB (docs/benchmarks.md). None streams every such call."""
         _ALL_KERNELS.add(self)
 
     def _new_locks(self) -> None:
@@ -2066,7 +2091,7 @@ class Kernel(CompiledProgram):
         if dask_arrays.has_dask_arrays(args, kwargs):
             return dask_arrays.call(self, args, kwargs, out)
         call = self._check(args, kwargs, out)
-        self.run_plan(call.native.plan, call.native.pointers)
+        self.run_plan(call.plan, call.native.pointers)
         return call.results[0] if len(call.results) == 1 else tuple(call.results)
 
     def prepare(self, *args: Any, out: Any = None, **kwargs: Any) -> PreparedCall:
@@ -2081,6 +2106,24 @@ class Kernel(CompiledProgram):
         return PreparedCall(self, self._check(args, kwargs, out, prepared=True))
 
     def run_plan(self, plan: CallPlan, pointers: Sequence[int]) -> None:
+        """Run a checked call of `plan` on arrays at `pointers` (inputs, then outputs): one
+        large enough to stream with non-temporal stores or normal ones as `stream_choice`
+        says, timed where it says so (`_run_plan`)."""
+        choice = self.stream_choice
+        if not plan.streams or choice is None:
+            self._run_plan(plan, pointers)
+            return
+        size_class = (plan.elements.bit_length(), True)
+        normal, timed = choice.next_call(size_class)
+        chosen = plan.normal_stores if normal else plan
+        if not timed:
+            self._run_plan(chosen, pointers)
+            return
+        start = choice.clock()
+        self._run_plan(chosen, pointers)
+        choice.record(size_class, normal, (choice.clock() - start) / plan.elements)
+
+    def _run_plan(self, plan: CallPlan, pointers: Sequence[int]) -> None:
         """Run a checked call of `plan` on arrays at `pointers` (inputs, then outputs), in a
         borrowed workspace if the program needs one. A call of several slices runs them
         concurrently where `split_choice` says so, else as one slice (`CallPlan.one_thread`) on
@@ -2095,6 +2138,10 @@ class Kernel(CompiledProgram):
                 return
         one_thread = plan.one_thread
         if one_thread is None:
+            words = plan.one_call_words
+            if words is not None:  # (one native call: a call `stream_choice` kept off streaming)
+                self.function.pointer_call(words, *pointers)
+                return
             self._run_slices(
                 plan.argument_lists(pointers), plan.workspace_bytes, [], plan.streaming
             )
@@ -2133,7 +2180,7 @@ class Kernel(CompiledProgram):
             copies.append(copy)
         parts = shifted.part_pointers(pointers, [data_pointer(copy) for copy in copies])
         for part, part_pointers in zip(shifted.parts, parts, strict=True):
-            self.run_plan(part, part_pointers)
+            self._run_plan(part, part_pointers)  # (`stream_choice` chose to stream)
 
     def _run_one_thread(self, call: NativeCall) -> None:
         one_thread = call.plan.one_thread
@@ -2223,7 +2270,7 @@ class Kernel(CompiledProgram):
             callers = given_outputs(self.function.outputs, given)
             results = [r if c is None else c for c, r in zip(callers, results, strict=True)]
         native = plan.for_pointers(self.function, pointers).native_call(pointers)
-        return CheckedCall(arrays, native, results)
+        return CheckedCall(arrays, native, results, plan)
 
     def _row_plan(
         self,
