@@ -1911,7 +1911,8 @@ class PreparedCall:
         shifted = plan.streams and plan.loop_nest  # (outputs off a line: `ShiftedRows`)
         shifted = shifted and plan.shifted_rows(kernel.function, call.native.pointers) is not None
         self.streams = plan.streaming or shifted
-        """Whether it writes its outputs with non-temporal stores (`HostCpu.streaming_bytes`)."""
+        """Whether it can write its outputs with non-temporal stores (`HostCpu.streaming_bytes`;
+        each run does where `Kernel.stream_choice` says so)."""
         self.native_call: tuple[int, list[int]] | None = None
         """Where the call is one native call (one slice, no workspace): the packed entry's
         address and its argument words, which benchmarks may call without Python."""
@@ -2460,9 +2461,10 @@ class Kernel(CompiledProgram):
 
     def streams(self, *shapes: tuple[int, ...], **named_shapes: tuple[int, ...]) -> bool:
         """Whether a call on C-ordered inputs of these shapes (in the signature's order, or by
-        name) writes its new outputs with non-temporal stores (`PreparedCall.streams` of such a
-        call without `out=`), from the call's plan: no array is made. A shape the kernel does not
-        take raises `ArgumentError` naming the argument, as a call does."""
+        name) can write its new outputs with non-temporal stores (`PreparedCall.streams` of
+        such a call without `out=`; each call does where `stream_choice` says so), from the
+        call's plan: no array is made. A shape the kernel does not take raises `ArgumentError`
+        naming the argument, as a call does."""
         bound = self.call_signature.bind(shapes, named_shapes)
         input_shapes = tuple(tuple(bound[p.name]) for p in self.function.inputs)
         flat = self.flat_shape(input_shapes)
