@@ -1349,17 +1349,20 @@ def test_2d_calls_off_whole_lines_keep_normal_stores(dtype: str, gelu: Gelu) -> 
     assert len(kernel.prepare(x=x[:8], b=b, r=r[:8]).argument_lists) == 1  # in the cache
 
 
+@pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "rows"])
 @pytest.mark.parametrize("slower", [True, False], ids=["streaming-slower", "normal-slower"])
 def test_a_call_streams_where_timed_streaming_wins(
-    slower: bool, monkeypatch: pytest.MonkeyPatch
+    slower: bool, strided: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A call large enough to stream runs with non-temporal stores or normal ones as its size
     class's timed calls say (`Kernel.stream_choice`): a block of each (streaming first), then
-    the faster, here on a clock that makes one way ten times as slow. The same bits either
-    way."""
+    the faster, here on a clock that makes one way ten times as slow; strided rows
+    (`Kernel._row_plan`) too. The same bits either way."""
     kernel = xfuse.compile(SWIGLU)
-    x = np.linspace(-9, 9, host_cpu().streaming_bytes // 12 + 64, dtype=np.float32)
-    want = xfuse.compile(SWIGLU, streaming=False)(x, x)
+    d = 1 << 14
+    both = swiglu_halves(-(-host_cpu().streaming_bytes // (12 * d)), d)
+    x, y = (both[:, :d], both[:, d:]) if strided else (both.reshape(-1), both.reshape(-1))
+    want = xfuse.compile(SWIGLU, streaming=False)(np.ascontiguousarray(x), y.copy())
     now = [0.0]
     kernel.stream_choice = SplitChoice(clock=lambda: now[0])
     ways = []
@@ -1380,7 +1383,7 @@ def test_a_call_streams_where_timed_streaming_wins(
     monkeypatch.setattr(kernel.function, "pointer_call", timed_call)
     out = aligned_empty(x.shape, x.dtype)
     for _ in range(2 * SPLIT_FIRST_BLOCK + SPLIT_PROBE_INTERVAL - SPLIT_WINDOW):
-        same_bits(kernel(x, x, out=out), want)
+        same_bits(kernel(x, y, out=out), want)
     first = ways[: 2 * SPLIT_FIRST_BLOCK]
     assert first == [True] * SPLIT_FIRST_BLOCK + [False] * SPLIT_FIRST_BLOCK
     assert ways[2 * SPLIT_FIRST_BLOCK :] == [not slower] * (len(ways) - 2 * SPLIT_FIRST_BLOCK)

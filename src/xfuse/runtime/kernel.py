@@ -44,8 +44,8 @@ A call on a strided input whose rows are C-contiguous (`x[:, :d]` of a wider arr
 `xfuse.runtime.arrays.row_axes`) runs one native call per row on the array where it is, the
 rows one after another on this thread, or a group of them on each thread where the call splits
 (`Kernel._row_plan`, `CallPlan.row_offsets`, `CallPlan.row_groups`), streaming each where the
-call would stream and every output row starts on a line; one of short rows
-(`ROW_CALL_MIN_ELEMENTS`) copies the input instead. A repeated call on inputs of the same
+call would stream (as `stream_choice` says) and every output row starts on a line; one of short
+rows (`ROW_CALL_MIN_ELEMENTS`) copies the input instead. A repeated call on inputs of the same
 shapes and strides skips the full checks (`Kernel._quick_row_call`).
 """
 
@@ -555,6 +555,12 @@ class CallPlan:
             plan, one_thread=self.one_thread.for_pointers(function, pointers)
         )
 
+    @property
+    def can_stream(self) -> bool:
+        """A call large enough to stream (`streams`), or a row plan whose rows stream: one that
+        streams or not as `Kernel.stream_choice` says."""
+        return self.streams or (self.streaming and self.rows)
+
     @functools.cached_property
     def normal_stores(self) -> CallPlan:
         """This call, large enough to stream, with normal stores (`Kernel.stream_choice`)."""
@@ -562,6 +568,7 @@ class CallPlan:
         return dataclasses.replace(
             self,
             streams=False,
+            streaming=False if self.rows else self.streaming,
             heads={},
             shifts={},
             one_thread=None if one_thread is None else one_thread.normal_stores,
@@ -2111,7 +2118,7 @@ class Kernel(CompiledProgram):
         large enough to stream with non-temporal stores or normal ones as `stream_choice`
         says, timed where it says so (`_run_plan`)."""
         choice = self.stream_choice
-        if not plan.streams or choice is None:
+        if choice is None or not plan.can_stream:
             self._run_plan(plan, pointers)
             return
         size_class = (plan.elements.bit_length(), True)
