@@ -35,10 +35,9 @@ streams all of it where its output rows are whole 64-byte lines starting on one
 (`streaming_sizes`; each row has no head to run apart); where the outputs start elsewhere (an
 `out=` from `np.empty`), the rows shifted onto the lines, the bias rotated to match
 (`ShiftedRows`), else none. Whether such a call streams is timed per size class
-(`Kernel.stream_choice`): normal stores are kept where they run faster by `SPLIT_MARGIN`.
-Both functions compute the same bits. A call that streams makes its
-new outputs start on a 64-byte boundary, half a page from numpy's
-(`STREAMING_OUTPUT_PAGE_OFFSET`).
+(`Kernel.stream_choice`): normal stores are kept where they run faster by `SPLIT_MARGIN`. Both
+functions compute the same bits. A call that streams makes its new outputs start on a 64-byte
+boundary, half a page from numpy's (`STREAMING_OUTPUT_PAGE_OFFSET`).
 
 A call on a strided input whose rows are C-contiguous (`x[:, :d]` of a wider array:
 `xfuse.runtime.arrays.row_axes`) runs one native call per row on the array where it is, the
@@ -656,8 +655,9 @@ class ShiftedRows:
     offsets: tuple[tuple[int, int, int], ...]
     """Per array (inputs, then outputs): its byte offset in each part, -1 for a `[d]` input
     in the middle part (its rotated copy)."""
-    rotated: tuple[tuple[int, int], ...]
-    """The `[d]` inputs the middle part reads rotated: (input index, bytes of a row)."""
+    rotated: tuple[tuple[int, int, int], ...]
+    """The `[d]` inputs the middle part reads rotated: (input index, bytes of a row, bytes of
+    the head that move to the copy's end)."""
 
     @staticmethod
     def plan(function: NativeFunction, plan: CallPlan, head: int) -> ShiftedRows | None:
@@ -696,7 +696,7 @@ class ShiftedRows:
                     tuple((*shape[:-1], size) for size in (head, width, width - head))
                 )
                 offsets.append((0, -1, head * itemsize))
-                rotated.append((index, width * itemsize))
+                rotated.append((index, width * itemsize, head * itemsize))
             else:
                 return None
         first, middle, last = (
@@ -716,7 +716,7 @@ class ShiftedRows:
 
     def part_pointers(self, pointers: Sequence[int], rotated: Sequence[int]) -> list[list[int]]:
         """Each part's data pointers, from the call's and the rotated copies'."""
-        copies = dict(zip((index for index, _ in self.rotated), rotated, strict=True))
+        copies = dict(zip((index for index, _, _ in self.rotated), rotated, strict=True))
         return [
             [
                 copies[index] if offset[part] < 0 else pointer + offset[part]
@@ -1915,8 +1915,11 @@ class PreparedCall:
         self._result = self.outputs[0] if len(self.outputs) == 1 else tuple(self.outputs)
         self._run: Callable[[], Any] = functools.partial(_run_native, kernel, call, self._result)
         plan = call.native.plan
-        shifted = plan.streams and plan.loop_nest  # (outputs off a line: `ShiftedRows`)
-        shifted = shifted and plan.shifted_rows(kernel.function, call.native.pointers) is not None
+        shifted = (  # outputs off a line (`for_pointers` kept the plan): `ShiftedRows`
+            plan.streams
+            and plan.loop_nest
+            and plan.shifted_rows(kernel.function, call.native.pointers) is not None
+        )
         self.streams = plan.streaming or shifted
         """Whether it can write its outputs with non-temporal stores (`HostCpu.streaming_bytes`;
         each run does where `Kernel.stream_choice` says so)."""
@@ -2049,8 +2052,9 @@ class Kernel(CompiledProgram):
         class by timing both ways as `split_choice` times a split, its "split" being normal
         stores: a block of streaming calls first, then one of normal stores, which must win
         by `SPLIT_MARGIN` (as a split must) to be kept, probed in rounds after. On the Intel
-        Xeon of 2026-12-04 non-temporal stores lost 3-15% to normal ones from 4 to ~64 MiB
-        moved and won 7-27% from 84 MiB (docs/benchmarks.md). None streams every such call."""
+        Xeon of 2026-12-04 non-temporal stores took 1.03-1.15x the time of normal ones from
+        5 to 42 MiB moved and 0.73-0.93x from 84 MiB (docs/benchmarks.md). None streams every
+        such call."""
         _ALL_KERNELS.add(self)
 
     def _new_locks(self) -> None:
@@ -2180,9 +2184,8 @@ class Kernel(CompiledProgram):
         """Run a call as `ShiftedRows`: its `[d]` inputs rotated into copies first (a call's
         arrays may change between calls), then the three parts."""
         copies = []
-        for index, nbytes in shifted.rotated:
+        for index, nbytes, cut in shifted.rotated:
             copy = np.empty(nbytes, np.uint8)
-            cut = shifted.head * nbytes // shifted.parts[1].output_shapes[0][-1]
             ctypes.memmove(data_pointer(copy), pointers[index] + cut, nbytes - cut)
             ctypes.memmove(data_pointer(copy) + nbytes - cut, pointers[index], cut)
             copies.append(copy)
