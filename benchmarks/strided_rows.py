@@ -14,7 +14,10 @@ contiguous call takes under a ms, else in ms):
   stores), then the first with a `threads=2` kernel (its split choice settled in the warm-up);
 - on the halves copied first in the call, what a call did before;
 - on C-contiguous arrays of the same values (the same kernel, one call);
-- numpy's `gate / (1 + exp(-gate)) * up` on the halves (float32 only), with `out=` buffers.
+- numpy's `gate / (1 + exp(-gate)) * up` on the halves (float32 only), with `out=` buffers;
+- on the halves into the left half of a `[t, 2d]` buffer (on a line: `out=` strided rows,
+  written where they are), then the result of a call without `out=` assigned into that half
+  (`half[...] = k(...)`, what such a call had to do before).
 The ratios are each row's time over the contiguous call's. Prints the host with its load first.
 """
 
@@ -46,6 +49,10 @@ def table(dtype: np.dtype, rows: int, d: int, rounds: int, repeat: int) -> None:
     contiguous_gate, contiguous_up = np.ascontiguousarray(gate), np.ascontiguousarray(up)
     out, scratch = aligned_empty(gate.shape, dtype), np.empty_like(contiguous_gate)
     numpy_out = np.empty_like(contiguous_gate)  # 16 bytes past a line, as numpy allocates
+    half = aligned_empty(both.shape, dtype)[:, :d]
+
+    def assign_into_half() -> None:
+        half[...] = kernel(gate, up)
 
     def numpy_swiglu() -> None:
         np.negative(gate, out=scratch)
@@ -65,6 +72,8 @@ def table(dtype: np.dtype, rows: int, d: int, rounds: int, repeat: int) -> None:
     }
     if dtype == np.float32:
         runs["numpy on the halves"] = numpy_swiglu
+    runs["halves into half of a [t, 2d] out="] = lambda: kernel(gate, up, out=half)
+    runs["halves, the result assigned into that half"] = assign_into_half
     for _ in range(SETTLING_CALLS):
         split(gate, up, out=out)
     medians = interleaved_medians(list(runs.values()), rounds, repeat, warmup=1)

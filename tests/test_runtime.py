@@ -1510,11 +1510,25 @@ def test_strided_rows_are_read_where_they_are(source: str) -> None:
     same_bits(kernel.prepare(x, y)(), kernel(np.ascontiguousarray(x), np.ascontiguousarray(y)))
 
 
-@pytest.mark.parametrize(
+ROW_KERNELS = pytest.mark.parametrize(
     ("source", "threads"),
     [(SWIGLU, 1), ("input x[t, d], y[t, d];" + SWIGLU, 1), (SWIGLU, 2)],
     ids=["flat", "shaped", "two-threads"],
 )
+"""SwiGLU flat, on `[t, d]` arrays, and flat in a kernel of two threads."""
+
+
+def count_full_checks(kernel: xfuse.Kernel, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets an entry at each of `kernel`'s calls that takes the full checks."""
+    full_checks: list[int] = []
+    check = kernel._check
+    monkeypatch.setattr(
+        kernel, "_check", lambda *args, **kwargs: full_checks.append(1) or check(*args, **kwargs)
+    )
+    return full_checks
+
+
+@ROW_KERNELS
 def test_a_repeated_call_on_strided_rows_skips_the_full_checks(
     source: str, threads: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1528,9 +1542,7 @@ def test_a_repeated_call_on_strided_rows_skips_the_full_checks(
     both = swiglu_halves(64, d)
     x, y = both[:, :d], both[:, d:]
     want = kernel(np.ascontiguousarray(x), np.ascontiguousarray(y))
-    full_checks = []
-    check = kernel._check
-    monkeypatch.setattr(kernel, "_check", lambda *args: full_checks.append(1) or check(*args))
+    full_checks = count_full_checks(kernel, monkeypatch)
     storage = aligned_empty((x.size + 16,), np.dtype(np.float32))
     on_lines, off_lines = (storage[at : at + x.size].reshape(x.shape) for at in (0, 1))
     for out in (on_lines, off_lines, None):
@@ -1553,16 +1565,21 @@ def test_a_repeated_call_on_strided_rows_skips_the_full_checks(
         kernel(x, y, out=on_lines.astype(np.float64))
 
 
+def gelu_by_rank(gelu: Gelu, threads: int = 1) -> dict[int, xfuse.Kernel]:
+    """GELU with bias and residual on `[t, d]` arrays (2) and on `[a, t, d]` ones (3)."""
+    return {
+        2: xfuse.compile(gelu.shaped_source, threads=threads),
+        3: xfuse.compile("input x[a, t, d], b[d], r[a, t, d];" + gelu.source, threads=threads),
+    }
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_rows_of_any_stride_and_a_broadcast_bias(threads: int, gelu: Gelu) -> None:
     """Rows in reverse (a negative stride), a broadcast view (stride 0), the rows of 3-d
     arrays strided in two axes, beside a `[d]` bias; a kernel of two threads runs them on
     this one. The bits of the same call on C-contiguous copies."""
     d = ROW_CALL_MIN_ELEMENTS
-    kernels = {
-        2: xfuse.compile(gelu.shaped_source, threads=threads),
-        3: xfuse.compile("input x[a, t, d], b[d], r[a, t, d];" + gelu.source, threads=threads),
-    }
+    kernels = gelu_by_rank(gelu, threads)
     both = swiglu_halves(8, d)
     b = np.linspace(-1, 1, d, dtype=np.float32)
     for x, r in (
@@ -1619,6 +1636,16 @@ def random_view(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return view
 
 
+def random_inputs(
+    rng: np.random.Generator, case: int, shortest: int
+) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+    """Case `case`'s shape (2-d, 3-d in turn, rows of `shortest` to 69 elements) and two
+    random views of it (`random_view`)."""
+    rank = 2 + case % 2
+    shape = (int(rng.integers(2, 6)),) * (rank - 1) + (int(rng.integers(shortest, 70)),)
+    return shape, random_view(rng, shape), random_view(rng, shape)
+
+
 def test_random_views_give_the_bits_of_contiguous_copies(gelu: Gelu) -> None:
     """Differential: 60 random cuts of 2-d and 3-d inputs (steps, reversals, broadcasts),
     through a flat kernel, a shaped one with a `[d]` bias and an unfused one, called twice (the
@@ -1627,15 +1654,11 @@ def test_random_views_give_the_bits_of_contiguous_copies(gelu: Gelu) -> None:
     rng = np.random.default_rng(16)
     flat = xfuse.compile(SWIGLU)
     unfused = xfuse.compile(SWIGLU, fuse=False)
-    shaped = {
-        2: xfuse.compile(gelu.shaped_source),
-        3: xfuse.compile("input x[a, t, d], b[d], r[a, t, d];" + gelu.source),
-    }
+    shaped = gelu_by_rank(gelu)
     ways = {"rows": 0, "copies": 0}
     for case in range(60):
-        rank = 2 + case % 2
-        shape = (int(rng.integers(2, 6)),) * (rank - 1) + (int(rng.integers(30, 70)),)
-        x, y = random_view(rng, shape), random_view(rng, shape)
+        shape, x, y = random_inputs(rng, case, 30)
+        rank = len(shape)
         copies = np.ascontiguousarray(x), np.ascontiguousarray(y)
         b = random_view(rng, (1, shape[-1]))[0]
         swiglu, swiglu_copies = {"x": x, "y": y}, {"x": copies[0], "y": copies[1]}
@@ -1720,6 +1743,119 @@ def test_strided_rows_stream_where_every_output_row_starts_on_a_line() -> None:
     off_lines = kernel.prepare(x, y, out=storage[1:].reshape(x.shape))
     assert not off_lines.streams
     same_bits(off_lines(), want)
+
+
+def elements_of(view: np.ndarray, buffer: np.ndarray) -> np.ndarray:
+    """A mask over C-contiguous `buffer` of the elements its view `view` holds."""
+    index = np.arange(buffer.size, dtype=np.int64)
+    start = (data_pointer(view) - data_pointer(buffer)) // buffer.itemsize
+    steps = tuple(stride // buffer.itemsize * index.itemsize for stride in view.strides)
+    held = np.lib.stride_tricks.as_strided(index[start:], view.shape, steps)
+    mask = np.zeros(buffer.size, bool)
+    mask[held.reshape(-1)] = True
+    return mask.reshape(buffer.shape)
+
+
+@ROW_KERNELS
+def test_an_out_of_strided_rows_is_written_where_it_is(
+    source: str, threads: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`out=` a slice of whole rows of a wider buffer (`buf[:, :d]`, rows in reverse) is
+    written row by row where it is, from contiguous or strided inputs, and returned: the bits
+    of contiguous inputs and outputs, the buffer's other elements untouched; a repeated call
+    skips the full checks; a prepared one writes the same view."""
+    kernel = xfuse.compile(source, threads=threads)
+    d = ROW_CALL_MIN_ELEMENTS * 2
+    both = swiglu_halves(64, d)
+    x, y = both[:, :d], both[:, d:]
+    copies = np.ascontiguousarray(x), np.ascontiguousarray(y)
+    want = kernel(*copies)
+    full_checks = count_full_checks(kernel, monkeypatch)
+    buffer = aligned_empty((64, 3 * d), np.dtype(np.float32))
+    views = (buffer[:, d : 2 * d], buffer[:, 1 : d + 1], buffer[::-1, :d])
+    for inputs in ((x, y), copies):
+        for out in views:
+            for _ in range(3):
+                buffer[:] = -7.0
+                assert kernel(*inputs, out=out) is out
+                same_bits(out, want)
+                assert (buffer[~elements_of(out, buffer)] == -7.0).all()
+    assert len(full_checks) == 6
+    buffer[:] = -7.0
+    run = kernel.prepare(x, y, out=views[0])
+    both[:] = swiglu_halves(64, d, seed=1)
+    assert run() is views[0]
+    same_bits(views[0], kernel(np.ascontiguousarray(x), np.ascontiguousarray(y)))
+
+
+def test_an_out_of_strided_rows_in_place_overlapping_or_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An out view that is a strided input itself updates it in place, row by row (repeated,
+    without the full checks); one that shares other elements with an input gets the result
+    of the inputs as they were (they are copied first, at every call), as numpy's ufuncs give
+    it. A view whose rows are too short, strided in its last axis or overlapping each other
+    is an ArgumentError naming `out`, the buffer untouched."""
+    kernel = xfuse.compile(SWIGLU)
+    full_checks = count_full_checks(kernel, monkeypatch)
+    d = ROW_CALL_MIN_ELEMENTS
+    values = [swiglu_halves(6, d, seed=seed) for seed in range(3)]
+    wants = [kernel(np.ascontiguousarray(v[:, :d]), np.ascontiguousarray(v[:, d:])) for v in values]
+    both = np.empty_like(values[0])
+    gate, up = both[:, :d], both[:, d:]
+    for into, calls in ((gate, 1), (both[:, 1 : d + 1], 3)):
+        full_checks.clear()
+        for value, want in zip(values, wants, strict=True):
+            both[:] = value
+            assert kernel(gate, up, out=into) is into
+            same_bits(into, want)
+        assert len(full_checks) == calls
+    short = swiglu_halves(6, d - 1)
+    rows_overlapping = np.lib.stride_tricks.as_strided(both, (6, d), (d * 2, 4))
+    for out, message in (
+        (short[:, : d - 1], rf"out 'out': .* rows of {d - 1} elements, under {d} "),
+        (both[:, ::2], r"out 'out': must be C-contiguous and aligned, or an aligned view of "),
+        (rows_overlapping, r"out 'out': must be C-contiguous and aligned, or an aligned view"),
+    ):
+        x = np.ascontiguousarray(np.ones(out.shape, np.float32))
+        before = both.copy(), short.copy()
+        with pytest.raises(xfuse.ArgumentError, match=message):
+            kernel(x, x, out=out)
+        same_bits(both, before[0])
+        same_bits(short, before[1])
+
+
+def test_random_out_views_get_the_bits_of_contiguous_outputs(gelu: Gelu) -> None:
+    """Differential: 40 random cuts of 2-d and 3-d out buffers (steps, reversals) with random
+    views as inputs, through a flat kernel and a shaped one: those with C-contiguous rows get
+    the bits of a call into a new output, the others an ArgumentError naming `out`."""
+    rng = np.random.default_rng(30)
+    flat = xfuse.compile(SWIGLU)
+    shaped = gelu_by_rank(gelu)
+    ways = {"rows": 0, "refused": 0}
+    for case in range(40):
+        shape, x, y = random_inputs(rng, case, ROW_CALL_MIN_ELEMENTS)
+        rank = len(shape)
+        b = np.linspace(-2, 2, shape[-1], dtype=np.float32)
+        for kernel, arguments in (
+            (flat, {"x": x, "y": y}),
+            (shaped[rank], {"x": x, "b": b, "r": y}),
+        ):
+            want = kernel(**arguments)
+            out = random_view(rng, shape)
+            if not out.flags.writeable:  # (a broadcast)
+                continue
+            if out.strides[-1] != 4:
+                with pytest.raises(xfuse.ArgumentError, match="out 'out': must be C-contiguous"):
+                    kernel(**arguments, out=out)
+                ways["refused"] += 1
+                continue
+            for _ in range(2):
+                out[...] = np.nan
+                assert kernel(**arguments, out=out) is out
+                same_bits(out, want)
+            ways["rows"] += 1
+    assert min(ways.values()) >= 5, ways
 
 
 def test_a_prepared_call_takes_no_input_it_would_copy() -> None:

@@ -19,6 +19,7 @@ import ctypes
 import functools
 import inspect
 import keyword
+import math
 import operator
 import re
 import sys
@@ -385,8 +386,45 @@ _SCALAR_OUT = (
 )
 
 
-def check_output(parameter: Parameter, value: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """A caller's `out` buffer must already be exactly right: it is written in place."""
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The strides numpy gives a new C-contiguous array of `shape` that has elements (numpy
+    gives one of none strides of 0)."""
+    strides, step = [], itemsize
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def rows_writable(array: np.ndarray) -> bool:
+    """Whether an aligned array that is not C-contiguous can be written row by row: its rows
+    are C-contiguous (`row_axes`: a slice `buf[:, :d]` of a wider array, rows in reverse) and
+    no two of them share an element (no 0 stride, as a broadcast view has: each stride of a
+    leading axis at least the span of the axes inside it)."""
+    axes = row_axes(array)
+    if axes is None:
+        return False
+    span = math.prod(array.shape[axes:]) * array.itemsize
+    leading = zip(array.shape[:axes], array.strides[:axes], strict=True)
+    for size, stride in sorted((size, abs(stride)) for size, stride in leading if size > 1):
+        if stride < span:
+            return False
+        span += (size - 1) * stride
+    return True
+
+
+def check_output(
+    parameter: Parameter,
+    value: Any,
+    shape: tuple[int, ...],
+    rows_allowed: bool = False,
+    fortran_allowed: bool = False,
+) -> np.ndarray:
+    """A caller's `out` buffer must already be exactly right: it is written in place. With
+    `rows_allowed`, one whose rows are contiguous (`rows_writable`) is taken too: the caller
+    writes it row by row (`xfuse.runtime.kernel.Kernel._row_plan`). `fortran_allowed`: the
+    caller took Fortran-ordered buffers before this check where every array is (the error
+    says so)."""
     label = f"out '{parameter.name}'"
     if isinstance(value, np.generic):
         raise ArgumentTypeError(f"{label}: {_SCALAR_OUT}")
@@ -399,10 +437,14 @@ def check_output(parameter: Parameter, value: Any, shape: tuple[int, ...]) -> np
     if value.shape != shape:
         raise ArgumentError(f"{label}: expected shape {shape}, got {value.shape}")
     flags = value.flags
-    if not flags.c_contiguous or not flags.aligned:
+    if not flags.aligned or not (flags.c_contiguous or rows_allowed and rows_writable(value)):
+        rows = ", or an aligned view of C-contiguous rows (buf[:, :d])" if rows_allowed else ""
+        if fortran_allowed:
+            rows += " (or Fortran-ordered, where every input and out buffer is)"
         raise ArgumentError(
-            f"{label}: must be C-contiguous and aligned, as the kernel writes it in place; "
-            "into a strided view, assign the result instead: view[...] = k(...)"
+            f"{label}: must be C-contiguous and aligned{rows}, as the kernel writes it in "
+            f"place; into {'another' if rows_allowed else 'a'} strided view, assign the result "
+            "instead: view[...] = k(...)"
         )
     if not flags.writeable:
         raise ArgumentError(f"{label}: the array is read-only")
@@ -476,13 +518,18 @@ def bind_outputs(
     out: Any,
     shapes: Sequence[tuple[int, ...]],
     new_array: NewArray = np.empty,
+    rows_allowed: bool = False,
+    fortran_allowed: bool = False,
 ) -> list[np.ndarray]:
     """The output arrays of a call: new ones of `shapes` (made by `new_array`), or the caller's
-    `out` (`given_outputs`; a name a mapping leaves out gets a new array), checked."""
+    `out` (`given_outputs`; a name a mapping leaves out gets a new array), checked
+    (`check_output`, its options as given)."""
     if out is None:
         return [new_array(s, numpy_dtype(p.dtype)) for p, s in zip(parameters, shapes, strict=True)]
     return [
-        new_array(shape, numpy_dtype(p.dtype)) if buffer is None else check_output(p, buffer, shape)
+        new_array(shape, numpy_dtype(p.dtype))
+        if buffer is None
+        else check_output(p, buffer, shape, rows_allowed, fortran_allowed)
         for p, buffer, shape in zip(parameters, given_outputs(parameters, out), shapes, strict=True)
     ]
 
@@ -520,6 +567,35 @@ data_pointer = _choose_data_pointer()
 same field natively, where this reads it)."""
 
 
+SHARED_ELEMENTS_WORK = 1 << 16
+"""The most work `np.shares_memory` may do (its `max_work`) to tell whether two arrays whose
+extents overlap, one of them strided, have an element in common; beyond it they are taken to.
+The halves `buf[:, :d]` and `buf[:, d:]` of one array take it little."""
+
+
+def share_elements(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether `a` and `b`, whose extents (`extent`) overlap, have an element's bytes in common:
+    always where both are C-contiguous, else as `np.shares_memory` finds it within
+    `SHARED_ELEMENTS_WORK` (a problem too hard for that counts as yes)."""
+    if _contiguous(a) and _contiguous(b):
+        return True
+    try:
+        return bool(np.shares_memory(a, b, max_work=SHARED_ELEMENTS_WORK))
+    except np.exceptions.TooHardError:
+        return True
+
+
+def same_elements(a: np.ndarray, pointer_a: int, b: np.ndarray, pointer_b: int) -> bool:
+    """Whether `a` (at `pointer_a`) and `b` are the same elements in the same order: the same
+    start, shape and dtype, and (where either is strided) strides."""
+    return (
+        pointer_a == pointer_b
+        and a.shape == b.shape
+        and a.dtype == b.dtype
+        and (_contiguous(a) and _contiguous(b) or a.strides == b.strides)
+    )
+
+
 def check_aliasing(
     names: Sequence[str],
     arrays: Sequence[np.ndarray],
@@ -528,31 +604,23 @@ def check_aliasing(
     in_place_allowed: bool,
     in_place_refusal: str = "this program has several kernels, so an in-place update is unsafe",
 ) -> None:
-    """Outputs never overlap each other; one may alias an input only as an exact in-place update,
-    where `in_place_allowed` (else the error says `in_place_refusal`).
+    """Outputs never overlap each other; one may alias an input only as an exact in-place update
+    (`same_elements`), where `in_place_allowed` (else the error says `in_place_refusal`).
 
-    `arrays` are the inputs, then the outputs; outputs are C-contiguous (checked), and so is an
-    input but for one a kernel runs row by row (`row_axes`), whose bytes count from its lowest
-    element to its highest (`extent`).
+    `arrays` are the inputs, then the outputs: C-contiguous, but for one a kernel runs row by
+    row (`row_axes`, `rows_writable`), whose bytes count from its lowest element to its highest
+    (`extent`), and which overlaps another where they share an element (`share_elements`).
     """
-    starts = list(pointers)
-    ends = [pointer + array.nbytes for pointer, array in zip(pointers, arrays, strict=True)]
-    for index in range(input_count):
-        if not _contiguous(arrays[index]):
-            starts[index], ends[index] = extent(arrays[index], pointers[index])
+    spans = [extent(array, pointer) for array, pointer in zip(arrays, pointers, strict=True)]
     for out in range(input_count, len(arrays)):
+        start, end = spans[out]
         for other in [*range(out + 1, len(arrays)), *range(input_count)]:
-            if not (starts[out] < ends[other] and starts[other] < ends[out]):
+            low, high = spans[other]
+            if not (start < high and low < end and share_elements(arrays[out], arrays[other])):
                 continue
             if other >= input_count:
                 raise ArgumentError(f"out '{names[out]}' overlaps out '{names[other]}'")
-            # Both C-contiguous: the same start, shape and dtype are the same elements.
-            same_buffer = (
-                _contiguous(arrays[other])
-                and pointers[out] == pointers[other]
-                and arrays[out].shape == arrays[other].shape
-                and arrays[out].dtype == arrays[other].dtype
-            )
+            same_buffer = same_elements(arrays[out], pointers[out], arrays[other], pointers[other])
             if not (in_place_allowed and same_buffer):
                 reason = (
                     "only an exact alias of a same-shaped input is an in-place update"

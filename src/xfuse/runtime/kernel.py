@@ -44,8 +44,10 @@ A call on a strided input whose rows are C-contiguous (`x[:, :d]` of a wider arr
 rows one after another on this thread, or a group of them on each thread where the call splits
 (`Kernel._row_plan`, `CallPlan.row_offsets`, `CallPlan.row_groups`), streaming each where the
 call would stream (as `stream_choice` says) and every output row starts on a line; one of short
-rows (`ROW_CALL_MIN_ELEMENTS`) copies the input instead. A repeated call on inputs of the same
-shapes and strides skips the full checks (`Kernel._quick_row_call`).
+rows (`ROW_CALL_MIN_ELEMENTS`) copies the input instead. An `out=` buffer whose rows are
+C-contiguous (`buf[:, :d]`: `xfuse.runtime.arrays.rows_writable`) is written so, where it is. A
+repeated call on arrays of the same shapes and strides skips the full checks
+(`Kernel._quick_row_call`).
 """
 
 from __future__ import annotations
@@ -93,9 +95,9 @@ from xfuse.runtime.arrays import (
     aligned_empty,
     bind_outputs,
     bind_shapes,
+    c_strides,
     check_aliasing,
     check_input,
-    check_output,
     contiguous_input,
     data_pointer,
     extent,
@@ -104,6 +106,8 @@ from xfuse.runtime.arrays import (
     output_shape,
     read_data_field,
     row_axes,
+    same_elements,
+    share_elements,
 )
 from xfuse.runtime.output_pool import output_maker
 from xfuse.transforms import packed_entry_name, workspace_size_function
@@ -199,11 +203,11 @@ calls)."""
 ROW_CALL_MIN_ELEMENTS = 32
 """A call whose strided inputs have rows (`row_axes`) of at least this many elements runs one
 native call per row on the arrays as they are (`Kernel._row_plan`); one of shorter rows copies
-them (`np.ascontiguousarray`), one call. `x * sigmoid(x) * y` on the halves of a `[t, 2d]`
-float32 array, rows against copies (Intel Xeon, 2026-12-04): at 2^18 elements 1.05-1.08x the
-time for d = 16, 0.75-0.76x at 32, 0.58-0.61x at 64, 0.53-0.76x from 128 to 4096; at 2^22
-0.52-0.59x for d = 16 to 64 (but one run of d = 32, 1.54x, in a slow spell of the host),
-0.19-0.36x from 128."""
+them (`np.ascontiguousarray`), one call (a strided `out=` of shorter rows is an error).
+`x * sigmoid(x) * y` on the halves of a `[t, 2d]` float32 array, rows against copies (Intel
+Xeon, 2026-12-04): at 2^18 elements 1.05-1.08x the time for d = 16, 0.75-0.76x at 32,
+0.58-0.61x at 64, 0.53-0.76x from 128 to 4096; at 2^22 0.52-0.59x for d = 16 to 64 (but one run
+of d = 32, 1.54x, in a slow spell of the host), 0.19-0.36x from 128."""
 
 SHIFTED_ROWS_MIN_BYTES = 64 << 20
 """A loop nest's call into outputs off a line runs as `ShiftedRows` from this many bytes read
@@ -814,13 +818,15 @@ def streaming_sizes(function: NativeFunction, output_shapes: Sequence[tuple[int,
     return True
 
 
-RowKey = tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...], bool]
-"""What a row plan depends on (`Kernel._row_plan`): the inputs' shapes and strides, and
-whether every output starts on a `STREAMING_ALIGNMENT` line."""
+RowKey = tuple[
+    tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...], bool
+]
+"""What a row plan depends on (`Kernel._row_plan`): the inputs' shapes and strides, the
+outputs' strides, and whether every output starts on a `STREAMING_ALIGNMENT` line."""
 
 RowCallKey = tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]
-"""The inputs' shapes and strides: what a `RowCall` is found by (`RowKey` without the
-outputs' lines)."""
+"""The inputs' shapes and strides: what a `RowCall` is found by (`RowKey` without the outputs'
+strides and lines)."""
 
 
 @dataclass(frozen=True)
@@ -830,6 +836,8 @@ class RowCall:
     each input spans from its data pointer (`extent`), for the overlap check."""
 
     result_shapes: tuple[tuple[int, ...], ...]
+    result_strides: tuple[tuple[int, ...], ...]
+    """The strides of new (C-contiguous) outputs of those shapes."""
     new_array: NewArray
     extents: tuple[tuple[int, int], ...]
 
@@ -2252,34 +2260,46 @@ class Kernel(CompiledProgram):
             input_shapes = tuple(array.shape for array in arrays)
         else:
             input_shapes = ((math.prod(shape),),) * len(arrays)
-            out = self._flat_out(out, shape)
         plan = self._plan(input_shapes)
         contiguous = all(array.flags.c_contiguous for array in arrays)
         if shape is not None and not transposed and contiguous:
             self._remember_flat_run(shape, input_shapes, plan)
-        outputs = bind_outputs(self.function.outputs, out, plan.output_shapes, plan.new_array)
-        if not contiguous:
+        outputs = bind_outputs(  # (of a flat kernel in the call's shape, as the caller sees them)
+            self.function.outputs,
+            out,
+            plan.output_shapes if shape is None else (shape,) * len(plan.output_shapes),
+            plan.new_array,
+            rows_allowed=True,
+            fortran_allowed=rank is not None,
+        )
+        by_rows = not all(output.flags.c_contiguous for output in outputs)
+        if not contiguous or by_rows:
             row_plan = self._row_plan(plan, arrays, outputs, shape)
             if row_plan is None:
                 arrays = [
                     contiguous_input(p, array, copy_allowed=not prepared)
                     for p, array in zip(self.function.inputs, arrays, strict=True)
                 ]
-            else:
+                if by_rows:  # (the inputs' copies: `_row_plan` returned None for them)
+                    row_plan = self._row_plan(plan, arrays, outputs, shape)
+                    if row_plan is None:
+                        raise self._rows_refused(outputs)
+            if row_plan is not None:
                 plan = row_plan
-        if shape is not None:  # (an input run row by row stays as it is: `_row_plan`)
+        results = outputs
+        if shape is not None:  # (an array run row by row stays as it is: `_row_plan`)
             arrays = [a.reshape(-1) if a.flags.c_contiguous else a for a in arrays]
+            outputs = [o.reshape(-1) if o.flags.c_contiguous else o for o in outputs]
         arrays += outputs
         pointers = [data_pointer(array) for array in arrays]
         check_aliasing(
             self._names, arrays, pointers, len(self.function.inputs), self.in_place_allowed
         )
-        results = outputs if shape is None else [o.reshape(shape) for o in outputs]
-        if transposed:
+        if transposed:  # (the caller's buffers themselves, not transposes of their transposes)
             results = [result.T for result in results]
-        if given is not None and (shape is not None or transposed):  # views of the buffers
-            callers = given_outputs(self.function.outputs, given)
-            results = [r if c is None else c for c, r in zip(callers, results, strict=True)]
+            if given is not None:
+                callers = given_outputs(self.function.outputs, given)
+                results = [r if c is None else c for c, r in zip(callers, results, strict=True)]
         native = plan.for_pointers(self.function, pointers).native_call(pointers)
         return CheckedCall(arrays, native, results, plan)
 
@@ -2297,19 +2317,36 @@ class Kernel(CompiledProgram):
         the streaming twin where `plan` streams and every row of every output starts on a
         line; in a kernel of several threads a call large enough to split
         (`MIN_ELEMENTS_PER_THREAD` a thread) has its rows in a group per thread
-        (`CallPlan.row_groups`), run split or on this thread as `split_choice` says. None
-        where an output overlaps a strided input (which a copy reads before the call writes),
-        or where `_new_row_plan` says so: copy them instead. Remembered by the arrays' shapes
-        and strides (`RowKey`), but for plans over `ROW_PLAN_REMEMBERED_BYTES`."""
+        (`CallPlan.row_groups`), run split or on this thread as `split_choice` says. Outputs
+        are written so too where they are strided (`rows_writable`: `out=buf[:, :d]`). None
+        where an output shares an element with a strided input (which a copy reads before the
+        call writes) but as an update in place (`same_elements`, where the kernel allows
+        one), or where `_new_row_plan` says so: copy them instead. Remembered by the arrays'
+        shapes and strides (`RowKey`), but for plans over `ROW_PLAN_REMEMBERED_BYTES`."""
         output_pointers = [data_pointer(o) for o in outputs]
-        bounds = [(p, p + o.nbytes) for o, p in zip(outputs, output_pointers, strict=True)]
         for given in inputs:
             if not given.flags.c_contiguous:
-                low, high = extent(given, data_pointer(given))
-                if any(low < end and start < high for start, end in bounds):
-                    return None
+                pointer = data_pointer(given)
+                low, high = extent(given, pointer)
+                for output, output_pointer in zip(outputs, output_pointers, strict=True):
+                    start, end = extent(output, output_pointer)
+                    if (
+                        low < end
+                        and start < high
+                        and share_elements(given, output)
+                        and not (
+                            self.in_place_allowed
+                            and same_elements(output, output_pointer, given, pointer)
+                        )
+                    ):
+                        return None
         on_lines = not any(pointer % STREAMING_ALIGNMENT for pointer in output_pointers)
-        key = (tuple(given.shape for given in inputs), tuple(g.strides for g in inputs), on_lines)
+        key = (
+            tuple(given.shape for given in inputs),
+            tuple(given.strides for given in inputs),
+            tuple(output.strides for output in outputs),
+            on_lines,
+        )
         remembered = self._row_plans.get(key)  # (not `in` then `[]`: another thread may clear)
         if remembered is not None:
             return remembered[0]
@@ -2326,27 +2363,55 @@ class Kernel(CompiledProgram):
                 self._row_calls[key[:2]] = row_call
         return row_plan
 
-    @staticmethod
+    def _rows_refused(self, outputs: Sequence[np.ndarray]) -> ArgumentError:
+        """The error for a call into a strided `out` buffer that `_row_plan` cannot write by
+        rows (`_new_row_plan`: rows too short, static sizes)."""
+        name, output = next(
+            (parameter.name, output)
+            for parameter, output in zip(self.function.outputs, outputs, strict=True)
+            if not output.flags.c_contiguous
+        )
+        axes = row_axes(output)
+        row = output.size if axes is None else math.prod(output.shape[axes:])
+        reason = (
+            f"rows of {row} elements, under {ROW_CALL_MIN_ELEMENTS} "
+            "(`xfuse.runtime.kernel.ROW_CALL_MIN_ELEMENTS`)"
+            if row < ROW_CALL_MIN_ELEMENTS
+            else f"rows of {row} elements, which the kernel's sizes do not take one at a time"
+        )
+        return ArgumentError(
+            f"out '{name}': a strided buffer is written one native call a row, and this one has "
+            f"{reason}; pass a C-contiguous buffer, or assign the result instead: "
+            "view[...] = k(...)"
+        )
+
     def _row_call(
-        plan: CallPlan, inputs: Sequence[np.ndarray], flat_shape: tuple[int, ...] | None
+        self, plan: CallPlan, inputs: Sequence[np.ndarray], flat_shape: tuple[int, ...] | None
     ) -> RowCall:
         """What a repeated call on inputs of these shapes and strides needs besides its row
         plan (`_quick_row_call`); `plan` is the call's plan before rows (on the flat shape
         where `flat_shape`)."""
         outputs = len(plan.output_shapes)
         result_shapes = plan.output_shapes if flat_shape is None else (flat_shape,) * outputs
+        result_strides = tuple(
+            c_strides(shape, dtype.itemsize)
+            for shape, dtype in zip(result_shapes, self._output_dtypes, strict=True)
+        )
         extents = tuple(extent(given, 0) for given in inputs)
-        return RowCall(result_shapes, plan.new_array, extents)
+        return RowCall(result_shapes, result_strides, plan.new_array, extents)
 
     def _quick_row_call(self, inputs: Sequence[Any], out: Any) -> Any:
         """A call on strided inputs (run by rows: `_row_plan`) of shapes and strides that a
         checked call has run before, with the checks that depend on the arrays themselves:
         numpy arrays of their dtypes (numpy's own objects), aligned; `out` None or (one
-        output) a C-contiguous aligned writable array of the results' shape and dtype that
-        overlaps no input. Runs it and returns its results; for any other call (or where the
-        row plan is no longer remembered) None, running nothing: the full checks take it.
-        With the full checks a call on the float32 halves of `[8, 28672]` took 79-83 us, now
-        48-53 (contiguous arrays 37-39; docs/calling-kernels.md)."""
+        output) an aligned writable array of the results' shape and dtype, with strides a
+        checked call wrote by rows (or C-contiguous), that shares no element with an input
+        but as an update in place (`_row_plan`'s rule: `gate` of `k(gate, up, out=gate)`
+        shares none with `up`, though their extents overlap). Runs it and
+        returns its results; for any other call (or where the row plan is no longer
+        remembered) None, running nothing: the full checks take it. With the full checks a
+        call on the float32 halves of `[8, 28672]` took 79-83 us, now 48-53 (contiguous
+        arrays 37-39; docs/calling-kernels.md)."""
         for given, dtype in zip(inputs, self._input_dtypes, strict=True):
             if type(given) is not np.ndarray or given.dtype is not dtype:
                 return None
@@ -2362,25 +2427,39 @@ class Kernel(CompiledProgram):
                 call.new_array(shape, dtype)
                 for shape, dtype in zip(call.result_shapes, self._output_dtypes, strict=True)
             )
+            output_strides = call.result_strides
         elif (
             len(call.result_shapes) == 1
             and type(out) is np.ndarray
             and out.dtype is self._output_dtypes[0]
             and out.shape == call.result_shapes[0]
-            and out.flags.carray
         ):
-            outputs = (out,)
+            flags = out.flags
+            if not (flags.aligned and flags.writeable):
+                return None
+            outputs, output_strides = (out,), (out.strides,)
         else:
             return None
         input_pointers = [data_pointer(given) for given in inputs]
         output_pointers = [data_pointer(output) for output in outputs]
         if out is not None:
-            start, end = output_pointers[0], output_pointers[0] + out.nbytes
-            for pointer, (low, high) in zip(input_pointers, call.extents, strict=True):
-                if pointer + low < end and start < pointer + high:
-                    return None  # an in-place call, or an error to report
+            start = output_pointers[0]
+            start, end = (start, start + out.nbytes) if flags.c_contiguous else extent(out, start)
+            for given, pointer, (low, high) in zip(
+                inputs, input_pointers, call.extents, strict=True
+            ):
+                if (
+                    pointer + low < end
+                    and start < pointer + high
+                    and share_elements(given, out)
+                    and not (
+                        self.in_place_allowed
+                        and same_elements(out, output_pointers[0], given, pointer)
+                    )
+                ):
+                    return None  # inputs copied first, or an error to report
         on_lines = not any(pointer % STREAMING_ALIGNMENT for pointer in output_pointers)
-        remembered = self._row_plans.get((shapes, strides, on_lines))
+        remembered = self._row_plans.get((shapes, strides, output_strides, on_lines))
         if remembered is None or remembered[0] is None:
             return None
         self.run_plan(remembered[0], [*input_pointers, *output_pointers])
@@ -2398,7 +2477,7 @@ class Kernel(CompiledProgram):
         cannot run: rows shorter than `ROW_CALL_MIN_ELEMENTS`, a strided input of lower rank
         than the call, a lower-rank array that spans a row axis, a call one row of which the
         signature does not take (static sizes)."""
-        strided = [given for given in inputs if not given.flags.c_contiguous]
+        strided = [given for given in (*inputs, *outputs) if not given.flags.c_contiguous]
         iteration = flat_shape or bind_shapes(
             self.function.inputs, [given.shape for given in inputs], self.function.outputs
         )
@@ -2411,7 +2490,7 @@ class Kernel(CompiledProgram):
             return None
         grid = np.indices(iteration[:axes], np.int64).reshape(axes, -1)
         row_shapes, offsets = [], []
-        for given in (*inputs, *(o.reshape(flat_shape) if flat_shape else o for o in outputs)):
+        for given in (*inputs, *outputs):  # (a flat kernel's outputs in the call's shape)
             if given.ndim == rank:
                 strides = [
                     0 if n == 1 else step
@@ -2557,25 +2636,3 @@ class Kernel(CompiledProgram):
             )
         (shape,) = distinct
         return shape
-
-    def _flat_out(self, out: Any, shape: tuple[int, ...]) -> Any:
-        """`out` buffers of `shape` as the flat views the kernel writes through. A buffer of
-        another shape is an error here, in `check_output`'s words: the usual checks compare it
-        with the flat shape, which a 1-d buffer of as many elements would pass."""
-        outputs = {p.name: p for p in self.function.outputs}
-        names = iter(out if isinstance(out, Mapping) else outputs)
-
-        def flat(buffer: Any) -> Any:
-            name = next(names, "?")
-            if not isinstance(buffer, np.ndarray) or name not in outputs:
-                return buffer  # the usual checks report it
-            if buffer.shape != shape:
-                check_output(outputs[name], buffer, shape)  # raises: the shape if nothing else
-            if not buffer.flags.c_contiguous:
-                raise ArgumentError(
-                    f"out '{name}': must be C-contiguous and aligned (or Fortran-ordered, where "
-                    "every input and out buffer is)"
-                )
-            return buffer.reshape(-1)
-
-        return each_buffer(out, flat)
