@@ -64,10 +64,12 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
         "LLVM would see share one function, so each distinct kernel is compiled once. (xDSL's "
         "own route, "
         "`ew-to-linalg,convert-linalg-to-loops,lower-affine`, hoists and outlines nothing and "
-        "took 1.3-3x the time: measured in docs/benchmarks.md.) The innermost loop is split in "
-        "two (`vector-bytes=64`): a main loop to the largest multiple of 4 AVX-512 vectors "
-        "(`arith.andi %3, -64`: 64 f32) and a copy of it over the rest, which LLVM vectorizes "
-        "with masked loads and stores instead of a vector epilogue and scalar iterations.",
+        "took 1.3-3x the time: measured in docs/benchmarks.md.) In a kernel of bf16 arrays (not "
+        "this one: `bf16-only`) the innermost loop is split in two (`vector-bytes=64`): a main "
+        "loop to the largest multiple of 4 AVX-512 vectors (`arith.andi %n, -128`: 128 bf16) "
+        "and a copy of it over the rest, which LLVM vectorizes with masked loads and stores "
+        "instead of the scalar iterations it leaves such a loop; "
+        "`xfuse.compile(masked_remainder=True)` splits every kernel's.",
     ),
     "ew-expand-math": (
         "`ew-expand-math{math=approx}`: vectorizable math",

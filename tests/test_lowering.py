@@ -311,7 +311,7 @@ def test_remainder_is_one_masked_vector_loop(target_cpu: HostCpu, dtype: str) ->
     # With `masked_remainder`, after the main vector loop, the last elements run in a masked
     # vector loop (where the host masks the element size: AVX2 has no masked 16-bit moves), not
     # in a vector epilogue and then one scalar iteration (the whole scalar polynomial) per
-    # element, as they do by default.
+    # element, as they do by default but in a kernel of bf16 arrays (`bf16-only`: the same code).
     element = {"float32": "f32", "bfloat16": "bf16"}[dtype]
     casts = (
         ("arith.extf %xs : bf16 to f32", "arith.truncf %s : f32 to bf16")
@@ -320,9 +320,10 @@ def test_remainder_is_one_masked_vector_loop(target_cpu: HostCpu, dtype: str) ->
     )
     text = SILU_KERNEL.replace("DT", element).replace("EXT", casts[0]).replace("TRUNC", casts[1])
     default = function_bodies(compile_text(text, ["x"], math="approx").llvm_ir)["main.packed"]
-    assert "llvm.masked.store" not in default
     kernel = compile_text(text, ["x"], math="approx", masked_remainder=True)
     body = function_bodies(kernel.llvm_ir)["main.packed"]
+    assert (default == body) == (dtype == "bfloat16")
+    assert dtype == "bfloat16" or "llvm.masked.store" not in default
     masked = re.findall(r"llvm\.masked\.store\.v(\d+)", body)
     np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
     if target_cpu.masks(np_dtype.itemsize):
@@ -613,6 +614,37 @@ def test_pair_bf16_parts_pairs_a_loop_of_bf16_parts() -> None:
     nan = np.isnan(want.astype(np.float32))
     np.testing.assert_array_equal(out.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
     assert np.isnan(out[nan].astype(np.float32)).all()
+
+
+def test_pair_bf16_parts_renames_the_phis_of_a_loop_right_after() -> None:
+    """A remainder loop whose block follows the paired loop's (LLVM's layout of a bf16 kernel's
+    main loop and masked remainder loop, `ew-kernel-to-loops{bf16-only}`) enters from the
+    paired loop's new last block: its phi names that block (it named the old one, and LLVM
+    aborted the process on the broken function)."""
+    exit_block = """  br i1 %done, label %exit, label %vector.body
+
+exit:
+  %count = phi i64 [ %index.next, %vector.body ]"""
+    assert exit_block in TWO_BF16_PARTS
+    remainder = TWO_BF16_PARTS.replace(
+        exit_block,
+        """  br i1 %done, label %vector.body7, label %vector.body
+
+vector.body7:
+  %rest = phi i64 [ %index.next, %vector.body ], [ %rest.next, %vector.body7 ]
+  %rest.next = add nuw i64 %rest, 1
+  %rest.done = icmp uge i64 %rest.next, %n
+  br i1 %rest.done, label %exit, label %vector.body7
+
+exit:
+  %count = phi i64 [ %rest.next, %vector.body7 ]""",
+    )
+    llvm_binding.parse_assembly(remainder).verify()
+    paired = pair_bf16_parts(remainder)
+    assert "%rest = phi i64 [ %index.next, %xfuse.pair0.latch ], [ %rest.next, %vector.body7 ]" in (
+        paired
+    )
+    llvm_binding.parse_assembly(paired).verify()
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 // RUN: xfuse-opt %s -p ew-kernel-to-loops | filecheck %s
 // RUN: xfuse-opt %s -p 'ew-kernel-to-loops{vector-bytes=64}' | filecheck %s --check-prefix=REMAINDER
+// RUN: xfuse-opt %s -p 'ew-kernel-to-loops{vector-bytes=64 bf16-only=true}' | filecheck %s --check-prefix=BF16
 
 // A 1-D kernel becomes one loop over the output's size: loads, the region, a store. A function
 // of one kernel keeps it in place (functions of several outline each kernel, see below).
@@ -233,11 +234,16 @@ func.func @invariant(%x: memref<?x4xf32>, %s: memref<f32>, %out: memref<?x4xf32>
 // With the vector width set (vector-bytes=64), the innermost loop runs to the largest multiple
 // of 4 vectors of the narrowest element (4 x 64 bytes of f32: 64 elements), and a copy of it from
 // there to the end: the remainder loop, which LLVM vectorizes with masks
-// (`xfuse.codegen.native.mark_loops`). Without it, each innermost loop stays one loop.
+// (`xfuse.codegen.native.mark_loops`). Without it, each innermost loop stays one loop, and so
+// it does with bf16-only=true in a kernel of no bf16 array (the default pipeline's choice).
 // CHECK-LABEL: func.func @remainder_one_dim
 // CHECK-COUNT-1: scf.for
 // CHECK-NOT:     scf.for
 // CHECK:         func.return
+// BF16-LABEL:    func.func @remainder_one_dim
+// BF16-COUNT-1:  scf.for
+// BF16-NOT:      scf.for
+// BF16:          func.return
 // REMAINDER-LABEL: func.func @remainder_one_dim
 // REMAINDER-SAME:    (%[[X:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xf32>)
 // REMAINDER-DAG:     %[[C0:.*]] = arith.constant 0 : index
@@ -271,6 +277,13 @@ func.func @remainder_one_dim(%x: memref<?xf32>, %out: memref<?xf32>) {
 // CHECK-COUNT-2: scf.for
 // CHECK-NOT:     scf.for
 // CHECK:         func.return
+// With bf16-only=true, split as with vector-bytes alone: a kernel of bf16 arrays.
+// BF16-LABEL:    func.func @remainder_two_dims
+// BF16:            %[[MAIN:.*]] = arith.andi %{{.*}}, %{{.*}} : index
+// BF16-NEXT:       scf.for %{{.*}} = %{{.*}} to %[[MAIN]] step
+// BF16:            scf.for %{{.*}} = %[[MAIN]] to %{{.*}} step
+// BF16-NOT:        scf.for
+// BF16:          func.return
 // REMAINDER-LABEL: func.func @remainder_two_dims
 // REMAINDER-SAME:    (%[[X:.*]]: memref<?x?xbf16>, %[[S:.*]]: memref<?x1xf32>, %[[OUT:.*]]: memref<?x?xbf16>)
 // REMAINDER-DAG:     %[[T:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?xbf16>

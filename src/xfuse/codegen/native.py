@@ -1210,7 +1210,10 @@ def _rewrite_vector_bodies(
         labels = [i for i, new in enumerate(body) if _LABEL.match(new)]
         if labels:
             latches[found[1]] = body[labels[-1]].removesuffix(":")
-            body[: labels[0]] = [_rename_incoming(latches, new) for new in body[: labels[0]]]
+        # Its phis name its own latch, and (a remainder loop right after a main loop whose body
+        # got blocks) the body before it.
+        phis = labels[0] if labels else len(body)
+        body[:phis] = [_rename_incoming(latches, new) for new in body[:phis]]
         result += body
         start, number = end, number + 1
     name = re.search(r"@[-\w.$]+\(", declaration)

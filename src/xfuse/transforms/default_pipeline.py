@@ -31,11 +31,12 @@ from xfuse.transforms.to_nvvm import EwToNvvmPass
 from xfuse.transforms.workspace import EwWorkspacePass
 
 REMAINDER_VECTOR_BYTES = 64
-"""`ew-kernel-to-loops`'s `vector-bytes` with `masked_remainder` (off by default: it made every
-compile ~20% slower, and the test suite ~30 s, for up to ~200 ns per call): the widest x86 vectors
-(AVX-512), on every host, so that the pipeline's output stays host-independent. A main-loop
-block is then 4 vectors with AVX-512 and 8 with AVX2, and the masked remainder loop up to 4 or
-8 vectors (measured alike on AVX2: docs/benchmarks.md)."""
+"""`ew-kernel-to-loops`'s `vector-bytes`: the widest x86 vectors (AVX-512), on every host, so
+that the pipeline's output stays host-independent. A main-loop block is then 4 vectors with
+AVX-512 and 8 with AVX2, and the masked remainder loop up to 4 or 8 vectors (measured alike on
+AVX2: docs/benchmarks.md). For the kernels of bf16 arrays only (`bf16-only`), but with
+`masked_remainder`: for every kernel it made compiles ~20% slower, and the test suite ~30 s,
+for up to ~200 ns per call; a bf16 kernel's last elements took up to ~0.7 us without it."""
 
 
 def default_pipeline(
@@ -76,7 +77,7 @@ def default_pipeline(
     return (
         *tensor_passes,
         EwWorkspacePass(),
-        EwKernelToLoopsPass(vector_bytes=REMAINDER_VECTOR_BYTES if masked_remainder else 0),
+        EwKernelToLoopsPass(vector_bytes=REMAINDER_VECTOR_BYTES, bf16_only=not masked_remainder),
         # The flags go on the program's ops before the approximations are expanded (which keep
         # their own), not on every op in ew-to-llvm.
         EwExpandMathPass(math=math, ldexp=ldexp, fastmath=fastmath),
@@ -128,7 +129,8 @@ class XfuseDefaultPass(ModulePass):
     `EwExpandMathPass.ldexp`)."""
 
     masked_remainder: bool = False
-    """`ew-kernel-to-loops{vector-bytes=64}`: the last elements in a masked vector loop."""
+    """`ew-kernel-to-loops{vector-bytes=64}`: the last elements in a masked vector loop (without
+    it, `bf16-only`: in the kernels of bf16 arrays alone)."""
 
     def __post_init__(self) -> None:
         # Its passes check the options they are given (`math`, `fastmath`): named as its own.
