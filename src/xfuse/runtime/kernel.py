@@ -478,6 +478,11 @@ class CallPlan:
     shifts: dict[int, ShiftedRows | None] = field(default_factory=dict, compare=False, hash=False)
     """A loop nest's `ShiftedRows` by the outputs' elements before their first line (None: the
     call cannot run so)."""
+    row_heads: CallPlan | None = field(default=None, compare=False)
+    """A row plan of a flat loop whose every output row starts the same number of elements
+    before a line (strided rows into an `out=` from `np.empty`): the rows' heads, run first
+    with normal stores; this plan runs the rows' rests, which start on lines, and streams
+    (`Kernel._new_row_plan`)."""
 
     def for_pointers(self, function: NativeFunction, pointers: Sequence[int]) -> CallPlan:
         """This plan, or for a call that streams its outputs, the streaming plan for where the
@@ -488,25 +493,17 @@ class CallPlan:
             return self
         if self.loop_nest:
             return self._for_aligned_rows(function, pointers)
-        heads = set()
-        line_elements = 1
-        for parameter, pointer in zip(
-            function.outputs, pointers[len(function.inputs) :], strict=True
-        ):
-            gap = -pointer % STREAMING_ALIGNMENT
-            itemsize = numpy_dtype(parameter.dtype).itemsize
-            if gap % itemsize:
-                return self
-            heads.add(gap // itemsize)
-            line_elements = math.lcm(line_elements, STREAMING_ALIGNMENT // itemsize)
-        if len(heads) != 1:
+        head = common_head(function, pointers[len(function.inputs) :])
+        if head < 0:
             return self
-        (head,) = heads
         plan = self.heads.get(head)
         if plan is None:
             length = self.elements
             if head >= length:
                 return self
+            line_elements = math.lcm(
+                *(STREAMING_ALIGNMENT // numpy_dtype(p.dtype).itemsize for p in function.outputs)
+            )
             lines, parts = (length - head) // line_elements, len(self.templates)
             bounds = [head + round(lines * i / parts) * line_elements for i in range(parts)]
             split = list(zip([0, *bounds], [*bounds, length], strict=True))
@@ -532,16 +529,9 @@ class CallPlan:
         returned it as it is): the same call as `ShiftedRows`, whose middle part streams, where
         every output starts the same number of elements before a line and the nest can run
         so; else None."""
-        heads = set()
-        for parameter, pointer in zip(
-            function.outputs, pointers[len(function.inputs) :], strict=True
-        ):
-            itemsize = numpy_dtype(parameter.dtype).itemsize
-            gap = -pointer % STREAMING_ALIGNMENT
-            heads.add(gap // itemsize if gap % itemsize == 0 else -1)
-        if len(heads) != 1:
+        head = common_head(function, pointers[len(function.inputs) :])
+        if head < 0:
             return None
-        (head,) = heads
         if head not in self.shifts:
             self.shifts[head] = ShiftedRows.plan(function, self, head)
         return self.shifts[head]
@@ -642,6 +632,18 @@ class CallPlan:
         return lists
 
 
+def common_head(function: NativeFunction, output_pointers: Sequence[int]) -> int:
+    """How many elements every output of `function` at `output_pointers` has before its first
+    `STREAMING_ALIGNMENT` boundary (0: all start on one); -1 where that is not one number of
+    whole elements for all."""
+    heads = set()
+    for parameter, pointer in zip(function.outputs, output_pointers, strict=True):
+        itemsize = numpy_dtype(parameter.dtype).itemsize
+        gap = -pointer % STREAMING_ALIGNMENT
+        heads.add(gap // itemsize if gap % itemsize == 0 else -1)
+    return heads.pop() if len(heads) == 1 else -1
+
+
 @dataclass(frozen=True)
 class ShiftedRows:
     """A loop nest's call (`[t, d]` arrays, a `[d]` bias) whose outputs start `head` elements
@@ -728,6 +730,30 @@ class ShiftedRows:
             ]
             for part in range(3)
         ]
+
+
+def rows_of(
+    plan: CallPlan, one_row: CallPlan, offsets: Sequence[np.ndarray], streaming: bool
+) -> CallPlan:
+    """`plan`'s call as a row plan (`Kernel._row_plan`): `one_row`'s call (the plan of one
+    row) at each row's byte offset of each array (`offsets`, inputs then outputs), with the
+    streaming twin or not."""
+    (template,), (slots,) = one_row.templates, one_row.pointer_slots
+    row_offsets = np.zeros((len(offsets[0]), len(template)), np.int64)
+    for position, index, _ in slots:
+        row_offsets[:, position] = offsets[index]
+    return dataclasses.replace(
+        plan,
+        templates=one_row.templates,
+        pointer_slots=one_row.pointer_slots,
+        workspace_bytes=one_row.workspace_bytes,
+        streams=False,
+        streaming=streaming,
+        heads={},
+        one_thread=None,
+        row_offsets=row_offsets,
+        split_counts=None,
+    )
 
 
 def make_plan(
@@ -819,14 +845,15 @@ def streaming_sizes(function: NativeFunction, output_shapes: Sequence[tuple[int,
 
 
 RowKey = tuple[
-    tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...], bool
+    tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...], int
 ]
 """What a row plan depends on (`Kernel._row_plan`): the inputs' shapes and strides, the
-outputs' strides, and whether every output starts on a `STREAMING_ALIGNMENT` line."""
+outputs' strides, and in a call that can stream, the elements before the outputs' first
+`STREAMING_ALIGNMENT` line (`common_head`; 0 in any other)."""
 
 RowCallKey = tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]
 """The inputs' shapes and strides: what a `RowCall` is found by (`RowKey` without the outputs'
-strides and lines)."""
+strides and head)."""
 
 
 @dataclass(frozen=True)
@@ -838,6 +865,9 @@ class RowCall:
     result_shapes: tuple[tuple[int, ...], ...]
     result_strides: tuple[tuple[int, ...], ...]
     """The strides of new (C-contiguous) outputs of those shapes."""
+    streams: bool
+    """The call can stream (`CallPlan.streams`): its row plan depends on where the outputs
+    start (`RowKey`)."""
     new_array: NewArray
     extents: tuple[tuple[int, int], ...]
 
@@ -2151,6 +2181,8 @@ class Kernel(CompiledProgram):
         native call runs as a one-thread kernel's checked call does (`quick_call`, which runs
         such a call in its size class's untimed one-thread stretch without this method)."""
         plan = plan.for_pointers(self.function, pointers)
+        if plan.row_heads is not None:
+            self._run_plan(plan.row_heads, pointers)
         if plan.streams and plan.loop_nest:  # (outputs off a line: `for_pointers` kept it)
             shifted = plan.shifted_rows(self.function, pointers)
             if shifted is not None:
@@ -2340,17 +2372,18 @@ class Kernel(CompiledProgram):
                         )
                     ):
                         return None
-        on_lines = not any(pointer % STREAMING_ALIGNMENT for pointer in output_pointers)
+        # (Where the call cannot stream, where the outputs start changes nothing.)
+        head = common_head(self.function, output_pointers) if plan.streams else 0
         key = (
             tuple(given.shape for given in inputs),
             tuple(given.strides for given in inputs),
             tuple(output.strides for output in outputs),
-            on_lines,
+            head,
         )
         remembered = self._row_plans.get(key)  # (not `in` then `[]`: another thread may clear)
         if remembered is not None:
             return remembered[0]
-        row_plan = self._new_row_plan(plan, inputs, outputs, flat_shape, on_lines)
+        row_plan = self._new_row_plan(plan, inputs, outputs, flat_shape, head)
         if row_plan is not None and row_plan.row_offsets.nbytes > ROW_PLAN_REMEMBERED_BYTES:
             return row_plan  # (a call of that many rows takes far longer than making it)
         row_call = None if row_plan is None else self._row_call(plan, inputs, flat_shape)
@@ -2398,7 +2431,7 @@ class Kernel(CompiledProgram):
             for shape, dtype in zip(result_shapes, self._output_dtypes, strict=True)
         )
         extents = tuple(extent(given, 0) for given in inputs)
-        return RowCall(result_shapes, result_strides, plan.new_array, extents)
+        return RowCall(result_shapes, result_strides, plan.streams, plan.new_array, extents)
 
     def _quick_row_call(self, inputs: Sequence[Any], out: Any) -> Any:
         """A call on strided inputs (run by rows: `_row_plan`) of shapes and strides that a
@@ -2458,8 +2491,8 @@ class Kernel(CompiledProgram):
                     )
                 ):
                     return None  # inputs copied first, or an error to report
-        on_lines = not any(pointer % STREAMING_ALIGNMENT for pointer in output_pointers)
-        remembered = self._row_plans.get((shapes, strides, output_strides, on_lines))
+        head = common_head(self.function, output_pointers) if call.streams else 0
+        remembered = self._row_plans.get((shapes, strides, output_strides, head))
         if remembered is None or remembered[0] is None:
             return None
         self.run_plan(remembered[0], [*input_pointers, *output_pointers])
@@ -2471,12 +2504,15 @@ class Kernel(CompiledProgram):
         inputs: Sequence[np.ndarray],
         outputs: Sequence[np.ndarray],
         flat_shape: tuple[int, ...] | None,
-        on_lines: bool,
+        head: int,
     ) -> CallPlan | None:
-        """`_row_plan`'s plan (`on_lines`: the outputs start on lines), or None where rows
-        cannot run: rows shorter than `ROW_CALL_MIN_ELEMENTS`, a strided input of lower rank
-        than the call, a lower-rank array that spans a row axis, a call one row of which the
-        signature does not take (static sizes)."""
+        """`_row_plan`'s plan (`head`: the outputs' `common_head`), or None where rows cannot
+        run: rows shorter than `ROW_CALL_MIN_ELEMENTS`, a strided input of lower rank than the
+        call, a lower-rank array that spans a row axis, a call one row of which the signature
+        does not take (static sizes). Where the call streams and every output row starts on a
+        line, each row streams; where they all start `head` elements before one, in a flat
+        loop (an `out=` from `np.empty`), the rows' heads run first (`CallPlan.row_heads`)
+        and their rests stream."""
         strided = [given for given in (*inputs, *outputs) if not given.flags.c_contiguous]
         iteration = flat_shape or bind_shapes(
             self.function.inputs, [given.shape for given in inputs], self.function.outputs
@@ -2509,28 +2545,27 @@ class Kernel(CompiledProgram):
             one_row = make_plan(self.function, row_shapes[: len(inputs)], 1)
         except ArgumentError:
             return None
-        (template,), (slots,) = one_row.templates, one_row.pointer_slots
-        row_offsets = np.zeros((grid.shape[1], len(template)), np.int64)
-        for position, index, _ in slots:
-            row_offsets[:, position] = offsets[index]
-        streaming = (
+        lines_apart = (
             plan.streams
-            and on_lines
             and streaming_sizes(self.function, one_row.output_shapes)
             and not any(np.any(row % STREAMING_ALIGNMENT) for row in offsets[len(inputs) :])
         )
-        row_plan = dataclasses.replace(
-            plan,
-            templates=one_row.templates,
-            pointer_slots=one_row.pointer_slots,
-            workspace_bytes=one_row.workspace_bytes,
-            streams=False,
-            streaming=streaming,
-            heads={},
-            one_thread=None,
-            row_offsets=row_offsets,
-            split_counts=None,
-        )
+        row_plan = rows_of(plan, one_row, offsets, streaming=lines_apart and head == 0)
+        if lines_apart and flat_shape and 0 < head < row_elements:
+            with contextlib.suppress(ArgumentError):  # (static sizes: no head, no rest)
+                heads = make_plan(self.function, [(head,)] * len(inputs), 1)
+                rest = make_plan(self.function, [(row_elements - head,)] * len(inputs), 1)
+                parameters = (*self.function.inputs, *self.function.outputs)
+                rests = [
+                    at + head * numpy_dtype(p.dtype).itemsize
+                    for p, at in zip(parameters, offsets, strict=True)
+                ]
+                row_plan = dataclasses.replace(
+                    rows_of(plan, rest, rests, streaming=True),
+                    row_heads=rows_of(plan, heads, offsets, streaming=False),
+                )
+        row_offsets = row_plan.row_offsets
+        assert row_offsets is not None
         rows = len(row_offsets)
         threads = min(self.threads, rows, plan.elements // MIN_ELEMENTS_PER_THREAD)
         if threads < 2:
