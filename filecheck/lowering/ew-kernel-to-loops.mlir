@@ -316,3 +316,44 @@ func.func @remainder_two_dims(%x: memref<?x?xbf16>, %s: memref<?x1xf32>, %out: m
   }
   func.return
 }
+
+// bf16-only=true splits a flat loop of bf16 arrays (LLVM leaves a loop that rounds to bf16 in
+// hardware a scalar epilogue), and not a loop nest of f32: its remainder, at every row, stays
+// LLVM's vector epilogue (splitting it too cost up to 54 ms more compile a nest).
+// CHECK-LABEL:       func.func @bf16_only_flat
+// CHECK-COUNT-1:     scf.for
+// CHECK-NOT:         scf.for
+// CHECK:             func.return
+// BF16-LABEL:        func.func @bf16_only_flat
+// BF16:                %[[MAIN:.*]] = arith.andi %{{.*}}, %{{.*}} : index
+// BF16-NEXT:           scf.for %{{.*}} = %{{.*}} to %[[MAIN]] step
+// BF16:                scf.for %{{.*}} = %[[MAIN]] to %{{.*}} step
+// BF16-NOT:            scf.for
+// BF16:              func.return
+func.func @bf16_only_flat(%x: memref<?xbf16>, %out: memref<?xbf16>) {
+  ew.kernel ins(%x : memref<?xbf16>) outs(%out : memref<?xbf16>) {
+  ^bb0(%xs: bf16):
+    %xf = arith.extf %xs : bf16 to f32
+    %t = math.tanh %xf : f32
+    %r = arith.truncf %t : f32 to bf16
+    ew.yield %r : bf16
+  }
+  func.return
+}
+
+// CHECK-LABEL:       func.func @bf16_only_rows_f32
+// CHECK-COUNT-2:     scf.for
+// CHECK-NOT:         scf.for
+// CHECK:             func.return
+// BF16-LABEL:        func.func @bf16_only_rows_f32
+// BF16-COUNT-2:      scf.for
+// BF16-NOT:          scf.for
+// BF16:              func.return
+func.func @bf16_only_rows_f32(%x: memref<?x?xf32>, %out: memref<?x?xf32>) {
+  ew.kernel ins(%x : memref<?x?xf32>) outs(%out : memref<?x?xf32>) {
+  ^bb0(%xs: f32):
+    %t = math.tanh %xs : f32
+    ew.yield %t : f32
+  }
+  func.return
+}
