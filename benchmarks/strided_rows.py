@@ -10,8 +10,9 @@ kernel runs such inputs one native call per row on the array itself
 `out=` in each of `--rounds` rounds (`interleaved_medians`), and its least (in us where the
 contiguous call takes under a ms, else in ms):
 - on the halves (rows read where they are), `out=` starting on a 64-byte line (every output
-  row then does: the rows stream), then `out=` from `np.empty` (16 bytes past one: normal
-  stores), then the first with a `threads=2` kernel (its split choice settled in the warm-up);
+  row then does: the rows stream), then `out=` from `np.empty` (16 bytes past one: each row's
+  head with normal stores, then its rest streaming, `CallPlan.row_heads`), then the first
+  with a `threads=2` kernel (its split choice settled in the warm-up);
 - on the halves copied first in the call, what a call did before;
 - on C-contiguous arrays of the same values (the same kernel, one call);
 - numpy's `gate / (1 + exp(-gate)) * up` on the halves (float32 only), with `out=` buffers;
