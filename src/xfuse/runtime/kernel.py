@@ -2440,11 +2440,11 @@ class Kernel(CompiledProgram):
         output) an aligned writable array of the results' shape and dtype, with strides a
         checked call wrote by rows (or C-contiguous), that shares no element with an input
         but as an update in place (`_row_plan`'s rule: `gate` of `k(gate, up, out=gate)`
-        shares none with `up`, though their extents overlap). Runs it and
-        returns its results; for any other call (or where the row plan is no longer
-        remembered) None, running nothing: the full checks take it. With the full checks a
-        call on the float32 halves of `[8, 28672]` took 79-83 us, now 48-53 (contiguous
-        arrays 37-39; docs/calling-kernels.md)."""
+        shares none with `up`, though their extents overlap). Runs it and returns its
+        results; for any other call (or where the row plan is no longer remembered) None,
+        running nothing: the full checks take it. With the full checks a call on the float32
+        halves of `[8, 28672]` took 79-83 us, now 48-53 (contiguous arrays 37-39;
+        docs/calling-kernels.md)."""
         for given, dtype in zip(inputs, self._input_dtypes, strict=True):
             if type(given) is not np.ndarray or given.dtype is not dtype:
                 return None
