@@ -438,11 +438,13 @@ def check_output(
         raise ArgumentError(f"{label}: expected shape {shape}, got {value.shape}")
     flags = value.flags
     if not flags.aligned or not (flags.c_contiguous or rows_allowed and rows_writable(value)):
-        rows = ", or an aligned view of C-contiguous rows (buf[:, :d])" if rows_allowed else ""
+        alternatives = (
+            ", or an aligned view of C-contiguous rows (buf[:, :d])" if rows_allowed else ""
+        )
         if fortran_allowed:
-            rows += " (or Fortran-ordered, where every input and out buffer is)"
+            alternatives += " (or Fortran-ordered, where every input and out buffer is)"
         raise ArgumentError(
-            f"{label}: must be C-contiguous and aligned{rows}, as the kernel writes it in "
+            f"{label}: must be C-contiguous and aligned{alternatives}, as the kernel writes it in "
             f"place; into {'another' if rows_allowed else 'a'} strided view, assign the result "
             "instead: view[...] = k(...)"
         )
