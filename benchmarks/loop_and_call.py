@@ -15,7 +15,8 @@ one thread, `out=` buffers, each time the best of `--rounds` interleaved round m
    calling thread runs one slice);
 4. the cost of a call at n = 16: a checked call `k(x=..., out=...)`, one that allocates its
    output, a prepared call (`Kernel.prepare`) and its packed entry called through ctypes (slower
-   than the prepared call, which skips ctypes: a builtin of `BOUND_CALL_IR` calls the entry);
+   than the prepared call, which skips ctypes: a builtin of `BOUND_CALL_IR` calls the entry),
+   and an `@xfuse.jit` function's call by position;
 5. where the host has `avx512bf16`: LLVM's `fptrunc` f32 -> bfloat (`vcvtneps2bf16`) against
    xfuse's integer rounding (`narrow_bits`), bit for bit, on every f32 subnormal and samples of
    normals and NaNs: why xfuse does not use the instruction.
@@ -136,23 +137,32 @@ def bare_native_call(kernel: Kernel, x: np.ndarray, out: np.ndarray) -> Callable
     return lambda: (words, entry(address))
 
 
+@xfuse.jit(math="approx")
+def jit_gelu(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
+    h = x + b
+    return 0.5 * h * (1 + np.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
+
+
 def call_rows(rounds: int) -> None:
     kernel = xfuse.compile(GELU)
     x, out = np.ones(16, np.float32), np.empty(16, np.float32)
     kernel(x=x, b=x, r=x, out=out)  # plans the shapes, as any earlier call would
+    jit_gelu(x, x, x, out=out)
     runs = [
         lambda: kernel(x=x, b=x, r=x, out=out),
         lambda: kernel(x=x, b=x, r=x),
         kernel.prepare(x=x, b=x, r=x, out=out),
         bare_native_call(kernel, x, out),
+        lambda: jit_gelu(x, x, x, out=out),
     ]
-    checked, allocating, prepared, bare = (
+    checked, allocating, prepared, bare, jit = (
         min(times) for times in interleaved_medians(runs, rounds * 3, 200)
     )
     print(
         f"call at n = 16: checked k(..., out=) {checked * 1e6:.2f} us, checked allocating "
         f"{allocating * 1e6:.2f} us, prepared {prepared * 1e6:.2f} us, its packed entry through "
-        f"ctypes {bare * 1e6:.2f} us (ctypes' own cost, which a prepared call skips)"
+        f"ctypes {bare * 1e6:.2f} us (ctypes' own cost, which a prepared call skips), an "
+        f"@xfuse.jit function's gelu(x, b, r, out=) {jit * 1e6:.2f} us"
     )
 
 

@@ -84,6 +84,26 @@ def test_a_sequence_of_one_result_is_returned_as_a_sequence() -> None:
     assert isinstance(xfuse.jit(lambda a: a + 1)(x), np.ndarray)
 
 
+def test_a_repeated_call_by_position_finds_its_kernel_by_dtypes_and_shapes() -> None:
+    """A call of numpy arrays by position finds its kernel by their dtypes and shapes without
+    binding its arguments again (~8 us of a 10 us call); other dtypes, shapes, names or
+    values get their own kernel or error as a first call does."""
+    f = xfuse.jit(lambda a, b: a * b + 1)
+    x = np.float32([1, 2, 3])
+    column = x.reshape(3, 1)
+    for a, b in [(x, x), (x, x), (x.astype(np.float64),) * 2, (x.astype(np.float64),) * 2]:
+        assert_same(f(a, b), a * b + 1)
+    for _ in range(2):
+        assert_same(f(column, x), column * x + 1)
+        assert_same(f(b=x, a=x + 1), (x + 1) * x + 1)
+    assert len(f.kernels) == 3
+    with pytest.raises(TypeError, match="argument 'b': expected a numpy array.*np.asarray"):
+        f(x, [1.0, 2.0, 3.0])
+    buffer = np.empty_like(x)
+    assert f(x, x, out=buffer) is buffer
+    assert_same(buffer, x * x + 1)
+
+
 def test_a_jit_function_called_while_tracing_is_traced_in_place() -> None:
     """A jit function called from another (or itself, recursively) was an ArgumentTypeError
     ("expected a numpy array, got Traced")."""
