@@ -104,6 +104,34 @@ def test_a_repeated_call_by_position_finds_its_kernel_by_dtypes_and_shapes() -> 
     assert_same(buffer, x * x + 1)
 
 
+def test_arrays_of_one_shape_are_traced_as_one_flat_loop() -> None:
+    """Arrays all of one shape of 2 or more dims are traced `[?]`: one flat loop that runs any
+    layout as a 1-d call does (a nest ran LLVM's vector epilogue at every row and streamed only
+    rows of whole 64-byte lines). A broadcast keeps the arrays' ranks."""
+    f = xfuse.jit(lambda a, b: np.tanh(a) * b)
+    rng = np.random.default_rng(0)
+    wide = rng.standard_normal((37, 130)).astype(np.float32)
+    a, b = wide[:, :100], rng.standard_normal((37, 100)).astype(np.float32)
+
+    def want(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.tanh(a.astype(np.float64)) * b
+
+    for x, y in [(a, b), (b, a), (a.T, b.T), (b[:1], a[:1]), (b[None], a[None])]:
+        got = f(x, y)
+        assert got.shape == x.shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, want(x, y), rtol=1e-6, atol=1e-37)
+    out = np.empty((37, 130), np.float32)[:, 30:]
+    assert f(a, b, out=out) is out
+    np.testing.assert_allclose(out, want(a, b), rtol=1e-6, atol=1e-37)
+    frontend_irs = [kernel.ir("frontend") for kernel in f.kernels.values()]
+    assert all("tensor<?xf32>" in ir and "x?xf32>" not in ir for ir in frontend_irs)
+    assert len(f.kernels) == 4  # by shape, as the calls' checks; the IR is one
+
+    f(a, b[0])  # a [37, 100] array and a [100] bias
+    (broadcast,) = [k for key, k in f.kernels.items() if key[1][2] == (100,)]
+    assert "tensor<?x?xf32>" in broadcast.ir("frontend")
+
+
 def test_a_jit_function_called_while_tracing_is_traced_in_place() -> None:
     """A jit function called from another (or itself, recursively) was an ArgumentTypeError
     ("expected a numpy array, got Traced")."""
