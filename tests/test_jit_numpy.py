@@ -84,10 +84,10 @@ def test_a_sequence_of_one_result_is_returned_as_a_sequence() -> None:
     assert isinstance(xfuse.jit(lambda a: a + 1)(x), np.ndarray)
 
 
-def test_a_repeated_call_by_position_finds_its_kernel_by_dtypes_and_shapes() -> None:
-    """A call of numpy arrays by position finds its kernel by their dtypes and shapes without
-    binding its arguments again (~8 us of a 10 us call); other dtypes, shapes, names or
-    values get their own kernel or error as a first call does."""
+def test_a_repeated_call_finds_its_kernel_by_names_dtypes_and_shapes() -> None:
+    """A call of numpy arrays for every parameter finds its kernel by the names given and the
+    arrays' dtypes and shapes without binding its arguments again (~8 us of a 10 us call);
+    other dtypes, shapes, names or values get their own kernel or error as a first call does."""
     f = xfuse.jit(lambda a, b: a * b + 1)
     x = np.float32([1, 2, 3])
     column = x.reshape(3, 1)
@@ -96,6 +96,11 @@ def test_a_repeated_call_by_position_finds_its_kernel_by_dtypes_and_shapes() -> 
     for _ in range(2):
         assert_same(f(column, x), column * x + 1)
         assert_same(f(b=x, a=x + 1), (x + 1) * x + 1)
+        assert_same(f(x + 1, b=x), (x + 1) * x + 1)
+        with pytest.raises(TypeError, match=r"^<lambda>\(\): got an unexpected keyword .*'c'$"):
+            f(x, c=x)
+        with pytest.raises(TypeError, match=r"^<lambda>\(\): got multiple values for .*'a'$"):
+            f(x, a=x)
     assert len(f.kernels) == 3
     with pytest.raises(TypeError, match="argument 'b': expected a numpy array.*np.asarray"):
         f(x, [1.0, 2.0, 3.0])

@@ -59,22 +59,18 @@ class JitFunction:
             )
         self.kernels: dict[tuple[Any, ...], Kernel] = {}
         """The kernels compiled so far, by the (name, dtype, shape) of each argument."""
-        self._by_position: dict[tuple[tuple[np.dtype[Any], tuple[int, ...]], ...], _Plain] = {}
-        """The kernels of plain calls (`_plain_arity` numpy arrays by position), by each
-        array's dtype and shape: a repeated call skips binding
-        its arguments (`x * sigmoid(x) * y` on 16 float32: 10.4 us a call, 1.4 of it the
-        kernel's; docs/calling-kernels.md)."""
+        self._plain_calls: dict[tuple[Any, ...], _Plain] = {}
+        """The kernels of plain calls (every parameter given a numpy array), by the names
+        given and each array's dtype and shape: a repeated call skips binding its arguments
+        (`x * sigmoid(x) * y` on 16 float32: 10.4 us a call, 1.4 of it the kernel's;
+        docs/calling-kernels.md)."""
+        variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        parameters = self.signature.parameters.values()
         self._plain_arity = (
-            len(self.signature.parameters)
-            if all(
-                parameter.kind
-                in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-                for parameter in self.signature.parameters.values()
-            )
-            else -1
+            -1 if any(p.kind in variadic for p in parameters) else len(self.signature.parameters)
         )
-        """How many arrays a plain call passes (every parameter by position; -1: no call is
-        plain, the function has `*args`, `**kwargs` or keyword-only parameters)."""
+        """How many arrays a plain call passes (-1: none is plain, the function has `*args`
+        or `**kwargs`)."""
         functools.update_wrapper(self, function)
         parameters = list(self.signature.parameters.values())
         position = len(parameters)
@@ -99,14 +95,15 @@ class JitFunction:
 
     def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         plain_key = None
-        if not kwargs and len(args) == self._plain_arity:
-            arrays_key = tuple([(a.dtype, a.shape) for a in args if type(a) is np.ndarray])
-            if len(arrays_key) == len(args):
-                plain_key = arrays_key
-                found = self._by_position.get(plain_key)
+        if len(args) + len(kwargs) == self._plain_arity:
+            given = (*args, *kwargs.values())
+            arrays_key = [(a.dtype, a.shape) for a in given if type(a) is np.ndarray]
+            if len(arrays_key) == len(given):
+                plain_key = (*kwargs, *arrays_key)
+                found = self._plain_calls.get(plain_key)
                 if found is not None:
                     kernel, in_a_tuple = found
-                    results = kernel(*args, out=out)
+                    results = kernel(*args, out=out, **kwargs)
                     return (results,) if in_a_tuple else results
         if any(isinstance(a, Traced) for a in (*args, *kwargs.values())):
             # called from a function being traced: record its ops there (one kernel, the
@@ -160,8 +157,8 @@ class JitFunction:
             kernel = self.kernels[key] = self.compile(arrays)
         # a function that returned a sequence of one array gets it back in a tuple
         in_a_tuple = kernel.output_names == ("out0",)
-        if plain_key is not None:  # (the kernel's inputs are the arguments in order: `compile`)
-            self._by_position[plain_key] = (kernel, in_a_tuple)
+        if plain_key is not None:  # (the kernel's inputs are the parameters in order: `compile`)
+            self._plain_calls[plain_key] = (kernel, in_a_tuple)
         results = kernel(out=out, **arrays)
         return (results,) if in_a_tuple else results
 
