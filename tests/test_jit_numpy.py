@@ -91,8 +91,10 @@ def test_a_repeated_call_finds_its_kernel_by_names_dtypes_and_shapes() -> None:
     f = xfuse.jit(lambda a, b: a * b + 1)
     x = np.float32([1, 2, 3])
     column = x.reshape(3, 1)
+    two = np.float32(2)  # a numpy scalar: a 0-d array of its dtype
     for a, b in [(x, x), (x, x), (x.astype(np.float64),) * 2, (x.astype(np.float64),) * 2]:
         assert_same(f(a, b), a * b + 1)
+        assert_same(f(a, two), a * two + 1)
     for _ in range(2):
         assert_same(f(column, x), column * x + 1)
         assert_same(f(b=x, a=x + 1), (x + 1) * x + 1)
@@ -101,7 +103,7 @@ def test_a_repeated_call_finds_its_kernel_by_names_dtypes_and_shapes() -> None:
             f(x, c=x)
         with pytest.raises(TypeError, match=r"^<lambda>\(\): got multiple values for .*'a'$"):
             f(x, a=x)
-    assert len(f.kernels) == 3
+    assert len(f.kernels) == 5
     with pytest.raises(TypeError, match="argument 'b': expected a numpy array.*np.asarray"):
         f(x, [1.0, 2.0, 3.0])
     buffer = np.empty_like(x)

@@ -60,7 +60,7 @@ class JitFunction:
         self.kernels: dict[tuple[Any, ...], Kernel] = {}
         """The kernels compiled so far, by the (name, dtype, shape) of each argument."""
         self._plain_calls: dict[tuple[Any, ...], _Plain] = {}
-        """The kernels of plain calls (every parameter given a numpy array), by the names
+        """The kernels of plain calls (every parameter given a numpy array or scalar), by the names
         given and each array's dtype and shape: a repeated call skips binding its arguments
         (`x * sigmoid(x) * y` on 16 float32: 10.4 us a call, 1.4 of it the kernel's;
         docs/calling-kernels.md)."""
@@ -97,7 +97,9 @@ class JitFunction:
         plain_key = None
         if len(args) + len(kwargs) == self._plain_arity:
             given = (*args, *kwargs.values())
-            arrays_key = [(a.dtype, a.shape) for a in given if type(a) is np.ndarray]
+            arrays_key = [
+                (a.dtype, a.shape) for a in given if isinstance(a, np.ndarray | np.generic)
+            ]
             if len(arrays_key) == len(given):
                 plain_key = (*kwargs, *arrays_key)
                 found = self._plain_calls.get(plain_key)
