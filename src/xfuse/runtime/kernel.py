@@ -28,15 +28,15 @@ workspace; concurrent calls from several Python threads each borrow a workspace 
 
 A call of one flat loop (a single-kernel program on 1-d arrays, or flattened ones) that moves at
 least the host's `HostCpu.streaming_bytes` streams its outputs: it runs the elements before the
-outputs' first 64-byte boundary with the function itself and the rest with its streaming twin,
-whose vector stores are non-temporal (`xfuse.codegen.native.add_streaming_twins`); a split call
-splits that rest, at 64-byte boundaries of the outputs. A loop nest ([t, d] arrays, a [d] bias)
-streams all of it where its output rows are whole 64-byte lines starting on one
-(`streaming_sizes`; each row has no head to run apart); where the outputs start elsewhere (an
-`out=` from `np.empty`), the rows shifted onto the lines, the bias rotated to match
-(`ShiftedRows`), else none. Whether such a call streams is timed per size class
-(`Kernel.stream_choice`): normal stores are kept where they run faster by `SPLIT_MARGIN`. Both
-functions compute the same bits. A call that streams makes its new outputs start on a 64-byte
+outputs' first 64-byte boundary with the function itself and the rest with its streaming twin, whose
+vector stores are non-temporal (`xfuse.codegen.native.add_streaming_twins`); a split call splits
+that rest, at 64-byte boundaries of the outputs. A loop nest ([t, d] arrays, a [d] bias) streams all
+of it where its output rows are whole 64-byte lines starting on one (`streaming_sizes`; each row has
+no head to run apart); where the outputs start elsewhere (an `out=` from `np.empty`), the rows
+shifted onto the lines, the bias rotated to match (`ShiftedRows`), else none. Whether such a call
+streams is timed per size class (`Kernel.stream_choice`): normal stores are kept where they run
+faster by `SPLIT_MARGIN`. Both functions compute the same bits (but a NaN's sign where two NaNs
+meet: docs/calling-kernels.md). A call that streams makes its new outputs start on a 64-byte
 boundary, half a page from numpy's (`STREAMING_OUTPUT_PAGE_OFFSET`).
 
 A call on a strided input whose rows are C-contiguous (`x[:, :d]` of a wider array:
