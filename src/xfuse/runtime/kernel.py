@@ -351,11 +351,10 @@ class NativeFunction:
         `run_slices` on each group's own plan).
         """
         if isinstance(argument_lists, np.ndarray):  # a row plan's (`CallPlan.row_offsets`)
-            rows = self._rows_plan(argument_lists, workspace, streaming)
-            _slice_function("run_slices")(data_pointer(rows))
+            self.run_rows(self.rows_plan(argument_lists, workspace, streaming))
             return
         if argument_lists and isinstance(argument_lists[0], np.ndarray):  # a thread's rows each
-            groups = [self._rows_plan(group, workspace, streaming) for group in argument_lists]
+            groups = [self.rows_plan(group, workspace, streaming) for group in argument_lists]
             handed = workers[: len(groups) - 1]
             width = max(len(group) for group in groups)
             run_slices = _bound_call_methods()[0].address("run_slices")
@@ -387,7 +386,12 @@ class NativeFunction:
         )
         _slice_function("run_slices")(plan.buffer_info()[0])
 
-    def _rows_plan(self, rows: np.ndarray, workspace: int, streaming: bool) -> np.ndarray:
+    @staticmethod
+    def run_rows(rows_plan: np.ndarray) -> None:
+        """Run a `rows_plan` on this thread."""
+        _slice_function("run_slices")(data_pointer(rows_plan))
+
+    def rows_plan(self, rows: np.ndarray, workspace: int, streaming: bool) -> np.ndarray:
         """`run_slices`' plan of these rows' argument words on one thread, one after another,
         every row with the streaming twin where `streaming` (a row plan has no head)."""
         if workspace:
@@ -483,6 +487,11 @@ class CallPlan:
     before a line (strided rows into an `out=` from `np.empty`): the rows' heads, run first
     with normal stores; this plan runs the rows' rests, which start on lines, and streams
     (`Kernel._new_row_plan`)."""
+    last_rows_run: dict[str, tuple[tuple[int, ...], np.ndarray]] = field(
+        default_factory=dict, init=False, compare=False, hash=False, repr=False
+    )
+    """A row plan's last `rows_run`, by its pointers (read and replaced whole: calls from
+    several threads each get one of their own pointers)."""
 
     def for_pointers(self, function: NativeFunction, pointers: Sequence[int]) -> CallPlan:
         """This plan, or for a call that streams its outputs, the streaming plan for where the
@@ -610,6 +619,21 @@ class CallPlan:
         if self.rows:
             return max(1, len(self.row_groups) - 1)
         return len(self.templates) - self.streaming
+
+    def rows_run(self, function: NativeFunction, pointers: Sequence[int]) -> np.ndarray:
+        """`run_slices`' plan of this row plan's rows (one thread, no workspace) at `pointers`.
+        The last one is kept: a repeated call's arrays are mostly the same, a prepared call's
+        always (its words took ~4.5 us of a 7.1 us prepared call on the float32 halves of
+        `[8, 2048]`; docs/benchmarks.md)."""
+        key = tuple(pointers)
+        last = self.last_rows_run.get("last")
+        if last is not None and last[0] == key:
+            return last[1]
+        words = self.argument_lists(pointers)
+        assert isinstance(words, np.ndarray)
+        run = function.rows_plan(words, 0, self.streaming)
+        self.last_rows_run["last"] = (key, run)
+        return run
 
     def argument_lists(
         self, pointers: Sequence[int]
@@ -2194,6 +2218,9 @@ class Kernel(CompiledProgram):
             if words is not None:  # (one native call: a call `stream_choice` kept off streaming)
                 self.function.pointer_call(words, *pointers)
                 return
+            if plan.rows and not plan.row_groups and not plan.workspace_bytes:
+                self._run_rows(plan, pointers)
+                return
             self._run_slices(
                 plan.argument_lists(pointers), plan.workspace_bytes, [], plan.streaming
             )
@@ -2219,6 +2246,10 @@ class Kernel(CompiledProgram):
         seconds = choice.clock() - start
         if timed and len(workers) in (0, slices - 1):  # (not where another call had some)
             choice.record(plan.size_class, bool(workers), seconds / plan.elements)
+
+    def _run_rows(self, plan: CallPlan, pointers: Sequence[int]) -> None:
+        """Run a row plan's rows on this thread (no workspace): `CallPlan.rows_run`."""
+        self.function.run_rows(plan.rows_run(self.function, pointers))
 
     def _run_shifted(self, shifted: ShiftedRows, pointers: Sequence[int]) -> None:
         """Run a call as `ShiftedRows`: its `[d]` inputs rotated into copies first (a call's
