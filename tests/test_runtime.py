@@ -897,20 +897,26 @@ SCALAR_KERNEL = "input x[?]; input s[]; y = x * s;"
     [("float32", np.float32(2.5)), ("float64", np.float64(2.5)), ("bf16", ml_dtypes.bfloat16(2.5))],
     ids=["float32", "float64", "bfloat16"],
 )
-def test_a_numpy_scalar_is_a_0d_array(dtype: str, scalar: np.generic) -> None:
+def test_a_numpy_scalar_is_a_0d_array(
+    dtype: str, scalar: np.generic, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """numpy's ufuncs take a numpy scalar as a 0-d array of its dtype, and so does a kernel:
     declared 0-d, in a kernel compiled without shapes, in the checked call before and after the
-    call plan is made (the quick path), and in `prepare`."""
+    call plan is made (the quick path, which took a numpy scalar through the full checks at
+    every call: 16.5 us a call of a jit function `x * sigmoid(x) * y * s` on 6400 float32,
+    5.2 with the quick path), and in `prepare`."""
     x = np.arange(4).astype(scalar.dtype)
     declared = xfuse.compile(SCALAR_KERNEL, outputs=["y"], dtype=dtype)
     unshaped = xfuse.compile("y = x * s;", outputs=["y"], dtype=dtype)
     zero_d = np.asarray(scalar)
+    full_checks = count_full_checks(declared, monkeypatch)
     for _ in range(2):  # the second call finds the plan of its shapes
         np.testing.assert_array_equal(declared(x, scalar), x * scalar)
         np.testing.assert_array_equal(declared(x=x, s=scalar), x * scalar)
         result = unshaped(scalar, scalar)
         assert result.shape == () and result.dtype == scalar.dtype
         assert result == unshaped(zero_d, zero_d) == scalar * scalar
+    assert len(full_checks) == 1
     np.testing.assert_array_equal(declared.prepare(x, scalar)(), x * scalar)
     out = np.empty((), scalar.dtype)
     assert unshaped.prepare(scalar, scalar, out=out)() is out

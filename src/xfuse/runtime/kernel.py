@@ -914,7 +914,8 @@ def quick_call(
     times).
 
     It takes the inputs in the signature's order (`CallSignature.ordered`), each a C-contiguous
-    aligned numpy array with its dtype (numpy's own object for it) and of shapes `plans` has,
+    aligned numpy array with its dtype (numpy's own object for it; for a 0-d input, a numpy
+    scalar of its dtype too, as the full checks take it) and of shapes `plans` has,
     and `out` None or (for one output) one such writable array that overlaps no input; runs the
     call and returns its results. For any other call it returns None, running nothing: the
     full checks take it (a read-only input, an equal but other dtype object, an in-place call,
@@ -941,9 +942,16 @@ def quick_call(
         f"q0 < {p} + {a}.nbytes and {p} < end" for a, p in zip(inputs, input_pointers, strict=True)
     ]
     pointers = ", ".join([*input_pointers, *output_pointers])
+    # A numpy scalar for a 0-d input is a 0-d array of its dtype (`check_input`'s rule).
+    scalars = [
+        f"    if isinstance({a}, generic):\n        {a} = asarray({a})"
+        for a, parameter in zip(inputs, function.inputs, strict=True)
+        if parameter.shape == ()
+    ]
     lines = [
         "def quick_call(kernel, inputs, out):",
         f"    {_listed(inputs)} = inputs",
+        *scalars,
         f"    if not ({' and '.join(accepted) or 'True'}):",
         "        return None",
         f"    plan = plans.get({_listed(f'{a}.shape' for a in inputs)})",
@@ -988,6 +996,8 @@ def quick_call(
     }
     namespace = {
         "ndarray": np.ndarray,
+        "generic": np.generic,
+        "asarray": np.asarray,
         "pointer": fast_data_pointer(),
         "pointer_call": function.pointer_call,
         "counted_call": function.counted_pointer_call,
