@@ -1,7 +1,8 @@
 """`ew-kernel-to-loops`: bufferized `ew.kernel`s become `scf.for` nests: loads, scalar code, stores.
 
 One loop per dimension of the iteration space (the shape of the kernel's `outs`), outermost first,
-so the innermost loop walks the last, contiguous dimension and is the one LLVM vectorizes. An input
+so the innermost loop walks the last, contiguous dimension and is the one LLVM vectorizes (one
+loop in all where no array needs the nest: below). An input
 of lower rank or with a static 1 where the iteration space is wider is broadcast: its load uses only
 its own trailing dimensions, with index 0 where its size is 1. A load, and what is computed from
 loads alone, sits in the outermost loop whose index it uses (before all loops if none): a
