@@ -59,20 +59,19 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
         "Each kernel becomes an `scf.for` over its iteration space: load each input, run the "
         "region, store each result. A kernel of 2 or more dims is a nest, one loop a dim, where "
         "an array needs it (a `[d]` bias read at the row's index); one whose arrays are all of "
-        "its whole space (or scalars) is one loop over all its elements, never a row's vector "
-        "epilogue at every row. This program has one kernel, so its loops stay in `@main`; "
-        "in a function of several kernels each kernel's loops go into a private function of "
-        "their own (`@main.kernel0`, ...), marked `ew.no_inline` and called where the kernel "
-        "was, so that LLVM optimizes the program kernel by kernel; kernels alike in all that "
-        "LLVM would see share one function, so each distinct kernel is compiled once. (xDSL's "
-        "own route, "
-        "`ew-to-linalg,convert-linalg-to-loops,lower-affine`, hoists and outlines nothing and "
-        "took 1.3-3x the time: measured in docs/benchmarks.md.) In a kernel of bf16 arrays (not "
-        "this one: `bf16-only`) the innermost loop is split in two (`vector-bytes=64`): a main "
-        "loop to the largest multiple of 4 AVX-512 vectors (`arith.andi %n, -128`: 128 bf16) "
-        "and a copy of it over the rest, which LLVM vectorizes with masked loads and stores "
-        "instead of the scalar iterations it leaves such a loop; "
-        "`xfuse.compile(masked_remainder=True)` splits every kernel's.",
+        "its whole space (or scalars) is one loop over all its elements (a nest would end every "
+        "row in LLVM's vector epilogue). This program has one kernel, so its loops stay in "
+        "`@main`; in a function of several kernels each kernel's loops go into a private "
+        "function of their own (`@main.kernel0`, ...), marked `ew.no_inline` and called where "
+        "the kernel was, so that LLVM optimizes the program kernel by kernel; kernels alike in "
+        "all that LLVM would see share one function, so each distinct kernel is compiled once. "
+        "(xDSL's own route, `ew-to-linalg,convert-linalg-to-loops,lower-affine`, hoists and "
+        "outlines nothing and took 1.3-3x the time: measured in docs/benchmarks.md.) In a "
+        "kernel of bf16 arrays (not this one: `bf16-only`) the innermost loop is split in two "
+        "(`vector-bytes=64`): a main loop to the largest multiple of 4 AVX-512 vectors "
+        "(`arith.andi %n, -128`: 128 bf16) and a copy of it over the rest, which LLVM "
+        "vectorizes with masked loads and stores instead of the scalar iterations it leaves "
+        "such a loop; `xfuse.compile(masked_remainder=True)` splits every kernel's.",
     ),
     "ew-expand-math": (
         "`ew-expand-math{math=approx}`: vectorizable math",
