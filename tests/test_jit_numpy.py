@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import xfuse
+from xfuse.codegen.native import host_cpu
 
 SPECIAL = [-0.0, 0.0, -np.inf, np.inf, np.nan, -1.0, 0.25, 2.0, 1e-40, 6e4]
 
@@ -137,6 +138,24 @@ def test_arrays_of_one_shape_are_traced_as_one_flat_loop() -> None:
     f(a, b[0])  # a [37, 100] array and a [100] bias
     (broadcast,) = [k for key, k in f.kernels.items() if key[1][2] == (100,)]
     assert "tensor<?x?xf32>" in broadcast.ir("frontend")
+
+
+def test_a_kernel_of_arrays_too_small_to_stream_has_no_streaming_twin() -> None:
+    """A kernel traced for arrays whose call moves fewer bytes than the host streams from
+    (`HostCpu.streaming_bytes`: never a call that streams) is compiled without the streaming
+    twin of its loop; one for larger arrays has it. The same bits either way."""
+    f = xfuse.jit(lambda a, b: np.tanh(a) * b)
+    elements = host_cpu().streaming_bytes // 12  # a, b and the result: 12 bytes an element
+    kernels = []
+    for n, streams in [(elements - 64, False), (elements + 64, True)]:
+        x = np.linspace(-3, 3, n, dtype=np.float32)
+        f(x, x)
+        kernel = f.kernels[(("a", "float32", (n,)), ("b", "float32", (n,)))]
+        assert kernel.options.streaming is streams
+        assert (kernel.function.streaming_entry is not None) is streams
+        kernels.append(kernel)
+    x = np.linspace(-3, 3, elements - 64, dtype=np.float32)
+    assert_same(kernels[0](x, x), kernels[1](x, x))
 
 
 def test_a_jit_function_called_while_tracing_is_traced_in_place() -> None:

@@ -22,13 +22,16 @@ then returns lazy dask arrays (`xfuse.runtime.dask_arrays`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from xfuse.codegen.native import host_cpu
 from xfuse.dialects.dtypes import dtype_name
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.tracing import Traced
@@ -200,7 +203,20 @@ class JitFunction:
             )
         names = [f"out{i}" for i in range(len(results))] if sequence else ["out"]
         module = builder.finish([(n, r.value) for n, r in zip(names, results, strict=True)])
-        return compile_module(module, names, self.options, self.threads)
+        options = self.options
+        if options.streaming and call_bytes(arrays, results) < host_cpu().streaming_bytes:
+            # No call of these arrays streams (`xfuse.runtime.kernel.make_plan`): no streaming
+            # twin to compile (GELU + residual's first call on [64, 100]: 92 ms, not 108).
+            options = dataclasses.replace(options, streaming=False)
+        return compile_module(module, names, options, self.threads)
+
+
+def call_bytes(arrays: Mapping[str, Any], results: Sequence[Traced]) -> int:
+    """The bytes a call of `arrays` reads and writes (`results` of their broadcast shape)."""
+    shapes = [array.shape for array in arrays.values()]
+    elements = math.prod(np.broadcast_shapes(*shapes))
+    read = sum(math.prod(array.shape) * array.dtype.itemsize for array in arrays.values())
+    return read + sum(elements * result.dtype.itemsize for result in results)
 
 
 def _described(result: object) -> str:
