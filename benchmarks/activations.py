@@ -48,7 +48,6 @@ counted as a call's):
 
 from __future__ import annotations
 
-import argparse
 import array
 import ctypes
 import functools
@@ -66,7 +65,12 @@ import numpy as np
 
 from xfuse.benchmarking import bench
 from xfuse.benchmarking import peers as peer_compilers
-from xfuse.benchmarking.timing import host_summary, interleaved_medians, median_seconds
+from xfuse.benchmarking.timing import (
+    host_summary,
+    interleaved_medians,
+    median_seconds,
+    script_parser,
+)
 from xfuse.codegen.native import NativeModule, compile_llvm_ir, host_cpu, host_target_machine
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
@@ -839,11 +843,7 @@ def peer_rows(sizes: Sequence[int], rounds: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--rounds", type=positive_int, default=5, help="interleaved rounds")
     parser.add_argument(
         "--repeat", type=positive_int, default=5, help="timed calls per round at 2^24"

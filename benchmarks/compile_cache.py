@@ -21,7 +21,6 @@ alternate, so that the machine's load hits them alike.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -30,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from xfuse.benchmarking.timing import host_summary
+from xfuse.benchmarking.timing import host_summary, script_parser
 from xfuse.tools.cli import positive_int
 
 GELU = (Path(__file__).parent.parent / "examples" / "gelu.ew").read_text()
@@ -82,11 +81,7 @@ def cell(values: list[float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--processes", type=positive_int, default=9, help="warm processes per row")
     parser.add_argument("--against", metavar="SRC", help="another source tree to time alike")
     args = parser.parse_args()

@@ -58,7 +58,6 @@ become one task per chunk that still runs 11 numpy ops with a temporary array ea
 
 from __future__ import annotations
 
-import argparse
 import collections
 import contextlib
 import functools
@@ -74,7 +73,7 @@ import numpy as np
 from distributed import Client, LocalCluster, get_task_stream, wait
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary
+from xfuse.benchmarking.timing import host_summary, script_parser
 from xfuse.tools.cli import positive_int
 
 GELU = (
@@ -152,11 +151,7 @@ def tasks_on_scheduler(dask_scheduler: Any) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--rows", type=positive_int, default=8192)
     parser.add_argument("--columns", type=positive_int, default=14336)
     parser.add_argument("--chunk-rows", type=positive_int, default=2048)

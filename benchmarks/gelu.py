@@ -16,7 +16,6 @@ against `threads=1` at 2^12 elements (too few to split: the kernel runs on the c
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, median_seconds
+from xfuse.benchmarking.timing import host_summary, median_seconds, script_parser
 from xfuse.frontend.language import parse_program
 from xfuse.tools.cli import log2_size, positive_int
 from xfuse.transforms.optimize import EwOptimizePass
@@ -125,11 +124,7 @@ def threads_call_overhead(log_n: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--sizes", type=log2_size, nargs="+", default=[16, 20, 24], help="log2 n")
     parser.add_argument("--repeat", type=positive_int, default=7)
     args = parser.parse_args()

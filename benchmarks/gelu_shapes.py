@@ -12,10 +12,8 @@ over the time; one thread, median of `--repeat`.
 
 from __future__ import annotations
 
-import argparse
-
 from xfuse.benchmarking import bench
-from xfuse.benchmarking.timing import host_summary
+from xfuse.benchmarking.timing import host_summary, script_parser
 from xfuse.tools.cli import positive_int
 
 GELU = """
@@ -35,11 +33,7 @@ PROGRAMS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--rows", type=positive_int, default=512, help="t (the lecture has 4096)")
     parser.add_argument("--repeat", type=positive_int, default=5)
     args = parser.parse_args()

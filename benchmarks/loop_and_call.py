@@ -26,7 +26,6 @@ features, on an AVX-512 host).
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +34,7 @@ import ml_dtypes
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, interleaved_medians
+from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_parser
 from xfuse.codegen.native import compile_llvm_ir, host_cpu
 from xfuse.runtime.kernel import Kernel
 from xfuse.tools.cli import positive_int
@@ -221,11 +220,7 @@ def bf16_check() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--rounds", type=positive_int, default=5)
     parser.add_argument("--no-bf16-check", action="store_true")
     args = parser.parse_args()

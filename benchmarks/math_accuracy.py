@@ -11,14 +11,13 @@ way) or a wrong inf.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary
+from xfuse.benchmarking.timing import host_summary, script_parser
 from xfuse.dialects import ew
 from xfuse.tools.cli import positive_int
 
@@ -177,11 +176,7 @@ def table(results: list[Accuracy]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument(
         "--stride", type=positive_int, default=64, help="sweep every n-th bit pattern"
     )

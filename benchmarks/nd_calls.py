@@ -15,14 +15,13 @@ round medians:
 
 from __future__ import annotations
 
-import argparse
 import functools
 from collections.abc import Callable
 
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, interleaved_medians
+from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_parser
 from xfuse.tools.cli import positive_int
 
 
@@ -86,11 +85,7 @@ def call_row(rounds: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--rounds", type=positive_int, default=5)
     args = parser.parse_args()
     print(host_summary())

@@ -21,7 +21,6 @@ Prints the host with its load first.
 
 from __future__ import annotations
 
-import argparse
 import os
 import resource
 from collections.abc import Callable
@@ -30,7 +29,7 @@ import ml_dtypes
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, interleaved_medians
+from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_parser
 from xfuse.runtime.arrays import aligned_empty, data_pointer
 from xfuse.runtime.output_pool import release_output_memory
 from xfuse.tools.cli import positive_int
@@ -116,11 +115,7 @@ def loop_nest(dtype: np.dtype, rows: int, rounds: int, repeat: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--mib", type=positive_int, nargs="+", default=[16, 32, 64, 128])
     parser.add_argument("--rows", type=positive_int, default=1024, help="the loop nest's t")
     parser.add_argument("--rounds", type=positive_int, default=5)

@@ -13,7 +13,6 @@ the noise of the measure. Prints the host (with the load average) before, the lo
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary
+from xfuse.benchmarking.timing import host_summary, script_parser
 from xfuse.tools.cli import positive_int
 
 PROGRAMS = {
@@ -50,11 +49,7 @@ def staying_on_one_thread(kernel: xfuse.Kernel, x: np.ndarray, out: np.ndarray) 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--rounds", type=positive_int, default=40)
     parser.add_argument(
         "--calls", type=positive_int, default=100, help="calls of a kernel per block"

@@ -24,14 +24,13 @@ The ratios are each row's time over the contiguous call's. Prints the host with 
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import ml_dtypes
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, interleaved_medians
+from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_parser
 from xfuse.runtime.arrays import aligned_empty
 from xfuse.runtime.kernel import SPLIT_FIRST_BLOCK, SPLIT_PROBE_CALLS, SPLIT_PROBE_INTERVAL
 from xfuse.tools.cli import positive_int
@@ -93,11 +92,7 @@ def table(dtype: np.dtype, rows: int, d: int, rounds: int, repeat: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--rows", type=positive_int, default=1024, help="t")
     parser.add_argument("--d", type=positive_int, default=14336, help="each half's width")
     parser.add_argument("--rounds", type=positive_int, default=5)
