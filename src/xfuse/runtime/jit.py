@@ -8,16 +8,16 @@
 On the first call with a new signature (dtypes and shapes of the arrays) the function runs on
 `Traced` proxies that record `ew` ops with `FunctionBuilder`; the module is compiled with
 `xfuse.compile`'s pipeline and cache. Dims of size 1 are declared 1 (they broadcast), the others
-`?`, and arrays all of one shape of two or more dims are traced flat (`[?]`: one loop that runs
-them in any layout, `xfuse.runtime.kernel.Kernel.flat_shape`); a parameter's array default is an
-argument too (a scalar default a constant). Arrays may mix dtypes: they promote as in numpy (bf16 +
-f32 -> f32), Python numbers take the dtype of the array they meet, numpy scalars keep theirs (numpy
-2's NEP 50: `x * np.float64(2)` is float64 for a float32 `x`); `.astype(dtype)` converts
-(`ew.convert`). `xfuse.tanh` and friends work on proxies and, outside tracing, on numpy arrays. A
-jit function called with proxies (from a function being traced, or itself) is traced into the
-caller's kernel; a function that returns a tuple or list returns a tuple, of one array too (outputs
-`out0`, ...). Dask arrays are traced by their dtype and shape like numpy arrays, and the kernel
-then returns lazy dask arrays (`xfuse.runtime.dask_arrays`).
+`?`, and arrays all of one shape of two or more dims (but 0-d ones) are traced flat (`[?]`: one
+loop that runs them in any layout, `xfuse.runtime.kernel.Kernel.flat_shape`); a parameter's array
+default is an argument too (a scalar default a constant). Arrays may mix dtypes: they promote as in
+numpy (bf16 + f32 -> f32), Python numbers take the dtype of the array they meet, numpy scalars keep
+theirs (numpy 2's NEP 50: `x * np.float64(2)` is float64 for a float32 `x`); `.astype(dtype)`
+converts (`ew.convert`). `xfuse.tanh` and friends work on proxies and, outside tracing, on numpy
+arrays. A jit function called with proxies (from a function being traced, or itself) is traced into
+the caller's kernel; a function that returns a tuple or list returns a tuple, of one array too
+(outputs `out0`, ...). Dask arrays are traced by their dtype and shape like numpy arrays, and the
+kernel then returns lazy dask arrays (`xfuse.runtime.dask_arrays`).
 """
 
 from __future__ import annotations
@@ -175,11 +175,14 @@ class JitFunction:
                 dtypes[name] = dtype_name(array.dtype)
             except ValueError as error:
                 raise ArgumentTypeError(f"argument '{name}': {error}") from None
-        distinct = {a.shape for a in arrays.values()}
+        distinct = {a.shape for a in arrays.values() if a.shape}
         if len(distinct) == 1 and len(next(iter(distinct))) >= 2:
-            # Arrays of one shape are one flat loop whatever it is (`Kernel.flat_shape`), which
-            # streams and splits as a 1-d call does: [16384, 1000] float32 0.57 -> 0.41 ns/el.
-            shapes: dict[str, tuple[int | None, ...]] = {name: (None,) for name in arrays}
+            # Arrays of one shape (and 0-d ones) are one flat loop whatever it is
+            # (`Kernel.flat_shape`), which streams and splits as a 1-d call does: [16384, 1000]
+            # float32 0.57 -> 0.41 ns/el.
+            shapes: dict[str, tuple[int | None, ...]] = {
+                name: (None,) if a.shape else () for name, a in arrays.items()
+            }
         else:
             shapes = {
                 name: tuple(1 if d == 1 else None for d in a.shape) for name, a in arrays.items()

@@ -2319,7 +2319,8 @@ class Kernel(CompiledProgram):
         inputs = self.call_signature.bind(args, kwargs)
         values = [inputs[p.name] for p in self.function.inputs]
         rank = self._transposable_rank
-        transposed = rank is not None and fortran_ordered(values, out, rank)
+        shaped = [value for p, value in zip(self.function.inputs, values, strict=True) if p.shape]
+        transposed = rank is not None and fortran_ordered(shaped, out, rank)
         given = out  # the caller's buffers: a call returns them, as numpy's ufuncs do
         if transposed:
             values = [value.T for value in values]
@@ -2332,7 +2333,7 @@ class Kernel(CompiledProgram):
         if shape is None:
             input_shapes = tuple(array.shape for array in arrays)
         else:
-            input_shapes = ((math.prod(shape),),) * len(arrays)
+            input_shapes = self.flat_input_shapes(math.prod(shape))
         plan = self._plan(input_shapes)
         contiguous = all(array.flags.c_contiguous for array in arrays)
         if shape is not None and not transposed and contiguous:
@@ -2581,7 +2582,7 @@ class Kernel(CompiledProgram):
             else:
                 return None
         if flat_shape:
-            row_shapes = [(row_elements,)] * len(inputs)
+            row_shapes = list(self.flat_input_shapes(row_elements))
         try:
             one_row = make_plan(self.function, row_shapes[: len(inputs)], 1)
         except ArgumentError:
@@ -2594,8 +2595,8 @@ class Kernel(CompiledProgram):
         row_plan = rows_of(plan, one_row, offsets, streaming=lines_apart and head == 0)
         if lines_apart and flat_shape and 0 < head < row_elements:
             with contextlib.suppress(ArgumentError):  # (static sizes: no head, no rest)
-                heads = make_plan(self.function, [(head,)] * len(inputs), 1)
-                rest = make_plan(self.function, [(row_elements - head,)] * len(inputs), 1)
+                heads = make_plan(self.function, self.flat_input_shapes(head), 1)
+                rest = make_plan(self.function, self.flat_input_shapes(row_elements - head), 1)
                 parameters = (*self.function.inputs, *self.function.outputs)
                 rests = [
                     at + head * numpy_dtype(p.dtype).itemsize
@@ -2634,7 +2635,7 @@ class Kernel(CompiledProgram):
         input_shapes = tuple(tuple(bound[p.name]) for p in self.function.inputs)
         flat = self.flat_shape(input_shapes)
         if flat is not None:
-            input_shapes = ((math.prod(flat),),) * len(input_shapes)
+            input_shapes = self.flat_input_shapes(math.prod(flat))
         return self._plan(input_shapes).streams
 
     def _plan(self, input_shapes: tuple[tuple[int, ...], ...]) -> CallPlan:
@@ -2666,7 +2667,7 @@ class Kernel(CompiledProgram):
         memory. Without it every call on 2-d inputs took the full checks: 30-40 us where a
         1-d one took 2.5 (and a streaming call 284.8 us where a 1-d one took 241.4: SwiGLU on
         [64, 8192] float32). A streaming plan streams as the flat one does (`loop_nest`)."""
-        key = (shape,) * len(flat_shapes)
+        key = tuple(() if flat == () else shape for flat in flat_shapes)
         if self._plans.get(key) is not None:
             return  # (a call the quick one declined: an in-place call, a read-only input)
         with self._planning:
@@ -2692,19 +2693,40 @@ class Kernel(CompiledProgram):
 
     @functools.cached_property
     def _flattens(self) -> bool:
-        parameters = (*self.function.inputs, *self.function.outputs)
-        return all(p.shape == (DYNAMIC_INDEX,) and p.dims is None for p in parameters)
+        """Whether every array is `[?]` but 0-d inputs, and one input is `[?]`."""
+        flat = (DYNAMIC_INDEX,)
+        return (
+            any(p.shape == flat for p in self.function.inputs)
+            and all(p.shape == flat and p.dims is None for p in self.function.outputs)
+            and all(p.shape in (flat, ()) and p.dims is None for p in self.function.inputs)
+        )
+
+    def flat_input_shapes(self, elements: int) -> tuple[tuple[int, ...], ...]:
+        """The inputs' shapes in a flat run of `elements` (a kernel that `_flattens`): those of
+        `[?]` inputs `(elements,)`, those of 0-d ones `()`."""
+        return tuple(() if p.shape == () else (elements,) for p in self.function.inputs)
 
     def flat_shape(self, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...] | None:
         """The one shape of inputs of these `shapes` that are not 1-d, where the kernel runs them
-        flat (a kernel whose arrays are all `[?]`, e.g. `xfuse.compile` without shapes); None
-        where the usual checks apply."""
-        distinct = set(shapes)
-        if not self._flattens or all(len(shape) == 1 for shape in distinct):
+        flat (a kernel whose arrays are all `[?]`, e.g. `xfuse.compile` without shapes, but
+        0-d inputs); None where the usual checks apply."""
+        if not self._flattens:
+            return None
+        parameters = self.function.inputs
+        distinct = {shape for p, shape in zip(parameters, shapes, strict=True) if p.shape != ()}
+        if all(len(shape) == 1 for shape in distinct):
             return None  # 1-d inputs: the usual checks apply
+        for p, shape in zip(parameters, shapes, strict=True):
+            if p.shape == () and shape != ():
+                raise ArgumentError(
+                    f"argument '{p.name}': expected 0 dimensions ({p.describe()}), got shape "
+                    f"{shape}"
+                )
         if len(distinct) != 1:
             listed = ", ".join(
-                f"'{p.name}' {shape}" for p, shape in zip(self.function.inputs, shapes, strict=True)
+                f"'{p.name}' {shape}"
+                for p, shape in zip(parameters, shapes, strict=True)
+                if p.shape != ()
             )
             raise ArgumentError(
                 f"inputs of different shapes ({listed}): a kernel compiled without shapes= takes "
