@@ -166,6 +166,23 @@ def test_0d_inputs_beside_arrays_of_one_shape(
         kernel(contiguous, y.T.copy(), scalar)
 
 
+def test_a_0d_input_beside_strided_rows_into_an_out_off_a_line() -> None:
+    """Strided rows into an `out=` off a line, streaming: each row's head, then its rest from
+    the line (`CallPlan.row_heads`). The rests' offsets moved the 0-d input too, by the head:
+    every element past the heads read the memory after the scalar (found by a layouts fuzz)."""
+    kernel = xfuse.compile(SCALED)
+    kernel.stream_choice = None  # (not timed: every call that can stream streams)
+    rows = 4
+    d = (host_cpu().streaming_bytes // 12 // rows + 16) // 16 * 16
+    rng = np.random.default_rng(5)
+    wide = rng.standard_normal((rows, d + 16)).astype(np.float32)
+    x, y = wide[:, :d], rng.standard_normal((rows, d)).astype(np.float32)
+    storage = aligned_empty((x.size + 16,), np.dtype(np.float32))
+    out = storage[3 : 3 + x.size].reshape(x.shape)  # 3 elements before each row's line
+    assert kernel(x, y, np.float32(-2), out=out) is out
+    np.testing.assert_array_equal(out, (x * np.float32(-2) + y).astype(np.float32))
+
+
 def test_a_jit_function_of_one_shape_and_a_scalar_runs_flat() -> None:
     """`@xfuse.jit` traces arrays of one N-d shape beside 0-d ones (a numpy scalar) as `[?]`
     and `[]`: one flat loop, which streams as a 1-d call does (`x * sigmoid(x) * y * s` on

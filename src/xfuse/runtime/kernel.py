@@ -2598,8 +2598,8 @@ class Kernel(CompiledProgram):
                 heads = make_plan(self.function, self.flat_input_shapes(head), 1)
                 rest = make_plan(self.function, self.flat_input_shapes(row_elements - head), 1)
                 parameters = (*self.function.inputs, *self.function.outputs)
-                rests = [
-                    at + head * numpy_dtype(p.dtype).itemsize
+                rests = [  # (a 0-d input is read where it is)
+                    at + head * numpy_dtype(p.dtype).itemsize if p.shape else at
                     for p, at in zip(parameters, offsets, strict=True)
                 ]
                 row_plan = dataclasses.replace(
