@@ -209,7 +209,7 @@ class JitFunction:
         options = self.options
         if options.streaming and call_bytes(arrays, results) < host_cpu().streaming_bytes:
             # No call of these arrays streams (`xfuse.runtime.kernel.make_plan`): no streaming
-            # twin to compile (GELU + residual's first call on [64, 100]: 92 ms, not 108).
+            # twin to compile (GELU + residual's first call on [64, 100]: 91-93 ms, not 129-133).
             options = dataclasses.replace(options, streaming=False)
         return compile_module(module, names, options, self.threads)
 
