@@ -178,8 +178,8 @@ class JitFunction:
         distinct = {a.shape for a in arrays.values() if a.shape}
         if len(distinct) == 1 and len(next(iter(distinct))) >= 2:
             # Arrays of one shape (and 0-d ones) are one flat loop whatever it is
-            # (`Kernel.flat_shape`), which streams and splits as a 1-d call does: [16384, 1000]
-            # float32 0.57 -> 0.41 ns/el.
+            # (`Kernel.flat_shape`), which streams and splits as a 1-d call does: `x + y` on
+            # [16384, 1000] float32 0.57-0.63 -> 0.40-0.44 ns/el.
             shapes: dict[str, tuple[int | None, ...]] = {
                 name: (None,) if a.shape else () for name, a in arrays.items()
             }
