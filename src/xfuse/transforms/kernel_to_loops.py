@@ -165,14 +165,10 @@ def walks_flat(kernel: ew.KernelOp) -> bool:
     nest and 0.44 as one loop, as on `[1638400]` (docs/benchmarks.md)."""
     shape = ew.shape_of(kernel.outputs[0])
     return len(shape) >= 2 and all(
-        flattens(operand, shape) or (operand in kernel.inputs and all_ones(operand))
+        flattens(operand, shape)
+        or (operand in kernel.inputs and _load_depth(ew.shape_of(operand), len(shape)) == 0)
         for operand in kernel.operands
     )
-
-
-def all_ones(source: SSAValue) -> bool:
-    """Whether every size of `source` is a static 1 (none for a scalar): it is read once."""
-    return all(size == 1 for size in ew.shape_of(source))
 
 
 def _load_depth(input_shape: Sequence[int], rank: int) -> int:
