@@ -181,7 +181,7 @@ def _evaluate_float64(
         if isinstance(op, ew.ConstantOp):
             values[op.result] = np.float64(op.literal)
             continue
-        assert isinstance(op, ew.UnaryOp | ew.BinaryOp | ew.ConvertOp), op.name
+        assert isinstance(op, ew.ElementwiseOp | ew.ConvertOp), op.name
         with np.errstate(all="ignore"):
             values[op.results[0]] = np.asarray(op.reference(*(values[v] for v in op.operands)))
     raise AssertionError("no func.return")

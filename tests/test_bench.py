@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 EVERY_OP = """\
 s = sigmoid(x) + relu(y) * abs(x) - max(x, y) / 3;
 t = min(exp(neg(y)), sqrt(abs(x)) + rsqrt(abs(y) + 1)) + pow(abs(x), 1.5) + log(abs(y) + 1);
-out = tanh(s) * t + erf(x) + softplus(y) - log1p(abs(x));
+u = select(x < y, x, y) * (x <= 0.5) + select(x > y, 1, x) * (x >= y) + select(x == y, y, 2);
+out = tanh(s) * t + erf(x) + softplus(y) - log1p(abs(x)) + select(x != y, u, 0);
 """
 
 
@@ -139,7 +140,8 @@ def test_bench_mistakes_of_a_newcomer_say_what_to_pass() -> None:
 
 def test_peer_code_computes_the_program() -> None:
     """The code peers get, written with numpy itself: every op of the dialect spelled right
-    (erf by its name, sigmoid, rsqrt, relu and softplus by their `DEFINITION`)."""
+    (erf by its name, sigmoid, rsqrt, relu and softplus by their `DEFINITION`, a comparison
+    as the peer's boolean: a condition of `where`, or a factor of a float)."""
     workload = bench.prepare_workload(EVERY_OP, 777)
     erf = np.vectorize(math.erf, otypes=[np.float32])  # numpy has no erf
     program = peers.python_program(
@@ -147,8 +149,7 @@ def test_peer_code_computes_the_program() -> None:
     )
     got = program(*(workload.arrays[n] for n in workload.input_names))
     assert bench.max_error(got, workload.reference) < 1e-5
-    ops = ew.UnaryOp | ew.BinaryOp
-    assert {type(op) for op in workload.module.walk() if isinstance(op, ops)} == set(
+    assert {type(op) for op in workload.module.walk() if isinstance(op, ew.ElementwiseOp)} == set(
         ew.ELEMENTWISE_OPS
     )
 
@@ -164,6 +165,19 @@ def test_numexpr_peer(gelu: Gelu) -> None:
     workload = bench.prepare_workload(gelu.source, 1000)
     measurement = bench.measure(workload, peers.numexpr_variant(workload), repeat=1)
     assert measurement.max_error < 1e-5
+
+
+SELECTS = "y = select(x > 0, x, exp(x) - 1) + select(max(x, 0), 1, x) * (x <= 0.5);"
+"""ELU, and a select on a float (true where nonzero, here half the time): each peer's `where`."""
+
+
+@pytest.mark.parametrize("peer", ["numexpr", "numba", "torch", "jax"])
+def test_peers_compute_comparisons_and_select(peer: str) -> None:
+    if importlib.util.find_spec(peer) is None:
+        pytest.skip(f"{peer} not installed")
+    workload = bench.prepare_workload(SELECTS, 1000)
+    measurement = bench.measure(workload, peers.BUILDERS[peer](workload, 1), repeat=1)
+    assert measurement.max_error < 1e-6
 
 
 @pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba not installed")

@@ -56,7 +56,7 @@ def _scalar_semantics() -> dict[str, Callable[..., Any]]:
         "arith.truncf": lambda x: x,
     }
     for op in ew.ELEMENTWISE_OPS:
-        block = Block(arg_types=[Float64Type()] * (2 if issubclass(op, ew.BinaryOp) else 1))
+        block = Block(arg_types=[Float64Type()] * ew.arity(op))
         emit_scalar(op, Builder(InsertPoint.at_end(block)), block.args, Float64Type())
         scalars = list(block.ops)
         if len(scalars) == 1 and tuple(scalars[0].operands) == block.args:
@@ -148,7 +148,7 @@ def check_plan(function: func.FuncOp, plan: MemoryPlan) -> None:
     """Replay the function's compute ops: each read of a temporary must find it in its buffer."""
     block = function.body.block
     returned = set(cast(Operation, block.last_op).operands)
-    ops = [op for op in block.ops if isinstance(op, ew.KernelOp | ew.UnaryOp | ew.BinaryOp)]
+    ops = [op for op in block.ops if isinstance(op, ew.KernelOp | ew.ElementwiseOp)]
     held: dict[int, SSAValue] = {}
     for step, op in enumerate(ops):
         reads = [v for v in op.operands if v in plan.buffer_of]

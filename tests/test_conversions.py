@@ -222,8 +222,7 @@ def undefined_symbols(kernel: xfuse.Kernel) -> set[str]:
 def every_op_program(dtype: str) -> tuple[str, list[str]]:
     lines = [f"input {dtype} x; input {dtype} y;"]
     for name, op in ew.OPS_BY_MNEMONIC.items():
-        arguments = "x, y" if issubclass(op, ew.BinaryOp) else "x"
-        lines.append(f"o_{name} = {name}({arguments});")
+        lines.append(f"o_{name} = {name}({', '.join(['x', 'y', 'x'][: ew.arity(op)])});")
     return "\n".join(lines), [f"o_{name}" for name in ew.OPS_BY_MNEMONIC]
 
 

@@ -123,14 +123,14 @@ def test_unary_minus_of_a_literal_is_a_negative_constant_of_a_name_a_neg() -> No
 @pytest.mark.parametrize("mnemonic", sorted(ew.OPS_BY_MNEMONIC))
 def test_every_function_by_name(mnemonic: str, evaluate_float64: Evaluate) -> None:
     op_type = ew.OPS_BY_MNEMONIC[mnemonic]
-    binary = issubclass(op_type, ew.BinaryOp)
-    module = parse_program(f"y = {mnemonic}(x{', b' if binary else ''});")
+    names = ["x", "b", "x"][: ew.arity(op_type)]
+    module = parse_program(f"y = {mnemonic}({', '.join(names)});")
     module.verify()
     assert op_names(module) == [op_type.name, "func.return"]
-    assert input_names(module) == (["x", "b"] if binary else ["x"])
-    x, b = np.array([0.25, 2.0, 9.0]), np.array([1.5, -0.5, 0.5])
-    (result,) = evaluate_float64(module, x=x, b=b)
-    np.testing.assert_array_equal(result, op_type.reference(*((x, b) if binary else (x,))))
+    assert input_names(module) == list(dict.fromkeys(names))
+    arrays = {"x": np.array([0.25, 2.0, 9.0, 0.0]), "b": np.array([1.5, -0.5, 0.5, 0.0])}
+    (result,) = evaluate_float64(module, **arrays)
+    np.testing.assert_array_equal(result, op_type.reference(*(arrays[n] for n in names)))
 
 
 def test_function_arguments_are_expressions(evaluate_float64: Evaluate) -> None:

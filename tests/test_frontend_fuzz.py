@@ -30,10 +30,13 @@ NAMES = ["x", "b", "r", "h", "y", "out", "_t0", "tanh", "max", "exp", "foo"]
 FUNCTIONS = sorted(ew.OPS_BY_MNEMONIC)
 UNARY_FUNCTIONS = [f for f in FUNCTIONS if issubclass(ew.OPS_BY_MNEMONIC[f], ew.UnaryOp)]
 BINARY_FUNCTIONS = [f for f in FUNCTIONS if issubclass(ew.OPS_BY_MNEMONIC[f], ew.BinaryOp)]
+TERNARY_FUNCTIONS = [f for f in FUNCTIONS if ew.arity(ew.OPS_BY_MNEMONIC[f]) == 3]
+COMPARISONS = ["<", "<=", ">", ">=", "==", "!="]
 TOKENS = [
     *NAMES,
     *FUNCTIONS,
-    *"=;+-*/(),#\n .[]?",
+    *"=;+-*/(),#\n .[]?<>!",
+    *COMPARISONS,
     "input",
     "bf16",
     "f32",
@@ -153,6 +156,12 @@ def _expressions() -> st.SearchStrategy[str]:
             st.tuples(st.sampled_from(BINARY_FUNCTIONS), inner, inner).map(
                 lambda t: f"{t[0]}({t[1]}, {t[2]})"
             ),
+            st.tuples(inner, st.sampled_from(COMPARISONS), inner).map(
+                lambda t: f"({' '.join(t)})"  # comparisons do not chain
+            ),
+            st.tuples(st.sampled_from(TERNARY_FUNCTIONS), inner, inner, inner).map(
+                lambda t: f"{t[0]}({t[1]}, {t[2]}, {t[3]})"
+            ),
         )
 
     return st.recursive(leaves, extend, max_leaves=12)
@@ -201,7 +210,7 @@ def mutated_programs(draw: st.DrawFn) -> str:
 
 
 token_soup = st.lists(st.sampled_from(TOKENS), max_size=40).map(" ".join)
-random_text = st.text(alphabet="xbyh=;+-*/(),#.eE0123456789 \n\t_'\"^é", max_size=80)
+random_text = st.text(alphabet="xbyh=;+-*/(),#.eE0123456789 \n\t_'\"^é<>!", max_size=80)
 output_lists = st.one_of(
     st.none(), st.lists(st.sampled_from(["x", "b", "h", "y", "out", "t1", "zz"]), max_size=3)
 )

@@ -101,8 +101,8 @@ def test_lecture_program_assembles(
 DTYPES = ["float16", "bfloat16", "float32", "float64"]
 
 
-def _call(op: type[ew.UnaryOp | ew.BinaryOp]) -> str:
-    return f"{ew.mnemonic(op)}({'x, y' if issubclass(op, ew.BinaryOp) else 'x'})"
+def _call(op: ew.ElementwiseOpType) -> str:
+    return f"{ew.mnemonic(op)}({', '.join(['x', 'y', 'x'][: ew.arity(op)])})"
 
 
 @needs_ptxas

@@ -57,19 +57,26 @@ def test_the_power_one_half_is_what_numpy_computes(dtype: type, program) -> None
     assert_same(xfuse.jit(program)(x), want)
 
 
-def test_equality_on_a_traced_array_is_an_error() -> None:
+def test_a_comparison_is_a_mask_that_no_branch_and_no_arithmetic_takes() -> None:
     """`==` and `!=` compared the proxies' identities: `if x == y:` took a branch silently and
-    `(x == y) * 1.0 + x` was `x`, where numpy compares elements."""
+    `(x == y) * 1.0 + x` was `x`, where numpy compares elements. A comparison is now numpy's
+    boolean mask: a branch on it has no truth value, and arithmetic on it (numpy's on booleans:
+    `m * 1.0` is float64) asks for `.astype`, which gives 1 and 0."""
     x, y = np.float32([1, 2]), np.float32([1, 3])
-    programs = [
-        lambda a, b: a if a == b else b,
+    for branch in (lambda a, b: a if a == b else b, lambda a, b: a if a != b else b):
+        with pytest.raises(TypeError, match="no truth value"):
+            xfuse.jit(branch)(x, y)
+    arithmetic = [
         lambda a, b: (a == b) * 1.0 + a,
-        lambda a, b: (a != b) * 1.0 + a,
-        lambda a, b: a if a != b else b,
+        lambda a, b: -(a < b),
+        lambda a, b: np.exp(a < b),
+        lambda a, b: np.where(a < b, a < b, a),
     ]
-    for program in programs:
-        with pytest.raises(TypeError, match="no truth value and no comparisons"):
+    for program in arithmetic:
+        with pytest.raises(TypeError, match=r"boolean mask: .* mask\.astype\(dtype\)"):
             xfuse.jit(program)(x, y)
+    counted = xfuse.jit(lambda a, b: (a == b).astype(a.dtype) + (a != b).astype(a.dtype) * 2 + a)
+    assert_same(counted(x, y), np.float32([2, 4]))
 
 
 def test_a_sequence_of_one_result_is_returned_as_a_sequence() -> None:
@@ -409,5 +416,5 @@ def test_array_attributes_len_iteration_and_matmul_say_what_traces() -> None:
             xfuse.jit(program)(x)
     # hasattr and numpy's own look-ups still see a plain AttributeError
     assert_same(xfuse.jit(lambda a: a * 2 if not hasattr(a, "shape") else a)(x), x * 2)
-    with pytest.raises(TypeError, match="np.where cannot be traced"):  # not a sequence to numpy
-        xfuse.jit(lambda a: np.where(a, a, 1.0))(x)
+    # not a sequence to numpy: `np.where` sees an array, nonzero where it is true
+    assert_same(xfuse.jit(lambda a: np.where(a - 1, a, -1.0))(x), np.where(x - 1, x, -1.0))

@@ -30,7 +30,7 @@ from xfuse.transforms.scalar import SCALAR_LOWERINGS, emit_scalar
 from xfuse.transforms.to_llvm import _MATH_INTRINSICS
 
 DIALECT = "src/xfuse/dialects/ew.py"
-OpType = type[ew.UnaryOp | ew.BinaryOp]
+OpType = ew.ElementwiseOpType
 
 MATH_LEFT_FOR_LLVM = {*_MATH_INTRINSICS, math.FmaOp, math.RsqrtOp}
 """`math` ops that no `MATH_FUNCTIONS` entry expands (`math.rsqrt` has a pattern of its own)."""
@@ -41,18 +41,14 @@ def _subclasses(base: type) -> list[type]:
     return [*direct, *(sub for cls in direct for sub in _subclasses(cls))]
 
 
-def arity(op: OpType) -> int:
-    return 1 if issubclass(op, ew.UnaryOp) else 2
-
-
 def missing_facts(op: OpType) -> list[str]:
     """What `op` lacks, each with the place to declare it (empty when it has everything)."""
     name = op.__name__
-    base = ew.UnaryOp if issubclass(op, ew.UnaryOp) else ew.BinaryOp
+    base = next((b for b in (ew.UnaryOp, ew.BinaryOp) if issubclass(op, b)), None)
     missing = []
     if op not in ew.ELEMENTWISE_OPS:
         missing.append(f"{name} is not listed in ELEMENTWISE_OPS ({DIALECT})")
-    if op.reference is base.reference:
+    if base is not None and op.reference is base.reference:
         missing.append(f"{name} has no float64 `reference` ({DIALECT})")
     if "ACCURACY" not in vars(op):
         missing.append(
@@ -94,7 +90,7 @@ def scalar_ops(op: OpType) -> list[Operation]:
     """The scalar ops `op` lowers to in a kernel region, in f32 and in f64."""
     emitted: list[Operation] = []
     for compute_type in (Float32Type(), Float64Type()):
-        block = Block(arg_types=[compute_type] * arity(op))
+        block = Block(arg_types=[compute_type] * ew.arity(op))
         emit_scalar(op, Builder(InsertPoint.at_end(block)), block.args, compute_type)
         emitted.extend(block.ops)
     return emitted
@@ -103,8 +99,8 @@ def scalar_ops(op: OpType) -> list[Operation]:
 def test_every_op_subclass_is_an_elementwise_op() -> None:
     defined = [
         op
-        for op in _subclasses(ew.UnaryOp) + _subclasses(ew.BinaryOp)
-        if op.__module__ == ew.__name__
+        for op in [*_subclasses(ew.UnaryOp), *_subclasses(ew.BinaryOp), ew.SelectOp]
+        if op.__module__ == ew.__name__ and "name" in vars(op)  # not an abstract base
     ]
     assert set(defined) == set(ew.ELEMENTWISE_OPS), f"list each op in ELEMENTWISE_OPS ({DIALECT})"
 
@@ -166,8 +162,8 @@ def test_python_function_is_derived_from_the_op(op: OpType) -> None:
     function = getattr(xfuse, name)
     x = np.array([0.25, 0.5, 2.0], np.float32)
     with np.errstate(all="ignore"):
-        want = op.reference(*[x.astype(np.float64)] * arity(op))
-    np.testing.assert_allclose(function(*[x] * arity(op)), want, rtol=1e-6)
+        want = op.reference(*[x.astype(np.float64)] * ew.arity(op))
+    np.testing.assert_allclose(function(*[x] * ew.arity(op)), want, rtol=1e-6)
 
 
 SAMPLE = np.array(
@@ -180,8 +176,8 @@ SAMPLE = np.array(
 )
 def test_python_operator_computes_the_op(op: OpType) -> None:
     """`PYTHON_OPERATOR` (how the bench peers write the op) is the op's reference, bit for bit."""
-    operands = [SAMPLE, SAMPLE[::-1]][: arity(op)]
-    code = ew.python_operator(op).format(*(f"operands[{i}]" for i in range(arity(op))))
+    operands = [SAMPLE, SAMPLE[::-1]][: ew.arity(op)]
+    code = ew.python_operator(op).format(*(f"operands[{i}]" for i in range(ew.arity(op))))
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(eval(code), op.reference(*operands))
 
@@ -195,7 +191,7 @@ def test_definition_computes_the_op(op: OpType, evaluate_float64: Evaluate) -> N
     program = parse_program(f"out = {ew.definition(op)};")
     (got,) = evaluate_float64(program, x=SAMPLE, y=SAMPLE[::-1])
     with np.errstate(all="ignore"):
-        want = op.reference(*[SAMPLE, SAMPLE[::-1]][: arity(op)])
+        want = op.reference(*[SAMPLE, SAMPLE[::-1]][: ew.arity(op)])
     np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
     zeros = want == 0
     np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]))

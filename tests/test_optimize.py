@@ -36,8 +36,8 @@ def optimize(module: ModuleOp, unsafe_math: bool = False) -> ModuleOp:
     return module
 
 
-def compute_ops(module: ModuleOp) -> list[ew.UnaryOp | ew.BinaryOp]:
-    return [op for op in module.walk() if isinstance(op, ew.UnaryOp | ew.BinaryOp)]
+def compute_ops(module: ModuleOp) -> list[ew.ElementwiseOp]:
+    return [op for op in module.walk() if isinstance(op, ew.ElementwiseOp)]
 
 
 def test_gelu_has_11_compute_ops_and_h_has_5_users(gelu: Gelu) -> None:
@@ -54,7 +54,7 @@ def test_gelu_with_redundancy_optimizes_to_the_same_11_ops(gelu: Gelu) -> None:
     assert len(compute_ops(optimize(parse_program(source)))) == 11
 
 
-def _fold(op_type: type[ew.UnaryOp | ew.BinaryOp], dtype: str, *values: float) -> float:
+def _fold(op_type: ew.ElementwiseOpType, dtype: str, *values: float) -> float:
     """The literal `ew-optimize` folds `op_type(*values)` to, in `dtype`."""
     scalar = TensorType(element_type_for(dtype), [])
     block = Block()
@@ -68,15 +68,13 @@ def _fold(op_type: type[ew.UnaryOp | ew.BinaryOp], dtype: str, *values: float) -
     return constant.literal
 
 
-OPERANDS = {1: (0.7,), 2: (1.3, 0.7)}
+OPERANDS = {1: (0.7,), 2: (1.3, 0.7), 3: (0.0, 1.3, 0.7)}
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 @pytest.mark.parametrize("op_type", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
-def test_every_op_folds_to_its_reference_rounded(
-    op_type: type[ew.UnaryOp | ew.BinaryOp], dtype: str
-) -> None:
-    operands = OPERANDS[2 if issubclass(op_type, ew.BinaryOp) else 1]
+def test_every_op_folds_to_its_reference_rounded(op_type: ew.ElementwiseOpType, dtype: str) -> None:
+    operands = OPERANDS[ew.arity(op_type)]
     element = TensorType(element_type_for(dtype), [])
     # As a kernel would: the literals are rounded to the dtype, then the result once more.
     rounded = (np.float64(ew.round_to_element(v, element)) for v in operands)
@@ -102,7 +100,7 @@ def test_every_op_folds_to_its_reference_rounded(
     ],
 )
 def test_folding_follows_ieee(
-    op_type: type[ew.UnaryOp | ew.BinaryOp], values: tuple[float, ...], expected: float
+    op_type: ew.ElementwiseOpType, values: tuple[float, ...], expected: float
 ) -> None:
     folded = _fold(op_type, "float32", *values)
     assert folded == expected or (math.isnan(expected) and math.isnan(folded))
@@ -127,7 +125,7 @@ def test_folding_follows_ieee(
     ],
 )
 def test_folding_keeps_the_sign_of_zero(
-    op_type: type[ew.UnaryOp | ew.BinaryOp], values: tuple[float, ...], expected: float
+    op_type: ew.ElementwiseOpType, values: tuple[float, ...], expected: float
 ) -> None:
     """As the kernels compute it (LLVM's maximum/minimum order -0 below +0, unlike numpy's)."""
     assert math.copysign(1, _fold(op_type, "float32", *values)) == math.copysign(1, expected)
@@ -147,7 +145,7 @@ def test_folding_keeps_the_sign_of_zero(
     ],
 )
 def test_every_folded_nan_is_the_canonical_quiet_nan(
-    op_type: type[ew.UnaryOp | ew.BinaryOp], values: tuple[float, ...], dtype: str
+    op_type: ew.ElementwiseOpType, values: tuple[float, ...], dtype: str
 ) -> None:
     """numpy's NaN sign depends on the host's SIMD path: folding must not inherit it."""
     folded = _fold(op_type, dtype, *values)

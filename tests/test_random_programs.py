@@ -99,7 +99,7 @@ class Node:
     """One value of a program: an input, a constant, or an op applied to earlier nodes."""
 
     kind: str  # "input", "constant" or "op"
-    op: type[ew.UnaryOp | ew.BinaryOp] | None = None
+    op: ew.ElementwiseOpType | None = None
     operands: tuple[int, ...] = ()
     value: float = 0.0
 
@@ -168,7 +168,7 @@ def programs(draw: st.DrawFn, max_ops: int = 40) -> Program:
             nodes.append(Node("constant", value=value))
             continue
         op = draw(st.sampled_from(ew.ELEMENTWISE_OPS))
-        arity = 2 if issubclass(op, ew.BinaryOp) else 1
+        arity = ew.arity(op)
         # Recent values (deep chains), any earlier one (shared subexpressions), or a constant
         # (constant subexpressions are folded at compile time, and must agree with run time).
         last = len(nodes) - 1
@@ -257,7 +257,7 @@ def _classify(values: np.ndarray) -> np.ndarray:
     return np.select([np.isnan(values), values == np.inf, values == -np.inf], [3, 1, 2], 0)
 
 
-def _reference(op: type[ew.UnaryOp | ew.BinaryOp], *args: np.ndarray) -> np.ndarray:
+def _reference(op: ew.ElementwiseOpType, *args: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         if op is ew.ErfOp:  # math.erf is a Python loop: evaluate each distinct value once
             bits = np.array(args[0], np.float64).view(np.uint64)  # keeps -0 and +0 apart
@@ -271,7 +271,7 @@ def _zero_of_unknown_sign(ball: Ball) -> np.ndarray:
     return (np.abs(ball.center) <= ball.radius) & ~ball.exact
 
 
-def _sign_of_zero_matters(op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball]) -> np.ndarray:
+def _sign_of_zero_matters(op: ew.ElementwiseOpType, args: Sequence[Ball]) -> np.ndarray:
     """Results that divide by a zero of unknown sign (an exact zero's sign is IEEE's)."""
     if op is ew.DivOp:
         return _zero_of_unknown_sign(args[1]) & ~np.isnan(args[0].center)
@@ -283,9 +283,10 @@ def _sign_of_zero_matters(op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Bal
     return np.zeros((), bool)
 
 
-CORRECTLY_ROUNDED: frozenset[type[ew.UnaryOp | ew.BinaryOp]] = frozenset(
+CORRECTLY_ROUNDED: frozenset[ew.ElementwiseOpType] = frozenset(
     {ew.AddOp, ew.SubOp, ew.MulOp, ew.DivOp, ew.SqrtOp}
     | {ew.NegOp, ew.AbsOp, ew.MaxOp, ew.MinOp, ew.ReluOp}  # exact
+    | {ew.LtOp, ew.LeOp, ew.GtOp, ew.GeOp, ew.EqOp, ew.NeOp, ew.SelectOp}  # exact
 )
 """Ops whose float32 result IEEE decides bit for bit from their operands (float64 then rounded
 to float32 is innocuous double rounding for + - * / sqrt)."""
@@ -295,9 +296,7 @@ def _is_special(values: np.ndarray) -> np.ndarray:
     return (values == 0) | ~np.isfinite(values)
 
 
-def _exact(
-    op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball], center: np.ndarray
-) -> np.ndarray:
+def _exact(op: ew.ElementwiseOpType, args: Sequence[Ball], center: np.ndarray) -> np.ndarray:
     """Where the result is exact: see `Ball`."""
     operands_exact = functools.reduce(np.logical_and, [a.exact for a in args])
     if op in CORRECTLY_ROUNDED:
@@ -315,9 +314,7 @@ def _exact(
     return operands_exact & special_operand & _is_special(center)
 
 
-def _class_may_flip_between_corners(
-    op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball]
-) -> np.ndarray:
+def _class_may_flip_between_corners(op: ew.ElementwiseOpType, args: Sequence[Ball]) -> np.ndarray:
     """pow of a negative or NaN base is finite only at integer exponents, NaN between them; pow
     of a NaN exponent is NaN except at a base of exactly 1 (pow(1, NaN) = 1).
 
@@ -337,9 +334,7 @@ def _class_may_flip_between_corners(
         )
 
 
-def apply(
-    op: type[ew.UnaryOp | ew.BinaryOp], args: Sequence[Ball], tolerance: ew.ErrorBound
-) -> Ball:
+def apply(op: ew.ElementwiseOpType, args: Sequence[Ball], tolerance: ew.ErrorBound) -> Ball:
     """The ball of `op` over its operands' balls (see the module docstring)."""
     with np.errstate(all="ignore"):
         corners = [(a.center, a.center - a.radius, a.center + a.radius) for a in args]
@@ -514,16 +509,20 @@ def test_the_oracle_checks_every_element_of_a_well_conditioned_program(math_mode
 
 
 @pytest.mark.parametrize("op", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
-def test_the_oracle_rejects_a_wrong_op(op: type[ew.UnaryOp | ew.BinaryOp]) -> None:
+def test_the_oracle_rejects_a_wrong_op(op: ew.ElementwiseOpType) -> None:
     """Each op's program, checked against the reference of a different op of the same arity."""
-    arity = 2 if issubclass(op, ew.BinaryOp) else 1
-    siblings = [o for o in ew.ELEMENTWISE_OPS if issubclass(o, ew.BinaryOp) == (arity == 2)]
+    arity = ew.arity(op)
+    siblings = [o for o in ew.ELEMENTWISE_OPS if ew.arity(o) == arity]
     impostor = siblings[(siblings.index(op) + 1) % len(siblings)]
-    nodes = (Node("input"), Node("input"), Node("op", op, (0, 1)[:arity]))
-    kernel = xfuse.compile(Program(nodes, (2,)).source(), math="libm")
-    x, y = (np.abs(a) + 0.5 for a in _normal_inputs(2))
-    got = kernel(**{name: {"x0": x, "x1": y}[name] for name in kernel.input_names})
-    inputs = [Ball(a.astype(np.float64), np.zeros(a.shape)) for a in (x, y)]
+    nodes = (Node("input"), Node("input"), Node("input"), Node("op", op, (0, 1, 2)[:arity]))
+    kernel = xfuse.compile(Program(nodes, (3,)).source(), math="libm")
+    x, y, z = (np.abs(a) + 0.5 for a in _normal_inputs(3))
+    y[::5] = x[::5]  # ties, where x < y and x <= y differ
+    arrays = {"x0": x, "x1": y, "x2": z}
+    got = kernel(**{name: arrays[name] for name in kernel.input_names})
+    inputs = [Ball(a.astype(np.float64), np.zeros(a.shape)) for a in (x, y, z)]
+    if impostor is op:  # the only op of its arity (select): checked with its arms swapped
+        inputs[1:3] = inputs[2:0:-1]
     want = apply(impostor, inputs[:arity], impostor.ACCURACY.libm)
     with pytest.raises(AssertionError, match="wrong elements"):
         check("t2", got, want, f"{op.name} checked as {impostor.name}")
@@ -569,17 +568,15 @@ SPECIAL_OPERANDS = np.array(
 @pytest.mark.parametrize(("fuse", "math_mode"), VARIANTS)
 @pytest.mark.parametrize("op", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
 def test_every_op_on_special_values_matches_ieee_bit_for_bit(
-    op: type[ew.UnaryOp | ew.BinaryOp], fuse: bool, math_mode: str
+    op: ew.ElementwiseOpType, fuse: bool, math_mode: str
 ) -> None:
     """±0, ±inf, NaN and small integers, every pair for binary ops: the IEEE special cases
     (tanh(-0) = -0, pow(-0, 3) = -0, 1 / -0 = -inf, max(-0, +0) = +0, ...) hold exactly."""
-    arity = 2 if issubclass(op, ew.BinaryOp) else 1
+    arity = ew.arity(op)
     columns = np.meshgrid(*[SPECIAL_OPERANDS] * arity, indexing="ij")
     inputs = [column.ravel() for column in columns]
-    nodes = (Node("input"), Node("input"), Node("op", op, (0, 1)[:arity]))
-    checked, _ = run_and_check(
-        Program(nodes[:arity] + nodes[2:], (arity,)), inputs, fuse, math_mode
-    )
+    nodes = (*[Node("input")] * arity, Node("op", op, tuple(range(arity))))
+    checked, _ = run_and_check(Program(nodes, (arity,)), inputs, fuse, math_mode)
     assert checked > 0
 
 

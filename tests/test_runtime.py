@@ -60,17 +60,17 @@ if TYPE_CHECKING:
 LENGTHS = [0, 1, 17, 2**20 + 3]
 
 
-def program_for(op: type[ew.UnaryOp | ew.BinaryOp]) -> str:
+def program_for(op: ew.ElementwiseOpType) -> str:
     """A small program around one op, so unfused runs have temporaries and several kernels."""
     name = ew.mnemonic(op)
-    call = f"{name}(h, y)" if issubclass(op, ew.BinaryOp) else f"{name}(h)"
+    call = f"{name}({', '.join(['h', 'y', 'x'][: ew.arity(op)])})"
     return f"h = x * 0.75 + y; out = {call} - x;"
 
 
-def reference_for(op: type[ew.UnaryOp | ew.BinaryOp], x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def reference_for(op: ew.ElementwiseOpType, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     x64, y64 = x.astype(np.float64), y.astype(np.float64)
     h = x64 * 0.75 + y64
-    args = (h, y64) if issubclass(op, ew.BinaryOp) else (h,)
+    args = (h, y64, x64)[: ew.arity(op)]
     with np.errstate(all="ignore"):
         return op.reference(*args) - x64
 
@@ -86,12 +86,12 @@ def positive_inputs() -> dict[int, tuple[np.ndarray, np.ndarray]]:
 @pytest.fixture(scope="module")
 def references(
     positive_inputs: dict[int, tuple[np.ndarray, np.ndarray]],
-) -> Callable[[type[ew.UnaryOp | ew.BinaryOp], int], np.ndarray]:
+) -> Callable[[ew.ElementwiseOpType, int], np.ndarray]:
     """`reference_for` an op on `positive_inputs[n]`, computed once for its four variants (on
     2^20 elements it took a third of their time: `erf`'s reference is a Python loop)."""
 
     @functools.cache
-    def reference(op: type[ew.UnaryOp | ew.BinaryOp], n: int) -> np.ndarray:
+    def reference(op: ew.ElementwiseOpType, n: int) -> np.ndarray:
         return reference_for(op, *positive_inputs[n])
 
     return reference
@@ -101,11 +101,11 @@ def references(
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
 @pytest.mark.parametrize("math", ["approx", "libm"])
 def test_every_op(
-    op: type[ew.UnaryOp | ew.BinaryOp],
+    op: ew.ElementwiseOpType,
     fuse: bool,
     math: str,
     positive_inputs: dict[int, tuple[np.ndarray, np.ndarray]],
-    references: Callable[[type[ew.UnaryOp | ew.BinaryOp], int], np.ndarray],
+    references: Callable[[ew.ElementwiseOpType, int], np.ndarray],
 ) -> None:
     kernel = xfuse.compile(program_for(op), fuse=fuse, math=math)
     for n, (x, y) in positive_inputs.items():
@@ -2113,6 +2113,20 @@ def test_elementwise_functions_work_on_numpy() -> None:
     x = np.linspace(-1, 1, 5, dtype=np.float32)
     assert xfuse.tanh(x).dtype == np.float32
     np.testing.assert_allclose(xfuse.tanh(x), np.tanh(x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("planned", [False, True])
+def test_numpy_baselines_compute_comparisons_as_one_and_zero(planned: bool) -> None:
+    """numpy's booleans would make `(x <= y) + (x >= y)` a logical or (1, not 2, where x == y),
+    and `- (x == y)` of it an error."""
+    source = "out = (x <= y) + (x >= y) - (x == y) * 2 + select(x, y, 3);"
+    module = parse_program(source)
+    EwOptimizePass().apply(pipeline_context(), module)
+    baseline = (xfuse.compile_numpy_planned if planned else xfuse.compile_numpy)(module)
+    x, y = np.float32([1, 2, 3, 0, np.nan]), np.float32([2, 2, 1, 5, 1])
+    (out,) = baseline(x, y)
+    np.testing.assert_array_equal(out, xfuse.compile(source)(x=x, y=y))
+    np.testing.assert_array_equal(out, [3, 2, 2, 4, 1])
 
 
 @pytest.mark.parametrize("planned", [False, True])

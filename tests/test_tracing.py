@@ -22,7 +22,8 @@ def test_numpy_ufunc_traces_to_its_op(ufunc: np.ufunc) -> None:
 
     @xfuse.jit(math="libm")
     def apply(x, y):
-        return ufunc(x, y) if ufunc.nin == 2 else ufunc(x)
+        result = ufunc(x, y) if ufunc.nin == 2 else ufunc(x)
+        return result.astype(x.dtype) if issubclass(op_type, ew.CompareOp) else result
 
     x, y = SAMPLE, np.abs(SAMPLE[::-1]) + np.float32(0.5)
     got = apply(x, y)
@@ -153,7 +154,7 @@ def test_ufuncs_without_an_op_and_control_flow_say_what_to_do() -> None:
     def branchy(x):
         return x if x > 0 else -x
 
-    with pytest.raises(TypeError, match=r"data-dependent control flow .* xfuse\.relu\(x\)"):
+    with pytest.raises(TypeError, match=r"data-dependent control flow .* np\.where\(x > 0"):
         branchy(SAMPLE)
 
 

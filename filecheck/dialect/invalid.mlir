@@ -69,6 +69,35 @@ func.func @f(%x: tensor<2x3xf32>) -> tensor<3xf32> {
 
 // -----
 
+// `ew.select`'s three operands broadcast to its result, of one element type.
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.select' operand shapes [2], [3], [3] do not broadcast to the result shape [3]
+func.func @f(%c: tensor<2xf32>, %x: tensor<3xf32>) -> tensor<3xf32> {
+  %r = ew.select %c, %x, %x : tensor<2xf32>, tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
+  func.return %r : tensor<3xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 4]]:3: error: 'ew.select' operand 'on_true' at position 1 does not verify:
+// CHECK-NEXT: expected a tensor of f16, bf16, f32 or f64, of one element type for the operands and the result
+// CHECK-NEXT: Underlying verification failure: attribute f64 expected from variable 'E', but got f32
+func.func @f(%c: tensor<3xf64>, %x: tensor<3xf32>) -> tensor<3xf32> {
+  %r = ew.select %c, %x, %x : tensor<3xf64>, tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
+  func.return %r : tensor<3xf32>
+}
+
+// -----
+
+// Its operands' types are one, or one for each.
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 3]]:31
+// CHECK: expected one type, or 3 types `->` the result's, got 2 types
+func.func @f(%c: tensor<3xf32>) -> tensor<3xf32> {
+  %r = ew.select %c, %c, %c : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
+  func.return %r : tensor<3xf32>
+}
+
+// -----
+
 // CHECK: {{.*}}invalid.mlir:[[# @LINE + 4]]:3: error: 'ew.add' operand 'lhs' at position 0 does not verify:
 // CHECK-NEXT: expected a tensor of f16, bf16, f32 or f64, of one element type for the operands and the result
 // CHECK-NEXT: Underlying verification failure: Unexpected attribute i32

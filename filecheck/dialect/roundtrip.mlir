@@ -105,6 +105,31 @@ func.func @broadcast(%m: tensor<4x?xf32>, %v: tensor<?xf32>, %s: tensor<f32>, %c
   func.return %0, %1, %2, %3, %4 : tensor<4x?xf32>, tensor<4x?xf32>, tensor<f32>, tensor<4x3xf16>, tensor<?xbf16>
 }
 
+// Comparisons give 1 and 0 of their operands' type; `ew.select` takes three operands, with one
+// type when all four agree and each operand's otherwise.
+// CHECK-LABEL: func.func @compare_select
+// CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>, %[[Y:.*]]: tensor<?xf32>, %[[S:.*]]: tensor<f32>)
+// CHECK-NEXT:    %[[LT:.*]] = ew.lt %[[X]], %[[Y]] : tensor<?xf32>
+// CHECK-NEXT:    %[[LE:.*]] = ew.le %[[LT]], %[[Y]] : tensor<?xf32>
+// CHECK-NEXT:    %[[GT:.*]] = ew.gt %[[LE]], %[[S]] : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+// CHECK-NEXT:    %[[GE:.*]] = ew.ge %[[S]], %[[GT]] : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+// CHECK-NEXT:    %[[EQ:.*]] = ew.eq %[[GE]], %[[Y]] : tensor<?xf32>
+// CHECK-NEXT:    %[[NE:.*]] = ew.ne %[[EQ]], %[[Y]] : tensor<?xf32>
+// CHECK-NEXT:    %[[SEL:.*]] = ew.select %[[NE]], %[[X]], %[[Y]] : tensor<?xf32>
+// CHECK-NEXT:    %[[SEL2:.*]] = ew.select %[[SEL]], %[[S]], %[[X]] : tensor<?xf32>, tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+// CHECK-NEXT:    func.return %[[SEL2]] : tensor<?xf32>
+func.func @compare_select(%x: tensor<?xf32>, %y: tensor<?xf32>, %s: tensor<f32>) -> tensor<?xf32> {
+  %0 = ew.lt %x, %y : tensor<?xf32>
+  %1 = ew.le %0, %y : tensor<?xf32>
+  %2 = ew.gt %1, %s : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %3 = ew.ge %s, %2 : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  %4 = ew.eq %3, %y : tensor<?xf32>
+  %5 = ew.ne %4, %y : tensor<?xf32>
+  %6 = ew.select %5, %x, %y : tensor<?xf32>
+  %7 = ew.select %6, %s, %x : tensor<?xf32>, tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  func.return %7 : tensor<?xf32>
+}
+
 // A kernel on tensors: one block argument per input, one yielded scalar per result.
 // CHECK-LABEL: func.func @kernel_tensors
 // CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>, %[[B:.*]]: tensor<f32>)

@@ -33,6 +33,44 @@ func.func @multi_use(%x: tensor<?xf32>, %b: tensor<?xf32>) -> (tensor<?xf32>, te
   func.return %y, %h : tensor<?xf32>, tensor<?xf32>
 }
 
+// A select on a comparison selects on its compare (the mask of 1 and 0 is never made); on any
+// other value it tests that value against 0 (`une`: a NaN is true). Unfused, the mask is a kernel
+// of its own, whose 1 and 0 the select's kernel tests.
+// CHECK-LABEL: func.func @select_on_a_comparison
+// CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>, %[[C:.*]]: tensor<?xf32>)
+// CHECK-NEXT:    ew.kernel ins(%[[X]], %[[C]] : tensor<?xf32>, tensor<?xf32>)
+// CHECK-NEXT:    ^{{.*}}(%[[XS:.*]]: f32, %[[CS:.*]]: f32):
+// CHECK-NEXT:      %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      %[[POSITIVE:.*]] = arith.cmpf ogt, %[[XS]], %[[ZERO]] : f32
+// CHECK-NEXT:      %[[SCALE:.*]] = arith.constant 1.000000e-02 : f32
+// CHECK-NEXT:      %[[LEAK:.*]] = arith.mulf %[[SCALE]], %[[XS]] : f32
+// CHECK-NEXT:      %[[LEAKY:.*]] = arith.select %[[POSITIVE]], %[[XS]], %[[LEAK]] : f32
+// CHECK-NEXT:      %[[ZERO2:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      %[[NONZERO:.*]] = arith.cmpf une, %[[CS]], %[[ZERO2]] : f32
+// CHECK-NEXT:      %[[PICKED:.*]] = arith.select %[[NONZERO]], %[[XS]], %[[ZERO]] : f32
+// CHECK-NEXT:      ew.yield %[[LEAKY]], %[[PICKED]] : f32, f32
+// NONE-LABEL: func.func @select_on_a_comparison
+// NONE:         ew.kernel ins(%[[X:.*]] : tensor<?xf32>)
+// NONE:           %[[HOLDS:.*]] = arith.cmpf ogt
+// NONE-NEXT:      %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// NONE-NEXT:      %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// NONE-NEXT:      %[[MASK:.*]] = arith.select %[[HOLDS]], %[[ONE]], %[[ZERO]] : f32
+// NONE-NEXT:      ew.yield %[[MASK]] : f32
+// NONE:         ew.kernel ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+// NONE-NEXT:    ^{{.*}}(%[[MS:.*]]: f32, %[[XS:.*]]: f32, %[[LS:.*]]: f32):
+// NONE-NEXT:      %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// NONE-NEXT:      %[[TRUE:.*]] = arith.cmpf une, %[[MS]], %[[Z]] : f32
+// NONE-NEXT:      arith.select %[[TRUE]], %[[XS]], %[[LS]] : f32
+func.func @select_on_a_comparison(%x: tensor<?xf32>, %c: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
+  %zero = ew.constant 0.0 : tensor<f32>
+  %scale = ew.constant 0.01 : tensor<f32>
+  %positive = ew.gt %x, %zero : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %leak = ew.mul %scale, %x : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  %leaky = ew.select %positive, %x, %leak : tensor<?xf32>
+  %picked = ew.select %c, %x, %zero : tensor<?xf32>, tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  func.return %leaky, %picked : tensor<?xf32>, tensor<?xf32>
+}
+
 // Independent chains stay separate kernels (their `?` sizes may differ at run time).
 // CHECK-LABEL: func.func @independent
 // CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>, %[[Y:.*]]: tensor<?xf32>)

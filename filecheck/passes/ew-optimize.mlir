@@ -33,6 +33,27 @@ func.func @identities(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>, tenso
   func.return %a, %b, %c, %d, %e, %f, %g : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
 }
 
+// A select of a constant condition is the arm it picks (a NaN condition is true, -0 false), and
+// one of two equal arms is that arm; a select whose arm would lose a broadcast stays.
+// CHECK-LABEL: func.func @select_of_a_known_arm
+// CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>, %[[Y:.*]]: tensor<?xf32>, %[[C:.*]]: tensor<?xf32>)
+// CHECK-NEXT:    %[[ONE:.*]] = ew.constant 1.0 : tensor<f32>
+// CHECK-NEXT:    %[[KEPT:.*]] = ew.select %[[C]], %[[ONE]], %[[X]] : tensor<?xf32>, tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+// CHECK-NEXT:    %[[BROADCAST:.*]] = ew.select %[[C]], %[[ONE]], %[[ONE]] : tensor<?xf32>, tensor<f32>, tensor<f32> -> tensor<?xf32>
+// CHECK-NEXT:    func.return %[[X]], %[[Y]], %[[X]], %[[Y]], %[[KEPT]], %[[BROADCAST]]
+func.func @select_of_a_known_arm(%x: tensor<?xf32>, %y: tensor<?xf32>, %c: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %nan = ew.constant nan : tensor<f32>
+  %minus_zero = ew.constant -0.0 : tensor<f32>
+  %one = ew.constant 1.0 : tensor<f32>
+  %a = ew.select %nan, %x, %y : tensor<f32>, tensor<?xf32>, tensor<?xf32> -> tensor<?xf32>
+  %b = ew.select %minus_zero, %x, %y : tensor<f32>, tensor<?xf32>, tensor<?xf32> -> tensor<?xf32>
+  %d = ew.select %c, %x, %x : tensor<?xf32>
+  %e = ew.select %one, %y, %x : tensor<f32>, tensor<?xf32>, tensor<?xf32> -> tensor<?xf32>
+  %f = ew.select %c, %one, %x : tensor<?xf32>, tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  %g = ew.select %c, %one, %one : tensor<?xf32>, tensor<f32>, tensor<f32> -> tensor<?xf32>
+  func.return %a, %b, %d, %e, %f, %g : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
 // x + (+0.0), (+0.0) + x and x - (-0.0) turn x = -0.0 into +0.0: kept unless unsafe-math (nsz).
 // CHECK-LABEL: func.func @signed_zeros
 // CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>)

@@ -397,7 +397,7 @@ def analyse_function(
     input has no name of its own in the IR); without them values go by their name hints."""
     kernels = [op for op in function.walk() if isinstance(op, ew.KernelOp)]
     for op in function.walk():
-        if isinstance(op, ew.UnaryOp | ew.BinaryOp | ew.ConvertOp):
+        if isinstance(op, ew.ElementwiseOp | ew.ConvertOp):
             raise CostModelError(
                 f"'{op.name}' is not inside an ew.kernel: run ew-fuse before the cost model", op
             )

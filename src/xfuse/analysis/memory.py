@@ -58,7 +58,7 @@ class Liveness:
 
 
 def _is_compute(op: Operation) -> bool:
-    return isinstance(op, ew.KernelOp | ew.UnaryOp | ew.BinaryOp | ew.ConvertOp)
+    return isinstance(op, ew.KernelOp | ew.ElementwiseOp | ew.ConvertOp)
 
 
 def analyze_liveness(function: func.FuncOp) -> Liveness:

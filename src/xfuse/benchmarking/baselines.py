@@ -48,16 +48,40 @@ def _softplus(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.logaddexp(x, x.dtype.type(0), out=out)
 
 
+def _select(
+    condition: np.ndarray, x: np.ndarray, y: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
+    result = np.where(condition, x, y)  # a float condition: nonzero, as `ew.select`'s
+    if out is None:
+        return result
+    out[...] = result
+    return out
+
+
+def _mask_of(comparison: np.ufunc) -> Ufunc:
+    """numpy's `comparison` stored as 1 and 0 in the operands' dtype, as the `ew` op holds it
+    (numpy's booleans would add as a logical or)."""
+
+    def function(x: np.ndarray, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None:
+            out = np.empty(np.broadcast_shapes(x.shape, y.shape), np.result_type(x, y))
+        return comparison(x, y, out=out)
+
+    return function
+
+
 _NUMPY_CODE: dict[type[Operation], Ufunc] = {
     ew.SigmoidOp: _sigmoid,
     ew.RsqrtOp: _rsqrt,
     ew.ReluOp: _relu,
     ew.SoftplusOp: _softplus,
+    ew.SelectOp: _select,
+    **{op: _mask_of(op.NUMPY_UFUNC) for op in ew.ELEMENTWISE_OPS if issubclass(op, ew.CompareOp)},
 }
-"""The numpy code a user writes for ops numpy has no ufunc for."""
+"""The numpy code a user writes for ops numpy has no ufunc for (or whose ufunc gives booleans)."""
 
 
-def _rounded_reference(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> Ufunc:
+def _rounded_reference(op_type: ew.ElementwiseOpType) -> Ufunc:
     """The op's float64 reference, rounded to the operands' dtype."""
 
     def function(*args: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -72,7 +96,7 @@ def _rounded_reference(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> Ufunc:
     return function
 
 
-def numpy_function(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> Ufunc:
+def numpy_function(op_type: ew.ElementwiseOpType) -> Ufunc:
     """How the baselines compute `op_type`: numpy code (`_NUMPY_CODE`), else its numpy ufunc
     (`ew.numpy_ufunc`), else its float64 reference rounded to the operands' dtype (`erf`)."""
     return _NUMPY_CODE.get(op_type) or ew.numpy_ufunc(op_type) or _rounded_reference(op_type)

@@ -78,7 +78,7 @@ def _float64_reference(
         if isinstance(op, ew.ConstantOp):
             values[op.result] = np.float64(op.literal)
         else:
-            kind = cast(type[ew.UnaryOp | ew.BinaryOp | ew.ConvertOp], type(op))
+            kind = cast(type[ew.ElementwiseOp | ew.ConvertOp], type(op))
             values[op.results[0]] = kind.reference(*(values[v] for v in op.operands))
     raise AssertionError("no func.return")
 

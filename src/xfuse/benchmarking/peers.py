@@ -23,6 +23,7 @@ import importlib.util
 import re
 import subprocess
 from collections.abc import Callable, Mapping
+from types import SimpleNamespace
 from typing import Any, cast
 
 import numpy as np
@@ -57,11 +58,19 @@ NUMEXPR_FUNCTIONS = frozenset(
 NUMEXPR_SPELLINGS: dict[str, str] = {
     "maximum": "where({0} > {1}, {0}, {1})",
     "minimum": "where({0} < {1}, {0}, {1})",
+    "where": "where({0} != 0, {1}, {2})",
 }
-"""numexpr has no maximum or minimum: it writes them with `where`."""
+"""numexpr has no maximum or minimum: it writes them with `where`, whose condition is a boolean
+(a comparison's, or a float's test against 0, as `ew.select`'s)."""
 
 
-def _function_names(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> list[str]:
+def _where_of_any_condition(where: Callable[..., Any]) -> Callable[..., Any]:
+    """A peer's `where` that takes a float condition too, true where nonzero (`ew.select`'s):
+    torch's takes booleans only. A comparison's boolean stays one (`!= 0` of it)."""
+    return lambda condition, x, y: where(condition != 0, x, y)
+
+
+def _function_names(op_type: ew.ElementwiseOpType) -> list[str]:
     """The names a library may give the op's function: xfuse's (`sigmoid`), numpy's (`absolute`)."""
     ufunc = ew.numpy_ufunc(op_type)
     names = [ew.python_name(op_type), ufunc.__name__ if ufunc is not None else None]
@@ -69,7 +78,7 @@ def _function_names(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> list[str]:
 
 
 @functools.cache
-def _definition(op_type: type[ew.UnaryOp | ew.BinaryOp]) -> func.FuncOp | None:
+def _definition(op_type: ew.ElementwiseOpType) -> func.FuncOp | None:
     """The op's `DEFINITION` in other ops, as a function of `x` (and `y`)."""
     definition = ew.definition(op_type)
     if definition is None:
@@ -87,7 +96,7 @@ Constant = Callable[[float], str]
 def spell(op: Operation, operands: list[str], call: Call, peer: str, constant: Constant) -> str:
     """Code of `op` on `operands` for a peer, from the op's facts: its Python operator, else the
     peer's function of its name, else its `DEFINITION` spelled the same way (inlined)."""
-    op_type = cast(type[ew.UnaryOp | ew.BinaryOp], type(op))
+    op_type = cast(ew.ElementwiseOpType, type(op))
     operator = ew.python_operator(op_type)
     if operator is not None:
         return f"({operator.format(*operands)})"
@@ -213,7 +222,10 @@ def numba_variant(workload: Workload, threads: int = 1) -> Variant:
 
     if len(workload.output_names) != 1:
         raise PeerUnsupported("numba.vectorize makes one output")
-    program = python_program(workload, namespaces(math, np), "numba")  # numpy's ufuncs on scalars
+    # numpy's ufuncs on scalars; np.where is numba's on arrays only
+    scalar_where = numba.njit(lambda condition, x, y: x if condition else y)
+    library = namespaces(math, SimpleNamespace(where=scalar_where), np)
+    program = python_program(workload, library, "numba")
     # numba.vectorize needs named parameters (it cannot compile `lambda *args`).
     parameters = ", ".join(f"in{i}" for i in range(len(workload.input_names)))
     scalar = compile_python(
@@ -254,7 +266,11 @@ def _torch_library() -> Library:
     def of_tensors(function: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         return lambda a, b: function(torch.as_tensor(a), torch.as_tensor(b))
 
-    wrapped = {"maximum": of_tensors(torch.maximum), "minimum": of_tensors(torch.minimum)}
+    wrapped = {
+        "maximum": of_tensors(torch.maximum),
+        "minimum": of_tensors(torch.minimum),
+        "where": _where_of_any_condition(torch.where),
+    }
     functions = namespaces(torch, torch.nn.functional)
     return lambda name: wrapped.get(name) or functions(name)
 

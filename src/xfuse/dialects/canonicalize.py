@@ -2,10 +2,11 @@
 
 The IEEE-exact identities are attached to the ops (`ElementwiseCanonicalization`), so xDSL's own
 `canonicalize` pass applies them next to constant folding: `x + (-0.0)`, `(-0.0) + x`,
-`x - (+0.0)`, `x * 1`, `1 * x`, `x / 1` and `-(-x)` give `x` bit for bit, for every x including
-±0, ±inf and NaN. `x + (+0.0)` is not one: `-0.0 + 0.0` is `+0.0`. The unsafe identities (they
-change results for NaN, inf, overflow or the sign of zero) are applied only when
-`ew-optimize{unsafe-math=true}` asks.
+`x - (+0.0)`, `x * 1`, `1 * x`, `x / 1`, `-(-x)`, `select(c, x, x)` and `select` of a constant
+condition give `x` (or the arm it picks) bit for bit, for every x including ±0, ±inf and NaN.
+`x + (+0.0)` is not one: `-0.0 + 0.0` is `+0.0`. The unsafe identities (they change results for
+NaN, inf, overflow or the sign of zero) are applied only when `ew-optimize{unsafe-math=true}`
+asks.
 """
 
 from __future__ import annotations
@@ -88,10 +89,24 @@ class RoundingOfARoundedValue(RewritePattern):
             rewriter.replace(op, [], [operand])
 
 
+class SelectOfAKnownArm(RewritePattern):
+    """`select(c, a, b)` -> `a` where c is a constant nonzero or NaN, `b` where it is ±0, and
+    `select(c, a, a)` -> `a`: the op passes the arm it picks through bit for bit."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: ew.SelectOp, rewriter: PatternRewriter) -> None:
+        condition = ew.constant_value(op.condition)
+        if op.on_true == op.on_false or (condition is not None and condition != 0.0):
+            _replace_keeping_type(rewriter, op, op.on_true)
+        elif condition is not None:  # ±0
+            _replace_keeping_type(rewriter, op, op.on_false)
+
+
 SAFE_IDENTITY_PATTERNS: tuple[RewritePattern, ...] = (
     RightIdentity({ew.AddOp: -0.0, ew.SubOp: 0.0, ew.MulOp: 1.0, ew.DivOp: 1.0}),
     LeftIdentity({ew.AddOp: -0.0, ew.MulOp: 1.0}),
     DoubleNegation(),
+    SelectOfAKnownArm(),
 )
 SAFE_IDENTITIES = GreedyRewritePatternApplier(list(SAFE_IDENTITY_PATTERNS))
 """The patterns as one, first match wins: what xDSL's `canonicalize` builds of several patterns

@@ -15,12 +15,13 @@ per element of the iteration space. On tensors it returns results; after bufferi
 writes memrefs (destination-passing style).
 
 An elementwise op's facts are declared once, on its class (a subclass of `UnaryOp` or
-`BinaryOp`, listed in `ELEMENTWISE_OPS`): its `name` (the mnemonic, also the `.ew` function
-name), its arity (its base class), its float64 `reference` (folding, baselines, tests), the numpy
-ufunc `@xfuse.jit` traces to it (`numpy_ufunc`), its Python-level function (`python_name`,
-`xfuse.tanh`) or operator (`python_operator`), its definition in other ops where numpy has no
-ufunc for it (`definition`) and the error its kernels may have (`ACCURACY`). Everything else is
-derived from these. How it lowers lives in `xfuse.transforms` (`SCALAR_LOWERINGS`, and
+`BinaryOp`, or `SelectOp`, listed in `ELEMENTWISE_OPS`): its `name` (the mnemonic, also the
+`.ew` function name), its arity (its base class: `arity`), its float64 `reference` (folding,
+baselines, tests), the numpy ufunc `@xfuse.jit` traces to it (`numpy_ufunc`), its Python-level
+function (`python_name`, `xfuse.tanh`) or operator (`python_operator`), its definition in other
+ops where numpy has no ufunc for it (`definition`) and the error its kernels may have
+(`ACCURACY`); the comparisons (`CompareOp`) give 1 and 0 of their operands' dtype. Everything
+else is derived from these. How it lowers lives in `xfuse.transforms` (`SCALAR_LOWERINGS`, and
 `MATH_FUNCTIONS` for a new `math` op); `tests/test_op_facts.py` names any fact an op lacks
 (docs/adding-an-op.md).
 """
@@ -434,7 +435,7 @@ class ElementwiseFolder(HasFolder):
 
     @classmethod
     def fold(cls, op: Operation) -> Sequence[SSAValue | Attribute] | None:
-        assert isinstance(op, UnaryOp | BinaryOp)
+        assert isinstance(op, ElementwiseOp)
         values = [constant_value(operand) for operand in op.operands]
         if any(v is None for v in values) or tuple(op.result.type.get_shape()) != ():
             return None
@@ -442,9 +443,7 @@ class ElementwiseFolder(HasFolder):
         return (FloatAttr(folded, Float64Type()),)
 
 
-def fold_literals(
-    op_type: type[UnaryOp | BinaryOp], values: Sequence[float], element: Attribute
-) -> float:
+def fold_literals(op_type: ElementwiseOpType, values: Sequence[float], element: Attribute) -> float:
     """`op_type` on literals, as a kernel of `element` computes it: operands and result rounded
     to `element` (the reference runs in float64), a NaN result canonical.
 
@@ -621,23 +620,8 @@ class BinaryOp(IRDLOperation, ABC):
     ):
         lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
         if result_type is None:
-            result_type = BinaryOp.result_type_of(lhs.type, rhs.type)
+            result_type = broadcast_type(lhs.type, rhs.type)
         Operation.__init__(self, operands=[lhs, rhs], result_types=[result_type])  # see UnaryOp
-
-    @staticmethod
-    def result_type_of(lhs: Attribute, rhs: Attribute) -> Attribute:
-        """The result type on operands of these tensor types: their broadcast, of the lhs's
-        element type (ValueError if the shapes do not broadcast)."""
-        lhs_type = cast(TensorType[Attribute], lhs)
-        rhs_type = cast(TensorType[Attribute], rhs)
-        shape = broadcast_shapes(lhs_type.get_shape(), rhs_type.get_shape())
-        # The operand's own type where it fits: no new attribute to build and verify.
-        fits = [
-            t
-            for t in (lhs_type, rhs_type)
-            if tuple(t.get_shape()) == shape and isinstance(t.encoding, NoneAttr)
-        ]
-        return fits[0] if fits else TensorType(lhs_type.element_type, shape)
 
     @staticmethod
     def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -653,45 +637,74 @@ class BinaryOp(IRDLOperation, ABC):
         _verify_broadcasts_to(self, [self.lhs.type, self.rhs.type], self.result.type)
 
     def print(self, printer: Printer) -> None:
-        # The operands and types read once each (an IRDL accessor costs a lookup per call).
-        lhs, rhs = self.operands
-        types = (lhs.type, rhs.type, self.results[0].type)
-        printer.print_string(" ")
-        printer.print_operand(lhs)
-        printer.print_string(", ")
-        printer.print_operand(rhs)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        if types[0] == types[1] == types[2]:
-            print_type(printer, types[2])
-            return
-        print_type(printer, types[0])
-        printer.print_string(", ")
-        print_type(printer, types[1])
-        printer.print_string(" -> ")
-        print_type(printer, types[2])
+        _print_broadcasting(self, printer)
 
     @classmethod
     def parse(cls, parser: Parser) -> BinaryOp:
-        lhs = parser.parse_unresolved_operand()
-        parser.parse_punctuation(",")
-        rhs = parser.parse_unresolved_operand()
-        attributes = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        lhs_type = parser.parse_type()
-        if parser.parse_optional_punctuation(",") is not None:
-            rhs_type = parser.parse_type()
-            parser.parse_punctuation("->")
-            result_type = parser.parse_type()
-        else:
-            rhs_type = result_type = lhs_type
-        op = cls(
-            parser.resolve_operand(lhs, lhs_type),
-            parser.resolve_operand(rhs, rhs_type),
-            result_type,
-        )
+        (lhs, rhs), attributes, result_type = _parse_broadcasting(parser, 2)
+        op = cls(lhs, rhs, result_type)
         op.attributes.update(attributes)
         return op
+
+
+def broadcast_type(*operands: Attribute) -> Attribute:
+    """The result type of a broadcasting op on operands of these tensor types: their broadcast, of
+    the first one's element type (ValueError if the shapes do not broadcast)."""
+    types = [cast(TensorType[Attribute], t) for t in operands]
+    shape = broadcast_shapes(*(t.get_shape() for t in types))
+    # An operand's own type where it fits: no new attribute to build and verify.
+    fits = [t for t in types if tuple(t.get_shape()) == shape and isinstance(t.encoding, NoneAttr)]
+    return fits[0] if fits else TensorType(types[0].element_type, shape)
+
+
+def _print_broadcasting(op: Operation, printer: Printer) -> None:
+    """The assembly format of the broadcasting ops (`BinaryOp`, `SelectOp`): the operands, then
+    one type where the operands' and the result's all agree, else the operands' `->` the result's.
+    """
+    # The operands and types read once each (an IRDL accessor costs a lookup per call).
+    operands = op.operands
+    types = [operand.type for operand in operands]
+    result_type = op.results[0].type
+    printer.print_string(" ")
+    printer.print_list(operands, printer.print_operand)
+    printer.print_op_attributes(op.attributes)
+    printer.print_string(" : ")
+    if all(type_ == result_type for type_ in types):
+        print_type(printer, result_type)
+        return
+    printer.print_list(types, partial(print_type, printer))
+    printer.print_string(" -> ")
+    print_type(printer, result_type)
+
+
+def _parse_broadcasting(
+    parser: Parser, count: int
+) -> tuple[list[SSAValue], dict[str, Attribute], Attribute]:
+    """`count` operands, the attribute dictionary and the result type, as `_print_broadcasting`
+    writes them."""
+    names = parser.parse_comma_separated_list(
+        parser.Delimiter.NONE, parser.parse_unresolved_operand
+    )
+    if len(names) != count:
+        parser.raise_error(f"expected {count} operands, got {len(names)}")
+    attributes = parser.parse_optional_attr_dict()
+    parser.parse_punctuation(":")
+    types_start = parser.pos
+    types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+    if len(types) == 1:
+        result_type = types[0]
+        types *= count
+    elif len(types) == count:
+        parser.parse_punctuation("->")
+        result_type = parser.parse_type()
+    else:
+        parser.raise_error(
+            f"expected one type, or {count} types `->` the result's, got {len(types)} types",
+            types_start,
+            parser.pos,
+        )
+    operands = [parser.resolve_operand(n, t) for n, t in zip(names, types, strict=True)]
+    return operands, attributes, result_type
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -984,7 +997,125 @@ class SoftplusOp(UnaryOp):
         return np.logaddexp(x, 0.0)  # log(e**x + e**0) without overflow for large x
 
 
-ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
+class CompareOp(BinaryOp, ABC):
+    """Base of the comparisons: 1 where the comparison holds, else 0, in the operands' element
+    type (a mask that arithmetic and `ew.select` take). As in IEEE and numpy, a NaN compares
+    unequal to everything, itself included (`ne` holds, the others do not), and -0 equals +0.
+    Each comparison is a numpy ufunc (`NUMPY_UFUNC`) whose boolean result this is as 0 and 1."""
+
+    NUMPY_UFUNC: ClassVar[np.ufunc]
+
+
+def _comparison(mnemonic: str, ufunc: np.ufunc, operator: str) -> type[CompareOp]:
+    """The comparison op `ew.<mnemonic>`: numpy's `ufunc` (its Python name), Python's `operator`
+    (`<`), its reference the ufunc's booleans as float64 0 and 1."""
+
+    def reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return ufunc(x, y).astype(np.float64)
+
+    op_type = type(
+        f"{mnemonic.capitalize()}Op",
+        (CompareOp,),
+        {
+            "__doc__": f"1 where a {operator} b, else 0: `%m = ew.{mnemonic} %a, %b : "
+            "tensor<?xf32>`.",
+            "__module__": __name__,
+            "__annotations__": {  # IRDL takes upper-case fields declared ClassVar as constants
+                "ACCURACY": ClassVar[Accuracy],
+                "PYTHON_NAME": ClassVar[str | None],
+                "PYTHON_OPERATOR": ClassVar[str],
+                "NUMPY_UFUNC": ClassVar[np.ufunc],
+            },
+            "name": f"ew.{mnemonic}",
+            "ACCURACY": CORRECTLY_ROUNDED,  # exact: 1 or 0
+            "PYTHON_NAME": ufunc.__name__,
+            "PYTHON_OPERATOR": f"{{0}} {operator} {{1}}",
+            "NUMPY_UFUNC": ufunc,
+            "reference": staticmethod(reference),
+        },
+    )
+    return irdl_op_definition(op_type)
+
+
+LtOp = _comparison("lt", np.less, "<")
+LeOp = _comparison("le", np.less_equal, "<=")
+GtOp = _comparison("gt", np.greater, ">")
+GeOp = _comparison("ge", np.greater_equal, ">=")
+EqOp = _comparison("eq", np.equal, "==")
+NeOp = _comparison("ne", np.not_equal, "!=")
+
+
+def _where(condition: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.where(condition != 0, x, y)
+
+
+@irdl_op_definition
+class SelectOp(IRDLOperation):
+    """Elementwise choice, numpy's `where(c, a, b)`: `a` where `c` is nonzero (a NaN is nonzero,
+    as in C and numpy's `bool`), else `b`. The three operands broadcast to the result's shape and
+    share its element type; the type list is short when all four types agree:
+
+        %m = ew.gt %x, %zero : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+        %r = ew.select %m, %x, %y : tensor<?xf32>
+        %s = ew.select %m, %x, %zero : tensor<?xf32>, tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+
+    It passes the chosen operand through bit for bit (NaN payloads, signed zeros), so
+    `where(x > 0, x, 0)` is 0 at NaN where `max(x, 0)` is NaN.
+    """
+
+    name = "ew.select"
+
+    E: ClassVar = VarConstraint("E", _FLOAT_ELEMENT)
+    """The element type the operands and the result share."""
+    condition = operand_def(_float_tensor_of(E))
+    on_true = operand_def(_float_tensor_of(E))
+    on_false = operand_def(_float_tensor_of(E))
+    result = result_def(_float_tensor_of(E))
+    traits = traits_def(Pure(), ElementwiseFolder(), ElementwiseCanonicalization())
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED  # exact: one of its operands
+    PYTHON_NAME: ClassVar[str | None] = "where"  # numpy's name
+    DEFINITION: ClassVar[str | None] = None  # a primitive, not a ufunc
+
+    reference = staticmethod(_where)
+
+    def __init__(
+        self,
+        condition: SSAValue | Operation,
+        on_true: SSAValue | Operation,
+        on_false: SSAValue | Operation,
+        result_type: Attribute | None = None,
+    ):
+        operands = [SSAValue.get(v) for v in (condition, on_true, on_false)]
+        if result_type is None:
+            result_type = broadcast_type(*(v.type for v in operands))
+        Operation.__init__(self, operands=operands, result_types=[result_type])  # see UnaryOp
+
+    def verify_(self) -> None:
+        _verify_broadcasts_to(self, [v.type for v in self.operands], self.result.type)
+
+    def print(self, printer: Printer) -> None:
+        _print_broadcasting(self, printer)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> SelectOp:
+        (condition, on_true, on_false), attributes, result_type = _parse_broadcasting(parser, 3)
+        op = cls(condition, on_true, on_false, result_type)
+        op.attributes.update(attributes)
+        return op
+
+
+ElementwiseOp = UnaryOp | BinaryOp | SelectOp
+"""An elementwise op (`isinstance(op, ElementwiseOp)`); `ELEMENTWISE_OPS` lists their classes."""
+ElementwiseOpType = type[ElementwiseOp]
+
+
+def arity(op_type: ElementwiseOpType) -> int:
+    """How many operands the elementwise `op_type` takes."""
+    return 1 if issubclass(op_type, UnaryOp) else 2 if issubclass(op_type, BinaryOp) else 3
+
+
+ELEMENTWISE_OPS: tuple[ElementwiseOpType, ...] = (
     AddOp,
     SubOp,
     MulOp,
@@ -1004,6 +1135,13 @@ ELEMENTWISE_OPS: tuple[type[UnaryOp | BinaryOp], ...] = (
     RsqrtOp,
     ReluOp,
     SoftplusOp,
+    LtOp,
+    LeOp,
+    GtOp,
+    GeOp,
+    EqOp,
+    NeOp,
+    SelectOp,
 )
 
 
@@ -1082,26 +1220,26 @@ def mnemonic(op_type: type[Operation]) -> str:
     return op_type.name.removeprefix("ew.")
 
 
-OPS_BY_MNEMONIC: dict[str, type[UnaryOp | BinaryOp]] = {mnemonic(op): op for op in ELEMENTWISE_OPS}
+OPS_BY_MNEMONIC: dict[str, ElementwiseOpType] = {mnemonic(op): op for op in ELEMENTWISE_OPS}
 
 
-def python_name(op_type: type[UnaryOp | BinaryOp]) -> str | None:
+def python_name(op_type: ElementwiseOpType) -> str | None:
     """The name of the op's Python-level function (`xfuse.tanh`, `xfuse.maximum`): its
     `PYTHON_NAME`, else its mnemonic; None for an op Python spells as an operator (`x + y`)."""
     return getattr(op_type, "PYTHON_NAME", mnemonic(op_type))
 
 
-def python_operator(op_type: type[UnaryOp | BinaryOp]) -> str | None:
+def python_operator(op_type: ElementwiseOpType) -> str | None:
     """How Python writes the op with an operator (`{0} + {1}`): its `PYTHON_OPERATOR`, or None."""
     return getattr(op_type, "PYTHON_OPERATOR", None)
 
 
-def definition(op_type: type[UnaryOp | BinaryOp]) -> str | None:
+def definition(op_type: ElementwiseOpType) -> str | None:
     """The op written with other ops (`.ew` over `x`, `y`): its `DEFINITION`, or None."""
     return getattr(op_type, "DEFINITION", None)
 
 
-def numpy_ufunc(op_type: type[UnaryOp | BinaryOp]) -> np.ufunc | None:
+def numpy_ufunc(op_type: ElementwiseOpType) -> np.ufunc | None:
     """numpy's ufunc that `@xfuse.jit` traces to this op: its `NUMPY_UFUNC`, else its reference if
     that is a ufunc (`reference = staticmethod(np.tanh)`), else None."""
     declared = getattr(op_type, "NUMPY_UFUNC", None)

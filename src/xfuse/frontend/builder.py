@@ -75,7 +75,7 @@ class Weak:
     """
 
     literal: float = 0.0
-    op_type: type[ew.UnaryOp | ew.BinaryOp] | None = None
+    op_type: ew.ElementwiseOpType | None = None
     operands: tuple[Weak, ...] = ()
     values: dict[type[Attribute], float] = field(default_factory=dict, init=False)
     """`value_in`'s results by element type."""
@@ -181,9 +181,9 @@ class FunctionBuilder:
         self.constants: dict[tuple[bytes, Attribute], SSAValue] = {}
         """`ew.constant`s by the bits of their value and their element type: a literal repeated
         in every statement of a long program is one constant, not one per statement."""
-        self.result_types: dict[tuple[int, int], tuple[Attribute, Attribute, Attribute]] = {}
-        """`ew.BinaryOp.result_type_of` by the identity of the operand types (held in the entry),
-        computed once per pair: most ops of a program share a few type objects."""
+        self.result_types: dict[tuple[int, ...], tuple[tuple[Attribute, ...], Attribute]] = {}
+        """`ew.broadcast_type` by the identity of the operand types (held in the entry), computed
+        once per tuple: most ops of a program share a few type objects."""
         self.location: LocationAttr = UnknownLoc()
         """Where the ops and arguments made next come from in the source."""
 
@@ -253,7 +253,7 @@ class FunctionBuilder:
             self.conversions[key] = self.append(ew.ConvertOp(value, element))
         return self.conversions[key]
 
-    def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], *args: Value) -> Value:
+    def apply(self, op_type: ew.ElementwiseOpType, *args: Value) -> Value:
         """Emit `op_type` on `args`, promoted to one dtype (weak values take it); on weak values
         alone a weak value. Raises ValueError when the shapes do not broadcast."""
         arrays = [a for a in args if not isinstance(a, Weak)]
@@ -265,15 +265,14 @@ class FunctionBuilder:
         operands = [self.convert(a, element) for a in args]
         if issubclass(op_type, ew.UnaryOp):
             return self.append(op_type(*operands))
-        lhs, rhs = operands
-        return self.append(op_type(lhs, rhs, self.binary_result_type(lhs.type, rhs.type)))
+        return self.append(op_type(*operands, self.broadcast_type(*(v.type for v in operands))))
 
-    def binary_result_type(self, lhs: Attribute, rhs: Attribute) -> Attribute:
-        """`ew.BinaryOp.result_type_of(lhs, rhs)`, computed once per pair of type objects."""
-        key = (id(lhs), id(rhs))
+    def broadcast_type(self, *types: Attribute) -> Attribute:
+        """`ew.broadcast_type(*types)`, computed once per tuple of type objects."""
+        key = tuple(map(id, types))
         if key not in self.result_types:
-            self.result_types[key] = (lhs, rhs, ew.BinaryOp.result_type_of(lhs, rhs))
-        return self.result_types[key][2]
+            self.result_types[key] = (types, ew.broadcast_type(*types))
+        return self.result_types[key][1]
 
     def _argument_attributes(self, name: str, argument: SSAValue) -> dict[str, Attribute]:
         """Input `name`'s argument attributes: its dims' names, its name where the hint lost it."""

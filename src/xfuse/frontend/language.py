@@ -13,13 +13,17 @@ tokens):
     shape       := '[' [dim (',' dim)*] ']'
     dim         := INTEGER | NAME | '?'
     statement   := NAME '=' expr ';'
-    expr        := term (('+' | '-') term)*
+    expr        := sum [('<' | '<=' | '>' | '>=' | '==' | '!=') sum]
+    sum         := term (('+' | '-') term)*
     term        := unary (('*' | '/') unary)*
     unary       := '-' unary | primary
     primary     := NUMBER | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
 
 Functions are the `ew` dialect's ops by mnemonic (`tanh(x)`, `max(a, b)`, ...) and the
-conversions `f16(x)`, `bf16(x)`, `f32(x)`, `f64(x)`. Inputs are the names read before any
+conversions `f16(x)`, `bf16(x)`, `f32(x)`, `f64(x)`. A comparison is 1 where it holds and 0
+elsewhere (NaN compares unequal to everything), and `select(c, a, b)` is `a` where `c` is nonzero,
+else `b` (numpy's `where`): `select(x > 0, x, 0.01 * x)`. Comparisons do not chain (`a < b < c`
+is an error, not Python's `a < b and b < c`). Inputs are the names read before any
 assignment; ops are emitted in source order, left to right, a literal just before the first op
 that uses it, each op and argument located at the token that makes it (`_Parser.at`:
 `loc("file":line:col)` under `--print-debuginfo`). Every mistake raises `EwSyntaxError` with the
@@ -69,7 +73,7 @@ import functools
 import re
 import unicodedata
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import NamedTuple, cast
 
@@ -94,6 +98,15 @@ CONVERSIONS: dict[str, str] = {
     "f64": "float64",
 }
 """The language's dtype names: declarations use them, and each is a function converting to it."""
+
+COMPARISONS: dict[str, ew.ElementwiseOpType] = {
+    ew.python_operator(op).split()[1]: op  # "{0} < {1}"
+    for op in ew.ELEMENTWISE_OPS
+    if issubclass(op, ew.CompareOp)
+}
+"""The comparison operators and their ops: `<` is `ew.lt`."""
+ADDITIVE: dict[str, ew.ElementwiseOpType] = {"+": ew.AddOp, "-": ew.SubOp}
+MULTIPLICATIVE: dict[str, ew.ElementwiseOpType] = {"*": ew.MulOp, "/": ew.DivOp}
 
 DECLARATION_KEYWORD = "input"
 OUTPUT_KEYWORD = "output"
@@ -208,7 +221,7 @@ _TOKEN = re.compile(
     r"(?P<space>[ \t\f\r\n]+|#[^\r\n]*)"
     r"|(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
     r"|(?P<name>[A-Za-z_]\w*)"
-    r"|(?P<op>[-+*/=;(),\[\]?])"
+    r"|(?P<op>[<>=!]=|[-+*/=;(),\[\]?<>])"
     r"|(?P<unexpected>.)",  # anything else: an error, so that `finditer` skips nothing
     re.ASCII | re.DOTALL,  # names must stay valid MLIR value names; no Unicode digits in numbers
 )
@@ -490,17 +503,39 @@ class _Parser:
 
     def expr(self) -> Value:
         with self.nesting():
-            value = self.term()
-            while (token := self.accept("+") or self.accept("-")) is not None:
-                op_type = ew.AddOp if token.text == "+" else ew.SubOp
-                value = self.apply(op_type, token, value, self.term())
+            value = self.sum()
+            token = self.accept_one_of(COMPARISONS)
+            if token is not None:
+                value = self.apply(COMPARISONS[token.text], token, value, self.sum())
+                chained = self.accept_one_of(COMPARISONS)
+                if chained is not None:
+                    raise self.error(
+                        "comparisons do not chain: parenthesize one, or write `a < b < c` as "
+                        "`select(a < b, b < c, 0)`",
+                        chained,
+                    )
         return value
 
+    def accept_one_of(self, operators: Mapping[str, ew.ElementwiseOpType]) -> Token | None:
+        token = self.current
+        if token.kind == "op" and token.text in operators:
+            self.position += 1
+            return token
+        return None
+
+    def sum(self) -> Value:
+        return self.left_to_right(self.term, ADDITIVE)
+
     def term(self) -> Value:
-        value = self.unary()
-        while (token := self.accept("*") or self.accept("/")) is not None:
-            op_type = ew.MulOp if token.text == "*" else ew.DivOp
-            value = self.apply(op_type, token, value, self.unary())
+        return self.left_to_right(self.unary, MULTIPLICATIVE)
+
+    def left_to_right(
+        self, operand: Callable[[], Value], operators: Mapping[str, ew.ElementwiseOpType]
+    ) -> Value:
+        """`operand (op operand)*` of one precedence level, applied left to right."""
+        value = operand()
+        while (token := self.accept_one_of(operators)) is not None:
+            value = self.apply(operators[token.text], token, value, operand())
         return value
 
     def unary(self) -> Value:
@@ -575,7 +610,7 @@ class _Parser:
         while self.accept(",") is not None:
             args.append(self.expr())
         self.expect(")", f"to close the call of '{name.text}'")
-        arity = 2 if op_type is not None and issubclass(op_type, ew.BinaryOp) else 1
+        arity = 1 if op_type is None else ew.arity(op_type)
         if len(args) != arity:
             raise self.error(
                 f"'{name.text}' takes {arity} argument{'s' if arity > 1 else ''}, got {len(args)}",
@@ -587,7 +622,7 @@ class _Parser:
             return self.builder.convert(args[0], element, explicit=True)
         return self.apply(op_type, name, *args)
 
-    def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], at: Token, *args: Value) -> Value:
+    def apply(self, op_type: ew.ElementwiseOpType, at: Token, *args: Value) -> Value:
         self.at(at)
         try:
             return self.builder.apply(op_type, *args)

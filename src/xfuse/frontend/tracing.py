@@ -16,19 +16,27 @@ from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, element_type_for, numpy_dtype
 from xfuse.frontend.builder import FunctionBuilder, Value
 
-_OPS_BY_UFUNC: dict[np.ufunc, type[ew.UnaryOp | ew.BinaryOp]] = {
+_OPS_BY_UFUNC: dict[np.ufunc, ew.ElementwiseOpType] = {
     ufunc: op for op in ew.ELEMENTWISE_OPS if (ufunc := ew.numpy_ufunc(op)) is not None
 }
 """numpy's ufuncs that are `ew` ops (`ew.numpy_ufunc`): `np.tanh(x)` traces to `ew.tanh`."""
 
-_UFUNCS_OF_OPS: dict[np.ufunc, Callable[[Traced], Traced]] = {
+_UFUNCS_OF_OPS: dict[np.ufunc, Callable[..., Traced]] = {
     np.square: lambda x: x * x,
     np.reciprocal: lambda x: 1 / x,
     np.positive: lambda x: x,
+    np.logical_and: lambda a, b: a & b,
+    np.logical_or: lambda a, b: a | b,
+    np.logical_xor: lambda a, b: a ^ b,
+    np.logical_not: lambda a: ~a,
+    np.bitwise_and: lambda a, b: a & b,
+    np.bitwise_or: lambda a, b: a | b,
+    np.bitwise_xor: lambda a, b: a ^ b,
+    np.invert: lambda a: ~a,
 }
 """numpy's ufuncs that are one `ew` op on a float array with a constant, each as numpy computes
 it: `np.square(x)` is `x * x`, `np.reciprocal(x)` is `1 / x` (the same roundings); `np.positive`
-is the array itself."""
+is the array itself; the logical and bitwise ones are the operators on masks (`Traced.mask`)."""
 
 _SQRT_POWER_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 """The dtypes whose `np.power` loop takes a scalar exponent of 0.5 as `np.sqrt` (numpy's
@@ -37,11 +45,11 @@ and bfloat16's loops call pow."""
 
 
 _ELEMENTWISE_ONLY = (
-    "@xfuse.jit compiles numpy's arithmetic, the ufuncs that are `ew` ops, np.clip and xfuse's "
-    "functions into elementwise kernels, and no other numpy function or method; compute it "
-    "outside the jit function, on its arguments or its results"
+    "@xfuse.jit compiles numpy's arithmetic and comparisons, the ufuncs that are `ew` ops, "
+    "np.clip, np.where and xfuse's functions into elementwise kernels, and no other numpy "
+    "function or method; compute it outside the jit function, on its arguments or its results"
 )
-"""Why a numpy function other than those (a reduction, np.dot, np.where, ...) cannot be traced."""
+"""Why a numpy function other than those (a reduction, np.dot, ...) cannot be traced."""
 
 _ROUNDING_FUNCTIONS: frozenset[Callable[..., Any]] = frozenset(
     {np.round, np.around, np.rint, np.floor, np.ceil, np.trunc, np.fix}
@@ -82,14 +90,29 @@ def _is_one_half(value: Any) -> bool:
     return isinstance(value, int | float) and value == 0.5
 
 
+_MASKS_ONLY = (
+    "a comparison's result is a boolean mask: pick values with it (np.where(mask, a, b), "
+    "xfuse.where), combine masks with &, |, ^ and ~, or make it numbers with "
+    "mask.astype(dtype) (1 and 0) to compute with it"
+)
+"""What a traced comparison's result is for (numpy's booleans; xfuse's masks are 1 and 0)."""
+
+
 class Traced:
-    """A value of the function being traced; arithmetic on it records `ew` ops."""
+    """A value of the function being traced; arithmetic on it records `ew` ops.
+
+    A comparison's result is a `mask`: numpy's boolean array, held as 1 and 0 of the compared
+    dtype (`ew.CompareOp`). It goes where numpy's booleans go unchanged (np.where, &, |, ^, ~,
+    comparisons of masks, `.astype`), and nowhere else: numpy's arithmetic on booleans (`m + m`
+    is a logical or, `m * 2.0` float64) is not the arithmetic of 1 and 0.
+    """
 
     __array_priority__ = 1000  # numpy scalars on the left defer to our reflected operators
 
-    def __init__(self, builder: FunctionBuilder, value: SSAValue):
+    def __init__(self, builder: FunctionBuilder, value: SSAValue, mask: bool = False):
         self.builder = builder
         self.value = value
+        self.mask = mask
 
     def _lift(self, other: Any) -> Value:
         if isinstance(other, Traced):
@@ -118,14 +141,108 @@ class Traced:
             ) from None
         return self.builder.convert(self.builder.literal(float(scalar)), element)
 
-    def apply(self, op_type: type[ew.UnaryOp | ew.BinaryOp], *operands: Any) -> Traced:
+    def apply(self, op_type: ew.ElementwiseOpType, *operands: Any) -> Traced:
+        """`op_type` on `operands` (this array among them), numpy's way: a comparison gives a
+        mask; `ew.select` is `where`; a mask is an operand of comparisons of masks only."""
+        if op_type is ew.SelectOp:
+            return self.where(*operands)
+        comparison = issubclass(op_type, ew.CompareOp)
+        arrays = [o for o in operands if isinstance(o, Traced)]
+        masks = [a.mask for a in arrays]
+        if any(masks) and not (comparison and all(masks)):
+            raise TypeError(f"{op_type.name}: {_MASKS_ONLY}")
+        return self._record(op_type, *operands, mask=comparison)
+
+    def _record(self, op_type: ew.ElementwiseOpType, *operands: Any, mask: bool = False) -> Traced:
         values = [self._lift(operand) for operand in operands]
         try:
             result = self.builder.apply(op_type, *values)
             assert isinstance(result, SSAValue)  # a Traced operand is never weak
-            return Traced(self.builder, result)
+            return Traced(self.builder, result, mask)
         except ValueError as error:
             raise ValueError(f"{op_type.name}: {error}") from None
+
+    def where(self, condition: Any, on_true: Any, on_false: Any) -> Traced:
+        """`np.where(condition, on_true, on_false)`: of the arms' dtype (numpy's promotion of the
+        two; float64 for two Python numbers), the condition a mask or an array that is true
+        where nonzero (a NaN too). The condition is made a mask in its own dtype first, so a
+        float64 1e-300 stays true in a float32 result."""
+        if not isinstance(condition, Traced):
+            raise TypeError(
+                f"where(condition, ...): the condition must be a traced array (a comparison of "
+                f"one, `x > 0`), not {type(condition).__name__}; a constant condition picks "
+                f"one arm, which needs no where"
+            )
+        arms = [a for a in (on_true, on_false) if isinstance(a, Traced)]
+        if any(a.mask for a in arms):
+            raise TypeError(f"where: its arms are values: {_MASKS_ONLY}")
+        if not condition.mask:
+            condition = condition._record(ew.NeOp, condition, 0.0, mask=True)
+        scalars = [a for a in (on_true, on_false) if not isinstance(a, Traced)]
+        typed = [a.dtype for a in arms] + [a for a in scalars if isinstance(a, np.generic)]
+        dtype = np.result_type(*typed) if typed else np.dtype(np.float64)
+        try:
+            element = element_type_for(dtype)
+        except ValueError:
+            raise TypeError(
+                f"where: arms of dtype {dtype}: xfuse computes in float16, bfloat16, float32 "
+                "and float64"
+            ) from None
+        held = Traced(self.builder, self.builder.convert(condition.value, element))
+        if not arms:  # two Python numbers: numpy's float64, not the condition's dtype
+            on_true, on_false = (
+                Traced(self.builder, self.builder.convert(held._lift(a), element))
+                for a in (on_true, on_false)
+            )
+        return held._record(ew.SelectOp, held, on_true, on_false)
+
+    def _mask_op(self, op_type: ew.ElementwiseOpType, symbol: str, other: Any = None) -> Traced:
+        """numpy's `symbol` on booleans as `op_type` on masks (1 and 0 in, 1 and 0 out): with
+        `other`, this mask and it; without, `op_type` of this mask and 0 (`~m` is `m == 0`)."""
+        operands = [self] if other is None else [self, other]
+        if not all(isinstance(o, Traced) and o.mask for o in operands):
+            raise TypeError(
+                f"`{symbol}` on traced arrays takes masks (comparisons' results, `x > 0`); "
+                "numpy's bitwise operators on other arrays are on integers, which xfuse does not "
+                "compute"
+            )
+        return self._record(op_type, self, 0.0 if other is None else other, mask=True)
+
+    def __and__(self, other: Any) -> Traced:
+        return self._mask_op(ew.MulOp, "&", other)
+
+    def __or__(self, other: Any) -> Traced:
+        return self._mask_op(ew.MaxOp, "|", other)
+
+    def __xor__(self, other: Any) -> Traced:
+        return self._mask_op(ew.NeOp, "^", other)
+
+    def __invert__(self) -> Traced:
+        return self._mask_op(ew.EqOp, "~")
+
+    __rand__ = __and__
+    __ror__ = __or__
+    __rxor__ = __xor__
+
+    def __lt__(self, other: Any) -> Traced:
+        return self.apply(ew.LtOp, self, other)
+
+    def __le__(self, other: Any) -> Traced:
+        return self.apply(ew.LeOp, self, other)
+
+    def __gt__(self, other: Any) -> Traced:
+        return self.apply(ew.GtOp, self, other)
+
+    def __ge__(self, other: Any) -> Traced:
+        return self.apply(ew.GeOp, self, other)
+
+    def __eq__(self, other: Any) -> Traced:  # type: ignore[override]
+        return self.apply(ew.EqOp, self, other)
+
+    def __ne__(self, other: Any) -> Traced:  # type: ignore[override]
+        return self.apply(ew.NeOp, self, other)
+
+    __hash__ = object.__hash__  # defining `__eq__` unsets it
 
     def __add__(self, other: Any) -> Traced:
         return self.apply(ew.AddOp, self, other)
@@ -283,9 +400,17 @@ class Traced:
     def __array_function__(
         self, func: Callable[..., Any], types: Any, args: Any, kwargs: Any
     ) -> Any:
-        """numpy's functions that are not ufuncs: np.clip traces (as `clip`); any other
-        (np.sum, np.dot, np.where, np.concatenate, ...) raises, as without this numpy took a
-        traced array for a 0-d object array, and `np.dot(x, x)` traced as `x * x`."""
+        """numpy's functions that are not ufuncs: np.clip traces (as `clip`) and np.where of
+        three arguments (as `where`); any other (np.sum, np.dot, np.concatenate, ...) raises,
+        as without this numpy took a traced array for a 0-d object array, and `np.dot(x, x)`
+        traced as `x * x`."""
+        if func is np.where:
+            if len(args) != 3 or kwargs:
+                raise TypeError(
+                    "np.where cannot be traced but as np.where(condition, x, y): np.where("
+                    "condition) gives the indices where it holds, not an elementwise result"
+                )
+            return self.where(*args)
         if func is np.clip:
             # numpy's clip takes a ufunc's keywords too, and retries a TypeError of `clip`'s
             # on an object array (numpy's own error, or one about comparisons): check here.
@@ -305,18 +430,13 @@ class Traced:
             "on whole arrays; slice the arrays before the call and pass the slices"
         )
 
-    def _data_dependent(self, *_: Any) -> Any:
+    def __bool__(self) -> bool:
         raise TypeError(
-            "traced arrays have no truth value and no comparisons: @xfuse.jit traces one path "
-            "through the function, so data-dependent control flow (`if x > 0:`) cannot be "
-            "compiled; compute it with arithmetic instead, e.g. xfuse.relu(x), "
-            "xfuse.maximum(x, y) or xfuse.minimum(x, y)"
+            "traced arrays have no truth value: @xfuse.jit traces one path through the "
+            "function, so data-dependent control flow (`if x > 0:`, `and`, `or`) cannot be "
+            "compiled; pick values elementwise instead: np.where(x > 0, x, 0.01 * x), masks "
+            "combined with & | ~, xfuse.maximum(x, y)"
         )
-
-    # `==` too: Python's default compares identities, so `if x == y:` took a branch silently
-    __bool__ = __lt__ = __le__ = __gt__ = __ge__ = _data_dependent
-    __eq__ = __ne__ = _data_dependent  # type: ignore[assignment]
-    __hash__ = object.__hash__  # defining `__eq__` unsets it
 
     def _no_floor(self, *_: Any) -> Any:
         raise TypeError(
@@ -368,7 +488,7 @@ class Traced:
         )
 
 
-def _elementwise(op_type: type[ew.UnaryOp | ew.BinaryOp], name: str) -> Callable[..., Any]:
+def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]:
     """The function `xfuse.<name>`: records the op on traced values, else computes with numpy."""
 
     def function(*args: Any) -> Any:
@@ -376,10 +496,16 @@ def _elementwise(op_type: type[ew.UnaryOp | ew.BinaryOp], name: str) -> Callable
         if traced is not None:
             return traced.apply(op_type, *args)
         arrays = [np.asarray(a) for a in args]
-        # NEP 50: a Python number takes the array's dtype (`xfuse.maximum(x, 0.0)` keeps x's)
-        dtype = np.result_type(*(a if isinstance(a, int | float) else np.asarray(a) for a in args))
+        # NEP 50: a Python number takes the array's dtype (`xfuse.maximum(x, 0.0)` keeps x's);
+        # where's result has its arms' dtype
+        values = args[1:] if op_type is ew.SelectOp else args
+        dtype = np.result_type(
+            *(a if isinstance(a, int | float) else np.asarray(a) for a in values)
+        )
         with np.errstate(all="ignore"):
             result = op_type.reference(*(a.astype(np.float64) for a in arrays))
+        if issubclass(op_type, ew.CompareOp):
+            return result != 0  # numpy's booleans, as np.less gives them
         floating = np.issubdtype(dtype, np.floating) or dtype == numpy_dtype("bfloat16")
         return result.astype(dtype) if floating else result
 

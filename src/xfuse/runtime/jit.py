@@ -204,6 +204,12 @@ class JitFunction:
                 f"{self.function.__name__}() returned {got}: it must return an array computed "
                 "from its arguments, or a tuple or list of them"
             )
+        if any(r.mask for r in results):
+            raise TypeError(
+                f"{self.function.__name__}() returned a comparison's result, numpy's booleans: "
+                "xfuse's kernels compute floats; return mask.astype(dtype) for 1 and 0, or pick "
+                "values with np.where(mask, a, b)"
+            )
         names = [f"out{i}" for i in range(len(results))] if sequence else ["out"]
         module = builder.finish([(n, r.value) for n, r in zip(names, results, strict=True)])
         options = self.options

@@ -62,7 +62,7 @@ from xfuse.transforms.scalar import (
     widen,
 )
 
-ElementwiseOp = ew.UnaryOp | ew.BinaryOp | ew.ConvertOp
+ElementwiseOp = ew.ElementwiseOp | ew.ConvertOp
 Shape = tuple[int, ...]
 DEFAULT_MAX_OPS = 128
 
@@ -72,10 +72,10 @@ def scalar_size(op_type: type[Operation], exponent: float | None = None) -> int:
     """The ops (constants aside) that one `op_type` becomes in a float32 kernel after
     `ew-expand-math{math=approx}`: what `max-ops` counts (1 for `ew.add`, 25 for `ew.tanh`);
     with `exponent`, a constant right operand (`op_size`: `ew.pow` by 3 is one `math.fpowi`)."""
-    if not issubclass(op_type, ew.UnaryOp | ew.BinaryOp):
+    if not issubclass(op_type, ew.ElementwiseOp):
         return 1
     f32 = Float32Type()
-    arity = 2 if issubclass(op_type, ew.BinaryOp) else 1
+    arity = ew.arity(op_type)
     block = Block(arg_types=[f32] * arity)
     builder = Builder(InsertPoint.at_end(block))
     args = list(block.args)

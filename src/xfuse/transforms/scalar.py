@@ -135,6 +135,41 @@ def _log1p(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) 
     return builder.insert(arith.SelectOp(large, log_u, log1p)).result
 
 
+def _compare(predicate: str) -> ScalarEmitter:
+    """An emitter for a comparison: `arith.cmpf predicate` made 1 or 0 by an `arith.select`
+    (which `_select` of the mask turns back into the compare, and LLVM folds to it)."""
+
+    def emit(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -> SSAValue:
+        holds = builder.insert(arith.CmpfOp(args[0], args[1], predicate)).result
+        one = emit_constant(builder, 1.0, compute_type)
+        zero = emit_constant(builder, 0.0, compute_type)
+        return builder.insert(arith.SelectOp(holds, one, zero)).result
+
+    return emit
+
+
+def _select(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -> SSAValue:
+    """`c != 0 ? a : b` (`une`: a NaN condition is nonzero). Of a comparison's mask (a select of
+    1 and 0 on a compare) it selects on that compare directly."""
+    condition, on_true, on_false = args
+    owner = condition.owner
+    if isinstance(owner, arith.SelectOp) and _is_mask(owner):
+        holds = owner.cond
+    else:
+        zero = emit_constant(builder, 0.0, compute_type)
+        holds = builder.insert(arith.CmpfOp(condition, zero, "une")).result
+    return builder.insert(arith.SelectOp(holds, on_true, on_false)).result
+
+
+def _is_mask(select: arith.SelectOp) -> bool:
+    """`select` chooses between the constants 1 and 0: a comparison's mask (`_compare`)."""
+    values = [
+        owner.value.value.data if isinstance(owner := v.owner, arith.ConstantOp) else None
+        for v in (select.lhs, select.rhs)
+    ]
+    return values == [1.0, 0.0]
+
+
 SCALAR_LOWERINGS: dict[type[Operation], ScalarEmitter] = {
     ew.AddOp: _op(arith.AddfOp),
     ew.SubOp: _op(arith.SubfOp),
@@ -155,6 +190,13 @@ SCALAR_LOWERINGS: dict[type[Operation], ScalarEmitter] = {
     ew.RsqrtOp: _op(math.RsqrtOp),
     ew.ReluOp: _relu,
     ew.SoftplusOp: _softplus,
+    ew.LtOp: _compare("olt"),
+    ew.LeOp: _compare("ole"),
+    ew.GtOp: _compare("ogt"),
+    ew.GeOp: _compare("oge"),
+    ew.EqOp: _compare("oeq"),
+    ew.NeOp: _compare("une"),
+    ew.SelectOp: _select,
 }
 
 

@@ -1,0 +1,148 @@
+"""Comparisons and `select` (numpy's `where`): in `.ew`, in `@xfuse.jit` and outside tracing.
+
+A comparison is 1 where it holds and 0 elsewhere, of its operands' dtype; `select(c, a, b)` passes
+the arm it picks through bit for bit. Under `@xfuse.jit` a comparison is numpy's boolean mask.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import xfuse
+from xfuse.dialects import ew
+from xfuse.frontend.language import EwSyntaxError
+
+DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
+SPECIALS = [0.0, -0.0, 1.0, -1.0, 2.5, -3.0, np.inf, -np.inf, np.nan, 1e-3]
+
+
+def specials(dtype: type) -> np.ndarray:
+    return np.array(SPECIALS, dtype)
+
+
+def same_bits(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal bit for bit, as unsigned integers of the element's width (NaN payloads, -0)."""
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    unsigned = np.dtype(f"u{got.dtype.itemsize}")
+    np.testing.assert_array_equal(got.view(unsigned), want.view(unsigned))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_a_leaky_relu_is_numpy_bit_for_bit_in_every_dtype(dtype: type) -> None:
+    """The product rounds once to the dtype in both (a kernel computes f16 and bf16 in f32)."""
+    x = np.concatenate([specials(dtype), np.linspace(-5, 5, 301).astype(dtype)])
+    kernel = xfuse.compile("out = select(x > 0, x, 0.01 * x);", dtype=np.dtype(dtype).name)
+    with np.errstate(invalid="ignore"):
+        want = np.where(x > 0, x, x.dtype.type(0.01) * x)
+    same_bits(kernel(x=x), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_each_comparison_is_one_and_zero_of_the_dtype(dtype: type) -> None:
+    x = specials(dtype)[:, None].repeat(len(SPECIALS), 1).ravel()
+    y = specials(dtype)[None, :].repeat(len(SPECIALS), 0).ravel()
+    source = "a = x < y; b = x <= y; c = x > y; d = x >= y; e = x == y; f = x != y;"
+    kernel = xfuse.compile(source, dtype=np.dtype(dtype).name, outputs=list("abcdef"))
+    ufuncs = [np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal]
+    for got, ufunc in zip(kernel(x=x, y=y), ufuncs, strict=True):
+        same_bits(got, ufunc(x, y).astype(dtype))  # +0 where it does not hold, NaN unequal
+
+
+def test_select_tests_its_condition_against_zero_a_nan_being_true() -> None:
+    c = np.array([0.0, -0.0, np.nan, 1e-45, -np.inf], np.float32)
+    x, y = np.full(5, 1.0, np.float32), np.full(5, 2.0, np.float32)
+    same_bits(xfuse.compile("out = select(c, x, y);")(c=c, x=x, y=y), np.where(c, x, y))
+
+
+def test_a_condition_on_the_arms_fuses_to_one_kernel_and_unfused_agrees() -> None:
+    source = "out = select(x > y, x - y, exp(x) - 1);"
+    x = np.linspace(-3, 3, 1001, dtype=np.float32)
+    y = np.float32(0.5) * x[::-1]
+    fused = xfuse.compile(source)
+    assert fused.ir("ew-fuse").count("ew.kernel") == 1
+    unfused = xfuse.compile(source, fuse=False)
+    same_bits(fused(x=x, y=y), unfused(x=x, y=y))
+    np.testing.assert_allclose(fused(x=x, y=y), np.where(x > y, x - y, np.expm1(x)), atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32])
+def test_jit_elu_and_masks_are_numpys(dtype: type) -> None:
+    x = np.concatenate([specials(dtype), np.linspace(-4, 4, 97).astype(dtype)])
+    y = x[::-1].copy()
+
+    @xfuse.jit
+    def masked(x, y):
+        inside = (x > -1) & (x < 1) | ~(y == y) ^ (x >= y)
+        return (
+            np.where(inside, x, y),
+            np.where(np.logical_not(x <= 0), x, 0),
+            inside.astype(x.dtype),
+        )
+
+    picked, relu, inside = masked(x, y)
+    with np.errstate(invalid="ignore"):
+        want_inside = (x > -1) & (x < 1) | ~(y == y) ^ (x >= y)
+        same_bits(picked, np.where(want_inside, x, y))
+        same_bits(relu, np.where(np.logical_not(x <= 0), x, dtype(0)))  # 0 at NaN and -0
+        same_bits(inside, want_inside.astype(dtype))
+
+
+def test_jit_where_has_its_arms_dtype_and_keeps_a_tiny_condition_true() -> None:
+    """numpy's `where` takes its dtype from the arms alone (float64 for two Python numbers); a
+    float64 condition of 1e-300 is true, though it is 0 in float32."""
+    c = np.array([1e-300, 0.0, -1.0], np.float64)
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+
+    @xfuse.jit
+    def picks(c, x):
+        return np.where(c, x, -x), np.where(x > 2, 1.0, 0.0), xfuse.where(c, x, np.float16(7))
+
+    arms, numbers, typed = picks(c, x)
+    same_bits(arms, np.where(c, x, -x))
+    same_bits(numbers, np.where(x > 2, 1.0, 0.0))  # float64, not the float32 compared
+    same_bits(typed, np.where(c, x, np.float16(7)))
+
+
+def test_outside_tracing_xfuse_comparisons_and_where_are_numpys() -> None:
+    x, y = np.float32([1, 2, np.nan]), np.float32([2, 2, 1])
+    np.testing.assert_array_equal(xfuse.less(x, y), np.less(x, y))
+    assert xfuse.not_equal(x, y).dtype == np.bool_
+    same_bits(xfuse.where(x > 1, x, 0.5), np.where(x > 1, x, np.float32(0.5)))
+    c = np.float64([1e-300, 0, 1])
+    same_bits(xfuse.where(c, x, 0.5), np.where(c, x, 0.5))  # the arms' float32
+
+
+@pytest.mark.parametrize(
+    ("program", "message"),
+    [
+        (lambda x: x > 0, r"returned a comparison's result, numpy's booleans"),
+        (lambda x: (x > 0) * x, r"ew.mul: a comparison's result is a boolean mask"),
+        (lambda x: np.where(x > 0, x > 1, x), r"where: its arms are values"),
+        (lambda x: np.where(True, x, 0.0), r"the condition must be a traced array"),
+        (lambda x: (x > 0) & x, r"`&` on traced arrays takes masks"),
+        (lambda x: ~x, r"`~` on traced arrays takes masks"),
+        (lambda x: np.where(x > 0), r"np.where\(condition\) gives the indices"),
+        (lambda x: x if x > 0 else -x, r"no truth value: .* np\.where\(x > 0"),
+        (lambda x: (x > 0) < x, r"ew.lt: a comparison's result is a boolean mask"),
+    ],
+)
+def test_jit_misuses_of_a_mask_say_what_to_write(program, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        xfuse.jit(program)(np.float32([1, -1]))
+
+
+def test_select_takes_three_arguments_and_comparisons_one_operator_each() -> None:
+    with pytest.raises(EwSyntaxError, match=r"'select' takes 3 arguments, got 2"):
+        xfuse.compile("out = select(x, y);")
+    with pytest.raises(EwSyntaxError, match=r"1:13: .*comparisons do not chain"):
+        xfuse.compile("out = x < y == z;")
+    with pytest.raises(EwSyntaxError, match=r"expected '=' .*found '=='"):
+        xfuse.compile("out == x;")
+
+
+def test_comparisons_are_their_own_ops_and_select_the_only_one_of_three_operands() -> None:
+    comparisons = [op for op in ew.ELEMENTWISE_OPS if issubclass(op, ew.CompareOp)]
+    assert [ew.mnemonic(op) for op in comparisons] == ["lt", "le", "gt", "ge", "eq", "ne"]
+    assert [op for op in ew.ELEMENTWISE_OPS if ew.arity(op) == 3] == [ew.SelectOp]
