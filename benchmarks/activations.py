@@ -134,6 +134,15 @@ PROGRAMS: dict[str, Program] = {
         "out = x * min(max(x + 3, 0), 6) / 6;", ACTIVATION_TARGET, other_activation=True
     ),
     "log-sigmoid": Program("out = -softplus(-x);", ACTIVATION_TARGET, other_activation=True),
+    "ELU": Program("out = select(x > 0, x, exp(x) - 1);", ACTIVATION_TARGET, other_activation=True),
+    "leaky ReLU": Program(
+        "out = select(x > 0, x, 0.01 * x);", ACTIVATION_TARGET, other_activation=True
+    ),
+    "SELU": Program(
+        "out = 1.0507009873554805 * select(x > 0, x, 1.6732632423543772 * (exp(x) - 1));",
+        ACTIVATION_TARGET,
+        other_activation=True,
+    ),
     "LLM GELU bf16, bf16 bias": Program(
         "input bf16 x[t, d], r[t, d], b[d];" + LLM_GELU + "out = y + r;", 0.7, llm=True
     ),

@@ -56,6 +56,20 @@ def test_select_tests_its_condition_against_zero_a_nan_being_true() -> None:
     same_bits(xfuse.compile("out = select(c, x, y);")(c=c, x=x, y=y), np.where(c, x, y))
 
 
+def test_select_has_its_arms_dtype_and_tests_a_wider_condition_in_its_own() -> None:
+    """numpy's `where`: a float64 condition of 1e-300 picks the float32 arm (it is 0 in float32);
+    a comparison's 1 and 0 convert as they are."""
+    c = np.array([1e-300, 0.0, np.nan, -2.0], np.float64)
+    x, y = np.float32([1, 2, 3, 4]), np.float32([5, 6, 7, 8])
+    source = "input f64 c; input f32 x, y; out = select(c, x, y); cmp = select(c > 0, x, 9);"
+    kernel = xfuse.compile(source, outputs=["out", "cmp"])
+    out, compared = kernel(c=c, x=x, y=y)
+    same_bits(out, np.where(c, x, y))
+    same_bits(compared, np.where(c > 0, x, np.float32(9)))
+    frontend = kernel.ir("frontend")
+    assert frontend.count("ew.ne") == 1 and frontend.count("ew.gt") == 1
+
+
 def test_a_condition_on_the_arms_fuses_to_one_kernel_and_unfused_agrees() -> None:
     source = "out = select(x > y, x - y, exp(x) - 1);"
     x = np.linspace(-3, 3, 1001, dtype=np.float32)

@@ -255,13 +255,24 @@ class FunctionBuilder:
 
     def apply(self, op_type: ew.ElementwiseOpType, *args: Value) -> Value:
         """Emit `op_type` on `args`, promoted to one dtype (weak values take it); on weak values
-        alone a weak value. Raises ValueError when the shapes do not broadcast."""
+        alone a weak value. Raises ValueError when the shapes do not broadcast.
+
+        `ew.select` has its arms' dtype, as numpy's `where` (its condition's where both are
+        weak): a condition of another dtype is tested against 0 in its own first (a float64
+        1e-300 is true, and 0 in float32), unless it is a comparison's 1 or 0."""
         arrays = [a for a in args if not isinstance(a, Weak)]
         if not arrays:
             return Weak(op_type=op_type, operands=cast(tuple[Weak, ...], args))
-        element = ew.element_type(arrays[0].type)
-        for array in arrays[1:]:
+        typed = [a for a in args[1:] if not isinstance(a, Weak)] if op_type is ew.SelectOp else []
+        element = ew.element_type((typed or arrays)[0].type)
+        for array in (typed or arrays)[1:]:
             element = promote(element, ew.element_type(array.type))
+        if typed:
+            condition = args[0]
+            if not isinstance(condition, Weak) and ew.element_type(condition.type) != element:
+                if not isinstance(condition.owner, ew.CompareOp):
+                    condition = self.apply(ew.NeOp, condition, self.literal(0.0))
+                args = (condition, *args[1:])
         operands = [self.convert(a, element) for a in args]
         if issubclass(op_type, ew.UnaryOp):
             return self.append(op_type(*operands))

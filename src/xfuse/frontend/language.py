@@ -22,13 +22,14 @@ tokens):
 Functions are the `ew` dialect's ops by mnemonic (`tanh(x)`, `max(a, b)`, ...) and the
 conversions `f16(x)`, `bf16(x)`, `f32(x)`, `f64(x)`. A comparison is 1 where it holds and 0
 elsewhere (NaN compares unequal to everything), and `select(c, a, b)` is `a` where `c` is nonzero,
-else `b` (numpy's `where`): `select(x > 0, x, 0.01 * x)`. Comparisons do not chain (`a < b < c`
-is an error, not Python's `a < b and b < c`). Inputs are the names read before any
-assignment; ops are emitted in source order, left to right, a literal just before the first op
-that uses it, each op and argument located at the token that makes it (`_Parser.at`:
-`loc("file":line:col)` under `--print-debuginfo`). Every mistake raises `EwSyntaxError` with the
-line, column and a caret under the spot (of a line over 100 cells wide, about 100 around the
-caret). Lines end in `\n`, `\r\n` or `\r`; a leading byte order mark is ignored.
+else `b`, of `a` and `b`'s dtype (numpy's `where`): `select(x > 0, x, 0.01 * x)`. Comparisons
+do not chain (`a < b < c` is an error, not Python's `a < b and b < c`). Inputs are the names
+read before any assignment; ops are emitted in source order, left to right, a literal just
+before the first op that uses it, each op and argument located at the token that makes it
+(`_Parser.at`: `loc("file":line:col)` under `--print-debuginfo`). Every mistake raises
+`EwSyntaxError` with the line, column and a caret under the spot (of a line over 100 cells wide,
+about 100 around the caret). Lines end in `\n`, `\r\n` or `\r`; a leading byte order mark is
+ignored.
 
 Declarations give inputs their shapes and dtypes in the program itself, the LLM layer's way:
 

@@ -164,9 +164,8 @@ class Traced:
 
     def where(self, condition: Any, on_true: Any, on_false: Any) -> Traced:
         """`np.where(condition, on_true, on_false)`: of the arms' dtype (numpy's promotion of the
-        two; float64 for two Python numbers), the condition a mask or an array that is true
-        where nonzero (a NaN too). The condition is made a mask in its own dtype first, so a
-        float64 1e-300 stays true in a float32 result."""
+        two, `FunctionBuilder.apply`'s; float64 for two Python numbers), the condition a mask
+        or an array that is true where nonzero (a NaN too)."""
         if not isinstance(condition, Traced):
             raise TypeError(
                 f"where(condition, ...): the condition must be a traced array (a comparison of "
@@ -176,25 +175,24 @@ class Traced:
         arms = [a for a in (on_true, on_false) if isinstance(a, Traced)]
         if any(a.mask for a in arms):
             raise TypeError(f"where: its arms are values: {_MASKS_ONLY}")
-        if not condition.mask:
-            condition = condition._record(ew.NeOp, condition, 0.0, mask=True)
-        scalars = [a for a in (on_true, on_false) if not isinstance(a, Traced)]
-        typed = [a.dtype for a in arms] + [a for a in scalars if isinstance(a, np.generic)]
-        dtype = np.result_type(*typed) if typed else np.dtype(np.float64)
-        try:
-            element = element_type_for(dtype)
-        except ValueError:
-            raise TypeError(
-                f"where: arms of dtype {dtype}: xfuse computes in float16, bfloat16, float32 "
-                "and float64"
-            ) from None
-        held = Traced(self.builder, self.builder.convert(condition.value, element))
-        if not arms:  # two Python numbers: numpy's float64, not the condition's dtype
-            on_true, on_false = (
-                Traced(self.builder, self.builder.convert(held._lift(a), element))
-                for a in (on_true, on_false)
-            )
-        return held._record(ew.SelectOp, held, on_true, on_false)
+        if not arms:  # two scalars: numpy's dtype of them (float64 for Python numbers)
+            scalars = [
+                np.float64(a) if isinstance(a, int | float) else a for a in (on_true, on_false)
+            ]
+            try:
+                element = element_type_for(np.result_type(*scalars))
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"where: arms {on_true!r} and {on_false!r}: inside @xfuse.jit use traced "
+                    "arrays, Python numbers and numpy float scalars"
+                ) from None
+            arms = [
+                Traced(self.builder, self.builder.convert(self.builder.literal(float(s)), element))
+                for s in scalars
+            ]
+            on_true, on_false = arms
+        # numpy scalars take their dtype beside an arm's (NEP 50), not beside the condition's
+        return arms[0]._record(ew.SelectOp, condition, on_true, on_false)
 
     def _mask_op(self, op_type: ew.ElementwiseOpType, symbol: str, other: Any = None) -> Traced:
         """numpy's `symbol` on booleans as `op_type` on masks (1 and 0 in, 1 and 0 out): with
