@@ -111,9 +111,15 @@ def test_jit_where_has_its_arms_dtype_and_keeps_a_tiny_condition_true() -> None:
 
     @xfuse.jit
     def picks(c, x):
-        return np.where(c, x, -x), np.where(x > 2, 1.0, 0.0), xfuse.where(c, x, np.float16(7))
+        return (
+            np.where(c, x, -x),
+            np.where(x > 2, 1.0, 0.0),
+            xfuse.where(c, x, np.float16(7)),
+            np.where(x > 2, np.float16(7), 1),
+        )
 
-    arms, numbers, typed = picks(c, x)
+    arms, numbers, typed, scalars = picks(c, x)
+    same_bits(scalars, np.where(x > 2, np.float16(7), 1))  # float16: the int is weak
     same_bits(arms, np.where(c, x, -x))
     same_bits(numbers, np.where(x > 2, 1.0, 0.0))  # float64, not the float32 compared
     same_bits(typed, np.where(c, x, np.float16(7)))
@@ -138,6 +144,7 @@ def test_outside_tracing_xfuse_comparisons_and_where_are_numpys() -> None:
         (lambda x: (x > 0) & x, r"`&` on traced arrays takes masks"),
         (lambda x: ~x, r"`~` on traced arrays takes masks"),
         (lambda x: np.where(x > 0), r"np.where\(condition\) gives the indices"),
+        (lambda x: np.where(x > 0, 1, 0), r"the arms 1 and 0 make an array that is not of floats"),
         (lambda x: x if x > 0 else -x, r"no truth value: .* np\.where\(x > 0"),
         (lambda x: (x > 0) < x, r"ew.lt: a comparison's result is a boolean mask"),
     ],

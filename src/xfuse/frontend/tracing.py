@@ -175,16 +175,15 @@ class Traced:
         arms = [a for a in (on_true, on_false) if isinstance(a, Traced)]
         if any(a.mask for a in arms):
             raise TypeError(f"where: its arms are values: {_MASKS_ONLY}")
-        if not arms:  # two scalars: numpy's dtype of them (float64 for Python numbers)
-            scalars = [
-                np.float64(a) if isinstance(a, int | float) else a for a in (on_true, on_false)
-            ]
+        if not arms:  # two scalars: numpy's dtype of them (float64 for two Python floats)
+            scalars = (on_true, on_false)
             try:
                 element = element_type_for(np.result_type(*scalars))
             except (TypeError, ValueError):
                 raise TypeError(
-                    f"where: arms {on_true!r} and {on_false!r}: inside @xfuse.jit use traced "
-                    "arrays, Python numbers and numpy float scalars"
+                    f"where: the arms {on_true!r} and {on_false!r} make an array that is not of "
+                    "floats in numpy (np.where(c, 1, 0) is of integers); xfuse computes floats: "
+                    "write them as floats (1.0, 0.0) or numpy float scalars"
                 ) from None
             arms = [
                 Traced(self.builder, self.builder.convert(self.builder.literal(float(s)), element))
