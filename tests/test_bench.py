@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import itertools
 import json
@@ -36,7 +37,8 @@ EVERY_OP = """\
 s = sigmoid(x) + relu(y) * abs(x) - max(x, y) / 3;
 t = min(exp(neg(y)), sqrt(abs(x)) + rsqrt(abs(y) + 1)) + pow(abs(x), 1.5) + log(abs(y) + 1);
 u = select(x < y, x, y) * (x <= 0.5) + select(x > y, 1, x) * (x >= y) + select(x == y, y, 2);
-out = tanh(s) * t + erf(x) + softplus(y) - log1p(abs(x)) + select(x != y, u, 0);
+v = floor(x * 3) + ceil(y * 3) - trunc(x * 5) + rint(y * 5);
+out = tanh(s) * t + erf(x) + softplus(y) - log1p(abs(x)) + select(x != y, u, 0) + v;
 """
 
 
@@ -167,17 +169,41 @@ def test_numexpr_peer(gelu: Gelu) -> None:
     assert measurement.max_error < 1e-5
 
 
-SELECTS = "y = select(x > 0, x, exp(x) - 1) + select(max(x, 0), 1, x) * (x <= 0.5);"
-"""ELU, and a select on a float (true where nonzero, here half the time): each peer's `where`."""
+SELECTS = (
+    "y = select(x > 0, x, exp(x) - 1) + select(max(x, 0), 1, x) * (x <= 0.5)"
+    " + floor(x * 3) + ceil(x * 3) + trunc(x * 5) + rint(x * 5);"
+)
+"""ELU, a select on a float (true where nonzero, here half the time) and the roundings: each
+peer's `where` and roundings (rint's ties to even)."""
 
 
 @pytest.mark.parametrize("peer", ["numexpr", "numba", "torch", "jax"])
-def test_peers_compute_comparisons_and_select(peer: str) -> None:
+def test_peers_compute_comparisons_select_and_roundings(peer: str) -> None:
     if importlib.util.find_spec(peer) is None:
         pytest.skip(f"{peer} not installed")
     workload = bench.prepare_workload(SELECTS, 1000)
     measurement = bench.measure(workload, peers.BUILDERS[peer](workload, 1), repeat=1)
-    assert measurement.max_error < 1e-6
+    assert measurement.max_error < 1e-5  # float32's rounding of values up to ~20; a wrong one: 1
+
+
+TIES = np.float32([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.3, -0.3, -0.7, -0.0, np.inf, np.nan])
+
+
+@pytest.mark.parametrize("peer", ["numexpr", "numba", "torch", "jax"])
+@pytest.mark.parametrize("rounding", ["floor", "ceil", "trunc", "rint"])
+def test_peers_round_as_numpy_ties_signed_zeros_and_all(peer: str, rounding: str) -> None:
+    """Each peer's spelling of a rounding is numpy's on ties, -0, inf and NaN (Python's
+    math.floor in numba's scalar code gave integers; `round` in numexpr is rint)."""
+    if importlib.util.find_spec(peer) is None:
+        pytest.skip(f"{peer} not installed")
+    workload = bench.prepare_workload(f"y = {rounding}(x);", len(TIES))
+    workload = dataclasses.replace(workload, arrays={"x": TIES.copy()})
+    result = peers.BUILDERS[peer](workload, 1).run()
+    (got,) = result if isinstance(result, tuple) else (result,)  # numba's ufunc: the array
+    want = getattr(np, rounding)(TIES)
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("numba") is None, reason="numba not installed")

@@ -190,8 +190,13 @@ def test_f64_to_f16_rounds_once_not_through_f32() -> None:
     assert bits(bf).tolist() == [0x3F81]
 
 
-INTRINSIC_LIBM_CALLS = {"fma", "fmaf", "floor", "floorf"}
-"""How LLVM lowers the fma and floor intrinsics on CPUs without FMA3 or SSE4.1."""
+INTRINSIC_LIBM_CALLS = {
+    f"{name}{suffix}"
+    for name in ("fma", "floor", "ceil", "trunc", "roundeven")
+    for suffix in ("f", "")
+}
+"""How LLVM lowers the fma and rounding intrinsics on CPUs without FMA3 or SSE4.1 (glibc has
+`roundeven` since 2.25)."""
 
 ALLOWED_CALLS = {
     *libm_functions(),

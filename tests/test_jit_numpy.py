@@ -320,26 +320,47 @@ def test_a_ufunc_keyword_that_does_not_trace_is_named(
 
 
 @pytest.mark.parametrize(
-    ("program", "message"),
+    "program",
     [
-        (lambda a: np.round(a), "np.round cannot be traced"),
-        (lambda a: np.around(a, 2), "np.around cannot be traced"),
-        (lambda a: np.rint(a), "np.rint cannot be traced"),
-        (lambda a: np.floor(a), "np.floor cannot be traced"),
-        (lambda a: np.trunc(a), "np.trunc cannot be traced"),
-        (lambda a: np.fix(a), "np.fix cannot be traced"),
-        (lambda a: a.round(), "a traced array's .round() cannot be traced"),
-        (lambda a: round(a), "round(x) and math.floor/ceil/trunc(x) cannot be traced"),
-        (lambda a: round(a, 2), "round(x) and math.floor/ceil/trunc(x) cannot be traced"),
-        (lambda a: math.floor(a), "round(x) and math.floor/ceil/trunc(x) cannot be traced"),
-        (lambda a: math.trunc(a), "round(x) and math.floor/ceil/trunc(x) cannot be traced"),
+        lambda a: np.round(a),
+        lambda a: np.around(a, 2),
+        lambda a: np.round(a, -1),
+        lambda a: np.round(a, -2),  # x / 100, not x * 0.01: they differ at x = -16777051
+        lambda a: np.rint(a),
+        lambda a: np.floor(a),
+        lambda a: np.ceil(a),
+        lambda a: np.trunc(a),
+        lambda a: np.fix(a),
+        lambda a: a.round(),
+        lambda a: a.round(1),
     ],
 )
-def test_rounding_says_it_is_not_an_ew_op(program: Callable[[Any], Any], message: str) -> None:
-    """np.round said "compiles numpy's arithmetic, the ufuncs that are `ew` ops, ..." and
-    np.rint listed the traceable ufuncs, neither saying that xfuse has no rounding."""
-    error = AttributeError if ".round()" in message else TypeError  # hasattr(x, "round") holds
-    with pytest.raises(error, match=rf"^{re.escape(message)}: rounding is not an `ew` op"):
+def test_rounding_traces_as_numpy_rounds(program: Callable[[Any], Any]) -> None:
+    """They said "rounding is not an `ew` op"; np.round(x, decimals) is numpy's own
+    rint(x * 10**decimals) / 10**decimals, ties to even, signed zeros kept."""
+    specials = np.float32([1.5, 2.5, -0.5, -2.345, 0.125, 1e30, -0.0, np.inf, np.nan, 7.45])
+    dense = np.random.default_rng(3).uniform(-1000, 1000, 4096).astype(np.float32)
+    # where x / 100 and x * 0.01 round to integers apart (np.round(x, -2) divides)
+    apart = np.arange(-(2**24), -(2**24) + 4096 * 50, 50, dtype=np.float32)
+    x = np.concatenate([specials, dense, np.float32(0.001) * dense, apart])
+    with np.errstate(invalid="ignore"):
+        assert_same(xfuse.jit(program)(x), program(x))
+
+
+@pytest.mark.parametrize(
+    ("program", "message"),
+    [
+        (lambda a: math.floor(a), r"round one Python number .* use np\.round\(x\), np\.floor"),
+        (lambda a: math.trunc(a), r"round one Python number .* use np\.round\(x\), np\.floor"),
+        (lambda a: round(a), r"round one Python number \(a numpy array has no __round__\)"),
+        (lambda a: np.round(a, 1.5), r"decimals must be an integer"),
+        (lambda a: np.round(a, out=a), r"np.round\(..., out=\) cannot be traced"),
+    ],
+)
+def test_rounding_as_numpy_cannot_says_what_to_write(
+    program: Callable[[Any], Any], message: str
+) -> None:
+    with pytest.raises(TypeError, match=message):
         xfuse.jit(program)(np.float32([1.5, 2.5]))
 
 

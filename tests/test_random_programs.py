@@ -287,6 +287,7 @@ CORRECTLY_ROUNDED: frozenset[ew.ElementwiseOpType] = frozenset(
     {ew.AddOp, ew.SubOp, ew.MulOp, ew.DivOp, ew.SqrtOp}
     | {ew.NegOp, ew.AbsOp, ew.MaxOp, ew.MinOp, ew.ReluOp}  # exact
     | {ew.LtOp, ew.LeOp, ew.GtOp, ew.GeOp, ew.EqOp, ew.NeOp, ew.SelectOp}  # exact
+    | {ew.FloorOp, ew.CeilOp, ew.TruncOp, ew.RintOp}  # exact
 )
 """Ops whose float32 result IEEE decides bit for bit from their operands (float64 then rounded
 to float32 is innocuous double rounding for + - * / sqrt)."""

@@ -179,8 +179,10 @@ def test_comparisons_are_their_own_ops_and_select_the_only_one_of_three_operands
 # ---------------------------------------------------------------------------------------------
 
 VALUES = [0.0, -0.0, 1.0, -1.0, 0.5, 3.0, -2.5, 1e-30, -1e-40, 3e38, np.inf, -np.inf, np.nan]
+VALUES += [0.3, -0.7, 1.25, -3.5, 0.005, 123.456]  # ties and near-ties once scaled
 COMPARE = [np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal]
 ARITHMETIC = [np.add, np.subtract, np.multiply, np.divide]
+ROUNDING = [np.floor, np.ceil, np.trunc, np.rint, np.fix, np.round, lambda v: np.round(v, 2)]
 """Not np.maximum or np.minimum: numpy's give either zero of a tie of -0 and +0, `ew.max` +0."""
 
 
@@ -188,8 +190,9 @@ ARITHMETIC = [np.add, np.subtract, np.multiply, np.divide]
 def exact_programs(draw: st.DrawFn) -> Callable[..., Any]:
     """A function of x, y, z (numpy or traced alike) whose every op IEEE decides bit for bit:
     + - * / (numpy's float32 and xfuse's are the same roundings, never contracted into an FMA),
-    comparisons, masks combined with & | ^ ~, np.where on masks or on values, negation."""
-    steps = draw(st.lists(st.tuples(st.integers(0, 5), *[st.integers(0, 99)] * 4), max_size=8))
+    comparisons, masks combined with & | ^ ~, np.where on masks or on values, negation, the
+    roundings to integers (and np.round's to decimals, numpy's multiply, rint and divide)."""
+    steps = draw(st.lists(st.tuples(st.integers(0, 6), *[st.integers(0, 99)] * 4), max_size=8))
 
     def program(x: Any, y: Any, z: Any) -> Any:
         arrays = [x, y, z]
@@ -207,6 +210,8 @@ def exact_programs(draw: st.DrawFn) -> Callable[..., Any]:
                 values.append(np.where(masks[d % len(masks)], pick[0], pick[1]))
             elif kind == 4:
                 values.append(np.where(pick[0], pick[1], -pick[2]))  # a value's nonzero
+            elif kind == 5:
+                values.append(ROUNDING[d % len(ROUNDING)](pick[0] * 2.5))
             else:
                 values.append(np.where(masks[d % len(masks)], pick[0], 0.25) if masks else -pick[0])
         return values[-1], (masks[-1] if masks else arrays[0] > 0).astype(arrays[0].dtype)

@@ -71,7 +71,11 @@ func.func @binary(%x: tensor<?xf32>, %y: tensor<?xf32>) -> tensor<?xf32> {
 // CHECK-NEXT:    %[[V9:.*]] = ew.relu %[[V8]] : tensor<2x?xf64>
 // CHECK-NEXT:    %[[V10:.*]] = ew.softplus %[[V9]] : tensor<2x?xf64>
 // CHECK-NEXT:    %[[V11:.*]] = ew.log1p %[[V10]] : tensor<2x?xf64>
-// CHECK-NEXT:    func.return %[[V11]] : tensor<2x?xf64>
+// CHECK-NEXT:    %[[V12:.*]] = ew.floor %[[V11]] : tensor<2x?xf64>
+// CHECK-NEXT:    %[[V13:.*]] = ew.ceil %[[V12]] : tensor<2x?xf64>
+// CHECK-NEXT:    %[[V14:.*]] = ew.trunc %[[V13]] : tensor<2x?xf64>
+// CHECK-NEXT:    %[[V15:.*]] = ew.rint %[[V14]] : tensor<2x?xf64>
+// CHECK-NEXT:    func.return %[[V15]] : tensor<2x?xf64>
 func.func @unary(%x: tensor<2x?xf64>) -> tensor<2x?xf64> {
   %0 = ew.neg %x : tensor<2x?xf64>
   %1 = ew.abs %0 : tensor<2x?xf64>
@@ -85,7 +89,11 @@ func.func @unary(%x: tensor<2x?xf64>) -> tensor<2x?xf64> {
   %9 = ew.relu %8 : tensor<2x?xf64>
   %10 = ew.softplus %9 : tensor<2x?xf64>
   %11 = ew.log1p %10 : tensor<2x?xf64>
-  func.return %11 : tensor<2x?xf64>
+  %12 = ew.floor %11 : tensor<2x?xf64>
+  %13 = ew.ceil %12 : tensor<2x?xf64>
+  %14 = ew.trunc %13 : tensor<2x?xf64>
+  %15 = ew.rint %14 : tensor<2x?xf64>
+  func.return %15 : tensor<2x?xf64>
 }
 
 // Broadcasting spells out all three types; every element type works.

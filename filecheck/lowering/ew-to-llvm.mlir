@@ -373,6 +373,21 @@ func.func @copysign_absf(%a: f32, %b: f64) -> f64 {
   func.return %t : f64
 }
 
+// The roundings (ew.floor, ew.ceil, ew.trunc, ew.rint) are LLVM's exact intrinsics.
+// CHECK-LABEL: llvm.func @roundings
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK-NEXT:    %[[FLOOR:.*]] = llvm.call_intrinsic "llvm.floor.f32"(%[[X]]) : (f32) -> f32
+// CHECK-NEXT:    %[[CEIL:.*]] = llvm.call_intrinsic "llvm.ceil.f32"(%[[FLOOR]]) : (f32) -> f32
+// CHECK-NEXT:    %[[TRUNC:.*]] = llvm.call_intrinsic "llvm.trunc.f32"(%[[CEIL]]) : (f32) -> f32
+// CHECK-NEXT:    llvm.call_intrinsic "llvm.roundeven.f32"(%[[TRUNC]]) : (f32) -> f32
+func.func @roundings(%x: f32) -> f32 {
+  %f = math.floor %x : f32
+  %c = math.ceil %f : f32
+  %t = math.trunc %c : f32
+  %r = math.roundeven %t : f32
+  func.return %r : f32
+}
+
 // math.fpowi (pow by a constant whole exponent) is `llvm.powi`, mangled by both types, with no
 // fast-math flags: LLVM's multiplies for it cannot be contracted with the next op.
 // CHECK-LABEL: llvm.func @powi

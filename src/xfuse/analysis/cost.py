@@ -60,6 +60,10 @@ FLOPS_PER_SCALAR_OP: dict[str, int] = {
     "arith.minnumf": 1,
     "arith.cmpf": 1,
     "math.absf": 1,
+    "math.floor": 1,  # FRND (cvt.rmi) and its siblings
+    "math.ceil": 1,
+    "math.trunc": 1,
+    "math.roundeven": 1,
     "math.fma": 2,
     # Transcendentals: instructions on the GPU's fast path (MUFU = special-function unit).
     "math.tanh": 1,  # MUFU.TANH (tanh.approx.f32, sm_75 and later)

@@ -52,6 +52,7 @@ Python-level one: `maximum`, `sigmoid`), None where the peer has none."""
 NUMEXPR_FUNCTIONS = frozenset(
     {"sin", "cos", "tan", "arcsin", "arccos", "arctan", "arctan2", "sinh", "cosh", "tanh"}
     | {"arcsinh", "arccosh", "arctanh", "log", "log10", "log1p", "exp", "expm1", "sqrt", "abs"}
+    | {"floor", "ceil", "trunc"}
 )
 """The functions of numexpr's expression language (its documentation's list)."""
 
@@ -59,6 +60,7 @@ NUMEXPR_SPELLINGS: dict[str, str] = {
     "maximum": "where({0} > {1}, {0}, {1})",
     "minimum": "where({0} < {1}, {0}, {1})",
     "where": "where({0} != 0, {1}, {2})",
+    "rint": "round({0})",  # ties to even, as numpy's rint
 }
 """numexpr has no maximum or minimum: it writes them with `where`, whose condition is a boolean
 (a comparison's, or a float's test against 0, as `ew.select`'s)."""
@@ -222,9 +224,11 @@ def numba_variant(workload: Workload, threads: int = 1) -> Variant:
 
     if len(workload.output_names) != 1:
         raise PeerUnsupported("numba.vectorize makes one output")
-    # numpy's ufuncs on scalars; np.where is numba's on arrays only
+    # numpy's ufuncs on scalars (math's floor, ceil and trunc give Python integers, no -0 or
+    # inf); np.where is numba's on arrays only
     scalar_where = numba.njit(lambda condition, x, y: x if condition else y)
-    library = namespaces(math, SimpleNamespace(where=scalar_where), np)
+    rounding = {"floor": np.floor, "ceil": np.ceil, "trunc": np.trunc}
+    library = namespaces(SimpleNamespace(where=scalar_where, **rounding), math, np)
     program = python_program(workload, library, "numba")
     # numba.vectorize needs named parameters (it cannot compile `lambda *args`).
     parameters = ", ".join(f"in{i}" for i in range(len(workload.input_names)))
@@ -270,6 +274,7 @@ def _torch_library() -> Library:
         "maximum": of_tensors(torch.maximum),
         "minimum": of_tensors(torch.minimum),
         "where": _where_of_any_condition(torch.where),
+        "rint": torch.round,  # ties to even
     }
     functions = namespaces(torch, torch.nn.functional)
     return lambda name: wrapped.get(name) or functions(name)

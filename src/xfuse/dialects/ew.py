@@ -997,6 +997,52 @@ class SoftplusOp(UnaryOp):
         return np.logaddexp(x, 0.0)  # log(e**x + e**0) without overflow for large x
 
 
+@irdl_op_definition
+class FloorOp(UnaryOp):
+    """Elementwise largest integer <= x (floor(-0.5) = -1, floor(-0) = -0, inf and NaN stay):
+    `%f = ew.floor %a : tensor<?xf32>`."""
+
+    name = "ew.floor"
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED  # exact
+
+    reference = staticmethod(np.floor)
+
+
+@irdl_op_definition
+class CeilOp(UnaryOp):
+    """Elementwise smallest integer >= x (ceil(-0.5) = -0): `%c = ew.ceil %a : tensor<?xf32>`."""
+
+    name = "ew.ceil"
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED  # exact
+
+    reference = staticmethod(np.ceil)
+
+
+@irdl_op_definition
+class TruncOp(UnaryOp):
+    """Elementwise x rounded toward zero (trunc(-0.5) = -0): `%t = ew.trunc %a : tensor<?xf32>`."""
+
+    name = "ew.trunc"
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED  # exact
+
+    reference = staticmethod(np.trunc)
+
+
+@irdl_op_definition
+class RintOp(UnaryOp):
+    """Elementwise x rounded to the nearest integer, a tie to the even one (numpy's `rint` and
+    `round`: rint(2.5) = 2, rint(-0.5) = -0): `%r = ew.rint %a : tensor<?xf32>`."""
+
+    name = "ew.rint"
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED  # exact
+
+    reference = staticmethod(np.rint)
+
+
 class CompareOp(BinaryOp, ABC):
     """Base of the comparisons: 1 where the comparison holds, else 0, in the operands' element
     type (a mask that arithmetic and `ew.select` take). As in IEEE and numpy, a NaN compares
@@ -1135,6 +1181,10 @@ ELEMENTWISE_OPS: tuple[ElementwiseOpType, ...] = (
     RsqrtOp,
     ReluOp,
     SoftplusOp,
+    FloorOp,
+    CeilOp,
+    TruncOp,
+    RintOp,
     LtOp,
     LeOp,
     GtOp,

@@ -5,6 +5,7 @@ traced here."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any, NoReturn, cast
 
@@ -51,14 +52,9 @@ _ELEMENTWISE_ONLY = (
 )
 """Why a numpy function other than those (a reduction, np.dot, ...) cannot be traced."""
 
-_ROUNDING_FUNCTIONS: frozenset[Callable[..., Any]] = frozenset(
-    {np.round, np.around, np.rint, np.floor, np.ceil, np.trunc, np.fix}
-)
-_NO_ROUNDING = (
-    "rounding is not an `ew` op (xfuse has no round, floor, ceil or trunc); round outside the "
-    "@xfuse.jit function, on its arguments or its results"
-)
-"""numpy's rounding functions (ufuncs and not): one message for all, not the generic lists."""
+_ROUNDING_FUNCTIONS: frozenset[Callable[..., Any]] = frozenset({np.round, np.around})
+"""numpy's rounding functions that are not ufuncs and take `decimals` (`Traced.round`); np.fix
+is np.trunc, the ufuncs np.rint, np.floor, np.ceil and np.trunc are `ew` ops."""
 
 _KEYWORD_HINTS = {
     "out": "the jit function returns its results: return them, and pass out= to its call to "
@@ -380,8 +376,6 @@ class Traced:
             return self.power(inputs[1])
         if method != "__call__":  # np.add.reduce, np.maximum.accumulate, np.add.outer, ...
             raise TypeError(f"np.{ufunc.__name__}.{method} cannot be traced: {_ELEMENTWISE_ONLY}")
-        if ufunc in _ROUNDING_FUNCTIONS:
-            raise TypeError(f"np.{ufunc.__name__} cannot be traced: {_NO_ROUNDING}")
         if op_type is None and composite is None:
             traceable = [*_OPS_BY_UFUNC, *_UFUNCS_OF_OPS]
             supported = ", ".join(sorted(f"np.{u.__name__}" for u in traceable))
@@ -416,8 +410,13 @@ class Traced:
             if out is not None or keywords:
                 raise _keywords_not_traced("clip", ["out"] * (out is not None) + keywords)
             return cast(Any, func)._implementation(*args, **kwargs)
-        if func in _ROUNDING_FUNCTIONS:
-            raise TypeError(f"np.{func.__name__} cannot be traced: {_NO_ROUNDING}")
+        if func in _ROUNDING_FUNCTIONS or func is np.fix:
+            parameters = inspect.signature(func).bind(*args, **kwargs).arguments
+            if parameters.get("out") is not None:
+                raise _keywords_not_traced(func.__name__, ["out"])
+            if func is np.fix:
+                return self.apply(ew.TruncOp, parameters["x"])
+            return parameters["a"].round(parameters.get("decimals", 0))
         module = "np" if func.__module__ == "numpy" else func.__module__
         raise TypeError(f"{module}.{func.__name__} cannot be traced: {_ELEMENTWISE_ONLY}")
 
@@ -435,15 +434,16 @@ class Traced:
             "combined with & | ~, xfuse.maximum(x, y)"
         )
 
-    def _no_floor(self, *_: Any) -> Any:
+    def _no_floor_division(self, *_: Any) -> Any:
         raise TypeError(
-            "floor division and remainder (`//`, `%`, divmod) cannot be traced: xfuse has no "
-            "floor op; compute them outside the @xfuse.jit function with numpy "
-            "(np.floor_divide, np.remainder)"
+            "floor division and remainder (`//`, `%`, divmod) cannot be traced: numpy computes "
+            "them from an exact remainder (fmod), which xfuse has not (np.floor(x / y) rounds "
+            "x / y first, so it may be 1 more); compute them outside the @xfuse.jit function "
+            "with numpy (np.floor_divide, np.remainder)"
         )
 
-    __floordiv__ = __rfloordiv__ = __ifloordiv__ = _no_floor
-    __mod__ = __rmod__ = __imod__ = __divmod__ = __rdivmod__ = _no_floor
+    __floordiv__ = __rfloordiv__ = __ifloordiv__ = _no_floor_division
+    __mod__ = __rmod__ = __imod__ = __divmod__ = __rdivmod__ = _no_floor_division
 
     def _not_a_number(self, *_: Any) -> Any:
         raise TypeError(
@@ -453,12 +453,31 @@ class Traced:
 
     __float__ = __int__ = __index__ = __complex__ = _not_a_number
 
-    def _no_rounding(self, *_: Any) -> Any:
-        raise TypeError(f"round(x) and math.floor/ceil/trunc(x) cannot be traced: {_NO_ROUNDING}")
+    def round(self, decimals: int = 0, out: None = None) -> Traced:
+        """`np.round(x, decimals)` (`x.round()`, Python's `round(x)`) as numpy computes it: the
+        nearest integer, a tie to the even one (`ew.rint`), of `x * 10**decimals` divided back
+        (for negative `decimals`, `x / 10**-decimals` multiplied back)."""
+        if out is not None:
+            raise _keywords_not_traced("round", ["out"])
+        if not isinstance(decimals, int | np.integer):
+            raise TypeError(f"round(x, decimals): decimals must be an integer, not {decimals!r}")
+        if decimals == 0:
+            return self.apply(ew.RintOp, self)
+        scale = 10.0 ** abs(int(decimals))
+        if decimals > 0:
+            return self.apply(ew.RintOp, self * scale) / scale
+        return self.apply(ew.RintOp, self / scale) * scale
 
-    # Python's own rounding (round(x), math.floor(x)) looks these up on the type: without them
-    # round(x) said "type Traced doesn't define __round__ method".
-    __round__ = __floor__ = __ceil__ = __trunc__ = _no_rounding
+    def _python_rounding(self, *_: Any) -> Any:
+        raise TypeError(
+            "round(x) and math.floor/ceil/trunc(x) round one Python number (a numpy array has "
+            "no __round__); on a traced array use np.round(x), np.floor(x), np.ceil(x) or "
+            "np.trunc(x)"
+        )
+
+    # Python's own rounding looks these up on the type: without them round(x) said "type Traced
+    # doesn't define __round__ method", naming no way to round.
+    __round__ = __floor__ = __ceil__ = __trunc__ = _python_rounding
 
     def _not_elementwise(self, *_: Any) -> Any:
         raise TypeError(
@@ -476,8 +495,6 @@ class Traced:
         said "'Traced' object has no attribute 'shape'"; AttributeError still (`hasattr`)."""
         if name.startswith("__"):  # protocols numpy and copy look up: the plain error
             raise AttributeError(name)
-        if name == "round":
-            raise AttributeError(f"a traced array's .round() cannot be traced: {_NO_ROUNDING}")
         raise AttributeError(
             f"a traced array has no attribute {name!r}: inside @xfuse.jit an array is known by "
             "its dtype (`.dtype`), not its dims, and only elementwise operations trace (numpy's "

@@ -1082,6 +1082,9 @@ _MATH_INTRINSICS: dict[type[Operation], str] = {
     math.SqrtOp: "sqrt",
     math.AbsFOp: "fabs",
     math.FloorOp: "floor",
+    math.CeilOp: "ceil",
+    math.TruncOp: "trunc",
+    math.RoundEvenOp: "roundeven",
     math.CopySignOp: "copysign",
     math.FPowIOp: "powi",
 }
@@ -1096,7 +1099,15 @@ class MathToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(
         self,
-        op: math.SqrtOp | math.AbsFOp | math.FloorOp | math.FmaOp | math.CopySignOp | math.FPowIOp,
+        op: math.SqrtOp
+        | math.AbsFOp
+        | math.FloorOp
+        | math.CeilOp
+        | math.TruncOp
+        | math.RoundEvenOp
+        | math.FmaOp
+        | math.CopySignOp
+        | math.FPowIOp,
         rewriter: PatternRewriter,
     ) -> None:
         if isinstance(op, math.FmaOp):
