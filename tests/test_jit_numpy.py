@@ -439,3 +439,51 @@ def test_array_attributes_len_iteration_and_matmul_say_what_traces() -> None:
     assert_same(xfuse.jit(lambda a: a * 2 if not hasattr(a, "shape") else a)(x), x * 2)
     # not a sequence to numpy: `np.where` sees an array, nonzero where it is true
     assert_same(xfuse.jit(lambda a: np.where(a - 1, a, -1.0))(x), np.where(x - 1, x, -1.0))
+
+
+COMPOSITES: list[tuple[str, Callable[[Any, Any], Any], bool]] = [
+    ("isnan", lambda x, y: np.isnan(x).astype(x.dtype), False),
+    ("isinf", lambda x, y: np.isinf(x).astype(x.dtype), False),
+    ("isfinite", lambda x, y: np.isfinite(x).astype(x.dtype), False),
+    ("sign", lambda x, y: np.sign(x), False),
+    ("heaviside", lambda x, y: np.heaviside(x, y), False),
+    ("fmax", lambda x, y: np.fmax(x, y), True),
+    ("fmin", lambda x, y: np.fmin(x, y), True),
+    ("fmax of a number", lambda x, y: np.fmax(x, 1.0), True),
+    ("fmin of NaN", lambda x, y: np.fmin(np.nan, y), True),
+    ("nan_to_num", lambda x, y: np.nan_to_num(x), False),
+    ("nan_to_num given", lambda x, y: np.nan_to_num(x * 2, nan=1.5, posinf=7, neginf=-7), False),
+    ("where of a NaN test", lambda x, y: np.where(np.isnan(x) | (y > 1), 0.0, x), False),
+]
+"""numpy's functions written with comparisons and np.where, and whether a tie of -0 and +0 may
+give either zero (numpy's fmax and fmin loops differ by dtype; xfuse's give +0 the larger)."""
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize(
+    ("name", "program", "either_zero"), COMPOSITES, ids=[name for name, _, _ in COMPOSITES]
+)
+def test_numpy_functions_written_with_where_are_numpys(
+    name: str, program: Callable[[Any, Any], Any], either_zero: bool, dtype: type
+) -> None:
+    x = np.array([-0.0, 0.0, np.nan, -np.nan, 2, -3, np.inf, -np.inf, 0.5, 1e-8], dtype)
+    y = np.array([0.0, -0.0, 1, np.nan, np.nan, -3, 2, np.inf, -1, 2], dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = program(x, y)
+    got = xfuse.jit(program)(x, y)
+    if either_zero:
+        zeros = want == 0
+        assert np.array_equal(got[zeros], want[zeros])  # equal as numbers: either sign
+        got, want = got[~zeros], want[~zeros]
+    assert_same(got, want)
+
+
+def test_nan_to_num_replaces_in_bfloat16_and_never_writes_its_argument() -> None:
+    """numpy's nan_to_num returns a bfloat16 array as it is (it does not know it for a float);
+    xfuse's replaces as in every other dtype."""
+    x = np.array([np.nan, np.inf, -np.inf, 1.5], ml_dtypes.bfloat16)
+    largest = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+    got = xfuse.jit(lambda a: np.nan_to_num(a, nan=-2.0))(x)
+    assert_same(got, np.array([-2.0, largest, -largest, 1.5], ml_dtypes.bfloat16))
+    with pytest.raises(TypeError, match=r"copy=False\) writes x in numpy"):
+        xfuse.jit(lambda a: np.nan_to_num(a, copy=False))(x)

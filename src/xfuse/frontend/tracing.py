@@ -22,6 +22,61 @@ _OPS_BY_UFUNC: dict[np.ufunc, ew.ElementwiseOpType] = {
 }
 """numpy's ufuncs that are `ew` ops (`ew.numpy_ufunc`): `np.tanh(x)` traces to `ew.tanh`."""
 
+
+def _ignoring_nan(extremum: np.ufunc, a: Any, b: Any) -> Any:
+    """`extremum(a, b)` (np.maximum or np.minimum, `ew.max` or `ew.min`), but the other operand
+    where one is NaN: numpy's fmax and fmin, with IEEE 754-2019's maximumNumber's -0 < +0 (numpy's
+    loops give either zero of a tie, by dtype)."""
+    result = extremum(a, b)
+    for value, other in ((b, a), (a, b)):
+        if isinstance(value, Traced):
+            result = np.where(value != value, other, result)
+        elif value != value:  # a NaN scalar: the other operand everywhere
+            result = other
+    return result
+
+
+def _fmax(a: Any, b: Any) -> Any:
+    return _ignoring_nan(np.maximum, a, b)
+
+
+def _fmin(a: Any, b: Any) -> Any:
+    return _ignoring_nan(np.minimum, a, b)
+
+
+def _sign(x: Any) -> Any:
+    """numpy's sign: 1, -1, +0 for either zero, NaN for NaN (itself)."""
+    return np.where(x > 0, 1.0, np.where(x < 0, -1.0, np.where(x == 0, 0.0, x)))
+
+
+def _heaviside(x: Any, h0: Any) -> Any:
+    """numpy's heaviside: 0 below 0, 1 above, `h0` at ±0, NaN for NaN (itself)."""
+    return np.where(x < 0, 0.0, np.where(x > 0, 1.0, np.where(x == 0, h0, x)))
+
+
+def _nan_to_num(
+    x: Traced, copy: bool = True, nan: Any = 0.0, posinf: Any = None, neginf: Any = None
+) -> Traced:
+    """numpy's nan_to_num: NaN, +inf and -inf replaced by `nan`, `posinf` and `neginf` (the
+    dtype's largest finite numbers by default), each rounded to x's dtype first, as numpy
+    stores them into x's copy; for bfloat16 too (numpy's returns a bfloat16 array as it is,
+    not knowing it for a float)."""
+    if not copy:
+        raise TypeError(
+            "np.nan_to_num(x, copy=False) writes x in numpy, and @xfuse.jit does not write its "
+            "arguments: drop copy=False (the result is returned)"
+        )
+    import ml_dtypes  # here: importing it costs ~1 s of CPU (see numpy_dtype)
+
+    largest = ml_dtypes.finfo(x.dtype).max
+    fill = [
+        x.dtype.type(default if value is None else value)
+        for value, default in ((nan, 0.0), (posinf, largest), (neginf, -largest))
+    ]
+    replaced = np.where(x == -np.inf, fill[2], x)
+    return np.where(x != x, fill[0], np.where(x == np.inf, fill[1], replaced))
+
+
 _UFUNCS_OF_OPS: dict[np.ufunc, Callable[..., Traced]] = {
     np.square: lambda x: x * x,
     np.reciprocal: lambda x: 1 / x,
@@ -34,10 +89,18 @@ _UFUNCS_OF_OPS: dict[np.ufunc, Callable[..., Traced]] = {
     np.bitwise_or: lambda a, b: a | b,
     np.bitwise_xor: lambda a, b: a ^ b,
     np.invert: lambda a: ~a,
+    np.isnan: lambda a: a != a,
+    np.isinf: lambda a: abs(a) == np.inf,
+    np.isfinite: lambda a: abs(a) < np.inf,
+    np.fmax: _fmax,
+    np.fmin: _fmin,
+    np.sign: _sign,
+    np.heaviside: _heaviside,
 }
-"""numpy's ufuncs that are one `ew` op on a float array with a constant, each as numpy computes
-it: `np.square(x)` is `x * x`, `np.reciprocal(x)` is `1 / x` (the same roundings); `np.positive`
-is the array itself; the logical and bitwise ones are the operators on masks (`Traced.mask`)."""
+"""numpy's ufuncs written with `ew` ops, each as numpy computes it: `np.square(x)` is `x * x`,
+`np.reciprocal(x)` is `1 / x` (the same roundings); `np.positive` is the array itself; the
+logical and bitwise ones are the operators on masks (`Traced.mask`), `np.isnan` and its
+siblings masks; `np.fmax`, `np.sign` and their siblings comparisons and `np.where`s."""
 
 _SQRT_POWER_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 """The dtypes whose `np.power` loop takes a scalar exponent of 0.5 as `np.sqrt` (numpy's
@@ -47,8 +110,9 @@ and bfloat16's loops call pow."""
 
 _ELEMENTWISE_ONLY = (
     "@xfuse.jit compiles numpy's arithmetic and comparisons, the ufuncs that are `ew` ops, "
-    "np.clip, np.where and xfuse's functions into elementwise kernels, and no other numpy "
-    "function or method; compute it outside the jit function, on its arguments or its results"
+    "np.clip, np.where, np.round, np.nan_to_num and xfuse's functions into elementwise "
+    "kernels, and no other numpy function or method; compute it outside the jit function, on "
+    "its arguments or its results"
 )
 """Why a numpy function other than those (a reduction, np.dot, ...) cannot be traced."""
 
@@ -191,13 +255,16 @@ class Traced:
 
     def _mask_op(self, op_type: ew.ElementwiseOpType, symbol: str, other: Any = None) -> Traced:
         """numpy's `symbol` on booleans as `op_type` on masks (1 and 0 in, 1 and 0 out): with
-        `other`, this mask and it; without, `op_type` of this mask and 0 (`~m` is `m == 0`)."""
-        operands = [self] if other is None else [self, other]
-        if not all(isinstance(o, Traced) and o.mask for o in operands):
+        `other` (a mask, or a Python or numpy bool), this mask and it; without, `op_type` of
+        this mask and 0 (`~m` is `m == 0`)."""
+        if isinstance(other, bool | np.bool_):
+            other = float(other)
+        masks = other is None or isinstance(other, float) or getattr(other, "mask", False)
+        if not (self.mask and masks):
             raise TypeError(
-                f"`{symbol}` on traced arrays takes masks (comparisons' results, `x > 0`); "
-                "numpy's bitwise operators on other arrays are on integers, which xfuse does not "
-                "compute"
+                f"`{symbol}` on traced arrays takes masks (comparisons' results, `x > 0`) and "
+                "bools; numpy's bitwise operators on other arrays are on integers, which xfuse "
+                "does not compute"
             )
         return self._record(op_type, self, 0.0 if other is None else other, mask=True)
 
@@ -391,10 +458,12 @@ class Traced:
     def __array_function__(
         self, func: Callable[..., Any], types: Any, args: Any, kwargs: Any
     ) -> Any:
-        """numpy's functions that are not ufuncs: np.clip traces (as `clip`) and np.where of
-        three arguments (as `where`); any other (np.sum, np.dot, np.concatenate, ...) raises,
-        as without this numpy took a traced array for a 0-d object array, and `np.dot(x, x)`
-        traced as `x * x`."""
+        """numpy's functions that are not ufuncs: np.clip traces (as `clip`), np.where of three
+        arguments (as `where`), np.nan_to_num, np.round and np.fix; any other (np.sum, np.dot,
+        np.concatenate, ...) raises, as without this numpy took a traced array for a 0-d object
+        array, and `np.dot(x, x)` traced as `x * x`."""
+        if func is np.nan_to_num:
+            return _nan_to_num(*args, **kwargs)
         if func is np.where:
             if len(args) != 3 or kwargs:
                 raise TypeError(
