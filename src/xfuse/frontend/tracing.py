@@ -228,9 +228,9 @@ class Traced:
         or an array that is true where nonzero (a NaN too)."""
         if not isinstance(condition, Traced):
             raise TypeError(
-                f"where(condition, ...): the condition must be a traced array (a comparison of "
+                "where(condition, ...): the condition must be a traced array (a comparison of "
                 f"one, `x > 0`), not {type(condition).__name__}; a constant condition picks "
-                f"one arm, which needs no where"
+                "one arm, which needs no where"
             )
         arms = [a for a in (on_true, on_false) if isinstance(a, Traced)]
         if any(a.mask for a in arms):

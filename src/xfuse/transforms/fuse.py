@@ -62,7 +62,8 @@ from xfuse.transforms.scalar import (
     widen,
 )
 
-ElementwiseOp = ew.ElementwiseOp | ew.ConvertOp
+FusibleOp = ew.ElementwiseOp | ew.ConvertOp
+"""What fusion puts into kernels: the elementwise ops and the conversions."""
 Shape = tuple[int, ...]
 DEFAULT_MAX_OPS = 128
 
@@ -126,7 +127,7 @@ class _Partition:
         self.predecessors: list[set[int]] = [set() for _ in range(count)]
         self.escapes = [False] * count
         """Some value of the group is used outside the partition (returned, say)."""
-        self.fusible = [isinstance(op, ElementwiseOp) for op in self.ops]
+        self.fusible = [isinstance(op, FusibleOp) for op in self.ops]
         """Per op (and so per group: only fusible groups merge)."""
         self.op_shapes: list[Shape] = [
             ew.shape_of(op.results[0]) if fusible else ()
@@ -496,7 +497,7 @@ def fuse_function(
     )
     order: dict[ew.KernelOp, int] = {}  # the kernels built, in program order
     for group in partition.groups_in_order():
-        if not isinstance(group[0], ElementwiseOp):
+        if not isinstance(group[0], FusibleOp):
             group[0].detach()
             body.insert_op_before(group[0], terminator)
             continue
@@ -537,7 +538,7 @@ def _check_fusible(function: func.FuncOp) -> None:
     for block in function.body.blocks:
         for op in block.ops:
             on_tensors = not (isinstance(op, ew.KernelOp) and op.is_bufferized)
-            fusible = isinstance(op, ElementwiseOp | ew.ConstantOp | ew.KernelOp) and on_tensors
+            fusible = isinstance(op, FusibleOp | ew.ConstantOp | ew.KernelOp) and on_tensors
             returns = isinstance(op, func.ReturnOp) and len(function.body.blocks) == 1
             if not (fusible or returns):
                 raise PassFailedException(
