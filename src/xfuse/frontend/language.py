@@ -106,6 +106,14 @@ COMPARISONS: dict[str, ew.ElementwiseOpType] = {
     if issubclass(op, ew.CompareOp)
 }
 """The comparison operators and their ops: `<` is `ew.lt`."""
+NUMPY_NAMES: dict[str, str] = {
+    name: ew.mnemonic(op)
+    for op in ew.ELEMENTWISE_OPS
+    for name in (ew.python_name(op), getattr(ew.numpy_ufunc(op), "__name__", None))
+    if name is not None and name != ew.mnemonic(op)
+}
+"""numpy's (and `xfuse.`'s) names of the functions the language calls otherwise: `where` is
+`select`, `maximum` `max`, `absolute` `abs`; an unknown function's error names them."""
 ADDITIVE: dict[str, ew.ElementwiseOpType] = {"+": ew.AddOp, "-": ew.SubOp}
 MULTIPLICATIVE: dict[str, ew.ElementwiseOpType] = {"*": ew.MulOp, "/": ew.DivOp}
 
@@ -605,7 +613,9 @@ class _Parser:
         op_type = ew.OPS_BY_MNEMONIC.get(name.text)
         if op_type is None and name.text not in CONVERSIONS:
             known = ", ".join(sorted([*ew.OPS_BY_MNEMONIC, *CONVERSIONS]))
-            raise self.error(f"unknown function '{name.text}' (known: {known})", name)
+            numpy = NUMPY_NAMES.get(name.text)
+            hint = f"numpy's name for '{numpy}'; " if numpy else ""
+            raise self.error(f"unknown function '{name.text}' ({hint}known: {known})", name)
         self.expect("(", "")
         args = [self.expr()]
         while self.accept(",") is not None:
