@@ -532,7 +532,10 @@ class Traced:
             raise TypeError(f"round(x, decimals): decimals must be an integer, not {decimals!r}")
         if decimals == 0:
             return self.apply(ew.RintOp, self)
-        scale = 10.0 ** abs(int(decimals))
+        try:
+            scale = 10.0 ** abs(int(decimals))
+        except OverflowError:  # numpy's power of ten is then inf, and its result NaN
+            scale = float("inf")
         if decimals > 0:
             return self.apply(ew.RintOp, self * scale) / scale
         return self.apply(ew.RintOp, self / scale) * scale
