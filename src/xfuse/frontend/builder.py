@@ -147,6 +147,14 @@ def input_name(argument: BlockArgument) -> str | None:
     return name.data if isinstance(name, StringAttr) else argument.name_hint
 
 
+def _promoted(arrays: Sequence[Value]) -> Attribute:
+    """The element type `arrays` (SSA values) promote to (numpy's promotion: `promote`)."""
+    element = ew.element_type(cast(SSAValue, arrays[0]).type)
+    for array in arrays[1:]:
+        element = promote(element, ew.element_type(cast(SSAValue, array).type))
+    return element
+
+
 class FunctionBuilder:
     """Appends `ew` ops to a function body in call order; `finish` returns the module.
 
@@ -181,9 +189,9 @@ class FunctionBuilder:
         self.constants: dict[tuple[bytes, Attribute], SSAValue] = {}
         """`ew.constant`s by the bits of their value and their element type: a literal repeated
         in every statement of a long program is one constant, not one per statement."""
-        self.result_types: dict[tuple[int, ...], tuple[tuple[Attribute, ...], Attribute]] = {}
-        """`ew.broadcast_type` by the identity of the operand types (held in the entry), computed
-        once per tuple: most ops of a program share a few type objects."""
+        self.result_types: dict[tuple[int, int], tuple[Attribute, Attribute, Attribute]] = {}
+        """`ew.broadcast_type` of a binary op by the identity of the operand types (held in the
+        entry), computed once per pair: most ops of a program share a few type objects."""
         self.location: LocationAttr = UnknownLoc()
         """Where the ops and arguments made next come from in the source."""
 
@@ -263,27 +271,36 @@ class FunctionBuilder:
         arrays = [a for a in args if not isinstance(a, Weak)]
         if not arrays:
             return Weak(op_type=op_type, operands=cast(tuple[Weak, ...], args))
-        typed = [a for a in args[1:] if not isinstance(a, Weak)] if op_type is ew.SelectOp else []
-        element = ew.element_type((typed or arrays)[0].type)
-        for array in (typed or arrays)[1:]:
-            element = promote(element, ew.element_type(array.type))
-        if typed:
-            condition = args[0]
-            if not isinstance(condition, Weak) and ew.element_type(condition.type) != element:
-                if not isinstance(condition.owner, ew.CompareOp):
-                    condition = self.apply(ew.NeOp, condition, self.literal(0.0))
-                args = (condition, *args[1:])
+        if op_type is ew.SelectOp:
+            return self._select(*args)
+        element = _promoted(arrays)
         operands = [self.convert(a, element) for a in args]
         if issubclass(op_type, ew.UnaryOp):
             return self.append(op_type(*operands))
-        return self.append(op_type(*operands, self.broadcast_type(*(v.type for v in operands))))
+        lhs, rhs = operands
+        return self.append(op_type(lhs, rhs, self.binary_result_type(lhs.type, rhs.type)))
 
-    def broadcast_type(self, *types: Attribute) -> Attribute:
-        """`ew.broadcast_type(*types)`, computed once per tuple of type objects."""
-        key = tuple(map(id, types))
+    def _select(self, condition: Value, *arms: Value) -> SSAValue:
+        """`ew.select` of the arms' promoted dtype (the condition's where both are weak)."""
+        typed = [a for a in arms if not isinstance(a, Weak)]
+        if typed:
+            element = _promoted(typed)
+            if (
+                not isinstance(condition, Weak)
+                and ew.element_type(condition.type) != element
+                and not isinstance(condition.owner, ew.CompareOp)
+            ):
+                condition = self.apply(ew.NeOp, condition, self.literal(0.0))
+        else:
+            element = ew.element_type(cast(SSAValue, condition).type)
+        return self.append(ew.SelectOp(*(self.convert(a, element) for a in (condition, *arms))))
+
+    def binary_result_type(self, lhs: Attribute, rhs: Attribute) -> Attribute:
+        """`ew.broadcast_type(lhs, rhs)`, computed once per pair of type objects."""
+        key = (id(lhs), id(rhs))
         if key not in self.result_types:
-            self.result_types[key] = (types, ew.broadcast_type(*types))
-        return self.result_types[key][1]
+            self.result_types[key] = (lhs, rhs, ew.broadcast_type(lhs, rhs))
+        return self.result_types[key][2]
 
     def _argument_attributes(self, name: str, argument: SSAValue) -> dict[str, Attribute]:
         """Input `name`'s argument attributes: its dims' names, its name where the hint lost it."""

@@ -230,7 +230,7 @@ _TOKEN = re.compile(
     r"(?P<space>[ \t\f\r\n]+|#[^\r\n]*)"
     r"|(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
     r"|(?P<name>[A-Za-z_]\w*)"
-    r"|(?P<op>[<>=!]=|[-+*/=;(),\[\]?<>])"
+    r"|(?P<op>[-+*/;(),\[\]?]|[<>]=?|[=!]=|=)"  # `<=` before `<`; `=` last, after `==`
     r"|(?P<unexpected>.)",  # anything else: an error, so that `finditer` skips nothing
     re.ASCII | re.DOTALL,  # names must stay valid MLIR value names; no Unicode digits in numbers
 )
