@@ -6,9 +6,11 @@ the arm it picks through bit for bit. Under `@xfuse.jit` a comparison is numpy's
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from typing import Any
 
+import dask.array
 import ml_dtypes
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 import xfuse
 from xfuse.dialects import ew
 from xfuse.frontend.language import EwSyntaxError
+from xfuse.runtime.arrays import ArgumentError
 
 DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
 SPECIALS = [0.0, -0.0, 1.0, -1.0, 2.5, -3.0, np.inf, -np.inf, np.nan, 1e-3]
@@ -142,7 +145,6 @@ def test_outside_tracing_xfuse_comparisons_and_where_are_numpys() -> None:
 @pytest.mark.parametrize(
     ("program", "message"),
     [
-        (lambda x: x > 0, r"returned a comparison's result, numpy's booleans"),
         (lambda x: (x > 0) * x, r"ew.mul: a comparison's result is a boolean mask"),
         (lambda x: np.where(x > 0, x > 1, x), r"where: its arms are values"),
         (lambda x: np.where(True, x, 0.0), r"the condition must be a traced array"),
@@ -157,6 +159,54 @@ def test_outside_tracing_xfuse_comparisons_and_where_are_numpys() -> None:
 def test_jit_misuses_of_a_mask_say_what_to_write(program, message: str) -> None:
     with pytest.raises(TypeError, match=message):
         xfuse.jit(program)(np.float32([1, -1]))
+
+
+def test_jit_returns_a_comparison_as_numpys_booleans() -> None:
+    """It was a TypeError: a kernel computes the mask's 1 and 0, the call tests them against 0;
+    the second call takes the quick path, a dask call stays lazy."""
+    x, y = np.float32([1, -2, np.nan, 0]), np.float32([0, -2, 1, -0.0])
+    compare = xfuse.jit(lambda x, y: (x == y, x + y, np.isnan(x) | (x > y)))
+    for _ in range(2):
+        equal, total, either = compare(x, y)
+        assert equal.dtype == either.dtype == np.bool_ and total.dtype == np.float32
+        np.testing.assert_array_equal(equal, x == y)
+        np.testing.assert_array_equal(either, np.isnan(x) | (x > y))
+        np.testing.assert_array_equal(total, x + y)
+    single = xfuse.jit(lambda x: x > 0)
+    np.testing.assert_array_equal(single(x), x > 0)
+    assert xfuse.jit(lambda x: x > 0)(np.float32(3)).shape == ()  # a 0-d array, as for values
+    lazy = single(dask.array.from_array(x, chunks=2))
+    assert isinstance(lazy, dask.array.Array) and lazy.dtype == np.bool_
+    assert lazy.compute().dtype == np.bool_
+    np.testing.assert_array_equal(lazy.compute(), x > 0)
+
+
+def test_a_boolean_result_goes_into_an_out_buffer_of_booleans_or_of_its_dtype() -> None:
+    x, y = np.float32([1, -2, np.nan, 0]), np.float32([0, -2, 1, -0.0])
+    compare = xfuse.jit(lambda x, y: (x == y, x + y))
+    booleans, numbers = np.empty(4, np.bool_), np.empty(4, np.float32)
+    for out in [(booleans, None), {"out0": booleans}, [booleans, numbers]]:
+        equal, _ = compare(x, y, out=out)
+        assert equal is booleans
+        np.testing.assert_array_equal(booleans, x == y)
+    ones, _ = compare(x, y, out=(numbers, None))  # numpy casts booleans into a float out
+    assert ones is numbers
+    np.testing.assert_array_equal(numbers, (x == y).astype(np.float32))
+    with pytest.raises(ArgumentError, match=r"'out0' has shape \(3,\), but the result has"):
+        compare(x, y, out=(np.empty(3, np.bool_), None))
+    with pytest.raises(TypeError, match=r"out 'out0': expected dtype bool .* or float32"):
+        compare(x, y, out=(np.empty(4, np.int32), None))
+
+
+def test_a_local_jit_function_with_boolean_results_pickles_them() -> None:
+    cloudpickle = pytest.importorskip("cloudpickle", reason="by-value functions need cloudpickle")
+    positive = xfuse.jit(lambda x: x > 0)
+    x = np.float32([1, -1])
+    positive(x)
+    loaded = pickle.loads(cloudpickle.dumps(positive))
+    assert loaded.kernels.keys() == positive.kernels.keys()  # no tracing again
+    assert loaded(x).dtype == np.bool_
+    np.testing.assert_array_equal(loaded(x), [True, False])
 
 
 def test_select_takes_three_arguments_and_comparisons_one_operator_each() -> None:

@@ -16,8 +16,9 @@ theirs (numpy 2's NEP 50: `x * np.float64(2)` is float64 for a float32 `x`); `.a
 converts (`ew.convert`). `xfuse.tanh` and friends work on proxies and, outside tracing, on numpy
 arrays. A jit function called with proxies (from a function being traced, or itself) is traced into
 the caller's kernel; a function that returns a tuple or list returns a tuple, of one array too
-(outputs `out0`, ...). Dask arrays are traced by their dtype and shape like numpy arrays, and the
-kernel then returns lazy dask arrays (`xfuse.runtime.dask_arrays`).
+(outputs `out0`, ...); a comparison it returns (a mask) comes back as numpy's booleans. Dask arrays
+are traced by their dtype and shape like numpy arrays, and the kernel then returns lazy dask arrays
+(`xfuse.runtime.dask_arrays`).
 """
 
 from __future__ import annotations
@@ -35,15 +36,15 @@ from xfuse.codegen.native import host_cpu
 from xfuse.dialects.dtypes import dtype_name
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.tracing import Traced
-from xfuse.runtime.arrays import ArgumentTypeError, keyword_mistake
+from xfuse.runtime.arrays import ArgumentError, ArgumentTypeError, keyword_mistake
 from xfuse.runtime.compiler import Options, check_threads, compile_module
 from xfuse.runtime.dask_arrays import is_dask_array
 from xfuse.runtime.kernel import Kernel
 from xfuse.transforms.options import Math
 
-_Plain = tuple[Kernel, bool]
-"""A plain call's kernel, and whether its one result comes back in a tuple (the function
-returned a sequence of one array)."""
+_Plain = tuple[Kernel, bool, tuple[bool, ...]]
+"""A plain call's kernel, whether its one result comes back in a tuple (the function returned a
+sequence of one array), and which results are numpy booleans (`JitFunction.booleans`)."""
 
 
 class JitFunction:
@@ -62,6 +63,9 @@ class JitFunction:
             )
         self.kernels: dict[tuple[Any, ...], Kernel] = {}
         """The kernels compiled so far, by the (name, dtype, shape) of each argument."""
+        self.booleans: dict[tuple[Any, ...], tuple[bool, ...]] = {}
+        """Which of a kernel's results (by the key of `kernels`) the function returns as numpy's
+        booleans: a comparison's mask, which the kernel computes as 1 and 0 of its dtype."""
         self._plain_calls: dict[tuple[Any, ...], _Plain] = {}
         """The kernels of plain calls (every parameter given a numpy array or scalar), by the names
         given and each array's dtype and shape: a repeated call skips binding its arguments
@@ -107,8 +111,8 @@ class JitFunction:
                 plain_key = (*kwargs, *arrays_key)
                 found = self._plain_calls.get(plain_key)
                 if found is not None:
-                    kernel, in_a_tuple = found
-                    results = kernel(*args, out=out, **kwargs)
+                    kernel, in_a_tuple, booleans = found
+                    results = _call(kernel, booleans, out, args, kwargs)
                     return (results,) if in_a_tuple else results
         if any(isinstance(a, Traced) for a in (*args, *kwargs.values())):
             # called from a function being traced: record its ops there (one kernel, the
@@ -159,16 +163,23 @@ class JitFunction:
         key = tuple((name, a.dtype.name, a.shape) for name, a in arrays.items())
         kernel = self.kernels.get(key)
         if kernel is None:
-            kernel = self.kernels[key] = self.compile(arrays)
+            kernel, self.booleans[key] = self.traced_kernel(arrays)
+            self.kernels[key] = kernel
+        booleans = self.booleans.get(key, ())
         # a function that returned a sequence of one array gets it back in a tuple
         in_a_tuple = kernel.output_names == ("out0",)
         if plain_key is not None:  # (the kernel's inputs are the parameters in order: `compile`)
-            self._plain_calls[plain_key] = (kernel, in_a_tuple)
-        results = kernel(out=out, **arrays)
+            self._plain_calls[plain_key] = (kernel, in_a_tuple, booleans)
+        results = _call(kernel, booleans, out, (), arrays)
         return (results,) if in_a_tuple else results
 
     def compile(self, arrays: dict[str, np.ndarray]) -> Kernel:
         """Trace the function on proxies shaped like `arrays` and compile it."""
+        return self.traced_kernel(arrays)[0]
+
+    def traced_kernel(self, arrays: dict[str, np.ndarray]) -> tuple[Kernel, tuple[bool, ...]]:
+        """`compile`, and which of the function's results are numpy booleans, its comparisons
+        (empty where none is)."""
         dtypes: dict[str, str] = {}
         for name, array in arrays.items():
             try:
@@ -204,12 +215,7 @@ class JitFunction:
                 f"{self.function.__name__}() returned {got}: it must return an array computed "
                 "from its arguments, or a tuple or list of them"
             )
-        if any(r.mask for r in results):
-            raise TypeError(
-                f"{self.function.__name__}() returned a comparison's result, numpy's booleans: "
-                "xfuse's kernels compute floats; return mask.astype(dtype) for 1 and 0, or pick "
-                "values with np.where(mask, a, b)"
-            )
+        booleans = tuple(r.mask for r in results) if any(r.mask for r in results) else ()
         names = [f"out{i}" for i in range(len(results))] if sequence else ["out"]
         module = builder.finish([(n, r.value) for n, r in zip(names, results, strict=True)])
         options = self.options
@@ -217,7 +223,80 @@ class JitFunction:
             # No call of these arrays streams (`xfuse.runtime.kernel.make_plan`): no streaming
             # twin to compile (GELU + residual's first call on [64, 100]: 91-93 ms, not 129-133).
             options = dataclasses.replace(options, streaming=False)
-        return compile_module(module, names, options, self.threads)
+        return compile_module(module, names, options, self.threads), booleans
+
+
+def _call(
+    kernel: Kernel,
+    booleans: tuple[bool, ...],
+    out: Any,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+) -> Any:
+    """`kernel(*args, out=out, **kwargs)`, each result that `booleans` marks made numpy's
+    booleans (its 1 and 0 tested against 0). A boolean `out` buffer for one takes the test (the
+    kernel writes its 1 and 0 into a new array); one of the kernel's dtype takes the 1 and 0, as
+    numpy casts booleans into a float `out`."""
+    names = kernel.output_names
+    given = _buffers_by_position(out, names)
+    if not booleans or given is None:  # no booleans, or an `out` the kernel's checks refuse
+        return kernel(*args, out=out, **kwargs)
+    outputs = kernel.function.outputs
+    for parameter, buffer, boolean in zip(outputs, given, booleans, strict=True):
+        dtype = getattr(buffer, "dtype", None)
+        if boolean and buffer is not None and dtype not in (np.dtype(np.bool_), parameter.dtype):
+            raise ArgumentTypeError(
+                f"out '{parameter.name}': expected dtype bool (the function returns a "
+                f"comparison's result) or {parameter.dtype} (its 1 and 0), got {dtype}"
+            )
+    targets = [
+        buffer if boolean and getattr(buffer, "dtype", None) == np.bool_ else None
+        for buffer, boolean in zip(given, booleans, strict=True)
+    ]
+    kept = [
+        None if target is not None else buffer
+        for buffer, target in zip(given, targets, strict=True)
+    ]
+    kernel_out = dict(zip(names, kept, strict=True)) if isinstance(out, Mapping) else kept
+    given_any = any(buffer is not None for buffer in kept)
+    results = kernel(*args, out=kernel_out if given_any else None, **kwargs)
+    each = results if len(names) > 1 else (results,)
+    tested = []
+    for name, result, boolean, buffer, target in zip(
+        names, each, booleans, given, targets, strict=True
+    ):
+        if not boolean or (buffer is not None and target is None):
+            tested.append(result)  # a value, or 1 and 0 in the caller's buffer of its dtype
+        else:
+            tested.append(_tested(result, target, name))
+    return tuple(tested) if len(names) > 1 else tested[0]
+
+
+def _buffers_by_position(out: Any, names: Sequence[str]) -> list[Any] | None:
+    """`out`'s buffer (or None) for each output, in order; None where `out` does not name one
+    per output (the kernel's own checks then say what is wrong)."""
+    if out is None:
+        return [None] * len(names)
+    if isinstance(out, Mapping):
+        return [out.get(name) for name in names] if set(out) <= set(names) else None
+    if isinstance(out, list | tuple):
+        return list(out) if len(out) == len(names) else None
+    return [out] if len(names) == 1 else None
+
+
+def _tested(values: Any, into: np.ndarray | None, name: str) -> Any:
+    """numpy's booleans of a mask's 1 and 0 (`values != 0`), into `into` where given; a lazy
+    dask array of them for a dask array."""
+    if is_dask_array(values):
+        return values != 0
+    if into is None:
+        return np.not_equal(values, 0, out=np.empty(values.shape, np.bool_))  # 0-d: an array
+    if into.shape != values.shape:
+        raise ArgumentError(
+            f"argument 'out': the buffer for '{name}' has shape {into.shape}, but the result "
+            f"has shape {values.shape}"
+        )
+    return np.not_equal(values, 0, out=into)
 
 
 def call_bytes(arrays: Mapping[str, Any], results: Sequence[Traced]) -> int:

@@ -72,15 +72,28 @@ def jit_reduction(function: JitFunction) -> str | tuple[Any, ...]:
         return function.__qualname__
     return (
         rebuild_jit,
-        (function.function, function.options, function.threads, function.kernels),
+        (
+            function.function,
+            function.options,
+            function.threads,
+            function.kernels,
+            function.booleans,
+        ),
     )
 
 
 def rebuild_jit(
-    function: Any, options: Options, threads: int, kernels: dict[tuple[Any, ...], Kernel]
+    function: Any,
+    options: Options,
+    threads: int,
+    kernels: dict[tuple[Any, ...], Kernel],
+    booleans: dict[tuple[Any, ...], tuple[bool, ...]] | None = None,
 ) -> JitFunction:
+    """A `JitFunction` with its kernels (and which of their results are booleans: none in a
+    pickle from before 0.2.12)."""
     from xfuse.runtime.jit import JitFunction  # imports xDSL, which a kernel does not need
 
     rebuilt = JitFunction(function, options, threads)
     rebuilt.kernels.update(kernels)
+    rebuilt.booleans.update(booleans or {})
     return rebuilt
