@@ -676,9 +676,9 @@ def broadcast_type(*operands: Attribute) -> Attribute:
 
 
 def _print_broadcasting(op: Operation, printer: Printer) -> None:
-    """The assembly format of the broadcasting ops (`BinaryOp`, `SelectOp`): the operands, then
-    one type where the operands' and the result's all agree, else the operands' `->` the result's.
-    """
+    """The assembly format of the broadcasting ops: the operands, then one type where the
+    operands' and the result's all agree, else the operands' `->` the result's (`SelectOp`'s;
+    `BinaryOp.print` writes it for two operands by hand)."""
     operands = op.operands
     types = [operand.type for operand in operands]
     result_type = op.results[0].type

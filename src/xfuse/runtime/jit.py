@@ -112,7 +112,10 @@ class JitFunction:
                 found = self._plain_calls.get(plain_key)
                 if found is not None:
                     kernel, in_a_tuple, booleans = found
-                    results = _call(kernel, booleans, out, args, kwargs)
+                    if booleans:
+                        results = _call(kernel, booleans, out, args, kwargs)
+                    else:  # the call itself: a function call more is 4% of this path
+                        results = kernel(*args, out=out, **kwargs)
                     return (results,) if in_a_tuple else results
         if any(isinstance(a, Traced) for a in (*args, *kwargs.values())):
             # called from a function being traced: record its ops there (one kernel, the
@@ -170,7 +173,9 @@ class JitFunction:
         in_a_tuple = kernel.output_names == ("out0",)
         if plain_key is not None:  # (the kernel's inputs are the parameters in order: `compile`)
             self._plain_calls[plain_key] = (kernel, in_a_tuple, booleans)
-        results = _call(kernel, booleans, out, (), arrays)
+        results = (
+            _call(kernel, booleans, out, (), arrays) if booleans else kernel(out=out, **arrays)
+        )
         return (results,) if in_a_tuple else results
 
     def compile(self, arrays: dict[str, np.ndarray]) -> Kernel:
@@ -233,42 +238,34 @@ def _call(
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
 ) -> Any:
-    """`kernel(*args, out=out, **kwargs)`, each result that `booleans` marks made numpy's
-    booleans (its 1 and 0 tested against 0). A boolean `out` buffer for one takes the test (the
-    kernel writes its 1 and 0 into a new array); one of the kernel's dtype takes the 1 and 0, as
-    numpy casts booleans into a float `out`."""
+    """`kernel(*args, out=out, **kwargs)` of a function with boolean results: each result that
+    `booleans` marks made numpy's booleans (its 1 and 0 tested against 0). A boolean `out` buffer
+    for one takes the test (the kernel writes its 1 and 0 into a new array); one of the kernel's
+    dtype takes the 1 and 0, as numpy casts booleans into a float `out`."""
     names = kernel.output_names
     given = _buffers_by_position(out, names)
-    if not booleans or given is None:  # no booleans, or an `out` the kernel's checks refuse
+    if given is None:  # an `out` that names no buffer per output: the kernel's checks say so
         return kernel(*args, out=out, **kwargs)
-    outputs = kernel.function.outputs
-    for parameter, buffer, boolean in zip(outputs, given, booleans, strict=True):
+    into: list[np.ndarray | None] = []  # a boolean buffer the test writes, per output
+    for parameter, buffer, boolean in zip(kernel.function.outputs, given, booleans, strict=True):
         dtype = getattr(buffer, "dtype", None)
         if boolean and buffer is not None and dtype not in (np.dtype(np.bool_), parameter.dtype):
             raise ArgumentTypeError(
                 f"out '{parameter.name}': expected dtype bool (the function returns a "
                 f"comparison's result) or {parameter.dtype} (its 1 and 0), got {dtype}"
             )
-    targets = [
-        buffer if boolean and getattr(buffer, "dtype", None) == np.bool_ else None
-        for buffer, boolean in zip(given, booleans, strict=True)
-    ]
-    kept = [
-        None if target is not None else buffer
-        for buffer, target in zip(given, targets, strict=True)
-    ]
+        into.append(buffer if boolean and dtype == np.bool_ else None)
+    kept = [None if target is not None else b for b, target in zip(given, into, strict=True)]
     kernel_out = dict(zip(names, kept, strict=True)) if isinstance(out, Mapping) else kept
-    given_any = any(buffer is not None for buffer in kept)
-    results = kernel(*args, out=kernel_out if given_any else None, **kwargs)
+    results = kernel(*args, out=kernel_out if any(b is not None for b in kept) else None, **kwargs)
     each = results if len(names) > 1 else (results,)
-    tested = []
-    for name, result, boolean, buffer, target in zip(
-        names, each, booleans, given, targets, strict=True
-    ):
-        if not boolean or (buffer is not None and target is None):
-            tested.append(result)  # a value, or 1 and 0 in the caller's buffer of its dtype
-        else:
-            tested.append(_tested(result, target, name))
+    # a boolean result the kernel wrote into a buffer of its dtype stays its 1 and 0
+    tested = [
+        _tested(result, target, name) if boolean and buffer is None else result
+        for name, result, boolean, buffer, target in zip(
+            names, each, booleans, kept, into, strict=True
+        )
+    ]
     return tuple(tested) if len(names) > 1 else tested[0]
 
 
