@@ -38,7 +38,10 @@ s = sigmoid(x) + relu(y) * abs(x) - max(x, y) / 3;
 t = min(exp(neg(y)), sqrt(abs(x)) + rsqrt(abs(y) + 1)) + pow(abs(x), 1.5) + log(abs(y) + 1);
 u = select(x < y, x, y) * (x <= 0.5) + select(x > y, 1, x) * (x >= y) + select(x == y, y, 2);
 v = floor(x * 3) + ceil(y * 3) - trunc(x * 5) + rint(y * 5);
-out = tanh(s) * t + erf(x) + softplus(y) - log1p(abs(x)) + select(x != y, u, 0) + v;
+w = sin(x) + cos(y) + tan(x / 4) + asin(x / (1 + abs(x))) + acos(y / (1 + abs(y))) + atan(x);
+w = w + sinh(y) + cosh(x) + asinh(y) + acosh(1 + abs(x)) + atanh(y / (2 + abs(y)));
+w = w + exp2(x) + expm1(y) + log2(abs(x) + 1) + log10(abs(y) + 1) + cbrt(x) + atan2(x, y);
+out = tanh(s) * t + erf(x) + softplus(y) - log1p(abs(x)) + select(x != y, u, 0) + v + w;
 """
 
 

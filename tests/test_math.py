@@ -38,7 +38,7 @@ from xfuse.codegen.native import (
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import clear_cache
 from xfuse.runtime.kernel import SplitChoice
-from xfuse.transforms.expand_math import EwExpandMathPass
+from xfuse.transforms.expand_math import MATH_FUNCTIONS, EwExpandMathPass
 from xfuse.transforms.pipeline import pipeline_context
 
 SPECIALS = np.array(
@@ -508,7 +508,37 @@ F64_RANGES = {
     "tanh": (-20.0, 20.0),
     "erf": (-6.0, 6.0),
     "pow": (0.0, 100.0),
+    "sin": (-1e6, 1e6),
+    "cos": (-1e6, 1e6),
+    "tan": (-1e6, 1e6),
+    "asin": (-1.0, 1.0),
+    "acos": (-1.0, 1.0),
+    "atan": (-1e3, 1e3),
+    "atan2": (-100.0, 100.0),
+    "sinh": (-710.0, 710.0),
+    "cosh": (-710.0, 710.0),
+    "asinh": (-1e10, 1e10),
+    "acosh": (1.0, 1e10),
+    "atanh": (-1.0, 1.0),  # to -inf and +inf
+    "exp2": (-1075.0, 1024.0),  # from 0 through the denormals to +inf
+    "expm1": (-50.0, 709.9),
+    "log2": (0.0, 1e300),
+    "log10": (0.0, 1e300),
+    "cbrt": (-1e300, 1e300),
 }
+F32_RANGES = {
+    "sin": (-1e4, 1e4),
+    "cos": (-1e4, 1e4),
+    "tan": (-1e4, 1e4),
+    "sinh": (-89.0, 89.0),
+    "cosh": (-89.0, 89.0),
+    "exp2": (-150.0, 128.0),
+    "expm1": (-20.0, 88.8),
+    "log2": (0.0, 1e30),
+    "log10": (0.0, 1e30),
+    "cbrt": (-1e30, 1e30),
+}
+"""Where float32's range is narrower than `F64_RANGES`'."""
 F64_SPECIALS = np.array(
     [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 5e-324, -5e-324]
     + [2.2250738585072014e-308, 1e-300, 1e308, -1e308, 709.79, -745.2, 3.0, -3.0]
@@ -517,74 +547,103 @@ LIBMVEC_ULPS = 4
 """glibc's bound for its vector math functions (ulps of the correctly rounded result)."""
 
 
-def f64_reference(name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def long_double_reference(name: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """`name` in x87's 80-bit long double (an erf of it: libm's f64 erf, within 1 ulp)."""
     if name == "erf":
         return np.array([math.erf(v) for v in x], np.longdouble)
-    wide = x.astype(np.longdouble)
-    if name == "pow":
-        return np.power(wide, y.astype(np.longdouble))
-    return getattr(np, name)(wide)
+    op = ew.OPS_BY_MNEMONIC[name]
+    operands = [x.astype(np.longdouble), y.astype(np.longdouble)][: ew.arity(op)]
+    return op.reference(*operands)
 
 
 @dataclass(frozen=True)
 class LibmvecFunction:
-    """One f64 function that goes through glibc's libmvec: its program (of x, and of x and y for
-    pow) compiled with math=approx."""
+    """One function that goes through glibc's libmvec: its program (of x, and of x and y for
+    pow and atan2) compiled with math=approx for `dtype`, and where its inputs come from."""
 
     name: str
+    dtype: type
     source: str
     kernel: xfuse.Kernel
+
+    @property
+    def binary(self) -> bool:
+        return LIBMVEC_FUNCTIONS[self.name] == 2
+
+    @property
+    def c_name(self) -> str:
+        """The C library's name of the function in `dtype` (`sinf` for float32)."""
+        return self.name + ("f" if self.dtype is np.float32 else "")
+
+    @property
+    def range(self) -> tuple[float, float]:
+        ranges = F32_RANGES if self.dtype is np.float32 else {}
+        return ranges.get(self.name, F64_RANGES[self.name])
+
+    def inputs(self, x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+        arrays = {"x": x.astype(self.dtype), "y": y.astype(self.dtype)}
+        return arrays if self.binary else {"x": arrays["x"]}
+
+
+F32_LIBMVEC = sorted(f.libm for f in MATH_FUNCTIONS.values() if f.approximation is None)
+"""The float32 functions that `math=approx` computes with libmvec (it approximates the others)."""
 
 
 @pytest.fixture(
     params=[
         pytest.param(
-            name,
+            (name, dtype),
             marks=pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host"),
+            id=f"{name}-{np.dtype(dtype).name}",
         )
-        for name in sorted(LIBMVEC_FUNCTIONS)
+        for dtype, names in ((np.float64, sorted(LIBMVEC_FUNCTIONS)), (np.float32, F32_LIBMVEC))
+        for name in names
     ],
-    ids=str,
 )
 def libmvec(request: pytest.FixtureRequest) -> LibmvecFunction:
-    """Each `LIBMVEC_FUNCTIONS` function, where libmvec is loaded."""
-    name = request.param
-    source = "out = pow(x, y);" if name == "pow" else f"out = {name}(x);"
-    return LibmvecFunction(name, source, xfuse.compile(source, dtype="float64"))
+    """Each `LIBMVEC_FUNCTIONS` function in float64, and in float32 where xfuse has no
+    approximation of it, where libmvec is loaded."""
+    name, dtype = request.param
+    operands = "x, y" if LIBMVEC_FUNCTIONS[name] == 2 else "x"
+    source = f"out = {name}({operands});"
+    kernel = xfuse.compile(source, dtype=np.dtype(dtype).name)
+    return LibmvecFunction(name, dtype, source, kernel)
 
 
-def test_f64_math_vectorizes_through_libmvec_and_keeps_the_c_librarys_special_values(
+def test_math_vectorizes_through_libmvec_and_keeps_the_c_librarys_special_values(
     libmvec: LibmvecFunction,
 ) -> None:
-    # math=approx: f64 loops call glibc's vector functions of the host's widest vectors
-    # (`_ZGVeN8v_exp` with AVX-512, `_ZGVdN4v_exp` with AVX2), within its 4 ulps, with libm's
-    # special values (+-0, +-inf, NaN, overflow, underflow); math=libm keeps libm's calls.
-    name, approx = libmvec.name, libmvec.kernel
-    libm = xfuse.compile(libmvec.source, dtype="float64", math="libm")
-    lanes, _ = libmvec_variants(name, host_cpu())[0]
-    assert re.search(rf"call <{lanes} x double> @_ZGV\w+N{lanes}v+_\w+\(", approx.llvm_ir)
+    # math=approx: f64 loops (and f32 ones of the functions xfuse does not approximate) call
+    # glibc's vector functions of the host's widest vectors (`_ZGVeN8v_exp` with AVX-512,
+    # `_ZGVdN4v_exp` with AVX2, `_ZGVeN16v_sinf`), within its 4 ulps, with libm's special values
+    # (+-0, +-inf, NaN, overflow, underflow); math=libm keeps libm's calls.
+    approx, dtype = libmvec.kernel, libmvec.dtype
+    libm = xfuse.compile(libmvec.source, dtype=np.dtype(dtype).name, math="libm")
+    lanes, _ = libmvec_variants(libmvec.c_name, host_cpu())[0]
+    element = "float" if dtype is np.float32 else "double"
+    assert re.search(rf"call <{lanes} x {element}> @_ZGV\w+N{lanes}v+_\w+\(", approx.llvm_ir)
     assert "_ZGV" not in libm.llvm_ir
     rng = np.random.default_rng(7)
-    x = rng.uniform(*F64_RANGES[name], 1 << 14)
-    x[:2] = F64_RANGES[name]  # exp's ends: 0 and +inf
-    y = rng.uniform(-4.0, 4.0, x.size)
-    inputs = {"x": x, "y": y} if name == "pow" else {"x": x}
+    x = rng.uniform(*libmvec.range, 1 << 14)
+    x[:2] = libmvec.range  # the ends: exp's 0 and +inf
+    inputs = libmvec.inputs(x, rng.uniform(-4.0, 4.0, x.size))
     got = approx(**inputs)
     with np.errstate(all="ignore"):
-        want = f64_reference(name, x, y)
-        want64 = want.astype(np.float64)  # +-inf beyond f64's range (long double's is wider)
-    finite = np.isfinite(want64)
-    ulp = np.spacing(np.abs(want[finite]).astype(np.float64)).astype(np.longdouble)
+        want = long_double_reference(libmvec.name, inputs["x"], inputs.get("y", inputs["x"]))
+        wanted = want.astype(dtype)  # +-inf beyond the dtype's range
+    finite = np.isfinite(wanted)
+    ulp = np.spacing(np.abs(want[finite]).astype(dtype)).astype(np.longdouble)
     error = np.abs(got[finite].astype(np.longdouble) - want[finite]) / ulp
-    assert error.max() <= LIBMVEC_ULPS + (name == "erf"), error.max()
-    np.testing.assert_array_equal(got[~finite], want64[~finite])
-    if name == "pow":
-        grid = np.meshgrid(F64_SPECIALS, F64_SPECIALS)
-        specials = {"x": grid[0].ravel(), "y": grid[1].ravel()}
+    assert error.max() <= LIBMVEC_ULPS + (libmvec.name == "erf"), error.max()
+    np.testing.assert_array_equal(got[~finite], wanted[~finite])
+    with np.errstate(over="ignore"):
+        specials = F64_SPECIALS.astype(dtype)
+    if libmvec.binary:
+        grid = np.meshgrid(specials, specials)
+        arguments = {"x": grid[0].ravel(), "y": grid[1].ravel()}
     else:
-        specials = {"x": F64_SPECIALS}
-    got, want = approx(**specials), libm(**specials)
+        arguments = {"x": specials}
+    got, want = approx(**arguments), libm(**arguments)
     special = ~np.isfinite(want) | (want == 0)
     # NaN where libm's is NaN (IEEE leaves its sign open: libm's log(-1) was +NaN in one process
     # and x86's default -NaN in another), the same infinities and signed zeros.
@@ -594,7 +653,7 @@ def test_f64_math_vectorizes_through_libmvec_and_keeps_the_c_librarys_special_va
     assert np.all(np.isfinite(got[~special]) & (got[~special] != 0))
 
 
-def test_f64_libmvec_results_do_not_depend_on_where_an_element_falls_in_the_loop(
+def test_libmvec_results_do_not_depend_on_where_an_element_falls_in_the_loop(
     libmvec: LibmvecFunction,
 ) -> None:
     # An element is computed by one libmvec variant whether it falls in the vector loop or in
@@ -602,24 +661,26 @@ def test_f64_libmvec_results_do_not_depend_on_where_an_element_falls_in_the_loop
     # epilogue another variant), which round differently, so the bits changed with the array's
     # length, a split call's slices, a streaming call's head (the out buffer's start) and dask's
     # chunks: identical calls of a `threads=2` kernel differed as its split choice changed.
-    name, kernel = libmvec.name, libmvec.kernel
-    split = xfuse.compile(libmvec.source, dtype="float64", threads=2)
+    kernel, dtype = libmvec.kernel, libmvec.dtype
+    split = xfuse.compile(libmvec.source, dtype=np.dtype(dtype).name, threads=2)
     split.split_choice = SplitChoice.always()
     rng = np.random.default_rng(11)
-    low, high = F64_RANGES[name]
-    x = rng.uniform(max(low, -3.0), min(high, 3.0), 400)
-    y = rng.uniform(-4.0, 4.0, x.size)
-    want = kernel(x, y) if name == "pow" else kernel(x)
+    low, high = libmvec.range
+    inputs = libmvec.inputs(
+        rng.uniform(max(low, -3.0), min(high, 3.0), 400), rng.uniform(-4.0, 4.0, 400)
+    )
+    want = kernel(**inputs)
+    bits = np.uint32 if dtype is np.float32 else np.uint64
     for shift in range(1, 40):  # the same values, each at another place in the loop
-        ones = np.ones(shift)
-        shifted = [np.concatenate([ones, x]), np.concatenate([ones, y])][: 1 + (name == "pow")]
-        got = kernel(*shifted)[shift:]
-        np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64), f"{shift}")
+        ones = np.ones(shift, dtype)
+        shifted = {name: np.concatenate([ones, array]) for name, array in inputs.items()}
+        got = kernel(**shifted)[shift:]
+        np.testing.assert_array_equal(got.view(bits), want.view(bits), f"{shift}")
     n = (1 << 16) + 24  # split in two slices of 32776 and 32792 elements: one has a remainder
-    x = rng.uniform(max(low, -30.0), min(high, 30.0), n)
-    y = rng.uniform(-4.0, 4.0, n)
-    inputs = [x, y][: 1 + (name == "pow")]
-    np.testing.assert_array_equal(kernel(*inputs).view(np.uint64), split(*inputs).view(np.uint64))
+    inputs = libmvec.inputs(
+        rng.uniform(max(low, -30.0), min(high, 30.0), n), rng.uniform(-4.0, 4.0, n)
+    )
+    np.testing.assert_array_equal(kernel(**inputs).view(bits), split(**inputs).view(bits))
 
 
 @pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host")

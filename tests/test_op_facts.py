@@ -111,44 +111,44 @@ def test_op_has_every_fact(op: OpType) -> None:
 
 
 @irdl_op_definition
-class _AtanOp(ew.UnaryOp):
-    """An op declared with only a name, as a newcomer starts: `ew.atan`."""
+class _RoundOp(ew.UnaryOp):
+    """An op declared with only a name, as a newcomer starts: `ew.round` (C's `roundf`)."""
 
-    name = "ew.atan"
+    name = "ew.round"
 
 
-def _atan(builder: Builder, args: list[SSAValue], compute_type: Attribute) -> SSAValue:
-    return builder.insert(math.AtanOp(*args)).result
+def _round(builder: Builder, args: list[SSAValue], compute_type: Attribute) -> SSAValue:
+    return builder.insert(math.RoundOp(*args)).result
 
 
 def test_folding_an_op_without_a_reference_says_what_to_declare() -> None:
     """It raised a bare NotImplementedError: `xfuse-opt -p ew-optimize` printed
     `internal error: NotImplementedError: ` and nothing after it."""
     with pytest.raises(NotImplementedError, match=r"no float64 `reference`.*dialects/ew\.py"):
-        ew.fold_literals(_AtanOp, [0.5], Float32Type())
+        ew.fold_literals(_RoundOp, [0.5], Float32Type())
 
 
 def test_a_missing_fact_is_named_with_its_file(monkeypatch: pytest.MonkeyPatch) -> None:
     """The messages a newcomer meets for an op with only a name, then with a lowering to a
     `math` op no stage knows."""
-    messages = missing_facts(_AtanOp)
+    messages = missing_facts(_RoundOp)
     assert messages[:4] == [
-        f"_AtanOp is not listed in ELEMENTWISE_OPS ({DIALECT})",
-        f"_AtanOp has no float64 `reference` ({DIALECT})",
-        f"_AtanOp declares no `ACCURACY: ClassVar[Accuracy]` (its float32 error under "
+        f"_RoundOp is not listed in ELEMENTWISE_OPS ({DIALECT})",
+        f"_RoundOp has no float64 `reference` ({DIALECT})",
+        f"_RoundOp declares no `ACCURACY: ClassVar[Accuracy]` (its float32 error under "
         f"math=approx and math=libm; CORRECTLY_ROUNDED for IEEE arithmetic) ({DIALECT})",
-        f"_AtanOp is neither a numpy ufunc nor a Python operator: declare `DEFINITION: "
+        f"_RoundOp is neither a numpy ufunc nor a Python operator: declare `DEFINITION: "
         f"ClassVar[str | None]` (the op in other ops, an `.ew` expression of x and y, for "
         f"the bench peers without its function; None for a primitive) ({DIALECT})",
     ]
     assert messages[4] == (
-        "_AtanOp has no entry in SCALAR_LOWERINGS (src/xfuse/transforms/scalar.py)"
+        "_RoundOp has no entry in SCALAR_LOWERINGS (src/xfuse/transforms/scalar.py)"
     )
-    monkeypatch.setitem(SCALAR_LOWERINGS, _AtanOp, _atan)
-    assert missing_facts(_AtanOp)[4:] == 2 * [
-        "_AtanOp lowers to 'math.atan', which has no FLOP count in FLOPS_PER_SCALAR_OP "
+    monkeypatch.setitem(SCALAR_LOWERINGS, _RoundOp, _round)
+    assert missing_facts(_RoundOp)[4:] == 2 * [
+        "_RoundOp lowers to 'math.round', which has no FLOP count in FLOPS_PER_SCALAR_OP "
         "(src/xfuse/analysis/cost.py)",
-        "_AtanOp lowers to 'math.atan', which has no libm name and approximation in "
+        "_RoundOp lowers to 'math.round', which has no libm name and approximation in "
         "MATH_FUNCTIONS (src/xfuse/transforms/expand_math.py)",
     ]
 

@@ -69,12 +69,14 @@ def _fold(op_type: ew.ElementwiseOpType, dtype: str, *values: float) -> float:
 
 
 OPERANDS = {1: (0.7,), 2: (1.3, 0.7), 3: (0.0, 1.3, 0.7)}
+DOMAIN_OPERANDS = {ew.AcoshOp: (1.7,)}
+"""An op whose value at `OPERANDS` is NaN (acosh below 1), a NaN not comparing equal."""
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 @pytest.mark.parametrize("op_type", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
 def test_every_op_folds_to_its_reference_rounded(op_type: ew.ElementwiseOpType, dtype: str) -> None:
-    operands = OPERANDS[ew.arity(op_type)]
+    operands = DOMAIN_OPERANDS.get(op_type, OPERANDS[ew.arity(op_type)])
     element = TensorType(element_type_for(dtype), [])
     # As a kernel would: the literals are rounded to the dtype, then the result once more.
     rounded = (np.float64(ew.round_to_element(v, element)) for v in operands)

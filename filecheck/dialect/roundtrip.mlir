@@ -96,6 +96,48 @@ func.func @unary(%x: tensor<2x?xf64>) -> tensor<2x?xf64> {
   func.return %15 : tensor<2x?xf64>
 }
 
+// The C library's functions (glibc's vector variants under math=approx).
+// CHECK-LABEL: func.func @library_functions
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x3xbf16>, %[[S:.*]]: tensor<bf16>)
+// CHECK-NEXT:    %[[F0:.*]] = ew.sin %[[X]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F1:.*]] = ew.cos %[[F0]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F2:.*]] = ew.tan %[[F1]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F3:.*]] = ew.asin %[[F2]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F4:.*]] = ew.acos %[[F3]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F5:.*]] = ew.atan %[[F4]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F6:.*]] = ew.sinh %[[F5]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F7:.*]] = ew.cosh %[[F6]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F8:.*]] = ew.asinh %[[F7]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F9:.*]] = ew.acosh %[[F8]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F10:.*]] = ew.atanh %[[F9]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F11:.*]] = ew.exp2 %[[F10]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F12:.*]] = ew.expm1 %[[F11]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F13:.*]] = ew.log2 %[[F12]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F14:.*]] = ew.log10 %[[F13]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[F15:.*]] = ew.cbrt %[[F14]] : tensor<?x3xbf16>
+// CHECK-NEXT:    %[[A2:.*]] = ew.atan2 %[[F15]], %[[S]] : tensor<?x3xbf16>, tensor<bf16> -> tensor<?x3xbf16>
+// CHECK-NEXT:    func.return %[[A2]] : tensor<?x3xbf16>
+func.func @library_functions(%x: tensor<?x3xbf16>, %s: tensor<bf16>) -> tensor<?x3xbf16> {
+  %0 = ew.sin %x : tensor<?x3xbf16>
+  %1 = ew.cos %0 : tensor<?x3xbf16>
+  %2 = ew.tan %1 : tensor<?x3xbf16>
+  %3 = ew.asin %2 : tensor<?x3xbf16>
+  %4 = ew.acos %3 : tensor<?x3xbf16>
+  %5 = ew.atan %4 : tensor<?x3xbf16>
+  %6 = ew.sinh %5 : tensor<?x3xbf16>
+  %7 = ew.cosh %6 : tensor<?x3xbf16>
+  %8 = ew.asinh %7 : tensor<?x3xbf16>
+  %9 = ew.acosh %8 : tensor<?x3xbf16>
+  %10 = ew.atanh %9 : tensor<?x3xbf16>
+  %11 = ew.exp2 %10 : tensor<?x3xbf16>
+  %12 = ew.expm1 %11 : tensor<?x3xbf16>
+  %13 = ew.log2 %12 : tensor<?x3xbf16>
+  %14 = ew.log10 %13 : tensor<?x3xbf16>
+  %15 = ew.cbrt %14 : tensor<?x3xbf16>
+  %16 = ew.atan2 %15, %s : tensor<?x3xbf16>, tensor<bf16> -> tensor<?x3xbf16>
+  func.return %16 : tensor<?x3xbf16>
+}
+
 // Broadcasting spells out all three types; every element type works.
 // CHECK-LABEL: func.func @broadcast
 // CHECK-SAME:    (%[[M:.*]]: tensor<4x?xf32>, %[[V:.*]]: tensor<?xf32>, %[[S:.*]]: tensor<f32>, %[[C:.*]]: tensor<1x3xf16>, %[[R:.*]]: tensor<4x1xf16>, %[[B:.*]]: tensor<?xbf16>)

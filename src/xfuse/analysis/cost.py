@@ -76,6 +76,23 @@ FLOPS_PER_SCALAR_OP: dict[str, int] = {
     "math.log1p": 3,  # an add, MUFU.LG2, then a multiply by ln(2)
     "math.powf": 3,  # x**y = exp2(y * log2(x))
     "math.erf": 10,  # no hardware erf: CUDA's erff is a polynomial of about ten FMAs (estimate)
+    # libdevice's functions (no hardware instruction), estimates: a reduction of the argument
+    # and a polynomial, or the exp and log they are built on.
+    "math.sin": 15,
+    "math.cos": 15,
+    "math.tan": 20,
+    "math.asin": 15,
+    "math.acos": 15,
+    "math.atan": 15,
+    "math.atan2": 20,
+    "math.sinh": 8,  # (e^x - e^-x) / 2 and a polynomial near 0
+    "math.cosh": 6,
+    "math.asinh": 10,  # log(x + sqrt(x^2 + 1)) and a polynomial near 0
+    "math.acosh": 8,
+    "math.atanh": 10,
+    "math.expm1": 10,  # a polynomial near 0, exp beyond
+    "math.log10": 2,  # MUFU.LG2, then a multiply by log10(2)
+    "math.cbrt": 10,
 }
 """FLOPs per element for each scalar op a kernel region may hold (the lecture: each op = 1)."""
 

@@ -370,15 +370,21 @@ def lower_bf16_hardware_narrowings(module: llvm_ir.Module) -> None:
                     instruction.replace_usage(operand, lowered[operand])
 
 
-LIBMVEC_FUNCTIONS = {"exp": 1, "log": 1, "log1p": 1, "tanh": 1, "erf": 1, "pow": 2}
-"""The f64 C library functions `ew-expand-math` calls (`math=libm`, and f64 under `approx`)
-that glibc's vector math library (libmvec, glibc 2.35+ for log1p, tanh and erf) also has for
-vectors, by their operand count."""
+LIBMVEC_FUNCTIONS = {
+    **{"exp": 1, "log": 1, "log1p": 1, "tanh": 1, "erf": 1, "pow": 2},
+    **dict.fromkeys(["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh"], 1),
+    **dict.fromkeys(["asinh", "acosh", "atanh", "exp2", "expm1", "log2", "log10", "cbrt"], 1),
+    "atan2": 2,
+}
+"""The C library functions `ew-expand-math` calls (`math=libm`, and under `approx` f64's and
+the f32 ones xfuse has no approximation of) that glibc's vector math library (libmvec, glibc
+2.35+ for all but exp, log, pow, sin and cos) also has for vectors, by their f64 name (`sin`;
+f32's is `sinf`) and operand count."""
 
 LIBMVEC_ISAS = (("e", 8, "avx512f"), ("d", 4, "avx2"), ("b", 2, None))
-"""The x86-64 vector function ABI's variants: its ISA letter, f64 lanes, and the feature whose
-registers carry the vectors (`_ZGVeN8v_exp` takes and returns a zmm; None: SSE2's, which every
-x86-64 CPU has)."""
+"""The x86-64 vector function ABI's variants: its ISA letter, f64 lanes (twice as many f32),
+and the feature whose registers carry the vectors (`_ZGVeN8v_exp` takes and returns a zmm;
+None: SSE2's, which every x86-64 CPU has)."""
 
 
 @functools.cache
@@ -394,37 +400,57 @@ def libmvec_loaded() -> bool:
     return True
 
 
-def _libmvec_symbol(isa: str, lanes: int, name: str) -> str:
-    return f"_ZGV{isa}N{lanes}{'v' * LIBMVEC_FUNCTIONS[name]}_{name}"
+def libmvec_function(name: str) -> tuple[llvm_ir.FunctionType, int] | None:
+    """The type of the C library's `name` and its lanes per f64 lane (`sin`: double(double) and
+    1; `sinf`: float(float) and 2) if libmvec has it (`LIBMVEC_FUNCTIONS`), else None."""
+    element: llvm_ir.Type = llvm_ir.DoubleType()
+    operands = LIBMVEC_FUNCTIONS.get(name)
+    if operands is None and name.endswith("f"):
+        element, operands = llvm_ir.FloatType(), LIBMVEC_FUNCTIONS.get(name[:-1])
+    if operands is None:
+        return None
+    lanes_per_f64_lane = 2 if isinstance(element, llvm_ir.FloatType) else 1
+    return llvm_ir.FunctionType(element, [element] * operands), lanes_per_f64_lane
+
+
+def _libmvec_variant(isa: str, f64_lanes: int, name: str) -> tuple[int, str]:
+    """The lanes and the symbol of the C library's `name` in the variant of `isa`."""
+    function = libmvec_function(name)
+    assert function is not None, name
+    ftype, lanes_per_f64_lane = function
+    lanes = f64_lanes * lanes_per_f64_lane
+    return lanes, f"_ZGV{isa}N{lanes}{'v' * len(ftype.args)}_{name}"
 
 
 @functools.cache
 def libmvec_symbols() -> frozenset[str]:
-    """Every variant (`LIBMVEC_ISAS`) of every `LIBMVEC_FUNCTIONS` function that this process's
-    libmvec has: what MCJIT resolves (none without libmvec)."""
+    """Every variant (`LIBMVEC_ISAS`) of every `LIBMVEC_FUNCTIONS` function, f64 and f32, that
+    this process's libmvec has: what MCJIT resolves (none without libmvec)."""
     if not libmvec_loaded():
         return frozenset()
     return frozenset(
         symbol
         for name in LIBMVEC_FUNCTIONS
-        for isa, lanes, _ in LIBMVEC_ISAS
-        if llvm_binding.address_of_symbol(symbol := _libmvec_symbol(isa, lanes, name))
+        for c_name in (name, name + "f")
+        for isa, f64_lanes, _ in LIBMVEC_ISAS
+        if llvm_binding.address_of_symbol(symbol := _libmvec_variant(isa, f64_lanes, c_name)[1])
     )
 
 
 def libmvec_variants(name: str, cpu: HostCpu) -> list[tuple[int, str]]:
-    """(lanes, symbol) of each libmvec variant of f64 `name` that `cpu`'s vectors can pass and
-    this host's libmvec has, widest first."""
+    """(lanes, symbol) of each libmvec variant of the C library's `name` (f64 `sin` or f32
+    `sinf`) that `cpu`'s vectors can pass and this host's libmvec has, widest first."""
     return [
-        (lanes, symbol)
-        for isa, lanes, feature in LIBMVEC_ISAS
+        variant
+        for isa, f64_lanes, feature in LIBMVEC_ISAS
         if (feature is None or cpu.has(feature))
-        and (symbol := _libmvec_symbol(isa, lanes, name)) in libmvec_symbols()
+        and (variant := _libmvec_variant(isa, f64_lanes, name))[1] in libmvec_symbols()
     ]
 
 
 def libmvec_wrapper_name(name: str) -> str:
-    """The kernel's f64 `name` (a `LIBMVEC_FUNCTIONS` function) where `call_libmvec` maps it."""
+    """The kernel's C library function `name` (of `LIBMVEC_FUNCTIONS`, f64 `sin` or f32 `sinf`)
+    where `call_libmvec` maps it."""
     return f"xfuse.libmvec.{name}"
 
 
@@ -469,8 +495,9 @@ def _libmvec_wrapper(
 
 
 def call_libmvec(module: llvm_ir.Module, cpu: HostCpu) -> None:
-    """Make the f64 libm calls (`LIBMVEC_FUNCTIONS`) of `module` compute with one libmvec variant
-    (the widest of `libmvec_variants`), which the loop vectorizer calls on vectors: each call
+    """Make the libm calls (`LIBMVEC_FUNCTIONS`, f64 and f32) of `module` compute with one
+    libmvec variant (the widest of `libmvec_variants`), which the loop vectorizer calls on
+    vectors: each call
     becomes one of a function of the kernel's own (`libmvec_wrapper_name`, not inlined, in the
     place of the C library's declaration), that has the variant (LLVM's
     "vector-function-abi-variant") and no access to memory (xfuse never reads errno: clang's
@@ -487,24 +514,22 @@ def call_libmvec(module: llvm_ir.Module, cpu: HostCpu) -> None:
     split call's slices (`threads`, chosen by timing: identical calls differed), a streaming
     call's head (where the `out` buffer starts) and dask's chunks. The remainder's calls, each
     a vector call, cost no more than libm's (f64 tanh over 31 elements: 0.30 us, libm's 0.48)."""
-    double = llvm_ir.DoubleType()
     variants: list[llvm_ir.Function] = []
     wrappers: dict[str, llvm_ir.Function] = {}  # by the C library's function they replace
     for declaration in module.functions:
         name = declaration.name
-        operands = LIBMVEC_FUNCTIONS.get(name)
+        function = libmvec_function(name)
         if (
-            operands is None
+            function is None
             or not declaration.is_declaration
-            or declaration.ftype != llvm_ir.FunctionType(double, [double] * operands)
+            or declaration.ftype != function[0]
             or not (found := libmvec_variants(name, cpu))
         ):
             continue
         lanes, symbol = found[0]
-        vector = llvm_ir.VectorType(double, lanes)
-        variants.append(
-            llvm_ir.Function(module, llvm_ir.FunctionType(vector, [vector] * operands), symbol)
-        )
+        vector = llvm_ir.VectorType(function[0].return_type, lanes)
+        operands = [vector] * len(function[0].args)
+        variants.append(llvm_ir.Function(module, llvm_ir.FunctionType(vector, operands), symbol))
         wrappers[name] = _libmvec_wrapper(module, declaration, variants[-1])
     if not wrappers:
         return
@@ -1339,7 +1364,7 @@ def compile_llvm_dialect(
     `interleave` is the loops' interleave count (see `mark_loops`; None: chosen per loop);
     `streaming_outputs` > 0 adds streaming twins (`add_streaming_twins`) on x86 hosts, for a
     program of one kernel whose last `streaming_outputs` pointer arguments are its outputs;
-    `libmvec` lets vectorized loops call glibc's vector variants of f64 libm calls
+    `libmvec` lets vectorized loops call glibc's vector variants of libm calls
     (`call_libmvec`: `math=approx`; `math=libm` keeps the C library's scalar functions)."""
     backing, twins = optimize_llvm_dialect(
         module, opt_level, interleave, streaming_outputs, libmvec

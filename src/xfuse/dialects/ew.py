@@ -1060,6 +1060,67 @@ class RintOp(UnaryOp):
     reference = staticmethod(np.rint)
 
 
+def _library_function(
+    base: type[UnaryOp] | type[BinaryOp],
+    mnemonic: str,
+    ufunc: np.ufunc,
+    what: str,
+    ulps: tuple[int, int],
+) -> type[UnaryOp] | type[BinaryOp]:
+    """The op `ew.<mnemonic>` of a C library function (`sinf`, `atan2f`) that xfuse has no
+    approximation of: `ew-expand-math` calls the C library's function (NVIDIA's libdevice's on
+    the GPU) under both `math` modes, and under `math=approx` the loop vectorizer calls glibc's
+    vector variant (docs/math.md). `what` describes it; numpy's `ufunc` is its reference;
+    `ulps` is its float32 error bound under `approx` and `libm`, in `FLOAT32_ULP`s: about twice
+    the worst error measured on AVX-512's and AVX2's variants and on libm (docs/math.md)."""
+    operands = "%a" if base is UnaryOp else "%a, %b"
+    approx, libm = (ErrorBound(n * FLOAT32_ULP) for n in ulps)
+    op_type = type(
+        f"{mnemonic.capitalize()}Op",
+        (base,),
+        {
+            "__doc__": f"Elementwise {what}: `%r = ew.{mnemonic} {operands} : tensor<?xf32>`.",
+            "__module__": __name__,
+            "__annotations__": {"ACCURACY": ClassVar[Accuracy]},  # a constant (`_comparison`)
+            "name": f"ew.{mnemonic}",
+            "ACCURACY": Accuracy(approx, libm),
+            "reference": staticmethod(ufunc),
+        },
+    )
+    return irdl_op_definition(op_type)
+
+
+SinOp = _library_function(UnaryOp, "sin", np.sin, "sine (of radians)", (2, 1))
+CosOp = _library_function(UnaryOp, "cos", np.cos, "cosine (of radians)", (2, 1))
+TanOp = _library_function(UnaryOp, "tan", np.tan, "tangent (of radians)", (3, 2))
+AsinOp = _library_function(
+    UnaryOp, "asin", np.arcsin, "arcsine (numpy's `arcsin`; NaN beyond +-1)", (4, 2)
+)
+AcosOp = _library_function(
+    UnaryOp, "acos", np.arccos, "arccosine (numpy's `arccos`; NaN beyond +-1)", (3, 2)
+)
+AtanOp = _library_function(UnaryOp, "atan", np.arctan, "arctangent (`arctan`)", (3, 2))
+SinhOp = _library_function(UnaryOp, "sinh", np.sinh, "hyperbolic sine", (2, 2))
+CoshOp = _library_function(UnaryOp, "cosh", np.cosh, "hyperbolic cosine", (3, 2))
+AsinhOp = _library_function(
+    UnaryOp, "asinh", np.arcsinh, "inverse hyperbolic sine (`arcsinh`)", (3, 2)
+)
+AcoshOp = _library_function(
+    UnaryOp, "acosh", np.arccosh, "inverse hyperbolic cosine (`arccosh`; NaN below 1)", (3, 2)
+)
+AtanhOp = _library_function(
+    UnaryOp, "atanh", np.arctanh, "inverse hyperbolic tangent (`arctanh`; +-inf at +-1)", (3, 2)
+)
+Exp2Op = _library_function(UnaryOp, "exp2", np.exp2, "2**x", (2, 1))
+Expm1Op = _library_function(UnaryOp, "expm1", np.expm1, "e**x - 1, exact for tiny x", (3, 2))
+Log2Op = _library_function(UnaryOp, "log2", np.log2, "base-2 logarithm", (3, 1))
+Log10Op = _library_function(UnaryOp, "log10", np.log10, "base-10 logarithm", (3, 2))
+CbrtOp = _library_function(UnaryOp, "cbrt", np.cbrt, "cube root (cbrt(-8) = -2)", (4, 2))
+Atan2Op = _library_function(
+    BinaryOp, "atan2", np.arctan2, "angle of the point (b, a), atan2(a, b) (`arctan2`)", (4, 2)
+)
+
+
 class CompareOp(BinaryOp, ABC):
     """Base of the comparisons: 1 where the comparison holds, else 0, in the operands' element
     type (a mask that arithmetic and `ew.select` take). As in IEEE and numpy, a NaN compares
@@ -1202,6 +1263,23 @@ ELEMENTWISE_OPS: tuple[ElementwiseOpType, ...] = (
     CeilOp,
     TruncOp,
     RintOp,
+    SinOp,
+    CosOp,
+    TanOp,
+    AsinOp,
+    AcosOp,
+    AtanOp,
+    SinhOp,
+    CoshOp,
+    AsinhOp,
+    AcoshOp,
+    AtanhOp,
+    Exp2Op,
+    Expm1Op,
+    Log2Op,
+    Log10Op,
+    CbrtOp,
+    Atan2Op,
     LtOp,
     LeOp,
     GtOp,

@@ -365,8 +365,8 @@ class _Parser:
                 f"expected a statement 'name = expr;', found a call of '{target.text}': "
                 f"assign the expression to a name (y = {target.text}(...);)"
             )
-        if _is_function(target.text):
-            raise self.error(f"cannot assign to '{target.text}': it names a function")
+        if target.text in CONVERSIONS:
+            raise self.error(f"cannot assign to '{target.text}': it names a dtype")
         if target.text in self.declared_at:
             line = self.line_of(self.declared_at[target.text])
             raise self.error(
@@ -413,8 +413,8 @@ class _Parser:
             name = self.current
             if name.kind != "name":
                 raise self.error(f"expected an output name, found {self.describe(name)}")
-            if _is_function(name.text):
-                raise self.error(f"cannot declare '{name.text}' as an output: it names a function")
+            if name.text in CONVERSIONS:
+                raise self.error(f"cannot declare '{name.text}' as an output: it names a dtype")
             repeated = self.declared_outputs.get(name.text)
             if repeated is not None:
                 line = self.line_of(repeated.offset)
@@ -469,8 +469,8 @@ class _Parser:
         self, name: Token, element: Attribute | None, shape: tuple[int | str | None, ...] | None
     ) -> None:
         text = name.text
-        if _is_function(text):
-            raise self.error(f"cannot declare '{text}': it names a function", name)
+        if text in CONVERSIONS:
+            raise self.error(f"cannot declare '{text}': it names a dtype", name)
         if text in self.declared_at:
             line = self.line_of(self.declared_at[text])
             raise self.error(f"input '{text}' is already declared on line {line}", name)
@@ -579,8 +579,13 @@ class _Parser:
         name = token.text
         if name in self.values:
             return self.values[name]
-        if _is_function(name):
-            raise self.error(f"'{name}' is a function: call it as {name}(...)", token)
+        if _is_function(name) and name not in self.declared_at:
+            # A function's name is a value only where the program says so: assigned, or
+            # declared (RoPE's tables named `cos` and `sin`); read alone it is a missing call.
+            declare = (
+                "" if name in CONVERSIONS else f", or declare an input of that name (input {name};)"
+            )
+            raise self.error(f"'{name}' is a function: call it as {name}(...){declare}", token)
         first = self.first_assignment.get(name)
         if first is not None and first > self.position:
             line = self.line_of(self.tokens[first].offset)

@@ -8,8 +8,10 @@
   `x (0.5 + f / 2)` with the half in f's coefficients, the same bits, and of f = tanh(u) the
   same function as `x / (1 + 2^t)`, t = -2 u log2(e) (`approx.gelu_of_tanh`: one short exp2 and
   a division for tanh's rational, more accurate). f64 has no
-  approximation here and calls libm as in `math=libm`; `xfuse.compile` then lets the loop
-  vectorizer call glibc's vector variants of those calls (`xfuse.codegen.native.call_libmvec`).
+  approximation here and calls libm as in `math=libm`, as do f32's other functions of the C
+  library (`math.sin`, `math.atan2`, ...: `MathFunction`s without an approximation);
+  `xfuse.compile` then lets the loop vectorizer call glibc's vector variants of those calls
+  (`xfuse.codegen.native.call_libmvec`).
   A `powf` by a constant in `SIMPLE_POWERS` (1, 2, 3, 4, -1, 1/2, -1/2; f32 and f64) becomes
   `math.fpowi` or a square root instead (`PowBySimpleConstant`): faster and more accurate.
 - `math=libm`: they become calls to the C library (`tanhf`, `expf`, `log1pf`, ... for f32;
@@ -69,9 +71,10 @@ class MathFunction:
 
     libm: str
     """The C library function for f64 (`tanh`); f32 calls it with an `f` suffix (`tanhf`)."""
-    approximation: Callable[..., SSAValue]
+    approximation: Callable[..., SSAValue] | None = None
     """The f32 approximation of `math=approx`: a function of the operands that creates `arith`
-    ops (`approx.expand` inserts them before the op) and returns the result."""
+    ops (`approx.expand` inserts them before the op) and returns the result. None: f32 calls the
+    C library under `approx` too, as f64 does (libmvec's vector variants, `call_libmvec`)."""
     scales_result: bool = False
     """`approximation` takes `result_scale`, a power of two it multiplies its result by exactly
     (its numerator's coefficients): GELU's (0.5 x) (1 + f) is x (0.5 + f / 2) (`gelu_form`)."""
@@ -87,6 +90,23 @@ MATH_FUNCTIONS: dict[type[Operation], MathFunction] = {
     math.TanhOp: MathFunction("tanh", approx.tanh, gelu=approx.gelu_of_tanh),
     math.ErfOp: MathFunction("erf", approx.erf, scales_result=True),
     math.PowFOp: MathFunction("pow", approx.pow),
+    math.SinOp: MathFunction("sin"),
+    math.CosOp: MathFunction("cos"),
+    math.TanOp: MathFunction("tan"),
+    math.AsinOp: MathFunction("asin"),
+    math.AcosOp: MathFunction("acos"),
+    math.AtanOp: MathFunction("atan"),
+    math.SinhOp: MathFunction("sinh"),
+    math.CoshOp: MathFunction("cosh"),
+    math.AsinhOp: MathFunction("asinh"),
+    math.AcoshOp: MathFunction("acosh"),
+    math.AtanhOp: MathFunction("atanh"),
+    math.Exp2Op: MathFunction("exp2"),
+    math.ExpM1Op: MathFunction("expm1"),
+    math.Log2Op: MathFunction("log2"),
+    math.Log10Op: MathFunction("log10"),
+    math.CbrtOp: MathFunction("cbrt"),
+    math.Atan2Op: MathFunction("atan2"),
 }
 """The one table of the `math` ops this pass replaces: a scalar lowering (`SCALAR_LOWERINGS`)
 that emits another transcendental `math` op needs an entry here (tests/test_op_facts.py says so)."""
@@ -177,7 +197,11 @@ class ExpandMath(RewritePattern):
         if function is None:
             return
         type_ = op.results[0].type
-        if self.approximate and isinstance(type_, Float32Type):
+        if (
+            self.approximate
+            and isinstance(type_, Float32Type)
+            and function.approximation is not None
+        ):
             gelu = gelu_form(op) if function.scales_result or function.gelu else None
             approximation, replaced = function.approximation, op
             if gelu is not None:
