@@ -143,6 +143,8 @@ PROGRAMS: dict[str, Program] = {
         ACTIVATION_TARGET,
         other_activation=True,
     ),
+    "snake": Program("out = x + sin(x) * sin(x);", ACTIVATION_TARGET, other_activation=True),
+    "SIREN": Program("out = sin(30 * x);", ACTIVATION_TARGET, other_activation=True),
     "LLM GELU bf16, bf16 bias": Program(
         "input bf16 x[t, d], r[t, d], b[d];" + LLM_GELU + "out = y + r;", 0.7, llm=True
     ),

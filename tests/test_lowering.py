@@ -33,6 +33,7 @@ from xfuse.codegen.native import (
     compile_llvm_ir,
     host_cpu,
     interleave_count,
+    libmvec_loaded,
     pair_bf16_parts,
     prefetch_loads,
 )
@@ -767,6 +768,11 @@ def intel_core(use_cpu: Callable[[str, str], HostCpu]) -> HostCpu:
         (LLM_GELU_BF16, True),
         ("out = x + b + r;", False),  # a streaming kernel: the benchmarks' ceiling
         ("out = x * min(max(x + 3, 0), 6) / 6;", False),  # hardswish: 2.5 float ops a line
+        pytest.param(  # a call of libmvec's sinf counts as its ops (at 2^24: 0.59 -> 0.37 ns)
+            "out = sin(30 * x);",
+            True,
+            marks=pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec"),
+        ),
     ],
 )
 def test_compute_heavy_loops_prefetch_every_line_they_load(

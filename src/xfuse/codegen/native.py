@@ -1276,6 +1276,10 @@ kernel such as `x + b + r` (the benchmarks' ceiling) 1 or less. An op on narrowe
 counts for its share of 64 bytes (an AVX2 host's 32-byte op as half), so that a loop is
 compute-heavy or not whatever the host's vector width."""
 
+LIBMVEC_CALL_FLOAT_OPS = 16
+"""The floating-point ops a call of a libmvec variant (`call_libmvec`) counts as: the fast
+path of `_ZGVeN16v_sinf` is 20 vector ops (glibc 2.36)."""
+
 CACHE_LINE_BYTES = 64
 
 _FLOAT_OP = re.compile(
@@ -1315,7 +1319,7 @@ def _prefetched(body: list[str], number: int) -> list[str]:
         _vector_bytes(line)
         for line in body
         if ("= f" in line or "@llvm." in line) and _FLOAT_OP.search(line)
-    )
+    ) + sum(LIBMVEC_CALL_FLOAT_OPS * _vector_bytes(line) for line in body if " @_ZGV" in line)
     if not accessed or float_op_bytes < PREFETCH_MIN_FLOAT_OPS * accessed:
         return body
     # The base and byte offset of each pointer a constant i8 offset of a base (see `_Block.place`).
