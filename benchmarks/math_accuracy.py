@@ -122,15 +122,22 @@ def measure(
         )
 
 
-def binary_inputs(count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Bases of every magnitude e^-20..e^20 and exponents in [-4, 4] (pow's working range),
-    then every pair of special values."""
+def binary_inputs(op: type[ew.BinaryOp], count: int) -> tuple[np.ndarray, np.ndarray]:
+    """For pow, bases of every magnitude e^-20..e^20 and exponents in [-4, 4] (its working
+    range); for another op (atan2), both operands of either sign and every magnitude
+    e^-20..e^20; then every pair of special values."""
     rng = np.random.default_rng(0)
     x = np.exp(rng.uniform(-20, 20, count)).astype(np.float32)
-    y = rng.uniform(-4, 4, count).astype(np.float32)
     base = np.array([0, -0.0, 1, -1, 2, -2, np.inf, -np.inf, np.nan, 0.5], dtype=np.float32)
-    exponent = np.array([0, 1, -1, 2, 3, 0.5, np.inf, -np.inf, np.nan, -3], dtype=np.float32)
-    bx, by = np.meshgrid(base, exponent)
+    if op is ew.PowOp:
+        y = rng.uniform(-4, 4, count).astype(np.float32)
+        second = np.array([0, 1, -1, 2, 3, 0.5, np.inf, -np.inf, np.nan, -3], dtype=np.float32)
+    else:
+        x *= rng.choice(np.float32([-1, 1]), count)
+        y = np.exp(rng.uniform(-20, 20, count)).astype(np.float32)
+        y *= rng.choice(np.float32([-1, 1]), count)
+        second = base
+    bx, by = np.meshgrid(base, second)
     return np.concatenate([x, bx.ravel()]), np.concatenate([y, by.ravel()])
 
 
@@ -150,7 +157,7 @@ def measure_all(stride: int, only: Sequence[str] = ()) -> list[Accuracy]:
             if only and ew.mnemonic(op) not in only:
                 continue
             if issubclass(op, ew.BinaryOp):
-                results.append(measure_op(op, mode, *binary_inputs(x.size // 8)))
+                results.append(measure_op(op, mode, *binary_inputs(op, x.size // 8)))
             elif op in SLOW_REFERENCE:
                 results.append(measure_op(op, mode, thinned))
             else:
