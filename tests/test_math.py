@@ -28,6 +28,9 @@ from xdsl.pattern_rewriter import PatternRewriteWalker
 import xfuse
 from xfuse.codegen.native import (
     LIBMVEC_FUNCTIONS,
+    SIN_COS_QUARTER_TURNS,
+    SIN_COS_REDUCED_BELOW,
+    SIN_COS_REDUCED_BEYOND,
     HostCpu,
     call_libmvec,
     host_cpu,
@@ -527,8 +530,8 @@ F64_RANGES = {
     "cbrt": (-1e300, 1e300),
 }
 F32_RANGES = {
-    "sin": (-1e4, 1e4),
-    "cos": (-1e4, 1e4),
+    "sin": (-1e8, 1e8),  # libmvec's fast path, xfuse's f64 one beyond 10^4, libmvec's scalar one
+    "cos": (-1e8, 1e8),
     "tan": (-1e4, 1e4),
     "sinh": (-89.0, 89.0),
     "cosh": (-89.0, 89.0),
@@ -681,6 +684,42 @@ def test_libmvec_results_do_not_depend_on_where_an_element_falls_in_the_loop(
         rng.uniform(max(low, -30.0), min(high, 30.0), n), rng.uniform(-4.0, 4.0, n)
     )
     np.testing.assert_array_equal(kernel(**inputs).view(bits), split(**inputs).view(bits))
+
+
+@pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host")
+@pytest.mark.parametrize("name", sorted(SIN_COS_QUARTER_TURNS))
+def test_sin_and_cos_of_large_arguments_round_once_from_float64(name: str) -> None:
+    """libmvec's sinf and cosf took their scalar path beyond |x| = 10^4 (12-13 ns per element
+    against 0.3): beyond `SIN_COS_REDUCED_BEYOND`, below `SIN_COS_REDUCED_BELOW`, xfuse reduces
+    in f64 and rounds once, within half an ulp, on random arguments and on the floats nearest to
+    multiples
+    of pi/2 (where sin or cos is smallest); each element's bits are its value's, whatever lanes
+    share its vector (alone, among small ones, among huge ones)."""
+    kernel = xfuse.compile(f"out = {name[:-1]}(x);")
+    assert "_ZGV" in kernel.llvm_ir and ".xfuse" in kernel.llvm_ir
+    rng = np.random.default_rng(3)
+    low, high = np.log(SIN_COS_REDUCED_BEYOND), np.log(SIN_COS_REDUCED_BELOW)
+    random = np.exp(rng.uniform(low, high, 1 << 16)) * rng.choice([-1.0, 1.0], 1 << 16)
+    nearest = np.arange(5300, 42_000_000, 997) * (np.pi / 2)
+    x = np.concatenate([random, nearest, -nearest]).astype(np.float32)
+    x = x[(np.abs(x) > SIN_COS_REDUCED_BEYOND) & (np.abs(x) < SIN_COS_REDUCED_BELOW)]
+    got = kernel(x=x)
+    want = getattr(np, name[:-1])(x.astype(np.longdouble))
+    ulp = np.spacing(np.abs(want).astype(np.float32)).astype(np.longdouble)
+    error = np.abs(got.astype(np.longdouble) - want) / ulp
+    assert error.max() <= 0.5001, (x[np.argmax(error)], error.max())
+    # The same elements among others: small ones (libmvec's fast path), huge ones (its scalar
+    # path), special values; alone they were all of their vectors.
+    others = np.array([0.5, -3.0, 1e9, -3e38, np.inf, np.nan, 100.0, 0.0], np.float32)
+    mixed = np.empty(2 * x.size, np.float32)
+    mixed[0::2] = x
+    mixed[1::2] = np.resize(others, x.size)
+    result = kernel(x=mixed)
+    np.testing.assert_array_equal(result[0::2].view(np.uint32), got.view(np.uint32))
+    libm = xfuse.compile(f"out = {name[:-1]}(x);", math="libm")
+    alone = kernel(x=np.resize(others, x.size))
+    np.testing.assert_array_equal(result[1::2], alone)
+    np.testing.assert_array_equal(np.isnan(alone), np.isnan(libm(x=np.resize(others, x.size))))
 
 
 @pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host")

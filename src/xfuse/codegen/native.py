@@ -494,6 +494,128 @@ def _libmvec_wrapper(
     return wrapper
 
 
+SIN_COS_REDUCED_BEYOND = 10000.0
+"""Beyond this |x|, up to `SIN_COS_REDUCED_BELOW`, `sinf` and `cosf` under `call_libmvec`
+compute in f64 (`_sin_cos_of_large_arguments`) rather than through libmvec, whose variants take
+the scalar function there (its AVX-512 and AVX2 variants' limit, glibc 2.36): 12-13 ns per
+element against 0.3 (docs/benchmarks.md)."""
+SIN_COS_REDUCED_BELOW = 2.0**26
+"""Up to this |x| the f64 reduction x - n pi/2 with pi/2 in two parts is exact to 2^-80
+(n < 2^26: n times the first part's 53 bits is exact in an FMA): beyond it, libmvec's."""
+_TWO_OVER_PI = 0.6366197723675814
+_HALF_PI = (1.5707963267948966, 6.123233995736766e-17)
+"""pi/2 as the sum of two f64s (the second the rest, rounded; the next part is 1.5e-33)."""
+_SIN_TAYLOR = (-1 / 6, 1 / 120, -1 / 5040, 1 / 362880, -1 / 39916800)
+"""sin(r) = r + r^3 (c0 + r^2 (c1 + ...)): through r^11, within 1e-11 relative on |r| <= pi/4."""
+_COS_TAYLOR = (-1 / 2, 1 / 24, -1 / 720, 1 / 40320, -1 / 3628800, 1 / 479001600)
+"""cos(r) = 1 + r^2 (c0 + r^2 (c1 + ...)): through r^12, within 4e-13 on |r| <= pi/4."""
+_ROUNDING_MAGIC = 1.5 * 2.0**52
+"""t + this - this is t rounded to an integer (|t| < 2^51), whose low bits are its sum's."""
+
+
+def _intrinsic(module: llvm_ir.Module, name: str, ftype: llvm_ir.FunctionType) -> llvm_ir.Function:
+    """The module's declaration of the intrinsic `name`, declared if it has none."""
+    found = module.globals.get(name)
+    return found if found is not None else llvm_ir.Function(module, ftype, name)
+
+
+def _sin_cos_of_large_arguments(
+    module: llvm_ir.Module, variant: llvm_ir.Function, quarter_turns: int
+) -> llvm_ir.Function:
+    """A vector function like libmvec's `variant` of `sinf` (`quarter_turns` 0) or `cosf` (1),
+    that computes the lanes of |x| beyond `SIN_COS_REDUCED_BEYOND` and below
+    `SIN_COS_REDUCED_BELOW` in f64 itself, behind a branch taken only if a lane is there, and
+    the others with `variant` (to which those lanes pass 0, so that it never takes its scalar
+    path for them): x = n pi/2 + r
+    with r exact to 2^-80 (`_HALF_PI` by FMAs), sin r and cos r by their Taylor series, the one
+    n mod 4 asks for with its sign, rounded once to f32 (within half an ulp and ~1e-11). An
+    element's result depends on its value alone, whatever lanes share its vector."""
+    vector = variant.ftype.return_type
+    lanes = vector.count
+    doubles = llvm_ir.VectorType(llvm_ir.DoubleType(), lanes)
+    longs = llvm_ir.VectorType(llvm_ir.IntType(64), lanes)
+    function = llvm_ir.Function(module, variant.ftype, f"{variant.name}.xfuse")
+    function.linkage = "internal"
+    function.attributes = _FunctionAttributes(["nounwind", "willreturn", "memory(none)"])
+    (x,) = function.args
+    x.name = "x"
+    entry = function.append_basic_block("entry")
+    plain = function.append_basic_block("plain")
+    large = function.append_basic_block("large")
+    reduce = function.append_basic_block("reduce")
+    mixed = function.append_basic_block("mixed")
+    builder = llvm_ir.IRBuilder(entry)
+
+    def doubles_of(value: float) -> llvm_ir.Constant:
+        return doubles([value] * lanes)
+
+    def any_lane(lanes_mask: llvm_ir.Value, name: str) -> llvm_ir.Value:
+        bits = builder.bitcast(lanes_mask, llvm_ir.IntType(lanes), name=f"{name}.bits")
+        return builder.icmp_unsigned("!=", bits, bits.type(0), name=f"any.{name}")
+
+    fabs = _intrinsic(module, f"llvm.fabs.v{lanes}f32", llvm_ir.FunctionType(vector, [vector]))
+    fma = _intrinsic(module, f"llvm.fma.v{lanes}f64", llvm_ir.FunctionType(doubles, [doubles] * 3))
+    # The common case costs a compare and a branch: no lane beyond `SIN_COS_REDUCED_BEYOND`.
+    magnitude = builder.call(fabs, [x], name="magnitude")
+    beyond = builder.fcmp_ordered(">", magnitude, vector([SIN_COS_REDUCED_BEYOND] * lanes))
+    builder.cbranch(any_lane(beyond, "beyond"), large, plain)
+    builder.position_at_end(plain)
+    builder.ret(builder.call(variant, [x], name="library"))
+
+    builder.position_at_end(large)
+    below = builder.fcmp_ordered("<", magnitude, vector([SIN_COS_REDUCED_BELOW] * lanes))
+    reduced = builder.and_(beyond, below, name="reduced")
+    builder.cbranch(any_lane(reduced, "reduced"), reduce, plain)
+
+    builder.position_at_end(reduce)
+    wide = builder.fpext(x, doubles, name="wide")
+    shifted = builder.fadd(
+        builder.fmul(wide, doubles_of(_TWO_OVER_PI)), doubles_of(_ROUNDING_MAGIC), name="shifted"
+    )
+    n = builder.fsub(shifted, doubles_of(_ROUNDING_MAGIC), name="n")
+    minus_n = builder.fneg(n, name="minus_n")
+    r = builder.call(fma, [minus_n, doubles_of(_HALF_PI[0]), wide], name="r1")
+    r = builder.call(fma, [minus_n, doubles_of(_HALF_PI[1]), r], name="r")
+    r2 = builder.fmul(r, r, name="r2")
+
+    def series(coefficients: Sequence[float]) -> llvm_ir.Instruction:
+        value = doubles_of(coefficients[-1])
+        for coefficient in reversed(coefficients[:-1]):
+            value = builder.call(fma, [value, r2, doubles_of(coefficient)])
+        return value
+
+    sine = builder.call(fma, [builder.fmul(r, r2), series(_SIN_TAYLOR), r], name="sine")
+    cosine = builder.call(fma, [r2, series(_COS_TAYLOR), doubles_of(1.0)], name="cosine")
+    quadrant = builder.add(
+        builder.bitcast(shifted, longs), longs([quarter_turns] * lanes), name="quadrant"
+    )
+
+    def bit_set(bit: int) -> llvm_ir.Value:
+        masked = builder.and_(quadrant, longs([bit] * lanes))
+        return builder.icmp_unsigned("!=", masked, longs([0] * lanes))
+
+    value = builder.select(bit_set(1), cosine, sine, name="value")
+    value = builder.select(bit_set(2), builder.fneg(value), value, name="signed")
+    narrow = builder.fptrunc(value, vector, name="narrow")
+    others = builder.xor(reduced, llvm_ir.VectorType(llvm_ir.IntType(1), lanes)([1] * lanes))
+    all_reduced = builder.not_(any_lane(others, "others"))
+    with builder.if_then(all_reduced):
+        builder.ret(narrow)
+    builder.branch(mixed)
+
+    builder.position_at_end(mixed)
+    # The other lanes through `variant`: those lanes alone (0 in these, never its scalar path).
+    zeros = vector([0.0] * lanes)
+    library = builder.call(variant, [builder.select(reduced, zeros, x)], name="others.library")
+    builder.ret(builder.select(reduced, narrow, library, name="merged"))
+    return function
+
+
+SIN_COS_QUARTER_TURNS = {"sinf": 0, "cosf": 1}
+"""The f32 functions `call_libmvec` computes with `_sin_cos_of_large_arguments` around their
+libmvec variant: cos(x) is sin(x + pi/2), a quarter turn more."""
+
+
 def call_libmvec(module: llvm_ir.Module, cpu: HostCpu) -> None:
     """Make the libm calls (`LIBMVEC_FUNCTIONS`, f64 and f32) of `module` compute with one
     libmvec variant (the widest of `libmvec_variants`), which the loop vectorizer calls on
@@ -530,6 +652,10 @@ def call_libmvec(module: llvm_ir.Module, cpu: HostCpu) -> None:
         vector = llvm_ir.VectorType(function[0].return_type, lanes)
         operands = [vector] * len(function[0].args)
         variants.append(llvm_ir.Function(module, llvm_ir.FunctionType(vector, operands), symbol))
+        if name in SIN_COS_QUARTER_TURNS:
+            variants.append(
+                _sin_cos_of_large_arguments(module, variants[-1], SIN_COS_QUARTER_TURNS[name])
+            )
         wrappers[name] = _libmvec_wrapper(module, declaration, variants[-1])
     if not wrappers:
         return
