@@ -27,10 +27,9 @@ from xdsl.pattern_rewriter import PatternRewriteWalker
 
 import xfuse
 from xfuse.codegen.native import (
+    LARGE_ARGUMENTS,
     LIBMVEC_FUNCTIONS,
-    SIN_COS_QUARTER_TURNS,
-    SIN_COS_REDUCED_BELOW,
-    SIN_COS_REDUCED_BEYOND,
+    REDUCED_BELOW,
     HostCpu,
     call_libmvec,
     host_cpu,
@@ -532,7 +531,7 @@ F64_RANGES = {
 F32_RANGES = {
     "sin": (-1e8, 1e8),  # libmvec's fast path, xfuse's f64 one beyond 10^4, libmvec's scalar one
     "cos": (-1e8, 1e8),
-    "tan": (-1e4, 1e4),
+    "tan": (-1e8, 1e8),
     "sinh": (-89.0, 89.0),
     "cosh": (-89.0, 89.0),
     "exp2": (-150.0, 128.0),
@@ -687,22 +686,26 @@ def test_libmvec_results_do_not_depend_on_where_an_element_falls_in_the_loop(
 
 
 @pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host")
-@pytest.mark.parametrize("name", sorted(SIN_COS_QUARTER_TURNS))
-def test_sin_and_cos_of_large_arguments_round_once_from_float64(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(LARGE_ARGUMENTS))
+def test_trigonometry_of_large_arguments_rounds_once_from_float64(name: str) -> None:
     """libmvec's sinf and cosf took their scalar path beyond |x| = 10^4 (12-13 ns per element
-    against 0.3): beyond `SIN_COS_REDUCED_BEYOND`, below `SIN_COS_REDUCED_BELOW`, xfuse reduces
-    in f64 and rounds once, within half an ulp, on random arguments and on the floats nearest to
-    multiples
-    of pi/2 (where sin or cos is smallest); each element's bits are its value's, whatever lanes
-    share its vector (alone, among small ones, among huge ones)."""
+    against 0.3), tanf a slow one beyond 8192: from there to `REDUCED_BELOW` xfuse reduces in
+    f64 and rounds once, within half an ulp, on random arguments and on the floats nearest to
+    multiples of pi/2 (where sin, cos or tan is smallest or largest); each element's bits are
+    its value's, whatever lanes share its vector (alone, among small ones, among huge ones)."""
     kernel = xfuse.compile(f"out = {name[:-1]}(x);")
     assert "_ZGV" in kernel.llvm_ir and ".xfuse" in kernel.llvm_ir
+    limit = LARGE_ARGUMENTS[name].libmvec_limit
     rng = np.random.default_rng(3)
-    low, high = np.log(SIN_COS_REDUCED_BEYOND), np.log(SIN_COS_REDUCED_BELOW)
+    low, high = np.log(limit), np.log(REDUCED_BELOW)
     random = np.exp(rng.uniform(low, high, 1 << 16)) * rng.choice([-1.0, 1.0], 1 << 16)
     nearest = np.arange(5300, 42_000_000, 997) * (np.pi / 2)
-    x = np.concatenate([random, nearest, -nearest]).astype(np.float32)
-    x = x[(np.abs(x) > SIN_COS_REDUCED_BEYOND) & (np.abs(x) < SIN_COS_REDUCED_BELOW)]
+    # The float32s nearest to multiples of pi/2 from 10^4 to 2^40, by continued fractions of
+    # 2^k 2 / pi: |x 2 / pi - n| from 1.3e-9 (sin, cos or tan at its smallest or largest).
+    hardest = [21999384576.0, 87997538304.0, 42781604.0, 52516.43359375, 2709675.5, 620046656.0]
+    x = np.concatenate([random, nearest, -nearest, hardest, np.negative(hardest)])
+    x = x.astype(np.float32)
+    x = x[(np.abs(x) > limit) & (np.abs(x) < REDUCED_BELOW)]
     got = kernel(x=x)
     want = getattr(np, name[:-1])(x.astype(np.longdouble))
     ulp = np.spacing(np.abs(want).astype(np.float32)).astype(np.longdouble)

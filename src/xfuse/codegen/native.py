@@ -494,17 +494,38 @@ def _libmvec_wrapper(
     return wrapper
 
 
-SIN_COS_REDUCED_BEYOND = 10000.0
-"""Beyond this |x|, up to `SIN_COS_REDUCED_BELOW`, `sinf` and `cosf` under `call_libmvec`
-compute in f64 (`_sin_cos_of_large_arguments`) rather than through libmvec, whose variants take
-the scalar function there (its AVX-512 and AVX2 variants' limit, glibc 2.36): 12-13 ns per
-element against 0.3 (docs/benchmarks.md)."""
-SIN_COS_REDUCED_BELOW = 2.0**26
-"""Up to this |x| the f64 reduction x - n pi/2 with pi/2 in two parts is exact to 2^-80
-(n < 2^26: n times the first part's 53 bits is exact in an FMA): beyond it, libmvec's."""
+@dataclass(frozen=True)
+class LargeArguments:
+    """How `call_libmvec` computes an f32 trigonometric function of large arguments itself
+    (`_trigonometric_of_large_arguments`): glibc's variants take the scalar function, or a slow
+    path, beyond |x| = `libmvec_limit` (`sinf`: 12-13 ns per element against 0.3;
+    docs/benchmarks.md)."""
+
+    libmvec_limit: float
+    """Where the variant's fast path ends (glibc 2.36, its AVX-512 and AVX2 variants alike)."""
+    quarter_turns: int = 0
+    """sin(x + this pi/2) is the function: cos is sin a quarter turn on."""
+    tangent: bool = False
+    """The function is sin / cos (then `quarter_turns` is 0)."""
+
+
+LARGE_ARGUMENTS = {
+    "sinf": LargeArguments(10000.0),
+    "cosf": LargeArguments(10000.0, quarter_turns=1),
+    "tanf": LargeArguments(8192.0, tangent=True),
+}
+"""The f32 functions whose large arguments `call_libmvec` reduces itself."""
+
+REDUCED_BELOW = 2.0**40
+"""Below this |x| the f64 reduction x - n pi/2, pi/2 in two parts by FMAs (`_HALF_PI`), is
+within 2^-69 of exact: x - n times the first part is exact (it fits 53 bits while n times the
+second is below 1), its sum with n times the second rounds once, and the rest of pi/2, 1.5e-33,
+times n < 2^40 is 1.6e-21, where the float32 nearest to a multiple of pi/2 in this range leaves
+|r| = 2.0e-9 (21999384576: found by continued fractions, 2026-12-05). Beyond it, libmvec's own
+path."""
 _TWO_OVER_PI = 0.6366197723675814
 _HALF_PI = (1.5707963267948966, 6.123233995736766e-17)
-"""pi/2 as the sum of two f64s (the second the rest, rounded; the next part is 1.5e-33)."""
+"""pi/2 as the sum of two f64s (the second the rest, rounded; the next part is -1.5e-33)."""
 _SIN_TAYLOR = (-1 / 6, 1 / 120, -1 / 5040, 1 / 362880, -1 / 39916800)
 """sin(r) = r + r^3 (c0 + r^2 (c1 + ...)): through r^11, within 1e-11 relative on |r| <= pi/4."""
 _COS_TAYLOR = (-1 / 2, 1 / 24, -1 / 720, 1 / 40320, -1 / 3628800, 1 / 479001600)
@@ -519,17 +540,17 @@ def _intrinsic(module: llvm_ir.Module, name: str, ftype: llvm_ir.FunctionType) -
     return found if found is not None else llvm_ir.Function(module, ftype, name)
 
 
-def _sin_cos_of_large_arguments(
-    module: llvm_ir.Module, variant: llvm_ir.Function, quarter_turns: int
+def _trigonometric_of_large_arguments(
+    module: llvm_ir.Module, variant: llvm_ir.Function, large: LargeArguments
 ) -> llvm_ir.Function:
-    """A vector function like libmvec's `variant` of `sinf` (`quarter_turns` 0) or `cosf` (1),
-    that computes the lanes of |x| beyond `SIN_COS_REDUCED_BEYOND` and below
-    `SIN_COS_REDUCED_BELOW` in f64 itself, behind a branch taken only if a lane is there, and
-    the others with `variant` (to which those lanes pass 0, so that it never takes its scalar
-    path for them): x = n pi/2 + r
-    with r exact to 2^-80 (`_HALF_PI` by FMAs), sin r and cos r by their Taylor series, the one
-    n mod 4 asks for with its sign, rounded once to f32 (within half an ulp and ~1e-11). An
-    element's result depends on its value alone, whatever lanes share its vector."""
+    """A vector function like libmvec's `variant` (of `sinf`, `cosf` or `tanf`, `large` says
+    which) that computes the lanes of |x| beyond its limit and below `REDUCED_BELOW` in f64
+    itself, behind a branch taken only if a lane is there, and the others with `variant` (to
+    which those lanes pass 0, so that it never takes its slow path for them): x = n pi/2 + r
+    with r exact to 2^-80 (`_HALF_PI` by FMAs), sin r and cos r by their Taylor series, the
+    function of them n mod 4 asks for (with its sign; tan's one division), rounded once to f32
+    (within half an ulp and ~1e-11). An element's result depends on its value alone, whatever
+    lanes share its vector."""
     vector = variant.ftype.return_type
     lanes = vector.count
     doubles = llvm_ir.VectorType(llvm_ir.DoubleType(), lanes)
@@ -541,7 +562,7 @@ def _sin_cos_of_large_arguments(
     x.name = "x"
     entry = function.append_basic_block("entry")
     plain = function.append_basic_block("plain")
-    large = function.append_basic_block("large")
+    beyond_limit = function.append_basic_block("beyond_limit")
     reduce = function.append_basic_block("reduce")
     mixed = function.append_basic_block("mixed")
     builder = llvm_ir.IRBuilder(entry)
@@ -555,15 +576,15 @@ def _sin_cos_of_large_arguments(
 
     fabs = _intrinsic(module, f"llvm.fabs.v{lanes}f32", llvm_ir.FunctionType(vector, [vector]))
     fma = _intrinsic(module, f"llvm.fma.v{lanes}f64", llvm_ir.FunctionType(doubles, [doubles] * 3))
-    # The common case costs a compare and a branch: no lane beyond `SIN_COS_REDUCED_BEYOND`.
+    # The common case costs a compare and a branch: no lane beyond the limit.
     magnitude = builder.call(fabs, [x], name="magnitude")
-    beyond = builder.fcmp_ordered(">", magnitude, vector([SIN_COS_REDUCED_BEYOND] * lanes))
-    builder.cbranch(any_lane(beyond, "beyond"), large, plain)
+    beyond = builder.fcmp_ordered(">", magnitude, vector([large.libmvec_limit] * lanes))
+    builder.cbranch(any_lane(beyond, "beyond"), beyond_limit, plain)
     builder.position_at_end(plain)
     builder.ret(builder.call(variant, [x], name="library"))
 
-    builder.position_at_end(large)
-    below = builder.fcmp_ordered("<", magnitude, vector([SIN_COS_REDUCED_BELOW] * lanes))
+    builder.position_at_end(beyond_limit)
+    below = builder.fcmp_ordered("<", magnitude, vector([REDUCED_BELOW] * lanes))
     reduced = builder.and_(beyond, below, name="reduced")
     builder.cbranch(any_lane(reduced, "reduced"), reduce, plain)
 
@@ -587,15 +608,22 @@ def _sin_cos_of_large_arguments(
     sine = builder.call(fma, [builder.fmul(r, r2), series(_SIN_TAYLOR), r], name="sine")
     cosine = builder.call(fma, [r2, series(_COS_TAYLOR), doubles_of(1.0)], name="cosine")
     quadrant = builder.add(
-        builder.bitcast(shifted, longs), longs([quarter_turns] * lanes), name="quadrant"
+        builder.bitcast(shifted, longs), longs([large.quarter_turns] * lanes), name="quadrant"
     )
 
     def bit_set(bit: int) -> llvm_ir.Value:
         masked = builder.and_(quadrant, longs([bit] * lanes))
         return builder.icmp_unsigned("!=", masked, longs([0] * lanes))
 
-    value = builder.select(bit_set(1), cosine, sine, name="value")
-    value = builder.select(bit_set(2), builder.fneg(value), value, name="signed")
+    odd = bit_set(1)
+    if large.tangent:  # tan(r + n pi/2) = tan r, or -1 / tan r for odd n
+        numerator = builder.select(odd, cosine, sine, name="numerator")
+        denominator = builder.select(odd, sine, cosine, name="denominator")
+        value = builder.fdiv(numerator, denominator, name="value")
+        value = builder.select(odd, builder.fneg(value), value, name="signed")
+    else:
+        value = builder.select(odd, cosine, sine, name="value")
+        value = builder.select(bit_set(2), builder.fneg(value), value, name="signed")
     narrow = builder.fptrunc(value, vector, name="narrow")
     others = builder.xor(reduced, llvm_ir.VectorType(llvm_ir.IntType(1), lanes)([1] * lanes))
     all_reduced = builder.not_(any_lane(others, "others"))
@@ -609,11 +637,6 @@ def _sin_cos_of_large_arguments(
     library = builder.call(variant, [builder.select(reduced, zeros, x)], name="others.library")
     builder.ret(builder.select(reduced, narrow, library, name="merged"))
     return function
-
-
-SIN_COS_QUARTER_TURNS = {"sinf": 0, "cosf": 1}
-"""The f32 functions `call_libmvec` computes with `_sin_cos_of_large_arguments` around their
-libmvec variant: cos(x) is sin(x + pi/2), a quarter turn more."""
 
 
 def call_libmvec(module: llvm_ir.Module, cpu: HostCpu) -> None:
@@ -652,9 +675,9 @@ def call_libmvec(module: llvm_ir.Module, cpu: HostCpu) -> None:
         vector = llvm_ir.VectorType(function[0].return_type, lanes)
         operands = [vector] * len(function[0].args)
         variants.append(llvm_ir.Function(module, llvm_ir.FunctionType(vector, operands), symbol))
-        if name in SIN_COS_QUARTER_TURNS:
+        if name in LARGE_ARGUMENTS:
             variants.append(
-                _sin_cos_of_large_arguments(module, variants[-1], SIN_COS_QUARTER_TURNS[name])
+                _trigonometric_of_large_arguments(module, variants[-1], LARGE_ARGUMENTS[name])
             )
         wrappers[name] = _libmvec_wrapper(module, declaration, variants[-1])
     if not wrappers:
