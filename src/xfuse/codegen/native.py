@@ -547,7 +547,7 @@ def _trigonometric_of_large_arguments(
     which) that computes the lanes of |x| beyond its limit and below `REDUCED_BELOW` in f64
     itself, behind a branch taken only if a lane is there, and the others with `variant` (to
     which those lanes pass 0, so that it never takes its slow path for them): x = n pi/2 + r
-    with r exact to 2^-80 (`_HALF_PI` by FMAs), sin r and cos r by their Taylor series, the
+    with r within 2^-69 (`REDUCED_BELOW`), sin r and cos r by their Taylor series, the
     function of them n mod 4 asks for (with its sign; tan's one division), rounded once to f32
     (within half an ulp and ~1e-11). An element's result depends on its value alone, whatever
     lanes share its vector."""
