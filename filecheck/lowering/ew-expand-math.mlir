@@ -621,6 +621,29 @@ func.func @program_and_scalar_form(%x: f32, %y: f32) -> f32 {
   func.return %r : f32
 }
 
+// The C library's functions that xfuse has no approximation of: called in f32 under `approx`
+// too (the loop vectorizer then calls libmvec's vector variants), libdevice's on the GPU.
+// CHECK-LABEL: func.func @library_functions
+// CHECK-SAME:    (%[[X:.*]]: f32, %[[Y:.*]]: f32, %[[Z:.*]]: f64)
+// CHECK-NEXT:    %[[SIN:.*]] = func.call @sinf(%[[X]]) : (f32) -> f32
+// CHECK-NEXT:    %[[ATAN2:.*]] = func.call @atan2f(%[[X]], %[[Y]]) : (f32, f32) -> f32
+// CHECK-NEXT:    %[[CBRT:.*]] = func.call @cbrt(%[[Z]]) : (f64) -> f64
+// CHECK-NEXT:    func.return %[[SIN]], %[[ATAN2]], %[[CBRT]]
+// LIBM-LABEL: func.func @library_functions
+// LIBM-NEXT:     func.call @sinf
+// LIBM-NEXT:     func.call @atan2f
+// LIBM-NEXT:     func.call @cbrt
+// LIBDEVICE-LABEL: func.func @library_functions
+// LIBDEVICE-NEXT:     func.call @__nv_sinf
+// LIBDEVICE-NEXT:     func.call @__nv_atan2f
+// LIBDEVICE-NEXT:     func.call @__nv_cbrt
+func.func @library_functions(%x: f32, %y: f32, %z: f64) -> (f32, f32, f64) {
+  %s = math.sin %x : f32
+  %a = math.atan2 %x, %y : f32
+  %c = math.cbrt %z : f64
+  func.return %s, %a, %c : f32, f32, f64
+}
+
 // f64 has no approximation: it calls the double libm functions in both modes, declared once;
 // its rsqrt is 1 / sqrt.
 // CHECK-LABEL: func.func @f64_ops
@@ -674,3 +697,4 @@ func.func @libdevice(%x: f64, %y: f64, %f: f32) -> (f64, f64, f64, f64, f64, f64
   %g = math.exp %f : f32
   func.return %e, %t, %r, %l, %p, %w, %g : f64, f64, f64, f64, f64, f64, f32
 }
+
