@@ -641,9 +641,9 @@ def _trigonometric_of_large_arguments(
 
 def call_libmvec(module: llvm_ir.Module, cpu: HostCpu) -> None:
     """Make the libm calls (`LIBMVEC_FUNCTIONS`, f64 and f32) of `module` compute with one
-    libmvec variant (the widest of `libmvec_variants`), which the loop vectorizer calls on
-    vectors: each call
-    becomes one of a function of the kernel's own (`libmvec_wrapper_name`, not inlined, in the
+    libmvec variant (the widest of `libmvec_variants`; for `LARGE_ARGUMENTS` xfuse's vector
+    function around it), which the loop vectorizer calls on vectors: each call becomes one of a
+    function of the kernel's own (`libmvec_wrapper_name`, not inlined, in the
     place of the C library's declaration), that has the variant (LLVM's
     "vector-function-abi-variant") and no access to memory (xfuse never reads errno: clang's
     -fno-math-errno) and runs it on one element where a loop's remainder calls it, and the
