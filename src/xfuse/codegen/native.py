@@ -535,7 +535,8 @@ _ROUNDING_MAGIC = 1.5 * 2.0**52
 
 
 def _intrinsic(module: llvm_ir.Module, name: str, ftype: llvm_ir.FunctionType) -> llvm_ir.Function:
-    """The module's declaration of the intrinsic `name`, declared if it has none."""
+    """The module's declaration of the intrinsic `name`, declared if it has none (llvmlite's
+    `Module.declare_intrinsic` names no vector type)."""
     found = module.globals.get(name)
     return found if found is not None else llvm_ir.Function(module, ftype, name)
 
@@ -570,23 +571,26 @@ def _trigonometric_of_large_arguments(
     def doubles_of(value: float) -> llvm_ir.Constant:
         return doubles([value] * lanes)
 
-    def any_lane(lanes_mask: llvm_ir.Value, name: str) -> llvm_ir.Value:
-        bits = builder.bitcast(lanes_mask, llvm_ir.IntType(lanes), name=f"{name}.bits")
-        return builder.icmp_unsigned("!=", bits, bits.type(0), name=f"any.{name}")
+    def lane_bits(lanes_mask: llvm_ir.Value, name: str) -> llvm_ir.Value:
+        return builder.bitcast(lanes_mask, llvm_ir.IntType(lanes), name=f"{name}.bits")
+
+    def any_lane(bits: llvm_ir.Value) -> llvm_ir.Value:
+        return builder.icmp_unsigned("!=", bits, bits.type(0))
 
     fabs = _intrinsic(module, f"llvm.fabs.v{lanes}f32", llvm_ir.FunctionType(vector, [vector]))
     fma = _intrinsic(module, f"llvm.fma.v{lanes}f64", llvm_ir.FunctionType(doubles, [doubles] * 3))
     # The common case costs a compare and a branch: no lane beyond the limit.
     magnitude = builder.call(fabs, [x], name="magnitude")
     beyond = builder.fcmp_ordered(">", magnitude, vector([large.libmvec_limit] * lanes))
-    builder.cbranch(any_lane(beyond, "beyond"), beyond_limit, plain)
+    builder.cbranch(any_lane(lane_bits(beyond, "beyond")), beyond_limit, plain)
     builder.position_at_end(plain)
     builder.ret(builder.call(variant, [x], name="library"))
 
     builder.position_at_end(beyond_limit)
     below = builder.fcmp_ordered("<", magnitude, vector([REDUCED_BELOW] * lanes))
     reduced = builder.and_(beyond, below, name="reduced")
-    builder.cbranch(any_lane(reduced, "reduced"), reduce, plain)
+    reduced_bits = lane_bits(reduced, "reduced")
+    builder.cbranch(any_lane(reduced_bits), reduce, plain)
 
     builder.position_at_end(reduce)
     wide = builder.fpext(x, doubles, name="wide")
@@ -625,8 +629,7 @@ def _trigonometric_of_large_arguments(
         value = builder.select(odd, cosine, sine, name="value")
         value = builder.select(bit_set(2), builder.fneg(value), value, name="signed")
     narrow = builder.fptrunc(value, vector, name="narrow")
-    others = builder.xor(reduced, llvm_ir.VectorType(llvm_ir.IntType(1), lanes)([1] * lanes))
-    all_reduced = builder.not_(any_lane(others, "others"))
+    all_reduced = builder.icmp_unsigned("==", reduced_bits, reduced_bits.type(-1))
     with builder.if_then(all_reduced):
         builder.ret(narrow)
     builder.branch(mixed)
