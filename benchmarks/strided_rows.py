@@ -1,6 +1,7 @@
 """SwiGLU on the two halves of one projection's output: strided inputs read where they are.
 
     python benchmarks/strided_rows.py [--rows 1024] [--d 14336] [--rounds 5] [--repeat 5]
+        [--rope-tokens 4096] [--heads 32] [--head-dim 128]
 
 An LLM's MLP often computes its gate and up projections as one matmul, `[t, 2d]`, and then
 `silu(gate) * up` on its halves `gu[:, :d]` and `gu[:, d:]`: neither half is C-contiguous. A
@@ -19,12 +20,18 @@ contiguous call takes under a ms, else in ms):
 - on the halves into the left half of a `[t, 2d]` buffer (on a line: `out=` strided rows,
   written where they are), then the result of a call without `out=` assigned into that half
   (`half[...] = k(...)`, what such a call had to do before).
-The ratios are each row's time over the contiguous call's. Prints the host with its load first.
+The ratios are each row's time over the contiguous call's. Then RoPE (rotary position
+embedding, float32) on the halves of `q` `[--rope-tokens, --heads, --head-dim]`, `x1 =
+q[..., :h]`, `x2 = q[..., h:]`, with cos and sin tables `[t, 1, h]` broadcast over the heads,
+into the halves of one output buffer (t x heads rows of h elements, run along the grid of two
+axes: `xfuse.runtime.kernel.RowGrid`): a checked call, a prepared one, the same call on
+contiguous copies, and numpy's. Prints the host with its load first.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
@@ -36,6 +43,12 @@ from xfuse.runtime.kernel import SPLIT_FIRST_BLOCK, SPLIT_PROBE_CALLS, SPLIT_PRO
 from xfuse.tools.cli import positive_int
 
 SWIGLU = "out = x * sigmoid(x) * y;"
+ROPE = """
+input x1[?, ?, ?], x2[?, ?, ?], cos[?, 1, ?], sin[?, 1, ?];
+out1 = x1 * cos - x2 * sin;
+out2 = x2 * cos + x1 * sin;
+output out1, out2;
+"""
 SETTLING_CALLS = 2 * SPLIT_FIRST_BLOCK + SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS
 """Calls before a `threads=2` kernel's split choice is made (`xfuse.runtime.kernel`)."""
 
@@ -76,13 +89,18 @@ def table(dtype: np.dtype, rows: int, d: int, rounds: int, repeat: int) -> None:
     runs["halves, the result assigned into that half"] = assign_into_half
     for _ in range(SETTLING_CALLS):
         split(gate, up, out=out)
+    timed_table(f"{dtype.name} [{rows}, {d}] halves of [{rows}, {2 * d}]", runs, rounds, repeat)
+
+
+def timed_table(
+    title: str, runs: dict[str, Callable[[], object]], rounds: int, repeat: int
+) -> None:
+    """Time `runs` (interleaved) and print their table under `title`, each row's least over
+    that of the run labelled "C-contiguous arrays"."""
     medians = interleaved_medians(list(runs.values()), rounds, repeat, warmup=1)
-    reference = min(medians[4])
+    reference = min(medians[list(runs).index("C-contiguous arrays")])
     unit, scale = ("us", 1e6) if reference < 1e-3 else ("ms", 1e3)
-    print(
-        f"\n{dtype.name} [{rows}, {d}] halves of [{rows}, {2 * d}], checked calls "
-        f"with out= ({unit}; the least and every round's median)"
-    )
+    print(f"\n{title}, checked calls with out= ({unit}; the least and every round's median)")
     print("| call | least | round medians | over the contiguous call |")
     print("|---|---:|---|---:|")
     for label, times in zip(runs, medians, strict=True):
@@ -91,16 +109,53 @@ def table(dtype: np.dtype, rows: int, d: int, rounds: int, repeat: int) -> None:
         print(f"| {label} | {min(times) * scale:.2f} | {listed} | {ratio:.2f}x |")
 
 
+def rope_table(tokens: int, heads: int, head_dim: int, rounds: int, repeat: int) -> None:
+    """Time RoPE on the halves of `q` (`ROPE`) and print its table."""
+    kernel = xfuse.compile(ROPE)
+    rng = np.random.default_rng(0)
+    half = head_dim // 2
+    q = rng.standard_normal((tokens, heads, head_dim)).astype(np.float32)
+    angles = rng.uniform(0, 100, (tokens, 1, half)).astype(np.float32)
+    cos, sin = np.cos(angles), np.sin(angles)
+    x1, x2 = q[..., :half], q[..., half:]
+    rotated = aligned_empty(q.shape, np.dtype(np.float32))
+    out1, out2 = rotated[..., :half], rotated[..., half:]
+    copies = np.ascontiguousarray(x1), np.ascontiguousarray(x2)
+    contiguous_out = np.empty_like(copies[0]), np.empty_like(copies[0])
+    products = np.empty_like(copies[0]), np.empty_like(copies[0])
+
+    def numpy_rope() -> None:
+        for first, second, sign, out in ((x1, x2, -1, out1), (x2, x1, 1, out2)):
+            np.multiply(first, cos, out=products[0])
+            np.multiply(second, sin, out=products[1])
+            (np.add if sign > 0 else np.subtract)(*products, out=out)
+
+    runs = {
+        "halves, read and written where they are": lambda: kernel(
+            x1, x2, cos, sin, out=(out1, out2)
+        ),
+        "the same, prepared": kernel.prepare(x1, x2, cos, sin, out=(out1, out2)),
+        "C-contiguous arrays": lambda: kernel(*copies, cos, sin, out=contiguous_out),
+        "numpy on the halves": numpy_rope,
+    }
+    shapes = f"q [{tokens}, {heads}, {head_dim}], tables [{tokens}, 1, {half}]"
+    timed_table(f"RoPE float32 on the halves of {shapes}", runs, rounds, repeat)
+
+
 def main() -> None:
     parser = script_parser(__doc__)
     parser.add_argument("--rows", type=positive_int, default=1024, help="t")
     parser.add_argument("--d", type=positive_int, default=14336, help="each half's width")
     parser.add_argument("--rounds", type=positive_int, default=5)
     parser.add_argument("--repeat", type=positive_int, default=5)
+    parser.add_argument("--rope-tokens", type=positive_int, default=4096, help="RoPE's t")
+    parser.add_argument("--heads", type=positive_int, default=32, help="RoPE's heads")
+    parser.add_argument("--head-dim", type=positive_int, default=128, help="RoPE's head width")
     args = parser.parse_args()
     print(host_summary())
     for dtype in (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)):
         table(dtype, args.rows, args.d, args.rounds, args.repeat)
+    rope_table(args.rope_tokens, args.heads, args.head_dim, args.rounds, args.repeat)
     print(f"\nload average after: {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
 
 

@@ -1261,9 +1261,9 @@ def bound_call_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     compiled: list[str] = []
     compile_llvm_ir = kernel.compile_llvm_ir
 
-    def counting(llvm_ir: str, opt_level: int = 3):
+    def counting(llvm_ir: str, opt_level: int = 3, codegen_level: int | None = None):
         compiled.append(llvm_ir)
-        return compile_llvm_ir(llvm_ir, opt_level)
+        return compile_llvm_ir(llvm_ir, opt_level, codegen_level)
 
     monkeypatch.setattr(kernel, "compile_llvm_ir", counting)
     return compiled

@@ -6,6 +6,7 @@ import functools
 import gc
 import inspect
 import json
+import math
 import re
 import subprocess
 import sys
@@ -33,7 +34,6 @@ from xfuse.runtime.compiler import LRU_SIZE, Options, clear_cache, compile_modul
 from xfuse.runtime.kernel import (
     GIL_HELD_ELEMENTS,
     ROW_CALL_MIN_ELEMENTS,
-    ROW_PLAN_REMEMBERED_BYTES,
     SPLIT_FIRST_BLOCK,
     SPLIT_LONGEST_ROUND,
     SPLIT_PROBE_CALLS,
@@ -45,6 +45,7 @@ from xfuse.runtime.kernel import (
     STREAMING_OUTPUT_PAGE_OFFSET,
     CallPlan,
     NativeCall,
+    RowRun,
     SizeClass,
     SliceWorker,
     SplitChoice,
@@ -1516,7 +1517,8 @@ def test_strided_rows_are_read_where_they_are(source: str) -> None:
     assert kernel(x, y, out=out) is out
     same_bits(out, want)
     run = kernel.prepare(x, y)
-    assert len(run.argument_lists) == 5
+    (rows,) = run.argument_lists
+    assert rows.grid.counts == (5,)
     same_bits(run(), want)
     both[:] = swiglu_halves(5, ROW_CALL_MIN_ELEMENTS, seed=1)
     same_bits(run(), kernel(np.ascontiguousarray(x), np.ascontiguousarray(y)))
@@ -1610,7 +1612,7 @@ def test_a_repeated_call_on_strided_rows_reuses_its_row_words(
         assert len(built) == 1
     run = kernel.prepare(first[:, :d], first[:, d:], out=out)
     built.clear()
-    # Its runs are one builtin each (`run_slices` on the rows' plan), no Python in between.
+    # Its runs are one builtin each (`run_grid` on the rows' plan), no Python in between.
     monkeypatch.setattr(kernel, "run_plan", lambda *args: pytest.fail("a run took run_plan"))
     for _ in range(3):
         first[:] = second
@@ -1645,7 +1647,8 @@ def test_rows_of_any_stride_and_a_broadcast_bias(threads: int, gelu: Gelu) -> No
         kernel = kernels[x.ndim]
         want = kernel(x=np.ascontiguousarray(x), b=b, r=np.ascontiguousarray(r))
         run = kernel.prepare(x=x, b=b, r=r)
-        assert len(run.argument_lists) == 8
+        (rows,) = run.argument_lists
+        assert rows.grid.rows == 8
         same_bits(run(), want)
         same_bits(kernel(x=x, b=b, r=r), want)
 
@@ -1732,14 +1735,14 @@ def test_random_views_give_the_bits_of_contiguous_copies(gelu: Gelu) -> None:
                 ways["copies"] += kernel is flat
                 continue
             ways["rows"] += kernel is flat
-            assert isinstance(run.argument_lists, np.ndarray) or kernel is not flat
+            assert isinstance(run.argument_lists[0], RowRun) or kernel is not flat
             same_bits(run(), want)
     assert min(ways.values()) >= 10, ways
 
 
-def test_many_short_rows_run_in_place_unremembered() -> None:
-    """40,000 rows of `ROW_CALL_MIN_ELEMENTS`: a plan too large to keep
-    (`ROW_PLAN_REMEMBERED_BYTES`), made for each call, with the bits of contiguous inputs."""
+def test_many_short_rows_run_from_a_grid() -> None:
+    """40,000 rows of `ROW_CALL_MIN_ELEMENTS`: a plan of a few words however many rows
+    (`RowGrid`), remembered, with the bits of contiguous inputs."""
     kernel = xfuse.compile(SWIGLU)
     both = swiglu_halves(40_000, ROW_CALL_MIN_ELEMENTS)
     x, y = np.hsplit(both, 2)
@@ -1747,8 +1750,36 @@ def test_many_short_rows_run_in_place_unremembered() -> None:
     for _ in range(2):
         same_bits(kernel(x, y), want)
     run = kernel.prepare(x, y)
-    assert len(run.argument_lists) == 40_000
-    assert run.argument_lists.nbytes > ROW_PLAN_REMEMBERED_BYTES
+    (rows,) = run.argument_lists
+    assert (rows.low, rows.high, rows.grid.counts) == (0, 40_000, (40_000,))
+    assert len(rows.plan(0, 0)) < 20
+    same_bits(run(), want)
+
+
+@pytest.mark.parametrize("shape", [(3, 11, 2048), (3, 3, 5, 2048)])
+def test_row_groups_start_inside_the_grid(shape: tuple[int, ...]) -> None:
+    """A split call on rows of 3-d and 4-d views (each axis strided, a table broadcast along
+    one axis, as RoPE's `[t, 1, d]` cos beside `[t, h, d]` halves): the threads' groups start
+    mid-axis (rows 0-16 and 16-33 of 3 x 11; 0-22 and 22-45 of 3 x 3 x 5), each thread's
+    `run_grid` from its first row's index. The bits of one thread's call on contiguous copies."""
+    source = "input x1[?, ?, ?], x2[?, ?, ?], c[?, 1, ?]; out = x1 * c - x2 * c;"
+    if len(shape) == 4:
+        source = "input x1[?, ?, ?, ?], x2[?, ?, ?, ?], c[?, ?, 1, ?]; out = x1 * c - x2 * c;"
+    kernel = xfuse.compile(source, threads=2)
+    rng = np.random.default_rng(7)
+    both = rng.standard_normal((*shape[:-1], 2 * shape[-1] + 16)).astype(np.float32)
+    x1, x2 = both[..., : shape[-1]], both[..., 16 : 16 + shape[-1]][::-1]
+    table_shape = (*shape[:-2], 1, shape[-1])
+    c = rng.standard_normal(table_shape).astype(np.float32)
+    want = xfuse.compile(source)(*(np.ascontiguousarray(a) for a in (x1, x2, c)))
+    run = kernel.prepare(x1, x2, c)
+    rows = math.prod(shape[:-1])
+    assert [(group.low, group.high) for group in run.argument_lists] == [
+        (0, rows // 2),
+        (rows // 2, rows),
+    ]
+    kernel.split_choice = SplitChoice.always()
+    same_bits(kernel(x1, x2, c), want)
     same_bits(run(), want)
 
 
@@ -1762,7 +1793,7 @@ def test_strided_rows_split_over_threads(fuse: bool) -> None:
     x, y = np.hsplit(both, 2)
     want = xfuse.compile(SWIGLU, fuse=fuse)(np.ascontiguousarray(x), np.ascontiguousarray(y))
     groups = kernel.prepare(x, y).argument_lists
-    assert [len(group) for group in groups] == [32, 32]
+    assert [(group.low, group.high) for group in groups] == [(0, 32), (32, 64)]
     # One thread's block, the split's, then a round of the chosen way and the other's probe.
     for _ in range(2 * SPLIT_FIRST_BLOCK + SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS):
         same_bits(kernel(x, y), want)
@@ -1772,13 +1803,16 @@ def test_strided_rows_split_over_threads(fuse: bool) -> None:
 
 
 def test_strided_rows_of_a_program_with_a_workspace() -> None:
-    """An unfused program's temporaries: the rows, one after another, share one part."""
+    """An unfused program's temporaries: the rows, one after another, share one part (its
+    offset, the second last word, does not move from row to row)."""
     kernel = xfuse.compile(SWIGLU, fuse=False)
     both = swiglu_halves(6, ROW_CALL_MIN_ELEMENTS)
     x, y = both[:, :ROW_CALL_MIN_ELEMENTS], both[:, ROW_CALL_MIN_ELEMENTS:]
     want = kernel(np.ascontiguousarray(x), np.ascontiguousarray(y))
     run = kernel.prepare(x, y)
-    assert run.workspace_bytes and len(run.argument_lists) == 6
+    (rows,) = run.argument_lists
+    assert run.workspace_bytes and rows.grid.counts == (6,)
+    assert len(rows.first) - 2 not in rows.grid.positions
     same_bits(run(), want)
 
 
@@ -1796,7 +1830,7 @@ def test_strided_rows_stream_where_every_output_row_starts_on_a_line() -> None:
     x, y = both[:, :d], both[:, d:]
     want = xfuse.compile(SWIGLU, streaming=False)(np.ascontiguousarray(x), y.copy())
     new = kernel.prepare(x, y)
-    assert new.streams and len(new.argument_lists) == rows
+    assert new.streams and new.argument_lists[0].grid.counts == (rows,)
     same_bits(new(), want)
     storage = aligned_empty((x.size + d + 64,), np.dtype(np.float32))
     for start in (1, 15):

@@ -1680,11 +1680,15 @@ def _check_symbols_resolve(names: Iterable[str]) -> None:
     raise UnresolvedSymbolsError(message)
 
 
-def compile_llvm_ir(llvm_ir: str, opt_level: int = 3) -> NativeModule:
+def compile_llvm_ir(
+    llvm_ir: str, opt_level: int = 3, codegen_level: int | None = None
+) -> NativeModule:
     """LLVM IR made elsewhere (upstream MLIR's `mlir-translate`, a benchmark's hand-written
-    loop) through the same optimizer and JIT as xfuse's own."""
+    loop) through the same optimizer and JIT as xfuse's own; `codegen_level`: the code
+    generator's level where it differs from the optimizer's."""
     machine = optimizing_target_machine(opt_level)
-    return generate_code(optimize_llvm_ir(llvm_ir, machine, opt_level), opt_level)
+    backing = optimize_llvm_ir(llvm_ir, machine, opt_level)
+    return generate_code(backing, opt_level if codegen_level is None else codegen_level)
 
 
 def run_llvm_pipeline(

@@ -42,7 +42,7 @@ boundary, half a page from numpy's (`STREAMING_OUTPUT_PAGE_OFFSET`).
 A call on a strided input whose rows are C-contiguous (`x[:, :d]` of a wider array:
 `xfuse.runtime.arrays.row_axes`) runs one native call per row on the array where it is, the
 rows one after another on this thread, or a group of them on each thread where the call splits
-(`Kernel._row_plan`, `CallPlan.row_offsets`, `CallPlan.row_groups`), streaming each where the
+(`Kernel._row_plan`, `CallPlan.row_grid`, `CallPlan.row_groups`), streaming each where the
 call would stream (as `stream_choice` says) and every output row starts on a line; one of short
 rows (`ROW_CALL_MIN_ELEMENTS`) copies the input instead. An `out=` buffer whose rows are
 C-contiguous (`buf[:, :d]`: `xfuse.runtime.arrays.rows_writable`) is written so, where it is. A
@@ -218,11 +218,6 @@ their three calls and the bias's copy, took 1.32x at 5 MiB, 1.08x at 42 and 63, 
 84 to 168 MiB; the LLM bf16 GELU 1.04x at 21 MiB, 0.95-1.00x from 32 to 84 MiB
 (docs/benchmarks.md)."""
 
-ROW_PLAN_REMEMBERED_BYTES = 1 << 20
-"""A row plan whose words take more memory than this (some 10,000 rows and up) is made for
-each call rather than remembered (`Kernel._row_plan`): the kernel keeps up to
-`PLAN_CACHE_SIZE` of them."""
-
 PLAN_CACHE_SIZE = 64
 """How many argument shapes a kernel remembers the call plan of."""
 
@@ -255,8 +250,9 @@ def native_argument_count(parameter: Parameter) -> int:
 
 def _packed(arguments: Sequence[int]) -> array.array[int]:
     """Native arguments (pointers and sizes) as the array of words a packed entry reads (its
-    address is `words.buffer_info()[0]`; an `array` is made 4x faster than a ctypes array)."""
-    return array.array("Q", arguments)
+    address is `words.buffer_info()[0]`; an `array` is made 4x faster than a ctypes array).
+    Signed: `run_grid`'s plan moves pointers back along a negative stride."""
+    return array.array("q", arguments)
 
 
 class NativeFunction:
@@ -328,7 +324,7 @@ class NativeFunction:
 
     def run(
         self,
-        argument_lists: Sequence[Sequence[int]] | np.ndarray | list[np.ndarray],
+        argument_lists: Sequence[Sequence[int]] | Sequence[RowRun],
         workspace: int = 0,
         workers: Sequence[SliceWorker] = (),
         streaming: bool = False,
@@ -344,34 +340,29 @@ class NativeFunction:
         normal stores and the others (outputs from a `STREAMING_ALIGNMENT` boundary) run with
         the streaming twin; this thread runs the head and the first of them.
 
-        The lists may be the rows of an int64 array (a row plan's: `CallPlan.row_offsets`),
-        which has no head (with `streaming`, every row streams): this thread runs them. Or a
-        list of such arrays, one per thread (`CallPlan.row_groups`): this thread runs the
-        first, `workers` the others, each one's rows one after another (`run_slices` runs
-        `run_slices` on each group's own plan).
+        The lists may be a row plan's rows (`RowRun`s: `CallPlan.row_grid`), which have no
+        head (with `streaming`, every row streams), one per thread (`CallPlan.row_groups`):
+        this thread runs the first, `workers` the others, each one's rows one after another
+        (`run_slices` runs `run_grid` on each one's plan).
         """
-        if isinstance(argument_lists, np.ndarray):  # a row plan's (`CallPlan.row_offsets`)
-            self.run_rows(self.rows_plan(argument_lists, workspace, streaming))
-            return
-        if argument_lists and isinstance(argument_lists[0], np.ndarray):  # a thread's rows each
-            groups = [self.rows_plan(group, workspace, streaming) for group in argument_lists]
+        if argument_lists and isinstance(argument_lists[0], RowRun):
+            entry = self.entry_of(streaming)
+            groups = [rows.plan(entry, workspace) for rows in argument_lists]
+            if len(groups) == 1:
+                self.run_rows(groups[0])
+                return
             handed = workers[: len(groups) - 1]
-            width = max(len(group) for group in groups)
-            run_slices = _bound_call_methods()[0].address("run_slices")
-            header = [len(groups), 1, len(handed), width, run_slices, run_slices]
-            plan = np.zeros(len(header) + len(handed) + len(groups) * width, np.int64)
-            plan[: len(header) + len(handed)] = [*header, *(w.address for w in handed)]
-            for index, group in enumerate(groups):
-                at = len(header) + len(handed) + index * width
-                plan[at : at + len(group)] = group
-            _slice_function("run_slices")(data_pointer(plan))
+            run_grid = _bound_call_methods()[0].address("run_grid")
+            header = [len(groups), 1, len(handed), len(groups[0]), run_grid, run_grid]
+            plan = _packed([*header, *(worker.address for worker in handed)])
+            for group in groups:
+                plan.extend(group)
+            _slice_function("run_slices")(plan.buffer_info()[0])
             return
         if workspace:
             argument_lists = [[*a[:-2], workspace + a[-2], a[-1]] for a in argument_lists]
         own = 1 + streaming
         handed = workers[: len(argument_lists) - own]
-        rest = self.streaming_entry if streaming else self.entry
-        assert rest is not None
         plan = _packed(
             [
                 len(argument_lists),
@@ -379,7 +370,7 @@ class NativeFunction:
                 len(handed),
                 len(argument_lists[0]),
                 self.entry,
-                rest,
+                self.entry_of(streaming),
                 *(worker.address for worker in handed),
                 *itertools.chain.from_iterable(argument_lists),
             ]
@@ -387,19 +378,15 @@ class NativeFunction:
         _slice_function("run_slices")(plan.buffer_info()[0])
 
     @staticmethod
-    def run_rows(rows_plan: np.ndarray) -> None:
-        """Run a `rows_plan` on this thread."""
-        _slice_function("run_slices")(data_pointer(rows_plan))
+    def run_rows(plan: array.array[int]) -> None:
+        """Run `run_grid`'s `plan` (`RowRun.plan`) on this thread."""
+        _slice_function("run_grid")(plan.buffer_info()[0])
 
-    def rows_plan(self, rows: np.ndarray, workspace: int, streaming: bool) -> np.ndarray:
-        """`run_slices`' plan of these rows' argument words on one thread, one after another,
-        every row with the streaming twin where `streaming` (a row plan has no head)."""
-        if workspace:
-            rows = rows.copy()
-            rows[:, -2] += workspace
+    def entry_of(self, streaming: bool) -> int:
+        """The packed entry's address, or its streaming twin's."""
         entry = self.streaming_entry if streaming else self.entry
-        header = np.array([len(rows), 1, 0, rows.shape[1], entry, entry], np.int64)
-        return np.concatenate((header, rows.ravel()))
+        assert entry is not None
+        return entry
 
     def chunks(self, iteration: tuple[int, ...], threads: int) -> list[tuple[int, int]]:
         """Row ranges of axis 0 to run on separate threads (one range: no split), as equal as
@@ -466,12 +453,11 @@ class CallPlan:
     """Makes the call's new outputs (large ones in reused memory: `output_maker`): for a call
     that streams, on `STREAMING_ALIGNMENT` boundaries (where a loop nest's outputs must start
     to stream, and a flat loop then has no head)."""
-    row_offsets: np.ndarray | None = field(default=None, compare=False, hash=False)
-    """A row plan (`Kernel._row_plan`): one native call per row of the arrays, each the one
-    slice of `templates` plus this int64 array's row (the byte offset of that row of each
-    array at its data pointer's word, 0 elsewhere); run on this thread, one row after
-    another, every row with the streaming twin where `streaming` (each row of outputs starts
-    on a line)."""
+    row_grid: RowGrid | None = field(default=None, compare=False, hash=False)
+    """A row plan (`Kernel._row_plan`): one native call per row of the arrays, the one slice
+    of `templates` (each data pointer's word holding its array's offset in row 0) moved along
+    this grid; run on this thread, one row after another, every row with the streaming twin
+    where `streaming` (each row of outputs starts on a line)."""
     row_groups: tuple[int, ...] = ()
     """A row plan split over threads: the bounds of each thread's rows (0, ..., rows); its
     `one_thread` runs them all on one."""
@@ -487,7 +473,7 @@ class CallPlan:
     before a line (strided rows into an `out=` from `np.empty`): the rows' heads, run first
     with normal stores; this plan runs the rows' rests, which start on lines, and streams
     (`Kernel._new_row_plan`)."""
-    last_rows_run: dict[str, tuple[tuple[int, ...], np.ndarray]] = field(
+    last_rows_run: dict[str, tuple[tuple[int, ...], array.array[int]]] = field(
         default_factory=dict, init=False, compare=False, hash=False, repr=False
     )
     """A row plan's last `rows_run`, by its pointers (read and replaced whole: calls from
@@ -611,7 +597,7 @@ class CallPlan:
 
     @property
     def rows(self) -> bool:
-        return self.row_offsets is not None
+        return self.row_grid is not None
 
     @property
     def slices(self) -> int:
@@ -620,8 +606,8 @@ class CallPlan:
             return max(1, len(self.row_groups) - 1)
         return len(self.templates) - self.streaming
 
-    def rows_run(self, function: NativeFunction, pointers: Sequence[int]) -> np.ndarray:
-        """`run_slices`' plan of this row plan's rows (one thread, no workspace) at `pointers`.
+    def rows_run(self, function: NativeFunction, pointers: Sequence[int]) -> array.array[int]:
+        """`run_grid`'s plan of this row plan's rows (one thread, no workspace) at `pointers`.
         The last one is kept: a repeated call's arrays are mostly the same, a prepared call's
         always (a prepared SwiGLU on the float32 halves of `[8, 2048]` took 6.9 us building
         them at each run, 3.9 keeping them; docs/benchmarks.md)."""
@@ -629,24 +615,29 @@ class CallPlan:
         last = self.last_rows_run.get("last")
         if last is not None and last[0] == key:
             return last[1]
-        words = self.argument_lists(pointers)
-        assert isinstance(words, np.ndarray)
-        run = function.rows_plan(words, 0, self.streaming)
+        (rows,) = self.argument_lists(pointers)
+        assert isinstance(rows, RowRun)
+        run = rows.plan(function.entry_of(self.streaming), 0)
         self.last_rows_run["last"] = (key, run)
         return run
 
-    def argument_lists(
-        self, pointers: Sequence[int]
-    ) -> list[list[int]] | np.ndarray | list[np.ndarray]:
-        if self.row_offsets is not None:
+    def argument_lists(self, pointers: Sequence[int]) -> list[list[int]] | list[RowRun]:
+        """Each slice's native argument words, or a row plan's `RowRun` per thread."""
+        grid = self.row_grid
+        if grid is not None:
             (template,), (slots,) = self.templates, self.pointer_slots
-            starts = np.array(template, np.int64)  # (the data pointers' words are 0)
-            for position, index, offset in slots:
-                starts[position] = pointers[index] + offset
-            words = self.row_offsets + starts
+            first = list(template)
+            for position, index, _ in slots:
+                first[position] += pointers[index]
             if not self.row_groups:
-                return words
-            return [words[low:high] for low, high in itertools.pairwise(self.row_groups)]
+                return [RowRun(grid, tuple(first), 0, grid.rows)]
+            runs = []
+            part = self.workspace_bytes // (len(self.row_groups) - 1)
+            for group, (low, high) in enumerate(itertools.pairwise(self.row_groups)):
+                if part:  # (each thread's rows in a workspace part of their own)
+                    first[-2] = template[-2] + group * part
+                runs.append(RowRun(grid, tuple(first), low, high))
+            return runs
         lists = []
         for template, slots in zip(self.templates, self.pointer_slots, strict=True):
             arguments = list(template)
@@ -756,26 +747,105 @@ class ShiftedRows:
         ]
 
 
+@dataclass(frozen=True)
+class RowGrid:
+    """The rows of a row plan (`Kernel._row_plan`): the index grid of the call's leading axes,
+    `counts` (C order: the last axis fastest), and per axis how many bytes each data pointer
+    of one row's call moves from one row to the next along it (its array's stride there, 0
+    where it broadcasts). `run_grid` makes each row's argument words from the last one's as it
+    goes, so a plan takes a few words per axis, not a list per row: RoPE on the halves of `q`
+    `[4096, 32, 128]` (131,072 rows of 64 float32 elements) made 16 MiB of row words at each
+    call, ~21 ms of its 31 (docs/benchmarks.md)."""
+
+    counts: tuple[int, ...]
+    positions: tuple[int, ...]
+    """The argument words that move (data pointers), by their position in a row's words."""
+    steps: tuple[tuple[int, ...], ...]
+    """Per axis, the bytes each of `positions` moves along it."""
+
+    @property
+    def rows(self) -> int:
+        return math.prod(self.counts)
+
+    @functools.cached_property
+    def carries(self) -> tuple[int, ...]:
+        """Per axis (one after another), what the moving words gain where that axis's index
+        goes up by one and every axis after it goes back to 0 (`run_grid`'s odometer)."""
+        carries: list[int] = []
+        back = [0] * len(self.positions)  # (the span of the axes after this one)
+        for count, steps in reversed(list(zip(self.counts, self.steps, strict=True))):
+            carries[:0] = [step - span for step, span in zip(steps, back, strict=True)]
+            back = [span + (count - 1) * step for step, span in zip(steps, back, strict=True)]
+        return tuple(carries)
+
+    def plan(self, entry: int, first: Sequence[int], low: int, high: int) -> array.array[int]:
+        """`run_grid`'s plan of rows `low` to `high` with the function at `entry`, row 0's
+        argument words being `first`: the counts of rows, words per row, axes and moving
+        words, the entry, each axis's count, row `low`'s index, the moving words' positions,
+        the carries, row `low`'s words."""
+        index = []
+        rest = low
+        for count in reversed(self.counts):
+            rest, at = divmod(rest, count)
+            index[:0] = [at]
+        words = list(first)
+        for at, steps in zip(index, self.steps, strict=True):
+            for position, step in zip(self.positions, steps, strict=True):
+                words[position] += at * step
+        header = [high - low, len(first), len(self.counts), len(self.positions), entry]
+        return _packed([*header, *self.counts, *index, *self.positions, *self.carries, *words])
+
+
+@dataclass(frozen=True)
+class RowRun:
+    """Rows `low` to `high` of a row plan's `grid` at row 0's argument words `first` (the data
+    pointers written in; with a workspace, its part's offset from the workspace's start): what
+    one thread runs of a call by rows (`CallPlan.argument_lists`, `NativeFunction.run`)."""
+
+    grid: RowGrid
+    first: tuple[int, ...]
+    low: int
+    high: int
+
+    def plan(self, entry: int, workspace: int) -> array.array[int]:
+        """`run_grid`'s plan of these rows, the function at `entry`, the workspace (if the
+        function has one) at `workspace`."""
+        first = self.first
+        if workspace:
+            first = (*first[:-2], first[-2] + workspace, first[-1])
+        return self.grid.plan(entry, first, self.low, self.high)
+
+
 def rows_of(
-    plan: CallPlan, one_row: CallPlan, offsets: Sequence[np.ndarray], streaming: bool
+    plan: CallPlan,
+    one_row: CallPlan,
+    counts: tuple[int, ...],
+    strides: Sequence[np.ndarray],
+    starts: Sequence[int],
+    streaming: bool,
 ) -> CallPlan:
     """`plan`'s call as a row plan (`Kernel._row_plan`): `one_row`'s call (the plan of one
-    row) at each row's byte offset of each array (`offsets`, inputs then outputs), with the
-    streaming twin or not."""
+    row) on each row of the grid of `counts`, each array (inputs, then outputs) `starts` bytes
+    past its data pointer in row 0 and its `strides` bytes apart along each axis of the grid,
+    with the streaming twin or not."""
     (template,), (slots,) = one_row.templates, one_row.pointer_slots
-    row_offsets = np.zeros((len(offsets[0]), len(template)), np.int64)
+    origin = list(template)  # (the data pointers' words are 0)
     for position, index, _ in slots:
-        row_offsets[:, position] = offsets[index]
+        origin[position] = starts[index]
+    moving = [(position, index) for position, index, _ in slots if any(strides[index])]
+    steps = tuple(
+        tuple(int(strides[index][axis]) for _, index in moving) for axis in range(len(counts))
+    )
     return dataclasses.replace(
         plan,
-        templates=one_row.templates,
+        templates=(tuple(origin),),
         pointer_slots=one_row.pointer_slots,
         workspace_bytes=one_row.workspace_bytes,
         streams=False,
         streaming=streaming,
         heads={},
         one_thread=None,
-        row_offsets=row_offsets,
+        row_grid=RowGrid(counts, tuple(position for position, _ in moving), steps),
         split_counts=None,
     )
 
@@ -1338,11 +1408,11 @@ class NativeCall:
     pointers: Sequence[int]
 
     @functools.cached_property
-    def argument_lists(self) -> list[list[int]] | np.ndarray | list[np.ndarray]:
+    def argument_lists(self) -> list[list[int]] | list[RowRun]:
         return self.plan.argument_lists(self.pointers)
 
     @functools.cached_property
-    def one_thread_lists(self) -> list[list[int]] | np.ndarray | list[np.ndarray] | None:
+    def one_thread_lists(self) -> list[list[int]] | list[RowRun] | None:
         """Where `argument_lists` are several slices: the call as one slice (or a streaming
         head and one rest), what runs where it does not split (`CallPlan.one_thread`)."""
         one_thread = self.plan.one_thread
@@ -1742,6 +1812,78 @@ done:
   ret void
 }}
 
+define void @run_grid(ptr %plan) {{
+start:
+  %rows = load i64, ptr %plan, align 8
+  %words_at = getelementptr i64, ptr %plan, i64 1
+  %words = load i64, ptr %words_at, align 8
+  %axes_at = getelementptr i64, ptr %plan, i64 2
+  %axes = load i64, ptr %axes_at, align 8
+  %moving_at = getelementptr i64, ptr %plan, i64 3
+  %moving = load i64, ptr %moving_at, align 8
+  %entry_at = getelementptr i64, ptr %plan, i64 4
+  %entry = load ptr, ptr %entry_at, align 8
+  %counts = getelementptr i64, ptr %plan, i64 5
+  %first_index = getelementptr i64, ptr %counts, i64 %axes
+  %positions = getelementptr i64, ptr %first_index, i64 %axes
+  %carries = getelementptr i64, ptr %positions, i64 %moving
+  %carry_words = mul i64 %axes, %moving
+  %first_words = getelementptr i64, ptr %carries, i64 %carry_words
+  %index = alloca i64, i64 %axes, align 8
+  %current = alloca i64, i64 %words, align 8
+  %index_bytes = shl i64 %axes, 3
+  call void @llvm.memcpy.p0.p0.i64(ptr %index, ptr %first_index, i64 %index_bytes, i1 false)
+  %word_bytes = shl i64 %words, 3
+  call void @llvm.memcpy.p0.p0.i64(ptr %current, ptr %first_words, i64 %word_bytes, i1 false)
+  %last_axis = sub i64 %axes, 1
+  br label %row
+row:
+  %done = phi i64 [0, %start], [%next_done, %move]
+  %more = icmp slt i64 %done, %rows
+  br i1 %more, label %call, label %end
+call:
+  call void %entry(ptr %current)
+  %next_done = add i64 %done, 1
+  br label %axis
+axis:
+  %axis_index = phi i64 [%last_axis, %call], [%outer, %wrap]
+  %at = getelementptr i64, ptr %index, i64 %axis_index
+  %was = load i64, ptr %at, align 8
+  %now = add i64 %was, 1
+  %count_at = getelementptr i64, ptr %counts, i64 %axis_index
+  %count = load i64, ptr %count_at, align 8
+  %past = icmp sge i64 %now, %count
+  %inner = icmp sgt i64 %axis_index, 0
+  %wraps = and i1 %past, %inner
+  br i1 %wraps, label %wrap, label %step
+wrap:
+  store i64 0, ptr %at, align 8
+  %outer = sub i64 %axis_index, 1
+  br label %axis
+step:
+  store i64 %now, ptr %at, align 8
+  %carry_at = mul i64 %axis_index, %moving
+  %carry = getelementptr i64, ptr %carries, i64 %carry_at
+  br label %move
+move:
+  %moved = phi i64 [0, %step], [%next_moved, %moving_word]
+  %more_moves = icmp slt i64 %moved, %moving
+  br i1 %more_moves, label %moving_word, label %row
+moving_word:
+  %position_at = getelementptr i64, ptr %positions, i64 %moved
+  %position = load i64, ptr %position_at, align 8
+  %word_at = getelementptr i64, ptr %current, i64 %position
+  %value = load i64, ptr %word_at, align 8
+  %by_at = getelementptr i64, ptr %carry, i64 %moved
+  %by = load i64, ptr %by_at, align 8
+  %sum = add i64 %value, %by
+  store i64 %sum, ptr %word_at, align 8
+  %next_moved = add i64 %moved, 1
+  br label %move
+end:
+  ret void
+}}
+
 define ptr @data_pointer(ptr %self, ptr %array) {{
   %field = getelementptr i8, ptr %array, i64 {DATA_FIELD_OFFSET}
   %data = load ptr, ptr %field, align 8
@@ -1781,7 +1923,12 @@ workers', and returns once the workers' have run. A waiting side (`await_signal`
 `pause` for `SLICE_SPIN_NS`, then marks its word asleep and sleeps in a futex until the
 signalling side (`signal`, an exchange with release ordering) wakes it; the signal is read with
 acquire ordering, so the slot's call (and what the caller wrote before posting it) is seen by
-the worker, and what the worker's call wrote is seen by the caller once it has run."""
+the worker, and what the worker's call wrote is seen by the caller once it has run. `run_grid`
+runs a call by rows on one thread (`RowGrid.plan`'s words: the rows' count, the words a row's
+call takes, the grid's axes, the moving words' count, the entry, each axis's count, the first
+row's index, the moving words' positions, each axis's carries, the first row's words): it calls
+the entry on a copy of the first row's words, then for each next row adds the carries of the
+innermost axis whose index does not wrap to the moving words."""
 
 _BOUND_CALL_FLAGS = {
     "keeping_gil": 0x0004,
@@ -1840,10 +1987,18 @@ BOUND_CALL_OPT_LEVEL = 0
 prepared call 114-132 ns, a checked call 2.8-3.8 us, a split call the same, either way) and took
 ~100 ms more of every new process (a disk-cache hit's first kernel waits for it)."""
 
+BOUND_CALL_CODEGEN_LEVEL = 2
+"""The code generator's level for `BOUND_CALL_IR` (its optimizer's is `BOUND_CALL_OPT_LEVEL`):
+at 0 every value that crosses a block lives on the stack, and `run_grid`, which runs between
+every two rows of a call by rows, took 69-76 us for a prepared SwiGLU on the float32 halves of
+`[4096, 64]` (4096 rows of 32) against 61-67 for the list of rows' words before it, and 60-61
+at this level; the compile took 7 ms, now 23 (Intel Xeon, 2026-12-05; once per toolchain
+where the disk cache is on)."""
+
 
 def bound_call_digest() -> str:
     """The name of `BOUND_CALL_IR`'s entry in the on-disk cache: a hash of what decides its code
-    (the IR, which holds numpy's and the futex's constants; the opt level; the host CPU, as for
+    (the IR, which holds numpy's and the futex's constants; the opt levels; the host CPU, as for
     a kernel's entry; CPython's ABI, whose structs and functions the code uses). The entry
     records the toolchain, which names Python's version, as a kernel's entry does."""
     cpu = host_cpu()
@@ -1851,6 +2006,7 @@ def bound_call_digest() -> str:
         "bound calls",
         BOUND_CALL_IR,
         str(BOUND_CALL_OPT_LEVEL),
+        str(BOUND_CALL_CODEGEN_LEVEL),
         cpu.name,
         cpu.features,
         sys.implementation.cache_tag or "",
@@ -1868,7 +2024,7 @@ def _bound_call_module() -> NativeModule:
     links, loaded or compiled."""
     directory = cache_files.cache_dir()
     if directory is None:
-        return compile_llvm_ir(BOUND_CALL_IR, BOUND_CALL_OPT_LEVEL)
+        return compile_llvm_ir(BOUND_CALL_IR, BOUND_CALL_OPT_LEVEL, BOUND_CALL_CODEGEN_LEVEL)
     digest, toolchain = bound_call_digest(), cache_files.toolchain()
     path = cache_files.entry_path(directory, toolchain, digest)
     fields = cache_files.read_entry(path, digest, toolchain)
@@ -1877,7 +2033,7 @@ def _bound_call_module() -> NativeModule:
             return load_object_code(
                 fields["object_code"], fields["optimized_ir"], fields["opt_level"]
             )
-    native = compile_llvm_ir(BOUND_CALL_IR, BOUND_CALL_OPT_LEVEL)
+    native = compile_llvm_ir(BOUND_CALL_IR, BOUND_CALL_OPT_LEVEL, BOUND_CALL_CODEGEN_LEVEL)
     entry = {
         "toolchain": toolchain,
         "digest": digest,
@@ -1892,8 +2048,8 @@ def _bound_call_module() -> NativeModule:
 
 @functools.cache
 def _slice_function(name: str) -> Callable[[int], object]:
-    """`BOUND_CALL_IR`'s `serve_slices`, `stop_serving` or `run_slices` as a ctypes function of
-    one address (which releases the GIL during the call)."""
+    """`BOUND_CALL_IR`'s `serve_slices`, `stop_serving`, `run_slices` or `run_grid` as a
+    ctypes function of one address (which releases the GIL during the call)."""
     native, _ = _bound_call_methods()
     return ctypes.CFUNCTYPE(None, ctypes.c_void_p)(native.address(name))
 
@@ -2001,18 +2157,18 @@ class PreparedCall:
         if shifted:
             return  # (through `run_plan`, which rotates the bias into a copy at each run)
         one_thread = plan.one_thread
-        if len(self.argument_lists) == 1 and not self.workspace_bytes:
+        if len(self.argument_lists) == 1 and not (plan.rows or self.workspace_bytes):
             # One slice, no workspace: the native call itself, its argument words packed once.
             self.native_call = (self.kernel.function.entry, self.argument_lists[0])
             self._run = self._bound_call(call.native.plan, self.argument_lists[0])
         elif plan.rows and not (plan.can_stream or plan.row_groups or self.workspace_bytes):
             # Rows one after another on this thread with normal stores, as `run_plan` runs
-            # them: `run_slices` on the rows' plan, packed once (strided [8, 2048] halves'
+            # them: `run_grid` on the rows' plan, packed once (strided [8, 2048] halves'
             # SwiGLU: 3.6-3.8 -> 2.5 us a run; docs/benchmarks.md).
             rows = plan.rows_run(kernel.function, call.native.pointers)
             self._run = bound_native_call(
-                _bound_call_methods()[0].address("run_slices"),
-                rows.tolist(),
+                _bound_call_methods()[0].address("run_grid"),
+                rows,
                 self._result,
                 plan.elements <= GIL_HELD_ELEMENTS,
                 (self.kernel, *self.arrays),
@@ -2298,7 +2454,7 @@ class Kernel(CompiledProgram):
 
     def _run_slices(
         self,
-        argument_lists: Sequence[Sequence[int]] | np.ndarray | list[np.ndarray],
+        argument_lists: Sequence[Sequence[int]] | Sequence[RowRun],
         workspace_bytes: int,
         workers: Sequence[SliceWorker],
         streaming: bool,
@@ -2408,7 +2564,7 @@ class Kernel(CompiledProgram):
         where an output shares an element with a strided input (which a copy reads before the
         call writes) but as an update in place (`same_elements`, where the kernel allows
         one), or where `_new_row_plan` says so: copy them instead. Remembered by the arrays'
-        shapes and strides (`RowKey`), but for plans over `ROW_PLAN_REMEMBERED_BYTES`."""
+        shapes and strides (`RowKey`)."""
         output_pointers = [data_pointer(o) for o in outputs]
         for given in inputs:
             if not given.flags.c_contiguous:
@@ -2438,8 +2594,6 @@ class Kernel(CompiledProgram):
         if remembered is not None:
             return remembered[0]
         row_plan = self._new_row_plan(plan, inputs, outputs, flat_shape, head)
-        if row_plan is not None and row_plan.row_offsets.nbytes > ROW_PLAN_REMEMBERED_BYTES:
-            return row_plan  # (a call of that many rows takes far longer than making it)
         row_call = None if row_plan is None else self._row_call(plan, inputs, flat_shape)
         with self._planning:
             if len(self._row_plans) >= PLAN_CACHE_SIZE:
@@ -2578,19 +2732,16 @@ class Kernel(CompiledProgram):
         row_elements = math.prod(iteration[axes:])
         if row_elements < ROW_CALL_MIN_ELEMENTS or math.prod(iteration[:axes]) < 2:
             return None
-        grid = np.indices(iteration[:axes], np.int64).reshape(axes, -1)
-        row_shapes, offsets = [], []
+        counts = tuple(iteration[:axes])
+        row_shapes, strides = [], []
         for given in (*inputs, *outputs):  # (a flat kernel's outputs in the call's shape)
             if given.ndim == rank:
-                strides = [
-                    0 if n == 1 else step
-                    for n, step in zip(given.shape, given.strides, strict=True)
-                ]
                 row_shapes.append((1,) * axes + given.shape[axes:])
-                offsets.append(np.array(strides[:axes], np.int64) @ grid)
+                steps = zip(given.shape[:axes], given.strides[:axes], strict=True)
+                strides.append(np.array([0 if n == 1 else step for n, step in steps], np.int64))
             elif given.ndim <= rank - axes:
                 row_shapes.append(given.shape)
-                offsets.append(np.zeros(grid.shape[1], np.int64))
+                strides.append(np.zeros(axes, np.int64))
             else:
                 return None
         if flat_shape:
@@ -2602,39 +2753,33 @@ class Kernel(CompiledProgram):
         lines_apart = (
             plan.streams
             and streaming_sizes(self.function, one_row.output_shapes)
-            and not any(np.any(row % STREAMING_ALIGNMENT) for row in offsets[len(inputs) :])
+            and not any(np.any(step % STREAMING_ALIGNMENT) for step in strides[len(inputs) :])
         )
-        row_plan = rows_of(plan, one_row, offsets, streaming=lines_apart and head == 0)
+        starts = [0] * len(strides)
+        row_plan = rows_of(
+            plan, one_row, counts, strides, starts, streaming=lines_apart and head == 0
+        )
         if lines_apart and flat_shape and 0 < head < row_elements:
             with contextlib.suppress(ArgumentError):  # (static sizes: no head, no rest)
                 heads = make_plan(self.function, self.flat_input_shapes(head), 1)
                 rest = make_plan(self.function, self.flat_input_shapes(row_elements - head), 1)
                 parameters = (*self.function.inputs, *self.function.outputs)
                 rests = [  # (a 0-d input is read where it is)
-                    at + head * numpy_dtype(p.dtype).itemsize if p.shape else at
-                    for p, at in zip(parameters, offsets, strict=True)
+                    head * numpy_dtype(p.dtype).itemsize if p.shape else 0 for p in parameters
                 ]
                 row_plan = dataclasses.replace(
-                    rows_of(plan, rest, rests, streaming=True),
-                    row_heads=rows_of(plan, heads, offsets, streaming=False),
+                    rows_of(plan, rest, counts, strides, rests, streaming=True),
+                    row_heads=rows_of(plan, heads, counts, strides, starts, streaming=False),
                 )
-        row_offsets = row_plan.row_offsets
-        assert row_offsets is not None
-        rows = len(row_offsets)
+        rows = math.prod(counts)
         threads = min(self.threads, rows, plan.elements // MIN_ELEMENTS_PER_THREAD)
         if threads < 2:
             return row_plan
-        bounds = tuple(round(rows * part / threads) for part in range(threads + 1))
-        split_offsets = row_offsets.copy()
-        if one_row.workspace_bytes:  # each thread's rows in a part of their own
-            for part, (low, high) in enumerate(itertools.pairwise(bounds)):
-                split_offsets[low:high, -2] += part * one_row.workspace_bytes
         return dataclasses.replace(
             row_plan,
             workspace_bytes=threads * one_row.workspace_bytes,
             one_thread=row_plan,
-            row_offsets=split_offsets,
-            row_groups=bounds,
+            row_groups=tuple(round(rows * part / threads) for part in range(threads + 1)),
         )
 
     def streams(self, *shapes: tuple[int, ...], **named_shapes: tuple[int, ...]) -> bool:
