@@ -986,8 +986,9 @@ def quick_call(
     It takes the inputs in the signature's order (`CallSignature.ordered`), each a C-contiguous
     aligned numpy array with its dtype (numpy's own object for it; for a 0-d input, a numpy
     scalar of its dtype too, as the full checks take it) and of shapes `plans` has,
-    and `out` None or (for one output) one such writable array that overlaps no input; runs the
-    call and returns its results. For any other call it returns None, running nothing: the
+    and `out` None or (for one output) one such writable array that overlaps no input (for
+    several, a tuple or list of as many, which overlap neither an input nor each other); runs
+    the call and returns its results. For any other call it returns None, running nothing: the
     full checks take it (a read-only input, an equal but other dtype object, an in-place call,
     every error). A call of several slices that stays on one thread untimed (most calls of a
     size class where the split loses) is counted and run in native code, as a one-thread
@@ -1047,6 +1048,30 @@ def quick_call(
                 else []
             ),
             "        outputs = (out,)",
+        ]
+    else:
+        given = [
+            f"type({r}) is ndarray and {r}.dtype is e{index} and "
+            f"{r}.shape == plan.output_shapes[{index}] and {r}.flags.carray"
+            for index, r in enumerate(results)
+        ]
+        ends = [f"{q} + {r}.nbytes" for q, r in zip(output_pointers, results, strict=True)]
+        overlaps = [
+            f"{q} < {p} + {a}.nbytes and {p} < {end}"
+            for q, end in zip(output_pointers, ends, strict=True)
+            for a, p in zip(inputs, input_pointers, strict=True)
+        ] + [
+            f"{output_pointers[i]} < {ends[k]} and {output_pointers[k]} < {ends[i]}"
+            for i, k in itertools.combinations(range(len(results)), 2)
+        ]
+        lines += [
+            f"    elif (type(out) is tuple or type(out) is list) and len(out) == {len(results)}:",
+            f"        {_listed(results)} = outputs = tuple(out)",
+            f"        if not ({' and '.join(given)}):",
+            "            return None",
+            f"        {_listed(output_pointers)} = {_listed(f'pointer({r})' for r in results)}",
+            f"        if {' or '.join(overlaps)}:",
+            "            return None  # an in-place call, or an error to report",
         ]
     lines += [
         "    else:",
@@ -2644,11 +2669,12 @@ class Kernel(CompiledProgram):
     def _quick_row_call(self, inputs: Sequence[Any], out: Any) -> Any:
         """A call on strided inputs (run by rows: `_row_plan`) of shapes and strides that a
         checked call has run before, with the checks that depend on the arrays themselves:
-        numpy arrays of their dtypes (numpy's own objects), aligned; `out` None or (one
-        output) an aligned writable array of the results' shape and dtype, with strides a
-        checked call wrote by rows (or C-contiguous), that shares no element with an input
-        but as an update in place (`_row_plan`'s rule: `gate` of `k(gate, up, out=gate)`
-        shares none with `up`, though their extents overlap). Runs it and returns its
+        numpy arrays of their dtypes (numpy's own objects), aligned; `out` None or
+        (`_given_outputs`) aligned writable arrays of the results' shapes and dtypes, with
+        strides a checked call wrote by rows (or C-contiguous), that share no element with an
+        input but as an update in place (`_row_plan`'s rule: `gate` of `k(gate, up, out=gate)`
+        shares none with `up`, though their extents overlap), nor with each other (RoPE's
+        rotated halves `out=(r[..., :h], r[..., h:])`). Runs it and returns its
         results; for any other call (or where the row plan is no longer remembered) None,
         running nothing: the full checks take it. With the full checks a call on the float32
         halves of `[8, 28672]` took 79-83 us, now 48-53 (contiguous arrays 37-39;
@@ -2669,42 +2695,66 @@ class Kernel(CompiledProgram):
                 for shape, dtype in zip(call.result_shapes, self._output_dtypes, strict=True)
             )
             output_strides = call.result_strides
-        elif (
-            len(call.result_shapes) == 1
-            and type(out) is np.ndarray
-            and out.dtype is self._output_dtypes[0]
-            and out.shape == call.result_shapes[0]
-        ):
-            flags = out.flags
-            if not (flags.aligned and flags.writeable):
-                return None
-            outputs, output_strides = (out,), (out.strides,)
         else:
-            return None
+            outputs = self._given_outputs(out, call.result_shapes)
+            if outputs is None:
+                return None
+            output_strides = tuple(output.strides for output in outputs)
         input_pointers = [data_pointer(given) for given in inputs]
         output_pointers = [data_pointer(output) for output in outputs]
         if out is not None:
-            start = output_pointers[0]
-            start, end = (start, start + out.nbytes) if flags.c_contiguous else extent(out, start)
-            for given, pointer, (low, high) in zip(
-                inputs, input_pointers, call.extents, strict=True
+            spans = [
+                (pointer, pointer + output.nbytes)
+                if output.flags.c_contiguous
+                else extent(output, pointer)
+                for output, pointer in zip(outputs, output_pointers, strict=True)
+            ]
+            for index, (output, pointer, (start, end)) in enumerate(
+                zip(outputs, output_pointers, spans, strict=True)
             ):
-                if (
-                    pointer + low < end
-                    and start < pointer + high
-                    and share_elements(given, out)
-                    and not (
-                        self.in_place_allowed
-                        and same_elements(out, output_pointers[0], given, pointer)
-                    )
+                for given, at, (low, high) in zip(
+                    inputs, input_pointers, call.extents, strict=True
                 ):
-                    return None  # inputs copied first, or an error to report
+                    if (
+                        at + low < end
+                        and start < at + high
+                        and share_elements(given, output)
+                        and not (
+                            self.in_place_allowed and same_elements(output, pointer, given, at)
+                        )
+                    ):
+                        return None  # inputs copied first, or an error to report
+                for other, (low, high) in zip(
+                    outputs[index + 1 :], spans[index + 1 :], strict=True
+                ):
+                    if low < end and start < high and share_elements(output, other):
+                        return None  # the error to report
         head = common_head(self.function, output_pointers) if call.streams else 0
         remembered = self._row_plans.get((shapes, strides, output_strides, head))
         if remembered is None or remembered[0] is None:
             return None
         self.run_plan(remembered[0], [*input_pointers, *output_pointers])
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def _given_outputs(
+        self, out: Any, shapes: Sequence[tuple[int, ...]]
+    ) -> tuple[np.ndarray, ...] | None:
+        """`out`'s buffers where they are what `_quick_row_call` takes (one array for one
+        output, a tuple or list of as many for several: numpy arrays of the results' dtypes
+        and shapes, aligned and writable), else None."""
+        if len(shapes) == 1:
+            given = (out,)
+        elif (type(out) is tuple or type(out) is list) and len(out) == len(shapes):
+            given = tuple(out)
+        else:
+            return None
+        for output, shape, dtype in zip(given, shapes, self._output_dtypes, strict=True):
+            if type(output) is not np.ndarray or output.dtype is not dtype:
+                return None
+            flags = output.flags
+            if output.shape != shape or not (flags.aligned and flags.writeable):
+                return None
+        return given
 
     def _new_row_plan(
         self,
