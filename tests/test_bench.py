@@ -41,6 +41,7 @@ v = floor(x * 3) + ceil(y * 3) - trunc(x * 5) + rint(y * 5);
 w = sin(x) + cos(y) + tan(x / 4) + asin(x / (1 + abs(x))) + acos(y / (1 + abs(y))) + atan(x);
 w = w + sinh(y) + cosh(x) + asinh(y) + acosh(1 + abs(x)) + atanh(y / (2 + abs(y)));
 w = w + exp2(x) + expm1(y) + log2(abs(x) + 1) + log10(abs(y) + 1) + cbrt(x) + atan2(x, y);
+w = w + copysign(x, y);
 out = tanh(s) * t + erf(x) + softplus(y) - log1p(abs(x)) + select(x != y, u, 0) + v + w;
 """
 

@@ -455,9 +455,23 @@ COMPOSITES: list[tuple[str, Callable[[Any, Any], Any], bool]] = [
     ("nan_to_num", lambda x, y: np.nan_to_num(x), False),
     ("nan_to_num given", lambda x, y: np.nan_to_num(x * 2, nan=1.5, posinf=7, neginf=-7), False),
     ("where of a NaN test", lambda x, y: np.where(np.isnan(x) | (y > 1), 0.0, x), False),
+    ("fabs", lambda x, y: np.fabs(x), False),
+    ("copysign", lambda x, y: np.copysign(x, y), False),
+    ("copysign of a number", lambda x, y: np.copysign(2.5, y), False),
+    ("signbit", lambda x, y: np.signbit(x).astype(x.dtype), False),
+    (
+        "a NaN's sign by copysign",
+        lambda x, y: np.signbit(np.copysign(x, -y)).astype(x.dtype),
+        False,
+    ),
+    ("deg2rad", lambda x, y: np.deg2rad(x * 1000), False),
+    ("radians", lambda x, y: np.radians(y), False),
+    ("rad2deg", lambda x, y: np.rad2deg(x + 0.1), False),
+    ("degrees", lambda x, y: np.degrees(y), False),
 ]
-"""numpy's functions written with comparisons and np.where, and whether a tie of -0 and +0 may
-give either zero (numpy's fmax and fmin loops differ by dtype; xfuse's give +0 the larger)."""
+"""numpy's functions written with comparisons, np.where and other ops, and whether a tie of -0
+and +0 may give either zero (numpy's fmax and fmin loops differ by dtype; xfuse's give +0 the
+larger)."""
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
@@ -477,6 +491,47 @@ def test_numpy_functions_written_with_where_are_numpys(
         assert np.array_equal(got[zeros], want[zeros])  # equal as numbers: either sign
         got, want = got[~zeros], want[~zeros]
     assert_same(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("ufunc", [np.deg2rad, np.rad2deg, np.fabs, np.signbit, np.copysign])
+def test_every_half_precision_number_as_numpy_converts_angles_and_signs(
+    ufunc: np.ufunc, dtype: type
+) -> None:
+    """float16 and bfloat16's deg2rad and rad2deg compute in float32 and round once, as numpy's
+    and ml_dtypes' loops do (not times a constant rounded to 16 bits): all 65,536 numbers, the
+    bits of numpy's (copysign against the reversed numbers, every sign pair)."""
+    x = np.arange(1 << 16, dtype=np.uint16).view(dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if ufunc.nin == 2:
+            y = x[::-1].copy()
+            want, got = ufunc(x, y), xfuse.jit(lambda a, b: ufunc(a, b))(x, y)
+        else:
+            want, got = ufunc(x), xfuse.jit(lambda a: ufunc(a))(x)
+    assert_same(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64])
+@pytest.mark.parametrize("ufunc", [np.logaddexp, np.logaddexp2])
+def test_logaddexp_is_numpys_to_its_exp_and_log1p(ufunc: np.ufunc, dtype: type) -> None:
+    """log(b^x + b^y) as numpy defines it (the larger plus log1p(b^-|x - y|), x + log_b 2 where
+    x == y): its infinities, NaNs and equal operands exactly, and within a few ulps of the
+    float64 reference elsewhere (exp's and log1p's accuracy; float16 and bfloat16 computed in
+    float32 and rounded once, as numpy's and ml_dtypes' loops do)."""
+    special = np.array([-np.inf, np.inf, np.nan, 0.0, -0.0, 3.0, -1e30], np.float64)
+    x = np.concatenate([np.repeat(special, len(special)), np.linspace(-60, 60, 4001)])
+    y = np.concatenate([np.tile(special, len(special)), np.linspace(30, -50, 4001) ** 3 / 900])
+    x, y = x.astype(dtype), y.astype(dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = ufunc(x, y)
+        reference = ufunc(x.astype(np.float64), y.astype(np.float64))
+    got = xfuse.jit(lambda a, b: ufunc(a, b))(x, y)
+    assert got.dtype == want.dtype
+    exact = ~np.isfinite(reference) | (x == y)
+    assert_same(got[exact], want[exact])
+    tolerance = 4 * float(ml_dtypes.finfo(dtype).eps)
+    error = np.abs(got[~exact].astype(np.float64) - reference[~exact])
+    assert np.all(error <= tolerance * np.maximum(np.abs(reference[~exact]), 1.0))
 
 
 def test_nan_to_num_replaces_in_bfloat16_and_never_writes_its_argument() -> None:

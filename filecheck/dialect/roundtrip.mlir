@@ -45,7 +45,8 @@ func.func @constants() -> (tensor<f32>, tensor<f32>, tensor<f16>, tensor<bf16>, 
 // CHECK-NEXT:    %[[MAX:.*]] = ew.max %[[DIV]], %[[Y]] : tensor<?xf32>
 // CHECK-NEXT:    %[[MIN:.*]] = ew.min %[[MAX]], %[[Y]] : tensor<?xf32>
 // CHECK-NEXT:    %[[POW:.*]] = ew.pow %[[MIN]], %[[Y]] : tensor<?xf32>
-// CHECK-NEXT:    func.return %[[POW]] : tensor<?xf32>
+// CHECK-NEXT:    %[[SIGN:.*]] = ew.copysign %[[POW]], %[[Y]] : tensor<?xf32>
+// CHECK-NEXT:    func.return %[[SIGN]] : tensor<?xf32>
 func.func @binary(%x: tensor<?xf32>, %y: tensor<?xf32>) -> tensor<?xf32> {
   %0 = ew.add %x, %y : tensor<?xf32>
   %1 = ew.sub %0, %y : tensor<?xf32>
@@ -54,7 +55,8 @@ func.func @binary(%x: tensor<?xf32>, %y: tensor<?xf32>) -> tensor<?xf32> {
   %4 = ew.max %3, %y : tensor<?xf32>
   %5 = ew.min %4, %y : tensor<?xf32>
   %6 = ew.pow %5, %y : tensor<?xf32>
-  func.return %6 : tensor<?xf32>
+  %7 = ew.copysign %6, %y : tensor<?xf32>
+  func.return %7 : tensor<?xf32>
 }
 
 // CHECK-LABEL: func.func @unary

@@ -866,6 +866,19 @@ class AbsOp(UnaryOp):
 
 
 @irdl_op_definition
+class CopysignOp(BinaryOp):
+    """Elementwise `a`'s magnitude with `b`'s sign bit (-0's and a NaN's too: IEEE 754's
+    copySign, numpy's `copysign`; a NaN `a` stays NaN): `%c = ew.copysign %a, %b :
+    tensor<?xf32>`."""
+
+    name = "ew.copysign"
+
+    ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+
+    reference = staticmethod(np.copysign)
+
+
+@irdl_op_definition
 class ExpOp(UnaryOp):
     """Elementwise e**x: `%e = ew.exp %a : tensor<?xf32>`."""
 
@@ -1249,6 +1262,7 @@ ELEMENTWISE_OPS: tuple[ElementwiseOpType, ...] = (
     PowOp,
     NegOp,
     AbsOp,
+    CopysignOp,
     ExpOp,
     LogOp,
     Log1pOp,

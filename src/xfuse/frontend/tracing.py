@@ -6,6 +6,7 @@ traced here."""
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from typing import Any, NoReturn, cast
 
@@ -77,6 +78,41 @@ def _nan_to_num(
     return np.where(x != x, fill[0], np.where(x == np.inf, fill[1], replaced))
 
 
+def _in_float32_where_narrower(function: Callable[..., Any]) -> Callable[..., Any]:
+    """`function` as numpy's float16 loops (and ml_dtypes' bfloat16 ones) of a ufunc compute
+    it: in float32 from the widened operands, rounded once to the result's dtype."""
+
+    def traced(*args: Any) -> Any:
+        dtype = np.result_type(*(a.dtype if isinstance(a, Traced) else a for a in args))
+        if dtype.itemsize >= 4:
+            return function(*args)
+        wide = [a.astype(np.float32) if isinstance(a, Traced) else a for a in args]
+        return function(*wide).astype(dtype)
+
+    return traced
+
+
+def _logaddexp(x: Any, y: Any, base2: bool) -> Any:
+    """numpy's logaddexp (logaddexp2 where `base2`): log(b^x + b^y) as the larger plus
+    log1p(b^-|x - y|) (in base b), x + log_b(2) where x == y (infinities of one sign); NaN
+    where either is (numpy's loops branch on x - y > 0, the same values)."""
+    difference = abs(x - y)
+    if base2:
+        tail, same = np.log1p(np.exp2(-difference)) * (1 / math.log(2)), 1.0
+    else:
+        tail, same = np.log1p(np.exp(-difference)), math.log(2)
+    return np.where(x == y, x + same, np.maximum(x, y) + tail)
+
+
+def _times_numpys_constant(ufunc: np.ufunc) -> Callable[[Traced], Traced]:
+    """numpy's deg2rad or rad2deg: x times its constant in x's dtype (`ufunc` of 1)."""
+
+    def traced(x: Traced) -> Traced:
+        return x * ufunc(x.dtype.type(1))
+
+    return _in_float32_where_narrower(traced)
+
+
 _UFUNCS_OF_OPS: dict[np.ufunc, Callable[..., Traced]] = {
     np.square: lambda x: x * x,
     np.reciprocal: lambda x: 1 / x,
@@ -96,11 +132,22 @@ _UFUNCS_OF_OPS: dict[np.ufunc, Callable[..., Traced]] = {
     np.fmin: _fmin,
     np.sign: _sign,
     np.heaviside: _heaviside,
+    np.fabs: abs,
+    np.signbit: lambda x: np.copysign(1, x) < 0,
+    np.logaddexp: _in_float32_where_narrower(lambda x, y: _logaddexp(x, y, base2=False)),
+    np.logaddexp2: _in_float32_where_narrower(lambda x, y: _logaddexp(x, y, base2=True)),
+    np.deg2rad: _times_numpys_constant(np.deg2rad),
+    np.radians: _times_numpys_constant(np.radians),
+    np.rad2deg: _times_numpys_constant(np.rad2deg),
+    np.degrees: _times_numpys_constant(np.degrees),
 }
 """numpy's ufuncs written with `ew` ops, each as numpy computes it: `np.square(x)` is `x * x`,
 `np.reciprocal(x)` is `1 / x` (the same roundings); `np.positive` is the array itself; the
 logical and bitwise ones are the operators on masks (`Traced.mask`), `np.isnan` and its
-siblings masks; `np.fmax`, `np.sign` and their siblings comparisons and `np.where`s."""
+siblings masks; `np.fmax`, `np.sign` and their siblings comparisons and `np.where`s;
+`np.fabs` is `abs`, `np.signbit` the sign `np.copysign` gives 1; `np.logaddexp(2)`,
+`np.deg2rad` and `np.rad2deg` (and `np.radians`, `np.degrees`) as numpy defines them, in
+float32 for float16 and bfloat16 (`_in_float32_where_narrower`)."""
 
 _SQRT_POWER_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 """The dtypes whose `np.power` loop takes a scalar exponent of 0.5 as `np.sqrt` (numpy's

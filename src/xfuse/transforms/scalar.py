@@ -180,6 +180,7 @@ SCALAR_LOWERINGS: dict[type[Operation], ScalarEmitter] = {
     ew.PowOp: _op(math.PowFOp),
     ew.NegOp: _op(arith.NegfOp),
     ew.AbsOp: _op(math.AbsFOp),
+    ew.CopysignOp: _op(math.CopySignOp),
     ew.ExpOp: _op(math.ExpOp),
     ew.LogOp: _op(math.LogOp),
     ew.Log1pOp: _log1p,
