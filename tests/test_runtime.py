@@ -2019,6 +2019,22 @@ def test_an_out_of_strided_rows_in_place_overlapping_or_refused(
         same_bits(short, before[1])
 
 
+def test_an_out_of_rows_whose_outer_axis_is_shorter_is_written_where_it_is() -> None:
+    """The halves of a `[8, 32, 128]` buffer (RoPE's rotated q of 8 tokens): the outer axis
+    of 8 has the larger stride. Its rows were refused as overlapping: the check took the
+    leading axes from the shortest, not the smallest stride, so the 32 heads' stride was held
+    against the span of the 8 tokens. A view whose rows do overlap is still refused."""
+    kernel = xfuse.compile("input x[?, ?, ?]; out = x * 2;")
+    x = np.random.default_rng(5).standard_normal((8, 32, 64)).astype(np.float32)
+    buffer = np.full((8, 32, 128), np.nan, np.float32)
+    assert kernel(x, out=buffer[..., 64:]) is not None
+    same_bits(buffer[..., 64:], x * 2)
+    assert np.isnan(buffer[..., :64]).all()
+    overlapping = np.lib.stride_tricks.as_strided(buffer, (8, 32, 64), (256, 128 * 4, 4))
+    with pytest.raises(xfuse.ArgumentError, match="out 'out': must be C-contiguous and aligned"):
+        kernel(x, out=overlapping)
+
+
 def test_random_out_views_get_the_bits_of_contiguous_outputs(gelu: Gelu) -> None:
     """Differential: 40 random cuts of 2-d and 3-d out buffers (steps, reversals) with random
     views as inputs, through a flat kernel and a shaped one: those with C-contiguous rows get

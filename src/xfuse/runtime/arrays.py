@@ -400,13 +400,13 @@ def rows_writable(array: np.ndarray) -> bool:
     """Whether an aligned array that is not C-contiguous can be written row by row: its rows
     are C-contiguous (`row_axes`: a slice `buf[:, :d]` of a wider array, rows in reverse) and
     no two of them share an element (no 0 stride, as a broadcast view has: each stride of a
-    leading axis at least the span of the axes inside it)."""
+    leading axis, from the smallest, at least the span of the axes of smaller strides)."""
     axes = row_axes(array)
     if axes is None:
         return False
     span = math.prod(array.shape[axes:]) * array.itemsize
     leading = zip(array.shape[:axes], array.strides[:axes], strict=True)
-    for size, stride in sorted((size, abs(stride)) for size, stride in leading if size > 1):
+    for stride, size in sorted((abs(stride), size) for size, stride in leading if size > 1):
         if stride < span:
             return False
         span += (size - 1) * stride
