@@ -975,6 +975,18 @@ def _listed(items: Iterable[str]) -> str:
     return "(" + "".join(f"{item}, " for item in items) + ")"
 
 
+def _call_names(function: NativeFunction) -> tuple[list[str], ...]:
+    """The names a quick call's code gives `function`'s inputs (`a0`, ...), their data pointers
+    (`p0`, ...), its results (`r0`, ...) and theirs (`q0`, ...)."""
+    inputs, outputs = range(len(function.inputs)), range(len(function.outputs))
+    return (
+        [f"a{index}" for index in inputs],
+        [f"p{index}" for index in inputs],
+        [f"r{index}" for index in outputs],
+        [f"q{index}" for index in outputs],
+    )
+
+
 def quick_call(
     function: NativeFunction, plans: Mapping[tuple[tuple[int, ...], ...], CallPlan]
 ) -> QuickCall:
@@ -998,10 +1010,7 @@ def quick_call(
     (`Kernel.run_plan` for any other call that is not one native call) rather than holding it,
     so the kernel is in no reference cycle.
     """
-    inputs = [f"a{index}" for index in range(len(function.inputs))]
-    input_pointers = [f"p{index}" for index in range(len(function.inputs))]
-    results = [f"r{index}" for index in range(len(function.outputs))]
-    output_pointers = [f"q{index}" for index in range(len(function.outputs))]
+    inputs, input_pointers, results, output_pointers = _call_names(function)
     accepted = [
         f"type({a}) is ndarray and {a}.dtype is d{index} and {a}.flags.carray"
         for index, a in enumerate(inputs)
@@ -1085,23 +1094,149 @@ def quick_call(
         f"        kernel.run_plan(plan, [{pointers}])",
         f"    return {'outputs[0]' if len(results) == 1 else 'outputs'}",
     ]
-    dtypes = {
-        **{f"d{index}": numpy_dtype(p.dtype) for index, p in enumerate(function.inputs)},
-        **{f"e{index}": numpy_dtype(p.dtype) for index, p in enumerate(function.outputs)},
-    }
     namespace = {
-        "ndarray": np.ndarray,
         "generic": np.generic,
         "asarray": np.asarray,
-        "pointer": fast_data_pointer(),
         "pointer_call": function.pointer_call,
         "counted_call": function.counted_pointer_call,
         "plans": plans,
-        **dtypes,
     }
-    exec("\n".join(lines), namespace)  # noqa: S102 - the source is ours, built above
-    call: QuickCall = namespace["quick_call"]
+    return _compiled_call(function, lines, namespace)
+
+
+def _compiled_call(
+    function: NativeFunction, lines: Sequence[str], namespace: dict[str, Any]
+) -> QuickCall:
+    """The function `lines` define (named by their first), compiled with `namespace` and the
+    names every quick call uses: `ndarray`, `pointer` (`fast_data_pointer`), the dtypes of
+    `function`'s inputs (`d0`, ...) and outputs (`e0`, ...)."""
+    namespace = {
+        **namespace,
+        "ndarray": np.ndarray,
+        "pointer": fast_data_pointer(),
+        **{f"d{index}": numpy_dtype(p.dtype) for index, p in enumerate(function.inputs)},
+        **{f"e{index}": numpy_dtype(p.dtype) for index, p in enumerate(function.outputs)},
+    }
+    exec("\n".join(lines), namespace)  # noqa: S102 - the source is ours, built by the caller
+    name = lines[0].split("(")[0].removeprefix("def ")
+    call: QuickCall = namespace[name]
     return call
+
+
+def quick_row_call(
+    function: NativeFunction,
+    row_calls: Mapping[RowCallKey, RowCall],
+    row_plans: Mapping[RowKey, tuple[CallPlan | None]],
+) -> QuickCall:
+    """`Kernel._quick_row_call`'s checks as one Python function written for the signature (as
+    `quick_call` is), for a call whose outputs are new or span no byte of an input and share no
+    element with each other (RoPE's rotated q into the halves of another buffer: whether two
+    outputs whose spans overlap share an element is remembered by their layouts, `share`): any
+    other goes to `Kernel._quick_row_call` itself (an update in place, an error to report). RoPE
+    on the halves of `q` `[1, 32, 128]` into the halves of another took 13.9 us a call with
+    those loops' checks, 6.3-6.8 with these (docs/benchmarks.md)."""
+    inputs, input_pointers, results, output_pointers = _call_names(function)
+    accepted = [
+        f"type({a}) is ndarray and {a}.dtype is d{index} and {a}.flags.aligned"
+        for index, a in enumerate(inputs)
+    ]
+    given = [
+        f"type({r}) is ndarray and {r}.dtype is e{index}"
+        f" and {r}.shape == call.result_shapes[{index}]"
+        f" and (f{index} := {r}.flags).aligned and f{index}.writeable"
+        for index, r in enumerate(results)
+    ]
+    new_outputs = [
+        f"call.new_array(call.result_shapes[{index}], e{index})" for index in range(len(results))
+    ]
+    overlaps = [
+        f"s{j} < {p} + h{i} and {p} + l{i} < t{j}"
+        for j in range(len(results))
+        for i, p in enumerate(input_pointers)
+    ] + [
+        f"s{j} < t{k} and s{k} < t{j} and share(r{j}, q{j}, r{k}, q{k})"
+        for j, k in itertools.combinations(range(len(results)), 2)
+    ]
+    pointers = ", ".join([*input_pointers, *output_pointers])
+    several = len(results) > 1
+    lines = [
+        "def quick_row_call(kernel, inputs, out):",
+        f"    {_listed(inputs)} = inputs",
+        f"    if not ({' and '.join(accepted) or 'True'}):",
+        "        return None",
+        f"    shapes = {_listed(f'{a}.shape' for a in inputs)}",
+        f"    strides = {_listed(f'{a}.strides' for a in inputs)}",
+        "    call = row_calls.get((shapes, strides))",
+        "    if call is None:",
+        "        return None",
+        f"    {_listed(input_pointers)} = {_listed(f'pointer({a})' for a in inputs)}",
+        "    if out is None:",
+        f"        {_listed(results)} = outputs = {_listed(new_outputs)}",
+        "        output_strides = call.result_strides",
+        f"        {_listed(output_pointers)} = {_listed(f'pointer({r})' for r in results)}",
+        "    else:",
+        *(
+            [
+                "        if not ((type(out) is tuple or type(out) is list)"
+                f" and len(out) == {len(results)}):",
+                "            return None",
+            ]
+            if several
+            else []
+        ),
+        f"        {_listed(results)} = outputs = {'tuple(out)' if several else '(out,)'}",
+        f"        if not ({' and '.join(given)}):",
+        "            return None",
+        f"        {_listed(output_pointers)} = {_listed(f'pointer({r})' for r in results)}",
+        *(f"        s{j}, t{j} = reach({r}, q{j})" for j, r in enumerate(results)),
+        *(
+            [f"        {_listed(f'(l{i}, h{i})' for i in range(len(inputs)))} = call.extents"]
+            if inputs
+            else []
+        ),
+        f"        if {' or '.join(overlaps) or 'False'}:",
+        "            return kernel._quick_row_call(inputs, out)  # in place, or interleaved",
+        f"        output_strides = {_listed(f'{r}.strides' for r in results)}",
+        f"    head = common_head(function, {_listed(output_pointers)}) if call.streams else 0",
+        "    remembered = row_plans.get((shapes, strides, output_strides, head))",
+        "    if remembered is None or remembered[0] is None:",
+        "        return None",
+        f"    kernel.run_plan(remembered[0], [{pointers}])",
+        f"    return {'outputs' if several else 'outputs[0]'}",
+    ]
+    known: dict[tuple[Any, ...], bool] = {}
+    spans: dict[tuple[Any, ...], tuple[int, int]] = {}
+
+    def share(a: np.ndarray, at: int, b: np.ndarray, bt: int) -> bool:
+        """`share_elements(a, b)` of arrays at `at` and `bt`: by their shapes, strides and
+        distance, remembered (the kernel's dtypes are fixed)."""
+        key = (a.shape, a.strides, b.shape, b.strides, bt - at)
+        found = known.get(key)
+        if found is None:
+            if len(known) >= PLAN_CACHE_SIZE:
+                known.clear()
+            found = known[key] = share_elements(a, b)
+        return found
+
+    def reach(array: np.ndarray, at: int) -> tuple[int, int]:
+        """`extent(array, at)`, its offsets remembered by the array's shape and strides."""
+        key = (array.shape, array.strides)
+        found = spans.get(key)
+        if found is None:
+            if len(spans) >= PLAN_CACHE_SIZE:
+                spans.clear()
+            found = spans[key] = extent(array, 0)
+        return at + found[0], at + found[1]
+
+    namespace = {
+        "row_calls": row_calls,
+        "row_plans": row_plans,
+        "share": share,
+        "reach": reach,
+        "common_head": common_head,
+        "function": function,
+    }
+    return _compiled_call(function, lines, namespace)
 
 
 class SliceWorker:
@@ -2362,7 +2497,7 @@ class Kernel(CompiledProgram):
         if inputs is not None:
             results = self._quick_call(self, inputs, out)
             if results is None and self._row_calls:
-                results = self._quick_row_call(inputs, out)
+                results = self._quick_rows(self, inputs, out)
             if results is not None:
                 return results
         if dask_arrays.has_dask_arrays(args, kwargs):
@@ -2494,6 +2629,11 @@ class Kernel(CompiledProgram):
     def _quick_call(self) -> QuickCall:
         """The common call with the fewest Python operations (`quick_call`)."""
         return quick_call(self.function, self._plans)
+
+    @functools.cached_property
+    def _quick_rows(self) -> QuickCall:
+        """A repeated call by rows with the fewest Python operations (`quick_row_call`)."""
+        return quick_row_call(self.function, self._row_calls, self._row_plans)
 
     def _check(
         self, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any, prepared: bool = False
@@ -2678,7 +2818,8 @@ class Kernel(CompiledProgram):
         results; for any other call (or where the row plan is no longer remembered) None,
         running nothing: the full checks take it. With the full checks a call on the float32
         halves of `[8, 28672]` took 79-83 us, now 48-53 (contiguous arrays 37-39;
-        docs/calling-kernels.md)."""
+        docs/calling-kernels.md). A call reaches these loops from `quick_row_call`'s checks,
+        written for the signature, where its outputs span an input's bytes."""
         for given, dtype in zip(inputs, self._input_dtypes, strict=True):
             if type(given) is not np.ndarray or given.dtype is not dtype:
                 return None
