@@ -262,6 +262,18 @@ def test_a_list_passed_for_an_array_says_how_to_pass_it() -> None:
         xfuse.jit(lambda x, y: x + y)(np.float32([1, 2]), [1.0, 2.0])
 
 
+def test_arguments_that_do_not_broadcast_are_named() -> None:
+    """Arrays of shapes that do not broadcast together raised numpy's "shape mismatch: objects
+    cannot be broadcast to a single shape" from the jit's sizing of its first call, before the
+    kernel's own check (as numpy does, `x + y` of (3,) and (4,) is an error; so is a function
+    whose results are of each shape alone: a kernel has one iteration space)."""
+    x, y = np.ones(3, np.float32), np.ones(4, np.float32)
+    message = r"^argument 'y': dimension 0 has size 4 but 'x' has 3 there"
+    for function in (lambda x, y: x * 2 + y, lambda x, y: (x * 2, y * 3)):
+        with pytest.raises(xfuse.ArgumentError, match=message):
+            xfuse.jit(function)(x, y)
+
+
 def test_a_number_passed_for_an_array_says_how_to_pass_it() -> None:
     def scaled(a, scale=2.0):
         return a * scale

@@ -297,9 +297,14 @@ def _tested(values: Any, into: np.ndarray | None, name: str) -> Any:
 
 
 def call_bytes(arrays: Mapping[str, Any], results: Sequence[Traced]) -> int:
-    """The bytes a call of `arrays` reads and writes (`results` of their broadcast shape)."""
+    """The bytes a call of `arrays` reads and writes (`results` of their broadcast shape; of
+    the largest array's elements where they do not broadcast together, which the kernel's
+    call then checks)."""
     shapes = [array.shape for array in arrays.values()]
-    elements = math.prod(np.broadcast_shapes(*shapes))
+    try:
+        elements = math.prod(np.broadcast_shapes(*shapes))
+    except ValueError:
+        elements = max(math.prod(shape) for shape in shapes)
     read = sum(math.prod(array.shape) * array.dtype.itemsize for array in arrays.values())
     return read + sum(elements * result.dtype.itemsize for result in results)
 
