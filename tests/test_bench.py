@@ -120,6 +120,18 @@ def test_bench_sweep() -> None:
     assert "| 2^12 | xfuse fused approx |" in result.table()
 
 
+def test_bench_of_inputs_named_as_functions() -> None:
+    """RoPE's tables are `cos` and `sin`: the bandwidth ceiling's program (each output the sum
+    of the inputs) read them undeclared, as the calls they would be ("'cos' is a function")."""
+    rope = (
+        "input x1[?, ?, ?], x2[?, ?, ?], cos[?, 1, ?], sin[?, 1, ?];\n"
+        "out1 = x1 * cos - x2 * sin;\nout2 = x2 * cos + x1 * sin;\noutput out1, out2;"
+    )
+    result = bench.bench(rope, [1 << 12], repeat=1)
+    assert result.row(1 << 12, "bandwidth ceiling").time_s > 0
+    assert result.row(1 << 12, "xfuse fused approx").max_error < 1e-5
+
+
 def test_bench_libm_threads_and_errors(gelu: Gelu) -> None:
     result = bench.bench(gelu.source, [1 << 16], math="libm", threads=2, repeat=1)
     assert result.row(1 << 16, "xfuse fused libm, 2 threads").max_error < 1e-5
@@ -164,6 +176,14 @@ def test_peer_without_an_op_is_skipped() -> None:
     workload = bench.prepare_workload("y = erf(x);", 64)
     with pytest.raises(peers.PeerUnsupported, match="numexpr has no 'erf'"):
         peers.numexpr_expressions(workload)
+
+
+def test_numexpr_reads_inputs_by_position() -> None:
+    """An input named as a numexpr function (`sin`, as RoPE's table is) was a variable of that
+    name in the expression, which numexpr took for its function ("unsupported object type")."""
+    workload = bench.prepare_workload("input sin[?], x[?];\ny = sin(x) * sin + cos(sin);", 64)
+    expressions, _ = peers.numexpr_expressions(workload)
+    assert expressions == ["((sin(in1) * in0) + cos(in0))"]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("numexpr") is None, reason="numexpr not installed")

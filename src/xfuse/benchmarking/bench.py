@@ -352,7 +352,8 @@ def bandwidth_ceiling(workload: Workload, threads: int = 1) -> Variant:
     (`Options.streaming`) can beat it."""
     from xfuse.runtime.compiler import compile
 
-    source = ceiling_source(
+    # (declared: an input may have a function's name, RoPE's `cos` and `sin`)
+    source = f"input {', '.join(workload.input_names)};\n" + ceiling_source(
         workload.input_names, workload.output_names, ceiling_conversions(workload)
     )
     arrays = workload.arrays

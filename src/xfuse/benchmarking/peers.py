@@ -32,7 +32,6 @@ from xdsl.ir import Operation, SSAValue
 
 from xfuse.benchmarking.workload import Variant, Workload
 from xfuse.dialects import ew
-from xfuse.frontend.builder import input_name
 from xfuse.frontend.language import parse_program
 from xfuse.transforms.pipeline import apply_pipeline, only_function
 
@@ -177,8 +176,9 @@ def python_program(workload: Workload, library: Library, peer: str) -> Callable[
 
 
 def numexpr_expressions(workload: Workload) -> tuple[list[str], dict[str, np.float32]]:
-    """One numexpr expression per output (intermediates inlined, inputs by name) and the
-    constants, passed as float32 variables (a literal would make numexpr compute in double)."""
+    """One numexpr expression per output (intermediates inlined, inputs by position: `in0`,
+    ..., as an input may have a numexpr function's name, RoPE's `sin`) and the constants,
+    passed as float32 variables (a literal would make numexpr compute in double)."""
     function = only_function(workload.module)
     constants: dict[str, np.float32] = {}
 
@@ -193,7 +193,7 @@ def numexpr_expressions(workload: Workload) -> tuple[list[str], dict[str, np.flo
         constants[name] = np.float32(literal)
         return name
 
-    arguments = {arg: str(input_name(arg)) for arg in function.args}
+    arguments = {arg: f"in{index}" for index, arg in enumerate(function.args)}
     return expressions(function, arguments, call, "numexpr", constant), constants
 
 
@@ -206,7 +206,8 @@ def numexpr_variant(workload: Workload, threads: int = 1) -> Variant:
 
     numexpr.set_num_threads(threads)
     expressions, constants = numexpr_expressions(workload)
-    variables: dict[str, Any] = {**workload.arrays, **constants}
+    inputs = {f"in{index}": array for index, array in enumerate(_inputs(workload))}
+    variables: dict[str, Any] = {**inputs, **constants}
     outs = [np.empty(workload.n, np.float32) for _ in expressions]
 
     def run() -> tuple[np.ndarray, ...]:
