@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -43,12 +44,7 @@ from xfuse.runtime.kernel import SPLIT_FIRST_BLOCK, SPLIT_PROBE_CALLS, SPLIT_PRO
 from xfuse.tools.cli import positive_int
 
 SWIGLU = "out = x * sigmoid(x) * y;"
-ROPE = """
-input x1[?, ?, ?], x2[?, ?, ?], cos[?, 1, ?], sin[?, 1, ?];
-out1 = x1 * cos - x2 * sin;
-out2 = x2 * cos + x1 * sin;
-output out1, out2;
-"""
+ROPE = (Path(__file__).parent.parent / "examples" / "rope.ew").read_text()
 SETTLING_CALLS = 2 * SPLIT_FIRST_BLOCK + SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS
 """Calls before a `threads=2` kernel's split choice is made (`xfuse.runtime.kernel`)."""
 
@@ -110,7 +106,7 @@ def timed_table(
 
 
 def rope_table(tokens: int, heads: int, head_dim: int, rounds: int, repeat: int) -> None:
-    """Time RoPE on the halves of `q` (`ROPE`) and print its table."""
+    """Time RoPE on the halves of `q` (examples/rope.ew) and print its table."""
     kernel = xfuse.compile(ROPE)
     rng = np.random.default_rng(0)
     half = head_dim // 2

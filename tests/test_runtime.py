@@ -1841,12 +1841,8 @@ def test_strided_rows_split_over_threads(fuse: bool) -> None:
     same_bits(kernel.prepare(x, y)(), want)
 
 
-ROPE = """
-input x1[?, ?, ?], x2[?, ?, ?], cos[?, 1, ?], sin[?, 1, ?];
-out1 = x1 * cos - x2 * sin;
-out2 = x2 * cos + x1 * sin;
-output out1, out2;
-"""
+ROPE = (Path(__file__).resolve().parents[1] / "examples" / "rope.ew").read_text()
+"""examples/rope.ew: RoPE of the halves of q, two outputs."""
 
 
 def test_rope_into_the_halves_of_one_buffer_skips_the_full_checks(
