@@ -360,6 +360,24 @@ def test_a_dash_is_stdin_and_stdout(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("source", ["y = x * 2;", "# a comment\n\ninput x;\ny = x;"])
+def test_ew_source_piped_without_f_ew_says_to_pass_it(
+    source: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """stdin is read as MLIR (as mlir-opt reads it): `.ew` source piped in said only "Operation
+    y is not registered" (or, after a comment, xDSL's "Expected suffix identifier"). MLIR that
+    fails to parse, or `-f mlir`, gets no such note."""
+    for arguments, noted in (([], True), (["-f", "mlir"], False)):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(source.encode())))
+        assert main(arguments) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("stdin:1:")
+        assert ("looks like .ew source: pass -f ew" in err) is noted
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'"foo"() : () -> ()')))
+    assert main([]) == 1
+    assert "-f ew" not in capsys.readouterr().err
+
+
 def test_a_byte_order_mark_starts_an_ew_file(runs: dict[str, Run]) -> None:
     """As in a Python source file (it was `1:1: error: unexpected character '\\ufeff'`)."""
     run = runs["bom_ew"]

@@ -37,6 +37,10 @@ from xfuse.tools.closed_stdout import exit_status, stdout_closed
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.pipeline import parse_passes, use_before_definition
 
+_EW_STATEMENT = re.compile(r"(?:\s|#[^\n]*)*(?:input\b|output\b|[A-Za-z_]\w*\s*=[^=])")
+"""The start of `.ew` source (comments, then a declaration or an assignment `y = ...`), which
+MLIR never starts with (its values are `%y`): what a piped program read as MLIR is."""
+
 _OP_NAME = re.compile(r'(?:%[^="]*=\s*)?"?([\w.$]+)')
 """The name of the operation whose text starts here (after its results, `%r = `, if any)."""
 
@@ -255,14 +259,22 @@ class XfuseOptMain(xDSLOptMain):
         if (self.args.frontend or file_extension) != "mlir":
             return super().parse_chunk(chunk, file_extension, start_offset)
         text = chunk.read().decode(errors="replace")
-        self._parser = _LocatingParser(self.ctx, text, self.get_input_name(), start_offset)
         try:
+            self._parser = _LocatingParser(self.ctx, text, self.get_input_name(), start_offset)
             return self._parser.parse_module(not self.args.no_implicit_module)
         except ValueError:
-            located = self._parser.overlong_integer()
+            located = None if self._parser is None else self._parser.overlong_integer()
             if located is None:
                 raise
             raise located from None
+        except ParseError as error:
+            stdin = self.args.input_file in (None, "-")
+            if stdin and self.args.frontend is None and _EW_STATEMENT.match(text):
+                error.add_note(
+                    "(read as MLIR, the format of stdin; it looks like .ew source: pass -f ew, "
+                    "or name the file .ew)"
+                )
+            raise
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         try:
