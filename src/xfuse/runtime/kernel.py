@@ -1208,9 +1208,9 @@ def quick_row_call(
     spans: dict[tuple[Any, ...], tuple[int, int]] = {}
 
     def share(a: np.ndarray, at: int, b: np.ndarray, bt: int) -> bool:
-        """`share_elements(a, b)` of arrays at `at` and `bt`: by their shapes, strides and
-        distance, remembered (the kernel's dtypes are fixed)."""
-        key = (a.shape, a.strides, b.shape, b.strides, bt - at)
+        """`share_elements(a, b)` of arrays at `at` and `bt`: by their layouts (shape,
+        strides, element size) and distance, remembered."""
+        key = (a.shape, a.strides, a.itemsize, b.shape, b.strides, b.itemsize, bt - at)
         found = known.get(key)
         if found is None:
             if len(known) >= PLAN_CACHE_SIZE:
@@ -1219,8 +1219,9 @@ def quick_row_call(
         return found
 
     def reach(array: np.ndarray, at: int) -> tuple[int, int]:
-        """`extent(array, at)`, its offsets remembered by the array's shape and strides."""
-        key = (array.shape, array.strides)
+        """`extent(array, at)`, its offsets remembered by the array's layout (shape, strides,
+        element size)."""
+        key = (array.shape, array.strides, array.itemsize)
         found = spans.get(key)
         if found is None:
             if len(spans) >= PLAN_CACHE_SIZE:
