@@ -1831,8 +1831,12 @@ def test_strided_rows_split_over_threads(fuse: bool) -> None:
     both = swiglu_halves(64, 2048)
     x, y = np.hsplit(both, 2)
     want = xfuse.compile(SWIGLU, fuse=fuse)(np.ascontiguousarray(x), np.ascontiguousarray(y))
-    groups = kernel.prepare(x, y).argument_lists
+    prepared = kernel.prepare(x, y)
+    groups = prepared.argument_lists
     assert [(group.low, group.high) for group in groups] == [(0, 32), (32, 64)]
+    if not fuse:  # each thread's temporaries in a part of its own (the offset's word)
+        part = prepared.workspace_bytes // 2
+        assert part and [group.first[-2] for group in groups] == [0, part]
     # One thread's block, the split's, then a round of the chosen way and the other's probe.
     for _ in range(2 * SPLIT_FIRST_BLOCK + SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS):
         same_bits(kernel(x, y), want)
