@@ -75,7 +75,7 @@ from xfuse.codegen.native import NativeModule, compile_llvm_ir, host_cpu, host_t
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
 from xfuse.runtime.kernel import (
-    SPLIT_FIRST_BLOCK,
+    SETTLING_CALLS,
     SPLIT_PROBE_CALLS,
     SPLIT_PROBE_INTERVAL,
     SPLIT_PROBE_LONGEST,
@@ -161,9 +161,6 @@ def selected(programs: dict[str, Program]) -> dict[str, Program]:
 LLM_ROWS = 1024
 IN_CACHE = (1 << 12, 1 << 16)
 THREAD_SIZES = (1 << 18, 1 << 20, 1 << 22, 1 << 24)
-SETTLING_CALLS = 2 * SPLIT_FIRST_BLOCK + SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS
-"""Untimed calls of a size before part 3 times a `threads=2` kernel's settled choice: the first
-decision's blocks of each way, then a round of the chosen way and the other way's probe."""
 
 
 def kernel(program: Program, threads: int = 1) -> Kernel:

@@ -40,13 +40,11 @@ import numpy as np
 import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_parser
 from xfuse.runtime.arrays import aligned_empty
-from xfuse.runtime.kernel import SPLIT_FIRST_BLOCK, SPLIT_PROBE_CALLS, SPLIT_PROBE_INTERVAL
+from xfuse.runtime.kernel import SETTLING_CALLS
 from xfuse.tools.cli import positive_int
 
 SWIGLU = "out = x * sigmoid(x) * y;"
 ROPE = (Path(__file__).parent.parent / "examples" / "rope.ew").read_text()
-SETTLING_CALLS = 2 * SPLIT_FIRST_BLOCK + SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS
-"""Calls before a `threads=2` kernel's split choice is made (`xfuse.runtime.kernel`)."""
 
 
 def table(dtype: np.dtype, rows: int, d: int, rounds: int, repeat: int) -> None:

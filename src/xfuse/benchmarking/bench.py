@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -85,18 +86,25 @@ def _float64_reference(
 
 def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
     """Each input's array shape for an iteration space of about `n` elements: flat `[?]` inputs
-    get n; declared N-D ones rows x `ROW_LENGTH` (the lecture's d_ff, at most n), static dims as
-    declared."""
+    get n; declared N-D ones rows x `ROW_LENGTH` (the lecture's d_ff, at most n), with
+    `MIDDLE_SIZE` in each axis between (3-d and up, where n has room for rows of 64), static
+    dims as declared (a `1` broadcasts: RoPE's tables `[t, 1, d]` over the heads)."""
 
     args = only_function(module).args
     rank = max((len(cast(TensorType[Any], a.type).get_shape()) for a in args), default=0)
-    columns = min(n, ROW_LENGTH)
-    problem = (n,) if rank <= 1 else (max(1, n // columns), *[1] * (rank - 2), columns)
+    if rank <= 1:
+        return {str(input_name(a)): ew.bind_shape(a.type, (n,)) for a in args}
+    middle = [MIDDLE_SIZE if n >= 64 * MIDDLE_SIZE ** (rank - 2) else 1] * (rank - 2)
+    columns = min(n // math.prod(middle), ROW_LENGTH)
+    problem = (max(1, n // (columns * math.prod(middle))), *middle, columns)
     return {str(input_name(a)): ew.bind_shape(a.type, problem) for a in args}
 
 
 ROW_LENGTH = 14336
 """The row length of N-D workloads: the lecture's d_ff."""
+
+MIDDLE_SIZE = 8
+"""The size of each axis between the first and the last of a 3-d or wider workload."""
 
 
 def random_inputs(
@@ -262,6 +270,22 @@ def max_error(got: Outputs, want: Sequence[np.ndarray]) -> float:
     return worst
 
 
+SETTLING_SECONDS = 1.0
+"""The most a variant's untimed settling calls take (`Variant.settling_calls`): a kernel slower
+than ~20 ms a call is timed before its choices settle, where they change its time little
+(libm's scalar GELU at 2^24, 250 ms a call, compute-bound; `xfuse lecture` took 32 s settling it
+49 times, 14 s before)."""
+
+
+def settle(variant: Variant) -> None:
+    """Run `variant`'s settling calls, untimed, for at most `SETTLING_SECONDS`."""
+    start = time.perf_counter()
+    for _ in range(variant.settling_calls):
+        variant.run()
+        if time.perf_counter() - start > SETTLING_SECONDS:
+            return
+
+
 def measure(workload: Workload, variant: Variant, repeat: int = 3) -> Measurement:
     """Check the first (warm-up) run against the reference, then time `repeat` more (median)."""
     (measurement,) = measure_interleaved(workload, [variant], rounds=1, repeat=repeat)
@@ -293,6 +317,9 @@ def measure_workloads_interleaved(
         ]
         for workload, variants in cells
     ]
+    for _, variants in cells:
+        for variant in variants:
+            settle(variant)
     runs = [variant.run for _, variants in cells for variant in variants]
     times = iter(interleaved_medians(runs, rounds, repeat, warmup=warmup))
     return [
@@ -339,10 +366,12 @@ def _prepared(kernel: Any, workload: Workload) -> Callable[[], Outputs]:
 
 def xfuse_fused(workload: Workload, math: CpuMath = "approx", threads: int = 1) -> Variant:
     from xfuse.runtime.compiler import compile
+    from xfuse.runtime.kernel import SETTLING_CALLS
 
     kernel = compile(workload.source, workload.outputs, math=math, threads=threads)
     suffix = f", {threads} threads" if threads > 1 else ""
-    return Variant(f"xfuse fused {math}{suffix}", _prepared(kernel, workload), "fused")
+    run = _prepared(kernel, workload)
+    return Variant(f"xfuse fused {math}{suffix}", run, "fused", settling_calls=SETTLING_CALLS)
 
 
 def bandwidth_ceiling(workload: Workload, threads: int = 1) -> Variant:
@@ -351,6 +380,7 @@ def bandwidth_ceiling(workload: Workload, threads: int = 1) -> Variant:
     outputs as the program's). A program whose large calls use non-temporal stores
     (`Options.streaming`) can beat it."""
     from xfuse.runtime.compiler import compile
+    from xfuse.runtime.kernel import SETTLING_CALLS
 
     # (declared: an input may have a function's name, RoPE's `cos` and `sin`)
     source = f"input {', '.join(workload.input_names)};\n" + ceiling_source(
@@ -365,7 +395,9 @@ def bandwidth_ceiling(workload: Workload, threads: int = 1) -> Variant:
         shapes={name: a.shape for name, a in arrays.items()},
         streaming=False,
     )
-    return Variant("bandwidth ceiling", _prepared(kernel, workload), "fused", checked=False)
+    settling = SETTLING_CALLS if threads > 1 else 0  # (its stores are normal: no other choice)
+    run = _prepared(kernel, workload)
+    return Variant("bandwidth ceiling", run, "fused", checked=False, settling_calls=settling)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,3 +38,6 @@ class Variant:
     """The traffic model it moves: "unfused" or "fused"."""
     checked: bool = True
     """Compared against the reference (False for the ceiling, which computes something else)."""
+    settling_calls: int = 0
+    """Untimed calls after the first, before any is timed: an xfuse kernel's timed choices
+    (`xfuse.runtime.kernel.SETTLING_CALLS`), so that what is timed is what it then runs."""

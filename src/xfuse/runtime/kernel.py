@@ -186,6 +186,12 @@ SPLIT_MARGIN = 0.05
 """A split is chosen only where it is this much faster than one thread: a tie keeps the other
 core for other work (and "never slower than one thread" against timing noise)."""
 
+SETTLING_CALLS = 2 * SPLIT_FIRST_BLOCK + SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALLS
+"""Calls of a size class after which its split and stream choices (`SplitChoice`) have
+settled: the first decision's blocks of each way, then a round of the chosen way and the other
+way's probe. A benchmark runs them untimed first (`xfuse bench`: a call of 2^22 float32 GELU
+timed in its first block, streaming, took 1.12-1.23x the ceiling's time; docs/benchmarks.md)."""
+
 STREAMING_OUTPUT_PAGE_OFFSET = 2048
 """Where in its 4 KiB page a streaming call's new output starts: half a page from where numpy's
 large arrays start (16 bytes in), so that no store is a little ahead of a later load in the low
