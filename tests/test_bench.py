@@ -135,6 +135,11 @@ def test_an_xfuse_variant_settles_its_timed_choices_before_it_is_timed(
     assert bench.numpy_per_op(workload).settling_calls == 0
     assert bench.bandwidth_ceiling(workload).settling_calls == 0
     assert bench.bandwidth_ceiling(workload, threads=2).settling_calls == SETTLING_CALLS
+    # The ceiling of `--threads 2` splits (its static sizes kept it on one thread, so 2 threads
+    # of GELU at 2^24 ran at "190%" of it).
+    large = bench.prepare_workload("out = x * sigmoid(x) * y;", 1 << 17)
+    split = bench.bandwidth_ceiling(large, threads=2).run
+    assert len(split.argument_lists) == 2  # type: ignore[attr-defined]
     calls = []
     counted = dataclasses.replace(fused, run=lambda: calls.append(1) or fused.run())
     bench.measure(workload, counted, repeat=3)

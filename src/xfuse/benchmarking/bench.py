@@ -392,7 +392,8 @@ def bandwidth_ceiling(workload: Workload, threads: int = 1) -> Variant:
         list(workload.output_names),
         threads=threads,
         dtype={name: a.dtype for name, a in arrays.items()},
-        shapes={name: a.shape for name, a in arrays.items()},
+        # (dynamic sizes but the broadcast 1s: a static length would not split over threads)
+        shapes={name: tuple(1 if d == 1 else None for d in a.shape) for name, a in arrays.items()},
         streaming=False,
     )
     settling = SETTLING_CALLS if threads > 1 else 0  # (its stores are normal: no other choice)
