@@ -234,9 +234,13 @@ def test_numexpr_reads_inputs_by_position() -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("numexpr") is None, reason="numexpr not installed")
 def test_numexpr_peer(gelu: Gelu) -> None:
-    workload = bench.prepare_workload(gelu.source, 1000)
-    measurement = bench.measure(workload, peers.numexpr_variant(workload), repeat=1)
-    assert measurement.max_error < 1e-5
+    """Flat, and RoPE's 3-d workload of two outputs (its buffers were flat: "operands could
+    not be broadcast together")."""
+    rope = (Path(__file__).resolve().parents[1] / "examples" / "rope.ew").read_text()
+    for source in (gelu.source, rope):
+        workload = bench.prepare_workload(source, 1 << 12)
+        measurement = bench.measure(workload, peers.numexpr_variant(workload), repeat=1)
+        assert measurement.max_error < 1e-5
 
 
 SELECTS = (

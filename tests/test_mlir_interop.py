@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
 
 import xfuse
-from xfuse.benchmarking import mlir_peer
+from xfuse.benchmarking import bench, mlir_peer, peers
 from xfuse.benchmarking.mlir_peer import (
     MathLowering,
     MlirKernel,
@@ -226,6 +226,20 @@ def test_upstream_runs_a_program_with_named_dims(gelu: Gelu) -> None:
     x, r = (rng.standard_normal((3, 8)).astype(np.float32) for _ in range(2))
     b = rng.standard_normal(8).astype(np.float32)
     np.testing.assert_array_equal(kernel(x=x, r=r, b=b), own(x=x, r=r, b=b))
+
+
+@needs_mlir
+def test_the_upstream_peer_of_an_nd_workload_runs() -> None:
+    """The peer's outputs were flat buffers of n elements, which the kernel of a `[t, d]`
+    workload (`examples/gelu-llm.ew`'s shapes) or RoPE's `[t, h, d]` refused ("out 'out':
+    expected shape (4, 14336), got (57344,)"): `xfuse bench --peers` skipped it."""
+    rope = (
+        "input x1[?, ?, ?], x2[?, ?, ?], cos[?, 1, ?], sin[?, 1, ?];\n"
+        "out1 = x1 * cos - x2 * sin;\nout2 = x2 * cos + x1 * sin;\noutput out1, out2;"
+    )
+    workload = bench.prepare_workload(rope, 1 << 12)
+    measured = bench.measure(workload, peers.mlir_variant(workload), repeat=1)
+    assert measured.max_error is not None and measured.max_error < 1e-5
 
 
 @needs_mlir
