@@ -101,7 +101,7 @@ def in_four_threads(work: Callable[[int], None]) -> None:
 @pytest.mark.parametrize(("fuse", "threads"), [(True, 1), (False, 1), (True, 2), (False, 2)])
 def test_strided_rows_from_four_threads_at_once(fuse: bool, threads: int, gelu: Gelu) -> None:
     """Row plans (`Kernel._row_plan`) made and run by four threads at once, the repeated calls
-    through `Kernel._quick_row_call`, each on the halves of an array of its own width (a plan
+    through `quick_row_call`, each on the halves of an array of its own width (a plan
     per stride), split over the pool where `threads=2`: unfused, each call's rows share a
     workspace part of their own call's."""
     kernel = xfuse.compile(gelu.shaped_source, fuse=fuse, threads=threads)

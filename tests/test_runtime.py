@@ -1590,7 +1590,7 @@ def test_a_repeated_call_on_strided_rows_skips_the_full_checks(
     source: str, threads: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A call on strided inputs of shapes and strides a checked call has run by rows finds its
-    row plan by them (`Kernel._quick_row_call`): only the first call takes the full checks,
+    row plan by them (`quick_row_call`): only the first call takes the full checks,
     however small the call, with its outputs on lines or off them (a call too small to stream
     runs the same plan wherever they start). Calls it cannot
     take that way take them: a misaligned input (copied), an `out` that overlaps an input
@@ -1857,7 +1857,7 @@ def test_rope_into_the_halves_of_one_buffer_skips_the_full_checks(
     (`quick_row_call`: at `[1, 32, 128]` 13.9 us a call with the loops' checks, 6.3-6.8 with
     its own); outputs that share elements take them and get their error; into the halves of
     `q` itself (an update in place, `same_elements`) it takes the quick path too
-    (`Kernel._quick_row_call`'s loops), with the bits of copies."""
+    (`Kernel._rows_apart`), with the bits of copies."""
     kernel = xfuse.compile(ROPE)
     rng = np.random.default_rng(3)
     q = rng.standard_normal((6, 4, 64)).astype(np.float32)

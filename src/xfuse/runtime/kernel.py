@@ -47,7 +47,7 @@ call would stream (as `stream_choice` says) and every output row starts on a lin
 rows (`ROW_CALL_MIN_ELEMENTS`) copies the input instead. An `out=` buffer whose rows are
 C-contiguous (`buf[:, :d]`: `xfuse.runtime.arrays.rows_writable`) is written so, where it is. A
 repeated call on arrays of the same shapes and strides skips the full checks
-(`Kernel._quick_row_call`).
+(`quick_row_call`).
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ SETTLING_CALLS = 2 * SPLIT_FIRST_BLOCK + SPLIT_PROBE_INTERVAL + SPLIT_PROBE_CALL
 """Calls of a size class after which its split and stream choices (`SplitChoice`) have
 settled: the first decision's blocks of each way, then a round of the chosen way and the other
 way's probe. A benchmark runs them untimed first (`xfuse bench`: a call of 2^22 float32 GELU
-timed in its first block, streaming, took 1.12-1.23x the ceiling's time; docs/benchmarks.md)."""
+timed in its first block, streaming, took 1.12-1.22x the ceiling's time; docs/benchmarks.md)."""
 
 STREAMING_OUTPUT_PAGE_OFFSET = 2048
 """Where in its 4 KiB page a streaming call's new output starts: half a page from where numpy's
@@ -959,7 +959,7 @@ strides and head)."""
 @dataclass(frozen=True)
 class RowCall:
     """What a repeated call on strided inputs of one `RowCallKey` needs besides its row plan
-    (`Kernel._quick_row_call`): its results' shapes, how it makes new outputs, and the bytes
+    (`quick_row_call`): its results' shapes, how it makes new outputs, and the bytes
     each input spans from its data pointer (`extent`), for the overlap check."""
 
     result_shapes: tuple[tuple[int, ...], ...]
@@ -1134,13 +1134,21 @@ def quick_row_call(
     row_calls: Mapping[RowCallKey, RowCall],
     row_plans: Mapping[RowKey, tuple[CallPlan | None]],
 ) -> QuickCall:
-    """`Kernel._quick_row_call`'s checks as one Python function written for the signature (as
-    `quick_call` is), for a call whose outputs are new or span no byte of an input and share no
-    element with each other (RoPE's rotated q into the halves of another buffer: whether two
-    outputs whose spans overlap share an element is remembered by their layouts, `share`): any
-    other goes to `Kernel._quick_row_call` itself (an update in place, an error to report). RoPE
-    on the halves of `q` `[1, 32, 128]` into the halves of another took 13.9 us a call with
-    those loops' checks, 6.3-6.8 with these (docs/benchmarks.md)."""
+    """A call on strided inputs (run by rows: `Kernel._row_plan`) of shapes and strides that a
+    checked call has run before, with the checks that depend on the arrays themselves, as one
+    Python function written for the signature (as `quick_call` is): numpy arrays of their
+    dtypes (numpy's own objects), aligned; `out` None or aligned writable arrays of the
+    results' shapes and dtypes (one, or a tuple or list of one per output), with strides a
+    checked call wrote by rows (or C-contiguous), whose spans overlap no input's and no other
+    output's, or that `Kernel._rows_apart` finds share no element but as an update in place
+    (whether two outputs whose spans overlap share an element, RoPE's rotated halves
+    `out=(r[..., :h], r[..., h:])`, is remembered by their layouts: `share`). Runs it and
+    returns its results; for any other call (or where the row plan is no longer remembered)
+    None, running nothing: the full checks take it. With the full checks a call on the
+    float32 halves of `[8, 28672]` took 79-83 us, 48-53 with these checks' loops (contiguous
+    arrays 37-39; docs/calling-kernels.md); RoPE on the halves of `q` `[1, 32, 128]` into the
+    halves of another 13.9 us with those loops, 6.3-6.8 written for the signature
+    (docs/benchmarks.md)."""
     inputs, input_pointers, results, output_pointers = _call_names(function)
     accepted = [
         f"type({a}) is ndarray and {a}.dtype is d{index} and {a}.flags.aligned"
@@ -1200,8 +1208,11 @@ def quick_row_call(
             if inputs
             else []
         ),
-        f"        if {' or '.join(overlaps) or 'False'}:",
-        "            return kernel._quick_row_call(inputs, out)  # in place, or interleaved",
+        f"        if ({' or '.join(overlaps) or 'False'}) and not kernel._rows_apart(",
+        f"            inputs, [{', '.join(input_pointers)}], call.extents, outputs,",
+        f"            [{', '.join(output_pointers)}]",
+        "        ):",
+        "            return None  # the full checks: inputs copied first, or the error",
         f"        output_strides = {_listed(f'{r}.strides' for r in results)}",
         f"    head = common_head(function, {_listed(output_pointers)}) if call.streams else 0",
         "    remembered = row_plans.get((shapes, strides, output_strides, head))",
@@ -2157,10 +2168,10 @@ prepared call 114-132 ns, a checked call 2.8-3.8 us, a split call the same, eith
 BOUND_CALL_CODEGEN_LEVEL = 2
 """The code generator's level for `BOUND_CALL_IR` (its optimizer's is `BOUND_CALL_OPT_LEVEL`):
 at 0 every value that crosses a block lives on the stack, and `run_grid`, which runs between
-every two rows of a call by rows, took 69-76 us for a prepared SwiGLU on the float32 halves of
-`[4096, 64]` (4096 rows of 32) against 61-67 for the list of rows' words before it, and 60-61
-at this level; the compile took 7 ms, now 23 (Intel Xeon, 2026-12-05; once per toolchain
-where the disk cache is on)."""
+every two rows of a call by rows, took 68.5-76.4 us for a prepared SwiGLU on the float32
+halves of `[4096, 64]` (4096 rows of 32) against 61.1-66.9 for the list of rows' words before
+it, and 58.7-63.6 at this level (the list's 61.7-65.3 in the same runs); the compile took 7 ms,
+now 23 (Intel Xeon, 2026-12-05; once per toolchain where the disk cache is on)."""
 
 
 def bound_call_digest() -> str:
@@ -2447,7 +2458,7 @@ class Kernel(CompiledProgram):
         self._row_plans: dict[RowKey, tuple[CallPlan | None]] = {}
         """Row plans (`_row_plan`; None: the inputs are copied) by `RowKey`."""
         self._row_calls: dict[RowCallKey, RowCall] = {}
-        """The calls by rows that skip the full checks once made (`_quick_row_call`)."""
+        """The calls by rows that skip the full checks once made (`quick_row_call`)."""
         self._input_dtypes = tuple(numpy_dtype(p.dtype) for p in self.function.inputs)
         self._output_dtypes = tuple(numpy_dtype(p.dtype) for p in self.function.outputs)
         self._workspaces = WorkspacePool()
@@ -2802,7 +2813,7 @@ class Kernel(CompiledProgram):
         self, plan: CallPlan, inputs: Sequence[np.ndarray], flat_shape: tuple[int, ...] | None
     ) -> RowCall:
         """What a repeated call on inputs of these shapes and strides needs besides its row
-        plan (`_quick_row_call`); `plan` is the call's plan before rows (on the flat shape
+        plan (`quick_row_call`); `plan` is the call's plan before rows (on the flat shape
         where `flat_shape`)."""
         outputs = len(plan.output_shapes)
         result_shapes = plan.output_shapes if flat_shape is None else (flat_shape,) * outputs
@@ -2813,96 +2824,35 @@ class Kernel(CompiledProgram):
         extents = tuple(extent(given, 0) for given in inputs)
         return RowCall(result_shapes, result_strides, plan.streams, plan.new_array, extents)
 
-    def _quick_row_call(self, inputs: Sequence[Any], out: Any) -> Any:
-        """A call on strided inputs (run by rows: `_row_plan`) of shapes and strides that a
-        checked call has run before, with the checks that depend on the arrays themselves:
-        numpy arrays of their dtypes (numpy's own objects), aligned; `out` None or
-        (`_given_outputs`) aligned writable arrays of the results' shapes and dtypes, with
-        strides a checked call wrote by rows (or C-contiguous), that share no element with an
-        input but as an update in place (`_row_plan`'s rule: `gate` of `k(gate, up, out=gate)`
-        shares none with `up`, though their extents overlap), nor with each other (RoPE's
-        rotated halves `out=(r[..., :h], r[..., h:])`). Runs it and returns its
-        results; for any other call (or where the row plan is no longer remembered) None,
-        running nothing: the full checks take it. With the full checks a call on the float32
-        halves of `[8, 28672]` took 79-83 us, now 48-53 (contiguous arrays 37-39;
-        docs/calling-kernels.md). A call reaches these loops from `quick_row_call`'s checks,
-        written for the signature, where its outputs span an input's bytes."""
-        for given, dtype in zip(inputs, self._input_dtypes, strict=True):
-            if type(given) is not np.ndarray or given.dtype is not dtype:
-                return None
-            if not given.flags.aligned:
-                return None
-        shapes = tuple(given.shape for given in inputs)
-        strides = tuple(given.strides for given in inputs)
-        call = self._row_calls.get((shapes, strides))
-        if call is None:
-            return None
-        if out is None:
-            outputs = tuple(
-                call.new_array(shape, dtype)
-                for shape, dtype in zip(call.result_shapes, self._output_dtypes, strict=True)
-            )
-            output_strides = call.result_strides
-        else:
-            outputs = self._given_outputs(out, call.result_shapes)
-            if outputs is None:
-                return None
-            output_strides = tuple(output.strides for output in outputs)
-        input_pointers = [data_pointer(given) for given in inputs]
-        output_pointers = [data_pointer(output) for output in outputs]
-        if out is not None:
-            spans = [
-                (pointer, pointer + output.nbytes)
-                if output.flags.c_contiguous
-                else extent(output, pointer)
-                for output, pointer in zip(outputs, output_pointers, strict=True)
-            ]
-            for index, (output, pointer, (start, end)) in enumerate(
-                zip(outputs, output_pointers, spans, strict=True)
-            ):
-                for given, at, (low, high) in zip(
-                    inputs, input_pointers, call.extents, strict=True
+    def _rows_apart(
+        self,
+        inputs: Sequence[np.ndarray],
+        input_pointers: Sequence[int],
+        extents: Sequence[tuple[int, int]],
+        outputs: Sequence[np.ndarray],
+        output_pointers: Sequence[int],
+    ) -> bool:
+        """Whether `quick_row_call` may write `outputs` (a caller's buffers, aligned and
+        writable, whose spans overlap an input's or each other's) without the full checks: no
+        output shares an element with an input but as an update in place (`_row_plan`'s rule:
+        `gate` of `k(gate, up, out=gate)` shares none with `up`, though their extents overlap),
+        nor with another output. `extents`: each input's bytes from its data pointer."""
+        spans = list(map(extent, outputs, output_pointers))
+        for index, (output, pointer, (start, end)) in enumerate(
+            zip(outputs, output_pointers, spans, strict=True)
+        ):
+            for given, at, (low, high) in zip(inputs, input_pointers, extents, strict=True):
+                if (
+                    at + low < end
+                    and start < at + high
+                    and share_elements(given, output)
+                    and not (self.in_place_allowed and same_elements(output, pointer, given, at))
                 ):
-                    if (
-                        at + low < end
-                        and start < at + high
-                        and share_elements(given, output)
-                        and not (
-                            self.in_place_allowed and same_elements(output, pointer, given, at)
-                        )
-                    ):
-                        return None  # inputs copied first, or an error to report
-                for other, (low, high) in zip(
-                    outputs[index + 1 :], spans[index + 1 :], strict=True
-                ):
-                    if low < end and start < high and share_elements(output, other):
-                        return None  # the error to report
-        head = common_head(self.function, output_pointers) if call.streams else 0
-        remembered = self._row_plans.get((shapes, strides, output_strides, head))
-        if remembered is None or remembered[0] is None:
-            return None
-        self.run_plan(remembered[0], [*input_pointers, *output_pointers])
-        return outputs[0] if len(outputs) == 1 else outputs
-
-    def _given_outputs(
-        self, out: Any, shapes: Sequence[tuple[int, ...]]
-    ) -> tuple[np.ndarray, ...] | None:
-        """`out`'s buffers where they are what `_quick_row_call` takes (one array for one
-        output, a tuple or list of as many for several: numpy arrays of the results' dtypes
-        and shapes, aligned and writable), else None."""
-        if len(shapes) == 1:
-            given = (out,)
-        elif (type(out) is tuple or type(out) is list) and len(out) == len(shapes):
-            given = tuple(out)
-        else:
-            return None
-        for output, shape, dtype in zip(given, shapes, self._output_dtypes, strict=True):
-            if type(output) is not np.ndarray or output.dtype is not dtype:
-                return None
-            flags = output.flags
-            if output.shape != shape or not (flags.aligned and flags.writeable):
-                return None
-        return given
+                    return False  # inputs copied first, or an error to report
+            for other, (low, high) in zip(outputs[index + 1 :], spans[index + 1 :], strict=True):
+                if low < end and start < high and share_elements(output, other):
+                    return False  # the error to report
+        return True
 
     def _new_row_plan(
         self,
