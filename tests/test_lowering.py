@@ -695,10 +695,11 @@ def test_bf16_loops_that_do_not_pair_keep_their_parts(source: str, interleave: i
     assert "vcvtneps2bf16" in loop
 
 
-def f32_loop(multiplies: int) -> str:
-    """A vector loop as LLVM makes it of `out = x * 3 * 3 ...` (`multiplies` products a part)
-    on f32 x: four parts of 8 elements (32 bytes), so two a cache line."""
-    parts = range(4)
+def vector_loop(element: str, parts: int, body: list[str], exit_phi: bool = False) -> str:
+    """A function `f(x, out, n)` with a vector loop as LLVM makes one: its block `vector.body`
+    points `%p0`, `%p1`, ... and `%q0`, `%q1`, ... at `parts` consecutive 32-byte parts of x
+    and of out (arrays of `element`) from `%index`, runs `body` and steps `%index` by the
+    parts' elements; with `exit_phi`, the exit block has a phi of the count."""
     lines = [
         "define void @f(ptr %x, ptr %out, i64 %n) {",
         "entry:",
@@ -706,34 +707,217 @@ def f32_loop(multiplies: int) -> str:
         "",
         "vector.body:",
         "  %index = phi i64 [ 0, %entry ], [ %index.next, %vector.body ]",
-        "  %p0 = getelementptr inbounds float, ptr %x, i64 %index",
-        "  %q0 = getelementptr inbounds float, ptr %out, i64 %index",
+        f"  %p0 = getelementptr inbounds {element}, ptr %x, i64 %index",
+        f"  %q0 = getelementptr inbounds {element}, ptr %out, i64 %index",
     ]
-    for part in parts[1:]:
+    for part in range(1, parts):
         lines += [
             f"  %p{part} = getelementptr inbounds nuw i8, ptr %p0, i64 {32 * part}",
             f"  %q{part} = getelementptr inbounds nuw i8, ptr %q0, i64 {32 * part}",
         ]
-    for part in parts:
-        lines.append(f"  %y{part}.0 = load <8 x float>, ptr %p{part}, align 4")
-        lines += [
-            f"  %y{part}.{k + 1} = fmul <8 x float> %y{part}.{k}, splat (float 3.0)"
-            for k in range(multiplies)
-        ]
-        lines.append(f"  store <8 x float> %y{part}.{multiplies}, ptr %q{part}, align 4")
+    elements = parts * 32 // {"float": 4, "i16": 2}[element]
+    count = ["  %count = phi i64 [ %index.next, %vector.body ]"] if exit_phi else []
     return "\n".join(
         [
             *lines,
-            "  %index.next = add nuw i64 %index, 32",
+            *body,
+            f"  %index.next = add nuw i64 %index, {elements}",
             "  %done = icmp eq i64 %index.next, %n",
             "  br i1 %done, label %exit, label %vector.body",
             "",
             "exit:",
+            *count,
             "  ret void",
             "}",
             "",
         ]
     )
+
+
+def bf16_parts_in_software(parts: int = 2, low_bits: bool = False) -> str:
+    """A vector loop as LLVM makes it of `out = bf16(3 * x)` on bf16 x where the host has no
+    AVX512_BF16 (AVX2): `parts` parts of 16 elements, each rounded in integer ops
+    (`narrow_bits`: NaNs quieted by a select). With `low_bits`, of x with its f32 bits' low
+    half set, not `3 * x`: a NaN whose rounding would carry into its kept bits (a bf16 NaN
+    times 3 has a low half of zeros), which LLVM's optimizer would fold."""
+    body = []
+    for k in range(parts):
+        computed = (
+            [
+                f"  %v{k} = or <16 x i32> %s{k}, splat (i32 65535)",
+                f"  %y{k} = bitcast <16 x i32> %v{k} to <16 x float>",
+            ]
+            if low_bits
+            else [
+                f"  %f{k} = bitcast <16 x i32> %s{k} to <16 x float>",
+                f"  %y{k} = fmul <16 x float> %f{k}, splat (float 3.0)",
+            ]
+        )
+        body += [
+            f"  %l{k} = load <16 x i16>, ptr %p{k}, align 2",
+            f"  %z{k} = zext <16 x i16> %l{k} to <16 x i32>",
+            f"  %s{k} = shl nuw <16 x i32> %z{k}, splat (i32 16)",
+            *computed,
+            f"  %b{k} = bitcast <16 x float> %y{k} to <16 x i32>",
+            f"  %k{k} = lshr <16 x i32> %b{k}, splat (i32 16)",
+            f"  %o{k} = and <16 x i32> %k{k}, splat (i32 1)",
+            f"  %h{k} = add <16 x i32> %b{k}, splat (i32 32767)",
+            f"  %r{k} = add <16 x i32> %h{k}, %o{k}",
+            f"  %d{k} = lshr <16 x i32> %r{k}, splat (i32 16)",
+            f"  %m{k} = or <16 x i32> %k{k}, splat (i32 64)",
+            f"  %u{k} = fcmp uno <16 x float> %y{k}, zeroinitializer",
+            f"  %w{k} = select <16 x i1> %u{k}, <16 x i32> %m{k}, <16 x i32> %d{k}",
+            f"  %c{k} = trunc nuw <16 x i32> %w{k} to <16 x i16>",
+            f"  store <16 x i16> %c{k}, ptr %q{k}, align 2",
+        ]
+    return vector_loop("i16", parts, body, exit_phi=True)
+
+
+def run_loop(native: NativeModule, x: np.ndarray) -> np.ndarray:
+    """The bits that the loop `f` of `native` (`bf16_parts_in_software`'s) makes of bf16 `x`."""
+    loop = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
+        native.address("f")
+    )
+    out = np.empty_like(x)
+    loop(x.ctypes.data, out.ctypes.data, x.size)
+    return out.view(np.uint16)
+
+
+def rounded_as_narrow_bits(values: np.ndarray) -> np.ndarray:
+    """The bits of the f32 `values` rounded to bf16 as `narrow_bits` rounds: to nearest even
+    as ml_dtypes, and a NaN to its sign, its top bits and the quiet bit."""
+    quieted = ((values.view(np.uint32) >> 16) | 0x40).astype(np.uint16)
+    return np.where(np.isnan(values), quieted, values.astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
+def test_pair_bf16_parts_pairs_a_loop_rounding_in_software() -> None:
+    """Two bf16 parts rounded in integer ops become one load of 32-bit words, whose low halves
+    a shift widens and whose high halves a mask, and one store of words, NaNs' quieting in
+    a block of its own (the loop's last block a new one, which the phis name); no shuffle.
+    The loop computes every bf16 input's `3 * x` bit for bit as the parts did: NaNs (in both
+    halves of a word) quieted with their signs and the top of their payloads."""
+    paired = pair_bf16_parts(bf16_parts_in_software())
+    assert paired.count("load <16 x i32>") == 1 and "shufflevector" not in paired
+    assert paired.count("store <16 x i32>") == 2 and "store <16 x i16>" not in paired
+    assert "%count = phi i64 [ %index.next, %xfuse.pair0.latch ]" in paired
+    assert "declare" not in paired
+    llvm_binding.parse_assembly(paired).verify()
+    native = compile_llvm_ir(bf16_parts_in_software())
+    assert "xfuse.pair0.fixup" in native.optimized_ir
+    every = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = rounded_as_narrow_bits(every.astype(np.float32) * np.float32(3))
+    np.testing.assert_array_equal(run_loop(native, every), want)
+
+
+def test_software_bf16_pairs_quiet_a_nan_in_any_one_lane() -> None:
+    """A loop whose bf16 parts round in integer ops stores numbers' words, checks for NaNs one
+    compare a pair and stores the words again only where there is one: a NaN whose rounding
+    would carry, of either sign and with and without the quiet bit, in each lane of 64 (two
+    pairs) in turn (the even and the odd halves of every word), next to numbers, is quieted
+    and the numbers rounded; and every bf16 input so."""
+    # Not optimized first: LLVM would fold the low half's bits into the rounding.
+    native = compile_llvm_ir(bf16_parts_in_software(4, low_bits=True), 0, codegen_level=2)
+    assert "xfuse.pair0.fixup" in native.optimized_ir
+    lanes = 64
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-2, 2, (4 * lanes, lanes)).astype(ml_dtypes.bfloat16)
+    nans = np.array([0x7F81, 0xFFC1, 0x7FFF, 0xFF80 | 0x2A], dtype=np.uint16)
+    lane = np.arange(4 * lanes) % lanes
+    x[np.arange(4 * lanes), lane] = nans.view(ml_dtypes.bfloat16).repeat(lanes)
+    every = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16)
+    for inputs in (x.reshape(-1), every):
+        values = ((inputs.view(np.uint16).astype(np.uint32) << 16) | 0xFFFF).view(np.float32)
+        np.testing.assert_array_equal(run_loop(native, inputs), rounded_as_narrow_bits(values))
+
+
+@pytest.mark.parametrize(
+    ("line", "replacement"),
+    [
+        # a vector constant whose lanes differ (each lane would meet another element's)
+        (
+            "%y1 = fmul <16 x float> %f1, splat (float 3.0)",
+            "%y1 = fmul <16 x float> %f1, <" + ", ".join(f"float {k}.0" for k in range(16)) + ">",
+        ),
+        # a store of words other than `narrow_bits`' choice
+        (
+            "%c1 = trunc nuw <16 x i32> %w1 to <16 x i16>",
+            "%c1 = trunc nuw <16 x i32> %b1 to <16 x i16>",
+        ),
+        # NaN's bits not its kept bits quieted
+        ("%m1 = or <16 x i32> %k1, splat (i32 64)", "%m1 = or <16 x i32> %k1, splat (i32 65)"),
+        # lanes chosen by another condition than a NaN
+        (
+            "%u1 = fcmp uno <16 x float> %y1, zeroinitializer",
+            "%u1 = fcmp uno <16 x float> %y1, %y0",
+        ),
+        # parts that are not the consecutive halves of 32 elements
+        ("ptr %q0, i64 32", "ptr %q0, i64 64"),
+    ],
+)
+def test_pair_bf16_parts_leaves_other_software_loops_alone(line: str, replacement: str) -> None:
+    """A body rounding in integer ops with a vector constant of different lanes, a store or
+    a NaN's result it does not know, or parts that do not pair comes back as it was."""
+    assert line in bf16_parts_in_software()
+    other = bf16_parts_in_software().replace(line, replacement)
+    llvm_binding.parse_assembly(other).verify()
+    assert pair_bf16_parts(other) == other
+
+
+SOFTWARE_BF16_CPUS = {
+    "znver3": "+sse4.2,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+popcnt,+lzcnt,+movbe",
+    "skylake-avx512": "+avx,+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512dq,+avx512vl",
+}
+"""CPUs that round bf16 in integer ops: AVX2 (parts of 16 lanes, two registers) and AVX-512
+without AVX512_BF16 (parts of 32 lanes)."""
+
+
+@pytest.mark.parametrize("cpu", SOFTWARE_BF16_CPUS)
+def test_bf16_loop_parts_round_in_software_in_pairs(
+    cpu: str, use_cpu: Callable[[str, str], HostCpu]
+) -> None:
+    """Without AVX512_BF16 the LLM GELU (bf16 x, r and bias) reads each bf16 array as 32-bit
+    words and stores words: no zero-extending load, no pack or permute, and no blend for NaNs
+    on the loop's straight path; the same bits as its unpaired loop (`interleave=1`: one
+    part), NaNs where it has them, on every bf16 input, at sizes that stream and on rows with
+    a remainder."""
+    if "avx512f" in SOFTWARE_BF16_CPUS[cpu] and not host_cpu().has("avx512f"):
+        pytest.skip("this host has no AVX-512")
+    assert not use_cpu(cpu, SOFTWARE_BF16_CPUS[cpu]).rounds_bf16
+    kernel = xfuse.compile(LLM_GELU_BF16)
+    loop = hot_loop_mnemonics(kernel.asm)
+    for widening_or_packing in ("vpmovzxwd", "vpackusdw", "vpermq", "vblendvps", "vpblendmd"):
+        assert widening_or_packing not in loop
+    assert "vcmpunordps" in loop or "vcmpps" in loop
+    unpaired = xfuse.compile(LLM_GELU_BF16, interleave=1)
+    assert "xfuse.pair" in kernel.llvm_ir and "xfuse.pair" not in unpaired.llvm_ir
+    every = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).reshape(16, 4096)
+    random = np.random.default_rng(6).standard_normal((300, 4096 + 40)).astype(ml_dtypes.bfloat16)
+    cases = [
+        (every, np.zeros_like(every), every[0]),
+        (np.zeros_like(every), every, every[1]),
+        (every, every[::-1], every[7]),
+        (random, random[::-1], random[0]),
+    ]
+    for x, r, b in cases:
+        got, want = kernel(x=x, r=r, b=b), unpaired(x=x, r=r, b=b)
+        nan = np.isnan(want.astype(np.float32))
+        np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), nan)
+        np.testing.assert_array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+
+
+def f32_loop(multiplies: int) -> str:
+    """A vector loop as LLVM makes it of `out = x * 3 * 3 ...` (`multiplies` products a part)
+    on f32 x: four parts of 8 elements (32 bytes), so two a cache line."""
+    body = []
+    for part in range(4):
+        body.append(f"  %y{part}.0 = load <8 x float>, ptr %p{part}, align 4")
+        body += [
+            f"  %y{part}.{k + 1} = fmul <8 x float> %y{part}.{k}, splat (float 3.0)"
+            for k in range(multiplies)
+        ]
+        body.append(f"  store <8 x float> %y{part}.{multiplies}, ptr %q{part}, align 4")
+    return vector_loop("float", 4, body)
 
 
 def test_prefetch_loads_prefetches_each_line_a_compute_heavy_loop_loads() -> None:
@@ -785,8 +969,8 @@ def test_compute_heavy_loops_prefetch_every_line_they_load(
     loop = hot_loop_mnemonics(kernel.asm)
     body = vector_body(kernel.llvm_ir)
     loaded_bytes = sum(
-        int(lanes) * {"float": 4, "i16": 2}[element]
-        for lanes, element in re.findall(r"= load <(\d+) x (float|i16)>", body)
+        int(lanes) * {"float": 4, "i32": 4, "i16": 2}[element]
+        for lanes, element in re.findall(r"= load <(\d+) x (float|i32|i16)>", body)
     )
     loaded = loaded_bytes // 64  # lines: a 32-byte load (AVX2) is half of one
     assert loop.count("prefetcht0") == (loaded if prefetches else 0)

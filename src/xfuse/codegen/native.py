@@ -980,29 +980,81 @@ def streaming_stores(optimized_ir: str, twins: Sequence[str]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# bf16 loops on 32 lanes at a time (after O3)
+# bf16 loops on two parts at a time (after O3)
 # ---------------------------------------------------------------------------------------------
 
 _PART_LANES = 16
-"""Lanes of one vector part of the loops `pair_bf16_parts` rewrites: `<16 x float>` (AVX-512)."""
-_PART_BYTES = 2 * _PART_LANES
-"""The bytes of one part of a bf16 array."""
+"""Lanes of one vector part of the loops that `pair_bf16_parts` rounds by AVX512_BF16:
+`<16 x float>` (AVX-512). Those it rounds in integer ops have the lanes LLVM gave them (16 on
+AVX2, two registers a part; 32 on AVX-512 without AVX512_BF16)."""
 _NAME = r"%[-\w.$]+"
 _ASSIGNMENT = re.compile(rf"^\s+({_NAME}) = (.*)$")
 _VECTOR_TYPE = re.compile(r"<(\d+) x (\w+)>")
 _PART_ELEMENTS = frozenset({"float", "i32", "i16", "i1", "bfloat"})
 _LANE_CROSSING = re.compile(r"\b(shufflevector|insertelement|extractelement|phi <)")
+_VECTOR_LITERAL = re.compile(r"<(?:i\d+|half|bfloat|float|double|ptr) ")
+"""The elements of a vector constant other than a splat or zero: its lanes may differ."""
 _CALLEE = re.compile(r"\bcall\b[^@]*@([-\w.$]+)\(")
 _ELEMENTWISE_INTRINSIC = re.compile(
     r"llvm\.(fma|fmuladd|fabs|minnum|maxnum|minimum|maximum|sqrt|copysign|floor|ceil|trunc|rint"
-    r"|nearbyint|round|roundeven|smin|smax|umin|umax|abs)\.v16\w+$"
+    r"|nearbyint|round|roundeven|smin|smax|umin|umax|abs)\.v\d+\w+$"
 )
-_BF16_LOAD = re.compile(rf"^\s+({_NAME}) = load <16 x i16>, ptr ({_NAME}), align (\d+)(.*)$")
 _VECTOR_LOAD = re.compile(r"= load <")
-_WIDEN_ZEXT = re.compile(rf"= zext <16 x i16> ({_NAME}) to <16 x i32>$")
-_WIDEN_SHIFT = re.compile(rf"= shl (?:nuw )?(?:nsw )?<16 x i32> ({_NAME}), splat \(i32 16\)$")
-_BF16_STORE = re.compile(rf"^\s+store <16 x i16> ({_NAME}), ptr ({_NAME}), align (\d+)(.*)$")
 _VECTOR_STORE_ANY = re.compile(r"^\s+store <")
+_PART_LOAD = re.compile(r"^\s+%[-\w.$]+ = load <(\d+) x i16>, ")
+
+
+@dataclass(frozen=True)
+class _PartPatterns:
+    """The instructions around the bf16 parts of `lanes` lanes that `pair_bf16_parts` matches."""
+
+    lanes: int
+    load: re.Pattern[str]
+    """A part's load, as 16-bit integers."""
+    widening: re.Pattern[str]
+    """Its zero extension to 32 bits ..."""
+    shift: re.Pattern[str]
+    """... and the shift that makes them f32 bits."""
+    store: re.Pattern[str]
+    """A part's store, as 16-bit integers."""
+    truncation: re.Pattern[str]
+    """The 32-bit words whose low halves a store stores, truncated (software rounding)."""
+    chosen: re.Pattern[str]
+    """Those words: a select of NaN's quieted bits or the rounded ones (software rounding)."""
+    quieted: re.Pattern[str]
+    """NaN's kept bits with the quiet bit (software rounding)."""
+    kept: re.Pattern[str]
+    """The high half of a word, shifted down (software rounding)."""
+    unordered: re.Pattern[str]
+    """The lanes whose f32 value is a NaN (software rounding)."""
+
+    @property
+    def bytes(self) -> int:
+        """The bytes of one part of a bf16 array."""
+        return 2 * self.lanes
+
+
+@functools.cache
+def _part_patterns(lanes: int) -> _PartPatterns:
+    halves, words = f"<{lanes} x i16>", f"<{lanes} x i32>"
+    return _PartPatterns(
+        lanes,
+        load=re.compile(rf"^\s+({_NAME}) = load {halves}, ptr ({_NAME}), align (\d+)(.*)$"),
+        widening=re.compile(rf"= zext {halves} ({_NAME}) to {words}$"),
+        shift=re.compile(rf"= shl (?:nuw )?(?:nsw )?{words} ({_NAME}), splat \(i32 16\)$"),
+        store=re.compile(rf"^\s+store {halves} ({_NAME}), ptr ({_NAME}), align (\d+)(.*)$"),
+        truncation=re.compile(rf"= trunc (?:nuw )?(?:nsw )?{words} ({_NAME}) to {halves}$"),
+        chosen=re.compile(
+            rf"= select <{lanes} x i1> ({_NAME}), {words} ({_NAME}), {words} ({_NAME})$"
+        ),
+        quieted=re.compile(rf"= or (?:disjoint )?{words} ({_NAME}), splat \(i32 64\)$"),
+        kept=re.compile(rf"= lshr (?:exact )?{words} ({_NAME}), splat \(i32 16\)$"),
+        unordered=re.compile(
+            rf"= fcmp uno <{lanes} x float> ({_NAME}), (zeroinitializer|{_NAME})$"
+        ),
+    )
+
+
 _FIXUP_SELECT = re.compile(
     rf"= select <16 x i1> ({_NAME}), <16 x i16> ({_NAME}), <16 x i16> ({_NAME})$"
 )
@@ -1048,18 +1100,30 @@ _CONCATENATION = _indices(range(2 * _PART_LANES))
 
 @dataclass(frozen=True)
 class _Access:
-    """A bf16 part's load (widened to f32 bits by a zext and a shift) or store (of bits rounded
-    by `fptrunc` with the subnormal fixup of `xfuse.transforms.to_llvm.narrow_bf16_in_hardware`)."""
+    """A bf16 part's load (widened to f32 bits by a zext and a shift) or store: of bits rounded
+    by `fptrunc` with the subnormal fixup of `xfuse.transforms.to_llvm.narrow_bf16_in_hardware`,
+    or in integer ops by `xfuse.transforms.to_llvm.narrow_bits` (software)."""
 
     lines: tuple[int, ...]
-    """The lines of the load and its widening, or of the rounding, its fixup and the store."""
+    """The lines of the load and its widening, or of the rounding, its fixup and the store (in
+    software: the truncation and the store)."""
     pointer: str
     align: str
     metadata: str
     value: str
     """For a load: the widened bits (the shift's result); for a store: the f32 value rounded."""
     bits: str = ""
-    """For a store: the i32 bits of the f32 value before the fixup lifted its subnormals."""
+    """For a store: the i32 bits of the f32 value before the fixup lifted its subnormals (in
+    software: the bits whose high half a NaN's result keeps)."""
+    nan: str = ""
+    """For a store in software: the lanes whose value is a NaN, which store `bits`' high half
+    quieted."""
+    rounded: str = ""
+    """For a store in software: the bits whose high half the other lanes store ..."""
+    shifted: str = ""
+    """... shifted down."""
+    words: str = ""
+    """For a store in software: the 32-bit words whose low halves it stores."""
 
 
 class _NotPairable(Exception):
@@ -1067,8 +1131,9 @@ class _NotPairable(Exception):
 
 
 class _Block:
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], patterns: _PartPatterns) -> None:
         self.lines = lines
+        self.patterns = patterns
         self.defined = {m[1]: i for i, line in enumerate(lines) if (m := _ASSIGNMENT.match(line))}
         self.uses: dict[str, list[int]] = {}
         for i, line in enumerate(lines):
@@ -1103,9 +1168,34 @@ class _Block:
         return (found[1], int(found[2])) if found else (pointer, 0)
 
     def load(self, index: int, found: re.Match[str]) -> _Access:
-        zext, _ = self.only_user(found[1], _WIDEN_ZEXT)
-        shift, _ = self.only_user(self.assigned(zext), _WIDEN_SHIFT)
+        zext, _ = self.only_user(found[1], self.patterns.widening)
+        shift, _ = self.only_user(self.assigned(zext), self.patterns.shift)
         return _Access((index, zext, shift), found[2], found[3], found[4], self.assigned(shift))
+
+    def rounded_in_software(self, index: int, found: re.Match[str]) -> _Access:
+        """The store at `index` (matched as `found`) of words chosen between NaN's kept bits,
+        quieted, and the high half of other bits (what `narrow_bits` rounds to)."""
+        patterns = self.patterns
+        truncation, truncated = self.definition(found[1], patterns.truncation)
+        _, chosen = self.definition(truncated[1], patterns.chosen)
+        _, unordered = self.definition(chosen[1], patterns.unordered)
+        _, quieted = self.definition(chosen[2], patterns.quieted)
+        _, kept = self.definition(quieted[1], patterns.kept)
+        _, rounded = self.definition(chosen[3], patterns.kept)
+        if unordered[2] not in ("zeroinitializer", unordered[1]):
+            raise _NotPairable
+        return _Access(
+            (truncation, index),
+            found[2],
+            found[3],
+            found[4],
+            unordered[1],
+            bits=kept[1],
+            nan=chosen[1],
+            rounded=rounded[1],
+            shifted=chosen[3],
+            words=truncated[1],
+        )
 
     def store(self, index: int, found: re.Match[str]) -> _Access:
         select, chosen = self.definition(found[1], _FIXUP_SELECT)
@@ -1130,7 +1220,7 @@ def _pairs(
     block: _Block, accesses: list[_Access]
 ) -> tuple[list[tuple[_Access, _Access]], set[int]]:
     """The accesses in pairs of parts, and how many parts each base has: every base accessed at
-    0, 32, 64, ... bytes (its parts in the vectorizer's order), an even number of parts."""
+    0, 1, 2, ... parts' bytes (its parts in the vectorizer's order), an even number of parts."""
     by_base: dict[str, dict[int, _Access]] = {}
     for access in accesses:
         base, offset = block.place(access.pointer)
@@ -1138,12 +1228,94 @@ def _pairs(
             raise _NotPairable
         by_base[base][offset] = access
     pairs = []
+    part = block.patterns.bytes
     for parts in by_base.values():
-        size = len(parts) * _PART_BYTES
-        if len(parts) % 2 or sorted(parts) != list(range(0, size, _PART_BYTES)):
+        size = len(parts) * part
+        if len(parts) % 2 or sorted(parts) != list(range(0, size, part)):
             raise _NotPairable
-        pairs += [(parts[k], parts[k + _PART_BYTES]) for k in range(0, size, 2 * _PART_BYTES)]
+        pairs += [(parts[k], parts[k + part]) for k in range(0, size, 2 * part)]
     return pairs, {len(parts) for parts in by_base.values()}
+
+
+def _paired_accesses(
+    block: _Block, store: Callable[[_Block, int, re.Match[str]], _Access]
+) -> tuple[list[tuple[_Access, _Access]], list[tuple[_Access, _Access]]]:
+    """The bf16 loads and stores of `block` (a vector loop body), each `store` matched by
+    `store`, in pairs of parts; raises `_NotPairable` where computing the body's values in
+    another lane order would not keep every element's result: an op that is not elementwise
+    (a lane-crossing one, a call that is not an elementwise intrinsic, a vector constant whose
+    lanes may differ), another load or store, a vector of another width, parts that do not
+    pair, or arrays of different numbers of parts."""
+    loads, stores = [], []
+    patterns = block.patterns
+    for index, line in enumerate(block.lines):
+        for lanes, element in _VECTOR_TYPE.findall(line):
+            if int(lanes) != patterns.lanes or element not in _PART_ELEMENTS:
+                raise _NotPairable
+        callee = _CALLEE.search(line)
+        if (
+            _LANE_CROSSING.search(line)
+            or _VECTOR_LITERAL.search(line)
+            or (callee and not _ELEMENTWISE_INTRINSIC.match(callee[1]))
+        ):
+            raise _NotPairable
+        if found := patterns.load.match(line):
+            loads.append(block.load(index, found))
+        elif _VECTOR_LOAD.search(line):
+            raise _NotPairable
+        elif found := patterns.store.match(line):
+            stores.append(store(block, index, found))
+        elif _VECTOR_STORE_ANY.match(line):
+            raise _NotPairable
+    (load_pairs, load_parts), (store_pairs, store_parts) = (
+        _pairs(block, loads),
+        _pairs(block, stores),
+    )
+    if not store_pairs or len(load_parts | store_parts) != 1:
+        raise _NotPairable
+    return load_pairs, store_pairs
+
+
+def _widened_pairs(
+    block: _Block,
+    load_pairs: list[tuple[_Access, _Access]],
+    tag: str,
+    widening: Callable[[str, _Access], list[str]],
+) -> tuple[dict[int, list[str]], dict[str, str]]:
+    """The lines that load each pair of parts (`widening(name, even part)`, which defines
+    `name`.even.bits and `name`.odd.bits, the f32 bits of each) by the line before which they
+    go, and the new names of the widened values they replace."""
+    inserted: dict[int, list[str]] = {}
+    renamed: dict[str, str] = {}
+    for number, (even, odd) in enumerate(load_pairs):
+        first_use = min(i for access in (even, odd) for i in block.users(access.value))
+        if block.defined.get(even.pointer, -1) >= first_use:
+            raise _NotPairable
+        name = f"%{tag}.load{number}"
+        renamed |= {even.value: f"{name}.even.bits", odd.value: f"{name}.odd.bits"}
+        inserted.setdefault(first_use, []).extend(widening(name, even))
+    return inserted, renamed
+
+
+def _edited(
+    block: _Block, inserted: dict[int, list[str]], renamed: dict[str, str], stores: set[int]
+) -> list[str]:
+    """The lines of `block` with `inserted` before theirs, the stores at `stores` dropped and
+    the values of `renamed` used by their new names."""
+    # LLVM numbers unnamed values in order, so the replaced instructions stay (dead: code
+    # generation drops them) and the new ones get names; only the old stores go.
+    uses = re.compile("|".join(re.escape(name) + r"(?![-\w.$])" for name in renamed))
+    result = []
+    for index, line in enumerate(block.lines):
+        result += inserted.get(index, [])
+        if index in stores:
+            continue
+        if renamed and not (index in block.defined.values() and block.assigned(index) in renamed):
+            head, _, tail = line.partition(" = ") if _ASSIGNMENT.match(line) else ("", "", line)
+            tail = uses.sub(lambda found: renamed[found[0]], tail)
+            line = f"{head} = {tail}" if head else tail
+        result.append(line)
+    return result
 
 
 def _round_pair(
@@ -1207,54 +1379,26 @@ def _chained(tag: str, op: str, type_: str, masks: list[str]) -> tuple[list[str]
     return lines, result
 
 
-def _pair_block(lines: list[str], tag: str) -> list[str]:
-    """`lines` (a vector loop body) with its bf16 parts in pairs (see `pair_bf16_parts`);
-    raises `_NotPairable` where that would not keep every element's result."""
-    block = _Block(lines)
-    loads, stores = [], []
-    for index, line in enumerate(lines):
-        for lanes, element in _VECTOR_TYPE.findall(line):
-            if int(lanes) != _PART_LANES or element not in _PART_ELEMENTS:
-                raise _NotPairable
-        callee = _CALLEE.search(line)
-        if _LANE_CROSSING.search(line) or (callee and not _ELEMENTWISE_INTRINSIC.match(callee[1])):
-            raise _NotPairable
-        if found := _BF16_LOAD.match(line):
-            loads.append(block.load(index, found))
-        elif _VECTOR_LOAD.search(line):
-            raise _NotPairable
-        elif found := _BF16_STORE.match(line):
-            stores.append(block.store(index, found))
-        elif _VECTOR_STORE_ANY.match(line):
-            raise _NotPairable
-    (load_pairs, load_parts), (store_pairs, store_parts) = (
-        _pairs(block, loads),
-        _pairs(block, stores),
-    )
-    if not store_pairs or len(load_parts | store_parts) != 1:
-        raise _NotPairable
-    # LLVM numbers unnamed values in order, so the replaced instructions stay (dead: code
-    # generation drops them) and the new ones get names; only the old stores go.
-    inserted: dict[int, list[str]] = {}
-    renamed: dict[str, str] = {}
-    for number, (even, odd) in enumerate(load_pairs):
-        first_use = min(i for access in (even, odd) for i in block.users(access.value))
-        if block.defined.get(even.pointer, -1) >= first_use:
-            raise _NotPairable
-        name = f"%{tag}.load{number}"
-        renamed |= {even.value: f"{name}.even.f32", odd.value: f"{name}.odd.f32"}
-        inserted.setdefault(first_use, []).extend(
-            [
-                f"  {name} = load <32 x i16>, ptr {even.pointer}, align {even.align}"
-                f"{even.metadata}",
-                f"  {name}.even = shufflevector <32 x i16> zeroinitializer, <32 x i16> {name}, "
-                f"<32 x i32> <{_EVEN_WIDENING}>",
-                f"  {name}.odd = shufflevector <32 x i16> zeroinitializer, <32 x i16> {name}, "
-                f"<32 x i32> <{_ODD_WIDENING}>",
-                f"  {name}.even.f32 = bitcast <32 x i16> {name}.even to <16 x i32>",
-                f"  {name}.odd.f32 = bitcast <32 x i16> {name}.odd to <16 x i32>",
-            ]
-        )
+def _widened_in_pairs(name: str, even: _Access) -> list[str]:
+    """One 64-byte load of the pair of parts at `even` and the unpacks with zero that widen
+    it (AVX-512: `vpunpcklwd`, `vpunpckhwd`)."""
+    return [
+        f"  {name} = load <32 x i16>, ptr {even.pointer}, align {even.align}{even.metadata}",
+        f"  {name}.even = shufflevector <32 x i16> zeroinitializer, <32 x i16> {name}, "
+        f"<32 x i32> <{_EVEN_WIDENING}>",
+        f"  {name}.odd = shufflevector <32 x i16> zeroinitializer, <32 x i16> {name}, "
+        f"<32 x i32> <{_ODD_WIDENING}>",
+        f"  {name}.even.bits = bitcast <32 x i16> {name}.even to <16 x i32>",
+        f"  {name}.odd.bits = bitcast <32 x i16> {name}.odd to <16 x i32>",
+    ]
+
+
+def _paired_in_hardware(lines: list[str], tag: str) -> list[str]:
+    """`lines` (a vector loop body) with its bf16 parts rounded by AVX512_BF16 in pairs (see
+    `pair_bf16_parts`); raises `_NotPairable` where that would not keep every element's result."""
+    block = _Block(lines, _part_patterns(_PART_LANES))
+    load_pairs, store_pairs = _paired_accesses(block, _Block.store)
+    inserted, renamed = _widened_pairs(block, load_pairs, tag, _widened_in_pairs)
     if not _BRANCH.match(lines[-1]):
         raise _NotPairable
     stores, nonzeros, subnormals, classifications, fixup = set(), [], [], [], []
@@ -1292,30 +1436,97 @@ def _pair_block(lines: list[str], tag: str) -> list[str]:
             "",
             f"{tag}.check:",
             *classifications,
-            *any_subnormal,
-            f"  %{tag}.subnormals = bitcast <16 x i1> {subnormal} to i16",
-            f"  %{tag}.subnormal = icmp ne i16 %{tag}.subnormals, 0",
-            f"  br i1 %{tag}.subnormal, label %{tag}.fixup, label %{tag}.latch, {_RARELY}",
-            "",
-            f"{tag}.fixup:",
-            *fixup,
-            f"  br label %{tag}.latch",
-            "",
-            f"{tag}.latch:",
+            *_out_of_line(tag, "subnormal", any_subnormal, subnormal, _PART_LANES, fixup),
         ]
     )
-    uses = re.compile("|".join(re.escape(name) + r"(?![-\w.$])" for name in renamed))
-    result = []
-    for index, line in enumerate(lines):
-        result += inserted.get(index, [])
-        if index in stores:
-            continue
-        if renamed and not (index in block.defined.values() and block.assigned(index) in renamed):
-            head, _, tail = line.partition(" = ") if _ASSIGNMENT.match(line) else ("", "", line)
-            tail = uses.sub(lambda found: renamed[found[0]], tail)
-            line = f"{head} = {tail}" if head else tail
-        result.append(line)
-    return result
+    return _edited(block, inserted, renamed, stores)
+
+
+def _out_of_line(
+    tag: str, kind: str, combined: list[str], mask: str, lanes: int, fixup: list[str]
+) -> list[str]:
+    """Lines that end a loop body's block: `combined` (which makes `mask`, of `lanes` lanes),
+    a branch, taken rarely where a lane of `mask` is set (a `kind` of value), to the block
+    `tag`.fixup of `fixup`, and `tag`.latch, where both go on: the loop's new last block."""
+    return [
+        *combined,
+        f"  %{tag}.{kind}s = bitcast <{lanes} x i1> {mask} to i{lanes}",
+        f"  %{tag}.{kind} = icmp ne i{lanes} %{tag}.{kind}s, 0",
+        f"  br i1 %{tag}.{kind}, label %{tag}.fixup, label %{tag}.latch, {_RARELY}",
+        "",
+        f"{tag}.fixup:",
+        *fixup,
+        f"  br label %{tag}.latch",
+        "",
+        f"{tag}.latch:",
+    ]
+
+
+def _words_in_pairs(lanes: int) -> Callable[[str, _Access], list[str]]:
+    """What loads a pair of parts of `lanes` elements as 32-bit words and widens each word's
+    halves: the even elements by a shift, the odd ones by a mask."""
+    words = f"<{lanes} x i32>"
+
+    def widening(name: str, even: _Access) -> list[str]:
+        return [
+            f"  {name} = load {words}, ptr {even.pointer}, align {even.align}{even.metadata}",
+            f"  {name}.even.bits = shl {words} {name}, splat (i32 16)",
+            f"  {name}.odd.bits = and {words} {name}, splat (i32 -65536)",
+        ]
+
+    return widening
+
+
+def _paired_in_software(lines: list[str], tag: str) -> list[str]:
+    """`lines` (a vector loop body) with its bf16 parts rounded in integer ops, in pairs (see
+    `pair_bf16_parts`); raises `_NotPairable` where that would not keep every element's result."""
+    first_load = next((found for line in lines if (found := _PART_LOAD.match(line))), None)
+    if first_load is None:
+        raise _NotPairable
+    lanes = int(first_load[1])
+    block = _Block(lines, _part_patterns(lanes))
+    load_pairs, store_pairs = _paired_accesses(block, _Block.rounded_in_software)
+    inserted, renamed = _widened_pairs(block, load_pairs, tag, _words_in_pairs(lanes))
+    if not _BRANCH.match(lines[-1]):
+        raise _NotPairable
+    words, mask = f"<{lanes} x i32>", f"<{lanes} x i1>"
+
+    def stored(name: str, low: str, high: str, at: _Access) -> list[str]:
+        """Lines that store, where `at` stored its part, the words of the low halves of `low`
+        (whose high halves are zero) and the high halves of `high`."""
+        return [
+            f"  {name}.high = and {words} {high}, splat (i32 -65536)",
+            f"  {name} = or {words} {low}, {name}.high",
+            f"  store {words} {name}, ptr {at.pointer}, align {at.align}{at.metadata}",
+        ]
+
+    stores, nans, fixup = set(), [], []
+    for number, (even, odd) in enumerate(store_pairs):
+        name, fixed = f"%{tag}.store{number}", f"%{tag}.store{number}.fixed"
+        stores |= {even.lines[-1], odd.lines[-1]}
+        # The straight path stores each word as the rounding of numbers: the even element's
+        # 16 bits, its low half, are its rounded bits shifted down; the odd one's, its high
+        # half, those bits masked. A NaN's are its kept bits quieted (`narrow_bits`), and
+        # (k >> 16 | 64) << 16 is (k | 1 << 22) & -65536.
+        nans.append(f"{name}.nan")
+        inserted.setdefault(max(even.lines[-1], odd.lines[-1]), []).extend(
+            [
+                *stored(name, even.shifted, odd.rounded, even),
+                f"  {nans[-1]} = fcmp uno <{lanes} x float> {even.value}, {odd.value}",
+            ]
+        )
+        fixup += [
+            f"  {fixed}.quieted = or {words} {odd.bits}, splat (i32 4194304)",
+            f"  {fixed}.chosen = select {mask} {odd.nan}, {words} {fixed}.quieted, "
+            f"{words} {odd.rounded}",
+            *stored(fixed, even.words, f"{fixed}.chosen", even),
+        ]
+    # An iteration with a NaN (one compare a pair) stores its words again, NaNs quieted.
+    any_nan, nan = _chained(f"{tag}.nan", "or", mask, nans)
+    inserted.setdefault(len(lines) - 1, []).extend(
+        _out_of_line(tag, "nan", any_nan, nan, lanes, fixup)
+    )
+    return _edited(block, inserted, renamed, stores)
 
 
 def pair_bf16_parts(optimized_ir: str) -> str:
@@ -1340,18 +1551,35 @@ def pair_bf16_parts(optimized_ir: str) -> str:
     them again (an exact zero needs no fixup, so a zero-heavy output takes the first branch
     only). The LLM GELU's loop: 299 -> 266 instructions, 0.96-0.98x the time in cache and
     0.97x at 2^24; with half its results zero 1.0x, where fixing every iteration that has a
-    zero took 1.1x (docs/benchmarks.md)."""
-    if " to <16 x bfloat>" not in optimized_ir:
+    zero took 1.1x (docs/benchmarks.md).
+
+    Where the host has no AVX512_BF16 (AVX2; AVX-512 before Cooper Lake and Zen 4) the loops
+    round in integer ops (`xfuse.transforms.to_llvm.narrow_bits`) in parts of the lanes LLVM
+    chose; their pairs take another order, with no shuffle at all: each pair of parts is loaded
+    as 32-bit words, whose low halves (the even elements) a shift widens and whose high halves
+    (the odd ones) a mask, where each part took a zero-extending load (a shuffle) and a shift;
+    the even results' words keep their low halves, the odd ones' rounding keeps its high halves
+    by a mask where it shifted down, and one `or` makes the words stored, where each part took
+    a truncation (a pack and a permute on AVX2)."""
+    if " to <16 x bfloat>" in optimized_ir:
+        pair: Callable[[list[str], str], list[str]] = _paired_in_hardware
+    elif _ROUNDED_IN_SOFTWARE.search(optimized_ir):
+        pair = _paired_in_software
+    else:
         # No part rounded to bf16, so no body pairs: skip the scan (~1 ms a small program).
         return optimized_ir
 
     def paired(body: list[str], number: int) -> list[str]:
         try:
-            return _pair_block(body, f"xfuse.pair{number}")
+            return pair(body, f"xfuse.pair{number}")
         except _NotPairable:
             return body
 
     return _rewrite_vector_bodies(optimized_ir, paired, _ROUND_PAIR_DECLARATION)
+
+
+_ROUNDED_IN_SOFTWARE = re.compile(r"= trunc (?:nuw )?(?:nsw )?<\d+ x i32> %[-\w.$]+ to <\d+ x i16>")
+"""The truncation of words to the 16-bit results of `narrow_bits` in a vector loop."""
 
 
 _VECTOR_BODY = re.compile(r"(vector\.body[\w.]*):")
@@ -1364,8 +1592,8 @@ def _rewrite_vector_bodies(
     """`optimized_ir` with the instructions of each main vector loop body (a block LLVM's loop
     vectorizer names `vector.body`) replaced by `rewrite(body, number)`, `number` counting the
     bodies from 0 (for names of new values that stay unique); `declaration` (of what the new
-    instructions call) is added if any body changed and the module declares no function of
-    that name (LLVM prints its declarations with attributes). A rewritten body may add blocks
+    instructions may call) is added if a body calls it and the module declares no function
+    of that name (LLVM prints its declarations with attributes). A rewritten body may add blocks
     (labels): the last one then ends the loop, so the phis of the loop's header and of the
     rest of the function name it where they named the body's block."""
     # On the text, as `streaming_stores`: llvmlite.binding cannot edit a parsed module's
@@ -1396,7 +1624,7 @@ def _rewrite_vector_bodies(
     name = re.search(r"@[-\w.$]+\(", declaration)
     assert name, declaration
     declared = re.search(rf"^declare [^@]*{re.escape(name[0])}", optimized_ir, re.MULTILINE)
-    if changed and not declared:
+    if changed and not declared and any(name[0] in line for line in result):
         result.append(declaration)
     return "\n".join(result)
 
@@ -1445,9 +1673,6 @@ _OFFSET_POINTER = re.compile(
 )
 _PREFETCH = "llvm.prefetch.p0"
 _PREFETCH_DECLARATION = f"declare void @{_PREFETCH}(ptr, i32 immarg, i32 immarg, i32 immarg)"
-
-
-_VECTOR_TYPE = re.compile(r"<(\d+) x (\w+)>")
 
 
 def _vector_bytes(line: str) -> int:
