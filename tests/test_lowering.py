@@ -810,58 +810,78 @@ def test_pair_bf16_parts_pairs_a_loop_rounding_in_software() -> None:
     np.testing.assert_array_equal(run_loop(native, every), want)
 
 
-def test_software_bf16_pairs_quiet_a_nan_in_any_one_lane() -> None:
-    """A loop whose bf16 parts round in integer ops stores numbers' words, checks for NaNs one
-    compare a pair and stores the words again only where there is one: a NaN whose rounding
-    would carry, of either sign and with and without the quiet bit, in each lane of 64 (two
-    pairs) in turn (the even and the odd halves of every word), next to numbers, is quieted
-    and the numbers rounded; and every bf16 input so."""
+@pytest.mark.parametrize("parts", [4, 3, 1])
+def test_software_bf16_rounding_quiets_a_nan_in_any_one_lane(parts: int) -> None:
+    """A loop whose bf16 parts round in integer ops stores numbers' rounded bits, checks for
+    NaNs one compare for two parts and stores again only where there is one: paired (4 parts)
+    or not (3 parts, 1), a NaN whose rounding would carry, of either sign and with and without
+    the quiet bit, in each lane of an iteration in turn (in pairs the even and the odd halves
+    of every word), next to numbers, is quieted and the numbers rounded; and every bf16 input
+    so."""
+    loop = bf16_parts_in_software(parts, low_bits=True)
+    rewritten = pair_bf16_parts(loop)
+    assert rewritten.count(".nan = fcmp uno") == (parts + 1) // 2
     # Not optimized first: LLVM would fold the low half's bits into the rounding.
-    native = compile_llvm_ir(bf16_parts_in_software(4, low_bits=True), 0, codegen_level=2)
+    native = compile_llvm_ir(loop, 0, codegen_level=2)
     assert "xfuse.pair0.fixup" in native.optimized_ir
-    lanes = 64
+    lanes = 16 * parts
     rng = np.random.default_rng(5)
     x = rng.uniform(-2, 2, (4 * lanes, lanes)).astype(ml_dtypes.bfloat16)
     nans = np.array([0x7F81, 0xFFC1, 0x7FFF, 0xFF80 | 0x2A], dtype=np.uint16)
     lane = np.arange(4 * lanes) % lanes
     x[np.arange(4 * lanes), lane] = nans.view(ml_dtypes.bfloat16).repeat(lanes)
     every = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16)
+    every = np.concatenate([every, np.zeros(-every.size % lanes, every.dtype)])
     for inputs in (x.reshape(-1), every):
         values = ((inputs.view(np.uint16).astype(np.uint32) << 16) | 0xFFFF).view(np.float32)
         np.testing.assert_array_equal(run_loop(native, inputs), rounded_as_narrow_bits(values))
 
 
 @pytest.mark.parametrize(
-    ("line", "replacement"),
+    ("line", "replacement", "quieted_out_of_line"),
     [
         # a vector constant whose lanes differ (each lane would meet another element's)
         (
             "%y1 = fmul <16 x float> %f1, splat (float 3.0)",
             "%y1 = fmul <16 x float> %f1, <" + ", ".join(f"float {k}.0" for k in range(16)) + ">",
+            True,
         ),
+        # parts that are not the consecutive halves of 32 elements
+        ("ptr %q0, i64 32", "ptr %q0, i64 64", True),
         # a store of words other than `narrow_bits`' choice
         (
             "%c1 = trunc nuw <16 x i32> %w1 to <16 x i16>",
             "%c1 = trunc nuw <16 x i32> %b1 to <16 x i16>",
+            False,
         ),
         # NaN's bits not its kept bits quieted
-        ("%m1 = or <16 x i32> %k1, splat (i32 64)", "%m1 = or <16 x i32> %k1, splat (i32 65)"),
+        (
+            "%m1 = or <16 x i32> %k1, splat (i32 64)",
+            "%m1 = or <16 x i32> %k1, splat (i32 65)",
+            False,
+        ),
         # lanes chosen by another condition than a NaN
         (
             "%u1 = fcmp uno <16 x float> %y1, zeroinitializer",
             "%u1 = fcmp uno <16 x float> %y1, %y0",
+            False,
         ),
-        # parts that are not the consecutive halves of 32 elements
-        ("ptr %q0, i64 32", "ptr %q0, i64 64"),
     ],
 )
-def test_pair_bf16_parts_leaves_other_software_loops_alone(line: str, replacement: str) -> None:
-    """A body rounding in integer ops with a vector constant of different lanes, a store or
-    a NaN's result it does not know, or parts that do not pair comes back as it was."""
+def test_pair_bf16_parts_leaves_other_software_loops_unpaired(
+    line: str, replacement: str, quieted_out_of_line: bool
+) -> None:
+    """A body rounding in integer ops with a vector constant of different lanes or parts that
+    do not pair keeps its parts (its NaN quieting goes out of line all the same); one with a
+    store or a NaN's result it does not know comes back as it was."""
     assert line in bf16_parts_in_software()
     other = bf16_parts_in_software().replace(line, replacement)
     llvm_binding.parse_assembly(other).verify()
-    assert pair_bf16_parts(other) == other
+    rewritten = pair_bf16_parts(other)
+    assert "load <16 x i32>" not in rewritten and "store <16 x i32>" not in rewritten
+    assert ("xfuse.pair0.fixup:" in rewritten) == quieted_out_of_line
+    assert (rewritten == other) == (not quieted_out_of_line)
+    llvm_binding.parse_assembly(rewritten).verify()
 
 
 SOFTWARE_BF16_CPUS = {
@@ -880,7 +900,8 @@ def test_bf16_loop_parts_round_in_software_in_pairs(
     words and stores words: no zero-extending load, no pack or permute, and no blend for NaNs
     on the loop's straight path; the same bits as its unpaired loop (`interleave=1`: one
     part), NaNs where it has them, on every bf16 input, at sizes that stream and on rows with
-    a remainder."""
+    a remainder. With an f32 bias the parts do not pair, and the NaNs' blend is out of line
+    too."""
     if "avx512f" in SOFTWARE_BF16_CPUS[cpu] and not host_cpu().has("avx512f"):
         pytest.skip("this host has no AVX-512")
     assert not use_cpu(cpu, SOFTWARE_BF16_CPUS[cpu]).rounds_bf16
@@ -890,7 +911,9 @@ def test_bf16_loop_parts_round_in_software_in_pairs(
         assert widening_or_packing not in loop
     assert "vcmpunordps" in loop or "vcmpps" in loop
     unpaired = xfuse.compile(LLM_GELU_BF16, interleave=1)
-    assert "xfuse.pair" in kernel.llvm_ir and "xfuse.pair" not in unpaired.llvm_ir
+    assert ".even.bits = shl" in kernel.llvm_ir and ".even.bits" not in unpaired.llvm_ir
+    f32_bias = hot_loop_mnemonics(xfuse.compile(LLM_GELU_F32_BIAS).asm)
+    assert "vpmovzxwd" in f32_bias and not {"vblendvps", "vpblendmd"} & set(f32_bias)
     every = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).reshape(16, 4096)
     random = np.random.default_rng(6).standard_normal((300, 4096 + 40)).astype(ml_dtypes.bfloat16)
     cases = [
