@@ -20,13 +20,12 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
 import xfuse
-from xfuse.codegen import native
+from xfuse.codegen import native, optimized_ir
 from xfuse.codegen.native import (
     BF16_LONG_BODY_INTERLEAVE,
     LONG_BODY,
     LONG_BODY_INTERLEAVE,
     MAX_INTERLEAVED_ARRAYS,
-    PREFETCH_DISTANCE,
     HostCpu,
     NativeModule,
     compile_llvm_dialect,
@@ -34,9 +33,8 @@ from xfuse.codegen.native import (
     host_cpu,
     interleave_count,
     libmvec_loaded,
-    pair_bf16_parts,
-    prefetch_loads,
 )
+from xfuse.codegen.optimized_ir import PREFETCH_DISTANCE, pair_bf16_parts, prefetch_loads
 from xfuse.runtime.arrays import ArgumentError
 from xfuse.runtime.compiler import Options, clear_cache, compile_bufferized
 from xfuse.runtime.kernel import Kernel
@@ -1029,7 +1027,7 @@ def test_prefetches_past_the_arrays_end_do_not_fault(
         kernel = xfuse.compile("out = x * sigmoid(x);")
         assert "prefetcht0" in kernel.asm
         result = kernel(x=x)
-        monkeypatch.setattr(native, "PREFETCH_MIN_FLOAT_OPS", 10**9)
+        monkeypatch.setattr(optimized_ir, "PREFETCH_MIN_FLOAT_OPS", 10**9)
         monkeypatch.setenv("XFUSE_CACHE", "0")  # the disk cache has the loop with prefetches
         clear_cache()
         plain = xfuse.compile("out = x * sigmoid(x);")

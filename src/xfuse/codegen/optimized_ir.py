@@ -1,0 +1,856 @@
+"""Rewrites of LLVM's optimized IR, after O3 and before code generation (`xfuse.codegen.native`
+runs them): things LLVM's passes do not do or undo, done on the IR's text (llvmlite.binding
+cannot edit a parsed module's instructions, nor can llvmlite.ir parse one).
+
+- `streaming_stores`: the stores of a streaming twin's aligned vector loops non-temporal;
+- `pair_bf16_parts`: bf16 loops two vector parts at a time, and their NaN quieting or subnormal
+  fixup out of line;
+- `prefetch_loads`: software prefetches in compute-heavy vector loops (where the host gains).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xfuse.transforms import packed_entry_name
+
+ELEMENT_BYTES = {"half": 2, "bfloat": 2, "i16": 2, "float": 4, "i32": 4, "double": 8, "i64": 8}
+"""The bytes of each LLVM element type of a vector that a loop loads or stores."""
+
+_DEFINED_NAME = re.compile(r'@"?([^"(]+)"?\(')
+
+
+def _defined_name(define_line: str) -> str:
+    """The function name of an LLVM IR `define` line (quoted or not)."""
+    found = _DEFINED_NAME.search(define_line)
+    assert found is not None, define_line
+    return found[1]
+
+
+_VECTOR_STORE = re.compile(
+    r"^(\s+store <(\d+) x (half|bfloat|float|double|i16|i32|i64)> .*, align (\d+))(.*)$"
+)
+
+
+def streaming_stores(optimized_ir: str, twins: Sequence[str]) -> str:
+    """After O3: in each twin's packed entry, make every vector store that LLVM proved aligned
+    to its size non-temporal (`!nontemporal`: `vmovntps`, which needs that alignment). LLVM's
+    loop vectorizer does not vectorize loops whose stores are non-temporal before it runs (X86
+    takes one as legal only at vector alignment, and an element store has element alignment),
+    so the marks go on its output. An unaligned vector store keeps a normal store."""
+    lines = optimized_ir.splitlines()
+    entries = {packed_entry_name(name) for name in twins}
+    inside = False
+    for index, line in enumerate(lines):
+        if line.startswith("define "):
+            inside = _defined_name(line) in entries
+        elif line == "}":
+            inside = False
+        elif inside and (store := _VECTOR_STORE.match(line)):
+            lanes, element, align = int(store[2]), store[3], int(store[4])
+            if align >= lanes * ELEMENT_BYTES[element]:
+                lines[index] = f"{store[1]}, !nontemporal !{{i32 1}}{store[5]}"
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# bf16 loops on two parts at a time (after O3)
+# ---------------------------------------------------------------------------------------------
+
+_PART_LANES = 16
+"""Lanes of one vector part of the loops that `pair_bf16_parts` rounds by AVX512_BF16:
+`<16 x float>` (AVX-512). Those it rounds in integer ops have the lanes LLVM gave them (16 on
+AVX2, two registers a part; 32 on AVX-512 without AVX512_BF16)."""
+_NAME = r"%[-\w.$]+"
+_ASSIGNMENT = re.compile(rf"^\s+({_NAME}) = (.*)$")
+_VECTOR_TYPE = re.compile(r"<(\d+) x (\w+)>")
+_PART_ELEMENTS = frozenset({"float", "i32", "i16", "i1", "bfloat"})
+_LANE_CROSSING = re.compile(r"\b(shufflevector|insertelement|extractelement|phi <)")
+_VECTOR_LITERAL = re.compile(r"<(?:i\d+|half|bfloat|float|double|ptr) ")
+"""The elements of a vector constant other than a splat or zero: its lanes may differ."""
+_CALLEE = re.compile(r"\bcall\b[^@]*@([-\w.$]+)\(")
+_ELEMENTWISE_INTRINSIC = re.compile(
+    r"llvm\.(fma|fmuladd|fabs|minnum|maxnum|minimum|maximum|sqrt|copysign|floor|ceil|trunc|rint"
+    r"|nearbyint|round|roundeven|smin|smax|umin|umax|abs)\.v\d+\w+$"
+)
+_VECTOR_LOAD = re.compile(r"= load <")
+_VECTOR_STORE_ANY = re.compile(r"^\s+store <")
+_PART_LOAD = re.compile(r"^\s+%[-\w.$]+ = load <(\d+) x i16>, ")
+_PART_STORE = re.compile(r"^\s+store <(\d+) x i16> ")
+
+
+@dataclass(frozen=True)
+class _PartPatterns:
+    """The instructions around the bf16 parts of `lanes` lanes that `pair_bf16_parts` matches."""
+
+    lanes: int
+    load: re.Pattern[str]
+    """A part's load, as 16-bit integers."""
+    widening: re.Pattern[str]
+    """Its zero extension to 32 bits ..."""
+    shift: re.Pattern[str]
+    """... and the shift that makes them f32 bits."""
+    store: re.Pattern[str]
+    """A part's store, as 16-bit integers."""
+    truncation: re.Pattern[str]
+    """The 32-bit words whose low halves a store stores, truncated (software rounding)."""
+    chosen: re.Pattern[str]
+    """Those words: a select of NaN's quieted bits or the rounded ones (software rounding)."""
+    quieted: re.Pattern[str]
+    """NaN's kept bits with the quiet bit (software rounding)."""
+    kept: re.Pattern[str]
+    """The high half of a word, shifted down (software rounding)."""
+    unordered: re.Pattern[str]
+    """The lanes whose f32 value is a NaN (software rounding)."""
+
+    @property
+    def bytes(self) -> int:
+        """The bytes of one part of a bf16 array."""
+        return 2 * self.lanes
+
+
+@functools.cache
+def _part_patterns(lanes: int) -> _PartPatterns:
+    halves, words = f"<{lanes} x i16>", f"<{lanes} x i32>"
+    return _PartPatterns(
+        lanes,
+        load=re.compile(rf"^\s+({_NAME}) = load {halves}, ptr ({_NAME}), align (\d+)(.*)$"),
+        widening=re.compile(rf"= zext {halves} ({_NAME}) to {words}$"),
+        shift=re.compile(rf"= shl (?:nuw )?(?:nsw )?{words} ({_NAME}), splat \(i32 16\)$"),
+        store=re.compile(rf"^\s+store {halves} ({_NAME}), ptr ({_NAME}), align (\d+)(.*)$"),
+        truncation=re.compile(rf"= trunc (?:nuw )?(?:nsw )?{words} ({_NAME}) to {halves}$"),
+        chosen=re.compile(
+            rf"= select <{lanes} x i1> ({_NAME}), {words} ({_NAME}), {words} ({_NAME})$"
+        ),
+        quieted=re.compile(rf"= or (?:disjoint )?{words} ({_NAME}), splat \(i32 64\)$"),
+        kept=re.compile(rf"= lshr (?:exact )?{words} ({_NAME}), splat \(i32 16\)$"),
+        unordered=re.compile(
+            rf"= fcmp uno <{lanes} x float> ({_NAME}), (zeroinitializer|{_NAME})$"
+        ),
+    )
+
+
+_FIXUP_SELECT = re.compile(
+    rf"= select <16 x i1> ({_NAME}), <16 x i16> ({_NAME}), <16 x i16> ({_NAME})$"
+)
+_FIXUP_SUBTRACT = re.compile(rf"= add <16 x i16> ({_NAME}), splat \(i16 -128\)$")
+_ROUNDED_BITS = re.compile(rf"= bitcast <16 x bfloat> ({_NAME}) to <16 x i16>$")
+_ROUNDING = re.compile(rf"= fptrunc <16 x float> ({_NAME}) to <16 x bfloat>$")
+_LIFTED_FLOAT = re.compile(rf"= bitcast <16 x i32> ({_NAME}) to <16 x float>$")
+_LIFT_SELECT = re.compile(
+    rf"= select <16 x i1> ({_NAME}), <16 x i32> ({_NAME}), <16 x i32> ({_NAME})$"
+)
+_LIFT = re.compile(rf"= or (?:disjoint )?<16 x i32> ({_NAME}), splat \(i32 8388608\)$")
+_BYTE_OFFSET = re.compile(rf"= getelementptr (?:inbounds )?(?:nuw )?i8, ptr ({_NAME}), i64 (\d+)$")
+_BRANCH = re.compile(r"^\s+br ")
+_RARELY = '!prof !{!"branch_weights", i32 1, i32 1048575}'
+"""A conditional branch's metadata: the first successor is rarely taken (block placement puts
+it out of the loop's straight line)."""
+_CLASSIFY = "llvm.x86.avx512.fpclass.ps.512"
+"""AVX512DQ's `vfpclassps` (LLVM's generic `llvm.is.fpclass` becomes three integer ops)."""
+_SUBNORMAL_CLASS = 0x20
+"""`vfpclassps`'s class of the subnormals (negative and positive)."""
+_ROUND_PAIR = "llvm.x86.avx512bf16.cvtne2ps2bf16.512"
+_ROUND_PAIR_DECLARATION = f"declare <32 x bfloat> @{_ROUND_PAIR}(<16 x float>, <16 x float>)"
+
+
+def _indices(order: Sequence[int]) -> str:
+    return ", ".join(f"i32 {i}" for i in order)
+
+
+# A pair of parts holds 32 consecutive elements; in 128-bit lanes j = 0..3 of a 64-byte load,
+# the "even" part gets elements 8j..8j+3 and the "odd" part 8j+4..8j+7 (what `vpunpcklwd` and
+# `vpunpckhwd` with zero make of it: each element in the upper half of a dword, an f32).
+_EVEN_WIDENING = _indices(
+    [0 if w % 2 == 0 else 32 + 8 * (w // 8) + (w // 2) % 4 for w in range(2 * _PART_LANES)]
+)
+_ODD_WIDENING = _indices(
+    [0 if w % 2 == 0 else 32 + 8 * (w // 8) + 4 + (w // 2) % 4 for w in range(2 * _PART_LANES)]
+)
+# `vcvtne2ps2bf16` packs the even part's 16 results, then the odd part's: the quadwords (4
+# elements each) 0, 4, 1, 5, ... of that are the elements in order (one `vpermq` or `vpermpd`).
+_ELEMENT_ORDER = _indices([0, 4, 1, 5, 2, 6, 3, 7])
+_CONCATENATION = _indices(range(2 * _PART_LANES))
+
+
+@dataclass(frozen=True)
+class _Access:
+    """A bf16 part's load (widened to f32 bits by a zext and a shift) or store: of bits rounded
+    by `fptrunc` with the subnormal fixup of `xfuse.transforms.to_llvm.narrow_bf16_in_hardware`,
+    or in integer ops by `xfuse.transforms.to_llvm.narrow_bits` (software)."""
+
+    lines: tuple[int, ...]
+    """The lines of the load and its widening, or of the rounding, its fixup and the store (in
+    software: the truncation and the store)."""
+    pointer: str
+    align: str
+    metadata: str
+    value: str
+    """For a load: the widened bits (the shift's result); for a store: the f32 value rounded."""
+    bits: str = ""
+    """For a store: the i32 bits of the f32 value before the fixup lifted its subnormals (in
+    software: the bits whose high half a NaN's result keeps)."""
+    nan: str = ""
+    """For a store in software: the lanes whose value is a NaN, which store `bits`' high half
+    quieted."""
+    rounded: str = ""
+    """For a store in software: the bits whose high half the other lanes store ..."""
+    shifted: str = ""
+    """... shifted down."""
+    words: str = ""
+    """For a store in software: the 32-bit words whose low halves it stores."""
+
+
+class _NotPairable(Exception):
+    """A vector loop body that `pair_bf16_parts` leaves as it is."""
+
+
+class _Block:
+    def __init__(self, lines: list[str], patterns: _PartPatterns) -> None:
+        self.lines = lines
+        self.patterns = patterns
+        self.defined = {m[1]: i for i, line in enumerate(lines) if (m := _ASSIGNMENT.match(line))}
+        self.uses: dict[str, list[int]] = {}
+        for i, line in enumerate(lines):
+            operands = m[2] if (m := _ASSIGNMENT.match(line)) else line
+            for name in dict.fromkeys(re.findall(_NAME, operands)):
+                self.uses.setdefault(name, []).append(i)
+
+    def users(self, name: str) -> list[int]:
+        return self.uses.get(name, [])
+
+    def only_user(self, name: str, pattern: re.Pattern[str]) -> tuple[int, re.Match[str]]:
+        users = self.users(name)
+        if len(users) != 1 or not (found := pattern.search(self.lines[users[0]])):
+            raise _NotPairable
+        return users[0], found
+
+    def definition(self, name: str, pattern: re.Pattern[str]) -> tuple[int, re.Match[str]]:
+        index = self.defined.get(name)
+        if index is None or not (found := pattern.search(self.lines[index])):
+            raise _NotPairable
+        return index, found
+
+    def assigned(self, index: int) -> str:
+        found = _ASSIGNMENT.match(self.lines[index])
+        assert found
+        return found[1]
+
+    def place(self, pointer: str) -> tuple[str, int]:
+        """The base and byte offset of `pointer` (a constant i8 offset of a base, or itself)."""
+        index = self.defined.get(pointer)
+        found = _BYTE_OFFSET.search(self.lines[index]) if index is not None else None
+        return (found[1], int(found[2])) if found else (pointer, 0)
+
+    def load(self, index: int, found: re.Match[str]) -> _Access:
+        zext, _ = self.only_user(found[1], self.patterns.widening)
+        shift, _ = self.only_user(self.assigned(zext), self.patterns.shift)
+        return _Access((index, zext, shift), found[2], found[3], found[4], self.assigned(shift))
+
+    def rounded_in_software(self, index: int, found: re.Match[str]) -> _Access:
+        """The store at `index` (matched as `found`) of words chosen between NaN's kept bits,
+        quieted, and the high half of other bits (what `narrow_bits` rounds to)."""
+        patterns = self.patterns
+        truncation, truncated = self.definition(found[1], patterns.truncation)
+        _, chosen = self.definition(truncated[1], patterns.chosen)
+        _, unordered = self.definition(chosen[1], patterns.unordered)
+        _, quieted = self.definition(chosen[2], patterns.quieted)
+        _, kept = self.definition(quieted[1], patterns.kept)
+        _, rounded = self.definition(chosen[3], patterns.kept)
+        if unordered[2] not in ("zeroinitializer", unordered[1]):
+            raise _NotPairable
+        return _Access(
+            (truncation, index),
+            found[2],
+            found[3],
+            found[4],
+            unordered[1],
+            bits=kept[1],
+            nan=chosen[1],
+            rounded=rounded[1],
+            shifted=chosen[3],
+            words=truncated[1],
+        )
+
+    def store(self, index: int, found: re.Match[str]) -> _Access:
+        select, chosen = self.definition(found[1], _FIXUP_SELECT)
+        subtract, lowered = self.definition(chosen[2], _FIXUP_SUBTRACT)
+        bits, rounded = self.definition(chosen[3], _ROUNDED_BITS)
+        rounding, value = self.definition(rounded[1], _ROUNDING)
+        if lowered[1] != chosen[3] or len(self.users(chosen[3])) != 2:
+            raise _NotPairable
+        for name in (found[1], chosen[2], rounded[1]):
+            if len(self.users(name)) != 1:
+                raise _NotPairable
+        _, lifted_float = self.definition(value[1], _LIFTED_FLOAT)
+        _, lift = self.definition(lifted_float[1], _LIFT_SELECT)
+        _, lifted = self.definition(lift[2], _LIFT)
+        if lift[1] != chosen[1] or lifted[1] != lift[3]:
+            raise _NotPairable
+        lines = (rounding, bits, subtract, select, index)
+        return _Access(lines, found[2], found[3], found[4], value[1], lift[3])
+
+
+def _pairs(
+    block: _Block, accesses: list[_Access]
+) -> tuple[list[tuple[_Access, _Access]], set[int]]:
+    """The accesses in pairs of parts, and how many parts each base has: every base accessed at
+    0, 1, 2, ... parts' bytes (its parts in the vectorizer's order), an even number of parts."""
+    by_base: dict[str, dict[int, _Access]] = {}
+    for access in accesses:
+        base, offset = block.place(access.pointer)
+        if offset in by_base.setdefault(base, {}):
+            raise _NotPairable
+        by_base[base][offset] = access
+    pairs = []
+    part = block.patterns.bytes
+    for parts in by_base.values():
+        size = len(parts) * part
+        if len(parts) % 2 or sorted(parts) != list(range(0, size, part)):
+            raise _NotPairable
+        pairs += [(parts[k], parts[k + part]) for k in range(0, size, 2 * part)]
+    return pairs, {len(parts) for parts in by_base.values()}
+
+
+def _paired_accesses(
+    block: _Block, store: Callable[[_Block, int, re.Match[str]], _Access]
+) -> tuple[list[tuple[_Access, _Access]], list[tuple[_Access, _Access]]]:
+    """The bf16 loads and stores of `block` (a vector loop body), each `store` matched by
+    `store`, in pairs of parts; raises `_NotPairable` where computing the body's values in
+    another lane order would not keep every element's result: an op that is not elementwise
+    (a lane-crossing one, a call that is not an elementwise intrinsic, a vector constant whose
+    lanes may differ), another load or store, a vector of another width, parts that do not
+    pair, or arrays of different numbers of parts."""
+    loads, stores = [], []
+    patterns = block.patterns
+    for index, line in enumerate(block.lines):
+        for lanes, element in _VECTOR_TYPE.findall(line):
+            if int(lanes) != patterns.lanes or element not in _PART_ELEMENTS:
+                raise _NotPairable
+        callee = _CALLEE.search(line)
+        if (
+            _LANE_CROSSING.search(line)
+            or _VECTOR_LITERAL.search(line)
+            or (callee and not _ELEMENTWISE_INTRINSIC.match(callee[1]))
+        ):
+            raise _NotPairable
+        if found := patterns.load.match(line):
+            loads.append(block.load(index, found))
+        elif _VECTOR_LOAD.search(line):
+            raise _NotPairable
+        elif found := patterns.store.match(line):
+            stores.append(store(block, index, found))
+        elif _VECTOR_STORE_ANY.match(line):
+            raise _NotPairable
+    (load_pairs, load_parts), (store_pairs, store_parts) = (
+        _pairs(block, loads),
+        _pairs(block, stores),
+    )
+    if not store_pairs or len(load_parts | store_parts) != 1:
+        raise _NotPairable
+    return load_pairs, store_pairs
+
+
+def _widened_pairs(
+    block: _Block,
+    load_pairs: list[tuple[_Access, _Access]],
+    tag: str,
+    widening: Callable[[str, _Access], list[str]],
+) -> tuple[dict[int, list[str]], dict[str, str]]:
+    """The lines that load each pair of parts (`widening(name, even part)`, which defines
+    `name`.even.bits and `name`.odd.bits, the f32 bits of each) by the line before which they
+    go, and the new names of the widened values they replace."""
+    inserted: dict[int, list[str]] = {}
+    renamed: dict[str, str] = {}
+    for number, (even, odd) in enumerate(load_pairs):
+        first_use = min(i for access in (even, odd) for i in block.users(access.value))
+        if block.defined.get(even.pointer, -1) >= first_use:
+            raise _NotPairable
+        name = f"%{tag}.load{number}"
+        renamed |= {even.value: f"{name}.even.bits", odd.value: f"{name}.odd.bits"}
+        inserted.setdefault(first_use, []).extend(widening(name, even))
+    return inserted, renamed
+
+
+def _edited(
+    block: _Block, inserted: dict[int, list[str]], renamed: dict[str, str], stores: set[int]
+) -> list[str]:
+    """The lines of `block` with `inserted` before theirs, the stores at `stores` dropped and
+    the values of `renamed` used by their new names."""
+    # LLVM numbers unnamed values in order, so the replaced instructions stay (dead: code
+    # generation drops them) and the new ones get names; only the old stores go.
+    uses = re.compile("|".join(re.escape(name) + r"(?![-\w.$])" for name in renamed))
+    result = []
+    for index, line in enumerate(block.lines):
+        result += inserted.get(index, [])
+        if index in stores:
+            continue
+        if renamed and not (index in block.defined.values() and block.assigned(index) in renamed):
+            head, _, tail = line.partition(" = ") if _ASSIGNMENT.match(line) else ("", "", line)
+            tail = uses.sub(lambda found: renamed[found[0]], tail)
+            line = f"{head} = {tail}" if head else tail
+        result.append(line)
+    return result
+
+
+def _round_pair(
+    name: str, odd: str, even: str, store: _Access, fixed: str | None = None
+) -> list[str]:
+    """Lines that round the f32 parts `odd` and `even` to `name` (by `vcvtne2ps2bf16`), its bits
+    to `name`.bits, and store those in order where `store` (the even part's) stored; with
+    `fixed`, the bits of the subnormals (mask `fixed`.tiny) less 0x0080 first (the fixup of
+    `xfuse.transforms.to_llvm.narrow_bf16_in_hardware`)."""
+    stored = f"{name}.bits"
+    lines = [
+        f"  {name} = call <32 x bfloat> @{_ROUND_PAIR}(<16 x float> {odd}, <16 x float> {even})",
+        f"  {stored} = bitcast <32 x bfloat> {name} to <32 x i16>",
+    ]
+    if fixed:
+        lines += [
+            f"  {fixed}.lowered = add <32 x i16> {stored}, splat (i16 -128)",
+            f"  {fixed} = select <32 x i1> {fixed}.tiny, <32 x i16> {fixed}.lowered, "
+            f"<32 x i16> {stored}",
+        ]
+        stored = fixed
+    return [
+        *lines,
+        f"  {name}.quads = bitcast <32 x i16> {stored} to <8 x i64>",
+        f"  {name}.ordered = shufflevector <8 x i64> {name}.quads, <8 x i64> poison, "
+        f"<8 x i32> <{_ELEMENT_ORDER}>",
+        f"  store <8 x i64> {name}.ordered, ptr {store.pointer}, align {store.align}"
+        f"{store.metadata}",
+    ]
+
+
+def _fixed_pair(name: str, even: _Access, odd: _Access) -> list[str]:
+    """Lines that round the pair of parts stored by `even` and `odd` (in the f32 values
+    `name`.even and `name`.odd, their subnormals in the masks `name`.even.subnormal and
+    `name`.odd.subnormal) with the subnormal fixup of
+    `xfuse.transforms.to_llvm.narrow_bf16_in_hardware` and store the bits (`_round_pair`)."""
+    lines = []
+    for part, access in (("even", even), ("odd", odd)):
+        lifted = f"{name}.{part}.lifted"
+        lines += [
+            f"  {lifted}.bits = or <16 x i32> {access.bits}, splat (i32 8388608)",
+            f"  {lifted}.chosen = select <16 x i1> {name}.{part}.subnormal, "
+            f"<16 x i32> {lifted}.bits, <16 x i32> {access.bits}",
+            f"  {lifted} = bitcast <16 x i32> {lifted}.chosen to <16 x float>",
+        ]
+    fixed = f"{name}.fixed"
+    return [
+        *lines,
+        f"  {fixed}.tiny = shufflevector <16 x i1> {name}.even.subnormal, "
+        f"<16 x i1> {name}.odd.subnormal, <32 x i32> <{_CONCATENATION}>",
+        *_round_pair(f"{fixed}.lifted", f"{name}.odd.lifted", f"{name}.even.lifted", even, fixed),
+    ]
+
+
+def _chained(tag: str, op: str, type_: str, masks: list[str]) -> tuple[list[str], str]:
+    """Lines that combine `masks` (of `type_`) with `op`, and the name of the result."""
+    lines, result = [], masks[0]
+    for number, mask in enumerate(masks[1:]):
+        lines.append(f"  %{tag}{number} = {op} {type_} {result}, {mask}")
+        result = f"%{tag}{number}"
+    return lines, result
+
+
+def _widened_in_pairs(name: str, even: _Access) -> list[str]:
+    """One 64-byte load of the pair of parts at `even` and the unpacks with zero that widen
+    it (AVX-512: `vpunpcklwd`, `vpunpckhwd`)."""
+    return [
+        f"  {name} = load <32 x i16>, ptr {even.pointer}, align {even.align}{even.metadata}",
+        f"  {name}.even = shufflevector <32 x i16> zeroinitializer, <32 x i16> {name}, "
+        f"<32 x i32> <{_EVEN_WIDENING}>",
+        f"  {name}.odd = shufflevector <32 x i16> zeroinitializer, <32 x i16> {name}, "
+        f"<32 x i32> <{_ODD_WIDENING}>",
+        f"  {name}.even.bits = bitcast <32 x i16> {name}.even to <16 x i32>",
+        f"  {name}.odd.bits = bitcast <32 x i16> {name}.odd to <16 x i32>",
+    ]
+
+
+def _paired_in_hardware(lines: list[str], tag: str) -> list[str]:
+    """`lines` (a vector loop body) with its bf16 parts rounded by AVX512_BF16 in pairs (see
+    `pair_bf16_parts`); raises `_NotPairable` where that would not keep every element's result."""
+    block = _Block(lines, _part_patterns(_PART_LANES))
+    load_pairs, store_pairs = _paired_accesses(block, _Block.store)
+    inserted, renamed = _widened_pairs(block, load_pairs, tag, _widened_in_pairs)
+    if not _BRANCH.match(lines[-1]):
+        raise _NotPairable
+    stores, nonzeros, subnormals, classifications, fixup = set(), [], [], [], []
+    for number, (even, odd) in enumerate(store_pairs):
+        name = f"%{tag}.store{number}"
+        stores |= {even.lines[-1], odd.lines[-1]}
+        inserted.setdefault(max(even.lines[-1], odd.lines[-1]), []).extend(
+            [
+                f"  {name}.even = bitcast <16 x i32> {even.bits} to <16 x float>",
+                f"  {name}.odd = bitcast <16 x i32> {odd.bits} to <16 x float>",
+                *_round_pair(name, f"{name}.odd", f"{name}.even", even),
+                f"  {name}.magnitude = and <32 x i16> {name}.bits, splat (i16 32767)",
+                f"  {name}.nonzero = icmp ne <32 x i16> {name}.magnitude, zeroinitializer",
+            ]
+        )
+        nonzeros.append(f"{name}.nonzero")
+        for part in ("even", "odd"):
+            subnormals.append(f"{name}.{part}.subnormal")
+            classifications.append(
+                f"  {subnormals[-1]} = call <16 x i1> @{_CLASSIFY}(<16 x float> "
+                f"{name}.{part}, i32 {_SUBNORMAL_CLASS})"
+            )
+        fixup += _fixed_pair(name, even, odd)
+    # The instruction flushes a subnormal to a zero of its sign: an iteration whose results are
+    # all nonzero (one mask test a pair) stored what `narrow_bits` gives. One with a zero checks
+    # its f32 values for subnormals (a zero is rounded right) and stores those fixed.
+    all_nonzero, nonzero = _chained(f"{tag}.nonzero", "and", "<32 x i1>", nonzeros)
+    any_subnormal, subnormal = _chained(f"{tag}.subnormal", "or", "<16 x i1>", subnormals)
+    inserted.setdefault(len(lines) - 1, []).extend(
+        [
+            *all_nonzero,
+            f"  %{tag}.nonzeros = bitcast <32 x i1> {nonzero} to i32",
+            f"  %{tag}.zero = icmp ne i32 %{tag}.nonzeros, -1",
+            f"  br i1 %{tag}.zero, label %{tag}.check, label %{tag}.latch, {_RARELY}",
+            "",
+            f"{tag}.check:",
+            *classifications,
+            *_out_of_line(tag, "subnormal", any_subnormal, subnormal, _PART_LANES, fixup),
+        ]
+    )
+    return _edited(block, inserted, renamed, stores)
+
+
+def _out_of_line(
+    tag: str, kind: str, combined: list[str], mask: str, lanes: int, fixup: list[str]
+) -> list[str]:
+    """Lines that end a loop body's block: `combined` (which makes `mask`, of `lanes` lanes),
+    a branch, taken rarely where a lane of `mask` is set (a `kind` of value), to the block
+    `tag`.fixup of `fixup`, and `tag`.latch, where both go on: the loop's new last block."""
+    return [
+        *combined,
+        f"  %{tag}.{kind}s = bitcast <{lanes} x i1> {mask} to i{lanes}",
+        f"  %{tag}.{kind} = icmp ne i{lanes} %{tag}.{kind}s, 0",
+        f"  br i1 %{tag}.{kind}, label %{tag}.fixup, label %{tag}.latch, {_RARELY}",
+        "",
+        f"{tag}.fixup:",
+        *fixup,
+        f"  br label %{tag}.latch",
+        "",
+        f"{tag}.latch:",
+    ]
+
+
+def _words_in_pairs(lanes: int) -> Callable[[str, _Access], list[str]]:
+    """What loads a pair of parts of `lanes` elements as 32-bit words and widens each word's
+    halves: the even elements by a shift, the odd ones by a mask."""
+    words = f"<{lanes} x i32>"
+
+    def widening(name: str, even: _Access) -> list[str]:
+        return [
+            f"  {name} = load {words}, ptr {even.pointer}, align {even.align}{even.metadata}",
+            f"  {name}.even.bits = shl {words} {name}, splat (i32 16)",
+            f"  {name}.odd.bits = and {words} {name}, splat (i32 -65536)",
+        ]
+
+    return widening
+
+
+def _paired_in_software(lines: list[str], tag: str) -> list[str]:
+    """`lines` (a vector loop body) with its bf16 parts rounded in integer ops, in pairs (see
+    `pair_bf16_parts`); raises `_NotPairable` where that would not keep every element's result."""
+    first_load = next((found for line in lines if (found := _PART_LOAD.match(line))), None)
+    if first_load is None:
+        raise _NotPairable
+    lanes = int(first_load[1])
+    block = _Block(lines, _part_patterns(lanes))
+    load_pairs, store_pairs = _paired_accesses(block, _Block.rounded_in_software)
+    inserted, renamed = _widened_pairs(block, load_pairs, tag, _words_in_pairs(lanes))
+    words, mask = f"<{lanes} x i32>", f"<{lanes} x i1>"
+
+    def stored(name: str, low: str, high: str, at: _Access) -> list[str]:
+        """Lines that store, where `at` stored its part, the words of the low halves of `low`
+        (whose high halves are zero) and the high halves of `high`."""
+        return [
+            f"  {name}.high = and {words} {high}, splat (i32 -65536)",
+            f"  {name} = or {words} {low}, {name}.high",
+            f"  store {words} {name}, ptr {at.pointer}, align {at.align}{at.metadata}",
+        ]
+
+    stores, nans, fixup = set(), [], []
+    for number, (even, odd) in enumerate(store_pairs):
+        name, fixed = f"%{tag}.store{number}", f"%{tag}.store{number}.fixed"
+        stores |= {even.lines[-1], odd.lines[-1]}
+        # The straight path stores each word as the rounding of numbers: the even element's
+        # 16 bits, its low half, are its rounded bits shifted down; the odd one's, its high
+        # half, those bits masked. A NaN's are its kept bits quieted (`narrow_bits`), and
+        # (k >> 16 | 64) << 16 is (k | 1 << 22) & -65536.
+        nans.append(f"{name}.nan")
+        inserted.setdefault(max(even.lines[-1], odd.lines[-1]), []).extend(
+            [
+                *stored(name, even.shifted, odd.rounded, even),
+                f"  {nans[-1]} = fcmp uno <{lanes} x float> {even.value}, {odd.value}",
+            ]
+        )
+        fixup += [
+            f"  {fixed}.quieted = or {words} {odd.bits}, splat (i32 4194304)",
+            f"  {fixed}.chosen = select {mask} {odd.nan}, {words} {fixed}.quieted, "
+            f"{words} {odd.rounded}",
+            *stored(fixed, even.words, f"{fixed}.chosen", even),
+        ]
+    # An iteration with a NaN (one compare a pair) stores its words again, NaNs quieted.
+    any_nan, nan = _chained(f"{tag}.nan", "or", mask, nans)
+    inserted.setdefault(len(lines) - 1, []).extend(
+        _out_of_line(tag, "nan", any_nan, nan, lanes, fixup)
+    )
+    return _edited(block, inserted, renamed, stores)
+
+
+def _quieted_out_of_line(lines: list[str], tag: str) -> list[str]:
+    """`lines` (a vector loop body whose bf16 parts do not pair) with the NaN quieting of each
+    store rounded in integer ops out of line (see `pair_bf16_parts`); raises `_NotPairable`
+    where the body has no such store or a store of bf16 parts of other bits."""
+    first_store = next((found for line in lines if (found := _PART_STORE.match(line))), None)
+    if first_store is None:
+        raise _NotPairable
+    lanes = int(first_store[1])
+    block = _Block(lines, _part_patterns(lanes))
+    stores = [
+        block.rounded_in_software(index, found)
+        for index, line in enumerate(lines)
+        if (found := block.patterns.store.match(line))
+    ]
+    words, halves = f"<{lanes} x i32>", f"<{lanes} x i16>"
+    inserted: dict[int, list[str]] = {}
+    fixup = []
+    for number, store in enumerate(stores):
+        name = f"%{tag}.store{number}"
+        place = f"ptr {store.pointer}, align {store.align}{store.metadata}"
+        inserted[store.lines[-1]] = [
+            f"  {name} = trunc {words} {store.shifted} to {halves}",
+            f"  store {halves} {name}, {place}",
+        ]
+        fixup.append(f"  store {halves} {block.assigned(store.lines[0])}, {place}")
+    # One compare for two stores' values.
+    nans = [f"%{tag}.store{number}.nan" for number in range(0, len(stores), 2)]
+    for nan, first, second in itertools.zip_longest(nans, stores[::2], stores[1::2]):
+        other = (second or first).value
+        inserted[max(inserted)].append(
+            f"  {nan} = fcmp uno <{lanes} x float> {first.value}, {other}"
+        )
+    any_nan, nan = _chained(f"{tag}.nan", "or", f"<{lanes} x i1>", nans)
+    inserted.setdefault(len(lines) - 1, []).extend(
+        _out_of_line(tag, "nan", any_nan, nan, lanes, fixup)
+    )
+    return _edited(block, inserted, {}, {store.lines[-1] for store in stores})
+
+
+def pair_bf16_parts(optimized_ir: str) -> str:
+    """After O3: each vector loop body that reads and writes only bf16 arrays (the LLM GELU),
+    in `<16 x float>` parts interleaved an even number of times, with every rounding done by
+    AVX512_BF16 (`lower_bf16_hardware_narrowings`), computes each pair of parts (32 consecutive
+    elements) in another lane order: one 64-byte load and two unpacks with zero (`vpunpcklwd`,
+    `vpunpckhwd`: 1 instruction a part) widen what took a zero-extending load and a shift (2),
+    and one `vcvtne2ps2bf16` rounds both parts (the same work as one `vcvtneps2bf16`) before
+    one `vpermq` (or `vpermpd`) puts the elements back in order. Every op between is elementwise
+    and every array is read and written in the same order, so each element's result is the same
+    bits; a body with anything else (a lane-crossing op, another load or store, a call that is not
+    an elementwise intrinsic, a vector of another width, parts that do not pair) is left as it
+    is. The bf16 LLM GELU's loop on Emerald Rapids: 302 instructions -> 288 for 128 elements,
+    llvm-mca's bound 200 -> 176 cycles, 0.86-0.88x the CPU time in cache (a loaded host).
+
+    The subnormal fixup of `xfuse.transforms.to_llvm.narrow_bf16_in_hardware` leaves the
+    loop's straight path: it rounds the parts as they are and stores them, then one mask test a
+    pair checks that no result is a zero (the instruction flushes a subnormal to a zero of its
+    sign). An iteration with a zero branches out of line, classifies its f32 values
+    (`vfpclassps`), and only if one is subnormal rounds them again with the fixup and stores
+    them again (an exact zero needs no fixup, so a zero-heavy output takes the first branch
+    only). The LLM GELU's loop: 299 -> 266 instructions, 0.96-0.98x the time in cache and
+    0.97x at 2^24; with half its results zero 1.0x, where fixing every iteration that has a
+    zero took 1.1x (docs/benchmarks.md).
+
+    Where the host has no AVX512_BF16 (AVX2; AVX-512 before Cooper Lake and Zen 4) the loops
+    round in integer ops (`xfuse.transforms.to_llvm.narrow_bits`) in parts of the lanes LLVM
+    chose; their pairs take another order, with no shuffle at all: each pair of parts is loaded
+    as 32-bit words, whose low halves (the even elements) a shift widens and whose high halves
+    (the odd ones) a mask, where each part took a zero-extending load (a shuffle) and a shift;
+    the even results' words keep their low halves, the odd ones' rounding keeps its high halves
+    by a mask where it shifted down, and one `or` makes the words stored, where each part took
+    a truncation (a pack and a permute on AVX2). The quieting of NaNs (a select a part) leaves
+    the straight path: it stores every word as a number's, one compare a pair finds an
+    iteration with a NaN, and that one stores its words again, NaNs quieted. A body whose parts
+    do not pair (an f32 array among them, one part) keeps them; only its NaNs' quieting goes out
+    of line so, one compare for two parts. The LLM bf16 GELU's loop as AVX2 code (Intel's
+    tuning): 338 -> 339 instructions for 64 elements, llvm-mca's simulation of Skylake 132 ->
+    120 cycles, of Zen 3 (Zen 3's code) 118 -> 88, 0.72-0.80x the time in cache; with an f32
+    bias (not paired) 171 -> 161 instructions for 32, 0.90-0.95x (docs/benchmarks.md)."""
+    if " to <16 x bfloat>" in optimized_ir:
+        rewrites: tuple[Callable[[list[str], str], list[str]], ...] = (_paired_in_hardware,)
+    elif _ROUNDED_IN_SOFTWARE.search(optimized_ir):
+        rewrites = (_paired_in_software, _quieted_out_of_line)
+    else:
+        # No part rounded to bf16, so no body pairs: skip the scan (~1 ms a small program).
+        return optimized_ir
+
+    def paired(body: list[str], number: int) -> list[str]:
+        for rewrite in rewrites:
+            try:
+                return rewrite(body, f"xfuse.pair{number}")
+            except _NotPairable:
+                pass
+        return body
+
+    return _rewrite_vector_bodies(optimized_ir, paired, _ROUND_PAIR_DECLARATION)
+
+
+_ROUNDED_IN_SOFTWARE = re.compile(r"= trunc (?:nuw )?(?:nsw )?<\d+ x i32> %[-\w.$]+ to <\d+ x i16>")
+"""The truncation of words to the 16-bit results of `narrow_bits` in a vector loop."""
+
+
+_VECTOR_BODY = re.compile(r"(vector\.body[\w.]*):")
+_LABEL = re.compile(r"^[-\w.$]+:$")
+
+
+def _rewrite_vector_bodies(
+    optimized_ir: str, rewrite: Callable[[list[str], int], list[str]], declaration: str
+) -> str:
+    """`optimized_ir` with the instructions of each main vector loop body (a block LLVM's loop
+    vectorizer names `vector.body`) replaced by `rewrite(body, number)`, `number` counting the
+    bodies from 0 (for names of new values that stay unique); `declaration` (of what the new
+    instructions may call) is added if a body calls it and the module declares no function
+    of that name (LLVM prints its declarations with attributes). A rewritten body may add blocks
+    (labels): the last one then ends the loop, so the phis of the loop's header and of the
+    rest of the function name it where they named the body's block."""
+    lines = optimized_ir.split("\n")
+    result: list[str] = []
+    start, number, changed = 0, 0, False
+    latches: dict[str, str] = {}  # the function's bodies that got a new last block: its label
+    while start < len(lines):
+        line = lines[start]
+        result.append(_rename_incoming(latches, line))
+        latches = {} if line == "}" else latches
+        start += 1
+        if not (found := _VECTOR_BODY.match(line)):
+            continue
+        end = next(i for i in range(start, len(lines)) if not lines[i].startswith(" "))
+        body = rewrite(lines[start:end], number)
+        changed |= body != lines[start:end]
+        labels = [i for i, new in enumerate(body) if _LABEL.match(new)]
+        if labels:
+            latches[found[1]] = body[labels[-1]].removesuffix(":")
+        # Its phis name its own latch, and (a remainder loop right after a main loop whose body
+        # got blocks) the body before it.
+        phis = labels[0] if labels else len(body)
+        body[:phis] = [_rename_incoming(latches, new) for new in body[:phis]]
+        result += body
+        start, number = end, number + 1
+    name = re.search(r"@[-\w.$]+\(", declaration)
+    assert name, declaration
+    declared = re.search(rf"^declare [^@]*{re.escape(name[0])}", optimized_ir, re.MULTILINE)
+    if changed and not declared and any(name[0] in line for line in result):
+        result.append(declaration)
+    return "\n".join(result)
+
+
+def _rename_incoming(latches: dict[str, str], line: str) -> str:
+    """`line` with each incoming block of its phi that `latches` maps renamed so (a line that is
+    not a phi as it is)."""
+    if not latches or " = phi " not in line:
+        return line
+    return re.sub(
+        r", %([-\w.$]+) \]", lambda found: f", %{latches.get(found[1], found[1])} ]", line
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Prefetching the loads of compute-heavy loops (after O3)
+# ---------------------------------------------------------------------------------------------
+
+PREFETCH_DISTANCE = 4096
+"""Bytes ahead of each load that a compute-heavy vector loop prefetches (`prefetch_loads`): the
+LLM GELUs, silu, Mish and GELU + bias + residual at 2^24 (docs/benchmarks.md) took 0.70-1.03x
+the time without with 4 KiB, as with 2 or 8 KiB; 1 KiB gained less, 16 KiB less on GELU."""
+
+PREFETCH_MIN_FLOAT_OPS = 4
+"""Floating-point ops of 64-byte vectors per cache line loaded or stored from which a vector
+loop counts as compute-heavy (`prefetch_loads`): the loops of activations with a
+transcendental function have 7 or more, the rsqrt scale's 4, hardswish's 2.5, a streaming
+kernel such as `x + b + r` (the benchmarks' ceiling) 1 or less. An op on narrower vectors
+counts for its share of 64 bytes (an AVX2 host's 32-byte op as half), so that a loop is
+compute-heavy or not whatever the host's vector width."""
+
+LIBMVEC_CALL_FLOAT_OPS = 16
+"""The floating-point ops a call of a libmvec variant (`call_libmvec`) counts as: the fast
+path of `_ZGVeN16v_sinf` is 20 vector ops (glibc 2.36)."""
+
+CACHE_LINEELEMENT_BYTES = 64
+
+_FLOAT_OP = re.compile(
+    r"= (fadd|fsub|fmul|fdiv|frem|fneg) |\bcall\b[^@]*@llvm\."
+    r"(fma|fmuladd|sqrt|minnum|maxnum|minimum|maximum)\."
+)
+_VECTOR_ACCESS = re.compile(r"(?:= load|^\s+store) <(\d+) x (\w+)>")
+_LOADED_POINTER = re.compile(rf"^\s+{_NAME} = load <\d+ x \w+>, ptr ({_NAME}),")
+_OFFSET_POINTER = re.compile(
+    rf"^\s+({_NAME}) = getelementptr (?:inbounds )?(?:nuw )?i8, ptr ({_NAME}), i64 (\d+)$"
+)
+_PREFETCH = "llvm.prefetch.p0"
+_PREFETCH_DECLARATION = f"declare void @{_PREFETCH}(ptr, i32 immarg, i32 immarg, i32 immarg)"
+
+
+def _vector_bytes(line: str) -> int:
+    """The bytes of the first vector type in an instruction's `line` (a scalar's: 4)."""
+    found = _VECTOR_TYPE.search(line)
+    return int(found[1]) * ELEMENT_BYTES.get(found[2], 4) if found else 4
+
+
+def _prefetched(body: list[str], number: int) -> list[str]:
+    """`body` (a vector loop body) with a prefetch `PREFETCH_DISTANCE` bytes ahead of each load
+    that starts a cache line of its array's part of an iteration, once a line (the loads that
+    `pair_bf16_parts` replaced are still there), if the body is compute-heavy."""
+    # The substring tests first: each regex's matches contain them, and they reject most
+    # lines at a tenth of a search's cost (the searches took most of a compile's 2-4 ms here).
+    accessed = sum(
+        int(found[1]) * ELEMENT_BYTES.get(found[2], 1)
+        for line in body
+        if ("load <" in line or "store <" in line) and (found := _VECTOR_ACCESS.search(line))
+    )
+    float_op_bytes = sum(
+        _vector_bytes(line)
+        for line in body
+        if ("= f" in line or "@llvm." in line) and _FLOAT_OP.search(line)
+    ) + sum(LIBMVEC_CALL_FLOAT_OPS * _vector_bytes(line) for line in body if " @_ZGV" in line)
+    if not accessed or float_op_bytes < PREFETCH_MIN_FLOAT_OPS * accessed:
+        return body
+    # The base and byte offset of each pointer a constant i8 offset of a base (see `_Block.place`).
+    places = {
+        found[1]: (found[2], int(found[3]))
+        for line in body
+        if (found := _OFFSET_POINTER.match(line))
+    }
+    result, lines = [], set()
+    for index, line in enumerate(body):
+        found = _LOADED_POINTER.match(line)
+        place = places.get(found[1], (found[1], 0)) if found else None
+        if place and place[1] % CACHE_LINEELEMENT_BYTES == 0 and place not in lines:
+            lines.add(place)
+            ahead = f"%xfuse.prefetch{number}.{index}"
+            result += [
+                f"  {ahead} = getelementptr i8, ptr {found[1]}, i64 {PREFETCH_DISTANCE}",
+                f"  call void @{_PREFETCH}(ptr {ahead}, i32 0, i32 3, i32 1)",
+            ]
+        result.append(line)
+    return result
+
+
+def prefetch_loads(optimized_ir: str) -> str:
+    """After O3: each vector loop body with `PREFETCH_MIN_FLOAT_OPS` or more floating-point ops
+    per cache line it loads and stores prefetches the lines it loads `PREFETCH_DISTANCE` bytes
+    ahead (`llvm.prefetch` for reading into every cache level: `prefetcht0`), one prefetch per
+    line: one iteration of such a loop is so long that the core's window of instructions
+    reaches too few lines ahead to hide memory's latency, and the hardware prefetchers do not
+    make up for it (a short loop's window reaches far enough: there prefetches gained nothing).
+    A prefetch past an array's end does not fault; it has no effect on any result."""
+    if "vector.body" not in optimized_ir:
+        return optimized_ir
+    return _rewrite_vector_bodies(optimized_ir, _prefetched, _PREFETCH_DECLARATION)
