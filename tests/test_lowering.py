@@ -602,17 +602,13 @@ def test_pair_bf16_parts_pairs_a_loop_of_bf16_parts() -> None:
     avx512_bf16_host()
     native = compile_llvm_ir(TWO_BF16_PARTS)
     assert "vcvtne2ps2bf16" in native.asm and "vpunpcklwd" in native.asm
-    loop = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
-        native.address("f")
-    )
     x = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16)
-    out = np.empty_like(x)
-    loop(x.ctypes.data, out.ctypes.data, x.size)
+    out = run_loop(native, x)
     with np.errstate(over="ignore", invalid="ignore"):
         want = (x.astype(np.float32) * np.float32(3)).astype(ml_dtypes.bfloat16)
     nan = np.isnan(want.astype(np.float32))
-    np.testing.assert_array_equal(out.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
-    assert np.isnan(out[nan].astype(np.float32)).all()
+    np.testing.assert_array_equal(out[~nan], want.view(np.uint16)[~nan])
+    assert np.isnan(out[nan].view(ml_dtypes.bfloat16).astype(np.float32)).all()
 
 
 def test_pair_bf16_parts_renames_the_phis_of_a_loop_right_after() -> None:
@@ -772,7 +768,8 @@ def bf16_parts_in_software(parts: int = 2, low_bits: bool = False) -> str:
 
 
 def run_loop(native: NativeModule, x: np.ndarray) -> np.ndarray:
-    """The bits that the loop `f` of `native` (`bf16_parts_in_software`'s) makes of bf16 `x`."""
+    """The bits that the loop `f(x, out, n)` of `native` (`TWO_BF16_PARTS`',
+    `bf16_parts_in_software`'s) makes of bf16 `x`."""
     loop = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
         native.address("f")
     )
