@@ -767,6 +767,54 @@ def bf16_parts_in_software(parts: int = 2, low_bits: bool = False) -> str:
     return vector_loop("i16", parts, body, exit_phi=True)
 
 
+def with_f32_bias(loop: str, late: bool = False) -> str:
+    """`bf16_parts_in_software()`'s loop (two parts) computing `x + bias` with an f32 `bias`
+    (a fourth argument), not `3 * x`; `late`: the pointer to the bias's second part made after
+    the first part's value is used (a pair's load would come before its pointer)."""
+    loop = loop.replace("i64 %n) {", "i64 %n, ptr %bias) {")
+    for part in "01":
+        loop = loop.replace(
+            f"  %y{part} = fmul <16 x float> %f{part}, splat (float 3.0)",
+            f"  %g{part} = load <16 x float>, ptr %e{part}, align 4\n"
+            f"  %y{part} = fadd <16 x float> %f{part}, %g{part}",
+        )
+    first = "  %e0 = getelementptr inbounds float, ptr %bias, i64 %index\n"
+    second = "  %e1 = getelementptr inbounds nuw i8, ptr %e0, i64 64\n"
+    loop = loop.replace("  %l0 = ", first + ("" if late else second) + "  %l0 = ")
+    if late:
+        loop = loop.replace("  %l1 = ", second + "  %l1 = ")
+    return loop
+
+
+def test_pair_bf16_parts_deals_an_f32_array_into_even_and_odd_elements() -> None:
+    """Beside bf16 parts paired as words, a pair of parts of an f32 array is loaded and dealt
+    by two shuffles into the even elements and the odd ones: `x + bias` on every bf16 x and
+    f32 biases no bf16 holds is ml_dtypes' rounding of the f32 sum, NaNs quieted. Where the
+    pointer to its second part is made after the first part's value is used, the parts stay
+    as they are (and the NaN quieting goes out of line)."""
+    loop = with_f32_bias(bf16_parts_in_software())
+    llvm_binding.parse_assembly(loop).verify()
+    paired = pair_bf16_parts(loop)
+    assert paired.count("shufflevector <16 x float>") == 2 and "load <16 x i32>" in paired
+    native = compile_llvm_ir(loop)
+    assert "xfuse.pair0.floats0.even" in native.optimized_ir
+    function = ctypes.CFUNCTYPE(
+        None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p
+    )(native.address("f"))
+    x = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16)
+    bias = np.random.default_rng(8).standard_normal(x.size).astype(np.float32) * 3
+    out = np.empty_like(x)
+    function(x.ctypes.data, out.ctypes.data, x.size, bias.ctypes.data)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = rounded_as_narrow_bits(x.astype(np.float32) + bias)
+    np.testing.assert_array_equal(out.view(np.uint16), want)
+    late = with_f32_bias(bf16_parts_in_software(), late=True)
+    llvm_binding.parse_assembly(late).verify()
+    kept = pair_bf16_parts(late)
+    assert "shufflevector" not in kept and "xfuse.pair0.fixup:" in kept
+    llvm_binding.parse_assembly(kept).verify()
+
+
 def run_loop(native: NativeModule, x: np.ndarray) -> np.ndarray:
     """The bits that the loop `f(x, out, n)` of `native` (`TWO_BF16_PARTS`',
     `bf16_parts_in_software`'s) makes of bf16 `x`."""
@@ -891,24 +939,14 @@ without AVX512_BF16 (parts of 32 lanes)."""
 def test_bf16_loop_parts_round_in_software_in_pairs(
     cpu: str, use_cpu: Callable[[str, str], HostCpu]
 ) -> None:
-    """Without AVX512_BF16 the LLM GELU (bf16 x, r and bias) reads each bf16 array as 32-bit
-    words and stores words: no zero-extending load, no pack or permute, and no blend for NaNs
-    on the loop's straight path; the same bits as its unpaired loop (`interleave=1`: one
-    part), NaNs where it has them, on every bf16 input, at sizes that stream and on rows with
-    a remainder. With an f32 bias the parts do not pair, and the NaNs' blend is out of line
-    too."""
+    """Without AVX512_BF16 the LLM GELU (bf16 x and r, a bf16 or an f32 bias) reads each bf16
+    array as 32-bit words and stores words: no zero-extending load, no pack or permute, and no
+    blend for NaNs on the loop's straight path; an f32 bias is dealt into even and odd elements
+    by shuffles. The same bits as the unpaired loop (`interleave=1`: one part), NaNs where it
+    has them, on every bf16 input, at sizes that stream and on rows with a remainder."""
     if "avx512f" in SOFTWARE_BF16_CPUS[cpu] and not host_cpu().has("avx512f"):
         pytest.skip("this host has no AVX-512")
     assert not use_cpu(cpu, SOFTWARE_BF16_CPUS[cpu]).rounds_bf16
-    kernel = xfuse.compile(LLM_GELU_BF16)
-    loop = hot_loop_mnemonics(kernel.asm)
-    for widening_or_packing in ("vpmovzxwd", "vpackusdw", "vpermq", "vblendvps", "vpblendmd"):
-        assert widening_or_packing not in loop
-    assert "vcmpunordps" in loop or "vcmpps" in loop
-    unpaired = xfuse.compile(LLM_GELU_BF16, interleave=1)
-    assert ".even.bits = shl" in kernel.llvm_ir and ".even.bits" not in unpaired.llvm_ir
-    f32_bias = hot_loop_mnemonics(xfuse.compile(LLM_GELU_F32_BIAS).asm)
-    assert "vpmovzxwd" in f32_bias and not {"vblendvps", "vpblendmd"} & set(f32_bias)
     every = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16).reshape(16, 4096)
     random = np.random.default_rng(6).standard_normal((300, 4096 + 40)).astype(ml_dtypes.bfloat16)
     cases = [
@@ -917,11 +955,22 @@ def test_bf16_loop_parts_round_in_software_in_pairs(
         (every, every[::-1], every[7]),
         (random, random[::-1], random[0]),
     ]
-    for x, r, b in cases:
-        got, want = kernel(x=x, r=r, b=b), unpaired(x=x, r=r, b=b)
-        nan = np.isnan(want.astype(np.float32))
-        np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), nan)
-        np.testing.assert_array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+    for source, bias in ((LLM_GELU_BF16, "bf16"), (LLM_GELU_F32_BIAS, "f32")):
+        kernel = xfuse.compile(source)
+        loop = hot_loop_mnemonics(kernel.asm)
+        for widening_or_packing in ("vpmovzxwd", "vpackusdw", "vblendvps", "vpblendmd"):
+            assert widening_or_packing not in loop, (bias, widening_or_packing)
+        assert "vcmpunordps" in loop or "vcmpps" in loop
+        unpaired = xfuse.compile(source, interleave=1)
+        assert ".load0.even = shl" in kernel.llvm_ir and ".even" not in unpaired.llvm_ir
+        assert (".floats0.even = shufflevector" in kernel.llvm_ir) == (bias == "f32")
+        for x, r, b in cases:
+            if bias == "f32":  # f32 values that no bf16 holds
+                b = b.astype(np.float32) * np.float32(1 + 2**-20)
+            got, want = kernel(x=x, r=r, b=b), unpaired(x=x, r=r, b=b)
+            nan = np.isnan(want.astype(np.float32))
+            np.testing.assert_array_equal(np.isnan(got.astype(np.float32)), nan)
+            np.testing.assert_array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
 
 
 def f32_loop(multiplies: int) -> str:

@@ -106,11 +106,12 @@ class _PartPatterns:
     """The high half of a word, shifted down (software rounding)."""
     unordered: re.Pattern[str]
     """The lanes whose f32 value is a NaN (software rounding)."""
+    float_load: re.Pattern[str]
+    """A part's load of an f32 array (software rounding: an f32 bias beside bf16 arrays)."""
 
-    @property
-    def bytes(self) -> int:
-        """The bytes of one part of a bf16 array."""
-        return 2 * self.lanes
+    def bytes(self, element: str = "i16") -> int:
+        """The bytes of one part of an array of `element` (bf16's bits: `i16`)."""
+        return ELEMENT_BYTES[element] * self.lanes
 
 
 @functools.cache
@@ -130,6 +131,9 @@ def _part_patterns(lanes: int) -> _PartPatterns:
         kept=re.compile(rf"= lshr (?:exact )?{words} ({_NAME}), splat \(i32 16\)$"),
         unordered=re.compile(
             rf"= fcmp uno <{lanes} x float> ({_NAME}), (zeroinitializer|{_NAME})$"
+        ),
+        float_load=re.compile(
+            rf"^\s+({_NAME}) = load <{lanes} x float>, ptr ({_NAME}), align (\d+)(.*)$"
         ),
     )
 
@@ -179,7 +183,8 @@ _CONCATENATION = _indices(range(2 * _PART_LANES))
 
 @dataclass(frozen=True)
 class _Access:
-    """A bf16 part's load (widened to f32 bits by a zext and a shift) or store: of bits rounded
+    """A bf16 part's load (widened to f32 bits by a zext and a shift), an f32 part's load, or a
+    bf16 part's store: of bits rounded
     by `fptrunc` with the subnormal fixup of `xfuse.transforms.to_llvm.narrow_bf16_in_hardware`,
     or in integer ops by `xfuse.transforms.to_llvm.narrow_bits` (software)."""
 
@@ -190,7 +195,8 @@ class _Access:
     align: str
     metadata: str
     value: str
-    """For a load: the widened bits (the shift's result); for a store: the f32 value rounded."""
+    """For a load: the widened bits (the shift's result; an f32 part's: the value loaded); for a
+    store: the f32 value rounded."""
     bits: str = ""
     """For a store: the i32 bits of the f32 value before the fixup lifted its subnormals (in
     software: the bits whose high half a NaN's result keeps)."""
@@ -296,10 +302,11 @@ class _Block:
 
 
 def _pairs(
-    block: _Block, accesses: list[_Access]
+    block: _Block, accesses: list[_Access], part: int
 ) -> tuple[list[tuple[_Access, _Access]], set[int]]:
-    """The accesses in pairs of parts, and how many parts each base has: every base accessed at
-    0, 1, 2, ... parts' bytes (its parts in the vectorizer's order), an even number of parts."""
+    """The accesses in pairs of parts of `part` bytes, and how many parts each base has: every
+    base accessed at 0, 1, 2, ... parts' bytes (its parts in the vectorizer's order), an even
+    number of parts."""
     by_base: dict[str, dict[int, _Access]] = {}
     for access in accesses:
         base, offset = block.place(access.pointer)
@@ -307,7 +314,6 @@ def _pairs(
             raise _NotPairable
         by_base[base][offset] = access
     pairs = []
-    part = block.patterns.bytes
     for parts in by_base.values():
         size = len(parts) * part
         if len(parts) % 2 or sorted(parts) != list(range(0, size, part)):
@@ -316,16 +322,30 @@ def _pairs(
     return pairs, {len(parts) for parts in by_base.values()}
 
 
+@dataclass(frozen=True)
+class _PairedAccesses:
+    """A vector loop body's accesses in pairs of parts: (even part, odd part)."""
+
+    loads: list[tuple[_Access, _Access]]
+    """The bf16 arrays' loads."""
+    stores: list[tuple[_Access, _Access]]
+    floats: list[tuple[_Access, _Access]]
+    """The f32 arrays' loads (where the body may have them)."""
+
+
 def _paired_accesses(
-    block: _Block, store: Callable[[_Block, int, re.Match[str]], _Access]
-) -> tuple[list[tuple[_Access, _Access]], list[tuple[_Access, _Access]]]:
+    block: _Block,
+    store: Callable[[_Block, int, re.Match[str]], _Access],
+    float_loads: bool = False,
+) -> _PairedAccesses:
     """The bf16 loads and stores of `block` (a vector loop body), each `store` matched by
-    `store`, in pairs of parts; raises `_NotPairable` where computing the body's values in
-    another lane order would not keep every element's result: an op that is not elementwise
-    (a lane-crossing one, a call that is not an elementwise intrinsic, a vector constant whose
-    lanes may differ), another load or store, a vector of another width, parts that do not
-    pair, or arrays of different numbers of parts."""
-    loads, stores = [], []
+    `store`, and with `float_loads` its loads of f32 arrays, in pairs of parts; raises
+    `_NotPairable` where computing the body's values in another lane order would not keep
+    every element's result: an op that is not elementwise (a lane-crossing one, a call that is
+    not an elementwise intrinsic, a vector constant whose lanes may differ), another load or
+    store, a vector of another width, parts that do not pair, or arrays of different numbers
+    of parts."""
+    loads, stores, floats = [], [], []
     patterns = block.patterns
     for index, line in enumerate(block.lines):
         for lanes, element in _VECTOR_TYPE.findall(line):
@@ -340,40 +360,43 @@ def _paired_accesses(
             raise _NotPairable
         if found := patterns.load.match(line):
             loads.append(block.load(index, found))
+        elif float_loads and (found := patterns.float_load.match(line)):
+            floats.append(_Access((index,), found[2], found[3], found[4], found[1]))
         elif _VECTOR_LOAD.search(line):
             raise _NotPairable
         elif found := patterns.store.match(line):
             stores.append(store(block, index, found))
         elif _VECTOR_STORE_ANY.match(line):
             raise _NotPairable
-    (load_pairs, load_parts), (store_pairs, store_parts) = (
-        _pairs(block, loads),
-        _pairs(block, stores),
+    (load_pairs, load_parts), (store_pairs, store_parts), (float_pairs, float_parts) = (
+        _pairs(block, loads, patterns.bytes()),
+        _pairs(block, stores, patterns.bytes()),
+        _pairs(block, floats, patterns.bytes("float")),
     )
-    if not store_pairs or len(load_parts | store_parts) != 1:
+    if not store_pairs or len(load_parts | store_parts | float_parts) != 1:
         raise _NotPairable
-    return load_pairs, store_pairs
+    return _PairedAccesses(load_pairs, store_pairs, float_pairs)
 
 
 def _widened_pairs(
     block: _Block,
     load_pairs: list[tuple[_Access, _Access]],
     tag: str,
-    widening: Callable[[str, _Access], list[str]],
-) -> tuple[dict[int, list[str]], dict[str, str]]:
-    """The lines that load each pair of parts (`widening(name, even part)`, which defines
-    `name`.even.bits and `name`.odd.bits, the f32 bits of each) by the line before which they
-    go, and the new names of the widened values they replace."""
-    inserted: dict[int, list[str]] = {}
-    renamed: dict[str, str] = {}
+    widening: Callable[[str, _Access, _Access], list[str]],
+    inserted: dict[int, list[str]],
+    renamed: dict[str, str],
+) -> None:
+    """Add to `inserted` the lines that load each pair of parts (`widening(name, even part, odd
+    part)`, which defines `name`.even and `name`.odd, the values of each in the pairs' order)
+    by the line before which they go, and to `renamed` the new names of the values they
+    replace."""
     for number, (even, odd) in enumerate(load_pairs):
         first_use = min(i for access in (even, odd) for i in block.users(access.value))
-        if block.defined.get(even.pointer, -1) >= first_use:
+        if max(block.defined.get(access.pointer, -1) for access in (even, odd)) >= first_use:
             raise _NotPairable
-        name = f"%{tag}.load{number}"
-        renamed |= {even.value: f"{name}.even.bits", odd.value: f"{name}.odd.bits"}
-        inserted.setdefault(first_use, []).extend(widening(name, even))
-    return inserted, renamed
+        name = f"%{tag}{number}"
+        renamed |= {even.value: f"{name}.even", odd.value: f"{name}.odd"}
+        inserted.setdefault(first_use, []).extend(widening(name, even, odd))
 
 
 def _edited(
@@ -458,17 +481,17 @@ def _chained(tag: str, op: str, type_: str, masks: list[str]) -> tuple[list[str]
     return lines, result
 
 
-def _widened_in_pairs(name: str, even: _Access) -> list[str]:
+def _widened_in_pairs(name: str, even: _Access, _odd: _Access) -> list[str]:
     """One 64-byte load of the pair of parts at `even` and the unpacks with zero that widen
     it (AVX-512: `vpunpcklwd`, `vpunpckhwd`)."""
     return [
         f"  {name} = load <32 x i16>, ptr {even.pointer}, align {even.align}{even.metadata}",
-        f"  {name}.even = shufflevector <32 x i16> zeroinitializer, <32 x i16> {name}, "
+        f"  {name}.even.halves = shufflevector <32 x i16> zeroinitializer, <32 x i16> {name}, "
         f"<32 x i32> <{_EVEN_WIDENING}>",
-        f"  {name}.odd = shufflevector <32 x i16> zeroinitializer, <32 x i16> {name}, "
+        f"  {name}.odd.halves = shufflevector <32 x i16> zeroinitializer, <32 x i16> {name}, "
         f"<32 x i32> <{_ODD_WIDENING}>",
-        f"  {name}.even.bits = bitcast <32 x i16> {name}.even to <16 x i32>",
-        f"  {name}.odd.bits = bitcast <32 x i16> {name}.odd to <16 x i32>",
+        f"  {name}.even = bitcast <32 x i16> {name}.even.halves to <16 x i32>",
+        f"  {name}.odd = bitcast <32 x i16> {name}.odd.halves to <16 x i32>",
     ]
 
 
@@ -476,12 +499,14 @@ def _paired_in_hardware(lines: list[str], tag: str) -> list[str]:
     """`lines` (a vector loop body) with its bf16 parts rounded by AVX512_BF16 in pairs (see
     `pair_bf16_parts`); raises `_NotPairable` where that would not keep every element's result."""
     block = _Block(lines, _part_patterns(_PART_LANES))
-    load_pairs, store_pairs = _paired_accesses(block, _Block.store)
-    inserted, renamed = _widened_pairs(block, load_pairs, tag, _widened_in_pairs)
+    paired = _paired_accesses(block, _Block.store)
+    inserted: dict[int, list[str]] = {}
+    renamed: dict[str, str] = {}
+    _widened_pairs(block, paired.loads, f"{tag}.load", _widened_in_pairs, inserted, renamed)
     if not _BRANCH.match(lines[-1]):
         raise _NotPairable
     stores, nonzeros, subnormals, classifications, fixup = set(), [], [], [], []
-    for number, (even, odd) in enumerate(store_pairs):
+    for number, (even, odd) in enumerate(paired.stores):
         name = f"%{tag}.store{number}"
         stores |= {even.lines[-1], odd.lines[-1]}
         inserted.setdefault(max(even.lines[-1], odd.lines[-1]), []).extend(
@@ -541,16 +566,36 @@ def _out_of_line(
     ]
 
 
-def _words_in_pairs(lanes: int) -> Callable[[str, _Access], list[str]]:
-    """What loads a pair of parts of `lanes` elements as 32-bit words and widens each word's
-    halves: the even elements by a shift, the odd ones by a mask."""
+def _words_in_pairs(lanes: int) -> Callable[[str, _Access, _Access], list[str]]:
+    """What loads a pair of bf16 parts of `lanes` elements as 32-bit words and widens each
+    word's halves: the even elements by a shift, the odd ones by a mask."""
     words = f"<{lanes} x i32>"
 
-    def widening(name: str, even: _Access) -> list[str]:
+    def widening(name: str, even: _Access, _odd: _Access) -> list[str]:
         return [
             f"  {name} = load {words}, ptr {even.pointer}, align {even.align}{even.metadata}",
-            f"  {name}.even.bits = shl {words} {name}, splat (i32 16)",
-            f"  {name}.odd.bits = and {words} {name}, splat (i32 -65536)",
+            f"  {name}.even = shl {words} {name}, splat (i32 16)",
+            f"  {name}.odd = and {words} {name}, splat (i32 -65536)",
+        ]
+
+    return widening
+
+
+def _floats_in_pairs(lanes: int) -> Callable[[str, _Access, _Access], list[str]]:
+    """What loads a pair of f32 parts of `lanes` elements and deals their elements into the
+    even ones and the odd ones (two shuffles: the bf16 arrays' order)."""
+    floats = f"<{lanes} x float>"
+    even_lanes, odd_lanes = _indices(range(0, 2 * lanes, 2)), _indices(range(1, 2 * lanes, 2))
+
+    def widening(name: str, even: _Access, odd: _Access) -> list[str]:
+        return [
+            f"  {name}.first = load {floats}, ptr {even.pointer}, align {even.align}"
+            f"{even.metadata}",
+            f"  {name}.second = load {floats}, ptr {odd.pointer}, align {odd.align}{odd.metadata}",
+            f"  {name}.even = shufflevector {floats} {name}.first, {floats} {name}.second, "
+            f"<{lanes} x i32> <{even_lanes}>",
+            f"  {name}.odd = shufflevector {floats} {name}.first, {floats} {name}.second, "
+            f"<{lanes} x i32> <{odd_lanes}>",
         ]
 
     return widening
@@ -564,8 +609,13 @@ def _paired_in_software(lines: list[str], tag: str) -> list[str]:
         raise _NotPairable
     lanes = int(first_load[1])
     block = _Block(lines, _part_patterns(lanes))
-    load_pairs, store_pairs = _paired_accesses(block, _Block.rounded_in_software)
-    inserted, renamed = _widened_pairs(block, load_pairs, tag, _words_in_pairs(lanes))
+    paired = _paired_accesses(block, _Block.rounded_in_software, float_loads=True)
+    inserted: dict[int, list[str]] = {}
+    renamed: dict[str, str] = {}
+    _widened_pairs(block, paired.loads, f"{tag}.load", _words_in_pairs(lanes), inserted, renamed)
+    _widened_pairs(
+        block, paired.floats, f"{tag}.floats", _floats_in_pairs(lanes), inserted, renamed
+    )
     words, mask = f"<{lanes} x i32>", f"<{lanes} x i1>"
 
     def stored(name: str, low: str, high: str, at: _Access) -> list[str]:
@@ -578,7 +628,7 @@ def _paired_in_software(lines: list[str], tag: str) -> list[str]:
         ]
 
     stores, nans, fixup = set(), [], []
-    for number, (even, odd) in enumerate(store_pairs):
+    for number, (even, odd) in enumerate(paired.stores):
         name, fixed = f"%{tag}.store{number}", f"%{tag}.store{number}.fixed"
         stores |= {even.lines[-1], odd.lines[-1]}
         # The straight path stores each word as the rounding of numbers: the even element's
@@ -671,19 +721,21 @@ def pair_bf16_parts(optimized_ir: str) -> str:
 
     Where the host has no AVX512_BF16 (AVX2; AVX-512 before Cooper Lake and Zen 4) the loops
     round in integer ops (`xfuse.transforms.to_llvm.narrow_bits`) in parts of the lanes LLVM
-    chose; their pairs take another order, with no shuffle at all: each pair of parts is loaded
-    as 32-bit words, whose low halves (the even elements) a shift widens and whose high halves
-    (the odd ones) a mask, where each part took a zero-extending load (a shuffle) and a shift;
-    the even results' words keep their low halves, the odd ones' rounding keeps its high halves
-    by a mask where it shifted down, and one `or` makes the words stored, where each part took
-    a truncation (a pack and a permute on AVX2). The quieting of NaNs (a select a part) leaves
-    the straight path: it stores every word as a number's, one compare a pair finds an
-    iteration with a NaN, and that one stores its words again, NaNs quieted. A body whose parts
-    do not pair (an f32 array among them, one part) keeps them; only its NaNs' quieting goes out
-    of line so, one compare for two parts. The LLM bf16 GELU's loop as AVX2 code (Intel's
-    tuning): 338 -> 339 instructions for 64 elements, llvm-mca's simulation of Skylake 132 ->
-    120 cycles, of Zen 3 (Zen 3's code) 118 -> 88, 0.72-0.80x the time in cache; with an f32
-    bias (not paired) 171 -> 161 instructions for 32, 0.90-0.95x (docs/benchmarks.md)."""
+    chose; their pairs take another order, which needs no shuffle for bf16: each pair of parts
+    is loaded as 32-bit words, whose low halves (the even elements) a shift widens and whose
+    high halves (the odd ones) a mask, where each part took a zero-extending load (a shuffle)
+    and a shift; the even results' words keep their low halves, the odd ones' rounding keeps its
+    high halves by a mask where it shifted down, and one `or` makes the words stored, where each
+    part took a truncation (a pack and a permute on AVX2). An f32 array among them (the LLM
+    GELU's f32 bias) takes the same order: two shuffles deal a pair of its parts into the even
+    elements and the odd ones. The quieting of NaNs (a select a part) leaves the straight path:
+    it stores every word as a number's, one compare a pair finds an iteration with a NaN, and
+    that one stores its words again, NaNs quieted. A body whose parts do not pair (one part, an
+    f32 output) keeps them; only its NaNs' quieting goes out of line so, one compare for two
+    parts. The LLM bf16 GELU's loop as AVX2 code (Intel's tuning): 338 -> 339 instructions for
+    64 elements, llvm-mca's simulation of Skylake 132 -> 120 cycles, of Zen 3 (Zen 3's code) 118
+    -> 88, 0.72-0.80x the time in cache; with an f32 bias 171 -> 158 instructions for 32,
+    0.77-0.87x (docs/benchmarks.md)."""
     if " to <16 x bfloat>" in optimized_ir:
         rewrites: tuple[Callable[[list[str], str], list[str]], ...] = (_paired_in_hardware,)
     elif _ROUNDED_IN_SOFTWARE.search(optimized_ir):
