@@ -48,7 +48,6 @@ counted as a call's):
 
 from __future__ import annotations
 
-import array
 import ctypes
 import functools
 import itertools
@@ -69,9 +68,10 @@ from xfuse.benchmarking.timing import (
     host_summary,
     interleaved_medians,
     median_seconds,
+    native_calls,
     script_parser,
 )
-from xfuse.codegen.native import NativeModule, compile_llvm_ir, host_cpu, host_target_machine
+from xfuse.codegen.native import host_cpu, host_target_machine
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
 from xfuse.runtime.kernel import (
@@ -469,54 +469,22 @@ def output_bytes(workload: bench.Workload) -> int:
     return sum(dtype.itemsize for dtype in bench.output_dtypes(workload).values())
 
 
-NATIVE_LOOP = """
-define void @drive(ptr %entry, ptr %words, i64 %calls) {
-start:
-  br label %loop
-loop:
-  %i = phi i64 [0, %start], [%next, %loop]
-  call void %entry(ptr %words)
-  %next = add i64 %i, 1
-  %more = icmp ult i64 %next, %calls
-  br i1 %more, label %loop, label %done
-done:
-  ret void
-}
-"""
-"""Calls a packed entry on its argument words `calls` times in a row, with no Python between."""
-
-
-@functools.cache
-def native_loop() -> tuple[NativeModule, Callable[[int, int, int], None]]:
-    """`NATIVE_LOOP` compiled (the module, to keep it alive) and callable (GIL released)."""
-    native = compile_llvm_ir(NATIVE_LOOP)
-    drive = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64)
-    return native, drive(native.address("drive"))
-
-
 IN_CACHE_CALLS = 16
 """The fewest calls a sample of part 1 makes: the kernel alone's sample is one ctypes call of
-`NATIVE_LOOP` (~0.2 us, the GIL released), which would add ~1% to one call at 2^16."""
+`NATIVE_LOOP` (`native_calls`: ~0.2 us, the GIL released), which would add ~1% to one call at
+2^16."""
 
 
 def in_cache_runs(k: Kernel, workload: bench.Workload, calls: int) -> list[Callable[[], object]]:
     """A sample of part 1, `calls` calls in a row, of the kernel alone (its packed entry called
     by `NATIVE_LOOP`) and of the prepared call (from Python, one call at a time)."""
     prepared = k.prepare(**workload.arrays)
-    assert prepared.native_call is not None, "an in-cache call is one native call"
-    entry, arguments = prepared.native_call
-    words = array.array("Q", arguments)
-    _, drive = native_loop()
-
-    def kernel_alone(owner: object = prepared) -> None:
-        """`owner`: the prepared call, which keeps the arrays that `words` point into alive."""
-        drive(entry, words.buffer_info()[0], calls)
 
     def prepared_calls() -> None:
         for _ in itertools.repeat(None, calls):
             prepared()
 
-    return [kernel_alone, prepared_calls]
+    return [native_calls(prepared, calls), prepared_calls]
 
 
 def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:

@@ -4,14 +4,22 @@ interleaved across variants for comparisons that survive a noisy machine."""
 from __future__ import annotations
 
 import argparse
+import array
+import ctypes
+import functools
 import itertools
 import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from xfuse.codegen.native import NativeModule
+    from xfuse.runtime.kernel import PreparedCall
 
 
 def median_seconds(
@@ -135,3 +143,46 @@ def separable(a: Sequence[float], b: Sequence[float], level: float = SEPARATION_
     observed = distances[0]  # the first split is the measured one: `a`'s rounds first
     as_far = np.count_nonzero(distances >= observed - 1e-9)
     return bool(as_far / len(splits) <= level)
+
+
+NATIVE_LOOP = """
+define void @drive(ptr %entry, ptr %words, i64 %calls) {
+start:
+  br label %loop
+loop:
+  %i = phi i64 [0, %start], [%next, %loop]
+  call void %entry(ptr %words)
+  %next = add i64 %i, 1
+  %more = icmp ult i64 %next, %calls
+  br i1 %more, label %loop, label %done
+done:
+  ret void
+}
+"""
+"""Calls a packed entry on its argument words `calls` times in a row, with no Python between."""
+
+
+@functools.cache
+def native_loop() -> tuple[NativeModule, Callable[[int, int, int], None]]:
+    """`NATIVE_LOOP` compiled (the module, to keep it alive) and callable (GIL released)."""
+    from xfuse.codegen.native import compile_llvm_ir  # (LLVM: not for every benchmark)
+
+    native = compile_llvm_ir(NATIVE_LOOP)
+    drive = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64)
+    return native, drive(native.address("drive"))
+
+
+def native_calls(prepared: PreparedCall, calls: int) -> Callable[[], None]:
+    """`calls` calls of the kernel alone, its packed entry on `prepared`'s arguments, from
+    `NATIVE_LOOP` (no Python between: what a kernel's loop costs, in cache a fraction of the
+    prepared call's ~1 us)."""
+    assert prepared.native_call is not None, "the call is one native call"
+    entry, arguments = prepared.native_call
+    words = array.array("Q", arguments)
+    _, drive = native_loop()
+
+    def run(owner: object = prepared) -> None:
+        """`owner`: the prepared call, which keeps the arrays that `words` point into alive."""
+        drive(entry, words.buffer_info()[0], calls)
+
+    return run
