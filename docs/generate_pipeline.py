@@ -71,7 +71,12 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
         "(`vector-bytes=64`): a main loop to the largest multiple of 4 AVX-512 vectors "
         "(`arith.andi %n, -128`: 128 bf16) and a copy of it over the rest, which LLVM "
         "vectorizes with masked loads and stores instead of the scalar iterations it leaves "
-        "such a loop; `xfuse.compile(masked_remainder=True)` splits every kernel's.",
+        'such a loop (`{ew.loop = "remainder"}`); `xfuse.compile(masked_remainder=True)` '
+        "splits every kernel's. A kernel bound by its loads and stores (not this one: `tanh` "
+        "is a function `ew-expand-math` approximates) first runs the elements before its "
+        "output's first 64-byte boundary in a loop of their own (`store-alignment=64`, "
+        '`{ew.loop = "head"}`: one masked vector iteration), so that no store of the main '
+        "loop straddles two cache lines.",
     ),
     "ew-expand-math": (
         "`ew-expand-math{math=approx}`: vectorizable math",

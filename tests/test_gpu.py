@@ -447,7 +447,12 @@ def test_bad_target_options_name_the_option(gelu: Gelu) -> None:
     with pytest.raises(ValueError, match="threads applies to target='cpu' only"):
         xfuse.compile(gelu.source, target="cuda", threads=4)
     # The CPU loops' options and the GPU's arch would do nothing on the other target.
-    for cpu_only in ({"interleave": 4}, {"streaming": False}, {"masked_remainder": True}):
+    for cpu_only in (
+        {"interleave": 4},
+        {"streaming": False},
+        {"masked_remainder": True},
+        {"aligned_stores": False},
+    ):
         (name,) = cpu_only
         with pytest.raises(ValueError, match=f"{name} applies to target='cpu' only"):
             xfuse.compile(gelu.source, target="cuda", **cpu_only)

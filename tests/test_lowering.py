@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import mmap
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -252,13 +252,26 @@ def function_bodies(llvm_ir: str) -> dict[str, str]:
     }
 
 
-VECTOR_LOOP = re.compile(r"^vector\.body\d*:.*?(?=^\S)", re.MULTILINE | re.DOTALL)
+VECTOR_BLOCK = re.compile(r"^(vector\.body\d*):.*?(?=^\S)", re.MULTILINE | re.DOTALL)
+
+
+def vector_loops(llvm_ir: str) -> list[str]:
+    """The bodies of the loops the loop vectorizer made, in order: each a `vector.body` block
+    that it or a block after it in its function branches back to (a head's one masked
+    iteration, `ew-kernel-to-loops`' `store-alignment`, is one with no branch back: LLVM
+    proves it runs once)."""
+    loops = []
+    for found in VECTOR_BLOCK.finditer(llvm_ir):
+        function_end = llvm_ir.find("\n}", found.start())
+        if re.search(rf"label %{re.escape(found[1])}\b", llvm_ir[found.start() : function_end]):
+            loops.append(found.group())
+    return loops
 
 
 def vectorized_loop_count(llvm_ir: str) -> int:
     """Main loops the loop vectorizer turned into full-width vector loops (not the masked
     remainder loops that follow them)."""
-    return sum("llvm.masked." not in loop for loop in VECTOR_LOOP.findall(llvm_ir))
+    return sum("llvm.masked." not in loop for loop in vector_loops(llvm_ir))
 
 
 def test_in_place_kernels_vectorize_without_alias_checks() -> None:
@@ -358,11 +371,90 @@ def test_remainder_is_one_masked_vector_loop(target_cpu: HostCpu, dtype: str) ->
     )
 
 
+def outputs_at_every_line_offset(
+    shape: tuple[int, ...], dtype: np.dtype
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """For each element offset from a 64-byte boundary: a buffer of zeros and, in it at that
+    offset, a contiguous output of `shape` with room before and after it."""
+    size = int(np.prod(shape))
+    per_line = 64 // dtype.itemsize
+    for offset in range(per_line):
+        buffer = np.zeros(size + 3 * per_line, dtype)
+        start = offset + (-buffer.ctypes.data // dtype.itemsize) % per_line + per_line
+        yield buffer, buffer[start : start + size].reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_load_store_loop_runs_the_elements_before_an_aligned_store_apart(
+    target_cpu: HostCpu, dtype: str
+) -> None:
+    """A loop bound by its loads and stores (no approximated function, no 16-bit floats) runs
+    the elements before its output's first 64-byte boundary in a head of its own
+    (`ew-kernel-to-loops{store-alignment=64}`), where the host masks the element size in masked
+    vector iterations (one or two), the rest in the main vector loop, whose stores then start
+    on a line. At every offset from a line and for every length around the head's, numpy's
+    bits, in place too, and nothing written outside the output."""
+    np_dtype = np.dtype(dtype)
+    element = {"float32": "f32", "float64": "f64"}[dtype]
+    # A long body, which `mark_loops` interleaves 4 times, but not the head.
+    expression = " + ".join(f"x * {i}.5 * y" for i in range(8))
+    kernel = xfuse.compile(f"input {element} x[n], y[n];\nout = {expression};")
+    body = function_bodies(kernel.llvm_ir)["main.packed"]
+    main_loop = next(loop for loop in vector_loops(body) if "llvm.masked." not in loop)
+    head = body[: body.index(main_loop)]
+    # Its length: (-address mod 64) / size as LLVM writes it, (-address >> log2 size) & (line
+    # elements - 1), of the output's address (the last argument word but its size).
+    per_line = 64 // np_dtype.itemsize
+    shift = np_dtype.itemsize.bit_length() - 1
+    length = rf"= ptrtoint ptr (%\S+) to i64\n.*= sub i64 0, .*\n.*= lshr i64 .*, {shift}\n"
+    assert re.search(length + rf".*= and i64 .*, {per_line - 1}\n", head)
+    if target_cpu.masks(np_dtype.itemsize):  # masked vector iterations, no scalar one
+        lanes = target_cpu.float_lanes * 4 // np_dtype.itemsize
+        assert head.count("call void @llvm.masked.store") == -(-per_line // lanes)
+        assert not re.search(r"store (float|double) ", head)
+    rng = np.random.default_rng(11)
+    lengths = (0, 1, 2, per_line - 1, per_line, per_line + 1, 2 * per_line + 3, 100, 257)
+    for n in lengths:
+        x, y = (rng.standard_normal(n).astype(np_dtype) for _ in range(2))
+        want = functools.reduce(np.add, (x * (i + 0.5) * y for i in range(8)))  # in order
+        np.testing.assert_array_equal(kernel(x=x, y=y), want)
+        for buffer, out in outputs_at_every_line_offset((n,), np_dtype):
+            kernel(x=x, y=y, out=out)
+            np.testing.assert_array_equal(out, want, f"n = {n}")
+            assert np.count_nonzero(buffer) == np.count_nonzero(want)
+            out[:] = x
+            kernel(x=out, y=y, out=out)
+            np.testing.assert_array_equal(out, want, f"n = {n}")
+
+
+def test_loops_of_16_bit_floats_or_approximations_have_no_head() -> None:
+    """Bound by their conversions (bf16 `x * y` ran as fast with its stores aligned) or their
+    math, such loops run from their first element."""
+    for source in ("input bf16 x[n], y[n]; out = x * y;", "out = x * sigmoid(x);"):
+        assert "ptrtoint" not in xfuse.compile(source).llvm_ir, source
+    assert "ptrtoint" in xfuse.compile("out = x * y;").llvm_ir
+
+
+@pytest.mark.parametrize("d", [1, 3, 16, 17, 33])
+def test_each_row_of_a_nest_runs_its_own_head(target_cpu: HostCpu, d: int) -> None:
+    """In a nest (a `[d]` bias), each row's head ends at that row's first 64-byte boundary of
+    the output: every row length and output offset gives numpy's bits."""
+    kernel = xfuse.compile("input f32 x[t, d], b[d];\nout = x * 2 + b;")
+    assert "ptrtoint" in kernel.llvm_ir
+    rng = np.random.default_rng(d)
+    x = rng.standard_normal((5, d), dtype=np.float32)
+    b = rng.standard_normal(d, dtype=np.float32)
+    for buffer, out in outputs_at_every_line_offset((5, d), np.dtype(np.float32)):
+        kernel(x=x, b=b, out=out)
+        np.testing.assert_array_equal(out, x * 2 + b)
+        assert np.count_nonzero(buffer) == np.count_nonzero(out)
+
+
 def vector_body(llvm_ir: str) -> str:
     """The first vector loop's body."""
-    body = re.search(r"^vector\.body\d*:.*?^\S", llvm_ir, re.MULTILINE | re.DOTALL)
-    assert body is not None, "no vector loop"
-    return body.group()
+    loops = vector_loops(llvm_ir)
+    assert loops, "no vector loop"
+    return loops[0]
 
 
 def vector_stores_per_iteration(llvm_ir: str) -> int:
@@ -1103,12 +1195,13 @@ def test_a_loop_over_more_arrays_than_registers_is_not_interleaved(
     kernel = xfuse.compile(f"out = {' + '.join(names)};")
     body = function_bodies(kernel.llvm_ir)["main.packed"]
     if arrays > MAX_INTERLEAVED_ARRAYS and target_cpu.masks(4):
-        (loop,) = VECTOR_LOOP.findall(body)
+        (loop,) = vector_loops(body)
         assert loop.count("call void @llvm.masked.store") == stores
         assert "vec.epilog" not in body and not re.search(r"store float ", body)
     else:
         assert vector_stores_per_iteration(kernel.llvm_ir) == stores
-        assert vectorized_loop_count(body) == 1 and "llvm.masked." not in body
+        (loop,) = vector_loops(body)
+        assert "llvm.masked." not in loop
     rng = np.random.default_rng(5)
     for n in (0, 1, 15, 17, 100):
         inputs = {name: rng.standard_normal(n, dtype=np.float32) for name in names}

@@ -2676,6 +2676,7 @@ def test_unusual_but_valid_calls_work_in_a_child_process(gelu: Gelu) -> None:
         ({"math": "exact"}, ValueError, "math must be 'approx' or 'libm' for cpu, got 'exact'"),
         ({"threads": 0}, ValueError, "threads must be an integer >= 1, got 0"),
         ({"fuse": "yes"}, TypeError, "fuse must be True or False, got 'yes'"),
+        ({"aligned_stores": 0}, TypeError, "aligned_stores must be True or False, got 0"),
         (
             {"extra_passes": "ew-fuse,ew-bufferize"},
             ValueError,

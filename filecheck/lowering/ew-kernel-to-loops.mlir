@@ -1,6 +1,7 @@
 // RUN: xfuse-opt %s -p ew-kernel-to-loops | filecheck %s
 // RUN: xfuse-opt %s -p 'ew-kernel-to-loops{vector-bytes=64}' | filecheck %s --check-prefix=REMAINDER
 // RUN: xfuse-opt %s -p 'ew-kernel-to-loops{vector-bytes=64 bf16-only=true}' | filecheck %s --check-prefix=BF16
+// RUN: xfuse-opt %s -p 'ew-kernel-to-loops{vector-bytes=64 store-alignment=64}' | filecheck %s --check-prefix=HEAD
 
 // A 1-D kernel becomes one loop over the output's size: loads, the region, a store. A function
 // of one kernel keeps it in place (functions of several outline each kernel, see below).
@@ -275,6 +276,13 @@ func.func @invariant(%x: memref<?x4xf32>, %s: memref<f32>, %out: memref<?x4xf32>
 // REMAINDER-NEXT:      memref.store %[[TR]], %[[OUT]][%[[J]]] : memref<?xf32>
 // REMAINDER-NEXT:    }
 // REMAINDER-NEXT:    func.return
+// A loop of an approximation (tanh) gets no head with store-alignment: it runs as fast with its
+// stores aligned or not, and the head would run the approximation for nothing.
+// HEAD-LABEL:    func.func @remainder_one_dim
+// HEAD-NOT:      memref.extract_aligned_pointer_as_index
+// HEAD-COUNT-2:  scf.for
+// HEAD-NOT:      scf.for
+// HEAD:          func.return
 func.func @remainder_one_dim(%x: memref<?xf32>, %out: memref<?xf32>) {
   ew.kernel ins(%x : memref<?xf32>) outs(%out : memref<?xf32>) {
   ^bb0(%xs: f32):
@@ -291,6 +299,12 @@ func.func @remainder_one_dim(%x: memref<?xf32>, %out: memref<?xf32>) {
 // CHECK-COUNT-2: scf.for
 // CHECK-NOT:     scf.for
 // CHECK:         func.return
+// With store-alignment too, no head: a kernel of bf16 arrays is bound by its conversions.
+// HEAD-LABEL:    func.func @remainder_two_dims
+// HEAD-NOT:        memref.extract_aligned_pointer_as_index
+// HEAD-COUNT-3:    scf.for
+// HEAD-NOT:        scf.for
+// HEAD:          func.return
 // With bf16-only=true, split as with vector-bytes alone: a kernel of bf16 arrays.
 // BF16-LABEL:    func.func @remainder_two_dims
 // BF16:            %[[MAIN:.*]] = arith.andi %{{.*}}, %{{.*}} : index
@@ -370,6 +384,115 @@ func.func @bf16_only_rows_f32(%x: memref<?x?xf32>, %b: memref<?xf32>, %out: memr
     %h = arith.addf %xs, %bs : f32
     %t = math.tanh %h : f32
     ew.yield %t : f32
+  }
+  func.return
+}
+
+// With store-alignment=64, a loop bound by its loads and stores (no function that
+// ew-expand-math approximates) first runs the elements before the output's first address that
+// is a multiple of 64 bytes: a head loop, marked so (LLVM vectorizes it with masks, see
+// `xfuse.codegen.native.mark_loops`), to (-address mod 64) / 4 bytes of f32, or all elements
+// where there are fewer. The main loop still counts from 0, to the elements after the head,
+// its element the head's length on; the remainder splits from it as without a head. The
+// head's bound is computed once, before the loops.
+// HEAD-LABEL:    func.func @head_one_dim
+// HEAD-SAME:       (%[[X:.*]]: memref<?xf32>, %[[Y:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?xf32>)
+// HEAD-DAG:        %[[C0:.*]] = arith.constant 0 : index
+// HEAD-DAG:        %[[N:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?xf32>
+// HEAD:            %[[P:.*]] = "memref.extract_aligned_pointer_as_index"(%[[OUT]]) : (memref<?xf32>) -> index
+// HEAD-NEXT:       %[[ZERO:.*]] = arith.constant 0 : index
+// HEAD-NEXT:       %[[NEG:.*]] = arith.subi %[[ZERO]], %[[P]] : index
+// HEAD-NEXT:       %[[LINE:.*]] = arith.constant 63 : index
+// HEAD-NEXT:       %[[GAP:.*]] = arith.andi %[[NEG]], %[[LINE]] : index
+// HEAD-NEXT:       %[[TWO:.*]] = arith.constant 2 : index
+// HEAD-NEXT:       %[[ELEMENTS:.*]] = arith.shrui %[[GAP]], %[[TWO]] : index
+// HEAD-NEXT:       %[[FEWER:.*]] = arith.cmpi ult, %[[ELEMENTS]], %[[N]] : index
+// HEAD-NEXT:       %[[H:.*]] = arith.select %[[FEWER]], %[[ELEMENTS]], %[[N]] : index
+// HEAD-NEXT:       scf.for %[[I:.*]] = %[[C0]] to %[[H]] step %{{.*}} {
+// HEAD-NEXT:         %[[XS:.*]] = memref.load %[[X]][%[[I]]] : memref<?xf32>
+// HEAD-NEXT:         %[[YS:.*]] = memref.load %[[Y]][%[[I]]] : memref<?xf32>
+// HEAD-NEXT:         %[[S:.*]] = arith.addf %[[XS]], %[[YS]] : f32
+// HEAD-NEXT:         memref.store %[[S]], %[[OUT]][%[[I]]] : memref<?xf32>
+// HEAD-NEXT:       } {ew.loop = "head"}
+// HEAD-NEXT:       %[[REST:.*]] = arith.subi %[[N]], %[[H]] : index
+// HEAD-NEXT:       %[[BLOCK:.*]] = arith.constant -64 : index
+// HEAD-NEXT:       %[[MAIN:.*]] = arith.andi %[[REST]], %[[BLOCK]] : index
+// HEAD-NEXT:       scf.for %[[J:.*]] = %[[C0]] to %[[MAIN]] step %{{.*}} {
+// HEAD-NEXT:         %[[AT:.*]] = arith.addi %[[H]], %[[J]] : index
+// HEAD-NEXT:         memref.load %[[X]][%[[AT]]] : memref<?xf32>
+// HEAD:              memref.store %{{.*}}, %[[OUT]][%[[AT]]] : memref<?xf32>
+// HEAD-NEXT:       }
+// HEAD-NEXT:       scf.for %[[K:.*]] = %[[MAIN]] to %[[REST]] step %{{.*}} {
+// HEAD-NEXT:         %[[AT_REST:.*]] = arith.addi %[[H]], %[[K]] : index
+// HEAD:              memref.store %{{.*}}, %[[OUT]][%[[AT_REST]]] : memref<?xf32>
+// HEAD-NEXT:       } {ew.loop = "remainder"}
+// HEAD-NEXT:       func.return
+func.func @head_one_dim(%x: memref<?xf32>, %y: memref<?xf32>, %out: memref<?xf32>) {
+  ew.kernel ins(%x, %y : memref<?xf32>, memref<?xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%xs: f32, %ys: f32):
+    %s = arith.addf %xs, %ys : f32
+    ew.yield %s : f32
+  }
+  func.return
+}
+
+// In a nest, every row gets its head, from the address of the row's first element of the first
+// output: ((i * d1 + j) * d2) elements on, 4 bytes each (a shift by 2).
+// HEAD-LABEL:    func.func @head_rows
+// HEAD-SAME:       (%[[X:.*]]: memref<?x?x?xf32>, %[[B:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?x?x?xf32>)
+// HEAD:            memref.dim %[[OUT]], %{{.*}} : memref<?x?x?xf32>
+// HEAD:            %[[D1:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x?xf32>
+// HEAD:            %[[D2:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x?xf32>
+// HEAD:            scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step
+// HEAD-NEXT:         %[[ROWS:.*]] = arith.muli %[[I]], %[[D1]] : index
+// HEAD-NEXT:         scf.for %[[J:.*]] = %{{.*}} to %[[D1]] step
+// HEAD-NEXT:           %[[ROW:.*]] = arith.addi %[[ROWS]], %[[J]] : index
+// HEAD-NEXT:           %[[START:.*]] = arith.muli %[[ROW]], %[[D2]] : index
+// HEAD-NEXT:           %[[P:.*]] = "memref.extract_aligned_pointer_as_index"(%[[OUT]]) : (memref<?x?x?xf32>) -> index
+// HEAD-NEXT:           %[[TWO:.*]] = arith.constant 2 : index
+// HEAD-NEXT:           %[[BYTES:.*]] = arith.shli %[[START]], %[[TWO]] : index
+// HEAD-NEXT:           %[[AT:.*]] = arith.addi %[[P]], %[[BYTES]] : index
+// HEAD-NEXT:           %[[ZERO:.*]] = arith.constant 0 : index
+// HEAD-NEXT:           %[[NEG:.*]] = arith.subi %[[ZERO]], %[[AT]] : index
+// HEAD-NEXT:           %[[LINE:.*]] = arith.constant 63 : index
+// HEAD-NEXT:           %[[GAP:.*]] = arith.andi %[[NEG]], %[[LINE]] : index
+// HEAD-NEXT:           %[[SHIFT:.*]] = arith.constant 2 : index
+// HEAD-NEXT:           %[[ELEMENTS:.*]] = arith.shrui %[[GAP]], %[[SHIFT]] : index
+// HEAD-NEXT:           %[[FEWER:.*]] = arith.cmpi ult, %[[ELEMENTS]], %[[D2]] : index
+// HEAD-NEXT:           %[[H:.*]] = arith.select %[[FEWER]], %[[ELEMENTS]], %[[D2]] : index
+// HEAD-NEXT:           scf.for %[[K:.*]] = %{{.*}} to %[[H]] step
+// HEAD-NEXT:             %[[AT:.*]] = arith.addi %[[START]], %[[K]] : index
+// HEAD:                  memref.store %{{.*}}, %{{.*}}[%[[AT]]] : memref<?xf32>
+// HEAD-NEXT:           } {ew.loop = "head"}
+// HEAD:                scf.for %[[L:.*]] = %{{.*}} to %{{.*}} step
+// HEAD-NEXT:             %[[SHIFTED:.*]] = arith.addi %[[H]], %[[L]] : index
+// HEAD-NEXT:             arith.addi %[[START]], %[[SHIFTED]] : index
+// HEAD:                scf.for
+// HEAD:                } {ew.loop = "remainder"}
+// HEAD-NEXT:         }
+// HEAD-NEXT:       }
+// HEAD-NEXT:       func.return
+func.func @head_rows(%x: memref<?x?x?xf32>, %b: memref<?xf32>, %out: memref<?x?x?xf32>) {
+  ew.kernel ins(%x, %b : memref<?x?x?xf32>, memref<?xf32>) outs(%out : memref<?x?x?xf32>) {
+  ^bb0(%xs: f32, %bs: f32):
+    %s = arith.addf %xs, %bs : f32
+    ew.yield %s : f32
+  }
+  func.return
+}
+
+// An output with a layout of its own (strides) gets no head: its rows' addresses are not
+// those of a contiguous array: the rows, each a main loop and a remainder, and no more.
+// HEAD-LABEL:    func.func @head_strided
+// HEAD-NOT:      memref.extract_aligned_pointer_as_index
+// HEAD-COUNT-3:  scf.for
+// HEAD-NOT:      scf.for
+// HEAD:          func.return
+func.func @head_strided(%x: memref<4x4xf32>, %out: memref<4x4xf32, strided<[8, 1]>>) {
+  ew.kernel ins(%x : memref<4x4xf32>) outs(%out : memref<4x4xf32, strided<[8, 1]>>) {
+  ^bb0(%xs: f32):
+    %n = arith.negf %xs : f32
+    ew.yield %n : f32
   }
   func.return
 }

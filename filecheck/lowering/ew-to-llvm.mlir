@@ -512,3 +512,36 @@ func.func @caller(%x: memref<?x4xf32>, %y: memref<3xf32>) {
 func.func private @caller.kernel0(%x: memref<?x4xf32>, %y: memref<3xf32>) attributes {ew.no_inline} {
   func.return
 }
+
+// A loop of part of a row (`ew.loop`, which ew-kernel-to-loops gives its head and remainder
+// loops) has its header block named after its role, as LLVM IR shows it to
+// xfuse.codegen.native.mark_loops (which vectorizes those loops with masks); a loop without
+// one keeps a number. A memref's address as an index is its pointer as an i64.
+// CHECK-LABEL: llvm.func @roles
+// CHECK-SAME:    (%[[OUT:.*]]: !llvm.ptr, %[[N:.*]]: i64)
+// CHECK:         %[[P:.*]] = llvm.ptrtoint %[[OUT]] : !llvm.ptr to i64
+// CHECK:         llvm.br ^head(%{{.*}} : i64)
+// CHECK:       ^head(%[[I:.*]]: i64):
+// CHECK-NEXT:    llvm.icmp "slt" %[[I]], %[[P]] : i64
+// CHECK:         llvm.br ^[[MAIN:bb[0-9]+]](%[[P]] : i64)
+// CHECK:       ^[[MAIN]](%[[J:.*]]: i64):
+// CHECK-NEXT:    llvm.icmp "slt" %[[J]], %[[N]] : i64
+// CHECK:       ^remainder(%[[K:.*]]: i64):
+// CHECK-NEXT:    llvm.icmp "slt" %[[K]], %[[N]] : i64
+func.func @roles(%out: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %zero = arith.constant 0.0 : f32
+  %n = memref.dim %out, %c0 : memref<?xf32>
+  %p = "memref.extract_aligned_pointer_as_index"(%out) : (memref<?xf32>) -> index
+  scf.for %i = %c0 to %p step %c1 {
+    memref.store %zero, %out[%i] : memref<?xf32>
+  } {ew.loop = "head"}
+  scf.for %j = %p to %n step %c1 {
+    memref.store %zero, %out[%j] : memref<?xf32>
+  }
+  scf.for %k = %n to %n step %c1 {
+    memref.store %zero, %out[%k] : memref<?xf32>
+  } {ew.loop = "remainder"}
+  func.return
+}

@@ -7,16 +7,29 @@
 // RUN: xfuse-opt %s -p 'xfuse-default{avx512bf16=true}' | filecheck %s --check-prefix=BF16HW
 // RUN: xfuse-opt %s -p 'xfuse-default{ldexp=true}' | filecheck %s --check-prefix=LDEXP
 // RUN: xfuse-opt %s -p 'xfuse-default{masked-remainder=true}' | filecheck %s --check-prefix=MASKED
+// RUN: xfuse-opt %s -p 'xfuse-default{aligned-stores=false}' | filecheck %s --check-prefix=UNALIGNED
 
 // xfuse-default is xfuse.compile's pipeline, ew on tensors to llvm: each option reaches the pass
 // it names (the passes' own files check what each one does in detail).
 
-// Fused, the chain is one loop, its arithmetic as written (IEEE, no flags), with no temporary.
+// Fused, the chain is one loop, its arithmetic as written (IEEE, no flags), with no temporary;
+// bound by its loads and stores, it first runs the elements before the output's first 64-byte
+// boundary in a loop of their own, whose header block is named ^head (ew-kernel-to-loops'
+// store-alignment), then the rest from there.
 // Unfused, each op is a kernel in a function of its own (alike ones shared); the temporaries
 // are views of a workspace argument: with reuse, one, that the add writes in place; without,
 // one for each op's result.
 // CHECK-LABEL: llvm.func @chain(
+// CHECK-SAME:    %[[Q:[a-z0-9_]+]]: !llvm.ptr, %[[N:[a-z0-9_]+]]: i64)
 // CHECK-NOT:     llvm.call
+// CHECK:         %{{.*}} = llvm.ptrtoint %[[Q]] : !llvm.ptr to i64
+// CHECK:         %[[H:.*]] = llvm.select %{{.*}}, %{{.*}}, %[[N]] : i1, i64
+// CHECK:       ^head(%[[I:.*]]: i64):
+// CHECK-NEXT:    llvm.icmp "slt" %[[I]], %[[H]] : i64
+// CHECK:         llvm.fmul
+// CHECK:         llvm.br ^head
+// CHECK:         %[[REST:.*]] = llvm.sub %[[N]], %[[H]] : i64
+// CHECK:         llvm.icmp "slt" %{{.*}}, %[[REST]] : i64
 // CHECK:         %[[P:.*]] = llvm.fmul %{{[^ ]+}}, %{{[^ ]+}} : f32
 // CHECK-NEXT:    %[[S:.*]] = llvm.fadd %[[P]], %{{[^ ]+}} : f32
 // CHECK-NEXT:    llvm.fmul %[[S]], %{{[^ ]+}} : f32
@@ -40,19 +53,31 @@
 // NOREUSE-NEXT:    llvm.call @chain.kernel0(%[[T2]], %{{.*}})
 // NOREUSE-NEXT:    llvm.return
 
+// With aligned-stores=false, the chain is one loop: no head.
+// UNALIGNED-LABEL: llvm.func @chain(
+// UNALIGNED-NOT:     llvm.ptrtoint
+// UNALIGNED-COUNT-1: llvm.cond_br
+// UNALIGNED-NOT:     llvm.cond_br
+// UNALIGNED:         llvm.return
+
 // CONTRACT-LABEL: llvm.func @chain(
 // CONTRACT:         llvm.fmul %{{.*}}, %{{.*}} {fastmathFlags = #llvm.fastmath<contract>} : f32
 // CONTRACT-NEXT:    llvm.fadd %{{.*}}, %{{.*}} {fastmathFlags = #llvm.fastmath<contract>} : f32
 // CONTRACT-NEXT:    llvm.fmul %{{.*}}, %{{.*}} {fastmathFlags = #llvm.fastmath<contract>} : f32
 
-// With masked-remainder, the loop runs to the last whole block of 4 x 64 bytes (64 f32), and a
-// second loop from there to the end.
+// With masked-remainder, the loop after the head runs over the last whole block of 4 x 64
+// bytes (64 f32) of the elements after the head, and a third loop, the remainder
+// (^remainder), over the rest.
 // MASKED-LABEL: llvm.func @chain(
 // MASKED-SAME:    %{{[a-z0-9_]+}}: !llvm.ptr, %[[N:[a-z0-9_]+]]: i64)
-// MASKED:         %[[BLOCK:.*]] = llvm.mlir.constant(-64) : i64
-// MASKED-NEXT:    %[[MAIN:.*]] = llvm.and %[[N]], %[[BLOCK]] : i64
+// MASKED:         %[[H:.*]] = llvm.select %{{.*}}, %{{.*}}, %[[N]] : i1, i64
+// MASKED:       ^head(%{{[0-9]+}}: i64):
+// MASKED:         %[[REST:.*]] = llvm.sub %[[N]], %[[H]] : i64
+// MASKED-NEXT:    %[[BLOCK:.*]] = llvm.mlir.constant(-64) : i64
+// MASKED-NEXT:    %[[MAIN:.*]] = llvm.and %[[REST]], %[[BLOCK]] : i64
 // MASKED:         llvm.icmp "slt" %{{.*}}, %[[MAIN]] : i64
-// MASKED:         llvm.icmp "slt" %{{.*}}, %[[N]] : i64
+// MASKED:       ^remainder(%{{[0-9]+}}: i64):
+// MASKED-NEXT:    llvm.icmp "slt" %{{.*}}, %[[REST]] : i64
 // MASKED:         llvm.return
 func.func @chain(%x: tensor<?xf32>, %y: tensor<?xf32>) -> tensor<?xf32> {
   %p = ew.mul %x, %y : tensor<?xf32>

@@ -48,6 +48,8 @@ from xfuse.codegen.optimized_ir import (
 )
 from xfuse.transforms import (
     BF16_HARDWARE_NARROWING,
+    HEAD_LOOP,
+    REMAINDER_LOOP,
     packed_entry_name,
     workspace_size_function,
 )
@@ -284,16 +286,12 @@ MAX_INTERLEAVED_ARRAYS = 16
 registers for their addresses."""
 
 
-def is_remainder_loop(blocks: set[llvm_ir.Block]) -> bool:
-    """Whether the loop of `blocks` is a remainder loop: its induction variable (the first phi of
-    its header) starts at something else than 0, where every loop xfuse makes starts but the
-    remainder loop, which starts at the main loop's bound."""
+def is_edge_loop(blocks: set[llvm_ir.Block]) -> bool:
+    """Whether the loop of `blocks` runs only some of a row's first or last elements: a head or
+    remainder loop of `ew-kernel-to-loops`, whose header block `ew-to-llvm` names after its
+    `LOOP_ROLE` (llvmlite numbers names met again: `remainder.1`)."""
     header = min(blocks, key=lambda block: block.function.blocks.index(block))
-    induction = next((i for i in header.instructions if isinstance(i, llvm_ir.PhiInstr)), None)
-    if induction is None:
-        return False
-    start = [value for value, block in induction.incomings if block not in blocks]
-    return start != [llvm_ir.Constant(induction.type, 0)]
+    return header.name.split(".")[0] in (HEAD_LOOP, REMAINDER_LOOP)
 
 
 def _accessed_arrays(blocks: set[llvm_ir.Block]) -> int:
@@ -743,18 +741,19 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
     it an interleave count: `interleave`, or where None the one `interleave_count` chooses from
     its body's length (0: LLVM's choice).
 
-    A remainder loop (`is_remainder_loop`: what `ew-kernel-to-loops{vector-bytes=...}` leaves
-    after the main loop) is not interleaved, and where the host masks loads and stores of its
-    element sizes (`HostCpu.masks`) vectorized with masks (`llvm.loop.vectorize.predicate.enable`):
-    one masked vector iteration per vector of elements, where LLVM would run a vector epilogue
-    and then scalar iterations (AVX2 has no masked 16-bit moves: there it stays a plain vector
-    loop with its own epilogue). So is a loop over more arrays than `MAX_INTERLEAVED_ARRAYS`:
-    its one masked loop replaces a vector loop, a vector epilogue and a scalar loop, each with
-    all those addresses, which made most of its code generation time (the wide DAG of 10^4 ops
-    of `benchmarks/compile_scaling.py`: LLVM's 10.8 CPU s became 5.5), and it runs as fast
-    (that DAG at 10^3 ops on [256, 1024], [64, 1000] and [2, 1024] f32: 0.91-0.97x the time,
-    same bits; at 10^4 ops on [64 or 16, 1000 or 1024] and [2, 1024]: 0.87-1.10x, noisy; on
-    [1000 or 200, 7], where the tail is most of each row, 0.48-0.53x).
+    A head or remainder loop (`is_edge_loop`: what `ew-kernel-to-loops{store-alignment=...}`
+    runs before the main loop and `{vector-bytes=...}` after it) is not interleaved, and where
+    the host masks loads and stores of its element sizes (`HostCpu.masks`) vectorized with
+    masks (`llvm.loop.vectorize.predicate.enable`): one masked vector iteration per vector of
+    elements, where LLVM would run a vector epilogue and then scalar iterations (AVX2 has no
+    masked 16-bit moves: there it stays a plain vector loop with its own epilogue). So is a
+    loop over more arrays than `MAX_INTERLEAVED_ARRAYS`: its one masked loop replaces a vector
+    loop, a vector epilogue and a scalar loop, each with all those addresses, which made most of
+    its code generation time (the wide DAG of 10^4 ops of `benchmarks/compile_scaling.py`:
+    LLVM's 10.8 CPU s became 5.5), and it runs as fast (that DAG at 10^3 ops on [256, 1024],
+    [64, 1000] and [2, 1024] f32: 0.91-0.97x the time, same bits; at 10^4 ops on [64 or 16,
+    1000 or 1024] and [2, 1024]: 0.87-1.10x, noisy; on [1000 or 200, 7], where the tail is
+    most of each row, 0.48-0.53x).
 
     A loop that rounds to bf16 in hardware is vectorized as wide as the host's float vectors:
     LLVM 22's cost model prices `fptrunc` to `<16 x bfloat>` so high that it vectorized a plain
@@ -784,10 +783,10 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
                 if interleave is None
                 else interleave
             )
-            remainder = is_remainder_loop(blocks)
-            if remainder:
+            edge = is_edge_loop(blocks)
+            if edge:
                 count = 1
-            if (remainder or arrays > MAX_INTERLEAVED_ARRAYS) and all(
+            if (edge or arrays > MAX_INTERLEAVED_ARRAYS) and all(
                 map(host_cpu().masks, _accessed_bytes(blocks))
             ):
                 properties.append(_loop_flag(module, "llvm.loop.vectorize.predicate.enable"))

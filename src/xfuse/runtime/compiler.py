@@ -140,7 +140,10 @@ def check_shapes(shapes: object) -> None:
                 )
 
 
-TARGET_OPTIONS = {"cpu": ("interleave", "streaming", "masked_remainder"), "cuda": ("arch",)}
+TARGET_OPTIONS = {
+    "cpu": ("interleave", "streaming", "masked_remainder", "aligned_stores"),
+    "cuda": ("arch",),
+}
 """The options of one target only: the other takes each at its default (as `threads`), where
 another value would do nothing."""
 
@@ -175,12 +178,17 @@ class Options:
     of LLVM's vector epilogue and scalar loop (`ew-kernel-to-loops{vector-bytes}`): up to ~200 ns
     less per call of a transcendental program, for ~20% more compile time (docs/benchmarks.md).
     Kernels of bf16 arrays always do (`bf16-only`), whose scalar loop took up to ~0.7 us."""
+    aligned_stores: bool = True
+    """In a loop bound by its loads and stores, run the elements before the first output's first
+    64-byte boundary apart (`ew-kernel-to-loops{store-alignment=64}`), so that no vector store
+    straddles two cache lines: `x + r` at 2^12 float32 took 0.52-0.55x the time on numpy's
+    large arrays (16 bytes past a line), docs/benchmarks.md. False: no such head (to compare)."""
 
     def __post_init__(self) -> None:
         from xfuse.transforms.options import PassOptionError
         from xfuse.transforms.to_llvm import parse_fastmath
 
-        for name in ("fuse", "reuse", "streaming", "masked_remainder"):
+        for name in ("fuse", "reuse", "streaming", "masked_remainder", "aligned_stores"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         check_target(self.target, self.arch, self.math, threads=1)
@@ -247,6 +255,7 @@ class Options:
             ldexp=self.target == "cpu" and host_cpu().scales_by_ldexp,
             target=self.target,
             masked_remainder=self.masked_remainder,
+            aligned_stores=self.aligned_stores,
             extra=self.extra(),
         )
 
@@ -670,6 +679,7 @@ def compile(
     interleave: int | None = None,
     streaming: bool = True,
     masked_remainder: bool = False,
+    aligned_stores: bool = True,
 ) -> Kernel:
     """Compile an `.ew` program to a callable `Kernel`.
 
@@ -689,12 +699,12 @@ def compile(
     4 for a long loop body, LLVM's choice for a short one, 1 over more than 16 arrays, see
     `xfuse.codegen.native.interleave_count`); `streaming=False` keeps normal stores in calls
     too large for the cache (see `xfuse.codegen.native.HostCpu.streaming_bytes`);
-    `masked_remainder=True` runs the last elements in a masked vector loop (see `Options`, which
-    checks every option); `extra_passes` adds
-    xfuse passes after
-    `ew-optimize` (`"ew-strength-reduce{max-exponent=3}"`). `target="cuda"` compiles PTX for
-    `arch` ("sm_90" or "sm_80") instead, into a `xfuse.runtime.cuda.CudaKernel` (`math` "approx"
-    or "ptx-approx"; see that module). A bad argument raises ValueError or TypeError naming it and
+    `masked_remainder=True` runs the last elements in a masked vector loop; `aligned_stores=False`
+    leaves out the head that aligns a load/store-bound loop's stores (see `Options`, which checks
+    every option); `extra_passes` adds xfuse passes after `ew-optimize`
+    (`"ew-strength-reduce{max-exponent=3}"`). `target="cuda"` compiles PTX for `arch` ("sm_90"
+    or "sm_80") instead, into a `xfuse.runtime.cuda.CudaKernel` (`math` "approx" or
+    "ptx-approx"; see that module). A bad argument raises ValueError or TypeError naming it and
     its allowed values.
     """
     check_source(source)
@@ -723,6 +733,7 @@ def compile(
         "interleave": interleave,
         "streaming": streaming,
         "masked_remainder": masked_remainder,
+        "aligned_stores": aligned_stores,
     }
     if isinstance(dtype, Mapping):
         dtype = {input_name: dtype_name(d) for input_name, d in dtype.items()}

@@ -52,6 +52,18 @@ hardware; `xfuse.codegen.native` makes each call an `fptrunc` to LLVM's `bfloat`
 cannot spell), AVX512_BF16's `vcvtneps2bf16` once vectorized."""
 
 
+LOOP_ROLE = "ew.loop"
+"""The attribute of an `scf.for` that `ew-kernel-to-loops` made for part of a loop's elements:
+`HEAD_LOOP` or `REMAINDER_LOOP`. `ew-to-llvm` names the loop's header block after it (`^head`,
+`^remainder`), and `xfuse.codegen.native.mark_loops` finds the loop in LLVM IR by that name."""
+
+HEAD_LOOP = "head"
+"""The elements before the first output's aligned stores (`ew-kernel-to-loops{store-alignment}`)."""
+
+REMAINDER_LOOP = "remainder"
+"""The elements after the main loop's last block (`ew-kernel-to-loops{vector-bytes}`)."""
+
+
 def workspace_size_function(name: str) -> str:
     """The name of the companion that returns the workspace bytes function `name` needs."""
     return f"{name}_workspace_bytes"

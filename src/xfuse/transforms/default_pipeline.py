@@ -39,6 +39,11 @@ AVX2: docs/benchmarks.md). For the kernels of bf16 arrays only (`bf16-only`), bu
 for up to ~200 ns per call; a bf16 kernel's last elements took up to ~0.7 us without it."""
 
 
+STORE_ALIGNMENT = 64
+"""`ew-kernel-to-loops`'s `store-alignment`: a cache line, which AVX-512's stores fill and two
+of AVX2's, on every host (the pipeline's output stays host-independent)."""
+
+
 def default_pipeline(
     *,
     fuse: bool = True,
@@ -50,6 +55,7 @@ def default_pipeline(
     ldexp: bool = False,
     target: Target = "cpu",
     masked_remainder: bool = False,
+    aligned_stores: bool = True,
     extra: Sequence[ModulePass] = (),
 ) -> tuple[ModulePass, ...]:
     """The passes from the frontend's `ew` ops on tensors to the `llvm` dialect, in order.
@@ -77,7 +83,11 @@ def default_pipeline(
     return (
         *tensor_passes,
         EwWorkspacePass(),
-        EwKernelToLoopsPass(vector_bytes=REMAINDER_VECTOR_BYTES, bf16_only=not masked_remainder),
+        EwKernelToLoopsPass(
+            vector_bytes=REMAINDER_VECTOR_BYTES,
+            bf16_only=not masked_remainder,
+            store_alignment=STORE_ALIGNMENT if aligned_stores else 0,
+        ),
         # The flags go on the program's ops before the approximations are expanded (which keep
         # their own), not on every op in ew-to-llvm.
         EwExpandMathPass(math=math, ldexp=ldexp, fastmath=fastmath),
@@ -131,6 +141,9 @@ class XfuseDefaultPass(ModulePass):
     masked_remainder: bool = False
     """`ew-kernel-to-loops{vector-bytes=64}`: the last elements in a masked vector loop (without
     it, `bf16-only`: in the kernels of bf16 arrays alone)."""
+    aligned_stores: bool = True
+    """`ew-kernel-to-loops{store-alignment=64}`: a loop bound by its loads and stores first runs
+    the elements before its first output's first 64-byte boundary (without it, no such head)."""
 
     def __post_init__(self) -> None:
         # Its passes check the options they are given (`math`, `fastmath`): named as its own.
@@ -150,6 +163,7 @@ class XfuseDefaultPass(ModulePass):
             avx512bf16=self.avx512bf16,
             ldexp=self.ldexp,
             masked_remainder=self.masked_remainder,
+            aligned_stores=self.aligned_stores,
         )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

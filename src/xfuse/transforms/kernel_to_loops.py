@@ -43,11 +43,26 @@ With `vector-bytes` set (the default pipeline sets 64, AVX-512's width, on every
 kernels of bf16 arrays with `bf16-only`, for all with `xfuse.compile(masked_remainder=True)`), the
 innermost loop is split in two: a main loop over the largest multiple of `MAIN_LOOP_VECTORS`
 vectors of that width of the kernel's narrowest element type, and a remainder loop over the rest,
-which starts at the main loop's bound (`xfuse.codegen.native.mark_loops` tells it by that start:
-every other loop starts at 0). LLVM then vectorizes the main loop with no epilogue at all (it
-proves the trip count a multiple of its vectors) and the remainder as one masked vector loop,
-instead of a smaller vector epilogue and up to 7 scalar iterations, each running the whole scalar
-polynomial (docs/benchmarks.md). Each element runs the same operations wherever it falls.
+which starts at the main loop's bound and is marked `{ew.loop = "remainder"}` (`LOOP_ROLE`:
+`xfuse.codegen.native.mark_loops` finds it by that). LLVM then vectorizes the main loop with no
+epilogue at all (it proves the trip count a multiple of its vectors) and the remainder as one
+masked vector loop, instead of a smaller vector epilogue and up to 7 scalar iterations, each
+running the whole scalar polynomial (docs/benchmarks.md). Each element runs the same operations
+wherever it falls.
+
+With `store-alignment` set (the default pipeline sets 64, a cache line), a kernel bound by its
+loads and stores (`bound_by_memory`) first runs, in a loop of its own marked `{ew.loop =
+"head"}`, the elements of each row before its first output's first aligned address
+(`split_head`), and then the main loop over the rest, still counting from 0:
+
+    %p = "memref.extract_aligned_pointer_as_index"(%out) : (memref<?xf32>) -> index
+    ... %h = min((-%p mod 64) / 4, %n) ...
+    scf.for %i = %c0 to %h step %c1 { ... } {ew.loop = "head"}
+    %rest = arith.subi %n, %h : index
+    scf.for %j = %c0 to %rest step %c1 {
+      %i = arith.addi %h, %j : index
+      ...
+    }
 
 In a function of several kernels, each kernel's loop nest is a function of its own, `func.func
 private @<function>.kernel<i>` taking the kernel's distinct memrefs, marked `ew.no_inline` (LLVM
@@ -96,6 +111,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     NoneAttr,
+    StringAttr,
     UnitAttr,
     i64,
 )
@@ -110,6 +126,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
+from xfuse.transforms import HEAD_LOOP, LOOP_ROLE, REMAINDER_LOOP
+from xfuse.transforms.expand_math import MATH_FUNCTIONS
 from xfuse.transforms.options import check_option
 from xfuse.transforms.rewriting import located_walker
 from xfuse.transforms.to_llvm import NO_INLINE
@@ -285,6 +303,9 @@ MAX_VECTOR_BYTES = 64
 """`ew-kernel-to-loops`'s largest `vector-bytes`: AVX-512's, the widest vector of any host xfuse
 compiles for (a wider one would only make the main loop's block, and its mask, absurd)."""
 
+MAX_STORE_ALIGNMENT = 64
+"""`ew-kernel-to-loops`'s largest `store-alignment`: a cache line, what a store must not cross."""
+
 MAIN_LOOP_VECTORS = 4
 """Vectors one iteration of the vectorized main loop computes: LLVM's interleave count on x86
 (`xfuse.codegen.native.LONG_BODY_INTERLEAVE` for long bodies, LLVM's own choice, also 4, for
@@ -312,14 +333,85 @@ def has_bf16(kernel: ew.KernelOp) -> bool:
 
 def split_remainder(loop: scf.ForOp, block: int) -> None:
     """Run `loop` (from 0, step 1) to the largest multiple of `block` (a power of two) below its
-    bound, and a copy of it from there to the bound."""
+    bound, and a copy of it, the `REMAINDER_LOOP`, from there to the bound."""
     builder = Builder(InsertPoint.before(loop))
     mask = builder.insert(arith.ConstantOp.from_int_and_width(-block, IndexType())).result
     main_bound = builder.insert(arith.AndIOp(loop.ub, mask)).result
     remainder = loop.clone()
+    remainder.attributes[LOOP_ROLE] = StringAttr(REMAINDER_LOOP)
     Rewriter.insert_op(remainder, InsertPoint.after(loop))
     loop.operands = [loop.lb, main_bound, loop.step]
     remainder.operands = [main_bound, remainder.ub, remainder.step]
+
+
+def split_head(
+    loop: scf.ForOp, output: SSAValue, row_start: SSAValue | None, alignment: int
+) -> None:
+    """Before `loop` (from 0, step 1; its index the element of `output`'s row from `row_start`,
+    the row's first element: None for 0), run a copy of it, the `HEAD_LOOP`, over the elements
+    before the first whose address in `output` (a contiguous memref) is a multiple of
+    `alignment` bytes, a power of two (over all of them where there are fewer), and shift
+    `loop` to start there: it still counts from 0 (to its bound less the head's), its index
+    plus the head's length the element. So LLVM sees the trip count of a loop from 0, as
+    without a head: a multiple of the main loop's block after `split_remainder`, with no
+    epilogue."""
+    builder = Builder(InsertPoint.before(loop))
+
+    def index(value: int) -> SSAValue:
+        return builder.insert(arith.ConstantOp.from_int_and_width(value, IndexType())).result
+
+    element = cast(MemRefType[Attribute], output.type).element_type
+    shift = max(1, element.bitwidth // 8).bit_length() - 1  # ew's element types: 1 to 8 bytes
+    address = builder.insert(memref.ExtractAlignedPointerAsIndexOp.get(output)).aligned_pointer
+    if row_start is not None:
+        offset = builder.insert(arith.ShLIOp(row_start, index(shift))).result
+        address = builder.insert(arith.AddiOp(address, offset)).result
+    # The bytes up to the next multiple of `alignment`: (-address) mod alignment.
+    negated = builder.insert(arith.SubiOp(index(0), address)).result
+    gap = builder.insert(arith.AndIOp(negated, index(alignment - 1))).result
+    elements = builder.insert(arith.ShRUIOp(gap, index(shift))).result
+    fewer = builder.insert(arith.CmpiOp(elements, loop.ub, "ult")).result
+    head_bound = builder.insert(arith.SelectOp(fewer, elements, loop.ub)).result
+    head = loop.clone()
+    head.attributes[LOOP_ROLE] = StringAttr(HEAD_LOOP)
+    Rewriter.insert_op(head, InsertPoint.before(loop))
+    head.operands = [head.lb, head_bound, head.step]
+    rest = builder.insert(arith.SubiOp(loop.ub, head_bound)).result
+    loop.operands = [loop.lb, rest, loop.step]
+    counter = loop.body.block.args[0]
+    element_index = arith.AddiOp(head_bound, counter)
+    Rewriter.insert_op(element_index, InsertPoint.at_start(loop.body.block))
+    counter.replace_all_uses_with(element_index.result)
+    element_index.operands = [head_bound, counter]  # (its own use was replaced too)
+
+
+def bound_by_memory(kernel: ew.KernelOp) -> bool:
+    """Whether `kernel`'s loop is bound by its loads and stores rather than by its arithmetic:
+    its arrays are of 4- or 8-byte elements (a kernel of f16 or bf16 arrays is bound by its
+    conversions), and no op of its region is a function `ew-expand-math` approximates or calls
+    (`MATH_FUNCTIONS`). Such a loop ran up to 1.9x as fast in cache with its stores aligned
+    (docs/benchmarks.md); one of approximations, or bf16 `x * y`, ran as fast either way."""
+    return all(
+        operand.type.element_type.bitwidth >= 32
+        for operand in kernel.operands
+        if isinstance(operand.type, MemRefType)
+    ) and not any(type(op) in MATH_FUNCTIONS for op in kernel.block.ops)
+
+
+def row_start(
+    levels: Sequence[Builder], induction_vars: Sequence[SSAValue], upper_bounds: Sequence[SSAValue]
+) -> SSAValue | None:
+    """The linear index, in an array of the iteration space, of the first element of the
+    innermost loop's row: ((i0 * n1 + i1) * n2 + ...) * n_last, each product in the loop
+    outside (None for one loop: 0)."""
+    if len(induction_vars) < 2:
+        return None
+    index = induction_vars[0]
+    for depth in range(1, len(induction_vars) - 1):
+        row = levels[depth].insert(arith.MuliOp(index, upper_bounds[depth])).result
+        index = levels[depth + 1].insert(arith.AddiOp(row, induction_vars[depth])).result
+    last = len(induction_vars) - 1
+    return levels[last].insert(arith.MuliOp(index, upper_bounds[last])).result
 
 
 @dataclass
@@ -328,9 +420,12 @@ class KernelToLoops(RewritePattern):
     """The target's vector width in bytes; 0: no remainder loop of its own."""
     bf16_only: bool = False
     """A remainder loop of its own only in kernels with a bf16 array (`has_bf16`)."""
+    store_alignment: int = 0
+    """Bytes the first output's stores are aligned to by a head loop (`split_head`); 0: none."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ew.KernelOp, rewriter: PatternRewriter) -> None:
+        aligns_stores = self.store_alignment and bound_by_memory(op)  # before its ops move
         builder = Builder(InsertPoint.before(op))
         zero = builder.insert(arith.ConstantOp.from_int_and_width(0, IndexType())).result
         one = builder.insert(arith.ConstantOp.from_int_and_width(1, IndexType())).result
@@ -366,6 +461,13 @@ class KernelToLoops(RewritePattern):
         }
         flat: dict[SSAValue, SSAValue] = {}
         linear: list[SSAValue] = []
+        row_starts: list[SSAValue | None] = []
+
+        def innermost_row_start() -> SSAValue | None:
+            """`row_start`, made once (the linear index and the head share it)."""
+            if not row_starts:
+                row_starts.append(row_start(levels, induction_vars, upper_bounds))
+            return row_starts[0]
 
         def flat_access(source: SSAValue) -> tuple[SSAValue, list[SSAValue]]:
             """The one-dimensional view of `source` (`flattens`) and the linear index its
@@ -373,12 +475,10 @@ class KernelToLoops(RewritePattern):
             address computation and one set of sizes for all of them, not one per array)."""
             if source not in flat:
                 flat[source] = levels[0].insert(flat_view(source)).result
-            if not linear:  # ((i0 * n1 + i1) * n2 + i2) ..., each product in the loop outside
-                index = induction_vars[0]
-                for depth in range(2, len(induction_vars) + 1):
-                    row = levels[depth - 1].insert(arith.MuliOp(index, upper_bounds[depth - 1]))
-                    added = arith.AddiOp(row, induction_vars[depth - 1])
-                    index = levels[depth].insert(added).result
+            if not linear:
+                start, index = innermost_row_start(), induction_vars[-1]
+                if start is not None:
+                    index = levels[-1].insert(arith.AddiOp(start, index)).result
                 linear.append(index)
             return flat[source], linear
 
@@ -403,9 +503,12 @@ class KernelToLoops(RewritePattern):
                 else (destination, induction_vars)
             )
             levels[-1].insert(memref.StoreOp.create(operands=[value, target, *indices]))
-        if self.vector_bytes and induction_vars and (not self.bf16_only or has_bf16(op)):
-            innermost = induction_vars[-1].owner.parent_op()
-            assert isinstance(innermost, scf.ForOp)
+        innermost = induction_vars[-1].owner.parent_op() if induction_vars else None
+        assert innermost is None or isinstance(innermost, scf.ForOp)
+        first_output = cast(MemRefType[Attribute], op.outputs[0].type)
+        if innermost and aligns_stores and isinstance(first_output.layout, NoneAttr):
+            split_head(innermost, op.outputs[0], innermost_row_start(), self.store_alignment)
+        if innermost and self.vector_bytes and (not self.bf16_only or has_bf16(op)):
             split_remainder(innermost, main_loop_block(op, self.vector_bytes))
         rewriter.erase(op, safe_erase=False)
 
@@ -433,12 +536,24 @@ class EwKernelToLoopsPass(ModulePass):
     [16384, 100] float32 took 0.42 ns an element instead of 0.71, but GELU + bias + residual's
     nest compiled in 115 ms instead of 61 (docs/benchmarks.md)."""
 
+    store_alignment: int = 0
+    """Bytes, a power of two up to 64 (a cache line): in a kernel bound by its loads and stores
+    (`bound_by_memory`) whose first output is contiguous, the innermost loop first runs the
+    elements before that output's first address that is a multiple of it (of each row's, in a
+    nest) in a loop of its own, the head (`split_head`: one masked vector iteration with
+    AVX-512, two with AVX2, see `xfuse.codegen.native.mark_loops`), so that the main loop's
+    vector stores never straddle two cache lines (numpy's large arrays start 16 bytes into a
+    page: then every AVX-512 store and every other AVX2 one did, and `x + r` took 1.8-1.9x as
+    long at 2^12 float32, 1.1-1.3x at 2^16; docs/benchmarks.md); 0: no head."""
+
     def __post_init__(self) -> None:
-        size = self.vector_bytes
-        power_of_two_or_0 = 0 <= size <= MAX_VECTOR_BYTES and not size & (size - 1)
-        check_option(
-            self, "vector_bytes", power_of_two_or_0, f"0 or a power of two up to {MAX_VECTOR_BYTES}"
-        )
+        for option, largest in (
+            ("vector_bytes", MAX_VECTOR_BYTES),
+            ("store_alignment", MAX_STORE_ALIGNMENT),
+        ):
+            size = getattr(self, option)
+            power_of_two_or_0 = 0 <= size <= largest and not size & (size - 1)
+            check_option(self, option, power_of_two_or_0, f"0 or a power of two up to {largest}")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for function in list(op.ops):
@@ -469,5 +584,6 @@ class EwKernelToLoopsPass(ModulePass):
                 place = outlined
                 distinct += 1
         located_walker(
-            KernelToLoops(self.vector_bytes, self.bf16_only), apply_recursively=False
+            KernelToLoops(self.vector_bytes, self.bf16_only, self.store_alignment),
+            apply_recursively=False,
         ).rewrite_module(op)

@@ -37,7 +37,7 @@ from types import UnionType
 from typing import Union, cast, get_args, get_origin
 
 from xdsl.context import Context
-from xdsl.dialects import arith, cf, func, llvm, math, memref
+from xdsl.dialects import arith, cf, func, llvm, math, memref, scf
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     AffineMapAttr,
@@ -55,6 +55,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     NoneAttr,
     StridedLayoutAttr,
+    StringAttr,
     TensorType,
     UnitAttr,
     UnrealizedConversionCastOp,
@@ -76,7 +77,7 @@ from xdsl.transforms.dead_code_elimination import is_trivially_dead
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects.dtypes import element_bytes
-from xfuse.transforms import BF16_HARDWARE_NARROWING, packed_entry_name
+from xfuse.transforms import BF16_HARDWARE_NARROWING, LOOP_ROLE, packed_entry_name
 from xfuse.transforms.options import PassOptionError
 from xfuse.transforms.rewriting import located_walker
 
@@ -318,6 +319,17 @@ class ViewToLlvm(RewritePattern):
         contiguous(op.result.type, op)
         start = _gep(descriptor(op.source).pointer, op.byte_shift, _I8)
         rewriter.replace(op, [start, memref_from_pieces(start.result, op.sizes, op.result.type)])
+
+
+class AlignedPointerToLlvm(RewritePattern):
+    """A memref's address as an index (`ew-kernel-to-loops` aligns stores by it): its pointer
+    as an i64."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: memref.ExtractAlignedPointerAsIndexOp, rewriter: PatternRewriter
+    ) -> None:
+        rewriter.replace(op, llvm.PtrToIntOp(descriptor(op.source).pointer, i64))
 
 
 class CollapseShapeToLlvm(RewritePattern):
@@ -1135,6 +1147,7 @@ def lowering_patterns(
         AllocToLlvm(),
         DeallocToLlvm(),
         ViewToLlvm(),
+        AlignedPointerToLlvm(),
         CollapseShapeToLlvm(),
         ReturnToLlvm(),
         CallToLlvm(),
@@ -1234,6 +1247,19 @@ def _declare_callees(module: ModuleOp, uses: set[str]) -> None:
             )
 
 
+class NamedForLowering(ForLowering):
+    """xDSL's `scf.for` lowering; a loop with a `LOOP_ROLE` has its header block (the one that
+    compares the index with the bound) named after it (`^head`, `^remainder`), as LLVM IR shows
+    it to `xfuse.codegen.native.mark_loops`."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
+        role = op.attributes.get(LOOP_ROLE)
+        if isinstance(role, StringAttr):
+            op.body.block.name_hint = role.data
+        super().match_and_rewrite(op, rewriter)
+
+
 @dataclass(frozen=True)
 class EwToLlvmPass(ModulePass):
     """Lower loops over memrefs (`func`, `scf`, `cf`, `arith`, `math`, `memref`) to `llvm`."""
@@ -1291,7 +1317,7 @@ class EwToLlvmPass(ModulePass):
         # moves the loops inside it, it does not erase them): no second walk of the whole
         # program to find nothing left.
         located_walker(
-            GreedyRewritePatternApplier([IfLowering(), ForLowering()]),
+            GreedyRewritePatternApplier([IfLowering(), NamedForLowering()]),
             walk_reverse=True,
             apply_recursively=False,
         ).rewrite_module(op)
