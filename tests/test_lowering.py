@@ -39,6 +39,7 @@ from xfuse.runtime.arrays import ArgumentError
 from xfuse.runtime.compiler import Options, clear_cache, compile_bufferized
 from xfuse.runtime.kernel import Kernel
 from xfuse.transforms.expand_math import EwExpandMathPass
+from xfuse.transforms.kernel_to_loops import HEAD_MAX_OPS, MEMORY_BOUND_OPS
 from xfuse.transforms.pipeline import pipeline_context
 from xfuse.transforms.to_llvm import (
     EwToLlvmPass,
@@ -396,9 +397,8 @@ def test_a_load_store_loop_runs_the_elements_before_an_aligned_store_apart(
     bits, in place too, and nothing written outside the output."""
     np_dtype = np.dtype(dtype)
     element = {"float32": "f32", "float64": "f64"}[dtype]
-    # A long body, which `mark_loops` interleaves 4 times, but not the head.
-    expression = " + ".join(f"x * {i}.5 * y" for i in range(8))
-    kernel = xfuse.compile(f"input {element} x[n], y[n];\nout = {expression};")
+    # Interleaved 4 times, but not the head (`mark_loops`).
+    kernel = xfuse.compile(f"input {element} x[n], y[n];\nout = x * y + x;", interleave=4)
     body = function_bodies(kernel.llvm_ir)["main.packed"]
     main_loop = next(loop for loop in vector_loops(body) if "llvm.masked." not in loop)
     head = body[: body.index(main_loop)]
@@ -416,7 +416,7 @@ def test_a_load_store_loop_runs_the_elements_before_an_aligned_store_apart(
     lengths = (0, 1, 2, per_line - 1, per_line, per_line + 1, 2 * per_line + 3, 100, 257)
     for n in lengths:
         x, y = (rng.standard_normal(n).astype(np_dtype) for _ in range(2))
-        want = functools.reduce(np.add, (x * (i + 0.5) * y for i in range(8)))  # in order
+        want = x * y + x
         np.testing.assert_array_equal(kernel(x=x, y=y), want)
         for buffer, out in outputs_at_every_line_offset((n,), np_dtype):
             kernel(x=x, y=y, out=out)
@@ -427,12 +427,31 @@ def test_a_load_store_loop_runs_the_elements_before_an_aligned_store_apart(
             np.testing.assert_array_equal(out, want, f"n = {n}")
 
 
-def test_loops_of_16_bit_floats_or_approximations_have_no_head() -> None:
-    """Bound by their conversions (bf16 `x * y` ran as fast with its stores aligned) or their
-    math, such loops run from their first element."""
-    for source in ("input bf16 x[n], y[n]; out = x * y;", "out = x * sigmoid(x);"):
+def test_loops_bound_by_their_arithmetic_have_no_head() -> None:
+    """Bound by their conversions (bf16 `x * y` ran as fast with its stores aligned), their
+    math, more than `MEMORY_BOUND_OPS` ops per array or `HEAD_MAX_OPS` in all, such loops run
+    from their first element: the head would cost time, and compile time, for nothing."""
+
+    def sum_of(terms: int, distinct: bool = False) -> str:
+        return "out = " + " + ".join(f"x{i}" if distinct else "x" for i in range(terms)) + ";"
+
+    for source in (
+        "input bf16 x[n], y[n]; out = x * y;",
+        "out = exp(x);",  # an approximation
+        sum_of(2 * MEMORY_BOUND_OPS + 2),  # one add more than 2 arrays allow
+        sum_of(HEAD_MAX_OPS + 2, distinct=True),  # one add more than any kernel's head allows
+    ):
         assert "ptrtoint" not in xfuse.compile(source).llvm_ir, source
-    assert "ptrtoint" in xfuse.compile("out = x * y;").llvm_ir
+    scaled = functools.reduce(
+        lambda inner, _: f"({inner} * 1.5 + 2.5)", range(MEMORY_BOUND_OPS), "x"
+    )
+    for source in (
+        "out = x * y;",
+        sum_of(2 * MEMORY_BOUND_OPS + 1),
+        f"out = {scaled};",  # its constants are not ops
+        sum_of(HEAD_MAX_OPS + 1, distinct=True),
+    ):
+        assert "ptrtoint" in xfuse.compile(source).llvm_ir, source
 
 
 @pytest.mark.parametrize("d", [1, 3, 16, 17, 33])

@@ -388,14 +388,31 @@ def split_head(
 def bound_by_memory(kernel: ew.KernelOp) -> bool:
     """Whether `kernel`'s loop is bound by its loads and stores rather than by its arithmetic:
     its arrays are of 4- or 8-byte elements (a kernel of f16 or bf16 arrays is bound by its
-    conversions), and no op of its region is a function `ew-expand-math` approximates or calls
-    (`MATH_FUNCTIONS`). Such a loop ran up to 1.9x as fast in cache with its stores aligned
-    (docs/benchmarks.md); one of approximations, or bf16 `x * y`, ran as fast either way."""
-    return all(
-        operand.type.element_type.bitwidth >= 32
+    conversions: bf16 `x * y` ran as fast with its stores aligned), no op of its region is a
+    function `ew-expand-math` approximates or calls (`MATH_FUNCTIONS`), and it has at most
+    `MEMORY_BOUND_OPS` ops per array it reads or writes, `HEAD_MAX_OPS` in all."""
+    if any(
+        isinstance(operand.type, MemRefType) and operand.type.element_type.bitwidth < 32
         for operand in kernel.operands
-        if isinstance(operand.type, MemRefType)
-    ) and not any(type(op) in MATH_FUNCTIONS for op in kernel.block.ops)
+    ):
+        return False
+    ops = [op for op in kernel.block.ops if not isinstance(op, arith.ConstantOp | ew.YieldOp)]
+    return not any(type(op) in MATH_FUNCTIONS for op in ops) and len(ops) <= min(
+        MEMORY_BOUND_OPS * len(distinct_operands(kernel)), HEAD_MAX_OPS
+    )
+
+
+MEMORY_BOUND_OPS = 4
+"""The most arithmetic ops per array a loop `bound_by_memory` has: on numpy's large arrays (16
+bytes past a line), a chain of k ops on one float32 input at 2^12 (1 array read, 1 written)
+took with the head 0.49x the time without at k = 1, 0.54x at 2, 0.76x at 4, 0.86-0.95x at 6
+and 8, 1.00-1.03x at 12 and 16: past ~4 ops per array the arithmetic, not the split stores,
+sets the pace (Intel Xeon, 2026-12-05, docs/benchmarks.md)."""
+
+HEAD_MAX_OPS = 16
+"""The most ops of a kernel with a head: a head is a second copy of the loop for LLVM to compile,
+and the fused wide DAG of 999 ops of `benchmarks/compile_scaling.py` (kernels of ~125 ops over
+many arrays, where the per-array rule alone gave every kernel a head) took 0.53 -> 0.88 CPU s."""
 
 
 def row_start(
