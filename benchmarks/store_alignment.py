@@ -40,21 +40,23 @@ from xfuse.benchmarking.timing import (
 from xfuse.runtime.arrays import aligned_empty
 from xfuse.tools.cli import log2_size, positive_int
 
-ROW = 4096
-"""The row length of the bias program's `[t, 4096]` arrays (a hidden size of a small LLM)."""
-
 
 @dataclass(frozen=True)
 class Program:
     source: str
     dtype: type = np.float32
     bias: str | None = None
-    """The input that is one `[ROW]` row (the others are `[t, ROW]`); None: all are flat."""
+    """The input that is one `[row]` row (the others are `[t, row]`); None: all are flat."""
+    row: int = 4096
+    """The rows' length where `bias` is given (4096: a hidden size of a small LLM)."""
 
 
 PROGRAMS = {
     "residual add `x + r`": Program("out = x + r;"),
     "bias add `x + b`, [t, 4096] + [4096]": Program("input x[t, d], b[d]; out = x + b;", bias="b"),
+    "bias add `x + b`, [t, 16] + [16] (rows of one line: no head)": Program(
+        "input x[t, d], b[d]; out = x + b;", bias="b", row=16
+    ),
     "leaky ReLU": Program("out = select(x > 0, x, 0.01 * x);"),
     "bf16 `x * y`": Program("input bf16 x[n], y[n]; out = x * y;", ml_dtypes.bfloat16),
     "silu (bound by its math: no head)": Program("out = x * sigmoid(x);"),
@@ -80,7 +82,7 @@ def arrays(
     line."""
     rng = np.random.default_rng(0)
     element = np.dtype(program.dtype)
-    shape = (n // ROW, ROW) if program.bias else (n,)
+    shape = (n // program.row, program.row) if program.bias else (n,)
 
     def array(shape: tuple[int, ...], offset: int) -> np.ndarray:
         made = aligned_empty(shape, element, LINE, offset)
@@ -88,7 +90,9 @@ def arrays(
         return made
 
     inputs, output = offsets
-    given = {name: array((ROW,) if name == program.bias else shape, inputs) for name in names}
+    given = {
+        name: array((program.row,) if name == program.bias else shape, inputs) for name in names
+    }
     return {**given, "out": array(shape, output)}
 
 
@@ -109,7 +113,7 @@ def main() -> None:
     }
     for name, program in PROGRAMS.items():
         for k in args.sizes:
-            n = max(1 << k, ROW) if program.bias else 1 << k
+            n = max(1 << k, program.row) if program.bias else 1 << k
             calls = max(16, CALL_ELEMENTS // n)
             for layout, offsets in LAYOUTS.items():
                 given = arrays(program, kernels[name][0].input_names, n, offsets)

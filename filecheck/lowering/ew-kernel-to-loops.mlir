@@ -436,38 +436,49 @@ func.func @head_one_dim(%x: memref<?xf32>, %y: memref<?xf32>, %out: memref<?xf32
   func.return
 }
 
-// In a nest, every row gets its head, from the address of the row's first element of the first
-// output: ((i * d1 + j) * d2) elements on, 4 bytes each (a shift by 2).
+// In a nest every row starts as far before a 64-byte boundary only where a row is whole
+// 64-byte lines: then the head's length is the first row's, made once before the loops, where
+// a row is at least one main-loop block long (256 bytes), else 0 (no head); each row runs its
+// head, then its main loop shifted by it, at the row's linear index ((i * d1 + j) * d2).
 // HEAD-LABEL:    func.func @head_rows
 // HEAD-SAME:       (%[[X:.*]]: memref<?x?x?xf32>, %[[B:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?x?x?xf32>)
 // HEAD:            memref.dim %[[OUT]], %{{.*}} : memref<?x?x?xf32>
 // HEAD:            %[[D1:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x?xf32>
 // HEAD:            %[[D2:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x?xf32>
-// HEAD:            scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step
+// HEAD:            %[[P:.*]] = "memref.extract_aligned_pointer_as_index"(%[[OUT]]) : (memref<?x?x?xf32>) -> index
+// HEAD-NEXT:       %[[ZERO:.*]] = arith.constant 0 : index
+// HEAD-NEXT:       %[[NEG:.*]] = arith.subi %[[ZERO]], %[[P]] : index
+// HEAD-NEXT:       %[[LINE:.*]] = arith.constant 63 : index
+// HEAD-NEXT:       %[[GAP:.*]] = arith.andi %[[NEG]], %[[LINE]] : index
+// HEAD-NEXT:       %[[TWO:.*]] = arith.constant 2 : index
+// HEAD-NEXT:       %[[ELEMENTS:.*]] = arith.shrui %[[GAP]], %[[TWO]] : index
+// HEAD-NEXT:       %[[TWO_AGAIN:.*]] = arith.constant 2 : index
+// HEAD-NEXT:       %[[ROW_BYTES:.*]] = arith.shli %[[D2]], %[[TWO_AGAIN]] : index
+// HEAD-NEXT:       %[[LINE_AGAIN:.*]] = arith.constant 63 : index
+// HEAD-NEXT:       %[[PARTIAL:.*]] = arith.andi %[[ROW_BYTES]], %[[LINE_AGAIN]] : index
+// HEAD-NEXT:       %[[NONE:.*]] = arith.constant 0 : index
+// HEAD-NEXT:       %[[WHOLE:.*]] = arith.cmpi eq, %[[PARTIAL]], %[[NONE]] : index
+// HEAD-NEXT:       %[[BLOCK_BYTES:.*]] = arith.constant 256 : index
+// HEAD-NEXT:       %[[LONG:.*]] = arith.cmpi uge, %[[ROW_BYTES]], %[[BLOCK_BYTES]] : index
+// HEAD-NEXT:       %[[BOTH:.*]] = arith.andi %[[WHOLE]], %[[LONG]] : i1
+// HEAD-NEXT:       %[[NO_HEAD:.*]] = arith.constant 0 : index
+// HEAD-NEXT:       %[[SOME:.*]] = arith.select %[[BOTH]], %[[ELEMENTS]], %[[NO_HEAD]] : index
+// HEAD-NEXT:       %[[FEWER:.*]] = arith.cmpi ult, %[[SOME]], %[[D2]] : index
+// HEAD-NEXT:       %[[H:.*]] = arith.select %[[FEWER]], %[[SOME]], %[[D2]] : index
+// HEAD-NEXT:       scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step
 // HEAD-NEXT:         %[[ROWS:.*]] = arith.muli %[[I]], %[[D1]] : index
 // HEAD-NEXT:         scf.for %[[J:.*]] = %{{.*}} to %[[D1]] step
 // HEAD-NEXT:           %[[ROW:.*]] = arith.addi %[[ROWS]], %[[J]] : index
 // HEAD-NEXT:           %[[START:.*]] = arith.muli %[[ROW]], %[[D2]] : index
-// HEAD-NEXT:           %[[P:.*]] = "memref.extract_aligned_pointer_as_index"(%[[OUT]]) : (memref<?x?x?xf32>) -> index
-// HEAD-NEXT:           %[[TWO:.*]] = arith.constant 2 : index
-// HEAD-NEXT:           %[[BYTES:.*]] = arith.shli %[[START]], %[[TWO]] : index
-// HEAD-NEXT:           %[[AT:.*]] = arith.addi %[[P]], %[[BYTES]] : index
-// HEAD-NEXT:           %[[ZERO:.*]] = arith.constant 0 : index
-// HEAD-NEXT:           %[[NEG:.*]] = arith.subi %[[ZERO]], %[[AT]] : index
-// HEAD-NEXT:           %[[LINE:.*]] = arith.constant 63 : index
-// HEAD-NEXT:           %[[GAP:.*]] = arith.andi %[[NEG]], %[[LINE]] : index
-// HEAD-NEXT:           %[[SHIFT:.*]] = arith.constant 2 : index
-// HEAD-NEXT:           %[[ELEMENTS:.*]] = arith.shrui %[[GAP]], %[[SHIFT]] : index
-// HEAD-NEXT:           %[[FEWER:.*]] = arith.cmpi ult, %[[ELEMENTS]], %[[D2]] : index
-// HEAD-NEXT:           %[[H:.*]] = arith.select %[[FEWER]], %[[ELEMENTS]], %[[D2]] : index
 // HEAD-NEXT:           scf.for %[[K:.*]] = %{{.*}} to %[[H]] step
 // HEAD-NEXT:             %[[AT:.*]] = arith.addi %[[START]], %[[K]] : index
 // HEAD:                  memref.store %{{.*}}, %{{.*}}[%[[AT]]] : memref<?xf32>
 // HEAD-NEXT:           } {ew.loop = "head"}
+// HEAD-NEXT:           %[[REST:.*]] = arith.subi %[[D2]], %[[H]] : index
 // HEAD:                scf.for %[[L:.*]] = %{{.*}} to %{{.*}} step
 // HEAD-NEXT:             %[[SHIFTED:.*]] = arith.addi %[[H]], %[[L]] : index
 // HEAD-NEXT:             arith.addi %[[START]], %[[SHIFTED]] : index
-// HEAD:                scf.for
+// HEAD:                scf.for %{{.*}} = %{{.*}} to %[[REST]] step
 // HEAD:                } {ew.loop = "remainder"}
 // HEAD-NEXT:         }
 // HEAD-NEXT:       }

@@ -52,8 +52,9 @@ wherever it falls.
 
 With `store-alignment` set (the default pipeline sets 64, a cache line), a kernel bound by its
 loads and stores (`bound_by_memory`) first runs, in a loop of its own marked `{ew.loop =
-"head"}`, the elements of each row before its first output's first aligned address
-(`split_head`), and then the main loop over the rest, still counting from 0:
+"head"}`, the elements before its first output's first aligned address (`head_length`, made
+once: in a nest, every row's where rows are whole lines, `split_head`), and then the main loop
+over the rest, still counting from 0:
 
     %p = "memref.extract_aligned_pointer_as_index"(%out) : (memref<?xf32>) -> index
     ... %h = min((-%p mod 64) / 4, %n) ...
@@ -312,6 +313,14 @@ MAIN_LOOP_VECTORS = 4
 short ones)."""
 
 
+HEAD_MIN_ROW_BYTES = MAIN_LOOP_VECTORS * MAX_VECTOR_BYTES
+"""The shortest row of a nest that gets a head: one block of the main loop (256 bytes). A bias
+add `x + b` on [t, d] float32 16 bytes past a line, with the head against without: d = 64
+(256 bytes) 0.88x the time, 128 0.86x, 256 0.81x, 4096 0.68-0.81x; d = 16 (64 bytes, a head of
+12 and a main loop of 4) 1.00x, and as 1.9x when each row computed its own head (Intel Xeon,
+2026-12-05, docs/benchmarks.md)."""
+
+
 def main_loop_block(kernel: ew.KernelOp, vector_bytes: int) -> int:
     """The elements one main-loop iteration computes: `MAIN_LOOP_VECTORS` vectors of
     `vector_bytes` of the kernel's narrowest element type (a power of two)."""
@@ -344,18 +353,14 @@ def split_remainder(loop: scf.ForOp, block: int) -> None:
     remainder.operands = [main_bound, remainder.ub, remainder.step]
 
 
-def split_head(
-    loop: scf.ForOp, output: SSAValue, row_start: SSAValue | None, alignment: int
-) -> None:
-    """Before `loop` (from 0, step 1; its index the element of `output`'s row from `row_start`,
-    the row's first element: None for 0), run a copy of it, the `HEAD_LOOP`, over the elements
-    before the first whose address in `output` (a contiguous memref) is a multiple of
-    `alignment` bytes, a power of two (over all of them where there are fewer), and shift
-    `loop` to start there: it still counts from 0 (to its bound less the head's), its index
-    plus the head's length the element. So LLVM sees the trip count of a loop from 0, as
-    without a head: a multiple of the main loop's block after `split_remainder`, with no
-    epilogue."""
-    builder = Builder(InsertPoint.before(loop))
+def head_length(
+    builder: Builder, output: SSAValue, row_length: SSAValue, rows: bool, alignment: int
+) -> SSAValue:
+    """The elements of each row of `output` (a contiguous memref) before its first address that
+    is a multiple of `alignment` bytes (a power of two), at most the row's `row_length`: made
+    once, before the loops. In a nest (`rows`) every row starts as far before such an address
+    only where a row is whole multiples of it (an LLM's rows are: 4096, 14336 float32); where
+    not, or where a row is shorter than `HEAD_MIN_ROW_BYTES`, 0 (no head)."""
 
     def index(value: int) -> SSAValue:
         return builder.insert(arith.ConstantOp.from_int_and_width(value, IndexType())).result
@@ -363,26 +368,39 @@ def split_head(
     element = cast(MemRefType[Attribute], output.type).element_type
     shift = max(1, element.bitwidth // 8).bit_length() - 1  # ew's element types: 1 to 8 bytes
     address = builder.insert(memref.ExtractAlignedPointerAsIndexOp.get(output)).aligned_pointer
-    if row_start is not None:
-        offset = builder.insert(arith.ShLIOp(row_start, index(shift))).result
-        address = builder.insert(arith.AddiOp(address, offset)).result
     # The bytes up to the next multiple of `alignment`: (-address) mod alignment.
     negated = builder.insert(arith.SubiOp(index(0), address)).result
     gap = builder.insert(arith.AndIOp(negated, index(alignment - 1))).result
     elements = builder.insert(arith.ShRUIOp(gap, index(shift))).result
-    fewer = builder.insert(arith.CmpiOp(elements, loop.ub, "ult")).result
-    head_bound = builder.insert(arith.SelectOp(fewer, elements, loop.ub)).result
+    if rows:
+        row_bytes = builder.insert(arith.ShLIOp(row_length, index(shift))).result
+        partial = builder.insert(arith.AndIOp(row_bytes, index(alignment - 1))).result
+        whole = builder.insert(arith.CmpiOp(partial, index(0), "eq")).result
+        long = builder.insert(arith.CmpiOp(row_bytes, index(HEAD_MIN_ROW_BYTES), "uge")).result
+        both = builder.insert(arith.AndIOp(whole, long)).result
+        elements = builder.insert(arith.SelectOp(both, elements, index(0))).result
+    fewer = builder.insert(arith.CmpiOp(elements, row_length, "ult")).result
+    return builder.insert(arith.SelectOp(fewer, elements, row_length)).result
+
+
+def split_head(loop: scf.ForOp, length: SSAValue) -> None:
+    """Before `loop` (from 0, step 1), run a copy of it, the `HEAD_LOOP`, over its first
+    `length` elements (`head_length`), and shift `loop` to start there: it still counts from 0
+    (to its bound less `length`), its index plus `length` the element. So LLVM sees the trip
+    count of a loop from 0, as without a head: a multiple of the main loop's block after
+    `split_remainder`, with no epilogue."""
     head = loop.clone()
     head.attributes[LOOP_ROLE] = StringAttr(HEAD_LOOP)
     Rewriter.insert_op(head, InsertPoint.before(loop))
-    head.operands = [head.lb, head_bound, head.step]
-    rest = builder.insert(arith.SubiOp(loop.ub, head_bound)).result
-    loop.operands = [loop.lb, rest, loop.step]
+    head.operands = [head.lb, length, head.step]
+    rest = arith.SubiOp(loop.ub, length)
+    Rewriter.insert_op(rest, InsertPoint.before(loop))
+    loop.operands = [loop.lb, rest.result, loop.step]
     counter = loop.body.block.args[0]
-    element_index = arith.AddiOp(head_bound, counter)
+    element_index = arith.AddiOp(length, counter)
     Rewriter.insert_op(element_index, InsertPoint.at_start(loop.body.block))
     counter.replace_all_uses_with(element_index.result)
-    element_index.operands = [head_bound, counter]  # (its own use was replaced too)
+    element_index.operands = [length, counter]  # (its own use was replaced too)
 
 
 def bound_by_memory(kernel: ew.KernelOp) -> bool:
@@ -413,22 +431,6 @@ HEAD_MAX_OPS = 16
 """The most ops of a kernel with a head: a head is a second copy of the loop for LLVM to compile,
 and the fused wide DAG of 999 ops of `benchmarks/compile_scaling.py` (kernels of ~125 ops over
 many arrays, where the per-array rule alone gave every kernel a head) took 0.53 -> 0.88 CPU s."""
-
-
-def row_start(
-    levels: Sequence[Builder], induction_vars: Sequence[SSAValue], upper_bounds: Sequence[SSAValue]
-) -> SSAValue | None:
-    """The linear index, in an array of the iteration space, of the first element of the
-    innermost loop's row: ((i0 * n1 + i1) * n2 + ...) * n_last, each product in the loop
-    outside (None for one loop: 0)."""
-    if len(induction_vars) < 2:
-        return None
-    index = induction_vars[0]
-    for depth in range(1, len(induction_vars) - 1):
-        row = levels[depth].insert(arith.MuliOp(index, upper_bounds[depth])).result
-        index = levels[depth + 1].insert(arith.AddiOp(row, induction_vars[depth])).result
-    last = len(induction_vars) - 1
-    return levels[last].insert(arith.MuliOp(index, upper_bounds[last])).result
 
 
 @dataclass
@@ -478,13 +480,6 @@ class KernelToLoops(RewritePattern):
         }
         flat: dict[SSAValue, SSAValue] = {}
         linear: list[SSAValue] = []
-        row_starts: list[SSAValue | None] = []
-
-        def innermost_row_start() -> SSAValue | None:
-            """`row_start`, made once (the linear index and the head share it)."""
-            if not row_starts:
-                row_starts.append(row_start(levels, induction_vars, upper_bounds))
-            return row_starts[0]
 
         def flat_access(source: SSAValue) -> tuple[SSAValue, list[SSAValue]]:
             """The one-dimensional view of `source` (`flattens`) and the linear index its
@@ -492,10 +487,12 @@ class KernelToLoops(RewritePattern):
             address computation and one set of sizes for all of them, not one per array)."""
             if source not in flat:
                 flat[source] = levels[0].insert(flat_view(source)).result
-            if not linear:
-                start, index = innermost_row_start(), induction_vars[-1]
-                if start is not None:
-                    index = levels[-1].insert(arith.AddiOp(start, index)).result
+            if not linear:  # ((i0 * n1 + i1) * n2 + i2) ..., each product in the loop outside
+                index = induction_vars[0]
+                for depth in range(2, len(induction_vars) + 1):
+                    row = levels[depth - 1].insert(arith.MuliOp(index, upper_bounds[depth - 1]))
+                    added = arith.AddiOp(row, induction_vars[depth - 1])
+                    index = levels[depth].insert(added).result
                 linear.append(index)
             return flat[source], linear
 
@@ -524,7 +521,11 @@ class KernelToLoops(RewritePattern):
         assert innermost is None or isinstance(innermost, scf.ForOp)
         first_output = cast(MemRefType[Attribute], op.outputs[0].type)
         if innermost and aligns_stores and isinstance(first_output.layout, NoneAttr):
-            split_head(innermost, op.outputs[0], innermost_row_start(), self.store_alignment)
+            rows = len(upper_bounds) > 1
+            length = head_length(
+                levels[0], op.outputs[0], upper_bounds[-1], rows, self.store_alignment
+            )
+            split_head(innermost, length)
         if innermost and self.vector_bytes and (not self.bf16_only or has_bf16(op)):
             split_remainder(innermost, main_loop_block(op, self.vector_bytes))
         rewriter.erase(op, safe_erase=False)
@@ -556,12 +557,13 @@ class EwKernelToLoopsPass(ModulePass):
     store_alignment: int = 0
     """Bytes, a power of two up to 64 (a cache line): in a kernel bound by its loads and stores
     (`bound_by_memory`) whose first output is contiguous, the innermost loop first runs the
-    elements before that output's first address that is a multiple of it (of each row's, in a
-    nest) in a loop of its own, the head (`split_head`: one masked vector iteration with
-    AVX-512, two with AVX2, see `xfuse.codegen.native.mark_loops`), so that the main loop's
-    vector stores never straddle two cache lines (numpy's large arrays start 16 bytes into a
-    page: then every AVX-512 store and every other AVX2 one did, and `x + r` took 1.8-1.9x as
-    long at 2^12 float32, 1.1-1.3x at 2^16; docs/benchmarks.md); 0: no head."""
+    elements before that output's first address that is a multiple of it (in a nest whose rows
+    are whole multiples of it and `HEAD_MIN_ROW_BYTES` or more, as many in every row) in a loop
+    of its own, the head (`split_head`: one masked vector iteration with AVX-512, two with
+    AVX2, see `xfuse.codegen.native.mark_loops`), so that the main loop's vector stores never
+    straddle two cache lines (numpy's large arrays start 16 bytes into a page: then every
+    AVX-512 store and every other AVX2 one did, and `x + r` took 1.8-1.9x as long at 2^12
+    float32, 1.1-1.3x at 2^16; docs/benchmarks.md); 0: no head."""
 
     def __post_init__(self) -> None:
         for option, largest in (
