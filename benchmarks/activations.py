@@ -16,10 +16,13 @@ counted as a call's):
    throughput over the elements one iteration computes; the loop is the longest innermost loop
    of `k.asm`, the elements are the bytes it stores over the outputs' bytes per element) and
    the divider's (the loop's divisions and square roots at their throughput measured on this
-   host, which llvm-mca's model of a CPU can put far lower), and the ratio to the larger
-   (issue 16's target: within 1.3x; rows under `UNDER_BOUND` are named after the table: a
-   bound the kernel beats is not this core's). Twice, in the same rounds, 16 calls or more a
-   sample: the kernel alone (its packed entry called in a native loop, `NATIVE_LOOP`: the loop
+   host, which llvm-mca's model of a CPU can put far lower) and the caches' (the same-traffic
+   loop of part 2's ceiling, `bench.bandwidth_ceiling`, timed alone here on the same inputs:
+   llvm-mca takes every load and store to hit L1 at full speed), and the ratios to llvm-mca's
+   bound (issue 16's target: within 1.3x) and to the largest (rows under `UNDER_BOUND` are
+   named after the table: a bound the kernel beats is not this core's). Twice, in the same
+   rounds, 16 calls or more a sample: the kernel alone (its packed entry called in a native
+   loop, `NATIVE_LOOP`: the loop
    and the function's entry and exit, what the bound is about), and the prepared call
    (`k.prepare(...)()` from Python, what a user's loop pays), with what the latter costs more
    per call; each round times every program and size in turn (a slow spell of the host then
@@ -81,6 +84,7 @@ from xfuse.runtime.kernel import (
     SPLIT_PROBE_LONGEST,
     SPLIT_PROBE_SHARE,
     Kernel,
+    PreparedCall,
     SliceWorkers,
     SplitChoice,
 )
@@ -477,28 +481,33 @@ IN_CACHE_CALLS = 16
 
 def in_cache_runs(k: Kernel, workload: bench.Workload, calls: int) -> list[Callable[[], object]]:
     """A sample of part 1, `calls` calls in a row, of the kernel alone (its packed entry called
-    by `NATIVE_LOOP`) and of the prepared call (from Python, one call at a time)."""
+    by `NATIVE_LOOP`), of the prepared call (from Python, one call at a time), and of the
+    same-traffic loop alone (`bench.bandwidth_ceiling`'s kernel on the same inputs)."""
     prepared = k.prepare(**workload.arrays)
 
     def prepared_calls() -> None:
         for _ in itertools.repeat(None, calls):
             prepared()
 
-    return [native_calls(prepared, calls), prepared_calls]
+    same_traffic = bench.bandwidth_ceiling(workload).run
+    assert isinstance(same_traffic, PreparedCall)
+    return [native_calls(prepared, calls), prepared_calls, native_calls(same_traffic, calls)]
 
 
 def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
     """Part 1; returns each program's ns per element at the larger in-cache size (the kernel
-    alone). Each ratio is over the larger of llvm-mca's bound and the divider's (measured here:
-    llvm-mca's model may give the divider less time than it takes), and says which; the bound
+    alone). Each ratio is over llvm-mca's bound (the issue's) and over the largest of it, the
+    same-traffic loop's time and the divider's (measured here: llvm-mca's model may give the
+    divider, and the loads and stores, less time than they take), and says which; the bound
     is the loop's, so the kernel alone (called from a native loop) is what it compares with,
     the prepared call (from Python) beside it with what it costs more per call."""
     print(
         "| program | n | kernel ns/el | kernel cycles/el | prepared call cycles/el | "
         "prepared call's extra ns per call | llvm-mca bound cycles/el | divider cycles/el | "
-        "kernel / larger bound | prepared call / larger bound | loop |"
+        "same-traffic loop cycles/el | kernel / llvm-mca bound | kernel / largest bound | "
+        "prepared call / largest bound | loop |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     cells: list[tuple[str, int, Kernel, bench.Workload, int, list[Callable[[], object]]]] = []
     for name, program in selected(PROGRAMS).items():
         k = kernel(program)
@@ -519,22 +528,30 @@ def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
     compute_ns: dict[str, float] = {}
     under_bound: list[str] = []
     for (name, n, k, workload, calls, _), cell_medians in zip(cells, medians, strict=True):
-        kernel_s, prepared_s = (min(times) / calls for times in cell_medians)
+        kernel_s, prepared_s, same_traffic_s = (min(times) / calls for times in cell_medians)
         ns = kernel_s / workload.n * 1e9
         compute_ns[name] = ns
         bound = mca_bound(k, output_bytes(workload), clock_hz)
-        cycles, prepared_cycles = (s / workload.n * clock_hz for s in (kernel_s, prepared_s))
+        cycles, prepared_cycles, same_traffic = (
+            s / workload.n * clock_hz for s in (kernel_s, prepared_s, same_traffic_s)
+        )
         mca, divider = bound.cycles_per_element, bound.divider_cycles_per_element
-        larger = max(mca, divider)
-        divided = f", divider-bound: {', '.join(bound.divider_ops)}" if divider > mca else ""
+        largest = max(mca, divider, same_traffic)
+        if largest == same_traffic:
+            which = ", load/store-bound: the same-traffic loop"
+        elif largest == divider:
+            which = f", divider-bound: {', '.join(bound.divider_ops)}"
+        else:
+            which = ""
         print(
             f"| {name} | 2^{n.bit_length() - 1} | {ns:.3f} | {cycles:.2f} | "
             f"{prepared_cycles:.2f} | {(prepared_s - kernel_s) * 1e9:.0f} | {mca:.2f} | "
-            f"{divider:.2f} | {cycles / larger:.2f}x | {prepared_cycles / larger:.2f}x | "
-            f"{bound.instructions} instructions, {bound.elements} elements{divided} |",
+            f"{divider:.2f} | {same_traffic:.2f} | {cycles / mca:.2f}x | "
+            f"{cycles / largest:.2f}x | {prepared_cycles / largest:.2f}x | "
+            f"{bound.instructions} instructions, {bound.elements} elements{which} |",
             flush=True,
         )
-        if cycles < UNDER_BOUND * larger:
+        if cycles < UNDER_BOUND * largest:
             under_bound.append(f"{name} 2^{n.bit_length() - 1}")
     if under_bound:
         print(
@@ -546,7 +563,7 @@ def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
 
 
 UNDER_BOUND = 0.9
-"""A kernel this far under its loop's bound (cycles per element over the larger bound) shows
+"""A kernel this far under its loop's bound (cycles per element over the largest bound) shows
 the bound wrong for this host: on the Intel Xeon that LLVM names `rocketlake` (a Sapphire
 Rapids class core) loops ran at 0.72-0.99x of `rocketlake`'s bound (docs/benchmarks.md,
 twenty-seventh session). Part 1 names them."""
