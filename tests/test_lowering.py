@@ -22,10 +22,10 @@ from xdsl.utils.exceptions import DiagnosticException
 import xfuse
 from xfuse.codegen import native, optimized_ir
 from xfuse.codegen.native import (
-    BF16_LONG_BODY_INTERLEAVE,
     LONG_BODY,
     LONG_BODY_INTERLEAVE,
     MAX_INTERLEAVED_ARRAYS,
+    NARROW_LONG_BODY_INTERLEAVE,
     HostCpu,
     NativeModule,
     compile_llvm_dialect,
@@ -501,11 +501,30 @@ def test_interleave_count(
     np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu.reference(x, b, r), rtol=0, atol=2e-6)
 
 
+@pytest.mark.parametrize(
+    ("bias", "stores"), [("f32", NARROW_LONG_BODY_INTERLEAVE), ("f16", LONG_BODY_INTERLEAVE)]
+)
+def test_a_long_loop_of_16_and_32_bit_floats_interleaves_more(
+    bias: str, stores: int, target_cpu: HostCpu
+) -> None:
+    """With an f32 array among f16 ones, LLVM vectorizes a loop at f32's lanes, one register a
+    vector, half as wide as a loop of f16 arrays alone: interleaved 8 times, not 4, it has as
+    many chains in flight (`narrow_at_float_lanes`). Both compute numpy's f32 tanh within
+    docs/math.md's bound, rounded to f16."""
+    kernel = xfuse.compile(f"input f16 x[n]; input {bias} b[n]; out = f16(tanh(x + b));")
+    assert vector_stores_per_iteration(kernel.llvm_ir) == stores
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal(1000).astype(np.float16)
+    b = rng.standard_normal(1000).astype(np.dtype(np.float32 if bias == "f32" else np.float16))
+    want = np.tanh(x.astype(np.float64) + b.astype(np.float64))
+    np.testing.assert_allclose(kernel(x=x, b=b).astype(np.float64), want, rtol=1e-3, atol=1e-4)
+
+
 def test_interleave_count_follows_the_body_length() -> None:
     assert interleave_count(LONG_BODY) == LONG_BODY_INTERLEAVE
     assert interleave_count(LONG_BODY - 1) == 0  # a short body: LLVM's own choice
-    assert interleave_count(LONG_BODY, rounds_bf16=True) == BF16_LONG_BODY_INTERLEAVE
-    assert interleave_count(LONG_BODY - 1, rounds_bf16=True) == 0
+    assert interleave_count(LONG_BODY, float_register_vectors=True) == NARROW_LONG_BODY_INTERLEAVE
+    assert interleave_count(LONG_BODY - 1, float_register_vectors=True) == 0
     assert interleave_count(LONG_BODY, MAX_INTERLEAVED_ARRAYS) == LONG_BODY_INTERLEAVE
     assert interleave_count(LONG_BODY, MAX_INTERLEAVED_ARRAYS + 1) == 1  # addresses spill
 
@@ -532,7 +551,7 @@ def test_loops_rounding_bf16_in_hardware_take_one_register_of_floats() -> None:
         assert set(widths) == {str(cpu.float_lanes)}, source
     body = vector_body(xfuse.compile(LLM_GELU_BF16).llvm_ir)
     rounded = len(re.findall(r"fptrunc <\d+ x float>", body))
-    assert rounded + 2 * body.count("cvtne2ps2bf16") == BF16_LONG_BODY_INTERLEAVE
+    assert rounded + 2 * body.count("cvtne2ps2bf16") == NARROW_LONG_BODY_INTERLEAVE
 
 
 def test_bf16_loops_calling_libm_compile_silently(
@@ -588,7 +607,7 @@ def test_bf16_loop_parts_widen_and_round_in_pairs(
     cpu = avx512_bf16_host()
     kernel = xfuse.compile(LLM_GELU_BF16, interleave=interleave)
     loop = hot_loop_mnemonics(kernel.asm)
-    parts = interleave or BF16_LONG_BODY_INTERLEAVE
+    parts = interleave or NARROW_LONG_BODY_INTERLEAVE
     permutes = loop.count("vpermq") + loop.count("vpermpd")
     assert loop.count("vcvtne2ps2bf16") == permutes == loop.count("vptestmw") == parts // 2
     assert loop.count("vpunpcklwd") == loop.count("vpunpckhwd") == 3 * parts // 2

@@ -245,15 +245,18 @@ def _innermost_loops(
     ]
 
 
-def interleave_count(body_length: int, arrays: int = 1, rounds_bf16: bool = False) -> int:
+def interleave_count(
+    body_length: int, arrays: int = 1, float_register_vectors: bool = False
+) -> int:
     """How many vector iterations the vectorizer interleaves in a loop of `body_length` LLVM
-    instructions (before O3) that reads and writes `arrays` arrays, `rounds_bf16` if it rounds to
-    bf16 in hardware: 0 leaves the choice to LLVM's cost model.
+    instructions (before O3) that reads and writes `arrays` arrays, `float_register_vectors` if
+    it moves 16-bit floats at one register of f32 lanes a vector (`narrow_at_float_lanes`): 0
+    leaves the choice to LLVM's cost model.
 
     A long body is one long dependency chain per vector (a polynomial, a division): LLVM's model
     interleaves it once, and the core then waits on latency; forcing `LONG_BODY_INTERLEAVE`
     overlaps that many chains (measured in `benchmarks/loop_and_call.py`, docs/benchmarks.md),
-    `BF16_LONG_BODY_INTERLEAVE` where the chain ends in the bf16 rounding.
+    `NARROW_LONG_BODY_INTERLEAVE` where a 16-bit loop's vectors are one float register each.
     A short body is bound by loads and stores, where LLVM's own choice is as good. A loop over
     more arrays than `MAX_INTERLEAVED_ARRAYS`, whose addresses no longer fit in registers, is
     not interleaved: its register allocation and Loop Strength Reduction, most of its compile
@@ -266,7 +269,7 @@ def interleave_count(body_length: int, arrays: int = 1, rounds_bf16: bool = Fals
         return 1
     if body_length < LONG_BODY:
         return 0
-    return BF16_LONG_BODY_INTERLEAVE if rounds_bf16 else LONG_BODY_INTERLEAVE
+    return NARROW_LONG_BODY_INTERLEAVE if float_register_vectors else LONG_BODY_INTERLEAVE
 
 
 LONG_BODY = 24
@@ -274,12 +277,26 @@ LONG_BODY = 24
 
 LONG_BODY_INTERLEAVE = 4
 
-BF16_LONG_BODY_INTERLEAVE = 8
-"""For a long loop that rounds to bf16 in hardware (one register of f32 lanes a vector, see
-`mark_loops`): against interleave 4, in four loaded runs (docs/benchmarks.md), the LLM GELU
-with a bf16 bias took 0.75-0.94x the time in every comparison (2^12, 2^16, 2^24), the one with
-an f32 bias 0.81-1.05x (less in 6 of 9); the f32 GELU's loop took the same (1.03 against 1.05
-cycles an element)."""
+NARROW_LONG_BODY_INTERLEAVE = 8
+"""For a long loop of 16-bit floats whose vectors are one register of f32 lanes
+(`narrow_at_float_lanes`), where a loop of 16-bit arrays alone gets two registers a vector from
+LLVM: 8 of them give it as many chains as 4 give that one. Against interleave 4, where it rounds
+to bf16 in hardware, in four loaded runs (docs/benchmarks.md), the LLM GELU with a bf16 bias
+took 0.75-0.94x the time in every comparison (2^12, 2^16, 2^24), the one with an f32 bias
+0.81-1.05x (less in 6 of 9); the f32 GELU's loop took the same (1.03 against 1.05 cycles an
+element). Where it rounds in integer ops, the LLM GELU with an f32 bias (bf16 x and r) in cache
+took 0.89-0.90x as AVX2 code, 0.93-0.94x as AVX-512 code without AVX512_BF16; with f16 x and r
+0.95x as AVX2 code, 0.92x natively, 0.96-1.01x as AVX-512 code without AVX512_BF16 (Intel Xeon,
+2026-12-05); with a bf16 bias, at two registers a vector, 8 took 1.02-1.04x: it keeps 4."""
+
+
+def narrow_at_float_lanes(blocks: set[llvm_ir.Block]) -> bool:
+    """Whether the loop of `blocks` moves 16-bit floats at one register of f32 lanes a vector:
+    it rounds to bf16 in hardware (vectorized at the host's float lanes, `mark_loops`), or it
+    moves 32-bit elements too (LLVM's cost model then vectorizes at their lanes)."""
+    sizes = _accessed_bytes(blocks)
+    return _narrows_bf16_in_hardware(blocks) or (2 in sizes and 4 in sizes)
+
 
 MAX_INTERLEAVED_ARRAYS = 16
 """The most arrays a loop may read and write and be interleaved: x86-64 has 16 general-purpose
@@ -759,7 +776,7 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
     LLVM 22's cost model prices `fptrunc` to `<16 x bfloat>` so high that it vectorized a plain
     f32 -> bf16 loop 4 wide (1.3 cycles an element in cache, against 0.3 at 16 wide), and the
     bf16 GELU 32 wide, with constants reloaded each iteration (docs/benchmarks.md); a long one
-    is interleaved `BF16_LONG_BODY_INTERLEAVE` times. Not where it calls a function (libm's
+    is interleaved `NARROW_LONG_BODY_INTERLEAVE` times. Not where it calls a function (libm's
     `tanhf`): a width asks LLVM to vectorize, and where it cannot, LLVM printed a "loop not
     vectorized" remark on stderr at every compile."""
     for function in module.functions:
@@ -778,7 +795,9 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
             arrays = _accessed_arrays(blocks)
             count = (
                 interleave_count(
-                    sum(len(block.instructions) for block in blocks), arrays, rounds_bf16
+                    sum(len(block.instructions) for block in blocks),
+                    arrays,
+                    narrow_at_float_lanes(blocks),
                 )
                 if interleave is None
                 else interleave
