@@ -47,6 +47,52 @@ def test_a_leaky_relu_is_numpy_bit_for_bit_in_every_dtype(dtype: type) -> None:
     same_bits(kernel(x=x), want)
 
 
+def every_value_or_a_sweep(dtype: type) -> np.ndarray:
+    """Every value of a 16-bit float; for f32 and f64 the specials, every power of two (the
+    subnormals' too) and random numbers of every exponent, of both signs."""
+    element = np.dtype(dtype)
+    if element.itemsize == 2:
+        return np.arange(1 << 16, dtype=np.uint16).view(element)
+    rng = np.random.default_rng(21)
+    powers = np.ldexp(1.0, np.arange(np.finfo(element).minexp - np.finfo(element).nmant, 128))
+    spread = rng.uniform(1, 2, 4000) * np.exp2(rng.integers(-150, 128, 4000))
+    magnitudes = np.concatenate([powers, spread, np.abs(specials(dtype))])
+    with np.errstate(over="ignore"):
+        return np.concatenate([magnitudes, -magnitudes]).astype(element)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("slope", [0.01, 0.2, 0.5, 0.999])
+def test_a_leaky_relu_compares_its_arms_and_keeps_numpys_bits(dtype: type, slope: float) -> None:
+    """`ew-optimize` makes `select(x > 0, x, c * x)` with 0 < c < 1 `select(x > c * x, x,
+    c * x)` (`SelectOfAScaledArm`: one x86 `maxps`): on every 16-bit value and a sweep of
+    f32 and f64 (±0, ±inf, subnormals whose product rounds to 0 or to themselves), numpy's
+    `where(x > 0, x, c * x)` bit for bit, and NaN where it is NaN (ml_dtypes' product drops a
+    NaN's payload, which the hardware's keeps: IEEE leaves it open)."""
+    kernel = xfuse.compile(f"out = select(x > 0, x, {slope} * x);", dtype=np.dtype(dtype).name)
+    if np.dtype(dtype).type(slope) != 1:  # (0.999 is 1 in bf16, and x * 1 is x)
+        assert "ew.gt %x, %1" in kernel.stages["ew-optimize"]  # the arms, not 0
+    x = every_value_or_a_sweep(dtype)
+    with np.errstate(invalid="ignore", under="ignore"):
+        want = np.where(x > 0, x, x.dtype.type(slope) * x)
+    got = kernel(x=x)
+    nan = np.isnan(want.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(got.astype(np.float64)), nan)
+    same_bits(got[~nan], want[~nan])
+
+
+def test_only_a_slope_between_0_and_1_compares_the_arms() -> None:
+    """Past 1 the product of a positive x is larger than x, at 0 and below the product at +inf
+    is NaN or -inf: the select keeps its compare with 0 (x > 0 against a 1.5 x or -x slope
+    picks x where x > c x does not)."""
+    for slope in ("1.5", "0", "-0.5"):
+        kernel = xfuse.compile(f"out = select(x > 0, x, {slope} * x);")
+        assert "ew.gt %x, %0" in kernel.stages["ew-optimize"], slope
+        x = np.array([2.0, -2.0, np.inf, -np.inf, 0.0], np.float32)
+        with np.errstate(invalid="ignore"):
+            same_bits(kernel(x=x), np.where(x > 0, x, np.float32(slope) * x))
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_each_comparison_is_one_and_zero_of_the_dtype(dtype: type) -> None:
     x = specials(dtype)[:, None].repeat(len(SPECIALS), 1).ravel()

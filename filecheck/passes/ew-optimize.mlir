@@ -54,6 +54,61 @@ func.func @select_of_a_known_arm(%x: tensor<?xf32>, %y: tensor<?xf32>, %c: tenso
   func.return %a, %b, %d, %e, %f, %g : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
 }
 
+// Leaky ReLU, select(x > 0, x, c * x) with 0 < c < 1 (c * x or x * c, 0 of either sign),
+// compares its arms instead: select(x > c * x, x, c * x), the same bits for every x, and one x86
+// `maxps`. Kept: a compare with another constant, of another value, an arm that is not x, a
+// product of another value, a slope of 1.5 or -0.5.
+// CHECK-LABEL: func.func @leaky_relu
+// CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>, %[[Y:.*]]: tensor<?xf32>)
+// CHECK-DAG:     %[[ZERO:.*]] = ew.constant 0.0 : tensor<f32>
+// CHECK-DAG:     %[[ONE:.*]] = ew.constant 1.0 : tensor<f32>
+// CHECK-DAG:     %[[SMALL:.*]] = ew.constant 0.01 : tensor<f32>
+// CHECK:         %[[X_POSITIVE:.*]] = ew.gt %[[X]], %[[ZERO]]
+// CHECK-NEXT:    %[[SCALED:.*]] = ew.mul %[[SMALL]], %[[X]]
+// CHECK-NEXT:    %[[ARMS:.*]] = ew.gt %[[X]], %[[SCALED]] : tensor<?xf32>
+// CHECK-NEXT:    %[[LEAKY:.*]] = ew.select %[[ARMS]], %[[X]], %[[SCALED]] : tensor<?xf32>
+// CHECK-NEXT:    %[[FLIPPED:.*]] = ew.mul %[[X]], %[[SMALL]]
+// CHECK-NEXT:    %[[ARMS_FLIPPED:.*]] = ew.gt %[[X]], %[[FLIPPED]] : tensor<?xf32>
+// CHECK-NEXT:    %[[LEAKY_FLIPPED:.*]] = ew.select %[[ARMS_FLIPPED]], %[[X]], %[[FLIPPED]] : tensor<?xf32>
+// CHECK-NEXT:    %[[WITH_ONE:.*]] = ew.gt %[[X]], %[[ONE]]
+// CHECK-NEXT:    %[[KEPT_ONE:.*]] = ew.select %[[WITH_ONE]], %[[X]], %[[SCALED]] : tensor<?xf32>
+// CHECK-NEXT:    %[[Y_POSITIVE:.*]] = ew.gt %[[Y]], %[[ZERO]]
+// CHECK-NEXT:    %[[KEPT_Y:.*]] = ew.select %[[Y_POSITIVE]], %[[X]], %[[SCALED]] : tensor<?xf32>
+// CHECK-NEXT:    %[[KEPT_ARM:.*]] = ew.select %[[X_POSITIVE]], %[[Y]], %[[SCALED]] : tensor<?xf32>
+// CHECK-NEXT:    %[[OTHER:.*]] = ew.mul %[[SMALL]], %[[Y]]
+// CHECK-NEXT:    %[[KEPT_OTHER:.*]] = ew.select %[[X_POSITIVE]], %[[X]], %[[OTHER]] : tensor<?xf32>
+// CHECK-NEXT:    %[[STEEP:.*]] = ew.mul %{{.*}}, %[[X]]
+// CHECK-NEXT:    %[[KEPT_STEEP:.*]] = ew.select %[[X_POSITIVE]], %[[X]], %[[STEEP]] : tensor<?xf32>
+// CHECK-NEXT:    %[[NEGATIVE:.*]] = ew.mul %{{.*}}, %[[X]]
+// CHECK-NEXT:    %[[KEPT_NEGATIVE:.*]] = ew.select %[[X_POSITIVE]], %[[X]], %[[NEGATIVE]] : tensor<?xf32>
+// CHECK-NEXT:    func.return %[[LEAKY]], %[[LEAKY_FLIPPED]], %[[KEPT_ONE]], %[[KEPT_Y]], %[[KEPT_ARM]], %[[KEPT_OTHER]], %[[KEPT_STEEP]], %[[KEPT_NEGATIVE]]
+func.func @leaky_relu(%x: tensor<?xf32>, %y: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %zero = ew.constant 0.0 : tensor<f32>
+  %minus_zero = ew.constant -0.0 : tensor<f32>
+  %one = ew.constant 1.0 : tensor<f32>
+  %small = ew.constant 0.01 : tensor<f32>
+  %steep = ew.constant 1.5 : tensor<f32>
+  %negative = ew.constant -0.5 : tensor<f32>
+  %positive = ew.gt %x, %zero : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %scaled = ew.mul %small, %x : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  %a = ew.select %positive, %x, %scaled : tensor<?xf32>
+  %not_negative_zero = ew.gt %x, %minus_zero : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %flipped = ew.mul %x, %small : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %b = ew.select %not_negative_zero, %x, %flipped : tensor<?xf32>
+  %above_one = ew.gt %x, %one : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %c = ew.select %above_one, %x, %scaled : tensor<?xf32>
+  %y_positive = ew.gt %y, %zero : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %d = ew.select %y_positive, %x, %scaled : tensor<?xf32>
+  %e = ew.select %positive, %y, %scaled : tensor<?xf32>
+  %other = ew.mul %small, %y : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  %f = ew.select %positive, %x, %other : tensor<?xf32>
+  %steeply = ew.mul %steep, %x : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  %g = ew.select %positive, %x, %steeply : tensor<?xf32>
+  %negatively = ew.mul %negative, %x : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  %h = ew.select %positive, %x, %negatively : tensor<?xf32>
+  func.return %a, %b, %c, %d, %e, %f, %g, %h : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
 // x + (+0.0), (+0.0) + x and x - (-0.0) turn x = -0.0 into +0.0: kept unless unsafe-math (nsz).
 // CHECK-LABEL: func.func @signed_zeros
 // CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>)
