@@ -109,6 +109,22 @@ func.func @leaky_relu(%x: tensor<?xf32>, %y: tensor<?xf32>) -> (tensor<?xf32>, t
   func.return %a, %b, %c, %d, %e, %f, %g, %h : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
 }
 
+// Where the compare with 0 broadcasts x, the select keeps its shape.
+// CHECK-LABEL: func.func @leaky_relu_broadcast
+// CHECK-SAME:    (%[[X:.*]]: tensor<f32>)
+// CHECK:         %[[SCALED:.*]] = ew.mul %{{.*}}, %[[X]] : tensor<f32>
+// CHECK-NEXT:    %[[ARMS:.*]] = ew.gt %[[X]], %[[SCALED]] : tensor<f32>
+// CHECK-NEXT:    %[[LEAKY:.*]] = ew.select %[[ARMS]], %[[X]], %[[SCALED]] : tensor<f32>, tensor<f32>, tensor<f32> -> tensor<4xf32>
+// CHECK-NEXT:    func.return %[[LEAKY]]
+func.func @leaky_relu_broadcast(%x: tensor<f32>) -> tensor<4xf32> {
+  %zero = ew.constant 0.0 : tensor<4xf32>
+  %half = ew.constant 0.5 : tensor<f32>
+  %positive = ew.gt %x, %zero : tensor<f32>, tensor<4xf32> -> tensor<4xf32>
+  %scaled = ew.mul %half, %x : tensor<f32>
+  %leaky = ew.select %positive, %x, %scaled : tensor<4xf32>, tensor<f32>, tensor<f32> -> tensor<4xf32>
+  func.return %leaky : tensor<4xf32>
+}
+
 // x + (+0.0), (+0.0) + x and x - (-0.0) turn x = -0.0 into +0.0: kept unless unsafe-math (nsz).
 // CHECK-LABEL: func.func @signed_zeros
 // CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>)

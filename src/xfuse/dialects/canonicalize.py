@@ -128,7 +128,7 @@ class SelectOfAScaledArm(RewritePattern):
             if operand == x and c is not None and 0.0 < c < 1.0:
                 greater = ew.GtOp(x, op.on_false)
                 rewriter.insert_op(greater, InsertPoint.before(op))
-                rewriter.replace(op, ew.SelectOp(greater, x, op.on_false))
+                rewriter.replace(op, ew.SelectOp(greater, x, op.on_false, op.result.type))
                 return
 
 

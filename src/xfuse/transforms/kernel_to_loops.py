@@ -386,9 +386,9 @@ def head_length(
 def split_head(loop: scf.ForOp, length: SSAValue) -> None:
     """Before `loop` (from 0, step 1), run a copy of it, the `HEAD_LOOP`, over its first
     `length` elements (`head_length`), and shift `loop` to start there: it still counts from 0
-    (to its bound less `length`), its index plus `length` the element. So LLVM sees the trip
-    count of a loop from 0, as without a head: a multiple of the main loop's block after
-    `split_remainder`, with no epilogue."""
+    (to its bound less `length`), its index plus `length` the element, so `split_remainder`
+    splits it as a loop from 0. (Its trip count is then whole blocks, but LLVM no longer proves
+    it and keeps a scalar epilogue that never runs: only with `masked_remainder` in f32.)"""
     head = loop.clone()
     head.attributes[LOOP_ROLE] = StringAttr(HEAD_LOOP)
     Rewriter.insert_op(head, InsertPoint.before(loop))
