@@ -126,8 +126,7 @@ class SelectOfAScaledArm(RewritePattern):
         for factor, operand in ((scaled.lhs, scaled.rhs), (scaled.rhs, scaled.lhs)):
             c = ew.constant_value(factor)
             if operand == x and c is not None and 0.0 < c < 1.0:
-                greater = ew.GtOp(x, op.on_false)
-                rewriter.insert_op(greater, InsertPoint.before(op))
+                greater = rewriter.insert(ew.GtOp(x, op.on_false), InsertPoint.before(op))
                 rewriter.replace(op, ew.SelectOp(greater, x, op.on_false, op.result.type))
                 return
 
