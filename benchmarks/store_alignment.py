@@ -9,15 +9,17 @@ a loop bound by its loads and stores, `ew-kernel-to-loops{store-alignment=64}` (
 64-byte boundary apart (one masked vector iteration), so the main loop's stores start on a line.
 This times each program compiled with the head and without (`aligned_stores=False`), side by
 side in interleaved rounds, as the kernel alone (its packed entry called from a native loop,
-`native_calls`: no Python between calls) on arrays of 2^k elements (`--sizes`, log2), float32
-unless said, with every array:
+`native_calls`: no Python between calls; normal stores at every size) on arrays of 2^k elements
+(`--sizes`, log2), float32 unless said, with every array:
 - 16 bytes past a line (numpy's large arrays; the head then aligns the loads too);
 - on a line (no head to run: what the head costs when there is nothing to align);
 - the inputs 16 bytes past a line and the output on one (no head; the loads split either way);
 - the output 16 bytes past and the inputs on a line (the head aligns the stores, and then the
   loads split).
 Each cell is ns per element, the least of the rounds' medians; the last column is without over
-with. A program bound by its math (silu) gets no head: its row shows the two compiles alike.
+with. A program bound by its math (silu) or by its conversions (bf16 `x * y`) gets no head, nor
+does a nest whose rows are shorter than 256 bytes (the [t, 16] bias add): their rows show the
+two compiles alike.
 Prints the host with its load first.
 """
 
@@ -107,8 +109,11 @@ def main() -> None:
         "\n| program | 2^k | arrays | with the head ns/el | without ns/el | without / with |"
         "\n|---|---:|---|---:|---:|---:|"
     )
-    kernels = {
-        name: (xfuse.compile(program.source), xfuse.compile(program.source, aligned_stores=False))
+    kernels = {  # (normal stores at every size: a streaming call aligns its outputs itself)
+        name: tuple(
+            xfuse.compile(program.source, streaming=False, aligned_stores=aligned)
+            for aligned in (True, False)
+        )
         for name, program in PROGRAMS.items()
     }
     for name, program in PROGRAMS.items():
