@@ -455,7 +455,9 @@ def test_loops_bound_by_their_arithmetic_have_no_head() -> None:
 
 
 @pytest.mark.parametrize("d", [1, 17, 64, 65, 256])
-def test_each_row_of_a_nest_runs_its_own_head(target_cpu: HostCpu, d: int) -> None:
+def test_a_nests_rows_share_one_head_where_rows_are_whole_lines(
+    target_cpu: HostCpu, d: int
+) -> None:
     """In a nest (a `[d]` bias), each row runs a head as long as the first row's where rows are
     whole 64-byte lines and one main-loop block or more (64 and 256 float32 here), none where
     not: every row length and output offset gives numpy's bits."""
