@@ -8,9 +8,12 @@
 // RUN: xfuse-opt %s -p 'ew-expand-math{fastmath=fast}' | filecheck %s --check-prefix=FAST
 
 // approx: f32 transcendentals become plain arithmetic (no math op, no call is left); rsqrt is
-// an `arcp` division by sqrt (what LLVM turns into the host's estimate) refined with FMAs, and
+// an `arcp` division by sqrt (what LLVM turns into the host's estimate), marked as one the
+// step after it refines, then that second-order step: y (1 + e (1/2 + 3/8 e)) with FMAs; and
 // 1 / sqrt with libm.
 // CHECK-LABEL: func.func @f32_ops
+// CHECK-DAG:     %[[THREE_EIGHTHS:.*]] = arith.constant 3.750000e-01 : f32
+// CHECK-DAG:     %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
 // CHECK-NOT:     math.tanh
 // CHECK-NOT:     func.call
 // CHECK:         arith.divf
@@ -19,8 +22,13 @@
 // CHECK-NOT:     math.erf
 // CHECK-NOT:     math.powf
 // CHECK:         %[[ROOT:.*]] = math.sqrt %{{.*}} : f32
-// CHECK-NEXT:    %[[ESTIMATE:.*]] = arith.divf %{{.*}}, %[[ROOT]] fastmath<arcp,contract> : f32
+// CHECK-NEXT:    %[[ESTIMATE:.*]] = arith.divf %{{.*}}, %[[ROOT]] fastmath<arcp,contract> {ew.rsqrt_estimate} : f32
 // CHECK:         math.fma %{{.*}}, %[[ESTIMATE]], %{{.*}} : f32
+// CHECK:         %[[ONE_MINUS_HIGH:.*]] = math.fma %{{.*}}, %[[ESTIMATE]], %{{.*}} : f32
+// CHECK-NEXT:    %[[E:.*]] = math.fma %{{.*}}, %[[ESTIMATE]], %[[ONE_MINUS_HIGH]] : f32
+// CHECK-NEXT:    %[[SERIES:.*]] = math.fma %[[E]], %[[THREE_EIGHTHS]], %[[HALF]] : f32
+// CHECK-NEXT:    %[[SCALED:.*]] = arith.mulf %[[ESTIMATE]], %[[SERIES]] fastmath<contract> : f32
+// CHECK-NEXT:    %{{.*}} = math.fma %[[SCALED]], %[[E]], %[[ESTIMATE]] : f32
 // CHECK:         func.return
 // LIBM-LABEL: func.func @f32_ops
 // LIBM-SAME:     (%[[X:.*]]: f32, %[[Y:.*]]: f32)
@@ -642,6 +650,58 @@ func.func @library_functions(%x: f32, %y: f32, %z: f64) -> (f32, f32, f64) {
   %a = math.atan2 %x, %y : f32
   %c = math.cbrt %z : f64
   func.return %s, %a, %c : f32, f32, f64
+}
+
+// rsqrt of a value never below the smallest normal float32 (a square or |z| plus a normal
+// constant, a maximum with one) takes the estimate and its step on the value itself, +inf's 0
+// selected: no denormal scaling, no +-0 select. A denormal constant, or a product that is not a
+// square, keeps both.
+// CHECK-LABEL: func.func @rsqrt_of_bounded_values
+// CHECK-DAG:     %[[INF:.*]] = arith.constant 0x7f800000 : f32
+// CHECK-DAG:     %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK:         %[[SQUARE:.*]] = arith.mulf %[[Y:.*]], %[[Y]] : f32
+// CHECK-NEXT:    %[[SUM:.*]] = arith.addf %[[SQUARE]], %[[C:.*]] : f32
+// CHECK-NEXT:    %[[ROOT:.*]] = math.sqrt %[[SUM]] : f32
+// CHECK-NEXT:    %[[BARE:.*]] = arith.divf %{{.*}}, %[[ROOT]] fastmath<arcp,contract> {ew.rsqrt_estimate} : f32
+// CHECK-NOT:     arith.bitcast
+// CHECK:         %[[STEPPED:.*]] = math.fma %{{.*}}, %{{.*}}, %[[BARE]] : f32
+// CHECK-NEXT:    %[[IS_INF:.*]] = arith.cmpf oeq, %[[SUM]], %[[INF]] : f32
+// CHECK-NEXT:    %{{.*}} = arith.select %[[IS_INF]], %[[ZERO]], %[[STEPPED]] : f32
+// CHECK-NEXT:    %[[DENORMAL_SUM:.*]] = arith.addf %[[SQUARE]], %{{.*}} : f32
+// CHECK-NEXT:    arith.cmpf olt, %[[DENORMAL_SUM]], %{{.*}} : f32
+// CHECK:         arith.ori
+// CHECK:         %[[PRODUCT_SUM:.*]] = arith.addf %{{.*}}, %[[C]] : f32
+// CHECK-NEXT:    arith.cmpf olt, %[[PRODUCT_SUM]], %{{.*}} : f32
+// CHECK:         arith.ori
+// CHECK:         %[[AT_LEAST_C:.*]] = arith.maximumf %{{.*}}, %[[C]] : f32
+// CHECK-NEXT:    math.sqrt %[[AT_LEAST_C]] : f32
+// CHECK-NOT:     arith.ori
+// CHECK:         %[[MAX_IS_INF:.*]] = arith.cmpf oeq, %[[AT_LEAST_C]], %[[INF]] : f32
+// CHECK-NEXT:    %{{.*}} = arith.select %[[MAX_IS_INF]], %[[ZERO]], %{{.*}} : f32
+// CHECK-NEXT:    %[[MAGNITUDE:.*]] = math.absf %{{.*}} : f32
+// CHECK-NEXT:    %[[C_PLUS_MAGNITUDE:.*]] = arith.addf %[[C]], %[[MAGNITUDE]] : f32
+// CHECK-NEXT:    math.sqrt %[[C_PLUS_MAGNITUDE]] : f32
+// CHECK-NOT:     arith.ori
+// CHECK:         arith.cmpf oeq, %[[C_PLUS_MAGNITUDE]], %[[INF]] : f32
+// CHECK-NEXT:    arith.select
+// CHECK-NEXT:    func.return
+func.func @rsqrt_of_bounded_values(%y: f32, %z: f32) -> (f32, f32, f32, f32, f32) {
+  %c = arith.constant 1.0e-3 : f32
+  %tiny = arith.constant 1.0e-39 : f32
+  %square = arith.mulf %y, %y : f32
+  %sum = arith.addf %square, %c : f32
+  %bounded = math.rsqrt %sum : f32
+  %denormal_sum = arith.addf %square, %tiny : f32
+  %unbounded = math.rsqrt %denormal_sum : f32
+  %product = arith.mulf %y, %z : f32
+  %product_sum = arith.addf %product, %c : f32
+  %not_square = math.rsqrt %product_sum : f32
+  %m = arith.maximumf %z, %c : f32
+  %at_least_c = math.rsqrt %m : f32
+  %magnitude = math.absf %z : f32
+  %c_plus_magnitude = arith.addf %c, %magnitude : f32
+  %of_magnitude = math.rsqrt %c_plus_magnitude : f32
+  func.return %bounded, %unbounded, %not_square, %at_least_c, %of_magnitude : f32, f32, f32, f32, f32
 }
 
 // f64 has no approximation: it calls the double libm functions in both modes, declared once;

@@ -358,6 +358,21 @@ func.func @flags_fma_sqrt(%a: f32, %b: f64) -> f64 {
   func.return %r : f64
 }
 
+// approx.rsqrt's estimated division keeps its mark (xfuse.codegen.native reads it in the llvm
+// dialect); another division gains none.
+// CHECK-LABEL: llvm.func @rsqrt_estimate
+// CHECK-SAME:    (%[[A:.*]]: f32)
+// CHECK:         %[[ROOT:.*]] = llvm.call_intrinsic "llvm.sqrt.f32"(%[[A]]) : (f32) -> f32
+// CHECK-NEXT:    %[[ESTIMATE:.*]] = llvm.fdiv %{{.*}}, %[[ROOT]] {ew.rsqrt_estimate, fastmathFlags = #llvm.fastmath<arcp>} : f32
+// CHECK-NEXT:    llvm.fdiv %[[ESTIMATE]], %[[A]] {fastmathFlags = #llvm.fastmath<arcp>} : f32
+func.func @rsqrt_estimate(%a: f32) -> f32 {
+  %one = arith.constant 1.0 : f32
+  %root = math.sqrt %a : f32
+  %estimate = arith.divf %one, %root fastmath<arcp> {ew.rsqrt_estimate} : f32
+  %q = arith.divf %estimate, %a fastmath<arcp> : f32
+  func.return %q : f32
+}
+
 // math.copysign (sigmoid's numerator) and math.absf are LLVM's intrinsics, mangled by type.
 // CHECK-LABEL: llvm.func @copysign_absf
 // CHECK-SAME:    (%[[A:.*]]: f32, %[[B:.*]]: f64)

@@ -860,6 +860,38 @@ def _carry_function_attributes(module: ModuleOp, llvm_module: llvm_ir.Module) ->
             converted.attributes.add("optnone")
 
 
+RAW_RSQRT_ESTIMATES = '"reciprocal-estimates"="sqrtf:0,vec-sqrtf:0"'
+"""LLVM's function attribute for f32 reciprocal square root estimates without its Newton step."""
+
+
+def raw_rsqrt_estimates(module: ModuleOp, llvm_module: llvm_ir.Module) -> None:
+    """Give every function `RAW_RSQRT_ESTIMATES` where the module's only ops that let LLVM
+    estimate (`arcp`, `afn`) are `approx.rsqrt`'s divisions (`RSQRT_ESTIMATE`): they refine
+    the host's bare estimate themselves, and LLVM's own step before theirs was 4 more
+    instructions a vector and two more constants to keep in registers (`x * rsqrt(y * y +
+    0.001) * z` in cache took 0.9x the time without it, docs/benchmarks.md). An op of the
+    program's own with either flag (a `fastmath` option) keeps LLVM's step for all of them:
+    the attribute is a whole function's, and a function's code is inlined into others."""
+    from xdsl.dialects import llvm
+
+    from xfuse.transforms import RSQRT_ESTIMATE
+
+    estimating = {llvm.FastMathFlag.ALLOW_RECIP, llvm.FastMathFlag.APPROX_FUNC}
+    marked = False
+    for op in module.walk():
+        flags = op.properties.get("fastmathFlags")
+        if isinstance(flags, llvm.FastMathAttr) and flags.data & estimating:
+            if RSQRT_ESTIMATE not in op.attributes:
+                return
+            marked = True
+    if not marked:
+        return
+    for function in llvm_module.functions:
+        if not function.is_declaration:
+            function.attributes = _FunctionAttributes(function.attributes)
+            function.attributes.add(RAW_RSQRT_ESTIMATES)
+
+
 STREAMING_ALIGNMENT = 64
 """The byte alignment a streaming twin's caller guarantees for every output (a cache line)."""
 
@@ -1011,6 +1043,7 @@ def optimize_llvm_dialect(
     lower_bf16_hardware_narrowings(llvm_module)
     mark_loops(llvm_module, interleave)
     _carry_function_attributes(module, llvm_module)
+    raw_rsqrt_estimates(module, llvm_module)
     mark_streaming_stores(llvm_module, twins, streaming_outputs)
     _hide_packed_functions(llvm_module)
     if libmvec:

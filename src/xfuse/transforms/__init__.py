@@ -64,6 +64,13 @@ REMAINDER_LOOP = "remainder"
 """The elements after the main loop's last block (`ew-kernel-to-loops{vector-bytes}`)."""
 
 
+RSQRT_ESTIMATE = "ew.rsqrt_estimate"
+"""The attribute of `approx.rsqrt`'s `arcp` division 1 / sqrt(s), which LLVM replaces by the
+host's estimate and which `approx.rsqrt`'s own step refines from an estimate within 2^-10: where
+no other op of a module lets LLVM estimate (`arcp`, `afn`), `xfuse.codegen.native` asks LLVM
+for the bare estimate, without LLVM's own Newton step (`raw_rsqrt_estimates`)."""
+
+
 def workspace_size_function(name: str) -> str:
     """The name of the companion that returns the workspace bytes function `name` needs."""
     return f"{name}_workspace_bytes"

@@ -41,8 +41,8 @@ their constants are shared (`SharedConstants`): one op per value in each block.
   special cases (negative bases with integer exponents, 0, 1); a constant y of 1, 2, 3, 4, -1 or
   +-1/2 never gets here (`expand_math.PowBySimpleConstant`).
 - rsqrt: the host's estimate (an `arcp` division by sqrt, which LLVM's x86 backend turns into
-  `vrsqrt14ps`/`vrsqrtps` and one Newton step of its own), then one Newton step of ours with the
-  residual 1 - x y^2 computed with FMAs to one rounding; denormals scaled, 0 and inf selected.
+  `vrsqrt14ps`/`vrsqrtps`), then a second-order step of ours with the residual 1 - x y^2
+  computed with FMAs to one rounding; denormals scaled, 0 and inf selected.
 """
 
 from __future__ import annotations
@@ -59,10 +59,19 @@ from typing import cast
 import numpy as np
 from xdsl.builder import Builder, ImplicitBuilder
 from xdsl.dialects import arith, llvm, math
-from xdsl.dialects.builtin import Float32Type, Float64Type, FloatAttr, IntegerAttr, IntegerType
+from xdsl.dialects.builtin import (
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    UnitAttr,
+)
 from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
+
+from xfuse.transforms import RSQRT_ESTIMATE
 
 Value = SSAValue | Operation
 """An SSA value, or the single-result op that defines it (xDSL's op constructors take both)."""
@@ -431,6 +440,32 @@ def _clamp(x: Value, low: float, high: float) -> SSAValue:
 def _is_non_positive(x: SSAValue) -> bool:
     """x is -|y| (softplus and sigmoid take exp of it): <= 0 or NaN, never large."""
     return isinstance(x.owner, arith.NegfOp) and isinstance(x.owner.operand.owner, math.AbsFOp)
+
+
+def _least_value(x: SSAValue, depth: int = 4) -> float:
+    """A number an f32 or f64 `x` is never below but where it is NaN, from the ops that compute
+    it (-inf where they do not say; `depth` ops back): a constant is itself, a square (`y * y`)
+    and |y| are at least 0, max(a, b) at least the larger of a's and b's, and a + b at least
+    their sum rounded (rounding is monotonic, so with an FMA too). -0 counts as 0. (e^y is
+    expanded before the ops that use it are: its `math.exp` is gone by then.)"""
+    owner = x.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, FloatAttr):
+        return owner.value.value.data
+    if depth == 0:
+        return float("-inf")
+    if isinstance(owner, arith.MulfOp) and owner.lhs == owner.rhs:
+        return 0.0
+    if isinstance(owner, math.AbsFOp):
+        return 0.0
+    if isinstance(owner, arith.MaximumfOp | arith.MaxnumfOp):
+        return max(_least_value(owner.lhs, depth - 1), _least_value(owner.rhs, depth - 1))
+    if isinstance(owner, arith.AddfOp):
+        total = _least_value(owner.lhs, depth - 1) + _least_value(owner.rhs, depth - 1)
+        rounded = np.float32 if isinstance(x.type, Float32Type) else np.float64
+        with np.errstate(invalid="ignore"):  # -inf + inf: nothing known
+            least = float(rounded(total))
+        return float("-inf") if least != least else least
+    return float("-inf")
 
 
 def _rounding_magic(offset: int) -> float:
@@ -988,25 +1023,38 @@ def signed_power(x: SSAValue, y: SSAValue, magnitude: SSAValue) -> SSAValue:
 def rsqrt(x: SSAValue) -> SSAValue:
     """1 / sqrt(x) within ~0.5 ulp, from an estimate the divider does not compute.
 
-    `arcp` lets LLVM replace 1 / sqrt(s) by the host's estimate and one Newton step (x86:
-    `vrsqrt14ps`, 2^-14 relative, on 512-bit vectors; `vrsqrtps`/`vrsqrtss`, 1.5 * 2^-12,
-    elsewhere): y, within ~3e-7 of 1 / sqrt(s). Where it does not, y is 1 / sqrt(s) itself.
-    Ours is the step y + y e / 2 with e = 1 - s y^2, whose error is 3/2 of y's squared (~1e-13)
-    plus its rounding: e is computed from s y = h + l exactly (two FMAs), so the last FMA's
-    rounding is nearly all. The estimate sees no denormal (`vrsqrtps` takes one as 0): those are
-    scaled by 2^32 and the result by 2^16. At +-0 and +inf the step makes 0 * inf = NaN: the
-    result there is s's bits with the exponent field flipped (+-inf, +0). A negative or NaN s
-    gives NaN from the estimate on."""
-    small = _compare(x, _f32(2.0**-126), "olt")
+    `arcp` lets LLVM replace 1 / sqrt(s) by the host's estimate (x86: `vrsqrt14ps`, within
+    2^-14, on 512-bit vectors; `vrsqrtps`/`vrsqrtss`, 1.5 * 2^-12, elsewhere), bare where the
+    division carries `RSQRT_ESTIMATE` and nothing else in the module lets LLVM estimate (see
+    `xfuse.codegen.native.raw_rsqrt_estimates`), else with a Newton step of LLVM's (~3e-7);
+    where LLVM keeps the division, y is 1 / sqrt(s) itself. Ours is the second-order step
+    y (1 + e / 2 + 3 e^2 / 8) with e = 1 - s y^2, whose error is 5/16 of e^3 (|e| <= 3 * 2^-12:
+    1.2e-10, 0.002 ulp) plus its rounding: e is computed from s y = h + l exactly (two FMAs),
+    so the last FMA's rounding is nearly all. The estimate sees no denormal (`vrsqrtps` takes
+    one as 0): those are scaled by 2^32 and the result by 2^16. At +-0 and +inf the step makes
+    0 * inf = NaN: the result there is s's bits with the exponent field flipped (+-inf, +0). A
+    negative or NaN s gives NaN from the estimate on. Where x is never below the smallest
+    normal float (`y * y + 1e-5`, `_least_value`), only +inf is selected (+0): 10 ops fewer."""
+    if _least_value(x) >= _FLOAT32_MIN_NORMAL:
+        refined = _refined_rsqrt(x)
+        return _select(_compare(x, _f32(float("inf")), "oeq"), _f32(0.0), refined).result
+    small = _compare(x, _f32(_FLOAT32_MIN_NORMAL), "olt")
     s = _select(small, arith.MulfOp(x, _f32(2.0**32)), x)
-    y = arith.DivfOp(
-        _f32(1.0), math.SqrtOp(s), arith.FastMathFlagsAttr([arith.FastMathFlag.ALLOW_RECIP])
-    )
-    h = arith.MulfOp(s, y)
-    low = math.FmaOp(s, y, arith.NegfOp(h))
-    e = math.FmaOp(arith.NegfOp(low), y, math.FmaOp(arith.NegfOp(h), y, _f32(1.0)))
-    refined = math.FmaOp(arith.MulfOp(y, _f32(0.5)), e, y)
+    refined = _refined_rsqrt(s)
     zero_or_inf = arith.OrIOp(_compare(s, _f32(0.0), "oeq"), _compare(s, _f32(float("inf")), "oeq"))
     flipped = arith.XOrIOp(arith.BitcastOp(s, _I32), _i32(_FLOAT32_INFINITY_BITS))
     result = _select(zero_or_inf, arith.BitcastOp(flipped, _F32), refined)
     return arith.MulfOp(result, _select(small, _f32(2.0**16), _f32(1.0))).result
+
+
+def _refined_rsqrt(s: Value) -> SSAValue:
+    """`rsqrt`'s estimate of 1 / sqrt(s) and its step: NaN at +-0 and +inf."""
+    y = arith.DivfOp(
+        _f32(1.0), math.SqrtOp(s), arith.FastMathFlagsAttr([arith.FastMathFlag.ALLOW_RECIP])
+    )
+    y.attributes[RSQRT_ESTIMATE] = UnitAttr()
+    h = arith.MulfOp(s, y)
+    low = math.FmaOp(s, y, arith.NegfOp(h))
+    e = math.FmaOp(arith.NegfOp(low), y, math.FmaOp(arith.NegfOp(h), y, _f32(1.0)))
+    half_series = math.FmaOp(e, _f32(0.375), _f32(0.5))
+    return math.FmaOp(arith.MulfOp(y, half_series), e, y).result

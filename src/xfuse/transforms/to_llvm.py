@@ -77,7 +77,12 @@ from xdsl.transforms.dead_code_elimination import is_trivially_dead
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects.dtypes import element_bytes
-from xfuse.transforms import BF16_HARDWARE_NARROWING, LOOP_ROLE, packed_entry_name
+from xfuse.transforms import (
+    BF16_HARDWARE_NARROWING,
+    LOOP_ROLE,
+    RSQRT_ESTIMATE,
+    packed_entry_name,
+)
 from xfuse.transforms.options import PassOptionError
 from xfuse.transforms.rewriting import located_walker
 
@@ -574,6 +579,9 @@ class FloatArithToLlvm(RewritePattern):
                 operands=[op.lhs, op.rhs],
                 result_types=[op.lhs.type],
                 properties={"fastmathFlags": flags},
+                attributes={
+                    name: value for name, value in op.attributes.items() if name == RSQRT_ESTIMATE
+                },
             ),
         )
 
