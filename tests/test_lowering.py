@@ -1207,7 +1207,9 @@ def intel_core(use_cpu: Callable[[str, str], HostCpu]) -> HostCpu:
         ("out = x * sigmoid(x);", True),
         (LLM_GELU_BF16, True),
         ("out = x + b + r;", False),  # a streaming kernel: the benchmarks' ceiling
-        ("out = x * min(max(x + 3, 0), 6) / 6;", False),  # hardswish: 2.5 float ops a line
+        ("out = x * min(max(x + 3, 0), 6) / 6;", True),  # hardswish: 2.5 float ops a line
+        ("out = x * rsqrt(y * y + 0.001) * z;", True),  # 3.75
+        ("out = (x * 0.5 + 1) * x + 2;", False),  # 2
         pytest.param(  # a call of libmvec's sinf counts as its ops (at 2^24: 0.59 -> 0.37 ns)
             "out = sin(30 * x);",
             True,

@@ -823,13 +823,16 @@ PREFETCH_DISTANCE = 4096
 LLM GELUs, silu, Mish and GELU + bias + residual at 2^24 (docs/benchmarks.md) took 0.70-1.03x
 the time without with 4 KiB, as with 2 or 8 KiB; 1 KiB gained less, 16 KiB less on GELU."""
 
-PREFETCH_MIN_FLOAT_OPS = 4
+PREFETCH_MIN_FLOAT_OPS = 2.5
 """Floating-point ops of 64-byte vectors per cache line loaded or stored from which a vector
 loop counts as compute-heavy (`prefetch_loads`): the loops of activations with a
-transcendental function have 7 or more, the rsqrt scale's 4, hardswish's 2.5, a streaming
-kernel such as `x + b + r` (the benchmarks' ceiling) 1 or less. An op on narrower vectors
-counts for its share of 64 bytes (an AVX2 host's 32-byte op as half), so that a loop is
-compute-heavy or not whatever the host's vector width."""
+transcendental function have 7 or more, the rsqrt scale's 3.75, hardswish's 2.5, a streaming
+kernel such as `x + b + r` (the benchmarks' ceiling) 1 or less. At 2^24 on the Intel Xeon
+(docs/benchmarks.md) the prefetches took hardswish 0.90-0.93x the time (AVX2 code 0.85x) and
+the rsqrt scale 0.92-0.94x (0.89-0.90x); `(x * 0.5 + 1) * x + 2`, 2 ops a line, 0.96x, `x * 2 +
+1` 0.97x, `x * y + z` 1.00x. An op on narrower vectors counts for its share of 64 bytes (an
+AVX2 host's 32-byte op as half), so that a loop is compute-heavy or not whatever the host's
+vector width."""
 
 LIBMVEC_CALL_FLOAT_OPS = 16
 """The floating-point ops a call of a libmvec variant (`call_libmvec`) counts as: the fast
