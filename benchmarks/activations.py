@@ -16,7 +16,9 @@ counted as a call's):
    throughput over the elements one iteration computes; the loop is the longest innermost loop
    of `k.asm`, the elements are the bytes it stores over the outputs' bytes per element) and
    the divider's (the loop's divisions and square roots at their throughput measured on this
-   host, which llvm-mca's model of a CPU can put far lower) and the caches' (the same-traffic
+   host, which llvm-mca's model of a CPU can put far lower), the library's (the loop's calls of
+   libmvec's functions, which llvm-mca takes for one instruction each, at their throughput
+   measured on this host, `library_call_cycles`) and the caches' (the same-traffic
    loop of part 2's ceiling, `bench.bandwidth_ceiling`, timed alone here on the same inputs:
    llvm-mca takes every load and store to hit L1 at full speed), and the ratios to llvm-mca's
    bound (issue 16's target: within 1.3x) and to the largest (rows under `UNDER_BOUND` are
@@ -74,7 +76,12 @@ from xfuse.benchmarking.timing import (
     native_calls,
     script_parser,
 )
-from xfuse.codegen.native import host_cpu, host_target_machine
+from xfuse.codegen.native import (
+    LIBMVEC_FUNCTIONS,
+    compile_llvm_ir,
+    host_cpu,
+    host_target_machine,
+)
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
 from xfuse.runtime.kernel import (
@@ -419,6 +426,10 @@ class LoopBound:
     """The cycles per iteration that its divisions and square roots take on the divider,
     measured on this host (`divider_cycles`): a bound llvm-mca's model may put lower."""
     divider_ops: tuple[str, ...]
+    library_cycles: float
+    """The cycles per iteration that its calls of libmvec's functions take, each at the
+    function's throughput measured on this host (`library_call_cycles`)."""
+    library_calls: tuple[str, ...]
 
     @property
     def cycles_per_element(self) -> float:
@@ -427,6 +438,10 @@ class LoopBound:
     @property
     def divider_cycles_per_element(self) -> float:
         return self.divider_cycles / self.elements
+
+    @property
+    def library_cycles_per_element(self) -> float:
+        return self.library_cycles / self.elements
 
 
 def mca_bound(k: Kernel, output_bytes: int, clock_hz: float) -> LoopBound:
@@ -461,7 +476,93 @@ def mca_bound(k: Kernel, output_bytes: int, clock_hz: float) -> LoopBound:
     ]
     divider = sum(divider_cycles(mnemonic, register, clock_hz) for mnemonic, register in dividing)
     ops = tuple(f"{mnemonic} {register}mm" for mnemonic, register in dividing)
-    return LoopBound(len(body), elements, float(found.group(1)), divider, ops)
+    calls = library_calls(k.llvm_ir)
+    library = sum(library_call_cycles(variant, clock_hz) for variant in calls)
+    return LoopBound(len(body), elements, float(found.group(1)), divider, ops, library, calls)
+
+
+LIBRARY_CALL = re.compile(r"call <\d+ x (?:float|double)> @(_ZGV[a-z]N(\d+)(v+)_(\w+?))[.(]")
+"""A call of a libmvec variant in LLVM IR (or of xfuse's wrapper around it, `<variant>.xfuse`):
+the variant, its lanes, one `v` per operand, the C function."""
+
+LOOP_BLOCK = re.compile(r"^(vector\.body\d*):.*?(?=^\S)", re.MULTILINE | re.DOTALL)
+
+
+def library_calls(llvm_ir: str) -> tuple[str, ...]:
+    """The libmvec variants the kernel's main vector loop calls, once per call an iteration
+    makes: those of the `vector.body` block that calls most (interleaved, it calls each
+    function once per vector it computes)."""
+    loops = [
+        tuple(found[1] for found in LIBRARY_CALL.finditer(block[0]))
+        for block in LOOP_BLOCK.finditer(llvm_ir)
+    ]
+    return max(loops, key=len, default=())
+
+
+LIBRARY_LOOP = """
+declare {vector} @{variant}({parameters})
+
+define void @drive(ptr %in, ptr %out, i64 %calls) {{
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [ 0, %entry ], [ %next, %loop ]
+  %vector = and i64 %i, {last_vector}
+  %from = getelementptr {vector}, ptr %in, i64 %vector
+  %v = load {vector}, ptr %from, align 4
+  %r = call {vector} @{variant}({arguments})
+  %to = getelementptr {vector}, ptr %out, i64 %vector
+  store {vector} %r, ptr %to, align 4
+  %next = add i64 %i, 1
+  %done = icmp eq i64 %next, %calls
+  br i1 %done, label %exit, label %loop
+exit:
+  ret void
+}}
+"""
+"""`calls` calls of a libmvec `variant`, one a vector of an array of `last_vector` + 1 (a power
+of two), round and round, each result stored (the calls are independent: what a vector loop
+that calls it overlaps at best)."""
+
+LIBRARY_VECTORS, LIBRARY_CALLS = 256, 1 << 14
+"""The vectors of `library_call_cycles`' array (16 KiB of f32 on AVX-512, in L1) and its calls
+a sample (~0.1 s: one ctypes call, ~1 us, is then no share of it)."""
+
+
+@functools.cache
+def library_call_cycles(variant: str, clock_hz: float) -> float:
+    """Measured cycles per call of libmvec's `variant` (`_ZGVeN16v_sinf`) on `LIBRARY_VECTORS`
+    vectors of standard normal values in L1 (every operand the same vector) in a native loop
+    (`LIBRARY_LOOP`), best of 5 medians: the throughput llvm-mca cannot know, as it takes a
+    call for one instruction. The program's own arguments may take other paths of the
+    function (libmvec's sin and cos take a slow one beyond 10^4, where xfuse's wrapper reduces
+    them itself)."""
+    found = LIBRARY_CALL.match(f"call <1 x float> @{variant}(")
+    assert found, variant
+    lanes, operands, function = int(found[2]), len(found[3]), found[4]
+    single = function.endswith("f") and function[:-1] in LIBMVEC_FUNCTIONS
+    element, dtype = ("float", np.float32) if single else ("double", np.float64)
+    vector = f"<{lanes} x {element}>"
+    native = compile_llvm_ir(
+        LIBRARY_LOOP.format(
+            vector=vector,
+            variant=variant,
+            parameters=", ".join([vector] * operands),
+            arguments=", ".join([f"{vector} %v"] * operands),
+            last_vector=LIBRARY_VECTORS - 1,
+        )
+    )
+    drive = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
+        native.address("drive")
+    )
+    values = np.random.default_rng(16).standard_normal(LIBRARY_VECTORS * lanes).astype(dtype)
+    results = np.empty_like(values)
+
+    def run(keep: object = native) -> None:
+        drive(values.ctypes.data, results.ctypes.data, LIBRARY_CALLS)
+
+    seconds = min(median_seconds(run, repeat=5) for _ in range(5))
+    return seconds / LIBRARY_CALLS * clock_hz
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,17 +598,18 @@ def in_cache_runs(k: Kernel, workload: bench.Workload, calls: int) -> list[Calla
 def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
     """Part 1; returns each program's ns per element at the larger in-cache size (the kernel
     alone). Each ratio is over llvm-mca's bound (the issue's) and over the largest of it, the
-    same-traffic loop's time and the divider's (measured here: llvm-mca's model may give the
-    divider, and the loads and stores, less time than they take), and says which; the bound
+    same-traffic loop's time, the divider's and the library calls' (measured here: llvm-mca's
+    model may give the divider, and the loads and stores, less time than they take, and a call
+    one instruction's), and says which; the bound
     is the loop's, so the kernel alone (called from a native loop) is what it compares with,
     the prepared call (from Python) beside it with what it costs more per call."""
     print(
         "| program | n | kernel ns/el | kernel cycles/el | prepared call cycles/el | "
         "prepared call's extra ns per call | llvm-mca bound cycles/el | divider cycles/el | "
-        "same-traffic loop cycles/el | kernel / llvm-mca bound | kernel / largest bound | "
-        "prepared call / largest bound | loop |"
+        "library calls cycles/el | same-traffic loop cycles/el | kernel / llvm-mca bound | "
+        "kernel / largest bound | prepared call / largest bound | loop |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     cells: list[tuple[str, int, Kernel, bench.Workload, int, list[Callable[[], object]]]] = []
     for name, program in selected(PROGRAMS).items():
         k = kernel(program)
@@ -536,17 +638,23 @@ def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
             s / workload.n * clock_hz for s in (kernel_s, prepared_s, same_traffic_s)
         )
         mca, divider = bound.cycles_per_element, bound.divider_cycles_per_element
-        largest = max(mca, divider, same_traffic)
+        library = bound.library_cycles_per_element
+        largest = max(mca, divider, library, same_traffic)
         if largest == same_traffic:
             which = ", load/store-bound: the same-traffic loop"
         elif largest == divider:
             which = f", divider-bound: {', '.join(bound.divider_ops)}"
+        elif largest == library:
+            calls = ", ".join(
+                f"{bound.library_calls.count(v)} {v}" for v in set(bound.library_calls)
+            )
+            which = f", library-bound: {calls}"
         else:
             which = ""
         print(
             f"| {name} | 2^{n.bit_length() - 1} | {ns:.3f} | {cycles:.2f} | "
             f"{prepared_cycles:.2f} | {(prepared_s - kernel_s) * 1e9:.0f} | {mca:.2f} | "
-            f"{divider:.2f} | {same_traffic:.2f} | {cycles / mca:.2f}x | "
+            f"{divider:.2f} | {library:.2f} | {same_traffic:.2f} | {cycles / mca:.2f}x | "
             f"{cycles / largest:.2f}x | {prepared_cycles / largest:.2f}x | "
             f"{bound.instructions} instructions, {bound.elements} elements{which} |",
             flush=True,

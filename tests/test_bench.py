@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import xfuse
 from xfuse.benchmarking import bench, peers, timing
 from xfuse.benchmarking.timing import interleaved_medians, separable
-from xfuse.codegen.native import host_cpu
+from xfuse.codegen.native import host_cpu, libmvec_loaded
 from xfuse.dialects import ew
 from xfuse.runtime.kernel import SETTLING_CALLS
 from xfuse.tools.bench_cmd import bandwidth_figure, parse_sizes, program_title
@@ -725,6 +725,15 @@ def test_activations_benchmark_finds_the_hot_loop_and_its_stores(
         assert found and (line.split()[0], found.group(2)) == op
     assert not script.DIVIDER.search("\tvrsqrtps\t%ymm1, %ymm3")  # an estimate, not the divider
     assert not script.DIVIDER.search("\tvrsqrt14ps\t%zmm1, %zmm3")
+    # The libmvec variants the main loop calls, one per call an iteration makes (as many as its
+    # assembly calls), whose throughput the benchmark measures (llvm-mca sees one instruction).
+    assert script.library_calls(compile("out = x * 2;").llvm_ir) == ()
+    if libmvec_loaded():
+        snake = compile("out = x + sin(x) * sin(x);")
+        calls = script.library_calls(snake.llvm_ir)
+        assert calls and set(calls) == {calls[0]} and calls[0].endswith("v_sinf")
+        assert sum("call" in line for line in script.hot_loop(snake.asm)) == len(calls)
+        assert 0 < script.library_call_cycles(calls[0], 1e9) < float("inf")
 
 
 def test_gelu_benchmark_times_the_disk_cache_in_a_directory_of_its_own(
