@@ -460,10 +460,12 @@ def _least_value(x: SSAValue, depth: int = 4) -> float:
     if isinstance(owner, arith.MaximumfOp | arith.MaxnumfOp):
         return max(_least_value(owner.lhs, depth - 1), _least_value(owner.rhs, depth - 1))
     if isinstance(owner, arith.AddfOp):
-        total = _least_value(owner.lhs, depth - 1) + _least_value(owner.rhs, depth - 1)
-        rounded = np.float32 if isinstance(x.type, Float32Type) else np.float64
-        with np.errstate(invalid="ignore"):  # -inf + inf: nothing known
-            least = float(rounded(total))
+        precision = np.float32 if isinstance(x.type, Float32Type) else np.float64  # x's rounding
+        with np.errstate(invalid="ignore", over="ignore"):  # -inf + inf: nothing known
+            least = float(
+                precision(_least_value(owner.lhs, depth - 1))
+                + precision(_least_value(owner.rhs, depth - 1))
+            )
         return float("-inf") if least != least else least
     return float("-inf")
 
