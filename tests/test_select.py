@@ -47,6 +47,15 @@ def test_a_leaky_relu_is_numpy_bit_for_bit_in_every_dtype(dtype: type) -> None:
     same_bits(kernel(x=x), want)
 
 
+def same_numbers(got: np.ndarray, want: np.ndarray) -> None:
+    """NaN where `want` is NaN (of any payload: IEEE leaves a NaN's payload open), elsewhere
+    `want`'s bits."""
+    with np.errstate(invalid="ignore"):  # (a NaN's cast)
+        nan = np.isnan(want.astype(np.float64))
+        np.testing.assert_array_equal(np.isnan(got.astype(np.float64)), nan)
+    same_bits(got[~nan], want[~nan])
+
+
 def every_value_or_a_sweep(dtype: type) -> np.ndarray:
     """Every value of a 16-bit float; for f32 and f64 the specials, every power of two (the
     subnormals' too) and random numbers of every exponent, of both signs."""
@@ -75,11 +84,7 @@ def test_a_leaky_relu_compares_its_arms_and_keeps_numpys_bits(dtype: type, slope
     x = every_value_or_a_sweep(dtype)
     with np.errstate(invalid="ignore", under="ignore"):
         want = np.where(x > 0, x, x.dtype.type(slope) * x)
-    got = kernel(x=x)
-    with np.errstate(invalid="ignore"):  # (a NaN's cast)
-        nan = np.isnan(want.astype(np.float64))
-        np.testing.assert_array_equal(np.isnan(got.astype(np.float64)), nan)
-    same_bits(got[~nan], want[~nan])
+    same_numbers(kernel(x=x), want)
 
 
 def test_only_a_slope_between_0_and_1_compares_the_arms() -> None:
@@ -92,6 +97,48 @@ def test_only_a_slope_between_0_and_1_compares_the_arms() -> None:
         x = np.array([2.0, -2.0, np.inf, -np.inf, 0.0], np.float32)
         with np.errstate(invalid="ignore"):
             same_bits(kernel(x=x), np.where(x > 0, x, np.float32(slope) * x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize(
+    ("source", "extremum", "slope"),
+    [
+        ("max(x, 0.01 * x)", ew.MaxOp, 0.01),  # leaky ReLU as numpy's users write it
+        ("max(x * 0.2, x)", ew.MaxOp, 0.2),
+        ("min(x, 3 * x)", ew.MinOp, 3.0),
+        ("min(0.5 * x, x)", ew.MinOp, 0.5),
+    ],
+)
+def test_a_max_or_min_of_x_and_a_scaled_x_is_a_select_of_the_same_numbers(
+    dtype: type, source: str, extremum: type[ew.MaxOp | ew.MinOp], slope: float
+) -> None:
+    """`ew-optimize` makes `max(x, c * x)` (min, either order) with c > 0 a compare and select
+    of the two (`ExtremumOfAScaledOperand`: one x86 `maxps`, where NaN-propagating max is six
+    ops): on every 16-bit value and a sweep of f32 and f64, the max's (min's) bits, and NaN
+    where it is NaN."""
+    kernel = xfuse.compile(f"out = {source};", dtype=np.dtype(dtype).name)
+    optimized = kernel.stages["ew-optimize"]
+    assert "ew.select" in optimized and extremum.name not in optimized
+    x = every_value_or_a_sweep(dtype)
+    with np.errstate(invalid="ignore", under="ignore", over="ignore"):
+        want = extremum.reference(x, x.dtype.type(slope) * x)
+    same_numbers(kernel(x=x), want)
+
+
+def test_a_max_of_x_and_a_negatively_scaled_x_or_of_another_array_stays_a_max() -> None:
+    """With c < 0 the two are zeros of opposite signs at ±0 (max orders -0 below +0, a compare
+    does not) and infinities of opposite signs: the max stays."""
+    for slope in ("-0.5", "-2"):
+        kernel = xfuse.compile(f"out = max(x, {slope} * x);")
+        assert "ew.max" in kernel.stages["ew-optimize"], slope
+        x = np.array([0.0, -0.0, 2.0, -2.0, np.inf, -np.inf], np.float32)
+        with np.errstate(invalid="ignore"):
+            want = ew.MaxOp.reference(x, np.float32(slope) * x)
+        same_bits(kernel(x=x), want)
+    other = xfuse.compile("out = max(x, 0.5 * y);")  # another array scaled: any order
+    assert "ew.max" in other.stages["ew-optimize"]
+    x, y = np.float32([1.0, -1.0, 0.0]), np.float32([4.0, -4.0, -0.0])
+    same_bits(other(x=x, y=y), ew.MaxOp.reference(x, np.float32(0.5) * y))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)

@@ -125,6 +125,34 @@ func.func @leaky_relu_broadcast(%x: tensor<f32>) -> tensor<4xf32> {
   func.return %leaky : tensor<4xf32>
 }
 
+// max(x, c * x) and min(c * x, x) with c > 0 (leaky ReLU as numpy's users write it): a compare
+// of the two and a select, the same numbers (one x86 maxps, where a NaN-propagating max is six
+// ops). A negative c, or another array scaled, keeps the max.
+// CHECK-LABEL: func.func @extremum_of_scaled_operands
+// CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>, %[[Y:.*]]: tensor<?xf32>)
+// CHECK:         %[[SCALED:.*]] = ew.mul %{{.*}}, %[[X]]
+// CHECK-NEXT:    %[[GREATER:.*]] = ew.gt %[[X]], %[[SCALED]] : tensor<?xf32>
+// CHECK-NEXT:    %[[LEAKY:.*]] = ew.select %[[GREATER]], %[[X]], %[[SCALED]] : tensor<?xf32>
+// CHECK-NEXT:    %[[LESS:.*]] = ew.lt %[[X]], %[[SCALED]] : tensor<?xf32>
+// CHECK-NEXT:    %[[LOWER:.*]] = ew.select %[[LESS]], %[[X]], %[[SCALED]] : tensor<?xf32>
+// CHECK-NEXT:    %[[NEGATIVELY:.*]] = ew.mul %[[X]], %{{.*}}
+// CHECK-NEXT:    %[[KEPT_NEGATIVE:.*]] = ew.max %[[X]], %[[NEGATIVELY]] : tensor<?xf32>
+// CHECK-NEXT:    %[[OTHER:.*]] = ew.mul %{{.*}}, %[[Y]]
+// CHECK-NEXT:    %[[KEPT_OTHER:.*]] = ew.max %[[X]], %[[OTHER]] : tensor<?xf32>
+// CHECK-NEXT:    func.return %[[LEAKY]], %[[LOWER]], %[[KEPT_NEGATIVE]], %[[KEPT_OTHER]]
+func.func @extremum_of_scaled_operands(%x: tensor<?xf32>, %y: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %small = ew.constant 0.01 : tensor<f32>
+  %negative = ew.constant -0.5 : tensor<f32>
+  %scaled = ew.mul %small, %x : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  %leaky = ew.max %x, %scaled : tensor<?xf32>
+  %lower = ew.min %scaled, %x : tensor<?xf32>
+  %negatively = ew.mul %x, %negative : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %kept_negative = ew.max %x, %negatively : tensor<?xf32>
+  %other = ew.mul %small, %y : tensor<f32>, tensor<?xf32> -> tensor<?xf32>
+  %kept_other = ew.max %x, %other : tensor<?xf32>
+  func.return %leaky, %lower, %kept_negative, %kept_other : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>
+}
+
 // x + (+0.0), (+0.0) + x and x - (-0.0) turn x = -0.0 into +0.0: kept unless unsafe-math (nsz).
 // CHECK-LABEL: func.func @signed_zeros
 // CHECK-SAME:    (%[[X:.*]]: tensor<?xf32>)
