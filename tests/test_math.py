@@ -459,6 +459,34 @@ def test_exp_scales_without_ldexp_where_it_would_be_a_call(
     assert re.search(r"vpslld\s+\$23, %ymm", kernel.asm)
 
 
+SELECTED_EXPS = {
+    "select(x > 0, x, E - 1)": True,  # ELU
+    "1.0507 * select(x > 0, x, 1.6733 * (E - 1))": True,  # SELU
+    "select(x < 20, E * 3, x)": True,
+    "select(30 <= x, x, E + x)": True,
+    "select(x < 50, E * 3, x)": False,  # exp of up to 50 counts: past 44, the full range
+    "select(x > 0, E, x)": False,
+}
+
+
+@pytest.mark.parametrize(("expression", "short"), SELECTED_EXPS.items())
+def test_exp_that_counts_only_up_to_44_has_the_bits_of_the_full_range(
+    expression: str, short: bool
+) -> None:
+    # Where a select takes exp(x) only for x <= 44 (or NaN), exp has no overflow select and
+    # (without ldexp) no denormal selects; there it has the full range's bits (every float32,
+    # AVX-512 and AVX2 code, 2026-12-05). The same exp also returned has its full range.
+    x = np.concatenate([sweep(), np.linspace(-110, 110, 200_001, dtype=np.float32)])
+    selected = xfuse.compile(f"out = {expression.replace('E', 'exp(x)')};")
+    returned = xfuse.compile(f"e = exp(x); out = {expression.replace('E', 'e')};", ["out", "e"])
+    assert ("0x7f800000" not in selected.ir("ew-expand-math")) == short
+    assert "0x7f800000" in returned.ir("ew-expand-math")
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(
+            selected(x=x).view(np.uint32), returned(x=x)[0].view(np.uint32)
+        )
+
+
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
 def test_tanh_of_softplus_is_as_accurate_as_documented(math_mode: str) -> None:
     # approx computes the pair as one function (n / (n + 2), n = e^x (e^x + 2)): 2.5e-7 relative

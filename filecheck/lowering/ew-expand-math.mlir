@@ -529,6 +529,61 @@ func.func @exp_scalings(%x: f32) -> (f32, f32) {
   func.return %e, %t : f32, f32
 }
 
+// exp whose value counts only where its argument is at most 44 (where a select takes it: x <= c
+// or NaN, the compare in either order, through elementwise ops) has exp(-|x|)'s short form:
+// ELU's exp(x) - 1 under x > 0 and exp(x) * 3 under 20 > x; not under x > NaN (never true: the
+// false arm takes every x), under x < 50, or where exp's value is also returned.
+// CHECK-LABEL: func.func @exp_counting_up_to_44
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK-NOT:     0x7f800000
+// CHECK:         arith.constant 0x4B4000BE : f32
+// CHECK-NOT:     0x7f800000
+// CHECK-NOT:     arith.addi
+// CHECK:         %[[ELU:.*]] = arith.select %{{.*}}, %[[X]], %{{.*}} : f32
+// CHECK-NOT:     0x7f800000
+// CHECK-NOT:     arith.addi
+// CHECK:         func.return %[[ELU]], %{{.*}} : f32, f32
+// LDEXP-LABEL: func.func @exp_counting_up_to_44
+// LDEXP-NOT:     0x7f800000
+// LDEXP:         func.return
+// CHECK-LABEL: func.func @exp_counting_past_44
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK:         %[[FINITE_MAX:.*]] = arith.constant 88.7228317 : f32
+// CHECK-COUNT-3: arith.cmpf ogt, %[[X]], %[[FINITE_MAX]] : f32
+// CHECK-NOT:     arith.cmpf ogt, %[[X]], %[[FINITE_MAX]] : f32
+// CHECK:         func.return
+func.func @exp_counting_up_to_44(%x: f32) -> (f32, f32) {
+  %zero = arith.constant 0.000000e+00 : f32
+  %one = arith.constant 1.000000e+00 : f32
+  %three = arith.constant 3.000000e+00 : f32
+  %twenty = arith.constant 2.000000e+01 : f32
+  %positive = arith.cmpf ogt, %x, %zero : f32
+  %e = math.exp %x : f32
+  %e_minus_one = arith.subf %e, %one : f32
+  %elu = arith.select %positive, %x, %e_minus_one : f32
+  %below_twenty = arith.cmpf ogt, %twenty, %x : f32
+  %f = math.exp %x : f32
+  %f_times_three = arith.mulf %f, %three : f32
+  %scaled = arith.select %below_twenty, %f_times_three, %x : f32
+  func.return %elu, %scaled : f32, f32
+}
+
+func.func @exp_counting_past_44(%x: f32) -> (f32, f32, f32, f32) {
+  %nan = arith.constant 0x7FC00000 : f32
+  %zero = arith.constant 0.000000e+00 : f32
+  %fifty = arith.constant 5.000000e+01 : f32
+  %never = arith.cmpf ogt, %x, %nan : f32
+  %e = math.exp %x : f32
+  %always_e = arith.select %never, %x, %e : f32
+  %below_fifty = arith.cmpf olt, %x, %fifty : f32
+  %f = math.exp %x : f32
+  %f_below_fifty = arith.select %below_fifty, %f, %x : f32
+  %positive = arith.cmpf ogt, %x, %zero : f32
+  %g = math.exp %x : f32
+  %elu_and_g = arith.select %positive, %x, %g : f32
+  func.return %always_e, %f_below_fifty, %elu_and_g, %g : f32, f32, f32, f32
+}
+
 // approx: pow by a constant 2, 3, 4 or -1 is `math.fpowi` (multiplies or 1 / x in LLVM), by
 // -1/2 rsqrt (1 / sqrt in f64) with +-0 and -inf selected (+inf and +0 there), in f32 and f64;
 // other constants keep exp(y log|x|) in f64 (f32) or the call (f64), on |x|, with C's signs and

@@ -11,14 +11,15 @@ their constants are shared (`SharedConstants`): one op per value in each block.
   polynomial for e**r (r + r^2 p(r), then + 1), and 2**n applied in one step
   (two integer ops build the exponent bits); results below 2**-126 take a second scale factor
   so they round once into the denormals (always, without a select, where the argument is at
-  most 44: exp(-|y|), Mish's e^y; there the trick's magic holds the exponent bias, so one
-  integer op, a shift, builds the bits: `_rounding_magic`).
+  most 44: exp(-|y|), Mish's e^y, or where a select takes exp's value only there, ELU's
+  `select(x > 0, x, exp(x) - 1)`: `_largest_used`; there the trick's magic holds the exponent
+  bias, so one integer op, a shift, builds the bits: `_rounding_magic`).
   On hosts with AVX-512 (`ew-expand-math{ldexp}`) 2**n is applied by one `llvm.ldexp`
   (`vscalefps`) instead, the same bits.
   Overflow is a select of +inf above the largest x whose exp is finite, not the last multiply's
   rounding: with `contract`, LLVM fuses that multiply into an FMA with the consumer
   (`exp(x) - 3e38`), which never rounds the product, so it would stay finite. exp(-|y|) (what
-  sigmoid and softplus take) cannot overflow and has no such select.
+  sigmoid and softplus take) cannot overflow and has no such select, nor has ELU's exp.
 - log: exponent and mantissa from the bits (denormals scaled first), Cephes' degree-9 polynomial.
   Of 1 + exp(y): softplus's form, max(y, 0) + log1p(exp(-|y|)), with the composition's special
   values (+0 where 1 + exp(y) rounds to 1, +inf where exp(y) overflows, its NaN): one exp
@@ -105,6 +106,8 @@ _ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: adding it rounds |v| < 2**22 to an int
 _ROUND_MAGIC_BITS = 0x4B400000  # its bits: those of the sum are these plus the integer
 _EXP_EARLY_BIAS = 126 + 64
 """The float32 exponent bias of 2**(n + 63), the factor `_exp` scales by where n <= 64."""
+_EXP_EARLY_MAX = 44.0
+"""The largest argument `_exp` without `full_range` is exact for (n <= 64)."""
 
 _LN2_HI = 0.693359375
 _LN2_LO = -2.12194440e-4
@@ -273,6 +276,8 @@ class _Expansion:
     """The block of the op expanded, whose start holds the constants."""
     ldexp: bool
     """exp applies 2**n with `llvm.ldexp` (see `expand`)."""
+    op: Operation
+    """The op expanded (its results' uses say where its value matters: `_largest_used`)."""
 
 
 _EXPANDING: ContextVar[_Expansion] = ContextVar("_EXPANDING")
@@ -304,7 +309,7 @@ def expand(
     before = op.prev_op
     with (
         _IMPLICIT_BUILDER_LOCK,
-        _expanding(_Expansion(constants, block, ldexp)),
+        _expanding(_Expansion(constants, block, ldexp, op)),
         ImplicitBuilder(Builder(InsertPoint.before(op))),
     ):
         result = approximation(*op.operands)
@@ -480,12 +485,65 @@ def _rounding_magic(offset: int) -> float:
 
 
 def exp(x: SSAValue) -> SSAValue:
-    return _exp(x, full_range=not _is_non_positive(x))
+    used_up_to = _largest_used(_EXPANDING.get().op.results[0], x)  # the op is math.exp(x)
+    return _exp(x, full_range=not _is_non_positive(x) and used_up_to > _EXP_EARLY_MAX)
+
+
+_INF = float("inf")
+_UPPER_BOUND_IF_TRUE = {"olt": True, "ole": True, "ult": True, "ule": True}
+_UPPER_BOUND_IF_TRUE |= {"ogt": False, "oge": False, "ugt": False, "uge": False}
+"""For `cmpf(x, c)`: the select arm (True, False) in which x <= c or x is NaN."""
+_SWAPPED = {"olt": "ogt", "ole": "oge", "ult": "ugt", "ule": "uge"}
+_SWAPPED |= {value: key for key, value in _SWAPPED.items()}
+"""The predicate of `cmpf(c, x)` as one of `cmpf(x, c)`."""
+
+
+def _largest_used(value: SSAValue, x: SSAValue, depth: int = 6) -> float:
+    """A number above which `x` is not where `value` matters (inf where its uses do not say;
+    `depth` ops on): every use of `value` is an arm of a select, which takes it only where its
+    condition says (`x` at most c in `select(x > c, _, value)`, `select(x < c, value, _)`, either
+    order, unordered too; NaN x is not bounded, so its value counts), or float arithmetic,
+    where it matters where that op's result does. ELU's `select(x > 0, x, exp(x) - 1)`: exp's
+    value matters for x <= 0 only (or NaN), so it needs no overflow select."""
+    if depth == 0:
+        return _INF
+    largest = float("-inf")
+    for use in value.uses:
+        user = use.operation
+        if isinstance(user, arith.SelectOp) and use.index > 0:
+            largest = max(
+                largest,
+                min(_arm_bound(user, use.index == 1, x), _largest_used(user.result, x, depth - 1)),
+            )
+        elif isinstance(user, FLOAT_ARITHMETIC):
+            largest = max(largest, _largest_used(user.results[0], x, depth - 1))
+        else:
+            return _INF
+    return largest
+
+
+def _arm_bound(select: arith.SelectOp, arm: bool, x: SSAValue) -> float:
+    """c where `select`'s condition is `cmpf(x, c)` (either order) and its `arm` is taken only
+    where x <= c or x is NaN; inf where not."""
+    compare = select.cond.owner
+    if not isinstance(compare, arith.CmpfOp):
+        return _INF
+    predicate = compare.predicate.value.data
+    name = arith.CMPF_COMPARISON_OPERATIONS[predicate]
+    if compare.lhs == x:
+        bound = _constant_value(compare.rhs)
+    elif compare.rhs == x:
+        bound, name = _constant_value(compare.lhs), _SWAPPED.get(name, name)
+    else:
+        return _INF
+    if bound is None or bound != bound or _UPPER_BOUND_IF_TRUE.get(name) is not arm:
+        return _INF  # x > NaN is never true: the false arm takes every x
+    return bound
 
 
 def _exp(x: SSAValue, full_range: bool) -> SSAValue:
-    """exp(x); without `full_range` only where x <= 44 (exp(-|y|); Mish's e^y, unused above 9.1),
-    and whatever the arithmetic makes above (NaN for inf)."""
+    """exp(x); without `full_range` only where x <= 44 (exp(-|y|); Mish's e^y, unused above 9.1;
+    ELU's, unused above 0), and whatever the arithmetic makes above (NaN for inf)."""
     # No upper clamp: above 88.72 the final select gives +inf whatever the arithmetic made.
     below = _compare(x, _f32(_EXP_ZERO_BELOW), "olt")
     clamped = _select(below, _f32(_EXP_ZERO_BELOW), x)
