@@ -460,25 +460,31 @@ def test_exp_scales_without_ldexp_where_it_would_be_a_call(
 
 
 SELECTED_EXPS = {
-    "select(x > 0, x, E - 1)": True,  # ELU
-    "1.0507 * select(x > 0, x, 1.6733 * (E - 1))": True,  # SELU
-    "select(x < 20, E * 3, x)": True,
-    "select(30 <= x, x, E + x)": True,
-    "select(x < 50, E * 3, x)": False,  # exp of up to 50 counts: past 44, the full range
-    "select(x > 0, E, x)": False,
+    ("select(x > 0, x, F - 1)", "exp(x)"): True,  # ELU
+    ("1.0507 * select(x > 0, x, 1.6733 * (F - 1))", "exp(x)"): True,  # SELU
+    ("select(x < 20, F * 3, x)", "exp(x)"): True,
+    ("select(30 <= x, x, F + x)", "exp(x)"): True,
+    ("select(x < 50, F * 3, x)", "exp(x)"): False,  # exp of up to 50 counts: past 44
+    ("select(x > 0, F, x)", "exp(x)"): False,
+    ("select(x > 20, x, F)", "log1p(exp(x))"): True,  # PyTorch's softplus
+    ("select(x > 20, x, F)", "log(1 + exp(x))"): True,
+    ("select(x > 90, x, F)", "log1p(exp(x))"): False,  # overflows from 88.72
 }
 
 
-@pytest.mark.parametrize(("expression", "short"), SELECTED_EXPS.items())
-def test_exp_that_counts_only_up_to_44_has_the_bits_of_the_full_range(
-    expression: str, short: bool
+@pytest.mark.parametrize(
+    ("expression", "function", "short"), [(*k, v) for k, v in SELECTED_EXPS.items()]
+)
+def test_exp_that_counts_only_up_to_a_bound_has_the_bits_of_the_full_range(
+    expression: str, function: str, short: bool
 ) -> None:
     # Where a select takes exp(x) only for x <= 44 (or NaN), exp has no overflow select and
-    # (without ldexp) no denormal selects; there it has the full range's bits (every float32,
-    # AVX-512 and AVX2 code, 2026-12-05). The same exp also returned has its full range.
+    # (without ldexp) no denormal selects, log1p(exp(x)) and log(1 + exp(x)) no overflow select
+    # where taken for x <= 88.72 only; there they have the full range's bits (every float32,
+    # AVX-512 and AVX2 code, 2026-12-05). The same function also returned has its full range.
     x = np.concatenate([sweep(), np.linspace(-110, 110, 200_001, dtype=np.float32)])
-    selected = xfuse.compile(f"out = {expression.replace('E', 'exp(x)')};")
-    returned = xfuse.compile(f"e = exp(x); out = {expression.replace('E', 'e')};", ["out", "e"])
+    selected = xfuse.compile(f"out = {expression.replace('F', function)};")
+    returned = xfuse.compile(f"f = {function}; out = {expression.replace('F', 'f')};", ["out", "f"])
     assert ("0x7f800000" not in selected.ir("ew-expand-math")) == short
     assert "0x7f800000" in returned.ir("ew-expand-math")
     with np.errstate(all="ignore"):

@@ -190,6 +190,24 @@ func.func @log_of_one_plus_exp(%x: f32) -> f32 {
   func.return %l : f32
 }
 
+// Where a select takes log1p(exp(x)) only for x <= 20 (PyTorch's softplus), +inf above 88.72
+// is not selected: the NaN's select is the last.
+// CHECK-LABEL: func.func @softplus_with_a_threshold
+// CHECK-SAME:    (%[[X:.*]]: f32)
+// CHECK-NOT:     0x7f800000
+// CHECK:         %[[IS_NAN:.*]] = arith.cmpf uno, %[[X]], %[[X]] : f32
+// CHECK-NEXT:    %[[L:.*]] = arith.select %[[IS_NAN]], %{{.*}}, %{{.*}} : f32
+// CHECK-NEXT:    %[[SOFTPLUS:.*]] = arith.select %{{.*}}, %[[X]], %[[L]] : f32
+// CHECK-NEXT:    func.return %[[SOFTPLUS]]
+func.func @softplus_with_a_threshold(%x: f32) -> f32 {
+  %twenty = arith.constant 2.000000e+01 : f32
+  %large = arith.cmpf ogt, %x, %twenty : f32
+  %e = math.exp %x : f32
+  %l = math.log1p %e : f32
+  %softplus = arith.select %large, %x, %l : f32
+  func.return %softplus : f32
+}
+
 // erf and tanh of x times a constant c (1/16 <= |c| <= 16) fold c into their rationals'
 // coefficients: no multiply by c is left, x itself is clamped at the last float32 where the
 // quotient is exactly 1 before it first passes 1, the Horner steps FMAs whatever the fast-math

@@ -628,8 +628,10 @@ def _log_of_one_plus_exp(y: SSAValue, sum_rounded: bool = True) -> SSAValue:
 
     The composition's special values, bit for bit, selected: +0 where 1 + exp(y) rounds to 1,
     that is exp(y) <= 2**-24, y < ln 2**-24 (-inf included; softplus is e**y there); +inf where
-    exp(y) overflows (y > 88.72, +inf included); for NaN the composition's NaN (log's select of
-    a constant), not the NaN of y's payload and -|y|'s sign that the sum would carry. Elsewhere
+    exp(y) overflows (y > 88.72, +inf included; no select where the value counts only below:
+    PyTorch's softplus, `select(y > 20, y, log1p(exp(y)))`, `_largest_used`); for NaN the
+    composition's NaN (log's select of a constant), not the NaN of y's payload and -|y|'s sign
+    that the sum would carry. Elsewhere
     softplus's value, within its documented error of log(1 + e**y): the composition's log of
     1 + exp(y) rounded is off by up to 6e-8 (half an ulp of 1) absolute, which is relative error
     up to 1 just above ln 2**-24. (Making exp(-|y|) 0 there instead, by its clamp, was slower:
@@ -640,7 +642,8 @@ def _log_of_one_plus_exp(y: SSAValue, sum_rounded: bool = True) -> SSAValue:
     if sum_rounded:
         rounds_to_one = _compare(y, _f32(_ONE_PLUS_EXP_IS_ONE_BELOW), "olt")
         result = _select(rounds_to_one, _f32(0.0), result)
-    result = _select(_compare(y, _f32(_EXP_FINITE_MAX), "ogt"), _f32(float("inf")), result)
+    if _largest_used(_EXPANDING.get().op.results[0], y) > _EXP_FINITE_MAX:
+        result = _select(_compare(y, _f32(_EXP_FINITE_MAX), "ogt"), _f32(float("inf")), result)
     return _select(_compare(y, y, "uno"), _f32(float("nan")), result).result
 
 
