@@ -34,9 +34,11 @@ counted as a call's):
 2. **memory speed** (2^24; the LLM rows [1024, 14336]): each program against the streaming kernel
    with the same traffic and normal stores (`bench.bandwidth_ceiling`), also with the program's own
    normal stores (`streaming=False`) in the same rounds, each of which times every program in turn,
-   as part 1's do; with issue 16's target; a row below it says whether the program is compute-bound
-   (its in-cache time per element from part 1 exceeds the time the target allows, the ceiling's over
-   the target) and by which ops of the issue's first table (and the 16-bit conversions);
+   as part 1's do, every variant after `SETTLING_CALLS` untimed calls (at most a second: the
+   kernel's stream choice settled, as `xfuse bench` times it); with issue 16's target; a row below
+   it says whether the program is compute-bound (its in-cache time per element from part 1
+   exceeds the time the target allows, the ceiling's over the target) and by which ops of the
+   issue's first table (and the 16-bit conversions);
 3. **threads=2** against one thread at 2^18 to 2^24 (target: >= 1.6x at 2^24 where compute-bound,
    never slower from 2^18): as the kernel decides to split or not, twice: once its choice has
    settled (a kernel that ran `SETTLING_CALLS` calls of the size untimed first: its first
@@ -46,7 +48,8 @@ counted as a call's):
    round trip of handing a slice over;
 4. **the call** at n = 16: checked and prepared (targets: <= 5 us, <= 1 us);
 5. (`--parts 5`) every installed peer (`xfuse bench --peers`: numexpr, numba, jax.jit,
-   torch.compile, torch eager, upstream MLIR; their versions first) at 2^16 and 2^24.
+   torch.compile, torch eager, upstream MLIR; their versions first) at 2^16 and 2^24, each
+   after as many untimed calls as part 2's.
 
 `--quick` measures 2^20 instead of 2^24 (and the LLM rows at [64, 14336]) to try the script.
 """
@@ -54,6 +57,7 @@ counted as a call's):
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 import itertools
 import re
@@ -745,9 +749,12 @@ def memory_rows(
         run = kernel(program).prepare(**workload.arrays)
         normal = compile(program.source, extra_passes=program.extra_passes, streaming=False)
         variants = [
-            bench.bandwidth_ceiling(workload),
-            bench.Variant(name, run, "fused"),
-            bench.Variant(f"{name}, normal stores", normal.prepare(**workload.arrays), "fused"),
+            dataclasses.replace(variant, settling_calls=SETTLING_CALLS)
+            for variant in (
+                bench.bandwidth_ceiling(workload),
+                bench.Variant(name, run, "fused"),
+                bench.Variant(f"{name}, normal stores", normal.prepare(**workload.arrays), "fused"),
+            )
         ]
         cells.append((name, program, workload, variants))
     print(
@@ -926,6 +933,9 @@ def peer_rows(sizes: Sequence[int], rounds: int) -> None:
             ours = bench.Variant("xfuse", kernel(program).prepare(**workload.arrays), "fused")
             peers = peer_variants(workload, names, skipped)
             present = [v for v in peers if v is not None]
+            ours, *present = (
+                dataclasses.replace(v, settling_calls=SETTLING_CALLS) for v in [ours, *present]
+            )
             xfuse_time, *times = (
                 m.time_s
                 for m in bench.measure_interleaved(workload, [ours, *present], rounds_here, calls)
