@@ -493,6 +493,38 @@ def test_exp_that_counts_only_up_to_a_bound_has_the_bits_of_the_full_range(
         )
 
 
+ORDERED_PREDICATES = {"olt": np.less, "ole": np.less_equal, "ogt": np.greater}
+ORDERED_PREDICATES["oge"] = np.greater_equal
+
+
+@pytest.mark.parametrize("predicate", [*ORDERED_PREDICATES, "ult", "ule", "ugt", "uge"])
+@pytest.mark.parametrize("x_first", [True, False])
+@pytest.mark.parametrize("arm", [1, 2])
+def test_exp_takes_its_short_form_exactly_where_no_x_above_44_reaches_its_select_arm(
+    predicate: str, x_first: bool, arm: int
+) -> None:
+    # `select(cmpf(x, 20), ...)` with exp(x) in one arm, every predicate and operand order: the
+    # full range (its +inf constant) wherever some x above 44 takes that arm, as numpy's
+    # compares say (of numbers, not NaN: there an unordered predicate is its ordered one).
+    operands = "%x, %c" if x_first else "%c, %x"
+    arms = "%e, %x" if arm == 1 else "%x, %e"
+    module = Parser(
+        pipeline_context(),
+        f"""func.func @f(%x: f32) -> f32 {{
+          %c = arith.constant 2.000000e+01 : f32
+          %e = math.exp %x : f32
+          %p = arith.cmpf {predicate}, {operands} : f32
+          %r = arith.select %p, {arms} : f32
+          func.return %r : f32
+        }}""",
+    ).parse_module()
+    EwExpandMathPass().apply(pipeline_context(), module)
+    compare = ORDERED_PREDICATES["o" + predicate[1:]]
+    large = np.array([45.0, 1e30, np.inf], np.float32)
+    taken = compare(large, 20.0) if x_first else compare(np.float32(20.0), large)
+    assert ("0x7f800000" in str(module)) == bool(np.any(taken if arm == 1 else ~taken))
+
+
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])
 def test_tanh_of_softplus_is_as_accurate_as_documented(math_mode: str) -> None:
     # approx computes the pair as one function (n / (n + 2), n = e^x (e^x + 2)): 2.5e-7 relative

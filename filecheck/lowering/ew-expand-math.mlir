@@ -549,8 +549,9 @@ func.func @exp_scalings(%x: f32) -> (f32, f32) {
 
 // exp whose value counts only where its argument is at most 44 (where a select takes it: x <= c
 // or NaN, the compare in either order, through elementwise ops) has exp(-|x|)'s short form:
-// ELU's exp(x) - 1 under x > 0 and exp(x) * 3 under 20 > x; not under x > NaN (never true: the
-// false arm takes every x), under x < 50, or where exp's value is also returned.
+// ELU's exp(x) - 1 under x > 0, exp(x) * 3 under 20 > x, exp(x) under 20 >= x or NaN (`uge`,
+// unordered); not under x > NaN (never true: the false arm takes every x), under x < 50, or
+// where exp's value is also returned.
 // CHECK-LABEL: func.func @exp_counting_up_to_44
 // CHECK-SAME:    (%[[X:.*]]: f32)
 // CHECK-NOT:     0x7f800000
@@ -560,7 +561,7 @@ func.func @exp_scalings(%x: f32) -> (f32, f32) {
 // CHECK:         %[[ELU:.*]] = arith.select %{{.*}}, %[[X]], %{{.*}} : f32
 // CHECK-NOT:     0x7f800000
 // CHECK-NOT:     arith.addi
-// CHECK:         func.return %[[ELU]], %{{.*}} : f32, f32
+// CHECK:         func.return %[[ELU]], %{{.*}}, %{{.*}} : f32, f32, f32
 // LDEXP-LABEL: func.func @exp_counting_up_to_44
 // LDEXP-NOT:     0x7f800000
 // LDEXP:         func.return
@@ -570,7 +571,7 @@ func.func @exp_scalings(%x: f32) -> (f32, f32) {
 // CHECK-COUNT-3: arith.cmpf ogt, %[[X]], %[[FINITE_MAX]] : f32
 // CHECK-NOT:     arith.cmpf ogt, %[[X]], %[[FINITE_MAX]] : f32
 // CHECK:         func.return
-func.func @exp_counting_up_to_44(%x: f32) -> (f32, f32) {
+func.func @exp_counting_up_to_44(%x: f32) -> (f32, f32, f32) {
   %zero = arith.constant 0.000000e+00 : f32
   %one = arith.constant 1.000000e+00 : f32
   %three = arith.constant 3.000000e+00 : f32
@@ -583,7 +584,10 @@ func.func @exp_counting_up_to_44(%x: f32) -> (f32, f32) {
   %f = math.exp %x : f32
   %f_times_three = arith.mulf %f, %three : f32
   %scaled = arith.select %below_twenty, %f_times_three, %x : f32
-  func.return %elu, %scaled : f32, f32
+  %twenty_or_more = arith.cmpf uge, %twenty, %x : f32
+  %g = math.exp %x : f32
+  %unordered = arith.select %twenty_or_more, %g, %x : f32
+  func.return %elu, %scaled, %unordered : f32, f32, f32
 }
 
 func.func @exp_counting_past_44(%x: f32) -> (f32, f32, f32, f32) {

@@ -490,17 +490,19 @@ def exp(x: SSAValue) -> SSAValue:
 
 
 _INF = float("inf")
-_UPPER_BOUND_IF_TRUE = {"olt": True, "ole": True, "ult": True, "ule": True}
-_UPPER_BOUND_IF_TRUE |= {"ogt": False, "oge": False, "ugt": False, "uge": False}
-"""For `cmpf(x, c)`: the select arm (True, False) in which x <= c or x is NaN."""
-_SWAPPED = {"olt": "ogt", "ole": "oge", "ult": "ugt", "ule": "uge"}
-_SWAPPED |= {value: key for key, value in _SWAPPED.items()}
+_ARM_BOUNDED_ABOVE = {
+    **dict.fromkeys(("olt", "ole", "ult", "ule"), True),
+    **dict.fromkeys(("ogt", "oge", "ugt", "uge"), False),
+}
+"""For `cmpf(x, c)`: the select arm (True, False) taken only where x <= c or x is NaN."""
+_SWAPPED = {"olt": "ogt", "ogt": "olt", "ole": "oge", "oge": "ole"}
+_SWAPPED |= {"ult": "ugt", "ugt": "ult", "ule": "uge", "uge": "ule"}
 """The predicate of `cmpf(c, x)` as one of `cmpf(x, c)`."""
 
 
 def _largest_used(value: SSAValue, x: SSAValue, depth: int = 6) -> float:
-    """A number above which `x` is not where `value` matters (inf where its uses do not say;
-    `depth` ops on): every use of `value` is an arm of a select, which takes it only where its
+    """The largest `x` where `value` can matter (inf where its uses do not bound it; `depth`
+    ops on): every use of `value` is an arm of a select, which takes it only where its
     condition says (`x` at most c in `select(x > c, _, value)`, `select(x < c, value, _)`, either
     order, unordered too; NaN x is not bounded, so its value counts), or float arithmetic,
     where it matters where that op's result does. ELU's `select(x > 0, x, exp(x) - 1)`: exp's
@@ -536,7 +538,7 @@ def _arm_bound(select: arith.SelectOp, arm: bool, x: SSAValue) -> float:
         bound, name = _constant_value(compare.lhs), _SWAPPED.get(name, name)
     else:
         return _INF
-    if bound is None or bound != bound or _UPPER_BOUND_IF_TRUE.get(name) is not arm:
+    if bound is None or bound != bound or _ARM_BOUNDED_ABOVE.get(name) is not arm:
         return _INF  # x > NaN is never true: the false arm takes every x
     return bound
 
@@ -631,11 +633,11 @@ def _log_of_one_plus_exp(y: SSAValue, sum_rounded: bool = True) -> SSAValue:
     exp(y) overflows (y > 88.72, +inf included; no select where the value counts only below:
     PyTorch's softplus, `select(y > 20, y, log1p(exp(y)))`, `_largest_used`); for NaN the
     composition's NaN (log's select of a constant), not the NaN of y's payload and -|y|'s sign
-    that the sum would carry. Elsewhere
-    softplus's value, within its documented error of log(1 + e**y): the composition's log of
-    1 + exp(y) rounded is off by up to 6e-8 (half an ulp of 1) absolute, which is relative error
-    up to 1 just above ln 2**-24. (Making exp(-|y|) 0 there instead, by its clamp, was slower:
-    exp(-104) computes denormals, for y in (-104, -16.6) too.)"""
+    that the sum would carry. Elsewhere softplus's value, within its documented error of
+    log(1 + e**y): the composition's log of 1 + exp(y) rounded is off by up to 6e-8 (half an
+    ulp of 1) absolute, which is relative error up to 1 just above ln 2**-24. (Making exp(-|y|)
+    0 there instead, by its clamp, was slower: exp(-104) computes denormals, for y in (-104,
+    -16.6) too.)"""
     e = _exp(arith.NegfOp(math.AbsFOp(y)).result, full_range=False)
     relu = _select(_compare(y, _f32(0.0), "ogt"), y, _f32(0.0))
     result = _float_op(arith.AddfOp, relu, _log1p_of_unit(e))
