@@ -18,7 +18,7 @@ counted as a call's):
    the divider's (the loop's divisions and square roots at their throughput measured on this
    host, which llvm-mca's model of a CPU can put far lower), the library's (the loop's calls of
    libmvec's functions, which llvm-mca takes for one instruction each, at their throughput
-   measured on this host, `library_call_cycles`) and the caches' (the same-traffic
+   measured on this host in the same rounds, `library_loop`) and the caches' (the same-traffic
    loop of part 2's ceiling, `bench.bandwidth_ceiling`, timed alone here on the same inputs:
    llvm-mca takes every load and store to hit L1 at full speed), and the ratios to llvm-mca's
    bound (issue 16's target: within 1.3x) and to the largest (rows under `UNDER_BOUND` are
@@ -65,7 +65,7 @@ import shutil
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -433,7 +433,7 @@ class LoopBound:
     divider_ops: tuple[str, ...]
     library_cycles: float
     """The cycles per iteration that its calls of libmvec's functions take, each at the
-    function's throughput measured on this host (`library_call_cycles`)."""
+    function's throughput measured on this host (`library_loop`)."""
     library_calls: tuple[str, ...]
 
     @property
@@ -449,9 +449,12 @@ class LoopBound:
         return self.library_cycles / self.elements
 
 
-def mca_bound(k: Kernel, output_bytes: int, clock_hz: float) -> LoopBound:
-    """llvm-mca's resource bound of `k`'s hot loop for the host CPU, and the divider's as
-    measured; `output_bytes`: the bytes of one element of every output together."""
+def mca_bound(
+    k: Kernel, output_bytes: int, clock_hz: float, library_cycles: Mapping[str, float]
+) -> LoopBound:
+    """llvm-mca's resource bound of `k`'s hot loop for the host CPU, and the divider's and the
+    library calls' as measured (`library_cycles`: cycles per call of each libmvec variant it
+    calls, `library_loop`); `output_bytes`: the bytes of one element of every output together."""
     mca = llvm_mca()
     if mca is None:
         raise RuntimeError("llvm-mca not found (Debian: apt install llvm-22)")
@@ -482,7 +485,7 @@ def mca_bound(k: Kernel, output_bytes: int, clock_hz: float) -> LoopBound:
     divider = sum(divider_cycles(mnemonic, register, clock_hz) for mnemonic, register in dividing)
     ops = tuple(f"{mnemonic} {register}mm" for mnemonic, register in dividing)
     calls = library_calls(k.llvm_ir)
-    library = sum(library_call_cycles(variant, clock_hz) for variant in calls)
+    library = sum(library_cycles[variant] for variant in calls)
     return LoopBound(len(body), elements, float(found.group(1)), divider, ops, library, calls)
 
 
@@ -530,18 +533,18 @@ of two), round and round, each result stored (the calls are independent: what a 
 that calls it overlaps at best)."""
 
 LIBRARY_VECTORS, LIBRARY_CALLS = 256, 1 << 14
-"""The vectors of `library_call_cycles`' array (16 KiB of f32 on AVX-512, in L1) and its calls
-a sample (~70 us of `_ZGVeN16v_sinf`: one ctypes call, ~1 us, is ~1% of it)."""
+"""The vectors of `library_loop`'s array (16 KiB of f32 on AVX-512, in L1) and its calls a
+sample (~70 us of `_ZGVeN16v_sinf`: one ctypes call, ~1 us, is ~1% of it)."""
 
 
 @functools.cache
-def library_call_cycles(variant: str, clock_hz: float) -> float:
-    """Measured cycles per call of libmvec's `variant` (`_ZGVeN16v_sinf`) on `LIBRARY_VECTORS`
+def library_loop(variant: str) -> Callable[[], None]:
+    """`LIBRARY_CALLS` calls of libmvec's `variant` (`_ZGVeN16v_sinf`) on `LIBRARY_VECTORS`
     vectors of standard normal values in L1 (every operand the same vector) in a native loop
-    (`LIBRARY_LOOP`), best of 5 medians: the throughput llvm-mca cannot know, as it takes a
-    call for one instruction. The program's own arguments may take other paths of the
-    function (libmvec's sin and cos take a slow one beyond 10^4, where xfuse's wrapper reduces
-    them itself)."""
+    (`LIBRARY_LOOP`): part 1 times it in its rounds, beside the kernels, for the throughput
+    llvm-mca cannot know, as it takes a call for one instruction. The program's own arguments
+    may take other paths of the function (libmvec's sin and cos take a slow one beyond 10^4,
+    where xfuse's wrapper reduces them itself)."""
     found = LIBRARY_CALL.match(f"call <1 x float> @{variant}(")
     assert found, variant
     lanes, operands, function = int(found[2]), len(found[3]), found[4]
@@ -566,8 +569,7 @@ def library_call_cycles(variant: str, clock_hz: float) -> float:
     def run(keep: object = native) -> None:
         drive(values.ctypes.data, results.ctypes.data, LIBRARY_CALLS)
 
-    seconds = min(median_seconds(run, repeat=5) for _ in range(5))
-    return seconds / LIBRARY_CALLS * clock_hz
+    return run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -626,19 +628,29 @@ def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
     # seconds) lands on one round of many cells, which the best round leaves out, rather than
     # on every round of one cell; an untimed sample first brings the cell's data and code back
     # into the caches the cells before it used.
+    # The libmvec functions the loops call, timed alone in the same rounds (a slow spell of the
+    # host had put `_ZGVeN16v_sinf` at 24 cycles a call where it took 15 in other runs).
+    variants = sorted({variant for _, _, k, *_ in cells for variant in library_calls(k.llvm_ir)})
     medians: list[list[list[float]]] = [[[] for _ in runs] for *_, runs in cells]
+    library_medians: list[list[float]] = [[] for _ in variants]
     for _ in range(rounds):
         for (*_, workload, calls, runs), cell_medians in zip(cells, medians, strict=True):
             repeat = samples_per_round(workload.n, calls)
             for run, times in zip(runs, cell_medians, strict=True):
                 times.append(median_seconds(run, repeat, warmup=1))
+        for variant, times in zip(variants, library_medians, strict=True):
+            times.append(median_seconds(library_loop(variant), 5, warmup=1))
+    library_cycles = {
+        variant: min(times) / LIBRARY_CALLS * clock_hz
+        for variant, times in zip(variants, library_medians, strict=True)
+    }
     compute_ns: dict[str, float] = {}
     under_bound: list[str] = []
     for (name, n, k, workload, calls, _), cell_medians in zip(cells, medians, strict=True):
         kernel_s, prepared_s, same_traffic_s = (min(times) / calls for times in cell_medians)
         ns = kernel_s / workload.n * 1e9
         compute_ns[name] = ns
-        bound = mca_bound(k, output_bytes(workload), clock_hz)
+        bound = mca_bound(k, output_bytes(workload), clock_hz, library_cycles)
         cycles, prepared_cycles, same_traffic = (
             s / workload.n * clock_hz for s in (kernel_s, prepared_s, same_traffic_s)
         )
