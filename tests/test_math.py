@@ -493,8 +493,12 @@ def test_exp_that_counts_only_up_to_a_bound_has_the_bits_of_the_full_range(
         )
 
 
-ORDERED_PREDICATES = {"olt": np.less, "ole": np.less_equal, "ogt": np.greater}
-ORDERED_PREDICATES["oge"] = np.greater_equal
+ORDERED_PREDICATES = {
+    "olt": np.less,
+    "ole": np.less_equal,
+    "ogt": np.greater,
+    "oge": np.greater_equal,
+}
 
 
 @pytest.mark.parametrize("predicate", [*ORDERED_PREDICATES, "ult", "ule", "ugt", "uge"])
