@@ -50,6 +50,7 @@ from xfuse.transforms import (
     BF16_HARDWARE_NARROWING,
     HEAD_LOOP,
     REMAINDER_LOOP,
+    RSQRT_ESTIMATE,
     packed_entry_name,
     workspace_size_function,
 )
@@ -873,8 +874,6 @@ def raw_rsqrt_estimates(module: ModuleOp, llvm_module: llvm_ir.Module) -> None:
     program's own with either flag (a `fastmath` option) keeps LLVM's step for all of them:
     the attribute is a whole function's, and a function's code is inlined into others."""
     from xdsl.dialects import llvm
-
-    from xfuse.transforms import RSQRT_ESTIMATE
 
     estimating = {llvm.FastMathFlag.ALLOW_RECIP, llvm.FastMathFlag.APPROX_FUNC}
     marked = False

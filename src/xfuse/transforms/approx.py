@@ -485,8 +485,9 @@ def _rounding_magic(offset: int) -> float:
 
 
 def exp(x: SSAValue) -> SSAValue:
-    used_up_to = _largest_used(_EXPANDING.get().op.results[0], x)  # the op is math.exp(x)
-    return _exp(x, full_range=not _is_non_positive(x) and used_up_to > _EXP_EARLY_MAX)
+    expanded = _EXPANDING.get().op  # math.exp(x)
+    full_range = not _is_non_positive(x) and _largest_used(expanded.results[0], x) > _EXP_EARLY_MAX
+    return _exp(x, full_range)
 
 
 _INF = float("inf")
