@@ -51,6 +51,10 @@ counted as a call's):
    torch.compile, torch eager, upstream MLIR; their versions first) at 2^16 and 2^24, each
    after as many untimed calls as part 2's.
 
+Last, each of issue 16's targets the parts checked, with how many of its cells met it and which
+missed (`TALLIES`; part 3's 1.6x only on programs whose in-cache time per element exceeds part
+2's ceiling: compute-bound ones), so that one run says where the issue stands on its host.
+
 `--quick` measures 2^20 instead of 2^24 (and the LLM rows at [64, 14336]) to try the script.
 """
 
@@ -65,7 +69,7 @@ import shutil
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,6 +172,45 @@ PROGRAMS: dict[str, Program] = {
 }
 SELECTED: set[str] = set()
 """The programs the parts measure (`--programs`; all by default)."""
+
+IN_CACHE_TARGET = 1.3
+"""Issue 16's in-cache target: cycles per element within this of the loop's bound."""
+THREADS_TARGET = 1.6
+"""Issue 16's threads=2 target at 2^24 for compute-bound programs."""
+THREADS_NEVER_SLOWER_LOG2 = 18
+"""From 2^18 on, threads=2 is never slower than one thread (issue 16)."""
+
+
+@dataclass
+class TargetTally:
+    """One of issue 16's targets as this run measured it: how many cells it checked and which
+    missed (printed together after the parts, `TALLIES`, so that one run says where the issue
+    stands on its host)."""
+
+    target: str
+    checked: int = 0
+    misses: list[str] = dataclasses.field(default_factory=list)
+
+    def record(self, met: bool, cell: str) -> None:
+        self.checked += 1
+        if not met:
+            self.misses.append(cell)
+
+    def __str__(self) -> str:
+        if not self.checked:
+            return f"{self.target}: no cell to check in this run"
+        missed = f"; missed: {', '.join(self.misses)}" if self.misses else ""
+        return f"{self.target}: {self.checked - len(self.misses)} of {self.checked} met{missed}"
+
+
+TALLIES: list[TargetTally] = []
+"""The targets the parts checked, in order (`tally`)."""
+
+
+def tally(target: str) -> TargetTally:
+    """A new tally of `target`, printed after the parts (`TALLIES`)."""
+    TALLIES.append(TargetTally(target))
+    return TALLIES[-1]
 
 
 def selected(programs: dict[str, Program]) -> dict[str, Program]:
@@ -646,6 +689,8 @@ def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
     }
     compute_ns: dict[str, float] = {}
     under_bound: list[str] = []
+    of_mca = tally(f"in cache, within {IN_CACHE_TARGET}x of llvm-mca's bound (part 1)")
+    of_largest = tally(f"in cache, within {IN_CACHE_TARGET}x of the largest bound (part 1)")
     for (name, n, k, workload, calls, _), cell_medians in zip(cells, medians, strict=True):
         kernel_s, prepared_s, same_traffic_s = (min(times) / calls for times in cell_medians)
         ns = kernel_s / workload.n * 1e9
@@ -674,8 +719,11 @@ def in_cache_rows(rounds: int, clock_hz: float) -> dict[str, float]:
             f"{bound.instructions} instructions, {bound.elements} elements{which} |",
             flush=True,
         )
+        cell = f"{name} 2^{n.bit_length() - 1}"
+        of_mca.record(cycles <= IN_CACHE_TARGET * mca, f"{cell} ({cycles / mca:.2f}x)")
+        of_largest.record(cycles <= IN_CACHE_TARGET * largest, f"{cell} ({cycles / largest:.2f}x)")
         if cycles < UNDER_BOUND * largest:
-            under_bound.append(f"{name} 2^{n.bit_length() - 1}")
+            under_bound.append(cell)
     if under_bound:
         print(
             f"\nbelow the bound ({UNDER_BOUND}x or less: llvm-mca's model of "
@@ -727,33 +775,36 @@ def math_ops(workload: bench.Workload) -> list[str]:
 
 def verdict(
     program: Program, share: float, compute_ns: float, ceiling_ns: float, ops: list[str]
-) -> str:
-    """Whether the target is met; if not, whether it is out of the loop's reach: compute-bound
-    when the in-cache time alone exceeds the time the target allows (ceiling over target)."""
+) -> tuple[str, bool]:
+    """Whether the target is met, in words and as a flag (the issue's exception counts as met;
+    a program without a target too); if not, whether it is out of the loop's reach:
+    compute-bound when the in-cache time alone exceeds the time the target allows (ceiling over
+    target)."""
     if program.target is None:
-        return "-"
+        return "-", True
     if share >= program.target:
-        return f">= {program.target:.0%}: met"
+        return f">= {program.target:.0%}: met", True
     allowed = ceiling_ns / program.target
     if compute_ns <= allowed:
         return (
             f">= {program.target:.0%}: MISSED though in cache it takes {compute_ns:.3f} ns/el "
             f"<= {allowed:.3f} allowed (compute and memory do not overlap)"
-        )
+        ), False
     by = f"by {', '.join(ops)}" if ops else "by arithmetic the first table does not cover"
     bound = f"compute-bound {by} (in cache {compute_ns:.3f} ns/el > {allowed:.3f} allowed)"
     if program.other_activation and ops:
-        return f">= {program.target:.0%}: below, {bound}: the issue's exception"
-    return f">= {program.target:.0%}: missed, {bound}"
+        return f">= {program.target:.0%}: below, {bound}: the issue's exception", True
+    return f">= {program.target:.0%}: missed, {bound}", False
 
 
 def memory_rows(
     n: int, llm_rows: int, rounds: int, repeat: int, compute_ns: dict[str, float]
-) -> None:
+) -> dict[str, float]:
     """Part 2: flat programs at n elements, the LLM rows at [llm_rows, 14336]; also the same
     program with normal stores (`streaming=False`), in the same rounds. Each round times every
     program in turn, after an untimed call of each variant (a slow spell of the host then lands
-    on one round of many programs, which the best round leaves out, not on every round of one)."""
+    on one round of many programs, which the best round leaves out, not on every round of one).
+    Returns each program's ceiling in ns per element."""
     cells: list[tuple[str, Program, bench.Workload, list[bench.Variant]]] = []
     for name, program in selected(PROGRAMS).items():
         size = llm_rows * bench.ROW_LENGTH if program.llm else n
@@ -777,17 +828,22 @@ def memory_rows(
     measured_cells = bench.measure_workloads_interleaved(
         [(workload, variants) for _, _, workload, variants in cells], rounds, repeat, warmup=1
     )
+    memory_speed = tally(f"2^{n.bit_length() - 1} at its share of the ceiling (part 2)")
+    ceilings_ns: dict[str, float] = {}
     for (name, program, workload, _), measurements in zip(cells, measured_cells, strict=True):
         ceiling, measured, normal_stores = measurements
         share = ceiling.time_s / measured.time_s
-        ceiling_ns = ceiling.time_s / workload.n * 1e9
+        ceiling_ns = ceilings_ns[name] = ceiling.time_s / workload.n * 1e9
         shape = "x".join(map(str, next(iter(workload.arrays.values())).shape))
+        said, met = verdict(program, share, compute_ns[name], ceiling_ns, math_ops(workload))
+        if program.target is not None:
+            memory_speed.record(met, f"{name} ({share:.0%} of >= {program.target:.0%})")
         print(
             f"| {name} | {shape} {bench.describe_storage(workload)} | "
             f"{measured.time_s / workload.n * 1e9:.3f} | {ceiling_ns:.3f} | {share:.0%} | "
-            f"{ceiling.time_s / normal_stores.time_s:.0%} | {measured.max_error:.2g} | "
-            f"{verdict(program, share, compute_ns[name], ceiling_ns, math_ops(workload))} |"
+            f"{ceiling.time_s / normal_stores.time_s:.0%} | {measured.max_error:.2g} | {said} |"
         )
+    return ceilings_ns
 
 
 def round_trips_us(calls: int = 2000) -> dict[str, tuple[float, float]]:
@@ -823,14 +879,15 @@ def round_trips_us(calls: int = 2000) -> dict[str, tuple[float, float]]:
     return {name: (float(np.median(t)) * 1e6, min(t) * 1e6) for name, t in times.items()}
 
 
-def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
+def thread_rows(rounds: int, sizes: Sequence[int], compute_bound: Collection[str]) -> None:
     """Part 3, the same bits from all, checked: `threads=2` as the kernel decides
     (`SplitChoice`: per size class, the way measured faster at run time) over one thread, once
     settled (after `SETTLING_CALLS`) then from its first call, and in parentheses with every
     call split; at the largest size one more column with normal
     stores on both sides (`streaming=False`), the split's gain without the streaming stores';
     last, at the smallest size, the same kernels' checked calls (`k(x=..., out=...)`, as a
-    user calls them; the other columns time prepared calls)."""
+    user calls them; the other columns time prepared calls). The targets are checked on the
+    settled cells, the largest size's on the `compute_bound` programs."""
     trips = ", ".join(
         f"{name} median {median:.1f} us (fastest {fastest:.1f})"
         for name, (median, fastest) in round_trips_us().items()
@@ -851,6 +908,14 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
         f"| 2^{smallest.bit_length() - 1}, checked calls |"
     )
     print("|---|" + "---:|" * (len(sizes) + 2))
+    never_slower = tally(
+        f"threads=2 settled never slower from 2^{THREADS_NEVER_SLOWER_LOG2} (part 3)"
+    )
+    largest_log2 = largest.bit_length() - 1
+    faster = tally(
+        f"threads=2 settled >= {THREADS_TARGET}x at 2^{largest_log2} where compute-bound "
+        f"(in cache slower than part 2's ceiling) (part 3)"
+    )
     for name, program in selected(PROGRAMS).items():
         if program.llm:
             continue
@@ -880,6 +945,11 @@ def thread_rows(rounds: int, sizes: Sequence[int]) -> None:
             one, settled, first, forced, *more = best_seconds(runs, rounds, n)
             assert all(np.array_equal(o.view(np.uint32), outs[0].view(np.uint32)) for o in outs)
             cells.append(f"{one / settled:.2f}x / {one / first:.2f}x ({one / forced:.2f}x)")
+            cell = f"{name} 2^{n.bit_length() - 1} ({one / settled:.2f}x)"
+            if n >= 1 << THREADS_NEVER_SLOWER_LOG2:
+                never_slower.record(one >= settled, cell)
+            if n == largest and name in compute_bound:
+                faster.record(one >= THREADS_TARGET * settled, cell)
             if n == largest:
                 cells.append(f"{more[0] / more[1]:.2f}x")
             if n == smallest:
@@ -893,6 +963,11 @@ of a shared host (a VM's other tenants: 2.3 us one minute, 5.5 the next on a 2-v
 does not take every round."""
 
 
+CHECKED_CALL_TARGET_S = 5e-6
+PREPARED_CALL_TARGET_S = 1e-6
+"""Issue 16's call overhead targets (GELU + bias + residual at n = 16)."""
+
+
 def call_rows(rounds: int) -> None:
     """Part 4: GELU with bias and residual at n = 16, and the core's clock meanwhile."""
     k = kernel(PROGRAMS["GELU + bias + residual"])
@@ -904,9 +979,13 @@ def call_rows(rounds: int) -> None:
         medians += zip(*interleaved_medians(runs, 1, 200), strict=True)
         time.sleep(CALL_ROUND_PAUSE_S)
     checked, prepared = (min(times) for times in zip(*medians, strict=True))
+    calls = tally("the call at n = 16 (part 4)")
+    calls.record(checked <= CHECKED_CALL_TARGET_S, f"checked {checked * 1e6:.2f} us")
+    calls.record(prepared <= PREPARED_CALL_TARGET_S, f"prepared {prepared * 1e6:.2f} us")
     print(
         f"call at n = 16 (GELU + bias + residual): checked k(x=, b=, r=, out=) "
-        f"{checked * 1e6:.2f} us (target <= 5), prepared {prepared * 1e6:.2f} us (target <= 1); "
+        f"{checked * 1e6:.2f} us (target <= {CHECKED_CALL_TARGET_S * 1e6:g}), prepared "
+        f"{prepared * 1e6:.2f} us (target <= {PREPARED_CALL_TARGET_S * 1e6:g}); "
         f"clock {measured_clock_hz() / 1e9:.2f} GHz measured after"
     )
 
@@ -932,6 +1011,7 @@ def peer_rows(sizes: Sequence[int], rounds: int) -> None:
     names = peer_compilers.available_peers()
     print("peers: " + ", ".join(f"{p} {v}" for p, v in peer_compilers.peer_versions().items()))
     skipped: dict[str, str] = {}
+    ahead = tally("ahead of every installed peer (part 5)")
     for n in sizes:
         print(f"\nn = 2^{n.bit_length() - 1}: ns/element (the peer's time over xfuse's)")
         print("| program | xfuse | " + " | ".join(names) + " |")
@@ -957,6 +1037,10 @@ def peer_rows(sizes: Sequence[int], rounds: int) -> None:
                 "-" if v is None else f"{(t := next(timed)) / n * 1e9:.3f} ({t / xfuse_time:.1f}x)"
                 for v in peers
             ]
+            if times:
+                fastest_peer = min(times) / xfuse_time
+                cell = f"{name} 2^{n.bit_length() - 1} ({fastest_peer:.2f}x)"
+                ahead.record(fastest_peer > 1, cell)
             print(
                 f"| {name} | {xfuse_time / n * 1e9:.3f} | " + " | ".join(cells) + " |", flush=True
             )
@@ -999,6 +1083,7 @@ def main() -> None:
     )
     print(f"{window_summary(clock)}\n")
     compute_ns: dict[str, float] = {}
+    ceilings_ns: dict[str, float] = {}
     if 1 in args.parts or 2 in args.parts:
         print("1. In cache, one thread: measured cycles/element vs llvm-mca's resource bound")
         compute_ns = in_cache_rows(args.rounds, clock)
@@ -1008,10 +1093,13 @@ def main() -> None:
     if 2 in args.parts:
         shape = f"LLM rows [{llm_rows}, {bench.ROW_LENGTH}]"
         print(f"\n2. 2^{large.bit_length() - 1} ({shape}), one thread")
-        memory_rows(large, llm_rows, args.rounds, args.repeat, compute_ns)
+        ceilings_ns = memory_rows(large, llm_rows, args.rounds, args.repeat, compute_ns)
     if 3 in args.parts:
         print("\n3. threads=2 over threads=1 (speedup)")
-        thread_rows(args.rounds, [n for n in THREAD_SIZES if n <= large])
+        compute_bound = [
+            name for name, ceiling in ceilings_ns.items() if compute_ns[name] > ceiling
+        ]
+        thread_rows(args.rounds, [n for n in THREAD_SIZES if n <= large], compute_bound)
     if 4 in args.parts:
         print()
         call_rows(args.rounds)
@@ -1019,6 +1107,9 @@ def main() -> None:
         print("\n5. Peers, one thread")
         peer_rows([1 << 16, large], args.rounds)
     print(f"\nafter the run: {window_summary(clock)}")
+    print(f"\nIssue 16's targets in this run ({host_cpu().name}):")
+    for target in TALLIES:
+        print(f"- {target}")
 
 
 if __name__ == "__main__":
