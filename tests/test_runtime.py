@@ -2250,6 +2250,24 @@ def test_inputs_named_like_python_keywords_or_out() -> None:
     np.testing.assert_array_equal(kernel(x_1_=lam), kernel(**{"x.1": lam}))
 
 
+def test_an_input_or_parameter_named_self() -> None:
+    """A kernel's or jit function's `self` is passed by position or by name, as any input: the
+    methods' own `self` took the keyword (`multiple values for argument 'self'`), and a traced
+    `f(self, x)` failed by position too."""
+    kernel = xfuse.compile("y = self * 2;")
+    assert str(inspect.signature(kernel)) == "(self, *, out=None)"
+    x = np.arange(4, dtype=np.float32)
+    for result in (kernel(x), kernel(self=x), kernel.prepare(self=x)(), kernel(self=x, out=x * 0)):
+        np.testing.assert_array_equal(result, x * 2)
+
+    @xfuse.jit
+    def product(self: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return self * x
+
+    np.testing.assert_array_equal(product(x, x), x * x)
+    np.testing.assert_array_equal(product(self=x + 1, x=x), (x + 1) * x)
+
+
 def test_elementwise_functions_work_on_numpy() -> None:
     x = np.linspace(-1, 1, 5, dtype=np.float32)
     assert xfuse.tanh(x).dtype == np.float32
@@ -2333,6 +2351,37 @@ def test_static_sizes_that_disagree_on_an_axis_are_an_error() -> None:
     }"""
     with pytest.raises(DiagnosticException, match="<4xf32> has 4 where a tensor<3xf32> has 3"):
         compile_module(Parser(pipeline_context(), source).parse_module())
+
+
+@pytest.mark.parametrize(
+    ("source", "signature"),
+    [
+        ("input x; h = 2;", "(x: float32[?]) -> (h: float32[])"),
+        ("input s[]; input x; h = s * 2;", "(s: float32[], x: float32[?]) -> (h: float32[])"),
+        ("input x[?, ?]; input y[7]; h = y * 2;", "(x: float32[?, 7], y: float32[7])"),
+        ("input x[?, ?, ?]; input y[5, 7]; h = y * 2;", "(x: float32[?, 5, 7], y: float32[5, 7])"),
+    ],
+)
+def test_an_unused_input_of_higher_rank_lines_up_on_the_right(source: str, signature: str) -> None:
+    """An input no op reads, of more axes than every value that is read, aligns on the right
+    as a read one does: the static sizes took its axes' positions from the values read alone
+    (an `IndexError` of a 0-d result; `x[?, ?]` beside `y[7]` became `x[7, 7]`)."""
+    kernel = xfuse.compile(source)
+    assert str(kernel.signature).startswith(signature)
+    inputs = {
+        p.name: np.ones((2, 5, 7)[3 - len(p.shape) :], np.float32) for p in kernel.function.inputs
+    }
+    assert np.all(kernel(**inputs) == 2.0)
+
+
+def test_a_traced_function_may_leave_an_array_argument_unused() -> None:
+    """`s * 2` of a scalar `s` beside an unused array `x`: an `IndexError` before."""
+
+    @xfuse.jit
+    def doubled(x: np.ndarray, s: np.float32) -> np.ndarray:
+        return s * 2
+
+    assert doubled(np.ones(5, np.float32), np.float32(3)) == 6
 
 
 @pytest.mark.parametrize(

@@ -365,12 +365,9 @@ def _with_static_inputs(module: ModuleOp) -> ModuleOp:
     from xfuse.transforms.pipeline import only_function
 
     function = only_function(module)
-    types = [
-        value.type
-        for op in function.walk()
-        for value in (*op.operands, *op.results)
-        if isinstance(value.type, TensorType | MemRefType)
-    ]
+    values = [*function.args, *(v for op in function.walk() for v in (*op.operands, *op.results))]
+    # (the arguments too: an unused one of higher rank set the axes' alignment of none)
+    types = [value.type for value in values if isinstance(value.type, TensorType | MemRefType)]
     rank = max((len(type_.get_shape()) for type_ in types), default=0)
     sizes: list[tuple[int, Attribute] | None] = [None] * rank
     for type_ in types:
