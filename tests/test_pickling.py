@@ -111,6 +111,21 @@ def test_a_kernel_of_bufferized_ir_says_why_it_cannot_be_pickled(gelu: Gelu) -> 
         pickle.dumps(kernel)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(37, 19), (1 << 17,)])
+def test_a_prepared_call_says_why_it_cannot_be_pickled(
+    gelu: Gelu, threads: int, shape: tuple[int, ...]
+) -> None:
+    """Its copy ran on the original arrays' addresses: it wrote the original's output (and
+    returned an unwritten one) in this process, and crashed in another."""
+    kernel = xfuse.compile(gelu.source, threads=threads)
+    inputs = {name: np.ones(shape, np.float32) for name in ("x", "b", "r")}
+    run = kernel.prepare(**inputs, out=np.empty(shape, np.float32))
+    with pytest.raises(TypeError, match="^cannot pickle a prepared call .*pickle the kernel"):
+        pickle.dumps(run)
+    assert pickle.loads(pickle.dumps(kernel))(**inputs).shape == shape
+
+
 JIT_MODULE = textwrap.dedent(
     """
     import xfuse

@@ -2370,6 +2370,15 @@ class PreparedCall:
                 (self.kernel, *self.arrays),
             )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Refuses: its native calls take its arrays' addresses, which are another array's
+        memory, or none, where the copy runs (it wrote the original's outputs, or crashed in
+        another process)."""
+        raise TypeError(
+            "cannot pickle a prepared call (it runs on its arrays' addresses): pickle the "
+            "kernel, and prepare the call where it runs"
+        )
+
     def _bound_call(self, plan: CallPlan, arguments: list[int]) -> Callable[[], Any]:
         """The builtin that runs one native call of `plan` on `arguments` (its argument words,
         packed once) and returns the outputs, keeping the kernel and the arrays alive."""
