@@ -199,7 +199,7 @@ class MlirKernel:
         self.call_signature = arrays.CallSignature([p.name for p in self.inputs])
         self.__signature__ = self.call_signature.signature
 
-    def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         given = self.call_signature.bind(args, kwargs)
         inputs = [arrays.check_input(p, given[p.name]) for p in self.inputs]
         input_shapes = [array.shape for array in inputs]

@@ -295,7 +295,7 @@ class CudaKernel(CompiledProgram):
     def __repr__(self) -> str:
         return f"<xfuse.CudaKernel {self.signature} {self.options}>"
 
-    def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         inputs = self._check_inputs(self.call_signature.bind(args, kwargs))
         input_shapes = [array.shape for array in inputs]
         iteration = bind_shapes(self.function.inputs, input_shapes, self.function.outputs)

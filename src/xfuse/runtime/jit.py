@@ -100,7 +100,7 @@ class JitFunction:
 
         return jit_reduction(self)
 
-    def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         plain_key = None
         if len(args) + len(kwargs) == self._plain_arity:
             given = (*args, *kwargs.values())

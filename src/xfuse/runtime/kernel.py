@@ -2519,7 +2519,7 @@ class Kernel(CompiledProgram):
     def asm(self) -> str:
         return self.function.native.asm
 
-    def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         inputs = self.call_signature.ordered(args, kwargs)
         if inputs is not None:
             results = self._quick_call(self, inputs, out)
@@ -2533,7 +2533,7 @@ class Kernel(CompiledProgram):
         self.run_plan(call.plan, call.native.pointers)
         return call.results[0] if len(call.results) == 1 else tuple(call.results)
 
-    def prepare(self, *args: Any, out: Any = None, **kwargs: Any) -> PreparedCall:
+    def prepare(self, /, *args: Any, out: Any = None, **kwargs: Any) -> PreparedCall:
         """Check the arguments once; the returned call runs the native code with no checks.
 
         For loops and benchmarks: `run = k.prepare(x=x, out=y)` then `run()` as often as needed
