@@ -338,6 +338,35 @@ def test_output_file(runs: dict[str, Run], paths: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize(
+    ("source", "passes"),
+    [("bad_ew", []), ("good", ["-p", "ew-to-llvm"]), ("good", ["-p", "ew-optimize{"])],
+)
+def test_a_failed_run_leaves_the_output_file_alone(
+    source: str, passes: list[str], paths: dict[str, str], tmp_path: Path
+) -> None:
+    """As mlir-opt's: xDSL opened `-o`'s file first, so a syntax or pass error left it empty."""
+    output = tmp_path / "kept.mlir"
+    output.write_text("// before\n")
+    run = run_in_process([paths[source], *passes, "-o", str(output)])
+    assert run.returncode == 1 and run.stderr
+    assert output.read_text() == "// before\n"
+
+
+@pytest.mark.parametrize("suffix", ["mlir", "ew"])
+def test_the_output_file_may_be_the_input(
+    suffix: str, paths: dict[str, str], tmp_path: Path
+) -> None:
+    """`-o` naming the input writes the result over it, as mlir-opt does (xDSL emptied the file
+    before reading it: an empty module, exit status 0, or the .ew source lost)."""
+    same = tmp_path / f"same.{suffix}"
+    same.write_bytes(Path(paths["good" if suffix == "mlir" else "bom_ew"]).read_bytes())
+    ok(run_in_process([str(same), "-p", "ew-optimize", "-o", str(same)]))
+    written = same.read_text()
+    assert "func.func @" in written
+    assert ok(run_in_process(["-f", "mlir", str(same)])).stdout == written  # the module, whole
+
+
+@pytest.mark.parametrize(
     "arguments",
     [[], ["-"], ["-o", "-"], ["-", "-o", "-"], ["-f", "ew", "-"]],
     ids=["no_file", "dash", "to_dash", "dash_to_dash", "ew_dash"],

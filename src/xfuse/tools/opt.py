@@ -8,10 +8,12 @@ operation (for IR read from a file) followed by the module with that operation m
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import IO, Any
 
 from xdsl.context import Context
@@ -179,8 +181,20 @@ class _ListPassesAction(argparse.Action):
         parser.exit()
 
 
+class _PendingOutput(io.StringIO):
+    """`-o FILE`'s text, kept when xDSL closes it; `XfuseOptMain.run` writes it to the file once
+    every chunk has gone through."""
+
+    text = ""
+
+    def close(self) -> None:
+        self.text = self.getvalue()
+        super().close()
+
+
 class XfuseOptMain(xDSLOptMain):
     _parser: _LocatingParser | None = None
+    _pending: _PendingOutput | None = None
     # `--version`; xDSL fills in its own version.
     version_format = xfuse.versions().replace("{", "{{").replace("}", "}}")
 
@@ -208,6 +222,19 @@ class XfuseOptMain(xDSLOptMain):
             return known
 
         arg_parser.parse_args = parse_args  # type: ignore[method-assign]
+
+    def prepare_output(self) -> IO[str]:
+        # As mlir-opt: nothing written where the run fails (xDSL opened the file first and
+        # emptied it), and `-o` may name the input (which xDSL read after emptying it).
+        if self.args.output_file is None:
+            return sys.stdout
+        self._pending = _PendingOutput()
+        return self._pending
+
+    def run(self) -> None:
+        super().run()
+        if self._pending is not None:
+            Path(self.args.output_file).write_text(self._pending.text)
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
