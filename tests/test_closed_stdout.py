@@ -87,3 +87,14 @@ def test_an_error_with_stdout_closed_is_still_reported(command: list[str], messa
     done = run_into_closed_pipe(command)
     assert done.returncode == 1
     assert done.stderr.startswith(message), done.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+@pytest.mark.parametrize("arguments", [["cost", GELU], ["cost", GELU, "--json"]])
+def test_a_full_device_on_stdout_is_an_error_without_a_file_name(arguments: list[str]) -> None:
+    """An error writing stdout has no file name (the message ended in `: None`)."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [*XFUSE, *arguments], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300
+        )
+    assert (done.returncode, done.stderr) == (1, "xfuse cost: error: No space left on device\n")

@@ -231,7 +231,8 @@ def _run(argv: Sequence[str] | None) -> int:
     except (CliError, CostModelError, DiagnosticException, VerifyException, ValueError) as error:
         print(f"xfuse {args.command}: error: {error}", file=sys.stderr)
     except OSError as error:
-        print(f"xfuse {args.command}: error: {error.strerror}: {error.filename}", file=sys.stderr)
+        where = "" if error.filename is None else f": {error.filename}"  # (none: stdout's)
+        print(f"xfuse {args.command}: error: {error.strerror or error}{where}", file=sys.stderr)
     except MemoryError as error:
         print(f"xfuse {args.command}: error: out of memory: {error}", file=sys.stderr)
     return 1
