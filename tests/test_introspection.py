@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +28,15 @@ def test_version_names_xfuse_and_the_libraries_that_decide_its_output(capsys) ->
             f"xfuse {xfuse.__version__} (xdsl {importlib.metadata.version('xdsl')}, "
             f"llvmlite {importlib.metadata.version('llvmlite')})"
         )
+
+
+def test_python_m_xfuse_runs_the_xfuse_command() -> None:
+    """As `python -m pip` runs pip: `python -m xfuse` (no module `xfuse.__main__` before)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "xfuse", "--version"], capture_output=True, text=True, timeout=120
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith(f"xfuse {xfuse.__version__} (xdsl ")
 
 
 def test_list_passes_shows_every_pass_and_option(capsys) -> None:
