@@ -96,6 +96,19 @@ def test_ceiling_writes_the_programs_output_dtype() -> None:
     assert bench.ceiling_conversions(bench.prepare_workload("out = x + b;", 64)) == {}
 
 
+def test_the_ceiling_of_a_program_that_outputs_an_input() -> None:
+    """`output x` beside `y = x + 1`: the ceiling renames that output (`x = x * 2` was an error,
+    so `xfuse bench` and `xfuse lecture --source` failed on such a program)."""
+    workload = bench.prepare_workload("input x, x_out; y = x + x_out; output x, y;", 64)
+    assert bench.ceiling_outputs(workload.input_names, workload.output_names) == ["x_out_", "y"]
+    source = bench.ceiling_source(workload.input_names, workload.output_names)
+    assert source == "x_out_ = x + x_out;\ny = x + x_out;\n"
+    copy, y = bench.bandwidth_ceiling(workload).run()
+    np.testing.assert_array_equal(copy, y)
+    result = xfuse.bench("y = x + 1; output x, y;", sizes=[64], repeat=1)
+    assert result.rows[0].n == 64
+
+
 def test_positive_inputs_where_normal_ones_fail() -> None:
     workload = bench.prepare_workload("y = log(x) + sqrt(x);", 512)
     assert workload.arrays["x"].min() >= 0.5

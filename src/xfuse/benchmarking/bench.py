@@ -192,9 +192,27 @@ def ceiling_source(
     total = " + ".join(input_names) if len(input_names) > 1 else f"{input_names[0]} * 2"
     converted = conversions or {}
     return "".join(
-        f"{name} = {converted[name]}({total});\n" if name in converted else f"{name} = {total};\n"
-        for name in output_names
+        f"{named} = {converted[name]}({total});\n" if name in converted else f"{named} = {total};\n"
+        for name, named in zip(
+            output_names, ceiling_outputs(input_names, output_names), strict=True
+        )
     )
+
+
+def ceiling_outputs(input_names: Sequence[str], output_names: Sequence[str]) -> list[str]:
+    """The ceiling's output names: the program's, but where an output is an input (`output x`),
+    which the ceiling cannot assign, that name with `_out` (and `_` more until unused)."""
+    taken = {*input_names, *output_names}
+    names = []
+    for name in output_names:
+        if name in input_names:
+            renamed = f"{name}_out"
+            while renamed in taken:
+                renamed += "_"
+            taken.add(renamed)
+            name = renamed
+        names.append(name)
+    return names
 
 
 def output_dtypes(workload: Workload) -> dict[str, np.dtype[Any]]:
@@ -389,7 +407,7 @@ def bandwidth_ceiling(workload: Workload, threads: int = 1) -> Variant:
     arrays = workload.arrays
     kernel = compile(
         source,
-        list(workload.output_names),
+        ceiling_outputs(workload.input_names, workload.output_names),
         threads=threads,
         dtype={name: a.dtype for name, a in arrays.items()},
         # (dynamic sizes but the broadcast 1s: a static length would not split over threads)
