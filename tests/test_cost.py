@@ -544,6 +544,20 @@ def test_a_copied_output_goes_by_its_name(
         assert [a.name for k in program.fused.kernels for a in k.writes] == ["y", "w"]
 
 
+@pytest.mark.parametrize(
+    ("source", "second"),
+    [("a = x * 2; b = x * 2; output a, b;", "b"), ("a = x * 2; output a, a2; a2 = a;", "a2")],
+)
+def test_one_value_returned_as_two_outputs_is_written_twice(source: str, second: str) -> None:
+    """Each output is an array of its own (the bufferized kernel yields the value to both): it
+    was counted once, 2 accesses and 2 tensors' bytes where 3 move."""
+    program = cost_program(source, CostOptions(shape=(1024,)))
+    for cost in (program.fused, program.unfused):
+        (kernel,) = cost.kernels
+        assert [(a.name, a.bytes) for a in kernel.writes] == [("a", 2048), (second, 2048)]
+        assert (cost.totals.tensor_accesses, cost.totals.bytes) == (3, 3 * 2048)
+
+
 def test_cli_shows_a_copied_output_by_its_name(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

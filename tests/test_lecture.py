@@ -29,6 +29,10 @@ PROGRAMS = {
     "no ops": "y = x;\n",
     # the ceiling reads z too: not the program's traffic, so no share of it is quoted
     "unused input": "input x, z;\ny = x * 2;\n",
+    # each output its own array, written in full (they were counted once, named %a2 twice)
+    "one value, two outputs": "a = x * 2;\noutput a, a2;\na2 = a;\n",
+    # the ceiling cannot assign `x`: it names that output `x_out`
+    "an input output": "y = x + 1;\noutput x, y;\n",
 }
 
 
@@ -187,6 +191,8 @@ def test_demos_1_to_3_say_what_the_program_is(program: tuple[str, lecture.Progra
         "no temporaries": "The unfused program has no temporaries",
         "no ops": "The program computes nothing",
         "unused input": "reading and writing 2 whole tensors (read %x; write %y)",
+        "one value, two outputs": "reading and writing 3 whole tensors (read %x; write %a, %a2)",
+        "an input output": "fused, 3 (read %x; write %x, %y)",
     }
     assert expected[name] in text
 

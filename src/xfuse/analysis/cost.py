@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from xdsl.dialects import func
@@ -349,6 +349,14 @@ def _flops_per_element(kernel: ew.KernelOp, dtype: str | None) -> tuple[tuple[st
     return tuple(ops), total, f64
 
 
+def _each_output(write: TensorAccess, outputs: Sequence[str]) -> tuple[TensorAccess, ...]:
+    """`write` once for each of the outputs it is (a value returned as two outputs is written to
+    two arrays, each under its output's name), else once as it is."""
+    if len(outputs) < 2:
+        return (write,)
+    return tuple(replace(write, name=name) for name in outputs)
+
+
 def _unique(values: Iterable[SSAValue]) -> list[SSAValue]:
     return list(dict.fromkeys(values))
 
@@ -440,6 +448,13 @@ def analyse_function(
     if output_names is not None and returned is not None:
         for value, name in zip(returned.arguments, output_names, strict=True):
             names.names.setdefault(value, name)  # a value returned twice: its first name
+    returned_as: dict[SSAValue, list[str]] = {}
+    """A value the function returns twice or more, by each output's name: each output is an
+    array of its own, written in full (on tensors the kernel has one result for them)."""
+    if returned is not None:
+        spelled = output_names or [names(value) for value in returned.arguments]
+        for value, name in zip(returned.arguments, spelled, strict=True):
+            returned_as.setdefault(value, []).append(name)
     problem = _problem_shape(options.shape, max(ranks, default=0), function, names)
     for argument in function.args:
         name = names(argument)
@@ -464,6 +479,11 @@ def analyse_function(
         writes = tuple(access(v, elements) for v in write_values)
         accessed = zip((*read_values, *write_values), (*reads, *writes), strict=True)
         l2.touch([(v, a.bytes) for v, a in accessed])
+        writes = tuple(
+            each
+            for value, write in zip(write_values, writes, strict=True)
+            for each in _each_output(write, returned_as.get(value, ()))
+        )
         ops, flops_per_element, f64_per_element = _flops_per_element(kernel, options.dtype)
         read_bytes = sum(a.bytes for a in reads)
         write_bytes = sum(a.bytes for a in writes)

@@ -29,7 +29,8 @@ from xfuse.analysis.memory import Liveness, plan_memory
 from xfuse.benchmarking import bench
 from xfuse.benchmarking.timing import separable
 from xfuse.dialects import ew
-from xfuse.frontend.language import parse_program
+from xfuse.frontend.builder import FunctionBuilder
+from xfuse.frontend.language import ParsedProgram
 from xfuse.runtime.cost_driver import cost_program
 from xfuse.transforms.pipeline import apply_pipeline, only_function
 
@@ -66,6 +67,8 @@ class Program:
     """`optimized` as xDSL prints it."""
     names: dict[SSAValue, str]
     """Each value's name in `ir` (`%h`)."""
+    output_names: tuple[str, ...]
+    """The program's outputs, as it names them (`output a, a2; a2 = a;` returns `%a` twice)."""
 
     @property
     def function(self) -> func.FuncOp:
@@ -82,9 +85,7 @@ class Program:
 
     @property
     def outputs(self) -> tuple[str, ...]:
-        returned = self.function.get_return_op()
-        assert returned is not None
-        return tuple(self.names[v] for v in returned.arguments)
+        return tuple(f"%{name}" for name in self.output_names)
 
 
 def printed_names(module: ModuleOp) -> tuple[str, dict[SSAValue, str]]:
@@ -107,9 +108,10 @@ def printed_names(module: ModuleOp) -> tuple[str, dict[SSAValue, str]]:
 
 def load_program(source: str = GELU_SOURCE, filename: str = "gelu.ew") -> Program:
     """Parse (float32, flat `?` inputs) and optimize; EwSyntaxError for a bad program."""
-    optimized = apply_pipeline(parse_program(source, filename=filename), "ew-optimize")
+    parsed = ParsedProgram(source, None, FunctionBuilder(), filename)
+    optimized = apply_pipeline(parsed.module, "ew-optimize")
     ir, names = printed_names(optimized)
-    return Program(source, filename, optimized, ir, names)
+    return Program(source, filename, optimized, ir, names, tuple(parsed.output_names))
 
 
 def _operand_text(value: SSAValue, names: dict[SSAValue, str]) -> str:
