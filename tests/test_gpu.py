@@ -285,6 +285,28 @@ def test_ew_to_nvvm_on_tensors_says_what_to_run_first() -> None:
         apply_pipeline(parse_program("out = x + y;"), "ew-to-nvvm")
 
 
+@pytest.mark.parametrize("layout", [", strided<[2]>", ", strided<[1], offset: 5>"])
+def test_ew_to_nvvm_refuses_a_buffer_laid_out_otherwise_than_row_major(layout: str) -> None:
+    """A strided operand lowered as a contiguous one: `x[2 i]` read as `x[i]`, silently."""
+    source = f"""func.func @f(%x: memref<8xf32{layout}>, %o: memref<8xf32>) {{
+      ew.kernel ins(%x : memref<8xf32{layout}>) outs(%o : memref<8xf32>) {{
+      ^bb0(%a: f32):
+        %e = arith.negf %a : f32
+        ew.yield %e : f32
+      }}
+      func.return
+    }}"""
+    module = Parser(pipeline_context(), source).parse_module()
+    with pytest.raises(
+        Exception, match=r"'ew.kernel' on memref<8xf32, strided<.*>>: only the identity"
+    ):
+        apply_pipeline(module, "ew-to-nvvm")
+    plain = source.replace(layout, "")
+    assert "llvm.getelementptr" in str(
+        apply_pipeline(Parser(pipeline_context(), plain).parse_module(), "ew-to-nvvm")
+    )
+
+
 F64_SIMPLE_POWERS = "\n".join(
     f"p{i} = pow(x, {y});" for i, y in enumerate(("1", "2", "3", "4", "-1", "0.5", "-0.5"))
 )

@@ -174,6 +174,15 @@ def _size_value(size: SSAValue | int, ops: list[Operation]) -> SSAValue:
     return _constant(size, ops) if isinstance(size, int) else size
 
 
+def has_identity_layout(type_: MemRefType[Attribute]) -> bool:
+    """Row-major over the sizes, dynamic ones included: no layout, or the identity map."""
+    layout = type_.layout
+    return isinstance(layout, NoneAttr) or (
+        isinstance(layout, AffineMapAttr)
+        and layout.data == AffineMap.identity(type_.get_num_dims())
+    )
+
+
 def strided_layout(type_: MemRefType[Attribute], op: Operation) -> tuple[list[int], int] | None:
     """The static (strides, offset) in elements of a `strided<...>` layout, None for the identity
     layout (row-major over the sizes, dynamic ones included); any other layout is rejected.
@@ -181,12 +190,9 @@ def strided_layout(type_: MemRefType[Attribute], op: Operation) -> tuple[list[in
     The descriptor carries only the pointer and the dynamic sizes, so `?` strides and offsets,
     and affine maps other than the identity, have no lowering.
     """
-    layout = type_.layout
-    if isinstance(layout, NoneAttr) or (
-        isinstance(layout, AffineMapAttr)
-        and layout.data == AffineMap.identity(type_.get_num_dims())
-    ):
+    if has_identity_layout(type_):
         return None
+    layout = type_.layout
     if isinstance(layout, StridedLayoutAttr):
         strides, offset = layout.get_strides(), layout.get_offset()
         if offset is not None and all(stride is not None for stride in strides):

@@ -84,7 +84,7 @@ from xfuse.transforms.launches import Launch, LaunchSequence, Temporary
 from xfuse.transforms.options import GpuMath, check_choice
 from xfuse.transforms.pipeline import only_function
 from xfuse.transforms.rewriting import located_walker
-from xfuse.transforms.to_llvm import convert_type
+from xfuse.transforms.to_llvm import convert_type, has_identity_layout
 
 VECTOR_BYTES = 16
 """The widest global load and store of one thread (`ld.global.v4.b32`)."""
@@ -124,6 +124,12 @@ def launch_sequence(module: ModuleOp) -> LaunchSequence:
             if not op.is_bufferized:
                 raise DiagnosticException(
                     f"ew-to-nvvm: 'ew.kernel' must be bufferized first (run ew-bufferize):\n{op}"
+                )
+            laid_out = [v for v in (*op.inputs, *op.outputs) if not has_identity_layout(v.type)]
+            if laid_out:
+                raise DiagnosticException(
+                    f"ew-to-nvvm: '{op.name}' on {laid_out[0].type}: only the identity layout "
+                    f"has a GPU lowering (its entries index every buffer row-major):\n{op}"
                 )
             operands = tuple(buffers[value] for value in (*op.inputs, *op.outputs))
             entry = entry_name(function.sym_name.data, len(launches))
