@@ -26,6 +26,7 @@ import pytest
 import xfuse
 from xfuse.codegen.libdevice import find_libdevice
 from xfuse.codegen.native import UnresolvedSymbolsError, declared_symbols
+from xfuse.frontend.language import EwNameWarning
 from xfuse.runtime import cache_files, disk_cache, kernel
 from xfuse.tools.cli import main as cli_main
 
@@ -60,6 +61,28 @@ def test_a_hit_runs_no_pass_and_gives_the_same_kernel(
     assert loaded.ir("ew-fuse") == compiled.ir("ew-fuse")  # recomputed from the frontend IR
     assert loaded.function.workspace  # the unfused program's temporaries
     np.testing.assert_array_equal(loaded(**inputs()), compiled(**inputs()))
+
+
+def test_a_hit_warns_as_the_parse_it_skips_did(cache: Path, lowerings: list[str]) -> None:
+    """A typo's `EwNameWarning` came from the parse alone: a new process that loaded the program
+    from the disk cache said nothing."""
+    source = "input x;\nh = x * 2;\ny = hh + h;"
+    for _ in range(2):  # compiled, then loaded
+        xfuse.clear_cache()
+        with pytest.warns(EwNameWarning) as caught:
+            xfuse.compile(source)
+        (warning,) = caught
+        assert (warning.filename, warning.lineno) == ("<source>", 3)
+        assert str(warning.message) == (
+            "column 5: 'hh' is neither declared nor assigned, so it is an input: did you mean 'h'?"
+        )
+    assert len(lowerings) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(2):  # compiled, then loaded: a program that warned nothing
+            xfuse.clear_cache()
+            xfuse.compile("input x;\nh = x * 2;")
+    assert len(lowerings) == 2
 
 
 def test_options_and_programs_have_their_own_entries(

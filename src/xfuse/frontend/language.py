@@ -151,6 +151,20 @@ class EwNameWarning(UserWarning):
     to one that is (a typo?): it is an input, as any undeclared name is."""
 
 
+class NameWarning(NamedTuple):
+    """An `EwNameWarning` as the parse issued it: its message, file and line."""
+
+    message: str
+    filename: str
+    line: int
+
+
+def warn_name(warning: NameWarning) -> None:
+    """Issue `warning`, at its `.ew` line (Python's format shows that line where the file
+    exists): by the parse, and again where a compile cache hit skips the parse."""
+    warnings.warn_explicit(warning.message, EwNameWarning, warning.filename, warning.line)
+
+
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
 r"""What ends a line of a program: `\n`, `\r\n` or a lone `\r` (an old Mac file's)."""
 
@@ -278,6 +292,8 @@ class _Parser:
         self.assigned_at: dict[str, int] = {}
         self.last_assigned: str | None = None
         self.declared_at: dict[str, int] = {}
+        self.name_warnings: list[NameWarning] = []
+        """Each `EwNameWarning` the parse issued (a compile cache keeps them: `warn_name`)."""
         self.declared_outputs: dict[str, Token] = {}  # by name: a repeat is found in O(1)
         self.depth = 0
         self.line_starts = [0, *(found.end() for found in LINE_BREAK.finditer(source))]
@@ -606,13 +622,14 @@ class _Parser:
         close = difflib.get_close_matches(token.text, names, n=1)
         if close:
             located = self.error("", token)  # its line and column, as an error's would be
-            warnings.warn_explicit(
+            warning = NameWarning(
                 f"column {located.column}: '{token.text}' is neither declared nor assigned, so it "
                 f"is an input: did you mean '{close[0]}'?",
-                EwNameWarning,
                 self.filename,
                 located.line,
             )
+            self.name_warnings.append(warning)
+            warn_name(warning)
 
     def call(self, name: Token) -> Value:
         op_type = ew.OPS_BY_MNEMONIC.get(name.text)
@@ -716,6 +733,8 @@ class ParsedProgram:
                     f"{option} given for {', '.join(map(repr, unknown))}, which the program does "
                     f"not read (inputs: {', '.join(builder.inputs) or 'none'})"
                 )
+        self.name_warnings = tuple(parser.name_warnings)
+        """The `EwNameWarning`s the parse issued."""
         self.output_names: list[str] = (
             list(outputs) if outputs is not None else [cast(str, parser.last_assigned)]
         )

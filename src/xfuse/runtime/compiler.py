@@ -753,8 +753,14 @@ def compile(
     if program is None:
         # A new process finds the program on disk by its source: no parsing, no xDSL.
         disk_key = ("source", source_key)
-        program = disk_cache.load(disk_key, target, _stages)
-        if program is not None:  # (also by its frontend IR, as unpickling looks it up)
+        loaded = disk_cache.load_with_warnings(disk_key, target, _stages)
+        if loaded is not None:  # (also by its frontend IR, as unpickling looks it up)
+            program, source_warnings = loaded
+            if source_warnings:  # what the parse skipped would have warned
+                from xfuse.frontend.language import NameWarning, warn_name
+
+                for warning in source_warnings:
+                    warn_name(NameWarning(*warning))
             assert program.frontend_ir is not None
             names = tuple(p.name for p in program.function.outputs)
             _remember(("ir", program.frontend_ir, names, program.options), program)
@@ -766,10 +772,11 @@ def compile(
             with collector_paused():
                 parsed = ParsedProgram(source, outputs, FunctionBuilder(dtype, shapes))
                 program = _program(parsed.module, parsed.output_names, options)
+                warned = parsed.name_warnings
                 # Dropped while the collector is off: its first collection then frees the IR
                 # (cyclic garbage) at once, instead of finding it alive and again later.
                 del parsed
             assert program.frontend_ir is not None
-            disk_cache.store(disk_key, program, _main_name(program.frontend_ir))
+            disk_cache.store(disk_key, program, _main_name(program.frontend_ir), warned)
         _remember(source_key, program)
     return _kernel(program, threads)

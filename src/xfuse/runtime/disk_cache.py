@@ -135,9 +135,12 @@ def _native_fields(function_name: str, function: NativeFunction) -> dict[str, An
     }
 
 
-def encode(digest: str, function_name: str, program: Program) -> bytes:
+def encode(
+    digest: str, function_name: str, program: Program, source_warnings: Sequence[Any] = ()
+) -> bytes:
     """An entry's bytes: the magic, a SHA-256 of the rest, then the rest (builtins, plus the
-    `Options` and, for a GPU program, its `CudaFunction`: plain dataclasses of xfuse's)."""
+    `Options` and, for a GPU program, its `CudaFunction`: plain dataclasses of xfuse's).
+    `source_warnings`: what parsing the source warned, as tuples of builtins (`NameWarning`)."""
     assert program.frontend_ir is not None, "only programs from a frontend are cached"
     target = program.options.target
     return seal(
@@ -148,6 +151,7 @@ def encode(digest: str, function_name: str, program: Program) -> bytes:
             "frontend_ir": program.frontend_ir,
             "options": program.options,
             "in_place_allowed": program.in_place_allowed,
+            "source_warnings": [tuple(warning) for warning in source_warnings],
             **(
                 {"cuda_function": program.function}
                 if target == "cuda"
@@ -204,6 +208,14 @@ def load(
     """The program of `key`'s entry for `target` ("cpu" or "cuda"), if the cache is on and has a
     good one for this toolchain. `stages(frontend_ir, options)` makes the stages' IR, on first
     access only."""
+    loaded = load_with_warnings(key, target, stages)
+    return None if loaded is None else loaded[0]
+
+
+def load_with_warnings(
+    key: Sequence[str], target: str, stages: Callable[[str, Any], Mapping[str, str]]
+) -> tuple[Program, list[tuple[Any, ...]]] | None:
+    """`load`'s program and what parsing its source warned (`store`'s `source_warnings`)."""
     directory = cache_dir()
     if directory is None:
         return None
@@ -212,7 +224,7 @@ def load(
     if fields is None or not _links_the_libdevice_found(fields):
         return None
     try:
-        return Entry(fields).program(stages)
+        return Entry(fields).program(stages), fields["source_warnings"]
     except UnresolvedSymbolsError:
         return None  # code linked against a name this process lacks: compiled anew
 
@@ -225,15 +237,18 @@ def _links_the_libdevice_found(fields: dict[str, Any]) -> bool:
     return found is not None and found.digest == fields["cuda_function"].ptx.libdevice
 
 
-def store(key: Sequence[str], program: Program, function_name: str) -> None:
-    """Write `program` as `key`'s entry (replacing any), evicting the least recently used
-    entries past the size limit; warns once if the cache is unwritable."""
+def store(
+    key: Sequence[str], program: Program, function_name: str, source_warnings: Sequence[Any] = ()
+) -> None:
+    """Write `program` as `key`'s entry (replacing any), with what parsing its source warned,
+    evicting the least recently used entries past the size limit; warns once if the cache is
+    unwritable."""
     directory = cache_dir()
     if directory is None:
         return
     digest = entry_digest(key, program.options.target)
     path = entry_path(directory, toolchain(), digest)
-    write_entry(directory, path, encode(digest, function_name, program))
+    write_entry(directory, path, encode(digest, function_name, program, source_warnings))
 
 
 @dataclass
