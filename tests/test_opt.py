@@ -160,6 +160,11 @@ FILES: dict[str, tuple[str, str | bytes]] = {
     ),
     # xDSL fails the symbol table, here the implicit module, which has no line: name the second
     "redefined_symbol": ("redefined_symbol.mlir", GOOD_MLIR + GOOD_MLIR),
+    # ew-fuse to ew-kernel-to-loops walk into it; ew-to-llvm then met a Python repr
+    "nested_module": (
+        "nested_module.mlir",
+        "builtin.module {\nbuiltin.module {\n" + GOOD_MLIR + "}\n}\n",
+    ),
     "empty": ("empty.mlir", ""),
     "comment_only": ("comment_only.mlir", "// nothing but a comment\n"),
 }
@@ -225,6 +230,7 @@ COMMANDS: dict[str, list[str]] = {
     "bufferize_twice": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-bufferize"],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
     "bad_output_path": ["{good}", "-o", "{directory}/no/such/dir/out.mlir"],
+    "nested_module": ["{nested_module}", "-p", "xfuse-default"],
     "llvm_target_unlowered": ["{good}", "-t", "llvm"],
     "asm_target_on_llvm_dialect": ["{good}", "-p", "xfuse-default", "-t", "x86-asm"],
     "verify_diagnostics": ["{verifier}", "--verify-diagnostics"],
@@ -442,6 +448,8 @@ def test_verify_diagnostics_prints_the_error_and_exits_0(runs: dict[str, Run]) -
 
 HOSTILE: dict[str, str] = {
     # name -> a regex the diagnostic on stderr must contain (the location first)
+    "nested_module": r"^ew-to-llvm: the module holds a 'builtin.module': ew-to-llvm lowers the "
+    r"functions of the module it is given \(lower a nested module by itself\)\n$",
     "split_bad": r"split_bad\.mlir:10:15\n.*\n *\^\^\n *operand is used with type tensor<\?xf64>",
     "truncated": r"truncated\.mlir:4:3\n",
     "unknown_op": r"unknown_op\.mlir:3:15\n.*ew\.fma.*\n.*\n *Operation ew\.fma is not registered",

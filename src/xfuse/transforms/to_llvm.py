@@ -1316,6 +1316,11 @@ class EwToLlvmPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         flags = parse_fastmath(self.fastmath)
         for function in op.ops:
+            if isinstance(function, ModuleOp):
+                raise DiagnosticException(
+                    "ew-to-llvm: the module holds a 'builtin.module': ew-to-llvm lowers the "
+                    "functions of the module it is given (lower a nested module by itself)"
+                )
             if isinstance(function, func.FuncOp):
                 types = (*function.function_type.inputs, *function.function_type.outputs)
                 for type_ in (t for t in types if isinstance(t, TensorType)):
