@@ -165,6 +165,24 @@ FILES: dict[str, tuple[str, str | bytes]] = {
         "nested_module.mlir",
         "builtin.module {\nbuiltin.module {\n" + GOOD_MLIR + "}\n}\n",
     ),
+    # a function named as a pass names the one it adds: xDSL's verifier failed the whole module
+    **{
+        f"taken_{name}": (
+            f"taken_{name}.mlir",
+            "func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+            "  %a = ew.exp %x : tensor<?xf32>\n"
+            "  %b = ew.tanh %a : tensor<?xf32>\n"
+            "  %c = ew.add %b, %a : tensor<?xf32>\n"
+            "  func.return %c : tensor<?xf32>\n"
+            "}\n"
+            f"func.func @{symbol}() {{\n  func.return\n}}\n",
+        )
+        for name, symbol in (
+            ("workspace", "f_workspace_bytes"),
+            ("kernel", "f.kernel1"),
+            ("entry", "f.packed"),
+        )
+    },
     "empty": ("empty.mlir", ""),
     "comment_only": ("comment_only.mlir", "// nothing but a comment\n"),
 }
@@ -231,6 +249,9 @@ COMMANDS: dict[str, list[str]] = {
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
     "bad_output_path": ["{good}", "-o", "{directory}/no/such/dir/out.mlir"],
     "nested_module": ["{nested_module}", "-p", "xfuse-default"],
+    "taken_workspace": ["{taken_workspace}", "-p", "ew-fuse{mode=none},ew-bufferize,ew-workspace"],
+    "taken_kernel": ["{taken_kernel}", "-p", "ew-fuse{mode=none},ew-bufferize,ew-kernel-to-loops"],
+    "taken_entry": ["{taken_entry}", "-p", "xfuse-default"],
     "llvm_target_unlowered": ["{good}", "-t", "llvm"],
     "asm_target_on_llvm_dialect": ["{good}", "-p", "xfuse-default", "-t", "x86-asm"],
     "verify_diagnostics": ["{verifier}", "--verify-diagnostics"],
@@ -448,6 +469,12 @@ def test_verify_diagnostics_prints_the_error_and_exits_0(runs: dict[str, Run]) -
 
 HOSTILE: dict[str, str] = {
     # name -> a regex the diagnostic on stderr must contain (the location first)
+    "taken_workspace": r"^ew-workspace: the module has a symbol @f_workspace_bytes already, the "
+    r"name of the function that sizes @f's workspace: rename that symbol\n$",
+    "taken_kernel": r"^ew-kernel-to-loops: the module has a symbol @f.kernel1 already, the name "
+    r"of a kernel of @f: rename that symbol\n$",
+    "taken_entry": r"^ew-to-llvm: the module has a symbol @f.packed already, the name of @f's "
+    r"entry: rename that symbol\n$",
     "nested_module": r"^ew-to-llvm: the module holds a 'builtin.module': ew-to-llvm lowers the "
     r"functions of the module it is given \(lower a nested module by itself\)\n$",
     "split_bad": r"split_bad\.mlir:10:15\n.*\n *\^\^\n *operand is used with type tensor<\?xf64>",

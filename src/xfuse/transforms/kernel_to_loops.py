@@ -130,6 +130,7 @@ from xfuse.dialects import ew
 from xfuse.transforms import HEAD_LOOP, LOOP_ROLE, REMAINDER_LOOP
 from xfuse.transforms.expand_math import MATH_FUNCTIONS
 from xfuse.transforms.options import check_option
+from xfuse.transforms.pipeline import check_new_symbol
 from xfuse.transforms.rewriting import located_walker
 from xfuse.transforms.to_llvm import NO_INLINE
 
@@ -596,9 +597,9 @@ class EwKernelToLoopsPass(ModulePass):
                     call = func.CallOp(twin.sym_name.data, distinct_operands(kernel), [])
                     Rewriter.replace_op(kernel, call)
                     continue
-                outlined = outline_kernel(
-                    kernel, kernel_function_name(function.sym_name.data, distinct)
-                )
+                name = kernel_function_name(function.sym_name.data, distinct)
+                check_new_symbol(op, name, self.name, f"a kernel of @{function.sym_name.data}")
+                outlined = outline_kernel(kernel, name)
                 op.body.block.insert_op_after(outlined, place)
                 place = outlined
                 distinct += 1

@@ -15,6 +15,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, BlockArgument, Operation, Region
 from xdsl.irdl.dominance import DominanceInfo
 from xdsl.passes import ModulePass, PassPipeline
+from xdsl.traits import SymbolTable
 from xdsl.utils.arg_spec import (
     ArgSpec,
     ParameterType,
@@ -22,7 +23,7 @@ from xdsl.utils.arg_spec import (
     SpecTokenKind,
     parse_pipeline,
 )
-from xdsl.utils.exceptions import ArgSpecParseError
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException
 
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.options import PassOptionError, PassSpecError, expected_values
@@ -213,6 +214,17 @@ def only_function(module: ModuleOp) -> func.FuncOp:
     if len(functions) != 1:
         raise ValueError(f"expected one function in the module, found {len(functions)}")
     return functions[0]
+
+
+def check_new_symbol(module: ModuleOp, name: str, pass_name: str, what: str) -> None:
+    """Before `pass_name` adds `what`, a function named `name`, to `module`: a clear error where
+    the module has that symbol already (xDSL's verifier failed the whole module after the pass,
+    naming neither the pass nor the function)."""
+    if SymbolTable.lookup_symbol(module, name) is not None:
+        raise DiagnosticException(
+            f"{pass_name}: the module has a symbol @{name} already, the name of {what}: rename "
+            "that symbol"
+        )
 
 
 def apply_pipeline(module: ModuleOp, pipeline: str | Sequence[ModulePass]) -> ModuleOp:

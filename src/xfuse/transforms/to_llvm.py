@@ -84,6 +84,7 @@ from xfuse.transforms import (
     packed_entry_name,
 )
 from xfuse.transforms.options import PassOptionError
+from xfuse.transforms.pipeline import check_new_symbol
 from xfuse.transforms.rewriting import located_walker
 
 _I8 = IntegerType(8)
@@ -1343,6 +1344,9 @@ class EwToLlvmPass(ModulePass):
         for function in list(op.ops):
             if isinstance(function, func.FuncOp):
                 has_entry = self.packed and function.body.blocks and not is_private(function)
+                if has_entry:
+                    name = function.sym_name.data
+                    check_new_symbol(op, packed_entry_name(name), self.name, f"@{name}'s entry")
                 lowered = lower_function(function)
                 Rewriter.replace_op(function, lowered)
                 packed = packed_entry(lowered) if has_entry else None

@@ -43,6 +43,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from xfuse.dialects.dtypes import element_bytes
 from xfuse.transforms import workspace_size_function
 from xfuse.transforms.options import check_option
+from xfuse.transforms.pipeline import check_new_symbol
 
 WORKSPACE_TYPE = MemRefType(i8, [DYNAMIC_INDEX])
 MAX_ALIGNMENT = 4096
@@ -229,6 +230,12 @@ class EwWorkspacePass(ModulePass):
                     f"ew-workspace: a temporary with a layout in '{function.sym_name.data}' (the "
                     f"workspace holds contiguous buffers only):\n{laid_out}"
                 )
+            check_new_symbol(
+                op,
+                workspace_size_function(function.sym_name.data),
+                self.name,
+                f"the function that sizes @{function.sym_name.data}'s workspace",
+            )
             size_function = _size_function(function, allocs, self.alignment)
             _place_in_workspace(function, allocs, self.alignment)
             op.body.block.insert_op_after(size_function, function)
