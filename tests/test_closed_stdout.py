@@ -98,3 +98,26 @@ def test_a_full_device_on_stdout_is_an_error_without_a_file_name(arguments: list
             [*XFUSE, *arguments], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300
         )
     assert (done.returncode, done.stderr) == (1, "xfuse cost: error: No space left on device\n")
+
+
+def test_a_reader_gone_partway_through_a_large_module_is_status_141(tmp_path: Path) -> None:
+    """xDSL writes the module in one call: where the reader went away partway through it, the
+    rest was dropped without a `BrokenPipeError`, and xfuse-opt's status was 0 (a cut-short
+    output reported as complete under `set -o pipefail`)."""
+    program = tmp_path / "large.ew"
+    names = [f"a{i}" for i in range(3000)]
+    program.write_text(
+        "".join(f"{n} = x * {i};\n" for i, n in enumerate(names))
+        + "output "
+        + ", ".join(names)
+        + ";\n"
+    )
+    read_end, write_end = os.pipe()
+    child = subprocess.Popen(
+        [*XFUSE_OPT, str(program)], stdout=write_end, stderr=subprocess.PIPE, text=True
+    )
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        assert reader.read(16) == b"builtin.module {"
+    _, stderr = child.communicate(timeout=300)
+    assert (child.returncode, stderr) == (SIGPIPE_STATUS, "")

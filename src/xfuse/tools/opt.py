@@ -192,6 +192,23 @@ class _PendingOutput(io.StringIO):
         super().close()
 
 
+class _PiecewiseStdout(io.TextIOBase):
+    """stdout, written `PIECE` characters at a time, each flushed: xDSL writes the whole module
+    in one call, and where the reader went away partway through it (`| head -1` of a large
+    module) CPython's text stream dropped the rest without a `BrokenPipeError`: status 0."""
+
+    PIECE = 1 << 16
+
+    def write(self, text: str) -> int:
+        for start in range(0, len(text), self.PIECE):
+            sys.stdout.write(text[start : start + self.PIECE])
+            sys.stdout.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
 class XfuseOptMain(xDSLOptMain):
     _parser: _LocatingParser | None = None
     _pending: _PendingOutput | None = None
@@ -227,7 +244,7 @@ class XfuseOptMain(xDSLOptMain):
         # As mlir-opt: nothing written where the run fails (xDSL opened the file first and
         # emptied it), and `-o` may name the input (which xDSL read after emptying it).
         if self.args.output_file is None:
-            return sys.stdout
+            return _PiecewiseStdout()
         self._pending = _PendingOutput()
         return self._pending
 
