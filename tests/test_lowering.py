@@ -1307,9 +1307,12 @@ def test_a_loop_over_more_arrays_than_registers_is_not_interleaved(
         np.testing.assert_array_equal(kernel(**inputs), expected)
 
 
-@pytest.mark.parametrize("interleave", [-1, 17, 2.0, True])
-def test_bad_interleave_is_rejected(interleave: object) -> None:
-    with pytest.raises(ValueError, match="interleave must be None or an integer from 0 to 16"):
+@pytest.mark.parametrize(
+    ("interleave", "error"),
+    [(-1, ValueError), (17, ValueError), (2.0, TypeError), (True, TypeError)],
+)
+def test_bad_interleave_is_rejected(interleave: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match="interleave must be None or an integer from 0 to 16"):
         Options(interleave=interleave)  # type: ignore[arg-type]
 
 

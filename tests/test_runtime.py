@@ -2721,6 +2721,15 @@ def test_unusual_but_valid_calls_work_in_a_child_process(gelu: Gelu) -> None:
     ("options", "error", "message"),
     [
         ({"opt_level": 9}, ValueError, "opt_level must be 0, 1, 2 or 3, got 9"),
+        # wrong types (3.0 reached llvmlite: a ctypes.ArgumentError)
+        ({"opt_level": 3.0}, TypeError, "opt_level must be 0, 1, 2 or 3, got 3.0"),
+        ({"threads": "2"}, TypeError, "threads must be an integer >= 1, got '2'"),
+        ({"interleave": "4"}, TypeError, "interleave must be None or an integer from 0 to 16"),
+        ({"math": 1}, TypeError, "math must be a string, got 1"),
+        ({"target": ["cpu"]}, TypeError, r"target must be a string, got \['cpu'\]"),
+        ({"arch": 3, "target": "cuda"}, TypeError, "arch must be a string, one of sm_80"),
+        ({"dtype": 3}, TypeError, "dtype must be a numpy dtype or its name, got 3"),
+        ({"dtype": "int64"}, ValueError, "unsupported dtype 'int64': expected one of float16"),
         ({"fastmath": "bogus"}, ValueError, "^fastmath must be none, fast or .*, got 'bogus'$"),
         ({"math": "exact"}, ValueError, "math must be 'approx' or 'libm' for cpu, got 'exact'"),
         ({"threads": 0}, ValueError, "threads must be an integer >= 1, got 0"),

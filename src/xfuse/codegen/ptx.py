@@ -56,12 +56,18 @@ MATH_MODES: dict[Target, tuple[Math, ...]] = {
 
 
 def check_arch(arch: str) -> None:
+    if not isinstance(arch, str):
+        raise TypeError(f"arch must be a string, one of {', '.join(ARCHES)}, got {arch!r}")
     if arch not in ARCHES:
         raise ValueError(f"arch must be one of {', '.join(ARCHES)}, got {arch!r}")
 
 
 def check_target(target: str, arch: str, math: str, threads: int) -> None:
-    """`xfuse.compile`'s target options: ValueError naming the bad one."""
+    """`xfuse.compile`'s target options: ValueError naming the bad one (TypeError for one that
+    is no string)."""
+    for name, value in (("target", target), ("math", math)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a string, got {value!r}")
     if target not in MATH_MODES:
         raise ValueError(f"target must be 'cpu' or 'cuda', got {target!r}")
     modes = MATH_MODES[target]

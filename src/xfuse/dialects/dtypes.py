@@ -28,7 +28,10 @@ def dtype_name(dtype: Any) -> str:
         try:
             name = np.dtype(dtype).name
         except TypeError:
-            name = str(dtype)
+            raise TypeError(
+                f"dtype must be a numpy dtype or its name, got {dtype!r}: one of "
+                f"{', '.join(DTYPE_NAMES)}"
+            ) from None
     if name not in DTYPE_NAMES:
         raise ValueError(f"unsupported dtype {dtype!r}: expected one of {', '.join(DTYPE_NAMES)}")
     return name

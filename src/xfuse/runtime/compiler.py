@@ -114,10 +114,18 @@ def collector_paused() -> Iterator[None]:
                 gc.enable()
 
 
+def check_integer(name: str, value: object, allowed: str, valid: Callable[[int], bool]) -> int:
+    """An integer option `value` (`allowed` says which): a TypeError where it is no integer (a
+    bool is none, nor is 3.0), a ValueError where it is not `valid`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be {allowed}, got {value!r}")
+    if not valid(int(value)):
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return int(value)
+
+
 def check_threads(threads: object) -> int:
-    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral) or threads < 1:
-        raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
-    return int(threads)
+    return check_integer("threads", threads, "an integer >= 1", lambda value: value >= 1)
 
 
 def check_shapes(shapes: object) -> None:
@@ -200,16 +208,13 @@ class Options:
                         f"{name} applies to target='{target}' only, got {name}="
                         f"{getattr(self, name)!r} with target='{self.target}'"
                     )
-        if isinstance(self.opt_level, bool) or self.opt_level not in OPT_LEVELS:
-            raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {self.opt_level!r}")
-        if self.interleave is not None and (
-            isinstance(self.interleave, bool)
-            or not isinstance(self.interleave, int)
-            or not 0 <= self.interleave <= MAX_INTERLEAVE
-        ):
-            raise ValueError(
-                f"interleave must be None or an integer from 0 to {MAX_INTERLEAVE}, "
-                f"got {self.interleave!r}"
+        check_integer("opt_level", self.opt_level, "0, 1, 2 or 3", OPT_LEVELS.__contains__)
+        if self.interleave is not None:
+            check_integer(
+                "interleave",
+                self.interleave,
+                f"None or an integer from 0 to {MAX_INTERLEAVE}",
+                lambda count: 0 <= count <= MAX_INTERLEAVE,
             )
         if not isinstance(self.fastmath, str):
             raise TypeError(f"fastmath must be a string, got {type(self.fastmath).__name__}")
