@@ -164,3 +164,90 @@ def test_every_op_with_a_numpy_ufunc_is_traceable() -> None:
     assert {"ew.tanh", "ew.exp", "ew.log", "ew.sqrt", "ew.max", "ew.add"} <= {
         op.name for op in with_ufunc
     }
+
+
+X_SPECIALS = np.array([-2.5, -0.0, 0.0, 0.5, 3.0, np.inf, -np.inf, np.nan], np.float32)
+
+NUMPY_ALIKE = {
+    # numpy's logical functions take numbers, true where nonzero (a float was taken for a
+    # mask's 1: `np.logical_and(m, 2.0)` held 2)
+    "logical and of a float": lambda x: np.logical_xor(np.logical_and(x > 0, 2.0), x > 0),
+    "logical not of floats": lambda x: np.logical_not(x),
+    "logical or, a float first": lambda x: np.logical_or(0.0, x),
+    # a numpy scalar first (a RecursionError for a bool; "cannot combine ... with ndarray" for
+    # a float, which numpy's scalar operator hands over as a 0-d array)
+    "numpy bool first": lambda x: np.logical_and(np.True_, x > 0) | (np.False_ ^ (x < 0)),
+    "numpy float first in a comparison": lambda x: np.where(np.float32(0) < x, x, 0.0),
+    "numpy float first in logaddexp": lambda x: np.logaddexp(np.float32(1), x),
+    "heaviside of a scalar": lambda x: np.heaviside(np.float32(0), x) + np.heaviside(2.0, x),
+    # fmin of a NaN scalar is the other operand, promoted (it was float32 beside a float64 NaN)
+    "fmin of a float64 NaN": lambda x: np.fmin(np.float64(np.nan), x),
+    # +x and x.astype(x.dtype) are copies: `+=` on them writes no argument
+    "in place on +x": lambda x: _added_in_place(+x),
+    "in place on astype's copy": lambda x: _added_in_place(x.astype(np.float32)),
+    "clip with numpy's keywords": lambda x: x.clip(min=0.0) + np.clip(x, min=-1.0, max=1.0),
+}
+
+
+def _added_in_place(h: np.ndarray) -> np.ndarray:
+    h += 1
+    return h
+
+
+@pytest.mark.parametrize("name", list(NUMPY_ALIKE))
+def test_a_traced_function_gives_numpys_values_and_dtype(name: str) -> None:
+    function = NUMPY_ALIKE[name]
+    want = function(X_SPECIALS.copy())
+    got = xfuse.jit(function)(X_SPECIALS.copy())
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_bitwise_operator_takes_no_float_and_the_argument_itself_is_not_written() -> None:
+    """numpy's `m & 0.5` is a TypeError (a float was taken for a mask's 1); `x += 1` on the
+    argument itself (or a name for it) is refused, not on a copy of it."""
+    with pytest.raises(TypeError, match="`&` on traced arrays takes masks"):
+        xfuse.jit(lambda x: (x > 0) & 0.5)(X_SPECIALS)
+
+    def aliased(x: np.ndarray) -> np.ndarray:
+        h = x
+        return _added_in_place(h)
+
+    for function in (_added_in_place, aliased):
+        with pytest.raises(TypeError, match="on the argument '[hx]' would update the caller's"):
+            xfuse.jit(function)(X_SPECIALS)
+
+
+def test_numpys_constructors_of_a_traced_array_say_what_to_write() -> None:
+    """`np.float32(x)` said "setting an array element with a sequence"."""
+    for function in (lambda x: np.float32(x), lambda x: np.asarray(x)):
+        with pytest.raises(TypeError, match=r"convert it with x.astype\(dtype\)"):
+            xfuse.jit(function)(X_SPECIALS)
+
+
+def test_a_0d_result_beside_arrays_of_two_axes() -> None:
+    """A flat kernel (all `?` arrays, one shape) with a 0-d output: refused, blaming the 2-d
+    argument (`expected 1 dimensions`), traced or compiled."""
+    s, x = np.float32(5), np.arange(6, dtype=np.float32).reshape(2, 3)
+    scaled, shifted = xfuse.jit(lambda s, x: (s * 2, x + s))(s, x)
+    assert (scaled.shape, float(scaled)) == ((), 10.0)
+    np.testing.assert_array_equal(shifted, x + s)
+    kernel = xfuse.compile("input s[]; a = s * 2; b = x + s; output a, b;")
+    for _ in range(2):  # the checked call, then the remembered plan's
+        scaled, shifted = kernel(s, x)
+        assert scaled.shape == () and shifted.shape == (2, 3)
+        np.testing.assert_array_equal(shifted, x + s)
+    buffers = np.empty((), np.float32), np.empty((2, 3), np.float32)
+    assert kernel(s, x, out=buffers)[1] is buffers[1] and float(buffers[0]) == 10.0
+
+
+def test_a_parameter_named_beyond_mlirs_characters() -> None:
+    """`λ` is a Python identifier but no MLIR name: xDSL's ValueError while tracing."""
+
+    def doubled(λ: np.ndarray) -> np.ndarray:
+        return λ * 2
+
+    traced = xfuse.jit(doubled)
+    np.testing.assert_array_equal(traced(λ=X_SPECIALS), X_SPECIALS * 2)
+    (kernel,) = traced.kernels.values()
+    assert str(kernel.signature).startswith("(λ: float32")

@@ -109,8 +109,9 @@ Value = SSAValue | Weak
 
 def name_value(value: SSAValue, name: str) -> None:
     """Give `value` the name hint `name`, as xDSL keeps it (`w_1` as `w`); none where that leaves
-    nothing (`_1`: an empty hint, which xDSL's own `replace_all_uses_with` then rejects)."""
-    if re.sub(r"_\d+$", "", name):
+    nothing (`_1`: an empty hint, which xDSL's own `replace_all_uses_with` then rejects) or where
+    MLIR's names cannot spell it (a traced function's `λ`: its argument's `ew.name` keeps it)."""
+    if re.sub(r"_\d+$", "", name) and SSAValue.is_valid_name(name):
         value.name_hint = name
 
 

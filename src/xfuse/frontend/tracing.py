@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import inspect
 import math
+import operator
 from collections.abc import Callable
 from typing import Any, NoReturn, cast
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Attribute, BlockArgument, SSAValue
+from xdsl.ir import Attribute, SSAValue
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, element_type_for, numpy_dtype
@@ -32,9 +33,25 @@ def _ignoring_nan(extremum: np.ufunc, a: Any, b: Any) -> Any:
     for value, other in ((b, a), (a, b)):
         if isinstance(value, Traced):
             result = np.where(value != value, other, result)
-        elif value != value:  # a NaN scalar: the other operand everywhere
-            result = other
+        elif value != value:  # a NaN scalar: the other operand everywhere, of the result's dtype
+            result = other.astype(result.dtype)
     return result
+
+
+def _traced_first(operation: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """A commutative operator of two operands, the traced one on the left: numpy's scalar on
+    the left (`np.True_ & m`) hands the ufunc back to the traced array, whose operator a scalar
+    on the left would hand to numpy again (a RecursionError)."""
+    return lambda a, b: operation(a, b) if isinstance(a, Traced) else operation(b, a)
+
+
+def _truth(value: Any) -> Any:
+    """`value` as numpy's logical functions take it: a mask as it is, numbers true where
+    nonzero (NaN too): `np.logical_and(x > 0, 2.0)` is `x > 0`, `np.logical_not(x)` is `x == 0`
+    (the bitwise operators take masks and bools only, as numpy's take booleans and integers)."""
+    if isinstance(value, Traced):
+        return value if value.mask else value != 0
+    return bool(value)
 
 
 def _fmax(a: Any, b: Any) -> Any:
@@ -51,7 +68,15 @@ def _sign(x: Any) -> Any:
 
 
 def _heaviside(x: Any, h0: Any) -> Any:
-    """numpy's heaviside: 0 below 0, 1 above, `h0` at ±0, NaN for NaN (itself)."""
+    """numpy's heaviside: 0 below 0, 1 above, `h0` at ±0, NaN for NaN (itself); of a scalar x,
+    that value at every element of the traced `h0`, in numpy's dtype of the two."""
+    if not isinstance(x, Traced):
+        dtype = np.result_type(x, h0.dtype)
+        value = 0.0 if x < 0 else 1.0 if x > 0 else None if x == 0 else x
+        if value is None:
+            return h0.astype(dtype)
+        everywhere = (h0 == h0) | (h0 != h0)
+        return np.where(everywhere, dtype.type(value), dtype.type(value))
     return np.where(x < 0, 0.0, np.where(x > 0, 1.0, np.where(x == 0, h0, x)))
 
 
@@ -116,14 +141,14 @@ def _times_numpys_constant(ufunc: np.ufunc) -> Callable[[Traced], Traced]:
 _UFUNCS_OF_OPS: dict[np.ufunc, Callable[..., Traced]] = {
     np.square: lambda x: x * x,
     np.reciprocal: lambda x: 1 / x,
-    np.positive: lambda x: x,
-    np.logical_and: lambda a, b: a & b,
-    np.logical_or: lambda a, b: a | b,
-    np.logical_xor: lambda a, b: a ^ b,
-    np.logical_not: lambda a: ~a,
-    np.bitwise_and: lambda a, b: a & b,
-    np.bitwise_or: lambda a, b: a | b,
-    np.bitwise_xor: lambda a, b: a ^ b,
+    np.positive: lambda x: +x,
+    np.logical_and: _traced_first(lambda a, b: _truth(a) & _truth(b)),
+    np.logical_or: _traced_first(lambda a, b: _truth(a) | _truth(b)),
+    np.logical_xor: _traced_first(lambda a, b: _truth(a) ^ _truth(b)),
+    np.logical_not: lambda a: ~_truth(a),
+    np.bitwise_and: _traced_first(operator.and_),
+    np.bitwise_or: _traced_first(operator.or_),
+    np.bitwise_xor: _traced_first(operator.xor),
     np.invert: lambda a: ~a,
     np.isnan: lambda a: a != a,
     np.isinf: lambda a: abs(a) == np.inf,
@@ -216,10 +241,15 @@ class Traced:
 
     __array_priority__ = 1000  # numpy scalars on the left defer to our reflected operators
 
-    def __init__(self, builder: FunctionBuilder, value: SSAValue, mask: bool = False):
+    def __init__(
+        self, builder: FunctionBuilder, value: SSAValue, mask: bool = False, argument: bool = False
+    ):
         self.builder = builder
         self.value = value
         self.mask = mask
+        self.argument = argument
+        """The function's argument itself (the caller's array, which `x += 1` would write), not
+        a copy of it (`+x`, `x.astype(x.dtype)`), though both are its block argument."""
 
     def _lift(self, other: Any) -> Value:
         if isinstance(other, Traced):
@@ -304,16 +334,20 @@ class Traced:
         """numpy's `symbol` on booleans as `op_type` on masks (1 and 0 in, 1 and 0 out): with
         `other` (a mask, or a Python or numpy bool), this mask and it; without, `op_type` of
         this mask and 0 (`~m` is `m == 0`)."""
+        operand: Any = None  # (a float, `m & 2.0`, was taken for a bool)
         if isinstance(other, bool | np.bool_):
-            other = float(other)
-        masks = other is None or isinstance(other, float) or getattr(other, "mask", False)
-        if not (self.mask and masks):
+            operand = float(other)
+        elif other is None:
+            operand = 0.0
+        elif isinstance(other, Traced) and other.mask:
+            operand = other
+        if not self.mask or operand is None:
             raise TypeError(
                 f"`{symbol}` on traced arrays takes masks (comparisons' results, `x > 0`) and "
                 "bools; numpy's bitwise operators on other arrays are on integers, which xfuse "
                 "does not compute"
             )
-        return self._record(op_type, self, 0.0 if other is None else other, mask=True)
+        return self._record(op_type, self, operand, mask=True)
 
     def __and__(self, other: Any) -> Traced:
         return self._mask_op(ew.MulOp, "&", other)
@@ -407,7 +441,7 @@ class Traced:
         """`self <operator>= other` as numpy computes it: the result cast back to self's dtype
         (`h += y64` keeps a float32 `h` float32). On an argument numpy would write the caller's
         array, which a kernel does not: that is an error saying what to write."""
-        if isinstance(self.value, BlockArgument):
+        if self.argument:
             name = self.value.name_hint or "x"
             raise TypeError(
                 f"`{name} {operator}= ...` on the argument {name!r} would update the caller's "
@@ -442,7 +476,7 @@ class Traced:
         return self.apply(ew.NegOp, self)
 
     def __pos__(self) -> Traced:
-        return self
+        return Traced(self.builder, self.value, self.mask)  # numpy's +x is a copy
 
     def __abs__(self) -> Traced:
         return self.apply(ew.AbsOp, self)
@@ -473,15 +507,18 @@ class Traced:
             ) from None
         return Traced(self.builder, self.builder.convert(self.value, element, explicit=True))
 
-    def clip(self, a_min: Any = None, a_max: Any = None, out: None = None) -> Traced:
-        """`np.clip(x, a_min, a_max)` (numpy calls this method): minimum(maximum(x, a_min),
-        a_max), as numpy defines it; either bound may be None. ReLU6 is `np.clip(x, 0, 6)`."""
+    def clip(self, min: Any = None, max: Any = None, out: None = None) -> Traced:
+        """`np.clip(x, min, max)` (numpy calls this method; `x.clip(min=0.0)` too, numpy's
+        array method's names): minimum(maximum(x, min), max), as numpy defines it; either
+        bound may be None. ReLU6 is `np.clip(x, 0, 6)`."""
         if out is not None:
             raise _keywords_not_traced("clip", ["out"])
-        clipped = self if a_min is None else self.apply(ew.MaxOp, self, a_min)
-        return clipped if a_max is None else clipped.apply(ew.MinOp, clipped, a_max)
+        clipped = self if min is None else self.apply(ew.MaxOp, self, min)
+        return clipped if max is None else clipped.apply(ew.MinOp, clipped, max)
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        # A numpy scalar's operator (`np.float32(0) < x`) hands numpy's ufunc a 0-d array of it
+        inputs = tuple(i[()] if isinstance(i, np.ndarray) and i.ndim == 0 else i for i in inputs)
         op_type = _OPS_BY_UFUNC.get(ufunc)
         composite = _UFUNCS_OF_OPS.get(ufunc)
         if method == "__call__" and not kwargs and composite is not None:
@@ -568,6 +605,16 @@ class Traced:
         )
 
     __float__ = __int__ = __index__ = __complex__ = _not_a_number
+
+    def __array__(self, *_: Any, **__: Any) -> NoReturn:
+        # numpy's constructors (`np.float32(x)`, `np.asarray(x)`) ask for the array's data:
+        # without this they took a traced array for a sequence ("setting an array element
+        # with a sequence").
+        raise TypeError(
+            "a traced array has no data to make a numpy array or scalar of: inside @xfuse.jit "
+            "convert it with x.astype(dtype) (np.float32(x) in numpy), and compute with it "
+            "through numpy's elementwise functions"
+        )
 
     def round(self, decimals: int = 0, out: None = None) -> Traced:
         """`np.round(x, decimals)` (`x.round()`, Python's `round(x)`) as numpy computes it: the

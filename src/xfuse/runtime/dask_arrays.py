@@ -91,7 +91,7 @@ def call(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any], out: An
     )
     rank = len(iteration)
     for parameter in function.outputs:
-        if flat is None and len(parameter.shape) != rank:
+        if len(parameter.shape) != rank and (flat is None or parameter.shape == ()):
             raise TypeError(
                 f"output '{parameter.name}' has {len(parameter.shape)} dimensions, not the "
                 f"{rank} of the iteration space: such programs cannot run on dask arrays"

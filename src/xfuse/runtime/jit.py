@@ -204,7 +204,7 @@ class JitFunction:
                 name: tuple(1 if d == 1 else None for d in a.shape) for name, a in arrays.items()
             }
         builder = FunctionBuilder(dtypes, shapes)
-        proxies = {name: Traced(builder, builder.input(name)) for name in arrays}
+        proxies = {name: Traced(builder, builder.input(name), argument=True) for name in arrays}
         call = inspect.BoundArguments(self.signature, proxies)  # type: ignore[arg-type]
         result = self.function(*call.args, **call.kwargs)  # positional-only ones by position
         sequence = isinstance(result, tuple | list)

@@ -2306,6 +2306,14 @@ def _run_native(kernel: Kernel, call: CheckedCall, result: Any) -> Any:
     return result
 
 
+def in_call_shape(
+    flat_shapes: Sequence[tuple[int, ...]], shape: tuple[int, ...]
+) -> tuple[tuple[int, ...], ...]:
+    """The outputs' shapes in a call on inputs of `shape` that a flat kernel runs flat: each
+    flat one's `shape`, a 0-d one's ()."""
+    return tuple(() if flat == () else shape for flat in flat_shapes)
+
+
 class PreparedCall:
     """A checked call of a kernel: calling it runs the native code and returns the outputs.
 
@@ -2701,7 +2709,7 @@ class Kernel(CompiledProgram):
         outputs = bind_outputs(  # (of a flat kernel in the call's shape, as the caller sees them)
             self.function.outputs,
             out,
-            plan.output_shapes if shape is None else (shape,) * len(plan.output_shapes),
+            plan.output_shapes if shape is None else in_call_shape(plan.output_shapes, shape),
             plan.new_array,
             rows_allowed=True,
             fortran_allowed=rank is not None,
@@ -2824,8 +2832,11 @@ class Kernel(CompiledProgram):
         """What a repeated call on inputs of these shapes and strides needs besides its row
         plan (`quick_row_call`); `plan` is the call's plan before rows (on the flat shape
         where `flat_shape`)."""
-        outputs = len(plan.output_shapes)
-        result_shapes = plan.output_shapes if flat_shape is None else (flat_shape,) * outputs
+        result_shapes = (
+            plan.output_shapes
+            if flat_shape is None
+            else in_call_shape(plan.output_shapes, flat_shape)
+        )
         result_strides = tuple(
             c_strides(shape, dtype.itemsize)
             for shape, dtype in zip(result_shapes, self._output_dtypes, strict=True)
@@ -2990,7 +3001,7 @@ class Kernel(CompiledProgram):
             if len(self._plans) >= PLAN_CACHE_SIZE:
                 self._plans.clear()
             self._plans[key] = dataclasses.replace(
-                plan, output_shapes=(shape,) * len(plan.output_shapes)
+                plan, output_shapes=in_call_shape(plan.output_shapes, shape)
             )
 
     @functools.cached_property
@@ -3007,12 +3018,11 @@ class Kernel(CompiledProgram):
 
     @functools.cached_property
     def _flattens(self) -> bool:
-        """Whether every array is `[?]` but 0-d inputs, and one input is `[?]`."""
+        """Whether every array is `[?]` or 0-d, and one input is `[?]`."""
         flat = (DYNAMIC_INDEX,)
-        return (
-            any(p.shape == flat for p in self.function.inputs)
-            and all(p.shape == flat and p.dims is None for p in self.function.outputs)
-            and all(p.shape in (flat, ()) and p.dims is None for p in self.function.inputs)
+        parameters = (*self.function.inputs, *self.function.outputs)
+        return any(p.shape == flat for p in self.function.inputs) and all(
+            p.shape in (flat, ()) and p.dims is None for p in parameters
         )
 
     def flat_input_shapes(self, elements: int) -> tuple[tuple[int, ...], ...]:
