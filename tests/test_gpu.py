@@ -613,6 +613,25 @@ def test_gelu_runs_like_the_cpu_kernel(n: int, fuse: bool, offset: int, gelu: Ge
     assert len(device.launches) == (1 if fuse else 11)
 
 
+def test_a_kernel_without_shapes_takes_arrays_of_any_one_shape_flat(gelu: Gelu) -> None:
+    """As the CPU's (README: "0-d to N-d"): the GPU kernel refused a [5, 8] array and a numpy
+    scalar (`expected 1 dimensions`)."""
+    cpu = xfuse.compile(gelu.source)
+    gpu, _ = emulated(xfuse.compile(gelu.source, target="cuda"))
+    rng = np.random.default_rng(3)
+    for shape in [(5, 8), (2, 3, 4), ()]:
+        args = {name: rng.standard_normal(shape).astype(np.float32) for name in "xbr"}
+        got = gpu(**args)
+        assert got.shape == shape
+        np.testing.assert_allclose(got, cpu(**args), rtol=2e-6, atol=2e-7)
+    args = {name: rng.standard_normal((5, 8)).astype(np.float32) for name in "xbr"}
+    buffer = np.zeros((5, 8), np.float32)
+    assert gpu(**args, out=buffer) is buffer
+    np.testing.assert_allclose(buffer, cpu(**args), rtol=2e-6, atol=2e-7)
+    with pytest.raises(ArgumentError, match="out 'out': a GPU call writes an N-d output through"):
+        gpu(**args, out=np.zeros((8, 5), np.float32).T)
+
+
 @needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_a_cuda_program_is_loaded_from_the_disk_cache(

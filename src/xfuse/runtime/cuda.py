@@ -272,6 +272,39 @@ def _is_device_array(value: Any) -> bool:
     return hasattr(value, "__cuda_array_interface__")
 
 
+def _shape(value: Any) -> tuple[int, ...]:
+    """A call's argument's shape (a device array's, or numpy's of anything else)."""
+    if _is_device_array(value):
+        return tuple(int(size) for size in value.__cuda_array_interface__["shape"])
+    return np.shape(value)
+
+
+def _flattened(value: Any) -> Any:
+    """A `[?]` input of a flat call: a numpy array or scalar as one dim (a device array, or
+    anything else, as it is: the checks that follow say what is wrong with it)."""
+    if _is_device_array(value) or not isinstance(value, np.ndarray | np.generic):
+        return value
+    return np.reshape(value, -1)
+
+
+def _flat_outputs(out: Any, parameters: Sequence[Parameter]) -> Any:
+    """`out=` of a flat call: each numpy buffer of a `[?]` output as a one-dim view of it, which
+    the call writes (a buffer that is not C-contiguous has no such view: an error; any other
+    buffer as it is, for the checks that follow)."""
+    buffers = list(out) if isinstance(out, list | tuple) else [out]
+    flat = []
+    for p, buffer in zip(parameters, buffers, strict=False):
+        if isinstance(buffer, np.ndarray) and p.shape and buffer.ndim != 1:
+            if not buffer.flags.c_contiguous:
+                raise ArgumentError(
+                    f"out '{p.name}': a GPU call writes an N-d output through a C-contiguous "
+                    "buffer (np.ascontiguousarray), got a strided one"
+                )
+            buffer = buffer.reshape(-1)
+        flat.append(buffer)
+    return flat if isinstance(out, list | tuple) else flat[0]
+
+
 class CudaKernel(CompiledProgram):
     """A program compiled for an NVIDIA GPU: `k.ptx`, `k.ir(stage)`, and `k(x=..., ...)` where
     a GPU and `cuda-python` are present (see the module docstring)."""
@@ -296,7 +329,16 @@ class CudaKernel(CompiledProgram):
         return f"<xfuse.CudaKernel {self.signature} {self.options}>"
 
     def __call__(self, /, *args: Any, out: Any = None, **kwargs: Any) -> Any:
-        inputs = self._check_inputs(self.call_signature.bind(args, kwargs))
+        bound, given = self.call_signature.bind(args, kwargs), out
+        # A kernel of `[?]` arrays takes numpy arrays of any one shape flat, as the CPU's does.
+        flat = self.flat_shape([_shape(bound[name]) for name in self._input_names])
+        if flat is not None:
+            bound = {
+                p.name: _flattened(bound[p.name]) if p.shape else bound[p.name]
+                for p in self.function.inputs
+            }
+            out = None if out is None else _flat_outputs(out, self.function.outputs)
+        inputs = self._check_inputs(bound)
         input_shapes = [array.shape for array in inputs]
         iteration = bind_shapes(self.function.inputs, input_shapes, self.function.outputs)
         shapes = [output_shape(p, iteration) for p in self.function.outputs]
@@ -311,8 +353,10 @@ class CudaKernel(CompiledProgram):
         if self._module is None:
             self._module = device.load(self.function.ptx)
         self._run(device, arrays)
-        if out is not None:
-            return out
+        if given is not None:
+            return given
+        if flat is not None:
+            outputs = [o.reshape(flat) if o.shape else o for o in outputs]  # (numpy's: no copy)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _check_inputs(self, bound: Mapping[str, Any]) -> list[np.ndarray | DeviceArray]:

@@ -2450,6 +2450,49 @@ class CompiledProgram:
             raise KeyError(f"no stage '{stage}': stages are {', '.join(self.stages)}")
         return self.stages[stage]
 
+    @functools.cached_property
+    def _flattens(self) -> bool:
+        """Whether every array is `[?]` or 0-d, and one input is `[?]`."""
+        flat = (DYNAMIC_INDEX,)
+        parameters = (*self.function.inputs, *self.function.outputs)
+        return any(p.shape == flat for p in self.function.inputs) and all(
+            p.shape in (flat, ()) and p.dims is None for p in parameters
+        )
+
+    def flat_input_shapes(self, elements: int) -> tuple[tuple[int, ...], ...]:
+        """The inputs' shapes in a flat run of `elements` (a kernel that `_flattens`): those of
+        `[?]` inputs `(elements,)`, those of 0-d ones `()`."""
+        return tuple(() if p.shape == () else (elements,) for p in self.function.inputs)
+
+    def flat_shape(self, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...] | None:
+        """The one shape of inputs of these `shapes` that are not 1-d, where the kernel runs them
+        flat (a kernel whose arrays are all `[?]`, e.g. `xfuse.compile` without shapes, but
+        0-d inputs); None where the usual checks apply."""
+        if not self._flattens:
+            return None
+        parameters = self.function.inputs
+        distinct = {shape for p, shape in zip(parameters, shapes, strict=True) if p.shape != ()}
+        if all(len(shape) == 1 for shape in distinct):
+            return None  # 1-d inputs: the usual checks apply
+        for p, shape in zip(parameters, shapes, strict=True):
+            if p.shape == () and shape != ():
+                raise ArgumentError(
+                    f"argument '{p.name}': expected 0 dimensions ({p.describe()}), got shape "
+                    f"{shape}"
+                )
+        if len(distinct) != 1:
+            listed = ", ".join(
+                f"'{p.name}' {shape}"
+                for p, shape in zip(parameters, shapes, strict=True)
+                if p.shape != ()
+            )
+            raise ArgumentError(
+                f"inputs of different shapes ({listed}): a kernel compiled without shapes= takes "
+                "inputs of any one shape; declare the shapes to broadcast"
+            )
+        (shape,) = distinct
+        return shape
+
 
 class Kernel(CompiledProgram):
     """A compiled elementwise program: `k(x=..., b=...)` -> array (or a tuple for several outputs).
@@ -3015,46 +3058,3 @@ class Kernel(CompiledProgram):
         ranks = {len(p.shape) for p in parameters}
         dynamic = all(size == DYNAMIC_INDEX for p in parameters for size in p.shape)
         return ranks.pop() if len(ranks) == 1 and dynamic else None
-
-    @functools.cached_property
-    def _flattens(self) -> bool:
-        """Whether every array is `[?]` or 0-d, and one input is `[?]`."""
-        flat = (DYNAMIC_INDEX,)
-        parameters = (*self.function.inputs, *self.function.outputs)
-        return any(p.shape == flat for p in self.function.inputs) and all(
-            p.shape in (flat, ()) and p.dims is None for p in parameters
-        )
-
-    def flat_input_shapes(self, elements: int) -> tuple[tuple[int, ...], ...]:
-        """The inputs' shapes in a flat run of `elements` (a kernel that `_flattens`): those of
-        `[?]` inputs `(elements,)`, those of 0-d ones `()`."""
-        return tuple(() if p.shape == () else (elements,) for p in self.function.inputs)
-
-    def flat_shape(self, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...] | None:
-        """The one shape of inputs of these `shapes` that are not 1-d, where the kernel runs them
-        flat (a kernel whose arrays are all `[?]`, e.g. `xfuse.compile` without shapes, but
-        0-d inputs); None where the usual checks apply."""
-        if not self._flattens:
-            return None
-        parameters = self.function.inputs
-        distinct = {shape for p, shape in zip(parameters, shapes, strict=True) if p.shape != ()}
-        if all(len(shape) == 1 for shape in distinct):
-            return None  # 1-d inputs: the usual checks apply
-        for p, shape in zip(parameters, shapes, strict=True):
-            if p.shape == () and shape != ():
-                raise ArgumentError(
-                    f"argument '{p.name}': expected 0 dimensions ({p.describe()}), got shape "
-                    f"{shape}"
-                )
-        if len(distinct) != 1:
-            listed = ", ".join(
-                f"'{p.name}' {shape}"
-                for p, shape in zip(parameters, shapes, strict=True)
-                if p.shape != ()
-            )
-            raise ArgumentError(
-                f"inputs of different shapes ({listed}): a kernel compiled without shapes= takes "
-                "inputs of any one shape; declare the shapes to broadcast"
-            )
-        (shape,) = distinct
-        return shape
