@@ -181,12 +181,14 @@ def test_f64_math_without_libdevice_says_where_it_looked(no_libdevice: Path) -> 
     with pytest.raises(libdevice.LibdeviceNotFoundError) as error:
         xfuse.compile("out = tanh(x) + erf(x);", dtype="float64", target="cuda")
     message = str(error.value)
-    assert "calls __nv_erf, __nv_tanh (f64 math)" in message
+    assert "calls __nv_erf, __nv_tanh (f64 math, or an f32 function xfuse has no" in message
     assert f"looked in: {no_libdevice / 'nvvm' / 'libdevice'}, nvidia/" in message
     assert "installed/nvvm/libdevice" in message
-    # f32 math and f64 arithmetic need no libdevice.
+    # f32 math xfuse approximates and f64 arithmetic need no libdevice; f32 sin does.
     assert xfuse.compile("out = tanh(x);", target="cuda").function.ptx.libdevice is None
     xfuse.compile("out = x * x + 1;", dtype="float64", target="cuda")
+    with pytest.raises(libdevice.LibdeviceNotFoundError, match="calls __nv_sinf "):
+        xfuse.compile("out = sin(x);", target="cuda")
 
 
 @needs_libdevice

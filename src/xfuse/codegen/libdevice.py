@@ -98,7 +98,8 @@ def require_libdevice(functions: list[str]) -> Libdevice:
     if found is None:
         places = [*map(str, _named_toolkits()), _WHEELS, *map(str, _installed_toolkits())]
         raise LibdeviceNotFoundError(
-            f"the GPU kernel calls {', '.join(functions)} (f64 math), which NVIDIA's libdevice "
+            f"the GPU kernel calls {', '.join(functions)} (f64 math, or an f32 function xfuse "
+            f"has no approximation of), which NVIDIA's libdevice "
             f"({FILENAME}, part of the CUDA toolkit and of NVIDIA's nvcc pip wheels) "
             f"defines, and it was not found (set CUDA_HOME to a CUDA toolkit); looked in: "
             f"{', '.join(places)}"
