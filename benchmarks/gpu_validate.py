@@ -412,6 +412,15 @@ def device_name(text: str) -> str:
     return text
 
 
+def layer_shape(text: str) -> tuple[int, ...]:
+    """`--shape`: two dims, the program's [t, d] (it compiles x, b and r as `[t, d]`: a 1-d
+    shape failed in the launch plan, a 3-d one covered 2 of its dims)."""
+    shape = parse_shape(text)
+    if len(shape) != 2:
+        raise ValueError(f"expected two dims, tokens x width (4096x14336), got {text!r}")
+    return shape
+
+
 def main(argv: list[str] | None = None) -> Report:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -420,7 +429,12 @@ def main(argv: list[str] | None = None) -> Report:
         default="h200",
         help=f"the cost model's device: {', '.join(DEVICE_NAMES)}",
     )
-    parser.add_argument("--shape", type=option_type(parse_shape), default=(4096, 14336))
+    parser.add_argument(
+        "--shape",
+        type=option_type(layer_shape),
+        default=(4096, 14336),
+        help="tokens x width, the [t, d] of x, b and r: 4096x14336",
+    )
     parser.add_argument("--repeat", type=positive_int, default=20)
     parser.add_argument(
         "--arch", default="sm_90", choices=ARCHES, help="sm_90 (H100, H200) or sm_80 (A100)"

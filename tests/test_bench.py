@@ -817,6 +817,7 @@ def test_benchmark_scripts_take_no_abbreviated_options(script: str) -> None:
         ("gelu.py", ["--sizes", "4096"], "argument --sizes: expected the log2 of a size, 0 to 30"),
         ("activations.py", ["--rounds", "0"], "argument --rounds: expected an integer >= 1, got 0"),
         ("gpu_validate.py", ["--device", "h999", "--dry-run"], "argument --device: unknown device"),
+        ("gpu_validate.py", ["--shape", "2x3x4", "--dry-run"], "argument --shape: expected two"),
     ],
 )
 def test_benchmark_scripts_reject_bad_values_by_option(
