@@ -645,6 +645,11 @@ def test_cli_l2_shows_both_models(capsys: pytest.CaptureFixture[str]) -> None:
     hbm_fused, hbm_unfused = data["hbm_only"]
     assert hbm_unfused["totals"]["hbm_bytes"] == 28 * 256 * 1024 * 2
     assert data["unfused"]["totals"]["hbm_bytes"] == 14 * 256 * 1024 * 2
+    # The text names both ratios: of the bytes moved (28 against 4 tensors) and from HBM (14)
+    status, out, _ = run_cli(capsys, "cost", str(GELU), "--l2", "--shape", "256x1024")
+    assert status == 0 and "fusion: 7.0x less traffic (3.5x from HBM), " in out
+    status, out, _ = run_cli(capsys, "cost", str(GELU), "--shape", "256x1024")
+    assert status == 0 and "fusion: 7.0x less traffic, " in out
 
 
 def test_cost_program_parses_and_optimizes_once(monkeypatch: pytest.MonkeyPatch) -> None:

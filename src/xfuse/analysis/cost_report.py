@@ -122,8 +122,15 @@ def print_program(console: Console, program: ProgramCost) -> None:
     dtype = program.fused.kernels[0].writes[0].dtype if program.fused.kernels else "float32"
     c = program.comparison
     console.print(comparison_table(program))
+    # (under the L2 model the bytes moved and those from HBM differ: both ratios, named)
+    unfused_hbm, fused_hbm = program.unfused.totals.hbm_bytes, program.fused.totals.hbm_bytes
+    from_hbm = (
+        f" ({unfused_hbm / fused_hbm:.1f}x from HBM)"
+        if program.fused.options.l2 and fused_hbm
+        else ""
+    )
     console.print(
-        f"fusion: {c.traffic_ratio:.1f}x less traffic, {c.time_ratio:.1f}x less time, "
+        f"fusion: {c.traffic_ratio:.1f}x less traffic{from_hbm}, {c.time_ratio:.1f}x less time, "
         f"{c.kernels_saved} fewer launches"
     )
     console.print(
