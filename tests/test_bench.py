@@ -64,6 +64,28 @@ def test_program_source() -> None:
     # no code: left for the parser to call empty (it was `out =;`, "expected an expression")
     assert bench.program_source("# only a comment\n") == "# only a comment\n"
     assert bench.program_source("# x = y\nx + 1") == "out = # x = y\nx + 1;"
+    # a comparison's `=` is no assignment (`x >= y` was taken for a program); a declaration is
+    # a program without one (`out = input x;` was an error pointing at text not in the file)
+    for comparison in ("x >= y", "x <= 1", "x == y", "x != 1", "relu(x) * (x >= 0)"):
+        assert bench.program_source(comparison) == f"out = {comparison};"
+    assert bench.program_source("input x; output x;") == "input x; output x;"
+    assert bench.program_source("input_gain * x") == "out = input_gain * x;"
+
+
+def test_a_sweep_reports_the_elements_it_measured_and_no_share_of_another_traffic() -> None:
+    """A `[t, d]` program measures whole rows of 14336 (it reported the size asked for, of which
+    bytes and GB/s disagreed); a size asked twice, or two that make one workload, is measured
+    once; a ceiling that moves other bytes than the program (here the unused z) is no bound: no
+    share of it (155% of it was quoted)."""
+    rows = bench.bench(
+        "input x[t, d]; input b[d]; y = x * 2 + b;", sizes=[20000, 20000, 28000], repeat=1
+    ).rows
+    assert {row.n for row in rows} == {bench.ROW_LENGTH}
+    assert len(rows) == 3  # numpy, the ceiling, xfuse
+    assert all(row.of_ceiling is not None for row in rows)
+    unused = bench.bench("input x, z; y = x * 2;", sizes=[4096], repeat=1)
+    assert [row.of_ceiling for row in unused.rows] == [None, None, None]
+    assert "| 2^12 | xfuse fused approx |" in unused.table() and "| - |" in unused.table()
 
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,6 +43,10 @@ from xfuse.runtime.arrays import numpy_dtype
 from xfuse.transforms.options import CpuMath
 from xfuse.transforms.pipeline import apply_pipeline, only_function
 
+_STATEMENT = re.compile(r"(?<![<>=!])=(?!=)|^\s*(?:input|output)\b")
+"""What only a program's statements hold: an assignment's `=` (not a comparison's: `x >= y` is an
+expression), or a declaration."""
+
 
 def program_source(expression: str) -> str:
     """`tanh(x) * y` -> `out = tanh(x) * y;` (a full program passes unchanged but for a missing
@@ -51,7 +56,7 @@ def program_source(expression: str) -> str:
     code = [line.partition("#")[0] for line in lines]
     if not any(line.strip() for line in code):
         return expression  # nothing to complete: the parser reports an empty program
-    if not any("=" in line for line in code):
+    if not any(_STATEMENT.search(line) for line in code):
         lines[0] = f"out = {lines[0]}"
     last = max(i for i, line in enumerate(lines) if line.partition("#")[0].strip())
     code, hash_, comment = lines[last].partition("#")
@@ -430,13 +435,16 @@ DEFAULT_SIZES: tuple[int, ...] = tuple(1 << k for k in range(12, 25, 2))
 @dataclass(frozen=True)
 class BenchRow:
     n: int
+    """The elements measured: the size asked for, or the workload's shape's for a program of
+    `[t, d]` or static dims (`prepare_workload`)."""
     variant: str
     time_s: float
     bandwidth: float
     """Effective bytes per second: the fused program's traffic (the least any variant must
     move) over the time."""
-    of_ceiling: float
-    """The bandwidth ceiling's time over this time."""
+    of_ceiling: float | None
+    """The bandwidth ceiling's time over this time; None where the ceiling moves other bytes
+    than the program (an unused input, a `[d]` or 0-d output: `ceiling_bytes`)."""
     speedup: float
     """numpy per-op's time over this time."""
     max_error: float | None
@@ -481,10 +489,15 @@ class BenchResult:
             error = "-" if r.max_error is None else f"{r.max_error:.1e}"
             lines.append(
                 f"| 2^{r.n.bit_length() - 1 if r.n & (r.n - 1) == 0 else r.n} | {r.variant} | "
-                f"{r.time_s * 1e3:.3f} | {r.bandwidth / 1e9:.1f} | {r.of_ceiling:.0%} | "
+                f"{r.time_s * 1e3:.3f} | {r.bandwidth / 1e9:.1f} | {share(r.of_ceiling)} | "
                 f"{r.speedup:.1f}x | {error} |"
             )
         return "\n".join(lines)
+
+
+def share(of_ceiling: float | None) -> str:
+    """A row's share of the ceiling as a percentage, `-` where it has none (`BenchRow`)."""
+    return "-" if of_ceiling is None else f"{of_ceiling:.0%}"
 
 
 def describe_storage(workload: Workload) -> str:
@@ -557,6 +570,8 @@ def bench(
     storage = ""
     for n in sizes:
         workload = prepare_workload(source, n, outputs, filename=filename)
+        if any(row.n == workload.n for row in rows):
+            continue  # a size asked for twice, or two that make the same workload
         storage = storage or describe_storage(workload)
         measured: list[Measurement] = []
         for label, build in builders:
@@ -572,13 +587,14 @@ def bench(
                         raise
                     skipped[label] = f"failed: {type(error).__name__}: {error}".split("\n")[0]
         numpy_time, ceiling_time = measured[0].time_s, measured[1].time_s
+        same_traffic = ceiling_bytes(workload) == workload.fused_bytes
         rows += [
             BenchRow(
-                n,
+                workload.n,
                 m.variant,
                 m.time_s,
                 workload.fused_bytes / m.time_s,
-                ceiling_time / m.time_s,
+                ceiling_time / m.time_s if same_traffic else None,
                 numpy_time / m.time_s,
                 m.max_error,
             )

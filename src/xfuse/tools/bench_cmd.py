@@ -165,6 +165,8 @@ def print_result(console: Any, result: Any, name: str) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from xfuse.benchmarking.bench import share
+
     # The settings on a line of their own (a program's last line may be a comment), the program
     # as plain text (not rich markup: `x[n]` is a declaration, not a style).
     console.print(Text.assemble((name, "bold"), f"  {_settings(result)}"))
@@ -179,7 +181,7 @@ def print_result(console: Any, result: Any, name: str) -> None:
                 row.variant,
                 f"{row.time_s * 1e3:.3f} ms",
                 f"{row.bandwidth / 1e9:.1f}",
-                f"{row.of_ceiling:.0%}",
+                share(row.of_ceiling),
                 f"{row.speedup:.1f}x",
                 "-" if row.max_error is None else f"{row.max_error:.1e}",
             )
