@@ -197,12 +197,36 @@ def test_demos_1_to_3_say_what_the_program_is(program: tuple[str, lecture.Progra
     assert expected[name] in text
 
 
+@pytest.mark.parametrize(
+    ("source", "dtype", "itemsize"),
+    [
+        ("input f64 x, b;\nh = x + b;\ny = exp(h) * h;\n", "float64", 8),
+        (
+            (Path(__file__).parents[1] / "examples" / "gelu-llm.ew").read_text(),
+            "bfloat16/float32",
+            4,
+        ),
+        (GELU_SOURCE, "bfloat16", 2),  # float32 as written: the lecture's bf16
+    ],
+)
+def test_demos_2_and_3_price_declared_dtypes_alike(source: str, dtype: str, itemsize: int) -> None:
+    """A program that declares its dtypes is priced in them by both demos: demo 3 took bf16 for
+    every temporary (gelu-llm's f32 ones at half their bytes, an f64 program's at a quarter),
+    and demo 2 said "bfloat16" over an f64 program's 8 bytes an element."""
+    loaded = lecture.load_program(source, "p.ew")
+    traffic, plan = lecture.demo_traffic(loaded), lecture.demo_memory_plan(loaded)
+    elements = lecture.GPU_SHAPE[0] * lecture.GPU_SHAPE[1]
+    assert traffic.dtype == dtype
+    assert (plan.buffer_bytes, plan.buffers_alike) == (elements * itemsize, True)
+    assert plan.naive_bytes == plan.naive_buffers * elements * itemsize
+
+
 def test_memory_plan_of_a_two_dimensional_program() -> None:
     """The plan was priced at a flattened (n,) problem: the `[t, d]` temporaries of
     examples/gelu-llm.ew each came to n x n elements (6.9 PB), not one 4096 x 14336 tensor."""
     source = (ROOT / "examples" / "gelu-llm.ew").read_text()
     plan = lecture.demo_memory_plan(lecture.load_program(source, "gelu-llm.ew"))
-    tensor = 4096 * 14336 * 2  # bf16, as the lecture prices every buffer
+    tensor = 4096 * 14336 * 4  # its temporaries are f32 (its declared dtypes, as demo 2's)
     assert plan.buffer_bytes == tensor
     assert plan.naive_bytes == plan.naive_buffers * tensor
     assert plan.planned_bytes == plan.planned_buffers * tensor

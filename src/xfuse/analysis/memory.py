@@ -176,9 +176,13 @@ class MemoryPlan:
         problem = self._problem(shape)
         return sum(value_bytes(b.type, problem, dtype) for b in self.buffers)
 
-    def naive_bytes(self, shape: Sequence[int], dtype: Any = None) -> int:
+    def temporary_bytes(self, shape: Sequence[int], dtype: Any = None) -> list[int]:
+        """Each temporary's bytes, in program order (as `planned_bytes` sizes them)."""
         problem = self._problem(shape)
-        return sum(value_bytes(v.type, problem, dtype) for v in self.liveness.temporaries)
+        return [value_bytes(v.type, problem, dtype) for v in self.liveness.temporaries]
+
+    def naive_bytes(self, shape: Sequence[int], dtype: Any = None) -> int:
+        return sum(self.temporary_bytes(shape, dtype))
 
     def peak_live_bytes(self, shape: Sequence[int], dtype: Any = None) -> int:
         """Most temporary bytes allocated at once (inputs and outputs are the caller's)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from xdsl.dialects import func
 from xdsl.dialects.builtin import TensorType
 
 from xfuse.analysis.cost import (
@@ -16,11 +17,20 @@ from xfuse.analysis.cost import (
     epilogue_what_if,
 )
 from xfuse.dialects import ew
-from xfuse.dialects.dtypes import element_type_for
+from xfuse.dialects.dtypes import dtype_of
 from xfuse.frontend.builder import FunctionBuilder, input_name
 from xfuse.frontend.language import ParsedProgram, parse_program
 from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.pipeline import apply_pipeline, only_function
+
+
+def own_dtypes(function: func.FuncOp, dtype: str) -> set[str]:
+    """The dtypes of `function`'s tensors where one is not `dtype`, the one its program was
+    parsed in (declared dtypes, conversions): then each tensor is priced in its own, not in
+    `CostOptions.dtype`; empty where every tensor is of `dtype`."""
+    values = [*function.args, *(r for op in function.walk() for r in op.results)]
+    dtypes = {dtype_of(ew.element_type(v.type)) for v in values if isinstance(v.type, TensorType)}
+    return dtypes if dtypes - {dtype} else set()
 
 
 def cost_program(
@@ -58,13 +68,7 @@ def cost_program(
     builder = FunctionBuilder(dtype, input_shapes, default_shape=full)
     parsed = ParsedProgram(source, None, builder, filename)
     module = parsed.module
-    default_element = element_type_for(dtype)
-    function = only_function(module)
-    values = [*function.args, *(r for op in function.walk() for r in op.results)]
-    if any(
-        isinstance(v.type, TensorType) and ew.element_type(v.type) != default_element
-        for v in values
-    ):
+    if own_dtypes(only_function(module), dtype):
         options = replace(options, dtype=None)  # declared dtypes or conversions: each its own
 
     # The passes before ew-fuse are the same fused and unfused: run once, on the whole program.

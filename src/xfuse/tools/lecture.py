@@ -31,7 +31,7 @@ from xfuse.benchmarking.timing import separable
 from xfuse.dialects import ew
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.language import ParsedProgram
-from xfuse.runtime.cost_driver import cost_program
+from xfuse.runtime.cost_driver import cost_program, own_dtypes
 from xfuse.transforms.pipeline import apply_pipeline, only_function
 
 GELU_SOURCE = """\
@@ -86,6 +86,13 @@ class Program:
     @property
     def outputs(self) -> tuple[str, ...]:
         return tuple(f"%{name}" for name in self.output_names)
+
+    @property
+    def declared_dtypes(self) -> set[str]:
+        """The dtypes of its tensors where it declares or converts to any but float32 (each
+        tensor then priced in its own, `cost_program`'s rule); empty where all are float32,
+        which demos 2 and 3 price as `GPU_DTYPE`."""
+        return own_dtypes(self.function, "float32")
 
 
 def printed_names(module: ModuleOp) -> tuple[str, dict[SSAValue, str]]:
@@ -303,12 +310,12 @@ def demo_traffic(program: Program) -> TrafficDemo:
     )
     hw = options.hardware
     elements = GPU_SHAPE[0] * GPU_SHAPE[1]
-    dtype = options.dtype or GPU_DTYPE
+    declared = program.declared_dtypes
     fused = cost.fused.totals
     demo = TrafficDemo(
         device=hw.description,
         shape=GPU_SHAPE,
-        dtype=dtype,
+        dtype="/".join(sorted(declared)) or GPU_DTYPE,
         elements=elements,
         tensor_bytes=max((a.bytes for k in cost.fused.kernels for a in k.writes), default=0),
         bandwidth=hw.hbm_bandwidth,
@@ -319,7 +326,7 @@ def demo_traffic(program: Program) -> TrafficDemo:
         ),
         flops_per_element=fused.flops // elements if elements else 0,
         intensity=fused.intensity,
-        elementwise_ridge=hw.ridge_point(dtype),
+        elementwise_ridge=hw.ridge_point("float64" if "float64" in declared else GPU_DTYPE),
         tensor_core_ridge=hw.tensor_core_ridge_point,
         decode_shape=DECODE_SHAPE,
         decode_launch_share=(
@@ -409,6 +416,9 @@ class PlanDemo:
     planned_bytes: int
     peak_live_bytes: int
     buffer_bytes: int
+    """A temporary's bytes; their mean where they differ (`buffers_alike` False: a program of
+    several dtypes)."""
+    buffers_alike: bool
     max_live: int
     """Most temporaries alive between two ops: no plan can use fewer buffers."""
     in_place: int
@@ -431,15 +441,17 @@ def demo_memory_plan(program: Program) -> PlanDemo:
         )
         for value in plan.liveness.temporaries
     )
-    naive_bytes = plan.naive_bytes(GPU_SHAPE, GPU_DTYPE)
+    dtype = None if program.declared_dtypes else GPU_DTYPE  # (as demo 2 prices them)
+    naive_bytes = plan.naive_bytes(GPU_SHAPE, dtype)
     demo = PlanDemo(
         rows=rows,
         naive_buffers=plan.naive_count,
         planned_buffers=plan.planned_count,
         naive_bytes=naive_bytes,
-        planned_bytes=plan.planned_bytes(GPU_SHAPE, GPU_DTYPE),
-        peak_live_bytes=plan.peak_live_bytes(GPU_SHAPE, GPU_DTYPE),
+        planned_bytes=plan.planned_bytes(GPU_SHAPE, dtype),
+        peak_live_bytes=plan.peak_live_bytes(GPU_SHAPE, dtype),
         buffer_bytes=naive_bytes // plan.naive_count if plan.naive_count else 0,
+        buffers_alike=len(set(plan.temporary_bytes(GPU_SHAPE, dtype))) <= 1,
         max_live=_most_alive_between_ops(plan.liveness),
         in_place=len(plan.in_place),
         fused_buffers=plan_memory(fused_function).planned_count,

@@ -104,7 +104,8 @@ def print_memory_plan(console: Console, demo: PlanDemo) -> None:
         f"Naive: {plural(demo.naive_buffers, 'temporary', 'temporaries')} = "
         f"{nbytes(demo.naive_bytes)}; planned: {plural(demo.planned_buffers, 'buffer')} = "
         f"{nbytes(demo.planned_bytes)} "
-        f"({nbytes(demo.buffer_bytes)} each, at demo 2's shape and dtype)."
+        f"({nbytes(demo.buffer_bytes)} {'each' if demo.buffers_alike else 'on average'}, at "
+        "demo 2's shape and dtypes)."
     )
     _observations(console, demo.observations)
 
