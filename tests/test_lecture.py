@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import platform
 import re
 from pathlib import Path
@@ -219,6 +220,27 @@ def test_demos_2_and_3_price_declared_dtypes_alike(source: str, dtype: str, item
     assert traffic.dtype == dtype
     assert (plan.buffer_bytes, plan.buffers_alike) == (elements * itemsize, True)
     assert plan.naive_bytes == plan.naive_buffers * elements * itemsize
+
+
+@pytest.mark.parametrize(
+    ("source", "shape"),
+    [
+        ((ROOT / "examples" / "rope.ew").read_text(), (1, 4096, 14336)),
+        ("input x[4, 8];\ny = x * 2 + 1;\n", (4, 8)),
+        ("input x[?, 8];\ny = x * 2 + 1;\n", (4096, 8)),
+    ],
+)
+def test_demos_2_and_3_take_the_programs_dims(source: str, shape: tuple[int, ...]) -> None:
+    """The bill's [t, d] as a program of more dims or fixed ones has it (`xfuse lecture --source
+    examples/rope.ew` was an error: 2 dims for rank-3 tensors; `x[4, 8]` did not broadcast)."""
+    loaded = lecture.load_program(source, "p.ew")
+    traffic, plan = lecture.demo_traffic(loaded), lecture.demo_memory_plan(loaded)
+    assert (traffic.shape, traffic.elements, traffic.tensor_bytes) == (
+        shape,
+        math.prod(shape),
+        2 * math.prod(shape),  # bf16
+    )
+    assert plan.buffer_bytes == 2 * math.prod(shape)
 
 
 def test_memory_plan_of_a_two_dimensional_program() -> None:

@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.printer import Printer
 
@@ -302,19 +302,43 @@ def _traffic_row(label: str, cost: ProgramCost, fused: bool) -> TrafficRow:
     )
 
 
+def problem_shape(program: Program, shape: tuple[int, ...] = GPU_SHAPE) -> tuple[int, ...]:
+    """`shape` (the lecture's [t, d]) as `program`'s problem: as it is for a program of at most
+    its dims (the cost model folds it over flat tensors), after 1s for one of more (RoPE's
+    [t, h, d]: 1 x 4096 x 14336, the same elements), and with each dim the program fixes
+    (`input x[4, 8];`) at its size (both were errors: the shape has 2 dims, or does not
+    broadcast to the program's)."""
+    function = program.function
+    values = [*function.args, *(r for op in function.walk() for r in op.results)]
+    shapes = [v.type.get_shape() for v in values if isinstance(v.type, TensorType)]
+    rank = max(map(len, shapes), default=0)
+    static = [(rank - len(s) + axis, size) for s in shapes for axis, size in enumerate(s)]
+    static = [(axis, size) for axis, size in static if size not in (1, DYNAMIC_INDEX)]
+    if rank <= len(shape) and not static:
+        return shape
+    dims = list(
+        (1,) * (rank - len(shape)) + shape if rank > len(shape) else ew.fold_shape(shape, rank)
+    )
+    for axis, size in static:
+        dims[axis] = size
+    return tuple(dims)
+
+
 def demo_traffic(program: Program) -> TrafficDemo:
-    options = CostOptions(GPU_DEVICE, GPU_SHAPE, GPU_DTYPE, GPU_LAUNCH_US)
+    shape = problem_shape(program)
+    options = CostOptions(GPU_DEVICE, shape, GPU_DTYPE, GPU_LAUNCH_US)
     cost = cost_program(program.source, options, filename=program.filename)
     decode = cost_program(
-        program.source, CostOptions(GPU_DEVICE, DECODE_SHAPE, GPU_DTYPE, GPU_LAUNCH_US)
+        program.source,
+        CostOptions(GPU_DEVICE, problem_shape(program, DECODE_SHAPE), GPU_DTYPE, GPU_LAUNCH_US),
     )
     hw = options.hardware
-    elements = GPU_SHAPE[0] * GPU_SHAPE[1]
+    elements = math.prod(shape)
     declared = program.declared_dtypes
     fused = cost.fused.totals
     demo = TrafficDemo(
         device=hw.description,
-        shape=GPU_SHAPE,
+        shape=shape,
         dtype="/".join(sorted(declared)) or GPU_DTYPE,
         elements=elements,
         tensor_bytes=max((a.bytes for k in cost.fused.kernels for a in k.writes), default=0),
@@ -328,7 +352,7 @@ def demo_traffic(program: Program) -> TrafficDemo:
         intensity=fused.intensity,
         elementwise_ridge=hw.ridge_point("float64" if "float64" in declared else GPU_DTYPE),
         tensor_core_ridge=hw.tensor_core_ridge_point,
-        decode_shape=DECODE_SHAPE,
+        decode_shape=problem_shape(program, DECODE_SHAPE),
         decode_launch_share=(
             decode.unfused.totals.launch_time_s / decode.unfused.totals.time_s
             if decode.unfused.totals.time_s
@@ -442,16 +466,17 @@ def demo_memory_plan(program: Program) -> PlanDemo:
         for value in plan.liveness.temporaries
     )
     dtype = None if program.declared_dtypes else GPU_DTYPE  # (as demo 2 prices them)
-    naive_bytes = plan.naive_bytes(GPU_SHAPE, dtype)
+    shape = problem_shape(program)
+    naive_bytes = plan.naive_bytes(shape, dtype)
     demo = PlanDemo(
         rows=rows,
         naive_buffers=plan.naive_count,
         planned_buffers=plan.planned_count,
         naive_bytes=naive_bytes,
-        planned_bytes=plan.planned_bytes(GPU_SHAPE, dtype),
-        peak_live_bytes=plan.peak_live_bytes(GPU_SHAPE, dtype),
+        planned_bytes=plan.planned_bytes(shape, dtype),
+        peak_live_bytes=plan.peak_live_bytes(shape, dtype),
         buffer_bytes=naive_bytes // plan.naive_count if plan.naive_count else 0,
-        buffers_alike=len(set(plan.temporary_bytes(GPU_SHAPE, dtype))) <= 1,
+        buffers_alike=len(set(plan.temporary_bytes(shape, dtype))) <= 1,
         max_live=_most_alive_between_ops(plan.liveness),
         in_place=len(plan.in_place),
         fused_buffers=plan_memory(fused_function).planned_count,
