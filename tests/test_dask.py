@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import xfuse
-from xfuse.runtime.arrays import ArgumentError, numpy_dtype
+from xfuse.runtime.arrays import ArgumentError, ArgumentTypeError, numpy_dtype
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -149,3 +149,13 @@ def test_unknown_chunk_sizes_are_a_clear_error() -> None:
     np.testing.assert_array_equal(
         kernel(x=x[x > 4].compute_chunk_sizes()).compute(), np.arange(5, 10) * 2
     )
+
+
+def test_a_python_number_beside_dask_arrays_says_what_to_pass() -> None:
+    """As a numpy call says it (the dask call said `expected dtype float32, got float64`, the
+    dtype dask gave the number)."""
+    kernel = xfuse.compile("input s[]; y = x * s;")
+    x = da.ones(8, chunks=4, dtype=np.float32)
+    with pytest.raises(ArgumentTypeError, match=r"a Python number has no dtype: pass np.asarray"):
+        kernel(x=x, s=2.0)
+    np.testing.assert_array_equal(kernel(x=x, s=np.float32(2)).compute(), np.full(8, 2.0))

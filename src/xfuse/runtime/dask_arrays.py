@@ -71,7 +71,10 @@ def call(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any], out: An
     bound = kernel.call_signature.bind(args, kwargs)
     arrays = []
     for parameter in function.inputs:
-        array = da.asarray(bound[parameter.name])
+        value = bound[parameter.name]
+        if not (is_dask_array(value) or isinstance(value, np.ndarray | np.generic)):
+            check_input(parameter, value)  # what it is not: "a Python number has no dtype"
+        array = da.asarray(value)
         check_input(parameter, np.empty((0,) * array.ndim, array.dtype))  # the dtype, named
         static = {
             axis: -1
