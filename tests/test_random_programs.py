@@ -34,7 +34,10 @@ everything computed from it is not checked:
   anywhere in the exponent's ball, not only at a corner), a pow of a NaN exponent whose base may
   be exactly 1, a result within the error of float32 overflow;
 - the operand is a zero of unknown sign (a ball that holds 0 and is not exact) where its sign
-  decides the result: division by it, pow of it with a negative exponent, rsqrt of it.
+  decides the result: division by it, pow of it with a negative exponent, rsqrt of it;
+- copysign's sign operand is a NaN: IEEE leaves a NaN's sign open but for the sign ops
+  themselves, and numpy's log(-1) or a NaN through softplus may carry the other sign than
+  xfuse's (copysign(0, log(-1)) was -0 in numpy, +0 in xfuse).
 Everything else is checked: a NaN center demands NaN, an inf center the same inf, a finite center
 a finite value within the radius (the same value, and the same sign of zero, where it is exact).
 `test_the_oracle_*` show the check does fail on a wrong op, a wrong NaN, a wrong inf and a wrong
@@ -363,6 +366,7 @@ def apply(op: ew.ElementwiseOpType, args: Sequence[Ball], tolerance: ew.ErrorBou
         | near_overflow
         | uncertain_overflow
         | _sign_of_zero_matters(op, args)
+        | ((op is ew.CopysignOp) & np.isnan(args[-1].center))
         | _class_may_flip_between_corners(op, args)
         | functools.reduce(np.logical_or, [a.undecided for a in args])
     )
@@ -558,6 +562,9 @@ def test_the_oracle_leaves_undecided_values_unchecked() -> None:
     nan = Ball(np.array(np.nan), np.zeros(()))
     bases = Ball(np.array([1 - ULP, 0.5]), np.array([2 * ULP, 2 * ULP]))
     assert apply(ew.PowOp, [bases, nan], ARITHMETIC).undecided.tolist() == [True, False]
+    # copysign(x, NaN): the NaN's sign is open (IEEE's only for neg, abs and copysign), x's not
+    signs = Ball(np.array([np.nan, -2.0]), np.zeros(2))
+    assert apply(ew.CopysignOp, [one, signs], ARITHMETIC).undecided.tolist() == [True, False]
 
 
 SPECIAL_OPERANDS = np.array(
