@@ -356,7 +356,7 @@ class CudaKernel(CompiledProgram):
         if given is not None:
             return given
         if flat is not None:
-            outputs = [o.reshape(flat) if o.shape else o for o in outputs]  # (numpy's: no copy)
+            outputs = [o.reshape(flat) if o.shape else o for o in outputs]  # (new arrays: views)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _check_inputs(self, bound: Mapping[str, Any]) -> list[np.ndarray | DeviceArray]:

@@ -2467,7 +2467,7 @@ class CompiledProgram:
     def flat_shape(self, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...] | None:
         """The one shape of inputs of these `shapes` that are not 1-d, where the kernel runs them
         flat (a kernel whose arrays are all `[?]`, e.g. `xfuse.compile` without shapes, but
-        0-d inputs); None where the usual checks apply."""
+        0-d ones); None where the usual checks apply."""
         if not self._flattens:
             return None
         parameters = self.function.inputs
