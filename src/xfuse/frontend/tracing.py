@@ -497,14 +497,17 @@ class Traced:
         an `ew.convert`, the `.ew` language's `bf16(...)`; the same array where the dtype is its
         own f32 or f64 (an f16 or bf16 one rounds what a kernel holds in f32, as numpy's value
         is rounded). `(y + r).astype(ml_dtypes.bfloat16)` stores an f32 result in bf16.
-        `copy` is accepted and changes nothing: a traced value is never written in place, so
-        a copy and the array itself are the same."""
+        `copy=False` of an argument to its own dtype is the argument itself, as numpy's is (so
+        `+=` on it is refused as on the argument: it would write the caller's array); elsewhere
+        `copy` changes nothing, a traced value being never written in place."""
         try:
             element = element_type_for(dtype)
         except ValueError:
             raise TypeError(
                 f"astype({dtype!r}): xfuse computes in float16, bfloat16, float32 and float64"
             ) from None
+        if not copy and self.argument and element == ew.element_type(self.value.type):
+            return self
         return Traced(self.builder, self.builder.convert(self.value, element, explicit=True))
 
     def clip(self, min: Any = None, max: Any = None, out: None = None) -> Traced:
