@@ -349,12 +349,12 @@ def _flops_per_element(kernel: ew.KernelOp, dtype: str | None) -> tuple[tuple[st
     return tuple(ops), total, f64
 
 
-def _each_output(write: TensorAccess, outputs: Sequence[str]) -> tuple[TensorAccess, ...]:
+def _each_output(write: TensorAccess, outputs: Sequence[str | None]) -> tuple[TensorAccess, ...]:
     """`write` once for each of the outputs it is (a value returned as two outputs is written to
-    two arrays, each under its output's name), else once as it is."""
+    two arrays, each under its output's name where known), else once as it is."""
     if len(outputs) < 2:
         return (write,)
-    return tuple(replace(write, name=name) for name in outputs)
+    return tuple(replace(write, name=name or write.name) for name in outputs)
 
 
 def _unique(values: Iterable[SSAValue]) -> list[SSAValue]:
@@ -448,11 +448,11 @@ def analyse_function(
     if output_names is not None and returned is not None:
         for value, name in zip(returned.arguments, output_names, strict=True):
             names.names.setdefault(value, name)  # a value returned twice: its first name
-    returned_as: dict[SSAValue, list[str]] = {}
-    """A value the function returns twice or more, by each output's name: each output is an
-    array of its own, written in full (on tensors the kernel has one result for them)."""
+    returned_as: dict[SSAValue, list[str | None]] = {}
+    """Each returned value's outputs by name (None: unnamed): each is an array of its own,
+    written in full (on tensors the kernel has one result for a value returned twice)."""
     if returned is not None:
-        spelled = output_names or [names(value) for value in returned.arguments]
+        spelled = output_names or [None] * len(returned.arguments)
         for value, name in zip(returned.arguments, spelled, strict=True):
             returned_as.setdefault(value, []).append(name)
     problem = _problem_shape(options.shape, max(ranks, default=0), function, names)

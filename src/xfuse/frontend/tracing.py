@@ -75,8 +75,8 @@ def _heaviside(x: Any, h0: Any) -> Any:
         value = 0.0 if x < 0 else 1.0 if x > 0 else None if x == 0 else x
         if value is None:
             return h0.astype(dtype)
-        everywhere = (h0 == h0) | (h0 != h0)
-        return np.where(everywhere, dtype.type(value), dtype.type(value))
+        # (either arm is the value: any mask of h0 spreads it over h0's shape)
+        return np.where(h0 != h0, dtype.type(value), dtype.type(value))
     return np.where(x < 0, 0.0, np.where(x > 0, 1.0, np.where(x == 0, h0, x)))
 
 

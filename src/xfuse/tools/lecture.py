@@ -325,12 +325,11 @@ def problem_shape(program: Program, shape: tuple[int, ...] = GPU_SHAPE) -> tuple
 
 
 def demo_traffic(program: Program) -> TrafficDemo:
-    shape = problem_shape(program)
+    shape, decode_shape = problem_shape(program), problem_shape(program, DECODE_SHAPE)
     options = CostOptions(GPU_DEVICE, shape, GPU_DTYPE, GPU_LAUNCH_US)
     cost = cost_program(program.source, options, filename=program.filename)
     decode = cost_program(
-        program.source,
-        CostOptions(GPU_DEVICE, problem_shape(program, DECODE_SHAPE), GPU_DTYPE, GPU_LAUNCH_US),
+        program.source, CostOptions(GPU_DEVICE, decode_shape, GPU_DTYPE, GPU_LAUNCH_US)
     )
     hw = options.hardware
     elements = math.prod(shape)
@@ -352,7 +351,7 @@ def demo_traffic(program: Program) -> TrafficDemo:
         intensity=fused.intensity,
         elementwise_ridge=hw.ridge_point("float64" if "float64" in declared else GPU_DTYPE),
         tensor_core_ridge=hw.tensor_core_ridge_point,
-        decode_shape=problem_shape(program, DECODE_SHAPE),
+        decode_shape=decode_shape,
         decode_launch_share=(
             decode.unfused.totals.launch_time_s / decode.unfused.totals.time_s
             if decode.unfused.totals.time_s
