@@ -201,6 +201,26 @@ def test_3d_workloads_have_room_in_the_middle_axes() -> None:
     assert bench.prepare_workload("out = x * 2;", 1 << 20).arrays["x"].shape == (1 << 20,)
 
 
+@pytest.mark.parametrize(
+    ("declared", "n", "shape"),
+    [
+        ("x[t, 8]", 1 << 12, (512, 8)),
+        ("x[t, 32, 128]", 1 << 20, (256, 32, 128)),
+        ("x[4, d]", 1 << 20, (4, 1 << 18)),
+        ("x[4, 8, d]", 1 << 20, (4, 8, 1 << 15)),
+        ("x[2, 3]", 1 << 20, (2, 3)),
+        ("x[t, d], b[1, 1024]", 1 << 20, (1024, 1024)),
+    ],
+)
+def test_workloads_size_the_free_dims_around_the_fixed_ones(
+    declared: str, n: int, shape: tuple[int, ...]
+) -> None:
+    """`x[t, 8]` measured 8 elements at n = 2^12 (the rows sized for rows of 14336, then the
+    8 put back), `x[t, 32, 128]` 36,864 at 2^20: the free dims now take what n leaves."""
+    workload = bench.prepare_workload(f"input {declared};\ny = x * 2;\n", n)
+    assert workload.arrays["x"].shape == shape
+
+
 def test_bench_of_inputs_named_as_functions() -> None:
     """RoPE's tables are `cos` and `sin`: the bandwidth ceiling's program (each output the sum
     of the inputs) read them undeclared, as the calls they would be ("'cos' is a function")."""

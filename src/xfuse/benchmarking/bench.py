@@ -29,7 +29,7 @@ from typing import Any, cast
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
 from xfuse.benchmarking import peers as peer_compilers
@@ -93,16 +93,24 @@ def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
     """Each input's array shape for an iteration space of about `n` elements: flat `[?]` inputs
     get n; declared N-D ones rows x `ROW_LENGTH` (the lecture's d_ff, at most n), with
     `MIDDLE_SIZE` in each axis between (3-d and up, where n has room for rows of 64), static
-    dims as declared (a `1` broadcasts: RoPE's tables `[t, 1, d]` over the heads)."""
+    dims as declared (a `1` broadcasts: RoPE's tables `[t, 1, d]` over the heads) and the free
+    ones sized for n with them (`x[t, 8]` at 2^12 is 512 x 8; `x[4, d]` 4 x 1024)."""
 
     args = only_function(module).args
-    rank = max((len(cast(TensorType[Any], a.type).get_shape()) for a in args), default=0)
+    shapes = [ew.shape_of(a) for a in args]
+    rank = max(map(len, shapes), default=0)
     if rank <= 1:
         return {str(input_name(a)): ew.bind_shape(a.type, (n,)) for a in args}
-    middle = [MIDDLE_SIZE if n >= 64 * MIDDLE_SIZE ** (rank - 2) else 1] * (rank - 2)
-    columns = min(n // math.prod(middle), ROW_LENGTH)
-    problem = (max(1, n // (columns * math.prod(middle))), *middle, columns)
-    return {str(input_name(a)): ew.bind_shape(a.type, problem) for a in args}
+    fixed = ew.fixed_dims(shapes)
+    middle_size = MIDDLE_SIZE if n >= 64 * MIDDLE_SIZE ** (rank - 2) else 1
+    dims = [fixed.get(axis, middle_size) for axis in range(rank)]
+    free_rows = 0 not in fixed
+    if rank - 1 not in fixed:  # rows of d_ff where the rows are free, else all that n leaves
+        columns = n // math.prod(dims[1:-1] if free_rows else dims[:-1])
+        dims[-1] = max(1, min(columns, ROW_LENGTH) if free_rows else columns)
+    if free_rows:
+        dims[0] = max(1, n // math.prod(dims[1:]))
+    return {str(input_name(a)): ew.bind_shape(a.type, tuple(dims)) for a in args}
 
 
 ROW_LENGTH = 14336

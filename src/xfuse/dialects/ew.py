@@ -292,6 +292,18 @@ def fold_shape(sizes: Sequence[int], rank: int) -> tuple[int, ...]:
     return (math.prod(sizes[: len(sizes) - rank + 1]), *sizes[len(sizes) - rank + 1 :])
 
 
+def fixed_dims(shapes: Sequence[Sequence[int]]) -> dict[int, int]:
+    """The sizes `shapes` fix, right-aligned in a problem of as many dims as the longest: axis
+    -> size for every dim neither `?` nor 1 (a 1 broadcasts), as `input x[t, 8];` fixes 8."""
+    rank = max(map(len, shapes), default=0)
+    return {
+        rank - len(shape) + axis: size
+        for shape in shapes
+        for axis, size in enumerate(shape)
+        if size not in (1, DYNAMIC_INDEX)
+    }
+
+
 @lru_cache(maxsize=1024)
 def _tensor_type_text(type_: TensorType[Attribute]) -> str:
     return str(type_)

@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.printer import Printer
 
@@ -312,16 +312,11 @@ def problem_shape(program: Program, shape: tuple[int, ...] = GPU_SHAPE) -> tuple
     values = [*function.args, *(r for op in function.walk() for r in op.results)]
     shapes = [v.type.get_shape() for v in values if isinstance(v.type, TensorType)]
     rank = max(map(len, shapes), default=0)
-    static = [(rank - len(s) + axis, size) for s in shapes for axis, size in enumerate(s)]
-    static = [(axis, size) for axis, size in static if size not in (1, DYNAMIC_INDEX)]
-    if rank <= len(shape) and not static:
+    fixed = ew.fixed_dims(shapes)
+    if rank <= len(shape) and not fixed:
         return shape
-    dims = list(
-        (1,) * (rank - len(shape)) + shape if rank > len(shape) else ew.fold_shape(shape, rank)
-    )
-    for axis, size in static:
-        dims[axis] = size
-    return tuple(dims)
+    dims = (1,) * (rank - len(shape)) + shape if rank > len(shape) else ew.fold_shape(shape, rank)
+    return tuple(fixed.get(axis, size) for axis, size in enumerate(dims))
 
 
 def demo_traffic(program: Program) -> TrafficDemo:
