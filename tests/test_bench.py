@@ -26,6 +26,7 @@ from xfuse.benchmarking.timing import interleaved_medians, median_seconds, separ
 from xfuse.codegen.native import host_cpu, libmvec_loaded
 from xfuse.dialects import ew
 from xfuse.runtime.kernel import SETTLING_CALLS
+from xfuse.tools import bench_cmd
 from xfuse.tools.bench_cmd import bandwidth_figure, parse_sizes, program_title
 from xfuse.tools.cli import main
 from xfuse.tools.lecture_cmd import parse_size
@@ -419,6 +420,39 @@ def test_cli_plot_names_the_file_it_writes(
         main([*arguments, str(tmp_path)])
     assert exit_.value.code == 2
     assert f"argument --plot: {tmp_path} is a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["bw.xyz", "results-v1.2"])
+def test_cli_plot_format_is_checked_before_the_work(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A format matplotlib does not write failed only once the whole benchmark had run."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.setattr(bench, "bench", lambda *args, **kwargs: pytest.fail("measured"))
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "--expr", "x * 2", "--plot", name])
+    assert exit_.value.code == 2
+    suffix = name.rpartition(".")[2]
+    assert f"argument --plot: {name}: matplotlib writes no '.{suffix}' files" in (
+        capsys.readouterr().err
+    )
+
+
+def test_cli_writes_the_table_before_the_plot(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A plot that cannot be written (a full disk) lost the measured table with it."""
+    pytest.importorskip("matplotlib")
+
+    def full_disk(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(bench_cmd, "plot_bandwidth", full_disk)
+    arguments = ["bench", "--expr", "x * 2", "--sizes", "2^8", "--repeat", "1"]
+    assert main([*arguments, "--plot", str(tmp_path / "bw.png")]) == 1
+    out, err = capsys.readouterr()
+    assert "bandwidth ceiling" in out
+    assert err == "xfuse bench: error: No space left on device\n"
 
 
 def test_cli_settings_stay_out_of_the_programs_comment(

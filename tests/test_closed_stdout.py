@@ -78,7 +78,7 @@ def test_a_closed_stdout_ends_the_command_quietly_with_status_141(
     ("command", "message"),
     [
         ([*XFUSE, "cost", "missing.ew"], "xfuse cost: error: No such file or directory"),
-        ([*XFUSE_OPT, "missing.ew"], "xfuse-opt: error: [Errno 2] No such file or directory"),
+        ([*XFUSE_OPT, "missing.ew"], "xfuse-opt: error: No such file or directory: missing.ew"),
     ],
     ids=["xfuse", "xfuse-opt"],
 )
@@ -98,6 +98,73 @@ def test_a_full_device_on_stdout_is_an_error_without_a_file_name(arguments: list
             [*XFUSE, *arguments], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300
         )
     assert (done.returncode, done.stderr) == (1, "xfuse cost: error: No space left on device\n")
+
+
+def run_without_stdio(command: list[str], fd: int) -> subprocess.CompletedProcess[str]:
+    """Run `command` started with its stdin (`fd` 0, `<&-`) or stdout (1, `>&-`) closed: Python
+    has no `sys.stdin` or `sys.stdout` then."""
+    return subprocess.run(
+        command,
+        preexec_fn=lambda: os.close(fd),
+        stdin=subprocess.DEVNULL if fd else None,
+        stdout=None if fd else subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ([*XFUSE, "cost", GELU], "xfuse cost: error: no standard output to write to"),
+        ([*XFUSE_OPT, GELU], "xfuse-opt: error: no standard output to write to"),
+    ],
+    ids=["xfuse", "xfuse-opt"],
+)
+def test_a_command_started_without_stdout_says_so(command: list[str], message: str) -> None:
+    """`xfuse cost FILE >&-` ended in an AttributeError's traceback (`sys.stdout` is None): now
+    one line and status 1, as `cat`'s "write error: Bad file descriptor"."""
+    done = run_without_stdio(command, 1)
+    assert done.returncode == 1
+    assert done.stderr == f"{message} (it was closed)\n"
+
+
+def test_a_file_output_needs_no_stdout(tmp_path: Path) -> None:
+    """`xfuse-opt FILE -o OUT >&-` wrote OUT, then failed (a traceback) flushing no stdout."""
+    output = tmp_path / "gelu.mlir"
+    done = run_without_stdio([*XFUSE_OPT, GELU, "-o", str(output)], 1)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert output.read_text().startswith("builtin.module {")
+
+
+def test_xfuse_opt_without_stdin_is_a_one_line_error() -> None:
+    """`xfuse-opt <&-` (reading stdin) was an "internal error" with status 2."""
+    done = run_without_stdio(XFUSE_OPT, 0)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == "xfuse-opt: error: no standard input to read the input from (-)\n"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ([*XFUSE_OPT, GELU, "-o", "/dev/full"], "xfuse-opt: error: "),
+        (
+            [*XFUSE, "lecture", "--quick", "--repeat", "1", "--json", "/dev/full"],
+            "xfuse lecture: error: ",
+        ),
+    ],
+    ids=["xfuse-opt", "xfuse"],
+)
+def test_a_full_device_as_the_output_file_is_named(command: list[str], message: str) -> None:
+    """A write's OSError has no file name: `xfuse lecture --json /dev/full` said only "No space
+    left on device", xfuse-opt `[Errno 28] No space left on device`."""
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 1
+    assert done.stderr.endswith(f"{message}No space left on device: /dev/full\n"), done.stderr
 
 
 def test_a_reader_gone_partway_through_a_large_module_is_status_141(tmp_path: Path) -> None:

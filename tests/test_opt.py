@@ -10,6 +10,7 @@ import contextlib
 import inspect
 import io
 import math
+import os
 import re
 import subprocess
 import sys
@@ -503,7 +504,7 @@ HOSTILE: dict[str, str] = {
         r"format with -f \(ew, mlir\), or name the file \.ew or \.mlir"
     ),
     "no_ext": r"xfuse-opt: error: .*/program: no file extension: name the input's format with -f",
-    "missing_file": r"xfuse-opt: error: .*No such file or directory: '.*missing\.mlir'",
+    "missing_file": r"xfuse-opt: error: No such file or directory: .*missing\.mlir$",
     "directory": r"xfuse-opt: error: .*Is a directory",
     "unknown_pass": (
         r"xfuse-opt: error: unknown pass 'ew-optimise' \(did you mean 'ew-optimize'\?\)"
@@ -940,3 +941,19 @@ def test_numbers_and_bools_where_an_option_takes_them_still_parse() -> None:
     (spec,) = parse_pipeline("optional-options{limit=3 depth=4 factor=0.5 flag=true}")
     parsed = pass_from_spec(OptionalOptionsPass, spec)
     assert parsed == OptionalOptionsPass(limit=3, depth=4, factor=0.5, flag=True)
+
+
+def test_debuginfo_of_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
+    """A file name's undecodable byte (`os.fsdecode`'s surrogate) failed `--print-debuginfo`
+    ("'utf-8' codec can't encode character '\\udcff'"): it is an escape in the location."""
+    program = Path(os.fsdecode(bytes(tmp_path) + b"/\xffg.ew"))
+    program.write_text("y = x * 2;\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "xfuse.tools.opt", str(program), "--print-debuginfo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert f'loc("{tmp_path}/\\\\udcffg.ew":1:7)' in done.stdout

@@ -298,7 +298,11 @@ class _Parser:
         self.depth = 0
         self.line_starts = [0, *(found.end() for found in LINE_BREAK.finditer(source))]
         """Where each line starts: a token's line by bisection (`at`), not by counting."""
-        self.file_attribute = StringAttr(filename)
+        # IR strings are UTF-8: a name's undecodable bytes (`os.fsdecode`'s surrogates) as
+        # escapes, as Python's stderr writes them (`\udcff`), not an error when printed.
+        self.file_attribute = StringAttr(
+            filename.encode("utf-8", "backslashreplace").decode("utf-8")
+        )
 
     # -- helpers
     @property

@@ -115,17 +115,18 @@ def run(args: argparse.Namespace) -> int:
             filename="<expr>" if args.file is None else program_name(args.file),
         )
     name = program_title(result.source, args.file if isinstance(args.file, Path) else None)
-    if args.plot is not None:
-        plot_bandwidth(result, args.plot, name)
+    # The results first: a plot that cannot be written (a full disk) loses none of them.
     if args.json:
         from xfuse.analysis.cost_report import to_plain
 
         json.dump(to_plain(result), sys.stdout, indent=2)
         print()
-        return 0
-    print_result(stdout_console(), result, name)
+    else:
+        print_result(stdout_console(), result, name)
     if args.plot is not None:
-        print(f"bandwidth plot: {args.plot}")
+        plot_bandwidth(result, args.plot, name)
+        if not args.json:
+            print(f"bandwidth plot: {args.plot}")
     return 0
 
 
@@ -215,8 +216,6 @@ def bandwidth_figure(result: Any, name: str) -> Figure:
 
 def plot_bandwidth(result: Any, path: Path, name: str) -> None:
     """Write `bandwidth_figure` to `path`."""
-    from xfuse.tools.cli import import_pyplot
+    from xfuse.tools.cli import save_figure
 
-    figure = bandwidth_figure(result, name)
-    figure.savefig(path, dpi=120)
-    import_pyplot().close(figure)
+    save_figure(bandwidth_figure(result, name), path)

@@ -17,7 +17,8 @@ import functools
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -103,9 +104,43 @@ def output_file(text: str, what: str, example: str) -> Path:
 def plot_file(text: str) -> Path:
     """`--plot`'s file: the format its suffix names (`.png`, `.svg`, `.pdf`), a name without one
     gaining `.png` (as matplotlib writes it, so the path printed is the one written). A
-    directory is an error: a plot is one file, named by whoever asks for it."""
+    directory is an error: a plot is one file, named by whoever asks for it; so are a format
+    matplotlib does not write and matplotlib missing, before the work, not after it."""
     path = output_file(text, "plot's", "plot.png")
-    return path if path.suffix else path.with_name(f"{path.name}.png")
+    path = path if path.suffix else path.with_name(f"{path.name}.png")
+    try:
+        import_pyplot()
+    except CliError as error:  # "argument --plot: needs matplotlib: ..."
+        raise ValueError(str(error).removeprefix("--plot ")) from None
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix[1:].lower() not in formats:
+        raise ValueError(
+            f"{text}: matplotlib writes no '{path.suffix}' files: end the name in .png, .svg or "
+            f".pdf (or {', '.join(f'.{name}' for name in sorted(formats))})"
+        )
+    return path
+
+
+@contextmanager
+def naming_file(path: Path) -> Iterator[None]:
+    """An OSError raised inside names `path` where it names no file (a write's, as a full
+    disk's: `xfuse lecture: error: No space left on device` named no file)."""
+    try:
+        yield
+    except OSError as error:
+        error.filename = error.filename or str(path)
+        raise
+
+
+def save_figure(figure: Any, path: Path) -> None:
+    """Write a matplotlib figure to `path`, in the format its suffix names, and close it."""
+    try:
+        with naming_file(path):
+            figure.savefig(path, dpi=120)
+    finally:
+        import_pyplot().close(figure)
 
 
 @option_type

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import io
 import os
 import signal
 import sys
@@ -41,10 +42,21 @@ def stdout_closed() -> int:
     return SIGPIPE_STATUS
 
 
+class _NoStdout(io.TextIOBase):
+    """stdout for a command started without one (`>&-`, where Python's is None): a write fails
+    with a message, as `cat`'s does, where it was an AttributeError's traceback; a command that
+    writes only files (`xfuse-opt -o FILE`) runs as usual."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "no standard output to write to (it was closed)")
+
+
 def exit_status(run: Callable[[], int]) -> int:
     """`run()`'s exit status, stdout flushed here (also before an exception or a `SystemExit`,
     `--help`'s), where a closed pipe is caught: at exit it was not. `SIGPIPE_STATUS`, with no
     message, where the reader of stdout went away."""
+    if sys.stdout is None:
+        sys.stdout = _NoStdout()
     try:
         try:
             return run()

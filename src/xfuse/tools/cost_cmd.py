@@ -130,15 +130,15 @@ def run(args: argparse.Namespace) -> int:
     except ShapeMismatchError as error:
         option = "--input-shape" if error.input_name in input_shapes else "--shape"
         raise CliError(f"{option}: {error}") from None
-    if args.plot is not None:
-        from xfuse.tools.roofline import plot_roofline
-
-        plot_roofline(program, args.plot)
     if args.json:
         json.dump(program_json(program), sys.stdout, indent=2)
         print()
     else:
         print_program(stdout_console(), program)
-        if args.plot is not None:
+    if args.plot is not None:
+        from xfuse.tools.roofline import plot_roofline
+
+        plot_roofline(program, args.plot)
+        if not args.json:
             print(f"roofline plot: {args.plot}")
     return 0

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 from xfuse.tools.cli import (
     json_file,
+    naming_file,
     option_type,
     positive_int,
     program_file,
@@ -113,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
         if to_stdout:
             print(text)
         else:
-            Path(args.json).write_text(text + "\n")
+            with naming_file(args.json):
+                args.json.write_text(text + "\n")
     if not to_stdout:
         status.print(f"[dim]xfuse lecture: {time.perf_counter() - started:.1f} s[/dim]")
     return 0

@@ -251,7 +251,11 @@ class XfuseOptMain(xDSLOptMain):
     def run(self) -> None:
         super().run()
         if self._pending is not None:
-            Path(self.args.output_file).write_text(self._pending.text)
+            try:
+                Path(self.args.output_file).write_text(self._pending.text)
+            except OSError as error:  # a write's (a full disk's) names no file
+                error.filename = self.args.output_file
+                raise
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
@@ -279,6 +283,8 @@ class XfuseOptMain(xDSLOptMain):
 
     def get_input_stream(self) -> tuple[IO[bytes], str]:
         # `-f` names the input's format whatever the file's name (xDSL checked its extension).
+        if self.args.input_file is None and sys.stdin is None:  # started with stdin closed
+            raise ValueError("no standard input to read the input from (-)")
         stream, extension = super().get_input_stream()
         if self.args.frontend is None and extension not in self.available_frontends:
             stream.close()
@@ -402,8 +408,12 @@ def _run(args: Sequence[str] | None) -> int:
     except (EwSyntaxError, ParseError, DiagnosticException, ArgSpecParseError) as error:
         print(_diagnostic(error), file=sys.stderr)
         return 1
-    except (ValueError, OSError) as error:
+    except ValueError as error:
         print(f"xfuse-opt: error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        where = "" if error.filename is None else f": {error.filename}"  # (none: stdout's)
+        print(f"xfuse-opt: error: {error.strerror or error}{where}", file=sys.stderr)
         return 1
     except RecursionError:
         print("xfuse-opt: error: input nested too deeply", file=sys.stderr)

@@ -144,11 +144,9 @@ def _label_roof(axes: Axes, x: float, bandwidth: float, text: str) -> None:
 
 def plot_roofline(program: ProgramCost, path: Path) -> None:
     """Write `roofline_figure` to `path`."""
-    from xfuse.tools.cli import import_pyplot
+    from xfuse.tools.cli import save_figure
 
-    figure = roofline_figure(program)
-    figure.savefig(path, dpi=120)
-    import_pyplot().close(figure)
+    save_figure(roofline_figure(program), path)
 
 
 def _plot_kernels(axes: Axes, points: list[KernelPoint], marker: str, label: str) -> None:
