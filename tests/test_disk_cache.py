@@ -1042,6 +1042,42 @@ def test_cache_info_when_off(
     }
 
 
+@pytest.mark.parametrize("action", ["info", "clear"])
+def test_cache_commands_on_a_file_say_it_is_not_a_directory(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    action: str,
+) -> None:
+    """`XFUSE_CACHE_DIR` naming a file: info said "entries: 0", clear "removed 0 file(s)"."""
+    (tmp_path / "file").write_text("mine")
+    monkeypatch.setenv("XFUSE_CACHE_DIR", str(tmp_path / "file"))
+    assert cli_main(["cache", action]) == 1
+    assert capsys.readouterr().err == (
+        f"xfuse cache: error: the cache directory {tmp_path / 'file'} is not a directory: set "
+        "XFUSE_CACHE_DIR to a writable directory or XFUSE_CACHE=0\n"
+    )
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+def test_cli_shows_the_caches_warning_as_one_line() -> None:
+    """Python placed it at the console script's line (`.../bin/xfuse:6: RuntimeWarning: xfuse:
+    ...`, then the script's `sys.exit(main())`)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "xfuse", "cache", "info"],
+        env={**os.environ, "XFUSE_CACHE": "maybe"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0
+    assert done.stderr == (
+        "xfuse: warning: XFUSE_CACHE='maybe' is neither off (0, false, off, no) nor on "
+        "(1, true, on, yes or empty); the compile cache stays on\n"
+    )
+
+
 def test_the_test_session_has_its_own_cache() -> None:
     assert "xfuse-test-cache-" in os.environ["XFUSE_CACHE_DIR"]
 

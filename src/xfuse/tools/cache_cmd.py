@@ -8,6 +8,8 @@ import json
 import os
 from typing import Any
 
+from xfuse.tools.cli import CliError
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -45,10 +47,16 @@ def run(args: argparse.Namespace) -> int:
         if cache_files.cache_turned_off()
         else "no home directory for it"
     )
+    directory = disk_cache.cache_dir()
+    if directory is not None and directory.exists() and not directory.is_dir():
+        # (it said "entries: 0" and "removed 0 file(s)", as of an empty cache)
+        raise CliError(
+            f"the cache directory {directory} is not a directory: set XFUSE_CACHE_DIR to a "
+            "writable directory or XFUSE_CACHE=0"
+        )
 
     if args.action == "clear":
         removed, freed = disk_cache.clear()
-        directory = disk_cache.cache_dir()
         if args.json:
             fields = {"directory": directory and str(directory), "removed": removed}
             print(json.dumps({**fields, "bytes": freed}))

@@ -24,6 +24,7 @@ from typing import Any, Literal, TypeVar
 
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
+from xfuse.tools.cli_warnings import command_line_warnings
 from xfuse.tools.closed_stdout import exit_status, stdout_closed
 
 SUBCOMMANDS: tuple[str, ...] = (
@@ -239,7 +240,8 @@ def unrecognized_arguments(parser: argparse.ArgumentParser, unknown: Sequence[st
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `xfuse`; its exit status (141 where the reader of stdout went away: `closed_stdout`)."""
-    return exit_status(lambda: _run(argv))
+    with command_line_warnings():
+        return exit_status(lambda: _run(argv))
 
 
 def _run(argv: Sequence[str] | None) -> int:

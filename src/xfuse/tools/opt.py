@@ -35,6 +35,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 import xfuse
 from xfuse.frontend.language import EwSyntaxError, parse_program
 from xfuse.tools.cli import unrecognized_arguments
+from xfuse.tools.cli_warnings import command_line_warnings
 from xfuse.tools.closed_stdout import exit_status, stdout_closed
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.pipeline import parse_passes, use_before_definition
@@ -397,7 +398,8 @@ def main(args: Sequence[str] | None = None) -> int:
     """Run xfuse-opt; every error becomes a diagnostic on stderr and exit status 1, and where
     the reader of stdout goes away (`| head -1`) it stops quietly with status 141
     (`closed_stdout`)."""
-    return exit_status(lambda: _run(args))
+    with command_line_warnings():
+        return exit_status(lambda: _run(args))
 
 
 def _run(args: Sequence[str] | None) -> int:
