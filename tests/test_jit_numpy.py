@@ -257,6 +257,16 @@ def test_xfuse_functions_on_numpy_arrays_keep_numpys_dtype() -> None:
     assert xfuse.tanh(brain).dtype == np.tanh(brain).dtype == ml_dtypes.bfloat16
 
 
+def test_xfuse_power_on_numpy_arrays_is_the_kernels_pow() -> None:
+    """`xfuse.power(x, 0.5)` on arrays was numpy's power, which takes a scalar 0.5 for sqrt
+    (-0 and NaN at -0 and -inf) where the kernel it traces to is C's pow (+0 and +inf)."""
+    x = np.float32([-0.0, -np.inf, 4.0, -4.0, 0.0])
+    eager = xfuse.power(x, 0.5)
+    assert eager.dtype == np.float32
+    assert_same(eager, xfuse.jit(lambda a: xfuse.power(a, 0.5))(x))
+    assert_same(eager, np.float32([0.0, np.inf, 2.0, np.nan, 0.0]))
+
+
 def test_a_list_passed_for_an_array_says_how_to_pass_it() -> None:
     with pytest.raises(TypeError, match=r"argument 'y': .*got list \(pass np\.asarray\(value\)"):
         xfuse.jit(lambda x, y: x + y)(np.float32([1, 2]), [1.0, 2.0])

@@ -286,10 +286,30 @@ def test_a_boolean_result_goes_into_an_out_buffer_of_booleans_or_of_its_dtype() 
     ones, _ = compare(x, y, out=(numbers, None))  # numpy casts booleans into a float out
     assert ones is numbers
     np.testing.assert_array_equal(numbers, (x == y).astype(np.float32))
-    with pytest.raises(ArgumentError, match=r"'out0' has shape \(3,\), but the result has"):
-        compare(x, y, out=(np.empty(3, np.bool_), None))
     with pytest.raises(TypeError, match=r"out 'out0': expected dtype bool .* or float32"):
         compare(x, y, out=(np.empty(4, np.int32), None))
+
+
+def test_a_boolean_out_buffer_is_checked_before_the_call() -> None:
+    """As the kernel checks its own `out` buffers: a wrong shape was found only after the call
+    had written the other buffers, a read-only one was numpy's ValueError, and one sharing the
+    other buffer's bytes wrote over its results without a word."""
+    x, y = np.float32([1, -2, np.nan, 0]), np.float32([0, -2, 1, -0.0])
+    compare = xfuse.jit(lambda x, y: (x == y, x + y))
+    numbers = np.full(4, 7, np.float32)
+    with pytest.raises(ArgumentError, match=r"out 'out0': expected shape \(4,\), got \(3,\)"):
+        compare(x, y, out=(np.empty(3, np.bool_), numbers))
+    read_only = np.empty(4, np.bool_)
+    read_only.flags.writeable = False
+    with pytest.raises(ArgumentError, match=r"out 'out0': the array is read-only"):
+        compare(x, y, out=(read_only, numbers))
+    with pytest.raises(ArgumentError, match=r"out 'out0' overlaps out 'out1'"):
+        compare(x, y, out=(numbers.view(np.bool_)[4:8], numbers))
+    np.testing.assert_array_equal(numbers, 7)
+    fortran = np.asfortranarray(np.float32([[1, -2, 3], [0, 5, -6]]))
+    mask, _ = compare(fortran, fortran * 0)
+    assert mask.flags.f_contiguous  # as numpy's, which keeps the layout of its operands
+    np.testing.assert_array_equal(mask, fortran == 0)
 
 
 def test_a_local_jit_function_with_boolean_results_pickles_them() -> None:

@@ -850,7 +850,10 @@ class PowOp(BinaryOp):
     PYTHON_NAME: ClassVar[str | None] = "power"  # numpy's name
     PYTHON_OPERATOR: ClassVar[str] = "{0} ** {1}"
 
-    reference = staticmethod(np.power)
+    NUMPY_UFUNC: ClassVar[np.ufunc] = np.power
+    # C's pow: np.power takes a scalar exponent 0.5 for sqrt (pow(-0, 0.5) -0, pow(-inf, 0.5)
+    # NaN; C's +0 and +inf), and `xfuse.power(x, 0.5)` on arrays gave those
+    reference = staticmethod(np.float_power)
 
 
 @irdl_op_definition

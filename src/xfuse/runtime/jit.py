@@ -255,18 +255,39 @@ def _call(
                 f"comparison's result) or {parameter.dtype} (its 1 and 0), got {dtype}"
             )
         into.append(buffer if boolean and dtype == np.bool_ else None)
-    kept = [None if target is not None else b for b, target in zip(given, into, strict=True)]
+    _check_boolean_buffers(names, given, into)
+    # A boolean buffer's stand-in of the kernel's dtype and its shape: the kernel's own checks
+    # (its shape) run on it before any native call, and the test writes the buffer after it.
+    kept = [
+        b if target is None else np.empty(target.shape, parameter.dtype)
+        for parameter, b, target in zip(kernel.function.outputs, given, into, strict=True)
+    ]
     kernel_out = dict(zip(names, kept, strict=True)) if isinstance(out, Mapping) else kept
     results = kernel(*args, out=kernel_out if any(b is not None for b in kept) else None, **kwargs)
     each = results if len(names) > 1 else (results,)
     # a boolean result the kernel wrote into a buffer of its dtype stays its 1 and 0
     tested = [
-        _tested(result, target, name) if boolean and buffer is None else result
-        for name, result, boolean, buffer, target in zip(
-            names, each, booleans, kept, into, strict=True
-        )
+        _tested(result, target) if boolean and (buffer is None or target is not None) else result
+        for result, boolean, buffer, target in zip(each, booleans, given, into, strict=True)
     ]
     return tuple(tested) if len(names) > 1 else tested[0]
+
+
+def _check_boolean_buffers(
+    names: Sequence[str], given: Sequence[Any], into: Sequence[np.ndarray | None]
+) -> None:
+    """The checks the kernel makes of its own `out` buffers, of the boolean ones it never sees,
+    before the call: writable, and sharing no byte with another `out` buffer (the test wrote
+    over the other's results, silently)."""
+    for name, target in zip(names, into, strict=True):
+        if target is None:
+            continue
+        if not target.flags.writeable:
+            raise ArgumentError(f"out '{name}': the array is read-only")
+        for other, buffer in zip(names, given, strict=True):
+            shares = isinstance(buffer, np.ndarray) and np.shares_memory(target, buffer)
+            if other != name and shares:
+                raise ArgumentError(f"out '{name}' overlaps out '{other}'")
 
 
 def _buffers_by_position(out: Any, names: Sequence[str]) -> list[Any] | None:
@@ -281,19 +302,13 @@ def _buffers_by_position(out: Any, names: Sequence[str]) -> list[Any] | None:
     return [out] if len(names) == 1 else None
 
 
-def _tested(values: Any, into: np.ndarray | None, name: str) -> Any:
-    """numpy's booleans of a mask's 1 and 0 (`values != 0`), into `into` where given; a lazy
-    dask array of them for a dask array."""
+def _tested(values: Any, into: np.ndarray | None) -> Any:
+    """numpy's booleans of a mask's 1 and 0 (`values != 0`), into `into` where given (the
+    kernel checked its shape, on its stand-in), else in `values`' layout (a Fortran-ordered
+    one too, as numpy's); a lazy dask array of them for a dask array."""
     if is_dask_array(values):
         return values != 0
-    if into is None:
-        return np.not_equal(values, 0, out=np.empty(values.shape, np.bool_))  # 0-d: an array
-    if into.shape != values.shape:
-        raise ArgumentError(
-            f"argument 'out': the buffer for '{name}' has shape {into.shape}, but the result "
-            f"has shape {values.shape}"
-        )
-    return np.not_equal(values, 0, out=into)
+    return np.not_equal(values, 0, out=np.empty_like(values, np.bool_) if into is None else into)
 
 
 def call_bytes(arrays: Mapping[str, Any], results: Sequence[Traced]) -> int:
