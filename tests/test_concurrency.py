@@ -248,6 +248,36 @@ def assert_a_forked_child_passes(check: Callable[[], bool], timeout_s: float = 6
     assert waited[0] == child and os.waitstatus_to_exitcode(waited[1]) == 0
 
 
+def test_a_child_forked_while_another_thread_compiles_can_compile() -> None:
+    """A fork while another thread was inside LLVM left the child llvmlite's lock held (and
+    LLVM mid-call): its first compile waited forever, in 9 of 15 forks. The fork now waits for
+    the lock, and the child gets a new one."""
+    stop = threading.Event()
+
+    def compile_until_stopped() -> None:
+        step = 0
+        while not stop.is_set():
+            step += 1
+            xfuse.compile(f"y = tanh(x) * {step} + exp(x);")  # new each time: LLVM compiles
+
+    compiler = threading.Thread(target=compile_until_stopped)
+    compiler.start()
+    x = np.arange(8, dtype=np.float32)
+    try:
+        time.sleep(0.3)
+        for step in range(5):
+            time.sleep(0.05)
+            assert_a_forked_child_passes(
+                lambda step=step: np.array_equal(
+                    xfuse.compile(f"y = x * {step} + 0.5;")(x=x), x * step + 0.5
+                ),
+                timeout_s=30,
+            )
+    finally:
+        stop.set()
+        compiler.join()
+
+
 def test_a_forked_child_splits_on_threads_of_its_own(gelu: Gelu) -> None:
     """A child forked after split calls has none of the parent's worker threads: its split
     calls start their own (`SliceWorkers`), where they waited forever for the parent's."""

@@ -78,6 +78,30 @@ def test_a_static_dim_is_one_chunk() -> None:
     np.testing.assert_array_equal(lazy.compute(), x * w)
 
 
+def test_an_input_of_fewer_dims_than_its_static_ones_is_named() -> None:
+    """The rechunking of a static dim indexed the array's chunks by the declared axes: an
+    IndexError, where a numpy call names the argument."""
+    kernel = xfuse.compile("y = x + b;", shapes={"x": ["t", 5], "b": [5]})
+    one = da.ones(5, dtype=np.float32, chunks=2)
+    with pytest.raises(ArgumentError, match=r"argument 'x': expected 2 dimensions"):
+        kernel(one, one)
+
+
+def test_bufferized_kernels_on_one_array_are_two_tasks() -> None:
+    """A kernel of `compile_bufferized` has no frontend IR: two of them on one dask array had
+    one task name, and dask computed one of them for both."""
+    from xfuse.runtime.compiler import compile_bufferized, parse_ir
+
+    double, shifted = (
+        compile_bufferized(parse_ir(xfuse.compile(source).ir("ew-bufferize")), ["x"])
+        for source in ("y = x * 2;", "y = x + 100;")
+    )
+    x = da.arange(8, dtype=np.float32, chunks=4)
+    lazy_double, lazy_shifted = double(x), shifted(x)
+    assert lazy_double.name != lazy_shifted.name
+    np.testing.assert_array_equal((lazy_double + lazy_shifted).compute(), np.arange(8) * 3 + 100)
+
+
 def test_several_outputs_are_several_arrays_with_the_kernel_dtypes() -> None:
     kernel = xfuse.compile(
         "h = x + b; y = tanh(h);", outputs=["y", "h"], dtype={"x": "bfloat16", "b": "float32"}
@@ -142,10 +166,11 @@ def test_a_kernel_without_shapes_takes_dask_arrays_of_any_one_shape() -> None:
 def test_unknown_chunk_sizes_are_a_clear_error() -> None:
     kernel = xfuse.compile("out = x * 2;")
     x = da.arange(10, dtype=np.float32, chunks=3)
-    with pytest.raises(
-        ArgumentError, match=r"argument 'x': its chunk sizes are unknown.*compute_chunk_sizes"
-    ):
+    unknown = r"argument 'x': its chunk sizes are unknown.*compute_chunk_sizes"
+    with pytest.raises(ArgumentError, match=unknown):
         kernel(x=x[x > 4])
+    with pytest.raises(ArgumentError, match=unknown):  # (the jit's was numpy's TypeError)
+        xfuse.jit(lambda x, y: x * y)(x[x > 4], x[x > 4])
     np.testing.assert_array_equal(
         kernel(x=x[x > 4].compute_chunk_sizes()).compute(), np.arange(5, 10) * 2
     )

@@ -7,6 +7,7 @@ import math
 import re
 from collections.abc import Callable
 from fractions import Fraction
+from types import SimpleNamespace
 from typing import Any
 
 import ml_dtypes
@@ -15,6 +16,7 @@ import pytest
 
 import xfuse
 from xfuse.codegen.native import host_cpu
+from xfuse.runtime import jit as jit_module
 
 SPECIAL = [-0.0, 0.0, -np.inf, np.inf, np.nan, -1.0, 0.25, 2.0, 1e-40, 6e4]
 
@@ -265,6 +267,35 @@ def test_xfuse_power_on_numpy_arrays_is_the_kernels_pow() -> None:
     assert eager.dtype == np.float32
     assert_same(eager, xfuse.jit(lambda a: xfuse.power(a, 0.5))(x))
     assert_same(eager, np.float32([0.0, np.inf, 2.0, np.nan, 0.0]))
+
+
+def test_a_new_length_takes_the_kernel_traced_for_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each new length traced the function again (~1 ms) and kept a kernel of its own (~8 KB):
+    a service called with varying lengths. A kernel is shared by the calls of the same dtypes
+    and traced shapes (a 1 broadcasts, so length 1 is its own) that stream alike."""
+    small_cache = SimpleNamespace(streaming_bytes=4096)
+    monkeypatch.setattr(jit_module, "host_cpu", lambda: small_cache)
+    traces = []
+
+    @xfuse.jit
+    def scaled(x: np.ndarray) -> np.ndarray:
+        traces.append(x)
+        return x * 2 + 1
+
+    for n in [*range(1, 40), 1000, 2000, 40]:  # 1000 and 2000 float32 in and out: they stream
+        x = np.arange(n, dtype=np.float32)
+        assert_same(scaled(x), x * 2 + 1)
+    assert len(traces) == 3 and len(scaled.kernels) == 42
+    kernels = {id(k): k for k in scaled.kernels.values()}.values()
+    assert sorted(k.options.streaming for k in kernels) == [False, False, True]
+    assert "3 compiled" in repr(scaled)
+    grid = xfuse.jit(lambda x, y: x - y)  # arrays of one 2-d shape run flat: any such pair
+    for shape in [(3, 4), (5, 7), (2, 2)]:
+        x = np.ones(shape, np.float32)
+        assert_same(grid(x, x), x - x)
+    assert len({id(k) for k in grid.kernels.values()}) == 1
 
 
 def test_a_list_passed_for_an_array_says_how_to_pass_it() -> None:

@@ -31,12 +31,14 @@ import itertools
 import os
 import struct
 import sys
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm_binding
 import llvmlite.ir as llvm_ir
+from llvmlite.binding import ffi
 from llvmlite.binding.executionengine import ExecutionEngine
 
 from xfuse.codegen.libdevice import FUNCTION_PREFIX
@@ -63,6 +65,17 @@ if TYPE_CHECKING:
 def _initialize() -> None:
     llvm_binding.initialize_native_target()
     llvm_binding.initialize_native_asmprinter()
+
+
+# A fork while another thread was inside LLVM (compiling) left the child a lock that thread
+# held, and LLVM's state mid-call: the child's first compile waited forever (9 of 15 forks). The
+# fork waits for llvmlite's lock around every LLVM call (`ffi.lib._lock._lock`, private in
+# llvmlite 0.50), so no thread is inside LLVM as the child is made; the child gets a new one.
+os.register_at_fork(
+    before=lambda: ffi.lib._lock._lock.acquire(),
+    after_in_parent=lambda: ffi.lib._lock._lock.release(),
+    after_in_child=lambda: setattr(ffi.lib._lock, "_lock", threading.RLock()),
+)
 
 
 @dataclass(frozen=True)

@@ -331,9 +331,11 @@ def read_entry(path: Path, digest: str, toolchain: str) -> dict[str, Any] | None
     not a regular file (`opened_regular_file`). A good entry's modification time becomes now,
     where it is a minute old or more and this process may set it: eviction takes the least
     recently used first."""
-    if path.parent.is_symlink():
-        return None  # see `write_entry`
     try:
+        # (in the `try`: pathlib raises what is not ENOENT or ENOTDIR, as a name too long or a
+        # directory this user may not search, where xfuse.compile failed on it)
+        if path.parent.is_symlink():
+            return None  # see `write_entry`
         with opened_regular_file(path) as opened:
             if opened is None:
                 return None

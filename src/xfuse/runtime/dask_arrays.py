@@ -57,6 +57,15 @@ class BlockCall:
         return self.kernel(*blocks)
 
 
+def check_known_chunks(name: str, array: Any) -> None:
+    """ArgumentError for a dask array whose chunk sizes are unknown (`x[x > 0]`'s)."""
+    if any(np.isnan(size) for size in array.shape):
+        raise ArgumentError(
+            f"argument '{name}': its chunk sizes are unknown (shape {array.shape}); call "
+            ".compute_chunk_sizes() on it first"
+        )
+
+
 def call(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> Any:
     """`kernel(...)` with dask arrays among the inputs: lazy dask arrays, one per output."""
     import dask.array as da
@@ -76,16 +85,15 @@ def call(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any], out: An
             check_input(parameter, value)  # what it is not: "a Python number has no dtype"
         array = da.asarray(value)
         check_input(parameter, np.empty((0,) * array.ndim, array.dtype))  # the dtype, named
+        check_known_chunks(parameter.name, array)
+        # a static dim in one chunk; of another rank, `bind_shapes` below names the argument
         static = {
             axis: -1
             for axis, size in enumerate(parameter.shape)
-            if size not in (DYNAMIC_INDEX, 1) and len(array.chunks[axis]) > 1
+            if size not in (DYNAMIC_INDEX, 1)
+            and array.ndim == len(parameter.shape)
+            and len(array.chunks[axis]) > 1
         }
-        if any(np.isnan(size) for size in array.shape):
-            raise ArgumentError(
-                f"argument '{parameter.name}': its chunk sizes are unknown (shape "
-                f"{array.shape}); call .compute_chunk_sizes() on it first"
-            )
         arrays.append(array.rechunk(static) if static else array)
     # All-`?` kernels take any one shape, block by block.
     flat = kernel.flat_shape([a.shape for a in arrays])
@@ -104,9 +112,10 @@ def call(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any], out: An
     for array in arrays:
         blockwise_arguments += [array, axes[rank - array.ndim :]]
     dtypes = [numpy_dtype(p.dtype) for p in function.outputs]
-    name = "xfuse-" + tokenize(
-        kernel.program.frontend_ir, kernel.output_names, repr(kernel.options), *arrays
-    )
+    # the program's identity: a bufferized kernel's (`compile_bufferized`) has no frontend IR,
+    # and two of them on one array shared a name, so dask computed one twice
+    program = kernel.program.frontend_ir or kernel.llvm_ir
+    name = "xfuse-" + tokenize(program, kernel.output_names, repr(kernel.options), *arrays)
     blocks = da.blockwise(
         BlockCall(kernel),
         axes,

@@ -1,11 +1,12 @@
-"""`@xfuse.jit`: compile a Python function of arrays by tracing it once per dtype/shape signature.
+"""`@xfuse.jit`: compile a Python function of arrays by tracing it once per signature.
 
     @xfuse.jit(math="approx")
     def gelu(x, b, r):
         h = x + b
         return 0.5 * h * (1 + xfuse.tanh(0.7978845608 * (h + 0.044715 * h * h * h))) + r
 
-On the first call with a new signature (dtypes and shapes of the arrays) the function runs on
+On the first call with a new signature (dtypes and traced shapes of the arrays; a new size of
+a traced shape takes its kernel, `JitFunction._kernel_for`) the function runs on
 `Traced` proxies that record `ew` ops with `FunctionBuilder`; the module is compiled with
 `xfuse.compile`'s pipeline and cache. Dims of size 1 are declared 1 (they broadcast), the others
 `?`, and arrays all of one shape of two or more dims (but 0-d ones) are traced flat (`[?]`: one
@@ -33,12 +34,12 @@ from typing import Any
 import numpy as np
 
 from xfuse.codegen.native import host_cpu
-from xfuse.dialects.dtypes import dtype_name
+from xfuse.dialects.dtypes import dtype_name, numpy_dtype
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.tracing import Traced
 from xfuse.runtime.arrays import ArgumentError, ArgumentTypeError, keyword_mistake
 from xfuse.runtime.compiler import Options, check_threads, compile_module
-from xfuse.runtime.dask_arrays import is_dask_array
+from xfuse.runtime.dask_arrays import check_known_chunks, is_dask_array
 from xfuse.runtime.kernel import Kernel
 from xfuse.transforms.options import Math
 
@@ -48,7 +49,8 @@ sequence of one array), and which results are numpy booleans (`JitFunction.boole
 
 
 class JitFunction:
-    """A traced-and-compiled Python function; one `Kernel` per dtype/shape signature."""
+    """A traced-and-compiled Python function; one `Kernel` per signature, found by the exact
+    dtypes and shapes of a call's arrays once it has been called with them."""
 
     def __init__(self, function: Callable[..., Any], options: Options, threads: int):
         self.function = function
@@ -62,10 +64,15 @@ class JitFunction:
                 "out= takes the output buffers"
             )
         self.kernels: dict[tuple[Any, ...], Kernel] = {}
-        """The kernels compiled so far, by the (name, dtype, shape) of each argument."""
+        """The kernel of each call so far, by the (name, dtype, shape) of each argument (calls
+        of other sizes of one traced signature share one)."""
         self.booleans: dict[tuple[Any, ...], tuple[bool, ...]] = {}
         """Which of a kernel's results (by the key of `kernels`) the function returns as numpy's
         booleans: a comparison's mask, which the kernel computes as 1 and 0 of its dtype."""
+        self._traced: dict[tuple[Any, ...], dict[bool, tuple[Kernel, tuple[bool, ...]]]] = {}
+        """The kernels traced so far (and their `booleans`), by what a trace depends on: each
+        argument's name, dtype and traced shape (`traced_shapes`), then by whether its calls
+        stream; the kernel of every call of arrays of those (`_kernel_for`)."""
         self._plain_calls: dict[tuple[Any, ...], _Plain] = {}
         """The kernels of plain calls (every parameter given a numpy array or scalar), by the names
         given and each array's dtype and shape: a repeated call skips binding its arguments
@@ -91,7 +98,8 @@ class JitFunction:
     def __repr__(self) -> str:
         return (
             f"<xfuse.jit {self.function.__name__}{self.signature}: "
-            f"{len(self.kernels)} compiled, {self.options}, threads={self.threads}>"
+            f"{len({id(k) for k in self.kernels.values()})} compiled, {self.options}, "
+            f"threads={self.threads}>"
         )
 
     def __reduce__(self) -> str | tuple[Any, ...]:
@@ -150,7 +158,9 @@ class JitFunction:
                 )
             if isinstance(value, np.generic):  # a 0-d array of its dtype, as numpy's ufuncs take it
                 arrays[name] = value = np.asarray(value)
-            if not isinstance(value, np.ndarray) and not is_dask_array(value):
+            if is_dask_array(value):
+                check_known_chunks(name, value)  # (`call_bytes` sizes the call before the kernel)
+            elif not isinstance(value, np.ndarray):
                 hint = (
                     "; a jit function's arguments are arrays: give a Python number as a "
                     "default, a closure or with functools.partial"
@@ -166,7 +176,7 @@ class JitFunction:
         key = tuple((name, a.dtype.name, a.shape) for name, a in arrays.items())
         kernel = self.kernels.get(key)
         if kernel is None:
-            kernel, self.booleans[key] = self.traced_kernel(arrays)
+            kernel, self.booleans[key] = self._kernel_for(arrays)
             self.kernels[key] = kernel
         booleans = self.booleans.get(key, ())
         # a function that returned a sequence of one array gets it back in a tuple
@@ -177,6 +187,31 @@ class JitFunction:
             _call(kernel, booleans, out, (), arrays) if booleans else kernel(out=out, **arrays)
         )
         return (results,) if in_a_tuple else results
+
+    def _kernel_for(self, arrays: dict[str, np.ndarray]) -> tuple[Kernel, tuple[bool, ...]]:
+        """The kernel (and `booleans`) of a call of `arrays`, of shapes no call had yet: the one
+        traced for other sizes of the same dtypes and traced shapes where there is one (every
+        new length of a 1-d argument traced the function again, ~1 ms, and kept a kernel of its
+        own, ~8 KB: a service's calls of varying lengths), else `traced_kernel`'s."""
+        shapes = traced_shapes(arrays)
+        pattern = tuple((name, a.dtype.name, shapes[name]) for name, a in arrays.items())
+        traced = self._traced.setdefault(pattern, {})
+        if traced:
+            kernel, _ = next(iter(traced.values()))
+            dtypes = [numpy_dtype(p.dtype) for p in kernel.function.outputs]
+            streams = self._streams(arrays, dtypes)
+            if streams in traced:
+                return traced[streams]
+        kernel, booleans = self.traced_kernel(arrays)
+        traced[kernel.options.streaming] = kernel, booleans
+        return kernel, booleans
+
+    def _streams(self, arrays: Mapping[str, np.ndarray], result_dtypes: Sequence[Any]) -> bool:
+        """Whether a call of `arrays` may stream (`xfuse.runtime.kernel.make_plan`): where none
+        can, a kernel needs no streaming twin (GELU + residual's first call on [64, 100]: 91-93
+        ms, not 129-133)."""
+        bytes_ = call_bytes(arrays, result_dtypes)
+        return self.options.streaming and bytes_ >= host_cpu().streaming_bytes
 
     def compile(self, arrays: dict[str, np.ndarray]) -> Kernel:
         """Trace the function on proxies shaped like `arrays` and compile it."""
@@ -191,19 +226,7 @@ class JitFunction:
                 dtypes[name] = dtype_name(array.dtype)
             except ValueError as error:
                 raise ArgumentTypeError(f"argument '{name}': {error}") from None
-        distinct = {a.shape for a in arrays.values() if a.shape}
-        if len(distinct) == 1 and len(next(iter(distinct))) >= 2:
-            # Arrays of one shape (and 0-d ones) are one flat loop whatever it is
-            # (`Kernel.flat_shape`), which streams and splits as a 1-d call does: `x + y` on
-            # [16384, 1000] float32 0.57-0.63 -> 0.40-0.44 ns/el.
-            shapes: dict[str, tuple[int | None, ...]] = {
-                name: (None,) if a.shape else () for name, a in arrays.items()
-            }
-        else:
-            shapes = {
-                name: tuple(1 if d == 1 else None for d in a.shape) for name, a in arrays.items()
-            }
-        builder = FunctionBuilder(dtypes, shapes)
+        builder = FunctionBuilder(dtypes, traced_shapes(arrays))
         proxies = {name: Traced(builder, builder.input(name), argument=True) for name in arrays}
         call = inspect.BoundArguments(self.signature, proxies)  # type: ignore[arg-type]
         result = self.function(*call.args, **call.kwargs)  # positional-only ones by position
@@ -224,9 +247,7 @@ class JitFunction:
         names = [f"out{i}" for i in range(len(results))] if sequence else ["out"]
         module = builder.finish([(n, r.value) for n, r in zip(names, results, strict=True)])
         options = self.options
-        if options.streaming and call_bytes(arrays, results) < host_cpu().streaming_bytes:
-            # No call of these arrays streams (`xfuse.runtime.kernel.make_plan`): no streaming
-            # twin to compile (GELU + residual's first call on [64, 100]: 91-93 ms, not 129-133).
+        if not self._streams(arrays, [r.dtype for r in results]):
             options = dataclasses.replace(options, streaming=False)
         return compile_module(module, names, options, self.threads), booleans
 
@@ -259,7 +280,7 @@ def _call(
     # A boolean buffer's stand-in of the kernel's dtype and its shape: the kernel's own checks
     # (its shape) run on it before any native call, and the test writes the buffer after it.
     kept = [
-        b if target is None else np.empty(target.shape, parameter.dtype)
+        b if target is None else np.empty(target.shape, numpy_dtype(parameter.dtype))
         for parameter, b, target in zip(kernel.function.outputs, given, into, strict=True)
     ]
     kernel_out = dict(zip(names, kept, strict=True)) if isinstance(out, Mapping) else kept
@@ -311,17 +332,28 @@ def _tested(values: Any, into: np.ndarray | None) -> Any:
     return np.not_equal(values, 0, out=np.empty_like(values, np.bool_) if into is None else into)
 
 
-def call_bytes(arrays: Mapping[str, Any], results: Sequence[Traced]) -> int:
-    """The bytes a call of `arrays` reads and writes (`results` of their broadcast shape; of
-    the largest array's elements where they do not broadcast together, which the kernel's
-    call then checks)."""
+def traced_shapes(arrays: Mapping[str, np.ndarray]) -> dict[str, tuple[int | None, ...]]:
+    """The shapes a trace gives the arguments `arrays`: each dim `?` (None) but a 1, which
+    broadcasts; arrays of one shape of 2 or more dims (and 0-d ones) flat, `[?]` (`()`), one
+    loop whatever that shape (`Kernel.flat_shape`), which streams and splits as a 1-d call
+    does (`x + y` on [16384, 1000] float32 0.57-0.63 -> 0.40-0.44 ns/el)."""
+    distinct = {a.shape for a in arrays.values() if a.shape}
+    if len(distinct) == 1 and len(next(iter(distinct))) >= 2:
+        return {name: (None,) if a.shape else () for name, a in arrays.items()}
+    return {name: tuple(1 if d == 1 else None for d in a.shape) for name, a in arrays.items()}
+
+
+def call_bytes(arrays: Mapping[str, Any], result_dtypes: Sequence[np.dtype[Any]]) -> int:
+    """The bytes a call of `arrays` reads and writes (results of these dtypes of their
+    broadcast shape; of the largest array's elements where they do not broadcast together,
+    which the kernel's call then checks)."""
     shapes = [array.shape for array in arrays.values()]
     try:
         elements = math.prod(np.broadcast_shapes(*shapes))
     except ValueError:
         elements = max(math.prod(shape) for shape in shapes)
     read = sum(math.prod(array.shape) * array.dtype.itemsize for array in arrays.values())
-    return read + sum(elements * result.dtype.itemsize for result in results)
+    return read + sum(elements * dtype.itemsize for dtype in result_dtypes)
 
 
 def _described(result: object) -> str:

@@ -2588,7 +2588,8 @@ class Kernel(CompiledProgram):
         """Check the arguments once; the returned call runs the native code with no checks.
 
         For loops and benchmarks: `run = k.prepare(x=x, out=y)` then `run()` as often as needed
-        (the arrays' contents may change between runs, not the arrays themselves). An input
+        (the arrays' contents may change between runs, not the arrays themselves; without
+        `out=`, the outputs are made here, and each run writes and returns them). An input
         that a call would copy (strided or misaligned, but for one whose rows it runs where
         they are: `_row_plan`) is an ArgumentError here: the runs would read the copy, not the
         array.
