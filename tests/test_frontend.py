@@ -27,6 +27,7 @@ from xfuse.frontend.language import (
     ParsedProgram,
     parse_program,
 )
+from xfuse.runtime.compiler import compile_module, parse_ir
 
 if TYPE_CHECKING:
     from conftest import Evaluate, Gelu
@@ -747,3 +748,50 @@ def test_a_function_name_is_a_value_where_declared_or_assigned() -> None:
     sine = next(op for op in function.body.block.ops if isinstance(op, ew.SinOp))
     assert sine.operand.name_hint == "exp"
     assert [value.name_hint for value in function.body.block.last_op.operands] == ["tanh", "exp"]
+
+
+def test_names_with_numbered_suffixes_print_as_distinct_values() -> None:
+    """xDSL keeps `a_1` as the hint `a` and `a_1_1` as `a_1`, and prints the second value of
+    hint `a` as `%a_1`, the one of hint `a_1` as `%a_1` too: these two programs printed as one
+    text, the compile cache's key, so the second ran the first's kernel (and the text did not
+    parse back)."""
+    x = np.float32([1, 2, 3])
+    common = "a_1 = x + 1; a_2 = x * 2; a_1_1 = a_1 - a_2;"
+    first = xfuse.compile(f"{common} y = a_1_1 * a_2;")
+    second = xfuse.compile(f"{common} y = a_1_1 * a_1_1;")
+    np.testing.assert_array_equal(first(x=x), (1 - x) * 2 * x)
+    np.testing.assert_array_equal(second(x=x), (1 - x) ** 2)
+    text = second.ir("frontend")
+    assert str(parse_ir(text)) == text
+    printed = str(parse_program(f"{common} y = a_1_1 * a_1_1;"))  # as xfuse-opt prints it
+    assert str(parse_ir(printed)) == printed
+
+    @xfuse.jit
+    def minus(a_1: np.ndarray, a_2: np.ndarray, a_1_1: np.ndarray) -> np.ndarray:
+        return a_1_1 - a_2
+
+    @xfuse.jit
+    def reversed_minus(a_1: np.ndarray, a_2: np.ndarray, a_1_1: np.ndarray) -> np.ndarray:
+        return a_2 - a_1_1
+
+    p, q, r = np.float32([1]), np.float32([10]), np.float32([100])
+    np.testing.assert_array_equal(minus(p, q, r), [90])
+    np.testing.assert_array_equal(reversed_minus(p, q, r), [-90])
+
+
+def test_parsed_ir_whose_hints_print_alike_compiles_as_written() -> None:
+    """The same collision in IR a user parsed (`%a_1_1` is the hint `a_1`): the kernel's text
+    names its values apart, and its input keeps its name."""
+    text = (
+        "func.func @main(%x_1_1: tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  %a = ew.add %x_1_1, %x_1_1 : tensor<?xf32>\n"
+        "  %a_1 = ew.mul %x_1_1, %x_1_1 : tensor<?xf32>\n"
+        "  %a_1_1 = ew.sub %a, %a_1 : tensor<?xf32>\n"
+        "  %y = ew.mul %a_1_1, %a_1_1 : tensor<?xf32>\n"
+        "  func.return %y : tensor<?xf32>\n}\n"
+    )
+    kernel = compile_module(parse_ir(text))
+    assert kernel.input_names == ("x_1",)
+    np.testing.assert_array_equal(kernel(x_1=np.float32([3])), [9])  # (6 - 9)^2
+    frontend = kernel.ir("frontend")
+    assert str(parse_ir(frontend)) == frontend

@@ -108,11 +108,18 @@ Value = SSAValue | Weak
 
 
 def name_value(value: SSAValue, name: str) -> None:
-    """Give `value` the name hint `name`, as xDSL keeps it (`w_1` as `w`); none where that leaves
-    nothing (`_1`: an empty hint, which xDSL's own `replace_all_uses_with` then rejects) or where
-    MLIR's names cannot spell it (a traced function's `λ`: its argument's `ew.name` keeps it)."""
-    if re.sub(r"_\d+$", "", name) and SSAValue.is_valid_name(name):
-        value.name_hint = name
+    """Give `value` the name hint `name` without its `_<digits>` suffixes (`w_1_2` as `w`); none
+    where that leaves nothing (`_1`: an empty hint, which xDSL's own `replace_all_uses_with`
+    then rejects) or where MLIR's names cannot spell it (a traced function's `λ`: its
+    argument's `ew.name` keeps it, as it keeps `w_1`).
+
+    xDSL keeps a hint without one such suffix and prints the second value of hint `a` as `%a_1`,
+    and one of hint `a_1` (from `a_1_1`) as `%a_1` too: two programs printed as one text, which
+    is the compile cache's key (the second ran the first's kernel). Hints without suffixes
+    print as distinct names."""
+    hint = re.sub(r"(_\d+)+$", "", name)
+    if hint and SSAValue.is_valid_name(name):
+        value.name_hint = hint
 
 
 def tensor_type(element: Attribute, shape: ShapeSpec) -> TensorType[Attribute]:
@@ -132,6 +139,52 @@ def _argument_attribute(argument: BlockArgument, key: str) -> Attribute | None:
     if not isinstance(function, func.FuncOp) or function.arg_attrs is None:
         return None
     return function.arg_attrs.data[argument.index].data.get(key)
+
+
+def _repeated_printed_names(function: func.FuncOp) -> list[SSAValue]:
+    """The values of `function` that xDSL's printer names as an earlier one: it prints the
+    second value of hint `a` as `%a_1`, and one of hint `a_1` (parsed from `%a_1_1`) as `%a_1`
+    too (its order: the arguments, then each op's results)."""
+    uses: dict[str, int] = {}
+    printed: set[str] = set()
+    repeated = []
+    for value in [*function.args, *(r for op in function.walk() for r in op.results)]:
+        hint = value.name_hint
+        if hint is None:
+            continue
+        index = uses.get(hint, 0)
+        name = f"{hint}_{index}" if index else hint
+        if name in printed:
+            repeated.append(value)  # printed by number once its hint is gone
+            continue
+        uses[hint] = index + 1
+        printed.add(name)
+    return repeated
+
+
+def with_distinct_printed_names(module: ModuleOp) -> ModuleOp:
+    """`module`, or a copy whose values xDSL prints with distinct names (`_repeated_printed_names`
+    lose their hints; the arguments keep their input names, in `ew.name` where the copy's hints
+    lost them): two values printed as one name made text that does not parse back, and two
+    programs one text, the compile cache's key (the second ran the first's kernel)."""
+    if not any(map(_repeated_printed_names, _functions(module))):
+        return module
+    names = [[input_name(arg) for arg in function.args] for function in _functions(module)]
+    module = module.clone()  # (whose hints lose one more `_<digits>`: xDSL's setter)
+    for function, inputs in zip(_functions(module), names, strict=True):
+        for value in _repeated_printed_names(function):
+            value.name_hint = None
+        given = function.arg_attrs.data if function.arg_attrs is not None else ()
+        attributes = [dict(d.data) for d in given] or [{} for _ in function.args]
+        for arg, name in zip(function.args, inputs, strict=True):
+            if name is not None and input_name(arg) != name:
+                attributes[arg.index][NAME_ATTRIBUTE] = StringAttr(name)
+        function.arg_attrs = ArrayAttr(map(DictionaryAttr, attributes))
+    return module
+
+
+def _functions(module: ModuleOp) -> list[func.FuncOp]:
+    return [op for op in module.walk() if isinstance(op, func.FuncOp)]
 
 
 def declared_dims(argument: BlockArgument) -> tuple[str, ...] | None:

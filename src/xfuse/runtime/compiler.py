@@ -347,8 +347,12 @@ def signature(
 
 
 def _program(module: ModuleOp, output_names: Sequence[str] | None, options: Options) -> Program:
+    from xfuse.frontend.builder import with_distinct_printed_names
+
     module = _with_static_inputs(module)
     _, outputs = signature(module, output_names)
+    # (named by the hints first: an output whose printed name repeats another's keeps its own)
+    module = with_distinct_printed_names(module)
     return program_of_ir(str(module), tuple(p.name for p in outputs), options, module)
 
 
