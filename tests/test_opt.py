@@ -28,7 +28,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 import xfuse
 from xfuse.frontend.language import parse_program
-from xfuse.runtime.compiler import Options
+from xfuse.runtime.compiler import Options, parse_ir
 from xfuse.tools.opt import main
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.default_pipeline import XfuseDefaultPass, default_pipeline
@@ -957,3 +957,22 @@ def test_debuginfo_of_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert f'loc("{tmp_path}/\\\\udcffg.ew":1:7)' in done.stdout
+
+
+def test_a_string_left_open_is_an_error_at_once() -> None:
+    """xDSL's lexer took time tripling with each 2 characters of a string literal left open
+    (`@"aaaa...` on one line: minutes at 40 characters); the literal's escapes still read."""
+    source = 'func.func @"' + "a" * 200 + " x\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "xfuse.tools.opt", "-f", "mlir"],
+        input=source,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "End of file reached before closing string literal." in done.stderr
+    escaped = 'func.func @"a\\"b\\0A\\\\c"() {\n  func.return\n}\n'
+    module = parse_ir(escaped)
+    assert next(iter(module.ops)).sym_name.data == 'a"b\n\\c'

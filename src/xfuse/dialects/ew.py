@@ -101,7 +101,10 @@ from xdsl.traits import (
 from xdsl.utils.bitwise_casts import convert_f64_to_u64, convert_u64_to_f64
 from xdsl.utils.exceptions import PassFailedException, VerifyException
 
+from xfuse.dialects import xdsl_patches
 from xfuse.dialects.dtypes import numpy_dtype
+
+xdsl_patches.apply()  # whatever parses IR with xfuse's dialect: the lexer's fix
 
 FLOAT_ELEMENT_TYPES: tuple[type[Attribute], ...] = (
     Float16Type,
