@@ -186,6 +186,31 @@ FILES: dict[str, tuple[str, str | bytes]] = {
     },
     "empty": ("empty.mlir", ""),
     "comment_only": ("comment_only.mlir", "// nothing but a comment\n"),
+    # a function named as a C library function the lowering calls: the calls went to it
+    "named_expf": (
+        "named_expf.mlir",
+        "func.func @expf(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  %y = ew.exp %x : tensor<?xf32>\n"
+        "  func.return %y : tensor<?xf32>\n"
+        "}\n",
+    ),
+    "nested_tanh": (
+        "nested_tanh.mlir",
+        "builtin.module {\nbuiltin.module {\n"
+        "func.func @n(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  %y = ew.tanh %x : tensor<?xf32>\n"
+        "  func.return %y : tensor<?xf32>\n"
+        "}\n}\n}\n",
+    ),
+    "named_malloc": (
+        "named_malloc.mlir",
+        "func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  %a = ew.exp %x : tensor<?xf32>\n"
+        "  %b = ew.add %a, %x : tensor<?xf32>\n"
+        "  func.return %b : tensor<?xf32>\n"
+        "}\n"
+        "func.func @malloc() {\n  func.return\n}\n",
+    ),
 }
 
 
@@ -253,6 +278,17 @@ COMMANDS: dict[str, list[str]] = {
     "taken_workspace": ["{taken_workspace}", "-p", "ew-fuse{mode=none},ew-bufferize,ew-workspace"],
     "taken_kernel": ["{taken_kernel}", "-p", "ew-fuse{mode=none},ew-bufferize,ew-kernel-to-loops"],
     "taken_entry": ["{taken_entry}", "-p", "xfuse-default"],
+    "named_expf": ["{named_expf}", "-p", "xfuse-default{math=libm}"],
+    "named_malloc": [
+        "{named_malloc}",
+        "-p",
+        "ew-fuse{mode=none},ew-bufferize,ew-kernel-to-loops,ew-expand-math,ew-to-llvm",
+    ],
+    "nested_libm": [
+        "{nested_tanh}",
+        "-p",
+        "ew-fuse,ew-bufferize,ew-workspace,ew-kernel-to-loops,ew-expand-math{math=libm}",
+    ],
     "llvm_target_unlowered": ["{good}", "-t", "llvm"],
     "asm_target_on_llvm_dialect": ["{good}", "-p", "xfuse-default", "-t", "x86-asm"],
     "verify_diagnostics": ["{verifier}", "--verify-diagnostics"],
@@ -478,6 +514,12 @@ HOSTILE: dict[str, str] = {
     r"entry: rename that symbol\n$",
     "nested_module": r"^ew-to-llvm: the module holds a 'builtin.module': ew-to-llvm lowers the "
     r"functions of the module it is given \(lower a nested module by itself\)\n$",
+    "nested_libm": r"^ew-expand-math: the module holds a 'builtin.module': ew-expand-math "
+    r"lowers the functions of the module it is given \(lower a nested module by itself\)\n$",
+    "named_expf": r"^ew-expand-math: the module has a symbol @expf already, and the code "
+    r"ew-expand-math makes calls the C library's expf: rename that symbol\n$",
+    "named_malloc": r"^ew-to-llvm: the module has a symbol @malloc already, and the code "
+    r"ew-to-llvm makes calls the C library's malloc: rename that symbol\n$",
     "split_bad": r"split_bad\.mlir:10:15\n.*\n *\^\^\n *operand is used with type tensor<\?xf64>",
     "truncated": r"truncated\.mlir:4:3\n",
     "unknown_op": r"unknown_op\.mlir:3:15\n.*ew\.fma.*\n.*\n *Operation ew\.fma is not registered",

@@ -60,6 +60,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.transforms import approx
 from xfuse.transforms.options import CpuMath, MathLibrary, check_choice
+from xfuse.transforms.pipeline import check_no_nested_module, declared_already
 from xfuse.transforms.rewriting import located_walker
 from xfuse.transforms.scalar import unmark_expansion
 from xfuse.transforms.to_llvm import parse_fastmath
@@ -390,9 +391,9 @@ class EwExpandMathPass(ModulePass):
             located_walker(
                 ExpandRsqrt(approximate, constants), apply_recursively=False
             ).rewrite_module(op)
-        declared = {f.sym_name.data for f in op.ops if isinstance(f, func.FuncOp)}
+        if expand.libm_calls:
+            check_no_nested_module(op, self.name)
         for name, type_ in sorted(expand.libm_calls.items()):
-            if name not in declared:
-                op.body.block.add_op(
-                    func.FuncOp.external(name, type_.inputs.data, type_.outputs.data)
-                )
+            declaration = func.FuncOp.external(name, type_.inputs.data, type_.outputs.data)
+            if not declared_already(op, declaration, self.name):
+                op.body.block.add_op(declaration)

@@ -8,10 +8,11 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, BlockArgument, Operation, Region
 from xdsl.irdl.dominance import DominanceInfo
 from xdsl.passes import ModulePass, PassPipeline
@@ -224,6 +225,32 @@ def check_new_symbol(module: ModuleOp, name: str, pass_name: str, what: str) -> 
         raise DiagnosticException(
             f"{pass_name}: the module has a symbol @{name} already, the name of {what}: rename "
             "that symbol"
+        )
+
+
+def declared_already(module: ModuleOp, declaration: Operation, pass_name: str) -> bool:
+    """Whether `module` has `declaration` (an external function `pass_name` calls) already: a
+    clear error where its name is another symbol (a kernel named `@expf` that calls expf: the
+    calls went to the kernel, with its arguments wrong, or it failed naming no pass)."""
+    name = cast(StringAttr, declaration.properties["sym_name"]).data
+    found = SymbolTable.lookup_symbol(module, name)
+    if found is None:
+        return False
+    if found.is_structurally_equivalent(declaration):
+        return True
+    raise DiagnosticException(
+        f"{pass_name}: the module has a symbol @{name} already, and the code {pass_name} makes "
+        f"calls the C library's {name}: rename that symbol"
+    )
+
+
+def check_no_nested_module(module: ModuleOp, pass_name: str) -> None:
+    """A clear error where `module` holds a module: `pass_name` declares what it calls at its
+    top, which a nested module's functions do not see."""
+    if any(isinstance(op, ModuleOp) for op in module.ops):
+        raise DiagnosticException(
+            f"{pass_name}: the module holds a 'builtin.module': {pass_name} lowers the "
+            "functions of the module it is given (lower a nested module by itself)"
         )
 
 

@@ -84,7 +84,11 @@ from xfuse.transforms import (
     packed_entry_name,
 )
 from xfuse.transforms.options import PassOptionError
-from xfuse.transforms.pipeline import check_new_symbol
+from xfuse.transforms.pipeline import (
+    check_new_symbol,
+    check_no_nested_module,
+    declared_already,
+)
 from xfuse.transforms.rewriting import located_walker
 
 _I8 = IntegerType(8)
@@ -1248,15 +1252,14 @@ def _matching_patterns(
 def _declare_callees(module: ModuleOp, uses: set[str]) -> None:
     """Declares the functions of `uses` (the names `module` calls) that the lowering calls
     (`malloc`, `free`, `BF16_HARDWARE_NARROWING`)."""
-    declared = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
     signatures = {
         "malloc": llvm.LLVMFunctionType([i64], _PTR),
         "free": llvm.LLVMFunctionType([_PTR], None),
         BF16_HARDWARE_NARROWING: BF16_HARDWARE_SIGNATURE,
     }
     for name, function_type in signatures.items():
-        if name in uses and name not in declared:
-            declaration = external_function(name, function_type)
+        declaration = external_function(name, function_type)
+        if name in uses and not declared_already(module, declaration, "ew-to-llvm"):
             module.body.block.insert_op_before(
                 declaration, cast(Operation, module.body.block.first_op)
             )
@@ -1316,12 +1319,8 @@ class EwToLlvmPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         flags = parse_fastmath(self.fastmath)
+        check_no_nested_module(op, self.name)
         for function in op.ops:
-            if isinstance(function, ModuleOp):
-                raise DiagnosticException(
-                    "ew-to-llvm: the module holds a 'builtin.module': ew-to-llvm lowers the "
-                    "functions of the module it is given (lower a nested module by itself)"
-                )
             if isinstance(function, func.FuncOp):
                 types = (*function.function_type.inputs, *function.function_type.outputs)
                 for type_ in (t for t in types if isinstance(t, TensorType)):
