@@ -263,6 +263,13 @@ def test_hex_constants_parse_as_f64_bits() -> None:
             parse(f"%c = ew.constant {bad} : tensor<f32>")
 
 
+@pytest.mark.parametrize("text", ["--1.0", "- -0.0", "- -inf"])
+def test_a_constant_has_one_sign(text: str) -> None:
+    """`--1.0` was read as 1.0 (a sign, then a number with its own), where mlir-opt rejects it."""
+    with pytest.raises(ParseError, match="expected a number after '-'"):
+        parse(f"%c = ew.constant {text} : tensor<f32>")
+
+
 def test_constant_keeps_its_discardable_attributes() -> None:
     """The custom form dropped them (and its parser rejected an attr-dict)."""
     generic = '"ew.constant"() <{value = 1.0 : f64}> {foo = 1 : i64} : () -> tensor<f32>'

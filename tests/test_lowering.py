@@ -37,7 +37,7 @@ from xfuse.codegen.native import (
 )
 from xfuse.codegen.optimized_ir import PREFETCH_DISTANCE, pair_bf16_parts, prefetch_loads
 from xfuse.runtime.arrays import ArgumentError
-from xfuse.runtime.compiler import Options, clear_cache, compile_bufferized
+from xfuse.runtime.compiler import Options, clear_cache, compile_bufferized, compile_module
 from xfuse.runtime.kernel import Kernel
 from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.kernel_to_loops import HEAD_MAX_OPS, MEMORY_BOUND_OPS
@@ -1413,6 +1413,16 @@ def test_bf16_rounds_to_nearest_even() -> None:
     exact = (x.astype(np.float32) + half_ulp.astype(np.float32)).astype(ml_dtypes.bfloat16)
     summed = kernel(x=x[:, :2], b=half_ulp[:2], s=one)
     assert summed.view(np.uint16).tolist() == exact[:, :2].view(np.uint16).tolist()
+
+
+def test_a_function_without_outputs_is_rejected_when_compiled() -> None:
+    """Its kernel compiled, and its call was a SyntaxError of the generated call glue."""
+    text = "func.func @main(%x: memref<?xf32>) {\n  func.return\n}\n"
+    with pytest.raises(DiagnosticException, match="@main has no output buffer"):
+        compile_text(text, ["x"])
+    tensors = "func.func @main(%x: tensor<?xf32>) {\n  func.return\n}\n"
+    with pytest.raises(DiagnosticException, match="@main returns nothing"):
+        compile_module(Parser(pipeline_context(), tensors).parse_module())
 
 
 def test_unbufferized_kernel_is_rejected() -> None:

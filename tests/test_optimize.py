@@ -244,6 +244,17 @@ def test_unsafe_math_only_on_request() -> None:
     assert ew.constant_value(op.rhs) == 0.25
 
 
+@pytest.mark.parametrize(
+    ("dtype", "divisor"),
+    [("float32", "1e-40"), ("float32", "1e38"), ("float16", "0.00001"), ("float16", "60000")],
+)
+def test_unsafe_math_divides_where_the_reciprocal_is_not_normal(dtype: str, divisor: str) -> None:
+    """`x / 1e-40` became `x * inf` (1e-10 / 1e-40 is 1e30), `x / 1e38` a multiply by a
+    denormal, which loses bits: as LLVM's `arcp`, only a normal 1/c replaces the division."""
+    module = optimize(parse_program(f"y = x / {divisor};", dtype=dtype), unsafe_math=True)
+    assert [op.name for op in compute_ops(module)] == ["ew.div"]
+
+
 def test_dead_ops_go_in_one_sweep_where_each_region_has_one_block(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type
 from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -200,13 +201,28 @@ class SubtractSelf(RewritePattern):
             _replace_by_constant(rewriter, op, 0.0)
 
 
+SMALLEST_NORMAL = {
+    Float16Type: 2.0**-14,
+    BFloat16Type: 2.0**-126,
+    Float32Type: 2.0**-126,
+    Float64Type: 2.0**-1022,
+}
+"""Each float element type's smallest normal number."""
+
+
 class DivideByConstant(RewritePattern):
-    """x / c -> x * (1/c): one rounding more, but a multiply is far cheaper than a divide."""
+    """x / c -> x * (1/c): one rounding more, but a multiply is far cheaper than a divide. Not
+    where 1/c is not a normal number, as LLVM's `arcp` does not: `x / 1e-40` in f32 was x * inf
+    (1e-10 / 1e-40 is 1e30), and a denormal 1/c loses bits."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ew.DivOp, rewriter: PatternRewriter) -> None:
         divisor = ew.constant_value(op.rhs)
         if divisor is None or divisor == 0.0 or divisor == 1.0:
+            return
+        element = ew.element_type(op.rhs.type)
+        inverse = ew.round_to_element(1.0 / divisor, element)
+        if not math.isfinite(inverse) or abs(inverse) < SMALLEST_NORMAL[type(element)]:
             return
         reciprocal = ew.ConstantOp(1.0 / divisor, op.rhs.type)
         rewriter.replace(op, [reciprocal, ew.MulOp(op.lhs, reciprocal.result, op.result.type)])

@@ -230,6 +230,8 @@ def parse_float(parser: Parser) -> float:
     if parser.parse_optional_keyword("inf") is not None:
         return -math.inf if negative else math.inf
     number_start = parser.pos
+    if negative and parser.lexer.input.content.startswith("-", number_start):
+        parser.raise_error("expected a number after '-'")  # (`--1.0` was read as 1.0)
     value = parser.parse_number()
     hexadecimal = parser.lexer.input.content[number_start : number_start + 2] in ("0x", "0X")
     if not hexadecimal:

@@ -78,6 +78,11 @@ def check_function(function: func.FuncOp, names: Sequence[str], input_count: int
     """DiagnosticException naming the argument or op where `function`'s body is not in the form
     the module docstring describes (`names`: the arguments', the first `input_count` inputs)."""
     args = function.body.block.args
+    if len(args) == input_count:  # (its call was a SyntaxError of the call glue)
+        raise DiagnosticException(
+            f"{PREFIX}: 'func.func' @{function.sym_name.data} has no output buffer: a kernel "
+            "computes at least one output"
+        )
     label = {arg: f"'{name}'" for arg, name in zip(args, names, strict=True)}
     inputs = set(args[:input_count])
     written: set[SSAValue] = set()

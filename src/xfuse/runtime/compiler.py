@@ -473,10 +473,18 @@ def compile_module(
     (a scalar argument was a raw AttributeError). The outputs are named by `output_names`, else
     by their SSA names, `out<i>` for one without a name or returned more than once (`func.return
     %y, %y` gives two outputs, `out0` and `out1`, as `ew-bufferize` names their buffers)."""
+    from xdsl.utils.exceptions import DiagnosticException
+
     from xfuse.dialects.ew import check_tensor_signature
     from xfuse.transforms.pipeline import only_function
 
-    check_tensor_signature(only_function(module), "compile_module")
+    function = only_function(module)
+    check_tensor_signature(function, "compile_module")
+    if not function.function_type.outputs:  # (its call was a SyntaxError of the call glue)
+        raise DiagnosticException(
+            f"compile_module: 'func.func' @{function.sym_name.data} returns nothing: a kernel "
+            "computes at least one output"
+        )
     return _kernel(_program(module, output_names, options or Options()), threads)
 
 

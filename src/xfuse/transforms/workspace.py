@@ -46,6 +46,9 @@ from xfuse.transforms.options import check_option
 from xfuse.transforms.pipeline import check_new_symbol
 
 WORKSPACE_TYPE = MemRefType(i8, [DYNAMIC_INDEX])
+MIN_ALIGNMENT = 8
+"""`ew-workspace`'s smallest `alignment`: the widest element's (f64), which LLVM assumes of every
+load and store (at 1 or 2, an f32 temporary after 3 f16 ones started at byte 6)."""
 MAX_ALIGNMENT = 4096
 """`ew-workspace`'s largest `alignment`: a page."""
 _NO_OVERFLOW = {"overflowFlags": arith.IntegerOverflowAttr("none")}
@@ -200,14 +203,20 @@ class EwWorkspacePass(ModulePass):
     name = "ew-workspace"
 
     alignment: int = 64
-    """Byte alignment of each temporary in the workspace: a power of two (64 = a cache line) up
-    to 4096, a page (`MAX_ALIGNMENT`). Offsets are from the workspace's start, which the runtime
-    aligns to a cache line: more only pads (and near 2**63 overflows the index arithmetic)."""
+    """Byte alignment of each temporary in the workspace: a power of two (64 = a cache line)
+    from 8, an f64's (`MIN_ALIGNMENT`), to 4096, a page (`MAX_ALIGNMENT`). Offsets are from the
+    workspace's start, which the runtime aligns to a cache line: more only pads (and near 2**63
+    overflows the index arithmetic)."""
 
     def __post_init__(self) -> None:
         alignment = self.alignment
-        power_of_two = 1 <= alignment <= MAX_ALIGNMENT and not alignment & (alignment - 1)
-        check_option(self, "alignment", power_of_two, f"a power of two up to {MAX_ALIGNMENT}")
+        in_range = MIN_ALIGNMENT <= alignment <= MAX_ALIGNMENT
+        check_option(
+            self,
+            "alignment",
+            in_range and not alignment & (alignment - 1),
+            f"a power of two from {MIN_ALIGNMENT} to {MAX_ALIGNMENT}",
+        )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for function in list(op.ops):
