@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from xdsl.dialects import arith, llvm, memref
 from xdsl.parser import Parser
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 import xfuse
 from xfuse.codegen import native, optimized_ir
@@ -1423,6 +1423,17 @@ def test_a_function_without_outputs_is_rejected_when_compiled() -> None:
     tensors = "func.func @main(%x: tensor<?xf32>) {\n  func.return\n}\n"
     with pytest.raises(DiagnosticException, match="@main returns nothing"):
         compile_module(Parser(pipeline_context(), tensors).parse_module())
+
+
+def test_compile_module_verifies_its_input() -> None:
+    """A result shape its operands do not broadcast to compiled, then failed every call."""
+    text = (
+        "func.func @main(%x: tensor<?xf32>) -> tensor<?x?xf32> {\n"
+        "  %y = ew.mul %x, %x : tensor<?xf32>, tensor<?xf32> -> tensor<?x?xf32>\n"
+        "  func.return %y : tensor<?x?xf32>\n}\n"
+    )
+    with pytest.raises(VerifyException, match=r"result dimension 0 is \? but no operand has"):
+        compile_module(Parser(pipeline_context(), text).parse_module())
 
 
 def test_unbufferized_kernel_is_rejected() -> None:

@@ -478,6 +478,7 @@ def compile_module(
     from xfuse.dialects.ew import check_tensor_signature
     from xfuse.transforms.pipeline import only_function
 
+    module.verify()  # (IR xfuse-opt rejects compiled, and its call failed in an IndexError)
     function = only_function(module)
     check_tensor_signature(function, "compile_module")
     if not function.function_type.outputs:  # (its call was a SyntaxError of the call glue)
