@@ -6,6 +6,7 @@ dtypes without importing xDSL, which is imported for the types only.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,9 +22,13 @@ SHORT_DTYPE_NAMES = {name: short for short, name in _ALIASES.items()}
 
 
 def dtype_name(dtype: Any) -> str:
-    """Normalise "float32", "f32", np.float32 or np.dtype("float32") to "float32"."""
+    """Normalise "float32", "f32", "f4", np.float32 or np.dtype("float32") to "float32"."""
     if isinstance(dtype, str):
         name = _ALIASES.get(dtype, dtype)
+        if name not in DTYPE_NAMES:  # numpy's spellings: "f4", "<f8", "e", "double", "float"
+            with contextlib.suppress(TypeError):  # (not numpy's either: the error below)
+                spelled = np.dtype(dtype)
+                name = spelled.name if spelled.isnative else name  # (">f4": kernels are native)
     else:
         try:
             name = np.dtype(dtype).name

@@ -439,8 +439,10 @@ class Traced:
 
     def _in_place(self, result: Traced, operator: str) -> Traced:
         """`self <operator>= other` as numpy computes it: the result cast back to self's dtype
-        (`h += y64` keeps a float32 `h` float32). On an argument numpy would write the caller's
-        array, which a kernel does not: that is an error saying what to write."""
+        (`h += y64` keeps a float32 `h` float32), and this very array updated, so that every name
+        bound to it sees it (`b = a; b += 1` updates `a`, as does `t += 1` in a helper given `t`;
+        a new proxy was `b` alone). On an argument numpy would write the caller's array, which a
+        kernel does not: that is an error saying what to write."""
         if self.argument:
             name = self.value.name_hint or "x"
             raise TypeError(
@@ -455,7 +457,10 @@ class Traced:
                 "in place (numpy: non-broadcastable output operand); write `y = y "
                 f"{operator} ...`"
             )
-        return result if result.dtype == self.dtype else result.astype(self.dtype)
+        if result.dtype != self.dtype:
+            result = result.astype(self.dtype)
+        self.value, self.mask = result.value, result.mask
+        return self
 
     def __iadd__(self, other: Any) -> Traced:
         return self._in_place(self + other, "+")
@@ -472,11 +477,27 @@ class Traced:
     def __ipow__(self, other: Any) -> Traced:
         return self._in_place(self**other, "**")
 
+    # (without them, Python ran `k = k & m`: a new mask, which other names of `k` did not see)
+    def __iand__(self, other: Any) -> Traced:
+        return self._in_place(self & other, "&")
+
+    def __ior__(self, other: Any) -> Traced:
+        return self._in_place(self | other, "|")
+
+    def __ixor__(self, other: Any) -> Traced:
+        return self._in_place(self ^ other, "^")
+
     def __neg__(self) -> Traced:
         return self.apply(ew.NegOp, self)
 
     def __pos__(self) -> Traced:
         return Traced(self.builder, self.value, self.mask)  # numpy's +x is a copy
+
+    def __copy__(self) -> Traced:  # `copy.copy(x)`; `copy.deepcopy` copied the builder's IR
+        return +self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Traced:
+        return +self
 
     def __abs__(self) -> Traced:
         return self.apply(ew.AbsOp, self)
@@ -516,7 +537,7 @@ class Traced:
         bound may be None. ReLU6 is `np.clip(x, 0, 6)`."""
         if out is not None:
             raise _keywords_not_traced("clip", ["out"])
-        clipped = self if min is None else self.apply(ew.MaxOp, self, min)
+        clipped = +self if min is None else self.apply(ew.MaxOp, self, min)  # (a copy)
         return clipped if max is None else clipped.apply(ew.MinOp, clipped, max)
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -657,7 +678,8 @@ class Traced:
 
     # Not `__getitem__`: numpy would take a proxy for a sequence (`np.where(x, ...)` said
     # "setting an array element with a sequence" instead of `__bool__`'s message).
-    __len__ = __iter__ = __matmul__ = __rmatmul__ = __imatmul__ = _not_elementwise
+    __len__ = __iter__ = __contains__ = _not_elementwise
+    __matmul__ = __rmatmul__ = __imatmul__ = _not_elementwise
 
     def __getattr__(self, name: str) -> NoReturn:
         """Only for what the class lacks: numpy's array attributes (`.shape`, `.sum`), which

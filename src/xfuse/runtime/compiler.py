@@ -642,6 +642,14 @@ def compile_bufferized(
     return _kernel(program, threads)
 
 
+def recompiled(kernel: Kernel, options: Options) -> Kernel:
+    """`kernel`'s program compiled with other `options`, from its frontend IR (through the
+    caches): a jit function's streaming twin, without tracing the function again."""
+    frontend_ir = kernel.program.frontend_ir
+    assert frontend_ir is not None, "a kernel of bufferized IR has no frontend program"
+    return _kernel(program_of_ir(frontend_ir, kernel.output_names, options), kernel.threads)
+
+
 def _kernel(program: Program, threads: int) -> Kernel:
     if program.options.target == "cuda":
         from xfuse.runtime.cuda import CudaKernel

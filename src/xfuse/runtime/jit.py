@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -38,7 +39,7 @@ from xfuse.dialects.dtypes import dtype_name, numpy_dtype
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.tracing import Traced
 from xfuse.runtime.arrays import ArgumentError, ArgumentTypeError, keyword_mistake
-from xfuse.runtime.compiler import Options, check_threads, compile_module
+from xfuse.runtime.compiler import Options, check_threads, compile_module, recompiled
 from xfuse.runtime.dask_arrays import check_known_chunks, is_dask_array
 from xfuse.runtime.kernel import Kernel
 from xfuse.transforms.options import Math
@@ -94,6 +95,12 @@ class JitFunction:
         parameters.insert(position, out)
         self.__signature__ = self.signature.replace(parameters=parameters)
         """What `inspect.signature` shows: the function's parameters and `out=`."""
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """A method's jit function bound to its instance, as Python binds a plain function: the
+        instance is the first argument (an array, or the call names it; it said "missing a
+        required argument: 'x'", the one given)."""
+        return self if instance is None else types.MethodType(self, instance)
 
     def __repr__(self) -> str:
         return (
@@ -191,20 +198,24 @@ class JitFunction:
     def _kernel_for(self, arrays: dict[str, np.ndarray]) -> tuple[Kernel, tuple[bool, ...]]:
         """The kernel (and `booleans`) of a call of `arrays`, of shapes no call had yet: the one
         traced for other sizes of the same dtypes and traced shapes where there is one (every
-        new length of a 1-d argument traced the function again, ~1 ms, and kept a kernel of its
-        own, ~8 KB: a service's calls of varying lengths), else `traced_kernel`'s."""
+        new length of a 1-d argument traced the function again, 1.24 ms, and kept a kernel of
+        its own, ~8 KB: a service's calls of varying lengths), its program compiled again where
+        this call streams and that kernel's did not, or the reverse (not traced again: the
+        values the function reads besides its arguments stay those of its trace), else
+        `traced_kernel`'s."""
         shapes = traced_shapes(arrays)
         pattern = tuple((name, a.dtype.name, shapes[name]) for name, a in arrays.items())
         traced = self._traced.setdefault(pattern, {})
-        if traced:
-            kernel, _ = next(iter(traced.values()))
-            dtypes = [numpy_dtype(p.dtype) for p in kernel.function.outputs]
-            streams = self._streams(arrays, dtypes)
-            if streams in traced:
-                return traced[streams]
-        kernel, booleans = self.traced_kernel(arrays)
-        traced[kernel.options.streaming] = kernel, booleans
-        return kernel, booleans
+        if not traced:
+            kernel, booleans = self.traced_kernel(arrays)
+            traced[kernel.options.streaming] = kernel, booleans
+            return kernel, booleans
+        first, booleans = next(iter(traced.values()))
+        streams = self._streams(arrays, [numpy_dtype(p.dtype) for p in first.function.outputs])
+        if streams not in traced:
+            options = dataclasses.replace(first.options, streaming=streams)
+            traced[streams] = recompiled(first, options), booleans
+        return traced[streams]
 
     def _streams(self, arrays: Mapping[str, np.ndarray], result_dtypes: Sequence[Any]) -> bool:
         """Whether a call of `arrays` may stream (`xfuse.runtime.kernel.make_plan`): where none
@@ -379,6 +390,13 @@ def jit(
     threads = check_threads(threads)
 
     def decorate(f: Callable[..., Any]) -> JitFunction:
+        if isinstance(f, JitFunction):  # jit of a jit function: its function, these options
+            f = f.function
+        if isinstance(f, np.ufunc):  # (its signature has an `out`: "cannot have a parameter")
+            raise TypeError(
+                f"xfuse.jit(np.{f.__name__}): a numpy ufunc is not a function to trace: jit "
+                f"one that calls it, `lambda x: np.{f.__name__}(x)`"
+            )
         return JitFunction(f, options, threads)
 
     return decorate if function is None else decorate(function)
