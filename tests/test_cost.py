@@ -30,7 +30,7 @@ from xfuse.analysis.cost import (
     epilogue_what_if,
     parse_shape,
 )
-from xfuse.analysis.cost_report import summary_line
+from xfuse.analysis.cost_report import print_program, summary_line
 from xfuse.dialects.ew import Ew
 from xfuse.runtime.cost_driver import cost_program
 from xfuse.tools import cli, opt
@@ -750,7 +750,7 @@ def test_roofline_merges_identical_kernels_and_labels_every_roof() -> None:
         assert isinstance(label, Annotation) and label.arrow_patch is not None
         assert min(abs(d) for d in label.xyann) >= 10 and label.get_bbox_patch() is not None
     # every roof says what it is
-    for roof in ("HBM 3.35 TB/s", "L2 10.1 TB/s", "CUDA cores, bfloat16: 67 TFLOP/s"):
+    for roof in ("HBM 3.35 TB/s", "L2 10.1 TB/s", "CUDA cores, f32 compute: 67 TFLOP/s"):
         assert roof in labels
     assert "BF16 tensor cores: 989 TFLOP/s" in labels
     import_pyplot().close(figure)
@@ -959,3 +959,45 @@ def test_an_abbreviation_of_xfuses_own_option_is_unknown(
         cli.main(["--vers"])
     assert exit_.value.code == 2
     assert "xfuse: error: unrecognized arguments: --vers\n" in capsys.readouterr().err
+
+
+def test_an_f64_program_quotes_the_f64_peak_and_ridge(capsys: pytest.CaptureFixture[str]) -> None:
+    """Its kernels are priced at f64's peak; the header and the roofline quoted f32's (they took
+    the precision from the output's dtype, here f32)."""
+    pytest.importorskip("matplotlib")
+    from rich.console import Console
+
+    from xfuse.tools.cli import import_pyplot
+    from xfuse.tools.roofline import roofline_figure
+
+    source = "input f64 x;\nout = f32(sin(sin(sin(x))));\n"
+    program = cost_program(source, CostOptions(shape=(1 << 20,)))
+    assert program.fused.compute_dtype == "float64"
+    hw = program.fused.options.hardware
+    print_program(Console(width=400), program)
+    header = capsys.readouterr().out
+    assert f"{hw.elementwise_peak('float64') / 1e12:.3g} TFLOP/s (CUDA cores, f64 compute)" in (
+        header
+    )
+    assert f"ridge {hw.ridge_point('float64'):.1f} FLOP/B" in header
+    figure = roofline_figure(program)
+    labels = {text.get_text() for text in figure.axes[0].texts}
+    assert f"CUDA cores, f64 compute: {hw.elementwise_peak('float64') / 1e12:.0f} TFLOP/s" in labels
+    import_pyplot().close(figure)
+    assert cost_program("y = x * 2;", CostOptions(shape=(8,))).fused.compute_dtype == "float32"
+
+
+@pytest.mark.parametrize(
+    ("source", "shape", "message"),
+    [
+        ("input x[t, d], b[t];\ny = x * b;\n", (4096, 14336), "dim 't' is 4096 in input 'x' but "),
+        ("input x[n, n];\ny = x * 2;\n", (4, 8), "dim 'n' is 4 in input 'x' but 8 in input 'x'"),
+    ],
+)
+def test_a_named_dim_is_one_size(source: str, shape: tuple[int, ...], message: str) -> None:
+    """Dims of one name must be one size at a call (docs/shapes-and-dtypes.md); the model
+    priced `t` as 4096 in `x` and 14336 in `b`, a call the kernel refuses."""
+    with pytest.raises(CostModelError, match=re.escape(message)):
+        cost_program(source, CostOptions(shape=shape))
+    square = shape[:1] * 2
+    assert cost_program(source, CostOptions(shape=square)).fused.totals.bytes > 0

@@ -25,7 +25,7 @@ from xfuse.analysis.cost import CostOptions
 from xfuse.benchmarking.baselines import compile_numpy, compile_numpy_planned
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import DTYPE_NAMES, element_type_for, promote
-from xfuse.frontend.builder import declared_dims
+from xfuse.dialects.ew import declared_dims
 from xfuse.frontend.language import EwSyntaxError, parse_program
 from xfuse.runtime.arrays import ArgumentError, numpy_dtype
 from xfuse.runtime.cost_driver import cost_program

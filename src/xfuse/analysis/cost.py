@@ -15,13 +15,14 @@ The model, per kernel (tensor form or buffer form alike):
   other; where `CostOptions.dtype` prices every tensor in one dtype, every op computes in it.
 
 Cache-aware option (`l2=True`): kernels run in program order against an LRU model of L2 holding
-`Device.l2_bytes`. A read of a tensor that an earlier kernel wrote or read, and that has not been
-pushed out since by more than the L2's capacity of other traffic, is served from L2; anything else
-comes from HBM (the function's inputs start cold). Writes always cost HBM bytes: L2 is write-back,
-but the GPU does not know a temporary is dead, so its dirty lines reach HBM eventually. All traffic
-passes through L2, so memory time = max(HBM bytes / HBM bandwidth, all bytes / L2 bandwidth).
-A tensor larger than the L2 never stays resident (at the lecture's shape every tensor is 117 MB, so
-`l2=True` changes nothing there; it matters for small, decode-sized tensors).
+`Device.l2_bytes`. A read of a tensor that an earlier kernel wrote or read, and that, with every
+tensor touched after it, still fits in the L2 (least recently used first out, whole tensors), is
+served from L2; anything else comes from HBM (the function's inputs start cold). Writes always
+cost HBM bytes: L2 is write-back, but the GPU does not know a temporary is dead, so its dirty lines
+reach HBM eventually. All traffic passes through L2, so memory time = max(HBM bytes / HBM
+bandwidth, all bytes / L2 bandwidth). A tensor larger than the L2 never stays resident (at the
+lecture's shape every tensor is 117 MB, so `l2=True` changes nothing there; it matters for small,
+decode-sized tensors).
 
 Shapes: `CostOptions.shape` is the iteration space of the program's largest tensors; it binds the
 dynamic (`?`) dims of each tensor type, aligned from the right as numpy broadcasting aligns them,
@@ -236,6 +237,16 @@ class FunctionCost:
     kernels: tuple[KernelCost, ...]
     totals: CostTotals
 
+    @property
+    def compute_dtype(self) -> str:
+        """The precision of the peak its kernels are priced at: "float64" where every FLOP is
+        on f64 operands, else "float32" (f16, bf16 and f32 compute in f32; a mix is mostly
+        f32). The output's dtype named it (an f64 program with an f32 result quoted f32's peak
+        and ridge for kernels priced at f64's)."""
+        flops = sum(kernel.flops for kernel in self.kernels)
+        f64_flops = sum(kernel.f64_flops for kernel in self.kernels)
+        return "float64" if flops and f64_flops == flops else "float32"
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -417,6 +428,28 @@ def _check_broadcasts(
             )
 
 
+def _check_named_dims(function: func.FuncOp, problem: tuple[int, ...], names: _Names) -> None:
+    """Every dim of one name (`input x[t, d], b[t];`: `t`) is one size at the problem shape, as
+    a call requires (the model priced a `t` of 4096 in `x` and 14336 in `b`, which the kernel
+    refuses)."""
+    sizes: dict[str, tuple[int, str]] = {}
+    for argument in function.args:
+        dims = ew.declared_dims(argument)
+        if dims is None or not isinstance(argument.type, TensorType | MemRefType):
+            continue
+        for dim, size in zip(dims, ew.bind_shape(argument.type, problem), strict=True):
+            if dim == "?" or dim.isdecimal():
+                continue
+            first_size, first_input = sizes.setdefault(dim, (size, names(argument)))
+            if size != first_size:
+                raise ShapeMismatchError(
+                    f"dim '{dim}' is {first_size} in input '{first_input}' but {size} in input "
+                    f"'{names(argument)}' at the problem shape {format_shape(problem)}",
+                    names(argument),
+                    function,
+                )
+
+
 def analyse_function(
     function: func.FuncOp, options: CostOptions, output_names: Sequence[str] | None = None
 ) -> FunctionCost:
@@ -460,6 +493,7 @@ def analyse_function(
         name = names(argument)
         if isinstance(argument.type, TensorType | MemRefType):
             _check_broadcasts(name, argument, problem, function)
+    _check_named_dims(function, problem, names)
     l2 = _L2(options.hardware.l2_bytes)
 
     def access(value: SSAValue, elements: int, from_l2: bool = False) -> TensorAccess:

@@ -119,7 +119,7 @@ def comparison_table(program: ProgramCost) -> Table:
 
 def print_program(console: Console, program: ProgramCost) -> None:
     hw = program.fused.options.hardware
-    dtype = program.fused.kernels[0].writes[0].dtype if program.fused.kernels else "float32"
+    dtype = program.fused.compute_dtype
     c = program.comparison
     console.print(comparison_table(program))
     # (under the L2 model the bytes moved and those from HBM differ: both ratios, named)

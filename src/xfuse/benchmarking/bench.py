@@ -37,7 +37,7 @@ from xfuse.benchmarking.timing import host_description, interleaved_medians
 from xfuse.benchmarking.workload import Outputs, Variant, Workload
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import SHORT_DTYPE_NAMES, dtype_of, element_type_for, promote
-from xfuse.frontend.builder import input_name
+from xfuse.dialects.ew import input_name
 from xfuse.frontend.language import LINE_BREAK
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.transforms.options import CpuMath

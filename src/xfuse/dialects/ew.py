@@ -42,6 +42,7 @@ from xdsl.dialect_interfaces.constant_materialization import ConstantMaterializa
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    ArrayAttr,
     BFloat16Type,
     Float16Type,
     Float32Type,
@@ -51,6 +52,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     NoneAttr,
     ShapedType,
+    StringAttr,
     TensorType,
 )
 from xdsl.ir import (
@@ -118,6 +120,37 @@ FLOAT_TENSOR = MessageConstraint(
     TensorType.constr(_FLOAT_ELEMENT), f"expected a tensor of {FLOAT_NAMES}"
 )
 """The IRDL constraint of a tensor-level `ew` operand or result: a ranked tensor of floats."""
+
+
+DIMS_ATTRIBUTE = "ew.dims"
+"""The argument attribute naming an input's dims (`["t", "d"]`), set when any dim has a name."""
+
+NAME_ATTRIBUTE = "ew.name"
+"""The argument attribute naming an input whose name its name hint cannot keep: xDSL drops a
+`_<digits>` suffix from hints (its printer adds them to tell repeated names apart), so an input
+`w_1` would be called `w`, and `w` and `w_1` both `w`. Read with `input_name`."""
+
+
+def argument_attribute(argument: BlockArgument, key: str) -> Attribute | None:
+    """A function argument's attribute `key` (`DIMS_ATTRIBUTE`, `NAME_ATTRIBUTE`), or None."""
+    function = argument.block.parent_op()
+    if not isinstance(function, func.FuncOp) or function.arg_attrs is None:
+        return None
+    return function.arg_attrs.data[argument.index].data.get(key)
+
+
+def declared_dims(argument: BlockArgument) -> tuple[str, ...] | None:
+    """The `ew.dims` of a function argument, if the frontend gave it one."""
+    dims = argument_attribute(argument, DIMS_ATTRIBUTE)
+    if not isinstance(dims, ArrayAttr):
+        return None
+    return tuple(cast(StringAttr, d).data for d in dims.data)
+
+
+def input_name(argument: BlockArgument) -> str | None:
+    """The name of a function argument in the source: its `ew.name`, else its name hint."""
+    name = argument_attribute(argument, NAME_ATTRIBUTE)
+    return name.data if isinstance(name, StringAttr) else argument.name_hint
 
 
 def check_tensor_signature(function: func.FuncOp, pass_name: str) -> None:

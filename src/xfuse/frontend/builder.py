@@ -42,7 +42,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     UnknownLoc,
 )
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import element_type_for, promote
@@ -56,14 +56,6 @@ DtypeSpec = Any
 
 MAX_DIM = 2**63 - 1
 """The largest static dimension: a tensor type's dims are i64."""
-
-DIMS_ATTRIBUTE = "ew.dims"
-"""The argument attribute naming an input's dims (`["t", "d"]`), set when any dim has a name."""
-
-NAME_ATTRIBUTE = "ew.name"
-"""The argument attribute naming an input whose name its name hint cannot keep: xDSL drops a
-`_<digits>` suffix from hints (its printer adds them to tell repeated names apart), so an input
-`w_1` would be called `w`, and `w` and `w_1` both `w`. Read with `input_name`."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,13 +126,6 @@ def dim_names(shape: ShapeSpec) -> tuple[str, ...] | None:
     return tuple(d if isinstance(d, str) else ("?" if d is None else str(d)) for d in shape)
 
 
-def _argument_attribute(argument: BlockArgument, key: str) -> Attribute | None:
-    function = argument.block.parent_op()
-    if not isinstance(function, func.FuncOp) or function.arg_attrs is None:
-        return None
-    return function.arg_attrs.data[argument.index].data.get(key)
-
-
 def _repeated_printed_names(function: func.FuncOp) -> list[SSAValue]:
     """The values of `function` that xDSL's printer names as an earlier one: it prints the
     second value of hint `a` as `%a_1`, and one of hint `a_1` (parsed from `%a_1_1`) as `%a_1`
@@ -169,7 +154,7 @@ def with_distinct_printed_names(module: ModuleOp) -> ModuleOp:
     programs one text, the compile cache's key (the second ran the first's kernel)."""
     if not any(map(_repeated_printed_names, _functions(module))):
         return module
-    names = [[input_name(arg) for arg in function.args] for function in _functions(module)]
+    names = [[ew.input_name(arg) for arg in function.args] for function in _functions(module)]
     module = module.clone()  # (whose hints lose one more `_<digits>`: xDSL's setter)
     for function, inputs in zip(_functions(module), names, strict=True):
         for value in _repeated_printed_names(function):
@@ -177,28 +162,14 @@ def with_distinct_printed_names(module: ModuleOp) -> ModuleOp:
         given = function.arg_attrs.data if function.arg_attrs is not None else ()
         attributes = [dict(d.data) for d in given] or [{} for _ in function.args]
         for arg, name in zip(function.args, inputs, strict=True):
-            if name is not None and input_name(arg) != name:
-                attributes[arg.index][NAME_ATTRIBUTE] = StringAttr(name)
+            if name is not None and ew.input_name(arg) != name:
+                attributes[arg.index][ew.NAME_ATTRIBUTE] = StringAttr(name)
         function.arg_attrs = ArrayAttr(map(DictionaryAttr, attributes))
     return module
 
 
 def _functions(module: ModuleOp) -> list[func.FuncOp]:
     return [op for op in module.walk() if isinstance(op, func.FuncOp)]
-
-
-def declared_dims(argument: BlockArgument) -> tuple[str, ...] | None:
-    """The `ew.dims` of a function argument, if the frontend gave it one."""
-    dims = _argument_attribute(argument, DIMS_ATTRIBUTE)
-    if not isinstance(dims, ArrayAttr):
-        return None
-    return tuple(cast(StringAttr, d).data for d in dims.data)
-
-
-def input_name(argument: BlockArgument) -> str | None:
-    """The name of a function argument in the source: its `ew.name`, else its name hint."""
-    name = _argument_attribute(argument, NAME_ATTRIBUTE)
-    return name.data if isinstance(name, StringAttr) else argument.name_hint
 
 
 def _promoted(arrays: Sequence[Value]) -> Attribute:
@@ -360,9 +331,9 @@ class FunctionBuilder:
         """Input `name`'s argument attributes: its dims' names, its name where the hint lost it."""
         attributes: dict[str, Attribute] = {}
         if name in self.input_dims:
-            attributes[DIMS_ATTRIBUTE] = ArrayAttr(StringAttr(d) for d in self.input_dims[name])
+            attributes[ew.DIMS_ATTRIBUTE] = ArrayAttr(StringAttr(d) for d in self.input_dims[name])
         if argument.name_hint != name:
-            attributes[NAME_ATTRIBUTE] = StringAttr(name)
+            attributes[ew.NAME_ATTRIBUTE] = StringAttr(name)
         return attributes
 
     def finish(self, outputs: Sequence[tuple[str, Value]]) -> ModuleOp:

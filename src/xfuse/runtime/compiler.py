@@ -320,7 +320,7 @@ def signature(
     outputs by `output_names`, else as `ew-bufferize` names their buffers (a value returned twice
     is two outputs: one name for both left `out=` a mapping unable to tell them apart); a
     ValueError for names that do not fit."""
-    from xfuse.frontend.builder import declared_dims, input_name
+    from xfuse.dialects.ew import declared_dims, input_name
     from xfuse.transforms.bufferize import output_names as buffer_names
     from xfuse.transforms.pipeline import only_function
 

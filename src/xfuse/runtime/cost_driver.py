@@ -18,7 +18,8 @@ from xfuse.analysis.cost import (
 )
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of
-from xfuse.frontend.builder import FunctionBuilder, input_name
+from xfuse.dialects.ew import input_name
+from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.language import ParsedProgram, parse_program
 from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.pipeline import apply_pipeline, only_function

@@ -59,7 +59,8 @@ def roofline_figure(program: ProgramCost) -> Figure:
     import numpy as np
 
     hw = program.fused.options.hardware
-    dtype = next((k.writes[0].dtype for k in program.fused.kernels), "float32")
+    dtype = program.fused.compute_dtype
+    compute = "f64" if dtype == "float64" else "f32"
     peak = hw.elementwise_peak(dtype)
     kinds = ((program.unfused, "o", "unfused"), (program.fused, "*", "fused"))
     spots = [kernel_points(cost) for cost, _, _ in kinds]
@@ -87,7 +88,7 @@ def roofline_figure(program: ProgramCost) -> Figure:
     axes.set_ylabel("attained FLOP/s (launch overhead included)")
     axes.set_title(
         f"{hw.description}\n@{program.fused.function}: {format_shape(program.fused.options.shape)} "
-        f"{dtype}, "
+        f"{compute} compute, "
         f"{program.comparison.traffic_ratio:.1f}x less traffic fused"
         + (f" ({no_flops} kernel{'s' * (no_flops > 1)} without FLOPs not shown)" * (no_flops > 0)),
         fontsize=10,
@@ -105,7 +106,7 @@ def roofline_figure(program: ProgramCost) -> Figure:
     if program.fused.options.l2:
         _label_roof(axes, clear, hw.l2_bandwidth, f"L2 {hw.l2_bandwidth / 1e12:.1f} TB/s")
     for flops, text in (
-        (peak, f"CUDA cores, {dtype}: {peak / 1e12:.0f} TFLOP/s"),
+        (peak, f"CUDA cores, {compute} compute: {peak / 1e12:.0f} TFLOP/s"),
         (
             hw.bf16_tensor_core_peak,
             f"BF16 tensor cores: {hw.bf16_tensor_core_peak / 1e12:.0f} TFLOP/s",
