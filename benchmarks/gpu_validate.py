@@ -254,10 +254,12 @@ def measure(gpu: Gpu, kernel: Any, result: VariantResult, args: Any) -> None:
             device.launch(module, *launch)
 
     result.measured_s = gpu.time(run_all, args.repeat)
-    for row, launch in zip(result.kernels, launches, strict=True):
-        row.measured_s = gpu.time(lambda launch=launch: device.launch(module, *launch), args.repeat)
+    # The result of the whole program, before the kernels run alone: an unfused kernel that
+    # updates a temporary in place, run again and again, leaves the next one wrong inputs.
     device.synchronize()
     device.copy_to_host(out, pointers[3])
+    for row, launch in zip(result.kernels, launches, strict=True):
+        row.measured_s = gpu.time(lambda launch=launch: device.launch(module, *launch), args.repeat)
     want = reference(*host)
     result.max_error = float(np.max(np.abs(out.astype(np.float64) - want)))
     # f32: the approximation's 1e-6 relative; bf16: half an ulp of the stored result.
@@ -418,6 +420,8 @@ def layer_shape(text: str) -> tuple[int, ...]:
     shape = parse_shape(text)
     if len(shape) != 2:
         raise ValueError(f"expected two dims, tokens x width (4096x14336), got {text!r}")
+    if 0 in shape:  # (the check's max over no elements was numpy's ValueError)
+        raise ValueError(f"expected sizes of at least 1, got {text!r}")
     return shape
 
 

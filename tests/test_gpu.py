@@ -20,6 +20,7 @@ import functools
 import importlib.util
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -1099,3 +1100,87 @@ def test_the_gpu_validation_script_writes_only_json_to_stdout_with_json_dash(
     captured = capsys.readouterr()
     assert len(json.loads(captured.out)["variants"]) == 4
     assert captured.err.startswith("host: ")  # the report, host line first
+
+
+class _ValidationDevice(EmulatedDevice):
+    """The emulated GPU under `benchmarks/gpu_validate.py`: each program's PTX runs as that
+    program's host code (`programs`), its calibration kernel does nothing, its L2-flushing
+    buffer is never touched, and every CUDA event says 1 ms."""
+
+    FLUSH = 1 << 40
+
+    def __init__(self, programs: dict[str, str]):
+        super().__init__("")
+        self.programs = programs
+
+    def load(self, ptx: PtxModule) -> Any:
+        return None if ".entry empty" in ptx.ptx else _emulated_engine(self.programs[ptx.ptx])
+
+    def allocate(self, nbytes: int) -> int:
+        return self.FLUSH if nbytes > 1 << 26 else super().allocate(nbytes)
+
+    def free(self, pointer: int) -> None:
+        if pointer != self.FLUSH:
+            super().free(pointer)
+
+    def launch(
+        self, module: Any, entry: str, grid: int, block: int, arguments: Sequence[Any]
+    ) -> None:
+        if module is not None:
+            super().launch(module, entry, grid, block, arguments)
+
+    def call(self, name: str, *arguments: Any) -> Any:
+        results = {"cuDeviceGet": 0, "cuDeviceGetName": b"emulated\0", "cuEventCreate": 1}
+        return results.get(name, 1.0 if name == "cuEventElapsedTime" else None)
+
+
+def test_the_gpu_validation_script_checks_each_variants_whole_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its result check read the output after timing each kernel alone, again and again: an
+    unfused kernel that updates a temporary in place had by then left its successor wrong
+    inputs, and the unfused GELU came out wrong by ~460 (right through `CudaKernel`)."""
+    script = _load("gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
+    programs: dict[str, str] = {}
+    compile_ = xfuse.compile
+
+    def compile_and_keep(*arguments: Any, **options: Any) -> Any:
+        kernel = compile_(*arguments, **options)
+        if options.get("target") == "cuda":
+            programs[kernel.function.ptx.ptx] = kernel.ir("ew-to-llvm")
+        return kernel
+
+    monkeypatch.setattr(xfuse, "compile", compile_and_keep)
+    device = _ValidationDevice(programs)
+    monkeypatch.setattr("xfuse.runtime.cuda.cuda_device", lambda: device)
+    report = script.main(["--shape", "4x8", "--repeat", "1"])
+    assert [(v.dtype, v.fused) for v in report.variants] == [
+        (dtype, fuse) for dtype in ("bfloat16", "float32") for fuse in (True, False)
+    ]
+    assert all(v.max_error <= v.tolerance for v in report.variants), report.variants
+
+
+def test_a_kernel_without_shapes_takes_n_d_and_0_d_device_arrays_flat() -> None:
+    """A 2-d torch or CuPy tensor was refused ("expected 1 dimensions") where a numpy array of
+    that shape ran; a strided one still is, as on the CPU."""
+    gpu, _ = emulated(xfuse.compile("out = x * 2 + y;", target="cuda"))
+    x = np.arange(40, dtype=np.float32).reshape(5, 8)
+    out = np.zeros((5, 8), np.float32)
+    device_out = FakeDeviceArray(out)
+    assert gpu(x=FakeDeviceArray(x), y=FakeDeviceArray(x), out=device_out) is device_out
+    np.testing.assert_array_equal(out, x * 3)
+    scalar = np.zeros((), np.float32)
+    three, one = np.array(3, np.float32), np.array(1, np.float32)
+    gpu(x=FakeDeviceArray(three), y=FakeDeviceArray(one), out=FakeDeviceArray(scalar))
+    assert scalar == 7
+    strided = FakeDeviceArray(x)
+    strided.__cuda_array_interface__["strides"] = (4, 20)
+    with pytest.raises(ArgumentError, match="argument 'x': a device array must be C-contiguous"):
+        gpu(x=strided, y=FakeDeviceArray(x), out=FakeDeviceArray(out))
+
+
+def test_a_gpu_kernel_refuses_to_pickle_saying_so() -> None:
+    """It failed on a lambda of its stages (an AttributeError naming `_lower.<locals>`)."""
+    kernel = xfuse.compile("out = tanh(x) + y;", target="cuda")
+    with pytest.raises(TypeError, match=r"a GPU kernel \(target='cuda'\) cannot be pickled"):
+        pickle.dumps(kernel)

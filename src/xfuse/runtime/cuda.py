@@ -279,10 +279,43 @@ def _shape(value: Any) -> tuple[int, ...]:
     return np.shape(value)
 
 
+@dataclass(frozen=True)
+class _FlatDeviceArray:
+    """A C-contiguous N-d or 0-d device array as one dim, its data where it is: a flat call's
+    argument (2-d torch or CuPy tensors were refused where numpy arrays of that shape ran)."""
+
+    array: Any
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        interface = dict(self.array.__cuda_array_interface__)
+        interface["shape"] = (math.prod(int(size) for size in interface["shape"]),)
+        interface["strides"] = None
+        return interface
+
+
+def _flat_device_array(value: Any) -> Any:
+    """A device array as one dim where it is C-contiguous (as it is otherwise: the checks that
+    follow say what is wrong with it)."""
+    interface = value.__cuda_array_interface__
+    shape = tuple(int(size) for size in interface["shape"])
+    strides = interface.get("strides")
+    itemsize = np.dtype(interface["typestr"]).itemsize
+    if (
+        len(shape) == 1
+        or strides is not None
+        and tuple(strides) != _contiguous_strides(shape, itemsize)
+    ):
+        return value
+    return _FlatDeviceArray(value)
+
+
 def _flattened(value: Any) -> Any:
-    """A `[?]` input of a flat call: a numpy array or scalar as one dim (a device array, or
-    anything else, as it is: the checks that follow say what is wrong with it)."""
-    if _is_device_array(value) or not isinstance(value, np.ndarray | np.generic):
+    """A `[?]` input of a flat call as one dim: a numpy array or scalar, a C-contiguous device
+    array (anything else as it is: the checks that follow say what is wrong with it)."""
+    if _is_device_array(value):
+        return _flat_device_array(value)
+    if not isinstance(value, np.ndarray | np.generic):
         return value
     return np.reshape(value, -1)
 
@@ -294,7 +327,9 @@ def _flat_outputs(out: Any, parameters: Sequence[Parameter]) -> Any:
     buffers = list(out) if isinstance(out, list | tuple) else [out]
     flat = []
     for p, buffer in zip(parameters, buffers, strict=False):
-        if isinstance(buffer, np.ndarray) and p.shape and buffer.ndim != 1:
+        if _is_device_array(buffer) and p.shape:
+            buffer = _flat_device_array(buffer)
+        elif isinstance(buffer, np.ndarray) and p.shape and buffer.ndim != 1:
             if not buffer.flags.c_contiguous:
                 raise ArgumentError(
                     f"out '{p.name}': a GPU call writes an N-d output through a C-contiguous "
@@ -315,6 +350,13 @@ class CudaKernel(CompiledProgram):
         super().__init__(program)
         self._device = device
         self._module: Any = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Refuses, saying so (it failed on a lambda of its stages: an AttributeError)."""
+        raise TypeError(
+            "a GPU kernel (target='cuda') cannot be pickled: compile it where it runs "
+            "(xfuse.compile(..., target='cuda') there; a CPU kernel pickles)"
+        )
 
     @property
     def ptx(self) -> str:
