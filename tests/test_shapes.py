@@ -375,3 +375,28 @@ def test_lecture_runs_a_declared_2d_program(tmp_path: Path) -> None:
     measured = report["measurement"]
     assert measured["setup"]["n"] == 2 * 14336  # rows of the lecture's d_ff
     assert all(r["max_error"] is None or r["max_error"] < 1e-5 for r in measured["rows"])
+
+
+def test_a_fortran_ordered_input_is_checked_against_its_own_shape() -> None:
+    """`x[t, t, d]` ran Fortran-ordered inputs transposed and checked `t` against the reversed
+    shape: (2, 5, 5) ran, (2, 2, 5) was refused as "got shape (5, 2, 2)"."""
+    kernel = xfuse.compile("input x[t, t, d];\nout = x * 2;\n")
+    wrong, right = np.ones((2, 5, 5), np.float32), np.arange(20, dtype=np.float32).reshape(2, 2, 5)
+    for layout in (np.ascontiguousarray, np.asfortranarray):
+        with pytest.raises(ArgumentError, match=r"dimension 1 \(t\) has size 5 .*\(2, 5, 5\)"):
+            kernel(layout(wrong))
+        np.testing.assert_array_equal(kernel(layout(right)), right * 2)
+
+
+def test_shapes_take_sizes_of_any_integer_type_and_string_names_only() -> None:
+    """A numpy int became a `?` dim: its size unchecked, and a 1 no longer broadcast; input names
+    of other types than str failed in the cache key's sort."""
+    kernel = xfuse.compile("out = x + b;", shapes={"x": (np.int64(4), "d"), "b": ("d",)})
+    with pytest.raises(ArgumentError, match=r"argument 'x': dimension 0 must be 4"):
+        kernel(np.ones((5, 3), np.float32), np.ones(3, np.float32))
+    scale = xfuse.compile("input x[t, d];\nout = x * s;\n", shapes={"s": (np.int64(1), "d")})
+    x, s = np.ones((3, 4), np.float32), np.full((1, 4), 2, np.float32)
+    np.testing.assert_array_equal(scale(x, s), x * s)
+    for option in ({"shapes": {1: (), "x": ()}}, {"dtype": {1: "f32", "x": "f32"}}):
+        with pytest.raises(TypeError, match=r"input names must be strings, got 1"):
+            xfuse.compile("out = x + s;", **option)  # type: ignore[arg-type]

@@ -128,12 +128,23 @@ def check_threads(threads: object) -> int:
     return check_integer("threads", threads, "an integer >= 1", lambda value: value >= 1)
 
 
-def check_shapes(shapes: object) -> None:
-    """`compile`'s `shapes`: input name -> dims, each a size >= 0, a dim name or None."""
+def check_input_names(option: str, mapping: Mapping[Any, Any]) -> None:
+    """A TypeError naming `option` where a key of `mapping` is not an input's name (a str): the
+    cache key sorted them first (`'<' not supported between instances of 'str' and 'int'`)."""
+    for name in mapping:
+        if not isinstance(name, str):
+            raise TypeError(f"{option}: input names must be strings, got {name!r}")
+
+
+def checked_shapes(shapes: object) -> dict[str, tuple[Any, ...]] | None:
+    """`compile`'s `shapes`: input name -> dims, each a size >= 0, a dim name or None; a size
+    of any integer type as an int (a numpy int became a `?` dim, its size unchecked)."""
     if shapes is None:
-        return
+        return None
     if not isinstance(shapes, Mapping):
         raise TypeError(f"shapes must map input names to shapes, got {type(shapes).__name__}")
+    check_input_names("shapes", shapes)
+    checked = {}
     for name, dims in shapes.items():
         if isinstance(dims, str) or not isinstance(dims, Sequence):
             raise TypeError(
@@ -146,6 +157,8 @@ def check_shapes(shapes: object) -> None:
                     f"shapes['{name}']: bad dim {dim!r}: expected a size >= 0, a dim name "
                     f"(an identifier) or None"
                 )
+        checked[name] = tuple(int(d) if isinstance(d, numbers.Integral) else d for d in dims)
+    return checked
 
 
 TARGET_OPTIONS = {
@@ -742,7 +755,7 @@ def compile(
         repeated = next(name for name in outputs if list(outputs).count(name) > 1)
         raise ValueError(f"outputs: '{repeated}' is given twice, got {list(outputs)!r}")
     threads = check_threads(threads)
-    check_shapes(shapes)
+    shapes = checked_shapes(shapes)
     check_target(target, arch, math, threads)
     option_values: dict[str, Any] = {  # (unchecked: `Options` checks them)
         "fuse": fuse,
@@ -759,6 +772,7 @@ def compile(
         "aligned_stores": aligned_stores,
     }
     if isinstance(dtype, Mapping):
+        check_input_names("dtype", dtype)
         dtype = {input_name: dtype_name(d) for input_name, d in dtype.items()}
         dtype_key: Hashable = tuple(sorted(dtype.items()))
     else:

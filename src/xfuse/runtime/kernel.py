@@ -3052,10 +3052,17 @@ class Kernel(CompiledProgram):
     def _transposable_rank(self) -> int | None:
         """The rank of inputs the kernel may run transposed (reversing every array's dims is
         the same elementwise program): 0 (any) where it flattens, the arrays' one rank where
-        all their dims are `?`; None where neither."""
+        all their dims are `?` and each dim name is on one axis; None where neither. (`x[t, t,
+        d]` transposed checked its names against the reversed shape: a Fortran-ordered x of
+        (2, 5, 5) ran, one of (2, 2, 5) was refused as "(5, 2, 2)".)"""
         if self._flattens:
             return 0
         parameters = (*self.function.inputs, *self.function.outputs)
         ranks = {len(p.shape) for p in parameters}
         dynamic = all(size == DYNAMIC_INDEX for p in parameters for size in p.shape)
-        return ranks.pop() if len(ranks) == 1 and dynamic else None
+        axes_of: dict[str, set[int]] = {}
+        for parameter in parameters:
+            for axis, name in parameter.named_axes:
+                axes_of.setdefault(name, set()).add(axis)
+        one_axis_each = all(len(axes) == 1 for axes in axes_of.values())
+        return ranks.pop() if len(ranks) == 1 and dynamic and one_axis_each else None
