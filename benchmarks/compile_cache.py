@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 from xfuse.benchmarking.timing import host_summary, script_parser
-from xfuse.tools.cli import positive_int
+from xfuse.tools.cli import option_type, positive_int
 
 GELU = (Path(__file__).parent.parent / "examples" / "gelu.ew").read_text()
 
@@ -61,6 +61,15 @@ print(json.dumps({"import": imported - start, "compile": compiled - imported,
 """
 
 
+@option_type
+def source_tree(text: str) -> str:
+    """`--against`: a directory with the xfuse package in it (a checkout's `src`): another one
+    timed this checkout under its name (the child imports xfuse from PYTHONPATH's first)."""
+    if not (Path(text) / "xfuse" / "__init__.py").is_file():
+        raise ValueError(f"no xfuse package under {text} (give a checkout's src directory)")
+    return text
+
+
 def measure(cache_dir: str, source: str | None = None) -> dict[str, float]:
     # The default cache directory (under XDG_CACHE_HOME on Linux), as a user gets it.
     env = {**os.environ, "XDG_CACHE_HOME": cache_dir}
@@ -83,7 +92,9 @@ def cell(values: list[float]) -> str:
 def main() -> None:
     parser = script_parser(__doc__)
     parser.add_argument("--processes", type=positive_int, default=9, help="warm processes per row")
-    parser.add_argument("--against", metavar="SRC", help="another source tree to time alike")
+    parser.add_argument(
+        "--against", metavar="SRC", type=source_tree, help="another source tree to time alike"
+    )
     args = parser.parse_args()
     print(host_summary())
     sources = {"this checkout": None, **({args.against: args.against} if args.against else {})}

@@ -41,7 +41,7 @@ import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_parser
 from xfuse.runtime.arrays import aligned_empty
 from xfuse.runtime.kernel import SETTLING_CALLS
-from xfuse.tools.cli import positive_int
+from xfuse.tools.cli import option_type, positive_int
 
 SWIGLU = "out = x * sigmoid(x) * y;"
 ROPE = (Path(__file__).parent.parent / "examples" / "rope.ew").read_text()
@@ -136,6 +136,16 @@ def rope_table(tokens: int, heads: int, head_dim: int, rounds: int, repeat: int)
     timed_table(f"RoPE float32 on the halves of {shapes}", runs, rounds, repeat)
 
 
+@option_type
+def even_size(text: str) -> int:
+    """`--head-dim`: RoPE rotates two halves, so an even width of at least 2 (an odd one failed
+    after the SwiGLU tables, in a traceback)."""
+    size = positive_int(text)
+    if size % 2:
+        raise ValueError(f"expected an even integer >= 2 (RoPE's two halves), got {size}")
+    return size
+
+
 def main() -> None:
     parser = script_parser(__doc__)
     parser.add_argument("--rows", type=positive_int, default=1024, help="t")
@@ -144,7 +154,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=positive_int, default=5)
     parser.add_argument("--rope-tokens", type=positive_int, default=4096, help="RoPE's t")
     parser.add_argument("--heads", type=positive_int, default=32, help="RoPE's heads")
-    parser.add_argument("--head-dim", type=positive_int, default=128, help="RoPE's head width")
+    parser.add_argument("--head-dim", type=even_size, default=128, help="RoPE's head width")
     args = parser.parse_args()
     print(host_summary())
     for dtype in (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16)):

@@ -894,6 +894,10 @@ def test_benchmark_scripts_take_no_abbreviated_options(script: str) -> None:
         ("activations.py", ["--rounds", "0"], "argument --rounds: expected an integer >= 1, got 0"),
         ("gpu_validate.py", ["--device", "h999", "--dry-run"], "argument --device: unknown device"),
         ("gpu_validate.py", ["--shape", "2x3x4", "--dry-run"], "argument --shape: expected two"),
+        ("gpu_validate.py", ["--shape", "0x5", "--dry-run"], "argument --shape: expected sizes"),
+        # an odd RoPE head failed after the first tables; another tree timed this checkout
+        ("strided_rows.py", ["--head-dim", "3"], "argument --head-dim: expected an even integer"),
+        ("compile_cache.py", ["--against", "/nonexistent"], "no xfuse package under /nonexist"),
     ],
 )
 def test_benchmark_scripts_reject_bad_values_by_option(

@@ -15,6 +15,7 @@ import pytest
 
 from xfuse.benchmarking import bench
 from xfuse.benchmarking.timing import separable
+from xfuse.codegen.native import host_cpu
 from xfuse.tools import lecture
 from xfuse.tools.cli import main
 from xfuse.tools.lecture import GELU_SOURCE, VARIANTS, MeasureDemo, MeasureRow
@@ -98,6 +99,7 @@ def test_demo4_measurement(gelu_figures: dict[str, Any]) -> None:
     assert setup["n"] == 4096 and setup["unfused_bytes"] == 28 * 4 * 4096
     assert setup["fused_bytes"] == 4 * 4 * 4096 and setup["numpy_calls"] == 11
     assert setup["ceiling_source"] == "out = x + b + r"
+    assert setup["host"].startswith(f"{host_cpu().name} (")  # as the benchmarks record it
     # read from the kernels' LLVM IR: libm's tanhf keeps the loop scalar, the approximation not
     assert setup["libm_build"] == {"math": "libm", "libm_calls": ["tanhf"], "vectorized": False}
     assert setup["approx_build"] == {"math": "approx", "libm_calls": [], "vectorized": True}
@@ -228,6 +230,7 @@ def test_demos_2_and_3_price_declared_dtypes_alike(source: str, dtype: str, item
         ((ROOT / "examples" / "rope.ew").read_text(), (1, 4096, 14336)),
         ("input x[4, 8];\ny = x * 2 + 1;\n", (4, 8)),
         ("input x[?, 8];\ny = x * 2 + 1;\n", (4096, 8)),
+        ("input x[];\ny = x * 2 + 1;\n", ()),  # one element, as priced (was called 58.7M)
     ],
 )
 def test_demos_2_and_3_take_the_programs_dims(source: str, shape: tuple[int, ...]) -> None:

@@ -27,7 +27,7 @@ from xfuse.analysis.cost_report import nbytes
 from xfuse.analysis.dataflow import analyze_dataflow
 from xfuse.analysis.memory import Liveness, plan_memory
 from xfuse.benchmarking import bench
-from xfuse.benchmarking.timing import separable
+from xfuse.benchmarking.timing import host_description, separable
 from xfuse.dialects import ew
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.language import ParsedProgram
@@ -278,7 +278,7 @@ class TrafficDemo:
     launch_us: float
     rows: tuple[TrafficRow, TrafficRow]
     """Unfused, then fused."""
-    flops_per_element: int
+    flops_per_element: float
     intensity: float
     """FLOPs per byte of the fused program."""
     elementwise_ridge: float
@@ -312,6 +312,8 @@ def problem_shape(program: Program, shape: tuple[int, ...] = GPU_SHAPE) -> tuple
     values = [*function.args, *(r for op in function.walk() for r in op.results)]
     shapes = [v.type.get_shape() for v in values if isinstance(v.type, TensorType)]
     rank = max(map(len, shapes), default=0)
+    if rank == 0:  # one element, as the cost model prices 0-d tensors (it was called 58.7M)
+        return ()
     fixed = ew.fixed_dims(shapes)
     if rank <= len(shape) and not fixed:
         return shape
@@ -342,9 +344,9 @@ def demo_traffic(program: Program) -> TrafficDemo:
             _traffic_row("unfused (one kernel per op)", cost, fused=False),
             _traffic_row("fused (ew-fuse)", cost, fused=True),
         ),
-        flops_per_element=fused.flops // elements if elements else 0,
+        flops_per_element=fused.flops / elements if elements else 0.0,
         intensity=fused.intensity,
-        elementwise_ridge=hw.ridge_point("float64" if "float64" in declared else GPU_DTYPE),
+        elementwise_ridge=hw.ridge_point(cost.fused.compute_dtype),
         tensor_core_ridge=hw.tensor_core_ridge_point,
         decode_shape=decode_shape,
         decode_launch_share=(
@@ -622,6 +624,8 @@ class MeasureSetup:
     approx_streams: bool
     """Whether the fused approx kernel's call writes its outputs with non-temporal stores at
     this size (`xfuse.runtime.kernel.Kernel.streams`); the ceiling's stores are normal."""
+    host: str
+    """The host it runs on (`host_description`: CPU, vector width, load average before)."""
 
     @property
     def ceiling_bounds(self) -> bool:
@@ -664,6 +668,7 @@ def measure_setup(workload: bench.Workload) -> MeasureSetup:
         approx_streams=kernels["approx"].streams(
             **{name: array.shape for name, array in workload.arrays.items()}
         ),
+        host=host_description(),
     )
 
 

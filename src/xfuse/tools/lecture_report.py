@@ -60,10 +60,12 @@ def print_dataflow(console: Console, demo: DataflowDemo) -> None:
 
 
 def print_traffic(console: Console, demo: TrafficDemo) -> None:
-    shape = "x".join(str(d) for d in demo.shape)
+    shape = "x".join(str(d) for d in demo.shape) or "0-d"
     _header(console, f"Demo 2: the memory-traffic bill, {shape} {demo.dtype} on an H100")
     console.print(
-        f"{demo.elements:,} elements per tensor = {nbytes(demo.tensor_bytes)}; {demo.device}: "
+        f"{demo.elements:,} element{'s' * (demo.elements != 1)} per tensor = "
+        f"{nbytes(demo.tensor_bytes)}; "
+        f"{demo.device}: "
         f"{demo.bandwidth / 1e12:.2f} TB/s; {demo.launch_us:g} us per launch (assumed)."
     )
     table = _table(
@@ -83,7 +85,7 @@ def print_traffic(console: Console, demo: TrafficDemo) -> None:
         )
     console.print(table)
     console.print(
-        f"Arithmetic intensity, fused: {demo.flops_per_element} FLOP per element, "
+        f"Arithmetic intensity, fused: {demo.flops_per_element:.3g} FLOP per element, "
         f"{demo.intensity:.2f} FLOP/B; ridge points {demo.elementwise_ridge:.0f} FLOP/B (CUDA "
         f"cores) and {demo.tensor_core_ridge:.0f} FLOP/B (BF16 tensor cores)."
     )
@@ -121,6 +123,7 @@ def print_measurement(console: Console, demo: MeasureDemo) -> None:
         f"Demo 4: measured, {setup.n:,} {setup.dtype} ({nbytes(setup.array_bytes)} per full "
         f"array), {setup.threads} thread",
     )
+    console.print(f"host: {setup.host}")
     console.print(
         f"Traffic models: unfused {nbytes(setup.unfused_bytes)} (every op reads its operands "
         f"and writes its result), fused {nbytes(setup.fused_bytes)} (inputs read once, outputs "
