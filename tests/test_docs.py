@@ -64,6 +64,8 @@ def test_readme_lists_every_function_of_the_language() -> None:
     sentence = re.search(r"the functions (.*?) convert\.", readme, re.S)
     assert sentence is not None, "README.md's sentence listing the .ew functions is gone"
     listed = re.findall(r"`(\w+)`", sentence[1])
+    missing = sorted({*ew.OPS_BY_MNEMONIC, *CONVERSIONS} - set(listed))
+    assert not missing, f"README.md's sentence 'the functions ... convert.' lacks {missing}"
     assert sorted(listed) == sorted([*ew.OPS_BY_MNEMONIC, *CONVERSIONS])
 
 

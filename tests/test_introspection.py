@@ -99,3 +99,14 @@ def test_dir_lists_the_lazy_exports() -> None:
     listed = dir(xfuse)
     for name in ("compile", "jit", "Kernel", "ArgumentError", "tanh", "__version__"):
         assert name in listed
+
+
+def test_every_pass_is_registered_under_its_kebab_case_name() -> None:
+    """A pass whose class's `name` differed from its key passed every test, was listed under
+    its key, and failed in use with "bad options <name>" (`from_spec` refused the name)."""
+    for key, factory in ALL_PASSES.items():
+        name = factory().name
+        assert name == key and re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", key), (
+            f"{key}: its class's `name` is {name!r}: it must be this key, in kebab case "
+            "(src/xfuse/transforms/__init__.py registers it)"
+        )

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 import xfuse
 from xfuse.analysis.cost import FLOPS_PER_SCALAR_OP, FREE_SCALAR_OPS
 from xfuse.dialects import ew
+from xfuse.frontend import tracing
 from xfuse.frontend.language import parse_program
 from xfuse.transforms.expand_math import MATH_FUNCTIONS
 from xfuse.transforms.scalar import SCALAR_LOWERINGS, emit_scalar
@@ -60,7 +61,13 @@ def missing_facts(op: OpType) -> list[str]:
             f"{name} has no Python-level function (PYTHON_NAME is None) and no "
             f"`PYTHON_OPERATOR` ({DIALECT})"
         )
-    spelled = ew.numpy_ufunc(op) is not None or ew.python_operator(op) is not None
+    ufunc = ew.numpy_ufunc(op)
+    if ufunc is not None and ufunc in tracing._UFUNCS_OF_OPS:
+        missing.append(
+            f"{name}: np.{ufunc.__name__} is traced as other ops in _UFUNCS_OF_OPS "
+            "(src/xfuse/frontend/tracing.py): remove its entry, now that it is an op"
+        )
+    spelled = ufunc is not None or ew.python_operator(op) is not None
     if not spelled and "DEFINITION" not in vars(op):
         missing.append(
             f"{name} is neither a numpy ufunc nor a Python operator: declare `DEFINITION: "
