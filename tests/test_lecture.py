@@ -4,6 +4,7 @@ observation checked against the numbers it was made from."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import math
 import platform
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from xfuse.benchmarking import bench
 from xfuse.benchmarking.timing import separable
@@ -19,6 +21,7 @@ from xfuse.codegen.native import host_cpu
 from xfuse.tools import lecture
 from xfuse.tools.cli import main
 from xfuse.tools.lecture import GELU_SOURCE, VARIANTS, MeasureDemo, MeasureRow
+from xfuse.tools.lecture_report import print_measurement
 
 ROOT = Path(__file__).parents[1]
 
@@ -504,3 +507,19 @@ def test_best_round_against_the_ranks_is_within_noise(program: tuple[str, lectur
     demo = fixed_demo(loaded, times)
     expected = "of its speed, the same within noise" if demo.setup.ceiling_bounds else "no share"
     assert expected in demo.observations[-1]
+
+
+def test_a_program_fused_into_several_kernels_says_what_its_traffic_counts() -> None:
+    """141 ops are 2 fused kernels (`ew-fuse`'s max-ops): demo 4 called their traffic "inputs
+    read once, outputs written once" and blamed the ceiling's mismatch on an output's shape or
+    an unread input, neither of them the cause."""
+    source = "input x[n];\na = x + 1;\n" + "a = a * x + 0.5;\n" * 70 + "output a;\n"
+    setup = lecture.measure_setup(bench.prepare_workload(source, 4096))
+    assert setup.fused_kernels == 2 and not setup.ceiling_bounds
+    console = Console(file=io.StringIO(), width=1000)
+    print_measurement(
+        console, fixed_demo(lecture.load_program(source, "long.ew"), SCENARIOS["readme"])
+    )
+    text = console.file.getvalue()
+    assert "(2 kernels: inputs read once, outputs written once, and the intermediates" in text
+    assert "(its 2 kernels write intermediates and read them back)" in text

@@ -189,6 +189,7 @@ def prepare_workload(
         n=n,
         fused_bytes=cost.fused.totals.bytes,
         unfused_bytes=cost.unfused.totals.bytes,
+        fused_kernels=cost.fused.totals.kernels,
     )
 
 

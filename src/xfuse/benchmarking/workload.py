@@ -28,6 +28,9 @@ class Workload:
     n: int
     fused_bytes: int
     unfused_bytes: int
+    fused_kernels: int = 1
+    """The kernels `ew-fuse` makes of it: more than one (past `ew-fuse`'s `max-ops`, or apart
+    where shapes differ) write intermediates and read them back, which `fused_bytes` counts."""
 
 
 @dataclass(frozen=True)

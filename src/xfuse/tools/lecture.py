@@ -611,6 +611,8 @@ class MeasureSetup:
     """Bytes of the largest input (a full-size array; a broadcast bias is smaller)."""
     unfused_bytes: int
     fused_bytes: int
+    fused_kernels: int
+    """The kernels of the fused program (`bench.Workload.fused_kernels`)."""
     numpy_calls: int
     """numpy calls per run, each allocating its result when run op by op."""
     ceiling_source: str
@@ -653,6 +655,7 @@ def measure_setup(workload: bench.Workload) -> MeasureSetup:
         array_bytes=max((array.nbytes for array in workload.arrays.values()), default=0),
         unfused_bytes=workload.unfused_bytes,
         fused_bytes=workload.fused_bytes,
+        fused_kernels=workload.fused_kernels,
         numpy_calls=len(steps),
         ceiling_source="; ".join(
             bench.ceiling_source(
@@ -949,11 +952,15 @@ def _ceiling_observation(setup: MeasureSetup, approx: MeasureRow, ceiling: Measu
         else "its arithmetic, or at small sizes the fixed cost of each call"
     )
     if not setup.ceiling_bounds:
+        why = (
+            f"its {setup.fused_kernels} kernels write intermediates and read them back"
+            if setup.fused_kernels > 1
+            else "an output not of the inputs' full shape, or an input no output reads"
+        )
         return (
             f"The ceiling ({setup.ceiling_source}) moves {nbytes(setup.ceiling_bytes)} where "
-            f"the fused program moves {nbytes(setup.fused_bytes)} (an output not of the "
-            "inputs' full shape, or an input no output reads): not the same traffic, so it "
-            "bounds nothing here and no share of it is quoted."
+            f"the fused program moves {nbytes(setup.fused_bytes)} ({why}): not the same "
+            "traffic, so it bounds nothing here and no share of it is quoted."
         )
     text = (
         f"The ceiling ({setup.ceiling_source}) streams the fused traffic at "

@@ -14,6 +14,7 @@ from xfuse.tools.lecture import (
     DataflowDemo,
     LectureFigures,
     MeasureDemo,
+    MeasureSetup,
     PlanDemo,
     TrafficDemo,
     format_duration,
@@ -116,6 +117,16 @@ def _gbps(bandwidth: float | None) -> str:
     return "-" if bandwidth is None else format_gbps(bandwidth)
 
 
+def _fused_traffic(setup: MeasureSetup) -> str:
+    """What the fused traffic model counts: one kernel's inputs and outputs, or more kernels'."""
+    if setup.fused_kernels == 1:
+        return "inputs read once, outputs written once"
+    return (
+        f"{setup.fused_kernels} kernels: inputs read once, outputs written once, and the "
+        "intermediates between the kernels written and read back"
+    )
+
+
 def print_measurement(console: Console, demo: MeasureDemo) -> None:
     setup = demo.setup
     _header(
@@ -126,8 +137,8 @@ def print_measurement(console: Console, demo: MeasureDemo) -> None:
     console.print(f"host: {setup.host}")
     console.print(
         f"Traffic models: unfused {nbytes(setup.unfused_bytes)} (every op reads its operands "
-        f"and writes its result), fused {nbytes(setup.fused_bytes)} (inputs read once, outputs "
-        f"written once); ceiling kernel: {setup.ceiling_source}."
+        f"and writes its result), fused {nbytes(setup.fused_bytes)} ({_fused_traffic(setup)}); "
+        f"ceiling kernel: {setup.ceiling_source}."
     )
     console.print(
         f"Each variant runs {plural(demo.rounds, 'round')} of {plural(demo.repeat, 'run')} "
