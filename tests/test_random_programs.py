@@ -32,7 +32,8 @@ everything computed from it is not checked:
 - the ball spans a change of class (finite / +inf / -inf / NaN): log or sqrt of a value that may be
   negative, a pow of a negative base whose exponent may or may not be an integer (an integer
   anywhere in the exponent's ball, not only at a corner), a pow of a NaN exponent whose base may
-  be exactly 1, a result within the error of float32 overflow;
+  be exactly 1, a result within the error of float32 overflow, `==` or `!=` of operands whose
+  balls overlap (they may be equal at one point no corner hits: `(x < 0) + tanh(x) == -0`);
 - the operand is a zero of unknown sign (a ball that holds 0 and is not exact) where its sign
   decides the result: division by it, pow of it with a negative exponent, rsqrt of it;
 - copysign's sign operand is a NaN: IEEE leaves a NaN's sign open but for the sign ops
@@ -320,12 +321,19 @@ def _exact(op: ew.ElementwiseOpType, args: Sequence[Ball], center: np.ndarray) -
 
 def _class_may_flip_between_corners(op: ew.ElementwiseOpType, args: Sequence[Ball]) -> np.ndarray:
     """pow of a negative or NaN base is finite only at integer exponents, NaN between them; pow
-    of a NaN exponent is NaN except at a base of exactly 1 (pow(1, NaN) = 1).
+    of a NaN exponent is NaN except at a base of exactly 1 (pow(1, NaN) = 1); `==` and `!=` of
+    balls that overlap hold at their one common value (`(x < 0) + tanh(x) == -0` at x = -9.5:
+    1 + tanh(x) is 6e-8 in numpy, 0 within approx tanh's error, the fuzz found).
 
     The corners miss an integer strictly inside the exponent's ball: pow(-1, 3e-45 ± 7e-7) is NaN
     at all three, but erf(2.8e-45) within its error may be 0, and pow(-1, 0) is 1. Likewise
     pow(0.99999994 ± 1e-7, NaN) is NaN at all three, but the base may be 1.
     """
+    if op in (ew.EqOp, ew.NeOp):  # equal at one point inside the balls, which no corner hits
+        lhs, rhs = args
+        with np.errstate(invalid="ignore"):
+            inexact = (lhs.radius > 0) | (rhs.radius > 0)
+            return inexact & (np.abs(lhs.center - rhs.center) <= lhs.radius + rhs.radius)
     if op is not ew.PowOp:
         return np.zeros((), bool)
     base, exponent = args
@@ -565,6 +573,12 @@ def test_the_oracle_leaves_undecided_values_unchecked() -> None:
     # copysign(x, NaN): the NaN's sign is open (IEEE's only for neg, abs and copysign), x's not
     signs = Ball(np.array([np.nan, -2.0]), np.zeros(2))
     assert apply(ew.CopysignOp, [one, signs], ARITHMETIC).undecided.tolist() == [True, False]
+    # x == -0 for an x within its error of 0 (no corner of its ball is 0), or exactly not 0
+    near = Ball(np.array([6e-8, 6e-8, 1.0]), np.array([3.5e-7, 0.0, 3.5e-7]))
+    minus_zero = Ball(np.array(-0.0), np.zeros(()))
+    for comparison in (ew.EqOp, ew.NeOp):
+        undecided = apply(comparison, [near, minus_zero], ARITHMETIC).undecided.tolist()
+        assert undecided == [True, False, False]
 
 
 SPECIAL_OPERANDS = np.array(
