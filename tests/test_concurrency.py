@@ -250,8 +250,8 @@ def assert_a_forked_child_passes(check: Callable[[], bool], timeout_s: float = 6
 
 def test_a_child_forked_while_another_thread_compiles_can_compile() -> None:
     """A fork while another thread was inside LLVM left the child llvmlite's lock held (and
-    LLVM mid-call): its first compile waited forever, in 9 of 15 forks. The fork now waits for
-    the lock, and the child gets a new one."""
+    LLVM mid-call): its first compile waited forever (this test's, before the fix). The fork
+    waits for the lock, and the child gets a new one."""
     stop = threading.Event()
 
     def compile_until_stopped() -> None:

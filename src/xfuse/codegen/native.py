@@ -68,9 +68,9 @@ def _initialize() -> None:
 
 
 # A fork while another thread was inside LLVM (compiling) left the child a lock that thread
-# held, and LLVM's state mid-call: the child's first compile waited forever (9 of 15 forks). The
-# fork waits for llvmlite's lock around every LLVM call (`ffi.lib._lock._lock`, private in
-# llvmlite 0.50), so no thread is inside LLVM as the child is made; the child gets a new one.
+# held, and LLVM's state mid-call: the child's first compile waited forever. The fork waits for
+# llvmlite's lock around every LLVM call (`ffi.lib._lock._lock`, private in llvmlite 0.50), so
+# no thread is inside LLVM as the child is made; the child gets a new one.
 os.register_at_fork(
     before=lambda: ffi.lib._lock._lock.acquire(),
     after_in_parent=lambda: ffi.lib._lock._lock.release(),

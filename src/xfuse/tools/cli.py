@@ -135,6 +135,13 @@ def naming_file(path: Path) -> Iterator[None]:
         raise
 
 
+def os_error_message(error: OSError) -> str:
+    """An OSError as the CLIs report it: its reason, then its file where it names one (stdout's
+    names none: it ended in `: None`)."""
+    where = "" if error.filename is None else f": {error.filename}"
+    return f"{error.strerror or error}{where}"
+
+
 def save_figure(figure: Any, path: Path) -> None:
     """Write a matplotlib figure to `path`, in the format its suffix names, and close it."""
     try:
@@ -268,8 +275,7 @@ def _run(argv: Sequence[str] | None) -> int:
     except (CliError, CostModelError, DiagnosticException, VerifyException, ValueError) as error:
         print(f"xfuse {args.command}: error: {error}", file=sys.stderr)
     except OSError as error:
-        where = "" if error.filename is None else f": {error.filename}"  # (none: stdout's)
-        print(f"xfuse {args.command}: error: {error.strerror or error}{where}", file=sys.stderr)
+        print(f"xfuse {args.command}: error: {os_error_message(error)}", file=sys.stderr)
     except MemoryError as error:
         print(f"xfuse {args.command}: error: out of memory: {error}", file=sys.stderr)
     return 1

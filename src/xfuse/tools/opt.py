@@ -34,7 +34,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 import xfuse
 from xfuse.frontend.language import EwSyntaxError, parse_program
-from xfuse.tools.cli import unrecognized_arguments
+from xfuse.tools.cli import naming_file, os_error_message, unrecognized_arguments
 from xfuse.tools.cli_warnings import command_line_warnings
 from xfuse.tools.closed_stdout import exit_status, stdout_closed
 from xfuse.transforms import ALL_PASSES
@@ -252,11 +252,9 @@ class XfuseOptMain(xDSLOptMain):
     def run(self) -> None:
         super().run()
         if self._pending is not None:
-            try:
-                Path(self.args.output_file).write_text(self._pending.text)
-            except OSError as error:  # a write's (a full disk's) names no file
-                error.filename = self.args.output_file
-                raise
+            path = Path(self.args.output_file)
+            with naming_file(path):
+                path.write_text(self._pending.text)
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
@@ -414,8 +412,7 @@ def _run(args: Sequence[str] | None) -> int:
         print(f"xfuse-opt: error: {error}", file=sys.stderr)
         return 1
     except OSError as error:
-        where = "" if error.filename is None else f": {error.filename}"  # (none: stdout's)
-        print(f"xfuse-opt: error: {error.strerror or error}{where}", file=sys.stderr)
+        print(f"xfuse-opt: error: {os_error_message(error)}", file=sys.stderr)
         return 1
     except RecursionError:
         print("xfuse-opt: error: input nested too deeply", file=sys.stderr)
