@@ -27,7 +27,7 @@ from xfuse.frontend.language import (
     ParsedProgram,
     parse_program,
 )
-from xfuse.runtime.compiler import compile_module, parse_ir
+from xfuse.runtime.compiler import compile_module, distinct_names, parse_ir
 
 if TYPE_CHECKING:
     from conftest import Evaluate, Gelu
@@ -795,3 +795,23 @@ def test_parsed_ir_whose_hints_print_alike_compiles_as_written() -> None:
     np.testing.assert_array_equal(kernel(x_1=np.float32([3])), [9])  # (6 - 9)^2
     frontend = kernel.ir("frontend")
     assert str(parse_ir(frontend)) == frontend
+
+
+def test_parsed_ir_whose_argument_and_result_hints_collide_names_them_as_printed() -> None:
+    """`%a` and `%a_1` are both the hint `a`: the kernel's inputs (and default output names) are
+    named as xDSL prints them, where two inputs named `a` made its signature a ValueError."""
+    text = (
+        "func.func @f(%a: tensor<?xf32>, %a_1: tensor<?xf32>, %a_2: tensor<?xf32>)"
+        " -> (tensor<?xf32>, tensor<?xf32>) {\n"
+        "  %r = ew.add %a, %a_1 : tensor<?xf32>\n"
+        "  %r_1 = ew.mul %a_1, %a_2 : tensor<?xf32>\n"
+        "  func.return %r, %r_1 : tensor<?xf32>, tensor<?xf32>\n}\n"
+    )
+    kernel = compile_module(parse_ir(text))
+    assert kernel.input_names == ("a", "a_1", "a_2")
+    x = np.float32([1, 2])
+    out = {"r": np.empty(2, np.float32), "r_1": np.empty(2, np.float32)}
+    kernel(a=x, a_1=10 * x, a_2=100 * x, out=out)
+    np.testing.assert_array_equal(out["r"], 11 * x)
+    np.testing.assert_array_equal(out["r_1"], 1000 * x * x)
+    assert distinct_names(["a", "a", "a_1", "a"]) == ["a", "a_2", "a_1", "a_3"]

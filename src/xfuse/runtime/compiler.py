@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import numbers
 import os
 import threading
@@ -338,14 +339,18 @@ def signature(
     from xfuse.transforms.pipeline import only_function
 
     function = only_function(module)
+    arguments = function.body.block.args
+    input_names = distinct_names([input_name(a) or f"arg{i}" for i, a in enumerate(arguments)])
     inputs = [
-        _parameter(input_name(arg) or f"arg{index}", arg.type, declared_dims(arg))
-        for index, arg in enumerate(function.body.block.args)
+        _parameter(name, arg.type, declared_dims(arg))
+        for name, arg in zip(input_names, arguments, strict=True)
     ]
     returned = function.get_return_op()
     assert returned is not None
     results = returned.arguments
-    names = list(output_names) if output_names is not None else buffer_names(results)
+    names = (
+        list(output_names) if output_names is not None else distinct_names(buffer_names(results))
+    )
     if len(names) != len(results):
         raise ValueError(
             f"output_names: {len(names)} names for a function of {len(results)} results"
@@ -357,6 +362,20 @@ def signature(
         )
     outputs = [_parameter(name, value.type) for name, value in zip(names, results, strict=True)]
     return inputs, outputs
+
+
+def distinct_names(names: Sequence[str]) -> list[str]:
+    """`names` with each repeat suffixed `_1`, `_2`, ... as xDSL prints repeated SSA names: the
+    hints of `%a` and `%a_1` are both `a` (xDSL drops `_<digits>`), and two inputs of one name
+    made the kernel's call signature a ValueError."""
+    taken = set(names)
+    distinct: list[str] = []
+    for name in names:
+        if name in distinct:
+            name = next(f"{name}_{k}" for k in itertools.count(1) if f"{name}_{k}" not in taken)
+            taken.add(name)
+        distinct.append(name)
+    return distinct
 
 
 def _program(module: ModuleOp, output_names: Sequence[str] | None, options: Options) -> Program:
