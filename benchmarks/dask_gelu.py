@@ -73,7 +73,7 @@ import numpy as np
 from distributed import Client, LocalCluster, get_task_stream, wait
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, script_parser
+from xfuse.benchmarking.timing import host_summary, milliseconds, script_parser
 from xfuse.tools.cli import positive_int
 
 GELU = (
@@ -302,10 +302,10 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, (seconds, dask_cpu, tasks, busiest) in rows.items():
         print(
-            f"| {name} | {seconds * 1e3:.0f} ms | {seconds / elements * 1e9:.2f} | "
+            f"| {name} | {milliseconds(seconds)} ms | {seconds / elements * 1e9:.2f} | "
             f"{baseline / seconds:.1f}x | {'-' if tasks is None else tasks} | "
-            f"{'-' if busiest is None else f'{busiest * 1e3:.0f} ms'} | "
-            f"{dask_cpu * 1e3:.0f} ms |"
+            f"{'-' if busiest is None else f'{milliseconds(busiest)} ms'} | "
+            f"{milliseconds(dask_cpu)} ms |"
         )
     xfuse_dask = seconds_of["xfuse through dask"]
     fresh, no_work = seconds_of[one_process], seconds_of["dask, no work (x's block back)"]
@@ -316,9 +316,9 @@ def main() -> None:
         f"{xfuse_dask / fresh:.2f}x; / preallocated out: "
         f"{xfuse_dask / seconds_of[f'{one_process}, preallocated out']:.2f}x; / dask x + r: "
         f"{xfuse_dask / seconds_of['dask x + r (floor)']:.2f}x\n"
-        f"xfuse through dask: its busiest worker in tasks {in_tasks * 1e3:.0f} ms "
-        f"({in_tasks / fresh:.2f}x one process), the rest {(xfuse_dask - in_tasks) * 1e3:.0f} ms "
-        f"(a persist of tasks that do nothing: {no_work * 1e3:.0f} ms)"
+        f"xfuse through dask: its busiest worker in tasks {milliseconds(in_tasks)} ms "
+        f"({in_tasks / fresh:.2f}x one process), the rest {milliseconds(xfuse_dask - in_tasks)} ms "
+        f"(a persist of tasks that do nothing: {milliseconds(no_work)} ms)"
     )
     print(f"max |xfuse - dask/numpy|: {max_difference:.2e}")
 

@@ -25,7 +25,12 @@ from pathlib import Path
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, median_seconds, script_parser
+from xfuse.benchmarking.timing import (
+    host_summary,
+    median_seconds,
+    milliseconds,
+    script_parser,
+)
 from xfuse.frontend.language import parse_program
 from xfuse.tools.cli import log2_size, positive_int
 from xfuse.transforms.optimize import EwOptimizePass
@@ -155,7 +160,7 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|")
         for name, seconds, error in results:
             print(
-                f"| {name} | {seconds * 1e3:.3f} | {seconds / n * 1e9:.3f} | "
+                f"| {name} | {milliseconds(seconds)} | {seconds / n * 1e9:.3f} | "
                 f"{BYTES_PER_ELEMENT * n / seconds / 1e9:.1f} | {ceiling / seconds:.0%} | "
                 f"{numpy_per_op / seconds:.1f}x | {'-' if error is None else f'{error:.2g}'} |"
             )

@@ -13,7 +13,7 @@ over the time; one thread, median of `--repeat`.
 from __future__ import annotations
 
 from xfuse.benchmarking import bench
-from xfuse.benchmarking.timing import host_summary, script_parser
+from xfuse.benchmarking.timing import host_summary, milliseconds, script_parser
 from xfuse.tools.cli import positive_int
 
 GELU = """
@@ -57,7 +57,7 @@ def main() -> None:
         for m in measured:
             error = "-" if m.max_error is None else f"{m.max_error:.2g}"
             print(
-                f"| {m.variant} | {m.time_s * 1e3:.2f} | "
+                f"| {m.variant} | {milliseconds(m.time_s)} | "
                 f"{workload.fused_bytes / m.time_s / 1e9:.1f} | {ceiling / m.time_s:.0%} | "
                 f"{error} |"
             )

@@ -29,7 +29,12 @@ import ml_dtypes
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_parser
+from xfuse.benchmarking.timing import (
+    host_summary,
+    interleaved_medians,
+    milliseconds,
+    script_parser,
+)
 from xfuse.runtime.arrays import aligned_empty, data_pointer
 from xfuse.runtime.output_pool import release_output_memory
 from xfuse.tools.cli import positive_int
@@ -75,9 +80,9 @@ def print_table(
     print(f"| call | least | round medians | over {next(iter(runs))} | page faults a call |")
     print("|---|---:|---|---:|---:|")
     for (label, _), times, count in zip(runs.items(), medians, faults, strict=True):
-        listed = " ".join(f"{t * 1e3:.2f}" for t in times)
+        listed = " ".join(f"{milliseconds(t)}" for t in times)
         ratio = min(times) / reference
-        print(f"| {label} | {min(times) * 1e3:.2f} | {listed} | {ratio:.2f}x | {count:,} |")
+        print(f"| {label} | {milliseconds(min(times))} | {listed} | {ratio:.2f}x | {count:,} |")
 
 
 def new_outputs(mib: int, rounds: int, repeat: int) -> None:

@@ -22,7 +22,12 @@ from hypothesis import strategies as st
 
 import xfuse
 from xfuse.benchmarking import bench, peers, timing
-from xfuse.benchmarking.timing import interleaved_medians, median_seconds, separable
+from xfuse.benchmarking.timing import (
+    interleaved_medians,
+    median_seconds,
+    milliseconds,
+    separable,
+)
 from xfuse.codegen.native import host_cpu, libmvec_loaded
 from xfuse.dialects import ew
 from xfuse.runtime.kernel import SETTLING_CALLS
@@ -643,6 +648,15 @@ def test_public_name() -> None:
     import xfuse
 
     assert xfuse.bench is bench.bench
+
+
+@pytest.mark.parametrize(
+    ("seconds", "printed"),
+    [(0.0, "0"), (1.23456e-7, "0.000123"), (0.0123456, "12.3"), (1.23456, "1235"), (1e-3, "1.00")],
+)
+def test_milliseconds_keep_three_significant_digits(seconds: float, printed: str) -> None:
+    """The benchmark scripts' times: a short one printed with fixed decimals read 0.00."""
+    assert milliseconds(seconds) == printed
 
 
 def test_interleaved_rounds_take_turns() -> None:

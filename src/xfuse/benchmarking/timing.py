@@ -8,6 +8,7 @@ import array
 import ctypes
 import functools
 import itertools
+import math
 import os
 import statistics
 import time
@@ -88,6 +89,14 @@ def script_parser(description: str) -> argparse.ArgumentParser:
 def host_summary() -> str:
     """The host line benchmarks print first (`host_description`)."""
     return f"host: {host_description()}"
+
+
+def milliseconds(seconds: float) -> str:
+    """`seconds` in milliseconds to three significant digits, no exponent (a fixed number of
+    decimals printed a short time as 0.00 beside its non-zero ratios)."""
+    value = seconds * 1e3
+    decimals = max(0, 2 - math.floor(math.log10(value))) if value > 0 else 0
+    return f"{value:.{decimals}f}"
 
 
 def interleaved_medians(
