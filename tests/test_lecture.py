@@ -461,6 +461,21 @@ def test_setup_names_the_ceiling_and_its_stores() -> None:
         assert lecture.measure_setup(large).approx_streams
 
 
+def test_numpy_on_a_program_with_no_op_moves_no_bytes() -> None:
+    """numpy returns `y = x`'s input, making no call: its rows show no bandwidth and no share of
+    the ceiling (they showed the fused traffic over its time, 451% of the ceiling)."""
+    demo = fixed_demo(lecture.load_program(PROGRAMS["no ops"], "noop.ew"), SCENARIOS["readme"])
+    for row in demo.rows:
+        moves = row.traffic == "fused"
+        assert (row.fused_bandwidth is not None) == moves
+        assert (row.of_ceiling is not None) == moves
+        assert row.unfused_bandwidth is None
+    console = Console(file=io.StringIO(), width=1000)
+    print_measurement(console, demo)
+    (per_op,) = [line for line in console.file.getvalue().splitlines() if "numpy per-op" in line]
+    assert [cell.strip() for cell in per_op.split("│")[5:8]] == ["-", "-", "-"]
+
+
 def test_measure_demo_needs_every_variant(program: tuple[str, lecture.Program]) -> None:
     _, loaded = program
     demo = fixed_demo(loaded, SCENARIOS["readme"])

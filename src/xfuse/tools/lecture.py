@@ -686,11 +686,12 @@ class MeasureRow:
     """The median of each round, in the order the rounds ran."""
     unfused_bandwidth: float | None
     """Unfused traffic bytes per second of its time; None for the fused variants, which never
-    write the temporaries that traffic model counts."""
-    fused_bandwidth: float
-    """Fused traffic bytes per second of its time."""
-    of_ceiling: float
-    """The ceiling's time over its time."""
+    write the temporaries that traffic model counts, and for numpy on a program with no op."""
+    fused_bandwidth: float | None
+    """Fused traffic bytes per second of its time; None for numpy on a program with no op (it
+    makes no call: its outputs are its inputs, and it moves no bytes)."""
+    of_ceiling: float | None
+    """The ceiling's time over its time; None where `fused_bandwidth` is."""
     max_error: float | None
 
 
@@ -741,22 +742,24 @@ def measure_demo(
     `VARIANTS`, in that order): no timing here, so a test can give it any numbers."""
     if [m.variant for m in measured] != list(VARIANTS):
         raise ValueError(f"expected measurements of {', '.join(VARIANTS)}")
-    ceiling = measured[-1].time_s
-    rows = tuple(
-        MeasureRow(
-            m.variant,
-            m.traffic,
-            m.time_s,
-            m.round_times_s,
-            setup.unfused_bytes / m.time_s if m.traffic == "unfused" else None,
-            setup.fused_bytes / m.time_s,
-            ceiling / m.time_s,
-            m.max_error,
-        )
-        for m in measured
-    )
+    rows = tuple(_measure_row(setup, m, measured[-1].time_s) for m in measured)
     demo = MeasureDemo(setup, rounds, repeat, rows, ())
     return replace(demo, observations=tuple(measure_observations(demo)))
+
+
+def _measure_row(setup: MeasureSetup, measured: bench.Measurement, ceiling_s: float) -> MeasureRow:
+    time_s = measured.time_s
+    moves = measured.traffic == "fused" or setup.numpy_calls > 0
+    return MeasureRow(
+        measured.variant,
+        measured.traffic,
+        time_s,
+        measured.round_times_s,
+        setup.unfused_bytes / time_s if measured.traffic == "unfused" and moves else None,
+        setup.fused_bytes / time_s if moves else None,
+        ceiling_s / time_s if moves else None,
+        measured.max_error,
+    )
 
 
 def _three_digits(value: float) -> str:
@@ -962,15 +965,17 @@ def _ceiling_observation(setup: MeasureSetup, approx: MeasureRow, ceiling: Measu
             f"the fused program moves {nbytes(setup.fused_bytes)} ({why}): not the same "
             "traffic, so it bounds nothing here and no share of it is quoted."
         )
+    share, bandwidth = approx.of_ceiling, ceiling.fused_bandwidth
+    assert share is not None and bandwidth is not None  # (fused rows move their traffic)
     text = (
         f"The ceiling ({setup.ceiling_source}) streams the fused traffic at "
-        f"{format_gbps(ceiling.fused_bandwidth)} GB/s on one core; the fused approx kernel moves "
-        f"the same bytes at {approx.of_ceiling:.0%} of its speed"
+        f"{format_gbps(bandwidth)} GB/s on one core; the fused approx kernel moves the same "
+        f"bytes at {share:.0%} of its speed"
     )
     match _compare(approx, ceiling):
         case 1:
             return f"{text}: something besides memory bandwidth ({cause}) sets its speed."
-        case 0 if approx.of_ceiling >= MEMORY_SPEED_SHARE:
+        case 0 if share >= MEMORY_SPEED_SHARE:
             return (
                 text + ", the same within noise: memory bandwidth, not arithmetic, sets its speed."
             )

@@ -169,7 +169,9 @@ def print_measurement(console: Console, demo: MeasureDemo) -> None:
             format_duration(max(row.round_times_s)),
             _gbps(row.unfused_bandwidth),
             _gbps(row.fused_bandwidth),
-            f"{row.of_ceiling:.0%}" if demo.setup.ceiling_bounds else "-",
+            f"{row.of_ceiling:.0%}"
+            if demo.setup.ceiling_bounds and row.of_ceiling is not None
+            else "-",
             "-" if row.max_error is None else f"{row.max_error:.1e}",
         )
     console.print(table)
