@@ -75,3 +75,31 @@ func.func @fused(%x: memref<?xf32>, %out: memref<?xf32>) {
   }
   func.return
 }
+
+// A nested module's function gets its workspace too, its companion beside it.
+// CHECK-LABEL: builtin.module
+// CHECK-LABEL:   func.func @nested
+// CHECK-SAME:      (%[[X:.*]]: memref<?xf32>, %{{.*}}: memref<?xf32>, %[[WS:.*]]: memref<?xi8>)
+// CHECK:           memref.view %[[WS]]
+// CHECK-NOT:       memref.alloc
+// CHECK-LABEL:   func.func @nested_workspace_bytes
+// CHECK-SAME:      -> index
+builtin.module {
+  func.func @nested(%x: memref<?xf32>, %out: memref<?xf32>) {
+    %c0 = arith.constant 0 : index
+    %n = memref.dim %x, %c0 : memref<?xf32>
+    %t = memref.alloc(%n) : memref<?xf32>
+    ew.kernel ins(%x : memref<?xf32>) outs(%t : memref<?xf32>) {
+    ^bb0(%xs: f32):
+      %e = math.exp %xs : f32
+      ew.yield %e : f32
+    }
+    ew.kernel ins(%t : memref<?xf32>) outs(%out : memref<?xf32>) {
+    ^bb0(%ts: f32):
+      %d = arith.addf %ts, %ts : f32
+      ew.yield %d : f32
+    }
+    memref.dealloc %t : memref<?xf32>
+    func.return
+  }
+}

@@ -219,6 +219,11 @@ class EwWorkspacePass(ModulePass):
         )
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # Each module's functions, nested ones too: their companions go beside them.
+        for module in [m for m in op.walk() if isinstance(m, ModuleOp)]:
+            self._apply_to_functions_of(module)
+
+    def _apply_to_functions_of(self, op: ModuleOp) -> None:
         for function in list(op.ops):
             if not isinstance(function, func.FuncOp) or not function.body.blocks:
                 continue
