@@ -6,6 +6,7 @@ import ast
 import io
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from xfuse.analysis.cost import (
     CostModelError,
     CostOptions,
     FunctionCost,
+    ShapeMismatchError,
     analyse_module,
     compare,
     epilogue_what_if,
@@ -292,8 +294,14 @@ def test_shape_folds_over_flat_tensors_and_binds_from_the_right(fused: FunctionC
             parse_shape(bad)
     with pytest.raises(ValueError, match="more elements than a 64-bit index can count"):
         parse_shape("4294967296x4294967296")
-    with pytest.raises(CostModelError, match="shape 4096 has 1 dims but the function has rank-2"):
+    with pytest.raises(
+        CostModelError, match="shape 4096 has 1 dims but the function has rank-2"
+    ) as info:
         analyse(BIAS_ROW, shape=(4096,))
+    # a process pool's worker sends its errors pickled (its __init__ takes more than a message)
+    copied = pickle.loads(pickle.dumps(info.value))
+    assert (type(copied), str(copied)) == (type(info.value), str(info.value))
+    assert isinstance(copied, ShapeMismatchError) and copied.input_name == "x"
 
 
 def test_l2_model_serves_re_reads_of_small_tensors(unfused: FunctionCost) -> None:

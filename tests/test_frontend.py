@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 import re
 import warnings
 from pathlib import Path
@@ -22,6 +23,7 @@ from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.language import (
     EXCERPT_CELLS,
     MAX_NESTING,
+    SPELL_CHECK_LIMIT,
     EwNameWarning,
     EwSyntaxError,
     ParsedProgram,
@@ -236,6 +238,26 @@ def test_an_undeclared_name_close_to_a_known_one_warns(tmp_path: Path) -> None:
     )
     (main,) = (op for op in module.ops if isinstance(op, func.FuncOp))
     assert [arg.name_hint for arg in main.args] == ["x", "hh"]  # still an input, as documented
+
+
+def test_undeclared_names_are_checked_for_typos_up_to_a_limit() -> None:
+    """Each check compares with every declared and assigned name: unlimited, a generated
+    program of thousands of inputs took quadratic time (21 s for 4,000)."""
+    reads = " + ".join(f"hh{i}" for i in range(SPELL_CHECK_LIMIT + 10))
+    names = "".join(f"h{i} = x;\n" for i in range(SPELL_CHECK_LIMIT + 10))
+    with pytest.warns(EwNameWarning) as caught:
+        parse_program(f"input f32 x;\n{names}out = {reads};\n")
+    assert len(caught) == SPELL_CHECK_LIMIT - 1  # (`x` is the first input)
+
+
+def test_a_syntax_error_pickles_with_its_location() -> None:
+    """A process pool's worker sends its errors pickled: EwSyntaxError did not unpickle
+    (its __init__ takes the source), and the pool broke."""
+    with pytest.raises(EwSyntaxError) as info:
+        parse_program("a = 1;\r\nb = 2;\nout = a +\tb $ 3;\n", filename="f.ew")
+    copied = pickle.loads(pickle.dumps(info.value))
+    assert str(copied) == str(info.value)
+    assert (copied.line, copied.column, copied.filename) == (3, 13, "f.ew")
 
 
 @pytest.mark.parametrize(
@@ -472,6 +494,12 @@ BAD_PROGRAMS = [
     # Declarations: `input [DTYPE] name[dims], ...;`
     ("input x[t, d]\ny = x;", None, 1, 14, "expected ',' or ';' in the declaration, found 'y' on"),
     ("input x y;", None, 1, 7, "unknown dtype 'x' (known: f16, bf16, f32, f64)"),
+    # its `;` forgotten: `a` was taken for a dtype
+    ("input a\ny = a;", None, 1, 8, "expected '[', ',' or ';' in the declaration, found 'y' on"),
+    ("input bogus a;", None, 1, 7, "unknown dtype 'bogus'"),
+    ("input bogus a, b;", None, 1, 7, "unknown dtype 'bogus'"),
+    ("input bogus a[n];", None, 1, 7, "unknown dtype 'bogus'"),
+    ("input bogus a", None, 1, 7, "unknown dtype 'bogus'"),
     ("input int8 x[4];", None, 1, 7, "unknown dtype 'int8'"),
     ("input bf16;\ny = 1;", None, 1, 11, "expected an input name, found ';'"),
     ("input x, ;\ny = x;", None, 1, 10, "expected an input name, found ';'"),
@@ -565,6 +593,9 @@ def test_a_lone_carriage_return_ends_a_line_as_crlf_and_lf_do(newline: str) -> N
     with pytest.raises(EwSyntaxError, match="first assigned on line 3") as info:
         parse_program(newline.join(["a = 1;", "y = q + a;", "q = 2;"]))
     assert (info.value.line, info.value.column) == (2, 5)
+    with pytest.raises(EwSyntaxError, match="found 'y' on line 2") as info:  # a missing `;`
+        parse_program(newline.join(["a = x", "y = a;"]))
+    assert (info.value.line, info.value.column) == (1, 6)
 
 
 @pytest.mark.parametrize("newline", ["\r", "\r\n", "\n"])

@@ -11,6 +11,7 @@ import inspect
 import io
 import math
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -494,6 +495,22 @@ def test_split_input_file(runs: dict[str, Run]) -> None:
     assert "ew.mul %x, %x : tensor<?xf32>" in second
 
 
+def test_split_ew_source_reports_the_files_lines(tmp_path: Path) -> None:
+    """A later `.ew` chunk's errors, locations and warnings counted its lines from the chunk's
+    start (line 2 for the file's line 3), where `.mlir` chunks count from the file's."""
+    path = tmp_path / "split.ew"
+    path.write_text("a = x;\n// -----\nb = $;\n")
+    failed = run_in_process([str(path), "--split-input-file"])
+    assert failed.returncode == 1 and failed.stderr.startswith(f"{path}:3:5: error:")
+    path.write_text("a = x;\n// -----\nb = x * 2;\n")
+    located = ok(run_in_process([str(path), "--split-input-file", "--print-debuginfo"]))
+    second = located.stdout.split("// -----\n")[1]
+    assert (
+        f'%b = ew.mul %x, %0 : tensor<?xf32>, tensor<f32> -> tensor<?xf32> loc("{path}":3:7)'
+        in (second)
+    )
+
+
 def test_verify_diagnostics_prints_the_error_and_exits_0(runs: dict[str, Run]) -> None:
     run = runs["verify_diagnostics"]
     assert run.returncode == 0
@@ -758,6 +775,16 @@ def test_a_pass_made_with_a_bad_option_raises_its_option_error(spec: str) -> Non
     with pytest.raises(PassOptionError) as info:
         pass_class(**{option.replace("-", "_"): value})
     assert str(info.value) == message and isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("spec", BAD_OPTIONS)
+def test_a_pass_option_error_pickles(spec: str) -> None:
+    """(A process pool's worker sends its errors pickled: one that does not unpickle broke it.)"""
+    pass_class, option, value, message = bad_option(spec)
+    with pytest.raises(PassOptionError) as info:
+        pass_class(**{option.replace("-", "_"): value})
+    copied = pickle.loads(pickle.dumps(info.value))
+    assert (str(copied), copied.option, copied.value) == (message, info.value.option, value)
 
 
 def test_sizes_up_to_their_bounds_are_options() -> None:

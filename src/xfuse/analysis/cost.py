@@ -111,6 +111,10 @@ class CostModelError(Exception):
         self.op = op
         super().__init__(message)
 
+    def __reduce__(self) -> tuple[type[CostModelError], tuple[str]]:
+        # (without its op, a node of a module that does not travel with it)
+        return type(self), (str(self),)
+
 
 class ShapeMismatchError(CostModelError):
     """An input's static shape does not broadcast to the problem shape, or its rank exceeds the
@@ -119,6 +123,9 @@ class ShapeMismatchError(CostModelError):
     def __init__(self, message: str, input_name: str, op: Operation | None = None):
         self.input_name = input_name
         super().__init__(message, op)
+
+    def __reduce__(self) -> tuple[type[ShapeMismatchError], tuple[str, str]]:
+        return ShapeMismatchError, (str(self), self.input_name)
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,12 @@ class EwSyntaxError(Exception):
         self.source_line = source[line_start : line_end.start() if line_end else len(source)]
         super().__init__(str(self))
 
+    def __reduce__(self) -> tuple[type[EwSyntaxError], tuple[str, str, int, str]]:
+        """Pickled (a process pool's worker sends its errors so) as a source of blank lines and
+        the error's own: the same message, file, line, column and excerpt."""
+        source = "\n" * (self.line - 1) + self.source_line
+        return EwSyntaxError, (self.message, source, self.line + self.column - 2, self.filename)
+
     def __str__(self) -> str:
         line, index = self.source_line, self.column - 1
         start, end = _window(line, index)
@@ -251,6 +257,10 @@ _TOKEN = re.compile(
 _NUMBER_TAIL = re.compile(r"[\w.]", re.ASCII)
 MAX_NESTING = 100
 """Deepest nesting of parentheses, calls and unary minus (the parser recurses on each)."""
+SPELL_CHECK_LIMIT = 50
+"""Undeclared inputs checked for a declared or assigned name close to theirs (`EwNameWarning`):
+each check compares with every such name, which made a generated program of thousands of inputs
+quadratic (21 s to parse 4,000); clang's `-fspell-checking-limit` is 50 too."""
 
 
 def tokenize(source: str, filename: str = "<source>") -> list[Token]:
@@ -346,7 +356,7 @@ class _Parser:
         found = self.current
         previous = self.tokens[self.position - 1] if self.position else None
         end = previous.offset + len(previous.text) if previous else found.offset
-        if "\n" not in self.source[end : found.offset]:
+        if LINE_BREAK.search(self.source, end, found.offset) is None:
             return self.error(f"expected {expected}, found {self.describe(found)}")
         where = "" if found.kind == "end" else f" on line {self.line_of(found.offset)}"
         message = f"expected {expected}, found {self.describe(found)}{where}"
@@ -403,6 +413,13 @@ class _Parser:
         if isinstance(value, OpResult):
             name_value(value, target.text)
 
+    def _names_a_dtype(self) -> bool:
+        """Whether the declaration's first word is a dtype (one unknown: the caller says so):
+        a name follows it, and after that what follows a declared name (`input a` missing its
+        `;` read `a` as a dtype)."""
+        name, after = self.tokens[self.position + 1 : self.position + 3]
+        return name.kind == "name" and (after.text in ("[", ",", ";") or after.kind == "end")
+
     def declaration(self) -> None:
         """`input [DTYPE] name[dims], ...;`: each name becomes the next function argument."""
         self.position += 1  # the keyword
@@ -410,7 +427,7 @@ class _Parser:
         if self.current.text in CONVERSIONS:
             element = element_type_for(CONVERSIONS[self.current.text])
             self.position += 1
-        elif self.tokens[self.position + 1].kind == "name":
+        elif self._names_a_dtype():
             known = ", ".join(CONVERSIONS)
             raise self.error(f"unknown dtype '{self.current.text}' (known: {known})")
         while True:
@@ -614,7 +631,7 @@ class _Parser:
                 token,
             )
         if name not in self.builder.inputs:  # a new argument, at its first read
-            if self.declared_at:
+            if self.declared_at and len(self.builder.inputs) < SPELL_CHECK_LIMIT:
                 self.warn_if_close(token, [*self.declared_at, *self.first_assignment])
             self.at(token)
         return self.builder.input(name)

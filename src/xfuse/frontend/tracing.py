@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn, cast
 
 import numpy as np
+from numpy._core import umath
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, SSAValue
 
@@ -126,7 +127,8 @@ def _logaddexp(x: Any, y: Any, base2: bool) -> Any:
         tail, same = np.log1p(np.exp2(-difference)) * (1 / math.log(2)), 1.0
     else:
         tail, same = np.log1p(np.exp(-difference)), math.log(2)
-    return np.where(x == y, x + same, np.maximum(x, y) + tail)
+    larger = np.maximum(x, y)  # (x where x == y, in the promoted dtype: x + same was in x's)
+    return np.where(x == y, larger + same, larger + tail)
 
 
 def _times_numpys_constant(ufunc: np.ufunc) -> Callable[[Traced], Traced]:
@@ -139,6 +141,8 @@ def _times_numpys_constant(ufunc: np.ufunc) -> Callable[[Traced], Traced]:
 
 
 _UFUNCS_OF_OPS: dict[np.ufunc, Callable[..., Traced]] = {
+    # np.clip of an array or scalar (`np.clip(0.5, x, y)`), as numpy's clip method calls it
+    umath.clip: lambda a, low, high: np.minimum(np.maximum(a, low), high),
     np.square: lambda x: x * x,
     np.reciprocal: lambda x: 1 / x,
     np.positive: lambda x: +x,

@@ -306,6 +306,8 @@ class XfuseOptMain(xDSLOptMain):
     ) -> ModuleOp | None:
         self._parser = None
         if (self.args.frontend or file_extension) != "mlir":
+            if start_offset:  # a later chunk of --split-input-file: lines as the file's
+                chunk = io.BytesIO(b"\n" * start_offset + chunk.read())
             return super().parse_chunk(chunk, file_extension, start_offset)
         text = chunk.read().decode(errors="replace")
         try:

@@ -66,6 +66,9 @@ class PassOptionError(PassSpecError):
             f"expected {expected}"
         )
 
+    def __reduce__(self) -> tuple[type[PassOptionError], tuple[str, str, object, str]]:
+        return PassOptionError, (self.pass_name, self.option, self.value, self.expected)
+
 
 def _option_text(value: object) -> str:
     """A value as `-p` spells it: `true`, `3`, `a,b` for a list."""
