@@ -412,10 +412,14 @@ def test_arguments_that_do_not_broadcast_are_named() -> None:
     """Arrays of shapes that do not broadcast together raised numpy's "shape mismatch: objects
     cannot be broadcast to a single shape" from the jit's sizing of its first call, before the
     kernel's own check (as numpy does, `x + y` of (3,) and (4,) is an error; so is a function
-    whose results are of each shape alone: a kernel has one iteration space)."""
+    whose results are of each shape alone, or that does not read one: a kernel has one
+    iteration space). The kernel's check said "or be declared 1", which a jit user cannot."""
     x, y = np.ones(3, np.float32), np.ones(4, np.float32)
-    message = r"^argument 'y': dimension 0 has size 4 but 'x' has 3 there"
-    for function in (lambda x, y: x * 2 + y, lambda x, y: (x * 2, y * 3)):
+    message = (
+        r"^<lambda>\(\): arguments of shapes 'x' \(3,\), 'y' \(4,\) do not broadcast together: "
+        r"a jit function's arrays are one loop's"
+    )
+    for function in (lambda x, y: x * 2 + y, lambda x, y: (x * 2, y * 3), lambda x, y: x + 1):
         with pytest.raises(xfuse.ArgumentError, match=message):
             xfuse.jit(function)(x, y)
 

@@ -203,6 +203,15 @@ class JitFunction:
         this call streams and that kernel's did not, or the reverse (not traced again: the
         values the function reads besides its arguments stay those of its trace), else
         `traced_kernel`'s."""
+        try:
+            np.broadcast_shapes(*(a.shape for a in arrays.values()))
+        except ValueError:  # (the kernel's check said "or be declared 1", which a trace does)
+            shapes = ", ".join(f"'{name}' {a.shape}" for name, a in arrays.items())
+            raise ArgumentError(
+                f"{self.function.__name__}(): arguments of shapes {shapes} do not broadcast "
+                "together: a jit function's arrays are one loop's, so they broadcast as numpy's "
+                "operands do (those it does not read too)"
+            ) from None
         shapes = traced_shapes(arrays)
         pattern = tuple((name, a.dtype.name, shapes[name]) for name, a in arrays.items())
         traced = self._traced.setdefault(pattern, {})
