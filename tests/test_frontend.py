@@ -828,9 +828,10 @@ def test_parsed_ir_whose_hints_print_alike_compiles_as_written() -> None:
     assert str(parse_ir(frontend)) == frontend
 
 
-def test_parsed_ir_whose_argument_and_result_hints_collide_names_them_as_printed() -> None:
-    """`%a` and `%a_1` are both the hint `a`: the kernel's inputs (and default output names) are
-    named as xDSL prints them, where two inputs named `a` made its signature a ValueError."""
+def test_parsed_ir_whose_argument_hints_collide_names_them_as_printed() -> None:
+    """`%a` and `%a_1` are both the hint `a`: the kernel's inputs are named as xDSL prints
+    them, where two inputs named `a` made its signature a ValueError (outputs of one name are
+    an error that says to pass output_names)."""
     text = (
         "func.func @f(%a: tensor<?xf32>, %a_1: tensor<?xf32>, %a_2: tensor<?xf32>)"
         " -> (tensor<?xf32>, tensor<?xf32>) {\n"
@@ -838,7 +839,7 @@ def test_parsed_ir_whose_argument_and_result_hints_collide_names_them_as_printed
         "  %r_1 = ew.mul %a_1, %a_2 : tensor<?xf32>\n"
         "  func.return %r, %r_1 : tensor<?xf32>, tensor<?xf32>\n}\n"
     )
-    kernel = compile_module(parse_ir(text))
+    kernel = compile_module(parse_ir(text), output_names=["r", "r_1"])
     assert kernel.input_names == ("a", "a_1", "a_2")
     x = np.float32([1, 2])
     out = {"r": np.empty(2, np.float32), "r_1": np.empty(2, np.float32)}

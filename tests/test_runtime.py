@@ -2339,6 +2339,29 @@ def test_a_static_dimension_binds_the_dynamic_input_on_its_axis(
     np.testing.assert_array_equal(kernel(x=np.arange(3, dtype=np.float32)), expected)
 
 
+BOUND_BY_A_STATIC_INPUT = {
+    "declared": ("input y[3]; out = exp(x) + y;", None, (3,)),
+    "by shapes=": ("out = exp(x) + y;", {"y": (3,)}, (3,)),
+    "named dims": ("input x[t, d], y[3]; out = exp(x) * x + y;", None, (2, 3)),
+}
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize("case", sorted(BOUND_BY_A_STATIC_INPUT))
+def test_values_computed_from_a_bound_input_take_its_static_size(case: str, fuse: bool) -> None:
+    """x's `?` bound to y's 3 left `exp(x)` a `?` result: a kernel of a static input and a
+    dynamic output, which `ew-bufferize` could not size (a PassFailedException)."""
+    source, shapes, shape = BOUND_BY_A_STATIC_INPUT[case]
+    kernel = xfuse.compile(source, shapes=shapes, fuse=fuse)
+    x = np.linspace(-2, 2, math.prod(shape), dtype=np.float32).reshape(shape)
+    y = np.float32([1, 2, 3])
+    wide = x.astype(np.float64)
+    expected = np.exp(wide) * (wide if "* x" in source else 1) + y
+    np.testing.assert_allclose(kernel(x=x, y=y), expected, rtol=1e-6)
+    if case == "named dims":
+        assert str(kernel).startswith("<xfuse.Kernel (x: float32[t, d=3], y: float32[3])")
+
+
 def test_static_sizes_that_disagree_on_an_axis_are_an_error() -> None:
     """`x + c3` and `x + c4` each loop over their constant's size: an x of 3 was read past its
     end by the second."""

@@ -201,8 +201,14 @@ class Parameter:
         return tuple((axis, d) for axis, d in enumerate(self.dims or ()) if d.isidentifier())
 
     def describe(self) -> str:
+        """`float32[t, d]` as declared, a named dim another input's static size binds as
+        `t=3` (`dimension 0 must be 3 (float32[t])` did not say why)."""
         if self.dims is not None:
-            return f"{self.dtype}[{', '.join(self.dims)}]"
+            dims = [
+                name if size in (DYNAMIC_INDEX, 1) or name == str(size) else f"{name}={size}"
+                for name, size in zip(self.dims, self.shape, strict=True)
+            ]
+            return f"{self.dtype}[{', '.join(dims)}]"
         from xfuse.dialects.ew import format_shape
 
         return f"{self.dtype}{format_shape(self.shape)}"

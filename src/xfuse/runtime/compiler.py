@@ -348,9 +348,7 @@ def signature(
     returned = function.get_return_op()
     assert returned is not None
     results = returned.arguments
-    names = (
-        list(output_names) if output_names is not None else distinct_names(buffer_names(results))
-    )
+    names = list(output_names) if output_names is not None else buffer_names(results)
     if len(names) != len(results):
         raise ValueError(
             f"output_names: {len(names)} names for a function of {len(results)} results"
@@ -402,7 +400,7 @@ def _with_static_inputs(module: ModuleOp) -> ModuleOp:
     from xdsl.rewriter import Rewriter
     from xdsl.utils.exceptions import DiagnosticException
 
-    from xfuse.dialects.ew import DYNAMIC_INDEX
+    from xfuse.dialects.ew import DYNAMIC_INDEX, ELEMENTWISE_OPS
     from xfuse.transforms.pipeline import only_function
 
     function = only_function(module)
@@ -448,6 +446,12 @@ def _with_static_inputs(module: ModuleOp) -> ModuleOp:
         if refined(arg.type) != arg.type:
             # (`ew.dims` and `ew.name` are the function's argument attributes: they stay)
             Rewriter.replace_value_with_new_type(arg, refined(arg.type)).name_hint = arg.name_hint
+    # and the ops' results computed from them: a kernel of a static input and a `?` result
+    # (`exp(x) + y` with a y[3]) left `ew-bufferize` no operand to size its output by
+    for op in [op for op in function.walk() if isinstance(op, ELEMENTWISE_OPS)]:
+        for result in op.results:
+            if refined(result.type) != result.type:
+                Rewriter.replace_value_with_new_type(result, refined(result.type))
     function.update_function_type()
     return module
 
