@@ -192,3 +192,25 @@ def test_a_jit_function_of_one_shape_and_a_scalar_runs_flat() -> None:
     np.testing.assert_array_equal(scaled(x, np.float32(2)), x * 2 + 1)
     (kernel,) = scaled.kernels.values()
     assert kernel.signature == "(x: float32[?], s: float32[]) -> (out: float32[?])"
+
+
+@pytest.mark.parametrize("shape", ["1, 1", "1, 1, 1"])
+def test_a_kernel_updating_an_all_ones_temporary_in_place_runs(shape: str) -> None:
+    """Unfused, `exp` writes its temporary in place: a `[1, 1]` output read once (as an input
+    may be) was taken to walk flat, then stored with one index into two dims (a ValueError
+    from ew-to-llvm, which a chain of 20 tanh under `@xfuse.jit` met fused too)."""
+    kernel = xfuse.compile(f"input x[{shape}];\nout = exp(exp(x * 2));", fuse=False)
+    x = np.full([1] * (shape.count(",") + 1), 0.5, np.float32)
+    np.testing.assert_allclose(kernel(x=x), np.exp(np.exp(x.astype(np.float64) * 2)), rtol=1e-6)
+
+    @xfuse.jit
+    def chain(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        for _ in range(20):
+            x = np.tanh(x)
+        return x + y
+
+    want = np.full((1, 1), 0.5)
+    for _ in range(20):
+        want = np.tanh(want)
+    y = np.ones((3, 4), np.float32)
+    np.testing.assert_allclose(chain(x.reshape(1, 1), y), want + y, rtol=1e-6)

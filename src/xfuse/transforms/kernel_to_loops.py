@@ -184,10 +184,16 @@ def walks_flat(kernel: ew.KernelOp) -> bool:
     at every row: `x * sigmoid(x) * y` on `[16384, 100]` float32 took 0.80 ns an element as a
     nest and 0.44 as one loop, as on `[1638400]` (docs/benchmarks.md)."""
     shape = ew.shape_of(kernel.outputs[0])
-    return len(shape) >= 2 and all(
-        flattens(operand, shape)
-        or (operand in kernel.inputs and _load_depth(ew.shape_of(operand), len(shape)) == 0)
-        for operand in kernel.operands
+    # (an output is written at every element: one read once is an input's exemption only,
+    # where a kernel updating a [1, 1] temporary in place was taken to flatten, then stored
+    # with one index into its two dims)
+    return (
+        len(shape) >= 2
+        and all(flattens(output, shape) for output in kernel.outputs)
+        and all(
+            flattens(operand, shape) or _load_depth(ew.shape_of(operand), len(shape)) == 0
+            for operand in kernel.inputs
+        )
     )
 
 
