@@ -19,6 +19,7 @@ import xfuse
 from xfuse.codegen.native import host_cpu
 from xfuse.runtime import jit as jit_module
 from xfuse.runtime.jit import JitFunction
+from xfuse.runtime.kernel import PLAN_CACHE_SIZE
 
 SPECIAL = [-0.0, 0.0, -np.inf, np.inf, np.nan, -1.0, 0.25, 2.0, 1e-40, 6e4]
 
@@ -167,6 +168,19 @@ def test_a_kernel_of_arrays_too_small_to_stream_has_no_streaming_twin() -> None:
         kernels.append(kernel)
     x = np.linspace(-3, 3, elements - 64, dtype=np.float32)
     assert_same(kernels[0](x, x), kernels[1](x, x))
+
+
+def test_calls_of_many_lengths_keep_a_bounded_lookup() -> None:
+    """Each length's key stayed in three dicts (5,000 lengths held 2.8 MiB, pickled with the
+    function); they keep `PLAN_CACHE_SIZE` shapes, their one kernel kept where it was traced."""
+    f = xfuse.jit(lambda a: a * 2 + 1)
+    x = np.arange(3 * PLAN_CACHE_SIZE, dtype=np.float32)
+    for n in range(1, x.size + 1):
+        np.testing.assert_array_equal(f(x[:n]), x[:n] * 2 + 1)
+        np.testing.assert_array_equal(f(a=x[:n]), x[:n] * 2 + 1)
+    assert len(f.kernels) <= PLAN_CACHE_SIZE and len(f._plain_calls) <= PLAN_CACHE_SIZE
+    assert len(f.booleans) == len(f.kernels)
+    assert " 2 compiled," in repr(f)  # (a length of 1 is a trace of its own: a 1 broadcasts)
 
 
 def test_a_jit_function_called_while_tracing_is_traced_in_place() -> None:
@@ -424,6 +438,16 @@ def test_arguments_that_do_not_broadcast_are_named() -> None:
             xfuse.jit(function)(x, y)
 
 
+def test_arrays_of_more_dims_than_numpys_broadcast_takes_are_called() -> None:
+    """numpy 2 arrays have up to 64 dims, its `broadcast_shapes` 32: the jit's sizing of a
+    33-d call raised numpy's RuntimeError, naming no argument."""
+    f = xfuse.jit(lambda x, y: x * 2 + y)
+    for rank in (33, 64):
+        x = np.full((1,) * (rank - 1) + (2,), 0.5, np.float32)
+        np.testing.assert_array_equal(f(x, x), x * 3)
+        np.testing.assert_array_equal(f(x, np.float32([1, 2])), x * 2 + [1, 2])
+
+
 def test_a_number_passed_for_an_array_says_how_to_pass_it() -> None:
     def scaled(a, scale=2.0):
         return a * scale
@@ -532,6 +556,14 @@ def test_indexing_says_it_cannot_be_traced() -> None:
         TypeError, match="indexing and slicing cannot be traced: .* pass the slices"
     ):
         xfuse.jit(lambda a: a[1:])(np.float32([1, 2, 3]))
+
+    def assigned(a: np.ndarray) -> np.ndarray:
+        y = a * 2
+        y[a > 1] = 0  # (Python's "'Traced' object does not support item assignment")
+        return y
+
+    with pytest.raises(TypeError, match=r"assigning to elements .* y = np\.where\(m, v, y\)"):
+        xfuse.jit(assigned)(np.float32([1, 2, 3]))
 
 
 def test_floor_division_and_remainder_say_they_cannot_be_traced() -> None:

@@ -171,6 +171,9 @@ def test_every_op_with_a_numpy_ufunc_is_traceable() -> None:
 
 X_SPECIALS = np.array([-2.5, -0.0, 0.0, 0.5, 3.0, np.inf, -np.inf, np.nan], np.float32)
 
+ZERO_D = np.array(3.0)
+"""A 0-d float64 array: numpy types it as its scalar (NEP 50: float64 beside float32)."""
+
 NUMPY_ALIKE = {
     # numpy's logical functions take numbers, true where nonzero (a float was taken for a
     # mask's 1: `np.logical_and(m, 2.0)` held 2)
@@ -194,6 +197,8 @@ NUMPY_ALIKE = {
     "logaddexp of a wider second operand": lambda x: np.logaddexp(x, x.astype(np.float64)),
     # a scalar first: numpy's clip ufunc, through the scalar's clip (was "cannot be traced")
     "clip of a scalar": lambda x: np.clip(0.5, x, x + 1) + np.float32(2).clip(x, None),
+    # a 0-d array is a numpy scalar on either side (`x * s0` was "cannot combine")
+    "a 0-d array either side": lambda x: np.where(x < ZERO_D, x * ZERO_D - ZERO_D * x, x / ZERO_D),
 }
 
 

@@ -258,6 +258,8 @@ class Traced:
     def _lift(self, other: Any) -> Value:
         if isinstance(other, Traced):
             return other.value
+        if isinstance(other, np.ndarray) and other.ndim == 0:  # (as `__array_ufunc__` takes it)
+            other = other[()]
         if isinstance(other, np.generic):
             return self._numpy_scalar(other)
         if isinstance(other, int | float):  # bool is an int; NEP 50's weak Python scalars
@@ -605,6 +607,13 @@ class Traced:
         raise TypeError(
             "indexing and slicing cannot be traced: @xfuse.jit compiles elementwise programs "
             "on whole arrays; slice the arrays before the call and pass the slices"
+        )
+
+    def __setitem__(self, _: Any, __: Any) -> None:
+        raise TypeError(
+            "assigning to elements (`y[0] = v`, `y[m] = v`) cannot be traced: @xfuse.jit "
+            "compiles elementwise programs on whole arrays; pick values elementwise instead: "
+            "y = np.where(m, v, y)"
         )
 
     def __bool__(self) -> bool:

@@ -36,12 +36,13 @@ import numpy as np
 
 from xfuse.codegen.native import host_cpu
 from xfuse.dialects.dtypes import dtype_name, numpy_dtype
+from xfuse.dialects.ew import broadcast_shapes
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.tracing import Traced
 from xfuse.runtime.arrays import ArgumentError, ArgumentTypeError, keyword_mistake
 from xfuse.runtime.compiler import Options, check_threads, compile_module, recompiled
 from xfuse.runtime.dask_arrays import check_known_chunks, is_dask_array
-from xfuse.runtime.kernel import Kernel
+from xfuse.runtime.kernel import PLAN_CACHE_SIZE, Kernel
 from xfuse.transforms.options import Math
 
 _Plain = tuple[Kernel, bool, tuple[bool, ...]]
@@ -66,7 +67,8 @@ class JitFunction:
             )
         self.kernels: dict[tuple[Any, ...], Kernel] = {}
         """The kernel of each call so far, by the (name, dtype, shape) of each argument (calls
-        of other sizes of one traced signature share one)."""
+        of other sizes of one traced signature share one), for `PLAN_CACHE_SIZE` shapes (then
+        forgotten, their kernels kept in `_traced`: 5,000 lengths held 2.8 MiB)."""
         self.booleans: dict[tuple[Any, ...], tuple[bool, ...]] = {}
         """Which of a kernel's results (by the key of `kernels`) the function returns as numpy's
         booleans: a comparison's mask, which the kernel computes as 1 and 0 of its dtype."""
@@ -105,9 +107,16 @@ class JitFunction:
     def __repr__(self) -> str:
         return (
             f"<xfuse.jit {self.function.__name__}{self.signature}: "
-            f"{len({id(k) for k in self.kernels.values()})} compiled, {self.options}, "
+            f"{len(self._compiled())} compiled, {self.options}, "
             f"threads={self.threads}>"
         )
+
+    def _compiled(self) -> set[int]:
+        """The ids of its kernels: traced, or unpickled (`kernels`)."""
+        traced = {
+            id(kernel) for by_stream in self._traced.values() for kernel, _ in by_stream.values()
+        }
+        return traced | {id(kernel) for kernel in self.kernels.values()}
 
     def __reduce__(self) -> str | tuple[Any, ...]:
         """Pickles by name where importable, else as the function and its kernels."""
@@ -183,12 +192,17 @@ class JitFunction:
         key = tuple((name, a.dtype.name, a.shape) for name, a in arrays.items())
         kernel = self.kernels.get(key)
         if kernel is None:
+            if len(self.kernels) >= PLAN_CACHE_SIZE:
+                self.kernels.clear()
+                self.booleans.clear()
             kernel, self.booleans[key] = self._kernel_for(arrays)
             self.kernels[key] = kernel
         booleans = self.booleans.get(key, ())
         # a function that returned a sequence of one array gets it back in a tuple
         in_a_tuple = kernel.output_names == ("out0",)
         if plain_key is not None:  # (the kernel's inputs are the parameters in order: `compile`)
+            if len(self._plain_calls) >= PLAN_CACHE_SIZE:
+                self._plain_calls.clear()
             self._plain_calls[plain_key] = (kernel, in_a_tuple, booleans)
         results = (
             _call(kernel, booleans, out, (), arrays) if booleans else kernel(out=out, **arrays)
@@ -204,7 +218,7 @@ class JitFunction:
         values the function reads besides its arguments stay those of its trace), else
         `traced_kernel`'s."""
         try:
-            np.broadcast_shapes(*(a.shape for a in arrays.values()))
+            broadcast_shapes(*(a.shape for a in arrays.values()))  # (numpy's: 32 dims at most)
         except ValueError:  # (the kernel's check said "or be declared 1", which a trace does)
             shapes = ", ".join(f"'{name}' {a.shape}" for name, a in arrays.items())
             raise ArgumentError(
@@ -369,7 +383,7 @@ def call_bytes(arrays: Mapping[str, Any], result_dtypes: Sequence[np.dtype[Any]]
     which the kernel's call then checks)."""
     shapes = [array.shape for array in arrays.values()]
     try:
-        elements = math.prod(np.broadcast_shapes(*shapes))
+        elements = math.prod(broadcast_shapes(*shapes))  # (numpy's: 32 dims at most)
     except ValueError:
         elements = max(math.prod(shape) for shape in shapes)
     read = sum(math.prod(array.shape) * array.dtype.itemsize for array in arrays.values())
