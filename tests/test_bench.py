@@ -532,8 +532,6 @@ def test_bandwidth_plot_is_titled_by_name(gelu: Gelu) -> None:
 
 
 def test_cli_errors(capsys: pytest.CaptureFixture[str], gelu: Gelu) -> None:
-    assert main(["bench"]) == 1
-    assert "give a program" in capsys.readouterr().err
     assert main(["bench", "--expr", "x +"]) == 1
     assert capsys.readouterr().err.startswith("<expr>:1:10: error: expected an expression")
     assert main(["bench", "--expr", str(gelu.path)]) == 1  # was "xfuse.bench takes the ..."
@@ -634,14 +632,33 @@ def test_sizes_too_large_for_memory_are_one_line_errors(capsys: pytest.CaptureFi
 def test_cli_as_a_module_reports_errors_in_one_line() -> None:
     """`python -m xfuse.tools.cli` runs the same CliError handling as the `xfuse` script."""
     child = subprocess.run(
-        [sys.executable, "-m", "xfuse.tools.cli", "bench"],
+        [sys.executable, "-m", "xfuse.tools.cli", "bench", "--expr", "gelu.ew"],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert child.returncode == 1
-    assert child.stderr == "xfuse bench: error: give a program: FILE.ew or --expr, not both\n"
+    assert child.stderr == (
+        "xfuse bench: error: --expr takes an expression, not a file: xfuse bench gelu.ew\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ([], "one of the arguments FILE.ew --expr is required"),
+        (["x.ew", "--expr", "x"], "argument --expr: not allowed with argument FILE.ew"),
+    ],
+)
+def test_no_program_or_two_is_a_usage_error(
+    arguments: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """(No program said "give a program: FILE.ew or --expr, not both", exit 1, no usage.)"""
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", *arguments])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith("usage: xfuse bench") and message in err
 
 
 def test_public_name() -> None:

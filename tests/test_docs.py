@@ -69,6 +69,21 @@ def test_readme_lists_every_function_of_the_language() -> None:
     assert sorted(listed) == sorted([*ew.OPS_BY_MNEMONIC, *CONVERSIONS])
 
 
+def test_the_max_ops_weights_quoted_are_scalar_sizes() -> None:
+    """README.md and `ew-fuse`'s docs quote what `max-ops` counts a tanh as: 25 after the math
+    library's rewrite made it 15 (a kernel of tanh holds 8 of them, not 5)."""
+    from xfuse.dialects import ew
+    from xfuse.transforms import fuse
+
+    readme = (DOCS.parent / "README.md").read_text()
+    sources = {"README.md": readme, "transforms/fuse.py": Path(fuse.__file__).read_text()}
+    for name, text in sources.items():
+        quoted = re.findall(r"`tanh` (\d+), `add` (\d+)", text)
+        assert quoted, f"{name} no longer quotes `tanh` N, `add` N"
+        want = (str(fuse.scalar_size(ew.TanhOp)), str(fuse.scalar_size(ew.AddOp)))
+        assert set(quoted) == {want}, f"{name} quotes {quoted}: scalar_size gives {want}"
+
+
 WALKTHROUGHS = ("writing-a-pass.md", "adding-an-op.md")
 """Docs whose every code block is checked: `sh` blocks run, and an `mlir` block right after one is
 its exact output; `python` blocks run in order in one namespace, `python excerpt` blocks must be

@@ -37,10 +37,11 @@ def register(subparsers: Any) -> None:
             "(inputs read once, outputs written once)."
         ),
     )
-    parser.add_argument(
+    program = parser.add_mutually_exclusive_group(required=True)  # (a usage error: exit 2)
+    program.add_argument(
         "file", type=program_file, nargs="?", metavar="FILE.ew", help="the program ('-': stdin)"
     )
-    parser.add_argument("--expr", help='an expression or program instead of a file: "tanh(x) * y"')
+    program.add_argument("--expr", help='an expression or program instead of a file: "tanh(x) * y"')
     parser.add_argument(
         "--sizes",
         type=option_type(parse_sizes),
@@ -96,8 +97,6 @@ def run(args: argparse.Namespace) -> int:
     from xfuse.tools.cli import CliError
     from xfuse.tools.closed_stdout import stdout_console
 
-    if (args.file is None) == (args.expr is None):
-        raise CliError("give a program: FILE.ew or --expr, not both")
     if args.expr is not None and args.expr.strip().endswith(".ew"):  # never an expression
         raise CliError(f"--expr takes an expression, not a file: xfuse bench {args.expr.strip()}")
     program = args.expr if args.expr is not None else read_program(args.file)

@@ -71,7 +71,7 @@ DEFAULT_MAX_OPS = 128
 @functools.cache
 def scalar_size(op_type: type[Operation], exponent: float | None = None) -> int:
     """The ops (constants aside) that one `op_type` becomes in a float32 kernel after
-    `ew-expand-math{math=approx}`: what `max-ops` counts (1 for `ew.add`, 25 for `ew.tanh`);
+    `ew-expand-math{math=approx}`: what `max-ops` counts (1 for `ew.add`, 15 for `ew.tanh`);
     with `exponent`, a constant right operand (`op_size`: `ew.pow` by 3 is one `math.fpowi`)."""
     if not issubclass(op_type, ew.ElementwiseOp):
         return 1
@@ -559,7 +559,7 @@ class EwFusePass(ModulePass):
 
     max_ops: int = DEFAULT_MAX_OPS
     """The most scalar ops one kernel computes, each `ew` op counted as the ops it becomes after
-    `ew-expand-math` (`scalar_size`: `tanh` 25, `add` 1): a longer chain is split into several
+    `ew-expand-math` (`scalar_size`: `tanh` 15, `add` 1): a longer chain is split into several
     kernels, so that the code LLVM optimizes per loop stays small (its cost grows faster than
     linearly)."""
 
