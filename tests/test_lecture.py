@@ -82,7 +82,7 @@ def test_demo2_traffic(gelu_figures: dict[str, Any]) -> None:
     )
     assert demo["intensity"] == pytest.approx(11 / 8)
     assert demo["decode_launch_share"] > 0.5
-    assert "28 whole tensors; fused, 4" in demo["observations"][0]
+    assert "28 tensors; fused, 4" in demo["observations"][0]
     assert "7.00x less traffic" in demo["observations"][0]
     assert "memory-bound" in demo["observations"][2]
 
@@ -163,8 +163,8 @@ def test_bad_program(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
 # ---------------------------------------------------------------------------------------------
 
 WRONG_PLURALS = re.compile(
-    r"\b1 (ops|temporaries|buffers|kernels|steps|values|numpy calls|whole tensors|rounds|runs)\b"
-    r"|\b(0|[2-9]|[1-9]\d+) (op|temporary|buffer|kernel|step|value|numpy call|whole tensor)\b"
+    r"\b1 (ops|temporaries|buffers|kernels|steps|values|numpy calls|tensors|rounds|runs)\b"
+    r"|\b(0|[2-9]|[1-9]\d+) (op|temporary|buffer|kernel|step|value|numpy call|tensor)\b"
 )
 
 
@@ -196,8 +196,8 @@ def test_demos_1_to_3_say_what_the_program_is(program: tuple[str, lecture.Progra
         "libm only": "The unfused program has 1 temporary",
         "no temporaries": "The unfused program has no temporaries",
         "no ops": "The program computes nothing",
-        "unused input": "reading and writing 2 whole tensors (read %x; write %y)",
-        "one value, two outputs": "reading and writing 3 whole tensors (read %x; write %a, %a2)",
+        "unused input": "reading and writing 2 tensors (read %x; write %y)",
+        "one value, two outputs": "reading and writing 3 tensors (read %x; write %a, %a2)",
         "an input output": "fused, 3 (read %x; write %x, %y)",
     }
     assert expected[name] in text

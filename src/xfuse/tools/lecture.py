@@ -367,13 +367,13 @@ def _traffic_observations(demo: TrafficDemo, program: Program) -> list[str]:
     if unfused.kernels == fused.kernels:
         lines = [
             f"Fused or not, the program is {plural(fused.kernels, 'kernel')} reading and writing "
-            f"{plural(fused.tensors, 'whole tensor')} ({moved}): there is nothing to fuse, and "
+            f"{plural(fused.tensors, 'tensor')} ({moved}): there is nothing to fuse, and "
             "both bills are the same."
         ]
     else:
         lines = [
             f"Unfused, the {plural(unfused.kernels, 'kernel')} read and write "
-            f"{plural(unfused.tensors, 'whole tensor')}; fused, {fused.tensors} ({moved}): "
+            f"{plural(unfused.tensors, 'tensor')}; fused, {fused.tensors} ({moved}): "
             f"{_factor(unfused.bytes, fused.bytes)} less traffic and "
             f"{_factor(unfused.time_s, fused.time_s)} less time."
             + (" An elementwise program's time is its bytes." if memory_bound else "")
