@@ -328,6 +328,9 @@ def test_astype_takes_numpys_spellings_of_a_dtype() -> None:
         assert_same(xfuse.jit(lambda a, s=spelling: a.astype(s) * 2)(x), x.astype(spelling) * 2)
     with pytest.raises(TypeError, match=r"astype\('>f4'\): xfuse computes in"):
         xfuse.jit(lambda a: a.astype(">f4"))(x)
+    # numpy's other keywords: Python's "unexpected keyword argument 'order'" before
+    with pytest.raises(TypeError, match=r"np\.astype\(\.\.\., order=, casting=\) cannot be traced"):
+        xfuse.jit(lambda a: a.astype("f4", order="C", casting="unsafe"))(x)
 
 
 class Scaler:

@@ -519,14 +519,18 @@ class Traced:
         """The numpy dtype of the traced array (`x.astype(y.dtype)`)."""
         return numpy_dtype(dtype_of(ew.element_type(self.value.type)))
 
-    def astype(self, dtype: Any, copy: bool = True) -> Traced:
+    def astype(self, dtype: Any, copy: bool = True, **keywords: Any) -> Traced:
         """The traced array converted to `dtype` as numpy converts (round to nearest even):
         an `ew.convert`, the `.ew` language's `bf16(...)`; the same array where the dtype is its
         own f32 or f64 (an f16 or bf16 one rounds what a kernel holds in f32, as numpy's value
         is rounded). `(y + r).astype(ml_dtypes.bfloat16)` stores an f32 result in bf16.
         `copy=False` of an argument to its own dtype is the argument itself, as numpy's is (so
         `+=` on it is refused as on the argument: it would write the caller's array); elsewhere
-        `copy` changes nothing, a traced value being never written in place."""
+        `copy` changes nothing, a traced value being never written in place. numpy's other
+        keywords (`order=`, `casting=`, `subok=`) do not trace (they were Python's "unexpected
+        keyword argument")."""
+        if keywords:
+            raise _keywords_not_traced("astype", list(keywords))
         try:
             element = element_type_for(dtype)
         except ValueError:
