@@ -828,6 +828,18 @@ def test_parsed_ir_whose_hints_print_alike_compiles_as_written() -> None:
     assert str(parse_ir(frontend)) == frontend
 
 
+@pytest.mark.parametrize("name", ['"a b"', '"a(b"', '"1abc"', '"a\\"b"', '"é"'])
+def test_a_function_name_that_needs_quotes_compiles(name: str) -> None:
+    """The native entry was looked up as the printed name up to its first `(`, quotes kept:
+    `'"a b".packed'` was no native function (and `"a(b"` was `"a`)."""
+    text = (
+        f"func.func @{name}(%x: tensor<?xf32>) -> tensor<?xf32> {{\n"
+        "  %y = ew.add %x, %x : tensor<?xf32>\n  func.return %y : tensor<?xf32>\n}\n"
+    )
+    kernel = compile_module(parse_ir(text))
+    np.testing.assert_array_equal(kernel(np.float32([1, 2])), [2, 4])
+
+
 def test_parsed_ir_whose_argument_hints_collide_names_them_as_printed() -> None:
     """`%a` and `%a_1` are both the hint `a`: the kernel's inputs are named as xDSL prints
     them, where two inputs named `a` made its signature a ValueError (outputs of one name are

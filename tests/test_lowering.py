@@ -1817,10 +1817,22 @@ def test_op_fastmath_flags_are_kept_and_joined_with_the_option() -> None:
     }
 
 
-@pytest.mark.parametrize("op", ["math.sqrt %x : bf16", "arith.maximumf %x, %x : bf16"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "math.sqrt %x : bf16",
+        "arith.maximumf %x, %x : bf16",
+        # bf16 is i16 in LLVM: these made `llvm.fadd` on i16 (xDSL's verifier, or LLVM's parse
+        # error from compile_bufferized) or, sitofp, IR that printed and did not translate
+        "arith.addf %x, %x : bf16",
+        "arith.mulf %x, %x : bf16",
+        "arith.negf %x : bf16",
+        "arith.sitofp %i : i32 to bf16",
+    ],
+)
 def test_intrinsic_on_bf16_is_a_diagnostic(op: str) -> None:
     text = f"""
-    func.func @f(%x: bf16) -> bf16 {{
+    func.func @f(%x: bf16, %i: i32) -> bf16 {{
       %s = {op}
       func.return %s : bf16
     }}
@@ -1828,6 +1840,25 @@ def test_intrinsic_on_bf16_is_a_diagnostic(op: str) -> None:
     module = Parser(pipeline_context(), text).parse_module()
     name = op.split()[0]
     with pytest.raises(DiagnosticException, match=f"'{name}' on bf16 has no lowering"):
+        EwToLlvmPass().apply(pipeline_context(), module)
+
+
+@pytest.mark.parametrize(
+    ("function", "remedy"),
+    [
+        ("func.func private @ext(tensor<?xf32>) -> tensor<?xf32>", "declare it on memrefs"),
+        (
+            "func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+            "  func.return %x : tensor<?xf32>\n}",
+            "run ew-bufferize and ew-kernel-to-loops first",
+        ),
+    ],
+)
+def test_a_function_on_tensors_says_what_to_do(function: str, remedy: str) -> None:
+    """A declaration on tensors, which ew-bufferize leaves as it is, was told to run
+    ew-bufferize (inside xfuse-default, which had run it)."""
+    module = Parser(pipeline_context(), function).parse_module()
+    with pytest.raises(DiagnosticException, match=f"lowers loops over memrefs \\({remedy}"):
         EwToLlvmPass().apply(pipeline_context(), module)
 
 

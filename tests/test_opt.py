@@ -511,6 +511,28 @@ def test_split_ew_source_reports_the_files_lines(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("body", "pipeline", "message"),
+    [
+        ('%y = "foo.bar"(%x) : (tensor<?xf32>) -> tensor<?xf32>', "ew-fuse", "cannot fuse"),
+        ('"foo.bar"(%x) : (memref<?xf32>) -> ()', "ew-to-llvm", "no lowering for"),
+    ],
+)
+def test_an_unregistered_op_is_named_as_written(
+    body: str, pipeline: str, message: str, tmp_path: Path
+) -> None:
+    """(Every unregistered op was 'builtin.unregistered', xDSL's `name` for all of them.)"""
+    signature, returned = (
+        ("(%x: tensor<?xf32>) -> tensor<?xf32>", "%y : tensor<?xf32>")
+        if "tensor" in body
+        else ("(%x: memref<?xf32>)", "")
+    )
+    path = tmp_path / "unregistered.mlir"
+    path.write_text(f"func.func @main{signature} {{\n  {body}\n  func.return {returned}\n}}\n")
+    run = run_in_process([str(path), "--allow-unregistered-dialect", "-p", pipeline])
+    assert run.returncode == 1 and f"{message} 'foo.bar'" in run.stderr
+
+
 def test_verify_diagnostics_prints_the_error_and_exits_0(runs: dict[str, Run]) -> None:
     run = runs["verify_diagnostics"]
     assert run.returncode == 0

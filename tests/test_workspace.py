@@ -138,6 +138,29 @@ func.func @f(%x: memref<?xf32>) {
         EwWorkspacePass().apply(pipeline_context(), module)
 
 
+def test_a_called_function_with_temporaries_is_an_error_naming_the_call() -> None:
+    """The pass adds a workspace argument: `@main`'s call of `@g` kept two operands, which the
+    verifier after the pass reported with no pass name (`--disable-verify` printed it)."""
+    module = _parse(
+        """
+func.func @g(%x: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  %t = memref.alloc(%n) : memref<?xf32>
+  memref.dealloc %t : memref<?xf32>
+  func.return
+}
+func.func @main(%x: memref<?xf32>) {
+  func.call @g(%x) : (memref<?xf32>) -> ()
+  func.return
+}"""
+    )
+    with pytest.raises(
+        DiagnosticException, match=r"(?s)@g has temporaries and is called .*func\.call @g"
+    ):
+        EwWorkspacePass().apply(pipeline_context(), module)
+
+
 def test_temporary_with_a_layout_is_an_error_naming_it() -> None:
     module = _parse(
         """

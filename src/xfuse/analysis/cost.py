@@ -359,7 +359,7 @@ def _flops_per_element(kernel: ew.KernelOp, dtype: str | None) -> tuple[tuple[st
         if op.name in FREE_SCALAR_OPS:
             continue
         if op.name not in FLOPS_PER_SCALAR_OP:
-            raise CostModelError(f"no FLOP count for '{op.name}' in an ew.kernel region", op)
+            raise CostModelError(f"no FLOP count for '{ew.op_name(op)}' in an ew.kernel region", op)
         ops.append(op.name.split(".", 1)[1])
         total += FLOPS_PER_SCALAR_OP[op.name]
         in_f64 = dtype == "float64" if dtype else isinstance(op.operands[0].type, Float64Type)

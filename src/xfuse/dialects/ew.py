@@ -54,6 +54,7 @@ from xdsl.dialects.builtin import (
     ShapedType,
     StringAttr,
     TensorType,
+    UnregisteredOp,
 )
 from xdsl.ir import (
     Attribute,
@@ -145,6 +146,12 @@ def declared_dims(argument: BlockArgument) -> tuple[str, ...] | None:
     if not isinstance(dims, ArrayAttr):
         return None
     return tuple(cast(StringAttr, d).data for d in dims.data)
+
+
+def op_name(op: Operation) -> str:
+    """`op`'s name as written, for diagnostics: an unregistered op's own (`foo.bar`), where
+    xDSL's `name` is `builtin.unregistered` for every one."""
+    return op.op_name.data if isinstance(op, UnregisteredOp) else op.name
 
 
 def input_name(argument: BlockArgument) -> str | None:

@@ -697,7 +697,16 @@ def _kernel(program: Program, threads: int) -> Kernel:
 def _main_name(frontend_ir: str) -> str:
     marker = "func.func @"
     start = frontend_ir.index(marker) + len(marker)
-    return frontend_ir[start : frontend_ir.index("(", start)]
+    if not frontend_ir.startswith('"', start):
+        return frontend_ir[start : frontend_ir.index("(", start)]
+    # A quoted name (`@"a b"`, `@"\C3\A9"` for é): its contents, unescaped as xDSL's lexer does
+    # (a `(` inside it, or its quotes, made the entry's name wrong).
+    from xdsl.utils.lexer import Input
+    from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind, StringLiteral
+
+    token = MLIRLexer(Input(frontend_ir[start:], "<ir>")).lex()
+    assert token.kind in (MLIRTokenKind.STRING_LIT, MLIRTokenKind.BYTES_LIT)
+    return StringLiteral.from_span(token.span).string_contents
 
 
 def check_source(source: object, function: str = "xfuse.compile") -> None:

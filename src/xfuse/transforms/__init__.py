@@ -42,8 +42,11 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
 
 
 def packed_entry_name(name: str) -> str:
-    """The symbol of `name`'s packed entry (see `xfuse.transforms.to_llvm.packed_entry`)."""
-    return f"{name}.packed"
+    """The symbol of `name`'s packed entry (see `xfuse.transforms.to_llvm.packed_entry`): ASCII,
+    which llvmlite looks symbols up in (`@"é"`'s was a UnicodeEncodeError), a name that is not
+    spelled by its UTF-8 bytes in hex."""
+    spelled = name if name.isascii() else f"xfuse.utf8.{name.encode().hex()}"
+    return f"{spelled}.packed"
 
 
 BF16_HARDWARE_NARROWING = "xfuse.fptrunc.f32.bf16"

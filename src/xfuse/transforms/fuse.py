@@ -542,8 +542,8 @@ def _check_fusible(function: func.FuncOp) -> None:
             returns = isinstance(op, func.ReturnOp) and len(function.body.blocks) == 1
             if not (fusible or returns):
                 raise PassFailedException(
-                    f"ew-fuse: cannot fuse '{op.name}': ew-fuse takes ew ops on tensors in one "
-                    f"block (run it before ew-bufferize)\n{op}"
+                    f"ew-fuse: cannot fuse '{ew.op_name(op)}': ew-fuse takes ew ops on tensors in "
+                    f"one block (run it before ew-bufferize)\n{op}"
                 )
     ew.check_tensor_signature(function, "ew-fuse")
 

@@ -77,6 +77,7 @@ from xdsl.transforms.dead_code_elimination import is_trivially_dead
 from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects.dtypes import element_bytes
+from xfuse.dialects.ew import op_name
 from xfuse.transforms import (
     BF16_HARDWARE_NARROWING,
     LOOP_ROLE,
@@ -557,6 +558,15 @@ class ConstantToLlvm(RewritePattern):
         )
 
 
+def _reject_bf16(op: Operation, type_: Attribute) -> None:
+    """bf16 is i16 bits in LLVM (`convert_type`): no float op takes it."""
+    if isinstance(type_, BFloat16Type) or type_ == _I16:
+        raise DiagnosticException(
+            f"ew-to-llvm: '{op.name}' on bf16 has no lowering (bf16 is stored as i16: compute "
+            "in f32, arith.extf then arith.truncf, as ew-fuse's kernels do)"
+        )
+
+
 _FLOAT_BINARY: dict[type[Operation], type[llvm.AbstractFloatArithOp]] = {
     arith.AddfOp: llvm.FAddOp,
     arith.SubfOp: llvm.FSubOp,
@@ -583,6 +593,7 @@ class FloatArithToLlvm(RewritePattern):
         op: arith.AddfOp | arith.SubfOp | arith.MulfOp | arith.DivfOp,
         rewriter: PatternRewriter,
     ) -> None:
+        _reject_bf16(op, op.result.type)
         flags = combined_fastmath(op.fastmath, self.fastmath)
         rewriter.replace(
             op,
@@ -603,6 +614,7 @@ class NegToLlvm(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.NegfOp, rewriter: PatternRewriter) -> None:
+        _reject_bf16(op, op.result.type)
         rewriter.replace(op, llvm.FNegOp(op.operand, combined_fastmath(op.fastmath, self.fastmath)))
 
 
@@ -687,6 +699,7 @@ def _fcmp_properties(predicate: int) -> dict[str, Attribute]:
 class CmpfToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.CmpfOp, rewriter: PatternRewriter) -> None:
+        _reject_bf16(op, op.lhs.type)
         properties = _fcmp_properties(op.predicate.value.data)
         lowered = llvm.FCmpOp.create(
             operands=[op.lhs, op.rhs], result_types=[i1], properties=properties
@@ -720,6 +733,7 @@ class CastsToLlvm(RewritePattern):
     ) -> None:
         source, result = op.operands[0], op.results[0]
         if isinstance(op, arith.SIToFPOp):
+            _reject_bf16(op, result.type)
             rewriter.replace(op, llvm.SIToFPOp(source, result.type))
         elif isinstance(op, arith.BitcastOp):
             # bf16 is i16 in LLVM (llvmlite has no bfloat): i16 <-> bf16 is then a no-op cast.
@@ -1324,10 +1338,15 @@ class EwToLlvmPass(ModulePass):
             if isinstance(function, func.FuncOp):
                 types = (*function.function_type.inputs, *function.function_type.outputs)
                 for type_ in (t for t in types if isinstance(t, TensorType)):
+                    # (ew-bufferize leaves a declaration as it is: it has no body to bufferize)
+                    remedy = (
+                        "declare it on memrefs, as ew-bufferize's functions take them"
+                        if not function.body.blocks
+                        else "run ew-bufferize and ew-kernel-to-loops first"
+                    )
                     raise DiagnosticException(
                         f"ew-to-llvm: 'func.func' @{function.sym_name.data} takes or returns "
-                        f"{type_}: ew-to-llvm lowers loops over memrefs (run ew-bufferize and "
-                        f"ew-kernel-to-loops first)"
+                        f"{type_}: ew-to-llvm lowers loops over memrefs ({remedy})"
                     )
         # xDSL's convert-scf-to-cf, walking backwards: each loop then splits a block with only
         # the ops up to the next (already lowered) loop left to move, near the region's start
@@ -1391,4 +1410,5 @@ def _no_lowering(leftover: Operation) -> DiagnosticException:
             "src/xfuse/transforms/expand_math.py; this pass the exact ones of "
             "_MATH_INTRINSICS in src/xfuse/transforms/to_llvm.py)"
         )
-    return DiagnosticException(f"ew-to-llvm: no lowering for '{leftover.name}'{hint}:\n{leftover}")
+    name = op_name(leftover)
+    return DiagnosticException(f"ew-to-llvm: no lowering for '{name}'{hint}:\n{leftover}")

@@ -244,6 +244,20 @@ class EwWorkspacePass(ModulePass):
                     f"ew-workspace: a temporary with a layout in '{function.sym_name.data}' (the "
                     f"workspace holds contiguous buffers only):\n{laid_out}"
                 )
+            caller = next(
+                (
+                    call
+                    for call in op.walk()
+                    if isinstance(call, func.CallOp)
+                    and call.callee.root_reference.data == function.sym_name.data
+                ),
+                None,
+            )
+            if caller is not None:  # (the pass adds an argument: the call would lack it)
+                raise DiagnosticException(
+                    f"ew-workspace: @{function.sym_name.data} has temporaries and is called "
+                    f"(its callers have no workspace to pass):\n{caller}"
+                )
             check_new_symbol(
                 op,
                 workspace_size_function(function.sym_name.data),
