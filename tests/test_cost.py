@@ -630,6 +630,26 @@ def test_cli_takes_an_empty_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert status == 0 and "bytes moved         │     0 B │    0 B │" in out
 
 
+@pytest.mark.parametrize(
+    ("source", "shape"),
+    [
+        ("input x[4, 8];\ny = x * 2;\n", [4, 8]),
+        ((ROOT / "examples" / "rope.ew").read_text(), [1, 4096, 14336]),
+        ("input x[t, 8];\ny = x * 2;\n", [4096, 8]),
+    ],
+)
+def test_cli_default_shape_fits_the_program(
+    source: str, shape: list[int], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Without --shape, 4096x14336 as the lecture takes it: a program of fixed dims, or of three
+    dims (RoPE), failed ("does not broadcast", "has 2 dims but the function has rank-3")."""
+    path = tmp_path / "program.ew"
+    path.write_text(source)
+    status, out, err = run_cli(capsys, "cost", str(path), "--json")
+    assert status == 0, err
+    assert json.loads(out)["fused"]["options"]["shape"] == shape
+
+
 def test_scalar_arguments_and_functions_without_kernels_cost_nothing() -> None:
     """The workspace-size function of the unfused pipeline, a scalar function: no kernels."""
     module = parse("func.func @f(%x: f32) -> f32 {\n  func.return %x : f32\n}\n")

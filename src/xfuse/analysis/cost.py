@@ -323,6 +323,24 @@ class _Names:
         return self.names[value]
 
 
+def fitted_problem_shape(function: func.FuncOp, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """`shape` (a default problem, the lecture's [t, d]) as `function`'s: as it is for a
+    function of at most its dims (the cost model folds it over flat tensors), after 1s for one
+    of more (RoPE's [t, h, d]: 1 x 4096 x 14336, the same elements), with each dim the program
+    fixes (`input x[4, 8];`) at its size, and () for a 0-d program (both were errors: the shape
+    has 2 dims, or does not broadcast to the program's)."""
+    values = [*function.args, *(r for op in function.walk() for r in op.results)]
+    shapes = [v.type.get_shape() for v in values if isinstance(v.type, TensorType)]
+    rank = max(map(len, shapes), default=0)
+    if rank == 0:  # one element, as the cost model prices 0-d tensors (it was called 58.7M)
+        return ()
+    fixed = ew.fixed_dims(shapes)
+    if rank <= len(shape) and not fixed:
+        return shape
+    dims = (1,) * (rank - len(shape)) + shape if rank > len(shape) else ew.fold_shape(shape, rank)
+    return tuple(fixed.get(axis, size) for axis, size in enumerate(dims))
+
+
 def _problem_shape(
     shape: tuple[int, ...], rank: int, function: func.FuncOp, names: _Names
 ) -> tuple[int, ...]:

@@ -6,6 +6,8 @@ import argparse
 import json
 import math
 import sys
+import warnings
+from dataclasses import replace
 from typing import Any
 
 from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, DEVICE_CHOICES, device
@@ -31,8 +33,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--shape",
-        default="4096x14336",
-        help="iteration space, sizes joined by x (default 4096x14336)",
+        help="iteration space, sizes joined by x (default 4096x14336, with each dim the program "
+        "fixes at its size: input x[4, 8] is priced at 4x8)",
     )
     parser.add_argument(
         "--dtype",
@@ -89,15 +91,22 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from xfuse.analysis.cost import CostOptions, ShapeMismatchError, parse_shape
+    from xfuse.analysis.cost import (
+        CostOptions,
+        ShapeMismatchError,
+        fitted_problem_shape,
+        parse_shape,
+    )
     from xfuse.analysis.cost_report import print_program, program_json
     from xfuse.dialects.dtypes import dtype_name
+    from xfuse.frontend.language import parse_program
     from xfuse.runtime.cost_driver import cost_program
     from xfuse.tools.cli import CliError, program_name, read_program
     from xfuse.tools.closed_stdout import stdout_console
+    from xfuse.transforms.pipeline import only_function
 
     try:
-        shape = parse_shape(args.shape)
+        shape = CostOptions().shape if args.shape is None else parse_shape(args.shape)
     except ValueError as error:
         raise CliError(f"--shape: {error}") from None
     if not (math.isfinite(args.launch_us) and args.launch_us >= 0):
@@ -119,9 +128,15 @@ def run(args: argparse.Namespace) -> int:
         if name in input_shapes:
             raise CliError(f"--input-shape: '{name}' given twice")
         input_shapes[name] = dims
+    source = read_program(args.file)
+    if args.shape is None:  # (a program of fixed dims failed the default's 4096x14336)
+        with warnings.catch_warnings():  # (`cost_program` parses it again, warning once)
+            warnings.simplefilter("ignore")
+            function = only_function(parse_program(source, filename=program_name(args.file)))
+        options = replace(options, shape=fitted_problem_shape(function, shape))
     try:
         program = cost_program(
-            read_program(args.file),
+            source,
             options,
             filename=program_name(args.file),
             input_shapes=input_shapes,

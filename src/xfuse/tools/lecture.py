@@ -18,11 +18,11 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.printer import Printer
 
-from xfuse.analysis.cost import CostOptions, ProgramCost
+from xfuse.analysis.cost import CostOptions, ProgramCost, fitted_problem_shape
 from xfuse.analysis.cost_report import nbytes
 from xfuse.analysis.dataflow import analyze_dataflow
 from xfuse.analysis.memory import Liveness, plan_memory
@@ -303,22 +303,8 @@ def _traffic_row(label: str, cost: ProgramCost, fused: bool) -> TrafficRow:
 
 
 def problem_shape(program: Program, shape: tuple[int, ...] = GPU_SHAPE) -> tuple[int, ...]:
-    """`shape` (the lecture's [t, d]) as `program`'s problem: as it is for a program of at most
-    its dims (the cost model folds it over flat tensors), after 1s for one of more (RoPE's
-    [t, h, d]: 1 x 4096 x 14336, the same elements), and with each dim the program fixes
-    (`input x[4, 8];`) at its size (both were errors: the shape has 2 dims, or does not
-    broadcast to the program's)."""
-    function = program.function
-    values = [*function.args, *(r for op in function.walk() for r in op.results)]
-    shapes = [v.type.get_shape() for v in values if isinstance(v.type, TensorType)]
-    rank = max(map(len, shapes), default=0)
-    if rank == 0:  # one element, as the cost model prices 0-d tensors (it was called 58.7M)
-        return ()
-    fixed = ew.fixed_dims(shapes)
-    if rank <= len(shape) and not fixed:
-        return shape
-    dims = (1,) * (rank - len(shape)) + shape if rank > len(shape) else ew.fold_shape(shape, rank)
-    return tuple(fixed.get(axis, size) for axis, size in enumerate(dims))
+    """`shape` (the lecture's [t, d]) as `program`'s problem (`fitted_problem_shape`)."""
+    return fitted_problem_shape(program.function, shape)
 
 
 def demo_traffic(program: Program) -> TrafficDemo:
