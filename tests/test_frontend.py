@@ -500,6 +500,7 @@ BAD_PROGRAMS = [
     ("input bogus a, b;", None, 1, 7, "unknown dtype 'bogus'"),
     ("input bogus a[n];", None, 1, 7, "unknown dtype 'bogus'"),
     ("input bogus a", None, 1, 7, "unknown dtype 'bogus'"),
+    ("input max", None, 1, 10, "expected '[', ',' or ';' in the declaration, found end of"),
     ("input int8 x[4];", None, 1, 7, "unknown dtype 'int8'"),
     ("input bf16;\ny = 1;", None, 1, 11, "expected an input name, found ';'"),
     ("input x, ;\ny = x;", None, 1, 10, "expected an input name, found ';'"),

@@ -417,8 +417,11 @@ class _Parser:
         """Whether the declaration's first word is a dtype (one unknown: the caller says so):
         a name follows it, and after that what follows a declared name (`input a` missing its
         `;` read `a` as a dtype)."""
-        name, after = self.tokens[self.position + 1 : self.position + 3]
-        return name.kind == "name" and (after.text in ("[", ",", ";") or after.kind == "end")
+        name = self.tokens[self.position + 1]
+        if name.kind != "name":  # (then a token follows it: the tokens end in an "end" one)
+            return False
+        after = self.tokens[self.position + 2]
+        return after.text in ("[", ",", ";") or after.kind == "end"
 
     def declaration(self) -> None:
         """`input [DTYPE] name[dims], ...;`: each name becomes the next function argument."""
