@@ -531,6 +531,22 @@ def test_bandwidth_plot_is_titled_by_name(gelu: Gelu) -> None:
     import_pyplot().close(figure)
 
 
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "input c[]; out = sigmoid(c);",  # numpy's 0-d ufunc result is a scalar: no out= next
+        "input c[]; out = rsqrt(c);",
+        "input y[3]; out = exp(x) + y;",  # y's 3 fixes x's ? (it was measured at the size)
+    ],
+)
+def test_programs_of_0_d_or_fixed_1_d_inputs_are_measured(expression: str) -> None:
+    result = bench.bench(expression, sizes=[4096], repeat=1)
+    numpy_rows = [row for row in result.rows if "numpy" in row.variant]
+    assert numpy_rows and all(row.time_s > 0 for row in numpy_rows)
+    checked = [row.max_error for row in result.rows if row.max_error is not None]
+    assert checked and max(checked) < 1e-6
+
+
 def test_cli_errors(capsys: pytest.CaptureFixture[str], gelu: Gelu) -> None:
     assert main(["bench", "--expr", "x +"]) == 1
     assert capsys.readouterr().err.startswith("<expr>:1:10: error: expected an expression")

@@ -650,6 +650,16 @@ def test_cli_default_shape_fits_the_program(
     assert json.loads(out)["fused"]["options"]["shape"] == shape
 
 
+def test_a_static_input_binding_a_dynamic_one_is_priced_as_compiled() -> None:
+    """`xfuse.compile` gives x b's static 14336 before fusing (one kernel); the cost model
+    priced the program as written, two kernels and 2.3x the bytes."""
+    body = "y = tanh(x) * r; out = bf16(y + b);"
+    static = cost_program(f"input bf16 x[t, d], r[t, d]; input f32 b[14336]; {body}")
+    named = cost_program(f"input bf16 x[t, d], r[t, d]; input f32 b[d]; {body}")
+    assert static.fused.totals.kernels == named.fused.totals.kernels == 1
+    assert static.fused.totals.bytes == named.fused.totals.bytes
+
+
 def test_scalar_arguments_and_functions_without_kernels_cost_nothing() -> None:
     """The workspace-size function of the unfused pipeline, a scalar function: no kernels."""
     module = parse("func.func @f(%x: f32) -> f32 {\n  func.return %x : f32\n}\n")

@@ -78,6 +78,24 @@ def test_a_static_dim_is_one_chunk() -> None:
     np.testing.assert_array_equal(lazy.compute(), x * w)
 
 
+def test_a_dim_name_on_two_axes_keeps_the_sizes_the_call_checked() -> None:
+    """`x[t, t]` over blocks of 2 x 4: each block had a `t` of 2 on one axis and 4 on the other,
+    an ArgumentError inside the task, at `.compute()`; such axes are one chunk each now."""
+    kernel = xfuse.compile("input x[t, t]; out = x + 1;")
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    lazy = kernel(da.from_array(x, chunks=(2, 4)))
+    np.testing.assert_array_equal(lazy.compute(), x + 1)
+
+
+def test_an_output_with_a_1_where_the_iteration_space_is_larger_is_refused() -> None:
+    """`y * 2` of a `y[t, 1]` beside `x[t, d]` is a `(t, 1)` output: dask's blocks wrote one
+    column each, and the result claimed `(4, 3)` and computed `(4, 2)`, without an error."""
+    kernel = xfuse.compile("input x[t, d], y[t, 1]; out = y * 2;")
+    x, y = np.ones((4, 3), np.float32), np.arange(4, dtype=np.float32).reshape(4, 1)
+    with pytest.raises(TypeError, match=r"output 'out' has shape \(4, 1\), not the iteration"):
+        kernel(da.from_array(x, chunks=(2, 2)), da.from_array(y, chunks=(2, 1)))
+
+
 def test_an_input_of_fewer_dims_than_its_static_ones_is_named() -> None:
     """The rechunking of a static dim indexed the array's chunks by the declared axes: an
     IndexError, where a numpy call names the argument."""

@@ -1271,6 +1271,12 @@ def test_a_kernel_says_whether_a_call_of_these_shapes_streams(
         assert kernel.streams(shape) == kernel.streams(x=shape) == prepared.streams == streams
     with pytest.raises(ArgumentError, match="argument 'x'"):
         nest.streams((n,))
+    # a float or bool size hashed as an int's: its plan, remembered under the call's key,
+    # broke every later call of that shape with a raw TypeError
+    for bad in [(4, 16.0), (True, 16), (-1, 16)]:
+        with pytest.raises(ArgumentError, match=r"argument 'x': a shape is sizes >= 0"):
+            nest.streams(bad)
+    assert nest(np.ones((4, 16), np.float32)).shape == (4, 16)
 
 
 def test_a_streaming_calls_new_outputs_start_half_a_page_from_numpys_arrays() -> None:
@@ -2360,6 +2366,24 @@ def test_values_computed_from_a_bound_input_take_its_static_size(case: str, fuse
     np.testing.assert_allclose(kernel(x=x, y=y), expected, rtol=1e-6)
     if case == "named dims":
         assert str(kernel).startswith("<xfuse.Kernel (x: float32[t, d=3], y: float32[3])")
+
+
+def test_a_conversion_of_an_input_a_static_one_binds_takes_its_size() -> None:
+    """The LLM GELU with a static bias: `x + b` converts x to f32, whose result stayed `?`
+    where x took b's 14336 (ew-bufferize: "no operand gives a dynamic size")."""
+    body = "h = x + b; out = bf16(0.5 * h * (1 + tanh(0.79788456 * h)) + r);"
+    static = xfuse.compile(f"input bf16 x[t, d], r[t, d]; input f32 b[14336]; {body}")
+    named = xfuse.compile(f"input bf16 x[t, d], r[t, d]; input f32 b[d]; {body}")
+    rng = np.random.default_rng(3)
+    x, r = (rng.standard_normal((2, 14336)).astype(ml_dtypes.bfloat16) for _ in range(2))
+    b = rng.standard_normal(14336).astype(np.float32)
+    got, want = static(x, r, b), named(x, r, b)
+    assert got.dtype == want.dtype and np.array_equal(got.view(np.uint16), want.view(np.uint16))
+    assert len(static.ir("ew-fuse").split("ew.kernel")) == 2  # one kernel, as with b[d]
+    kernel = xfuse.compile("input f64 a[3]; out = a + x;")
+    np.testing.assert_array_equal(
+        kernel(a=np.float64([1, 2, 3]), x=np.float32([1, 1, 1])), [2, 3, 4]
+    )
 
 
 def test_static_sizes_that_disagree_on_an_axis_are_an_error() -> None:

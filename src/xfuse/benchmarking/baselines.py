@@ -29,14 +29,15 @@ Ufunc = Callable[..., np.ndarray]
 
 
 def _sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    out = np.negative(x, out=out)
+    # (numpy's ufuncs return a scalar of a 0-d `x` without `out=`, which takes no `out=`)
+    out = np.negative(x, out=np.empty(np.shape(x), x.dtype) if out is None else out)
     np.exp(out, out=out)
     np.add(out, 1, out=out)
     return np.reciprocal(out, out=out)
 
 
 def _rsqrt(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    out = np.sqrt(x, out=out)
+    out = np.sqrt(x, out=np.empty(np.shape(x), x.dtype) if out is None else out)
     return np.reciprocal(out, out=out)
 
 

@@ -99,9 +99,9 @@ def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
     args = only_function(module).args
     shapes = [ew.shape_of(a) for a in args]
     rank = max(map(len, shapes), default=0)
-    if rank <= 1:
-        return {str(input_name(a)): ew.bind_shape(a.type, (n,)) for a in args}
     fixed = ew.fixed_dims(shapes)
+    if rank <= 1:  # (a static `y[3]` fixes the `?` of `x` too: `exp(x) + y` at 3)
+        return {str(input_name(a)): ew.bind_shape(a.type, (fixed.get(0, n),)) for a in args}
     middle_size = MIDDLE_SIZE if n >= 64 * MIDDLE_SIZE ** (rank - 2) else 1
     dims = [fixed.get(axis, middle_size) for axis in range(rank)]
     free_rows = 0 not in fixed

@@ -379,14 +379,14 @@ def distinct_names(names: Sequence[str]) -> list[str]:
 def _program(module: ModuleOp, output_names: Sequence[str] | None, options: Options) -> Program:
     from xfuse.frontend.builder import with_distinct_printed_names
 
-    module = _with_static_inputs(module)
+    module = with_static_inputs(module)
     _, outputs = signature(module, output_names)
     # (named by the hints first: an output whose printed name repeats another's keeps its own)
     module = with_distinct_printed_names(module)
     return program_of_ir(str(module), tuple(p.name for p in outputs), options, module)
 
 
-def _with_static_inputs(module: ModuleOp) -> ModuleOp:
+def with_static_inputs(module: ModuleOp) -> ModuleOp:
     """`module`, or a copy whose arguments have each `?` dim that another value of the function
     has statically (not 1) on the same axis made that size (right-aligned, as numpy's).
 
@@ -400,7 +400,7 @@ def _with_static_inputs(module: ModuleOp) -> ModuleOp:
     from xdsl.rewriter import Rewriter
     from xdsl.utils.exceptions import DiagnosticException
 
-    from xfuse.dialects.ew import DYNAMIC_INDEX, ELEMENTWISE_OPS
+    from xfuse.dialects.ew import DYNAMIC_INDEX, ELEMENTWISE_OPS, ConvertOp
     from xfuse.transforms.pipeline import only_function
 
     function = only_function(module)
@@ -448,7 +448,7 @@ def _with_static_inputs(module: ModuleOp) -> ModuleOp:
             Rewriter.replace_value_with_new_type(arg, refined(arg.type)).name_hint = arg.name_hint
     # and the ops' results computed from them: a kernel of a static input and a `?` result
     # (`exp(x) + y` with a y[3]) left `ew-bufferize` no operand to size its output by
-    for op in [op for op in function.walk() if isinstance(op, ELEMENTWISE_OPS)]:
+    for op in [op for op in function.walk() if isinstance(op, (*ELEMENTWISE_OPS, ConvertOp))]:
         for result in op.results:
             if refined(result.type) != result.type:
                 Rewriter.replace_value_with_new_type(result, refined(result.type))
@@ -658,7 +658,7 @@ def compile_bufferized(
     check_arguments(only_function(module), names)
     module.verify()
     check_function(only_function(module), names, len(input_names))
-    module = _with_static_inputs(module)
+    module = with_static_inputs(module)
     function = only_function(module)
     args = function.body.block.args
     parameters = [_parameter(name, arg.type) for name, arg in zip(names, args, strict=True)]

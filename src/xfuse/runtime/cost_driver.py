@@ -7,11 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType
 
 from xfuse.analysis.cost import (
     CostOptions,
     ProgramCost,
+    ShapeMismatchError,
     analyse_function,
     compare,
     epilogue_what_if,
@@ -21,6 +22,7 @@ from xfuse.dialects.dtypes import dtype_of
 from xfuse.dialects.ew import input_name
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.language import ParsedProgram, parse_program
+from xfuse.runtime.compiler import with_static_inputs
 from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.pipeline import apply_pipeline, only_function
 
@@ -68,36 +70,45 @@ def cost_program(
     full = (None,) * len(options.shape)
     builder = FunctionBuilder(dtype, input_shapes, default_shape=full)
     parsed = ParsedProgram(source, None, builder, filename)
-    module = parsed.module
-    if own_dtypes(only_function(module), dtype):
-        options = replace(options, dtype=None)  # declared dtypes or conversions: each its own
 
-    # The passes before ew-fuse are the same fused and unfused: run once, on the whole program.
-    fused_passes, _ = split_after(default_pipeline(fuse=True), "ew-fuse")
-    unfused_passes, _ = split_after(default_pipeline(fuse=False), "ew-fuse")
-    shared = next(
-        i
-        for i, pair in enumerate(zip(fused_passes, unfused_passes, strict=True))
-        if pair[0] != pair[1]
-    )
-    module = apply_pipeline(module, fused_passes[:shared])
-    fused_function = only_function(apply_pipeline(module, fused_passes[shared:]))
-    unfused_function = only_function(apply_pipeline(module, unfused_passes[shared:]))
-    # The results by the program's names: `out = x;` returns a copy of `%x` as `out`.
-    outputs = parsed.output_names
-    fused = analyse_function(fused_function, options, outputs)
-    unfused = analyse_function(unfused_function, options, outputs)
-    hbm_only = None
-    if options.l2:
-        plain = replace(options, l2=False)
-        hbm_only = (
-            analyse_function(fused_function, plain, outputs),
-            analyse_function(unfused_function, plain, outputs),
+    def price(module: ModuleOp, options: CostOptions) -> ProgramCost:
+        if own_dtypes(only_function(module), dtype):
+            options = replace(options, dtype=None)  # declared dtypes or conversions: each its own
+
+        # The passes before ew-fuse are the same fused and unfused: run once, on the whole program.
+        fused_passes, _ = split_after(default_pipeline(fuse=True), "ew-fuse")
+        unfused_passes, _ = split_after(default_pipeline(fuse=False), "ew-fuse")
+        shared = next(
+            i
+            for i, pair in enumerate(zip(fused_passes, unfused_passes, strict=True))
+            if pair[0] != pair[1]
         )
-    return ProgramCost(
-        fused=fused,
-        unfused=unfused,
-        comparison=compare(fused, unfused),
-        hbm_only=hbm_only,
-        epilogue=epilogue_what_if(fused, epilogue) if epilogue else None,
-    )
+        module = apply_pipeline(module, fused_passes[:shared])
+        fused_function = only_function(apply_pipeline(module, fused_passes[shared:]))
+        unfused_function = only_function(apply_pipeline(module, unfused_passes[shared:]))
+        # The results by the program's names: `out = x;` returns a copy of `%x` as `out`.
+        outputs = parsed.output_names
+        fused = analyse_function(fused_function, options, outputs)
+        unfused = analyse_function(unfused_function, options, outputs)
+        hbm_only = None
+        if options.l2:
+            plain = replace(options, l2=False)
+            hbm_only = (
+                analyse_function(fused_function, plain, outputs),
+                analyse_function(unfused_function, plain, outputs),
+            )
+        return ProgramCost(
+            fused=fused,
+            unfused=unfused,
+            comparison=compare(fused, unfused),
+            hbm_only=hbm_only,
+            epilogue=epilogue_what_if(fused, epilogue) if epilogue else None,
+        )
+
+    # As `xfuse.compile` does, a `?` that a static input binds takes its size (`exp(x) + y` of a
+    # `y[3]`), so the kernels fuse as the compiled program's do; an error of the shapes is said
+    # of the program as written (`b[7]`, not the `x[?, 7]` it bound)
+    try:
+        return price(with_static_inputs(parsed.module), options)
+    except ShapeMismatchError:
+        return price(parsed.module, options)

@@ -29,6 +29,7 @@ from xfuse.runtime.arrays import (
     bind_shapes,
     check_input,
     numpy_dtype,
+    output_shape,
 )
 
 if TYPE_CHECKING:
@@ -101,11 +102,32 @@ def call(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any], out: An
         flat if flat is not None else bind_shapes(function.inputs, [a.shape for a in arrays])
     )
     rank = len(iteration)
+    if flat is None:
+        # a dim name on two axes (`x[t, t]`, `x[t, d]` with `z[d, t]`): blockwise cuts each axis
+        # on its own, so a block had a `t` of 2 on one and 4 on the other, an ArgumentError in
+        # the task; such axes are one chunk each, so every block keeps the sizes the call checked
+        axes_of: dict[str, set[int]] = {}
+        for parameter, array in zip(function.inputs, arrays, strict=True):
+            for axis, dim in parameter.named_axes:
+                axes_of.setdefault(dim, set()).add(rank - array.ndim + axis)
+        whole = {axis for axes in axes_of.values() if len(axes) > 1 for axis in axes}
+        if whole:
+            arrays = [
+                array.rechunk(
+                    {axis - (rank - array.ndim): -1 for axis in whole if axis >= rank - array.ndim}
+                )
+                for array in arrays
+            ]
     for parameter in function.outputs:
         if len(parameter.shape) != rank and (flat is None or parameter.shape == ()):
             raise TypeError(
                 f"output '{parameter.name}' has {len(parameter.shape)} dimensions, not the "
                 f"{rank} of the iteration space: such programs cannot run on dask arrays"
+            )
+        if flat is None and output_shape(parameter, iteration) != tuple(iteration):
+            raise TypeError(
+                f"output '{parameter.name}' has shape {output_shape(parameter, iteration)}, not "
+                f"the iteration space's {tuple(iteration)}: such programs cannot run on dask arrays"
             )
     axes = tuple(range(rank))
     blockwise_arguments: list[Any] = []

@@ -60,6 +60,7 @@ import functools
 import hashlib
 import itertools
 import math
+import numbers
 import operator
 import os
 import sys
@@ -69,7 +70,7 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import llvmlite.binding as llvm_binding
 import numpy as np
@@ -2494,6 +2495,15 @@ class CompiledProgram:
         return shape
 
 
+def _sizes(name: str, shape: Sequence[object]) -> tuple[int, ...]:
+    """A shape given for argument `name` (`Kernel.streams`): ints >= 0 (a float or bool size
+    hashed as an int's, so its plan, remembered under a call's key, broke every later call of
+    that shape with a raw TypeError)."""
+    if any(isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 0 for d in shape):
+        raise ArgumentError(f"argument '{name}': a shape is sizes >= 0, got {tuple(shape)!r}")
+    return tuple(int(cast(numbers.Integral, d)) for d in shape)
+
+
 class Kernel(CompiledProgram):
     """A compiled elementwise program: `k(x=..., b=...)` -> array (or a tuple for several outputs).
 
@@ -3001,7 +3011,7 @@ class Kernel(CompiledProgram):
         call's plan: no array is made. A shape the kernel does not take raises `ArgumentError`
         naming the argument, as a call does."""
         bound = self.call_signature.bind(shapes, named_shapes)
-        input_shapes = tuple(tuple(bound[p.name]) for p in self.function.inputs)
+        input_shapes = tuple(_sizes(p.name, bound[p.name]) for p in self.function.inputs)
         flat = self.flat_shape(input_shapes)
         if flat is not None:
             input_shapes = self.flat_input_shapes(math.prod(flat))
