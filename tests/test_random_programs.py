@@ -323,7 +323,10 @@ def _class_may_flip_between_corners(op: ew.ElementwiseOpType, args: Sequence[Bal
     """pow of a negative or NaN base is finite only at integer exponents, NaN between them; pow
     of a NaN exponent is NaN except at a base of exactly 1 (pow(1, NaN) = 1); `==` and `!=` of
     balls that overlap hold at their one common value (`(x < 0) + tanh(x) == -0` at x = -9.5:
-    1 + tanh(x) is 6e-8 in numpy, 0 within approx tanh's error, the fuzz found).
+    1 + tanh(x) is 6e-8 in numpy, 0 within approx tanh's error, the fuzz found); `select` of a
+    condition whose ball holds 0 (`select(log(tanh(8.5)), 1, 2)`: approx tanh is 1 there); sin,
+    cos and tan of a ball holding an extremum or a pole (`cos(exp(17.0002))`: exp within its
+    error moves the angle by radians), which no corner need see.
 
     The corners miss an integer strictly inside the exponent's ball: pow(-1, 3e-45 ± 7e-7) is NaN
     at all three, but erf(2.8e-45) within its error may be 0, and pow(-1, 0) is 1. Likewise
@@ -334,6 +337,17 @@ def _class_may_flip_between_corners(op: ew.ElementwiseOpType, args: Sequence[Bal
         with np.errstate(invalid="ignore"):
             inexact = (lhs.radius > 0) | (rhs.radius > 0)
             return inexact & (np.abs(lhs.center - rhs.center) <= lhs.radius + rhs.radius)
+    if op is ew.SelectOp:  # a condition that may be 0 at one point inside its ball
+        condition = args[0]
+        with np.errstate(invalid="ignore"):
+            return (condition.radius > 0) & (np.abs(condition.center) <= condition.radius)
+    if op in (ew.SinOp, ew.CosOp, ew.TanOp):  # not monotonic: an extremum or a pole inside
+        (angle,) = args
+        with np.errstate(invalid="ignore"):
+            low, high = angle.center - angle.radius, angle.center + angle.radius
+            return (angle.radius > 0) & (
+                np.floor(low / (np.pi / 2)) != np.floor(high / (np.pi / 2))
+            )
     if op is not ew.PowOp:
         return np.zeros((), bool)
     base, exponent = args
@@ -579,6 +593,14 @@ def test_the_oracle_leaves_undecided_values_unchecked() -> None:
     for comparison in (ew.EqOp, ew.NeOp):
         undecided = apply(comparison, [near, minus_zero], ARITHMETIC).undecided.tolist()
         assert undecided == [True, False, False]
+    # select of a condition that may be 0 inside its ball (approx tanh(8.5) is 1: log is 0)
+    conditions = Ball(np.array([-6e-8, -6e-8]), np.array([1.2e-7, 0.0]))
+    picks = [conditions, Ball(np.array(1.0), np.zeros(())), Ball(np.array(2.0), np.zeros(()))]
+    assert apply(ew.SelectOp, picks, ARITHMETIC).undecided.tolist() == [True, False]
+    # cos of an angle whose ball holds an extremum (exp(17) within exp's error moves it by
+    # radians), not of one between two
+    angles = Ball(np.array([2.4159792e7, 0.7]), np.array([2.0, 0.1]))
+    assert apply(ew.CosOp, [angles], ARITHMETIC).undecided.tolist() == [True, False]
 
 
 SPECIAL_OPERANDS = np.array(

@@ -161,6 +161,15 @@ def test_every_stage_is_visible(gelu: Gelu) -> None:
         kernel.ir("nope")
 
 
+def test_a_pass_run_twice_keeps_both_stages() -> None:
+    """`extra_passes="ew-optimize{...}"` named its stage as the pipeline's own `ew-optimize`,
+    whose IR could no longer be seen (and `len(stages)` counted a key twice)."""
+    kernel = xfuse.compile("out = x + 0.0;", extra_passes="ew-optimize{unsafe-math=true}")
+    assert list(kernel.stages)[:3] == ["frontend", "ew-optimize", "ew-optimize#2"]
+    assert len(kernel.stages) == len(dict(kernel.stages))
+    assert "ew.add" in kernel.ir("ew-optimize") and "ew.add" not in kernel.ir("ew-optimize#2")
+
+
 def test_a_compile_copies_no_module_for_its_stages(
     gelu: Gelu, cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

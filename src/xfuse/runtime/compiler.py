@@ -278,19 +278,25 @@ class Options:
             extra=self.extra(),
         )
 
+    def _stages(self) -> list[tuple[str, ModulePass]]:
+        """(stage name, pass) of every pass: its name, `name#2` for its second run and so on
+        (`extra_passes="ew-optimize{...}"` hid the pipeline's own `ew-optimize` stage)."""
+        runs: dict[str, int] = {}
+        stages = []
+        for p in self.passes():
+            runs[p.name] = runs.get(p.name, 0) + 1
+            stages.append((p.name if runs[p.name] == 1 else f"{p.name}#{runs[p.name]}", p))
+        return stages
+
     def tensor_passes(self) -> list[tuple[str, ModulePass]]:
         """(stage name, pass) from the frontend's tensors to bufferized kernels."""
-        from xfuse.transforms.default_pipeline import split_after
-
-        on_tensors, _ = split_after(self.passes(), "ew-bufferize")
-        return [(p.name, p) for p in on_tensors]
+        stages = self._stages()
+        return stages[: [name for name, _ in stages].index("ew-bufferize") + 1]
 
     def buffer_passes(self) -> list[tuple[str, ModulePass]]:
         """(stage name, pass) from bufferized kernels to the `llvm` dialect."""
-        from xfuse.transforms.default_pipeline import split_after
-
-        _, on_buffers = split_after(self.passes(), "ew-bufferize")
-        return [(p.name, p) for p in on_buffers]
+        stages = self._stages()
+        return stages[[name for name, _ in stages].index("ew-bufferize") + 1 :]
 
 
 _programs: weakref.WeakValueDictionary[Hashable, Program] = weakref.WeakValueDictionary()
