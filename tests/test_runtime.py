@@ -2785,6 +2785,8 @@ def test_unusual_but_valid_calls_work_in_a_child_process(gelu: Gelu) -> None:
         ({"target": ["cpu"]}, TypeError, r"target must be a string, got \['cpu'\]"),
         ({"arch": 3, "target": "cuda"}, TypeError, "arch must be a string, one of sm_80"),
         ({"dtype": 3}, TypeError, "dtype must be a numpy dtype or its name, got 3"),
+        # numpy's np.dtype(None) is float64: None compiled float64, not the default float32
+        ({"dtype": None}, TypeError, "dtype must be a numpy dtype or its name, got None"),
         ({"dtype": "int64"}, ValueError, "unsupported dtype 'int64': expected one of float16"),
         ({"fastmath": "bogus"}, ValueError, "^fastmath must be none, fast or .*, got 'bogus'$"),
         ({"math": "exact"}, ValueError, "math must be 'approx' or 'libm' for cpu, got 'exact'"),

@@ -31,6 +31,8 @@ def dtype_name(dtype: Any) -> str:
                 name = spelled.name if spelled.isnative else name  # (">f4": kernels are native)
     else:
         try:
+            if dtype is None:  # (numpy's `np.dtype(None)` is float64, not a default: said here)
+                raise TypeError
             name = np.dtype(dtype).name
         except TypeError:
             raise TypeError(
