@@ -2822,6 +2822,14 @@ def test_bad_compile_options_name_the_option(options, error, message) -> None:
         xfuse.compile("h = x * 2; out = h + 1;", **options)
 
 
+def test_numpy_bools_and_ints_are_options_as_python_ones_are() -> None:
+    """`threads=np.int64(2)` was taken, `aligned_stores=np.True_` refused; taken as `bool`,
+    the options (a cache key) are those of Python's."""
+    kernel = xfuse.compile("out = x * 2;", fuse=np.False_, aligned_stores=np.True_)
+    assert kernel.options == xfuse.Options(fuse=False, aligned_stores=True)
+    assert repr(kernel.options) == repr(xfuse.Options(fuse=False, aligned_stores=True))
+
+
 @pytest.mark.parametrize("name", list(ALL_PASSES))
 def test_every_pass_as_an_extra_pass_runs_or_is_refused_by_name(name: str) -> None:
     """A pass that cannot run on tensors right after ew-optimize is refused up front, naming it;

@@ -31,6 +31,8 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
+
 from xfuse.codegen.native import compile_llvm_dialect, host_cpu
 from xfuse.codegen.ptx import MATH_MODES, check_target
 from xfuse.dialects.dtypes import dtype_name
@@ -211,6 +213,8 @@ class Options:
         from xfuse.transforms.to_llvm import parse_fastmath
 
         for name in ("fuse", "reuse", "streaming", "masked_remainder", "aligned_stores"):
+            if isinstance(getattr(self, name), np.bool_):  # (as threads takes a numpy int)
+                object.__setattr__(self, name, bool(getattr(self, name)))
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         check_target(self.target, self.arch, self.math, threads=1)
