@@ -388,82 +388,13 @@ def distinct_names(names: Sequence[str]) -> list[str]:
 
 def _program(module: ModuleOp, output_names: Sequence[str] | None, options: Options) -> Program:
     from xfuse.frontend.builder import with_distinct_printed_names
+    from xfuse.transforms.pipeline import with_static_inputs
 
     module = with_static_inputs(module)
     _, outputs = signature(module, output_names)
     # (named by the hints first: an output whose printed name repeats another's keeps its own)
     module = with_distinct_printed_names(module)
     return program_of_ir(str(module), tuple(p.name for p in outputs), options, module)
-
-
-def with_static_inputs(module: ModuleOp) -> ModuleOp:
-    """`module`, or a copy whose arguments have each `?` dim that another value of the function
-    has statically (not 1) on the same axis made that size (right-aligned, as numpy's).
-
-    A `?` never broadcasts, so such an argument must be that size, which its type then says (and
-    the call checks): with `%t = ew.add %x, %c : tensor<?xf32>, tensor<3xf32> -> tensor<3xf32>`
-    then `%y = ew.add %t, %x : ... -> tensor<?xf32>`, an `x` of 5 read past the end of `t`; in
-    bufferized IR, a kernel writing a `memref<8xf32>` temporary from an `x` of 2 read past its end.
-    Static sizes that disagree on an axis are an error naming both types.
-    """
-    from xdsl.dialects.builtin import MemRefType, TensorType
-    from xdsl.rewriter import Rewriter
-    from xdsl.utils.exceptions import DiagnosticException
-
-    from xfuse.dialects.ew import DYNAMIC_INDEX, ELEMENTWISE_OPS, ConvertOp
-    from xfuse.transforms.pipeline import only_function
-
-    function = only_function(module)
-    values = [*function.args, *(v for op in function.walk() for v in (*op.operands, *op.results))]
-    # (the arguments too: an unused one of higher rank set the axes' alignment of none)
-    types = [value.type for value in values if isinstance(value.type, TensorType | MemRefType)]
-    rank = max((len(type_.get_shape()) for type_ in types), default=0)
-    sizes: list[tuple[int, Attribute] | None] = [None] * rank
-    for type_ in types:
-        shape = type_.get_shape()
-        for axis, size in enumerate(shape):
-            known = sizes[rank - len(shape) + axis]
-            if size in (1, DYNAMIC_INDEX) or (known is not None and known[0] == size):
-                continue
-            if known is not None:
-                raise DiagnosticException(
-                    f"'{function.sym_name.data}': a {type_} has {size} where a {known[1]} has "
-                    f"{known[0]} on the same axis (one iteration space: static sizes other than 1 "
-                    "must agree)"
-                )
-            sizes[rank - len(shape) + axis] = (size, type_)
-
-    def refined(type_: Attribute) -> Attribute:
-        if not isinstance(type_, TensorType | MemRefType):
-            return type_
-        shape = type_.get_shape()
-        offset = rank - len(shape)
-        static = [
-            known[0] if size == DYNAMIC_INDEX and (known := sizes[offset + axis]) else size
-            for axis, size in enumerate(shape)
-        ]
-        if static == list(shape):
-            return type_
-        if isinstance(type_, TensorType):
-            return TensorType(type_.element_type, static)
-        return MemRefType(type_.element_type, static)  # (no layout: `compile_bufferized` checks)
-
-    if all(refined(arg.type) == arg.type for arg in function.args):
-        return module
-    module = module.clone()
-    function = only_function(module)
-    for arg in function.args:
-        if refined(arg.type) != arg.type:
-            # (`ew.dims` and `ew.name` are the function's argument attributes: they stay)
-            Rewriter.replace_value_with_new_type(arg, refined(arg.type)).name_hint = arg.name_hint
-    # and the ops' results computed from them: a kernel of a static input and a `?` result
-    # (`exp(x) + y` with a y[3]) left `ew-bufferize` no operand to size its output by
-    for op in [op for op in function.walk() if isinstance(op, (*ELEMENTWISE_OPS, ConvertOp))]:
-        for result in op.results:
-            if refined(result.type) != result.type:
-                Rewriter.replace_value_with_new_type(result, refined(result.type))
-    function.update_function_type()
-    return module
 
 
 def program_of_ir(
@@ -661,7 +592,7 @@ def compile_bufferized(
         check_function,
         check_output_sizes,
     )
-    from xfuse.transforms.pipeline import only_function
+    from xfuse.transforms.pipeline import only_function, with_static_inputs
 
     options = options or Options()
     names = argument_names(only_function(module), input_names)

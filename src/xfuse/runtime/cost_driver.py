@@ -22,9 +22,8 @@ from xfuse.dialects.dtypes import dtype_of
 from xfuse.dialects.ew import input_name
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.language import ParsedProgram, parse_program
-from xfuse.runtime.compiler import with_static_inputs
 from xfuse.transforms.default_pipeline import default_pipeline, split_after
-from xfuse.transforms.pipeline import apply_pipeline, only_function
+from xfuse.transforms.pipeline import apply_pipeline, only_function, with_static_inputs
 
 
 def own_dtypes(function: func.FuncOp, dtype: str) -> set[str]:
