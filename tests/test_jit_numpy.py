@@ -451,6 +451,16 @@ def test_arrays_of_more_dims_than_numpys_broadcast_takes_are_called() -> None:
         np.testing.assert_array_equal(f(x, np.float32([1, 2])), x * 2 + [1, 2])
 
 
+@pytest.mark.parametrize("array", [np.array([True, False]), np.arange(3)])
+def test_an_array_of_bools_or_ints_says_how_to_convert_it(array: np.ndarray) -> None:
+    """(A kernel's call said to convert it with .astype; the jit's trace did not.)"""
+    match = (
+        r"^argument 'x': unsupported dtype .* \(convert with \.astype: x\.astype\(np\.float32\)\)$"
+    )
+    with pytest.raises(xfuse.ArgumentTypeError, match=match):
+        xfuse.jit(lambda x: x * 2)(array)
+
+
 def test_a_number_passed_for_an_array_says_how_to_pass_it() -> None:
     def scaled(a, scale=2.0):
         return a * scale

@@ -258,8 +258,10 @@ class JitFunction:
         for name, array in arrays.items():
             try:
                 dtypes[name] = dtype_name(array.dtype)
-            except ValueError as error:
-                raise ArgumentTypeError(f"argument '{name}': {error}") from None
+            except ValueError as error:  # (as a kernel's call says: convert it)
+                raise ArgumentTypeError(
+                    f"argument '{name}': {error} (convert with .astype: {name}.astype(np.float32))"
+                ) from None
         builder = FunctionBuilder(dtypes, traced_shapes(arrays))
         proxies = {name: Traced(builder, builder.input(name), argument=True) for name in arrays}
         call = inspect.BoundArguments(self.signature, proxies)  # type: ignore[arg-type]
