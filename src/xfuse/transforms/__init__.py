@@ -42,8 +42,8 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
 
 
 def packed_entry_name(name: str) -> str:
-    """The symbol of `name`'s packed entry (see `xfuse.transforms.to_llvm.packed_entry`): ASCII,
-    which llvmlite looks symbols up in (`@"é"`'s was a UnicodeEncodeError), a name that is not
+    """The symbol of `name`'s packed entry (see `xfuse.transforms.to_llvm.packed_entry`), in
+    ASCII, as llvmlite looks symbols up (`@"é"`'s was a UnicodeEncodeError): a non-ASCII name is
     spelled by its UTF-8 bytes in hex."""
     spelled = name if name.isascii() else f"xfuse.utf8.{name.encode().hex()}"
     return f"{spelled}.packed"
