@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pytest
-from xdsl.dialects import arith
+from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
@@ -159,6 +159,30 @@ func.func @main(%x: memref<?xf32>) {
         DiagnosticException, match=r"(?s)@g has temporaries and is called .*func\.call @g"
     ):
         EwWorkspacePass().apply(pipeline_context(), module)
+
+
+def test_a_call_in_a_nested_module_is_its_own_modules() -> None:
+    """A nested module's `@g` called there is not the outer `@g` (each module its own symbols)."""
+    module = _parse(
+        """
+func.func @g(%x: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %x, %c0 : memref<?xf32>
+  %t = memref.alloc(%n) : memref<?xf32>
+  memref.dealloc %t : memref<?xf32>
+  func.return
+}
+builtin.module {
+  func.func private @g(memref<?xf32>)
+  func.func @main(%x: memref<?xf32>) {
+    func.call @g(%x) : (memref<?xf32>) -> ()
+    func.return
+  }
+}"""
+    )
+    EwWorkspacePass().apply(pipeline_context(), module)
+    outer = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    assert len(outer.args) == 2  # its workspace added
 
 
 def test_temporary_with_a_layout_is_an_error_naming_it() -> None:

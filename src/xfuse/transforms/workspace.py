@@ -247,7 +247,9 @@ class EwWorkspacePass(ModulePass):
             caller = next(
                 (
                     call
-                    for call in op.walk()
+                    for caller in op.ops  # (this module's functions: a nested one's calls its own)
+                    if isinstance(caller, func.FuncOp)
+                    for call in caller.walk()
                     if isinstance(call, func.CallOp)
                     and call.callee.root_reference.data == function.sym_name.data
                 ),
