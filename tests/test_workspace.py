@@ -138,11 +138,7 @@ func.func @f(%x: memref<?xf32>) {
         EwWorkspacePass().apply(pipeline_context(), module)
 
 
-def test_a_called_function_with_temporaries_is_an_error_naming_the_call() -> None:
-    """The pass adds a workspace argument: `@main`'s call of `@g` kept two operands, which the
-    verifier after the pass reported with no pass name (`--disable-verify` printed it)."""
-    module = _parse(
-        """
+TEMPORARY_G = """
 func.func @g(%x: memref<?xf32>) {
   %c0 = arith.constant 0 : index
   %n = memref.dim %x, %c0 : memref<?xf32>
@@ -150,7 +146,16 @@ func.func @g(%x: memref<?xf32>) {
   memref.dealloc %t : memref<?xf32>
   func.return
 }
-func.func @main(%x: memref<?xf32>) {
+"""
+"""A function of one temporary, which ew-workspace gives a workspace argument."""
+
+
+def test_a_called_function_with_temporaries_is_an_error_naming_the_call() -> None:
+    """The pass adds a workspace argument: `@main`'s call of `@g` kept two operands, which the
+    verifier after the pass reported with no pass name (`--disable-verify` printed it)."""
+    module = _parse(
+        TEMPORARY_G
+        + """func.func @main(%x: memref<?xf32>) {
   func.call @g(%x) : (memref<?xf32>) -> ()
   func.return
 }"""
@@ -164,15 +169,8 @@ func.func @main(%x: memref<?xf32>) {
 def test_a_call_in_a_nested_module_is_its_own_modules() -> None:
     """A nested module's `@g` called there is not the outer `@g` (each module its own symbols)."""
     module = _parse(
-        """
-func.func @g(%x: memref<?xf32>) {
-  %c0 = arith.constant 0 : index
-  %n = memref.dim %x, %c0 : memref<?xf32>
-  %t = memref.alloc(%n) : memref<?xf32>
-  memref.dealloc %t : memref<?xf32>
-  func.return
-}
-builtin.module {
+        TEMPORARY_G
+        + """builtin.module {
   func.func private @g(memref<?xf32>)
   func.func @main(%x: memref<?xf32>) {
     func.call @g(%x) : (memref<?xf32>) -> ()
