@@ -24,6 +24,7 @@ import pytest
 from xdsl.ir import Operation, Region
 from xdsl.parser import Parser
 from xdsl.pattern_rewriter import PatternRewriteWalker
+from xdsl.utils.exceptions import DiagnosticException
 
 import xfuse
 from xfuse.codegen.native import (
@@ -41,6 +42,7 @@ from xfuse.dialects import ew
 from xfuse.runtime.compiler import clear_cache
 from xfuse.runtime.kernel import SplitChoice
 from xfuse.transforms.expand_math import MATH_FUNCTIONS, EwExpandMathPass
+from xfuse.transforms.options import MathLibrary
 from xfuse.transforms.pipeline import pipeline_context
 
 SPECIALS = np.array(
@@ -527,6 +529,23 @@ def test_exp_takes_its_short_form_exactly_where_no_x_above_44_reaches_its_select
     large = np.array([45.0, 1e30, np.inf], np.float32)
     taken = compare(large, 20.0) if x_first else compare(np.float32(20.0), large)
     assert ("0x7f800000" in str(module)) == bool(np.any(taken if arm == 1 else ~taken))
+
+
+@pytest.mark.parametrize("library", ["libm", "libdevice"])
+def test_a_math_op_on_f16_is_refused_naming_the_pass(library: MathLibrary) -> None:
+    # xfuse-opt showed the message without saying which pass of its pipeline gave it.
+    module = Parser(
+        pipeline_context(),
+        """func.func @f(%x: f16) -> f16 {
+          %y = math.tanh %x : f16
+          func.return %y : f16
+        }""",
+    ).parse_module()
+    with pytest.raises(
+        DiagnosticException,
+        match="ew-expand-math: 'math.tanh' on f16: only f32 and f64 have a lowering",
+    ):
+        EwExpandMathPass(library=library).apply(pipeline_context(), module)
 
 
 @pytest.mark.parametrize("math_mode", ["approx", "libm"])

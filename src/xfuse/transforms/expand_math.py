@@ -123,7 +123,9 @@ def libm_name(op_type: type[Operation], type_: Attribute, library: MathLibrary =
         return base + "f"
     if isinstance(type_, Float64Type):
         return base
-    raise DiagnosticException(f"'{op_type.name}' on {type_}: only f32 and f64 have a lowering")
+    raise DiagnosticException(
+        f"ew-expand-math: '{op_type.name}' on {type_}: only f32 and f64 have a lowering"
+    )
 
 
 def libm_functions() -> set[str]:
