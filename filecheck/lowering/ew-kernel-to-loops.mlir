@@ -2,6 +2,7 @@
 // RUN: xfuse-opt %s -p 'ew-kernel-to-loops{vector-bytes=64}' | filecheck %s --check-prefix=REMAINDER
 // RUN: xfuse-opt %s -p 'ew-kernel-to-loops{vector-bytes=64 bf16-only=true}' | filecheck %s --check-prefix=BF16
 // RUN: xfuse-opt %s -p 'ew-kernel-to-loops{vector-bytes=64 store-alignment=64}' | filecheck %s --check-prefix=HEAD
+// RUN: xfuse-opt %s -p 'ew-kernel-to-loops{vector-bytes=1}' | filecheck %s --check-prefix=NARROW
 
 // A 1-D kernel becomes one loop over the output's size: loads, the region, a store. A function
 // of one kernel keeps it in place (functions of several outline each kernel, see below).
@@ -504,6 +505,25 @@ func.func @head_strided(%x: memref<4x4xf32>, %out: memref<4x4xf32, strided<[8, 1
   ^bb0(%xs: f32):
     %n = arith.negf %xs : f32
     ew.yield %n : f32
+  }
+  func.return
+}
+
+// Vectors narrower than 4 of the narrowest element make a block of one element or none: each
+// innermost loop stays one loop (a block of none was an empty main loop before the remainder).
+// NARROW-LABEL:  func.func @narrow_f64
+// NARROW-COUNT-1: scf.for
+// NARROW-NOT:    scf.for
+// NARROW:        func.return
+// REMAINDER-LABEL: func.func @narrow_f64
+// REMAINDER-COUNT-2: scf.for
+// REMAINDER-NOT: scf.for
+// REMAINDER:     func.return
+func.func @narrow_f64(%x: memref<?xf64>, %out: memref<?xf64>) {
+  ew.kernel ins(%x : memref<?xf64>) outs(%out : memref<?xf64>) {
+  ^bb0(%xs: f64):
+    %n = arith.negf %xs : f64
+    ew.yield %n : f64
   }
   func.return
 }

@@ -330,7 +330,8 @@ add `x + b` on [t, d] float32 16 bytes past a line, with the head against withou
 
 def main_loop_block(kernel: ew.KernelOp, vector_bytes: int) -> int:
     """The elements one main-loop iteration computes: `MAIN_LOOP_VECTORS` vectors of
-    `vector_bytes` of the kernel's narrowest element type (a power of two)."""
+    `vector_bytes` of the kernel's narrowest element type (a power of two; 0 where they hold
+    no whole element, f64 in 1-byte vectors)."""
     narrowest = min(
         max(1, operand.type.element_type.bitwidth // 8)
         for operand in kernel.operands
@@ -533,8 +534,10 @@ class KernelToLoops(RewritePattern):
                 levels[0], op.outputs[0], upper_bounds[-1], rows, self.store_alignment
             )
             split_head(innermost, length)
-        if innermost and self.vector_bytes and (not self.bf16_only or has_bf16(op)):
-            split_remainder(innermost, main_loop_block(op, self.vector_bytes))
+        block = main_loop_block(op, self.vector_bytes)
+        # A block of one element leaves no remainder (and one of none had an empty main loop).
+        if innermost and block > 1 and (not self.bf16_only or has_bf16(op)):
+            split_remainder(innermost, block)
         rewriter.erase(op, safe_erase=False)
 
 
