@@ -2035,6 +2035,31 @@ def test_an_out_of_strided_rows_in_place_overlapping_or_refused(
         same_bits(short, before[1])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_an_out_of_strided_rows_beside_lower_rank_inputs_spanning_its_row_axes(
+    threads: int,
+) -> None:
+    """`x[s, t, d] * y[t, d] + b[d]` into `buf[..., 16:]`: y has no `s` axis, and its rows
+    repeat along it (stride 0), as broadcasting reads them. Such a call was refused ("rows of
+    160 elements, which the kernel's sizes do not take one at a time") where a `y[1, t, d]`
+    ran; a prepared call writes the same view."""
+    kernel = xfuse.compile(
+        "input x[s, t, d]; input y[t, d]; input b[d]; out = x * y + b;", threads=threads
+    )
+    rng = np.random.default_rng(7)
+    x, y, b = (rng.standard_normal(shape, np.float32) for shape in ((64, 8, 160), (8, 160), (160,)))
+    buffer = np.full((64, 8, 176), -7.0, np.float32)
+    out = buffer[..., 16:]
+    assert kernel(x, y, b, out=out) is out
+    same_bits(out, kernel(x, y, b))
+    np.testing.assert_allclose(out, x.astype(np.float64) * y + b, rtol=1e-6, atol=1e-6)
+    assert (buffer[..., :16] == -7.0).all()
+    buffer[:] = -7.0
+    assert kernel.prepare(x, y, b, out=out)() is out
+    same_bits(out, kernel(x, y, b))
+    assert (buffer[..., :16] == -7.0).all()
+
+
 def test_an_out_of_rows_whose_outer_axis_is_shorter_is_written_where_it_is() -> None:
     """The halves of a `[8, 32, 128]` buffer (RoPE's rotated q of 8 tokens): the outer axis
     of 8 has the larger stride. Its rows were refused as overlapping: the check took the

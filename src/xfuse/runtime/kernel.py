@@ -2938,8 +2938,8 @@ class Kernel(CompiledProgram):
     ) -> CallPlan | None:
         """`_row_plan`'s plan (`head`: the outputs' `common_head`), or None where rows cannot
         run: rows shorter than `ROW_CALL_MIN_ELEMENTS`, a strided input of lower rank than the
-        call, a lower-rank array that spans a row axis, a call one row of which the signature
-        does not take (static sizes). Where the call streams and every output row starts on a
+        call, a call one row of which the signature does not take (static sizes). A lower-rank
+        array is of size 1 on its missing leading axes, as broadcasting reads it. Where the call streams and every output row starts on a
         line, each row streams; where they all start `head` elements before one, in a flat
         loop (an `out=` from `np.empty`), the rows' heads run first (`CallPlan.row_heads`)
         and their rests stream."""
@@ -2957,15 +2957,15 @@ class Kernel(CompiledProgram):
         counts = tuple(iteration[:axes])
         row_shapes, strides = [], []
         for given in (*inputs, *outputs):  # (a flat kernel's outputs in the call's shape)
-            if given.ndim == rank:
-                row_shapes.append((1,) * axes + given.shape[axes:])
-                steps = zip(given.shape[:axes], given.strides[:axes], strict=True)
-                strides.append(np.array([0 if n == 1 else step for n, step in steps], np.int64))
-            elif given.ndim <= rank - axes:
+            missing = rank - given.ndim  # (a lower-rank array: size 1 there, as broadcast)
+            if missing >= axes:
                 row_shapes.append(given.shape)
                 strides.append(np.zeros(axes, np.int64))
-            else:
-                return None
+                continue
+            row_shapes.append((1,) * (axes - missing) + given.shape[axes - missing :])
+            sizes = (1,) * missing + given.shape[: axes - missing]
+            steps = zip(sizes, (0,) * missing + given.strides[: axes - missing], strict=True)
+            strides.append(np.array([0 if n == 1 else step for n, step in steps], np.int64))
         if flat_shape:
             row_shapes = list(self.flat_input_shapes(row_elements))
         try:
