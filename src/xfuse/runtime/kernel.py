@@ -2939,10 +2939,10 @@ class Kernel(CompiledProgram):
         """`_row_plan`'s plan (`head`: the outputs' `common_head`), or None where rows cannot
         run: rows shorter than `ROW_CALL_MIN_ELEMENTS`, a strided input of lower rank than the
         call, a call one row of which the signature does not take (static sizes). A lower-rank
-        array is of size 1 on its missing leading axes, as broadcasting reads it. Where the call streams and every output row starts on a
-        line, each row streams; where they all start `head` elements before one, in a flat
-        loop (an `out=` from `np.empty`), the rows' heads run first (`CallPlan.row_heads`)
-        and their rests stream."""
+        array is of size 1 on its missing leading axes, as broadcasting reads it. Where the
+        call streams and every output row starts on a line, each row streams; where they all
+        start `head` elements before one, in a flat loop (an `out=` from `np.empty`), the
+        rows' heads run first (`CallPlan.row_heads`) and their rests stream."""
         strided = [given for given in (*inputs, *outputs) if not given.flags.c_contiguous]
         iteration = flat_shape or bind_shapes(
             self.function.inputs, [given.shape for given in inputs], self.function.outputs
