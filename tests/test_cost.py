@@ -417,6 +417,37 @@ def test_pass_errors_are_diagnostics(capsys: pytest.CaptureFixture[str]) -> None
     )
 
 
+def test_pass_fits_its_default_shape_to_each_function(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Without `shape`, each function is priced at 4096x14336 fitted to it, as `xfuse cost`
+    prices a program: a static one at its own size, a rank-3 one at 1x4096x14336. Both were
+    errors (the shape "does not broadcast", "has 2 dims"); an explicit shape still is one."""
+    kernel = """ew.kernel ins(%x : {t}) -> {t} {{
+      ^bb0(%0: f32):
+        %1 = math.exp %0 : f32
+        ew.yield %1 : f32
+      }}"""
+    path = tmp_path / "two.mlir"
+    path.write_text(
+        f"""func.func @fixed(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {{
+          %out = {kernel.format(t="tensor<4x8xf32>")}
+          func.return %out : tensor<4x8xf32>
+        }}
+        func.func @rope(%x: tensor<?x?x?xf32>) -> tensor<?x?x?xf32> {{
+          %out = {kernel.format(t="tensor<?x?x?xf32>")}
+          func.return %out : tensor<?x?x?xf32>
+        }}"""
+    )
+    status, _, err = run_opt(capsys, str(path), "-p", "ew-cost")
+    assert status == 0, err
+    assert "@fixed on h100-sxm, 4x8 bfloat16," in err
+    assert "@rope on h100-sxm, 1x4096x14336 bfloat16," in err
+    assert f"{2 * 4 * 8 * 2} bytes" in err and f"{2 * 4096 * 14336 * 2:,} bytes" in err
+    status, _, err = run_opt(capsys, str(path), "-p", "ew-cost{shape=4096x14336}")
+    assert status == 1 and "does not broadcast to the problem shape 4096x14336" in err
+
+
 # ---------------------------------------------------------------------------------------------
 # `xfuse cost` and the Python API, through the real pipeline
 # ---------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -330,7 +330,7 @@ def fitted_problem_shape(function: func.FuncOp, shape: tuple[int, ...]) -> tuple
     fixes (`input x[4, 8];`) at its size, and () for a 0-d program (both were errors: the shape
     has 2 dims, or does not broadcast to the program's)."""
     values = [*function.args, *(r for op in function.walk() for r in op.results)]
-    shapes = [v.type.get_shape() for v in values if isinstance(v.type, TensorType)]
+    shapes = [v.type.get_shape() for v in values if isinstance(v.type, TensorType | MemRefType)]
     rank = max(map(len, shapes), default=0)
     if rank == 0:  # one element, as the cost model prices 0-d tensors (it was called 58.7M)
         return ()
@@ -604,10 +604,13 @@ def _totals(kernels: Sequence[KernelCost]) -> CostTotals:
     )
 
 
-def analyse_module(module: ModuleOp, options: CostOptions) -> list[FunctionCost]:
-    """`analyse_function` for every `func.func` with a body in `module`."""
+def analyse_module(
+    module: ModuleOp, options: CostOptions | Callable[[func.FuncOp], CostOptions]
+) -> list[FunctionCost]:
+    """`analyse_function` for every `func.func` with a body in `module`, with `options` or
+    those `options` gives for the function (`ew-cost`'s fitted shapes)."""
     return [
-        analyse_function(op, options)
+        analyse_function(op, options if isinstance(options, CostOptions) else options(op))
         for op in module.walk()
         if isinstance(op, func.FuncOp) and not op.is_declaration
     ]

@@ -10,6 +10,7 @@ With `annotate=true` each kernel also gets its figures as attributes (`cost.byte
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from typing import Any
 
 from rich.console import Console
 from xdsl.context import Context
+from xdsl.dialects import func
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64, i64
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
@@ -28,6 +30,7 @@ from xfuse.analysis.cost import (
     FunctionCost,
     analyse_module,
     epilogue_what_if,
+    fitted_problem_shape,
     parse_shape,
 )
 from xfuse.analysis.cost_report import print_function, summary_line, us
@@ -56,8 +59,10 @@ class EwCostPass(ModulePass):
     """GPU: h100-sxm (or h100), h100-pcie, h200 (or h200-sxm), a100-80gb (or a100) or b200, in
     any case (`xfuse.analysis.hardware.DEVICE_CHOICES`)."""
 
-    shape: str | int = "4096x14336"
-    """Iteration space of the largest tensors, binding their `?` dims (e.g. 4096x14336)."""
+    shape: str | int = ""
+    """Iteration space of the largest tensors, binding their `?` dims (e.g. 4096x14336); empty
+    (the default): 4096x14336 fitted to each function as `xfuse cost` fits it
+    (`fitted_problem_shape`: 1x4096x14336 for a rank-3 one, each dim it fixes at its size)."""
 
     dtype: str = "bf16"
     """Storage dtype of every tensor (f16, bf16, f32, f64), or `ir` for the IR's own types."""
@@ -81,7 +86,7 @@ class EwCostPass(ModulePass):
         check_option(
             self,
             "shape",
-            _parses(parse_shape, self.shape),
+            self.shape == "" or _parses(parse_shape, self.shape),
             "sizes >= 0 joined by 'x' (like 4096x14336), fewer than 2**63 elements in all",
         )
         dtypes = ", ".join([*DTYPE_NAMES, *SHORT_DTYPE_NAMES.values()])
@@ -90,10 +95,14 @@ class EwCostPass(ModulePass):
         launch_ok = math.isfinite(self.launch_us) and self.launch_us >= 0
         check_option(self, "launch_us", launch_ok, "a finite number >= 0")
 
-    def options(self, l2: bool) -> CostOptions:
+    def options(self, function: func.FuncOp, l2: bool) -> CostOptions:
+        """The cost model's options for `function`, its problem shape fitted to it unless the
+        `shape` option gives one."""
+        default = CostOptions()
+        shape = parse_shape(self.shape) if self.shape != "" else default.shape
         return CostOptions(
             device=self.device,
-            shape=parse_shape(self.shape),
+            shape=fitted_problem_shape(function, shape) if self.shape == "" else shape,
             dtype=None if self.dtype == "ir" else self.dtype,
             launch_us=float(self.launch_us),
             l2=l2,
@@ -101,8 +110,10 @@ class EwCostPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         try:
-            costs = analyse_module(op, self.options(self.l2))
-            hbm_only = analyse_module(op, self.options(False)) if self.l2 else []
+            costs = analyse_module(op, functools.partial(self.options, l2=self.l2))
+            hbm_only = (
+                analyse_module(op, functools.partial(self.options, l2=False)) if self.l2 else []
+            )
             epilogues = [
                 epilogue_what_if(c, self.epilogue) for c in costs if self.epilogue in c.inputs
             ]
