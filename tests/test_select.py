@@ -6,6 +6,7 @@ the arm it picks through bit for bit. Under `@xfuse.jit` a comparison is numpy's
 
 from __future__ import annotations
 
+import math
 import pickle
 from collections.abc import Callable
 from typing import Any
@@ -139,6 +140,36 @@ def test_a_max_of_x_and_a_negatively_scaled_x_or_of_another_array_stays_a_max() 
     assert "ew.max" in other.stages["ew-optimize"]
     x, y = np.float32([1.0, -1.0, 0.0]), np.float32([4.0, -4.0, -0.0])
     same_bits(other(x=x, y=y), ew.MaxOp.reference(x, np.float32(0.5) * y))
+
+
+def ieee_extremum(a: float, b: float, larger: bool) -> float:
+    """IEEE 754-2019's maximum (`larger`) or minimum of two numbers: NaN where either is, and
+    -0 below +0."""
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    if a == b == 0:
+        return max(a, b, key=lambda z: math.copysign(1, z) * (1 if larger else -1))
+    return max(a, b) if larger else min(a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_max_and_min_are_ieee_maximum_and_minimum(dtype: type) -> None:
+    """On every pair of special values, in `.ew` and traced (`np.maximum`, `np.minimum`):
+    NaN where either operand is, max(-0, +0) = +0 and min(-0, +0) = -0 in either order (numpy's
+    `maximum` gives its SIMD loop's operand there, as README says)."""
+    x = specials(dtype)[:, None].repeat(len(SPECIALS), 1).ravel()
+    y = specials(dtype)[None, :].repeat(len(SPECIALS), 0).ravel()
+    kernel = xfuse.compile(
+        "a = max(x, y); b = min(x, y);", dtype=np.dtype(dtype).name, outputs=["a", "b"]
+    )
+    traced = xfuse.jit(lambda x, y: (np.maximum(x, y), np.minimum(x, y)))
+    pairs = list(zip(x.astype(np.float64), y.astype(np.float64), strict=True))
+    for got in (kernel(x=x, y=y), traced(x, y)):
+        for result, larger in zip(got, (True, False), strict=True):
+            want = np.array([ieee_extremum(a, b, larger) for a, b in pairs]).astype(dtype)
+            assert np.array_equal(np.isnan(result), np.isnan(want))
+            numbers = ~np.isnan(want)
+            same_bits(result[numbers], want[numbers])
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
