@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import importlib.metadata
 import json
@@ -664,7 +665,7 @@ def test_a_write_checks_the_size_at_most_once_a_minute(
     nine = compile_new(cache, "out = x * 9;")
     assert set(entries(cache)) == nine
     size = sum(path.stat().st_size for path in nine)
-    assert disk_cache.clear() == (2, size)
+    assert disk_cache.clear() == disk_cache.Cleared(2, size)
     assert not marker.exists()
 
 
@@ -690,7 +691,7 @@ def test_a_marker_that_is_not_a_file_is_not_followed_and_every_write_checks(
         five = compile_new(cache, "out = x * 5;")  # checked at each write: no marker says
     assert set(entries(cache)) == five and len(five) == 1  # one was made just now
     assert not outside.exists()
-    assert disk_cache.clear()[0] == 1
+    assert disk_cache.clear().files == 1
     assert marker.is_dir() == (kind == "directory")  # a link is removed, not followed
 
 
@@ -1005,6 +1006,39 @@ def test_a_clear_while_an_entry_is_written_is_no_error(
     assert list(cache.iterdir()) == []
 
 
+@pytest.mark.parametrize("json_output", [False, True])
+def test_cache_clear_removes_what_it_may_and_names_what_it_kept(
+    cache: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    json_output: bool,
+) -> None:
+    """An entry this user may not remove (another user's in a shared cache, EPERM) stopped
+    `clear` at it: the entries sorted after it, this user's own, stayed. Now each other one
+    goes, and the command says what it kept and exits 1."""
+    for factor in range(3):
+        xfuse.compile(f"out = x * {factor + 2};")
+    paths = sorted(entries(cache))
+    theirs = paths[0]
+    unlink = os.unlink
+
+    def not_permitted(path: str, *args: object, **kwargs: object) -> None:
+        if Path(path) == theirs:
+            raise PermissionError(errno.EPERM, "Operation not permitted", path)
+        unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(cache_files.os, "unlink", not_permitted)
+    assert cli_main(["cache", "clear", *(["--json"] * json_output)]) == 1
+    out, err = capsys.readouterr()
+    assert entries(cache) == [theirs]
+    if json_output:
+        assert json.loads(out)["removed"] == len(paths) - 1 and json.loads(out)["kept"] == 1
+    else:
+        assert f"removed {len(paths) - 1} file(s)" in out
+    assert f"kept 1 file(s) it could not remove, the first {theirs}: Operation not permitted" in err
+    assert "Traceback" not in err
+
+
 def test_cache_clear_prints_json_when_asked(
     cache: Path, capsys: pytest.CaptureFixture[str], gelu: Gelu
 ) -> None:
@@ -1015,6 +1049,7 @@ def test_cache_clear_prints_json_when_asked(
         "directory": str(cache),
         "removed": 2,
         "bytes": sizes,
+        "kept": 0,
     }
     assert not entries(cache)
 
@@ -1314,7 +1349,7 @@ def test_a_new_process_loads_the_bound_calls_from_the_cache(cache: Path, gelu: G
     assert disk_cache.decode(entry.read_bytes(), entry.stem) is not None
     assert len(entries(cache)) == 3  # the program's two and the bound calls'
     assert bound_calls_compiled_by_a_new_process(cache, gelu.source) == 0
-    assert disk_cache.clear()[0] == 3
+    assert disk_cache.clear().files == 3
 
 
 @pytest.fixture

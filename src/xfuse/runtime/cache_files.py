@@ -458,16 +458,23 @@ def _is_toolchain_directory_name(name: str) -> bool:
 
 
 def remove(
-    files: Iterable[os.DirEntry[str]], tolerated: type[OSError] = FileNotFoundError
+    files: Iterable[os.DirEntry[str]],
+    tolerated: type[OSError] = FileNotFoundError,
+    kept: list[OSError] | None = None,
 ) -> tuple[int, int]:
     """Remove `files`, skipping those that raise `tolerated` (by default: another process
-    removed one first): (files, bytes) removed."""
+    removed one first), each error but a vanished file's appended to `kept`: (files, bytes)
+    removed."""
     removed = freed = 0
     for file in files:
         try:
             size = file.stat(follow_symlinks=False).st_size
             os.unlink(file.path)
-        except tolerated:
+        except FileNotFoundError:
+            continue
+        except tolerated as error:
+            if kept is not None:
+                kept.append(error)
             continue
         removed += 1
         freed += size

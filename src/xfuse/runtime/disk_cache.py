@@ -319,17 +319,31 @@ def info() -> CacheInfo:
     )
 
 
-def clear() -> tuple[int, int]:
+@dataclass(frozen=True)
+class Cleared:
+    """What `clear` did: files and bytes removed, and the errors of the files it kept."""
+
+    files: int
+    bytes: int
+    kept: tuple[OSError, ...] = ()
+
+
+def clear() -> Cleared:
     """Remove every entry, leftover temporary file and the size check's marker (nothing else)
-    and the toolchains' subdirectories they leave empty: (files, bytes) removed, the marker not
-    counted."""
+    and the toolchains' subdirectories they leave empty, the marker not counted. A file it may
+    not remove (another user's, in a shared cache) is kept and the rest removed, as `rm -f`
+    does: its first such error stopped it, the user's own entries left."""
     directory = cache_dir()
     if directory is None:
-        return 0, 0
+        return Cleared(0, 0)
     files = own_files(directory)
-    removed = remove([*files.entries, *files.temporaries])
+    kept: list[OSError] = []
+    removed, freed = remove([*files.entries, *files.temporaries], OSError, kept)
     remove_empty_directories(files.directories)
-    # Not a directory of that name (xfuse makes none), nor an error where the cache dir is none.
-    with contextlib.suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError):
+    # Not a directory of that name (xfuse makes none), nor an error where the cache dir is none;
+    # another user's is theirs.
+    with contextlib.suppress(
+        FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError
+    ):
         (directory / SIZE_CHECK_MARKER).unlink()
-    return removed
+    return Cleared(removed, freed, tuple(kept))

@@ -56,13 +56,19 @@ def run(args: argparse.Namespace) -> int:
         )
 
     if args.action == "clear":
-        removed, freed = disk_cache.clear()
+        cleared = disk_cache.clear()
         if args.json:
-            fields = {"directory": directory and str(directory), "removed": removed}
-            print(json.dumps({**fields, "bytes": freed}))
-            return 0
-        where = directory or f"(the cache is off: {off})"
-        print(f"removed {removed} file(s), {freed:,} bytes, from {where}")
+            fields = {"directory": directory and str(directory), "removed": cleared.files}
+            print(json.dumps({**fields, "bytes": cleared.bytes, "kept": len(cleared.kept)}))
+        else:
+            where = directory or f"(the cache is off: {off})"
+            print(f"removed {cleared.files} file(s), {cleared.bytes:,} bytes, from {where}")
+        if cleared.kept:
+            first = cleared.kept[0]
+            raise CliError(
+                f"kept {len(cleared.kept)} file(s) it could not remove, the first "
+                f"{first.filename}: {first.strerror}"
+            )
         return 0
     info = disk_cache.info()
     if args.json:
