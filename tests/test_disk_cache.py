@@ -1134,23 +1134,32 @@ CACHED_RUN = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("f64", [False, True], ids=["gelu", "f64-libmvec"])
+@pytest.mark.parametrize("case", ["gelu", "f64-libmvec", "name-warning"])
 def test_a_hit_in_a_new_process_loads_no_xdsl(
-    cache: Path, tmp_path: Path, gelu: Gelu, f64: bool
+    cache: Path, tmp_path: Path, gelu: Gelu, case: str
 ) -> None:
-    # f64's exp and tanh call libmvec's vector functions: the loaded code links to them too.
-    source, dtype = ("out = exp(x) * tanh(x);", "float64") if f64 else (gelu.source, "float32")
+    """f64's exp and tanh call libmvec's vector functions: the loaded code links to them too.
+    A hit that issues the parse's name warning again (`yy` beside `y`) imported the parser, and
+    with it xDSL, to do so."""
+    source, dtype = {
+        "gelu": (gelu.source, "float32"),
+        "f64-libmvec": ("out = exp(x) * tanh(x);", "float64"),
+        "name-warning": ("input x, y; out = x * y + yy;", "float32"),
+    }[case]
     results = [tmp_path / f"result{i}.npy" for i in range(2)]
-    imported = [
+    runs = [
         subprocess.run(
             [sys.executable, "-c", CACHED_RUN, source, dtype, str(result)],
             capture_output=True,
             text=True,
             check=True,
-        ).stdout.strip()
+        )
         for result in results
     ]
-    assert imported == ["['xdsl']", "[]"]  # the first process compiles, the second loads
+    # the first process compiles, the second loads
+    assert [run.stdout.strip() for run in runs] == ["['xdsl']", "[]"]
+    warned = ["EwNameWarning: column 27: 'yy'" in run.stderr for run in runs]
+    assert warned == [case == "name-warning"] * 2
     np.testing.assert_array_equal(np.load(results[1]), np.load(results[0]))
 
 

@@ -73,7 +73,6 @@ import difflib
 import functools
 import re
 import unicodedata
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import NamedTuple, cast
@@ -91,6 +90,8 @@ from xfuse.frontend.builder import (
     Value,
     name_value,
 )
+from xfuse.frontend.name_warnings import EwNameWarning as EwNameWarning
+from xfuse.frontend.name_warnings import NameWarning, warn_name
 
 CONVERSIONS: dict[str, str] = {
     "f16": "float16",
@@ -150,25 +151,6 @@ class EwSyntaxError(Exception):
         return (
             f"{self.filename}:{self.line}:{self.column}: error: {self.message}\n{excerpt}\n{caret}"
         )
-
-
-class EwNameWarning(UserWarning):
-    """A name that is neither declared nor assigned in a program that declares its inputs, close
-    to one that is (a typo?): it is an input, as any undeclared name is."""
-
-
-class NameWarning(NamedTuple):
-    """An `EwNameWarning` as the parse issued it: its message, file and line."""
-
-    message: str
-    filename: str
-    line: int
-
-
-def warn_name(warning: NameWarning) -> None:
-    """Issue `warning`, at its `.ew` line (Python's format shows that line where the file
-    exists): by the parse, and again where a compile cache hit skips the parse."""
-    warnings.warn_explicit(warning.message, EwNameWarning, warning.filename, warning.line)
 
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")

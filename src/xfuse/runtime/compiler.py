@@ -770,7 +770,7 @@ def compile(
         if loaded is not None:  # (also by its frontend IR, as unpickling looks it up)
             program, source_warnings = loaded
             if source_warnings:  # what the parse skipped would have warned
-                from xfuse.frontend.language import NameWarning, warn_name
+                from xfuse.frontend.name_warnings import NameWarning, warn_name
 
                 for warning in source_warnings:
                     warn_name(NameWarning(*warning))

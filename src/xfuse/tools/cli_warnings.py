@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from xfuse.frontend.language import EwNameWarning
+from xfuse.frontend.name_warnings import EwNameWarning
 
 _python_format = warnings.formatwarning
 

@@ -1,0 +1,26 @@
+"""The `.ew` parser's name warnings, in a module of their own: a compile cache hit issues again
+what the parse it skips would have issued, without importing the parser (and xDSL)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
+
+
+class EwNameWarning(UserWarning):
+    """A name that is neither declared nor assigned in a program that declares its inputs, close
+    to one that is (a typo?): it is an input, as any undeclared name is."""
+
+
+class NameWarning(NamedTuple):
+    """An `EwNameWarning` as the parse issued it: its message, file and line."""
+
+    message: str
+    filename: str
+    line: int
+
+
+def warn_name(warning: NameWarning) -> None:
+    """Issue `warning`, at its `.ew` line (Python's format shows that line where the file
+    exists): by the parse, and again where a compile cache hit skips the parse."""
+    warnings.warn_explicit(warning.message, EwNameWarning, warning.filename, warning.line)
