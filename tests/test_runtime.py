@@ -1163,6 +1163,12 @@ def test_partial_overlap_and_unsafe_in_place_are_rejected(gelu: Gelu) -> None:
     buffer = np.empty(10, np.float32)
     with pytest.raises(ValueError, match="overlaps out"):
         two(x=x, b=x, out=(buffer, buffer))
+    # An empty `out` shares no element with an input, wherever its address lies (one inside the
+    # bias was refused as overlapping it; numpy's ufuncs take it).
+    bias = xfuse.compile("input x[t, d]; input b[d]; out = x + b;")
+    b = np.ones(64, np.float32)
+    empty = np.lib.stride_tricks.as_strided(b[10:], shape=(0, 64), strides=(256, 4))
+    assert bias(np.ones((0, 64), np.float32), b, out=empty) is empty
 
 
 def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch, gelu: Gelu) -> None:
@@ -1282,9 +1288,11 @@ def test_a_kernel_says_whether_a_call_of_these_shapes_streams(
         nest.streams((n,))
     # a float or bool size hashed as an int's: its plan, remembered under the call's key,
     # broke every later call of that shape with a raw TypeError
-    for bad in [(4, 16.0), (True, 16), (-1, 16)]:
+    for bad in [(4, 16.0), (True, 16), (-1, 16), None, "16", True]:
         with pytest.raises(ArgumentError, match=r"argument 'x': a shape is sizes >= 0"):
             nest.streams(bad)
+    # one int is a 1-d shape, as numpy takes it (was a raw "'int' object is not iterable")
+    assert flat.streams(n) == flat.streams(np.int64(n)) == flat.streams((n,))
     assert nest(np.ones((4, 16), np.float32)).shape == (4, 16)
 
 
@@ -2128,6 +2136,21 @@ def test_a_prepared_call_takes_no_input_it_would_copy() -> None:
     result = run()
     assert result.flags.f_contiguous
     np.testing.assert_array_equal(result, np.full((2, 3), 15, np.float32))
+
+
+def test_a_0d_input_beside_fortran_ordered_arrays_is_checked_as_any_other() -> None:
+    """A value that is no array for a 0-d input of a kernel that runs Fortran-ordered arrays
+    transposed was transposed before its check: a raw AttributeError ('float' object has no
+    attribute 'T') naming no argument."""
+    kernel = xfuse.compile("input s[]; out = x * s;", dtype="float64")
+    x = np.asfortranarray(np.ones((4, 40)))
+    for value, got in ((2.0, "float"), (None, "NoneType"), ([2.0], "list")):
+        message = rf"argument 's': expected a numpy array of float64\[\], got {got}"
+        with pytest.raises(ArgumentTypeError, match=message):
+            kernel(x=x, s=value)
+        with pytest.raises(ArgumentTypeError, match=message):
+            kernel.prepare(x=x, s=value)
+    np.testing.assert_array_equal(kernel(x=x, s=np.float64(3)), x * 3)
 
 
 def test_fortran_ordered_inputs_run_as_they_are_and_give_fortran_ordered_results() -> None:

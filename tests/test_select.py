@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import xfuse
 from xfuse.dialects import ew
 from xfuse.frontend.language import EwSyntaxError
-from xfuse.runtime.arrays import ArgumentError
+from xfuse.runtime.arrays import ArgumentError, ArgumentTypeError
 
 DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
 SPECIALS = [0.0, -0.0, 1.0, -1.0, 2.5, -3.0, np.inf, -np.inf, np.nan, 1e-3]
@@ -337,6 +337,16 @@ def test_a_boolean_out_buffer_is_checked_before_the_call() -> None:
     with pytest.raises(ArgumentError, match=r"out 'out0' overlaps out 'out1'"):
         compare(x, y, out=(numbers.view(np.bool_)[4:8], numbers))
     np.testing.assert_array_equal(numbers, 7)
+    # Not arrays: the kernel's own errors, TypeErrors (a numpy bool was taken for a buffer and
+    # called read-only, a ValueError; a string "expected dtype bool ..., got None").
+    positive = xfuse.jit(lambda x: x > 0)
+    for buffer, message in (
+        (np.bool_(True), r"out 'out': a numpy scalar is immutable"),
+        ("abc", r"out 'out': expected a numpy array, got str"),
+        ([True] * 4, r"out: expected a numpy array \(or a list/tuple of arrays, one per output"),
+    ):
+        with pytest.raises(ArgumentTypeError, match=message):
+            positive(x, out=buffer)
     fortran = np.asfortranarray(np.float32([[1, -2, 3], [0, 5, -6]]))
     mask, _ = compare(fortran, fortran * 0)
     assert mask.flags.f_contiguous  # as numpy's, which keeps the layout of its operands

@@ -584,7 +584,10 @@ The halves `buf[:, :d]` and `buf[:, d:]` of one array take it little."""
 def share_elements(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether `a` and `b`, whose extents (`extent`) overlap, have an element's bytes in common:
     always where both are C-contiguous, else as `np.shares_memory` finds it within
-    `SHARED_ELEMENTS_WORK` (a problem too hard for that counts as yes)."""
+    `SHARED_ELEMENTS_WORK` (a problem too hard for that counts as yes). An empty array has none
+    (one whose address lay inside an input was refused as overlapping it)."""
+    if a.size == 0 or b.size == 0:
+        return False
     if _contiguous(a) and _contiguous(b):
         return True
     try:

@@ -305,8 +305,9 @@ def _call(
         return kernel(*args, out=out, **kwargs)
     into: list[np.ndarray | None] = []  # a boolean buffer the test writes, per output
     for parameter, buffer, boolean in zip(kernel.function.outputs, given, booleans, strict=True):
-        dtype = getattr(buffer, "dtype", None)
-        if boolean and buffer is not None and dtype not in (np.dtype(np.bool_), parameter.dtype):
+        # (anything else, a numpy scalar too, is the kernel's checks' to refuse)
+        dtype = buffer.dtype if isinstance(buffer, np.ndarray) else None
+        if boolean and dtype is not None and dtype not in (np.dtype(np.bool_), parameter.dtype):
             raise ArgumentTypeError(
                 f"out '{parameter.name}': expected dtype bool (the function returns a "
                 f"comparison's result) or {parameter.dtype} (its 1 and 0), got {dtype}"

@@ -2495,12 +2495,19 @@ class CompiledProgram:
         return shape
 
 
-def _sizes(name: str, shape: Sequence[object]) -> tuple[int, ...]:
-    """A shape given for argument `name` (`Kernel.streams`): ints >= 0 (a float or bool size
-    hashed as an int's, so its plan, remembered under a call's key, broke every later call of
-    that shape with a raw TypeError)."""
-    if any(isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 0 for d in shape):
-        raise ArgumentError(f"argument '{name}': a shape is sizes >= 0, got {tuple(shape)!r}")
+def _sizes(name: str, shape: object) -> tuple[int, ...]:
+    """A shape given for argument `name` (`Kernel.streams`): ints >= 0, or one int for a 1-d
+    shape as numpy takes it (a float or bool size hashed as an int's, so its plan, remembered
+    under a call's key, broke every later call of that shape with a raw TypeError; an int was
+    one too, "not iterable")."""
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+        shape = (shape,)
+    if (
+        not isinstance(shape, Sequence)
+        or isinstance(shape, str)
+        or any(isinstance(d, bool) or not isinstance(d, numbers.Integral) or d < 0 for d in shape)
+    ):
+        raise ArgumentError(f"argument '{name}': a shape is sizes >= 0, got {shape!r}")
     return tuple(int(cast(numbers.Integral, d)) for d in shape)
 
 
@@ -2744,8 +2751,8 @@ class Kernel(CompiledProgram):
         shaped = [value for p, value in zip(self.function.inputs, values, strict=True) if p.shape]
         transposed = rank is not None and fortran_ordered(shaped, out, rank)
         given = out  # the caller's buffers: a call returns them, as numpy's ufuncs do
-        if transposed:
-            values = [value.T for value in values]
+        if transposed:  # (a 0-d input's value is checked below, whatever it is)
+            values = [value.T if isinstance(value, np.ndarray) else value for value in values]
             out = each_buffer(out, _transposed)
         arrays = [
             check_input(p, v, copy_allowed=not prepared, rows_allowed=True)
