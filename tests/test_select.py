@@ -353,6 +353,28 @@ def test_a_boolean_out_buffer_is_checked_before_the_call() -> None:
     np.testing.assert_array_equal(mask, fortran == 0)
 
 
+def test_a_mask_function_cleared_between_its_lookups_still_returns_masks() -> None:
+    """Another thread's clear of the full caches between the call's look-up of the kernel and
+    of which results are masks (made to happen here) gave floats, kept by its plain calls."""
+    positive = xfuse.jit(lambda x: x > 0)
+    x = np.float32([1, -1])
+    positive(x)
+    booleans = positive.booleans
+
+    class ClearedAfterGet(dict[Any, Any]):
+        def get(self, key: Any, default: Any = None) -> Any:
+            value = super().get(key, default)
+            booleans.clear()
+            return value
+
+    positive.kernels = ClearedAfterGet(positive.kernels)
+    positive._plain_calls.clear()
+    for _ in range(2):  # the second call by the plain calls' path
+        result = positive(x)
+        assert result.dtype == np.bool_
+        np.testing.assert_array_equal(result, [True, False])
+
+
 def test_a_local_jit_function_with_boolean_results_pickles_them() -> None:
     cloudpickle = pytest.importorskip("cloudpickle", reason="by-value functions need cloudpickle")
     positive = xfuse.jit(lambda x: x > 0)

@@ -190,14 +190,15 @@ class JitFunction:
                     f"got {type(value).__name__}{hint}"
                 )
         key = tuple((name, a.dtype.name, a.shape) for name, a in arrays.items())
-        kernel = self.kernels.get(key)
-        if kernel is None:
+        # Both looked up before either is used: another thread may clear them in between (a
+        # mask function's call then returned floats, and its plain calls kept doing so).
+        kernel, booleans = self.kernels.get(key), self.booleans.get(key)
+        if kernel is None or booleans is None:
             if len(self.kernels) >= PLAN_CACHE_SIZE:
                 self.kernels.clear()
                 self.booleans.clear()
-            kernel, self.booleans[key] = self._kernel_for(arrays)
-            self.kernels[key] = kernel
-        booleans = self.booleans.get(key, ())
+            kernel, booleans = self._kernel_for(arrays)
+            self.kernels[key], self.booleans[key] = kernel, booleans
         # a function that returned a sequence of one array gets it back in a tuple
         in_a_tuple = kernel.output_names == ("out0",)
         if plain_key is not None:  # (the kernel's inputs are the parameters in order: `compile`)
