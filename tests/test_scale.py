@@ -38,7 +38,13 @@ from xfuse.runtime import compiler
 from xfuse.runtime.compiler import Options
 from xfuse.transforms import kernel_to_loops
 from xfuse.transforms.expand_math import EwExpandMathPass
-from xfuse.transforms.fuse import EwFusePass, _Partition, fuse_function, scalar_size
+from xfuse.transforms.fuse import (
+    DEFAULT_MAX_OPS,
+    EwFusePass,
+    _Partition,
+    fuse_function,
+    scalar_size,
+)
 from xfuse.transforms.pipeline import only_function, parse_passes, pipeline_context
 from xfuse.transforms.to_llvm import NO_INLINE
 
@@ -208,6 +214,33 @@ def test_max_ops_splits_a_chain_into_kernels_of_that_size() -> None:
         sum(1 for op in k.block.ops if op.name in ("arith.addf", "arith.mulf")) for k in kernels
     ]
     assert sizes == [16] * 6 + [4]
+
+
+@pytest.mark.parametrize(("readers", "kernels"), [(128, 1), (129, 2), (200, 2), (300, 3)])
+def test_readers_of_one_value_past_max_ops_fill_kernels_of_their_own(
+    readers: int, kernels: int
+) -> None:
+    """`o_i = x * c_i`: the readers of x the first one's kernel cannot take (it is full at
+    max-ops, 128) fuse with each other, ceil(readers / 128) kernels in all; each was a kernel
+    of its own (300 readers: 173 kernels, each reading x again), and their results are right."""
+    source = "".join(f"o{i} = x * {i + 2};\n" for i in range(readers))
+    kernel = xfuse.compile(source, outputs=[f"o{i}" for i in range(readers)])
+    assert kernel.stages["ew-fuse"].count("ew.kernel") == kernels
+    x = np.linspace(-3, 3, 257, dtype=np.float32)
+    for i, result in enumerate(kernel(x=x)):
+        np.testing.assert_array_equal(result, x * np.float32(i + 2))
+
+
+def test_readers_of_one_value_through_a_tanh_each_share_kernels_as_they_fit() -> None:
+    """Twenty `o_i = tanh(x * c_i)`: a tanh weighs `scalar_size(ew.TanhOp)`, so the first
+    reader's kernel takes 8 of them; the other 12 made 12 kernels, now 2."""
+    per_kernel = DEFAULT_MAX_OPS // (scalar_size(ew.TanhOp) + 1)
+    source = "".join(f"o{i} = tanh(x * {i + 2});\n" for i in range(20))
+    kernel = xfuse.compile(source, outputs=[f"o{i}" for i in range(20)])
+    assert kernel.stages["ew-fuse"].count("ew.kernel") == math.ceil(20 / per_kernel)
+    x = np.linspace(-3, 3, 257, dtype=np.float32)
+    for i, result in enumerate(kernel(x=x)):
+        np.testing.assert_allclose(result, np.tanh(x.astype(np.float64) * (i + 2)), atol=3e-7)
 
 
 def test_max_ops_counts_each_op_as_its_expansion() -> None:

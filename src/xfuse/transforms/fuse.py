@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -260,7 +261,9 @@ class _Partition:
                 if ew.constant_value(operand) is None:
                     readers.setdefault(operand, []).append(index)
         # The pairs of ops that may fuse, in the order each sweep looks at them: each use
-        # (producer, consumer) in program order, then two readers of a value (None for a use).
+        # (producer, consumer) in program order, then two readers of a value (None for a use):
+        # the first with each other one, then each with the next, which fill a kernel of the
+        # readers the first's could not take (they were a kernel each: 300 readers of x, 173).
         pairs: list[tuple[int, int, SSAValue | None]] = [
             (producer, consumer, None)
             for consumer in range(len(self.ops))
@@ -268,6 +271,11 @@ class _Partition:
         ]
         pairs += [
             (users[0], other, shared) for shared, users in readers.items() for other in users[1:]
+        ]
+        pairs += [
+            (earlier, later, shared)
+            for shared, users in readers.items()
+            for earlier, later in itertools.pairwise(users[1:])
         ]
         # Merges can enable others (a broadcast group whose other users joined its consumer):
         # sweep until nothing changes. A pair in one group, or in two too big to share a kernel,
