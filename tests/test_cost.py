@@ -662,21 +662,30 @@ def test_cli_takes_an_empty_shape(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("source", "shape"),
+    ("source", "options", "shape"),
     [
-        ("input x[4, 8];\ny = x * 2;\n", [4, 8]),
-        ((ROOT / "examples" / "rope.ew").read_text(), [1, 4096, 14336]),
-        ("input x[t, 8];\ny = x * 2;\n", [4096, 8]),
+        ("input x[4, 8];\ny = x * 2;\n", [], [4, 8]),
+        ((ROOT / "examples" / "rope.ew").read_text(), [], [1, 4096, 14336]),
+        ("input x[t, 8];\ny = x * 2;\n", [], [4096, 8]),
+        ("input x[4, 1, 8]; input y[8];\nout = x * 2 + y;\n", [], [4, 1, 8]),
+        ("out = x * 2 + y;\n", ["--input-shape", "x=a,b,c"], [1, 4096, 14336]),
+        ("out = x * 2 + y;\n", ["--input-shape", "x=4,8"], [4, 8]),
     ],
 )
 def test_cli_default_shape_fits_the_program(
-    source: str, shape: list[int], capsys: pytest.CaptureFixture[str], tmp_path: Path
+    source: str,
+    options: list[str],
+    shape: list[int],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     """Without --shape, 4096x14336 as the lecture takes it: a program of fixed dims, or of three
-    dims (RoPE), failed ("does not broadcast", "has 2 dims but the function has rank-3")."""
+    dims (RoPE), failed ("does not broadcast", "has 2 dims but the function has rank-3"), as did
+    the same shapes given by --input-shape; an axis of static 1s only was taken at 4096 (the
+    report's header said 4x4096x3 of a program of 4x1x3)."""
     path = tmp_path / "program.ew"
     path.write_text(source)
-    status, out, err = run_cli(capsys, "cost", str(path), "--json")
+    status, out, err = run_cli(capsys, "cost", str(path), "--json", *options)
     assert status == 0, err
     assert json.loads(out)["fused"]["options"]["shape"] == shape
 
@@ -870,12 +879,12 @@ def test_plot_without_matplotlib_is_a_clear_error(
         (["cost", str(GELU), "--dtype", "int8"], "--dtype: unsupported dtype 'int8'"),
         (["cost", str(GELU), "--input-shape", "b"], "bad --input-shape 'b'"),
         (
-            ["cost", str(GELU), "--input-shape", "b=7"],
+            ["cost", str(GELU), "--input-shape", "b=7", "--shape", "4096x14336"],
             "--input-shape: input 'b' of shape [7] does not broadcast to the problem shape "
             "4096x14336: its dim 0 is 7, the problem's 14336",
         ),
         (
-            ["cost", str(GELU), "--input-shape", "x=t,d,e"],
+            ["cost", str(GELU), "--input-shape", "x=t,d,e", "--shape", "4096x14336"],
             "--input-shape: shape 4096x14336 has 2 dims but the function has rank-3 tensors "
             "(input 'x')",
         ),
@@ -884,7 +893,7 @@ def test_plot_without_matplotlib_is_a_clear_error(
             "--shape: shape 4096 has 1 dims but the function has rank-3 tensors (input 'x')",
         ),
         (
-            ["cost", str(GELU), "--input-shape", "b=0"],
+            ["cost", str(GELU), "--input-shape", "b=0", "--shape", "4096x14336"],
             "--input-shape: input 'b' of shape [0] does not broadcast to the problem shape",
         ),
         (["cost", str(GELU), "--input-shape", "b=-5"], "bad --input-shape 'b=-5': each dim"),

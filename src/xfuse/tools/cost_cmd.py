@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -130,10 +131,18 @@ def run(args: argparse.Namespace) -> int:
         input_shapes[name] = dims
     source = read_program(args.file)
     if args.shape is None:  # (a program of fixed dims failed the default's 4096x14336)
-        with warnings.catch_warnings():  # (`cost_program` parses it again, warning once)
-            warnings.simplefilter("ignore")
-            function = only_function(parse_program(source, filename=program_name(args.file)))
-        options = replace(options, shape=fitted_problem_shape(function, shape))
+        # Fitted to the function `cost_program` prices: the shapes the program declares, those
+        # --input-shape gives, the others of the shape's rank; a shape for an input it lacks is
+        # `cost_program`'s to say.
+        with warnings.catch_warnings(), contextlib.suppress(ValueError):
+            warnings.simplefilter("ignore")  # (`cost_program` parses it again, warning once)
+            module = parse_program(
+                source,
+                shapes=input_shapes or None,
+                filename=program_name(args.file),
+                default_shape=(None,) * len(shape),
+            )
+            options = replace(options, shape=fitted_problem_shape(only_function(module), shape))
     try:
         program = cost_program(
             source,
