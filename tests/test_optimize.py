@@ -133,6 +133,9 @@ def test_folding_keeps_the_sign_of_zero(
     assert math.copysign(1, _fold(op_type, "float32", *values)) == math.copysign(1, expected)
 
 
+NEGATIVE_SIGNALING_NAN = struct.unpack("<d", struct.pack("<Q", 0xFFF4000000000001))[0]
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 @pytest.mark.parametrize(
     "op_type,values",
@@ -142,8 +145,11 @@ def test_folding_keeps_the_sign_of_zero(
         (ew.SqrtOp, (-1.0,)),
         (ew.SubOp, (math.inf, math.inf)),
         (ew.MulOp, (math.inf, 0.0)),
-        (ew.NegOp, (math.nan,)),
-        (ew.AddOp, (struct.unpack("<d", struct.pack("<Q", 0xFFF4000000000001))[0], 1.0)),
+        (ew.AddOp, (NEGATIVE_SIGNALING_NAN, 1.0)),
+        (ew.NegOp, (-math.nan,)),
+        (ew.AbsOp, (NEGATIVE_SIGNALING_NAN,)),
+        (ew.CopysignOp, (NEGATIVE_SIGNALING_NAN, 1.0)),
+        (ew.SelectOp, (1.0, math.nan, -1.0)),
     ],
 )
 def test_every_folded_nan_is_the_canonical_quiet_nan(
@@ -152,6 +158,31 @@ def test_every_folded_nan_is_the_canonical_quiet_nan(
     """numpy's NaN sign depends on the host's SIMD path: folding must not inherit it."""
     folded = _fold(op_type, dtype, *values)
     assert struct.pack("<d", folded) == struct.pack("<Q", 0x7FF8000000000000)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize(
+    "op_type,values",
+    [
+        (ew.NegOp, (math.nan,)),
+        (ew.CopysignOp, (1.0, -math.nan)),  # not a NaN at all: -1
+        (ew.CopysignOp, (math.nan, NEGATIVE_SIGNALING_NAN)),
+        (ew.SelectOp, (1.0, NEGATIVE_SIGNALING_NAN, 1.0)),
+        (ew.SelectOp, (0.0, 1.0, -math.nan)),
+    ],
+)
+def test_folding_keeps_the_sign_ieee_gives_a_nan(
+    op_type: ew.ElementwiseOpType, values: tuple[float, ...], dtype: str
+) -> None:
+    """Negate, abs and copySign set a NaN's sign as IEEE 754 says (and select passes its
+    operand through), as the kernels and numpy do: folding gave the positive canonical NaN
+    whatever the sign, so `copysign(1, -NaN)` folded to +1 where a kernel gives -1. The payload
+    is still the canonical one."""
+    folded = _fold(op_type, dtype, *values)
+    if op_type is ew.CopysignOp and not math.isnan(values[0]):
+        assert folded == -1.0
+    else:
+        assert struct.pack("<d", folded) == struct.pack("<Q", 0xFFF8000000000000)
 
 
 def test_zero_over_zero_and_log_of_minus_one_share_one_nan() -> None:

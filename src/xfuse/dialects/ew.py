@@ -502,14 +502,22 @@ class ElementwiseFolder(HasFolder):
 
 def fold_literals(op_type: ElementwiseOpType, values: Sequence[float], element: Attribute) -> float:
     """`op_type` on literals, as a kernel of `element` computes it: operands and result rounded
-    to `element` (the reference runs in float64), a NaN result canonical.
+    to `element` (the reference runs in float64), a NaN canonical (but for its sign through an
+    op that `SIGNS_NAN`).
 
     Each operand is a one-element array, not a numpy scalar: numpy's `power` with a scalar
     exponent of 0.5 (stride 0) is its square root, -0 at -0 and NaN at -inf, where C's pow
     and the kernels give +0 and +inf."""
-    rounded = [np.array([round_to_element(v, element)], np.float64) for v in values]
+    signs_nan = op_type.SIGNS_NAN
+
+    def rounded(value: float) -> float:
+        if signs_nan and math.isnan(value):  # (copysign(1, -NaN) is -1: IEEE's, numpy's)
+            return math.copysign(CANONICAL_NAN, value)
+        return round_to_element(value, element)
+
+    operands = [np.array([rounded(v)], np.float64) for v in values]
     with np.errstate(all="ignore"):
-        return round_to_element(float(op_type.reference(*rounded)[0]), element)
+        return rounded(float(op_type.reference(*operands)[0]))
 
 
 class ElementwiseCanonicalization(HasCanonicalizationPatternsTrait):
@@ -653,6 +661,11 @@ class UnaryOp(IRDLOperation, ABC):
     ops, as an `.ew` expression of `x` (and `y`), `1 / (1 + exp(-x))`; None for a primitive
     (`erf`). A peer of `xfuse bench` without the function computes this instead."""
 
+    SIGNS_NAN: ClassVar[bool] = False
+    """Whether IEEE 754 fixes the sign of a NaN it gives (negate, abs, copySign; select passes
+    an operand through): folding keeps that sign (with the canonical payload), where it folds
+    any other NaN to the positive `CANONICAL_NAN` (`fold_literals`)."""
+
 
 class BinaryOp(IRDLOperation, ABC):
     """Base of the binary elementwise ops, broadcasting their operands to the result's shape.
@@ -689,6 +702,7 @@ class BinaryOp(IRDLOperation, ABC):
     PYTHON_NAME: ClassVar[str | None]  # see UnaryOp
     PYTHON_OPERATOR: ClassVar[str]  # see UnaryOp
     DEFINITION: ClassVar[str | None]  # see UnaryOp
+    SIGNS_NAN: ClassVar[bool] = False  # see UnaryOp
 
     def verify_(self) -> None:
         _verify_broadcasts_to(self, [self.lhs.type, self.rhs.type], self.result.type)
@@ -910,6 +924,7 @@ class NegOp(UnaryOp):
     ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
     PYTHON_NAME: ClassVar[str | None] = None
     PYTHON_OPERATOR: ClassVar[str] = "-{0}"
+    SIGNS_NAN: ClassVar[bool] = True
 
     reference = staticmethod(np.negative)
 
@@ -921,6 +936,7 @@ class AbsOp(UnaryOp):
     name = "ew.abs"
 
     ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    SIGNS_NAN: ClassVar[bool] = True
 
     reference = staticmethod(np.abs)
 
@@ -934,6 +950,7 @@ class CopysignOp(BinaryOp):
     name = "ew.copysign"
 
     ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED
+    SIGNS_NAN: ClassVar[bool] = True
 
     reference = staticmethod(np.copysign)
 
@@ -1273,6 +1290,7 @@ class SelectOp(IRDLOperation):
     ACCURACY: ClassVar[Accuracy] = CORRECTLY_ROUNDED  # exact: one of its operands
     PYTHON_NAME: ClassVar[str | None] = "where"  # numpy's name
     DEFINITION: ClassVar[str | None] = None  # a primitive, not a ufunc
+    SIGNS_NAN: ClassVar[bool] = True  # (see UnaryOp)
 
     reference = staticmethod(_where)
 
