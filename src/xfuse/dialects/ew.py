@@ -236,7 +236,8 @@ def format_shape(shape: Sequence[int]) -> str:
 
 CANONICAL_NAN: float = convert_u64_to_f64(0x7FF8000000000000)
 """The NaN folding produces and `nan` denotes: positive, quiet, no payload (numpy's NaN sign
-depends on the SIMD path the host runs, so folding never keeps it)."""
+depends on the SIMD path the host runs, so folding keeps it only where IEEE fixes it: an op
+that `SIGNS_NAN`)."""
 
 
 def format_float(value: float) -> str:
