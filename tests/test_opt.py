@@ -1051,6 +1051,28 @@ def test_debuginfo_of_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
     assert f'loc("{tmp_path}/\\\\udcffg.ew":1:7)' in done.stdout
 
 
+def test_llvm_target_prints_the_same_flags_in_every_process(tmp_path: Path) -> None:
+    """xDSL's `llvm` target listed fast-math flags in a frozenset's order, which the string
+    hash decides: each process printed its own order (`fmul afn contract`, `fmul contract
+    afn`). Now LLVM's, as mlir-translate prints them."""
+    program = tmp_path / "fmp.ew"
+    program.write_text("y = x * b + c / x;\n")
+    command = [sys.executable, "-m", "xfuse.tools.opt", str(program), "-t", "llvm"]
+    outputs = [
+        subprocess.run(
+            [*command, "-p", "xfuse-default{fastmath=fast}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout
+        for seed in range(1, 4)
+    ]
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert " = fmul reassoc nnan ninf nsz arcp contract afn float " in outputs[0]
+
+
 def test_a_string_left_open_is_an_error_at_once() -> None:
     """xDSL's lexer took time tripling with each 2 characters of a string literal left open
     (`@"aaaa...` on one line: minutes at 40 characters); the literal's escapes still read."""

@@ -33,6 +33,7 @@ from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 import xfuse
+from xfuse.dialects import xdsl_patches
 from xfuse.frontend.language import EwSyntaxError, parse_program
 from xfuse.tools.cli import naming_file, os_error_message, unrecognized_arguments
 from xfuse.tools.cli_warnings import command_line_warnings
@@ -328,6 +329,8 @@ class XfuseOptMain(xDSLOptMain):
             raise
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
+        if self.args.target == "llvm":
+            xdsl_patches.sort_llvm_flags()
         try:
             return super().output_resulting_program(prog)
         except (NotImplementedError, AssertionError) as error:
