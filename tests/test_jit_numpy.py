@@ -284,6 +284,13 @@ def aliased_mask(x: np.ndarray) -> np.ndarray:
     return k
 
 
+def mask_updated_by_a_wider_mask(x: np.ndarray) -> np.ndarray:
+    k = x > 0
+    k &= x.astype(np.float64) < 2  # (a float64 comparison: its mask was cast back to numbers)
+    k |= x > 2.5
+    return k
+
+
 def clipped_then_updated(x: np.ndarray) -> np.ndarray:
     t = np.clip(x, None, None)
     t += 1
@@ -292,12 +299,21 @@ def clipped_then_updated(x: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize(
     "function",
-    [aliased_sum, updated_list, updated_by_a_helper, aliased_mask, clipped_then_updated],
+    [
+        aliased_sum,
+        updated_list,
+        updated_by_a_helper,
+        aliased_mask,
+        mask_updated_by_a_wider_mask,
+        clipped_then_updated,
+    ],
 )
 def test_an_update_in_place_reaches_every_name_of_the_array(function: Callable[..., Any]) -> None:
     """`b = a; b += 1` left `a` as it was (the update made a new proxy, bound to `b` alone), and
     so did `o += 1` over a list and a helper's `t += 1`; `k2 &= m` had no in-place operator at
-    all. `np.clip(x, None, None)` is a copy, as numpy's: `+=` on it was refused as on `x`."""
+    all. `np.clip(x, None, None)` is a copy, as numpy's: `+=` on it was refused as on `x`. A
+    mask updated with a mask of a wider dtype was cast back to numbers, returned as 1.0 and 0.0
+    (and `k |= ...` then refused)."""
     x = np.float32([1.5, -2.25, 3.0])
     got, want = xfuse.jit(function)(x), function(x.copy())
     for g, w in zip(*((got, want) if isinstance(want, tuple) else ((got,), (want,))), strict=True):

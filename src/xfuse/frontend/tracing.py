@@ -463,9 +463,10 @@ class Traced:
                 "in place (numpy: non-broadcastable output operand); write `y = y "
                 f"{operator} ...`"
             )
+        mask = result.mask  # (a mask's 1 and 0 convert exactly: `m &= y > 0` of f64 y stays one)
         if result.dtype != self.dtype:
             result = result.astype(self.dtype)
-        self.value, self.mask = result.value, result.mask
+        self.value, self.mask = result.value, mask
         return self
 
     def __iadd__(self, other: Any) -> Traced:
