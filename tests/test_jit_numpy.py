@@ -484,7 +484,20 @@ def test_a_number_passed_for_an_array_says_how_to_pass_it() -> None:
     x = np.float32([1, 2])
     with pytest.raises(TypeError, match="got float; .* default, a closure or with functools"):
         xfuse.jit(scaled)(x, 3.0)
-    np.testing.assert_array_equal(xfuse.jit(functools.partial(scaled, scale=3.0))(x), x * 3)
+    partial = xfuse.jit(functools.partial(scaled, scale=3.0))
+    np.testing.assert_array_equal(partial(x), x * 3)
+    # Its errors and repr name the partial's function (they raised AttributeError: a partial,
+    # as a callable object, has no __name__), a callable object its type.
+    with pytest.raises(xfuse.ArgumentTypeError, match=r"^scaled\(\): missing a required argument"):
+        partial()
+    assert repr(partial).startswith("<xfuse.jit scaled(a, *, scale=3.0): ")
+
+    class Scaled:
+        def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            return a * b
+
+    with pytest.raises(xfuse.ArgumentError, match=r"^Scaled\(\): arguments of shapes 'a' \(2,\)"):
+        xfuse.jit(Scaled())(x, np.ones(3, np.float32))
 
 
 @pytest.mark.parametrize(

@@ -50,19 +50,29 @@ _Plain = tuple[Kernel, bool, tuple[bool, ...]]
 sequence of one array), and which results are numpy booleans (`JitFunction.booleans`)."""
 
 
+def _function_name(function: Callable[..., Any]) -> str:
+    """`function`'s name: a partial's function's (`f` of `functools.partial(f, alpha=0.2)`, as
+    jit's own errors suggest), else its type's (a callable object)."""
+    while isinstance(function, functools.partial):
+        function = function.func
+    return getattr(function, "__name__", None) or type(function).__name__
+
+
 class JitFunction:
     """A traced-and-compiled Python function; one `Kernel` per signature, found by the exact
     dtypes and shapes of a call's arrays once it has been called with them."""
 
     def __init__(self, function: Callable[..., Any], options: Options, threads: int):
         self.function = function
+        self.name = _function_name(function)
+        """What errors call the function (a partial or callable object has no `__name__`)."""
         self.options = options
         self.threads = threads
         self.signature = inspect.signature(function)
         """The function's own signature, which binds a call's arrays."""
         if "out" in self.signature.parameters:
             raise TypeError(
-                f"{function.__name__}(): a jit function cannot have a parameter named 'out': "
+                f"{self.name}(): a jit function cannot have a parameter named 'out': "
                 "out= takes the output buffers"
             )
         self.kernels: dict[tuple[Any, ...], Kernel] = {}
@@ -106,7 +116,7 @@ class JitFunction:
 
     def __repr__(self) -> str:
         return (
-            f"<xfuse.jit {self.function.__name__}{self.signature}: "
+            f"<xfuse.jit {self.name}{self.signature}: "
             f"{len(self._compiled())} compiled, {self.options}, "
             f"threads={self.threads}>"
         )
@@ -146,7 +156,7 @@ class JitFunction:
             # outer function's options), as a plain function would
             if out is not None:
                 raise TypeError(
-                    f"{self.function.__name__}(..., out=) inside @xfuse.jit: the traced function "
+                    f"{self.name}(..., out=) inside @xfuse.jit: the traced function "
                     "returns its results; drop out="
                 )
             return self.function(*args, **kwargs)
@@ -154,7 +164,7 @@ class JitFunction:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as error:
             mistake = keyword_mistake(self.signature, len(args), kwargs) or error
-            raise ArgumentTypeError(f"{self.function.__name__}(): {mistake}") from None
+            raise ArgumentTypeError(f"{self.name}(): {mistake}") from None
         # An array default (`def f(x, b=np.zeros(4))`) is an argument, as in numpy: the kernel
         # reads it (a number's or numpy scalar's default stays a constant of the trace). In the
         # signature's order, whichever way the call names them: one kernel per signature.
@@ -168,7 +178,7 @@ class JitFunction:
             if kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
                 stars = "*" if kind is inspect.Parameter.VAR_POSITIONAL else "**"
                 raise ArgumentTypeError(
-                    f"{self.function.__name__}(): arrays passed through {stars}{name} cannot be "
+                    f"{self.name}(): arrays passed through {stars}{name} cannot be "
                     "traced (each array is an input of the kernel by its own name): name each "
                     "array parameter (def f(x, y))"
                 )
@@ -223,7 +233,7 @@ class JitFunction:
         except ValueError:  # (the kernel's check said "or be declared 1", which a trace does)
             shapes = ", ".join(f"'{name}' {a.shape}" for name, a in arrays.items())
             raise ArgumentError(
-                f"{self.function.__name__}(): arguments of shapes {shapes} do not broadcast "
+                f"{self.name}(): arguments of shapes {shapes} do not broadcast "
                 "together: a jit function's arrays are one loop's, so they broadcast as numpy's "
                 "operands do (those it does not read too)"
             ) from None
@@ -277,7 +287,7 @@ class JitFunction:
             else:
                 got = f"a {kind} holding {_described(bad[0])}" if bad else f"an empty {kind}"
             raise TypeError(
-                f"{self.function.__name__}() returned {got}: it must return an array computed "
+                f"{self.name}() returned {got}: it must return an array computed "
                 "from its arguments, or a tuple or list of them"
             )
         booleans = tuple(r.mask for r in results) if any(r.mask for r in results) else ()
