@@ -576,6 +576,16 @@ def test_rounding_traces_as_numpy_rounds(program: Callable[[Any], Any]) -> None:
         assert_same(xfuse.jit(program)(x), program(x))
 
 
+@pytest.mark.parametrize("decimals", [24, 25, 38, 300, -25])
+def test_rounding_to_many_decimals_scales_by_numpys_power_of_ten(decimals: int) -> None:
+    """numpy multiplies 1e9 by 10 one step at a time, inexact from 1e25 on: the correctly
+    rounded 10.0**decimals gave other bits in float64 (113 of 2,000 at 38 decimals)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(2000) * 10 ** rng.uniform(-5, 8, 2000)
+    with np.errstate(all="ignore"):
+        assert_same(xfuse.jit(lambda a: np.round(a, decimals))(x), np.round(x, decimals))
+
+
 @pytest.mark.parametrize(
     ("program", "message"),
     [

@@ -234,6 +234,20 @@ _MASKS_ONLY = (
 """What a traced comparison's result is for (numpy's booleans; xfuse's masks are 1 and 0)."""
 
 
+def _power_of_ten(n: int) -> float:
+    """10**n as numpy's `round` makes it: exact up to 1e9, then multiplied by 10 one step at a
+    time, inexact from 1e25 on (the correctly rounded 10.0**n gave other bits of `np.round(x,
+    25)` and beyond in float64); inf past the largest float (its result is then NaN)."""
+    if n <= 9:
+        return 10.0**n
+    power = 1e9
+    for _ in range(n - 9):
+        power *= 10.0
+        if power == math.inf:
+            break
+    return power
+
+
 class Traced:
     """A value of the function being traced; arithmetic on it records `ew` ops.
 
@@ -668,10 +682,7 @@ class Traced:
             raise TypeError(f"round(x, decimals): decimals must be an integer, not {decimals!r}")
         if decimals == 0:
             return self.apply(ew.RintOp, self)
-        try:
-            scale = 10.0 ** abs(int(decimals))
-        except OverflowError:  # numpy's power of ten is then inf, and its result NaN
-            scale = float("inf")
+        scale = _power_of_ten(abs(int(decimals)))
         if decimals > 0:
             return self.apply(ew.RintOp, self * scale) / scale
         return self.apply(ew.RintOp, self / scale) * scale
