@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -116,6 +118,26 @@ def test_np_clip_traces_to_max_and_min() -> None:
     ]
     for program in programs:
         np.testing.assert_array_equal(xfuse.jit(program)(x, bound), program(x, bound))
+
+
+@pytest.mark.parametrize(
+    ("program", "message"),
+    [
+        (lambda a: np.clip(a > 0, 0.0, 1.0), r"a comparison's result is a boolean mask"),
+        (lambda a: np.clip(a, a > 0, 1.0), r"a comparison's result is a boolean mask"),
+        (lambda a: np.clip(a, [0.0, 1.0], 1.0), r"cannot combine a traced array with list"),
+        (lambda a: np.clip(a, a_max=1.0), r"missing 1 required positional argument: 'a_min'"),
+        (lambda a: np.clip(a, 0, 1, min=0), r"Passing `min` or `max` keyword argument when"),
+    ],
+)
+def test_np_clip_of_what_does_not_trace_says_why(
+    program: Callable[[np.ndarray], Any], message: str
+) -> None:
+    """numpy retries a TypeError of the array's `clip` on `np.asarray` of it: each said "a traced
+    array has no data to make a numpy array", not what was wrong; numpy's own argument errors
+    stay numpy's."""
+    with pytest.raises((TypeError, ValueError), match=message):
+        xfuse.jit(program)(np.float32([-1.0, 2.0]))
 
 
 def test_python_math_on_a_traced_array_says_what_to_use() -> None:

@@ -205,6 +205,9 @@ _KEYWORD_HINTS = {
 
 _CLIP_PARAMETERS = frozenset({"a", "a_min", "a_max", "min", "max", "out"})
 """The keywords of np.clip that trace (`out` only as None: checked apart)."""
+_CLIP_BOUNDS = frozenset({(), ("a_min", "a_max"), ("min",), ("max",), ("min", "max")})
+"""The bounds np.clip takes by name, as numpy's clip allows them (its older `a_min` and `a_max`
+both, or the array API's `min` or `max`); numpy says what is wrong with any other."""
 
 
 def _keywords_not_traced(function: str, keywords: list[str]) -> TypeError:
@@ -611,6 +614,12 @@ class Traced:
             keywords = [k for k in kwargs if k not in _CLIP_PARAMETERS]
             if out is not None or keywords:
                 raise _keywords_not_traced("clip", ["out"] * (out is not None) + keywords)
+            bound = inspect.signature(func).bind(*args, **kwargs).arguments
+            given = tuple(name for name in ("a_min", "a_max", "min", "max") if name in bound)
+            if isinstance(bound["a"], Traced) and given in _CLIP_BOUNDS:
+                # its own error, where numpy's retry of a TypeError on an object array hid it
+                low = bound.get("a_min", bound.get("min"))
+                return bound["a"].clip(low, bound.get("a_max", bound.get("max")))
             return cast(Any, func)._implementation(*args, **kwargs)
         if func in _ROUNDING_FUNCTIONS or func is np.fix:
             parameters = inspect.signature(func).bind(*args, **kwargs).arguments
