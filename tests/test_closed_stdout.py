@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from xfuse.tools.closed_stdout import SIGPIPE_STATUS
+from xfuse.tools.closed_stdout import INTERRUPTED_STATUS, SIGPIPE_STATUS, exit_status
 
 ROOT = Path(__file__).parents[1]
 GELU = str(ROOT / "examples" / "gelu.ew")
@@ -130,6 +130,39 @@ def test_a_command_started_without_stdout_says_so(command: list[str], message: s
     done = run_without_stdio(command, 1)
     assert done.returncode == 1
     assert done.stderr == f"{message} (it was closed)\n"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[*XFUSE, "cost", "missing.ew", "--json"], [*XFUSE_OPT, "missing.ew"]],
+    ids=["xfuse", "xfuse-opt"],
+)
+def test_a_command_started_without_stderr_keeps_its_errors_out_of_stdout(
+    command: list[str],
+) -> None:
+    """With no `sys.stderr` (`2>&-`), `print(..., file=sys.stderr)` wrote the error into stdout:
+    the JSON or IR file a script redirected stdout to held it. Now it goes nowhere, as `cat`'s
+    does, and the status still says so."""
+    done = subprocess.run(
+        command,
+        preexec_fn=lambda: os.close(2),
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+
+
+def test_ctrl_c_ends_a_command_with_status_130_and_no_traceback() -> None:
+    """A KeyboardInterrupt in Python code (the lecture's numpy rows, a pass) printed a traceback;
+    `mlir-opt` and `cat` end quietly, with the status a shell gives a command SIGINT ended."""
+
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    assert exit_status(interrupted) == INTERRUPTED_STATUS == 130
 
 
 def test_a_file_output_needs_no_stdout(tmp_path: Path) -> None:

@@ -51,12 +51,20 @@ class _NoStdout(io.TextIOBase):
         raise OSError(errno.EBADF, "no standard output to write to (it was closed)")
 
 
+INTERRUPTED_STATUS = 128 + signal.SIGINT
+"""130: the status a shell reports for a command that Ctrl-C (SIGINT) ended."""
+
+
 def exit_status(run: Callable[[], int]) -> int:
     """`run()`'s exit status, stdout flushed here (also before an exception or a `SystemExit`,
     `--help`'s), where a closed pipe is caught: at exit it was not. `SIGPIPE_STATUS`, with no
-    message, where the reader of stdout went away."""
+    message, where the reader of stdout went away; `INTERRUPTED_STATUS`, with no traceback,
+    where Ctrl-C stopped it (as `mlir-opt` and `cat`). Without a stderr (`2>&-`) messages go
+    nowhere: Python's `print(..., file=None)` wrote them into stdout, the command's output."""
     if sys.stdout is None:
         sys.stdout = _NoStdout()
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (for the process's life)
     try:
         try:
             return run()
@@ -64,6 +72,8 @@ def exit_status(run: Callable[[], int]) -> int:
             sys.stdout.flush()
     except BrokenPipeError:
         return stdout_closed()
+    except KeyboardInterrupt:
+        return INTERRUPTED_STATUS
 
 
 @functools.cache
