@@ -1003,6 +1003,8 @@ def test_cli_without_command_prints_usage(capsys: pytest.CaptureFixture[str]) ->
         (["bench", "--expr", "x", "--peer"], "--peer (did you mean --peers?)"),
         (["lecture", "--rep", "1"], "--rep (did you mean --repeat?) 1"),
         (["cost", str(GELU), "--dev", "h100"], "--dev (did you mean --device?) h100"),
+        # after `--` an option is a positional: no hint (it said "--json (did you mean --json?)")
+        (["cost", str(GELU), "--", "--json"], "--json"),
     ],
 )
 def test_unknown_arguments_are_the_subcommands_usage_error(
