@@ -509,6 +509,16 @@ def test_split_ew_source_reports_the_files_lines(tmp_path: Path) -> None:
         f'%b = ew.mul %x, %0 : tensor<?xf32>, tensor<f32> -> tensor<?xf32> loc("{path}":3:7)'
         in (second)
     )
+    # --parsing-diagnostics prints a chunk's error and goes on, status 0, as for `.mlir` (for
+    # `.ew` it did nothing: status 1, the chunks after the bad one never printed).
+    path.write_text("a = x * 2;\n// -----\nb = y + ;\n// -----\nc = exp(z);\n")
+    diagnosed = run_in_process([str(path), "--split-input-file", "--parsing-diagnostics"])
+    assert (diagnosed.returncode, diagnosed.stderr) == (0, "")
+    chunks = diagnosed.stdout.split("// -----\n")
+    assert (
+        chunks[1] == f"{path}:3:9: error: expected an expression, found ';'\nb = y + ;\n        ^\n"
+    )
+    assert "%c = ew.exp %z : tensor<?xf32>" in chunks[2]
 
 
 @pytest.mark.parametrize(

@@ -309,7 +309,13 @@ class XfuseOptMain(xDSLOptMain):
         if (self.args.frontend or file_extension) != "mlir":
             if start_offset:  # a later chunk of --split-input-file: lines as the file's
                 chunk = io.BytesIO(b"\n" * start_offset + chunk.read())
-            return super().parse_chunk(chunk, file_extension, start_offset)
+            try:
+                return super().parse_chunk(chunk, file_extension, start_offset)
+            except EwSyntaxError as error:
+                if not self.args.parsing_diagnostics:
+                    raise
+                print(error)  # as xDSL prints a ParseError (to stdout), then the next chunk
+                return None
         text = chunk.read().decode(errors="replace")
         try:
             self._parser = _LocatingParser(self.ctx, text, self.get_input_name(), start_offset)
