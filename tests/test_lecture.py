@@ -476,6 +476,13 @@ def test_numpy_on_a_program_with_no_op_moves_no_bytes() -> None:
     assert [cell.strip() for cell in per_op.split("│")[5:8]] == ["-", "-", "-"]
 
 
+def test_the_traffic_demo_of_a_0d_program_names_its_shape() -> None:
+    """Its decode size was "()" ("at decode size () they are 100%"), where the header says
+    0-d."""
+    demo = lecture.demo_traffic(lecture.load_program("input s[]; out = s + 1;", "scalar.ew"))
+    assert any("at decode size (0-d) they are" in line for line in demo.observations)
+
+
 def test_measure_demo_needs_every_variant(program: tuple[str, lecture.Program]) -> None:
     _, loaded = program
     demo = fixed_demo(loaded, SCENARIOS["readme"])

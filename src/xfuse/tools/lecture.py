@@ -365,7 +365,7 @@ def _traffic_observations(demo: TrafficDemo, program: Program) -> list[str]:
             + (" An elementwise program's time is its bytes." if memory_bound else "")
         ]
     launch_share = unfused.launch_time_s / unfused.time_s if unfused.time_s else 0.0
-    decode = "x".join(str(d) for d in demo.decode_shape)
+    decode = "x".join(str(d) for d in demo.decode_shape) or "0-d"  # (as the header says)
     verdict = "the main cost" if demo.decode_launch_share > 0.5 else "not the main cost"
     launches = (
         f"Fusion also cuts launches from {unfused.kernels} to {fused.kernels}. At this size "
