@@ -76,6 +76,10 @@ def test_program_source() -> None:
         assert bench.program_source(comparison) == f"out = {comparison};"
     assert bench.program_source("input x; output x;") == "input x; output x;"
     assert bench.program_source("input_gain * x") == "out = input_gain * x;"
+    # an input named `input` or `output` (the keyword only where a name follows it)
+    for expression in ("input * 2", "output - input", "input\n* 2"):
+        assert bench.program_source(expression) == f"out = {expression};"
+    assert bench.program_source("input\nx;") == "input\nx;"
 
 
 def test_a_sweep_reports_the_elements_it_measured_and_no_share_of_another_traffic() -> None:

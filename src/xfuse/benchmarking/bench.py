@@ -43,9 +43,10 @@ from xfuse.runtime.arrays import numpy_dtype
 from xfuse.transforms.options import CpuMath
 from xfuse.transforms.pipeline import apply_pipeline, only_function
 
-_STATEMENT = re.compile(r"(?<![<>=!])=(?!=)|^\s*(?:input|output)\b")
+_STATEMENT = re.compile(r"(?<![<>=!])=(?!=)|^\s*(?:input|output)\s+[A-Za-z_]", re.MULTILINE)
 """What only a program's statements hold: an assignment's `=` (not a comparison's: `x >= y` is an
-expression), or a declaration."""
+expression), or a declaration (`input` followed by a name: `input * 2` reads an input so named,
+as the language takes the keyword)."""
 
 
 def program_source(expression: str) -> str:
@@ -56,7 +57,7 @@ def program_source(expression: str) -> str:
     code = [line.partition("#")[0] for line in lines]
     if not any(line.strip() for line in code):
         return expression  # nothing to complete: the parser reports an empty program
-    if not any(_STATEMENT.search(line) for line in code):
+    if not _STATEMENT.search("\n".join(code)):  # (a declaration may span lines)
         lines[0] = f"out = {lines[0]}"
     last = max(i for i, line in enumerate(lines) if line.partition("#")[0].strip())
     code, hash_, comment = lines[last].partition("#")
