@@ -386,6 +386,21 @@ def test_a_local_jit_function_with_boolean_results_pickles_them() -> None:
     np.testing.assert_array_equal(loaded(x), [True, False])
 
 
+@pytest.mark.parametrize(
+    ("condition", "value"),
+    [("1e-50", 1e-50), ("1e-30 * 1e-30", 1e-60), ("0/0", math.nan), ("-0.0", -0.0), ("0", 0.0)],
+)
+def test_a_literal_condition_is_tested_as_numpy_tests_a_python_number(
+    condition: str, value: float
+) -> None:
+    """In float64, whatever the arms' dtype: `select(1e-50, x, y)` of f32 arms tested 1e-50 in
+    f32, 0, and picked y where numpy's `where` picks x (so did two literal arms, folded)."""
+    x = np.ones(3, np.float32)
+    want = np.where(value, x, -x)
+    np.testing.assert_array_equal(xfuse.compile(f"z = select({condition}, x, y);")(x=x, y=-x), want)
+    assert xfuse.compile(f"z = select({condition}, 1, 2);")() == np.where(value, 1.0, 2.0)
+
+
 def test_select_takes_three_arguments_and_comparisons_one_operator_each() -> None:
     with pytest.raises(EwSyntaxError, match=r"'select' takes 3 arguments, got 2"):
         xfuse.compile("out = select(x, y);")

@@ -36,6 +36,7 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     DictionaryAttr,
     Float16Type,
+    Float64Type,
     LocationAttr,
     ModuleOp,
     StringAttr,
@@ -292,7 +293,13 @@ class FunctionBuilder:
 
         `ew.select` has its arms' dtype, as numpy's `where` (its condition's where both are
         weak): a condition of another dtype is tested against 0 in its own first (a float64
-        1e-300 is true, and 0 in float32), unless it is a comparison's 1 or 0."""
+        1e-300 is true, and 0 in float32), unless it is a comparison's 1 or 0; a weak one (a
+        literal) in float64, as numpy tests a Python number."""
+        if op_type is ew.SelectOp and isinstance(args[0], Weak):
+            # numpy tests a Python number as a float64 (`np.where(1e-50, x, y)` is x; in f32,
+            # the arms' dtype, 1e-50 was 0), a NaN as true
+            nonzero = args[0].value_in(Float64Type()) != 0
+            args = (self.literal(1.0 if nonzero else 0.0), *args[1:])
         arrays = [a for a in args if not isinstance(a, Weak)]
         if not arrays:
             return Weak(op_type=op_type, operands=cast(tuple[Weak, ...], args))
