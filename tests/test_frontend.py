@@ -205,6 +205,20 @@ def test_the_default_output_has_the_name_it_is_assigned_to(source: str) -> None:
     assert ParsedProgram(source, None, FunctionBuilder()).output_names == ["out"]
 
 
+def test_declared_inputs_come_first_wherever_they_are_declared() -> None:
+    """As documented: declared inputs first, in declaration order, then the undeclared ones in
+    order of first use. A declaration after a statement that read an undeclared input made the
+    declared one the second argument, and a positional call bound the arrays the other way."""
+    kernel = xfuse.compile("y = a * 10; input b; z = b + y;")
+    assert str(kernel.signature) == "(b: float32[?], a: float32[?]) -> (z: float32[?])"
+    ones, zeros = np.ones(2, np.float32), np.zeros(2, np.float32)
+    np.testing.assert_array_equal(kernel(ones, zeros), ones)  # b = 1, a = 0
+    mixed = xfuse.compile("input f64 c[n]; y = a * 10 + q; input b[n]; z = b + y + c;")
+    assert [p.name for p in mixed.function.inputs] == ["c", "b", "a", "q"]
+    (function,) = mixed.ir("frontend").split("func.func @main(")[1:]
+    assert function.startswith('%c: tensor<?xf64> {ew.dims = ["n"]}, %b: tensor<?xf32> {ew.dims')
+
+
 def test_output_declarations_name_the_results_in_order(evaluate_float64: Evaluate) -> None:
     source = "output y, h;\nh = x + b;\ny = h * h;\nz = y - 1;\noutput x;"
     parsed = ParsedProgram(source, None, FunctionBuilder())

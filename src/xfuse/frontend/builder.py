@@ -43,7 +43,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     UnknownLoc,
 )
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import element_type_for, promote
@@ -209,7 +209,7 @@ class FunctionBuilder:
         self.default_shape = tuple(default_shape)
         self.function_name = function_name
         self.block = Block()
-        self.inputs: dict[str, SSAValue] = {}
+        self.inputs: dict[str, BlockArgument] = {}
         self.input_dims: dict[str, tuple[str, ...]] = {}
         self.conversions: dict[tuple[SSAValue, Attribute], SSAValue] = {}
         self.constants: dict[tuple[bytes, Attribute], SSAValue] = {}
@@ -236,9 +236,14 @@ class FunctionBuilder:
         return tuple(self.shapes.get(name, self.default_shape))
 
     def input(
-        self, name: str, element: Attribute | None = None, shape: ShapeSpec | None = None
+        self,
+        name: str,
+        element: Attribute | None = None,
+        shape: ShapeSpec | None = None,
+        position: int | None = None,
     ) -> SSAValue:
-        """The argument `name`, added on first use (with `element`/`shape` if given)."""
+        """The argument `name`, added on first use (with `element`/`shape` if given), last or
+        at `position` (a declared input, before the undeclared ones read so far)."""
         if name not in self.inputs:
             shape = self.input_shape(name) if shape is None else tuple(shape)
             for dim in shape:
@@ -247,10 +252,13 @@ class FunctionBuilder:
                         f"input '{name}': dimension {dim} is out of range (0 to {MAX_DIM})"
                     )
             type_ = tensor_type(element or self.input_element(name), shape)
-            argument = self.block.insert_arg(type_, len(self.block.args))
+            last = len(self.block.args)
+            argument = self.block.insert_arg(type_, last if position is None else position)
             argument.location = self.location
             name_value(argument, name)
             self.inputs[name] = argument
+            if position is not None and position < last:  # (`finish` takes them in this order)
+                self.inputs = dict(sorted(self.inputs.items(), key=lambda item: item[1].index))
             if (names := dim_names(shape)) is not None:
                 self.input_dims[name] = names
         return self.inputs[name]

@@ -523,7 +523,8 @@ class _Parser:
             )
         self.declared_at[text] = name.offset
         self.at(name)
-        builder.input(text, element, shape)
+        # after the inputs declared so far, before the undeclared ones (`y = a; input b;`)
+        builder.input(text, element, shape, position=len(self.declared_at) - 1)
 
     @contextmanager
     def nesting(self) -> Iterator[None]:
