@@ -541,6 +541,10 @@ def test_bandwidth_plot_is_titled_by_name(gelu: Gelu) -> None:
         "input c[]; out = sigmoid(c);",  # numpy's 0-d ufunc result is a scalar: no out= next
         "input c[]; out = rsqrt(c);",
         "input y[3]; out = exp(x) + y;",  # y's 3 fixes x's ? (it was measured at the size)
+        # a dim name on two axes: one size (each axis was sized alone, and the call refused
+        # "dim 'd' is 4096 in input 'x' but 1 in input 'y'")
+        "input x[t, t]; out = x * 2;",
+        "input x[d], y[d, 1]; out = x + y;",
     ],
 )
 def test_programs_of_0_d_or_fixed_1_d_inputs_are_measured(expression: str) -> None:

@@ -670,6 +670,9 @@ def test_cli_takes_an_empty_shape(capsys: pytest.CaptureFixture[str]) -> None:
         ("input x[4, 1, 8]; input y[8];\nout = x * 2 + y;\n", [], [4, 1, 8]),
         ("out = x * 2 + y;\n", ["--input-shape", "x=a,b,c"], [1, 4096, 14336]),
         ("out = x * 2 + y;\n", ["--input-shape", "x=4,8"], [4, 8]),
+        ("input x[t, t];\ny = x * 2;\n", [], [4096, 4096]),
+        ("input x[d], y[d, 1];\nz = x + y;\n", [], [4096, 4096]),
+        ("input x[d, 8], y[d];\nz = x + y;\n", [], [8, 8]),
     ],
 )
 def test_cli_default_shape_fits_the_program(

@@ -327,9 +327,9 @@ def fitted_problem_shape(function: func.FuncOp, shape: tuple[int, ...]) -> tuple
     """`shape` (a default problem, the lecture's [t, d]) as `function`'s: as it is for a
     function of at most its dims (the cost model folds it over flat tensors), after 1s for one
     of more (RoPE's [t, h, d]: 1 x 4096 x 14336, the same elements), with each dim the program
-    fixes (`input x[4, 8];`) at its size (1 where every dim there is a static 1), and () for a
-    0-d program (both were errors: the shape has 2 dims, or does not broadcast to the
-    program's)."""
+    fixes (`input x[4, 8];`) at its size (1 where every dim there is a static 1), the axes of
+    one dim name at one size (`ew.tie_named_dims`), and () for a 0-d program (both were
+    errors: the shape has 2 dims, or does not broadcast to the program's)."""
     values = [*function.args, *(r for op in function.walk() for r in op.results)]
     shapes = [v.type.get_shape() for v in values if isinstance(v.type, TensorType | MemRefType)]
     rank = max(map(len, shapes), default=0)
@@ -342,9 +342,10 @@ def fitted_problem_shape(function: func.FuncOp, shape: tuple[int, ...]) -> tuple
     # an axis of static 1s only is 1 (`x[4, 1] + y[3]`'s middle one was taken at 4096)
     fixed |= {axis: 1 for axis in range(rank) if axis not in fixed and axis not in dynamic}
     if rank <= len(shape) and not fixed:
-        return shape
+        return ew.tie_named_dims(function.args, shape, fixed)
     dims = (1,) * (rank - len(shape)) + shape if rank > len(shape) else ew.fold_shape(shape, rank)
-    return tuple(fixed.get(axis, size) for axis, size in enumerate(dims))
+    sized = tuple(fixed.get(axis, size) for axis, size in enumerate(dims))
+    return ew.tie_named_dims(function.args, sized, fixed)
 
 
 def _problem_shape(

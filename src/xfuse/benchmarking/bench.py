@@ -95,7 +95,8 @@ def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
     get n; declared N-D ones rows x `ROW_LENGTH` (the lecture's d_ff, at most n), with
     `MIDDLE_SIZE` in each axis between (3-d and up, where n has room for rows of 64), static
     dims as declared (a `1` broadcasts: RoPE's tables `[t, 1, d]` over the heads) and the free
-    ones sized for n with them (`x[t, 8]` at 2^12 is 512 x 8; `x[4, d]` 4 x 1024)."""
+    ones sized for n with them (`x[t, 8]` at 2^12 is 512 x 8; `x[4, d]` 4 x 1024), the axes of
+    one dim name at one size (`x[t, t]`: the smaller)."""
 
     args = only_function(module).args
     shapes = [ew.shape_of(a) for a in args]
@@ -111,7 +112,8 @@ def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
         dims[-1] = max(1, min(columns, ROW_LENGTH) if free_rows else columns)
     if free_rows:
         dims[0] = max(1, n // math.prod(dims[1:]))
-    return {str(input_name(a)): ew.bind_shape(a.type, tuple(dims)) for a in args}
+    tied = ew.tie_named_dims(args, dims, fixed)  # (`x[t, t]`: one size for t)
+    return {str(input_name(a)): ew.bind_shape(a.type, tied) for a in args}
 
 
 ROW_LENGTH = 14336

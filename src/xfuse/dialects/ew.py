@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 from abc import ABC
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -348,6 +348,29 @@ def fixed_dims(shapes: Sequence[Sequence[int]]) -> dict[int, int]:
         for axis, size in enumerate(shape)
         if size not in (1, DYNAMIC_INDEX)
     }
+
+
+def tie_named_dims(
+    arguments: Sequence[BlockArgument], dims: Sequence[int], fixed: Mapping[int, int]
+) -> tuple[int, ...]:
+    """`dims`, a problem shape sized axis by axis (right-aligned over `arguments`), with the
+    axes of one dim name at one size: the size `fixed` gives one of them, else the smallest. A
+    name on two axes (`x[t, t]`, `x[d] + y[d, 1]`) was given two sizes, which the call then
+    refused ("dim 'd' is 14336 in input 'x' but 4096 in input 'y')."""
+    axes_of: dict[str, set[int]] = {}
+    for argument in arguments:
+        names = declared_dims(argument) or ()
+        for axis, name in enumerate(names):
+            if name != "?" and not name.isdigit():  # (a static size is no name)
+                axes_of.setdefault(name, set()).add(len(dims) - len(names) + axis)
+    tied = list(dims)
+    for axes in axes_of.values():
+        if len(axes) > 1:
+            given = [fixed[axis] for axis in sorted(axes) if axis in fixed]
+            size = given[0] if given else min(tied[axis] for axis in axes)
+            for axis in axes:
+                tied[axis] = size
+    return tuple(tied)
 
 
 @lru_cache(maxsize=1024)
