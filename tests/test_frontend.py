@@ -401,6 +401,12 @@ def test_a_constant_expression_is_computed_in_the_dtype_it_meets() -> None:
         ("input f32 x; out = x * bf16(0.1);", 0.10009765625),  # 0.1 rounded to bf16
         ("input f32 x; out = x * f32(bf16(0.1));", 0.10009765625),
         ("input f64 x; out = x * f32(0.1);", float(np.float32(0.1))),
+        # Rounded once from float64, as numpy's constructors round (ml_dtypes.bfloat16(c) is
+        # 1.0078125): bf16 rounded via f32, 1.0; an expression of literals in float64, as
+        # Python computes it (np.float16(300 * 300 / 1000) is 90; step by step in f16, inf).
+        (f"input f32 x; out = x * bf16({1 + 2**-8 + 2**-40!r});", 1.0078125),
+        (f"input f32 x; out = x * bf16(f64({1 + 2**-8 + 2**-40!r}));", 1.0078125),
+        ("input f32 x; out = x * f16(300 * 300 / 1000);", 90.0),
     ],
 )
 def test_an_explicit_conversion_of_a_literal_is_kept(source: str, want: float, fuse: bool):

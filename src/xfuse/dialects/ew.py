@@ -505,6 +505,18 @@ def round_to_element(value: float, type_: Attribute) -> float:
         return float(np.float32(value))
 
 
+def round_once(value: float, type_: Attribute) -> float:
+    """`value`, an f64, converted to a float element type (or a tensor's) as `ew.convert` and
+    numpy's `astype` convert it: rounded once, f64 to bf16 too (`round_to_element` rounds bf16
+    via f32, as a kernel rounds an op's f32 result: 1 + 2**-8 + 2**-40 became 1, not 1.0078125);
+    any NaN `CANONICAL_NAN`."""
+    element = type_ if isinstance(type_, FLOAT_ELEMENT_TYPES) else element_type(type_)
+    if math.isnan(value) or not isinstance(element, BFloat16Type):
+        return round_to_element(value, element)
+    with np.errstate(all="ignore"):
+        return float(numpy_dtype("bfloat16").type(value))
+
+
 class ElementwiseFolder(HasFolder):
     """Folds an elementwise op whose operands are all constants (computed in float64, rounded).
 
@@ -1427,7 +1439,7 @@ class ConvertFolder(HasFolder):
         if value is None:
             return None
         source = round_to_element(value, op.operand.type)  # the literal as the operand holds it
-        return (FloatAttr(round_to_element(source, op.result.type), Float64Type()),)
+        return (FloatAttr(round_once(source, op.result.type), Float64Type()),)
 
 
 @irdl_op_definition

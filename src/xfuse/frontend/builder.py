@@ -283,8 +283,11 @@ class FunctionBuilder:
         """`value` as `element`: an `ew.convert` (made once per value), or a weak value made a
         constant of `element` (strongly typed from then on: an explicit conversion). An
         `explicit` conversion (`f16(...)`, `.astype`) of an f16 or bf16 value to its own type
-        is one too: it rounds what a kernel holds in f32 (`ew.ConvertOp`)."""
+        is one too: it rounds what a kernel holds in f32 (`ew.ConvertOp`). An explicit one of a
+        weak value rounds its float64 value once, as numpy's `np.float16(...)` does."""
         if isinstance(value, Weak):
+            if explicit:
+                value = self.literal(ew.round_once(value.value_in(Float64Type()), element))
             return self.materialize(value, element)
         if ew.element_type(value.type) == element and not (
             explicit and isinstance(element, Float16Type | BFloat16Type)
