@@ -68,8 +68,8 @@ def dtype_of(element: Attribute) -> str:
 def promote(a: Attribute, b: Attribute) -> Attribute:
     """The element type two operands meet in, by numpy's promotion rules.
 
-    Equal types stay; f64 wins over everything, f32 over f16 and bf16; f16 with bf16 gives f32
-    (numpy with ml_dtypes has no common type for them; this is JAX's choice).
+    Equal types stay; f64 wins over everything, f32 over f16 and bf16; f16 with bf16 gives f32,
+    as numpy with ml_dtypes 0.7 (`np.result_type(np.float16, bfloat16)`) and JAX give it.
     """
     from xdsl.dialects.builtin import Float32Type, Float64Type
 
