@@ -502,6 +502,14 @@ def test_split_ew_source_reports_the_files_lines(tmp_path: Path) -> None:
     path.write_text("a = x;\n// -----\nb = $;\n")
     failed = run_in_process([str(path), "--split-input-file"])
     assert failed.returncode == 1 and failed.stderr.startswith(f"{path}:3:5: error:")
+    # lines that end in a lone `\r` (or `\r\n`), as the language takes them: xDSL counted the
+    # `\n`s before a chunk (line 3 here, for the file's 7)
+    for end in ("\r", "\r\n"):
+        path.write_bytes(
+            end.join(["a = x;", "b = x;", "c = x;", "// -----", "z = x;", "w = $;", ""]).encode()
+        )
+        failed = run_in_process([str(path), "--split-input-file"])
+        assert failed.returncode == 1 and failed.stderr.startswith(f"{path}:6:5: error:")
     path.write_text("a = x;\n// -----\nb = x * 2;\n")
     located = ok(run_in_process([str(path), "--split-input-file", "--print-debuginfo"]))
     second = located.stdout.split("// -----\n")[1]

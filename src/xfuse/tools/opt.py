@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import os
 import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -34,7 +35,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 import xfuse
 from xfuse.dialects import xdsl_patches
-from xfuse.frontend.language import EwSyntaxError, parse_program
+from xfuse.frontend.language import LINE_BREAK, EwSyntaxError, parse_program
 from xfuse.tools.cli import naming_file, os_error_message, unrecognized_arguments
 from xfuse.tools.cli_warnings import command_line_warnings
 from xfuse.tools.closed_stdout import exit_status, stdout_closed
@@ -211,6 +212,10 @@ class _PiecewiseStdout(io.TextIOBase):
         sys.stdout.flush()
 
 
+_LINE_BREAK = re.compile(LINE_BREAK.pattern.encode())
+"""`LINE_BREAK` on bytes: what ends a line of a `.ew` chunk."""
+
+
 class XfuseOptMain(xDSLOptMain):
     _parser: _LocatingParser | None = None
     _pending: _PendingOutput | None = None
@@ -280,6 +285,15 @@ class XfuseOptMain(xDSLOptMain):
     def register_all_frontends(self) -> None:
         super().register_all_frontends()
         self.available_frontends["ew"] = self._parse_ew
+
+    def prepare_input(self) -> tuple[list[tuple[IO[bytes], int]], str]:
+        chunks, extension = super().prepare_input()
+        if len(chunks) > 1 and (self.args.frontend or extension) == "ew":
+            # xDSL counts the `\n`s before each chunk; `.ew` lines also end in a lone `\r`
+            lines = [len(_LINE_BREAK.findall(cast(io.BytesIO, c).getvalue())) for c, _ in chunks]
+            starts = itertools.accumulate(lines[:-1], initial=0)
+            chunks = [(chunk, start) for (chunk, _), start in zip(chunks, starts, strict=True)]
+        return chunks, extension
 
     def get_input_stream(self) -> tuple[IO[bytes], str]:
         # `-f` names the input's format whatever the file's name (xDSL checked its extension).
