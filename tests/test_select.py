@@ -375,6 +375,27 @@ def test_a_mask_function_cleared_between_its_lookups_still_returns_masks() -> No
         np.testing.assert_array_equal(result, [True, False])
 
 
+def test_a_mask_is_of_dtype_bool_and_astype_bool_makes_one() -> None:
+    """A mask's `.dtype` was the compared dtype (float32), so `np.where(m, x, 0).astype(m.dtype)`
+    returned numbers where numpy returns booleans, and `astype(bool)` was refused."""
+    x = np.float32([1.0, -1.0, np.nan, 0.0, -0.0])
+
+    def picked_as_the_masks_dtype(x: np.ndarray) -> np.ndarray:
+        m = x > 0
+        assert m.dtype == np.bool_ and (x + 1).dtype == np.float32
+        return np.where(m, x, 0).astype(m.dtype)
+
+    for function in (
+        picked_as_the_masks_dtype,
+        lambda x: x.astype(bool),  # true where nonzero, NaN too
+        lambda x: (x > 0).astype(np.bool_),
+        lambda x: (x > 0).astype(np.float32) * 2,
+    ):
+        got, want = xfuse.jit(function)(x), function(x)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
 def test_a_local_jit_function_with_boolean_results_pickles_them() -> None:
     cloudpickle = pytest.importorskip("cloudpickle", reason="by-value functions need cloudpickle")
     positive = xfuse.jit(lambda x: x > 0)

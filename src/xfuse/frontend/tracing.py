@@ -35,7 +35,7 @@ def _ignoring_nan(extremum: np.ufunc, a: Any, b: Any) -> Any:
         if isinstance(value, Traced):
             result = np.where(value != value, other, result)
         elif value != value:  # a NaN scalar: the other operand everywhere, of the result's dtype
-            result = other.astype(result.dtype)
+            result = other.astype(result.element_dtype)
     return result
 
 
@@ -72,7 +72,7 @@ def _heaviside(x: Any, h0: Any) -> Any:
     """numpy's heaviside: 0 below 0, 1 above, `h0` at ±0, NaN for NaN (itself); of a scalar x,
     that value at every element of the traced `h0`, in numpy's dtype of the two."""
     if not isinstance(x, Traced):
-        dtype = np.result_type(x, h0.dtype)
+        dtype = np.result_type(x, h0.element_dtype)
         value = 0.0 if x < 0 else 1.0 if x > 0 else None if x == 0 else x
         if value is None:
             return h0.astype(dtype)
@@ -95,9 +95,9 @@ def _nan_to_num(
         )
     import ml_dtypes  # here: importing it costs ~1 s of CPU (see numpy_dtype)
 
-    largest = ml_dtypes.finfo(x.dtype).max
+    largest = ml_dtypes.finfo(x.element_dtype).max
     fill = [
-        x.dtype.type(default if value is None else value)
+        x.element_dtype.type(default if value is None else value)
         for value, default in ((nan, 0.0), (posinf, largest), (neginf, -largest))
     ]
     replaced = np.where(x == -np.inf, fill[2], x)
@@ -109,7 +109,7 @@ def _in_float32_where_narrower(function: Callable[..., Any]) -> Callable[..., An
     it: in float32 from the widened operands, rounded once to the result's dtype."""
 
     def traced(*args: Any) -> Any:
-        dtype = np.result_type(*(a.dtype if isinstance(a, Traced) else a for a in args))
+        dtype = np.result_type(*(a.element_dtype if isinstance(a, Traced) else a for a in args))
         if dtype.itemsize >= 4:
             return function(*args)
         wide = [a.astype(np.float32) if isinstance(a, Traced) else a for a in args]
@@ -135,7 +135,7 @@ def _times_numpys_constant(ufunc: np.ufunc) -> Callable[[Traced], Traced]:
     """numpy's deg2rad or rad2deg: x times its constant in x's dtype (`ufunc` of 1)."""
 
     def traced(x: Traced) -> Traced:
-        return x * ufunc(x.dtype.type(1))
+        return x * ufunc(x.element_dtype.type(1))
 
     return _in_float32_where_narrower(traced)
 
@@ -251,6 +251,14 @@ def _power_of_ten(n: int) -> float:
     return power
 
 
+def _is_bool(dtype: Any) -> bool:
+    """Whether `dtype` spells numpy's bool (`bool`, `np.bool_`, `"?"`, a mask's `.dtype`)."""
+    try:
+        return np.dtype(dtype) == np.bool_
+    except TypeError:
+        return False
+
+
 class Traced:
     """A value of the function being traced; arithmetic on it records `ew` ops.
 
@@ -291,7 +299,7 @@ class Traced:
         """A numpy scalar is typed (NEP 50), unlike a Python number: a constant of the dtype
         numpy gives it with this array. `np.sqrt(2 / np.pi) * x` is float64 for a float32 `x`,
         as in numpy, and `x + np.float16(1e5)` is inf (float16 has no 1e5)."""
-        array_dtype = self.dtype
+        array_dtype = self.element_dtype
         try:
             element = element_type_for(np.result_type(array_dtype, scalar))
         except ValueError:
@@ -433,7 +441,7 @@ class Traced:
         return self.apply(ew.DivOp, other, self)
 
     def __pow__(self, other: Any) -> Traced:
-        if type(other) is float and other == 0.5 and self.dtype.kind == "f":
+        if type(other) is float and other == 0.5 and self.element_dtype.kind == "f":
             # `x ** 0.5` is numpy's `np.sqrt(x)` for a float16, float32 or float64 array (its
             # operator's `fast_scalar_power`, for a Python float), whatever `np.power` does
             return self.apply(ew.SqrtOp, self)
@@ -446,11 +454,11 @@ class Traced:
         if _is_one_half(exponent):
             if isinstance(exponent, np.generic):
                 try:
-                    dtype = np.result_type(self.dtype, exponent)
+                    dtype = np.result_type(self.element_dtype, exponent)
                 except TypeError:  # no common dtype: `apply` says so
                     return self.apply(ew.PowOp, self, exponent)
             else:
-                dtype = self.dtype
+                dtype = self.element_dtype
             if dtype in _SQRT_POWER_DTYPES:
                 element = element_type_for(dtype)
                 promoted = Traced(self.builder, self.builder.convert(self.value, element))
@@ -481,8 +489,8 @@ class Traced:
                 f"{operator} ...`"
             )
         mask = result.mask  # (a mask's 1 and 0 convert exactly: `m &= y > 0` of f64 y stays one)
-        if result.dtype != self.dtype:
-            result = result.astype(self.dtype)
+        if result.element_dtype != self.element_dtype:
+            result = result.astype(self.element_dtype)
         self.value, self.mask = result.value, mask
         return self
 
@@ -534,7 +542,13 @@ class Traced:
 
     @property
     def dtype(self) -> np.dtype[Any]:
-        """The numpy dtype of the traced array (`x.astype(y.dtype)`)."""
+        """The numpy dtype of the traced array (`x.astype(y.dtype)`): bool for a mask, as
+        numpy's comparisons give (`element_dtype` is what the kernel computes it in)."""
+        return np.dtype(np.bool_) if self.mask else self.element_dtype
+
+    @property
+    def element_dtype(self) -> np.dtype[Any]:
+        """The numpy dtype the kernel computes the traced array in (a mask's 1 and 0 too)."""
         return numpy_dtype(dtype_of(ew.element_type(self.value.type)))
 
     def astype(self, dtype: Any, copy: bool = True, **keywords: Any) -> Traced:
@@ -546,9 +560,11 @@ class Traced:
         `+=` on it is refused as on the argument: it would write the caller's array); elsewhere
         `copy` changes nothing, a traced value being never written in place. numpy's other
         keywords (`order=`, `casting=`, `subok=`) do not trace (they were Python's "unexpected
-        keyword argument")."""
+        keyword argument"). `astype(bool)` is a mask, `x != 0` (a mask's `m.dtype` is bool)."""
         if keywords:
             raise _keywords_not_traced("astype", list(keywords))
+        if _is_bool(dtype):  # numpy's: true where nonzero (NaN too), a mask as it is
+            return Traced(self.builder, self.value, mask=True) if self.mask else self != 0
         try:
             element = element_type_for(dtype)
         except ValueError:

@@ -294,7 +294,7 @@ class JitFunction:
         names = [f"out{i}" for i in range(len(results))] if sequence else ["out"]
         module = builder.finish([(n, r.value) for n, r in zip(names, results, strict=True)])
         options = self.options
-        if not self._streams(arrays, [r.dtype for r in results]):
+        if not self._streams(arrays, [r.element_dtype for r in results]):
             options = dataclasses.replace(options, streaming=False)
         return compile_module(module, names, options, self.threads), booleans
 
