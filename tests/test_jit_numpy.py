@@ -320,6 +320,28 @@ def test_an_update_in_place_reaches_every_name_of_the_array(function: Callable[.
         assert_same(g, w)
 
 
+def test_a_traced_array_kept_from_an_earlier_trace_is_a_clear_error() -> None:
+    """Kept in a list between calls, it belongs to the trace that made it: used in the next
+    (a new dtype, traced again) it failed in xDSL's verifier ("value defined out of its
+    IsolatedFromAbove parent"), as an operand or returned, naming no cause."""
+    kept: list[Any] = []
+
+    def combined(x: np.ndarray) -> np.ndarray:
+        kept.append(x * 2)
+        return kept[0] + x
+
+    def returned(x: np.ndarray) -> np.ndarray:
+        kept.append(x * 2)
+        return -kept[0]
+
+    for function in (combined, returned):
+        kept.clear()
+        jitted = xfuse.jit(function)
+        jitted(np.ones(3, np.float32))
+        with pytest.raises(TypeError, match="a traced array of an earlier trace is used in this"):
+            jitted(np.ones(3, np.float64))
+
+
 def test_copies_and_membership_of_a_traced_array() -> None:
     """`copy.deepcopy(x)` copied the builder's IR (xDSL: "value defined out of its
     IsolatedFromAbove parent"); `copy.copy(x)` is a copy, not the argument; `1.0 in x` said

@@ -259,6 +259,20 @@ def _is_bool(dtype: Any) -> bool:
         return False
 
 
+class LeakedTraceError(TypeError):
+    """A traced array of one trace used in another (JAX's UnexpectedTracerError): it was kept
+    between calls, in a closure's list, a global or an attribute. It failed in xDSL's verifier
+    ("value defined out of its IsolatedFromAbove parent"), naming no cause."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "a traced array of an earlier trace is used in this one: a jit function is traced "
+            "again for each new signature of its arguments, and a traced array it kept (in a "
+            "list, a global or an attribute) belongs to the trace that made it; compute it "
+            "from this call's arguments"
+        )
+
+
 class Traced:
     """A value of the function being traced; arithmetic on it records `ew` ops.
 
@@ -282,6 +296,8 @@ class Traced:
 
     def _lift(self, other: Any) -> Value:
         if isinstance(other, Traced):
+            if other.builder is not self.builder:
+                raise LeakedTraceError()
             return other.value
         if isinstance(other, np.ndarray) and other.ndim == 0:  # (as `__array_ufunc__` takes it)
             other = other[()]

@@ -38,7 +38,7 @@ from xfuse.codegen.native import host_cpu
 from xfuse.dialects.dtypes import dtype_name, numpy_dtype
 from xfuse.dialects.ew import broadcast_shapes
 from xfuse.frontend.builder import FunctionBuilder
-from xfuse.frontend.tracing import Traced
+from xfuse.frontend.tracing import LeakedTraceError, Traced
 from xfuse.runtime.arrays import ArgumentError, ArgumentTypeError, keyword_mistake
 from xfuse.runtime.compiler import Options, check_threads, compile_module, recompiled
 from xfuse.runtime.dask_arrays import check_known_chunks, is_dask_array
@@ -280,6 +280,8 @@ class JitFunction:
         sequence = isinstance(result, tuple | list)
         results = list(result) if sequence else [result]
         bad = [r for r in results if not isinstance(r, Traced)]
+        if any(r.builder is not builder for r in results if isinstance(r, Traced)):
+            raise LeakedTraceError()
         if not results or bad:
             kind = type(result).__name__
             if not sequence:
