@@ -356,7 +356,7 @@ def tie_named_dims(
     """`dims`, a problem shape sized axis by axis (right-aligned over `arguments`), with the
     axes of one dim name at one size: the size `fixed` gives one of them, else the smallest. A
     name on two axes (`x[t, t]`, `x[d] + y[d, 1]`) was given two sizes, which the call then
-    refused ("dim 'd' is 14336 in input 'x' but 4096 in input 'y')."""
+    refused: "dim 'd' is 14336 in input 'x' but 4096 in input 'y'"."""
     axes_of: dict[str, set[int]] = {}
     for argument in arguments:
         names = declared_dims(argument) or ()
