@@ -23,6 +23,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+from xdsl.builder import Builder, ImplicitBuilder
+from xdsl.ir import Block
+from xdsl.rewriter import InsertPoint
 
 import xfuse
 from xfuse.runtime import compiler as compiler_module
@@ -38,6 +41,7 @@ from xfuse.runtime.kernel import (
     SplitTimes,
 )
 from xfuse.runtime.output_pool import OUTPUT_POOL, POOL_MIN_BYTES
+from xfuse.transforms import approx
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -276,6 +280,34 @@ def test_a_child_forked_while_another_thread_compiles_can_compile() -> None:
     finally:
         stop.set()
         compiler.join()
+
+
+def test_a_child_forked_while_another_thread_expands_math_can_compile() -> None:
+    """A fork while another thread was inside `ew-expand-math` (holding the lock around xDSL's
+    process-wide `ImplicitBuilder` patch) left the child that lock held: its first compile of an
+    approximation waited forever. The fork waits until the expansion is done."""
+    inside, release = threading.Event(), threading.Event()
+
+    def expanding() -> None:
+        with approx._IMPLICIT_BUILDER_LOCK, ImplicitBuilder(Builder(InsertPoint.at_end(Block()))):
+            inside.set()
+            release.wait()
+
+    holder = threading.Thread(target=expanding)
+    holder.start()
+    try:
+        assert inside.wait(10)
+        threading.Timer(0.5, release.set).start()  # (the fork below waits for it)
+        scale = 1 + time.time_ns() % 1000 / 1000  # a program no cache holds
+        x = np.linspace(-2, 2, 64, dtype=np.float32)
+        want = np.tanh(x.astype(np.float64)) * np.float32(scale)
+        assert_a_forked_child_passes(
+            lambda: np.allclose(xfuse.compile(f"y = tanh(x) * {scale!r};")(x=x), want, atol=1e-6),
+            timeout_s=30,
+        )
+    finally:
+        release.set()
+        holder.join()
 
 
 def test_a_forked_child_splits_on_threads_of_its_own(gelu: Gelu) -> None:

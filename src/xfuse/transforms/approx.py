@@ -49,6 +49,7 @@ their constants are shared (`SharedConstants`): one op per value in each block.
 from __future__ import annotations
 
 import functools
+import os
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -239,6 +240,15 @@ _ERF = _OddRational(_ERF_NUMERATOR, _ERF_DENOMINATOR, scan_from=3.5, scan_to=4.0
 _IMPLICIT_BUILDER_LOCK = threading.Lock()
 """xDSL 0.75's `ImplicitBuilder` patches `Operation.__post_init__` for the whole process; two
 threads inside one at once leave it patched twice, and every later op then inserts twice."""
+
+# A fork while another thread was inside an expansion left the child this lock held (its first
+# compile of an approximation waited forever) and the patch in place: the fork waits until no
+# thread is inside one, as for llvmlite's lock (`xfuse.codegen.native`).
+os.register_at_fork(
+    before=_IMPLICIT_BUILDER_LOCK.acquire,
+    after_in_parent=_IMPLICIT_BUILDER_LOCK.release,
+    after_in_child=_IMPLICIT_BUILDER_LOCK.release,
+)
 
 
 @dataclass
