@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import pickle
 import re
 from collections.abc import Callable
 from fractions import Fraction
@@ -338,8 +339,12 @@ def test_a_traced_array_kept_from_an_earlier_trace_is_a_clear_error() -> None:
         kept.clear()
         jitted = xfuse.jit(function)
         jitted(np.ones(3, np.float32))
-        with pytest.raises(TypeError, match="a traced array of an earlier trace is used in this"):
+        with pytest.raises(
+            TypeError, match="a traced array of an earlier trace is used in this"
+        ) as info:
             jitted(np.ones(3, np.float64))
+        # as a process pool's worker sends it (its __init__ takes no message: it did not load)
+        assert str(pickle.loads(pickle.dumps(info.value))) == str(info.value)
 
 
 def test_copies_and_membership_of_a_traced_array() -> None:

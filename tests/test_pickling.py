@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import subprocess
@@ -188,6 +189,33 @@ def test_a_local_jit_function_pickles_by_value_with_its_kernels() -> None:
     assert loaded.options == residual_tanh.options
     assert loaded.kernels.keys() == residual_tanh.kernels.keys()  # no tracing again
     np.testing.assert_array_equal(loaded(x, x), expected)
+
+
+class _Scaled:
+    """A callable object, as `xfuse.jit` takes one."""
+
+    def __init__(self, scale: float) -> None:
+        self.scale = scale
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        return a * self.scale
+
+
+def _leaky(a: np.ndarray, slope: float) -> np.ndarray:
+    return np.where(a > 0, a, a * slope)
+
+
+def test_a_jit_function_of_a_partial_or_a_callable_object_pickles_by_value() -> None:
+    """They have no `__qualname__`: pickling one raised AttributeError (jit's own errors
+    suggest `functools.partial` for a Python number)."""
+    cloudpickle = pytest.importorskip("cloudpickle", reason="by-value functions need cloudpickle")
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    for function in (functools.partial(_leaky, slope=0.2), _Scaled(3.0)):
+        jitted = xfuse.jit(function)
+        expected = jitted(x)
+        loaded = pickle.loads(cloudpickle.dumps(jitted))
+        assert loaded.kernels.keys() == jitted.kernels.keys()
+        np.testing.assert_array_equal(loaded(x), expected)
 
 
 def test_a_local_jit_function_needs_cloudpickle() -> None:

@@ -272,6 +272,9 @@ class LeakedTraceError(TypeError):
             "from this call's arguments"
         )
 
+    def __reduce__(self) -> tuple[type[LeakedTraceError], tuple[()]]:
+        return LeakedTraceError, ()  # (its __init__ takes no message: a pool's worker sends it)
+
 
 class Traced:
     """A value of the function being traced; arithmetic on it records `ew` ops.

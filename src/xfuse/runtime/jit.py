@@ -122,11 +122,14 @@ class JitFunction:
         )
 
     def _compiled(self) -> set[int]:
-        """The ids of its kernels: traced, or unpickled (`kernels`)."""
+        """The ids of its kernels: traced, or unpickled (`kernels`). Over copies of the dicts,
+        which calls in other threads may grow meanwhile ("dictionary changed size")."""
         traced = {
-            id(kernel) for by_stream in self._traced.values() for kernel, _ in by_stream.values()
+            id(kernel)
+            for by_stream in list(self._traced.values())
+            for kernel, _ in list(by_stream.values())
         }
-        return traced | {id(kernel) for kernel in self.kernels.values()}
+        return traced | {id(kernel) for kernel in list(self.kernels.values())}
 
     def __reduce__(self) -> str | tuple[Any, ...]:
         """Pickles by name where importable, else as the function and its kernels."""

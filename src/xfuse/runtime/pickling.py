@@ -56,12 +56,15 @@ def rebuilt_kernel(program: Program, threads: int) -> Kernel:
 
 
 def _importable(function: JitFunction) -> bool:
-    """True when `module.qualname` names this very object (then pickle stores just the name)."""
+    """True when `module.qualname` names this very object (then pickle stores just the name).
+    One of a `functools.partial` or a callable object has no `__qualname__` (it was an
+    AttributeError): not importable, pickled by value."""
     module = sys.modules.get(function.__module__)
-    if module is None or function.__module__ == "__main__":
+    qualname = getattr(function, "__qualname__", None)
+    if module is None or function.__module__ == "__main__" or qualname is None:
         return False
     found: Any = module
-    for part in function.__qualname__.split("."):
+    for part in qualname.split("."):
         found = getattr(found, part, None)
     return found is function
 
@@ -76,8 +79,8 @@ def jit_reduction(function: JitFunction) -> str | tuple[Any, ...]:
             function.function,
             function.options,
             function.threads,
-            function.kernels,
-            function.booleans,
+            function.kernels.copy(),  # (copies: other threads' calls may add to them)
+            function.booleans.copy(),
         ),
     )
 
