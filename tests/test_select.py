@@ -6,6 +6,7 @@ the arm it picks through bit for bit. Under `@xfuse.jit` a comparison is numpy's
 
 from __future__ import annotations
 
+import inspect
 import math
 import pickle
 from collections.abc import Callable
@@ -265,6 +266,25 @@ def test_outside_tracing_xfuse_comparisons_and_where_are_numpys() -> None:
     same_bits(xfuse.where(x > 1, x, 0.5), np.where(x > 1, x, np.float32(0.5)))
     c = np.float64([1e-300, 0, 1])
     same_bits(xfuse.where(c, x, 0.5), np.where(c, x, 0.5))  # the arms' float32
+
+
+def test_xfuse_functions_take_their_operands_and_no_complex_numbers() -> None:
+    """An extra operand went to numpy's ufunc as its `out` and was dropped (`xfuse.exp(x, y)`
+    was exp(x)); inside jit it was an internal error ("UnaryOp.__init__() takes 2 positional
+    arguments"); a complex array lost its imaginary part with a warning."""
+    x = np.float32([1, 2, 3])
+    for call, message in (
+        (lambda: xfuse.exp(x, x), r"^xfuse.exp\(\) takes 1 argument \(x\), 2 given$"),
+        (lambda: xfuse.power(x, 2, x), r"^xfuse.power\(\) takes 2 arguments \(x, y\), 3 given$"),
+        (lambda: xfuse.exp(), r"^xfuse.exp\(\) takes 1 argument \(x\), 0 given$"),
+        (lambda: xfuse.jit(lambda a: xfuse.atan2(a))(x), r"xfuse.atan2\(\) takes 2 arguments"),
+        (lambda: xfuse.jit(lambda a: xfuse.exp(a, a))(x), r"xfuse.exp\(\) takes 1 argument"),
+        (lambda: xfuse.sqrt(np.complex64([4 + 3j])), r"real numbers, not complex ones"),
+    ):
+        with pytest.raises(TypeError, match=message):
+            call()
+    assert str(inspect.signature(xfuse.where)) == "(condition, x, y, /)"
+    assert str(inspect.signature(xfuse.atan2)) == "(x, y, /)"
 
 
 @pytest.mark.parametrize(

@@ -767,9 +767,21 @@ class Traced:
 
 
 def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]:
-    """The function `xfuse.<name>`: records the op on traced values, else computes with numpy."""
+    """The function `xfuse.<name>`: records the op on traced values, else computes with numpy.
+    It takes the op's operands, no more and no fewer (numpy's path took an extra one as its
+    ufunc's `out` and dropped it; inside jit it was an internal error), and no complex number
+    (numpy's path dropped the imaginary part with a warning)."""
+    count = ew.arity(op_type)
+    operands = ("condition", "x", "y") if op_type is ew.SelectOp else ("x", "y")[:count]
 
     def function(*args: Any) -> Any:
+        if len(args) != count:
+            raise TypeError(
+                f"xfuse.{name}() takes {count} argument{'s' * (count > 1)} "
+                f"({', '.join(operands)}), {len(args)} given"
+            )
+        if any(np.iscomplexobj(a) for a in args if not isinstance(a, Traced)):
+            raise TypeError(f"xfuse.{name}(): xfuse computes with real numbers, not complex ones")
         traced = next((a for a in args if isinstance(a, Traced)), None)
         if traced is not None:
             return traced.apply(op_type, *args)
@@ -789,6 +801,8 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
 
     function.__name__ = function.__qualname__ = name
     function.__doc__ = f"Elementwise `{op_type.name}` on traced values or numpy arrays."
+    parameters = [inspect.Parameter(p, inspect.Parameter.POSITIONAL_ONLY) for p in operands]
+    function.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     return function
 
 
