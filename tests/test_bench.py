@@ -254,8 +254,30 @@ def test_bench_libm_threads_and_errors(gelu: Gelu) -> None:
         bench.bench(gelu.source, [])
     with pytest.raises(ValueError, match="sizes must be a non-empty list"):
         bench.bench(gelu.source, [2.5])
+    with pytest.raises(ValueError, match="sizes must be a non-empty list of element counts >= 1"):
+        bench.bench(gelu.source, [0])
+    with pytest.raises(TypeError, match="outputs must be a list of output names, got 1"):
+        bench.bench(gelu.source, [16], outputs=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
         bench.bench(gelu.source, [16], threads=0)
+
+
+def test_bench_takes_numpy_sizes_a_plain_progress_callback_and_one_peer_name() -> None:
+    """numpy's integers as sizes (`2 ** np.arange(...)` was "truth value ... ambiguous"), a
+    callback returning None as `progress` (its annotation's; "does not support the context
+    manager protocol"), one peer's name ("unknown peer(s) a, b, m, n, u" of "numba"), and a
+    missing row is a KeyError naming the rows there are (an unpacking error)."""
+    said: list[str] = []
+    result = bench.bench("x * 2", 2 ** np.arange(10, 12), repeat=1, progress=said.append)
+    assert result.sizes == (1024, 2048) and said[0] == "n = 1,024: numpy per-op"
+    assert bench.bench("x * 2", [np.int64(1024)], repeat=1).sizes == (1024,)
+    with pytest.raises(
+        KeyError,
+        match=r"no row of n = 1024 and variant 'xfuse': sizes \[1024, 2048\], variants \['numpy",
+    ):
+        result.row(1024, "xfuse")
+    named = bench.bench("x * 2", [1024], repeat=1, peers="numexpr")
+    assert named.variants[-1] == "numexpr" or named.skipped[0].startswith("numexpr: ")
 
 
 def test_bench_mistakes_of_a_newcomer_say_what_to_pass() -> None:

@@ -1436,6 +1436,22 @@ def test_compile_module_verifies_its_input() -> None:
         compile_module(Parser(pipeline_context(), text).parse_module())
 
 
+def test_compile_module_checks_its_arguments_as_compile_does() -> None:
+    """`threads=0` was taken (and `"2"` a raw TypeError); a source string an AttributeError
+    ("'str' object has no attribute 'verify'")."""
+    module = Parser(
+        pipeline_context(),
+        "func.func @main(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  func.return %x : tensor<?xf32>\n}\n",
+    ).parse_module()
+    with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
+        compile_module(module, threads=0)
+    with pytest.raises(TypeError, match="threads must be an integer >= 1, got '2'"):
+        compile_module(module, threads="2")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="compile_module takes a builtin.module .*, not str"):
+        compile_module("y = x;")  # type: ignore[arg-type]
+
+
 def test_unbufferized_kernel_is_rejected() -> None:
     text = """
     func.func @main(%x: tensor<?xf32>) -> tensor<?xf32> {

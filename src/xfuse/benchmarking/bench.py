@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -488,8 +489,15 @@ class BenchResult:
         return tuple(dict.fromkeys(row.variant for row in self.rows))
 
     def row(self, n: int, variant: str) -> BenchRow:
-        (row,) = [r for r in self.rows if r.n == n and r.variant == variant]
-        return row
+        """The row of size `n` (an element count of `sizes`) and `variant`; KeyError naming
+        both lists where there is none (it was an unpacking error)."""
+        found = [r for r in self.rows if r.n == n and r.variant == variant]
+        if not found:
+            raise KeyError(
+                f"no row of n = {n!r} and variant {variant!r}: sizes {list(self.sizes)}, "
+                f"variants {list(self.variants)}"
+            )
+        return found[0]
 
     def table(self) -> str:
         """The sweep as a Markdown table."""
@@ -529,6 +537,31 @@ def describe_storage(workload: Workload) -> str:
     return f"{grouped(inputs)} -> {grouped(outputs)}"
 
 
+def _element_counts(sizes: object) -> list[int]:
+    """`bench`'s `sizes` as ints: a sequence (a numpy array too) of integers >= 1, numpy's
+    among them (`2 ** np.arange(12, 14)` was "truth value ... ambiguous", `[np.int64(4096)]`
+    refused); ValueError naming what is wrong otherwise."""
+    if isinstance(sizes, numbers.Integral):  # iterating it raised "'int' object is not iterable"
+        raise ValueError(f"sizes must be a list of element counts, got {sizes!r}: [{sizes!r}]")
+    counts = list(sizes) if isinstance(sizes, Iterable) and not isinstance(sizes, str) else None
+    if not counts or not all(
+        isinstance(n, numbers.Integral) and not isinstance(n, bool | np.bool_) and n >= 1
+        for n in counts
+    ):
+        raise ValueError(f"sizes must be a non-empty list of element counts >= 1, got {sizes!r}")
+    return [int(cast(numbers.Integral, n)) for n in counts]
+
+
+def _progress_context(progress: Callable[[str], Any] | None, text: str) -> Any:
+    """`progress(text)`'s context manager where it returns one (the CLI's spinner), else a
+    null one: a plain callback (`progress=print`) returned None, "does not support the context
+    manager protocol"."""
+    from contextlib import AbstractContextManager, nullcontext
+
+    given = progress(text) if progress is not None else None
+    return given if isinstance(given, AbstractContextManager) else nullcontext()
+
+
 def bench(
     program: str,
     sizes: Sequence[int] = DEFAULT_SIZES,
@@ -543,24 +576,22 @@ def bench(
 ) -> BenchResult:
     """Time `program` (an `.ew` program or one expression) compiled by xfuse against numpy op
     by op and the bandwidth ceiling at each size; `peers=True` adds every installed peer
-    (numexpr, numba, jax, torch, torch.compile, upstream MLIR), or name them.
-    `progress(text)` is called before each measurement; `filename` names the program in its
-    errors. Returns the table of times, GB/s, ratios and errors, the peers' versions and the
-    host."""
-    from contextlib import nullcontext
-
-    from xfuse.runtime.compiler import MATH_CHOICES, check_source, check_threads
+    (numexpr, numba, jax, torch, torch.compile, upstream MLIR), or name them (one name, or a
+    list). `progress(text)` is called before each measurement (a context manager it returns
+    lasts while it runs: the CLI's spinner); `filename` names the program in its errors.
+    Returns the table of times, GB/s, ratios and errors, the peers' versions and the host."""
+    from xfuse.runtime.compiler import MATH_CHOICES, check_outputs, check_source, check_threads
 
     check_source(program, "xfuse.bench")
     if math not in MATH_CHOICES:
         raise ValueError(f"math must be {' or '.join(map(repr, MATH_CHOICES))}, got {math!r}")
     threads = check_threads(threads)
-    if isinstance(sizes, int):  # iterating it raised "'int' object is not iterable"
-        raise ValueError(f"sizes must be a list of element counts, got {sizes!r}: [{sizes!r}]")
-    if not sizes or not all(isinstance(n, int) and not isinstance(n, bool) for n in sizes):
-        raise ValueError(f"sizes must be a non-empty list of element counts, got {sizes!r}")
+    sizes = _element_counts(sizes)
+    outputs = check_outputs(outputs)
     source = program_source(program)
     host = host_description()  # (the load average before the run's own)
+    if isinstance(peers, str):  # one name (it was taken for a list of one-letter peers)
+        peers = [peers]
     peer_names = peer_compilers.available_peers() if peers is True else list(peers or [])
     unknown = set(peer_names) - set(peer_compilers.PEERS)
     if unknown:
@@ -589,7 +620,7 @@ def bench(
         for label, build in builders:
             if label in skipped:
                 continue
-            with progress(f"n = {n:,}: {label}") if progress else nullcontext():
+            with _progress_context(progress, f"n = {n:,}: {label}"):
                 try:
                     measured.append(measure(workload, build(workload), repeat))
                 except peer_compilers.PeerUnsupported as reason:

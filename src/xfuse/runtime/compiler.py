@@ -127,6 +127,22 @@ def check_integer(name: str, value: object, allowed: str, valid: Callable[[int],
     return int(value)
 
 
+def check_outputs(outputs: object) -> list[str] | None:
+    """`outputs` (of `compile`, `bench`) as a list of output names (one name as a list of it),
+    or None; TypeError, or ValueError for a name given twice, naming what is wrong."""
+    if outputs is None:
+        return None
+    if isinstance(outputs, str):
+        return [outputs]
+    if not (isinstance(outputs, Sequence) and all(isinstance(name, str) for name in outputs)):
+        raise TypeError(f"outputs must be a list of output names, got {outputs!r}")
+    if len(set(outputs)) < len(outputs):
+        # As the language's `output y, y;` is an error: two outputs would be one array.
+        repeated = next(name for name in outputs if list(outputs).count(name) > 1)
+        raise ValueError(f"outputs: '{repeated}' is given twice, got {list(outputs)!r}")
+    return list(outputs)
+
+
 def check_threads(threads: object) -> int:
     return check_integer("threads", threads, "an integer >= 1", lambda value: value >= 1)
 
@@ -450,11 +466,18 @@ def compile_module(
     (a scalar argument was a raw AttributeError). The outputs are named by `output_names`, else
     by their SSA names, `out<i>` for one without a name or returned more than once (`func.return
     %y, %y` gives two outputs, `out0` and `out1`, as `ew-bufferize` names their buffers)."""
+    from xdsl.dialects.builtin import ModuleOp
     from xdsl.utils.exceptions import DiagnosticException
 
     from xfuse.dialects.ew import check_tensor_signature
     from xfuse.transforms.pipeline import only_function
 
+    if not isinstance(module, ModuleOp):  # (a source string: "'str' object has no 'verify'")
+        raise TypeError(
+            f"compile_module takes a builtin.module (parse_program's, parse_ir's), not "
+            f"{type(module).__name__}; xfuse.compile takes .ew source"
+        )
+    threads = check_threads(threads)  # (as xfuse.compile's: 0 was taken)
     module.verify()  # (IR xfuse-opt rejects compiled, and its call failed in an IndexError)
     function = only_function(module)
     check_tensor_signature(function, "compile_module")
@@ -717,16 +740,7 @@ def compile(
     its allowed values.
     """
     check_source(source)
-    if isinstance(outputs, str):
-        outputs = [outputs]
-    elif outputs is not None and not (
-        isinstance(outputs, Sequence) and all(isinstance(name, str) for name in outputs)
-    ):
-        raise TypeError(f"outputs must be a list of output names, got {outputs!r}")
-    if outputs is not None and len(set(outputs)) < len(outputs):
-        # As the language's `output y, y;` is an error: two outputs would be one array.
-        repeated = next(name for name in outputs if list(outputs).count(name) > 1)
-        raise ValueError(f"outputs: '{repeated}' is given twice, got {list(outputs)!r}")
+    outputs = check_outputs(outputs)
     threads = check_threads(threads)
     shapes = checked_shapes(shapes)
     check_target(target, arch, math, threads)
