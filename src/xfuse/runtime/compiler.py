@@ -340,6 +340,8 @@ def _recall(key: Hashable) -> Program | None:
 
 
 def clear_cache() -> None:
+    """Forget the programs this process compiled (the next `compile` of one compiles it again,
+    or loads it from the disk cache: `xfuse cache clear` empties that)."""
     _programs.clear()
     _recent.clear()
 
@@ -715,7 +717,8 @@ def compile(
 ) -> Kernel:
     """Compile an `.ew` program to a callable `Kernel`.
 
-    `outputs` names the results (a list of names, or one name; default: the last assignment);
+    `outputs` names the results (a list of names, or one name; default: the program's `output`
+    declarations, else its last assignment);
     `fuse=False` keeps one kernel per op; `math` is "approx" (vectorizable approximations) or
     "libm"; `dtype` the element type ("float32", "float64", "float16", "bfloat16" or a numpy dtype)
     of every input, or a mapping from input names to them (others: float32); `shapes` input shapes
