@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
+from ml_dtypes import bfloat16
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
@@ -240,6 +241,37 @@ def test_the_upstream_peer_of_an_nd_workload_runs() -> None:
     workload = bench.prepare_workload(rope, 1 << 12)
     measured = bench.measure(workload, peers.mlir_variant(workload), repeat=1)
     assert measured.max_error is not None and measured.max_error < 1e-5
+
+
+@needs_mlir
+@pytest.mark.parametrize(
+    "outputs",
+    [
+        "input x[t, d], y[d];\na = x * y;\nb = exp(y);\noutput a, b;",
+        "input x[t, d];\na = x * 2;\nk = 2.5;\noutput a, k;",
+    ],
+)
+def test_the_upstream_peer_of_outputs_of_other_shapes_runs(outputs: str) -> None:
+    """Its buffers were all of the inputs' broadcast shape: a `[d]` or 0-d output's call was
+    refused ("out 'b': expected shape (14336,), got (4, 14336)") and the peer skipped."""
+    workload = bench.prepare_workload(outputs, 1 << 12)
+    measured = bench.measure(workload, peers.mlir_variant(workload), repeat=1)
+    assert measured.max_error is not None and measured.max_error < 1e-5
+
+
+@needs_mlir
+def test_the_upstream_peers_libm_is_libms_near_0_and_rounds_bf16_subnormals() -> None:
+    """`--convert-math-to-llvm` ran before `--convert-math-to-libm` and made `expm1` exp(x) - 1
+    and `log1p` log(1 + x): softplus(-20) was 0 in f32 (numpy 2.06e-9), expm1(1e-5) 0.13% off.
+    And f32 -> bf16 was `vcvtneps2bf16` on an AVX512-BF16 host, which flushes subnormals: now
+    integer arithmetic (`--arith-expand`), xfuse's and numpy's bits."""
+    x = np.float32([1e-5, 1e-3, -5.0, -20.0])
+    for source in ("out = expm1(x);", "out = softplus(x);", "out = log1p(x * 1e-3);"):
+        upstream = compile_with_mlir(fused(source), math="libm")(x)
+        np.testing.assert_allclose(upstream, xfuse.compile(source, math="libm")(x), rtol=2.5e-7)
+    tiny = np.float32([1e-39, 6e-39, -3e-40, 1.0])
+    rounded = compile_with_mlir(fused("input f32 x; out = bf16(x);"))(tiny)
+    np.testing.assert_array_equal(rounded.view(np.uint16), tiny.astype(bfloat16).view(np.uint16))
 
 
 @needs_mlir

@@ -333,7 +333,7 @@ func.func @remainder_one_dim(%x: memref<?xf32>, %out: memref<?xf32>) {
 // REMAINDER-NEXT:        %[[AT_REST:.*]] = arith.addi %[[ROW]], %[[K]] : index
 // REMAINDER-NEXT:        memref.load %[[XF]][%[[AT_REST]]] : memref<?xbf16>
 // REMAINDER:             memref.store %{{.*}}, %[[OUTF]][%[[AT_REST]]] : memref<?xbf16>
-// REMAINDER-NEXT:      }
+// REMAINDER-NEXT:      } {ew.loop = "remainder"}
 // REMAINDER-NEXT:    }
 func.func @remainder_two_dims(%x: memref<?x?xbf16>, %s: memref<?x1xf32>, %out: memref<?x?xbf16>) {
   ew.kernel ins(%x, %s : memref<?x?xbf16>, memref<?x1xf32>) outs(%out : memref<?x?xbf16>) {

@@ -13,8 +13,9 @@ The LLVM IR goes through xfuse's own optimizer and JIT (`xfuse.codegen.native.co
 O3 with loop and SLP vectorization, MCJIT), and a call is checked by the runtime's argument checks,
 so numbers differ from xfuse's own kernels only by what the two compilers generate. Transcendentals
 go one of two ways (`math=`):
-- "libm": `math.tanh` becomes the `llvm.tanh` intrinsic, `math.erf` a call to `erff`; exact to
-  libm, but the calls keep loops scalar (GELU, 2^24 f32: ~300 ms here).
+- "libm": `math.tanh` becomes the `llvm.tanh` intrinsic, `math.erf` a call to `erff` (and
+  `math.expm1` and `math.log1p` calls to `expm1f` and `log1pf`: `call_libm`); exact to libm,
+  but the calls keep loops scalar (GELU, 2^24 f32: ~300 ms here).
 - "polynomial": upstream's polynomial approximations (tanh, erf, exp, log, ...), which mlir-opt
   exposes only as `--test-math-polynomial-approximation`; plain arithmetic that vectorizes
   (~1e-6 error; the same GELU ~13 ms).
@@ -35,13 +36,22 @@ from typing import Any, Literal, cast
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import bufferization, func
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, UnitAttr
+from xdsl.dialects import math as math_dialect
+from xdsl.dialects.builtin import (
+    Float32Type,
+    Float64Type,
+    MemRefType,
+    ModuleOp,
+    TensorType,
+    UnitAttr,
+)
 from xdsl.ir import Attribute
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from xfuse.codegen.native import compile_llvm_ir, host_cpu
 from xfuse.runtime import arrays
 from xfuse.runtime.compiler import signature
+from xfuse.transforms.expand_math import libm_name
 from xfuse.transforms.pipeline import only_function
 from xfuse.transforms.to_linalg import EwToLinalgPass
 
@@ -64,6 +74,10 @@ _BUFFERIZE: tuple[str, ...] = (
 _TO_LLVM: tuple[str, ...] = (
     "--convert-math-to-llvm",
     "--convert-math-to-libm",
+    # f32 -> bf16 in integer arithmetic: LLVM's `fptrunc` to bfloat is `vcvtneps2bf16` on an
+    # AVX512-BF16 host, which flushes subnormals to zero (xfuse's own lowering fixes them up:
+    # `xfuse.transforms.to_llvm`)
+    "--arith-expand=include-bf16=true",
     "--finalize-memref-to-llvm",
     "--convert-arith-to-llvm",
     "--convert-func-to-llvm",
@@ -76,6 +90,28 @@ def upstream_pipeline(math: MathLowering = "libm") -> tuple[str, ...]:
     """mlir-opt's arguments from the exported linalg module to the llvm dialect."""
     approximate = ("--test-math-polynomial-approximation",) if math == "polynomial" else ()
     return (*_BUFFERIZE, *approximate, *_TO_LLVM)
+
+
+_NEAR_ZERO_FUNCTIONS = (math_dialect.ExpM1Op, math_dialect.Log1pOp)
+"""The `math` ops `--convert-math-to-llvm` computes from another function, exp(x) - 1 and
+log(1 + x), which lose every digit near 0 (softplus(-20) was 0 in f32): `call_libm` calls the
+C library for them before. (`--convert-math-to-libm` first would, but it refuses
+`math.copysign`.)"""
+
+
+def call_libm(module: ModuleOp) -> None:
+    """Replace `module`'s `_NEAR_ZERO_FUNCTIONS` with calls to the C library's (`expm1f`, ...),
+    declared in it."""
+    declared: set[str] = set()
+    for op in list(module.walk()):
+        type_ = op.results[0].type if isinstance(op, _NEAR_ZERO_FUNCTIONS) else None
+        if not isinstance(type_, Float32Type | Float64Type):  # (the C library's types only)
+            continue
+        name = libm_name(type(op), type_)
+        if name not in declared:
+            declared.add(name)
+            module.body.block.add_op(func.FuncOp.external(name, [type_], [type_]))
+        Rewriter.replace_op(op, func.CallOp(name, list(op.operands), [type_]))
 
 
 class MlirToolsMissing(RuntimeError):
@@ -145,6 +181,8 @@ def upstream_llvm_ir(module: ModuleOp, math: MathLowering = "libm") -> str:
     exported = ModuleOp([function])
     EwToLinalgPass().apply(Context(), exported)
     to_destination_passing(function)
+    if math == "libm":
+        call_libm(exported)
     lowered = _run_tool("mlir-opt", upstream_pipeline(math), str(exported))
     return _run_tool("mlir-translate", ["--mlir-to-llvmir"], lowered)
 

@@ -201,11 +201,11 @@ def _inputs(workload: Workload) -> list[np.ndarray]:
     return [workload.arrays[name] for name in workload.input_names]
 
 
-def _output(workload: Workload, dtype: Any = np.float32) -> np.ndarray:
-    """A buffer for one of a peer's outputs: the inputs' broadcast shape (a flat one of n
-    elements was no buffer for an N-d workload's: numexpr and upstream MLIR failed on it)."""
-    shape = np.broadcast_shapes(*(array.shape for array in workload.arrays.values()))
-    return np.empty(shape, dtype)
+def _output(workload: Workload, index: int = 0, dtype: Any = np.float32) -> np.ndarray:
+    """A buffer for a peer's output `index`: of that output's shape (a flat one of n elements
+    was no buffer for an N-d workload's, and the inputs' broadcast shape none for a `[d]` or
+    0-d output beside `[t, d]` ones: numexpr and upstream MLIR failed on them)."""
+    return np.empty(workload.reference[index].shape, dtype)
 
 
 def numexpr_variant(workload: Workload, threads: int = 1) -> Variant:
@@ -215,7 +215,7 @@ def numexpr_variant(workload: Workload, threads: int = 1) -> Variant:
     expressions, constants = numexpr_expressions(workload)
     inputs = {f"in{index}": array for index, array in enumerate(_inputs(workload))}
     variables: dict[str, Any] = {**inputs, **constants}
-    outs = [_output(workload) for _ in expressions]
+    outs = [_output(workload, index) for index in range(len(expressions))]
 
     def run() -> tuple[np.ndarray, ...]:
         for expression, out in zip(expressions, outs, strict=True):
@@ -331,7 +331,7 @@ def mlir_variant(workload: Workload, threads: int = 1) -> Variant:
     if threads > 1:
         raise PeerUnsupported("the upstream MLIR peer runs one thread")
     kernel = compile_with_mlir(apply_pipeline(workload.module, "ew-fuse"), math="polynomial")
-    outs = [_output(workload, p.dtype) for p in kernel.outputs]
+    outs = [_output(workload, index, p.dtype) for index, p in enumerate(kernel.outputs)]
     arrays = dict(zip([p.name for p in kernel.inputs], _inputs(workload), strict=True))
     return Variant("upstream MLIR", lambda: kernel(**arrays, out=outs), "fused")
 
