@@ -21,7 +21,7 @@ from xfuse.codegen.native import host_cpu
 from xfuse.tools import lecture
 from xfuse.tools.cli import main
 from xfuse.tools.lecture import GELU_SOURCE, VARIANTS, MeasureDemo, MeasureRow
-from xfuse.tools.lecture_report import print_measurement
+from xfuse.tools.lecture_report import print_measurement, print_traffic
 
 ROOT = Path(__file__).parents[1]
 
@@ -481,6 +481,71 @@ def test_the_traffic_demo_of_a_0d_program_names_its_shape() -> None:
     0-d."""
     demo = lecture.demo_traffic(lecture.load_program("input s[]; out = s + 1;", "scalar.ew"))
     assert any("at decode size (0-d) they are" in line for line in demo.observations)
+
+
+TANH_CHAIN = "out = " + "tanh(" * 10 + "x" + ")" * 10 + ";"  # 2 fused kernels (max-ops)
+
+
+def test_demo1_counts_reading_ops_and_only_temporaries_die() -> None:
+    """`h * h` is one op reading h (its table said 2, counting operand slots), and an output
+    read once does not die after its reader ("1 of the 2 values ... dies" of `o1`)."""
+    square = lecture.demo_dataflow(lecture.load_program("h = x + 1;\nout = h * h;\n", "sq.ew"))
+    assert square.rows[0].readers == 1
+    assert (
+        "1 of the 2 values is read by one op only and dies right after it"
+        in (square.observations[-1])
+    )
+    outputs = lecture.load_program("output o1, o2; o1 = exp(x); o2 = o1 * 2;", "o.ew")
+    assert (
+        "none of the 2 values is read by one op only and dies"
+        in (lecture.demo_dataflow(outputs).observations[-1])
+    )
+
+
+def test_demo2_names_the_traffic_between_fused_kernels_and_its_roofline_time() -> None:
+    """Two fused kernels move 4 tensors, of which the text named 2 (`read %x; write %out`);
+    the table's "memory time" of a compute-bound program was its FLOPs' time."""
+    chain = lecture.demo_traffic(lecture.load_program(TANH_CHAIN, "chain.ew"))
+    assert (
+        "fused, 4 (read %x; write %out; and 2 more between its 2 kernels)"
+        in (chain.observations[0])
+    )
+    program = lecture.load_program("out = sin(sin(sin(sin(sin(sin(x))))));", "sin.ew")
+    demo = lecture.demo_traffic(program)
+    fused = demo.rows[1]
+    assert fused.roofline_time_s > fused.bytes / demo.bandwidth  # compute-bound: FLOPs' time
+    console = Console(file=io.StringIO(), width=200)
+    print_traffic(console, demo)
+    text = console.file.getvalue()
+    assert "time = max(bytes / bandwidth, FLOPs / peak) + launches x overhead" in text
+    assert "roofline time" in text
+
+
+@pytest.mark.parametrize(
+    ("source", "least", "said"),
+    [
+        # 2 [d] temporaries alive at once and a [t, d] one: no reuse, as no plan can do better
+        (
+            "input x[t, d], b[d];\nh = b * 2;\ng = exp(h);\nout = x * g + h;\n",
+            3,
+            "2 temporaries are alive at once between two ops, and a buffer holds values of one "
+            "dtype and shape: at least 3 buffers, so reusing dead buffers saves nothing",
+        ),
+        # a bf16 and an f32 temporary never share: 2 buffers are the fewest (it said 1 more)
+        (
+            "input bf16 x; input f32 y;\na = x * 2;\nb = f32(a) + y;\nc = bf16(b);\nout = c * x;\n",
+            2,
+            "at least 2 buffers, so no plan can use fewer",
+        ),
+        (TANH_CHAIN, 1, "Fusion saves no buffer here: the fused program needs 1 buffer too."),
+    ],
+)
+def test_demo3_bounds_buffers_per_dtype_and_shape(source: str, least: int, said: str) -> None:
+    """A buffer holds values of one dtype and shape: the bound counted all temporaries alike
+    and called the plan short of it or wasteful; fusion "went further" to as many buffers."""
+    demo = lecture.demo_memory_plan(lecture.load_program(source, "p.ew"))
+    assert demo.least_buffers == least
+    assert said in " ".join(demo.observations)
 
 
 def test_measure_demo_needs_every_variant(program: tuple[str, lecture.Program]) -> None:

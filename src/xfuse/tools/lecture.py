@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
+from typing import Any
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
@@ -25,7 +26,7 @@ from xdsl.printer import Printer
 from xfuse.analysis.cost import CostOptions, ProgramCost, fitted_problem_shape
 from xfuse.analysis.cost_report import nbytes
 from xfuse.analysis.dataflow import analyze_dataflow
-from xfuse.analysis.memory import Liveness, plan_memory
+from xfuse.analysis.memory import Liveness, MemoryPlan, plan_memory
 from xfuse.benchmarking import bench
 from xfuse.benchmarking.timing import host_description, separable
 from xfuse.dialects import ew
@@ -187,7 +188,8 @@ def demo_dataflow(program: Program) -> DataflowDemo:
     for index, op in enumerate(dataflow.ops):
         (result,) = op.results
         info = dataflow[result]
-        readers = sum(1 for use in result.uses if use.operation is not returned)
+        # ops, not operand slots: `h * h` is one reader of h
+        readers = len({use.operation for use in result.uses if use.operation is not returned})
         last = (
             info.last_use
             if info.last_use is not None and info.last_use < len(dataflow.ops)
@@ -239,13 +241,13 @@ def _dataflow_observations(rows: list[DataflowRow], depth: int) -> list[str]:
             "unfused program has nothing to keep alive between ops."
         )
         return lines
-    once = sum(1 for row in rows if row.readers == 1)
+    once = sum(1 for row in rows if row.readers == 1 and not row.is_output)  # (outputs live on)
     lifetime = (busiest.last_use if busiest.last_use is not None else ops) - busiest.index
     lines.append(
         f"{busiest.value} is read by {plural(busiest.readers, 'op')} and stays alive for "
         f"{plural(lifetime, 'step')}; {once or 'none'} of the {plural(ops, 'value')} "
-        f"{_is_are(max(once, 1))} read exactly once and {'dies' if once == 1 else 'die'} "
-        "right after. Demo 3's memory plan lives off that."
+        f"{_is_are(max(once, 1))} read by one op only and {'dies' if once <= 1 else 'die'} "
+        "right after it. Demo 3's memory plan lives off that."
     )
     return lines
 
@@ -261,7 +263,8 @@ class TrafficRow:
     tensors: int
     """Whole-tensor reads plus writes."""
     bytes: int
-    memory_time_s: float
+    roofline_time_s: float
+    """Per kernel the longer of its bytes over the bandwidth and its FLOPs over the peak."""
     kernels: int
     launch_time_s: float
     time_s: float
@@ -349,6 +352,9 @@ def _traffic_observations(demo: TrafficDemo, program: Program) -> list[str]:
     unfused, fused = demo.rows
     read = ", ".join(program.read_inputs) or "nothing"
     moved = f"read {read}; write {', '.join(program.outputs)}"
+    between = fused.tensors - len(program.read_inputs) - len(program.outputs)
+    if fused.kernels > 1 and between > 0:  # (the list named 2 tensors of a count of 4)
+        moved += f"; and {between} more between its {fused.kernels} kernels"
     memory_bound = demo.intensity < demo.elementwise_ridge
     if unfused.kernels == fused.kernels:
         lines = [
@@ -426,7 +432,10 @@ class PlanDemo:
     several dtypes)."""
     buffers_alike: bool
     max_live: int
-    """Most temporaries alive between two ops: no plan can use fewer buffers."""
+    """Most temporaries alive between two ops."""
+    least_buffers: int
+    """The fewest buffers a plan can use: per dtype and shape (a buffer holds one), the most
+    temporaries of it alive between two ops, summed (`max_live` where all are alike)."""
     in_place: int
     fused_buffers: int
     """Temporaries the fused program needs."""
@@ -459,7 +468,8 @@ def demo_memory_plan(program: Program) -> PlanDemo:
         peak_live_bytes=plan.peak_live_bytes(shape, dtype),
         buffer_bytes=naive_bytes // plan.naive_count if plan.naive_count else 0,
         buffers_alike=len(set(plan.temporary_bytes(shape, dtype))) <= 1,
-        max_live=_most_alive_between_ops(plan.liveness),
+        max_live=_most_alive_between_ops(plan.liveness, plan.liveness.temporaries),
+        least_buffers=_least_buffers(plan),
         in_place=len(plan.in_place),
         fused_buffers=plan_memory(fused_function).planned_count,
         observations=(),
@@ -467,19 +477,29 @@ def demo_memory_plan(program: Program) -> PlanDemo:
     return replace(demo, observations=tuple(_plan_observations(demo)))
 
 
-def _most_alive_between_ops(liveness: Liveness) -> int:
-    """Temporaries written by op i or before and read after it, at the worst i."""
+def _most_alive_between_ops(liveness: Liveness, temporaries: Sequence[SSAValue]) -> int:
+    """Of `temporaries`, those written by op i or before and read after it, at the worst i."""
     return max(
         (
             sum(
                 1
-                for v in liveness.temporaries
+                for v in temporaries
                 if liveness.definition[v] <= step < liveness.last_use.get(v, -1)
             )
             for step in range(len(liveness.steps))
         ),
         default=0,
     )
+
+
+def _least_buffers(plan: MemoryPlan) -> int:
+    """`PlanDemo.least_buffers`: a buffer holds values of one dtype and shape
+    (`DimClasses.key`), so the bound is per class: 2 `[d]` temporaries alive at once beside a
+    `[t, d]` one need 3 (the demo said "2 are alive at once, so reuse saves nothing")."""
+    by_class: dict[tuple[Any, ...], list[SSAValue]] = {}
+    for value in plan.liveness.temporaries:
+        by_class.setdefault(plan.dims.key(value), []).append(value)
+    return sum(_most_alive_between_ops(plan.liveness, alike) for alike in by_class.values())
 
 
 def _plan_observations(demo: PlanDemo) -> list[str]:
@@ -498,23 +518,32 @@ def _plan_observations(demo: PlanDemo) -> list[str]:
         f"{plural(demo.max_live, 'temporary', 'temporaries')} {_is_are(demo.max_live)} alive "
         "at once between two ops"
     )
+    if demo.least_buffers != demo.max_live:  # (a buffer holds one dtype and shape)
+        alive += (
+            f", and a buffer holds values of one dtype and shape: at least "
+            f"{plural(demo.least_buffers, 'buffer')}"
+        )
+    planned = plural(demo.planned_buffers, "buffer")
     if demo.naive_buffers == 1:
         lines = ["The unfused program has 1 temporary: there is no dead buffer to reuse."]
-    elif demo.planned_buffers == demo.naive_buffers:
+    elif demo.planned_buffers == demo.naive_buffers == demo.least_buffers:
         lines = [
-            f"The unfused program has {temporaries} and {alive}, so reusing dead buffers saves "
-            f"nothing: {plural(demo.planned_buffers, 'buffer')}."
+            f"The unfused program has {temporaries}; {alive}, so reusing dead buffers saves "
+            f"nothing: {planned}."
         ]
     else:
         bound = (
             "so no plan can use fewer"
-            if demo.planned_buffers == demo.max_live
-            else f"the greedy plan uses {demo.planned_buffers - demo.max_live} more than that"
+            if demo.planned_buffers == demo.least_buffers
+            else f"the greedy plan uses {demo.planned_buffers - demo.least_buffers} more than "
+            "the fewest"
         )
-        lines = [
-            f"Reusing dead buffers takes the {temporaries} down to "
-            f"{plural(demo.planned_buffers, 'buffer')}; {alive}, {bound}."
-        ]
+        reuse = (
+            f"Reusing dead buffers takes the {temporaries} down to {planned}"
+            if demo.planned_buffers < demo.naive_buffers
+            else f"The greedy plan reuses no buffer of the {temporaries}"
+        )
+        lines = [f"{reuse}; {alive}, {bound}."]
     if demo.in_place:
         lines.append(
             f"{demo.in_place} of the {temporaries} {_is_are(demo.in_place)} written in place, "
@@ -527,9 +556,14 @@ def _plan_observations(demo: PlanDemo) -> list[str]:
             "its type and shape) that dies there, and the program's inputs are never "
             "overwritten."
         )
+    further = (
+        f"Fusion goes further: the fused program needs {fused}."
+        if demo.fused_buffers < demo.planned_buffers
+        else f"Fusion saves no buffer here: the fused program needs {fused} too."
+    )
     lines.append(
-        f"Eager frameworks reuse memory at run time (PyTorch's caching allocator); compilers "
-        f"plan it ahead, as here. Fusion goes further: the fused program needs {fused}."
+        "Eager frameworks reuse memory at run time (PyTorch's caching allocator); compilers "
+        f"plan it ahead, as here. {further}"
     )
     return lines
 

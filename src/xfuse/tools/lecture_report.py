@@ -70,8 +70,8 @@ def print_traffic(console: Console, demo: TrafficDemo) -> None:
         f"{demo.bandwidth / 1e12:.2f} TB/s; {demo.launch_us:g} us per launch (assumed)."
     )
     table = _table(
-        "time = bytes / bandwidth + launches x overhead (xfuse.analysis.cost)",
-        ["", "tensors read+written", "bytes", "memory time", "kernels", "launches", "total"],
+        "time = max(bytes / bandwidth, FLOPs / peak) + launches x overhead (xfuse.analysis.cost)",
+        ["", "tensors read+written", "bytes", "roofline time", "kernels", "launches", "total"],
         left=1,
     )
     for row in demo.rows:
@@ -79,7 +79,7 @@ def print_traffic(console: Console, demo: TrafficDemo) -> None:
             row.label,
             str(row.tensors),
             nbytes(row.bytes),
-            us(row.memory_time_s),
+            us(row.roofline_time_s),
             str(row.kernels),
             us(row.launch_time_s),
             us(row.time_s),
