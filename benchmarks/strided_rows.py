@@ -40,7 +40,7 @@ import numpy as np
 import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_parser
 from xfuse.runtime.arrays import aligned_empty
-from xfuse.runtime.kernel import SETTLING_CALLS
+from xfuse.runtime.kernel import ROW_CALL_MIN_ELEMENTS, SETTLING_CALLS
 from xfuse.tools.cli import option_type, positive_int
 
 SWIGLU = "out = x * sigmoid(x) * y;"
@@ -137,19 +137,36 @@ def rope_table(tokens: int, heads: int, head_dim: int, rounds: int, repeat: int)
 
 
 @option_type
-def even_size(text: str) -> int:
-    """`--head-dim`: RoPE rotates two halves, so an even width of at least 2 (an odd one failed
-    after the SwiGLU tables, in a traceback)."""
+def row_size(text: str) -> int:
+    """`--d`: a half's rows are written where they are only from `ROW_CALL_MIN_ELEMENTS` on
+    (a narrower `out=` failed after the other tables, in a traceback)."""
     size = positive_int(text)
-    if size % 2:
-        raise ValueError(f"expected an even integer >= 2 (RoPE's two halves), got {size}")
+    if size < ROW_CALL_MIN_ELEMENTS:
+        raise ValueError(
+            f"expected an integer >= {ROW_CALL_MIN_ELEMENTS} (rows narrower are refused as an "
+            f"out= view), got {size}"
+        )
+    return size
+
+
+@option_type
+def even_size(text: str) -> int:
+    """`--head-dim`: RoPE rotates two halves, so an even width, each half a row a call reads
+    where it is (`ROW_CALL_MIN_ELEMENTS`): an odd one, or one under 64 whose halves a prepared
+    call would copy, failed after the SwiGLU tables, in a traceback."""
+    size = positive_int(text)
+    if size % 2 or size < 2 * ROW_CALL_MIN_ELEMENTS:
+        raise ValueError(
+            f"expected an even integer >= {2 * ROW_CALL_MIN_ELEMENTS} (RoPE's two halves, each "
+            f"read where it is), got {size}"
+        )
     return size
 
 
 def main() -> None:
     parser = script_parser(__doc__)
     parser.add_argument("--rows", type=positive_int, default=1024, help="t")
-    parser.add_argument("--d", type=positive_int, default=14336, help="each half's width")
+    parser.add_argument("--d", type=row_size, default=14336, help="each half's width")
     parser.add_argument("--rounds", type=positive_int, default=5)
     parser.add_argument("--repeat", type=positive_int, default=5)
     parser.add_argument("--rope-tokens", type=positive_int, default=4096, help="RoPE's t")

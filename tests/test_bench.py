@@ -975,6 +975,9 @@ def test_benchmark_scripts_take_no_abbreviated_options(script: str) -> None:
         ("gpu_validate.py", ["--shape", "0x5", "--dry-run"], "argument --shape: expected sizes"),
         # an odd RoPE head failed after the first tables; another tree timed this checkout
         ("strided_rows.py", ["--head-dim", "3"], "argument --head-dim: expected an even integer"),
+        # halves or rows a call copies or refuses: tracebacks after the other tables
+        ("strided_rows.py", ["--head-dim", "16"], "argument --head-dim: expected an even integer"),
+        ("strided_rows.py", ["--d", "16"], "argument --d: expected an integer >= 32"),
         ("compile_cache.py", ["--against", "/nonexistent"], "no xfuse package under /nonexist"),
     ],
 )
