@@ -110,14 +110,18 @@ def interleaved_medians(
     after `warmup` untimed calls: `median_seconds`) in each of `rounds` rounds.
 
     Every round times each run in turn, so a slow spell of the machine (another process, a
-    frequency change) lands on all of them rather than on whichever ran then.
+    frequency change) lands on all of them rather than on whichever ran then, each round from
+    the next run on: the run after another paid for the state that one leaves (the lecture's
+    libm kernel, always after numpy's, was 1.34x its identical approx twin at 2^12, a gap its
+    rank test separated).
     """
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     medians: list[list[float]] = [[] for _ in runs]
-    for _ in range(rounds):
-        for run, times in zip(runs, medians, strict=True):
-            times.append(median_seconds(run, repeat, warmup=warmup, calls=calls))
+    for round_ in range(rounds):
+        start = round_ % len(runs) if runs else 0
+        for index in [*range(start, len(runs)), *range(start)]:
+            medians[index].append(median_seconds(runs[index], repeat, warmup=warmup, calls=calls))
     return [tuple(times) for times in medians]
 
 
