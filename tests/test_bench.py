@@ -724,7 +724,7 @@ def test_milliseconds_keep_three_significant_digits(seconds: float, printed: str
 
 def test_interleaved_rounds_take_turns_each_from_the_next_run() -> None:
     """Each round starts one run further: a run always timed right after another paid for the
-    state that one left (the lecture's libm twin of its approx kernel, after numpy's: 1.34x)."""
+    state that one left (the lecture's libm twin of its approx kernel, always after numpy's)."""
     calls: list[str] = []
     medians = interleaved_medians(
         [lambda: calls.append("a"), lambda: calls.append("b"), lambda: calls.append("c")],

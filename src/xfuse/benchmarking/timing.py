@@ -112,8 +112,8 @@ def interleaved_medians(
     Every round times each run in turn, so a slow spell of the machine (another process, a
     frequency change) lands on all of them rather than on whichever ran then, each round from
     the next run on: the run after another paid for the state that one leaves (the lecture's
-    libm kernel, always after numpy's, was 1.34x its identical approx twin at 2^12, a gap its
-    rank test separated).
+    libm kernel of RoPE, always timed after numpy's, came out slower than its identical approx
+    twin at 2^12, by a gap its rank test separated).
     """
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
