@@ -140,6 +140,29 @@ def test_the_pool_keeps_free_blocks_up_to_its_limit(monkeypatch: pytest.MonkeyPa
     assert pool.free_bytes == 0
 
 
+def test_a_full_pool_gives_back_the_sizes_given_back_longest_ago(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A block of a new size takes the place of the oldest free ones: a pool full of blocks of
+    sizes no call asks for any more kept every new size out (a 40 MiB output 1.9x as slow as
+    pooled, until `release_output_memory()`)."""
+    pool = OutputPool()
+    monkeypatch.setenv("XFUSE_OUTPUT_POOL_BYTES", str(4 * BLOCK_STEP))
+    large = [pool.empty(2 * BLOCK_STEP - 64, 64, 0)[0] for _ in range(2)]
+    del large[:]
+    assert pool.free_bytes == 4 * BLOCK_STEP
+    small, _ = pool.empty(BLOCK_STEP - 64, 64, 0)
+    address = ctypes.addressof(small)
+    del small
+    assert pool.free_bytes == 3 * BLOCK_STEP  # one large block gave way
+    again, _ = pool.empty(BLOCK_STEP - 64, 64, 0)
+    assert ctypes.addressof(again) == address  # the small size pooled
+    assert pool.free_bytes == 2 * BLOCK_STEP
+    too_large = pool.empty(5 * BLOCK_STEP - 64, 64, 0)[0]
+    del too_large  # past the limit alone: to the system, the pool as it was
+    assert pool.free_bytes == 2 * BLOCK_STEP
+
+
 def test_a_limit_that_is_no_size_warns_and_keeps_the_default(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
