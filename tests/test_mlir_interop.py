@@ -275,6 +275,22 @@ def test_the_upstream_peers_libm_is_libms_near_0_and_rounds_bf16_subnormals() ->
 
 
 @needs_mlir
+def test_the_upstream_peer_names_its_outputs_as_the_program() -> None:
+    """Named from SSA hints, a constant output `k` was `out1`, and `out=` by its name an
+    "unknown output" error; the peer of a workload takes the program's names."""
+    source = "out = x + 1; k = 2.5; output out, k;"
+    kernel = compile_with_mlir(fused(source), output_names=["out", "k"])
+    assert [p.name for p in kernel.outputs] == ["out", "k"]
+    k = np.empty((), np.float32)
+    total, constant = kernel(np.ones(3, np.float32), out={"k": k})
+    assert constant is k and k == 2.5
+    np.testing.assert_array_equal(total, [2, 2, 2])
+    workload = bench.prepare_workload(source, 64)
+    measured = bench.measure(workload, peers.mlir_variant(workload), repeat=1)
+    assert measured.max_error is not None and measured.max_error < 1e-6
+
+
+@needs_mlir
 def test_upstream_rounding_f64_to_bf16_is_a_peer_error_not_a_crash() -> None:
     """Upstream's LLVM IR has `fptrunc double to bfloat`, which x86 code generation makes a call
     to compiler-rt's `__truncdfbf2`: MCJIT does not resolve it, and the call segfaulted."""

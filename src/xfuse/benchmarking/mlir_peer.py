@@ -224,8 +224,13 @@ class MlirKernel:
     same messages; the code is JIT-compiled by xfuse's (`xfuse.codegen.native.compile_llvm_ir`).
     """
 
-    def __init__(self, module: ModuleOp, math: MathLowering = "libm"):
-        self.inputs, self.outputs = signature(module, None)
+    def __init__(
+        self,
+        module: ModuleOp,
+        math: MathLowering = "libm",
+        output_names: Sequence[str] | None = None,
+    ):
+        self.inputs, self.outputs = signature(module, output_names)
         self.llvm_ir = upstream_llvm_ir(module, math)
         check_runnable(self.llvm_ir)
         self._native = compile_llvm_ir(self.llvm_ir)  # keeps the code alive
@@ -258,6 +263,10 @@ class MlirKernel:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-def compile_with_mlir(module: ModuleOp, math: MathLowering = "libm") -> MlirKernel:
-    """Compile `module` (after `ew-fuse`) with upstream MLIR; raises MlirToolsMissing without it."""
-    return MlirKernel(module, math)
+def compile_with_mlir(
+    module: ModuleOp, math: MathLowering = "libm", output_names: Sequence[str] | None = None
+) -> MlirKernel:
+    """Compile `module` (after `ew-fuse`) with upstream MLIR; raises MlirToolsMissing without it.
+    Its outputs are named as `xfuse.compile_module` names them (`output_names`, the program's:
+    a constant output `k` was `out1` without them)."""
+    return MlirKernel(module, math, output_names)

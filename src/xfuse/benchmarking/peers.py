@@ -330,7 +330,8 @@ def mlir_variant(workload: Workload, threads: int = 1) -> Variant:
 
     if threads > 1:
         raise PeerUnsupported("the upstream MLIR peer runs one thread")
-    kernel = compile_with_mlir(apply_pipeline(workload.module, "ew-fuse"), math="polynomial")
+    fused = apply_pipeline(workload.module, "ew-fuse")
+    kernel = compile_with_mlir(fused, math="polynomial", output_names=workload.output_names)
     outs = [_output(workload, index, p.dtype) for index, p in enumerate(kernel.outputs)]
     arrays = dict(zip([p.name for p in kernel.inputs], _inputs(workload), strict=True))
     return Variant("upstream MLIR", lambda: kernel(**arrays, out=outs), "fused")
