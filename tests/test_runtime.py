@@ -1157,8 +1157,23 @@ def test_partial_overlap_and_unsafe_in_place_are_rejected(gelu: Gelu) -> None:
     with pytest.raises(ValueError, match="out 'out' overlaps input 'x'"):
         fused(x=x, b=x.copy(), r=x.copy(), out=shifted)
     unfused = xfuse.compile(gelu.source, fuse=False)
-    with pytest.raises(ValueError, match="several kernels"):
+    refusal = "in-place update is safe only in a program of one kernel that reads all its inputs"
+    with pytest.raises(ValueError, match=refusal):
         unfused(x=x, b=x.copy(), r=x.copy(), out=x)
+    # One kernel beside an input it does not read, larger: the call ran the kernel over each of
+    # its rows (a strided y) or slices (threads=2), each over what the one before had written
+    # (`out=c` gave c * 2**8, and `g` was tanh(abs(x))).
+    rows = np.zeros((8, 256), np.float32)[:, :128]
+    for threads, y in ((1, rows), (2, np.zeros((64, 4096), np.float32))):
+        unread = xfuse.compile("input c[], y[t, d]; h = c * 2;", threads=threads)
+        c = np.array(1.5, np.float32)
+        with pytest.raises(ValueError, match=refusal):
+            unread(c=c, y=y, out=c)
+        assert c == 1.5 and unread(c=c, y=y) == 3.0
+    pair = xfuse.compile("input x[1, d], y[t, d]; h = abs(x); g = tanh(x); output h, g;")
+    a = np.linspace(-3, 3, 128, dtype=np.float32).reshape(1, -1)
+    with pytest.raises(ValueError, match=refusal):
+        pair(x=a, y=rows, out=(a, None))
     two = xfuse.compile("h = x + b; y = tanh(h);", outputs=["y", "h"])
     buffer = np.empty(10, np.float32)
     with pytest.raises(ValueError, match="overlaps out"):

@@ -613,7 +613,9 @@ def check_aliasing(
     pointers: Sequence[int],
     input_count: int,
     in_place_allowed: bool,
-    in_place_refusal: str = "this program has several kernels, so an in-place update is unsafe",
+    in_place_refusal: str = (
+        "an in-place update is safe only in a program of one kernel that reads all its inputs"
+    ),
 ) -> None:
     """Outputs never overlap each other; one may alias an input only as an exact in-place update
     (`same_elements`), where `in_place_allowed` (else the error says `in_place_refusal`).

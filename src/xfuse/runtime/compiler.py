@@ -565,7 +565,7 @@ def _run_pipeline(
     from xdsl.dialects import llvm
 
     from xfuse.dialects import ew
-    from xfuse.transforms.pipeline import pipeline_context
+    from xfuse.transforms.pipeline import only_function, pipeline_context
 
     ctx = pipeline_context()
     for _, pass_ in tensor_passes:
@@ -576,8 +576,13 @@ def _run_pipeline(
         buffer_passes = options.buffer_passes()
         gpu = gpu_program(module, buffer_passes, inputs, outputs, options.opt_level, options.arch)
         return Program(gpu, Stages(*first_stage, [*tensor_passes, *buffer_passes]), False, options)
-    # One kernel reads every input element before writing the same element: in-place is safe.
-    in_place_allowed = sum(isinstance(op, ew.KernelOp) for op in module.walk()) == 1
+    # One kernel reads every input element before writing the same element: in-place is safe,
+    # where the kernel reads every input. An unread one may make the call's space larger than the
+    # kernel's (`input c[], y[t, d]; h = c * 2;`): its slices or rows each ran the kernel whole,
+    # each over what the one before had written (`out=c` gave c * 2**8).
+    in_place_allowed = sum(isinstance(op, ew.KernelOp) for op in module.walk()) == 1 and all(
+        argument.uses for argument in only_function(module).body.block.args
+    )
     buffer_passes = options.buffer_passes()
     for _, pass_ in buffer_passes:
         pass_.apply(ctx, module)

@@ -2408,7 +2408,8 @@ class Program:
     function: NativeFunction
     stages: Mapping[str, str]
     in_place_allowed: bool
-    """True when the program is one kernel, so an output may overwrite a same-shaped input."""
+    """True when the program is one kernel that reads all its inputs, so an output may
+    overwrite a same-shaped input."""
     options: Any
     frontend_ir: str | None = None
     """The frontend module's IR, what a pickled kernel carries (None: not from a frontend)."""

@@ -10,7 +10,7 @@ Greedy fusion merges groups of ops along def-use edges while the result stays le
   value of their shape (sibling fusion: it is then read once);
 - no cycles: groups merge only when no path leaves the pair and comes back into it;
 - at most `max-ops` scalar ops per kernel, counting each op as the ops it becomes in a float32
-  kernel after `ew-expand-math`'s approximations (`op_size`: a `tanh` is 25, an `add` 1):
+  kernel after `ew-expand-math`'s approximations (`op_size`: a `tanh` is 15, an `add` 1):
   LLVM's time on a loop grows faster than the loop (its loop vectorizer's most), so a long
   chain becomes several kernels (each passing its last values to the next through memory).
 Ops are visited in program order, each use once per sweep, until a sweep merges nothing (a
