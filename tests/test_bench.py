@@ -787,7 +787,7 @@ def test_measure_interleaved_checks_and_times_every_variant() -> None:
 
 def test_rounds_of_several_workloads_take_every_variant_in_turn() -> None:
     # One first (checked) run of each variant, then each round one untimed and one timed run
-    # of every variant of every workload before the next round.
+    # of every variant of every workload before the next round, each round from the next one.
     calls: list[str] = []
     cells = []
     for name in ("p", "q"):
@@ -799,7 +799,7 @@ def test_rounds_of_several_workloads_take_every_variant_in_turn() -> None:
 
         cells.append((workload, [bench.Variant(name, run, "fused")]))
     (p,), (q,) = bench.measure_workloads_interleaved(cells, rounds=3, repeat=1, warmup=1)
-    assert calls == ["p", "q"] + ["p", "p", "q", "q"] * 3
+    assert calls == ["p", "q"] + ["p", "p", "q", "q", "q", "q", "p", "p", "p", "p", "q", "q"]
     assert len(p.round_times_s) == len(q.round_times_s) == 3
     assert p.max_error == q.max_error == 0.0
 
