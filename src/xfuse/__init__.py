@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.2.21"
+__version__ = "0.2.22"
 """The package's version (pyproject.toml reads it from here): a constant, so that reading it, as
 the compile cache's key does, costs nothing."""
 
