@@ -1170,6 +1170,10 @@ def test_partial_overlap_and_unsafe_in_place_are_rejected(gelu: Gelu) -> None:
         with pytest.raises(ValueError, match=refusal):
             unread(c=c, y=y, out=c)
         assert c == 1.5 and unread(c=c, y=y) == 3.0
+    # (streaming stays as it was: a call whose outputs are its whole space streams)
+    n = 1 << 24
+    plain = xfuse.compile("input x[n]; out = x * 2;").streams((n,))
+    assert xfuse.compile("input x[n], y[n]; out = x * 2;").streams((n,), (n,)) == plain
     pair = xfuse.compile("input x[1, d], y[t, d]; h = abs(x); g = tanh(x); output h, g;")
     a = np.linspace(-3, 3, 128, dtype=np.float32).reshape(1, -1)
     with pytest.raises(ValueError, match=refusal):
@@ -1308,6 +1312,7 @@ def test_a_kernel_says_whether_a_call_of_these_shapes_streams(
             nest.streams(bad)
     # one int is a 1-d shape, as numpy takes it (was a raw "'int' object is not iterable")
     assert flat.streams(n) == flat.streams(np.int64(n)) == flat.streams((n,))
+    assert flat.streams(np.array([n])) == flat.streams((n,))  # (an array, as numpy takes it)
     assert nest(np.ones((4, 16), np.float32)).shape == (4, 16)
 
 

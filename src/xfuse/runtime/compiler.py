@@ -580,7 +580,8 @@ def _run_pipeline(
     # where the kernel reads every input. An unread one may make the call's space larger than the
     # kernel's (`input c[], y[t, d]; h = c * 2;`): its slices or rows each ran the kernel whole,
     # each over what the one before had written (`out=c` gave c * 2**8).
-    in_place_allowed = sum(isinstance(op, ew.KernelOp) for op in module.walk()) == 1 and all(
+    one_kernel = sum(isinstance(op, ew.KernelOp) for op in module.walk()) == 1
+    in_place_allowed = one_kernel and all(
         argument.uses for argument in only_function(module).body.block.args
     )
     buffer_passes = options.buffer_passes()
@@ -588,8 +589,9 @@ def _run_pipeline(
         pass_.apply(ctx, module)
     symbols = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
     has_workspace = workspace_size_function(function_name) in symbols
-    # Splitting a call is safe for one elementwise kernel (each element computed where stored).
-    streaming_outputs = len(outputs) if options.streaming and in_place_allowed else 0
+    # Splitting a call is safe for one elementwise kernel (each element computed where stored;
+    # a call whose outputs are not of its whole space does not stream: `make_plan`).
+    streaming_outputs = len(outputs) if options.streaming and one_kernel else 0
     native = compile_llvm_dialect(
         module,
         options.opt_level,

@@ -2503,6 +2503,8 @@ def _sizes(name: str, shape: object) -> tuple[int, ...]:
     one too, "not iterable")."""
     if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
         shape = (shape,)
+    elif isinstance(shape, np.ndarray) and shape.ndim == 1:  # (as numpy's shape arguments)
+        shape = tuple(shape.tolist())
     if (
         not isinstance(shape, Sequence)
         or isinstance(shape, str)
