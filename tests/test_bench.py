@@ -30,6 +30,7 @@ from xfuse.benchmarking.timing import (
 )
 from xfuse.codegen.native import host_cpu, libmvec_loaded
 from xfuse.dialects import ew
+from xfuse.frontend.language import parse_program
 from xfuse.runtime.kernel import SETTLING_CALLS
 from xfuse.tools import bench_cmd
 from xfuse.tools.bench_cmd import bandwidth_figure, parse_sizes, program_title
@@ -260,6 +261,24 @@ def test_bench_libm_threads_and_errors(gelu: Gelu) -> None:
         bench.bench(gelu.source, [16], outputs=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
         bench.bench(gelu.source, [16], threads=0)
+
+
+@pytest.mark.parametrize(
+    ("source", "shapes"),
+    [
+        ("input x[t, 1]; out = x * 2;", {"x": (4096, 1)}),  # (was 1 x 1: columns of a 1)
+        ("input x[t, t]; out = x * 2;", {"x": (64, 64)}),  # (was 1 x 1)
+        ("input x[t, t, t]; out = x * 2;", {"x": (16, 16, 16)}),
+        ("input x[t, d], y[d, 1]; out = x * y;", {"x": (64, 64), "y": (64, 1)}),
+        ("input x[5, b, b], y[a, 1, a]; out = x + y;", {"x": (5, 5, 5), "y": (5, 1, 5)}),
+    ],
+)
+def test_bench_sizes_tied_and_static_1_axes_for_about_n_elements(
+    source: str, shapes: dict[str, tuple[int, ...]]
+) -> None:
+    """The axes dim names tie share n's root, an axis of static 1s is 1: such programs ran at
+    1 element for `--sizes 4096` (or were refused, the names' axes sized apart)."""
+    assert bench.input_shapes(parse_program(source), 4096) == shapes
 
 
 def test_bench_takes_numpy_sizes_a_plain_progress_callback_and_one_peer_name() -> None:

@@ -673,6 +673,10 @@ def test_cli_takes_an_empty_shape(capsys: pytest.CaptureFixture[str]) -> None:
         ("input x[t, t];\ny = x * 2;\n", [], [4096, 4096]),
         ("input x[d], y[d, 1];\nz = x + y;\n", [], [4096, 4096]),
         ("input x[d, 8], y[d];\nz = x + y;\n", [], [8, 8]),
+        # names chained over axes tie them all, to the size one of them fixes; a 1 padding a
+        # rank-3 problem is no size (x[t, t, t] was priced at 1x1x1)
+        ("input x[5, b, b], y[a, 1, a];\nz = x + y;\n", [], [5, 5, 5]),
+        ("input x[t, t, t];\nz = x * 2;\n", [], [4096, 4096, 4096]),
     ],
 )
 def test_cli_default_shape_fits_the_program(

@@ -30,7 +30,7 @@ from typing import Any, cast
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp
 from xdsl.ir import SSAValue
 
 from xfuse.benchmarking import peers as peer_compilers
@@ -96,13 +96,18 @@ def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
     get n; declared N-D ones rows x `ROW_LENGTH` (the lecture's d_ff, at most n), with
     `MIDDLE_SIZE` in each axis between (3-d and up, where n has room for rows of 64), static
     dims as declared (a `1` broadcasts: RoPE's tables `[t, 1, d]` over the heads) and the free
-    ones sized for n with them (`x[t, 8]` at 2^12 is 512 x 8; `x[4, d]` 4 x 1024), the axes of
-    one dim name at one size (`x[t, t]`: the smaller)."""
+    ones sized for n with them (`x[t, 8]` at 2^12 is 512 x 8; `x[4, d]` 4 x 1024; `x[t, 1]` n x
+    1), the axes dim names tie at one size, n's root among them (`x[t, t]` at 2^12: 64 x 64)."""
 
     args = only_function(module).args
     shapes = [ew.shape_of(a) for a in args]
     rank = max(map(len, shapes), default=0)
     fixed = ew.fixed_dims(shapes)
+    dynamic = {
+        rank - len(s) + axis for s in shapes for axis, d in enumerate(s) if d == DYNAMIC_INDEX
+    }
+    # an axis of static 1s only is 1 (`x[t, 1]` at 2^24 was 1,170 x 1: rows of 14336 "columns")
+    fixed |= {axis: 1 for axis in range(rank) if axis not in fixed and axis not in dynamic}
     if rank <= 1:  # (a static `y[3]` fixes the `?` of `x` too: `exp(x) + y` at 3)
         return {str(input_name(a)): ew.bind_shape(a.type, (fixed.get(0, n),)) for a in args}
     middle_size = MIDDLE_SIZE if n >= 64 * MIDDLE_SIZE ** (rank - 2) else 1
@@ -113,8 +118,14 @@ def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
         dims[-1] = max(1, min(columns, ROW_LENGTH) if free_rows else columns)
     if free_rows:
         dims[0] = max(1, n // math.prod(dims[1:]))
-    tied = ew.tie_named_dims(args, dims, fixed)  # (`x[t, t]`: one size for t)
-    return {str(input_name(a)): ew.bind_shape(a.type, tied) for a in args}
+    tied = list(ew.tie_named_dims(args, dims, fixed))
+    for axes in ew.tied_axis_groups(args, rank):  # (`x[t, t]` at 4096: 64 x 64, not 1 x 1)
+        if not any(axis in fixed for axis in axes):
+            rest = math.prod(size for axis, size in enumerate(tied) if axis not in axes)
+            size = max(1, round((n / max(rest, 1)) ** (1 / len(axes))))
+            for axis in axes:
+                tied[axis] = size
+    return {str(input_name(a)): ew.bind_shape(a.type, tuple(tied)) for a in args}
 
 
 ROW_LENGTH = 14336

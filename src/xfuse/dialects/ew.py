@@ -350,26 +350,46 @@ def fixed_dims(shapes: Sequence[Sequence[int]]) -> dict[int, int]:
     }
 
 
+def tied_axis_groups(arguments: Sequence[BlockArgument], rank: int) -> list[list[int]]:
+    """The axes of a problem of `rank` dims (right-aligned over `arguments`) that dim names tie
+    to one size, in groups of two or more: a name on two axes ties them, and so does a chain of
+    names (`x[5, b, b], y[a, 1, a]`: all three)."""
+    parent = list(range(rank))
+
+    def root(axis: int) -> int:
+        while parent[axis] != axis:
+            parent[axis] = parent[parent[axis]]
+            axis = parent[axis]
+        return axis
+
+    first_axis: dict[str, int] = {}
+    for argument in arguments:
+        names = declared_dims(argument) or ()
+        for index, name in enumerate(names):
+            axis = rank - len(names) + index
+            if name == "?" or name.isdigit() or axis < 0:  # (a static size is no name)
+                continue
+            parent[root(axis)] = root(first_axis.setdefault(name, axis))
+    groups: dict[int, list[int]] = {}
+    for axis in range(rank):
+        groups.setdefault(root(axis), []).append(axis)
+    return [axes for axes in groups.values() if len(axes) > 1]
+
+
 def tie_named_dims(
     arguments: Sequence[BlockArgument], dims: Sequence[int], fixed: Mapping[int, int]
 ) -> tuple[int, ...]:
     """`dims`, a problem shape sized axis by axis (right-aligned over `arguments`), with the
-    axes of one dim name at one size: the size `fixed` gives one of them, else the smallest. A
-    name on two axes (`x[t, t]`, `x[d] + y[d, 1]`) was given two sizes, which the call then
-    refused: "dim 'd' is 14336 in input 'x' but 4096 in input 'y'"."""
-    axes_of: dict[str, set[int]] = {}
-    for argument in arguments:
-        names = declared_dims(argument) or ()
-        for axis, name in enumerate(names):
-            if name != "?" and not name.isdigit():  # (a static size is no name)
-                axes_of.setdefault(name, set()).add(len(dims) - len(names) + axis)
+    axes that dim names tie (`tied_axis_groups`) at one size: the size `fixed` gives one of
+    them, else the smallest above 1 (a 1 there pads the problem's rank). A name on two axes
+    (`x[t, t]`, `x[d] + y[d, 1]`) was given two sizes, which the call then refused: "dim 'd'
+    is 14336 in input 'x' but 4096 in input 'y'"."""
     tied = list(dims)
-    for axes in axes_of.values():
-        if len(axes) > 1:
-            given = [fixed[axis] for axis in sorted(axes) if axis in fixed]
-            size = given[0] if given else min(tied[axis] for axis in axes)
-            for axis in axes:
-                tied[axis] = size
+    for axes in tied_axis_groups(arguments, len(dims)):
+        given = [fixed[axis] for axis in axes if axis in fixed]
+        size = given[0] if given else min((dims[a] for a in axes if dims[a] > 1), default=1)
+        for axis in axes:
+            tied[axis] = size
     return tuple(tied)
 
 
