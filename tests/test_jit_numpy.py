@@ -321,6 +321,27 @@ def test_an_update_in_place_reaches_every_name_of_the_array(function: Callable[.
         assert_same(g, w)
 
 
+def test_dtype_functions_trace_and_a_mask_takes_no_arithmetic_through_power() -> None:
+    """`np.result_type` reads dtypes only, a traced array's `.dtype` (bool for a mask): it was
+    refused ("compute it outside the jit function"). `np.power(m, 0.5)` of a mask (its sqrt
+    path dropped the mask) and `np.heaviside(0.0, m)` gave numbers; they are the mask error,
+    as `m ** 2` is."""
+    x = np.float32([1.0, -2.0])
+    for function in (
+        lambda a: a.astype(np.result_type(a, 1.0)),
+        lambda a: a.astype(np.result_type(a > 0, a)),
+        lambda a: a.astype(np.result_type(a, np.float64)),
+    ):
+        assert_same(xfuse.jit(function)(x), function(x))
+    for function in (
+        lambda a: np.power(a > 0, 0.5),
+        lambda a: (a > 0) ** np.float64(0.5),
+        lambda a: np.heaviside(0.0, a > 0),
+    ):
+        with pytest.raises(TypeError, match="a comparison's result is a boolean mask"):
+            xfuse.jit(function)(x)
+
+
 def test_a_traced_array_kept_from_an_earlier_trace_is_a_clear_error() -> None:
     """Kept in a list between calls, it belongs to the trace that made it: used in the next
     (a new dtype, traced again) it failed in xDSL's verifier ("value defined out of its

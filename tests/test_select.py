@@ -279,7 +279,11 @@ def test_xfuse_functions_take_their_operands_and_no_complex_numbers() -> None:
         (lambda: xfuse.exp(), r"^xfuse.exp\(\) takes 1 argument \(x\), 0 given$"),
         (lambda: xfuse.jit(lambda a: xfuse.atan2(a))(x), r"xfuse.atan2\(\) takes 2 arguments"),
         (lambda: xfuse.jit(lambda a: xfuse.exp(a, a))(x), r"xfuse.exp\(\) takes 1 argument"),
-        (lambda: xfuse.sqrt(np.complex64([4 + 3j])), r"real numbers, not complex ones"),
+        (lambda: xfuse.sqrt(np.complex64([4 + 3j])), r"real numbers, not an array of complex64"),
+        # (None was NaN, a string a number)
+        (lambda: xfuse.maximum(x, None), r"^xfuse.maximum\(\): .* real numbers, not None$"),
+        (lambda: xfuse.exp("3"), r"^xfuse.exp\(\): xfuse computes with real numbers, not '3'$"),
+        (lambda: xfuse.maximum(x, np.array(["2"])), r"real numbers, not an array of <U1"),
     ):
         with pytest.raises(TypeError, match=message):
             call()

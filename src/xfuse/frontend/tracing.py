@@ -71,6 +71,8 @@ def _sign(x: Any) -> Any:
 def _heaviside(x: Any, h0: Any) -> Any:
     """numpy's heaviside: 0 below 0, 1 above, `h0` at ±0, NaN for NaN (itself); of a scalar x,
     that value at every element of the traced `h0`, in numpy's dtype of the two."""
+    if isinstance(h0, Traced) and h0.mask:  # (as any arithmetic on a mask: the mask error)
+        return h0.apply(ew.MaxOp, h0, 0.0)
     if not isinstance(x, Traced):
         dtype = np.result_type(x, h0.element_dtype)
         value = 0.0 if x < 0 else 1.0 if x > 0 else None if x == 0 else x
@@ -470,7 +472,7 @@ class Traced:
         """`np.power(self, exponent)` as numpy computes it: `np.sqrt` of the promoted array where
         the exponent is a scalar 0.5 and the result float32 or float64 (numpy's power loop
         takes that path), else `ew.pow` (C's pow)."""
-        if _is_one_half(exponent):
+        if _is_one_half(exponent) and not self.mask:  # (a mask's: `apply` refuses it)
             if isinstance(exponent, np.generic):
                 try:
                     dtype = np.result_type(self.element_dtype, exponent)
@@ -635,6 +637,8 @@ class Traced:
         array, and `np.dot(x, x)` traced as `x * x`."""
         if func is np.nan_to_num:
             return _nan_to_num(*args, **kwargs)
+        if func is np.result_type:  # dtypes only: a traced array's `.dtype` (bool for a mask)
+            return np.result_type(*(a.dtype if isinstance(a, Traced) else a for a in args))
         if func is np.where:
             if len(args) != 3 or kwargs:
                 raise TypeError(
@@ -770,7 +774,8 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
     """The function `xfuse.<name>`: records the op on traced values, else computes with numpy.
     It takes the op's operands, no more and no fewer (numpy's path took an extra one as its
     ufunc's `out` and dropped it; inside jit it was an internal error), and no complex number
-    (numpy's path dropped the imaginary part with a warning)."""
+    (numpy's path dropped the imaginary part with a warning), nor anything else numpy does not
+    compute with (`None` was NaN, a string a number)."""
     count = ew.arity(op_type)
     operands = ("condition", "x", "y") if op_type is ew.SelectOp else ("x", "y")[:count]
 
@@ -780,12 +785,18 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
                 f"xfuse.{name}() takes {count} argument{'s' * (count > 1)} "
                 f"({', '.join(operands)}), {len(args)} given"
             )
-        if any(np.iscomplexobj(a) for a in args if not isinstance(a, Traced)):
-            raise TypeError(f"xfuse.{name}(): xfuse computes with real numbers, not complex ones")
         traced = next((a for a in args if isinstance(a, Traced)), None)
         if traced is not None:
             return traced.apply(op_type, *args)
         arrays = [np.asarray(a) for a in args]
+        # (None was NaN, "3" was 3.0, a complex number lost its imaginary part: numpy refuses)
+        kinds = [a.dtype.kind if a.dtype != numpy_dtype("bfloat16") else "f" for a in arrays]
+        for given, kind in zip(args, kinds, strict=True):
+            if kind not in "biuf":
+                what = (
+                    f"an array of {given.dtype}" if isinstance(given, np.ndarray) else repr(given)
+                )
+                raise TypeError(f"xfuse.{name}(): xfuse computes with real numbers, not {what}")
         # NEP 50: a Python number takes the array's dtype (`xfuse.maximum(x, 0.0)` keeps x's);
         # where's result has its arms' dtype
         values = args[1:] if op_type is ew.SelectOp else args
