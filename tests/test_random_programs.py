@@ -396,16 +396,43 @@ def apply(op: ew.ElementwiseOpType, args: Sequence[Ball], tolerance: ew.ErrorBou
     return Ball(center, np.where(undecided, np.inf, radius))
 
 
+def literal_values(program: Program) -> list[float | None]:
+    """Each node's value in float64 where it reads no input (a literal, or ops of literals), as
+    the `.ew` frontend computes a weakly typed value for a float64 context; None elsewhere."""
+    values: list[float | None] = []
+    for node in program.nodes:
+        if node.kind == "constant":
+            values.append(node.value)
+        elif node.kind == "input" or any(values[i] is None for i in node.operands):
+            values.append(None)
+        else:
+            assert node.op is not None
+            operands = [np.array([values[i]], np.float64) for i in node.operands]
+            with np.errstate(all="ignore"):
+                values.append(float(_reference(node.op, *operands)[0]))
+    return values
+
+
 def evaluate(program: Program, inputs: Sequence[np.ndarray], math_mode: str) -> list[Ball]:
-    """Balls of the program's outputs, given one float32 array per input node."""
+    """Balls of the program's outputs, given one float32 array per input node. A `select`
+    whose condition reads no input picks its arm by that condition in float64, as `.ew` tests
+    a literal condition (numpy's test of a Python number: `select(1e-50, x, y)` is x)."""
     balls: list[Ball] = []
     given = iter(inputs)
+    literals = literal_values(program)
     for node in program.nodes:
         if node.kind == "input":
             data = np.asarray(next(given), np.float64)
             balls.append(Ball(data, np.zeros_like(data)))
         elif node.kind == "constant":
             balls.append(Ball(round32(np.array(node.value)), np.zeros(())))
+        elif node.op is ew.SelectOp and (condition := literals[node.operands[0]]) is not None:
+            true_arm, false_arm = node.operands[1:]
+            picked = balls[true_arm if condition != 0 else false_arm]  # (NaN: true)
+            shape = np.broadcast_shapes(*(balls[i].center.shape for i in node.operands))
+            balls.append(
+                Ball(np.broadcast_to(picked.center, shape), np.broadcast_to(picked.radius, shape))
+            )
         else:
             assert node.op is not None
             tolerance = node.op.ACCURACY.bound(math_mode)
@@ -495,6 +522,34 @@ def test_random_programs_match_numpy_in_every_variant(
     program, inputs = case
     for fuse, math_mode in VARIANTS:
         _record(*run_and_check(program, inputs, fuse, math_mode))
+
+
+@pytest.mark.parametrize(("condition", "value"), [(1e-50, 1e-50), (0.0, 0.0)])
+def test_a_select_of_a_literal_condition_picks_as_numpy_tests_a_python_number(
+    condition: float, value: float
+) -> None:
+    """`select(1e-50, x0, 0)` is x0 (`.ew` tests a literal condition in float64): the oracle
+    tested it in float32, 0, and wanted the other arm (the fuzz profile's failure); a literal
+    product of 1e-30s is 1e-60 there, not 0."""
+    nodes = (
+        Node("input"),
+        Node("constant", value=0.0),
+        Node("constant", value=condition),
+        Node("op", ew.SelectOp, (2, 0, 1)),
+        Node("op", ew.NegOp, (3,)),
+        Node("constant", value=1e-30),
+        Node("op", ew.MulOp, (5, 5)),
+        Node("op", ew.SelectOp, (6, 0, 1)),
+    )
+    program = Program(nodes, (4, 7))
+    x = np.float32([0.37719065, -2.0, 3.5])
+    assert literal_values(program)[2] == value and literal_values(program)[6] == 1e-30 * 1e-30
+    for fuse, math_mode in VARIANTS:
+        checked, total = run_and_check(program, [x], fuse, math_mode)
+        assert checked == total
+    negated, product = evaluate(program, [x], "approx")
+    np.testing.assert_array_equal(negated.center, -x if condition else np.zeros(3))
+    np.testing.assert_array_equal(product.center, x)
 
 
 # ---------------------------------------------------------------------------------------------
