@@ -536,7 +536,7 @@ def _plan_observations(demo: PlanDemo) -> list[str]:
             "so no plan can use fewer"
             if demo.planned_buffers == demo.least_buffers
             else f"the greedy plan uses {demo.planned_buffers - demo.least_buffers} more than "
-            "the fewest"
+            "that"  # (a bound: no plan may reach it)
         )
         reuse = (
             f"Reusing dead buffers takes the {temporaries} down to {planned}"
