@@ -336,11 +336,6 @@ def fitted_problem_shape(function: func.FuncOp, shape: tuple[int, ...]) -> tuple
     if rank == 0:  # one element, as the cost model prices 0-d tensors (it was called 58.7M)
         return ()
     fixed = ew.fixed_dims(shapes)
-    dynamic = {
-        rank - len(s) + axis for s in shapes for axis, d in enumerate(s) if d == DYNAMIC_INDEX
-    }
-    # an axis of static 1s only is 1 (`x[4, 1] + y[3]`'s middle one was taken at 4096)
-    fixed |= {axis: 1 for axis in range(rank) if axis not in fixed and axis not in dynamic}
     if rank <= len(shape) and not fixed:
         return ew.tie_named_dims(function.args, shape, fixed)
     dims = (1,) * (rank - len(shape)) + shape if rank > len(shape) else ew.fold_shape(shape, rank)

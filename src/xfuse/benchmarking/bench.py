@@ -30,7 +30,7 @@ from typing import Any, cast
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DYNAMIC_INDEX, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
 from xfuse.benchmarking import peers as peer_compilers
@@ -102,12 +102,7 @@ def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
     args = only_function(module).args
     shapes = [ew.shape_of(a) for a in args]
     rank = max(map(len, shapes), default=0)
-    fixed = ew.fixed_dims(shapes)
-    dynamic = {
-        rank - len(s) + axis for s in shapes for axis, d in enumerate(s) if d == DYNAMIC_INDEX
-    }
-    # an axis of static 1s only is 1 (`x[t, 1]` at 2^24 was 1,170 x 1: rows of 14336 "columns")
-    fixed |= {axis: 1 for axis in range(rank) if axis not in fixed and axis not in dynamic}
+    fixed = ew.fixed_dims(shapes)  # (a static-1 axis too: `x[t, 1]` was rows of "columns")
     if rank <= 1:  # (a static `y[3]` fixes the `?` of `x` too: `exp(x) + y` at 3)
         return {str(input_name(a)): ew.bind_shape(a.type, (fixed.get(0, n),)) for a in args}
     middle_size = MIDDLE_SIZE if n >= 64 * MIDDLE_SIZE ** (rank - 2) else 1
@@ -118,14 +113,13 @@ def input_shapes(module: ModuleOp, n: int) -> dict[str, tuple[int, ...]]:
         dims[-1] = max(1, min(columns, ROW_LENGTH) if free_rows else columns)
     if free_rows:
         dims[0] = max(1, n // math.prod(dims[1:]))
-    tied = list(ew.tie_named_dims(args, dims, fixed))
     for axes in ew.tied_axis_groups(args, rank):  # (`x[t, t]` at 4096: 64 x 64, not 1 x 1)
-        if not any(axis in fixed for axis in axes):
-            rest = math.prod(size for axis, size in enumerate(tied) if axis not in axes)
-            size = max(1, round((n / max(rest, 1)) ** (1 / len(axes))))
-            for axis in axes:
-                tied[axis] = size
-    return {str(input_name(a)): ew.bind_shape(a.type, tuple(tied)) for a in args}
+        given = [fixed[axis] for axis in axes if axis in fixed]
+        rest = math.prod(size for axis, size in enumerate(dims) if axis not in axes)
+        size = given[0] if given else max(1, round((n / max(rest, 1)) ** (1 / len(axes))))
+        for axis in axes:
+            dims[axis] = size
+    return {str(input_name(a)): ew.bind_shape(a.type, tuple(dims)) for a in args}
 
 
 ROW_LENGTH = 14336

@@ -340,13 +340,20 @@ def fold_shape(sizes: Sequence[int], rank: int) -> tuple[int, ...]:
 
 def fixed_dims(shapes: Sequence[Sequence[int]]) -> dict[int, int]:
     """The sizes `shapes` fix, right-aligned in a problem of as many dims as the longest: axis
-    -> size for every dim neither `?` nor 1 (a 1 broadcasts), as `input x[t, 8];` fixes 8."""
+    -> size for every dim neither `?` nor 1 (a 1 broadcasts), as `input x[t, 8];` fixes 8,
+    and 1 for an axis of static 1s only (`x[4, 1, 8] + y[8]`'s middle one: a default problem
+    shape took it at 4096)."""
     rank = max(map(len, shapes), default=0)
+    sizes: dict[int, int] = {}
+    dynamic: set[int] = set()
+    for shape in shapes:
+        for axis, size in enumerate(shape, rank - len(shape)):
+            if size == DYNAMIC_INDEX:
+                dynamic.add(axis)
+            elif size != 1:
+                sizes[axis] = size
     return {
-        rank - len(shape) + axis: size
-        for shape in shapes
-        for axis, size in enumerate(shape)
-        if size not in (1, DYNAMIC_INDEX)
+        axis: sizes.get(axis, 1) for axis in range(rank) if axis in sizes or axis not in dynamic
     }
 
 
