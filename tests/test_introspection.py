@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import re
 import subprocess
 import sys
@@ -95,10 +96,36 @@ def test_kernel_and_jit_reprs_show_signature_and_options() -> None:
     assert repr(scaled).startswith("<xfuse.jit scaled(x, y): 1 compiled")
 
 
-def test_dir_lists_the_lazy_exports() -> None:
+def test_dir_lists_the_lazy_exports_and_no_helper() -> None:
+    """`dir(xfuse)` listed `Any`, `annotations` and `importlib`, the module's own imports."""
     listed = dir(xfuse)
     for name in ("compile", "jit", "Kernel", "ArgumentError", "tanh", "__version__"):
         assert name in listed
+    listed_objects = {
+        name
+        for name in listed
+        if not name.startswith("_") and not inspect.ismodule(getattr(xfuse, name))
+    }  # (the subpackages imported so far are attributes too, as in any package)
+    assert listed_objects == {*xfuse.__all__, "versions"}
+
+
+def test_options_repr_leaves_out_the_other_targets_options() -> None:
+    """A CUDA kernel's repr showed `interleave=None, streaming=True, ...`, options the CPU's
+    alone that it refuses to take."""
+    from xfuse.runtime.compiler import Options
+
+    cuda = repr(Options(target="cuda"))
+    assert "arch='sm_90'" in cuda and "streaming" not in cuda and "interleave" not in cuda
+    cpu = repr(Options())
+    assert "arch" not in cpu and "streaming=True" in cpu and "aligned_stores=True" in cpu
+
+
+def test_prepared_call_repr_names_the_kernel_and_the_outputs_it_writes() -> None:
+    kernel = xfuse.compile("input bf16 x[t, d]; out = x * 2;")
+    prepared = kernel.prepare(x=np.ones((3, 4), kernel.function.inputs[0].dtype))
+    assert repr(prepared) == (
+        f"<xfuse.PreparedCall of {kernel.signature} writing (out: bfloat16[3, 4])>"
+    )
 
 
 def test_every_pass_is_registered_under_its_kebab_case_name() -> None:

@@ -8,10 +8,8 @@ The public names load on first use, so `import xfuse` stays cheap: it imports ne
 numpy nor dask.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+import importlib as _importlib
+import typing as _typing
 
 __version__ = "0.2.22"
 """The package's version (pyproject.toml reads it from here): a constant, so that reading it, as
@@ -44,16 +42,16 @@ def versions() -> str:
     return f"xfuse {__version__} (xdsl {version('xdsl')}, llvmlite {version('llvmlite')})"
 
 
-def _functions() -> dict[str, Any]:
-    return importlib.import_module("xfuse.frontend.tracing").FUNCTIONS
+def _functions() -> dict[str, _typing.Any]:
+    return _importlib.import_module("xfuse.frontend.tracing").FUNCTIONS
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     if name == "__all__":
         return sorted({*_EXPORTS, *_functions()})
     module = _EXPORTS.get(name)
     if module is not None:
-        value = getattr(importlib.import_module(module), name)
+        value = getattr(_importlib.import_module(module), name)
     elif not name.startswith("__") and name in _functions():
         value = _functions()[name]
     else:

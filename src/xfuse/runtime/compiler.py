@@ -224,6 +224,17 @@ class Options:
     straddles two cache lines: `x + r` at 2^12 float32 took 0.52-0.55x the time on numpy's
     large arrays (16 bytes past a line), docs/benchmarks.md. False: no such head (to compare)."""
 
+    def __repr__(self) -> str:
+        """The options but the other target's, each at its default (`TARGET_OPTIONS`)."""
+        other = {
+            name
+            for target, names in TARGET_OPTIONS.items()
+            if target != self.target
+            for name in names
+        }
+        shown = (f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.name not in other)
+        return f"Options({', '.join(shown)})"
+
     def __post_init__(self) -> None:
         from xfuse.transforms.options import PassOptionError
         from xfuse.transforms.to_llvm import parse_fastmath

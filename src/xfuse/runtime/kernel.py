@@ -2379,6 +2379,13 @@ class PreparedCall:
                 (self.kernel, *self.arrays),
             )
 
+    def __repr__(self) -> str:
+        outputs = ", ".join(
+            f"{parameter.name}: {array.dtype}{list(array.shape)}"
+            for parameter, array in zip(self.kernel.function.outputs, self.outputs, strict=True)
+        )
+        return f"<xfuse.PreparedCall of {self.kernel.signature} writing ({outputs})>"
+
     def __reduce__(self) -> tuple[Any, ...]:
         """Refuses: its native calls take its arrays' addresses, which are another array's
         memory, or none, where the copy runs (it wrote the original's outputs, or crashed in
