@@ -254,6 +254,30 @@ def test_an_undeclared_name_close_to_a_known_one_warns(tmp_path: Path) -> None:
     assert [arg.name_hint for arg in main.args] == ["x", "hh"]  # still an input, as documented
 
 
+def test_a_name_warning_made_an_error_is_a_located_error_of_each_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under `-W error` (`PYTHONWARNINGS=error`, as CI runs) the warning is an exception: `xfuse
+    cost` and `xfuse bench` showed a traceback, `xfuse-opt` an "internal error" (status 2)."""
+    from xfuse.tools import cli, opt
+
+    path = tmp_path / "typo.ew"
+    path.write_text("input f32 x;\nh = x * 2;\nout = hh + 1;\n")
+    expected = (
+        f"{path}:3: error: column 7: 'hh' is neither declared nor assigned, so it is an input: "
+        "did you mean 'h'? [EwNameWarning, an error by the warnings filter]\n"
+    )
+    for main, arguments in [
+        (cli.main, ["cost"]),
+        (cli.main, ["bench", "--sizes", "16"]),
+        (opt.main, []),
+    ]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert main([*arguments, str(path)]) == 1
+        assert capsys.readouterr().err == expected
+
+
 def test_undeclared_names_are_checked_for_typos_up_to_a_limit() -> None:
     """Each check compares with every declared and assigned name: unlimited, a generated
     program of thousands of inputs took quadratic time (21 s for 4,000)."""

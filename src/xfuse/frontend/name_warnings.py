@@ -11,6 +11,10 @@ class EwNameWarning(UserWarning):
     """A name that is neither declared nor assigned in a program that declares its inputs, close
     to one that is (a typo?): it is an input, as any undeclared name is."""
 
+    filename = ""
+    line = 0
+    """Its `.ew` file and line, which the exception `-W error` makes of it carries too."""
+
 
 class NameWarning(NamedTuple):
     """An `EwNameWarning` as the parse issued it: its message, file and line."""
@@ -23,4 +27,6 @@ class NameWarning(NamedTuple):
 def warn_name(warning: NameWarning) -> None:
     """Issue `warning`, at its `.ew` line (Python's format shows that line where the file
     exists): by the parse, and again where a compile cache hit skips the parse."""
-    warnings.warn_explicit(warning.message, EwNameWarning, warning.filename, warning.line)
+    issued = EwNameWarning(warning.message)
+    issued.filename, issued.line = warning.filename, warning.line
+    warnings.warn_explicit(issued, EwNameWarning, warning.filename, warning.line)

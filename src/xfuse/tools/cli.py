@@ -24,7 +24,7 @@ from typing import Any, Literal, TypeVar
 
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
-from xfuse.tools.cli_warnings import command_line_warnings
+from xfuse.tools.cli_warnings import command_line_warnings, escalated_warning
 from xfuse.tools.closed_stdout import exit_status, stdout_closed
 
 SUBCOMMANDS: tuple[str, ...] = (
@@ -278,6 +278,8 @@ def _run(argv: Sequence[str] | None) -> int:
         print(f"xfuse {args.command}: error: {os_error_message(error)}", file=sys.stderr)
     except MemoryError as error:
         print(f"xfuse {args.command}: error: out of memory: {error}", file=sys.stderr)
+    except Warning as warning:
+        print(escalated_warning(warning, f"xfuse {args.command}"), file=sys.stderr)
     return 1
 
 

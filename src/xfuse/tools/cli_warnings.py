@@ -4,7 +4,9 @@ A program's `EwNameWarning` is located (`gelu.ew:2: EwNameWarning: column 15: ..
 line) and shows as Python shows it. The others, the compile cache's, are placed at the first
 frame outside xfuse, which on the command line is the console script: Python printed
 `.../bin/xfuse:6: RuntimeWarning: xfuse: cannot write the compile cache ...` and then that
-script's `sys.exit(main())`. A CLI shows them as one line, `xfuse: warning: ...`.
+script's `sys.exit(main())`. A CLI shows them as one line, `xfuse: warning: ...`. Where
+`-W error` (or `PYTHONWARNINGS=error`) makes one an exception, a CLI prints it as an error,
+located as the warning would have been (`escalated_warning`), with status 1.
 """
 
 from __future__ import annotations
@@ -38,3 +40,13 @@ def command_line_warnings() -> Iterator[None]:
         yield
     finally:
         warnings.formatwarning = formatwarning
+
+
+def escalated_warning(warning: Warning, prefix: str) -> str:
+    """The error line of a warning that a filter raised: `gelu.ew:2: error: column 15: ...` for
+    an `EwNameWarning`, `<prefix>: error: ...` for another, each naming its category."""
+    category = f"[{type(warning).__name__}, an error by the warnings filter]"
+    message = str(warning).removeprefix("xfuse: ")
+    if isinstance(warning, EwNameWarning) and warning.filename:
+        return f"{warning.filename}:{warning.line}: error: {message} {category}"
+    return f"{prefix}: error: {message} {category}"

@@ -37,7 +37,7 @@ import xfuse
 from xfuse.dialects import xdsl_patches
 from xfuse.frontend.language import LINE_BREAK, EwSyntaxError, parse_program
 from xfuse.tools.cli import naming_file, os_error_message, unrecognized_arguments
-from xfuse.tools.cli_warnings import command_line_warnings
+from xfuse.tools.cli_warnings import command_line_warnings, escalated_warning
 from xfuse.tools.closed_stdout import exit_status, stdout_closed
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.pipeline import parse_passes, use_before_definition
@@ -441,6 +441,9 @@ def _run(args: Sequence[str] | None) -> int:
         return 1
     except RecursionError:
         print("xfuse-opt: error: input nested too deeply", file=sys.stderr)
+        return 1
+    except Warning as warning:
+        print(escalated_warning(warning, "xfuse-opt"), file=sys.stderr)
         return 1
     except Exception as error:  # a bug in xfuse or xDSL: still no traceback unless asked for
         if os.environ.get("XFUSE_TRACEBACK"):
