@@ -30,7 +30,7 @@ from xfuse.benchmarking.timing import (
 )
 from xfuse.codegen.native import host_cpu, libmvec_loaded
 from xfuse.dialects import ew
-from xfuse.frontend.language import parse_program
+from xfuse.frontend.language import LINE_BREAK, EwSyntaxError, parse_program
 from xfuse.runtime.kernel import SETTLING_CALLS
 from xfuse.tools import bench_cmd
 from xfuse.tools.bench_cmd import bandwidth_figure, parse_sizes, program_title
@@ -81,6 +81,19 @@ def test_program_source() -> None:
     for expression in ("input * 2", "output - input", "input\n* 2"):
         assert bench.program_source(expression) == f"out = {expression};"
     assert bench.program_source("input\nx;") == "input\nx;"
+
+
+@pytest.mark.parametrize(
+    ("program", "line", "column"),
+    [("tanh(x) +* y\n", 1, 10), ("tanh(x\n", 1, 7), ("\n\n  # c\n  tanh(x)\n  * $ y\n", 5, 5)],
+)
+def test_errors_of_an_expression_are_located_in_it(program: str, line: int, column: int) -> None:
+    """The error quoted the completed program (`out = tanh(x) +* y;`, not the file's line) at
+    its columns (1:16 for the '*' at column 10; the added ';' for a missing ')')."""
+    with pytest.raises(EwSyntaxError) as error:
+        bench.bench(program, sizes=[16], repeat=1, filename="e.ew")
+    assert (error.value.filename, error.value.line, error.value.column) == ("e.ew", line, column)
+    assert error.value.source_line == LINE_BREAK.split(program)[line - 1]
 
 
 def test_a_sweep_reports_the_elements_it_measured_and_no_share_of_another_traffic() -> None:

@@ -19,6 +19,7 @@ bandwidth ceiling is a streaming kernel with the fused program's traffic and no 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import numbers
@@ -39,7 +40,7 @@ from xfuse.benchmarking.workload import Outputs, Variant, Workload
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import SHORT_DTYPE_NAMES, dtype_of, element_type_for, promote
 from xfuse.dialects.ew import input_name
-from xfuse.frontend.language import LINE_BREAK
+from xfuse.frontend.language import LINE_BREAK, EwSyntaxError
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.transforms.options import CpuMath
 from xfuse.transforms.pipeline import apply_pipeline, only_function
@@ -66,6 +67,20 @@ def program_source(expression: str) -> str:
         lines[last] = f"{code.rstrip()};" + (f" {hash_}{comment}" if hash_ else "")
     breaks = [*LINE_BREAK.findall(text), ""]  # each line's own, kept
     return "".join(line + end for line, end in zip(lines, breaks, strict=True))
+
+
+def located_in_program(error: EwSyntaxError, program: str, source: str) -> EwSyntaxError:
+    """`error`, of `source` (`program_source(program)`), located in `program` itself: an error
+    at text the completion added (`out = `, the last `;`) is where it went in."""
+    line_starts = [0, *(match.end() for match in LINE_BREAK.finditer(source))]
+    offset = line_starts[error.line - 1] + error.column - 1
+    matcher = difflib.SequenceMatcher(None, program, source, autojunk=False)
+    program_offset = len(program)
+    for tag, start, _, source_start, source_end in matcher.get_opcodes():
+        if source_start <= offset < source_end:
+            program_offset = start + (offset - source_start) if tag == "equal" else start
+            break
+    return EwSyntaxError(error.message, program, program_offset, error.filename)
 
 
 def _float64_reference(
@@ -617,7 +632,10 @@ def bench(
     skipped: dict[str, str] = {}
     storage = ""
     for n in sizes:
-        workload = prepare_workload(source, n, outputs, filename=filename)
+        try:
+            workload = prepare_workload(source, n, outputs, filename=filename)
+        except EwSyntaxError as error:  # (located in the completed source)
+            raise located_in_program(error, program, source) from None
         if any(row.n == workload.n for row in rows):
             continue  # a size asked for twice, or two that make the same workload
         storage = storage or describe_storage(workload)
