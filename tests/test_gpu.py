@@ -633,6 +633,14 @@ def test_a_kernel_without_shapes_takes_arrays_of_any_one_shape_flat(gelu: Gelu) 
     np.testing.assert_allclose(buffer, cpu(**args), rtol=2e-6, atol=2e-7)
     with pytest.raises(ArgumentError, match="out 'out': a GPU call writes an N-d output through"):
         gpu(**args, out=np.zeros((8, 5), np.float32).T)
+    # A buffer of the same size but another shape was written flat and returned as given.
+    for shape in [(8, 5), (40,), (1, 40)]:
+        for wrong in [np.zeros(shape, np.float32), FakeDeviceArray(np.zeros(shape, np.float32))]:
+            with pytest.raises(ArgumentError) as error:
+                gpu(**args, out=wrong)
+            assert str(error.value) == f"out 'out': expected shape (5, 8), got {shape}"
+            with pytest.raises(ArgumentError, match=re.escape(str(error.value))):
+                cpu(**args, out=np.zeros(shape, np.float32))  # (the CPU's error)
 
 
 @needs_ptxas

@@ -320,13 +320,16 @@ def _flattened(value: Any) -> Any:
     return np.reshape(value, -1)
 
 
-def _flat_outputs(out: Any, parameters: Sequence[Parameter]) -> Any:
-    """`out=` of a flat call: each numpy buffer of a `[?]` output as a one-dim view of it, which
-    the call writes (a buffer that is not C-contiguous has no such view: an error; any other
-    buffer as it is, for the checks that follow)."""
+def _flat_outputs(out: Any, parameters: Sequence[Parameter], shape: tuple[int, ...]) -> Any:
+    """`out=` of a flat call of `shape`: each numpy buffer of a `[?]` output, of that shape, as a
+    one-dim view of it, which the call writes (a buffer of another shape, or not C-contiguous,
+    which has no such view: an error; any other buffer as it is, for the checks that follow)."""
     buffers = list(out) if isinstance(out, list | tuple) else [out]
     flat = []
     for p, buffer in zip(parameters, buffers, strict=False):
+        arrays = _is_device_array(buffer) or isinstance(buffer, np.ndarray)
+        if p.shape and arrays and _shape(buffer) != shape:  # (flat, any same-size one passed)
+            raise ArgumentError(f"out '{p.name}': expected shape {shape}, got {_shape(buffer)}")
         if _is_device_array(buffer) and p.shape:
             buffer = _flat_device_array(buffer)
         elif isinstance(buffer, np.ndarray) and p.shape and buffer.ndim != 1:
@@ -379,7 +382,7 @@ class CudaKernel(CompiledProgram):
                 p.name: _flattened(bound[p.name]) if p.shape else bound[p.name]
                 for p in self.function.inputs
             }
-            out = None if out is None else _flat_outputs(out, self.function.outputs)
+            out = None if out is None else _flat_outputs(out, self.function.outputs, flat)
         inputs = self._check_inputs(bound)
         input_shapes = [array.shape for array in inputs]
         iteration = bind_shapes(self.function.inputs, input_shapes, self.function.outputs)
