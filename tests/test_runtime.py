@@ -1628,6 +1628,26 @@ def count_full_checks(kernel: xfuse.Kernel, monkeypatch: pytest.MonkeyPatch) -> 
     return full_checks
 
 
+def test_a_misaligned_input_is_copied_aligned_and_of_its_shape() -> None:
+    """`np.ascontiguousarray` made a misaligned 0-d input 1-d (a `(1,)` result, or "expected 0
+    dimensions ... got shape (1,)"), and returned a misaligned C-contiguous one as it was."""
+    raw = np.zeros(4 * 100 + 1, np.uint8)[1:].view(np.float32)
+    raw[:] = np.arange(100)
+    scalar = raw[3:4].reshape(())
+    assert not (raw.flags.aligned or scalar.flags.aligned)
+    kernel = xfuse.compile("out = x * 2 + y;")
+    for got, want in [
+        (kernel(scalar, scalar), np.array(9, np.float32)),
+        (kernel(scalar, np.float32(1)), np.array(7, np.float32)),
+        (xfuse.compile("input s[]; out = x * s;")(scalar, raw[:4]), raw[:4] * 3),
+        (kernel(raw, raw), raw * 3),
+    ]:
+        assert got.shape == want.shape
+        same_bits(got, want)
+    checked = kernel._check((raw, raw), {}, None)
+    assert all(array.flags.aligned for array in checked.arrays)
+
+
 @ROW_KERNELS
 def test_a_repeated_call_on_strided_rows_skips_the_full_checks(
     source: str, threads: int, monkeypatch: pytest.MonkeyPatch

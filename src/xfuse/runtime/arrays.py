@@ -349,7 +349,9 @@ def contiguous_input(parameter: Parameter, value: np.ndarray, copy_allowed: bool
             "array's later contents; pass a C-contiguous array (np.ascontiguousarray(...)) and "
             "update that one between runs"
         )
-    return np.ascontiguousarray(value)  # documented: inputs not run by rows are copied
+    # Documented: inputs not run by rows are copied (`np.ascontiguousarray` makes a 0-d array
+    # 1-d, and returns a misaligned C-contiguous one as it is).
+    return np.array(value, order="C", copy=True)
 
 
 def row_axes(array: np.ndarray) -> int | None:
