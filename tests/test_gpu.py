@@ -643,6 +643,26 @@ def test_a_kernel_without_shapes_takes_arrays_of_any_one_shape_flat(gelu: Gelu) 
                 cpu(**args, out=np.zeros(shape, np.float32))  # (the CPU's error)
 
 
+def test_out_takes_a_mapping_and_nones_and_a_call_returns_a_tuple_as_the_cpus() -> None:
+    """docs/calling-kernels.md: `out=` is "a list or tuple of buffers in that order, or a
+    mapping from output names to buffers", a `None` allocated by the call: the GPU kernel took
+    a mapping for one buffer ("expected 2 buffer(s), got 1"), refused a None, and returned a
+    list as the caller's list."""
+    source = "h = x * 2; y = h + 1; output y, h;"
+    cpu = xfuse.compile(source)
+    gpu, _ = emulated(xfuse.compile(source, target="cuda"))
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    want = cpu(x)
+    for make_out in (lambda h: {"h": h}, lambda h: [None, h], lambda h: (np.empty_like(x), h)):
+        buffer = np.zeros_like(x)
+        got = gpu(x, out=make_out(buffer))
+        assert type(got) is tuple and got[1] is buffer and got[0].shape == x.shape
+        for array, expected in zip(got, want, strict=True):
+            np.testing.assert_array_equal(array, expected)
+    with pytest.raises(ArgumentError, match="^out 'y': with device-array inputs, pass the"):
+        gpu(FakeDeviceArray(x), out={"h": FakeDeviceArray(np.zeros_like(x))})
+
+
 @needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_a_cuda_program_is_loaded_from_the_disk_cache(

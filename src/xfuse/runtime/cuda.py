@@ -41,9 +41,9 @@ from xfuse.runtime.arrays import (
     bind_shapes,
     check_aliasing,
     check_input,
-    check_out_count,
     check_output,
     data_pointer,
+    given_outputs,
     numpy_dtype,
     output_shape,
 )
@@ -320,13 +320,23 @@ def _flattened(value: Any) -> Any:
     return np.reshape(value, -1)
 
 
-def _flat_outputs(out: Any, parameters: Sequence[Parameter], shape: tuple[int, ...]) -> Any:
-    """`out=` of a flat call of `shape`: each numpy buffer of a `[?]` output, of that shape, as a
-    one-dim view of it, which the call writes (a buffer of another shape, or not C-contiguous,
-    which has no such view: an error; any other buffer as it is, for the checks that follow)."""
-    buffers = list(out) if isinstance(out, list | tuple) else [out]
+def _given_outputs(parameters: Sequence[Parameter], out: Any) -> list[Any]:
+    """The caller's `out` as one entry per output, None where it gives none: as the CPU's call
+    takes it (`given_outputs`), and a device array for a one-output program."""
+    if out is None:
+        return [None] * len(parameters)
+    return given_outputs(parameters, [out] if _is_device_array(out) else out)
+
+
+def _flat_outputs(
+    buffers: Sequence[Any], parameters: Sequence[Parameter], shape: tuple[int, ...]
+) -> list[Any]:
+    """The `out=` buffers of a flat call of `shape`: each numpy buffer of a `[?]` output, of that
+    shape, as a one-dim view of it, which the call writes (a buffer of another shape, or not
+    C-contiguous, which has no such view: an error; any other buffer as it is, for the checks
+    that follow)."""
     flat = []
-    for p, buffer in zip(parameters, buffers, strict=False):
+    for p, buffer in zip(parameters, buffers, strict=True):
         arrays = _is_device_array(buffer) or isinstance(buffer, np.ndarray)
         if p.shape and arrays and _shape(buffer) != shape:  # (flat, any same-size one passed)
             raise ArgumentError(f"out '{p.name}': expected shape {shape}, got {_shape(buffer)}")
@@ -340,7 +350,7 @@ def _flat_outputs(out: Any, parameters: Sequence[Parameter], shape: tuple[int, .
                 )
             buffer = buffer.reshape(-1)
         flat.append(buffer)
-    return flat if isinstance(out, list | tuple) else flat[0]
+    return flat
 
 
 class CudaKernel(CompiledProgram):
@@ -374,7 +384,8 @@ class CudaKernel(CompiledProgram):
         return f"<xfuse.CudaKernel {self.signature} {self.options}>"
 
     def __call__(self, /, *args: Any, out: Any = None, **kwargs: Any) -> Any:
-        bound, given = self.call_signature.bind(args, kwargs), out
+        bound = self.call_signature.bind(args, kwargs)
+        given = buffers = _given_outputs(self.function.outputs, out)
         # A kernel of `[?]` arrays takes numpy arrays of any one shape flat, as the CPU's does.
         flat = self.flat_shape([_shape(bound[name]) for name in self._input_names])
         if flat is not None:
@@ -382,13 +393,13 @@ class CudaKernel(CompiledProgram):
                 p.name: _flattened(bound[p.name]) if p.shape else bound[p.name]
                 for p in self.function.inputs
             }
-            out = None if out is None else _flat_outputs(out, self.function.outputs, flat)
+            buffers = _flat_outputs(given, self.function.outputs, flat)
         inputs = self._check_inputs(bound)
         input_shapes = [array.shape for array in inputs]
         iteration = bind_shapes(self.function.inputs, input_shapes, self.function.outputs)
         shapes = [output_shape(p, iteration) for p in self.function.outputs]
         on_device = any(isinstance(array, DeviceArray) for array in inputs)
-        outputs = self._check_outputs(out, shapes, on_device)
+        outputs = self._check_outputs(buffers, shapes, on_device, out is None)
         arrays = [*inputs, *outputs]
         names = [*self._input_names, *self.output_names]
         pointers = [a.pointer if isinstance(a, DeviceArray) else data_pointer(a) for a in arrays]
@@ -398,11 +409,17 @@ class CudaKernel(CompiledProgram):
         if self._module is None:
             self._module = device.load(self.function.ptx)
         self._run(device, arrays)
-        if given is not None:
-            return given
-        if flat is not None:
-            outputs = [o.reshape(flat) if o.shape else o for o in outputs]  # (new arrays: views)
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        # The caller's buffers themselves, as numpy's ufuncs return them; new arrays in the
+        # call's shape (views of the flat ones).
+        results = [
+            caller
+            if caller is not None
+            else new.reshape(flat)
+            if flat is not None and new.shape
+            else new
+            for caller, new in zip(given, outputs, strict=True)
+        ]
+        return results[0] if len(results) == 1 else tuple(results)
 
     def _check_inputs(self, bound: Mapping[str, Any]) -> list[np.ndarray | DeviceArray]:
         return [
@@ -413,28 +430,32 @@ class CudaKernel(CompiledProgram):
         ]
 
     def _check_outputs(
-        self, out: Any, shapes: Sequence[tuple[int, ...]], on_device: bool
+        self,
+        buffers: Sequence[Any],
+        shapes: Sequence[tuple[int, ...]],
+        on_device: bool,
+        none_given: bool,
     ) -> list[np.ndarray | DeviceArray]:
-        parameters = self.function.outputs
-        if out is None:
-            if on_device:
-                raise ArgumentError(
-                    "out: with device-array inputs, pass the outputs as device arrays in out="
-                )
-            return [
-                np.empty(s, numpy_dtype(p.dtype)) for p, s in zip(parameters, shapes, strict=True)
-            ]
-        given = list(out) if isinstance(out, list | tuple) else [out]
-        check_out_count(parameters, given, out)
+        """The output arrays: each buffer checked, or a new numpy array where None (which a
+        call of device-array inputs refuses: its outputs stay on the device)."""
         checked: list[np.ndarray | DeviceArray] = []
-        for p, buffer, shape in zip(parameters, given, shapes, strict=True):
-            if not _is_device_array(buffer):
+        for p, buffer, shape in zip(self.function.outputs, buffers, shapes, strict=True):
+            if buffer is None and on_device:
+                where = "out" if none_given else f"out '{p.name}'"
+                raise ArgumentError(
+                    f"{where}: with device-array inputs, pass the outputs as device arrays in out="
+                )
+            if buffer is None:
+                checked.append(np.empty(shape, numpy_dtype(p.dtype)))
+            elif not _is_device_array(buffer):
                 checked.append(check_output(p, buffer, shape))
-                continue
-            array = device_array(f"out '{p.name}'", p, buffer)
-            if array.shape != shape:
-                raise ArgumentError(f"out '{p.name}': expected shape {shape}, got {array.shape}")
-            checked.append(array)
+            else:
+                array = device_array(f"out '{p.name}'", p, buffer)
+                if array.shape != shape:
+                    raise ArgumentError(
+                        f"out '{p.name}': expected shape {shape}, got {array.shape}"
+                    )
+                checked.append(array)
         return checked
 
     def _run(self, device: Device, arrays: Sequence[np.ndarray | DeviceArray]) -> None:
