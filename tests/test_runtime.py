@@ -1314,6 +1314,9 @@ def test_a_kernel_says_whether_a_call_of_these_shapes_streams(
     assert flat.streams(n) == flat.streams(np.int64(n)) == flat.streams((n,))
     assert flat.streams(np.array([n])) == flat.streams((n,))  # (an array, as numpy takes it)
     assert nest(np.ones((4, 16), np.float32)).shape == (4, 16)
+    # an input named `self`, as a call takes it by name (TypeError: multiple values for 'self')
+    named_self = xfuse.compile("y = self * sigmoid(self);")
+    assert named_self.streams(self=(n,)) == named_self.streams((n,)) == flat.streams((n,))
 
 
 def test_a_streaming_calls_new_outputs_start_half_a_page_from_numpys_arrays() -> None:

@@ -3021,7 +3021,7 @@ class Kernel(CompiledProgram):
             row_groups=tuple(round(rows * part / threads) for part in range(threads + 1)),
         )
 
-    def streams(self, *shapes: tuple[int, ...], **named_shapes: tuple[int, ...]) -> bool:
+    def streams(self, /, *shapes: tuple[int, ...], **named_shapes: tuple[int, ...]) -> bool:
         """Whether a call on C-ordered inputs of these shapes (in the signature's order, or by
         name) can write its new outputs with non-temporal stores (`PreparedCall.streams` of
         such a call without `out=`; each call does where `stream_choice` says so), from the
