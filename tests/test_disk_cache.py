@@ -1079,21 +1079,27 @@ def test_cache_info_when_off(
 
 
 @pytest.mark.parametrize("action", ["info", "clear"])
+@pytest.mark.parametrize(
+    ("where", "inside"), [("file", ""), ("file/sub/dir", " (in {file}, which is not one either)")]
+)
 def test_cache_commands_on_a_file_say_it_is_not_a_directory(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     action: str,
+    where: str,
+    inside: str,
 ) -> None:
-    """`XFUSE_CACHE_DIR` naming a file: info said "entries: 0", clear "removed 0 file(s)" (and
-    before that, "error: Not a directory: .../.xfuse-size-checked", a marker the user never
-    made); the file stays as it is."""
+    """`XFUSE_CACHE_DIR` naming a file, or a directory in one: info said "entries: 0", clear
+    "removed 0 file(s)" (and before that, "error: Not a directory: .../.xfuse-size-checked", a
+    marker the user never made); the file stays as it is."""
     (tmp_path / "file").write_text("mine")
-    monkeypatch.setenv("XFUSE_CACHE_DIR", str(tmp_path / "file"))
+    monkeypatch.setenv("XFUSE_CACHE_DIR", str(tmp_path / where))
     assert cli_main(["cache", action]) == 1
     assert capsys.readouterr().err == (
-        f"xfuse cache: error: the cache directory {tmp_path / 'file'} is not a directory: set "
-        "XFUSE_CACHE_DIR to a writable directory or XFUSE_CACHE=0\n"
+        f"xfuse cache: error: the cache directory {tmp_path / where} is not a directory"
+        f"{inside.format(file=tmp_path / 'file')}: set XFUSE_CACHE_DIR to a writable directory "
+        "or XFUSE_CACHE=0\n"
     )
     assert (tmp_path / "file").read_text() == "mine"
 

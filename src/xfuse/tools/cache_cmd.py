@@ -48,11 +48,14 @@ def run(args: argparse.Namespace) -> int:
         else "no home directory for it"
     )
     directory = disk_cache.cache_dir()
-    if directory is not None and directory.exists() and not directory.is_dir():
-        # (it said "entries: 0" and "removed 0 file(s)", as of an empty cache)
+    # The directory, or the nearest of its parents that exists, is a file: it said "entries: 0"
+    # and "removed 0 file(s)", as of an empty cache (a compile warns that it cannot write).
+    existing = directory and next(p for p in [directory, *directory.parents] if p.exists())
+    if existing and not existing.is_dir():
+        inside = "" if existing == directory else f" (in {existing}, which is not one either)"
         raise CliError(
-            f"the cache directory {directory} is not a directory: set XFUSE_CACHE_DIR to a "
-            "writable directory or XFUSE_CACHE=0"
+            f"the cache directory {directory} is not a directory{inside}: set XFUSE_CACHE_DIR "
+            "to a writable directory or XFUSE_CACHE=0"
         )
 
     if args.action == "clear":
