@@ -27,8 +27,9 @@ import pytest
 import xfuse
 from xfuse.codegen.libdevice import find_libdevice
 from xfuse.codegen.native import UnresolvedSymbolsError, declared_symbols
-from xfuse.frontend.language import EwNameWarning
+from xfuse.frontend.language import EwNameWarning, parse_program
 from xfuse.runtime import cache_files, disk_cache, kernel
+from xfuse.runtime.compiler import compile_module
 from xfuse.tools.cli import main as cli_main
 
 if TYPE_CHECKING:
@@ -94,6 +95,21 @@ def test_options_and_programs_have_their_own_entries(
     xfuse.compile("out = x * 2;")
     assert len(lowerings) == 3
     assert len(entries(cache)) == 6
+
+
+def test_output_names_of_commas_have_their_own_entries(cache: Path, lowerings: list[str]) -> None:
+    """The key joined the names by ",": `["a", "a,a"]` and `["a,a", "a"]` shared an entry, so
+    a new process got the other's names, and each `out=` by name the other output."""
+    program = "a = x + 1; b = x * 2; output a, b;"
+    x = np.arange(3, dtype=np.float32)
+    for names in (["a", "a,a"], ["a,a", "a"]):
+        xfuse.clear_cache()
+        kernel = compile_module(parse_program(program), names)
+        assert kernel.output_names == tuple(names)
+        out = {name: np.empty(3, np.float32) for name in names}
+        kernel(x, out=out)
+        np.testing.assert_array_equal(out[names[0]], x + 1)
+    assert len(lowerings) == 2
 
 
 def test_a_traced_function_hits_by_its_frontend_ir(cache: Path, lowerings: list[str]) -> None:

@@ -437,7 +437,8 @@ def program_of_ir(
     key = ("ir", frontend_ir, output_names, options)
     program = _recall(key)
     if program is None:
-        disk_key = ("ir", frontend_ir, ",".join(output_names), repr(options))
+        # (names as a tuple's repr: joined by ",", names of commas gave two programs one key)
+        disk_key = ("ir", frontend_ir, repr(tuple(output_names)), repr(options))
         program = disk_cache.load(disk_key, options.target, _stages)
         if program is None:
             with collector_paused():

@@ -95,7 +95,7 @@ def entry_digest(key: Sequence[str], target: str) -> str:
     if target == "cpu":
         cpu = host_cpu()
         parts += [cpu.name, cpu.features, c_library()]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    return hashlib.sha256(repr(parts).encode()).hexdigest()  # (parts of any characters)
 
 
 class LazyStages(Mapping[str, str]):
