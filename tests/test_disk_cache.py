@@ -1303,6 +1303,21 @@ def test_gpu_code_that_links_libdevice_has_its_entries_checked_against_it(
     assert len(lowerings) == 4
 
 
+def test_info_does_not_count_entries_of_another_cpu_or_c_library_as_current(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, use_cpu: Callable[[str, str], object]
+) -> None:
+    """docs/scale-out.md: `info` counts the entries that "would be hits"; it counted every
+    entry of this toolchain, those of another CPU sharing the cache too (each a miss here)."""
+    xfuse.compile("out = x * 2;")
+    xfuse.compile("out = x * 2;", target="cuda")  # (PTX: a hit on any host)
+    assert (disk_cache.info().entries, disk_cache.info().current) == (4, 4)
+    with monkeypatch.context() as glibc:
+        glibc.setattr(disk_cache, "c_library", lambda: "glibc 2.31")
+        assert (disk_cache.info().entries, disk_cache.info().current) == (4, 2)
+    use_cpu("haswell", "+avx2,+fma,+avx")
+    assert (disk_cache.info().entries, disk_cache.info().current) == (4, 2)
+
+
 @pytest.mark.skipif(find_libdevice() is None, reason="NVIDIA's libdevice is not installed")
 def test_info_does_not_count_gpu_entries_of_another_libdevice_as_current(
     cache: Path, monkeypatch: pytest.MonkeyPatch

@@ -3,9 +3,10 @@
 An entry is one file per program, `<digest>.xfuse`, where the digest hashes what decides the code:
 the frontend IR (or the `.ew` source with its dtypes and shapes), the output names, every `Options`
 field (for a GPU program these include the target and the arch) and, for the CPU, the host CPU's
-name and features (`xfuse.codegen.native.host_cpu`). The entry records the toolchain that made it
-(xfuse's version, plus a fingerprint of its source files when run from a checkout; xDSL's,
-llvmlite's, Python's, numpy's and ml_dtypes' versions) and holds the program's `Options` and
+name and features (`xfuse.codegen.native.host_cpu`) and its C library (`host_parts`, which the
+entry records too, for `info`). The entry records the toolchain that made it (xfuse's version,
+plus a fingerprint of its source files when run from a checkout; xDSL's, llvmlite's, Python's,
+numpy's and ml_dtypes' versions) and holds the program's `Options` and
 what running it needs: on the CPU the object code MCJIT linked, the optimized LLVM IR and what
 binding the call needs (the function's name, its parameters, whether it takes a workspace,
 whether it may run in place); on a GPU its PTX, NVVM IR and launch sequence
@@ -73,7 +74,7 @@ from xfuse.runtime.cache_files import (
     unseal,
     write_entry,
 )
-from xfuse.runtime.kernel import NativeFunction, Program
+from xfuse.runtime.kernel import NativeFunction, Program, bound_call_digest
 
 
 @functools.cache
@@ -86,15 +87,21 @@ def c_library() -> str:
         return ""
 
 
+def host_parts(target: str) -> list[str]:
+    """What of the host decides a `target` entry's code: for the CPU, the host CPU and its C
+    library (a cache shared by hosts of several glibc versions: f64 code calls libmvec
+    functions that older ones lack); nothing for PTX, which depends only on the options' arch.
+    Part of the entry's name, and recorded in it for `info`."""
+    if target != "cpu":
+        return []
+    cpu = host_cpu()
+    return [cpu.name, cpu.features, c_library()]
+
+
 def entry_digest(key: Sequence[str], target: str) -> str:
-    """An entry's name: a hash of its key's parts (the program and options) and, for the CPU
-    target, the host CPU and its C library (a cache shared by hosts of several glibc versions:
-    f64 code calls libmvec functions that older ones lack); PTX depends only on the options'
-    arch."""
-    parts = [*key, target]
-    if target == "cpu":
-        cpu = host_cpu()
-        parts += [cpu.name, cpu.features, c_library()]
+    """An entry's name: a hash of its key's parts (the program and options), its target and
+    `host_parts`."""
+    parts = [*key, target, *host_parts(target)]
     return hashlib.sha256(repr(parts).encode()).hexdigest()  # (parts of any characters)
 
 
@@ -151,6 +158,7 @@ def encode(
             "frontend_ir": program.frontend_ir,
             "options": program.options,
             "in_place_allowed": program.in_place_allowed,
+            "host": host_parts(target),
             "source_warnings": [tuple(warning) for warning in source_warnings],
             **(
                 {"cuda_function": program.function}
@@ -196,10 +204,15 @@ class Entry:
 
 
 def decode(data: bytes, digest: str) -> Entry | None:
-    """The entry in `data` if it is whole, uncorrupted and made by this toolchain for `digest`,
-    and links no libdevice or the one found: what `load` would hit."""
+    """The entry in `data` if it is whole, uncorrupted and made by this toolchain for `digest`
+    on this host (`host_parts`; the glue's, of its own digest: `bound_call_digest`), and links
+    no libdevice or the one found: what `load` would hit."""
     fields = unseal(data, digest, toolchain())
-    return None if fields is None or not _links_the_libdevice_found(fields) else Entry(fields)
+    if fields is None or not _links_the_libdevice_found(fields):
+        return None
+    if fields["target"] == "bound calls":
+        return Entry(fields) if digest == bound_call_digest() else None
+    return Entry(fields) if fields.get("host") == host_parts(fields["target"]) else None
 
 
 def load(
