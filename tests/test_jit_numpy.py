@@ -44,8 +44,10 @@ def assert_same(got: np.ndarray, want: np.ndarray) -> None:
         lambda x: x ** (1 / 2),
         lambda x: x ** np.float64(0.5),
         lambda x: np.power(x, np.float32(0.5)),
+        lambda x: x ** np.array(0.5, np.float32),  # (`**` kept the 0-d array: C's pow)
+        lambda x: x ** np.array(0.5),
     ],
-    ids=["pow-op", "np.power", "builtin-pow", "1/2", "np.float64", "np.float32"],
+    ids=["pow-op", "np.power", "builtin-pow", "1/2", "np.float64", "np.float32", "0-d", "0-d-f64"],
 )
 def test_the_power_one_half_is_what_numpy_computes(dtype: type, program) -> None:
     """numpy computes `x ** 0.5` (a Python float) as `np.sqrt(x)` for float16/32/64 arrays, and
@@ -803,6 +805,48 @@ def test_every_half_precision_number_as_numpy_converts_angles_and_signs(
         else:
             want, got = ufunc(x), xfuse.jit(lambda a: ufunc(a))(x)
     assert_same(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64])
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda x: (x > 0) < 1e-8,  # (float16's 1e-8 is 0: all false)
+        lambda x: (x > 0) == 1.0001,  # (float16's is 1)
+        lambda x: (x > 0) == 1 + 1e-9,
+        lambda x: (x > 0) > 0.999,
+        lambda x: (x > 0) >= 1e-50,
+        lambda x: (x > 0) == 1,
+        lambda x: np.clip(x, 0.1, np.float64(2)),  # (0.1 rounded to x's dtype, then widened)
+        lambda x: x.clip(1e-7, np.float64(2)),
+        lambda x: np.heaviside(1e-60, x),  # (1e-60 is 0 in float32's loop: x itself)
+        lambda x: np.heaviside(-1e-50, x),
+    ],
+)
+def test_python_numbers_meet_arrays_and_masks_as_in_numpy(program, dtype: type) -> None:
+    """A Python number takes the dtype numpy gives it with each operand (NEP 50): a mask (a
+    bool) compares with the number as it is, not rounded to the dtype its 1s and 0s are held
+    in; clip promotes x and both bounds at once; heaviside's number is rounded to the array's
+    dtype first, as numpy's loop gets it."""
+    x = np.array([-1.0, -0.0, 0.0, 0.05, 0.5, 1.0, 3.0, np.inf, np.nan], dtype)
+    with np.errstate(all="ignore"):
+        want = program(x)
+    assert_same(xfuse.jit(program)(x), want)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_a_python_number_in_a_narrow_logaddexp_is_rounded_to_the_arrays_dtype(dtype) -> None:
+    """It met float32 unrounded in the float32 that float16 and bfloat16 compute in: 2,101 of
+    the 65,536 float16 numbers 1 ulp off numpy's `np.logaddexp(x, 0.1)`, 129 bfloat16 ones."""
+    x = np.arange(1 << 16, dtype=np.uint16).view(dtype)
+    for program in (lambda a: np.logaddexp(a, 0.1), lambda a: np.logaddexp2(0.3, a)):
+        with np.errstate(all="ignore"):
+            want = program(x)
+            unrounded = program(x.astype(np.float32)).astype(dtype)  # (0.1 met as float32's)
+        got = xfuse.jit(program, math="libm")(x)
+        assert got.dtype == want.dtype
+        numbers = ~np.isnan(want.astype(np.float64))
+        assert np.sum((got != want) & numbers) <= 4 < 100 < np.sum((unrounded != want) & numbers)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64])

@@ -75,6 +75,7 @@ def _heaviside(x: Any, h0: Any) -> Any:
         return h0.apply(ew.MaxOp, h0, 0.0)
     if not isinstance(x, Traced):
         dtype = np.result_type(x, h0.element_dtype)
+        x = dtype.type(x)  # (numpy's loop compares x in that dtype: 1e-60 is 0 in float32)
         value = 0.0 if x < 0 else 1.0 if x > 0 else None if x == 0 else x
         if value is None:
             return h0.astype(dtype)
@@ -106,6 +107,16 @@ def _nan_to_num(
     return np.where(x != x, fill[0], np.where(x == np.inf, fill[1], replaced))
 
 
+def _rounded_in(number: float, dtype: np.dtype[Any]) -> bool:
+    """Whether `dtype` holds another value than the Python `number` (a mask holds its 1s and 0s
+    in the dtype it compared)."""
+    with np.errstate(over="ignore"):
+        try:
+            return float(dtype.type(number)) != number  # (numpy would round `number` too)
+        except OverflowError:  # (an int past float64's range)
+            return True
+
+
 def _in_float32_where_narrower(function: Callable[..., Any]) -> Callable[..., Any]:
     """`function` as numpy's float16 loops (and ml_dtypes' bfloat16 ones) of a ufunc compute
     it: in float32 from the widened operands, rounded once to the result's dtype."""
@@ -114,7 +125,15 @@ def _in_float32_where_narrower(function: Callable[..., Any]) -> Callable[..., An
         dtype = np.result_type(*(a.element_dtype if isinstance(a, Traced) else a for a in args))
         if dtype.itemsize >= 4:
             return function(*args)
-        wide = [a.astype(np.float32) if isinstance(a, Traced) else a for a in args]
+        # (a Python number takes the narrow dtype first, NEP 50, as numpy's loop gets it)
+        wide = [
+            a.astype(np.float32)
+            if isinstance(a, Traced)
+            else np.float32(dtype.type(a))
+            if isinstance(a, int | float)
+            else a
+            for a in args
+        ]
         return function(*wide).astype(dtype)
 
     return traced
@@ -340,6 +359,12 @@ class Traced:
         masks = [a.mask for a in arrays]
         if any(masks) and not (comparison and all(masks)):
             raise TypeError(f"{op_type.name}: {_MASKS_ONLY}")
+        if any(masks) and any(
+            isinstance(o, int | float) and _rounded_in(o, a.element_dtype)
+            for o in operands
+            for a in arrays
+        ):  # numpy compares a bool with a Python number as it is: `m < 1e-8` of float16 was 0
+            operands = tuple(o.astype(np.float64) if isinstance(o, Traced) else o for o in operands)
         return self._record(op_type, *operands, mask=comparison)
 
     def _record(self, op_type: ew.ElementwiseOpType, *operands: Any, mask: bool = False) -> Traced:
@@ -472,6 +497,8 @@ class Traced:
         """`np.power(self, exponent)` as numpy computes it: `np.sqrt` of the promoted array where
         the exponent is a scalar 0.5 and the result float32 or float64 (numpy's power loop
         takes that path), else `ew.pow` (C's pow)."""
+        if isinstance(exponent, np.ndarray) and exponent.ndim == 0:  # (`x ** np.array(0.5)`)
+            exponent = exponent[()]
         if _is_one_half(exponent) and not self.mask:  # (a mask's: `apply` refuses it)
             if isinstance(exponent, np.generic):
                 try:
@@ -602,7 +629,16 @@ class Traced:
         bound may be None. ReLU6 is `np.clip(x, 0, 6)`."""
         if out is not None:
             raise _keywords_not_traced("clip", ["out"])
-        clipped = +self if min is None else self.apply(ew.MaxOp, self, min)  # (a copy)
+        # numpy's clip promotes the three at once: a Python bound is not rounded to x's dtype
+        # beside a wider one (`np.clip(x32, 0.1, hi64)` is 0.1, not float32's 0.1 widened)
+        bounds = [
+            b.dtype if isinstance(b, Traced) else b
+            for b in (min, max)
+            if isinstance(b, Traced | np.generic | int | float)
+        ]
+        dtype = np.result_type(self.dtype, *bounds)
+        base = self if self.mask or dtype == self.element_dtype else self.astype(dtype)
+        clipped = +base if min is None else base.apply(ew.MaxOp, base, min)  # (a copy)
         return clipped if max is None else clipped.apply(ew.MinOp, clipped, max)
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
