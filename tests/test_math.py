@@ -701,6 +701,20 @@ def libmvec(request: pytest.FixtureRequest) -> LibmvecFunction:
     return LibmvecFunction(name, dtype, source, kernel)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sin_and_cos_stay_within_one(dtype: str) -> None:
+    """glibc's variants returned f32 `sin(1.570681)` 1.0000001 and f64
+    `cos(2302.7874150871507)` -1.0000000000000002: `asin(sin(x))` was NaN, numpy's pi/2."""
+    x = np.array([1.570681, 4.7125044, 9963.561, 2302.7874150871507] * 4 + [np.nan, -np.inf], dtype)
+    for function, inverse in (("sin", "asin"), ("cos", "acos")):
+        kernel = xfuse.compile(f"y = {function}(x); z = {inverse}(y); output y, z;", dtype=dtype)
+        y, z = kernel(x)
+        assert np.all(np.abs(y[:16]) <= 1.0) and np.all(np.isnan(y[16:]))
+        assert not np.any(np.isnan(z[:16]))
+        reference = getattr(np, function)(x[:16].astype(np.float64))
+        np.testing.assert_allclose(y[:16], reference, rtol=4 * np.finfo(dtype).eps, atol=0)
+
+
 def test_math_vectorizes_through_libmvec_and_keeps_the_c_librarys_special_values(
     libmvec: LibmvecFunction,
 ) -> None:

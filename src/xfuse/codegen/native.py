@@ -542,6 +542,11 @@ LARGE_ARGUMENTS = {
 }
 """The f32 functions whose large arguments `call_libmvec` reduces itself."""
 
+WITHIN_ONE = frozenset({"sin", "cos", "sinf", "cosf"})
+"""The functions of values in [-1, 1], which glibc's variants leave by an ulp (f32 `sin` of
+1.570681 was 1.0000001, f64 `cos` of 2302.7874150871507 -1.0000000000000002: `asin(sin(x))`
+NaN): `call_libmvec` clamps them (`_within_one`)."""
+
 REDUCED_BELOW = 2.0**40
 """Below this |x| the f64 reduction x - n pi/2, pi/2 in two parts by FMAs (`_HALF_PI`), is
 within 2^-69 of exact: x - n times the first part is exact (it fits 53 bits while n times the
@@ -668,6 +673,28 @@ def _trigonometric_of_large_arguments(
     return function
 
 
+def _within_one(module: llvm_ir.Module, variant: llvm_ir.Function) -> llvm_ir.Function:
+    """A vector function like `variant` whose results beyond ±1 are ±1 (NaN kept: an ordered
+    compare), for a function of `WITHIN_ONE`."""
+    vector = variant.ftype.return_type
+    lanes = vector.count
+    suffix = f"v{lanes}{'f32' if isinstance(vector.element, llvm_ir.FloatType) else 'f64'}"
+    function = llvm_ir.Function(module, variant.ftype, f"{variant.name}.within_one")
+    function.linkage = "internal"
+    function.attributes = _FunctionAttributes(["nounwind", "willreturn", "memory(none)"])
+    builder = llvm_ir.IRBuilder(function.append_basic_block("entry"))
+    result = builder.call(variant, list(function.args), name="library")
+    fabs = _intrinsic(module, f"llvm.fabs.{suffix}", llvm_ir.FunctionType(vector, [vector]))
+    copysign = _intrinsic(
+        module, f"llvm.copysign.{suffix}", llvm_ir.FunctionType(vector, [vector, vector])
+    )
+    ones = vector([1.0] * lanes)
+    beyond = builder.fcmp_ordered(">", builder.call(fabs, [result]), ones, name="beyond")
+    one = builder.call(copysign, [ones, result], name="one")
+    builder.ret(builder.select(beyond, one, result, name="within"))
+    return function
+
+
 def call_libmvec(module: llvm_ir.Module, cpu: HostCpu) -> None:
     """Make the libm calls (`LIBMVEC_FUNCTIONS`, f64 and f32) of `module` compute with one
     libmvec variant (the widest of `libmvec_variants`; for `LARGE_ARGUMENTS` xfuse's vector
@@ -708,6 +735,8 @@ def call_libmvec(module: llvm_ir.Module, cpu: HostCpu) -> None:
             variants.append(
                 _trigonometric_of_large_arguments(module, variants[-1], LARGE_ARGUMENTS[name])
             )
+        if name in WITHIN_ONE:
+            variants.append(_within_one(module, variants[-1]))
         wrappers[name] = _libmvec_wrapper(module, declaration, variants[-1])
     if not wrappers:
         return
