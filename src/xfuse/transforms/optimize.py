@@ -63,7 +63,8 @@ class EwOptimizePass(ModulePass):
     A NaN that folding produces is the canonical quiet NaN. With `unsafe-math=true` also
     `x + (+0.0)`, `(+0.0) + x`, `x - (-0.0)` -> x (no signed zeros), x*0 -> 0, x-x -> 0 and
     x/c -> x*(1/c) and log(1 + exp(x)) -> softplus(x), which change results for inf, NaN,
-    overflow or the sign of zero.
+    overflow or the sign of zero, and x*(1/c) finite ones by an ulp too (one rounding more:
+    `x / 3` of 100.0 in float32 is 33.333336, not 33.333332).
     """
 
     name = "ew-optimize"
