@@ -22,7 +22,7 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.parser import Parser
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 import xfuse
 from xfuse.codegen.native import HostCpu, host_cpu, streaming_name
@@ -2484,6 +2484,59 @@ def test_a_conversion_of_an_input_a_static_one_binds_takes_its_size() -> None:
     np.testing.assert_array_equal(
         kernel(a=np.float64([1, 2, 3]), x=np.float32([1, 1, 1])), [2, 3, 4]
     )
+
+
+SIZED_BY_STATIC_OPERANDS = {
+    "a 3 beside x[1]": (
+        """func.func @main(%x: tensor<1xf32>) -> tensor<?xf32> {
+          %c = ew.constant 2.0 : tensor<3xf32>
+          %b = ew.add %c, %x : tensor<3xf32>, tensor<1xf32> -> tensor<?xf32>
+          func.return %b : tensor<?xf32>
+        }""",
+        (np.ones(1, np.float32),),
+        np.full(3, 3.0),
+    ),
+    "3 x 1 beside x[?]": (
+        """func.func @main(%x: tensor<?xf32>) -> tensor<?x?xf32> {
+          %c = ew.constant 1.0 : tensor<3x1xf32>
+          %t = ew.add %c, %c : tensor<3x1xf32>
+          %o = ew.add %t, %x : tensor<3x1xf32>, tensor<?xf32> -> tensor<?x?xf32>
+          func.return %o : tensor<?x?xf32>
+        }""",
+        (np.zeros(7, np.float32),),
+        np.full((3, 7), 2.0),
+    ),
+    "no input": (
+        """func.func @main() -> tensor<?xf32> {
+          %c = ew.constant 2.0 : tensor<3xf32>
+          %b = ew.add %c, %c : tensor<3xf32>, tensor<3xf32> -> tensor<?xf32>
+          func.return %b : tensor<?xf32>
+        }""",
+        (),
+        np.full(3, 4.0),
+    ),
+}
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+@pytest.mark.parametrize("case", sorted(SIZED_BY_STATIC_OPERANDS))
+def test_a_dynamic_result_of_static_operands_takes_their_size(case: str, fuse: bool) -> None:
+    """Its `?` was bound from the arguments: `3 + x[1]` gave 1 element, `3 x 1 + x[7]` 7 x 7 (rows
+    past the constant's end read from the heap), and a program of no input an IndexError. A `?`
+    of operands all 1 there is refused (`[1, 1] * x[3] -> [?, ?]` was 3 x 3: an axis beyond the
+    inputs' wrapped around)."""
+    source, arguments, expected = SIZED_BY_STATIC_OPERANDS[case]
+    module = Parser(pipeline_context(), source).parse_module()
+    got = compile_module(module, options=Options(fuse=fuse))(*arguments)
+    assert got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+    ones = """func.func @main(%x: tensor<?xf32>) -> tensor<?x?xf32> {
+      %c = ew.constant 1.0 : tensor<1x1xf32>
+      %b = ew.mul %c, %x : tensor<1x1xf32>, tensor<?xf32> -> tensor<?x?xf32>
+      func.return %b : tensor<?x?xf32>
+    }"""
+    with pytest.raises(VerifyException, match=r"result dimension 0 is \? but every operand has 1"):
+        Parser(pipeline_context(), ones).parse_module().verify()
 
 
 def test_static_sizes_that_disagree_on_an_axis_are_an_error() -> None:

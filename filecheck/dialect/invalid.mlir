@@ -38,6 +38,17 @@ func.func @f(%x: tensor<3xf32>) -> tensor<?x3xf32> {
 
 // -----
 
+// Nor where every operand is 1 there (the result was as long as another ?, and `ew-fuse` made
+// a kernel of no operands of it, which its verifier refused).
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 3]]:3: error: 'ew.add' result dimension 0 is ? but every operand has 1 there, so nothing gives its size (operand shapes [1], [], result shape [?])
+func.func @f(%x: tensor<1xf32>) -> tensor<?xf32> {
+  %c = ew.constant 2.0 : tensor<f32>
+  %r = ew.add %x, %c : tensor<1xf32>, tensor<f32> -> tensor<?xf32>
+  func.return %r : tensor<?xf32>
+}
+
+// -----
+
 // A ? never broadcasts to a 1: a kernel of one element read past the end of an empty input.
 // CHECK: {{.*}}invalid.mlir:[[# @LINE + 2]]:3: error: 'ew.kernel' input 0 of shape [?] does not broadcast to the iteration shape [1]
 func.func @f(%x: tensor<?xf32>) -> tensor<1xf32> {

@@ -441,16 +441,22 @@ def _verify_broadcasts_to(
 def _verify_dynamic_dims_bound(
     op: Operation, operand_shapes: Sequence[Sequence[int]], result_shape: Sequence[int]
 ) -> None:
-    """Each `?` of the result is a dimension some operand has (right-aligned): the run time
-    binds a result's `?` from the operands, and had nothing to bind one beyond their ranks (a
-    kernel filling `tensor<?xf32>` from no inputs failed on an IndexError; `tensor<3xf32>,
-    tensor<3xf32> -> tensor<?x3xf32>` made a 3x3 result)."""
+    """Each `?` of the result is a dimension some operand has (right-aligned) other than as 1:
+    the run time binds a result's `?` from the operands, and had nothing to bind one beyond
+    their ranks (a kernel filling `tensor<?xf32>` from no inputs failed on an IndexError;
+    `tensor<3xf32>, tensor<3xf32> -> tensor<?x3xf32>` made a 3x3 result), nor one where all are
+    1 (`tensor<1xf32>, tensor<1xf32> -> tensor<?xf32>` was as long as another `?`, and `ew-fuse`
+    made a kernel of no operands of it, which this check refused)."""
     rank = len(result_shape)
     for axis, size in enumerate(result_shape):
-        if size == DYNAMIC_INDEX and all(len(s) < rank - axis for s in operand_shapes):
+        if size == DYNAMIC_INDEX and all(
+            len(s) < rank - axis or s[axis - rank] == 1 for s in operand_shapes
+        ):
             listed = ", ".join(format_shape(s) for s in operand_shapes) or "none"
+            absent = all(len(s) < rank - axis for s in operand_shapes)
             raise VerifyException(
-                f"'{op.name}' result dimension {axis} is ? but no operand has that dimension, "
+                f"'{op.name}' result dimension {axis} is ? but "
+                f"{'no operand has that dimension' if absent else 'every operand has 1 there'}, "
                 f"so nothing gives its size (operand shapes {listed}, result shape "
                 f"{format_shape(result_shape)})"
             )
