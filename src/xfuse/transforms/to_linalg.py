@@ -85,8 +85,7 @@ def _dynamic_size(
 
     Read from an input that spans the dimension, reusing a producer's size where there is one:
     a `tensor.dim` of a producer's result would be its second use, and upstream's
-    linalg-fuse-elementwise-ops only fuses producers with one use. Where no input spans it (all
-    are 1 there, or lack it: verified IR may type such a result `?`), it is 1, as numpy's.
+    linalg-fuse-elementwise-ops only fuses producers with one use.
     """
     rank = len(iteration_shape)
     spanning: list[tuple[SSAValue, int]] = []
@@ -102,8 +101,10 @@ def _dynamic_size(
             return [], known
         spanning.append((operand, operand_axis))
     if not spanning:
-        one = arith.ConstantOp(IntegerAttr(1, IndexType()))
-        return [one], one.result
+        raise DiagnosticException(
+            f"ew-to-linalg: no input of this kernel gives the size of its dynamic dimension "
+            f"{axis}:\n{kernel}"
+        )
     operand, operand_axis = spanning[0]
     index = arith.ConstantOp(IntegerAttr(operand_axis, IndexType()))
     dim = tensor.DimOp(operand, index)
