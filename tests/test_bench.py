@@ -611,7 +611,7 @@ def test_programs_of_0_d_or_fixed_1_d_inputs_are_measured(expression: str) -> No
 
 def test_cli_errors(capsys: pytest.CaptureFixture[str], gelu: Gelu) -> None:
     assert main(["bench", "--expr", "x +"]) == 1
-    assert capsys.readouterr().err.startswith("<expr>:1:10: error: expected an expression")
+    assert capsys.readouterr().err.startswith("<expr>:1:4: error: expected an expression")
     assert main(["bench", "--expr", str(gelu.path)]) == 1  # was "xfuse.bench takes the ..."
     assert capsys.readouterr().err == (
         f"xfuse bench: error: --expr takes an expression, not a file: xfuse bench {gelu.path}\n"
