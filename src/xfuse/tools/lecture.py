@@ -918,10 +918,17 @@ def _libm_observation(
         )
     if not setup.ceiling_bounds:
         return text
-    if _compare(libm, ceiling) <= 0:
+    versus_ceiling = _compare(libm, ceiling)
+    share = libm.of_ceiling or 0.0
+    if versus_ceiling < 0 or (versus_ceiling == 0 and share >= MEMORY_SPEED_SHARE):
         return text + (
-            f" It reaches {libm.of_ceiling:.0%} of the bandwidth ceiling, as fast as memory "
-            "allows: even with its libm calls, memory bandwidth sets its speed."
+            f" It reaches {share:.0%} of the bandwidth ceiling, as fast as memory allows: even "
+            "with its libm calls, memory bandwidth sets its speed."
+        )
+    if versus_ceiling == 0:  # (as `_ceiling_observation`: memory-bound only from 90%)
+        return text + (
+            f" It reaches {share:.0%} of the bandwidth ceiling, within noise of it in these "
+            "rounds, too close to say whether memory or its libm calls set its speed."
         )
     text += (
         f" It reaches only {libm.of_ceiling:.0%} of the bandwidth ceiling, which moves the same "
