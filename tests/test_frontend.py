@@ -278,6 +278,26 @@ def test_a_name_warning_made_an_error_is_a_located_error_of_each_cli(
         assert capsys.readouterr().err == expected
 
 
+def test_a_name_warning_shows_once_in_a_command_that_parses_its_program_often(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`xfuse bench` showed it 5 times, `xfuse lecture` 9 (5 of them at `<source>`): each parse
+    of the program warned again."""
+    from xfuse.tools import cli
+
+    path = tmp_path / "typo.ew"
+    path.write_text("input alpha;\nout = alpah * 2 + alpha;\n")
+    for arguments in (
+        ["bench", str(path), "--sizes", "64"],
+        ["lecture", "--source", str(path), "--n", "4096"],
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")  # (Python's: once per message and line)
+            assert cli.main([*arguments, "--repeat", "1"]) == 0
+        stderr = capsys.readouterr().err
+        assert stderr.count("EwNameWarning") == 1 and f"{path}:2: EwNameWarning" in stderr
+
+
 def test_undeclared_names_are_checked_for_typos_up_to_a_limit() -> None:
     """Each check compares with every declared and assigned name: unlimited, a generated
     program of thousands of inputs took quadratic time (21 s for 4,000)."""

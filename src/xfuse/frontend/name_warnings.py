@@ -4,7 +4,7 @@ what the parse it skips would have issued, without importing the parser (and xDS
 from __future__ import annotations
 
 import warnings
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class EwNameWarning(UserWarning):
@@ -24,9 +24,15 @@ class NameWarning(NamedTuple):
     line: int
 
 
+_ISSUED: dict[Any, Any] = {}
+"""The warnings registry of `warn_name`'s warnings, as a module's `__warningregistry__` is of
+its `warnings.warn` calls: under Python's default filter each message at each line shows once
+(`xfuse lecture` parses its program some 9 times, and said so 9 times)."""
+
+
 def warn_name(warning: NameWarning) -> None:
     """Issue `warning`, at its `.ew` line (Python's format shows that line where the file
     exists): by the parse, and again where a compile cache hit skips the parse."""
     issued = EwNameWarning(warning.message)
     issued.filename, issued.line = warning.filename, warning.line
-    warnings.warn_explicit(issued, EwNameWarning, warning.filename, warning.line)
+    warnings.warn_explicit(issued, EwNameWarning, warning.filename, warning.line, registry=_ISSUED)
