@@ -188,6 +188,19 @@ def test_gelu_any_length(n: int, math: str, gelu_approx: Kernel, gelu: Gelu) -> 
     np.testing.assert_allclose(out, gelu.reference(x, b, r), rtol=0, atol=2e-6)
 
 
+@pytest.mark.parametrize(
+    ("name", "features"), [("skylake", "avx2"), ("skylake", "+avx2, +fma"), ("", "+avx2")]
+)
+def test_a_cpu_feature_without_its_sign_is_an_error_naming_the_variables(
+    use_cpu: Callable[[str, str], HostCpu], name: str, features: str
+) -> None:
+    """LLVM aborted the process on `avx2` (an assertion: "Feature flags should start with '+'
+    or '-'"), which no `except` catches."""
+    with pytest.raises(ValueError, match=r"^XFUSE_CPU_NAME must name an LLVM CPU .* start with"):
+        use_cpu(name, features)
+    assert use_cpu(*ZEN3).name == "znver3"
+
+
 # An AVX2-only host (AMD Zen 3) as XFUSE_CPU_NAME / XFUSE_CPU_FEATURES describe it.
 ZEN3 = ("znver3", "+sse4.2,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+popcnt,+lzcnt,+movbe")
 

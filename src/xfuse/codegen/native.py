@@ -153,6 +153,14 @@ def host_cpu() -> HostCpu:
         )
     elif name is None or features is None:
         raise ValueError("set both XFUSE_CPU_NAME and XFUSE_CPU_FEATURES, or neither")
+    else:  # (LLVM aborts the process on a feature without its sign: an assertion)
+        unsigned = [item for item in features.split(",") if features and item[:1] not in "+-"]
+        if not name or unsigned:
+            raise ValueError(
+                f"XFUSE_CPU_NAME must name an LLVM CPU (znver3) and each feature of "
+                f"XFUSE_CPU_FEATURES start with '+' or '-' (+avx2,+fma), got "
+                f"XFUSE_CPU_NAME={name!r}, XFUSE_CPU_FEATURES={features!r}"
+            )
     if "+avx512f" in features.split(","):
         features += ",-prefer-256-bit"
     return HostCpu(name, features)
