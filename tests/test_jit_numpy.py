@@ -416,8 +416,16 @@ def test_jit_of_a_method_a_jit_function_or_a_ufunc() -> None:
     again = xfuse.jit(math="libm")(base)
     assert (again.function, again.options.math) == (base.function, "libm")
     assert_same(again(x), xfuse.compile("y = tanh(x);", math="libm")(x))
-    with pytest.raises(TypeError, match=r"xfuse.jit\(np.exp\): a numpy ufunc is not a function"):
-        xfuse.jit(np.exp)
+    # the function it suggests takes the ufunc's operands (one operand for np.maximum failed)
+    for ufunc, names in ((np.exp, "x"), (np.maximum, "x, y")):
+        with pytest.raises(TypeError, match=r"^xfuse.jit\(np.\w+\): a numpy ufunc is not a") as e:
+            xfuse.jit(ufunc)
+        suggested = str(e.value).split("`")[1]
+        assert suggested == f"lambda {names}: np.{ufunc.__name__}({names})"
+        x = np.float32([1, -2])
+        np.testing.assert_allclose(
+            xfuse.jit(eval(suggested))(*[x] * ufunc.nin), ufunc(*[x] * ufunc.nin), rtol=1e-6
+        )
 
 
 def test_only_numpys_weak_python_numbers_are_weak() -> None:

@@ -435,9 +435,10 @@ def jit(
         if isinstance(f, JitFunction):  # jit of a jit function: its function, these options
             f = f.function
         if isinstance(f, np.ufunc):  # (its signature has an `out`: "cannot have a parameter")
+            names = ", ".join("xyzw"[i] if i < 4 else f"x{i}" for i in range(f.nin))
             raise TypeError(
                 f"xfuse.jit(np.{f.__name__}): a numpy ufunc is not a function to trace: jit "
-                f"one that calls it, `lambda x: np.{f.__name__}(x)`"
+                f"one that calls it, `lambda {names}: np.{f.__name__}({names})`"
             )
         return JitFunction(f, options, threads)
 
