@@ -1373,6 +1373,23 @@ def _start_afresh_after_fork() -> None:
     for kernel in list(_ALL_KERNELS):
         kernel._new_locks()
     _BOUND_CALL_COMPILE = threading.Lock()
+    _new_cached_property_locks()
+
+
+def _new_cached_property_locks() -> None:
+    """Python 3.11's `functools.cached_property` holds one lock per property, of all instances,
+    while it computes a value (3.12 has none): one held at the fork by another thread hung the
+    child's first call of any new kernel (`Kernel._quick_call`), or its first `.stages` of one
+    loaded from the disk cache. Each of xfuse's gets a new one."""
+    modules = [m for name, m in list(sys.modules.items()) if name.split(".")[0] == "xfuse"]
+    for module in modules:
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and value.__module__ == module.__name__:
+                for attribute in vars(value).values():
+                    if isinstance(attribute, functools.cached_property) and hasattr(
+                        attribute, "lock"
+                    ):
+                        attribute.lock = threading.RLock()
 
 
 os.register_at_fork(after_in_child=_start_afresh_after_fork)
