@@ -239,6 +239,29 @@ def test_threads_split_the_outer_range_on_whole_cache_lines(gelu: Gelu) -> None:
         np.testing.assert_array_equal(result.view(np.uint32), want.view(np.uint32))
 
 
+def test_a_split_starts_each_slice_on_a_line_of_a_column_output_too() -> None:
+    """A `[t, 1]` array's row is one element: priced as a row of the iteration's 64, the second
+    thread's slice of `e` started at byte 2184 (34 lines and 8 bytes), a line two threads wrote."""
+    kernel = xfuse.compile(
+        "input x[t, d], c[t, 1]; e = tanh(c); out = x * e; output out, e;", threads=2
+    )
+    x = np.ones((1093, 64), np.float32)
+    c = np.linspace(-1, 1, 1093, dtype=np.float32).reshape(1093, 1)
+    out, e = (np.empty_like(a) for a in (x, c))
+    prepared = kernel.prepare(x, c, out=(out, e))
+    base = e.ctypes.data
+    starts = [  # (each slice's argument words: e's pointer among them)
+        next(word - base for word in words if base <= word < base + e.nbytes)
+        for words in prepared.argument_lists
+    ]
+    assert len(starts) == 2 and all(start % 64 == 0 for start in starts)
+    kernel.split_choice = SplitChoice.always()
+    got_out, got_e = kernel(x, c)
+    want = xfuse.compile("input x[t, d], c[t, 1]; e = tanh(c); out = x * e; output out, e;")(x, c)
+    for got, expected in zip((got_out, got_e), want, strict=True):
+        np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+
+
 SIZE_CLASS: SizeClass = (18, False)
 
 

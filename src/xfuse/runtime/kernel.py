@@ -114,8 +114,9 @@ from xfuse.runtime.output_pool import output_maker
 from xfuse.transforms import packed_entry_name, workspace_size_function
 
 MIN_ELEMENTS_PER_THREAD = 1 << 15
-"""Below this many elements per thread a call is never split (nor timed for `SplitChoice`): at
-the cheapest kernels' ~0.3 ns per element that is ~10 us, less than handing a slice over."""
+"""Below this many elements per thread, on average, a call is never split (nor timed for
+`SplitChoice`; its slices are whole rows of a loop nest, so one may hold fewer): at the
+cheapest kernels' ~0.3 ns per element that is ~10 us, less than handing a slice over."""
 
 SPLIT_WARMUP_CALLS = 2
 """A size class's first calls run each way in a block, first on one thread, then split: this
@@ -413,11 +414,17 @@ class NativeFunction:
 
     def aligned_rows(self, iteration: tuple[int, ...]) -> int:
         """The fewest rows of axis 0 that are whole cache lines (`WORKSPACE_ALIGNMENT` bytes)
-        of every array that a split divides (those of the iteration's full rank)."""
-        inner = int(np.prod(iteration[1:]))
+        of every array that a split divides (those of the iteration's full rank), each row of
+        its own size (a `[t, 1]` array's is one element: it was priced as a row of the
+        iteration's, and two threads wrote one line of it)."""
         step = 1
         for parameter in (*self.inputs, *self.outputs):
             if len(parameter.shape) == len(iteration) and parameter.shape[0] != 1:
+                inner = math.prod(
+                    size
+                    for size, dim in zip(iteration[1:], parameter.shape[1:], strict=True)
+                    if dim != 1
+                )
                 row_bytes = numpy_dtype(parameter.dtype).itemsize * inner
                 step = math.lcm(
                     step, WORKSPACE_ALIGNMENT // math.gcd(WORKSPACE_ALIGNMENT, row_bytes)
