@@ -827,6 +827,7 @@ def test_every_half_precision_number_as_numpy_converts_angles_and_signs(
         lambda x: (x > 0) == 1,
         lambda x: np.clip(x, 0.1, np.float64(2)),  # (0.1 rounded to x's dtype, then widened)
         lambda x: x.clip(1e-7, np.float64(2)),
+        lambda x: np.clip(x, 0.1, np.array(2.0)),  # (a 0-d array bound is strong too)
         lambda x: np.heaviside(1e-60, x),  # (1e-60 is 0 in float32's loop: x itself)
         lambda x: np.heaviside(-1e-50, x),
     ],

@@ -634,7 +634,7 @@ class Traced:
         bounds = [
             b.dtype if isinstance(b, Traced) else b
             for b in (min, max)
-            if isinstance(b, Traced | np.generic | int | float)
+            if isinstance(b, Traced | np.generic | np.ndarray | int | float)
         ]
         dtype = np.result_type(self.dtype, *bounds)
         base = self if self.mask or dtype == self.element_dtype else self.astype(dtype)
