@@ -279,23 +279,43 @@ def test_a_name_warning_made_an_error_is_a_located_error_of_each_cli(
 
 
 def test_a_name_warning_shows_once_in_a_command_that_parses_its_program_often(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
 ) -> None:
     """`xfuse bench` showed it 5 times, `xfuse lecture` 9 (5 of them at `<source>`): each parse
-    of the program warned again."""
+    of the program warned again. Once per message and line of each file, as Python's own
+    warnings are per module: the same typo at the same line of another file shows too."""
     from xfuse.tools import cli
 
     path = tmp_path / "typo.ew"
     path.write_text("input alpha;\nout = alpah * 2 + alpha;\n")
-    for arguments in (
-        ["bench", str(path), "--sizes", "64"],
-        ["lecture", "--source", str(path), "--n", "4096"],
-    ):
-        with warnings.catch_warnings():
+    commands = [
+        ["bench", str(path), "--sizes", "64", "--repeat", "1"],
+        ["lecture", "--source", str(path), "--n", "4096", "--repeat", "1"],
+    ]
+    for arguments in commands:
+        with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("default")  # (Python's: once per message and line)
-            assert cli.main([*arguments, "--repeat", "1"]) == 0
-        stderr = capsys.readouterr().err
-        assert stderr.count("EwNameWarning") == 1 and f"{path}:2: EwNameWarning" in stderr
+            assert cli.main(arguments) == 0
+        shown = [w for w in caught if issubclass(w.category, EwNameWarning)]
+        assert [(w.filename, w.lineno) for w in shown] == [(str(path), 2)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for name in ("a.ew", "b.ew", "a.ew"):
+            parse_program(path.read_text(), filename=name)
+    assert [w.filename for w in caught] == ["a.ew", "b.ew"]
+
+
+def test_compile_names_the_program_by_its_filename() -> None:
+    """`xfuse.compile(source, filename=...)` locates its errors and warnings in that file (as
+    Python's `compile`): `xfuse bench` and the lecture compile a file's program so."""
+    with pytest.raises(EwSyntaxError) as error:
+        xfuse.compile("out = x +* 2;", filename="k.ew")
+    assert str(error.value).startswith("k.ew:1:10: error: expected an expression")
+    with pytest.warns(EwNameWarning) as caught:
+        xfuse.compile("input alpha;\nout = alpah * 3 + alpha;", filename="k.ew")
+    assert [(w.filename, w.lineno) for w in caught] == [("k.ew", 2)]
+    with pytest.raises(TypeError, match="^filename must be a string, got int"):
+        xfuse.compile("out = x * 2;", filename=3)  # type: ignore[arg-type]
 
 
 def test_undeclared_names_are_checked_for_typos_up_to_a_limit() -> None:

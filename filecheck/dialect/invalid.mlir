@@ -38,13 +38,26 @@ func.func @f(%x: tensor<3xf32>) -> tensor<?x3xf32> {
 
 // -----
 
-// Nor where every operand is 1 there (the result was as long as another ?, and `ew-fuse` made
-// a kernel of no operands of it, which its verifier refused).
-// CHECK: {{.*}}invalid.mlir:[[# @LINE + 3]]:3: error: 'ew.add' result dimension 0 is ? but every operand has 1 there, so nothing gives its size (operand shapes [1], [], result shape [?])
+// Nor where the operands' static sizes give it (3 + x[1] was bound from the arguments: 1 element;
+// 3x1 + x[7] read 7 rows of the constant's 3).
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 3]]:3: error: 'ew.add' result dimension 0 is ? but its operands have 3 there (the result's size), so nothing gives its size (operand shapes [3], [1], result shape [?])
 func.func @f(%x: tensor<1xf32>) -> tensor<?xf32> {
-  %c = ew.constant 2.0 : tensor<f32>
-  %r = ew.add %x, %c : tensor<1xf32>, tensor<f32> -> tensor<?xf32>
+  %c = ew.constant 2.0 : tensor<3xf32>
+  %r = ew.add %c, %x : tensor<3xf32>, tensor<1xf32> -> tensor<?xf32>
   func.return %r : tensor<?xf32>
+}
+
+// -----
+
+// CHECK: {{.*}}invalid.mlir:[[# @LINE + 3]]:3: error: 'ew.kernel' result dimension 0 is ? but its operands have 3 there (the result's size), so nothing gives its size (operand shapes [3, 1], [?], result shape [?, ?])
+func.func @f(%x: tensor<?xf32>) -> tensor<?x?xf32> {
+  %c = ew.constant 2.0 : tensor<3x1xf32>
+  %r = ew.kernel ins(%c, %x : tensor<3x1xf32>, tensor<?xf32>) -> tensor<?x?xf32> {
+  ^bb0(%a: f32, %b: f32):
+    %s = arith.addf %a, %b : f32
+    ew.yield %s : f32
+  }
+  func.return %r : tensor<?x?xf32>
 }
 
 // -----

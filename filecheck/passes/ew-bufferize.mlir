@@ -100,21 +100,6 @@ func.func @bias_bf16(%x: tensor<?x?xbf16>, %b: tensor<?xbf16>) -> tensor<?x?xbf1
   func.return %g : tensor<?x?xbf16>
 }
 
-// A ? result of static operands: a temporary of their size, which no operand's memref.dim gives
-// (the pass failed: "no operand gives a dynamic size").
-// CHECK-LABEL: func.func @static_operands
-// CHECK-SAME:    (%[[X:.*]]: memref<3xf32>, %{{.*}}: memref<?xf32>) {
-// CHECK-NEXT:    %[[THREE:.*]] = arith.constant 3 : index
-// CHECK-NEXT:    %[[A:.*]] = memref.alloc() : memref<3xf32>
-// CHECK:         %[[B:.*]] = memref.alloc(%[[THREE]]) : memref<?xf32>
-// CHECK-NEXT:    ew.kernel ins(%[[A]] : memref<3xf32>) outs(%[[B]] : memref<?xf32>)
-func.func @static_operands(%x: tensor<3xf32>) -> tensor<?xf32> {
-  %a = ew.neg %x : tensor<3xf32>
-  %b = ew.add %a, %a : tensor<3xf32>, tensor<3xf32> -> tensor<?xf32>
-  %c = ew.exp %b : tensor<?xf32>
-  func.return %c : tensor<?xf32>
-}
-
 // Unfused GELU in the lecture's order: 10 temporaries, 3 buffers with reuse (7 in place).
 // (the statistics go to stderr, printed before the IR)
 // GELU:         'ew-bufferize'

@@ -111,15 +111,12 @@ def located_in_program(error: EwSyntaxError, program: str, source: str) -> EwSyn
     return EwSyntaxError(error.message, program, program_offset, error.filename)
 
 
-def _float64_reference(
-    source: str, outputs: Sequence[str] | None, arrays: dict[str, np.ndarray]
-) -> tuple[np.ndarray, ...]:
+def _float64_reference(parsed: ModuleOp, arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
     """Every op's float64 `reference` on the inputs as stored, whatever dtypes the program
-    declares (a conversion is exact in float64)."""
+    (`parsed`, as the frontend made it) declares (a conversion is exact in float64)."""
     from xfuse.dialects import ew
-    from xfuse.frontend.language import parse_program
 
-    function = only_function(parse_program(source, outputs))
+    function = only_function(parsed)
     values: dict[SSAValue, np.ndarray] = {
         arg: arrays[str(input_name(arg))].astype(np.float64) for arg in function.args
     }
@@ -173,8 +170,7 @@ MIDDLE_SIZE = 8
 
 
 def random_inputs(
-    source: str,
-    outputs: Sequence[str] | None,
+    parsed: ModuleOp,
     shapes: dict[str, tuple[int, ...]],
     dtypes: dict[str, np.dtype[Any]],
     seed: int = 0,
@@ -187,7 +183,7 @@ def random_inputs(
         for name, shape in shapes.items()
     }
     with np.errstate(all="ignore"):
-        results = _float64_reference(source, outputs, probe)
+        results = _float64_reference(parsed, probe)
     normal = all(np.isfinite(r).all() for r in results)
     rng = np.random.default_rng(seed)
     return {
@@ -226,7 +222,7 @@ def prepare_workload(
     output_names = tuple(program.output_names)
     shapes = input_shapes(parsed, n)
     dtypes = {str(p.name): numpy_dtype(p.dtype) for p in signature(parsed, outputs)[0]}
-    arrays = random_inputs(source, outputs, shapes, dtypes, seed)
+    arrays = random_inputs(parsed, shapes, dtypes, seed)
     problem = np.broadcast_shapes(*shapes.values()) if shapes else (n,)
     n = math.prod(problem)
     cost = cost_program(source, CostOptions(shape=problem, dtype="float32"), filename=filename)
@@ -237,11 +233,12 @@ def prepare_workload(
         input_names=input_names,
         output_names=output_names,
         arrays=arrays,
-        reference=_float64_reference(source, outputs, arrays),
+        reference=_float64_reference(parsed, arrays),
         n=n,
         fused_bytes=cost.fused.totals.bytes,
         unfused_bytes=cost.unfused.totals.bytes,
         fused_kernels=cost.fused.totals.kernels,
+        filename=filename,
     )
 
 
@@ -452,7 +449,9 @@ def xfuse_fused(workload: Workload, math: CpuMath = "approx", threads: int = 1) 
     from xfuse.runtime.compiler import compile
     from xfuse.runtime.kernel import SETTLING_CALLS
 
-    kernel = compile(workload.source, workload.outputs, math=math, threads=threads)
+    kernel = compile(
+        workload.source, workload.outputs, math=math, threads=threads, filename=workload.filename
+    )
     suffix = f", {threads} threads" if threads > 1 else ""
     run = _prepared(kernel, workload)
     return Variant(f"xfuse fused {math}{suffix}", run, "fused", settling_calls=SETTLING_CALLS)

@@ -31,6 +31,8 @@ class Workload:
     fused_kernels: int = 1
     """The kernels `ew-fuse` makes of it: more than one (past `ew-fuse`'s `max-ops`, or apart
     where shapes differ) write intermediates and read them back, which `fused_bytes` counts."""
+    filename: str = "<source>"
+    """What names the program in its errors and warnings (its compiles' too)."""
 
 
 @dataclass(frozen=True)

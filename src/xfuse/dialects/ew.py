@@ -441,24 +441,25 @@ def _verify_broadcasts_to(
 def _verify_dynamic_dims_bound(
     op: Operation, operand_shapes: Sequence[Sequence[int]], result_shape: Sequence[int]
 ) -> None:
-    """Each `?` of the result is a dimension some operand has (right-aligned) other than as 1:
-    the run time binds a result's `?` from the operands, and had nothing to bind one beyond
-    their ranks (a kernel filling `tensor<?xf32>` from no inputs failed on an IndexError;
-    `tensor<3xf32>, tensor<3xf32> -> tensor<?x3xf32>` made a 3x3 result), nor one where all are
-    1 (`tensor<1xf32>, tensor<1xf32> -> tensor<?xf32>` was as long as another `?`, and `ew-fuse`
-    made a kernel of no operands of it, which this check refused)."""
+    """Each `?` of the result is a `?` of some operand (right-aligned): the run time binds a
+    result's `?` from the operands' `?`s, and had nothing to bind one beyond their ranks (a
+    kernel filling `tensor<?xf32>` from no inputs failed on an IndexError; `tensor<3xf32>,
+    tensor<3xf32> -> tensor<?x3xf32>` made a 3x3 result), nor one their static sizes give
+    (`tensor<3xf32>, tensor<1xf32> -> tensor<?xf32>` was bound from the arguments: 1 element;
+    `tensor<3x1xf32>, tensor<?xf32> -> tensor<?x?xf32>` of an x of 7 read 7 rows of 3)."""
     rank = len(result_shape)
     for axis, size in enumerate(result_shape):
-        if size == DYNAMIC_INDEX and all(
-            len(s) < rank - axis or s[axis - rank] == 1 for s in operand_shapes
-        ):
+        sizes = [s[axis - rank] for s in operand_shapes if len(s) >= rank - axis]
+        if size == DYNAMIC_INDEX and DYNAMIC_INDEX not in sizes:
             listed = ", ".join(format_shape(s) for s in operand_shapes) or "none"
-            absent = all(len(s) < rank - axis for s in operand_shapes)
+            where = (
+                "no operand has that dimension"
+                if not sizes
+                else f"its operands have {max(sizes)} there (the result's size)"
+            )
             raise VerifyException(
-                f"'{op.name}' result dimension {axis} is ? but "
-                f"{'no operand has that dimension' if absent else 'every operand has 1 there'}, "
-                f"so nothing gives its size (operand shapes {listed}, result shape "
-                f"{format_shape(result_shape)})"
+                f"'{op.name}' result dimension {axis} is ? but {where}, so nothing gives its "
+                f"size (operand shapes {listed}, result shape {format_shape(result_shape)})"
             )
 
 

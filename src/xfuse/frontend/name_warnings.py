@@ -24,10 +24,10 @@ class NameWarning(NamedTuple):
     line: int
 
 
-_ISSUED: dict[Any, Any] = {}
-"""The warnings registry of `warn_name`'s warnings, as a module's `__warningregistry__` is of
-its `warnings.warn` calls: under Python's default filter each message at each line shows once
-(`xfuse lecture` parses its program some 9 times, and said so 9 times)."""
+_ISSUED: dict[str, dict[Any, Any]] = {}
+"""A warnings registry per `.ew` file, as each module has its `__warningregistry__`: under
+Python's default filter each message at each line of a file shows once (`xfuse lecture`
+parses its program some 9 times, and said so 9 times)."""
 
 
 def warn_name(warning: NameWarning) -> None:
@@ -35,4 +35,5 @@ def warn_name(warning: NameWarning) -> None:
     exists): by the parse, and again where a compile cache hit skips the parse."""
     issued = EwNameWarning(warning.message)
     issued.filename, issued.line = warning.filename, warning.line
-    warnings.warn_explicit(issued, EwNameWarning, warning.filename, warning.line, registry=_ISSUED)
+    registry = _ISSUED.setdefault(warning.filename, {})
+    warnings.warn_explicit(issued, EwNameWarning, warning.filename, warning.line, registry=registry)

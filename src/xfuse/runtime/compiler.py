@@ -733,6 +733,7 @@ def compile(
     streaming: bool = True,
     masked_remainder: bool = False,
     aligned_stores: bool = True,
+    filename: str = "<source>",
 ) -> Kernel:
     """Compile an `.ew` program to a callable `Kernel`.
 
@@ -758,10 +759,13 @@ def compile(
     every option); `extra_passes` adds xfuse passes after `ew-optimize`
     (`"ew-strength-reduce{max-exponent=3}"`). `target="cuda"` compiles PTX for `arch` ("sm_90"
     or "sm_80") instead, into a `xfuse.runtime.cuda.CudaKernel` (`math` "approx" or
-    "ptx-approx"; see that module). A bad argument raises ValueError or TypeError naming it and
-    its allowed values.
+    "ptx-approx"; see that module). `filename` names the program in its errors and warnings
+    (`gelu.ew:2:7: error: ...`). A bad argument raises ValueError or TypeError naming it and its
+    allowed values.
     """
     check_source(source)
+    if not isinstance(filename, str):
+        raise TypeError(f"filename must be a string, got {type(filename).__name__}")
     outputs = check_outputs(outputs)
     threads = check_threads(threads)
     shapes = checked_shapes(shapes)
@@ -808,8 +812,8 @@ def compile(
             if source_warnings:  # what the parse skipped would have warned
                 from xfuse.frontend.name_warnings import NameWarning, warn_name
 
-                for warning in source_warnings:
-                    warn_name(NameWarning(*warning))
+                for message, _, line in source_warnings:  # (this compile's file)
+                    warn_name(NameWarning(message, filename, line))
             assert program.frontend_ir is not None
             names = tuple(p.name for p in program.function.outputs)
             _remember(("ir", program.frontend_ir, names, program.options), program)
@@ -819,7 +823,7 @@ def compile(
 
             options = Options(**option_values)
             with collector_paused():
-                parsed = ParsedProgram(source, outputs, FunctionBuilder(dtype, shapes))
+                parsed = ParsedProgram(source, outputs, FunctionBuilder(dtype, shapes), filename)
                 program = _program(parsed.module, parsed.output_names, options)
                 warned = parsed.name_warnings
                 # Dropped while the collector is off: its first collection then frees the IR

@@ -315,7 +315,9 @@ def demo_traffic(program: Program) -> TrafficDemo:
     options = CostOptions(GPU_DEVICE, shape, GPU_DTYPE, GPU_LAUNCH_US)
     cost = cost_program(program.source, options, filename=program.filename)
     decode = cost_program(
-        program.source, CostOptions(GPU_DEVICE, decode_shape, GPU_DTYPE, GPU_LAUNCH_US)
+        program.source,
+        CostOptions(GPU_DEVICE, decode_shape, GPU_DTYPE, GPU_LAUNCH_US),
+        filename=program.filename,
     )
     hw = options.hardware
     elements = math.prod(shape)
@@ -661,7 +663,8 @@ def measure_setup(workload: bench.Workload) -> MeasureSetup:
     from xfuse.runtime.compiler import compile
 
     kernels = {
-        mode: compile(workload.source, workload.outputs, math=mode) for mode in ("libm", "approx")
+        mode: compile(workload.source, workload.outputs, math=mode, filename=workload.filename)
+        for mode in ("libm", "approx")
     }
     steps = [
         op

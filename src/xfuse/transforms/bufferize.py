@@ -134,10 +134,9 @@ class _FunctionBufferizer:
         self.allocated: dict[int, SSAValue] = {}
         self.sizes: dict[tuple[int, int], SSAValue] = {}
 
-    def index_constant(self, value: int) -> SSAValue:
-        """One `arith.constant value : index` of the function (an axis or a size)."""
-        if value not in self.index_constants:
-            constant = arith.ConstantOp(IntegerAttr(value, IndexType()))
+    def index_constant(self, axis: int) -> SSAValue:
+        if axis not in self.index_constants:
+            constant = arith.ConstantOp(IntegerAttr(axis, IndexType()))
             anchor = list(self.index_constants.values())
             if anchor:
                 self.block.insert_op_after(constant, cast(Operation, anchor[-1].owner))
@@ -145,8 +144,8 @@ class _FunctionBufferizer:
                 self.block.add_op(constant)
             else:
                 self.block.insert_op_before(constant, self.block.first_op)
-            self.index_constants[value] = constant.result
-        return self.index_constants[value]
+            self.index_constants[axis] = constant.result
+        return self.index_constants[axis]
 
     def allocate(self, buffer: int, operands: Sequence[SSAValue], at: Operation) -> SSAValue:
         """`memref.alloc` of a planned buffer; each `?` size is read once per class of equal dims,
@@ -165,15 +164,13 @@ class _FunctionBufferizer:
         return self.builder.insert(_alloc(sizes, type_)).results[0]
 
     def read_size(self, axis: int, operands: Sequence[SSAValue], at: Operation) -> SSAValue:
-        """`memref.dim` of the first operand whose (right-aligned) `axis` is dynamic; where none
-        is, the size the static ones broadcast to (1 where all are 1 or lack it), as
-        `ew-to-linalg` sizes it (verified IR may type such a result `?`)."""
-        shapes = [ew.shape_of(value) for value in operands]
-        for value, shape in zip(operands, shapes, strict=True):
+        """`memref.dim` of the first operand whose (right-aligned) `axis` is dynamic."""
+        for value in operands:
+            shape = ew.shape_of(value)
             if -len(shape) <= axis and shape[axis] == DYNAMIC_INDEX:
                 index = self.index_constant(len(shape) + axis)
                 return self.builder.insert(memref.DimOp(value, index)).result
-        return self.index_constant(max((s[axis] for s in shapes if -len(s) <= axis), default=1))
+        raise PassFailedException(f"ew-bufferize: no operand gives a dynamic size of\n{at}")
 
     def kernel(self, index: int, kernel: ew.KernelOp) -> None:
         try:

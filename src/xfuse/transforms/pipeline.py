@@ -364,28 +364,7 @@ def with_static_inputs(module: ModuleOp) -> ModuleOp:
             return TensorType(type_.element_type, static)
         return MemRefType(type_.element_type, static)  # (no layout: `compile_bufferized` checks)
 
-    def elementwise_ops(function: func.FuncOp) -> list[Operation]:
-        return [op for op in function.walk() if isinstance(op, (*ELEMENTWISE_OPS, ConvertOp))]
-
-    def inferred(op: Operation, type_: Attribute) -> Attribute:
-        """`type_` (of `op`'s result) with each `?` that no operand has there made the size its
-        operands broadcast to (1 where they are all 1 or lack the axis: numpy's rule)."""
-        if not isinstance(type_, TensorType):
-            return type_
-        shape = type_.get_shape()
-        operands = [o.type.get_shape() for o in op.operands if isinstance(o.type, TensorType)]
-        static = list(shape)
-        for axis, size in enumerate(shape):
-            sizes = [s[len(s) - len(shape) + axis] for s in operands if len(s) >= len(shape) - axis]
-            if size == DYNAMIC_INDEX and DYNAMIC_INDEX not in sizes:
-                static[axis] = max(sizes, default=1)
-        return type_ if static == list(shape) else TensorType(type_.element_type, static)
-
-    if all(refined(arg.type) == arg.type for arg in function.args) and all(
-        inferred(op, refined(result.type)) == result.type
-        for op in elementwise_ops(function)
-        for result in op.results
-    ):
+    if all(refined(arg.type) == arg.type for arg in function.args):
         return module
     module = module.clone()
     function = only_function(module)
@@ -394,12 +373,10 @@ def with_static_inputs(module: ModuleOp) -> ModuleOp:
             # (`ew.dims` and `ew.name` are the function's argument attributes: they stay)
             Rewriter.replace_value_with_new_type(arg, refined(arg.type)).name_hint = arg.name_hint
     # and the ops' results computed from them: a kernel of a static input and a `?` result
-    # (`exp(x) + y` with a y[3]) left `ew-bufferize` no operand to size its output by; a `?`
-    # sized by static operands alone was bound from the arguments (3 + x[1] -> `?` gave 1
-    # element; 3 x 1 + x[7] gave 7 x 7, rows past the constant's end read from the heap)
-    for op in elementwise_ops(function):  # (in order: each sees its operands' new types)
+    # (`exp(x) + y` with a y[3]) left `ew-bufferize` no operand to size its output by
+    for op in [op for op in function.walk() if isinstance(op, (*ELEMENTWISE_OPS, ConvertOp))]:
         for result in op.results:
-            if inferred(op, refined(result.type)) != result.type:
-                Rewriter.replace_value_with_new_type(result, inferred(op, refined(result.type)))
+            if refined(result.type) != result.type:
+                Rewriter.replace_value_with_new_type(result, refined(result.type))
     function.update_function_type()
     return module
