@@ -140,6 +140,16 @@ def test_np_clip_of_what_does_not_trace_says_why(
         xfuse.jit(program)(np.float32([-1.0, 2.0]))
 
 
+@pytest.mark.parametrize("arm", [np.ones(2, np.float32), "a", [1.0, 2.0]])
+def test_a_where_arm_that_does_not_trace_says_why(arm: Any) -> None:
+    """With a Python number as the other arm, an array arm said numpy's "only 0-dimensional
+    arrays can be converted to Python scalars", not what to pass."""
+    with pytest.raises(
+        TypeError, match=rf"^cannot combine a traced array with {type(arm).__name__}"
+    ):
+        xfuse.jit(lambda a: np.where(a > 0, arm, 0.0))(np.float32([-1.0, 2.0]))
+
+
 def test_python_math_on_a_traced_array_says_what_to_use() -> None:
     """`math.exp(x)` and `float(x)` on a proxy said "must be real number, not Traced"."""
     for program in (lambda a: math.exp(a), lambda a: float(a) * a, lambda a: range(a)):

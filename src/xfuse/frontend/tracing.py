@@ -107,6 +107,14 @@ def _nan_to_num(
     return np.where(x != x, fill[0], np.where(x == np.inf, fill[1], replaced))
 
 
+def _not_combinable(other: Any) -> TypeError:
+    return TypeError(
+        f"cannot combine a traced array with {type(other).__name__}: inside @xfuse.jit use "
+        "the function's array arguments, Python numbers (int, float: float(value) for "
+        "another kind of number) and numpy scalars"
+    )
+
+
 def _rounded_in(number: float, dtype: np.dtype[Any]) -> bool:
     """Whether `dtype` holds another value than the Python `number` (a mask holds its 1s and 0s
     in the dtype it compared)."""
@@ -329,11 +337,7 @@ class Traced:
             return self._numpy_scalar(other)
         if isinstance(other, int | float):  # bool is an int; NEP 50's weak Python scalars
             return self.builder.literal(float(other))
-        raise TypeError(
-            f"cannot combine a traced array with {type(other).__name__}: inside @xfuse.jit use "
-            "the function's array arguments, Python numbers (int, float: float(value) for "
-            "another kind of number) and numpy scalars"
-        )
+        raise _not_combinable(other)
 
     def _numpy_scalar(self, scalar: np.generic) -> SSAValue:
         """A numpy scalar is typed (NEP 50), unlike a Python number: a constant of the dtype
@@ -390,7 +394,13 @@ class Traced:
         if any(a.mask for a in arms):
             raise TypeError(f"where: its arms are values: {_MASKS_ONLY}")
         if not arms:  # two scalars: numpy's dtype of them (float64 for two Python floats)
-            scalars = (on_true, on_false)
+            scalars = [
+                a[()] if isinstance(a, np.ndarray) and a.ndim == 0 else a
+                for a in (on_true, on_false)
+            ]
+            for scalar in scalars:  # (an array arm was numpy's "only 0-dimensional arrays ...")
+                if not isinstance(scalar, int | float | np.generic):
+                    raise _not_combinable(scalar)
             try:
                 element = element_type_for(np.result_type(*scalars))
             except (TypeError, ValueError):
