@@ -30,7 +30,7 @@ from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime import kernel as kernel_module
 from xfuse.runtime.arrays import CallSignature, aligned_empty, data_pointer, keyword_mistake
-from xfuse.runtime.compiler import LRU_SIZE, Options, clear_cache, compile_module
+from xfuse.runtime.compiler import LRU_SIZE, Options, clear_cache, compile_module, parse_ir
 from xfuse.runtime.kernel import (
     GIL_HELD_ELEMENTS,
     ROW_CALL_MIN_ELEMENTS,
@@ -53,7 +53,7 @@ from xfuse.runtime.kernel import (
 )
 from xfuse.transforms import ALL_PASSES, packed_entry_name
 from xfuse.transforms.optimize import EwOptimizePass
-from xfuse.transforms.pipeline import pipeline_context
+from xfuse.transforms.pipeline import apply_pipeline, pipeline_context
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -2489,6 +2489,19 @@ def test_values_computed_from_a_bound_input_take_its_static_size(case: str, fuse
     np.testing.assert_allclose(kernel(x=x, y=y), expected, rtol=1e-6)
     if case == "named dims":
         assert str(kernel).startswith("<xfuse.Kernel (x: float32[t, d=3], y: float32[3])")
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_kernels_of_an_input_a_static_one_binds_take_its_size(fuse: bool) -> None:
+    """`xfuse-opt -p 'ew-fuse{mode=none}'`'s output of `input x[?], y[3]; a = exp(x); out = a
+    + y;`: x took y's 3, its kernel's `?` result stayed (ew-bufferize: "no operand gives a
+    dynamic size"; the verifier now refuses such a kernel)."""
+    parsed = parse_program("input x[?], y[3];\na = exp(x);\nout = a + y;\n")
+    fused = str(apply_pipeline(parsed, "ew-fuse{mode=none}"))
+    kernel = compile_module(parse_ir(fused), options=Options(fuse=fuse))
+    x, y = np.float32([0.0, 1.0, 2.0]), np.float32([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(kernel(x, y), np.exp(x.astype(np.float64)) + y, rtol=1e-6)
+    parse_ir(kernel.stages["frontend"]).verify()  # (the stage as stored verifies)
 
 
 def test_a_conversion_of_an_input_a_static_one_binds_takes_its_size() -> None:

@@ -27,7 +27,7 @@ from xdsl.utils.arg_spec import (
 )
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException
 
-from xfuse.dialects.ew import DYNAMIC_INDEX, ELEMENTWISE_OPS, ConvertOp
+from xfuse.dialects.ew import DYNAMIC_INDEX, ELEMENTWISE_OPS, ConvertOp, KernelOp
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.options import PassOptionError, PassSpecError, expected_values
 
@@ -372,9 +372,12 @@ def with_static_inputs(module: ModuleOp) -> ModuleOp:
         if refined(arg.type) != arg.type:
             # (`ew.dims` and `ew.name` are the function's argument attributes: they stay)
             Rewriter.replace_value_with_new_type(arg, refined(arg.type)).name_hint = arg.name_hint
-    # and the ops' results computed from them: a kernel of a static input and a `?` result
-    # (`exp(x) + y` with a y[3]) left `ew-bufferize` no operand to size its output by
-    for op in [op for op in function.walk() if isinstance(op, (*ELEMENTWISE_OPS, ConvertOp))]:
+    # and the ops' results computed from them (tensor kernels too, as `xfuse-opt -p ew-fuse`
+    # prints them): a kernel of a static input and a `?` result (`exp(x) + y` with a y[3]) left
+    # `ew-bufferize` no operand to size its output by, and the verifier refuses it
+    for op in [
+        op for op in function.walk() if isinstance(op, (*ELEMENTWISE_OPS, ConvertOp, KernelOp))
+    ]:
         for result in op.results:
             if refined(result.type) != result.type:
                 Rewriter.replace_value_with_new_type(result, refined(result.type))
