@@ -600,6 +600,14 @@ VARIANTS = (
 """Demo 4's variants, in the order they are timed and shown."""
 
 
+def _percent_of_ceiling(share: float) -> str:
+    """`share` in whole percent, rounded down below `MEMORY_SPEED_SHARE`: 89.5% reads "89%",
+    not the "90%" that the sentence beside it says it falls short of."""
+    if share < MEMORY_SPEED_SHARE:
+        return f"{math.floor(share * 100)}%"
+    return f"{share:.0%}"
+
+
 @dataclass(frozen=True)
 class BuildFacts:
     """What a fused kernel compiles to, read from its optimized LLVM IR."""
@@ -923,20 +931,18 @@ def _libm_observation(
         return text
     versus_ceiling = _compare(libm, ceiling)
     share = libm.of_ceiling or 0.0
+    percent = _percent_of_ceiling(share)
     if versus_ceiling < 0 or (versus_ceiling == 0 and share >= MEMORY_SPEED_SHARE):
         return text + (
-            f" It reaches {share:.0%} of the bandwidth ceiling, as fast as memory allows: even "
+            f" It reaches {percent} of the bandwidth ceiling, as fast as memory allows: even "
             "with its libm calls, memory bandwidth sets its speed."
         )
     if versus_ceiling == 0:  # (as `_ceiling_observation`: memory-bound only from 90%)
         return text + (
-            f" It reaches {share:.0%} of the bandwidth ceiling, within noise of it in these "
+            f" It reaches {percent} of the bandwidth ceiling, within noise of it in these "
             "rounds, too close to say whether memory or its libm calls set its speed."
         )
-    text += (
-        f" It reaches only {libm.of_ceiling:.0%} of the bandwidth ceiling, which moves the same "
-        "bytes: "
-    )
+    text += f" It reaches only {percent} of the bandwidth ceiling, which moves the same bytes: "
     if not setup.approx_build.libm_calls and _compare(approx, libm) < 0:
         return text + (
             f"its libm calls, not memory, set its speed (the approx build, which replaces them "
@@ -1000,7 +1006,7 @@ def _ceiling_observation(setup: MeasureSetup, approx: MeasureRow, ceiling: Measu
     text = (
         f"The ceiling ({setup.ceiling_source}) streams the fused traffic at "
         f"{format_gbps(bandwidth)} GB/s on one core; the fused approx kernel moves the same "
-        f"bytes at {share:.0%} of its speed"
+        f"bytes at {_percent_of_ceiling(share)} of its speed"
     )
     match _compare(approx, ceiling):
         case 1:
