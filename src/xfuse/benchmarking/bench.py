@@ -635,6 +635,9 @@ def bench(
     threads = check_threads(threads)
     sizes = _element_counts(sizes)
     outputs = check_outputs(outputs)
+    # the parser drops a leading byte order mark and counts columns without it: so do errors
+    # located in `program` (they were one column off on its first line)
+    program = program.removeprefix("\ufeff")
     source = program_source(program)
     host = host_description()  # (the load average before the run's own)
     if isinstance(peers, str):  # one name (it was taken for a list of one-letter peers)
