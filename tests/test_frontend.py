@@ -318,6 +318,20 @@ def test_compile_names_the_program_by_its_filename() -> None:
         xfuse.compile("out = x * 2;", filename=3)  # type: ignore[arg-type]
 
 
+def test_a_compile_found_in_memory_warns_as_its_parse_would() -> None:
+    """A hit in memory skipped the parse and its warning: the same program as `b.ew` showed
+    none, nor did a second compile under `-W error` (a disk hit issued it; now both do)."""
+    source = "input gamma;\nout = gamam * 3 + gamma;"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # (Python's: once per message and line of a file)
+        for name in ("a.ew", "b.ew", "a.ew"):
+            xfuse.compile(source, filename=name)
+    assert [(w.filename, w.lineno) for w in caught] == [("a.ew", 2), ("b.ew", 2)]
+    with warnings.catch_warnings(), pytest.raises(EwNameWarning, match="did you mean 'gamma'"):
+        warnings.simplefilter("error")
+        xfuse.compile(source, filename="c.ew")
+
+
 def test_undeclared_names_are_checked_for_typos_up_to_a_limit() -> None:
     """Each check compares with every declared and assigned name: unlimited, a generated
     program of thousands of inputs took quadratic time (21 s for 4,000)."""

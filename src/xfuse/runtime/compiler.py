@@ -36,6 +36,7 @@ import numpy as np
 from xfuse.codegen.native import compile_llvm_dialect, host_cpu
 from xfuse.codegen.ptx import MATH_MODES, check_target
 from xfuse.dialects.dtypes import dtype_name
+from xfuse.frontend.name_warnings import NameWarning
 from xfuse.runtime import disk_cache
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
@@ -350,11 +351,33 @@ def _recall(key: Hashable) -> Program | None:
     return program
 
 
+_source_warnings: dict[str, tuple[NameWarning, ...]] = {}
+"""What parsing each remembered source warned (only sources that warned, while their program
+is remembered), which a hit in memory issues again as one on disk does: where the parse it
+skips would have shown it (another `filename`, a `-W error`), it shows."""
+
+
+def _remember_warnings(source_key: str, warned: Sequence[NameWarning]) -> None:
+    for forgotten in [key for key in _source_warnings if key not in _programs]:
+        del _source_warnings[forgotten]
+    if warned:
+        _source_warnings[source_key] = tuple(warned)
+
+
+def _warn_again(warned: Sequence[NameWarning], filename: str) -> None:
+    """Issue what a parse skipped by a cache hit would have warned, at this compile's file."""
+    from xfuse.frontend.name_warnings import warn_name
+
+    for warning in warned:
+        warn_name(warning._replace(filename=filename))
+
+
 def clear_cache() -> None:
     """Forget the programs this process compiled (the next `compile` of one compiles it again,
     or loads it from the disk cache: `xfuse cache clear` empties that)."""
     _programs.clear()
     _recent.clear()
+    _source_warnings.clear()
 
 
 def _parameter(name: str, type_: Attribute, dims: tuple[str, ...] | None = None) -> Parameter:
@@ -803,17 +826,16 @@ def compile(
         )
     )
     program = _recall(source_key)
-    if program is None:
+    if program is not None:
+        _warn_again(_source_warnings.get(source_key, ()), filename)
+    else:
         # A new process finds the program on disk by its source: no parsing, no xDSL.
         disk_key = ("source", source_key)
         loaded = disk_cache.load_with_warnings(disk_key, target, _stages)
         if loaded is not None:  # (also by its frontend IR, as unpickling looks it up)
             program, source_warnings = loaded
-            if source_warnings:  # what the parse skipped would have warned
-                from xfuse.frontend.name_warnings import NameWarning, warn_name
-
-                for message, _, line in source_warnings:  # (this compile's file)
-                    warn_name(NameWarning(message, filename, line))
+            warned = [NameWarning(*fields) for fields in source_warnings]
+            _warn_again(warned, filename)
             assert program.frontend_ir is not None
             names = tuple(p.name for p in program.function.outputs)
             _remember(("ir", program.frontend_ir, names, program.options), program)
@@ -832,4 +854,5 @@ def compile(
             assert program.frontend_ir is not None
             disk_cache.store(disk_key, program, _main_name(program.frontend_ir), warned)
         _remember(source_key, program)
+        _remember_warnings(source_key, warned)
     return _kernel(program, threads)
