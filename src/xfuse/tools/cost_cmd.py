@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, DEVICE_CHOICES, device
-from xfuse.tools.cli import plot_file, program_file
+from xfuse.tools.cli import option_type, plot_file, program_file
 
 
 def register(subparsers: Any) -> None:
@@ -29,28 +29,32 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--device",
+        type=device_name,
         default="h100",
         help=f"GPU: {DEVICE_CHOICES}, in any case (default h100)",
     )
     parser.add_argument(
         "--shape",
+        type=problem_shape,
         help="iteration space, sizes joined by x (default 4096x14336, with each dim the program "
         "fixes at its size: input x[4, 8] is priced at 4x8)",
     )
     parser.add_argument(
         "--dtype",
+        type=storage_dtype,
         default="bf16",
         help="storage dtype of inputs the program does not declare: f16, bf16, f32 or f64 "
         "(default bf16)",
     )
     parser.add_argument(
         "--launch-us",
-        type=float,
+        type=launch_us,
         default=DEFAULT_LAUNCH_US,
         help=f"launch overhead per kernel, us (default {DEFAULT_LAUNCH_US:g})",
     )
     parser.add_argument(
         "--input-shape",
+        type=parse_input_shape,
         action="append",
         default=[],
         metavar="NAME=DIMS",
@@ -71,13 +75,57 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
+# The options' values are checked as argparse parses them: a bad one is a usage error (status
+# 2, as `xfuse bench`'s and `xfuse lecture`'s), before the program is read.
+
+
+@option_type
+def device_name(text: str) -> str:
+    """`--device`: a name `xfuse.analysis.hardware.device` knows, as given."""
+    device(text)
+    return text
+
+
+@option_type
+def problem_shape(text: str) -> tuple[int, ...]:
+    """`--shape`: `4096x14336` -> (4096, 14336)."""
+    from xfuse.analysis.cost import parse_shape
+
+    return parse_shape(text)
+
+
+@option_type
+def storage_dtype(text: str) -> str:
+    """`--dtype`: a float dtype by the names the help gives (numpy's codes, like `e`, or
+    `float`, which numpy takes for float64, are not the CLI's)."""
+    from xfuse.dialects.dtypes import DTYPE_NAMES, SHORT_DTYPE_NAMES
+
+    if text not in DTYPE_NAMES and text not in SHORT_DTYPE_NAMES.values():
+        raise ValueError(
+            f"unsupported dtype {text!r}: expected {', '.join(SHORT_DTYPE_NAMES.values())} "
+            f"(or {', '.join(DTYPE_NAMES)})"
+        )
+    return text
+
+
+@option_type
+def launch_us(text: str) -> float:
+    """`--launch-us`: a finite number of microseconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
+@option_type
 def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
     """`b=14336` -> ("b", (14336,)); `x=t,d` -> ("x", ("t", "d")) (names are dynamic dims)."""
-    from xfuse.tools.cli import CliError
-
     name, sep, dims = text.partition("=")
     if not sep or not name.strip() or not dims.strip():
-        raise CliError(f"bad --input-shape {text!r}: expected NAME=DIMS, like b=14336")
+        raise ValueError(f"expected NAME=DIMS, like b=14336, got {text!r}")
     parsed: list[int | str] = []
     for dim in (d.strip() for d in dims.split(",")):
         if dim.isdecimal():  # isdigit() is true of '²', which int() refuses
@@ -85,49 +133,27 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
         elif dim.isidentifier():
             parsed.append(dim)
         else:
-            raise CliError(
-                f"bad --input-shape {text!r}: each dim is a size >= 0 or a name, got {dim!r}"
-            )
+            raise ValueError(f"each dim of {text!r} is a size >= 0 or a name, got {dim!r}")
     return name.strip(), tuple(parsed)
 
 
 def run(args: argparse.Namespace) -> int:
-    from xfuse.analysis.cost import (
-        CostOptions,
-        ShapeMismatchError,
-        fitted_problem_shape,
-        parse_shape,
-    )
+    from xfuse.analysis.cost import CostOptions, ShapeMismatchError, fitted_problem_shape
     from xfuse.analysis.cost_report import print_program, program_json
-    from xfuse.dialects.dtypes import dtype_name
     from xfuse.frontend.language import parse_program
     from xfuse.runtime.cost_driver import cost_program
     from xfuse.tools.cli import CliError, program_name, read_program
     from xfuse.tools.closed_stdout import stdout_console
     from xfuse.transforms.pipeline import only_function
 
-    try:
-        shape = CostOptions().shape if args.shape is None else parse_shape(args.shape)
-    except ValueError as error:
-        raise CliError(f"--shape: {error}") from None
-    if not (math.isfinite(args.launch_us) and args.launch_us >= 0):
-        raise CliError(f"--launch-us: expected a finite number >= 0, got {args.launch_us}")
-    for option, check, value in (
-        ("--device", device, args.device),
-        ("--dtype", dtype_name, args.dtype),
-    ):
-        try:
-            check(value)
-        except ValueError as error:
-            raise CliError(f"{option}: {error}") from None
+    shape = CostOptions().shape if args.shape is None else args.shape
     options = CostOptions(
         device=args.device, shape=shape, dtype=args.dtype, launch_us=args.launch_us, l2=args.l2
     )
     input_shapes: dict[str, tuple[int | str, ...]] = {}
-    for text in args.input_shape:
-        name, dims = parse_input_shape(text)
+    for name, dims in args.input_shape:
         if name in input_shapes:
-            raise CliError(f"--input-shape: '{name}' given twice")
+            args.command_parser.error(f"argument --input-shape: '{name}' given twice")
         input_shapes[name] = dims
     source = read_program(args.file)
     if args.shape is None:  # (a program of fixed dims failed the default's 4096x14336)
