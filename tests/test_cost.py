@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from xdsl.context import Context
 from xdsl.dialects.arith import Arith
@@ -362,6 +363,29 @@ def test_unpriceable_ir_is_a_located_error() -> None:
         CostOptions(device="tpu")
     with pytest.raises(ValueError, match="unsupported dtype"):
         CostOptions(dtype="int8")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"shape": (4.5, 8)}, r"shape dims must be ints, got \(4.5, 8\)"),
+        ({"shape": (True, 8)}, "shape dims must be ints"),
+        ({"shape": "4096"}, "shape must be a sequence of ints, got '4096'"),
+        ({"l2": "no"}, "l2 must be True or False, got 'no'"),
+        ({"launch_us": "3"}, "launch_us must be a number, got '3'"),
+    ],
+)
+def test_cost_options_check_their_types(options: dict[str, object], message: str) -> None:
+    """As the CLI and the ew-cost pass check theirs: a fractional dim was priced as a fraction
+    of a tensor, and `l2="no"` turned the L2 model on."""
+    with pytest.raises(TypeError, match=message):
+        CostOptions(**options)  # type: ignore[arg-type]
+
+
+def test_cost_options_normalise_numpy_and_list_values() -> None:
+    options = CostOptions(shape=[np.int64(4), 8], l2=np.True_, launch_us=np.float32(2))
+    assert (options.shape, options.l2, options.launch_us) == ((4, 8), True, 2.0)
+    assert type(options.shape[0]) is int and type(options.launch_us) is float
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ frontend's default flat `[?]` tensors), the shape's leading dims fold into one: 
 from __future__ import annotations
 
 import math
+import numbers
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -140,19 +141,37 @@ class CostOptions:
     l2: bool = False
 
     def __post_init__(self) -> None:
+        # Checked as the CLI and the ew-cost pass check theirs: a fractional dim priced a
+        # fraction of a tensor, a string `l2` turned the L2 model on.
         device(self.device)  # validates the name
+        if isinstance(self.shape, str | bytes) or not isinstance(self.shape, Sequence):
+            raise TypeError(f"shape must be a sequence of ints, got {self.shape!r}")
+        if not all(_is_integer(d) for d in self.shape):
+            raise TypeError(f"shape dims must be ints, got {self.shape!r}")
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
         if any(d < 0 for d in self.shape):  # 0 is an empty iteration space, as arrays allow
             raise ValueError(f"shape dims must be >= 0, got {self.shape}")
         if self.dtype is not None:
             object.__setattr__(self, "dtype", dtype_name(self.dtype))
+        if isinstance(self.launch_us, bool) or not isinstance(self.launch_us, numbers.Real):
+            raise TypeError(f"launch_us must be a number, got {self.launch_us!r}")
         if not (math.isfinite(self.launch_us) and self.launch_us >= 0):
             raise ValueError(
                 f"launch overhead must be a finite number of us >= 0, got {self.launch_us}"
             )
+        object.__setattr__(self, "launch_us", float(self.launch_us))
+        if not isinstance(self.l2, bool | np.bool_):
+            raise TypeError(f"l2 must be True or False, got {self.l2!r}")
+        object.__setattr__(self, "l2", bool(self.l2))
 
     @property
     def hardware(self) -> Device:
         return device(self.device)
+
+
+def _is_integer(value: object) -> bool:
+    """An int or numpy integer; no bool (True is no dim), nor 3.0."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
 def parse_shape(text: str | int) -> tuple[int, ...]:
