@@ -201,6 +201,26 @@ def test_a_cpu_feature_without_its_sign_is_an_error_naming_the_variables(
     assert use_cpu(*ZEN3).name == "znver3"
 
 
+@pytest.mark.parametrize(
+    ("name", "features", "unknown"),
+    [
+        ("zen9", "+avx2", "'zen9' is not a recognized processor"),
+        ("znver3", "+avx2,+avx-2", "'+avx-2' is not a recognized feature"),
+    ],
+)
+def test_a_cpu_or_feature_llvm_does_not_know_is_an_error_naming_it(
+    use_cpu: Callable[[str, str], HostCpu], name: str, features: str, unknown: str
+) -> None:
+    """LLVM said so on stderr only and went on: an unknown CPU then aborted the process at the
+    first compile ("LLVM ERROR: 64-bit code requested on a subtarget that doesn't support
+    it!"), an unknown feature was dropped."""
+    with pytest.raises(ValueError, match=rf"^XFUSE_CPU_NAME='{name}', .*: LLVM knows no such.*"):
+        use_cpu(name, features)
+    with pytest.raises(ValueError, match=re.escape(unknown)):
+        use_cpu(name, features)
+    assert use_cpu(*ZEN3).name == "znver3"
+
+
 # An AVX2-only host (AMD Zen 3) as XFUSE_CPU_NAME / XFUSE_CPU_FEATURES describe it.
 ZEN3 = ("znver3", "+sse4.2,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+popcnt,+lzcnt,+movbe")
 

@@ -31,6 +31,7 @@ import itertools
 import os
 import struct
 import sys
+import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -161,9 +162,38 @@ def host_cpu() -> HostCpu:
                 f"XFUSE_CPU_FEATURES start with '+' or '-' (+avx2,+fma), got "
                 f"XFUSE_CPU_NAME={name!r}, XFUSE_CPU_FEATURES={features!r}"
             )
+        # LLVM ignores a CPU or feature it does not know, saying so on stderr only, and then
+        # aborts the process at the first compile for an unknown CPU ("64-bit code requested
+        # on a subtarget that doesn't support it"): asked once, here, where it can be raised.
+        complaints = _subtarget_complaints(name, features).splitlines()
+        unknown = [line for line in dict.fromkeys(complaints) if "is not a recognized" in line]
+        if unknown:
+            raise ValueError(
+                f"XFUSE_CPU_NAME={name!r}, XFUSE_CPU_FEATURES={features!r}: LLVM knows no such "
+                f"CPU or feature for {llvm_binding.get_process_triple()} ({'; '.join(unknown)})"
+            )
     if "+avx512f" in features.split(","):
         features += ",-prefer-256-bit"
     return HostCpu(name, features)
+
+
+def _subtarget_complaints(name: str, features: str) -> str:
+    """What LLVM writes to the process's stderr (file descriptor 2, which Python does not see)
+    making code for CPU `name` with `features`: an empty module's assembly."""
+    module = llvm_binding.parse_assembly("")
+    module.triple = llvm_binding.get_process_triple()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            machine = _process_target().create_target_machine(cpu=name, features=features, jit=True)
+            machine.emit_assembly(module)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        return captured.read().decode(errors="replace")
 
 
 def _process_target() -> llvm_binding.Target:
