@@ -7,6 +7,7 @@
 // RUN: xfuse-opt %s -p 'ew-cost{shape=0x14336}' 2>&1 >/dev/null | filecheck %s --check-prefix=EMPTY
 // RUN: not xfuse-opt %s -p 'ew-cost{device=tpu}' 2>&1 | filecheck %s --check-prefix=BAD-DEVICE
 // RUN: not xfuse-opt %inputs/ew-cost-unfused-op.mlir -p ew-cost 2>&1 | filecheck %s --check-prefix=NOT-FUSED
+// RUN: xfuse-opt %inputs/gelu.ew -p 'ew-optimize,ew-fuse{mode=none},ew-bufferize,ew-workspace,ew-cost' 2>&1 >/dev/null | filecheck %s --check-prefix=WORKSPACE
 
 // The lecture's bill (4096 x 14336 BF16 on an H100 SXM): fused GELU with bias and residual is one
 // kernel reading x, b, r and writing out; unfused it is 11 kernels and 28 whole-tensor transfers.
@@ -54,6 +55,11 @@
 
 // BAD-DEVICE: xfuse-opt: error: ew-cost: bad value 'tpu' for option 'device': expected one of h100-sxm, h100-pcie, h200, a100-80gb, b200
 // NOT-FUSED: ew-cost: 'ew.add' is not inside an ew.kernel: run ew-fuse before the cost model
+
+// After ew-workspace, its size function (@main_workspace_bytes) launches nothing: no report of it
+// (it had a table of no kernels).
+// WORKSPACE-LABEL: ew-cost @main: 11 kernels, 28 tensor reads+writes, 3,288,334,336 bytes
+// WORKSPACE-NOT:   workspace_bytes
 builtin.module {
   func.func @fused(%x: tensor<?xf32>, %b: tensor<?xf32>, %r: tensor<?xf32>) -> tensor<?xf32> {
     %out = ew.kernel ins(%x, %b, %r : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32> {

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -626,14 +626,17 @@ def _totals(kernels: Sequence[KernelCost]) -> CostTotals:
 
 
 def analyse_module(
-    module: ModuleOp, options: CostOptions | Callable[[func.FuncOp], CostOptions]
+    module: ModuleOp,
+    options: CostOptions | Callable[[func.FuncOp], CostOptions],
+    exclude: Collection[func.FuncOp] = (),
 ) -> list[FunctionCost]:
-    """`analyse_function` for every `func.func` with a body in `module`, with `options` or
+    """`analyse_function` for every `func.func` with a body in `module` but those in `exclude`
+    (functions that launch nothing, like `ew-workspace`'s size functions), with `options` or
     those `options` gives for the function (`ew-cost`'s fitted shapes)."""
     return [
         analyse_function(op, options if isinstance(options, CostOptions) else options(op))
         for op in module.walk()
-        if isinstance(op, func.FuncOp) and not op.is_declaration
+        if isinstance(op, func.FuncOp) and not op.is_declaration and op not in exclude
     ]
 
 

@@ -38,6 +38,7 @@ from xfuse.analysis.hardware import DEVICE_NAMES, device
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import DTYPE_NAMES, SHORT_DTYPE_NAMES, dtype_name
 from xfuse.transforms.options import check_option
+from xfuse.transforms.workspace import workspace_size_functions
 
 
 def _parses(parse: Callable[[Any], object], value: object) -> bool:
@@ -110,9 +111,13 @@ class EwCostPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         try:
-            costs = analyse_module(op, functools.partial(self.options, l2=self.l2))
+            # (`ew-workspace`'s size functions launch nothing: no table of nothing for them)
+            sizing = workspace_size_functions(op)
+            costs = analyse_module(op, functools.partial(self.options, l2=self.l2), sizing)
             hbm_only = (
-                analyse_module(op, functools.partial(self.options, l2=False)) if self.l2 else []
+                analyse_module(op, functools.partial(self.options, l2=False), sizing)
+                if self.l2
+                else []
             )
             epilogues = [
                 epilogue_what_if(c, self.epilogue) for c in costs if self.epilogue in c.inputs

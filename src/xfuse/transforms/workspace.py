@@ -195,6 +195,25 @@ def _place_in_workspace(
         Rewriter.erase_op(dealloc)
 
 
+def workspace_size_functions(module: ModuleOp) -> set[func.FuncOp]:
+    """The companions `EwWorkspacePass` added to `module` (and its nested modules): each
+    `@<f>_workspace_bytes` beside a function `@<f>`, taking its arguments but the workspace,
+    returning an index."""
+    companions: set[func.FuncOp] = set()
+    for nested in [m for m in module.walk() if isinstance(m, ModuleOp)]:
+        functions = {f.sym_name.data: f for f in nested.ops if isinstance(f, func.FuncOp)}
+        for name, function in functions.items():
+            companion = functions.get(workspace_size_function(name))
+            inputs = list(function.function_type.inputs)
+            if companion is not None and (
+                inputs[-1:] == [WORKSPACE_TYPE]
+                and list(companion.function_type.inputs) == inputs[:-1]
+                and list(companion.function_type.outputs) == [IndexType()]
+            ):
+                companions.add(companion)
+    return companions
+
+
 @dataclass(frozen=True)
 class EwWorkspacePass(ModulePass):
     """Temporaries (`memref.alloc`) -> views of a trailing workspace argument, plus a companion
