@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -70,7 +71,10 @@ def test_program_source() -> None:
     assert bench.program_source("z = x + 1\n# end\n") == "z = x + 1;\n# end"
     # no code: left for the parser to call empty (it was `out =;`, "expected an expression")
     assert bench.program_source("# only a comment\n") == "# only a comment\n"
-    assert bench.program_source("# x = y\nx + 1") == "out = # x = y\nx + 1;"
+    assert bench.program_source("# x = y\nx + 1") == "# x = y\nout = x + 1;"
+    # lines and columns kept: `out = ` goes before the first code, after its indentation
+    assert bench.program_source("\n\n  tanh(x)\n") == "\n\n  out = tanh(x);"
+    assert bench.program_source("\n  y = x * 2\n") == "\n  y = x * 2;"
     # a comparison's `=` is no assignment (`x >= y` was taken for a program); a declaration is
     # a program without one (`out = input x;` was an error pointing at text not in the file)
     for comparison in ("x >= y", "x <= 1", "x == y", "x != 1", "relu(x) * (x >= 0)"):
@@ -103,6 +107,20 @@ def test_errors_of_an_expression_are_located_in_it(program: str, line: int, colu
     assert error.value.source_line == LINE_BREAK.split(program.removeprefix("\ufeff"))[line - 1]
 
 
+@pytest.mark.parametrize(
+    ("program", "line", "column"),
+    [("\n\n# c\ninput h[?];\nout = hh * h\n", 5, 7), ("    input h[?]; out = hh * h;", 1, 23)],
+)
+def test_name_warnings_of_a_program_are_located_in_it(program: str, line: int, column: int) -> None:
+    """The completion stripped the text: the warning named line 3 (a comment) for the `hh` of
+    line 5, column 19 for 23 (where `xfuse.compile` of the same text says)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bench.bench(program, sizes=[16], repeat=1, filename=f"w{line}.ew")
+    shown = {(w.filename, w.lineno, str(w.message).partition(":")[0]) for w in caught}
+    assert shown == {(f"w{line}.ew", line, f"column {column}")}
+
+
 def test_a_sweep_reports_the_elements_it_measured_and_no_share_of_another_traffic() -> None:
     """A `[t, d]` program measures whole rows of 14336 (it reported the size asked for, of which
     bytes and GB/s disagreed); a size asked twice, or two that make one workload, is measured
@@ -127,7 +145,7 @@ def test_program_source_splits_lines_as_the_parser_does(newline: str) -> None:
     source = bench.program_source(newline.join(lines))
     assert source == newline.join(["y = x * 2;  # double", "z = y + 1;", "# end"])
     assert xfuse.compile(source)(np.float32([1, 2])).tolist() == [3, 5]
-    assert bench.program_source(f"# x = y{newline}x + 1") == f"out = # x = y{newline}x + 1;"
+    assert bench.program_source(f"# x = y{newline}x + 1") == f"# x = y{newline}out = x + 1;"
 
 
 def test_workload_traffic_and_reference(gelu: Gelu) -> None:

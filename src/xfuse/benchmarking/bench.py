@@ -54,14 +54,18 @@ as the language takes the keyword)."""
 
 def program_source(expression: str) -> str:
     """`tanh(x) * y` -> `out = tanh(x) * y;` (a full program passes unchanged but for a missing
-    last `;`, which goes after its last code, before any comment; one without code unchanged)."""
-    text = expression.strip()
+    last `;`, which goes after its last code, before any comment; one without code unchanged).
+    Its text keeps its lines and columns (the parser's warnings, which are not relocated as
+    errors are, pointed 2 lines up in a program after 2 blank lines)."""
+    text = expression.rstrip()
     lines = LINE_BREAK.split(text)  # the parser's lines: a lone '\r' ends one too
     code = [line.partition("#")[0] for line in lines]
     if not any(line.strip() for line in code):
         return expression  # nothing to complete: the parser reports an empty program
     if not _STATEMENT.search("\n".join(code)):  # (a declaration may span lines)
-        lines[0] = f"out = {lines[0]}"
+        first = next(i for i, line in enumerate(code) if line.strip())
+        indent = len(lines[first]) - len(lines[first].lstrip())
+        lines[first] = f"{lines[first][:indent]}out = {lines[first][indent:]}"
     last = max(i for i, line in enumerate(lines) if line.partition("#")[0].strip())
     code, hash_, comment = lines[last].partition("#")
     if not code.rstrip().endswith(";"):
