@@ -535,6 +535,25 @@ def test_an_array_of_bools_or_ints_says_how_to_convert_it(array: np.ndarray) -> 
         xfuse.jit(lambda x: x * 2)(array)
 
 
+def test_the_attributes_of_a_jitted_callable_are_not_the_jit_functions_state() -> None:
+    """`functools.update_wrapper` merged the callable's `__dict__` into the jit function's: an
+    object's `function` attribute replaced the traced callable (tanh(x) for 2 * tanh(x), no
+    error), a `threads` or `signature` attribute broke every call. Other attributes are kept."""
+
+    class Doubled:
+        def __init__(self, function: Callable[[Any], Any]) -> None:
+            self.function, self.threads, self.signature = function, None, "(x) -> y"
+            self.tag = "mine"
+
+        def __call__(self, x: Any) -> Any:
+            return self.function(x) * 2
+
+    x = np.float32([0.5, 1, 2])
+    jitted = xfuse.jit(Doubled(np.tanh))
+    np.testing.assert_allclose(jitted(x), 2 * np.tanh(x), rtol=1e-6)
+    assert jitted.threads == 1 and jitted.tag == "mine"
+
+
 def test_a_number_passed_for_an_array_says_how_to_pass_it() -> None:
     def scaled(a, scale=2.0):
         return a * scale

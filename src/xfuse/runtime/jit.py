@@ -98,7 +98,13 @@ class JitFunction:
         )
         """How many arrays a plain call passes (-1: none is plain, the function has `*args`
         or `**kwargs`)."""
-        functools.update_wrapper(self, function)
+        # functools' `updated` would merge the function's `__dict__` into this one's: a callable
+        # object's `function` attribute replaced the traced callable (silently wrong results),
+        # its `signature` or `threads` broke the calls. Only attributes of other names are copied.
+        functools.update_wrapper(self, function, updated=())
+        for name, value in getattr(function, "__dict__", {}).items():
+            if name not in vars(self) and not hasattr(type(self), name):
+                setattr(self, name, value)
         parameters = list(self.signature.parameters.values())
         position = len(parameters)
         if parameters and parameters[-1].kind is inspect.Parameter.VAR_KEYWORD:
