@@ -450,6 +450,27 @@ def test_xfuse_functions_on_numpy_arrays_keep_numpys_dtype() -> None:
     assert xfuse.tanh(brain).dtype == np.tanh(brain).dtype == ml_dtypes.bfloat16
 
 
+def test_xfuse_functions_on_numpy_arrays_take_a_python_number_in_their_dtype() -> None:
+    """NEP 50 gave the result's dtype only: the number met the array in float64 (0.1 is no
+    float16 0.1, so `xfuse.equal(x16, 0.1)` was all False; `atan2(x16, 1e5)` not 0, 1e5 being
+    float16's inf), unlike numpy and the same call traced."""
+    x16 = np.float16([0.1, 0.5, 1.0])
+    traced = xfuse.jit(lambda x: (xfuse.equal(x, 0.1), xfuse.atan2(x, 1e5)))(x16)
+    for eager, numpys, jitted in zip(
+        (xfuse.equal(x16, 0.1), xfuse.atan2(x16, 1e5)),
+        (np.equal(x16, 0.1), np.arctan2(x16, np.float16(np.inf))),
+        traced,
+        strict=True,
+    ):
+        assert eager.dtype == numpys.dtype == jitted.dtype
+        np.testing.assert_array_equal(eager, numpys)
+        np.testing.assert_array_equal(eager, jitted)
+    assert xfuse.equal(np.float32(0.1), 0.1) and not xfuse.equal(np.float64(0.1), np.float32(0.1))
+    # where's condition stays a condition: the arms take the number
+    mask = np.array([True, False, True])
+    assert_same(xfuse.where(mask, x16, 0.1), np.where(mask, x16, np.float16(0.1)))
+
+
 def test_xfuse_power_on_numpy_arrays_is_the_kernels_pow() -> None:
     """`xfuse.power(x, 0.5)` on arrays was numpy's power, which takes a scalar 0.5 for sqrt
     (-0 and NaN at -0 and -inf) where the kernel it traces to is C's pow (+0 and +inf)."""

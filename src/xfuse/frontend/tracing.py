@@ -850,11 +850,18 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
         dtype = np.result_type(
             *(a if isinstance(a, int | float) else np.asarray(a) for a in values)
         )
+        floating = np.issubdtype(dtype, np.floating) or dtype == numpy_dtype("bfloat16")
+        if floating:  # a Python number in the arrays' dtype, as numpy's loop and a kernel take it
+            first = 1 if op_type is ew.SelectOp else 0  # (where's condition is no value)
+            with np.errstate(all="ignore"):  # (1e5 is inf in float16, as a traced literal)
+                arrays[first:] = [
+                    np.asarray(given, dtype) if isinstance(given, int | float) else array
+                    for given, array in zip(args[first:], arrays[first:], strict=True)
+                ]
         with np.errstate(all="ignore"):
             result = op_type.reference(*(a.astype(np.float64) for a in arrays))
         if issubclass(op_type, ew.CompareOp):
             return result != 0  # numpy's booleans, as np.less gives them
-        floating = np.issubdtype(dtype, np.floating) or dtype == numpy_dtype("bfloat16")
         return result.astype(dtype) if floating else result
 
     function.__name__ = function.__qualname__ = name
