@@ -231,6 +231,11 @@ NUMPY_ALIKE = {
     "clip of a scalar": lambda x: np.clip(0.5, x, x + 1) + np.float32(2).clip(x, None),
     # a 0-d array is a numpy scalar on either side (`x * s0` was "cannot combine")
     "a 0-d array either side": lambda x: np.where(x < ZERO_D, x * ZERO_D - ZERO_D * x, x / ZERO_D),
+    # a 0-d bool array beside a mask, as a bool (`m | np.array(True)` was refused, not its
+    # reflection)
+    "a 0-d bool array beside a mask": lambda x: np.where(
+        ((x > 0) | np.array(False)) ^ ((x < 1) & np.array(True)), x, 0.0
+    ),
 }
 
 

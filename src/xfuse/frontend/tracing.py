@@ -423,6 +423,8 @@ class Traced:
         `other` (a mask, or a Python or numpy bool), this mask and it; without, `op_type` of
         this mask and 0 (`~m` is `m == 0`)."""
         operand: Any = None  # (a float, `m & 2.0`, was taken for a bool)
+        if isinstance(other, np.ndarray) and other.ndim == 0:  # (as `_lift` takes one)
+            other = other[()]
         if isinstance(other, bool | np.bool_):
             operand = float(other)
         elif other is None:
