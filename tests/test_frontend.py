@@ -305,6 +305,17 @@ def test_a_name_warning_shows_once_in_a_command_that_parses_its_program_often(
     assert [w.filename for w in caught] == ["a.ew", "b.ew"]
 
 
+def test_two_programs_of_one_name_each_show_their_name_warning() -> None:
+    """The registry was per file name alone: of two different programs compiled without a
+    `filename` (both `<source>`), the second's typo at the same line showed nothing."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for source in ("input h; out = hh * h;", "input h; out = hh + h;"):
+            parse_program(source)
+            parse_program(source)  # (the same program again: once)
+    assert [(w.filename, w.lineno) for w in caught] == [("<source>", 1)] * 2
+
+
 def test_compile_names_the_program_by_its_filename() -> None:
     """`xfuse.compile(source, filename=...)` locates its errors and warnings in that file (as
     Python's `compile`): `xfuse bench` and the lecture compile a file's program so."""

@@ -91,7 +91,7 @@ from xfuse.frontend.builder import (
     name_value,
 )
 from xfuse.frontend.name_warnings import EwNameWarning as EwNameWarning
-from xfuse.frontend.name_warnings import NameWarning, warn_name
+from xfuse.frontend.name_warnings import NameWarning, program_digest, warn_name
 
 CONVERSIONS: dict[str, str] = {
     "f16": "float16",
@@ -638,6 +638,7 @@ class _Parser:
                 f"is an input: did you mean '{close[0]}'?",
                 self.filename,
                 located.line,
+                program_digest(self.source),
             )
             self.name_warnings.append(warning)
             warn_name(warning)

@@ -3,6 +3,7 @@ what the parse it skips would have issued, without importing the parser (and xDS
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from typing import Any, NamedTuple
 
@@ -17,17 +18,26 @@ class EwNameWarning(UserWarning):
 
 
 class NameWarning(NamedTuple):
-    """An `EwNameWarning` as the parse issued it: its message, file and line."""
+    """An `EwNameWarning` as the parse issued it: its message, file and line, and which program
+    (`program_digest` of its source)."""
 
     message: str
     filename: str
     line: int
+    program: str = ""
 
 
-_ISSUED: dict[str, dict[Any, Any]] = {}
-"""A warnings registry per `.ew` file, as each module has its `__warningregistry__`: under
-Python's default filter each message at each line of a file shows once (`xfuse lecture`
-parses its program some 9 times, and said so 9 times)."""
+def program_digest(source: str) -> str:
+    """A short digest that tells programs apart (in `_ISSUED`'s keys)."""
+    return hashlib.sha256(source.encode(errors="surrogatepass")).hexdigest()[:16]
+
+
+_ISSUED: dict[tuple[str, str], dict[Any, Any]] = {}
+"""A warnings registry per `.ew` program and file, as each module has its
+`__warningregistry__`: under Python's default filter each message at each line of a program
+shows once (`xfuse lecture` parses its program some 9 times, and said so 9 times), and a
+different program of the same name (`<source>`, as every `xfuse.compile` without a
+`filename`) shows its own."""
 
 
 def warn_name(warning: NameWarning) -> None:
@@ -35,5 +45,5 @@ def warn_name(warning: NameWarning) -> None:
     exists): by the parse, and again where a compile cache hit skips the parse."""
     issued = EwNameWarning(warning.message)
     issued.filename, issued.line = warning.filename, warning.line
-    registry = _ISSUED.setdefault(warning.filename, {})
+    registry = _ISSUED.setdefault((warning.filename, warning.program), {})
     warnings.warn_explicit(issued, EwNameWarning, warning.filename, warning.line, registry=registry)
