@@ -325,8 +325,15 @@ def test_compile_names_the_program_by_its_filename() -> None:
     with pytest.warns(EwNameWarning) as caught:
         xfuse.compile("input alpha;\nout = alpah * 3 + alpha;", filename="k.ew")
     assert [(w.filename, w.lineno) for w in caught] == [("k.ew", 2)]
-    with pytest.raises(TypeError, match="^filename must be a string, got int"):
+    with pytest.raises(TypeError, match="^filename must be a string or a path, got int"):
         xfuse.compile("out = x * 2;", filename=3)  # type: ignore[arg-type]
+    # a path is its string, in `xfuse.bench` too (an AttributeError there: 'encode')
+    with pytest.raises(EwSyntaxError, match=r"^k\.ew:1:10: error"):
+        xfuse.compile("out = x +* 2;", filename=Path("k.ew"))
+    with pytest.raises(EwSyntaxError, match=r"^k\.ew:1:10: error"):
+        xfuse.bench("out = x +* 2;", filename=Path("k.ew"))
+    with pytest.raises(TypeError, match="^filename must be a string or a path, got NoneType"):
+        xfuse.bench("out = x * 2;", filename=None)  # type: ignore[arg-type]
 
 
 def test_a_compile_found_in_memory_warns_as_its_parse_would() -> None:

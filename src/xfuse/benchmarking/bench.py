@@ -24,6 +24,7 @@ import functools
 import itertools
 import math
 import numbers
+import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -623,7 +624,7 @@ def bench(
     peers: bool | Sequence[str] = False,
     repeat: int = 3,
     progress: Callable[[str], Any] | None = None,
-    filename: str = "<source>",
+    filename: str | os.PathLike[str] = "<source>",
 ) -> BenchResult:
     """Time `program` (an `.ew` program or one expression) compiled by xfuse against numpy op
     by op and the bandwidth ceiling at each size; `peers=True` adds every installed peer
@@ -631,9 +632,16 @@ def bench(
     list). `progress(text)` is called before each measurement (a context manager it returns
     lasts while it runs: the CLI's spinner); `filename` names the program in its errors.
     Returns the table of times, GB/s, ratios and errors, the peers' versions and the host."""
-    from xfuse.runtime.compiler import MATH_CHOICES, check_outputs, check_source, check_threads
+    from xfuse.runtime.compiler import (
+        MATH_CHOICES,
+        check_filename,
+        check_outputs,
+        check_source,
+        check_threads,
+    )
 
     check_source(program, "xfuse.bench")
+    filename = check_filename(filename)
     if math not in MATH_CHOICES:
         raise ValueError(f"math must be {' or '.join(map(repr, MATH_CHOICES))}, got {math!r}")
     threads = check_threads(threads)

@@ -128,6 +128,16 @@ def check_integer(name: str, value: object, allowed: str, valid: Callable[[int],
     return int(value)
 
 
+def check_filename(filename: object) -> str:
+    """A `filename` option (of `compile`, `bench`): a string, or a path (`pathlib.Path`) as
+    its string; a TypeError naming anything else."""
+    if isinstance(filename, os.PathLike):
+        filename = os.fspath(filename)
+    if not isinstance(filename, str):
+        raise TypeError(f"filename must be a string or a path, got {type(filename).__name__}")
+    return filename
+
+
 def check_outputs(outputs: object) -> list[str] | None:
     """`outputs` (of `compile`, `bench`) as a list of output names (one name as a list of it),
     or None; TypeError, or ValueError for a name given twice, naming what is wrong."""
@@ -756,7 +766,7 @@ def compile(
     streaming: bool = True,
     masked_remainder: bool = False,
     aligned_stores: bool = True,
-    filename: str = "<source>",
+    filename: str | os.PathLike[str] = "<source>",
 ) -> Kernel:
     """Compile an `.ew` program to a callable `Kernel`.
 
@@ -787,8 +797,7 @@ def compile(
     allowed values.
     """
     check_source(source)
-    if not isinstance(filename, str):
-        raise TypeError(f"filename must be a string, got {type(filename).__name__}")
+    filename = check_filename(filename)
     outputs = check_outputs(outputs)
     threads = check_threads(threads)
     shapes = checked_shapes(shapes)
