@@ -86,8 +86,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"directory: {info.directory}")
     print(f"entries:   {info.entries} ({info.total_bytes:,} bytes)")
     print(
-        f"current:   {info.current} ({info.current_bytes:,} bytes; made by this toolchain; "
-        "the others are stale, damaged, or GPU code linking another libdevice)"
+        f"current:   {info.current} ({info.current_bytes:,} bytes; made by this toolchain for "
+        "this host; the others are stale, damaged, for another CPU or C library, or GPU code "
+        "linking another libdevice)"
     )
     print(f"limit:     {limit} (XFUSE_CACHE_MAX_BYTES; a write evicts the least recently used)")
     print(f"toolchain: {current_toolchain}")
