@@ -218,6 +218,57 @@ def test_a_jit_function_of_a_partial_or_a_callable_object_pickles_by_value() -> 
         np.testing.assert_array_equal(loaded(x), expected)
 
 
+SCRIPT_WITH_A_POOL = """
+import multiprocessing, pickle, sys
+import numpy as np
+import xfuse
+
+@xfuse.jit
+def doubled_tanh(x):
+    return np.tanh(x) * 2
+
+if __name__ == "__main__":
+    if sys.argv[1] == "no cloudpickle":
+        sys.modules["cloudpickle"] = None  # (an import of it fails)
+    x = np.linspace(-3, 3, 8, dtype=np.float32)
+    for method in ("spawn", "fork"):
+        with multiprocessing.get_context(method).Pool(1) as pool:
+            np.testing.assert_array_equal(pool.map(doubled_tanh, [x])[0], doubled_tanh(x))
+    sys.stdout.buffer.write(pickle.dumps(doubled_tanh))
+"""
+
+
+@pytest.mark.parametrize("cloudpickle", ["cloudpickle", "no cloudpickle"])
+def test_a_jit_function_of_a_script_goes_to_a_process_pool(
+    tmp_path: Path, cloudpickle: str
+) -> None:
+    """A decorated function of `__main__` did not pickle with plain pickle (a multiprocessing
+    pool's): by value, its Python function was saved by a name that names the jit function
+    ("not the same object as __main__.doubled_tanh"). By value with cloudpickle (a dask
+    worker's `__main__` is not the script), by name without it; a process whose `__main__`
+    lacks it says what to install."""
+    if cloudpickle == "cloudpickle":
+        pytest.importorskip("cloudpickle")
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT_WITH_A_POOL)
+    env = {**os.environ, "XFUSE_CACHE": "0"}
+    run = subprocess.run(
+        [sys.executable, str(script), cloudpickle], capture_output=True, check=True, env=env
+    )
+    loading = subprocess.run(
+        [sys.executable, "-c", "import pickle, sys; pickle.load(sys.stdin.buffer)"],
+        input=run.stdout,
+        capture_output=True,
+        env=env,
+    )
+    if cloudpickle == "cloudpickle":  # (by value: any process loads it)
+        assert loading.returncode == 0, loading.stderr.decode()
+    else:
+        assert loading.returncode == 1
+        message = b"the @xfuse.jit function doubled_tanh of a script is not in this process's"
+        assert message in loading.stderr and b"install cloudpickle" in loading.stderr
+
+
 def test_a_local_jit_function_needs_cloudpickle() -> None:
     @xfuse.jit
     def double(x):
