@@ -57,15 +57,21 @@ CLOSED_STDOUT_CASES = {
     "opt": [*XFUSE_OPT, GELU],
     "opt-split": [*XFUSE_OPT, GELU, "-p", "ew-optimize", "--split-input-file"],
     "opt-list-passes": [*XFUSE_OPT, "--list-passes"],
+    "help": [*XFUSE, "--help"],
+    "cost-help": [*XFUSE, "cost", "--help"],
+    "opt-help": [*XFUSE_OPT, "--help"],
+    "opt-version": [*XFUSE_OPT, "--version"],
 }
+ARGPARSES_OWN = ("version", "help", "cost-help", "opt-help", "opt-version")
+"""Cases that argparse writes: it dropped a failed write of its own messages (unbuffered, or
+without a stdout, `--help` exited 0 having written nothing)."""
 
 
 @pytest.mark.parametrize(
     ("name", "buffered"),
     [(name, True) for name in CLOSED_STDOUT_CASES]
-    # Unbuffered, each write fails as it is made (argparse drops a failed write of its own
-    # messages, `--version`'s: nothing is left to fail).
-    + [(name, False) for name in ("cost-json", "cost", "opt", "opt-list-passes")],
+    # Unbuffered, each write fails as it is made
+    + [(name, False) for name in ("cost-json", "cost", "opt", "opt-list-passes", *ARGPARSES_OWN)],
 )
 def test_a_closed_stdout_ends_the_command_quietly_with_status_141(
     name: str, buffered: bool
@@ -121,8 +127,13 @@ def run_without_stdio(command: list[str], fd: int) -> subprocess.CompletedProces
     [
         ([*XFUSE, "cost", GELU], "xfuse cost: error: no standard output to write to"),
         ([*XFUSE_OPT, GELU], "xfuse-opt: error: no standard output to write to"),
+        *(
+            (CLOSED_STDOUT_CASES[name], f"{tool}: error: no standard output to write to")
+            for name in ARGPARSES_OWN
+            for tool in ["xfuse-opt" if name.startswith("opt") else "xfuse"]
+        ),
     ],
-    ids=["xfuse", "xfuse-opt"],
+    ids=["xfuse", "xfuse-opt", *ARGPARSES_OWN],
 )
 def test_a_command_started_without_stdout_says_so(command: list[str], message: str) -> None:
     """`xfuse cost FILE >&-` ended in an AttributeError's traceback (`sys.stdout` is None): now

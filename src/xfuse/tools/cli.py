@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeVar
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 from xfuse.tools.cli_warnings import command_line_warnings, escalated_warning
-from xfuse.tools.closed_stdout import exit_status, stdout_closed
+from xfuse.tools.closed_stdout import WritingParser, exit_status, stdout_closed
 
 SUBCOMMANDS: tuple[str, ...] = (
     "xfuse.tools.cost_cmd",
@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # No abbreviations (`--peer` for `--peers`), here or in a subcommand: a later option would
     # silently change what an old abbreviation means.
-    parser = argparse.ArgumentParser(
+    parser = WritingParser(  # (and its subcommands': `add_subparsers` takes its class)
         prog="xfuse",
         description="A compiler for elementwise tensor expressions.",
         allow_abbrev=False,
@@ -256,7 +256,13 @@ def _run(argv: Sequence[str] | None) -> int:
     from xfuse.frontend.language import EwSyntaxError
 
     parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    try:
+        args, unknown = parser.parse_known_args(argv)
+    except BrokenPipeError:  # (`--help | true`)
+        return stdout_closed()
+    except OSError as error:  # (`--version >&-`)
+        print(f"xfuse: error: {os_error_message(error)}", file=sys.stderr)
+        return 1
     if unknown:
         words = list(sys.argv[1:] if argv is None else argv)
         before_command = words[: words.index(args.command)] if args.command else words

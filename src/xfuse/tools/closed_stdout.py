@@ -15,6 +15,7 @@ can then tell apart from a complete run (0) and from an error (1), as it does fo
 
 from __future__ import annotations
 
+import argparse
 import errno
 import functools
 import io
@@ -22,7 +23,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -49,6 +50,16 @@ class _NoStdout(io.TextIOBase):
 
     def write(self, text: str) -> int:
         raise OSError(errno.EBADF, "no standard output to write to (it was closed)")
+
+
+class WritingParser(argparse.ArgumentParser):
+    """argparse's parser, whose help and version fail as any output does where stdout is
+    gone (argparse drops the OSError: `xfuse --help | true` exited 0 having written nothing,
+    and so did `xfuse --version >&-`)."""
+
+    def _print_message(self, message: str, file: IO[str] | None = None) -> None:
+        if message:
+            (file or sys.stderr).write(message)
 
 
 INTERRUPTED_STATUS = 128 + signal.SIGINT

@@ -8,6 +8,7 @@ operation (for IR read from a file) followed by the module with that operation m
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import itertools
 import os
@@ -38,7 +39,7 @@ from xfuse.dialects import xdsl_patches
 from xfuse.frontend.language import LINE_BREAK, EwSyntaxError, parse_program
 from xfuse.tools.cli import naming_file, os_error_message, unrecognized_arguments
 from xfuse.tools.cli_warnings import command_line_warnings, escalated_warning
-from xfuse.tools.closed_stdout import exit_status, stdout_closed
+from xfuse.tools.closed_stdout import WritingParser, exit_status, stdout_closed
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.pipeline import parse_passes, use_before_definition
 
@@ -223,8 +224,12 @@ class XfuseOptMain(xDSLOptMain):
     version_format = xfuse.versions().replace("{", "{{").replace("}", "}}")
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
-        # xDSL makes the parser: no abbreviations (`--pass` for `--passes`), as in `xfuse`
+        # xDSL makes the parser: no abbreviations (`--pass` for `--passes`), as in `xfuse`,
+        # and its help fails where stdout is gone, as the module would (`WritingParser`)
         arg_parser.allow_abbrev = False
+        arg_parser._print_message = functools.partial(  # type: ignore[method-assign]
+            WritingParser._print_message, arg_parser
+        )
         super().register_all_arguments(arg_parser)
         arg_parser.add_argument(
             "--list-passes",
