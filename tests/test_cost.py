@@ -1061,6 +1061,9 @@ def test_cli_without_command_prints_usage(capsys: pytest.CaptureFixture[str]) ->
         (["cost", str(GELU), "--dev", "h100"], "--dev (did you mean --device?) h100"),
         # after `--` an option is a positional: no hint (it said "--json (did you mean --json?)")
         (["cost", str(GELU), "--", "--json"], "--json"),
+        # `-` is stdin, no misspelt option (it said "- (did you mean -h?)")
+        (["lecture", "-"], "-"),
+        (["cost", str(GELU), "-"], "-"),
     ],
 )
 def test_unknown_arguments_are_the_subcommands_usage_error(

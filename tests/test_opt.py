@@ -733,6 +733,7 @@ def test_an_input_without_operations_is_an_empty_module(runs: dict[str, Run], na
         (["--list-pass"], "unrecognized arguments: --list-pass (did you mean --list-passes?)"),
         (["--pass", "ew-fuse", "-f", "ew"], "unrecognized arguments: --pass (did you mean"),
         (["--passs", "ew-fuse"], "unrecognized arguments: --passs (did you mean --passes?)"),
+        (["gelu.ew", "-"], "unrecognized arguments: -\n"),  # stdin: no "did you mean -v?"
         (["-t", "nope", "gelu.ew"], "invalid choice: 'nope'"),
         (["-f", "nope", "gelu.ew"], "invalid choice: 'nope'"),
     ],

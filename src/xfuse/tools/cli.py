@@ -238,7 +238,9 @@ def unrecognized_arguments(parser: argparse.ArgumentParser, unknown: Sequence[st
     options = [o for action in parser._actions for o in action.option_strings]
     hints = [  # (an option itself is unrecognized after `--`, a positional there: no hint)
         f"{word} (did you mean {close[0]}?)"
-        if word not in options and (close := difflib.get_close_matches(word, options, 1))
+        if word not in options
+        and word != "-"  # (stdin, a file argument: it was "did you mean -h?")
+        and (close := difflib.get_close_matches(word, options, 1))
         else word
         for word in unknown
     ]
