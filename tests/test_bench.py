@@ -14,7 +14,7 @@ import sys
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 import pytest
@@ -730,6 +730,19 @@ def test_sizes_too_large_for_memory_are_one_line_errors(capsys: pytest.CaptureFi
     assert main(["bench", "--expr", "x", "--sizes", "2^50", "--repeat", "1"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("xfuse bench: error: out of memory: ") and "Traceback" not in err
+
+
+def test_a_memory_error_without_a_reason_is_no_empty_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bare MemoryError (Python's own) printed "out of memory: " and nothing."""
+
+    def exhausted(*_: object, **__: object) -> NoReturn:
+        raise MemoryError
+
+    monkeypatch.setattr(bench, "bench", exhausted)
+    assert main(["bench", "--expr", "x", "--sizes", "16", "--repeat", "1"]) == 1
+    assert capsys.readouterr().err == "xfuse bench: error: out of memory\n"
 
 
 def test_cli_as_a_module_reports_errors_in_one_line() -> None:

@@ -146,8 +146,14 @@ def checksummed_garbage(path: Path) -> None:
     path.write_bytes(cache_files.MAGIC + hashlib.sha256(body).digest() + body)
 
 
+def oversized(path: Path) -> None:
+    """A sparse file of 1 TiB in its place, which no read may take whole (one of 64 GiB raised
+    MemoryError from `xfuse.compile` and `xfuse cache info`)."""
+    os.truncate(path, 1 << 40)
+
+
 @pytest.mark.parametrize(
-    "damage", [corrupt_byte, truncate, not_an_entry, empty, checksummed_garbage]
+    "damage", [corrupt_byte, truncate, not_an_entry, empty, checksummed_garbage, oversized]
 )
 def test_a_damaged_entry_is_recompiled_and_replaced(
     cache: Path, lowerings: list[str], damage, gelu: Gelu
@@ -939,6 +945,16 @@ def test_cache_info_and_clear(cache: Path, capsys: pytest.CaptureFixture[str], g
     assert (cache / "unrelated.txt").exists()
 
 
+def test_cache_info_counts_a_file_too_large_for_an_entry_without_reading_it(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entry = sorted(compile_new(cache, "out = x * 5;"))[0]
+    oversized(entry)
+    assert cli_main(["cache", "info", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["total_bytes"] > 1 << 40 and info["current"] == info["entries"] - 1
+
+
 def test_cache_info_and_clear_leave_files_they_did_not_write(
     cache: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], gelu: Gelu
 ) -> None:
@@ -1415,7 +1431,7 @@ def bound_call_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "damage", [corrupt_byte, truncate, not_an_entry, empty, checksummed_garbage]
+    "damage", [corrupt_byte, truncate, not_an_entry, empty, checksummed_garbage, oversized]
 )
 def test_a_damaged_bound_call_entry_is_compiled_and_replaced(
     cache: Path, bound_call_compiles: list[str], damage: Callable[[Path], None]

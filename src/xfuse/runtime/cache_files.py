@@ -326,6 +326,12 @@ def opened_regular_file(path: str | Path) -> Iterator[tuple[BinaryIO, os.stat_re
         yield (file, status) if stat.S_ISREG(status.st_mode) else None
 
 
+MAX_ENTRY_BYTES = 1 << 28
+"""The largest entry read or written, 256 MiB (entries are 13-50 KB; a program of 10,000 ops
+makes one of a few MB): a larger file at an entry's name is a miss, never read whole (one of
+64 GiB raised MemoryError from `xfuse.compile` and `xfuse cache info`)."""
+
+
 def read_entry(path: Path, digest: str, toolchain: str) -> dict[str, Any] | None:
     """The fields sealed in the entry at `path` (`unseal`); None where it cannot be read or is
     not a regular file (`opened_regular_file`). A good entry's modification time becomes now,
@@ -340,6 +346,8 @@ def read_entry(path: Path, digest: str, toolchain: str) -> dict[str, Any] | None
             if opened is None:
                 return None
             file, status = opened
+            if status.st_size > MAX_ENTRY_BYTES:
+                return None
             fields = unseal(file.read(), digest, toolchain)
             if fields is not None and time.time_ns() - status.st_mtime_ns >= USE_RESOLUTION_NS:
                 # Another user's entry in a shared cache may not be ours to touch: it then
@@ -388,6 +396,8 @@ def write_entry(directory: Path, path: Path, data: bytes) -> None:
     the caller goes on without the cache. A toolchain's subdirectory that is a link is
     unwritable (and `read_entry` reads nothing through it): `info`, eviction and `clear` never
     follow a link (`own_files`), so what was written through it grew without limit."""
+    if len(data) > MAX_ENTRY_BYTES:
+        return  # (never read)
     try:
         if path.parent.is_symlink():
             raise OSError(errno.ELOOP, f"{path.parent.name} is a link, which it does not follow")

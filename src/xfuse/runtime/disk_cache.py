@@ -58,6 +58,7 @@ from xfuse.codegen.native import UnresolvedSymbolsError, host_cpu, load_object_c
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.cache_files import (
     ENTRY_SUFFIX,
+    MAX_ENTRY_BYTES,
     SIZE_CHECK_MARKER,
     cache_dir,
     entry_path,
@@ -306,13 +307,15 @@ def info() -> CacheInfo:
             with opened_regular_file(file.path) as opened:
                 if opened is None:
                     continue
-                data = opened[0].read()
+                size = opened[1].st_size
+                # (one too large to be an entry is counted, not read: `MAX_ENTRY_BYTES`)
+                data = opened[0].read() if size <= MAX_ENTRY_BYTES else b""
         except OSError:
             continue  # removed meanwhile
         subdirectory = os.path.relpath(os.path.dirname(file.path), directory)
         files = toolchains.setdefault(subdirectory, ToolchainFiles(subdirectory))
         files.entries += 1
-        files.bytes += len(data)
+        files.bytes += size
         if files.toolchain is None:  # none of its entries read yet, or all damaged
             fields = sealed_fields(data)
             made_by = fields and fields.get("toolchain")
@@ -320,7 +323,7 @@ def info() -> CacheInfo:
         digest = file.name.removesuffix(ENTRY_SUFFIX)
         if os.path.dirname(file.path) == current_directory and decode(data, digest) is not None:
             current += 1
-            current_bytes += len(data)
+            current_bytes += size
     return CacheInfo(
         directory,
         sum(files.entries for files in toolchains.values()),

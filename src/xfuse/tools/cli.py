@@ -285,7 +285,8 @@ def _run(argv: Sequence[str] | None) -> int:
     except OSError as error:
         print(f"xfuse {args.command}: error: {os_error_message(error)}", file=sys.stderr)
     except MemoryError as error:
-        print(f"xfuse {args.command}: error: out of memory: {error}", file=sys.stderr)
+        reason = f": {error}" if str(error) else ""  # (numpy says what; a bare one nothing)
+        print(f"xfuse {args.command}: error: out of memory{reason}", file=sys.stderr)
     except Warning as warning:
         print(escalated_warning(warning, f"xfuse {args.command}"), file=sys.stderr)
     return 1
