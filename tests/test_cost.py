@@ -834,6 +834,11 @@ def test_cli_plot_names_the_file_it_writes(
         f"({tmp_path / 'plot.png'})" in capsys.readouterr().err
     )
     assert not tmp_path.with_suffix(".png").exists()
+    # an empty name is none (it said "argument --plot:  is a directory", Path("") being ".")
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["cost", str(GELU), "--plot", ""])
+    err = capsys.readouterr().err
+    assert "argument --plot: an empty file name: give the plot's file name (plot.png)" in err
 
 
 def test_roofline_merges_identical_kernels_and_labels_every_roof() -> None:

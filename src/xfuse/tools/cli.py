@@ -93,6 +93,8 @@ def option_type(parse: Callable[[str], T]) -> Callable[[str], T]:
 def output_file(text: str, what: str, example: str) -> Path:
     """A file a command writes when it is done, checked before it starts (a lecture runs for
     half a minute before it writes `--json`): not a directory, in one that exists."""
+    if not text:  # (`Path("")` is ".", a directory: "argument --json:  is a directory")
+        raise ValueError(f"an empty file name: give the {what} file name ({example})")
     path = Path(text)
     if path.is_dir():
         raise ValueError(f"{text} is a directory: give the {what} file name ({path / example})")
