@@ -332,6 +332,30 @@ def test_invalid_ir_is_rejected(chunk: str, message: str) -> None:
     assert message in (error.msg if isinstance(error, ParseError) else str(error))
 
 
+@pytest.mark.parametrize("dims", ['["t"]', '["t", "t", "t"]', "[1, 2]", '"t"', '["5", "n"]'])
+def test_an_argument_dims_attribute_not_of_its_type_is_a_verify_error(dims: str) -> None:
+    """Hand-written IR: a short `ew.dims` was "zip() argument 2 is longer than argument 1" from
+    ew-cost and compile_module, integers an AttributeError, `["5", "n"]` on a dim of 4 a kernel
+    signature `float32[5=4, n]`, a string ignored."""
+    from xfuse.runtime.compiler import compile_module
+    from xfuse.transforms.pipeline import only_function
+
+    text = (
+        f"func.func @main(%x: tensor<4x?xf32> {{ew.dims = {dims}}}) -> tensor<4x?xf32> {{\n"
+        "  %e = ew.neg %x : tensor<4x?xf32>\n  func.return %e : tensor<4x?xf32>\n}\n"
+    )
+    message = (
+        "'func.func' @main argument #0 (%x): 'ew.dims' must be an array of one name per dim of "
+        "its type tensor<4x?xf32> (a static dim's its size), got "
+    )
+    with pytest.raises(VerifyException, match=re.escape(message)):
+        compile_module(parse(text))
+    with pytest.raises(VerifyException, match=re.escape(message)):
+        ew.declared_dims(only_function(parse(text)).args[0])
+    kernel = compile_module(parse(text.replace(dims, '["4", "n"]')))
+    assert str(kernel.signature).startswith("(x: float32[4, n])"), kernel.signature
+
+
 def test_verifier_messages_from_the_python_api() -> None:
     f32, f64 = Float32Type(), Float64Type()
     x = Block(arg_types=[tensor(f32, DYN), tensor(f64, DYN), tensor(f32, 3)]).args

@@ -141,11 +141,36 @@ def argument_attribute(argument: BlockArgument, key: str) -> Attribute | None:
 
 
 def declared_dims(argument: BlockArgument) -> tuple[str, ...] | None:
-    """The `ew.dims` of a function argument, if the frontend gave it one."""
+    """The `ew.dims` of a function argument, if the frontend gave it one: a name per dim of its
+    type (a static dim's is its size). Hand-written IR with another is a VerifyException naming
+    the argument (a short one was "zip() argument 2 is longer than argument 1" from ew-cost)."""
     dims = argument_attribute(argument, DIMS_ATTRIBUTE)
-    if not isinstance(dims, ArrayAttr):
+    if dims is None:
         return None
-    return tuple(cast(StringAttr, d).data for d in dims.data)
+    shape = (
+        tuple(argument.type.get_shape())
+        if isinstance(argument.type, TensorType | MemRefType)
+        else None
+    )
+    names = (
+        tuple(d.data for d in dims.data if isinstance(d, StringAttr))
+        if isinstance(dims, ArrayAttr)
+        else ()
+    )
+    if (
+        shape is None
+        or not isinstance(dims, ArrayAttr)
+        or len(names) != len(dims.data)
+        or len(names) != len(shape)
+        or any(n.isdigit() and int(n) != size for n, size in zip(names, shape, strict=True))
+    ):
+        function = cast(func.FuncOp, argument.block.parent_op())
+        raise VerifyException(
+            f"'func.func' @{function.sym_name.data} argument #{argument.index} "
+            f"(%{input_name(argument)}): '{DIMS_ATTRIBUTE}' must be an array of one name per dim "
+            f"of its type {argument.type} (a static dim's its size), got {dims}"
+        )
+    return names
 
 
 def op_name(op: Operation) -> str:
