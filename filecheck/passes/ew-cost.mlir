@@ -8,6 +8,7 @@
 // RUN: not xfuse-opt %s -p 'ew-cost{device=tpu}' 2>&1 | filecheck %s --check-prefix=BAD-DEVICE
 // RUN: not xfuse-opt %inputs/ew-cost-unfused-op.mlir -p ew-cost 2>&1 | filecheck %s --check-prefix=NOT-FUSED
 // RUN: xfuse-opt %inputs/gelu.ew -p 'ew-optimize,ew-fuse{mode=none},ew-bufferize,ew-workspace,ew-cost' 2>&1 >/dev/null | filecheck %s --check-prefix=WORKSPACE
+// RUN: not xfuse-opt %inputs/gelu.ew -p 'xfuse-default,ew-cost' 2>&1 | filecheck %s --check-prefix=LOWERED
 
 // The lecture's bill (4096 x 14336 BF16 on an H100 SXM): fused GELU with bias and residual is one
 // kernel reading x, b, r and writing out; unfused it is 11 kernels and 28 whole-tensor transfers.
@@ -60,6 +61,9 @@
 // (it had a table of no kernels).
 // WORKSPACE-LABEL: ew-cost @main: 11 kernels, 28 tensor reads+writes, 3,288,334,336 bytes
 // WORKSPACE-NOT:   workspace_bytes
+
+// Lowered to LLVM, the module has no func.func: said, not an empty report with status 0.
+// LOWERED: ew-cost: 'llvm.func' @main is lowered to LLVM: the cost model prices ew.kernel ops, run it before ew-kernel-to-loops
 builtin.module {
   func.func @fused(%x: tensor<?xf32>, %b: tensor<?xf32>, %r: tensor<?xf32>) -> tensor<?xf32> {
     %out = ew.kernel ins(%x, %b, %r : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32> {

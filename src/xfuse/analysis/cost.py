@@ -40,7 +40,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from xdsl.dialects import func
+from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import DYNAMIC_INDEX, Float64Type, MemRefType, ModuleOp, TensorType
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
@@ -632,7 +632,14 @@ def analyse_module(
 ) -> list[FunctionCost]:
     """`analyse_function` for every `func.func` with a body in `module` but those in `exclude`
     (functions that launch nothing, like `ew-workspace`'s size functions), with `options` or
-    those `options` gives for the function (`ew-cost`'s fitted shapes)."""
+    those `options` gives for the function (`ew-cost`'s fitted shapes). A function lowered to
+    the `llvm` dialect is an error (it was skipped: no report, as if the module were empty)."""
+    for op in module.walk():
+        if isinstance(op, llvm.FuncOp) and op.body.blocks:
+            raise CostModelError(
+                f"'{op.name}' @{op.sym_name.data} is lowered to LLVM: the cost model prices "
+                "ew.kernel ops, run it before ew-kernel-to-loops"  # (named: not all printed)
+            )
     return [
         analyse_function(op, options if isinstance(options, CostOptions) else options(op))
         for op in module.walk()
