@@ -39,7 +39,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from xdsl.backend.llvm.convert import convert_module
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.parser import Parser
 
 import xfuse
@@ -53,7 +54,7 @@ from xfuse.runtime.arrays import ArgumentError
 from xfuse.runtime.cuda import CudaDriver, CudaKernel, plan_launches
 from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.expand_math import EwExpandMathPass
-from xfuse.transforms.pipeline import apply_pipeline, pipeline_context
+from xfuse.transforms.pipeline import apply_pipeline, only_function, pipeline_context
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -286,6 +287,21 @@ def test_ew_to_nvvm_on_tensors_says_what_to_run_first() -> None:
         Exception, match=r"'ew.add' is not inside .* \(run ew-fuse and ew-bufferize first\)"
     ):
         apply_pipeline(parse_program("out = x + y;"), "ew-to-nvvm")
+
+
+def test_ew_to_nvvm_of_two_functions_names_itself_and_them() -> None:
+    """Its message lacked the pass's name (`ew-to-nvvm: ...`, as every pass's) and named the
+    functions only as 'func.func', 'func.func'."""
+    module = apply_pipeline(
+        parse_program("out = x + y;"), "ew-optimize,ew-fuse,ew-bufferize,ew-workspace"
+    )
+    module.body.block.add_op(only_function(module).clone())
+    only = [op for op in module.ops if isinstance(op, func.FuncOp)][-1]
+    only.sym_name = StringAttr("other")
+    with pytest.raises(Exception, match=r"^ew-to-nvvm: it takes one 'func.func' of bufferized"):
+        apply_pipeline(module, "ew-to-nvvm")
+    with pytest.raises(Exception, match=r"holds 'func.func' @main, 'func.func' @other$"):
+        apply_pipeline(module, "ew-to-nvvm")
 
 
 @pytest.mark.parametrize("layout", [", strided<[2]>", ", strided<[1], offset: 5>"])

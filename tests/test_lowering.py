@@ -41,7 +41,7 @@ from xfuse.runtime.compiler import Options, clear_cache, compile_bufferized, com
 from xfuse.runtime.kernel import Kernel
 from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.kernel_to_loops import HEAD_MAX_OPS, MEMORY_BOUND_OPS
-from xfuse.transforms.pipeline import pipeline_context
+from xfuse.transforms.pipeline import apply_pipeline, pipeline_context
 from xfuse.transforms.to_llvm import (
     EwToLlvmPass,
     FloatArithToLlvm,
@@ -1497,6 +1497,11 @@ def test_unbufferized_kernel_is_rejected() -> None:
     """
     with pytest.raises(DiagnosticException, match="must be bufferized"):
         compile_text(text, ["x"])
+    # the pass itself names itself, as every pass's message does
+    with pytest.raises(
+        DiagnosticException, match="^ew-kernel-to-loops: 'ew.kernel' must be bufferized first"
+    ):
+        apply_pipeline(Parser(pipeline_context(), text).parse_module(), "ew-kernel-to-loops")
 
 
 @pytest.mark.parametrize("fastmath", ["turbo", "", "contract,,afn"])

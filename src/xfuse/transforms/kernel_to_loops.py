@@ -592,7 +592,7 @@ class EwKernelToLoopsPass(ModulePass):
             for kernel in kernels:
                 if not kernel.is_bufferized:
                     raise DiagnosticException(
-                        "'ew.kernel' must be bufferized before ew-kernel-to-loops (run "
+                        "ew-kernel-to-loops: 'ew.kernel' must be bufferized first (run "
                         f"ew-bufferize):\n{kernel}"
                     )
             if len(kernels) < 2:

@@ -107,9 +107,17 @@ def launch_sequence(module: ModuleOp) -> LaunchSequence:
     """What the host function of a bufferized module does, in order, as launches."""
     functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
     if len(functions) != 1:
-        names = ", ".join(f"'{op.name}'" for op in module.ops) or "nothing"
+        names = (
+            ", ".join(
+                f"'{op.name}' @{op.sym_name.data}"
+                if isinstance(op, func.FuncOp)
+                else f"'{op.name}'"
+                for op in module.ops
+            )
+            or "nothing"
+        )
         raise DiagnosticException(
-            f"ew-to-nvvm takes one 'func.func' of bufferized kernels (the output of "
+            f"ew-to-nvvm: it takes one 'func.func' of bufferized kernels (the output of "
             f"ew-bufferize); the module holds {names}"
         )
     (function,) = functions
