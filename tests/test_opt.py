@@ -34,6 +34,7 @@ from xfuse.tools.opt import main
 from xfuse.transforms import ALL_PASSES
 from xfuse.transforms.default_pipeline import XfuseDefaultPass, default_pipeline
 from xfuse.transforms.expand_math import EwExpandMathPass
+from xfuse.transforms.fuse import EwFusePass
 from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.options import Math, PassOptionError, Target
 from xfuse.transforms.pipeline import (
@@ -1004,6 +1005,33 @@ def test_a_float_option_takes_a_float_spelled_as_mlir_opt_takes_it(text: str, va
     (spec,) = parse_pipeline(f"optional-options{{factor={text}}}")
     factor = pass_from_spec(OptionalOptionsPass, spec).factor
     assert factor == value and math.copysign(1, factor) == math.copysign(1, value)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("stats", True),
+        ("stats=1", True),
+        ("stats=TRUE", True),
+        ("stats=True", True),
+        ("stats=0", False),
+        ("stats=FALSE", False),
+        ("stats=False", False),
+    ],
+)
+def test_a_bool_option_takes_what_mlir_opt_takes(text: str, value: bool) -> None:
+    """mlir-opt's `{stats}` (a bool given alone is true) and LLVM's other spellings of a bool
+    were "bad value '' for option 'stats'" (and '1', 'TRUE')."""
+    (spec,) = parse_pipeline(f"ew-fuse{{{text}}}")
+    fuse = pass_from_spec(EwFusePass, spec)
+    assert fuse.stats is value
+
+
+@pytest.mark.parametrize("text", ["2", "yes", '"1"'])
+def test_a_bool_option_refuses_other_words(text: str) -> None:
+    (spec,) = parse_pipeline(f"ew-fuse{{stats={text}}}")
+    with pytest.raises(PassSpecError, match="^ew-fuse: bad value .* for option 'stats': expected"):
+        pass_from_spec(EwFusePass, spec)
 
 
 def test_a_float_option_takes_nan() -> None:

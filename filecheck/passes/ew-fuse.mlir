@@ -2,7 +2,7 @@
 // RUN: xfuse-opt %s -p 'ew-fuse{mode=none}' | filecheck %s --check-prefix=NONE
 // RUN: xfuse-opt %s -p 'ew-fuse{max-ops=36}' | filecheck %s --check-prefix=MAXOPS
 // RUN: not xfuse-opt %s -p 'ew-fuse{max-ops=0}' 2>&1 | filecheck %s --check-prefix=MAXOPS-BAD
-// RUN: xfuse-opt %inputs/ew-fuse-stats.mlir -p 'ew-fuse{stats=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=STATS
+// RUN: xfuse-opt %inputs/ew-fuse-stats.mlir -p 'ew-fuse{stats}' 2>&1 >/dev/null | filecheck %s --check-prefix=STATS
 // RUN: xfuse-opt %inputs/ew-fuse-stats.mlir -p 'ew-fuse{mode=none stats=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=STATS-NONE
 
 // A multi-use value is computed once; returned as well, it becomes a second kernel result.

@@ -49,7 +49,7 @@ _STRING_LITERAL = re.compile(r'("(?:\\.|[^"\\])*")')
 def _floats_quoted(pipeline: str) -> str:
     """`pipeline` with each `_UNLEXED_FLOAT` value quoted, outside string literals: mlir-opt
     takes `launch-us=.5` and `1e+3`, which were "Error parsing pass pipeline specification";
-    quoted, `_with_floats` reads them as it reads `1e3`."""
+    quoted, `_typed` reads them as it reads `1e3`."""
     pieces = _STRING_LITERAL.split(pipeline)  # the literals at the odd indices
     return "".join(
         piece if index % 2 else _UNLEXED_FLOAT.sub(r'"\1"', piece)
@@ -71,10 +71,17 @@ def _number_not_bool(field_type: object) -> bool:
     return bool not in alternatives and any(t in (int, float) for t in alternatives)
 
 
-def _with_floats(spec: ArgSpec, hints: Mapping[str, object]) -> ArgSpec:
-    """`spec` with each value spelling a float (`1e3`, `inf`, `nan`) of an option that takes a
-    float and no string made a float: xDSL's lexer takes those for words (strings), so
-    `launch-us=1e3` was "expected a number". The pass then checks the value's range."""
+_MLIR_BOOLS = {"TRUE": True, "True": True, 1: True, "FALSE": False, "False": False, 0: False}
+"""What mlir-opt's options take for a bool besides `true` and `false` (LLVM's `cl::opt<bool>`),
+as xDSL's lexer reads them: `stats=1` was "bad value '1'"."""
+
+
+def _typed(spec: ArgSpec, hints: Mapping[str, object]) -> ArgSpec:
+    """`spec` with its values read as mlir-opt reads them for the options' types: a value
+    spelling a float (`1e3`, `inf`, `nan`) of an option that takes a float and no string a
+    float (xDSL's lexer takes those for words: `launch-us=1e3` was "expected a number"; the
+    pass then checks the value's range); a bool option given alone (`{stats}`) true, and
+    LLVM's other spellings of a bool (`TRUE`, `1`) that bool."""
 
     def value(option: str, given: ParameterType) -> ParameterType:
         alternatives = _alternatives(hints.get(option.replace("-", "_")))
@@ -85,12 +92,16 @@ def _with_floats(spec: ArgSpec, hints: Mapping[str, object]) -> ArgSpec:
             and _FLOAT_TEXT.fullmatch(given)
         ):
             return float(given)
+        if alternatives == (bool,) and isinstance(given, str | int) and given in _MLIR_BOOLS:
+            return _MLIR_BOOLS[given]
         return given
 
-    parameters = {
-        option: tuple(value(option, v) for v in values)
-        for option, values in spec.parameters.items()
-    }
+    def values(option: str, given: tuple[ParameterType, ...]) -> tuple[ParameterType, ...]:
+        if not given and _alternatives(hints.get(option.replace("-", "_"))) == (bool,):
+            return (True,)
+        return tuple(value(option, v) for v in given)
+
+    parameters = {option: values(option, given) for option, given in spec.parameters.items()}
     return ArgSpec(spec.name, parameters)
 
 
@@ -99,7 +110,7 @@ def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
     values it takes (xDSL's own message names neither the pass nor the option), a
     `PassOptionError` for a bad value."""
     hints = typing.get_type_hints(pass_class)
-    spelled, spec = spec, _with_floats(spec, hints)
+    spelled, spec = spec, _typed(spec, hints)
     for option, value in spec.parameters.items():
         field_type = hints.get(option.replace("-", "_"))
         if _number_not_bool(field_type) and any(isinstance(v, bool) for v in value):
@@ -138,7 +149,7 @@ def pass_from_spec(pass_class: type[ModulePass], spec: ArgSpec) -> ModulePass:
 
 
 def _as_spelled(error: PassOptionError, spec: ArgSpec) -> PassOptionError:
-    """`error` with the value as the pipeline spelled it where `_with_floats` read a float from
+    """`error` with the value as the pipeline spelled it where `_typed` read a float from
     it: `launch-us=1e400` is refused as '1e400', not as 'inf'."""
     given = spec.parameters.get(error.option, spec.parameters.get(error.option.replace("-", "_")))
     if given is None or len(given) != 1 or not isinstance(given[0], str):
