@@ -293,6 +293,7 @@ COMMANDS: dict[str, list[str]] = {
     ],
     "llvm_target_unlowered": ["{good}", "-t", "llvm"],
     "asm_target_on_llvm_dialect": ["{good}", "-p", "xfuse-default", "-t", "x86-asm"],
+    "wat_target_of_other_ops": ["{good}", "-t", "wat"],
     "verify_diagnostics": ["{verifier}", "--verify-diagnostics"],
 }
 
@@ -690,6 +691,11 @@ HOSTILE: dict[str, str] = {
     "asm_target_on_llvm_dialect": (
         r"^error: target 'x86-asm' cannot print this IR \(its printer met an op it does not "
         r"take\)"
+    ),
+    # and the wat, wgsl and csl printers printed nothing of ops not of their dialects: status 0
+    "wat_target_of_other_ops": (
+        r"^error: target 'wat' cannot print this IR \(it printed nothing: its printer skips ops "
+        r"not of its dialects\)"
     ),
 }
 
