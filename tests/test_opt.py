@@ -274,6 +274,7 @@ COMMANDS: dict[str, list[str]] = {
     "empty": ["{empty}", "-p", "ew-fuse,ew-bufferize"],
     "comment_only": ["{comment_only}"],
     "bufferize_twice": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-bufferize"],
+    "bufferize_loops": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-kernel-to-loops,ew-bufferize"],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
     "bad_output_path": ["{good}", "-o", "{directory}/no/such/dir/out.mlir"],
     "nested_module": ["{nested_module}", "-p", "xfuse-default"],
@@ -680,6 +681,11 @@ HOSTILE: dict[str, str] = {
     "bufferize_twice": (
         r"ew-bufferize: 'ew\.kernel' is already bufferized \(on memrefs\): ew-bufferize "
         r"takes ew\.kernel ops on tensors \(the output of ew-fuse\)"
+    ),
+    # loops are past ew-bufferize: "run ew-fuse first" sent the user the wrong way
+    "bufferize_loops": (
+        r"^ew-bufferize: '[a-z]+\.[a-z_]+' is not inside an ew\.kernel \(ew-bufferize takes "
+        r"ew\.kernel ops on tensors, the output of ew-fuse\)"
     ),
     "malformed_pipeline": r"pass-pipeline:1:13\new-optimize\{\n *\^\n *Expected argument name",
     "bad_output_path": r"xfuse-opt: error: .*No such file or directory: .*out\.mlir",

@@ -213,8 +213,15 @@ def bufferize_function(function: func.FuncOp, reuse: bool = True) -> BufferizeSt
     """Rewrite `function` (kernels on tensors) into destination-passing style on memrefs."""
     for op in function.body.block.ops:
         if not isinstance(op, ew.KernelOp | func.ReturnOp):
+            # an ew op is one ew-fuse puts in a kernel; another (`scf.for`, `memref.alloc`) is
+            # of IR past ew-bufferize, which ew-fuse would not help
+            hint = (
+                "run ew-fuse first"
+                if op.dialect_name() == "ew"
+                else "ew-bufferize takes ew.kernel ops on tensors, the output of ew-fuse"
+            )
             raise PassFailedException(
-                f"ew-bufferize: '{op.name}' is not inside an ew.kernel (run ew-fuse first)\n{op}"
+                f"ew-bufferize: '{op.name}' is not inside an ew.kernel ({hint})\n{op}"
             )
         if isinstance(op, ew.KernelOp) and op.is_bufferized:
             raise PassFailedException(
