@@ -18,7 +18,7 @@ from xdsl.ir import Operation
 
 import xfuse
 from xfuse.dialects import ew
-from xfuse.dialects.dtypes import element_type_for
+from xfuse.dialects.dtypes import SHORT_DTYPE_NAMES, element_type_for
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.language import (
     EXCERPT_CELLS,
@@ -479,14 +479,33 @@ def test_a_long_shared_constant_chain_is_computed_once_per_node() -> None:
     assert constant.literal == 1.5
 
 
-def test_a_constant_expression_is_computed_in_the_dtype_it_meets() -> None:
-    """As a kernel would: 1e-50 is 0 and 1e50 inf in f32, so their product is NaN; f64 has 1."""
-    source = "a = 1e-50; b = 1e50; out = x * (a * b);"
-    for dtype, want in (("float32", math.nan), ("float64", 1.0)):
-        module = parse_program(source, dtype=dtype)
-        (constant,) = [op for op in body_ops(module) if isinstance(op, ew.ConstantOp)]
-        assert constant.literal == want or math.isnan(want) and math.isnan(constant.literal)
-        assert str(ew.element_type(constant.result.type)) == dtype.replace("float", "f")
+@pytest.mark.parametrize(
+    ("source", "dtype", "want"),
+    [
+        # 1e-50 is 0 and 1e50 inf in f32, so their product is NaN; f64 has 1
+        ("a = 1e-50; b = 1e50; out = x * (a * b);", "float32", math.nan),
+        ("a = 1e-50; b = 1e50; out = x * (a * b);", "float64", 1.0),
+        # f16 and bf16 kernels compute in f32, rounding the literals and the result only: each
+        # step rounded to f16 made 300 * 300 inf (an f16 kernel of arrays of 300 and 1000, and
+        # numpy's Python floats, give 90), and bf16 steps 0.046875
+        ("out = x * (300 * 300 / 1000);", "float16", 90.0),
+        ("out = x * (exp(12) / exp(11));", "float16", float(np.float16(np.e))),
+        ("a = 1.0234375; out = x * (a * a - 1);", "bfloat16", 0.04736328125),
+        ("out = x * -(0.0 / 0.0);", "float16", -math.nan),  # (the fold's NaN sign kept)
+        ("out = x * 1e5;", "float16", 1e5),  # (a bare literal keeps its f64 text)
+    ],
+)
+def test_a_constant_expression_is_computed_as_a_kernel_of_its_dtype(
+    source: str, dtype: str, want: float
+) -> None:
+    module = parse_program(source, dtype=dtype)
+    (constant,) = [op for op in body_ops(module) if isinstance(op, ew.ConstantOp)]
+    if math.isnan(want):
+        assert math.isnan(constant.literal)
+        assert math.copysign(1, constant.literal) == math.copysign(1, want)
+    else:
+        assert constant.literal == want
+    assert str(ew.element_type(constant.result.type)) == SHORT_DTYPE_NAMES[dtype]
 
 
 @pytest.mark.parametrize("fuse", [True, False])

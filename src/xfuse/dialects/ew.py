@@ -543,6 +543,16 @@ def constant_value(value: SSAValue) -> float | None:
     return round_to_element(literal, owner.result.type)
 
 
+_F32 = Float32Type()
+"""Built once: asked for per kernel value, a new `Float32Type()` costs a verified attribute."""
+
+
+def compute_type(element: Attribute) -> Attribute:
+    """The type a kernel computes `element` in: f32 for the f16/bf16 storage types, else the
+    element type (a value the program never stores keeps f32's precision and range)."""
+    return _F32 if isinstance(element, Float16Type | BFloat16Type) else element
+
+
 def round_to_element(value: float, type_: Attribute) -> float:
     """`value` rounded to a float element type (or a tensor's or memref's); any NaN becomes
     `CANONICAL_NAN`.

@@ -23,6 +23,7 @@ leaves `loc(unknown)`.
 
 from __future__ import annotations
 
+import math
 import re
 import struct
 from collections.abc import Mapping, Sequence
@@ -74,12 +75,16 @@ class Weak:
     """`value_in`'s results by element type."""
 
     def value_in(self, element: Attribute) -> float:
-        """The value as kernels of `element` compute it (a bare literal keeps its f64 text).
+        """The value as kernels of `element` compute it (a bare literal keeps its f64 text):
+        each literal rounded to `element`, as a kernel's constants are, each op computed in
+        `ew.compute_type(element)` (f32 for f16 and bf16: `300 * 300 / 1000` is 90 there, where
+        rounding each step to f16 overflowed), the result rounded to `element` once.
 
         Each node of the expression is computed once per element type, without recursion: a
         name rebound to itself (`a = a * a;`) thousands of times is a deep, shared graph.
         """
         key = type(element)
+        compute = ew.compute_type(element)
         pending = [self]
         while pending:
             node = pending[-1]
@@ -91,9 +96,15 @@ class Weak:
             if node.op_type is None:
                 node.values[key] = node.literal
             elif key not in node.values:
-                operands = [o.values[key] for o in node.operands]
-                node.values[key] = ew.fold_literals(node.op_type, operands, element)
-        return self.values[key]
+                operands = [
+                    o.values[key] if o.op_type else ew.round_to_element(o.literal, element)
+                    for o in node.operands
+                ]
+                node.values[key] = ew.fold_literals(node.op_type, operands, compute)
+        value = self.values[key]
+        if self.op_type is None or math.isnan(value):  # (a NaN's sign is the fold's to say)
+            return value
+        return ew.round_to_element(value, element)
 
 
 Value = SSAValue | Weak

@@ -55,7 +55,6 @@ from xfuse.dialects import ew
 from xfuse.transforms.expand_math import EwExpandMathPass, simple_power
 from xfuse.transforms.options import FuseMode, check_choice, check_option
 from xfuse.transforms.scalar import (
-    compute_type,
     emit_constant,
     emit_convert,
     emit_scalar,
@@ -354,7 +353,7 @@ class FusionStats:
 
 
 def _compute_type_of(value: SSAValue) -> Attribute:
-    return compute_type(ew.element_type(value.type))
+    return ew.compute_type(ew.element_type(value.type))
 
 
 def _drop_unused(block: Block) -> None:
@@ -441,7 +440,7 @@ def _result_kernel(value: SSAValue) -> ew.KernelOp:
     block = Block(arg_types=[element for _ in inputs])
     builder = Builder(InsertPoint.at_end(block))
     scalar = (
-        narrow(builder, emit_constant(builder, literal, compute_type(element)), element)
+        narrow(builder, emit_constant(builder, literal, ew.compute_type(element)), element)
         if literal is not None
         else block.args[0]
     )

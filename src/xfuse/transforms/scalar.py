@@ -2,7 +2,7 @@
 
 Fusion builds kernel regions from it; to give a new elementwise op its scalar form, add one entry
 to `SCALAR_LOWERINGS`. f16 and bf16 are storage types: a region computes in f32
-(`compute_type`), widening its block arguments with `arith.extf` and rounding its yields back
+(`ew.compute_type`), widening its block arguments with `arith.extf` and rounding its yields back
 with `arith.truncf` (`widen` / `narrow`). `ew.convert` becomes `emit_convert`: a value held in
 its compute type is rounded to the target element type and held in the target's compute type.
 
@@ -21,9 +21,6 @@ from xdsl.builder import Builder
 from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import (
     AnyFloat,
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
     FloatAttr,
     UnitAttr,
 )
@@ -263,15 +260,6 @@ def _mark_expansion(result: SSAValue, args: Sequence[SSAValue]) -> None:
         pending.extend(owner.operands)
 
 
-_F32 = Float32Type()
-"""Built once: asked for per kernel value, a new `Float32Type()` costs a verified attribute."""
-
-
-def compute_type(element: Attribute) -> Attribute:
-    """The type a region computes in: f32 for the f16/bf16 storage types, else the element type."""
-    return _F32 if isinstance(element, Float16Type | BFloat16Type) else element
-
-
 def _bits(type_: Attribute) -> int:
     return cast(AnyFloat, type_).bitwidth
 
@@ -290,13 +278,13 @@ def _cast(builder: Builder, value: SSAValue, type_: Attribute) -> SSAValue:
 def emit_convert(builder: Builder, value: SSAValue, target: Attribute) -> SSAValue:
     """`ew.convert` to the element type `target` of `value` (held in its source's compute type).
 
-    The result is held in `compute_type(target)`. Narrowing rounds once to nearest even with
+    The result is held in `ew.compute_type(target)`. Narrowing rounds once to nearest even with
     `arith.truncf` (f32 -> bf16 -> f32 for a bf16 target; f64 -> f16 and f64 -> bf16 directly,
     never through f32, which would round twice).
     """
     if _bits(target) < _bits(value.type):
         value = _cast(builder, value, target)
-    return _cast(builder, value, compute_type(target))
+    return _cast(builder, value, ew.compute_type(target))
 
 
 def widen(builder: Builder, value: SSAValue, compute: Attribute) -> SSAValue:
