@@ -332,7 +332,9 @@ def test_invalid_ir_is_rejected(chunk: str, message: str) -> None:
     assert message in (error.msg if isinstance(error, ParseError) else str(error))
 
 
-@pytest.mark.parametrize("dims", ['["t"]', '["t", "t", "t"]', "[1, 2]", '"t"', '["5", "n"]'])
+@pytest.mark.parametrize(
+    "dims", ['["t"]', '["t", "t", "t"]', "[1, 2]", '"t"', '["5", "n"]', '["\u0663", "n"]']
+)
 def test_an_argument_dims_attribute_not_of_its_type_is_a_verify_error(dims: str) -> None:
     """Hand-written IR: a short `ew.dims` was "zip() argument 2 is longer than argument 1" from
     ew-cost and compile_module, integers an AttributeError, `["5", "n"]` on a dim of 4 a kernel
@@ -354,6 +356,9 @@ def test_an_argument_dims_attribute_not_of_its_type_is_a_verify_error(dims: str)
         ew.declared_dims(only_function(parse(text)).args[0])
     kernel = compile_module(parse(text.replace(dims, '["4", "n"]')))
     assert str(kernel.signature).startswith("(x: float32[4, n])"), kernel.signature
+    # a digit that is no decimal is a name, not a size (int() refused it: a raw ValueError)
+    kernel = compile_module(parse(text.replace(dims, '["4", "\u00b2"]')))
+    assert str(kernel.signature).startswith("(x: float32[4, \u00b2])"), kernel.signature
 
 
 def test_verifier_messages_from_the_python_api() -> None:

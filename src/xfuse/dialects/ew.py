@@ -162,7 +162,7 @@ def declared_dims(argument: BlockArgument) -> tuple[str, ...] | None:
         or not isinstance(dims, ArrayAttr)
         or len(names) != len(dims.data)
         or len(names) != len(shape)
-        or any(n.isdigit() and int(n) != size for n, size in zip(names, shape, strict=True))
+        or any(n.isdecimal() and int(n) != size for n, size in zip(names, shape, strict=True))
     ):
         function = cast(func.FuncOp, argument.block.parent_op())
         raise VerifyException(
@@ -399,7 +399,7 @@ def tied_axis_groups(arguments: Sequence[BlockArgument], rank: int) -> list[list
         names = declared_dims(argument) or ()
         for index, name in enumerate(names):
             axis = rank - len(names) + index
-            if name == "?" or name.isdigit() or axis < 0:  # (a static size is no name)
+            if name == "?" or name.isdecimal() or axis < 0:  # (a static size is no name)
                 continue
             parent[root(axis)] = root(first_axis.setdefault(name, axis))
     groups: dict[int, list[int]] = {}
