@@ -469,6 +469,15 @@ def test_xfuse_functions_on_numpy_arrays_take_a_python_number_in_their_dtype() -
     # where's condition stays a condition: the arms take the number
     mask = np.array([True, False, True])
     assert_same(xfuse.where(mask, x16, 0.1), np.where(mask, x16, np.float16(0.1)))
+    # a number first, before a bfloat16 array (ml_dtypes promotes arrays so to float32)
+    brain = np.array([0.1, 2.0], ml_dtypes.bfloat16)
+    for eager, numpys in (
+        (xfuse.equal(0.1, brain), np.equal(0.1, brain)),
+        (xfuse.maximum(0.1, brain), np.maximum(0.1, brain)),
+    ):
+        assert eager.dtype == numpys.dtype
+        np.testing.assert_array_equal(eager, numpys)
+    assert xfuse.maximum(0.1, brain).dtype == ml_dtypes.bfloat16
 
 
 def test_xfuse_power_on_numpy_arrays_is_the_kernels_pow() -> None:

@@ -847,10 +847,11 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
                 )
                 raise TypeError(f"xfuse.{name}(): xfuse computes with real numbers, not {what}")
         # NEP 50: a Python number takes the array's dtype (`xfuse.maximum(x, 0.0)` keeps x's);
-        # where's result has its arms' dtype
+        # where's result has its arms' dtype. Of dtypes, not arrays: ml_dtypes promotes a Python
+        # float before a bfloat16 array to float32 (`np.result_type(0.1, a)`), after it not.
         values = args[1:] if op_type is ew.SelectOp else args
         dtype = np.result_type(
-            *(a if isinstance(a, int | float) else np.asarray(a) for a in values)
+            *(a if isinstance(a, int | float) else np.asarray(a).dtype for a in values)
         )
         floating = np.issubdtype(dtype, np.floating) or dtype == numpy_dtype("bfloat16")
         if floating:  # a Python number in the arrays' dtype, as numpy's loop and a kernel take it
