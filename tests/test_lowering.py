@@ -6,9 +6,13 @@ import ctypes
 import dataclasses
 import functools
 import mmap
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from fractions import Fraction
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import llvmlite.binding as llvm_binding
@@ -219,6 +223,64 @@ def test_a_cpu_or_feature_llvm_does_not_know_is_an_error_naming_it(
     with pytest.raises(ValueError, match=re.escape(unknown)):
         use_cpu(name, features)
     assert use_cpu(*ZEN3).name == "znver3"
+
+
+FIRST_COMPILES_IN_THREADS = """
+import os, sys, threading
+import numpy as np
+import xfuse
+
+stderr = os.readlink("/proc/self/fd/2") if sys.stderr is not None else None
+functions = [xfuse.jit(lambda x, i=i: np.exp(x) * (i + 2.0)) for i in range(4)]
+barrier = threading.Barrier(4)
+
+results = {}
+
+def first_compile(i):
+    barrier.wait()
+    try:
+        results[i] = float(functions[i](np.ones(8, np.float32))[0])
+    except BaseException as error:
+        results[i] = repr(error)
+
+threads = [threading.Thread(target=first_compile, args=(i,)) for i in range(4)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+if stderr is not None:
+    assert os.readlink("/proc/self/fd/2") == stderr, os.readlink("/proc/self/fd/2")
+print(sorted(results.items()))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/fd"), reason="Linux's /proc")
+@pytest.mark.parametrize("stderr", ["a file", "closed"])
+def test_checking_the_named_cpu_leaves_stderr_as_it_was(tmp_path: Path, stderr: str) -> None:
+    """Threads each making the first compile saved each other's capture of stderr (fd 2) as
+    stderr, which stayed in its place, a deleted file (3 runs in 10); a process without stderr
+    (`2>&-`) failed with "'NoneType' object has no attribute 'flush'"."""
+    environment = {
+        **os.environ,
+        "XFUSE_CPU_NAME": ZEN3[0],
+        "XFUSE_CPU_FEATURES": ZEN3[1],
+        "XFUSE_CACHE": "0",
+    }
+    with open(tmp_path / "stderr.txt", "w") as file:
+        for _ in range(3):
+            run = subprocess.run(
+                [sys.executable, "-c", FIRST_COMPILES_IN_THREADS],
+                env=environment,
+                stdout=subprocess.PIPE,
+                stderr=file,
+                text=True,
+                timeout=300,
+                preexec_fn=(lambda: os.close(2)) if stderr == "closed" else None,
+                check=False,
+            )
+            want = [(i, float(np.float32(np.e) * np.float32(i + 2))) for i in range(4)]
+            assert run.returncode == 0, (tmp_path / "stderr.txt").read_text()
+            assert run.stdout == f"{want}\n"
 
 
 # An AVX2-only host (AMD Zen 3) as XFUSE_CPU_NAME / XFUSE_CPU_FEATURES describe it.

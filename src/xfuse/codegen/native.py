@@ -177,21 +177,35 @@ def host_cpu() -> HostCpu:
     return HostCpu(name, features)
 
 
+_STDERR_CAPTURE = threading.Lock()
+"""Held while `_subtarget_complaints` has file descriptor 2: threads that each made their first
+compile at once (`host_cpu` is not computed once for them) saved each other's temporary file as
+stderr, which then stayed in its place, deleted."""
+
+
 def _subtarget_complaints(name: str, features: str) -> str:
     """What LLVM writes to the process's stderr (file descriptor 2, which Python does not see)
-    making code for CPU `name` with `features`: an empty module's assembly."""
+    making code for CPU `name` with `features`: an empty module's assembly. Whatever else the
+    process writes there meanwhile (a millisecond, once) is captured too, and lost."""
     module = llvm_binding.parse_assembly("")
     module.triple = llvm_binding.get_process_triple()
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
+    with _STDERR_CAPTURE, tempfile.TemporaryFile() as captured:
+        if sys.stderr is not None:  # (None in a process started without one: `2>&-`)
+            sys.stderr.flush()
+        try:
+            saved: int | None = os.dup(2)
+        except OSError:  # (no descriptor 2: closed again after)
+            saved = None
         os.dup2(captured.fileno(), 2)
         try:
             machine = _process_target().create_target_machine(cpu=name, features=features, jit=True)
             machine.emit_assembly(module)
         finally:
-            os.dup2(saved, 2)
-            os.close(saved)
+            if saved is None:
+                os.close(2)
+            else:
+                os.dup2(saved, 2)
+                os.close(saved)
         captured.seek(0)
         return captured.read().decode(errors="replace")
 
