@@ -1029,6 +1029,10 @@ def test_a_float_option_takes_a_float_spelled_as_mlir_opt_takes_it(text: str, va
         ("stats=0", False),
         ("stats=FALSE", False),
         ("stats=False", False),
+        # quoted, as mlir-opt takes them (they were "bad value 'true' ... expected true or false")
+        ('stats="true"', True),
+        ('stats="1"', True),
+        ('stats="false"', False),
     ],
 )
 def test_a_bool_option_takes_what_mlir_opt_takes(text: str, value: bool) -> None:
@@ -1039,10 +1043,19 @@ def test_a_bool_option_takes_what_mlir_opt_takes(text: str, value: bool) -> None
     assert fuse.stats is value
 
 
-@pytest.mark.parametrize("text", ["2", "yes", '"1"'])
+@pytest.mark.parametrize("text", ["2", "yes", '"2"', '"yes"'])
 def test_a_bool_option_refuses_other_words(text: str) -> None:
     (spec,) = parse_pipeline(f"ew-fuse{{stats={text}}}")
     with pytest.raises(PassSpecError, match="^ew-fuse: bad value .* for option 'stats': expected"):
+        pass_from_spec(EwFusePass, spec)
+
+
+def test_an_integer_option_takes_a_quoted_integer() -> None:
+    """As mlir-opt does (`canonicalize{max-iterations="3"}`): it was "expected an integer"."""
+    (spec,) = parse_pipeline('ew-fuse{max-ops="5"}')
+    assert pass_from_spec(EwFusePass, spec).max_ops == 5
+    (spec,) = parse_pipeline('ew-fuse{max-ops="5x"}')
+    with pytest.raises(PassSpecError, match="^ew-fuse: bad value '5x' for option 'max-ops'"):
         pass_from_spec(EwFusePass, spec)
 
 

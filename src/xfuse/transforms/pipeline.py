@@ -71,17 +71,24 @@ def _number_not_bool(field_type: object) -> bool:
     return bool not in alternatives and any(t in (int, float) for t in alternatives)
 
 
-_MLIR_BOOLS = {"TRUE": True, "True": True, 1: True, "FALSE": False, "False": False, 0: False}
-"""What mlir-opt's options take for a bool besides `true` and `false` (LLVM's `cl::opt<bool>`),
-as xDSL's lexer reads them: `stats=1` was "bad value '1'"."""
+_MLIR_BOOLS = {
+    **{spelling: True for spelling in ("true", "TRUE", "True", "1", 1)},
+    **{spelling: False for spelling in ("false", "FALSE", "False", "0", 0)},
+}
+"""What mlir-opt's options take for a bool (LLVM's `cl::opt<bool>`), as xDSL's lexer reads them
+(`1` an int, `TRUE` a word, `"true"` quoted a string): `stats=1` was "bad value '1'"."""
+
+_INTEGER_TEXT = re.compile(r"[-+]?[0-9]+")
+"""A quoted integer (`max-ops="5"`), which mlir-opt takes for an integer option."""
 
 
 def _typed(spec: ArgSpec, hints: Mapping[str, object]) -> ArgSpec:
     """`spec` with its values read as mlir-opt reads them for the options' types: a value
     spelling a float (`1e3`, `inf`, `nan`) of an option that takes a float and no string a
     float (xDSL's lexer takes those for words: `launch-us=1e3` was "expected a number"; the
-    pass then checks the value's range); a bool option given alone (`{stats}`) true, and
-    LLVM's other spellings of a bool (`TRUE`, `1`) that bool."""
+    pass then checks the value's range); a quoted integer of an integer option an int; a bool
+    option given alone (`{stats}`) true, and LLVM's other spellings of a bool (`TRUE`, `1`,
+    quoted `"true"`) that bool."""
 
     def value(option: str, given: ParameterType) -> ParameterType:
         alternatives = _alternatives(hints.get(option.replace("-", "_")))
@@ -94,6 +101,13 @@ def _typed(spec: ArgSpec, hints: Mapping[str, object]) -> ArgSpec:
             return float(given)
         if alternatives == (bool,) and isinstance(given, str | int) and given in _MLIR_BOOLS:
             return _MLIR_BOOLS[given]
+        if (
+            isinstance(given, str)
+            and int in alternatives
+            and str not in alternatives
+            and _INTEGER_TEXT.fullmatch(given)
+        ):
+            return int(given)
         return given
 
     def values(option: str, given: tuple[ParameterType, ...]) -> tuple[ParameterType, ...]:
