@@ -11,9 +11,9 @@ cost again, start its slice threads again and fault in a new workspace.
 A `@xfuse.jit` function pickles as a reference to its module's name when it is importable there
 (the usual decorated module-level function), else as its Python function (which pickle must be
 able to send: cloudpickle, which dask uses, sends `__main__`'s and local functions by value), its
-options and the kernels it has compiled so far, so the receiver does not trace again. One of a
-script (`__main__`) pickles as both: by value where cloudpickle is installed, by name otherwise
-(`rebuild_main_jit`).
+options and the kernels it has compiled so far, so the receiver does not trace again; so does
+one of a script (`__main__`), whose Python function plain pickle sends by name (a
+multiprocessing child runs the script) and cloudpickle by value (a dask worker does not).
 
 Unpickling a kernel whose program the receiver's disk cache holds imports no xDSL.
 """
@@ -21,7 +21,6 @@ Unpickling a kernel whose program the receiver's disk cache holds imports no xDS
 from __future__ import annotations
 
 import functools
-import pickle
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -58,64 +57,47 @@ def rebuilt_kernel(program: Program, threads: int) -> Kernel:
     return Kernel(program, threads)
 
 
-def _named(function: JitFunction) -> bool:
-    """True when `module.qualname` names this very object. One of a `functools.partial` or a
-    callable object has no `__qualname__` (it was an AttributeError): pickled by value."""
-    module = sys.modules.get(function.__module__)
-    qualname = getattr(function, "__qualname__", None)
-    if module is None or qualname is None:
-        return False
-    found: Any = module
+def _found(module_name: str, qualname: str | None) -> Any:
+    """What `module.qualname` names now (None where nothing does)."""
+    found: Any = sys.modules.get(module_name)
+    if found is None or qualname is None:
+        return None
     for part in qualname.split("."):
         found = getattr(found, part, None)
-    return found is function
+    return found
 
 
 def jit_reduction(function: JitFunction) -> str | tuple[Any, ...]:
-    """`JitFunction.__reduce__`: by name where importable, else by value. A decorated function
-    of a script (`__main__`) is both: the receiver's `__main__` may be the script (a
-    multiprocessing child's) or not (a dask worker's). By value, plain pickle refused it: the
-    Python function inside is saved by its name, which names the jit function."""
-    if not _named(function):
-        return (rebuild_jit, _by_value(function))
-    if function.__module__ != "__main__":
-        return function.__qualname__
-    try:
-        import cloudpickle  # (sends `__main__`'s functions by value; dask's)
-    except ImportError:
-        by_value = None
-    else:
-        by_value = cloudpickle.dumps(_by_value(function))
-    return (rebuild_main_jit, (function.__qualname__, by_value))
-
-
-def _by_value(function: JitFunction) -> tuple[Any, ...]:
-    """`rebuild_jit`'s arguments: the Python function, options and kernels so far."""
+    """`JitFunction.__reduce__`: by name where importable, else by value: its Python function
+    (`_python_function`), options and kernels so far. A decorated function of a script
+    (`__main__`) goes by value: the receiver's `__main__` may be the script (a multiprocessing
+    child's) or not (a dask worker's)."""
+    qualname = getattr(function, "__qualname__", None)  # (none: a partial, a callable object)
+    if function.__module__ != "__main__" and _found(function.__module__, qualname) is function:
+        return str(qualname)
     return (
-        function.function,
-        function.options,
-        function.threads,
-        function.kernels.copy(),  # (copies: other threads' calls may add to them)
-        function.booleans.copy(),
+        rebuild_jit,
+        (
+            _python_function(function),
+            function.options,
+            function.threads,
+            function.kernels.copy(),  # (copies: other threads' calls may add to them)
+            function.booleans.copy(),
+        ),
     )
 
 
-def rebuild_main_jit(qualname: str, by_value: bytes | None) -> JitFunction:
-    """A script's jit function: by value where cloudpickle could send it, else the one that
-    this process's `__main__` names `qualname` (a multiprocessing child runs the script)."""
-    if by_value is not None:
-        return rebuild_jit(*pickle.loads(by_value))
-    found: Any = sys.modules.get("__main__")
-    for part in qualname.split("."):
-        found = getattr(found, part, None)
-    from xfuse.runtime.jit import JitFunction
-
-    if not isinstance(found, JitFunction):
-        raise pickle.UnpicklingError(
-            f"the @xfuse.jit function {qualname} of a script is not in this process's "
-            "__main__: install cloudpickle (pip install cloudpickle) to send it by value"
-        )
-    return found
+def _python_function(function: JitFunction) -> Any:
+    """The function `function` traces, as pickle can send it: by its name where it has one
+    (cloudpickle sends a script's by value), which for a decorated function (or the jit of a
+    jit function) names the jit function, not it, and plain pickle refused it ("not the same
+    object as __main__.f"): its `__qualname__` becomes `f.function`, which names it."""
+    python = function.function
+    qualname = getattr(python, "__qualname__", None)
+    named = _found(getattr(python, "__module__", ""), qualname)
+    if isinstance(named, type(function)) and named.function is python:
+        python.__qualname__ = f"{qualname}.function"
+    return python
 
 
 def rebuild_jit(
