@@ -296,6 +296,39 @@ def test_a_jit_function_in_a_cycle_pickles_by_value_in_one_pass() -> None:
     assert loaded.kernels.keys() == scaled.kernels.keys()
 
 
+UNPICKLED_SIGNATURES = """
+import pickle, sys
+import numpy as np
+kernel, traced = pickle.load(sys.stdin.buffer)
+print(kernel.signature, traced.signature)
+print(traced(a=np.ones(2, np.float32), \u00e9=np.full(2, 3, np.float32)).tolist())
+"""
+
+
+def test_non_ascii_names_survive_pickling() -> None:
+    """xDSL prints a non-ASCII name as escaped bytes (`"t\\C3\\A9"`) and parses it back as a
+    `BytesAttr`: a process that parsed the pickled IR (no disk cache) lost the names (a
+    VerifyException for a dim `t\u00e9`, `arg1` for an input `\u00e9`)."""
+    kernel = xfuse.compile("input x, b; out = x + b;", shapes={"x": ["t\u00e9", "d"], "b": ["d"]})
+    traced = xfuse.jit(lambda a, é: a * é)
+    x = np.ones(2, np.float32)
+    traced(x, x)
+    (traced_kernel,) = traced.kernels.values()
+    run = subprocess.run(
+        [sys.executable, "-c", UNPICKLED_SIGNATURES],
+        input=pickle.dumps((kernel, traced_kernel)),
+        capture_output=True,
+        env={**os.environ, "XFUSE_CACHE": "0"},
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr.decode()
+    assert run.stdout.decode().splitlines() == [
+        f"{kernel.signature} {traced_kernel.signature}",
+        "[3.0, 3.0]",
+    ]
+    assert str(kernel.signature).startswith("(x: float32[t\u00e9, d]")
+
+
 def test_a_local_jit_function_needs_cloudpickle() -> None:
     @xfuse.jit
     def double(x):

@@ -44,6 +44,7 @@ from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
     BFloat16Type,
+    BytesAttr,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -140,6 +141,21 @@ def argument_attribute(argument: BlockArgument, key: str) -> Attribute | None:
     return function.arg_attrs.data[argument.index].data.get(key)
 
 
+def attribute_text(attribute: Attribute | None) -> str | None:
+    """The text of a string attribute: a `StringAttr`'s, or a `BytesAttr`'s that is UTF-8, as
+    xDSL parses back what it printed of a non-ASCII `StringAttr` (`"t\\C3\\A9"` for `té`: the
+    names of a kernel's IR, which a pickled kernel is, were lost in another process); else
+    None."""
+    if isinstance(attribute, StringAttr):
+        return attribute.data
+    if isinstance(attribute, BytesAttr):
+        try:
+            return attribute.data.decode()
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
 def declared_dims(argument: BlockArgument) -> tuple[str, ...] | None:
     """The `ew.dims` of a function argument, if the frontend gave it one: a name per dim of its
     type (a static dim's is its size). Hand-written IR with another is a VerifyException naming
@@ -152,11 +168,8 @@ def declared_dims(argument: BlockArgument) -> tuple[str, ...] | None:
         if isinstance(argument.type, TensorType | MemRefType)
         else None
     )
-    names = (
-        tuple(d.data for d in dims.data if isinstance(d, StringAttr))
-        if isinstance(dims, ArrayAttr)
-        else ()
-    )
+    texts = [attribute_text(d) for d in dims.data] if isinstance(dims, ArrayAttr) else []
+    names = tuple(text for text in texts if text is not None)
     if (
         shape is None
         or not isinstance(dims, ArrayAttr)
@@ -181,8 +194,8 @@ def op_name(op: Operation) -> str:
 
 def input_name(argument: BlockArgument) -> str | None:
     """The name of a function argument in the source: its `ew.name`, else its name hint."""
-    name = argument_attribute(argument, NAME_ATTRIBUTE)
-    return name.data if isinstance(name, StringAttr) else argument.name_hint
+    name = attribute_text(argument_attribute(argument, NAME_ATTRIBUTE))
+    return name if name is not None else argument.name_hint
 
 
 def check_tensor_signature(function: func.FuncOp, pass_name: str) -> None:
