@@ -108,6 +108,18 @@ def test_errors_of_an_expression_are_located_in_it(program: str, line: int, colu
 
 
 @pytest.mark.parametrize(
+    ("program", "found"),
+    [("(x + ", "end of input"), ("(x + # more\n", "end of input"), ("(x + ;", "';'")],
+)
+def test_an_error_at_the_completions_semicolon_says_end_of_input(program: str, found: str) -> None:
+    """`(x + ` said "found ';'", a `;` the user never wrote (`xfuse cost` of the same: "found
+    end of input"); one the user wrote is named."""
+    with pytest.raises(EwSyntaxError) as error:
+        bench.bench(program, sizes=[16], repeat=1)
+    assert error.value.message == f"expected an expression, found {found}"
+
+
+@pytest.mark.parametrize(
     ("program", "line", "column"),
     [("\n\n# c\ninput h[?];\nout = hh * h\n", 5, 7), ("    input h[?]; out = hh * h;", 1, 23)],
 )

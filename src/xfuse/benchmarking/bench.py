@@ -113,7 +113,12 @@ def located_in_program(error: EwSyntaxError, program: str, source: str) -> EwSyn
             break
     else:
         program_offset = len(program)
-    return EwSyntaxError(error.message, program, program_offset, error.filename)
+    message = error.message
+    rest = LINE_BREAK.split(program[program_offset:])
+    if message.endswith("found ';'") and not any(line.partition("#")[0].strip() for line in rest):
+        # the `;` found is the completion's, after all the program's code: its end, to the user
+        message = message.removesuffix("';'") + "end of input"
+    return EwSyntaxError(message, program, program_offset, error.filename)
 
 
 def _float64_reference(parsed: ModuleOp, arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, ...]:
