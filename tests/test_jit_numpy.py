@@ -478,6 +478,15 @@ def test_xfuse_functions_on_numpy_arrays_take_a_python_number_in_their_dtype() -
         assert eager.dtype == numpys.dtype
         np.testing.assert_array_equal(eager, numpys)
     assert xfuse.maximum(0.1, brain).dtype == ml_dtypes.bfloat16
+    # and rounded to bfloat16 through float32, as numpy's loops and the kernels round it
+    tie = 1 + 2**-8 + 2**-40  # (1 in float32, then a tie of bfloat16: 1; once from f64 up)
+    signed = np.array([1.0, -1.0, 0.3], ml_dtypes.bfloat16)
+    for eager, numpys, jitted in (
+        (xfuse.maximum(signed, tie), np.maximum(signed, tie), np.maximum),
+        (xfuse.power(signed, tie), np.power(signed, tie), np.power),
+    ):
+        np.testing.assert_array_equal(eager, numpys)
+        np.testing.assert_array_equal(eager, xfuse.jit(lambda v, f=jitted: f(v, tie))(signed))
 
 
 def test_xfuse_power_on_numpy_arrays_is_the_kernels_pow() -> None:
