@@ -92,22 +92,12 @@ def _typed(spec: ArgSpec, hints: Mapping[str, object]) -> ArgSpec:
 
     def value(option: str, given: ParameterType) -> ParameterType:
         alternatives = _alternatives(hints.get(option.replace("-", "_")))
-        if (
-            isinstance(given, str)
-            and float in alternatives
-            and str not in alternatives
-            and _FLOAT_TEXT.fullmatch(given)
-        ):
-            return float(given)
         if alternatives == (bool,) and isinstance(given, str | int) and given in _MLIR_BOOLS:
             return _MLIR_BOOLS[given]
-        if (
-            isinstance(given, str)
-            and int in alternatives
-            and str not in alternatives
-            and _INTEGER_TEXT.fullmatch(given)
-        ):
-            return int(given)
+        if isinstance(given, str) and str not in alternatives:
+            for number, text in ((float, _FLOAT_TEXT), (int, _INTEGER_TEXT)):
+                if number in alternatives and text.fullmatch(given):
+                    return number(given)
         return given
 
     def values(option: str, given: tuple[ParameterType, ...]) -> tuple[ParameterType, ...]:
