@@ -283,6 +283,51 @@ def test_checking_the_named_cpu_leaves_stderr_as_it_was(tmp_path: Path, stderr: 
             assert run.stdout == f"{want}\n"
 
 
+FORK_WHILE_STDERR_IS_CAPTURED = """
+import faulthandler, os, sys, threading, time
+import xfuse
+from xfuse.codegen import native
+
+held = threading.Event()
+
+def capturing():  # (as a thread checking the named CPU holds it, for longer)
+    with native._STDERR_CAPTURE:
+        held.set()
+        time.sleep(0.5)
+
+thread = threading.Thread(target=capturing)
+thread.start()
+held.wait()
+child = os.fork()
+if child == 0:
+    faulthandler.dump_traceback_later(60, exit=True)
+    xfuse.compile("out = x + 1;")
+    os._exit(0)
+thread.join()
+print(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
+"""
+
+
+def test_a_fork_while_stderr_is_captured_waits_for_it() -> None:
+    """A child forked while a thread held the capture's lock inherited it held: its first
+    compile waited forever (as for the process's other locks, the fork now waits)."""
+    environment = {
+        **os.environ,
+        "XFUSE_CPU_NAME": ZEN3[0],
+        "XFUSE_CPU_FEATURES": ZEN3[1],
+        "XFUSE_CACHE": "0",
+    }
+    run = subprocess.run(
+        [sys.executable, "-c", FORK_WHILE_STDERR_IS_CAPTURED],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert (run.returncode, run.stdout) == (0, "0\n"), run.stderr
+
+
 # An AVX2-only host (AMD Zen 3) as XFUSE_CPU_NAME / XFUSE_CPU_FEATURES describe it.
 ZEN3 = ("znver3", "+sse4.2,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+popcnt,+lzcnt,+movbe")
 

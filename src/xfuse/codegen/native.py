@@ -181,6 +181,14 @@ _STDERR_CAPTURE = threading.Lock()
 """Held while `_subtarget_complaints` has file descriptor 2: threads that each made their first
 compile at once (`host_cpu` is not computed once for them) saved each other's temporary file as
 stderr, which then stayed in its place, deleted."""
+# A fork waits until no thread captures stderr, as for llvmlite's lock above (a child made
+# meanwhile waited forever on its first compile, or kept fd 2 on the temporary file). Registered
+# after that one, it is taken first: the capture's own order (it calls LLVM holding it).
+os.register_at_fork(
+    before=_STDERR_CAPTURE.acquire,
+    after_in_parent=_STDERR_CAPTURE.release,
+    after_in_child=_STDERR_CAPTURE.release,
+)
 
 
 def _subtarget_complaints(name: str, features: str) -> str:
