@@ -32,6 +32,7 @@ from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Options, parse_ir
 from xfuse.tools.opt import main
 from xfuse.transforms import ALL_PASSES
+from xfuse.transforms.cost import EwCostPass
 from xfuse.transforms.default_pipeline import XfuseDefaultPass, default_pipeline
 from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.fuse import EwFusePass
@@ -1048,6 +1049,15 @@ def test_a_bool_option_refuses_other_words(text: str) -> None:
     (spec,) = parse_pipeline(f"ew-fuse{{stats={text}}}")
     with pytest.raises(PassSpecError, match="^ew-fuse: bad value .* for option 'stats': expected"):
         pass_from_spec(EwFusePass, spec)
+
+
+def test_a_string_option_takes_true_as_text() -> None:
+    """mlir-opt reads a string option's `true` as text; xDSL's lexer made it a bool ("expected
+    a string"): `ew-cost{epilogue=true}` names an input `true`."""
+    (spec,) = parse_pipeline("ew-cost{epilogue=true}")
+    assert pass_from_spec(EwCostPass, spec).epilogue == "true"
+    (spec,) = parse_pipeline("ew-cost{epilogue=false}")
+    assert pass_from_spec(EwCostPass, spec).epilogue == "false"
 
 
 def test_an_integer_option_takes_a_quoted_integer() -> None:

@@ -94,6 +94,8 @@ def _typed(spec: ArgSpec, hints: Mapping[str, object]) -> ArgSpec:
         alternatives = _alternatives(hints.get(option.replace("-", "_")))
         if alternatives == (bool,) and isinstance(given, str | int) and given in _MLIR_BOOLS:
             return _MLIR_BOOLS[given]
+        if alternatives == (str,) and isinstance(given, bool):  # (xDSL's lexer's: text to mlir)
+            return "true" if given else "false"
         if isinstance(given, str) and str not in alternatives:
             for number, text in ((float, _FLOAT_TEXT), (int, _INTEGER_TEXT)):
                 if number in alternatives and text.fullmatch(given):
