@@ -93,6 +93,14 @@ def test_lecture_unfused_bill(unfused: FunctionCost) -> None:
     assert {k.bound for k in unfused.kernels} == {"memory"}
 
 
+def test_kernels_name_their_inputs_as_the_program_does() -> None:
+    """An input `w_1` (whose name hint xDSL keeps as `w`, its `ew.name` as `w_1`) was called
+    `w` beside the input `w`: "w, w -> out"."""
+    program = cost_program("input w_1, w; out = w_1 * 2 + w;", CostOptions(shape=(1024,)))
+    (kernel,) = program.fused.kernels
+    assert [a.name for a in kernel.reads] == ["w_1", "w"]
+
+
 def test_lecture_fused_bill(fused: FunctionCost) -> None:
     t = fused.totals
     (kernel,) = fused.kernels

@@ -323,7 +323,8 @@ class ProgramCost:
 
 
 class _Names:
-    """Readable names for SSA values: their name hint, else `arg<i>`/`t<n>` in order of use."""
+    """Readable names for SSA values: a function argument's input name (`ew.input_name`: `w_1`,
+    whose hint xDSL keeps as `w`), else their name hint, else `arg<i>`/`t<n>` in order of use."""
 
     def __init__(self) -> None:
         self.names: dict[SSAValue, str] = {}
@@ -331,7 +332,10 @@ class _Names:
 
     def __call__(self, value: SSAValue) -> str:
         if value not in self.names:
-            if value.name_hint:
+            given = ew.input_name(value) if isinstance(value, BlockArgument) else None
+            if given is not None and isinstance(value.block.parent_op(), func.FuncOp):
+                name = given
+            elif value.name_hint:
                 name = value.name_hint
             elif isinstance(value, BlockArgument):
                 name = f"arg{value.index}"
