@@ -259,7 +259,8 @@ print(sorted(results.items()))
 def test_checking_the_named_cpu_leaves_stderr_as_it_was(tmp_path: Path, stderr: str) -> None:
     """Threads each making the first compile saved each other's capture of stderr (fd 2) as
     stderr, which stayed in its place, a deleted file (3 runs in 10); a process without stderr
-    (`2>&-`) failed with "'NoneType' object has no attribute 'flush'"."""
+    (`2>&-`) failed with "'NoneType' object has no attribute 'flush'", then (its fd 2 a module
+    file another thread imported, captured in its place) with "cannot import name"."""
     environment = {
         **os.environ,
         "XFUSE_CPU_NAME": ZEN3[0],

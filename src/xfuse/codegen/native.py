@@ -194,26 +194,28 @@ os.register_at_fork(
 def _subtarget_complaints(name: str, features: str) -> str:
     """What LLVM writes to the process's stderr (file descriptor 2, which Python does not see)
     making code for CPU `name` with `features`: an empty module's assembly. Whatever else the
-    process writes there meanwhile (a millisecond, once) is captured too, and lost."""
+    process writes there meanwhile (a millisecond, once) is captured too, and lost.
+
+    Nothing in a process started without a stderr (`2>&-`, `sys.stderr` None): descriptor 2 is
+    then whatever file the process opened first, maybe one another thread reads (a module it
+    imports: put in its place, the capture made that import empty, "cannot import name")."""
+    if sys.stderr is None:
+        return ""
     module = llvm_binding.parse_assembly("")
     module.triple = llvm_binding.get_process_triple()
     with _STDERR_CAPTURE, tempfile.TemporaryFile() as captured:
-        if sys.stderr is not None:  # (None in a process started without one: `2>&-`)
-            sys.stderr.flush()
+        sys.stderr.flush()
         try:
-            saved: int | None = os.dup(2)
-        except OSError:  # (no descriptor 2: closed again after)
-            saved = None
+            saved = os.dup(2)
+        except OSError:  # (closed since the process started)
+            return ""
         os.dup2(captured.fileno(), 2)
         try:
             machine = _process_target().create_target_machine(cpu=name, features=features, jit=True)
             machine.emit_assembly(module)
         finally:
-            if saved is None:
-                os.close(2)
-            else:
-                os.dup2(saved, 2)
-                os.close(saved)
+            os.dup2(saved, 2)
+            os.close(saved)
         captured.seek(0)
         return captured.read().decode(errors="replace")
 
