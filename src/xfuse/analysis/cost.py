@@ -332,13 +332,10 @@ class _Names:
 
     def __call__(self, value: SSAValue) -> str:
         if value not in self.names:
-            given = ew.input_name(value) if isinstance(value, BlockArgument) else None
-            if given is not None and isinstance(value.block.parent_op(), func.FuncOp):
-                name = given
+            if isinstance(value, BlockArgument):  # (`input_name` is the hint but of a function)
+                name = ew.input_name(value) or f"arg{value.index}"
             elif value.name_hint:
                 name = value.name_hint
-            elif isinstance(value, BlockArgument):
-                name = f"arg{value.index}"
             else:
                 name = f"t{self.unnamed}"
                 self.unnamed += 1

@@ -856,14 +856,15 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
         floating = np.issubdtype(dtype, np.floating) or dtype == numpy_dtype("bfloat16")
         if floating:  # a Python number in the arrays' dtype, as numpy's loop and a kernel take it
             first = 1 if op_type is ew.SelectOp else 0  # (where's condition is no value)
-            # (bf16 via f32, as numpy's bf16 loops and `ew.round_to_element` take a number:
-            # 1 + 2**-8 + 2**-40 is 1, not 1.0078125)
-            via = np.float32 if dtype == numpy_dtype("bfloat16") else float
-            with np.errstate(all="ignore"):  # (1e5 is inf in float16, as a traced literal)
-                arrays[first:] = [
-                    np.asarray(via(given), dtype) if isinstance(given, int | float) else array
-                    for given, array in zip(args[first:], arrays[first:], strict=True)
-                ]
+            # (as a kernel's constant: bf16 via f32, as numpy's bf16 loops take a number too,
+            # 1 + 2**-8 + 2**-40 is 1, not 1.0078125; 1e5 is inf in float16)
+            element = element_type_for(dtype)
+            arrays[first:] = [
+                np.asarray(ew.round_to_element(given, element), dtype)
+                if isinstance(given, int | float)
+                else array
+                for given, array in zip(args[first:], arrays[first:], strict=True)
+            ]
         with np.errstate(all="ignore"):
             result = op_type.reference(*(a.astype(np.float64) for a in arrays))
         if issubclass(op_type, ew.CompareOp):
