@@ -25,16 +25,18 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.utils.exceptions import DiagnosticException, PassFailedException
 
 import xfuse
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Options, parse_ir
 from xfuse.tools.opt import main
 from xfuse.transforms import ALL_PASSES
+from xfuse.transforms.bufferize import EwBufferizePass
 from xfuse.transforms.cost import EwCostPass
 from xfuse.transforms.default_pipeline import XfuseDefaultPass, default_pipeline
 from xfuse.transforms.expand_math import EwExpandMathPass
+from xfuse.transforms.failure import OpFailure
 from xfuse.transforms.fuse import EwFusePass
 from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.options import Math, PassOptionError, Target
@@ -276,6 +278,8 @@ COMMANDS: dict[str, list[str]] = {
     "comment_only": ["{comment_only}"],
     "bufferize_twice": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-bufferize"],
     "bufferize_loops": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-kernel-to-loops,ew-bufferize"],
+    "bufferize_unfused": ["{good}", "-p", "ew-bufferize"],
+    "fuse_bufferized": ["{gelu}", "-p", "ew-fuse,ew-bufferize,ew-fuse"],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
     "bad_output_path": ["{good}", "-o", "{directory}/no/such/dir/out.mlir"],
     "nested_module": ["{nested_module}", "-p", "xfuse-default"],
@@ -673,8 +677,8 @@ HOSTILE: dict[str, str] = {
         r"^ew-fuse: 'func\.func' @f argument #0 \(%x\) has type tensor<\?xf32, \"enc\">"
     ),
     "encoded_temporary": (
-        r"^ew-bufferize: 'ew\.kernel' result #0 has type tensor<\?xf32, \"enc\">: ew-bufferize "
-        r"takes tensors with no encoding\n"
+        r"^\S*encoded_temporary\.mlir:2:3: error: ew-bufferize: 'ew\.kernel' result #0 has type "
+        r"tensor<\?xf32, \"enc\">: ew-bufferize takes tensors with no encoding\n"
     ),
     "scalar_arg": (
         r"^ew-bufferize: 'func\.func' @f argument #1 \(%s\) has type f32: ew-bufferize takes"
@@ -687,6 +691,18 @@ HOSTILE: dict[str, str] = {
     "bufferize_loops": (
         r"^ew-bufferize: '[a-z]+\.[a-z_]+' is not inside an ew\.kernel \(ew-bufferize takes "
         r"ew\.kernel ops on tensors, the output of ew-fuse\)"
+    ),
+    # a pass's error at an op is located as mlir-opt's: at the op's place in an MLIR file, at
+    # its source token in a .ew program (it was the message, then the op's Python repr)
+    "bufferize_unfused": (
+        r"^\S*good\.mlir:2:3: error: ew-bufferize: 'ew\.constant' is not inside an ew\.kernel "
+        r"\(run ew-fuse first\)\n\S*good\.mlir:2:3: note: see current operation: %one = "
+        r"ew\.constant 1\.0"
+    ),
+    "fuse_bufferized": (
+        r"^\S*gelu\.ew:\d+:\d+: error: ew-fuse: cannot fuse 'ew\.kernel': ew-fuse takes ew ops "
+        r"on tensors in one block \(run it before ew-bufferize\)\n\S*gelu\.ew:\d+:\d+: note: "
+        r"see current operation: ew\.kernel ins\("
     ),
     "malformed_pipeline": r"pass-pipeline:1:13\new-optimize\{\n *\^\n *Expected argument name",
     "bad_output_path": r"xfuse-opt: error: .*No such file or directory: .*out\.mlir",
@@ -1172,3 +1188,19 @@ def test_a_string_left_open_is_an_error_at_once() -> None:
     escaped = 'func.func @"a\\"b\\0A\\\\c"() {\n  func.return\n}\n'
     module = parse_ir(escaped)
     assert next(iter(module.ops)).sym_name.data == 'a"b\n\\c'
+
+
+def test_a_pass_failure_at_an_op_names_it_and_pickles() -> None:
+    """A pass's error at an op holds the op (for `xfuse-opt` to locate) and its text, and a
+    process pool's worker can send it (the op does not travel: the text does)."""
+    module = parse_ir(GOOD_MLIR)
+    with pytest.raises(OpFailure) as info:
+        EwBufferizePass().apply(Context(), module)
+    constant = next(op for op in module.walk() if op.name == "ew.constant")
+    assert info.value.op is constant
+    assert str(info.value) == (
+        "ew-bufferize: 'ew.constant' is not inside an ew.kernel (run ew-fuse first)\n"
+        f"see current operation: {constant!s}"
+    )
+    copied = pickle.loads(pickle.dumps(info.value))
+    assert type(copied) is PassFailedException and str(copied) == str(info.value)

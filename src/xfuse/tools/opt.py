@@ -41,6 +41,7 @@ from xfuse.tools.cli import naming_file, os_error_message, unrecognized_argument
 from xfuse.tools.cli_warnings import command_line_warnings, escalated_warning
 from xfuse.tools.closed_stdout import WritingParser, exit_status, stdout_closed
 from xfuse.transforms import ALL_PASSES
+from xfuse.transforms.failure import OpFailure, source_location
 from xfuse.transforms.pipeline import parse_passes, use_before_definition
 
 _EW_STATEMENT = re.compile(r"(?:\s|#[^\n]*)*(?:input\b|output\b|[A-Za-z_]\w*\s*=[^=])")
@@ -379,7 +380,18 @@ class XfuseOptMain(xDSLOptMain):
 
     def apply_passes(self, prog: ModuleOp) -> None:
         self._verify_with_location(prog)
-        super().apply_passes(prog)
+        try:
+            super().apply_passes(prog)
+        except OpFailure as error:  # located as mlir-opt's `emitError`: "file:1:2: error: ..."
+            location = source_location(error.op)
+            if location is None and self._parser is not None:
+                location = self._parser.location_of(error.op)
+            if location is None:
+                raise
+            raise DiagnosticException(
+                f"{location}: error: {error.message}\n"
+                f"{location}: note: see current operation: {error.op!s}"
+            ) from None
 
     def _verify_with_location(self, prog: ModuleOp) -> None:
         """Verify the parsed module, naming the failing operation's line and column."""

@@ -48,11 +48,11 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
-from xdsl.utils.exceptions import PassFailedException
 
 from xfuse.analysis.memory import MemoryPlan, plan_memory
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
+from xfuse.transforms.failure import OpFailure
 
 
 @functools.cache
@@ -170,14 +170,14 @@ class _FunctionBufferizer:
             if -len(shape) <= axis and shape[axis] == DYNAMIC_INDEX:
                 index = self.index_constant(len(shape) + axis)
                 return self.builder.insert(memref.DimOp(value, index)).result
-        raise PassFailedException(f"ew-bufferize: no operand gives a dynamic size of\n{at}")
+        raise OpFailure("ew-bufferize: no operand gives a dynamic size of this kernel's buffer", at)
 
     def kernel(self, index: int, kernel: ew.KernelOp) -> None:
         try:
             ins = [self.buffers[v] for v in kernel.inputs]
         except KeyError:
-            raise PassFailedException(
-                f"ew-bufferize: an input of this kernel is not a tensor in memory\n{kernel}"
+            raise OpFailure(
+                "ew-bufferize: an input of this kernel is not a tensor in memory", kernel
             ) from None
         yielded = list(kernel.yield_op.values)
         outs: list[SSAValue] = []
@@ -220,19 +220,19 @@ def bufferize_function(function: func.FuncOp, reuse: bool = True) -> BufferizeSt
                 if op.dialect_name() == "ew"
                 else "ew-bufferize takes ew.kernel ops on tensors, the output of ew-fuse"
             )
-            raise PassFailedException(
-                f"ew-bufferize: '{op.name}' is not inside an ew.kernel ({hint})\n{op}"
-            )
+            raise OpFailure(f"ew-bufferize: '{op.name}' is not inside an ew.kernel ({hint})", op)
         if isinstance(op, ew.KernelOp) and op.is_bufferized:
-            raise PassFailedException(
+            raise OpFailure(
                 f"ew-bufferize: '{op.name}' is already bufferized (on memrefs): ew-bufferize "
-                f"takes ew.kernel ops on tensors (the output of ew-fuse)\n{op}"
+                "takes ew.kernel ops on tensors (the output of ew-fuse)",
+                op,
             )
         for index, result in enumerate(op.results):  # the memref would silently drop it
             if cast(TensorType[Attribute], result.type).encoding != NoneAttr():
-                raise PassFailedException(
+                raise OpFailure(
                     f"ew-bufferize: '{op.name}' result #{index} has type {result.type}: "
-                    f"ew-bufferize takes tensors with no encoding\n{op}"
+                    "ew-bufferize takes tensors with no encoding",
+                    op,
                 )
     ew.check_tensor_signature(function, "ew-bufferize")
     plan = plan_memory(function, reuse)

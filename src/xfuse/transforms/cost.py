@@ -37,6 +37,7 @@ from xfuse.analysis.cost_report import print_function, summary_line, us
 from xfuse.analysis.hardware import DEVICE_NAMES, device
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import DTYPE_NAMES, SHORT_DTYPE_NAMES, dtype_name
+from xfuse.transforms.failure import OpFailure
 from xfuse.transforms.options import check_option
 from xfuse.transforms.workspace import workspace_size_functions
 
@@ -124,11 +125,9 @@ class EwCostPass(ModulePass):
             ]
             if self.epilogue and not epilogues:
                 raise ValueError(f"no function has an input named {self.epilogue!r}")
-        except CostModelError as error:
-            raise PassFailedException(
-                f"ew-cost: {error}" + (f"\n  at: {error.op}" if error.op else "")
-            ) from None
-        except ValueError as error:
+        except (CostModelError, ValueError) as error:
+            if isinstance(error, CostModelError) and error.op is not None:
+                raise OpFailure(f"ew-cost: {error}", error.op) from None
             raise PassFailedException(f"ew-cost: {error}") from None
         console = Console(file=sys.stderr, width=160, color_system=None, highlight=False)
         for index, cost in enumerate(costs):

@@ -48,11 +48,11 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
 from xdsl.utils.disjoint_set import IntDisjointSet
-from xdsl.utils.exceptions import PassFailedException
 
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
 from xfuse.transforms.expand_math import EwExpandMathPass, simple_power
+from xfuse.transforms.failure import OpFailure
 from xfuse.transforms.options import FuseMode, check_choice, check_option
 from xfuse.transforms.scalar import (
     emit_constant,
@@ -548,9 +548,10 @@ def _check_fusible(function: func.FuncOp) -> None:
             fusible = isinstance(op, FusibleOp | ew.ConstantOp | ew.KernelOp) and on_tensors
             returns = isinstance(op, func.ReturnOp) and len(function.body.blocks) == 1
             if not (fusible or returns):
-                raise PassFailedException(
+                raise OpFailure(
                     f"ew-fuse: cannot fuse '{ew.op_name(op)}': ew-fuse takes ew ops on tensors in "
-                    f"one block (run it before ew-bufferize)\n{op}"
+                    "one block (run it before ew-bufferize)",
+                    op,
                 )
     ew.check_tensor_signature(function, "ew-fuse")
 

@@ -124,11 +124,11 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint, Rewriter
-from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
 from xfuse.transforms import HEAD_LOOP, LOOP_ROLE, REMAINDER_LOOP
 from xfuse.transforms.expand_math import MATH_FUNCTIONS
+from xfuse.transforms.failure import OpFailure
 from xfuse.transforms.options import check_option
 from xfuse.transforms.pipeline import check_new_symbol
 from xfuse.transforms.rewriting import located_walker
@@ -591,9 +591,10 @@ class EwKernelToLoopsPass(ModulePass):
             kernels = [k for k in function.walk() if isinstance(k, ew.KernelOp)]
             for kernel in kernels:
                 if not kernel.is_bufferized:
-                    raise DiagnosticException(
+                    raise OpFailure(
                         "ew-kernel-to-loops: 'ew.kernel' must be bufferized first (run "
-                        f"ew-bufferize):\n{kernel}"
+                        "ew-bufferize)",
+                        kernel,
                     )
             if len(kernels) < 2:
                 continue  # LLVM sees one kernel either way (and its streaming twin stays whole)

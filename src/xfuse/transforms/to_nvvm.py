@@ -79,6 +79,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, element_bytes
+from xfuse.transforms.failure import OpFailure
 from xfuse.transforms.kernel_to_loops import input_indices
 from xfuse.transforms.launches import Launch, LaunchSequence, Temporary
 from xfuse.transforms.options import GpuMath, check_choice
@@ -130,14 +131,15 @@ def launch_sequence(module: ModuleOp) -> LaunchSequence:
             temporaries.append(_temporary(op))
         elif isinstance(op, ew.KernelOp):
             if not op.is_bufferized:
-                raise DiagnosticException(
-                    f"ew-to-nvvm: 'ew.kernel' must be bufferized first (run ew-bufferize):\n{op}"
+                raise OpFailure(
+                    "ew-to-nvvm: 'ew.kernel' must be bufferized first (run ew-bufferize)", op
                 )
             laid_out = [v for v in (*op.inputs, *op.outputs) if not has_identity_layout(v.type)]
             if laid_out:
-                raise DiagnosticException(
+                raise OpFailure(
                     f"ew-to-nvvm: '{op.name}' on {laid_out[0].type}: only the identity layout "
-                    f"has a GPU lowering (its entries index every buffer row-major):\n{op}"
+                    "has a GPU lowering (its entries index every buffer row-major)",
+                    op,
                 )
             operands = tuple(buffers[value] for value in (*op.inputs, *op.outputs))
             entry = entry_name(function.sym_name.data, len(launches))
@@ -145,12 +147,13 @@ def launch_sequence(module: ModuleOp) -> LaunchSequence:
             dynamic = tuple(axis for axis, size in enumerate(iteration) if size == DYNAMIC_INDEX)
             launches.append(Launch(entry, operands, len(op.inputs), dynamic))
         elif op.dialect_name() == "ew":
-            raise DiagnosticException(
+            raise OpFailure(
                 f"ew-to-nvvm: '{op.name}' is not inside an 'ew.kernel' on buffers (run ew-fuse "
-                f"and ew-bufferize first):\n{op}"
+                "and ew-bufferize first)",
+                op,
             )
         elif not isinstance(op, memref.DeallocOp | memref.DimOp | arith.ConstantOp | func.ReturnOp):
-            raise DiagnosticException(f"ew-to-nvvm: no GPU lowering for '{op.name}' in:\n{op}")
+            raise OpFailure(f"ew-to-nvvm: no GPU lowering for '{op.name}'", op)
     return LaunchSequence(tuple(temporaries), tuple(launches))
 
 
@@ -164,7 +167,7 @@ def _temporary(op: memref.AllocOp) -> Temporary:
             continue
         dim = next(dynamic).owner
         if not (isinstance(dim, memref.DimOp) and isinstance(dim.source, BlockArgument)):
-            raise DiagnosticException(f"ew-to-nvvm: a temporary's size must be an argument's: {op}")
+            raise OpFailure("ew-to-nvvm: a temporary's size must be an argument's", op)
         axis = cast(arith.ConstantOp, dim.index.owner).value
         shape.append((dim.source.index, cast(IntegerAttr, axis).value.data))
     return Temporary(dtype_of(type_.get_element_type()), tuple(shape))
