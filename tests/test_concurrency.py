@@ -628,3 +628,24 @@ def test_a_forked_childs_writes_to_a_pooled_output_stay_its_own() -> None:
     assert not np.any(kept)
     again = kernel(x=large)
     assert not np.any(again) and not np.any(kept)
+
+
+def test_forgetting_warnings_while_another_thread_compiles(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A compile forgets the warnings of programs no longer remembered while other threads
+    compile: it iterated over the dict they changed ("dictionary changed size during
+    iteration", 3-6 of 400 compiles in 8 threads with a short switch interval). Another
+    thread's change, made here where a switch could come, and its forgetting the same key."""
+    compiler = compiler_module
+    monkeypatch.setattr(compiler, "_source_warnings", {"gone": (), "also gone": ()})
+
+    class AnotherThreadCompiles(dict[str, object]):
+        def __contains__(self, key: object) -> bool:
+            compiler._source_warnings[f"{key} again"] = ()
+            compiler._source_warnings.pop("also gone", None)
+            return False
+
+    monkeypatch.setattr(compiler, "_programs", AnotherThreadCompiles())
+    compiler._remember_warnings("new", ())
+    assert "gone" not in compiler._source_warnings

@@ -284,6 +284,31 @@ def test_checking_the_named_cpu_leaves_stderr_as_it_was(tmp_path: Path, stderr: 
             assert run.stdout == f"{want}\n"
 
 
+def test_checking_the_named_cpu_with_sys_stderr_closed_compiles() -> None:
+    """`sys.stderr.close()` leaves fd 2 open: the capture flushed the closed file first and
+    every compile failed with "I/O operation on closed file"."""
+    environment = {
+        **os.environ,
+        "XFUSE_CPU_NAME": ZEN3[0],
+        "XFUSE_CPU_FEATURES": ZEN3[1],
+        "XFUSE_CACHE": "0",
+    }
+    script = (
+        "import sys, numpy as np, xfuse\n"
+        "sys.stderr.close()\n"
+        "print(xfuse.compile('out = x * 2.0;')(x=np.ones(2, np.float32)))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert (run.returncode, run.stdout) == (0, "[2. 2.]\n"), run.stderr
+
+
 FORK_WHILE_STDERR_IS_CAPTURED = """
 import faulthandler, os, sys, threading, time
 import xfuse

@@ -26,6 +26,7 @@ outputs it has aligned (`HostCpu.streaming_bytes`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -204,7 +205,8 @@ def _subtarget_complaints(name: str, features: str) -> str:
     module = llvm_binding.parse_assembly("")
     module.triple = llvm_binding.get_process_triple()
     with _STDERR_CAPTURE, tempfile.TemporaryFile() as captured:
-        sys.stderr.flush()
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # closed, or no flush
+            sys.stderr.flush()
         try:
             saved = os.dup(2)
         except OSError:  # (closed since the process started)

@@ -368,8 +368,10 @@ skips would have shown it (another `filename`, a `-W error`), it shows."""
 
 
 def _remember_warnings(source_key: str, warned: Sequence[NameWarning]) -> None:
-    for forgotten in [key for key in _source_warnings if key not in _programs]:
-        del _source_warnings[forgotten]
+    # (a copy of the keys: a thread compiling meanwhile changes the dict, and `in _programs`,
+    # a WeakValueDictionary's, runs Python code, where a thread switch can come)
+    for forgotten in [key for key in list(_source_warnings) if key not in _programs]:
+        _source_warnings.pop(forgotten, None)
     if warned:
         _source_warnings[source_key] = tuple(warned)
 
