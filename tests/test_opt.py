@@ -809,6 +809,9 @@ BAD_OPTIONS: dict[str, str] = {
         "one of h100-sxm, h100-pcie, h200, a100-80gb, b200, h100, a100, h200-sxm"
     ),
     "ew-cost{dtype=int8}": "one of float16, bfloat16, float32, float64, f16, bf16, f32, f64 or ir",
+    # numpy's codes are not the option's names (`float` priced float64): as `xfuse cost --dtype`
+    "ew-cost{dtype=float}": "one of float16, bfloat16, float32, float64, f16, bf16, f32, f64 or ir",
+    "ew-cost{dtype=f4}": "one of float16, bfloat16, float32, float64, f16, bf16, f32, f64 or ir",
     "ew-cost{shape=4x-5}": (
         "sizes >= 0 joined by 'x' (like 4096x14336), fewer than 2**63 elements in all"
     ),

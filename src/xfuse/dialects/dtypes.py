@@ -21,6 +21,12 @@ SHORT_DTYPE_NAMES = {name: short for short, name in _ALIASES.items()}
 """float32 -> f32: the name the `.ew` language declares and converts with."""
 
 
+def is_dtype_word(text: str) -> bool:
+    """Whether `text` is one of xfuse's own names of a dtype (`float32` or `f32`), which the
+    command line and pass options take: numpy's codes (`e`, `f4`, `float`: float64) are not."""
+    return text in DTYPE_NAMES or text in SHORT_DTYPE_NAMES.values()
+
+
 def dtype_name(dtype: Any) -> str:
     """Normalise "float32", "f32", "f4", np.float32 or np.dtype("float32") to "float32"."""
     if isinstance(dtype, str):

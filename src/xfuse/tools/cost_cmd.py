@@ -98,9 +98,9 @@ def problem_shape(text: str) -> tuple[int, ...]:
 def storage_dtype(text: str) -> str:
     """`--dtype`: a float dtype by the names the help gives (numpy's codes, like `e`, or
     `float`, which numpy takes for float64, are not the CLI's)."""
-    from xfuse.dialects.dtypes import DTYPE_NAMES, SHORT_DTYPE_NAMES
+    from xfuse.dialects.dtypes import DTYPE_NAMES, SHORT_DTYPE_NAMES, is_dtype_word
 
-    if text not in DTYPE_NAMES and text not in SHORT_DTYPE_NAMES.values():
+    if not is_dtype_word(text):
         raise ValueError(
             f"unsupported dtype {text!r}: expected {', '.join(SHORT_DTYPE_NAMES.values())} "
             f"(or {', '.join(DTYPE_NAMES)})"

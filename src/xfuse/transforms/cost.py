@@ -36,7 +36,7 @@ from xfuse.analysis.cost import (
 from xfuse.analysis.cost_report import print_function, summary_line, us
 from xfuse.analysis.hardware import DEVICE_NAMES, device
 from xfuse.dialects import ew
-from xfuse.dialects.dtypes import DTYPE_NAMES, SHORT_DTYPE_NAMES, dtype_name
+from xfuse.dialects.dtypes import DTYPE_NAMES, SHORT_DTYPE_NAMES, is_dtype_word
 from xfuse.transforms.failure import OpFailure
 from xfuse.transforms.options import check_option
 from xfuse.transforms.workspace import workspace_size_functions
@@ -92,7 +92,7 @@ class EwCostPass(ModulePass):
             "sizes >= 0 joined by 'x' (like 4096x14336), fewer than 2**63 elements in all",
         )
         dtypes = ", ".join([*DTYPE_NAMES, *SHORT_DTYPE_NAMES.values()])
-        dtype_ok = self.dtype == "ir" or _parses(dtype_name, self.dtype)
+        dtype_ok = self.dtype == "ir" or is_dtype_word(self.dtype)  # (not numpy's `float`)
         check_option(self, "dtype", dtype_ok, f"one of {dtypes} or ir")
         launch_ok = math.isfinite(self.launch_us) and self.launch_us >= 0
         check_option(self, "launch_us", launch_ok, "a finite number >= 0")
