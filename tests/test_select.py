@@ -291,6 +291,20 @@ def test_xfuse_functions_take_their_operands_and_no_complex_numbers() -> None:
     assert str(inspect.signature(xfuse.atan2)) == "(x, y, /)"
 
 
+def test_xfuse_functions_take_python_integers_beyond_int64() -> None:
+    """A Python int beyond int64 and uint64 is a real number numpy's ufuncs and jit take (as
+    the array's dtype, NEP 50): eager xfuse.<fn> refused it as "not a real number"."""
+    x = np.float32([1, 2])
+    for got, want in (
+        (xfuse.maximum(x, 2**64), np.maximum(x, 2**64)),
+        (xfuse.where(np.array([True, False]), x, -(2**70)), np.where([True, False], x, -(2**70))),
+        (xfuse.jit(lambda a: np.maximum(a, 2**64))(x), np.maximum(x, 2**64)),
+    ):
+        assert got.dtype == np.float32 and np.array_equal(got, want.astype(np.float32))
+    with pytest.raises(OverflowError):  # beyond float64, as numpy's
+        xfuse.maximum(x, 10**400)
+
+
 @pytest.mark.parametrize(
     ("program", "message"),
     [

@@ -819,6 +819,16 @@ class Traced:
         )
 
 
+def _number_array(given: Any) -> np.ndarray:
+    """`given` as an array; a Python int beyond int64 and uint64 (of which numpy makes an
+    array of objects) as the float it is, as numpy's ufuncs take it (`2**64`; past float64's
+    range, Python's OverflowError, as theirs)."""
+    array = np.asarray(given)
+    if array.dtype == object and isinstance(given, int):
+        return np.asarray(float(given))
+    return array
+
+
 def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]:
     """The function `xfuse.<name>`: records the op on traced values, else computes with numpy.
     It takes the op's operands, no more and no fewer (numpy's path took an extra one as its
@@ -837,7 +847,7 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
         traced = next((a for a in args if isinstance(a, Traced)), None)
         if traced is not None:
             return traced.apply(op_type, *args)
-        arrays = [np.asarray(a) for a in args]
+        arrays = [_number_array(a) for a in args]
         # (None was NaN, "3" was 3.0, a complex number lost its imaginary part: numpy refuses)
         kinds = [a.dtype.kind if a.dtype != numpy_dtype("bfloat16") else "f" for a in arrays]
         for given, kind in zip(args, kinds, strict=True):
