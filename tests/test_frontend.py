@@ -30,6 +30,7 @@ from xfuse.frontend.language import (
     parse_program,
 )
 from xfuse.runtime.compiler import compile_module, distinct_names, parse_ir
+from xfuse.runtime.cost_driver import cost_program
 
 if TYPE_CHECKING:
     from conftest import Evaluate, Gelu
@@ -334,6 +335,13 @@ def test_compile_names_the_program_by_its_filename() -> None:
         xfuse.bench("out = x +* 2;", filename=Path("k.ew"))
     with pytest.raises(TypeError, match="^filename must be a string or a path, got NoneType"):
         xfuse.bench("out = x * 2;", filename=None)  # type: ignore[arg-type]
+    # and in parse_program and cost_program, which raised a raw AttributeError ('encode')
+    with pytest.raises(EwSyntaxError, match=r"^k\.ew:1:10: error"):
+        parse_program("out = x +* 2;", filename=Path("k.ew"))
+    with pytest.raises(EwSyntaxError, match=r"^k\.ew:1:10: error"):
+        cost_program("out = x +* 2;", filename=Path("k.ew"))
+    with pytest.raises(TypeError, match="^filename must be a string or a path, got NoneType"):
+        parse_program("out = x * 2;", filename=None)  # type: ignore[arg-type]
 
 
 def test_a_compile_found_in_memory_warns_as_its_parse_would() -> None:

@@ -637,9 +637,9 @@ def bench(
     list). `progress(text)` is called before each measurement (a context manager it returns
     lasts while it runs: the CLI's spinner); `filename` names the program in its errors.
     Returns the table of times, GB/s, ratios and errors, the peers' versions and the host."""
+    from xfuse.frontend.filenames import check_filename
     from xfuse.runtime.compiler import (
         MATH_CHOICES,
-        check_filename,
         check_outputs,
         check_source,
         check_threads,

@@ -71,6 +71,7 @@ from __future__ import annotations
 import bisect
 import difflib
 import functools
+import os
 import re
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -90,6 +91,7 @@ from xfuse.frontend.builder import (
     Value,
     name_value,
 )
+from xfuse.frontend.filenames import check_filename
 from xfuse.frontend.name_warnings import EwNameWarning as EwNameWarning
 from xfuse.frontend.name_warnings import NameWarning, program_digest, warn_name
 
@@ -694,7 +696,7 @@ def parse_program(
     *,
     dtype: DtypeSpec = "float32",
     shapes: Mapping[str, ShapeSpec] | None = None,
-    filename: str = "<source>",
+    filename: str | os.PathLike[str] = "<source>",
     function_name: str = "main",
     default_shape: ShapeSpec = (None,),
 ) -> ModuleOp:
@@ -721,8 +723,9 @@ class ParsedProgram:
         source: str,
         outputs: Sequence[str] | None,
         builder: FunctionBuilder,
-        filename: str = "<source>",
+        filename: str | os.PathLike[str] = "<source>",
     ):
+        filename = check_filename(filename)
         # A leading byte order mark (a file read as "utf-8", not "utf-8-sig") is no character of
         # the program, as in a Python source file: dropped, so that columns count from the text.
         source = source.removeprefix("\ufeff")

@@ -36,6 +36,7 @@ import numpy as np
 from xfuse.codegen.native import compile_llvm_dialect, host_cpu
 from xfuse.codegen.ptx import MATH_MODES, check_target
 from xfuse.dialects.dtypes import dtype_name
+from xfuse.frontend.filenames import check_filename
 from xfuse.frontend.name_warnings import NameWarning
 from xfuse.runtime import disk_cache
 from xfuse.runtime.arrays import Parameter
@@ -126,16 +127,6 @@ def check_integer(name: str, value: object, allowed: str, valid: Callable[[int],
     if not valid(int(value)):
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
     return int(value)
-
-
-def check_filename(filename: object) -> str:
-    """A `filename` option (of `compile`, `bench`): a string, or a path (`pathlib.Path`) as
-    its string; a TypeError naming anything else."""
-    if isinstance(filename, os.PathLike):
-        filename = os.fspath(filename)
-    if not isinstance(filename, str):
-        raise TypeError(f"filename must be a string or a path, got {type(filename).__name__}")
-    return filename
 
 
 def check_outputs(outputs: object) -> list[str] | None:
