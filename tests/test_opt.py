@@ -18,7 +18,7 @@ import sys
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pytest
 from xdsl.context import Context
@@ -1086,6 +1086,21 @@ def test_an_integer_option_takes_a_quoted_integer() -> None:
     (spec,) = parse_pipeline('ew-fuse{max-ops="5x"}')
     with pytest.raises(PassSpecError, match="^ew-fuse: bad value '5x' for option 'max-ops'"):
         pass_from_spec(EwFusePass, spec)
+
+
+@pytest.mark.parametrize(
+    ("value", "read"),
+    [("010", 8), ("0x10", 16), ("0X1f", 31), ("0b11", 3), ("0o17", 15), ('"010"', 8), ("10", 10)],
+)
+def test_an_integer_option_reads_bases_as_mlir_opt(value: str, read: int) -> None:
+    """LLVM's options read an integer with radix 0 (`canonicalize{max-iterations=010}` is 8 to
+    mlir-opt 22, `0x10` 16, `0b11` 3, `0o17` 15): `010` was 10, `0x40` "expected an integer"."""
+    (fuse,) = parse_passes(f"ew-fuse{{max-ops={value}}}")
+    assert cast(EwFusePass, fuse).max_ops == read
+    with pytest.raises(PassSpecError, match="^ew-fuse: bad value '09' for option 'max-ops'"):
+        parse_passes("ew-fuse{max-ops=09}")  # (not octal: as mlir-opt, refused)
+    with pytest.raises(PassSpecError, match="^ew-fuse: bad value '-0x10' for option 'max-ops'"):
+        parse_passes("ew-fuse{max-ops=-0x10}")  # (xDSL's lexer could not read it)
 
 
 def test_a_float_option_takes_nan() -> None:

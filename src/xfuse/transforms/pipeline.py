@@ -43,16 +43,24 @@ _UNLEXED_FLOAT = re.compile(
 """An option's value that `strtod` reads as a float and xDSL's pipeline lexer cannot: `.5`,
 `-.5` (no token starts with a point) and `1e+3` (a word `1e`, then the number `+3`)."""
 
+_UNLEXED_INTEGER = re.compile(
+    r"(?<=[=,])([-+]?0(?:[0-9]+|[xX][0-9a-fA-F]+|[bB][01]+|[oO][0-7]+))(?=[\s,}]|$)"
+)
+"""An option's value that LLVM reads as an integer in another base (`getAsInteger` with radix
+0: `010` is 8, `0x10` 16, `0b11` 3, `0o17` 15) and xDSL's lexer reads as decimal (`010`) or
+cannot lex (`-0x10`)."""
+
 _STRING_LITERAL = re.compile(r'("(?:\\.|[^"\\])*")')
 
 
-def _floats_quoted(pipeline: str) -> str:
-    """`pipeline` with each `_UNLEXED_FLOAT` value quoted, outside string literals: mlir-opt
-    takes `launch-us=.5` and `1e+3`, which were "Error parsing pass pipeline specification";
-    quoted, `_typed` reads them as it reads `1e3`."""
+def _numbers_quoted(pipeline: str) -> str:
+    """`pipeline` with each `_UNLEXED_FLOAT` and `_UNLEXED_INTEGER` value quoted, outside
+    string literals: mlir-opt takes `launch-us=.5` and `1e+3`, which were "Error parsing pass
+    pipeline specification", and `max-ops=010` (8, which was 10); quoted, `_typed` reads them
+    as it reads `1e3` and `0x10`."""
     pieces = _STRING_LITERAL.split(pipeline)  # the literals at the odd indices
     return "".join(
-        piece if index % 2 else _UNLEXED_FLOAT.sub(r'"\1"', piece)
+        piece if index % 2 else _UNLEXED_INTEGER.sub(r'"\1"', _UNLEXED_FLOAT.sub(r'"\1"', piece))
         for index, piece in enumerate(pieces)
     )
 
@@ -78,8 +86,16 @@ _MLIR_BOOLS = {
 """What mlir-opt's options take for a bool (LLVM's `cl::opt<bool>`), as xDSL's lexer reads them
 (`1` an int, `TRUE` a word, `"true"` quoted a string): `stats=1` was "bad value '1'"."""
 
-_INTEGER_TEXT = re.compile(r"[-+]?[0-9]+")
-"""A quoted integer (`max-ops="5"`), which mlir-opt takes for an integer option."""
+_INTEGER_TEXT = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO]?[0-7]+|[1-9][0-9]*|0)")
+"""An integer as LLVM's options read one (`getAsInteger` with radix 0), quoted (`"5"`) or a
+word (`0x10`): decimal, `0x` hexadecimal, `0b` binary, `0o` or a leading `0` octal."""
+
+
+def _integer(text: str) -> int:
+    """An `_INTEGER_TEXT` integer's value: `010` is 8, as LLVM's."""
+    digits = text.lstrip("+-")
+    value = int(digits, 8) if len(digits) > 1 and digits[1].isdigit() else int(digits, 0)
+    return -value if text.startswith("-") else value
 
 
 def _typed(spec: ArgSpec, hints: Mapping[str, object]) -> ArgSpec:
@@ -97,9 +113,10 @@ def _typed(spec: ArgSpec, hints: Mapping[str, object]) -> ArgSpec:
         if alternatives == (str,) and isinstance(given, bool):  # (xDSL's lexer's: text to mlir)
             return "true" if given else "false"
         if isinstance(given, str) and str not in alternatives:
-            for number, text in ((float, _FLOAT_TEXT), (int, _INTEGER_TEXT)):
-                if number in alternatives and text.fullmatch(given):
-                    return number(given)
+            if float in alternatives and _FLOAT_TEXT.fullmatch(given):
+                return float(given)
+            if int in alternatives and _INTEGER_TEXT.fullmatch(given):
+                return _integer(given)
         return given
 
     def values(option: str, given: tuple[ParameterType, ...]) -> tuple[ParameterType, ...]:
@@ -192,7 +209,7 @@ def parse_passes(
 ) -> list[ModulePass]:
     """The passes of a pipeline in `xfuse-opt -p` syntax (`"ew-optimize,ew-fuse{mode=none}"`);
     PassSpecError for an unknown pass or a bad option."""
-    lexed = _floats_quoted(spec)
+    lexed = _numbers_quoted(spec)
     try:
         specs = list(parse_pipeline(lexed))
     except (ArgSpecParseError, ValueError) as error:
