@@ -497,6 +497,26 @@ def test_cli_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, gelu: Gelu
     assert all(row["max_error"] is None or row["max_error"] < 1e-4 for row in result["rows"])
 
 
+def test_an_error_check_reads_nan_and_inf_results(capsys: pytest.CaptureFixture[str]) -> None:
+    """A NaN result where the reference is finite is a NaN error (Python's `max(0.0, nan)` made
+    it 0.0: exact), an overflowed one inf; JSON names them ("nan", "inf": they were null, as an
+    unchecked row's), and the check itself warns of nothing (inf - inf was "invalid value")."""
+    reference = [np.array([0.0, 1.0, np.inf])]
+    assert math.isnan(bench.max_error(np.float32([np.nan, 1, np.inf]), reference))
+    assert bench.max_error(np.float32([np.inf, 1, np.inf]), reference) == math.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert bench.max_error(np.float32([0, 1, np.inf]), reference) == 0.0
+    nan_program = "out = x * 1e30 * 1e30 - x * 1e30 * 1e30;"
+    assert main(["bench", "--expr", nan_program, "--sizes", "64", "--repeat", "1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {row["variant"]: row["max_error"] for row in rows} == {
+        "numpy per-op": "nan",
+        "xfuse fused approx": "nan",
+        "bandwidth ceiling": None,
+    }
+
+
 def test_cli_tables_and_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     plot = tmp_path / "bw.png"

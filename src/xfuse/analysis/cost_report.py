@@ -160,13 +160,15 @@ def print_function(console: Console, cost: FunctionCost) -> None:
 
 
 def to_plain(value: Any) -> Any:
-    """JSON-safe: dataclasses to dicts, tuples to lists, inf to None."""
+    """JSON-safe: dataclasses to dicts, tuples to lists, and a float JSON has no number for
+    as its name, "inf", "-inf" or "nan" (null is a figure not there: an unchecked error; a
+    NaN error was null too)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple | list):
         return [to_plain(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
-        return None
+        return str(value)
     return value
 
 

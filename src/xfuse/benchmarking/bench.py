@@ -356,8 +356,12 @@ def max_error(got: Outputs, want: Sequence[np.ndarray]) -> float:
     worst = 0.0
     for array, reference in zip(_as_tuple(got), want, strict=True):
         finite = np.isfinite(reference)
-        difference = np.abs(array.astype(np.float64) - reference)
-        worst = max(worst, float(np.max(difference, where=finite, initial=0.0)))
+        with np.errstate(invalid="ignore"):  # (inf - inf where the reference is not finite)
+            difference = np.abs(array.astype(np.float64) - reference)
+        error = float(np.max(difference, where=finite, initial=0.0))
+        if math.isnan(error):  # (Python's max(0.0, nan) is 0.0: a NaN result read as exact)
+            return math.nan
+        worst = max(worst, error)
     return worst
 
 
