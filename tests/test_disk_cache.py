@@ -1073,6 +1073,30 @@ def test_cache_clear_removes_what_it_may_and_names_what_it_kept(
     assert "Traceback" not in err
 
 
+def test_cache_clear_of_a_read_only_cache_names_what_it_kept(
+    cache: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a read-only mount (EROFS, which Linux gives even for a file that is not there), the
+    size-check marker's removal failed `clear` before it printed anything: an empty cache was
+    "Read-only file system: .../.xfuse-size-checked", exit 1."""
+
+    def read_only(path: str, *args: object, **kwargs: object) -> NoReturn:
+        raise OSError(errno.EROFS, "Read-only file system", path)
+
+    cache.mkdir(parents=True, exist_ok=True)
+    with monkeypatch.context() as patch:
+        patch.setattr(cache_files.os, "unlink", read_only)
+        assert cli_main(["cache", "clear", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["removed"] == 0
+    xfuse.compile("out = x * 3;")
+    kept = sorted(entries(cache))
+    monkeypatch.setattr(cache_files.os, "unlink", read_only)
+    assert cli_main(["cache", "clear"]) == 1
+    out, err = capsys.readouterr()
+    assert "removed 0 file(s)" in out and entries(cache) == kept
+    assert f"kept {len(kept)} file(s) it could not remove, the first {kept[0]}: Read-only" in err
+
+
 def test_cache_clear_prints_json_when_asked(
     cache: Path, capsys: pytest.CaptureFixture[str], gelu: Gelu
 ) -> None:

@@ -356,10 +356,8 @@ def clear() -> Cleared:
     kept: list[OSError] = []
     removed, freed = remove([*files.entries, *files.temporaries], OSError, kept)
     remove_empty_directories(files.directories)
-    # Not a directory of that name (xfuse makes none), nor an error where the cache dir is none;
-    # another user's is theirs.
-    with contextlib.suppress(
-        FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError
-    ):
+    # The marker is no entry: not one kept where it cannot go (a directory of that name, which
+    # xfuse makes none; another user's; a read-only cache dir, EROFS even where there is none).
+    with contextlib.suppress(OSError):
         (directory / SIZE_CHECK_MARKER).unlink()
     return Cleared(removed, freed, tuple(kept))
