@@ -2377,6 +2377,14 @@ def test_inputs_named_like_python_keywords_or_out() -> None:
     kernel = compile_module(Parser(pipeline_context(), source).parse_module())
     assert str(inspect.signature(kernel)) == "(x_1_, *, out=None)"
     np.testing.assert_array_equal(kernel(x_1_=lam), kernel(**{"x.1": lam}))
+    # Two that spell one keyword: the second spelled on (`duplicate parameter name: 'a_b_'`).
+    source = """func.func @main(%a.b: tensor<?xf32>, %a-b: tensor<?xf32>) -> tensor<?xf32> {
+      %out = ew.sub %a.b, %a-b : tensor<?xf32>
+      func.return %out : tensor<?xf32>
+    }"""
+    kernel = compile_module(Parser(pipeline_context(), source).parse_module())
+    assert str(inspect.signature(kernel)) == "(a_b_, a_b__, *, out=None)"
+    np.testing.assert_array_equal(kernel(lam, a_b__=x), lam - x)
 
 
 def test_an_input_or_parameter_named_self() -> None:

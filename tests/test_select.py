@@ -381,6 +381,9 @@ def test_a_boolean_out_buffer_is_checked_before_the_call() -> None:
     for buffer, message in (
         (np.bool_(True), r"out 'out': a numpy scalar is immutable"),
         ("abc", r"out 'out': expected a numpy array, got str"),
+        # (taken, as the docs' table says they are not: a masked array's mask overwritten)
+        (np.ma.array(np.ones(4, np.bool_), mask=[1, 0, 0, 1]), r"out 'out': a masked array's"),
+        (np.matrix(np.ones(4, np.bool_)), r"out 'out': np.matrix is not taken"),
         ([True] * 4, r"out: expected a numpy array \(or a list/tuple of arrays, one per output"),
     ):
         with pytest.raises(ArgumentTypeError, match=message):

@@ -78,7 +78,11 @@ class CallSignature:
     def __init__(self, names: Sequence[str]):
         self.names = tuple(names)
         taken = {*self.names, "out"}
-        self.keyword_names = tuple(_keyword_name(name, taken) for name in self.names)
+        spellings: list[str] = []
+        for name in self.names:  # (`%a.b` and `%a-b` are both `a_b_` spelled: the second `a_b__`)
+            spellings.append(_keyword_name(name, taken))
+            taken.add(spellings[-1])
+        self.keyword_names = tuple(spellings)
         self._indices = {
             **{spelled: index for index, spelled in enumerate(self.keyword_names)},
             **{name: index for index, name in enumerate(self.names)},
@@ -283,7 +287,7 @@ def output_shape(parameter: Parameter, iteration: Sequence[int]) -> tuple[int, .
     )
 
 
-def _check_array_kind(label: str, value: np.ndarray, output: bool = False) -> None:
+def check_array_kind(label: str, value: np.ndarray, output: bool = False) -> None:
     """ArgumentTypeError for the ndarray subclasses whose elements mean more than their memory
     holds: a masked array (the kernel would read or write the masked elements too) and
     `np.matrix` (always 2-d: flattening it gives a row, a shape no argument was passed with)."""
@@ -324,7 +328,7 @@ def check_input(
             f"got {type(value).__name__}{number}"
         )
     if type(value) is not np.ndarray:
-        _check_array_kind(f"argument '{parameter.name}'", value)
+        check_array_kind(f"argument '{parameter.name}'", value)
     expected = numpy_dtype(parameter.dtype)
     if value.dtype != expected:
         raise ArgumentTypeError(
@@ -439,7 +443,7 @@ def check_output(
     if not isinstance(value, np.ndarray):
         raise ArgumentTypeError(f"{label}: expected a numpy array, got {type(value).__name__}")
     if type(value) is not np.ndarray:
-        _check_array_kind(label, value, output=True)
+        check_array_kind(label, value, output=True)
     if value.dtype != numpy_dtype(parameter.dtype):
         raise ArgumentTypeError(f"{label}: expected dtype {parameter.dtype}, got {value.dtype}")
     if value.shape != shape:

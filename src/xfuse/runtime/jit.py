@@ -39,7 +39,12 @@ from xfuse.dialects.dtypes import dtype_name, numpy_dtype
 from xfuse.dialects.ew import broadcast_shapes
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.tracing import LeakedTraceError, Traced
-from xfuse.runtime.arrays import ArgumentError, ArgumentTypeError, keyword_mistake
+from xfuse.runtime.arrays import (
+    ArgumentError,
+    ArgumentTypeError,
+    check_array_kind,
+    keyword_mistake,
+)
 from xfuse.runtime.compiler import Options, check_threads, compile_module, recompiled
 from xfuse.runtime.dask_arrays import check_known_chunks, is_dask_array
 from xfuse.runtime.kernel import PLAN_CACHE_SIZE, Kernel
@@ -357,11 +362,13 @@ def _check_boolean_buffers(
     names: Sequence[str], given: Sequence[Any], into: Sequence[np.ndarray | None]
 ) -> None:
     """The checks the kernel makes of its own `out` buffers, of the boolean ones it never sees,
-    before the call: writable, and sharing no byte with another `out` buffer (the test wrote
-    over the other's results, silently)."""
+    before the call: an array whose elements mean what its memory holds (not a masked array,
+    whose mask the result overwrote, nor `np.matrix`), writable, and sharing no byte with
+    another `out` buffer (the test wrote over the other's results, silently)."""
     for name, target in zip(names, into, strict=True):
         if target is None:
             continue
+        check_array_kind(f"out '{name}'", target, output=True)
         if not target.flags.writeable:
             raise ArgumentError(f"out '{name}': the array is read-only")
         for other, buffer in zip(names, given, strict=True):
