@@ -85,6 +85,19 @@ FILES: dict[str, tuple[str, str | bytes]] = {
         "wrong_type.mlir",
         GOOD_MLIR.replace(": tensor<?xf32>, tensor<f32> -> tensor<?xf32>", ": tensor<?xf32>"),
     ),
+    # xDSL checks an op's place before its regions' ops and an empty block after them: the
+    # error was put at another failing op (the `ew.exp` below), or had no location
+    "not_a_terminator": (
+        "not_a_terminator.mlir",
+        "func.func @f(%x: tensor<?xf32>) {\n"
+        "  %r = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  ^bb0(%a: f32):\n"
+        '    %t = "ew.exp"(%a) : (f32) -> f32\n'
+        "    ew.yield %a : f32\n"
+        "  }\n"
+        "}\n",
+    ),
+    "empty_block": ("empty_block.mlir", "func.func @f() {\n^bb0:\n}\n"),
     "verifier": (
         "verifier.mlir",
         GOOD_MLIR.replace("-> tensor<?xf32>\n  func", "-> tensor<f32>\n  func")
@@ -239,6 +252,8 @@ COMMANDS: dict[str, list[str]] = {
     "unknown_op": ["{unknown_op}"],
     "garbage": ["{garbage}"],
     "wrong_type": ["{wrong_type}"],
+    "not_a_terminator": ["{not_a_terminator}"],
+    "empty_block": ["{empty_block}"],
     "verifier": ["{verifier}", "-p", "ew-optimize"],
     "int_type": ["{int_type}"],
     "binary": ["{binary}"],
@@ -590,6 +605,14 @@ HOSTILE: dict[str, str] = {
     "unknown_op": r"unknown_op\.mlir:3:15\n.*ew\.fma.*\n.*\n *Operation ew\.fma is not registered",
     "garbage": r"garbage\.mlir:1:15\n",
     "wrong_type": r"wrong_type\.mlir:3:19\n.*\n.*\n *operand is used with type tensor<\?xf32>",
+    "not_a_terminator": (
+        r"^\S*not_a_terminator\.mlir:2:3: error: Operation ew\.kernel terminates block in "
+        r"single-block region but is not a terminator"
+    ),
+    "empty_block": (
+        r"^\S*empty_block\.mlir:1:1: error: Operation func\.func contains empty block in "
+        r"single-block region"
+    ),
     "verifier": (
         r"verifier\.mlir:3:3: error: 'ew\.mul' operand shapes \[\?\], \[\] do not broadcast to "
         r"the result shape \[\]\n(.|\n)*\^\^\^\^\^(.|\n)*\| Operation does not verify"

@@ -145,6 +145,18 @@ class _LocatingParser(Parser):
         return Span(start, start, self.lexer.input, self.line_offset).get_location()
 
 
+def _verifying_op(error: BaseException) -> Operation | None:
+    """The op whose `Operation.verify` raised `error` (the innermost such call it passed
+    through): xDSL checks an op's place in its block before its regions' ops, and its regions'
+    blocks (an empty one) after them, neither of which names the op at fault."""
+    failing, frame = None, error.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code is Operation.verify.__code__:
+            failing = frame.tb_frame.f_locals.get("self")
+        frame = frame.tb_next
+    return failing if isinstance(failing, Operation) else None
+
+
 def _first_failing_op(op: Operation) -> Operation | None:
     """The operation whose own verifier fails first, in the order `Operation.verify` checks."""
     for region in op.regions:
@@ -400,7 +412,7 @@ class XfuseOptMain(xDSLOptMain):
         try:
             prog.verify()
         except DiagnosticException as error:
-            failing = _first_failing_op(prog)
+            failing = _verifying_op(error) or _first_failing_op(prog)
             if failing is not None:
                 failing = _redefinition(failing) or failing
             location = None
