@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, cast
 
 import pytest
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects import func
+from xdsl.dialects.builtin import BytesAttr, FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import DiagnosticException, PassFailedException
@@ -1188,6 +1189,31 @@ def test_debuginfo_of_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert f'loc("{tmp_path}/\\\\udcffg.ew":1:7)' in done.stdout
+
+
+def test_debuginfo_of_a_non_ascii_file_name_parses_back(tmp_path: Path) -> None:
+    """xDSL prints `dé` escaped (`"d\\C3\\A9"`) and lexed that back as bytes, which a location
+    does not take ("Unexpected location syntax": `--print-debuginfo`'s output did not parse
+    back) and a string attribute kept as a `BytesAttr`."""
+    program = tmp_path / "dé.ew"
+    program.write_text("y = exp(x) * 2;\n")
+    assert main([str(program), "--print-debuginfo", "-o", str(tmp_path / "once.mlir")]) == 0
+    printed = (tmp_path / "once.mlir").read_text()
+    assert 'd\\C3\\A9.ew":1:5)' in printed
+    assert (
+        main([str(tmp_path / "once.mlir"), "--print-debuginfo", "-o", str(tmp_path / "2.mlir")])
+        == 0
+    )
+    assert (tmp_path / "2.mlir").read_text() == printed
+    module = parse_ir(printed)
+    exp = next(op for op in module.walk() if op.name == "ew.exp")
+    assert exp.location == FileLineColLoc(StringAttr(str(program)), IntAttr(1), IntAttr(5))
+    function = parse_ir(
+        'func.func @f(%x: f32 {a = "t\\C3\\A9", b = "\\FF"}) {\n  func.return\n}'
+    ).body.block.first_op
+    assert isinstance(function, func.FuncOp) and function.arg_attrs is not None
+    attributes = function.arg_attrs.data[0].data
+    assert attributes["a"] == StringAttr("té") and isinstance(attributes["b"], BytesAttr)
 
 
 def test_llvm_target_prints_the_same_flags_in_every_process(tmp_path: Path) -> None:

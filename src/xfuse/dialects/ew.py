@@ -44,7 +44,6 @@ from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
     ArrayAttr,
     BFloat16Type,
-    BytesAttr,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -142,18 +141,10 @@ def argument_attribute(argument: BlockArgument, key: str) -> Attribute | None:
 
 
 def attribute_text(attribute: Attribute | None) -> str | None:
-    """The text of a string attribute: a `StringAttr`'s, or a `BytesAttr`'s that is UTF-8, as
-    xDSL parses back what it printed of a non-ASCII `StringAttr` (`"t\\C3\\A9"` for `té`: the
-    names of a kernel's IR, which a pickled kernel is, were lost in another process); else
-    None."""
-    if isinstance(attribute, StringAttr):
-        return attribute.data
-    if isinstance(attribute, BytesAttr):
-        try:
-            return attribute.data.decode()
-        except UnicodeDecodeError:
-            return None
-    return None
+    """The text of a string attribute, else None. (A non-ASCII one parses back as a
+    `StringAttr` with `xdsl_patches`: xDSL made it a `BytesAttr`, and the names of a kernel's
+    IR, which a pickled kernel is, were lost in another process.)"""
+    return attribute.data if isinstance(attribute, StringAttr) else None
 
 
 def declared_dims(argument: BlockArgument) -> tuple[str, ...] | None:
