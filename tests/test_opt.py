@@ -1191,6 +1191,22 @@ def test_debuginfo_of_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
     assert f'loc("{tmp_path}/\\\\udcffg.ew":1:7)' in done.stdout
 
 
+def test_the_loops_of_a_kernel_are_at_its_location(
+    gelu: Gelu, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As MLIR's lowerings locate what they make: the loops, loads and stores were
+    `loc(unknown)`, and `ew-cost` on them said so with no line."""
+    passes = "ew-fuse,ew-bufferize,ew-kernel-to-loops"
+    assert main([str(gelu.path), "-p", passes, "--print-debuginfo"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    lowered = [
+        line for line in lines if re.search(r"scf\.for|memref\.(load|store)|^ {4,}\} loc", line)
+    ]
+    assert len(lowered) > 4 and not [line for line in lowered if "loc(unknown)" in line]
+    assert main([str(gelu.path), "-p", f"{passes},ew-cost"]) == 1
+    assert re.match(r"^\S*gelu\.ew:\d+:\d+: error: ew-cost: 'scf\.for'", capsys.readouterr().err)
+
+
 def test_debuginfo_of_a_non_ascii_file_name_parses_back(tmp_path: Path) -> None:
     """xDSL prints `dé` escaped (`"d\\C3\\A9"`) and lexed that back as bytes, which a location
     does not take ("Unexpected location syntax": `--print-debuginfo`'s output did not parse

@@ -114,9 +114,10 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     StringAttr,
     UnitAttr,
+    UnknownLoc,
     i64,
 )
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -538,7 +539,20 @@ class KernelToLoops(RewritePattern):
         # A block of one element leaves no remainder (and one of none had an empty main loop).
         if innermost and block > 1 and (not self.bf16_only or has_bf16(op)):
             split_remainder(innermost, block)
+        _locate_lowering(cast(Operation, zero.owner), op)
         rewriter.erase(op, safe_erase=False)
+
+
+def _locate_lowering(first: Operation, kernel: ew.KernelOp) -> None:
+    """Give the ops lowering `kernel` (`first` up to it, and their loops' bodies) that have no
+    location the kernel's, as MLIR's lowerings locate theirs: `--print-debuginfo` printed the
+    loops `loc(unknown)`, and an error at one (`ew-cost` on loops) had no line."""
+    lowered: Operation | None = first
+    while lowered is not None and lowered is not kernel:
+        for new in lowered.walk():
+            if isinstance(new.location, UnknownLoc):
+                new.location = kernel.location
+        lowered = lowered.next_op
 
 
 @dataclass(frozen=True)
