@@ -99,6 +99,22 @@ FILES: dict[str, tuple[str, str | bytes]] = {
         "}\n",
     ),
     "empty_block": ("empty_block.mlir", "func.func @f() {\n^bb0:\n}\n"),
+    # an op class that overrides `verify` (llvm.trunc checks before its super's) was put at
+    # its function; an op's own `loc(...)` is where mlir-opt puts its error
+    "llvm_trunc": (
+        "llvm_trunc.mlir",
+        "func.func @f(%a: i32) -> i64 {\n"
+        "  %b = llvm.trunc %a : i32 to i64\n"
+        "  func.return %b : i64\n"
+        "}\n",
+    ),
+    "verifier_at_loc": (
+        "verifier_at_loc.mlir",
+        "func.func @f() {\n"
+        '  %c = ew.constant 1.0 : tensor<?xf32> loc("orig.ew":8:3)\n'
+        "  func.return\n"
+        "}\n",
+    ),
     "verifier": (
         "verifier.mlir",
         GOOD_MLIR.replace("-> tensor<?xf32>\n  func", "-> tensor<f32>\n  func")
@@ -255,6 +271,8 @@ COMMANDS: dict[str, list[str]] = {
     "wrong_type": ["{wrong_type}"],
     "not_a_terminator": ["{not_a_terminator}"],
     "empty_block": ["{empty_block}"],
+    "llvm_trunc": ["{llvm_trunc}"],
+    "verifier_at_loc": ["{verifier_at_loc}"],
     "verifier": ["{verifier}", "-p", "ew-optimize"],
     "int_type": ["{int_type}"],
     "binary": ["{binary}"],
@@ -610,6 +628,8 @@ HOSTILE: dict[str, str] = {
         r"^\S*not_a_terminator\.mlir:2:3: error: Operation ew\.kernel terminates block in "
         r"single-block region but is not a terminator"
     ),
+    "llvm_trunc": r"^\S*llvm_trunc\.mlir:2:3: error: 'llvm\.trunc' invalid cast opcode",
+    "verifier_at_loc": r"^orig\.ew:8:3: error: 'ew\.constant' result must have a static shape",
     "empty_block": (
         r"^\S*empty_block\.mlir:1:1: error: Operation func\.func contains empty block in "
         r"single-block region"
@@ -1125,6 +1145,9 @@ def test_an_integer_option_reads_bases_as_mlir_opt(value: str, read: int) -> Non
         parse_passes("ew-fuse{max-ops=09}")  # (not octal: as mlir-opt, refused)
     with pytest.raises(PassSpecError, match="^ew-fuse: bad value '-0x10' for option 'max-ops'"):
         parse_passes("ew-fuse{max-ops=-0x10}")  # (xDSL's lexer could not read it)
+    for float_option in ("launch-us=0b11", "launch-us=0o17"):  # (strtod reads neither)
+        with pytest.raises(PassSpecError, match="expected a finite number >= 0|expected a number"):
+            parse_passes(f"ew-cost{{{float_option}}}")
 
 
 def test_a_float_option_takes_nan() -> None:

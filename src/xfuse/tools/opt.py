@@ -151,10 +151,12 @@ def _verifying_op(error: BaseException) -> Operation | None:
     blocks (an empty one) after them, neither of which names the op at fault."""
     failing, frame = None, error.__traceback__
     while frame is not None:
-        if frame.tb_frame.f_code is Operation.verify.__code__:
-            failing = frame.tb_frame.f_locals.get("self")
+        owner = frame.tb_frame.f_locals.get("self")
+        # (`verify` of an op class that overrides it too: llvm.trunc's checks before super's)
+        if frame.tb_frame.f_code.co_name == "verify" and isinstance(owner, Operation):
+            failing = owner
         frame = frame.tb_next
-    return failing if isinstance(failing, Operation) else None
+    return failing
 
 
 def _first_failing_op(op: Operation) -> Operation | None:
@@ -395,15 +397,21 @@ class XfuseOptMain(xDSLOptMain):
         try:
             super().apply_passes(prog)
         except OpFailure as error:  # located as mlir-opt's `emitError`: "file:1:2: error: ..."
-            location = source_location(error.op)
-            if location is None and self._parser is not None:
-                location = self._parser.location_of(error.op)
+            location = self._location(error.op)
             if location is None:
                 raise
             raise DiagnosticException(
                 f"{location}: error: {error.message}\n"
                 f"{location}: note: see current operation: {error.op!s}"
             ) from None
+
+    def _location(self, op: Operation) -> str | None:
+        """Where `op` is, as mlir-opt says it: its own location (a `.ew` token, an MLIR
+        `loc("file":line:col)`), else where the parser read it, else None."""
+        if (location := source_location(op)) is not None:
+            return location
+        read = self._parser.location_of(op) if self._parser is not None else None
+        return None if read is None else str(read)
 
     def _verify_with_location(self, prog: ModuleOp) -> None:
         """Verify the parsed module, naming the failing operation's line and column."""
@@ -415,9 +423,7 @@ class XfuseOptMain(xDSLOptMain):
             failing = _verifying_op(error) or _first_failing_op(prog)
             if failing is not None:
                 failing = _redefinition(failing) or failing
-            location = None
-            if failing is not None and self._parser is not None:
-                location = self._parser.location_of(failing)
+            location = self._location(failing) if failing is not None else None
             if location is None:
                 raise
             message = str(error)
@@ -432,7 +438,7 @@ class XfuseOptMain(xDSLOptMain):
         misuse = use_before_definition(prog)
         if misuse is not None:
             op, index = misuse
-            location = self._parser.location_of(op) if self._parser is not None else None
+            location = self._location(op)
             raise DiagnosticException(
                 f"{f'{location}: ' if location else ''}error: '{op.name}' operand #{index} is used "
                 f"before its definition (it does not dominate this use)"

@@ -115,7 +115,8 @@ def _typed(spec: ArgSpec, hints: Mapping[str, object]) -> ArgSpec:
         if isinstance(given, str) and str not in alternatives:
             if float in alternatives and _FLOAT_TEXT.fullmatch(given):
                 return float(given)
-            if int in alternatives and _INTEGER_TEXT.fullmatch(given):
+            # (not of a float option, which reads as `strtod`: `launch-us=0b11` is no number)
+            if int in alternatives and float not in alternatives and _INTEGER_TEXT.fullmatch(given):
                 return _integer(given)
         return given
 
