@@ -29,6 +29,7 @@ from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import DiagnosticException, PassFailedException
 
 import xfuse
+from xfuse.dialects.failure import OpFailure
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Options, parse_ir
 from xfuse.tools.opt import main
@@ -37,7 +38,6 @@ from xfuse.transforms.bufferize import EwBufferizePass
 from xfuse.transforms.cost import EwCostPass
 from xfuse.transforms.default_pipeline import XfuseDefaultPass, default_pipeline
 from xfuse.transforms.expand_math import EwExpandMathPass
-from xfuse.transforms.failure import OpFailure
 from xfuse.transforms.fuse import EwFusePass
 from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.options import Math, PassOptionError, Target
@@ -314,6 +314,8 @@ COMMANDS: dict[str, list[str]] = {
     "bufferize_loops": ["{good}", "-p", "ew-fuse,ew-bufferize,ew-kernel-to-loops,ew-bufferize"],
     "bufferize_unfused": ["{good}", "-p", "ew-bufferize"],
     "fuse_bufferized": ["{gelu}", "-p", "ew-fuse,ew-bufferize,ew-fuse"],
+    "llvm_unexpanded": ["{gelu}", "-p", "ew-fuse,ew-bufferize,ew-kernel-to-loops,ew-to-llvm"],
+    "linalg_unfused": ["{gelu}", "-p", "ew-to-linalg"],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
     "bad_output_path": ["{good}", "-o", "{directory}/no/such/dir/out.mlir"],
     "nested_module": ["{nested_module}", "-p", "xfuse-default"],
@@ -708,24 +710,28 @@ HOSTILE: dict[str, str] = {
         r"^\S*redefined_symbol\.mlir:6:1: error: 'func\.func' Redefinition of symbol \"f\"\n"
     ),
     "unranked_arg": (
-        r"^ew-fuse: 'func\.func' @f argument #0 \(%x\) has type tensor<\*xf32>: ew-fuse takes "
+        r"^\S*unranked_arg\.mlir:1:1: error: "
+        r"ew-fuse: 'func\.func' @f argument #0 \(%x\) has type tensor<\*xf32>: ew-fuse takes "
         r"functions whose arguments and results are ranked tensors of f16, bf16, f32 or f64 "
         r"with no encoding"
     ),
     "encoded_arg": (
-        r"^ew-bufferize: 'func\.func' @f argument #0 \(%x\) has type tensor<\?xf32, \"enc\">: "
+        r"^\S*encoded_arg\.mlir:1:1: error: "
+        r"ew-bufferize: 'func\.func' @f argument #0 \(%x\) has type tensor<\?xf32, \"enc\">: "
         r"ew-bufferize takes functions whose arguments and results are ranked tensors of f16, "
         r"bf16, f32 or f64 with no encoding"
     ),
     "encoded_arg_fuse": (
-        r"^ew-fuse: 'func\.func' @f argument #0 \(%x\) has type tensor<\?xf32, \"enc\">"
+        r"^\S*encoded_arg\.mlir:1:1: error: "
+        r"ew-fuse: 'func\.func' @f argument #0 \(%x\) has type tensor<\?xf32, \"enc\">"
     ),
     "encoded_temporary": (
         r"^\S*encoded_temporary\.mlir:2:3: error: ew-bufferize: 'ew\.kernel' result #0 has type "
         r"tensor<\?xf32, \"enc\">: ew-bufferize takes tensors with no encoding\n"
     ),
     "scalar_arg": (
-        r"^ew-bufferize: 'func\.func' @f argument #1 \(%s\) has type f32: ew-bufferize takes"
+        r"^\S*scalar_arg\.mlir:1:1: error: ew-bufferize: 'func\.func' @f argument #1 \(%s\) "
+        r"has type f32: ew-bufferize takes"
     ),
     "bufferize_twice": (
         r"ew-bufferize: 'ew\.kernel' is already bufferized \(on memrefs\): ew-bufferize "
@@ -742,6 +748,14 @@ HOSTILE: dict[str, str] = {
         r"^\S*good\.mlir:2:3: error: ew-bufferize: 'ew\.constant' is not inside an ew\.kernel "
         r"\(run ew-fuse first\)\n\S*good\.mlir:2:3: note: see current operation: %one = "
         r"ew\.constant 1\.0"
+    ),
+    "llvm_unexpanded": (
+        r"^\S*gelu\.ew:\d+:\d+: error: ew-to-llvm: no lowering for 'math\.tanh' \(ew-expand-math "
+        r"(.|\n)*\n\S*gelu\.ew:\d+:\d+: note: see current operation: %\d+ = math\.tanh"
+    ),
+    "linalg_unfused": (
+        r"^\S*gelu\.ew:2:7: error: ew-to-linalg: 'ew\.add' is not inside a kernel; run ew-fuse "
+        r"first\n\S*gelu\.ew:2:7: note: see current operation: %h = ew\.add"
     ),
     "fuse_bufferized": (
         r"^\S*gelu\.ew:\d+:\d+: error: ew-fuse: cannot fuse 'ew\.kernel': ew-fuse takes ew ops "

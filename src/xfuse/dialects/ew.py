@@ -102,10 +102,11 @@ from xdsl.traits import (
     SingleBlockImplicitTerminator,
 )
 from xdsl.utils.bitwise_casts import convert_f64_to_u64, convert_u64_to_f64
-from xdsl.utils.exceptions import PassFailedException, VerifyException
+from xdsl.utils.exceptions import VerifyException
 
 from xfuse.dialects import xdsl_patches
 from xfuse.dialects.dtypes import numpy_dtype
+from xfuse.dialects.failure import OpFailure
 
 xdsl_patches.apply()  # whatever parses IR with xfuse's dialect: the lexer's fix
 
@@ -211,10 +212,11 @@ def check_tensor_signature(function: func.FuncOp, pass_name: str) -> None:
             ):
                 name = names[index] if index < len(names) else None
                 described = f"{kind} #{index}" + (f" (%{name})" if name else "")
-                raise PassFailedException(
+                raise OpFailure(
                     f"{pass_name}: 'func.func' @{function.sym_name.data} {described} has "
                     f"type {type_}: {pass_name} takes functions whose arguments and results "
-                    f"are ranked tensors of {FLOAT_NAMES} with no encoding"
+                    f"are ranked tensors of {FLOAT_NAMES} with no encoding",
+                    function,
                 )
 
 

@@ -36,12 +36,12 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 import xfuse
 from xfuse.dialects import xdsl_patches
+from xfuse.dialects.failure import OpFailure, source_location
 from xfuse.frontend.language import LINE_BREAK, EwSyntaxError, parse_program
 from xfuse.tools.cli import naming_file, os_error_message, unrecognized_arguments
 from xfuse.tools.cli_warnings import command_line_warnings, escalated_warning
 from xfuse.tools.closed_stdout import WritingParser, exit_status, stdout_closed
 from xfuse.transforms import ALL_PASSES
-from xfuse.transforms.failure import OpFailure, source_location
 from xfuse.transforms.pipeline import parse_passes, use_before_definition
 
 _EW_STATEMENT = re.compile(r"(?:\s|#[^\n]*)*(?:input\b|output\b|[A-Za-z_]\w*\s*=[^=])")

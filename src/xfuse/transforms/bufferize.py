@@ -52,7 +52,7 @@ from xdsl.rewriter import InsertPoint
 from xfuse.analysis.memory import MemoryPlan, plan_memory
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
-from xfuse.transforms.failure import OpFailure
+from xfuse.dialects.failure import OpFailure
 
 
 @functools.cache

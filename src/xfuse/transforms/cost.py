@@ -37,7 +37,7 @@ from xfuse.analysis.cost_report import print_function, summary_line, us
 from xfuse.analysis.hardware import DEVICE_NAMES, device
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import DTYPE_NAMES, SHORT_DTYPE_NAMES, is_dtype_word
-from xfuse.transforms.failure import OpFailure
+from xfuse.dialects.failure import OpFailure
 from xfuse.transforms.options import check_option
 from xfuse.transforms.workspace import workspace_size_functions
 

@@ -51,8 +51,8 @@ from xdsl.utils.disjoint_set import IntDisjointSet
 
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
+from xfuse.dialects.failure import OpFailure
 from xfuse.transforms.expand_math import EwExpandMathPass, simple_power
-from xfuse.transforms.failure import OpFailure
 from xfuse.transforms.options import FuseMode, check_choice, check_option
 from xfuse.transforms.scalar import (
     emit_constant,

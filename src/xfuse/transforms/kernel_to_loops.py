@@ -127,9 +127,9 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from xfuse.dialects import ew
+from xfuse.dialects.failure import OpFailure
 from xfuse.transforms import HEAD_LOOP, LOOP_ROLE, REMAINDER_LOOP
 from xfuse.transforms.expand_math import MATH_FUNCTIONS
-from xfuse.transforms.failure import OpFailure
 from xfuse.transforms.options import check_option
 from xfuse.transforms.pipeline import check_new_symbol
 from xfuse.transforms.rewriting import located_walker

@@ -42,9 +42,9 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint
-from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
+from xfuse.dialects.failure import OpFailure
 from xfuse.transforms.rewriting import located_walker
 from xfuse.transforms.scalar import unmark_expansion
 
@@ -101,9 +101,9 @@ def _dynamic_size(
             return [], known
         spanning.append((operand, operand_axis))
     if not spanning:
-        raise DiagnosticException(
-            f"ew-to-linalg: no input of this kernel gives the size of its dynamic dimension "
-            f"{axis}:\n{kernel}"
+        raise OpFailure(
+            f"ew-to-linalg: no input of this kernel gives the size of its dynamic dimension {axis}",
+            kernel,
         )
     operand, operand_axis = spanning[0]
     index = arith.ConstantOp(IntegerAttr(operand_axis, IndexType()))
@@ -182,7 +182,7 @@ class EwToLinalgPass(ModulePass):
         ).rewrite_module(op)
         for leftover in op.walk():
             if leftover.dialect_name() == "ew":
-                raise DiagnosticException(
-                    f"ew-to-linalg: '{leftover.name}' is not inside a kernel; run ew-fuse "
-                    f"first:\n{leftover}"
+                raise OpFailure(
+                    f"ew-to-linalg: '{leftover.name}' is not inside a kernel; run ew-fuse first",
+                    leftover,
                 )

@@ -78,6 +78,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects.dtypes import element_bytes
 from xfuse.dialects.ew import op_name
+from xfuse.dialects.failure import OpFailure
 from xfuse.transforms import (
     BF16_HARDWARE_NARROWING,
     LOOP_ROLE,
@@ -203,9 +204,10 @@ def strided_layout(type_: MemRefType[Attribute], op: Operation) -> tuple[list[in
         strides, offset = layout.get_strides(), layout.get_offset()
         if offset is not None and all(stride is not None for stride in strides):
             return [cast(int, stride) for stride in strides], offset
-    raise DiagnosticException(
+    raise OpFailure(
         f"ew-to-llvm: '{op.name}' on {type_}: only the identity layout and strided layouts with "
-        "static strides and offset have a lowering (the descriptor has no strides or offset)"
+        "static strides and offset have a lowering (the descriptor has no strides or offset)",
+        op,
     )
 
 
@@ -263,8 +265,8 @@ def contiguous(type_: Attribute, op: Operation) -> MemRefType[Attribute]:
     rejected)."""
     memref_type = cast(MemRefType[Attribute], type_)
     if strided_layout(memref_type, op) is not None:
-        raise DiagnosticException(
-            f"ew-to-llvm: '{op.name}' on {memref_type}: only the identity layout has a lowering"
+        raise OpFailure(
+            f"ew-to-llvm: '{op.name}' on {memref_type}: only the identity layout has a lowering", op
         )
     return memref_type
 
@@ -408,9 +410,10 @@ def _reject_memref_results(op: func.FuncOp | func.CallOp, results: Sequence[Attr
     if returned is None:
         return
     where = f"@{op.sym_name.data}" if isinstance(op, func.FuncOp) else f"call of {op.callee}"
-    raise DiagnosticException(
+    raise OpFailure(
         f"ew-to-llvm: '{op.name}' {where} returns {returned}: memref results have no lowering; "
-        "pass the result buffer as an argument (destination-passing style, as ew-bufferize does)"
+        "pass the result buffer as an argument (destination-passing style, as ew-bufferize does)",
+        op,
     )
 
 
@@ -552,7 +555,7 @@ class ConstantToLlvm(RewritePattern):
         if isinstance(value, IntegerAttr):
             value = IntegerAttr(value.value.data, cast(IntegerType, type_))
         elif not isinstance(value, FloatAttr) or isinstance(op.result.type, BFloat16Type):
-            raise DiagnosticException(f"ew-to-llvm: unsupported constant {op}")
+            raise OpFailure("ew-to-llvm: unsupported constant", op)
         rewriter.replace(
             op, llvm.ConstantOp.create(result_types=[type_], properties={"value": value})
         )
@@ -561,9 +564,10 @@ class ConstantToLlvm(RewritePattern):
 def _reject_bf16(op: Operation, type_: Attribute) -> None:
     """bf16 is i16 bits in LLVM (`convert_type`): no float op takes it."""
     if isinstance(type_, BFloat16Type) or type_ == _I16:
-        raise DiagnosticException(
+        raise OpFailure(
             f"ew-to-llvm: '{op.name}' on bf16 has no lowering (bf16 is stored as i16: compute "
-            "in f32, arith.extf then arith.truncf, as ew-fuse's kernels do)"
+            "in f32, arith.extf then arith.truncf, as ew-fuse's kernels do)",
+            op,
         )
 
 
@@ -667,7 +671,7 @@ def float_intrinsic(op: Operation, name: str) -> llvm.CallIntrinsicOp:
     type_ = op.results[0].type  # (operands may be lowered already: bf16 arrives as i16)
     suffix = _INTRINSIC_SUFFIXES.get(type(type_))
     if suffix is None:
-        raise DiagnosticException(f"ew-to-llvm: '{op.name}' on {type_} has no lowering")
+        raise OpFailure(f"ew-to-llvm: '{op.name}' on {type_} has no lowering", op)
     if isinstance(op, math.FPowIOp):
         suffix += f".i{cast(IntegerType, op.rhs.type).width.data}"
     return llvm.CallIntrinsicOp(f"llvm.{name}.{suffix}", op.operands, [type_])
@@ -741,7 +745,7 @@ class CastsToLlvm(RewritePattern):
         elif convert_type(source.type) == convert_type(result.type):
             rewriter.replace(op, [], [source])
         else:
-            raise DiagnosticException(f"ew-to-llvm: unsupported cast {op}")
+            raise OpFailure("ew-to-llvm: unsupported cast", op)
 
 
 @dataclass(frozen=True)
@@ -1402,7 +1406,7 @@ class EwToLlvmPass(ModulePass):
         _declare_callees(op, callees)
 
 
-def _no_lowering(leftover: Operation) -> DiagnosticException:
+def _no_lowering(leftover: Operation) -> OpFailure:
     hint = ""
     if leftover.name.startswith("math."):
         hint = (
@@ -1411,4 +1415,4 @@ def _no_lowering(leftover: Operation) -> DiagnosticException:
             "_MATH_INTRINSICS in src/xfuse/transforms/to_llvm.py)"
         )
     name = op_name(leftover)
-    return DiagnosticException(f"ew-to-llvm: no lowering for '{name}'{hint}:\n{leftover}")
+    return OpFailure(f"ew-to-llvm: no lowering for '{name}'{hint}", leftover)

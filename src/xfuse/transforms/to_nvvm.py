@@ -79,7 +79,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, element_bytes
-from xfuse.transforms.failure import OpFailure
+from xfuse.dialects.failure import OpFailure
 from xfuse.transforms.kernel_to_loops import input_indices
 from xfuse.transforms.launches import Launch, LaunchSequence, Temporary
 from xfuse.transforms.options import GpuMath, check_choice

@@ -38,9 +38,9 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
-from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects.dtypes import element_bytes
+from xfuse.dialects.failure import OpFailure
 from xfuse.transforms import workspace_size_function
 from xfuse.transforms.options import check_option
 from xfuse.transforms.pipeline import check_new_symbol
@@ -135,9 +135,10 @@ def _size_function(
         if not isinstance(owner, memref.DimOp) and not (
             owner.name.startswith("arith.") and not owner.regions
         ):
-            raise DiagnosticException(
+            raise OpFailure(
                 "ew-workspace: a temporary's size must come from argument sizes and index "
-                f"arithmetic, not from:\n{owner}"
+                "arithmetic, not from this op",
+                owner,
             )
         needed.add(owner)
         pending += [operand.owner for operand in owner.operands]
@@ -252,16 +253,18 @@ class EwWorkspacePass(ModulePass):
             entry = function.body.block
             outside = next((a for a in allocs if a.parent_block() is not entry), None)
             if outside is not None:
-                raise DiagnosticException(
+                raise OpFailure(
                     f"ew-workspace: a temporary outside the entry block of "
-                    f"'{function.sym_name.data}':\n{outside}"
+                    f"'{function.sym_name.data}'",
+                    outside,
                 )
             # A view of the workspace is contiguous: a strided temporary cannot be one.
             laid_out = next((a for a in allocs if _memref_type(a).layout != NoneAttr()), None)
             if laid_out is not None:
-                raise DiagnosticException(
+                raise OpFailure(
                     f"ew-workspace: a temporary with a layout in '{function.sym_name.data}' (the "
-                    f"workspace holds contiguous buffers only):\n{laid_out}"
+                    "workspace holds contiguous buffers only)",
+                    laid_out,
                 )
             caller = next(
                 (
@@ -275,9 +278,10 @@ class EwWorkspacePass(ModulePass):
                 None,
             )
             if caller is not None:  # (the pass adds an argument: the call would lack it)
-                raise DiagnosticException(
+                raise OpFailure(
                     f"ew-workspace: @{function.sym_name.data} has temporaries and is called "
-                    f"(its callers have no workspace to pass):\n{caller}"
+                    "(its callers have no workspace to pass)",
+                    caller,
                 )
             check_new_symbol(
                 op,
