@@ -819,6 +819,18 @@ def test_device_array_arguments_are_checked(gelu: Gelu) -> None:
         gpu(x=ok, b=ok, r=FakeDeviceArray(np.zeros(9, np.float32)), out=ok)
 
 
+def test_device_arrays_that_alias_are_checked_as_on_the_cpu() -> None:
+    """An exact alias of an input runs in place in a kernel of one launch, a partial overlap is
+    refused naming both: each raised AttributeError ('DeviceArray' has no 'size')."""
+    gpu, _ = emulated(xfuse.compile("out = x * 2;", target="cuda"))
+    memory = np.arange(16, dtype=np.float32)
+    same = FakeDeviceArray(memory[:8])
+    assert gpu(x=same, out=same) is same
+    np.testing.assert_array_equal(memory, [*(np.arange(8) * 2), *range(8, 16)])
+    with pytest.raises(ArgumentError, match="out 'out' overlaps input 'x'"):
+        gpu(x=FakeDeviceArray(memory[:8]), out=FakeDeviceArray(memory[4:12]))
+
+
 def test_numpy_arguments_are_checked_like_on_the_cpu(gelu: Gelu) -> None:
     gpu, _ = emulated(xfuse.compile(gelu.source, outputs=["out"], target="cuda"))
     x = np.zeros(4, np.float32)

@@ -101,6 +101,24 @@ FILES: dict[str, tuple[str, str | bytes]] = {
     "empty_block": ("empty_block.mlir", "func.func @f() {\n^bb0:\n}\n"),
     # an op class that overrides `verify` (llvm.trunc checks before its super's) was put at
     # its function; an op's own `loc(...)` is where mlir-opt puts its error
+    # a temporary sized by memref.dim at an argument's axis: an internal error ('Block' object
+    # has no attribute 'value')
+    "nvvm_dim_index": (
+        "nvvm_dim_index.mlir",
+        "func.func @main(%x: memref<?xf32>, %o: memref<?xf32>, %i: index) {\n"
+        "  %n = memref.dim %x, %i : memref<?xf32>\n"
+        "  %t = memref.alloc(%n) : memref<?xf32>\n"
+        "  ew.kernel ins(%x : memref<?xf32>) outs(%t : memref<?xf32>) {\n"
+        "  ^bb0(%a: f32):\n"
+        "    ew.yield %a : f32\n"
+        "  }\n"
+        "  ew.kernel ins(%t : memref<?xf32>) outs(%o : memref<?xf32>) {\n"
+        "  ^bb0(%a: f32):\n"
+        "    ew.yield %a : f32\n"
+        "  }\n"
+        "  func.return\n"
+        "}\n",
+    ),
     "llvm_trunc": (
         "llvm_trunc.mlir",
         "func.func @f(%a: i32) -> i64 {\n"
@@ -272,6 +290,7 @@ COMMANDS: dict[str, list[str]] = {
     "not_a_terminator": ["{not_a_terminator}"],
     "empty_block": ["{empty_block}"],
     "llvm_trunc": ["{llvm_trunc}"],
+    "nvvm_dim_index": ["{nvvm_dim_index}", "-p", "ew-to-nvvm"],
     "verifier_at_loc": ["{verifier_at_loc}"],
     "verifier": ["{verifier}", "-p", "ew-optimize"],
     "int_type": ["{int_type}"],
@@ -629,6 +648,10 @@ HOSTILE: dict[str, str] = {
     "not_a_terminator": (
         r"^\S*not_a_terminator\.mlir:2:3: error: Operation ew\.kernel terminates block in "
         r"single-block region but is not a terminator"
+    ),
+    "nvvm_dim_index": (
+        r"^\S*nvvm_dim_index\.mlir:3:3: error: ew-to-nvvm: a temporary's size must be an "
+        r"argument's, at a constant axis"
     ),
     "llvm_trunc": r"^\S*llvm_trunc\.mlir:2:3: error: 'llvm\.trunc' invalid cast opcode",
     "verifier_at_loc": r"^orig\.ew:8:3: error: 'ew\.constant' result must have a static shape",

@@ -243,8 +243,13 @@ class DeviceArray:
     dtype: np.dtype[Any]
 
     @property
+    def size(self) -> int:
+        """Its element count, as an ndarray's (the aliasing checks read it)."""
+        return math.prod(self.shape)
+
+    @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
+        return self.size * self.dtype.itemsize
 
 
 def device_array(label: str, parameter: Parameter, value: Any) -> DeviceArray:

@@ -166,9 +166,16 @@ def _temporary(op: memref.AllocOp) -> Temporary:
             shape.append(size)
             continue
         dim = next(dynamic).owner
-        if not (isinstance(dim, memref.DimOp) and isinstance(dim.source, BlockArgument)):
-            raise OpFailure("ew-to-nvvm: a temporary's size must be an argument's", op)
-        axis = cast(arith.ConstantOp, dim.index.owner).value
+        axis_op = dim.index.owner if isinstance(dim, memref.DimOp) else None
+        if not (
+            isinstance(dim, memref.DimOp)
+            and isinstance(dim.source, BlockArgument)
+            and isinstance(axis_op, arith.ConstantOp)
+        ):
+            raise OpFailure(
+                "ew-to-nvvm: a temporary's size must be an argument's, at a constant axis", op
+            )
+        axis = axis_op.value
         shape.append((dim.source.index, cast(IntegerAttr, axis).value.data))
     return Temporary(dtype_of(type_.get_element_type()), tuple(shape))
 
