@@ -217,6 +217,26 @@ def test_bench_sweep() -> None:
     assert "| 2^12 | xfuse fused approx |" in result.table()
 
 
+def test_the_table_names_a_size_that_is_no_power_of_two_as_the_cli_does() -> None:
+    """It printed `2^1000` for 1000 elements (`2^` before either spelling), and `2^57344` for
+    the 57,344 of a [t, 14336] program's rows."""
+    result = xfuse.bench("x * 2", sizes=[1000], repeat=1)
+    assert "| 1,000 | xfuse fused approx |" in result.table()
+    assert [bench.size_text(n) for n in (1, 4096, 57344, 0)] == ["2^0", "2^12", "57,344", "0"]
+
+
+@pytest.mark.parametrize(
+    ("repeat", "error"), [(True, TypeError), (2.5, TypeError), ("3", TypeError), (0, ValueError)]
+)
+def test_bench_checks_repeat_first(repeat: object, error: type[Exception]) -> None:
+    """As it checks `threads`: `True` was taken (JSON `"repeat": true`), 2.5 and "3" failed
+    deep inside, and 0 once every variant had run."""
+    with pytest.raises(
+        error, match=f"^repeat must be an integer >= 1, got {re.escape(repr(repeat))}"
+    ):
+        xfuse.bench("x * 2", sizes=[64], repeat=repeat)  # type: ignore[arg-type]
+
+
 def test_an_xfuse_variant_settles_its_timed_choices_before_it_is_timed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -569,11 +569,16 @@ class BenchResult:
         for r in self.rows:
             error = "-" if r.max_error is None else f"{r.max_error:.1e}"
             lines.append(
-                f"| 2^{r.n.bit_length() - 1 if r.n & (r.n - 1) == 0 else r.n} | {r.variant} | "
+                f"| {size_text(r.n)} | {r.variant} | "
                 f"{r.time_s * 1e3:.3f} | {r.bandwidth / 1e9:.1f} | {share(r.of_ceiling)} | "
                 f"{r.speedup:.1f}x | {error} |"
             )
         return "\n".join(lines)
+
+
+def size_text(n: int) -> str:
+    """An element count as the tables give it: `2^20` for a power of two, else `57,344`."""
+    return f"2^{n.bit_length() - 1}" if n > 0 and n & (n - 1) == 0 else f"{n:,}"
 
 
 def share(of_ceiling: float | None) -> str:
@@ -644,6 +649,7 @@ def bench(
     from xfuse.frontend.filenames import check_filename
     from xfuse.runtime.compiler import (
         MATH_CHOICES,
+        check_integer,
         check_outputs,
         check_source,
         check_threads,
@@ -654,6 +660,8 @@ def bench(
     if math not in MATH_CHOICES:
         raise ValueError(f"math must be {' or '.join(map(repr, MATH_CHOICES))}, got {math!r}")
     threads = check_threads(threads)
+    # (True was 1 and written `"repeat": true`; 0 failed once every variant had run)
+    repeat = check_integer("repeat", repeat, "an integer >= 1", lambda value: value >= 1)
     sizes = _element_counts(sizes)
     outputs = check_outputs(outputs)
     # the parser drops a leading byte order mark and counts columns without it: so do errors
