@@ -837,7 +837,14 @@ def test_public_name() -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "printed"),
-    [(0.0, "0"), (1.23456e-7, "0.000123"), (0.0123456, "12.3"), (1.23456, "1235"), (1e-3, "1.00")],
+    [
+        (0.0, "0"),
+        (1.23456e-7, "0.000123"),
+        (0.0123456, "12.3"),
+        (1.23456, "1235"),
+        (1e-3, "1.00"),
+        (0.09999996e-3, "0.100"),  # (the rounded value's decimals: it was 0.1000)
+    ],
 )
 def test_milliseconds_keep_three_significant_digits(seconds: float, printed: str) -> None:
     """The benchmark scripts' times: a short one printed with fixed decimals read 0.00."""

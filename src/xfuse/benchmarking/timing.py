@@ -91,12 +91,19 @@ def host_summary() -> str:
     return f"host: {host_description()}"
 
 
+def three_digits(value: float) -> str:
+    """`168`, `10.3`, `0.962`, `0.00123`, `1235`: three significant digits (all of a number's
+    integer digits), never an exponent. The decimals are those of the value rounded to three
+    digits: 99.96 is `100` (it was `100.0`), 0.99996 `1.00`."""
+    rounded = float(f"{value:.3g}")
+    decimals = max(0, 2 - math.floor(math.log10(rounded))) if rounded > 0 else 0
+    return f"{value:.{decimals}f}"
+
+
 def milliseconds(seconds: float) -> str:
     """`seconds` in milliseconds to three significant digits, no exponent (a fixed number of
     decimals printed a short time as 0.00 beside its non-zero ratios)."""
-    value = seconds * 1e3
-    decimals = max(0, 2 - math.floor(math.log10(value))) if value > 0 else 0
-    return f"{value:.{decimals}f}"
+    return three_digits(seconds * 1e3)
 
 
 def interleaved_medians(

@@ -28,7 +28,7 @@ from xfuse.analysis.cost_report import nbytes
 from xfuse.analysis.dataflow import analyze_dataflow
 from xfuse.analysis.memory import Liveness, MemoryPlan, plan_memory
 from xfuse.benchmarking import bench
-from xfuse.benchmarking.timing import host_description, separable
+from xfuse.benchmarking.timing import host_description, separable, three_digits
 from xfuse.dialects import ew
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.language import ParsedProgram
@@ -600,12 +600,15 @@ VARIANTS = (
 """Demo 4's variants, in the order they are timed and shown."""
 
 
-def _percent_of_ceiling(share: float) -> str:
-    """`share` in whole percent, rounded down below `MEMORY_SPEED_SHARE`: 89.5% reads "89%",
-    not the "90%" that the sentence beside it says it falls short of."""
-    if share < MEMORY_SPEED_SHARE:
+def percent_of_ceiling(share: float) -> str:
+    """`share` in whole percent, as the table and the sentences give it: rounded, but down
+    where it would read as `MEMORY_SPEED_SHARE` and is under it (89.5% reads "89%", not the
+    "90%" a sentence says it falls short of; rounding every share under it down, 5.9% was "5%"
+    in the text beside the table's "6%")."""
+    text = f"{share:.0%}"
+    if share < MEMORY_SPEED_SHARE and int(text.rstrip("%")) >= MEMORY_SPEED_SHARE * 100:
         return f"{math.floor(share * 100)}%"
-    return f"{share:.0%}"
+    return text
 
 
 @dataclass(frozen=True)
@@ -788,29 +791,26 @@ def _measure_row(setup: MeasureSetup, measured: bench.Measurement, ceiling_s: fl
         measured.round_times_s,
         setup.unfused_bytes / time_s if measured.traffic == "unfused" and moves else None,
         setup.fused_bytes / time_s if moves else None,
-        ceiling_s / time_s if moves else None,
+        # (no share of a ceiling that bounds nothing: the lecture quotes none, nor bench's JSON)
+        ceiling_s / time_s if moves and setup.ceiling_bounds else None,
         measured.max_error,
     )
 
 
-def _three_digits(value: float) -> str:
-    """`168`, `10.3`, `0.962`, `0.00123`: three significant digits, never an exponent."""
-    digits = max(0, 2 - math.floor(math.log10(value))) if value > 0 else 0
-    return f"{value:.{digits}f}"
-
-
 def format_duration(seconds: float) -> str:
-    """Three significant digits: `168 ms`, `10.3 ms`, `0.962 ms`, `26.1 us`."""
-    if seconds >= 1:
-        return f"{_three_digits(seconds)} s"
-    if seconds >= 1e-4:
-        return f"{_three_digits(seconds * 1e3)} ms"
-    return f"{_three_digits(seconds * 1e6)} us"
+    """Three significant digits: `168 ms`, `10.3 ms`, `0.962 ms`, `26.1 us`; the unit is the
+    rounded time's (99.96 us is `0.100 ms`, 0.99996 s `1.00 s`)."""
+    rounded = float(f"{seconds:.3g}")
+    if rounded >= 1:
+        return f"{three_digits(seconds)} s"
+    if rounded >= 1e-4:
+        return f"{three_digits(seconds * 1e3)} ms"
+    return f"{three_digits(seconds * 1e6)} us"
 
 
 def format_gbps(bytes_per_second: float) -> str:
     """GB/s to three significant digits: `18.5`, `0.0410`."""
-    return _three_digits(bytes_per_second / 1e9)
+    return three_digits(bytes_per_second / 1e9)
 
 
 def _compare(a: MeasureRow, b: MeasureRow) -> int:
@@ -931,7 +931,7 @@ def _libm_observation(
         return text
     versus_ceiling = _compare(libm, ceiling)
     share = libm.of_ceiling or 0.0
-    percent = _percent_of_ceiling(share)
+    percent = percent_of_ceiling(share)
     if versus_ceiling < 0 or (versus_ceiling == 0 and share >= MEMORY_SPEED_SHARE):
         return text + (
             f" It reaches {percent} of the bandwidth ceiling, as fast as memory allows: even "
@@ -991,9 +991,11 @@ def _ceiling_observation(setup: MeasureSetup, approx: MeasureRow, ceiling: Measu
         else "its arithmetic, or at small sizes the fixed cost of each call"
     )
     if not setup.ceiling_bounds:
+        # (which moves more says which cause weighs more: a program of 2 kernels with a [d]
+        # output moved less than the ceiling, and was said to read its intermediates back)
         why = (
             f"its {setup.fused_kernels} kernels write intermediates and read them back"
-            if setup.fused_kernels > 1
+            if setup.fused_kernels > 1 and setup.fused_bytes > setup.ceiling_bytes
             else "an output not of the inputs' full shape, or an input no output reads"
         )
         return (
@@ -1006,7 +1008,7 @@ def _ceiling_observation(setup: MeasureSetup, approx: MeasureRow, ceiling: Measu
     text = (
         f"The ceiling ({setup.ceiling_source}) streams the fused traffic at "
         f"{format_gbps(bandwidth)} GB/s on one core; the fused approx kernel moves the same "
-        f"bytes at {_percent_of_ceiling(share)} of its speed"
+        f"bytes at {percent_of_ceiling(share)} of its speed"
     )
     match _compare(approx, ceiling):
         case 1:

@@ -19,6 +19,7 @@ from xfuse.tools.lecture import (
     TrafficDemo,
     format_duration,
     format_gbps,
+    percent_of_ceiling,
     plural,
 )
 
@@ -169,9 +170,7 @@ def print_measurement(console: Console, demo: MeasureDemo) -> None:
             format_duration(max(row.round_times_s)),
             _gbps(row.unfused_bandwidth),
             _gbps(row.fused_bandwidth),
-            f"{row.of_ceiling:.0%}"
-            if demo.setup.ceiling_bounds and row.of_ceiling is not None
-            else "-",
+            "-" if row.of_ceiling is None else percent_of_ceiling(row.of_ceiling),
             "-" if row.max_error is None else f"{row.max_error:.1e}",
         )
     console.print(table)
