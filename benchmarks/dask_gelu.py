@@ -286,9 +286,11 @@ def main() -> None:
     seconds_of = {name: row.seconds for name, row in rows.items()}
     baseline = seconds_of["dask/numpy expression"]
     elements = args.rows * args.columns
+    chunks = -(-args.rows // args.chunk_rows)  # (dask clips a chunk to the array: 4 rows of 2048)
+    chunk_rows = min(args.chunk_rows, args.rows)
+    chunking = f"{chunks} chunk{'s' * (chunks != 1)} of [{chunk_rows}, {args.columns}]"
     print(
-        f"GELU + bias + residual, [{args.rows}, {args.columns}] float32 in "
-        f"{-(-args.rows // args.chunk_rows)} chunks of [{args.chunk_rows}, {args.columns}], "
+        f"GELU + bias + residual, [{args.rows}, {args.columns}] float32 in {chunking}, "
         f"{args.workers} worker processes x {args.threads_per_worker} threads; each row makes "
         "a new [t, d] result from inputs in memory and releases it after its clock stops "
         "(except: no work, and into a preallocated one); median of "

@@ -895,6 +895,18 @@ def test_the_host_line_names_the_cpu_both_ways_and_its_bf16_rounding(
     assert timing.host_summary().startswith(f"host: {cpu.name}, ")
 
 
+def test_the_host_line_says_how_many_cpus_the_process_may_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pinned (`taskset -c 0`), a process may use fewer CPUs than the host has, which the
+    `threads=2` rows depend on: the line said the host's count alone."""
+    monkeypatch.setattr(timing.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(timing.os, "sched_getaffinity", lambda pid: {0})
+    assert ", 2 CPUs (1 usable by this process), widest" in timing.host_summary()
+    monkeypatch.setattr(timing.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert ", 2 CPUs, widest" in timing.host_summary()
+
+
 def test_the_processor_name_is_read_from_cpuinfo(tmp_path: Path) -> None:
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9R14 96-Core Processor\n")

@@ -62,15 +62,17 @@ def processor_name(cpuinfo_path: Path = Path("/proc/cpuinfo")) -> str | None:
 def host_description() -> str:
     """The host as benchmarks describe it: the target CPU (LLVM's name, which LLVM guesses from
     the features where it does not know the CPUID model, as in some VMs, then the processor's
-    own), its widest float vectors, how it rounds to bf16 (the LLM rows depend on it), load
-    average."""
+    own), its CPUs (and how many this process may run on, where fewer: `taskset`), its widest
+    float vectors, how it rounds to bf16 (the LLM rows depend on it), load average."""
     from xfuse.codegen.native import host_cpu
 
     cpu = host_cpu()
     name = processor_name()
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    cpus, usable = os.cpu_count(), len(os.sched_getaffinity(0))
     return (
-        f"{cpu.name}{f' ({name})' if name else ''}, {os.cpu_count()} CPUs, "
+        f"{cpu.name}{f' ({name})' if name else ''}, {cpus} CPUs"
+        f"{f' ({usable} usable by this process)' if usable != cpus else ''}, "
         f"widest float vectors {cpu.float_lanes * 32} bits (<{cpu.float_lanes} x float>), "
         f"bf16 rounding in {'hardware' if cpu.rounds_bf16 else 'software'}, load average {load}"
     )
