@@ -1082,6 +1082,19 @@ def test_activations_benchmark_tallies_each_target_of_issue_16(
     assert script.verdict(script.PROGRAMS["tanh-GELU"], 0.1, 9.0, 0.45, ["tanh"]) == ("-", True)
 
 
+def test_activations_benchmark_prints_a_missed_value_as_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cell printed its value rounded, checked unrounded: a share of 69.96% missing >= 70%
+    read "70%", a ratio of 0.996x missing >= 1 "1.00x", beside "missed"."""
+    script = _benchmark_script("activations.py", monkeypatch)
+    assert script.shown(0.6996, ".0%", False) == "69%"
+    assert script.shown(0.6996, ".0%", True) == "70%"
+    assert script.shown(0.996, ".2f", False) == "0.99"
+    assert script.shown(1.3004, ".2f", False, upper=True) == "1.31"  # past an upper bound
+    assert script.shown(2.004, ".2f", False, upper=True) == "2.01"
+
+
 def test_gelu_benchmark_times_the_disk_cache_in_a_directory_of_its_own(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
