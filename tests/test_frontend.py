@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import pickle
 import re
+import sys
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -382,6 +383,29 @@ def test_a_syntax_error_pickles_with_its_location() -> None:
     assert (copied.line, copied.column, copied.filename) == (3, 13, "f.ew")
 
 
+def test_a_name_read_in_its_own_first_assignment_warns_so() -> None:
+    """It was "'acc' is neither declared nor assigned ...: did you mean 'acc'?", the name
+    itself, in a program that declares its inputs."""
+    with pytest.warns(EwNameWarning) as caught:
+        parse_program("input x;\nacc = acc * x;\n", filename="acc.ew")
+    assert [str(w.message) for w in caught] == [
+        "column 7: 'acc' is read in its own first assignment, so it is an input: declare it "
+        "(input acc;) or assign it before"
+    ]
+
+
+def test_a_deep_caller_gets_a_syntax_error_for_a_deep_expression() -> None:
+    """99 nested calls (allowed) from a caller ~200 frames deep ran out of Python's stack: a
+    raw RecursionError, where the nesting bound promised none."""
+    source = "y = " + "exp(" * (MAX_NESTING - 1) + "x" + ")" * (MAX_NESTING - 1) + ";"
+
+    def parse_at(depth: int) -> ModuleOp:
+        return parse_at(depth - 1) if depth else parse_program(source)
+
+    with pytest.raises(EwSyntaxError, match=r"levels deep, more than Python's stack has room"):
+        parse_at(sys.getrecursionlimit() - 300)
+
+
 @pytest.mark.parametrize(
     "source",
     [
@@ -617,10 +641,14 @@ BAD_PROGRAMS = [
     ("y = tanh;", None, 1, 5, "'tanh' is a function: call it as tanh(...), or declare an input"),
     ("y = x;\ntanh = y;\nz = tanh(tanh) * exp;", None, 3, 18, "'exp' is a function"),
     ("y = h + 1;\nh = x;", None, 1, 5, "'h' is read before it has a value"),
+    # a declared input has its value: its assignment is the error ("read before it has a value")
+    ("input h;\ny = h + 1;\nh = y;", None, 3, 1, "cannot assign to 'h': it is declared as an"),
     ("y = x;\nz = 2 * q;\nq = y;", None, 2, 9, "first assigned on line 3"),
     ("", None, 1, 1, "empty program"),
-    ("# only a comment\n", None, 2, 1, "empty program"),
-    ("  \n\t", None, 2, 2, "empty program"),
+    # just after the text, not on a line past the file's last (`3:1` of two lines)
+    ("# only a comment\n", None, 1, 17, "empty program"),
+    ("# only a comment\n\n", None, 1, 17, "empty program"),
+    ("  \n\t", None, 1, 1, "empty program"),
     ("y = x;", ["z"], 1, 7, "unknown output 'z': the program assigns y"),
     ("y = x;\n\n", ["tanh"], 1, 7, "unknown output 'tanh'"),
     ("y = x;", [], 1, 1, "no outputs requested"),

@@ -270,7 +270,7 @@ def tokenize(source: str, filename: str = "<source>") -> list[Token]:
             tokens.append(Token(cast(str, kind), match.group(), offset))
     # The end of input is just after the last token, where a missing ';' goes (as clang points),
     # not past the comments and blank lines after it: an empty line below the file's last one.
-    last = tokens[-1] if tokens else Token("end", "", len(source))
+    last = tokens[-1] if tokens else Token("end", "", len(source.rstrip(" \t\f\r\n")))
     tokens.append(Token("end", "", last.offset + len(last.text)))
     return tokens
 
@@ -530,7 +530,8 @@ class _Parser:
 
     @contextmanager
     def nesting(self) -> Iterator[None]:
-        """One level deeper (an expression or a unary minus): bounded, so no RecursionError."""
+        """One level deeper (an expression or a unary minus): bounded, so that a parse from a
+        shallow stack meets no RecursionError (a deep caller's is an `EwSyntaxError`)."""
         self.depth += 1
         if self.depth > MAX_NESTING:
             raise self.error(f"expression nested more than {MAX_NESTING} levels deep")
@@ -614,7 +615,8 @@ class _Parser:
             )
             raise self.error(f"'{name}' is a function: call it as {name}(...){declare}", token)
         first = self.first_assignment.get(name)
-        if first is not None and first > self.position:
+        # (a declared input has its value: its later assignment is the error, said there)
+        if first is not None and first > self.position and name not in self.declared_at:
             line = self.line_of(self.tokens[first].offset)
             raise self.error(
                 f"'{name}' is read before it has a value (it is first assigned on line {line})",
@@ -623,27 +625,41 @@ class _Parser:
         if name not in self.builder.inputs:  # a new argument, at its first read
             # (the declared inputs counted too: a program of 50 of them had no check at all)
             if self.declared_at and self.undeclared_inputs < SPELL_CHECK_LIMIT:
-                self.warn_if_close(token, [*self.declared_at, *self.first_assignment])
+                if first is not None:  # read in the statement that first assigns it
+                    self.warn_name(
+                        token,
+                        f"'{name}' is read in its own first assignment, so it is an input: "
+                        f"declare it (input {name};) or assign it before",
+                    )
+                else:
+                    self.warn_if_close(token, [*self.declared_at, *self.first_assignment])
             self.undeclared_inputs += 1
             self.at(token)
         return self.builder.input(name)
 
     def warn_if_close(self, token: Token, names: list[str]) -> None:
         """An `EwNameWarning` at `token` (a new undeclared input) where `names` (the program's
-        declared and assigned ones) has one close to it, at the .ew line (Python's warning
-        format shows that line where the file exists)."""
+        declared and assigned ones) has one close to it."""
         close = difflib.get_close_matches(token.text, names, n=1)
         if close:
-            located = self.error("", token)  # its line and column, as an error's would be
-            warning = NameWarning(
-                f"column {located.column}: '{token.text}' is neither declared nor assigned, so it "
-                f"is an input: did you mean '{close[0]}'?",
-                self.filename,
-                located.line,
-                program_digest(self.source),
+            self.warn_name(
+                token,
+                f"'{token.text}' is neither declared nor assigned, so it is an input: did you "
+                f"mean '{close[0]}'?",
             )
-            self.name_warnings.append(warning)
-            warn_name(warning)
+
+    def warn_name(self, token: Token, message: str) -> None:
+        """An `EwNameWarning` of `message` at `token`, at the .ew line (Python's warning format
+        shows that line where the file exists)."""
+        located = self.error("", token)  # its line and column, as an error's would be
+        warning = NameWarning(
+            f"column {located.column}: {message}",
+            self.filename,
+            located.line,
+            program_digest(self.source),
+        )
+        self.name_warnings.append(warning)
+        warn_name(warning)
 
     def call(self, name: Token) -> Value:
         op_type = ew.OPS_BY_MNEMONIC.get(name.text)
@@ -730,7 +746,13 @@ class ParsedProgram:
         # the program, as in a Python source file: dropped, so that columns count from the text.
         source = source.removeprefix("\ufeff")
         parser = _Parser(source, filename, builder)
-        parser.program()
+        try:
+            parser.program()
+        except RecursionError:  # (~8 frames a level: 99 levels need ~800 of Python's 1000)
+            raise parser.error(
+                f"expression nested {parser.depth} levels deep, more than Python's stack has "
+                "room for here (parse it from a shallower call, or raise sys.setrecursionlimit)"
+            ) from None
         declared = parser.declared_output_names()
         if outputs is None and declared is not None:
             outputs = declared
