@@ -256,6 +256,8 @@ def tokenize(source: str, filename: str = "<source>") -> list[Token]:
             char = source[offset]
             if char in "\"'":
                 message = "non-numeric literal: strings are not numbers"
+            elif char == "^":
+                message = "unexpected character '^': write a power as pow(x, y)"
             else:
                 message = f"unexpected character {char!r}"
             raise EwSyntaxError(message, source, offset, filename)
@@ -597,7 +599,9 @@ class _Parser:
             self.expect(")", "to close '('")
             return value
         if token.kind != "name":
-            raise self.error(f"expected an expression, found {self.describe(token)}")
+            power = token.text == "*" and self.tokens[self.position - 1].text == "*"
+            hint = ": `**` is no operator, write a power as pow(x, y)" if power else ""
+            raise self.error(f"expected an expression, found {self.describe(token)}{hint}")
         self.position += 1
         if self.current.text == "(" and self.current.kind == "op":
             return self.call(token)
@@ -664,16 +668,28 @@ class _Parser:
     def call(self, name: Token) -> Value:
         op_type = ew.OPS_BY_MNEMONIC.get(name.text)
         if op_type is None and name.text not in CONVERSIONS:
-            known = ", ".join(sorted([*ew.OPS_BY_MNEMONIC, *CONVERSIONS]))
+            functions = sorted([*ew.OPS_BY_MNEMONIC, *CONVERSIONS])
+            known = ", ".join(functions)
             numpy = NUMPY_NAMES.get(name.text)
-            hint = f"numpy's name for '{numpy}'; " if numpy else ""
+            close = difflib.get_close_matches(name.text, functions, n=1)
+            hint = (
+                f"numpy's name for '{numpy}'; "
+                if numpy
+                else f"did you mean '{close[0]}'? "
+                if close
+                else ""
+            )
             raise self.error(f"unknown function '{name.text}' ({hint}known: {known})", name)
         self.expect("(", "")
+        arity = 1 if op_type is None else ew.arity(op_type)
+        if self.current.text == ")" and self.current.kind == "op":  # (not "expected an expression")
+            raise self.error(
+                f"'{name.text}' takes {arity} argument{'s' if arity > 1 else ''}, got 0", name
+            )
         args = [self.expr()]
         while self.accept(",") is not None:
             args.append(self.expr())
         self.expect(")", f"to close the call of '{name.text}'")
-        arity = 1 if op_type is None else ew.arity(op_type)
         if len(args) != arity:
             raise self.error(
                 f"'{name.text}' takes {arity} argument{'s' if arity > 1 else ''}, got {len(args)}",
@@ -725,6 +741,8 @@ def parse_program(
     names and None dynamic), `default_shape` the shape of the others (`[?]`).
     """
     builder = FunctionBuilder(dtype, shapes, function_name, default_shape=default_shape)
+    if isinstance(outputs, str):  # one name, as `xfuse.compile` takes it (it was its letters)
+        outputs = [outputs]
     return ParsedProgram(source, outputs, builder, filename).module
 
 
