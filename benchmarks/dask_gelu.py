@@ -289,6 +289,8 @@ def main() -> None:
     chunks = -(-args.rows // args.chunk_rows)  # (dask clips a chunk to the array: 4 rows of 2048)
     chunk_rows = min(args.chunk_rows, args.rows)
     chunking = f"{chunks} chunk{'s' * (chunks != 1)} of [{chunk_rows}, {args.columns}]"
+    if args.rows % chunk_rows:
+        chunking += f" (the last of {args.rows % chunk_rows} rows)"
     print(
         f"GELU + bias + residual, [{args.rows}, {args.columns}] float32 in {chunking}, "
         f"{args.workers} worker processes x {args.threads_per_worker} threads; each row makes "

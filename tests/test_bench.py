@@ -709,7 +709,7 @@ def test_program_without_inputs(capsys: pytest.CaptureFixture[str]) -> None:
     ("text", "message"),
     [
         (b"# c\n\ny = x +;\n", ":3:8: error: expected an expression, found ';'"),
-        (b"# only a comment\n", ":2:1: error: empty program"),
+        (b"# only a comment\n", ":1:17: error: empty program"),
         (b"y = x * \xff;\n", ":1:9: error: unexpected character"),
     ],
 )

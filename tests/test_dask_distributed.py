@@ -180,19 +180,23 @@ def dask_gelu_benchmark() -> Any:
 
 def test_the_benchmark_names_the_chunks_dask_makes(tmp_path: Path) -> None:
     """dask clips a chunk to the array: 4 rows in chunks of 2048 are 1 chunk of [4, 64], which
-    the header called "1 chunks of [2048, 64]"."""
+    the header called "1 chunks of [2048, 64]"; of 5000 rows the last chunk is short."""
     script = Path(__file__).parent.parent / "benchmarks" / "dask_gelu.py"
-    options = ["--rows", "4", "--columns", "64", "--chunk-rows", "2048", "--workers", "1"]
-    run = subprocess.run(
-        [sys.executable, str(script), *options, "--repeat", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr
-    assert "[4, 64] float32 in 1 chunk of [4, 64], 1 worker" in run.stdout
+    for rows, said in (
+        ("4", "[4, 64] float32 in 1 chunk of [4, 64], 1 worker"),
+        ("5000", "in 3 chunks of [2048, 64] (the last of 904 rows), 1 worker"),
+    ):
+        options = ["--rows", rows, "--columns", "64", "--chunk-rows", "2048", "--workers", "1"]
+        run = subprocess.run(
+            [sys.executable, str(script), *options, "--repeat", "1"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            check=False,
+        )
+        assert run.returncode == 0, run.stderr
+        assert said in run.stdout
 
 
 def spin(seconds: float) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import math
 import pickle
 import re
@@ -393,9 +395,22 @@ def test_a_name_read_in_its_own_first_assignment_warns_so() -> None:
     with pytest.warns(EwNameWarning) as caught:
         parse_program("input x;\nacc = acc * x;\n", filename="acc.ew")
     assert [str(w.message) for w in caught] == [
-        "column 7: 'acc' is read in its own first assignment, so it is an input: declare it "
-        "(input acc;) or assign it before"
+        "column 7: 'acc' is read in its own first assignment, so it is an input: assign it "
+        "before, or read a declared input of another name (input x0; x = x0 * 2;)"
     ]
+    # past the spell check's limit of undeclared inputs too (it costs no comparisons)
+    many = "input x;\ns = " + " + ".join(f"u{i}" for i in range(60)) + ";\nacc = acc * x;\n"
+    with pytest.warns(EwNameWarning, match="'acc' is read in its own first assignment"):
+        parse_program(many)
+
+    # a RecursionError of a caller's own depth, not the program's, is no syntax error
+    def parse_at(depth: int) -> ModuleOp:
+        return parse_at(depth - 1) if depth else parse_program("input x[4];\nout = x;")
+
+    frames = len(inspect.stack(0))
+    for depth in range(sys.getrecursionlimit() - frames - 80, sys.getrecursionlimit() - frames):
+        with contextlib.suppress(RecursionError):  # (somewhere here the parse itself runs out)
+            parse_at(depth)
 
 
 def test_a_deep_caller_gets_a_syntax_error_for_a_deep_expression() -> None:
@@ -644,6 +659,7 @@ BAD_PROGRAMS = [
     ("y = x ** 2;", None, 1, 8, "found '*': `**` is no operator, write a power as pow(x, y)"),
     ("y = x ^ 2;", None, 1, 7, "unexpected character '^': write a power as pow(x, y)"),
     ("y = tanhh(x);", None, 1, 5, "unknown function 'tanhh' (did you mean 'tanh'? known"),
+    ("y = gelu(x);", None, 1, 5, "unknown function 'gelu' (known: abs"),  # (no 'relu'?)
     ("y = tanh;", None, 1, 5, "'tanh' is a function: call it as tanh(...), or declare an input"),
     ("y = x;\ntanh = y;\nz = tanh(tanh) * exp;", None, 3, 18, "'exp' is a function"),
     ("y = h + 1;\nh = x;", None, 1, 5, "'h' is read before it has a value"),

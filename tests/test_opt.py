@@ -119,6 +119,30 @@ FILES: dict[str, tuple[str, str | bytes]] = {
         "  func.return\n"
         "}\n",
     ),
+    # more errors at one op that had no location (a Python repr of a value, or nothing)
+    "llvm_dim_index": (
+        "llvm_dim_index.mlir",
+        "func.func @f(%a: memref<?xf32>, %i: index) -> index {\n"
+        "  %b = memref.dim %a, %i : memref<?xf32>\n"
+        "  func.return %b : index\n"
+        "}\n",
+    ),
+    "llvm_alloca": (
+        "llvm_alloca.mlir",
+        "func.func @f(%i: index) -> f32 {\n"
+        "  %a = memref.alloca() : memref<4xf32>\n"
+        "  %b = memref.load %a[%i] : memref<4xf32>\n"
+        "  func.return %b : f32\n"
+        "}\n",
+    ),
+    "returned_argument": (
+        "returned_argument.mlir",
+        "func.func @f(%a: tensor<?xf32>) -> tensor<?xf32> {\n  func.return %a : tensor<?xf32>\n}\n",
+    ),
+    "f16_tanh": (
+        "f16_tanh.mlir",
+        "func.func @f(%a: f16) -> f16 {\n  %b = math.tanh %a : f16\n  func.return %b : f16\n}\n",
+    ),
     "llvm_trunc": (
         "llvm_trunc.mlir",
         "func.func @f(%a: i32) -> i64 {\n"
@@ -290,6 +314,11 @@ COMMANDS: dict[str, list[str]] = {
     "not_a_terminator": ["{not_a_terminator}"],
     "empty_block": ["{empty_block}"],
     "llvm_trunc": ["{llvm_trunc}"],
+    "llvm_dim_index": ["{llvm_dim_index}", "-p", "ew-to-llvm"],
+    "llvm_alloca": ["{llvm_alloca}", "-p", "ew-to-llvm"],
+    "llvm_tensor_function": ["{returned_argument}", "-p", "ew-to-llvm"],
+    "bufferize_returned_argument": ["{returned_argument}", "-p", "ew-bufferize"],
+    "f16_tanh": ["{f16_tanh}", "-p", "ew-expand-math"],
     "nvvm_dim_index": ["{nvvm_dim_index}", "-p", "ew-to-nvvm"],
     "verifier_at_loc": ["{verifier_at_loc}"],
     "verifier": ["{verifier}", "-p", "ew-optimize"],
@@ -653,6 +682,27 @@ HOSTILE: dict[str, str] = {
         r"^\S*nvvm_dim_index\.mlir:3:3: error: ew-to-nvvm: a temporary's size must be an "
         r"argument's, at a constant axis"
     ),
+    "llvm_dim_index": (
+        r"^\S*llvm_dim_index\.mlir:2:3: error: ew-to-llvm: memref\.dim needs a constant index\n"
+        r"\S*llvm_dim_index\.mlir:2:3: note: see current operation: %b = memref\.dim"
+    ),
+    "llvm_alloca": (
+        r"^\S*llvm_alloca\.mlir:2:3: error: ew-to-llvm: a memref that does not come from an "
+        r"argument or memref\.alloc \('memref\.alloca' makes it\)"
+    ),
+    "llvm_tensor_function": (
+        r"^\S*returned_argument\.mlir:1:1: error: ew-to-llvm: 'func\.func' @f takes or returns "
+        r"tensor<\?xf32>"
+    ),
+    # its output buffer was never written, silently
+    "bufferize_returned_argument": (
+        r"^\S*returned_argument\.mlir:2:3: error: ew-bufferize: result #0 is the function's "
+        r"argument %a: no kernel writes its output buffer \(run ew-fuse first"
+    ),
+    "f16_tanh": (
+        r"^\S*f16_tanh\.mlir:2:3: error: ew-expand-math: 'math\.tanh' on f16: only f32 and f64 "
+        r"have a lowering"
+    ),
     "llvm_trunc": r"^\S*llvm_trunc\.mlir:2:3: error: 'llvm\.trunc' invalid cast opcode",
     "verifier_at_loc": r"^orig\.ew:8:3: error: 'ew\.constant' result must have a static shape",
     "empty_block": (
@@ -672,7 +722,7 @@ HOSTILE: dict[str, str] = {
     "deep": r"xfuse-opt: error: input nested too deeply",
     "bad_ew": r"bad\.ew:2:5: error: 'tanh' takes 1 argument, got 2\ny = tanh\(h, h\);\n    \^",
     "binary_ew": r"binary\.ew:2:1: error: unexpected character",
-    "empty_ew": r"empty\.ew:2:1: error: empty program",
+    "empty_ew": r"empty\.ew:1:15: error: empty program",
     # xDSL's "Could not parse entire input!", at 1:1 of a file with nothing in it
     # xDSL's "Unrecognized file extension 'txt'" said neither what it takes nor about -f
     "unknown_ext": (
@@ -1252,7 +1302,7 @@ def test_debuginfo_of_a_file_name_that_is_not_utf8(tmp_path: Path) -> None:
 
 
 def test_the_loops_of_a_kernel_are_at_its_location(
-    gelu: Gelu, capsys: pytest.CaptureFixture[str]
+    gelu: Gelu, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """As MLIR's lowerings locate what they make: the loops, loads and stores were
     `loc(unknown)`, and `ew-cost` on them said so with no line."""
@@ -1263,6 +1313,15 @@ def test_the_loops_of_a_kernel_are_at_its_location(
         line for line in lines if re.search(r"scf\.for|memref\.(load|store)|^ {4,}\} loc", line)
     ]
     assert len(lowered) > 4 and not [line for line in lowered if "loc(unknown)" in line]
+    # several kernels: the calls of the outlined ones, those functions, and the buffers
+    # ew-bufferize allocates and frees are at their kernels' too
+    program = tmp_path / "two_kernels.ew"
+    program.write_text("input x[t, d], w[t, 1];\na = exp(x) * w;\nout = a + x;\n")
+    each = "ew-fuse{max-ops=1},ew-bufferize,ew-kernel-to-loops"
+    assert main([str(program), "-p", each, "--print-debuginfo"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    unknown = [line.strip() for line in printed if "loc(unknown)" in line]
+    assert unknown == ["} loc(unknown)", "} loc(unknown)"]  # (the function's and module's own)
     assert main([str(gelu.path), "-p", f"{passes},ew-cost"]) == 1
     assert re.match(r"^\S*gelu\.ew:\d+:\d+: error: ew-cost: 'scf\.for'", capsys.readouterr().err)
 

@@ -107,7 +107,7 @@ def call_libm(module: ModuleOp) -> None:
         type_ = op.results[0].type if isinstance(op, _NEAR_ZERO_FUNCTIONS) else None
         if not isinstance(type_, Float32Type | Float64Type):  # (the C library's types only)
             continue
-        name = libm_name(type(op), type_)
+        name = libm_name(op, type_)
         if name not in declared:
             declared.add(name)
             module.body.block.add_op(func.FuncOp.external(name, [type_], [type_]))

@@ -24,9 +24,10 @@ conversions `f16(x)`, `bf16(x)`, `f32(x)`, `f64(x)`. A comparison is 1 where it 
 elsewhere (NaN compares unequal to everything), and `select(c, a, b)` is `a` where `c` is nonzero,
 else `b`, of `a` and `b`'s dtype (numpy's `where`): `select(x > 0, x, 0.01 * x)`. Comparisons
 do not chain (`a < b < c` is an error, not Python's `a < b and b < c`). Inputs are the names
-read before any assignment; ops are emitted in source order, left to right, a literal just
-before the first op that uses it, each op and argument located at the token that makes it
-(`_Parser.at`: `loc("file":line:col)` under `--print-debuginfo`). Every mistake raises
+read and never assigned, or read in their own first assignment (`acc = acc * x;`; reading a
+name before a later assignment is an error); ops are emitted in source order, left to right, a
+literal just before the first op that uses it, each op and argument located at the token that
+makes it (`_Parser.at`: `loc("file":line:col)` under `--print-debuginfo`). Every mistake raises
 `EwSyntaxError` with the line, column and a caret under the spot (of a line over 100 cells wide,
 about 100 around the caret). Lines end in `\n`, `\r\n` or `\r`; a leading byte order mark is
 ignored.
@@ -627,16 +628,15 @@ class _Parser:
                 token,
             )
         if name not in self.builder.inputs:  # a new argument, at its first read
+            if self.declared_at and first is not None:  # read where it is first assigned
+                self.warn_name(
+                    token,
+                    f"'{name}' is read in its own first assignment, so it is an input: assign "
+                    "it before, or read a declared input of another name (input x0; x = x0 * 2;)",
+                )
             # (the declared inputs counted too: a program of 50 of them had no check at all)
-            if self.declared_at and self.undeclared_inputs < SPELL_CHECK_LIMIT:
-                if first is not None:  # read in the statement that first assigns it
-                    self.warn_name(
-                        token,
-                        f"'{name}' is read in its own first assignment, so it is an input: "
-                        f"declare it (input {name};) or assign it before",
-                    )
-                else:
-                    self.warn_if_close(token, [*self.declared_at, *self.first_assignment])
+            elif self.declared_at and self.undeclared_inputs < SPELL_CHECK_LIMIT:
+                self.warn_if_close(token, [*self.declared_at, *self.first_assignment])
             self.undeclared_inputs += 1
             self.at(token)
         return self.builder.input(name)
@@ -671,7 +671,8 @@ class _Parser:
             functions = sorted([*ew.OPS_BY_MNEMONIC, *CONVERSIONS])
             known = ", ".join(functions)
             numpy = NUMPY_NAMES.get(name.text)
-            close = difflib.get_close_matches(name.text, functions, n=1)
+            # (closer than difflib's default: `gelu` is no misspelt `relu`, nor `foo` `floor`)
+            close = difflib.get_close_matches(name.text, functions, n=1, cutoff=0.8)
             hint = (
                 f"numpy's name for '{numpy}'; "
                 if numpy
@@ -741,8 +742,6 @@ def parse_program(
     names and None dynamic), `default_shape` the shape of the others (`[?]`).
     """
     builder = FunctionBuilder(dtype, shapes, function_name, default_shape=default_shape)
-    if isinstance(outputs, str):  # one name, as `xfuse.compile` takes it (it was its letters)
-        outputs = [outputs]
     return ParsedProgram(source, outputs, builder, filename).module
 
 
@@ -760,6 +759,8 @@ class ParsedProgram:
         filename: str | os.PathLike[str] = "<source>",
     ):
         filename = check_filename(filename)
+        if isinstance(outputs, str):  # one name, as `xfuse.compile` takes it (it was its letters)
+            outputs = [outputs]
         # A leading byte order mark (a file read as "utf-8", not "utf-8-sig") is no character of
         # the program, as in a Python source file: dropped, so that columns count from the text.
         source = source.removeprefix("\ufeff")
@@ -767,6 +768,8 @@ class ParsedProgram:
         try:
             parser.program()
         except RecursionError:  # (~8 frames a level: 99 levels need ~800 of Python's 1000)
+            if parser.depth < MAX_NESTING // 10:  # the caller's own depth, not the program's
+                raise
             raise parser.error(
                 f"expression nested {parser.depth} levels deep, more than Python's stack has "
                 "room for here (parse it from a shallower call, or raise sys.setrecursionlimit)"

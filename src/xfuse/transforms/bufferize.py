@@ -43,9 +43,10 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     NoneAttr,
     TensorType,
+    UnknownLoc,
     i32,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 
@@ -134,9 +135,11 @@ class _FunctionBufferizer:
         self.allocated: dict[int, SSAValue] = {}
         self.sizes: dict[tuple[int, int], SSAValue] = {}
 
-    def index_constant(self, axis: int) -> SSAValue:
+    def index_constant(self, axis: int, at: Operation) -> SSAValue:
+        """The `index` constant `axis`, made once, at the first kernel `at` that reads it."""
         if axis not in self.index_constants:
             constant = arith.ConstantOp(IntegerAttr(axis, IndexType()))
+            constant.location = at.location
             anchor = list(self.index_constants.values())
             if anchor:
                 self.block.insert_op_after(constant, cast(Operation, anchor[-1].owner))
@@ -168,11 +171,14 @@ class _FunctionBufferizer:
         for value in operands:
             shape = ew.shape_of(value)
             if -len(shape) <= axis and shape[axis] == DYNAMIC_INDEX:
-                index = self.index_constant(len(shape) + axis)
+                index = self.index_constant(len(shape) + axis, at)
                 return self.builder.insert(memref.DimOp(value, index)).result
         raise OpFailure("ew-bufferize: no operand gives a dynamic size of this kernel's buffer", at)
 
     def kernel(self, index: int, kernel: ew.KernelOp) -> None:
+        """Bufferize `kernel` (the `index`th), its buffers allocated before it and those it
+        reads last freed after it, all at its location (as MLIR's bufferization places them)."""
+        before = self.block.last_op
         try:
             ins = [self.buffers[v] for v in kernel.inputs]
         except KeyError:
@@ -207,6 +213,11 @@ class _FunctionBufferizer:
         for buffer, planned in enumerate(self.plan.buffers):
             if planned.last_step == index:
                 self.builder.insert(memref.DeallocOp.get(self.allocated[buffer]))
+        made = before.next_op if before is not None else self.block.first_op
+        while made is not None:
+            if isinstance(made.location, UnknownLoc):
+                made.location = kernel.location
+            made = made.next_op
 
 
 def bufferize_function(function: func.FuncOp, reuse: bool = True) -> BufferizeStats:
@@ -234,6 +245,15 @@ def bufferize_function(function: func.FuncOp, reuse: bool = True) -> BufferizeSt
                     "ew-bufferize takes tensors with no encoding",
                     op,
                 )
+        if isinstance(op, func.ReturnOp):  # (its output buffer would never be written)
+            for index, value in enumerate(op.arguments):
+                if isinstance(value, BlockArgument):
+                    raise OpFailure(
+                        f"ew-bufferize: result #{index} is the function's argument "
+                        f"%{value.name_hint or value.index}: no kernel writes its output buffer "
+                        "(run ew-fuse first, which copies it in one)",
+                        op,
+                    )
     ew.check_tensor_signature(function, "ew-bufferize")
     plan = plan_memory(function, reuse)
     bufferizer = _FunctionBufferizer(function, plan)

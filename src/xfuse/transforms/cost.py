@@ -157,9 +157,10 @@ def _annotate(module: ModuleOp, costs: list[FunctionCost]) -> None:
         }
         for name, count in counts.items():
             if count > I64_MAX:
-                raise PassFailedException(
+                raise OpFailure(
                     f"ew-cost: kernel {cost.index} of @{function}: cost.{name} {count:,} does "
-                    f"not fit an i64 attribute; annotate a smaller shape"
+                    f"not fit an i64 attribute; annotate a smaller shape",
+                    kernel,
                 )
         kernel.attributes.update(
             {

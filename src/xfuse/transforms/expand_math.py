@@ -56,8 +56,8 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
-from xdsl.utils.exceptions import DiagnosticException
 
+from xfuse.dialects.failure import OpFailure
 from xfuse.transforms import approx
 from xfuse.transforms.options import CpuMath, MathLibrary, check_choice
 from xfuse.transforms.pipeline import check_no_nested_module, declared_already
@@ -113,19 +113,17 @@ MATH_FUNCTIONS: dict[type[Operation], MathFunction] = {
 that emits another transcendental `math` op needs an entry here (tests/test_op_facts.py says so)."""
 
 
-def libm_name(op_type: type[Operation], type_: Attribute, library: MathLibrary = "libm") -> str:
+def libm_name(op: Operation, type_: Attribute, library: MathLibrary = "libm") -> str:
     """The C library function for a math op on f32 (`tanhf`) or f64 (`tanh`); libdevice's
     (`__nv_tanhf`, `__nv_tanh`) with `library="libdevice"`."""
-    base = MATH_FUNCTIONS[op_type].libm
+    base = MATH_FUNCTIONS[type(op)].libm
     if library == "libdevice":
         base = "__nv_" + base
     if isinstance(type_, Float32Type):
         return base + "f"
     if isinstance(type_, Float64Type):
         return base
-    raise DiagnosticException(
-        f"ew-expand-math: '{op_type.name}' on {type_}: only f32 and f64 have a lowering"
-    )
+    raise OpFailure(f"ew-expand-math: '{op.name}' on {type_}: only f32 and f64 have a lowering", op)
 
 
 def libm_functions() -> set[str]:
@@ -215,7 +213,7 @@ class ExpandMath(RewritePattern):
             rewriter.replace(replaced, [], [expanded])
             _erase_unused(unused, rewriter)
             return
-        name = libm_name(type(op), type_, self.library)
+        name = libm_name(op, type_, self.library)
         self.libm_calls[name] = FunctionType.from_lists(op.operand_types, [type_])
         if self.approximate and self.library == "libm" and isinstance(op, math.PowFOp):
             # libmvec's pow of a negative base is its scalar fallback: pow of |x|, signed here.

@@ -242,12 +242,17 @@ def outline_kernel(kernel: ew.KernelOp, name: str) -> func.FuncOp:
     body = Block(arg_types=[memref.type for memref in memrefs])
     for memref_value, arg in zip(memrefs, body.args, strict=True):
         arg.name_hint = memref_value.name_hint
-    Rewriter.insert_op(func.CallOp(name, memrefs, []), InsertPoint.before(kernel))
+        arg.location = kernel.location
+    call = func.CallOp(name, memrefs, [])
+    Rewriter.insert_op(call, InsertPoint.before(kernel))
     kernel.detach()
     kernel.operands = [body.args[memrefs.index(operand)] for operand in kernel.operands]
-    body.add_ops([kernel, func.ReturnOp()])
+    returned = func.ReturnOp()
+    body.add_ops([kernel, returned])
     function = func.FuncOp(name, (body.arg_types, []), Region(body), visibility="private")
     function.attributes[NO_INLINE] = UnitAttr()
+    for made in (call, returned, function):  # at the kernel's place, as its loops
+        made.location = kernel.location
     return function
 
 
@@ -619,6 +624,7 @@ class EwKernelToLoopsPass(ModulePass):
                 twin = alike.twin_or_keep(kernel)
                 if twin is not None:
                     call = func.CallOp(twin.sym_name.data, distinct_operands(kernel), [])
+                    call.location = kernel.location
                     Rewriter.replace_op(kernel, call)
                     continue
                 name = kernel_function_name(function.sym_name.data, distinct)

@@ -74,7 +74,6 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import Rewriter
 from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering
 from xdsl.transforms.dead_code_elimination import is_trivially_dead
-from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects.dtypes import element_bytes
 from xfuse.dialects.ew import op_name
@@ -146,9 +145,10 @@ class Descriptor:
 def descriptor(value: SSAValue) -> Descriptor:
     cast_op = value.owner
     if not isinstance(cast_op, UnrealizedConversionCastOp):
-        raise DiagnosticException(
-            f"ew-to-llvm: memref {value} does not come from an argument or alloc"
-        )
+        message = "ew-to-llvm: a memref that does not come from an argument or memref.alloc"
+        if isinstance(cast_op, Operation):
+            raise OpFailure(f"{message} ('{cast_op.name}' makes it)", cast_op)
+        raise OpFailure(f"{message} (a block's argument)", next(iter(value.uses)).operation)
     pointer, *dynamic = cast_op.inputs
     dynamic_sizes = iter(dynamic)
     shape = cast(MemRefType[Attribute], value.type).get_shape()
@@ -293,19 +293,19 @@ class StoreToLlvm(RewritePattern):
         rewriter.replace(op, [*ops, store])
 
 
-def _static_index(value: SSAValue) -> int:
-    owner = value.owner
+def _static_index(dim: memref.DimOp) -> int:
+    owner = dim.index.owner
     if isinstance(owner, arith.ConstantOp | llvm.ConstantOp) and isinstance(
         owner.value, IntegerAttr
     ):
         return owner.value.value.data
-    raise DiagnosticException(f"ew-to-llvm: memref.dim needs a constant index, got {value}")
+    raise OpFailure("ew-to-llvm: memref.dim needs a constant index", dim)
 
 
 class DimToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.DimOp, rewriter: PatternRewriter) -> None:
-        size = descriptor(op.source).sizes[_static_index(op.index)]
+        size = descriptor(op.source).sizes[_static_index(op)]
         if isinstance(size, int):
             rewriter.replace(op, llvm.ConstantOp(IntegerAttr(size, i64), i64))
         else:
@@ -434,7 +434,7 @@ def lower_function(op: func.FuncOp) -> llvm.FuncOp:
     _reject_memref_results(op, op.function_type.outputs)
     outputs = [convert_type(t) for t in op.function_type.outputs]
     if len(outputs) > 1:
-        raise DiagnosticException(f"ew-to-llvm: '{op.sym_name.data}' returns more than one value")
+        raise OpFailure(f"ew-to-llvm: '{op.sym_name.data}' returns more than one value", op)
     function_type = llvm.LLVMFunctionType(inputs, outputs[0] if outputs else None)
     body = op.detach_region(op.body)
     if body.blocks:
@@ -1348,9 +1348,10 @@ class EwToLlvmPass(ModulePass):
                         if not function.body.blocks
                         else "run ew-bufferize and ew-kernel-to-loops first"
                     )
-                    raise DiagnosticException(
+                    raise OpFailure(
                         f"ew-to-llvm: 'func.func' @{function.sym_name.data} takes or returns "
-                        f"{type_}: ew-to-llvm lowers loops over memrefs ({remedy})"
+                        f"{type_}: ew-to-llvm lowers loops over memrefs ({remedy})",
+                        function,
                     )
         # xDSL's convert-scf-to-cf, walking backwards: each loop then splits a block with only
         # the ops up to the next (already lowered) loop left to move, near the region's start
