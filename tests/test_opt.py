@@ -364,6 +364,7 @@ COMMANDS: dict[str, list[str]] = {
     "fuse_bufferized": ["{gelu}", "-p", "ew-fuse,ew-bufferize,ew-fuse"],
     "llvm_unexpanded": ["{gelu}", "-p", "ew-fuse,ew-bufferize,ew-kernel-to-loops,ew-to-llvm"],
     "linalg_unfused": ["{gelu}", "-p", "ew-to-linalg"],
+    "nvvm_twice": ["{gelu}", "-p", "ew-fuse,ew-bufferize,ew-to-nvvm,ew-to-nvvm"],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
     "bad_output_path": ["{good}", "-o", "{directory}/no/such/dir/out.mlir"],
     "nested_module": ["{nested_module}", "-p", "xfuse-default"],
@@ -826,6 +827,11 @@ HOSTILE: dict[str, str] = {
         r"^\S*gelu\.ew:\d+:\d+: error: ew-to-llvm: no lowering for 'math\.tanh' \(ew-expand-math "
         r"(.|\n)*\n\S*gelu\.ew:\d+:\d+: note: see current operation: %\d+ = math\.tanh"
     ),
+    # a GPU entry's ops are at its kernel's location (they were loc(unknown))
+    "nvvm_twice": (
+        r"^\S*gelu\.ew:4:9: error: ew-to-nvvm: no GPU lowering for 'llvm\.mlir\.constant'\n"
+        r"\S*gelu\.ew:4:9: note: see current operation"
+    ),
     "linalg_unfused": (
         r"^\S*gelu\.ew:2:7: error: ew-to-linalg: 'ew\.add' is not inside a kernel; run ew-fuse "
         r"first\n\S*gelu\.ew:2:7: note: see current operation: %h = ew\.add"
@@ -1232,6 +1238,8 @@ def test_an_integer_option_reads_bases_as_mlir_opt(value: str, read: int) -> Non
         parse_passes("ew-fuse{max-ops=09}")  # (not octal: as mlir-opt, refused)
     with pytest.raises(PassSpecError, match="^ew-fuse: bad value '-0x10' for option 'max-ops'"):
         parse_passes("ew-fuse{max-ops=-0x10}")  # (xDSL's lexer could not read it)
+    with pytest.raises(PassSpecError, match="^ew-fuse: bad value '0O17' for option 'max-ops'"):
+        parse_passes("ew-fuse{max-ops=0O17}")  # (LLVM's `0o` is lower case only)
     for float_option in ("launch-us=0b11", "launch-us=0o17"):  # (strtod reads neither)
         with pytest.raises(PassSpecError, match="expected a finite number >= 0|expected a number"):
             parse_passes(f"ew-cost{{{float_option}}}")

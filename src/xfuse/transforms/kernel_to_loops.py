@@ -114,7 +114,6 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     StringAttr,
     UnitAttr,
-    UnknownLoc,
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -132,7 +131,7 @@ from xfuse.transforms import HEAD_LOOP, LOOP_ROLE, REMAINDER_LOOP
 from xfuse.transforms.expand_math import MATH_FUNCTIONS
 from xfuse.transforms.options import check_option
 from xfuse.transforms.pipeline import check_new_symbol
-from xfuse.transforms.rewriting import located_walker
+from xfuse.transforms.rewriting import locate_unlocated, located_walker
 from xfuse.transforms.to_llvm import NO_INLINE
 
 
@@ -554,9 +553,7 @@ def _locate_lowering(first: Operation, kernel: ew.KernelOp) -> None:
     loops `loc(unknown)`, and an error at one (`ew-cost` on loops) had no line."""
     lowered: Operation | None = first
     while lowered is not None and lowered is not kernel:
-        for new in lowered.walk():
-            if isinstance(new.location, UnknownLoc):
-                new.location = kernel.location
+        locate_unlocated(lowered, kernel.location)
         lowered = lowered.next_op
 
 

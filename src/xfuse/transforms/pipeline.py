@@ -44,7 +44,7 @@ _UNLEXED_FLOAT = re.compile(
 `-.5` (no token starts with a point) and `1e+3` (a word `1e`, then the number `+3`)."""
 
 _UNLEXED_INTEGER = re.compile(
-    r"(?<=[=,])([-+]?0(?:[0-9]+|[xX][0-9a-fA-F]+|[bB][01]+|[oO][0-7]+))(?=[\s,}]|$)"
+    r"(?<=[=,])([-+]?0(?:[0-9]+|[xX][0-9a-fA-F]+|[bB][01]+|o[0-7]+))(?=[\s,}]|$)"
 )
 """An option's value that LLVM reads as an integer in another base (`getAsInteger` with radix
 0: `010` is 8, `0x10` 16, `0b11` 3, `0o17` 15) and xDSL's lexer reads as decimal (`010`) or
@@ -86,9 +86,10 @@ _MLIR_BOOLS = {
 """What mlir-opt's options take for a bool (LLVM's `cl::opt<bool>`), as xDSL's lexer reads them
 (`1` an int, `TRUE` a word, `"true"` quoted a string): `stats=1` was "bad value '1'"."""
 
-_INTEGER_TEXT = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO]?[0-7]+|[1-9][0-9]*|0)")
+_INTEGER_TEXT = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|0[bB][01]+|0o?[0-7]+|[1-9][0-9]*|0)")
 """An integer as LLVM's options read one (`getAsInteger` with radix 0), quoted (`"5"`) or a
-word (`0x10`): decimal, `0x` hexadecimal, `0b` binary, `0o` or a leading `0` octal."""
+word (`0x10`): decimal, `0x` hexadecimal, `0b` binary, `0o` (not `0O`, as LLVM) or a leading
+`0` octal."""
 
 
 def _integer(text: str) -> int:

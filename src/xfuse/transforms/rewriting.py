@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from xdsl.dialects.builtin import UnknownLoc
+from xdsl.dialects.builtin import LocationAttr, UnknownLoc
 from xdsl.ir import Operation, Region
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -54,3 +54,15 @@ def located_walker(
         post_walk_func=post_walk_func,
         listener=PatternRewriterListener(operation_insertion_handler=[locating.locate]),
     )
+
+
+def locate_unlocated(op: Operation, location: LocationAttr) -> None:
+    """Give `op`, the ops inside it and their blocks' arguments that have no location
+    `location`: a lowering's ops at the op they lower, as MLIR's are (a GPU entry's, whose loop
+    and loads were `loc(unknown)`)."""
+    for inner in op.walk():
+        if isinstance(inner.location, UnknownLoc):
+            inner.location = location
+        for argument in (a for region in inner.regions for b in region.blocks for a in b.args):
+            if isinstance(argument.location, UnknownLoc):
+                argument.location = location

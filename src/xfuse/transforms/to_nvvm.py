@@ -84,7 +84,7 @@ from xfuse.transforms.kernel_to_loops import input_indices
 from xfuse.transforms.launches import Launch, LaunchSequence, Temporary
 from xfuse.transforms.options import GpuMath, check_choice
 from xfuse.transforms.pipeline import only_function
-from xfuse.transforms.rewriting import located_walker
+from xfuse.transforms.rewriting import locate_unlocated, located_walker
 from xfuse.transforms.to_llvm import convert_type, has_identity_layout
 
 VECTOR_BYTES = 16
@@ -464,6 +464,7 @@ class EwToNvvmPass(ModulePass):
         kernels = [k for k in host.body.block.ops if isinstance(k, ew.KernelOp)]
         for index, kernel in enumerate(kernels):
             entry = _EntryBuilder(kernel, entry_name(host.sym_name.data, index)).build()
+            locate_unlocated(entry, kernel.location)  # (its loop and loads, as the CPU's)
             op.body.block.insert_op_before(entry, host)
         host.detach()
         host.erase(safe_erase=False)
