@@ -2219,6 +2219,22 @@ def test_a_0d_input_beside_fortran_ordered_arrays_is_checked_as_any_other() -> N
     np.testing.assert_array_equal(kernel(x=x, s=np.float64(3)), x * 3)
 
 
+def test_0d_arrays_beside_fortran_ordered_ones_are_neither_transposed_nor_refused() -> None:
+    """A 0-d output's buffer kept a Fortran-ordered call from running ("must be C-contiguous
+    ... or Fortran-ordered, where every input and out buffer is"), and a wrong 0-d input was
+    reported with the transpose of the shape it was called with."""
+    kernel = xfuse.compile("input s[]; a = x * s; b = s * 2.0; output a, b;")
+    x = np.asfortranarray(np.ones((4, 40), np.float32))
+    a, b = np.asfortranarray(np.empty((4, 40), np.float32)), np.empty((), np.float32)
+    for out in ((a, b), {"a": a, "b": b}):
+        got = kernel(np.float32(3), x, out=out)
+        assert got[0] is a and got[1] is b and float(b) == 6.0
+        np.testing.assert_array_equal(a, x * 3)
+    wrong = xfuse.compile("input s[]; out = x * s + y;")
+    with pytest.raises(ArgumentError, match=r"argument 's': .* got shape \(4, 40\)"):
+        wrong(x, x, x)
+
+
 def test_fortran_ordered_inputs_run_as_they_are_and_give_fortran_ordered_results() -> None:
     """A kernel compiled without shapes runs Fortran-ordered inputs (a transposed C array) over
     their memory in order, as numpy's ufuncs do: no copy, and Fortran-ordered results; an `out`

@@ -2468,6 +2468,18 @@ class CompiledProgram:
     def output_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.function.outputs)
 
+    def _shaped_out(self, out: Any) -> Any:
+        """`out` without the buffers of 0-d outputs (as `out_buffers` takes it), which have no
+        order, as a 0-d input has none: a 0-d output's buffer kept a Fortran-ordered call from
+        running on the transposes ("must be C-contiguous ... or Fortran-ordered")."""
+        scalar = [not p.shape for p in self.function.outputs]
+        if isinstance(out, Mapping):
+            zero_d = {p.name for p in self.function.outputs if not p.shape}
+            return {name: buffer for name, buffer in out.items() if name not in zero_d}
+        if isinstance(out, list | tuple) and len(out) == len(scalar):
+            return [buffer for buffer, zero_d in zip(out, scalar, strict=True) if not zero_d]
+        return None if scalar == [True] else out
+
     @property
     def signature(self) -> str:
         """`(x: float32[?], b: float32[?]) -> (out: float32[?])`: names, dtypes, type shapes."""
@@ -2783,10 +2795,13 @@ class Kernel(CompiledProgram):
         values = [inputs[p.name] for p in self.function.inputs]
         rank = self._transposable_rank
         shaped = [value for p, value in zip(self.function.inputs, values, strict=True) if p.shape]
-        transposed = rank is not None and fortran_ordered(shaped, out, rank)
+        transposed = rank is not None and fortran_ordered(shaped, self._shaped_out(out), rank)
         given = out  # the caller's buffers: a call returns them, as numpy's ufuncs do
-        if transposed:  # (a 0-d input's value is checked below, whatever it is)
-            values = [value.T if isinstance(value, np.ndarray) else value for value in values]
+        if transposed:  # (a 0-d input's value is checked below, whatever it is: not transposed)
+            values = [
+                value.T if p.shape and isinstance(value, np.ndarray) else value
+                for p, value in zip(self.function.inputs, values, strict=True)
+            ]
             out = each_buffer(out, _transposed)
         arrays = [
             check_input(p, v, copy_allowed=not prepared, rows_allowed=True)
