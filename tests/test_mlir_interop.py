@@ -309,3 +309,30 @@ def test_missing_tools_raise_a_clear_error(monkeypatch: pytest.MonkeyPatch, gelu
     monkeypatch.setattr(mlir_peer, "TOOL_DIRECTORIES", ())
     with pytest.raises(MlirToolsMissing, match="mlir-opt not found.*mlir-22-tools"):
         compile_with_mlir(fused(gelu.source))
+
+
+@needs_mlir
+@pytest.mark.parametrize("math_lowering", ["libm", "polynomial"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_upstream_max_and_min_order_signed_zeros_as_xfuse(
+    dtype: str, math_lowering: MathLowering
+) -> None:
+    """`--arith-expand` (run for bf16's rounding) made `maximumf` a compare and select that
+    returned the second of two zeros: max(0, -0) was -0 where xfuse gives +0, in every dtype."""
+    source = "input x, y; a = max(x, y); b = min(x, y); output a, b;"
+    storage = bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    x = np.array([0.0, -0.0, 1.0, np.nan, -2.0], storage)
+    y = np.array([-0.0, 0.0, np.nan, 1.0, 3.0], storage)
+    upstream = compile_with_mlir(fused(source, dtype=dtype), math=math_lowering)(x, y)
+    own = xfuse.compile(source, dtype=dtype)(x=x, y=y)
+    for got, want in zip(upstream, own, strict=True):
+        assert got.tobytes() == want.tobytes()
+
+
+@needs_mlir
+def test_upstream_compiles_a_function_named_as_a_c_library_one() -> None:
+    """A function named `tanhf` whose `math.tanh` became a call of `tanhf` called itself: it
+    returned its input (or crashed, with more calls)."""
+    module = fused("input x; out = tanh(x);", function_name="tanhf")
+    x = np.linspace(-1, 1, 5, dtype=np.float32)
+    np.testing.assert_allclose(compile_with_mlir(module, math="libm")(x), np.tanh(x), rtol=1e-6)

@@ -35,13 +35,16 @@ from typing import Any, Literal, cast
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects import bufferization, func
+from xdsl.dialects import arith, bufferization, func
 from xdsl.dialects import math as math_dialect
 from xdsl.dialects.builtin import (
+    AnyFloat,
     Float32Type,
     Float64Type,
+    IntegerType,
     MemRefType,
     ModuleOp,
+    StringAttr,
     TensorType,
     UnitAttr,
 )
@@ -174,12 +177,42 @@ def to_destination_passing(function: func.FuncOp) -> None:
     function.arg_attrs = None
 
 
+UPSTREAM_ENTRY = "_xfuse_upstream_entry"
+"""The name of the function upstream compiles: never a C library function's (a function named
+`tanhf` called itself where its `math.tanh` became a call of `tanhf`)."""
+
+
+def signed_zero_ties(module: ModuleOp) -> None:
+    """`arith.maximumf` and `minimumf` of equal operands as the AND (max) or OR (min) of their
+    bits, +0 above -0 in either order as upstream defines them: `--arith-expand`, which the
+    peer runs for bf16's rounding, expands them to a compare and select that returns the second
+    of two zeros (xfuse's IEEE 754-2019 `maximum` and `minimum` did not agree)."""
+    for op in list(module.walk()):
+        if not isinstance(op, arith.MaximumfOp | arith.MinimumfOp):
+            continue
+        lhs, rhs = op.operands
+        type_ = cast(AnyFloat, op.result.type)
+        bits_type = IntegerType(type_.bitwidth)
+        lhs_bits, rhs_bits = arith.BitcastOp(lhs, bits_type), arith.BitcastOp(rhs, bits_type)
+        combine = arith.AndIOp if isinstance(op, arith.MaximumfOp) else arith.OrIOp
+        combined = combine(lhs_bits, rhs_bits)
+        tie = arith.BitcastOp(combined, type_)
+        equal = arith.CmpfOp(lhs, rhs, "oeq")
+        kept = type(op)(lhs, rhs)
+        chosen = arith.SelectOp(equal, tie, kept)
+        Rewriter.replace_op(
+            op, [lhs_bits, rhs_bits, combined, tie, equal, kept, chosen], [chosen.result]
+        )
+
+
 def upstream_llvm_ir(module: ModuleOp, math: MathLowering = "libm") -> str:
     """The LLVM IR upstream MLIR makes of the one function of `module` (after `ew-fuse`), in
-    destination-passing style."""
+    destination-passing style, as `UPSTREAM_ENTRY`."""
     function = only_function(module).clone()
+    function.sym_name = StringAttr(UPSTREAM_ENTRY)
     exported = ModuleOp([function])
     EwToLinalgPass().apply(Context(), exported)
+    signed_zero_ties(exported)
     to_destination_passing(function)
     if math == "libm":
         call_libm(exported)
@@ -236,7 +269,7 @@ class MlirKernel:
         self._native = compile_llvm_ir(self.llvm_ir)  # keeps the code alive
         ranks = [len(p.shape) for p in (*self.inputs, *self.outputs)]
         argument_types = [t for rank in ranks for t in _memref_ctypes(rank)]
-        address = self._native.address(only_function(module).sym_name.data)
+        address = self._native.address(UPSTREAM_ENTRY)
         self._entry: Callable[..., None] = ctypes.CFUNCTYPE(None, *argument_types)(address)
         self._names = [p.name for p in (*self.inputs, *self.outputs)]
         self.call_signature = arrays.CallSignature([p.name for p in self.inputs])
