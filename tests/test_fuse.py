@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 from xdsl.context import Context
 from xdsl.dialects import arith, func, math
-from xdsl.dialects.builtin import Float16Type, Float32Type, ModuleOp
+from xdsl.dialects.builtin import (
+    FileLineColLoc,
+    Float16Type,
+    Float32Type,
+    IntAttr,
+    ModuleOp,
+    StringAttr,
+)
 from xdsl.ir import Block
 
 import xfuse
@@ -224,3 +231,12 @@ def test_greedy_kernel_body_drops_dead_chains() -> None:
     (kernel,) = [op for op in function.walk() if isinstance(op, ew.KernelOp)]
     body = [op.name for op in kernel.body.block.ops]
     assert body == ["arith.constant", "arith.addf", "ew.yield"]
+
+
+def test_a_kernels_widenings_are_at_their_inputs() -> None:
+    """The f32 widening of a bf16 input was `loc(unknown)` (every other scalar op is at its ew
+    op's token): it is at the input's."""
+    module = parse_program("input bf16 x; out = x * 2;", filename="w.ew")
+    EwFusePass().apply(Context(), module)
+    (widening,) = [op for op in module.walk() if isinstance(op, arith.ExtFOp)]
+    assert widening.location == FileLineColLoc(StringAttr("w.ew"), IntAttr(1), IntAttr(12))

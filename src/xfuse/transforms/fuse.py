@@ -387,10 +387,11 @@ def _build_kernel(group: Sequence[Operation]) -> tuple[ew.KernelOp, list[SSAValu
     block = Block(arg_types=[ew.element_type(v.type) for v in inputs])
     builder = Builder(InsertPoint.at_end(block))
     # Each value is held in the compute type of its own element type (kernels may mix dtypes).
-    scalars: dict[SSAValue, SSAValue] = {
-        value: widen(builder, arg, _compute_type_of(value))
-        for value, arg in zip(inputs, block.args, strict=True)
-    }
+    scalars: dict[SSAValue, SSAValue] = {}
+    for value, arg in zip(inputs, block.args, strict=True):
+        last_before = block.last_op
+        scalars[value] = widen(builder, arg, _compute_type_of(value))
+        _locate_after(block, last_before, ew.location_of(value))  # (an extf was loc(unknown))
     constants = 0
     for op in group:
         last_before = block.last_op
