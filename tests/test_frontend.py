@@ -660,6 +660,8 @@ BAD_PROGRAMS = [
     ("y = x ^ 2;", None, 1, 7, "unexpected character '^': write a power as pow(x, y)"),
     ("y = tanhh(x);", None, 1, 5, "unknown function 'tanhh' (did you mean 'tanh'? known"),
     ("y = gelu(x);", None, 1, 5, "unknown function 'gelu' (known: abs"),  # (no 'relu'?)
+    ("y = epx(x);", None, 1, 5, "unknown function 'epx' (did you mean 'exp'? known"),
+    ("y = tahn(x);", None, 1, 5, "unknown function 'tahn' (did you mean 'tanh'? known"),
     ("y = tanh;", None, 1, 5, "'tanh' is a function: call it as tanh(...), or declare an input"),
     ("y = x;\ntanh = y;\nz = tanh(tanh) * exp;", None, 3, 18, "'exp' is a function"),
     ("y = h + 1;\nh = x;", None, 1, 5, "'h' is read before it has a value"),

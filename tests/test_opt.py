@@ -698,7 +698,7 @@ HOSTILE: dict[str, str] = {
     # its output buffer was never written, silently
     "bufferize_returned_argument": (
         r"^\S*returned_argument\.mlir:2:3: error: ew-bufferize: result #0 is the function's "
-        r"argument %a: no kernel writes its output buffer \(run ew-fuse first"
+        r"argument #0 \(%a\): no kernel writes its output buffer \(run ew-fuse first"
     ),
     "f16_tanh": (
         r"^\S*f16_tanh\.mlir:2:3: error: ew-expand-math: 'math\.tanh' on f16: only f32 and f64 "

@@ -2233,6 +2233,11 @@ def test_0d_arrays_beside_fortran_ordered_ones_are_neither_transposed_nor_refuse
     wrong = xfuse.compile("input s[]; out = x * s + y;")
     with pytest.raises(ArgumentError, match=r"argument 's': .* got shape \(4, 40\)"):
         wrong(x, x, x)
+    # and a wrong buffer of a 0-d output as given (it was transposed, a float made an array)
+    with pytest.raises(ArgumentError, match=r"out 'b': expected shape \(\), got \(4, 40\)"):
+        kernel(np.float32(3), x, out=(a, np.asfortranarray(np.empty((4, 40), np.float32))))
+    with pytest.raises(ArgumentTypeError, match=r"out 'b': expected a numpy array, got float"):
+        kernel(np.float32(3), x, out=(a, 3.0))
 
 
 def test_fortran_ordered_inputs_run_as_they_are_and_give_fortran_ordered_results() -> None:

@@ -671,8 +671,10 @@ class _Parser:
             functions = sorted([*ew.OPS_BY_MNEMONIC, *CONVERSIONS])
             known = ", ".join(functions)
             numpy = NUMPY_NAMES.get(name.text)
-            # (closer than difflib's default: `gelu` is no misspelt `relu`, nor `foo` `floor`)
-            close = difflib.get_close_matches(name.text, functions, n=1, cutoff=0.8)
+            # Its letters swapped (`epx`, `tahn`), else one closer than difflib's default cutoff
+            # (`gelu` is no misspelt `relu`, nor `foo` `floor`).
+            close = [f for f in functions if sorted(f) == sorted(name.text)][:1]
+            close = close or difflib.get_close_matches(name.text, functions, n=1, cutoff=0.8)
             hint = (
                 f"numpy's name for '{numpy}'; "
                 if numpy

@@ -1655,17 +1655,9 @@ def out_buffers(out: Any) -> list[Any]:
 
 
 def _transposed(buffer: Any) -> Any:
-    """An `out` buffer's transpose (None, an output left to the call, kept)."""
-    return None if buffer is None else np.transpose(buffer)
-
-
-def each_buffer(out: Any, function: Callable[[Any], Any]) -> Any:
-    """`out` (as `out_buffers` takes it) in the same form, `function` applied to each buffer."""
-    if isinstance(out, Mapping):
-        return {name: function(buffer) for name, buffer in out.items()}
-    if isinstance(out, list | tuple):
-        return [function(buffer) for buffer in out]
-    return None if out is None else function(out)
+    """An `out` buffer's transpose (what is no array, None for an output left to the call
+    among them, kept for the checks to name)."""
+    return buffer.T if isinstance(buffer, np.ndarray) else buffer
 
 
 def fortran_ordered(inputs: Sequence[Any], out: Any, rank: int) -> bool:
@@ -2468,17 +2460,19 @@ class CompiledProgram:
     def output_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.function.outputs)
 
-    def _shaped_out(self, out: Any) -> Any:
-        """`out` without the buffers of 0-d outputs (as `out_buffers` takes it), which have no
-        order, as a 0-d input has none: a 0-d output's buffer kept a Fortran-ordered call from
-        running on the transposes ("must be C-contiguous ... or Fortran-ordered")."""
+    def _each_out(
+        self, out: Any, shaped: Callable[[Any], Any], zero_d: Callable[[Any], Any]
+    ) -> Any:
+        """`out` (as `out_buffers` takes it) in its form, each shaped output's buffer through
+        `shaped` and each 0-d output's through `zero_d` (a name no output has, or a list of
+        another length, as shaped: the checks then say what is wrong)."""
         scalar = [not p.shape for p in self.function.outputs]
         if isinstance(out, Mapping):
-            zero_d = {p.name for p in self.function.outputs if not p.shape}
-            return {name: buffer for name, buffer in out.items() if name not in zero_d}
+            names = {p.name for p in self.function.outputs if not p.shape}
+            return {n: (zero_d if n in names else shaped)(b) for n, b in out.items()}
         if isinstance(out, list | tuple) and len(out) == len(scalar):
-            return [buffer for buffer, zero_d in zip(out, scalar, strict=True) if not zero_d]
-        return None if scalar == [True] else out
+            return [(zero_d if z else shaped)(b) for b, z in zip(out, scalar, strict=True)]
+        return None if out is None else (zero_d if scalar == [True] else shaped)(out)
 
     @property
     def signature(self) -> str:
@@ -2795,14 +2789,19 @@ class Kernel(CompiledProgram):
         values = [inputs[p.name] for p in self.function.inputs]
         rank = self._transposable_rank
         shaped = [value for p, value in zip(self.function.inputs, values, strict=True) if p.shape]
-        transposed = rank is not None and fortran_ordered(shaped, self._shaped_out(out), rank)
+        # (a 0-d output's buffer has no order, as a 0-d input has none: one kept the call from
+        # running on the transposes, "must be C-contiguous ... or Fortran-ordered")
+        shaped_out = self._each_out(out, lambda buffer: buffer, lambda _: None)
+        transposed = rank is not None and fortran_ordered(shaped, shaped_out, rank)
         given = out  # the caller's buffers: a call returns them, as numpy's ufuncs do
         if transposed:  # (a 0-d input's value is checked below, whatever it is: not transposed)
             values = [
                 value.T if p.shape and isinstance(value, np.ndarray) else value
                 for p, value in zip(self.function.inputs, values, strict=True)
             ]
-            out = each_buffer(out, _transposed)
+            # (nor a 0-d output's buffer, nor what is no array: one was reported transposed, a
+            # float as a float64 array)
+            out = self._each_out(out, _transposed, lambda buffer: buffer)
         arrays = [
             check_input(p, v, copy_allowed=not prepared, rows_allowed=True)
             for p, v in zip(self.function.inputs, values, strict=True)

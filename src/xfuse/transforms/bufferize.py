@@ -248,10 +248,11 @@ def bufferize_function(function: func.FuncOp, reuse: bool = True) -> BufferizeSt
         if isinstance(op, func.ReturnOp):  # (its output buffer would never be written)
             for index, value in enumerate(op.arguments):
                 if isinstance(value, BlockArgument):
+                    named = f" (%{value.name_hint})" if value.name_hint else ""
                     raise OpFailure(
                         f"ew-bufferize: result #{index} is the function's argument "
-                        f"%{value.name_hint or value.index}: no kernel writes its output buffer "
-                        "(run ew-fuse first, which copies it in one)",
+                        f"#{value.index}{named}: no kernel writes its output buffer (run ew-fuse "
+                        "first, which copies it in one)",
                         op,
                     )
     ew.check_tensor_signature(function, "ew-bufferize")
