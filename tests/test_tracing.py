@@ -304,3 +304,58 @@ def test_a_parameter_named_beyond_mlirs_characters() -> None:
     np.testing.assert_array_equal(traced(λ=X_SPECIALS), X_SPECIALS * 2)
     (kernel,) = traced.kernels.values()
     assert str(kernel.signature).startswith("(λ: float32")
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        lambda x: np.logical_and(x > 0, [False, False, False]),  # (its truth was the list's)
+        lambda x: np.logical_or(x, None),
+        lambda x: np.heaviside([1.0, -1.0, 0.0], x),  # (numpy read the list as a dtype)
+        lambda x: np.logaddexp(x.astype(np.float16), [1.0, 2.0, 3.0]),
+        lambda x: np.heaviside(np.array([1.0, -1.0, 0.0]), x),
+    ],
+)
+def test_operands_that_do_not_trace_are_refused_by_every_function(
+    function: Callable[[Any], Any],
+) -> None:
+    """`np.logical_and(x > 0, [False] * 3)` was `x > 0`, silently (a list is true); the others
+    failed in numpy's dtype machinery ("Field elements must be 2- or 3-tuples")."""
+    with pytest.raises(TypeError, match=r"^cannot combine a traced array with (list|NoneType|nd)"):
+        xfuse.jit(function)(np.array([-1.0, 0.5, 0.0], np.float32))
+
+
+def test_a_ufunc_of_a_mask_names_itself() -> None:
+    """Refused as the op it is made of ("where: its arms are values" for np.sign); np.isinf and
+    np.isfinite of a mask are numpy's of booleans, as np.isnan's already was."""
+    x = np.array([-1.0, 0.5, np.nan], np.float32)
+    for ufunc in (np.sign, np.square, np.fabs, np.signbit, np.reciprocal):
+        with pytest.raises(TypeError, match=rf"^np\.{ufunc.__name__}: a comparison's result"):
+            xfuse.jit(lambda x, u=ufunc: u(x > 0))(x)
+    for ufunc in (np.isinf, np.isfinite, np.isnan):
+        np.testing.assert_array_equal(xfuse.jit(lambda x, u=ufunc: u(x > 0))(x), ufunc(x > 0))
+
+
+ONES = np.ones(3, np.float32)
+
+
+def test_jit_defaults_positional_only_and_called_from_a_trace() -> None:
+    """An array default after a skipped number default, both positional-only, went by keyword
+    ("positional-only arguments passed as keyword"); a jit function leaving its array default
+    when another traces it met the caller's trace as "cannot combine ... ndarray"."""
+
+    def g(x, s=2.0, b=ONES, /):  # type: ignore[no-untyped-def]
+        return x * s + b
+
+    x = np.ones(3, np.float32)
+    np.testing.assert_array_equal(xfuse.jit(g)(x), g(x))
+    inner = xfuse.jit(lambda x, b=ONES: x + b)
+    with pytest.raises(TypeError, match=r"its array default 'b' is an input of its own kernel"):
+        xfuse.jit(lambda x: inner(x) * 2)(x)
+    np.testing.assert_array_equal(xfuse.jit(lambda x, b: inner(x, b) * 2)(x, x), (x + x) * 2)
+
+
+def test_astype_takes_no_positional_arguments_but_the_dtype() -> None:
+    """numpy's second is `order`: `x.astype(np.float32, False)` was taken as copy=False."""
+    with pytest.raises(TypeError, match=r"do not trace by position; pass copy= by keyword"):
+        xfuse.jit(lambda x: x.astype(np.float32, False))(np.ones(3, np.float32))

@@ -50,6 +50,7 @@ def _truth(value: Any) -> Any:
     """`value` as numpy's logical functions take it: a mask as it is, numbers true where
     nonzero (NaN too): `np.logical_and(x > 0, 2.0)` is `x > 0`, `np.logical_not(x)` is `x == 0`
     (the bitwise operators take masks and bools only, as numpy's take booleans and integers)."""
+    value = _traced_or_scalar(value)  # (a list's truth was its length's: silently wrong)
     if isinstance(value, Traced):
         return value if value.mask else value != 0
     return bool(value)
@@ -71,6 +72,7 @@ def _sign(x: Any) -> Any:
 def _heaviside(x: Any, h0: Any) -> Any:
     """numpy's heaviside: 0 below 0, 1 above, `h0` at ±0, NaN for NaN (itself); of a scalar x,
     that value at every element of the traced `h0`, in numpy's dtype of the two."""
+    x, h0 = _traced_or_scalar(x), _traced_or_scalar(h0)
     if isinstance(h0, Traced) and h0.mask:  # (as any arithmetic on a mask: the mask error)
         return h0.apply(ew.MaxOp, h0, 0.0)
     if not isinstance(x, Traced):
@@ -116,6 +118,17 @@ def _not_combinable(other: Any) -> TypeError:
     )
 
 
+def _traced_or_scalar(value: Any) -> Any:
+    """`value` where it traces: a traced array, a Python number, a numpy scalar (a 0-d array as
+    its scalar), as `Traced._lift` takes them; else `_not_combinable`, for the functions that
+    compute with their operands before lifting them."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, Traced | int | float | np.generic):
+        return value
+    raise _not_combinable(value)
+
+
 def _rounded_in(number: float, dtype: np.dtype[Any]) -> bool:
     """Whether `dtype` holds another value than the Python `number` (a mask holds its 1s and 0s
     in the dtype it compared)."""
@@ -131,6 +144,7 @@ def _in_float32_where_narrower(function: Callable[..., Any]) -> Callable[..., An
     it: in float32 from the widened operands, rounded once to the result's dtype."""
 
     def traced(*args: Any) -> Any:
+        args = tuple(map(_traced_or_scalar, args))  # (numpy read a list as a dtype's fields)
         dtype = np.result_type(*(a.element_dtype if isinstance(a, Traced) else a for a in args))
         if dtype.itemsize >= 4:
             return function(*args)
@@ -185,8 +199,9 @@ _UFUNCS_OF_OPS: dict[np.ufunc, Callable[..., Traced]] = {
     np.bitwise_xor: _traced_first(operator.xor),
     np.invert: lambda a: ~a,
     np.isnan: lambda a: a != a,
-    np.isinf: lambda a: abs(a) == np.inf,
-    np.isfinite: lambda a: abs(a) < np.inf,
+    # of a mask, as numpy's of booleans: none is inf, all are finite
+    np.isinf: lambda a: a != a if a.mask else abs(a) == np.inf,
+    np.isfinite: lambda a: a == a if a.mask else abs(a) < np.inf,
     np.fmax: _fmax,
     np.fmin: _fmin,
     np.sign: _sign,
@@ -207,6 +222,16 @@ siblings masks; `np.fmax`, `np.sign` and their siblings comparisons and `np.wher
 `np.fabs` is `abs`, `np.signbit` the sign `np.copysign` gives 1; `np.logaddexp(2)`,
 `np.deg2rad` and `np.rad2deg` (and `np.radians`, `np.degrees`) as numpy defines them, in
 float32 for float16 and bfloat16 (`_in_float32_where_narrower`)."""
+
+_UFUNCS_OF_MASKS = frozenset(
+    {
+        *(np.logical_and, np.logical_or, np.logical_xor, np.logical_not),
+        *(np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert),
+        *(np.isnan, np.isinf, np.isfinite),
+    }
+)
+"""The ufuncs of `_UFUNCS_OF_OPS` that take a mask; any other of one is refused naming itself
+(`np.sign(m)` said "where: its arms are values", the op it is made of)."""
 
 _SQRT_POWER_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 """The dtypes whose `np.power` loop takes a scalar exponent of 0.5 as `np.sqrt` (numpy's
@@ -612,7 +637,7 @@ class Traced:
         """The numpy dtype the kernel computes the traced array in (a mask's 1 and 0 too)."""
         return numpy_dtype(dtype_of(ew.element_type(self.value.type)))
 
-    def astype(self, dtype: Any, copy: bool = True, **keywords: Any) -> Traced:
+    def astype(self, dtype: Any, *positional: Any, copy: bool = True, **keywords: Any) -> Traced:
         """The traced array converted to `dtype` as numpy converts (round to nearest even):
         an `ew.convert`, the `.ew` language's `bf16(...)`; the same array where the dtype is its
         own f32 or f64 (an f16 or bf16 one rounds what a kernel holds in f32, as numpy's value
@@ -622,6 +647,11 @@ class Traced:
         `copy` changes nothing, a traced value being never written in place. numpy's other
         keywords (`order=`, `casting=`, `subok=`) do not trace (they were Python's "unexpected
         keyword argument"). `astype(bool)` is a mask, `x != 0` (a mask's `m.dtype` is bool)."""
+        if positional:  # (numpy's second is `order`: `astype(np.float32, False)` was copy)
+            raise TypeError(
+                f"astype({dtype!r}, ...): numpy's arguments after the dtype (order, casting, "
+                "subok, copy) do not trace by position; pass copy= by keyword"
+            )
         if keywords:
             raise _keywords_not_traced("astype", list(keywords))
         if _is_bool(dtype):  # numpy's: true where nonzero (NaN too), a mask as it is
@@ -660,6 +690,9 @@ class Traced:
         op_type = _OPS_BY_UFUNC.get(ufunc)
         composite = _UFUNCS_OF_OPS.get(ufunc)
         if method == "__call__" and not kwargs and composite is not None:
+            masks = any(isinstance(i, Traced) and i.mask for i in inputs)
+            if masks and ufunc not in _UFUNCS_OF_MASKS:
+                raise TypeError(f"np.{ufunc.__name__}: {_MASKS_ONLY}")
             return composite(*inputs)
         if method == "__call__" and not kwargs and ufunc is np.power and inputs[0] is self:
             return self.power(inputs[1])

@@ -173,6 +173,7 @@ class JitFunction:
                     f"{self.name}(..., out=) inside @xfuse.jit: the traced function "
                     "returns its results; drop out="
                 )
+            self._check_no_array_default(args, kwargs)
             return self.function(*args, **kwargs)
         try:
             bound = self.signature.bind(*args, **kwargs)
@@ -265,6 +266,21 @@ class JitFunction:
             traced[streams] = recompiled(first, options), booleans
         return traced[streams]
 
+    def _check_no_array_default(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        """A TypeError where a call from a function being traced leaves a parameter to its
+        array default: an input of this function's own kernel, none of the caller's (it met the
+        caller's trace as "cannot combine a traced array with ndarray")."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError:  # (a wrong call: the function's own error says so)
+            return
+        for name, parameter in self.signature.parameters.items():
+            if name not in bound.arguments and isinstance(parameter.default, np.ndarray):
+                raise TypeError(
+                    f"{self.name}(): its array default '{name}' is an input of its own "
+                    f"kernel, not of the function tracing it: pass {name}= to it"
+                )
+
     def _streams(self, arrays: Mapping[str, np.ndarray], result_dtypes: Sequence[Any]) -> bool:
         """Whether a call of `arrays` may stream (`xfuse.runtime.kernel.make_plan`): where none
         can, a kernel needs no streaming twin (GELU + residual's first call on [64, 100]: 91-93
@@ -290,6 +306,9 @@ class JitFunction:
         builder = FunctionBuilder(dtypes, traced_shapes(arrays))
         proxies = {name: Traced(builder, builder.input(name), argument=True) for name in arrays}
         call = inspect.BoundArguments(self.signature, proxies)  # type: ignore[arg-type]
+        # (the numbers' defaults too: `args` stops at the first parameter it lacks, and an
+        # array after a skipped number default went by keyword, refused if positional-only)
+        call.apply_defaults()
         result = self.function(*call.args, **call.kwargs)  # positional-only ones by position
         sequence = isinstance(result, tuple | list)
         results = list(result) if sequence else [result]
