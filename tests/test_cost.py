@@ -33,7 +33,7 @@ from xfuse.analysis.cost import (
     epilogue_what_if,
     parse_shape,
 )
-from xfuse.analysis.cost_report import print_program, summary_line
+from xfuse.analysis.cost_report import less, print_program, summary_line
 from xfuse.dialects.ew import Ew
 from xfuse.runtime.cost_driver import cost_program
 from xfuse.tools import cli, opt
@@ -927,6 +927,11 @@ def test_plot_without_matplotlib_is_a_clear_error(
         (["--input-shape", "b"], "argument --input-shape: expected NAME=DIMS, like b=14336"),
         (["--input-shape", "b=-5"], "argument --input-shape: each dim of 'b=-5' is a size >= 0"),
         (["--input-shape", "b=²"], "argument --input-shape: each dim of 'b=²' is a size >= 0"),
+        # (as --shape's: 2**64 elements were priced, a dim past int64 failed with status 1)
+        (
+            ["--input-shape", "x=4294967296,4294967296"],
+            "argument --input-shape: 'x=4294967296,4294967296': more elements than a 64-bit",
+        ),
         (
             ["--input-shape", "b=1", "--input-shape", "b=2"],
             "argument --input-shape: 'b' given twice",
@@ -1153,3 +1158,14 @@ def test_a_named_dim_is_one_size(source: str, shape: tuple[int, ...], message: s
         cost_program(source, CostOptions(shape=shape))
     square = shape[:1] * 2
     assert cost_program(source, CostOptions(shape=square)).fused.totals.bytes > 0
+
+
+def test_fusion_that_leaves_no_traffic_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """An empty fused kernel beside an unfused `exp(b)` printed "infx less traffic"."""
+    assert less(7.04, "traffic") == "7.0x less traffic"
+    program = tmp_path / "inf.ew"
+    program.write_text("input x[t, d], b[d];\nout = x + exp(b);\n")
+    status, out, _ = run_cli(capsys, "cost", str(program), "--shape", "0x8", "--launch-us", "0")
+    assert status == 0 and "fusion: no traffic left, no time left, 1 fewer launches" in out

@@ -172,6 +172,7 @@ FILES: dict[str, tuple[str, str | bytes]] = {
     "bad_ew": ("bad.ew", "h = x + b;\ny = tanh(h, h);\n"),
     "binary_ew": ("binary.ew", b"y = x;\n\xff = 1;"),
     "empty_ew": ("empty.ew", "# nothing here\n"),
+    "rank2_ew": ("rank2.ew", "input x[t, d];\nout = x * 2;\n"),
     "unknown_ext": ("input.txt", "y = x;"),
     "no_ext": ("program", "y = x;"),
     "bom_ew": ("bom.ew", b"\xef\xbb\xbfy = x;"),
@@ -365,6 +366,8 @@ COMMANDS: dict[str, list[str]] = {
     "llvm_unexpanded": ["{gelu}", "-p", "ew-fuse,ew-bufferize,ew-kernel-to-loops,ew-to-llvm"],
     "linalg_unfused": ["{gelu}", "-p", "ew-to-linalg"],
     "nvvm_twice": ["{gelu}", "-p", "ew-fuse,ew-bufferize,ew-to-nvvm,ew-to-nvvm"],
+    "cost_shape_rank": ["{rank2_ew}", "-p", "ew-fuse,ew-cost{shape=4096}"],
+    "cost_unknown_epilogue": ["{gelu}", "-p", "ew-fuse,ew-cost{epilogue=zz}"],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
     "bad_output_path": ["{good}", "-o", "{directory}/no/such/dir/out.mlir"],
     "nested_module": ["{nested_module}", "-p", "xfuse-default"],
@@ -813,7 +816,7 @@ HOSTILE: dict[str, str] = {
     ),
     # loops are past ew-bufferize: "run ew-fuse first" sent the user the wrong way
     "bufferize_loops": (
-        r"^ew-bufferize: '[a-z]+\.[a-z_]+' is not inside an ew\.kernel \(ew-bufferize takes "
+        r"^error: ew-bufferize: '[a-z]+\.[a-z_]+' is not inside an ew\.kernel \(ew-bufferize takes "
         r"ew\.kernel ops on tensors, the output of ew-fuse\)"
     ),
     # a pass's error at an op is located as mlir-opt's: at the op's place in an MLIR file, at
@@ -828,6 +831,13 @@ HOSTILE: dict[str, str] = {
         r"(.|\n)*\n\S*gelu\.ew:\d+:\d+: note: see current operation: %\d+ = math\.tanh"
     ),
     # a GPU entry's ops are at its kernel's location (they were loc(unknown))
+    # a .ew program's function is at its start (an error at it had no line), and an error of
+    # no op is an `error:` too (both were the bare message)
+    "cost_shape_rank": (
+        r"^\S*rank2\.ew:1:1: error: ew-cost: shape 4096 has 1 dims but the function has rank-2 "
+        r"tensors"
+    ),
+    "cost_unknown_epilogue": r"^error: ew-cost: no function has an input named 'zz'$",
     "nvvm_twice": (
         r"^\S*gelu\.ew:4:9: error: ew-to-nvvm: no GPU lowering for 'llvm\.mlir\.constant'\n"
         r"\S*gelu\.ew:4:9: note: see current operation"
@@ -1329,7 +1339,7 @@ def test_the_loops_of_a_kernel_are_at_its_location(
     assert main([str(program), "-p", each, "--print-debuginfo"]) == 0
     printed = capsys.readouterr().out.splitlines()
     unknown = [line.strip() for line in printed if "loc(unknown)" in line]
-    assert unknown == ["} loc(unknown)", "} loc(unknown)"]  # (the function's and module's own)
+    assert unknown == ["} loc(unknown)"]  # (the module's own: the function is at the program's)
     assert main([str(gelu.path), "-p", f"{passes},ew-cost"]) == 1
     assert re.match(r"^\S*gelu\.ew:\d+:\d+: error: ew-cost: 'scf\.for'", capsys.readouterr().err)
 

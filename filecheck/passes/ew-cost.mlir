@@ -63,7 +63,7 @@
 // WORKSPACE-NOT:   workspace_bytes
 
 // Lowered to LLVM, the module has no func.func: said, not an empty report with status 0.
-// LOWERED: ew-cost: 'llvm.func' @main is lowered to LLVM: the cost model prices ew.kernel ops, run it before ew-kernel-to-loops
+// LOWERED: ew-cost: 'llvm.func' @main is lowered to LLVM: the cost model prices ew.kernel ops, run it before they are lowered (ew-kernel-to-loops, ew-to-linalg, ew-to-nvvm)
 builtin.module {
   func.func @fused(%x: tensor<?xf32>, %b: tensor<?xf32>, %r: tensor<?xf32>) -> tensor<?xf32> {
     %out = ew.kernel ins(%x, %b, %r : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32> {

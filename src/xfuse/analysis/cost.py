@@ -174,6 +174,11 @@ def _is_integer(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
+KERNEL_LOWERINGS = "ew-kernel-to-loops, ew-to-linalg, ew-to-nvvm"
+"""The passes that lower ew.kernel ops, after which the cost model has nothing to price (its
+errors named ew-kernel-to-loops alone, after ew-to-linalg too)."""
+
+
 def parse_shape(text: str | int) -> tuple[int, ...]:
     """`"4096x14336"` (or `4096`) -> `(4096, 14336)`; raises ValueError naming the bad text."""
     parts = str(text).lower().replace(",", "x").split("x")
@@ -515,7 +520,7 @@ def analyse_function(
             if op.dialect_name() not in ("ew", "func", "memref", "arith"):
                 raise CostModelError(
                     f"'{op.name}' is not an ew.kernel: the cost model prices ew.kernel ops, "
-                    f"run it before ew-kernel-to-loops",
+                    f"run it before they are lowered ({KERNEL_LOWERINGS})",
                     op,
                 )
     ranks = [
@@ -639,7 +644,7 @@ def analyse_module(
         if isinstance(op, llvm.FuncOp) and op.body.blocks:
             raise CostModelError(
                 f"'{op.name}' @{op.sym_name.data} is lowered to LLVM: the cost model prices "
-                "ew.kernel ops, run it before ew-kernel-to-loops"  # (named: not all printed)
+                f"ew.kernel ops, run it before they are lowered ({KERNEL_LOWERINGS})"
             )
     return [
         analyse_function(op, options if isinstance(options, CostOptions) else options(op))

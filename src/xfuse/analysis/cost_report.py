@@ -117,6 +117,12 @@ def comparison_table(program: ProgramCost) -> Table:
     return table
 
 
+def less(ratio: float, what: str) -> str:
+    """`12.7x less traffic`, or `no traffic left` where fusion leaves none (`ratio` inf: it
+    printed `infx`)."""
+    return f"{ratio:.1f}x less {what}" if math.isfinite(ratio) else f"no {what} left"
+
+
 def print_program(console: Console, program: ProgramCost) -> None:
     hw = program.fused.options.hardware
     dtype = program.fused.compute_dtype
@@ -130,7 +136,7 @@ def print_program(console: Console, program: ProgramCost) -> None:
         else ""
     )
     console.print(
-        f"fusion: {c.traffic_ratio:.1f}x less traffic{from_hbm}, {c.time_ratio:.1f}x less time, "
+        f"fusion: {less(c.traffic_ratio, 'traffic')}{from_hbm}, {less(c.time_ratio, 'time')}, "
         f"{c.kernels_saved} fewer launches"
     )
     console.print(

@@ -80,7 +80,7 @@ from contextlib import contextmanager
 from typing import NamedTuple, cast
 
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
-from xdsl.ir import Attribute, OpResult
+from xdsl.ir import Attribute, Operation, OpResult
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import element_type_for
@@ -814,3 +814,7 @@ class ParsedProgram:
             results.append((name, value))
         parser.at(parser.tokens[-2])  # the return: the program's last token (before its end)
         self.module: ModuleOp = builder.finish(results)
+        # The function is the program: at its start (an error at it had no line, `ew-cost`'s
+        # of a shape that does not fit)
+        function = cast(Operation, self.module.body.block.first_op)
+        function.location = FileLineColLoc(parser.file_attribute, IntAttr(1), IntAttr(1))

@@ -28,6 +28,7 @@ from xdsl.utils.exceptions import (
     ArgSpecParseError,
     DiagnosticException,
     ParseError,
+    PassFailedException,
     VerifyException,
 )
 from xdsl.utils.lexer import Location, Span
@@ -398,12 +399,12 @@ class XfuseOptMain(xDSLOptMain):
             super().apply_passes(prog)
         except OpFailure as error:  # located as mlir-opt's `emitError`: "file:1:2: error: ..."
             location = self._location(error.op)
-            if location is None:
-                raise
+            at = f"{location}: " if location is not None else ""
             raise DiagnosticException(
-                f"{location}: error: {error.message}\n"
-                f"{location}: note: see current operation: {error.op!s}"
+                f"{at}error: {error.message}\n{at}note: see current operation: {error.op!s}"
             ) from None
+        except PassFailedException as error:  # (of no op: an `error:` still, as mlir-opt's)
+            raise DiagnosticException(f"error: {error}") from None
 
     def _location(self, op: Operation) -> str | None:
         """Where `op` is, as mlir-opt says it: its own location (a `.ew` token, an MLIR

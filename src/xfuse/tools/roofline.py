@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xfuse.analysis.cost import FunctionCost, KernelCost, ProgramCost, format_shape
+from xfuse.analysis.cost_report import less
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -89,7 +90,7 @@ def roofline_figure(program: ProgramCost) -> Figure:
     axes.set_title(
         f"{hw.description}\n@{program.fused.function}: {format_shape(program.fused.options.shape)} "
         f"{compute} compute, "
-        f"{program.comparison.traffic_ratio:.1f}x less traffic fused"
+        f"{less(program.comparison.traffic_ratio, 'traffic')} fused"
         + (f" ({no_flops} kernel{'s' * (no_flops > 1)} without FLOPs not shown)" * (no_flops > 0)),
         fontsize=10,
     )
