@@ -1499,3 +1499,19 @@ def test_no_cache_writes_no_bound_call_entry(
     kernel._bound_call_module()
     assert len(bound_call_compiles) == 2
     assert not cache.exists()
+
+
+def test_a_toolchain_directory_is_shared_as_the_cache_directory_is(cache: Path) -> None:
+    """Made with the process's umask, it was its first user's (0755, 0700 under umask 077):
+    another user of a shared (1777) cache could not write it, or not read it. It takes the
+    cache directory's bits, the sticky bit included."""
+    cache.mkdir(parents=True, exist_ok=True)
+    cache.chmod(0o1777)
+    umask = os.umask(0o077)
+    try:
+        xfuse.compile("out = x * 7 + 1;")
+    finally:
+        os.umask(umask)
+    (toolchain,) = cache.glob("toolchain-*")
+    assert toolchain.stat().st_mode & 0o7777 == 0o1777
+    assert all(path.stat().st_mode & 0o777 == 0o644 for path in entries(cache))

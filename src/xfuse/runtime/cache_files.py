@@ -285,10 +285,24 @@ def unseal(data: bytes, digest: str, toolchain: str) -> dict[str, Any] | None:
     return fields
 
 
+def _make_shared_directory(directory: Path) -> None:
+    """`directory` (a toolchain's, in the cache directory) made where it is not, shared as the
+    cache directory is: its permission bits, the sticky bit included. With the process's umask
+    the first user owned it (0755: others' writes refused, with 077 their reads too), where the
+    cache directory (1777) was every user's."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir()
+    except FileExistsError:
+        return
+    with contextlib.suppress(OSError):  # (another's cache directory: its bits as they are)
+        directory.chmod(stat.S_IMODE(directory.parent.stat().st_mode))
+
+
 def write_atomically(path: Path, data: bytes) -> bool:
     """Write `data` to a temporary file next to `path`, then rename it over `path`; False where
     a concurrent `clear` removed the temporary file or its directory first."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_shared_directory(path.parent)
     try:
         descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=TEMPORARY_PREFIX)
     except FileNotFoundError:  # the toolchain's directory, emptied, was removed meanwhile
