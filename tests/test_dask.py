@@ -202,3 +202,25 @@ def test_a_python_number_beside_dask_arrays_says_what_to_pass() -> None:
     with pytest.raises(ArgumentTypeError, match=r"a Python number has no dtype: pass np.asarray"):
         kernel(x=x, s=2.0)
     np.testing.assert_array_equal(kernel(x=x, s=np.float32(2)).compute(), np.full(8, 2.0))
+
+
+def test_xfuse_functions_of_dask_arrays_are_lazy() -> None:
+    """As np.tanh's of a dask array, and a kernel's: `xfuse.tanh(x)` computed the whole graph
+    in the caller (twice: once more for its dtype) and returned a numpy array."""
+    from dask.callbacks import Callback
+
+    computed: list[int] = []
+
+    class Counting(Callback):  # type: ignore[misc]
+        def _start(self, graph: object) -> None:
+            computed.append(1)
+
+    x = da.from_array(np.linspace(-3, 3, 4000, dtype=np.float32).reshape(40, 100), chunks=10)
+    with Counting():
+        results = [xfuse.tanh(x), xfuse.maximum(x, 0.5), xfuse.where(x > 0, x, 0.0)]
+    assert not computed and all(isinstance(r, da.Array) for r in results)
+    values = x.compute()
+    wanted = [np.tanh(values), np.maximum(values, 0.5), np.where(values > 0, values, 0.0)]
+    for got, want in zip(results, wanted, strict=True):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got.compute(), want.astype(np.float32), rtol=1e-6)

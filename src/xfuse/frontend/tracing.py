@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import math
 import operator
+import sys
 from collections.abc import Callable
 from typing import Any, NoReturn, cast
 
@@ -880,6 +881,12 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
         traced = next((a for a in args if isinstance(a, Traced)), None)
         if traced is not None:
             return traced.apply(op_type, *args)
+        dask_array = sys.modules.get("dask.array")  # (not imported: no dask array here)
+        if dask_array is not None and any(isinstance(a, dask_array.Array) for a in args):
+            # lazy, as np.tanh's and a kernel's of dask arrays (it computed the graph, twice)
+            from dask.array.core import elemwise  # (what dask's own ufuncs broadcast with)
+
+            return elemwise(function, *args)
         arrays = [_number_array(a) for a in args]
         # (None was NaN, "3" was 3.0, a complex number lost its imaginary part: numpy refuses)
         kinds = [a.dtype.kind if a.dtype != numpy_dtype("bfloat16") else "f" for a in arrays]
@@ -892,13 +899,15 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
         # NEP 50: a Python number takes the array's dtype (`xfuse.maximum(x, 0.0)` keeps x's);
         # where's result has its arms' dtype. Of dtypes, not arrays: ml_dtypes promotes a Python
         # float before a bfloat16 array to float32 (`np.result_type(0.1, a)`), after it not.
-        values = args[1:] if op_type is ew.SelectOp else args
+        first = 1 if op_type is ew.SelectOp else 0  # (where's condition is no value)
         dtype = np.result_type(
-            *(a if isinstance(a, int | float) else np.asarray(a).dtype for a in values)
+            *(
+                given if isinstance(given, int | float) else array.dtype
+                for given, array in zip(args[first:], arrays[first:], strict=True)
+            )
         )
         floating = np.issubdtype(dtype, np.floating) or dtype == numpy_dtype("bfloat16")
         if floating:  # a Python number in the arrays' dtype, as numpy's loop and a kernel take it
-            first = 1 if op_type is ew.SelectOp else 0  # (where's condition is no value)
             # (as a kernel's constant: bf16 via f32, as numpy's bf16 loops take a number too,
             # 1 + 2**-8 + 2**-40 is 1, not 1.0078125; 1e5 is inf in float16)
             element = element_type_for(dtype)
