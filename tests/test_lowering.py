@@ -284,27 +284,32 @@ def test_checking_the_named_cpu_leaves_stderr_as_it_was(tmp_path: Path, stderr: 
             assert run.stdout == f"{want}\n"
 
 
-def test_checking_the_named_cpu_with_sys_stderr_closed_compiles() -> None:
-    """`sys.stderr.close()` leaves fd 2 open: the capture flushed the closed file first and
-    every compile failed with "I/O operation on closed file"."""
+def _run_for_zen3(script: str) -> subprocess.CompletedProcess[str]:
+    """`script` run in a process that compiles for Zen 3 (the named CPU is checked, LLVM's
+    stderr captured), without the disk cache."""
     environment = {
         **os.environ,
         "XFUSE_CPU_NAME": ZEN3[0],
         "XFUSE_CPU_FEATURES": ZEN3[1],
         "XFUSE_CACHE": "0",
     }
-    script = (
-        "import sys, numpy as np, xfuse\n"
-        "sys.stderr.close()\n"
-        "print(xfuse.compile('out = x * 2.0;')(x=np.ones(2, np.float32)))\n"
-    )
-    run = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", script],
         env=environment,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
+    )
+
+
+def test_checking_the_named_cpu_with_sys_stderr_closed_compiles() -> None:
+    """`sys.stderr.close()` leaves fd 2 open: the capture flushed the closed file first and
+    every compile failed with "I/O operation on closed file"."""
+    run = _run_for_zen3(
+        "import sys, numpy as np, xfuse\n"
+        "sys.stderr.close()\n"
+        "print(xfuse.compile('out = x * 2.0;')(x=np.ones(2, np.float32)))\n"
     )
     assert (run.returncode, run.stdout) == (0, "[2. 2.]\n"), run.stderr
 
@@ -337,20 +342,7 @@ print(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
 def test_a_fork_while_stderr_is_captured_waits_for_it() -> None:
     """A child forked while a thread held the capture's lock inherited it held: its first
     compile waited forever (as for the process's other locks, the fork now waits)."""
-    environment = {
-        **os.environ,
-        "XFUSE_CPU_NAME": ZEN3[0],
-        "XFUSE_CPU_FEATURES": ZEN3[1],
-        "XFUSE_CACHE": "0",
-    }
-    run = subprocess.run(
-        [sys.executable, "-c", FORK_WHILE_STDERR_IS_CAPTURED],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    run = _run_for_zen3(FORK_WHILE_STDERR_IS_CAPTURED)
     assert (run.returncode, run.stdout) == (0, "0\n"), run.stderr
 
 
