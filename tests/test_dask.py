@@ -224,3 +224,6 @@ def test_xfuse_functions_of_dask_arrays_are_lazy() -> None:
     for got, want in zip(results, wanted, strict=True):
         assert got.dtype == np.float32
         np.testing.assert_allclose(got.compute(), want.astype(np.float32), rtol=1e-6)
+    # and their errors are xfuse's own (dask's inference returned NotImplemented, silently)
+    with pytest.raises(TypeError, match=r"^xfuse.maximum\(\): xfuse computes with real numbers"):
+        xfuse.maximum(x, None)

@@ -337,6 +337,7 @@ def test_a_ufunc_of_a_mask_names_itself() -> None:
 
 
 ONES = np.ones(3, np.float32)
+TWO = np.array(2.0, np.float32)
 
 
 def test_jit_defaults_positional_only_and_called_from_a_trace() -> None:
@@ -353,6 +354,11 @@ def test_jit_defaults_positional_only_and_called_from_a_trace() -> None:
     with pytest.raises(TypeError, match=r"its array default 'b' is an input of its own kernel"):
         xfuse.jit(lambda x: inner(x) * 2)(x)
     np.testing.assert_array_equal(xfuse.jit(lambda x, b: inner(x, b) * 2)(x, x), (x + x) * 2)
+    # a 0-d default combines, as a number does, and one the function does not read is no error
+    scaled = xfuse.jit(lambda x, s=TWO: x * s)
+    unread = xfuse.jit(lambda x, b=ONES, use=False: x + b if use else x * 2)
+    for called in (scaled, unread):
+        np.testing.assert_array_equal(xfuse.jit(lambda x, f=called: f(x) + 1)(x), x * 2 + 1)
 
 
 def test_astype_takes_no_positional_arguments_but_the_dtype() -> None:

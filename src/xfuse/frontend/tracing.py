@@ -110,10 +110,14 @@ def _nan_to_num(
     return np.where(x != x, fill[0], np.where(x == np.inf, fill[1], replaced))
 
 
+NOT_COMBINABLE = "cannot combine a traced array with"
+"""How the error of an operand that does not trace begins, then the operand's type's name."""
+
+
 def _not_combinable(other: Any) -> TypeError:
     """The error of an operand that does not trace (an array, a string, a list)."""
     return TypeError(
-        f"cannot combine a traced array with {type(other).__name__}: inside @xfuse.jit use "
+        f"{NOT_COMBINABLE} {type(other).__name__}: inside @xfuse.jit use "
         "the function's array arguments, Python numbers (int, float: float(value) for "
         "another kind of number) and numpy scalars"
     )
@@ -883,10 +887,16 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
             return traced.apply(op_type, *args)
         dask_array = sys.modules.get("dask.array")  # (not imported: no dask array here)
         if dask_array is not None and any(isinstance(a, dask_array.Array) for a in args):
-            # lazy, as np.tanh's and a kernel's of dask arrays (it computed the graph, twice)
+            # lazy, as np.tanh's and a kernel's of dask arrays (it computed the graph, twice);
+            # the dtype of one element each, which raises this function's own errors (dask's
+            # `elemwise` returns NotImplemented where its own inference fails)
             from dask.array.core import elemwise  # (what dask's own ufuncs broadcast with)
 
-            return elemwise(function, *args)
+            samples = [
+                np.ones((1,) * a.ndim, a.dtype) if isinstance(a, dask_array.Array) else a
+                for a in args
+            ]
+            return elemwise(function, *args, dtype=np.asarray(function(*samples)).dtype)
         arrays = [_number_array(a) for a in args]
         # (None was NaN, "3" was 3.0, a complex number lost its imaginary part: numpy refuses)
         kinds = [a.dtype.kind if a.dtype != numpy_dtype("bfloat16") else "f" for a in arrays]

@@ -38,7 +38,7 @@ from xfuse.codegen.native import host_cpu
 from xfuse.dialects.dtypes import dtype_name, numpy_dtype
 from xfuse.dialects.ew import broadcast_shapes
 from xfuse.frontend.builder import FunctionBuilder
-from xfuse.frontend.tracing import LeakedTraceError, Traced
+from xfuse.frontend.tracing import NOT_COMBINABLE, LeakedTraceError, Traced
 from xfuse.runtime.arrays import (
     ArgumentError,
     ArgumentTypeError,
@@ -173,8 +173,16 @@ class JitFunction:
                     f"{self.name}(..., out=) inside @xfuse.jit: the traced function "
                     "returns its results; drop out="
                 )
-            self._check_no_array_default(args, kwargs)
-            return self.function(*args, **kwargs)
+            try:
+                return self.function(*args, **kwargs)
+            except TypeError as error:
+                left = self._array_defaults_left(args, kwargs)
+                if not (left and str(error).startswith(f"{NOT_COMBINABLE} ndarray")):
+                    raise
+                raise TypeError(  # (it met the caller's trace: "cannot combine ... ndarray")
+                    f"{self.name}(): its array default '{left[0]}' is an input of its own "
+                    f"kernel, not of the function tracing it: pass {left[0]}= to it"
+                ) from None
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as error:
@@ -266,20 +274,21 @@ class JitFunction:
             traced[streams] = recompiled(first, options), booleans
         return traced[streams]
 
-    def _check_no_array_default(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
-        """A TypeError where a call from a function being traced leaves a parameter to its
-        array default: an input of this function's own kernel, none of the caller's (it met the
-        caller's trace as "cannot combine a traced array with ndarray")."""
+    def _array_defaults_left(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[str]:
+        """The parameters a call leaves to their array defaults (not 0-d: one combines with a
+        trace, as a number does), inputs of this function's own kernel: called from a function
+        being traced, none of that one's."""
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError:  # (a wrong call: the function's own error says so)
-            return
-        for name, parameter in self.signature.parameters.items():
-            if name not in bound.arguments and isinstance(parameter.default, np.ndarray):
-                raise TypeError(
-                    f"{self.name}(): its array default '{name}' is an input of its own "
-                    f"kernel, not of the function tracing it: pass {name}= to it"
-                )
+            return []
+        return [
+            name
+            for name, parameter in self.signature.parameters.items()
+            if name not in bound.arguments
+            and isinstance(parameter.default, np.ndarray)
+            and parameter.default.ndim
+        ]
 
     def _streams(self, arrays: Mapping[str, np.ndarray], result_dtypes: Sequence[Any]) -> bool:
         """Whether a call of `arrays` may stream (`xfuse.runtime.kernel.make_plan`): where none
