@@ -932,6 +932,14 @@ def test_plot_without_matplotlib_is_a_clear_error(
             ["--input-shape", "x=4294967296,4294967296"],
             "argument --input-shape: 'x=4294967296,4294967296': more elements than a 64-bit",
         ),
+        (  # (a 0 made the product fit: the dim failed once the program was read, status 1)
+            ["--input-shape", "x=0,99999999999999999999"],
+            "argument --input-shape: 'x=0,99999999999999999999': more elements than a 64-bit",
+        ),
+        (
+            ["--shape", "0x99999999999999999999"],
+            "argument --shape: bad shape '0x99999999999999999999': more elements than a 64-bit",
+        ),
         (
             ["--input-shape", "b=1", "--input-shape", "b=2"],
             "argument --input-shape: 'b' given twice",

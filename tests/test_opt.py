@@ -173,6 +173,10 @@ FILES: dict[str, tuple[str, str | bytes]] = {
     "binary_ew": ("binary.ew", b"y = x;\n\xff = 1;"),
     "empty_ew": ("empty.ew", "# nothing here\n"),
     "rank2_ew": ("rank2.ew", "input x[t, d];\nout = x * 2;\n"),
+    "split_rank_ew": (
+        "split_rank.ew",
+        "input x[n];\nout = x * 2;\n// -----\n# second program\ninput x[t, d];\nout = x * 2;\n",
+    ),
     "unknown_ext": ("input.txt", "y = x;"),
     "no_ext": ("program", "y = x;"),
     "bom_ew": ("bom.ew", b"\xef\xbb\xbfy = x;"),
@@ -368,6 +372,13 @@ COMMANDS: dict[str, list[str]] = {
     "nvvm_twice": ["{gelu}", "-p", "ew-fuse,ew-bufferize,ew-to-nvvm,ew-to-nvvm"],
     "cost_shape_rank": ["{rank2_ew}", "-p", "ew-fuse,ew-cost{shape=4096}"],
     "cost_unknown_epilogue": ["{gelu}", "-p", "ew-fuse,ew-cost{epilogue=zz}"],
+    "cost_lowered": ["{rank2_ew}", "-p", "xfuse-default,ew-cost"],
+    "cost_split_second": [
+        "{split_rank_ew}",
+        "--split-input-file",
+        "-p",
+        "ew-fuse,ew-cost{shape=4096}",
+    ],
     "malformed_pipeline": ["{good}", "-p", "ew-optimize{"],
     "bad_output_path": ["{good}", "-o", "{directory}/no/such/dir/out.mlir"],
     "nested_module": ["{nested_module}", "-p", "xfuse-default"],
@@ -838,6 +849,9 @@ HOSTILE: dict[str, str] = {
         r"tensors"
     ),
     "cost_unknown_epilogue": r"^error: ew-cost: no function has an input named 'zz'$",
+    "cost_lowered": r"^\S*rank2\.ew:1:1: error: ew-cost: 'llvm\.func' @main is lowered to LLVM",
+    # (a split file's second program's function was at 1:1, the first's)
+    "cost_split_second": r"\S*split_rank\.ew:5:1: error: ew-cost: shape 4096 has 1 dims",
     "nvvm_twice": (
         r"^\S*gelu\.ew:4:9: error: ew-to-nvvm: no GPU lowering for 'llvm\.mlir\.constant'\n"
         r"\S*gelu\.ew:4:9: note: see current operation"

@@ -185,7 +185,7 @@ def parse_shape(text: str | int) -> tuple[int, ...]:
     if not all(p.strip().isdecimal() for p in parts):  # not "²": int() refuses it
         raise ValueError(f"bad shape {text!r}: expected sizes >= 0 joined by 'x', like 4096x14336")
     shape = tuple(int(p) for p in parts)
-    if math.prod(shape) > np.iinfo(np.int64).max:
+    if math.prod(shape) > np.iinfo(np.int64).max or max(shape) > np.iinfo(np.int64).max:
         raise ValueError(f"bad shape {text!r}: more elements than a 64-bit index can count")
     return shape
 
@@ -644,7 +644,8 @@ def analyse_module(
         if isinstance(op, llvm.FuncOp) and op.body.blocks:
             raise CostModelError(
                 f"'{op.name}' @{op.sym_name.data} is lowered to LLVM: the cost model prices "
-                f"ew.kernel ops, run it before they are lowered ({KERNEL_LOWERINGS})"
+                f"ew.kernel ops, run it before they are lowered ({KERNEL_LOWERINGS})",
+                op,
             )
     return [
         analyse_function(op, options if isinstance(options, CostOptions) else options(op))

@@ -814,7 +814,8 @@ class ParsedProgram:
             results.append((name, value))
         parser.at(parser.tokens[-2])  # the return: the program's last token (before its end)
         self.module: ModuleOp = builder.finish(results)
-        # The function is the program: at its start (an error at it had no line, `ew-cost`'s
-        # of a shape that does not fit)
-        function = cast(Operation, self.module.body.block.first_op)
-        function.location = FileLineColLoc(parser.file_attribute, IntAttr(1), IntAttr(1))
+        # The function is the program: at its first token, as mlir-opt's at its keyword (an
+        # error at it had no line, `ew-cost`'s of a shape that does not fit; not 1:1, which is
+        # another program's of a --split-input-file)
+        parser.at(parser.tokens[0])
+        cast(Operation, self.module.body.block.first_op).location = builder.location

@@ -440,6 +440,7 @@ def lower_function(op: func.FuncOp) -> llvm.FuncOp:
     if body.blocks:
         _expand_entry_arguments(cast(Block, body.first_block))
     lowered = external_function(op.sym_name.data, function_type, body)
+    lowered.location = op.location  # (as MLIR's func-to-llvm keeps it)
     if is_private(op) and body.blocks:
         lowered.linkage = llvm.LinkageAttr("internal")
     if NO_INLINE in op.attributes:
