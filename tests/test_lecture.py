@@ -667,3 +667,25 @@ def test_a_share_reads_the_same_in_the_table_the_text_and_the_json() -> None:
     demo = fixed_demo(lecture.load_program(source, "unread.ew"), SCENARIOS["readme"])
     assert not demo.setup.ceiling_bounds
     assert [row.of_ceiling for row in demo.rows] == [None] * len(demo.rows)
+
+
+def test_a_tensor_of_the_problem_shape_is_priced_in_its_own_bytes() -> None:
+    """Demo 2 priced a tensor by the largest one written: "58,720,256 elements per tensor =
+    28,672 B" where the program writes only a [d] row."""
+    source = "input x[t, d], b[d];\nout = b * 2;\n"
+    demo = lecture.demo_traffic(lecture.load_program(source, "row.ew"))
+    assert demo.tensor_bytes == demo.elements * 2  # bf16, GPU_DTYPE
+
+
+def test_two_kernels_that_pass_nothing_have_no_intermediates() -> None:
+    """Demo 4 said "and the intermediates between the kernels written and read back" of two
+    independent kernels (a constant output beside `x + 1`)."""
+    source = "input x;\nout = 2.0;\no2 = x + 1;\noutput out, o2;\n"
+    setup = lecture.measure_setup(bench.prepare_workload(source, 4096))
+    assert (setup.fused_kernels, setup.fused_intermediates) == (2, 0)
+    console = Console(file=io.StringIO(), width=1000)
+    demo = fixed_demo(lecture.load_program(source, "two.ew"), SCENARIOS["readme"])
+    print_measurement(console, demo)
+    text = console.file.getvalue()
+    assert "(2 kernels: inputs read once, outputs written once);" in text
+    assert "intermediates" not in text

@@ -248,6 +248,10 @@ def prepare_workload(
         fused_bytes=cost.fused.totals.bytes,
         unfused_bytes=cost.unfused.totals.bytes,
         fused_kernels=cost.fused.totals.kernels,
+        fused_intermediates=len(
+            {a.name for k in cost.fused.kernels for a in k.writes}
+            & {a.name for k in cost.fused.kernels for a in k.reads}
+        ),
         filename=filename,
     )
 

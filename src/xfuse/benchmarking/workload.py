@@ -30,7 +30,10 @@ class Workload:
     unfused_bytes: int
     fused_kernels: int = 1
     """The kernels `ew-fuse` makes of it: more than one (past `ew-fuse`'s `max-ops`, or apart
-    where shapes differ) write intermediates and read them back, which `fused_bytes` counts."""
+    where shapes differ) may write intermediates and read them back, which `fused_bytes`
+    counts."""
+    fused_intermediates: int = 0
+    """Tensors one fused kernel writes and another reads (none of two independent kernels)."""
     filename: str = "<source>"
     """What names the program in its errors and warnings (its compiles' too)."""
 

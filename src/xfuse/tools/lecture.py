@@ -30,6 +30,7 @@ from xfuse.analysis.memory import Liveness, MemoryPlan, plan_memory
 from xfuse.benchmarking import bench
 from xfuse.benchmarking.timing import host_description, separable, three_digits
 from xfuse.dialects import ew
+from xfuse.dialects.dtypes import numpy_dtype
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.language import ParsedProgram
 from xfuse.runtime.cost_driver import cost_program, own_dtypes
@@ -323,12 +324,18 @@ def demo_traffic(program: Program) -> TrafficDemo:
     elements = math.prod(shape)
     declared = program.declared_dtypes
     fused = cost.fused.totals
+    # the bytes of a tensor of those elements (the largest write was a [d] output's 28,672 B
+    # beside "58,720,256 elements per tensor"): a full-shape one's, else of the widest dtype
+    accesses = [a for k in cost.fused.kernels for a in (*k.reads, *k.writes)]
+    full = [a.bytes for a in accesses if math.prod(a.shape) == elements]
+    widest = max(numpy_dtype(d).itemsize for d in declared or {GPU_DTYPE})
+    tensor_bytes = max(full, default=elements * widest)
     demo = TrafficDemo(
         device=hw.description,
         shape=shape,
         dtype="/".join(sorted(declared)) or GPU_DTYPE,
         elements=elements,
-        tensor_bytes=max((a.bytes for k in cost.fused.kernels for a in k.writes), default=0),
+        tensor_bytes=tensor_bytes,
         bandwidth=hw.hbm_bandwidth,
         launch_us=GPU_LAUNCH_US,
         rows=(
@@ -646,6 +653,8 @@ class MeasureSetup:
     fused_bytes: int
     fused_kernels: int
     """The kernels of the fused program (`bench.Workload.fused_kernels`)."""
+    fused_intermediates: int
+    """Tensors one of them writes and another reads (`bench.Workload.fused_intermediates`)."""
     numpy_calls: int
     """numpy calls per run, each allocating its result when run op by op."""
     ceiling_source: str
@@ -690,6 +699,7 @@ def measure_setup(workload: bench.Workload) -> MeasureSetup:
         unfused_bytes=workload.unfused_bytes,
         fused_bytes=workload.fused_bytes,
         fused_kernels=workload.fused_kernels,
+        fused_intermediates=workload.fused_intermediates,
         numpy_calls=len(steps),
         ceiling_source="; ".join(
             bench.ceiling_source(
@@ -995,7 +1005,7 @@ def _ceiling_observation(setup: MeasureSetup, approx: MeasureRow, ceiling: Measu
         # output moved less than the ceiling, and was said to read its intermediates back)
         why = (
             f"its {setup.fused_kernels} kernels write intermediates and read them back"
-            if setup.fused_kernels > 1 and setup.fused_bytes > setup.ceiling_bytes
+            if setup.fused_intermediates and setup.fused_bytes > setup.ceiling_bytes
             else "an output not of the inputs' full shape, or an input no output reads"
         )
         return (

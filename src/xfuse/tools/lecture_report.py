@@ -120,8 +120,9 @@ def _gbps(bandwidth: float | None) -> str:
 
 def _fused_traffic(setup: MeasureSetup) -> str:
     """What the fused traffic model counts: one kernel's inputs and outputs, or more kernels'."""
-    if setup.fused_kernels == 1:
-        return "inputs read once, outputs written once"
+    if not setup.fused_intermediates:  # (2 independent kernels pass none: they were said to)
+        kernels = f"{setup.fused_kernels} kernels: " if setup.fused_kernels > 1 else ""
+        return f"{kernels}inputs read once, outputs written once"
     return (
         f"{setup.fused_kernels} kernels: inputs read once, outputs written once, and the "
         "intermediates between the kernels written and read back"
