@@ -222,6 +222,9 @@ def test_the_table_names_a_size_that_is_no_power_of_two_as_the_cli_does() -> Non
     the 57,344 of a [t, 14336] program's rows."""
     result = xfuse.bench("x * 2", sizes=[1000], repeat=1)
     assert "| 1,000 | xfuse fused approx |" in result.table()
+    # a short time in three digits and its unit (it was `0.000` ms)
+    time = result.table().split("\n")[2].split(" | ")[2]
+    assert re.fullmatch(r"\d+(\.\d+)? (s|ms|us)", time) and float(time.split()[0]) > 0
     assert [bench.size_text(n) for n in (1, 4096, 57344, 0)] == ["2^0", "2^12", "57,344", "0"]
 
 

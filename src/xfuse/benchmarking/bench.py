@@ -37,7 +37,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
 from xfuse.benchmarking import peers as peer_compilers
-from xfuse.benchmarking.timing import host_description, interleaved_medians
+from xfuse.benchmarking.timing import format_duration, host_description, interleaved_medians
 from xfuse.benchmarking.workload import Outputs, Variant, Workload
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import SHORT_DTYPE_NAMES, dtype_of, element_type_for, promote
@@ -567,14 +567,14 @@ class BenchResult:
     def table(self) -> str:
         """The sweep as a Markdown table."""
         lines = [
-            "| n | variant | time (ms) | GB/s | of ceiling | vs numpy per-op | max error |",
+            "| n | variant | time | GB/s | of ceiling | vs numpy per-op | max error |",
             "|---:|---|---:|---:|---:|---:|---:|",
         ]
         for r in self.rows:
             error = "-" if r.max_error is None else f"{r.max_error:.1e}"
             lines.append(
                 f"| {size_text(r.n)} | {r.variant} | "
-                f"{r.time_s * 1e3:.3f} | {r.bandwidth / 1e9:.1f} | {share(r.of_ceiling)} | "
+                f"{format_duration(r.time_s)} | {r.bandwidth / 1e9:.1f} | {share(r.of_ceiling)} | "
                 f"{r.speedup:.1f}x | {error} |"
             )
         return "\n".join(lines)

@@ -102,6 +102,17 @@ def three_digits(value: float) -> str:
     return f"{value:.{decimals}f}"
 
 
+def format_duration(seconds: float) -> str:
+    """Three significant digits: `168 ms`, `10.3 ms`, `0.962 ms`, `26.1 us`; the unit is the
+    rounded time's (99.96 us is `0.100 ms`, 0.99996 s `1.00 s`)."""
+    rounded = float(f"{seconds:.3g}")
+    if rounded >= 1:
+        return f"{three_digits(seconds)} s"
+    if rounded >= 1e-4:
+        return f"{three_digits(seconds * 1e3)} ms"
+    return f"{three_digits(seconds * 1e6)} us"
+
+
 def milliseconds(seconds: float) -> str:
     """`seconds` in milliseconds to three significant digits, no exponent (a fixed number of
     decimals printed a short time as 0.00 beside its non-zero ratios)."""

@@ -9,6 +9,7 @@ import typing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from xfuse.benchmarking.timing import format_duration
 from xfuse.tools.cli import (
     option_type,
     plot_file,
@@ -179,7 +180,7 @@ def print_result(console: Any, result: Any, name: str) -> None:
         for row in (r for r in result.rows if r.n == n):
             table.add_row(
                 row.variant,
-                f"{row.time_s * 1e3:.3f} ms",
+                format_duration(row.time_s),  # (`0.000 ms` at 2^12: three digits)
                 f"{row.bandwidth / 1e9:.1f}",
                 share(row.of_ceiling),
                 f"{row.speedup:.1f}x",

@@ -28,7 +28,7 @@ from xfuse.analysis.cost_report import nbytes
 from xfuse.analysis.dataflow import analyze_dataflow
 from xfuse.analysis.memory import Liveness, MemoryPlan, plan_memory
 from xfuse.benchmarking import bench
-from xfuse.benchmarking.timing import host_description, separable, three_digits
+from xfuse.benchmarking.timing import format_duration, host_description, separable, three_digits
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import numpy_dtype
 from xfuse.frontend.builder import FunctionBuilder
@@ -805,17 +805,6 @@ def _measure_row(setup: MeasureSetup, measured: bench.Measurement, ceiling_s: fl
         ceiling_s / time_s if moves and setup.ceiling_bounds else None,
         measured.max_error,
     )
-
-
-def format_duration(seconds: float) -> str:
-    """Three significant digits: `168 ms`, `10.3 ms`, `0.962 ms`, `26.1 us`; the unit is the
-    rounded time's (99.96 us is `0.100 ms`, 0.99996 s `1.00 s`)."""
-    rounded = float(f"{seconds:.3g}")
-    if rounded >= 1:
-        return f"{three_digits(seconds)} s"
-    if rounded >= 1e-4:
-        return f"{three_digits(seconds * 1e3)} ms"
-    return f"{three_digits(seconds * 1e6)} us"
 
 
 def format_gbps(bytes_per_second: float) -> str:
