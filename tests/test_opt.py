@@ -143,6 +143,27 @@ FILES: dict[str, tuple[str, str | bytes]] = {
         "f16_tanh.mlir",
         "func.func @f(%a: f16) -> f16 {\n  %b = math.tanh %a : f16\n  func.return %b : f16\n}\n",
     ),
+    "two_blocks": (
+        "two_blocks.mlir",
+        "func.func @main(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  cf.br ^bb1\n"
+        "^bb1:\n"
+        "  %a = ew.exp %x : tensor<?xf32>\n"
+        "  func.return %a : tensor<?xf32>\n"
+        "}\n",
+    ),
+    "name_loc": (
+        "name_loc.mlir",
+        "func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+        '  %a = ew.exp %x : tensor<?xf32> loc(callsite("n"("n.ew":9:10) at "y.ew":7:8))\n'
+        "  func.return %a : tensor<?xf32>\n"
+        "}\n",
+    ),
+    "symbol_clash": (
+        "symbol_clash.mlir",
+        "func.func @main(%x: memref<?xf32>) {\n  func.return\n}\n"
+        "func.func private @main.packed(%x: memref<?xf32>)\n",
+    ),
     "llvm_trunc": (
         "llvm_trunc.mlir",
         "func.func @f(%a: i32) -> i64 {\n"
@@ -319,6 +340,10 @@ COMMANDS: dict[str, list[str]] = {
     "not_a_terminator": ["{not_a_terminator}"],
     "empty_block": ["{empty_block}"],
     "llvm_trunc": ["{llvm_trunc}"],
+    "bufferize_two_blocks": ["{two_blocks}", "-p", "ew-bufferize"],
+    "nvvm_two_blocks": ["{two_blocks}", "-p", "ew-to-nvvm"],
+    "name_loc": ["{name_loc}", "-p", "ew-bufferize"],
+    "symbol_clash": ["{symbol_clash}", "-p", "ew-to-llvm"],
     "llvm_dim_index": ["{llvm_dim_index}", "-p", "ew-to-llvm"],
     "llvm_alloca": ["{llvm_alloca}", "-p", "ew-to-llvm"],
     "llvm_tensor_function": ["{returned_argument}", "-p", "ew-to-llvm"],
@@ -670,19 +695,19 @@ def test_verify_diagnostics_prints_the_error_and_exits_0(runs: dict[str, Run]) -
 
 HOSTILE: dict[str, str] = {
     # name -> a regex the diagnostic on stderr must contain (the location first)
-    "taken_workspace": r"^ew-workspace: the module has a symbol @f_workspace_bytes already, the "
-    r"name of the function that sizes @f's workspace: rename that symbol\n$",
-    "taken_kernel": r"^ew-kernel-to-loops: the module has a symbol @f.kernel1 already, the name "
-    r"of a kernel of @f: rename that symbol\n$",
-    "taken_entry": r"^ew-to-llvm: the module has a symbol @f.packed already, the name of @f's "
-    r"entry: rename that symbol\n$",
-    "nested_module": r"^ew-to-llvm: the module holds a 'builtin.module': ew-to-llvm lowers the "
-    r"functions of the module it is given \(lower a nested module by itself\)\n$",
-    "nested_libm": r"^ew-expand-math: the module holds a 'builtin.module': ew-expand-math "
+    "taken_workspace": r"^error: ew-workspace: the module has a symbol @f_workspace_bytes already, "
+    r"the name of the function that sizes @f's workspace: rename that symbol\n$",
+    "taken_kernel": r"^error: ew-kernel-to-loops: the module has a symbol @f.kernel1 already, the "
+    r"name of a kernel of @f: rename that symbol\n$",
+    "taken_entry": r"^error: ew-to-llvm: the module has a symbol @f.packed already, the name of "
+    r"@f's entry: rename that symbol\n$",
+    "nested_module": r"^error: ew-to-llvm: the module holds a 'builtin.module': ew-to-llvm lowers "
+    r"the functions of the module it is given \(lower a nested module by itself\)\n$",
+    "nested_libm": r"^error: ew-expand-math: the module holds a 'builtin.module': ew-expand-math "
     r"lowers the functions of the module it is given \(lower a nested module by itself\)\n$",
-    "named_expf": r"^ew-expand-math: the module has a symbol @expf already, and the code "
+    "named_expf": r"^error: ew-expand-math: the module has a symbol @expf already, and the code "
     r"ew-expand-math makes calls the C library's expf: rename that symbol\n$",
-    "named_malloc": r"^ew-to-llvm: the module has a symbol @malloc already, and the code "
+    "named_malloc": r"^error: ew-to-llvm: the module has a symbol @malloc already, and the code "
     r"ew-to-llvm makes calls the C library's malloc: rename that symbol\n$",
     "split_bad": r"split_bad\.mlir:10:15\n.*\n *\^\^\n *operand is used with type tensor<\?xf64>",
     "truncated": r"truncated\.mlir:4:3\n",
@@ -718,6 +743,17 @@ HOSTILE: dict[str, str] = {
         r"^\S*f16_tanh\.mlir:2:3: error: ew-expand-math: 'math\.tanh' on f16: only f32 and f64 "
         r"have a lowering"
     ),
+    # xDSL's `Region.block` failed: "'block' property of Region class is only available for
+    # single-block regions", naming no pass, op or line
+    "bufferize_two_blocks": (
+        r"^\S*two_blocks\.mlir:1:1: error: ew-bufferize: @main has 2 blocks: ew-bufferize takes "
+        r"functions of one block"
+    ),
+    "nvvm_two_blocks": r"^\S*two_blocks\.mlir:1:1: error: ew-to-nvvm: @main has 2 blocks",
+    # a location inside a name and a call site, as mlir-opt reads it (the callee's file)
+    "name_loc": r"^n\.ew:9:10: error: ew-bufferize: 'ew\.exp' is not inside an ew\.kernel",
+    # a pass's own check of the module: an `error:` as any (it was the bare message)
+    "symbol_clash": r"^error: ew-to-llvm: the module has a symbol @main\.packed already",
     "llvm_trunc": r"^\S*llvm_trunc\.mlir:2:3: error: 'llvm\.trunc' invalid cast opcode",
     "verifier_at_loc": r"^orig\.ew:8:3: error: 'ew\.constant' result must have a static shape",
     "empty_block": (

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import FileLineColLoc
-from xdsl.ir import Operation
+from xdsl.dialects import func
+from xdsl.dialects.builtin import CallSiteLoc, FileLineColLoc, FusedLoc, NameLoc
+from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import PassFailedException
 
 
@@ -24,8 +25,29 @@ class OpFailure(PassFailedException):
 
 def source_location(op: Operation) -> str | None:
     """`file:line:col` of an op that carries its source location (a `.ew` program's, or an
-    MLIR `loc("file":line:col)`), else None."""
-    location = op.location
-    if not isinstance(location, FileLineColLoc):
-        return None
-    return f"{location.filename.data}:{location.line.data}:{location.column.data}"
+    MLIR `loc("file":line:col)`, also inside a name, call site or fused location, as mlir-opt
+    reads them: the callee's, the first of a fusion), else None."""
+    return _file_line_column(op.location)
+
+
+def _file_line_column(location: Attribute) -> str | None:
+    if isinstance(location, FileLineColLoc):
+        return f"{location.filename.data}:{location.line.data}:{location.column.data}"
+    if isinstance(location, NameLoc):
+        return _file_line_column(location.location)
+    if isinstance(location, CallSiteLoc):
+        return _file_line_column(location.callee)
+    if isinstance(location, FusedLoc):
+        return next(filter(None, map(_file_line_column, location.locations)), None)
+    return None
+
+
+def check_one_block(function: func.FuncOp, pass_name: str) -> None:
+    """An `OpFailure` at `function` where its body is not one block, which `pass_name` takes
+    (the output of ew-fuse): xDSL's `Region.block` failed with a ValueError naming no pass."""
+    if len(function.body.blocks) != 1:
+        raise OpFailure(
+            f"{pass_name}: @{function.sym_name.data} has {len(function.body.blocks)} blocks: "
+            f"{pass_name} takes functions of one block, as ew-fuse makes them",
+            function,
+        )

@@ -28,7 +28,6 @@ from xdsl.utils.exceptions import (
     ArgSpecParseError,
     DiagnosticException,
     ParseError,
-    PassFailedException,
     VerifyException,
 )
 from xdsl.utils.lexer import Location, Span
@@ -403,7 +402,8 @@ class XfuseOptMain(xDSLOptMain):
             raise DiagnosticException(
                 f"{at}error: {error.message}\n{at}note: see current operation: {error.op!s}"
             ) from None
-        except PassFailedException as error:  # (of no op: an `error:` still, as mlir-opt's)
+        except DiagnosticException as error:  # of no op (a pass's own check of the module,
+            # `PassFailedException`s): an `error:` still, as mlir-opt's (they were bare)
             raise DiagnosticException(f"error: {error}") from None
 
     def _location(self, op: Operation) -> str | None:

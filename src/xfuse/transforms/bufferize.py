@@ -53,7 +53,7 @@ from xdsl.rewriter import InsertPoint
 from xfuse.analysis.memory import MemoryPlan, plan_memory
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
-from xfuse.dialects.failure import OpFailure
+from xfuse.dialects.failure import OpFailure, check_one_block
 
 
 @functools.cache
@@ -222,6 +222,7 @@ class _FunctionBufferizer:
 
 def bufferize_function(function: func.FuncOp, reuse: bool = True) -> BufferizeStats:
     """Rewrite `function` (kernels on tensors) into destination-passing style on memrefs."""
+    check_one_block(function, "ew-bufferize")
     for op in function.body.block.ops:
         if not isinstance(op, ew.KernelOp | func.ReturnOp):
             # an ew op is one ew-fuse puts in a kernel; another (`scf.for`, `memref.alloc`) is

@@ -79,7 +79,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, element_bytes
-from xfuse.dialects.failure import OpFailure
+from xfuse.dialects.failure import OpFailure, check_one_block
 from xfuse.transforms.kernel_to_loops import input_indices
 from xfuse.transforms.launches import Launch, LaunchSequence, Temporary
 from xfuse.transforms.options import GpuMath, check_choice
@@ -122,6 +122,7 @@ def launch_sequence(module: ModuleOp) -> LaunchSequence:
             f"ew-bufferize); the module holds {names}"
         )
     (function,) = functions
+    check_one_block(function, "ew-to-nvvm")
     buffers: dict[SSAValue, int] = {arg: arg.index for arg in function.body.block.args}
     temporaries: list[Temporary] = []
     launches: list[Launch] = []
