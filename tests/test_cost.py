@@ -21,6 +21,7 @@ from xdsl.dialects.func import Func
 from xdsl.dialects.math import Math
 from xdsl.dialects.memref import MemRef
 from xdsl.parser import Parser
+from xdsl.utils.exceptions import PassFailedException
 
 from xfuse.analysis import hardware
 from xfuse.analysis.cost import (
@@ -35,10 +36,12 @@ from xfuse.analysis.cost import (
 )
 from xfuse.analysis.cost_report import less, print_program, summary_line
 from xfuse.dialects.ew import Ew
+from xfuse.frontend.language import parse_program
 from xfuse.runtime.cost_driver import cost_program
 from xfuse.tools import cli, opt
 from xfuse.tools.pass_help import pass_options
 from xfuse.transforms.cost import EwCostPass
+from xfuse.transforms.fuse import EwFusePass
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = Path(__file__).parent / "inputs"
@@ -1177,3 +1180,15 @@ def test_fusion_that_leaves_no_traffic_says_so(
     program.write_text("input x[t, d], b[d];\nout = x + exp(b);\n")
     status, out, _ = run_cli(capsys, "cost", str(program), "--shape", "0x8", "--launch-us", "0")
     assert status == 0 and "fusion: no traffic left, no time left, 1 fewer launches" in out
+
+
+def test_a_shape_past_int64_is_refused_however_it_is_made() -> None:
+    """Two inputs of static shapes that broadcast to 2**64 elements were priced (each dim, and
+    each shape option alone, fits)."""
+    with pytest.raises(ValueError, match=r"more elements than a 64-bit index can count"):
+        CostOptions(shape=(4, 2**62))
+    source = "input x[4, 1];\ninput b[1, 4611686018427387904];\nout = x + b;\n"
+    module = parse_program(source)
+    EwFusePass().apply(Context(), module)
+    with pytest.raises(PassFailedException, match=r"more elements than a 64-bit index"):
+        EwCostPass().apply(Context(), module)

@@ -152,6 +152,24 @@ FILES: dict[str, tuple[str, str | bytes]] = {
         "  func.return %a : tensor<?xf32>\n"
         "}\n",
     ),
+    "two_blocks_alloc": (
+        "two_blocks_alloc.mlir",
+        "func.func @main(%x: memref<?xf32>) {\n"
+        "  cf.br ^bb1\n"
+        "^bb1:\n"
+        "  %c0 = arith.constant 0 : index\n"
+        "  %n = memref.dim %x, %c0 : memref<?xf32>\n"
+        "  %t = memref.alloc(%n) : memref<?xf32>\n"
+        "  func.return\n"
+        "}\n",
+    ),
+    "caller_loc": (
+        "caller_loc.mlir",
+        "func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+        '  %a = ew.exp %x : tensor<?xf32> loc(callsite(unknown at "caller.ew":7:8))\n'
+        "  func.return %a : tensor<?xf32>\n"
+        "}\n",
+    ),
     "name_loc": (
         "name_loc.mlir",
         "func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
@@ -343,6 +361,9 @@ COMMANDS: dict[str, list[str]] = {
     "bufferize_two_blocks": ["{two_blocks}", "-p", "ew-bufferize"],
     "nvvm_two_blocks": ["{two_blocks}", "-p", "ew-to-nvvm"],
     "name_loc": ["{name_loc}", "-p", "ew-bufferize"],
+    "caller_loc": ["{caller_loc}", "-p", "ew-bufferize"],
+    "workspace_two_blocks": ["{two_blocks_alloc}", "-p", "ew-workspace"],
+    "verify_between_passes": ["{gelu}", "-p", "func-to-pdl-rewrite"],
     "symbol_clash": ["{symbol_clash}", "-p", "ew-to-llvm"],
     "llvm_dim_index": ["{llvm_dim_index}", "-p", "ew-to-llvm"],
     "llvm_alloca": ["{llvm_alloca}", "-p", "ew-to-llvm"],
@@ -751,6 +772,14 @@ HOSTILE: dict[str, str] = {
     ),
     "nvvm_two_blocks": r"^\S*two_blocks\.mlir:1:1: error: ew-to-nvvm: @main has 2 blocks",
     # a location inside a name and a call site, as mlir-opt reads it (the callee's file)
+    "workspace_two_blocks": (
+        r"^\S*two_blocks_alloc\.mlir:1:1: error: ew-workspace: @main has 2 blocks"
+    ),
+    "caller_loc": r"^caller\.ew:7:8: error: ew-bufferize: 'ew\.exp' is not inside an ew\.kernel",
+    # the verifier between passes: its note with the IR kept (the `error:` wrapper dropped it)
+    "verify_between_passes": (
+        r"error: the pattern must contain at least one `pdl\.operation`(.|\n)*\^\^\^"
+    ),
     "name_loc": r"^n\.ew:9:10: error: ew-bufferize: 'ew\.exp' is not inside an ew\.kernel",
     # a pass's own check of the module: an `error:` as any (it was the bare message)
     "symbol_clash": r"^error: ew-to-llvm: the module has a symbol @main\.packed already",

@@ -338,6 +338,7 @@ def test_a_ufunc_of_a_mask_names_itself() -> None:
 
 ONES = np.ones(3, np.float32)
 TWO = np.array(2.0, np.float32)
+TWOS = np.full(3, 2.0, np.float32)
 
 
 def test_jit_defaults_positional_only_and_called_from_a_trace() -> None:
@@ -359,6 +360,13 @@ def test_jit_defaults_positional_only_and_called_from_a_trace() -> None:
     unread = xfuse.jit(lambda x, b=ONES, use=False: x + b if use else x * 2)
     for called in (scaled, unread):
         np.testing.assert_array_equal(xfuse.jit(lambda x, f=called: f(x) + 1)(x), x * 2 + 1)
+    # the default the trace met is named, and another array's error is left as it is
+    second = xfuse.jit(lambda x, v=ONES, w=TWOS: x + w)
+    with pytest.raises(TypeError, match=r"its array default 'w' is an input"):
+        xfuse.jit(lambda x: second(x) + 1)(x)
+    global_read = xfuse.jit(lambda x, w=TWOS: x * ONES)
+    with pytest.raises(TypeError, match=r"^cannot combine a traced array with ndarray"):
+        xfuse.jit(lambda x: global_read(x) + 1)(x)
 
 
 def test_astype_takes_no_positional_arguments_but_the_dtype() -> None:

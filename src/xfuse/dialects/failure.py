@@ -35,8 +35,8 @@ def _file_line_column(location: Attribute) -> str | None:
         return f"{location.filename.data}:{location.line.data}:{location.column.data}"
     if isinstance(location, NameLoc):
         return _file_line_column(location.location)
-    if isinstance(location, CallSiteLoc):
-        return _file_line_column(location.callee)
+    if isinstance(location, CallSiteLoc):  # (the caller's where the callee's is unknown)
+        return _file_line_column(location.callee) or _file_line_column(location.caller)
     if isinstance(location, FusedLoc):
         return next(filter(None, map(_file_line_column, location.locations)), None)
     return None

@@ -110,17 +110,25 @@ def _nan_to_num(
     return np.where(x != x, fill[0], np.where(x == np.inf, fill[1], replaced))
 
 
-NOT_COMBINABLE = "cannot combine a traced array with"
-"""How the error of an operand that does not trace begins, then the operand's type's name."""
+class NotCombinableError(TypeError):
+    """An operand that does not trace (an array, a string, a list), `operand`: a jit function
+    called from a trace tells its own array default by it."""
+
+    def __init__(self, operand: Any):
+        super().__init__(
+            f"cannot combine a traced array with {type(operand).__name__}: inside @xfuse.jit use "
+            "the function's array arguments, Python numbers (int, float: float(value) for "
+            "another kind of number) and numpy scalars"
+        )
+        self.operand = operand
+
+    def __reduce__(self) -> tuple[type[TypeError], tuple[Any, ...]]:
+        return TypeError, self.args  # (its operand, an array of the trace, does not travel)
 
 
 def _not_combinable(other: Any) -> TypeError:
     """The error of an operand that does not trace (an array, a string, a list)."""
-    return TypeError(
-        f"{NOT_COMBINABLE} {type(other).__name__}: inside @xfuse.jit use "
-        "the function's array arguments, Python numbers (int, float: float(value) for "
-        "another kind of number) and numpy scalars"
-    )
+    return NotCombinableError(other)
 
 
 def _traced_or_scalar(value: Any) -> Any:

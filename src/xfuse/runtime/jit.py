@@ -38,7 +38,7 @@ from xfuse.codegen.native import host_cpu
 from xfuse.dialects.dtypes import dtype_name, numpy_dtype
 from xfuse.dialects.ew import broadcast_shapes
 from xfuse.frontend.builder import FunctionBuilder
-from xfuse.frontend.tracing import NOT_COMBINABLE, LeakedTraceError, Traced
+from xfuse.frontend.tracing import LeakedTraceError, NotCombinableError, Traced
 from xfuse.runtime.arrays import (
     ArgumentError,
     ArgumentTypeError,
@@ -175,13 +175,13 @@ class JitFunction:
                 )
             try:
                 return self.function(*args, **kwargs)
-            except TypeError as error:
-                left = self._array_defaults_left(args, kwargs)
-                if not (left and str(error).startswith(f"{NOT_COMBINABLE} ndarray")):
+            except NotCombinableError as error:
+                met = self._array_default_of(error.operand, args, kwargs)
+                if met is None:  # (another array: the error as it is)
                     raise
                 raise TypeError(  # (it met the caller's trace: "cannot combine ... ndarray")
-                    f"{self.name}(): its array default '{left[0]}' is an input of its own "
-                    f"kernel, not of the function tracing it: pass {left[0]}= to it"
+                    f"{self.name}(): its array default '{met}' is an input of its own "
+                    f"kernel, not of the function tracing it: pass {met}= to it"
                 ) from None
         try:
             bound = self.signature.bind(*args, **kwargs)
@@ -274,21 +274,24 @@ class JitFunction:
             traced[streams] = recompiled(first, options), booleans
         return traced[streams]
 
-    def _array_defaults_left(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[str]:
-        """The parameters a call leaves to their array defaults (not 0-d: one combines with a
-        trace, as a number does), inputs of this function's own kernel: called from a function
-        being traced, none of that one's."""
+    def _array_default_of(
+        self, operand: Any, args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> str | None:
+        """The parameter a call leaves to its array default `operand`, an input of this
+        function's own kernel (called from a function being traced, none of that one's); None
+        where `operand` is no such default."""
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError:  # (a wrong call: the function's own error says so)
-            return []
-        return [
-            name
-            for name, parameter in self.signature.parameters.items()
-            if name not in bound.arguments
-            and isinstance(parameter.default, np.ndarray)
-            and parameter.default.ndim
-        ]
+            return None
+        return next(
+            (
+                name
+                for name, parameter in self.signature.parameters.items()
+                if name not in bound.arguments and parameter.default is operand
+            ),
+            None,
+        )
 
     def _streams(self, arrays: Mapping[str, np.ndarray], result_dtypes: Sequence[Any]) -> bool:
         """Whether a call of `arrays` may stream (`xfuse.runtime.kernel.make_plan`): where none

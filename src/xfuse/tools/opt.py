@@ -403,8 +403,14 @@ class XfuseOptMain(xDSLOptMain):
                 f"{at}error: {error.message}\n{at}note: see current operation: {error.op!s}"
             ) from None
         except DiagnosticException as error:  # of no op (a pass's own check of the module,
-            # `PassFailedException`s): an `error:` still, as mlir-opt's (they were bare)
-            raise DiagnosticException(f"error: {error}") from None
+            # `PassFailedException`s, the verifier between passes): an `error:` still, as
+            # mlir-opt's (they were bare), located where the verifier names an op, with its notes
+            failing = _verifying_op(error)
+            location = self._location(failing) if failing is not None else None
+            wrapped = DiagnosticException(f"{f'{location}: ' if location else ''}error: {error}")
+            for note in getattr(error, "__notes__", ()):
+                wrapped.add_note(note)
+            raise wrapped from None
 
     def _location(self, op: Operation) -> str | None:
         """Where `op` is, as mlir-opt says it: its own location (a `.ew` token, an MLIR

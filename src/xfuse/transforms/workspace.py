@@ -40,7 +40,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from xfuse.dialects.dtypes import element_bytes
-from xfuse.dialects.failure import OpFailure
+from xfuse.dialects.failure import OpFailure, check_one_block
 from xfuse.transforms import workspace_size_function
 from xfuse.transforms.options import check_option
 from xfuse.transforms.pipeline import check_new_symbol
@@ -250,6 +250,7 @@ class EwWorkspacePass(ModulePass):
             allocs = [o for o in function.walk() if isinstance(o, memref.AllocOp)]
             if not allocs:
                 continue
+            check_one_block(function, "ew-workspace")  # (xDSL's `block` failed, naming none)
             entry = function.body.block
             outside = next((a for a in allocs if a.parent_block() is not entry), None)
             if outside is not None:
