@@ -689,3 +689,12 @@ def test_two_kernels_that_pass_nothing_have_no_intermediates() -> None:
     text = console.file.getvalue()
     assert "(2 kernels: inputs read once, outputs written once);" in text
     assert "intermediates" not in text
+
+
+def test_demos_2_and_3_price_a_program_declaring_f32_alike() -> None:
+    """Demo 2 priced an explicit `f32` program in f32 (`cost_program` parses in bf16, so f32 is
+    its own dtype there) and called it bfloat16; demo 3 priced its buffers in bf16."""
+    program = lecture.load_program("input f32 x[t, d];\nout = exp(x) * x;\n", "f32.ew")
+    assert program.declared_dtypes == {"float32"}
+    traffic = lecture.demo_traffic(program)
+    assert traffic.dtype == "float32" and traffic.tensor_bytes == traffic.elements * 4

@@ -91,10 +91,12 @@ class Program:
 
     @property
     def declared_dtypes(self) -> set[str]:
-        """The dtypes of its tensors where it declares or converts to any but float32 (each
-        tensor then priced in its own, `cost_program`'s rule); empty where all are float32,
-        which demos 2 and 3 price as `GPU_DTYPE`."""
-        return own_dtypes(self.function, "float32")
+        """The dtypes of its tensors where it declares or converts to any but `GPU_DTYPE`,
+        which `cost_program` then prices each tensor in (parsed in that dtype, as it parses: a
+        program declaring f32 was priced in f32 by demo 2 and in bf16 by demo 3); empty where
+        all are of it, which demos 2 and 3 price in it."""
+        parsed = ParsedProgram(self.source, None, FunctionBuilder(GPU_DTYPE), self.filename)
+        return own_dtypes(only_function(parsed.module), GPU_DTYPE)
 
 
 def printed_names(module: ModuleOp) -> tuple[str, dict[SSAValue, str]]:
