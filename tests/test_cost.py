@@ -1117,6 +1117,12 @@ def test_unknown_arguments_before_the_subcommand_are_xfuses_usage_error(
     err = capsys.readouterr().err
     assert err.startswith("usage: xfuse [-h]")
     assert "xfuse: error: unrecognized arguments: --bogus --quik\n" in err
+    # and with the hint of xfuse's own option a typo is close to (it had none)
+    with pytest.raises(SystemExit):
+        cli.main(["--versio"])
+    assert "xfuse: error: unrecognized arguments: --versio (did you mean --version?)\n" in (
+        capsys.readouterr().err
+    )
 
 
 def test_an_abbreviation_of_xfuses_own_option_is_unknown(
@@ -1126,7 +1132,9 @@ def test_an_abbreviation_of_xfuses_own_option_is_unknown(
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--vers"])
     assert exit_.value.code == 2
-    assert "xfuse: error: unrecognized arguments: --vers\n" in capsys.readouterr().err
+    assert "xfuse: error: unrecognized arguments: --vers (did you mean --version?)\n" in (
+        capsys.readouterr().err
+    )
 
 
 def test_an_f64_program_quotes_the_f64_peak_and_ridge(capsys: pytest.CaptureFixture[str]) -> None:

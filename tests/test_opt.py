@@ -1210,7 +1210,16 @@ def parsed_options(options: str) -> OptionalOptionsPass:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [(".5", 0.5), ("-.5", -0.5), ("+.25e1", 2.5), ("1e+3", 1000.0), ("1.5E+3", 1500.0)],
+    [
+        (".5", 0.5),
+        ("-.5", -0.5),
+        ("+.25e1", 2.5),
+        ("1e+3", 1000.0),
+        ("1.5E+3", 1500.0),
+        ("+1e3", 1000.0),  # (a malformed pipeline to xDSL's lexer)
+        ("-1e-3", -0.001),
+        ("-2.50", -2.5),
+    ],
 )
 def test_a_float_option_takes_what_xdsl_lexer_cannot(text: str, value: float) -> None:
     """`.5` and `1e+3`, which mlir-opt's `strtod` reads, were "Error parsing pass pipeline
@@ -1366,7 +1375,7 @@ def test_xfuse_opt_names_the_option_that_must_be_finite(
     assert capsys.readouterr() == ("", f"xfuse-opt: error: {expected}\n")
 
 
-@pytest.mark.parametrize("value", ["1e400", "-.5", "-1e+3"])
+@pytest.mark.parametrize("value", ["1e400", "-.5", "-1e+3", "1.0e400", "-2.50", "-1.5e3"])
 def test_a_refused_float_is_named_as_spelled(value: str) -> None:
     """The pass refused the float read from it: `1e400` was named 'inf', `-.5` '-0.5'."""
     with pytest.raises(

@@ -271,7 +271,7 @@ def _run(argv: Sequence[str] | None) -> int:
         words = list(sys.argv[1:] if argv is None else argv)
         before_command = words[: words.index(args.command)] if args.command else words
         if any(word in before_command for word in unknown):  # `xfuse --bogus lecture`
-            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+            parser.error(unrecognized_arguments(parser, unknown))
         reject_unknown(args.command_parser, unknown)
     if args.command is None:
         parser.print_help(sys.stderr)

@@ -37,11 +37,12 @@ _FLOAT_TEXT = re.compile(
 """A float as mlir-opt's options read one (C's `strtod`, less hexadecimal): `1e3`, `inf`, `nan`."""
 
 _UNLEXED_FLOAT = re.compile(
-    r"(?<=[=,])([-+]?(?:\.[0-9]+(?:e[-+]?[0-9]+)?|[0-9]+(?:\.[0-9]*)?e\+[0-9]+))(?=[\s,}]|$)",
+    r"(?<=[=,])([-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*|[0-9]+(?=e))(?:e[-+]?[0-9]+)?)(?=[\s,}]|$)",
     re.IGNORECASE,
 )
-"""An option's value that `strtod` reads as a float and xDSL's pipeline lexer cannot: `.5`,
-`-.5` (no token starts with a point) and `1e+3` (a word `1e`, then the number `+3`)."""
+"""An option's value that `strtod` reads as a float, with a point or an exponent, which xDSL's
+pipeline lexer cannot read (`.5`: no token starts with a point; `1e+3`, `+1e3`, `-1e-3`) or
+reads as a Python float, its spelling lost (`1.0e400` was refused as 'inf', `-2.50` as '-2.5')."""
 
 _UNLEXED_INTEGER = re.compile(
     r"(?<=[=,])([-+]?0(?:[0-9]+|[xX][0-9a-fA-F]+|[bB][01]+|o[0-7]+))(?=[\s,}]|$)"
