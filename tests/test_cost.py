@@ -1200,3 +1200,15 @@ def test_a_shape_past_int64_is_refused_however_it_is_made() -> None:
     EwFusePass().apply(Context(), module)
     with pytest.raises(PassFailedException, match=r"more elements than a 64-bit index"):
         EwCostPass().apply(Context(), module)
+
+
+def test_xfuse_cost_of_static_dims_past_int64_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The fitted shape's error was swallowed with the fitting's: the default shape was kept
+    and blamed ("--shape: input 'x' ... does not broadcast to ... 4096x14336")."""
+    program = tmp_path / "big.ew"
+    program.write_text("input x[4294967296], y[4294967296, 1];\nout = x * y;\n")
+    status, _, err = run_cli(capsys, "cost", str(program))
+    assert status == 1 and "more elements than a 64-bit index can count" in err
+    assert "--shape" not in err

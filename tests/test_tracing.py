@@ -367,6 +367,14 @@ def test_jit_defaults_positional_only_and_called_from_a_trace() -> None:
     global_read = xfuse.jit(lambda x, w=TWOS: x * ONES)
     with pytest.raises(TypeError, match=r"^cannot combine a traced array with ndarray"):
         xfuse.jit(lambda x: global_read(x) + 1)(x)
+    # an array made of a default: the hint, hedged; a default that is no array: no "array
+    # default" (a string's was called one, and passing it changed nothing)
+    doubled = xfuse.jit(lambda x, w=TWOS: x + 2 * w)
+    with pytest.raises(TypeError, match=r"\(if it came from an array default of .*'w', pass it"):
+        xfuse.jit(lambda x: doubled(x) + 1)(x)
+    text = xfuse.jit(lambda x, s="ab": x + s)
+    with pytest.raises(TypeError, match=r"^cannot combine a traced array with str"):
+        xfuse.jit(lambda x: text(x) + 1)(x)
 
 
 def test_astype_takes_no_positional_arguments_but_the_dtype() -> None:

@@ -176,9 +176,15 @@ class JitFunction:
             try:
                 return self.function(*args, **kwargs)
             except NotCombinableError as error:
-                met = self._array_default_of(error.operand, args, kwargs)
-                if met is None:  # (another array: the error as it is)
+                left = self._array_defaults_left(args, kwargs)
+                if not left or not isinstance(error.operand, np.ndarray):
                     raise
+                met = next((n for n in left if self._default(n) is error.operand), None)
+                if met is None:  # (an array made of one: it came from one, or from elsewhere)
+                    raise TypeError(
+                        f"{error} (if it came from an array default of {self.name}(), "
+                        f"{' or '.join(repr(n) for n in left)}, pass it to {self.name}())"
+                    ) from None
                 raise TypeError(  # (it met the caller's trace: "cannot combine ... ndarray")
                     f"{self.name}(): its array default '{met}' is an input of its own "
                     f"kernel, not of the function tracing it: pass {met}= to it"
@@ -274,24 +280,24 @@ class JitFunction:
             traced[streams] = recompiled(first, options), booleans
         return traced[streams]
 
-    def _array_default_of(
-        self, operand: Any, args: Sequence[Any], kwargs: Mapping[str, Any]
-    ) -> str | None:
-        """The parameter a call leaves to its array default `operand`, an input of this
-        function's own kernel (called from a function being traced, none of that one's); None
-        where `operand` is no such default."""
+    def _array_defaults_left(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[str]:
+        """The parameters a call leaves to array defaults (not 0-d: one combines with a trace,
+        as a number does), inputs of this function's own kernel: called from a function being
+        traced, none of that one's."""
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError:  # (a wrong call: the function's own error says so)
-            return None
-        return next(
-            (
-                name
-                for name, parameter in self.signature.parameters.items()
-                if name not in bound.arguments and parameter.default is operand
-            ),
-            None,
-        )
+            return []
+        return [
+            name
+            for name in self.signature.parameters
+            if name not in bound.arguments
+            and isinstance(default := self._default(name), np.ndarray)
+            and default.ndim
+        ]
+
+    def _default(self, name: str) -> Any:
+        return self.signature.parameters[name].default
 
     def _streams(self, arrays: Mapping[str, np.ndarray], result_dtypes: Sequence[Any]) -> bool:
         """Whether a call of `arrays` may stream (`xfuse.runtime.kernel.make_plan`): where none

@@ -165,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         # Fitted to the function `cost_program` prices: the shapes the program declares, those
         # --input-shape gives, the others of the shape's rank; a shape for an input it lacks is
         # `cost_program`'s to say.
+        fitted = None
         with warnings.catch_warnings(), contextlib.suppress(ValueError):
             warnings.simplefilter("ignore")  # (`cost_program` parses it again, warning once)
             module = parse_program(
@@ -173,7 +174,12 @@ def run(args: argparse.Namespace) -> int:
                 filename=program_name(args.file),
                 default_shape=(None,) * len(shape),
             )
-            options = replace(options, shape=fitted_problem_shape(only_function(module), shape))
+            fitted = fitted_problem_shape(only_function(module), shape)
+        if fitted is not None:
+            try:
+                options = replace(options, shape=fitted)
+            except ValueError as error:  # (past int64: it was suppressed with the above, and
+                raise CliError(str(error)) from None  # the default kept, blamed on --shape)
     try:
         program = cost_program(
             source,
