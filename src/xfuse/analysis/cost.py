@@ -151,7 +151,7 @@ class CostOptions:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
         if any(d < 0 for d in self.shape):  # 0 is an empty iteration space, as arrays allow
             raise ValueError(f"shape dims must be >= 0, got {self.shape}")
-        if _over_int64(self.shape):  # (two --input-shapes broadcast to 2**64 were priced)
+        if exceeds_int64(self.shape):  # (two --input-shapes broadcast to 2**64 were priced)
             raise ValueError(
                 f"shape {format_shape(self.shape)}: more elements than a 64-bit index can count"
             )
@@ -183,7 +183,7 @@ KERNEL_LOWERINGS = "ew-kernel-to-loops, ew-to-linalg, ew-to-nvvm"
 errors named ew-kernel-to-loops alone, after ew-to-linalg too)."""
 
 
-def _over_int64(shape: Sequence[int]) -> bool:
+def exceeds_int64(shape: Sequence[int]) -> bool:
     """Whether `shape` has more elements, or a dim, than a 64-bit index counts (a 0 beside a
     dim too large makes the product fit)."""
     largest = np.iinfo(np.int64).max
@@ -196,7 +196,7 @@ def parse_shape(text: str | int) -> tuple[int, ...]:
     if not all(p.strip().isdecimal() for p in parts):  # not "²": int() refuses it
         raise ValueError(f"bad shape {text!r}: expected sizes >= 0 joined by 'x', like 4096x14336")
     shape = tuple(int(p) for p in parts)
-    if _over_int64(shape):
+    if exceeds_int64(shape):
         raise ValueError(f"bad shape {text!r}: more elements than a 64-bit index can count")
     return shape
 

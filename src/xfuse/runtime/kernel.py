@@ -2791,8 +2791,9 @@ class Kernel(CompiledProgram):
         shaped = [value for p, value in zip(self.function.inputs, values, strict=True) if p.shape]
         # (a 0-d output's buffer has no order, as a 0-d input has none: one kept the call from
         # running on the transposes, "must be C-contiguous ... or Fortran-ordered")
-        shaped_out = self._each_out(out, lambda buffer: buffer, lambda _: None)
-        transposed = rank is not None and fortran_ordered(shaped, shaped_out, rank)
+        transposed = rank is not None and fortran_ordered(
+            shaped, self._each_out(out, lambda buffer: buffer, lambda _: None), rank
+        )
         given = out  # the caller's buffers: a call returns them, as numpy's ufuncs do
         if transposed:  # (a 0-d input's value is checked below, whatever it is: not transposed)
             values = [

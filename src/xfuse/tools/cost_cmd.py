@@ -136,8 +136,9 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
             raise ValueError(f"each dim of {text!r} is a size >= 0 or a name, got {dim!r}")
     # (as --shape: 2**64 elements were priced, and a dim past int64 failed once the program
     # was read, status 1)
-    sizes = [d for d in parsed if isinstance(d, int)]
-    if math.prod(sizes) > sys.maxsize or any(d > sys.maxsize for d in sizes):  # (2**63 - 1)
+    from xfuse.analysis.cost import exceeds_int64
+
+    if exceeds_int64([d for d in parsed if isinstance(d, int)]):
         raise ValueError(f"{text!r}: more elements than a 64-bit index can count")
     return name.strip(), tuple(parsed)
 

@@ -10,6 +10,7 @@ Rendering (tables, JSON) is in `lecture_report`.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
@@ -89,7 +90,7 @@ class Program:
     def outputs(self) -> tuple[str, ...]:
         return tuple(f"%{name}" for name in self.output_names)
 
-    @property
+    @functools.cached_property
     def declared_dtypes(self) -> set[str]:
         """The dtypes of its tensors where it declares or converts to any but `GPU_DTYPE`,
         which `cost_program` then prices each tensor in (parsed in that dtype, as it parses: a
