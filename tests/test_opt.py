@@ -348,6 +348,7 @@ COMMANDS: dict[str, list[str]] = {
     "gelu_optimize": ["{gelu}", "-p", "ew-optimize"],
     "gelu_generic": ["{gelu}", "--print-op-generic"],
     "between_passes": ["{good}", "-p", "ew-optimize,canonicalize", "--print-between-passes"],
+    "time_passes": ["{good}", "-p", "ew-optimize,canonicalize", "--time-passes"],
     "output_file": ["{good}", "-p", "ew-optimize", "-o", "{out}"],
     "split": ["{split}", "--split-input-file", "-p", "ew-optimize"],
     "split_bad": ["{split_bad}", "--split-input-file"],
@@ -547,6 +548,18 @@ def test_print_between_passes(runs: dict[str, Run]) -> None:
     assert out.count("IR after ew-optimize:") == 1
     between, final = out.split("IR after ew-optimize:")[1].rsplit("builtin.module", 1)
     assert "ew.mul" not in between and "ew.mul" not in final  # x * 1 is gone after ew-optimize
+
+
+def test_time_passes_reports_on_stderr(runs: dict[str, Run]) -> None:
+    """As mlir-opt's `--mlir-timing`: xDSL printed the lines into the module on stdout, which
+    then neither parsed back nor fed FileCheck."""
+    run = runs["time_passes"]
+    assert run.returncode == 0
+    assert re.findall(r"^Pass (\S+) took \S+ seconds$", run.stderr, re.M) == [
+        "ew-optimize",
+        "canonicalize",
+    ]
+    assert run.stdout.startswith("builtin.module") and "took" not in run.stdout
 
 
 def test_output_file(runs: dict[str, Run], paths: dict[str, str]) -> None:
@@ -959,6 +972,7 @@ def test_hostile_input_fails_politely(runs: dict[str, Run], name: str) -> None:
 
 def test_every_command_is_checked() -> None:
     checked_elsewhere = {"gelu", "gelu_optimize", "gelu_generic", "between_passes", "output_file"}
+    checked_elsewhere |= {"time_passes"}
     checked_elsewhere |= {"split", "verify_diagnostics", "no_ext_as_ew", "txt_as_ew", "bom_ew"}
     checked_elsewhere |= {"empty", "comment_only"}
     assert set(COMMANDS) == set(HOSTILE) | checked_elsewhere

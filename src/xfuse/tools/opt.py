@@ -14,6 +14,7 @@ import itertools
 import os
 import re
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, cast
@@ -22,7 +23,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import AttributeInvT, Operation, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
-from xdsl.passes import PassPipeline
+from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
@@ -232,6 +233,26 @@ _LINE_BREAK = re.compile(LINE_BREAK.pattern.encode())
 """`LINE_BREAK` on bytes: what ends a line of a `.ew` chunk."""
 
 
+def _timed(callback: PassPipelineCallbackType) -> PassPipelineCallbackType:
+    """`callback`, and `--time-passes`' line for each pass, as xDSL's but on stderr: as
+    mlir-opt's `--mlir-timing` report, so that the module on stdout still pipes into a parser or
+    FileCheck (xDSL printed the lines into it)."""
+    started = time.perf_counter()
+
+    def timed(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
+        nonlocal started
+        if previous is not None:
+            print(
+                f"Pass {previous.name} took {time.perf_counter() - started} seconds",
+                file=sys.stderr,
+            )
+        callback(previous, module, following)
+        if following is not None:
+            started = time.perf_counter()
+
+    return timed
+
+
 class XfuseOptMain(xDSLOptMain):
     _parser: _LocatingParser | None = None
     _pending: _PendingOutput | None = None
@@ -298,9 +319,14 @@ class XfuseOptMain(xDSLOptMain):
         # pass nor the option, and its lexer takes `1e3` or `inf` for a word (`parse_passes`).
         passes = parse_passes(self.args.passes, self.available_passes)
         given, self.args.passes = self.args.passes, ""
+        # xDSL's callback reads `time_passes` at each call: it stays off, `_timed` prints instead
+        timed, self.args.time_passes = self.args.time_passes, False
         super().setup_pipeline()  # an empty pipeline, for xDSL's callback between passes
         self.args.passes = given
-        self.pipeline = PassPipeline(tuple(passes), self.pipeline.callback)
+        callback = self.pipeline.callback
+        self.pipeline = PassPipeline(
+            tuple(passes), _timed(callback) if timed and callback is not None else callback
+        )
 
     def register_all_frontends(self) -> None:
         super().register_all_frontends()
