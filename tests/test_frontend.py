@@ -729,6 +729,10 @@ BAD_PROGRAMS = [
     ("input x[4];", None, 1, 12, "the program assigns nothing"),
     ("input x[4], b[5];\ny = x + b;", None, 2, 7, "shapes [4] and [5] do not broadcast"),
     ("input x[2, 3];\ninput b[2];\ny = b * x;", None, 3, 7, "do not broadcast"),
+    # inputs no operator combines: at the later declaration (it was an unlocated compile error)
+    ("input x[2], y[3];\nz = x;", None, 1, 13, "input 'y' [3] does not broadcast with 'x' [2]"),
+    ("input x[2], y[3];\nz = x;\nw = y;\noutput z, w;", None, 1, 13, "one iteration space"),
+    ("input x[t, 2];\ninput y[3, 4];\nz = x;", None, 2, 7, "'y' [3, 4] does not broadcast"),
     ("y = f32;", None, 1, 5, "'f32' is a function: call it as f32(...)"),
     ("bf16 = x;", None, 1, 1, "cannot assign to 'bf16': it names a dtype"),
     ("y = f16(x, x);", None, 1, 5, "'f16' takes 1 argument, got 2"),
@@ -963,6 +967,18 @@ def test_shapes_that_do_not_broadcast_point_at_the_operator() -> None:
         parse_program("y = x * 2;\nz = y + b;", shapes={"x": [3], "b": [4]})
     assert (info.value.line, info.value.column) == (2, 7)
     assert "do not broadcast" in info.value.message
+
+
+def test_inputs_no_operator_combines_share_the_iteration_space() -> None:
+    """A declaration meets the caller's `shapes` at it, two of the caller's are the caller's
+    error; sizes of 1 broadcast."""
+    with pytest.raises(EwSyntaxError) as info:
+        parse_program("input x[2]; z = y; w = x;", ["z", "w"], shapes={"y": [3]})
+    assert (info.value.line, info.value.column) == (1, 7)
+    assert "'x' [2] does not broadcast with 'y' [3] (the caller's shapes)" in info.value.message
+    with pytest.raises(ValueError, match=r"the caller's shapes give 'y' \[3\] and 'x' \[2\]"):
+        parse_program("z = x; w = y;", ["z", "w"], shapes={"x": [2], "y": [3]})
+    parse_program("input x[2, 1], y[3], s[];\nz = x; w = y;", ["z", "w"])
 
 
 def test_a_function_name_is_a_value_where_declared_or_assigned() -> None:

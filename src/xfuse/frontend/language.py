@@ -289,6 +289,7 @@ class _Parser:
         self.assigned_at: dict[str, int] = {}
         self.last_assigned: str | None = None
         self.declared_at: dict[str, int] = {}
+        self.declared_shapes: dict[str, ShapeSpec] = {}
         self.name_warnings: list[NameWarning] = []
         """Each `EwNameWarning` the parse issued (a compile cache keeps them: `warn_name`)."""
         self.undeclared_inputs = 0
@@ -527,9 +528,44 @@ class _Parser:
                 name,
             )
         self.declared_at[text] = name.offset
+        self.declared_shapes[text] = shape if shape is not None else builder.input_shape(text)
         self.at(name)
         # after the inputs declared so far, before the undeclared ones (`y = a; input b;`)
         builder.input(text, element, shape, position=len(self.declared_at) - 1)
+
+    def check_one_iteration_space(self) -> None:
+        """The inputs' static sizes agree on each axis (right-aligned; 1 broadcasts), as the
+        arrays of one call must: inputs that no operator combines (`input x[2], y[3]; z = x;`)
+        were refused at compile, at no line and naming types only. An error at the later of two
+        declarations, else of the caller's `shapes`."""
+        shapes = {
+            name: self.declared_shapes.get(name) or self.builder.input_shape(name)
+            for name in self.builder.inputs
+        }
+        rank = max(map(len, shapes.values()), default=0)
+        first: dict[int, tuple[int, str]] = {}  # by right-aligned axis: a size and its input
+        for name, shape in shapes.items():
+            for axis, size in enumerate(shape, start=rank - len(shape)):
+                if not isinstance(size, int) or size == 1:
+                    continue
+                known, known_name = first.setdefault(axis, (size, name))
+                if known == size:
+                    continue
+                if name not in self.declared_at and known_name not in self.declared_at:
+                    raise ValueError(
+                        f"the caller's shapes give '{name}' {_format_dims(shape)} and "
+                        f"'{known_name}' {_format_dims(shapes[known_name])}, which do not "
+                        f"broadcast{_ONE_SPACE}"
+                    )
+                at, other = (name, known_name) if name in self.declared_at else (known_name, name)
+                given = "" if other in self.declared_at else " (the caller's shapes)"
+                raise EwSyntaxError(
+                    f"input '{at}' {_format_dims(shapes[at])} does not broadcast with '{other}' "
+                    f"{_format_dims(shapes[other])}{given}{_ONE_SPACE}",
+                    self.source,
+                    self.declared_at[at],
+                    self.filename,
+                )
 
     @contextmanager
     def nesting(self) -> Iterator[None]:
@@ -721,6 +757,11 @@ def _is_function(name: str) -> bool:
     return name in ew.OPS_BY_MNEMONIC or name in CONVERSIONS
 
 
+_ONE_SPACE = (
+    ": the inputs of a program share one iteration space, whether or not an operator combines them"
+)
+
+
 def _format_dims(shape: ShapeSpec) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
@@ -786,6 +827,7 @@ class ParsedProgram:
                 parser.current.offset,
                 filename,
             )
+        parser.check_one_iteration_space()
         for option, given in (("dtype", builder.input_elements), ("shapes", builder.shapes)):
             unknown = sorted(set(given) - set(builder.inputs))
             if unknown:
