@@ -164,6 +164,28 @@ def test_bad_dask_arguments_are_named_before_anything_runs(gelu: Gelu) -> None:
         kernel(x=x, b=x[0])
 
 
+def test_masked_arrays_and_matrices_beside_dask_arrays_are_refused_at_the_call(
+    gelu: Gelu,
+) -> None:
+    """As a numpy call refuses them: they were accepted, and refused in a task at compute."""
+    kernel = xfuse.compile("input x; input y; out = x + y;")
+    values = np.arange(6, dtype=np.float32)
+    x = da.from_array(values, chunks=2)
+    masked = np.ma.masked_array(values, mask=values > 2)
+    lazily_masked = da.ma.masked_array(x, mask=x > 2)
+    add = xfuse.jit(lambda a, b: a + b)
+    calls = [
+        (lambda: kernel(x=x, y=masked), "argument 'y': a masked array's mask would be ignored"),
+        (lambda: kernel(x=lazily_masked, y=x), "argument 'x': a masked array's mask"),
+        (lambda: kernel(x=x, y=np.matrix(values)), "argument 'y': np.matrix is not taken"),
+        (lambda: add(lazily_masked, x), "argument 'a': a masked array's mask"),
+        (lambda: add(x, masked), "argument 'b': a masked array's mask"),
+    ]
+    for call, message in calls:
+        with pytest.raises(ArgumentTypeError, match=message):
+            call()
+
+
 def test_a_kernel_without_shapes_takes_dask_arrays_of_any_one_shape() -> None:
     # As on numpy arrays: `xfuse.compile` without shapes= runs each block flat (it was "expected
     # 1 dimensions"), with chunks unified, Fortran-ordered blocks and several outputs.
@@ -227,3 +249,5 @@ def test_xfuse_functions_of_dask_arrays_are_lazy() -> None:
     # and their errors are xfuse's own (dask's inference returned NotImplemented, silently)
     with pytest.raises(TypeError, match=r"^xfuse.maximum\(\): xfuse computes with real numbers"):
         xfuse.maximum(x, None)
+    with pytest.raises(TypeError, match=r"^xfuse.tanh\(\): a masked array's mask would be"):
+        xfuse.tanh(da.ma.masked_array(x, mask=x > 0))  # (it dropped the mask, block by block)

@@ -450,6 +450,19 @@ def test_xfuse_functions_on_numpy_arrays_keep_numpys_dtype() -> None:
     assert xfuse.tanh(brain).dtype == np.tanh(brain).dtype == ml_dtypes.bfloat16
 
 
+def test_xfuse_functions_refuse_masked_arrays_and_matrices_as_a_kernel_does() -> None:
+    """`xfuse.exp` of a masked array returned a plain array: its masked elements computed and
+    shown (np.exp keeps the mask); np.matrix is 2-d whatever it holds."""
+    masked = np.ma.masked_array(np.float32([1.0, 2.0]), mask=[False, True])
+    with pytest.raises(TypeError, match=r"^xfuse\.exp\(\): a masked array's mask would be"):
+        xfuse.exp(masked)
+    with pytest.raises(TypeError, match=r"^xfuse\.maximum\(\): a masked array's mask"):
+        xfuse.maximum(0.0, masked)
+    with pytest.raises(TypeError, match=r"^xfuse\.exp\(\): np\.matrix is not taken"):
+        xfuse.exp(np.matrix([[1.0]]))
+    assert_same(xfuse.exp(masked.data), np.exp(masked.data.astype(np.float64)).astype(np.float32))
+
+
 def test_xfuse_functions_on_numpy_arrays_take_a_python_number_in_their_dtype() -> None:
     """NEP 50 gave the result's dtype only: the number met the array in float64 (0.1 is no
     float16 0.1, so `xfuse.equal(x16, 0.1)` was all False; `atan2(x16, 1e5)` not 0, 1e5 being

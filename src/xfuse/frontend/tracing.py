@@ -19,6 +19,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, element_type_for, numpy_dtype
+from xfuse.frontend.array_kinds import array_kind_problem
 from xfuse.frontend.builder import FunctionBuilder, Value
 
 _OPS_BY_UFUNC: dict[np.ufunc, ew.ElementwiseOpType] = {
@@ -894,15 +895,21 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
         if traced is not None:
             return traced.apply(op_type, *args)
         dask_array = sys.modules.get("dask.array")  # (not imported: no dask array here)
-        if dask_array is not None and any(isinstance(a, dask_array.Array) for a in args):
+        is_dask = [dask_array is not None and isinstance(a, dask_array.Array) for a in args]
+        for given, lazy in zip(args, is_dask, strict=True):
+            # (numpy's masked ufuncs keep the mask; a masked dask array's blocks are masked)
+            problem = array_kind_problem(given._meta if lazy else given)
+            if problem is not None:
+                raise TypeError(f"xfuse.{name}(): {problem}")
+        if any(is_dask):
             # lazy, as np.tanh's and a kernel's of dask arrays (it computed the graph, twice);
             # the dtype of one element each, which raises this function's own errors (dask's
             # `elemwise` returns NotImplemented where its own inference fails)
             from dask.array.core import elemwise  # (what dask's own ufuncs broadcast with)
 
             samples = [
-                np.ones((1,) * a.ndim, a.dtype) if isinstance(a, dask_array.Array) else a
-                for a in args
+                np.ones((1,) * a.ndim, a.dtype) if lazy else a
+                for a, lazy in zip(args, is_dask, strict=True)
             ]
             return elemwise(function, *args, dtype=np.asarray(function(*samples)).dtype)
         arrays = [_number_array(a) for a in args]

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from xfuse.dialects.dtypes import numpy_dtype
+from xfuse.frontend.array_kinds import array_kind_problem
 
 DYNAMIC_INDEX = -(2**63)
 """A `?` dimension in a parameter's shape: xDSL's `DYNAMIC_INDEX` (a test checks they agree),
@@ -287,19 +288,12 @@ def output_shape(parameter: Parameter, iteration: Sequence[int]) -> tuple[int, .
     )
 
 
-def check_array_kind(label: str, value: np.ndarray, output: bool = False) -> None:
-    """ArgumentTypeError for the ndarray subclasses whose elements mean more than their memory
-    holds: a masked array (the kernel would read or write the masked elements too) and
-    `np.matrix` (always 2-d: flattening it gives a row, a shape no argument was passed with)."""
-    if isinstance(value, np.ma.MaskedArray):
-        remedy = (
-            "pass .data (its elements, written in place; the mask unchanged)"
-            if output
-            else "pass .filled(value) (masked elements set to value) or .data (as stored)"
-        )
-        raise ArgumentTypeError(f"{label}: a masked array's mask would be ignored; {remedy}")
-    if isinstance(value, np.matrix):
-        raise ArgumentTypeError(f"{label}: np.matrix is not taken; pass np.asarray(...)")
+def check_array_kind(label: str, value: object, output: bool = False) -> None:
+    """ArgumentTypeError, after `label`, for an array whose elements mean more than its memory
+    holds (`array_kind_problem`)."""
+    problem = array_kind_problem(value, output)
+    if problem is not None:
+        raise ArgumentTypeError(f"{label}: {problem}")
 
 
 def check_input(

@@ -27,6 +27,7 @@ from xfuse.runtime.arrays import (
     DYNAMIC_INDEX,
     ArgumentError,
     bind_shapes,
+    check_array_kind,
     check_input,
     numpy_dtype,
     output_shape,
@@ -85,6 +86,9 @@ def call(kernel: Kernel, args: Sequence[Any], kwargs: Mapping[str, Any], out: An
         if not (is_dask_array(value) or isinstance(value, np.ndarray | np.generic)):
             check_input(parameter, value)  # what it is not: "a Python number has no dtype"
         array = da.asarray(value)
+        # a masked array or np.matrix, numpy's or a dask array's blocks: refused now, not in a task
+        kind = value if isinstance(value, np.ndarray) else array._meta
+        check_array_kind(f"argument '{parameter.name}'", kind)
         check_input(parameter, np.empty((0,) * array.ndim, array.dtype))  # the dtype, named
         check_known_chunks(parameter.name, array)
         # a static dim in one chunk; of another rank, `bind_shapes` below names the argument
