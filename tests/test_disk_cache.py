@@ -286,6 +286,7 @@ def test_cache_info_shows_each_toolchains_entries_and_sizes(
     theirs = cache_files.toolchain_directory(cache, other).name
     assert cli_main(["cache", "info", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
+    readable = {"readable": True}
     assert shown == {
         "directory": str(cache),
         "entries": 5,
@@ -295,9 +296,27 @@ def test_cache_info_shows_each_toolchains_entries_and_sizes(
         "max_bytes": cache_files.DEFAULT_MAX_BYTES,
         "toolchains": sorted(
             [
-                {"directory": ".", "toolchain": None, "entries": 1, "bytes": sizes["."]},
-                {"directory": mine, "toolchain": current, "entries": 2, "bytes": sizes[mine]},
-                {"directory": theirs, "toolchain": other, "entries": 2, "bytes": sizes[theirs]},
+                {
+                    "directory": ".",
+                    "toolchain": None,
+                    "entries": 1,
+                    "bytes": sizes["."],
+                    **readable,
+                },
+                {
+                    "directory": mine,
+                    "toolchain": current,
+                    "entries": 2,
+                    "bytes": sizes[mine],
+                    **readable,
+                },
+                {
+                    "directory": theirs,
+                    "toolchain": other,
+                    "entries": 2,
+                    "bytes": sizes[theirs],
+                    **readable,
+                },
             ],
             key=lambda files: files["directory"],
         ),
@@ -1073,6 +1092,46 @@ def test_cache_clear_removes_what_it_may_and_names_what_it_kept(
     assert "Traceback" not in err
 
 
+def test_another_users_unreadable_subdirectory_stops_no_eviction_info_or_clear(
+    cache: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A toolchain's subdirectory this user may not list (another user's, 0700, in a shared
+    cache): its PermissionError stopped eviction after each write (which then warned 'cannot
+    write the compile cache'), `info` (no output, exit 1) and `clear` (nothing removed)."""
+    theirs = cache / f"{cache_files.TOOLCHAIN_PREFIX}{'0' * 16}"
+    theirs.mkdir(parents=True)
+    (theirs / f"{'a' * 64}{cache_files.ENTRY_SUFFIX}").write_bytes(b"x" * 1000)
+    scandir = os.scandir
+
+    def not_listable(path: str | os.PathLike[str]) -> Any:
+        if Path(path) == theirs:
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(cache_files.os, "scandir", not_listable)
+    monkeypatch.setenv("XFUSE_CACHE_MAX_BYTES", "1")
+    monkeypatch.setattr(cache_files, "SIZE_CHECK_INTERVAL_NS", 0)  # a check at every write
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        seven = compile_new(cache, "out = x * 7;")
+        nine = compile_new(cache, "out = x * 9;")  # evicts the other program's entries
+    their_entry = theirs / f"{'a' * 64}{cache_files.ENTRY_SUFFIX}"
+    assert set(entries(cache)) == nine and their_entry.exists()  # (`entries` lists no `theirs`)
+    assert seven and not seven & set(entries(cache))
+    assert cli_main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert f"entries:   {len(nine)} " in out
+    assert f"  {theirs.name}: 0 entries, 0 bytes (not readable by this user" in out
+    assert cli_main(["cache", "info", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["toolchains"]
+    assert [t["readable"] for t in listed if t["directory"] == theirs.name] == [False]
+    assert cli_main(["cache", "clear"]) == 1
+    out, err = capsys.readouterr()
+    assert f"removed {len(nine)} file(s)" in out
+    assert not entries(cache) and their_entry.exists()
+    assert f"the first {theirs}: Permission denied" in err and "Traceback" not in err
+
+
 def test_cache_clear_of_a_read_only_cache_names_what_it_kept(
     cache: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1140,6 +1199,7 @@ def test_cache_info_when_off(
 @pytest.mark.parametrize(
     ("where", "inside"), [("file", ""), ("file/sub/dir", " (in {file}, which is not one either)")]
 )
+@pytest.mark.parametrize("file_is", ["a file", "a dangling link"])
 def test_cache_commands_on_a_file_say_it_is_not_a_directory(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -1147,19 +1207,27 @@ def test_cache_commands_on_a_file_say_it_is_not_a_directory(
     action: str,
     where: str,
     inside: str,
+    file_is: str,
 ) -> None:
     """`XFUSE_CACHE_DIR` naming a file, or a directory in one: info said "entries: 0", clear
     "removed 0 file(s)" (and before that, "error: Not a directory: .../.xfuse-size-checked", a
-    marker the user never made); the file stays as it is."""
-    (tmp_path / "file").write_text("mine")
+    marker the user never made); the file stays as it is. So for a link to nothing (it was
+    passed over for its parent, which exists: "entries: 0" too)."""
+    file = tmp_path / "file"
+    if file_is == "a file":
+        file.write_text("mine")
+        problem = f"not a directory{inside.format(file=file)}"
+    else:
+        file.symlink_to("nowhere")
+        dangling = "a link to nowhere, which does not exist"
+        problem = dangling if where == "file" else f"not a directory (in {file}, {dangling})"
     monkeypatch.setenv("XFUSE_CACHE_DIR", str(tmp_path / where))
     assert cli_main(["cache", action]) == 1
     assert capsys.readouterr().err == (
-        f"xfuse cache: error: the cache directory {tmp_path / where} is not a directory"
-        f"{inside.format(file=tmp_path / 'file')}: set XFUSE_CACHE_DIR to a writable directory "
-        "or XFUSE_CACHE=0\n"
+        f"xfuse cache: error: the cache directory {tmp_path / where} is {problem}: set "
+        "XFUSE_CACHE_DIR to a writable directory or XFUSE_CACHE=0\n"
     )
-    assert (tmp_path / "file").read_text() == "mine"
+    assert file.is_symlink() or file.read_text() == "mine"
 
 
 def test_cli_shows_the_caches_warning_as_one_line() -> None:

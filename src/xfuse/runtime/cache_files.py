@@ -437,6 +437,9 @@ class OwnFiles(NamedTuple):
     """Regular files named `TEMPORARY_PREFIX...`, where `entries` may be."""
     directories: list[str]
     """The toolchains' subdirectories (real directories, not links to one)."""
+    unreadable: list[OSError]
+    """Of `directories`, those this user may not list (another user's, 0700 in a shared
+    cache; their entries are not in `entries`), as the errors of listing them."""
 
 
 def own_files(directory: Path) -> OwnFiles:
@@ -450,13 +453,20 @@ def own_files(directory: Path) -> OwnFiles:
         if _is_toolchain_directory_name(file.name) and file.is_dir(follow_symlinks=False)
     ]
     files = [file for file in found if file.is_file(follow_symlinks=False)]
-    for subdirectory in directories:
-        files += [file for file in _scan(subdirectory) if file.is_file(follow_symlinks=False)]
+    unreadable: list[OSError] = []
+    for subdirectory in sorted(directories):
+        try:
+            listed = _scan(subdirectory)
+        except PermissionError as error:  # (it stopped eviction, `info` and `clear` alike)
+            unreadable.append(error)
+            continue
+        files += [file for file in listed if file.is_file(follow_symlinks=False)]
     files.sort(key=lambda file: file.path)
     return OwnFiles(
         [file for file in files if _is_entry_name(file.name)],
         [file for file in files if file.name.startswith(TEMPORARY_PREFIX)],
         sorted(directories),
+        unreadable,
     )
 
 

@@ -276,6 +276,8 @@ class ToolchainFiles:
     """As its first readable entry records it (None where none is readable)."""
     entries: int = 0
     bytes: int = 0
+    readable: bool = True
+    """False for a subdirectory this user may not list (another user's): nothing counted."""
 
 
 @dataclass(frozen=True)
@@ -301,7 +303,11 @@ def info() -> CacheInfo:
     current_directory = os.fspath(toolchain_directory(directory, toolchain()))
     current = current_bytes = 0
     toolchains: dict[str, ToolchainFiles] = {}
-    for file in own_files(directory).entries:
+    found = own_files(directory)
+    for error in found.unreadable:
+        subdirectory = os.path.relpath(os.fspath(error.filename), directory)
+        toolchains[subdirectory] = ToolchainFiles(subdirectory, readable=False)
+    for file in found.entries:
         try:
             # A regular file as own_files found it, but maybe not by now: no FIFO read.
             with opened_regular_file(file.path) as opened:
@@ -353,7 +359,7 @@ def clear() -> Cleared:
     if directory is None:
         return Cleared(0, 0)
     files = own_files(directory)
-    kept: list[OSError] = []
+    kept: list[OSError] = [*files.unreadable]  # (not listed: none of their files removed)
     removed, freed = remove([*files.entries, *files.temporaries], OSError, kept)
     remove_empty_directories(files.directories)
     # The marker is no entry: not one kept where it cannot go (a directory of that name, which

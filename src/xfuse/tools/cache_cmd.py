@@ -50,12 +50,20 @@ def run(args: argparse.Namespace) -> int:
     directory = disk_cache.cache_dir()
     # The directory, or the nearest of its parents that exists, is a file: it said "entries: 0"
     # and "removed 0 file(s)", as of an empty cache (a compile warns that it cannot write).
-    existing = directory and next(p for p in [directory, *directory.parents] if p.exists())
+    # A dangling link too (it was passed over for its parent: "entries: 0").
+    existing = directory and next(
+        p for p in [directory, *directory.parents] if p.exists() or p.is_symlink()
+    )
     if existing and not existing.is_dir():
-        inside = "" if existing == directory else f" (in {existing}, which is not one either)"
+        dangling = not existing.exists()
+        link = f"a link to {os.readlink(existing)}, which does not exist" if dangling else ""
+        if existing == directory:
+            problem = link or "not a directory"
+        else:
+            problem = f"not a directory (in {existing}, {link or 'which is not one either'})"
         raise CliError(
-            f"the cache directory {directory} is not a directory{inside}: set XFUSE_CACHE_DIR "
-            "to a writable directory or XFUSE_CACHE=0"
+            f"the cache directory {directory} is {problem}: set XFUSE_CACHE_DIR to a writable "
+            "directory or XFUSE_CACHE=0"
         )
 
     if args.action == "clear":
@@ -95,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     for files in info.toolchains:
         made_by = "this toolchain" if files.toolchain == current_toolchain else files.toolchain
         made_by = made_by or "unreadable"
+        if not files.readable:
+            made_by = "not readable by this user (another user's?): its entries not counted"
         if files.directory == os.curdir:  # not "this toolchain" even if it made them
             made_by = f"the layout before subdirectories, never read: {made_by}"
         print(f"  {files.directory}: {files.entries} entries, {files.bytes:,} bytes ({made_by})")
