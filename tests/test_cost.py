@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import io
 import json
+import math
 import os
 import pickle
 import re
@@ -397,6 +398,8 @@ def test_cost_options_normalise_numpy_and_list_values() -> None:
     options = CostOptions(shape=[np.int64(4), 8], l2=np.True_, launch_us=np.float32(2))
     assert (options.shape, options.l2, options.launch_us) == ((4, 8), True, 2.0)
     assert type(options.shape[0]) is int and type(options.launch_us) is float
+    # a -0.0 launch is no launch ("launch -0 us")
+    assert math.copysign(1.0, CostOptions(launch_us=-0.0).launch_us) == 1.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1092,6 +1095,8 @@ def test_cli_without_command_prints_usage(capsys: pytest.CaptureFixture[str]) ->
         (["cost", str(GELU), "--", "--json"], "--json"),
         # `-` is stdin, no misspelt option (it said "- (did you mean -h?)")
         (["lecture", "-"], "-"),
+        # `--` alone is the end of options, no misspelt one (it said "-- (did you mean --n?)")
+        (["lecture", "--"], "--"),
         (["cost", str(GELU), "-"], "-"),
     ],
 )

@@ -1352,6 +1352,9 @@ def test_an_integer_option_reads_bases_as_mlir_opt(value: str, read: int) -> Non
         parse_passes("ew-fuse{max-ops=-0x10}")  # (xDSL's lexer could not read it)
     with pytest.raises(PassSpecError, match="^ew-fuse: bad value '0O17' for option 'max-ops'"):
         parse_passes("ew-fuse{max-ops=0O17}")  # (LLVM's `0o` is lower case only)
+    for zero in ("-0", "+0"):  # (named as spelled: `-0` was '0', xDSL's lexer's int)
+        with pytest.raises(PassSpecError, match=f"^ew-fuse: bad value '\\{zero}' for option"):
+            parse_passes(f"ew-fuse{{max-ops={zero}}}")
     for float_option in ("launch-us=0b11", "launch-us=0o17"):  # (strtod reads neither)
         with pytest.raises(PassSpecError, match="expected a finite number >= 0|expected a number"):
             parse_passes(f"ew-cost{{{float_option}}}")
@@ -1379,7 +1382,7 @@ def test_xfuse_opt_takes_a_float_option_in_exponent_form(
     assert "launch 1000 us" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "+inf", "+nan", "+Infinity"])
 def test_xfuse_opt_names_the_option_that_must_be_finite(
     value: str, capsys: pytest.CaptureFixture[str], gelu: Gelu
 ) -> None:

@@ -372,6 +372,18 @@ def test_jit_defaults_positional_only_and_called_from_a_trace() -> None:
     doubled = xfuse.jit(lambda x, w=TWOS: x + 2 * w)
     with pytest.raises(TypeError, match=r"\(if it came from an array default of .*'w', pass it"):
         xfuse.jit(lambda x: doubled(x) + 1)(x)
+    # every default that is the array met is named (the first of them was, maybe unread), and
+    # a positional-only one is passed by position (`w=` fails there)
+    shared = xfuse.jit(lambda x, scale=ONES, shift=ONES: x * 2 + shift)
+    with pytest.raises(TypeError, match=r"defaults 'scale', 'shift' \(one array\) are inputs"):
+        xfuse.jit(lambda x: shared(x) + 1)(x)
+
+    def positional(x, w=ONES, /):  # type: ignore[no-untyped-def]
+        return x + w
+
+    inner_positional = xfuse.jit(positional)
+    with pytest.raises(TypeError, match=r"'w' is an input .*: pass w as its argument 2$"):
+        xfuse.jit(lambda x: inner_positional(x) * 2)(x)
     text = xfuse.jit(lambda x, s="ab": x + s)
     with pytest.raises(TypeError, match=r"^cannot combine a traced array with str"):
         xfuse.jit(lambda x: text(x) + 1)(x)

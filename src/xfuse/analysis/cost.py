@@ -163,7 +163,8 @@ class CostOptions:
             raise ValueError(
                 f"launch overhead must be a finite number of us >= 0, got {self.launch_us}"
             )
-        object.__setattr__(self, "launch_us", float(self.launch_us))
+        # (+ 0.0: a -0.0 launch was "launch -0 us")
+        object.__setattr__(self, "launch_us", float(self.launch_us) + 0.0)
         if not isinstance(self.l2, bool | np.bool_):
             raise TypeError(f"l2 must be True or False, got {self.l2!r}")
         object.__setattr__(self, "l2", bool(self.l2))

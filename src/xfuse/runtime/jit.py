@@ -179,15 +179,21 @@ class JitFunction:
                 left = self._array_defaults_left(args, kwargs)
                 if not left or not isinstance(error.operand, np.ndarray):
                     raise
-                met = next((n for n in left if self._default(n) is error.operand), None)
-                if met is None:  # (an array made of one: it came from one, or from elsewhere)
+                # (several parameters may default to the one array: each named)
+                met = [n for n in left if self._default(n) is error.operand]
+                if not met:  # (an array made of one: it came from one, or from elsewhere)
                     raise TypeError(
                         f"{error} (if it came from an array default of {self.name}(), "
                         f"{' or '.join(repr(n) for n in left)}, pass it to {self.name}())"
                     ) from None
+                which = (
+                    f"array default '{met[0]}' is an input"
+                    if len(met) == 1
+                    else f"array defaults {', '.join(map(repr, met))} (one array) are inputs"
+                )
                 raise TypeError(  # (it met the caller's trace: "cannot combine ... ndarray")
-                    f"{self.name}(): its array default '{met}' is an input of its own "
-                    f"kernel, not of the function tracing it: pass {met}= to it"
+                    f"{self.name}(): its {which} of its own kernel, not of the function "
+                    f"tracing it: pass {' and '.join(map(self._how_to_pass, met))}"
                 ) from None
         try:
             bound = self.signature.bind(*args, **kwargs)
@@ -299,6 +305,13 @@ class JitFunction:
 
     def _default(self, name: str) -> Any:
         return self.signature.parameters[name].default
+
+    def _how_to_pass(self, name: str) -> str:
+        """How a caller passes parameter `name`: by keyword, or by position where it is
+        positional-only (`name=` fails there)."""
+        if self.signature.parameters[name].kind is not inspect.Parameter.POSITIONAL_ONLY:
+            return f"{name}= to it"
+        return f"{name} as its argument {list(self.signature.parameters).index(name) + 1}"
 
     def _streams(self, arrays: Mapping[str, np.ndarray], result_dtypes: Sequence[Any]) -> bool:
         """Whether a call of `arrays` may stream (`xfuse.runtime.kernel.make_plan`): where none

@@ -241,7 +241,8 @@ def unrecognized_arguments(parser: argparse.ArgumentParser, unknown: Sequence[st
     hints = [  # (an option itself is unrecognized after `--`, a positional there: no hint)
         f"{word} (did you mean {close[0]}?)"
         if word not in options
-        and word != "-"  # (stdin, a file argument: it was "did you mean -h?")
+        and word not in ("-", "--")  # (stdin, a file argument: "did you mean -h?"; the end
+        # of options: "did you mean --n?")
         and (close := difflib.get_close_matches(word, options, 1))
         else word
         for word in unknown

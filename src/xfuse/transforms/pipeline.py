@@ -37,19 +37,21 @@ _FLOAT_TEXT = re.compile(
 """A float as mlir-opt's options read one (C's `strtod`, less hexadecimal): `1e3`, `inf`, `nan`."""
 
 _UNLEXED_FLOAT = re.compile(
-    r"(?<=[=,])([-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*|[0-9]+(?=e))(?:e[-+]?[0-9]+)?)(?=[\s,}]|$)",
+    r"(?<=[=,])([-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*|[0-9]+(?=e))(?:e[-+]?[0-9]+)?"
+    r"|\+(?:inf(?:inity)?|nan))(?=[\s,}]|$)",
     re.IGNORECASE,
 )
 """An option's value that `strtod` reads as a float, with a point or an exponent, which xDSL's
-pipeline lexer cannot read (`.5`: no token starts with a point; `1e+3`, `+1e3`, `-1e-3`) or
-reads as a Python float, its spelling lost (`1.0e400` was refused as 'inf', `-2.50` as '-2.5')."""
+pipeline lexer cannot read (`.5`: no token starts with a point; `1e+3`, `+1e3`, `-1e-3`,
+`+inf`) or reads as a Python float, its spelling lost (`1.0e400` was refused as 'inf', `-2.50`
+as '-2.5')."""
 
 _UNLEXED_INTEGER = re.compile(
-    r"(?<=[=,])([-+]?0(?:[0-9]+|[xX][0-9a-fA-F]+|[bB][01]+|o[0-7]+))(?=[\s,}]|$)"
+    r"(?<=[=,])([-+]?0(?:[0-9]+|[xX][0-9a-fA-F]+|[bB][01]+|o[0-7]+)|[-+]0)(?=[\s,}]|$)"
 )
 """An option's value that LLVM reads as an integer in another base (`getAsInteger` with radix
 0: `010` is 8, `0x10` 16, `0b11` 3, `0o17` 15) and xDSL's lexer reads as decimal (`010`) or
-cannot lex (`-0x10`)."""
+cannot lex (`-0x10`), or a signed zero, which xDSL's reads as 0, its spelling lost."""
 
 _STRING_LITERAL = re.compile(r'("(?:\\.|[^"\\])*")')
 
