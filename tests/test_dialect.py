@@ -31,7 +31,7 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import DiagnosticException, ParseError, VerifyException
 
 from xfuse.dialects import ew
-from xfuse.dialects.dtypes import element_type_for
+from xfuse.dialects.dtypes import element_type_for, numpy_dtype
 from xfuse.frontend.language import parse_program
 
 DIALECT_TESTS = Path(__file__).resolve().parents[1] / "filecheck" / "dialect"
@@ -330,6 +330,45 @@ def test_invalid_ir_is_rejected(chunk: str, message: str) -> None:
         parse(chunk).verify()
     error = info.value
     assert message in (error.msg if isinstance(error, ParseError) else str(error))
+
+
+@pytest.mark.parametrize(
+    ("cast", "source", "target", "valid"),
+    [
+        ("extf", "f16", "f32", True),
+        ("extf", "bf16", "f64", True),
+        ("truncf", "f64", "f16", True),
+        ("truncf", "f32", "bf16", True),
+        ("extf", "f16", "bf16", False),
+        ("extf", "f32", "f32", False),
+        ("extf", "f64", "f32", False),
+        ("truncf", "bf16", "f16", False),
+        ("truncf", "f32", "f64", False),
+    ],
+)
+def test_float_casts_widen_or_narrow_as_mlir_verifies_them(
+    cast: str, source: str, target: str, valid: bool
+) -> None:
+    """xDSL checked no widths: `arith.extf %a : f16 to bf16` failed in ew-to-llvm as an internal
+    KeyError, `truncf f32 to f64` as "negative shift count" (mlir-opt: "cast incompatible")."""
+    from xfuse.runtime.compiler import compile_module
+
+    text = (
+        f"func.func @main(%x: tensor<?x{source}>) -> tensor<?x{target}> {{\n"
+        f"  %y = ew.kernel ins(%x : tensor<?x{source}>) -> tensor<?x{target}> {{\n"
+        f"  ^bb0(%a: {source}):\n    %b = arith.{cast} %a : {source} to {target}\n"
+        f"    ew.yield %b : {target}\n  }}\n  func.return %y : tensor<?x{target}>\n}}\n"
+    )
+    if valid:
+        names = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
+        x = np.float32([1.5, -2.25]).astype(numpy_dtype(names[source]))
+        result = compile_module(parse(text))(x)
+        assert result.dtype == numpy_dtype(names[target])
+        np.testing.assert_array_equal(result.astype(np.float64), [1.5, -2.25])
+        return
+    message = f"operand type '{source}' and result type '{target}' are cast incompatible"
+    with pytest.raises(VerifyException, match=re.escape(message)):
+        parse(text).verify()
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,10 @@
   prints `dé`) a `BYTES_LIT`, where its docstring says UTF-8 is a `STRING_LIT`: a location
   (`loc("d\\C3\\A9/a.ew":1:7)`, what `--print-debuginfo` printed) did not parse back, and
   a string attribute parsed back as a `BytesAttr`.
+- `arith.extf` and `arith.truncf` verify no widths: `arith.extf %a : f16 to bf16` (or `f32 to
+  f32`, `truncf f32 to f64`) passed the verifier and failed in `ew-to-llvm` as an internal
+  KeyError, a negative shift count or an out-of-range constant; mlir-opt refuses them as "cast
+  incompatible" (`arith::ExtFOp::areCastCompatible`: an extension widens, a truncation narrows).
 - The `llvm` target (`xfuse-opt -t llvm`, `sort_llvm_flags`) lists an op's fast-math flags in
   the order of a frozenset of strings, which the process's string hash decides.
 """
@@ -16,16 +20,35 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import AnyFloat
+from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.lexer import Position, Token
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRToken, MLIRTokenKind, StringLiteral
+from xdsl.utils.type import get_element_type_or_self
 
 STRING_LITERAL = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
 """A double-quoted string literal, its escapes `\\n`, `\\t`, `\\\\`, `\\"` and two hex digits."""
 
 
+def _verify_float_cast(op: arith.ExtFOp | arith.TruncFOp) -> None:
+    """`arith.extf` widens its operand's floats, `arith.truncf` narrows them."""
+    source, target = (
+        cast(AnyFloat, get_element_type_or_self(value.type)) for value in (op.input, op.result)
+    )
+    widens = target.bitwidth > source.bitwidth
+    if widens != isinstance(op, arith.ExtFOp) or target.bitwidth == source.bitwidth:
+        raise VerifyException(
+            f"operand type '{op.input.type}' and result type '{op.result.type}' are cast "
+            "incompatible"
+        )
+
+
 def apply() -> None:
+    arith.ExtFOp.verify_ = _verify_float_cast  # type: ignore[method-assign,assignment]
+    arith.TruncFOp.verify_ = _verify_float_cast  # type: ignore[method-assign,assignment]
     MLIRLexer._unescaped_characters_regex = STRING_LITERAL
     lex_string_literal = MLIRLexer._lex_string_literal
     if getattr(lex_string_literal, "reads_utf8", False):
