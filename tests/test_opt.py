@@ -720,7 +720,7 @@ def test_an_unregistered_op_is_named_as_written(
 def test_verify_diagnostics_prints_the_error_and_exits_0(runs: dict[str, Run]) -> None:
     run = runs["verify_diagnostics"]
     assert run.returncode == 0
-    assert re.search(r"verifier\.mlir:3:3: error: 'ew\.mul' operand shapes", run.stdout)
+    assert re.search(r"verifier\.mlir:3:8: error: 'ew\.mul' operand shapes", run.stdout)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -749,19 +749,19 @@ HOSTILE: dict[str, str] = {
     "garbage": r"garbage\.mlir:1:15\n",
     "wrong_type": r"wrong_type\.mlir:3:19\n.*\n.*\n *operand is used with type tensor<\?xf32>",
     "not_a_terminator": (
-        r"^\S*not_a_terminator\.mlir:2:3: error: Operation ew\.kernel terminates block in "
+        r"^\S*not_a_terminator\.mlir:2:8: error: Operation ew\.kernel terminates block in "
         r"single-block region but is not a terminator"
     ),
     "nvvm_dim_index": (
-        r"^\S*nvvm_dim_index\.mlir:3:3: error: ew-to-nvvm: a temporary's size must be an "
+        r"^\S*nvvm_dim_index\.mlir:3:8: error: ew-to-nvvm: a temporary's size must be an "
         r"argument's, at a constant axis"
     ),
     "llvm_dim_index": (
-        r"^\S*llvm_dim_index\.mlir:2:3: error: ew-to-llvm: memref\.dim needs a constant index\n"
-        r"\S*llvm_dim_index\.mlir:2:3: note: see current operation: %b = memref\.dim"
+        r"^\S*llvm_dim_index\.mlir:2:8: error: ew-to-llvm: memref\.dim needs a constant index\n"
+        r"\S*llvm_dim_index\.mlir:2:8: note: see current operation: %b = memref\.dim"
     ),
     "llvm_alloca": (
-        r"^\S*llvm_alloca\.mlir:2:3: error: ew-to-llvm: a memref that does not come from an "
+        r"^\S*llvm_alloca\.mlir:2:8: error: ew-to-llvm: a memref that does not come from an "
         r"argument or memref\.alloc \('memref\.alloca' makes it\)"
     ),
     "llvm_tensor_function": (
@@ -774,7 +774,7 @@ HOSTILE: dict[str, str] = {
         r"argument #0 \(%a\): no kernel writes its output buffer \(run ew-fuse first"
     ),
     "f16_tanh": (
-        r"^\S*f16_tanh\.mlir:2:3: error: ew-expand-math: 'math\.tanh' on f16: only f32 and f64 "
+        r"^\S*f16_tanh\.mlir:2:8: error: ew-expand-math: 'math\.tanh' on f16: only f32 and f64 "
         r"have a lowering"
     ),
     # xDSL's `Region.block` failed: "'block' property of Region class is only available for
@@ -796,18 +796,18 @@ HOSTILE: dict[str, str] = {
     "name_loc": r"^n\.ew:9:10: error: ew-bufferize: 'ew\.exp' is not inside an ew\.kernel",
     # a pass's own check of the module: an `error:` as any (it was the bare message)
     "symbol_clash": r"^error: ew-to-llvm: the module has a symbol @main\.packed already",
-    "llvm_trunc": r"^\S*llvm_trunc\.mlir:2:3: error: 'llvm\.trunc' invalid cast opcode",
+    "llvm_trunc": r"^\S*llvm_trunc\.mlir:2:8: error: 'llvm\.trunc' invalid cast opcode",
     "verifier_at_loc": r"^orig\.ew:8:3: error: 'ew\.constant' result must have a static shape",
     "empty_block": (
         r"^\S*empty_block\.mlir:1:1: error: Operation func\.func contains empty block in "
         r"single-block region"
     ),
     "verifier": (
-        r"verifier\.mlir:3:3: error: 'ew\.mul' operand shapes \[\?\], \[\] do not broadcast to "
+        r"verifier\.mlir:3:8: error: 'ew\.mul' operand shapes \[\?\], \[\] do not broadcast to "
         r"the result shape \[\]\n(.|\n)*\^\^\^\^\^(.|\n)*\| Operation does not verify"
     ),
     "int_type": (
-        r"int_type\.mlir:2:3: error: 'ew\.neg' operand 'operand' at position 0 does not verify:\n"
+        r"int_type\.mlir:2:8: error: 'ew\.neg' operand 'operand' at position 0 does not verify:\n"
         r"expected a tensor of f16, bf16, f32 or f64\n"
         r"Underlying verification failure: Unexpected attribute i32"
     ),
@@ -866,7 +866,7 @@ HOSTILE: dict[str, str] = {
     # hexadecimal has no digit limit: the value parses, and is no float's bits
     "long_hex": r"/long_hex\.mlir:2:22\n(.|\n)*hexadecimal float must be the 64 bits of an f64",
     "use_before_def": (
-        r"use_before_def\.mlir:2:3: error: 'ew\.add' operand #0 is used before its definition"
+        r"use_before_def\.mlir:2:8: error: 'ew\.add' operand #0 is used before its definition"
     ),
     "undefined": (
         r"undefined\.mlir:3:19\n.*\n *\^{8}\n *%nowhere is used but never defined "
@@ -892,7 +892,7 @@ HOSTILE: dict[str, str] = {
         r"ew-fuse: 'func\.func' @f argument #0 \(%x\) has type tensor<\?xf32, \"enc\">"
     ),
     "encoded_temporary": (
-        r"^\S*encoded_temporary\.mlir:2:3: error: ew-bufferize: 'ew\.kernel' result #0 has type "
+        r"^\S*encoded_temporary\.mlir:2:8: error: ew-bufferize: 'ew\.kernel' result #0 has type "
         r"tensor<\?xf32, \"enc\">: ew-bufferize takes tensors with no encoding\n"
     ),
     "scalar_arg": (
@@ -911,8 +911,8 @@ HOSTILE: dict[str, str] = {
     # a pass's error at an op is located as mlir-opt's: at the op's place in an MLIR file, at
     # its source token in a .ew program (it was the message, then the op's Python repr)
     "bufferize_unfused": (
-        r"^\S*good\.mlir:2:3: error: ew-bufferize: 'ew\.constant' is not inside an ew\.kernel "
-        r"\(run ew-fuse first\)\n\S*good\.mlir:2:3: note: see current operation: %one = "
+        r"^\S*good\.mlir:2:10: error: ew-bufferize: 'ew\.constant' is not inside an ew\.kernel "
+        r"\(run ew-fuse first\)\n\S*good\.mlir:2:10: note: see current operation: %one = "
         r"ew\.constant 1\.0"
     ),
     "llvm_unexpanded": (

@@ -49,8 +49,12 @@ _EW_STATEMENT = re.compile(r"(?:\s|#[^\n]*)*(?:input\b|output\b|[A-Za-z_]\w*\s*=
 """The start of `.ew` source (comments, then a declaration or an assignment `y = ...`), which
 MLIR never starts with (its values are `%y`): what a piped program read as MLIR is."""
 
-_OP_NAME = re.compile(r'(?:%[^="]*=\s*)?"?([\w.$]+)')
-"""The name of the operation whose text starts here (after its results, `%r = `, if any)."""
+_RESULTS = re.compile(r'(?:%[^="]*=\s*)?')
+"""The results an operation's text starts with (`%r = `, `%a, %b = `, `%c:2 = `), if any: an
+operation is located after them, at its name, as mlir-opt locates it (`2:8`, not `2:3`)."""
+
+_OP_NAME = re.compile(_RESULTS.pattern + r'"?([\w.$]+)')
+"""The name of the operation whose text starts here (after its results, if any)."""
 
 
 _UNDEFINED = "values used but not defined"
@@ -99,6 +103,8 @@ class _LocatingParser(Parser):
 
     def parse_operation(self) -> Operation:
         start = self.pos
+        results = _RESULTS.match(self.lexer.input.content, start)
+        at_name = results.end() if results is not None else start
         try:
             op = super().parse_operation()
         except VerifyException as error:
@@ -106,8 +112,8 @@ class _LocatingParser(Parser):
             # integer element type): report it at the operation, naming it, as the verifier does.
             text = _OP_NAME.match(self.lexer.input.content, start)
             assert text is not None  # the operation parsed up to its types
-            self.raise_error(f"'{text[1]}' {error}", start, text.end())
-        self.op_starts[op] = start
+            self.raise_error(f"'{text[1]}' {error}", at_name, text.end())
+        self.op_starts[op] = at_name
         return op
 
     def overlong_integer(self) -> ParseError | None:
