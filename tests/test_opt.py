@@ -661,6 +661,28 @@ def test_split_input_file(runs: dict[str, Run]) -> None:
     assert "ew.mul %x, %x : tensor<?xf32>" in second
 
 
+def test_split_input_file_runs_every_chunk_as_mlir_opt(tmp_path: Path) -> None:
+    """A failed chunk's error is printed and the next chunks run, their output between the
+    separators, exit 1 (xDSL's run stopped at the first error: the good chunk and the later
+    chunk's error were never shown); `-o` is then left as it was."""
+    path = tmp_path / "chunks.mlir"
+    path.write_text(
+        "func.func @a(%x: f32) -> f32 {\n  %c = arith.bitcast %x : f32 to i16\n"
+        "  func.return %x : f32\n}\n// -----\nfunc.func @b(%x: f32) -> f32 {\n"
+        "  func.return %x : f32\n}\n// -----\nfunc.func @c( {\n"
+    )
+    run = run_in_process([str(path), "--split-input-file"])
+    assert run.returncode == 1
+    first, second, third = run.stdout.split("// -----\n")
+    assert not first and "func.func @b" in second and not third.strip()
+    assert re.search(rf"^{re.escape(str(path))}:2:8: error: 'arith.bitcast'", run.stderr, re.M)
+    assert re.search(rf"^{re.escape(str(path))}:10:15\n", run.stderr, re.M)
+    output = tmp_path / "out.mlir"
+    output.write_text("before")
+    run = run_in_process([str(path), "--split-input-file", "-o", str(output)])
+    assert run.returncode == 1 and output.read_text() == "before"
+
+
 def test_split_ew_source_reports_the_files_lines(tmp_path: Path) -> None:
     """A later `.ew` chunk's errors, locations and warnings counted its lines from the chunk's
     start (line 2 for the file's line 3), where `.mlir` chunks count from the file's."""

@@ -8,6 +8,8 @@ operation (for IR read from a file) followed by the module with that operation m
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import functools
 import io
 import itertools
@@ -303,11 +305,45 @@ class XfuseOptMain(xDSLOptMain):
         return self._pending
 
     def run(self) -> None:
-        super().run()
+        if self.args.split_input_file and not (
+            self.args.verify_diagnostics or self.args.parsing_diagnostics
+        ):
+            self._run_each_chunk()
+        else:  # xDSL's: it prints each chunk's diagnostic to stdout where asked to
+            super().run()
         if self._pending is not None:
             path = Path(self.args.output_file)
             with naming_file(path):
                 path.write_text(self._pending.text)
+
+    def _run_each_chunk(self) -> None:
+        """`--split-input-file` as mlir-opt's: a chunk's error is printed and the next chunk
+        runs (xDSL's stopped at the first), its output left out between its `// -----`
+        separators; `ChunksFailed` at the end where any failed."""
+        chunks, file_extension = self.prepare_input()
+        output = self.prepare_output()
+        failed = 0
+        try:
+            for index, (chunk, offset) in enumerate(chunks):
+                with contextlib.closing(chunk):
+                    if index > 0:
+                        output.write("// -----\n")
+                    try:
+                        module = self.parse_chunk(chunk, file_extension, offset)
+                        if module is not None:
+                            self.apply_passes(module)
+                            output.write(self.output_resulting_program(module))
+                    except _DIAGNOSTICS as error:
+                        if isinstance(error, ParseError):  # (as xDSL's run places it)
+                            error.span = dataclasses.replace(error.span, line_offset=offset)
+                        print(_diagnostic(error), file=sys.stderr)
+                        failed += 1
+                    output.flush()
+        finally:
+            if output is not sys.stdout:
+                output.close()
+        if failed:
+            raise ChunksFailed(failed)
 
     def register_all_dialects(self) -> None:
         super().register_all_dialects()
@@ -491,6 +527,14 @@ DESCRIPTION = (
 )
 
 
+class ChunksFailed(Exception):
+    """Chunks of `--split-input-file` failed, their diagnostics printed: exit status 1."""
+
+
+_DIAGNOSTICS = (EwSyntaxError, ParseError, DiagnosticException, ArgSpecParseError)
+"""The errors xfuse-opt prints as diagnostics of the input (no `xfuse-opt: error:` prefix)."""
+
+
 def _diagnostic(error: BaseException) -> str:
     """An exception as a diagnostic: its message, then xDSL's notes (the IR, the op marked)."""
     return "\n".join([str(error), *getattr(error, "__notes__", ())]).rstrip()
@@ -509,7 +553,9 @@ def _run(args: Sequence[str] | None) -> int:
         XfuseOptMain(DESCRIPTION, args).run()
     except BrokenPipeError:  # the reader went away; not an OSError to report
         return stdout_closed()
-    except (EwSyntaxError, ParseError, DiagnosticException, ArgSpecParseError) as error:
+    except ChunksFailed:  # (each printed)
+        return 1
+    except _DIAGNOSTICS as error:
         print(_diagnostic(error), file=sys.stderr)
         return 1
     except ValueError as error:
