@@ -683,6 +683,31 @@ def test_split_input_file_runs_every_chunk_as_mlir_opt(tmp_path: Path) -> None:
     assert run.returncode == 1 and output.read_text() == "before"
 
 
+def test_location_aliases_after_the_module_parse_as_mlir_opt_prints_them(tmp_path: Path) -> None:
+    """`mlir-opt --mlir-print-debuginfo` writes most `#locN` aliases after the module: xDSL's
+    parser stopped at the first use ("undefined symbol alias '#loc3'"). An error is at the
+    alias's location; a second definition of one is still an error."""
+    path = tmp_path / "debuginfo.mlir"
+    text = (
+        '#loc2 = loc("a.mlir":1:14)\nmodule {\n'
+        '  func.func @a(%arg0: f32 loc("a.mlir":1:14)) -> f32 {\n'
+        "    %0 = arith.addf %arg0, %arg0 : f32 loc(#loc3)\n"
+        "    return %0 : f32 loc(#loc4)\n  } loc(#loc1)\n} loc(#loc)\n"
+        '#loc = loc("a.mlir":0:0)\n#loc1 = loc("a.mlir":1:1)\n'
+        '#loc3 = loc("a.mlir":2:8)\n#loc4 = loc(callsite(#loc3 at #loc1))\n'
+    )
+    path.write_text(text)
+    run = ok(run_in_process([str(path), "--print-debuginfo"]))
+    assert 'arith.addf %arg0, %arg0 : f32 loc("a.mlir":2:8)' in run.stdout
+    assert 'func.return %0 : f32 loc(callsite("a.mlir":2:8 at "a.mlir":1:1))' in run.stdout
+    path.write_text(text.replace("arith.addf %arg0, %arg0 : f32", "arith.extf %arg0 : f32 to f32"))
+    failed = run_in_process([str(path)])
+    assert failed.returncode == 1 and failed.stderr.startswith("a.mlir:2:8: error: 'arith.extf'")
+    path.write_text(text + '#loc3 = loc("a.mlir":9:9)\n')
+    failed = run_in_process([str(path)])
+    assert failed.returncode == 1 and "re-declaration of alias '#loc3'" in failed.stderr
+
+
 def test_split_ew_source_reports_the_files_lines(tmp_path: Path) -> None:
     """A later `.ew` chunk's errors, locations and warnings counted its lines from the chunk's
     start (line 2 for the file's line 3), where `.mlir` chunks count from the file's."""

@@ -55,6 +55,9 @@ _RESULTS = re.compile(r'(?:%[^="]*=\s*)?')
 """The results an operation's text starts with (`%r = `, `%a, %b = `, `%c:2 = `), if any: an
 operation is located after them, at its name, as mlir-opt locates it (`2:8`, not `2:3`)."""
 
+_LOCATION_ALIAS = re.compile(r"^(#[A-Za-z_][\w$.-]*)[ \t]*=[ \t]*(loc\(.*\))[ \t]*$", re.M)
+"""A location alias's definition on a line of its own, as mlir-opt writes them."""
+
 _OP_NAME = re.compile(_RESULTS.pattern + r'"?([\w.$]+)')
 """The name of the operation whose text starts here (after its results, if any)."""
 
@@ -72,10 +75,37 @@ class _LocatingParser(Parser):
         self.line_offset = line_offset
         self.op_starts: dict[Operation, int] = {}
         self.first_uses: dict[str, Span] = {}
+        self.defined_ahead: set[str] = set()
+        """The location aliases `define_locations_ahead` defined."""
+
+    def define_locations_ahead(self) -> None:
+        """Define each location alias of the input (`#loc3 = loc("a.mlir":2:8)`) before the
+        parse: mlir-opt's `--mlir-print-debuginfo` writes most of them after the module that
+        uses them, where xDSL's parser took each use for an "undefined symbol alias". One that
+        does not parse on its own is left to the parse, which reports it in place."""
+        text = self.lexer.input.content
+        ahead = Parser(self.ctx, text, self.lexer.input.name)
+        ahead.attribute_aliases = self.attribute_aliases  # (one may name another)
+        for definition in _LOCATION_ALIAS.finditer(text):
+            ahead._resume_from(definition.start(2))
+            try:
+                self.attribute_aliases[definition[1]] = ahead.parse_attribute()
+            except ParseError:
+                continue
+            self.defined_ahead.add(definition[1])
+
+    def _parse_alias_def(self) -> None:
+        name = self._current_token.text
+        if name not in self.defined_ahead:
+            return super()._parse_alias_def()
+        self.defined_ahead.discard(name)  # (a second definition is then xDSL's error)
+        del self.attribute_aliases[name]
+        return super()._parse_alias_def()
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         if allow_implicit_module and self._current_token.kind is MLIRTokenKind.EOF:
             return ModuleOp([])  # no operations (or only comments): empty, as for mlir-opt
+        self.define_locations_ahead()
         try:
             return super().parse_module(allow_implicit_module)
         except ParseError as error:
