@@ -240,6 +240,28 @@ def test_bench_checks_repeat_first(repeat: object, error: type[Exception]) -> No
         xfuse.bench("x * 2", sizes=[64], repeat=repeat)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"peers": 1}, r"^peers must be True, False, a peer's name or a list of them, got 1$"),
+        ({"peers": ["numba", 2]}, r"^peers must be .*, got \['numba', 2\]$"),
+        ({"progress": 1}, r"^progress must be a function of a text, or None, got 1$"),
+    ],
+)
+def test_bench_checks_peers_and_progress_first(option: dict[str, object], message: str) -> None:
+    """`peers=1` was "'int' object is not iterable"; `progress=1` "'int' object is not
+    callable" once the program had compiled."""
+    with pytest.raises(TypeError, match=message):
+        xfuse.bench("x * 2", sizes=[64], **option)  # type: ignore[arg-type]
+
+
+def test_bench_takes_a_numpy_bool_for_peers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As compile's bool options: `peers=np.True_` was "'numpy.bool' object is not iterable"."""
+    asked: list[bool] = []
+    monkeypatch.setattr(bench.peer_compilers, "available_peers", lambda: asked.append(True) or [])
+    assert xfuse.bench("x * 2", [64], peers=np.True_, repeat=1).rows and asked == [True]
+
+
 def test_an_xfuse_variant_settles_its_timed_choices_before_it_is_timed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -3020,11 +3020,28 @@ def test_bad_compile_options_name_the_option(options, error, message) -> None:
         xfuse.compile("h = x * 2; out = h + 1;", **options)
 
 
+def test_numpy_baselines_and_stages_name_a_wrong_argument() -> None:
+    """A source string was "'str' object has no attribute 'ops'", one array too few zip's
+    ValueError, a stage that is no string "no stage '0'" (a list: unhashable)."""
+    with pytest.raises(TypeError, match=r"^compile_numpy takes a builtin\.module .*, not str"):
+        xfuse.compile_numpy("out = x * 2;")  # type: ignore[arg-type]
+    baseline = xfuse.compile_numpy_planned(parse_program("out = x + y;"))
+    with pytest.raises(TypeError, match=r"takes 2 array\(s\), positionally \(inputs: x, y\), 1"):
+        baseline(np.ones(3, np.float32))
+    kernel = xfuse.compile("out = x * 2;")
+    for stage in (0, None, []):
+        with pytest.raises(TypeError, match=r"^stage must be a stage's name, got .*: stages are"):
+            kernel.ir(stage)  # type: ignore[arg-type]
+
+
 def test_numpy_bools_and_ints_are_options_as_python_ones_are() -> None:
     """`threads=np.int64(2)` was taken, `aligned_stores=np.True_` refused; taken as `bool`,
     the options (a cache key) are those of Python's."""
     kernel = xfuse.compile("out = x * 2;", fuse=np.False_, aligned_stores=np.True_)
     assert repr(kernel.options) == repr(Options(fuse=False, aligned_stores=True))
+    # numpy ints too (opt_level and interleave kept them: in the repr, the disk cache's key)
+    kernel = xfuse.compile("out = x * 3;", opt_level=np.int64(2), interleave=np.uint8(4))
+    assert repr(kernel.options) == repr(Options(opt_level=2, interleave=4))
 
 
 @pytest.mark.parametrize("name", list(ALL_PASSES))

@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of
 from xfuse.runtime.arrays import numpy_dtype
+from xfuse.runtime.compiler import check_module
 from xfuse.transforms.pipeline import only_function
 
 Ufunc = Callable[..., np.ndarray]
@@ -135,14 +136,29 @@ def _numpy_dtype(value: SSAValue) -> np.dtype[Any]:
 
 @dataclass(frozen=True)
 class NumpyProgram:
-    inputs: tuple[SSAValue, ...]
+    inputs: tuple[BlockArgument, ...]
     outputs: tuple[SSAValue, ...]
     constants: dict[SSAValue, np.generic]
     """Each constant as a numpy scalar of its own dtype."""
     steps: tuple[Step, ...]
+    made_by: str
+    """The function that made it (`compile_numpy`, `compile_numpy_planned`), errors name."""
+
+    def bind(self, arrays: Sequence[np.ndarray]) -> zip[tuple[SSAValue, np.ndarray]]:
+        """The inputs paired with `arrays`, one each (positional: the function's run takes no
+        keywords); a TypeError naming the inputs otherwise (zip's ValueError named none)."""
+        if len(arrays) != len(self.inputs):
+            names = ", ".join(ew.input_name(value) or "?" for value in self.inputs) or "none"
+            raise TypeError(
+                f"{self.made_by}'s function takes {len(self.inputs)} array(s), positionally "
+                f"(inputs: {names}), "
+                f"{len(arrays)} given"
+            )
+        return zip(self.inputs, arrays, strict=True)
 
 
-def _program(module: ModuleOp) -> NumpyProgram:
+def _program(module: ModuleOp, taker: str) -> NumpyProgram:
+    check_module(taker, module)
     function = only_function(module)
     constants: dict[SSAValue, np.generic] = {}
     steps: list[Step] = []
@@ -158,17 +174,21 @@ def _program(module: ModuleOp) -> NumpyProgram:
     returned = function.get_return_op()
     assert returned is not None
     return NumpyProgram(
-        tuple(function.body.block.args), tuple(returned.arguments), constants, tuple(steps)
+        tuple(function.body.block.args),
+        tuple(returned.arguments),
+        constants,
+        tuple(steps),
+        taker,
     )
 
 
 def compile_numpy(module: ModuleOp) -> Callable[..., tuple[np.ndarray, ...]]:
     """A function of the inputs (in order) running the ops one numpy call at a time."""
-    program = _program(module)
+    program = _program(module, "compile_numpy")
 
     def run(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
         values: dict[SSAValue, Any] = dict(program.constants)
-        values.update(zip(program.inputs, arrays, strict=True))
+        values.update(program.bind(arrays))
         for step in program.steps:
             values[step.result] = step.function(*(values[v] for v in step.operands))
         return tuple(values[v] for v in program.outputs)
@@ -209,13 +229,13 @@ def compile_numpy_planned(module: ModuleOp) -> Callable[..., tuple[np.ndarray, .
 
     The returned arrays are the planned buffers themselves: they are overwritten by the next call.
     """
-    program = _program(module)
+    program = _program(module, "compile_numpy_planned")
     buffer_of = plan_buffers(program.steps, program.outputs)
     buffers_by_shape: dict[tuple[tuple[int, ...], ...], list[np.ndarray]] = {}
 
     def run(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
         values: dict[SSAValue, Any] = dict(program.constants)
-        values.update(zip(program.inputs, arrays, strict=True))
+        values.update(program.bind(arrays))
         shapes = tuple(a.shape for a in arrays)
         buffers = buffers_by_shape.get(shapes)
         if buffers is None:

@@ -675,6 +675,17 @@ def bench(
     host = host_description()  # (the load average before the run's own)
     if isinstance(peers, str):  # one name (it was taken for a list of one-letter peers)
         peers = [peers]
+    if isinstance(peers, np.bool_):  # (as compile's bool options take one)
+        peers = bool(peers)
+    if not isinstance(peers, bool | None):  # names (1 was "'int' object is not iterable")
+        names = list(peers) if isinstance(peers, Iterable) else [peers]
+        if not all(isinstance(name, str) for name in names):
+            raise TypeError(
+                f"peers must be True, False, a peer's name or a list of them, got {peers!r}"
+            )
+        peers = names
+    if progress is not None and not callable(progress):  # (it failed at the first measurement)
+        raise TypeError(f"progress must be a function of a text, or None, got {progress!r}")
     peer_names = peer_compilers.available_peers() if peers is True else list(peers or [])
     unknown = set(peer_names) - set(peer_compilers.PEERS)
     if unknown:

@@ -129,6 +129,18 @@ def check_integer(name: str, value: object, allowed: str, valid: Callable[[int],
     return int(value)
 
 
+def check_module(taker: str, module: object) -> None:
+    """TypeError where `module`, given to `taker`, is no module (a source string was
+    "'str' object has no attribute 'verify'", or 'ops')."""
+    from xdsl.dialects.builtin import ModuleOp
+
+    if not isinstance(module, ModuleOp):
+        raise TypeError(
+            f"{taker} takes a builtin.module (parse_program's, parse_ir's), not "
+            f"{type(module).__name__}; xfuse.compile takes .ew source"
+        )
+
+
 def check_outputs(outputs: object) -> list[str] | None:
     """`outputs` (of `compile`, `bench`) as a list of output names (one name as a list of it),
     or None; TypeError, or ValueError for a name given twice, naming what is wrong."""
@@ -255,14 +267,20 @@ class Options:
                         f"{name} applies to target='{target}' only, got {name}="
                         f"{getattr(self, name)!r} with target='{self.target}'"
                     )
-        check_integer("opt_level", self.opt_level, "0, 1, 2 or 3", OPT_LEVELS.__contains__)
+        # as ints (a numpy int was kept: its repr, the disk cache's key, and a kernel compiled
+        # with 3 after one with np.int64(3) showed it)
+        opt_level = check_integer(
+            "opt_level", self.opt_level, "0, 1, 2 or 3", OPT_LEVELS.__contains__
+        )
+        object.__setattr__(self, "opt_level", opt_level)
         if self.interleave is not None:
-            check_integer(
+            interleave = check_integer(
                 "interleave",
                 self.interleave,
                 f"None or an integer from 0 to {MAX_INTERLEAVE}",
                 lambda count: 0 <= count <= MAX_INTERLEAVE,
             )
+            object.__setattr__(self, "interleave", interleave)
         if not isinstance(self.fastmath, str):
             raise TypeError(f"fastmath must be a string, got {type(self.fastmath).__name__}")
         try:
@@ -506,17 +524,12 @@ def compile_module(
     (a scalar argument was a raw AttributeError). The outputs are named by `output_names`, else
     by their SSA names, `out<i>` for one without a name or returned more than once (`func.return
     %y, %y` gives two outputs, `out0` and `out1`, as `ew-bufferize` names their buffers)."""
-    from xdsl.dialects.builtin import ModuleOp
     from xdsl.utils.exceptions import DiagnosticException
 
     from xfuse.dialects.ew import check_tensor_signature
     from xfuse.transforms.pipeline import only_function
 
-    if not isinstance(module, ModuleOp):  # (a source string: "'str' object has no 'verify'")
-        raise TypeError(
-            f"compile_module takes a builtin.module (parse_program's, parse_ir's), not "
-            f"{type(module).__name__}; xfuse.compile takes .ew source"
-        )
+    check_module("compile_module", module)
     threads = check_threads(threads)  # (as xfuse.compile's: 0 was taken)
     module.verify()  # (IR xfuse-opt rejects compiled, and its call failed in an IndexError)
     function = only_function(module)

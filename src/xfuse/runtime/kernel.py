@@ -2485,6 +2485,10 @@ class CompiledProgram:
 
     def ir(self, stage: str) -> str:
         """The IR after `stage` (see `.stages` for the names, in pipeline order)."""
+        if not isinstance(stage, str):  # (0 was "no stage '0'", a list unhashable)
+            raise TypeError(
+                f"stage must be a stage's name, got {stage!r}: stages are {', '.join(self.stages)}"
+            )
         if stage not in self.stages:
             raise KeyError(f"no stage '{stage}': stages are {', '.join(self.stages)}")
         return self.stages[stage]
