@@ -35,7 +35,7 @@ from xfuse.analysis.cost import (
     epilogue_what_if,
     parse_shape,
 )
-from xfuse.analysis.cost_report import less, print_program, summary_line
+from xfuse.analysis.cost_report import less, nbytes, print_program, summary_line
 from xfuse.dialects.ew import Ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.cost_driver import cost_program
@@ -1192,7 +1192,22 @@ def test_fusion_that_leaves_no_traffic_says_so(
     program = tmp_path / "inf.ew"
     program.write_text("input x[t, d], b[d];\nout = x + exp(b);\n")
     status, out, _ = run_cli(capsys, "cost", str(program), "--shape", "0x8", "--launch-us", "0")
-    assert status == 0 and "fusion: no traffic left, no time left, 1 fewer launches" in out
+    assert status == 0 and "fusion: no traffic left, no time left, 1 fewer launch" in out
+
+
+def test_fusion_that_costs_time_says_more_and_units_follow_the_rounding(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A fused kernel recomputing a `[d]` row's chain per element takes longer: it said "0.5x
+    less time" under a table saying the opposite; 999,995 B was "1000.00 kB"."""
+    assert less(0.52, "time") == "1.9x more time" and less(0.96, "time") == "1.0x less time"
+    program = tmp_path / "row.ew"
+    chain = "b" + ")" * 10
+    program.write_text(f"input x[t, d], b[d];\nout = x + {'sin(cos(' * 5}{chain};\n")
+    status, out, _ = run_cli(capsys, "cost", str(program), "--launch-us", "0")
+    assert status == 0 and re.search(r"fusion: [\d.]+x less traffic, [\d.]+x more time", out)
+    assert nbytes(999_995) == "999,995 B (1.00 MB)" and nbytes(999_994) == "999,994 B (999.99 kB)"
+    assert nbytes(999_995_000) == "999,995,000 B (1.00 GB)" and nbytes(995) == "995 B"
 
 
 def test_a_shape_past_int64_is_refused_however_it_is_made() -> None:

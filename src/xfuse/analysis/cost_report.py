@@ -24,10 +24,13 @@ def us(seconds: float) -> str:
 
 def nbytes(count: int) -> str:
     """`3,288,334,336 B (3.29 GB)`: exact, then decimal units as bandwidths use them."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if count >= scale:
-            return f"{count:,} B ({count / scale:.2f} {unit})"
-    return f"{count:,} B"
+    if count < 1000:
+        return f"{count:,} B"
+    for unit, scale in (("kB", 1e3), ("MB", 1e6), ("GB", 1e9)):
+        shown = f"{count / scale:.2f}"
+        if float(shown) < 1000 or unit == "GB":  # as rounded (999,995 B was 1000.00 kB)
+            break
+    return f"{count:,} B ({shown} {unit})"
 
 
 def setting(cost: FunctionCost) -> str:
@@ -118,9 +121,14 @@ def comparison_table(program: ProgramCost) -> Table:
 
 
 def less(ratio: float, what: str) -> str:
-    """`12.7x less traffic`, or `no traffic left` where fusion leaves none (`ratio` inf: it
-    printed `infx`)."""
-    return f"{ratio:.1f}x less {what}" if math.isfinite(ratio) else f"no {what} left"
+    """`12.7x less traffic`, `no traffic left` where fusion leaves none (`ratio` inf: it
+    printed `infx`), or `1.9x more time` where it takes more (a fused kernel recomputing a
+    broadcast row's chain per element: it printed `0.5x less time`)."""
+    if not math.isfinite(ratio):
+        return f"no {what} left"
+    if 0 < ratio < 1 and f"{ratio:.1f}" != "1.0":
+        return f"{1 / ratio:.1f}x more {what}"
+    return f"{ratio:.1f}x less {what}"
 
 
 def print_program(console: Console, program: ProgramCost) -> None:
@@ -137,7 +145,7 @@ def print_program(console: Console, program: ProgramCost) -> None:
     )
     console.print(
         f"fusion: {less(c.traffic_ratio, 'traffic')}{from_hbm}, {less(c.time_ratio, 'time')}, "
-        f"{c.kernels_saved} fewer launches"
+        f"{c.kernels_saved} fewer launch{'es' * (c.kernels_saved != 1)}"
     )
     console.print(
         f"{hw.description}: HBM {hw.hbm_bandwidth / 1e12:.3g} TB/s, elementwise peak "
