@@ -708,6 +708,20 @@ def test_location_aliases_after_the_module_parse_as_mlir_opt_prints_them(tmp_pat
     assert failed.returncode == 1 and "re-declaration of alias '#loc3'" in failed.stderr
 
 
+def test_an_op_is_located_at_its_name_past_comments(tmp_path: Path) -> None:
+    """A comment between `%r =` and the op's name failed an internal assertion (its name was
+    found by a regular expression); mlir-opt locates such an op at its name, 3:5."""
+    path = tmp_path / "commented.mlir"
+    for op_text in ("arith.addf %x, %x : i32", "arith.extf %x : i32 to i32"):
+        path.write_text(
+            f"func.func @f(%x: i32) -> i32 {{\n  %r = // why\n    {op_text}\n"
+            "  func.return %r : i32\n}\n"
+        )
+        run = run_in_process([str(path)])
+        assert run.returncode == 1 and run.stderr.startswith(f"{path}:3:5"), run.stderr
+        assert "Traceback" not in run.stderr and "internal error" not in run.stderr
+
+
 def test_split_ew_source_reports_the_files_lines(tmp_path: Path) -> None:
     """A later `.ew` chunk's errors, locations and warnings counted its lines from the chunk's
     start (line 2 for the file's line 3), where `.mlir` chunks count from the file's."""

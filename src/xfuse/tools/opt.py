@@ -34,7 +34,7 @@ from xdsl.utils.exceptions import (
     VerifyException,
 )
 from xdsl.utils.lexer import Location, Span
-from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRToken, MLIRTokenKind
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 import xfuse
@@ -51,19 +51,13 @@ _EW_STATEMENT = re.compile(r"(?:\s|#[^\n]*)*(?:input\b|output\b|[A-Za-z_]\w*\s*=
 """The start of `.ew` source (comments, then a declaration or an assignment `y = ...`), which
 MLIR never starts with (its values are `%y`): what a piped program read as MLIR is."""
 
-_RESULTS = re.compile(r'(?:%[^="]*=\s*)?')
-"""The results an operation's text starts with (`%r = `, `%a, %b = `, `%c:2 = `), if any: an
-operation is located after them, at its name, as mlir-opt locates it (`2:8`, not `2:3`)."""
-
-_LOCATION_ALIAS = re.compile(r"^(#[A-Za-z_][\w$.-]*)[ \t]*=[ \t]*(loc\(.*\))[ \t]*$", re.M)
-"""A location alias's definition on a line of its own, as mlir-opt writes them."""
-
-_OP_NAME = re.compile(_RESULTS.pattern + r'"?([\w.$]+)')
-"""The name of the operation whose text starts here (after its results, if any)."""
-
 
 _UNDEFINED = "values used but not defined"
 """The start of xDSL's message for values never defined, which it reports at the end of input."""
+
+
+_LOCATION_ALIAS = re.compile(r"^(#[A-Za-z_][\w$.-]*)[ \t]*=[ \t]*(loc\(.*\))[ \t]*$", re.M)
+"""A location alias's definition on a line of its own, as mlir-opt writes them."""
 
 
 class _LocatingParser(Parser):
@@ -134,19 +128,32 @@ class _LocatingParser(Parser):
         return super().resolve_operand(operand, type)
 
     def parse_operation(self) -> Operation:
-        start = self.pos
-        results = _RESULTS.match(self.lexer.input.content, start)
-        at_name = results.end() if results is not None else start
+        name = self._name_token()
         try:
             op = super().parse_operation()
         except VerifyException as error:
             # A custom assembly format checks its types' IRDL constraints while it parses (an
             # integer element type): report it at the operation, naming it, as the verifier does.
-            text = _OP_NAME.match(self.lexer.input.content, start)
-            assert text is not None  # the operation parsed up to its types
-            self.raise_error(f"'{text[1]}' {error}", at_name, text.end())
-        self.op_starts[op] = at_name
+            quoted = name.text.strip('"')
+            self.raise_error(f"'{quoted}' {error}", name.span.start, name.span.end)
+        self.op_starts[op] = name.span.start
         return op
+
+    def _name_token(self) -> MLIRToken:
+        """The token naming the operation that starts at the current token, after its results
+        (`%r = `, `%a, %b = `, `%c:2 = `, comments between), where mlir-opt locates it (`2:8`,
+        not `2:3`); the current token where the operation has no results or none is found."""
+        current = self._current_token
+        if current.kind is not MLIRTokenKind.PERCENT_IDENT:
+            return current
+        lexer = MLIRLexer(self.lexer.input)
+        lexer.pos = current.span.start
+        try:
+            while (token := lexer.lex()).kind not in (MLIRTokenKind.EQUAL, MLIRTokenKind.EOF):
+                pass
+            return lexer.lex() if token.kind is MLIRTokenKind.EQUAL else current
+        except ParseError:  # (the parse reports it)
+            return current
 
     def overlong_integer(self) -> ParseError | None:
         """A parse error at the input's first decimal integer literal with more digits than
