@@ -372,6 +372,33 @@ def test_float_casts_widen_or_narrow_as_mlir_verifies_them(
 
 
 @pytest.mark.parametrize(
+    "types",
+    ["vector<4xf16> to f32", "vector<4xf16> to vector<8xf32>", "tensor<4xf16> to vector<4xf32>"],
+)
+def test_float_casts_keep_their_shape(types: str) -> None:
+    """As mlir-opt's `SameOperandsAndResultShape`: these passed, and failed in ew-to-llvm."""
+    source = types.split(" to ")[0]
+    text = f"func.func @f(%a: {source}) {{\n  %r = arith.extf %a : {types}\n  func.return\n}}\n"
+    with pytest.raises(VerifyException, match="requires the same shape for all operands and"):
+        parse(text).verify()
+
+
+def test_ew_to_llvm_names_a_vector_cast_it_does_not_lower() -> None:
+    """It was an internal KeyError (`FORMATS[VectorType]`)."""
+    from xfuse.dialects.failure import OpFailure
+    from xfuse.transforms.pipeline import parse_passes, pipeline_context
+
+    text = (
+        "func.func @f(%a: vector<4xf16>) -> vector<4xf32> {\n"
+        "  %r = arith.extf %a : vector<4xf16> to vector<4xf32>\n"
+        "  func.return %r : vector<4xf32>\n}\n"
+    )
+    (lowering,) = parse_passes("ew-to-llvm")
+    with pytest.raises(OpFailure, match=r"^ew-to-llvm: 'arith.extf' of vector<4xf16>: only scalar"):
+        lowering.apply(pipeline_context(), parse(text))
+
+
+@pytest.mark.parametrize(
     "dims", ['["t"]', '["t", "t", "t"]', "[1, 2]", '"t"', '["5", "n"]', '["\u0663", "n"]']
 )
 def test_an_argument_dims_attribute_not_of_its_type_is_a_verify_error(dims: str) -> None:

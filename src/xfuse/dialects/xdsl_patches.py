@@ -23,7 +23,7 @@ import re
 from typing import Any, cast
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat
+from xdsl.dialects.builtin import AnyFloat, ShapedType
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.lexer import Position, Token
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRToken, MLIRTokenKind, StringLiteral
@@ -34,7 +34,14 @@ STRING_LITERAL = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
 
 
 def _verify_float_cast(op: arith.ExtFOp | arith.TruncFOp) -> None:
-    """`arith.extf` widens its operand's floats, `arith.truncf` narrows them."""
+    """`arith.extf` widens its operand's floats, `arith.truncf` narrows them, of one shape
+    (mlir-opt's `SameOperandsAndResultShape`: `vector<4xf16> to f32` passed)."""
+    source_type, result_type = op.input.type, op.result.type
+    if type(source_type) is not type(result_type) or (
+        isinstance(source_type, ShapedType)
+        and source_type.get_shape() != cast(ShapedType, result_type).get_shape()
+    ):
+        raise VerifyException("requires the same shape for all operands and results")
     source, target = (
         cast(AnyFloat, get_element_type_or_self(value.type)) for value in (op.input, op.result)
     )

@@ -1075,6 +1075,16 @@ def _unknown_if_any(value: SSAValue) -> list[SSAValue] | None:
     return []
 
 
+def _check_scalar_cast(op: arith.ExtFOp | arith.TruncFOp) -> None:
+    """The casts ew-to-llvm lowers are of one float (a kernel's loops cast an element at a
+    time): a vector's failed as an internal KeyError."""
+    if not isinstance(op.input.type, AnyFloat):
+        raise OpFailure(
+            f"ew-to-llvm: '{op.name}' of {op.input.type}: only scalar float casts are lowered",
+            op,
+        )
+
+
 @dataclass(frozen=True)
 class ExtfToLlvm(RewritePattern):
     """f32 -> f64 with `fpext`; f16 and bf16 (i16 bits) -> f32/f64 with `widen_bits` (quieting a
@@ -1087,6 +1097,7 @@ class ExtfToLlvm(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.ExtFOp, rewriter: PatternRewriter) -> None:
+        _check_scalar_cast(op)
         if isinstance(op.input.type, Float32Type) or (
             self.f16c and _is_f16_f32_pair(op.input.type, op.result.type)
         ):
@@ -1112,6 +1123,7 @@ class TruncfToLlvm(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.TruncFOp, rewriter: PatternRewriter) -> None:
+        _check_scalar_cast(op)
         if isinstance(op.result.type, Float32Type) or (
             self.f16c and _is_f16_f32_pair(op.input.type, op.result.type)
         ):
