@@ -733,6 +733,9 @@ BAD_PROGRAMS = [
     ("input x[2], y[3];\nz = x;", None, 1, 13, "input 'y' [3] does not broadcast with 'x' [2]"),
     ("input x[2], y[3];\nz = x;\nw = y;\noutput z, w;", None, 1, 13, "one iteration space"),
     ("input x[t, 2];\ninput y[3, 4];\nz = x;", None, 2, 7, "'y' [3, 4] does not broadcast"),
+    # a dim name the static sizes give two sizes (it compiled a kernel no call satisfies)
+    ("input x[n, n], y[2, 3];\nz = x + y;", None, 1, 7, "dim 'n' of 'x' [n, n] would be 2 and 3"),
+    ("input x[2, n], y[n, 3];\nz = x;", None, 1, 16, "a dim name has one size"),
     ("y = f32;", None, 1, 5, "'f32' is a function: call it as f32(...)"),
     ("bf16 = x;", None, 1, 1, "cannot assign to 'bf16': it names a dtype"),
     ("y = f16(x, x);", None, 1, 5, "'f16' takes 1 argument, got 2"),
@@ -978,6 +981,10 @@ def test_inputs_no_operator_combines_share_the_iteration_space() -> None:
     assert "'x' [2] does not broadcast with 'y' [3] (the caller's shapes)" in info.value.message
     with pytest.raises(ValueError, match=r"the caller's shapes give 'y' \[3\] and 'x' \[2\]"):
         parse_program("z = x; w = y;", ["z", "w"], shapes={"x": [2], "y": [3]})
+    # declared without a shape: the caller's (it was blamed on the declaration)
+    with pytest.raises(ValueError, match=r"the caller's shapes give 'y' \[3\] and 'x' \[2\]"):
+        parse_program("input x, y; z = x; w = y;", ["z", "w"], shapes={"x": [2], "y": [3]})
+    parse_program("input x[n], y[3], s[]; z = x + s; w = y;", ["z", "w"])
     parse_program("input x[2, 1], y[3], s[];\nz = x; w = y;", ["z", "w"])
 
 

@@ -37,9 +37,10 @@ def _verify_float_cast(op: arith.ExtFOp | arith.TruncFOp) -> None:
     """`arith.extf` widens its operand's floats, `arith.truncf` narrows them, of one shape
     (mlir-opt's `SameOperandsAndResultShape`: `vector<4xf16> to f32` passed)."""
     source_type, result_type = op.input.type, op.result.type
-    if type(source_type) is not type(result_type) or (
-        isinstance(source_type, ShapedType)
-        and source_type.get_shape() != cast(ShapedType, result_type).get_shape()
+    shaped = [isinstance(type_, ShapedType) for type_ in (source_type, result_type)]
+    if any(shaped) and (
+        type(source_type) is not type(result_type)
+        or cast(ShapedType, source_type).get_shape() != cast(ShapedType, result_type).get_shape()
     ):
         raise VerifyException("requires the same shape for all operands and results")
     source, target = (

@@ -77,7 +77,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import NamedTuple, cast
+from typing import NamedTuple, NoReturn, cast
 
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Operation, OpResult
@@ -528,44 +528,74 @@ class _Parser:
                 name,
             )
         self.declared_at[text] = name.offset
-        self.declared_shapes[text] = shape if shape is not None else builder.input_shape(text)
+        if shape is not None:  # (`input x;` takes the caller's shape, or the default)
+            self.declared_shapes[text] = shape
         self.at(name)
         # after the inputs declared so far, before the undeclared ones (`y = a; input b;`)
         builder.input(text, element, shape, position=len(self.declared_at) - 1)
 
     def check_one_iteration_space(self) -> None:
-        """The inputs' static sizes agree on each axis (right-aligned; 1 broadcasts), as the
-        arrays of one call must: inputs that no operator combines (`input x[2], y[3]; z = x;`)
-        were refused at compile, at no line and naming types only. An error at the later of two
-        declarations, else of the caller's `shapes`."""
+        """The inputs' static sizes agree on each axis (right-aligned; 1 broadcasts), and each
+        dim name takes one size there, as the arrays of one call must: inputs that no operator
+        combines (`input x[2], y[3]; z = x;`, `input x[n, n], y[2, 3];`) were refused at
+        compile, at no line and naming types only, or made a kernel no call could satisfy. An
+        error at the later declaration that gives a shape, else of the caller's `shapes`."""
         shapes = {
-            name: self.declared_shapes.get(name) or self.builder.input_shape(name)
+            name: self.declared_shapes[name]
+            if name in self.declared_shapes
+            else self.builder.input_shape(name)
             for name in self.builder.inputs
         }
         rank = max(map(len, shapes.values()), default=0)
         first: dict[int, tuple[int, str]] = {}  # by right-aligned axis: a size and its input
         for name, shape in shapes.items():
             for axis, size in enumerate(shape, start=rank - len(shape)):
-                if not isinstance(size, int) or size == 1:
-                    continue
-                known, known_name = first.setdefault(axis, (size, name))
-                if known == size:
-                    continue
-                if name not in self.declared_at and known_name not in self.declared_at:
-                    raise ValueError(
-                        f"the caller's shapes give '{name}' {_format_dims(shape)} and "
-                        f"'{known_name}' {_format_dims(shapes[known_name])}, which do not "
-                        f"broadcast{_ONE_SPACE}"
-                    )
-                at, other = (name, known_name) if name in self.declared_at else (known_name, name)
-                given = "" if other in self.declared_at else " (the caller's shapes)"
-                raise EwSyntaxError(
-                    f"input '{at}' {_format_dims(shapes[at])} does not broadcast with '{other}' "
-                    f"{_format_dims(shapes[other])}{given}{_ONE_SPACE}",
-                    self.source,
-                    self.declared_at[at],
-                    self.filename,
-                )
+                if isinstance(size, int) and size != 1:
+                    known, known_name = first.setdefault(axis, (size, name))
+                    if known != size:
+                        self._clash(shapes, name, known_name, "does not broadcast with")
+        named: dict[str, tuple[int, str]] = {}  # by dim name: the size a static one gives it
+        for name, shape in shapes.items():
+            for axis, size in enumerate(shape, start=rank - len(shape)):
+                if isinstance(size, str) and axis in first:
+                    static, static_name = first[axis]
+                    known, known_name = named.setdefault(size, (static, static_name))
+                    if known != static:
+                        sources = " and ".join(
+                            f"'{source}' {_format_dims(shapes[source])}"
+                            for source in dict.fromkeys((known_name, static_name))
+                        )
+                        self._raise_at(
+                            (name, static_name, known_name),
+                            f"dim '{size}' of '{name}' {_format_dims(shape)} would be {known} and "
+                            f"{static}, the sizes of {sources} on its axes: a dim name has one "
+                            "size",
+                        )
+
+    def _clash(self, shapes: Mapping[str, ShapeSpec], name: str, other: str, how: str) -> NoReturn:
+        """Raise that input `name`'s and `other`'s static sizes disagree (`how`): at the later
+        of their declarations that give a shape, else as the caller's `shapes`'."""
+        given = self.declared_shapes
+        if name not in given and other not in given:
+            raise ValueError(
+                f"the caller's shapes give '{name}' {_format_dims(shapes[name])} and '{other}' "
+                f"{_format_dims(shapes[other])}, which do not broadcast{_ONE_SPACE}"
+            )
+        at, other = (name, other) if name in given else (other, name)
+        caller = "" if other in given else " (the caller's shapes)"
+        self._raise_at(
+            (at,),
+            f"input '{at}' {_format_dims(shapes[at])} {how} '{other}' "
+            f"{_format_dims(shapes[other])}{caller}{_ONE_SPACE}",
+        )
+
+    def _raise_at(self, names: Sequence[str], message: str) -> NoReturn:
+        """EwSyntaxError of `message` at the first of `names` declared with a shape, else a
+        ValueError of the caller's `shapes`."""
+        at = next((name for name in names if name in self.declared_shapes), None)
+        if at is None:
+            raise ValueError(f"the caller's shapes: {message}")
+        raise EwSyntaxError(message, self.source, self.declared_at[at], self.filename)
 
     @contextmanager
     def nesting(self) -> Iterator[None]:

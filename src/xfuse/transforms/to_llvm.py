@@ -54,6 +54,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     NoneAttr,
+    ShapedType,
     StridedLayoutAttr,
     StringAttr,
     TensorType,
@@ -1077,8 +1078,9 @@ def _unknown_if_any(value: SSAValue) -> list[SSAValue] | None:
 
 def _check_scalar_cast(op: arith.ExtFOp | arith.TruncFOp) -> None:
     """The casts ew-to-llvm lowers are of one float (a kernel's loops cast an element at a
-    time): a vector's failed as an internal KeyError."""
-    if not isinstance(op.input.type, AnyFloat):
+    time; an f16 or bf16 one may be its i16 bits by now): a vector's failed as an internal
+    KeyError."""
+    if isinstance(op.input.type, ShapedType):
         raise OpFailure(
             f"ew-to-llvm: '{op.name}' of {op.input.type}: only scalar float casts are lowered",
             op,
