@@ -85,6 +85,27 @@ def assemble(ptx: str, tmp_path: Path, arch: str = "sm_90") -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("name", "entry"),
+    [('"a-b"', "a$2d$b"), ("a.b", "a$2e$b"), ('"1x"', "$31$x"), ('"é$"', "$e9$$24$"), ("f", "f")],
+)
+def test_an_entry_of_any_function_name_is_a_ptx_identifier(
+    tmp_path: Path, name: str, entry: str
+) -> None:
+    """NVPTX aborted the process at `@"a-b"` ("Symbol name with unsupported characters") and
+    wrote `.entry a.b_kernel0`, which ptxas refuses; the CPU compiled them."""
+    from xfuse.runtime.compiler import Options, compile_module, parse_ir
+
+    module = parse_ir(
+        f"func.func @{name}(%x: tensor<?xf32>) -> tensor<?xf32> {{\n"
+        "  %y = ew.neg %x : tensor<?xf32>\n  func.return %y : tensor<?xf32>\n}\n"
+    )
+    kernel = compile_module(module, options=Options(target="cuda"))
+    assert f".entry {entry}_kernel0(" in kernel.ptx
+    if PTXAS is not None:
+        assemble(kernel.ptx, tmp_path)
+
+
 @needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 @pytest.mark.parametrize("math_mode", ["approx", "ptx-approx"])

@@ -95,8 +95,20 @@ _LOG2_E = 1 / pymath.log(2)
 
 
 def entry_name(function: str, index: int) -> str:
-    """The GPU entry of the `index`-th `ew.kernel` of host function `function`."""
-    return f"{function}_kernel{index}"
+    """The GPU entry of the `index`-th `ew.kernel` of host function `function`, a PTX
+    identifier: a character of the name that is none (`.`, `-`, non-ASCII, a leading digit, and
+    `$`, which escapes) as `$<hex>$` (`@"a-b"` gives `a$2d$b_kernel0`), one name to one entry
+    (NVPTX aborted the process at `@"a-b"`, and wrote `.entry a.b_kernel0`, which ptxas
+    refuses)."""
+    escaped = "".join(
+        character
+        if character.isascii()
+        and (character.isalpha() or character == "_")
+        or (character.isdigit() and character.isascii() and position > 0)
+        else f"${ord(character):x}$"
+        for position, character in enumerate(function)
+    )
+    return f"{escaped}_kernel{index}"
 
 
 # ---------------------------------------------------------------------------------------------
