@@ -394,6 +394,11 @@ def test_astype_takes_numpys_spellings_of_a_dtype() -> None:
         assert_same(xfuse.jit(lambda a, s=spelling: a.astype(s) * 2)(x), x.astype(spelling) * 2)
     with pytest.raises(TypeError, match=r"astype\('>f4'\): xfuse computes in"):
         xfuse.jit(lambda a: a.astype(">f4"))(x)
+    # so is its dtype object (taken for the native one: a float32 result, numpy's >f4)
+    with pytest.raises(TypeError, match=r"astype\(dtype\('>f4'\)\): xfuse computes in"):
+        xfuse.jit(lambda a: a.astype(np.dtype(">f4")))(x)
+    with pytest.raises(ValueError, match=r"unsupported dtype dtype\('>f4'\)"):
+        xfuse.compile("input x; out = x * 2;", dtype=np.dtype(">f4"))
     # numpy's other keywords: Python's "unexpected keyword argument 'order'" before
     with pytest.raises(TypeError, match=r"np\.astype\(\.\.\., order=, casting=\) cannot be traced"):
         xfuse.jit(lambda a: a.astype("f4", order="C", casting="unsafe"))(x)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Callable
@@ -269,6 +270,22 @@ def test_a_bitwise_operator_takes_no_float_and_the_argument_itself_is_not_writte
     for function in (_added_in_place, aliased, uncopied):
         with pytest.raises(TypeError, match="on the argument '[hx]' would update the caller's"):
             xfuse.jit(function)(X_SPECIALS)
+    # a 0-d argument may be a numpy scalar, which numpy rebinds and no out= takes
+    with pytest.raises(
+        TypeError, match=r"caller's a 0-d array in numpy \(a numpy scalar it"
+    ) as info:
+        xfuse.jit(_added_in_place)(np.float32(2))
+    assert "out=" not in str(info.value)
+
+
+def test_masks_copy_through_nan_to_num_and_refuse_unary_plus() -> None:
+    """np.nan_to_num of a mask failed naming `where` (numpy: a copy); `+mask` was taken where
+    numpy and xfuse's np.positive refuse it."""
+    x = np.float32([-1.0, 0.0, 2.0, np.nan])
+    np.testing.assert_array_equal(xfuse.jit(lambda a: np.nan_to_num(a > 0))(x), x > 0)
+    with pytest.raises(TypeError, match=r"^\+ \(np\.positive\): a comparison's result is a"):
+        xfuse.jit(lambda a: +(a > 0))(x)
+    np.testing.assert_array_equal(xfuse.jit(lambda a: copy.copy(a > 0))(x), x > 0)
 
 
 def test_numpys_constructors_of_a_traced_array_say_what_to_write() -> None:
@@ -384,6 +401,9 @@ def test_jit_defaults_positional_only_and_called_from_a_trace() -> None:
     inner_positional = xfuse.jit(positional)
     with pytest.raises(TypeError, match=r"'w' is an input .*: pass w as its argument 2$"):
         xfuse.jit(lambda x: inner_positional(x) * 2)(x)
+    # the caller passed that array itself (a default's too): no hint to pass it
+    with pytest.raises(TypeError, match=r"^cannot combine a traced array with ndarray"):
+        xfuse.jit(lambda x: shared(x, scale=ONES) + 1)(x)
     text = xfuse.jit(lambda x, s="ab": x + s)
     with pytest.raises(TypeError, match=r"^cannot combine a traced array with str"):
         xfuse.jit(lambda x: text(x) + 1)(x)

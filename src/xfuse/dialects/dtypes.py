@@ -39,7 +39,9 @@ def dtype_name(dtype: Any) -> str:
         try:
             if dtype is None:  # (numpy's `np.dtype(None)` is float64, not a default: said here)
                 raise TypeError
-            name = np.dtype(dtype).name
+            spelled = np.dtype(dtype)
+            # (a byte-swapped dtype's name is the native one's: `np.dtype(">f4")` was float32)
+            name = spelled.name if spelled.isnative else str(spelled)
         except TypeError:
             raise TypeError(
                 f"dtype must be a numpy dtype or its name, got {dtype!r}: one of "

@@ -100,6 +100,8 @@ def _nan_to_num(
             "np.nan_to_num(x, copy=False) writes x in numpy, and @xfuse.jit does not write its "
             "arguments: drop copy=False (the result is returned)"
         )
+    if x.mask:  # a copy, as numpy's of a non-float array (it failed naming `where`)
+        return x.copied()
     import ml_dtypes  # here: importing it costs ~1 s of CPU (see numpy_dtype)
 
     largest = ml_dtypes.finfo(x.element_dtype).max
@@ -576,11 +578,18 @@ class Traced:
         kernel does not: that is an error saying what to write."""
         if self.argument:
             name = self.value.name_hint or "x"
+            # (a 0-d one may be a numpy scalar, which numpy rebinds and no out= takes: traced
+            # alike, the two are one kernel)
+            where = (
+                "a 0-d array in numpy (a numpy scalar it rebinds)"
+                if self._type_shape == ()
+                else "array in numpy"
+            )
+            store = f" (and pass out={name} to the call to store the result there)"
             raise TypeError(
                 f"`{name} {operator}= ...` on the argument {name!r} would update the caller's "
-                "array in numpy, and @xfuse.jit does not write its arguments: write "
-                f"`{name} = {name} {operator} ...` (and pass out={name} to the call to store "
-                "the result there)"
+                f"{where}, and @xfuse.jit does not write its arguments: write "
+                f"`{name} = {name} {operator} ...`" + ("" if self._type_shape == () else store)
             )
         if result._type_shape != self._type_shape:
             raise ValueError(
@@ -623,13 +632,19 @@ class Traced:
         return self.apply(ew.NegOp, self)
 
     def __pos__(self) -> Traced:
-        return Traced(self.builder, self.value, self.mask)  # numpy's +x is a copy
+        if self.mask:  # (as np.positive of one: numpy has no positive of booleans)
+            raise TypeError(f"+ (np.positive): {_MASKS_ONLY}")
+        return self.copied()  # numpy's +x is a copy
+
+    def copied(self) -> Traced:
+        """A copy, as numpy's `x.copy()` (of a mask too)."""
+        return Traced(self.builder, self.value, self.mask)
 
     def __copy__(self) -> Traced:  # `copy.copy(x)`; `copy.deepcopy` copied the builder's IR
-        return +self
+        return self.copied()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Traced:
-        return +self
+        return self.copied()
 
     def __abs__(self) -> Traced:
         return self.apply(ew.AbsOp, self)

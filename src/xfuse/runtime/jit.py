@@ -177,8 +177,9 @@ class JitFunction:
                 return self.function(*args, **kwargs)
             except NotCombinableError as error:
                 left = self._array_defaults_left(args, kwargs)
-                if not left or not isinstance(error.operand, np.ndarray):
-                    raise
+                passed = any(a is error.operand for a in (*args, *kwargs.values()))
+                if not left or not isinstance(error.operand, np.ndarray) or passed:
+                    raise  # (an array the caller passed, maybe a default's too: no hint)
                 # (several parameters may default to the one array: each named)
                 met = [n for n in left if self._default(n) is error.operand]
                 if not met:  # (an array made of one: it came from one, or from elsewhere)
