@@ -383,6 +383,72 @@ def test_float_casts_keep_their_shape(types: str) -> None:
         parse(text).verify()
 
 
+@pytest.mark.parametrize(
+    ("op", "message"),
+    [
+        ('"arith.extf"(%a) : (i32) -> i64', "operand 'input' at position 0 does not verify"),
+        ('"arith.cmpi"(%a, %a) <{predicate = -1 : i64}> : (i32, i32) -> i1', "predicate -1 is"),
+        ('"arith.cmpi"(%a, %a) <{predicate = 10 : i64}> : (i32, i32) -> i1', "none of the op's 10"),
+        ('"llvm.icmp"(%a, %a) <{predicate = 10 : i64}> : (i32, i32) -> i1', "none of the op's 10"),
+        ('"arith.cmpf"(%f, %f) <{predicate = 16 : i64}> : (f32, f32) -> i1', "none of the op's 16"),
+        ('"llvm.fcmp"(%f, %f) <{predicate = 99 : i64}> : (f32, f32) -> i1', "predicate 99 is"),
+        ('"memref.load"(%m, %i) : (memref<?x?xf32>, index) -> f32', "an index for each dim"),
+    ],
+)
+def test_ops_xdsl_verifies_too_little_are_verify_errors(op: str, message: str) -> None:
+    """A predicate out of range was an IndexError (or, -1, the last predicate), a load with
+    too few indices a bare Exception: internal errors of xfuse-opt and compile_module. The
+    extf patch keeps the op's IRDL constraints (replacing `verify_` dropped them)."""
+    text = (
+        "func.func @f(%a: i32, %f: f32, %m: memref<?x?xf32>, %i: index) {\n"
+        f"  %r = {op}\n  func.return\n}}\n"
+    )
+    from xfuse.runtime.compiler import parse_ir
+
+    with pytest.raises(VerifyException, match=re.escape(message)):
+        parse_ir(text).verify()
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("%r = math.fma %a, %a, %a : bf16", "'math.fma' on bf16 has no lowering"),
+        ("%c = arith.constant 3 : index\n  %r = memref.dim %m, %c : memref<?xf32>", "index 3 of"),
+        ("%c = arith.constant -1 : index\n  %r = memref.dim %m, %c : memref<?xf32>", "index -1 of"),
+    ],
+)
+def test_ew_to_llvm_names_what_it_cannot_lower(body: str, message: str) -> None:
+    """bf16 fma made an i16 llvm.intr.fma; memref.dim past the rank was an IndexError, and -1
+    the last dim's size."""
+    from xfuse.dialects.failure import OpFailure
+    from xfuse.transforms.pipeline import parse_passes, pipeline_context
+
+    result = "bf16" if "fma" in body else "index"
+    text = (
+        f"func.func @f(%a: bf16, %m: memref<?xf32>) -> {result} {{\n  {body}\n"
+        f"  func.return %r : {result}\n}}\n"
+    )
+    (lowering,) = parse_passes("ew-to-llvm")
+    with pytest.raises(OpFailure, match=re.escape(message)):
+        lowering.apply(pipeline_context(), parse(text))
+
+
+def test_cmpf_of_a_constant_predicate_lowers() -> None:
+    """`arith.cmpf true` (and `false`) was a ValueError in ew-to-llvm: xDSL names them `_true`."""
+    from xfuse.runtime.compiler import compile_module
+
+    text = (
+        "func.func @main(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  %y = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  ^bb0(%a: f32):\n    %t = arith.cmpf true, %a, %a : f32\n"
+        "    %f = arith.cmpf false, %a, %a : f32\n    %one = arith.constant 1.0 : f32\n"
+        "    %b = arith.select %t, %a, %one : f32\n    %c = arith.select %f, %one, %b : f32\n"
+        "    ew.yield %c : f32\n  }\n  func.return %y : tensor<?xf32>\n}\n"
+    )
+    x = np.float32([np.nan, 2.0, -0.0])
+    np.testing.assert_array_equal(compile_module(parse(text))(x), x)
+
+
 def test_ew_to_llvm_names_a_vector_cast_it_does_not_lower() -> None:
     """It was an internal KeyError (`FORMATS[VectorType]`)."""
     from xfuse.dialects.failure import OpFailure

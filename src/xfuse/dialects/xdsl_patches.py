@@ -9,21 +9,28 @@
   prints `dé`) a `BYTES_LIT`, where its docstring says UTF-8 is a `STRING_LIT`: a location
   (`loc("d\\C3\\A9/a.ew":1:7)`, what `--print-debuginfo` printed) did not parse back, and
   a string attribute parsed back as a `BytesAttr`.
-- `arith.extf` and `arith.truncf` verify no widths: `arith.extf %a : f16 to bf16` (or `f32 to
-  f32`, `truncf f32 to f64`) passed the verifier and failed in `ew-to-llvm` as an internal
-  KeyError, a negative shift count or an out-of-range constant; mlir-opt refuses them as "cast
-  incompatible" (`arith::ExtFOp::areCastCompatible`: an extension widens, a truncation narrows).
+- Verifiers (`_verify_also`) that check too little or raise the wrong error: a comparison's
+  predicate out of range (an IndexError printing it), `memref.load`/`store` with the wrong
+  number of indices and `scf.while`'s block arguments (bare `Exception`s: internal errors), and
+  `arith.extf` and `arith.truncf`, which verify no widths: `arith.extf %a : f16 to bf16` (or
+  `f32 to f32`, `truncf f32 to f64`) passed the verifier and failed in `ew-to-llvm` as an
+  internal KeyError, a negative shift count or an out-of-range constant; mlir-opt refuses them
+  as "cast incompatible" (`arith::ExtFOp::areCastCompatible`: an extension widens, a truncation
+  narrows).
 - The `llvm` target (`xfuse-opt -t llvm`, `sort_llvm_flags`) lists an op's fast-math flags in
   the order of a frozenset of strings, which the process's string hash decides.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 from typing import Any, cast
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import AnyFloat, ShapedType
+from xdsl.dialects import arith, llvm, memref, scf
+from xdsl.dialects.builtin import AnyFloat, IntegerAttr, ShapedType
+from xdsl.ir import Operation
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.lexer import Position, Token
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRToken, MLIRTokenKind, StringLiteral
@@ -54,9 +61,58 @@ def _verify_float_cast(op: arith.ExtFOp | arith.TruncFOp) -> None:
         )
 
 
+def _verify_predicate(op: Operation, count: int) -> None:
+    """A comparison's predicate is one of its `count` (xDSL indexed its table with it: 10 was
+    an IndexError, -1 the last predicate)."""
+    predicate = cast(IntegerAttr, op.properties["predicate"]).value.data
+    if not 0 <= predicate < count:
+        raise VerifyException(
+            f"predicate {predicate} is none of the op's {count} comparisons (0 to {count - 1})"
+        )
+
+
+def _verify_also(
+    op_type: type[Operation],
+    before: Callable[[Any], None] | None = None,
+    after: Callable[[Any], None] | None = None,
+) -> None:
+    """`op_type`'s verifier (its IRDL constraints and own checks), with `before` and `after`
+    checks, and its bare `Exception`s raised as the `VerifyException`s they are (xDSL's
+    `memref.load` with too few indices, `scf.while`'s block arguments: internal errors)."""
+    verify = op_type.verify_
+    if getattr(verify, "patched", False):
+        return
+
+    def verify_(op: Operation) -> None:
+        if before is not None:
+            before(op)
+        try:
+            verify(op)
+        except VerifyException:
+            raise
+        except Exception as error:  # noqa: BLE001 (xDSL's verifiers raise these as their own)
+            if type(error) is not Exception:
+                raise
+            raise VerifyException(str(error)) from None
+        if after is not None:
+            after(op)
+
+    verify_.patched = True  # type: ignore[attr-defined]
+    op_type.verify_ = verify_  # type: ignore[method-assign]
+
+
 def apply() -> None:
-    arith.ExtFOp.verify_ = _verify_float_cast  # type: ignore[method-assign,assignment]
-    arith.TruncFOp.verify_ = _verify_float_cast  # type: ignore[method-assign,assignment]
+    for cast_op in (arith.ExtFOp, arith.TruncFOp):
+        _verify_also(cast_op, after=_verify_float_cast)
+    for comparison, count in (
+        (arith.CmpiOp, len(arith.CMPI_COMPARISON_OPERATIONS)),
+        (arith.CmpfOp, len(arith.CMPF_COMPARISON_OPERATIONS)),
+        (llvm.ICmpOp, len(llvm.ALL_ICMP_FLAGS)),
+        (llvm.FCmpOp, len(llvm.ALL_FCMP_FLAGS)),
+    ):
+        _verify_also(comparison, before=functools.partial(_verify_predicate, count=count))
+    for op_type in (memref.LoadOp, memref.StoreOp, scf.WhileOp):
+        _verify_also(op_type)  # (their bare Exceptions as VerifyExceptions)
     MLIRLexer._unescaped_characters_regex = STRING_LITERAL
     lex_string_literal = MLIRLexer._lex_string_literal
     if getattr(lex_string_literal, "reads_utf8", False):

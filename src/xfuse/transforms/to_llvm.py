@@ -299,7 +299,11 @@ def _static_index(dim: memref.DimOp) -> int:
     if isinstance(owner, arith.ConstantOp | llvm.ConstantOp) and isinstance(
         owner.value, IntegerAttr
     ):
-        return owner.value.value.data
+        index = owner.value.value.data
+        rank = len(cast(MemRefType, dim.source.type).get_shape())
+        if not 0 <= index < rank:  # (3 was an IndexError, -1 the last dim's size)
+            raise OpFailure(f"ew-to-llvm: memref.dim index {index} of a rank-{rank} memref", dim)
+        return index
     raise OpFailure("ew-to-llvm: memref.dim needs a constant index", dim)
 
 
@@ -706,7 +710,13 @@ class CmpfToLlvm(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.CmpfOp, rewriter: PatternRewriter) -> None:
         _reject_bf16(op, op.lhs.type)
-        properties = _fcmp_properties(op.predicate.value.data)
+        predicate = op.predicate.value.data
+        constant = {"false": 0, "true": 1}.get(arith.CMPF_COMPARISON_OPERATIONS[predicate])
+        if constant is not None:  # whatever the operands (xDSL's llvm names it `_true`: a
+            # ValueError, as llvm.fcmp's predicate, and llvmlite's fcmp takes neither)
+            rewriter.replace(op, llvm.ConstantOp(IntegerAttr(constant, i1), i1))
+            return
+        properties = _fcmp_properties(predicate)
         lowered = llvm.FCmpOp.create(
             operands=[op.lhs, op.rhs], result_types=[i1], properties=properties
         )
@@ -1175,6 +1185,7 @@ class MathToLlvm(RewritePattern):
         rewriter: PatternRewriter,
     ) -> None:
         if isinstance(op, math.FmaOp):
+            _reject_bf16(op, op.result.type)  # (it made an i16 llvm.intr.fma)
             rewriter.replace(op, llvm.FMAOp(op.a, op.b, op.c))
         else:
             rewriter.replace(op, float_intrinsic(op, _MATH_INTRINSICS[type(op)]))
