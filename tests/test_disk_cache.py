@@ -1219,7 +1219,7 @@ def test_cache_commands_on_a_file_say_it_is_not_a_directory(
         problem = f"not a directory{inside.format(file=file)}"
     else:
         file.symlink_to("nowhere")
-        dangling = "a link to nowhere, which does not exist"
+        dangling = "a link to nowhere, which resolves to nothing"
         problem = dangling if where == "file" else f"not a directory (in {file}, {dangling})"
     monkeypatch.setenv("XFUSE_CACHE_DIR", str(tmp_path / where))
     assert cli_main(["cache", action]) == 1

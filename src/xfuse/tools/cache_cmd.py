@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if existing and not existing.is_dir():
         dangling = not existing.exists()
-        link = f"a link to {os.readlink(existing)}, which does not exist" if dangling else ""
+        link = f"a link to {os.readlink(existing)}, which resolves to nothing" if dangling else ""
         if existing == directory:
             problem = link or "not a directory"
         else:
