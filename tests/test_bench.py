@@ -790,6 +790,9 @@ def test_a_byte_order_mark_starts_a_program_file(
             "argument --plot: /no-such-dir/bw.png: no directory /no-such-dir to write it in",
         ),
         (["lecture", "--n", "2^99999999"], "argument --n: size must be between 1 and 2^62"),
+        # a negative base (it was (-2)^4, 16 elements)
+        (["lecture", "--n=-2^4"], "argument --n: size must be between 1 and 2^62, got -2^4"),
+        (["bench", "--expr", "x", "--sizes=-2^4"], "size must be between 1 and 2^62, got -2^4"),
     ],
 )
 def test_options_out_of_range_are_usage_errors(

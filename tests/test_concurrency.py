@@ -577,7 +577,7 @@ def _compile_distinct(first: int, count: int) -> list[xfuse.Kernel]:
 def check_dropped_kernels_free_their_engines(count: int) -> None:
     """Compile `count` distinct kernels, drop them: their programs die and memory comes back.
 
-    Known residue: llvmlite 0.50 keeps ~0.2 MB per run of its O3 pass pipeline (measured with
+    Known residue: llvmlite 0.50 keeps ~100 KiB per run of its O3 pass pipeline (measured with
     llvmlite alone: parse + PassBuilder + ModulePassManager.run, everything closed), against
     ~0.9 MB that a held kernel costs. The bound below catches kernels or engines that are
     never freed (then nothing comes back) while tolerating that residue.

@@ -393,6 +393,9 @@ def test_float_casts_keep_their_shape(types: str) -> None:
         ('"arith.cmpf"(%f, %f) <{predicate = 16 : i64}> : (f32, f32) -> i1', "none of the op's 16"),
         ('"llvm.fcmp"(%f, %f) <{predicate = 99 : i64}> : (f32, f32) -> i1', "predicate 99 is"),
         ('"memref.load"(%m, %i) : (memref<?x?xf32>, index) -> f32', "an index for each dim"),
+        # no predicate, or no integer: the IRDL constraints' error (it became a KeyError)
+        ('"arith.cmpf"(%f, %f) : (f32, f32) -> i1', "property 'predicate' expected"),
+        ('"llvm.icmp"(%a, %a) <{predicate = "x"}> : (i32, i32) -> i1', "should be of base"),
     ],
 )
 def test_ops_xdsl_verifies_too_little_are_verify_errors(op: str, message: str) -> None:

@@ -703,6 +703,8 @@ def test_location_aliases_after_the_module_parse_as_mlir_opt_prints_them(tmp_pat
     path.write_text(text.replace("arith.addf %arg0, %arg0 : f32", "arith.extf %arg0 : f32 to f32"))
     failed = run_in_process([str(path)])
     assert failed.returncode == 1 and failed.stderr.startswith("a.mlir:2:8: error: 'arith.extf'")
+    path.write_bytes(text.replace("\n", "\r\n").encode())  # (a `\r` ended no alias's line)
+    assert 'f32 loc("a.mlir":2:8)' in ok(run_in_process([str(path), "--print-debuginfo"])).stdout
     path.write_text(text + '#loc3 = loc("a.mlir":9:9)\n')
     failed = run_in_process([str(path)])
     assert failed.returncode == 1 and "re-declaration of alias '#loc3'" in failed.stderr
@@ -720,6 +722,17 @@ def test_an_op_is_located_at_its_name_past_comments(tmp_path: Path) -> None:
         run = run_in_process([str(path)])
         assert run.returncode == 1 and run.stderr.startswith(f"{path}:3:5"), run.stderr
         assert "Traceback" not in run.stderr and "internal error" not in run.stderr
+
+
+def test_shrink_with_split_input_file_keeps_its_verdict(tmp_path: Path) -> None:
+    """`--shrink` says whether the input can shrink (exit 1 where it cannot), with
+    `--split-input-file` too (the chunk-by-chunk run dropped the verdict: exit 0)."""
+    path = tmp_path / "ok.mlir"
+    path.write_text("func.func @f(%a: f32) -> f32 {\n  func.return %a : f32\n}\n")
+    for extra in ([], ["--split-input-file"]):
+        command = [sys.executable, "-m", "xfuse.tools.opt", str(path), "--shrink", *extra]
+        run = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 1 and "Failure, can't shrink" in run.stdout
 
 
 def test_split_ew_source_reports_the_files_lines(tmp_path: Path) -> None:

@@ -82,7 +82,8 @@ def parse_size(text: str) -> int:
     value = parts[0]
     if separator is not None:
         base, exponent = parts
-        in_range = 0 <= exponent <= MAX_SIZE_LOG2  # never compute 2^99999999
+        # never compute 2^99999999, nor (-2)^4 of `-2^4` (16: a negative size taken)
+        in_range = 0 <= exponent <= MAX_SIZE_LOG2 and base >= 0
         value = (base**exponent if separator == "^" else base << exponent) if in_range else 0
     if not 1 <= value <= 1 << MAX_SIZE_LOG2:
         raise ValueError(f"size must be between 1 and 2^{MAX_SIZE_LOG2}, got {text}")

@@ -56,7 +56,7 @@ _UNDEFINED = "values used but not defined"
 """The start of xDSL's message for values never defined, which it reports at the end of input."""
 
 
-_LOCATION_ALIAS = re.compile(r"^(#[A-Za-z_][\w$.-]*)[ \t]*=[ \t]*(loc\(.*\))[ \t]*$", re.M)
+_LOCATION_ALIAS = re.compile(r"^(#[A-Za-z_][\w$.-]*)[ \t]*=[ \t]*(loc\(.*\))[ \t\r]*$", re.M)
 """A location alias's definition on a line of its own, as mlir-opt writes them."""
 
 
@@ -343,10 +343,11 @@ class XfuseOptMain(xDSLOptMain):
 
     def run(self) -> None:
         if self.args.split_input_file and not (
-            self.args.verify_diagnostics or self.args.parsing_diagnostics
+            self.args.verify_diagnostics or self.args.parsing_diagnostics or self.args.shrink
         ):
             self._run_each_chunk()
-        else:  # xDSL's: it prints each chunk's diagnostic to stdout where asked to
+        else:  # xDSL's: it prints each chunk's diagnostic to stdout where asked to (and
+            # `--shrink`'s verdict)
             super().run()
         if self._pending is not None:
             path = Path(self.args.output_file)
