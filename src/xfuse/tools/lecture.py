@@ -945,12 +945,24 @@ def _libm_observation(
             "rounds, too close to say whether memory or its libm calls set its speed."
         )
     text += f" It reaches only {percent} of the bandwidth ceiling, which moves the same bytes: "
-    if not setup.approx_build.libm_calls and _compare(approx, libm) < 0:
+    if _compare(approx, libm) < 0 and not setup.approx_build.libm_calls:
         return text + (
             f"its libm calls, not memory, set its speed (the approx build, which replaces them "
             f"with arithmetic, is {_factor(libm.time_s, approx.time_s)} faster)."
         )
+    if _compare(approx, libm) < 0 and _calls_vector_forms(setup.approx_build):
+        return text + (
+            f"its scalar libm calls, not memory, set its speed (the approx build, which calls "
+            f"their vector forms, is {_factor(libm.time_s, approx.time_s)} faster)."
+        )
     return text + "something besides memory bandwidth sets its speed."
+
+
+def _calls_vector_forms(build: BuildFacts) -> bool:
+    """`build`'s loop is vectorized and calls only glibc's libmvec functions (the vector ABI's
+    `_ZGV...` names), as an f64 approx build does for the functions it does not approximate."""
+    calls = build.libm_calls
+    return build.vectorized and bool(calls) and all(call.startswith("_ZGV") for call in calls)
 
 
 def _approx_observation(
@@ -959,6 +971,14 @@ def _approx_observation(
     error = f"{approx.max_error:.1e}" if approx.max_error is not None else "unchecked"
     build = setup.approx_build
     versus = _versus(approx, per_op, "numpy op by op")
+    if _calls_vector_forms(build):
+        return (
+            f"The approx build calls glibc's vector forms ({_calls(build.libm_calls)}) of "
+            f"{_calls(setup.libm_build.libm_calls)}: ew-expand-math has no approximation for "
+            f"{'it' if len(build.libm_calls) == 1 else 'them'} in {setup.dtype}, and LLVM "
+            f"vectorizes the loop with libmvec. It takes {format_duration(approx.time_s)}, "
+            f"{versus} and {_versus(approx, libm, 'the libm build')}, with a max error of {error}."
+        )
     if build.libm_calls:
         calls = _calls(build.libm_calls)
         same = ", so it is the same code as the libm build" if setup.same_code else ""
