@@ -1594,6 +1594,34 @@ def test_compile_module_verifies_its_input() -> None:
         compile_module(Parser(pipeline_context(), text).parse_module())
 
 
+@pytest.mark.parametrize("cached", [False, True])
+def test_compile_module_finds_its_function_by_the_module_not_its_text(
+    cached: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`func.func public @main` (upstream's spelling of the default) was "substring not found"
+    (the name was read from the printed text), a string attribute holding "func.func @other("
+    named the entry `other`; a private function, which LLVM drops, is refused by name."""
+    if cached:
+        monkeypatch.setenv("XFUSE_CACHE", "1")
+        monkeypatch.setenv("XFUSE_CACHE_DIR", str(tmp_path))
+    body = (
+        "@main(%x: tensor<?xf32>) -> tensor<?xf32> {\n  %y = ew.neg %x : tensor<?xf32>\n"
+        "  func.return %y : tensor<?xf32>\n}"
+    )
+    x = np.float32([1.0, -2.0])
+    modules = [
+        f"func.func public {body}\n",
+        f'builtin.module attributes {{note = "func.func @other(x"}} {{\n  func.func {body}\n}}\n',
+    ]
+    for text in modules:
+        clear_cache()
+        np.testing.assert_array_equal(
+            compile_module(Parser(pipeline_context(), text).parse_module())(x), -x
+        )
+    with pytest.raises(DiagnosticException, match=r"'func\.func' @main is private: a kernel"):
+        compile_module(Parser(pipeline_context(), f"func.func private {body}\n").parse_module())
+
+
 def test_compile_module_checks_its_arguments_as_compile_does() -> None:
     """`threads=0` was taken (and `"2"` a raw TypeError); a source string an AttributeError
     ("'str' object has no attribute 'verify'")."""

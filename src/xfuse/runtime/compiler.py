@@ -485,15 +485,17 @@ def program_of_ir(
         disk_key = ("ir", frontend_ir, repr(tuple(output_names)), repr(options))
         program = disk_cache.load(disk_key, options.target, _stages)
         if program is None:
+            from xfuse.transforms.pipeline import only_function
+
             with collector_paused():
                 # A module parsed here is not kept past the pause (see `compile`).
-                program = _lower(
-                    parse_ir(frontend_ir) if module is None else module,
-                    frontend_ir,
-                    output_names,
-                    options,
-                )
-            disk_cache.store(disk_key, program, _main_name(frontend_ir))
+                frontend = parse_ir(frontend_ir) if module is None else module
+                # (by the module, not its text: `func.func public @main` had no "func.func @",
+                # and a string attribute holding one named another function)
+                name = only_function(frontend).sym_name.data
+                program = _lower(frontend, frontend_ir, name, output_names, options)
+                del frontend
+            disk_cache.store(disk_key, program, name)
         _remember(key, program)
     return program
 
@@ -534,6 +536,11 @@ def compile_module(
     module.verify()  # (IR xfuse-opt rejects compiled, and its call failed in an IndexError)
     function = only_function(module)
     check_tensor_signature(function, "compile_module")
+    if function.sym_visibility is not None and function.sym_visibility.data == "private":
+        raise DiagnosticException(  # (LLVM dropped it: "no native function 'main.packed'")
+            f"compile_module: 'func.func' @{function.sym_name.data} is private: a kernel's "
+            "function is called from outside its module (drop `private`)"
+        )
     if not function.function_type.outputs:  # (its call was a SyntaxError of the call glue)
         raise DiagnosticException(
             f"compile_module: 'func.func' @{function.sym_name.data} returns nothing: a kernel "
@@ -543,14 +550,18 @@ def compile_module(
 
 
 def _lower(
-    module: ModuleOp, frontend_ir: str, output_names: Sequence[str], options: Options
+    module: ModuleOp,
+    frontend_ir: str,
+    function_name: str,
+    output_names: Sequence[str],
+    options: Options,
 ) -> Program:
     inputs, outputs = signature(module, output_names)
     program = _run_pipeline(
         module,
         ("frontend", lambda: parse_ir(frontend_ir)),
         options.tensor_passes(),
-        _main_name(frontend_ir),
+        function_name,
         inputs,
         outputs,
         options,
