@@ -124,9 +124,9 @@ def lowerings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     lowered: list[str] = []
     lower = compiler._lower
 
-    def counting_lower(module, frontend_ir, output_names, options):
-        lowered.append(frontend_ir)
-        return lower(module, frontend_ir, output_names, options)
+    def counting_lower(*arguments):
+        lowered.append(arguments[1])  # (module, frontend_ir, function_name, outputs, options)
+        return lower(*arguments)
 
     monkeypatch.setattr(compiler, "_lower", counting_lower)
     return lowered
