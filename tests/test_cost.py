@@ -1195,6 +1195,12 @@ def test_fusion_that_leaves_no_traffic_says_so(
     assert status == 0 and "fusion: no traffic left, no time left, 1 fewer launch" in out
 
 
+def test_an_empty_epilogue_name_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--epilogue ''` was dropped without a word (exit 0, no what-if)."""
+    status, _, err = run_cli(capsys, "cost", str(GELU), "--epilogue", "")
+    assert status == 1 and "epilogue input '' is not an input of @main (inputs: x, b, r)" in err
+
+
 def test_fusion_that_costs_time_says_more_and_units_follow_the_rounding(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -735,6 +735,23 @@ def test_shrink_with_split_input_file_keeps_its_verdict(tmp_path: Path) -> None:
         assert run.returncode == 1 and "Failure, can't shrink" in run.stdout
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("-t", ""), ("-t", " mlir"), ("-t", "mlir{"), ("-f", "ew{"), ("-f", "")],
+)
+def test_a_target_or_frontend_that_is_no_spec_is_a_usage_error(
+    option: str, value: str, capsys: pytest.CaptureFixture[str], gelu: Gelu
+) -> None:
+    """As `-t bogus` (status 2, naming the option and its choices): these were xDSL's "Error
+    parsing pass pipeline specification", status 1, and `-f ''` was ignored."""
+    with pytest.raises(SystemExit) as info:
+        main([str(gelu.path), option, value])
+    flag = "-t/--target" if option == "-t" else "-f/--frontend"
+    assert info.value.code == 2
+    assert f"argument {flag}: invalid choice: {value!r} (choose from" in capsys.readouterr().err
+    assert main([str(gelu.path), "-t", "mlir{print_generic_format=true}"]) == 0
+
+
 def test_split_ew_source_reports_the_files_lines(tmp_path: Path) -> None:
     """A later `.ew` chunk's errors, locations and warnings counted its lines from the chunk's
     start (line 2 for the file's line 3), where `.mlir` chunks count from the file's."""

@@ -101,7 +101,7 @@ def cost_program(
             unfused=unfused,
             comparison=compare(fused, unfused),
             hbm_only=hbm_only,
-            epilogue=epilogue_what_if(fused, epilogue) if epilogue else None,
+            epilogue=epilogue_what_if(fused, epilogue) if epilogue is not None else None,
         )
 
     # As `xfuse.compile` does, a `?` that a static input binds takes its size (`exp(x) + y` of a

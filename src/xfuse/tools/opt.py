@@ -27,6 +27,7 @@ from xdsl.ir import AttributeInvT, Operation, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
 from xdsl.traits import SymbolTable
+from xdsl.utils.arg_spec import parse_spec
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
     DiagnosticException,
@@ -329,6 +330,17 @@ class XfuseOptMain(xDSLOptMain):
                 known.input_file = None
             if known.output_file == "-":
                 known.output_file = None
+            # a value that is no spec (`-t ''`, `-t 'mlir{'`) is a usage error, as `-t bogus`
+            # (xDSL's parse raised its pipeline syntax error, status 1; `-f ''` was ignored)
+            for flag, value, choices in (
+                ("-t/--target", known.target, self.available_targets),
+                ("-f/--frontend", known.frontend, self.available_frontends),
+            ):
+                if value is not None and _spec_name(value) not in choices:
+                    arg_parser.error(
+                        f"argument {flag}: invalid choice: {value!r} "
+                        f"(choose from {', '.join(choices)})"
+                    )
             return known
 
         arg_parser.parse_args = parse_args  # type: ignore[method-assign]
@@ -563,6 +575,15 @@ DESCRIPTION = (
     "or FILE.mlir (stdin, or -: MLIR), run the passes -p names, and print the IR. --list-passes "
     "lists xfuse's passes and their options; docs/commands.md says more."
 )
+
+
+def _spec_name(text: str) -> str | None:
+    """The name of a `-t`/`-f` value in xDSL's spec syntax (`mlir{print_generic_format=true}`),
+    None where it is none."""
+    try:
+        return parse_spec(text).name
+    except ArgSpecParseError:
+        return None
 
 
 class ChunksFailed(Exception):
