@@ -1,6 +1,7 @@
 // RUN: xfuse-opt %s -p ew-fuse | filecheck %s
 // RUN: xfuse-opt %s -p 'ew-fuse{mode=none}' | filecheck %s --check-prefix=NONE
 // RUN: xfuse-opt %s -p 'ew-fuse{max-ops=36}' | filecheck %s --check-prefix=MAXOPS
+// RUN: xfuse-opt %s -p 'ew-fuse{recompute=all}' | filecheck %s --check-prefix=ALL
 // RUN: not xfuse-opt %s -p 'ew-fuse{max-ops=0}' 2>&1 | filecheck %s --check-prefix=MAXOPS-BAD
 // RUN: xfuse-opt %inputs/ew-fuse-stats.mlir -p 'ew-fuse{stats}' 2>&1 >/dev/null | filecheck %s --check-prefix=STATS
 // RUN: xfuse-opt %inputs/ew-fuse-stats.mlir -p 'ew-fuse{mode=none stats=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=STATS-NONE
@@ -170,6 +171,26 @@ func.func @bias_bf16(%x: tensor<?x?xbf16>, %b: tensor<?xbf16>) -> tensor<?x?xbf1
   %h = ew.add %x, %s : tensor<?x?xbf16>, tensor<?xbf16> -> tensor<?x?xbf16>
   %g = ew.sigmoid %h : tensor<?x?xbf16>
   func.return %g : tensor<?x?xbf16>
+}
+
+// A [d] row's exp is not computed again for each row of the [t, d] kernel (28 instructions an
+// element, more than reading it back): a kernel of its own over [d]. A few arith instructions
+// are (bias_bf16's `b * 2`).
+// CHECK-LABEL: func.func @row_exp
+// CHECK-SAME:    (%[[X:.*]]: tensor<?x?xf32>, %[[B:.*]]: tensor<?xf32>)
+// CHECK-NEXT:    %[[E:.*]] = ew.kernel ins(%[[B]] : tensor<?xf32>) -> tensor<?xf32>
+// CHECK:         %[[H:.*]] = ew.kernel ins(%[[X]], %[[E]] : tensor<?x?xf32>, tensor<?xf32>) -> tensor<?x?xf32>
+// CHECK:         func.return %[[H]]
+// NONE-LABEL: func.func @row_exp
+// NONE-COUNT-2: ew.kernel
+// ALL-LABEL: func.func @row_exp
+// ALL-NEXT:    ew.kernel ins(%{{.*}}, %{{.*}} : tensor<?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+// ALL-NOT:     ew.kernel
+// ALL:         func.return
+func.func @row_exp(%x: tensor<?x?xf32>, %b: tensor<?xf32>) -> tensor<?x?xf32> {
+  %e = ew.exp %b : tensor<?xf32>
+  %h = ew.add %x, %e : tensor<?x?xf32>, tensor<?xf32> -> tensor<?x?xf32>
+  func.return %h : tensor<?x?xf32>
 }
 
 // A [d] value also returned cannot live inside the [t, d] kernel: it is a kernel of its own.

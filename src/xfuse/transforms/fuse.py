@@ -4,10 +4,14 @@ Greedy fusion merges groups of ops along def-use edges while the result stays le
 - one iteration shape per kernel: an edge between two ops of the group's shape merges them; a
   group of a smaller shape that broadcasts to its consumer's (a bias `[d]` computed on the way into
   a `[t, d]` kernel) is absorbed only when nothing outside the two groups needs its values, so it
-  is computed in the region and never materialized. Ops of different shapes joined only through a
-  broadcast are not merged, because two `?` dims of unrelated inputs may differ at run time; for
-  the same reason independent subgraphs stay separate kernels, unless they read a common
-  value of their shape (sibling fusion: it is then read once);
+  is computed in the region and never materialized, where that computes each of its elements
+  once or it is cheap (`recompute`: a `[d]` row's `exp` in a `[t, d]` kernel would
+  run t times an element, so it is a small kernel of its own; a `[t, 1]` column's runs once a
+  row). Ops of different
+  shapes joined only through a broadcast are not merged, because two `?` dims of unrelated
+  inputs may differ at run time; for the same reason independent subgraphs stay separate
+  kernels, unless they read a common value of their shape (sibling fusion: it is then read
+  once);
 - no cycles: groups merge only when no path leaves the pair and comes back into it;
 - at most `max-ops` scalar ops per kernel, counting each op as the ops it becomes in a float32
   kernel after `ew-expand-math`'s approximations (`op_size`: a `tanh` is 15, an `add` 1):
@@ -53,7 +57,7 @@ from xfuse.analysis.statistics import PassStatistics, Statistic, render_statisti
 from xfuse.dialects import ew
 from xfuse.dialects.failure import OpFailure
 from xfuse.transforms.expand_math import EwExpandMathPass, simple_power
-from xfuse.transforms.options import FuseMode, check_choice, check_option
+from xfuse.transforms.options import FuseMode, Recompute, check_choice, check_option
 from xfuse.transforms.scalar import (
     emit_constant,
     emit_convert,
@@ -66,15 +70,25 @@ FusibleOp = ew.ElementwiseOp | ew.ConvertOp
 """What fusion puts into kernels: the elementwise ops and the conversions."""
 Shape = tuple[int, ...]
 DEFAULT_MAX_OPS = 128
+RECOMPUTED_OPS = 4
+"""The most scalar ops (no call) of a smaller group absorbed into a kernel that computes
+them again for each element of its inner loops (`_Partition.may_recompute`): `b * 2 + 1` of a
+`[d]` bias in a `[t, d]` kernel costs a few instructions per element, `exp(b)` (28) more than
+the memory time of a streaming kernel with AVX2, so it gets its own small kernel."""
 
 
-@functools.cache
 def scalar_size(op_type: type[Operation], exponent: float | None = None) -> int:
     """The ops (constants aside) that one `op_type` becomes in a float32 kernel after
     `ew-expand-math{math=approx}`: what `max-ops` counts (1 for `ew.add`, 15 for `ew.tanh`);
     with `exponent`, a constant right operand (`op_size`: `ew.pow` by 3 is one `math.fpowi`)."""
+    return len(scalar_ops(op_type, exponent))
+
+
+@functools.cache
+def scalar_ops(op_type: type[Operation], exponent: float | None = None) -> tuple[str, ...]:
+    """The names of the ops `scalar_size` counts (an `ew.convert`: its cast)."""
     if not issubclass(op_type, ew.ElementwiseOp):
-        return 1
+        return ("arith.extf",)
     f32 = Float32Type()
     arity = ew.arity(op_type)
     block = Block(arg_types=[f32] * arity)
@@ -86,14 +100,49 @@ def scalar_size(op_type: type[Operation], exponent: float | None = None) -> int:
     block.add_op(func.ReturnOp())
     function = func.FuncOp("size", ([f32] * arity, []), Region(block))
     EwExpandMathPass().apply(Context(), ModuleOp([function]))
-    return sum(not isinstance(op, arith.ConstantOp | func.ReturnOp) for op in block.ops)
+    return tuple(
+        op.name for op in block.ops if not isinstance(op, arith.ConstantOp | func.ReturnOp)
+    )
+
+
+def op_ops(op: Operation) -> tuple[str, ...]:
+    """`scalar_ops` of `op`, whose constant exponent counts where `ew-expand-math` computes
+    pow without exp(y log|x|) (`simple_power`): pow(x, 3) is 1, not exp(3 log|x|)'s ~100."""
+    exponent = simple_power(ew.constant_value(op.rhs)) if isinstance(op, ew.PowOp) else None
+    return scalar_ops(type(op), exponent)
 
 
 def op_size(op: Operation) -> int:
-    """`scalar_size` of `op`, whose constant exponent counts where `ew-expand-math` computes
-    pow without exp(y log|x|) (`simple_power`): pow(x, 3) is 1, not exp(3 log|x|)'s ~100."""
-    exponent = simple_power(ew.constant_value(op.rhs)) if isinstance(op, ew.PowOp) else None
-    return scalar_size(type(op), exponent)
+    """`scalar_size` of `op` (`op_ops`)."""
+    return len(op_ops(op))
+
+
+def calls_nothing(op: Operation) -> bool:
+    """`op` becomes instructions (`arith`, `math.fma`, `math.sqrt`: LLVM intrinsics), no
+    function call (libm's `sinf`, which LLVM does not move out of a loop)."""
+    return "func.call" not in op_ops(op)
+
+
+def repeats(small: Shape, big: Shape) -> bool:
+    """A group of shape `small` absorbed into a kernel of shape `big` (it broadcasts into it)
+    meets each of its elements more than once: `big` has a dim beyond `small`'s, or one other
+    than 1 where `small` has 1 (a `?` counts as more than 1)."""
+    offset = len(big) - len(small)
+    return any(size != 1 for size in big[:offset]) or any(
+        size == 1 and other != 1 for size, other in zip(small, big[offset:], strict=True)
+    )
+
+
+def recomputes(small: Shape, big: Shape) -> bool:
+    """`repeats`, where LLVM cannot move the computation out of the inner loops of `big`'s
+    nest: `small` lacks a dim (a 1 or none where `big`'s is not 1) outside one it varies along.
+    A `[d]` row in a `[t, d]` kernel is computed t times; a `[t, 1]` column once a row, before
+    the row's loop; a 0-d value once, before the nest."""
+    aligned = (1,) * (len(big) - len(small)) + tuple(small)
+    pairs = enumerate(zip(aligned, big, strict=True))
+    lacking = [axis for axis, (size, other) in pairs if size == 1 != other]
+    varying = [axis for axis, size in enumerate(aligned) if size != 1]
+    return bool(lacking and varying) and min(lacking) < max(varying)
 
 
 def broadcasts_into(small: Shape, big: Shape) -> bool:
@@ -114,14 +163,17 @@ class _Partition:
     dynamic topological order (JEA 2007).
     """
 
-    def __init__(self, ops: Sequence[Operation], max_ops: int):
+    def __init__(self, ops: Sequence[Operation], max_ops: int, recompute: Recompute = "cheap"):
         self.ops = list(ops)
         self.max_ops = max_ops
+        self.recompute_all = recompute == "all"
         self.index = {op: i for i, op in enumerate(self.ops)}
         count = len(self.ops)
         self.sets = IntDisjointSet(size=count)
         self.members = [[i] for i in range(count)]
         self.sizes = [op_size(op) for op in self.ops]
+        self.call_free = [calls_nothing(op) for op in self.ops]
+        """Per group: none of its ops calls a function (`calls_nothing`)."""
         self.rank = list(range(count))
         self.successors: list[set[int]] = [set() for _ in range(count)]
         self.predecessors: list[set[int]] = [set() for _ in range(count)]
@@ -224,6 +276,7 @@ class _Partition:
         self.members[root] += self.members[other]
         self.members[other] = []
         self.sizes[root] += self.sizes[other]
+        self.call_free[root] = self.call_free[root] and self.call_free[other]
         for table in (self.successors, self.predecessors):
             if len(table[root]) < len(table[other]):
                 table[root], table[other] = table[other], table[root]
@@ -234,15 +287,30 @@ class _Partition:
             self.shapes[root] = ew.broadcast_shapes(self.shapes[root], self.shapes[other])
         return True
 
+    def may_recompute(self, group: int, shape: Shape) -> bool:
+        """`group`, absorbed into a kernel of `shape`, costs about what reading it would: it
+        meets each of its elements once there, or calls nothing and LLVM computes it once per
+        element anyway (out of the inner loops: a `[t, 1]` column's, a 0-d value's), or is a few
+        instructions (`RECOMPUTED_OPS`). A `[d]` row's `exp(b)` in a `[t, d]` kernel, computed t
+        times an element, took 1.49x the time of its own small kernel and the `[t, d]` one
+        with AVX2 code (1.00x with AVX-512), its `sin(cos(...))`, libm calls, 12.3x (7.05x):
+        benchmarks/broadcast_recompute.py, docs/benchmarks.md."""
+        small = self.shapes[group]
+        if self.recompute_all or not repeats(small, shape):
+            return True
+        if not self.call_free[group]:
+            return False
+        return self.sizes[group] <= RECOMPUTED_OPS or not recomputes(small, shape)
+
     def try_merge(self, producer: int, consumer: int, a: int, b: int) -> bool:
         """Merge the groups `a` and `b` of `producer` and its `consumer` if that is legal."""
         shape_a, shape_b = self.shapes[a], self.shapes[b]
         if shape_a == shape_b:
             legal = self.op_shapes[producer] == self.op_shapes[consumer] == shape_a
         elif broadcasts_into(shape_a, shape_b):
-            legal = self.used_only_by(a, b)
+            legal = self.used_only_by(a, b) and self.may_recompute(a, shape_b)
         elif broadcasts_into(shape_b, shape_a):
-            legal = self.used_only_by(b, a)
+            legal = self.used_only_by(b, a) and self.may_recompute(b, shape_a)
         else:
             legal = False
         return legal and self.merge_unless_cycle(a, b)
@@ -486,7 +554,10 @@ def _add_copies(
 
 
 def fuse_function(
-    function: func.FuncOp, greedy: bool = True, max_ops: int = DEFAULT_MAX_OPS
+    function: func.FuncOp,
+    greedy: bool = True,
+    max_ops: int = DEFAULT_MAX_OPS,
+    recompute: Recompute = "cheap",
 ) -> FusionStats:
     """Rewrite the elementwise ops of `function` into kernels of at most `max_ops` scalar ops each;
     returns what it did."""
@@ -496,6 +567,7 @@ def fuse_function(
     partition = _Partition(
         [op for op in body.ops if op is not terminator and not isinstance(op, ew.ConstantOp)],
         max_ops,
+        recompute,
     )
     if greedy:
         partition.fuse_greedily()
@@ -572,11 +644,19 @@ class EwFusePass(ModulePass):
     kernels, so that the code LLVM optimizes per loop stays small (its cost grows faster than
     linearly)."""
 
+    recompute: Recompute = "cheap"
+    """Where a group of a smaller shape is absorbed into a kernel that meets each of its
+    elements more than once (a `[d]` row's ops in a `[t, d]` kernel): cheap, only a group that
+    calls no function and that LLVM computes once per element anyway (a `[t, 1]` column's, a
+    0-d value's) or of a few instructions (`RECOMPUTED_OPS`); any other group (libm calls, a
+    row's `exp`) gets a kernel of its own; all, any group (the rule before 0.2.26)."""
+
     stats: bool = False
     """Print the pass statistics (ops fused, kernels formed) to stderr."""
 
     def __post_init__(self) -> None:
         check_choice(self, "mode", FuseMode)
+        check_choice(self, "recompute", Recompute)
         check_option(self, "max_ops", self.max_ops >= 1, "an integer >= 1")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -584,6 +664,8 @@ class EwFusePass(ModulePass):
         for function in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
             if function.body.blocks:
                 _check_fusible(function)
-                total += fuse_function(function, self.mode == "greedy", self.max_ops)
+                total += fuse_function(
+                    function, self.mode == "greedy", self.max_ops, self.recompute
+                )
         if self.stats:
             print(render_statistics([total.report()]), file=sys.stderr)

@@ -35,6 +35,9 @@ Target = Literal["cpu", "cuda"]
 FuseMode = Literal["greedy", "none"]
 """`ew-fuse`'s `mode`."""
 
+Recompute = Literal["cheap", "all"]
+"""`ew-fuse`'s `recompute`."""
+
 
 def is_cpu_math(math: str) -> TypeGuard[CpuMath]:
     """Whether `math` is one of `CpuMath`'s words (a checker then knows it is)."""

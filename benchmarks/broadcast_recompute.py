@@ -1,0 +1,83 @@
+"""Ops on a broadcast row fused into the full kernel (computed again for every row) or a small
+kernel of their own: `ew-fuse{recompute=all}` (before 0.2.26) against its default `cheap`.
+
+    python benchmarks/broadcast_recompute.py [--rows 1024] [--columns 4096] [--rounds 5]
+
+Prints the host, then one table: per program (a `[d]` row's `exp`, `sin(cos(...))` chain and a
+few arith instructions; a `[t, 1]` column's `rsqrt(v + eps)`), float32 `[rows, columns]` into
+an `out=` buffer, one thread, the kernels and ms of each rule, the best of `--rounds`
+interleaved round medians, and their ratio. `cheap` leaves the few-instruction row and the
+column (computed once a row, out of the row's loop) in the kernel, the same code as `all` (a
+ratio within noise of 1), and gives the row's `exp` and libm calls a kernel of their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import numpy as np
+
+from xfuse.benchmarking.timing import host_summary, interleaved_medians
+from xfuse.dialects import ew
+from xfuse.frontend.language import parse_program
+from xfuse.runtime.compiler import Kernel, compile_bufferized
+from xfuse.tools.cli import positive_int
+from xfuse.transforms.default_pipeline import default_pipeline, split_after
+from xfuse.transforms.fuse import EwFusePass
+from xfuse.transforms.options import Recompute
+from xfuse.transforms.pipeline import apply_pipeline, only_function
+
+PROGRAMS: list[tuple[str, str]] = [
+    ("exp of a [d] row", "input x[t, d], b[d];\nout = x + exp(b);"),
+    ("sin(cos(...)) of a [d] row", "input x[t, d], b[d];\nout = x + sin(cos(sin(cos(b))));"),
+    ("rsqrt of a [t, 1] column", "input x[t, d], v[t, 1];\nout = x * rsqrt(v + 1e-6);"),
+    ("b * 2 + 1 of a [d] row", "input x[t, d], b[d];\nout = x + (b * 2 + 1);"),
+]
+
+
+def compiled(source: str, recompute: Recompute) -> tuple[Kernel, int]:
+    """`source` through xfuse's default pipeline with `ew-fuse{recompute=...}`, and its
+    kernel count."""
+    tensor_passes, _ = split_after(default_pipeline(), "ew-bufferize")
+    passes = [
+        dataclasses.replace(p, recompute=recompute) if isinstance(p, EwFusePass) else p
+        for p in tensor_passes
+    ]
+    module = apply_pipeline(parse_program(source), passes)
+    kernels = sum(isinstance(op, ew.KernelOp) for op in only_function(module).walk())
+    inputs = [name.strip() for name in source.split(";")[0].removeprefix("input").split("],")]
+    names = [name.split("[")[0] for name in inputs]
+    return compile_bufferized(module, names), kernels
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=positive_int, default=1024, help="t")
+    parser.add_argument("--columns", type=positive_int, default=4096, help="d")
+    parser.add_argument("--rounds", type=positive_int, default=5, help="interleaved rounds")
+    args = parser.parse_args()
+    print(host_summary())
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.1, 2.0, (args.rows, args.columns)).astype(np.float32)
+    arrays = {"x": x, "b": x[0].copy(), "v": x[:, :1].copy()}
+    out = np.empty_like(x)
+    print(f"\nfloat32 [{args.rows}, {args.columns}], one thread, ms (kernels)")
+    print("| program | recompute=all | cheap (default) | all / cheap |")
+    print("|---|---:|---:|---:|")
+    for name, source in PROGRAMS:
+        kernels = [compiled(source, rule) for rule in ("all", "cheap")]
+        runs = []
+        for kernel, _ in kernels:
+            given = {n: arrays[n] for n in kernel.input_names}
+            np.testing.assert_allclose(kernel(**given), kernels[0][0](**given), rtol=1e-6)
+            runs.append(kernel.prepare(**given, out=out))
+        every, cheap = (min(t) * 1e3 for t in interleaved_medians(runs, args.rounds, 7))
+        print(
+            f"| {name} | {every:.3f} ({kernels[0][1]}) | {cheap:.3f} ({kernels[1][1]}) "
+            f"| {every / cheap:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
