@@ -44,10 +44,10 @@ def compiled(source: str, recompute: Recompute) -> tuple[Kernel, int]:
         dataclasses.replace(p, recompute=recompute) if isinstance(p, EwFusePass) else p
         for p in tensor_passes
     ]
-    module = apply_pipeline(parse_program(source), passes)
+    frontend = parse_program(source)
+    names = [str(ew.input_name(argument)) for argument in only_function(frontend).args]
+    module = apply_pipeline(frontend, passes)
     kernels = sum(isinstance(op, ew.KernelOp) for op in only_function(module).walk())
-    inputs = [name.strip() for name in source.split(";")[0].removeprefix("input").split("],")]
-    names = [name.split("[")[0] for name in inputs]
     return compile_bufferized(module, names), kernels
 
 

@@ -1204,17 +1204,18 @@ def test_an_empty_epilogue_name_is_refused(capsys: pytest.CaptureFixture[str]) -
 def test_fusion_that_costs_time_says_more_and_units_follow_the_rounding(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """A fused kernel that took longer said "0.5x less time" under a table saying the opposite
-    (one recomputing a `[d]` row's chain per element, which ew-fuse now leaves a kernel of its
-    own: fused, 1.0x less time); 999,995 B was "1000.00 kB"."""
+    """A fused kernel that took longer said "0.5x less time" under a table saying the opposite:
+    one recomputing a bf16 `[d]` row's chain per element (kept in the kernel: its own would
+    store the row rounded to bf16); an f32 row's is a kernel of its own. 999,995 B was
+    "1000.00 kB"."""
     assert less(0.52, "time") == "1.9x more time" and less(0.96, "time") == "1.0x less time"
     program = tmp_path / "row.ew"
     chain = "b" + ")" * 10
     program.write_text(f"input x[t, d], b[d];\nout = x + {'sin(cos(' * 5}{chain};\n")
-    status, out, _ = run_cli(capsys, "cost", str(program), "--launch-us", "0")
-    assert status == 0 and re.search(
-        r"fusion: [\d.]+x less traffic, [\d.]+x less time, 9 fewer", out
-    )
+    status, out, _ = run_cli(capsys, "cost", str(program), "--launch-us", "0")  # (bf16)
+    assert status == 0 and re.search(r"fusion: [\d.]+x less traffic, [\d.]+x more time", out)
+    status, out, _ = run_cli(capsys, "cost", str(program), "--launch-us", "0", "--dtype", "f32")
+    assert status == 0 and re.search(r"[\d.]+x less traffic, [\d.]+x less time, 9 fewer", out)
     assert nbytes(999_995) == "999,995 B (1.00 MB)" and nbytes(999_994) == "999,994 B (999.99 kB)"
     assert nbytes(999_995_000) == "999,995,000 B (1.00 GB)" and nbytes(995) == "995 B"
 

@@ -65,6 +65,10 @@ def test_gelu_kernel_count(mode: str, kernels: int, gelu: Gelu) -> None:
         ("input x[1, d], b[d];\nout = x + exp(b);", 1),  # each element computed once
         ("input x[t, d], v[t, 1];\nout = x * rsqrt(v + 1e-6);", 1),  # once a row, out of d's
         ("input x[d], s[];\nout = x * exp(s);", 1),  # once, before the loop
+        # f16/bf16 values: its own kernel would store them rounded (fused: kept in f32)
+        ("input bf16 x[t, d];\ninput bf16 b[d];\nout = x + exp(b);", 1),
+        ("input f16 x[t, d];\ninput f16 b[d];\nout = x + sin(b);", 1),
+        ("input bf16 x[t, d];\ninput b[d];\nout = x + exp(b);", 2),  # (an f32 row's exp)
     ],
 )
 def test_a_broadcast_group_is_recomputed_only_where_it_is_cheap(source: str, kernels: int) -> None:
@@ -72,6 +76,43 @@ def test_a_broadcast_group_is_recomputed_only_where_it_is_cheap(source: str, ker
     the time of its own small kernel and the `[t, d]` one (1024 x 4096 f32, AVX-512; 12x with
     AVX2), its `exp` 1.49x with AVX2 (benchmarks/broadcast_recompute.py)."""
     assert len(fused(parse_program(source))) == kernels
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "input x[t, d], b[d];\nout = x + exp(b);",
+        "input x[t, d], b[d];\nout = x * sin(cos(b));",
+        "input bf16 x[t, d];\ninput b[d];\nout = x + exp(b) * b;",
+        "input f64 x[t, d], b[d];\nout = x - tanh(b);",
+    ],
+)
+def test_a_row_in_a_kernel_of_its_own_computes_the_same_bits(source: str) -> None:
+    """Its temporary is of its own dtype (f32, f64: no rounding the fused kernel does not do):
+    `ew-fuse{recompute=all}` and the default agree bit for bit, specials too."""
+    from xfuse.dialects.dtypes import numpy_dtype
+    from xfuse.runtime.compiler import compile_bufferized
+    from xfuse.transforms.default_pipeline import default_pipeline, split_after
+    from xfuse.transforms.pipeline import apply_pipeline, only_function
+
+    frontend = parse_program(source)
+    names = [str(ew.input_name(argument)) for argument in only_function(frontend).args]
+    tensor_passes, _ = split_after(default_pipeline(), "ew-bufferize")
+    kernels = []
+    for recompute in ("all", "cheap"):
+        passes = [
+            EwFusePass(recompute=recompute) if p.name == "ew-fuse" else p for p in tensor_passes
+        ]
+        kernels.append(compile_bufferized(apply_pipeline(frontend, passes), names))
+    assert [k.ir("ew-bufferize").count("ew.kernel") for k in kernels] == [1, 2]
+    specials = [0.0, -0.0, 1.5, -2.5, 88.5, -104.0, np.inf, -np.inf, np.nan, 1e-40]
+    row = np.array(specials * 3, np.float64)
+    arrays = {}
+    for parameter in kernels[0].function.inputs:
+        shape = (3, row.size) if parameter.name == "x" else row.size
+        arrays[parameter.name] = np.resize(row, shape).astype(numpy_dtype(parameter.dtype))
+    every, cheap = (kernel(**arrays) for kernel in kernels)
+    assert np.array_equal(every.view(f"u{every.itemsize}"), cheap.view(f"u{cheap.itemsize}"))
 
 
 def test_repeats_and_recomputes_say_where_a_smaller_shape_costs_more() -> None:

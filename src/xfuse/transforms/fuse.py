@@ -55,6 +55,7 @@ from xdsl.utils.disjoint_set import IntDisjointSet
 
 from xfuse.analysis.statistics import PassStatistics, Statistic, render_statistics
 from xfuse.dialects import ew
+from xfuse.dialects.dtypes import dtype_of, itemsize
 from xfuse.dialects.failure import OpFailure
 from xfuse.transforms.expand_math import EwExpandMathPass, simple_power
 from xfuse.transforms.options import FuseMode, Recompute, check_choice, check_option
@@ -181,6 +182,12 @@ class _Partition:
         """Some value of the group is used outside the partition (returned, say)."""
         self.fusible = [isinstance(op, FusibleOp) for op in self.ops]
         """Per op (and so per group: only fusible groups merge)."""
+        self.narrow = [
+            fusible and itemsize(dtype_of(ew.element_type(op.results[0].type))) < 4
+            for op, fusible in zip(self.ops, self.fusible, strict=True)
+        ]
+        """Per group: some value of it is f16 or bf16 (a kernel of its own would store it so
+        rounded, where the consumer's kernel keeps it in f32)."""
         self.op_shapes: list[Shape] = [
             ew.shape_of(op.results[0]) if fusible else ()
             for op, fusible in zip(self.ops, self.fusible, strict=True)
@@ -277,6 +284,7 @@ class _Partition:
         self.members[other] = []
         self.sizes[root] += self.sizes[other]
         self.call_free[root] = self.call_free[root] and self.call_free[other]
+        self.narrow[root] = self.narrow[root] or self.narrow[other]
         for table in (self.successors, self.predecessors):
             if len(table[root]) < len(table[other]):
                 table[root], table[other] = table[other], table[root]
@@ -294,10 +302,12 @@ class _Partition:
         instructions (`RECOMPUTED_OPS`). A `[d]` row's `exp(b)` in a `[t, d]` kernel, computed t
         times an element, took 1.49x the time of its own small kernel and the `[t, d]` one
         with AVX2 code (1.00x with AVX-512), its `sin(cos(...))`, libm calls, 12.3x (7.05x):
-        benchmarks/broadcast_recompute.py, docs/benchmarks.md."""
+        benchmarks/broadcast_recompute.py, docs/benchmarks.md. A group of f16 or bf16 values
+        joins whatever it costs: its own kernel would store them rounded to their type, where the
+        fused kernel computes on in f32 (docs/shapes-and-dtypes.md)."""
         small = self.shapes[group]
-        if self.recompute_all or not repeats(small, shape):
-            return True
+        if self.recompute_all or self.narrow[group] or not repeats(small, shape):
+            return True  # (f16/bf16 values: fused, they keep f32 precision, as the docs promise)
         if not self.call_free[group]:
             return False
         return self.sizes[group] <= RECOMPUTED_OPS or not recomputes(small, shape)
