@@ -1620,6 +1620,14 @@ def test_compile_module_finds_its_function_by_the_module_not_its_text(
         )
     with pytest.raises(DiagnosticException, match=r"'func\.func' @main is private: a kernel"):
         compile_module(Parser(pipeline_context(), f"func.func private {body}\n").parse_module())
+    bufferized = (
+        "func.func private @main(%x: memref<?xf32>, %out: memref<?xf32>) {\n"
+        "  ew.kernel ins(%x : memref<?xf32>) outs(%out : memref<?xf32>) {\n"
+        "  ^bb0(%s: f32):\n    %n = arith.negf %s : f32\n    ew.yield %n : f32\n  }\n"
+        "  func.return\n}\n"
+    )
+    with pytest.raises(DiagnosticException, match=r"^compile_bufferized: 'func\.func' @main is"):
+        compile_bufferized(Parser(pipeline_context(), bufferized).parse_module(), ["x"])
 
 
 def test_compile_module_checks_its_arguments_as_compile_does() -> None:

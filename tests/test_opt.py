@@ -737,7 +737,7 @@ def test_shrink_with_split_input_file_keeps_its_verdict(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("-t", ""), ("-t", " mlir"), ("-t", "mlir{"), ("-f", "ew{"), ("-f", "")],
+    [("-t", ""), ("-t", " mlir"), ("-t", "mlir{"), ("-f", "ew{"), ("-f", ""), ("-f", "mlir{}")],
 )
 def test_a_target_or_frontend_that_is_no_spec_is_a_usage_error(
     option: str, value: str, capsys: pytest.CaptureFixture[str], gelu: Gelu

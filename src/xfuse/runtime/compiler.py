@@ -45,6 +45,7 @@ from xfuse.transforms import workspace_size_function
 from xfuse.transforms.options import Math, Target
 
 if TYPE_CHECKING:
+    from xdsl.dialects import func
     from xdsl.dialects.builtin import ModuleOp
     from xdsl.ir import Attribute
     from xdsl.passes import ModulePass
@@ -138,6 +139,18 @@ def check_module(taker: str, module: object) -> None:
         raise TypeError(
             f"{taker} takes a builtin.module (parse_program's, parse_ir's), not "
             f"{type(module).__name__}; xfuse.compile takes .ew source"
+        )
+
+
+def check_public(function: func.FuncOp, taker: str) -> None:
+    """DiagnosticException where `function`, given to `taker`, is private: LLVM drops it ("no
+    native function 'main.packed'")."""
+    from xdsl.utils.exceptions import DiagnosticException
+
+    if function.sym_visibility is not None and function.sym_visibility.data == "private":
+        raise DiagnosticException(
+            f"{taker}: 'func.func' @{function.sym_name.data} is private: a kernel's function is "
+            "called from outside its module (drop `private`)"
         )
 
 
@@ -536,11 +549,7 @@ def compile_module(
     module.verify()  # (IR xfuse-opt rejects compiled, and its call failed in an IndexError)
     function = only_function(module)
     check_tensor_signature(function, "compile_module")
-    if function.sym_visibility is not None and function.sym_visibility.data == "private":
-        raise DiagnosticException(  # (LLVM dropped it: "no native function 'main.packed'")
-            f"compile_module: 'func.func' @{function.sym_name.data} is private: a kernel's "
-            "function is called from outside its module (drop `private`)"
-        )
+    check_public(function, "compile_module")
     if not function.function_type.outputs:  # (its call was a SyntaxError of the call glue)
         raise DiagnosticException(
             f"compile_module: 'func.func' @{function.sym_name.data} returns nothing: a kernel "
@@ -693,6 +702,7 @@ def compile_bufferized(
     check_arguments(only_function(module), names)
     module.verify()
     check_function(only_function(module), names, len(input_names))
+    check_public(only_function(module), "compile_bufferized")
     module = with_static_inputs(module)
     function = only_function(module)
     args = function.body.block.args

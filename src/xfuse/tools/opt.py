@@ -332,11 +332,13 @@ class XfuseOptMain(xDSLOptMain):
                 known.output_file = None
             # a value that is no spec (`-t ''`, `-t 'mlir{'`) is a usage error, as `-t bogus`
             # (xDSL's parse raised its pipeline syntax error, status 1; `-f ''` was ignored)
+            # (a frontend takes no options here: `-f 'mlir{}'` was an unknown file extension)
             for flag, value, choices in (
                 ("-t/--target", known.target, self.available_targets),
                 ("-f/--frontend", known.frontend, self.available_frontends),
             ):
-                if value is not None and _spec_name(value) not in choices:
+                name = value if flag.startswith("-f") else _spec_name(value or "")
+                if value is not None and name not in choices:
                     arg_parser.error(
                         f"argument {flag}: invalid choice: {value!r} "
                         f"(choose from {', '.join(choices)})"
