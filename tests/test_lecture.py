@@ -30,6 +30,8 @@ PROGRAMS = {
     "linear": "y = x * 2 + z;\n",
     # float64 has no approximation: tanh calls libm in both math modes
     "libm only": "input f64 x[n];\ny = tanh(x) * x;\n",
+    # tan is called in both (libmvec's vector form under approx), exp only by the libm build
+    "libm and approximated": "y = tan(x) + exp(x);\n",
     "no temporaries": "y = tanh(x);\n",
     "no ops": "y = x;\n",
     # the ceiling reads z too: not the program's traffic, so no share of it is quoted
@@ -194,6 +196,7 @@ def test_demos_1_to_3_say_what_the_program_is(program: tuple[str, lecture.Progra
         "gelu": "Reusing dead buffers takes the 10 temporaries down to 3 buffers",
         "linear": "The unfused program has 1 temporary: there is no dead buffer to reuse.",
         "libm only": "The unfused program has 1 temporary",
+        "libm and approximated": "The unfused program has 2 temporaries; 2 temporaries are",
         "no temporaries": "The unfused program has no temporaries",
         "no ops": "The program computes nothing",
         "unused input": "reading and writing 2 tensors (read %x; write %y)",
@@ -426,12 +429,22 @@ def check_measure_sentences(demo: MeasureDemo) -> None:
         assert all(int(share) < 100 for share in re.findall(r"only (\d+)%", text))
 
     # what the sentences say about the code, against the kernels' LLVM IR
-    named = re.findall(
-        r"loop calling ([\w ,]+?) takes|still calls ([\w ,]+?):|vector forms \(([\w ,]+?)\)", text
-    )
-    for calling, still, vector in named:
+    named = re.findall(r"loop calling ([\w ,]+?) takes|still calls ([\w ,]+?):", text)
+    for calling, still in named:
         build = setup.libm_build if calling else setup.approx_build
-        assert set(re.split(r", | and ", calling or still or vector)) == set(build.libm_calls)
+        assert set(re.split(r", | and ", calling or still)) == set(build.libm_calls)
+    # vector forms of the functions named, the others computed: each name where it belongs (it
+    # said "vector forms (_ZGVeN16v_tanf) of expf and tanf" of an approximated expf)
+    listed = re.compile(r", | and ")
+    for vector, of, replaced in re.findall(
+        r"glibc's vector forms \(([\w ,]+?)\) of ([\w ,]+?)"
+        r"(?: and replaces ([\w ,]+?) with arithmetic)?:",
+        text,
+    ):
+        assert set(listed.split(vector)) == set(setup.approx_build.libm_calls)
+        assert {name.split("_", 2)[2] for name in listed.split(vector)} == set(listed.split(of))
+        computed = set(listed.split(replaced)) if replaced else set()
+        assert set(listed.split(of)) | computed == set(setup.libm_build.libm_calls)
     assert ("No op of this program calls libm" in text) == (not setup.libm_build.libm_calls)
     # an f64 approx build calls glibc's vector forms where it approximates nothing (it said
     # "still calls _ZGVeN8v_tanh", as if the libm build's scalar calls)

@@ -222,7 +222,6 @@ class JitFunction:
                 arrays[name] = value = np.asarray(value)
             if is_dask_array(value):
                 check_known_chunks(name, value)  # (`call_bytes` sizes the call before the kernel)
-                check_array_kind(f"argument '{name}'", value._meta)  # (else refused in a task)
             elif not isinstance(value, np.ndarray):
                 hint = (
                     "; a jit function's arguments are arrays: give a Python number as a "

@@ -951,11 +951,24 @@ def _libm_observation(
             f"with arithmetic, is {_factor(libm.time_s, approx.time_s)} faster)."
         )
     if _compare(approx, libm) < 0 and _calls_vector_forms(setup.approx_build):
+        vector, replaced = _vector_forms_of(setup)
         return text + (
             f"its scalar libm calls, not memory, set its speed (the approx build, which calls "
-            f"their vector forms, is {_factor(libm.time_s, approx.time_s)} faster)."
+            f"vector forms of {_calls(vector)}{_replaced(replaced)}, is "
+            f"{_factor(libm.time_s, approx.time_s)} faster)."
         )
     return text + "something besides memory bandwidth sets its speed."
+
+
+def _vector_forms_of(setup: MeasureSetup) -> tuple[list[str], list[str]]:
+    """The functions the approx build calls libmvec's vector forms of (`tanf` of
+    `_ZGVeN16v_tanf`), and the libm build's other calls, which the approx build computes."""
+    vector = [call.split("_", 2)[2] for call in setup.approx_build.libm_calls]
+    return vector, [call for call in setup.libm_build.libm_calls if call not in vector]
+
+
+def _replaced(functions: Sequence[str]) -> str:
+    return f" and replaces {_calls(functions)} with arithmetic" if functions else ""
 
 
 def _calls_vector_forms(build: BuildFacts) -> bool:
@@ -972,10 +985,11 @@ def _approx_observation(
     build = setup.approx_build
     versus = _versus(approx, per_op, "numpy op by op")
     if _calls_vector_forms(build):
+        vector, replaced = _vector_forms_of(setup)
         return (
             f"The approx build calls glibc's vector forms ({_calls(build.libm_calls)}) of "
-            f"{_calls(setup.libm_build.libm_calls)}: ew-expand-math has no approximation for "
-            f"{'it' if len(build.libm_calls) == 1 else 'them'} in {setup.dtype}, and LLVM "
+            f"{_calls(vector)}{_replaced(replaced)}: ew-expand-math has no approximation for "
+            f"{_calls(vector)} in {setup.dtype}, and LLVM "
             f"vectorizes the loop with libmvec. It takes {format_duration(approx.time_s)}, "
             f"{versus} and {_versus(approx, libm, 'the libm build')}, with a max error of {error}."
         )
