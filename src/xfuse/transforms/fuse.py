@@ -4,10 +4,9 @@ Greedy fusion merges groups of ops along def-use edges while the result stays le
 - one iteration shape per kernel: an edge between two ops of the group's shape merges them; a
   group of a smaller shape that broadcasts to its consumer's (a bias `[d]` computed on the way into
   a `[t, d]` kernel) is absorbed only when nothing outside the two groups needs its values, so it
-  is computed in the region and never materialized, where that computes each of its elements
-  once or it is cheap (`recompute`: a `[d]` row's `exp` in a `[t, d]` kernel would
-  run t times an element, so it is a small kernel of its own; a `[t, 1]` column's runs once a
-  row). Ops of different
+  is computed in the region and never materialized, unless it calls functions the kernel
+  would call again for each of its rows (`recompute`: a `[d]` row's `sin` in a `[t, d]` kernel,
+  t times an element; it is then a small kernel of its own). Ops of different
   shapes joined only through a broadcast are not merged, because two `?` dims of unrelated
   inputs may differ at run time; for the same reason independent subgraphs stay separate
   kernels, unless they read a common value of their shape (sibling fusion: it is then read
@@ -39,6 +38,7 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+import math
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -71,11 +71,10 @@ FusibleOp = ew.ElementwiseOp | ew.ConvertOp
 """What fusion puts into kernels: the elementwise ops and the conversions."""
 Shape = tuple[int, ...]
 DEFAULT_MAX_OPS = 128
-RECOMPUTED_OPS = 4
-"""The most scalar ops (no call) of a smaller group absorbed into a kernel that computes
-them again for each element of its inner loops (`_Partition.may_recompute`): `b * 2 + 1` of a
-`[d]` bias in a `[t, d]` kernel costs a few instructions per element, `exp(b)` (28) more than
-the memory time of a streaming kernel with AVX2, so it gets its own small kernel."""
+RECOMPUTED_CALLS = 8
+"""The most times a kernel may call a smaller group's functions per element of the group
+(`_Partition.may_recompute`): at `[8, d]` the calls cost about what a kernel of their own
+(its temporary, its call) does; a `?` may be any number."""
 
 
 def scalar_size(op_type: type[Operation], exponent: float | None = None) -> int:
@@ -124,26 +123,25 @@ def calls_nothing(op: Operation) -> bool:
     return "func.call" not in op_ops(op)
 
 
-def repeats(small: Shape, big: Shape) -> bool:
-    """A group of shape `small` absorbed into a kernel of shape `big` (it broadcasts into it)
-    meets each of its elements more than once: `big` has a dim beyond `small`'s, or one other
-    than 1 where `small` has 1 (a `?` counts as more than 1)."""
+def repeat_count(small: Shape, big: Shape) -> int | None:
+    """How many times a kernel of shape `big` meets each element of a group of shape `small`
+    (which broadcasts into it): the product of `big`'s dims that `small` lacks; None where one
+    of them is a `?`."""
     offset = len(big) - len(small)
-    return any(size != 1 for size in big[:offset]) or any(
-        size == 1 and other != 1 for size, other in zip(small, big[offset:], strict=True)
-    )
+    lacking = [*big[:offset], *(o for s, o in zip(small, big[offset:], strict=True) if s == 1)]
+    return None if ew.DYNAMIC_INDEX in lacking else math.prod(lacking)
 
 
-def recomputes(small: Shape, big: Shape) -> bool:
-    """`repeats`, where LLVM cannot move the computation out of the inner loops of `big`'s
-    nest: `small` lacks a dim (a 1 or none where `big`'s is not 1) outside one it varies along.
-    A `[d]` row in a `[t, d]` kernel is computed t times; a `[t, 1]` column once a row, before
-    the row's loop; a 0-d value once, before the nest."""
+def hoisted(small: Shape, big: Shape) -> bool:
+    """A group of shape `small` in a kernel of shape `big` is loop-invariant in each loop it
+    repeats along, all inside the loops it varies along: LLVM computes it once per element (a
+    `[t, 1]` column's once a row, before the row's loop; a 0-d value's before the nest), not a
+    `[d]` row's, which varies inside the `t` loop it repeats along."""
     aligned = (1,) * (len(big) - len(small)) + tuple(small)
     pairs = enumerate(zip(aligned, big, strict=True))
     lacking = [axis for axis, (size, other) in pairs if size == 1 != other]
     varying = [axis for axis, size in enumerate(aligned) if size != 1]
-    return bool(lacking and varying) and min(lacking) < max(varying)
+    return not (lacking and varying) or min(lacking) > max(varying)
 
 
 def broadcasts_into(small: Shape, big: Shape) -> bool:
@@ -296,21 +294,21 @@ class _Partition:
         return True
 
     def may_recompute(self, group: int, shape: Shape) -> bool:
-        """`group`, absorbed into a kernel of `shape`, costs about what reading it would: it
-        meets each of its elements once there, or calls nothing and LLVM computes it once per
-        element anyway (out of the inner loops: a `[t, 1]` column's, a 0-d value's), or is a few
-        instructions (`RECOMPUTED_OPS`). A `[d]` row's `exp(b)` in a `[t, d]` kernel, computed t
-        times an element, took 1.49x the time of its own small kernel and the `[t, d]` one
-        with AVX2 code (1.00x with AVX-512), its `sin(cos(...))`, libm calls, 12.3x (7.05x):
+        """`group` may be absorbed into a kernel of `shape`, which may meet each of its elements
+        several times: unless it calls a function (libm's) that the kernel would call again for
+        each of its rows (not `hoisted`), more than `RECOMPUTED_CALLS` times or a `?` number of
+        times an element. A `[d]` row's `sin(cos(...))` in a `[t, d]` kernel took 6.88x the time
+        of its own small kernel and the `[t, d]` one (12.4x with AVX2 code). Arithmetic costs
+        less than the extra kernel's temporary and call (a row's `exp`: 1.00x with AVX-512, and
+        1.41x slower split at `[2, 2^22]`, ~5 us more a call with a workspace):
         benchmarks/broadcast_recompute.py, docs/benchmarks.md. A group of f16 or bf16 values
         joins whatever it costs: its own kernel would store them rounded to their type, where the
         fused kernel computes on in f32 (docs/shapes-and-dtypes.md)."""
-        small = self.shapes[group]
-        if self.recompute_all or self.narrow[group] or not repeats(small, shape):
+        if self.recompute_all or self.narrow[group] or self.call_free[group]:
             return True  # (f16/bf16 values: fused, they keep f32 precision, as the docs promise)
-        if not self.call_free[group]:
-            return False
-        return self.sizes[group] <= RECOMPUTED_OPS or not recomputes(small, shape)
+        small = self.shapes[group]
+        count = repeat_count(small, shape)
+        return hoisted(small, shape) or (count is not None and count <= RECOMPUTED_CALLS)
 
     def try_merge(self, producer: int, consumer: int, a: int, b: int) -> bool:
         """Merge the groups `a` and `b` of `producer` and its `consumer` if that is legal."""
@@ -655,11 +653,11 @@ class EwFusePass(ModulePass):
     linearly)."""
 
     recompute: Recompute = "cheap"
-    """Where a group of a smaller shape is absorbed into a kernel that meets each of its
-    elements more than once (a `[d]` row's ops in a `[t, d]` kernel): cheap, only a group that
-    calls no function and that LLVM computes once per element anyway (a `[t, 1]` column's, a
-    0-d value's) or of a few instructions (`RECOMPUTED_OPS`); any other group (libm calls, a
-    row's `exp`) gets a kernel of its own; all, any group (the rule before 0.2.26)."""
+    """Where a group of a smaller shape that calls functions (libm's `sinf`) is absorbed into a
+    kernel that calls them again for each of its rows (a `[d]` row's `sin(b)` in a `[t, d]`
+    kernel): cheap, only where that is at most `RECOMPUTED_CALLS` times, statically (it gets a
+    kernel of its own otherwise; arithmetic, and f16/bf16 values, join whatever it costs); all,
+    always (the rule before 0.2.26)."""
 
     stats: bool = False
     """Print the pass statistics (ops fused, kernels formed) to stderr."""
