@@ -724,6 +724,37 @@ def test_an_op_is_located_at_its_name_past_comments(tmp_path: Path) -> None:
         assert "Traceback" not in run.stderr and "internal error" not in run.stderr
 
 
+def test_a_trailing_location_alias_is_read_as_mlir_opt_reads_it(tmp_path: Path) -> None:
+    """One with a comment after it, or `loc(` on the next line, was "undefined" at its use, and
+    so was one that does not parse (mlir-opt: its error at the definition, 5:23)."""
+    path = tmp_path / "alias.mlir"
+    head = (
+        "func.func @f(%a: f32) -> f32 {\n"
+        '  %r = "arith.addf"(%a) : (f32) -> f32 loc(#loc1)\n  return %r : f32\n}\n'
+    )
+    for definition in ('#loc1 = loc("x.py":7:3) // the add\n', '#loc1 =\n  loc("x.py":7:3)\n'):
+        path.write_text(head + definition)
+        run = run_in_process([str(path)])
+        assert run.returncode == 1 and run.stderr.startswith("x.py:7:3: error: 'arith.addf'")
+    path.write_text(head + '#loc1 = loc("x.py":7:3:)\n')
+    run = run_in_process([str(path)])
+    assert run.returncode == 1 and run.stderr.startswith(f"{path}:5:23\n"), run.stderr
+
+
+def test_a_chunk_nested_too_deeply_stops_no_other_chunk(tmp_path: Path) -> None:
+    """Its RecursionError ended the run: the later chunks never ran (mlir-opt runs them)."""
+    path = tmp_path / "deep.mlir"
+    nested = "[" * 300 + "]" * 300
+    path.write_text(
+        "func.func @e() {\n  func.return\n}\n// -----\n"
+        f"func.func @f() attributes {{a = {nested}}} {{\n  func.return\n}}\n// -----\n"
+        "func.func @g() {\n  func.return\n}\n"
+    )
+    run = run_in_process([str(path), "--split-input-file"])
+    assert run.returncode == 1 and "@e" in run.stdout and "@g" in run.stdout
+    assert f"{path}:4: error: input nested too deeply" in run.stderr
+
+
 def test_shrink_with_split_input_file_keeps_its_verdict(tmp_path: Path) -> None:
     """`--shrink` says whether the input can shrink (exit 1 where it cannot), with
     `--split-input-file` too (the chunk-by-chunk run dropped the verdict: exit 0)."""

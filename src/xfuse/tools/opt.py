@@ -57,8 +57,9 @@ _UNDEFINED = "values used but not defined"
 """The start of xDSL's message for values never defined, which it reports at the end of input."""
 
 
-_LOCATION_ALIAS = re.compile(r"^(#[A-Za-z_][\w$.-]*)[ \t]*=[ \t]*(loc\(.*\))[ \t\r]*$", re.M)
-"""A location alias's definition on a line of its own, as mlir-opt writes them."""
+_LOCATION_ALIAS = re.compile(r"^(#[A-Za-z_][\w$.-]*)\s*=\s*(?=loc\()", re.M)
+"""The start of a location alias's definition at the start of a line, as mlir-opt writes them
+(the parser finds its end: a comment may follow it, or a line break come before `loc(`)."""
 
 
 class _LocatingParser(Parser):
@@ -72,20 +73,24 @@ class _LocatingParser(Parser):
         self.first_uses: dict[str, Span] = {}
         self.defined_ahead: set[str] = set()
         """The location aliases `define_locations_ahead` defined."""
+        self.failed_ahead: dict[str, ParseError] = {}
+        """The error of each location alias `define_locations_ahead` could not define."""
 
     def define_locations_ahead(self) -> None:
         """Define each location alias of the input (`#loc3 = loc("a.mlir":2:8)`) before the
         parse: mlir-opt's `--mlir-print-debuginfo` writes most of them after the module that
         uses them, where xDSL's parser took each use for an "undefined symbol alias". One that
-        does not parse on its own is left to the parse, which reports it in place."""
+        does not parse is reported at its definition, as mlir-opt reports it, where a use of
+        it would fail (`failed_ahead`)."""
         text = self.lexer.input.content
         ahead = Parser(self.ctx, text, self.lexer.input.name)
         ahead.attribute_aliases = self.attribute_aliases  # (one may name another)
         for definition in _LOCATION_ALIAS.finditer(text):
-            ahead._resume_from(definition.start(2))
+            ahead._resume_from(definition.end())
             try:
                 self.attribute_aliases[definition[1]] = ahead.parse_attribute()
-            except ParseError:
+            except ParseError as error:
+                self.failed_ahead.setdefault(definition[1], error)
                 continue
             self.defined_ahead.add(definition[1])
 
@@ -104,6 +109,9 @@ class _LocatingParser(Parser):
         try:
             return super().parse_module(allow_implicit_module)
         except ParseError as error:
+            alias = re.fullmatch(r"undefined symbol alias '(#.*)'", error.msg)
+            if alias is not None and alias[1] in self.failed_ahead:
+                raise self.failed_ahead[alias[1]] from None  # (at the definition)
             if not error.msg.startswith(_UNDEFINED):
                 raise
             # xDSL points at the end of the input: point at the first use instead.
@@ -389,6 +397,12 @@ class XfuseOptMain(xDSLOptMain):
                         if isinstance(error, ParseError):  # (as xDSL's run places it)
                             error.span = dataclasses.replace(error.span, line_offset=offset)
                         print(_diagnostic(error), file=sys.stderr)
+                        failed += 1
+                    except RecursionError:  # (one chunk's: it stopped the later chunks)
+                        name = self.get_input_name()
+                        print(
+                            f"{name}:{offset + 1}: error: input nested too deeply", file=sys.stderr
+                        )
                         failed += 1
                     output.flush()
         finally:
