@@ -2,6 +2,7 @@
 // RUN: xfuse-opt %s -p 'ew-fuse{mode=none}' | filecheck %s --check-prefix=NONE
 // RUN: xfuse-opt %s -p 'ew-fuse{max-ops=36}' | filecheck %s --check-prefix=MAXOPS
 // RUN: xfuse-opt %s -p 'ew-fuse{recompute=all}' | filecheck %s --check-prefix=ALL
+// RUN: xfuse-opt %s -p 'ew-fuse{math=libm}' | filecheck %s --check-prefix=LIBM
 // RUN: not xfuse-opt %s -p 'ew-fuse{max-ops=0}' 2>&1 | filecheck %s --check-prefix=MAXOPS-BAD
 // RUN: xfuse-opt %inputs/ew-fuse-stats.mlir -p 'ew-fuse{stats}' 2>&1 >/dev/null | filecheck %s --check-prefix=STATS
 // RUN: xfuse-opt %inputs/ew-fuse-stats.mlir -p 'ew-fuse{mode=none stats=true}' 2>&1 >/dev/null | filecheck %s --check-prefix=STATS-NONE
@@ -188,6 +189,21 @@ func.func @bias_bf16(%x: tensor<?x?xbf16>, %b: tensor<?xbf16>) -> tensor<?x?xbf1
 // ALL:         func.return
 func.func @row_sin(%x: tensor<?x?xf32>, %b: tensor<?xf32>) -> tensor<?x?xf32> {
   %e = ew.sin %b : tensor<?xf32>
+  %h = ew.add %x, %e : tensor<?x?xf32>, tensor<?xf32> -> tensor<?x?xf32>
+  func.return %h : tensor<?x?xf32>
+}
+
+// A [d] row's exp is arithmetic under math=approx (it stays in the [t, d] kernel) and a libm
+// call under math=libm (a kernel of its own).
+// CHECK-LABEL: func.func @row_exp
+// CHECK-NEXT:    ew.kernel ins(%{{.*}}, %{{.*}} : tensor<?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+// CHECK-NOT:     ew.kernel
+// CHECK:         func.return
+// LIBM-LABEL: func.func @row_exp
+// LIBM-NEXT:    ew.kernel ins(%{{.*}} : tensor<?xf32>) -> tensor<?xf32>
+// LIBM:         ew.kernel ins(%{{.*}}, %{{.*}} : tensor<?x?xf32>, tensor<?xf32>) -> tensor<?x?xf32>
+func.func @row_exp(%x: tensor<?x?xf32>, %b: tensor<?xf32>) -> tensor<?x?xf32> {
+  %e = ew.exp %b : tensor<?xf32>
   %h = ew.add %x, %e : tensor<?x?xf32>, tensor<?xf32> -> tensor<?x?xf32>
   func.return %h : tensor<?x?xf32>
 }

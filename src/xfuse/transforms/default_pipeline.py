@@ -66,7 +66,7 @@ def default_pipeline(
     tensor_passes = (
         EwOptimizePass(),
         *extra,
-        EwFusePass(mode="greedy" if fuse else "none"),
+        EwFusePass(mode="greedy" if fuse else "none", math=math if is_cpu_math(math) else "approx"),
         EwBufferizePass(reuse=reuse),
     )
     if target == "cuda":

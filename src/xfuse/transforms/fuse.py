@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import Float32Type, FloatAttr, LocationAttr, ModuleOp
+from xdsl.dialects.builtin import Float32Type, Float64Type, FloatAttr, LocationAttr, ModuleOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -58,7 +58,7 @@ from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, itemsize
 from xfuse.dialects.failure import OpFailure
 from xfuse.transforms.expand_math import EwExpandMathPass, simple_power
-from xfuse.transforms.options import FuseMode, Recompute, check_choice, check_option
+from xfuse.transforms.options import CpuMath, FuseMode, Recompute, check_choice, check_option
 from xfuse.transforms.scalar import (
     emit_constant,
     emit_convert,
@@ -85,31 +85,37 @@ def scalar_size(op_type: type[Operation], exponent: float | None = None) -> int:
 
 
 @functools.cache
-def scalar_ops(op_type: type[Operation], exponent: float | None = None) -> tuple[str, ...]:
-    """The names of the ops `scalar_size` counts (an `ew.convert`: its cast)."""
+def scalar_ops(
+    op_type: type[Operation],
+    exponent: float | None = None,
+    f64: bool = False,
+    math: CpuMath = "approx",
+) -> tuple[str, ...]:
+    """The names of the ops `scalar_size` counts (an `ew.convert`: its cast); of an f64 op
+    with `f64`, after `ew-expand-math{math=...}` (f64 has no approximation: libm's calls)."""
     if not issubclass(op_type, ew.ElementwiseOp):
         return ("arith.extf",)
-    f32 = Float32Type()
+    element = Float64Type() if f64 else Float32Type()
     arity = ew.arity(op_type)
-    block = Block(arg_types=[f32] * arity)
+    block = Block(arg_types=[element] * arity)
     builder = Builder(InsertPoint.at_end(block))
     args = list(block.args)
     if exponent is not None:
-        args[1] = builder.insert(arith.ConstantOp(FloatAttr(exponent, f32))).result
-    emit_scalar(op_type, builder, args, f32)
+        args[1] = builder.insert(arith.ConstantOp(FloatAttr(exponent, element))).result
+    emit_scalar(op_type, builder, args, element)
     block.add_op(func.ReturnOp())
-    function = func.FuncOp("size", ([f32] * arity, []), Region(block))
-    EwExpandMathPass().apply(Context(), ModuleOp([function]))
+    function = func.FuncOp("size", ([element] * arity, []), Region(block))
+    EwExpandMathPass(math=math).apply(Context(), ModuleOp([function]))
     return tuple(
         op.name for op in block.ops if not isinstance(op, arith.ConstantOp | func.ReturnOp)
     )
 
 
-def op_ops(op: Operation) -> tuple[str, ...]:
+def op_ops(op: Operation, f64: bool = False, math: CpuMath = "approx") -> tuple[str, ...]:
     """`scalar_ops` of `op`, whose constant exponent counts where `ew-expand-math` computes
     pow without exp(y log|x|) (`simple_power`): pow(x, 3) is 1, not exp(3 log|x|)'s ~100."""
     exponent = simple_power(ew.constant_value(op.rhs)) if isinstance(op, ew.PowOp) else None
-    return scalar_ops(type(op), exponent)
+    return scalar_ops(type(op), exponent, f64, math)
 
 
 def op_size(op: Operation) -> int:
@@ -117,10 +123,12 @@ def op_size(op: Operation) -> int:
     return len(op_ops(op))
 
 
-def calls_nothing(op: Operation) -> bool:
+def calls_nothing(op: Operation, math: CpuMath = "approx") -> bool:
     """`op` becomes instructions (`arith`, `math.fma`, `math.sqrt`: LLVM intrinsics), no
-    function call (libm's `sinf`, which LLVM does not move out of a loop)."""
-    return "func.call" not in op_ops(op)
+    function call (libm's `sinf`; an f64 `tanh`'s; any transcendental's under `math=libm`)
+    with `ew-expand-math{math=...}`. f16 and bf16 ops compute in f32."""
+    f64 = isinstance(ew.element_type(op.results[0].type), Float64Type)
+    return "func.call" not in op_ops(op, f64, math)
 
 
 def repeat_count(small: Shape, big: Shape) -> int | None:
@@ -162,7 +170,13 @@ class _Partition:
     dynamic topological order (JEA 2007).
     """
 
-    def __init__(self, ops: Sequence[Operation], max_ops: int, recompute: Recompute = "cheap"):
+    def __init__(
+        self,
+        ops: Sequence[Operation],
+        max_ops: int,
+        recompute: Recompute = "cheap",
+        math: CpuMath = "approx",
+    ):
         self.ops = list(ops)
         self.max_ops = max_ops
         self.recompute_all = recompute == "all"
@@ -171,7 +185,7 @@ class _Partition:
         self.sets = IntDisjointSet(size=count)
         self.members = [[i] for i in range(count)]
         self.sizes = [op_size(op) for op in self.ops]
-        self.call_free = [calls_nothing(op) for op in self.ops]
+        self.call_free = [calls_nothing(op, math) for op in self.ops]
         """Per group: none of its ops calls a function (`calls_nothing`)."""
         self.rank = list(range(count))
         self.successors: list[set[int]] = [set() for _ in range(count)]
@@ -566,6 +580,7 @@ def fuse_function(
     greedy: bool = True,
     max_ops: int = DEFAULT_MAX_OPS,
     recompute: Recompute = "cheap",
+    math: CpuMath = "approx",
 ) -> FusionStats:
     """Rewrite the elementwise ops of `function` into kernels of at most `max_ops` scalar ops each;
     returns what it did."""
@@ -576,6 +591,7 @@ def fuse_function(
         [op for op in body.ops if op is not terminator and not isinstance(op, ew.ConstantOp)],
         max_ops,
         recompute,
+        math,
     )
     if greedy:
         partition.fuse_greedily()
@@ -659,12 +675,18 @@ class EwFusePass(ModulePass):
     kernel of its own otherwise; arithmetic, and f16/bf16 values, join whatever it costs); all,
     always (the rule before 0.2.26)."""
 
+    math: CpuMath = "approx"
+    """The `math` of the `ew-expand-math` that follows (`xfuse-default` gives it its own): which
+    ops become libm calls, for `recompute` (all of exp, tanh, ... with libm; f64 ones with
+    approx too)."""
+
     stats: bool = False
     """Print the pass statistics (ops fused, kernels formed) to stderr."""
 
     def __post_init__(self) -> None:
         check_choice(self, "mode", FuseMode)
         check_choice(self, "recompute", Recompute)
+        check_choice(self, "math", CpuMath)
         check_option(self, "max_ops", self.max_ops >= 1, "an integer >= 1")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -673,7 +695,7 @@ class EwFusePass(ModulePass):
             if function.body.blocks:
                 _check_fusible(function)
                 total += fuse_function(
-                    function, self.mode == "greedy", self.max_ops, self.recompute
+                    function, self.mode == "greedy", self.max_ops, self.recompute, self.math
                 )
         if self.stats:
             print(render_statistics([total.report()]), file=sys.stderr)
