@@ -739,6 +739,13 @@ def test_a_trailing_location_alias_is_read_as_mlir_opt_reads_it(tmp_path: Path) 
     path.write_text(head + '#loc1 = loc("x.py":7:3:)\n')
     run = run_in_process([str(path)])
     assert run.returncode == 1 and run.stderr.startswith(f"{path}:5:23\n"), run.stderr
+    # an indented alias another names; a definition whose own error is another alias's kind
+    indented = '  #loc0 = loc("x.py":1:1)\n' + head + "#loc1 = loc(callsite(#loc0 at #loc0))\n"
+    path.write_text(indented)
+    assert run_in_process([str(path)]).stderr.startswith("x.py:1:1: error: 'arith.addf'")
+    path.write_text('#loc2 = "str"\n' + head + "#loc1 = loc(#loc2)\n")
+    run = run_in_process([str(path)])
+    assert run.stderr.startswith(f"{path}:6:18\n") and "Expected location alias" in run.stderr
 
 
 def test_a_chunk_nested_too_deeply_stops_no_other_chunk(tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ _UNDEFINED = "values used but not defined"
 """The start of xDSL's message for values never defined, which it reports at the end of input."""
 
 
-_LOCATION_ALIAS = re.compile(r"^(#[A-Za-z_][\w$.-]*)\s*=\s*(?=loc\()", re.M)
+_LOCATION_ALIAS = re.compile(r"^[ \t]*(#[A-Za-z_][\w$.-]*)\s*=\s*(?=loc\()", re.M)
 """The start of a location alias's definition at the start of a line, as mlir-opt writes them
 (the parser finds its end: a comment may follow it, or a line break come before `loc(`)."""
 
@@ -73,8 +73,8 @@ class _LocatingParser(Parser):
         self.first_uses: dict[str, Span] = {}
         self.defined_ahead: set[str] = set()
         """The location aliases `define_locations_ahead` defined."""
-        self.failed_ahead: dict[str, ParseError] = {}
-        """The error of each location alias `define_locations_ahead` could not define."""
+        self.failed_ahead: dict[str, int] = {}
+        """Where each location alias `define_locations_ahead` could not define is defined."""
 
     def define_locations_ahead(self) -> None:
         """Define each location alias of the input (`#loc3 = loc("a.mlir":2:8)`) before the
@@ -89,8 +89,8 @@ class _LocatingParser(Parser):
             ahead._resume_from(definition.end())
             try:
                 self.attribute_aliases[definition[1]] = ahead.parse_attribute()
-            except ParseError as error:
-                self.failed_ahead.setdefault(definition[1], error)
+            except ParseError:
+                self.failed_ahead.setdefault(definition[1], definition.end())
                 continue
             self.defined_ahead.add(definition[1])
 
@@ -111,7 +111,14 @@ class _LocatingParser(Parser):
         except ParseError as error:
             alias = re.fullmatch(r"undefined symbol alias '(#.*)'", error.msg)
             if alias is not None and alias[1] in self.failed_ahead:
-                raise self.failed_ahead[alias[1]] from None  # (at the definition)
+                # its definition's own error, with every alias the parse has defined since
+                again = Parser(self.ctx, self.lexer.input.content, self.lexer.input.name)
+                again.attribute_aliases = dict(self.attribute_aliases)
+                again._resume_from(self.failed_ahead[alias[1]])
+                try:
+                    again.parse_attribute()
+                except ParseError as definition_error:
+                    raise definition_error from None  # (at the definition)
             if not error.msg.startswith(_UNDEFINED):
                 raise
             # xDSL points at the end of the input: point at the first use instead.
