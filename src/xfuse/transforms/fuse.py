@@ -185,8 +185,6 @@ class _Partition:
         self.sets = IntDisjointSet(size=count)
         self.members = [[i] for i in range(count)]
         self.sizes = [op_size(op) for op in self.ops]
-        self.call_free = [calls_nothing(op, math) for op in self.ops]
-        """Per group: none of its ops calls a function (`calls_nothing`)."""
         self.rank = list(range(count))
         self.successors: list[set[int]] = [set() for _ in range(count)]
         self.predecessors: list[set[int]] = [set() for _ in range(count)]
@@ -194,6 +192,11 @@ class _Partition:
         """Some value of the group is used outside the partition (returned, say)."""
         self.fusible = [isinstance(op, FusibleOp) for op in self.ops]
         """Per op (and so per group: only fusible groups merge)."""
+        self.call_free = [
+            not fusible or calls_nothing(op, math)
+            for op, fusible in zip(self.ops, self.fusible, strict=True)
+        ]
+        """Per group: none of its ops calls a function (`calls_nothing`)."""
         self.narrow = [
             fusible and itemsize(dtype_of(ew.element_type(op.results[0].type))) < 4
             for op, fusible in zip(self.ops, self.fusible, strict=True)
@@ -672,8 +675,8 @@ class EwFusePass(ModulePass):
     """Where a group of a smaller shape that calls functions (libm's `sinf`) is absorbed into a
     kernel that calls them again for each of its rows (a `[d]` row's `sin(b)` in a `[t, d]`
     kernel): cheap, only where that is at most `RECOMPUTED_CALLS` times, statically (it gets a
-    kernel of its own otherwise; arithmetic, and f16/bf16 values, join whatever it costs); all,
-    always (the rule before 0.2.26)."""
+    kernel of its own otherwise; arithmetic, a `[t, 1]` column's calls, which LLVM makes once
+    a row, and f16/bf16 values join whatever it costs); all, always (the rule before 0.2.26)."""
 
     math: CpuMath = "approx"
     """The `math` of the `ew-expand-math` that follows (`xfuse-default` gives it its own): which
