@@ -71,10 +71,11 @@ FusibleOp = ew.ElementwiseOp | ew.ConvertOp
 """What fusion puts into kernels: the elementwise ops and the conversions."""
 Shape = tuple[int, ...]
 DEFAULT_MAX_OPS = 128
-RECOMPUTED_CALLS = 8
-"""The most times a kernel may call a smaller group's functions per element of the group
-(`_Partition.may_recompute`): at `[8, d]` the calls cost about what a kernel of their own
-(its temporary, its call) does; a `?` may be any number."""
+RECOMPUTED_CALLS = 1024
+"""The most libm calls a kernel may make again where it absorbs a smaller group of static shape
+(`_Partition.may_recompute`), about what a kernel of its own costs (its workspace's ~5 us a
+call): a `[4, 8]` kernel's 96 more `sin`/`cos` calls of an `[8]` row took 0.90 us, split
+6.28 us; a `[2, 4096]` one's 16,384 more took 1.11x the time split (docs/benchmarks.md)."""
 
 
 def scalar_size(op_type: type[Operation], exponent: float | None = None) -> int:
@@ -123,12 +124,12 @@ def op_size(op: Operation) -> int:
     return len(op_ops(op))
 
 
-def calls_nothing(op: Operation, math: CpuMath = "approx") -> bool:
-    """`op` becomes instructions (`arith`, `math.fma`, `math.sqrt`: LLVM intrinsics), no
-    function call (libm's `sinf`; an f64 `tanh`'s; any transcendental's under `math=libm`)
-    with `ew-expand-math{math=...}`. f16 and bf16 ops compute in f32."""
+def libm_calls(op: Operation, math: CpuMath = "approx") -> int:
+    """The function calls `op` becomes with `ew-expand-math{math=...}` (libm's `sinf`; an f64
+    `tanh`'s; any transcendental's under `math=libm`), not instructions (`arith`, `math.fma`,
+    `math.sqrt`: LLVM intrinsics). f16 and bf16 ops compute in f32."""
     f64 = isinstance(ew.element_type(op.results[0].type), Float64Type)
-    return "func.call" not in op_ops(op, f64, math)
+    return op_ops(op, f64, math).count("func.call")
 
 
 def repeat_count(small: Shape, big: Shape) -> int | None:
@@ -192,11 +193,11 @@ class _Partition:
         """Some value of the group is used outside the partition (returned, say)."""
         self.fusible = [isinstance(op, FusibleOp) for op in self.ops]
         """Per op (and so per group: only fusible groups merge)."""
-        self.call_free = [
-            not fusible or calls_nothing(op, math)
+        self.calls = [
+            libm_calls(op, math) if fusible else 0
             for op, fusible in zip(self.ops, self.fusible, strict=True)
         ]
-        """Per group: none of its ops calls a function (`calls_nothing`)."""
+        """Per group: the functions its ops call per element (`libm_calls`)."""
         self.narrow = [
             fusible and itemsize(dtype_of(ew.element_type(op.results[0].type))) < 4
             for op, fusible in zip(self.ops, self.fusible, strict=True)
@@ -298,7 +299,7 @@ class _Partition:
         self.members[root] += self.members[other]
         self.members[other] = []
         self.sizes[root] += self.sizes[other]
-        self.call_free[root] = self.call_free[root] and self.call_free[other]
+        self.calls[root] += self.calls[other]
         self.narrow[root] = self.narrow[root] or self.narrow[other]
         for table in (self.successors, self.predecessors):
             if len(table[root]) < len(table[other]):
@@ -312,20 +313,24 @@ class _Partition:
 
     def may_recompute(self, group: int, shape: Shape) -> bool:
         """`group` may be absorbed into a kernel of `shape`, which may meet each of its elements
-        several times: unless it calls a function (libm's) that the kernel would call again for
-        each of its rows (not `hoisted`), more than `RECOMPUTED_CALLS` times or a `?` number of
-        times an element. A `[d]` row's `sin(cos(...))` in a `[t, d]` kernel took 6.88x the time
+        several times: unless it calls functions (libm's) that the kernel would call again for
+        each of its rows (not `hoisted`), more than `RECOMPUTED_CALLS` times in all or a `?`
+        number of times. A `[d]` row's `sin(cos(...))` in a `[t, d]` kernel took 6.88x the time
         of its own small kernel and the `[t, d]` one (12.4x with AVX2 code). Arithmetic costs
-        less than the extra kernel's temporary and call (a row's `exp`: 1.00x with AVX-512, and
-        1.41x slower split at `[2, 2^22]`, ~5 us more a call with a workspace):
+        less than the extra kernel's temporary and call (a row's `exp`: 1.00x with AVX-512,
+        1.37x slower split at `[2, 2^22]`, ~5 us more a call with a workspace):
         benchmarks/broadcast_recompute.py, docs/benchmarks.md. A group of f16 or bf16 values
         joins whatever it costs: its own kernel would store them rounded to their type, where the
         fused kernel computes on in f32 (docs/shapes-and-dtypes.md)."""
-        if self.recompute_all or self.narrow[group] or self.call_free[group]:
+        if self.recompute_all or self.narrow[group] or not self.calls[group]:
             return True  # (f16/bf16 values: fused, they keep f32 precision, as the docs promise)
         small = self.shapes[group]
+        if hoisted(small, shape):
+            return True
         count = repeat_count(small, shape)
-        return hoisted(small, shape) or (count is not None and count <= RECOMPUTED_CALLS)
+        if count is None or ew.DYNAMIC_INDEX in small:
+            return False
+        return (count - 1) * math.prod(small) * self.calls[group] <= RECOMPUTED_CALLS
 
     def try_merge(self, producer: int, consumer: int, a: int, b: int) -> bool:
         """Merge the groups `a` and `b` of `producer` and its `consumer` if that is legal."""
@@ -674,9 +679,10 @@ class EwFusePass(ModulePass):
     recompute: Recompute = "cheap"
     """Where a group of a smaller shape that calls functions (libm's `sinf`) is absorbed into a
     kernel that calls them again for each of its rows (a `[d]` row's `sin(b)` in a `[t, d]`
-    kernel): cheap, only where that is at most `RECOMPUTED_CALLS` times, statically (it gets a
-    kernel of its own otherwise; arithmetic, a `[t, 1]` column's calls, which LLVM makes once
-    a row, and f16/bf16 values join whatever it costs); all, always (the rule before 0.2.26)."""
+    kernel): cheap, only where that is at most `RECOMPUTED_CALLS` calls more, statically (it
+    gets a kernel of its own otherwise; arithmetic, a `[t, 1]` column's calls, which LLVM makes
+    once a row, and f16/bf16 values join whatever it costs); all, always (the rule before
+    0.2.26)."""
 
     math: CpuMath = "approx"
     """The `math` of the `ew-expand-math` that follows (`xfuse-default` gives it its own): which
