@@ -151,8 +151,7 @@ class NumpyProgram:
             names = ", ".join(ew.input_name(value) or "?" for value in self.inputs) or "none"
             raise TypeError(
                 f"{self.made_by}'s function takes {len(self.inputs)} array(s), positionally "
-                f"(inputs: {names}), "
-                f"{len(arrays)} given"
+                f"(inputs: {names}), {len(arrays)} given"
             )
         return zip(self.inputs, arrays, strict=True)
 

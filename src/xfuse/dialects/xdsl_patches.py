@@ -91,10 +91,8 @@ def _verify_also(
             before(op)
         try:
             verify(op)
-        except VerifyException:
-            raise
         except Exception as error:  # noqa: BLE001 (xDSL's verifiers raise these as their own)
-            if type(error) is not Exception:
+            if type(error) is not Exception:  # (a VerifyException, or another error's own)
                 raise
             raise VerifyException(str(error)) from None
         if after is not None:

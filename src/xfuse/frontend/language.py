@@ -553,7 +553,7 @@ class _Parser:
                 if isinstance(size, int) and size != 1:
                     known, known_name = first.setdefault(axis, (size, name))
                     if known != size:
-                        self._clash(shapes, name, known_name, "does not broadcast with")
+                        self._clash(shapes, name, known_name)
         named: dict[str, tuple[int, str]] = {}  # by dim name: the size a static one gives it
         for name, shape in shapes.items():
             for axis, size in enumerate(shape, start=rank - len(shape)):
@@ -572,9 +572,9 @@ class _Parser:
                             "size",
                         )
 
-    def _clash(self, shapes: Mapping[str, ShapeSpec], name: str, other: str, how: str) -> NoReturn:
-        """Raise that input `name`'s and `other`'s static sizes disagree (`how`): at the later
-        of their declarations that give a shape, else as the caller's `shapes`'."""
+    def _clash(self, shapes: Mapping[str, ShapeSpec], name: str, other: str) -> NoReturn:
+        """Raise that input `name`'s and `other`'s static sizes disagree: at the later of their
+        declarations that give a shape, else as the caller's `shapes`'."""
         given = self.declared_shapes
         if name not in given and other not in given:
             raise ValueError(
@@ -585,7 +585,7 @@ class _Parser:
         caller = "" if other in given else " (the caller's shapes)"
         self._raise_at(
             (at,),
-            f"input '{at}' {_format_dims(shapes[at])} {how} '{other}' "
+            f"input '{at}' {_format_dims(shapes[at])} does not broadcast with '{other}' "
             f"{_format_dims(shapes[other])}{caller}{_ONE_SPACE}",
         )
 

@@ -580,16 +580,17 @@ class Traced:
             name = self.value.name_hint or "x"
             # (a 0-d one may be a numpy scalar, which numpy rebinds and no out= takes: traced
             # alike, the two are one kernel)
+            zero_d = self._type_shape == ()
             where = (
-                "a 0-d array in numpy (a numpy scalar it rebinds)"
-                if self._type_shape == ()
-                else "array in numpy"
+                "a 0-d array in numpy (a numpy scalar it rebinds)" if zero_d else "array in numpy"
             )
-            store = f" (and pass out={name} to the call to store the result there)"
+            store = (
+                "" if zero_d else f" (and pass out={name} to the call to store the result there)"
+            )
             raise TypeError(
                 f"`{name} {operator}= ...` on the argument {name!r} would update the caller's "
                 f"{where}, and @xfuse.jit does not write its arguments: write "
-                f"`{name} = {name} {operator} ...`" + ("" if self._type_shape == () else store)
+                f"`{name} = {name} {operator} ...`{store}"
             )
         if result._type_shape != self._type_shape:
             raise ValueError(

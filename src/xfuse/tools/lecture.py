@@ -945,12 +945,13 @@ def _libm_observation(
             "rounds, too close to say whether memory or its libm calls set its speed."
         )
     text += f" It reaches only {percent} of the bandwidth ceiling, which moves the same bytes: "
-    if _compare(approx, libm) < 0 and not setup.approx_build.libm_calls:
+    faster = _compare(approx, libm) < 0
+    if faster and not setup.approx_build.libm_calls:
         return text + (
             f"its libm calls, not memory, set its speed (the approx build, which replaces them "
             f"with arithmetic, is {_factor(libm.time_s, approx.time_s)} faster)."
         )
-    if _compare(approx, libm) < 0 and _calls_vector_forms(setup.approx_build):
+    if faster and _calls_vector_forms(setup.approx_build):
         vector, replaced = _vector_forms_of(setup)
         return text + (
             f"its scalar libm calls, not memory, set its speed (the approx build, which calls "

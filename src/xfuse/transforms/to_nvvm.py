@@ -47,6 +47,7 @@ multiplies and square roots instead), which `xfuse.codegen.ptx` links into the P
 from __future__ import annotations
 
 import math as pymath
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -94,20 +95,17 @@ _PTR = llvm.LLVMPointerType()
 _LOG2_E = 1 / pymath.log(2)
 
 
+_NOT_IN_PTX_IDENTIFIER = re.compile(r"^[0-9]|[^A-Za-z0-9_]")
+"""A character `entry_name` escapes: a leading digit, or any but ASCII letters, digits, `_`."""
+
+
 def entry_name(function: str, index: int) -> str:
     """The GPU entry of the `index`-th `ew.kernel` of host function `function`, a PTX
     identifier: a character of the name that is none (`.`, `-`, non-ASCII, a leading digit, and
     `$`, which escapes) as `$<hex>$` (`@"a-b"` gives `a$2d$b_kernel0`), one name to one entry
     (NVPTX aborted the process at `@"a-b"`, and wrote `.entry a.b_kernel0`, which ptxas
     refuses)."""
-    escaped = "".join(
-        character
-        if character.isascii()
-        and (character.isalpha() or character == "_")
-        or (character.isdigit() and character.isascii() and position > 0)
-        else f"${ord(character):x}$"
-        for position, character in enumerate(function)
-    )
+    escaped = _NOT_IN_PTX_IDENTIFIER.sub(lambda match: f"${ord(match[0]):x}$", function)
     return f"{escaped}_kernel{index}"
 
 
