@@ -850,6 +850,16 @@ def test_device_arrays_that_alias_are_checked_as_on_the_cpu() -> None:
     np.testing.assert_array_equal(memory, [*(np.arange(8) * 2), *range(8, 16)])
     with pytest.raises(ArgumentError, match="out 'out' overlaps input 'x'"):
         gpu(x=FakeDeviceArray(memory[:8]), out=FakeDeviceArray(memory[4:12]))
+    # As on the CPU, several launches too where only the last writes outputs (each launch ends
+    # before the next starts), not where an earlier one writes an output a later one reads.
+    unfused, _ = emulated(xfuse.compile("out = sin(x * 2) + x;", target="cuda", fuse=False))
+    assert unfused(x=same, out=same) is same
+    twice = np.arange(8) * 2
+    np.testing.assert_allclose(memory[:8], np.sin(twice * 2) + twice, atol=1e-6)
+    source = "out1 = x * 2; out2 = out1 + x;"
+    gpu, _ = emulated(xfuse.compile(source, ["out1", "out2"], target="cuda", fuse=False))
+    with pytest.raises(ArgumentError, match="out 'out1' overlaps input 'x'"):
+        gpu(x=same, out=(same, FakeDeviceArray(memory[8:])))
 
 
 def test_numpy_arguments_are_checked_like_on_the_cpu(gelu: Gelu) -> None:

@@ -614,7 +614,8 @@ def check_aliasing(
     input_count: int,
     in_place_allowed: bool,
     in_place_refusal: str = (
-        "an in-place update is safe only in a program of one kernel that reads all its inputs"
+        "an in-place update is safe only in a program that reads all its inputs and writes its "
+        "outputs in its last kernel"
     ),
 ) -> None:
     """Outputs never overlap each other; one may alias an input only as an exact in-place update

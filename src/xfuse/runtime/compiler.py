@@ -641,20 +641,26 @@ def _run_pipeline(
     ctx = pipeline_context()
     for _, pass_ in tensor_passes:
         pass_.apply(ctx, module)
+    # A kernel reads every input element before writing the same element, and the kernels
+    # before it read theirs before any output is written: in-place is safe where only the last
+    # kernel writes outputs (the others temporaries: a broadcast row's own kernel, an unfused
+    # program's), and every input is read. An unread one may make the call's space larger than
+    # the kernel's (`input c[], y[t, d]; h = c * 2;`): its slices or rows each ran the kernel
+    # whole, each over what the one before had written (`out=c` gave c * 2**8).
+    function = only_function(module)
+    kernels = [op for op in function.walk() if isinstance(op, ew.KernelOp)]
+    arguments = function.body.block.args
+    in_place_allowed = all(argument.uses for argument in arguments) and not any(
+        output in arguments for kernel in kernels[:-1] for output in kernel.outputs
+    )
+    one_kernel = len(kernels) == 1
     if options.target == "cuda":
         from xfuse.runtime.cuda import gpu_program
 
         buffer_passes = options.buffer_passes()
         gpu = gpu_program(module, buffer_passes, inputs, outputs, options.opt_level, options.arch)
-        return Program(gpu, Stages(*first_stage, [*tensor_passes, *buffer_passes]), False, options)
-    # One kernel reads every input element before writing the same element: in-place is safe,
-    # where the kernel reads every input. An unread one may make the call's space larger than the
-    # kernel's (`input c[], y[t, d]; h = c * 2;`): its slices or rows each ran the kernel whole,
-    # each over what the one before had written (`out=c` gave c * 2**8).
-    one_kernel = sum(isinstance(op, ew.KernelOp) for op in module.walk()) == 1
-    in_place_allowed = one_kernel and all(
-        argument.uses for argument in only_function(module).body.block.args
-    )
+        stages = Stages(*first_stage, [*tensor_passes, *buffer_passes])
+        return Program(gpu, stages, in_place_allowed, options)
     buffer_passes = options.buffer_passes()
     for _, pass_ in buffer_passes:
         pass_.apply(ctx, module)

@@ -408,8 +408,7 @@ class CudaKernel(CompiledProgram):
         arrays = [*inputs, *outputs]
         names = [*self._input_names, *self.output_names]
         pointers = [a.pointer if isinstance(a, DeviceArray) else data_pointer(a) for a in arrays]
-        in_place_allowed = len(self.function.sequence.launches) == 1
-        check_aliasing(names, arrays, pointers, len(inputs), in_place_allowed)  # type: ignore[arg-type]
+        check_aliasing(names, arrays, pointers, len(inputs), self.program.in_place_allowed)  # type: ignore[arg-type]
         device = self._device or cuda_device()
         if self._module is None:
             self._module = device.load(self.function.ptx)
