@@ -3,13 +3,15 @@ kernel of their own: `ew-fuse{recompute=all}` (before 0.2.26) against its defaul
 
     python benchmarks/broadcast_recompute.py [--rows 1024] [--columns 4096] [--rounds 5]
 
-Prints the host, then one table: per program (a `[d]` row's `exp`, `sin(cos(...))` chain and a
-few arith instructions; a `[t, 1]` column's `rsqrt(v + eps)` and `sin(v)`), float32 `[rows,
-columns]` into an `out=` buffer, one thread, the kernels and ms of each rule, the best of
-`--rounds` interleaved round medians, and their ratio. `cheap` gives the row's libm calls,
+Prints the host, then two tables. The first: per program (a `[d]` row's `exp`, `sin(cos(...))`
+chain and a few arith instructions; a `[t, 1]` column's `rsqrt(v + eps)` and `sin(v)`), float32
+`[rows, columns]` into an `out=` buffer, one thread, the kernels and ms of each rule, the best
+of `--rounds` interleaved round medians, and their ratio. `cheap` gives the row's libm calls,
 which the kernel would make again for every row, a kernel of their own, and leaves arithmetic
 and what LLVM computes once a row (the column's) in the kernel: the same code as `all`, a ratio
-within noise of 1.
+within noise of 1. The second: a row's `sin` and `sin(cos(sin(cos(...))))` at a few static
+rows and columns (`SMALL_SHAPES`), prepared calls in us, where a kernel of its own costs the
+most beside what it saves.
 """
 
 from __future__ import annotations
@@ -53,6 +55,30 @@ def compiled(source: str, recompute: Recompute) -> tuple[Kernel, int]:
     return compile_bufferized(module, names), kernels
 
 
+SMALL_SHAPES = [(2, 8), (8, 8), (8, 16), (2, 64), (2, 4096)]
+"""Static `[t, d]` shapes of the second table: a few rows, the row's calls made again t - 1
+times over d elements."""
+
+
+def timed_row(
+    name: str, source: str, arrays: dict[str, np.ndarray], rounds: int, repeat: int, scale: float
+) -> str:
+    """A table row: `source` compiled with each rule, its kernels and the best round median of a
+    prepared call into an `out=` buffer (times `scale`), and their ratio."""
+    kernels = [compiled(source, rule) for rule in ("all", "cheap")]
+    out = np.empty_like(arrays["x"])
+    runs = []
+    for kernel, _ in kernels:
+        given = {n: arrays[n] for n in kernel.input_names}
+        np.testing.assert_allclose(kernel(**given), kernels[0][0](**given), rtol=1e-6)
+        runs.append(kernel.prepare(**given, out=out))
+    every, cheap = (min(t) * scale for t in interleaved_medians(runs, rounds, repeat))
+    return (
+        f"| {name} | {every:.3f} ({kernels[0][1]}) | {cheap:.3f} ({kernels[1][1]}) "
+        f"| {every / cheap:.2f} |"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=positive_int, default=1024, help="t")
@@ -63,22 +89,21 @@ def main() -> None:
     rng = np.random.default_rng(0)
     x = rng.uniform(0.1, 2.0, (args.rows, args.columns)).astype(np.float32)
     arrays = {"x": x, "b": x[0].copy(), "v": x[:, :1].copy()}
-    out = np.empty_like(x)
     print(f"\nfloat32 [{args.rows}, {args.columns}], one thread, ms (kernels)")
     print("| program | recompute=all | cheap (default) | all / cheap |")
     print("|---|---:|---:|---:|")
     for name, source in PROGRAMS:
-        kernels = [compiled(source, rule) for rule in ("all", "cheap")]
-        runs = []
-        for kernel, _ in kernels:
-            given = {n: arrays[n] for n in kernel.input_names}
-            np.testing.assert_allclose(kernel(**given), kernels[0][0](**given), rtol=1e-6)
-            runs.append(kernel.prepare(**given, out=out))
-        every, cheap = (min(t) * 1e3 for t in interleaved_medians(runs, args.rounds, 7))
-        print(
-            f"| {name} | {every:.3f} ({kernels[0][1]}) | {cheap:.3f} ({kernels[1][1]}) "
-            f"| {every / cheap:.2f} |"
-        )
+        print(timed_row(name, source, arrays, args.rounds, 7, 1e3))
+    print("\nfloat32, static shapes, one thread, us (kernels)")
+    print("| program | recompute=all | cheap (default) | all / cheap |")
+    print("|---|---:|---:|---:|")
+    for rows, columns in SMALL_SHAPES:
+        x = rng.uniform(0.1, 2.0, (rows, columns)).astype(np.float32)
+        arrays = {"x": x, "b": x[0].copy()}
+        for expression in ("sin(b)", "sin(cos(sin(cos(b))))"):
+            source = f"input x[{rows}, {columns}], b[{columns}];\nout = x + {expression};"
+            name = f"`x + {expression}` at [{rows}, {columns}]"
+            print(timed_row(name, source, arrays, args.rounds, 500, 1e6))
 
 
 if __name__ == "__main__":

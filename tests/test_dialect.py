@@ -263,6 +263,32 @@ def test_hex_constants_parse_as_f64_bits() -> None:
             parse(f"%c = ew.constant {bad} : tensor<f32>")
 
 
+@pytest.mark.parametrize(
+    ("literal", "dtype", "bits"),
+    [
+        ("dense<0x7F800000> : tensor<f32>", "<u4", [0x7F800000]),
+        (
+            "dense<[0xFF800000, 0x7FC00001, 1.0]> : tensor<3xf32>",
+            "<u4",
+            [0xFF800000, 0x7FC00001, 0x3F800000],
+        ),
+        ("dense<[0xFC00, -0.0]> : tensor<2xf16>", "<u2", [0xFC00, 0x8000]),
+        ("dense<0x7FF8000000000000> : vector<2xf64>", "<u8", [0x7FF8000000000000] * 2),
+    ],
+)
+def test_a_dense_literals_hex_elements_are_bits(literal: str, dtype: str, bits: list[int]) -> None:
+    """As in a scalar `arith.constant 0x7F800000 : f32` and in MLIR: xDSL read them as integers
+    made floats (`dense<0xff800000>`, `ew-to-linalg`'s -inf, read back as 4.28e9)."""
+    module = parse(f"%c = arith.constant {literal}")
+    (constant,) = [op for op in module.walk() if isinstance(op, arith.ConstantOp)]
+    data = constant.value.data.data  # type: ignore[union-attr]
+    assert np.frombuffer(data, dtype).tolist() == bits
+    assert print_ir(parse(print_ir(module))) == print_ir(module)
+    for bad, problem in [("-0x7F800000", "leading minus"), ("0x1FF800000", "out of range")]:
+        with pytest.raises(ParseError, match=problem):
+            parse(f"%c = arith.constant dense<[{bad}, 1.0]> : tensor<2xf32>")
+
+
 @pytest.mark.parametrize("text", ["--1.0", "- -0.0", "- -inf"])
 def test_a_constant_has_one_sign(text: str) -> None:
     """`--1.0` was read as 1.0 (a sign, then a number with its own), where mlir-opt rejects it."""

@@ -17,6 +17,10 @@
   internal KeyError, a negative shift count or an out-of-range constant; mlir-opt refuses them
   as "cast incompatible" (`arith::ExtFOp::areCastCompatible`: an extension widens, a truncation
   narrows).
+- A float `dense<...>` literal's hexadecimal elements (`dense<0x7F800000> : tensor<f32>`, as
+  `ew-to-linalg` and mlir-opt print infinities and NaNs) were read as integers converted to
+  floats (4.28e9), not as the element's bits as a scalar `arith.constant 0x7F800000 : f32` is
+  and MLIR reads them (`_float_of_hex_bits`): a round trip changed the values silently.
 - The `llvm` target (`xfuse-opt -t llvm`, `sort_llvm_flags`) lists an op's fast-math flags in
   the order of a frozenset of strings, which the process's string hash decides.
 """
@@ -31,6 +35,7 @@ from typing import Any, cast
 from xdsl.dialects import arith, llvm, memref, scf
 from xdsl.dialects.builtin import AnyFloat, IntegerAttr, ShapedType
 from xdsl.ir import Operation
+from xdsl.parser.attribute_parser import AttrParser
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.lexer import Position, Token
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRToken, MLIRTokenKind, StringLiteral
@@ -102,6 +107,26 @@ def _verify_also(
     op_type.verify_ = verify_  # type: ignore[method-assign]
 
 
+def _float_of_hex_bits(
+    element: AttrParser._TensorLiteralElement, parser: AttrParser, element_type: AnyFloat
+) -> float | None:
+    """A dense literal's element written in hexadecimal, read as the bits of `element_type`
+    (MLIR's rule, and xDSL's for a scalar attribute); None for any other element."""
+    text = element.span.text
+    if not text.lstrip("-").lower().startswith("0x") or not isinstance(element.value, int):
+        return None
+    if element.is_negative:
+        parser.raise_error(
+            "hexadecimal float literal should not have a leading minus", at_position=element.span
+        )
+    if element.value.bit_length() > element_type.bitwidth:
+        parser.raise_error(
+            "hexadecimal float constant out of range for type", at_position=element.span
+        )
+    raw = element.value.to_bytes(element_type.compile_time_size, "little")
+    return cast(float, next(element_type.iter_unpack(raw)))
+
+
 def apply() -> None:
     for cast_op in (arith.ExtFOp, arith.TruncFOp):
         _verify_also(cast_op, after=_verify_float_cast)
@@ -115,6 +140,21 @@ def apply() -> None:
     for op_type in (memref.LoadOp, memref.StoreOp, scf.WhileOp):
         _verify_also(op_type)  # (their bare Exceptions as VerifyExceptions)
     MLIRLexer._unescaped_characters_regex = STRING_LITERAL
+    element = AttrParser._TensorLiteralElement
+    to_type = element.to_type
+    if not getattr(to_type, "reads_hex_bits", False):
+
+        def to_type_reading_hex_bits(
+            self: AttrParser._TensorLiteralElement, parser: AttrParser, element_type: Any
+        ) -> Any:
+            if isinstance(element_type, AnyFloat):
+                bits = _float_of_hex_bits(self, parser, element_type)
+                if bits is not None:
+                    return bits
+            return to_type(self, parser, element_type)
+
+        to_type_reading_hex_bits.reads_hex_bits = True  # type: ignore[attr-defined]
+        element.to_type = to_type_reading_hex_bits  # type: ignore[method-assign]
     lex_string_literal = MLIRLexer._lex_string_literal
     if getattr(lex_string_literal, "reads_utf8", False):
         return

@@ -38,7 +38,6 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
-import math
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -71,11 +70,6 @@ FusibleOp = ew.ElementwiseOp | ew.ConvertOp
 """What fusion puts into kernels: the elementwise ops and the conversions."""
 Shape = tuple[int, ...]
 DEFAULT_MAX_OPS = 128
-RECOMPUTED_CALLS = 1024
-"""The most libm calls a kernel may make again where it absorbs a smaller group of static shape
-(`_Partition.may_recompute`), about what a kernel of its own costs (its workspace's ~5 us a
-call): a `[4, 8]` kernel's 96 more `sin`/`cos` calls of an `[8]` row took 0.90 us, split
-6.28 us; a `[2, 4096]` one's 16,384 more took 1.11x the time split (docs/benchmarks.md)."""
 
 
 def scalar_size(op_type: type[Operation], exponent: float | None = None) -> int:
@@ -130,15 +124,6 @@ def libm_calls(op: Operation, math: CpuMath = "approx") -> int:
     `math.sqrt`: LLVM intrinsics). f16 and bf16 ops compute in f32."""
     f64 = isinstance(ew.element_type(op.results[0].type), Float64Type)
     return op_ops(op, f64, math).count("func.call")
-
-
-def repeat_count(small: Shape, big: Shape) -> int | None:
-    """How many times a kernel of shape `big` meets each element of a group of shape `small`
-    (which broadcasts into it): the product of `big`'s dims that `small` lacks; None where one
-    of them is a `?`."""
-    offset = len(big) - len(small)
-    lacking = [*big[:offset], *(o for s, o in zip(small, big[offset:], strict=True) if s == 1)]
-    return None if ew.DYNAMIC_INDEX in lacking else math.prod(lacking)
 
 
 def hoisted(small: Shape, big: Shape) -> bool:
@@ -314,23 +299,19 @@ class _Partition:
     def may_recompute(self, group: int, shape: Shape) -> bool:
         """`group` may be absorbed into a kernel of `shape`, which may meet each of its elements
         several times: unless it calls functions (libm's) that the kernel would call again for
-        each of its rows (not `hoisted`), more than `RECOMPUTED_CALLS` times in all or a `?`
-        number of times. A `[d]` row's `sin(cos(...))` in a `[t, d]` kernel took 6.88x the time
-        of its own small kernel and the `[t, d]` one (12.4x with AVX2 code). Arithmetic costs
-        less than the extra kernel's temporary and call (a row's `exp`: 1.00x with AVX-512,
-        1.37x slower split at `[2, 2^22]`, ~5 us more a call with a workspace):
-        benchmarks/broadcast_recompute.py, docs/benchmarks.md. A group of f16 or bf16 values
-        joins whatever it costs: its own kernel would store them rounded to their type, where the
-        fused kernel computes on in f32 (docs/shapes-and-dtypes.md)."""
+        each of its rows (not `hoisted`). A `[d]` row's `sin(cos(...))` in a `[t, d]` kernel
+        took 6.88x the time of its own small kernel and the `[t, d]` one (12.4x with AVX2
+        code), and 1.07-5.74x at static shapes from `[2, 8]` to `[8, 16]` (a call's workspace
+        costs nothing, `CallPlan.held_workspace`). On a GPU too: a kernel of its own costs a
+        launch, a deep chain per element more (the cost model's `[4096, 14336]` f32 with a
+        row's 20 `sin`/`cos`: 267.8 us in one kernel, 148.3 split). Arithmetic costs less
+        than the extra kernel's temporary (a row's `exp`: 1.00x with AVX-512, 1.37x slower
+        split at `[2, 2^22]`): benchmarks/broadcast_recompute.py, docs/benchmarks.md. A group
+        of f16 or bf16 values joins whatever it costs: its own kernel would store them rounded
+        to their type, where the fused kernel computes on in f32 (docs/shapes-and-dtypes.md)."""
         if self.recompute_all or self.narrow[group] or not self.calls[group]:
             return True  # (f16/bf16 values: fused, they keep f32 precision, as the docs promise)
-        small = self.shapes[group]
-        if hoisted(small, shape):
-            return True
-        count = repeat_count(small, shape)
-        if count is None or ew.DYNAMIC_INDEX in small:
-            return False
-        return (count - 1) * math.prod(small) * self.calls[group] <= RECOMPUTED_CALLS
+        return hoisted(self.shapes[group], shape)
 
     def try_merge(self, producer: int, consumer: int, a: int, b: int) -> bool:
         """Merge the groups `a` and `b` of `producer` and its `consumer` if that is legal."""
@@ -677,12 +658,11 @@ class EwFusePass(ModulePass):
     linearly)."""
 
     recompute: Recompute = "cheap"
-    """Where a group of a smaller shape that calls functions (libm's `sinf`) is absorbed into a
-    kernel that calls them again for each of its rows (a `[d]` row's `sin(b)` in a `[t, d]`
-    kernel): cheap, only where that is at most `RECOMPUTED_CALLS` calls more, statically (it
-    gets a kernel of its own otherwise; arithmetic, a `[t, 1]` column's calls, which LLVM makes
-    once a row, and f16/bf16 values join whatever it costs); all, always (the rule before
-    0.2.26)."""
+    """Whether a group of a smaller shape that calls functions (libm's `sinf`) is absorbed into
+    a kernel that calls them again for each of its rows (a `[d]` row's `sin(b)` in a `[t, d]`
+    kernel): cheap, never (it gets a kernel of its own; arithmetic, a `[t, 1]` column's calls,
+    which LLVM makes once a row, and f16/bf16 values join whatever it costs); all, always (the
+    rule before 0.2.26)."""
 
     math: CpuMath = "approx"
     """The `math` of the `ew-expand-math` that follows (`xfuse-default` gives it its own): which
