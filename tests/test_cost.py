@@ -43,6 +43,7 @@ from xfuse.tools import cli, opt
 from xfuse.tools.pass_help import pass_options
 from xfuse.transforms.cost import EwCostPass
 from xfuse.transforms.fuse import EwFusePass
+from xfuse.transforms.options import PassOptionError
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = Path(__file__).parent / "inputs"
@@ -1242,3 +1243,62 @@ def test_xfuse_cost_of_static_dims_past_int64_says_so(
     status, _, err = run_cli(capsys, "cost", str(program))
     assert status == 1 and "more elements than a 64-bit index can count" in err
     assert "--shape" not in err
+
+
+def test_a_call_of_another_function_is_an_error_at_the_call() -> None:
+    """Its kernels run, and were priced as nothing: `@main` calling a kernel twice was '0
+    kernels, 0 bytes, 0.0 us'."""
+    module = parse(
+        "func.func @helper(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  %0 = ew.kernel ins(%x : tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  ^bb0(%1: f32):\n"
+        "    %2 = math.exp %1 : f32\n"
+        "    ew.yield %2 : f32\n"
+        "  }\n"
+        "  func.return %0 : tensor<?xf32>\n"
+        "}\n"
+        "func.func @main(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  %0 = func.call @helper(%x) : (tensor<?xf32>) -> tensor<?xf32>\n"
+        "  func.return %0 : tensor<?xf32>\n"
+        "}"
+    )
+    with pytest.raises(CostModelError, match="'func.call' of @helper: the cost model") as caught:
+        analyse_module(module, CostOptions(shape=(8,)))
+    assert caught.value.op is not None and caught.value.op.name == "func.call"
+
+
+def test_a_shape_that_no_tensor_spans_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A program of static 1s or 0-d tensors was priced as one element under the header of the
+    shape given (`--shape 0` moved 4 bytes). A default shape fits such a program (1x1, scalar);
+    the Python API prices a 0-d program as one element whatever the shape, as before."""
+    ones, scalar = tmp_path / "ones.ew", tmp_path / "scalar.ew"
+    ones.write_text("input x[1, 1];\nout = x * 2;\n")
+    scalar.write_text("input s[];\nout = s * 2;\n")
+    for program, shape, message in [
+        (ones, "4096x14336", "no tensor of the function spans its dim 0"),
+        (ones, "1x8", "no tensor of the function spans its dim 1"),
+        (scalar, "0", "shape 0 has 0 elements, but the function's tensors are 0-d"),
+        (scalar, "4x4", "shape 4x4 has 16 elements, but the function's tensors are 0-d"),
+    ]:
+        status, _, err = run_cli(capsys, "cost", str(program), "--shape", shape)
+        assert (
+            status == 1 and err.startswith("xfuse cost: error: --shape: shape ") and message in err
+        )
+    for program, header in [(ones, "1x1 bfloat16"), (scalar, "scalar bfloat16")]:
+        status, out, _ = run_cli(capsys, "cost", str(program))
+        assert status == 0 and header in out
+    with pytest.raises(ShapeMismatchError, match="spans its dim 0"):
+        cost_program(ones.read_text(), CostOptions(shape=(4, 1)))
+    assert cost_program(scalar.read_text(), CostOptions(shape=(4, 4))).fused.totals.bytes == 4
+    with pytest.raises(PassFailedException, match="the function's tensors are 0-d"):
+        module = parse_program(scalar.read_text())
+        EwFusePass().apply(Context(), module)
+        EwCostPass(shape="4x4").apply(Context(), module)
+
+
+def test_a_launch_time_past_the_floats_is_an_option_error() -> None:
+    """An int of 400 digits raised OverflowError (an internal error in xfuse-opt)."""
+    with pytest.raises(PassOptionError, match="'launch-us': expected a finite number >= 0"):
+        EwCostPass(launch_us=10**400)

@@ -492,6 +492,44 @@ def _check_broadcasts(
             )
 
 
+def _check_spanned(
+    function: func.FuncOp,
+    kernels: Sequence[ew.KernelOp],
+    problem: tuple[int, ...],
+    shape: tuple[int, ...],
+) -> None:
+    """Each axis of the problem that is not 1 is an axis of some tensor of the function (a `?`
+    or its size there): else the kernels iterate over fewer elements than `shape` says (`input
+    x[1, 1]` or `s[]` was priced as one element under a header of 4096x14336)."""
+    values = [*function.args, *(v for k in kernels for v in (*k.inputs, *k.destinations()))]
+    shapes = [ew.shape_of(v.type) for v in values if isinstance(v.type, TensorType | MemRefType)]
+    for axis, size in enumerate(problem):
+        spanned = any(
+            len(dims) >= len(problem) - axis and dims[axis - len(problem)] != 1 for dims in shapes
+        )
+        if size != 1 and not spanned:
+            raise ShapeMismatchError(
+                f"shape {format_shape(shape)} has {math.prod(shape):,} elements, but no tensor "
+                f"of the function spans its dim {axis} (of the function's rank "
+                f"{len(problem)}): every one is 1 there or lacks it",
+                "",
+                function,
+            )
+
+
+def check_given_shape(function: func.FuncOp, shape: tuple[int, ...]) -> None:
+    """A shape given for `function` (`--shape`, `ew-cost{shape=...}`) of other than one element
+    where its tensors are 0-d is a ShapeMismatchError: the model prices them as one element
+    (`fitted_problem_shape`, what a default shape becomes) under the shape given."""
+    if fitted_problem_shape(function, shape) == () and math.prod(shape) != 1:
+        raise ShapeMismatchError(
+            f"shape {format_shape(shape)} has {math.prod(shape):,} elements, but the function's "
+            "tensors are 0-d (one element)",
+            "",
+            function,
+        )
+
+
 def _check_named_dims(function: func.FuncOp, problem: tuple[int, ...], names: _Names) -> None:
     """Every dim of one name (`input x[t, d], b[t];`: `t`) is one size at the problem shape, as
     a call requires (the model priced a `t` of 4096 in `x` and 14336 in `b`, which the kernel
@@ -529,6 +567,12 @@ def analyse_function(
             )
     for block in function.body.blocks:
         for op in block.ops:
+            if isinstance(op, func.CallOp):  # (its kernels ran, and were priced as 0)
+                raise CostModelError(
+                    f"'func.call' of @{op.callee.root_reference.data}: the cost model prices the "
+                    "ew.kernel ops of a function, not those of the functions it calls",
+                    op,
+                )
             if op.dialect_name() not in ("ew", "func", "memref", "arith"):
                 raise CostModelError(
                     f"'{op.name}' is not an ew.kernel: the cost model prices ew.kernel ops, "
@@ -557,6 +601,7 @@ def analyse_function(
         name = names(argument)
         if isinstance(argument.type, TensorType | MemRefType):
             _check_broadcasts(name, argument, problem, function)
+    _check_spanned(function, kernels, problem, options.shape)
     _check_named_dims(function, problem, names)
     l2 = _L2(options.hardware.l2_bytes)
 

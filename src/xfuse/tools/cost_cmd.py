@@ -144,7 +144,12 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from xfuse.analysis.cost import CostOptions, ShapeMismatchError, fitted_problem_shape
+    from xfuse.analysis.cost import (
+        CostOptions,
+        ShapeMismatchError,
+        check_given_shape,
+        fitted_problem_shape,
+    )
     from xfuse.analysis.cost_report import print_program, program_json
     from xfuse.frontend.language import parse_program
     from xfuse.runtime.cost_driver import cost_program
@@ -162,25 +167,29 @@ def run(args: argparse.Namespace) -> int:
             args.command_parser.error(f"argument --input-shape: '{name}' given twice")
         input_shapes[name] = dims
     source = read_program(args.file)
-    if args.shape is None:  # (a program of fixed dims failed the default's 4096x14336)
-        # Fitted to the function `cost_program` prices: the shapes the program declares, those
-        # --input-shape gives, the others of the shape's rank; a shape for an input it lacks is
-        # `cost_program`'s to say.
-        fitted = None
-        with warnings.catch_warnings(), contextlib.suppress(ValueError):
-            warnings.simplefilter("ignore")  # (`cost_program` parses it again, warning once)
-            module = parse_program(
-                source,
-                shapes=input_shapes or None,
-                filename=program_name(args.file),
-                default_shape=(None,) * len(shape),
-            )
-            fitted = fitted_problem_shape(only_function(module), shape)
-        if fitted is not None:
-            try:
-                options = replace(options, shape=fitted)
-            except ValueError as error:  # (past int64: it was suppressed with the above, and
-                raise CliError(str(error)) from None  # the default kept, blamed on --shape)
+    # The function `cost_program` prices: the shapes the program declares, those --input-shape
+    # gives, the others of the shape's rank; a shape for an input it lacks is `cost_program`'s
+    # to say.
+    function = None
+    with warnings.catch_warnings(), contextlib.suppress(ValueError):
+        warnings.simplefilter("ignore")  # (`cost_program` parses it again, warning once)
+        module = parse_program(
+            source,
+            shapes=input_shapes or None,
+            filename=program_name(args.file),
+            default_shape=(None,) * len(shape),
+        )
+        function = only_function(module)
+    if function is not None and args.shape is not None:
+        try:
+            check_given_shape(function, shape)
+        except ShapeMismatchError as error:
+            raise CliError(f"--shape: {error}") from None
+    elif function is not None:  # (a program of fixed dims failed the default's 4096x14336)
+        try:
+            options = replace(options, shape=fitted_problem_shape(function, shape))
+        except ValueError as error:  # (past int64: it was suppressed with the above, and
+            raise CliError(str(error)) from None  # the default kept, blamed on --shape)
     try:
         program = cost_program(
             source,

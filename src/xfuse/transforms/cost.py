@@ -29,6 +29,7 @@ from xfuse.analysis.cost import (
     CostOptions,
     FunctionCost,
     analyse_module,
+    check_given_shape,
     epilogue_what_if,
     fitted_problem_shape,
     parse_shape,
@@ -94,14 +95,19 @@ class EwCostPass(ModulePass):
         dtypes = ", ".join([*DTYPE_NAMES, *SHORT_DTYPE_NAMES.values()])
         dtype_ok = self.dtype == "ir" or is_dtype_word(self.dtype)  # (not numpy's `float`)
         check_option(self, "dtype", dtype_ok, f"one of {dtypes} or ir")
-        launch_ok = math.isfinite(self.launch_us) and self.launch_us >= 0
-        check_option(self, "launch_us", launch_ok, "a finite number >= 0")
+        try:
+            launch_us = float(self.launch_us)
+        except OverflowError:  # (an int past the floats: `launch-us=999...9`)
+            launch_us = math.inf
+        check_option(self, "launch_us", 0 <= launch_us < math.inf, "a finite number >= 0")
 
     def options(self, function: func.FuncOp, l2: bool) -> CostOptions:
         """The cost model's options for `function`, its problem shape fitted to it unless the
         `shape` option gives one."""
         default = CostOptions()
         shape = parse_shape(self.shape) if self.shape != "" else default.shape
+        if self.shape != "":
+            check_given_shape(function, shape)
         return CostOptions(
             device=self.device,
             shape=fitted_problem_shape(function, shape) if self.shape == "" else shape,
