@@ -543,11 +543,77 @@ def test_generic_printing_of_ew_input(runs: dict[str, Run]) -> None:
     assert '"ew.add"(%x, %b)' in out and '"ew.tanh"' in out
 
 
-def test_print_between_passes(runs: dict[str, Run]) -> None:
-    out = ok(runs["between_passes"]).stdout
-    assert out.count("IR after ew-optimize:") == 1
-    between, final = out.split("IR after ew-optimize:")[1].rsplit("builtin.module", 1)
-    assert "ew.mul" not in between and "ew.mul" not in final  # x * 1 is gone after ew-optimize
+def test_print_between_passes_on_stderr(runs: dict[str, Run]) -> None:
+    """As mlir-opt's `--mlir-print-ir-after-all`: xDSL printed the modules into stdout's, which
+    then did not parse back."""
+    run = runs["between_passes"]
+    assert run.returncode == 0 and run.stderr.count("IR after ew-optimize:") == 1 and "IR after" not in run.stdout
+    between = run.stderr.split("IR after ew-optimize:")[1]
+    assert "ew.mul" not in between and "ew.mul" not in run.stdout  # x * 1 is gone
+    assert parse_ir(run.stdout) is not None
+
+
+def test_print_between_passes_prints_as_the_output(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "program.ew"
+    path.write_text("out = exp(x) * 1.0;")
+    arguments = [str(path), "-p", "ew-optimize,ew-fuse", "--print-between-passes"]
+    assert main([*arguments, "--print-op-generic"]) == 0
+    between = capsys.readouterr().err.split("IR after ew-optimize:")[1]
+    assert '"builtin.module"() ({' in between and '"ew.exp"' in between
+
+
+@pytest.mark.parametrize(
+    "pipeline",
+    [
+        "ew-optimize, ew-fuse",
+        " ew-optimize ,ew-fuse{ mode=greedy }",
+        "ew-optimize,ew-fuse {max-ops=5 mode=greedy}",
+        "builtin.module(ew-optimize,ew-fuse)",
+        "builtin.module( ew-optimize, ew-fuse )",
+    ],
+)
+def test_a_pipeline_as_mlir_opt_spells_it(pipeline: str) -> None:
+    """mlir-opt skips spaces around `,`, braces and parentheses, and takes its anchor
+    `builtin.module(...)`: xDSL's lexer refused them ("Expected pass name here")."""
+    assert [p.name for p in parse_passes(pipeline)] == ["ew-optimize", "ew-fuse"]
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "message"),
+    [
+        ("ew-fuse,", "an empty pass name beside a ','"),  # (xDSL took it; mlir-opt refuses it)
+        (",ew-fuse", "an empty pass name beside a ','"),
+        ("ew-optimize,,ew-fuse", "an empty pass name beside a ','"),
+        ("func.func(cse)", "xfuse's passes run on the module, not nested in 'func.func(...)'"),
+        ("builtin.module(func.func(cse))", "not nested in 'func.func(...)'"),
+    ],
+)
+def test_a_pipeline_mlir_opt_refuses_or_anchored_elsewhere_is_an_error(
+    pipeline: str, message: str
+) -> None:
+    with pytest.raises(PassSpecError, match=re.escape(message)):
+        parse_passes(pipeline)
+
+
+def test_the_mlir_targets_options_print_as_the_flags(
+    capsys: pytest.CaptureFixture[str], gelu: Gelu
+) -> None:
+    """xDSL replaced them by the flags': `-t 'mlir{print_generic_format=true}'` printed the
+    custom format, as `-t mlir`."""
+    assert main([str(gelu.path), "-t", "mlir{print_generic_format=true}"]) == 0
+    assert capsys.readouterr().out.startswith('"builtin.module"() ({')
+
+
+def test_an_empty_output_file_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], gelu: Gelu
+) -> None:
+    """It ran the pipeline, then failed with "Is a directory: ." (`Path('')`)."""
+    with pytest.raises(SystemExit) as info:
+        main([str(gelu.path), "-o", ""])
+    assert info.value.code == 2
+    assert "argument -o/--output-file: expected a file name, not ''" in capsys.readouterr().err
 
 
 def test_time_passes_reports_on_stderr(runs: dict[str, Run]) -> None:
@@ -1154,7 +1220,8 @@ FLAGS = "reassoc, nnan, ninf, nsz, arcp, contract, afn"
 BAD_OPTIONS: dict[str, str] = {
     # -p's pass and option -> what the option takes
     "ew-fuse{mode=bogus}": "one of greedy, none",
-    "ew-fuse{max-ops=0}": "an integer >= 1",
+    "ew-fuse{max-ops=0}": "an integer from 1 to 2^63 - 1",
+    "ew-fuse{max-ops=9223372036854775808}": "an integer from 1 to 2^63 - 1",  # (was no limit)
     "ew-strength-reduce{max-exponent=1}": "an integer from 2 to 16",
     "ew-kernel-to-loops{vector-bytes=48}": "0 or a power of two up to 64",
     "ew-kernel-to-loops{vector-bytes=-64}": "0 or a power of two up to 64",

@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import AttributeInvT, Operation, SSAValue
 from xdsl.parser import Parser, UnresolvedOperand
 from xdsl.passes import ModulePass, PassPipeline, PassPipelineCallbackType
+from xdsl.printer import Printer
 from xdsl.traits import SymbolTable
 from xdsl.utils.arg_spec import parse_spec
 from xdsl.utils.exceptions import (
@@ -294,24 +295,34 @@ _LINE_BREAK = re.compile(LINE_BREAK.pattern.encode())
 """`LINE_BREAK` on bytes: what ends a line of a `.ew` chunk."""
 
 
-def _timed(callback: PassPipelineCallbackType) -> PassPipelineCallbackType:
-    """`callback`, and `--time-passes`' line for each pass, as xDSL's but on stderr: as
-    mlir-opt's `--mlir-timing` report, so that the module on stdout still pipes into a parser or
-    FileCheck (xDSL printed the lines into it)."""
+def _on_stderr(
+    callback: PassPipelineCallbackType, timed: bool, printer: Printer | None
+) -> PassPipelineCallbackType:
+    """`callback`, and as xDSL's but on stderr, `--time-passes`' line for each pass (`timed`)
+    and `--print-between-passes`' module after each pass but the last (with `printer`, which
+    prints as the output does: `--print-op-generic`, `--print-debuginfo`): as mlir-opt's
+    `--mlir-timing` and `--mlir-print-ir-after-all`, so that the module on stdout still pipes
+    into a parser or FileCheck (xDSL printed both into it)."""
     started = time.perf_counter()
 
-    def timed(previous: ModulePass | None, module: ModuleOp, following: ModulePass | None) -> None:
+    def on_stderr(
+        previous: ModulePass | None, module: ModuleOp, following: ModulePass | None
+    ) -> None:
         nonlocal started
-        if previous is not None:
+        if timed and previous is not None:
             print(
                 f"Pass {previous.name} took {time.perf_counter() - started} seconds",
                 file=sys.stderr,
             )
         callback(previous, module, following)
+        if printer is not None and previous is not None and following is not None:
+            print(f"IR after {previous.name}:", file=sys.stderr)
+            printer.print_op(module)
+            print("\n\n", file=sys.stderr)
         if following is not None:
             started = time.perf_counter()
 
-    return timed
+    return on_stderr
 
 
 class XfuseOptMain(xDSLOptMain):
@@ -345,6 +356,8 @@ class XfuseOptMain(xDSLOptMain):
                 known.input_file = None
             if known.output_file == "-":
                 known.output_file = None
+            elif known.output_file == "":  # (the run failed at the end: "Is a directory: .")
+                arg_parser.error("argument -o/--output-file: expected a file name, not ''")
             # a value that is no spec (`-t ''`, `-t 'mlir{'`) is a usage error, as `-t bogus`
             # (xDSL's parse raised its pipeline syntax error, status 1; `-f ''` was ignored)
             # (a frontend takes no options here: `-f 'mlir{}'` was an unknown file extension)
@@ -434,14 +447,22 @@ class XfuseOptMain(xDSLOptMain):
         # pass nor the option, and its lexer takes `1e3` or `inf` for a word (`parse_passes`).
         passes = parse_passes(self.args.passes, self.available_passes)
         given, self.args.passes = self.args.passes, ""
-        # xDSL's callback reads `time_passes` at each call: it stays off, `_timed` prints instead
+        # xDSL's callback reads `time_passes` and `print_between_passes` at each call: they stay
+        # off, `_on_stderr` prints instead
         timed, self.args.time_passes = self.args.time_passes, False
+        between, self.args.print_between_passes = self.args.print_between_passes, False
         super().setup_pipeline()  # an empty pipeline, for xDSL's callback between passes
         self.args.passes = given
         callback = self.pipeline.callback
-        self.pipeline = PassPipeline(
-            tuple(passes), _timed(callback) if timed and callback is not None else callback
-        )
+        if callback is not None and (timed or between):
+            printer = Printer(
+                stream=sys.stderr,
+                print_generic_format=self.args.print_op_generic,
+                print_properties_as_attributes=self.args.print_no_properties,
+                print_debuginfo=self.args.print_debuginfo,
+            )
+            callback = _on_stderr(callback, timed, printer if between else None)
+        self.pipeline = PassPipeline(tuple(passes), callback)
 
     def register_all_frontends(self) -> None:
         super().register_all_frontends()
@@ -512,6 +533,13 @@ class XfuseOptMain(xDSLOptMain):
     def output_resulting_program(self, prog: ModuleOp) -> str:
         if self.args.target == "llvm":
             xdsl_patches.sort_llvm_flags()
+        if _spec_name(self.args.target) == "mlir":
+            # The spec's options, which xDSL replaces by the flags' (`-t 'mlir{print_generic_format=
+            # true}'` printed the custom format), as the flags (either turns one on).
+            for option, value in parse_spec(self.args.target).parameters.items():
+                flag = _MLIR_TARGET_FLAGS.get(option.replace("-", "_"))
+                if flag is not None and value == (True,):
+                    setattr(self.args, flag, True)
         try:
             printed = super().output_resulting_program(prog)
             # (`wat`, `wgsl` and `csl` skip what is not of their dialects: nothing printed of a
@@ -598,6 +626,15 @@ DESCRIPTION = (
     "or FILE.mlir (stdin, or -: MLIR), run the passes -p names, and print the IR. --list-passes "
     "lists xfuse's passes and their options; docs/commands.md says more."
 )
+
+
+_MLIR_TARGET_FLAGS = {
+    "print_generic_format": "print_op_generic",
+    "print_properties_as_attributes": "print_no_properties",
+    "print_debuginfo": "print_debuginfo",
+    "syntax_highlight": "syntax_highlight",
+}
+"""The `mlir` target's options by the flag that xDSL gives each (`--print-op-generic`, ...)."""
 
 
 def _spec_name(text: str) -> str | None:

@@ -676,7 +676,9 @@ class EwFusePass(ModulePass):
         check_choice(self, "mode", FuseMode)
         check_choice(self, "recompute", Recompute)
         check_choice(self, "math", CpuMath)
-        check_option(self, "max_ops", self.max_ops >= 1, "an integer >= 1")
+        # (at most a `long`, as mlir-opt's integer options: `max-ops=0x7fffffffffffffffff` was no
+        # limit)
+        check_option(self, "max_ops", 1 <= self.max_ops < 2**63, "an integer from 1 to 2^63 - 1")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         total = FusionStats()

@@ -68,6 +68,40 @@ def _numbers_quoted(pipeline: str) -> str:
     )
 
 
+_SPACED_PUNCTUATION = re.compile(r"\s*([,{}()])\s*")
+"""Spaces around a pipeline's commas, braces and parentheses, which mlir-opt skips
+(`ew-optimize, ew-fuse`, `ew-fuse { mode=none }`) and xDSL's lexer refuses."""
+
+_MODULE_ANCHOR = re.compile(r"builtin\.module\((.*)\)", re.DOTALL)
+"""mlir-opt's form of a pipeline on the module, `builtin.module(ew-optimize,ew-fuse)`."""
+
+_ANCHOR = re.compile(r"[A-Za-z_][\w.$-]*\(")
+
+
+def _unanchored(pipeline: str) -> str:
+    """`pipeline` outside string literals without the spaces mlir-opt skips and without
+    mlir-opt's `builtin.module(...)` around it; PassSpecError for another anchor (xfuse's passes
+    run on the module), an empty pass (`ew-fuse,`, which mlir-opt refuses) or none."""
+    pieces = _STRING_LITERAL.split(pipeline.strip())
+    text = "".join(
+        piece if index % 2 else _SPACED_PUNCTUATION.sub(r"\1", piece)
+        for index, piece in enumerate(pieces)
+    )
+    anchored = _MODULE_ANCHOR.fullmatch(text)
+    if anchored:
+        text = anchored.group(1)
+    if _ANCHOR.match(text):
+        anchor = text[: text.index("(")]
+        raise PassSpecError(
+            f"bad pass pipeline {pipeline!r}: xfuse's passes run on the module, not nested in "
+            f"'{anchor}(...)': write them as 'a,b' or 'builtin.module(a,b)'"
+        )
+    outside = "".join(p for i, p in enumerate(_STRING_LITERAL.split(text)) if i % 2 == 0)
+    if re.search(r"(?:^|,)(?:,|$)", re.sub(r"\{[^{}]*\}", "", outside)) and text:
+        raise PassSpecError(f"bad pass pipeline {pipeline!r}: an empty pass name beside a ','")
+    return text
+
+
 def _alternatives(field_type: object) -> tuple[object, ...]:
     """The types an option of this type takes: the union's, Optional's (with None), or itself."""
     if typing.get_origin(field_type) in (typing.Union, types.UnionType):
@@ -214,7 +248,7 @@ def parse_passes(
 ) -> list[ModulePass]:
     """The passes of a pipeline in `xfuse-opt -p` syntax (`"ew-optimize,ew-fuse{mode=none}"`);
     PassSpecError for an unknown pass or a bad option."""
-    lexed = _numbers_quoted(spec)
+    lexed = _numbers_quoted(_unanchored(spec))
     try:
         specs = list(parse_pipeline(lexed))
     except (ArgSpecParseError, ValueError) as error:
