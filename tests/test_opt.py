@@ -547,7 +547,8 @@ def test_print_between_passes_on_stderr(runs: dict[str, Run]) -> None:
     """As mlir-opt's `--mlir-print-ir-after-all`: xDSL printed the modules into stdout's, which
     then did not parse back."""
     run = runs["between_passes"]
-    assert run.returncode == 0 and run.stderr.count("IR after ew-optimize:") == 1 and "IR after" not in run.stdout
+    assert run.returncode == 0 and run.stderr.count("IR after ew-optimize:") == 1
+    assert "IR after" not in run.stdout
     between = run.stderr.split("IR after ew-optimize:")[1]
     assert "ew.mul" not in between and "ew.mul" not in run.stdout  # x * 1 is gone
     assert parse_ir(run.stdout) is not None

@@ -10,6 +10,7 @@ import math
 import re
 import subprocess
 import sys
+import types
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -812,6 +813,38 @@ def test_a_call_of_one_slice_with_temporaries_runs_in_its_plans_workspace(gelu: 
     np.testing.assert_array_equal(kernel(x=short, b=short, r=short).view(np.uint32), want)
     assert len(kernel._workspaces._idle) == 1
     np.testing.assert_allclose(result, gelu.reference(short, short, short), atol=2e-6)
+
+
+def test_a_prepared_call_keeps_its_plans_workspace_alive() -> None:
+    # Its words point into the plan's `held_workspace`, and the kernel drops its plans after
+    # PLAN_CACHE_SIZE shapes: the workspace was freed with the plan (a segfault, or a new
+    # array there overwritten by each run).
+    kernel = xfuse.compile("input x[n]; out = sin(x) * cos(x) + exp(x);", fuse=False)
+    x = np.linspace(-2, 2, 4096, dtype=np.float32)
+    want = kernel(x=x)
+    run = kernel.prepare(x=x)
+    for n in range(1, kernel_module.PLAN_CACHE_SIZE + 2):
+        kernel(x=np.ones(n, np.float32))
+    gc.collect()
+    reused = [np.full(4096 * 3, 7.0, np.float32) for _ in range(8)]  # where it was freed
+    np.testing.assert_array_equal(run(), want)
+    assert all((array == 7.0).all() for array in reused)
+
+
+def test_a_plans_workspace_and_lock_are_the_first_made() -> None:
+    # Python 3.12's cached_property has no lock: two threads' first calls each made one and
+    # the second stored replaced the first, a lock another call held or a workspace whose
+    # address a call had taken.
+    holder = types.SimpleNamespace()
+
+    def made_while_another_thread_stored_one() -> str:
+        holder.__dict__["value"] = "first"
+        return "second"
+
+    assert kernel_module._first_made(holder, "value", made_while_another_thread_stored_one) == (
+        "first"
+    )
+    assert kernel_module._first_made(holder, "value", lambda: "third") == "first"
 
 
 def test_the_pointer_call_is_a_builtin_that_checks_its_arguments(gelu: Gelu) -> None:

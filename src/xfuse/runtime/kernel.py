@@ -603,11 +603,11 @@ class CallPlan:
         arguments = self.on_held_workspace(self.templates[0])
         return _packed([self.elements <= GIL_HELD_ELEMENTS, *arguments]).tobytes()
 
-    @functools.cached_property
+    @property
     def workspace_lock(self) -> threading.Lock:
         """Held by the call that uses `held_workspace` releasing the GIL; a call that finds it
-        taken borrows a workspace (`Kernel._run_held`)."""
-        return threading.Lock()
+        taken borrows a workspace (`Kernel._run_held`). One per plan (`_first_made`)."""
+        return _first_made(self, "_workspace_lock", threading.Lock)
 
     @property
     def keeps_gil(self) -> bool:
@@ -615,13 +615,19 @@ class CallPlan:
         other Python thread runs meanwhile (where the interpreter has a GIL)."""
         return self.elements <= GIL_HELD_ELEMENTS and len(self.templates) == 1 and GIL_SERIALIZES
 
-    @functools.cached_property
+    @property
     def held_workspace(self) -> np.ndarray:
         """The workspace of this plan's calls that keep the GIL (`keeps_gil`): no two run at
         once, so they share one and borrow none (`WorkspacePool.borrow`, whose Python took
         most of a short call: a prepared `x + sin(cos(b))` on `[4, 64]` float32 ran in 5.5-5.7
-        us, 0.12 us with it; Intel Xeon, 2026-12-06)."""
-        return aligned_empty((self.workspace_bytes,), np.dtype(np.uint8), WORKSPACE_ALIGNMENT)
+        us, 0.12 us with it; Intel Xeon, 2026-12-06). One per plan (`_first_made`): what
+        `held_words` points into, which a prepared call keeps alive with it (the plan may be
+        dropped from the kernel's cache first)."""
+        return _first_made(
+            self,
+            "_held_workspace",
+            lambda: aligned_empty((self.workspace_bytes,), np.dtype(np.uint8), WORKSPACE_ALIGNMENT),
+        )
 
     def on_held_workspace(self, arguments: Sequence[int]) -> list[int]:
         """`arguments` (one slice's words, ending with its workspace part's offset and size)
@@ -701,6 +707,15 @@ class CallPlan:
                 arguments[position] = pointers[index] + offset
             lists.append(arguments)
         return lists
+
+
+def _first_made(instance: object, name: str, make: Callable[[], Any]) -> Any:
+    """`instance`'s value `name`, made by `make` the first time: the first one stored wins where
+    threads make it at once (`dict.setdefault` under the GIL), where `cached_property` (without
+    a lock from Python 3.12) would keep the last, another thread's lock or a workspace whose
+    address a call already took."""
+    value = instance.__dict__.get(name)
+    return value if value is not None else instance.__dict__.setdefault(name, make())
 
 
 def common_head(function: NativeFunction, output_pointers: Sequence[int]) -> int:
@@ -2407,10 +2422,10 @@ class PreparedCall:
             self.native_call = (self.kernel.function.entry, self.argument_lists[0])
             self._run = self._bound_call(call.native.plan, self.argument_lists[0])
         elif len(self.argument_lists) == 1 and not plan.rows and plan.keeps_gil:
-            # The same in the plan's `held_workspace` (no `native_call`: a call without the
-            # GIL could share it with another).
+            # The same in the plan's `held_workspace`, kept alive with it (no `native_call`: a
+            # call without the GIL could share it with another).
             arguments = plan.on_held_workspace(self.argument_lists[0])
-            self._run = self._bound_call(call.native.plan, arguments)
+            self._run = self._bound_call(call.native.plan, arguments, plan.held_workspace)
         elif plan.rows and not (plan.can_stream or plan.row_groups or self.workspace_bytes):
             # Rows one after another on this thread with normal stores, as `run_plan` runs
             # them: `run_grid` on the rows' plan, packed once (strided [8, 2048] halves'
@@ -2458,13 +2473,13 @@ class PreparedCall:
             "kernel, and prepare the call where it runs"
         )
 
-    def _bound_call(self, plan: CallPlan, arguments: list[int]) -> Callable[[], Any]:
+    def _bound_call(self, plan: CallPlan, arguments: list[int], *also: object) -> Callable[[], Any]:
         """The builtin that runs one native call of `plan` on `arguments` (its argument words,
-        packed once) and returns the outputs, keeping the kernel and the arrays alive."""
+        packed once) and returns the outputs, keeping the kernel, the arrays and `also` (what
+        else the words point into) alive."""
         short = plan.elements <= GIL_HELD_ELEMENTS
-        return bound_native_call(
-            self.kernel.function.entry, arguments, self._result, short, (self.kernel, *self.arrays)
-        )
+        owners = (self.kernel, *self.arrays, *also)
+        return bound_native_call(self.kernel.function.entry, arguments, self._result, short, owners)
 
     __call__ = property(operator.attrgetter("_run"))
     """`prepared()` calls `_run` with no Python frame before it: a `__call__` method costs
