@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from xfuse.analysis.cost_report import nbytes
 from xfuse.benchmarking import bench
 from xfuse.benchmarking.timing import separable
 from xfuse.codegen.native import host_cpu
@@ -485,6 +486,11 @@ def test_measure_observations_hold_for_their_numbers(
         assert "Surprise: the fused loop calling tanhf takes 432 ms, 2.57x slower" in text
         assert "LLVM vectorizes the whole loop: 10.3 ms, 16.3x faster" in text
         assert "at 103% of its speed, faster beyond noise" in text
+        # 64 KiB at 4096 elements: in cache, where `--n 1`'s 16 bytes at 0.07 GB/s were said to
+        # be bound by memory bandwidth; a call that streams is past the cache
+        cached = f"under the {nbytes(host_cpu().streaming_bytes)} from which this host streams"
+        assert (f"in cache: 65,536 B (65.54 kB) moved, {cached}" in text) != streams
+        assert ("memory bandwidth, not arithmetic, sets its speed" in text.lower()) == streams
 
 
 def test_setup_names_the_ceiling_and_its_stores() -> None:
