@@ -400,8 +400,9 @@ def test_astype_takes_numpys_spellings_of_a_dtype() -> None:
     with pytest.raises(ValueError, match=r"unsupported dtype dtype\('>f4'\)"):
         xfuse.compile("input x; out = x * 2;", dtype=np.dtype(">f4"))
     # numpy's other keywords: Python's "unexpected keyword argument 'order'" before
+    # (but at numpy's defaults: `casting="unsafe"` changes nothing)
     with pytest.raises(TypeError, match=r"np\.astype\(\.\.\., order=, casting=\) cannot be traced"):
-        xfuse.jit(lambda a: a.astype("f4", order="C", casting="unsafe"))(x)
+        xfuse.jit(lambda a: a.astype("f4", order="C", casting="same_kind"))(x)
 
 
 class Scaler:
@@ -666,7 +667,7 @@ def test_numpy_functions_that_are_not_ew_ops_say_they_cannot_be_traced(
         # 0 from dtype('O')" or "traced arrays have no truth value and no comparisons"
         (lambda a: np.clip(a, 0, 1, dtype=np.float64), r"^np\.clip\(\.\.\., dtype=\) .*astype"),
         (lambda a: np.clip(a, 0, 1, casting="unsafe"), r"^np\.clip\(\.\.\., casting=\) "),
-        (lambda a: np.clip(a, 0, 1, where=True), r"^np\.clip\(\.\.\., where=\) "),
+        (lambda a: np.clip(a, 0, 1, where=a > 0), r"^np\.clip\(\.\.\., where=\) "),
         (lambda a: np.clip(a, 0, 1, out=np.empty(3, np.float32)), r"^np\.clip\(\.\.\., out=\) "),
         (lambda a: np.clip(a, 0, 1, np.empty(3, np.float32)), r"^np\.clip\(\.\.\., out=\) "),
         (lambda a: a.clip(0, 1, out=np.empty(3, np.float32)), r"^np\.clip\(\.\.\., out=\) "),
@@ -679,6 +680,21 @@ def test_a_ufunc_keyword_that_does_not_trace_is_named(
     np.tanh, ...", naming neither the keyword nor what to do."""
     with pytest.raises(TypeError, match=message):
         xfuse.jit(program)(np.float32([1, 2, 3]))
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda a: np.add(a, 1, where=True, casting="same_kind", order="K", dtype=None),
+        lambda a: np.add(a, 1, where=np.True_, subok=True),
+        lambda a: np.clip(a, 0.5, 4, where=True, casting="same_kind") + 1,
+        lambda a: (a + 1).astype(np.float32, order="K", casting="unsafe", subok=True),
+    ],
+)
+def test_ufunc_keywords_at_numpys_defaults_trace(program: Callable[[Any], Any]) -> None:
+    """They change nothing, as in numpy: they were "where= is not supported in tracing"."""
+    a = np.float32([1, 2, 3])
+    np.testing.assert_array_equal(xfuse.jit(program)(a), program(a))
 
 
 @pytest.mark.parametrize(

@@ -281,6 +281,36 @@ _CLIP_BOUNDS = frozenset({(), ("a_min", "a_max"), ("min",), ("max",), ("min", "m
 both, or the array API's `min` or `max`); numpy says what is wrong with any other."""
 
 
+_UFUNC_DEFAULTS: dict[str, object] = {
+    "where": True,
+    "casting": "same_kind",
+    "order": "K",
+    "dtype": None,
+    "subok": True,
+}
+"""A ufunc's keywords at numpy's defaults, which change nothing: traced as if left out
+(`np.add(x, 1, where=True)` was "where= is not supported in tracing")."""
+
+_ASTYPE_DEFAULTS: dict[str, object] = {"order": "K", "casting": "unsafe", "subok": True}
+"""`ndarray.astype`'s, likewise."""
+
+
+def _is_default(value: object, default: object) -> bool:
+    """`value` is `default`: the same bool (a numpy bool too), None, or the same string."""
+    if isinstance(default, bool):
+        return isinstance(value, bool | np.bool_) and bool(value) is default
+    return value is None if default is None else isinstance(value, str) and value == default
+
+
+def _without_defaults(keywords: dict[str, Any], defaults: dict[str, object]) -> dict[str, Any]:
+    """`keywords` less those at their `defaults` value."""
+    return {
+        name: value
+        for name, value in keywords.items()
+        if not (name in defaults and _is_default(value, defaults[name]))
+    }
+
+
 def _keywords_not_traced(function: str, keywords: list[str]) -> TypeError:
     """The error for `np.<function>` called with `keywords` that do not trace."""
     listed = ", ".join(f"{keyword}=" for keyword in keywords)
@@ -675,13 +705,15 @@ class Traced:
         `copy=False` of an argument to its own dtype is the argument itself, as numpy's is (so
         `+=` on it is refused as on the argument: it would write the caller's array); elsewhere
         `copy` changes nothing, a traced value being never written in place. numpy's other
-        keywords (`order=`, `casting=`, `subok=`) do not trace (they were Python's "unexpected
-        keyword argument"). `astype(bool)` is a mask, `x != 0` (a mask's `m.dtype` is bool)."""
+        keywords (`order=`, `casting=`, `subok=`) do not trace but at their defaults (they were
+        Python's "unexpected keyword argument"). `astype(bool)` is a mask, `x != 0` (a mask's
+        `m.dtype` is bool)."""
         if positional:  # (numpy's second is `order`: `astype(np.float32, False)` was copy)
             raise TypeError(
                 f"astype({dtype!r}, ...): numpy's arguments after the dtype (order, casting, "
                 "subok, copy) do not trace by position; pass copy= by keyword"
             )
+        keywords = _without_defaults(keywords, _ASTYPE_DEFAULTS)
         if keywords:
             raise _keywords_not_traced("astype", list(keywords))
         if _is_bool(dtype):  # numpy's: true where nonzero (NaN too), a mask as it is
@@ -717,6 +749,7 @@ class Traced:
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         # A numpy scalar's operator (`np.float32(0) < x`) hands numpy's ufunc a 0-d array of it
         inputs = tuple(i[()] if isinstance(i, np.ndarray) and i.ndim == 0 else i for i in inputs)
+        kwargs = _without_defaults(kwargs, _UFUNC_DEFAULTS)
         op_type = _OPS_BY_UFUNC.get(ufunc)
         composite = _UFUNCS_OF_OPS.get(ufunc)
         if method == "__call__" and not kwargs and composite is not None:
@@ -761,6 +794,7 @@ class Traced:
         if func is np.clip:
             # numpy's clip takes a ufunc's keywords too, and retries a TypeError of `clip`'s
             # on an object array (numpy's own error, or one about comparisons): check here.
+            kwargs = _without_defaults(kwargs, _UFUNC_DEFAULTS)
             out = kwargs.get("out", args[3] if len(args) > 3 else None)
             keywords = [k for k in kwargs if k not in _CLIP_PARAMETERS]
             if out is not None or keywords:
