@@ -589,6 +589,9 @@ def test_a_pipeline_as_mlir_opt_spells_it(pipeline: str) -> None:
         ("ew-optimize,,ew-fuse", "an empty pass name beside a ','"),
         ("func.func(cse)", "xfuse's passes run on the module, not nested in 'func.func(...)'"),
         ("builtin.module(func.func(cse))", "not nested in 'func.func(...)'"),
+        ("builtin.module(ew-fuse", "'builtin.module(' without ')'"),
+        ('"ew-fuse"', "expected a pass name"),
+        ("{mode=none}", "expected a pass name"),
     ],
 )
 def test_a_pipeline_mlir_opt_refuses_or_anchored_elsewhere_is_an_error(
@@ -603,8 +606,12 @@ def test_the_mlir_targets_options_print_as_the_flags(
 ) -> None:
     """xDSL replaced them by the flags': `-t 'mlir{print_generic_format=true}'` printed the
     custom format, as `-t mlir`."""
-    assert main([str(gelu.path), "-t", "mlir{print_generic_format=true}"]) == 0
+    arguments = [str(gelu.path), "-t", "mlir{print_generic_format=true}"]
+    assert main(arguments) == 0
     assert capsys.readouterr().out.startswith('"builtin.module"() ({')
+    assert main([*arguments, "-p", "ew-optimize,ew-fuse", "--print-between-passes"]) == 0
+    between = capsys.readouterr().err.split("IR after ew-optimize:")[1]
+    assert between.lstrip().startswith('"builtin.module"() ({')
 
 
 def test_an_empty_output_file_is_a_usage_error(

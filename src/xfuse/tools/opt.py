@@ -371,6 +371,14 @@ class XfuseOptMain(xDSLOptMain):
                         f"argument {flag}: invalid choice: {value!r} "
                         f"(choose from {', '.join(choices)})"
                     )
+            if _spec_name(known.target or "") == "mlir":
+                # The spec's options, which xDSL replaces by the flags' (`-t 'mlir{print_generic_
+                # format=true}'` printed the custom format), as the flags (either turns one on):
+                # the output and `--print-between-passes` print so.
+                for option, given in parse_spec(known.target).parameters.items():
+                    attribute = _MLIR_TARGET_FLAGS.get(option.replace("-", "_"))
+                    if attribute is not None and given == (True,):
+                        setattr(known, attribute, True)
             return known
 
         arg_parser.parse_args = parse_args  # type: ignore[method-assign]
@@ -533,13 +541,6 @@ class XfuseOptMain(xDSLOptMain):
     def output_resulting_program(self, prog: ModuleOp) -> str:
         if self.args.target == "llvm":
             xdsl_patches.sort_llvm_flags()
-        if _spec_name(self.args.target) == "mlir":
-            # The spec's options, which xDSL replaces by the flags' (`-t 'mlir{print_generic_format=
-            # true}'` printed the custom format), as the flags (either turns one on).
-            for option, value in parse_spec(self.args.target).parameters.items():
-                flag = _MLIR_TARGET_FLAGS.get(option.replace("-", "_"))
-                if flag is not None and value == (True,):
-                    setattr(self.args, flag, True)
         try:
             printed = super().output_resulting_program(prog)
             # (`wat`, `wgsl` and `csl` skip what is not of their dialects: nothing printed of a

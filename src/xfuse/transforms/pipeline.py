@@ -92,12 +92,17 @@ def _unanchored(pipeline: str) -> str:
         text = anchored.group(1)
     if _ANCHOR.match(text):
         anchor = text[: text.index("(")]
+        if anchor == "builtin.module":  # (`builtin.module(ew-fuse`)
+            raise PassSpecError(f"bad pass pipeline {pipeline!r}: 'builtin.module(' without ')'")
         raise PassSpecError(
             f"bad pass pipeline {pipeline!r}: xfuse's passes run on the module, not nested in "
             f"'{anchor}(...)': write them as 'a,b' or 'builtin.module(a,b)'"
         )
     outside = "".join(p for i, p in enumerate(_STRING_LITERAL.split(text)) if i % 2 == 0)
-    if re.search(r"(?:^|,)(?:,|$)", re.sub(r"\{[^{}]*\}", "", outside)) and text:
+    names = re.sub(r"\{[^{}]*\}", "", outside)
+    if text and not names.strip(","):  # (`"ew-fuse"`, `{mode=none}`)
+        raise PassSpecError(f"bad pass pipeline {pipeline!r}: expected a pass name")
+    if re.search(r"(?:^|,)(?:,|$)", names) and text:
         raise PassSpecError(f"bad pass pipeline {pipeline!r}: an empty pass name beside a ','")
     return text
 
