@@ -159,6 +159,7 @@ def encode(
             "frontend_ir": program.frontend_ir,
             "options": program.options,
             "in_place_allowed": program.in_place_allowed,
+            "rows_repeat": program.rows_repeat,
             "host": host_parts(target),
             "source_warnings": [tuple(warning) for warning in source_warnings],
             **(
@@ -199,6 +200,7 @@ class Entry:
             function,
             LazyStages(lambda: stages(frontend_ir, options)),
             fields["in_place_allowed"],
+            fields["rows_repeat"],
             options,
             frontend_ir,
         )
