@@ -668,6 +668,9 @@ def test_numpy_functions_that_are_not_ew_ops_say_they_cannot_be_traced(
         (lambda a: np.clip(a, 0, 1, dtype=np.float64), r"^np\.clip\(\.\.\., dtype=\) .*astype"),
         (lambda a: np.clip(a, 0, 1, casting="unsafe"), r"^np\.clip\(\.\.\., casting=\) "),
         (lambda a: np.clip(a, 0, 1, where=a > 0), r"^np\.clip\(\.\.\., where=\) "),
+        (lambda a: a.clip(0, 1, where=a > 0), r"^np\.clip\(\.\.\., where=\) "),
+        # numpy takes a numpy bool for `where` alone ("'subok' must be a boolean")
+        (lambda a: np.add(a, 1, subok=np.True_), r"^np\.add\(\.\.\., subok=\) "),
         (lambda a: np.clip(a, 0, 1, out=np.empty(3, np.float32)), r"^np\.clip\(\.\.\., out=\) "),
         (lambda a: np.clip(a, 0, 1, np.empty(3, np.float32)), r"^np\.clip\(\.\.\., out=\) "),
         (lambda a: a.clip(0, 1, out=np.empty(3, np.float32)), r"^np\.clip\(\.\.\., out=\) "),
@@ -689,6 +692,7 @@ def test_a_ufunc_keyword_that_does_not_trace_is_named(
         lambda a: np.add(a, 1, where=np.True_, subok=True),
         lambda a: np.clip(a, 0.5, 4, where=True, casting="same_kind") + 1,
         lambda a: (a + 1).astype(np.float32, order="K", casting="unsafe", subok=True),
+        lambda a: a.clip(0.5, 4, where=True, casting="same_kind"),  # (Python's TypeError)
     ],
 )
 def test_ufunc_keywords_at_numpys_defaults_trace(program: Callable[[Any], Any]) -> None:

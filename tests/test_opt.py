@@ -573,12 +573,25 @@ def test_print_between_passes_prints_as_the_output(
         "ew-optimize,ew-fuse {max-ops=5 mode=greedy}",
         "builtin.module(ew-optimize,ew-fuse)",
         "builtin.module( ew-optimize, ew-fuse )",
+        "ew-optimize,ew-fuse{mode='greedy'}",  # (mlir-opt's single quotes)
     ],
 )
 def test_a_pipeline_as_mlir_opt_spells_it(pipeline: str) -> None:
-    """mlir-opt skips spaces around `,`, braces and parentheses, and takes its anchor
-    `builtin.module(...)`: xDSL's lexer refused them ("Expected pass name here")."""
+    """mlir-opt skips spaces around `,`, braces and parentheses, takes single-quoted values
+    and its anchor `builtin.module(...)`: xDSL's lexer refused them ("Expected pass name
+    here", "Unknown token")."""
     assert [p.name for p in parse_passes(pipeline)] == ["ew-optimize", "ew-fuse"]
+    (default,) = parse_passes(
+        "xfuse-default{fastmath='contract,afn' math = libm}".replace(" = ", "=")
+    )
+    assert default.fastmath == "contract,afn"
+
+
+def test_an_option_with_its_value_gets_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--pass-pipeline=a,b` (mlir-opt's spelling of -p) was compared with its value."""
+    with pytest.raises(SystemExit):
+        main(["--pass-pipeline=ew-optimize,ew-fuse"])
+    assert "--pass-pipeline=ew-optimize,ew-fuse (did you mean --passes?)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -589,7 +602,10 @@ def test_a_pipeline_as_mlir_opt_spells_it(pipeline: str) -> None:
         ("ew-optimize,,ew-fuse", "an empty pass name beside a ','"),
         ("func.func(cse)", "xfuse's passes run on the module, not nested in 'func.func(...)'"),
         ("builtin.module(func.func(cse))", "not nested in 'func.func(...)'"),
-        ("builtin.module(ew-fuse", "'builtin.module(' without ')'"),
+        ("builtin.module(ew-fuse", "'builtin.module(' whose ')' does not end it"),
+        ("builtin.module(ew-fuse),ew-fuse", "'builtin.module(' whose ')' does not end it"),
+        ("builtin.module(builtin.module(ew-fuse))", "not nested in 'builtin.module(...)'"),
+        ("ew-fuse,func.func(cse)", "not nested in 'func.func(...)'"),  # (xDSL's Unknown token)
         ('"ew-fuse"', "expected a pass name"),
         ("{mode=none}", "expected a pass name"),
     ],

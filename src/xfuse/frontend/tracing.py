@@ -295,10 +295,12 @@ _ASTYPE_DEFAULTS: dict[str, object] = {"order": "K", "casting": "unsafe", "subok
 """`ndarray.astype`'s, likewise."""
 
 
-def _is_default(value: object, default: object) -> bool:
-    """`value` is `default`: the same bool (a numpy bool too), None, or the same string."""
+def _is_default(name: str, value: object, default: object) -> bool:
+    """`value` of keyword `name` is `default`: the same bool (a numpy bool too for `where`, as
+    numpy takes it there alone), None, or the same string."""
     if isinstance(default, bool):
-        return isinstance(value, bool | np.bool_) and bool(value) is default
+        kinds = bool | np.bool_ if name == "where" else bool
+        return isinstance(value, kinds) and bool(value) is default
     return value is None if default is None else isinstance(value, str) and value == default
 
 
@@ -307,7 +309,7 @@ def _without_defaults(keywords: dict[str, Any], defaults: dict[str, object]) -> 
     return {
         name: value
         for name, value in keywords.items()
-        if not (name in defaults and _is_default(value, defaults[name]))
+        if not (name in defaults and _is_default(name, value, defaults[name]))
     }
 
 
@@ -728,12 +730,14 @@ class Traced:
             return self
         return Traced(self.builder, self.builder.convert(self.value, element, explicit=True))
 
-    def clip(self, min: Any = None, max: Any = None, out: None = None) -> Traced:
+    def clip(self, min: Any = None, max: Any = None, out: None = None, **keywords: Any) -> Traced:
         """`np.clip(x, min, max)` (numpy calls this method; `x.clip(min=0.0)` too, numpy's
         array method's names): minimum(maximum(x, min), max), as numpy defines it; either
-        bound may be None. ReLU6 is `np.clip(x, 0, 6)`."""
-        if out is not None:
-            raise _keywords_not_traced("clip", ["out"])
+        bound may be None. ReLU6 is `np.clip(x, 0, 6)`. A ufunc's keywords trace at their
+        defaults alone, as `np.clip`'s."""
+        refused = ["out"] * (out is not None) + list(_without_defaults(keywords, _UFUNC_DEFAULTS))
+        if refused:
+            raise _keywords_not_traced("clip", refused)
         # numpy's clip promotes the three at once: a Python bound is not rounded to x's dtype
         # beside a wider one (`np.clip(x32, 0.1, hi64)` is 0.1, not float32's 0.1 widened)
         bounds = [

@@ -243,11 +243,17 @@ def unrecognized_arguments(parser: argparse.ArgumentParser, unknown: Sequence[st
         if word not in options
         and word not in ("-", "--")  # (stdin, a file argument: "did you mean -h?"; the end
         # of options: "did you mean --n?")
-        and (close := difflib.get_close_matches(word, options, 1))
+        # (an option's name without its value: `--pass-pipeline=a,b`, mlir-opt's `-p`)
+        and (close := difflib.get_close_matches(_option_name(word), options, 1))
         else word
         for word in unknown
     ]
     return f"unrecognized arguments: {' '.join(hints)}"
+
+
+def _option_name(word: str) -> str:
+    """`word`'s option name: before its `=` where it is a long option with a value."""
+    return word.split("=", 1)[0] if word.startswith("--") else word
 
 
 def main(argv: Sequence[str] | None = None) -> int:

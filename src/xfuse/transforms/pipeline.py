@@ -68,43 +68,86 @@ def _numbers_quoted(pipeline: str) -> str:
     )
 
 
-_SPACED_PUNCTUATION = re.compile(r"\s*([,{}()])\s*")
-"""Spaces around a pipeline's commas, braces and parentheses, which mlir-opt skips
-(`ew-optimize, ew-fuse`, `ew-fuse { mode=none }`) and xDSL's lexer refuses."""
+_SPACED_PUNCTUATION = re.compile(r"\s*([,()])\s*")
+"""Spaces around a pipeline's commas and parentheses (outside options), which mlir-opt skips
+(`ew-optimize, ew-fuse`) and xDSL's lexer refuses."""
 
-_MODULE_ANCHOR = re.compile(r"builtin\.module\((.*)\)", re.DOTALL)
-"""mlir-opt's form of a pipeline on the module, `builtin.module(ew-optimize,ew-fuse)`."""
+_SPACED_BRACE = re.compile(r"(\s*[{}]\s*)")
+"""A brace and the spaces around it, which mlir-opt skips too (`ew-fuse { mode=none }`)."""
 
-_ANCHOR = re.compile(r"[A-Za-z_][\w.$-]*\(")
+_QUOTED = re.compile(r"""("(?:\\.|[^"\\])*"|'[^']*')""")
+"""A string literal: double-quoted (with escapes), or single-quoted, which mlir-opt takes for an
+option's value too (`fastmath='contract,afn'`) and xDSL's lexer does not."""
+
+_ANCHOR = re.compile(r"(?:^|,)([A-Za-z_][\w.$-]*)\(")
+"""An op name and its `(`: an anchor of nested passes (`func.func(cse)`), at a pass's place."""
+
+
+def _spaces_skipped(piece: str, depth: int) -> tuple[str, int]:
+    """`piece` (no string literal in it) at brace `depth` without the spaces mlir-opt skips,
+    and the depth after it; within braces, the spaces between options stay."""
+    parts = []
+    for part in _SPACED_BRACE.split(piece):
+        brace = part.strip()
+        if brace in ("{", "}"):
+            depth += 1 if brace == "{" else -1
+            parts.append(brace)
+        else:
+            parts.append(part if depth else _SPACED_PUNCTUATION.sub(r"\1", part))
+    return "".join(parts), depth
+
+
+def _unquoted(text: str) -> str:
+    """`text` with each string literal's contents left out (what pass names and braces are)."""
+    return "".join(
+        piece for index, piece in enumerate(_STRING_LITERAL.split(text)) if index % 2 == 0
+    )
 
 
 def _unanchored(pipeline: str) -> str:
-    """`pipeline` outside string literals without the spaces mlir-opt skips and without
-    mlir-opt's `builtin.module(...)` around it; PassSpecError for another anchor (xfuse's passes
-    run on the module), an empty pass (`ew-fuse,`, which mlir-opt refuses) or none."""
-    pieces = _STRING_LITERAL.split(pipeline.strip())
-    text = "".join(
-        piece if index % 2 else _SPACED_PUNCTUATION.sub(r"\1", piece)
-        for index, piece in enumerate(pieces)
-    )
-    anchored = _MODULE_ANCHOR.fullmatch(text)
-    if anchored:
-        text = anchored.group(1)
-    if _ANCHOR.match(text):
-        anchor = text[: text.index("(")]
-        if anchor == "builtin.module":  # (`builtin.module(ew-fuse`)
-            raise PassSpecError(f"bad pass pipeline {pipeline!r}: 'builtin.module(' without ')'")
+    """`pipeline` without the spaces mlir-opt skips, its single-quoted values double-quoted and
+    without mlir-opt's `builtin.module(...)` around it; PassSpecError for another anchor
+    (xfuse's passes run on the module), an empty pass (`ew-fuse,`, which mlir-opt refuses) or
+    none."""
+    pieces, depth = [], 0
+    for index, piece in enumerate(_QUOTED.split(pipeline.strip())):
+        if index % 2 == 0:
+            piece, depth = _spaces_skipped(piece, depth)
+        elif piece.startswith("'"):
+            piece = '"' + piece[1:-1].replace("\\", "\\\\").replace('"', '\\"') + '"'
+        pieces.append(piece)
+    text = "".join(pieces)
+    bare = _unquoted(text)
+    if bare.startswith("builtin.module("):
+        if not bare.endswith(")") or _closing(bare, len("builtin.module")) != len(bare) - 1:
+            raise PassSpecError(
+                f"bad pass pipeline {pipeline!r}: 'builtin.module(' whose ')' does not end it"
+            )
+        text = text[len("builtin.module(") : -1]
+        bare = _unquoted(text)
+    anchor = _ANCHOR.search(bare)
+    if anchor:
         raise PassSpecError(
             f"bad pass pipeline {pipeline!r}: xfuse's passes run on the module, not nested in "
-            f"'{anchor}(...)': write them as 'a,b' or 'builtin.module(a,b)'"
+            f"'{anchor.group(1)}(...)': write them as 'a,b' or 'builtin.module(a,b)'"
         )
-    outside = "".join(p for i, p in enumerate(_STRING_LITERAL.split(text)) if i % 2 == 0)
-    names = re.sub(r"\{[^{}]*\}", "", outside)
+    names = re.sub(r"\{[^{}]*\}", "", bare)
     if text and not names.strip(","):  # (`"ew-fuse"`, `{mode=none}`)
         raise PassSpecError(f"bad pass pipeline {pipeline!r}: expected a pass name")
     if re.search(r"(?:^|,)(?:,|$)", names) and text:
         raise PassSpecError(f"bad pass pipeline {pipeline!r}: an empty pass name beside a ','")
     return text
+
+
+def _closing(text: str, opening: int) -> int:
+    """The index in `text` (no string literals) of the `)` that closes the `(` at `opening`;
+    -1 where none does."""
+    depth = 0
+    for index in range(opening, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[index], 0)
+        if depth == 0:
+            return index
+    return -1
 
 
 def _alternatives(field_type: object) -> tuple[object, ...]:
