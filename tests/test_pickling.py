@@ -254,6 +254,10 @@ if __name__ == "__main__":
         pass
     else:  # (by value; it recursed without end over the cycle in a pass of its own)
         np.testing.assert_array_equal(pickle.loads(cloudpickle.dumps(scaled))(x), scaled(x))
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):  # (before 4: a RecursionError)
+        for function in (doubled_tanh, doubled_tanh_libm):
+            copied = pickle.loads(pickle.dumps(function, protocol=protocol))
+            np.testing.assert_array_equal(copied(x), function(x))
     sys.stdout.buffer.write(pickle.dumps(doubled_tanh))
 """
 

@@ -30,7 +30,7 @@ import inspect
 import math
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, SupportsIndex
 
 import numpy as np
 
@@ -142,11 +142,11 @@ class JitFunction:
         }
         return traced | {id(kernel) for kernel in list(self.kernels.values())}
 
-    def __reduce__(self) -> str | tuple[Any, ...]:
+    def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[Any, ...]:
         """Pickles by name where importable, else as the function and its kernels."""
         from xfuse.runtime.pickling import jit_reduction
 
-        return jit_reduction(self)
+        return jit_reduction(self, int(protocol))
 
     def __call__(self, /, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         plain_key = None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from xfuse.runtime.compiler import LRU_SIZE, Options, program_of_ir
@@ -67,18 +68,18 @@ def _found(module_name: str, qualname: str | None) -> Any:
     return found
 
 
-def jit_reduction(function: JitFunction) -> str | tuple[Any, ...]:
-    """`JitFunction.__reduce__`: by name where importable, else by value: its Python function
-    (`_python_function`), options and kernels so far. A decorated function of a script
-    (`__main__`) goes by value: the receiver's `__main__` may be the script (a multiprocessing
-    child's) or not (a dask worker's)."""
+def jit_reduction(function: JitFunction, protocol: int) -> str | tuple[Any, ...]:
+    """`JitFunction.__reduce_ex__`: by name where importable, else by value: its Python
+    function (`_python_function`), options and kernels so far. A decorated function of a
+    script (`__main__`) goes by value: the receiver's `__main__` may be the script (a
+    multiprocessing child's) or not (a dask worker's)."""
     qualname = getattr(function, "__qualname__", None)  # (none: a partial, a callable object)
     if function.__module__ != "__main__" and _found(function.__module__, qualname) is function:
         return str(qualname)
     return (
         rebuild_jit,
         (
-            _python_function(function),
+            _python_function(function, protocol),
             function.options,
             function.threads,
             function.kernels.copy(),  # (copies: other threads' calls may add to them)
@@ -87,17 +88,33 @@ def jit_reduction(function: JitFunction) -> str | tuple[Any, ...]:
     )
 
 
-def _python_function(function: JitFunction) -> Any:
+def _python_function(function: JitFunction, protocol: int) -> Any:
     """The function `function` traces, as pickle can send it: by its name where it has one
     (cloudpickle sends a script's by value), which for a decorated function (or the jit of a
     jit function) names the jit function, not it, and plain pickle refused it ("not the same
-    object as __main__.f"): its `__qualname__` becomes `f.function`, which names it."""
+    object as __main__.f"): its `__qualname__` becomes `f.function`, which names it. Before
+    protocol 4 pickle sends a dotted name as the attribute of what its first part names, the
+    jit function, which sent this again (a RecursionError): there it goes as `_ByName`."""
     python = function.function
     qualname = getattr(python, "__qualname__", None)
     named = _found(getattr(python, "__module__", ""), qualname)
     if isinstance(named, type(function)) and named.function is python:
         python.__qualname__ = f"{qualname}.function"
+    if protocol < 4 and str(getattr(python, "__qualname__", "")).endswith(".function"):
+        return _ByName(python.__module__, python.__qualname__)
     return python
+
+
+@dataclass(frozen=True)
+class _ByName:
+    """A function sent as its module and dotted name, looked up where it is loaded (`_found`),
+    as protocol 4's `STACK_GLOBAL` looks it up."""
+
+    module: str
+    qualname: str
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _found, (self.module, self.qualname)
 
 
 def rebuild_jit(
