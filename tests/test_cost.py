@@ -41,6 +41,7 @@ from xfuse.frontend.language import parse_program
 from xfuse.runtime.cost_driver import cost_program
 from xfuse.tools import cli, opt
 from xfuse.tools.pass_help import pass_options
+from xfuse.transforms.bufferize import EwBufferizePass
 from xfuse.transforms.cost import EwCostPass
 from xfuse.transforms.fuse import EwFusePass
 from xfuse.transforms.options import PassOptionError
@@ -1302,3 +1303,20 @@ def test_a_launch_time_past_the_floats_is_an_option_error() -> None:
     """An int of 400 digits raised OverflowError (an internal error in xfuse-opt)."""
     with pytest.raises(PassOptionError, match="'launch-us': expected a finite number >= 0"):
         EwCostPass(launch_us=10**400)
+
+
+def test_a_bufferized_output_that_does_not_fit_the_shape_is_called_an_output() -> None:
+    """It was "input 'a' of shape [4] does not broadcast": after ew-bufferize the function's
+    arguments are its output buffers too."""
+    module = parse(
+        "func.func @main() -> tensor<4xf32> {\n"
+        "  %a = ew.kernel ins() -> tensor<4xf32> {\n"
+        "    %0 = arith.constant 1.5 : f32\n"
+        "    ew.yield %0 : f32\n"
+        "  }\n"
+        "  func.return %a : tensor<4xf32>\n"
+        "}"
+    )
+    EwBufferizePass().apply(Context(), module)
+    with pytest.raises(ShapeMismatchError, match=r"^output 'a' of shape \[4\] does not broadcast"):
+        analyse_module(module, CostOptions(shape=(5,)))

@@ -476,15 +476,16 @@ def _bound(memory: float, compute: float, launch: float) -> str:
 
 
 def _check_broadcasts(
-    name: str, argument: SSAValue, problem: tuple[int, ...], function: Operation
+    name: str, argument: SSAValue, problem: tuple[int, ...], function: Operation, role: str
 ) -> None:
-    """A static dim of an input must be 1 or the problem's size on its (right-aligned) axis."""
+    """A static dim of an argument (an input, or a bufferized function's output: `role`) must
+    be 1 or the problem's size on its (right-aligned) axis."""
     dims = ew.shape_of(argument.type)
     offset = len(problem) - len(dims)
     for axis, size in enumerate(dims):
         if size not in (DYNAMIC_INDEX, 1, problem[offset + axis]):
             raise ShapeMismatchError(
-                f"input '{name}' of shape {ew.format_shape(dims)} does not broadcast to the "
+                f"{role} '{name}' of shape {ew.format_shape(dims)} does not broadcast to the "
                 f"problem shape {format_shape(problem)}: its dim {axis} is {size}, the problem's "
                 f"{problem[offset + axis]}",
                 name,
@@ -597,10 +598,12 @@ def analyse_function(
         for value, name in zip(returned.arguments, spelled, strict=True):
             returned_as.setdefault(value, []).append(name)
     problem = _problem_shape(options.shape, max(ranks, default=0), function, names)
+    written = {value for kernel in kernels for value in kernel.destinations()}
     for argument in function.args:
         name = names(argument)
         if isinstance(argument.type, TensorType | MemRefType):
-            _check_broadcasts(name, argument, problem, function)
+            role = "output" if argument in written else "input"  # (a bufferized one's buffer)
+            _check_broadcasts(name, argument, problem, function, role)
     _check_spanned(function, kernels, problem, options.shape)
     _check_named_dims(function, problem, names)
     l2 = _L2(options.hardware.l2_bytes)
