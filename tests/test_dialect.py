@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import (
     Float16Type,
     Float32Type,
     Float64Type,
+    FloatAttr,
     IntegerAttr,
     ModuleOp,
     TensorType,
@@ -287,6 +288,27 @@ def test_a_dense_literals_hex_elements_are_bits(literal: str, dtype: str, bits: 
     for bad, problem in [("-0x7F800000", "leading minus"), ("0x1FF800000", "out of range")]:
         with pytest.raises(ParseError, match=problem):
             parse(f"%c = arith.constant dense<[{bad}, 1.0]> : tensor<2xf32>")
+
+
+@pytest.mark.parametrize(
+    ("literal", "bits"),
+    [
+        ("0x7E01 : f16", [0x7E01]),
+        ("dense<[0x7E01, 0xFD03, 0x7C01, 1.0]> : tensor<4xf16>", [0x7E01, 0xFD03, 0x7C01, 0x3C00]),
+        ("dense<[0x7F81, 0xFFC3, 0x7FC1]> : tensor<3xbf16>", [0x7F81, 0xFFC3, 0x7FC1]),
+    ],
+)
+def test_a_half_nans_sign_and_payload_round_trip(literal: str, bits: list[int]) -> None:
+    """As mlir-opt keeps them: `struct`'s f16 made every NaN 0x7e00, and bf16's encoder quieted
+    a signalling NaN (0x7F81 printed as 0x7fc1)."""
+    module = parse(f"%c = arith.constant {literal}")
+    again = parse(print_ir(module))
+    assert print_ir(again) == print_ir(module)
+    (constant,) = [op for op in again.walk() if isinstance(op, arith.ConstantOp)]
+    value = constant.value
+    scalar = isinstance(value, FloatAttr)
+    raw = value.type.pack((value.value.data,)) if scalar else value.data.data  # type: ignore[union-attr]
+    assert np.frombuffer(raw, "<u2").tolist() == bits
 
 
 @pytest.mark.parametrize("text", ["--1.0", "- -0.0", "- -inf"])

@@ -21,6 +21,10 @@
   `ew-to-linalg` and mlir-opt print infinities and NaNs) were read as integers converted to
   floats (4.28e9), not as the element's bits as a scalar `arith.constant 0x7F800000 : f32` is
   and MLIR reads them (`_float_of_hex_bits`): a round trip changed the values silently.
+- `f16` values go through `struct`'s `e` format, which drops a NaN's payload both ways
+  (`arith.constant 0x7E01 : f16` printed back as `0x7e00`), and bf16's encoder quiets a
+  signalling NaN (`0x7F81` as `0x7fc1`): a NaN's sign and payload bits are kept
+  (`_keep_half_nan_payloads`), as mlir-opt keeps them.
 - The `llvm` target (`xfuse-opt -t llvm`, `sort_llvm_flags`) lists an op's fast-math flags in
   the order of a frozenset of strings, which the process's string hash decides.
 """
@@ -28,18 +32,23 @@
 from __future__ import annotations
 
 import functools
+import math
 import re
-from collections.abc import Callable
-from typing import Any, cast
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from xdsl.dialects import arith, llvm, memref, scf
-from xdsl.dialects.builtin import AnyFloat, IntegerAttr, ShapedType
+from xdsl.dialects.builtin import AnyFloat, BFloat16Type, Float16Type, IntegerAttr, ShapedType
 from xdsl.ir import Operation
 from xdsl.parser.attribute_parser import AttrParser
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.lexer import Position, Token
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRToken, MLIRTokenKind, StringLiteral
 from xdsl.utils.type import get_element_type_or_self
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer, WriteableBuffer
 
 STRING_LITERAL = re.compile(r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
 """A double-quoted string literal, its escapes `\\n`, `\\t`, `\\\\`, `\\"` and two hex digits."""
@@ -127,7 +136,81 @@ def _float_of_hex_bits(
     return cast(float, next(element_type.iter_unpack(raw)))
 
 
+HALF_NAN_LAYOUTS = {"f16": (0x7C00, 42), "bf16": (0x7F80, 45)}
+"""Per 16-bit float type: its exponent bits, and how far its fraction sits below an f64's."""
+
+
+def _half_nan(bits: int, exponent: int, shift: int) -> float | None:
+    """The 16-bit pattern `bits` as a Python float with its NaN's sign and payload bits where
+    it is a NaN (signalling too), else None."""
+    if bits & exponent != exponent or not bits & ~exponent & 0x7FFF:
+        return None
+    double = (bits & 0x8000) << 48 | 0x7FF << 52 | (bits & ~exponent & 0x7FFF) << shift
+    return cast(float, struct.unpack("<d", double.to_bytes(8, "little"))[0])
+
+
+def _half_nan_bits(value: float, exponent: int, shift: int) -> int:
+    """The 16-bit pattern of the NaN `value`: its sign and its payload's top bits (1 if they
+    are all 0, so that it stays a NaN)."""
+    double = int.from_bytes(struct.pack("<d", value), "little")
+    fraction = (double & ((1 << 52) - 1)) >> shift
+    return (double >> 48) & 0x8000 | exponent | (fraction or 1)
+
+
+def _keep_half_nan_payloads() -> None:
+    """`Float16Type`'s and `BFloat16Type`'s packing and unpacking with a NaN's sign and payload
+    bits kept (`struct`'s `e` format made every f16 NaN `0x7e00`, bf16's encoder quieted a
+    signalling one), other values as before."""
+    for half in (Float16Type, BFloat16Type):
+        if getattr(half.pack, "keeps_payloads", False):
+            continue
+        exponent, shift = HALF_NAN_LAYOUTS[half.name]
+        _keep_payloads(half, exponent, shift)
+
+
+def _keep_payloads(half: type[Float16Type | BFloat16Type], exponent: int, shift: int) -> None:
+    pack, unpack = half.pack, half.unpack
+
+    def pack_keeping_payloads(self: Any, values: Sequence[float]) -> bytes:
+        if not any(math.isnan(value) for value in values):
+            return pack(self, values)
+        return b"".join(
+            _half_nan_bits(value, exponent, shift).to_bytes(2, "little")
+            if math.isnan(value)
+            else pack(self, (value,))
+            for value in values
+        )
+
+    def unpack_keeping_payloads(
+        self: Any, buffer: ReadableBuffer, num: int, /
+    ) -> tuple[float, ...]:
+        values = unpack(self, buffer, num)
+        if not any(math.isnan(value) for value in values):
+            return values
+        raw = bytes(memoryview(buffer))
+        patterns = [int.from_bytes(raw[i : i + 2], "little") for i in range(0, 2 * num, 2)]
+        return tuple(
+            value if not math.isnan(value) else cast(float, _half_nan(bits, exponent, shift))
+            for value, bits in zip(values, patterns, strict=True)
+        )
+
+    def iter_unpack_keeping_payloads(self: Any, buffer: ReadableBuffer, /) -> Iterator[float]:
+        return iter(unpack_keeping_payloads(self, buffer, len(memoryview(buffer)) // 2))
+
+    def pack_into_keeping_payloads(
+        self: Any, buffer: WriteableBuffer, offset: int, value: float
+    ) -> None:
+        memoryview(buffer)[offset : offset + 2] = pack_keeping_payloads(self, (value,))
+
+    pack_keeping_payloads.keeps_payloads = True  # type: ignore[attr-defined]
+    half.pack = pack_keeping_payloads  # type: ignore[method-assign]
+    half.unpack = unpack_keeping_payloads  # type: ignore[method-assign]
+    half.iter_unpack = iter_unpack_keeping_payloads  # type: ignore[method-assign]
+    half.pack_into = pack_into_keeping_payloads  # type: ignore[method-assign]
+
+
 def apply() -> None:
+    _keep_half_nan_payloads()
     for cast_op in (arith.ExtFOp, arith.TruncFOp):
         _verify_also(cast_op, after=_verify_float_cast)
     for comparison, count in (
