@@ -311,6 +311,17 @@ def test_a_half_nans_sign_and_payload_round_trip(literal: str, bits: list[int]) 
     assert np.frombuffer(raw, "<u2").tolist() == bits
 
 
+def test_a_dense_literal_past_its_types_range_rounds_to_inf() -> None:
+    """As mlir-opt's and a scalar's: `struct` raised OverflowError (an internal error)."""
+    module = parse(
+        "%a = arith.constant dense<[65520.0, -1.0e5, 65519.0]> : tensor<3xf16>\n"
+        "%b = arith.constant dense<1.0e39> : tensor<2xf32>"
+    )
+    half, single = [op.value.data.data for op in module.walk() if isinstance(op, arith.ConstantOp)]
+    assert np.frombuffer(half, "<u2").tolist() == [0x7C00, 0xFC00, 0x7BFF]
+    assert np.frombuffer(single, "<u4").tolist() == [0x7F800000] * 2
+
+
 @pytest.mark.parametrize("text", ["--1.0", "- -0.0", "- -inf"])
 def test_a_constant_has_one_sign(text: str) -> None:
     """`--1.0` was read as 1.0 (a sign, then a number with its own), where mlir-opt rejects it."""

@@ -587,11 +587,16 @@ def test_a_pipeline_as_mlir_opt_spells_it(pipeline: str) -> None:
     assert default.fastmath == "contract,afn"
 
 
-def test_an_option_with_its_value_gets_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_option_with_its_value_gets_a_hint(
+    capsys: pytest.CaptureFixture[str], gelu: Gelu
+) -> None:
     """`--pass-pipeline=a,b` (mlir-opt's spelling of -p) was compared with its value."""
     with pytest.raises(SystemExit):
         main(["--pass-pipeline=ew-optimize,ew-fuse"])
     assert "--pass-pipeline=ew-optimize,ew-fuse (did you mean --passes?)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # (after `--`, an option's own name: no hint)
+        main([str(gelu.path), "--", "--passes=ew-fuse"])
+    assert "unrecognized arguments: --passes=ew-fuse\n" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

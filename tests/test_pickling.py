@@ -282,6 +282,27 @@ def test_a_jit_function_of_a_script_goes_to_a_process_pool(tmp_path: Path) -> No
     assert b"Can't get attribute 'doubled_tanh.function' on <module '__main__'" in loading.stderr
 
 
+def test_a_jit_of_a_jit_pickled_at_protocol_2_loads_in_a_new_process(tmp_path: Path) -> None:
+    """Its Python function goes as a lookup by name before protocol 4, which read only the
+    modules imported so far: a new process got None ("None is not a callable object")."""
+    (tmp_path / "jitted.py").write_text(
+        "import numpy as np, xfuse\n"
+        "@xfuse.jit\n"
+        "def f(x):\n"
+        "    return np.exp(x) + 1\n"
+        "g = xfuse.jit(f, threads=1)\n"
+    )
+    env = {**os.environ, "XFUSE_CACHE": "0", "PYTHONPATH": str(tmp_path)}
+    dump = "import pickle, sys, jitted; sys.stdout.buffer.write(pickle.dumps(jitted.g, 2))"
+    dumped = subprocess.run([sys.executable, "-c", dump], capture_output=True, env=env)
+    assert dumped.returncode == 0, dumped.stderr.decode()
+    load = "import pickle, sys, numpy as np; print(pickle.load(sys.stdin.buffer)(np.zeros(2)))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", load], input=dumped.stdout, capture_output=True, env=env
+    )
+    assert loaded.returncode == 0 and loaded.stdout.split() == [b"[2.", b"2.]"], loaded.stderr
+
+
 def test_a_jit_function_in_a_cycle_pickles_by_value_in_one_pass() -> None:
     """Its function by value in a second pass of its own (an earlier fix) recursed without end
     where what the function reads holds the jit function: cloudpickle's one pass resolves it."""

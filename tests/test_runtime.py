@@ -2282,24 +2282,37 @@ def test_random_out_views_get_the_bits_of_contiguous_outputs(gelu: Gelu) -> None
 
 def test_a_program_whose_rows_repeat_a_kernel_copies_strided_inputs() -> None:
     # A broadcast row's libm calls are a kernel of their own: by rows, each row of a strided x
-    # ran it again (2330 us against 622 copying at [256, 4096]). A checked call copies; a
-    # prepared one and a strided `out=` still go by rows (they must); the bits are the same.
+    # ran it again (1068-1098 us against 664-669 copying at [256, 4096]). A checked call copies;
+    # a prepared one and a strided `out=` still go by rows (they must); the bits are the same.
     kernel = xfuse.compile("input x[t, d], b[d];\nout = x + sin(cos(b));")
-    assert kernel.rows_repeat
-    assert not xfuse.compile("input x[t, d], b[d];\nout = x + b;").rows_repeat
-    assert not xfuse.compile("out = sin(x) * 2;", fuse=False).rows_repeat  # (one dim)
+    assert kernel.repeated_axis == 0
+    assert xfuse.compile("input x[t, d], b[d];\nout = x + b;").repeated_axis is None
+    assert xfuse.compile("out = sin(x) * 2;", fuse=False).repeated_axis is None  # (one dim)
     rng = np.random.default_rng(6)
     wide = rng.uniform(-3, 3, (64, 300)).astype(np.float32)
     x, b = wide[:, :256], rng.uniform(-3, 3, 256).astype(np.float32)
     want = kernel(x=np.ascontiguousarray(x), b=b)
     np.testing.assert_array_equal(kernel(x=x, b=b), want)
-    assert not kernel._row_plans  # (copied: no plan by rows)
+    assert not kernel._row_calls  # (copied: no quick call by rows)
     prepared = kernel.prepare(x=x, b=b)
     wide[:, :256] += 1  # read where it is, at each run
     np.testing.assert_array_equal(prepared(), kernel(x=np.ascontiguousarray(x), b=b))
     buffer = np.zeros((64, 300), np.float32)
     kernel(x=x, b=b, out=buffer[:, :256])
     np.testing.assert_array_equal(buffer[:, :256], prepared())
+
+
+def test_rows_over_axes_every_kernel_spans_run_where_they_are() -> None:
+    # A `[t, 1, d]` input's own kernel beside `x[:, :8, :]`: the rows run over t alone, each
+    # computing its part of that kernel once, so the call goes by rows (it copied: 1.9x slower).
+    kernel = xfuse.compile("input x[t, h, d], c[t, 1, d];\nout = x + sin(cos(c));")
+    assert kernel.repeated_axis == 1
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-3, 3, (16, 16, 64)).astype(np.float32)[:, :8, :]
+    c = rng.uniform(-3, 3, (16, 1, 64)).astype(np.float32)
+    np.testing.assert_array_equal(kernel(x, c), kernel(np.ascontiguousarray(x), c))
+    np.testing.assert_array_equal(kernel(x, c), kernel(np.ascontiguousarray(x), c))
+    assert kernel._row_calls  # (by rows, its quick call made)
 
 
 def test_a_prepared_call_takes_no_input_it_would_copy() -> None:

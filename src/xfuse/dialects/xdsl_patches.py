@@ -25,6 +25,9 @@
   (`arith.constant 0x7E01 : f16` printed back as `0x7e00`), and bf16's encoder quiets a
   signalling NaN (`0x7F81` as `0x7fc1`): a NaN's sign and payload bits are kept
   (`_keep_half_nan_payloads`), as mlir-opt keeps them.
+- `struct` refuses an f16 or f32 value past the type's range, which a dense literal's elements
+  met (`dense<1.0e39> : tensor<2xf32>`: an internal OverflowError; a scalar's rounds to inf):
+  they round to inf (`_rounding_past_range`), as mlir-opt's and IEEE's nearest rounding do.
 - The `llvm` target (`xfuse-opt -t llvm`, `sort_llvm_flags`) lists an op's fast-math flags in
   the order of a frozenset of strings, which the process's string hash decides.
 """
@@ -39,7 +42,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from xdsl.dialects import arith, llvm, memref, scf
-from xdsl.dialects.builtin import AnyFloat, BFloat16Type, Float16Type, IntegerAttr, ShapedType
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    IntegerAttr,
+    ShapedType,
+)
 from xdsl.ir import Operation
 from xdsl.parser.attribute_parser import AttrParser
 from xdsl.utils.exceptions import VerifyException
@@ -209,7 +219,37 @@ def _keep_payloads(half: type[Float16Type | BFloat16Type], exponent: int, shift:
     half.pack_into = pack_into_keeping_payloads  # type: ignore[method-assign]
 
 
+def _rounding_past_range(float_type: type[Float16Type | Float32Type]) -> None:
+    """`float_type`'s `pack` and `pack_into` rounding a value past its range to inf (`struct`
+    raises OverflowError exactly where the nearest rounding is inf)."""
+    pack, pack_into = float_type.pack, float_type.pack_into
+    if getattr(pack, "rounds_past_range", False):
+        return
+
+    def inf_past_range(value: float) -> float:
+        try:
+            pack_into(float_type(), bytearray(8), 0, value)
+        except OverflowError:
+            return math.copysign(math.inf, value)
+        return value
+
+    def pack_rounding(self: Any, values: Sequence[float]) -> bytes:
+        try:
+            return pack(self, values)
+        except OverflowError:
+            return pack(self, [inf_past_range(value) for value in values])
+
+    def pack_into_rounding(self: Any, buffer: WriteableBuffer, offset: int, value: float) -> None:
+        pack_into(self, buffer, offset, inf_past_range(value))
+
+    pack_rounding.rounds_past_range = True  # type: ignore[attr-defined]
+    float_type.pack = pack_rounding  # type: ignore[method-assign]
+    float_type.pack_into = pack_into_rounding  # type: ignore[method-assign]
+
+
 def apply() -> None:
+    for float_type in (Float16Type, Float32Type):
+        _rounding_past_range(float_type)
     _keep_half_nan_payloads()
     for cast_op in (arith.ExtFOp, arith.TruncFOp):
         _verify_also(cast_op, after=_verify_float_cast)

@@ -654,14 +654,14 @@ def _run_pipeline(
         output in arguments for kernel in kernels[:-1] for output in kernel.outputs
     )
     one_kernel = len(kernels) == 1
-    rows_repeat = _rows_repeat(kernels)
+    repeated_axis = _repeated_axis(kernels)
     if options.target == "cuda":
         from xfuse.runtime.cuda import gpu_program
 
         buffer_passes = options.buffer_passes()
         gpu = gpu_program(module, buffer_passes, inputs, outputs, options.opt_level, options.arch)
         stages = Stages(*first_stage, [*tensor_passes, *buffer_passes])
-        return Program(gpu, stages, in_place_allowed, rows_repeat, options)
+        return Program(gpu, stages, in_place_allowed, repeated_axis, options)
     buffer_passes = options.buffer_passes()
     for _, pass_ in buffer_passes:
         pass_.apply(ctx, module)
@@ -679,19 +679,23 @@ def _run_pipeline(
     )
     function = NativeFunction(native, function_name, inputs, outputs, has_workspace)
     stages = Stages(*first_stage, [*tensor_passes, *buffer_passes])
-    return Program(function, stages, in_place_allowed, rows_repeat, options)
+    return Program(function, stages, in_place_allowed, repeated_axis, options)
 
 
-def _rows_repeat(kernels: Sequence[Any]) -> bool:
-    """Whether a kernel lacks a leading axis (missing, or a static 1) that another kernel spans
-    (`Program.rows_repeat`): a row's own kernel beside the `[t, d]` one."""
+def _repeated_axis(kernels: Sequence[Any]) -> int | None:
+    """The outermost axis but the last that a kernel lacks (missing, or a static 1) while
+    another kernel spans it (`Program.repeated_axis`: a row's own kernel beside the `[t, d]`
+    one, axis 0); None where there is none."""
     from xfuse.dialects import ew
 
     shapes = [ew.shape_of(kernel.destinations()[0].type) for kernel in kernels]
     rank = max(map(len, shapes), default=0)
     aligned = [(1,) * (rank - len(shape)) + tuple(shape) for shape in shapes]
     spanned = [any(shape[axis] != 1 for shape in aligned) for axis in range(rank - 1)]
-    return any(shape[axis] == 1 and spanned[axis] for shape in aligned for axis in range(rank - 1))
+    lacked = [
+        axis for axis in range(rank - 1) if spanned[axis] and any(s[axis] == 1 for s in aligned)
+    ]
+    return min(lacked, default=None)
 
 
 def compile_bufferized(

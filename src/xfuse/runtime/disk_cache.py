@@ -159,7 +159,7 @@ def encode(
             "frontend_ir": program.frontend_ir,
             "options": program.options,
             "in_place_allowed": program.in_place_allowed,
-            "rows_repeat": program.rows_repeat,
+            "repeated_axis": program.repeated_axis,
             "host": host_parts(target),
             "source_warnings": [tuple(warning) for warning in source_warnings],
             **(
@@ -200,7 +200,7 @@ class Entry:
             function,
             LazyStages(lambda: stages(frontend_ir, options)),
             fields["in_place_allowed"],
-            fields["rows_repeat"],
+            fields["repeated_axis"],
             options,
             frontend_ir,
         )

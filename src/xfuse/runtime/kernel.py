@@ -2495,10 +2495,10 @@ class Program:
     in_place_allowed: bool
     """True when the program reads all its inputs and only its last kernel writes outputs, so
     an output may overwrite a same-shaped input."""
-    rows_repeat: bool
-    """True when a kernel of the program lacks a leading axis that another spans (a broadcast
-    row's own kernel, `x + sin(b)`): a call by rows would run it again for every row
-    (`Kernel._new_row_plan` copies strided inputs instead)."""
+    repeated_axis: int | None
+    """The outermost axis (but the last) that a kernel of the program lacks while another spans
+    it (a broadcast row's own kernel, `x + sin(b)`: 0): a call by rows over it would run that
+    kernel again for each row (`Kernel._repeats`); None where no kernel lacks one."""
     options: Any
     frontend_ir: str | None = None
     """The frontend module's IR, what a pickled kernel carries (None: not from a frontend)."""
@@ -2638,7 +2638,7 @@ class Kernel(CompiledProgram):
     def __init__(self, program: Program, threads: int = 1):
         super().__init__(program)
         self.in_place_allowed = program.in_place_allowed
-        self.rows_repeat = program.rows_repeat
+        self.repeated_axis = program.repeated_axis
         self.threads = threads
         self._names = (*self._input_names, *(p.name for p in self.function.outputs))
         self._plans: dict[tuple[tuple[int, ...], ...], CallPlan] = {}
@@ -2913,12 +2913,11 @@ class Kernel(CompiledProgram):
         )
         by_rows = not all(output.flags.c_contiguous for output in outputs)
         if not contiguous or by_rows:
-            # A program whose rows would each run a row's own kernel again copies its strided
-            # inputs (a row's `sin(cos(...))` beside a strided `[256, 4096]` x: 2330 us by rows,
-            # 622 copying, 308 contiguous; Intel Xeon, 2026-12-06); a strided `out=` is written
-            # by rows, and a prepared call reads its inputs where they are.
-            copies = self.rows_repeat and not (by_rows or prepared)
-            row_plan = None if copies else self._row_plan(plan, arrays, outputs, shape)
+            row_plan = self._row_plan(plan, arrays, outputs, shape)
+            if row_plan is not None and self._repeats(row_plan) and not (by_rows or prepared):
+                # Copies, where each row would run a row's own kernel again (a strided `out=`
+                # is written by rows, and a prepared call reads its inputs where they are).
+                row_plan = None
             if row_plan is None:
                 arrays = [
                     contiguous_input(p, array, copy_allowed=not prepared)
@@ -2996,8 +2995,8 @@ class Kernel(CompiledProgram):
         if remembered is not None:
             return remembered[0]
         row_plan = self._new_row_plan(plan, inputs, outputs, flat_shape, head)
-        row_call = None  # (a program whose rows repeat a kernel takes them only where it must)
-        if row_plan is not None and not self.rows_repeat:
+        row_call = None  # (a plan whose rows repeat a kernel runs only where it must)
+        if row_plan is not None and not self._repeats(row_plan):
             row_call = self._row_call(plan, inputs, flat_shape)
         with self._planning:
             if len(self._row_plans) >= PLAN_CACHE_SIZE:
@@ -3077,6 +3076,15 @@ class Kernel(CompiledProgram):
                 if low < end and start < high and share_elements(output, other):
                     return False  # the error to report
         return True
+
+    def _repeats(self, row_plan: CallPlan) -> bool:
+        """Whether `row_plan`'s rows run a kernel again for each row: its grid spans the
+        program's `repeated_axis` (a row's `sin(cos(...))` beside a strided `[256, 4096]` x:
+        1068-1098 us by rows, 664-669 copying, 295-298 contiguous; Intel Xeon, 2026-12-06; a
+        `[t, 1, d]` one's beside `x[:, :8, :]`, rows over t alone, repeats nothing)."""
+        grid = row_plan.row_grid
+        axis = self.repeated_axis
+        return axis is not None and grid is not None and axis < len(grid.counts)
 
     def _new_row_plan(
         self,

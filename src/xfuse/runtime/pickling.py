@@ -21,6 +21,7 @@ Unpickling a kernel whose program the receiver's disk cache holds imports no xDS
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -107,14 +108,27 @@ def _python_function(function: JitFunction, protocol: int) -> Any:
 
 @dataclass(frozen=True)
 class _ByName:
-    """A function sent as its module and dotted name, looked up where it is loaded (`_found`),
-    as protocol 4's `STACK_GLOBAL` looks it up."""
+    """A function sent as its module and dotted name, looked up where it is loaded
+    (`_imported`), as protocol 4's `STACK_GLOBAL` looks it up."""
 
     module: str
     qualname: str
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _found, (self.module, self.qualname)
+        return _imported, (self.module, self.qualname)
+
+
+def _imported(module_name: str, qualname: str) -> Any:
+    """What `module.qualname` names, the module imported as pickle imports it; pickle's
+    AttributeError where nothing does (`_found` read only the modules imported so far: a new
+    process got None, and rebuilding the jit function failed on it)."""
+    found: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise AttributeError(f"Can't get attribute {qualname!r} on {found!r}") from None
+    return found
 
 
 def rebuild_jit(

@@ -240,7 +240,7 @@ def unrecognized_arguments(parser: argparse.ArgumentParser, unknown: Sequence[st
     options = [o for action in parser._actions for o in action.option_strings]
     hints = [  # (an option itself is unrecognized after `--`, a positional there: no hint)
         f"{word} (did you mean {close[0]}?)"
-        if word not in options
+        if _option_name(word) not in options  # (an option's own: after `--`)
         and word not in ("-", "--")  # (stdin, a file argument: "did you mean -h?"; the end
         # of options: "did you mean --n?")
         # (an option's name without its value: `--pass-pipeline=a,b`, mlir-opt's `-p`)
