@@ -2285,9 +2285,11 @@ def test_a_program_whose_rows_repeat_a_kernel_copies_strided_inputs() -> None:
     # ran it again (1068-1098 us against 664-669 copying at [256, 4096]). A checked call copies;
     # a prepared one and a strided `out=` still go by rows (they must); the bits are the same.
     kernel = xfuse.compile("input x[t, d], b[d];\nout = x + sin(cos(b));")
-    assert kernel.repeated_axis == 0
-    assert xfuse.compile("input x[t, d], b[d];\nout = x + b;").repeated_axis is None
-    assert xfuse.compile("out = sin(x) * 2;", fuse=False).repeated_axis is None  # (one dim)
+    assert kernel.repeated_axes == (0,)
+    assert xfuse.compile("input x[t, d], b[d];\nout = x + b;").repeated_axes == ()
+    assert xfuse.compile("out = sin(x) * 2;", fuse=False).repeated_axes == ()  # (one dim)
+    scalar = xfuse.compile("input x[t, d], s[];\nout = x + sin(cos(s));", fuse=False)
+    assert scalar.repeated_axes == ()  # (a 0-d value's kernel: one element again a row)
     rng = np.random.default_rng(6)
     wide = rng.uniform(-3, 3, (64, 300)).astype(np.float32)
     x, b = wide[:, :256], rng.uniform(-3, 3, 256).astype(np.float32)
@@ -2306,13 +2308,21 @@ def test_rows_over_axes_every_kernel_spans_run_where_they_are() -> None:
     # A `[t, 1, d]` input's own kernel beside `x[:, :8, :]`: the rows run over t alone, each
     # computing its part of that kernel once, so the call goes by rows (it copied: 1.9x slower).
     kernel = xfuse.compile("input x[t, h, d], c[t, 1, d];\nout = x + sin(cos(c));")
-    assert kernel.repeated_axis == 1
+    assert kernel.repeated_axes == (1,)
     rng = np.random.default_rng(7)
     x = rng.uniform(-3, 3, (16, 16, 64)).astype(np.float32)[:, :8, :]
     c = rng.uniform(-3, 3, (16, 1, 64)).astype(np.float32)
     np.testing.assert_array_equal(kernel(x, c), kernel(np.ascontiguousarray(x), c))
     np.testing.assert_array_equal(kernel(x, c), kernel(np.ascontiguousarray(x), c))
     assert kernel._row_calls  # (by rows, its quick call made)
+    # a `[1, h, d]` input's own kernel at a t of 1: one row along axis 0 (it copied)
+    kernel = xfuse.compile("input x[t, h, d], p[1, h, d];\nout = x + sin(cos(p));")
+    assert kernel.repeated_axes == (0,)
+    x = rng.uniform(-3, 3, (1, 16, 80)).astype(np.float32)[:, :, :64]
+    p = rng.uniform(-3, 3, (1, 16, 64)).astype(np.float32)
+    np.testing.assert_array_equal(kernel(x, p), kernel(np.ascontiguousarray(x), p))
+    np.testing.assert_array_equal(kernel(x, p), kernel(np.ascontiguousarray(x), p))
+    assert kernel._row_calls
 
 
 def test_a_prepared_call_takes_no_input_it_would_copy() -> None:

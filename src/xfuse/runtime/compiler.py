@@ -654,14 +654,14 @@ def _run_pipeline(
         output in arguments for kernel in kernels[:-1] for output in kernel.outputs
     )
     one_kernel = len(kernels) == 1
-    repeated_axis = _repeated_axis(kernels)
+    repeated_axes = _repeated_axes(kernels)
     if options.target == "cuda":
         from xfuse.runtime.cuda import gpu_program
 
         buffer_passes = options.buffer_passes()
         gpu = gpu_program(module, buffer_passes, inputs, outputs, options.opt_level, options.arch)
         stages = Stages(*first_stage, [*tensor_passes, *buffer_passes])
-        return Program(gpu, stages, in_place_allowed, repeated_axis, options)
+        return Program(gpu, stages, in_place_allowed, repeated_axes, options)
     buffer_passes = options.buffer_passes()
     for _, pass_ in buffer_passes:
         pass_.apply(ctx, module)
@@ -679,23 +679,23 @@ def _run_pipeline(
     )
     function = NativeFunction(native, function_name, inputs, outputs, has_workspace)
     stages = Stages(*first_stage, [*tensor_passes, *buffer_passes])
-    return Program(function, stages, in_place_allowed, repeated_axis, options)
+    return Program(function, stages, in_place_allowed, repeated_axes, options)
 
 
-def _repeated_axis(kernels: Sequence[Any]) -> int | None:
-    """The outermost axis but the last that a kernel lacks (missing, or a static 1) while
-    another kernel spans it (`Program.repeated_axis`: a row's own kernel beside the `[t, d]`
-    one, axis 0); None where there is none."""
+def _repeated_axes(kernels: Sequence[Any]) -> tuple[int, ...]:
+    """The axes but the last that a kernel lacks (missing, or a static 1) while another kernel
+    spans them (`Program.repeated_axes`: a row's own kernel beside the `[t, d]` one, axis 0),
+    but for a kernel of one element (a 0-d value's, which a row computes again at no cost)."""
     from xfuse.dialects import ew
 
     shapes = [ew.shape_of(kernel.destinations()[0].type) for kernel in kernels]
     rank = max(map(len, shapes), default=0)
     aligned = [(1,) * (rank - len(shape)) + tuple(shape) for shape in shapes]
     spanned = [any(shape[axis] != 1 for shape in aligned) for axis in range(rank - 1)]
-    lacked = [
-        axis for axis in range(rank - 1) if spanned[axis] and any(s[axis] == 1 for s in aligned)
-    ]
-    return min(lacked, default=None)
+    sized = [shape for shape in aligned if any(size != 1 for size in shape)]
+    return tuple(
+        axis for axis in range(rank - 1) if spanned[axis] and any(s[axis] == 1 for s in sized)
+    )
 
 
 def compile_bufferized(

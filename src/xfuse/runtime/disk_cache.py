@@ -159,7 +159,7 @@ def encode(
             "frontend_ir": program.frontend_ir,
             "options": program.options,
             "in_place_allowed": program.in_place_allowed,
-            "repeated_axis": program.repeated_axis,
+            "repeated_axes": program.repeated_axes,
             "host": host_parts(target),
             "source_warnings": [tuple(warning) for warning in source_warnings],
             **(
@@ -200,7 +200,7 @@ class Entry:
             function,
             LazyStages(lambda: stages(frontend_ir, options)),
             fields["in_place_allowed"],
-            fields["repeated_axis"],
+            fields["repeated_axes"],
             options,
             frontend_ir,
         )

@@ -2495,10 +2495,10 @@ class Program:
     in_place_allowed: bool
     """True when the program reads all its inputs and only its last kernel writes outputs, so
     an output may overwrite a same-shaped input."""
-    repeated_axis: int | None
-    """The outermost axis (but the last) that a kernel of the program lacks while another spans
-    it (a broadcast row's own kernel, `x + sin(b)`: 0): a call by rows over it would run that
-    kernel again for each row (`Kernel._repeats`); None where no kernel lacks one."""
+    repeated_axes: tuple[int, ...]
+    """The axes (but the last) that a kernel of more than one element lacks while another spans
+    them (a broadcast row's own kernel, `x + sin(b)`: axis 0): a call by rows over one of them
+    runs that kernel again for each row (`Kernel._repeats`)."""
     options: Any
     frontend_ir: str | None = None
     """The frontend module's IR, what a pickled kernel carries (None: not from a frontend)."""
@@ -2638,7 +2638,7 @@ class Kernel(CompiledProgram):
     def __init__(self, program: Program, threads: int = 1):
         super().__init__(program)
         self.in_place_allowed = program.in_place_allowed
-        self.repeated_axis = program.repeated_axis
+        self.repeated_axes = program.repeated_axes
         self.threads = threads
         self._names = (*self._input_names, *(p.name for p in self.function.outputs))
         self._plans: dict[tuple[tuple[int, ...], ...], CallPlan] = {}
@@ -3078,13 +3078,16 @@ class Kernel(CompiledProgram):
         return True
 
     def _repeats(self, row_plan: CallPlan) -> bool:
-        """Whether `row_plan`'s rows run a kernel again for each row: its grid spans the
-        program's `repeated_axis` (a row's `sin(cos(...))` beside a strided `[256, 4096]` x:
-        1068-1098 us by rows, 664-669 copying, 295-298 contiguous; Intel Xeon, 2026-12-06; a
-        `[t, 1, d]` one's beside `x[:, :8, :]`, rows over t alone, repeats nothing)."""
+        """Whether `row_plan`'s rows run a kernel again for each row: its grid has more than
+        one row along one of the program's `repeated_axes` (a row's `sin(cos(...))` beside a
+        strided `[256, 4096]` x: 1068-1098 us by rows, 664-669 copying, 295-298 contiguous;
+        Intel Xeon, 2026-12-06). A `[t, 1, d]` one's beside `x[:, :8, :]` (rows over t alone)
+        repeats nothing, nor a `[1, h, d]` one's at a t of 1 (x `[1, 64, 4096]` strided: 265
+        us by rows, 358-360 copying, 290 contiguous)."""
         grid = row_plan.row_grid
-        axis = self.repeated_axis
-        return axis is not None and grid is not None and axis < len(grid.counts)
+        return grid is not None and any(
+            axis < len(grid.counts) and grid.counts[axis] > 1 for axis in self.repeated_axes
+        )
 
     def _new_row_plan(
         self,
