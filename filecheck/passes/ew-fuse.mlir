@@ -327,7 +327,7 @@ func.func @convert(%x: tensor<?x4xbf16>, %y: tensor<?x4xf64>) -> tensor<?x4xf16>
 // MAXOPS:         %[[C:.*]] = ew.kernel ins(%[[B]] : tensor<?xf32>) -> tensor<?xf32> {
 // MAXOPS:           math.exp
 // MAXOPS:         func.return %[[C]]
-// MAXOPS-BAD: xfuse-opt: error: ew-fuse: bad value '0' for option 'max-ops': expected an integer >= 1
+// MAXOPS-BAD: xfuse-opt: error: ew-fuse: bad value '0' for option 'max-ops': expected an integer from 1 to 2^63 - 1
 func.func @chain(%x: tensor<?xf32>) -> tensor<?xf32> {
   %a = ew.exp %x : tensor<?xf32>
   %b = ew.neg %a : tensor<?xf32>
