@@ -774,14 +774,9 @@ def test_a_prepared_call_runs_no_python_function(gelu: Gelu) -> None:
     # call's overhead: a one-slice prepared call goes from the call to the native code in C.
     x = np.linspace(-4, 4, 1000, dtype=np.float32)
     prepared = xfuse.compile(gelu.source).prepare(x=x, b=x, r=x)
-    events: list[str] = []
-    sys.setprofile(lambda _frame, event, _arg: events.append(event))
-    try:
-        result = prepared()
-    finally:
-        sys.setprofile(None)
+    result, frames = profiled(prepared)
     assert result is prepared.outputs[0]
-    assert "call" not in events, events  # ("c_call": builtins)
+    assert not frames, frames  # (builtins alone)
     np.testing.assert_allclose(result, gelu.reference(x, x, x), atol=2e-6)
 
 
@@ -795,13 +790,8 @@ def test_a_call_of_one_slice_with_temporaries_runs_in_its_plans_workspace(gelu: 
     short = x[:GIL_HELD_ELEMENTS]
     prepared = kernel.prepare(x=short, b=short, r=short)
     assert prepared.workspace_bytes and prepared._run.__name__ == "keeping_gil"
-    events: list[str] = []
-    sys.setprofile(lambda _frame, event, _arg: events.append(event))
-    try:
-        result = prepared()
-    finally:
-        sys.setprofile(None)
-    assert "call" not in events, events  # ("c_call": builtins)
+    result, frames = profiled(prepared)
+    assert not frames, frames  # (builtins alone)
     long_result = kernel(x=x, b=x, r=x)
     assert not kernel._workspaces._idle  # (none borrowed)
     (plan,) = (p for p in kernel._plans.values() if p.elements == x.size)
