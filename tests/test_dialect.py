@@ -322,6 +322,21 @@ def test_a_dense_literal_past_its_types_range_rounds_to_inf() -> None:
     assert np.frombuffer(single, "<u4").tolist() == [0x7F800000] * 2
 
 
+@pytest.mark.parametrize(
+    ("literal", "message"),
+    [
+        ("dense<100000> : tensor<2xf16>", "unexpected decimal integer literal for a floating"),
+        ("dense<[1, 2.0]> : tensor<2xf32>", "unexpected decimal integer literal for a floating"),
+        ("dense<1.0> : tensor<2xcomplex<f32>>", r"expected a complex literal \(real, imaginary\)"),
+    ],
+)
+def test_a_dense_literal_mlir_refuses_is_a_parse_error(literal: str, message: str) -> None:
+    """As mlir-opt's: a decimal integer was read as a float (f16's 100000 as inf), and a real
+    element of a complex type failed an assertion (an internal error)."""
+    with pytest.raises(ParseError, match=message):
+        parse(f"%c = arith.constant {literal}")
+
+
 @pytest.mark.parametrize("text", ["--1.0", "- -0.0", "- -inf"])
 def test_a_constant_has_one_sign(text: str) -> None:
     """`--1.0` was read as 1.0 (a sign, then a number with its own), where mlir-opt rejects it."""
