@@ -8,6 +8,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -146,6 +147,16 @@ def checksummed_garbage(path: Path) -> None:
     path.write_bytes(cache_files.MAGIC + hashlib.sha256(body).digest() + body)
 
 
+def earlier_layout(path: Path) -> None:
+    """The entry as layout 2 wrote it (0.2.27 before `repeated_axes`: a KeyError on loading it
+    where the package's version alone named the toolchain)."""
+    fields = cache_files.sealed_fields(path.read_bytes())
+    assert fields is not None
+    fields.pop("repeated_axes", None)
+    body = pickle.dumps(fields, protocol=pickle.HIGHEST_PROTOCOL)
+    path.write_bytes(b"XFUSE-CACHE-2\n" + hashlib.sha256(body).digest() + body)
+
+
 def oversized(path: Path) -> None:
     """A sparse file of 1 TiB in its place, which no read may take whole (one of 64 GiB raised
     MemoryError from `xfuse.compile` and `xfuse cache info`)."""
@@ -153,7 +164,8 @@ def oversized(path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "damage", [corrupt_byte, truncate, not_an_entry, empty, checksummed_garbage, oversized]
+    "damage",
+    [corrupt_byte, truncate, not_an_entry, empty, checksummed_garbage, earlier_layout, oversized],
 )
 def test_a_damaged_entry_is_recompiled_and_replaced(
     cache: Path, lowerings: list[str], damage, gelu: Gelu

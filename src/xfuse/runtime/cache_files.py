@@ -36,8 +36,10 @@ import xfuse
 
 ENTRY_SUFFIX = ".xfuse"
 ENTRY_MODE = 0o644
-MAGIC = b"XFUSE-CACHE-2\n"
-"""The first bytes of every entry (the `2` is the layout's version)."""
+MAGIC = b"XFUSE-CACHE-3\n"
+"""The first bytes of every entry (the `3` is the layout's version, raised where its fields
+change within a version of xfuse: an installed package's toolchain is its version alone, and
+a 0.2.27 entry of layout 2 lacked `repeated_axes`, a KeyError on loading it)."""
 TEMPORARY_PREFIX = ".xfuse-tmp-"
 TOOLCHAIN_PREFIX = "toolchain-"
 """A toolchain's subdirectory is this and 16 hex digits of a SHA-256 of `toolchain()`."""

@@ -212,6 +212,12 @@ GIL_SERIALIZES = getattr(sys, "_is_gil_enabled", lambda: True)()
 """Whether a native call that keeps the GIL runs alone among this process's Python threads (not
 in a free-threaded interpreter)."""
 
+REPEATED_ROWS_TO_COPY = 8
+"""A checked call on a strided input copies it where its rows would run a libm kernel again
+this many times or more (`Kernel._repeats`): a row's `sin(cos(...))` beside x `[t, 4096]` of
+`[t, 4112]` took 17.1 us by rows, 22.9 copying at t = 2; 23.1 and 24.2 at 4; 35.8 and 28.2 at
+8; 241.9 and 144.5 at 64 (Intel Xeon, 2026-12-06)."""
+
 ROW_CALL_MIN_ELEMENTS = 32
 """A call whose strided inputs have rows (`row_axes`) of at least this many elements runs one
 native call per row on the arrays as they are (`Kernel._row_plan`); one of shorter rows copies
@@ -3078,16 +3084,18 @@ class Kernel(CompiledProgram):
         return True
 
     def _repeats(self, row_plan: CallPlan) -> bool:
-        """Whether `row_plan`'s rows run a kernel again for each row: its grid has more than
-        one row along one of the program's `repeated_axes` (a row's `sin(cos(...))` beside a
-        strided `[256, 4096]` x: 1068-1098 us by rows, 664-669 copying, 295-298 contiguous;
+        """Whether `row_plan`'s rows run a libm kernel again for `REPEATED_ROWS_TO_COPY` rows or
+        more: its grid's rows along the program's `repeated_axes` (a row's `sin(cos(...))` beside
+        a strided `[256, 4096]` x: 1068-1098 us by rows, 664-669 copying, 295-298 contiguous;
         Intel Xeon, 2026-12-06). A `[t, 1, d]` one's beside `x[:, :8, :]` (rows over t alone)
         repeats nothing, nor a `[1, h, d]` one's at a t of 1 (x `[1, 64, 4096]` strided: 265
         us by rows, 358-360 copying, 290 contiguous)."""
         grid = row_plan.row_grid
-        return grid is not None and any(
-            axis < len(grid.counts) and grid.counts[axis] > 1 for axis in self.repeated_axes
-        )
+        if grid is None:
+            return False
+        counts = grid.counts
+        repeats = math.prod(counts[axis] for axis in self.repeated_axes if axis < len(counts))
+        return bool(self.repeated_axes) and repeats >= REPEATED_ROWS_TO_COPY
 
     def _new_row_plan(
         self,
