@@ -327,6 +327,7 @@ def test_a_dense_literal_past_its_types_range_rounds_to_inf() -> None:
     [
         ("dense<100000> : tensor<2xf16>", "unexpected decimal integer literal for a floating"),
         ("dense<[1, 2.0]> : tensor<2xf32>", "unexpected decimal integer literal for a floating"),
+        ("dense<[true, false]> : tensor<2xf32>", "expected floating point literal"),
         ("dense<1.0> : tensor<2xcomplex<f32>>", r"expected a complex literal \(real, imaginary\)"),
     ],
 )

@@ -25,8 +25,9 @@
   (`arith.constant 0x7E01 : f16` printed back as `0x7e00`), and bf16's encoder quiets a
   signalling NaN (`0x7F81` as `0x7fc1`): a NaN's sign and payload bits are kept
   (`_keep_half_nan_payloads`), as mlir-opt keeps them.
-- A float `dense<...>` literal's decimal integers (`dense<100000> : tensor<2xf16>`) were read
-  as floats, where MLIR refuses them, and a complex type's real element failed an assertion.
+- A float `dense<...>` literal's decimal integers (`dense<100000> : tensor<2xf16>`) and
+  booleans were read as floats, where MLIR refuses them, and a complex type's real element
+  failed an assertion.
 - `struct` refuses an f16 or f32 value past the type's range, which a dense literal's elements
   met (`dense<1.0e39> : tensor<2xf32>`: an internal OverflowError; a scalar's rounds to inf):
   they round to inf (`_rounding_past_range`), as mlir-opt's and IEEE's nearest rounding do.
@@ -283,6 +284,8 @@ def apply() -> None:
                         "trailing dot to make the literal a float)",
                         at_position=self.span,
                     )
+                if isinstance(self.value, bool):  # (`dense<true>`, read as 1.0)
+                    parser.raise_error("expected floating point literal", at_position=self.span)
             if isinstance(element_type, ComplexType) and not isinstance(self.value, tuple):
                 parser.raise_error(  # (an internal AssertionError)
                     f"expected a complex literal (real, imaginary) for {element_type}",
