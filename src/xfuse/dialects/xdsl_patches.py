@@ -209,7 +209,7 @@ def _keep_payloads(half: type[Float16Type | BFloat16Type], exponent: int, shift:
         )
 
     def iter_unpack_keeping_payloads(self: Any, buffer: ReadableBuffer, /) -> Iterator[float]:
-        return iter(unpack_keeping_payloads(self, buffer, len(memoryview(buffer)) // 2))
+        return iter(unpack_keeping_payloads(self, buffer, memoryview(buffer).nbytes // 2))
 
     def pack_into_keeping_payloads(
         self: Any, buffer: WriteableBuffer, offset: int, value: float

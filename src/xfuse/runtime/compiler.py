@@ -650,6 +650,8 @@ def _run_pipeline(
     # whole, each over what the one before had written (`out=c` gave c * 2**8).
     function = only_function(module)
     kernels = [op for op in function.walk() if isinstance(op, ew.KernelOp)]
+    # (bufferized: the tensor passes end with ew-bufferize, so a kernel's outputs are buffers)
+    assert all(not kernel.results for kernel in kernels), "expected bufferized kernels"
     arguments = function.body.block.args
     in_place_allowed = all(argument.uses for argument in arguments) and not any(
         output in arguments for kernel in kernels[:-1] for output in kernel.outputs
