@@ -21,7 +21,7 @@ special values (+-0, +-inf, NaN) against numpy's; `--dry-run` compiles those ker
 as the model has kernels, and reports the predictions only (this is what the tests run). Without
 it, where there is no GPU or no cuda-python, the script says which and exits with status 2; a
 driver call that fails later, or PTX this GPU or driver cannot load, is one line naming it, and
-status 1.
+status 1, as is a run whose results any check failed (each checked line says ok or FAILED).
 """
 
 from __future__ import annotations
@@ -83,6 +83,14 @@ class VariantResult:
     max_error: float | None = None
     tolerance: float | None = None
 
+    @property
+    def ok(self) -> bool | None:
+        """Whether the result is within the tolerance of the float64 reference (a NaN error is
+        not); None where it was not checked (a dry run)."""
+        if self.max_error is None or self.tolerance is None:
+            return None
+        return self.max_error <= self.tolerance
+
 
 @dataclass(frozen=True)
 class MathCheck:
@@ -114,6 +122,13 @@ class MathResult:
     error: str | None = None
     """Why it was not checked (no libdevice)."""
 
+    @property
+    def ok(self) -> bool | None:
+        """Within libdevice's bound and special values as numpy's; None where not measured."""
+        if self.max_ulps is None:
+            return None
+        return self.max_ulps <= self.bound_ulps and bool(self.specials_match)
+
 
 @dataclass
 class Report:
@@ -125,6 +140,11 @@ class Report:
     variants: list[VariantResult] = field(default_factory=list)
     torch: dict[str, float] = field(default_factory=dict)
     math: list[MathResult] = field(default_factory=list)
+
+    def failed(self) -> bool:
+        """Whether a checked result was wrong: a variant past its tolerance, an f64 function
+        past its bound (what the exit status says)."""
+        return any(check.ok is False for check in (*self.variants, *self.math))
 
 
 def reference(x: np.ndarray, b: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -329,8 +349,9 @@ def print_report(report: Report, file: TextIO = sys.stdout) -> None:
             f"\n{label}: predicted {us(variant.predicted_s)} us, calibrated "
             f"{us(variant.calibrated_s)} us, measured {us(variant.measured_s)} us"
             + (
-                f", max error {variant.max_error:.3g} (tolerance {variant.tolerance:.3g})"
-                if variant.max_error is not None
+                f", max error {variant.max_error:.3g} (tolerance {variant.tolerance:.3g}): "
+                f"{'ok' if variant.ok else 'FAILED'}"
+                if variant.max_error is not None and variant.tolerance is not None
                 else ""
             )
         )
@@ -359,12 +380,11 @@ def print_report(report: Report, file: TextIO = sys.stdout) -> None:
         elif check.max_ulps is None:
             write(f"f64 {check.function}: compiled (bound {check.bound_ulps:g} ulps)")
         else:
-            ok = check.max_ulps <= check.bound_ulps and check.specials_match
             specials = "as" if check.specials_match else "NOT as"
             write(
                 f"f64 {check.function}: max {check.max_ulps:.3f} ulps (bound "
                 f"{check.bound_ulps:g}), special values {specials} numpy's: "
-                f"{'ok' if ok else 'FAILED'}"
+                f"{'ok' if check.ok else 'FAILED'}"
             )
 
 
@@ -475,4 +495,4 @@ def main(argv: list[str] | None = None) -> Report:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(1 if main().failed() else 0)  # (a wrong result fails the run, not only its line)
