@@ -20,7 +20,6 @@ entry, so it always misses and raises before anything is compiled.
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import itertools
 import numbers
@@ -43,7 +42,7 @@ from xfuse.runtime import disk_cache
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
 from xfuse.transforms import workspace_size_function
-from xfuse.transforms.options import CpuMath, Math, Target
+from xfuse.transforms.options import Math, Target
 
 if TYPE_CHECKING:
     from xdsl.dialects import func
@@ -693,6 +692,7 @@ def _repeated_axes(kernels: Sequence[Any], math: str) -> tuple[int, ...]:
     copy of its inputs (`x * (b * 2 + 1)` unfused, x `[t, 4096]` of `[t, 4112]`: 11.7 us by
     rows, 20.8 copying at t = 2; 422.1 and 670.9 at 256; Intel Xeon, 2026-12-06)."""
     from xfuse.dialects import ew
+    from xfuse.transforms.fuse import calls_libm
     from xfuse.transforms.options import is_cpu_math
 
     if not is_cpu_math(math):
@@ -704,40 +704,11 @@ def _repeated_axes(kernels: Sequence[Any], math: str) -> tuple[int, ...]:
     calling = [
         shape
         for kernel, shape in zip(kernels, aligned, strict=True)
-        if any(size != 1 for size in shape) and _calls_libm(kernel, math)
+        if any(size != 1 for size in shape) and calls_libm(kernel, math)
     ]
     return tuple(
         axis for axis in range(rank - 1) if spanned[axis] and any(s[axis] == 1 for s in calling)
     )
-
-
-def _calls_libm(kernel: Any, math: CpuMath) -> bool:
-    """Whether `kernel`'s region makes a libm call once `ew-expand-math{math=...}` lowers it
-    (`_op_calls_libm` of each op)."""
-    return any(
-        _op_calls_libm(type(op), tuple(o.type for o in op.operands), math)
-        for op in kernel.body.walk()
-        if op.dialect_name() == "math"
-    )
-
-
-@functools.cache
-def _op_calls_libm(op_type: type[Any], operand_types: tuple[Any, ...], math: CpuMath) -> bool:
-    """Whether one `op_type` op on `operand_types` becomes a `func.call` (libm's `sinf`) in
-    `ew-expand-math{math=...}`, not instructions (an approximated `exp`, `math.sqrt`)."""
-    from xdsl.context import Context
-    from xdsl.dialects import func
-    from xdsl.dialects.builtin import ModuleOp
-    from xdsl.ir import Block, Region
-
-    from xfuse.transforms.expand_math import EwExpandMathPass
-
-    block = Block(arg_types=operand_types)
-    op = op_type.create(operands=list(block.args), result_types=[operand_types[0]])
-    block.add_ops([op, func.ReturnOp()])
-    function = func.FuncOp("calls", (list(operand_types), []), Region(block))
-    EwExpandMathPass(math=math).apply(Context(), ModuleOp([function]))
-    return any(isinstance(each, func.CallOp) for each in block.ops)
 
 
 def compile_bufferized(

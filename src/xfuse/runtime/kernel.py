@@ -2502,9 +2502,9 @@ class Program:
     """True when the program reads all its inputs and only its last kernel writes outputs, so
     an output may overwrite a same-shaped input."""
     repeated_axes: tuple[int, ...]
-    """The axes (but the last) that a kernel of more than one element lacks while another spans
-    them (a broadcast row's own kernel, `x + sin(b)`: axis 0): a call by rows over one of them
-    runs that kernel again for each row (`Kernel._repeats`)."""
+    """The axes (but the last) that a kernel of more than one element making libm calls lacks
+    while another spans them (a broadcast row's own kernel, `x + sin(b)`: axis 0): a call by
+    rows over one of them runs that kernel again for each row (`Kernel._repeats`)."""
     options: Any
     frontend_ir: str | None = None
     """The frontend module's IR, what a pickled kernel carries (None: not from a frontend)."""
@@ -3095,7 +3095,7 @@ class Kernel(CompiledProgram):
             return False
         counts = grid.counts
         repeats = math.prod(counts[axis] for axis in self.repeated_axes if axis < len(counts))
-        return bool(self.repeated_axes) and repeats >= REPEATED_ROWS_TO_COPY
+        return repeats >= REPEATED_ROWS_TO_COPY
 
     def _new_row_plan(
         self,

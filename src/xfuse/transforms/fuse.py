@@ -98,8 +98,15 @@ def scalar_ops(
     if exponent is not None:
         args[1] = builder.insert(arith.ConstantOp(FloatAttr(exponent, element))).result
     emit_scalar(op_type, builder, args, element)
+    return expanded(block, math)
+
+
+def expanded(block: Block, math: CpuMath) -> tuple[str, ...]:
+    """The names of the ops (constants aside) that `block`'s ops become in
+    `ew-expand-math{math=...}` (it is changed: a function's body)."""
+    arguments = [argument.type for argument in block.args]
     block.add_op(func.ReturnOp())
-    function = func.FuncOp("size", ([element] * arity, []), Region(block))
+    function = func.FuncOp("expanded", (arguments, []), Region(block))
     EwExpandMathPass(math=math).apply(Context(), ModuleOp([function]))
     return tuple(
         op.name for op in block.ops if not isinstance(op, arith.ConstantOp | func.ReturnOp)
@@ -124,6 +131,25 @@ def libm_calls(op: Operation, math: CpuMath = "approx") -> int:
     `math.sqrt`: LLVM intrinsics). f16 and bf16 ops compute in f32."""
     f64 = isinstance(ew.element_type(op.results[0].type), Float64Type)
     return op_ops(op, f64, math).count("func.call")
+
+
+def calls_libm(kernel: ew.KernelOp, math: CpuMath) -> bool:
+    """Whether `kernel`'s region makes a libm call once `ew-expand-math{math=...}` lowers it,
+    as `libm_calls` counts them for an `ew` op."""
+    return any(
+        _math_op_calls_libm(type(op), tuple(o.type for o in op.operands), math)
+        for op in kernel.body.walk()
+        if op.dialect_name() == "math"
+    )
+
+
+@functools.cache
+def _math_op_calls_libm(
+    op_type: type[Operation], operand_types: tuple[Attribute, ...], math: CpuMath
+) -> bool:
+    block = Block(arg_types=operand_types)
+    block.add_op(op_type.create(operands=list(block.args), result_types=[operand_types[0]]))
+    return "func.call" in expanded(block, math)
 
 
 def hoisted(small: Shape, big: Shape) -> bool:
