@@ -68,6 +68,7 @@ import math
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -106,6 +107,7 @@ from xfuse.runtime.kernel import (
     SplitChoice,
 )
 from xfuse.tools.cli import positive_int
+from xfuse.tools.closed_stdout import exit_status
 from xfuse.transforms.pipeline import only_function
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -1133,4 +1135,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Kernel, compile_bufferized
 from xfuse.tools.cli import positive_int
+from xfuse.tools.closed_stdout import exit_status
 from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.fuse import EwFusePass
 from xfuse.transforms.options import Recompute
@@ -107,4 +109,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

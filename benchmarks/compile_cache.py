@@ -31,6 +31,7 @@ from pathlib import Path
 
 from xfuse.benchmarking.timing import host_summary, script_parser
 from xfuse.tools.cli import option_type, positive_int
+from xfuse.tools.closed_stdout import exit_status
 
 GELU = (Path(__file__).parent.parent / "examples" / "gelu.ew").read_text()
 
@@ -123,4 +124,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

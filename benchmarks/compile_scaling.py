@@ -22,6 +22,7 @@ handed to LLVM only up to `--llvm-kernels` kernels, to keep the run short.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 
@@ -35,6 +36,7 @@ from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Options, collector_paused
 from xfuse.tools.cli import non_negative_int, positive_int
+from xfuse.tools.closed_stdout import exit_status
 from xfuse.transforms.pipeline import pipeline_context
 
 
@@ -131,4 +133,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

@@ -62,6 +62,7 @@ import collections
 import contextlib
 import functools
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -75,6 +76,7 @@ from distributed import Client, LocalCluster, get_task_stream, wait
 import xfuse
 from xfuse.benchmarking.timing import host_summary, milliseconds, script_parser
 from xfuse.tools.cli import positive_int
+from xfuse.tools.closed_stdout import exit_status
 
 GELU = (
     "input x[t, d]; input b[d]; input r[t, d];\n"
@@ -328,4 +330,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -22,6 +23,7 @@ import numpy as np
 import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.tools.cli import log2_size, positive_int
+from xfuse.tools.closed_stdout import exit_status
 
 PROGRAMS: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
     "exp": ("out = exp(x);", np.exp),
@@ -114,4 +116,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

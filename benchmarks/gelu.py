@@ -17,6 +17,7 @@ against `threads=1` at 2^12 elements (too few to split: the kernel runs on the c
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from xfuse.benchmarking.timing import (
 )
 from xfuse.frontend.language import parse_program
 from xfuse.tools.cli import log2_size, positive_int
+from xfuse.tools.closed_stdout import exit_status
 from xfuse.transforms.optimize import EwOptimizePass
 from xfuse.transforms.pipeline import pipeline_context
 
@@ -168,4 +170,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

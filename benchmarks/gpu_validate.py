@@ -49,6 +49,7 @@ from xfuse.codegen.ptx import ARCHES
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.runtime.cost_driver import cost_program
 from xfuse.tools.cli import json_file, option_type, plot_file, positive_int
+from xfuse.tools.closed_stdout import exit_status
 
 SOURCE = (Path(__file__).parents[1] / "examples" / "gelu.ew").read_text()
 DTYPES = ("bfloat16", "float32")
@@ -495,4 +496,5 @@ def main(argv: list[str] | None = None) -> Report:
 
 
 if __name__ == "__main__":
-    sys.exit(1 if main().failed() else 0)  # (a wrong result fails the run, not only its line)
+    # (a wrong result fails the run, not only its line; a closed stdout ends it as the CLIs)
+    sys.exit(exit_status(lambda: 1 if main().failed() else 0))

@@ -16,6 +16,7 @@ docs/benchmarks.md, "The C library's functions through libmvec", has the tables 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -24,6 +25,7 @@ import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.dialects import ew
 from xfuse.tools.cli import log2_size, positive_int
+from xfuse.tools.closed_stdout import exit_status
 
 FUNCTIONS = ("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh")
 FUNCTIONS += ("acosh", "atanh", "exp2", "expm1", "log2", "log10", "cbrt")
@@ -103,4 +105,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

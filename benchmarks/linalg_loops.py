@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import sys
 import time
 
 from compile_scaling import chain, wide_dag
@@ -27,6 +28,7 @@ from xfuse.codegen.native import optimize_llvm_dialect
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Options
 from xfuse.tools.cli import positive_int
+from xfuse.tools.closed_stdout import exit_status
 from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.pipeline import pipeline_context
 from xfuse.transforms.to_linalg import EwToLinalgPass
@@ -95,4 +97,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

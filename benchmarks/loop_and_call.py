@@ -27,6 +27,7 @@ features, on an AVX-512 host).
 from __future__ import annotations
 
 import ctypes
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_
 from xfuse.codegen.native import compile_llvm_ir, host_cpu
 from xfuse.runtime.kernel import Kernel
 from xfuse.tools.cli import positive_int
+from xfuse.tools.closed_stdout import exit_status
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 GELU = (EXAMPLES / "gelu.ew").read_text()
@@ -239,4 +241,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

@@ -16,6 +16,7 @@ round medians:
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -23,6 +24,7 @@ import numpy as np
 import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_parser
 from xfuse.tools.cli import positive_int
+from xfuse.tools.closed_stdout import exit_status
 
 
 @xfuse.jit(math="approx")
@@ -94,4 +96,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 from collections.abc import Callable
+from unittest import mock
 
 import ml_dtypes
 import numpy as np
@@ -38,6 +40,7 @@ from xfuse.benchmarking.timing import (
 from xfuse.runtime.arrays import aligned_empty, data_pointer
 from xfuse.runtime.output_pool import release_output_memory
 from xfuse.tools.cli import positive_int
+from xfuse.tools.closed_stdout import exit_status
 
 SOURCE = "out = x * sigmoid(x) * r;"
 NEST_WIDTH = 14336
@@ -49,14 +52,11 @@ NEST_SOURCES = {
 
 
 def pool_off(call: Callable[[], object]) -> Callable[[], object]:
-    """`call` with the pool turned off while it runs."""
+    """`call` with the pool turned off while it runs (a user's own setting back after it)."""
 
     def run() -> object:
-        os.environ["XFUSE_OUTPUT_POOL_BYTES"] = "0"
-        try:
+        with mock.patch.dict(os.environ, XFUSE_OUTPUT_POOL_BYTES="0"):
             return call()
-        finally:
-            del os.environ["XFUSE_OUTPUT_POOL_BYTES"]
 
     return run
 
@@ -135,4 +135,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

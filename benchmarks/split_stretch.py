@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import numpy as np
 import xfuse
 from xfuse.benchmarking.timing import host_summary, script_parser
 from xfuse.tools.cli import positive_int
+from xfuse.tools.closed_stdout import exit_status
 
 PROGRAMS = {
     "hardswish": "out = x * min(max(x + 3, 0), 6) / 6;",
@@ -87,4 +89,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

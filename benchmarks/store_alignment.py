@@ -26,6 +26,7 @@ Prints the host with its load first.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ from xfuse.benchmarking.timing import (
 )
 from xfuse.runtime.arrays import aligned_empty
 from xfuse.tools.cli import log2_size, positive_int
+from xfuse.tools.closed_stdout import exit_status
 
 
 @dataclass(frozen=True)
@@ -133,4 +135,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

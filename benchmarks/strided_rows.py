@@ -31,6 +31,7 @@ contiguous copies, and numpy's. Prints the host with its load first.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_
 from xfuse.runtime.arrays import aligned_empty
 from xfuse.runtime.kernel import ROW_CALL_MIN_ELEMENTS, SETTLING_CALLS
 from xfuse.tools.cli import option_type, positive_int
+from xfuse.tools.closed_stdout import exit_status
 
 SWIGLU = "out = x * sigmoid(x) * y;"
 ROPE = (Path(__file__).parent.parent / "examples" / "rope.ew").read_text()
@@ -181,4 +183,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

@@ -16,12 +16,14 @@ round medians (each round times every run in turn):
 from __future__ import annotations
 
 import argparse
+import sys
 
 import numpy as np
 
 import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.tools.cli import log2_size, positive_int
+from xfuse.tools.closed_stdout import exit_status
 
 FORMS: list[tuple[str, str, str]] = [
     (
@@ -97,4 +99,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)

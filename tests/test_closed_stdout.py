@@ -232,3 +232,11 @@ def test_a_reader_gone_partway_through_a_large_module_is_status_141(tmp_path: Pa
         assert reader.read(16) == b"builtin.module {"
     _, stderr = child.communicate(timeout=300)
     assert (child.returncode, stderr) == (SIGPIPE_STATUS, "")
+
+
+@pytest.mark.parametrize("script", sorted(path.name for path in (ROOT / "benchmarks").glob("*.py")))
+def test_a_benchmark_script_ends_as_the_clis_where_stdout_is_closed(script: str) -> None:
+    """Each script's `main()` runs under `exit_status` (Python's `Exception ignored ...
+    BrokenPipeError` and status 120, or a BrokenPipeError traceback, where it did not)."""
+    done = run_into_closed_pipe([sys.executable, str(ROOT / "benchmarks" / script), "--help"])
+    assert (done.returncode, done.stderr) == (SIGPIPE_STATUS, "")

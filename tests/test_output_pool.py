@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import runpy
 from collections.abc import Iterator
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -183,3 +185,14 @@ def test_an_output_the_system_cannot_give_is_a_memory_error() -> None:
     `OSError` (256 TiB: more than a 47-bit address space, whatever the overcommit policy)."""
     with pytest.raises(MemoryError, match=r"Unable to allocate 262144.00 GiB for a new output"):
         new_output((1 << 46,), np.dtype(np.float32))
+
+
+def test_the_benchmarks_pool_off_run_gives_a_users_setting_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """benchmarks/outputs.py turns the pool off for its `np.empty` rows and back on after: to
+    the user's own limit (it deleted the variable, and the rows after ran at the default)."""
+    script = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "outputs.py"))
+    monkeypatch.setenv("XFUSE_OUTPUT_POOL_BYTES", "64MiB")
+    seen = script["pool_off"](pool_limit)()
+    assert (seen, pool_limit()) == (0, 64 << 20)

@@ -66,8 +66,9 @@ INTERRUPTED_STATUS = 128 + signal.SIGINT
 """130: the status a shell reports for a command that Ctrl-C (SIGINT) ended."""
 
 
-def exit_status(run: Callable[[], int]) -> int:
-    """`run()`'s exit status, stdout flushed here (also before an exception or a `SystemExit`,
+def exit_status(run: Callable[[], int | None]) -> int:
+    """`run()`'s exit status (0 where it returns None, as a script's `main()` does), stdout
+    flushed here (also before an exception or a `SystemExit`,
     `--help`'s), where a closed pipe is caught: at exit it was not. `SIGPIPE_STATUS`, with no
     message, where the reader of stdout went away; `INTERRUPTED_STATUS`, with no traceback,
     where Ctrl-C stopped it (as `mlir-opt` and `cat`). Without a stderr (`2>&-`) messages go
@@ -78,7 +79,7 @@ def exit_status(run: Callable[[], int]) -> int:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (for the process's life)
     try:
         try:
-            return run()
+            return run() or 0
         finally:
             sys.stdout.flush()
     except BrokenPipeError:
