@@ -1001,6 +1001,21 @@ def test_cli_errors_are_one_line(
     assert status == 1 and message in err and "Traceback" not in err
 
 
+def test_a_refusal_names_the_shape_given_where_the_model_folded_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A 1-d program under `--shape 4x8` runs over 32 elements: the refusal says where the 32
+    came from (it named only `32`, which no option had said)."""
+    program = tmp_path / "row.ew"
+    program.write_text("input x[n], b[5];\nout = x + b;\n")
+    status, _, err = run_cli(capsys, "cost", str(program), "--shape", "4x8")
+    assert status == 1, err
+    assert (
+        "--shape: input 'b' of shape [5] does not broadcast to the problem shape 32 (4x8 folded "
+        "to the function's rank 1): its dim 0 is 5, the problem's 32"
+    ) in err
+
+
 def test_cli_reports_program_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.ew"
     bad.write_text("out = x +;\n")

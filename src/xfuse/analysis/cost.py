@@ -475,18 +475,35 @@ def _bound(memory: float, compute: float, launch: float) -> str:
     return "compute" if compute > memory else "memory"
 
 
+def _problem_text(problem: tuple[int, ...], shape: tuple[int, ...]) -> str:
+    """The problem shape as a message names it: with the shape given where that was folded
+    (`problem shape 32` alone, for `--shape 4x8` over a 1-d program, read as a mistake)."""
+    if problem == shape:
+        return format_shape(problem)
+    return (
+        f"{format_shape(problem)} ({format_shape(shape)} folded to the function's rank "
+        f"{len(problem)})"
+    )
+
+
 def _check_broadcasts(
-    name: str, argument: SSAValue, problem: tuple[int, ...], function: Operation, role: str
+    name: str,
+    argument: SSAValue,
+    problem: tuple[int, ...],
+    shape: tuple[int, ...],
+    function: Operation,
+    role: str,
 ) -> None:
     """A static dim of an argument (an input, or a bufferized function's output: `role`) must
-    be 1 or the problem's size on its (right-aligned) axis."""
+    be 1 or the problem's size on its (right-aligned) axis (`problem`, `shape` folded)."""
     dims = ew.shape_of(argument.type)
     offset = len(problem) - len(dims)
     for axis, size in enumerate(dims):
         if size not in (DYNAMIC_INDEX, 1, problem[offset + axis]):
             raise ShapeMismatchError(
                 f"{role} '{name}' of shape {ew.format_shape(dims)} does not broadcast to the "
-                f"problem shape {format_shape(problem)}: its dim {axis} is {size}, the problem's "
+                f"problem shape {_problem_text(problem, shape)}: its dim {axis} is {size}, the "
+                f"problem's "
                 f"{problem[offset + axis]}",
                 name,
                 function,
@@ -531,7 +548,9 @@ def check_given_shape(function: func.FuncOp, shape: tuple[int, ...]) -> None:
         )
 
 
-def _check_named_dims(function: func.FuncOp, problem: tuple[int, ...], names: _Names) -> None:
+def _check_named_dims(
+    function: func.FuncOp, problem: tuple[int, ...], shape: tuple[int, ...], names: _Names
+) -> None:
     """Every dim of one name (`input x[t, d], b[t];`: `t`) is one size at the problem shape, as
     a call requires (the model priced a `t` of 4096 in `x` and 14336 in `b`, which the kernel
     refuses)."""
@@ -547,7 +566,7 @@ def _check_named_dims(function: func.FuncOp, problem: tuple[int, ...], names: _N
             if size != first_size:
                 raise ShapeMismatchError(
                     f"dim '{dim}' is {first_size} in input '{first_input}' but {size} in input "
-                    f"'{names(argument)}' at the problem shape {format_shape(problem)}",
+                    f"'{names(argument)}' at the problem shape {_problem_text(problem, shape)}",
                     names(argument),
                     function,
                 )
@@ -603,9 +622,9 @@ def analyse_function(
         name = names(argument)
         if isinstance(argument.type, TensorType | MemRefType):
             role = "output" if argument in written else "input"  # (a bufferized one's buffer)
-            _check_broadcasts(name, argument, problem, function, role)
+            _check_broadcasts(name, argument, problem, options.shape, function, role)
     _check_spanned(function, kernels, problem, options.shape)
-    _check_named_dims(function, problem, names)
+    _check_named_dims(function, problem, options.shape, names)
     l2 = _L2(options.hardware.l2_bytes)
 
     def access(value: SSAValue, elements: int, from_l2: bool = False) -> TensorAccess:
