@@ -359,6 +359,19 @@ def test_a_boolean_result_goes_into_an_out_buffer_of_booleans_or_of_its_dtype() 
         compare(x, y, out=(np.empty(4, np.int32), None))
 
 
+def test_boolean_out_buffers_of_fortran_order_beside_fortran_inputs() -> None:
+    """Where every input and `out` buffer is Fortran-ordered the kernel runs on transposes: a
+    boolean buffer's stand-in is Fortran-ordered too (a C-ordered one made the call refuse the
+    other buffer, "or Fortran-ordered, where every input and out buffer is")."""
+    x = np.asfortranarray(np.random.default_rng(6).standard_normal((6, 8)).astype(np.float32))
+    y = np.asfortranarray(x[::-1] * 0.5)
+    sums, masks = np.empty_like(x, order="F"), np.empty(x.shape, np.bool_, order="F")
+    got = xfuse.jit(lambda x, y: (x + y, x < y))(x, y, out=(sums, masks))
+    assert got[0] is sums and got[1] is masks
+    np.testing.assert_array_equal(sums, x + y)
+    np.testing.assert_array_equal(masks, x < y)
+
+
 def test_a_boolean_out_buffer_is_checked_before_the_call() -> None:
     """As the kernel checks its own `out` buffers: a wrong shape was found only after the call
     had written the other buffers, a read-only one was numpy's ValueError, and one sharing the

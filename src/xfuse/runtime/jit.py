@@ -47,7 +47,7 @@ from xfuse.runtime.arrays import (
 )
 from xfuse.runtime.compiler import Options, check_threads, compile_module, recompiled
 from xfuse.runtime.dask_arrays import check_known_chunks, is_dask_array
-from xfuse.runtime.kernel import PLAN_CACHE_SIZE, Kernel
+from xfuse.runtime.kernel import PLAN_CACHE_SIZE, Kernel, fortran_ordered, out_buffers
 from xfuse.transforms.options import Math
 
 _Plain = tuple[Kernel, bool, tuple[bool, ...]]
@@ -394,8 +394,12 @@ def _call(
     _check_boolean_buffers(names, given, into)
     # A boolean buffer's stand-in of the kernel's dtype and its shape: the kernel's own checks
     # (its shape) run on it before any native call, and the test writes the buffer after it.
+    # Fortran-ordered where the kernel runs on transposes (a C-ordered one among Fortran
+    # buffers was refused, "or Fortran-ordered, where every input and out buffer is").
+    arrays = [a for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray) and a.ndim]
+    order = "F" if fortran_ordered(arrays, out_buffers(given), 0) else "C"
     kept = [
-        b if target is None else np.empty(target.shape, numpy_dtype(parameter.dtype))
+        b if target is None else np.empty(target.shape, numpy_dtype(parameter.dtype), order=order)
         for parameter, b, target in zip(kernel.function.outputs, given, into, strict=True)
     ]
     kernel_out = dict(zip(names, kept, strict=True)) if isinstance(out, Mapping) else kept
