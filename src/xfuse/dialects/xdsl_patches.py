@@ -28,6 +28,9 @@
 - A float `dense<...>` literal's decimal integers (`dense<100000> : tensor<2xf16>`) and
   booleans were read as floats, where MLIR refuses them, and a complex type's real element
   failed an assertion.
+- A scalar float attribute written as a decimal integer (`arith.constant 3 : f32`) was read
+  as 3.0, where mlir-opt refuses it as it refuses the dense literal's
+  (`_refuse_decimal_float_scalars`).
 - `struct` refuses an f16 or f32 value past the type's range, which a dense literal's elements
   met (`dense<1.0e39> : tensor<2xf32>`: an internal OverflowError; a scalar's rounds to inf):
   they round to inf (`_rounding_past_range`), as mlir-opt's and IEEE's nearest rounding do.
@@ -51,6 +54,7 @@ from xdsl.dialects.builtin import (
     ComplexType,
     Float16Type,
     Float32Type,
+    FloatAttr,
     IntegerAttr,
     ShapedType,
 )
@@ -251,7 +255,36 @@ def _rounding_past_range(float_type: type[Float16Type | Float32Type]) -> None:
     float_type.pack_into = pack_into_rounding  # type: ignore[method-assign]
 
 
+DECIMAL_INTEGER = re.compile(r"-?\s*[0-9]+(?![0-9.xX])")
+"""An MLIR integer literal in decimal (a float literal has a `.`, a hexadecimal one `0x`)."""
+
+
+def _refuse_decimal_float_scalars() -> None:
+    parse = AttrParser.parse_optional_builtin_int_or_float_attr
+    if getattr(parse, "refuses_decimal_floats", False):
+        return
+
+    def parse_refusing_decimal_floats(self: AttrParser) -> Any:
+        span = self._current_token.span
+        attribute = parse(self)
+        if isinstance(attribute, FloatAttr) and DECIMAL_INTEGER.match(
+            span.input.content, span.start
+        ):
+            self.raise_error(
+                "unexpected decimal integer literal for a floating point value (add a trailing "
+                "dot to make the literal a float)",
+                at_position=span,
+            )
+        return attribute
+
+    parse_refusing_decimal_floats.refuses_decimal_floats = True  # type: ignore[attr-defined]
+    AttrParser.parse_optional_builtin_int_or_float_attr = (  # type: ignore[method-assign]
+        parse_refusing_decimal_floats
+    )
+
+
 def apply() -> None:
+    _refuse_decimal_float_scalars()
     for float_type in (Float16Type, Float32Type):
         _rounding_past_range(float_type)
     _keep_half_nan_payloads()
