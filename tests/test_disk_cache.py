@@ -24,14 +24,20 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import ml_dtypes
 import numpy as np
 import pytest
+from xdsl.context import Context
+from xdsl.dialects import builtin
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 
 import xfuse
 from xfuse.codegen.libdevice import find_libdevice
 from xfuse.codegen.native import UnresolvedSymbolsError, declared_symbols
+from xfuse.dialects import ew
 from xfuse.frontend.language import EwNameWarning, parse_program
 from xfuse.runtime import cache_files, disk_cache, kernel
 from xfuse.runtime.compiler import compile_module
 from xfuse.tools.cli import main as cli_main
+from xfuse.transforms import ALL_PASSES
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -96,6 +102,33 @@ def test_options_and_programs_have_their_own_entries(
     xfuse.compile("out = x * 2;")
     assert len(lowerings) == 3
     assert len(entries(cache)) == 6
+
+
+def test_a_pass_from_outside_the_package_keeps_its_kernels_off_disk(
+    cache: Path, lowerings: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass a script adds to `ALL_PASSES` is in no toolchain fingerprint: its kernel from disk
+    was the old code's after the script's pass changed (a key of its name alone)."""
+
+    @dataclasses.dataclass(frozen=True)
+    class MulToAdd(ModulePass):
+        name = "mul-to-add"
+
+        def apply(self, ctx: Context, op: builtin.ModuleOp) -> None:
+            for mul in [o for o in op.walk() if isinstance(o, ew.MulOp)]:
+                mul_add = ew.AddOp(*mul.operands)
+                Rewriter.replace_op(mul, mul_add)
+
+    monkeypatch.setitem(ALL_PASSES, "mul-to-add", lambda: MulToAdd)
+    x = np.arange(4, dtype=np.float32)
+    for _ in range(2):  # a new process's compile: again from the source
+        xfuse.clear_cache()
+        np.testing.assert_array_equal(
+            xfuse.compile("out = x * 3;", extra_passes="mul-to-add")(x), x + 3
+        )
+    assert len(lowerings) == 2 and entries(cache) == []
+    xfuse.compile("out = x * 3;", extra_passes="ew-strength-reduce{max-exponent=3}")
+    assert len(entries(cache)) == 2  # xfuse's own passes: kept
 
 
 def test_output_names_of_commas_have_their_own_entries(cache: Path, lowerings: list[str]) -> None:

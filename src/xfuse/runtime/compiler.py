@@ -41,7 +41,7 @@ from xfuse.frontend.name_warnings import NameWarning
 from xfuse.runtime import disk_cache
 from xfuse.runtime.arrays import Parameter
 from xfuse.runtime.kernel import Kernel, NativeFunction, Program
-from xfuse.transforms import workspace_size_function
+from xfuse.transforms import own_passes_only, workspace_size_function
 from xfuse.transforms.options import Math, Target
 
 if TYPE_CHECKING:
@@ -496,7 +496,8 @@ def program_of_ir(
     if program is None:
         # (names as a tuple's repr: joined by ",", names of commas gave two programs one key)
         disk_key = ("ir", frontend_ir, repr(tuple(output_names)), repr(options))
-        program = disk_cache.load(disk_key, options.target, _stages)
+        on_disk = own_passes_only(options.extra_passes)
+        program = disk_cache.load(disk_key, options.target, _stages) if on_disk else None
         if program is None:
             from xfuse.transforms.pipeline import only_function
 
@@ -508,7 +509,8 @@ def program_of_ir(
                 name = only_function(frontend).sym_name.data
                 program = _lower(frontend, frontend_ir, name, output_names, options)
                 del frontend
-            disk_cache.store(disk_key, program, name)
+            if on_disk:
+                disk_cache.store(disk_key, program, name)
         _remember(key, program)
     return program
 
@@ -903,7 +905,10 @@ def compile(
     else:
         # A new process finds the program on disk by its source: no parsing, no xDSL.
         disk_key = ("source", source_key)
-        loaded = disk_cache.load_with_warnings(disk_key, target, _stages)
+        # (a pass of the caller's own: its code is in no fingerprint, so a changed one got the
+        # old kernel from disk)
+        on_disk = isinstance(extra_passes, str) and own_passes_only(extra_passes)
+        loaded = disk_cache.load_with_warnings(disk_key, target, _stages) if on_disk else None
         if loaded is not None:  # (also by its frontend IR, as unpickling looks it up)
             program, source_warnings = loaded
             warned = [NameWarning(*fields) for fields in source_warnings]
@@ -924,7 +929,8 @@ def compile(
                 # (cyclic garbage) at once, instead of finding it alive and again later.
                 del parsed
             assert program.frontend_ir is not None
-            disk_cache.store(disk_key, program, _main_name(program.frontend_ir), warned)
+            if on_disk:
+                disk_cache.store(disk_key, program, _main_name(program.frontend_ir), warned)
         _remember(source_key, program)
         _remember_warnings(source_key, warned)
     return _kernel(program, threads)

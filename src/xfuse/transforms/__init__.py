@@ -10,6 +10,7 @@ runtime reads them without importing the passes (and xDSL): a cached compile nev
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,19 @@ def _lazy(module: str, class_name: str) -> Callable[[], type[ModulePass]]:
 ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     name: _lazy(*location) for name, location in _PASS_LOCATIONS.items()
 }
+
+
+def own_passes_only(pipeline: str) -> bool:
+    """Whether every pass `pipeline` (`xfuse-opt -p` syntax) names is one of xfuse's package,
+    read without xDSL (options and `builtin.module(...)` dropped; what is not read so counts
+    as not). The disk cache keeps only programs of such passes, whose code its toolchain
+    fingerprint covers: a pass a script adds to `ALL_PASSES` is known by its name alone."""
+    names = re.sub(r"\{[^{}]*\}", "", pipeline).replace("builtin.module(", "").replace(")", "")
+    return all(
+        _PASS_LOCATIONS.get(name.strip(), ("",))[0].startswith("xfuse.")
+        for name in names.split(",")
+        if name.strip()
+    )
 
 
 def packed_entry_name(name: str) -> str:
