@@ -29,6 +29,7 @@ from xfuse.benchmarking.mlir_peer import (
 )
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
+from xfuse.transforms.expand_math import EwExpandMathPass
 from xfuse.transforms.fuse import EwFusePass
 from xfuse.transforms.optimize import EwOptimizePass
 from xfuse.transforms.to_linalg import EwToLinalgPass
@@ -301,6 +302,16 @@ def test_upstream_rounding_f64_to_bf16_is_a_peer_error_not_a_crash() -> None:
 def test_unfused_ops_are_not_exported():
     module = parse_program("y = x + 1;")
     with pytest.raises(DiagnosticException, match="'ew.add' is not inside a kernel; run ew-fuse"):
+        EwToLinalgPass().apply(Context(), module)
+
+
+def test_an_llvm_op_in_a_kernel_is_not_exported() -> None:
+    """`ew-expand-math{ldexp=true}` calls an LLVM intrinsic, which mlir-opt's buffer deallocation
+    refuses ("ops with unknown memory side effects"): the export said it held upstream ops."""
+    module = parse_program("out = exp(x);")
+    for pass_ in (EwOptimizePass(), EwFusePass(), EwExpandMathPass(ldexp=True)):
+        pass_.apply(Context(), module)
+    with pytest.raises(DiagnosticException, match=r"'llvm\.call_intrinsic' is no upstream op"):
         EwToLinalgPass().apply(Context(), module)
 
 

@@ -176,6 +176,17 @@ class EwToLinalgPass(ModulePass):
     name = "ew-to-linalg"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel in op.walk():
+            if not isinstance(kernel, ew.KernelOp):
+                continue
+            for inner in kernel.block.walk():
+                if inner.dialect_name() == "llvm":  # (mlir-opt's deallocation refused it)
+                    raise OpFailure(
+                        f"ew-to-linalg: '{inner.name}' is no upstream op that mlir-opt's "
+                        "bufferization takes (its memory effects are unknown): export before "
+                        "ew-expand-math{ldexp=true}, or after it with ldexp=false",
+                        inner,
+                    )
         located_walker(
             GreedyRewritePatternApplier([KernelToGeneric(), ConstantToArith()]),
             apply_recursively=False,
