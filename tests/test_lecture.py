@@ -22,7 +22,12 @@ from xfuse.codegen.native import host_cpu
 from xfuse.tools import lecture
 from xfuse.tools.cli import main
 from xfuse.tools.lecture import GELU_SOURCE, VARIANTS, MeasureDemo, MeasureRow
-from xfuse.tools.lecture_report import print_measurement, print_traffic
+from xfuse.tools.lecture_report import (
+    print_dataflow,
+    print_measurement,
+    print_memory_plan,
+    print_traffic,
+)
 
 ROOT = Path(__file__).parents[1]
 
@@ -714,6 +719,34 @@ def test_two_kernels_that_pass_nothing_have_no_intermediates() -> None:
     text = console.file.getvalue()
     assert "(2 kernels: inputs read once, outputs written once);" in text
     assert "intermediates" not in text
+
+
+def test_an_output_that_is_an_input_is_no_intermediate() -> None:
+    """`output y, x;` is one kernel that writes a copy of `x`, named `x` as the input it reads:
+    demo 4 said "1 kernels: ... the intermediates between the kernels written and read back"."""
+    source = "input x;\ny = x * 2;\noutput y, x;\n"
+    setup = lecture.measure_setup(bench.prepare_workload(source, 4096))
+    assert (setup.fused_kernels, setup.fused_intermediates) == (1, 0)
+    console = Console(file=io.StringIO(), width=1000)
+    print_measurement(
+        console, fixed_demo(lecture.load_program(source, "copy.ew"), SCENARIOS["readme"])
+    )
+    text = console.file.getvalue()
+    assert "(inputs read once, outputs written once);" in text and "intermediates" not in text
+
+
+def test_counts_of_one_are_singular() -> None:
+    """Demo 1's table title said "1 ops" beside "1 op in a graph of depth 1"; demo 3 called a
+    temporary's mean bytes "on average" right after the count of buffers."""
+    console = Console(file=io.StringIO(), width=1000)
+    print_dataflow(console, lecture.demo_dataflow(lecture.load_program("out = x * 2;")))
+    assert "1 op, depth 1" in console.file.getvalue()
+    source = "input x[t, d], b[d];\nf = exp(b) * 2;\ng = x * f;\nout = (g + 1) * (f * 3);\n"
+    demo = lecture.demo_memory_plan(lecture.load_program(source))
+    assert not demo.buffers_alike
+    console = Console(file=io.StringIO(), width=1000)
+    print_memory_plan(console, demo)
+    assert f"({nbytes(demo.buffer_bytes)} a temporary on average," in console.file.getvalue()
 
 
 def test_demos_2_and_3_price_a_program_declaring_f32_alike() -> None:

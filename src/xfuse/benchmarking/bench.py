@@ -248,8 +248,9 @@ def prepare_workload(
         fused_bytes=cost.fused.totals.bytes,
         unfused_bytes=cost.unfused.totals.bytes,
         fused_kernels=cost.fused.totals.kernels,
+        # (an input is none, though a kernel writes its copy: `output y, x;`)
         fused_intermediates=len(
-            {a.name for k in cost.fused.kernels for a in k.writes}
+            ({a.name for k in cost.fused.kernels for a in k.writes} - set(input_names))
             & {a.name for k in cost.fused.kernels for a in k.reads}
         ),
         filename=filename,

@@ -50,7 +50,7 @@ def print_dataflow(console: Console, demo: DataflowDemo) -> None:
     console.print("After ew-optimize:")
     console.print(Text(demo.ir))
     table = _table(
-        f"{demo.ops} ops, depth {demo.depth}",
+        f"{plural(demo.ops, 'op')}, depth {demo.depth}",
         ["#", "value", "op", "level", "read by (ops)", "last use (op #)"],
         left=3,
     )
@@ -104,12 +104,12 @@ def print_memory_plan(console: Console, demo: PlanDemo) -> None:
     for row in demo.rows:
         table.add_row(row.value, row.op, f"buf{row.buffer}", row.how)
     console.print(table)
+    size = "each" if demo.buffers_alike else "a temporary on average"
     console.print(
         f"Naive: {plural(demo.naive_buffers, 'temporary', 'temporaries')} = "
         f"{nbytes(demo.naive_bytes)}; planned: {plural(demo.planned_buffers, 'buffer')} = "
-        f"{nbytes(demo.planned_bytes)} "
-        f"({nbytes(demo.buffer_bytes)} {'each' if demo.buffers_alike else 'on average'}, at "
-        "demo 2's shape and dtypes)."
+        f"{nbytes(demo.planned_bytes)} ({nbytes(demo.buffer_bytes)} {size}, at demo 2's shape "
+        "and dtypes)."
     )
     _observations(console, demo.observations)
 
