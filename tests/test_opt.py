@@ -565,6 +565,23 @@ def test_print_between_passes_prints_as_the_output(
     assert '"builtin.module"() ({' in between and '"ew.exp"' in between
 
 
+def test_each_module_printed_between_passes_is_the_one_that_pass_outputs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One printer for all modules kept the names it had given values, which
+    `ew-kernel-to-loops` moves into an outlined kernel whose own numbering gives them again:
+    `%2` twice, a module that did not parse back."""
+    path = tmp_path / "program.ew"
+    path.write_text("input x[4];\nout = exp(x) * x;\n")
+    passes = ["ew-fuse{mode=none}", "ew-bufferize", "ew-kernel-to-loops", "dce"]
+    assert main([str(path), "-p", ",".join(passes), "--print-between-passes"]) == 0
+    printed = re.split(r"IR after (\S+):\n", capsys.readouterr().err)[1:]
+    assert printed[::2] == ["ew-fuse", "ew-bufferize", "ew-kernel-to-loops"]
+    for count, between in enumerate(printed[1::2], start=1):
+        assert main([str(path), "-p", ",".join(passes[:count])]) == 0
+        assert between.strip() == capsys.readouterr().out.strip()
+
+
 @pytest.mark.parametrize(
     "pipeline",
     [

@@ -17,7 +17,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -296,10 +296,10 @@ _LINE_BREAK = re.compile(LINE_BREAK.pattern.encode())
 
 
 def _on_stderr(
-    callback: PassPipelineCallbackType, timed: bool, printer: Printer | None
+    callback: PassPipelineCallbackType, timed: bool, printer: Callable[[], Printer] | None
 ) -> PassPipelineCallbackType:
     """`callback`, and as xDSL's but on stderr, `--time-passes`' line for each pass (`timed`)
-    and `--print-between-passes`' module after each pass but the last (with `printer`, which
+    and `--print-between-passes`' module after each pass but the last (by a new `printer()`, which
     prints as the output does: `--print-op-generic`, `--print-debuginfo`): as mlir-opt's
     `--mlir-timing` and `--mlir-print-ir-after-all`, so that the module on stdout still pipes
     into a parser or FileCheck (xDSL printed both into it)."""
@@ -317,7 +317,7 @@ def _on_stderr(
         callback(previous, module, following)
         if printer is not None and previous is not None and following is not None:
             print(f"IR after {previous.name}:", file=sys.stderr)
-            printer.print_op(module)
+            printer().print_op(module)
             print("\n\n", file=sys.stderr)
         if following is not None:
             started = time.perf_counter()
@@ -463,7 +463,11 @@ class XfuseOptMain(xDSLOptMain):
         self.args.passes = given
         callback = self.pipeline.callback
         if callback is not None and (timed or between):
-            printer = Printer(
+            # A new printer per module, as xDSL's callback makes: one keeps the names it gave
+            # values, which a later pass moves into a function whose own numbering gives them
+            # again (`%2` twice in an outlined kernel: a module that did not parse back)
+            printer = functools.partial(
+                Printer,
                 stream=sys.stderr,
                 print_generic_format=self.args.print_op_generic,
                 print_properties_as_attributes=self.args.print_no_properties,
