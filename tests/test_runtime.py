@@ -1429,6 +1429,24 @@ def test_a_kernel_says_whether_a_call_of_these_shapes_streams(
     assert named_self.streams(self=(n,)) == named_self.streams((n,)) == flat.streams((n,))
 
 
+@pytest.mark.parametrize(
+    "options",
+    [{"shapes": {"x": (1024, 4096)}}, {"math": "libm"}, {"opt_level": 1}],
+    ids=["static-first-axis", "scalar-libm-loop", "not-vectorized"],
+)
+def test_a_kernel_that_cannot_stream_has_no_streaming_twin(options: dict[str, Any]) -> None:
+    """A twin no call used: a static first axis splits no call (a head and a streaming rest),
+    and a loop that does not vectorize (a scalar libm call, `opt_level` below 2) has no vector
+    store to make non-temporal; each was compiled (up to ~60% more time), and the latter two
+    timed against their own copy and placed new outputs as streaming ones."""
+    kernel = xfuse.compile("out = x * tanh(x);", **options)
+    assert kernel.function.streaming_entry is None and "!nontemporal" not in kernel.llvm_ir
+    shape = (1024, 4096) if "shapes" in options else (host_cpu().streaming_bytes,)
+    assert not kernel.streams(shape)
+    x = np.linspace(-3, 3, math.prod(shape), dtype=np.float32).reshape(shape)
+    np.testing.assert_allclose(kernel(x), x * np.tanh(x), rtol=1e-6, atol=1e-7)
+
+
 def test_a_streaming_calls_new_outputs_start_half_a_page_from_numpys_arrays() -> None:
     """The new output of a call that streams starts `STREAMING_OUTPUT_PAGE_OFFSET` bytes into a
     4 KiB page, on a cache line and away from where numpy starts large arrays (4K aliasing

@@ -1135,9 +1135,11 @@ def optimize_llvm_dialect(
     from xdsl.backend.llvm.convert import convert_module  # not needed to load cached code
 
     target_machine = optimizing_target_machine(opt_level)
-    twins = (
+    twins = (  # (stores become non-temporal in vector loops only)
         add_streaming_twins(module)
-        if streaming_outputs and target_machine.triple.startswith("x86_64")
+        if streaming_outputs
+        and opt_level >= VECTORIZING_OPT_LEVEL
+        and target_machine.triple.startswith("x86_64")
         else []
     )
     llvm_module = convert_module(
@@ -1287,14 +1289,19 @@ def compile_llvm_ir(
     return generate_code(backing, opt_level if codegen_level is None else codegen_level)
 
 
+VECTORIZING_OPT_LEVEL = 2
+"""The lowest `opt_level` at which LLVM's loop and SLP vectorizers run (`run_llvm_pipeline`):
+below it a loop has no vector store for a streaming twin to make non-temporal."""
+
+
 def run_llvm_pipeline(
     module: llvm_binding.ModuleRef, target_machine: llvm_binding.TargetMachine, opt_level: int
 ) -> None:
     """LLVM's `default<O{opt_level}>` pipeline on `module` for `target_machine`, with the loop
     and SLP vectorizers from O2 on."""
     options = llvm_binding.PipelineTuningOptions(speed_level=opt_level)
-    options.loop_vectorization = opt_level >= 2
-    options.slp_vectorization = opt_level >= 2
+    options.loop_vectorization = opt_level >= VECTORIZING_OPT_LEVEL
+    options.slp_vectorization = opt_level >= VECTORIZING_OPT_LEVEL
     with (
         options,
         llvm_binding.create_pass_builder(target_machine, options) as pass_builder,

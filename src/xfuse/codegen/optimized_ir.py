@@ -57,6 +57,12 @@ def streaming_stores(optimized_ir: str, twins: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def has_streaming_stores(optimized_ir: str) -> bool:
+    """Whether `streaming_stores` marked any store of the module (none where no twin's loop
+    vectorized: below `VECTORIZING_OPT_LEVEL`, or around a scalar libm call)."""
+    return "!nontemporal" in optimized_ir
+
+
 # ---------------------------------------------------------------------------------------------
 # bf16 loops on two parts at a time (after O3)
 # ---------------------------------------------------------------------------------------------

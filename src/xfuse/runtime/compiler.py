@@ -40,7 +40,7 @@ from xfuse.frontend.filenames import check_filename
 from xfuse.frontend.name_warnings import NameWarning
 from xfuse.runtime import disk_cache
 from xfuse.runtime.arrays import Parameter
-from xfuse.runtime.kernel import Kernel, NativeFunction, Program
+from xfuse.runtime.kernel import Kernel, NativeFunction, Program, splittable
 from xfuse.transforms import own_passes_only, workspace_size_function
 from xfuse.transforms.options import Math, Target
 
@@ -673,8 +673,10 @@ def _run_pipeline(
     symbols = {op.sym_name.data for op in module.ops if isinstance(op, llvm.FuncOp)}
     has_workspace = workspace_size_function(function_name) in symbols
     # Splitting a call is safe for one elementwise kernel (each element computed where stored;
-    # a call whose outputs are not of its whole space does not stream: `make_plan`).
-    streaming_outputs = len(outputs) if options.streaming and one_kernel else 0
+    # a call whose outputs are not of its whole space does not stream: `make_plan`); a static
+    # first axis splits no call, so a twin would be compiled for nothing.
+    streams = options.streaming and one_kernel and splittable((*inputs, *outputs))
+    streaming_outputs = len(outputs) if streams else 0
     native = compile_llvm_dialect(
         module,
         options.opt_level,

@@ -85,6 +85,7 @@ from xfuse.codegen.native import (
     load_object_code,
     streaming_name,
 )
+from xfuse.codegen.optimized_ir import has_streaming_stores
 from xfuse.runtime import cache_files, dask_arrays
 from xfuse.runtime.arrays import (
     DATA_FIELD_OFFSET,
@@ -273,6 +274,19 @@ def _packed(arguments: Sequence[int]) -> array.array[int]:
     return array.array("q", arguments)
 
 
+def splittable(parameters: Sequence[Parameter]) -> bool:
+    """Whether a call over these parameters may be split along its first axis (into threads'
+    slices, or a head and a streaming rest): every array of the full rank has a `?` or 1
+    there (a static length would make each part run all of it)."""
+    rank = max((len(p.shape) for p in parameters), default=0)
+    return bool(parameters) and all(
+        not p.shape  # a scalar (a constant output): nothing to split
+        or len(p.shape) < rank
+        or p.shape[0] in (DYNAMIC_INDEX, 1)
+        for p in parameters
+    )
+
+
 class NativeFunction:
     """A function of the native module with its parameters (inputs, then outputs).
 
@@ -310,10 +324,12 @@ class NativeFunction:
         """`pointer_call` that first counts the call in its size class where it stays on one
         thread untimed, else runs nothing and returns None (`CallPlan.counted_words`)."""
         streaming = native.find(packed_entry_name(streaming_name(name)))
-        self.streaming_entry = streaming
+        # (a twin whose loop has no vector store to mark, a scalar libm call's, would be timed
+        # against its own copy)
+        self.streaming_entry = streaming if has_streaming_stores(native.optimized_ir) else None
         """The address of the streaming twin's packed entry
         (`xfuse.codegen.native.add_streaming_twins`): stores that bypass the cache, for outputs
-        aligned to `STREAMING_ALIGNMENT`; or None."""
+        aligned to `STREAMING_ALIGNMENT`; or None, also where it has none."""
         self._workspace_bytes = (
             ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)(
                 native.address(packed_entry_name(workspace_size_function(name)))
@@ -321,16 +337,7 @@ class NativeFunction:
             if workspace
             else None
         )
-        self.splittable = (
-            all(
-                not p.shape  # a scalar (a constant output): nothing to split
-                or len(p.shape) < max(len(q.shape) for q in parameters)
-                or p.shape[0] in (DYNAMIC_INDEX, 1)
-                for p in parameters
-            )
-            if parameters
-            else False
-        )
+        self.splittable = splittable(parameters)
 
     def workspace_bytes(self, arguments: Sequence[int]) -> int:
         """The workspace bytes a call with these native arguments (minus the workspace) needs;
@@ -969,7 +976,7 @@ def make_plan(
     )
     streams = (
         function.streaming_entry is not None
-        and function.splittable  # a static length would make each part run all of it
+        and function.splittable
         and streaming_split is None
         and not workspace_bytes
         and all(shape == iteration for shape in output_shapes)
