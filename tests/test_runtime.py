@@ -3201,6 +3201,10 @@ def test_numpy_bools_and_ints_are_options_as_python_ones_are() -> None:
     # numpy ints too (opt_level and interleave kept them: in the repr, the disk cache's key)
     kernel = xfuse.compile("out = x * 3;", opt_level=np.int64(2), interleave=np.uint8(4))
     assert repr(kernel.options) == repr(Options(opt_level=2, interleave=4))
+    # and numpy strs (kept: a later compile with Python's strs showed `np.str_('libm')`)
+    text = {"math": "libm", "fastmath": "contract", "extra_passes": "ew-optimize"}
+    kernel = xfuse.compile("out = exp(x);", **{k: np.str_(v) for k, v in text.items()})
+    assert repr(kernel.options) == repr(Options(**text))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", list(ALL_PASSES))
