@@ -617,10 +617,22 @@ def test_a_number_passed_for_an_array_says_how_to_pass_it() -> None:
         return a * scale
 
     x = np.float32([1, 2])
-    with pytest.raises(TypeError, match="got float; .* default, a closure or with functools"):
+    # (it said to give the number "with functools.partial", which a jit function refused)
+    hint = (
+        r"got float; .* constant of its trace: pass a 0-d array of your arrays' dtype "
+        r"\(np\.float32\(3\.0\)\), or trace with it fixed: "
+        r"xfuse\.jit\(functools\.partial\(fn, scale=3\.0\)\)"
+    )
+    with pytest.raises(TypeError, match=hint):
         xfuse.jit(scaled)(x, 3.0)
+    np.testing.assert_array_equal(xfuse.jit(scaled)(x, np.float32(3.0)), x * 3)
     partial = xfuse.jit(functools.partial(scaled, scale=3.0))
     np.testing.assert_array_equal(partial(x), x * 3)
+    # a partial of the jit function itself, as its hint reads: its `out=` was taken for a
+    # parameter of the function's ("cannot have a parameter named 'out'")
+    of_jit = xfuse.jit(functools.partial(xfuse.jit(scaled), scale=5.0), math="libm")
+    np.testing.assert_array_equal(of_jit(x), x * 5)
+    assert of_jit.options.math == "libm"
     # Its errors and repr name the partial's function (they raised AttributeError: a partial,
     # as a callable object, has no __name__), a callable object its type.
     with pytest.raises(xfuse.ArgumentTypeError, match=r"^scaled\(\): missing a required argument"):

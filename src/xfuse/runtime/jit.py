@@ -224,9 +224,13 @@ class JitFunction:
                 check_known_chunks(name, value)  # (`call_bytes` sizes the call before the kernel)
             elif not isinstance(value, np.ndarray):
                 hint = (
-                    "; a jit function's arguments are arrays: give a Python number as a "
-                    "default, a closure or with functools.partial"
-                    if isinstance(value, int | float | type(None))
+                    "; a jit function's arguments are arrays, and a Python number is a constant "
+                    f"of its trace: pass a 0-d array of your arrays' dtype (np.float32({value!r}))"
+                    f", or trace with it fixed: xfuse.jit(functools.partial(fn, {name}="
+                    f"{value!r})), fn the undecorated function (this one's .function)"
+                    if isinstance(value, int | float) and not isinstance(value, bool)
+                    else "; a jit function's arguments are arrays"
+                    if value is None
                     else " (pass np.asarray(value), whose dtype the kernel is compiled for)"
                     if isinstance(value, list | tuple)
                     else ""
@@ -502,6 +506,9 @@ def jit(
     def decorate(f: Callable[..., Any]) -> JitFunction:
         if isinstance(f, JitFunction):  # jit of a jit function: its function, these options
             f = f.function
+        elif isinstance(f, functools.partial) and isinstance(f.func, JitFunction):  # (its out=
+            # was taken for a parameter of the function's: "cannot have a parameter named 'out'")
+            f = functools.partial(f.func.function, *f.args, **f.keywords)
         if isinstance(f, np.ufunc):  # (its signature has an `out`: "cannot have a parameter")
             names = ", ".join("xyzw"[i] if i < 4 else f"x{i}" for i in range(f.nin))
             raise TypeError(
