@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import pickle
 import subprocess
 import sys
 import textwrap
 import types
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -361,3 +363,15 @@ def test_a_local_jit_function_needs_cloudpickle() -> None:
 
     with pytest.raises((pickle.PicklingError, AttributeError)):
         pickle.dumps(double)
+
+
+def test_clear_cache_frees_the_programs_unpickling_rebuilt() -> None:
+    """Unpickling's kernels (`rebuilt_kernel`, one per program) kept their programs, and their
+    execution engines, past `xfuse.clear_cache()`, which says it forgets them."""
+    kernel = xfuse.compile("out = exp(x) * y + 0.25;")
+    pickle.loads(pickle.dumps(kernel))
+    program = weakref.ref(kernel.program)
+    del kernel
+    xfuse.clear_cache()
+    gc.collect()
+    assert program() is None

@@ -409,12 +409,24 @@ def _warn_again(warned: Sequence[NameWarning], filename: str) -> None:
         warn_name(warning._replace(filename=filename))
 
 
+_also_cleared: list[Callable[[], None]] = []
+"""What `clear_cache` also clears: other modules' caches that keep programs (`clear_with`)."""
+
+
+def clear_with(clear: Callable[[], None]) -> None:
+    """Have `clear_cache` also call `clear` (a cache of another module that keeps programs:
+    unpickling's kernels, whose programs stayed after a `clear_cache`)."""
+    _also_cleared.append(clear)
+
+
 def clear_cache() -> None:
     """Forget the programs this process compiled (the next `compile` of one compiles it again,
     or loads it from the disk cache: `xfuse cache clear` empties that)."""
     _programs.clear()
     _recent.clear()
     _source_warnings.clear()
+    for clear in _also_cleared:
+        clear()
 
 
 def _parameter(name: str, type_: Attribute, dims: tuple[str, ...] | None = None) -> Parameter:

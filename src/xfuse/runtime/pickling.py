@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from xfuse.runtime.compiler import LRU_SIZE, Options, program_of_ir
+from xfuse.runtime.compiler import LRU_SIZE, Options, clear_with, program_of_ir
 from xfuse.runtime.kernel import Kernel, Program
 
 if TYPE_CHECKING:
@@ -57,6 +57,9 @@ def rebuilt_kernel(program: Program, threads: int) -> Kernel:
     """The one kernel of `program` with `threads` that unpickling gives in this process (a
     program hashes by identity: one that the compile cache has replaced gets a new kernel)."""
     return Kernel(program, threads)
+
+
+clear_with(rebuilt_kernel.cache_clear)
 
 
 def _found(module_name: str, qualname: str | None) -> Any:
