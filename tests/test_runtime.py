@@ -34,6 +34,7 @@ from xfuse.runtime.arrays import CallSignature, aligned_empty, data_pointer, key
 from xfuse.runtime.compiler import LRU_SIZE, Options, clear_cache, compile_module, parse_ir
 from xfuse.runtime.kernel import (
     GIL_HELD_ELEMENTS,
+    HELD_WORKSPACE_BYTES,
     ROW_CALL_MIN_ELEMENTS,
     SPLIT_FIRST_BLOCK,
     SPLIT_LONGEST_ROUND,
@@ -803,6 +804,27 @@ def test_a_call_of_one_slice_with_temporaries_runs_in_its_plans_workspace(gelu: 
     np.testing.assert_array_equal(kernel(x=short, b=short, r=short).view(np.uint32), want)
     assert len(kernel._workspaces._idle) == 1
     np.testing.assert_allclose(result, gelu.reference(short, short, short), atol=2e-6)
+
+
+def test_a_plan_holds_no_workspace_larger_than_the_bound(gelu: Gelu) -> None:
+    """A kernel keeps a plan per shape (`PLAN_CACHE_SIZE`): each held a workspace as large as
+    its temporaries, 64 lengths of a 4 MiB call 260 MiB. Past `HELD_WORKSPACE_BYTES` a call
+    borrows from the kernel's pool (one workspace for all of them); below, it holds its own."""
+    kernel = xfuse.compile(gelu.source, fuse=False)
+    x = np.linspace(-4, 4, 1 << 18, dtype=np.float32)
+    for n in range(x.size - 8, x.size):
+        part = x[:n]
+        np.testing.assert_allclose(
+            kernel(x=part, b=part, r=part), gelu.reference(part, part, part), atol=2e-6
+        )
+    plans = [p for p in kernel._plans.values() if p.elements >= x.size - 8]
+    assert len(plans) == 8 and all(p.workspace_bytes > HELD_WORKSPACE_BYTES for p in plans)
+    assert not any(p.holds_workspace or hasattr(p, "_held_workspace") for p in plans)
+    assert len(kernel._workspaces._idle) == 1  # one borrowed, by each call in turn
+    small = x[:1024]
+    kernel.prepare(x=small, b=small, r=small)()
+    (plan,) = (p for p in kernel._plans.values() if p.elements == small.size)
+    assert plan.holds_workspace and plan.held_workspace.nbytes == plan.workspace_bytes
 
 
 def test_a_prepared_call_keeps_its_plans_workspace_alive() -> None:

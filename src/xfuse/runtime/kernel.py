@@ -209,6 +209,12 @@ call, a builtin, costs ~0.1 us beside the loop; docs/benchmarks.md), and it bloc
 threads for no more than such a call (~10 us for the activations, ~0.3 ms for libm's scalar
 calls)."""
 
+HELD_WORKSPACE_BYTES = 1 << 18
+"""The largest workspace a plan keeps of its own (`CallPlan.held_workspace`): a kernel keeps up
+to `PLAN_CACHE_SIZE` plans, one a shape, and each held one as large as its calls' temporaries
+(64 lengths of a 4 MiB call kept 260 MiB); a larger call borrows from the kernel's pool, whose
+~4 us of Python (`Kernel._run_held`) is little beside a call whose temporaries take 256 KiB."""
+
 GIL_SERIALIZES = getattr(sys, "_is_gil_enabled", lambda: True)()
 """Whether a native call that keeps the GIL runs alone among this process's Python threads (not
 in a free-threaded interpreter)."""
@@ -611,10 +617,20 @@ class CallPlan:
         """For a call of one slice (no streaming, no rows) of a program with temporaries:
         `one_call_words` with its workspace in `held_workspace`, which a call that releases the
         GIL uses holding `workspace_lock` (`Kernel._run_held`); None for any other call."""
-        if len(self.templates) > 1 or self.streams or self.rows or not self.workspace_bytes:
+        if not self.holds_workspace:
             return None
         arguments = self.on_held_workspace(self.templates[0])
         return _packed([self.elements <= GIL_HELD_ELEMENTS, *arguments]).tobytes()
+
+    @property
+    def holds_workspace(self) -> bool:
+        """Whether this plan's calls run in a `held_workspace` of its own: one slice (no
+        streaming, no rows) of a program with temporaries of at most `HELD_WORKSPACE_BYTES`."""
+        return (
+            len(self.templates) == 1
+            and not (self.streams or self.rows)
+            and 0 < self.workspace_bytes <= HELD_WORKSPACE_BYTES
+        )
 
     @property
     def workspace_lock(self) -> threading.Lock:
@@ -2434,7 +2450,7 @@ class PreparedCall:
             # One slice, no workspace: the native call itself, its argument words packed once.
             self.native_call = (self.kernel.function.entry, self.argument_lists[0])
             self._run = self._bound_call(call.native.plan, self.argument_lists[0])
-        elif len(self.argument_lists) == 1 and not plan.rows and plan.keeps_gil:
+        elif plan.holds_workspace and plan.keeps_gil:
             # The same in the plan's `held_workspace`, kept alive with it (no `native_call`: a
             # call without the GIL could share it with another).
             arguments = plan.on_held_workspace(self.argument_lists[0])
