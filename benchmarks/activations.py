@@ -68,7 +68,6 @@ import math
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -85,7 +84,6 @@ from xfuse.benchmarking.timing import (
     interleaved_medians,
     median_seconds,
     native_calls,
-    script_parser,
 )
 from xfuse.codegen.native import (
     LIBMVEC_FUNCTIONS,
@@ -107,7 +105,7 @@ from xfuse.runtime.kernel import (
     SplitChoice,
 )
 from xfuse.tools.cli import positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 from xfuse.transforms.pipeline import only_function
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -1135,4 +1133,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

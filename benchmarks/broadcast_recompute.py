@@ -16,9 +16,7 @@ most beside what it saves.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import sys
 
 import numpy as np
 
@@ -27,7 +25,7 @@ from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Kernel, compile_bufferized
 from xfuse.tools.cli import positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.fuse import EwFusePass
 from xfuse.transforms.options import Recompute
@@ -82,7 +80,7 @@ def timed_row(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
+    parser = script_parser(__doc__.split("\n")[0])
     parser.add_argument("--rows", type=positive_int, default=1024, help="t")
     parser.add_argument("--columns", type=positive_int, default=4096, help="d")
     parser.add_argument("--rounds", type=positive_int, default=5, help="interleaved rounds")
@@ -109,4 +107,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

@@ -29,9 +29,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from xfuse.benchmarking.timing import host_summary, script_parser
+from xfuse.benchmarking.timing import host_summary
 from xfuse.tools.cli import option_type, positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 GELU = (Path(__file__).parent.parent / "examples" / "gelu.ew").read_text()
 
@@ -124,4 +124,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

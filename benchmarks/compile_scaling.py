@@ -21,8 +21,6 @@ handed to LLVM only up to `--llvm-kernels` kernels, to keep the run short.
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from collections.abc import Callable
 
@@ -36,7 +34,7 @@ from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Options, collector_paused
 from xfuse.tools.cli import non_negative_int, positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 from xfuse.transforms.pipeline import pipeline_context
 
 
@@ -99,7 +97,7 @@ def stage_times(source: str, fuse: bool, llvm_kernels: int) -> tuple[int, int, d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=positive_int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument(
         "--llvm-kernels",
@@ -133,4 +131,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

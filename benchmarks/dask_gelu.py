@@ -62,7 +62,6 @@ import collections
 import contextlib
 import functools
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -74,9 +73,9 @@ import numpy as np
 from distributed import Client, LocalCluster, get_task_stream, wait
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, milliseconds, script_parser
+from xfuse.benchmarking.timing import host_summary, milliseconds
 from xfuse.tools.cli import positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 GELU = (
     "input x[t, d]; input b[d]; input r[t, d];\n"
@@ -330,4 +329,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

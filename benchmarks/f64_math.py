@@ -12,10 +12,8 @@ random inputs against x87's 80-bit long double (erf against libm's f64 erf).
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
-import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -23,7 +21,7 @@ import numpy as np
 import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.tools.cli import log2_size, positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 PROGRAMS: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
     "exp": ("out = exp(x);", np.exp),
@@ -103,7 +101,7 @@ def ulp_rows(samples: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
+    parser = script_parser(__doc__.split("\n")[0])
     parser.add_argument("--n", type=log2_size, default=16, help="log2 of the elements timed")
     parser.add_argument("--rounds", type=positive_int, default=7)
     parser.add_argument(
@@ -116,4 +114,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

@@ -17,7 +17,6 @@ against `threads=1` at 2^12 elements (too few to split: the kernel runs on the c
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,11 +29,10 @@ from xfuse.benchmarking.timing import (
     host_summary,
     median_seconds,
     milliseconds,
-    script_parser,
 )
 from xfuse.frontend.language import parse_program
 from xfuse.tools.cli import log2_size, positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 from xfuse.transforms.optimize import EwOptimizePass
 from xfuse.transforms.pipeline import pipeline_context
 
@@ -170,4 +168,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

@@ -12,12 +12,10 @@ over the time; one thread, median of `--repeat`.
 
 from __future__ import annotations
 
-import sys
-
 from xfuse.benchmarking import bench
-from xfuse.benchmarking.timing import host_summary, milliseconds, script_parser
+from xfuse.benchmarking.timing import host_summary, milliseconds
 from xfuse.tools.cli import positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 GELU = """
 h = x + b;
@@ -68,4 +66,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

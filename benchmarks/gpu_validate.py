@@ -49,7 +49,7 @@ from xfuse.codegen.ptx import ARCHES
 from xfuse.runtime.arrays import numpy_dtype
 from xfuse.runtime.cost_driver import cost_program
 from xfuse.tools.cli import json_file, option_type, plot_file, positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 SOURCE = (Path(__file__).parents[1] / "examples" / "gelu.ew").read_text()
 DTYPES = ("bfloat16", "float32")
@@ -447,7 +447,7 @@ def layer_shape(text: str) -> tuple[int, ...]:
 
 
 def main(argv: list[str] | None = None) -> Report:
-    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__.split("\n\n")[0])
     parser.add_argument(
         "--device",
         type=device_name,
@@ -496,5 +496,4 @@ def main(argv: list[str] | None = None) -> Report:
 
 
 if __name__ == "__main__":
-    # (a wrong result fails the run, not only its line; a closed stdout ends it as the CLIs)
-    sys.exit(exit_status(lambda: 1 if main().failed() else 0))
+    run_script(lambda: 1 if main().failed() else 0)  # (a wrong result fails the run)

@@ -15,8 +15,6 @@ docs/benchmarks.md, "The C library's functions through libmvec", has the tables 
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -25,7 +23,7 @@ import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.dialects import ew
 from xfuse.tools.cli import log2_size, positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 FUNCTIONS = ("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh")
 FUNCTIONS += ("acosh", "atanh", "exp2", "expm1", "log2", "log10", "cbrt")
@@ -91,7 +89,7 @@ def magnitudes_table(rounds: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
+    parser = script_parser(__doc__.split("\n")[0])
     parser.add_argument(
         "--rounds", type=positive_int, default=5, help="interleaved rounds per cell"
     )
@@ -105,4 +103,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

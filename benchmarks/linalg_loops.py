@@ -12,9 +12,7 @@ streaming twins, which both would get alike.
 
 from __future__ import annotations
 
-import argparse
 import difflib
-import sys
 import time
 
 from compile_scaling import chain, wide_dag
@@ -28,7 +26,7 @@ from xfuse.codegen.native import optimize_llvm_dialect
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.compiler import Options
 from xfuse.tools.cli import positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 from xfuse.transforms.kernel_to_loops import EwKernelToLoopsPass
 from xfuse.transforms.pipeline import pipeline_context
 from xfuse.transforms.to_linalg import EwToLinalgPass
@@ -81,7 +79,7 @@ def compare(source: str, fuse: bool, repeat: int) -> tuple[list[float], list[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser = script_parser(__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=positive_int, default=5)
     args = parser.parse_args()
     print(host_summary())
@@ -97,4 +95,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

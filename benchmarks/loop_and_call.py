@@ -27,7 +27,6 @@ features, on an AVX-512 host).
 from __future__ import annotations
 
 import ctypes
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,11 +34,11 @@ import ml_dtypes
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_parser
+from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.codegen.native import compile_llvm_ir, host_cpu
 from xfuse.runtime.kernel import Kernel
 from xfuse.tools.cli import positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 GELU = (EXAMPLES / "gelu.ew").read_text()
@@ -241,4 +240,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

@@ -11,17 +11,16 @@ way) or a wrong inf.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, script_parser
+from xfuse.benchmarking.timing import host_summary
 from xfuse.dialects import ew
 from xfuse.tools.cli import positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 MEASURED: tuple[type[ew.UnaryOp | ew.BinaryOp], ...] = tuple(
     op for op in ew.ELEMENTWISE_OPS if op.ACCURACY != ew.CORRECTLY_ROUNDED
@@ -204,4 +203,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

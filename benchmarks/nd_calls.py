@@ -16,15 +16,14 @@ round medians:
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_parser
+from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.tools.cli import positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 
 @xfuse.jit(math="approx")
@@ -96,4 +95,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import resource
-import sys
 from collections.abc import Callable
 from unittest import mock
 
@@ -35,12 +34,11 @@ from xfuse.benchmarking.timing import (
     host_summary,
     interleaved_medians,
     milliseconds,
-    script_parser,
 )
 from xfuse.runtime.arrays import aligned_empty, data_pointer
 from xfuse.runtime.output_pool import release_output_memory
 from xfuse.tools.cli import positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 SOURCE = "out = x * sigmoid(x) * r;"
 NEST_WIDTH = 14336
@@ -135,4 +133,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, script_parser
+from xfuse.benchmarking.timing import host_summary
 from xfuse.tools.cli import positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 PROGRAMS = {
     "hardswish": "out = x * min(max(x + 3, 0), 6) / 6;",
@@ -89,4 +88,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

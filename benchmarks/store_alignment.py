@@ -26,7 +26,6 @@ Prints the host with its load first.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,11 +37,10 @@ from xfuse.benchmarking.timing import (
     host_summary,
     interleaved_medians,
     native_calls,
-    script_parser,
 )
 from xfuse.runtime.arrays import aligned_empty
 from xfuse.tools.cli import log2_size, positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 
 @dataclass(frozen=True)
@@ -135,4 +133,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

@@ -31,7 +31,6 @@ contiguous copies, and numpy's. Prints the host with its load first.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,11 +38,11 @@ import ml_dtypes
 import numpy as np
 
 import xfuse
-from xfuse.benchmarking.timing import host_summary, interleaved_medians, script_parser
+from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.runtime.arrays import aligned_empty
 from xfuse.runtime.kernel import ROW_CALL_MIN_ELEMENTS, SETTLING_CALLS
 from xfuse.tools.cli import option_type, positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 SWIGLU = "out = x * sigmoid(x) * y;"
 ROPE = (Path(__file__).parent.parent / "examples" / "rope.ew").read_text()
@@ -183,4 +182,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

@@ -15,15 +15,12 @@ round medians (each round times every run in turn):
 
 from __future__ import annotations
 
-import argparse
-import sys
-
 import numpy as np
 
 import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.tools.cli import log2_size, positive_int
-from xfuse.tools.closed_stdout import exit_status
+from xfuse.tools.scripts import run_script, script_parser
 
 FORMS: list[tuple[str, str, str]] = [
     (
@@ -87,7 +84,7 @@ def layouts_table(rounds: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
+    parser = script_parser(__doc__.split("\n")[0])
     parser.add_argument("--n", type=log2_size, default=16, help="log2 of the elements of table 1")
     parser.add_argument(
         "--rounds", type=positive_int, default=5, help="interleaved rounds per cell"
@@ -99,4 +96,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(exit_status(main))  # (a closed stdout or Ctrl-C as the CLIs end)
+    run_script(main)

@@ -6,6 +6,7 @@ ignored ... BrokenPipeError` and status 120 where the output waited in stdout's 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -234,9 +235,27 @@ def test_a_reader_gone_partway_through_a_large_module_is_status_141(tmp_path: Pa
     assert (child.returncode, stderr) == (SIGPIPE_STATUS, "")
 
 
-@pytest.mark.parametrize("script", sorted(path.name for path in (ROOT / "benchmarks").glob("*.py")))
-def test_a_benchmark_script_ends_as_the_clis_where_stdout_is_closed(script: str) -> None:
-    """Each script's `main()` runs under `exit_status` (Python's `Exception ignored ...
-    BrokenPipeError` and status 120, or a BrokenPipeError traceback, where it did not)."""
-    done = run_into_closed_pipe([sys.executable, str(ROOT / "benchmarks" / script), "--help"])
-    assert (done.returncode, done.stderr) == (SIGPIPE_STATUS, "")
+SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[path.name for path in SCRIPTS])
+def test_every_benchmark_script_parses_and_ends_as_the_clis(script: Path) -> None:
+    """Each makes its parser with `script_parser` (argparse's own dropped a failed write of the
+    help: `--help | true` exited 0) and ends through `run_script` (Python's `Exception ignored
+    ... BrokenPipeError` and status 120, or a traceback, where it did not); the next test runs
+    one of them so."""
+    source = script.read_text()
+    assert "ArgumentParser(" not in source and "script_parser(" in source, script.name
+    assert re.search(r'\nif __name__ == "__main__":\n    run_script\(', source), script.name
+
+
+@pytest.mark.parametrize("mode", ["closed-pipe", "closed-pipe-unbuffered", "no-stdout"])
+def test_a_benchmark_script_ends_as_the_clis_where_stdout_is_gone(mode: str) -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "gelu_shapes.py"), "--help"]
+    if mode == "no-stdout":  # (an OSError's traceback)
+        done = run_without_stdio(command, 1)
+        message = "gelu_shapes.py: error: no standard output to write to (it was closed)\n"
+        assert (done.returncode, done.stderr) == (1, message)
+    else:
+        done = run_into_closed_pipe(command, buffered=mode == "closed-pipe")
+        assert (done.returncode, done.stderr) == (SIGPIPE_STATUS, "")

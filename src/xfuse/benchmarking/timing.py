@@ -3,7 +3,6 @@ interleaved across variants for comparisons that survive a noisy machine."""
 
 from __future__ import annotations
 
-import argparse
 import array
 import ctypes
 import functools
@@ -75,16 +74,6 @@ def host_description() -> str:
         f"{f' ({usable} usable by this process)' if usable != cpus else ''}, "
         f"widest float vectors {cpu.float_lanes * 32} bits (<{cpu.float_lanes} x float>), "
         f"bf16 rounding in {'hardware' if cpu.rounds_bf16 else 'software'}, load average {load}"
-    )
-
-
-def script_parser(description: str) -> argparse.ArgumentParser:
-    """A benchmark script's argument parser: its docstring `description` as its help, as
-    written, and no abbreviated options (a typo is an error, not another option)."""
-    return argparse.ArgumentParser(
-        allow_abbrev=False,
-        description=description,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
 

@@ -43,13 +43,17 @@ def stdout_closed() -> int:
     return SIGPIPE_STATUS
 
 
+class StdoutGoneError(OSError):
+    """A write to the stdout of a command started without one (`_NoStdout`)."""
+
+
 class _NoStdout(io.TextIOBase):
     """stdout for a command started without one (`>&-`, where Python's is None): a write fails
     with a message, as `cat`'s does, where it was an AttributeError's traceback; a command that
     writes only files (`xfuse-opt -o FILE`) runs as usual."""
 
     def write(self, text: str) -> int:
-        raise OSError(errno.EBADF, "no standard output to write to (it was closed)")
+        raise StdoutGoneError(errno.EBADF, "no standard output to write to (it was closed)")
 
 
 class WritingParser(argparse.ArgumentParser):
