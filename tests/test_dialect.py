@@ -331,12 +331,13 @@ def test_a_dense_literal_past_its_types_range_rounds_to_inf() -> None:
         ("dense<1.0> : tensor<2xcomplex<f32>>", r"expected a complex literal \(real, imaginary\)"),
         ("3 : f32", "unexpected decimal integer literal for a floating"),  # (scalars too)
         ("-3 : bf16", "unexpected decimal integer literal for a floating"),
+        ("-0x40400000 : f32", "hexadecimal float literal should not have a leading minus"),
     ],
 )
 def test_a_dense_literal_mlir_refuses_is_a_parse_error(literal: str, message: str) -> None:
     """As mlir-opt's: a decimal integer was read as a float (f16's 100000 as inf, a scalar `3 :
-    f32` as 3.0), and a real element of a complex type failed an assertion (an internal
-    error)."""
+    f32` as 3.0), a scalar's negative hexadecimal bits as an integer (-1.08e9), and a real
+    element of a complex type failed an assertion (an internal error)."""
     with pytest.raises(ParseError, match=message):
         parse(f"%c = arith.constant {literal}")
 

@@ -29,7 +29,8 @@
   booleans were read as floats, where MLIR refuses them, and a complex type's real element
   failed an assertion.
 - A scalar float attribute written as a decimal integer (`arith.constant 3 : f32`) was read
-  as 3.0, where mlir-opt refuses it as it refuses the dense literal's
+  as 3.0, and one in hexadecimal with a minus (`-0x40400000 : f32`) as the integer negated,
+  -1.08e9, where mlir-opt refuses both, as it refuses the dense literal's
   (`_refuse_decimal_float_scalars`).
 - `struct` refuses an f16 or f32 value past the type's range, which a dense literal's elements
   met (`dense<1.0e39> : tensor<2xf32>`: an internal OverflowError; a scalar's rounds to inf):
@@ -258,6 +259,9 @@ def _rounding_past_range(float_type: type[Float16Type | Float32Type]) -> None:
 DECIMAL_INTEGER = re.compile(r"-?\s*[0-9]+(?![0-9.xX])")
 """An MLIR integer literal in decimal (a float literal has a `.`, a hexadecimal one `0x`)."""
 
+NEGATIVE_HEXADECIMAL = re.compile(r"-\s*0[xX]")
+"""A minus before a hexadecimal literal, which MLIR refuses for a float's bits."""
+
 
 def _refuse_decimal_float_scalars() -> None:
     parse = AttrParser.parse_optional_builtin_int_or_float_attr
@@ -267,13 +271,17 @@ def _refuse_decimal_float_scalars() -> None:
     def parse_refusing_decimal_floats(self: AttrParser) -> Any:
         span = self._current_token.span
         attribute = parse(self)
-        if isinstance(attribute, FloatAttr) and DECIMAL_INTEGER.match(
-            span.input.content, span.start
-        ):
+        if not isinstance(attribute, FloatAttr):
+            return attribute
+        if DECIMAL_INTEGER.match(span.input.content, span.start):
             self.raise_error(
                 "unexpected decimal integer literal for a floating point value (add a trailing "
                 "dot to make the literal a float)",
                 at_position=span,
+            )
+        if NEGATIVE_HEXADECIMAL.match(span.input.content, span.start):  # (read as an integer)
+            self.raise_error(
+                "hexadecimal float literal should not have a leading minus", at_position=span
             )
         return attribute
 
