@@ -41,17 +41,22 @@ ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {
     name: _lazy(*location) for name, location in _PASS_LOCATIONS.items()
 }
 
+_OWN_PASSES = dict(ALL_PASSES)
+"""xfuse's passes as the package registers them, to tell one a script put in `ALL_PASSES`, in
+the place of one of them too (`own_passes_only`)."""
+
 
 def own_passes_only(pipeline: str) -> bool:
     """Whether every pass `pipeline` (`xfuse-opt -p` syntax) names is one of xfuse's package,
     read without xDSL (options and `builtin.module(...)` dropped; what is not read so counts
     as not). The disk cache keeps only programs of such passes, whose code its toolchain
-    fingerprint covers: a pass a script adds to `ALL_PASSES` is known by its name alone."""
+    fingerprint covers: a pass a script puts in `ALL_PASSES`, under a new name or in the place
+    of one of xfuse's, is known by its name alone."""
     names = re.sub(r"\{[^{}]*\}", "", pipeline).replace("builtin.module(", "").replace(")", "")
     return all(
-        _PASS_LOCATIONS.get(name.strip(), ("",))[0].startswith("xfuse.")
-        for name in names.split(",")
-        if name.strip()
+        name in _OWN_PASSES and ALL_PASSES.get(name) is _OWN_PASSES[name]
+        for name in map(str.strip, names.split(","))
+        if name
     )
 
 
