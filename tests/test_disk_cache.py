@@ -125,6 +125,7 @@ def test_a_pass_from_outside_the_package_keeps_its_kernels_off_disk(
     xfuse.compile("out = x * 3;", extra_passes=stock)
     assert len(entries(cache)) == 2  # xfuse's own passes: kept
     monkeypatch.setitem(ALL_PASSES, "mul-to-add", lambda: MulToAdd)
+
     @dataclasses.dataclass(frozen=True)
     class InPlaceOfXfuses(MulToAdd):
         name = "ew-strength-reduce"

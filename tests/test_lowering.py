@@ -40,10 +40,12 @@ from xfuse.codegen.native import (
     libmvec_loaded,
 )
 from xfuse.codegen.optimized_ir import PREFETCH_DISTANCE, pair_bf16_parts, prefetch_loads
+from xfuse.frontend.language import parse_program
 from xfuse.runtime.arrays import ArgumentError
 from xfuse.runtime.compiler import Options, clear_cache, compile_bufferized, compile_module
 from xfuse.runtime.kernel import Kernel
 from xfuse.transforms.expand_math import EwExpandMathPass
+from xfuse.transforms.fuse import EwFusePass
 from xfuse.transforms.kernel_to_loops import HEAD_MAX_OPS, MEMORY_BOUND_OPS
 from xfuse.transforms.pipeline import apply_pipeline, pipeline_context
 from xfuse.transforms.to_llvm import (
@@ -2080,6 +2082,22 @@ def test_a_function_on_tensors_says_what_to_do(function: str, remedy: str) -> No
 def test_fastmath_fast_means_every_flag() -> None:
     assert parse_fastmath("fast") == llvm.FastMathAttr("fast")
     assert parse_fastmath("none") == llvm.FastMathAttr(None)
+
+
+@pytest.mark.parametrize(
+    "program",
+    ["y = select(x * b + b > 0, x, b);", "y = (x * b + b > 0) * x;"],
+    ids=["select-of-a-compare", "mask-times"],
+)
+def test_the_arithmetic_before_a_selects_compare_takes_the_fastmath_flags(program: str) -> None:
+    """`select` on a comparison's mask selects on its compare: the arithmetic before that
+    compare, the program's own, was marked the select's expansion and took no flags."""
+    passes = [EwFusePass(), EwExpandMathPass(fastmath="contract")]
+    module = apply_pipeline(parse_program(f"input x[n], b[n];\n{program}"), passes)
+    arithmetic = [op for op in module.walk() if isinstance(op, arith.MulfOp | arith.AddfOp)]
+    assert len(arithmetic) >= 2
+    contract = arith.FastMathFlagsAttr([arith.FastMathFlag.ALLOW_CONTRACT])
+    assert all(op.fastmath == contract for op in arithmetic)
 
 
 def test_lowering_tries_only_the_patterns_of_an_ops_type() -> None:

@@ -248,6 +248,13 @@ def unmark_expansion(op: Operation) -> bool:
 def _mark_expansion(result: SSAValue, args: Sequence[SSAValue]) -> None:
     """Mark the float arithmetic that computes `result` from `args` with `EXPANSION_ATTRIBUTE`."""
     seen = set(args)
+    # `_select` of a comparison's mask selects on the mask's compare, the program's own (the
+    # walk went on through it and marked the program's arithmetic before it the form's)
+    seen.update(
+        arg.owner.cond
+        for arg in args
+        if isinstance(arg.owner, arith.SelectOp) and _is_mask(arg.owner)
+    )
     pending = [result]
     while pending:
         value = pending.pop()
