@@ -460,8 +460,9 @@ def numpy_planned(workload: Workload) -> Variant:
 
 
 def _prepared(kernel: Any, workload: Workload) -> Callable[[], Outputs]:
-    """The kernel's checked-once call writing into outputs it allocates once."""
-    return kernel.prepare(**workload.arrays)
+    """The kernel's checked-once call writing into outputs it allocates once (its arrays by
+    position: an input named `out` given as `out=` is the keyword of the output buffers)."""
+    return kernel.prepare(*(workload.arrays[p.name] for p in kernel.function.inputs))
 
 
 def xfuse_fused(workload: Workload, math: CpuMath = "approx", threads: int = 1) -> Variant:

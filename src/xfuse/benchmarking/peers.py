@@ -333,8 +333,8 @@ def mlir_variant(workload: Workload, threads: int = 1) -> Variant:
     fused = apply_pipeline(workload.module, "ew-fuse")
     kernel = compile_with_mlir(fused, math="polynomial", output_names=workload.output_names)
     outs = [_output(workload, index, p.dtype) for index, p in enumerate(kernel.outputs)]
-    arrays = dict(zip([p.name for p in kernel.inputs], _inputs(workload), strict=True))
-    return Variant("upstream MLIR", lambda: kernel(**arrays, out=outs), "fused")
+    arrays = _inputs(workload)  # (by position, as `_prepared`: an input may be named `out`)
+    return Variant("upstream MLIR", lambda: kernel(*arrays, out=outs), "fused")
 
 
 BUILDERS: dict[str, Callable[[Workload, int], Variant]] = {
