@@ -284,25 +284,39 @@ def test_a_jit_function_of_a_script_goes_to_a_process_pool(tmp_path: Path) -> No
     assert b"Can't get attribute 'doubled_tanh.function' on <module '__main__'" in loading.stderr
 
 
-def test_a_jit_of_a_jit_pickled_at_protocol_2_loads_in_a_new_process(tmp_path: Path) -> None:
+def test_a_jit_of_a_jit_or_of_its_partial_loads_in_a_new_process(tmp_path: Path) -> None:
     """Its Python function goes as a lookup by name before protocol 4, which read only the
-    modules imported so far: a new process got None ("None is not a callable object")."""
+    modules imported so far: a new process got None ("None is not a callable object"); a
+    partial's function, as the partial's part."""
     (tmp_path / "jitted.py").write_text(
-        "import numpy as np, xfuse\n"
+        "import functools, numpy as np, xfuse\n"
         "@xfuse.jit\n"
         "def f(x):\n"
         "    return np.exp(x) + 1\n"
         "g = xfuse.jit(f, threads=1)\n"
+        "@xfuse.jit\n"
+        "def h(x, y):\n"
+        "    return np.exp(x) + y\n"
+        "p = xfuse.jit(functools.partial(h, y=np.float64(1.0)))\n"
     )
     env = {**os.environ, "XFUSE_CACHE": "0", "PYTHONPATH": str(tmp_path)}
-    dump = "import pickle, sys, jitted; sys.stdout.buffer.write(pickle.dumps(jitted.g, 2))"
+    # and a jit of a partial of a jit function, at every protocol ("not the same object as
+    # jitted.h": its partial's function went by the name of the jit function)
+    dump = (
+        "import pickle, sys, jitted\n"
+        "dumps = [pickle.dumps(jitted.g, 2), *(pickle.dumps(jitted.p, k) for k in range(6))]\n"
+        "sys.stdout.buffer.write(pickle.dumps(dumps))"
+    )
     dumped = subprocess.run([sys.executable, "-c", dump], capture_output=True, env=env)
     assert dumped.returncode == 0, dumped.stderr.decode()
-    load = "import pickle, sys, numpy as np; print(pickle.load(sys.stdin.buffer)(np.zeros(2)))"
+    load = (
+        "import pickle, sys, numpy as np\n"
+        "for dumped in pickle.load(sys.stdin.buffer): print(pickle.loads(dumped)(np.zeros(2)))"
+    )
     loaded = subprocess.run(
         [sys.executable, "-c", load], input=dumped.stdout, capture_output=True, env=env
     )
-    assert loaded.returncode == 0 and loaded.stdout.split() == [b"[2.", b"2.]"], loaded.stderr
+    assert loaded.returncode == 0 and loaded.stdout.split() == [b"[2.", b"2.]"] * 7, loaded.stderr
 
 
 def test_a_jit_function_in_a_cycle_pickles_by_value_in_one_pass() -> None:

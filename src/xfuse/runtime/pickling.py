@@ -98,8 +98,16 @@ def _python_function(function: JitFunction, protocol: int) -> Any:
     jit function) names the jit function, not it, and plain pickle refused it ("not the same
     object as __main__.f"): its `__qualname__` becomes `f.function`, which names it. Before
     protocol 4 pickle sends a dotted name as the attribute of what its first part names, the
-    jit function, which sent this again (a RecursionError): there it goes as `_ByName`."""
+    jit function, which sent this again (a RecursionError): there it goes as `_ByName`. A
+    partial's function (a jit of a partial of a jit function) goes so too, in a `_Partial`."""
     python = function.function
+    if isinstance(python, functools.partial):
+        return _Partial(_sendable(python.func, function, protocol), python.args, python.keywords)
+    return _sendable(python, function, protocol)
+
+
+def _sendable(python: Any, function: JitFunction, protocol: int) -> Any:
+    """`_python_function` of a function that is no partial."""
     qualname = getattr(python, "__qualname__", None)
     named = _found(getattr(python, "__module__", ""), qualname)
     if isinstance(named, type(function)) and named.function is python:
@@ -107,6 +115,23 @@ def _python_function(function: JitFunction, protocol: int) -> Any:
     if protocol < 4 and str(getattr(python, "__qualname__", "")).endswith(".function"):
         return _ByName(python.__module__, python.__qualname__)
     return python
+
+
+@dataclass(frozen=True)
+class _Partial:
+    """A `functools.partial` sent as its parts, its function as `_python_function` sends one
+    (a `_ByName`, which a partial cannot hold: it is not callable), made again where loaded."""
+
+    function: Any
+    args: tuple[Any, ...]
+    keywords: dict[str, Any]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _partial, (self.function, self.args, self.keywords)
+
+
+def _partial(function: Any, args: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
+    return functools.partial(function, *args, **keywords)
 
 
 @dataclass(frozen=True)
