@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
             "inputs and outputs); --peers adds numexpr, numba, jax.jit, torch (eager), "
             "torch.compile and upstream MLIR, "
             "whichever are installed. Effective GB/s counts the fused program's traffic "
-            "(inputs read once, outputs written once)."
+            "(each of its kernels reads its inputs once and writes its outputs once)."
         ),
     )
     program = parser.add_mutually_exclusive_group(required=True)  # (a usage error: exit 2)
