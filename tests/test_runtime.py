@@ -2861,6 +2861,27 @@ def test_a_value_returned_twice_is_two_named_outputs() -> None:
     np.testing.assert_array_equal(second, [4.0, 9.0])
 
 
+def test_the_results_of_one_kernel_are_two_named_outputs() -> None:
+    """`%k#0` and `%k#1` share the kernel's SSA name: both were named 'k', refused ("two
+    outputs are named 'k'") where no output_names were given."""
+    source = """func.func @main(%x: tensor<3x1xf32>, %y: tensor<4xf32>)
+        -> (tensor<3x4xf32>, tensor<3x4xf32>) {
+      %k:2 = ew.kernel ins(%x, %y : tensor<3x1xf32>, tensor<4xf32>)
+          -> tensor<3x4xf32>, tensor<3x4xf32> {
+      ^bb0(%xs: f32, %ys: f32):
+        %s = arith.subf %xs, %ys : f32
+        ew.yield %s, %xs : f32, f32
+      }
+      func.return %k#0, %k#1 : tensor<3x4xf32>, tensor<3x4xf32>
+    }"""
+    kernel = compile_module(Parser(pipeline_context(), source).parse_module())
+    assert kernel.output_names == ("out0", "out1")
+    x, y = np.float32([[1], [2], [3]]), np.float32([0, 1, 2, 3])
+    difference, broadcast = kernel(x, y)
+    np.testing.assert_array_equal(difference, x - y)
+    np.testing.assert_array_equal(broadcast, np.broadcast_to(x, (3, 4)))
+
+
 @pytest.mark.parametrize(
     ("source", "names", "error"),
     [

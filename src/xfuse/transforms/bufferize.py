@@ -80,10 +80,12 @@ def memref_type(type_: Attribute) -> MemRefType[Attribute]:
 
 def output_names(results: Sequence[SSAValue]) -> list[str]:
     """The output buffers' names, one per returned value: its SSA name, else `out<i>` (`i` its
-    position), which a value returned more than once also gets: each return is its own buffer."""
+    position), which a value returned more than once also gets: each return is its own buffer;
+    so do the results of one op, which share its name (`%k#0`, `%k#1`: two outputs 'k')."""
+    hints = [v.name_hint if v.name_hint and results.count(v) == 1 else None for v in results]
     return [
-        value.name_hint if value.name_hint and results.count(value) == 1 else f"out{index}"
-        for index, value in enumerate(results)
+        hint if hint is not None and hints.count(hint) == 1 else f"out{index}"
+        for index, hint in enumerate(hints)
     ]
 
 
