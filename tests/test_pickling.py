@@ -298,13 +298,15 @@ def test_a_jit_of_a_jit_or_of_its_partial_loads_in_a_new_process(tmp_path: Path)
         "def h(x, y):\n"
         "    return np.exp(x) + y\n"
         "p = xfuse.jit(functools.partial(h, y=np.float64(1.0)))\n"
+        "q = xfuse.jit(functools.partial(xfuse.jit(functools.partial(h, y=3.0)), y=1.0))\n"
     )
     env = {**os.environ, "XFUSE_CACHE": "0", "PYTHONPATH": str(tmp_path)}
     # and a jit of a partial of a jit function, at every protocol ("not the same object as
     # jitted.h": its partial's function went by the name of the jit function)
     dump = (
         "import pickle, sys, jitted\n"
-        "dumps = [pickle.dumps(jitted.g, 2), *(pickle.dumps(jitted.p, k) for k in range(6))]\n"
+        "dumps = [pickle.dumps(jitted.q, k) for k in (2, 5)]\n"  # (first: p's renames h's)
+        "dumps += [pickle.dumps(jitted.g, 2), *(pickle.dumps(jitted.p, k) for k in range(6))]\n"
         "sys.stdout.buffer.write(pickle.dumps(dumps))"
     )
     dumped = subprocess.run([sys.executable, "-c", dump], capture_output=True, env=env)
@@ -316,7 +318,7 @@ def test_a_jit_of_a_jit_or_of_its_partial_loads_in_a_new_process(tmp_path: Path)
     loaded = subprocess.run(
         [sys.executable, "-c", load], input=dumped.stdout, capture_output=True, env=env
     )
-    assert loaded.returncode == 0 and loaded.stdout.split() == [b"[2.", b"2.]"] * 7, loaded.stderr
+    assert loaded.returncode == 0 and loaded.stdout.split() == [b"[2.", b"2.]"] * 9, loaded.stderr
 
 
 def test_a_jit_function_in_a_cycle_pickles_by_value_in_one_pass() -> None:
