@@ -669,7 +669,9 @@ def test_a_program_fused_into_several_kernels_says_what_its_traffic_counts() -> 
         console, fixed_demo(lecture.load_program(source, "long.ew"), SCENARIOS["readme"])
     )
     text = console.file.getvalue()
-    assert "(2 kernels: inputs read once, outputs written once, and the intermediates" in text
+    assert (
+        "(2 kernels: each reads its inputs once, writes its outputs once, and the intermedi" in text
+    )
     assert "(its 2 kernels write intermediates and read them back)" in text
     # Two kernels whose [d] output the ceiling writes at full shape: it moves more, and that
     # output, not the intermediate, is the cause (it said the intermediates).
@@ -717,8 +719,27 @@ def test_two_kernels_that_pass_nothing_have_no_intermediates() -> None:
     demo = fixed_demo(lecture.load_program(source, "two.ew"), SCENARIOS["readme"])
     print_measurement(console, demo)
     text = console.file.getvalue()
-    assert "(2 kernels: inputs read once, outputs written once);" in text
+    assert "(2 kernels: each reads its inputs once, writes its outputs once);" in text
     assert "intermediates" not in text
+
+
+def test_two_kernels_that_read_one_input_say_so() -> None:
+    """Two kernels of one input read it twice: demo 2 counted the second read "between its 2
+    kernels", demo 4 said "inputs read once" and blamed the ceiling's mismatch on an output's
+    shape or an unread input."""
+    source = "input x;\ny = " + "tanh(" * 5 + "x" + ")" * 5 + ";\nz = " + "tanh(" * 5
+    source += "x * 2" + ")" * 5 + ";\noutput y, z;\n"
+    program = lecture.load_program(source, "two.ew")
+    traffic = lecture.demo_traffic(program)
+    assert traffic.rows[1].kernels == 2 and traffic.inputs_read_again == 1
+    assert (
+        "(read %x; write %y, %z; and 1 input read again by another of its kernels)"
+        in (traffic.observations[0])
+    )
+    setup = lecture.measure_setup(bench.prepare_workload(source, 4096))
+    assert (setup.fused_kernels, setup.fused_intermediates) == (2, 0)
+    demo = fixed_demo(program, SCENARIOS["readme"])
+    assert "(an input that more than one of its 2 kernels reads)" in demo.observations[-1]
 
 
 def test_an_output_that_is_an_input_is_no_intermediate() -> None:

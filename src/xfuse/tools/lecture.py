@@ -14,6 +14,7 @@ import functools
 import io
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
@@ -291,6 +292,8 @@ class TrafficDemo:
     """FLOPs per byte of the fused program."""
     elementwise_ridge: float
     tensor_core_ridge: float
+    inputs_read_again: int
+    """Reads of an input by a fused kernel after another's (two kernels of one input)."""
     decode_shape: tuple[int, ...]
     decode_launch_share: float
     """Share of the unfused program's time that is launch overhead at `decode_shape`."""
@@ -334,6 +337,7 @@ def demo_traffic(program: Program) -> TrafficDemo:
     full = [a.bytes for a in accesses if math.prod(a.shape) == elements]
     widest = max(numpy_dtype(d).itemsize for d in declared or {GPU_DTYPE})
     tensor_bytes = max(full, default=elements * widest)
+    reads = Counter(a.name for k in cost.fused.kernels for a in k.reads)
     demo = TrafficDemo(
         device=hw.description,
         shape=shape,
@@ -350,6 +354,9 @@ def demo_traffic(program: Program) -> TrafficDemo:
         intensity=fused.intensity,
         elementwise_ridge=hw.ridge_point(cost.fused.compute_dtype),
         tensor_core_ridge=hw.tensor_core_ridge_point,
+        inputs_read_again=sum(
+            max(reads[ew.input_name(a)] - 1, 0) for a in program.function.args if a.uses
+        ),
         decode_shape=decode_shape,
         decode_launch_share=(
             decode.unfused.totals.launch_time_s / decode.unfused.totals.time_s
@@ -365,9 +372,12 @@ def _traffic_observations(demo: TrafficDemo, program: Program) -> list[str]:
     unfused, fused = demo.rows
     read = ", ".join(program.read_inputs) or "nothing"
     moved = f"read {read}; write {', '.join(program.outputs)}"
-    between = fused.tensors - len(program.read_inputs) - len(program.outputs)
+    again = demo.inputs_read_again  # (they were counted as passed between the kernels)
+    between = fused.tensors - len(program.read_inputs) - len(program.outputs) - again
     if fused.kernels > 1 and between > 0:  # (the list named 2 tensors of a count of 4)
         moved += f"; and {between} more between its {fused.kernels} kernels"
+    if again:
+        moved += f"; and {plural(again, 'input')} read again by another of its kernels"
     memory_bound = demo.intensity < demo.elementwise_ridge
     if unfused.kernels == fused.kernels:
         lines = [
@@ -1034,6 +1044,8 @@ def _ceiling_observation(setup: MeasureSetup, approx: MeasureRow, ceiling: Measu
         why = (
             f"its {setup.fused_kernels} kernels write intermediates and read them back"
             if setup.fused_intermediates and setup.fused_bytes > setup.ceiling_bytes
+            else f"an input that more than one of its {setup.fused_kernels} kernels reads"
+            if setup.fused_kernels > 1 and setup.fused_bytes > setup.ceiling_bytes
             else "an output not of the inputs' full shape, or an input no output reads"
         )
         return (

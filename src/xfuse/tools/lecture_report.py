@@ -120,13 +120,13 @@ def _gbps(bandwidth: float | None) -> str:
 
 def _fused_traffic(setup: MeasureSetup) -> str:
     """What the fused traffic model counts: one kernel's inputs and outputs, or more kernels'."""
+    if setup.fused_kernels == 1:
+        return "inputs read once, outputs written once"
+    # (each kernel its own: two that read one input read it twice, "inputs read once" said)
+    each = f"{setup.fused_kernels} kernels: each reads its inputs once, writes its outputs once"
     if not setup.fused_intermediates:  # (2 independent kernels pass none: they were said to)
-        kernels = f"{setup.fused_kernels} kernels: " if setup.fused_kernels > 1 else ""
-        return f"{kernels}inputs read once, outputs written once"
-    return (
-        f"{setup.fused_kernels} kernels: inputs read once, outputs written once, and the "
-        "intermediates between the kernels written and read back"
-    )
+        return each
+    return f"{each}, and the intermediates between them are written and read back"
 
 
 def print_measurement(console: Console, demo: MeasureDemo) -> None:
