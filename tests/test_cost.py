@@ -691,6 +691,32 @@ def test_an_empty_shape_costs_no_bytes_and_no_time_but_its_launches() -> None:
     assert free.epilogue is not None and free.epilogue.epilogue_time_s == 0.0
 
 
+def test_a_kernel_over_no_element_reads_nothing_into_l2() -> None:
+    """Under `l2`, the empty `[0, 8]` kernel of `y = x + b` made `b` resident: the `[8]`
+    kernel's first read of it was priced as an L2 hit (32 B from HBM of 64)."""
+    source = "input x[t, d], b[d];\ny = x + b;\nz = b * 2;\noutput y, z;"
+    program = cost_program(source, CostOptions(shape=(0, 8), dtype="float32", l2=True))
+    for side in (program.fused, program.unfused):
+        assert not any(read.from_l2 for kernel in side.kernels for read in kernel.reads)
+        assert side.totals.hbm_bytes == side.totals.bytes == 64
+
+
+def test_a_temporarys_name_is_no_inputs() -> None:
+    """Temporaries are `t0`, `t1`, ... in order: an input named `t0` shared its name with one
+    (`x, t0 -> t0, t1`), which the lecture then counted as a second read of the input."""
+    chain = "tanh(" * 6 + "{}" + ")" * 6
+    source = (
+        f"input x, t0;\nt = {chain.format('x + t0')};\ny = {chain.format('t * x')};\n"
+        f"z = {chain.format('t - x')};\noutput y, z;"
+    )
+    first, *later = cost_program(source).fused.kernels
+    assert ([a.name for a in first.reads], [a.name for a in first.writes]) == (
+        ["x", "t0"],
+        ["t1", "t2"],
+    )
+    assert [a.name for kernel in later for a in kernel.reads] == ["t1", "t2"]
+
+
 def test_cli_takes_an_empty_shape(capsys: pytest.CaptureFixture[str]) -> None:
     args = ("cost", str(GELU), "--shape", "0x14336", "--input-shape", "b=14336")
     status, out, _ = run_cli(capsys, *args, "--launch-us", "0", "--json")

@@ -341,11 +341,14 @@ class ProgramCost:
 
 class _Names:
     """Readable names for SSA values: a function argument's input name (`ew.input_name`: `w_1`,
-    whose hint xDSL keeps as `w`), else their name hint, else `arg<i>`/`t<n>` in order of use."""
+    whose hint xDSL keeps as `w`), else their name hint, else `arg<i>`/`t<n>` in order of use,
+    `t<n>` past the names of `function`'s inputs and those given (an input `t0` read as one
+    with a temporary `t0`: `x, t0 -> t0, t1`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, function: func.FuncOp | None = None) -> None:
         self.names: dict[SSAValue, str] = {}
         self.unnamed = 0
+        self.taken = {n for a in function.args if (n := ew.input_name(a))} if function else set()
 
     def __call__(self, value: SSAValue) -> str:
         if value not in self.names:
@@ -354,9 +357,12 @@ class _Names:
             elif value.name_hint:
                 name = value.name_hint
             else:
+                while f"t{self.unnamed}" in self.taken:
+                    self.unnamed += 1
                 name = f"t{self.unnamed}"
                 self.unnamed += 1
             self.names[value] = name
+            self.taken.add(name)
         return self.names[value]
 
 
@@ -604,7 +610,7 @@ def analyse_function(
         for v in (*function.args, *(v for k in kernels for v in (*k.inputs, *k.destinations())))
         if isinstance(v.type, TensorType | MemRefType)
     ]
-    names = _Names()
+    names = _Names(function)
     returned = function.get_return_op()
     if output_names is not None and returned is not None:
         for value, name in zip(returned.arguments, output_names, strict=True):
@@ -643,7 +649,9 @@ def analyse_function(
         reads = tuple(access(v, elements, options.l2 and v in l2.resident) for v in read_values)
         writes = tuple(access(v, elements) for v in write_values)
         accessed = zip((*read_values, *write_values), (*reads, *writes), strict=True)
-        l2.touch([(v, a.bytes) for v, a in accessed])
+        if elements:  # (a kernel over no element reads nothing into L2: it had made the next
+            # kernel's first read of an operand an L2 hit)
+            l2.touch([(v, a.bytes) for v, a in accessed])
         writes = tuple(
             each
             for value, write in zip(write_values, writes, strict=True)
