@@ -731,15 +731,19 @@ def test_two_kernels_that_read_one_input_say_so() -> None:
     source += "x * 2" + ")" * 5 + ";\noutput y, z;\n"
     program = lecture.load_program(source, "two.ew")
     traffic = lecture.demo_traffic(program)
-    assert traffic.rows[1].kernels == 2 and traffic.inputs_read_again == 1
+    assert (traffic.rows[1].kernels, traffic.inputs_read_again, traffic.reads_again) == (2, 1, 1)
     assert (
-        "(read %x; write %y, %z; and 1 input read again by another of its kernels)"
+        "(read %x; write %y, %z; and 1 input read 1 more time by other kernels)"
         in (traffic.observations[0])
     )
     setup = lecture.measure_setup(bench.prepare_workload(source, 4096))
     assert (setup.fused_kernels, setup.fused_intermediates) == (2, 0)
     demo = fixed_demo(program, SCENARIOS["readme"])
     assert "(an input that more than one of its 2 kernels reads)" in demo.observations[-1]
+    # one input of three kernels: read 2 more times, not "2 inputs"
+    three = source.replace("output y, z;", "w = " + "tanh(" * 5 + "x * 3" + ")" * 5 + ";\n")
+    traffic = lecture.demo_traffic(lecture.load_program(three + "output y, z, w;\n", "3.ew"))
+    assert "; and 1 input read 2 more times by other kernels)" in traffic.observations[0]
 
 
 def test_an_output_that_is_an_input_is_no_intermediate() -> None:

@@ -293,7 +293,9 @@ class TrafficDemo:
     elementwise_ridge: float
     tensor_core_ridge: float
     inputs_read_again: int
-    """Reads of an input by a fused kernel after another's (two kernels of one input)."""
+    """The inputs more than one fused kernel reads."""
+    reads_again: int
+    """Their reads after the first (two kernels of one input: 1)."""
     decode_shape: tuple[int, ...]
     decode_launch_share: float
     """Share of the unfused program's time that is launch overhead at `decode_shape`."""
@@ -338,6 +340,7 @@ def demo_traffic(program: Program) -> TrafficDemo:
     widest = max(numpy_dtype(d).itemsize for d in declared or {GPU_DTYPE})
     tensor_bytes = max(full, default=elements * widest)
     reads = Counter(a.name for k in cost.fused.kernels for a in k.reads)
+    read_inputs = [ew.input_name(a) for a in program.function.args if a.uses]
     demo = TrafficDemo(
         device=hw.description,
         shape=shape,
@@ -354,9 +357,8 @@ def demo_traffic(program: Program) -> TrafficDemo:
         intensity=fused.intensity,
         elementwise_ridge=hw.ridge_point(cost.fused.compute_dtype),
         tensor_core_ridge=hw.tensor_core_ridge_point,
-        inputs_read_again=sum(
-            max(reads[ew.input_name(a)] - 1, 0) for a in program.function.args if a.uses
-        ),
+        inputs_read_again=sum(reads[name] > 1 for name in read_inputs),
+        reads_again=sum(max(reads[name] - 1, 0) for name in read_inputs),
         decode_shape=decode_shape,
         decode_launch_share=(
             decode.unfused.totals.launch_time_s / decode.unfused.totals.time_s
@@ -372,12 +374,15 @@ def _traffic_observations(demo: TrafficDemo, program: Program) -> list[str]:
     unfused, fused = demo.rows
     read = ", ".join(program.read_inputs) or "nothing"
     moved = f"read {read}; write {', '.join(program.outputs)}"
-    again = demo.inputs_read_again  # (they were counted as passed between the kernels)
-    between = fused.tensors - len(program.read_inputs) - len(program.outputs) - again
+    # (reads again were counted as passed between the kernels)
+    between = fused.tensors - len(program.read_inputs) - len(program.outputs) - demo.reads_again
     if fused.kernels > 1 and between > 0:  # (the list named 2 tensors of a count of 4)
         moved += f"; and {between} more between its {fused.kernels} kernels"
-    if again:
-        moved += f"; and {plural(again, 'input')} read again by another of its kernels"
+    if demo.reads_again:  # ("2 inputs" of one read by 3 kernels)
+        moved += (
+            f"; and {plural(demo.inputs_read_again, 'input')} read "
+            f"{plural(demo.reads_again, 'more time')} by other kernels"
+        )
     memory_bound = demo.intensity < demo.elementwise_ridge
     if unfused.kernels == fused.kernels:
         lines = [
