@@ -7,14 +7,15 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pytest
-from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.builtin import FileLineColLoc, IntegerAttr, ModuleOp
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
 import xfuse
+from xfuse.frontend.language import parse_program
 from xfuse.runtime.kernel import WORKSPACE_ALIGNMENT, WorkspacePool
-from xfuse.transforms.pipeline import pipeline_context
+from xfuse.transforms.pipeline import apply_pipeline, pipeline_context
 from xfuse.transforms.workspace import EwWorkspacePass
 
 if TYPE_CHECKING:
@@ -224,3 +225,16 @@ func.func @f(%x: memref<?xf32>) {{
         constants = [op for op in function.walk() if isinstance(op, arith.ConstantOp)]
         values = [cast(IntegerAttr, op.value).value.data for op in constants]
         assert all(values.count(v) == 1 for v in (2, 3, 4, 63, -64)), function
+
+
+def test_a_temporarys_view_is_located_at_its_kernel() -> None:
+    """`ew-bufferize` locates each temporary's `memref.alloc` at the kernel that writes it; the
+    `memref.view` and offset arithmetic that replace it were `loc(unknown)`."""
+    source = "h = x + b;\nt = exp(h);\nout = t * h;\n"
+    module = apply_pipeline(
+        parse_program(source, filename="w.ew"), "ew-fuse{mode=none},ew-bufferize,ew-workspace"
+    )
+    views = [op for op in module.walk() if isinstance(op, memref.ViewOp)]
+    offsets = [view.byte_shift.owner for view in views]
+    assert len(views) == 2
+    assert all(isinstance(op.location, FileLineColLoc) for op in (*views, *offsets))

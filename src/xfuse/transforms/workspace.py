@@ -189,6 +189,8 @@ def _place_in_workspace(
         previous = memref.ViewOp.create(
             operands=[workspace, offset, *alloc.dynamic_sizes], result_types=[_memref_type(alloc)]
         )
+        for made in (*offsets.ops, previous):  # at the temporary's kernel, as its alloc was
+            made.location = alloc.location
         Rewriter.insert_op(offsets.ops, InsertPoint.before(alloc))
         offsets.ops = []
         Rewriter.replace_op(alloc, previous)
