@@ -284,6 +284,9 @@ def test_xfuse_functions_take_their_operands_and_no_complex_numbers() -> None:
         (lambda: xfuse.maximum(x, None), r"^xfuse.maximum\(\): .* real numbers, not None$"),
         (lambda: xfuse.exp("3"), r"^xfuse.exp\(\): xfuse computes with real numbers, not '3'$"),
         (lambda: xfuse.maximum(x, np.array(["2"])), r"real numbers, not an array of <U1"),
+        # (a ValueError from the dtype's lookup: "unsupported dtype dtype('float128')")
+        (lambda: xfuse.exp(np.ones(3, np.longdouble)), r"^xfuse.exp\(\): xfuse computes in "),
+        (lambda: xfuse.maximum(x, np.longdouble(2)), r"float64, not float128 \(convert with"),
     ):
         with pytest.raises(TypeError, match=message):
             call()

@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Attribute, SSAValue
 
 from xfuse.dialects import ew
-from xfuse.dialects.dtypes import dtype_of, element_type_for, numpy_dtype
+from xfuse.dialects.dtypes import DTYPE_NAMES, dtype_of, element_type_for, numpy_dtype
 from xfuse.frontend.array_kinds import array_kind_problem
 from xfuse.frontend.builder import FunctionBuilder, Value
 
@@ -986,6 +986,11 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
             )
         )
         floating = np.issubdtype(dtype, np.floating) or dtype == numpy_dtype("bfloat16")
+        if floating and dtype.name not in DTYPE_NAMES:  # (longdouble: dtype_name's ValueError)
+            raise TypeError(
+                f"xfuse.{name}(): xfuse computes in {', '.join(DTYPE_NAMES)}, not {dtype} "
+                "(convert with .astype(np.float64))"
+            )
         if floating:  # a Python number in the arrays' dtype, as numpy's loop and a kernel take it
             # (as a kernel's constant: bf16 via f32, as numpy's bf16 loops take a number too,
             # 1 + 2**-8 + 2**-40 is 1, not 1.0078125; 1e5 is inf in float16)
