@@ -539,7 +539,7 @@ def test_mlir_peer(gelu: Gelu) -> None:
     measurement = bench.measure(workload, peers.mlir_variant(workload), repeat=1)
     assert measurement.max_error < 1e-5
     named_out = bench.prepare_workload("input out, y;\nres = out * 2 - y;", 1000)
-    assert bench.measure(named_out, peers.mlir_variant(named_out), repeat=1).max_error == 0
+    assert bench.measure(named_out, peers.mlir_variant(named_out), repeat=1).max_error < 1e-6
 
 
 def test_cli_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, gelu: Gelu) -> None:
