@@ -699,6 +699,10 @@ def test_a_kernel_over_no_element_reads_nothing_into_l2() -> None:
     for side in (program.fused, program.unfused):
         assert not any(read.from_l2 for kernel in side.kernels for read in kernel.reads)
         assert side.totals.hbm_bytes == side.totals.bytes == 64
+    # nor an empty kernel after it an L2 read of 0 bytes
+    swapped = source.replace("y = x + b;\nz = b * 2;", "z = b * 2;\ny = x + b;")
+    program = cost_program(swapped, CostOptions(shape=(0, 8), dtype="float32", l2=True))
+    assert not any(read.from_l2 for kernel in program.fused.kernels for read in kernel.reads)
 
 
 def test_a_temporarys_name_is_no_inputs() -> None:
@@ -715,6 +719,17 @@ def test_a_temporarys_name_is_no_inputs() -> None:
         ["t1", "t2"],
     )
     assert [a.name for kernel in later for a in kernel.reads] == ["t1", "t2"]
+    # nor an output's given name, nor a value's named later (`t3 -> t3`)
+    source = (
+        f"input x;\nt = {chain.format('x * 2')};\ny = {chain.format('t * x')};\n"
+        f"t0 = {chain.format('t - x')};\noutput y, t0;"
+    )
+    for side in (cost_program(source).fused, cost_program(source).unfused):
+        written = [a.name for kernel in side.kernels for a in kernel.writes]
+        assert len(written) == len(set(written)), written
+    unfused = cost_program("input x;\nt3 = tanh(tanh(x * 2));\ny = t3 * x;").unfused
+    written = [a.name for kernel in unfused.kernels for a in kernel.writes]
+    assert written.count("t3") == 1 and len(written) == len(set(written)), written
 
 
 def test_cli_takes_an_empty_shape(capsys: pytest.CaptureFixture[str]) -> None:

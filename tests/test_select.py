@@ -266,6 +266,8 @@ def test_outside_tracing_xfuse_comparisons_and_where_are_numpys() -> None:
     same_bits(xfuse.where(x > 1, x, 0.5), np.where(x > 1, x, np.float32(0.5)))
     c = np.float64([1e-300, 0, 1])
     same_bits(xfuse.where(c, x, 0.5), np.where(c, x, 0.5))  # the arms' float32
+    tiny = np.array([np.longdouble("1e-4000"), 0, np.nan])  # (0 once a float64: the other arm)
+    same_bits(xfuse.where(tiny, x, 0.5), np.where(tiny, x, np.float32(0.5)))
 
 
 def test_xfuse_functions_take_their_operands_and_no_complex_numbers() -> None:

@@ -342,13 +342,23 @@ class ProgramCost:
 class _Names:
     """Readable names for SSA values: a function argument's input name (`ew.input_name`: `w_1`,
     whose hint xDSL keeps as `w`), else their name hint, else `arg<i>`/`t<n>` in order of use,
-    `t<n>` past the names of `function`'s inputs and those given (an input `t0` read as one
-    with a temporary `t0`: `x, t0 -> t0, t1`)."""
+    `t<n>` past every other name (`taken`: an input `t0` read as one with a temporary `t0`,
+    `x, t0 -> t0, t1`)."""
 
     def __init__(self, function: func.FuncOp | None = None) -> None:
         self.names: dict[SSAValue, str] = {}
         self.unnamed = 0
-        self.taken = {n for a in function.args if (n := ew.input_name(a))} if function else set()
+        self.taken: set[str] = set()
+        """Names given or to be given: the inputs', the hints of values named later (`t3 -> t3`
+        of a program's `t3`), the outputs' (`given`)."""
+        if function is not None:
+            self.taken |= {n for a in function.args if (n := ew.input_name(a))}
+            self.taken |= {r.name_hint for op in function.walk() for r in op.results if r.name_hint}
+
+    def given(self, value: SSAValue, name: str) -> None:
+        """Name `value` `name` unless it has a name (a value returned twice: its first)."""
+        self.names.setdefault(value, name)
+        self.taken.add(name)
 
     def __call__(self, value: SSAValue) -> str:
         if value not in self.names:
@@ -614,7 +624,7 @@ def analyse_function(
     returned = function.get_return_op()
     if output_names is not None and returned is not None:
         for value, name in zip(returned.arguments, output_names, strict=True):
-            names.names.setdefault(value, name)  # a value returned twice: its first name
+            names.given(value, name)
     returned_as: dict[SSAValue, list[str | None]] = {}
     """Each returned value's outputs by name (None: unnamed): each is an array of its own,
     written in full (on tensors the kernel has one result for a value returned twice)."""
@@ -646,7 +656,8 @@ def analyse_function(
         elements = math.prod(ew.bind_shape(kernel.destinations()[0].type, problem))
         read_values = [v for v in _unique(kernel.inputs) if not _is_constant(v)]
         write_values = _unique(kernel.destinations())
-        reads = tuple(access(v, elements, options.l2 and v in l2.resident) for v in read_values)
+        resident = l2.resident if elements else {}  # (an empty kernel reads nothing at all)
+        reads = tuple(access(v, elements, options.l2 and v in resident) for v in read_values)
         writes = tuple(access(v, elements) for v in write_values)
         accessed = zip((*read_values, *write_values), (*reads, *writes), strict=True)
         if elements:  # (a kernel over no element reads nothing into L2: it had made the next

@@ -979,6 +979,8 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
         # where's result has its arms' dtype. Of dtypes, not arrays: ml_dtypes promotes a Python
         # float before a bfloat16 array to float32 (`np.result_type(0.1, a)`), after it not.
         first = 1 if op_type is ew.SelectOp else 0  # (where's condition is no value)
+        if first:  # tested here, in its own dtype (a longdouble 1e-4000 was 0 as a float64)
+            arrays[0] = arrays[0] != 0
         dtype = np.result_type(
             *(
                 given if isinstance(given, int | float) else array.dtype
