@@ -4,8 +4,9 @@ The report goes to stderr, so `xfuse-opt`'s stdout stays the (parseable) module:
 
     xfuse-opt gelu.ew -p 'ew-optimize,ew-fuse,ew-cost{device=h100 shape=4096x14336}' > out.mlir
 
-With `annotate=true` each kernel also gets its figures as attributes (`cost.bytes`, `cost.flops`,
-`cost.time_us`, `cost.bound`, ...). The model is `xfuse.analysis.cost`.
+With `annotate=true` each kernel also gets its figures as attributes (`cost.read_bytes`,
+`cost.write_bytes`, `cost.flops`, `cost.intensity`, `cost.time_us`, `cost.bound`). The model is
+`xfuse.analysis.cost`.
 """
 
 from __future__ import annotations
