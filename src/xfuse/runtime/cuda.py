@@ -358,6 +358,16 @@ def _flat_outputs(
     return flat
 
 
+CPU_KERNEL_ONLY = {
+    "prepare": "a call checked once (prepare)",
+    "streams": "whether a call streams (streams)",
+    "asm": "the x86 assembly (asm)",
+    "split_choice": "the thread split's timing (split_choice)",
+    "run_plan": "running a checked call's plan (run_plan)",
+}
+"""What a CPU `Kernel` has and a `CudaKernel` has not, by what it is."""
+
+
 class CudaKernel(CompiledProgram):
     """A program compiled for an NVIDIA GPU: `k.ptx`, `k.ir(stage)`, and `k(x=..., ...)` where
     a GPU and `cuda-python` are present (see the module docstring)."""
@@ -387,6 +397,17 @@ class CudaKernel(CompiledProgram):
 
     def __repr__(self) -> str:
         return f"<xfuse.CudaKernel {self.signature} {self.options}>"
+
+    def __getattr__(self, name: str) -> Any:
+        """A CPU kernel's attribute names the target it needs (a bare AttributeError said only
+        that it was missing)."""
+        if name in CPU_KERNEL_ONLY:
+            raise AttributeError(
+                f"'CudaKernel' object has no attribute {name!r}: {CPU_KERNEL_ONLY[name]} is a "
+                "CPU kernel's (target='cpu'); a GPU kernel has `ptx`, `llvm_ir`, `ir(stage)` "
+                "and its call"
+            )
+        raise AttributeError(f"'CudaKernel' object has no attribute {name!r}")
 
     def __call__(self, /, *args: Any, out: Any = None, **kwargs: Any) -> Any:
         bound = self.call_signature.bind(args, kwargs)
