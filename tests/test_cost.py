@@ -730,6 +730,15 @@ def test_a_temporarys_name_is_no_inputs() -> None:
     unfused = cost_program("input x;\nt3 = tanh(tanh(x * 2));\ny = t3 * x;").unfused
     written = [a.name for kernel in unfused.kernels for a in kernel.writes]
     assert written.count("t3") == 1 and len(written) == len(set(written)), written
+    # nor a hint xDSL cut to an input's (`x_1` hinted `x`) or a reassigned value's: the
+    # epilogue what-if took `x_1`'s reader for a second reader of the input `x`
+    for source in (
+        "input x, b;\nx_1 = tanh(tanh(x + b));\ny = tanh(x_1 * 2);",
+        "input x;\nt = tanh(tanh(x));\nu = tanh(t * x);\nt = u * x;\noutput t;",
+    ):
+        unfused = cost_program(source, CostOptions(shape=(1024,)), epilogue="x").unfused
+        written = [a.name for kernel in unfused.kernels for a in kernel.writes]
+        assert "x" not in written and len(written) == len(set(written)), written
 
 
 def test_cli_takes_an_empty_shape(capsys: pytest.CaptureFixture[str]) -> None:

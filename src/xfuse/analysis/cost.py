@@ -340,38 +340,48 @@ class ProgramCost:
 
 
 class _Names:
-    """Readable names for SSA values: a function argument's input name (`ew.input_name`: `w_1`,
-    whose hint xDSL keeps as `w`), else their name hint, else `arg<i>`/`t<n>` in order of use,
-    `t<n>` past every other name (`taken`: an input `t0` read as one with a temporary `t0`,
-    `x, t0 -> t0, t1`)."""
+    """Readable names for SSA values, each its own: a function argument's input name
+    (`ew.input_name`: `w_1`, whose hint xDSL keeps as `w`), else its name hint, made distinct
+    (xDSL drops a hint's `_<n>`: `x_1` and a reassigned `t` were hinted `x` and `t`, an input's
+    name and the other `t`'s) as `<hint>_<k>`, else `arg<i>`, else `t<n>` in order of use, past
+    every other name (`taken`: an input `t0` read as one with a temporary `t0`)."""
 
     def __init__(self, function: func.FuncOp | None = None) -> None:
         self.names: dict[SSAValue, str] = {}
         self.unnamed = 0
-        self.taken: set[str] = set()
-        """Names given or to be given: the inputs', the hints of values named later (`t3 -> t3`
-        of a program's `t3`), the outputs' (`given`)."""
+        self.used: set[str] = set()
+        """The names given so far, the inputs' from the start."""
         if function is not None:
-            self.taken |= {n for a in function.args if (n := ew.input_name(a))}
+            self.used |= {n for a in function.args if (n := ew.input_name(a))}
+        self.taken: set[str] = set(self.used)
+        """Names given or to be given: also the hints of values named later (`t3 -> t3` of a
+        program's `t3`), which a `t<n>` skips."""
+        if function is not None:
             self.taken |= {r.name_hint for op in function.walk() for r in op.results if r.name_hint}
 
     def given(self, value: SSAValue, name: str) -> None:
         """Name `value` `name` unless it has a name (a value returned twice: its first)."""
-        self.names.setdefault(value, name)
-        self.taken.add(name)
+        if value not in self.names:
+            self.names[value] = name
+            self.used.add(name)
+            self.taken.add(name)
 
     def __call__(self, value: SSAValue) -> str:
         if value not in self.names:
             if isinstance(value, BlockArgument):  # (`input_name` is the hint but of a function)
                 name = ew.input_name(value) or f"arg{value.index}"
             elif value.name_hint:
-                name = value.name_hint
+                name, count = value.name_hint, 0
+                while name in self.used:
+                    count += 1
+                    name = f"{value.name_hint}_{count}"
             else:
                 while f"t{self.unnamed}" in self.taken:
                     self.unnamed += 1
                 name = f"t{self.unnamed}"
                 self.unnamed += 1
             self.names[value] = name
+            self.used.add(name)
             self.taken.add(name)
         return self.names[value]
 
