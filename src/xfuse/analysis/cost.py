@@ -346,18 +346,16 @@ class _Names:
     name and the other `t`'s) as `<hint>_<k>`, else `arg<i>`, else `t<n>` in order of use, past
     every other name (`taken`: an input `t0` read as one with a temporary `t0`)."""
 
-    def __init__(self, function: func.FuncOp | None = None) -> None:
+    def __init__(self, function: func.FuncOp) -> None:
         self.names: dict[SSAValue, str] = {}
         self.unnamed = 0
-        self.used: set[str] = set()
+        self.used = {n for a in function.args if (n := ew.input_name(a))}
         """The names given so far, the inputs' from the start."""
-        if function is not None:
-            self.used |= {n for a in function.args if (n := ew.input_name(a))}
-        self.taken: set[str] = set(self.used)
+        self.taken = self.used | {
+            r.name_hint for op in function.walk() for r in op.results if r.name_hint
+        }
         """Names given or to be given: also the hints of values named later (`t3 -> t3` of a
         program's `t3`), which a `t<n>` skips."""
-        if function is not None:
-            self.taken |= {r.name_hint for op in function.walk() for r in op.results if r.name_hint}
 
     def given(self, value: SSAValue, name: str) -> None:
         """Name `value` `name` unless it has a name (a value returned twice: its first)."""
@@ -529,8 +527,7 @@ def _check_broadcasts(
             raise ShapeMismatchError(
                 f"{role} '{name}' of shape {ew.format_shape(dims)} does not broadcast to the "
                 f"problem shape {_problem_text(problem, shape)}: its dim {axis} is {size}, the "
-                f"problem's "
-                f"{problem[offset + axis]}",
+                f"problem's {problem[offset + axis]}",
                 name,
                 function,
             )

@@ -554,8 +554,9 @@ def compile_module(
     """Compile a frontend module (one `func.func` on tensors of `ew` ops) to a `Kernel`
     (default options: `Options()`); an argument or result of another type is an error naming it
     (a scalar argument was a raw AttributeError). The outputs are named by `output_names`, else
-    by their SSA names, `out<i>` for one without a name or returned more than once (`func.return
-    %y, %y` gives two outputs, `out0` and `out1`, as `ew-bufferize` names their buffers)."""
+    by their SSA names, `out<i>` for one without a name, returned more than once (`func.return
+    %y, %y` gives two outputs, `out0` and `out1`, as `ew-bufferize` names their buffers) or one
+    of several results of one op (`%k#0`, `%k#1`)."""
     from xdsl.utils.exceptions import DiagnosticException
 
     from xfuse.dialects.ew import check_tensor_signature
