@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import functools
 import gc
 import inspect
@@ -3248,6 +3249,12 @@ def test_numpy_bools_and_ints_are_options_as_python_ones_are() -> None:
     text = {"math": "libm", "fastmath": "contract", "extra_passes": "ew-optimize"}
     kernel = xfuse.compile("out = exp(x);", **{k: np.str_(v) for k, v in text.items()})
     assert repr(kernel.options) == repr(Options(**text))  # type: ignore[arg-type]
+
+    class Choice(str, enum.Enum):  # noqa: UP042 (str() of one is 'Choice.LIBM': refused so)
+        LIBM = "libm"
+
+    options = Options(math=Choice.LIBM)  # type: ignore[arg-type]
+    assert type(options.math) is str and options.math == "libm"
 
 
 @pytest.mark.parametrize("name", list(ALL_PASSES))

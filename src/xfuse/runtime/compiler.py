@@ -267,8 +267,9 @@ class Options:
         from xfuse.transforms.to_llvm import parse_fastmath
 
         for name in ("math", "fastmath", "extra_passes", "target", "arch"):
-            if isinstance(getattr(self, name), str):  # (a numpy str kept its repr, as an int)
-                object.__setattr__(self, name, str(getattr(self, name)))
+            if isinstance(getattr(self, name), str):  # (a numpy str kept its repr, as an int;
+                # str() of a str-mixin Enum's member is 'M.X', str.__str__ its characters)
+                object.__setattr__(self, name, str.__str__(getattr(self, name)))
         for name in ("fuse", "reuse", "streaming", "masked_remainder", "aligned_stores"):
             if isinstance(getattr(self, name), np.bool_):  # (as threads takes a numpy int)
                 object.__setattr__(self, name, bool(getattr(self, name)))

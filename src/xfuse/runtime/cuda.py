@@ -363,9 +363,15 @@ CPU_KERNEL_ONLY = {
     "streams": "whether a call streams (streams)",
     "asm": "the x86 assembly (asm)",
     "split_choice": "the thread split's timing (split_choice)",
+    "stream_choice": "the streaming stores' timing (stream_choice)",
     "run_plan": "running a checked call's plan (run_plan)",
+    "threads": "the threads a call splits over (threads)",
+    "workers": "the threads' workers (workers)",
+    "in_place_allowed": "whether out= may be an input (in_place_allowed)",
+    "repeated_axes": "the axes a strided call copies along (repeated_axes)",
 }
-"""What a CPU `Kernel` has and a `CudaKernel` has not, by what it is."""
+"""What a CPU kernel has and a `CudaKernel` has not (public names of either's instances), by
+what it is."""
 
 
 class CudaKernel(CompiledProgram):
