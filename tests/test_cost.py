@@ -739,6 +739,23 @@ def test_a_temporarys_name_is_no_inputs() -> None:
         unfused = cost_program(source, CostOptions(shape=(1024,)), epilogue="x").unfused
         written = [a.name for kernel in unfused.kernels for a in kernel.writes]
         assert "x" not in written and len(written) == len(set(written)), written
+    # nor two arguments of an .mlir's (`%x`, `%x_1`: both hinted `x`; `%arg1` and an unhinted
+    # second one, `arg1`): "too many values to unpack" from the epilogue what-if
+    for arguments, names in (
+        ("%x: T, %x_1: T", ["x", "x_1"]),
+        ("%arg1: T, %0: T", ["arg1", "arg1_1"]),
+    ):
+        text = f"""func.func @main({arguments}) -> T {{
+          %k = ew.kernel ins({arguments.replace(": T", "")} : T, T) -> T {{
+          ^bb0(%a: f32, %b: f32):
+            %s = arith.addf %a, %b : f32
+            ew.yield %s : f32
+          }}
+          func.return %k : T
+        }}""".replace("T", "tensor<8xf32>")
+        cost = analyse(text, shape=(8,))
+        assert [read.name for read in cost.kernels[0].reads] == names
+        assert epilogue_what_if(cost, names[0]).input_bytes == 8 * 2  # (bf16)
 
 
 def test_cli_takes_an_empty_shape(capsys: pytest.CaptureFixture[str]) -> None:

@@ -349,8 +349,10 @@ class _Names:
     def __init__(self, function: func.FuncOp) -> None:
         self.names: dict[SSAValue, str] = {}
         self.unnamed = 0
-        self.used = {n for a in function.args if (n := ew.input_name(a))}
+        self.used: set[str] = set()
         """The names given so far, the inputs' from the start."""
+        for argument in function.args:  # (`%x`, `%x_1` of an .mlir's: both hinted `x`)
+            self.names[argument] = self._distinct(ew.input_name(argument) or f"arg{argument.index}")
         self.taken = self.used | {
             r.name_hint for op in function.walk() for r in op.results if r.name_hint
         }
@@ -364,15 +366,21 @@ class _Names:
             self.used.add(name)
             self.taken.add(name)
 
+    def _distinct(self, base: str) -> str:
+        """`base`, or `base_<k>` past the names given, now given."""
+        name, count = base, 0
+        while name in self.used:
+            count += 1
+            name = f"{base}_{count}"
+        self.used.add(name)
+        return name
+
     def __call__(self, value: SSAValue) -> str:
         if value not in self.names:
-            if isinstance(value, BlockArgument):  # (`input_name` is the hint but of a function)
-                name = ew.input_name(value) or f"arg{value.index}"
+            if isinstance(value, BlockArgument):  # (another block's: a kernel region's)
+                name = self._distinct(ew.input_name(value) or f"arg{value.index}")
             elif value.name_hint:
-                name, count = value.name_hint, 0
-                while name in self.used:
-                    count += 1
-                    name = f"{value.name_hint}_{count}"
+                name = self._distinct(value.name_hint)
             else:
                 while f"t{self.unnamed}" in self.taken:
                     self.unnamed += 1

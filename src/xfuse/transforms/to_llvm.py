@@ -1348,8 +1348,9 @@ class EwToLlvmPass(ModulePass):
     """Convert between f16 and f32 with `fpext`/`fptrunc`, one instruction each on x86 CPUs with
     F16C (`xfuse.compile` sets it where the target CPU has F16C). Off, every f16 and bf16
     conversion is integer code: without F16C, LLVM would call compiler-rt's `__extendhfsf2` and
-    `__truncsfhf2`, which the JIT does not resolve. f64 -> f16 is integer code either way (no
-    instruction rounds it once); f16 -> f64 widens through f32, exactly."""
+    `__truncsfhf2`, which the JIT does not resolve. f64 <-> f16 is integer code either way in
+    this pass (no instruction rounds f64 to f16 once; xfuse's frontend widens f16 to f64
+    through f32, exactly)."""
 
     avx512bf16: bool = False
     """Round f32 to bf16 with AVX512_BF16's `vcvtneps2bf16` (`narrow_bf16_in_hardware`, to the
