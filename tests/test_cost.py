@@ -45,6 +45,7 @@ from xfuse.transforms.bufferize import EwBufferizePass
 from xfuse.transforms.cost import EwCostPass
 from xfuse.transforms.fuse import EwFusePass
 from xfuse.transforms.options import PassOptionError
+from xfuse.transforms.pipeline import apply_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = Path(__file__).parent / "inputs"
@@ -276,7 +277,7 @@ def test_buffer_form_counts_unique_buffers_and_in_place_writes() -> None:
     assert square.read_bytes == square.write_bytes == 4000  # in place: read and written
     assert copy.flops == 0 and copy.ops == () and copy.bytes == 8000
     assert cost.totals.tensor_accesses == 7
-    assert cost.inputs == ("x", "b", "out")
+    assert cost.inputs == ("x", "b")  # (`out` is the output buffer)
 
 
 def test_constant_inputs_cost_no_traffic() -> None:
@@ -345,8 +346,8 @@ def test_epilogue_what_if(fused: FunctionCost, unfused: FunctionCost) -> None:
     with pytest.raises(ValueError, match="'h' is not an input of @main"):
         epilogue_what_if(fused, "h")
     buffers = analyse(BUFFERS, shape=(8,))
-    with pytest.raises(ValueError, match="is read by 0 kernels"):
-        epilogue_what_if(buffers, "out")
+    with pytest.raises(ValueError, match="'out' is not an input of @buffers"):
+        epilogue_what_if(buffers, "out")  # (the output buffer: it was "read by 0 kernels")
 
 
 def test_unpriceable_ir_is_a_located_error() -> None:
@@ -689,6 +690,19 @@ def test_an_empty_shape_costs_no_bytes_and_no_time_but_its_launches() -> None:
     free = cost_program(GELU.read_text(), CostOptions(shape=(0, 14336), launch_us=0), epilogue="x")
     assert (free.comparison.traffic_ratio, free.comparison.time_ratio) == (1.0, 1.0)
     assert free.epilogue is not None and free.epilogue.epilogue_time_s == 0.0
+
+
+def test_a_bufferized_functions_output_buffer_is_no_input() -> None:
+    """`epilogue=out0` priced an output buffer, which the program computes, as a matmul's
+    input: the what-if takes the function's inputs, which listed every argument."""
+    module = apply_pipeline(
+        parse_program("input x, y;\na = exp(x) * y;\nb = a * 2;\noutput a, b;"),
+        "ew-optimize,ew-fuse{mode=none},ew-bufferize",
+    )
+    (cost,) = analyse_module(module, CostOptions(shape=(64,)))
+    assert cost.inputs == ("x", "y")
+    with pytest.raises(ValueError, match=r"'out0' is not an input of @main \(inputs: x, y\)"):
+        epilogue_what_if(cost, "out0")
 
 
 def test_a_kernel_over_no_element_reads_nothing_into_l2() -> None:

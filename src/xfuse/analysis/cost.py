@@ -277,6 +277,7 @@ class FunctionCost:
     function: str
     options: CostOptions
     inputs: tuple[str, ...]
+    """The function's inputs by name (a bufferized function's output buffers are none)."""
     kernels: tuple[KernelCost, ...]
     totals: CostTotals
 
@@ -718,7 +719,7 @@ def analyse_function(
     return FunctionCost(
         function=function.sym_name.data,
         options=options,
-        inputs=tuple(names(a) for a in function.args),
+        inputs=tuple(names(a) for a in function.args if a not in written),  # (not a buffer)
         kernels=tuple(costs),
         totals=_totals(costs),
     )
