@@ -294,7 +294,8 @@ def main() -> None:
         chunking += f" (the last of {args.rows % chunk_rows} rows)"
     print(
         f"GELU + bias + residual, [{args.rows}, {args.columns}] float32 in {chunking}, "
-        f"{args.workers} worker processes x {args.threads_per_worker} threads; each row makes "
+        f"{args.workers} worker process{'es' * (args.workers != 1)} x "
+        f"{args.threads_per_worker} thread{'s' * (args.threads_per_worker != 1)}; each row makes "
         "a new [t, d] result from inputs in memory and releases it after its clock stops "
         "(except: no work, and into a preallocated one); median of "
         f"{args.repeat} rounds after a warm-up round; dask settings: "
