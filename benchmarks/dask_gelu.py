@@ -291,14 +291,15 @@ def main() -> None:
     chunk_rows = min(args.chunk_rows, args.rows)
     chunking = f"{chunks} chunk{'s' * (chunks != 1)} of [{chunk_rows}, {args.columns}]"
     if args.rows % chunk_rows:
-        chunking += f" (the last of {args.rows % chunk_rows} rows)"
+        last = args.rows % chunk_rows
+        chunking += f" (the last of {last} row{'s' * (last != 1)})"
     print(
         f"GELU + bias + residual, [{args.rows}, {args.columns}] float32 in {chunking}, "
         f"{args.workers} worker process{'es' * (args.workers != 1)} x "
         f"{args.threads_per_worker} thread{'s' * (args.threads_per_worker != 1)}; each row makes "
         "a new [t, d] result from inputs in memory and releases it after its clock stops "
         "(except: no work, and into a preallocated one); median of "
-        f"{args.repeat} rounds after a warm-up round; dask settings: "
+        f"{args.repeat} round{'s' * (args.repeat != 1)} after a warm-up round; dask settings: "
         f"{settings or 'dask defaults'}\n"
     )
     print(

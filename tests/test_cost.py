@@ -703,6 +703,32 @@ def test_a_bufferized_functions_output_buffer_is_no_input() -> None:
     assert cost.inputs == ("x", "y")
     with pytest.raises(ValueError, match=r"'out0' is not an input of @main \(inputs: x, y\)"):
         epilogue_what_if(cost, "out0")
+    # but one it reads before it writes it, in place, is (it was refused so too)
+    in_place = analyse(
+        """func.func @f(%x: memref<64xf32>, %y: memref<64xf32>) {
+          ew.kernel ins(%x, %y : memref<64xf32>, memref<64xf32>) outs(%y : memref<64xf32>) {
+          ^bb0(%a: f32, %b: f32):
+            %s = arith.addf %a, %b : f32
+            ew.yield %s : f32
+          }
+          func.return
+        }""",
+        shape=(64,),
+    )
+    assert in_place.inputs == ("x", "y") and epilogue_what_if(in_place, "y").kernel == 0
+    written_only = analyse(
+        """func.func @g(%o: memref<64xf32>) {
+          ew.kernel ins() outs(%o : memref<64xf32>) {
+          ^bb0():
+            %one = arith.constant 1.0 : f32
+            ew.yield %one : f32
+          }
+          func.return
+        }""",
+        shape=(64,),
+    )
+    with pytest.raises(ValueError, match=r"'o' is not an input of @g \(it has none\)$"):
+        epilogue_what_if(written_only, "o")
 
 
 def test_a_kernel_over_no_element_reads_nothing_into_l2() -> None:

@@ -604,6 +604,19 @@ def _check_named_dims(
                 )
 
 
+def _output_buffers(kernels: Sequence[ew.KernelOp]) -> set[SSAValue]:
+    """The buffers a kernel writes before any kernel reads them: a bufferized function's
+    outputs (and temporaries), not an input it updates in place (`ins(%y) outs(%y)`: an
+    input of its caller's values, whose epilogue what-if was refused)."""
+    buffers: set[SSAValue] = set()
+    seen: set[SSAValue] = set()
+    for kernel in kernels:
+        reads = set(kernel.inputs)
+        buffers |= {v for v in kernel.destinations() if v not in seen and v not in reads}
+        seen |= reads | set(kernel.destinations())
+    return buffers
+
+
 def analyse_function(
     function: func.FuncOp, options: CostOptions, output_names: Sequence[str] | None = None
 ) -> FunctionCost:
@@ -649,11 +662,11 @@ def analyse_function(
         for value, name in zip(returned.arguments, spelled, strict=True):
             returned_as.setdefault(value, []).append(name)
     problem = _problem_shape(options.shape, max(ranks, default=0), function, names)
-    written = {value for kernel in kernels for value in kernel.destinations()}
+    buffers = _output_buffers(kernels)
     for argument in function.args:
         name = names(argument)
         if isinstance(argument.type, TensorType | MemRefType):
-            role = "output" if argument in written else "input"  # (a bufferized one's buffer)
+            role = "output" if argument in buffers else "input"  # (a bufferized one's buffer)
             _check_broadcasts(name, argument, problem, options.shape, function, role)
     _check_spanned(function, kernels, problem, options.shape)
     _check_named_dims(function, problem, options.shape, names)
@@ -719,7 +732,7 @@ def analyse_function(
     return FunctionCost(
         function=function.sym_name.data,
         options=options,
-        inputs=tuple(names(a) for a in function.args if a not in written),  # (not a buffer)
+        inputs=tuple(names(a) for a in function.args if a not in buffers),
         kernels=tuple(costs),
         totals=_totals(costs),
     )
@@ -790,9 +803,9 @@ def compare(fused: FunctionCost, unfused: FunctionCost) -> Comparison:
 def epilogue_what_if(cost: FunctionCost, input_name: str) -> EpilogueWhatIf:
     """What is left if `input_name` comes from a matmul whose epilogue runs its reading kernel."""
     if input_name not in cost.inputs:
+        inputs = f"inputs: {', '.join(cost.inputs)}" if cost.inputs else "it has none"
         raise ValueError(
-            f"epilogue input {input_name!r} is not an input of @{cost.function} "
-            f"(inputs: {', '.join(cost.inputs)})"
+            f"epilogue input {input_name!r} is not an input of @{cost.function} ({inputs})"
         )
     readers = [k for k in cost.kernels if any(a.name == input_name for a in k.reads)]
     if len(readers) != 1:
