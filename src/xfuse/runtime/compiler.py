@@ -372,12 +372,27 @@ _recent: OrderedDict[Program, None] = OrderedDict()
 """The most recently used programs, oldest first (a program hashes by identity)."""
 
 
+_recent_lock = threading.Lock()
+"""Held while `_recent` changes: another thread's `clear_cache` or eviction between two of its
+steps (an entry added, then moved to the end) made the second a KeyError."""
+
+
+def _new_recent_lock() -> None:
+    """A new lock in a forked child (another thread may have held the old one)."""
+    global _recent_lock
+    _recent_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_recent_lock)
+
+
 def _remember(key: Hashable, program: Program) -> None:
     _programs[key] = program
-    _recent[program] = None
-    _recent.move_to_end(program)
-    while len(_recent) > LRU_SIZE:
-        _recent.popitem(last=False)
+    with _recent_lock:
+        _recent[program] = None
+        _recent.move_to_end(program)
+        while len(_recent) > LRU_SIZE:
+            _recent.popitem(last=False)
 
 
 def _recall(key: Hashable) -> Program | None:
@@ -424,7 +439,8 @@ def clear_cache() -> None:
     """Forget the programs this process compiled (the next `compile` of one compiles it again,
     or loads it from the disk cache: `xfuse cache clear` empties that)."""
     _programs.clear()
-    _recent.clear()
+    with _recent_lock:
+        _recent.clear()
     _source_warnings.clear()
     for clear in _also_cleared:
         clear()
