@@ -99,20 +99,15 @@ def _python_function(function: JitFunction, protocol: int) -> Any:
     object as __main__.f"): its `__qualname__` becomes `f.function`, which names it. Before
     protocol 4 pickle sends a dotted name as the attribute of what its first part names, the
     jit function, which sent this again (a RecursionError): there it goes as `_ByName`. A
-    partial's function (a jit of a partial of a jit function) goes so too, in a `_Partial`."""
+    partial's function (a jit of a partial of a jit function) goes so too, each partial around
+    it as a `_Partial` (a jit of a partial of a jit of a partial of a jit function holds two)."""
     return _sent(function.function, function, protocol)
 
 
 def _sent(python: Any, function: JitFunction, protocol: int) -> Any:
-    """`_python_function` of `python`, each partial around it as a `_Partial` (a jit of a
-    partial of a jit of a partial of a jit function holds two)."""
+    """`_python_function` of `python`, the function or a partial of it that `function` traces."""
     if isinstance(python, functools.partial):
         return _Partial(_sent(python.func, function, protocol), python.args, python.keywords)
-    return _sendable(python, function, protocol)
-
-
-def _sendable(python: Any, function: JitFunction, protocol: int) -> Any:
-    """`_sent` of a function that is no partial."""
     qualname = getattr(python, "__qualname__", None)
     named = _found(getattr(python, "__module__", ""), qualname)
     if isinstance(named, type(function)) and named.function is python:
