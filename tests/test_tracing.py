@@ -103,6 +103,22 @@ def test_astype_converts_as_the_languages_conversions_do() -> None:
     assert any(re.search(converts, ir) for ir in frontend_irs)
     with pytest.raises(TypeError, match="astype.*int32.*xfuse computes in float16"):
         xfuse.jit(lambda a: a.astype(np.int32))(x)
+    # (a byte-swapped float64 was refused as if xfuse lacked float64)
+    with pytest.raises(TypeError, match=r"astype\('>f8'\): .* byte order; convert to float64"):
+        xfuse.jit(lambda a: a.astype(">f8"))(x)
+
+
+def test_np_astype_is_the_method() -> None:
+    """numpy 2's `np.astype(x, dtype)` was "np.astype cannot be traced", and the method's
+    refusal of `casting=` said to call it."""
+    x = SAMPLE.astype(ml_dtypes.bfloat16)
+    got = xfuse.jit(lambda a: np.astype(a * 2, np.float64))(x)
+    np.testing.assert_array_equal(got, np.astype(x * 2, np.float64))
+    same = xfuse.jit(lambda a: np.astype(a, a.dtype, copy=False))
+    assert same(SAMPLE).dtype == np.float32
+    assert "ew.convert" not in next(iter(same.kernels.values())).ir("frontend")
+    with pytest.raises(TypeError, match=r"np.astype\(\.\.\., device=\) cannot be traced"):
+        xfuse.jit(lambda a: np.astype(a, np.float64, device="gpu"))(SAMPLE)
 
 
 def test_np_clip_traces_to_max_and_min() -> None:
@@ -159,8 +175,13 @@ def test_python_math_on_a_traced_array_says_what_to_use() -> None:
 
 
 def test_a_numpy_scalar_of_a_dtype_xfuse_lacks_is_a_clear_error() -> None:
+    """(A timedelta64 or datetime64 scalar leaked numpy's DTypePromotionError, "The DType
+    <class 'numpy.dtypes.Float32DType'> could not be promoted".)"""
     with pytest.raises(TypeError, match="float32 array with a complex64 scalar: xfuse computes"):
         xfuse.jit(lambda x: x * np.complex64(1))(SAMPLE)
+    for scalar in (np.timedelta64(1), np.datetime64("2026-12-06")):
+        with pytest.raises(TypeError, match=r"float32 array with a \w+64\S* scalar: xfuse"):
+            xfuse.jit(lambda x, s=scalar: x * s)(SAMPLE)
 
 
 def test_square_and_reciprocal_trace_as_numpy_computes_them() -> None:

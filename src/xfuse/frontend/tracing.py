@@ -354,6 +354,16 @@ def _power_of_ten(n: int) -> float:
     return power
 
 
+def _byte_swapped(dtype: Any) -> np.dtype[Any] | None:
+    """The native dtype of `dtype` where it spells a byte-swapped one (`">f8"` on x86), else
+    None."""
+    try:
+        given = np.dtype(dtype)
+    except TypeError:
+        return None
+    return None if given.isnative else given.newbyteorder("=")
+
+
 def _is_bool(dtype: Any) -> bool:
     """Whether `dtype` spells numpy's bool (`bool`, `np.bool_`, `"?"`, a mask's `.dtype`)."""
     try:
@@ -420,7 +430,7 @@ class Traced:
         array_dtype = self.element_dtype
         try:
             element = element_type_for(np.result_type(array_dtype, scalar))
-        except ValueError:
+        except (TypeError, ValueError):  # (numpy's DTypePromotionError is a TypeError)
             raise TypeError(
                 f"cannot combine a traced {array_dtype} array with a {scalar.dtype} scalar: "
                 "xfuse computes in float16, bfloat16, float32 and float64"
@@ -582,9 +592,18 @@ class Traced:
     def power(self, exponent: Any) -> Traced:
         """`np.power(self, exponent)` as numpy computes it: `np.sqrt` of the promoted array where
         the exponent is a scalar 0.5 and the result float32 or float64 (numpy's power loop
-        takes that path), else `ew.pow` (C's pow)."""
+        takes that path), else `ew.pow` (C's pow). A traced 0-d exponent is one value to the
+        loop too: `np.sqrt` where it is 0.5 at the call, as numpy's."""
         if isinstance(exponent, np.ndarray) and exponent.ndim == 0:  # (`x ** np.array(0.5)`)
             exponent = exponent[()]
+        if isinstance(exponent, Traced) and exponent._type_shape == () and not self.mask:
+            powered = self.apply(ew.PowOp, self, exponent)
+            dtype = powered.element_dtype
+            if dtype not in _SQRT_POWER_DTYPES:
+                return powered
+            element = element_type_for(dtype)
+            promoted = Traced(self.builder, self.builder.convert(self.value, element))
+            return powered.where(exponent == 0.5, promoted.apply(ew.SqrtOp, promoted), powered)
         if _is_one_half(exponent) and not self.mask:  # (a mask's: `apply` refuses it)
             if isinstance(exponent, np.generic):
                 try:
@@ -723,6 +742,13 @@ class Traced:
         try:
             element = element_type_for(dtype)
         except ValueError:
+            swapped = _byte_swapped(dtype)
+            if swapped is not None:
+                raise TypeError(
+                    f"astype({dtype!r}): a kernel computes in the machine's byte order; convert "
+                    f"to {swapped.name} (astype(np.{swapped.name})) and byte-swap the result "
+                    "after the call"
+                ) from None
             raise TypeError(
                 f"astype({dtype!r}): xfuse computes in float16, bfloat16, float32 and float64"
             ) from None
@@ -781,11 +807,16 @@ class Traced:
         self, func: Callable[..., Any], types: Any, args: Any, kwargs: Any
     ) -> Any:
         """numpy's functions that are not ufuncs: np.clip traces (as `clip`), np.where of three
-        arguments (as `where`), np.nan_to_num, np.round and np.fix; any other (np.sum, np.dot,
-        np.concatenate, ...) raises, as without this numpy took a traced array for a 0-d object
-        array, and `np.dot(x, x)` traced as `x * x`."""
+        arguments (as `where`), np.astype (as `astype`), np.nan_to_num, np.round and np.fix;
+        any other (np.sum, np.dot, np.concatenate, ...) raises, as without this numpy took a
+        traced array for a 0-d object array, and `np.dot(x, x)` traced as `x * x`."""
         if func is np.nan_to_num:
             return _nan_to_num(*args, **kwargs)
+        if func is np.astype:  # (numpy 2's function spelling of the method)
+            bound = inspect.signature(func).bind(*args, **kwargs).arguments
+            if bound.get("device") not in (None, "cpu"):
+                raise _keywords_not_traced("astype", ["device"])
+            return bound["x"].astype(bound["dtype"], copy=bound.get("copy", True))
         if func is np.result_type:  # dtypes only: a traced array's `.dtype` (bool for a mask)
             return np.result_type(*(a.dtype if isinstance(a, Traced) else a for a in args))
         if func is np.where:
