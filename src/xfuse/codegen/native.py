@@ -26,13 +26,12 @@ outputs it has aligned (`HostCpu.streaming_bytes`).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import os
 import struct
+import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -163,63 +162,59 @@ def host_cpu() -> HostCpu:
                 f"XFUSE_CPU_FEATURES start with '+' or '-' (+avx2,+fma), got "
                 f"XFUSE_CPU_NAME={name!r}, XFUSE_CPU_FEATURES={features!r}"
             )
-        # LLVM ignores a CPU or feature it does not know, saying so on stderr only, and then
-        # aborts the process at the first compile for an unknown CPU ("64-bit code requested
-        # on a subtarget that doesn't support it"): asked once, here, where it can be raised.
-        complaints = _subtarget_complaints(name, features).splitlines()
-        unknown = [line for line in dict.fromkeys(complaints) if "is not a recognized" in line]
-        if unknown:
-            raise ValueError(
-                f"XFUSE_CPU_NAME={name!r}, XFUSE_CPU_FEATURES={features!r}: LLVM knows no such "
-                f"CPU or feature for {llvm_binding.get_process_triple()} ({'; '.join(unknown)})"
-            )
+        refusal = _subtarget_refusal(name, features)
+        if refusal is not None:
+            raise ValueError(f"XFUSE_CPU_NAME={name!r}, XFUSE_CPU_FEATURES={features!r}: {refusal}")
     if "+avx512f" in features.split(","):
         features += ",-prefer-256-bit"
     return HostCpu(name, features)
 
 
-_STDERR_CAPTURE = threading.Lock()
-"""Held while `_subtarget_complaints` has file descriptor 2: threads that each made their first
-compile at once (`host_cpu` is not computed once for them) saved each other's temporary file as
-stderr, which then stayed in its place, deleted."""
-# A fork waits until no thread captures stderr, as for llvmlite's lock above (a child made
-# meanwhile waited forever on its first compile, or kept fd 2 on the temporary file). Registered
-# after that one, it is taken first: the capture's own order (it calls LLVM holding it).
-os.register_at_fork(
-    before=_STDERR_CAPTURE.acquire,
-    after_in_parent=_STDERR_CAPTURE.release,
-    after_in_child=_STDERR_CAPTURE.release,
+_SUBTARGET_PROBE = """
+import sys
+import llvmlite.binding as llvm
+
+llvm.initialize_native_target()
+llvm.initialize_native_asmprinter()
+module = llvm.parse_assembly(
+    "define float @scalar(float %a) { ret float %a }\\n"
+    "define <16 x float> @vector(<16 x float> %a, <16 x float> %b) {\\n"
+    "  %c = fmul <16 x float> %a, %b\\n  ret <16 x float> %c\\n}\\n"
 )
+module.triple = llvm.get_process_triple()
+target = llvm.Target.from_triple(module.triple)
+target.create_target_machine(cpu=sys.argv[1], features=sys.argv[2], jit=True).emit_assembly(module)
+"""
+"""Code for a scalar and a vector function made for the CPU and features its arguments name."""
 
 
-def _subtarget_complaints(name: str, features: str) -> str:
-    """What LLVM writes to the process's stderr (file descriptor 2, which Python does not see)
-    making code for CPU `name` with `features`: an empty module's assembly. Whatever else the
-    process writes there meanwhile (a millisecond, once) is captured too, and lost.
+def _subtarget_refusal(name: str, features: str) -> str | None:
+    """Why LLVM cannot make this process's code for CPU `name` with `features`, else None.
 
-    Nothing in a process started without a stderr (`2>&-`, `sys.stderr` None): descriptor 2 is
-    then whatever file the process opened first, maybe one another thread reads (a module it
-    imports: put in its place, the capture made that import empty, "cannot import name")."""
-    if sys.stderr is None:
-        return ""
-    module = llvm_binding.parse_assembly("")
-    module.triple = llvm_binding.get_process_triple()
-    with _STDERR_CAPTURE, tempfile.TemporaryFile() as captured:
-        with contextlib.suppress(AttributeError, OSError, ValueError):  # closed, or no flush
-            sys.stderr.flush()
-        try:
-            saved = os.dup(2)
-        except OSError:  # (closed since the process started)
-            return ""
-        os.dup2(captured.fileno(), 2)
-        try:
-            machine = _process_target().create_target_machine(cpu=name, features=features, jit=True)
-            machine.emit_assembly(module)
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        captured.seek(0)
-        return captured.read().decode(errors="replace")
+    Asked of a child process: LLVM says of a CPU or feature it does not know on stderr only and
+    goes on (dropping a feature), and it aborts the process at the first function made for a
+    32-bit CPU (`i686`, and an unknown one), for `-64bit` ("64-bit code requested on a
+    subtarget that doesn't support it") or `-sse` ("SSE register return with SSE disabled"),
+    which no `except` catches. (An empty module, made here with stderr captured, raised the
+    first only.)"""
+    if not sys.executable:  # (an embedding interpreter: no Python to run)
+        return None
+    probe = subprocess.run(
+        [sys.executable, "-c", _SUBTARGET_PROBE, name, features],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        check=False,
+    )
+    lines = list(dict.fromkeys(line for line in probe.stderr.splitlines() if line.strip()))
+    unknown = [line for line in lines if "is not a recognized" in line]
+    triple = llvm_binding.get_process_triple()
+    if unknown:
+        return f"LLVM knows no such CPU or feature for {triple} ({'; '.join(unknown)})"
+    if probe.returncode != 0:
+        said = lines[-1] if lines else f"exit status {probe.returncode}"
+        return f"LLVM cannot make code for {triple} with them ({said})"
+    return None
 
 
 def _process_target() -> llvm_binding.Target:
