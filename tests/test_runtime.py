@@ -1351,6 +1351,33 @@ def test_a_repeated_call_takes_the_quick_path(monkeypatch: pytest.MonkeyPatch, g
     assert len(full_checks) == 4
 
 
+def test_a_kernel_of_many_outputs_takes_their_out_through_the_full_checks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The quick call tested each output against the inputs and every other output in one
+    expression written out: 1,000 outputs took 9 s and 2.8 GiB to compile it at the first call,
+    2,000 a MemoryError. Past `QUICK_OVERLAP_TERMS` tests, `out=` goes through the full checks
+    (which still refuse two outputs sharing memory); a call without it stays quick."""
+    count = 40  # 40 + 780 tests
+    assert count + count * (count - 1) // 2 > kernel_module.QUICK_OVERLAP_TERMS
+    outputs = [f"y{i}" for i in range(count)]
+    source = "".join(f"y{i} = x * {i};" for i in range(count)) + f"output {', '.join(outputs)};"
+    kernel = xfuse.compile(source)
+    x = np.arange(4, dtype=np.float32)
+    kernel(x=x)
+    full_checks = []
+    check = kernel._check
+    monkeypatch.setattr(kernel, "_check", lambda *args: full_checks.append(args) or check(*args))
+    assert [list(y) for y in kernel(x=x)] == [list(x * i) for i in range(count)]
+    assert not full_checks
+    buffers = tuple(np.empty(4, np.float32) for _ in range(count))
+    assert all(a is b for a, b in zip(kernel(x=x, out=buffers), buffers, strict=True))
+    assert [list(y) for y in buffers] == [list(x * i) for i in range(count)]
+    assert len(full_checks) == 1
+    with pytest.raises(ValueError, match="overlaps out"):
+        kernel(x=x, out=(buffers[0], *buffers[:-1]))
+
+
 def test_the_data_pointer_is_numpys() -> None:
     """Both ways a call reads it: `data_pointer`, and the builtin that the checked call uses."""
     base = np.arange(24.0)

@@ -247,6 +247,13 @@ their three calls and the bias's copy, took 1.32x at 5 MiB, 1.08x at 42 and 63, 
 PLAN_CACHE_SIZE = 64
 """How many argument shapes a kernel remembers the call plan of."""
 
+QUICK_OVERLAP_TERMS = 512
+"""The most overlap tests (each output against each input and each other output) a quick call
+writes out (`quick_call`, `quick_row_call`); a call of a kernel with more, given `out=`, takes
+the full checks. Their count grows with the square of the outputs: a `.ew` program of 1,000
+outputs took 9 s and 2.8 GiB compiling its quick call's one expression at its first call, one
+of 2,000 a MemoryError."""
+
 WORKSPACE_ALIGNMENT = 64
 """Byte alignment of a workspace and of each thread's part of it (a cache line)."""
 
@@ -1088,6 +1095,13 @@ def _call_names(function: NativeFunction) -> tuple[list[str], ...]:
     )
 
 
+def _writes_out_overlaps(inputs: Sequence[str], results: Sequence[str]) -> bool:
+    """Whether a quick call writes out the tests of its outputs' overlaps (with the inputs and
+    each other): at most `QUICK_OVERLAP_TERMS` of them."""
+    count = len(results)
+    return count * len(inputs) + count * (count - 1) // 2 <= QUICK_OVERLAP_TERMS
+
+
 def quick_call(
     function: NativeFunction, plans: Mapping[tuple[tuple[int, ...], ...], CallPlan]
 ) -> QuickCall:
@@ -1159,7 +1173,7 @@ def quick_call(
             ),
             "        outputs = (out,)",
         ]
-    else:
+    elif _writes_out_overlaps(inputs, results):
         given = [
             f"type({r}) is ndarray and {r}.dtype is e{index} and "
             f"{r}.shape == plan.output_shapes[{index}] and {r}.flags.carray"
@@ -1258,16 +1272,46 @@ def quick_row_call(
     new_outputs = [
         f"call.new_array(call.result_shapes[{index}], e{index})" for index in range(len(results))
     ]
-    overlaps = [
-        f"s{j} < {p} + h{i} and {p} + l{i} < t{j}"
-        for j in range(len(results))
-        for i, p in enumerate(input_pointers)
-    ] + [
-        f"s{j} < t{k} and s{k} < t{j} and share(r{j}, q{j}, r{k}, q{k})"
-        for j, k in itertools.combinations(range(len(results)), 2)
-    ]
     pointers = ", ".join([*input_pointers, *output_pointers])
     several = len(results) > 1
+    given_out = ["    else:", "        return None"]  # (out= to the full checks)
+    if _writes_out_overlaps(inputs, results):
+        overlaps = [
+            f"s{j} < {p} + h{i} and {p} + l{i} < t{j}"
+            for j in range(len(results))
+            for i, p in enumerate(input_pointers)
+        ] + [
+            f"s{j} < t{k} and s{k} < t{j} and share(r{j}, q{j}, r{k}, q{k})"
+            for j, k in itertools.combinations(range(len(results)), 2)
+        ]
+        given_out = [
+            "    else:",
+            *(
+                [
+                    "        if not ((type(out) is tuple or type(out) is list)"
+                    f" and len(out) == {len(results)}):",
+                    "            return None",
+                ]
+                if several
+                else []
+            ),
+            f"        {_listed(results)} = outputs = {'tuple(out)' if several else '(out,)'}",
+            f"        if not ({' and '.join(given)}):",
+            "            return None",
+            f"        {_listed(output_pointers)} = {_listed(f'pointer({r})' for r in results)}",
+            *(f"        s{j}, t{j} = reach({r}, q{j})" for j, r in enumerate(results)),
+            *(
+                [f"        {_listed(f'(l{i}, h{i})' for i in range(len(inputs)))} = call.extents"]
+                if inputs
+                else []
+            ),
+            f"        if ({' or '.join(overlaps) or 'False'}) and not kernel._rows_apart(",
+            f"            inputs, [{', '.join(input_pointers)}], call.extents, outputs,",
+            f"            [{', '.join(output_pointers)}]",
+            "        ):",
+            "            return None  # the full checks: inputs copied first, or the error",
+            f"        output_strides = {_listed(f'{r}.strides' for r in results)}",
+        ]
     lines = [
         "def quick_row_call(kernel, inputs, out):",
         f"    {_listed(inputs)} = inputs",
@@ -1283,32 +1327,7 @@ def quick_row_call(
         f"        {_listed(results)} = outputs = {_listed(new_outputs)}",
         "        output_strides = call.result_strides",
         f"        {_listed(output_pointers)} = {_listed(f'pointer({r})' for r in results)}",
-        "    else:",
-        *(
-            [
-                "        if not ((type(out) is tuple or type(out) is list)"
-                f" and len(out) == {len(results)}):",
-                "            return None",
-            ]
-            if several
-            else []
-        ),
-        f"        {_listed(results)} = outputs = {'tuple(out)' if several else '(out,)'}",
-        f"        if not ({' and '.join(given)}):",
-        "            return None",
-        f"        {_listed(output_pointers)} = {_listed(f'pointer({r})' for r in results)}",
-        *(f"        s{j}, t{j} = reach({r}, q{j})" for j, r in enumerate(results)),
-        *(
-            [f"        {_listed(f'(l{i}, h{i})' for i in range(len(inputs)))} = call.extents"]
-            if inputs
-            else []
-        ),
-        f"        if ({' or '.join(overlaps) or 'False'}) and not kernel._rows_apart(",
-        f"            inputs, [{', '.join(input_pointers)}], call.extents, outputs,",
-        f"            [{', '.join(output_pointers)}]",
-        "        ):",
-        "            return None  # the full checks: inputs copied first, or the error",
-        f"        output_strides = {_listed(f'{r}.strides' for r in results)}",
+        *given_out,
         f"    head = common_head(function, {_listed(output_pointers)}) if call.streams else 0",
         "    remembered = row_plans.get((shapes, strides, output_strides, head))",
         "    if remembered is None or remembered[0] is None:",
