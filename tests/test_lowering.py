@@ -233,13 +233,14 @@ def test_a_cpu_or_feature_llvm_does_not_know_is_an_error_naming_it(
         ("i686", "", "64-bit code requested"),
         ("znver3", "+avx2,-64bit", "64-bit code requested"),
         ("x86-64", "-sse", "SSE register return with SSE disabled"),
+        ("x86-64", "-sse2", "SSE2 register return with SSE2 disabled"),  # (of a double)
     ],
 )
 def test_a_cpu_llvm_cannot_make_this_process_code_for_is_an_error_saying_why(
     use_cpu: Callable[[str, str], HostCpu], name: str, features: str, said: str
 ) -> None:
-    """A 32-bit CPU LLVM knows, `-64bit` or `-sse` passed the check (of an empty module) and
-    LLVM aborted the process at the first compile, which no `except` catches."""
+    """A 32-bit CPU LLVM knows, `-64bit`, `-sse` or `-sse2` passed the check (of an empty
+    module) and LLVM aborted the process at the first compile, which no `except` catches."""
     with pytest.raises(ValueError, match=rf"^XFUSE_CPU_NAME='{name}', .*: LLVM cannot .*{said}"):
         use_cpu(name, features)
     assert use_cpu(*ZEN3).name == "znver3"

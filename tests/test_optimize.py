@@ -146,10 +146,8 @@ NEGATIVE_SIGNALING_NAN = struct.unpack("<d", struct.pack("<Q", 0xFFF400000000000
         (ew.SubOp, (math.inf, math.inf)),
         (ew.MulOp, (math.inf, 0.0)),
         (ew.AddOp, (NEGATIVE_SIGNALING_NAN, 1.0)),
-        (ew.NegOp, (-math.nan,)),
-        (ew.AbsOp, (NEGATIVE_SIGNALING_NAN,)),
-        (ew.CopysignOp, (NEGATIVE_SIGNALING_NAN, 1.0)),
-        (ew.SelectOp, (1.0, math.nan, -1.0)),
+        (ew.MaxOp, (NEGATIVE_SIGNALING_NAN, 1.0)),
+        (ew.ExpOp, (NEGATIVE_SIGNALING_NAN,)),
     ],
 )
 def test_every_folded_nan_is_the_canonical_quiet_nan(
@@ -160,29 +158,37 @@ def test_every_folded_nan_is_the_canonical_quiet_nan(
     assert struct.pack("<d", folded) == struct.pack("<Q", 0x7FF8000000000000)
 
 
+PAYLOAD_NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 @pytest.mark.parametrize(
-    "op_type,values",
+    "op_type,values,bits",
     [
-        (ew.NegOp, (math.nan,)),
-        (ew.CopysignOp, (1.0, -math.nan)),  # not a NaN at all: -1
-        (ew.CopysignOp, (math.nan, NEGATIVE_SIGNALING_NAN)),
-        (ew.SelectOp, (1.0, NEGATIVE_SIGNALING_NAN, 1.0)),
-        (ew.SelectOp, (0.0, 1.0, -math.nan)),
+        (ew.NegOp, (math.nan,), 0xFFF8000000000000),
+        (ew.NegOp, (PAYLOAD_NAN,), 0xFFF8000000000001),
+        (ew.AbsOp, (NEGATIVE_SIGNALING_NAN,), 0x7FF4000000000001),
+        (ew.CopysignOp, (1.0, -math.nan), None),  # not a NaN at all: -1
+        (ew.CopysignOp, (PAYLOAD_NAN, NEGATIVE_SIGNALING_NAN), 0xFFF8000000000001),
+        (ew.CopysignOp, (NEGATIVE_SIGNALING_NAN, 1.0), 0x7FF4000000000001),
+        (ew.SelectOp, (1.0, NEGATIVE_SIGNALING_NAN, 1.0), 0xFFF4000000000001),
+        (ew.SelectOp, (0.0, 1.0, -math.nan), 0xFFF8000000000000),
+        (ew.SelectOp, (1.0, PAYLOAD_NAN, -1.0), 0x7FF8000000000001),
     ],
 )
-def test_folding_keeps_the_sign_ieee_gives_a_nan(
-    op_type: ew.ElementwiseOpType, values: tuple[float, ...], dtype: str
+def test_folding_keeps_the_bits_ieee_gives_a_nan(
+    op_type: ew.ElementwiseOpType, values: tuple[float, ...], bits: int | None, dtype: str
 ) -> None:
-    """Negate, abs and copySign set a NaN's sign as IEEE 754 says (and select passes its
-    operand through), as the kernels and numpy do: folding gave the positive canonical NaN
-    whatever the sign, so `copysign(1, -NaN)` folded to +1 where a kernel gives -1. The payload
-    is still the canonical one."""
+    """Negate, abs and copySign are sign-bit operations in IEEE 754 (the payload kept, a
+    signalling NaN not quieted) and select passes its operand through, as the kernels and
+    numpy do: folding gave the positive canonical NaN whatever the sign (`copysign(1, -NaN)`
+    folded to +1 where a kernel gives -1), then the canonical payload, so a constant NaN of a
+    payload came out of `-p` or a select without it, where an input's kept it."""
     folded = _fold(op_type, dtype, *values)
-    if op_type is ew.CopysignOp and not math.isnan(values[0]):
+    if bits is None:
         assert folded == -1.0
     else:
-        assert struct.pack("<d", folded) == struct.pack("<Q", 0xFFF8000000000000)
+        assert struct.pack("<d", folded) == struct.pack("<Q", bits)
 
 
 def test_zero_over_zero_and_log_of_minus_one_share_one_nan() -> None:

@@ -1356,10 +1356,10 @@ def test_a_kernel_of_many_outputs_takes_their_out_through_the_full_checks(
 ) -> None:
     """The quick call tested each output against the inputs and every other output in one
     expression written out: 1,000 outputs took 9 s and 2.8 GiB to compile it at the first call,
-    2,000 a MemoryError. Past `QUICK_OVERLAP_TERMS` tests, `out=` goes through the full checks
+    2,000 a MemoryError. Past `QUICK_OUTPUT_PAIRS` pairs, `out=` goes through the full checks
     (which still refuse two outputs sharing memory); a call without it stays quick."""
-    count = 40  # 40 + 780 tests
-    assert count + count * (count - 1) // 2 > kernel_module.QUICK_OVERLAP_TERMS
+    count = 40  # 780 pairs
+    assert count * (count - 1) // 2 > kernel_module.QUICK_OUTPUT_PAIRS
     outputs = [f"y{i}" for i in range(count)]
     source = "".join(f"y{i} = x * {i};" for i in range(count)) + f"output {', '.join(outputs)};"
     kernel = xfuse.compile(source)

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import llvmlite
 import llvmlite.binding as llvm_binding
 import llvmlite.ir as llvm_ir
 from llvmlite.binding import ffi
@@ -172,12 +173,15 @@ def host_cpu() -> HostCpu:
 
 _SUBTARGET_PROBE = """
 import sys
+
+sys.path.insert(0, sys.argv[3])  # (isolated: where this process found llvmlite, alone)
 import llvmlite.binding as llvm
 
 llvm.initialize_native_target()
 llvm.initialize_native_asmprinter()
 module = llvm.parse_assembly(
     "define float @scalar(float %a) { ret float %a }\\n"
+    "define double @wide(double %a) { ret double %a }\\n"
     "define <16 x float> @vector(<16 x float> %a, <16 x float> %b) {\\n"
     "  %c = fmul <16 x float> %a, %b\\n  ret <16 x float> %c\\n}\\n"
 )
@@ -185,7 +189,8 @@ module.triple = llvm.get_process_triple()
 target = llvm.Target.from_triple(module.triple)
 target.create_target_machine(cpu=sys.argv[1], features=sys.argv[2], jit=True).emit_assembly(module)
 """
-"""Code for a scalar and a vector function made for the CPU and features its arguments name."""
+"""Code for scalar (f32, f64) and vector functions made for the CPU and features its arguments
+name, with llvmlite from the folder the third names."""
 
 
 def _subtarget_refusal(name: str, features: str) -> str | None:
@@ -194,13 +199,15 @@ def _subtarget_refusal(name: str, features: str) -> str | None:
     Asked of a child process: LLVM says of a CPU or feature it does not know on stderr only and
     goes on (dropping a feature), and it aborts the process at the first function made for a
     32-bit CPU (`i686`, and an unknown one), for `-64bit` ("64-bit code requested on a
-    subtarget that doesn't support it") or `-sse` ("SSE register return with SSE disabled"),
-    which no `except` catches. (An empty module, made here with stderr captured, raised the
-    first only.)"""
+    subtarget that doesn't support it"), or `-sse` and `-sse2` ("SSE register return with SSE
+    disabled", of a float and a double), which no `except` catches. (An empty module, made here
+    with stderr captured, raised the first only.) A child that fails before LLVM says anything
+    checks nothing."""
     if not sys.executable:  # (an embedding interpreter: no Python to run)
         return None
+    packages = os.path.dirname(os.path.dirname(os.path.abspath(llvmlite.__file__)))
     probe = subprocess.run(
-        [sys.executable, "-c", _SUBTARGET_PROBE, name, features],
+        [sys.executable, "-I", "-c", _SUBTARGET_PROBE, name, features, packages],
         capture_output=True,
         text=True,
         errors="replace",
@@ -211,9 +218,9 @@ def _subtarget_refusal(name: str, features: str) -> str | None:
     triple = llvm_binding.get_process_triple()
     if unknown:
         return f"LLVM knows no such CPU or feature for {triple} ({'; '.join(unknown)})"
-    if probe.returncode != 0:
-        said = lines[-1] if lines else f"exit status {probe.returncode}"
-        return f"LLVM cannot make code for {triple} with them ({said})"
+    said = [line for line in lines if line.startswith(("LLVM ERROR", "error:"))]
+    if probe.returncode != 0 and said:  # (not a child that failed before LLVM: no check)
+        return f"LLVM cannot make code for {triple} with them ({said[-1]})"
     return None
 
 

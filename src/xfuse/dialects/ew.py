@@ -267,8 +267,8 @@ def format_shape(shape: Sequence[int]) -> str:
 
 CANONICAL_NAN: float = convert_u64_to_f64(0x7FF8000000000000)
 """The NaN folding produces and `nan` denotes: positive, quiet, no payload (numpy's NaN sign
-depends on the SIMD path the host runs, so folding keeps it only where IEEE fixes it: an op
-that `SIGNS_NAN`)."""
+depends on the SIMD path the host runs, so folding keeps a NaN's bits only where IEEE fixes
+them: an op that `SIGNS_NAN`)."""
 
 
 def format_float(value: float) -> str:
@@ -598,7 +598,8 @@ class ElementwiseFolder(HasFolder):
     Operands are first rounded to their element type, as a kernel rounds its constants: in f32,
     `1e39 * 0.0` is inf * 0 = NaN and `log(1e-50)` is log(0) = -inf, folded or not. A NaN result
     folds to `CANONICAL_NAN` (positive, quiet, no payload), never to the host-dependent NaN numpy
-    computed (see `round_to_element`).
+    computed (see `round_to_element`), but of an op that `SIGNS_NAN`, which passes its operand's
+    NaN on with the sign IEEE gives it, payload and signalling bit kept, as the kernels do.
     """
 
     @classmethod
@@ -613,8 +614,8 @@ class ElementwiseFolder(HasFolder):
 
 def fold_literals(op_type: ElementwiseOpType, values: Sequence[float], element: Attribute) -> float:
     """`op_type` on literals, as a kernel of `element` computes it: operands and result rounded
-    to `element` (the reference runs in float64), a NaN canonical (but for its sign through an
-    op that `SIGNS_NAN`).
+    to `element` (the reference runs in float64), a NaN canonical (but through an op that
+    `SIGNS_NAN`, whose float64 reference only moves or flips sign bits: its NaN as it is).
 
     Each operand is a one-element array, not a numpy scalar: numpy's `power` with a scalar
     exponent of 0.5 (stride 0) is its square root, -0 at -0 and NaN at -inf, where C's pow
@@ -622,8 +623,8 @@ def fold_literals(op_type: ElementwiseOpType, values: Sequence[float], element: 
     signs_nan = op_type.SIGNS_NAN
 
     def rounded(value: float) -> float:
-        if signs_nan and math.isnan(value):  # (copysign(1, -NaN) is -1: IEEE's, numpy's)
-            return math.copysign(CANONICAL_NAN, value)
+        if signs_nan and math.isnan(value):  # (its payload, as `-x` of an input NaN keeps it)
+            return value
         return round_to_element(value, element)
 
     operands = [np.array([rounded(v)], np.float64) for v in values]
@@ -773,9 +774,10 @@ class UnaryOp(IRDLOperation, ABC):
     (`erf`). A peer of `xfuse bench` without the function computes this instead."""
 
     SIGNS_NAN: ClassVar[bool] = False
-    """Whether IEEE 754 fixes the sign of a NaN it gives (negate, abs, copySign; select passes
-    an operand through): folding keeps that sign (with the canonical payload), where it folds
-    any other NaN to the positive `CANONICAL_NAN` (`fold_literals`)."""
+    """Whether IEEE 754 fixes the bits of a NaN it gives (negate, abs, copySign: sign-bit
+    operations that keep the payload and do not quiet a signalling NaN; select passes an
+    operand through): folding keeps them, where it folds any other NaN to the positive
+    `CANONICAL_NAN` (`fold_literals`)."""
 
 
 class BinaryOp(IRDLOperation, ABC):

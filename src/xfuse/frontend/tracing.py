@@ -355,13 +355,15 @@ def _power_of_ten(n: int) -> float:
 
 
 def _byte_swapped(dtype: Any) -> np.dtype[Any] | None:
-    """The native dtype of `dtype` where it spells a byte-swapped one (`">f8"` on x86), else
-    None."""
+    """The native dtype of `dtype` where it spells a byte-swapped one that xfuse computes in
+    natively (`">f8"` on x86), else None."""
     try:
         given = np.dtype(dtype)
-    except TypeError:
+        native = given.newbyteorder("=")
+        element_type_for(native)
+    except (TypeError, ValueError):
         return None
-    return None if given.isnative else given.newbyteorder("=")
+    return None if given.isnative else native
 
 
 def _is_bool(dtype: Any) -> bool:
@@ -771,7 +773,17 @@ class Traced:
             for b in (min, max)
             if isinstance(b, Traced | np.generic | np.ndarray | int | float)
         ]
-        dtype = np.result_type(self.dtype, *bounds)
+        try:
+            dtype = np.result_type(self.dtype, *bounds)
+        except TypeError:  # (numpy's DTypePromotionError: a timedelta64 bound)
+            kinds = [
+                type(b).__name__ if isinstance(b, int | float) else str(np.result_type(b))
+                for b in bounds
+            ]
+            raise TypeError(
+                f"clip: cannot combine a traced {self.dtype} array with bounds of "
+                f"{', '.join(kinds)}: xfuse computes in float16, bfloat16, float32 and float64"
+            ) from None
         base = self if self.mask or dtype == self.element_dtype else self.astype(dtype)
         clipped = +base if min is None else base.apply(ew.MaxOp, base, min)  # (a copy)
         return clipped if max is None else clipped.apply(ew.MinOp, clipped, max)

@@ -247,12 +247,12 @@ their three calls and the bias's copy, took 1.32x at 5 MiB, 1.08x at 42 and 63, 
 PLAN_CACHE_SIZE = 64
 """How many argument shapes a kernel remembers the call plan of."""
 
-QUICK_OVERLAP_TERMS = 512
-"""The most overlap tests (each output against each input and each other output) a quick call
-writes out (`quick_call`, `quick_row_call`); a call of a kernel with more, given `out=`, takes
-the full checks. Their count grows with the square of the outputs: a `.ew` program of 1,000
-outputs took 9 s and 2.8 GiB compiling its quick call's one expression at its first call, one
-of 2,000 a MemoryError."""
+QUICK_OUTPUT_PAIRS = 512
+"""The most pairs of outputs a quick call tests for overlap, written out (`quick_call`,
+`quick_row_call`): a call of a kernel of more (33 outputs and more), given `out=`, takes the
+full checks. Their count grows with the square of the outputs: a `.ew` program of 1,000 outputs
+took 9 s and 2.8 GiB compiling its quick call's one expression at its first call, one of 2,000
+a MemoryError. (The tests of each output against each input grow with the program.)"""
 
 WORKSPACE_ALIGNMENT = 64
 """Byte alignment of a workspace and of each thread's part of it (a cache line)."""
@@ -1095,11 +1095,10 @@ def _call_names(function: NativeFunction) -> tuple[list[str], ...]:
     )
 
 
-def _writes_out_overlaps(inputs: Sequence[str], results: Sequence[str]) -> bool:
-    """Whether a quick call writes out the tests of its outputs' overlaps (with the inputs and
-    each other): at most `QUICK_OVERLAP_TERMS` of them."""
-    count = len(results)
-    return count * len(inputs) + count * (count - 1) // 2 <= QUICK_OVERLAP_TERMS
+def _writes_out_overlaps(results: Sequence[str]) -> bool:
+    """Whether a quick call writes out the tests of its outputs' overlaps: at most
+    `QUICK_OUTPUT_PAIRS` pairs of them."""
+    return len(results) * (len(results) - 1) // 2 <= QUICK_OUTPUT_PAIRS
 
 
 def quick_call(
@@ -1173,7 +1172,7 @@ def quick_call(
             ),
             "        outputs = (out,)",
         ]
-    elif _writes_out_overlaps(inputs, results):
+    elif _writes_out_overlaps(results):
         given = [
             f"type({r}) is ndarray and {r}.dtype is e{index} and "
             f"{r}.shape == plan.output_shapes[{index}] and {r}.flags.carray"
@@ -1275,7 +1274,7 @@ def quick_row_call(
     pointers = ", ".join([*input_pointers, *output_pointers])
     several = len(results) > 1
     given_out = ["    else:", "        return None"]  # (out= to the full checks)
-    if _writes_out_overlaps(inputs, results):
+    if _writes_out_overlaps(results):
         overlaps = [
             f"s{j} < {p} + h{i} and {p} + l{i} < t{j}"
             for j in range(len(results))
