@@ -246,6 +246,24 @@ def test_a_cpu_llvm_cannot_make_this_process_code_for_is_an_error_saying_why(
     assert use_cpu(*ZEN3).name == "znver3"
 
 
+@pytest.mark.parametrize(
+    ("name", "features", "widths"),
+    [
+        ("haswell", "+avx2,+fma,+f16c", "256-bit .* say 128"),
+        ("skylake-avx512", "", "512-bit .* 128"),
+    ],
+)
+def test_features_listed_short_of_the_cpus_own_are_an_error(
+    use_cpu: Callable[[str, str], HostCpu], name: str, features: str, widths: str
+) -> None:
+    """xfuse reads the vector width (and masks, bf16 rounding) from the features as listed,
+    LLVM from the CPU's own too: `haswell` with `+avx2,+fma,+f16c` made AVX2 code that
+    `xfuse bench` called 128-bit, and whose masked remainders xfuse did not use."""
+    with pytest.raises(ValueError, match=rf"^XFUSE_CPU_NAME='{name}', .*LLVM makes {widths}"):
+        use_cpu(name, features)
+    assert use_cpu("x86-64", "").float_lanes == 4
+
+
 FIRST_COMPILES_IN_THREADS = """
 import os, sys, threading
 import numpy as np
@@ -1384,7 +1402,11 @@ def test_compute_heavy_loops_prefetch_every_line_they_load(
     assert ("prefetcht0" in loop) == prefetches
 
 
-@pytest.mark.parametrize("cpu", [ZEN3, ("znver4", ZEN3[1]), ("znver5", ZEN3[1])])
+ZEN4_FEATURES = f"{ZEN3[1]},+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx512bf16"
+"""Zen 4's and Zen 5's vector features (as listed in full: `HostCpu` reads them)."""
+
+
+@pytest.mark.parametrize("cpu", [ZEN3, ("znver4", ZEN4_FEATURES), ("znver5", ZEN4_FEATURES)])
 def test_amd_zen_cores_do_not_prefetch(
     cpu: tuple[str, str], use_cpu: Callable[[str, str], HostCpu]
 ) -> None:

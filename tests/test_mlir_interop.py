@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -102,6 +103,20 @@ def test_mlir_opt_parses_and_verifies_the_export(program: str, mode: str, gelu: 
     )
     assert upstream.returncode == 0, upstream.stderr
     assert upstream.stdout.count('"linalg.generic"') == kernels
+
+
+def test_a_failing_tool_says_what_it_said_first_on_its_first_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`xfuse bench` skips a failed peer with the first line of its error, which ended at
+    "failed:" (the tool's own words on the lines after it)."""
+    tool = tmp_path / "mlir-opt"
+    tool.write_text("#!/bin/sh\necho 'mlir-opt boom' >&2\nexit 3\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(mlir_peer, "TOOL_DIRECTORIES", (str(tmp_path),))
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(MlirPeerError, match=r"^mlir-opt failed: mlir-opt boom \(arguments: "):
+        mlir_peer._run_tool("mlir-opt", ["--canonicalize"], "")
 
 
 @needs_mlir

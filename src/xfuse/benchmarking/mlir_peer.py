@@ -147,8 +147,13 @@ def _run_tool(name: str, arguments: Sequence[str], source: str) -> str:
     completed = subprocess.run(
         [tool, *arguments], input=source, capture_output=True, text=True, check=False
     )
-    if completed.returncode != 0:
-        raise MlirPeerError(f"{name} {' '.join(arguments)} failed:\n{completed.stderr}")
+    if completed.returncode != 0:  # (what it said first on the message's first line: a
+        # skipped peer's reason in `xfuse bench` is that line)
+        said = [line for line in completed.stderr.splitlines() if line.strip()]
+        first = said[0] if said else f"exit status {completed.returncode}"
+        raise MlirPeerError(
+            f"{name} failed: {first} (arguments: {' '.join(arguments)})\n{completed.stderr}"
+        )
     return completed.stdout
 
 

@@ -371,7 +371,7 @@ def peer_version(name: str) -> str:
             return "not installed"
         text = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
         found = re.search(r"LLVM version (\S+)", text)
-        return found.group(1) if found else text.strip().split("\n")[0]
+        return found.group(1) if found else text.strip().split("\n")[0] or "unknown version"
     try:
         return str(importlib.import_module(MODULES.get(name, name)).__version__)
     except ImportError as error:  # installed but broken: bench says why when it skips the peer

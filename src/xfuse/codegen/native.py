@@ -182,15 +182,18 @@ llvm.initialize_native_asmprinter()
 module = llvm.parse_assembly(
     "define float @scalar(float %a) { ret float %a }\\n"
     "define double @wide(double %a) { ret double %a }\\n"
-    "define <16 x float> @vector(<16 x float> %a, <16 x float> %b) {\\n"
+    "define <16 x float> @vector(<16 x float> %a, <16 x float> %b) #0 {\\n"
     "  %c = fmul <16 x float> %a, %b\\n  ret <16 x float> %c\\n}\\n"
+    'attributes #0 = { "min-legal-vector-width"="512" }\\n'
 )
 module.triple = llvm.get_process_triple()
 target = llvm.Target.from_triple(module.triple)
-target.create_target_machine(cpu=sys.argv[1], features=sys.argv[2], jit=True).emit_assembly(module)
+machine = target.create_target_machine(cpu=sys.argv[1], features=sys.argv[2], jit=True)
+print(machine.emit_assembly(module))
 """
 """Code for scalar (f32, f64) and vector functions made for the CPU and features its arguments
-name, with llvmlite from the folder the third names."""
+name, with llvmlite from the folder the third names: its assembly, whose registers say how wide
+the vectors are (`zmm`: 512 bits)."""
 
 
 def _subtarget_refusal(name: str, features: str) -> str | None:
@@ -221,6 +224,19 @@ def _subtarget_refusal(name: str, features: str) -> str | None:
     said = [line for line in lines if line.startswith(("LLVM ERROR", "error:"))]
     if probe.returncode != 0 and said:  # (not a child that failed before LLVM: no check)
         return f"LLVM cannot make code for {triple} with them ({said[-1]})"
+    if probe.returncode != 0:
+        return None
+    # The widths, masks and bf16 rounding xfuse chooses are read from the features as listed
+    # (`HostCpu.has`): a CPU's own features left out (`haswell` with `+avx2,+fma`) made AVX2
+    # code that xfuse took for SSE's 128 bits.
+    widest = 512 if "zmm" in probe.stdout else 256 if "ymm" in probe.stdout else 128
+    listed = HostCpu(name, features).float_lanes * 32
+    if widest != listed:
+        return (
+            f"LLVM makes {widest}-bit vectors for them, but the features listed say {listed} "
+            "(+avx: 256, +avx512f: 512); list the CPU's features in full, as LLVM's host "
+            "features are (xfuse reads the vector width and the instructions it may use from them)"
+        )
     return None
 
 
