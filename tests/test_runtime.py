@@ -2913,8 +2913,11 @@ def test_the_results_of_one_kernel_are_two_named_outputs() -> None:
 @pytest.mark.parametrize(
     ("source", "names", "error"),
     [
-        (RETURNED_TWICE, ["y", "y"], "two outputs are named 'y' (['y', 'y'])"),
-        (RETURNED_TWICE, ["y"], "output_names: 1 names for a function of 2 results"),
+        (RETURNED_TWICE, ["y", "y"], "outputs: 'y' is given twice, got ['y', 'y']"),
+        (RETURNED_TWICE, ["y"], "output_names: 1 name for a function of 2 results"),
+        # (one name, as `xfuse.compile`'s outputs: "yz" was the names 'y' and 'z')
+        (RETURNED_TWICE, "yz", "output_names: 1 name for a function of 2 results"),
+        (RETURNED_TWICE, ["y", ""], "outputs: an output name is empty, got ['y', '']"),
         (  # the second output's default name, `out1`, is the first's SSA name
             """func.func @main(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
               %out1 = ew.mul %x, %x : tensor<?xf32>, tensor<?xf32> -> tensor<?xf32>
@@ -2930,6 +2933,19 @@ def test_output_names_that_do_not_fit_are_an_error(
 ) -> None:
     with pytest.raises(ValueError, match=re.escape(error)):
         compile_module(Parser(pipeline_context(), source).parse_module(), names)
+
+
+def test_compile_module_checks_its_arguments_as_compile_does() -> None:
+    """An output name of another type was taken (`[1]` named an output `1`), an options dict
+    was a raw "unhashable type", and a CUDA kernel's threads were dropped."""
+    module = parse_ir(xfuse.compile("out = exp(x);").ir("frontend"))
+    with pytest.raises(TypeError, match=r"outputs must be a list of output names, got \[1\]"):
+        compile_module(module, [1])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="compile_module: options must be an xfuse.runtime.compil"):
+        compile_module(module, options={"fuse": False})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"threads applies to target='cpu' only"):
+        compile_module(module, options=Options(target="cuda"), threads=4)
+    assert compile_module(module, "out").output_names == ("out",)
 
 
 def test_compile_module_of_a_built_function() -> None:

@@ -160,9 +160,11 @@ def check_outputs(outputs: object) -> list[str] | None:
     if outputs is None:
         return None
     if isinstance(outputs, str):
-        return [outputs]
+        outputs = [outputs]
     if not (isinstance(outputs, Sequence) and all(isinstance(name, str) for name in outputs)):
         raise TypeError(f"outputs must be a list of output names, got {outputs!r}")
+    if "" in outputs:  # (`compile_module` named an output so)
+        raise ValueError(f"outputs: an output name is empty, got {list(outputs)!r}")
     if len(set(outputs)) < len(outputs):
         # As the language's `output y, y;` is an error: two outputs would be one array.
         repeated = next(name for name in outputs if list(outputs).count(name) > 1)
@@ -479,7 +481,8 @@ def signature(
     names = list(output_names) if output_names is not None else buffer_names(results)
     if len(names) != len(results):
         raise ValueError(
-            f"output_names: {len(names)} names for a function of {len(results)} results"
+            f"output_names: {len(names)} name{'s' * (len(names) != 1)} for a function of "
+            f"{len(results)} results"
         )
     repeated = next((name for name in names if names.count(name) > 1), None)
     if repeated is not None:
@@ -580,7 +583,8 @@ def compile_module(
     from xfuse.transforms.pipeline import only_function
 
     check_module("compile_module", module)
-    threads = check_threads(threads)  # (as xfuse.compile's: 0 was taken)
+    options, threads = _checked_options("compile_module", options, threads)
+    output_names = check_outputs(output_names)  # (a str was read as names of one letter)
     module.verify()  # (IR xfuse-opt rejects compiled, and its call failed in an IndexError)
     function = only_function(module)
     check_tensor_signature(function, "compile_module")
@@ -590,7 +594,22 @@ def compile_module(
             f"compile_module: 'func.func' @{function.sym_name.data} returns nothing: a kernel "
             "computes at least one output"
         )
-    return _kernel(_program(module, output_names, options or Options()), threads)
+    return _kernel(_program(module, output_names, options), threads)
+
+
+def _checked_options(caller: str, options: object, threads: object) -> tuple[Options, int]:
+    """`options` (None: `Options()`) and `threads` of `caller`, checked as `xfuse.compile`
+    checks its own: a dict of options was a raw "unhashable type", a CUDA kernel's threads were
+    dropped, 0 threads taken."""
+    if options is not None and not isinstance(options, Options):
+        raise TypeError(
+            f"{caller}: options must be an xfuse.runtime.compiler.Options, got "
+            f"{type(options).__name__}"
+        )
+    options = options or Options()
+    threads = check_threads(threads)
+    check_target(options.target, options.arch, options.math, threads)
+    return options, threads
 
 
 def _lower(
@@ -770,7 +789,7 @@ def compile_bufferized(
     )
     from xfuse.transforms.pipeline import only_function, with_static_inputs
 
-    options = options or Options()
+    options, threads = _checked_options("compile_bufferized", options, threads)
     names = argument_names(only_function(module), input_names)
     check_arguments(only_function(module), names)
     module.verify()
