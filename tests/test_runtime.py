@@ -3298,6 +3298,19 @@ def test_numpy_bools_and_ints_are_options_as_python_ones_are() -> None:
 
     options = Options(math=Choice.LIBM)  # type: ignore[arg-type]
     assert type(options.math) is str and options.math == "libm"
+    # One spelling of a set of fastmath flags (each spelling was options of its own: a cache
+    # entry of its own for the same code)
+    spellings = {
+        " fast": "fast",
+        "contract, afn": "contract,afn",
+        "afn,contract": "contract,afn",
+        "contract,contract": "contract",
+        "none,nnan": "nnan",
+        "reassoc,nnan,ninf,nsz,arcp,contract,afn": "fast",
+    }
+    for given, spelled in spellings.items():
+        assert Options(fastmath=given) == Options(fastmath=spelled)
+        assert Options(fastmath=given).fastmath == spelled
 
 
 @pytest.mark.parametrize("name", list(ALL_PASSES))

@@ -265,6 +265,8 @@ class Options:
         return f"Options({', '.join(shown)})"
 
     def __post_init__(self) -> None:
+        from xdsl.dialects import llvm
+
         from xfuse.transforms.options import PassOptionError
         from xfuse.transforms.to_llvm import parse_fastmath
 
@@ -303,9 +305,14 @@ class Options:
         if not isinstance(self.fastmath, str):
             raise TypeError(f"fastmath must be a string, got {type(self.fastmath).__name__}")
         try:
-            parse_fastmath(self.fastmath)
+            flags = {getattr(flag, "value", flag) for flag in parse_fastmath(self.fastmath).data}
         except PassOptionError as error:
             raise ValueError(f"fastmath must be {error.expected}, got {self.fastmath!r}") from None
+        # One spelling of each set of flags (in LLVM's order): `" fast"`, `"afn,contract"` and
+        # `"contract,contract"` were options of their own, each another entry of the caches.
+        spelled = [flag.value for flag in llvm.FastMathFlag if flag.value in flags]
+        every = len(spelled) == len(llvm.FastMathFlag)
+        object.__setattr__(self, "fastmath", "fast" if every else ",".join(spelled) or "none")
         self.extra()
 
     def extra(self) -> list[ModulePass]:
@@ -903,7 +910,8 @@ def compile(
     list like "contract,afn"; the approximations of `math="approx"` always use FMAs);
     `opt_level` is LLVM's (0-3); `interleave` how many vector iterations LLVM's
     loop vectorizer interleaves (0: LLVM's cost model chooses, 1 to 16: that many; default None:
-    4 for a long loop body, LLVM's choice for a short one, 1 over more than 16 arrays, see
+    4 for a long loop body (8 for a long one of 16-bit floats held in f32 registers), LLVM's
+    choice for a short one, 1 over more than 16 arrays, see
     `xfuse.codegen.native.interleave_count`); `streaming=False` keeps normal stores in calls
     too large for the cache (see `xfuse.codegen.native.HostCpu.streaming_bytes`);
     `masked_remainder=True` runs the last elements in a masked vector loop; `aligned_stores=False`
