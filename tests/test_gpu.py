@@ -840,6 +840,18 @@ def test_device_array_arguments_are_checked(gelu: Gelu) -> None:
         gpu(x=ok, b=strided, r=ok, out=ok)
     with pytest.raises(ArgumentError, match="argument 'r'"):
         gpu(x=ok, b=ok, r=FakeDeviceArray(np.zeros(9, np.float32)), out=ok)
+    # The interface's read-only flag and mask (a read-only out was written, as a masked array
+    # was read whole); a read-only input is read as numpy's is.
+    memory = np.zeros(8, np.float32)
+    read_only = FakeDeviceArray(memory)
+    read_only.__cuda_array_interface__["data"] = (memory.ctypes.data, True)
+    with pytest.raises(ArgumentError, match="out 'out': the array is read-only"):
+        gpu(x=ok, b=ok, r=ok, out=read_only)
+    masked = FakeDeviceArray(np.zeros(8, np.float32))
+    masked.__cuda_array_interface__["mask"] = FakeDeviceArray(np.ones(8, np.bool_))
+    with pytest.raises(ArgumentError, match="argument 'b': a masked device array"):
+        gpu(x=ok, b=masked, r=ok, out=ok)
+    gpu(x=read_only, b=ok, r=ok, out=ok)
 
 
 def test_device_arrays_that_alias_are_checked_as_on_the_cpu() -> None:

@@ -1964,6 +1964,7 @@ def test_an_argument_of_integers_is_named(
         (["x", "y", "z"], ValueError, "3 input names for a function of 2 arguments"),
         ("xy", TypeError, "input_names must be a list of names, got 'xy'"),
         (["out"], ValueError, "two arguments are named 'out'"),
+        ([""], ValueError, r"an input name is empty, got \[''\]"),  # (no call could name it)
     ],
 )
 def test_input_names_must_fit_the_function(
@@ -1972,6 +1973,8 @@ def test_input_names_must_fit_the_function(
     text = bufferized_main("%x: memref<?xf32>, %out: memref<?xf32>", copy("x", "out"))
     with pytest.raises(exception, match=error):
         compile_text(text, names)
+    with pytest.raises(TypeError, match=r"^compile_bufferized takes a builtin\.module"):
+        compile_bufferized(text, ["x"])  # type: ignore[arg-type]
 
 
 def test_memref_result_is_a_located_diagnostic() -> None:

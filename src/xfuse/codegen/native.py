@@ -88,7 +88,10 @@ class HostCpu:
     features: str
 
     def has(self, feature: str) -> bool:
-        return f"+{feature}" in self.features.split(",")
+        """Whether the features turn `feature` on: its last sign is '+', as LLVM reads them
+        (`...,+avx512bf16,...,-avx512bf16` is without, which `+` anywhere took for with)."""
+        signs = [item[:1] for item in self.features.split(",") if item[1:] == feature]
+        return signs[-1:] == ["+"]
 
     def masks(self, element_bytes: int) -> bool:
         """Whether vector loads and stores of `element_bytes`-sized elements can be masked:
@@ -185,6 +188,8 @@ module = llvm.parse_assembly(
     "define <16 x float> @vector(<16 x float> %a, <16 x float> %b) #0 {\\n"
     "  %c = fmul <16 x float> %a, %b\\n  ret <16 x float> %c\\n}\\n"
     'attributes #0 = { "min-legal-vector-width"="512" }\\n'
+    "define bfloat @rounded(float %a) {\\n"
+    "  %b = fptrunc float %a to bfloat\\n  ret bfloat %b\\n}\\n"
 )
 module.triple = llvm.get_process_triple()
 target = llvm.Target.from_triple(module.triple)
@@ -193,7 +198,7 @@ print(machine.emit_assembly(module))
 """
 """Code for scalar (f32, f64) and vector functions made for the CPU and features its arguments
 name, with llvmlite from the folder the third names: its assembly, whose registers say how wide
-the vectors are (`zmm`: 512 bits)."""
+the vectors are (`zmm`: 512 bits), and whose rounding to bfloat is an instruction or a call."""
 
 
 def _subtarget_refusal(name: str, features: str) -> str | None:
@@ -228,14 +233,19 @@ def _subtarget_refusal(name: str, features: str) -> str | None:
         return None
     # The widths, masks and bf16 rounding xfuse chooses are read from the features as listed
     # (`HostCpu.has`): a CPU's own features left out (`haswell` with `+avx2,+fma`) made AVX2
-    # code that xfuse took for SSE's 128 bits.
+    # code that xfuse took for SSE's 128 bits; one taken off after the host's (`-avx512bw`,
+    # which takes AVX512_BF16 with it) left xfuse's bf16 rounding to a call MCJIT lacks.
+    listed = HostCpu(name, features)
     widest = 512 if "zmm" in probe.stdout else 256 if "ymm" in probe.stdout else 128
-    listed = HostCpu(name, features).float_lanes * 32
-    if widest != listed:
+    rounds = "__truncsfbf2" not in probe.stdout
+    if widest != listed.float_lanes * 32 or rounds != listed.rounds_bf16:
         return (
-            f"LLVM makes {widest}-bit vectors for them, but the features listed say {listed} "
-            "(+avx: 256, +avx512f: 512); list the CPU's features in full, as LLVM's host "
-            "features are (xfuse reads the vector width and the instructions it may use from them)"
+            f"LLVM makes {widest}-bit vectors for them and rounds to bf16 "
+            f"{'in hardware' if rounds else 'by a call'}, but the features as listed say "
+            f"{listed.float_lanes * 32} bits (+avx: 256, +avx512f: 512) and bf16 "
+            f"{'in hardware' if listed.rounds_bf16 else 'by a call'} (+avx512bf16, "
+            "+avx512vl); list the CPU's features in full, as LLVM's host features are (xfuse "
+            "reads the vector width and the instructions it may use from them)"
         )
     return None
 

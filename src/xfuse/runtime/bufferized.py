@@ -37,6 +37,8 @@ def argument_names(function: func.FuncOp, input_names: Sequence[str]) -> list[st
         or not all(isinstance(name, str) for name in input_names)
     ):
         raise TypeError(f"{PREFIX}: input_names must be a list of names, got {input_names!r}")
+    if "" in input_names:  # (an input no call could pass by name)
+        raise ValueError(f"{PREFIX}: an input name is empty, got {list(input_names)!r}")
     args = function.body.block.args
     if len(input_names) > len(args):
         raise ValueError(

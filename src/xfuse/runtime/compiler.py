@@ -796,6 +796,7 @@ def compile_bufferized(
     )
     from xfuse.transforms.pipeline import only_function, with_static_inputs
 
+    check_module("compile_bufferized", module)
     options, threads = _checked_options("compile_bufferized", options, threads)
     names = argument_names(only_function(module), input_names)
     check_arguments(only_function(module), names)

@@ -252,9 +252,18 @@ class DeviceArray:
         return self.size * self.dtype.itemsize
 
 
-def device_array(label: str, parameter: Parameter, value: Any) -> DeviceArray:
-    """Check a `__cuda_array_interface__` argument's dtype and layout (raises naming it)."""
+def device_array(
+    label: str, parameter: Parameter, value: Any, written: bool = False
+) -> DeviceArray:
+    """Check a `__cuda_array_interface__` argument's dtype and layout, and that it is writable
+    where the kernel writes it (raises naming it). The interface's `data` is (pointer,
+    read-only), as numpy's read-only flag; a `mask` of valid elements is refused, as numba
+    refuses it (the kernel would compute on invalid ones and return no mask)."""
     interface = value.__cuda_array_interface__
+    if interface.get("mask") is not None:
+        raise ArgumentError(f"{label}: a masked device array (the interface's mask) is not taken")
+    if written and interface["data"][1]:
+        raise ArgumentError(f"{label}: the array is read-only")
     shape = tuple(int(size) for size in interface["shape"])
     dtype = np.dtype(interface["typestr"])
     if dtype != numpy_dtype(parameter.dtype):
@@ -481,7 +490,7 @@ class CudaKernel(CompiledProgram):
             elif not _is_device_array(buffer):
                 checked.append(check_output(p, buffer, shape))
             else:
-                array = device_array(f"out '{p.name}'", p, buffer)
+                array = device_array(f"out '{p.name}'", p, buffer, written=True)
                 if array.shape != shape:
                     raise ArgumentError(
                         f"out '{p.name}': expected shape {shape}, got {array.shape}"
