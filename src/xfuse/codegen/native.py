@@ -169,7 +169,7 @@ def host_cpu() -> HostCpu:
         refusal = _subtarget_refusal(name, features)
         if refusal is not None:
             raise ValueError(f"XFUSE_CPU_NAME={name!r}, XFUSE_CPU_FEATURES={features!r}: {refusal}")
-    if "+avx512f" in features.split(","):
+    if HostCpu(name, features).has("avx512f"):
         features += ",-prefer-256-bit"
     return HostCpu(name, features)
 
