@@ -76,7 +76,8 @@ def analyze_liveness(function: func.FuncOp) -> Liveness:
     last_use = {v: i for i, step in enumerate(steps) for v in step.reads}
     terminator = block.last_op
     results = tuple(terminator.operands) if isinstance(terminator, func.ReturnOp) else ()
-    temporaries = tuple(v for v in definition if v not in results)
+    returned = set(results)
+    temporaries = tuple(v for v in definition if v not in returned)
     return Liveness(steps, definition, last_use, results, temporaries)
 
 

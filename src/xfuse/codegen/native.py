@@ -956,8 +956,9 @@ def mark_loops(module: llvm_ir.Module, interleave: int | None = None) -> None:
 
 
 def _hide_packed_functions(module: llvm_ir.Module) -> None:
-    """Make each function that has a packed entry internal: callers use the entry, and once
-    O3 has inlined the function there, the function itself is dropped, not compiled twice."""
+    """Make each function that has a packed entry internal: callers use the entry, and where
+    O3 inlines the function there (not a `@main` that calls kernels' functions, `optnone`:
+    `_carry_function_attributes`), the function itself is dropped, not compiled twice."""
     names = {function.name for function in module.functions}
     for function in module.functions:
         if packed_entry_name(function.name) in names:

@@ -21,6 +21,7 @@ kernel, and one `memref.dealloc` right after its last reader. Expects `ew-fuse` 
 
 from __future__ import annotations
 
+import collections
 import functools
 import sys
 from collections.abc import Sequence
@@ -82,9 +83,11 @@ def output_names(results: Sequence[SSAValue]) -> list[str]:
     """The output buffers' names, one per returned value: its SSA name, else `out<i>` (`i` its
     position), which a value returned more than once also gets: each return is its own buffer;
     so do the results of one op, which share its name (`%k#0`, `%k#1`: two outputs 'k')."""
-    hints = [v.name_hint if v.name_hint and results.count(v) == 1 else None for v in results]
+    returned = collections.Counter(results)
+    hints = [v.name_hint if v.name_hint and returned[v] == 1 else None for v in results]
+    named = collections.Counter(hints)
     return [
-        hint if hint is not None and hints.count(hint) == 1 else f"out{index}"
+        hint if hint is not None and named[hint] == 1 else f"out{index}"
         for index, hint in enumerate(hints)
     ]
 
@@ -126,6 +129,9 @@ class _FunctionBufferizer:
         )
         self.buffers: dict[SSAValue, SSAValue] = dict(zip(old.args, self.block.args, strict=False))
         self.outputs = self.block.args[len(old.args) :]
+        self.destinations: dict[SSAValue, list[SSAValue]] = {}
+        for out, returned in zip(self.outputs, results, strict=True):
+            self.destinations.setdefault(returned, []).append(out)
         for new, old_value in zip(self.block.args, old.args, strict=False):
             new.name_hint = old_value.name_hint
             new.location = old_value.location
@@ -191,11 +197,7 @@ class _FunctionBufferizer:
         outs: list[SSAValue] = []
         yields: list[SSAValue] = []
         for result, value in zip(kernel.res, yielded, strict=True):
-            destinations = [
-                out
-                for out, returned in zip(self.outputs, self.plan.liveness.results, strict=True)
-                if returned is result
-            ]
+            destinations = list(self.destinations.get(result, ()))
             if not destinations:
                 buffer = self.plan.buffer_of[result]
                 if buffer not in self.allocated:

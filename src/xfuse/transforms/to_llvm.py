@@ -460,7 +460,10 @@ def packed_entry(function: llvm.FuncOp) -> llvm.FuncOp | None:
     lowered memref functions, whose arguments are all pointers and sizes).
 
     Callers use it instead of `function`, so any number of arguments fits in a call (a C call
-    through ctypes takes at most 1024); O3 inlines `function` into it.
+    through ctypes takes at most 1024); O3 inlines `function` into it, but a `@main` that calls
+    kernels' functions (`optnone`). That call of 2N arguments costs LLVM time that grows with
+    N's square (CalledValuePropagation, instruction selection): a sum of 800 inputs compiled in
+    1.4 CPU s, of 1,600 in 4.1, of 3,200 in 15.7 (Intel Xeon, 2026-12-06).
     """
     function_type = function.function_type
     if any(type_ not in (_PTR, i64) for type_ in function_type.inputs):
