@@ -1201,6 +1201,11 @@ def test_cli_names_a_file_called_dash_by_its_path(
 def test_cli_without_command_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main([]) == 2
     assert "cost" in capsys.readouterr().err
+    # (the cache's action was named by its dest, which its usage does not show: "action")
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["cache"])
+    assert exited.value.code == 2
+    assert "the following arguments are required: {info,clear}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -142,6 +142,42 @@ def test_the_pool_keeps_free_blocks_up_to_its_limit(monkeypatch: pytest.MonkeyPa
     assert pool.free_bytes == 0
 
 
+def test_an_output_of_whole_blocks_takes_no_block_more() -> None:
+    """A block starts on a page: an output of 2 MiB took two (56 MiB outputs 58 each, and the
+    default pool kept eight of an LLM layer's, not nine); one starting half a page in needs
+    the room (a streaming call's)."""
+    pool = OutputPool()
+    for alignment, offset, blocks in ((64, 0, 1), (4096, 0, 1), (4096, 2048, 2)):
+        holder, start = pool.empty(BLOCK_STEP, alignment, offset)
+        assert len(holder) == blocks * BLOCK_STEP and start + BLOCK_STEP <= len(holder)
+        assert (ctypes.addressof(holder) + start) % alignment == offset
+        del holder
+    pool.release()
+
+
+def test_a_limit_lowered_while_running_gives_back_what_it_no_longer_holds(
+    monkeypatch: pytest.MonkeyPatch, pooled: np.ndarray
+) -> None:
+    """`XFUSE_OUTPUT_POOL_BYTES=0` set while running, or a lower limit, kept the blocks already
+    free (never used again under 0) until `release_output_memory()`."""
+    pool = OutputPool()
+    monkeypatch.setenv("XFUSE_OUTPUT_POOL_BYTES", str(4 * BLOCK_STEP))
+    held = [pool.empty(BLOCK_STEP - 64, 64, 0)[0] for _ in range(4)]
+    del held[:3]
+    assert pool.free_bytes == 3 * BLOCK_STEP
+    monkeypatch.setenv("XFUSE_OUTPUT_POOL_BYTES", str(BLOCK_STEP))
+    del held[:]  # (kept: the oldest two go back to the system)
+    assert pool.free_bytes == BLOCK_STEP
+    kernel = xfuse.compile(SIGMOID_GATE)
+    monkeypatch.delenv("XFUSE_OUTPUT_POOL_BYTES")
+    kernel(pooled, pooled)  # (a pooled output, let go)
+    gc.collect()
+    assert OUTPUT_POOL.free_bytes > 0
+    monkeypatch.setenv("XFUSE_OUTPUT_POOL_BYTES", "0")
+    assert holder_of(kernel(pooled, pooled)).flags.owndata
+    assert OUTPUT_POOL.free_bytes == 0
+
+
 def test_a_full_pool_gives_back_the_sizes_given_back_longest_ago(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -270,6 +270,30 @@ def test_outside_tracing_xfuse_comparisons_and_where_are_numpys() -> None:
     same_bits(xfuse.where(tiny, x, 0.5), np.where(tiny, x, np.float32(0.5)))
 
 
+def test_outside_tracing_sign_ops_and_where_keep_nan_bits_and_scalars_are_numpys() -> None:
+    """numpy's where, abs, negative and copysign pass a NaN's bits on, as the kernels do: in
+    float64, a signalling float32 NaN came back quiet and every bfloat16 NaN canonical
+    (ml_dtypes' narrowing). And `xfuse.maximum(1.0, 2.0)` (sigmoid, erf, relu, made of a
+    where) was a 0-d array where numpy's ufuncs give a scalar."""
+    bf16 = np.array([0x7F81, 0xFFC3], np.uint16).view(ml_dtypes.bfloat16)
+    signalling = np.array([0x7F800001, 0xFF800001], np.uint32).view(np.float32)
+    for x in (bf16, signalling):
+        bits = f"u{x.itemsize}"
+        for got, want in (
+            (xfuse.where(True, x, 0), np.where(True, x, x.dtype.type(0))),
+            (xfuse.abs(x), np.abs(x)),
+            (xfuse.copysign(x, -1.0), np.copysign(x, x.dtype.type(-1))),
+        ):
+            np.testing.assert_array_equal(got.view(bits), want.view(bits))
+    for got, want in (
+        (xfuse.maximum(1.0, 2.0), np.maximum(1.0, 2.0)),
+        (xfuse.sigmoid(np.float32(0)), np.float32(0.5)),
+        (xfuse.minimum(np.array(1.0), 2.0), np.minimum(np.array(1.0), 2.0)),
+    ):
+        assert type(got) is type(want) and got == want
+    assert isinstance(xfuse.where(True, 1.0, 2.0), np.ndarray)  # (np.where's is an array)
+
+
 def test_xfuse_functions_take_their_operands_and_no_complex_numbers() -> None:
     """An extra operand went to numpy's ufunc as its `out` and was dropped (`xfuse.exp(x, y)`
     was exp(x)); inside jit it was an internal error ("UnaryOp.__init__() takes 2 positional

@@ -164,6 +164,17 @@ def test_a_where_arm_that_does_not_trace_says_why(arm: Any) -> None:
         xfuse.jit(lambda a: np.where(a > 0, arm, 0.0))(np.float32([-1.0, 2.0]))
 
 
+def test_a_traced_array_shows_its_dtype_and_shape() -> None:
+    """`print(x)` in a jit function showed `<xfuse.frontend.tracing.Traced object at 0x...>`."""
+    shown = []
+    xfuse.jit(lambda x, y: shown.append(f"{x!r} {y > 0!r}") or x + y)(
+        np.ones((3, 4), np.float32), np.float16(1)
+    )
+    traced = "its values exist at the call"
+    # (a contiguous array beside a 0-d one is traced flat, [?]: see test_shapes)
+    assert shown == [f"<traced float32 array [?]: {traced}> <traced bool array []: {traced}>"]
+
+
 def test_python_math_on_a_traced_array_says_what_to_use() -> None:
     """`math.exp(x)` and `float(x)` on a proxy said "must be real number, not Traced"."""
     for program in (lambda a: math.exp(a), lambda a: float(a) * a, lambda a: range(a)):

@@ -412,6 +412,10 @@ class Traced:
         """The function's argument itself (the caller's array, which `x += 1` would write), not
         a copy of it (`+x`, `x.astype(x.dtype)`), though both are its block argument."""
 
+    def __repr__(self) -> str:  # (`print(x)` in a jit function showed an object's address)
+        dims = ", ".join("?" if size < 0 else str(size) for size in self._type_shape)
+        return f"<traced {self.dtype} array [{dims}]: its values exist at the call>"
+
     def _lift(self, other: Any) -> Value:
         if isinstance(other, Traced):
             if other.builder is not self.builder:
@@ -1046,8 +1050,14 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
                 else array
                 for given, array in zip(args[first:], arrays[first:], strict=True)
             ]
+        # In float64, but a sign-bit op or select (`SIGNS_NAN`) in its own dtype: numpy's pass a
+        # NaN's bits on, where a round trip through float64 quieted a signalling one and
+        # ml_dtypes' narrowing made a bfloat16 one canonical (as a kernel does not either).
+        wide = dtype if floating and op_type.SIGNS_NAN else np.dtype(np.float64)
         with np.errstate(all="ignore"):
-            result = op_type.reference(*(a.astype(np.float64) for a in arrays))
+            result = op_type.reference(*(a.astype(wide) for a in arrays))
+        if result.ndim == 0 and op_type is not ew.SelectOp:  # numpy's scalar, as np.maximum's
+            result = result[()]  # (np.where's result stays an array, as numpy's)
         if issubclass(op_type, ew.CompareOp):
             return result != 0  # numpy's booleans, as np.less gives them
         return result.astype(dtype) if floating else result

@@ -41,7 +41,8 @@ share them."""
 
 DEFAULT_POOL_BYTES = 512 << 20
 """Free blocks kept where `XFUSE_OUTPUT_POOL_BYTES` sets no limit: nine outputs of an LLM
-layer's `[1024, 14336]` float32."""
+layer's `[1024, 14336]` float32 (56 MiB each), eight of a call that streams them (each starts
+half a page into its block: 58 MiB)."""
 
 
 def pool_limit() -> int:
@@ -77,7 +78,10 @@ class OutputPool:
         """A holder of at least `nbytes` after `offset` bytes past an `alignment` boundary (a
         ctypes array over a block: the block returns to the pool when the holder is
         collected, after every numpy array over it), and where in it those bytes start."""
-        size = -(-(nbytes + alignment + offset) // BLOCK_STEP) * BLOCK_STEP
+        # A block starts on a page: an alignment that divides one needs no room of its own (a
+        # 56 MiB output took a 58 MiB block, and the default pool kept eight, not nine).
+        padding = offset % alignment if mmap.PAGESIZE % alignment == 0 else offset + alignment
+        size = -(-(nbytes + padding) // BLOCK_STEP) * BLOCK_STEP
         with self._lock:
             free = self._free.get(size)
             block = free.pop() if free else None  # (the most recently given back: warm pages)
@@ -124,14 +128,16 @@ class OutputPool:
         try:
             size = len(block)
             limit = pool_limit()
-            if generation == self._generation and size <= limit:
-                while self._free_bytes + size > limit:
-                    oldest = next(iter(self._free))  # (sizes in the order last given back)
-                    blocks = self._free[oldest]
-                    evicted.append(blocks.pop(0))
-                    self._free_bytes -= oldest
-                    if not blocks:
-                        del self._free[oldest]
+            kept = generation == self._generation and size <= limit
+            # (a limit lowered since, to 0 too, evicts what it no longer holds either way)
+            while self._free and self._free_bytes + size * kept > limit:
+                oldest = next(iter(self._free))  # (sizes in the order last given back)
+                blocks = self._free[oldest]
+                evicted.append(blocks.pop(0))
+                self._free_bytes -= oldest
+                if not blocks:
+                    del self._free[oldest]
+            if kept:
                 self._free[size] = [*self._free.pop(size, []), block]
                 self._free_bytes += size
         finally:
@@ -164,7 +170,10 @@ def new_output(
     `POOL_MIN_BYTES` on a view of a pooled block (`OUTPUT_POOL`, 64-byte aligned at least)."""
     count = math.prod(shape)
     nbytes = count * dtype.itemsize
-    if nbytes < POOL_MIN_BYTES or not pool_limit():
+    limit = pool_limit()
+    if not limit and OUTPUT_POOL.free_bytes:  # (turned off since: its blocks go back now)
+        OUTPUT_POOL.release()
+    if nbytes < POOL_MIN_BYTES or not limit:
         if not alignment:
             return np.empty(shape, dtype)
         return aligned_empty(shape, dtype, alignment, offset)

@@ -28,6 +28,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "action",
         choices=("info", "clear"),
+        metavar="{info,clear}",  # (argparse's errors named the dest: "required: action")
         help="info: directory, entries, sizes (each toolchain's too) and limit; "
         "clear: remove every entry",
     )
