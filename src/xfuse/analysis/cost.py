@@ -283,13 +283,19 @@ class FunctionCost:
 
     @property
     def compute_dtype(self) -> str:
-        """The precision of the peak its kernels are priced at: "float64" where every FLOP is
-        on f64 operands, else "float32" (f16, bf16 and f32 compute in f32; a mix is mostly
-        f32). The output's dtype named it (an f64 program with an f32 result quoted f32's peak
-        and ridge for kernels priced at f64's)."""
+        """The precision of the peak its kernels are mostly priced at: "float64" where most
+        FLOPs are on f64 operands (or, with none, every tensor is f64), else "float32" (f16,
+        bf16 and f32 compute in f32). The output's dtype named it (an f64 program with an f32
+        result quoted f32's peak and ridge for kernels priced at f64's), then f64 only where
+        every FLOP was (nine f64 `sin`s and one f32 add: f32's ridge, "memory-bound", for a
+        program priced compute-bound)."""
         flops = sum(kernel.flops for kernel in self.kernels)
-        f64_flops = sum(kernel.f64_flops for kernel in self.kernels)
-        return "float64" if flops and f64_flops == flops else "float32"
+        if flops:
+            f64_flops = sum(kernel.f64_flops for kernel in self.kernels)
+            return "float64" if 2 * f64_flops > flops else "float32"
+        accesses = [a for kernel in self.kernels for a in (*kernel.reads, *kernel.writes)]
+        every_f64 = accesses and all(access.dtype == "float64" for access in accesses)
+        return "float64" if every_f64 else "float32"
 
 
 @dataclass(frozen=True)
