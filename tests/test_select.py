@@ -283,6 +283,8 @@ def test_outside_tracing_sign_ops_and_where_keep_nan_bits_and_scalars_are_numpys
             (xfuse.where(True, x, 0), np.where(True, x, x.dtype.type(0))),
             (xfuse.abs(x), np.abs(x)),
             (xfuse.copysign(x, -1.0), np.copysign(x, x.dtype.type(-1))),
+            # (a NaN given as a Python float or np.float64 was made the positive canonical one)
+            (xfuse.where(x != 0, -math.nan, x), np.where(x != 0, x.dtype.type(-math.nan), x)),
         ):
             np.testing.assert_array_equal(got.view(bits), want.view(bits))
     for got, want in (

@@ -1044,8 +1044,13 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
             # (as a kernel's constant: bf16 via f32, as numpy's bf16 loops take a number too,
             # 1 + 2**-8 + 2**-40 is 1, not 1.0078125; 1e5 is inf in float16)
             element = element_type_for(dtype)
+            # (a NaN as it is into a sign op or select, which passes its bits on, as numpy's)
+            kept = op_type.SIGNS_NAN
             arrays[first:] = [
-                np.asarray(ew.round_to_element(given, element), dtype)
+                np.asarray(
+                    given if kept and math.isnan(given) else ew.round_to_element(given, element),
+                    dtype,
+                )
                 if isinstance(given, int | float)
                 else array
                 for given, array in zip(args[first:], arrays[first:], strict=True)
