@@ -131,6 +131,9 @@ def test_call_level_entries_must_agree_with_declarations() -> None:
     assert (e.value.line, e.value.column) == (1, 12)
     with pytest.raises(ValueError, match="dtype given for 'z', which the program does not read"):
         parse_program(source, dtype={"z": "float16"})
+    # (one it assigns was said "not read": it is no input)
+    with pytest.raises(ValueError, match=r"dtype given for 'h', which the program assigns: no in"):
+        xfuse.compile("h = x + 1; out = h * 2;", dtype={"h": "f16"})
     with pytest.raises(ValueError, match="shapes given for 'z'"):
         parse_program(source, shapes={"z": (4,)})
 

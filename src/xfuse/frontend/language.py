@@ -861,6 +861,13 @@ class ParsedProgram:
         for option, given in (("dtype", builder.input_elements), ("shapes", builder.shapes)):
             unknown = sorted(set(given) - set(builder.inputs))
             if unknown:
+                # (an assigned one was "not read", which it may well be: it is no input)
+                assigned = [name for name in unknown if name in parser.assigned_at]
+                if assigned:
+                    raise ValueError(
+                        f"{option} given for {', '.join(map(repr, assigned))}, which the program "
+                        f"assigns: no input (inputs: {', '.join(builder.inputs) or 'none'})"
+                    )
                 raise ValueError(
                     f"{option} given for {', '.join(map(repr, unknown))}, which the program does "
                     f"not read (inputs: {', '.join(builder.inputs) or 'none'})"
