@@ -468,6 +468,10 @@ def test_jit_of_a_method_a_jit_function_or_a_ufunc() -> None:
         np.testing.assert_allclose(
             xfuse.jit(eval(suggested))(*[x] * ufunc.nin), ufunc(*[x] * ufunc.nin), rtol=1e-6
         )
+    # (under @staticmethod, an instance's call passed the instance as its first array)
+    for decorator in (staticmethod, classmethod):
+        with pytest.raises(TypeError, match=rf"of a {decorator.__name__}: put @\w+ above"):
+            xfuse.jit(decorator(lambda a: a * 2))
 
 
 def test_only_numpys_weak_python_numbers_are_weak() -> None:
@@ -662,6 +666,17 @@ def test_a_number_passed_for_an_array_says_how_to_pass_it() -> None:
     with pytest.raises(TypeError, match=hint):
         xfuse.jit(scaled)(x, 3.0)
     np.testing.assert_array_equal(xfuse.jit(scaled)(x, np.float32(3.0)), x * 3)
+
+    # A lambda where a partial's keyword would fail (a positional-only parameter) or make a
+    # later one keyword-only: the code it gives runs (`partial(fn, s=3.0)` was a ValueError)
+    def positional(s, a, /):
+        return a * s
+
+    for function in (positional, lambda s, a: a * s):
+        with pytest.raises(TypeError, match=r"xfuse\.jit\(lambda a(, /)?: fn\(3\.0, a\)\)") as e:
+            xfuse.jit(function)(3.0, x)
+        fixed = str(e.value).split("xfuse.jit(")[1].split("), fn the")[0]
+        np.testing.assert_array_equal(xfuse.jit(eval(fixed, {"fn": function}))(x), x * 3)
     partial = xfuse.jit(functools.partial(scaled, scale=3.0))
     np.testing.assert_array_equal(partial(x), x * 3)
     # a partial of the jit function itself, as its hint reads: its `out=` was taken for a

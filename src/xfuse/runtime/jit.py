@@ -226,8 +226,8 @@ class JitFunction:
                 hint = (
                     "; a jit function's arguments are arrays, and a Python number is a constant "
                     f"of its trace: pass a 0-d array of your arrays' dtype (np.float32({value!r}))"
-                    f", or trace with it fixed: xfuse.jit(functools.partial(fn, {name}="
-                    f"{value!r})), fn the undecorated function (this one's .function)"
+                    f", or trace with it fixed: xfuse.jit({self._fixed(name, value)}), fn the "
+                    "undecorated function (this one's .function)"
                     if isinstance(value, int | float) and not isinstance(value, bool)
                     else "; a jit function's arguments are arrays"
                     if value is None
@@ -309,6 +309,31 @@ class JitFunction:
 
     def _default(self, name: str) -> Any:
         return self.signature.parameters[name].default
+
+    def _fixed(self, name: str, value: object) -> str:
+        """Code of the function with parameter `name` fixed to `value`: a keyword partial,
+        or a lambda where the parameter is positional-only (a partial's keyword fails there)
+        or one after it is passed by position (the partial made it keyword-only)."""
+        parameters = list(self.signature.parameters.values())
+        index = [p.name for p in parameters].index(name)
+        by_position = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        kind = parameters[index].kind
+        if kind is inspect.Parameter.KEYWORD_ONLY or (
+            kind is by_position and all(p.kind is not by_position for p in parameters[index + 1 :])
+        ):
+            return f"functools.partial(fn, {name}={value!r})"
+        others = [
+            p.replace(annotation=inspect.Parameter.empty) for p in parameters if p.name != name
+        ]
+        arguments = [
+            repr(value)
+            if p.name == name
+            else f"{p.name}={p.name}"
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+            else str(p.replace(default=inspect.Parameter.empty, annotation=inspect.Parameter.empty))
+            for p in parameters
+        ]
+        return f"lambda {str(inspect.Signature(others))[1:-1]}: fn({', '.join(arguments)})"
 
     def _how_to_pass(self, name: str) -> str:
         """How a caller passes parameter `name`: by keyword, or by position where it is
@@ -509,6 +534,13 @@ def jit(
         elif isinstance(f, functools.partial) and isinstance(f.func, JitFunction):  # (its out=
             # was taken for a parameter of the function's: "cannot have a parameter named 'out'")
             f = functools.partial(f.func.function, *f.args, **f.keywords)
+        if isinstance(f, staticmethod | classmethod):  # (called through an instance, the
+            # function took it for its first array: "too many positional arguments")
+            kind = type(f).__name__
+            raise TypeError(
+                f"xfuse.jit of a {kind}: put @{kind} above @xfuse.jit (the decorator nearest "
+                "the function is applied first)"
+            )
         if isinstance(f, np.ufunc):  # (its signature has an `out`: "cannot have a parameter")
             names = ", ".join("xyzw"[i] if i < 4 else f"x{i}" for i in range(f.nin))
             raise TypeError(
