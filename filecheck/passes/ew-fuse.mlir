@@ -337,6 +337,26 @@ func.func @chain(%x: tensor<?xf32>) -> tensor<?xf32> {
   func.return %e : tensor<?xf32>
 }
 
+// A row's libm call joins the [t, d] kernel where its group holds an f16 value (its own kernel
+// would store that rounded), also once merged with f32 ops after it (the merged group is still
+// "narrow"): one kernel.
+// CHECK-LABEL: func.func @half_row
+// CHECK:         ew.kernel
+// CHECK:           math.sin
+// CHECK-NOT:     ew.kernel
+// CHECK:         func.return
+// NONE-LABEL:  func.func @half_row
+// NONE-COUNT-4:  ew.kernel
+// NONE-NOT:      ew.kernel
+func.func @half_row(%x: tensor<?x?xf32>, %b: tensor<?xf16>) -> tensor<?x?xf32> {
+  %s = ew.sin %b : tensor<?xf16>
+  %0 = ew.convert %s : tensor<?xf16> to tensor<?xf32>
+  %1 = ew.constant 2.0 : tensor<f32>
+  %r = ew.mul %0, %1 : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %out = ew.mul %x, %r : tensor<?x?xf32>, tensor<?xf32> -> tensor<?x?xf32>
+  func.return %out : tensor<?x?xf32>
+}
+
 // The statistics of %inputs/ew-fuse-stats.mlir, counted by hand. @chain: 3 elementwise ops (the
 // constant is not one) fused into 1 kernel, the 0.5 an immediate inside it. @results: the
 // returned argument gets a copy kernel and the returned constant a constant kernel (2 copy

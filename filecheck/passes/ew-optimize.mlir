@@ -327,6 +327,17 @@ func.func @not_identities(%x: tensor<?xf32>, %y: tensor<4xf32>) -> (tensor<?xf32
   func.return %a, %b, %c, %d, %e : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, tensor<4xf32>
 }
 
+// Unsafe too, a division by a constant whose reciprocal is not a normal float32 (1/1e38 is
+// subnormal: x * it loses bits x / 1e38 keeps) stays a division.
+// UNSAFE-LABEL: func.func @tiny_reciprocal
+// UNSAFE-NOT:     ew.mul
+// UNSAFE:         ew.div
+func.func @tiny_reciprocal(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %big = ew.constant 1.0e38 : tensor<f32>
+  %d = ew.div %x, %big : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  func.return %d : tensor<?xf32>
+}
+
 // log(1 + exp(x)) is +inf where exp(x) overflows and softplus(x) is x: softplus only with
 // unsafe-math, for either order of the add (CSE then shares them); a broadcasting add keeps its log.
 // CHECK-LABEL: func.func @log_one_plus_exp

@@ -29,3 +29,21 @@ func.func @others(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>) {
   %h = ew.pow %x, %half : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
   func.return %c, %h : tensor<?xf32>, tensor<?xf32>
 }
+
+// Never: a broadcast base (x * x would have the base's type, not the result's), pow(x, 1), a
+// fractional exponent (`max-exponent=3` lets 2.5 into the range: not an integer).
+// CHECK-LABEL: func.func @kept
+// CHECK-COUNT-3: ew.pow
+// CHECK-NOT:     ew.mul
+// CUBE-LABEL:  func.func @kept
+// CUBE-COUNT-3:  ew.pow
+// CUBE-NOT:      ew.mul
+func.func @kept(%s: tensor<4xf32>, %x: tensor<?xf32>) -> (tensor<2x4xf32>, tensor<?xf32>, tensor<?xf32>) {
+  %one = ew.constant 1.0 : tensor<f32>
+  %two = ew.constant 2.0 : tensor<2x4xf32>
+  %frac = ew.constant 2.5 : tensor<f32>
+  %b = ew.pow %s, %two : tensor<4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+  %o = ew.pow %x, %one : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  %f = ew.pow %x, %frac : tensor<?xf32>, tensor<f32> -> tensor<?xf32>
+  func.return %b, %o, %f : tensor<2x4xf32>, tensor<?xf32>, tensor<?xf32>
+}
