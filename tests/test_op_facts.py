@@ -7,7 +7,7 @@ complete, so adding an op is: write the class, follow the failures, write its te
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import pytest
@@ -61,7 +61,19 @@ def missing_facts(op: OpType) -> list[str]:
             f"{name} has no Python-level function (PYTHON_NAME is None) and no "
             f"`PYTHON_OPERATOR` ({DIALECT})"
         )
+    if not op.__doc__ or op.name not in op.__doc__:
+        missing.append(f"{name} has no docstring with an IR example of '{op.name}' ({DIALECT})")
+    others = [other for other in ew.ELEMENTWISE_OPS if other is not op]
+    python_name = ew.python_name(op)
+    if python_name is not None and python_name in {ew.python_name(o) for o in others}:
+        # (the Python functions are a dict by name: the last op took the other's silently)
+        missing.append(f"{name}: PYTHON_NAME '{python_name}' is another op's ({DIALECT})")
     ufunc = ew.numpy_ufunc(op)
+    if ufunc is not None and ufunc in {ew.numpy_ufunc(o) for o in others}:
+        missing.append(
+            f"{name}: np.{ufunc.__name__} traces to another op already: set its NUMPY_UFUNC "
+            f"({DIALECT})"
+        )
     if ufunc is not None and ufunc in tracing._UFUNCS_OF_OPS:
         missing.append(
             f"{name}: np.{ufunc.__name__} is traced as other ops in _UFUNCS_OF_OPS "
@@ -158,6 +170,25 @@ def test_a_missing_fact_is_named_with_its_file(monkeypatch: pytest.MonkeyPatch) 
         "_RoundOp lowers to 'math.round', which has no libm name and approximation in "
         "MATH_FUNCTIONS (src/xfuse/transforms/expand_math.py)",
     ]
+
+
+@irdl_op_definition
+class _HypotOp(ew.BinaryOp):
+    name = "ew.hypot"
+    PYTHON_NAME: ClassVar[str | None] = "maximum"
+    reference = staticmethod(np.maximum)  # (as a newcomer's slip: max's ufunc)
+
+
+def test_an_op_taking_anothers_name_or_ufunc_and_one_without_docstring_are_named() -> None:
+    """Each took the other op's `xfuse.maximum` (a dict by name: the last op wins), or its
+    numpy ufunc, silently; no docstring failed a test naming no file."""
+    messages = missing_facts(_HypotOp)
+    assert f"_HypotOp has no docstring with an IR example of 'ew.hypot' ({DIALECT})" in messages
+    assert f"_HypotOp: PYTHON_NAME 'maximum' is another op's ({DIALECT})" in messages
+    assert (
+        f"_HypotOp: np.maximum traces to another op already: set its NUMPY_UFUNC ({DIALECT})"
+        in messages
+    )
 
 
 @pytest.mark.parametrize("op", ew.ELEMENTWISE_OPS, ids=ew.mnemonic)
