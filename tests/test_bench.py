@@ -789,6 +789,11 @@ def test_a_byte_order_mark_starts_a_program_file(
         (["bench", "--expr", "x", "--sizes", "1.5"], "argument --sizes: bad size '1.5': expected"),
         (["bench", "--expr", "x", "--repeat", "0"], "argument --repeat: expected an integer >= 1"),
         (["bench", "--expr", "x", "--threads", "0"], "argument --threads: expected an integer"),
+        # (Python's "invalid literal for int() with base 10: '2^1'")
+        (
+            ["bench", "--expr", "x", "--threads", "2^1"],
+            "--threads: expected an integer >= 1, got '2",
+        ),
         (["lecture", "--repeat", "0"], "argument --repeat: expected an integer >= 1, got 0"),
         (["lecture", "--n", "0"], "argument --n: size must be between 1 and 2^62, got 0"),
         # checked before the work, not after it (a whole lecture ran, then failed to write)

@@ -48,7 +48,8 @@ def register(subparsers: Any) -> None:
         type=option_type(parse_sizes),
         default=None,
         metavar="SIZES",
-        help="element counts: 2^12..2^24 (every 4x), or a list 4096,2^20 (default 2^12..2^24)",
+        help="element counts: 2^12..2^24 (every 4x from the first, up to the last), or a list "
+        "4096,2^20 (default 2^12..2^24)",
     )
     parser.add_argument(
         "--threads", type=positive_int, default=1, help="threads for the kernels (default 1)"

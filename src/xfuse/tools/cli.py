@@ -160,7 +160,10 @@ def json_file(text: str) -> Path | str:
 
 
 def _integer_at_least(text: str, least: int) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:  # (Python's "invalid literal for int() with base 10: '2^1'")
+        raise ValueError(f"expected an integer >= {least}, got {text!r}") from None
     if value < least:
         raise ValueError(f"expected an integer >= {least}, got {value}")
     return value
