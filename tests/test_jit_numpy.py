@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import math
 import pickle
 import re
@@ -468,10 +469,12 @@ def test_jit_of_a_method_a_jit_function_or_a_ufunc() -> None:
         np.testing.assert_allclose(
             xfuse.jit(eval(suggested))(*[x] * ufunc.nin), ufunc(*[x] * ufunc.nin), rtol=1e-6
         )
-    # (under @staticmethod, an instance's call passed the instance as its first array)
-    for decorator in (staticmethod, classmethod):
-        with pytest.raises(TypeError, match=rf"of a {decorator.__name__}: put @\w+ above"):
-            xfuse.jit(decorator(lambda a: a * 2))
+    # (under @staticmethod, an instance's call passed the instance as its first array; under
+    # @classmethod, above it or not, the class is the first argument, no array)
+    with pytest.raises(TypeError, match=r"of a staticmethod: put @staticmethod above @xfuse"):
+        xfuse.jit(staticmethod(lambda a: a * 2))
+    with pytest.raises(TypeError, match=r"of a classmethod: .* first is the class; make it a @st"):
+        xfuse.jit(classmethod(lambda cls, a: a * 2))
 
 
 def test_only_numpys_weak_python_numbers_are_weak() -> None:
@@ -667,16 +670,34 @@ def test_a_number_passed_for_an_array_says_how_to_pass_it() -> None:
         xfuse.jit(scaled)(x, 3.0)
     np.testing.assert_array_equal(xfuse.jit(scaled)(x, np.float32(3.0)), x * 3)
 
-    # A lambda where a partial's keyword would fail (a positional-only parameter) or make a
-    # later one keyword-only: the code it gives runs (`partial(fn, s=3.0)` was a ValueError)
+    # The code it gives runs: a positional partial of a first parameter (a keyword fails on a
+    # positional-only one: `partial(fn, s=3.0)` was a ValueError), a lambda where a keyword
+    # partial would make a later parameter keyword-only, its defaults the function's own (an
+    # array default was printed `array(...)`), the function named apart from the parameters.
     def positional(s, a, /):
         return a * s
 
-    for function in (positional, lambda s, a: a * s):
-        with pytest.raises(TypeError, match=r"xfuse\.jit\(lambda a(, /)?: fn\(3\.0, a\)\)") as e:
-            xfuse.jit(function)(3.0, x)
-        fixed = str(e.value).split("xfuse.jit(")[1].split("), fn the")[0]
-        np.testing.assert_array_equal(xfuse.jit(eval(fixed, {"fn": function}))(x), x * 3)
+    ones = np.ones(2, np.float32)
+
+    def middle(a, s, b, c=ones):
+        return a * s + b * c
+
+    def named_fn(fn, s, b):
+        return fn * s + b
+
+    for function, call, fixed in (
+        (positional, (3.0, x), r"functools\.partial\(fn, 3\.0\)"),
+        (middle, (x, 3.0, x), r"lambda a, b, c=inspect\.signature\(fn\)\.parameters\['c'\]\."),
+        (named_fn, (x, 3.0, x), r"lambda fn, b: fn_\(fn, 3\.0, b\)"),
+    ):
+        with pytest.raises(TypeError, match=fixed) as e:
+            xfuse.jit(function)(*call)
+        found = re.search(r"xfuse\.jit\((.*)\), (fn_?) the undecorated", str(e.value))
+        assert found is not None
+        code, called = found.groups()
+        fixed_function = eval(code, {called: function, "functools": functools, "inspect": inspect})
+        arrays = [a for a in call if isinstance(a, np.ndarray)]
+        np.testing.assert_array_equal(xfuse.jit(fixed_function)(*arrays), function(*call))
     partial = xfuse.jit(functools.partial(scaled, scale=3.0))
     np.testing.assert_array_equal(partial(x), x * 3)
     # a partial of the jit function itself, as its hint reads: its `out=` was taken for a

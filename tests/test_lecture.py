@@ -781,3 +781,18 @@ def test_demos_2_and_3_price_a_program_declaring_f32_alike() -> None:
     assert program.declared_dtypes == {"float32"}
     traffic = lecture.demo_traffic(program)
     assert traffic.dtype == "float32" and traffic.tensor_bytes == traffic.elements * 4
+
+
+@pytest.mark.parametrize(("f64_sines", "f32_sines"), [(8, 9), (6, 5), (9, 0)])
+def test_the_traffic_verdict_is_the_kernels_pricing(f64_sines: int, f32_sines: int) -> None:
+    """The verdict compares the intensity with the program's own ridge (its FLOPs over the time
+    each is priced at): one precision's ridge called f64 and f32 `sin`s near half and half
+    memory-bound where the kernel was priced compute-bound, and the other way round."""
+    wide = " + ".join(f"sin(x * {k + 2})" for k in range(f64_sines))
+    narrow = " + ".join(f"sin(y * {k + 2})" for k in range(f32_sines)) or "y"
+    source = f"input f64 x; input f32 y; out = f32({wide}) + ({narrow});"
+    demo = lecture.demo_traffic(lecture.load_program(source, "mixed.ew"))
+    cost = lecture.cost_program(source, lecture.CostOptions(shape=demo.shape))
+    totals = cost.fused.totals
+    said = next(o for o in demo.observations if "FLOP per byte" in o)
+    assert ("compute-bound" in said) == (totals.compute_time_s > totals.memory_time_s), said

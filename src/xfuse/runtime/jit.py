@@ -63,6 +63,25 @@ def _function_name(function: Callable[..., Any]) -> str:
     return getattr(function, "__name__", None) or type(function).__name__
 
 
+class _Code(str):
+    """Code shown as it is in a signature's text (a default's `repr` is its code)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _literal(value: float) -> str:
+    """Code of a Python number (`float('nan')`: `nan` is no name)."""
+    return repr(value) if math.isfinite(value) else f"float('{value}')"
+
+
+def _reads_back(value: object) -> bool:
+    """Whether `repr(value)` is code that makes `value` again (a number, a string, None)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or type(value) in (bool, int, str)
+
+
 class JitFunction:
     """A traced-and-compiled Python function; one `Kernel` per signature, found by the exact
     dtypes and shapes of a call's arrays once it has been called with them."""
@@ -223,11 +242,15 @@ class JitFunction:
             if is_dask_array(value):
                 check_known_chunks(name, value)  # (`call_bytes` sizes the call before the kernel)
             elif not isinstance(value, np.ndarray):
+                called = "fn"  # (the function's name in the hint: none of its parameters')
+                while called in self.signature.parameters:
+                    called += "_"
                 hint = (
                     "; a jit function's arguments are arrays, and a Python number is a constant "
-                    f"of its trace: pass a 0-d array of your arrays' dtype (np.float32({value!r}))"
-                    f", or trace with it fixed: xfuse.jit({self._fixed(name, value)}), fn the "
-                    "undecorated function (this one's .function)"
+                    "of its trace: pass a 0-d array of your arrays' dtype "
+                    f"(np.float32({_literal(value)}))"
+                    f", or trace with it fixed: xfuse.jit({self._fixed(name, value, called)}), "
+                    f"{called} the undecorated function (this one's .function)"
                     if isinstance(value, int | float) and not isinstance(value, bool)
                     else "; a jit function's arguments are arrays"
                     if value is None
@@ -310,10 +333,13 @@ class JitFunction:
     def _default(self, name: str) -> Any:
         return self.signature.parameters[name].default
 
-    def _fixed(self, name: str, value: object) -> str:
-        """Code of the function with parameter `name` fixed to `value`: a keyword partial,
-        or a lambda where the parameter is positional-only (a partial's keyword fails there)
-        or one after it is passed by position (the partial made it keyword-only)."""
+    def _fixed(self, name: str, value: float, function: str) -> str:
+        """Code of the function (called `function`) with parameter `name` fixed to `value`: a
+        partial, by keyword where no parameter after it is passed by position (the partial
+        makes those keyword-only), by position for the first parameter (a keyword fails on a
+        positional-only one); else a lambda of the other parameters, defaults the function's
+        own (an array default printed as `array(...)`, which no code reads back)."""
+        number = _literal(value)
         parameters = list(self.signature.parameters.values())
         index = [p.name for p in parameters].index(name)
         by_position = inspect.Parameter.POSITIONAL_OR_KEYWORD
@@ -321,19 +347,28 @@ class JitFunction:
         if kind is inspect.Parameter.KEYWORD_ONLY or (
             kind is by_position and all(p.kind is not by_position for p in parameters[index + 1 :])
         ):
-            return f"functools.partial(fn, {name}={value!r})"
+            return f"functools.partial({function}, {name}={number})"
+        if index == 0:
+            return f"functools.partial({function}, {number})"
         others = [
-            p.replace(annotation=inspect.Parameter.empty) for p in parameters if p.name != name
+            p.replace(
+                annotation=inspect.Parameter.empty,
+                default=p.default
+                if p.default is inspect.Parameter.empty or _reads_back(p.default)
+                else _Code(f"inspect.signature({function}).parameters[{p.name!r}].default"),
+            )
+            for p in parameters
+            if p.name != name
         ]
         arguments = [
-            repr(value)
+            number
             if p.name == name
             else f"{p.name}={p.name}"
             if p.kind is inspect.Parameter.KEYWORD_ONLY
             else str(p.replace(default=inspect.Parameter.empty, annotation=inspect.Parameter.empty))
             for p in parameters
         ]
-        return f"lambda {str(inspect.Signature(others))[1:-1]}: fn({', '.join(arguments)})"
+        return f"lambda {str(inspect.Signature(others))[1:-1]}: {function}({', '.join(arguments)})"
 
     def _how_to_pass(self, name: str) -> str:
         """How a caller passes parameter `name`: by keyword, or by position where it is
@@ -534,12 +569,17 @@ def jit(
         elif isinstance(f, functools.partial) and isinstance(f.func, JitFunction):  # (its out=
             # was taken for a parameter of the function's: "cannot have a parameter named 'out'")
             f = functools.partial(f.func.function, *f.args, **f.keywords)
-        if isinstance(f, staticmethod | classmethod):  # (called through an instance, the
-            # function took it for its first array: "too many positional arguments")
-            kind = type(f).__name__
+        if isinstance(f, staticmethod):  # (called through an instance, the function took
+            # it for its first array: "too many positional arguments")
             raise TypeError(
-                f"xfuse.jit of a {kind}: put @{kind} above @xfuse.jit (the decorator nearest "
-                "the function is applied first)"
+                "xfuse.jit of a staticmethod: put @staticmethod above @xfuse.jit (the decorator "
+                "nearest the function is applied first)"
+            )
+        if isinstance(f, classmethod):
+            raise TypeError(
+                "xfuse.jit of a classmethod: a jit function's arguments are arrays, and a "
+                "classmethod's first is the class; make it a @staticmethod above @xfuse.jit, or "
+                "call a jit function from the classmethod"
             )
         if isinstance(f, np.ufunc):  # (its signature has an `out`: "cannot have a parameter")
             names = ", ".join("xyzw"[i] if i < 4 else f"x{i}" for i in range(f.nin))

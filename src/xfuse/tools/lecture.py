@@ -355,7 +355,12 @@ def demo_traffic(program: Program) -> TrafficDemo:
         ),
         flops_per_element=fused.flops / elements if elements else 0.0,
         intensity=fused.intensity,
-        elementwise_ridge=hw.ridge_point(cost.fused.compute_dtype),
+        # (the program's own: its FLOPs over the time the model prices them at, each at its
+        # precision's peak; one precision's ridge called a mixed f64/f32 program memory-bound
+        # where its kernel was priced compute-bound)
+        elementwise_ridge=fused.flops / fused.compute_time_s / hw.hbm_bandwidth
+        if fused.flops and fused.compute_time_s
+        else hw.ridge_point(cost.fused.compute_dtype),
         tensor_core_ridge=hw.tensor_core_ridge_point,
         inputs_read_again=sum(reads[name] > 1 for name in read_inputs),
         reads_again=sum(max(reads[name] - 1, 0) for name in read_inputs),

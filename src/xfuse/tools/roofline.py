@@ -107,11 +107,12 @@ def roofline_figure(program: ProgramCost) -> Figure:
     if program.fused.options.l2:
         _label_roof(axes, clear, hw.l2_bandwidth, f"L2 {hw.l2_bandwidth / 1e12:.1f} TB/s")
     for flops, text in (
-        # (three digits, as the text report: `.0f` showed the A100's 19.5 and 9.7 as 20 and 10)
+        # (as the text report: `.0f` showed the A100's 19.5 and 9.7 as 20 and 10, `.3g` the
+        # B200's 2250 as 2.25e+03)
         (peak, f"CUDA cores, {compute} compute: {peak / 1e12:.3g} TFLOP/s"),
         (
             hw.bf16_tensor_core_peak,
-            f"BF16 tensor cores: {hw.bf16_tensor_core_peak / 1e12:.3g} TFLOP/s",
+            f"BF16 tensor cores: {hw.bf16_tensor_core_peak / 1e12:g} TFLOP/s",
         ),
     ):
         axes.annotate(
