@@ -11,7 +11,7 @@ unfused, stage by stage as `xfuse.compile` runs them: the frontend, every pass, 
 parts: "LLVM opt" (xDSL's translation to LLVM IR and LLVM's O3 optimizer) and "codegen" (code
 generation and linking by MCJIT). Times are CPU seconds of this process (`time.process_time`),
 which a busy shared host inflates less than the wall clock; a cost that grows linearly grows 10x
-per row. The tanh chain is run at a tenth of each size (its ops are ~25 times bigger).
+per row. The tanh chain is run at a tenth of each size (its ops are ~15 times bigger).
 
 Each distinct kernel reaches LLVM as a function of its own (`ew-kernel-to-loops` gives alike
 kernels one function, which each calls), so LLVM's time grows with the number of distinct

@@ -88,6 +88,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
+def host_features() -> str:
+    """This host's features, to compile under another CPU's name (code that runs here): with the
+    AVX-512 family taken off where the host lacks it, which a list of only what the host has
+    (an AVX2 host as `XFUSE_CPU_FEATURES` gives it) leaves to the named CPU's own (LLVM made
+    `sapphirerapids` 512 bits wide with Zen 3's list)."""
+    features = host_cpu().features
+    return features if host_cpu().has("avx512f") else f"{features},-avx512f"
+
+
+@pytest.fixture
 def use_cpu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str, str], HostCpu]]:
     """Compile for another CPU in this test: `use_cpu("znver3", "+avx2,+f16c,...")` sets
     `XFUSE_CPU_NAME`/`XFUSE_CPU_FEATURES` and empties the caches that depend on the CPU."""

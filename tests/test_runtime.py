@@ -1358,7 +1358,7 @@ def test_a_kernel_of_many_outputs_takes_their_out_through_the_full_checks(
     expression written out: 1,000 outputs took 9 s and 2.8 GiB to compile it at the first call,
     2,000 a MemoryError. Past `QUICK_OUTPUT_PAIRS` pairs, `out=` goes through the full checks
     (which still refuse two outputs sharing memory); a call without it stays quick."""
-    count = 40  # 780 pairs
+    count = 100  # 4,950 pairs
     assert count * (count - 1) // 2 > kernel_module.QUICK_OUTPUT_PAIRS
     outputs = [f"y{i}" for i in range(count)]
     source = "".join(f"y{i} = x * {i};" for i in range(count)) + f"output {', '.join(outputs)};"
@@ -1438,24 +1438,24 @@ def test_small_split_and_misaligned_calls_keep_normal_stores(gelu: Gelu) -> None
 
 @pytest.mark.parametrize(("cpu", "mib"), [("sapphirerapids", 4), ("znver4", 16), ("znver3", 16)])
 def test_calls_stream_from_the_hosts_threshold(
-    cpu: str, mib: int, use_cpu: Callable[[str, str], HostCpu]
+    cpu: str, mib: int, use_cpu: Callable[[str, str], HostCpu], host_features: str
 ) -> None:
     """A call streams its outputs from `HostCpu.streaming_bytes` moved: 4 MiB on Intel's
     cores, 16 MiB on AMD's Zen (whose large L3 keeps smaller calls' outputs faster)."""
-    assert use_cpu(cpu, host_cpu().features).streaming_bytes == mib << 20
+    assert use_cpu(cpu, host_features).streaming_bytes == mib << 20
     kernel = xfuse.compile("out = x * sigmoid(x);")
     x = np.ones((mib << 20) // 8, np.float32)  # 4 bytes read, 4 written an element
     assert [len(kernel.prepare(x=x[:n]).argument_lists) for n in (x.size - 16, x.size)] == [1, 2]
 
 
 def test_a_kernel_says_whether_a_call_of_these_shapes_streams(
-    use_cpu: Callable[[str, str], HostCpu],
+    use_cpu: Callable[[str, str], HostCpu], host_features: str
 ) -> None:
     """`Kernel.streams`: what `prepare(...).streams` says of a call with new outputs, from the
     inputs' shapes alone (by position or by name): a flat loop from the threshold, a kernel
     compiled without shapes on any one shape run flat, a loop nest where its rows are whole
     64-byte lines. A shape the kernel does not take is the call's `ArgumentError`."""
-    n = (use_cpu("sapphirerapids", host_cpu().features).streaming_bytes) // 8
+    n = (use_cpu("sapphirerapids", host_features).streaming_bytes) // 8
     flat = xfuse.compile("out = x * sigmoid(x);")
     nest = xfuse.compile("out = x * sigmoid(x);", shapes={"x": ("m", "n")})
     cases = [(flat, (n - 16,), False), (flat, (n,), True), (flat, (2, n // 2), True)]
@@ -2913,11 +2913,11 @@ def test_the_results_of_one_kernel_are_two_named_outputs() -> None:
 @pytest.mark.parametrize(
     ("source", "names", "error"),
     [
-        (RETURNED_TWICE, ["y", "y"], "outputs: 'y' is given twice, got ['y', 'y']"),
+        (RETURNED_TWICE, ["y", "y"], "output_names: 'y' is given twice, got ['y', 'y']"),
         (RETURNED_TWICE, ["y"], "output_names: 1 name for a function of 2 results"),
         # (one name, as `xfuse.compile`'s outputs: "yz" was the names 'y' and 'z')
         (RETURNED_TWICE, "yz", "output_names: 1 name for a function of 2 results"),
-        (RETURNED_TWICE, ["y", ""], "outputs: an output name is empty, got ['y', '']"),
+        (RETURNED_TWICE, ["y", ""], "output_names: an output name is empty, got ['y', '']"),
         (  # the second output's default name, `out1`, is the first's SSA name
             """func.func @main(%x: tensor<?xf32>) -> (tensor<?xf32>, tensor<?xf32>, tensor<?xf32>) {
               %out1 = ew.mul %x, %x : tensor<?xf32>, tensor<?xf32> -> tensor<?xf32>
@@ -2938,14 +2938,18 @@ def test_output_names_that_do_not_fit_are_an_error(
 def test_compile_module_checks_its_arguments_as_compile_does() -> None:
     """An output name of another type was taken (`[1]` named an output `1`), an options dict
     was a raw "unhashable type", and a CUDA kernel's threads were dropped."""
-    module = parse_ir(xfuse.compile("out = exp(x);").ir("frontend"))
-    with pytest.raises(TypeError, match=r"outputs must be a list of output names, got \[1\]"):
-        compile_module(module, [1])  # type: ignore[list-item]
+    text = xfuse.compile("out = exp(x);").ir("frontend")
+    with pytest.raises(TypeError, match=r"output_names must be a list of output names, got \[1"):
+        compile_module(parse_ir(text), [1])  # type: ignore[list-item]
+    # (any ordered iterable of names, as before the check: dict keys, a generator; no set)
+    assert compile_module(parse_ir(text), {"y": 0}.keys()).output_names == ("y",)
+    with pytest.raises(TypeError, match=r"got \{'y'\} \(a set has no order\)"):
+        compile_module(parse_ir(text), {"y"})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="compile_module: options must be an xfuse.runtime.compil"):
-        compile_module(module, options={"fuse": False})  # type: ignore[arg-type]
+        compile_module(parse_ir(text), options={"fuse": False})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"threads applies to target='cpu' only"):
-        compile_module(module, options=Options(target="cuda"), threads=4)
-    assert compile_module(module, "out").output_names == ("out",)
+        compile_module(parse_ir(text), options=Options(target="cuda"), threads=4)
+    assert compile_module(parse_ir(text), "out").output_names == ("out",)
 
 
 def test_compile_module_of_a_built_function() -> None:

@@ -166,9 +166,7 @@ def host_cpu() -> HostCpu:
                 f"XFUSE_CPU_FEATURES start with '+' or '-' (+avx2,+fma), got "
                 f"XFUSE_CPU_NAME={name!r}, XFUSE_CPU_FEATURES={features!r}"
             )
-        refusal = _subtarget_refusal(name, features)
-        if refusal is not None:
-            raise ValueError(f"XFUSE_CPU_NAME={name!r}, XFUSE_CPU_FEATURES={features!r}: {refusal}")
+        features = _checked_features(name, features)
     if HostCpu(name, features).has("avx512f"):
         features += ",-prefer-256-bit"
     return HostCpu(name, features)
@@ -201,8 +199,11 @@ name, with llvmlite from the folder the third names: its assembly, whose registe
 the vectors are (`zmm`: 512 bits), and whose rounding to bfloat is an instruction or a call."""
 
 
-def _subtarget_refusal(name: str, features: str) -> str | None:
-    """Why LLVM cannot make this process's code for CPU `name` with `features`, else None.
+def _checked_features(name: str, features: str) -> str:
+    """`features` for CPU `name`, checked by LLVM, with `-avx512bf16` added where LLVM takes
+    AVX512_BF16 away with what the list takes (`...,-avx512f` after the host's list: `+` is
+    read where it appears, and xfuse's bf16 rounding was a call MCJIT lacks); a ValueError
+    naming both variables where LLVM cannot make this process's code with them.
 
     Asked of a child process: LLVM says of a CPU or feature it does not know on stderr only and
     goes on (dropping a feature), and it aborts the process at the first function made for a
@@ -211,8 +212,12 @@ def _subtarget_refusal(name: str, features: str) -> str | None:
     disabled", of a float and a double), which no `except` catches. (An empty module, made here
     with stderr captured, raised the first only.) A child that fails before LLVM says anything
     checks nothing."""
+
+    def refused(why: str) -> ValueError:
+        return ValueError(f"XFUSE_CPU_NAME={name!r}, XFUSE_CPU_FEATURES={features!r}: {why}")
+
     if not sys.executable:  # (an embedding interpreter: no Python to run)
-        return None
+        return features
     packages = os.path.dirname(os.path.dirname(os.path.abspath(llvmlite.__file__)))
     probe = subprocess.run(
         [sys.executable, "-I", "-c", _SUBTARGET_PROBE, name, features, packages],
@@ -225,31 +230,27 @@ def _subtarget_refusal(name: str, features: str) -> str | None:
     unknown = [line for line in lines if "is not a recognized" in line]
     triple = llvm_binding.get_process_triple()
     if unknown:
-        return f"LLVM knows no such CPU or feature for {triple} ({'; '.join(unknown)})"
+        raise refused(f"LLVM knows no such CPU or feature for {triple} ({'; '.join(unknown)})")
     said = [line for line in lines if line.startswith(("LLVM ERROR", "error:"))]
     if probe.returncode != 0 and said:  # (not a child that failed before LLVM: no check)
-        return f"LLVM cannot make code for {triple} with them ({said[-1]})"
+        raise refused(f"LLVM cannot make code for {triple} with them ({said[-1]})")
     if probe.returncode != 0:
-        return None
-    # The widths, masks and bf16 rounding xfuse chooses are read from the features as listed
-    # (`HostCpu.has`): a CPU's own features left out (`haswell` with `+avx2,+fma`) made AVX2
-    # code that xfuse took for SSE's 128 bits; one taken off after the host's (`-avx512bw`,
-    # which takes AVX512_BF16 with it) left xfuse's bf16 rounding to a call MCJIT lacks.
-    listed = HostCpu(name, features)
+        return features
+    # The widths and masks xfuse chooses are read from the features as listed (`HostCpu.has`):
+    # a CPU's own features left out (`haswell` with `+avx2,+fma`) made AVX2 code that xfuse
+    # took for SSE's 128 bits.
     widest = 512 if "zmm" in probe.stdout else 256 if "ymm" in probe.stdout else 128
-    # (xfuse rounds to bf16 with integers where it reads no AVX512_BF16: harmless where LLVM
-    # could do better, as AVX-NE-CONVERT's `{vex} vcvtneps2bf16`; the other way, a call)
-    calls = "__truncsfbf2" in probe.stdout
-    if widest != listed.float_lanes * 32 or (calls and listed.rounds_bf16):
-        return (
-            f"LLVM makes {widest}-bit vectors for them and rounds to bf16 "
-            f"{'by a call' if calls else 'in hardware'}, but the features as listed say "
-            f"{listed.float_lanes * 32} bits (+avx: 256, +avx512f: 512) and bf16 "
-            f"{'in hardware' if listed.rounds_bf16 else 'by integers'} (+avx512bf16, "
-            "+avx512vl); list the CPU's features in full, as LLVM's host features are (xfuse "
-            "reads the vector width and the instructions it may use from them)"
+    listed = HostCpu(name, features).float_lanes * 32
+    if widest != listed:
+        raise refused(
+            f"LLVM makes {widest}-bit vectors for them, but the features as listed say {listed} "
+            "bits (+avx: 256, +avx512f: 512); list the CPU's features in full, as LLVM's host "
+            "features are (xfuse reads the vector width and the instructions it may use from "
+            "them)"
         )
-    return None
+    if "__truncsfbf2" in probe.stdout and HostCpu(name, features).rounds_bf16:
+        return f"{features},-avx512bf16"
+    return features
 
 
 def _process_target() -> llvm_binding.Target:

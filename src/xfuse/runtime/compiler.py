@@ -27,7 +27,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, cast
 
@@ -154,22 +154,26 @@ def check_public(function: func.FuncOp, taker: str) -> None:
         )
 
 
-def check_outputs(outputs: object) -> list[str] | None:
-    """`outputs` (of `compile`, `bench`) as a list of output names (one name as a list of it),
-    or None; TypeError, or ValueError for a name given twice, naming what is wrong."""
+def check_outputs(outputs: object, option: str = "outputs") -> list[str] | None:
+    """`outputs` (of `compile`, `bench`; `compile_module`'s `output_names`: `option`) as a list
+    of output names (one name as a list of it; any ordered iterable, `dict.keys()` too), or
+    None; TypeError, or ValueError for a name given twice or empty, naming what is wrong."""
     if outputs is None:
         return None
     if isinstance(outputs, str):
         outputs = [outputs]
-    if not (isinstance(outputs, Sequence) and all(isinstance(name, str) for name in outputs)):
-        raise TypeError(f"outputs must be a list of output names, got {outputs!r}")
-    if "" in outputs:  # (`compile_module` named an output so)
-        raise ValueError(f"outputs: an output name is empty, got {list(outputs)!r}")
+    elif isinstance(outputs, Iterable) and not isinstance(outputs, set | frozenset):
+        outputs = list(outputs)
+    if not (isinstance(outputs, list) and all(isinstance(name, str) for name in outputs)):
+        unordered = " (a set has no order)" if isinstance(outputs, set | frozenset) else ""
+        raise TypeError(f"{option} must be a list of output names, got {outputs!r}{unordered}")
     if len(set(outputs)) < len(outputs):
         # As the language's `output y, y;` is an error: two outputs would be one array.
-        repeated = next(name for name in outputs if list(outputs).count(name) > 1)
-        raise ValueError(f"outputs: '{repeated}' is given twice, got {list(outputs)!r}")
-    return list(outputs)
+        repeated = next(name for name in outputs if outputs.count(name) > 1)
+        raise ValueError(f"{option}: '{repeated}' is given twice, got {outputs!r}")
+    if "" in outputs:  # (`compile_module` named an output so)
+        raise ValueError(f"{option}: an output name is empty, got {outputs!r}")
+    return outputs
 
 
 def check_threads(threads: object) -> int:
@@ -591,7 +595,8 @@ def compile_module(
 
     check_module("compile_module", module)
     options, threads = _checked_options("compile_module", options, threads)
-    output_names = check_outputs(output_names)  # (a str was read as names of one letter)
+    # (a str was read as names of one letter)
+    output_names = check_outputs(output_names, "output_names")
     module.verify()  # (IR xfuse-opt rejects compiled, and its call failed in an IndexError)
     function = only_function(module)
     check_tensor_signature(function, "compile_module")

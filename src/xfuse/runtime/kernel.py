@@ -247,12 +247,16 @@ their three calls and the bias's copy, took 1.32x at 5 MiB, 1.08x at 42 and 63, 
 PLAN_CACHE_SIZE = 64
 """How many argument shapes a kernel remembers the call plan of."""
 
-QUICK_OUTPUT_PAIRS = 512
+QUICK_OUTPUT_PAIRS = 4096
 """The most pairs of outputs a quick call tests for overlap, written out (`quick_call`,
-`quick_row_call`): a call of a kernel of more (33 outputs and more), given `out=`, takes the
+`quick_row_call`): a call of a kernel of more (92 outputs and more), given `out=`, takes the
 full checks. Their count grows with the square of the outputs: a `.ew` program of 1,000 outputs
-took 9 s and 2.8 GiB compiling its quick call's one expression at its first call, one of 2,000
-a MemoryError. (The tests of each output against each input grow with the program.)"""
+took 8.3 s and 2.8 GiB compiling its quick call's one expression at its first call, one of 2,000
+a MemoryError. Below the bound the quick call is the faster: `out=` calls of `y<i> = x * <i>`
+on 4 elements took 39 us written out at 33 outputs, 77 with the full checks; 110 and 166 at 64;
+240 and 269 at 90; 414 at 128 with the full checks, whose first call took 4.2 ms, not the
+quick call's ~50 at 90 (Intel Xeon, 2026-12-06). (The tests of each output against each input
+grow with the program.)"""
 
 WORKSPACE_ALIGNMENT = 64
 """Byte alignment of a workspace and of each thread's part of it (a cache line)."""
