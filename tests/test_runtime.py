@@ -2945,6 +2945,8 @@ def test_compile_module_checks_its_arguments_as_compile_does() -> None:
     assert compile_module(parse_ir(text), {"y": 0}.keys()).output_names == ("y",)
     with pytest.raises(TypeError, match=r"got \{'y'\} \(a set has no order\)"):
         compile_module(parse_ir(text), {"y"})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"output_names must be a list of output names, got \{'y"):
+        compile_module(parse_ir(text), {"y": 0})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="compile_module: options must be an xfuse.runtime.compil"):
         compile_module(parse_ir(text), options={"fuse": False})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"threads applies to target='cpu' only"):

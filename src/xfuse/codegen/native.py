@@ -240,7 +240,8 @@ def _checked_features(name: str, features: str) -> str:
     # a CPU's own features left out (`haswell` with `+avx2,+fma`) made AVX2 code that xfuse
     # took for SSE's 128 bits.
     widest = 512 if "zmm" in probe.stdout else 256 if "ymm" in probe.stdout else 128
-    listed = HostCpu(name, features).float_lanes * 32
+    cpu = HostCpu(name, features)
+    listed = cpu.float_lanes * 32
     if widest != listed:
         raise refused(
             f"LLVM makes {widest}-bit vectors for them, but the features as listed say {listed} "
@@ -248,7 +249,7 @@ def _checked_features(name: str, features: str) -> str:
             "features are (xfuse reads the vector width and the instructions it may use from "
             "them)"
         )
-    if "__truncsfbf2" in probe.stdout and HostCpu(name, features).rounds_bf16:
+    if "__truncsfbf2" in probe.stdout and cpu.rounds_bf16:
         return f"{features},-avx512bf16"
     return features
 

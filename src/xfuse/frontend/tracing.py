@@ -1035,6 +1035,7 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
             )
         )
         floating = np.issubdtype(dtype, np.floating) or dtype == numpy_dtype("bfloat16")
+        passes_bits = floating and op_type.SIGNS_NAN
         if floating and dtype.name not in DTYPE_NAMES:  # (longdouble: dtype_name's ValueError)
             raise TypeError(
                 f"xfuse.{name}(): xfuse computes in {', '.join(DTYPE_NAMES)}, not {dtype} "
@@ -1045,10 +1046,11 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
             # 1 + 2**-8 + 2**-40 is 1, not 1.0078125; 1e5 is inf in float16)
             element = element_type_for(dtype)
             # (a NaN as it is into a sign op or select, which passes its bits on, as numpy's)
-            kept = op_type.SIGNS_NAN
             arrays[first:] = [
                 np.asarray(
-                    given if kept and math.isnan(given) else ew.round_to_element(given, element),
+                    given
+                    if passes_bits and math.isnan(given)
+                    else ew.round_to_element(given, element),
                     dtype,
                 )
                 if isinstance(given, int | float)
@@ -1058,7 +1060,7 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
         # In float64, but a sign-bit op or select (`SIGNS_NAN`) in its own dtype: numpy's pass a
         # NaN's bits on, where a round trip through float64 quieted a signalling one and
         # ml_dtypes' narrowing made a bfloat16 one canonical (as a kernel does not either).
-        wide = dtype if floating and op_type.SIGNS_NAN else np.dtype(np.float64)
+        wide = dtype if passes_bits else np.dtype(np.float64)
         with np.errstate(all="ignore"):
             result = op_type.reference(*(a.astype(wide) for a in arrays))
         if result.ndim == 0 and op_type is not ew.SelectOp:  # numpy's scalar, as np.maximum's

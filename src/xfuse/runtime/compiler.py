@@ -162,8 +162,8 @@ def check_outputs(outputs: object, option: str = "outputs") -> list[str] | None:
         return None
     if isinstance(outputs, str):
         outputs = [outputs]
-    elif isinstance(outputs, Iterable) and not isinstance(outputs, set | frozenset):
-        outputs = list(outputs)
+    elif isinstance(outputs, Iterable) and not isinstance(outputs, set | frozenset | Mapping):
+        outputs = list(outputs)  # (a mapping, refused as before: its keys are no stated list)
     if not (isinstance(outputs, list) and all(isinstance(name, str) for name in outputs)):
         unordered = " (a set has no order)" if isinstance(outputs, set | frozenset) else ""
         raise TypeError(f"{option} must be a list of output names, got {outputs!r}{unordered}")

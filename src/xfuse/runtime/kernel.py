@@ -1277,7 +1277,6 @@ def quick_row_call(
     ]
     pointers = ", ".join([*input_pointers, *output_pointers])
     several = len(results) > 1
-    given_out = ["    else:", "        return None"]  # (out= to the full checks)
     if _writes_out_overlaps(results):
         overlaps = [
             f"s{j} < {p} + h{i} and {p} + l{i} < t{j}"
@@ -1315,6 +1314,8 @@ def quick_row_call(
             "            return None  # the full checks: inputs copied first, or the error",
             f"        output_strides = {_listed(f'{r}.strides' for r in results)}",
         ]
+    else:
+        given_out = ["    else:", "        return None"]  # (out= to the full checks)
     lines = [
         "def quick_row_call(kernel, inputs, out):",
         f"    {_listed(inputs)} = inputs",
