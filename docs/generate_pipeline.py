@@ -120,7 +120,8 @@ def generate() -> str:
         _fence(PROGRAM, "text"),
         "\nSee any stage yourself: `k = xfuse.compile(src)` then `k.ir(stage)` (stages: "
         + ", ".join(f"`{s}`" for s in kernel.stages)
-        + "), `k.llvm_ir`, `k.asm`; or run the passes one by one with `xfuse-opt prog.ew -p "
+        + "; `k.ir()` the last), `k.llvm_ir`, `k.asm`; or run the passes one by one with "
+        "`xfuse-opt prog.ew -p "
         "'ew-optimize,ew-fuse,...'` (`--print-between-passes` shows each), or all of them with "
         "`xfuse-opt prog.ew -p xfuse-default` (`xfuse.compile`'s options are its options: "
         "`xfuse-default{fuse=false math=libm}`).\n",

@@ -379,6 +379,25 @@ def test_undeclared_names_are_checked_for_typos_up_to_a_limit() -> None:
         parse_program(f"{declared} h = w0 * 2; y = hh + h;")
 
 
+def test_a_constant_name_read_as_an_input_warns_how_to_write_it() -> None:
+    """`max(x, -inf)` made an input named `inf`, silently (a call then asked for it)."""
+    with pytest.warns(EwNameWarning) as caught:
+        module = parse_program("y = max(x, -inf) + NaN * pi;\n")
+    assert [str(w.message) for w in caught] == [
+        "column 13: 'inf' is an input: `.ew` has no named constants (infinity is 1e999; declare "
+        "`input inf;` to keep it one)",
+        "column 20: 'NaN' is an input: `.ew` has no named constants (NaN is 0/0; declare "
+        "`input NaN;` to keep it one)",
+        "column 26: 'pi' is an input: `.ew` has no named constants (pi is 3.141592653589793; "
+        "declare `input pi;` to keep it one)",
+    ]
+    assert [a.name_hint for a in module.ops.first.args] == ["x", "inf", "NaN", "pi"]
+    # declared or assigned, it is no constant meant
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parse_program("input x, inf; pi = 3.14; y = max(x, -inf) * pi;")
+
+
 def test_a_syntax_error_pickles_with_its_location() -> None:
     """A process pool's worker sends its errors pickled: EwSyntaxError did not unpickle
     (its __init__ takes the source), and the pool broke."""
@@ -658,6 +677,14 @@ BAD_PROGRAMS = [
     ("y = tanh();", None, 1, 5, "'tanh' takes 1 argument, got 0"),  # ("found ')'")
     ("y = x ** 2;", None, 1, 8, "found '*': `**` is no operator, write a power as pow(x, y)"),
     ("y = x ^ 2;", None, 1, 7, "unexpected character '^': write a power as pow(x, y)"),
+    # C's and Python's operators were a bare "unexpected character": each names what .ew has
+    ("y = x % 2;", None, 1, 7, "unexpected character '%': `.ew` has no remainder operator"),
+    ("y = x && b;", None, 1, 7, "'&': no logical operators: comparisons give 1 or 0, so"),
+    ("y = x || b;", None, 1, 7, "'|': no logical operators: comparisons give 1 or 0, so"),
+    ("y = !x;", None, 1, 5, "'!': no logical operators: 'not a' is a == 0"),
+    ("y = x ? 1 : b;", None, 1, 11, "':': no conditional expression: write 'c ? a : b' as select"),
+    ("y = x @ b;", None, 1, 7, "'@': `.ew` programs are elementwise: no matrix product"),
+    ("y = np.exp(x);", None, 1, 7, "'.': names have no attributes and functions are called"),
     ("y = tanhh(x);", None, 1, 5, "unknown function 'tanhh' (did you mean 'tanh'? known"),
     ("y = gelu(x);", None, 1, 5, "unknown function 'gelu' (known: abs"),  # (no 'relu'?)
     ("y = epx(x);", None, 1, 5, "unknown function 'epx' (did you mean 'exp'? known"),

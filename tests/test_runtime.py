@@ -3281,9 +3281,12 @@ def test_numpy_baselines_and_stages_name_a_wrong_argument() -> None:
     with pytest.raises(TypeError, match=r"takes 2 array\(s\), positionally \(inputs: x, y\), 1"):
         baseline(np.ones(3, np.float32))
     kernel = xfuse.compile("out = x * 2;")
-    for stage in (0, None, []):
+    for stage in (0, []):
         with pytest.raises(TypeError, match=r"^stage must be a stage's name, got .*: stages are"):
             kernel.ir(stage)  # type: ignore[arg-type]
+    # no stage: the last one's, as mlir-opt prints what its pipeline made
+    assert list(kernel.stages)[-1] == "ew-to-llvm"
+    assert kernel.ir() == kernel.ir(None) == kernel.ir("ew-to-llvm") != kernel.ir("ew-fuse")
 
 
 def test_numpy_bools_and_ints_are_options_as_python_ones_are() -> None:

@@ -47,7 +47,8 @@ entry for a declared input must agree with the declaration. Declared inputs are 
 first arguments, in declaration order (even if unread); undeclared ones follow in order of first
 use. A name must be declared before it is read and is never assigned. In a program that
 declares inputs, an undeclared name close to a declared or assigned one (`hh` beside `h`) is
-still an input, with an `EwNameWarning` asking whether that name was meant. Operands of different
+still an input, with an `EwNameWarning` asking whether that name was meant; so is a read of
+`inf`, `nan` or `pi` (`CONSTANT_NAMES`) in any program. Operands of different
 dtypes promote as numpy does (see `xfuse.frontend.builder`); a literal, or an expression of
 literals alone (`-(2)`, `2 * 3`, a name bound to one), takes the dtype of the array it meets and
 is computed in it; `f16(100000)` is a constant of that dtype (inf) that promotes as an array.
@@ -240,8 +241,27 @@ _TOKEN = re.compile(
     re.ASCII | re.DOTALL,  # names must stay valid MLIR value names; no Unicode digits in numbers
 )
 _NUMBER_TAIL = re.compile(r"[\w.]", re.ASCII)
+_OPERATOR_HINTS = {
+    # what C, Python or numpy users reach for, and what `.ew` has instead
+    "^": "write a power as pow(x, y)",
+    "%": "`.ew` has no remainder operator",
+    "&": "no logical operators: comparisons give 1 or 0, so 'a and b' is (a != 0) * (b != 0)",
+    "|": "no logical operators: comparisons give 1 or 0, so 'a or b' is max(a != 0, b != 0)",
+    "!": "no logical operators: 'not a' is a == 0 (`!=` is the only operator with '!')",
+    ":": "no conditional expression: write 'c ? a : b' as select(c, a, b)",
+    "@": "`.ew` programs are elementwise: no matrix product",
+    ".": "names have no attributes and functions are called bare: exp(x), not np.exp(x)",
+}
 MAX_NESTING = 100
 """Deepest nesting of parentheses, calls and unary minus (the parser recurses on each)."""
+CONSTANT_NAMES = {
+    "inf": "infinity is 1e999",
+    "infinity": "infinity is 1e999",
+    "nan": "NaN is 0/0",
+    "pi": "pi is 3.141592653589793",
+}
+"""Names of constants in C, numpy or math (case aside) that `.ew` reads as inputs, and how to
+write each: an undeclared one is warned of (`max(x, -inf)` made an input named `inf`)."""
 SPELL_CHECK_LIMIT = 50
 """Undeclared inputs checked for a declared or assigned name close to theirs (`EwNameWarning`):
 each check compares with every such name, which made a generated program of thousands of inputs
@@ -257,8 +277,8 @@ def tokenize(source: str, filename: str = "<source>") -> list[Token]:
             char = source[offset]
             if char in "\"'":
                 message = "non-numeric literal: strings are not numbers"
-            elif char == "^":
-                message = "unexpected character '^': write a power as pow(x, y)"
+            elif char in _OPERATOR_HINTS:
+                message = f"unexpected character {char!r}: {_OPERATOR_HINTS[char]}"
             else:
                 message = f"unexpected character {char!r}"
             raise EwSyntaxError(message, source, offset, filename)
@@ -699,6 +719,12 @@ class _Parser:
                     token,
                     f"'{name}' is read in its own first assignment, so it is an input: assign "
                     "it before, or read a declared input of another name (input x0; x = x0 * 2;)",
+                )
+            elif name.lower() in CONSTANT_NAMES:
+                self.warn_name(
+                    token,
+                    f"'{name}' is an input: `.ew` has no named constants "
+                    f"({CONSTANT_NAMES[name.lower()]}; declare `input {name};` to keep it one)",
                 )
             # (the declared inputs counted too: a program of 50 of them had no check at all)
             elif self.declared_at and self.undeclared_inputs < SPELL_CHECK_LIMIT:

@@ -2602,8 +2602,11 @@ class CompiledProgram:
 
         return f"({listed(self.function.inputs)}) -> ({listed(self.function.outputs)})"
 
-    def ir(self, stage: str) -> str:
-        """The IR after `stage` (see `.stages` for the names, in pipeline order)."""
+    def ir(self, stage: str | None = None) -> str:
+        """The IR after `stage` (see `.stages` for the names, in pipeline order); without one,
+        the last stage's (as `mlir-opt` prints what its pipeline made)."""
+        if stage is None:
+            stage = list(self.stages)[-1]
         if not isinstance(stage, str):  # (0 was "no stage '0'", a list unhashable)
             raise TypeError(
                 f"stage must be a stage's name, got {stage!r}: stages are {', '.join(self.stages)}"
