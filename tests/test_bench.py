@@ -809,6 +809,14 @@ def test_a_byte_order_mark_starts_a_program_file(
         # a negative base (it was (-2)^4, 16 elements)
         (["lecture", "--n=-2^4"], "argument --n: size must be between 1 and 2^62, got -2^4"),
         (["bench", "--expr", "x", "--sizes=-2^4"], "size must be between 1 and 2^62, got -2^4"),
+        # a misspelt choice names the one it is closest to (it was argparse's list alone)
+        (
+            ["lectur"],
+            "invalid choice: 'lectur' (choose from 'cost', 'lecture', 'bench', 'cache')"
+            " (did you mean 'lecture'?)",
+        ),
+        (["cache", "inof"], "invalid choice: 'inof' (choose from 'info', 'clear') (did you mean"),
+        (["bench", "--expr", "x", "--math", "aprox"], "(did you mean 'approx'?)"),
     ],
 )
 def test_options_out_of_range_are_usage_errors(

@@ -16,6 +16,7 @@ can then tell apart from a complete run (0) and from an error (1), as it does fo
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import functools
 import io
@@ -23,7 +24,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -64,6 +65,20 @@ class WritingParser(argparse.ArgumentParser):
     def _print_message(self, message: str, file: IO[str] | None = None) -> None:
         if message:
             (file or sys.stderr).write(message)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's check, with the choice a misspelt one is closest to (`xfuse lectur`:
+        "did you mean 'lecture'?", as Python 3.14's `suggest_on_error` says)."""
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as error:
+            choices = [str(choice) for choice in action.choices or ()]
+            close = difflib.get_close_matches(str(value), choices, 1)
+            if not close or "did you mean" in error.message:
+                raise
+            raise argparse.ArgumentError(
+                action, f"{error.message} (did you mean {close[0]!r}?)"
+            ) from None
 
 
 INTERRUPTED_STATUS = 128 + signal.SIGINT
