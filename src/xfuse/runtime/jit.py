@@ -30,7 +30,7 @@ import inspect
 import math
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, SupportsIndex
+from typing import Any, SupportsIndex, cast
 
 import numpy as np
 
@@ -43,7 +43,11 @@ from xfuse.runtime.arrays import (
     ArgumentError,
     ArgumentTypeError,
     check_array_kind,
+    data_pointer,
+    extent,
     keyword_mistake,
+    overlapping_spans,
+    share_elements,
 )
 from xfuse.runtime.compiler import Options, check_threads, compile_module, recompiled
 from xfuse.runtime.dask_arrays import check_known_chunks, is_dask_array
@@ -484,16 +488,18 @@ def _check_boolean_buffers(
     before the call: an array whose elements mean what its memory holds (not a masked array,
     whose mask the result overwrote, nor `np.matrix`), writable, and sharing no byte with
     another `out` buffer (the test wrote over the other's results, silently)."""
-    for name, target in zip(names, into, strict=True):
+    arrays = [b if isinstance(b, np.ndarray) else None for b in given]
+    spans = [(0, 0) if a is None else extent(a, data_pointer(a)) for a in arrays]
+    near = overlapping_spans(spans)
+    for position, (name, target) in enumerate(zip(names, into, strict=True)):
         if target is None:
             continue
         check_array_kind(f"out '{name}'", target, output=True)
         if not target.flags.writeable:
             raise ArgumentError(f"out '{name}': the array is read-only")
-        for other, buffer in zip(names, given, strict=True):
-            shares = isinstance(buffer, np.ndarray) and np.shares_memory(target, buffer)
-            if other != name and shares:
-                raise ArgumentError(f"out '{name}' overlaps out '{other}'")
+        for other in sorted(near[position]):
+            if share_elements(target, cast(np.ndarray, arrays[other])):
+                raise ArgumentError(f"out '{name}' overlaps out '{names[other]}'")
 
 
 def _buffers_by_position(out: Any, names: Sequence[str]) -> list[Any] | None:
