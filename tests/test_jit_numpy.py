@@ -977,6 +977,23 @@ def test_numpy_functions_written_with_where_are_numpys(
     assert_same(got, want)
 
 
+@pytest.mark.parametrize("h0", [0.5, np.float32(0.5), np.float64(0.5)], ids=str)
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64])
+def test_heaviside_of_nan_is_numpys_nan(dtype: type, h0: Any) -> None:
+    """numpy's loops give their own NaN (positive, quiet) where x is NaN, ml_dtypes' bfloat16
+    loop x itself: xfuse passed x on in every dtype (-NaN, a payload, a signalling NaN)."""
+    nans = np.array([0x7FC00000, 0xFFC00000, 0x7FC00001, 0x7F800001, 0xFFA00000], np.uint32)
+    with np.errstate(invalid="ignore"):
+        x = np.concatenate([nans.view(np.float32).astype(dtype), np.array([-1, 0, 2], dtype)])
+        want = np.heaviside(x, h0)
+        scalar = np.heaviside(x[1], np.ones(2, dtype))
+    got = xfuse.jit(lambda a: np.heaviside(a, h0))(x)
+    assert got.dtype == want.dtype
+    assert got.tobytes() == want.tobytes()  # NaN's bits too
+    got = xfuse.jit(lambda h: np.heaviside(x[1], h))(np.ones(2, dtype))
+    assert got.dtype == scalar.dtype and got.tobytes() == scalar.tobytes()
+
+
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
 @pytest.mark.parametrize("ufunc", [np.deg2rad, np.rad2deg, np.fabs, np.signbit, np.copysign])
 def test_every_half_precision_number_as_numpy_converts_angles_and_signs(

@@ -72,20 +72,31 @@ def _sign(x: Any) -> Any:
 
 
 def _heaviside(x: Any, h0: Any) -> Any:
-    """numpy's heaviside: 0 below 0, 1 above, `h0` at ±0, NaN for NaN (itself); of a scalar x,
-    that value at every element of the traced `h0`, in numpy's dtype of the two."""
+    """numpy's heaviside: 0 below 0, 1 above, `h0` at ±0, and for a NaN x the loop's NaN
+    (`_heaviside_nan`); of a scalar x, that value at every element of the traced `h0`, in
+    numpy's dtype of the two."""
     x, h0 = _traced_or_scalar(x), _traced_or_scalar(h0)
     if isinstance(h0, Traced) and h0.mask:  # (as any arithmetic on a mask: the mask error)
         return h0.apply(ew.MaxOp, h0, 0.0)
     if not isinstance(x, Traced):
         dtype = np.result_type(x, h0.element_dtype)
         x = dtype.type(x)  # (numpy's loop compares x in that dtype: 1e-60 is 0 in float32)
-        value = 0.0 if x < 0 else 1.0 if x > 0 else None if x == 0 else x
+        value = 0.0 if x < 0 else 1.0 if x > 0 else None if x == 0 else _heaviside_nan(x, dtype)
         if value is None:
             return h0.astype(dtype)
         # (either arm is the value: any mask of h0 spreads it over h0's shape)
         return np.where(h0 != h0, dtype.type(value), dtype.type(value))
-    return np.where(x < 0, 0.0, np.where(x > 0, 1.0, np.where(x == 0, h0, x)))
+    at_zero = np.where(x == 0, h0, x)  # (of the dtype of the result)
+    nan = _heaviside_nan(at_zero, at_zero.element_dtype)
+    return np.where(x < 0, 0.0, np.where(x > 0, 1.0, nan))
+
+
+def _heaviside_nan(x: Any, dtype: np.dtype[Any]) -> Any:
+    """What numpy's heaviside of `dtype` gives where x is NaN: its own NaN (positive, quiet:
+    `NPY_NAN`), but x itself in bfloat16 (ml_dtypes' loop passes it on)."""
+    if dtype == numpy_dtype("bfloat16"):
+        return x
+    return np.where(x != x, np.nan, x) if isinstance(x, Traced) else np.nan
 
 
 def _nan_to_num(

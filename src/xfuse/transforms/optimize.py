@@ -58,8 +58,9 @@ class EwOptimizePass(ModulePass):
     replaces an op only by an equal one (same operands) and erases nothing but such ops and
     dead ones, so it leaves nothing dead (a second dce walked the whole program for nothing).
 
-    The identities keep every bit of every result: `x + (-0.0)`, `(-0.0) + x`, `x - (+0.0)`,
-    `x * 1`, `1 * x`, `x / 1` and `-(-x)` become `x`; `x + 0.0` stays (`-0.0 + 0.0` is `+0.0`).
+    The identities keep every bit of every result but a signalling NaN's quiet bit (as LLVM's
+    own folds of them do): `x + (-0.0)`, `(-0.0) + x`, `x - (+0.0)`, `x * 1`, `1 * x`, `x / 1`
+    and `-(-x)` become `x`; `x + 0.0` stays (`-0.0 + 0.0` is `+0.0`).
     A NaN that folding produces is the canonical quiet NaN. With `unsafe-math=true` also
     `x + (+0.0)`, `(+0.0) + x`, `x - (-0.0)` -> x (no signed zeros), x*0 -> 0, x-x -> 0 and
     x/c -> x*(1/c) and log(1 + exp(x)) -> softplus(x), which change results for inf, NaN,
