@@ -169,6 +169,26 @@ def test_workload_traffic_and_reference(gelu: Gelu) -> None:
     assert bench.ceiling_source(workload.input_names, workload.output_names) == "out = x + b + r;\n"
 
 
+def test_an_undeclared_input_beside_a_declared_one_is_priced_as_its_array() -> None:
+    """`y` beside `input x[t, d];` is a [d] array (the kernel takes it as `[?]`, a row): it was
+    priced as a [t, d] one, so GB/s were a third too high and the lecture said the ceiling
+    moved other bytes than the program."""
+    workload = bench.prepare_workload("input x[t, d];\nout = x * 2 + y;\n", 1 << 16)
+    rows, d = workload.arrays["x"].shape
+    assert workload.arrays["y"].shape == (d,)
+    assert workload.fused_bytes == 4 * (2 * rows * d + d)  # x and out, and y once
+    assert workload.unfused_bytes == 4 * (2 * rows * d) + 4 * (2 * rows * d + d)  # x * 2, + y
+    ceiling = bench.prepare_workload(
+        bench.ceiling_source(workload.input_names, workload.output_names).replace(
+            "out", "input x[t, d];\nout", 1
+        ),
+        1 << 16,
+    )
+    assert ceiling.fused_bytes == workload.fused_bytes
+    narrow = bench.prepare_workload("input x[t, 8]; out = x * y;", 1 << 16)
+    assert narrow.fused_bytes == 4 * (2 * (1 << 16) + 8)
+
+
 def test_ceiling_writes_the_programs_output_dtype() -> None:
     # bf16 x, r and an f32 bias sum to f32; the program stores bf16, so must its ceiling
     source = "input bf16 x[t, d], r[t, d];\ninput f32 b[d];\nout = bf16(x * b + r);"

@@ -235,7 +235,15 @@ def prepare_workload(
     arrays = random_inputs(parsed, shapes, dtypes, seed)
     problem = np.broadcast_shapes(*shapes.values()) if shapes else (n,)
     n = math.prod(problem)
-    cost = cost_program(source, CostOptions(shape=problem, dtype="float32"), filename=filename)
+    # priced on these arrays: an undeclared input beside a declared [t, d] one is [d] here, as
+    # the kernel takes it, not of the problem's rank (GB/s and the ceiling's traffic were off)
+    undeclared = set(input_names) - set(program.declared_inputs)
+    cost = cost_program(
+        source,
+        CostOptions(shape=problem, dtype="float32"),
+        filename=filename,
+        input_shapes={name: arrays[name].shape for name in sorted(undeclared)},
+    )
     return Workload(
         source=source,
         outputs=tuple(outputs) if outputs is not None else None,

@@ -900,6 +900,8 @@ class ParsedProgram:
                 )
         self.name_warnings = tuple(parser.name_warnings)
         """The `EwNameWarning`s the parse issued."""
+        self.declared_inputs = tuple(parser.declared_at)
+        """The inputs an `input` declaration names, in order."""
         self.output_names: list[str] = (
             list(outputs) if outputs is not None else [cast(str, parser.last_assigned)]
         )
