@@ -263,6 +263,47 @@ def test_a_folded_conversion_rounds_to_the_source_type_first(
     assert folded.literal == want
 
 
+@pytest.mark.parametrize(
+    ("source", "target", "bits", "want"),
+    [
+        ("f16", "f32", 0xFFF8000000000000, 0xFFF8000000000000),  # -NaN: its sign
+        ("f32", "f64", 0x7FF0000020000000, 0x7FF8000020000000),  # signalling: quiet, payload
+        ("f64", "f32", 0xFFF5555555555555, 0xFFFD555540000000),  # f32's 23 bits of it
+        ("f64", "f16", 0xFFF5555555555555, 0xFFFD540000000000),  # f16's 10
+        ("bf16", "f64", 0x7FF8000000000000, 0x7FF8000000000000),
+        ("f32", "bf16", 0xFFFA000000000000, 0xFFFA000000000000),
+    ],
+)
+def test_a_folded_conversion_of_a_nan_keeps_what_a_kernel_keeps(
+    source: str, target: str, bits: int, want: int
+) -> None:
+    """A conversion keeps a NaN's sign and its payload's leading bits, quieted (`extf` and
+    `truncf`, as x86's conversions): folded, it was the canonical NaN (`copysign(x, -f16(0/0))`
+    was x, and -x with the NaN an input)."""
+    (nan,) = struct.unpack("<d", struct.pack("<Q", bits))
+    constant = ew.ConstantOp(nan, TensorType(element_type_for(source), []))
+    convert = ew.ConvertOp(constant.result, element_type_for(target))
+    block = Block()
+    block.add_ops([constant, convert, func.ReturnOp(convert.result)])
+    module = ModuleOp([func.FuncOp("f", ([], [convert.result.type]), Region(block))])
+    optimize(module)
+    (folded,) = [o for o in module.walk() if isinstance(o, ew.ConstantOp)]
+    assert struct.pack("<d", folded.literal) == struct.pack("<Q", want)
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_a_negative_nan_converted_keeps_its_sign(fuse: bool) -> None:
+    """`.ew` reaches a negative NaN constant through a conversion (explicit, or numpy's
+    promotion): its sign came out positive, where an input's stayed (and numpy's)."""
+    x = np.array([1.0, -2.0], np.float32)
+    kernel = xfuse.compile(
+        "a = copysign(x, -f16(0/0)); b = x * copysign(1, f32(-(0/0)));", ["a", "b"], fuse=fuse
+    )
+    a, b = kernel(x=x)
+    np.testing.assert_array_equal(a, [-1.0, -2.0])
+    np.testing.assert_array_equal(b, [-1.0, 2.0])
+
+
 def test_unsafe_math_only_on_request() -> None:
     source = "y = x * 0 + (x - x) + x / 4;"
     shapes = {"x": [8]}

@@ -551,6 +551,7 @@ def constant_value(value: SSAValue) -> float | None:
 
 _F32 = Float32Type()
 """Built once: asked for per kernel value, a new `Float32Type()` costs a verified attribute."""
+_F64 = Float64Type()
 
 
 def compute_type(element: Attribute) -> Attribute:
@@ -580,16 +581,30 @@ def round_to_element(value: float, type_: Attribute) -> float:
         return float(np.float32(value))
 
 
-def round_once(value: float, type_: Attribute) -> float:
-    """`value`, an f64, converted to a float element type (or a tensor's) as `ew.convert` and
-    numpy's `astype` convert it: rounded once, f64 to bf16 too (`round_to_element` rounds bf16
-    via f32, as a kernel rounds an op's f32 result: 1 + 2**-8 + 2**-40 became 1, not 1.0078125);
-    any NaN `CANONICAL_NAN`."""
+def round_once(value: float, type_: Attribute, source: Attribute = _F64) -> float:
+    """`value` of float element type `source` (f64 unless said) converted to a float element
+    type (or a tensor's) as `ew.convert` and numpy's `astype` convert it: rounded once, f64 to
+    bf16 too (`round_to_element` rounds bf16 via f32, as a kernel rounds an op's f32 result:
+    1 + 2**-8 + 2**-40 became 1, not 1.0078125); a NaN as `converted_nan` converts it."""
     element = type_ if isinstance(type_, FLOAT_ELEMENT_TYPES) else element_type(type_)
-    if math.isnan(value) or not isinstance(element, BFloat16Type):
+    if math.isnan(value):
+        return converted_nan(value, source, element)
+    if not isinstance(element, BFloat16Type):
         return round_to_element(value, element)
     with np.errstate(all="ignore"):
         return float(numpy_dtype("bfloat16").type(value))
+
+
+_MANTISSA_BITS = {Float16Type: 10, BFloat16Type: 7, Float32Type: 23, Float64Type: 52}
+_QUIET_BIT = 1 << 51
+
+
+def converted_nan(value: float, source: Attribute, target: Attribute) -> float:
+    """A NaN (as f64 bits) of element type `source` converted to `target` as the kernels'
+    `extf`/`truncf` (x86's conversions) convert it: its sign kept, its payload's leading bits as
+    far as both types hold them, quiet (IEEE 754 asks a conversion to keep a payload)."""
+    dropped = 52 - min(_MANTISSA_BITS[type(source)], _MANTISSA_BITS[type(target)])
+    return convert_u64_to_f64(convert_f64_to_u64(value) >> dropped << dropped | _QUIET_BIT)
 
 
 class ElementwiseFolder(HasFolder):
@@ -1507,7 +1522,8 @@ class ConvertCanonicalization(HasCanonicalizationPatternsTrait):
 
 class ConvertFolder(HasFolder):
     """Folds the conversion of a constant: the literal rounded to its own element type (as a
-    kernel holds it), then to the new one: `f16 100000.0` converts to `f32 inf`."""
+    kernel holds it), then to the new one: `f16 100000.0` converts to `f32 inf`; a NaN keeps its
+    sign and its payload's leading bits, quiet (`converted_nan`), as a kernel's conversion."""
 
     @classmethod
     def fold(cls, op: Operation) -> Sequence[SSAValue | Attribute] | None:
@@ -1515,8 +1531,10 @@ class ConvertFolder(HasFolder):
         value = constant_value(op.operand)
         if value is None:
             return None
-        source = round_to_element(value, op.operand.type)  # the literal as the operand holds it
-        return (FloatAttr(round_once(source, op.result.type), Float64Type()),)
+        source = element_type(op.operand.type)
+        if not math.isnan(value):  # (a NaN's sign and payload, as a kernel converts them)
+            value = round_to_element(value, source)  # the literal as the operand holds it
+        return (FloatAttr(round_once(value, op.result.type, source), Float64Type()),)
 
 
 @irdl_op_definition
