@@ -1081,6 +1081,8 @@ def test_cli_option_errors_are_usage_errors(
     ("args", "message"),
     [
         (["cost", "missing.ew"], "xfuse cost: error: No such file or directory: missing.ew"),
+        # the file `./-` as diagnostics name it (it said `-`, which is stdin)
+        (["cost", "./-"], "xfuse cost: error: No such file or directory: ./-\n"),
         (
             ["cost", str(GELU), "--input-shape", "b=7", "--shape", "4096x14336"],
             "--input-shape: input 'b' of shape [7] does not broadcast to the problem shape "
@@ -1106,6 +1108,19 @@ def test_cli_errors_are_one_line(
 ) -> None:
     status, _, err = run_cli(capsys, *args)
     assert status == 1 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "args", [["cost", ""], ["bench", ""], ["lecture", "--source", ""]], ids=lambda a: a[0]
+)
+def test_an_empty_file_name_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    """`Path("")` is `.`: it was "error: Is a directory: .", status 1."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(args)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.endswith(": an empty file name\n"), err
 
 
 def test_a_refusal_names_the_shape_given_where_the_model_folded_it(

@@ -22,11 +22,13 @@ from xdsl.ir import Operation
 import xfuse
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import SHORT_DTYPE_NAMES, element_type_for
+from xfuse.frontend import language
 from xfuse.frontend.builder import FunctionBuilder
 from xfuse.frontend.language import (
     EXCERPT_CELLS,
     MAX_NESTING,
     SPELL_CHECK_LIMIT,
+    SPELL_CHECK_NAMES,
     EwNameWarning,
     EwSyntaxError,
     ParsedProgram,
@@ -377,6 +379,39 @@ def test_undeclared_names_are_checked_for_typos_up_to_a_limit() -> None:
     declared = "input " + ", ".join(f"w{i}" for i in range(SPELL_CHECK_LIMIT)) + ";"
     with pytest.warns(EwNameWarning, match="'hh' is neither declared nor assigned"):
         parse_program(f"{declared} h = w0 * 2; y = hh + h;")
+
+
+def test_spell_checks_compare_a_bounded_number_of_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """50 checks each against all of 16,000 long look-alike names took 30 s: the checks
+    compare `SPELL_CHECK_NAMES` names in all, a check that would pass that skipped."""
+    compared = []
+    close_matches = language.difflib.get_close_matches
+    monkeypatch.setattr(
+        language.difflib,
+        "get_close_matches",
+        lambda word, names, **k: compared.append(len(names)) or close_matches(word, names, **k),
+    )
+    assigned = "".join(f"hidden_{i} = a * w{i % 60};\n" for i in range(3000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parse_program(f"input a;\n{assigned}")
+    assert sum(compared) <= SPELL_CHECK_NAMES and len(compared) == SPELL_CHECK_NAMES // 3000 > 1
+    compared.clear()
+    with pytest.warns(EwNameWarning, match="did you mean 'value'"):  # a small program: all
+        parse_program("input x; value = x; y = " + " + ".join(f"valu{i}" for i in range(60)) + ";")
+    assert len(compared) == SPELL_CHECK_LIMIT
+
+
+def test_warnings_hash_the_program_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each warning hashed the whole source and counted its lines from the start: 16,000
+    statements that read their own targets parsed in 17.5 s."""
+    digests = []
+    monkeypatch.setattr(language, "program_digest", lambda s: digests.append(s) or "d")
+    source = "input x;\n" + "".join(f"a{i} = a{i} * x;\n" for i in range(200))
+    with pytest.warns(EwNameWarning) as caught:
+        parse_program(source, filename="self.ew")
+    assert len(caught) == 200 and len(digests) == 1
+    assert [(w.lineno, str(w.message)[:10]) for w in caught][-1] == (201, "column 8: ")
 
 
 def test_a_constant_name_read_as_an_input_warns_how_to_write_it() -> None:

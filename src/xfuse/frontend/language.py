@@ -266,6 +266,9 @@ SPELL_CHECK_LIMIT = 50
 """Undeclared inputs checked for a declared or assigned name close to theirs (`EwNameWarning`):
 each check compares with every such name, which made a generated program of thousands of inputs
 quadratic (21 s to parse 4,000); clang's `-fspell-checking-limit` is 50 too."""
+SPELL_CHECK_NAMES = 20_000
+"""How many names the spell checks compare in all, a check that would pass it skipped: 50
+checks of 16,000 long look-alike names took 30 s (one compare costs up to ~35 us)."""
 
 
 def tokenize(source: str, filename: str = "<source>") -> list[Token]:
@@ -314,6 +317,8 @@ class _Parser:
         """Each `EwNameWarning` the parse issued (a compile cache keeps them: `warn_name`)."""
         self.undeclared_inputs = 0
         """The inputs read without a declaration so far (`SPELL_CHECK_LIMIT` of them checked)."""
+        self.spell_check_names = SPELL_CHECK_NAMES
+        """How many more names the spell checks may compare (`SPELL_CHECK_NAMES`)."""
         self.declared_outputs: dict[str, Token] = {}  # by name: a repeat is found in O(1)
         self.depth = 0
         self.line_starts = [0, *(found.end() for found in LINE_BREAK.finditer(source))]
@@ -329,18 +334,26 @@ class _Parser:
     def current(self) -> Token:
         return self.tokens[self.position]
 
+    @functools.cached_property
+    def digest(self) -> str:
+        """`program_digest` of the source, for its warnings."""
+        return program_digest(self.source)
+
     def error(self, message: str, token: Token | None = None) -> EwSyntaxError:
         token = token or self.current
         return EwSyntaxError(message, self.source, token.offset, self.filename)
 
     def line_of(self, offset: int) -> int:
-        return line_number(self.source, offset)
+        return bisect.bisect_right(self.line_starts, offset)
+
+    def line_and_column(self, token: Token) -> tuple[int, int]:
+        """`token`'s line and column, as errors count them (characters from 1), by bisection."""
+        line = self.line_of(token.offset)
+        return line, token.offset - self.line_starts[line - 1] + 1
 
     def at(self, token: Token) -> None:
-        """Make the ops and arguments built next at `token`'s line and column (as errors count
-        them: characters from 1)."""
-        line = bisect.bisect_right(self.line_starts, token.offset)
-        column = token.offset - self.line_starts[line - 1] + 1
+        """Make the ops and arguments built next at `token`'s line and column."""
+        line, column = self.line_and_column(token)
         self.builder.location = FileLineColLoc(self.file_attribute, _int(line), _int(column))
 
     def describe(self, token: Token) -> str:
@@ -728,7 +741,10 @@ class _Parser:
                 )
             # (the declared inputs counted too: a program of 50 of them had no check at all)
             elif self.declared_at and self.undeclared_inputs < SPELL_CHECK_LIMIT:
-                self.warn_if_close(token, [*self.declared_at, *self.first_assignment])
+                names = [*self.declared_at, *self.first_assignment]
+                if len(names) <= self.spell_check_names:
+                    self.spell_check_names -= len(names)
+                    self.warn_if_close(token, names)
             self.undeclared_inputs += 1
             self.at(token)
         return self.builder.input(name)
@@ -747,13 +763,10 @@ class _Parser:
     def warn_name(self, token: Token, message: str) -> None:
         """An `EwNameWarning` of `message` at `token`, at the .ew line (Python's warning format
         shows that line where the file exists)."""
-        located = self.error("", token)  # its line and column, as an error's would be
-        warning = NameWarning(
-            f"column {located.column}: {message}",
-            self.filename,
-            located.line,
-            program_digest(self.source),
-        )
+        # (bisected, the digest made once: counting lines and hashing the source per warning,
+        # a program of 16,000 self-reading statements parsed in 17.5 s)
+        line, column = self.line_and_column(token)
+        warning = NameWarning(f"column {column}: {message}", self.filename, line, self.digest)
         self.name_warnings.append(warning)
         warn_name(warning)
 

@@ -48,7 +48,10 @@ STDIN_NAME = "stdin"
 
 
 def program_file(text: str) -> ProgramFile:
-    """A program file argument (argparse `type=`): `-`, or a path."""
+    """A program file argument (argparse `type=`): `-`, or a path (not an empty one, which
+    `Path` reads as `.`: "Is a directory: .")."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty file name")
     return "-" if text == "-" else Path(text)
 
 
@@ -65,7 +68,11 @@ def read_program(file: ProgramFile) -> str:
     U+FFFD, which the parser reports with the file's name, line and column (as `xfuse-opt`
     does); a leading byte order mark is dropped, as Python drops it from a source file."""
     if isinstance(file, Path):
-        data = file.read_bytes()
+        try:
+            data = file.read_bytes()
+        except OSError as error:  # named as the diagnostics name it (`./-` was "-", stdin's)
+            error.filename = program_name(file)
+            raise
     elif sys.stdin is None:  # started with stdin closed (`<&-`)
         raise CliError("no standard input to read the program from (-)")
     else:
