@@ -467,6 +467,22 @@ def test_a_name_read_in_its_own_first_assignment_warns_so() -> None:
             parse_at(depth)
 
 
+@pytest.mark.parametrize(
+    "nested",
+    [
+        "(" * MAX_NESTING + "x" + ")" * MAX_NESTING,
+        "-" * MAX_NESTING + "x",
+        "-(" * 50 + "x" + ")" * 50,
+    ],
+)
+def test_nesting_up_to_its_bound_compiles(nested: str) -> None:
+    """`MAX_NESTING` levels of parentheses, calls or minus signs are allowed, as its message
+    says ("more than 100 levels"): the statement's own expression counted as one, so 100
+    were refused."""
+    kernel = xfuse.compile(f"y = {nested};")
+    np.testing.assert_array_equal(kernel(x=np.float32([2.0])), [2.0])
+
+
 def test_a_deep_caller_gets_a_syntax_error_for_a_deep_expression() -> None:
     """99 nested calls (allowed) from a caller ~200 frames deep ran out of Python's stack: a
     raw RecursionError, where the nesting bound promised none."""
@@ -740,18 +756,21 @@ BAD_PROGRAMS = [
     ("y = x;", [], 1, 1, "no outputs requested"),
     ("y = 1.2.3 * x;", None, 1, 5, "non-numeric literal '1.2.3'"),
     ("y = 1e * x;", None, 1, 5, "non-numeric literal '1e'"),
+    ("y = x * 1e+;", None, 1, 9, "non-numeric literal '1e+'"),  # (it quoted '1e')
+    ("y = 1e-x;", None, 1, 5, "non-numeric literal '1e-x'"),
     ("y = 0x1F;", None, 1, 5, "non-numeric literal '0x1F'"),
     ("y = 2x;", None, 1, 5, "non-numeric literal '2x'"),
     ("y = 'one' * x;", None, 1, 5, "non-numeric literal"),
     ('y = "1.0";', None, 1, 5, "non-numeric literal"),
+    # (at the first token past MAX_NESTING levels: 100 were refused, "more than 100")
     (
         "y = " + "(" * (MAX_NESTING + 5) + "x" + ")" * (MAX_NESTING + 5) + ";",
         None,
         1,
-        105,
-        "nested",
+        5 + MAX_NESTING + 1,
+        "nested more than 100 levels deep",
     ),
-    ("y = " + "-" * 5000 + "x;", None, 1, 5 + MAX_NESTING, "nested"),
+    ("y = " + "-" * 5000 + "x;", None, 1, 5 + MAX_NESTING + 1, "nested"),
     # Declarations: `input [DTYPE] name[dims], ...;`
     ("input x[t, d]\ny = x;", None, 1, 14, "expected ',' or ';' in the declaration, found 'y' on"),
     ("input x y;", None, 1, 7, "unknown dtype 'x' (known: f16, bf16, f32, f64)"),

@@ -240,7 +240,7 @@ _TOKEN = re.compile(
     r"|(?P<unexpected>.)",  # anything else: an error, so that `finditer` skips nothing
     re.ASCII | re.DOTALL,  # names must stay valid MLIR value names; no Unicode digits in numbers
 )
-_NUMBER_TAIL = re.compile(r"[\w.]", re.ASCII)
+_NUMBER_TAIL = re.compile(r"[\w.]|(?<=[eE])[+-]", re.ASCII)  # (an exponent's sign: `1e+`)
 _OPERATOR_HINTS = {
     # what C, Python or numpy users reach for, and what `.ew` has instead
     "^": "write a power as pow(x, y)",
@@ -635,7 +635,7 @@ class _Parser:
         """One level deeper (an expression or a unary minus): bounded, so that a parse from a
         shallow stack meets no RecursionError (a deep caller's is an `EwSyntaxError`)."""
         self.depth += 1
-        if self.depth > MAX_NESTING:
+        if self.depth > MAX_NESTING + 1:  # (the statement's own expression is no nesting)
             raise self.error(f"expression nested more than {MAX_NESTING} levels deep")
         yield
         self.depth -= 1
@@ -879,7 +879,7 @@ class ParsedProgram:
         parser = _Parser(source, filename, builder)
         try:
             parser.program()
-        except RecursionError:  # (~8 frames a level: 99 levels need ~800 of Python's 1000)
+        except RecursionError:  # (~8 frames a level: 100 levels need ~800 of Python's 1000)
             if parser.depth < MAX_NESTING // 10:  # the caller's own depth, not the program's
                 raise
             raise parser.error(
