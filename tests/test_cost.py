@@ -388,6 +388,9 @@ def test_unpriceable_ir_is_a_located_error() -> None:
         ({"shape": "4096"}, "shape must be a sequence of ints, got '4096'"),
         ({"l2": "no"}, "l2 must be True or False, got 'no'"),
         ({"launch_us": "3"}, "launch_us must be a number, got '3'"),
+        # (None and a shape in its place were "object has no attribute 'lower'")
+        ({"device": None}, "device must be a device's name, got None: one of h100-sxm"),
+        ({"device": (4096, 1)}, r"device must be a device's name, got \(4096, 1\)"),
     ],
 )
 def test_cost_options_check_their_types(options: dict[str, object], message: str) -> None:
@@ -1421,6 +1424,41 @@ def test_a_call_of_another_function_is_an_error_at_the_call() -> None:
     with pytest.raises(CostModelError, match="'func.call' of @helper: the cost model") as caught:
         analyse_module(module, CostOptions(shape=(8,)))
     assert caught.value.op is not None and caught.value.op.name == "func.call"
+
+
+def test_a_memref_copy_is_an_error_at_the_copy() -> None:
+    """Its bytes were priced as none: a copy before a kernel, '1 kernels, 128 bytes'."""
+    module = parse(
+        "func.func @main(%x: memref<16xf32>, %out: memref<16xf32>) {\n"
+        "  %t = memref.alloc() : memref<16xf32>\n"
+        '  "memref.copy"(%x, %t) : (memref<16xf32>, memref<16xf32>) -> ()\n'
+        "  ew.kernel ins(%t : memref<16xf32>) outs(%out : memref<16xf32>) {\n"
+        "  ^bb0(%0: f32):\n"
+        "    %1 = math.exp %0 : f32\n"
+        "    ew.yield %1 : f32\n"
+        "  }\n"
+        "  func.return\n"
+        "}"
+    )
+    with pytest.raises(CostModelError, match="'memref.copy' moves data the cost model") as caught:
+        analyse_module(module, CostOptions(shape=(16,)))
+    assert caught.value.op is not None and caught.value.op.name == "memref.copy"
+
+
+def test_the_workspace_argument_is_no_array_of_the_program() -> None:
+    """After ew-workspace, its `memref<?xi8>` argument spanned every axis and was an input: a
+    [t, 1] program priced 4096 elements under a header of 4096x14336."""
+    source = "input x[t, 1];\nout = exp(x) * 2;\n"
+    passes = "ew-optimize,ew-fuse{mode=none},ew-bufferize"
+    bufferized = apply_pipeline(parse_program(source), passes)
+    workspace = apply_pipeline(parse_program(source), passes + ",ew-workspace")
+    assert "%workspace: memref<?xi8>" in str(workspace)
+    for module in (bufferized, workspace):
+        with pytest.raises(ShapeMismatchError, match="no tensor of the function spans its dim 1"):
+            analyse_module(module, CostOptions(shape=(4096, 14336)))
+    (before,) = analyse_module(bufferized, CostOptions(shape=(4096, 1)))
+    (after,) = [f for f in analyse_module(workspace, CostOptions(shape=(4096, 1))) if f.kernels]
+    assert after.totals == before.totals and after.inputs == before.inputs == ("x",)
 
 
 def test_a_shape_that_no_tensor_spans_is_refused(

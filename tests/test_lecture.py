@@ -796,3 +796,16 @@ def test_the_traffic_verdict_is_the_kernels_pricing(f64_sines: int, f32_sines: i
     totals = cost.fused.totals
     said = next(o for o in demo.observations if "FLOP per byte" in o)
     assert ("compute-bound" in said) == (totals.compute_time_s > totals.memory_time_s), said
+
+
+def test_a_program_of_one_element_is_launch_bound() -> None:
+    """A 0-d program's 4 B take no time beside its 4 us launch: it was "An elementwise
+    program's time is its bytes ... memory-bound"."""
+    demo = lecture.demo_traffic(lecture.load_program("input s[];\nout = exp(s) * 2;\n", "s.ew"))
+    said = " ".join(demo.observations)
+    assert "launch-bound" in said and "(4.0 of 4.0 us)" in said
+    assert "memory-bound" not in said and "time is its bytes" not in said
+    large = " ".join(
+        lecture.demo_traffic(lecture.load_program("out = exp(x) * 2;", "x.ew")).observations
+    )
+    assert "memory-bound" in large and "launch-bound" not in large

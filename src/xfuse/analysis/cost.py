@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import DYNAMIC_INDEX, Float64Type, MemRefType, ModuleOp, TensorType
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, Device, device
 from xfuse.dialects import ew
@@ -399,6 +399,20 @@ class _Names:
         return self.names[value]
 
 
+_UNPRICED_MEMREF_OPS = frozenset(
+    ("memref.copy", "memref.load", "memref.store", "memref.dma_start", "memref.atomic_rmw")
+)
+"""memref ops that read or write elements (a `memref.copy`'s bytes were priced as none)."""
+
+
+def _is_array(type_: Attribute) -> bool:
+    """Whether a value of `type_` is one of the program's arrays: a float tensor or memref, not
+    `ew-workspace`'s bytes (`memref<?xi8>`, which made a [t, 1] program's header 4096x14336)."""
+    return isinstance(type_, TensorType | MemRefType) and isinstance(
+        type_.element_type, ew.FLOAT_ELEMENT_TYPES
+    )
+
+
 def fitted_problem_shape(function: func.FuncOp, shape: tuple[int, ...]) -> tuple[int, ...]:
     """`shape` (a default problem, the lecture's [t, d]) as `function`'s: as it is for a
     function of at most its dims (the cost model folds it over flat tensors), after 1s for one
@@ -407,7 +421,7 @@ def fitted_problem_shape(function: func.FuncOp, shape: tuple[int, ...]) -> tuple
     one dim name at one size (`ew.tie_named_dims`), and () for a 0-d program (both were
     errors: the shape has 2 dims, or does not broadcast to the program's)."""
     values = [*function.args, *(r for op in function.walk() for r in op.results)]
-    shapes = [v.type.get_shape() for v in values if isinstance(v.type, TensorType | MemRefType)]
+    shapes = [v.type.get_shape() for v in values if _is_array(v.type)]
     rank = max(map(len, shapes), default=0)
     if rank == 0:  # one element, as the cost model prices 0-d tensors (it was called 58.7M)
         return ()
@@ -431,7 +445,7 @@ def _problem_shape(
         widest = [
             names(a)
             for a in function.args
-            if isinstance(a.type, TensorType | MemRefType) and len(ew.shape_of(a.type)) == rank
+            if _is_array(a.type) and len(ew.shape_of(a.type)) == rank
         ]
         if widest:  # named, so that a caller can tell which option gave it that rank
             raise ShapeMismatchError(f"{message} (input '{widest[0]}')", widest[0], function)
@@ -558,7 +572,7 @@ def _check_spanned(
     or its size there): else the kernels iterate over fewer elements than `shape` says (`input
     x[1, 1]` or `s[]` was priced as one element under a header of 4096x14336)."""
     values = [*function.args, *(v for k in kernels for v in (*k.inputs, *k.destinations()))]
-    shapes = [ew.shape_of(v.type) for v in values if isinstance(v.type, TensorType | MemRefType)]
+    shapes = [ew.shape_of(v.type) for v in values if _is_array(v.type)]
     for axis, size in enumerate(problem):
         spanned = any(
             len(dims) >= len(problem) - axis and dims[axis - len(problem)] != 1 for dims in shapes
@@ -595,7 +609,7 @@ def _check_named_dims(
     sizes: dict[str, tuple[int, str]] = {}
     for argument in function.args:
         dims = ew.declared_dims(argument)
-        if dims is None or not isinstance(argument.type, TensorType | MemRefType):
+        if dims is None or not _is_array(argument.type):
             continue
         for dim, size in zip(dims, ew.bind_shape(argument.type, problem), strict=True):
             if dim == "?" or dim.isdecimal():
@@ -644,6 +658,13 @@ def analyse_function(
                     "ew.kernel ops of a function, not those of the functions it calls",
                     op,
                 )
+            if op.name in _UNPRICED_MEMREF_OPS:
+                raise CostModelError(
+                    f"'{op.name}' moves data the cost model does not price: it prices the "
+                    "ew.kernel ops of a bufferized function (its buffers made by memref.alloc "
+                    "and memref.view)",
+                    op,
+                )
             if op.dialect_name() not in ("ew", "func", "memref", "arith"):
                 raise CostModelError(
                     f"'{op.name}' is not an ew.kernel: the cost model prices ew.kernel ops, "
@@ -653,7 +674,7 @@ def analyse_function(
     ranks = [
         len(ew.shape_of(v.type))
         for v in (*function.args, *(v for k in kernels for v in (*k.inputs, *k.destinations())))
-        if isinstance(v.type, TensorType | MemRefType)
+        if _is_array(v.type)
     ]
     names = _Names(function)
     returned = function.get_return_op()
@@ -671,7 +692,7 @@ def analyse_function(
     buffers = _output_buffers(kernels)
     for argument in function.args:
         name = names(argument)
-        if isinstance(argument.type, TensorType | MemRefType):
+        if _is_array(argument.type):
             role = "output" if argument in buffers else "input"  # (a bufferized one's buffer)
             _check_broadcasts(name, argument, problem, options.shape, function, role)
     _check_spanned(function, kernels, problem, options.shape)
@@ -738,7 +759,7 @@ def analyse_function(
     return FunctionCost(
         function=function.sym_name.data,
         options=options,
-        inputs=tuple(names(a) for a in function.args if a not in buffers),
+        inputs=tuple(names(a) for a in function.args if a not in buffers and _is_array(a.type)),
         kernels=tuple(costs),
         totals=_totals(costs),
     )

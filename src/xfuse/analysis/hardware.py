@@ -158,6 +158,10 @@ DEFAULT_LAUNCH_US = 4.0
 
 def device(name: str) -> Device:
     """A device by name or alias (`h100` is the H100 SXM, `a100` the A100 80 GB)."""
+    if not isinstance(name, str):  # (None was "'NoneType' object has no attribute 'lower'")
+        raise TypeError(
+            f"device must be a device's name, got {name!r}: one of {', '.join(DEVICE_NAMES)}"
+        )
     key = name.lower()
     key = _ALIASES.get(key, key)
     if key not in DEVICES:

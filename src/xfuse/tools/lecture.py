@@ -389,6 +389,8 @@ def _traffic_observations(demo: TrafficDemo, program: Program) -> list[str]:
             f"{plural(demo.reads_again, 'more time')} by other kernels"
         )
     memory_bound = demo.intensity < demo.elementwise_ridge
+    # (a tiny or 0-d program: its launches, not its bytes, set its time; it was "memory-bound")
+    launch_bound = fused.time_s > 0 and fused.launch_time_s > fused.time_s / 2
     if unfused.kernels == fused.kernels:
         lines = [
             f"Fused or not, the program is {plural(fused.kernels, 'kernel')} reading and writing "
@@ -401,7 +403,11 @@ def _traffic_observations(demo: TrafficDemo, program: Program) -> list[str]:
             f"{plural(unfused.tensors, 'tensor')}; fused, {fused.tensors} ({moved}): "
             f"{_factor(unfused.bytes, fused.bytes)} less traffic and "
             f"{_factor(unfused.time_s, fused.time_s)} less time."
-            + (" An elementwise program's time is its bytes." if memory_bound else "")
+            + (
+                " An elementwise program's time is its bytes."
+                if memory_bound and not launch_bound
+                else ""
+            )
         ]
     launch_share = unfused.launch_time_s / unfused.time_s if unfused.time_s else 0.0
     decode = "x".join(str(d) for d in demo.decode_shape) or "0-d"  # (as the header says)
@@ -421,7 +427,14 @@ def _traffic_observations(demo: TrafficDemo, program: Program) -> list[str]:
             else "."
         )
     )
-    if memory_bound:
+    if launch_bound:
+        lines.append(
+            f"Fused, the program does {demo.intensity:.2f} FLOP per byte, but at this size its "
+            f"launches set its time ({fused.launch_time_s * 1e6:.1f} of "
+            f"{fused.time_s * 1e6:.1f} us): launch-bound, neither its bytes nor its arithmetic "
+            "matter yet. Larger arrays, or fusing it into the kernel before it, amortize that."
+        )
+    elif memory_bound:
         lines.append(
             f"Fused, the program does {demo.intensity:.2f} FLOP per byte, below the ridge point "
             f"of {demo.elementwise_ridge:.0f} FLOP/B for the CUDA cores (and "
