@@ -312,6 +312,16 @@ def test_ew_to_nvvm_on_tensors_says_what_to_run_first() -> None:
         apply_pipeline(parse_program("out = x + y;"), "ew-to-nvvm")
 
 
+@pytest.mark.parametrize("source", ["out = x;", "input s[]; out = s;"])
+def test_ew_to_nvvm_refuses_a_function_on_tensors_that_launches_nothing(source: str) -> None:
+    """A function that returns its input has no op to refuse: it was erased, with nothing in
+    its place, and the pass succeeded."""
+    with pytest.raises(
+        Exception, match=r"^ew-to-nvvm: 'func.func' @main takes or returns tensor<.*run ew-buff"
+    ):
+        apply_pipeline(parse_program(source), "ew-to-nvvm")
+
+
 def test_ew_to_nvvm_of_two_functions_names_itself_and_them() -> None:
     """Its message lacked the pass's name (`ew-to-nvvm: ...`, as every pass's) and named the
     functions only as 'func.func', 'func.func'."""

@@ -165,6 +165,20 @@ def launch_sequence(module: ModuleOp) -> LaunchSequence:
             )
         elif not isinstance(op, memref.DeallocOp | memref.DimOp | arith.ConstantOp | func.ReturnOp):
             raise OpFailure(f"ew-to-nvvm: no GPU lowering for '{op.name}'", op)
+    function_type = function.function_type
+    unbufferized = [
+        t for t in (*function_type.inputs, *function_type.outputs) if not isinstance(t, MemRefType)
+    ]
+    if unbufferized or function_type.outputs.data:
+        # (its ops said what to run first; one that copies an input to its output has none,
+        # and was erased with nothing in its place)
+        what = f"takes or returns {unbufferized[0]}" if unbufferized else "returns values"
+        raise OpFailure(
+            f"ew-to-nvvm: '{function.name}' @{function.sym_name.data} {what}: it lowers a "
+            "bufferized function (memref arguments, results written into them): run "
+            "ew-bufferize first",
+            function,
+        )
     return LaunchSequence(tuple(temporaries), tuple(launches))
 
 
