@@ -226,6 +226,16 @@ FILES: dict[str, tuple[str, str | bytes]] = {
         GOOD_MLIR + "// -----\n" + GOOD_MLIR.replace("?xf32>) ->", f"{'1' * 4301}xf32>) ->"),
     ),
     "long_hex": ("long_hex.mlir", GOOD_MLIR.replace("1.0", "0x" + "f" * 5000)),
+    # reported at the token after its name: the next line's `func.return`
+    "unregistered_op": (
+        "unregistered_op.mlir",
+        "func.func @g() {\n  %r = ew.bogus\n  func.return\n}\n",
+    ),
+    # converted, but out of range: its message printed it in decimal, a bare ValueError
+    "long_hex_int": (
+        "long_hex_int.mlir",
+        "func.func @f() {\n  %c = arith.constant 0x" + "F" * 3700 + " : i64\n  func.return\n}\n",
+    ),
     "use_before_def": (
         "use_before_def.mlir",
         "func.func @f(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
@@ -400,6 +410,8 @@ COMMANDS: dict[str, list[str]] = {
     "long_int": ["{long_int}"],
     "long_int_split": ["{long_int_split}", "--split-input-file"],
     "long_hex": ["{long_hex}"],
+    "long_hex_int": ["{long_hex_int}"],
+    "unregistered_op": ["{unregistered_op}"],
     "use_before_def": ["{use_before_def}", "-p", "ew-fuse"],
     "undefined": ["{undefined}"],
     "unranked_arg": ["{unranked_arg}", "-p", "ew-fuse"],
@@ -986,7 +998,8 @@ HOSTILE: dict[str, str] = {
     r"ew-to-llvm makes calls the C library's malloc: rename that symbol\n$",
     "split_bad": r"split_bad\.mlir:10:15\n.*\n *\^\^\n *operand is used with type tensor<\?xf64>",
     "truncated": r"truncated\.mlir:4:3\n",
-    "unknown_op": r"unknown_op\.mlir:3:15\n.*ew\.fma.*\n.*\n *Operation ew\.fma is not registered",
+    # at its name (it was at its first operand, 3:15)
+    "unknown_op": r"unknown_op\.mlir:3:8\n.*ew\.fma.*\n *\^{6}\n *Operation ew\.fma is not",
     "garbage": r"garbage\.mlir:1:15\n",
     "wrong_type": r"wrong_type\.mlir:3:19\n.*\n.*\n *operand is used with type tensor<\?xf32>",
     "not_a_terminator": (
@@ -1106,6 +1119,12 @@ HOSTILE: dict[str, str] = {
     "long_int_split": r"/long_int_split\.mlir:7:25\n(.|\n)*integer literal of 4301 digits",
     # hexadecimal has no digit limit: the value parses, and is no float's bits
     "long_hex": r"/long_hex\.mlir:2:22\n(.|\n)*hexadecimal float must be the 64 bits of an f64",
+    "unregistered_op": (
+        r"/unregistered_op\.mlir:2:8\n.*\n *\^{8}\n *Operation ew\.bogus is not registered"
+    ),
+    "long_hex_int": (
+        r"/long_hex_int\.mlir:2:23\n(.|\n)*hex integer literal of 3700 digits: at most 3571"
+    ),
     "use_before_def": (
         r"use_before_def\.mlir:2:8: error: 'ew\.add' operand #0 is used before its definition"
     ),

@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import io
 import itertools
+import math
 import os
 import re
 import sys
@@ -76,6 +77,8 @@ class _LocatingParser(Parser):
         """The location aliases `define_locations_ahead` defined."""
         self.failed_ahead: dict[str, int] = {}
         """Where each location alias `define_locations_ahead` could not define is defined."""
+        self._op_name: MLIRToken | None = None
+        """The name of the operation being parsed (`parse_operation`)."""
 
     def define_locations_ahead(self) -> None:
         """Define each location alias of the input (`#loc3 = loc("a.mlir":2:8)`) before the
@@ -145,7 +148,7 @@ class _LocatingParser(Parser):
         return super().resolve_operand(operand, type)
 
     def parse_operation(self) -> Operation:
-        name = self._name_token()
+        name = self._op_name = self._name_token()
         try:
             op = super().parse_operation()
         except VerifyException as error:
@@ -155,6 +158,17 @@ class _LocatingParser(Parser):
             self.raise_error(f"'{quoted}' {error}", name.span.start, name.span.end)
         self.op_starts[op] = name.span.start
         return op
+
+    def _get_op_by_name(self, name: str) -> type[Operation]:
+        """xDSL's lookup, an unregistered op reported at its name (it was at the token after,
+        often the next line's first)."""
+        try:
+            return super()._get_op_by_name(name)
+        except ParseError:
+            if self._op_name is None:
+                raise
+            span = self._op_name.span
+            self.raise_error(f"Operation {name} is not registered", span.start, span.end)
 
     def _name_token(self) -> MLIRToken:
         """The token naming the operation that starts at the current token, after its results
@@ -173,29 +187,32 @@ class _LocatingParser(Parser):
             return current
 
     def overlong_integer(self) -> ParseError | None:
-        """A parse error at the input's first decimal integer literal with more digits than
-        Python converts to an int (`sys.get_int_max_str_digits`, 4300 by default), if any:
-        xDSL's `int()` of it raised a bare ValueError with no location. None if there is none.
+        """A parse error at the input's first integer literal with more digits than Python
+        converts to or from an int (`sys.get_int_max_str_digits`, 4300 by default; a hex one
+        whose decimal form has more), if any: xDSL's `int()` of it, or its message printing it,
+        raised a bare ValueError with no location. None if there is none.
         Lexed again from the start, only after such a ValueError: the parser keeps no
         previous token, and converts every literal it reaches, so the first is the one."""
         limit = sys.get_int_max_str_digits()
+        # A hex literal converts at any length, but one past this many digits is past the limit
+        # in decimal, where an error message prints it ("out of range for type i64").
+        hex_limit = int(limit / math.log10(16))
         lexer = MLIRLexer(self.lexer.input)
         try:
             while (token := lexer.lex()).kind is not MLIRTokenKind.EOF:
                 text = token.text
-                hexadecimal = text[:2] in ("0x", "0X")  # a power-of-2 base has no limit
-                if (
-                    token.kind is MLIRTokenKind.INTEGER_LIT
-                    and not hexadecimal
-                    and len(text) > limit
-                ):
+                hexadecimal = text[:2] in ("0x", "0X")
+                digits = len(text) - 2 if hexadecimal else len(text)
+                most = hex_limit if hexadecimal else limit
+                if token.kind is MLIRTokenKind.INTEGER_LIT and digits > most:
                     span = Span(
                         token.span.start, token.span.end, self.lexer.input, self.line_offset
                     )
+                    kind = "hex integer literal" if hexadecimal else "integer literal"
                     return ParseError(
                         span,
-                        f"integer literal of {len(text)} digits: at most {limit} are taken "
-                        "(Python's limit on converting a string to an int)",
+                        f"{kind} of {digits} digits: at most {most} are taken "
+                        "(Python's limit on converting an int to or from a decimal string)",
                     )
         except ParseError:
             return None  # (past the literal the parser converted: it lexed that far)
