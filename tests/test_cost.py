@@ -1492,6 +1492,25 @@ def test_a_shape_that_no_tensor_spans_is_refused(
         EwCostPass(shape="4x4").apply(Context(), module)
 
 
+def test_a_function_of_no_arrays_takes_any_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty function beside a priced one refused the whole module under `shape=`: "the
+    function's tensors are 0-d"."""
+    module = parse(
+        "func.func @a(%x: tensor<?xf32>) -> tensor<?xf32> {\n"
+        "  %y = ew.exp %x : tensor<?xf32>\n"
+        "  func.return %y : tensor<?xf32>\n"
+        "}\n"
+        "func.func @b() {\n"
+        "  func.return\n"
+        "}"
+    )
+    EwFusePass().apply(Context(), module)
+    EwCostPass(shape="1024").apply(Context(), module)
+    out = capsys.readouterr().err
+    assert "ew-cost @a: 1 kernel, 2 tensor reads+writes, 4,096 bytes" in out
+    assert "ew-cost @b: 0 kernels, 0 tensor reads+writes, 0 bytes" in out
+
+
 def test_a_launch_time_past_the_floats_is_an_option_error() -> None:
     """An int of 400 digits raised OverflowError (an internal error in xfuse-opt)."""
     with pytest.raises(PassOptionError, match="'launch-us': expected a finite number >= 0"):

@@ -590,7 +590,11 @@ def _check_spanned(
 def check_given_shape(function: func.FuncOp, shape: tuple[int, ...]) -> None:
     """A shape given for `function` (`--shape`, `ew-cost{shape=...}`) of other than one element
     where its tensors are 0-d is a ShapeMismatchError: the model prices them as one element
-    (`fitted_problem_shape`, what a default shape becomes) under the shape given."""
+    (`fitted_problem_shape`, what a default shape becomes) under the shape given. A function of
+    no arrays at all (nothing to price, as a module's other functions may be) takes any."""
+    values = [*function.args, *(r for op in function.walk() for r in op.results)]
+    if not any(_is_array(v.type) for v in values):
+        return  # (it refused the whole module: "the function's tensors are 0-d")
     if fitted_problem_shape(function, shape) == () and math.prod(shape) != 1:
         raise ShapeMismatchError(
             f"shape {format_shape(shape)} has {math.prod(shape):,} elements, but the function's "
