@@ -836,6 +836,7 @@ def test_a_byte_order_mark_starts_a_program_file(
             " (did you mean 'lecture'?)",
         ),
         (["cache", "inof"], "invalid choice: 'inof' (choose from 'info', 'clear') (did you mean"),
+        (["cache", "INFO"], "invalid choice: 'INFO' (choose from 'info', 'clear') (did you mean"),
         (["bench", "--expr", "x", "--math", "aprox"], "(did you mean 'approx'?)"),
     ],
 )

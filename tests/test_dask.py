@@ -151,6 +151,12 @@ def test_out_with_dask_inputs_is_a_clear_error(gelu: Gelu) -> None:
     x = da.ones(10, dtype=np.float32)
     with pytest.raises(TypeError, match=r"out= cannot be used with dask.*dask\.array\.store"):
         kernel(x=x, b=x, r=x, out=np.empty(10, np.float32))
+    # a jit function of masks as the kernel, for an `out` of no buffer too (it took one)
+    masks = xfuse.jit(lambda a: (a > 0, a * 2))
+    for out in ({}, [None, None]):
+        with pytest.raises(TypeError, match=r"out= cannot be used with dask"):
+            masks(x, out=out)
+        assert all(isinstance(r, np.ndarray) for r in masks(np.ones(3, np.float32), out=out))
 
 
 def test_bad_dask_arguments_are_named_before_anything_runs(gelu: Gelu) -> None:

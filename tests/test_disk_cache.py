@@ -669,6 +669,10 @@ def test_a_tilde_that_names_no_home_turns_the_cache_off_with_a_warning(
         ("0.00k", 0),
         (".5K", 500),
         ("1.0001", 1),  # rounded down
+        # past int()'s 4,300 digits only in zeros that change nothing (it was a ValueError)
+        ("0" * 4400 + "1G", 10**9),
+        ("1." + "0" * 5000, 1),
+        ("2." + "0" * 5000 + "1k", 2000),
     ],
 )
 def test_sizes_parse_as_ccaches_do(text: str, size: int) -> None:
@@ -679,7 +683,9 @@ def test_sizes_parse_as_ccaches_do(text: str, size: int) -> None:
     "text",
     ["lots", "-1", "1X", "1.5.2", "1e9", "nan", "inf", "b", ".", "1 000", "²", "1ki b"]
     # not zero, but under a byte: 0 would be no limit
-    + ["0.5", "0.0001", "0.0001k", ".9b"],
+    + ["0.5", "0.0001", "0.0001k", ".9b"]
+    # more digits than int() takes (a ValueError at every compile), or under a byte
+    + ["1" * 5000, "0." + "0" * 5000 + "1G"],
 )
 def test_what_is_no_size_parses_as_none(text: str) -> None:
     assert cache_files.parse_size(text) is None

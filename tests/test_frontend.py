@@ -28,7 +28,7 @@ from xfuse.frontend.language import (
     EXCERPT_CELLS,
     MAX_NESTING,
     SPELL_CHECK_LIMIT,
-    SPELL_CHECK_NAMES,
+    SPELL_CHECK_WORK,
     EwNameWarning,
     EwSyntaxError,
     ParsedProgram,
@@ -382,21 +382,29 @@ def test_undeclared_names_are_checked_for_typos_up_to_a_limit() -> None:
 
 
 def test_spell_checks_compare_a_bounded_number_of_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    """50 checks each against all of 16,000 long look-alike names took 30 s: the checks
-    compare `SPELL_CHECK_NAMES` names in all, a check that would pass that skipped."""
+    """50 checks each against all of 16,000 long look-alike names took 30 s, one of 2,000
+    names of 199 characters 15 s: the checks compare `SPELL_CHECK_WORK` in all (a name's
+    length times each other's), a check that would pass that skipped."""
     compared = []
     close_matches = language.difflib.get_close_matches
     monkeypatch.setattr(
         language.difflib,
         "get_close_matches",
-        lambda word, names, **k: compared.append(len(names)) or close_matches(word, names, **k),
+        lambda word, names, **k: (
+            compared.append(len(word) * sum(map(len, names))) or close_matches(word, names, **k)
+        ),
     )
     assigned = "".join(f"hidden_{i} = a * w{i % 60};\n" for i in range(3000))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         parse_program(f"input a;\n{assigned}")
-    assert sum(compared) <= SPELL_CHECK_NAMES and len(compared) == SPELL_CHECK_NAMES // 3000 > 1
+    assert sum(compared) <= SPELL_CHECK_WORK and len(compared) > 1
     compared.clear()
+    long_names = "".join(f"{'ab' * 99}{i} = a;\n" for i in range(2000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parse_program(f"input a;\n{long_names}y = {'ab' * 99}x;\n")
+    assert compared == []  # past the bound at once
     with pytest.warns(EwNameWarning, match="did you mean 'value'"):  # a small program: all
         parse_program("input x; value = x; y = " + " + ".join(f"valu{i}" for i in range(60)) + ";")
     assert len(compared) == SPELL_CHECK_LIMIT
@@ -427,6 +435,12 @@ def test_a_constant_name_read_as_an_input_warns_how_to_write_it() -> None:
         "declare `input pi;` to keep it one)",
     ]
     assert [a.name_hint for a in module.ops.first.args] == ["x", "inf", "NaN", "pi"]
+    # read in its own first assignment, it cannot be declared (that is an error)
+    with pytest.warns(EwNameWarning) as caught:
+        parse_program("nan = nan + 1; y = nan;")
+    assert [str(w.message) for w in caught] == [
+        "column 7: 'nan' is an input: `.ew` has no named constants (NaN is 0/0)"
+    ]
     # declared or assigned, it is no constant meant
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -992,6 +992,12 @@ def test_heaviside_of_nan_is_numpys_nan(dtype: type, h0: Any) -> None:
     assert got.tobytes() == want.tobytes()  # NaN's bits too
     got = xfuse.jit(lambda h: np.heaviside(x[1], h))(np.ones(2, dtype))
     assert got.dtype == scalar.dtype and got.tobytes() == scalar.tobytes()
+    # h0 comes through at ±0 as it is, its NaN's bits too
+    zeros, h = np.array([0.0, -0.0, np.nan], dtype), -np.full(3, np.nan, dtype)
+    with np.errstate(invalid="ignore"):
+        want = np.heaviside(zeros, h)
+    got = xfuse.jit(lambda a, b: np.heaviside(a, b))(zeros, h)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])

@@ -672,6 +672,10 @@ def test_an_empty_output_file_is_a_usage_error(
         main([str(gelu.path), "-o", ""])
     assert info.value.code == 2
     assert "argument -o/--output-file: expected a file name, not ''" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:  # ("No such file or directory: ", no name)
+        main([""])
+    assert info.value.code == 2
+    assert "argument input_file: expected a file name, not ''" in capsys.readouterr().err
 
 
 def test_time_passes_reports_on_stderr(runs: dict[str, Run]) -> None:

@@ -1076,16 +1076,25 @@ def test_overlapping_spans_are_found_by_a_sweep() -> None:
     """Each `out=` buffer was compared with every other one: a call with 1,000 took 67 ms in
     the checks (2,000: 188 ms). The sweep finds the same pairs, reading N apart ~4N times."""
     rng = np.random.default_rng(5)
-    for _ in range(200):
+    for _ in range(400):
         starts = rng.integers(0, 64, rng.integers(0, 12))
         spans = [(int(s), int(s + rng.integers(0, 9))) for s in starts]
-        near = overlapping_spans(spans)
+        checked = int(rng.integers(0, len(spans) + 1))  # pairs with one at `checked` or after
+        near = overlapping_spans(spans, checked)
         for i, (a, b) in enumerate(spans):
-            meet = [j for j, (c, d) in enumerate(spans) if j != i and a < d and c < b]
-            assert sorted(near[i]) == meet, (spans, i)
+            meet = [
+                j
+                for j, (c, d) in enumerate(spans)
+                if j != i and a < d and c < b and max(i, j) >= checked
+            ]
+            assert sorted(near[i]) == meet, (spans, checked, i)
     apart = _CountedSpans((64 * i, 64 * i + 64) for i in reversed(range(2000)))
     assert overlapping_spans(apart) == [[]] * 2000
     assert apart.reads <= 4 * 2000
+    # 2,000 inputs of one buffer and one output: no pair of inputs is compared (they were)
+    one = _CountedSpans([(0, 64)] * 2000 + [(64, 128)])
+    assert overlapping_spans(one, 2000) == [[]] * 2001
+    assert one.reads <= 4 * 2001
 
 
 def test_many_out_buffers_name_the_pair_that_overlaps() -> None:

@@ -266,9 +266,11 @@ SPELL_CHECK_LIMIT = 50
 """Undeclared inputs checked for a declared or assigned name close to theirs (`EwNameWarning`):
 each check compares with every such name, which made a generated program of thousands of inputs
 quadratic (21 s to parse 4,000); clang's `-fspell-checking-limit` is 50 too."""
-SPELL_CHECK_NAMES = 20_000
-"""How many names the spell checks compare in all, a check that would pass it skipped: 50
-checks of 16,000 long look-alike names took 30 s (one compare costs up to ~35 us)."""
+SPELL_CHECK_WORK = 2_000_000
+"""How much the spell checks compare in all, counted as the length of the name checked times
+that of each name it is compared with (difflib's ratio takes time of about their product, up to
+~0.3 us a unit: 6 ms for two 199-character names), a check that would pass it skipped: 50
+checks of 16,000 long look-alike names took 30 s, one of 2,000 names of 199 characters 15 s."""
 
 
 def tokenize(source: str, filename: str = "<source>") -> list[Token]:
@@ -317,8 +319,8 @@ class _Parser:
         """Each `EwNameWarning` the parse issued (a compile cache keeps them: `warn_name`)."""
         self.undeclared_inputs = 0
         """The inputs read without a declaration so far (`SPELL_CHECK_LIMIT` of them checked)."""
-        self.spell_check_names = SPELL_CHECK_NAMES
-        """How many more names the spell checks may compare (`SPELL_CHECK_NAMES`)."""
+        self.spell_check_work = SPELL_CHECK_WORK
+        """What the spell checks may still compare (`SPELL_CHECK_WORK`)."""
         self.declared_outputs: dict[str, Token] = {}  # by name: a repeat is found in O(1)
         self.depth = 0
         self.line_starts = [0, *(found.end() for found in LINE_BREAK.finditer(source))]
@@ -734,16 +736,19 @@ class _Parser:
                     "it before, or read a declared input of another name (input x0; x = x0 * 2;)",
                 )
             elif name.lower() in CONSTANT_NAMES:
+                # (not where it is assigned too: `nan = nan + 1;` would then be an error)
+                keep = f"; declare `input {name};` to keep it one" if first is None else ""
                 self.warn_name(
                     token,
                     f"'{name}' is an input: `.ew` has no named constants "
-                    f"({CONSTANT_NAMES[name.lower()]}; declare `input {name};` to keep it one)",
+                    f"({CONSTANT_NAMES[name.lower()]}{keep})",
                 )
             # (the declared inputs counted too: a program of 50 of them had no check at all)
             elif self.declared_at and self.undeclared_inputs < SPELL_CHECK_LIMIT:
                 names = [*self.declared_at, *self.first_assignment]
-                if len(names) <= self.spell_check_names:
-                    self.spell_check_names -= len(names)
+                work = len(name) * sum(map(len, names))
+                if work <= self.spell_check_work:
+                    self.spell_check_work -= work
                     self.warn_if_close(token, names)
             self.undeclared_inputs += 1
             self.at(token)

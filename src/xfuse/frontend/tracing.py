@@ -86,9 +86,9 @@ def _heaviside(x: Any, h0: Any) -> Any:
             return h0.astype(dtype)
         # (either arm is the value: any mask of h0 spreads it over h0's shape)
         return np.where(h0 != h0, dtype.type(value), dtype.type(value))
-    at_zero = np.where(x == 0, h0, x)  # (of the dtype of the result)
-    nan = _heaviside_nan(at_zero, at_zero.element_dtype)
-    return np.where(x < 0, 0.0, np.where(x > 0, 1.0, nan))
+    dtype = np.result_type(x.element_dtype, h0.element_dtype if isinstance(h0, Traced) else h0)
+    at_zero = np.where(x == 0, h0, _heaviside_nan(x, dtype))  # (h0's NaN bits kept)
+    return np.where(x < 0, 0.0, np.where(x > 0, 1.0, at_zero))
 
 
 def _heaviside_nan(x: Any, dtype: np.dtype[Any]) -> Any:

@@ -144,8 +144,14 @@ def parse_size(text: str) -> int | None:
     whole, _, fraction = number.partition(".")
     if unit is None or not number.isascii() or not (whole + fraction).isdigit():
         return None
-    size = int(whole or "0") * unit + int(fraction or "0") * unit // 10 ** len(fraction)
-    return None if size == 0 and (whole + fraction).strip("0") else size
+    # (zeros that change nothing dropped before `int()`, which takes at most 4,300 digits: a
+    # value of more was a ValueError at every compile; one that still has more is no size)
+    whole, fraction = whole.lstrip("0"), fraction.rstrip("0")
+    if max(len(whole), len(fraction.lstrip("0"))) > sys.get_int_max_str_digits():
+        return None
+    numerator = int(fraction.lstrip("0") or "0")
+    size = int(whole or "0") * unit + numerator * unit // 10 ** len(fraction)
+    return None if size == 0 and (whole + fraction) else size
 
 
 def size_setting(variable: str, default: int, examples: str, zero: str, owner: str) -> int:

@@ -471,7 +471,8 @@ def _call(
         for parameter, b, target in zip(kernel.function.outputs, given, into, strict=True)
     ]
     kernel_out = dict(zip(names, kept, strict=True)) if isinstance(out, Mapping) else kept
-    results = kernel(*args, out=kernel_out if any(b is not None for b in kept) else None, **kwargs)
+    # (no buffer: the caller's `out` as it is, which the kernel's checks refuse with dask inputs)
+    results = kernel(*args, out=kernel_out if any(b is not None for b in kept) else out, **kwargs)
     each = results if len(names) > 1 else (results,)
     # a boolean result the kernel wrote into a buffer of its dtype stays its 1 and 0
     tested = [

@@ -73,7 +73,7 @@ class WritingParser(argparse.ArgumentParser):
             super()._check_value(action, value)
         except argparse.ArgumentError as error:
             choices = [str(choice) for choice in action.choices or ()]
-            close = difflib.get_close_matches(str(value), choices, 1)
+            close = difflib.get_close_matches(str(value).lower(), choices, 1)  # (INFO: info)
             if not close or "did you mean" in error.message:
                 raise
             raise argparse.ArgumentError(

@@ -371,6 +371,8 @@ class XfuseOptMain(xDSLOptMain):
             # `-` is stdin or stdout, as for mlir-opt (xDSL opened a file named `-`)
             if known.input_file == "-":
                 known.input_file = None
+            elif known.input_file == "":  # (it was "No such file or directory: ", no name)
+                arg_parser.error("argument input_file: expected a file name, not ''")
             if known.output_file == "-":
                 known.output_file = None
             elif known.output_file == "":  # (the run failed at the end: "Is a directory: .")
