@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 import functools
+import gc
 import inspect
 import math
 import pickle
 import re
+import warnings
 from collections.abc import Callable
 from fractions import Fraction
 from types import SimpleNamespace
@@ -286,6 +288,47 @@ def test_in_place_operators_are_numpys() -> None:
 
     with pytest.raises(ValueError, match="non-broadcastable output operand"):
         xfuse.jit(widen)(np.ones(4, np.float32), np.ones((3, 4), np.float32))
+
+
+def _aliased_scalar(x: Any, s: Any) -> Any:
+    h = s * 2
+    g = h
+    g += 1  # (numpy rebinds g: h is as it was)
+    return x * h
+
+
+def _accumulated_from_a_scalar(x: Any, s: Any) -> Any:
+    total = s * 0
+    for i in (1, 2):
+        total += x * i
+    return total
+
+
+def _scalar_widened(x: Any, s: Any) -> Any:
+    h = s * 2
+    h += np.float64(0.1)
+    return h
+
+
+def _mask_from_a_scalar(x: Any, s: Any) -> Any:
+    m = s > 0
+    m |= x > 2
+    return np.where(m, x, 0)
+
+
+@pytest.mark.parametrize(
+    "function", [_aliased_scalar, _accumulated_from_a_scalar, _scalar_widened, _mask_from_a_scalar]
+)
+@pytest.mark.parametrize("scalar", [np.float32(-1.5), np.array(-1.5, np.float32)], ids=type)
+def test_an_update_in_place_of_a_0d_value_rebinds_it(
+    function: Callable[..., Any], scalar: Any
+) -> None:
+    """numpy's ufuncs give 0-d operands a numpy scalar, which `+=` rebinds: traced as an array
+    updated in place, `g = h; g += 1` changed `h` (silently wrong), `a = s * 0; a += x` was
+    refused as a larger array, and `h += f64` kept float32."""
+    x = np.float32([1.0, 2.0, 3.0])
+    want = function(x, scalar)
+    assert_same(np.asarray(xfuse.jit(function)(x, scalar)), np.asarray(want))
 
 
 def aliased_sum(x: np.ndarray) -> np.ndarray:
@@ -874,16 +917,25 @@ def test_what_a_traced_function_returns_instead_of_arrays_is_named() -> None:
     def generator(a):
         yield a * 2
 
+    async def coroutine(a):
+        return a * 2
+
     x = np.float32([1, 2])
     for function, got in [
         (forgot, r"returned None \(is a return statement missing\?\)"),
         (generator, r"returned a generator \(a generator or async function cannot be traced\)"),
+        # (closed: Python warned besides that it "was never awaited")
+        (coroutine, r"returned a coroutine \(a generator or async function cannot be traced\)"),
         (lambda a: ((a, a * 2), a), "returned a tuple holding a tuple: it must return an array"),
         (lambda a: [], "returned an empty list"),
         (lambda a: {"y": a}, "returned a dict"),
     ]:
-        with pytest.raises(TypeError, match=got):
-            xfuse.jit(function)(x)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(TypeError, match=got):
+                xfuse.jit(function)(x)
+            gc.collect()  # (where a coroutine never awaited warns)
+        assert caught == []
 
 
 def test_an_array_default_is_an_argument() -> None:

@@ -642,8 +642,9 @@ class Traced:
         """`self <operator>= other` as numpy computes it: the result cast back to self's dtype
         (`h += y64` keeps a float32 `h` float32), and this very array updated, so that every name
         bound to it sees it (`b = a; b += 1` updates `a`, as does `t += 1` in a helper given `t`;
-        a new proxy was `b` alone). On an argument numpy would write the caller's array, which a
-        kernel does not: that is an error saying what to write."""
+        a new proxy was `b` alone); but a 0-d value, a numpy scalar, is rebound. On an argument
+        numpy would write the caller's array, which a kernel does not: that is an error saying
+        what to write."""
         if self.argument:
             name = self.value.name_hint or "x"
             # (a 0-d one may be a numpy scalar, which numpy rebinds and no out= takes: traced
@@ -660,6 +661,11 @@ class Traced:
                 f"{where}, and @xfuse.jit does not write its arguments: write "
                 f"`{name} = {name} {operator} ...`{store}"
             )
+        if self._type_shape == ():
+            # numpy's ufuncs give a numpy scalar for 0-d operands, which `+=` rebinds: the
+            # result as it is, promoted, broadcast, and no other name sees it (`a = s * 0;
+            # a += x` was refused as a larger array, and `g = h; g += 1` changed `h`)
+            return result
         if result._type_shape != self._type_shape:
             raise ValueError(
                 f"`{operator}=`: the operands broadcast to a larger array than the one updated "

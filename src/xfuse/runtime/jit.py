@@ -416,6 +416,8 @@ class JitFunction:
         if any(r.builder is not builder for r in results if isinstance(r, Traced)):
             raise LeakedTraceError()
         if not results or bad:
+            if inspect.iscoroutine(result):  # (else Python warns it was never awaited)
+                result.close()
             kind = type(result).__name__
             if not sequence:
                 got = _described(result)
