@@ -495,6 +495,7 @@ def test_ops_xdsl_verifies_too_little_are_verify_errors(op: str, message: str) -
     ("body", "message"),
     [
         ("%r = math.fma %a, %a, %a : bf16", "'math.fma' on bf16 has no lowering"),
+        ("%r = arith.constant 1.5 : bf16", "'arith.constant' on bf16 has no lowering (bf16 is"),
         ("%c = arith.constant 3 : index\n  %r = memref.dim %m, %c : memref<?xf32>", "index 3 of"),
         ("%c = arith.constant -1 : index\n  %r = memref.dim %m, %c : memref<?xf32>", "index -1 of"),
     ],
@@ -505,7 +506,7 @@ def test_ew_to_llvm_names_what_it_cannot_lower(body: str, message: str) -> None:
     from xfuse.dialects.failure import OpFailure
     from xfuse.transforms.pipeline import parse_passes, pipeline_context
 
-    result = "bf16" if "fma" in body else "index"
+    result = "bf16" if "bf16" in body else "index"
     text = (
         f"func.func @f(%a: bf16, %m: memref<?xf32>) -> {result} {{\n  {body}\n"
         f"  func.return %r : {result}\n}}\n"

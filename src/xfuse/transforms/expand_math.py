@@ -232,7 +232,9 @@ class FoldNegatedSoftplus(RewritePattern):
     becomes (x < 0 ? x : -0) - log1p(exp(-|-x|)): no negation left (`vminps` and a subtraction
     on x86; LLVM folds |-x| to |x|). Exact: the first term is minus the old one in every case,
     and -(a + l) = -a - l in round-to-nearest except for a = -l = -0, which cannot happen with
-    l = log1p(exp(...)) never -0."""
+    l = log1p(exp(...)) never -0; but for a NaN x's sign, which the subtraction passes on where
+    the negation turned it (as LLVM's own fold of `a + -l` to `a - l` does: README, "What LLVM
+    may do to a NaN")."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: arith.NegfOp, rewriter: PatternRewriter) -> None:

@@ -561,9 +561,11 @@ class ConstantToLlvm(RewritePattern):
     def match_and_rewrite(self, op: arith.ConstantOp, rewriter: PatternRewriter) -> None:
         value = op.value
         type_ = convert_type(op.result.type)
+        if isinstance(op.result.type, BFloat16Type):  # (it was "unsupported constant")
+            _reject_bf16(op, op.result.type)
         if isinstance(value, IntegerAttr):
             value = IntegerAttr(value.value.data, cast(IntegerType, type_))
-        elif not isinstance(value, FloatAttr) or isinstance(op.result.type, BFloat16Type):
+        elif not isinstance(value, FloatAttr):
             raise OpFailure("ew-to-llvm: unsupported constant", op)
         rewriter.replace(
             op, llvm.ConstantOp.create(result_types=[type_], properties={"value": value})
