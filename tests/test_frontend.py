@@ -422,6 +422,24 @@ def test_warnings_hash_the_program_once(monkeypatch: pytest.MonkeyPatch) -> None
     assert [(w.lineno, str(w.message)[:10]) for w in caught][-1] == (201, "column 8: ")
 
 
+@pytest.mark.parametrize(
+    ("source", "outputs", "message"),
+    [
+        ("y = " + "1" * 100_000 + "x;", None, "'11111111111111111111...111111111111111111"),
+        ("y = " + "q" * 100_000 + "(x);", None, "unknown function 'qqqq"),
+        ("y = x " + "q" * 100_000 + ";", None, "found 'qqqq"),
+        ("".join(f"a{i} = x;\n" for i in range(16_000)), ["nope"], "a19, ... (15980 more)"),
+        ("".join(f"a{i} = x;\n" for i in range(16_000)) + "output nope;", None, "(15980 more)"),
+    ],
+)
+def test_messages_stay_short(source: str, outputs: list[str] | None, message: str) -> None:
+    """A message quoted a token of 100,000 characters whole, and listed every one of 16,000
+    names (117 KB in one line)."""
+    with pytest.raises(EwSyntaxError) as info:
+        parse_program(source, outputs)
+    assert message in info.value.message and len(info.value.message) < 1000
+
+
 def test_a_constant_name_read_as_an_input_warns_how_to_write_it() -> None:
     """`max(x, -inf)` made an input named `inf`, silently (a call then asked for it)."""
     with pytest.warns(EwNameWarning) as caught:

@@ -76,7 +76,7 @@ import functools
 import os
 import re
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import NamedTuple, NoReturn, cast
 
@@ -273,6 +273,30 @@ that of each name it is compared with (difflib's ratio takes time of about their
 checks of 16,000 long look-alike names took 30 s, one of 2,000 names of 199 characters 15 s."""
 
 
+LISTED_NAMES = 20
+"""The most names a message lists (a program of 16,000 assignments made one of 117 KB)."""
+
+
+QUOTED_CHARACTERS = 40
+"""The most characters of a token a message quotes (one of 100,000 was quoted whole)."""
+
+
+def _quoted(text: str) -> str:
+    """`text` in quotes for a message, its middle cut where it is long (the caret shows it)."""
+    if len(text) <= QUOTED_CHARACTERS:
+        return f"'{text}'"
+    half = QUOTED_CHARACTERS // 2
+    return f"'{text[:half]}...{text[-half:]}' ({len(text):,} characters)"
+
+
+def _some_names(names: Iterable[str]) -> str:
+    """`names` for a message: the first `LISTED_NAMES` of them and how many more (or "none")."""
+    names = list(names)
+    shown = ", ".join(names[:LISTED_NAMES]) or "none"
+    more = len(names) - LISTED_NAMES
+    return f"{shown}, ... ({more} more)" if more > 0 else shown
+
+
 def tokenize(source: str, filename: str = "<source>") -> list[Token]:
     tokens: list[Token] = []
     for match in _TOKEN.finditer(source):
@@ -292,7 +316,7 @@ def tokenize(source: str, filename: str = "<source>") -> list[Token]:
             while end < len(source) and _NUMBER_TAIL.match(source, end):
                 end += 1
             raise EwSyntaxError(
-                f"non-numeric literal '{source[offset:end]}'", source, offset, filename
+                f"non-numeric literal {_quoted(source[offset:end])}", source, offset, filename
             )
         if kind != "space":
             tokens.append(Token(cast(str, kind), match.group(), offset))
@@ -359,7 +383,7 @@ class _Parser:
         self.builder.location = FileLineColLoc(self.file_attribute, _int(line), _int(column))
 
     def describe(self, token: Token) -> str:
-        return "end of input" if token.kind == "end" else f"'{token.text}'"
+        return "end of input" if token.kind == "end" else _quoted(token.text)
 
     def accept(self, text: str) -> Token | None:
         if self.current.kind == "op" and self.current.text == text:
@@ -497,7 +521,7 @@ class _Parser:
             return None
         for name in self.declared_outputs.values():
             if name.text not in self.values and name.text not in self.builder.inputs:
-                known = ", ".join(self.values) or "none"
+                known = _some_names(self.values)
                 raise self.error(
                     f"output '{name.text}' is never assigned (the program assigns {known})", name
                 )
@@ -792,7 +816,7 @@ class _Parser:
                 if close
                 else ""
             )
-            raise self.error(f"unknown function '{name.text}' ({hint}known: {known})", name)
+            raise self.error(f"unknown function {_quoted(name.text)} ({hint}known: {known})", name)
         self.expect("(", "")
         arity = 1 if op_type is None else ew.arity(op_type)
         if self.current.text == ")" and self.current.kind == "op":  # (not "expected an expression")
@@ -910,11 +934,11 @@ class ParsedProgram:
                 if assigned:
                     raise ValueError(
                         f"{option} given for {', '.join(map(repr, assigned))}, which the program "
-                        f"assigns: no input (inputs: {', '.join(builder.inputs) or 'none'})"
+                        f"assigns: no input (inputs: {_some_names(builder.inputs)})"
                     )
                 raise ValueError(
                     f"{option} given for {', '.join(map(repr, unknown))}, which the program does "
-                    f"not read (inputs: {', '.join(builder.inputs) or 'none'})"
+                    f"not read (inputs: {_some_names(builder.inputs)})"
                 )
         self.name_warnings = tuple(parser.name_warnings)
         """The `EwNameWarning`s the parse issued."""
@@ -929,7 +953,7 @@ class ParsedProgram:
         for name in self.output_names:
             value = parser.values.get(name, builder.inputs.get(name))
             if value is None:
-                known = ", ".join(parser.values) or "none"
+                known = _some_names(parser.values)
                 raise EwSyntaxError(
                     f"unknown output '{name}': the program assigns {known}",
                     source,
