@@ -1492,6 +1492,17 @@ def test_a_shape_that_no_tensor_spans_is_refused(
         EwCostPass(shape="4x4").apply(Context(), module)
 
 
+def test_an_input_shape_with_no_dims_is_0d(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--input-shape s=` could not spell a 0-d input ("expected NAME=DIMS")."""
+    program = tmp_path / "scaled.ew"
+    program.write_text("out = x * s;\n")
+    status, out, _ = run_cli(capsys, "cost", str(program), "--json", "--input-shape", "s=")
+    fused = json.loads(out)["fused"]["totals"]
+    assert status == 0 and fused["bytes"] == 2 * (4096 * 14336 * 2) + 2  # x, out, and s once
+
+
 def test_a_function_of_no_arrays_takes_any_shape(capsys: pytest.CaptureFixture[str]) -> None:
     """An empty function beside a priced one refused the whole module under `shape=`: "the
     function's tensors are 0-d"."""

@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
         default=[],
         metavar="NAME=DIMS",
         help="an input's own shape, dims joined by ',': ints are static, names dynamic "
-        "(e.g. b=14336 for a real bias); other inputs have --shape's rank",
+        "(e.g. b=14336 for a real bias; s= for a 0-d s); other inputs have --shape's rank",
     )
     parser.add_argument("--l2", action="store_true", help="also apply the cache-aware L2 model")
     parser.add_argument(
@@ -122,12 +122,13 @@ def launch_us(text: str) -> float:
 
 @option_type
 def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
-    """`b=14336` -> ("b", (14336,)); `x=t,d` -> ("x", ("t", "d")) (names are dynamic dims)."""
+    """`b=14336` -> ("b", (14336,)); `x=t,d` -> ("x", ("t", "d")) (names are dynamic dims);
+    `s=` -> ("s", ()), a 0-d input (as `input s[];` declares one)."""
     name, sep, dims = text.partition("=")
-    if not sep or not name.strip() or not dims.strip():
-        raise ValueError(f"expected NAME=DIMS, like b=14336, got {text!r}")
+    if not sep or not name.strip():
+        raise ValueError(f"expected NAME=DIMS, like b=14336 (s= for a 0-d s), got {text!r}")
     parsed: list[int | str] = []
-    for dim in (d.strip() for d in dims.split(",")):
+    for dim in (d.strip() for d in dims.split(",")) if dims.strip() else ():
         if dim.isdecimal():  # isdigit() is true of '²', which int() refuses
             parsed.append(int(dim))
         elif dim.isidentifier():
