@@ -518,6 +518,15 @@ def test_jit_of_a_method_a_jit_function_or_a_ufunc() -> None:
         xfuse.jit(staticmethod(lambda a: a * 2))
     with pytest.raises(TypeError, match=r"of a classmethod: .* first is the class; make it a @st"):
         xfuse.jit(classmethod(lambda cls, a: a * 2))
+    # (Python's "'property' object is not a callable object")
+    for descriptor in (
+        property(lambda self: self),
+        functools.cached_property(lambda self: self),
+        functools.partialmethod(lambda self, a: a * 2),
+    ):
+        kind = type(descriptor).__name__
+        with pytest.raises(TypeError, match=rf"^xfuse.jit of a {kind}: .* first is the instance"):
+            xfuse.jit(descriptor)
 
 
 def test_only_numpys_weak_python_numbers_are_weak() -> None:

@@ -590,6 +590,12 @@ def jit(
                 "classmethod's first is the class; make it a @staticmethod above @xfuse.jit, or "
                 "call a jit function from the classmethod"
             )
+        if isinstance(f, property | functools.cached_property | functools.partialmethod):
+            kind = type(f).__name__  # (Python's "... is not a callable object")
+            raise TypeError(
+                f"xfuse.jit of a {kind}: a jit function's arguments are arrays, and a {kind}'s "
+                "first is the instance; call a jit function from it, or jit a @staticmethod"
+            )
         if isinstance(f, np.ufunc):  # (its signature has an `out`: "cannot have a parameter")
             names = ", ".join("xyzw"[i] if i < 4 else f"x{i}" for i in range(f.nin))
             raise TypeError(
