@@ -278,7 +278,7 @@ def test_in_place_operators_are_numpys() -> None:
         a += b
         return a
 
-    with pytest.raises(TypeError, match=r"`a \+= \.\.\.` on the argument 'a'.*write `a = a \+"):
+    with pytest.raises(TypeError, match=r"`\+=` on the argument 'a' \(or a .*write `a = a \+"):
         xfuse.jit(update_argument)(x, y)
 
     def widen(a, b):
@@ -316,8 +316,38 @@ def _mask_from_a_scalar(x: Any, s: Any) -> Any:
     return np.where(m, x, 0)
 
 
+def _aliased_where(x: Any, s: Any) -> Any:
+    g = np.where(s > 0, s, s * 2)  # (numpy's is a 0-d array: updated in place)
+    h = g
+    g += np.float64(1.1)  # (cast back to float32)
+    return x * h
+
+
+def _aliased_where_astype(x: Any, s: Any) -> Any:
+    g = np.where(s > 0, s, s * 2).astype(np.float64)
+    h = g
+    g += 1
+    return x * h
+
+
+def _aliased_sign(x: Any, s: Any) -> Any:
+    g = np.sign(s)  # (a ufunc: a scalar, though traced as a where)
+    h = g
+    g += 1
+    return x * h
+
+
 @pytest.mark.parametrize(
-    "function", [_aliased_scalar, _accumulated_from_a_scalar, _scalar_widened, _mask_from_a_scalar]
+    "function",
+    [
+        _aliased_scalar,
+        _accumulated_from_a_scalar,
+        _scalar_widened,
+        _mask_from_a_scalar,
+        _aliased_where,
+        _aliased_where_astype,
+        _aliased_sign,
+    ],
 )
 @pytest.mark.parametrize("scalar", [np.float32(-1.5), np.array(-1.5, np.float32)], ids=type)
 def test_an_update_in_place_of_a_0d_value_rebinds_it(
@@ -329,6 +359,27 @@ def test_an_update_in_place_of_a_0d_value_rebinds_it(
     x = np.float32([1.0, 2.0, 3.0])
     want = function(x, scalar)
     assert_same(np.asarray(xfuse.jit(function)(x, scalar)), np.asarray(want))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("value", [-np.inf, -0.0, 4.0])
+def test_a_numpy_scalars_power_is_c_pow(dtype: type, value: float) -> None:
+    """A ufunc's 0-d result is a numpy scalar, whose `**` is C's pow: pow(-inf, 0.5) is +inf
+    and pow(-0, 0.5) +0, where an array's `** 0.5` is its sqrt (NaN, -0); traced as an array
+    it gave those. ml_dtypes' bfloat16 scalar calls numpy's power, np.power the ufunc's loop,
+    and np.where's 0-d result is an array: each as numpy."""
+    x = np.ones(2, dtype)
+    for program in (
+        lambda a, s: (s * 1) ** 0.5 * a,
+        lambda a, s: np.maximum(s, s) ** 0.5 * a,
+        lambda a, s: (s * 1) ** np.float32(0.5) * a,
+        lambda a, s: np.power(s * 1, 0.5) * a,
+        lambda a, s: np.where(s > 0, s, s) ** 0.5 * a,
+    ):
+        for s in (dtype(value), np.array(value, dtype)):
+            with np.errstate(invalid="ignore"):
+                want = program(x, s)
+            assert xfuse.jit(program)(x, s).tobytes() == want.tobytes(), (program, s)
 
 
 def aliased_sum(x: np.ndarray) -> np.ndarray:

@@ -422,6 +422,9 @@ class Traced:
         self.argument = argument
         """The function's argument itself (the caller's array, which `x += 1` would write), not
         a copy of it (`+x`, `x.astype(x.dtype)`), though both are its block argument."""
+        self.zero_d_array = False
+        """A 0-d value numpy holds as an array, which `+=` updates (`np.where`'s, its
+        `.astype`): a ufunc gives 0-d operands a numpy scalar, which `+=` rebinds."""
 
     def __repr__(self) -> str:  # (`print(x)` in a jit function showed an object's address)
         dims = ", ".join("?" if size < 0 else str(size) for size in self._type_shape)
@@ -599,7 +602,18 @@ class Traced:
     def __rtruediv__(self, other: Any) -> Traced:
         return self.apply(ew.DivOp, other, self)
 
+    @property
+    def _is_numpy_scalar(self) -> bool:
+        """Whether numpy holds this value as a numpy scalar: a 0-d result of its ufuncs (an
+        argument may be a scalar or a 0-d array: one kernel serves both, traced as an array)."""
+        return self._type_shape == () and not self.zero_d_array and not self.argument
+
     def __pow__(self, other: Any) -> Traced:
+        if self._is_numpy_scalar and not self.mask and self.element_dtype.kind == "f":
+            # a numpy scalar's `**` is C's pow, without the arrays' sqrt paths: pow(-inf, 0.5)
+            # is +inf and pow(-0, 0.5) +0 (they were sqrt's NaN and -0); ml_dtypes' bfloat16
+            # scalar calls numpy's power, as an array does
+            return self.apply(ew.PowOp, self, other)
         if type(other) is float and other == 0.5 and self.element_dtype.kind == "f":
             # `x ** 0.5` is numpy's `np.sqrt(x)` for a float16, float32 or float64 array (its
             # operator's `fast_scalar_power`, for a Python float), whatever `np.power` does
@@ -650,18 +664,16 @@ class Traced:
             # (a 0-d one may be a numpy scalar, which numpy rebinds and no out= takes: traced
             # alike, the two are one kernel)
             zero_d = self._type_shape == ()
-            where = (
-                "a 0-d array in numpy (a numpy scalar it rebinds)" if zero_d else "array in numpy"
-            )
+            where = "0-d array in numpy (a numpy scalar it rebinds)" if zero_d else "array"
             store = (
                 "" if zero_d else f" (and pass out={name} to the call to store the result there)"
             )
             raise TypeError(
-                f"`{name} {operator}= ...` on the argument {name!r} would update the caller's "
-                f"{where}, and @xfuse.jit does not write its arguments: write "
+                f"`{operator}=` on the argument {name!r} (or a name bound to it) would update the "
+                f"caller's {where}, and @xfuse.jit does not write its arguments: write "
                 f"`{name} = {name} {operator} ...`{store}"
             )
-        if self._type_shape == ():
+        if self._is_numpy_scalar:
             # numpy's ufuncs give a numpy scalar for 0-d operands, which `+=` rebinds: the
             # result as it is, promoted, broadcast, and no other name sees it (`a = s * 0;
             # a += x` was refused as a larger array, and `g = h; g += 1` changed `h`)
@@ -777,7 +789,9 @@ class Traced:
             ) from None
         if not copy and self.argument and element == ew.element_type(self.value.type):
             return self
-        return Traced(self.builder, self.builder.convert(self.value, element, explicit=True))
+        converted = Traced(self.builder, self.builder.convert(self.value, element, explicit=True))
+        converted.zero_d_array = self.zero_d_array  # (an array's astype is an array)
+        return converted
 
     def clip(self, min: Any = None, max: Any = None, out: None = None, **keywords: Any) -> Traced:
         """`np.clip(x, min, max)` (numpy calls this method; `x.clip(min=0.0)` too, numpy's
@@ -819,7 +833,11 @@ class Traced:
             masks = any(isinstance(i, Traced) and i.mask for i in inputs)
             if masks and ufunc not in _UFUNCS_OF_MASKS:
                 raise TypeError(f"np.{ufunc.__name__}: {_MASKS_ONLY}")
-            return composite(*inputs)
+            result = composite(*inputs)
+            if isinstance(result, Traced) and result.zero_d_array:  # (a where of its own:
+                # numpy's ufunc gives a scalar)
+                result = Traced(self.builder, result.value, result.mask)
+            return result
         if method == "__call__" and not kwargs and ufunc is np.power and inputs[0] is self:
             return self.power(inputs[1])
         if method != "__call__":  # np.add.reduce, np.maximum.accumulate, np.add.outer, ...
@@ -858,7 +876,9 @@ class Traced:
                     "np.where cannot be traced but as np.where(condition, x, y): np.where("
                     "condition) gives the indices where it holds, not an elementwise result"
                 )
-            return self.where(*args)
+            chosen = self.where(*args)
+            chosen.zero_d_array = chosen._type_shape == ()  # (numpy's is an array, even 0-d)
+            return chosen
         if func is np.clip:
             # numpy's clip takes a ufunc's keywords too, and retries a TypeError of `clip`'s
             # on an object array (numpy's own error, or one about comparisons): check here.
