@@ -1445,6 +1445,42 @@ def test_a_memref_copy_is_an_error_at_the_copy() -> None:
     assert caught.value.op is not None and caught.value.op.name == "memref.copy"
 
 
+_COPY_IN_A_SCOPE = (
+    "func.func @main(%x: memref<16xf32>, %out: memref<16xf32>) {\n"
+    "  %t = memref.alloc() : memref<16xf32>\n"
+    '  "memref.alloca_scope"() ({\n'
+    '    "memref.copy"(%x, %t) : (memref<16xf32>, memref<16xf32>) -> ()\n'
+    '    "memref.alloca_scope.return"() : () -> ()\n'
+    "  }) : () -> ()\n"
+    "  ew.kernel ins(%t : memref<16xf32>) outs(%out : memref<16xf32>) {\n"
+    "  ^bb0(%0: f32):\n"
+    "    %1 = math.exp %0 : f32\n"
+    "    ew.yield %1 : f32\n"
+    "  }\n"
+    "  func.return\n"
+    "}"
+)
+_ARITH_ON_TENSORS = (
+    "func.func @main(%x: tensor<16xf32>) -> tensor<16xf32> {\n"
+    "  %y = arith.addf %x, %x : tensor<16xf32>\n"
+    "  func.return %y : tensor<16xf32>\n"
+    "}"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        (_COPY_IN_A_SCOPE, "'memref.copy' moves data"),  # (only the function's own ops were
+        # checked: the copy was priced as nothing)
+        (_ARITH_ON_TENSORS, "'arith.addf' moves data"),  # ("0 kernels, 0 bytes")
+    ],
+)
+def test_ops_the_model_cannot_price_are_refused_wherever_they_are(text: str, refused: str) -> None:
+    with pytest.raises(CostModelError, match=refused):
+        analyse_module(parse(text), CostOptions(shape=(16,)))
+
+
 def test_the_workspace_argument_is_no_array_of_the_program() -> None:
     """After ew-workspace, its `memref<?xi8>` argument spanned every axis and was an input: a
     [t, 1] program priced 4096 elements under a header of 4096x14336."""

@@ -231,6 +231,12 @@ FILES: dict[str, tuple[str, str | bytes]] = {
         "unregistered_op.mlir",
         "func.func @g() {\n  %r = ew.bogus\n  func.return\n}\n",
     ),
+    # a hex literal of leading zeros converts: the long decimal one after it is the error
+    "zeros_then_long_int": (
+        "zeros_then_long_int.mlir",
+        "func.func @f() {\n  %a = arith.constant 0x" + "0" * 4000 + "1 : i64\n"
+        "  %b = arith.constant " + "9" * 4301 + " : i64\n  func.return\n}\n",
+    ),
     # converted, but out of range: its message printed it in decimal, a bare ValueError
     "long_hex_int": (
         "long_hex_int.mlir",
@@ -411,6 +417,7 @@ COMMANDS: dict[str, list[str]] = {
     "long_int_split": ["{long_int_split}", "--split-input-file"],
     "long_hex": ["{long_hex}"],
     "long_hex_int": ["{long_hex_int}"],
+    "zeros_then_long_int": ["{zeros_then_long_int}"],
     "unregistered_op": ["{unregistered_op}"],
     "use_before_def": ["{use_before_def}", "-p", "ew-fuse"],
     "undefined": ["{undefined}"],
@@ -1126,6 +1133,7 @@ HOSTILE: dict[str, str] = {
     "unregistered_op": (
         r"/unregistered_op\.mlir:2:8\n.*\n *\^{8}\n *Operation ew\.bogus is not registered"
     ),
+    "zeros_then_long_int": r"/zeros_then_long_int\.mlir:3:23\n(.|\n)*integer literal of 4301",
     "long_hex_int": (
         r"/long_hex_int\.mlir:2:23\n(.|\n)*hex integer literal of 3700 digits: at most 3571"
     ),

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -405,6 +405,23 @@ _UNPRICED_MEMREF_OPS = frozenset(
 """memref ops that read or write elements (a `memref.copy`'s bytes were priced as none)."""
 
 
+def _ops_outside_kernels(function: func.FuncOp) -> Iterator[Operation]:
+    """The ops of `function`, nested ones too, but for those inside an `ew.kernel`'s body."""
+    for block in function.body.blocks:
+        for op in block.ops:
+            yield from _op_and_nested(op)
+
+
+def _op_and_nested(op: Operation) -> Iterator[Operation]:
+    yield op
+    if isinstance(op, ew.KernelOp):
+        return
+    for region in op.regions:
+        for block in region.blocks:
+            for nested in block.ops:
+                yield from _op_and_nested(nested)
+
+
 def _is_array(type_: Attribute) -> bool:
     """Whether a value of `type_` is one of the program's arrays: a float tensor or memref, not
     `ew-workspace`'s bytes (`memref<?xi8>`, which made a [t, 1] program's header 4096x14336)."""
@@ -654,27 +671,27 @@ def analyse_function(
             raise CostModelError(
                 f"'{op.name}' is not inside an ew.kernel: run ew-fuse before the cost model", op
             )
-    for block in function.body.blocks:
-        for op in block.ops:
-            if isinstance(op, func.CallOp):  # (its kernels ran, and were priced as 0)
-                raise CostModelError(
-                    f"'func.call' of @{op.callee.root_reference.data}: the cost model prices the "
-                    "ew.kernel ops of a function, not those of the functions it calls",
-                    op,
-                )
-            if op.name in _UNPRICED_MEMREF_OPS:
-                raise CostModelError(
-                    f"'{op.name}' moves data the cost model does not price: it prices the "
-                    "ew.kernel ops of a bufferized function (its buffers made by memref.alloc "
-                    "and memref.view)",
-                    op,
-                )
-            if op.dialect_name() not in ("ew", "func", "memref", "arith"):
-                raise CostModelError(
-                    f"'{op.name}' is not an ew.kernel: the cost model prices ew.kernel ops, "
-                    f"run it before they are lowered ({KERNEL_LOWERINGS})",
-                    op,
-                )
+    for op in _ops_outside_kernels(function):  # (nested ones too: a copy in an alloca_scope)
+        if isinstance(op, func.CallOp):  # (its kernels ran, and were priced as 0)
+            raise CostModelError(
+                f"'func.call' of @{op.callee.root_reference.data}: the cost model prices the "
+                "ew.kernel ops of a function, not those of the functions it calls",
+                op,
+            )
+        arrays = any(_is_array(v.type) for v in (*op.operands, *op.results))
+        if op.name in _UNPRICED_MEMREF_OPS or (op.dialect_name() == "arith" and arrays):
+            raise CostModelError(
+                f"'{op.name}' moves data the cost model does not price: it prices the "
+                "ew.kernel ops of a bufferized function (its buffers made by memref.alloc "
+                "and memref.view)",
+                op,
+            )
+        if op.dialect_name() not in ("ew", "func", "memref", "arith"):
+            raise CostModelError(
+                f"'{op.name}' is not an ew.kernel: the cost model prices ew.kernel ops, "
+                f"run it before they are lowered ({KERNEL_LOWERINGS})",
+                op,
+            )
     ranks = [
         len(ew.shape_of(v.type))
         for v in (*function.args, *(v for k in kernels for v in (*k.inputs, *k.destinations())))

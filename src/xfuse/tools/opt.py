@@ -202,7 +202,8 @@ class _LocatingParser(Parser):
             while (token := lexer.lex()).kind is not MLIRTokenKind.EOF:
                 text = token.text
                 hexadecimal = text[:2] in ("0x", "0X")
-                digits = len(text) - 2 if hexadecimal else len(text)
+                # (a hex literal's leading zeros are no digits of its decimal form)
+                digits = len(text[2:].lstrip("0")) if hexadecimal else len(text)
                 most = hex_limit if hexadecimal else limit
                 if token.kind is MLIRTokenKind.INTEGER_LIT and digits > most:
                     span = Span(

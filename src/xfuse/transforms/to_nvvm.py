@@ -64,6 +64,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     ModuleOp,
+    TensorType,
     VectorType,
     i32,
     i64,
@@ -173,10 +174,11 @@ def launch_sequence(module: ModuleOp) -> LaunchSequence:
         # (its ops said what to run first; one that copies an input to its output has none,
         # and was erased with nothing in its place)
         what = f"takes or returns {unbufferized[0]}" if unbufferized else "returns values"
+        tensors = any(isinstance(t, TensorType) for t in unbufferized)
         raise OpFailure(
             f"ew-to-nvvm: '{function.name}' @{function.sym_name.data} {what}: it lowers a "
-            "bufferized function (memref arguments, results written into them): run "
-            "ew-bufferize first",
+            "bufferized function (memref arguments, results written into them)"
+            + (": run ew-bufferize first" if tensors else ""),
             function,
         )
     return LaunchSequence(tuple(temporaries), tuple(launches))
