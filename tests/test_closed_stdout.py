@@ -185,6 +185,25 @@ def test_a_file_output_needs_no_stdout(tmp_path: Path) -> None:
     assert output.read_text().startswith("builtin.module {")
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["lecture", "--quick", "--n", "4096", "--repeat", "1", "--json", "{file}.json"],
+        ["cost", GELU, "--plot", "{file}.png"],
+        ["bench", *BENCH[1:], "--plot", "{file}.png"],
+    ],
+    ids=lambda command: command[0],
+)
+def test_a_file_named_is_written_where_stdout_went_away(tmp_path: Path, command: list[str]) -> None:
+    """The tables came first and failed: the JSON or plot file named was never written (after
+    a whole lecture's measurements)."""
+    arguments = [a.replace("{file}", str(tmp_path / "figures")) for a in command]
+    done = run_into_closed_pipe([*XFUSE, *arguments])
+    assert (done.returncode, done.stderr) == (SIGPIPE_STATUS, "")
+    (written,) = tmp_path.iterdir()
+    assert written.stat().st_size > 0
+
+
 def test_xfuse_opt_without_stdin_is_a_one_line_error() -> None:
     """`xfuse-opt <&-` (reading stdin) was an "internal error" with status 2."""
     done = run_without_stdio(XFUSE_OPT, 0)
@@ -259,3 +278,16 @@ def test_a_benchmark_script_ends_as_the_clis_where_stdout_is_gone(mode: str) -> 
     else:
         done = run_into_closed_pipe(command, buffered=mode == "closed-pipe")
         assert (done.returncode, done.stderr) == (SIGPIPE_STATUS, "")
+
+
+@pytest.mark.parametrize(("columns", "width"), [("0", 120), ("-3", 120), ("abc", 120), ("57", 57)])
+def test_a_terminal_of_no_columns_gets_the_piped_width(
+    monkeypatch: pytest.MonkeyPatch, columns: str, width: int
+) -> None:
+    """`COLUMNS=0` on a terminal: rich took it as no room, and the commands printed nothing,
+    status 0."""
+    from xfuse.tools import closed_stdout
+
+    monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert closed_stdout.stdout_console().width == width

@@ -116,18 +116,21 @@ def run(args: argparse.Namespace) -> int:
             filename="<expr>" if args.file is None else program_name(args.file),
         )
     name = program_title(result.source, args.file if isinstance(args.file, Path) else None)
-    # The results first: a plot that cannot be written (a full disk) loses none of them.
-    if args.json:
-        from xfuse.analysis.cost_report import to_plain
+    # The results first: a plot that cannot be written (a full disk) loses none of them; and
+    # the plot however the results fare (`| head -1` lost the file after the whole sweep).
+    try:
+        if args.json:
+            from xfuse.analysis.cost_report import to_plain
 
-        json.dump(to_plain(result), sys.stdout, indent=2)
-        print()
-    else:
-        print_result(stdout_console(), result, name)
-    if args.plot is not None:
-        plot_bandwidth(result, args.plot, name)
-        if not args.json:
-            print(f"bandwidth plot: {args.plot}")
+            json.dump(to_plain(result), sys.stdout, indent=2)
+            print()
+        else:
+            print_result(stdout_console(), result, name)
+    finally:
+        if args.plot is not None:
+            plot_bandwidth(result, args.plot, name)
+    if args.plot is not None and not args.json:
+        print(f"bandwidth plot: {args.plot}")
     return 0
 
 

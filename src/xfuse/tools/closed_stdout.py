@@ -122,7 +122,16 @@ def _stdout_console_class() -> type[Console]:
     return StdoutConsole
 
 
+PIPED_COLUMNS = 120
+"""The width of the tables where stdout is no terminal (rich assumes 80 columns then)."""
+
+
 def stdout_console() -> Console:
-    """A rich Console on stdout for a command's tables: wide enough for them when piped (rich
-    assumes 80 columns then), and leaving a closed stdout to `exit_status`."""
-    return _stdout_console_class()(width=None if sys.stdout.isatty() else 120)
+    """A rich Console on stdout for a command's tables: wide enough for them when piped, and
+    leaving a closed stdout to `exit_status`. On a terminal its width, but where `COLUMNS` says
+    0 (or less, or no number), which rich took as no room at all: nothing printed, status 0."""
+    width = None if sys.stdout.isatty() else PIPED_COLUMNS
+    columns = os.environ.get("COLUMNS", "")
+    if width is None and columns and not (columns.strip().isdecimal() and int(columns) > 0):
+        width = PIPED_COLUMNS
+    return _stdout_console_class()(width=width)

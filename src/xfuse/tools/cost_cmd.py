@@ -202,15 +202,17 @@ def run(args: argparse.Namespace) -> int:
     except ShapeMismatchError as error:
         option = "--input-shape" if error.input_name in input_shapes else "--shape"
         raise CliError(f"{option}: {error}") from None
-    if args.json:
-        json.dump(program_json(program), sys.stdout, indent=2)
-        print()
-    else:
-        print_program(stdout_console(), program)
-    if args.plot is not None:
-        from xfuse.tools.roofline import plot_roofline
+    try:
+        if args.json:
+            json.dump(program_json(program), sys.stdout, indent=2)
+            print()
+        else:
+            print_program(stdout_console(), program)
+    finally:  # (the file named, however stdout fares)
+        if args.plot is not None:
+            from xfuse.tools.roofline import plot_roofline
 
-        plot_roofline(program, args.plot)
-        if not args.json:
-            print(f"roofline plot: {args.plot}")
+            plot_roofline(program, args.plot)
+    if args.plot is not None and not args.json:
+        print(f"roofline plot: {args.plot}")
     return 0

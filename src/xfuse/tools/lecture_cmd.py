@@ -107,15 +107,17 @@ def run(args: argparse.Namespace) -> int:
     status = Console(stderr=True)
     figures = lecture.run_lecture(program, n, repeat, progress=lecture_progress(status))
     to_stdout = args.json == "-"
-    if not to_stdout:
-        print_lecture(stdout_console(), figures)
-    if args.json is not None:
-        text = json.dumps(lecture_json(figures), indent=2)
-        if to_stdout:
-            print(text)
-        else:
-            with naming_file(args.json):
-                args.json.write_text(text + "\n")
+    try:
+        if not to_stdout:
+            print_lecture(stdout_console(), figures)
+    finally:  # (the file named, however stdout fares: `| head -1` lost it after the run)
+        if args.json is not None:
+            text = json.dumps(lecture_json(figures), indent=2)
+            if to_stdout:
+                print(text)
+            else:
+                with naming_file(args.json):
+                    args.json.write_text(text + "\n")
     if not to_stdout:
         status.print(f"[dim]xfuse lecture: {time.perf_counter() - started:.1f} s[/dim]")
     return 0
