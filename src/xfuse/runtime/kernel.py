@@ -206,8 +206,9 @@ GIL_HELD_ELEMENTS = 1 << 14
 """A call of one native call over at most this many elements keeps the GIL: releasing and
 taking it back cost ~70 ns of a prepared call's ~2 us at 2^12 elements in cache (where the
 call, a builtin, costs ~0.1 us beside the loop; docs/benchmarks.md), and it blocks other Python
-threads for no more than such a call (~10 us for the activations, ~0.3 ms for libm's scalar
-calls)."""
+threads for no more than such a call: ~10 us for the activations, ~0.3 ms for three of libm's
+scalar calls an element, but as long as the program's work takes (30 nested rounds of those,
+13.9 ms: the rule counts elements, not work; docs/calling-kernels.md)."""
 
 HELD_WORKSPACE_BYTES = 1 << 18
 """The largest workspace a plan keeps of its own (`CallPlan.held_workspace`): a kernel keeps up
