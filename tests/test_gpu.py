@@ -52,7 +52,7 @@ from xfuse.codegen.native import host_target_machine
 from xfuse.codegen.ptx import PtxModule, compile_ptx
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.runtime.arrays import ArgumentError
+from xfuse.runtime.arrays import ArgumentError, ArgumentTypeError
 from xfuse.runtime.cuda import CPU_KERNEL_ONLY, CudaDriver, CudaKernel, plan_launches
 from xfuse.transforms.default_pipeline import default_pipeline, split_after
 from xfuse.transforms.expand_math import EwExpandMathPass
@@ -842,8 +842,19 @@ def test_device_array_arguments_are_checked(gelu: Gelu) -> None:
     gpu, _ = emulated(xfuse.compile(gelu.source, outputs=["out"], target="cuda"))
     x = FakeDeviceArray(np.zeros(8, np.float64))
     ok = FakeDeviceArray(np.zeros(8, np.float32))
-    with pytest.raises(TypeError, match="argument 'x': expected dtype float32, got float64"):
+    # an ArgumentTypeError, as on the CPU (a caller catching ArgumentError missed a TypeError)
+    with pytest.raises(ArgumentTypeError, match="argument 'x': expected dtype float32, got float"):
         gpu(x=x, b=ok, r=ok, out=ok)
+    for key, value, message in (
+        ("typestr", "zz", "malformed .*data type 'zz'"),
+        ("data", None, "malformed"),
+        ("shape", (-8,), r"no negative size, got \(-8,\)"),
+        ("shape", (8.0,), "malformed"),
+    ):
+        bad = FakeDeviceArray(np.zeros(8, np.float32))
+        bad.__cuda_array_interface__[key] = value
+        with pytest.raises(ArgumentError, match=f"argument 'b': .*{message}"):
+            gpu(x=ok, b=bad, r=ok, out=ok)
     strided = FakeDeviceArray(np.zeros(16, np.float32)[::2])
     strided.__cuda_array_interface__["strides"] = (8,)
     with pytest.raises(ArgumentError, match="argument 'b': a device array must be C-contiguous"):
@@ -923,6 +934,7 @@ class _Result(Enum):
     CUDA_ERROR_OUT_OF_MEMORY = 2
     CUDA_ERROR_NO_DEVICE = 100
     CUDA_ERROR_NO_BINARY_FOR_GPU = 209
+    CUDA_ERROR_INVALID_CONTEXT = 201
 
 
 _SUCCESS = _Result.CUDA_SUCCESS
@@ -972,19 +984,19 @@ def test_a_driver_without_a_gpu_is_a_clear_error(
 
 
 def _fake_gpu(monkeypatch: pytest.MonkeyPatch, **functions: Any) -> None:
-    """`_fake_driver` of a GPU with 132 multiprocessors, opened, with the given functions."""
+    """`_fake_driver` of a GPU with 132 multiprocessors, opened, with the given functions (in
+    the place of those it opens with too)."""
     success = _Result.CUDA_SUCCESS
-    _fake_driver(
-        monkeypatch,
-        cuInit=lambda flags: (success,),
-        cuDeviceGetCount=lambda: (success, 1),
-        cuDeviceGet=lambda ordinal: (success, 0),
-        cuDevicePrimaryCtxRetain=lambda device: (success, 7),
-        cuCtxSetCurrent=lambda context: (success,),
-        CUdevice_attribute=types.SimpleNamespace(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT=16),
-        cuDeviceGetAttribute=lambda attribute, device: (success, 132),
-        **functions,
-    )
+    opened: dict[str, Any] = {
+        "cuInit": lambda flags: (success,),
+        "cuDeviceGetCount": lambda: (success, 1),
+        "cuDeviceGet": lambda ordinal: (success, 0),
+        "cuDevicePrimaryCtxRetain": lambda device: (success, 7),
+        "cuCtxSetCurrent": lambda context: (success,),
+        "CUdevice_attribute": types.SimpleNamespace(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT=16),
+        "cuDeviceGetAttribute": lambda attribute, device: (success, 132),
+    }
+    _fake_driver(monkeypatch, **(opened | functions))
 
 
 def test_a_failing_call_on_a_working_gpu_is_a_cuda_error_naming_the_call(
@@ -1003,6 +1015,31 @@ def test_a_failing_call_on_a_working_gpu_is_a_cuda_error_naming_the_call(
     # PTX this GPU cannot run (sm_90 on an A100) is the machine's limit, not a failure.
     with pytest.raises(xfuse.CudaUnavailableError, match="cannot run PTX for sm_90 .* arch=.sm_80"):
         driver.load(PtxModule("", "", ("main_kernel0",), "sm_90"))
+
+
+def test_every_thread_calls_with_the_context_current(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A context is current on the thread that made it so (NVIDIA's cuCtxSetCurrent): the
+    driver did that once, on the first thread, and a call from another failed with
+    CUDA_ERROR_INVALID_CONTEXT."""
+    current = threading.local()
+
+    def set_current(context: int) -> tuple[_Result]:
+        current.context = context
+        return (_SUCCESS,)
+
+    def allocate(nbytes: int) -> tuple[_Result, int]:
+        if getattr(current, "context", None) != 7:
+            return (_Result.CUDA_ERROR_INVALID_CONTEXT, 0)
+        return (_SUCCESS, 4096)
+
+    _fake_gpu(monkeypatch, cuCtxSetCurrent=set_current, cuMemAlloc=allocate)
+    driver = CudaDriver()
+    pointers: list[int] = []
+    for _ in range(2):  # (each thread once, the second call on one too)
+        worker = threading.Thread(target=lambda: pointers.append(driver.allocate(8)))
+        worker.start()
+        worker.join()
+    assert pointers == [4096, 4096] and driver.allocate(8) == 4096
 
 
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])

@@ -28,6 +28,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import operator
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -37,6 +39,7 @@ import numpy as np
 from xfuse.codegen.ptx import PtxModule, compile_ptx
 from xfuse.runtime.arrays import (
     ArgumentError,
+    ArgumentTypeError,
     Parameter,
     bind_shapes,
     check_aliasing,
@@ -141,6 +144,10 @@ class CudaDriver:
         self._driver = driver
         self._functions: dict[tuple[int, str], Any] = {}
         self._resident_blocks: dict[tuple[int, str, int], int] = {}
+        self._context: Any = None
+        self._thread = threading.local()
+        """Whether the context is current on a thread: a thread starts with none (a call from
+        any but the first thread failed with CUDA_ERROR_INVALID_CONTEXT)."""
         try:
             self.call("cuInit", 0)
             count = self.call("cuDeviceGetCount")
@@ -151,7 +158,7 @@ class CudaDriver:
             raise CudaUnavailableError("no NVIDIA GPU found (cuDeviceGetCount is 0)")
         try:
             device = self.call("cuDeviceGet", 0)
-            self.call("cuCtxSetCurrent", self.call("cuDevicePrimaryCtxRetain", device))
+            self._context = self.call("cuDevicePrimaryCtxRetain", device)
             attribute = driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
             self.multiprocessors = int(self.call("cuDeviceGetAttribute", attribute, device))
         except CudaError as error:
@@ -159,7 +166,11 @@ class CudaDriver:
 
     def call(self, name: str, *arguments: Any) -> Any:
         """The driver function `name`'s result (CudaError naming it and the error if it fails);
-        public for the calls beyond `Device`'s (benchmarks/gpu_validate.py's CUDA events)."""
+        public for the calls beyond `Device`'s (benchmarks/gpu_validate.py's CUDA events). The
+        context is made current on the calling thread first, once a thread."""
+        if self._context is not None and not getattr(self._thread, "current", False):
+            self._thread.current = True  # (set first: the call below comes through here)
+            self.call("cuCtxSetCurrent", self._context)
         error, *values = getattr(self._driver, name)(*arguments)
         if error != self._driver.CUresult.CUDA_SUCCESS:
             _, error_name = self._driver.cuGetErrorName(error)
@@ -260,18 +271,27 @@ def device_array(
     read-only), as numpy's read-only flag; a `mask` of valid elements is refused, as numba
     refuses it (the kernel would compute on invalid ones and return no mask)."""
     interface = value.__cuda_array_interface__
-    if interface.get("mask") is not None:
+    try:  # (a malformed one was numpy's TypeError, a bare KeyError, naming no argument)
+        masked = interface.get("mask") is not None
+        pointer, read_only = interface["data"]
+        shape = tuple(operator.index(size) for size in interface["shape"])
+        dtype = np.dtype(interface["typestr"])
+    except (AttributeError, KeyError, TypeError, ValueError) as error:
+        raise ArgumentError(
+            f"{label}: not a device array: its __cuda_array_interface__ is malformed ({error!r})"
+        ) from None
+    if masked:
         raise ArgumentError(f"{label}: a masked device array (the interface's mask) is not taken")
-    if written and interface["data"][1]:
+    if any(size < 0 for size in shape):
+        raise ArgumentError(f"{label}: a device array's shape has no negative size, got {shape}")
+    if written and read_only:
         raise ArgumentError(f"{label}: the array is read-only")
-    shape = tuple(int(size) for size in interface["shape"])
-    dtype = np.dtype(interface["typestr"])
-    if dtype != numpy_dtype(parameter.dtype):
-        raise TypeError(f"{label}: expected dtype {parameter.dtype}, got {dtype}")
+    if dtype != numpy_dtype(parameter.dtype):  # (a TypeError, as on the CPU)
+        raise ArgumentTypeError(f"{label}: expected dtype {parameter.dtype}, got {dtype}")
     strides = interface.get("strides")
     if strides is not None and tuple(strides) != _contiguous_strides(shape, dtype.itemsize):
         raise ArgumentError(f"{label}: a device array must be C-contiguous, got strides {strides}")
-    return DeviceArray(int(interface["data"][0]), shape, dtype)
+    return DeviceArray(int(pointer), shape, dtype)
 
 
 def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
