@@ -280,14 +280,23 @@ def test_a_benchmark_script_ends_as_the_clis_where_stdout_is_gone(mode: str) -> 
         assert (done.returncode, done.stderr) == (SIGPIPE_STATUS, "")
 
 
-@pytest.mark.parametrize(("columns", "width"), [("0", 120), ("-3", 120), ("abc", 120), ("57", 57)])
-def test_a_terminal_of_no_columns_gets_the_piped_width(
-    monkeypatch: pytest.MonkeyPatch, columns: str, width: int
+@pytest.mark.parametrize("columns", ["0", "-3", "abc", "²", "57"])
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "piped"])
+def test_columns_that_name_no_size_are_the_terminals(
+    monkeypatch: pytest.MonkeyPatch, columns: str, terminal: bool
 ) -> None:
     """`COLUMNS=0` on a terminal: rich took it as no room, and the commands printed nothing,
-    status 0."""
+    status 0; `COLUMNS=²` (or `LINES=²`) failed every table, piped too ("invalid literal for
+    int()")."""
     from xfuse.tools import closed_stdout
 
     monkeypatch.setenv("COLUMNS", columns)
-    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-    assert closed_stdout.stdout_console().width == width
+    monkeypatch.setenv("LINES", columns)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: terminal)
+    console = closed_stdout.stdout_console()
+    sized = columns.isascii() and columns.isdecimal() and int(columns) > 0
+    if terminal:
+        assert console.width == (57 if sized else 80)  # (80: no terminal under pytest)
+    else:
+        assert console.width == 120
+    console.print("x")  # (rich reads its size here)

@@ -41,7 +41,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import DYNAMIC_INDEX, Float64Type, MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    Float64Type,
+    MemRefType,
+    ModuleOp,
+    ShapedType,
+    TensorType,
+)
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from xfuse.analysis.hardware import DEFAULT_LAUNCH_US, Device, device
@@ -678,15 +685,18 @@ def analyse_function(
                 "ew.kernel ops of a function, not those of the functions it calls",
                 op,
             )
-        arrays = any(_is_array(v.type) for v in (*op.operands, *op.results))
-        if op.name in _UNPRICED_MEMREF_OPS or (op.dialect_name() == "arith" and arrays):
+        if op.name in _UNPRICED_MEMREF_OPS:
             raise CostModelError(
                 f"'{op.name}' moves data the cost model does not price: it prices the "
                 "ew.kernel ops of a bufferized function (its buffers made by memref.alloc "
                 "and memref.view)",
                 op,
             )
-        if op.dialect_name() not in ("ew", "func", "memref", "arith"):
+        # (arith on tensors or vectors, of any element type, was priced as nothing)
+        shaped = any(isinstance(v.type, ShapedType) for v in (*op.operands, *op.results))
+        if op.dialect_name() not in ("ew", "func", "memref", "arith") or (
+            op.dialect_name() == "arith" and shaped
+        ):
             raise CostModelError(
                 f"'{op.name}' is not an ew.kernel: the cost model prices ew.kernel ops, "
                 f"run it before they are lowered ({KERNEL_LOWERINGS})",

@@ -423,8 +423,9 @@ class Traced:
         """The function's argument itself (the caller's array, which `x += 1` would write), not
         a copy of it (`+x`, `x.astype(x.dtype)`), though both are its block argument."""
         self.zero_d_array = False
-        """A 0-d value numpy holds as an array, which `+=` updates (`np.where`'s, its
-        `.astype`): a ufunc gives 0-d operands a numpy scalar, which `+=` rebinds."""
+        """A 0-d value numpy holds as an array, which `+=` updates (`np.where`'s and
+        `xfuse.where`'s, their `.astype` and copies): a ufunc gives 0-d operands a numpy scalar,
+        which `+=` rebinds."""
 
     def __repr__(self) -> str:  # (`print(x)` in a jit function showed an object's address)
         dims = ", ".join("?" if size < 0 else str(size) for size in self._type_shape)
@@ -605,15 +606,12 @@ class Traced:
     @property
     def _is_numpy_scalar(self) -> bool:
         """Whether numpy holds this value as a numpy scalar: a 0-d result of its ufuncs (an
-        argument may be a scalar or a 0-d array: one kernel serves both, traced as an array)."""
+        argument may be a scalar or a 0-d array: one kernel serves both, traced as an array).
+        (Its `**` is still traced as an array's: numpy's scalar power is C's pow, where an
+        array's `** 0.5` is its sqrt, but an exponent that is a 0-d array takes the ufunc's.)"""
         return self._type_shape == () and not self.zero_d_array and not self.argument
 
     def __pow__(self, other: Any) -> Traced:
-        if self._is_numpy_scalar and not self.mask and self.element_dtype.kind == "f":
-            # a numpy scalar's `**` is C's pow, without the arrays' sqrt paths: pow(-inf, 0.5)
-            # is +inf and pow(-0, 0.5) +0 (they were sqrt's NaN and -0); ml_dtypes' bfloat16
-            # scalar calls numpy's power, as an array does
-            return self.apply(ew.PowOp, self, other)
         if type(other) is float and other == 0.5 and self.element_dtype.kind == "f":
             # `x ** 0.5` is numpy's `np.sqrt(x)` for a float16, float32 or float64 array (its
             # operator's `fast_scalar_power`, for a Python float), whatever `np.power` does
@@ -724,8 +722,10 @@ class Traced:
         return self.copied()  # numpy's +x is a copy
 
     def copied(self) -> Traced:
-        """A copy, as numpy's `x.copy()` (of a mask too)."""
-        return Traced(self.builder, self.value, self.mask)
+        """A copy, as numpy's `x.copy()` (of a mask too, of a 0-d array an array)."""
+        copy = Traced(self.builder, self.value, self.mask)
+        copy.zero_d_array = self.zero_d_array
+        return copy
 
     def __copy__(self) -> Traced:  # `copy.copy(x)`; `copy.deepcopy` copied the builder's IR
         return self.copied()
@@ -758,12 +758,12 @@ class Traced:
         an `ew.convert`, the `.ew` language's `bf16(...)`; the same array where the dtype is its
         own f32 or f64 (an f16 or bf16 one rounds what a kernel holds in f32, as numpy's value
         is rounded). `(y + r).astype(ml_dtypes.bfloat16)` stores an f32 result in bf16.
-        `copy=False` of an argument to its own dtype is the argument itself, as numpy's is (so
-        `+=` on it is refused as on the argument: it would write the caller's array); elsewhere
-        `copy` changes nothing, a traced value being never written in place. numpy's other
-        keywords (`order=`, `casting=`, `subok=`) do not trace but at their defaults (they were
-        Python's "unexpected keyword argument"). `astype(bool)` is a mask, `x != 0` (a mask's
-        `m.dtype` is bool)."""
+        `copy=False` to its own dtype is the array itself, as numpy's is (so `+=` on it updates
+        both names, and on an argument is refused: it would write the caller's array), but of
+        an f16 or bf16 value a kernel holds in f32, which it rounds as `copy=True` does.
+        numpy's other keywords (`order=`, `casting=`, `subok=`) do not trace but at their
+        defaults (they were Python's "unexpected keyword argument"). `astype(bool)` is a mask,
+        `x != 0` (a mask's `m.dtype` is bool)."""
         if positional:  # (numpy's second is `order`: `astype(np.float32, False)` was copy)
             raise TypeError(
                 f"astype({dtype!r}, ...): numpy's arguments after the dtype (order, casting, "
@@ -773,7 +773,9 @@ class Traced:
         if keywords:
             raise _keywords_not_traced("astype", list(keywords))
         if _is_bool(dtype):  # numpy's: true where nonzero (NaN too), a mask as it is
-            return Traced(self.builder, self.value, mask=True) if self.mask else self != 0
+            tested = self.copied() if self.mask else self != 0
+            tested.zero_d_array = self.zero_d_array  # (an array's astype is an array)
+            return tested
         try:
             element = element_type_for(dtype)
         except ValueError:
@@ -787,8 +789,9 @@ class Traced:
             raise TypeError(
                 f"astype({dtype!r}): xfuse computes in float16, bfloat16, float32 and float64"
             ) from None
-        if not copy and self.argument and element == ew.element_type(self.value.type):
-            return self
+        own = element == ew.element_type(self.value.type)
+        if not copy and own and (self.argument or ew.compute_type(element) == element):
+            return self  # (numpy's array itself: `+=` on either name updates both)
         converted = Traced(self.builder, self.builder.convert(self.value, element, explicit=True))
         converted.zero_d_array = self.zero_d_array  # (an array's astype is an array)
         return converted
@@ -861,8 +864,9 @@ class Traced:
         arguments (as `where`), np.astype (as `astype`), np.nan_to_num, np.round and np.fix;
         any other (np.sum, np.dot, np.concatenate, ...) raises, as without this numpy took a
         traced array for a 0-d object array, and `np.dot(x, x)` traced as `x * x`."""
-        if func is np.nan_to_num:
-            return _nan_to_num(*args, **kwargs)
+        if func is np.nan_to_num:  # (a scalar of 0-d, as numpy's: not its wheres' array)
+            replaced = _nan_to_num(*args, **kwargs)
+            return Traced(replaced.builder, replaced.value, replaced.mask)
         if func is np.astype:  # (numpy 2's function spelling of the method)
             bound = inspect.signature(func).bind(*args, **kwargs).arguments
             if bound.get("device") not in (None, "cpu"):
@@ -1031,7 +1035,10 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
             )
         traced = next((a for a in args if isinstance(a, Traced)), None)
         if traced is not None:
-            return traced.apply(op_type, *args)
+            result = traced.apply(op_type, *args)
+            # (xfuse.where's 0-d result is an array, as its eager one and np.where's are)
+            result.zero_d_array = op_type is ew.SelectOp and result._type_shape == ()
+            return result
         dask_array = sys.modules.get("dask.array")  # (not imported: no dask array here)
         is_dask = [dask_array is not None and isinstance(a, dask_array.Array) for a in args]
         for given, lazy in zip(args, is_dask, strict=True):

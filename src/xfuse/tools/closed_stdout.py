@@ -128,10 +128,17 @@ PIPED_COLUMNS = 120
 
 def stdout_console() -> Console:
     """A rich Console on stdout for a command's tables: wide enough for them when piped, and
-    leaving a closed stdout to `exit_status`. On a terminal its width, but where `COLUMNS` says
-    0 (or less, or no number), which rich took as no room at all: nothing printed, status 0."""
+    leaving a closed stdout to `exit_status`; on a terminal as wide as `COLUMNS` says, or the
+    terminal is where it names no size (rich took `COLUMNS=0` for no room at all, printing
+    nothing with status 0, and failed on `COLUMNS=²`, which `str.isdigit` takes)."""
     width = None if sys.stdout.isatty() else PIPED_COLUMNS
-    columns = os.environ.get("COLUMNS", "")
-    if width is None and columns and not (columns.strip().isdecimal() and int(columns) > 0):
-        width = PIPED_COLUMNS
-    return _stdout_console_class()(width=width)
+    return _stdout_console_class()(width=width, _environ=sized_environment())
+
+
+def sized_environment() -> dict[str, str]:
+    """The environment, without a `COLUMNS` or `LINES` that names no size (for rich)."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("COLUMNS", "LINES") or value.isascii() and value.isdecimal() and int(value)
+    }
