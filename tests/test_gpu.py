@@ -847,7 +847,10 @@ def test_device_array_arguments_are_checked(gelu: Gelu) -> None:
         gpu(x=x, b=ok, r=ok, out=ok)
     for key, value, message in (
         ("typestr", "zz", "malformed .*data type 'zz'"),
+        ("typestr", None, "malformed .*typestr None is no string"),  # (it read float64)
         ("data", None, "malformed"),
+        ("data", ("16", False), "malformed"),  # (taken as the pointer 16)
+        ("strides", 4, "malformed"),  # (a bare TypeError)
         ("shape", (-8,), r"no negative size, got \(-8,\)"),
         ("shape", (8.0,), "malformed"),
     ):
@@ -1040,6 +1043,26 @@ def test_every_thread_calls_with_the_context_current(monkeypatch: pytest.MonkeyP
         worker.start()
         worker.join()
     assert pointers == [4096, 4096] and driver.allocate(8) == 4096
+    # a failed binding is tried again at the thread's next call (it was taken as done)
+    failures = iter([(_Result.CUDA_ERROR_OUT_OF_MEMORY,)])
+    monkeypatch.setattr(
+        sys.modules["cuda.bindings.driver"],
+        "cuCtxSetCurrent",
+        lambda context: next(failures, None) or set_current(context),
+    )
+    results: list[object] = []
+
+    def twice() -> None:
+        for _ in range(2):
+            try:
+                results.append(driver.allocate(8))
+            except xfuse.CudaError as error:
+                results.append(str(error))
+
+    worker = threading.Thread(target=twice)
+    worker.start()
+    worker.join()
+    assert results == ["cuCtxSetCurrent: CUDA driver error CUDA_ERROR_OUT_OF_MEMORY", 4096]
 
 
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])

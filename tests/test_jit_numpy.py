@@ -366,6 +366,26 @@ def _aliased_uncopied(x: Any, s: Any) -> Any:
     return h
 
 
+def _aliased_uncopied_half(x: Any, s: Any) -> Any:
+    h = x.astype(np.float16) * 3
+    g = h.astype(np.float16, copy=False)  # (h itself, as numpy's)
+    g += 1
+    return h
+
+
+def _aliased_uncopied_mask(x: Any, s: Any) -> Any:
+    m = x > s
+    g = m.astype(bool, copy=False)  # (m itself)
+    g &= x > 2
+    return np.where(m, x, 0)
+
+
+def _positive_of_a_where(x: Any, s: Any) -> Any:
+    v = +np.where(s > 0, s, s)  # (np.positive: a scalar)
+    v += x
+    return v
+
+
 def _aliased_sign(x: Any, s: Any) -> Any:
     g = np.sign(s)  # (a ufunc: a scalar, though traced as a where)
     h = g
@@ -388,6 +408,9 @@ def _aliased_sign(x: Any, s: Any) -> Any:
         _aliased_mask_of_where,
         _aliased_copy,
         _aliased_uncopied,
+        _aliased_uncopied_half,
+        _aliased_uncopied_mask,
+        _positive_of_a_where,
     ],
 )
 @pytest.mark.parametrize("scalar", [np.float32(-1.5), np.array(-1.5, np.float32)], ids=type)
@@ -400,6 +423,31 @@ def test_an_update_in_place_of_a_0d_value_rebinds_it(
     x = np.float32([1.0, 2.0, 3.0])
     want = function(x, scalar)
     assert_same(np.asarray(xfuse.jit(function)(x, scalar)), np.asarray(want))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("value", [-np.inf, -0.0, 4.0])
+def test_a_numpy_scalars_power_of_a_scalar_is_c_pow(dtype: type, value: float) -> None:
+    """A ufunc's 0-d result is a numpy scalar, whose `**` of a scalar is C's pow: pow(-inf,
+    0.5) is +inf and pow(-0, 0.5) +0, where an array's `** 0.5` is sqrt's (NaN, -0), as it
+    was traced. An exponent that is a 0-d array takes the ufunc's sqrt path (a first fix got
+    that wrong), as do np.power, ml_dtypes' bfloat16 scalar, np.where's and xfuse.where's 0-d
+    arrays and an argument's astype (an argument is traced as a 0-d array)."""
+    scalar, array = dtype(value), np.array(value, dtype)
+    for program, givens in (
+        (lambda a: (a * 1) ** 0.5, (scalar, array)),
+        (lambda a: np.maximum(a, a) ** np.float64(0.5), (scalar, array)),
+        (lambda a: (a * 1) ** np.where(a < 1, np.float32(0.5), np.float32(0.5)), (scalar, array)),
+        (lambda a: np.power(a * 1, 0.5), (scalar, array)),
+        (lambda a: np.where(a > 0, a, a) ** 0.5, (scalar, array)),
+        (lambda a: xfuse.where(a > 0, a, a) ** 0.5, (scalar, array)),
+        (lambda a: a.astype(np.float64) ** 0.5, (array,)),  # (a scalar's: another kernel)
+    ):
+        for given in givens:
+            with np.errstate(invalid="ignore"):
+                want = np.asarray(program(given))
+            got = xfuse.jit(program)(given)
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (program, given)
 
 
 def aliased_sum(x: np.ndarray) -> np.ndarray:

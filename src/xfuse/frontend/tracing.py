@@ -71,6 +71,14 @@ def _sign(x: Any) -> Any:
     return np.where(x > 0, 1.0, np.where(x < 0, -1.0, np.where(x == 0, 0.0, x)))
 
 
+def _scalar_exponent(exponent: Any) -> bool:
+    """Whether `exponent` is a scalar to numpy: a Python or numpy number, or a traced 0-d
+    value numpy holds as a scalar (`Traced._is_numpy_scalar`); not an array, a 0-d one too."""
+    if isinstance(exponent, Traced):
+        return exponent._is_numpy_scalar and not exponent.mask
+    return isinstance(exponent, int | float | np.generic) and not isinstance(exponent, np.bool_)
+
+
 def _heaviside(x: Any, h0: Any) -> Any:
     """numpy's heaviside: 0 below 0, 1 above, `h0` at ±0, and for a NaN x the loop's NaN
     (`_heaviside_nan`); of a scalar x, that value at every element of the traced `h0`, in
@@ -606,12 +614,16 @@ class Traced:
     @property
     def _is_numpy_scalar(self) -> bool:
         """Whether numpy holds this value as a numpy scalar: a 0-d result of its ufuncs (an
-        argument may be a scalar or a 0-d array: one kernel serves both, traced as an array).
-        (Its `**` is still traced as an array's: numpy's scalar power is C's pow, where an
-        array's `** 0.5` is its sqrt, but an exponent that is a 0-d array takes the ufunc's.)"""
+        argument may be a scalar or a 0-d array: one kernel serves both, traced as an array,
+        and so are its `astype`s)."""
         return self._type_shape == () and not self.zero_d_array and not self.argument
 
     def __pow__(self, other: Any) -> Traced:
+        if self._is_numpy_scalar and self.element_dtype.kind == "f" and _scalar_exponent(other):
+            # a numpy scalar's `**` of a scalar is C's pow, without the arrays' sqrt paths:
+            # pow(-inf, 0.5) is +inf and pow(-0, 0.5) +0 (an exponent that is a 0-d array takes
+            # the ufunc's; ml_dtypes' bfloat16 scalar calls numpy's power, as an array does)
+            return self.apply(ew.PowOp, self, other)
         if type(other) is float and other == 0.5 and self.element_dtype.kind == "f":
             # `x ** 0.5` is numpy's `np.sqrt(x)` for a float16, float32 or float64 array (its
             # operator's `fast_scalar_power`, for a Python float), whatever `np.power` does
@@ -719,7 +731,7 @@ class Traced:
     def __pos__(self) -> Traced:
         if self.mask:  # (as np.positive of one: numpy has no positive of booleans)
             raise TypeError(f"+ (np.positive): {_MASKS_ONLY}")
-        return self.copied()  # numpy's +x is a copy
+        return Traced(self.builder, self.value)  # numpy's +x is a copy (of 0-d, a scalar)
 
     def copied(self) -> Traced:
         """A copy, as numpy's `x.copy()` (of a mask too, of a 0-d array an array)."""
@@ -759,8 +771,8 @@ class Traced:
         own f32 or f64 (an f16 or bf16 one rounds what a kernel holds in f32, as numpy's value
         is rounded). `(y + r).astype(ml_dtypes.bfloat16)` stores an f32 result in bf16.
         `copy=False` to its own dtype is the array itself, as numpy's is (so `+=` on it updates
-        both names, and on an argument is refused: it would write the caller's array), but of
-        an f16 or bf16 value a kernel holds in f32, which it rounds as `copy=True` does.
+        both names, and on an argument is refused: it would write the caller's array); of an f16
+        or bf16 value a kernel holds in f32 that is not rounded, as `copy=True` rounds it.
         numpy's other keywords (`order=`, `casting=`, `subok=`) do not trace but at their
         defaults (they were Python's "unexpected keyword argument"). `astype(bool)` is a mask,
         `x != 0` (a mask's `m.dtype` is bool)."""
@@ -773,6 +785,8 @@ class Traced:
         if keywords:
             raise _keywords_not_traced("astype", list(keywords))
         if _is_bool(dtype):  # numpy's: true where nonzero (NaN too), a mask as it is
+            if self.mask and not copy:
+                return self  # (numpy's mask itself: `&=` on either name updates both)
             tested = self.copied() if self.mask else self != 0
             tested.zero_d_array = self.zero_d_array  # (an array's astype is an array)
             return tested
@@ -789,11 +803,11 @@ class Traced:
             raise TypeError(
                 f"astype({dtype!r}): xfuse computes in float16, bfloat16, float32 and float64"
             ) from None
-        own = element == ew.element_type(self.value.type)
-        if not copy and own and (self.argument or ew.compute_type(element) == element):
+        if not copy and element == ew.element_type(self.value.type):
             return self  # (numpy's array itself: `+=` on either name updates both)
         converted = Traced(self.builder, self.builder.convert(self.value, element, explicit=True))
-        converted.zero_d_array = self.zero_d_array  # (an array's astype is an array)
+        # (an array's astype is an array; an argument is traced as one)
+        converted.zero_d_array = self.zero_d_array or self.argument
         return converted
 
     def clip(self, min: Any = None, max: Any = None, out: None = None, **keywords: Any) -> Traced:

@@ -170,7 +170,11 @@ class CudaDriver:
         context is made current on the calling thread first, once a thread."""
         if self._context is not None and not getattr(self._thread, "current", False):
             self._thread.current = True  # (set first: the call below comes through here)
-            self.call("cuCtxSetCurrent", self._context)
+            try:
+                self.call("cuCtxSetCurrent", self._context)
+            except BaseException:  # (the next call tries again)
+                self._thread.current = False
+                raise
         error, *values = getattr(self._driver, name)(*arguments)
         if error != self._driver.CUresult.CUDA_SUCCESS:
             _, error_name = self._driver.cuGetErrorName(error)
@@ -274,8 +278,14 @@ def device_array(
     try:  # (a malformed one was numpy's TypeError, a bare KeyError, naming no argument)
         masked = interface.get("mask") is not None
         pointer, read_only = interface["data"]
+        pointer = operator.index(pointer)  # (None, "16" and 1.5 were taken or failed bare)
         shape = tuple(operator.index(size) for size in interface["shape"])
-        dtype = np.dtype(interface["typestr"])
+        typestr = interface["typestr"]
+        if not isinstance(typestr, str):  # (np.dtype(None) is float64)
+            raise TypeError(f"typestr {typestr!r} is no string")
+        dtype = np.dtype(typestr)
+        strides = interface.get("strides")
+        strides = None if strides is None else tuple(operator.index(step) for step in strides)
     except (AttributeError, KeyError, TypeError, ValueError) as error:
         raise ArgumentError(
             f"{label}: not a device array: its __cuda_array_interface__ is malformed ({error!r})"
@@ -288,10 +298,9 @@ def device_array(
         raise ArgumentError(f"{label}: the array is read-only")
     if dtype != numpy_dtype(parameter.dtype):  # (a TypeError, as on the CPU)
         raise ArgumentTypeError(f"{label}: expected dtype {parameter.dtype}, got {dtype}")
-    strides = interface.get("strides")
-    if strides is not None and tuple(strides) != _contiguous_strides(shape, dtype.itemsize):
+    if strides is not None and strides != _contiguous_strides(shape, dtype.itemsize):
         raise ArgumentError(f"{label}: a device array must be C-contiguous, got strides {strides}")
-    return DeviceArray(int(pointer), shape, dtype)
+    return DeviceArray(pointer, shape, dtype)
 
 
 def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

@@ -140,5 +140,11 @@ def sized_environment() -> dict[str, str]:
     return {
         name: value
         for name, value in os.environ.items()
-        if name not in ("COLUMNS", "LINES") or value.isascii() and value.isdecimal() and int(value)
+        if name not in ("COLUMNS", "LINES") or _a_size(value)
     }
+
+
+def _a_size(value: str) -> bool:
+    """Whether `value` is a terminal's size: 1 to 10,000 (more made rich print 600 MB of rules,
+    or fail; 4,300 digits were int()'s ValueError)."""
+    return value.isascii() and value.isdecimal() and len(value) <= 6 and 0 < int(value) <= 10_000
