@@ -366,13 +366,6 @@ def _aliased_uncopied(x: Any, s: Any) -> Any:
     return h
 
 
-def _aliased_uncopied_half(x: Any, s: Any) -> Any:
-    h = x.astype(np.float16) * 3
-    g = h.astype(np.float16, copy=False)  # (h itself, as numpy's)
-    g += 1
-    return h
-
-
 def _aliased_uncopied_mask(x: Any, s: Any) -> Any:
     m = x > s
     g = m.astype(bool, copy=False)  # (m itself)
@@ -408,7 +401,6 @@ def _aliased_sign(x: Any, s: Any) -> Any:
         _aliased_mask_of_where,
         _aliased_copy,
         _aliased_uncopied,
-        _aliased_uncopied_half,
         _aliased_uncopied_mask,
         _positive_of_a_where,
     ],

@@ -771,8 +771,9 @@ class Traced:
         own f32 or f64 (an f16 or bf16 one rounds what a kernel holds in f32, as numpy's value
         is rounded). `(y + r).astype(ml_dtypes.bfloat16)` stores an f32 result in bf16.
         `copy=False` to its own dtype is the array itself, as numpy's is (so `+=` on it updates
-        both names, and on an argument is refused: it would write the caller's array); of an f16
-        or bf16 value a kernel holds in f32 that is not rounded, as `copy=True` rounds it.
+        both names, and on an argument is refused: it would write the caller's array), but of an
+        f16 or bf16 value a kernel holds in f32: a copy, rounded as `copy=True` rounds it (in
+        numpy it is rounded already; `+=` on it then reaches the one name only).
         numpy's other keywords (`order=`, `casting=`, `subok=`) do not trace but at their
         defaults (they were Python's "unexpected keyword argument"). `astype(bool)` is a mask,
         `x != 0` (a mask's `m.dtype` is bool)."""
@@ -803,7 +804,8 @@ class Traced:
             raise TypeError(
                 f"astype({dtype!r}): xfuse computes in float16, bfloat16, float32 and float64"
             ) from None
-        if not copy and element == ew.element_type(self.value.type):
+        own = element == ew.element_type(self.value.type)
+        if not copy and own and (self.argument or ew.compute_type(element) == element):
             return self  # (numpy's array itself: `+=` on either name updates both)
         converted = Traced(self.builder, self.builder.convert(self.value, element, explicit=True))
         # (an array's astype is an array; an argument is traced as one)
