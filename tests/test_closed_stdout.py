@@ -294,7 +294,7 @@ def test_columns_that_name_no_size_are_the_terminals(
     monkeypatch.setenv("LINES", columns)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: terminal)
     console = closed_stdout.stdout_console()
-    sized = columns == "57"  # (10**8 columns printed 600 MB of rules; 5,000 digits failed)
+    sized = columns == "57"  # (rich drew rules 10**8 wide; 5,000 digits failed in int())
     if terminal:
         assert console.width == (57 if sized else 80)  # (80: no terminal under pytest)
     else:

@@ -412,21 +412,15 @@ _UNPRICED_MEMREF_OPS = frozenset(
 """memref ops that read or write elements (a `memref.copy`'s bytes were priced as none)."""
 
 
-def _ops_outside_kernels(function: func.FuncOp) -> Iterator[Operation]:
-    """The ops of `function`, nested ones too, but for those inside an `ew.kernel`'s body."""
-    for block in function.body.blocks:
-        for op in block.ops:
-            yield from _op_and_nested(op)
-
-
-def _op_and_nested(op: Operation) -> Iterator[Operation]:
-    yield op
-    if isinstance(op, ew.KernelOp):
-        return
+def _ops_outside_kernels(op: Operation) -> Iterator[Operation]:
+    """The ops nested in `op` (a function), deeper ones too, but for those inside an
+    `ew.kernel`'s body."""
     for region in op.regions:
         for block in region.blocks:
             for nested in block.ops:
-                yield from _op_and_nested(nested)
+                yield nested
+                if not isinstance(nested, ew.KernelOp):
+                    yield from _ops_outside_kernels(nested)
 
 
 def _is_array(type_: Attribute) -> bool:
@@ -437,6 +431,12 @@ def _is_array(type_: Attribute) -> bool:
     )
 
 
+def _array_shapes(function: func.FuncOp) -> list[tuple[int, ...]]:
+    """The shapes of the function's arrays (`_is_array`): its arguments and every result."""
+    values = [*function.args, *(r for op in function.walk() for r in op.results)]
+    return [v.type.get_shape() for v in values if _is_array(v.type)]
+
+
 def fitted_problem_shape(function: func.FuncOp, shape: tuple[int, ...]) -> tuple[int, ...]:
     """`shape` (a default problem, the lecture's [t, d]) as `function`'s: as it is for a
     function of at most its dims (the cost model folds it over flat tensors), after 1s for one
@@ -444,8 +444,7 @@ def fitted_problem_shape(function: func.FuncOp, shape: tuple[int, ...]) -> tuple
     fixes (`input x[4, 8];`) at its size (1 where every dim there is a static 1), the axes of
     one dim name at one size (`ew.tie_named_dims`), and () for a 0-d program (both were
     errors: the shape has 2 dims, or does not broadcast to the program's)."""
-    values = [*function.args, *(r for op in function.walk() for r in op.results)]
-    shapes = [v.type.get_shape() for v in values if _is_array(v.type)]
+    shapes = _array_shapes(function)
     rank = max(map(len, shapes), default=0)
     if rank == 0:  # one element, as the cost model prices 0-d tensors (it was called 58.7M)
         return ()
@@ -616,8 +615,7 @@ def check_given_shape(function: func.FuncOp, shape: tuple[int, ...]) -> None:
     where its tensors are 0-d is a ShapeMismatchError: the model prices them as one element
     (`fitted_problem_shape`, what a default shape becomes) under the shape given. A function of
     no arrays at all (nothing to price, as a module's other functions may be) takes any."""
-    values = [*function.args, *(r for op in function.walk() for r in op.results)]
-    if not any(_is_array(v.type) for v in values):
+    if not _array_shapes(function):
         return  # (it refused the whole module: "the function's tensors are 0-d")
     if fitted_problem_shape(function, shape) == () and math.prod(shape) != 1:
         raise ShapeMismatchError(

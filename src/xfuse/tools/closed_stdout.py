@@ -145,6 +145,6 @@ def sized_environment() -> dict[str, str]:
 
 
 def _a_size(value: str) -> bool:
-    """Whether `value` is a terminal's size: 1 to 10,000 (more made rich print 600 MB of rules,
-    or fail; 4,300 digits were int()'s ValueError)."""
+    """Whether `value` is a terminal's size: 1 to 10,000 (rich drew its rules that wide, and a
+    value of more than 4,300 digits was int()'s ValueError)."""
     return value.isascii() and value.isdecimal() and len(value) <= 6 and 0 < int(value) <= 10_000
