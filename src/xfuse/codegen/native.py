@@ -106,11 +106,12 @@ class HostCpu:
     @property
     def prefetches(self) -> bool:
         """Whether compute-heavy vector loops prefetch the lines they load (`prefetch_loads`):
-        on Intel's cores (Emerald Rapids) that took 0.70-0.96x the time at 2^24; on AMD's Zen
-        (`znver*`; measured on Zen 4) it took the loops of two or three input arrays 1.2-1.7x
-        the time at every distance tried, 3 to 16 KiB, and gained nothing on one input
-        (docs/benchmarks.md)."""
-        return not self.amd_zen
+        on Intel's cores (Emerald Rapids) that took 0.70-0.96x the time at 2^24, on AMD's Zen 3
+        (`znver3`) 0.90-1.05x (`x * sigmoid(x) * y` 0.90-0.95x and erf-GELU 0.92-0.97x in three
+        runs); on Zen 4 it took the loops of two or three input arrays 1.2-1.7x the time at
+        every distance tried, 3 to 16 KiB, and gained nothing on one input (docs/benchmarks.md).
+        The other Zen cores (not measured) are taken to be like Zen 4, as before Zen 3 was."""
+        return not self.amd_zen or self.name == "znver3"
 
     @property
     def streaming_bytes(self) -> int:
@@ -120,7 +121,8 @@ class HostCpu:
         read into the cache first and do not evict the inputs. On Intel's cores 4 MiB (1.2-1.5x
         from 4 MiB, 0.6x at 1 MiB: `benchmarks/loop_and_call.py`); on AMD's Zen 16 MiB (on Zen 4,
         32 MiB of L3, normal stores took 0.58-0.99x the time of streaming ones at 4 and 8 MiB,
-        0.90-1.08x at 16 MiB, 1.02-1.46x from 64 MiB: docs/benchmarks.md)."""
+        0.90-1.08x at 16 MiB, 1.02-1.46x from 64 MiB; on Zen 3, 32 MiB of L3 too, 0.64-1.02x at
+        4 and 8 MiB, 0.82-1.06x at 16 MiB, 1.01-1.75x from 32 MiB: docs/benchmarks.md)."""
         return (16 if self.amd_zen else 4) << 20
 
     @property
