@@ -39,7 +39,12 @@ from xfuse.codegen.native import (
     interleave_count,
     libmvec_loaded,
 )
-from xfuse.codegen.optimized_ir import PREFETCH_DISTANCE, pair_bf16_parts, prefetch_loads
+from xfuse.codegen.optimized_ir import (
+    PREFETCH_DISTANCE,
+    ZEN3_PREFETCH_DISTANCE,
+    pair_bf16_parts,
+    prefetch_loads,
+)
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.arrays import ArgumentError
 from xfuse.runtime.compiler import Options, clear_cache, compile_bufferized, compile_module
@@ -1391,6 +1396,14 @@ def test_compute_heavy_loops_prefetch_every_line_they_load(
     loaded = -(-loaded_bytes // 64)
     assert loop.count("prefetcht0") == (loaded if prefetches else 0)
     assert ("prefetcht0" in loop) == prefetches
+    distances = set(PREFETCHED_OFFSET.findall(kernel.llvm_ir))
+    assert distances == ({str(PREFETCH_DISTANCE)} if prefetches else set())
+
+
+PREFETCHED_OFFSET = re.compile(
+    r"= getelementptr i8, ptr %[^,]+, i64 (\d+)\n\s+call void @llvm\.prefetch"
+)
+"""The byte offset of each prefetched address from its load's (`prefetch_loads`)."""
 
 
 ZEN4_FEATURES = f"{ZEN3[1]},+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx512bf16"
@@ -1405,12 +1418,15 @@ def test_amd_zen_cores_prefetch_where_it_was_measured_to_pay(
     cpu: tuple[str, str], prefetches: bool, use_cpu: Callable[[str, str], HostCpu]
 ) -> None:
     """On Zen 4 the prefetches made loops of several inputs slower (none there nor on Zen 5);
-    on Zen 3 they took 0.90-1.05x the time (docs/benchmarks.md): its loops prefetch."""
+    on Zen 3 they took 0.90-1.05x the time (docs/benchmarks.md): its loops prefetch, 2 KiB
+    ahead where Intel's prefetch 4 (`ZEN3_PREFETCH_DISTANCE`)."""
     assert use_cpu(*cpu).prefetches == prefetches
     for source in ("out = x * sigmoid(x);", "out = x * rsqrt(y * y + 0.001) * z;"):
         kernel = xfuse.compile(source)
         assert ("llvm.prefetch" in kernel.llvm_ir) == prefetches
         assert ("prefetcht0" in kernel.asm) == prefetches
+        distances = set(PREFETCHED_OFFSET.findall(kernel.llvm_ir))
+        assert distances == ({str(ZEN3_PREFETCH_DISTANCE)} if prefetches else set())
 
 
 def test_prefetches_past_the_arrays_end_do_not_fault(

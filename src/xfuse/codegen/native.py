@@ -46,6 +46,8 @@ from llvmlite.binding.executionengine import ExecutionEngine
 from xfuse.codegen.libdevice import FUNCTION_PREFIX
 from xfuse.codegen.optimized_ir import (
     ELEMENT_BYTES,
+    PREFETCH_DISTANCE,
+    ZEN3_PREFETCH_DISTANCE,
     pair_bf16_parts,
     prefetch_loads,
     streaming_stores,
@@ -112,6 +114,12 @@ class HostCpu:
         every distance tried, 3 to 16 KiB, and gained nothing on one input (docs/benchmarks.md).
         The other Zen cores (not measured) are taken to be like Zen 4, as before Zen 3 was."""
         return not self.amd_zen or self.name == "znver3"
+
+    @property
+    def prefetch_distance(self) -> int:
+        """How many bytes ahead those loops prefetch: `ZEN3_PREFETCH_DISTANCE` (2 KiB) on Zen 3,
+        else `PREFETCH_DISTANCE` (4 KiB, measured on Intel's cores)."""
+        return ZEN3_PREFETCH_DISTANCE if self.name == "znver3" else PREFETCH_DISTANCE
 
     @property
     def streaming_bytes(self) -> int:
@@ -1370,7 +1378,7 @@ def generate_code(
     optimized_ir = str(backing)
     rewritten = pair_bf16_parts(optimized_ir)
     if host_cpu().prefetches:
-        rewritten = prefetch_loads(rewritten)
+        rewritten = prefetch_loads(rewritten, host_cpu().prefetch_distance)
     if rewritten != optimized_ir:
         backing = llvm_binding.parse_assembly(rewritten)
         _eliminate_dead_code(backing, opt_level)

@@ -825,9 +825,16 @@ def _rename_incoming(latches: dict[str, str], line: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 PREFETCH_DISTANCE = 4096
-"""Bytes ahead of each load that a compute-heavy vector loop prefetches (`prefetch_loads`): the
-LLM GELUs, silu, Mish and GELU + bias + residual at 2^24 (docs/benchmarks.md) took 0.70-1.03x
-the time without with 4 KiB, as with 2 or 8 KiB; 1 KiB gained less, 16 KiB less on GELU."""
+"""Bytes ahead of each load that a compute-heavy vector loop prefetches (`prefetch_loads`), on
+Intel's cores: the LLM GELUs, silu, Mish and GELU + bias + residual at 2^24
+(docs/benchmarks.md) took 0.70-1.03x the time without with 4 KiB, as with 2 or 8 KiB; 1 KiB
+gained less, 16 KiB less on GELU."""
+
+ZEN3_PREFETCH_DISTANCE = 2048
+"""`PREFETCH_DISTANCE` on AMD's Zen 3 (`HostCpu.prefetch_distance`): in three runs at 2^24
+(docs/benchmarks.md) GELU + bias + residual ran at 110-111% of its ceiling with 2 KiB against
+95-103% with 4 KiB, the rsqrt scale at 107-116% against 101-105%; 1 KiB as 2, 8 and 16 KiB less,
+one-input loops (erf-GELU, silu, Mish, softplus) alike at 2 and 4 KiB."""
 
 PREFETCH_MIN_FLOAT_OPS = 2.5
 """Floating-point ops of 64-byte vectors per cache line loaded or stored from which a vector
@@ -865,9 +872,9 @@ def _vector_bytes(line: str) -> int:
     return int(found[1]) * ELEMENT_BYTES.get(found[2], 4) if found else 4
 
 
-def _prefetched(body: list[str], number: int) -> list[str]:
-    """`body` (a vector loop body) with a prefetch `PREFETCH_DISTANCE` bytes ahead of each load
-    that starts a cache line of its array's part of an iteration, once a line (the loads that
+def _prefetched(body: list[str], number: int, distance: int) -> list[str]:
+    """`body` (a vector loop body) with a prefetch `distance` bytes ahead of each load that
+    starts a cache line of its array's part of an iteration, once a line (the loads that
     `pair_bf16_parts` replaced are still there), if the body is compute-heavy."""
     # The substring tests first: each regex's matches contain them, and they reject most
     # lines at a tenth of a search's cost (the searches took most of a compile's 2-4 ms here).
@@ -897,21 +904,23 @@ def _prefetched(body: list[str], number: int) -> list[str]:
             lines.add(place)
             ahead = f"%xfuse.prefetch{number}.{index}"
             result += [
-                f"  {ahead} = getelementptr i8, ptr {found[1]}, i64 {PREFETCH_DISTANCE}",
+                f"  {ahead} = getelementptr i8, ptr {found[1]}, i64 {distance}",
                 f"  call void @{_PREFETCH}(ptr {ahead}, i32 0, i32 3, i32 1)",
             ]
         result.append(line)
     return result
 
 
-def prefetch_loads(optimized_ir: str) -> str:
+def prefetch_loads(optimized_ir: str, distance: int = PREFETCH_DISTANCE) -> str:
     """After O3: each vector loop body with `PREFETCH_MIN_FLOAT_OPS` or more floating-point ops
-    per cache line it loads and stores prefetches the lines it loads `PREFETCH_DISTANCE` bytes
-    ahead (`llvm.prefetch` for reading into every cache level: `prefetcht0`), one prefetch per
+    per cache line it loads and stores prefetches the lines it loads `distance` bytes ahead
+    (`llvm.prefetch` for reading into every cache level: `prefetcht0`), one prefetch per
     line: one iteration of such a loop is so long that the core's window of instructions
     reaches too few lines ahead to hide memory's latency, and the hardware prefetchers do not
     make up for it (a short loop's window reaches far enough: there prefetches gained nothing).
     A prefetch past an array's end does not fault; it has no effect on any result."""
     if "vector.body" not in optimized_ir:
         return optimized_ir
-    return _rewrite_vector_bodies(optimized_ir, _prefetched, _PREFETCH_DECLARATION)
+    return _rewrite_vector_bodies(
+        optimized_ir, functools.partial(_prefetched, distance=distance), _PREFETCH_DECLARATION
+    )
