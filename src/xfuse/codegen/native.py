@@ -106,20 +106,26 @@ class HostCpu:
         return self.name.startswith("znver")
 
     @property
+    def zen3(self) -> bool:
+        """AMD's Zen 3 (`znver3`), whose prefetches were measured apart from Zen 4's."""
+        return self.name == "znver3"
+
+    @property
     def prefetches(self) -> bool:
         """Whether compute-heavy vector loops prefetch the lines they load (`prefetch_loads`):
         on Intel's cores (Emerald Rapids) that took 0.70-0.96x the time at 2^24, on AMD's Zen 3
         (`znver3`) 0.90-1.05x 4 KiB ahead (`x * sigmoid(x) * y` 0.90-0.95x and erf-GELU
-        0.92-0.97x in three runs; 2 KiB does better there, `prefetch_distance`); on Zen 4 it took the loops of two or three input arrays 1.2-1.7x the time at
-        every distance tried, 3 to 16 KiB, and gained nothing on one input (docs/benchmarks.md).
-        The other Zen cores (not measured) are taken to be like Zen 4, as before Zen 3 was."""
-        return not self.amd_zen or self.name == "znver3"
+        0.92-0.97x in three runs; 2 KiB does better there, `prefetch_distance`); on Zen 4 it
+        took the loops of two or three input arrays 1.2-1.7x the time at every distance tried, 3
+        to 16 KiB, and gained nothing on one input (docs/benchmarks.md). The other Zen cores
+        (not measured) are taken to be like Zen 4, as before Zen 3 was."""
+        return not self.amd_zen or self.zen3
 
     @property
     def prefetch_distance(self) -> int:
         """How many bytes ahead those loops prefetch: `ZEN3_PREFETCH_DISTANCE` (2 KiB) on Zen 3,
         else `PREFETCH_DISTANCE` (4 KiB, measured on Intel's cores)."""
-        return ZEN3_PREFETCH_DISTANCE if self.name == "znver3" else PREFETCH_DISTANCE
+        return ZEN3_PREFETCH_DISTANCE if self.zen3 else PREFETCH_DISTANCE
 
     @property
     def streaming_bytes(self) -> int:
