@@ -97,14 +97,34 @@ def test_an_error_with_stdout_closed_is_still_reported(command: list[str], messa
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
-@pytest.mark.parametrize("arguments", [["cost", GELU], ["cost", GELU, "--json"]])
-def test_a_full_device_on_stdout_is_an_error_without_a_file_name(arguments: list[str]) -> None:
-    """An error writing stdout has no file name (the message ended in `: None`)."""
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ([*XFUSE, "cost", GELU], "xfuse cost: error: No space left on device"),
+        ([*XFUSE, "cost", GELU, "--json"], "xfuse cost: error: No space left on device"),
+        ([*XFUSE, "--version"], "xfuse: error: No space left on device"),
+        ([*XFUSE, "--help"], "xfuse: error: No space left on device"),
+        ([*XFUSE_OPT, GELU], "xfuse-opt: error: No space left on device"),
+    ],
+    ids=["cost", "cost-json", "version", "help", "opt"],
+)
+def test_a_full_device_on_stdout_is_one_error_line(
+    command: list[str], message: str, buffered: bool
+) -> None:
+    """An error writing stdout has no file name (the message ended in `: None`); where stdout
+    is buffered (no PYTHONUNBUFFERED, as for a user) the flush at exit failed again: a
+    traceback, `Exception ignored ...` and status 120 (`--version`'s output, all in the buffer,
+    failed only there)."""
+    environment = dict(os.environ)
+    environment.pop("PYTHONUNBUFFERED", None)
+    if not buffered:
+        environment["PYTHONUNBUFFERED"] = "1"
     with open("/dev/full", "w") as full:
         done = subprocess.run(
-            [*XFUSE, *arguments], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300
+            command, stdout=full, stderr=subprocess.PIPE, text=True, env=environment, timeout=300
         )
-    assert (done.returncode, done.stderr) == (1, "xfuse cost: error: No space left on device\n")
+    assert (done.returncode, done.stderr) == (1, f"{message}\n")
 
 
 def run_without_stdio(command: list[str], fd: int) -> subprocess.CompletedProcess[str]:
@@ -174,7 +194,7 @@ def test_ctrl_c_ends_a_command_with_status_130_and_no_traceback() -> None:
     def interrupted() -> int:
         raise KeyboardInterrupt
 
-    assert exit_status(interrupted) == INTERRUPTED_STATUS == 130
+    assert exit_status(interrupted, "xfuse") == INTERRUPTED_STATUS == 130
 
 
 def test_a_file_output_needs_no_stdout(tmp_path: Path) -> None:

@@ -269,7 +269,7 @@ def _option_name(word: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `xfuse`; its exit status (141 where the reader of stdout went away: `closed_stdout`)."""
     with command_line_warnings():
-        return exit_status(lambda: _run(argv))
+        return exit_status(lambda: _run(argv), "xfuse")
 
 
 def _run(argv: Sequence[str] | None) -> int:

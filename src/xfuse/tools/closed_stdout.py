@@ -36,12 +36,31 @@ SIGPIPE_STATUS = 128 + signal.SIGPIPE
 def stdout_closed() -> int:
     """Point stdout at /dev/null (what is still buffered, and any later write, goes nowhere,
     with no error at exit) and return `SIGPIPE_STATUS`, the exit status to give."""
+    _stdout_to_devnull()
+    return SIGPIPE_STATUS
+
+
+def _stdout_to_devnull() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, sys.stdout.fileno())
     finally:
         os.close(devnull)
-    return SIGPIPE_STATUS
+
+
+def _unflushed_stdout() -> OSError | None:
+    """Flush stdout; where that fails but by a closed pipe (a full disk: `> /dev/full`), point
+    stdout at /dev/null, where what stayed buffered then goes (Python's flush at exit failed
+    on it again: `Exception ignored ...` and status 120), and return the error."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        _stdout_to_devnull()
+        sys.stdout.flush()
+        return error
+    return None
 
 
 class StdoutGoneError(OSError):
@@ -85,26 +104,39 @@ INTERRUPTED_STATUS = 128 + signal.SIGINT
 """130: the status a shell reports for a command that Ctrl-C (SIGINT) ended."""
 
 
-def exit_status(run: Callable[[], int | None]) -> int:
+def exit_status(run: Callable[[], int | None], program: str) -> int:
     """`run()`'s exit status (0 where it returns None, as a script's `main()` does), stdout
     flushed here (also before an exception or a `SystemExit`,
     `--help`'s), where a closed pipe is caught: at exit it was not. `SIGPIPE_STATUS`, with no
     message, where the reader of stdout went away; `INTERRUPTED_STATUS`, with no traceback,
     where Ctrl-C stopped it (as `mlir-opt` and `cat`). Without a stderr (`2>&-`) messages go
-    nowhere: Python's `print(..., file=None)` wrote them into stdout, the command's output."""
+    nowhere: Python's `print(..., file=None)` wrote them into stdout, the command's output.
+    Where the last flush fails otherwise (a full disk) and the command reported no error (the
+    output sat in the buffer: `xfuse --version > /dev/full`), the error is reported here, as
+    `{program}: error: ...`, with status 1; where stdout is buffered (no `PYTHONUNBUFFERED`),
+    this ended in a traceback and status 120."""
     if sys.stdout is None:
         sys.stdout = _NoStdout()
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (for the process's life)
+    unwritten: OSError | None = None
     try:
         try:
-            return run() or 0
+            status = run() or 0
         finally:
-            sys.stdout.flush()
+            unwritten = _unflushed_stdout()
     except BrokenPipeError:
         return stdout_closed()
     except KeyboardInterrupt:
         return INTERRUPTED_STATUS
+    except SystemExit as stop:  # argparse's `--help` and `--version`, its usage errors
+        if unwritten is None or stop.code not in (0, None):
+            raise
+        status = 0
+    if unwritten is not None and status == 0:
+        print(f"{program}: error: {unwritten.strerror}", file=sys.stderr)
+        return 1
+    return status
 
 
 @functools.cache

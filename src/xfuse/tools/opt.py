@@ -689,7 +689,7 @@ def main(args: Sequence[str] | None = None) -> int:
     the reader of stdout goes away (`| head -1`) it stops quietly with status 141
     (`closed_stdout`)."""
     with command_line_warnings():
-        return exit_status(lambda: _run(args))
+        return exit_status(lambda: _run(args), "xfuse-opt")
 
 
 def _run(args: Sequence[str] | None) -> int:

@@ -29,11 +29,13 @@ def run_script(main: Callable[[], int | None]) -> NoReturn:
     end (a BrokenPipeError traceback where its reader went away, an OSError's without a
     stdout)."""
 
+    program = Path(sys.argv[0]).name
+
     def run() -> int | None:
         try:
             return main()
         except StdoutGoneError as error:
-            print(f"{Path(sys.argv[0]).name}: error: {error.strerror}", file=sys.stderr)
+            print(f"{program}: error: {error.strerror}", file=sys.stderr)
             return 1
 
-    sys.exit(exit_status(run))
+    sys.exit(exit_status(run, program))
