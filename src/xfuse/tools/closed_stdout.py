@@ -134,7 +134,7 @@ def exit_status(run: Callable[[], int | None], program: str) -> int:
             raise
         status = 0
     if unwritten is not None and status == 0:
-        print(f"{program}: error: {unwritten.strerror}", file=sys.stderr)
+        print(f"{program}: error: {unwritten.strerror or unwritten}", file=sys.stderr)
         return 1
     return status
 
