@@ -9,7 +9,8 @@ medians (each round times xfuse and numpy in turn), in ns per element:
    (`DOMAINS`: x uniform in [-10, 10] unless said);
 2. sin, cos and tan at 2^16 on x uniform in [-m, m] for m from 100 to 10^14: glibc's variants
    take a slow path beyond |x| = 10^4 (8192 for tan), where xfuse reduces in f64 itself up to
-   2^40 (`_trigonometric_of_large_arguments` in `src/xfuse/codegen/native.py`).
+   2^40 (`trigonometric_of_large_arguments` in `src/xfuse/codegen/vector_functions.py`; below
+   10^4 xfuse computes f32 sin and cos itself where the host has FMA, `own_sine` there).
 docs/benchmarks.md, "The C library's functions through libmvec", has the tables of 2026-12-05.
 """
 

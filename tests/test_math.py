@@ -28,15 +28,18 @@ from xdsl.utils.exceptions import DiagnosticException
 
 import xfuse
 from xfuse.codegen.native import (
-    LARGE_ARGUMENTS,
     LIBMVEC_FUNCTIONS,
-    REDUCED_BELOW,
     HostCpu,
     call_libmvec,
     host_cpu,
     libmvec_loaded,
     libmvec_variants,
     libmvec_wrapper_name,
+)
+from xfuse.codegen.vector_functions import (
+    LARGE_ARGUMENTS,
+    OWN_REDUCTION_LIMIT,
+    REDUCED_BELOW,
 )
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import clear_cache
@@ -826,6 +829,73 @@ def test_trigonometry_of_large_arguments_rounds_once_from_float64(name: str) -> 
     alone = kernel(x=np.resize(others, x.size))
     np.testing.assert_array_equal(result[1::2], alone)
     np.testing.assert_array_equal(np.isnan(alone), np.isnan(libm(x=np.resize(others, x.size))))
+
+
+OWN_SINE_WORST = {
+    "sin": [9107.4765625, 1.6626709699630737],
+    "cos": [9963.560546875, 1.3170393705368042],
+}
+"""Where xfuse's own f32 sin and cos were least accurate over every float32 up to
+`OWN_REDUCTION_LIMIT` (docs/math.md), and where each was at its worst in [0, 2]."""
+
+
+def _vector_body(llvm_ir: str) -> str:
+    """The first `vector.body` block of optimized LLVM IR, its label to its last line."""
+    found = re.search(r"^vector\.body:.*?(?=^\S)", llvm_ir, re.MULTILINE | re.DOTALL)
+    assert found, llvm_ir
+    return found[0]
+
+
+@pytest.mark.skipif(
+    not (libmvec_loaded() and host_cpu().has("fma")),
+    reason="xfuse computes sin and cos itself where the host has FMA (libmvec beyond 10^4)",
+)
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_own_sine_and_cosine_are_inlined_in_the_loop_within_an_ulp_to_their_limit(
+    name: str,
+) -> None:
+    """f32 sin and cos up to |x| = 10^4 are xfuse's own polynomial, inlined in the vector loop,
+    whose only call, to the function for large arguments, is behind a branch (libmvec's
+    variant took 1.4 cycles an element in cache on Zen 3, the loop now ~1.2 with it): within
+    1.02 float32 ulps of the bound on a sweep of every 127th float32 up to the limit, at the
+    worst inputs of every float32 there, never beyond +-1, with the C library's special
+    values and zeros' signs."""
+    kernel = xfuse.compile(f"out = {name}(x);")
+    body = _vector_body(kernel.llvm_ir)
+    assert re.search(r"@llvm\.fma\.v(8|16)f32\(", body)
+    assert not re.search(r"call (?!.*@llvm\.)", body), body
+    assert re.search(r"call preserve_allcc <\d+ x float> @\"?_ZGV[\w.]+\.cold\(", kernel.llvm_ir)
+    limit = np.float32(OWN_REDUCTION_LIMIT).view(np.uint32)
+    magnitudes = np.arange(0, limit + 1, 127, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([magnitudes, -magnitudes, OWN_SINE_WORST[name]]).astype(np.float32)
+    got = kernel(x=x)
+    want = getattr(np, name)(x.astype(np.float64))
+    error = np.abs(got - want) / np.maximum(np.abs(want), np.finfo(np.float32).tiny)
+    assert error.max() / ew.FLOAT32_ULP <= 1.02, (x[np.argmax(error)], error.max())
+    assert np.abs(got).max() <= 1.0
+    tiny = np.array([0.0, -0.0, 1e-45, -1e-45, 1.2e-38, -3e-39], np.float32)
+    specials = np.concatenate([tiny, [np.inf, -np.inf, np.nan]]).astype(np.float32)
+    libm = xfuse.compile(f"out = {name}(x);", math="libm")
+    got, want = kernel(x=specials), libm(x=specials)
+    np.testing.assert_array_equal(got.view(np.uint32)[:6], want.view(np.uint32)[:6])
+    assert np.all(np.isnan(got[6:]))
+    if name == "sin":
+        np.testing.assert_array_equal(got[:6].view(np.uint32), tiny.view(np.uint32))
+
+
+@pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host")
+def test_without_fma_sin_calls_libmvec_in_the_loop(
+    use_cpu: Callable[[str, str], HostCpu],
+) -> None:
+    """The reduction of xfuse's own sin needs FMA's single rounding: a host without it (an
+    x86-64 before Haswell, as `XFUSE_CPU_FEATURES` names one here) calls libmvec's variant in
+    the loop, as before."""
+    use_cpu("x86-64-v2", "+sse4.2,+popcnt")
+    kernel = xfuse.compile("out = sin(x);")
+    body = _vector_body(kernel.llvm_ir)
+    assert re.search(r"call <4 x float> @\"?_ZGVbN4v_sinf", body), body
+    x = np.linspace(-20.0, 20.0, 1001, dtype=np.float32)
+    np.testing.assert_allclose(kernel(x=x), np.sin(x.astype(np.float64)), rtol=0, atol=3e-7)
 
 
 @pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host")

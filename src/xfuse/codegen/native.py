@@ -52,6 +52,15 @@ from xfuse.codegen.optimized_ir import (
     prefetch_loads,
     streaming_stores,
 )
+from xfuse.codegen.vector_functions import (
+    LARGE_ARGUMENTS,
+    OWN_FUNCTIONS,
+    WITHIN_ONE,
+    FunctionAttributes,
+    own_sine,
+    trigonometric_of_large_arguments,
+    within_one,
+)
 from xfuse.transforms import (
     BF16_HARDWARE_NARROWING,
     HEAD_LOOP,
@@ -592,14 +601,6 @@ def libmvec_wrapper_name(name: str) -> str:
     return f"xfuse.libmvec.{name}"
 
 
-class _FunctionAttributes(llvm_ir.values.FunctionAttributes):
-    """Function attributes as LLVM IR spells them, any of them: llvmlite takes only those it
-    lists, which lack LLVM's `willreturn`, `memory(...)` and string attributes."""
-
-    def add(self, name: str) -> None:
-        set.add(self, name)
-
-
 def _libmvec_wrapper(
     module: llvm_ir.Module, declaration: llvm_ir.Function, variant: llvm_ir.Function
 ) -> llvm_ir.Function:
@@ -610,7 +611,7 @@ def _libmvec_wrapper(
     wrapper.linkage = "internal"
     vector = variant.ftype.return_type
     lanes = vector.count
-    wrapper.attributes = _FunctionAttributes(
+    wrapper.attributes = FunctionAttributes(
         [
             "noinline",
             "nounwind",
@@ -632,193 +633,19 @@ def _libmvec_wrapper(
     return wrapper
 
 
-@dataclass(frozen=True)
-class LargeArguments:
-    """How `call_libmvec` computes an f32 trigonometric function of large arguments itself
-    (`_trigonometric_of_large_arguments`): glibc's variants take the scalar function, or a slow
-    path, beyond |x| = `libmvec_limit` (`sinf`: 12-13 ns per element against 0.3;
-    docs/benchmarks.md)."""
-
-    libmvec_limit: float
-    """Where the variant's fast path ends (glibc 2.36, its AVX-512 and AVX2 variants alike)."""
-    quarter_turns: int = 0
-    """sin(x + this pi/2) is the function: cos is sin a quarter turn on."""
-    tangent: bool = False
-    """The function is sin / cos (then `quarter_turns` is 0)."""
-
-
-LARGE_ARGUMENTS = {
-    "sinf": LargeArguments(10000.0),
-    "cosf": LargeArguments(10000.0, quarter_turns=1),
-    "tanf": LargeArguments(8192.0, tangent=True),
-}
-"""The f32 functions whose large arguments `call_libmvec` reduces itself."""
-
-WITHIN_ONE = frozenset({"sin", "cos", "sinf", "cosf"})
-"""The functions of values in [-1, 1], which glibc's variants leave by an ulp (f32 `sin` of
-1.570681 was 1.0000001, f64 `cos` of 2302.7874150871507 -1.0000000000000002: `asin(sin(x))`
-NaN): `call_libmvec` clamps them (`_within_one`)."""
-
-REDUCED_BELOW = 2.0**40
-"""Below this |x| the f64 reduction x - n pi/2, pi/2 in two parts by FMAs (`_HALF_PI`), is
-within 2^-69 of exact: x - n times the first part is exact (it fits 53 bits while n times the
-second is below 1), its sum with n times the second rounds once, and the rest of pi/2, 1.5e-33,
-times n < 2^40 is 1.6e-21, where the float32 nearest to a multiple of pi/2 in this range leaves
-|r| = 2.0e-9 (21999384576: found by continued fractions, 2026-12-05). Beyond it, libmvec's own
-path."""
-_TWO_OVER_PI = 0.6366197723675814
-_HALF_PI = (1.5707963267948966, 6.123233995736766e-17)
-"""pi/2 as the sum of two f64s (the second the rest, rounded; the next part is -1.5e-33)."""
-_SIN_TAYLOR = (-1 / 6, 1 / 120, -1 / 5040, 1 / 362880, -1 / 39916800)
-"""sin(r) = r + r^3 (c0 + r^2 (c1 + ...)): through r^11, within 1e-11 relative on |r| <= pi/4."""
-_COS_TAYLOR = (-1 / 2, 1 / 24, -1 / 720, 1 / 40320, -1 / 3628800, 1 / 479001600)
-"""cos(r) = 1 + r^2 (c0 + r^2 (c1 + ...)): through r^12, within 4e-13 on |r| <= pi/4."""
-_ROUNDING_MAGIC = 1.5 * 2.0**52
-"""t + this - this is t rounded to an integer (|t| < 2^51), whose low bits are its sum's."""
-
-
-def _intrinsic(module: llvm_ir.Module, name: str, ftype: llvm_ir.FunctionType) -> llvm_ir.Function:
-    """The module's declaration of the intrinsic `name`, declared if it has none (llvmlite's
-    `Module.declare_intrinsic` names no vector type)."""
-    found = module.globals.get(name)
-    return found if found is not None else llvm_ir.Function(module, ftype, name)
-
-
-def _trigonometric_of_large_arguments(
-    module: llvm_ir.Module, variant: llvm_ir.Function, large: LargeArguments
-) -> llvm_ir.Function:
-    """A vector function like libmvec's `variant` (of `sinf`, `cosf` or `tanf`, `large` says
-    which) that computes the lanes of |x| beyond its limit and below `REDUCED_BELOW` in f64
-    itself, behind a branch taken only if a lane is there, and the others with `variant` (to
-    which those lanes pass 0, so that it never takes its slow path for them): x = n pi/2 + r
-    with r within 2^-69 (`REDUCED_BELOW`), sin r and cos r by their Taylor series, the
-    function of them n mod 4 asks for (with its sign; tan's one division), rounded once to f32
-    (within half an ulp and ~1e-11). An element's result depends on its value alone, whatever
-    lanes share its vector."""
-    vector = variant.ftype.return_type
-    lanes = vector.count
-    doubles = llvm_ir.VectorType(llvm_ir.DoubleType(), lanes)
-    longs = llvm_ir.VectorType(llvm_ir.IntType(64), lanes)
-    function = llvm_ir.Function(module, variant.ftype, f"{variant.name}.xfuse")
-    function.linkage = "internal"
-    function.attributes = _FunctionAttributes(["nounwind", "willreturn", "memory(none)"])
-    (x,) = function.args
-    x.name = "x"
-    entry = function.append_basic_block("entry")
-    plain = function.append_basic_block("plain")
-    beyond_limit = function.append_basic_block("beyond_limit")
-    reduce = function.append_basic_block("reduce")
-    mixed = function.append_basic_block("mixed")
-    builder = llvm_ir.IRBuilder(entry)
-
-    def doubles_of(value: float) -> llvm_ir.Constant:
-        return doubles([value] * lanes)
-
-    def lane_bits(lanes_mask: llvm_ir.Value, name: str) -> llvm_ir.Value:
-        return builder.bitcast(lanes_mask, llvm_ir.IntType(lanes), name=f"{name}.bits")
-
-    def any_lane(bits: llvm_ir.Value) -> llvm_ir.Value:
-        return builder.icmp_unsigned("!=", bits, bits.type(0))
-
-    fabs = _intrinsic(module, f"llvm.fabs.v{lanes}f32", llvm_ir.FunctionType(vector, [vector]))
-    fma = _intrinsic(module, f"llvm.fma.v{lanes}f64", llvm_ir.FunctionType(doubles, [doubles] * 3))
-    # The common case costs a compare and a branch: no lane beyond the limit.
-    magnitude = builder.call(fabs, [x], name="magnitude")
-    beyond = builder.fcmp_ordered(">", magnitude, vector([large.libmvec_limit] * lanes))
-    builder.cbranch(any_lane(lane_bits(beyond, "beyond")), beyond_limit, plain)
-    builder.position_at_end(plain)
-    builder.ret(builder.call(variant, [x], name="library"))
-
-    builder.position_at_end(beyond_limit)
-    below = builder.fcmp_ordered("<", magnitude, vector([REDUCED_BELOW] * lanes))
-    reduced = builder.and_(beyond, below, name="reduced")
-    reduced_bits = lane_bits(reduced, "reduced")
-    builder.cbranch(any_lane(reduced_bits), reduce, plain)
-
-    builder.position_at_end(reduce)
-    wide = builder.fpext(x, doubles, name="wide")
-    shifted = builder.fadd(
-        builder.fmul(wide, doubles_of(_TWO_OVER_PI)), doubles_of(_ROUNDING_MAGIC), name="shifted"
-    )
-    n = builder.fsub(shifted, doubles_of(_ROUNDING_MAGIC), name="n")
-    minus_n = builder.fneg(n, name="minus_n")
-    r = builder.call(fma, [minus_n, doubles_of(_HALF_PI[0]), wide], name="r1")
-    r = builder.call(fma, [minus_n, doubles_of(_HALF_PI[1]), r], name="r")
-    r2 = builder.fmul(r, r, name="r2")
-
-    def series(coefficients: Sequence[float]) -> llvm_ir.Instruction:
-        value = doubles_of(coefficients[-1])
-        for coefficient in reversed(coefficients[:-1]):
-            value = builder.call(fma, [value, r2, doubles_of(coefficient)])
-        return value
-
-    sine = builder.call(fma, [builder.fmul(r, r2), series(_SIN_TAYLOR), r], name="sine")
-    cosine = builder.call(fma, [r2, series(_COS_TAYLOR), doubles_of(1.0)], name="cosine")
-    quadrant = builder.add(
-        builder.bitcast(shifted, longs), longs([large.quarter_turns] * lanes), name="quadrant"
-    )
-
-    def bit_set(bit: int) -> llvm_ir.Value:
-        masked = builder.and_(quadrant, longs([bit] * lanes))
-        return builder.icmp_unsigned("!=", masked, longs([0] * lanes))
-
-    odd = bit_set(1)
-    if large.tangent:  # tan(r + n pi/2) = tan r, or -1 / tan r for odd n
-        numerator = builder.select(odd, cosine, sine, name="numerator")
-        denominator = builder.select(odd, sine, cosine, name="denominator")
-        value = builder.fdiv(numerator, denominator, name="value")
-        value = builder.select(odd, builder.fneg(value), value, name="signed")
-    else:
-        value = builder.select(odd, cosine, sine, name="value")
-        value = builder.select(bit_set(2), builder.fneg(value), value, name="signed")
-    narrow = builder.fptrunc(value, vector, name="narrow")
-    all_reduced = builder.icmp_unsigned("==", reduced_bits, reduced_bits.type(-1))
-    with builder.if_then(all_reduced):
-        builder.ret(narrow)
-    builder.branch(mixed)
-
-    builder.position_at_end(mixed)
-    # The other lanes through `variant`: those lanes alone (0 in these, never its scalar path).
-    zeros = vector([0.0] * lanes)
-    library = builder.call(variant, [builder.select(reduced, zeros, x)], name="others.library")
-    builder.ret(builder.select(reduced, narrow, library, name="merged"))
-    return function
-
-
-def _within_one(module: llvm_ir.Module, variant: llvm_ir.Function) -> llvm_ir.Function:
-    """A vector function like `variant` whose results beyond ±1 are ±1 (NaN kept: an ordered
-    compare), for a function of `WITHIN_ONE`."""
-    vector = variant.ftype.return_type
-    lanes = vector.count
-    suffix = f"v{lanes}{'f32' if isinstance(vector.element, llvm_ir.FloatType) else 'f64'}"
-    function = llvm_ir.Function(module, variant.ftype, f"{variant.name}.within_one")
-    function.linkage = "internal"
-    function.attributes = _FunctionAttributes(["nounwind", "willreturn", "memory(none)"])
-    builder = llvm_ir.IRBuilder(function.append_basic_block("entry"))
-    result = builder.call(variant, list(function.args), name="library")
-    fabs = _intrinsic(module, f"llvm.fabs.{suffix}", llvm_ir.FunctionType(vector, [vector]))
-    copysign = _intrinsic(
-        module, f"llvm.copysign.{suffix}", llvm_ir.FunctionType(vector, [vector, vector])
-    )
-    ones = vector([1.0] * lanes)
-    beyond = builder.fcmp_ordered(">", builder.call(fabs, [result]), ones, name="beyond")
-    one = builder.call(copysign, [ones, result], name="one")
-    builder.ret(builder.select(beyond, one, result, name="within"))
-    return function
-
-
 def call_libmvec(module: llvm_ir.Module, cpu: HostCpu) -> None:
     """Make the libm calls (`LIBMVEC_FUNCTIONS`, f64 and f32) of `module` compute with one
     libmvec variant (the widest of `libmvec_variants`; for `LARGE_ARGUMENTS` xfuse's vector
-    function around it), which the loop vectorizer calls on vectors: each call becomes one of a
-    function of the kernel's own (`libmvec_wrapper_name`, not inlined, in the
-    place of the C library's declaration), that has the variant (LLVM's
+    function around it, and for f32 sin and cos where `cpu` has FMA xfuse's own, `own_sine`,
+    which calls it only for large arguments), which the loop vectorizer calls on vectors: each
+    call becomes one of a function of the kernel's own (`libmvec_wrapper_name`, not inlined, in
+    the place of the C library's declaration), that has the variant (LLVM's
     "vector-function-abi-variant") and no access to memory (xfuse never reads errno: clang's
     -fno-math-errno) and runs it on one element where a loop's remainder calls it, and the
     variants and wrappers are declared and kept (`llvm.compiler.used`) until the vectorizer has
     run (a wrapper kept so keeps its parameters whatever its calls pass). In cache a loop of
-    libm's f64 exp took 5.4 ns per element, one of `_ZGVeN8v_exp` calls 0.8, as numpy's
-    `np.exp` (AVX-512, docs/benchmarks.md).
+    libm's f64 exp took 5.4 ns per element, one of `_ZGVeN8v_exp` calls 0.8, as numpy's `np.exp`
+    (AVX-512, docs/benchmarks.md).
 
     One variant, in the remainder too: libm's scalar functions and libmvec's variants of
     another width round differently (up to their ulps), so an element computed in a vector
@@ -845,10 +672,13 @@ def call_libmvec(module: llvm_ir.Module, cpu: HostCpu) -> None:
         variants.append(llvm_ir.Function(module, llvm_ir.FunctionType(vector, operands), symbol))
         if name in LARGE_ARGUMENTS:
             variants.append(
-                _trigonometric_of_large_arguments(module, variants[-1], LARGE_ARGUMENTS[name])
+                trigonometric_of_large_arguments(module, variants[-1], LARGE_ARGUMENTS[name])
             )
         if name in WITHIN_ONE:
-            variants.append(_within_one(module, variants[-1]))
+            variants.append(within_one(module, variants[-1]))
+        if name in OWN_FUNCTIONS and cpu.has("fma"):
+            quarter_turns = LARGE_ARGUMENTS[name].quarter_turns
+            variants.append(own_sine(module, variants[-1], quarter_turns))
         wrappers[name] = _libmvec_wrapper(module, declaration, variants[-1])
     if not wrappers:
         return
@@ -1042,7 +872,7 @@ def raw_rsqrt_estimates(module: ModuleOp, llvm_module: llvm_ir.Module) -> None:
         return
     for function in llvm_module.functions:
         if not function.is_declaration:
-            function.attributes = _FunctionAttributes(function.attributes)
+            function.attributes = FunctionAttributes(function.attributes)
             function.attributes.add(RAW_RSQRT_ESTIMATES)
 
 
@@ -1347,7 +1177,9 @@ def run_llvm_pipeline(
     module: llvm_binding.ModuleRef, target_machine: llvm_binding.TargetMachine, opt_level: int
 ) -> None:
     """LLVM's `default<O{opt_level}>` pipeline on `module` for `target_machine`, with the loop
-    and SLP vectorizers from O2 on."""
+    and SLP vectorizers from O2 on, then LLVM's always-inliner: the vectorizer calls a vector
+    function such as `own_sine` (xfuse's f32 sin) in the loop only once O3's own inliner has
+    run, and there it would cost a call a vector and the loop's registers around it."""
     options = llvm_binding.PipelineTuningOptions(speed_level=opt_level)
     options.loop_vectorization = opt_level >= VECTORIZING_OPT_LEVEL
     options.slp_vectorization = opt_level >= VECTORIZING_OPT_LEVEL
@@ -1357,6 +1189,9 @@ def run_llvm_pipeline(
         pass_builder.getModulePassManager() as module_pass_manager,
     ):
         module_pass_manager.run(module, pass_builder)
+        with llvm_binding.create_new_module_pass_manager() as inliner:
+            inliner.add_always_inliner_pass()
+            inliner.run(module, pass_builder)
 
 
 def _eliminate_dead_code(module: llvm_binding.ModuleRef, opt_level: int) -> None:
