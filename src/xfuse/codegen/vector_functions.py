@@ -26,6 +26,19 @@ class FunctionAttributes(llvm_ir.values.FunctionAttributes):
         set.add(self, name)
 
 
+def _pure_function(
+    module: llvm_ir.Module, like: llvm_ir.Function, suffix: str, *attributes: str
+) -> llvm_ir.Function:
+    """An internal function of `module` of `like`'s type, named after it with `suffix`, that
+    neither touches memory nor unwinds, with LLVM's `attributes` too."""
+    function = llvm_ir.Function(module, like.ftype, f"{like.name}{suffix}")
+    function.linkage = "internal"
+    function.attributes = FunctionAttributes(
+        [*attributes, "nounwind", "willreturn", "memory(none)"]
+    )
+    return function
+
+
 @dataclass(frozen=True)
 class LargeArguments:
     """How `call_libmvec` computes an f32 trigonometric function of large arguments itself
@@ -93,9 +106,7 @@ def trigonometric_of_large_arguments(
     lanes = vector.count
     doubles = llvm_ir.VectorType(llvm_ir.DoubleType(), lanes)
     longs = llvm_ir.VectorType(llvm_ir.IntType(64), lanes)
-    function = llvm_ir.Function(module, variant.ftype, f"{variant.name}.xfuse")
-    function.linkage = "internal"
-    function.attributes = FunctionAttributes(["nounwind", "willreturn", "memory(none)"])
+    function = _pure_function(module, variant, ".xfuse")
     (x,) = function.args
     x.name = "x"
     entry = function.append_basic_block("entry")
@@ -185,9 +196,7 @@ def within_one(module: llvm_ir.Module, variant: llvm_ir.Function) -> llvm_ir.Fun
     vector = variant.ftype.return_type
     lanes = vector.count
     suffix = f"v{lanes}{'f32' if isinstance(vector.element, llvm_ir.FloatType) else 'f64'}"
-    function = llvm_ir.Function(module, variant.ftype, f"{variant.name}.within_one")
-    function.linkage = "internal"
-    function.attributes = FunctionAttributes(["nounwind", "willreturn", "memory(none)"])
+    function = _pure_function(module, variant, ".within_one")
     builder = llvm_ir.IRBuilder(function.append_basic_block("entry"))
     result = builder.call(variant, list(function.args), name="library")
     fabs = _intrinsic(module, f"llvm.fabs.{suffix}", llvm_ir.FunctionType(vector, [vector]))
@@ -255,11 +264,7 @@ def own_sine(
     vector = beyond_limit.ftype.return_type
     lanes = vector.count
     words = llvm_ir.VectorType(llvm_ir.IntType(32), lanes)
-    function = llvm_ir.Function(module, beyond_limit.ftype, f"{beyond_limit.name}.own")
-    function.linkage = "internal"
-    function.attributes = FunctionAttributes(
-        ["alwaysinline", "nounwind", "willreturn", "memory(none)"]
-    )
+    function = _pure_function(module, beyond_limit, ".own", "alwaysinline")
     (x,) = function.args
     x.name = "x"
     entry = function.append_basic_block("entry")
@@ -311,12 +316,8 @@ def own_sine(
     builder.position_at_end(done)
     builder.ret(own)
     builder.position_at_end(large)
-    cold = llvm_ir.Function(module, beyond_limit.ftype, f"{beyond_limit.name}.cold")
-    cold.linkage = "internal"
+    cold = _pure_function(module, beyond_limit, ".cold", "noinline", "cold")
     cold.calling_convention = "preserve_allcc"
-    cold.attributes = FunctionAttributes(
-        ["noinline", "cold", "nounwind", "willreturn", "memory(none)"]
-    )
     cold_builder = llvm_ir.IRBuilder(cold.append_basic_block("entry"))
     cold_builder.ret(cold_builder.call(beyond_limit, list(cold.args)))
     library = builder.call(cold, [x], name="large", cconv="preserve_allcc")

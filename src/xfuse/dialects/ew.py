@@ -1288,7 +1288,8 @@ def _library_function(
     """The op `ew.<mnemonic>` of a C library function (`sinf`, `atan2f`) that xfuse has no
     approximation of: `ew-expand-math` calls the C library's function (NVIDIA's libdevice's on
     the GPU) under both `math` modes, and under `math=approx` the loop vectorizer calls glibc's
-    vector variant (docs/math.md). `what` describes it; numpy's `ufunc` is its reference;
+    vector variant (or, for f32 sin and cos on a host with FMA, xfuse's own vector code:
+    `xfuse.codegen.vector_functions.own_sine`; docs/math.md). `what` describes it; numpy's `ufunc` is its reference;
     `ulps` is its float32 error bound under `approx` and `libm`, in `FLOAT32_ULP`s: about twice
     the worst error measured on AVX-512's and AVX2's variants and on libm (docs/math.md)."""
     operands = "%a" if base is UnaryOp else "%a, %b"
