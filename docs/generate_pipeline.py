@@ -142,7 +142,9 @@ def generate() -> str:
         f"\n## {len(kernel.stages) + 1}. LLVM IR\n\n",
         "xDSL's `xdsl.backend.llvm.convert.convert_module` prints the `llvm` dialect as LLVM IR "
         "(llvmlite's `ir` module); `xfuse.codegen.native` then sets the host's triple and data "
-        "layout, runs LLVM's O3 pipeline with loop and SLP vectorization, then rewrites the "
+        "layout, runs LLVM's O3 pipeline with loop and SLP vectorization (and its "
+        "always-inliner after it, which puts xfuse's own vector functions, f32 sin and cos "
+        "(`xfuse.codegen.vector_functions`), into the loops that call them), then rewrites the "
         "optimized IR where LLVM does not (`xfuse.codegen.optimized_ir`: in a loop whose arrays "
         "are all bf16, `pair_bf16_parts` takes the vector parts two at a time), and "
         "JIT-compiles it with MCJIT. A name the object "
