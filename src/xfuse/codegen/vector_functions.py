@@ -245,10 +245,12 @@ def own_sine(
 ) -> llvm_ir.Function:
     """xfuse's own vector f32 sin (`quarter_turns` 0) or cos (1) of `beyond_limit`'s type, for
     hosts with FMA; `beyond_limit` (the function for large arguments, around libmvec's variant)
-    computes the lanes of |x| beyond `OWN_REDUCTION_LIMIT` (and infinities), behind a branch
-    taken only where a vector has one, through a function of LLVM's `preserve_allcc`: the
-    loop's registers stay where they are and nothing is spilled for the call that never
-    comes (GCC's and clang's `__attribute__((preserve_all))`).
+    computes the lanes of |x| beyond `OWN_REDUCTION_LIMIT` (and infinities and NaNs, whose
+    bits the C library's variant keeps), behind a branch taken only where a vector has one,
+    through a function of LLVM's `preserve_allcc` (GCC's and clang's
+    `__attribute__((preserve_all))`): the loop keeps its registers, and nothing is spilled in
+    it for the call that never comes (with AVX-512, whose zmm registers `preserve_allcc` does
+    not cover, the branch's cold block saves them).
 
     |x| = n pi/2 + r with n = round(|x| 2/pi), |r| <= pi/4 (r by FMAs with pi/2 in three parts,
     `_HALF_PI_PARTS`), and sin |x| or cos |x| is sin r or cos r (`_SINE_POLYNOMIAL`,
@@ -256,7 +258,7 @@ def own_sine(
     negated where q's second bit is set (and, sin being odd, where x is negative), by integer
     ops on the bits. Where sin or cos is 1 it is the cosine polynomial of r near 0: cos(+-0)
     is exactly 1, as sin of the float32 nearest pi/2 (one polynomial on |r| <= pi/2 gave
-    0.99999994); +-0 keeps its sign in sin; NaN stays NaN (its compare is false: this path).
+    0.99999994); +-0 keeps its sign in sin.
     Over every float32 up to the limit, both signs, sin was within 1.012 float32 ulps of the
     bound (2^-23 relative) and cos within 1.017, where glibc's variants were at their largest
     too (the reduction's rounding of r and the result's, each up to half an ulp relative), and
@@ -307,7 +309,8 @@ def own_sine(
     if not quarter_turns:
         sign = builder.xor(sign, builder.and_(builder.bitcast(x, words), integers(-(2**31))))
     own = builder.bitcast(builder.xor(builder.bitcast(value, words), sign), vector, name="own")
-    beyond = builder.fcmp_ordered(">", magnitude, splat(OWN_REDUCTION_LIMIT), name="beyond")
+    # Unordered: a NaN takes the branch too, and comes back with its sign and payload.
+    beyond = builder.fcmp_unordered(">", magnitude, splat(OWN_REDUCTION_LIMIT), name="beyond")
     beyond_bits = builder.bitcast(beyond, llvm_ir.IntType(lanes), name="beyond.bits")
     branch = builder.cbranch(
         builder.icmp_unsigned("!=", beyond_bits, beyond_bits.type(0)), large, done
