@@ -1289,9 +1289,10 @@ def _library_function(
     approximation of: `ew-expand-math` calls the C library's function (NVIDIA's libdevice's on
     the GPU) under both `math` modes, and under `math=approx` the loop vectorizer calls glibc's
     vector variant (or, for f32 sin and cos on a host with FMA, xfuse's own vector code:
-    `xfuse.codegen.vector_functions.own_sine`; docs/math.md). `what` describes it; numpy's `ufunc` is its reference;
-    `ulps` is its float32 error bound under `approx` and `libm`, in `FLOAT32_ULP`s: about twice
-    the worst error measured on AVX-512's and AVX2's variants and on libm (docs/math.md)."""
+    `xfuse.codegen.vector_functions.own_sine`; docs/math.md). `what` describes it; numpy's
+    `ufunc` is its reference; `ulps` is its float32 error bound under `approx` and `libm`, in
+    `FLOAT32_ULP`s: about twice the worst error measured on AVX-512's and AVX2's variants and on
+    libm (docs/math.md)."""
     operands = "%a" if base is UnaryOp else "%a, %b"
     approx, libm = (ErrorBound(n * FLOAT32_ULP) for n in ulps)
     op_type = type(
