@@ -854,12 +854,12 @@ def _vector_body(llvm_ir: str) -> str:
 def test_own_sine_and_cosine_are_inlined_in_the_loop_within_an_ulp_to_their_limit(
     name: str,
 ) -> None:
-    """f32 sin and cos up to |x| = 10^4 are xfuse's own polynomial, inlined in the vector loop,
-    whose only call, to the function for large arguments, is behind a branch (libmvec's
-    variant took 1.4 cycles an element in cache on Zen 3, the loop now ~1.2 with it): within
+    """f32 sin and cos up to |x| = 10^4 are xfuse's own polynomials, inlined in the vector
+    loop, whose only call, to the function for large arguments, is behind a branch (SIREN's
+    `sin(30 x)` took 2.3 cycles an element in cache on Zen 3 through libmvec, 1.5 so): within
     1.02 float32 ulps of the bound on a sweep of every 127th float32 up to the limit, at the
     worst inputs of every float32 there, never beyond +-1, with the C library's special
-    values and zeros' signs."""
+    values, zeros' signs and NaNs' bits, and cos(+-0) exactly 1."""
     kernel = xfuse.compile(f"out = {name}(x);")
     body = _vector_body(kernel.llvm_ir)
     assert re.search(r"@llvm\.fma\.v(8|16)f32\(", body)
