@@ -2,9 +2,9 @@
 (LLVM IR, built with llvmlite; `xfuse.codegen.native.call_libmvec` puts them in a kernel's module):
 
 - `own_sine`: f32 sin and cos on hosts with FMA, inlined into the loop after vectorization
-  (`alwaysinline`, `xfuse.codegen.native.run_llvm_pipeline`): a reduction by pi in float32 and
-  one polynomial, with a branch, taken only where a lane's |x| exceeds `OWN_REDUCTION_LIMIT`,
-  to the function for large arguments;
+  (`alwaysinline`, `xfuse.codegen.native.run_llvm_pipeline`): a reduction by pi/2 in float32
+  and a sine and a cosine polynomial, with a branch, taken only where a lane's |x| exceeds
+  `OWN_REDUCTION_LIMIT` (or is NaN), to the function for large arguments;
 - `trigonometric_of_large_arguments`: sin, cos and tan of |x| beyond glibc's fast path, reduced
   in f64, around libmvec's variant;
 - `within_one`: libmvec's sin and cos clamped to [-1, 1].
