@@ -54,7 +54,6 @@ from xfuse.codegen.optimized_ir import (
 )
 from xfuse.codegen.vector_functions import (
     LARGE_ARGUMENTS,
-    OWN_FUNCTIONS,
     WITHIN_ONE,
     FunctionAttributes,
     own_sine,
@@ -670,15 +669,13 @@ def call_libmvec(module: llvm_ir.Module, cpu: HostCpu) -> None:
         vector = llvm_ir.VectorType(function[0].return_type, lanes)
         operands = [vector] * len(function[0].args)
         variants.append(llvm_ir.Function(module, llvm_ir.FunctionType(vector, operands), symbol))
-        if name in LARGE_ARGUMENTS:
-            variants.append(
-                trigonometric_of_large_arguments(module, variants[-1], LARGE_ARGUMENTS[name])
-            )
+        large = LARGE_ARGUMENTS.get(name)
+        if large is not None:
+            variants.append(trigonometric_of_large_arguments(module, variants[-1], large))
         if name in WITHIN_ONE:
             variants.append(within_one(module, variants[-1]))
-        if name in OWN_FUNCTIONS and cpu.has("fma"):
-            quarter_turns = LARGE_ARGUMENTS[name].quarter_turns
-            variants.append(own_sine(module, variants[-1], quarter_turns))
+        if large is not None and not large.tangent and cpu.has("fma"):  # sinf and cosf
+            variants.append(own_sine(module, variants[-1], large.quarter_turns))
         wrappers[name] = _libmvec_wrapper(module, declaration, variants[-1])
     if not wrappers:
         return

@@ -210,10 +210,6 @@ def within_one(module: llvm_ir.Module, variant: llvm_ir.Function) -> llvm_ir.Fun
     return function
 
 
-OWN_FUNCTIONS = frozenset({"sinf", "cosf"})
-"""The C library functions `own_sine` computes (of `LARGE_ARGUMENTS`: its large arguments go
-there)."""
-
 OWN_REDUCTION_LIMIT = 10000.0
 """The largest |x| that `own_sine` reduces in float32 (the fast path of glibc's variants ends
 there too); beyond it the lanes go to `trigonometric_of_large_arguments`."""
