@@ -1496,11 +1496,30 @@ def test_a_loop_over_more_arrays_than_registers_is_not_interleaved(
 
 @pytest.mark.parametrize(
     ("interleave", "error"),
-    [(-1, ValueError), (17, ValueError), (2.0, TypeError), (True, TypeError)],
+    [
+        (-1, ValueError),
+        (3, ValueError),
+        (6, ValueError),
+        (12, ValueError),
+        (17, ValueError),
+        (32, ValueError),
+        (2.0, TypeError),
+        (True, TypeError),
+    ],
 )
 def test_bad_interleave_is_rejected(interleave: object, error: type[Exception]) -> None:
-    with pytest.raises(error, match="interleave must be None or an integer from 0 to 16"):
+    """LLVM's loop vectorizer ignores an interleave hint that is not a power of two up to 16: 6
+    was accepted and compiled to LLVM's own choice (interleave 1 for a long body), silently."""
+    message = r"interleave must be None, 0 or a power of two up to 16 \(LLVM's loop vectorizer"
+    with pytest.raises(error, match=message):
         Options(interleave=interleave)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("interleave", [2, 4, 8, 16])
+def test_each_accepted_interleave_is_the_loops(interleave: int) -> None:
+    """An accepted count is what LLVM interleaves: silu's hot loop divides once a vector."""
+    loop = hot_loop_mnemonics(xfuse.compile("out = x * sigmoid(x);", interleave=interleave).asm)
+    assert loop.count("vdivps") == interleave
 
 
 def test_streaming_twin_stores_past_the_cache(target_cpu: HostCpu) -> None:
