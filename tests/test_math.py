@@ -909,6 +909,32 @@ def test_without_fma_sin_calls_libmvec_in_the_loop(
 
 
 @pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host")
+def test_vector_functions_branch_on_frozen_conditions() -> None:
+    """A masked remainder loop passes its masked-off lanes to a vector function as a masked
+    load's poison, and a branch on poison is undefined behaviour: each conditional branch of
+    xfuse's vector functions (its own sin and cos, the reduction of large arguments of sin,
+    cos and tan) takes a frozen condition."""
+    module = llvm_ir.Module()
+    single = llvm_ir.FloatType()
+    unary = llvm_ir.FunctionType(single, [single])
+    for name in sorted(LARGE_ARGUMENTS):
+        caller = llvm_ir.Function(module, unary, f"{name}_caller")
+        builder = llvm_ir.IRBuilder(caller.append_basic_block())
+        builder.ret(builder.call(llvm_ir.Function(module, unary, name), caller.args))
+    call_libmvec(module, host_cpu())
+    text = str(module)
+    branches = re.findall(r"^\s*br i1 (%\"?[\w.]+\"?),", text, re.MULTILINE)
+    frozen = re.findall(r"^\s*(%\"?[\w.]+\"?) = freeze i1 ", text, re.MULTILINE)
+    # 3 in each reduction of large arguments, 1 in each of xfuse's sin and cos
+    defined = re.findall(r'^define .*@"?([\w.]+)"?\(', text, re.MULTILINE)
+    reductions = sum(name.endswith(".xfuse") for name in defined)
+    own = sum(name.endswith(".own") for name in defined)
+    assert reductions == len(LARGE_ARGUMENTS) and own == (2 if host_cpu().has("fma") else 0)
+    assert len(branches) == 3 * reductions + own, text
+    assert sorted(branches) == sorted(frozen)
+
+
+@pytest.mark.skipif(not libmvec_loaded(), reason="no glibc libmvec on this host")
 def test_call_libmvec_calls_a_wrapper_in_the_place_of_the_c_librarys_declaration() -> None:
     # The calls of libm's f64 exp call its wrapper, which has the libmvec variant, is kept until
     # the vectorizer has run, and takes the declaration's place in the module: before the

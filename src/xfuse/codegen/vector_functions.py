@@ -91,6 +91,22 @@ def _intrinsic(module: llvm_ir.Module, name: str, ftype: llvm_ir.FunctionType) -
     return found if found is not None else llvm_ir.Function(module, ftype, name)
 
 
+def _any_lane(builder: llvm_ir.IRBuilder, lanes_mask: llvm_ir.Value, name: str) -> llvm_ir.Value:
+    """Whether a lane of `lanes_mask` is set, as a condition a branch may take (`_frozen`)."""
+    bits = builder.bitcast(lanes_mask, llvm_ir.IntType(lanes_mask.type.count), name=f"{name}.bits")
+    return _frozen(builder, builder.icmp_unsigned("!=", bits, bits.type(0)), name)
+
+
+def _frozen(builder: llvm_ir.IRBuilder, condition: llvm_ir.Value, name: str) -> llvm_ir.Value:
+    """`condition` through LLVM's `freeze`, for a branch: in a masked remainder loop the
+    argument's masked-off lanes are a masked load's poison, and a branch on poison is undefined
+    behaviour, where a frozen one goes either way, both right for the lanes that are stored
+    (llvmlite's builder has no `freeze`; the generic instruction prints as one)."""
+    frozen = llvm_ir.Instruction(builder.block, condition.type, "freeze", [condition], name)
+    builder._insert(frozen)  # (no public way to insert at the builder's position)
+    return frozen
+
+
 def trigonometric_of_large_arguments(
     module: llvm_ir.Module, variant: llvm_ir.Function, large: LargeArguments
 ) -> llvm_ir.Function:
@@ -119,26 +135,19 @@ def trigonometric_of_large_arguments(
     def doubles_of(value: float) -> llvm_ir.Constant:
         return doubles([value] * lanes)
 
-    def lane_bits(lanes_mask: llvm_ir.Value, name: str) -> llvm_ir.Value:
-        return builder.bitcast(lanes_mask, llvm_ir.IntType(lanes), name=f"{name}.bits")
-
-    def any_lane(bits: llvm_ir.Value) -> llvm_ir.Value:
-        return builder.icmp_unsigned("!=", bits, bits.type(0))
-
     fabs = _intrinsic(module, f"llvm.fabs.v{lanes}f32", llvm_ir.FunctionType(vector, [vector]))
     fma = _intrinsic(module, f"llvm.fma.v{lanes}f64", llvm_ir.FunctionType(doubles, [doubles] * 3))
     # The common case costs a compare and a branch: no lane beyond the limit.
     magnitude = builder.call(fabs, [x], name="magnitude")
     beyond = builder.fcmp_ordered(">", magnitude, vector([large.libmvec_limit] * lanes))
-    builder.cbranch(any_lane(lane_bits(beyond, "beyond")), beyond_limit, plain)
+    builder.cbranch(_any_lane(builder, beyond, "beyond"), beyond_limit, plain)
     builder.position_at_end(plain)
     builder.ret(builder.call(variant, [x], name="library"))
 
     builder.position_at_end(beyond_limit)
     below = builder.fcmp_ordered("<", magnitude, vector([REDUCED_BELOW] * lanes))
     reduced = builder.and_(beyond, below, name="reduced")
-    reduced_bits = lane_bits(reduced, "reduced")
-    builder.cbranch(any_lane(reduced_bits), reduce, plain)
+    builder.cbranch(_any_lane(builder, reduced, "reduced"), reduce, plain)
 
     builder.position_at_end(reduce)
     wide = builder.fpext(x, doubles, name="wide")
@@ -177,8 +186,9 @@ def trigonometric_of_large_arguments(
         value = builder.select(odd, cosine, sine, name="value")
         value = builder.select(bit_set(2), builder.fneg(value), value, name="signed")
     narrow = builder.fptrunc(value, vector, name="narrow")
+    reduced_bits = builder.bitcast(reduced, llvm_ir.IntType(lanes))
     all_reduced = builder.icmp_unsigned("==", reduced_bits, reduced_bits.type(-1))
-    with builder.if_then(all_reduced):
+    with builder.if_then(_frozen(builder, all_reduced, "all_reduced")):
         builder.ret(narrow)
     builder.branch(mixed)
 
@@ -307,10 +317,7 @@ def own_sine(
     own = builder.bitcast(builder.xor(builder.bitcast(value, words), sign), vector, name="own")
     # Unordered: a NaN takes the branch too, and comes back with its sign and payload.
     beyond = builder.fcmp_unordered(">", magnitude, splat(OWN_REDUCTION_LIMIT), name="beyond")
-    beyond_bits = builder.bitcast(beyond, llvm_ir.IntType(lanes), name="beyond.bits")
-    branch = builder.cbranch(
-        builder.icmp_unsigned("!=", beyond_bits, beyond_bits.type(0)), large, done
-    )
+    branch = builder.cbranch(_any_lane(builder, beyond, "beyond"), large, done)
     branch.set_weights([1, 1 << 20])  # cold: laid out away from the loop
     builder.position_at_end(done)
     builder.ret(own)
