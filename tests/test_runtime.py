@@ -3292,7 +3292,8 @@ def test_unusual_but_valid_calls_work_in_a_child_process(gelu: Gelu) -> None:
         # wrong types (3.0 reached llvmlite: a ctypes.ArgumentError)
         ({"opt_level": 3.0}, TypeError, "opt_level must be 0, 1, 2 or 3, got 3.0"),
         ({"threads": "2"}, TypeError, "threads must be an integer >= 1, got '2'"),
-        ({"interleave": "4"}, TypeError, "interleave must be None or an integer from 0 to 16"),
+        ({"interleave": "4"}, TypeError, "interleave must be None, 0 or a power of two up to 16"),
+        ({"interleave": 6}, ValueError, "interleave must be None, 0 or a power of two up to 16"),
         ({"math": 1}, TypeError, "math must be a string, got 1"),
         ({"target": ["cpu"]}, TypeError, r"target must be a string, got \['cpu'\]"),
         ({"arch": 3, "target": "cuda"}, TypeError, "arch must be a string, one of sm_80"),

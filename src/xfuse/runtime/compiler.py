@@ -243,8 +243,9 @@ class Options:
     """"cpu" (the host, MCJIT) or "cuda" (PTX for `arch`, see `xfuse.runtime.cuda`)."""
     arch: str = "sm_90"
     interleave: int | None = None
-    """The vector loops' interleave count (1: none; 0: LLVM's cost model chooses); None chooses
-    it from each loop body's length and arrays (`xfuse.codegen.native.interleave_count`)."""
+    """The vector loops' interleave count: 1 (none), 2, 4, 8 or 16 (`INTERLEAVE_COUNTS`), 0 (LLVM's
+    cost model chooses); None chooses it from each loop body's length and arrays
+    (`xfuse.codegen.native.interleave_count`)."""
     streaming: bool = True
     """Also compile a single-kernel program's streaming twin, whose outputs bypass the cache,
     for calls of one flat loop, or of a loop nest whose output rows are whole 64-byte lines, from
