@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Callable
 from fractions import Fraction
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -130,8 +130,62 @@ def test_a_sequence_of_one_result_is_returned_as_a_sequence() -> None:
     buffer = np.empty_like(x)
     (stored,) = one(x, out=buffer)
     assert stored is buffer
-    assert isinstance(xfuse.jit(lambda a: [a + 1])(x), tuple)
     assert isinstance(xfuse.jit(lambda a: a + 1)(x), np.ndarray)
+
+
+class _SumAndDifference(NamedTuple):
+    total: np.ndarray
+    difference: np.ndarray
+
+
+class _Doubled(NamedTuple):
+    doubled: np.ndarray
+
+
+class _Pair(tuple):
+    """A tuple subclass that is no namedtuple (it takes no two arguments)."""
+
+
+@pytest.mark.parametrize(
+    ("function", "sequence", "outputs"),
+    [
+        (lambda a, b: (a + b, a - b), tuple, 2),
+        (lambda a, b: (a + b,), tuple, 1),
+        (lambda a, b: [a + b, a - b, a * b], list, 3),
+        (lambda a, b: [a * b], list, 1),
+        (lambda a, b: _SumAndDifference(a + b, a - b), _SumAndDifference, 2),
+        (lambda a, b: _SumAndDifference(difference=a - b, total=a + b), _SumAndDifference, 2),
+        (lambda a, b: _Doubled(a * 2), _Doubled, 1),
+        (lambda a, b: _Pair((a + b, a - b)), tuple, 2),
+        (lambda a, b: (a > b, a + b), tuple, 2),
+        (lambda a, b: [a > b], list, 1),
+    ],
+)
+def test_results_come_back_in_the_sequence_the_function_returned(
+    function: Callable[..., Any], sequence: type, outputs: int
+) -> None:
+    """A list and a namedtuple came back as tuples (`jax.jit` and numba return them as they
+    were: `f(x).total` was an AttributeError); another tuple subclass stays a tuple. The first
+    call, a repeated one (the plain calls' lookup), one by keyword and one with `out=` buffers
+    return the same kind, with the values of numpy's own call (`test_pickling` unpickles one).
+    """
+    x = np.float32([1, -2, 3, 0])
+    y = np.float32([2, -2, 1, 5])
+    f = xfuse.jit(function)
+    expected = function(x, y)
+    buffers = [np.empty(4, np.bool_ if e.dtype == np.bool_ else np.float32) for e in expected]
+    for call in (
+        lambda: f(x, y),
+        lambda: f(x, y),
+        lambda: f(a=x, b=y),
+        lambda: f(x, y, out=tuple(buffers)),
+    ):
+        results = call()
+        assert type(results) is sequence and len(results) == outputs
+        for got, want in zip(results, expected, strict=True):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    assert all(s is b for s, b in zip(f(x, y, out=tuple(buffers)), buffers, strict=True))
 
 
 def test_a_repeated_call_finds_its_kernel_by_names_dtypes_and_shapes() -> None:
@@ -216,7 +270,7 @@ def test_calls_of_many_lengths_keep_a_bounded_lookup() -> None:
         np.testing.assert_array_equal(f(x[:n]), x[:n] * 2 + 1)
         np.testing.assert_array_equal(f(a=x[:n]), x[:n] * 2 + 1)
     assert len(f.kernels) <= PLAN_CACHE_SIZE and len(f._plain_calls) <= PLAN_CACHE_SIZE
-    assert len(f.booleans) == len(f.kernels)
+    assert len(f.forms) == len(f.kernels)
     assert " 2 compiled," in repr(f)  # (a length of 1 is a trace of its own: a 1 broadcasts)
 
 

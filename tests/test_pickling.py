@@ -12,13 +12,14 @@ import textwrap
 import types
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pytest
 
 import xfuse
 from xfuse.runtime.compiler import clear_cache, compile_bufferized, parse_ir
+from xfuse.runtime.pickling import rebuild_jit
 
 if TYPE_CHECKING:
     from conftest import Gelu
@@ -192,6 +193,47 @@ def test_a_local_jit_function_pickles_by_value_with_its_kernels() -> None:
     assert loaded.options == residual_tanh.options
     assert loaded.kernels.keys() == residual_tanh.kernels.keys()  # no tracing again
     np.testing.assert_array_equal(loaded(x, x), expected)
+
+
+class _Halves(NamedTuple):
+    low: np.ndarray
+    high: np.ndarray
+
+
+def test_an_unpickled_jit_function_returns_its_results_as_the_function_did() -> None:
+    """A local jit function returning a namedtuple, a list and a mask pickled by value with its
+    kernels returns them so without tracing again; a pickle of 0.2.33 or before (its forms
+    which results are booleans, its sequences then returned as tuples) still loads."""
+    cloudpickle = pytest.importorskip("cloudpickle", reason="by-value functions need cloudpickle")
+
+    @xfuse.jit
+    def halves(x):
+        return _Halves(xfuse.minimum(x, 0), xfuse.maximum(x, 0))
+
+    @xfuse.jit
+    def listed(x):
+        return [x > 0]
+
+    x = np.float32([-1, 2, -3, 4])
+    for function, kind in ((halves, _Halves), (listed, list)):
+        expected = function(x)
+        loaded = pickle.loads(cloudpickle.dumps(function))
+        assert loaded.kernels.keys() == function.kernels.keys()  # no tracing again
+        assert loaded._traced == {}
+        results = loaded(x)
+        assert type(results) is kind
+        for got, want in zip(results, expected, strict=True):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+        old = rebuild_jit(
+            function.function,
+            function.options,
+            function.threads,
+            function.kernels,
+            {key: form.booleans for key, form in function.forms.items()},
+        )
+        assert type(old(x)) is tuple and old._traced == {}
+        np.testing.assert_array_equal(old(x)[0], expected[0])
 
 
 class _Scaled:

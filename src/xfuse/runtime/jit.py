@@ -16,10 +16,10 @@ numpy (bf16 + f32 -> f32), Python numbers take the dtype of the array they meet,
 theirs (numpy 2's NEP 50: `x * np.float64(2)` is float64 for a float32 `x`); `.astype(dtype)`
 converts (`ew.convert`). `xfuse.tanh` and friends work on proxies and, outside tracing, on numpy
 arrays. A jit function called with proxies (from a function being traced, or itself) is traced into
-the caller's kernel; a function that returns a tuple or list returns a tuple, of one array too
-(outputs `out0`, ...); a comparison it returns (a mask) comes back as numpy's booleans. Dask arrays
-are traced by their dtype and shape like numpy arrays, and the kernel then returns lazy dask arrays
-(`xfuse.runtime.dask_arrays`).
+the caller's kernel; a function that returns a tuple, a list or a namedtuple returns its results
+in one of the same kind, of one array too (outputs `out0`, ...); a comparison it returns (a mask)
+comes back as numpy's booleans. Dask arrays are traced by their dtype and shape like numpy
+arrays, and the kernel then returns lazy dask arrays (`xfuse.runtime.dask_arrays`).
 """
 
 from __future__ import annotations
@@ -54,9 +54,48 @@ from xfuse.runtime.dask_arrays import check_known_chunks, is_dask_array
 from xfuse.runtime.kernel import PLAN_CACHE_SIZE, Kernel, fortran_ordered, out_buffers
 from xfuse.transforms.options import Math
 
-_Plain = tuple[Kernel, bool, tuple[bool, ...]]
-"""A plain call's kernel, whether its one result comes back in a tuple (the function returned a
-sequence of one array), and which results are numpy booleans (`JitFunction.booleans`)."""
+
+@dataclasses.dataclass(frozen=True)
+class ResultForm:
+    """How a call returns its kernel's results: as the traced function returned them."""
+
+    booleans: tuple[bool, ...] = ()
+    """Which results are numpy's booleans: a comparison's mask, which the kernel computes as 1
+    and 0 of its dtype (empty where none is)."""
+    sequence: type | None = None
+    """The sequence the function returned its arrays in: tuple, list or a namedtuple's class
+    (None: one array, in no sequence)."""
+
+    def rebuilder(self, outputs: int) -> Callable[[Any], Any] | None:
+        """What makes the kernel's results (an array where it has one of `outputs`, else a
+        tuple) the function's: None where they are already (one array, or a tuple of several)."""
+        sequence = self.sequence
+        if sequence is None or (sequence is tuple and outputs > 1):
+            return None
+        if sequence is tuple:
+            return _in_a_tuple
+        made = sequence if sequence is list else sequence._make  # type: ignore[attr-defined]
+        return made if outputs > 1 else lambda array: made((array,))
+
+    @staticmethod
+    def of(result: object) -> type | None:
+        """The `sequence` of what a traced function returned: tuple for a tuple of another
+        subclass than a namedtuple's (as numba and JAX take those)."""
+        if isinstance(result, list):
+            return list
+        if not isinstance(result, tuple):
+            return None
+        kind = type(result)
+        return kind if hasattr(kind, "_make") and hasattr(kind, "_fields") else tuple
+
+
+def _in_a_tuple(array: np.ndarray) -> tuple[np.ndarray]:
+    return (array,)
+
+
+_Plain = tuple[Kernel, Callable[[Any], Any] | None, tuple[bool, ...]]
+"""A plain call's kernel, what rebuilds its results as the function returned them
+(`ResultForm.rebuilder`), and which results are numpy booleans."""
 
 
 def _function_name(function: Callable[..., Any]) -> str:
@@ -107,11 +146,11 @@ class JitFunction:
         """The kernel of each call so far, by the (name, dtype, shape) of each argument (calls
         of other sizes of one traced signature share one), for `PLAN_CACHE_SIZE` shapes (then
         forgotten, their kernels kept in `_traced`: 5,000 lengths held 2.8 MiB)."""
-        self.booleans: dict[tuple[Any, ...], tuple[bool, ...]] = {}
-        """Which of a kernel's results (by the key of `kernels`) the function returns as numpy's
-        booleans: a comparison's mask, which the kernel computes as 1 and 0 of its dtype."""
-        self._traced: dict[tuple[Any, ...], dict[bool, tuple[Kernel, tuple[bool, ...]]]] = {}
-        """The kernels traced so far (and their `booleans`), by what a trace depends on: each
+        self.forms: dict[tuple[Any, ...], ResultForm] = {}
+        """How a call returns a kernel's results (by the key of `kernels`): which as numpy's
+        booleans, in which sequence."""
+        self._traced: dict[tuple[Any, ...], dict[bool, tuple[Kernel, ResultForm]]] = {}
+        """The kernels traced so far (and their `forms`), by what a trace depends on: each
         argument's name, dtype and traced shape (`traced_shapes`), then by whether its calls
         stream; the kernel of every call of arrays of those (`_kernel_for`)."""
         self._plain_calls: dict[tuple[Any, ...], _Plain] = {}
@@ -182,12 +221,12 @@ class JitFunction:
                 plain_key = (*kwargs, *arrays_key)
                 found = self._plain_calls.get(plain_key)
                 if found is not None:
-                    kernel, in_a_tuple, booleans = found
+                    kernel, rebuild, booleans = found
                     if booleans:
                         results = _call(kernel, booleans, out, args, kwargs)
                     else:  # the call itself: a function call more is 4% of this path
                         results = kernel(*args, out=out, **kwargs)
-                    return (results,) if in_a_tuple else results
+                    return results if rebuild is None else rebuild(results)
         if any(isinstance(a, Traced) for a in (*args, *kwargs.values())):
             # called from a function being traced: record its ops there (one kernel, the
             # outer function's options), as a plain function would
@@ -269,26 +308,25 @@ class JitFunction:
         key = tuple((name, a.dtype.name, a.shape) for name, a in arrays.items())
         # Both looked up before either is used: another thread may clear them in between (a
         # mask function's call then returned floats, and its plain calls kept doing so).
-        kernel, booleans = self.kernels.get(key), self.booleans.get(key)
-        if kernel is None or booleans is None:
+        kernel, form = self.kernels.get(key), self.forms.get(key)
+        if kernel is None or form is None:
             if len(self.kernels) >= PLAN_CACHE_SIZE:
                 self.kernels.clear()
-                self.booleans.clear()
-            kernel, booleans = self._kernel_for(arrays)
-            self.kernels[key], self.booleans[key] = kernel, booleans
-        # a function that returned a sequence of one array gets it back in a tuple
-        in_a_tuple = kernel.output_names == ("out0",)
+                self.forms.clear()
+            kernel, form = self._kernel_for(arrays)
+            self.kernels[key], self.forms[key] = kernel, form
+        rebuild, booleans = form.rebuilder(len(kernel.output_names)), form.booleans
         if plain_key is not None:  # (the kernel's inputs are the parameters in order: `compile`)
             if len(self._plain_calls) >= PLAN_CACHE_SIZE:
                 self._plain_calls.clear()
-            self._plain_calls[plain_key] = (kernel, in_a_tuple, booleans)
+            self._plain_calls[plain_key] = (kernel, rebuild, booleans)
         results = (
             _call(kernel, booleans, out, (), arrays) if booleans else kernel(out=out, **arrays)
         )
-        return (results,) if in_a_tuple else results
+        return results if rebuild is None else rebuild(results)
 
-    def _kernel_for(self, arrays: dict[str, np.ndarray]) -> tuple[Kernel, tuple[bool, ...]]:
-        """The kernel (and `booleans`) of a call of `arrays`, of shapes no call had yet: the one
+    def _kernel_for(self, arrays: dict[str, np.ndarray]) -> tuple[Kernel, ResultForm]:
+        """The kernel (and its `forms`) of a call of `arrays`, of shapes no call had yet: the one
         traced for other sizes of the same dtypes and traced shapes where there is one (every
         new length of a 1-d argument traced the function again, 1.24 ms, and kept a kernel of
         its own, ~8 KB: a service's calls of varying lengths), its program compiled again where
@@ -308,14 +346,14 @@ class JitFunction:
         pattern = tuple((name, a.dtype.name, shapes[name]) for name, a in arrays.items())
         traced = self._traced.setdefault(pattern, {})
         if not traced:
-            kernel, booleans = self.traced_kernel(arrays)
-            traced[kernel.options.streaming] = kernel, booleans
-            return kernel, booleans
-        first, booleans = next(iter(traced.values()))
+            kernel, form = self.traced_kernel(arrays)
+            traced[kernel.options.streaming] = kernel, form
+            return kernel, form
+        first, form = next(iter(traced.values()))
         streams = self._streams(arrays, [numpy_dtype(p.dtype) for p in first.function.outputs])
         if streams not in traced:
             options = dataclasses.replace(first.options, streaming=streams)
-            traced[streams] = recompiled(first, options), booleans
+            traced[streams] = recompiled(first, options), form
         return traced[streams]
 
     def _array_defaults_left(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[str]:
@@ -392,9 +430,8 @@ class JitFunction:
         """Trace the function on proxies shaped like `arrays` and compile it."""
         return self.traced_kernel(arrays)[0]
 
-    def traced_kernel(self, arrays: dict[str, np.ndarray]) -> tuple[Kernel, tuple[bool, ...]]:
-        """`compile`, and which of the function's results are numpy booleans, its comparisons
-        (empty where none is)."""
+    def traced_kernel(self, arrays: dict[str, np.ndarray]) -> tuple[Kernel, ResultForm]:
+        """`compile`, and how a call returns its results (`ResultForm`)."""
         dtypes: dict[str, str] = {}
         for name, array in arrays.items():
             try:
@@ -433,7 +470,8 @@ class JitFunction:
         options = self.options
         if not self._streams(arrays, [r.element_dtype for r in results]):
             options = dataclasses.replace(options, streaming=False)
-        return compile_module(module, names, options, self.threads), booleans
+        form = ResultForm(booleans, ResultForm.of(result))
+        return compile_module(module, names, options, self.threads), form
 
 
 def _call(

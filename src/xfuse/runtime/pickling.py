@@ -30,7 +30,9 @@ from xfuse.runtime.compiler import LRU_SIZE, Options, clear_with, program_of_ir
 from xfuse.runtime.kernel import Kernel, Program
 
 if TYPE_CHECKING:
-    from xfuse.runtime.jit import JitFunction
+    from collections.abc import Mapping
+
+    from xfuse.runtime.jit import JitFunction, ResultForm
 
 
 def kernel_reduction(kernel: Kernel) -> tuple[Any, ...]:
@@ -87,7 +89,7 @@ def jit_reduction(function: JitFunction, protocol: int) -> str | tuple[Any, ...]
             function.options,
             function.threads,
             function.kernels.copy(),  # (copies: other threads' calls may add to them)
-            function.booleans.copy(),
+            function.forms.copy(),
         ),
     )
 
@@ -164,13 +166,19 @@ def rebuild_jit(
     options: Options,
     threads: int,
     kernels: dict[tuple[Any, ...], Kernel],
-    booleans: dict[tuple[Any, ...], tuple[bool, ...]] | None = None,
+    forms: Mapping[tuple[Any, ...], ResultForm | tuple[bool, ...]] | None = None,
 ) -> JitFunction:
-    """A `JitFunction` with its kernels (and which of their results are booleans: none in a
-    pickle from before 0.2.12)."""
-    from xfuse.runtime.jit import JitFunction  # imports xDSL, which a kernel does not need
+    """A `JitFunction` with its kernels and how their results return (`ResultForm`; in a
+    pickle from before 0.2.34 which are booleans, their sequence a tuple, and before 0.2.12
+    nothing: none is a boolean)."""
+    # (imports xDSL, which a kernel does not need)
+    from xfuse.runtime.jit import JitFunction, ResultForm
 
     rebuilt = JitFunction(function, options, threads)
     rebuilt.kernels.update(kernels)
-    rebuilt.booleans.update(booleans or {})
+    for key, kernel in kernels.items():
+        form = (forms or {}).get(key, ())
+        if not isinstance(form, ResultForm):  # (a sequence of results was returned as a tuple)
+            form = ResultForm(form, None if kernel.output_names == ("out",) else tuple)
+        rebuilt.forms[key] = form
     return rebuilt
