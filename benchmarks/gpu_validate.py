@@ -11,7 +11,7 @@ kernel and in total, the measured time, their ratio, and the achieved bandwidth 
 the device's measured copy bandwidth (a device-to-device copy, read + write). The ceilings also
 give a calibrated prediction: the model's bytes over the measured copy bandwidth plus the
 measured launch time of an empty kernel (back to back). PyTorch eager and `torch.compile` on the
-same GELU are timed where PyTorch is installed.
+same GELU are timed where PyTorch is installed with CUDA.
 
 It then checks f64 exp, tanh and erf (NVIDIA's libdevice, linked into the PTX) on 2^16 inputs
 against numpy, within the maximum errors NVIDIA documents for them (`F64_MATH`), and their
@@ -316,6 +316,8 @@ def time_torch(gpu: Gpu, report: Report, args: Any) -> None:
     try:
         import torch
     except ImportError:
+        return
+    if not torch.cuda.is_available():  # a CPU-only wheel (it raised at its first CUDA tensor)
         return
 
     def gelu(x: Any, b: Any, r: Any) -> Any:

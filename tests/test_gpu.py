@@ -1334,6 +1334,26 @@ def test_the_gpu_validation_script_checks_each_variants_whole_result(
     # they hold; tanh came out at 1.95 ulps, libdevice's 1)
 
 
+def test_the_gpu_validation_script_leaves_out_a_torch_without_cuda(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With PyTorch's CPU-only wheel installed its torch timing made a CUDA tensor, and the run
+    (and the test above, in a venv that has that wheel for `xfuse bench --peers`) failed with
+    "Torch not compiled with CUDA enabled": it times torch only where torch has CUDA."""
+    script = _load("gpu_validate", ROOT / "benchmarks" / "gpu_validate.py")
+
+    def no_cuda_tensor(*arguments: Any, **options: Any) -> Any:
+        raise AssertionError("Torch not compiled with CUDA enabled")
+
+    cpu_only = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(is_available=lambda: False), randn=no_cuda_tensor
+    )
+    monkeypatch.setitem(sys.modules, "torch", cpu_only)
+    report = script.Report("h200", (4, 8), gpu="fake")
+    script.time_torch(None, report, types.SimpleNamespace(shape=(4, 8), repeat=1))
+    assert report.torch == {}
+
+
 def test_the_gpu_validation_script_fails_a_wrong_result() -> None:
     """Its GELU line printed an error 125,000 times its tolerance with no verdict, and the run
     exited 0 whatever failed: each checked line says ok or FAILED, the run's status 1."""
