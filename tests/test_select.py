@@ -471,12 +471,12 @@ def test_a_mask_function_cleared_between_its_lookups_still_returns_masks() -> No
     positive = xfuse.jit(lambda x: x > 0)
     x = np.float32([1, -1])
     positive(x)
-    booleans = positive.booleans
+    forms = positive.forms
 
     class ClearedAfterGet(dict[Any, Any]):
         def get(self, key: Any, default: Any = None) -> Any:
             value = super().get(key, default)
-            booleans.clear()
+            forms.clear()
             return value
 
     positive.kernels = ClearedAfterGet(positive.kernels)
