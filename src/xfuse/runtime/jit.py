@@ -79,8 +79,8 @@ class ResultForm:
 
     @staticmethod
     def of(result: object) -> type | None:
-        """The `sequence` of what a traced function returned: tuple for a tuple of another
-        subclass than a namedtuple's (as numba and JAX take those)."""
+        """The `sequence` of what a traced function returned: tuple for a tuple of any other
+        subclass than a namedtuple's (nothing says how such a class is made from the results)."""
         if isinstance(result, list):
             return list
         if not isinstance(result, tuple):
