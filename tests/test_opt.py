@@ -957,6 +957,18 @@ def test_split_ew_source_reports_the_files_lines(tmp_path: Path) -> None:
         chunks[1] == f"{path}:3:9: error: expected an expression, found ';'\nb = y + ;\n        ^\n"
     )
     assert "%c = ew.exp %z : tensor<?xf32>" in chunks[2]
+    # A blank chunk's empty program was reported at the file's 1:1; it is on the line below its
+    # separator (a file's own blank program stays at 1:1)
+    path.write_text("a = x;\n// -----\n\n// -----\nb = y + ;\n// -----\n")
+    failed = run_in_process([str(path), "--split-input-file"])
+    errors = [line for line in failed.stderr.splitlines() if ": error: " in line]
+    assert errors == [
+        f"{path}:3:1: error: empty program: expected at least one statement 'name = expr;'",
+        f"{path}:5:9: error: expected an expression, found ';'",
+        f"{path}:7:1: error: empty program: expected at least one statement 'name = expr;'",
+    ]
+    path.write_text("\n\n")
+    assert run_in_process([str(path), "--split-input-file"]).stderr.startswith(f"{path}:1:1:")
 
 
 @pytest.mark.parametrize(

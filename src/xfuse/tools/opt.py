@@ -540,8 +540,15 @@ class XfuseOptMain(xDSLOptMain):
             try:
                 return super().parse_chunk(chunk, file_extension, start_offset)
             except EwSyntaxError as error:
+                if start_offset and error.line == 1:
+                    # Only a blank chunk's error is on the file's first line (an empty program
+                    # ends at 1:1): it goes on the line below the chunk's separator.
+                    blank_lines = "\n" * (start_offset + 1)
+                    error = EwSyntaxError(
+                        error.message, blank_lines, len(blank_lines), error.filename
+                    )
                 if not self.args.parsing_diagnostics:
-                    raise
+                    raise error from None
                 print(error)  # as xDSL prints a ParseError (to stdout), then the next chunk
                 return None
         text = chunk.read().decode(errors="replace")
