@@ -1102,7 +1102,7 @@ def test_what_a_traced_function_returns_instead_of_arrays_is_named() -> None:
         (coroutine, r"returned a coroutine \(a generator or async function cannot be traced\)"),
         (lambda a: ((a, a * 2), a), "returned a tuple holding a tuple: it must return an array"),
         (lambda a: [], "returned an empty list"),
-        (lambda a: {"y": a}, "returned a dict"),
+        (lambda a: {"y": a}, r"returned a dict \(return a namedtuple to name the results"),
     ]:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

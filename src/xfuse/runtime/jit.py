@@ -594,6 +594,8 @@ def _described(result: object) -> str:
         return "None (is a return statement missing?)"
     if inspect.isgenerator(result) or inspect.iscoroutine(result):
         return f"a {type(result).__name__} (a generator or async function cannot be traced)"
+    if isinstance(result, dict):  # (jax.jit returns one: a namedtuple names results as well)
+        return "a dict (return a namedtuple to name the results: it comes back as one)"
     return f"a {type(result).__name__}"
 
 
