@@ -37,6 +37,10 @@
   they round to inf (`_rounding_past_range`), as mlir-opt's and IEEE's nearest rounding do.
 - The `llvm` target (`xfuse-opt -t llvm`, `sort_llvm_flags`) lists an op's fast-math flags in
   the order of a frozenset of strings, which the process's string hash decides.
+- `linalg.generic` reads its results with `parse_attribute`, which takes `(` for a function
+  type: several results as xDSL itself prints them and MLIR writes them, `-> (t1, t2)` (an
+  `ew-to-linalg` kernel of two outputs), did not parse back ("Expected '->'")
+  (`_read_generic_results`).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from xdsl.dialects import arith, llvm, memref, scf
+from xdsl.dialects import arith, linalg, llvm, memref, scf
 from xdsl.dialects.builtin import (
     AnyFloat,
     BFloat16Type,
@@ -59,7 +63,8 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     ShapedType,
 )
-from xdsl.ir import Operation
+from xdsl.ir import Attribute, Operation, Region
+from xdsl.parser import Parser
 from xdsl.parser.attribute_parser import AttrParser
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.lexer import Position, Token
@@ -291,8 +296,61 @@ def _refuse_decimal_float_scalars() -> None:
     )
 
 
+def _read_generic_results() -> None:
+    """Make `linalg.generic` read its results, `-> t` or `-> (t1, t2)`, itself, right after
+    its body (in `parse_region`, replaced for this op's own body alone: a nested op's regions
+    are read as they were), so that xDSL's parse finds no `->` after it; the op is then made
+    again with those result types."""
+    parse = linalg.GenericOp.parse.__func__
+    if getattr(parse, "reads_parenthesized_results", False):
+        return
+
+    def parse_reading_results(cls: type[linalg.GenericOp], parser: Parser) -> linalg.GenericOp:
+        enclosing = vars(parser).get("parse_region")  # an enclosing generic's, being parsed
+        results: list[Attribute] = []
+
+        def put_back() -> None:
+            if enclosing is None:
+                vars(parser).pop("parse_region", None)
+            else:
+                parser.parse_region = enclosing  # type: ignore[method-assign]
+
+        def body_then_results(*arguments: Any, **options: Any) -> Region:
+            put_back()
+            body = Parser.parse_region(parser, *arguments, **options)
+            if parser.parse_optional_punctuation("->"):
+                delimiter = (
+                    Parser.Delimiter.PAREN
+                    if parser._current_token.text == "("
+                    else Parser.Delimiter.NONE
+                )
+                results.extend(parser.parse_comma_separated_list(delimiter, parser.parse_type))
+            return body
+
+        parser.parse_region = body_then_results  # type: ignore[method-assign]
+        try:
+            generic = parse(cls, parser)
+        finally:
+            put_back()
+        if not results:
+            return generic
+        remade = cls.create(
+            operands=list(generic.operands),
+            result_types=results,
+            properties=dict(generic.properties),
+            attributes=dict(generic.attributes),
+            regions=[generic.detach_region(generic.body)],
+        )
+        generic.erase()
+        return remade
+
+    parse_reading_results.reads_parenthesized_results = True  # type: ignore[attr-defined]
+    linalg.GenericOp.parse = classmethod(parse_reading_results)  # type: ignore[method-assign,assignment]
+
+
 def apply() -> None:
     _refuse_decimal_float_scalars()
+    _read_generic_results()
     for float_type in (Float16Type, Float32Type):
         _rounding_past_range(float_type)
     _keep_half_nan_payloads()
