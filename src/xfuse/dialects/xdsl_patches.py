@@ -306,17 +306,13 @@ def _read_generic_results() -> None:
         return
 
     def parse_reading_results(cls: type[linalg.GenericOp], parser: Parser) -> linalg.GenericOp:
-        enclosing = vars(parser).get("parse_region")  # an enclosing generic's, being parsed
         results: list[Attribute] = []
 
-        def put_back() -> None:
-            if enclosing is None:
-                vars(parser).pop("parse_region", None)
-            else:
-                parser.parse_region = enclosing  # type: ignore[method-assign]
+        def put_back() -> None:  # the class's `parse_region` again
+            vars(parser).pop("parse_region", None)
 
         def body_then_results(*arguments: Any, **options: Any) -> Region:
-            put_back()
+            put_back()  # (before the body, whose ops may be generics too)
             body = Parser.parse_region(parser, *arguments, **options)
             if parser.parse_optional_punctuation("->"):
                 delimiter = (
