@@ -120,6 +120,38 @@ def test_the_export_parses_back_to_the_same_text(program: str, gelu: Gelu) -> No
     assert generic_form(parsed_back(generic)) == generic
 
 
+def test_generics_of_several_results_parse_inside_one_another() -> None:
+    """Each generic reads its own results after its own body, one nested in another's too, and
+    one without results (on memrefs) reads none."""
+    maps = "indexing_maps = [" + ", ".join(["affine_map<(d0) -> (d0)>"] * 3) + "]"
+    head = f'{{{maps}, iterator_types = ["parallel"]}} ins(%t : tensor<4xf32>) '
+    text = (
+        "builtin.module {\n"
+        "  func.func @f(%t : tensor<4xf32>, %m : memref<4xf32>) -> "
+        "(tensor<4xf32>, tensor<4xf32>) {\n"
+        f"    %u, %v = linalg.generic {head}outs(%t, %t : tensor<4xf32>, tensor<4xf32>) {{\n"
+        "    ^bb0(%x : f32, %y : f32, %z : f32):\n"
+        f"      %a, %b = linalg.generic {head}outs(%t, %t : tensor<4xf32>, tensor<4xf32>) {{\n"
+        "      ^bb1(%p : f32, %q : f32, %r : f32):\n"
+        "        linalg.yield %p, %q : f32, f32\n"
+        "      } -> (tensor<4xf32>, tensor<4xf32>)\n"
+        "      linalg.yield %x, %y : f32, f32\n"
+        "    } -> (tensor<4xf32>, tensor<4xf32>)\n"
+        "    linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], "
+        'iterator_types = ["parallel"]} outs(%m : memref<4xf32>) {\n'
+        "    ^bb2(%w : f32):\n"
+        "      linalg.yield %w : f32\n"
+        "    }\n"
+        "    func.return %u, %v : tensor<4xf32>, tensor<4xf32>\n"
+        "  }\n"
+        "}"
+    )
+    parsed = parsed_back(text)
+    generics = [op for op in parsed.walk() if op.name == "linalg.generic"]
+    assert [len(op.results) for op in generics] == [2, 2, 0]
+    assert str(parsed_back(str(parsed))) == str(parsed)
+
+
 @needs_mlir
 @pytest.mark.parametrize("mode", ["greedy", "none"])
 @pytest.mark.parametrize("program", ["gelu", *EXPORTED])
