@@ -52,7 +52,7 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from xdsl.dialects import arith, linalg, llvm, memref, scf
+from xdsl.dialects import arith, llvm, memref, scf
 from xdsl.dialects.builtin import (
     AnyFloat,
     BFloat16Type,
@@ -63,6 +63,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     ShapedType,
 )
+from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Attribute, Operation, Region
 from xdsl.parser import Parser
 from xdsl.parser.attribute_parser import AttrParser
@@ -301,11 +302,11 @@ def _read_generic_results() -> None:
     its body (in `parse_region`, replaced for this op's own body alone: a nested op's regions
     are read as they were), so that xDSL's parse finds no `->` after it; the op is then made
     again with those result types."""
-    parse = linalg.GenericOp.parse.__func__
+    parse = GenericOp.parse.__func__
     if getattr(parse, "reads_parenthesized_results", False):
         return
 
-    def parse_reading_results(cls: type[linalg.GenericOp], parser: Parser) -> linalg.GenericOp:
+    def parse_reading_results(cls: type[GenericOp], parser: Parser) -> GenericOp:
         results: list[Attribute] = []
 
         def put_back() -> None:  # the class's `parse_region` again
@@ -341,7 +342,7 @@ def _read_generic_results() -> None:
         return remade
 
     parse_reading_results.reads_parenthesized_results = True  # type: ignore[attr-defined]
-    linalg.GenericOp.parse = classmethod(parse_reading_results)  # type: ignore[method-assign,assignment]
+    GenericOp.parse = classmethod(parse_reading_results)  # type: ignore[method-assign,assignment]
 
 
 def apply() -> None:
