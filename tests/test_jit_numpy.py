@@ -143,7 +143,7 @@ class _Doubled(NamedTuple):
 
 
 class _Pair(tuple):
-    """A tuple subclass that is no namedtuple (it takes no two arguments)."""
+    """A tuple subclass that is no namedtuple: nothing says how one is made from results."""
 
 
 @pytest.mark.parametrize(

@@ -201,9 +201,9 @@ class _Halves(NamedTuple):
 
 
 def test_an_unpickled_jit_function_returns_its_results_as_the_function_did() -> None:
-    """A local jit function returning a namedtuple, a list and a mask pickled by value with its
-    kernels returns them so without tracing again; a pickle of 0.2.33 or before (its forms
-    which results are booleans, its sequences then returned as tuples) still loads."""
+    """Local jit functions returning a namedtuple and a list of a mask, pickled by value with
+    their kernels, return them so without tracing again; a pickle of 0.2.33 or before (which of
+    its results are booleans; sequences then came back as tuples) still loads."""
     cloudpickle = pytest.importorskip("cloudpickle", reason="by-value functions need cloudpickle")
 
     @xfuse.jit
