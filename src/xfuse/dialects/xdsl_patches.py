@@ -315,13 +315,15 @@ def _read_generic_results() -> None:
         def body_then_results(*arguments: Any, **options: Any) -> Region:
             put_back()  # (before the body, whose ops may be generics too)
             body = Parser.parse_region(parser, *arguments, **options)
-            if parser.parse_optional_punctuation("->"):
-                delimiter = (
-                    Parser.Delimiter.PAREN
-                    if parser._current_token.text == "("
-                    else Parser.Delimiter.NONE
+            if parser.parse_optional_punctuation("->"):  # (as xDSL reads a function's results)
+                types = parser.parse_optional_comma_separated_list(
+                    Parser.Delimiter.PAREN, parser.parse_type
                 )
-                results.extend(parser.parse_comma_separated_list(delimiter, parser.parse_type))
+                if types is None:  # `-> t`, or xDSL's own `-> t1, t2`
+                    types = parser.parse_comma_separated_list(
+                        Parser.Delimiter.NONE, parser.parse_type
+                    )
+                results.extend(types)
             return body
 
         parser.parse_region = body_then_results  # type: ignore[method-assign]
