@@ -44,6 +44,7 @@ from xfuse.codegen.vector_functions import (
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import clear_cache
 from xfuse.runtime.kernel import SplitChoice
+from xfuse.transforms.approx import _EXP_POLY
 from xfuse.transforms.expand_math import MATH_FUNCTIONS, EwExpandMathPass
 from xfuse.transforms.options import MathLibrary
 from xfuse.transforms.pipeline import pipeline_context
@@ -413,6 +414,32 @@ def test_exp_tails_round_once_into_the_denormals(source: str) -> None:
     out = xfuse.compile(source)(x=x).astype(np.float64)
     want = np.exp(x.astype(np.float64))
     assert np.all(np.abs(out - want) <= 1e-7 * want + 2.0**-150)
+
+
+def test_exps_polynomial_is_as_close_to_e_to_the_r_as_its_fit_says() -> None:
+    # `_EXP_POLY`, fitted for xfuse: 1 + r + r^2 p(r) with its float32 coefficients, in
+    # float64, within 4.7e-9 of e^r relative on |r| <= 0.35 (a digit lost in a coefficient
+    # would show; Cephes' p of degree 5 was 1.1e-9, the earlier fits of degree 4 5.0e-8).
+    r = np.linspace(-0.35, 0.35, 100_001)
+    p = np.zeros_like(r)
+    for coefficient in _EXP_POLY:
+        p = p * r + float(np.float32(coefficient))
+    value = 1 + r + r * r * p
+    assert np.max(np.abs(value / np.exp(r) - 1)) <= 4.8e-9
+
+
+def test_exp_of_minus_abs_by_horners_rule_is_as_accurate_as_documented() -> None:
+    # exp(-|x|) (sigmoid's, softplus's) takes e^r by Horner's rule alone, two ops fewer than
+    # Cephes' form (which exp(x) keeps): over every 61st float32 <= 0 within 7.5e-8 relative
+    # where the result is normal (Cephes' form: 8.05e-8) and 0.85 of a step of 2^-149 where it
+    # is a denormal (Cephes' form: 0.74); docs/math.md has every float32's.
+    x = np.arange(0x80000000, 0x80000000 + 0x42D00000, 61, dtype=np.uint32).view(np.float32)
+    kernel = xfuse.compile("out = exp(-abs(x));")
+    assert "1.49762289e-22" in kernel.ir("ew-expand-math")  # the highest coefficient / 2^63
+    got, want = kernel(x=x).astype(np.float64), np.exp(x.astype(np.float64))
+    normal = want >= 2.0**-126
+    assert np.max(np.abs(got - want)[normal] / want[normal]) <= 7.6e-8
+    assert np.max(np.abs(got - want)[~normal]) <= 0.86 * 2.0**-149
 
 
 EXP_PROGRAMS = [

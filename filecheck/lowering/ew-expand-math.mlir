@@ -51,7 +51,8 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
 }
 
 // exp(-|x|) cannot overflow: no +inf select; nor need its 2^n a select for denormal results:
-// the scale is always 2^-63 (first, then e^r's + 1) times 2^(n + 63) (bits from n).
+// the scale is always 2^-63 times 2^(n + 63) (bits from n), 2^-63 carried by the coefficients
+// of e^r's polynomial, Horner's rule alone (no r^2), its last two steps adding 2^-63 (1 and 1).
 // log1p of it has its argument in [0, 1]: e + e (e p(e)), one polynomial without range
 // reduction, select or division. A log1p of anything else corrects 1 + x with a division. The
 // approximations share their constants: one op per value at the block's start.
@@ -59,6 +60,7 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
 // CHECK-SAME:    (%[[X:.*]]: f32)
 // CHECK-DAG:     %[[MINUS_104:.*]] = arith.constant -1.040000e+02 : f32
 // CHECK-DAG:     %[[TWO_TO_MINUS_63:.*]] = arith.constant 1.08420217e-19 : f32
+// CHECK-DAG:     %[[HIGHEST:.*]] = arith.constant 1.49762289e-22 : f32
 // CHECK-DAG:     %[[INF:.*]] = arith.constant 0x7f800000 : f32
 // CHECK:         %[[ABS:.*]] = math.absf %[[X]]
 // CHECK-NEXT:    %[[MINUS_ABS:.*]] = arith.negf %[[ABS]]
@@ -66,9 +68,12 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
 // CHECK-NEXT:    arith.select
 // CHECK-NOT:     arith.cmpf
 // CHECK-NOT:     arith.select
-// CHECK:         %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_63]] fastmath<contract> : f32
-// CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[SMALL]], %[[TWO_TO_MINUS_63]] fastmath<contract> : f32
-// CHECK:         %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
+// CHECK:         arith.mulf %[[HIGHEST]], %[[R:.*]] fastmath<contract> : f32
+// CHECK-NOT:     arith.mulf %[[R]], %[[R]]
+// CHECK:         %[[STEP:.*]] = arith.addf %{{.*}}, %[[TWO_TO_MINUS_63]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[LAST:.*]] = arith.mulf %[[STEP]], %[[R]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[LAST]], %[[TWO_TO_MINUS_63]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
 // CHECK-NEXT:    %[[E:.*]] = arith.mulf %[[EARLY]], %[[SCALE]] fastmath<contract> : f32
 // CHECK-NOT:     %[[INF]]
 // CHECK-NOT:     arith.select
@@ -92,12 +97,14 @@ func.func @softplus_parts(%x: f32) -> (f32, f32) {
 
 // tanh of softplus's form (Mish's factor) is n / (n + 2) with e = exp(y), n = e (e + 2): one
 // exp without its overflow select nor a select of its scale (only y <= 9.1 counts: the scale
-// is always 2^-63, then 2^(n + 63)), one division, 1 above y = 9.1; the softplus ops are erased.
-// Where the softplus has another use, it stays beside the pair's form. libm keeps the calls.
+// is always 2^-63, in e^r's coefficients as for exp(-|x|), then 2^(n + 63)), one division,
+// 1 above y = 9.1; the softplus ops are erased. Where the softplus has another use, it stays
+// beside the pair's form. libm keeps the calls.
 // CHECK-LABEL: func.func @tanh_of_softplus
 // CHECK-SAME:    (%[[Y:.*]]: f32)
 // CHECK-DAG:     %[[MINUS_104:.*]] = arith.constant -1.040000e+02 : f32
 // CHECK-DAG:     %[[TWO_TO_MINUS_63:.*]] = arith.constant 1.08420217e-19 : f32
+// CHECK-DAG:     %[[HIGHEST:.*]] = arith.constant 1.49762289e-22 : f32
 // CHECK-DAG:     %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
 // CHECK-DAG:     %[[LIMIT:.*]] = arith.constant 9.100000e+00 : f32
 // CHECK-DAG:     %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
@@ -106,9 +113,12 @@ func.func @softplus_parts(%x: f32) -> (f32, f32) {
 // CHECK:         arith.cmpf olt, %[[Y]], %[[MINUS_104]]
 // CHECK-NEXT:    arith.select
 // CHECK-NOT:     arith.select
-// CHECK:         %[[SMALL:.*]] = arith.mulf %{{.*}}, %[[TWO_TO_MINUS_63]] fastmath<contract> : f32
-// CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[SMALL]], %[[TWO_TO_MINUS_63]] fastmath<contract> : f32
-// CHECK:         %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
+// CHECK:         arith.mulf %[[HIGHEST]], %[[R:.*]] fastmath<contract> : f32
+// CHECK-NOT:     arith.mulf %[[R]], %[[R]]
+// CHECK:         %[[STEP:.*]] = arith.addf %{{.*}}, %[[TWO_TO_MINUS_63]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[LAST:.*]] = arith.mulf %[[STEP]], %[[R]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[EARLY:.*]] = arith.addf %[[LAST]], %[[TWO_TO_MINUS_63]] fastmath<contract> : f32
+// CHECK-NEXT:    %[[SCALE:.*]] = arith.bitcast %{{.*}} : i32 to f32
 // CHECK-NEXT:    %[[E:.*]] = arith.mulf %[[EARLY]], %[[SCALE]] fastmath<contract> : f32
 // CHECK-NEXT:    %[[E_PLUS_2:.*]] = arith.addf %[[E]], %[[TWO]] fastmath<contract> : f32
 // CHECK-NEXT:    %[[N:.*]] = arith.mulf %[[E]], %[[E_PLUS_2]] fastmath<contract> : f32

@@ -7,13 +7,15 @@ Each is a function of the op's operands written with xDSL's op constructors (`ar
 which take an op for its result), run by `expand` under an `ImplicitBuilder` that inserts them;
 their constants are shared (`SharedConstants`): one op per value in each block.
 
-- exp: Cody-Waite reduction x = n ln2 + r with n rounded by the 1.5 * 2**23 trick, Cephes'
-  polynomial for e**r (r + r^2 p(r), then + 1), and 2**n applied in one step
-  (two integer ops build the exponent bits); results below 2**-126 take a second scale factor
-  so they round once into the denormals (always, without a select, where the argument is at
-  most 44: exp(-|y|), Mish's e^y, or where a select takes exp's value only there, ELU's
-  `select(x > 0, x, exp(x) - 1)`: `_largest_used`; there the trick's magic holds the exponent
-  bias, so one integer op, a shift, builds the bits: `_rounding_magic`).
+- exp: Cody-Waite reduction x = n ln2 + r with n rounded by the 1.5 * 2**23 trick, e**r in
+  Cephes' form (r + r^2 p(r), then + 1; p fitted for xfuse; of exp(-|y|) and Mish's e^y,
+  whose results are rounded again, the same polynomial by Horner's rule alone, two ops fewer),
+  and 2**n applied in one step (two integer ops build the exponent bits); results below
+  2**-126 take a second scale factor so they round once into the denormals (always, without a
+  select, where the argument is at most 44: exp(-|y|), Mish's e^y, or where a select takes
+  exp's value only there, ELU's `select(x > 0, x, exp(x) - 1)`: `_largest_used`; there the
+  trick's magic holds the exponent bias, so one integer op, a shift, builds the bits:
+  `_rounding_magic`).
   On hosts with AVX-512 (`ew-expand-math{ldexp}`) 2**n is applied by one `llvm.ldexp`
   (`vscalefps`) instead, the same bits.
   Overflow is a select of +inf above the largest x whose exp is finite, not the last multiply's
@@ -112,16 +114,28 @@ _EXP_EARLY_MAX = 44.0
 
 _LN2_HI = 0.693359375
 _LN2_LO = -2.12194440e-4
-# p of Cephes' e**r ~ 1 + r + r^2 p(r), highest first. A degree-6 minimax fit of the whole (one
-# FMA fewer) measured tanh(softplus(x)) at 2.53e-7 against 2.5e-7: not taken.
+# e**r ~ 1 + r + r^2 p(r) on |r| <= 0.35 (ln 2 / 2 and the reduction's slack), p of degree 4,
+# highest first: a minimax fit of e**r's relative error for xfuse (linear programming, 3.3e-9
+# before the coefficients' rounding to float32, 4.7e-9 after; two earlier fits of this degree
+# were 5.0e-8 off and less accurate than Cephes'). It replaced Cephes' p of degree 5, one FMA
+# more: exp(x) over every 61st float32 below 88.7 is within 8.06e-8 relative where the result
+# is normal (Cephes': 8.27e-8), its denormal results within 0.739 of a step of 2^-149 both ways.
 _EXP_POLY = (
-    1.9875691500e-4,
-    1.3981999507e-3,
-    8.3334519073e-3,
-    4.1665795894e-2,
-    1.6666665459e-1,
-    5.0000001201e-1,
+    0.001381313311867416,
+    0.008369424380362034,
+    0.04166845604777336,
+    0.16666515171527863,
+    0.4999999403953552,
 )
+_EXP_HORNER_POLY = (*_EXP_POLY, 1.0, 1.0)
+"""The same polynomial as e**r itself, 1 + r + r^2 p(r) by Horner's rule alone (`_exp`'s
+`horner`): two ops fewer (no r^2, no step adding r), but its rounding of ~1 inside the rule
+adds up to 0.35 ulp before the last: exp(x) within 7.71e-8 relative where the result is normal
+(every float32 x <= 0; Cephes' form 8.06e-8) and 0.875 of a step of 2^-149 where it is a
+denormal (Cephes' form 0.739). exp(-|y|) and Mish's e^y take it: their results are rounded
+again (sigmoid, softplus, log-sigmoid, log(1 + exp(y)), Mish: the same maximum errors), and
+their loops ran 1.03-1.15x faster; exp(x) and ELU's `exp(x) - 1` keep Cephes' form (ELU's loop
+spilled more with Horner's: 0.88-0.92x)."""
 _LOG_POLY = (
     7.0376836292e-2,
     -1.1514610310e-1,
@@ -496,8 +510,9 @@ def _rounding_magic(offset: int) -> float:
 
 def exp(x: SSAValue) -> SSAValue:
     expanded = _EXPANDING.get().op  # math.exp(x)
-    full_range = not _is_non_positive(x) and _largest_used(expanded.results[0], x) > _EXP_EARLY_MAX
-    return _exp(x, full_range)
+    if _is_non_positive(x):
+        return _exp(x, full_range=False, horner=True)
+    return _exp(x, full_range=_largest_used(expanded.results[0], x) > _EXP_EARLY_MAX)
 
 
 _INF = float("inf")
@@ -554,9 +569,10 @@ def _arm_bound(select: arith.SelectOp, arm: bool, x: SSAValue) -> float:
     return bound
 
 
-def _exp(x: SSAValue, full_range: bool) -> SSAValue:
+def _exp(x: SSAValue, full_range: bool, horner: bool = False) -> SSAValue:
     """exp(x); without `full_range` only where x <= 44 (exp(-|y|); Mish's e^y, unused above 9.1;
-    ELU's, unused above 0), and whatever the arithmetic makes above (NaN for inf)."""
+    ELU's, unused above 0), and whatever the arithmetic makes above (NaN for inf). `horner`:
+    e**r by `_EXP_HORNER_POLY` (only without `full_range`), else by Cephes' form."""
     # No upper clamp: above 88.72 the final select gives +inf whatever the arithmetic made.
     below = _compare(x, _f32(_EXP_ZERO_BELOW), "olt")
     clamped = _select(below, _f32(_EXP_ZERO_BELOW), x)
@@ -566,44 +582,66 @@ def _exp(x: SSAValue, full_range: bool) -> SSAValue:
     n_float = arith.SubfOp(shifted, magic)
     r = arith.SubfOp(clamped, arith.MulfOp(n_float, _f32(_LN2_HI)))
     r = arith.SubfOp(r, arith.MulfOp(n_float, _f32(_LN2_LO)))
-    # e**r - 1 = r + r^2 p(r), the 1 added last (a rounding of ~1 inside Horner's rule would
-    # add up to ~1/4 ulp).
-    p = _polynomial(r, _EXP_POLY)
-    minus_one = arith.AddfOp(arith.MulfOp(arith.MulfOp(r, r), p), r).result
-    result = _times_power_of_two(minus_one, shifted.result, clamped.result, offset)
+    scaled_e_r = _horner_exp_of_reduced(r.result) if horner else _cephes_exp_of_reduced(r.result)
+    result = _times_power_of_two(scaled_e_r, shifted.result, clamped.result, offset)
     if not full_range:
         return result
     overflows = _compare(x, _f32(_EXP_FINITE_MAX), "ogt")
     return _select(overflows, _f32(float("inf")), result).result
 
 
+_ScaledExp = Callable[[float], SSAValue]
+"""e**r times a power of two, built where it is asked for (`_times_power_of_two`)."""
+
+
+def _cephes_exp_of_reduced(r: SSAValue) -> _ScaledExp:
+    """Cephes' form: e**r - 1 = r + r^2 p(r), then its scale s as s (e**r - 1) + s, the 1
+    added last, after the exact scaling (a rounding of ~1 inside Horner's rule adds up to 0.35
+    ulp: `_EXP_HORNER_POLY`)."""
+    p = _polynomial(r, _EXP_POLY)
+    minus_one = arith.AddfOp(arith.MulfOp(arith.MulfOp(r, r), p), r).result
+
+    def scaled(scale: float) -> SSAValue:
+        if scale == 1.0:
+            return arith.AddfOp(minus_one, _f32(1.0)).result
+        return arith.AddfOp(arith.MulfOp(minus_one, _f32(scale)), _f32(scale)).result
+
+    return scaled
+
+
+def _horner_exp_of_reduced(r: SSAValue) -> _ScaledExp:
+    """e**r by `_EXP_HORNER_POLY`, its scale carried by every coefficient: exact, as each
+    step's sum is a normal float32 (at least 2^-63 / 2), so it rounds as e**r's own does."""
+    return lambda scale: _polynomial(r, [c * scale for c in _EXP_HORNER_POLY])
+
+
 def _times_power_of_two(
-    minus_one: SSAValue, shifted: SSAValue, clamped: SSAValue, offset: int
+    scaled_e_r: _ScaledExp, shifted: SSAValue, clamped: SSAValue, offset: int
 ) -> SSAValue:
-    """e**r 2**n from e**r - 1 and n + `offset` in the low bits of `shifted` (`_exp`'s rounding
-    trick, `_rounding_magic(offset)`), of `clamped`, exp's argument clamped below: one rounding
-    of e**r, then the scaling, exact or rounded once into the denormals, in each of the two
-    forms (the same bits). `offset` is 0 for the full range, else `_EXP_EARLY_BIAS`."""
+    """e**r 2**n from e**r (`scaled_e_r`) and n + `offset` in the low bits of `shifted`
+    (`_exp`'s rounding trick, `_rounding_magic(offset)`), of `clamped`, exp's argument clamped
+    below: one rounding of e**r, then the scaling, exact or rounded once into the denormals, in
+    each of the two forms (the same bits). `offset` is 0 for the full range, else
+    `_EXP_EARLY_BIAS`."""
     if _EXPANDING.get().ldexp:
         # vscalefps: n = -150 gives 0 or 2**-149, n = 128 a finite result where e**r < 1.
         n = arith.SubiOp(arith.BitcastOp(shifted, _I32), _i32(_ROUND_MAGIC_BITS + offset))
-        e_r = arith.AddfOp(minus_one, _f32(1.0))
+        e_r = scaled_e_r(1.0)
         return llvm.CallIntrinsicOp("llvm.ldexp.f32.i32", [e_r, n], [_F32]).results[0]
     exponent = arith.ShLIOp(arith.BitcastOp(shifted, _I32), _i32(23))
     # 2**n is scaled as 2 e**r times 2**(n - 1): n reaches 128 below the overflow threshold, and
     # 2**128 is not a float32. Below 2**-126 2**(n - 1) is not a normal float32: scale by
     # 2**(n + 63) instead, and e**r by 2**-63, so that the result rounds once into the
-    # denormals. Either way e**r - 1 is scaled by the power of two first (exact), and the
-    # power of two added after it (an FMA with contraction), so the sum rounds as e**r does,
-    # fused or not: the same bits.
+    # denormals. Either way e**r is scaled by the power of two exactly, fused or not, and
+    # rounds as e**r does: the same bits.
     if offset:
         # n <= 64: 2**(n + 63) is a normal float32 for every n, so always the two factors: no
         # compare, selects and constants to keep (silu's 64-element AVX-512 loop: 133 -> 111
         # instructions, and no constants spilled to the stack; docs/benchmarks.md). Its bits
         # are the shifted (n + 190): the magic's offset, so no integer add.
-        early = arith.AddfOp(arith.MulfOp(minus_one, _f32(2.0**-63)), _f32(2.0**-63))
+        early = scaled_e_r(2.0**-63)
         return arith.MulfOp(early, arith.BitcastOp(exponent, _F32)).result
-    twice = arith.AddfOp(arith.MulfOp(minus_one, _f32(2.0)), _f32(2.0))
+    twice = scaled_e_r(2.0)
     tiny = _compare(clamped, _f32(_EXP_NORMAL_BELOW), "olt")
     bias = _select(tiny, _i32(_EXP_EARLY_BIAS << 23), _i32(126 << 23))
     scaled = arith.MulfOp(twice, arith.BitcastOp(arith.AddiOp(exponent, bias), _F32))
@@ -649,7 +687,7 @@ def _log_of_one_plus_exp(y: SSAValue, sum_rounded: bool = True) -> SSAValue:
     ulp of 1) absolute, which is relative error up to 1 just above ln 2**-24. (Making exp(-|y|)
     0 there instead, by its clamp, was slower: exp(-104) computes denormals, for y in (-104,
     -16.6) too.)"""
-    e = _exp(arith.NegfOp(math.AbsFOp(y)).result, full_range=False)
+    e = _exp(arith.NegfOp(math.AbsFOp(y)).result, full_range=False, horner=True)
     relu = _select(_compare(y, _f32(0.0), "ogt"), y, _f32(0.0))
     result = _float_op(arith.AddfOp, relu, _log1p_of_unit(e))
     if sum_rounded:
@@ -873,7 +911,7 @@ def _tanh_of_softplus(y: SSAValue) -> SSAValue:
     (n = 2e exactly once e is tiny) with exp's relative error, down to the denormals; NaN stays
     NaN; above y = 9.1 (it rounds to 1 from ~9.011) it is 1, whatever exp (without its overflow
     select) and n (overflowing from y ~ 44: inf / inf) make there."""
-    e = _exp(y, full_range=False)
+    e = _exp(y, full_range=False, horner=True)
     n = arith.MulfOp(e, arith.AddfOp(e, _f32(2.0)))
     ratio = arith.DivfOp(n, arith.AddfOp(n, _f32(2.0)))
     saturated = _compare(y, _f32(_TANH_OF_SOFTPLUS_ONE_FROM), "ogt")
