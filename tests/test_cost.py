@@ -36,6 +36,7 @@ from xfuse.analysis.cost import (
     parse_shape,
 )
 from xfuse.analysis.cost_report import less, nbytes, print_program, summary_line
+from xfuse.analysis.cost_report import us as shown_us
 from xfuse.dialects.ew import Ew
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.cost_driver import cost_program
@@ -501,6 +502,24 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
     status = cli.main(list(args))
     captured = capsys.readouterr()
     return status, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(4e-6, "4.0 us"), (12345.6789e-6, "12,345.7 us"), (999.99e0, "999,990,000.0 us")]
+    + [(1e3, "1e+09 us"), (1e302, "1e+308 us"), (math.inf, "inf us")],
+)
+def test_times_past_a_billion_microseconds_are_shown_in_exponent_form(
+    seconds: float, shown: str
+) -> None:
+    assert shown_us(seconds) == shown
+
+
+def test_a_huge_launch_overhead_keeps_the_tables_narrow(capsys: pytest.CaptureFixture[str]) -> None:
+    # `--launch-us 1e308` printed all 309 digits of each time, wrapped over two lines a row.
+    status, out, _ = run_cli(capsys, "cost", str(GELU), "--launch-us", "1e308")
+    assert status == 0 and "1e+308 us" in out
+    assert max(map(len, out.splitlines())) <= 120
 
 
 def test_pipeline_reproduces_the_lecture(fused: FunctionCost, unfused: FunctionCost) -> None:

@@ -17,9 +17,15 @@ from xfuse.analysis.cost import (
     format_shape,
 )
 
+LONGEST_FIXED_US = 1e9
+"""From here on (about 17 minutes) a time is shown in exponent form (`--launch-us 1e308` showed
+every one of its 309 digits)."""
+
 
 def us(seconds: float) -> str:
-    return f"{seconds * 1e6:,.1f} us"
+    """`1,234.5 us`, and `1.23e+20 us` from `LONGEST_FIXED_US` on."""
+    micro = seconds * 1e6
+    return f"{micro:,.1f} us" if abs(micro) < LONGEST_FIXED_US else f"{micro:.3g} us"
 
 
 def nbytes(count: int) -> str:
