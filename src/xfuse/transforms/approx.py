@@ -118,8 +118,8 @@ _LN2_LO = -2.12194440e-4
 # highest first: a minimax fit of e**r's relative error for xfuse (linear programming, 3.3e-9
 # before the coefficients' rounding to float32, 4.7e-9 after; two earlier fits of this degree
 # were 5.0e-8 off and less accurate than Cephes'). It replaced Cephes' p of degree 5, one FMA
-# more: exp(x) over every 61st float32 below 88.7 is within 8.06e-8 relative where the result
-# is normal (Cephes': 8.27e-8), its denormal results within 0.739 of a step of 2^-149 both ways.
+# more: over every float32 exp(x) is within 8.50e-8 relative where the result is normal
+# (Cephes': 8.46e-8) and its denormal results within 0.750 of a step of 2^-149 both ways.
 _EXP_POLY = (
     0.001381313311867416,
     0.008369424380362034,
@@ -131,8 +131,8 @@ _EXP_HORNER_POLY = (*_EXP_POLY, 1.0, 1.0)
 """The same polynomial as e**r itself, 1 + r + r^2 p(r) by Horner's rule alone (`_exp`'s
 `horner`): two ops fewer (no r^2, no step adding r), but its rounding of ~1 inside the rule
 adds up to 0.35 ulp before the last: exp(x) within 7.71e-8 relative where the result is normal
-(every float32 x <= 0; Cephes' form 8.06e-8) and 0.875 of a step of 2^-149 where it is a
-denormal (Cephes' form 0.739). exp(-|y|) and Mish's e^y take it: their results are rounded
+(every float32 x <= 0; Cephes' form 8.50e-8) and 0.875 of a step of 2^-149 where it is a
+denormal (Cephes' form 0.750). exp(-|y|) and Mish's e^y take it: their results are rounded
 again (sigmoid, softplus, log-sigmoid, log(1 + exp(y)), Mish: the same maximum errors), and
 their loops ran 1.03-1.15x faster; exp(x) and ELU's `exp(x) - 1` keep Cephes' form (ELU's loop
 spilled more with Horner's: 0.88-0.92x)."""
