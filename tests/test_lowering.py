@@ -784,14 +784,15 @@ def test_bf16_loops_calling_libm_compile_silently(
 
 
 def hot_loop_mnemonics(asm: str) -> list[str]:
-    """The instructions of the longest innermost loop (label to backward branch, containing no
-    other) of `asm`'s first function, by mnemonic."""
+    """The instructions of the longest innermost loop (label to conditional backward branch,
+    containing no other) of `asm`'s first function, by mnemonic. (A cold block placed after
+    its loop jumps back into it unconditionally: that `jmp` closes no loop of its own.)"""
     lines = asm.split("\n.Lfunc_end", 1)[0].splitlines()
     labels = {line[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\.LBB\w+:", line)}
     loops = [
         (labels[found[1]], i)
         for i, line in enumerate(lines)
-        if (found := re.match(r"\s+j\w+\s+(\.LBB\w+)", line)) and labels.get(found[1], i) < i
+        if (found := re.match(r"\s+j(?!mp)\w+\s+(\.LBB\w+)", line)) and labels.get(found[1], i) < i
     ]
     innermost = [
         (start, end)
