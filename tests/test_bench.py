@@ -1098,6 +1098,17 @@ def test_activations_benchmark_finds_the_hot_loop_and_its_stores(
         assert not any(script.MASKED_STORE.search(line) for line in body)
         stored = sum(map(script.stored_bytes, body))
         assert stored > 0 and stored % (4 * host_cpu().float_lanes) == 0
+    # A cold block after the loop (f32 sin's large arguments) that jumps back into it by `jmp`
+    # closes no loop of its own, however long it is.
+    cold = "\n".join(["\tvmulps\t%zmm3, %zmm0, %zmm0"] * 8)
+    looped = (
+        "main:\n.LBB0_1:\n\tvmovups\t(%rdi,%rax,4), %zmm0\n\tkortestw\t%k0, %k0\n\tjne\t.LBB0_3\n"
+        ".LBB0_2:\n\tvmovups\t%zmm0, (%rsi,%rax,4)\n\taddq\t$16, %rax\n\tcmpq\t%rax, %rcx\n"
+        f"\tjne\t.LBB0_1\n\tretq\n.LBB0_3:\n{cold}\n\tjmp\t.LBB0_2\n.Lfunc_end0:\n"
+    )
+    assert [line.split()[0] for line in script.hot_loop(looped)] == [
+        *("vmovups", "kortestw", "jne", "vmovups", "addq", "cmpq", "jne")
+    ]
     # The divider's instructions, whose throughput the benchmark measures (not an estimate's).
     divider = [
         (line.split()[0], found.group(2))
@@ -1130,6 +1141,24 @@ def test_activations_benchmark_finds_the_hot_loop_and_its_stores(
         if script.llvm_mca() is not None:  # the bound takes each call at its measured cycles
             bound = script.mca_bound(arctangents, 4, 1e9, {calls[0]: 7.0})
             assert bound.library_cycles == 7.0 * len(calls) and bound.library_calls == calls
+
+
+def test_activations_benchmark_names_its_llvm_mca_and_warns_of_an_older_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An llvm-mca older than LLVM 22 (Debian 12's default is 14) has other CPU models: the
+    header says which one gave the bounds, and how to get LLVM 22's."""
+    script = _benchmark_script("activations.py", monkeypatch)
+    for version, warned in [("14.0.6", True), ("22.1.8", False)]:
+        fake = tmp_path / f"llvm-mca-{version}"
+        fake.write_text(f"#!/bin/sh\necho '  Debian LLVM version {version}'\n")
+        fake.chmod(0o755)
+        monkeypatch.setattr(script, "llvm_mca", lambda fake=fake: str(fake))
+        summary = script.llvm_mca_summary()
+        assert f"{fake} (LLVM version {version}" in summary
+        assert ("not 22: apt install llvm-22" in summary) == warned
+    monkeypatch.setattr(script, "llvm_mca", lambda: None)
+    assert script.llvm_mca_summary() == "llvm-mca: not found (Debian: apt install llvm-22)"
 
 
 def test_activations_benchmark_tallies_each_target_of_issue_16(
