@@ -23,9 +23,14 @@ every one of its 309 digits)."""
 
 
 def us(seconds: float) -> str:
-    """`1,234.5 us`, and `1.23e+20 us` from `LONGEST_FIXED_US` on."""
+    """`1,234.5 us`, and `1.23e+20 us` from `LONGEST_FIXED_US` on: the seconds' exponent form
+    shifted by 6, so that a time whose microseconds are past the floats shows too (the unfused
+    total of 14 launches of 1e308 us each, 1.4e+303 s, was `inf us`)."""
     micro = seconds * 1e6
-    return f"{micro:,.1f} us" if abs(micro) < LONGEST_FIXED_US else f"{micro:.3g} us"
+    if abs(micro) < LONGEST_FIXED_US:
+        return f"{micro:,.1f} us"
+    mantissa, _, exponent = f"{seconds:.3g}".partition("e")
+    return f"{mantissa}e{int(exponent) + 6:+03d} us" if exponent else f"{mantissa} us"
 
 
 def nbytes(count: int) -> str:
