@@ -1363,7 +1363,11 @@ def intel_core(use_cpu: Callable[[str, str], HostCpu], host_features: str) -> Ho
     return use_cpu("sapphirerapids", host_features)
 
 
-INTEL_AVX512_FEATURES = f"{ZEN3[1]},+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx512bf16,+avx512fp16"
+ZEN4_FEATURES = f"{ZEN3[1]},+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx512bf16"
+"""Zen 4's and Zen 5's vector features (as listed in full: `HostCpu` reads them)."""
+
+
+INTEL_AVX512_FEATURES = f"{ZEN4_FEATURES},+avx512fp16"
 """The vector features of Intel's AVX-512 server cores (Sapphire Rapids on), as listed in full."""
 
 
@@ -1420,10 +1424,6 @@ PREFETCHED_OFFSET = re.compile(
     r"= getelementptr i8, ptr %[^,]+, i64 (\d+)\n\s+call void @llvm\.prefetch"
 )
 """The byte offset of each prefetched address from its load's (`prefetch_loads`)."""
-
-
-ZEN4_FEATURES = f"{ZEN3[1]},+avx512f,+avx512vl,+avx512bw,+avx512dq,+avx512bf16"
-"""Zen 4's and Zen 5's vector features (as listed in full: `HostCpu` reads them)."""
 
 
 @pytest.mark.parametrize(

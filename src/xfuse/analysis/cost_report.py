@@ -24,8 +24,8 @@ every one of its 309 digits)."""
 
 def us(seconds: float) -> str:
     """`1,234.5 us`, and `1.23e+20 us` from `LONGEST_FIXED_US` on: the seconds' exponent form
-    shifted by 6, so that a time whose microseconds are past the floats shows too (the unfused
-    total of 14 launches of 1e308 us each, 1.4e+303 s, was `inf us`)."""
+    shifted by 6, so that a time whose microseconds are past the floats shows too (with
+    `--launch-us 1e308`, examples/gelu.ew's unfused total, 11 launches, was `inf us`)."""
     micro = seconds * 1e6
     if abs(micro) < LONGEST_FIXED_US:
         return f"{micro:,.1f} us"
