@@ -29,7 +29,7 @@ import pytest
 from hypothesis import Phase, settings
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from xfuse.codegen.native import HostCpu, host_cpu
 from xfuse.dialects import ew
@@ -171,12 +171,19 @@ def gelu() -> Gelu:
 Evaluate = Callable[..., list[np.ndarray]]
 """The type of the `evaluate_float64` fixture."""
 
+Rounding = Callable[[Operation, np.ndarray], np.ndarray]
+"""What `evaluate_float64` makes of an op's float64 value (`rounded=`): a kernel's rounding."""
+
 
 def _evaluate_float64(
-    program: ModuleOp | func.FuncOp, *args: np.ndarray, **named: np.ndarray
+    program: ModuleOp | func.FuncOp,
+    *args: np.ndarray,
+    rounded: Rounding | None = None,
+    **named: np.ndarray,
 ) -> list[np.ndarray]:
     """Run an `ew` function (its only function, for a module) op by op on float64 numpy data,
-    each op by its `reference`; inputs by position or by name."""
+    each op by its `reference`, its value then passed through `rounded` where given; inputs by
+    position or by name (an input named `rounded` by position)."""
     if isinstance(program, ModuleOp):
         (program,) = program.ops
     assert isinstance(program, func.FuncOp)
@@ -188,12 +195,13 @@ def _evaluate_float64(
     for op in program.body.block.ops:
         if isinstance(op, func.ReturnOp):
             return [values[v] for v in op.arguments]
-        if isinstance(op, ew.ConstantOp):
-            values[op.result] = np.float64(op.literal)
-            continue
-        assert isinstance(op, ew.ElementwiseOp | ew.ConvertOp), op.name
         with np.errstate(all="ignore"):
-            values[op.results[0]] = np.asarray(op.reference(*(values[v] for v in op.operands)))
+            if isinstance(op, ew.ConstantOp):
+                value = np.float64(op.literal)
+            else:
+                assert isinstance(op, ew.ElementwiseOp | ew.ConvertOp), op.name
+                value = np.asarray(op.reference(*(values[v] for v in op.operands)))
+            values[op.results[0]] = value if rounded is None else rounded(op, value)
     raise AssertionError("no func.return")
 
 

@@ -20,6 +20,7 @@ import inspect
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import ml_dtypes
 import numpy as np
@@ -27,11 +28,15 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from xdsl.dialects import func
+from xdsl.ir import Operation
 
 import xfuse
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import parse_ir
 from xfuse.runtime.kernel import Kernel
+
+if TYPE_CHECKING:
+    from conftest import Evaluate
 
 BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "+": operator.add,
@@ -101,36 +106,28 @@ class HalfProgram:
 
 
 def evaluate_fused(
-    kernel: Kernel, inputs: dict[str, np.ndarray], dtype: np.dtype
+    kernel: Kernel, inputs: dict[str, np.ndarray], dtype: np.dtype, evaluate: Evaluate
 ) -> list[np.ndarray]:
     """The outputs as one kernel computes the program `ew-optimize` leaves: in float32, each op
     by its float64 `reference` rounded to float32 (correctly rounded: the ops are IEEE-exact and
     float64 has over twice float32's bits), each literal, explicit conversion and output rounded
-    to `dtype` where it is computed."""
-    (function,) = parse_ir(kernel.ir("ew-optimize")).ops
+    to `dtype` where it is computed (a literal from its float64 value, once, as xfuse rounds
+    it)."""
+    module = parse_ir(kernel.ir("ew-optimize"))
+    (function,) = module.ops
     assert isinstance(function, func.FuncOp)
-    block = function.body.block
-    returned = block.ops.last
+    returned = function.body.block.ops.last
     assert isinstance(returned, func.ReturnOp)
-    values = {argument: inputs[argument.name_hint or ""] for argument in block.args}
 
-    def narrowed(array: np.ndarray) -> np.ndarray:
-        return np.asarray(array).astype(dtype).astype(np.float32)
+    def rounded(op: Operation, value: np.ndarray) -> np.ndarray:
+        if isinstance(op, ew.ConstantOp):
+            return np.asarray(value).astype(dtype).astype(np.float64)
+        computed = np.asarray(value).astype(np.float32)
+        if isinstance(op, ew.ConvertOp) or op.results[0] in returned.operands:
+            computed = computed.astype(dtype)
+        return computed.astype(np.float64)
 
-    with np.errstate(all="ignore"):
-        for op in block.ops:
-            if isinstance(op, ew.ConstantOp):
-                result = narrowed(np.float64(op.literal))
-            elif op is not returned:
-                assert isinstance(op, ew.ElementwiseOp | ew.ConvertOp), op.name
-                operands = (values[operand].astype(np.float64) for operand in op.operands)
-                result = np.asarray(op.reference(*operands)).astype(np.float32)
-                if isinstance(op, ew.ConvertOp) or op.results[0] in returned.operands:
-                    result = narrowed(result)
-            else:
-                return [values[value].astype(dtype) for value in returned.operands]
-            values[op.results[0]] = result
-    raise AssertionError("no func.return")
+    return [out.astype(dtype) for out in evaluate(module, rounded=rounded, **inputs)]
 
 
 @st.composite
@@ -218,7 +215,7 @@ NEGATION_OF_AN_OUTPUT = HalfProgram(
 @example(program=CSE_MAKES_AN_OUTPUT, seed=0)
 @example(program=NEGATION_OF_AN_OUTPUT, seed=0)
 def test_half_programs_match_numpy_bit_for_bit(
-    program: HalfProgram, seed: int, dtype: np.dtype, fuse: bool
+    program: HalfProgram, seed: int, dtype: np.dtype, fuse: bool, evaluate_float64: Evaluate
 ) -> None:
     source = program.source(dtype)
     outputs = [f"v{index}" for index in program.outputs]
@@ -230,9 +227,7 @@ def test_half_programs_match_numpy_bit_for_bit(
         got = kernel(**used)
     got = [got] if len(outputs) == 1 else list(got)
     if fuse:
-        want = evaluate_fused(
-            kernel, {name: a.astype(np.float32) for name, a in used.items()}, dtype
-        )
+        want = evaluate_fused(kernel, used, dtype, evaluate_float64)
     else:
         want = program.evaluate(inputs, dtype)
     for name, result, expected in zip(outputs, got, want, strict=True):
