@@ -79,6 +79,7 @@ import numpy as np
 
 from xfuse.benchmarking import bench
 from xfuse.benchmarking import peers as peer_compilers
+from xfuse.benchmarking.assembly import hot_loop
 from xfuse.benchmarking.timing import (
     host_summary,
     interleaved_medians,
@@ -455,40 +456,6 @@ def stored_bytes(instruction: str) -> int:
     if narrowing:
         return width * ELEMENT_BYTES[narrowing.group(2)] // ELEMENT_BYTES[narrowing.group(1)]
     return width if mnemonic.startswith(("vmov", "movu", "mova")) else 0
-
-
-MASKED_STORE = re.compile(r"maskmov|^\s*vmov\w*\s+%[xyz]mm\d+, [^%]*\(.*\{%k\d\}")
-"""A masked vector store: AVX2's `vmaskmovps`, AVX-512's `vmovups %zmm0, (%rax) {%k1}`."""
-
-
-def hot_loop(asm: str) -> list[str]:
-    """The instructions of the longest innermost loop (label to conditional backward branch,
-    containing no other) of the first function that masks no store: the unstreamed kernel's
-    main vector loop (the masked remainder loop may be longer, with `interleave=1`). A cold
-    block placed after its loop (f32 sin's large arguments) jumps back into it by `jmp`: that
-    closes no loop of its own."""
-    lines = asm.split("\n.Lfunc_end", 1)[0].splitlines()
-    labels = {line[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\.LBB\w+:", line)}
-    loops = []
-    for i, line in enumerate(lines):
-        branch = re.match(r"\s+j(?!mp)\w+\s+(\.LBB\w+)", line)
-        if branch and labels.get(branch.group(1), i) < i:
-            loops.append((labels[branch.group(1)], i))
-    innermost = [
-        (start, end)
-        for start, end in loops
-        if not any(start <= s and e <= end and (s, e) != (start, end) for s, e in loops)
-    ]
-    bodies = [
-        [
-            line
-            for line in lines[start + 1 : end + 1]
-            if line.strip() and line.lstrip()[0] not in "#."
-        ]
-        for start, end in innermost
-    ]
-    unmasked = [body for body in bodies if not any(MASKED_STORE.search(line) for line in body)]
-    return max(unmasked or bodies, key=len)
 
 
 @dataclass(frozen=True)

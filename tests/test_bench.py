@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import xfuse
 from xfuse.benchmarking import bench, peers, timing
+from xfuse.benchmarking.assembly import MASKED_STORE, hot_loop, hot_loop_mnemonics
 from xfuse.benchmarking.timing import (
     interleaved_medians,
     median_seconds,
@@ -1075,6 +1076,34 @@ def _benchmark_script(file_name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     return script
 
 
+def test_the_hot_loop_is_the_main_vector_loop() -> None:
+    """`hot_loop` (the loop benchmarks/activations.py hands llvm-mca, the tests' loop): the
+    longest innermost loop that masks no store, closed by a conditional backward branch."""
+    from xfuse.runtime.compiler import compile
+
+    assert MASKED_STORE.search("\tvmovups\t%zmm19, (%rcx,%rdi,4) {%k1}")
+    assert MASKED_STORE.search("\tvmaskmovps\t%ymm1, %ymm2, (%rcx)")
+    assert not MASKED_STORE.search("\tvmovaps\t%zmm1, %zmm2 {%k1}")  # a blend
+    # With interleave 1 the masked remainder loop is longer than the main loop: not taken.
+    for interleave in (None, 1):
+        silu = compile("out = x * sigmoid(x);", interleave=interleave, masked_remainder=True)
+        body = hot_loop(silu.asm)
+        assert body[-1].split()[0].startswith("j") and not any(":" in line for line in body)
+        assert not any(MASKED_STORE.search(line) for line in body)
+        assert hot_loop_mnemonics(silu.asm).count("vdivps") == (interleave or 4)
+    # A cold block after the loop (f32 sin's large arguments) that jumps back into it by `jmp`
+    # closes no loop of its own, however long it is.
+    cold = "\n".join(["\tvmulps\t%zmm3, %zmm0, %zmm0"] * 8)
+    looped = (
+        "main:\n.LBB0_1:\n\tvmovups\t(%rdi,%rax,4), %zmm0\n\tkortestw\t%k0, %k0\n\tjne\t.LBB0_3\n"
+        ".LBB0_2:\n\tvmovups\t%zmm0, (%rsi,%rax,4)\n\taddq\t$16, %rax\n\tcmpq\t%rax, %rcx\n"
+        f"\tjne\t.LBB0_1\n\tretq\n.LBB0_3:\n{cold}\n\tjmp\t.LBB0_2\n.Lfunc_end0:\n"
+    )
+    assert hot_loop_mnemonics(looped) == [
+        *("vmovups", "kortestw", "jne", "vmovups", "addq", "cmpq", "jne")
+    ]
+
+
 def test_activations_benchmark_finds_the_hot_loop_and_its_stores(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -1087,32 +1116,14 @@ def test_activations_benchmark_finds_the_hot_loop_and_its_stores(
     assert script.stored_bytes("\tvpmovdw\t%zmm16, -96(%r13,%r14,2)") == 32  # dwords to words
     assert script.stored_bytes("\tvmovups\t%ymm0, 128(%rsp)") == 0  # a spill
     assert script.stored_bytes("\tvmovups\t(%rdx), %zmm0") == 0  # a load
-    assert script.MASKED_STORE.search("\tvmovups\t%zmm19, (%rcx,%rdi,4) {%k1}")
-    assert script.MASKED_STORE.search("\tvmaskmovps\t%ymm1, %ymm2, (%rcx)")
-    assert not script.MASKED_STORE.search("\tvmovaps\t%zmm1, %zmm2 {%k1}")  # a blend
-    # With interleave 1 the masked remainder loop is longer than the main loop: not taken.
     for interleave in (None, 1):
         silu = compile("out = x * sigmoid(x);", interleave=interleave, masked_remainder=True)
-        body = script.hot_loop(silu.asm)
-        assert body[-1].split()[0].startswith("j") and not any(":" in line for line in body)
-        assert not any(script.MASKED_STORE.search(line) for line in body)
-        stored = sum(map(script.stored_bytes, body))
+        stored = sum(map(script.stored_bytes, hot_loop(silu.asm)))
         assert stored > 0 and stored % (4 * host_cpu().float_lanes) == 0
-    # A cold block after the loop (f32 sin's large arguments) that jumps back into it by `jmp`
-    # closes no loop of its own, however long it is.
-    cold = "\n".join(["\tvmulps\t%zmm3, %zmm0, %zmm0"] * 8)
-    looped = (
-        "main:\n.LBB0_1:\n\tvmovups\t(%rdi,%rax,4), %zmm0\n\tkortestw\t%k0, %k0\n\tjne\t.LBB0_3\n"
-        ".LBB0_2:\n\tvmovups\t%zmm0, (%rsi,%rax,4)\n\taddq\t$16, %rax\n\tcmpq\t%rax, %rcx\n"
-        f"\tjne\t.LBB0_1\n\tretq\n.LBB0_3:\n{cold}\n\tjmp\t.LBB0_2\n.Lfunc_end0:\n"
-    )
-    assert [line.split()[0] for line in script.hot_loop(looped)] == [
-        *("vmovups", "kortestw", "jne", "vmovups", "addq", "cmpq", "jne")
-    ]
     # The divider's instructions, whose throughput the benchmark measures (not an estimate's).
     divider = [
         (line.split()[0], found.group(2))
-        for line in script.hot_loop(compile("out = x * min(max(x + 3, 0), 6) / 6;").asm)
+        for line in hot_loop(compile("out = x * min(max(x + 3, 0), 6) / 6;").asm)
         if (found := script.DIVIDER.search(line))
     ]
     register = {16: "z", 8: "y"}.get(host_cpu().float_lanes, "x")
@@ -1134,7 +1145,7 @@ def test_activations_benchmark_finds_the_hot_loop_and_its_stores(
         arctangents = compile("out = x + atan(x) * atan(x);", masked_remainder=True)
         calls = script.library_calls(arctangents.llvm_ir)
         assert calls and set(calls) == {calls[0]} and calls[0].endswith("v_atanf")
-        assert sum("call" in line for line in script.hot_loop(arctangents.asm)) == len(calls)
+        assert sum("call" in line for line in hot_loop(arctangents.asm)) == len(calls)
         loop = script.library_loop(calls[0])
         assert loop is script.library_loop(calls[0])  # compiled once, timed every round
         assert 0 < median_seconds(loop, repeat=1) < float("inf")

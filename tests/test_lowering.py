@@ -24,6 +24,7 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 import xfuse
+from xfuse.benchmarking.assembly import hot_loop_mnemonics
 from xfuse.codegen import native, optimized_ir
 from xfuse.codegen.native import (
     LONG_BODY,
@@ -781,26 +782,6 @@ def test_bf16_loops_calling_libm_compile_silently(
     kernel = xfuse.compile("input bf16 x[n]; y = tanh(x);", math="libm")
     assert "@tanhf" in kernel.llvm_ir and "fptrunc" in kernel.llvm_ir
     assert capfd.readouterr().err == ""
-
-
-def hot_loop_mnemonics(asm: str) -> list[str]:
-    """The instructions of the longest innermost loop (label to conditional backward branch,
-    containing no other) of `asm`'s first function, by mnemonic. (A cold block placed after
-    its loop jumps back into it unconditionally: that `jmp` closes no loop of its own.)"""
-    lines = asm.split("\n.Lfunc_end", 1)[0].splitlines()
-    labels = {line[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\.LBB\w+:", line)}
-    loops = [
-        (labels[found[1]], i)
-        for i, line in enumerate(lines)
-        if (found := re.match(r"\s+j(?!mp)\w+\s+(\.LBB\w+)", line)) and labels.get(found[1], i) < i
-    ]
-    innermost = [
-        (start, end)
-        for start, end in loops
-        if not any(start <= s < e <= end and (s, e) != (start, end) for s, e in loops)
-    ]
-    start, end = max(innermost, key=lambda loop: loop[1] - loop[0])
-    return [line.split()[0] for line in lines[start + 1 : end + 1] if line.startswith("\t")]
 
 
 def avx512_bf16_host() -> HostCpu:
