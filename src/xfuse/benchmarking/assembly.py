@@ -13,11 +13,11 @@ _CONDITIONAL_BRANCH = re.compile(r"\s+j(?!mp)\w+\s+(\.LBB\w+)")
 
 
 def hot_loop(asm: str) -> list[str]:
-    """The instructions of the longest innermost loop (label to conditional backward branch,
-    containing no other) of the first function that masks no store: the unstreamed kernel's
-    main vector loop (the masked remainder loop may be longer, with `interleave=1`). A cold
-    block placed after its loop (f32 sin's large arguments) jumps back into it by `jmp`: that
-    closes no loop of its own."""
+    """The instructions of the first function's longest innermost loop (label to conditional
+    backward branch, containing no other) that masks no store, or of its longest where every
+    loop masks one: the unstreamed kernel's main vector loop (the masked remainder loop may be
+    longer, with `interleave=1`). A cold block placed after its loop (f32 sin's large
+    arguments) jumps back into it by `jmp`: that closes no loop of its own."""
     lines = asm.split("\n.Lfunc_end", 1)[0].splitlines()
     labels = {line[:-1]: i for i, line in enumerate(lines) if _LABEL.fullmatch(line)}
     loops = [
