@@ -45,6 +45,7 @@ from xfuse.codegen.optimized_ir import (
     ZEN3_PREFETCH_DISTANCE,
     pair_bf16_parts,
     prefetch_loads,
+    reduce_rounded_remainders,
 )
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.arrays import ArgumentError
@@ -1335,6 +1336,130 @@ def test_prefetch_loads_prefetches_each_line_a_compute_heavy_loop_loads() -> Non
     llvm_binding.parse_assembly(prefetch_loads(declared)).verify()
     assert prefetch_loads(f32_loop(4)) == f32_loop(4)
     assert prefetch_loads(TWO_BF16_PARTS) == TWO_BF16_PARTS
+
+
+GELU_EXP2_MAGIC = "0x4168000FC0000000"
+"""1.5 * 2^23 + 126 as LLVM prints it: the rounding magic of GELU's exp2 (`_exp2_of_logistic`)."""
+
+
+def rounded_remainder_loop(
+    high: str = "1.285000e+02", low: str = "-3.000000e+01", magic: str = GELU_EXP2_MAGIC
+) -> str:
+    """A vector loop as O3 makes GELU's exp2 of one `<16 x float>` part: t = v clamped to
+    [low, high] by two selects, then r = t - ((t + magic) - magic), stored."""
+    negated = f"0xC{magic[3:]}"
+    body = [
+        "  %v = load <16 x float>, ptr %p0, align 4",
+        f"  %above = fcmp ogt <16 x float> %v, splat (float {high})",
+        f"  %high = select <16 x i1> %above, <16 x float> splat (float {high}), <16 x float> %v",
+        f"  %below = fcmp olt <16 x float> %high, splat (float {low})",
+        f"  %t = select <16 x i1> %below, <16 x float> splat (float {low}), <16 x float> %high",
+        f"  %shifted = fadd contract <16 x float> %t, splat (float {magic})",
+        f"  %rounded = fadd contract <16 x float> %shifted, splat (float {negated})",
+        "  %r = fsub contract <16 x float> %t, %rounded",
+        "  store <16 x float> %r, ptr %q0, align 4",
+    ]
+    return vector_loop("float", 2, body)
+
+
+def test_reduce_rounded_remainders_takes_a_clamped_remainder_in_one_op() -> None:
+    """GELU's r = t - ((t + m) - m) of a t clamped to [-30, 128.5] becomes one `vreduceps`
+    of t (AVX512DQ), declared once; what the trick rounded stays (the shifted sum's bits)."""
+    loop = rounded_remainder_loop()
+    reduced = reduce_rounded_remainders(loop)
+    assert (
+        "  %r = call <16 x float> @llvm.x86.avx512.mask.reduce.ps.512(<16 x float> %t, i32 0,"
+        " <16 x float> %t, i16 -1, i32 4)"
+    ) in reduced
+    assert reduced.count("declare <16 x float> @llvm.x86.avx512.mask.reduce.ps.512(") == 1
+    assert "%shifted = fadd contract <16 x float> %t" in reduced
+    llvm_binding.parse_assembly(reduced).verify()
+
+
+@pytest.mark.parametrize(
+    ("loop", "why"),
+    [
+        (rounded_remainder_loop(high="8.388608e+06"), "a bound beyond 2^21"),
+        (rounded_remainder_loop(low="-8.388608e+06"), "a bound beyond -2^21"),
+        (rounded_remainder_loop(magic="0x4168000FE0000000"), "an odd offset: other ties"),
+        (rounded_remainder_loop(magic="0x4170000000000000"), "2^24: no rounding magic"),
+        (
+            rounded_remainder_loop().replace("%t, splat (float 0x41", "%v, splat (float 0x41"),
+            "t unclamped",
+        ),
+        (
+            rounded_remainder_loop().replace(
+                "%below = fcmp olt <16 x float> %high", "%below = fcmp olt <16 x float> %v"
+            ),
+            "a select of another value's compare",
+        ),
+        (
+            rounded_remainder_loop().replace("splat (float 0xC168000FC0000000)", "%v"),
+            "no magic taken off",
+        ),
+        (rounded_remainder_loop().replace("<16 x", "<8 x"), "an AVX2 vector"),
+    ],
+)
+def test_reduce_rounded_remainders_leaves_other_differences(loop: str, why: str) -> None:
+    """Only the trick's remainder of a value clamped within 2^21 is a `vreduceps`: elsewhere
+    the trick's rounding may differ from it (or there is no `<16 x float>` one)."""
+    assert reduce_rounded_remainders(loop) == loop, why
+
+
+def test_avx512dq_hosts_take_gelus_rounded_remainders_in_one_op(
+    use_cpu: Callable[[str, str], HostCpu],
+) -> None:
+    """tanh-GELU's main loop (4 parts) takes its exp2's remainders in 4 `vreduceps` where the
+    host has AVX512DQ (Zen 4: code only read here), in two adds and a subtraction a part on
+    AVX2 (Zen 3); the LLM bf16 GELU's (8 parts) in 8."""
+    gelu = "out = 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));"
+    for cpu, parts in ((("znver4", ZEN4_FEATURES), 4), (ZEN3, 0)):
+        assert use_cpu(*cpu).reduces_remainders == bool(parts)
+        loop = hot_loop_mnemonics(xfuse.compile(gelu).asm)
+        assert loop.count("vreduceps") == parts
+        assert loop.count("vsubps") == (0 if parts else 4)
+    use_cpu("znver4", ZEN4_FEATURES)
+    assert hot_loop_mnemonics(xfuse.compile(LLM_GELU_BF16).asm).count("vreduceps") == 8
+
+
+@pytest.mark.skipif(not host_cpu().has("avx512dq"), reason="runs AVX512DQ code")
+@pytest.mark.parametrize(
+    "source",
+    [
+        "out = 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));",
+        "out = 0.5 * x * (1 + tanh(0.7978845608 * x));",
+        LLM_GELU_BF16,
+        LLM_GELU_F32_BIAS,
+    ],
+)
+def test_rounded_remainders_in_one_op_keep_every_bit(
+    source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loops with `vreduceps` give the bits of those without, on a sweep of float32 bit
+    patterns (every 4099th: signed zeros, subnormals, infinities and NaNs among them), or
+    every bf16 one, and the clamp's bounds (t = -30 and 128.5 at x = +-inf and about -10)."""
+    reduced = xfuse.compile(source)
+    assert "vreduceps" in reduced.asm
+    monkeypatch.setattr(HostCpu, "reduces_remainders", property(lambda _cpu: False))
+    monkeypatch.setenv("XFUSE_CACHE", "0")  # the disk cache has the loops with `vreduceps`
+    clear_cache()
+    kept = xfuse.compile(source)
+    assert "vreduceps" not in kept.asm
+    if "bf16" in source:
+        x = np.arange(2**16, dtype=np.uint16).view(ml_dtypes.bfloat16).reshape(64, 1024)
+        r = np.roll(x, 7, axis=1)
+        b = np.roll(x[0], 3).astype(np.float32 if "f32 b" in source else ml_dtypes.bfloat16)
+        arguments = {"x": x, "r": r, "b": b}
+    else:
+        patterns = np.arange(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32)
+        near_bounds = np.float32([-10.1, -10.05, -10.0, -9.99, 0.0, -0.0, np.inf, -np.inf])
+        arguments = {"x": np.concatenate([patterns.view(np.float32), near_bounds])}
+    got, want = reduced(**arguments), kept(**arguments)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(
+        got.view(np.uint16 if got.itemsize == 2 else np.uint32),
+        want.view(np.uint16 if want.itemsize == 2 else np.uint32),
+    )
 
 
 @pytest.fixture
