@@ -20,7 +20,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from xfuse.transforms import packed_entry_name
+from xfuse.transforms import ROUNDED_EXACTLY_BELOW, is_rounding_magic, packed_entry_name
 
 ELEMENT_BYTES = {"half": 2, "bfloat": 2, "i16": 2, "float": 4, "i32": 4, "double": 8, "i64": 8}
 """The bytes of each LLVM element type of a vector that a loop loads or stores."""
@@ -842,10 +842,6 @@ _CONSTANT_SUM = re.compile(
     rf"^\s+({_NAME}) = fadd {_FLAGS}<16 x float> ({_NAME}), splat \(float ([^)]+)\)$"
 )
 _DIFFERENCE = re.compile(rf"^(\s+)({_NAME}) = fsub {_FLAGS}<16 x float> ({_NAME}), ({_NAME})$")
-_ROUNDING_MAGIC = 1.5 * 2.0**23
-"""`xfuse.transforms.approx`'s rounding trick adds 1.5 * 2^23 plus an even offset below 256."""
-_ROUNDED_BOUND = 2.0**21
-"""The largest magnitude a clamped value may have for the trick to round it exactly."""
 
 
 def _llvm_float(text: str) -> float:
@@ -855,14 +851,9 @@ def _llvm_float(text: str) -> float:
     return float(text)
 
 
-def _is_rounding_magic(value: float) -> bool:
-    offset = value - _ROUNDING_MAGIC
-    return offset == int(offset) and 0 <= offset < 256 and int(offset) % 2 == 0
-
-
 def _reduced(body: list[str], _number: int) -> list[str]:
     """`body` with each `t - ((t + m) - m)` (m a rounding magic), where t is a `<16 x float>`
-    clamped to within 2^21 by the selects of `xfuse.transforms.approx`'s clamps, made one
+    clamped below 2^21 by the selects of `xfuse.transforms.approx`'s clamps, made one
     `vreduceps` of t (`reduce_rounded_remainders`)."""
     compares: dict[str, tuple[str, str, str]] = {}  # name: (predicate, value, bound)
     bounds: dict[str, tuple[float, float]] = {}  # a clamped value's: (lowest, highest)
@@ -888,9 +879,9 @@ def _reduced(body: list[str], _number: int) -> list[str]:
                 rounded
                 and shifted
                 and shifted[0] == value
-                and _is_rounding_magic(shifted[1])
+                and is_rounding_magic(shifted[1])
                 and rounded[1] == -shifted[1]
-                and -_ROUNDED_BOUND <= low <= high <= _ROUNDED_BOUND
+                and -ROUNDED_EXACTLY_BELOW < low <= high < ROUNDED_EXACTLY_BELOW
             ):
                 # t, imm 0 (round to nearest even, no fraction bits kept), t where masked
                 # (no lane is: mask -1), the current rounding mode (4)
@@ -903,9 +894,9 @@ def _reduced(body: list[str], _number: int) -> list[str]:
 def reduce_rounded_remainders(optimized_ir: str) -> str:
     """After O3, for hosts with AVX512DQ: in each vector loop body, r = t - ((t + m) - m), the
     rounding trick's distance of t from its nearest integer (ties to even; m is 1.5 * 2^23 plus
-    an even offset, `xfuse.transforms.approx._rounding_magic`), becomes one `vreduceps` of t
-    (imm 0: t minus t rounded to an integer, to nearest even), where t is clamped to within
-    2^21 by two selects as `approx._clamp` makes them (the trick rounds exactly only there,
+    an even offset, `xfuse.transforms.is_rounding_magic`), becomes one `vreduceps` of t (imm 0:
+    t minus t rounded to an integer, to nearest even), where t is clamped below 2^21 by two
+    selects as `approx._clamp` makes them (the trick rounds exactly only there,
     and t's NaN stays the same NaN). The same value for every t but -0, which `vreduceps`
     makes +0 and the trick -0: the only such r, GELU's exp2 of the logistic
     (`approx._exp2_of_logistic`), is a polynomial's variable added to 2 (2 + r P(r)), where that

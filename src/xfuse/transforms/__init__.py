@@ -93,6 +93,22 @@ no other op of a module lets LLVM estimate (`arcp`, `afn`), `xfuse.codegen.nativ
 for the bare estimate, without LLVM's own Newton step (`raw_rsqrt_estimates`)."""
 
 
+ROUNDING_MAGIC = 1.5 * 2.0**23
+"""`xfuse.transforms.approx`'s rounding trick: adding it (or it plus an even offset below 256,
+`is_rounding_magic`) to a float32 v with |v| below `ROUNDED_EXACTLY_BELOW` rounds v to an
+integer n, ties to even, in the low bits of the sum; (v + m) - m is n, v - n the remainder that
+`xfuse.codegen.optimized_ir.reduce_rounded_remainders` takes in one op."""
+ROUNDED_EXACTLY_BELOW = 2.0**21
+"""The magnitude below which the rounding trick rounds exactly (`ROUNDING_MAGIC`)."""
+
+
+def is_rounding_magic(value: float) -> bool:
+    """Whether `value` is a magic of the rounding trick: `ROUNDING_MAGIC` plus an even offset in
+    [0, 256) (an even one keeps the ties' parity; the offset goes into the sum's low bits)."""
+    offset = value - ROUNDING_MAGIC
+    return offset.is_integer() and 0 <= offset < 256 and int(offset) % 2 == 0
+
+
 def workspace_size_function(name: str) -> str:
     """The name of the companion that returns the workspace bytes function `name` needs."""
     return f"{name}_workspace_bytes"

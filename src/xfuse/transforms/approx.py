@@ -75,7 +75,7 @@ from xdsl.dialects.utils.fast_math import FastMathFlag
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 
-from xfuse.transforms import RSQRT_ESTIMATE
+from xfuse.transforms import ROUNDING_MAGIC, RSQRT_ESTIMATE, is_rounding_magic
 
 Value = SSAValue | Operation
 """An SSA value, or the single-result op that defines it (xDSL's op constructors take both)."""
@@ -105,7 +105,6 @@ _LOGISTIC_EXP2_POLY = (
     0.6931470632553101,
 )
 _FLOAT32_INFINITY_BITS = 0x7F800000
-_ROUND_MAGIC = 12582912.0  # 1.5 * 2**23: adding it rounds |v| < 2**22 to an integer in the low bits
 _ROUND_MAGIC_BITS = 0x4B400000  # its bits: those of the sum are these plus the integer
 _EXP_EARLY_BIAS = 126 + 64
 """The float32 exponent bias of 2**(n + 63), the factor `_exp` scales by where n <= 64."""
@@ -504,8 +503,8 @@ def _rounding_magic(offset: int) -> float:
     integer n, and the sum's bits are 0x4B400000 + n + offset, so shifted left by 23 they are
     those of 2**(n + offset - 127) where 0 < n + offset < 255: the power of two with no integer
     add. n is the same as with 1.5 * 2**23 alone (an even offset keeps the ties' parity)."""
-    assert offset % 2 == 0 and 0 <= offset < 256
-    return _ROUND_MAGIC + offset
+    assert is_rounding_magic(ROUNDING_MAGIC + offset), offset
+    return ROUNDING_MAGIC + offset
 
 
 def exp(x: SSAValue) -> SSAValue:
