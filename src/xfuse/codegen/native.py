@@ -140,9 +140,9 @@ class HostCpu:
     def reduces_remainders(self) -> bool:
         """Whether vector loops take a clamped value's distance to its nearest integer in one
         `vreduceps` (AVX512DQ; `reduce_rounded_remainders`): on Zen 4 that took the LLM bf16
-        GELU's loops 0.94-0.96x the time in cache (docs/benchmarks.md). Intel's AVX-512 cores,
-        not measured, are taken to gain too: one op where there were three, one of them on
-        the loop's longest chain."""
+        GELU's loops 0.88-0.96x the time in cache (docs/benchmarks.md). Intel's AVX-512 cores,
+        not measured, are taken to gain too: one op where there were two, both on the loop's
+        longest chain."""
         return self.has("avx512dq")
 
     @property

@@ -6,7 +6,7 @@ cannot edit a parsed module's instructions, nor can llvmlite.ir parse one).
 - `pair_bf16_parts`: bf16 loops two vector parts at a time, and their NaN quieting or subnormal
   fixup out of line;
 - `reduce_rounded_remainders`: a clamped value's distance to its nearest integer in one
-  AVX512DQ `vreduceps` where the rounding trick took two adds and a subtraction;
+  AVX512DQ `vreduceps` where the rounding trick took an add and a subtraction;
 - `prefetch_loads`: software prefetches in compute-heavy vector loops (where the host gains).
 """
 
@@ -896,14 +896,14 @@ def reduce_rounded_remainders(optimized_ir: str) -> str:
     rounding trick's distance of t from its nearest integer (ties to even; m is 1.5 * 2^23 plus
     an even offset, `xfuse.transforms.is_rounding_magic`), becomes one `vreduceps` of t (imm 0:
     t minus t rounded to an integer, to nearest even), where t is clamped below 2^21 by two
-    selects as `approx._clamp` makes them (the trick rounds exactly only there,
-    and t's NaN stays the same NaN). The same value for every t but -0, which `vreduceps`
-    makes +0 and the trick -0: the only such r, GELU's exp2 of the logistic
-    (`approx._exp2_of_logistic`), is a polynomial's variable added to 2 (2 + r P(r)), where that
-    sign is lost; every seventh float32 pattern gives tanh-GELU the same bits. Three vector ops
-    become one (the shifted sum's bits still give 2^n): on Zen 4 the bf16 LLM GELU's loop went
-    from 232 to 215 instructions per 128 elements, 0.94-0.96x the time in cache, with an f32
-    bias 0.94-0.96x; the f32 GELU loops the same time (docs/benchmarks.md)."""
+    selects as `approx._clamp` makes them (the trick rounds exactly only there, and t's NaN
+    stays the same NaN). The same value for every t but -0, which `vreduceps` makes +0 and the
+    trick -0: the only such r, GELU's exp2 of the logistic (`approx._exp2_of_logistic`), is a
+    polynomial's variable added to 2 (2 + r P(r)), where that sign is lost; every seventh
+    float32 pattern gives tanh-GELU the same bits. Two vector ops, (t + m) - m and the
+    difference, become one (the shifted sum t + m stays: its bits give 2^n): on Zen 4 the bf16
+    LLM GELU's loop went from 232 to 215 instructions per 128 elements, 0.88-0.96x the time in
+    cache, with an f32 bias 0.90-0.94x; the f32 GELU loops the same time (docs/benchmarks.md)."""
     if "vector.body" not in optimized_ir or "<16 x float>" not in optimized_ir:
         return optimized_ir
     return _rewrite_vector_bodies(optimized_ir, _reduced, _REDUCE_DECLARATION)
