@@ -46,6 +46,7 @@ from xfuse.codegen.optimized_ir import (
     pair_bf16_parts,
     prefetch_loads,
     reduce_rounded_remainders,
+    saturate_exp2s,
 )
 from xfuse.frontend.language import parse_program
 from xfuse.runtime.arrays import ArgumentError
@@ -1406,18 +1407,88 @@ def test_reduce_rounded_remainders_leaves_other_differences(loop: str, why: str)
     assert reduce_rounded_remainders(loop) == loop, why
 
 
+def logistic_exp2_loop(high: str = "1.285000e+02", low: str = "-3.000000e+01") -> str:
+    """`rounded_remainder_loop` as `reduce_rounded_remainders` leaves it, then GELU's 1 + 2^t
+    from it: 2 e^r (a stand-in product) times 2^(n-1) from t + m's bits shifted left 23."""
+    loop = reduce_rounded_remainders(rounded_remainder_loop(high, low))
+    scaling = [
+        "  %e = fmul contract <16 x float> %r, splat (float 2.000000e+00)",
+        "  %words = bitcast <16 x float> %shifted to <16 x i32>",
+        "  %exponent = shl <16 x i32> %words, splat (i32 23)",
+        "  %scale = bitcast <16 x i32> %exponent to <16 x float>",
+        "  %power = fmul contract <16 x float> %e, %scale",
+        "  %denominator = fadd contract <16 x float> %power, splat (float 1.000000e+00)",
+        "  store <16 x float> %denominator, ptr %q1, align 4",
+    ]
+    stored = "  store <16 x float> %r, ptr %q0, align 4"
+    return loop.replace(stored, "\n".join([stored, *scaling]))
+
+
+def test_saturate_exp2s_drops_a_clamp_that_only_saturates() -> None:
+    """GELU's exp2, clamped to [-30, 128.5] and only added to 1, is computed on t unclamped:
+    t + m and `vreduceps` of the unclamped value, 2^(n-1) by `vscalefps` of the exponent
+    t + m - (1.5 * 2^23 + 127) (the shifted bits' own), the add of 1 as it was."""
+    saturated = saturate_exp2s(logistic_exp2_loop())
+    assert "%shifted = fadd contract <16 x float> %v, splat (float 0x4168000FC0000000)" in saturated
+    assert "@llvm.x86.avx512.mask.reduce.ps.512(<16 x float> %v, i32 0," in saturated
+    assert (
+        "  %xfuse.exponent0.power = fadd <16 x float> %shifted, splat (float 0xC168000FE0000000)"
+    ) in saturated
+    assert (
+        "  %power = call <16 x float> @llvm.x86.avx512.mask.scalef.ps.512(<16 x float> %e,"
+        " <16 x float> %xfuse.exponent0.power, <16 x float> %e, i16 -1, i32 4)"
+    ) in saturated
+    assert (
+        "%denominator = fadd contract <16 x float> %power, splat (float 1.000000e+00)" in saturated
+    )
+    llvm_binding.parse_assembly(saturated).verify()
+
+
+@pytest.mark.parametrize(
+    ("loop", "why"),
+    [
+        (logistic_exp2_loop(low="-2.000000e+01"), "1 + 2^-20 is not 1: the clamp counts"),
+        (logistic_exp2_loop(high="1.270000e+02"), "2^127 is finite: the clamp counts"),
+        (
+            logistic_exp2_loop().replace(
+                "store <16 x float> %denominator", "store <16 x float> %power"
+            ),
+            "2^t used other than added to 1",
+        ),
+        (
+            logistic_exp2_loop().replace("splat (float 1.000000e+00)", "splat (float 3.0)"),
+            "2^t added to 3",
+        ),
+        (
+            logistic_exp2_loop().replace(
+                "shl <16 x i32> %words, splat (i32 23)", "shl <16 x i32> %words, splat (i32 22)"
+            ),
+            "not the exponent's bits",
+        ),
+        (rounded_remainder_loop(), "no scaling"),
+    ],
+)
+def test_saturate_exp2s_keeps_a_clamp_that_counts(loop: str, why: str) -> None:
+    """Where the clamp does more than saturate 1 + 2^t (or there is no such exp2), it stays."""
+    assert saturate_exp2s(loop) == loop, why
+
+
 def test_avx512dq_hosts_take_gelus_rounded_remainders_in_one_op(
     use_cpu: Callable[[str, str], HostCpu],
 ) -> None:
-    """tanh-GELU's main loop (4 parts) takes its exp2's remainders in 4 `vreduceps` where the
-    host has AVX512DQ (Zen 4: code only read here), in two adds and a subtraction a part on
-    AVX2 (Zen 3); the LLM bf16 GELU's (8 parts) in 8."""
+    """tanh-GELU's main loop (4 parts) takes its exp2's remainders in 4 `vreduceps` and its
+    2^(n-1) by 4 `vscalefps`, unclamped, where the host has AVX512DQ (Zen 4: code only read
+    here), in two adds and a subtraction a part, clamped by a minimum and a maximum, on AVX2
+    (Zen 3); the LLM bf16 GELU's (8 parts) in 8."""
     gelu = "out = 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));"
     for cpu, parts in ((("znver4", ZEN4_FEATURES), 4), (ZEN3, 0)):
         assert use_cpu(*cpu).reduces_remainders == bool(parts)
         loop = hot_loop_mnemonics(xfuse.compile(gelu).asm)
         assert loop.count("vreduceps") == parts
         assert loop.count("vsubps") == (0 if parts else 4)
+        # the clamp gone where `vscalefps` saturates 2^t (`saturate_exp2s`)
+        assert loop.count("vscalefps") == parts
+        assert loop.count("vminps") == loop.count("vmaxps") == (0 if parts else 4)
     use_cpu("znver4", ZEN4_FEATURES)
     assert hot_loop_mnemonics(xfuse.compile(LLM_GELU_BF16).asm).count("vreduceps") == 8
 
@@ -1428,6 +1499,7 @@ def test_avx512dq_hosts_take_gelus_rounded_remainders_in_one_op(
     [
         "out = 0.5 * x * (1 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));",
         "out = 0.5 * x * (1 + tanh(0.7978845608 * x));",
+        "out = 0.5 * x * (1 + tanh(0.7978845608 * y));",  # a NaN t, not x, gives the NaN
         LLM_GELU_BF16,
         LLM_GELU_F32_BIAS,
     ],
@@ -1453,7 +1525,8 @@ def test_rounded_remainders_in_one_op_keep_every_bit(
     else:
         patterns = np.arange(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32)
         near_bounds = np.float32([-10.1, -10.05, -10.0, -9.99, 0.0, -0.0, np.inf, -np.inf])
-        arguments = {"x": np.concatenate([patterns.view(np.float32), near_bounds])}
+        values = np.concatenate([patterns.view(np.float32), near_bounds])
+        arguments = {name: np.roll(values, 7 * k) for k, name in enumerate(reduced.input_names)}
     got, want = reduced(**arguments), kept(**arguments)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(

@@ -51,6 +51,7 @@ from xfuse.codegen.optimized_ir import (
     pair_bf16_parts,
     prefetch_loads,
     reduce_rounded_remainders,
+    saturate_exp2s,
     streaming_stores,
 )
 from xfuse.codegen.vector_functions import (
@@ -1227,7 +1228,7 @@ def generate_code(
     optimized_ir = str(backing)
     rewritten = pair_bf16_parts(optimized_ir)
     if host_cpu().reduces_remainders:
-        rewritten = reduce_rounded_remainders(rewritten)
+        rewritten = saturate_exp2s(reduce_rounded_remainders(rewritten))
     if host_cpu().prefetches:
         rewritten = prefetch_loads(rewritten, host_cpu().prefetch_distance)
     if rewritten != optimized_ir:

@@ -20,7 +20,12 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from xfuse.transforms import ROUNDED_EXACTLY_BELOW, is_rounding_magic, packed_entry_name
+from xfuse.transforms import (
+    ROUNDED_EXACTLY_BELOW,
+    ROUNDING_MAGIC,
+    is_rounding_magic,
+    packed_entry_name,
+)
 
 ELEMENT_BYTES = {"half": 2, "bfloat": 2, "i16": 2, "float": 4, "i32": 4, "double": 8, "i64": 8}
 """The bytes of each LLVM element type of a vector that a loop loads or stores."""
@@ -851,30 +856,41 @@ def _llvm_float(text: str) -> float:
     return float(text)
 
 
-def _reduced(body: list[str], _number: int) -> list[str]:
-    """`body` with each `t - ((t + m) - m)` (m a rounding magic), where t is a `<16 x float>`
-    clamped below 2^21 by the selects of `xfuse.transforms.approx`'s clamps, made one
-    `vreduceps` of t (`reduce_rounded_remainders`)."""
+def _clamped_values(body: list[str]) -> dict[str, tuple[str, float, float]]:
+    """Each `<16 x float>` of `body` that selects of `xfuse.transforms.approx._clamp`'s form
+    clamp (`select (fcmp ogt v, c), c, v`, then `olt` for a lower bound): the value they clamp
+    and the bounds, (-inf, inf) for a side left open."""
     compares: dict[str, tuple[str, str, str]] = {}  # name: (predicate, value, bound)
-    bounds: dict[str, tuple[float, float]] = {}  # a clamped value's: (lowest, highest)
-    sums: dict[str, tuple[str, float]] = {}  # name: (value, the constant added)
-    result = []
+    clamped: dict[str, tuple[str, float, float]] = {}
     for line in body:
         if "fcmp" in line and (found := _CLAMP_COMPARE.match(line)):
             compares[found[1]] = (found[2], found[3], found[4])
         elif "select" in line and (found := _CLAMP_SELECT.match(line)):
             compare = compares.get(found[2])
             if compare and compare[1:] == (found[4], found[3]):
-                low, high = bounds.get(found[4], (-math.inf, math.inf))
+                source, low, high = clamped.get(found[4], (found[4], -math.inf, math.inf))
                 bound = _llvm_float(found[3])
                 upper = compare[0] == "ogt"
-                bounds[found[1]] = (low, min(high, bound)) if upper else (max(low, bound), high)
-        elif "fadd" in line and (found := _CONSTANT_SUM.match(line)):
+                clamped[found[1]] = (
+                    (source, low, min(high, bound)) if upper else (source, max(low, bound), high)
+                )
+    return clamped
+
+
+def _reduced(body: list[str], _number: int) -> list[str]:
+    """`body` with each `t - ((t + m) - m)` (m a rounding magic), where t is a `<16 x float>`
+    clamped below 2^21 by the selects of `xfuse.transforms.approx`'s clamps, made one
+    `vreduceps` of t (`reduce_rounded_remainders`)."""
+    clamped = _clamped_values(body)
+    sums: dict[str, tuple[str, float]] = {}  # name: (value, the constant added)
+    result = []
+    for line in body:
+        if "fadd" in line and (found := _CONSTANT_SUM.match(line)):
             sums[found[1]] = (found[2], _llvm_float(found[3]))
         elif "fsub" in line and (found := _DIFFERENCE.match(line)):
             value, rounded = found[3], sums.get(found[4])
             shifted = sums.get(rounded[0]) if rounded else None
-            low, high = bounds.get(value, (-math.inf, math.inf))
+            _, low, high = clamped.get(value, (value, -math.inf, math.inf))
             if (
                 rounded
                 and shifted
@@ -883,12 +899,16 @@ def _reduced(body: list[str], _number: int) -> list[str]:
                 and rounded[1] == -shifted[1]
                 and -ROUNDED_EXACTLY_BELOW < low <= high < ROUNDED_EXACTLY_BELOW
             ):
-                # t, imm 0 (round to nearest even, no fraction bits kept), t where masked
-                # (no lane is: mask -1), the current rounding mode (4)
-                arguments = f"<16 x float> {value}, i32 0, <16 x float> {value}, i16 -1, i32 4"
-                line = f"{found[1]}{found[2]} = call <16 x float> @{_REDUCE}({arguments})"
+                line = f"{found[1]}{found[2]} = {_reduction(value)}"
         result.append(line)
     return result
+
+
+def _reduction(value: str) -> str:
+    """The call of `vreduceps` on `value`: imm 0 (round to nearest even, no fraction bits
+    kept), `value` where masked (no lane is: mask -1), the current rounding mode (4)."""
+    vector = f"<16 x float> {value}"
+    return f"call <16 x float> @{_REDUCE}({vector}, i32 0, {vector}, i16 -1, i32 4)"
 
 
 def reduce_rounded_remainders(optimized_ir: str) -> str:
@@ -907,6 +927,117 @@ def reduce_rounded_remainders(optimized_ir: str) -> str:
     if "vector.body" not in optimized_ir or "<16 x float>" not in optimized_ir:
         return optimized_ir
     return _rewrite_vector_bodies(optimized_ir, _reduced, _REDUCE_DECLARATION)
+
+
+_SCALEF = "llvm.x86.avx512.mask.scalef.ps.512"
+_SCALEF_DECLARATION = (
+    f"declare <16 x float> @{_SCALEF}(<16 x float>, <16 x float>, <16 x float>, i16, i32)"
+)
+_REDUCTION = re.compile(
+    rf"^(\s+)({_NAME}) = call <16 x float> @{re.escape(_REDUCE)}\(<16 x float> ({_NAME}), "
+)
+_TO_WORDS = re.compile(rf"^\s+({_NAME}) = bitcast <16 x float> ({_NAME}) to <16 x i32>$")
+_EXPONENT_SHIFT = re.compile(rf"^\s+({_NAME}) = shl <16 x i32> ({_NAME}), splat \(i32 23\)$")
+_TO_FLOATS = re.compile(rf"^\s+({_NAME}) = bitcast <16 x i32> ({_NAME}) to <16 x float>$")
+_PRODUCT = re.compile(rf"^(\s+)({_NAME}) = fmul {_FLAGS}<16 x float> ({_NAME}), ({_NAME})$")
+_PLUS_ONE = re.compile(rf"= fadd {_FLAGS}<16 x float> ({_NAME}), splat \(float 1\.000000e\+00\)$")
+_NAME_USE = re.compile(_NAME)
+SATURATED_BELOW = -25.0
+"""The lower clamp of an exp2 at or below which 1 + 2^t is 1 exactly (2^t under half an ulp of
+1, 2^-24, with its polynomial's error), so that 1 + 2^t of t unclamped is too."""
+SATURATED_FROM = 128.0
+"""The upper clamp of an exp2 at or above which 2^t overflows to +inf (n at least 128), so
+that 2^t of t unclamped is +inf too."""
+
+
+def _hex_float(value: float) -> str:
+    """A float constant as LLVM prints one exactly: a double's bits in hex."""
+    return "0x" + struct.pack(">d", value).hex().upper()
+
+
+def _saturated(body: list[str], number: int) -> list[str]:
+    """`body` with each exp2 of `reduce_rounded_remainders`' form whose clamp only saturates
+    1 + 2^t computed on t unclamped, 2^(n-1) applied by `vscalefps` (`saturate_exp2s`)."""
+    clamped = _clamped_values(body)
+    uses: dict[str, int] = {}
+    for line in body:
+        for name in _NAME_USE.findall(line.partition(" = ")[2] or line):
+            uses[name] = uses.get(name, 0) + 1
+    shifted: dict[str, str] = {}  # t + m: t
+    reduced: set[str] = set()  # the t of each vreduceps(t)
+    words: dict[str, str] = {}  # t + m's bits: t + m
+    exponents: dict[str, str] = {}  # those shifted left 23: t + m
+    scales: dict[str, str] = {}  # those as floats, 2^(n + offset - 127): t + m
+    products: dict[str, tuple[str, str]] = {}  # 2 e^r times the scale: (2 e^r, t + m)
+    plus_one: set[str] = set()  # the values 1 is added to
+    for line in body:
+        if (found := _CONSTANT_SUM.match(line)) and is_rounding_magic(_llvm_float(found[3])):
+            shifted[found[1]] = found[2]
+        elif found := _REDUCTION.match(line):
+            reduced.add(found[3])
+        elif (found := _TO_WORDS.match(line)) and found[2] in shifted:
+            words[found[1]] = found[2]
+        elif (found := _EXPONENT_SHIFT.match(line)) and found[2] in words:
+            exponents[found[1]] = words[found[2]]
+        elif (found := _TO_FLOATS.match(line)) and found[2] in exponents:
+            scales[found[1]] = exponents[found[2]]
+        elif found := _PRODUCT.match(line):
+            for factor, scale in ((found[3], found[4]), (found[4], found[3])):
+                if scale in scales:
+                    products[found[2]] = (factor, scales[scale])
+        elif found := _PLUS_ONE.search(line):
+            plus_one.add(found[1])
+
+    def saturating(value: str) -> bool:
+        _, low, high = clamped.get(value, (value, -math.inf, math.inf))
+        return value in reduced and low <= SATURATED_BELOW and high >= SATURATED_FROM
+
+    scaled = {
+        product: (factor, shifted_sum)
+        for product, (factor, shifted_sum) in products.items()
+        if uses.get(product) == 1 and product in plus_one and saturating(shifted[shifted_sum])
+    }
+    unclamped = {shifted[shifted_sum] for _, shifted_sum in scaled.values()}
+    result = []
+    for line in body:
+        if (found := _CONSTANT_SUM.match(line)) and shifted.get(found[1]) in unclamped:
+            source = clamped[found[2]][0]
+            line = line.replace(f"> {found[2]}, splat", f"> {source}, splat")
+        elif (found := _REDUCTION.match(line)) and found[3] in unclamped:
+            line = f"{found[1]}{found[2]} = {_reduction(clamped[found[3]][0])}"
+        elif (found := _PRODUCT.match(line)) and found[2] in scaled:
+            factor, shifted_sum = scaled[found[2]]
+            # t + m - (1.5 * 2^23 + 127) is n + offset - 127: the shifted bits' exponent
+            exponent = f"%xfuse.exponent{number}.{found[2][1:]}"
+            bias = _hex_float(-(ROUNDING_MAGIC + 127))
+            result.append(
+                f"{found[1]}{exponent} = fadd <16 x float> {shifted_sum}, splat (float {bias})"
+            )
+            vector = f"<16 x float> {factor}"
+            arguments = f"{vector}, <16 x float> {exponent}, {vector}, i16 -1, i32 4"
+            line = f"{found[1]}{found[2]} = call <16 x float> @{_SCALEF}({arguments})"
+        result.append(line)
+    return result
+
+
+def saturate_exp2s(optimized_ir: str) -> str:
+    """After `reduce_rounded_remainders`, for hosts with AVX512DQ: where an exp2 of its form (t
+    clamped, t + m, r = `vreduceps`(t), 2^(n + offset - 127) from t + m's bits shifted left 23)
+    is only multiplied by 2 e^r and added to 1, with a clamp at or below `SATURATED_BELOW` and
+    at or above `SATURATED_FROM` (GELU's exp2 of the logistic, [-30, 128.5]), the clamp goes:
+    t + m and r take t itself, and the product is AVX512F's `vscalefps` of 2 e^r by the
+    exponent (t + m) - (1.5 * 2^23 + 127), which saturates as the clamp did: 1 + 2^t is 1 below
+    the lower bound and +inf above the upper; `vreduceps` makes an infinite t's r 0 (the
+    trick's r would be NaN), a NaN t stays NaN. Two ops (the clamp's minimum and maximum) and
+    the shift go, an add comes (the exponent), and the FMA of the scaling and the add of 1
+    become a `vscalefps` and an add: the same bits (every seventh float32 pattern for
+    tanh-GELU, GELU + bias + residual; every bf16 one for the LLM GELUs). On Zen 4, side by
+    side: GELU + bias + residual 0.79-0.81x the time in cache, tanh-GELU 0.96-0.97x, the LLM
+    bf16 GELUs 0.92-0.98x, and the bf16-bias one 72-77% of its ceiling at 2^24 against 68-69%
+    (docs/benchmarks.md)."""
+    if _REDUCE not in optimized_ir:
+        return optimized_ir
+    return _rewrite_vector_bodies(optimized_ir, _saturated, _SCALEF_DECLARATION)
 
 
 # ---------------------------------------------------------------------------------------------
