@@ -140,10 +140,11 @@ class HostCpu:
     @property
     def reduces_remainders(self) -> bool:
         """Whether vector loops take a clamped value's distance to its nearest integer in one
-        `vreduceps` (AVX512DQ; `reduce_rounded_remainders`): on Zen 4 that took the LLM bf16
-        GELU's loops 0.88-0.96x the time in cache (docs/benchmarks.md). Intel's AVX-512 cores,
-        not measured, are taken to gain too: one op where there were two, both on the loop's
-        longest chain."""
+        `vreduceps` (AVX512DQ; `reduce_rounded_remainders`), and GELU's exp2 of it unclamped,
+        its 2^n by `vscalefps` (`saturate_exp2s`): on Zen 4 the two took GELU + bias + residual
+        0.78-0.86x the time in cache, the LLM bf16 GELUs 0.85-0.90x (docs/benchmarks.md).
+        Intel's AVX-512 cores, not measured, are taken to gain too: the exp2's rounding and
+        scaling take 5 vector ops where they took 7, on the loop's longest chain."""
         return self.has("avx512dq")
 
     @property
@@ -1222,7 +1223,8 @@ def generate_code(
 ) -> NativeModule:
     """The second half of `compile_llvm_dialect`: code generation and linking by MCJIT (after
     pairing the parts of bf16 loops, `pair_bf16_parts`, taking rounded remainders in one op
-    where the host has it, `reduce_rounded_remainders`, prefetching in compute-heavy loops
+    and GELU's exp2 unclamped where the host has the ops, `reduce_rounded_remainders` and
+    `saturate_exp2s`, prefetching in compute-heavy loops
     where the host gains by it, `prefetch_loads`, and marking the stores of `twins`, see
     `streaming_stores`)."""
     optimized_ir = str(backing)

@@ -7,6 +7,7 @@ cannot edit a parsed module's instructions, nor can llvmlite.ir parse one).
   fixup out of line;
 - `reduce_rounded_remainders`: a clamped value's distance to its nearest integer in one
   AVX512DQ `vreduceps` where the rounding trick took an add and a subtraction;
+- `saturate_exp2s`: then GELU's exp2 on its argument unclamped, its 2^n by `vscalefps`;
 - `prefetch_loads`: software prefetches in compute-heavy vector loops (where the host gains).
 """
 
