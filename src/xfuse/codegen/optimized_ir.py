@@ -160,7 +160,7 @@ _FIXUP_SELECT = re.compile(
 _FIXUP_SUBTRACT = re.compile(rf"= add <16 x i16> ({_NAME}), splat \(i16 -128\)$")
 _ROUNDED_BITS = re.compile(rf"= bitcast <16 x bfloat> ({_NAME}) to <16 x i16>$")
 _ROUNDING = re.compile(rf"= fptrunc <16 x float> ({_NAME}) to <16 x bfloat>$")
-_LIFTED_FLOAT = re.compile(rf"= bitcast <16 x i32> ({_NAME}) to <16 x float>$")
+_TO_FLOATS = re.compile(rf"^\s+({_NAME}) = bitcast <16 x i32> ({_NAME}) to <16 x float>$")
 _LIFT_SELECT = re.compile(
     rf"= select <16 x i1> ({_NAME}), <16 x i32> ({_NAME}), <16 x i32> ({_NAME})$"
 )
@@ -308,8 +308,8 @@ class _Block:
         for name in (found[1], chosen[2], rounded[1]):
             if len(self.users(name)) != 1:
                 raise _NotPairable
-        _, lifted_float = self.definition(value[1], _LIFTED_FLOAT)
-        _, lift = self.definition(lifted_float[1], _LIFT_SELECT)
+        _, lifted_float = self.definition(value[1], _TO_FLOATS)
+        _, lift = self.definition(lifted_float[2], _LIFT_SELECT)
         _, lifted = self.definition(lift[2], _LIFT)
         if lift[1] != chosen[1] or lifted[1] != lift[3]:
             raise _NotPairable
@@ -939,7 +939,6 @@ _REDUCTION = re.compile(
 )
 _TO_WORDS = re.compile(rf"^\s+({_NAME}) = bitcast <16 x float> ({_NAME}) to <16 x i32>$")
 _EXPONENT_SHIFT = re.compile(rf"^\s+({_NAME}) = shl <16 x i32> ({_NAME}), splat \(i32 23\)$")
-_TO_FLOATS = re.compile(rf"^\s+({_NAME}) = bitcast <16 x i32> ({_NAME}) to <16 x float>$")
 _PRODUCT = re.compile(rf"^(\s+)({_NAME}) = fmul {_FLAGS}<16 x float> ({_NAME}), ({_NAME})$")
 _PLUS_ONE = re.compile(rf"= fadd {_FLAGS}<16 x float> ({_NAME}), splat \(float 1\.000000e\+00\)$")
 _NAME_USE = re.compile(_NAME)
