@@ -1465,6 +1465,12 @@ def test_saturate_exp2s_drops_a_clamp_that_only_saturates() -> None:
             ),
             "not the exponent's bits",
         ),
+        (
+            logistic_exp2_loop().replace(
+                "store <16 x float> %r, ptr %q0", "store <16 x float> %shifted, ptr %q0"
+            ),
+            "t + m used for more than 2^n",
+        ),
         (rounded_remainder_loop(), "no scaling"),
     ],
 )

@@ -964,6 +964,7 @@ def _saturated(body: list[str], number: int) -> list[str]:
         for name in _NAME_USE.findall(line.partition(" = ")[2] or line):
             uses[name] = uses.get(name, 0) + 1
     shifted: dict[str, str] = {}  # t + m: t
+    rounded_back: dict[str, str] = {}  # (t + m) + c, the trick's (t + m) - m: t + m
     reduced: set[str] = set()  # the t of each vreduceps(t)
     words: dict[str, str] = {}  # t + m's bits: t + m
     exponents: dict[str, str] = {}  # those shifted left 23: t + m
@@ -971,8 +972,13 @@ def _saturated(body: list[str], number: int) -> list[str]:
     products: dict[str, tuple[str, str]] = {}  # 2 e^r times the scale: (2 e^r, t + m)
     plus_one: set[str] = set()  # the values 1 is added to
     for line in body:
-        if (found := _CONSTANT_SUM.match(line)) and is_rounding_magic(_llvm_float(found[3])):
-            shifted[found[1]] = found[2]
+        if found := _PLUS_ONE.search(line):
+            plus_one.add(found[1])
+        if found := _CONSTANT_SUM.match(line):
+            if is_rounding_magic(_llvm_float(found[3])):
+                shifted[found[1]] = found[2]
+            elif found[2] in shifted:
+                rounded_back[found[1]] = found[2]
         elif found := _REDUCTION.match(line):
             reduced.add(found[3])
         elif (found := _TO_WORDS.match(line)) and found[2] in shifted:
@@ -985,17 +991,34 @@ def _saturated(body: list[str], number: int) -> list[str]:
             for factor, scale in ((found[3], found[4]), (found[4], found[3])):
                 if scale in scales:
                     products[found[2]] = (factor, scales[scale])
-        elif found := _PLUS_ONE.search(line):
-            plus_one.add(found[1])
 
     def saturating(value: str) -> bool:
         _, low, high = clamped.get(value, (value, -math.inf, math.inf))
         return value in reduced and low <= SATURATED_BELOW and high >= SATURATED_FROM
 
+    def only_scaled(shifted_sum: str) -> bool:
+        # t + m, its bits, their shift and those as floats feed the scaling alone, but for the
+        # trick's (t + m) - m, dead since `vreduceps` took the remainder
+        dead = [name for name, sum_ in rounded_back.items() if sum_ == shifted_sum]
+        chain = [
+            name
+            for steps in (words, exponents, scales)
+            for name in steps
+            if steps[name] == shifted_sum
+        ]
+        return (
+            all(not uses.get(name) for name in dead)
+            and uses.get(shifted_sum) == 1 + len(dead)
+            and all(uses.get(name) == 1 for name in chain)
+        )
+
     scaled = {
         product: (factor, shifted_sum)
         for product, (factor, shifted_sum) in products.items()
-        if uses.get(product) == 1 and product in plus_one and saturating(shifted[shifted_sum])
+        if uses.get(product) == 1
+        and product in plus_one
+        and saturating(shifted[shifted_sum])
+        and only_scaled(shifted_sum)
     }
     unclamped = {shifted[shifted_sum] for _, shifted_sum in scaled.values()}
     result = []
@@ -1023,17 +1046,18 @@ def _saturated(body: list[str], number: int) -> list[str]:
 def saturate_exp2s(optimized_ir: str) -> str:
     """After `reduce_rounded_remainders`, for hosts with AVX512DQ: where an exp2 of its form (t
     clamped, t + m, r = `vreduceps`(t), 2^(n + offset - 127) from t + m's bits shifted left 23)
-    is only multiplied by 2 e^r and added to 1, with a clamp at or below `SATURATED_BELOW` and
-    at or above `SATURATED_FROM` (GELU's exp2 of the logistic, [-30, 128.5]), the clamp goes:
-    t + m and r take t itself, and the product is AVX512F's `vscalefps` of 2 e^r by the
-    exponent (t + m) - (1.5 * 2^23 + 127), which saturates as the clamp did: 1 + 2^t is 1 below
-    the lower bound and +inf above the upper; `vreduceps` makes an infinite t's r 0 (the
-    trick's r would be NaN), a NaN t stays NaN. Two ops (the clamp's minimum and maximum) and
-    the shift go, an add comes (the exponent), and the FMA of the scaling and the add of 1
-    become a `vscalefps` and an add: the same bits (every seventh float32 pattern for
-    tanh-GELU, GELU + bias + residual; every bf16 one for the LLM GELUs). On Zen 4, side by
-    side: GELU + bias + residual 0.79-0.81x the time in cache, tanh-GELU 0.96-0.97x, the LLM
-    bf16 GELUs 0.92-0.98x, and the bf16-bias one 72-77% of its ceiling at 2^24 against 68-69%
+    is only multiplied by 2 e^r (r's only use, as in `approx._exp2_of_logistic`) and added to 1,
+    t + m used for nothing else, with a clamp at or below `SATURATED_BELOW` and at or above
+    `SATURATED_FROM` (GELU's exp2 of the logistic, [-30, 128.5]), the clamp goes: t + m and r
+    take t itself, and the product is AVX512F's `vscalefps` of 2 e^r by the exponent (t + m) -
+    (1.5 * 2^23 + 127), which saturates as the clamp did: 1 + 2^t is 1 below the lower bound and
+    +inf above the upper; `vreduceps` makes an infinite t's r 0 (the trick's r would be NaN), a
+    NaN t stays NaN. Two ops (the clamp's minimum and maximum) and the shift go, an add comes
+    (the exponent), and the FMA of the scaling and the add of 1 become a `vscalefps` and an add:
+    the same bits (every seventh float32 pattern for tanh-GELU, GELU + bias + residual; every
+    bf16 one for the LLM GELUs). On Zen 4, side by side with `reduce_rounded_remainders` alone:
+    GELU + bias + residual 0.79-0.81x the time in cache, tanh-GELU 0.96-0.97x, the LLM bf16
+    GELUs 0.92-0.98x, and the bf16-bias one 72-77% of its ceiling at 2^24 against 68-69%
     (docs/benchmarks.md)."""
     if _REDUCE not in optimized_ir:
         return optimized_ir
