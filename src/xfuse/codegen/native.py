@@ -1224,9 +1224,8 @@ def generate_code(
     """The second half of `compile_llvm_dialect`: code generation and linking by MCJIT (after
     pairing the parts of bf16 loops, `pair_bf16_parts`, taking rounded remainders in one op
     and GELU's exp2 unclamped where the host has the ops, `reduce_rounded_remainders` and
-    `saturate_exp2s`, prefetching in compute-heavy loops
-    where the host gains by it, `prefetch_loads`, and marking the stores of `twins`, see
-    `streaming_stores`)."""
+    `saturate_exp2s`, prefetching in compute-heavy loops where the host gains by it,
+    `prefetch_loads`, and marking the stores of `twins`, see `streaming_stores`)."""
     optimized_ir = str(backing)
     rewritten = pair_bf16_parts(optimized_ir)
     if host_cpu().reduces_remainders:

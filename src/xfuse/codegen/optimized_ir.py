@@ -965,7 +965,7 @@ def _saturated(body: list[str], number: int) -> list[str]:
             uses[name] = uses.get(name, 0) + 1
     shifted: dict[str, str] = {}  # t + m: t
     rounded_back: dict[str, str] = {}  # (t + m) + c, the trick's (t + m) - m: t + m
-    reduced: set[str] = set()  # the t of each vreduceps(t)
+    reduced: list[str] = []  # the t of each vreduceps(t)
     words: dict[str, str] = {}  # t + m's bits: t + m
     exponents: dict[str, str] = {}  # those shifted left 23: t + m
     scales: dict[str, str] = {}  # those as floats, 2^(n + offset - 127): t + m
@@ -980,7 +980,7 @@ def _saturated(body: list[str], number: int) -> list[str]:
             elif found[2] in shifted:
                 rounded_back[found[1]] = found[2]
         elif found := _REDUCTION.match(line):
-            reduced.add(found[3])
+            reduced.append(found[3])
         elif (found := _TO_WORDS.match(line)) and found[2] in shifted:
             words[found[1]] = found[2]
         elif (found := _EXPONENT_SHIFT.match(line)) and found[2] in words:
@@ -993,8 +993,10 @@ def _saturated(body: list[str], number: int) -> list[str]:
                     products[found[2]] = (factor, scales[scale])
 
     def saturating(value: str) -> bool:
+        # one remainder and one shifted sum of t: both take t unclamped
         _, low, high = clamped.get(value, (value, -math.inf, math.inf))
-        return value in reduced and low <= SATURATED_BELOW and high >= SATURATED_FROM
+        once = reduced.count(value) == 1 and list(shifted.values()).count(value) == 1
+        return once and low <= SATURATED_BELOW and high >= SATURATED_FROM
 
     def only_scaled(shifted_sum: str) -> bool:
         # t + m, its bits, their shift and those as floats feed the scaling alone, but for the

@@ -105,7 +105,7 @@ _LOGISTIC_EXP2_POLY = (
     0.6931470632553101,
 )
 _FLOAT32_INFINITY_BITS = 0x7F800000
-_ROUND_MAGIC_BITS = 0x4B400000  # its bits: those of the sum are these plus the integer
+_ROUND_MAGIC_BITS = 0x4B400000  # ROUNDING_MAGIC's bits: the sum's are these plus the integer
 _EXP_EARLY_BIAS = 126 + 64
 """The float32 exponent bias of 2**(n + 63), the factor `_exp` scales by where n <= 64."""
 _EXP_EARLY_MAX = 44.0
