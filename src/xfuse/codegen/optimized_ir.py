@@ -231,16 +231,22 @@ class _NotPairable(Exception):
     """A vector loop body that `pair_bf16_parts` leaves as it is."""
 
 
+def _users(lines: list[str]) -> dict[str, list[int]]:
+    """The indices of the lines of `lines` that use each value (an operand, not a definition)."""
+    users: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        operands = m[2] if (m := _ASSIGNMENT.match(line)) else line
+        for name in dict.fromkeys(re.findall(_NAME, operands)):
+            users.setdefault(name, []).append(i)
+    return users
+
+
 class _Block:
     def __init__(self, lines: list[str], patterns: _PartPatterns) -> None:
         self.lines = lines
         self.patterns = patterns
         self.defined = {m[1]: i for i, line in enumerate(lines) if (m := _ASSIGNMENT.match(line))}
-        self.uses: dict[str, list[int]] = {}
-        for i, line in enumerate(lines):
-            operands = m[2] if (m := _ASSIGNMENT.match(line)) else line
-            for name in dict.fromkeys(re.findall(_NAME, operands)):
-                self.uses.setdefault(name, []).append(i)
+        self.uses = _users(lines)
 
     def users(self, name: str) -> list[int]:
         return self.uses.get(name, [])
@@ -941,7 +947,6 @@ _TO_WORDS = re.compile(rf"^\s+({_NAME}) = bitcast <16 x float> ({_NAME}) to <16 
 _EXPONENT_SHIFT = re.compile(rf"^\s+({_NAME}) = shl <16 x i32> ({_NAME}), splat \(i32 23\)$")
 _PRODUCT = re.compile(rf"^(\s+)({_NAME}) = fmul {_FLAGS}<16 x float> ({_NAME}), ({_NAME})$")
 _PLUS_ONE = re.compile(rf"= fadd {_FLAGS}<16 x float> ({_NAME}), splat \(float 1\.000000e\+00\)$")
-_NAME_USE = re.compile(_NAME)
 SATURATED_BELOW = -25.0
 """The lower clamp of an exp2 at or below which 1 + 2^t is 1 exactly (2^t under half an ulp of
 1, 2^-24, with its polynomial's error), so that 1 + 2^t of t unclamped is too."""
@@ -950,19 +955,16 @@ SATURATED_FROM = 128.0
 that 2^t of t unclamped is +inf too."""
 
 
-def _hex_float(value: float) -> str:
-    """A float constant as LLVM prints one exactly: a double's bits in hex."""
-    return "0x" + struct.pack(">d", value).hex().upper()
+_EXPONENT_BIAS = "0x" + struct.pack(">d", -(ROUNDING_MAGIC + 127)).hex().upper()
+"""-(1.5 * 2^23 + 127) as LLVM prints a float constant exactly (a double's bits in hex): t + m
+plus it is n + offset - 127, the exponent the shifted bits of t + m stand for."""
 
 
 def _saturated(body: list[str], number: int) -> list[str]:
     """`body` with each exp2 of `reduce_rounded_remainders`' form whose clamp only saturates
     1 + 2^t computed on t unclamped, 2^(n-1) applied by `vscalefps` (`saturate_exp2s`)."""
     clamped = _clamped_values(body)
-    uses: dict[str, int] = {}
-    for line in body:
-        for name in _NAME_USE.findall(line.partition(" = ")[2] or line):
-            uses[name] = uses.get(name, 0) + 1
+    uses = {name: len(lines) for name, lines in _users(body).items()}  # lines using each value
     shifted: dict[str, str] = {}  # t + m: t
     rounded_back: dict[str, str] = {}  # (t + m) + c, the trick's (t + m) - m: t + m
     reduced: list[str] = []  # the t of each vreduceps(t)
@@ -1032,11 +1034,10 @@ def _saturated(body: list[str], number: int) -> list[str]:
             line = f"{found[1]}{found[2]} = {_reduction(clamped[found[3]][0])}"
         elif (found := _PRODUCT.match(line)) and found[2] in scaled:
             factor, shifted_sum = scaled[found[2]]
-            # t + m - (1.5 * 2^23 + 127) is n + offset - 127: the shifted bits' exponent
             exponent = f"%xfuse.exponent{number}.{found[2][1:]}"
-            bias = _hex_float(-(ROUNDING_MAGIC + 127))
             result.append(
-                f"{found[1]}{exponent} = fadd <16 x float> {shifted_sum}, splat (float {bias})"
+                f"{found[1]}{exponent} = fadd <16 x float> {shifted_sum}, "
+                f"splat (float {_EXPONENT_BIAS})"
             )
             vector = f"<16 x float> {factor}"
             arguments = f"{vector}, <16 x float> {exponent}, {vector}, i16 -1, i32 4"
@@ -1057,10 +1058,10 @@ def saturate_exp2s(optimized_ir: str) -> str:
     NaN t stays NaN. Two ops (the clamp's minimum and maximum) and the shift go, an add comes
     (the exponent), and the FMA of the scaling and the add of 1 become a `vscalefps` and an add:
     the same bits (every seventh float32 pattern for tanh-GELU, GELU + bias + residual; every
-    bf16 one for the LLM GELUs). On Zen 4, side by side with `reduce_rounded_remainders` alone:
-    GELU + bias + residual 0.79-0.81x the time in cache, tanh-GELU 0.96-0.97x, the LLM bf16
-    GELUs 0.92-0.98x, and the bf16-bias one 72-77% of its ceiling at 2^24 against 68-69%
-    (docs/benchmarks.md)."""
+    bf16 one for the LLM GELUs). On Zen 4, side by side with `reduce_rounded_remainders` alone
+    (a prototype making the same loops): GELU + bias + residual 0.79-0.81x the time in cache,
+    tanh-GELU 0.96-0.97x, the LLM bf16 GELUs 0.92-0.98x, and the bf16-bias one 72-77% of its
+    ceiling at 2^24 against 68-69% (docs/benchmarks.md)."""
     if _REDUCE not in optimized_ir:
         return optimized_ir
     return _rewrite_vector_bodies(optimized_ir, _saturated, _SCALEF_DECLARATION)
