@@ -1152,6 +1152,42 @@ def test_activations_benchmark_finds_the_hot_loop_and_its_stores(
         if script.llvm_mca() is not None:  # the bound takes each call at its measured cycles
             bound = script.mca_bound(arctangents, 4, 1e9, {calls[0]: 7.0})
             assert bound.library_cycles == 7.0 * len(calls) and bound.library_calls == calls
+            assert bound.busiest_cycles >= 1 and bound.busiest_unit  # a unit of the loop's
+
+
+MCA_REPORT_OF_A_DIVISION_AND_SIX_FMAS = """\
+Block RThroughput: 6.0
+
+Resources:
+[7]   - Zn4BRU1
+[8]   - Zn4FP0
+[9]   - Zn4FP1
+[12.0] - Zn4FP45
+[12.1] - Zn4FP45
+
+
+Resource pressure per iteration:
+[7]    [8]    [9]    [12.0] [12.1]
+ -     9.00   9.25    -     0.50
+
+Resource pressure by instruction:
+[7]    [8]    [9]    [12.0] [12.1] Instructions:
+ -      -     6.00    -      -     vdivps	%zmm1, %zmm2, %zmm3
+"""
+"""llvm-mca 22's report (`-mcpu=znver4`, trimmed; FP1 and FP45 made uneven) of `vdivps` and six
+independent `vfmadd231ps` on zmm registers: Block RThroughput max(6 / 1, 12 / 2) where FP0 and
+FP1 are busy 9 cycles each (this core: 8)."""
+
+
+def test_activations_benchmark_reads_llvm_mcas_busiest_unit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Part 1's second llvm-mca bound is the unit its simulation keeps busiest, per iteration:
+    where a unit serves an instruction of its own and a group's (a division on FP1, FMAs on FP0
+    and FP1) the Block RThroughput counts each alone."""
+    script = _benchmark_script("activations.py", monkeypatch)
+    # (the by-instruction view below it, 6.00 on FP1, is not the per-iteration one)
+    assert script.busiest_unit(MCA_REPORT_OF_A_DIVISION_AND_SIX_FMAS) == ("Zn4FP1", 9.25)
 
 
 def test_activations_benchmark_names_its_llvm_mca_and_warns_of_an_older_one(
