@@ -47,8 +47,9 @@ counted as a call's):
    settled (a kernel that ran `SETTLING_CALLS` calls of the size untimed first: its first
    decision and one round with its probe), and from its first call on (what 5 rounds of 16
    calls at 2^18 see: the first decision's calls of the losing way among them); and with every
-   call split; at 2^24 both with normal stores too, at 2^18 both with checked calls too; and the
-   round trip of handing a slice over;
+   call split; at 2^24 both with normal stores too, at 2^18 both with checked calls too; each
+   round times every program and size in turn, as part 1's do; and the round trip of handing a
+   slice over;
 4. **the call** at n = 16: checked and prepared (targets: <= 5 us, <= 1 us);
 5. (`--parts 5`) every installed peer (`xfuse bench --peers`: numexpr, numba, jax.jit,
    torch.compile, torch eager, upstream MLIR; their versions first) at 2^16 and 2^24, each
@@ -933,7 +934,8 @@ def thread_rows(rounds: int, sizes: Sequence[int], compute_bound: Collection[str
     stores on both sides (`streaming=False`), the split's gain without the streaming stores';
     last, at the smallest size, the same kernels' checked calls (`k(x=..., out=...)`, as a
     user calls them; the other columns time prepared calls). The targets are checked on the
-    settled cells, the largest size's on the `compute_bound` programs."""
+    settled cells, the largest size's on the `compute_bound` programs. Each round times every
+    program and size in turn."""
     trips = ", ".join(
         f"{name} median {median:.1f} us (fastest {fastest:.1f})"
         for name, (median, fastest) in round_trips_us().items()
@@ -962,6 +964,13 @@ def thread_rows(rounds: int, sizes: Sequence[int], compute_bound: Collection[str
         f"threads=2 settled >= {THREADS_TARGET}x at 2^{largest_log2} where compute-bound "
         f"(in cache slower than part 2's ceiling) (part 3)"
     )
+    # Every cell's kernels first, then rounds that each time every cell in turn (as part 1's
+    # do): a slow spell of the host's other CPU (seconds long on this VM) then lands on one
+    # round of many cells rather than on a whole row, which had put one program at 0.96-1.03x
+    # at every size in a run where alone it took 1.24-2.02x. The cells of a size write to the
+    # same outputs, each round's bits checked right after the cell's runs.
+    outputs = [np.empty(largest, np.float32) for _ in range(6)]
+    cells: list[tuple[str, int, int, list[Callable[[], object]]]] = []
     for name, program in selected(PROGRAMS).items():
         if program.llm:
             continue
@@ -977,32 +986,48 @@ def thread_rows(rounds: int, sizes: Sequence[int], compute_bound: Collection[str
         for forced in kernels[3::2]:
             forced.split_choice = SplitChoice.always()
         inputs = bench.prepare_workload(program.source, largest).arrays
-        cells = []
         for n in sizes:
             arrays = {name: array[:n] for name, array in inputs.items()}
             timed = kernels if n == largest else kernels[:4]
-            outs = [np.empty(n, np.float32) for _ in timed]
-            runs = [k.prepare(**arrays, out=o) for k, o in zip(timed, outs, strict=True)]
+            outs = [output[:n] for output in outputs[: len(timed)]]
+            runs: list[Callable[[], object]] = [
+                k.prepare(**arrays, out=o) for k, o in zip(timed, outs, strict=True)
+            ]
             for _ in range(SETTLING_CALLS):
                 runs[1]()
             if n == smallest:
                 pairs = zip(timed[:3:2], outs[:3:2], strict=True)
                 runs += [functools.partial(k, **arrays, out=o) for k, o in pairs]
-            one, settled, first, forced, *more = best_seconds(runs, rounds, n)
-            assert all(np.array_equal(o.view(np.uint32), outs[0].view(np.uint32)) for o in outs)
-            cells.append(f"{one / settled:.2f}x / {one / first:.2f}x ({one / forced:.2f}x)")
-            cell = f"{name} 2^{n.bit_length() - 1}"
-            if n >= 1 << THREADS_NEVER_SLOWER_LOG2:
-                met = one >= settled
-                never_slower.record(met, f"{cell} ({shown(one / settled, '.2f', met)}x)")
-            if n == largest and name in compute_bound:
-                met = one >= THREADS_TARGET * settled
-                faster.record(met, f"{cell} ({shown(one / settled, '.2f', met)}x)")
-            if n == largest:
-                cells.append(f"{more[0] / more[1]:.2f}x")
-            if n == smallest:
-                checked = f"{more[-2] / more[-1]:.2f}x"
-        print(f"| {name} | " + " | ".join([*cells, checked]) + " |", flush=True)
+            cells.append((name, n, len(outs), runs))
+    medians: list[list[list[float]]] = [[[] for _ in runs] for *_, runs in cells]
+    for round_ in range(rounds):
+        for (_, n, written, runs), cell_medians in zip(cells, medians, strict=True):
+            calls = calls_per_sample(n)
+            repeat = samples_per_round(n, calls)
+            first = round_ % len(runs)
+            for index in [*range(first, len(runs)), *range(first)]:
+                cell_medians[index].append(median_seconds(runs[index], repeat, calls=calls))
+            bits = [output[:n].view(np.uint32) for output in outputs[:written]]
+            assert all(np.array_equal(each, bits[0]) for each in bits)
+    rows: dict[str, list[str]] = {}
+    checked: dict[str, str] = {}
+    for (name, n, _, _), cell_medians in zip(cells, medians, strict=True):
+        one, settled, first, forced, *more = (min(times) for times in cell_medians)
+        row = rows.setdefault(name, [])
+        row.append(f"{one / settled:.2f}x / {one / first:.2f}x ({one / forced:.2f}x)")
+        cell = f"{name} 2^{n.bit_length() - 1}"
+        if n >= 1 << THREADS_NEVER_SLOWER_LOG2:
+            met = one >= settled
+            never_slower.record(met, f"{cell} ({shown(one / settled, '.2f', met)}x)")
+        if n == largest and name in compute_bound:
+            met = one >= THREADS_TARGET * settled
+            faster.record(met, f"{cell} ({shown(one / settled, '.2f', met)}x)")
+        if n == largest:
+            row.append(f"{more[0] / more[1]:.2f}x")
+        if n == smallest:
+            checked[name] = f"{more[-2] / more[-1]:.2f}x"
+    for name, row in rows.items():
+        print(f"| {name} | " + " | ".join([*row, checked[name]]) + " |")
 
 
 CALL_ROUND_PAUSE_S = 0.05

@@ -40,6 +40,8 @@ from xfuse.tools.cli import main
 from xfuse.tools.lecture_cmd import parse_size
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from conftest import Gelu
 
 
@@ -1230,6 +1232,42 @@ def test_activations_benchmark_tallies_each_target_of_issue_16(
     assert met and said.endswith("the issue's exception")
     assert not script.verdict(mish, 0.6, 0.7, 0.45, [])[1]  # by ops the issue does not cover
     assert script.verdict(script.PROGRAMS["tanh-GELU"], 0.1, 9.0, 0.45, ["tanh"]) == ("-", True)
+
+
+def test_activations_benchmark_times_threads_row_by_row_of_every_program(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Part 3 times every program and size in each round, then prints a row per program: one
+    cell per size, the largest's normal stores and the smallest's checked calls after them,
+    and records each settled cell from 2^18 on in its tally (the same bits from every kernel
+    of a cell, checked after each round, though the cells share their outputs)."""
+    script = _benchmark_script("activations.py", monkeypatch)
+    monkeypatch.setattr(script, "SETTLING_CALLS", 2)
+    monkeypatch.setattr(script, "THREADS_NEVER_SLOWER_LOG2", 11)
+    monkeypatch.setattr(script, "TALLIES", [])
+    script.SELECTED.update({"silu", "leaky ReLU"})
+    timed: list[object] = []
+
+    def timing(run: Callable[[], object], repeat: int, calls: int) -> float:
+        timed.append(run)
+        run()
+        return 1e-3
+
+    monkeypatch.setattr(script, "median_seconds", timing)
+    script.thread_rows(2, [1 << 10, 1 << 11], compute_bound={"silu"})
+    # 2 programs, 2 sizes: 4 cells of 4 prepared runs, the 2^10 ones 2 checked calls more and the
+    # 2^11 ones 2 normal stores' runs: each run once a round, every one in the first round first
+    runs = len(timed) // 2
+    assert runs == 4 * 4 + 2 * 2 * 2 and len(set(map(id, timed[:runs]))) == runs
+    assert set(map(id, timed[runs:])) == set(map(id, timed[:runs]))
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert [row.split(" | ")[0] for row in rows] == ["| program", "| silu", "| leaky ReLU"]
+    assert rows[0].endswith("| 2^10 | 2^11 | 2^11, both normal stores | 2^10, checked calls |")
+    assert all(
+        re.fullmatch(r"\| [^|]+( \| \d+\.\d\dx( / \S+ \(\S+\))?){4} \|", r) for r in rows[1:]
+    )
+    never_slower, faster = script.TALLIES
+    assert never_slower.checked == 2 and faster.checked == 1  # 2^11 of each; silu's at 2^11
 
 
 def test_activations_benchmark_prints_a_missed_value_as_missing(
