@@ -536,10 +536,9 @@ def mca_bound(
     ops = tuple(f"{mnemonic} {register}mm" for mnemonic, register in dividing)
     calls = library_calls(k.llvm_ir)
     library = sum(library_cycles[variant] for variant in calls)
-    unit, busy = busiest_unit(report)
-    return LoopBound(
-        len(body), elements, float(found.group(1)), divider, ops, library, calls, unit, busy
-    )
+    block = float(found.group(1))
+    unit, busy = busiest_unit(report) or ("(no units in the model)", block)
+    return LoopBound(len(body), elements, block, divider, ops, library, calls, unit, busy)
 
 
 MCA_RESOURCE = re.compile(r"^\[([\d.]+)\]\s+-\s+(\S+)$", re.MULTILINE)
@@ -547,18 +546,20 @@ MCA_RESOURCE = re.compile(r"^\[([\d.]+)\]\s+-\s+(\S+)$", re.MULTILINE)
 of one resource)."""
 
 
-def busiest_unit(report: str) -> tuple[str, float]:
-    """The unit llvm-mca's simulation keeps busiest and its cycles per iteration, from the
-    report's "Resource pressure per iteration" view: a bound of llvm-mca's model that its Block
-    RThroughput can miss, which divides each unit's and each group's cycles by its own units
-    alone (`computeBlockRThroughput`): on `znver4` a 512-bit `vdivps` holds FP1 for 6 cycles
-    and an FMA FP0 or FP1 (their group) for 2, so 4 divisions and 32 FMAs an iteration give a
-    Block RThroughput of 32 cycles, max(24 / 1, 64 / 2), where FP0 and FP1 together are busy
-    88 cycles, 44 each. This core is nearer the latter: k FMAs and a division take k + 2
+def busiest_unit(report: str) -> tuple[str, float] | None:
+    """The unit llvm-mca's simulation keeps busiest and its cycles per iteration, from the report's
+    "Resource pressure per iteration" view (None without one): a bound of llvm-mca's model that
+    its Block RThroughput can miss, which divides each unit's and each group's cycles by its own
+    units alone (`computeBlockRThroughput`): on `znver4` a 512-bit `vdivps` holds FP1 for 6
+    cycles and an FMA FP0 or FP1 (their group) for 2, so 4 divisions and 32 FMAs an iteration
+    give a Block RThroughput of 32 cycles, max(24 / 1, 64 / 2), where FP0 and FP1 together are
+    busy 88 cycles, 44 each. This core is nearer the latter: k FMAs and a division take k + 2
     cycles for k >= 6 (llvm-mca's units k + 3, its Block RThroughput max(k, 6);
     docs/benchmarks.md, fifty-ninth session)."""
     units = dict(MCA_RESOURCE.findall(report))
     lines = report.splitlines()
+    if "Resource pressure per iteration:" not in lines:
+        return None
     at = lines.index("Resource pressure per iteration:")
     columns, values = lines[at + 1].split(), lines[at + 2].split()
     busy = {

@@ -1190,6 +1190,7 @@ def test_activations_benchmark_reads_llvm_mcas_busiest_unit(
     script = _benchmark_script("activations.py", monkeypatch)
     # (the by-instruction view below it, 6.00 on FP1, is not the per-iteration one)
     assert script.busiest_unit(MCA_REPORT_OF_A_DIVISION_AND_SIX_FMAS) == ("Zn4FP1", 9.25)
+    assert script.busiest_unit("Block RThroughput: 6.0\n") is None  # (the bound falls back)
 
 
 def test_activations_benchmark_names_its_llvm_mca_and_warns_of_an_older_one(
