@@ -1005,8 +1005,8 @@ def thread_rows(rounds: int, sizes: Sequence[int], compute_bound: Collection[str
         for (_, n, written, runs), cell_medians in zip(cells, medians, strict=True):
             calls = calls_per_sample(n)
             repeat = samples_per_round(n, calls)
-            first = round_ % len(runs)
-            for index in [*range(first, len(runs)), *range(first)]:
+            start = round_ % len(runs)  # each round from the next run on (`interleaved_medians`)
+            for index in [*range(start, len(runs)), *range(start)]:
                 cell_medians[index].append(median_seconds(runs[index], repeat, calls=calls))
             bits = [output[:n].view(np.uint32) for output in outputs[:written]]
             assert all(np.array_equal(each, bits[0]) for each in bits)
