@@ -53,7 +53,10 @@ counted as a call's):
 4. **the call** at n = 16: checked and prepared (targets: <= 5 us, <= 1 us);
 5. (`--parts 5`) every installed peer (`xfuse bench --peers`: numexpr, numba, jax.jit,
    torch.compile, torch eager, upstream MLIR; their versions first) at 2^16 and 2^24, each
-   after as many untimed calls as part 2's.
+   after as many untimed calls as part 2's;
+6. (`--parts 6`) **the core's vector ops** (`vector_op_rows`): what each takes alone and beside
+   FMAs and adds, and a division beside FMAs: which pipes the loops above wait for, where
+   llvm-mca's model of the core is not the core.
 
 Last, each of issue 16's targets the parts checked, with how many of its cells met it and which
 missed (`TALLIES`; part 3's 1.6x only on programs whose in-cache time per element exceeds part
@@ -283,7 +286,7 @@ entry:
 loop:
   %i = phi i64 [0, %entry], [%next, %loop]
   call void asm sideeffect "SETUP.rept REPEAT\0AINSTRUCTION\0A.endr",
-    "~{rax},~{xmm1},~{xmm2},~{xmm3},~{xmm4},~{xmm5},~{xmm6},~{xmm7},~{xmm8},~{xmm9},~{xmm10},~{xmm11}"()
+    "~{rax},~{xmm1},~{xmm2},~{xmm3},~{xmm4},~{xmm5},~{xmm6},~{xmm7},~{xmm8},~{xmm9},~{xmm10},~{xmm11},~{k1}"()
   %next = add i64 %i, 1
   %more = icmp slt i64 %next, %n
   br i1 %more, label %loop, label %done
@@ -420,6 +423,81 @@ def reported_clock_hz() -> float | None:
         return None
     found = re.search(r"^cpu MHz\s*:\s*([\d.]+)", text, re.MULTILINE)
     return float(found.group(1)) * 1e6 if found else None
+
+
+VECTOR_OPS = {
+    "vfmadd231ps": "vfmadd231ps %{w}1, %{w}2, %{w}{r}",
+    "vmulps": "vmulps %{w}1, %{w}2, %{w}{r}",
+    "vaddps": "vaddps %{w}1, %{w}2, %{w}{r}",
+    "vminps": "vminps %{w}1, %{w}2, %{w}{r}",
+    "vcvtdq2ps": "vcvtdq2ps %{w}1, %{w}{r}",
+    "vpaddd": "vpaddd %{w}1, %{w}2, %{w}{r}",
+    "vpminud": "vpminud %{w}1, %{w}2, %{w}{r}",
+    "vpslld": "vpslld $$16, %{w}1, %{w}{r}",
+    "vpunpcklwd": "vpunpcklwd %{w}1, %{w}2, %{w}{r}",
+    "vpermps": "vpermps %{w}1, %{w}2, %{w}{r}",
+    "vdivps": "vdivps %{w}1, %{w}2, %{w}{r}",
+}
+"""Part 6's ops on the host's widest float vectors (`{w}`: ymm or zmm; `{r}`: the register each
+writes, 3 to 10 in turn), and with AVX-512 `AVX512_OPS` too (each where the host has the
+feature `ZMM_OP_FEATURES` names, else AVX512F)."""
+AVX512_OPS = {
+    "vscalefps": "vscalefps %{w}2, %{w}1, %{w}{r}",
+    "vreduceps": "vreduceps $$0, %{w}1, %{w}{r}",
+    "vcmpltps into a mask": "vcmpltps %{w}1, %{w}2, %k1",
+    "vptestmw": "vptestmw %{w}1, %{w}2, %k1",
+    "vcvtne2ps2bf16": "vcvtne2ps2bf16 %{w}1, %{w}2, %{w}{r}",
+}
+ZMM_OP_FEATURES = {
+    "vreduceps": "avx512dq",
+    "vcvtne2ps2bf16": "avx512bf16",
+    "vptestmw": "avx512bw",
+    "vpunpcklwd": "avx512bw",
+}
+
+
+def group_cycles(templates: Sequence[str], width: str, clock_hz: float) -> float:
+    """Cycles a group of `templates` takes, each writing the next of registers 3 to 10 (so the
+    group's instructions are independent but an FMA's accumulator), repeated
+    (`seconds_per_instruction`) from 1.0 and 2.0 (`ones`) in every register: no denormal."""
+    group = r"\0A".join(t.format(w=width, r=3 + i % 8) for i, t in enumerate(templates))
+    setup = ones(width) + "".join(rf"vmovaps %{width}1, %{width}{r}\0A" for r in range(3, 11))
+    return seconds_per_instruction(group, setup) * clock_hz
+
+
+def vector_op_rows(clock_hz: float) -> None:
+    """Part 6: which of the core's pipes its vector ops take, as its FMA-bound and add-bound
+    loops feel it: each op's cycles for 8 of them alone, and what 4 of them add to 8 FMAs and
+    to 8 adds (0: other pipes), then what one division adds to k FMAs. On Zen 4 a 512-bit
+    division adds 2 cycles to the FMAs (llvm-mca's model 3, its Block RThroughput 0), a
+    compare into a mask register 1 each, `vscalefps` and `vreduceps` 2 each to the adds
+    (docs/benchmarks.md, fifty-ninth session)."""
+    cpu = host_cpu()
+    width = {16: "zmm", 8: "ymm"}.get(cpu.float_lanes)
+    if width is None:
+        print("(its ops are AVX's and AVX-512's: this host has neither)")
+        return
+    ops = VECTOR_OPS | AVX512_OPS if width == "zmm" else VECTOR_OPS
+    if width == "zmm":
+        ops = {n: t for n, t in ops.items() if cpu.has(ZMM_OP_FEATURES.get(n, "avx512f"))}
+    fma, add = VECTOR_OPS["vfmadd231ps"], VECTOR_OPS["vaddps"]
+    fmas, adds = group_cycles([fma] * 8, width, clock_hz), group_cycles([add] * 8, width, clock_hz)
+    print(
+        f"| op, on {width} | 8 alone, cycles | 4 beside 8 FMAs ({fmas:.2f} alone): cycles more | "
+        f"4 beside 8 adds ({adds:.2f} alone): cycles more |"
+    )
+    print("|---|---:|---:|---:|")
+    for name, template in ops.items():
+        alone = group_cycles([template] * 8, width, clock_hz)
+        with_fmas = group_cycles([fma, fma, template] * 4, width, clock_hz) - fmas
+        with_adds = group_cycles([add, add, template] * 4, width, clock_hz) - adds
+        print(f"| {name} | {alone:.2f} | {with_fmas:.2f} | {with_adds:.2f} |", flush=True)
+    division = VECTOR_OPS["vdivps"]
+    beside = ", ".join(
+        f"{k}: {group_cycles([division] + [fma] * k, width, clock_hz) - k * fmas / 8:.2f}"
+        for k in (4, 6, 8, 12, 16)
+    )
+    print(f"\none vdivps beside k FMAs, the cycles it adds to theirs: {beside}")
 
 
 def llvm_mca() -> str | None:
@@ -1137,8 +1215,8 @@ def main() -> None:
         type=positive_int,
         nargs="+",
         default=[1, 2, 3, 4],
-        choices=range(1, 6),
-        help="which parts to run (5: the peers)",
+        choices=range(1, 7),
+        help="which parts to run (5: the peers, 6: the core's vector ops)",
     )
     parser.add_argument("--quick", action="store_true", help="2^20 instead of 2^24")
     parser.add_argument(
@@ -1184,6 +1262,9 @@ def main() -> None:
     if 5 in args.parts:
         print("\n5. Peers, one thread")
         peer_rows([1 << 16, large], args.rounds)
+    if 6 in args.parts:
+        print("\n6. The core's vector ops")
+        vector_op_rows(clock)
     print(f"\nafter the run: {window_summary(clock)}")
     print(f"\nIssue 16's targets in this run ({host_cpu().name}):")
     for target in TALLIES:

@@ -1271,6 +1271,38 @@ def test_activations_benchmark_times_threads_row_by_row_of_every_program(
     assert never_slower.checked == 2 and faster.checked == 1  # 2^11 of each; silu's at 2^11
 
 
+def test_activations_benchmark_assembles_each_vector_op_of_this_host(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Part 6 (`vector_op_rows`) assembles each of its groups for the host's widest vectors
+    (512-bit `vpand` has no encoding: `vpandd` has) and prints a row per op the host has, then
+    the division beside FMAs; here untimed (each group's spin compiled, not run)."""
+    from xfuse.codegen.native import host_cpu
+
+    script = _benchmark_script("activations.py", monkeypatch)
+    compiled: list[object] = []
+
+    def untimed(spin: object, iterations: int, runs: int) -> float:
+        compiled.append(spin)
+        return 1e-3
+
+    monkeypatch.setattr(script, "fastest_spin", untimed)
+    script.vector_op_rows(1e9)
+    out = capsys.readouterr().out
+    rows = [line.split(" | ")[0].removeprefix("| ") for line in out.splitlines()[2:-2]]
+    cpu = host_cpu()
+    expected = list(script.VECTOR_OPS)
+    if cpu.float_lanes == 16:
+        expected += [
+            name
+            for name in script.AVX512_OPS
+            if cpu.has(script.ZMM_OP_FEATURES.get(name, "avx512f"))
+        ]
+    assert rows == expected and ("vscalefps" in rows) == (cpu.float_lanes == 16)
+    assert out.splitlines()[-1].startswith("one vdivps beside k FMAs, the cycles it adds")
+    assert len(compiled) == 2 + 3 * len(expected) + 5  # FMAs, adds, 3 a row, 5 divisions
+
+
 def test_activations_benchmark_prints_a_missed_value_as_missing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
