@@ -439,8 +439,7 @@ VECTOR_OPS = {
     "vdivps": "vdivps %{w}1, %{w}2, %{w}{r}",
 }
 """Part 6's ops on the host's widest float vectors (`{w}`: ymm or zmm; `{r}`: the register each
-writes, 3 to 10 in turn), and with AVX-512 `AVX512_OPS` too (each where the host has the
-feature `ZMM_OP_FEATURES` names, else AVX512F)."""
+writes, 3 to 10 in turn)."""
 AVX512_OPS = {
     "vscalefps": "vscalefps %{w}2, %{w}1, %{w}{r}",
     "vreduceps": "vreduceps $$0, %{w}1, %{w}{r}",
@@ -448,12 +447,14 @@ AVX512_OPS = {
     "vptestmw": "vptestmw %{w}1, %{w}2, %k1",
     "vcvtne2ps2bf16": "vcvtne2ps2bf16 %{w}1, %{w}2, %{w}{r}",
 }
+"""Part 6's ops on zmm registers besides `VECTOR_OPS`."""
 ZMM_OP_FEATURES = {
     "vreduceps": "avx512dq",
     "vcvtne2ps2bf16": "avx512bf16",
     "vptestmw": "avx512bw",
     "vpunpcklwd": "avx512bw",
 }
+"""The feature a zmm op of part 6 needs where it is not AVX512F."""
 
 
 def group_cycles(templates: Sequence[str], width: str, clock_hz: float) -> float:
