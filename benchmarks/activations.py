@@ -1049,7 +1049,7 @@ def thread_rows(rounds: int, sizes: Sequence[int], compute_bound: Collection[str
     # round of many cells rather than on a whole row, which had put one program at 0.96-1.03x
     # at every size in a run where alone it took 1.24-2.02x. The cells of a size write to the
     # same outputs, each round's bits checked right after the cell's runs.
-    outputs = [np.empty(largest, np.float32) for _ in range(6)]
+    outputs = [np.empty(largest, np.float32) for _ in range(6)]  # one a kernel of a program
     cells: list[tuple[str, int, int, list[Callable[[], object]]]] = []
     for name, program in selected(PROGRAMS).items():
         if program.llm:
