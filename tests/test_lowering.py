@@ -589,6 +589,60 @@ def test_remainder_is_one_masked_vector_loop(target_cpu: HostCpu, dtype: str) ->
     )
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
+def test_log1p_of_a_nan_is_logs_nan_wherever_it_falls(target_cpu: HostCpu, dtype: type) -> None:
+    """log1p's Goldberg form multiplies log(1 + x) by x: at a NaN x two NaNs met there, log's
+    0x7FC00000 and x's own, and which one a multiply keeps is the operand order LLVM gave that
+    vector part, so in AVX2 code a bf16 NaN came out as its payload or as log's NaN by its
+    place in the array (in blocks of 8). A NaN x takes log(1 + x)'s branch, as x >= 2^24 does:
+    log's NaN, as log(x) gives it, in every lane of every loop on every host."""
+    bits = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    log1p = xfuse.compile("out = log1p(x);", dtype=np.dtype(dtype).name)
+    log = xfuse.compile("out = log(x);", dtype=np.dtype(dtype).name)
+    payloads = {
+        "float32": [0x7FC12345, 0xFFC00002, 0x7F800001],
+        "float16": [0x7E05, 0xFE01, 0x7C01],
+        "bfloat16": [0x7FC1, 0xFFC1, 0x7F81],
+    }
+    for payload in payloads[np.dtype(dtype).name]:
+        for n in (1, 5, 16, 33, 70, 135):
+            x = np.full(n, payload, bits).view(dtype)
+            got = log1p(x=x).view(bits)
+            assert np.isnan(got.view(dtype)).all(), hex(payload)
+            np.testing.assert_array_equal(got, log(x=x).view(bits), f"{payload:#x}, n = {n}")
+
+
+LOG1P_KERNEL = """
+func.func @main(%x: memref<?xf32>, %out: memref<?xf32>) {
+  ew.kernel ins(%x : memref<?xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%xs: f32):
+    %r = math.log1p %xs : f32
+    ew.yield %r : f32
+  }
+  func.return
+}
+"""
+
+
+def test_math_log1p_of_a_nan_is_logs_nan_wherever_it_falls(target_cpu: HostCpu) -> None:
+    """`math.log1p` written in the IR, not of an exp, is the same Goldberg form under
+    `math=approx` (`approx.log1p`): a NaN x takes log(1 + x)'s value there too."""
+    kernel = compile_text(LOG1P_KERNEL, ["x"], math="approx")
+    log = xfuse.compile("out = log(x);")
+    for payload in (0x7FC12345, 0xFFC00002, 0x7F800001):
+        for n in (1, 5, 16, 33, 70):
+            x = np.full(n, payload, np.uint32).view(np.float32)
+            got = kernel(x=x).view(np.uint32)
+            np.testing.assert_array_equal(got, log(x=x).view(np.uint32), f"{payload:#x}, n = {n}")
+    special = np.array([np.inf, -1.0, -2.0, 0.0, -0.0, 1e-30, 3e38], np.float32)
+    with np.errstate(all="ignore"):
+        want = np.log1p(special.astype(np.float64)).astype(np.float32)
+    got = kernel(x=special)
+    np.testing.assert_array_equal(got, want)  # 3e38 was inf: x log(u) overflowed
+    signed = ~np.isnan(want)
+    assert np.array_equal(np.signbit(got[signed]), np.signbit(want[signed]))
+
+
 def outputs_at_every_line_offset(
     shape: tuple[int, ...], dtype: np.dtype
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -54,7 +54,8 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
 // the scale is always 2^-63 times 2^(n + 63) (bits from n), 2^-63 carried by the coefficients
 // of e^r's polynomial, Horner's rule alone (no r^2), its last two steps adding 2^-63 (1 and 1).
 // log1p of it has its argument in [0, 1]: e + e (e p(e)), one polynomial without range
-// reduction, select or division. A log1p of anything else corrects 1 + x with a division. The
+// reduction, select or division. A log1p of anything else corrects 1 + x with a division, and
+// from 2^24 on and at a NaN x is log(1 + x) (one `uge` compare: log's NaN in every lane). The
 // approximations share their constants: one op per value at the block's start.
 // CHECK-LABEL: func.func @softplus_parts
 // CHECK-SAME:    (%[[X:.*]]: f32)
@@ -62,6 +63,7 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
 // CHECK-DAG:     %[[TWO_TO_MINUS_63:.*]] = arith.constant 1.08420217e-19 : f32
 // CHECK-DAG:     %[[HIGHEST:.*]] = arith.constant 1.49762289e-22 : f32
 // CHECK-DAG:     %[[INF:.*]] = arith.constant 0x7f800000 : f32
+// CHECK-DAG:     %[[TWO_TO_24:.*]] = arith.constant 0x4B800000 : f32
 // CHECK:         %[[ABS:.*]] = math.absf %[[X]]
 // CHECK-NEXT:    %[[MINUS_ABS:.*]] = arith.negf %[[ABS]]
 // CHECK-NEXT:    arith.cmpf olt, %[[MINUS_ABS]], %[[MINUS_104]]
@@ -83,8 +85,8 @@ func.func @f32_ops(%x: f32, %y: f32) -> (f32, f32, f32, f32, f32, f32) {
 // CHECK-NEXT:    arith.addf %[[EEP]], %[[E]] fastmath<contract> : f32
 // CHECK:         arith.addf %{{.*}}, %[[X]] fastmath<contract> : f32
 // CHECK:         arith.divf
-// CHECK:         arith.cmpf oeq, %[[X]], %[[INF]] : f32
-// CHECK-NEXT:    %[[GENERAL:.*]] = arith.select
+// CHECK:         %[[LARGE_OR_NAN:.*]] = arith.cmpf uge, %[[X]], %[[TWO_TO_24]] : f32
+// CHECK-NEXT:    %[[GENERAL:.*]] = arith.select %[[LARGE_OR_NAN]]
 // CHECK-NEXT:    func.return %{{.*}}, %[[GENERAL]]
 func.func @softplus_parts(%x: f32) -> (f32, f32) {
   %a = math.absf %x : f32

@@ -746,9 +746,13 @@ def log1p(x: SSAValue) -> SSAValue:
         )
     # Goldberg: u = 1 + x; log(u) * x / (u - 1) corrects u's rounding (x where u rounds to 1).
     u = arith.AddfOp(_f32(1.0), x)
-    corrected = arith.DivfOp(arith.MulfOp(log(u.result), x), arith.SubfOp(u, _f32(1.0)))
+    log_u = log(u.result)
+    corrected = arith.DivfOp(arith.MulfOp(log_u, x), arith.SubfOp(u, _f32(1.0)))
     result = _select(_compare(u, _f32(1.0), "oeq"), x, corrected)
-    return _select(_compare(x, _f32(float("inf")), "oeq"), x, result).result
+    # log(u) from 2^24 on (u is then within half an ulp of 1 + x, and x log(u) overflowed from
+    # 3.9e36) and at a NaN x: log's NaN, where x log(u) would keep whichever of two NaNs the
+    # multiply's operand order says. As `_log1p` in scalar.py, which the ew ops take.
+    return _select(_compare(x, _f32(2.0**24), "uge"), log_u, result).result
 
 
 def times_half_plus(x: SSAValue, half: SSAValue) -> SSAValue:

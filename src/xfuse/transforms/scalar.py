@@ -120,7 +120,7 @@ def _softplus(builder: Builder, args: Sequence[SSAValue], compute_type: Attribut
 
 def _log1p(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) -> SSAValue:
     """log(1 + x): Goldberg's form (`_log1p_parts`), and log(u) from x = 2^24 on, where u = 1 + x
-    is within half an ulp of the true sum (x = inf gives inf, x NaN gives NaN). Of an exp in the
+    is within half an ulp of the true sum (x = inf gives inf), and for a NaN x. Of an exp in the
     same region it is `math.log1p`, which `ew-expand-math` computes as one function
     (log1p(exp(y)) is softplus) under `math=approx` and calls under `math=libm`."""
     (x,) = args
@@ -128,8 +128,10 @@ def _log1p(builder: Builder, args: Sequence[SSAValue], compute_type: Attribute) 
         return builder.insert(math.Log1pOp(x)).result
     log1p, log_u = _log1p_parts(builder, x, compute_type)
     threshold = emit_constant(builder, 2.0**24, compute_type)
-    large = builder.insert(arith.CmpfOp(x, threshold, "oge")).result
-    return builder.insert(arith.SelectOp(large, log_u, log1p)).result
+    # A NaN x too: log's NaN, where x log(u) would keep whichever of two NaNs the multiply's
+    # operand order says (bf16's came out by the element's place in AVX2 code).
+    large_or_nan = builder.insert(arith.CmpfOp(x, threshold, "uge")).result
+    return builder.insert(arith.SelectOp(large_or_nan, log_u, log1p)).result
 
 
 def _compare(predicate: str) -> ScalarEmitter:
