@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+import llvmlite.binding as llvm_binding
 import pytest
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -1779,6 +1780,26 @@ def test_llvm_target_prints_the_same_flags_in_every_process(tmp_path: Path) -> N
     ]
     assert outputs[0] == outputs[1] == outputs[2]
     assert " = fmul reassoc nnan ninf nsz arcp contract afn float " in outputs[0]
+
+
+def test_llvm_target_keeps_an_f16_nans_sign_and_payload(tmp_path: Path) -> None:
+    """llvmlite wrote each f16 constant through `struct`'s `e` format, which makes every NaN
+    0x7E00: `-t llvm` printed `half 0x7FF8000000000000` for 0x7E05 and 0xFC01 (signalling,
+    negative). LLVM reads them back bit for bit now, in a vector and alone."""
+    program = tmp_path / "nans.mlir"
+    program.write_text(
+        "llvm.func @v() -> vector<4xf16> {\n"
+        "  %0 = llvm.mlir.constant(dense<[0x7E05, 0xFC01, 0x7C00, 0x3C00]> : vector<4xf16>)"
+        " : vector<4xf16>\n"
+        "  llvm.return %0 : vector<4xf16>\n}\n"
+        "llvm.func @s() -> f16 {\n"
+        "  %0 = llvm.mlir.constant(0xFE01 : f16) : f16\n"
+        "  llvm.return %0 : f16\n}\n"
+    )
+    run = ok(run_in_process([str(program), "-t", "llvm"]))
+    read_back = str(llvm_binding.parse_assembly(run.stdout))
+    assert "ret <4 x half> <half 0xH7E05, half 0xHFC01, half 0xH7C00, half 0xH3C00>" in read_back
+    assert "ret half 0xHFE01" in read_back
 
 
 def test_a_string_left_open_is_an_error_at_once() -> None:

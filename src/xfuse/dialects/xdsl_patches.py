@@ -35,8 +35,11 @@
 - `struct` refuses an f16 or f32 value past the type's range, which a dense literal's elements
   met (`dense<1.0e39> : tensor<2xf32>`: an internal OverflowError; a scalar's rounds to inf):
   they round to inf (`_rounding_past_range`), as mlir-opt's and IEEE's nearest rounding do.
-- The `llvm` target (`xfuse-opt -t llvm`, `sort_llvm_flags`) lists an op's fast-math flags in
-  the order of a frozenset of strings, which the process's string hash decides.
+- The `llvm` target (`xfuse-opt -t llvm`, `prepare_llvm_target`) lists an op's fast-math flags
+  in the order of a frozenset of strings, which the process's string hash decides, and prints
+  an f16 constant through llvmlite's `HalfType`, which rounds it through `struct`'s `e` format:
+  every f16 NaN constant became `half 0x7FF8000000000000` (`0x7E00`); its sign and payload are
+  kept, as mlir-translate keeps them.
 - `linalg.generic` reads its results with `parse_attribute`, which takes `(` for a function
   type: several results as xDSL itself prints them and MLIR writes them, `-> (t1, t2)` (an
   `ew-to-linalg` kernel of two outputs), did not parse back ("Expected '->'")
@@ -411,11 +414,38 @@ def apply() -> None:
     MLIRLexer._lex_string_literal = lex_utf8_string_literal  # type: ignore[method-assign]
 
 
-def sort_llvm_flags() -> None:
+def prepare_llvm_target() -> None:
+    """The `llvm` target's fixes (`_sort_llvm_flags`, `_keep_llvm_half_nan_payloads`). They load
+    xDSL's LLVM backend and llvmlite, so only the command that prints with it applies them."""
+    _sort_llvm_flags()
+    _keep_llvm_half_nan_payloads()
+
+
+def _keep_llvm_half_nan_payloads() -> None:
+    """llvmlite's f16 constants with a NaN's sign and payload bits: LLVM IR writes a half as the
+    double of the same value, where the payload sits 42 bits up (`HALF_NAN_LAYOUTS`), and LLVM
+    reads a NaN's payload back from it, a signalling one too."""
+    from llvmlite.ir import types
+
+    format_constant = types.HalfType.format_constant
+    if getattr(format_constant, "keeps_payloads", False):
+        return
+    exponent, shift = HALF_NAN_LAYOUTS["f16"]
+
+    def format_keeping_payloads(self: types.HalfType, value: object) -> str:
+        if not isinstance(value, float) or not math.isnan(value):
+            return cast(str, format_constant(self, value))
+        double = _half_nan(_half_nan_bits(value, exponent, shift), exponent, shift)
+        return cast(str, types._format_double(double))  # (where `_as_half` lost the payload)
+
+    format_keeping_payloads.keeps_payloads = True  # type: ignore[attr-defined]
+    types.HalfType.format_constant = format_keeping_payloads  # type: ignore[method-assign]
+
+
+def _sort_llvm_flags() -> None:
     """Make the `llvm` target print each instruction's flags in LLVM's order (`reassoc nnan ninf
     nsz arcp contract afn`, as `mlir-translate` prints them): `xfuse-opt -t llvm` printed `fmul
-    afn contract` in one process and `fmul contract afn` in another. Loads xDSL's LLVM backend
-    (and llvmlite), so only the command that prints with it applies it."""
+    afn contract` in one process and `fmul contract afn` in another."""
     from xdsl.backend.llvm import convert
     from xdsl.dialects import llvm
 

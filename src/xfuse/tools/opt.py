@@ -571,7 +571,7 @@ class XfuseOptMain(xDSLOptMain):
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         if self.args.target == "llvm":
-            xdsl_patches.sort_llvm_flags()
+            xdsl_patches.prepare_llvm_target()
         try:
             printed = super().output_resulting_program(prog)
             # (`wat`, `wgsl` and `csl` skip what is not of their dialects: nothing printed of a
