@@ -915,6 +915,29 @@ def test_an_unwritable_cache_warns_and_compiles(tmp_path: Path, monkeypatch, gel
     np.testing.assert_allclose(kernel(**inputs()), expected, atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda path: path.symlink_to(path.parent / "missing"), "cache is a link to nothing"),
+        (lambda path: path.symlink_to(path), "cache is a link to nothing"),
+        (lambda path: path.write_text(""), "cache is not a directory"),
+    ],
+    ids=["link to a missing directory", "link to itself", "file"],
+)
+def test_a_cache_directory_that_is_no_directory_says_what_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make: Callable[[Path], object], reason: str
+) -> None:
+    """mkdir's "File exists" was the reason for each: true of the name, no help to the user."""
+    cache = tmp_path / "cache"
+    make(cache)
+    monkeypatch.setenv("XFUSE_CACHE_DIR", str(cache))
+    xfuse.clear_cache()
+    message = rf"cannot write the compile cache in {re.escape(str(cache))} \({reason}"
+    with pytest.warns(RuntimeWarning, match=message):
+        kernel = xfuse.compile("y = x * 3 + 0.25;")
+    np.testing.assert_array_equal(kernel(x=np.ones(4, np.float32)), 3.25)
+
+
 def test_a_cache_path_that_cannot_be_checked_warns_and_compiles(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -716,6 +716,29 @@ def test_xfuse_functions_on_numpy_arrays_keep_numpys_dtype() -> None:
     assert xfuse.tanh(brain).dtype == np.tanh(brain).dtype == ml_dtypes.bfloat16
 
 
+def test_xfuse_functions_on_numpy_arrays_refuse_what_numpy_makes_integers() -> None:
+    """On integer or boolean operands, where numpy's result is of integers or booleans, the
+    functions computed in float64 and returned float64: `xfuse.maximum` of int64 rounded 2**53 +
+    1, `xfuse.where(m, 1, 0)` was 1.0 and 0.0 (np.where's int64), as jit refuses to trace it."""
+    big = np.array([2**53 + 1, -3], np.int64)
+    mask = big > 0
+    for call in (
+        lambda: xfuse.maximum(big, 0),
+        lambda: xfuse.abs(big),
+        lambda: xfuse.where(mask, 1, 0),
+        lambda: xfuse.where(mask, big, 0),
+        lambda: xfuse.minimum(mask, True),
+        lambda: xfuse.equal(big, 2**53),
+        lambda: xfuse.tanh(np.int8([1, 2])),
+    ):
+        with pytest.raises(TypeError, match=r"of (int64|bool|int8) in numpy, not floats; xfuse"):
+            call()
+    # an integer array beside a float one is float64, in numpy too, and so is taken
+    half = np.float16([1.5, -2.0])
+    assert_same(xfuse.maximum(half, big), np.maximum(half, big))
+    assert_same(xfuse.where(mask, 1.0, 0.0), np.where(mask, 1.0, 0.0))
+
+
 def test_xfuse_functions_refuse_masked_arrays_and_matrices_as_a_kernel_does() -> None:
     """`xfuse.exp` of a masked array returned a plain array: its masked elements computed and
     shown (np.exp keeps the mask); np.matrix is 2-d whatever it holds."""

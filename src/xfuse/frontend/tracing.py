@@ -1095,28 +1095,32 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
             )
         )
         floating = np.issubdtype(dtype, np.floating) or dtype == numpy_dtype("bfloat16")
-        passes_bits = floating and op_type.SIGNS_NAN
-        if floating and dtype.name not in DTYPE_NAMES:  # (longdouble: dtype_name's ValueError)
+        if not floating:  # (computed in float64, `maximum` of int64s lost 2**53 + 1's last bit)
+            raise TypeError(
+                f"xfuse.{name}(): its operands are of {dtype} in numpy, not floats; xfuse "
+                "computes floats, as a kernel and `@xfuse.jit` do: convert integer and boolean "
+                "arrays with .astype(np.float64) and write numbers as floats (1.0)"
+            )
+        passes_bits = op_type.SIGNS_NAN
+        if dtype.name not in DTYPE_NAMES:  # (longdouble: dtype_name's ValueError)
             raise TypeError(
                 f"xfuse.{name}(): xfuse computes in {', '.join(DTYPE_NAMES)}, not {dtype} "
                 "(convert with .astype(np.float64))"
             )
-        if floating:  # a Python number in the arrays' dtype, as numpy's loop and a kernel take it
-            # (as a kernel's constant: bf16 via f32, as numpy's bf16 loops take a number too,
-            # 1 + 2**-8 + 2**-40 is 1, not 1.0078125; 1e5 is inf in float16)
-            element = element_type_for(dtype)
-            # (a NaN as it is into a sign op or select, which passes its bits on, as numpy's)
-            arrays[first:] = [
-                np.asarray(
-                    given
-                    if passes_bits and math.isnan(given)
-                    else ew.round_to_element(given, element),
-                    dtype,
-                )
-                if isinstance(given, int | float)
-                else array
-                for given, array in zip(args[first:], arrays[first:], strict=True)
-            ]
+        # A Python number in the arrays' dtype, as numpy's loop and a kernel take it (as a
+        # kernel's constant: bf16 via f32, as numpy's bf16 loops take a number too, 1 + 2**-8 +
+        # 2**-40 is 1, not 1.0078125; 1e5 is inf in float16).
+        element = element_type_for(dtype)
+        # (a NaN as it is into a sign op or select, which passes its bits on, as numpy's)
+        arrays[first:] = [
+            np.asarray(
+                given if passes_bits and math.isnan(given) else ew.round_to_element(given, element),
+                dtype,
+            )
+            if isinstance(given, int | float)
+            else array
+            for given, array in zip(args[first:], arrays[first:], strict=True)
+        ]
         # In float64, but a sign-bit op or select (`SIGNS_NAN`) in its own dtype: numpy's pass a
         # NaN's bits on, where a round trip through float64 quieted a signalling one and
         # ml_dtypes' narrowing made a bfloat16 one canonical (as a kernel does not either).
@@ -1127,7 +1131,7 @@ def _elementwise(op_type: ew.ElementwiseOpType, name: str) -> Callable[..., Any]
             result = result[()]  # (np.where's result stays an array, as numpy's)
         if issubclass(op_type, ew.CompareOp):
             return result != 0  # numpy's booleans, as np.less gives them
-        return result.astype(dtype) if floating else result
+        return result.astype(dtype)
 
     function.__name__ = function.__qualname__ = name
     function.__doc__ = f"Elementwise `{op_type.name}` on traced values or numpy arrays."

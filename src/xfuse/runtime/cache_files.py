@@ -428,11 +428,21 @@ def write_entry(directory: Path, path: Path, data: bytes) -> None:
             if limit is not None and size_check_due(directory):
                 evict(directory, limit, keep=path)
     except OSError as error:
-        reason = error.strerror or str(error)
         warn_once(
-            f"xfuse: cannot write the compile cache in {directory} ({reason}); set "
+            f"xfuse: cannot write the compile cache in {directory} ({_reason(error)}); set "
             "XFUSE_CACHE_DIR to a writable directory or XFUSE_CACHE=0",
         )
+
+
+def _reason(error: OSError) -> str:
+    """Why the cache could not be written, for its warning: mkdir's "File exists" said nothing
+    of a link to a missing directory, a link to itself, or a file where a directory goes."""
+    path = Path(error.filename) if isinstance(error, FileExistsError) and error.filename else None
+    if path is None or path.is_dir():
+        return error.strerror or str(error)
+    if path.is_symlink() and not path.exists():
+        return f"{path.name} is a link to nothing: its target is missing or a loop of links"
+    return f"{path.name} is not a directory"
 
 
 class OwnFiles(NamedTuple):
