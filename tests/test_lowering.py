@@ -378,6 +378,27 @@ def test_loop_body_uses_the_widest_vectors(target_cpu: HostCpu, gelu: Gelu) -> N
     np.testing.assert_allclose(kernel(x=x, b=b, r=r), gelu.reference(x, b, r), rtol=0, atol=2e-6)
 
 
+def test_rsqrt_gives_an_element_the_same_bits_wherever_it_falls(target_cpu: HostCpu) -> None:
+    """With AVX-512 LLVM estimated a 512-bit 1 / sqrt with `vrsqrt14ps` and a float or a
+    narrower vector with `vrsqrtss`/`vrsqrtps`, and `approx.rsqrt`'s refinement rounded some
+    results near a tie the other way: rsqrt(0.16070688) was 0x401FA5D2 in the main loop and
+    0x401FA5D1 in the remainder or an aligned store's head, so by the address of a fresh
+    output too. Every lane takes the same estimate now (`same_rsqrt_estimates`); 2^18
+    consecutive floats around that one, in calls of 7 and 24 elements against one call."""
+    kernel = xfuse.compile("out = rsqrt(x);")
+    tie = int(np.float32(0.16070688).view(np.uint32))
+    x = np.arange(tie - (1 << 17), tie + (1 << 17), dtype=np.uint32).view(np.float32)
+    whole = kernel(x=x).view(np.uint32)
+    # 1 / sqrt = 2.49449574947...: above the midpoint, but AVX2's estimate gives the one below
+    assert whole[1 << 17] == (0x401FA5D2 if target_cpu.has("avx512f") else 0x401FA5D1)
+    for chunk in (7, 24):
+        size = len(x) // chunk * chunk
+        calls = [kernel(x=x[i : i + chunk]) for i in range(0, size, chunk)]
+        np.testing.assert_array_equal(np.concatenate(calls).view(np.uint32), whole[:size])
+    if target_cpu.has("avx512f"):
+        assert not re.search(r"vrsqrt(ss|ps)\s", kernel.asm), "a 12-bit estimate is left"
+
+
 def test_approx_rsqrt_takes_the_hosts_estimate_not_the_divider(target_cpu: HostCpu) -> None:
     """`math=approx` rsqrt is the host's estimate refined by Newton steps: no division or
     square root is left in the vector loop, and over a sweep of every exponent it is within

@@ -47,10 +47,12 @@ from xfuse.codegen.libdevice import FUNCTION_PREFIX
 from xfuse.codegen.optimized_ir import (
     ELEMENT_BYTES,
     PREFETCH_DISTANCE,
+    RAW_RSQRT_ESTIMATES,
     ZEN3_PREFETCH_DISTANCE,
     pair_bf16_parts,
     prefetch_loads,
     reduce_rounded_remainders,
+    same_rsqrt_estimates,
     saturate_exp2s,
     streaming_stores,
 )
@@ -855,8 +857,9 @@ def _carry_function_attributes(module: ModuleOp, llvm_module: llvm_ir.Module) ->
             converted.attributes.add("optnone")
 
 
-RAW_RSQRT_ESTIMATES = '"reciprocal-estimates"="sqrtf:0,vec-sqrtf:0"'
-"""LLVM's function attribute for f32 reciprocal square root estimates without its Newton step."""
+RSQRT14_WIDTHS = {True: (1, 4, 8, 16), False: (1, 16)}
+"""The widths (lanes) `same_rsqrt_estimates` takes on an AVX-512 host, with AVX512VL or without
+(its 128- and 256-bit estimates are VL's)."""
 
 
 def raw_rsqrt_estimates(module: ModuleOp, llvm_module: llvm_ir.Module) -> None:
@@ -1224,12 +1227,15 @@ def generate_code(
     """The second half of `compile_llvm_dialect`: code generation and linking by MCJIT (after
     pairing the parts of bf16 loops, `pair_bf16_parts`, taking rounded remainders in one op
     and GELU's exp2 unclamped where the host has the ops, `reduce_rounded_remainders` and
-    `saturate_exp2s`, prefetching in compute-heavy loops where the host gains by it,
+    `saturate_exp2s`, AVX-512's rsqrt estimate at every width, `same_rsqrt_estimates`,
+    prefetching in compute-heavy loops where the host gains by it,
     `prefetch_loads`, and marking the stores of `twins`, see `streaming_stores`)."""
     optimized_ir = str(backing)
     rewritten = pair_bf16_parts(optimized_ir)
     if host_cpu().reduces_remainders:
         rewritten = saturate_exp2s(reduce_rounded_remainders(rewritten))
+    if host_cpu().has("avx512f"):
+        rewritten = same_rsqrt_estimates(rewritten, RSQRT14_WIDTHS[host_cpu().has("avx512vl")])
     if host_cpu().prefetches:
         rewritten = prefetch_loads(rewritten, host_cpu().prefetch_distance)
     if rewritten != optimized_ir:

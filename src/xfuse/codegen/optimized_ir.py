@@ -8,6 +8,8 @@ cannot edit a parsed module's instructions, nor can llvmlite.ir parse one).
 - `reduce_rounded_remainders`: a clamped value's distance to its nearest integer in one
   AVX512DQ `vreduceps` where the rounding trick took an add and a subtraction;
 - `saturate_exp2s`: then GELU's exp2 on its argument unclamped, its 2^n by `vscalefps`;
+- `same_rsqrt_estimates`: AVX-512's 14-bit estimate for `approx.rsqrt` in every lane, scalar and
+  narrower vectors too, so that an element's bits do not depend on its place;
 - `prefetch_loads`: software prefetches in compute-heavy vector loops (where the host gains).
 """
 
@@ -1065,6 +1067,104 @@ def saturate_exp2s(optimized_ir: str) -> str:
     if _REDUCE not in optimized_ir:
         return optimized_ir
     return _rewrite_vector_bodies(optimized_ir, _saturated, _SCALEF_DECLARATION)
+
+
+# ---------------------------------------------------------------------------------------------
+# One reciprocal square root estimate at every width (after O3)
+# ---------------------------------------------------------------------------------------------
+
+RAW_RSQRT_ESTIMATES = '"reciprocal-estimates"="sqrtf:0,vec-sqrtf:0"'
+"""LLVM's function attribute for f32 reciprocal square root estimates without its Newton step,
+which `xfuse.codegen.native.raw_rsqrt_estimates` gives where `approx.rsqrt`'s divisions are the
+only estimating ops."""
+_RSQRT14 = {
+    1: "llvm.x86.avx512.rsqrt14.ss",
+    4: "llvm.x86.avx512.rsqrt14.ps.128",
+    8: "llvm.x86.avx512.rsqrt14.ps.256",
+    16: "llvm.x86.avx512.rsqrt14.ps.512",
+}
+"""AVX-512's 14-bit reciprocal square root estimate by lanes (1: the scalar one), the 128- and
+256-bit ones AVX512VL's."""
+_RSQRT14_DECLARATIONS = {
+    1: f"declare <4 x float> @{_RSQRT14[1]}(<4 x float>, <4 x float>, <4 x float>, i8)",
+    4: f"declare <4 x float> @{_RSQRT14[4]}(<4 x float>, <4 x float>, i8)",
+    8: f"declare <8 x float> @{_RSQRT14[8]}(<8 x float>, <8 x float>, i8)",
+    16: f"declare <16 x float> @{_RSQRT14[16]}(<16 x float>, <16 x float>, i16)",
+}
+_ATTRIBUTE_GROUP = re.compile(r"^attributes (#\d+) = \{(.*)\}$")
+_DEFINE_GROUP = re.compile(r"^define .* (#\d+) \{$")
+_SQRT = re.compile(
+    rf"^\s+({_NAME}) = (?:tail )?call {_FLAGS}(float|<(\d+) x float>) "
+    rf"@llvm\.sqrt\.(?:f32|v\d+f32)\(\2 ({_NAME})\)$"
+)
+_ONE_OVER = re.compile(
+    rf"^(\s+)({_NAME}) = fdiv ({_FLAGS})(float|<\d+ x float>) "
+    rf"(?:1\.000000e\+00|splat \(float 1\.000000e\+00\)), ({_NAME})$"
+)
+
+
+def _rsqrt14(indent: str, name: str, value: str, lanes: int) -> list[str]:
+    """`name` = AVX-512's estimate of 1 / sqrt(`value`), a float (`lanes` 1) or a vector."""
+    if lanes > 1:
+        vector = f"<{lanes} x float>"
+        mask = "i16 -1" if lanes == 16 else "i8 -1"
+        arguments = f"{vector} {value}, {vector} zeroinitializer, {mask}"
+        return [f"{indent}{name} = call {vector} @{_RSQRT14[lanes]}({arguments})"]
+    vector, estimate = f"{name}.xfuse.vector", f"{name}.xfuse.rsqrt14"
+    four = "<4 x float>"
+    return [
+        f"{indent}{vector} = insertelement {four} poison, float {value}, i64 0",
+        f"{indent}{estimate} = call {four} @{_RSQRT14[1]}({four} {vector}, {four} {vector}, "
+        f"{four} zeroinitializer, i8 -1)",
+        f"{indent}{name} = extractelement {four} {estimate}, i64 0",
+    ]
+
+
+def same_rsqrt_estimates(optimized_ir: str, widths: Sequence[int] = (1, 4, 8, 16)) -> str:
+    """After O3, for hosts with AVX-512: in each function with `RAW_RSQRT_ESTIMATES`, every
+    `1 / sqrt(s)` that may be estimated (`arcp`: `approx.rsqrt`'s, there) becomes AVX-512's
+    14-bit estimate itself, at each of `widths` (lanes; 1: a float; 4 and 8 need AVX512VL).
+    LLVM estimates a `<16 x float>` so (`vrsqrt14ps`) but a float or a narrower vector with the
+    12-bit `vrsqrtss`/`vrsqrtps`, and the refinement of `approx.rsqrt`, within a hair of half an
+    ulp from either, rounded some results near a tie the other way (5 of 262,144 log-uniform
+    inputs on Zen 4): an element's bits depended on whether it fell in the main loop, the
+    remainder or an aligned-stores head, and so on the address of a fresh output."""
+    groups = {
+        found[1]
+        for line in optimized_ir.splitlines()
+        if (found := _ATTRIBUTE_GROUP.match(line)) and RAW_RSQRT_ESTIMATES in found[2]
+    }
+    if not groups:
+        return optimized_ir
+    result: list[str] = []
+    used: set[int] = set()
+    raw = False
+    roots: dict[str, tuple[str, int]] = {}  # sqrt(s): (s, lanes)
+    for line in optimized_ir.splitlines():
+        if line.startswith("define "):
+            raw = bool((found := _DEFINE_GROUP.match(line)) and found[1] in groups)
+            roots = {}
+        elif raw and (found := _SQRT.match(line)):
+            roots[found[1]] = (found[4], int(found[3] or 1))
+        elif (
+            raw
+            and (found := _ONE_OVER.match(line))
+            and "arcp" in found[3].split()
+            and found[5] in roots
+            and roots[found[5]][1] in widths
+        ):
+            value, lanes = roots[found[5]]
+            result += _rsqrt14(found[1], found[2], value, lanes)
+            used.add(lanes)
+            continue
+        result.append(line)
+    declared = {
+        lanes
+        for lanes in used
+        if re.search(rf"^declare [^@]*@{re.escape(_RSQRT14[lanes])}\(", optimized_ir, re.MULTILINE)
+    }
+    result += [_RSQRT14_DECLARATIONS[lanes] for lanes in sorted(used - declared)]
+    return "\n".join(result)
 
 
 # ---------------------------------------------------------------------------------------------
