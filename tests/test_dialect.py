@@ -296,11 +296,17 @@ def test_a_dense_literals_hex_elements_are_bits(literal: str, dtype: str, bits: 
         ("0x7E01 : f16", [0x7E01]),
         ("dense<[0x7E01, 0xFD03, 0x7C01, 1.0]> : tensor<4xf16>", [0x7E01, 0xFD03, 0x7C01, 0x3C00]),
         ("dense<[0x7F81, 0xFFC3, 0x7FC1]> : tensor<3xbf16>", [0x7F81, 0xFFC3, 0x7FC1]),
+        ("0x7F800001 : f32", [0x7F800001]),
+        (
+            "dense<[0x7FA00001, 0xFF800001, 0x7FC12345]> : tensor<3xf32>",
+            [0x7FA00001, 0xFF800001, 0x7FC12345],
+        ),
     ],
 )
-def test_a_half_nans_sign_and_payload_round_trip(literal: str, bits: list[int]) -> None:
-    """As mlir-opt keeps them: `struct`'s f16 made every NaN 0x7e00, and bf16's encoder quieted
-    a signalling NaN (0x7F81 printed as 0x7fc1)."""
+def test_a_nans_sign_and_payload_round_trip(literal: str, bits: list[int]) -> None:
+    """As mlir-opt keeps them: `struct`'s f16 made every NaN 0x7e00, and bf16's encoder and
+    f32's `f` format (through a C double) quieted a signalling NaN (0x7F81 printed as 0x7fc1,
+    0x7F800001 as 0x7fc00001)."""
     module = parse(f"%c = arith.constant {literal}")
     again = parse(print_ir(module))
     assert print_ir(again) == print_ir(module)
@@ -308,7 +314,8 @@ def test_a_half_nans_sign_and_payload_round_trip(literal: str, bits: list[int]) 
     value = constant.value
     scalar = isinstance(value, FloatAttr)
     raw = value.type.pack((value.value.data,)) if scalar else value.data.data  # type: ignore[union-attr]
-    assert np.frombuffer(raw, "<u2").tolist() == bits
+    element = value.type if scalar else value.type.element_type  # type: ignore[union-attr]
+    assert np.frombuffer(raw, f"<u{element.compile_time_size}").tolist() == bits
 
 
 def test_a_dense_literal_past_its_types_range_rounds_to_inf() -> None:

@@ -659,6 +659,30 @@ def test_log1p_of_a_nan_is_logs_nan_wherever_it_falls(target_cpu: HostCpu, dtype
             np.testing.assert_array_equal(got, log(x=x).view(bits), f"{payload:#x}, n = {n}")
 
 
+SIGNALLING_NAN_KERNEL = """
+func.func @main(%x: memref<?xf32>, %out: memref<?xf32>) {
+  ew.kernel ins(%x : memref<?xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%xs: f32):
+    %nan = arith.constant 0x7F800001 : f32
+    %zero = arith.constant 0.0 : f32
+    %positive = arith.cmpf ogt, %xs, %zero : f32
+    %r = arith.select %positive, %xs, %nan : f32
+    ew.yield %r : f32
+  }
+  func.return
+}
+"""
+
+
+def test_a_signalling_nan_constant_keeps_its_bits_in_the_kernel() -> None:
+    """xDSL's f32 packing and llvmlite's f32 constants went through a C double, which quieted
+    a signalling NaN: the kernel stored 0x7FC00001 for the constant 0x7F800001 that a select
+    passes on bit for bit."""
+    kernel = compile_text(SIGNALLING_NAN_KERNEL, ["x"])
+    got = kernel(x=np.float32([-1.0, 2.0] * 20)).view(np.uint32)
+    np.testing.assert_array_equal(got, [0x7F800001, 0x40000000] * 20)
+
+
 LOG1P_KERNEL = """
 func.func @main(%x: memref<?xf32>, %out: memref<?xf32>) {
   ew.kernel ins(%x : memref<?xf32>) outs(%out : memref<?xf32>) {

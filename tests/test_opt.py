@@ -1782,10 +1782,11 @@ def test_llvm_target_prints_the_same_flags_in_every_process(tmp_path: Path) -> N
     assert " = fmul reassoc nnan ninf nsz arcp contract afn float " in outputs[0]
 
 
-def test_llvm_target_keeps_an_f16_nans_sign_and_payload(tmp_path: Path) -> None:
+def test_llvm_target_keeps_a_nans_sign_and_payload(tmp_path: Path) -> None:
     """llvmlite wrote each f16 constant through `struct`'s `e` format, which makes every NaN
     0x7E00: `-t llvm` printed `half 0x7FF8000000000000` for 0x7E05 and 0xFC01 (signalling,
-    negative). LLVM reads them back bit for bit now, in a vector and alone."""
+    negative); it quieted a signalling f32 one (0x7F800001, as mlir-translate prints it
+    `float 0x7FF0000020000000`). LLVM reads them back bit for bit now, in a vector and alone."""
     program = tmp_path / "nans.mlir"
     program.write_text(
         "llvm.func @v() -> vector<4xf16> {\n"
@@ -1795,11 +1796,16 @@ def test_llvm_target_keeps_an_f16_nans_sign_and_payload(tmp_path: Path) -> None:
         "llvm.func @s() -> f16 {\n"
         "  %0 = llvm.mlir.constant(0xFE01 : f16) : f16\n"
         "  llvm.return %0 : f16\n}\n"
+        "llvm.func @f() -> vector<2xf32> {\n"
+        "  %0 = llvm.mlir.constant(dense<[0x7F800001, 0xFFC12345]> : vector<2xf32>)"
+        " : vector<2xf32>\n"
+        "  llvm.return %0 : vector<2xf32>\n}\n"
     )
     run = ok(run_in_process([str(program), "-t", "llvm"]))
     read_back = str(llvm_binding.parse_assembly(run.stdout))
     assert "ret <4 x half> <half 0xH7E05, half 0xHFC01, half 0xH7C00, half 0xH3C00>" in read_back
     assert "ret half 0xHFE01" in read_back
+    assert "ret <2 x float> <float 0x7FF0000020000000, float 0xFFF82468A0000000>" in read_back
 
 
 def test_a_string_left_open_is_an_error_at_once() -> None:

@@ -30,6 +30,7 @@ from xfuse.codegen.libdevice import (
     LibdeviceNotFoundError,
     require_libdevice,
 )
+from xfuse.dialects import xdsl_patches
 from xfuse.transforms.options import CpuMath, GpuMath, Math, Target
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ def compile_ptx(module: ModuleOp, arch: str = "sm_90", opt_level: int = 3) -> Pt
     """Translate an all-`llvm` xDSL module of kernel functions, optimize it, emit PTX."""
     from xdsl.backend.llvm.convert import convert_module  # not needed to check options
 
+    xdsl_patches.prepare_llvm_target()  # (a NaN constant's bits: `-t llvm` prints the same)
     target_machine = nvptx_target_machine(arch, opt_level)
     llvm_module = convert_module(
         module, fallback_target_triple=TRIPLE, data_layout=str(target_machine.target_data)

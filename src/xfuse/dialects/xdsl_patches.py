@@ -22,9 +22,10 @@
   floats (4.28e9), not as the element's bits as a scalar `arith.constant 0x7F800000 : f32` is
   and MLIR reads them (`_float_of_hex_bits`): a round trip changed the values silently.
 - `f16` values go through `struct`'s `e` format, which drops a NaN's payload both ways
-  (`arith.constant 0x7E01 : f16` printed back as `0x7e00`), and bf16's encoder quiets a
-  signalling NaN (`0x7F81` as `0x7fc1`): a NaN's sign and payload bits are kept
-  (`_keep_half_nan_payloads`), as mlir-opt keeps them.
+  (`arith.constant 0x7E01 : f16` printed back as `0x7e00`), and bf16's encoder and f32's `f`
+  format (through a C double) quiet a signalling NaN (`0x7F81` as `0x7fc1`, `0x7F800001 : f32`
+  as `0x7fc00001`): a NaN's sign and payload bits are kept (`_keep_nan_payloads`), as mlir-opt
+  keeps them.
 - A float `dense<...>` literal's decimal integers (`dense<100000> : tensor<2xf16>`) and
   booleans were read as floats, where MLIR refuses them, and a complex type's real element
   failed an assertion.
@@ -37,9 +38,9 @@
   they round to inf (`_rounding_past_range`), as mlir-opt's and IEEE's nearest rounding do.
 - The `llvm` target (`xfuse-opt -t llvm`, `prepare_llvm_target`) lists an op's fast-math flags
   in the order of a frozenset of strings, which the process's string hash decides, and prints
-  an f16 constant through llvmlite's `HalfType`, which rounds it through `struct`'s `e` format:
-  every f16 NaN constant became `half 0x7FF8000000000000` (`0x7E00`); its sign and payload are
-  kept, as mlir-translate keeps them.
+  f16 and f32 constants through llvmlite, which rounds them through `struct`: every f16 NaN
+  constant became `half 0x7FF8000000000000` (`0x7E00`) and a signalling f32 one quiet; their
+  sign and payload are kept, as mlir-translate keeps them.
 - `linalg.generic` reads its results with `parse_attribute`, which takes `(` for a function
   type: several results as xDSL itself prints them and MLIR writes them, `-> (t1, t2)` (an
   `ew-to-linalg` kernel of two outputs), did not parse back ("Expected '->'")
@@ -53,6 +54,7 @@ import math
 import re
 import struct
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from xdsl.dialects import arith, llvm, memref, scf
@@ -164,46 +166,63 @@ def _float_of_hex_bits(
     return cast(float, next(element_type.iter_unpack(raw)))
 
 
-HALF_NAN_LAYOUTS = {"f16": (0x7C00, 42), "bf16": (0x7F80, 45)}
-"""Per 16-bit float type: its exponent bits, and how far its fraction sits below an f64's."""
+@dataclass(frozen=True)
+class NanLayout:
+    """Where a float type's NaN keeps its bits, and where an f64's holds the same payload."""
+
+    width: int
+    """Bytes."""
+    exponent: int
+    """The exponent field's bits (all ones in a NaN)."""
+    shift: int
+    """How far the type's fraction sits below an f64's."""
+
+    def value(self, bits: int) -> float | None:
+        """The pattern `bits` as a Python float with its NaN's sign and payload bits where it is
+        a NaN (signalling too: 0x7F800001 as f32 is the f64 0x7FF0000020000000), else None."""
+        sign = 1 << (8 * self.width - 1)
+        fraction = bits & (sign - 1) & ~self.exponent
+        if bits & self.exponent != self.exponent or not fraction:
+            return None
+        double = (bits & sign) << (64 - 8 * self.width) | 0x7FF << 52 | fraction << self.shift
+        return cast(float, struct.unpack("<d", double.to_bytes(8, "little"))[0])
+
+    def bits(self, value: float) -> int:
+        """The pattern of the NaN `value`: its sign and its payload's top bits (1 if they are
+        all 0, so that it stays a NaN)."""
+        double = int.from_bytes(struct.pack("<d", value), "little")
+        fraction = (double & ((1 << 52) - 1)) >> self.shift
+        return (double >> 63) << (8 * self.width - 1) | self.exponent | (fraction or 1)
 
 
-def _half_nan(bits: int, exponent: int, shift: int) -> float | None:
-    """The 16-bit pattern `bits` as a Python float with its NaN's sign and payload bits where
-    it is a NaN (signalling too), else None."""
-    if bits & exponent != exponent or not bits & ~exponent & 0x7FFF:
-        return None
-    double = (bits & 0x8000) << 48 | 0x7FF << 52 | (bits & ~exponent & 0x7FFF) << shift
-    return cast(float, struct.unpack("<d", double.to_bytes(8, "little"))[0])
+NAN_LAYOUTS = {
+    "f16": NanLayout(2, 0x7C00, 42),
+    "bf16": NanLayout(2, 0x7F80, 45),
+    "f32": NanLayout(4, 0x7F800000, 29),
+}
 
 
-def _half_nan_bits(value: float, exponent: int, shift: int) -> int:
-    """The 16-bit pattern of the NaN `value`: its sign and its payload's top bits (1 if they
-    are all 0, so that it stays a NaN)."""
-    double = int.from_bytes(struct.pack("<d", value), "little")
-    fraction = (double & ((1 << 52) - 1)) >> shift
-    return (double >> 48) & 0x8000 | exponent | (fraction or 1)
+def _keep_nan_payloads() -> None:
+    """`Float16Type`'s, `BFloat16Type`'s and `Float32Type`'s packing and unpacking with a NaN's
+    sign and payload bits kept (`struct`'s `e` format made every f16 NaN `0x7e00`, bf16's
+    encoder and the `f` format through a C double quieted a signalling one), other values as
+    before."""
+    for float_type in (Float16Type, BFloat16Type, Float32Type):
+        if not getattr(float_type.pack, "keeps_payloads", False):
+            _keep_payloads(float_type, NAN_LAYOUTS[float_type.name])
 
 
-def _keep_half_nan_payloads() -> None:
-    """`Float16Type`'s and `BFloat16Type`'s packing and unpacking with a NaN's sign and payload
-    bits kept (`struct`'s `e` format made every f16 NaN `0x7e00`, bf16's encoder quieted a
-    signalling one), other values as before."""
-    for half in (Float16Type, BFloat16Type):
-        if getattr(half.pack, "keeps_payloads", False):
-            continue
-        exponent, shift = HALF_NAN_LAYOUTS[half.name]
-        _keep_payloads(half, exponent, shift)
-
-
-def _keep_payloads(half: type[Float16Type | BFloat16Type], exponent: int, shift: int) -> None:
-    pack, unpack = half.pack, half.unpack
+def _keep_payloads(
+    float_type: type[Float16Type | BFloat16Type | Float32Type], layout: NanLayout
+) -> None:
+    pack, unpack = float_type.pack, float_type.unpack
+    width = layout.width
 
     def pack_keeping_payloads(self: Any, values: Sequence[float]) -> bytes:
         if not any(math.isnan(value) for value in values):
             return pack(self, values)
         return b"".join(
-            _half_nan_bits(value, exponent, shift).to_bytes(2, "little")
+            layout.bits(value).to_bytes(width, "little")
             if math.isnan(value)
             else pack(self, (value,))
             for value in values
@@ -216,25 +235,27 @@ def _keep_payloads(half: type[Float16Type | BFloat16Type], exponent: int, shift:
         if not any(math.isnan(value) for value in values):
             return values
         raw = bytes(memoryview(buffer))
-        patterns = [int.from_bytes(raw[i : i + 2], "little") for i in range(0, 2 * num, 2)]
+        patterns = [
+            int.from_bytes(raw[i : i + width], "little") for i in range(0, width * num, width)
+        ]
         return tuple(
-            value if not math.isnan(value) else cast(float, _half_nan(bits, exponent, shift))
+            value if not math.isnan(value) else cast(float, layout.value(bits))
             for value, bits in zip(values, patterns, strict=True)
         )
 
     def iter_unpack_keeping_payloads(self: Any, buffer: ReadableBuffer, /) -> Iterator[float]:
-        return iter(unpack_keeping_payloads(self, buffer, memoryview(buffer).nbytes // 2))
+        return iter(unpack_keeping_payloads(self, buffer, memoryview(buffer).nbytes // width))
 
     def pack_into_keeping_payloads(
         self: Any, buffer: WriteableBuffer, offset: int, value: float
     ) -> None:
-        memoryview(buffer)[offset : offset + 2] = pack_keeping_payloads(self, (value,))
+        memoryview(buffer)[offset : offset + width] = pack_keeping_payloads(self, (value,))
 
     pack_keeping_payloads.keeps_payloads = True  # type: ignore[attr-defined]
-    half.pack = pack_keeping_payloads  # type: ignore[method-assign]
-    half.unpack = unpack_keeping_payloads  # type: ignore[method-assign]
-    half.iter_unpack = iter_unpack_keeping_payloads  # type: ignore[method-assign]
-    half.pack_into = pack_into_keeping_payloads  # type: ignore[method-assign]
+    float_type.pack = pack_keeping_payloads  # type: ignore[method-assign]
+    float_type.unpack = unpack_keeping_payloads  # type: ignore[method-assign]
+    float_type.iter_unpack = iter_unpack_keeping_payloads  # type: ignore[method-assign]
+    float_type.pack_into = pack_into_keeping_payloads  # type: ignore[method-assign]
 
 
 def _rounding_past_range(float_type: type[Float16Type | Float32Type]) -> None:
@@ -355,7 +376,7 @@ def apply() -> None:
     _read_generic_results()
     for float_type in (Float16Type, Float32Type):
         _rounding_past_range(float_type)
-    _keep_half_nan_payloads()
+    _keep_nan_payloads()
     for cast_op in (arith.ExtFOp, arith.TruncFOp):
         _verify_also(cast_op, after=_verify_float_cast)
     for comparison, count in (
@@ -415,31 +436,36 @@ def apply() -> None:
 
 
 def prepare_llvm_target() -> None:
-    """The `llvm` target's fixes (`_sort_llvm_flags`, `_keep_llvm_half_nan_payloads`). They load
+    """The `llvm` target's fixes (`_sort_llvm_flags`, `_keep_llvm_nan_payloads`). They load
     xDSL's LLVM backend and llvmlite, so only the command that prints with it applies them."""
     _sort_llvm_flags()
-    _keep_llvm_half_nan_payloads()
+    _keep_llvm_nan_payloads()
 
 
-def _keep_llvm_half_nan_payloads() -> None:
-    """llvmlite's f16 constants with a NaN's sign and payload bits: LLVM IR writes a half as the
-    double of the same value, where the payload sits 42 bits up (`HALF_NAN_LAYOUTS`), and LLVM
-    reads a NaN's payload back from it, a signalling one too."""
+def _keep_llvm_nan_payloads() -> None:
+    """llvmlite's f16 and f32 constants with a NaN's sign and payload bits: LLVM IR writes them
+    as the double of the same value, where the payload sits higher (`NAN_LAYOUTS`), and LLVM
+    reads a NaN's payload back from it, a signalling one too; llvmlite rounded the value through
+    `struct` first, which made every f16 NaN 0x7E00 and quieted a signalling f32 one."""
     from llvmlite.ir import types
 
-    format_constant = types.HalfType.format_constant
-    if getattr(format_constant, "keeps_payloads", False):
-        return
-    exponent, shift = HALF_NAN_LAYOUTS["f16"]
+    for llvm_type, name in ((types.HalfType, "f16"), (types.FloatType, "f32")):
+        if not getattr(llvm_type.format_constant, "keeps_payloads", False):
+            _format_keeping_payloads(llvm_type, NAN_LAYOUTS[name])
 
-    def format_keeping_payloads(self: types.HalfType, value: object) -> str:
+
+def _format_keeping_payloads(llvm_type: Any, layout: NanLayout) -> None:
+    from llvmlite.ir import types
+
+    format_constant = llvm_type.format_constant
+
+    def format_keeping_payloads(self: Any, value: object) -> str:
         if not isinstance(value, float) or not math.isnan(value):
             return cast(str, format_constant(self, value))
-        double = _half_nan(_half_nan_bits(value, exponent, shift), exponent, shift)
-        return cast(str, types._format_double(double))  # (where `_as_half` lost the payload)
+        return cast(str, types._format_double(layout.value(layout.bits(value))))
 
     format_keeping_payloads.keeps_payloads = True  # type: ignore[attr-defined]
-    types.HalfType.format_constant = format_keeping_payloads  # type: ignore[method-assign]
+    llvm_type.format_constant = format_keeping_payloads
 
 
 def _sort_llvm_flags() -> None:
