@@ -672,6 +672,31 @@ def test_the_mlir_targets_options_print_as_the_flags(
     assert between.lstrip().startswith('"builtin.module"() ({')
 
 
+@pytest.mark.parametrize(
+    ("target", "error"),
+    [
+        ("mlir{print_generic_format=2}", "bad value '2' for option 'print_generic_format'"),
+        (
+            "mlir{print_generic_format=true print_generic_format=false}",
+            "option 'print-generic-format' given twice",
+        ),
+        ("mlir{bogus}", "unknown option 'bogus' (options: print-generic-format, "),
+    ],
+)
+def test_a_targets_options_are_read_as_a_passs(
+    capsys: pytest.CaptureFixture[str], gelu: Gelu, target: str, error: str
+) -> None:
+    """`{print_generic_format}` alone was "Incompatible types: given (), expected <class
+    'bool'>" (a pass takes it for true), `=1` the same, a repeated key took the last value."""
+    for spelled in ("mlir{print_generic_format}", "mlir{print_generic_format=1}"):
+        assert main([str(gelu.path), "-t", spelled]) == 0
+        assert capsys.readouterr().out.startswith('"builtin.module"() ({')
+    with pytest.raises(SystemExit) as info:
+        main([str(gelu.path), "-t", target])
+    assert info.value.code == 2
+    assert f"error: argument -t/--target: mlir: {error}" in capsys.readouterr().err
+
+
 def test_an_empty_output_file_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], gelu: Gelu
 ) -> None:

@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import dataclasses
 import functools
+import inspect
 import io
 import itertools
 import math
@@ -48,7 +49,8 @@ from xfuse.tools.cli import naming_file, os_error_message, unrecognized_argument
 from xfuse.tools.cli_warnings import command_line_warnings, escalated_warning
 from xfuse.tools.closed_stdout import WritingParser, exit_status, stdout_closed
 from xfuse.transforms import ALL_PASSES
-from xfuse.transforms.pipeline import parse_passes, use_before_definition
+from xfuse.transforms.options import PassSpecError
+from xfuse.transforms.pipeline import from_spec_text, parse_passes, use_before_definition
 
 _EW_STATEMENT = re.compile(r"(?:\s|#[^\n]*)*(?:input\b|output\b|[A-Za-z_]\w*\s*=[^=])")
 """The start of `.ew` source (comments, then a declaration or an assignment `y = ...`), which
@@ -391,13 +393,20 @@ class XfuseOptMain(xDSLOptMain):
                         f"argument {flag}: invalid choice: {value!r} "
                         f"(choose from {', '.join(choices)})"
                     )
-            if _spec_name(known.target or "") == "mlir":
-                # The spec's options, which xDSL replaces by the flags' (`-t 'mlir{print_generic_
-                # format=true}'` printed the custom format), as the flags (either turns one on):
-                # the output and `--print-between-passes` print so.
-                for option, given in parse_spec(known.target).parameters.items():
-                    attribute = _MLIR_TARGET_FLAGS.get(option.replace("-", "_"))
-                    if attribute is not None and given == (True,):
+            factory = self.available_targets.get(_spec_name(known.target or "") or "")
+            if factory is not None and not inspect.signature(factory).parameters:
+                # its options read as a pass's, named where one is bad, and spelled out for
+                # xDSL's reading (`{flag}` alone: "Incompatible types: given (), expected bool")
+                try:
+                    target = from_spec_text(factory(), known.target)
+                except PassSpecError as error:
+                    arg_parser.error(f"argument -t/--target: {error}")
+                known.target = str(target)
+                # The mlir target's options, which xDSL replaces by the flags' (`-t 'mlir{print_
+                # generic_format=true}'` printed the custom format), as the flags (either turns
+                # one on): the output and `--print-between-passes` print so.
+                for option, attribute in _MLIR_TARGET_FLAGS.items():
+                    if getattr(target, option, False) is True:
                         setattr(known, attribute, True)
             return known
 

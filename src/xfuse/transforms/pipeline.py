@@ -20,10 +20,12 @@ from xdsl.rewriter import Rewriter
 from xdsl.traits import SymbolTable
 from xdsl.utils.arg_spec import (
     ArgSpec,
+    ArgSpecConvertible,
     ParameterType,
     PipelineLexer,
     SpecTokenKind,
     parse_pipeline,
+    parse_spec,
 )
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException
 
@@ -289,6 +291,17 @@ def _repeated_option(pipeline: str) -> str | None:
             given.add(option)
         previous = token.kind
     return None
+
+
+def from_spec_text(convertible: type[ArgSpecConvertible], text: str) -> ArgSpecConvertible:
+    """`text` (`name{option=value ...}`) as `convertible`, a pass or an output target (`xfuse-opt
+    -t`), its options read as `-p` reads a pass's (`{flag}` alone is true, `1` is true, an option
+    given twice refused); PassSpecError naming the option, where xDSL's own was `Incompatible
+    types: given (), expected <class 'bool'>`."""
+    repeated = _repeated_option(text)
+    if repeated is not None:
+        raise PassSpecError(repeated)
+    return pass_from_spec(convertible, parse_spec(text))  # type: ignore[arg-type]
 
 
 def parse_passes(
