@@ -64,7 +64,6 @@ from xfuse.codegen.vector_functions import (
     trigonometric_of_large_arguments,
     within_one,
 )
-from xfuse.dialects import xdsl_patches
 from xfuse.transforms import (
     BF16_HARDWARE_NARROWING,
     HEAD_LOOP,
@@ -1025,6 +1024,8 @@ def optimize_llvm_dialect(
     """The first half of `compile_llvm_dialect`: xDSL's translation and LLVM's optimizer; also
     the names of the streaming twins, whose stores `generate_code` makes non-temporal."""
     from xdsl.backend.llvm.convert import convert_module  # not needed to load cached code
+
+    from xfuse.dialects import xdsl_patches  # (nor xDSL: a cache hit loads none)
 
     xdsl_patches.prepare_llvm_target()  # (a NaN constant's bits: `-t llvm` prints the same)
     target_machine = optimizing_target_machine(opt_level)

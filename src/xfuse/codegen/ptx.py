@@ -30,7 +30,6 @@ from xfuse.codegen.libdevice import (
     LibdeviceNotFoundError,
     require_libdevice,
 )
-from xfuse.dialects import xdsl_patches
 from xfuse.transforms.options import CpuMath, GpuMath, Math, Target
 
 if TYPE_CHECKING:
@@ -103,6 +102,8 @@ class PtxModule:
 def compile_ptx(module: ModuleOp, arch: str = "sm_90", opt_level: int = 3) -> PtxModule:
     """Translate an all-`llvm` xDSL module of kernel functions, optimize it, emit PTX."""
     from xdsl.backend.llvm.convert import convert_module  # not needed to check options
+
+    from xfuse.dialects import xdsl_patches  # (nor xDSL: a cache hit loads none)
 
     xdsl_patches.prepare_llvm_target()  # (a NaN constant's bits: `-t llvm` prints the same)
     target_machine = nvptx_target_machine(arch, opt_level)
