@@ -844,6 +844,24 @@ def test_split_input_file_runs_every_chunk_as_mlir_opt(tmp_path: Path) -> None:
     assert run.returncode == 1 and output.read_text() == "before"
 
 
+def test_a_fused_locations_metadata_parses_and_a_range_is_named(tmp_path: Path) -> None:
+    """mlir-opt prints a fused location's metadata (`fused<"tag">[...]`), which xDSL's printer
+    prints too but its parser did not read ("'[' expected"); a location's range, which xDSL
+    has no attribute for, was "')' expected"."""
+    fused = 'loc(fused<"tag">["a":1:2, callsite("b":3:4 at "c":5:6)])'
+    path = tmp_path / "fused.mlir"
+    path.write_text(f"func.func @f(%x: f32) -> f32 {{\n  func.return %x : f32 {fused}\n}}\n")
+    run = ok(run_in_process([str(path), "--print-debuginfo"]))
+    assert f"func.return %x : f32 {fused}\n" in run.stdout
+    path.write_text(
+        'func.func @f(%x: f32) -> f32 {\n  func.return %x : f32 loc("f":9:9 to :12)\n}\n'
+    )
+    run = run_in_process([str(path)])
+    assert run.returncode == 1
+    assert f"{path}:2:36\n" in run.stderr
+    assert "a location's range (`to ...`): xDSL has no range location" in run.stderr
+
+
 def test_location_aliases_after_the_module_parse_as_mlir_opt_prints_them(tmp_path: Path) -> None:
     """`mlir-opt --mlir-print-debuginfo` writes most `#locN` aliases after the module: xDSL's
     parser stopped at the first use ("undefined symbol alias '#loc3'"). An error is at the

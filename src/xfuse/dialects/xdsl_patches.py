@@ -44,6 +44,9 @@
   f16 and f32 constants through llvmlite, which rounds them through `struct`: every f16 NaN
   constant became `half 0x7FF8000000000000` (`0x7E00`) and a signalling f32 one quiet; their
   sign and payload are kept, as mlir-translate keeps them.
+- A fused location's metadata (`loc(fused<"tag">[...])`, as mlir-opt prints it and xDSL prints
+  it back) did not parse ("'[' expected"), and a location's range (`loc("f":9:9 to :12)`, which
+  xDSL has no attribute for) was "')' expected" (`_read_fused_locations_metadata`).
 - `linalg.generic` reads its results with `parse_attribute`, which takes `(` for a function
   type: several results as xDSL itself prints them and MLIR writes them, `-> (t1, t2)` (an
   `ew-to-linalg` kernel of two outputs), did not parse back ("Expected '->'")
@@ -65,12 +68,15 @@ from xdsl.dialects.builtin import (
     AnyFloat,
     BFloat16Type,
     ComplexType,
+    FileLineColLoc,
     Float16Type,
     Float32Type,
     Float80Type,
     Float128Type,
     FloatAttr,
+    FusedLoc,
     IntegerAttr,
+    NoneAttr,
     ShapedType,
 )
 from xdsl.dialects.linalg.ops import GenericOp
@@ -357,6 +363,36 @@ def _refuse_wide_float_dense_literals() -> None:
     )
 
 
+def _read_fused_locations_metadata() -> None:
+    """A fused location's metadata read (`loc(fused<"tag">["a":1:2, "b":3:4])`, as mlir-opt
+    prints it and xDSL's `FusedLoc` prints it back: "'[' expected"), and a file location's range
+    (`loc("f":9:9 to :12)`, which xDSL has no attribute for: "')' expected") refused by name."""
+    parse_location = AttrParser._parse_location
+    if getattr(parse_location, "reads_fused_metadata", False):
+        return
+
+    def parse_location_reading_metadata(self: AttrParser) -> Any:
+        if self.parse_optional_keyword("fused") is not None:
+            metadata: Attribute = NoneAttr()
+            if self.parse_optional_punctuation("<") is not None:
+                metadata = self.parse_attribute()
+                self.parse_punctuation(">")
+            locations = self.parse_comma_separated_list(
+                self.Delimiter.SQUARE, lambda: parse_location_reading_metadata(self)
+            )
+            return FusedLoc(tuple(locations), metadata)
+        location = parse_location(self)
+        if isinstance(location, FileLineColLoc) and self._current_token.text == "to":
+            self.raise_error(
+                "a location's range (`to ...`): xDSL has no range location, give its start "
+                f'(loc("{location.filename.data}":{location.line.data}:{location.column.data}))'
+            )
+        return location
+
+    parse_location_reading_metadata.reads_fused_metadata = True  # type: ignore[attr-defined]
+    AttrParser._parse_location = parse_location_reading_metadata  # type: ignore[method-assign]
+
+
 def _read_generic_results() -> None:
     """Make `linalg.generic` read its results, `-> t` or `-> (t1, t2)`, itself, right after
     its body (in `parse_region`, replaced for this op's own body alone: a nested op's regions
@@ -410,6 +446,7 @@ def _read_generic_results() -> None:
 def apply() -> None:
     _refuse_decimal_float_scalars()
     _refuse_wide_float_dense_literals()
+    _read_fused_locations_metadata()
     _read_generic_results()
     for float_type in (Float16Type, Float32Type):
         _rounding_past_range(float_type)
