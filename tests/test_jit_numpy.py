@@ -707,6 +707,19 @@ def test_np_positive_traces() -> None:
     assert_same(xfuse.jit(lambda a: np.positive(a) * 2)(x), np.positive(x) * 2)
 
 
+def test_a_numpy_scalars_nan_keeps_its_bits_where_the_kernel_computes_in_its_dtype() -> None:
+    """`float()` of a float32 NaN goes through C's conversion, which quieted a signalling one:
+    `np.where(x > 0, x, s)` stored 0x7FC00001 for 0x7F800001, where numpy passes its bits on.
+    (f16 and bf16 compute in f32 in the kernel, whose conversions quiet it, as documented.)"""
+    for bits in (0x7F800001, 0xFFC12345, 0x7FC00000):
+        scalar = np.array([bits], np.uint32).view(np.float32)[0]
+        x = np.float32([-1.0, 2.0, np.nan])
+        got = xfuse.jit(lambda a, s=scalar: np.where(a > 0, a, s))(x)
+        np.testing.assert_array_equal(
+            got.view(np.uint32), np.where(x > 0, x, scalar).view(np.uint32)
+        )
+
+
 def test_xfuse_functions_on_numpy_arrays_keep_numpys_dtype() -> None:
     """Outside tracing `xfuse.maximum(x, 0.0)` was float64 for a float16 `x` (the Python number
     made a float64 array) and `xfuse.tanh` of a bfloat16 array float64."""

@@ -19,6 +19,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import DTYPE_NAMES, dtype_of, element_type_for, numpy_dtype
+from xfuse.dialects.xdsl_patches import NAN_LAYOUTS
 from xfuse.frontend.array_kinds import array_kind_problem
 from xfuse.frontend.builder import FunctionBuilder, Value
 
@@ -464,7 +465,7 @@ class Traced:
                 f"cannot combine a traced {array_dtype} array with a {scalar.dtype} scalar: "
                 "xfuse computes in float16, bfloat16, float32 and float64"
             ) from None
-        return self.builder.convert(self.builder.literal(float(scalar)), element)
+        return self.builder.convert(self.builder.literal(_exact_float(scalar)), element)
 
     def apply(self, op_type: ew.ElementwiseOpType, *operands: Any) -> Traced:
         """`op_type` on `operands` (this array among them), numpy's way: a comparison gives a
@@ -1022,6 +1023,20 @@ class Traced:
             "its dtype (`.dtype`), not its dims, and only elementwise operations trace (numpy's "
             "operators and ufuncs, xfuse's functions, .astype, .clip)"
         )
+
+
+_NAN_LAYOUT_OF_DTYPE = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+
+
+def _exact_float(scalar: np.generic) -> float:
+    """A numpy float scalar as the Python float of its value, a NaN's sign, payload and
+    signalling bit kept: `float()` of a float16 or float32 NaN goes through C's conversion,
+    which quiets a signalling one (`np.where(x > 0, x, s)` of a float32 0x7F800001 stored
+    0x7FC00001, where numpy passes its bits on)."""
+    layout = _NAN_LAYOUT_OF_DTYPE.get(scalar.dtype.name)
+    if layout is None or not np.isnan(scalar):
+        return float(scalar)
+    return cast(float, NAN_LAYOUTS[layout].value(int(scalar.view(f"u{scalar.dtype.itemsize}"))))
 
 
 def _number_array(given: Any) -> np.ndarray:
