@@ -438,11 +438,12 @@ def _reason(error: OSError) -> str:
     """Why the cache could not be written, for its warning: mkdir's "File exists" said nothing
     of a link to a missing directory, a link to itself, or a file where a directory goes."""
     path = Path(error.filename) if isinstance(error, FileExistsError) and error.filename else None
-    if path is None or path.is_dir():
-        return error.strerror or str(error)
-    if path.is_symlink() and not path.exists():
-        return f"{path.name} is a link to nothing: its target is missing or a loop of links"
-    return f"{path.name} is not a directory"
+    with contextlib.suppress(OSError):  # (a path this user may not look at: the error's words)
+        if path is not None and not path.is_dir():
+            if path.is_symlink() and not path.exists():
+                return f"{path.name} is a link to nothing: its target is missing or a loop of links"
+            return f"{path.name} is not a directory"
+    return error.strerror or str(error)
 
 
 class OwnFiles(NamedTuple):
