@@ -1027,7 +1027,7 @@ def optimize_llvm_dialect(
 
     from xfuse.dialects import xdsl_patches  # (nor xDSL: a cache hit loads none)
 
-    xdsl_patches.prepare_llvm_target()  # (a NaN constant's bits: `-t llvm` prints the same)
+    xdsl_patches.keep_llvm_nan_payloads()  # (a NaN constant's bits, as `-t llvm` prints)
     target_machine = optimizing_target_machine(opt_level)
     twins = (  # (stores become non-temporal in vector loops only)
         add_streaming_twins(module)

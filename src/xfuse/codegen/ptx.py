@@ -105,7 +105,7 @@ def compile_ptx(module: ModuleOp, arch: str = "sm_90", opt_level: int = 3) -> Pt
 
     from xfuse.dialects import xdsl_patches  # (nor xDSL: a cache hit loads none)
 
-    xdsl_patches.prepare_llvm_target()  # (a NaN constant's bits: `-t llvm` prints the same)
+    xdsl_patches.keep_llvm_nan_payloads()  # (a NaN constant's bits, as `-t llvm` prints)
     target_machine = nvptx_target_machine(arch, opt_level)
     llvm_module = convert_module(
         module, fallback_target_triple=TRIPLE, data_layout=str(target_machine.target_data)

@@ -510,13 +510,13 @@ def apply() -> None:
 
 
 def prepare_llvm_target() -> None:
-    """The `llvm` target's fixes (`_sort_llvm_flags`, `_keep_llvm_nan_payloads`). They load
+    """The `llvm` target's fixes (`_sort_llvm_flags`, `keep_llvm_nan_payloads`). They load
     xDSL's LLVM backend and llvmlite, so only the command that prints with it applies them."""
     _sort_llvm_flags()
-    _keep_llvm_nan_payloads()
+    keep_llvm_nan_payloads()
 
 
-def _keep_llvm_nan_payloads() -> None:
+def keep_llvm_nan_payloads() -> None:
     """llvmlite's f16 and f32 constants with a NaN's sign and payload bits: LLVM IR writes them
     as the double of the same value, where the payload sits higher (`NAN_LAYOUTS`), and LLVM
     reads a NaN's payload back from it, a signalling one too; llvmlite rounded the value through
