@@ -247,6 +247,56 @@ func.func @invariant(%x: memref<?x4xf32>, %s: memref<f32>, %out: memref<?x4xf32>
   func.return
 }
 
+// Neighbouring dims along which every input is read alike (all of it, or broadcast: size 1 or
+// absent), and dims of size 1, are one loop: here y is read along d0 and d4 only, z along d4
+// only, so d1 to d3 are one loop of d1 * d3 elements, and the arrays it does not read at one
+// linear index (a dim of 1 in x and the output) are seen with each run's dims as one. A nest of
+// a loop per dim compiled in time growing with the rank (`x * y`, y a row under 16-dim x: 5.4 s).
+// CHECK-LABEL: func.func @runs
+// CHECK-SAME:    (%[[X:.*]]: memref<?x?x1x?x?xf32>, %[[Y:.*]]: memref<?x1x1x1x?xf32>, %[[Z:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?x?x1x?x?xf32>)
+// CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG:     %[[XR:.*]] = memref.collapse_shape %[[X]] {{\[\[}}0 : i64], [1 : i64, 2 : i64, 3 : i64], [4 : i64]] : memref<?x?x1x?x?xf32> into memref<?x?x?xf32>
+// CHECK-DAG:     %[[YR:.*]] = memref.collapse_shape %[[Y]] {{\[\[}}0 : i64], [1 : i64, 2 : i64, 3 : i64], [4 : i64]] : memref<?x1x1x1x?xf32> into memref<?x1x?xf32>
+// CHECK-DAG:     %[[OUTR:.*]] = memref.collapse_shape %[[OUT]] {{\[\[}}0 : i64], [1 : i64, 2 : i64, 3 : i64], [4 : i64]] : memref<?x?x1x?x?xf32> into memref<?x?x?xf32>
+// CHECK:         %[[D0:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x1x?x?xf32>
+// CHECK:         %[[D1:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x1x?x?xf32>
+// CHECK:         %[[D3:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x1x?x?xf32>
+// CHECK-NEXT:    %[[D13:.*]] = arith.muli %[[D1]], %[[D3]] : index
+// CHECK:         %[[D4:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x1x?x?xf32>
+// CHECK-NEXT:    scf.for %[[I:.*]] = %[[C0]] to %[[D0]] step
+// CHECK-NEXT:      scf.for %[[J:.*]] = %[[C0]] to %[[D13]] step
+// CHECK-NEXT:        scf.for %[[K:.*]] = %[[C0]] to %[[D4]] step
+// CHECK-NEXT:          memref.load %[[XR]][%[[I]], %[[J]], %[[K]]] : memref<?x?x?xf32>
+// CHECK-NEXT:          memref.load %[[YR]][%[[I]], %[[C0]], %[[K]]] : memref<?x1x?xf32>
+// CHECK-NEXT:          memref.load %[[Z]][%[[K]]] : memref<?xf32>
+// CHECK:               memref.store %{{.*}}, %[[OUTR]][%[[I]], %[[J]], %[[K]]] : memref<?x?x?xf32>
+// CHECK-NEXT:        }
+// CHECK-NEXT:      }
+// CHECK-NEXT:    }
+func.func @runs(%x: memref<?x?x1x?x?xf32>, %y: memref<?x1x1x1x?xf32>, %z: memref<?xf32>, %out: memref<?x?x1x?x?xf32>) {
+  ew.kernel ins(%x, %y, %z : memref<?x?x1x?x?xf32>, memref<?x1x1x1x?xf32>, memref<?xf32>) outs(%out : memref<?x?x1x?x?xf32>) {
+  ^bb0(%xs: f32, %ys: f32, %zs: f32):
+    %s = arith.addf %xs, %ys : f32
+    %t = arith.mulf %s, %zs : f32
+    ew.yield %t : f32
+  }
+  func.return
+}
+
+// An array with strides of its own cannot be seen with dims merged: each dim stays a loop.
+// CHECK-LABEL: func.func @strided_runs
+// CHECK-NOT:     memref.collapse_shape %{{.*}} : memref<?x?x?xf32, strided
+// CHECK-COUNT-3: scf.for
+// CHECK:         memref.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x?x?xf32, strided<[?, ?, 1]>>
+func.func @strided_runs(%x: memref<?x?x?xf32, strided<[?, ?, 1]>>, %y: memref<?xf32>, %out: memref<?x?x?xf32>) {
+  ew.kernel ins(%x, %y : memref<?x?x?xf32, strided<[?, ?, 1]>>, memref<?xf32>) outs(%out : memref<?x?x?xf32>) {
+  ^bb0(%xs: f32, %ys: f32):
+    %s = arith.addf %xs, %ys : f32
+    ew.yield %s : f32
+  }
+  func.return
+}
+
 // With the vector width set (vector-bytes=64), the innermost loop runs to the largest multiple
 // of 4 vectors of the narrowest element (4 x 64 bytes of f32: 64 elements), and a copy of it from
 // there to the end: the remainder loop, which LLVM vectorizes with masks
@@ -440,11 +490,13 @@ func.func @head_one_dim(%x: memref<?xf32>, %y: memref<?xf32>, %out: memref<?xf32
 // In a nest every row starts as far before a 64-byte boundary only where a row is whole
 // 64-byte lines: then the head's length is the first row's, made once before the loops, where
 // a row is at least one main-loop block long (256 bytes), else 0 (no head); each row runs its
-// head, then its main loop shifted by it, at the row's linear index ((i * d1 + j) * d2).
+// head, then its main loop shifted by it, at the row's linear index (i * d2). (The bias is read
+// alike along d0 and d1, so they are one loop of d0 * d1 rows.)
 // HEAD-LABEL:    func.func @head_rows
 // HEAD-SAME:       (%[[X:.*]]: memref<?x?x?xf32>, %[[B:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?x?x?xf32>)
-// HEAD:            memref.dim %[[OUT]], %{{.*}} : memref<?x?x?xf32>
+// HEAD:            %[[D0:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x?xf32>
 // HEAD:            %[[D1:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x?xf32>
+// HEAD-NEXT:       %[[D01:.*]] = arith.muli %[[D0]], %[[D1]] : index
 // HEAD:            %[[D2:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x?xf32>
 // HEAD:            %[[P:.*]] = "memref.extract_aligned_pointer_as_index"(%[[OUT]]) : (memref<?x?x?xf32>) -> index
 // HEAD-NEXT:       %[[ZERO:.*]] = arith.constant 0 : index
@@ -466,22 +518,20 @@ func.func @head_one_dim(%x: memref<?xf32>, %y: memref<?xf32>, %out: memref<?xf32
 // HEAD-NEXT:       %[[SOME:.*]] = arith.select %[[BOTH]], %[[ELEMENTS]], %[[NO_HEAD]] : index
 // HEAD-NEXT:       %[[FEWER:.*]] = arith.cmpi ult, %[[SOME]], %[[D2]] : index
 // HEAD-NEXT:       %[[H:.*]] = arith.select %[[FEWER]], %[[SOME]], %[[D2]] : index
-// HEAD-NEXT:       scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step
-// HEAD-NEXT:         %[[ROWS:.*]] = arith.muli %[[I]], %[[D1]] : index
-// HEAD-NEXT:         scf.for %[[J:.*]] = %{{.*}} to %[[D1]] step
-// HEAD-NEXT:           %[[ROW:.*]] = arith.addi %[[ROWS]], %[[J]] : index
-// HEAD-NEXT:           %[[START:.*]] = arith.muli %[[ROW]], %[[D2]] : index
-// HEAD-NEXT:           scf.for %[[K:.*]] = %{{.*}} to %[[H]] step
-// HEAD-NEXT:             %[[AT:.*]] = arith.addi %[[START]], %[[K]] : index
-// HEAD:                  memref.store %{{.*}}, %{{.*}}[%[[AT]]] : memref<?xf32>
-// HEAD-NEXT:           } {ew.loop = "head"}
-// HEAD-NEXT:           %[[REST:.*]] = arith.subi %[[D2]], %[[H]] : index
-// HEAD:                scf.for %[[L:.*]] = %{{.*}} to %{{.*}} step
-// HEAD-NEXT:             %[[SHIFTED:.*]] = arith.addi %[[H]], %[[L]] : index
-// HEAD-NEXT:             arith.addi %[[START]], %[[SHIFTED]] : index
-// HEAD:                scf.for %{{.*}} = %{{.*}} to %[[REST]] step
-// HEAD:                } {ew.loop = "remainder"}
-// HEAD-NEXT:         }
+// HEAD-NEXT:       scf.for %[[I:.*]] = %{{.*}} to %[[D01]] step
+// HEAD-NEXT:         %[[START:.*]] = arith.muli %[[I]], %[[D2]] : index
+// HEAD-NEXT:         scf.for %[[K:.*]] = %{{.*}} to %[[H]] step
+// HEAD-NEXT:           %[[AT:.*]] = arith.addi %[[START]], %[[K]] : index
+// HEAD-NEXT:           memref.load %{{.*}}[%[[AT]]] : memref<?xf32>
+// HEAD-NEXT:           memref.load %[[B]][%[[K]]] : memref<?xf32>
+// HEAD:                memref.store %{{.*}}, %{{.*}}[%[[AT]]] : memref<?xf32>
+// HEAD-NEXT:         } {ew.loop = "head"}
+// HEAD-NEXT:         %[[REST:.*]] = arith.subi %[[D2]], %[[H]] : index
+// HEAD:              scf.for %[[L:.*]] = %{{.*}} to %{{.*}} step
+// HEAD-NEXT:           %[[SHIFTED:.*]] = arith.addi %[[H]], %[[L]] : index
+// HEAD-NEXT:           arith.addi %[[START]], %[[SHIFTED]] : index
+// HEAD:              scf.for %{{.*}} = %{{.*}} to %[[REST]] step
+// HEAD:              } {ew.loop = "remainder"}
 // HEAD-NEXT:       }
 // HEAD-NEXT:       func.return
 func.func @head_rows(%x: memref<?x?x?xf32>, %b: memref<?xf32>, %out: memref<?x?x?xf32>) {

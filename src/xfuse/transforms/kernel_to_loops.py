@@ -1,14 +1,14 @@
 """`ew-kernel-to-loops`: bufferized `ew.kernel`s become `scf.for` nests: loads, scalar code, stores.
 
-One loop per dimension of the iteration space (the shape of the kernel's `outs`), outermost first,
-so the innermost loop walks the last, contiguous dimension and is the one LLVM vectorizes (one
-loop in all where no array needs the nest: below). An input
-of lower rank or with a static 1 where the iteration space is wider is broadcast: its load uses only
-its own trailing dimensions, with index 0 where its size is 1. A load, and what is computed from
-loads alone, sits in the outermost loop whose index it uses (before all loops if none): a
-`[t, 1]` scale is read once per row, a scalar input once per call. LLVM could not hoist those
-itself (an output store may alias the load as far as it knows), and in the vectorized loop an
-invariant chain of approximations (`pow(s, pow(b, b))`) made its loop vectorizer take minutes.
+One loop per run of dimensions of the iteration space (the shape of the kernel's `outs`; runs
+below), outermost first, so the innermost loop walks the last, contiguous dimension and is the
+one LLVM vectorizes. An input of lower rank or with a static 1 where the iteration space is
+wider is broadcast: its load uses only its own trailing dimensions, with index 0 where its size
+is 1. A load, and what is computed from loads alone, sits in the outermost loop whose index it
+uses (before all loops if none): a `[t, 1]` scale is read once per row, a scalar input once per
+call. LLVM could not hoist those itself (an output store may alias the load as far as it
+knows), and in the vectorized loop an invariant chain of approximations (`pow(s, pow(b, b))`)
+made its loop vectorizer take minutes.
 
     ew.kernel ins(%x, %b : memref<?x?xf32>, memref<?xf32>) outs(%y : memref<?x?xf32>) {...}
 
@@ -33,11 +33,15 @@ sees one address computation and one row length: with one per array (each array'
 sizes, which LLVM cannot know are equal), a kernel of dozens of arrays cost its register
 allocator and Loop Strength Reduction a quarter to a third more time.
 
-A kernel whose every array is of the whole iteration space or read once (a scalar, all sizes 1)
-needs no nest (`walks_flat`): it is one loop over the product of the sizes, at that linear
-index. A nest ran LLVM's vector epilogue, and up to 7 scalar iterations, at every row:
-`x * sigmoid(x) * y` on `[16384, 100]` float32 took 0.80 ns an element as a nest, 0.44 as one
-loop (as on `[1638400]`).
+Neighbouring dimensions along which every input is read alike (each either all of it or
+broadcast), and those of size 1, are one run, one loop over the product of their sizes
+(`coalesced_axes`); an array not read at the linear index is seen with each run's dims as one
+(`collapsed_view`: `[t, 1, 1, d]` under `[t, a, b, d]` as `[t, 1, d]`). A kernel whose every
+array is of the whole iteration space or read once (a scalar, all sizes 1) is then one loop over
+all its elements. A nest ran LLVM's vector epilogue, and up to 7 scalar iterations, at every
+row: `x * sigmoid(x) * y` on `[16384, 100]` float32 took 0.80 ns an element as a nest, 0.44 as
+one loop (as on `[1638400]`); and LLVM's time grew with the nest's depth: `x * y`, y a `[16]`
+row under x of 16 dims, compiled in 5.4 s as 16 loops, 0.09 s as 2 (this Zen 4, 2026-12-07).
 
 With `vector-bytes` set (the default pipeline sets 64, AVX-512's width, on every host, for the
 kernels of bf16 arrays with `bf16-only`, for all with `xfuse.compile(masked_remainder=True)`), the
@@ -177,23 +181,70 @@ def _flattened(type_: MemRefType[Attribute]) -> tuple[MemRefType[Attribute], dic
     return MemRefType(type_.get_element_type(), [size]), {"reassociation": all_axes}
 
 
-def walks_flat(kernel: ew.KernelOp) -> bool:
-    """Whether `kernel` runs as one loop over all its elements: an iteration space of two or
-    more dimensions that each of its arrays either `flattens` over or is read once from (a
-    scalar, all sizes 1). A nest would run LLVM's vector epilogue, and its scalar iterations,
-    at every row: `x * sigmoid(x) * y` on `[16384, 100]` float32 took 0.80 ns an element as a
-    nest and 0.44 as one loop, as on `[1638400]` (docs/benchmarks.md)."""
+def coalesced_axes(kernel: ew.KernelOp) -> list[list[int]]:
+    """The iteration space's axes in runs that each run as one loop: neighbouring axes along
+    which every input is read alike (each either all of it or broadcast: size 1 or absent),
+    and axes of size 1, which join either. Each array not read once (a scalar, all sizes 1)
+    must be contiguous, to be seen with a run's dims as one (`collapsed_view`); where one is
+    not, each axis is a loop of its own. A nest of one loop per axis compiled in time growing
+    with the rank (`x * y` with y a `[d]` row under 16-dim x: 5.4 s, two loops 0.1 s)."""
     shape = ew.shape_of(kernel.outputs[0])
-    # (an output is written at every element: one read once is an input's exemption only,
-    # where a kernel updating a [1, 1] temporary in place was taken to flatten, then stored
-    # with one index into its two dims)
-    return (
-        len(shape) >= 2
-        and all(flattens(output, shape) for output in kernel.outputs)
-        and all(
-            flattens(operand, shape) or _load_depth(ew.shape_of(operand), len(shape)) == 0
-            for operand in kernel.inputs
+    rank = len(shape)
+    arrays = [*kernel.inputs, *kernel.outputs]
+    if not all(
+        isinstance(cast(MemRefType[Attribute], array.type).layout, NoneAttr)
+        or _load_depth(ew.shape_of(array), rank) == 0
+        for array in arrays
+    ):
+        return [[axis] for axis in range(rank)]
+
+    def read_along(axis: int) -> tuple[bool, ...]:
+        """Which inputs are read along `axis` (those broadcast along it are not)."""
+        offsets = [rank - len(ew.shape_of(source)) for source in kernel.inputs]
+        return tuple(
+            axis >= offset and ew.shape_of(source)[axis - offset] != 1
+            for source, offset in zip(kernel.inputs, offsets, strict=True)
         )
+
+    runs: list[list[int]] = []
+    run_reads: tuple[bool, ...] | None = None  # None: only axes of size 1 in the run so far
+    for axis, size in enumerate(shape):
+        reads = None if size == 1 else read_along(axis)
+        if runs and (reads is None or run_reads is None or reads == run_reads):
+            runs[-1].append(axis)
+            run_reads = run_reads if reads is None else reads
+        else:
+            runs.append([axis])
+            run_reads = reads
+    return runs
+
+
+def collapsed_view(
+    source: SSAValue, runs: Sequence[Sequence[int]], rank: int
+) -> memref.CollapseShapeOp | None:
+    """`source` (right-aligned to an iteration space of `rank` dims) with the dims of each of
+    `runs` it has seen as one (`coalesced_axes`); None where each run holds at most one of them
+    or it is read once."""
+    shape = ew.shape_of(source)
+    offset = rank - len(shape)
+    groups = [[axis - offset for axis in run if axis >= offset] for run in runs]
+    groups = [group for group in groups if group]
+    if all(len(group) == 1 for group in groups) or _load_depth(shape, rank) == 0:
+        return None
+    type_ = cast(MemRefType[Attribute], source.type)
+    sizes = [
+        DYNAMIC_INDEX
+        if any(shape[axis] == DYNAMIC_INDEX for axis in group)
+        else math.prod(shape[axis] for axis in group)
+        for group in groups
+    ]
+    reassociation = ArrayAttr(
+        [ArrayAttr([IntegerAttr(axis, i64) for axis in group]) for group in groups]
+    )
+    return memref.CollapseShapeOp.create(
+        operands=[source],
+        result_types=[MemRefType(type_.get_element_type(), sizes)],
+        properties={"reassociation": reassociation},
     )
 
 
@@ -203,14 +254,12 @@ def _load_depth(input_shape: Sequence[int], rank: int) -> int:
     return max((offset + axis + 1 for axis, size in enumerate(input_shape) if size != 1), default=0)
 
 
-def _loop_depths(kernel: ew.KernelOp, rank: int) -> dict[SSAValue, int]:
-    """The loop depth each scalar of the region is computed at: that of the innermost loop whose
-    index it depends on (0: before all loops). A constant goes to its outermost user's depth, so
-    a region with nothing to hoist keeps its order."""
-    depth = {
-        arg: _load_depth(ew.shape_of(source), rank)
-        for arg, source in zip(kernel.block.args, kernel.inputs, strict=True)
-    }
+def _loop_depths(kernel: ew.KernelOp, load_depths: Sequence[int], rank: int) -> dict[SSAValue, int]:
+    """The loop depth each scalar of the region is computed at, in a nest of `rank` loops where
+    each input is loaded at its `load_depths`: that of the innermost loop whose index it depends
+    on (0: before all loops). A constant goes to its outermost user's depth, so a region with
+    nothing to hoist keeps its order."""
+    depth: dict[SSAValue, int] = dict(zip(kernel.block.args, load_depths, strict=True))
     body = list(kernel.block.ops)[:-1]
     for op in body:
         depth[op.results[0]] = max((depth.get(v, 0) for v in op.operands), default=0)
@@ -463,19 +512,32 @@ class KernelToLoops(RewritePattern):
         one = builder.insert(arith.ConstantOp.from_int_and_width(1, IndexType())).result
         iteration = op.outputs[0]
         iteration_shape = ew.shape_of(iteration)
+
+        runs = coalesced_axes(op)
+        # Arrays read at one linear index (`flattens`) are viewed flat, below; the others with
+        # each run's dims as one.
+        views: dict[SSAValue, SSAValue] = {}
+        for array in (*op.inputs, *op.outputs):
+            if array not in views and not flattens(array, iteration_shape):
+                view = collapsed_view(array, runs, len(iteration_shape))
+                views[array] = array if view is None else builder.insert(view).result
         upper_bounds: list[SSAValue] = []
-        for axis, size in enumerate(iteration_shape):
-            if size == DYNAMIC_INDEX:
-                axis_value = builder.insert(arith.ConstantOp.from_int_and_width(axis, IndexType()))
-                upper_bounds.append(builder.insert(memref.DimOp(iteration, axis_value)).result)
-            else:
-                constant = arith.ConstantOp.from_int_and_width(size, IndexType())
-                upper_bounds.append(builder.insert(constant).result)
-        if walks_flat(op):
-            elements = upper_bounds[0]
-            for size in upper_bounds[1:]:
-                elements = builder.insert(arith.MuliOp(elements, size)).result
-            upper_bounds = [elements]
+
+        def index(value: int) -> SSAValue:
+            return builder.insert(arith.ConstantOp.from_int_and_width(value, IndexType())).result
+
+        for run in runs:  # each run's size: the product of its axes' (but those of size 1)
+            sizes = [
+                builder.insert(memref.DimOp(iteration, index(axis))).result
+                if iteration_shape[axis] == DYNAMIC_INDEX
+                else index(iteration_shape[axis])
+                for axis in run
+                if iteration_shape[axis] != 1
+            ]
+            bound = sizes[0] if sizes else index(1)
+            for size in sizes[1:]:
+                bound = builder.insert(arith.MuliOp(bound, size)).result
+            upper_bounds.append(bound)
         # levels[k] inserts at loop depth k: before the loop of depth k + 1, or in the innermost
         # body before its yield.
         levels = [builder]
@@ -486,11 +548,11 @@ class KernelToLoops(RewritePattern):
             levels[-1] = Builder(InsertPoint.before(loop))
             induction_vars.append(body.args[0])
             levels.append(Builder(InsertPoint.before(body.ops.first)))
-        # One loop for a flat walk: what depends on the elements' index goes into it.
-        depth = {
-            value: min(value_depth, len(induction_vars))
-            for value, value_depth in _loop_depths(op, len(iteration_shape)).items()
-        }
+        load_depths = [
+            len(runs) if source not in views else _load_depth(ew.shape_of(views[source]), len(runs))
+            for source in op.inputs
+        ]
+        depth = _loop_depths(op, load_depths, len(runs))
         flat: dict[SSAValue, SSAValue] = {}
         linear: list[SSAValue] = []
 
@@ -510,10 +572,11 @@ class KernelToLoops(RewritePattern):
             return flat[source], linear
 
         for arg, source in zip(op.block.args, op.inputs, strict=True):
-            if depth[arg] == len(induction_vars) and flattens(source, iteration_shape):
-                source, indices = flat_access(source)
-            else:
+            if source in views:
+                source = views[source]
                 indices = input_indices(ew.shape_of(source), induction_vars, zero)
+            else:
+                source, indices = flat_access(source)
             element = cast(MemRefType[Attribute], source.type).element_type
             # `create`, not IRDL's generic builder (4x the cost), for each array access
             load = memref.LoadOp.create(operands=[source, *indices], result_types=[element])
@@ -524,11 +587,11 @@ class KernelToLoops(RewritePattern):
             scalar_op.detach()
             levels[depth[scalar_op.results[0]]].insert(scalar_op)
         for value, destination in zip(yielded, op.outputs, strict=True):
-            target, indices = (
-                flat_access(destination)
-                if flattens(destination, iteration_shape)
-                else (destination, induction_vars)
-            )
+            if destination in views:
+                target = views[destination]
+                indices = input_indices(ew.shape_of(target), induction_vars, zero)
+            else:
+                target, indices = flat_access(destination)
             levels[-1].insert(memref.StoreOp.create(operands=[value, target, *indices]))
         innermost = induction_vars[-1].owner.parent_op() if induction_vars else None
         assert innermost is None or isinstance(innermost, scf.ForOp)
