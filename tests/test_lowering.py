@@ -19,6 +19,7 @@ import llvmlite.binding as llvm_binding
 import ml_dtypes
 import numpy as np
 import pytest
+from llvm_loops import vector_body, vector_loops
 from xdsl.dialects import arith, llvm, memref
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
@@ -491,22 +492,6 @@ def function_bodies(llvm_ir: str) -> dict[str, str]:
     }
 
 
-VECTOR_BLOCK = re.compile(r"^(vector\.body\d*):.*?(?=^\S)", re.MULTILINE | re.DOTALL)
-
-
-def vector_loops(llvm_ir: str) -> list[str]:
-    """The bodies of the loops the loop vectorizer made, in order: each a `vector.body` block
-    that it or a block after it in its function branches back to (a head's one masked
-    iteration, `ew-kernel-to-loops`' `store-alignment`, is one with no branch back: LLVM
-    proves it runs once)."""
-    loops = []
-    for found in VECTOR_BLOCK.finditer(llvm_ir):
-        function_end = llvm_ir.find("\n}", found.start())
-        if re.search(rf"label %{re.escape(found[1])}\b", llvm_ir[found.start() : function_end]):
-            loops.append(found.group())
-    return loops
-
-
 def vectorized_loop_count(llvm_ir: str) -> int:
     """Main loops the loop vectorizer turned into full-width vector loops (not the masked
     remainder loops that follow them)."""
@@ -812,13 +797,6 @@ def test_a_nests_rows_share_one_head_where_rows_are_whole_lines(
         kernel(x=x, b=b, out=out)
         np.testing.assert_array_equal(out, x * 2 + b)
         assert np.count_nonzero(buffer) == np.count_nonzero(out)
-
-
-def vector_body(llvm_ir: str) -> str:
-    """The first vector loop's body."""
-    loops = vector_loops(llvm_ir)
-    assert loops, "no vector loop"
-    return loops[0]
 
 
 def vector_stores_per_iteration(llvm_ir: str) -> int:

@@ -21,6 +21,7 @@ import llvmlite.binding as llvm_binding
 import llvmlite.ir as llvm_ir
 import numpy as np
 import pytest
+from llvm_loops import vector_body
 from xdsl.ir import Operation, Region
 from xdsl.parser import Parser
 from xdsl.pattern_rewriter import PatternRewriteWalker
@@ -871,13 +872,6 @@ OWN_SINE_WORST = {
 `OWN_REDUCTION_LIMIT` (docs/math.md), and where each was at its worst in [0, 2]."""
 
 
-def _vector_body(llvm_ir: str) -> str:
-    """The first `vector.body` block of optimized LLVM IR, its label to its last line."""
-    found = re.search(r"^vector\.body:.*?(?=^\S)", llvm_ir, re.MULTILINE | re.DOTALL)
-    assert found, llvm_ir
-    return found[0]
-
-
 @pytest.mark.skipif(
     not (libmvec_loaded() and host_cpu().has("fma")),
     reason="xfuse computes sin and cos itself where the host has FMA (libmvec beyond 10^4)",
@@ -893,7 +887,7 @@ def test_own_sine_and_cosine_are_inlined_in_the_loop_within_an_ulp_to_their_limi
     worst inputs of every float32 there, never beyond +-1, with the C library's special
     values, zeros' signs and NaNs' bits, and cos(+-0) exactly 1."""
     kernel = xfuse.compile(f"out = {name}(x);")
-    body = _vector_body(kernel.llvm_ir)
+    body = vector_body(kernel.llvm_ir)
     assert re.search(r"@llvm\.fma\.v(8|16)f32\(", body)
     assert not re.search(r"call (?!.*@llvm\.)", body), body
     assert re.search(r"call preserve_allcc <\d+ x float> @\"?_ZGV[\w.]+\.cold\(", kernel.llvm_ir)
@@ -933,7 +927,7 @@ def test_without_fma_sin_calls_libmvec_in_the_loop(
     the loop, as before."""
     use_cpu("x86-64-v2", "+sse4.2,+popcnt")
     kernel = xfuse.compile("out = sin(x);")
-    body = _vector_body(kernel.llvm_ir)
+    body = vector_body(kernel.llvm_ir)
     assert re.search(r"call <4 x float> @\"?_ZGVbN4v_sinf", body), body
     x = np.linspace(-20.0, 20.0, 1001, dtype=np.float32)
     np.testing.assert_allclose(kernel(x=x), np.sin(x.astype(np.float64)), rtol=0, atol=3e-7)
