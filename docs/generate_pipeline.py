@@ -57,10 +57,12 @@ STAGE_NOTES: dict[str, tuple[str, str]] = {
     "ew-kernel-to-loops": (
         "`ew-kernel-to-loops`: a loop nest",
         "Each kernel becomes an `scf.for` over its iteration space: load each input, run the "
-        "region, store each result. A kernel of 2 or more dims is a nest, one loop a dim, where "
-        "an array needs it (a `[d]` bias read at the row's index); one whose arrays are all of "
-        "its whole space (or scalars) is one loop over all its elements (a nest would end every "
-        "row in LLVM's vector epilogue). This program has one kernel, so its loops stay in "
+        "region, store each result. A kernel of 2 or more dims is a nest where an array needs "
+        "it (a `[d]` bias read at the row's index), one loop for each run of neighbouring dims "
+        "that every input reads alike (all of it, or broadcast), so that LLVM's time does not "
+        "grow with the rank; one whose arrays are all of its whole space (or scalars) is one "
+        "loop over all its elements (a nest would end every row in LLVM's vector epilogue). "
+        "This program has one kernel, so its loops stay in "
         "`@main`; in a function of several kernels each kernel's loops go into a private "
         "function of their own (`@main.kernel0`, ...), marked `ew.no_inline` and called where "
         "the kernel was, so that LLVM optimizes the program kernel by kernel; kernels alike in "
