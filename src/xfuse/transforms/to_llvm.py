@@ -637,6 +637,8 @@ _INTEGER_BINARY: dict[type[Operation], type[Operation]] = {
     arith.AddiOp: llvm.AddOp,
     arith.SubiOp: llvm.SubOp,
     arith.MuliOp: llvm.MulOp,
+    arith.DivUIOp: llvm.UDivOp,
+    arith.RemUIOp: llvm.URemOp,
     arith.ShLIOp: llvm.ShlOp,
     arith.ShRSIOp: llvm.AShrOp,
     arith.ShRUIOp: llvm.LShrOp,
@@ -653,6 +655,8 @@ class IntegerArithToLlvm(RewritePattern):
         op: arith.AddiOp
         | arith.SubiOp
         | arith.MuliOp
+        | arith.DivUIOp
+        | arith.RemUIOp
         | arith.ShLIOp
         | arith.ShRSIOp
         | arith.ShRUIOp
