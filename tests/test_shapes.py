@@ -336,12 +336,13 @@ def test_an_input_read_along_every_other_dim_is_a_nest_of_at_most_max_loop_depth
 
 @pytest.mark.parametrize("seed", range(8))
 def test_broadcasting_over_many_dims_matches_numpy(seed: int) -> None:
-    """Inputs broadcast along random dims (size 1 or absent) of 3 to 10 dims: the dims each
+    """Inputs broadcast along random dims (size 1 or absent) of 3 to 14 dims: the dims each
     input reads alike run as one loop, each array seen with them merged, and the outer runs
     beyond `MAX_LOOP_DEPTH` as one loop, each run's index from its index."""
     rng = np.random.default_rng(seed)
-    rank = int(rng.integers(3, 11))
-    shape = (*(int(size) for size in rng.integers(1, 4, rank - 1)), int(rng.integers(5, 40)))
+    rank = int(rng.integers(3, 15))
+    largest = 3 if rank <= 8 else 2  # (2^13 rows at most)
+    shape = (*(int(s) for s in rng.integers(1, largest + 1, rank - 1)), int(rng.integers(5, 40)))
 
     def broadcast_input() -> np.ndarray:
         kept = [size if rng.random() < 0.5 else 1 for size in shape]
