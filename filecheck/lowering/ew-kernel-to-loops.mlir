@@ -3,6 +3,7 @@
 // RUN: xfuse-opt %s -p 'ew-kernel-to-loops{vector-bytes=64 bf16-only=true}' | filecheck %s --check-prefix=BF16
 // RUN: xfuse-opt %s -p 'ew-kernel-to-loops{vector-bytes=64 store-alignment=64}' | filecheck %s --check-prefix=HEAD
 // RUN: xfuse-opt %s -p 'ew-kernel-to-loops{vector-bytes=1}' | filecheck %s --check-prefix=NARROW
+// RUN: xfuse-opt %s -p 'ew-kernel-to-loops{max-loop-depth=1}' | filecheck %s --check-prefix=DEPTH1
 
 // A 1-D kernel becomes one loop over the output's size: loads, the region, a store. A function
 // of one kernel keeps it in place (functions of several outline each kernel, see below).
@@ -273,6 +274,27 @@ func.func @invariant(%x: memref<?x4xf32>, %s: memref<f32>, %out: memref<?x4xf32>
 // CHECK-NEXT:        }
 // CHECK-NEXT:      }
 // CHECK-NEXT:    }
+// With max-loop-depth=1 the three runs are one loop over d0 * (d1 * d3) * d4, each array's index
+// in each run divided out of the loop's (the output's too: its dim of 1 keeps it off the linear
+// index).
+// DEPTH1-LABEL: func.func @runs
+// DEPTH1-SAME:    (%[[X:.*]]: memref<?x?x1x?x?xf32>, %[[Y:.*]]: memref<?x1x1x1x?xf32>, %[[Z:.*]]: memref<?xf32>, %[[OUT:.*]]: memref<?x?x1x?x?xf32>)
+// DEPTH1:         %[[D13:.*]] = arith.muli %{{.*}}, %{{.*}} : index
+// DEPTH1:         %[[D4:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x1x?x?xf32>
+// DEPTH1-NEXT:    %[[D013:.*]] = arith.muli %{{.*}}, %[[D13]] : index
+// DEPTH1-NEXT:    %[[N:.*]] = arith.muli %[[D013]], %[[D4]] : index
+// DEPTH1-NEXT:    scf.for %[[I:.*]] = %{{.*}} to %[[N]] step
+// DEPTH1-NEXT:      %[[K:.*]] = arith.remui %[[I]], %[[D4]] : index
+// DEPTH1-NEXT:      %[[IJ:.*]] = arith.divui %[[I]], %[[D4]] : index
+// DEPTH1-NEXT:      %[[J:.*]] = arith.remui %[[IJ]], %[[D13]] : index
+// DEPTH1-NEXT:      %[[I0:.*]] = arith.divui %[[IJ]], %[[D13]] : index
+// DEPTH1-NEXT:      memref.load %{{.*}}[%[[I0]], %[[J]], %[[K]]] : memref<?x?x?xf32>
+// DEPTH1-NEXT:      memref.load %{{.*}}[%[[I0]], %{{.*}}, %[[K]]] : memref<?x1x?xf32>
+// DEPTH1-NEXT:      memref.load %[[Z]][%[[K]]] : memref<?xf32>
+// DEPTH1:           memref.store %{{.*}}, %{{.*}}[%[[I0]], %[[J]], %[[K]]] : memref<?x?x?xf32>
+// DEPTH1-NEXT:    }
+// DEPTH1-NOT:     scf.for
+// DEPTH1:         func.return
 func.func @runs(%x: memref<?x?x1x?x?xf32>, %y: memref<?x1x1x1x?xf32>, %z: memref<?xf32>, %out: memref<?x?x1x?x?xf32>) {
   ew.kernel ins(%x, %y, %z : memref<?x?x1x?x?xf32>, memref<?x1x1x1x?xf32>, memref<?xf32>) outs(%out : memref<?x?x1x?x?xf32>) {
   ^bb0(%xs: f32, %ys: f32, %zs: f32):

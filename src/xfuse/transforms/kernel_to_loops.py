@@ -558,6 +558,8 @@ class KernelToLoops(RewritePattern):
     """A remainder loop of its own only in kernels with a bf16 array (`has_bf16`)."""
     store_alignment: int = 0
     """Bytes the first output's stores are aligned to by a head loop (`split_head`); 0: none."""
+    max_loop_depth: int = MAX_LOOP_DEPTH
+    """The deepest nest: the outer runs beyond are one loop (`delinearized`)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: ew.KernelOp, rewriter: PatternRewriter) -> None:
@@ -577,8 +579,8 @@ class KernelToLoops(RewritePattern):
                 view = collapsed_view(array, runs, len(iteration_shape))
                 views[array] = array if view is None else builder.insert(view).result
         run_sizes = [_product(builder, iteration, run) for run in runs]
-        # The outer runs beyond a nest of `MAX_LOOP_DEPTH` are one loop over their product.
-        merged = max(0, len(runs) - MAX_LOOP_DEPTH + 1)
+        # The outer runs beyond a nest of `max_loop_depth` are one loop over their product.
+        merged = max(0, len(runs) - self.max_loop_depth + 1)
         upper_bounds = run_sizes
         if merged > 1:
             outer = run_sizes[0]
@@ -724,7 +726,14 @@ class EwKernelToLoopsPass(ModulePass):
     AVX-512 store and every other AVX2 one did, and `x + r` took 1.8-1.9x as long at 2^12
     float32, 1.1-1.3x at 2^16; docs/benchmarks.md); 0: no head."""
 
+    max_loop_depth: int = MAX_LOOP_DEPTH
+    """The most loops a kernel's nest is, 1 or more: the outer runs of dims beyond (each run a
+    loop: `coalesced_axes`) are one loop over their product, each run's index an array reads
+    divided out of its index (`delinearized`). LLVM's time grows with a nest's depth, and a
+    merged loop costs index arithmetic where the loops inside are short (`MAX_LOOP_DEPTH`)."""
+
     def __post_init__(self) -> None:
+        check_option(self, "max_loop_depth", self.max_loop_depth >= 1, "an integer >= 1")
         for option, largest in (
             ("vector_bytes", MAX_VECTOR_BYTES),
             ("store_alignment", MAX_STORE_ALIGNMENT),
@@ -764,6 +773,8 @@ class EwKernelToLoopsPass(ModulePass):
                 place = outlined
                 distinct += 1
         located_walker(
-            KernelToLoops(self.vector_bytes, self.bf16_only, self.store_alignment),
+            KernelToLoops(
+                self.vector_bytes, self.bf16_only, self.store_alignment, self.max_loop_depth
+            ),
             apply_recursively=False,
         ).rewrite_module(op)
