@@ -322,8 +322,8 @@ def test_a_row_under_many_dims_runs_as_two_loops() -> None:
 
 def test_an_input_read_along_every_other_dim_is_a_nest_of_at_most_max_loop_depth() -> None:
     """No two neighbouring dims of y are read alike, so each is a run: the outer ones beyond
-    `MAX_LOOP_DEPTH` are one loop, each run's index its quotient's remainder (16 loops deep,
-    `x * y` compiled in 4.4 s)."""
+    `MAX_LOOP_DEPTH` are one loop, each run's index its quotient's remainder (a nest of a loop
+    per run of 16 dims compiled in 4.4 s: docs/benchmarks.md)."""
     shape = (2, 3) * 6 + (5,)
     x = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
     y_shape = tuple(size if axis % 2 else 1 for axis, size in enumerate(shape))
@@ -334,31 +334,29 @@ def test_an_input_read_along_every_other_dim_is_a_nest_of_at_most_max_loop_depth
     assert loop_levels(kernel) == MAX_LOOP_DEPTH
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(10))
 def test_broadcasting_over_many_dims_matches_numpy(seed: int) -> None:
     """Inputs broadcast along random dims (size 1 or absent) of 3 to 14 dims: the dims each
     input reads alike run as one loop, each array seen with them merged, and the outer runs
-    beyond `MAX_LOOP_DEPTH` as one loop, each run's index from its index."""
+    beyond `MAX_LOOP_DEPTH` as one loop, each run's index from its index (seeds 2, 4 and 5
+    have 9 or 10 runs). `x * y + z * w` is numpy's float32 bit for bit (no FMA joins them)."""
     rng = np.random.default_rng(seed)
     rank = int(rng.integers(3, 15))
-    largest = 3 if rank <= 8 else 2  # (2^13 rows at most)
-    shape = (*(int(s) for s in rng.integers(1, largest + 1, rank - 1)), int(rng.integers(5, 40)))
+    sizes = [1, 2, 3] if rank <= 8 else [1, 2, 2, 2, 2]  # (at most 2^13 rows)
+    shape = (*(int(size) for size in rng.choice(sizes, rank - 1)), int(rng.integers(5, 40)))
 
     def broadcast_input() -> np.ndarray:
         kept = [size if rng.random() < 0.5 else 1 for size in shape]
-        dropped = int(rng.integers(0, rank))
+        dropped = int(rng.integers(0, rank // 2 + 1))
         return rng.standard_normal(kept[dropped:]).astype(np.float32)
 
     x = rng.standard_normal(shape).astype(np.float32)
-    y, z = broadcast_input(), broadcast_input()
-    traced = xfuse.jit(lambda x, y, z: x * y + z)
-    got = traced(x, y, z)
-    assert got.shape == shape
-    want = x.astype(np.float64) * y + z
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    y, z, w = broadcast_input(), broadcast_input(), broadcast_input()
+    traced = xfuse.jit(lambda x, y, z, w: x * y + z * w)
+    np.testing.assert_array_equal(traced(x, y, z, w), x * y + z * w)
     # One loop per run of dims (but those of size 1) along which each input reads alike.
     reads = [
-        tuple(axis >= rank - a.ndim and a.shape[axis - rank + a.ndim] != 1 for a in (y, z))
+        tuple(axis >= rank - a.ndim and a.shape[axis - rank + a.ndim] != 1 for a in (y, z, w))
         for axis, size in enumerate(shape)
         if size != 1
     ]

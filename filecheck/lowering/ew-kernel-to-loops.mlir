@@ -319,12 +319,12 @@ func.func @strided_runs(%x: memref<?x?x?xf32, strided<[?, ?, 1]>>, %y: memref<?x
   func.return
 }
 
-// No two neighbouring dims of y are read alike: ten runs. A nest is at most MAX_LOOP_DEPTH (8)
-// loops: the first three runs are one loop over d0 * d1 * d2, and y's index in d1, the only one
-// of them it reads, is the remainder by d1 of that loop's index divided by d2 (d0's and d2's,
-// which y does not read, are not made).
+// No two neighbouring dims are read alike by y and s: ten runs. A nest is at most
+// max-loop-depth (MAX_LOOP_DEPTH, 8) loops: the first three runs are one loop over d0 * d1 * d2,
+// and each index an array reads of them is divided out of that loop's index, in that loop: s's
+// in d0 and d2, y's in d1. s, read along those runs alone, is loaded there, its exp with it.
 // CHECK-LABEL: func.func @deep
-// CHECK-SAME:    (%[[X:.*]]: memref<?x?x?x?x?x?x?x?x?x?xf32>, %[[Y:.*]]: memref<1x?x1x?x1x?x1x?x1x?xf32>, %[[OUT:.*]]: memref<?x?x?x?x?x?x?x?x?x?xf32>)
+// CHECK-SAME:    (%[[X:.*]]: memref<?x?x?x?x?x?x?x?x?x?xf32>, %[[Y:.*]]: memref<1x?x1x?x1x?x1x?x1x?xf32>, %[[S:.*]]: memref<?x1x?x1x1x1x1x1x1x1xf32>, %[[OUT:.*]]: memref<?x?x?x?x?x?x?x?x?x?xf32>)
 // CHECK-DAG:     %[[C0:.*]] = arith.constant 0 : index
 // CHECK-DAG:     %[[D0:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x?x?x?x?x?x?x?x?xf32>
 // CHECK-DAG:     %[[D1:.*]] = memref.dim %[[OUT]], %{{.*}} : memref<?x?x?x?x?x?x?x?x?x?xf32>
@@ -332,19 +332,27 @@ func.func @strided_runs(%x: memref<?x?x?xf32, strided<[?, ?, 1]>>, %y: memref<?x
 // CHECK:         %[[D01:.*]] = arith.muli %[[D0]], %[[D1]] : index
 // CHECK-NEXT:    %[[D012:.*]] = arith.muli %[[D01]], %[[D2]] : index
 // CHECK:         scf.for %[[I:.*]] = %[[C0]] to %[[D012]] step
+// CHECK-NEXT:      %[[I2:.*]] = arith.remui %[[I]], %[[D2]] : index
 // CHECK-NEXT:      %[[I01:.*]] = arith.divui %[[I]], %[[D2]] : index
 // CHECK-NEXT:      %[[I1:.*]] = arith.remui %[[I01]], %[[D1]] : index
+// CHECK-NEXT:      %[[I0:.*]] = arith.divui %[[I01]], %[[D1]] : index
+// CHECK-NEXT:      arith.muli %[[I]], %{{.*}} : index
+// CHECK-NEXT:      %[[SS:.*]] = memref.load %[[S]][%[[I0]], %[[C0]], %[[I2]], %[[C0]], %[[C0]], %[[C0]], %[[C0]], %[[C0]], %[[C0]], %[[C0]]] : memref<?x1x?x1x1x1x1x1x1x1xf32>
+// CHECK-NEXT:      %[[E:.*]] = math.exp %[[SS]] : f32
 // CHECK-NOT:       arith.remui
 // CHECK-NOT:       arith.divui
 // CHECK-COUNT-7:   scf.for
 // CHECK-NOT:       scf.for
 // CHECK:           memref.load %[[Y]][%[[C0]], %[[I1]], %[[C0]], %{{.*}}, %[[C0]], %{{.*}}, %[[C0]], %{{.*}}, %[[C0]], %{{.*}}] : memref<1x?x1x?x1x?x1x?x1x?xf32>
-// CHECK:           memref.store
-func.func @deep(%x: memref<?x?x?x?x?x?x?x?x?x?xf32>, %y: memref<1x?x1x?x1x?x1x?x1x?xf32>, %out: memref<?x?x?x?x?x?x?x?x?x?xf32>) {
-  ew.kernel ins(%x, %y : memref<?x?x?x?x?x?x?x?x?x?xf32>, memref<1x?x1x?x1x?x1x?x1x?xf32>) outs(%out : memref<?x?x?x?x?x?x?x?x?x?xf32>) {
-  ^bb0(%xs: f32, %ys: f32):
-    %s = arith.mulf %xs, %ys : f32
-    ew.yield %s : f32
+// CHECK:           arith.mulf %{{.*}}, %[[E]] : f32
+// CHECK-NEXT:      memref.store
+func.func @deep(%x: memref<?x?x?x?x?x?x?x?x?x?xf32>, %y: memref<1x?x1x?x1x?x1x?x1x?xf32>, %s: memref<?x1x?x1x1x1x1x1x1x1xf32>, %out: memref<?x?x?x?x?x?x?x?x?x?xf32>) {
+  ew.kernel ins(%x, %y, %s : memref<?x?x?x?x?x?x?x?x?x?xf32>, memref<1x?x1x?x1x?x1x?x1x?xf32>, memref<?x1x?x1x1x1x1x1x1x1xf32>) outs(%out : memref<?x?x?x?x?x?x?x?x?x?xf32>) {
+  ^bb0(%xs: f32, %ys: f32, %ss: f32):
+    %e = math.exp %ss : f32
+    %m = arith.mulf %xs, %ys : f32
+    %r = arith.mulf %m, %e : f32
+    ew.yield %r : f32
   }
   func.return
 }

@@ -293,6 +293,29 @@ func.func @collapsed(%x: memref<?x?xf32>, %s: memref<2x4xf32>) -> index {
   func.return %n : index
 }
 
+// A memref seen with each run of its dims as one (ew-kernel-to-loops' views of arrays not read at
+// the linear index): the same pointer, the middle group's size d1 * 1 * d3; indices divided out
+// of a merged loop's index are LLVM's unsigned division and remainder.
+// CHECK-LABEL: llvm.func @collapsed_runs
+// CHECK-SAME:    (%[[X:.*]]: !llvm.ptr, %[[D0:.*]]: i64, %[[D1:.*]]: i64, %[[D3:.*]]: i64, %[[D4:.*]]: i64, %[[I:.*]]: i64, %[[N:.*]]: i64) -> f32
+// CHECK:         %[[ONE:.*]] = llvm.mlir.constant(1) : i64
+// CHECK-NEXT:    %[[D11:.*]] = llvm.mul %[[D1]], %[[ONE]] : i64
+// CHECK-NEXT:    %[[D13:.*]] = llvm.mul %[[D11]], %[[D3]] : i64
+// CHECK-NEXT:    %[[K:.*]] = llvm.urem %[[I]], %[[N]] : i64
+// CHECK-NEXT:    %[[Q:.*]] = llvm.udiv %[[I]], %[[N]] : i64
+// CHECK-NEXT:    %[[ROW:.*]] = llvm.mul %[[Q]], %[[D13]] : i64
+// CHECK-NEXT:    %[[AT:.*]] = llvm.add %[[ROW]], %[[K]] : i64
+// CHECK-NEXT:    %[[LINE:.*]] = llvm.mul %[[AT]], %[[D4]] : i64
+// CHECK-NEXT:    %[[ELEMENT:.*]] = llvm.add %[[LINE]], %[[K]] : i64
+// CHECK-NEXT:    llvm.getelementptr inbounds %[[X]][%[[ELEMENT]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+func.func @collapsed_runs(%x: memref<?x?x1x?x?xf32>, %i: index, %n: index) -> f32 {
+  %runs = memref.collapse_shape %x [[0], [1, 2, 3], [4]] : memref<?x?x1x?x?xf32> into memref<?x?x?xf32>
+  %k = arith.remui %i, %n : index
+  %q = arith.divui %i, %n : index
+  %v = memref.load %runs[%q, %k, %k] : memref<?x?x?xf32>
+  func.return %v : f32
+}
+
 // Temporaries: alloc is malloc of the byte size, dealloc is free; libm declarations carry over.
 // CHECK-LABEL: llvm.func @temporary
 // CHECK:         %[[BYTES:.*]] = llvm.mul %{{.*}}, %{{.*}} : i64

@@ -1,10 +1,10 @@
 """`ew-kernel-to-loops`: bufferized `ew.kernel`s become `scf.for` nests: loads, scalar code, stores.
 
 One loop per run of dimensions of the iteration space (the shape of the kernel's `outs`; runs
-below), outermost first, so the innermost loop walks the last, contiguous dimension and is the
-one LLVM vectorizes. An input of lower rank or with a static 1 where the iteration space is
+below), outermost first, so the innermost loop walks the last run, contiguous, and is the one
+LLVM vectorizes. An input of lower rank or with a static 1 where the iteration space is
 wider is broadcast: its load uses only its own trailing dimensions, with index 0 where its size
-is 1. A load, and what is computed from loads alone, sits in the outermost loop whose index it
+is 1. A load, and what is computed from loads alone, sits in the innermost loop whose index it
 uses (before all loops if none): a `[t, 1]` scale is read once per row, a scalar input once per
 call. LLVM could not hoist those itself (an output store may alias the load as far as it
 knows), and in the vectorized loop an invariant chain of approximations (`pow(s, pow(b, b))`)
@@ -37,14 +37,15 @@ Neighbouring dimensions along which every input is read alike (each either all o
 broadcast), and those of size 1, are one run, one loop over the product of their sizes
 (`coalesced_axes`); an array not read at the linear index is seen with each run's dims as one
 (`collapsed_view`: `[t, 1, 1, d]` under `[t, a, b, d]` as `[t, 1, d]`). A kernel whose every
-array is of the whole iteration space or read once (a scalar, all sizes 1) is then one loop over
-all its elements. A nest ran LLVM's vector epilogue, and up to 7 scalar iterations, at every
-row: `x * sigmoid(x) * y` on `[16384, 100]` float32 took 0.80 ns an element as a nest, 0.44 as
-one loop (as on `[1638400]`); and LLVM's time grew with the nest's depth: `x * y`, y a `[16]`
-row under x of 16 dims, compiled in 5.4 s as 16 loops, 0.09 s as 2 (this Zen 4, 2026-12-07).
-Where runs are still more than `MAX_LOOP_DEPTH` (an input read along every other dim), the outer
-ones are one loop over their product, and the indices an array needs of them are that loop's
-index's quotients and remainders (`delinearized`), made once per iteration of the nest inside.
+array is contiguous and of the whole iteration space or read once (a scalar, all sizes 1) is
+then one loop over all its elements. A nest ran LLVM's vector epilogue, and up to 7 scalar
+iterations, at every row: `x * sigmoid(x) * y` on `[16384, 100]` float32 took 0.80 ns an element
+as a nest, 0.44 as one loop (as on `[1638400]`); and LLVM's time grew with the nest's depth:
+`x * y`, y a `[16]` row under x of 16 dims, compiled in 5.4 s as 16 loops, 0.09 s as 2 (this
+Zen 4, 2026-12-07). Where runs are still more than `max-loop-depth` (`MAX_LOOP_DEPTH`; an input read
+along every other dim), the outer ones are one loop over their product (`MergedRuns`), and the
+indices an array needs of them are that loop's index's quotients and remainders
+(`delinearized`), made in each iteration of that loop, before the loops inside.
 
 With `vector-bytes` set (the default pipeline sets 64, AVX-512's width, on every host, for the
 kernels of bf16 arrays with `bf16-only`, for all with `xfuse.compile(masked_remainder=True)`), the
@@ -190,7 +191,7 @@ def coalesced_axes(kernel: ew.KernelOp) -> list[list[int]]:
     and axes of size 1, which join either. Each array not read once (a scalar, all sizes 1)
     must be contiguous, to be seen with a run's dims as one (`collapsed_view`); where one is
     not, each axis is a loop of its own. A nest of one loop per axis compiled in time growing
-    with the rank (`x * y` with y a `[d]` row under 16-dim x: 5.4 s, two loops 0.1 s)."""
+    with the rank (`x * y` with y a `[d]` row under 16-dim x: 5.4 s, two loops 0.09 s)."""
     shape = ew.shape_of(kernel.outputs[0])
     rank = len(shape)
     arrays = [*kernel.inputs, *kernel.outputs]
@@ -201,9 +202,10 @@ def coalesced_axes(kernel: ew.KernelOp) -> list[list[int]]:
     ):
         return [[axis] for axis in range(rank)]
 
+    offsets = [rank - len(ew.shape_of(source)) for source in kernel.inputs]
+
     def read_along(axis: int) -> tuple[bool, ...]:
         """Which inputs are read along `axis` (those broadcast along it are not)."""
-        offsets = [rank - len(ew.shape_of(source)) for source in kernel.inputs]
         return tuple(
             axis >= offset and ew.shape_of(source)[axis - offset] != 1
             for source, offset in zip(kernel.inputs, offsets, strict=True)
@@ -252,34 +254,86 @@ def collapsed_view(
 
 
 MAX_LOOP_DEPTH = 8
-"""The deepest loop nest a kernel is: the outer runs of dims beyond it (`coalesced_axes`) are one
-loop over their product, each run's index from its index (a division and a remainder a run,
-once per iteration of the inner nest). LLVM's time grows with a nest's depth: `x * y`, y read
-along every other dim of x, compiled in 0.11 s at 4 dims, 0.36 s at 8, 4.4 s at 16; but where
-the inner nest is short, the merged loop's index arithmetic costs: x of shape `(2,) * 20` ran in
-1.35 ms as 20 loops, 1.64 ms with 8 the most (0.35 s to compile, not 6.2), 2.34 with 6, 4.77
-with 4; (16, 16, 16, 16, 16, 4, 4) 11.5 ms with 6 or more, 14.0 with 4 (Zen 4, 2026-12-07)."""
+"""`max-loop-depth`'s default, the deepest loop nest a kernel is: the outer runs of dims beyond
+(`coalesced_axes`) are one loop over their product, each run's index from its index (a division
+and a remainder a run, in each iteration of that loop, before the loops inside). LLVM's time
+grows with a nest's depth: `x * y`, y read along every other dim of x, compiled in 0.11 s at 4
+dims, 0.36 s at 8, 4.4 s at 16; but where the inner nest is short, the merged loop's index
+arithmetic costs: x of shape `(2,) * 20` ran in 1.35 ms as 20 loops, 1.64 ms with 8 the most
+(0.35 s to compile, not 6.2), 2.34 with 6, 4.77 with 4; (16, 16, 16, 16, 16, 4, 4) 11.5 ms with
+6 or more, 14.0 with 4 (Zen 4, 2026-12-07)."""
 
 
-def _product(builder: Builder, iteration: SSAValue, run: Sequence[int]) -> SSAValue:
-    """The number of elements of `run`, dims of `iteration`: the product of their sizes (but
-    those of size 1)."""
-    shape = ew.shape_of(iteration)
+def index_constant(builder: Builder, value: int) -> SSAValue:
+    """An `index` constant of `value`, inserted by `builder`."""
+    return builder.insert(arith.ConstantOp.from_int_and_width(value, IndexType())).result
 
-    def index(value: int) -> SSAValue:
-        return builder.insert(arith.ConstantOp.from_int_and_width(value, IndexType())).result
 
-    sizes = [
-        builder.insert(memref.DimOp(iteration, index(axis))).result
-        if shape[axis] == DYNAMIC_INDEX
-        else index(shape[axis])
-        for axis in run
-        if shape[axis] != 1
-    ]
-    product = sizes[0] if sizes else index(1)
-    for size in sizes[1:]:
-        product = builder.insert(arith.MuliOp(product, size)).result
+def multiplied(builder: Builder, factors: Sequence[SSAValue]) -> SSAValue:
+    """The product of `factors` (one or more), left to right."""
+    product = factors[0]
+    for factor in factors[1:]:
+        product = builder.insert(arith.MuliOp(product, factor)).result
     return product
+
+
+def run_size(builder: Builder, iteration: SSAValue, run: Sequence[int]) -> SSAValue:
+    """The number of elements of `run`, dims of `iteration`: its dynamic sizes times the product
+    of its static ones (left out where it is 1)."""
+    shape = ew.shape_of(iteration)
+    dynamic = [
+        builder.insert(memref.DimOp(iteration, index_constant(builder, axis))).result
+        for axis in run
+        if shape[axis] == DYNAMIC_INDEX
+    ]
+    static = math.prod(shape[axis] for axis in run if shape[axis] != DYNAMIC_INDEX)
+    if static != 1 or not dynamic:
+        dynamic.append(index_constant(builder, static))
+    return multiplied(builder, dynamic)
+
+
+@dataclass(frozen=True)
+class MergedRuns:
+    """How a nest of one loop per run fits in `max-loop-depth` loops: its first `count` runs are
+    one loop over their product (fewer than 2: a loop per run, as they are)."""
+
+    count: int
+
+    @staticmethod
+    def beyond(runs: int, max_loop_depth: int) -> MergedRuns:
+        """The outer runs of `runs` that do not fit in `max_loop_depth` loops, and the one more
+        whose loop walks them."""
+        return MergedRuns(max(0, runs - max_loop_depth + 1))
+
+    def loop_bounds(self, builder: Builder, run_sizes: Sequence[SSAValue]) -> list[SSAValue]:
+        """Each loop's trip count, outermost first."""
+        if self.count < 2:
+            return list(run_sizes)
+        return [multiplied(builder, run_sizes[: self.count]), *run_sizes[self.count :]]
+
+    def loop_depth(self, run_depth: int) -> int:
+        """The loop depth of what the runs up to `run_depth` index (0: before all loops)."""
+        if self.count < 2:
+            return run_depth
+        return max(min(run_depth, 1), run_depth - self.count + 1)
+
+    def run_indices(
+        self,
+        builder: Builder,
+        induction_vars: Sequence[SSAValue],
+        run_sizes: Sequence[SSAValue],
+        wanted: set[int],
+        zero: SSAValue,
+    ) -> list[SSAValue]:
+        """Each run's index: a merged run's, where `wanted`, divided out of the first loop's
+        index by `builder` (in that loop, before the loops inside), 0 where no array reads it."""
+        if self.count < 2:
+            return list(induction_vars)
+        merged = range(self.count)
+        outer = delinearized(
+            builder, induction_vars[0], run_sizes[: self.count], wanted & set(merged)
+        )
+        return [*(outer.get(run, zero) for run in merged), *induction_vars[1:]]
 
 
 def delinearized(
@@ -309,11 +363,11 @@ def _load_depth(input_shape: Sequence[int], rank: int) -> int:
     return max((offset + axis + 1 for axis, size in enumerate(input_shape) if size != 1), default=0)
 
 
-def _loop_depths(kernel: ew.KernelOp, load_depths: Sequence[int], rank: int) -> dict[SSAValue, int]:
-    """The loop depth each scalar of the region is computed at, in a nest of `rank` loops where
-    each input is loaded at its `load_depths`: that of the innermost loop whose index it depends
-    on (0: before all loops). A constant goes to its outermost user's depth, so a region with
-    nothing to hoist keeps its order."""
+def _loop_depths(kernel: ew.KernelOp, load_depths: Sequence[int], runs: int) -> dict[SSAValue, int]:
+    """The run depth each scalar of the region is computed at, in a nest of `runs` runs where
+    each input is loaded at its `load_depths`: that of the innermost run whose index it depends
+    on (0: before all loops; `MergedRuns.loop_depth` gives the loop). A constant goes to its
+    outermost user's depth, so a region with nothing to hoist keeps its order."""
     depth: dict[SSAValue, int] = dict(zip(kernel.block.args, load_depths, strict=True))
     body = list(kernel.block.ops)[:-1]
     for op in body:
@@ -322,8 +376,8 @@ def _loop_depths(kernel: ew.KernelOp, load_depths: Sequence[int], rank: int) -> 
         if not op.operands:
             users = [use.operation for use in op.results[0].uses]
             depth[op.results[0]] = min(
-                (depth[user.results[0]] if user.results else rank for user in users),
-                default=rank,
+                (depth[user.results[0]] if user.results else runs for user in users),
+                default=runs,
             )
     return depth
 
@@ -480,7 +534,7 @@ def head_length(
     not, or where a row is shorter than `HEAD_MIN_ROW_BYTES`, 0 (no head)."""
 
     def index(value: int) -> SSAValue:
-        return builder.insert(arith.ConstantOp.from_int_and_width(value, IndexType())).result
+        return index_constant(builder, value)
 
     element = cast(MemRefType[Attribute], output.type).element_type
     shift = max(1, element.bitwidth // 8).bit_length() - 1  # ew's element types: 1 to 8 bytes
@@ -578,20 +632,9 @@ class KernelToLoops(RewritePattern):
             if array not in views and not flattens(array, iteration_shape):
                 view = collapsed_view(array, runs, len(iteration_shape))
                 views[array] = array if view is None else builder.insert(view).result
-        run_sizes = [_product(builder, iteration, run) for run in runs]
-        # The outer runs beyond a nest of `max_loop_depth` are one loop over their product.
-        merged = max(0, len(runs) - self.max_loop_depth + 1)
-        upper_bounds = run_sizes
-        if merged > 1:
-            outer = run_sizes[0]
-            for size in run_sizes[1:merged]:
-                outer = builder.insert(arith.MuliOp(outer, size)).result
-            upper_bounds = [outer, *run_sizes[merged:]]
-
-        def loop_depth(run_depth: int) -> int:
-            """The loop a value of `run_depth` (its innermost run) is computed in."""
-            return run_depth if merged < 2 else max(min(run_depth, 1), run_depth - merged + 1)
-
+        run_sizes = [run_size(builder, iteration, run) for run in runs]
+        merged = MergedRuns.beyond(len(runs), self.max_loop_depth)
+        upper_bounds = merged.loop_bounds(builder, run_sizes)
         # levels[k] inserts at loop depth k: before the loop of depth k + 1, or in the innermost
         # body before its yield.
         levels = [builder]
@@ -607,24 +650,17 @@ class KernelToLoops(RewritePattern):
             for source in op.inputs
         ]
         depth = {
-            value: loop_depth(run_depth)
+            value: merged.loop_depth(run_depth)
             for value, run_depth in _loop_depths(op, load_depths, len(runs)).items()
         }
-        run_indices = induction_vars
-        if merged > 1:  # the merged runs' indices, those an array reads, from the loop's
-            read = {
-                len(runs) - len(shape) + axis
-                for shape in {ew.shape_of(view) for view in views.values()}
-                for axis, size in enumerate(shape)
-                if size != 1
-            }
-            outer_indices = delinearized(
-                levels[1], induction_vars[0], run_sizes[:merged], read & set(range(merged))
-            )
-            run_indices = [
-                *(outer_indices.get(run, zero) for run in range(merged)),
-                *induction_vars[1:],
-            ]
+        read = {  # the runs an array reads (not at the linear index)
+            len(runs) - len(shape) + axis
+            for shape in {ew.shape_of(view) for view in views.values()}
+            for axis, size in enumerate(shape)
+            if size != 1
+        }
+        first_body = levels[min(1, len(upper_bounds))]  # (where the first loop's ops go)
+        run_indices = merged.run_indices(first_body, induction_vars, run_sizes, read, zero)
         flat: dict[SSAValue, SSAValue] = {}
         linear: list[SSAValue] = []
 
@@ -727,13 +763,18 @@ class EwKernelToLoopsPass(ModulePass):
     float32, 1.1-1.3x at 2^16; docs/benchmarks.md); 0: no head."""
 
     max_loop_depth: int = MAX_LOOP_DEPTH
-    """The most loops a kernel's nest is, 1 or more: the outer runs of dims beyond (each run a
+    """The most loops a kernel's nest is, 1 to 2^63 - 1: the outer runs of dims beyond (each run a
     loop: `coalesced_axes`) are one loop over their product, each run's index an array reads
     divided out of its index (`delinearized`). LLVM's time grows with a nest's depth, and a
     merged loop costs index arithmetic where the loops inside are short (`MAX_LOOP_DEPTH`)."""
 
     def __post_init__(self) -> None:
-        check_option(self, "max_loop_depth", self.max_loop_depth >= 1, "an integer >= 1")
+        check_option(  # (an mlir-opt integer option is a long, as ew-fuse's max-ops)
+            self,
+            "max_loop_depth",
+            1 <= self.max_loop_depth < 2**63,
+            "an integer from 1 to 2^63 - 1",
+        )
         for option, largest in (
             ("vector_bytes", MAX_VECTOR_BYTES),
             ("store_alignment", MAX_STORE_ALIGNMENT),

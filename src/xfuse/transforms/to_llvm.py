@@ -358,8 +358,9 @@ class AlignedPointerToLlvm(RewritePattern):
 
 class CollapseShapeToLlvm(RewritePattern):
     """A contiguous memref seen with each group of its dims as one (`ew-kernel-to-loops` reads
-    arrays of a kernel's whole iteration space at one linear index): the same pointer, each
-    group's size the product of the group's sizes."""
+    arrays of a kernel's whole iteration space at one linear index, and the others with each
+    run of dims its loop walks as one): the same pointer, each group's size the product of the
+    group's sizes."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: memref.CollapseShapeOp, rewriter: PatternRewriter) -> None:
