@@ -104,7 +104,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -322,18 +322,22 @@ class MergedRuns:
         builder: Builder,
         induction_vars: Sequence[SSAValue],
         run_sizes: Sequence[SSAValue],
-        wanted: set[int],
+        read_shapes: Iterable[Sequence[int]],
         zero: SSAValue,
     ) -> list[SSAValue]:
-        """Each run's index: a merged run's, where `wanted`, divided out of the first loop's
-        index by `builder` (in that loop, before the loops inside), 0 where no array reads it."""
+        """Each run's index: a merged run's, where an array of `read_shapes` (in runs,
+        right-aligned) reads it, divided out of the first loop's index by `builder` (in that
+        loop, before the loops inside), else 0 (no array reads it)."""
         if self.count < 2:
             return list(induction_vars)
-        merged = range(self.count)
-        outer = delinearized(
-            builder, induction_vars[0], run_sizes[: self.count], wanted & set(merged)
-        )
-        return [*(outer.get(run, zero) for run in merged), *induction_vars[1:]]
+        wanted = {
+            len(run_sizes) - len(shape) + axis
+            for shape in read_shapes
+            for axis, size in enumerate(shape)
+            if size != 1 and len(run_sizes) - len(shape) + axis < self.count
+        }
+        outer = delinearized(builder, induction_vars[0], run_sizes[: self.count], wanted)
+        return [*(outer.get(run, zero) for run in range(self.count)), *induction_vars[1:]]
 
 
 def delinearized(
@@ -653,14 +657,9 @@ class KernelToLoops(RewritePattern):
             value: merged.loop_depth(run_depth)
             for value, run_depth in _loop_depths(op, load_depths, len(runs)).items()
         }
-        read = {  # the runs an array reads (not at the linear index)
-            len(runs) - len(shape) + axis
-            for shape in {ew.shape_of(view) for view in views.values()}
-            for axis, size in enumerate(shape)
-            if size != 1
-        }
         first_body = levels[min(1, len(upper_bounds))]  # (where the first loop's ops go)
-        run_indices = merged.run_indices(first_body, induction_vars, run_sizes, read, zero)
+        read_shapes = {ew.shape_of(view) for view in views.values()}  # (not at the linear index)
+        run_indices = merged.run_indices(first_body, induction_vars, run_sizes, read_shapes, zero)
         flat: dict[SSAValue, SSAValue] = {}
         linear: list[SSAValue] = []
 
