@@ -766,6 +766,48 @@ def test_broadcasting_mixed_dtypes_run_like_the_cpu_kernel(d: int, fuse: bool, o
         )
 
 
+RUNS = [
+    # y's dims as runs of x's: one run of two dims (in the vector loop where m * k is a multiple
+    # of the 4 lanes, though k is not), a column of a run, a leading 1, a dim of its own
+    (["n", "m", "k"], ["m", "k"], (3, 4, 6)),
+    (["n", "m", "k"], ["m", "k"], (3, 5, 7)),
+    (["n", "m", "k"], ["n", 1, 1], (3, 5, 8)),
+    (["n", "m", "k"], [1, "m", "k"], (2, 3, 4)),
+    (["n", "m", "k"], ["m", 1], (3, 5, 8)),
+    (["a", "b", "c", "d"], ["b", 1, "d"], (2, 3, 5, 4)),
+    (["a", 1, "c", "d"], ["c", "d"], (2, 1, 3, 4)),
+]
+
+
+@pytest.mark.parametrize("offset", [0, 4], ids=["aligned", "misaligned"])
+@pytest.mark.parametrize(("x_dims", "y_dims", "shape"), RUNS)
+def test_broadcasts_over_runs_of_dims_run_like_the_cpu_kernel(
+    x_dims: list[Any], y_dims: list[Any], shape: tuple[int, ...], offset: int
+) -> None:
+    """Each entry sees the iteration space in runs of dims (`coalesced_axes`) and divides the
+    linear index once a run: the same bits as the CPU's kernel."""
+    source = "out = x * y + x;"
+    shapes = {"x": x_dims, "y": y_dims}
+    cpu = xfuse.compile(source, shapes=shapes)
+    gpu, _ = emulated(xfuse.compile(source, shapes=shapes, target="cuda"), offset)
+    sizes = dict(zip(x_dims, shape, strict=True))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape).astype(np.float32)
+    y = rng.standard_normal([sizes.get(dim, 1) for dim in y_dims]).astype(np.float32)
+    got, want = gpu(x=x, y=y), cpu(x=x, y=y)
+    assert got.shape == shape
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_a_row_of_two_dims_under_three_is_one_remainder_and_no_division() -> None:
+    """y `[m, k]` under x `[n, m, k]`, dynamic: one 64-bit remainder by m * k in each of the
+    two loops (it was a remainder by k, a division by k and a remainder by m)."""
+    ptx = xfuse.compile(
+        "out = x * y;", shapes={"x": ["n", "m", "k"], "y": ["m", "k"]}, target="cuda"
+    ).ptx
+    assert re.findall(r"\b(?:div|rem)\.u64\b", ptx) == ["rem.u64", "rem.u64"]
+
+
 class SixBlocksAMultiprocessor:
     """The part of a 132-multiprocessor GPU that plans launches: 6 blocks of 256 threads fit on
     a multiprocessor (an entry of 33-40 registers a thread on sm_90)."""

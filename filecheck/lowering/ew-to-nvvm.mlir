@@ -1,6 +1,6 @@
-// RUN: xfuse-opt %s -p ew-to-nvvm | filecheck %s
-// RUN: xfuse-opt %s -p 'ew-to-nvvm{math=ptx-approx}' | filecheck %s --check-prefix=PTX
-// RUN: xfuse-opt %s -p 'ew-to-nvvm,ew-expand-math,ew-to-llvm{packed=false}' | filecheck %s --check-prefix=LLVM
+// RUN: xfuse-opt %s --split-input-file -p ew-to-nvvm | filecheck %s
+// RUN: xfuse-opt %s --split-input-file -p 'ew-to-nvvm{math=ptx-approx}' | filecheck %s --check-prefix=PTX
+// RUN: xfuse-opt %s --split-input-file -p 'ew-to-nvvm,ew-expand-math,ew-to-llvm{packed=false}' | filecheck %s --check-prefix=LLVM
 
 // A bias under a 2-D input: the kernel becomes an entry taking one pointer per operand and the
 // iteration's two dynamic sizes. The first index and the stride of the grid-stride loop come from
@@ -20,7 +20,7 @@
 // CHECK:         %[[VECTORS:.*]] = llvm.select %{{.*}}, %{{.*}}, %{{.*}} : i1, i64
 // CHECK:         scf.for %[[V:.*]] = %[[FIRST]] to %[[VECTORS]] step %[[STRIDE]] : i64 {
 // CHECK:           %[[BASE:.*]] = llvm.mul %[[V]], %{{.*}} : i64
-// CHECK:           %[[COLUMN:.*]] = llvm.urem %[[BASE]], %[[D]] : i64
+// CHECK:           %[[COLUMN:.*]] = arith.remui %[[BASE]], %[[D]] : i64
 // CHECK:           %[[PX:.*]] = llvm.getelementptr inbounds %[[X]][%[[BASE]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
 // CHECK-NEXT:      %[[VX:.*]] = llvm.load %[[PX]] {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
 // CHECK:           %[[PB:.*]] = llvm.getelementptr inbounds %[[B]][%[[COLUMN]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
@@ -45,6 +45,7 @@
 // After ew-to-llvm the entry is an llvm.func whose loops are branches on i64 indices.
 // LLVM-LABEL: llvm.func @bias_tanh_kernel0
 // LLVM-SAME:    (%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %{{.*}}: i64)
+// LLVM:         llvm.urem %{{.*}}, %{{.*}} : i64
 // LLVM:         llvm.load %{{.*}} {alignment = 16 : i64} : !llvm.ptr -> vector<4xf32>
 // LLVM:         llvm.cond_br
 // LLVM-NOT:     math.
@@ -54,6 +55,34 @@ func.func @bias_tanh(%x: memref<?x?xf32>, %b: memref<?xf32>, %out: memref<?x?xf3
     %h = arith.addf %xs, %bs : f32
     %t = math.tanh %h : f32
     ew.yield %t : f32
+  }
+  func.return
+}
+
+// -----
+
+// A row of the last two dims under a 3-D input: those two dims are one run of the iteration
+// space (`coalesced_axes`, as ew-kernel-to-loops'), so the row's index is one remainder of the
+// linear index by their product, with no division, and the vector loop runs where that product
+// is a multiple of the 4 lanes.
+// CHECK-LABEL: func.func @row_under_3d_kernel0
+// CHECK-SAME:    (%{{.*}}: !llvm.ptr, %[[Y:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %[[M:.*]]: i64, %[[K:.*]]: i64)
+// CHECK:         %[[ROW:.*]] = llvm.mul %[[M]], %[[K]] : i64
+// CHECK:         llvm.urem %[[ROW]], %{{.*}} : i64
+// CHECK-NOT:     arith.divui
+// CHECK:         %[[V:.*]] = arith.remui %{{.*}}, %[[ROW]] : i64
+// CHECK:         llvm.getelementptr inbounds %[[Y]][%[[V]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK-NOT:     arith.divui
+// CHECK:         %[[S:.*]] = arith.remui %{{.*}}, %[[ROW]] : i64
+// CHECK-NOT:     arith.divui
+// CHECK:         llvm.getelementptr inbounds %[[Y]][%[[S]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK-NOT:     arith.divui
+// CHECK:         func.return
+func.func @row_under_3d(%x: memref<?x?x?xf32>, %y: memref<?x?xf32>, %out: memref<?x?x?xf32>) {
+  ew.kernel ins(%x, %y : memref<?x?x?xf32>, memref<?x?xf32>) outs(%out : memref<?x?x?xf32>) {
+  ^bb0(%xs: f32, %ys: f32):
+    %p = arith.mulf %xs, %ys : f32
+    ew.yield %p : f32
   }
   func.return
 }

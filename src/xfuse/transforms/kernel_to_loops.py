@@ -231,26 +231,37 @@ def collapsed_view(
     `runs` it has seen as one (`coalesced_axes`); None where each run holds at most one of them
     or it is read once."""
     shape = ew.shape_of(source)
-    offset = rank - len(shape)
-    groups = [[axis - offset for axis in run if axis >= offset] for run in runs]
-    groups = [group for group in groups if group]
+    groups = _run_groups(len(shape), runs, rank)
     if all(len(group) == 1 for group in groups) or _load_depth(shape, rank) == 0:
         return None
     type_ = cast(MemRefType[Attribute], source.type)
-    sizes = [
-        DYNAMIC_INDEX
-        if any(shape[axis] == DYNAMIC_INDEX for axis in group)
-        else math.prod(shape[axis] for axis in group)
-        for group in groups
-    ]
     reassociation = ArrayAttr(
         [ArrayAttr([IntegerAttr(axis, i64) for axis in group]) for group in groups]
     )
     return memref.CollapseShapeOp.create(
         operands=[source],
-        result_types=[MemRefType(type_.get_element_type(), sizes)],
+        result_types=[MemRefType(type_.get_element_type(), merged_shape(shape, runs, rank))],
         properties={"reassociation": reassociation},
     )
+
+
+def merged_shape(shape: Sequence[int], runs: Sequence[Sequence[int]], rank: int) -> tuple[int, ...]:
+    """`shape` (right-aligned to an iteration space of `rank` dims) with the dims of each of
+    `runs` it has as one, of their product (dynamic where one of them is)."""
+    return tuple(
+        DYNAMIC_INDEX
+        if any(shape[axis] == DYNAMIC_INDEX for axis in group)
+        else math.prod(shape[axis] for axis in group)
+        for group in _run_groups(len(shape), runs, rank)
+    )
+
+
+def _run_groups(array_rank: int, runs: Sequence[Sequence[int]], rank: int) -> list[list[int]]:
+    """The dims of each of `runs` that an array of `array_rank` dims, right-aligned to an
+    iteration space of `rank` dims, has (the runs it has none of left out)."""
+    offset = rank - array_rank
+    groups = [[axis - offset for axis in run if axis >= offset] for run in runs]
+    return [group for group in groups if group]
 
 
 MAX_LOOP_DEPTH = 8

@@ -26,14 +26,17 @@ The body is a grid-stride loop over 64-bit linear indices, the thread's first in
   widest element (4 for f32, 8 for bf16/f16 alone, 2 for f64), so the widest operand moves with
   128-bit loads and stores (`ld.global.v4.b32`). Operands of the iteration's shape are loaded
   whole; a broadcast operand that runs along the last axis (a bias `b[d]` under `x[t, d]`) too, at
-  the index of the first element, when the last dimension is a multiple of `V` (all `V` elements
-  then share a row); one broadcast along the last axis is loaded once and used by every lane.
+  the index of the first element, when the last run of dims (below) is a multiple of `V` (all `V`
+  elements then share a row); one broadcast along the last axis is loaded once and used by every
+  lane.
 - a scalar loop over what is left (the tail, or everything when the vector loop does not apply).
 
 Each lane runs its own copy of the kernel's scalar region (f16/bf16 operands are stored narrow
 and computed in f32, as the region says; bf16 travels as its i16 bits, as in `ew-to-llvm`).
 Broadcast operands are indexed like `ew-kernel-to-loops` does (right-aligned, index 0 where the
-operand's size is a static 1) from the linear index split into per-axis indices.
+operand's size is a static 1), on the same runs of dims (`coalesced_axes`: neighbouring dims that
+every input reads alike are one): the linear index split into one index per run that a broadcast
+operand reads (`delinearized`), a row `[m, k]` under `[n, m, k]` one remainder by m * k.
 
 `math=approx` leaves f32 transcendentals to `ew-expand-math`'s vectorizable approximations (the
 CPU's, same errors). `math=ptx-approx` uses the GPU's own instructions where one exists: `tanh`
@@ -82,7 +85,12 @@ from xdsl.utils.exceptions import DiagnosticException
 from xfuse.dialects import ew
 from xfuse.dialects.dtypes import dtype_of, element_bytes
 from xfuse.dialects.failure import OpFailure, check_one_block
-from xfuse.transforms.kernel_to_loops import input_indices
+from xfuse.transforms.kernel_to_loops import (
+    coalesced_axes,
+    delinearized,
+    input_indices,
+    merged_shape,
+)
 from xfuse.transforms.launches import Launch, LaunchSequence, Temporary
 from xfuse.transforms.options import GpuMath, check_choice
 from xfuse.transforms.pipeline import only_function
@@ -229,8 +237,10 @@ class _Emitter:
         return self(llvm.ZExtOp(value, i64))
 
     def product(self, values: Sequence[SSAValue]) -> SSAValue:
-        result = self.i64(1)
-        for value in values:
+        if not values:
+            return self.i64(1)
+        result = values[0]
+        for value in values[1:]:
             result = self(llvm.MulOp(result, value))
         return result
 
@@ -258,18 +268,24 @@ class _EntryBuilder:
 
     def __init__(self, kernel: ew.KernelOp, name: str):
         self.kernel = kernel
-        self.iteration = ew.shape_of(kernel.outputs[0])
+        shape = ew.shape_of(kernel.outputs[0])
+        # The iteration space and every operand seen in runs of dims, each run one axis
+        # (`coalesced_axes`): fewer divisions of the linear index, a row under [n, m, k] one
+        # remainder by m * k.
+        runs = coalesced_axes(kernel)
+        self.iteration = merged_shape(shape, runs, len(shape))
         types = [cast(MemRefType[Attribute], v.type) for v in (*kernel.inputs, *kernel.outputs)]
-        dynamic_count = sum(1 for size in self.iteration if size == DYNAMIC_INDEX)
+        dynamic_count = sum(1 for size in shape if size == DYNAMIC_INDEX)
         block = Block(arg_types=[_PTR] * len(types) + [i64] * dynamic_count)
         self.entry = func.FuncOp(name, FunctionType.from_lists(block.arg_types, []), Region(block))
         emit = self.emit = _Emitter(Builder(InsertPoint.at_end(block)))
         dynamic = iter(block.args[len(types) :])
-        self.sizes = [next(dynamic) if s == DYNAMIC_INDEX else emit.i64(s) for s in self.iteration]
+        axis_sizes = [next(dynamic) if s == DYNAMIC_INDEX else emit.i64(s) for s in shape]
+        self.sizes = [emit.product([axis_sizes[axis] for axis in run]) for run in runs]
         self.operands = [
             _Operand(
                 pointer,
-                tuple(t.get_shape()),
+                merged_shape(t.get_shape(), runs, len(shape)),
                 convert_type(t.get_element_type()),
                 t.get_element_type(),
             )
@@ -362,20 +378,28 @@ class _EntryBuilder:
         return self.emit(llvm.MulOp(vector_count, self.emit.i64(lanes)))
 
     def _axes(self, emit: _Emitter, linear: SSAValue) -> list[SSAValue]:
-        """Per-axis indices of a linear index, if an operand is broadcast (else no ops)."""
-        if all(o.is_full(self.iteration) for o in self.operands):
+        """Per-axis indices of a linear index, those a broadcast operand reads (none if no
+        operand is broadcast along an axis it reads)."""
+        rank = len(self.sizes)
+        wanted = {
+            rank - len(o.shape) + axis
+            for o in self.operands
+            if not o.is_full(self.iteration)
+            for axis, size in enumerate(o.shape)
+            if size != 1
+        }
+        if not wanted:
             return []
-        axes: list[SSAValue] = []
-        rest = linear
-        for size in reversed(self.sizes[1:]):
-            axes.insert(0, emit(llvm.URemOp(rest, size)))
-            rest = emit(llvm.UDivOp(rest, size))
-        return [rest, *axes] if self.sizes else []
+        indices = delinearized(emit.builder, linear, self.sizes, wanted)
+        unread = [axis for axis in range(rank) if axis not in indices]
+        if unread:
+            indices.update(dict.fromkeys(unread, emit.i64(0)))
+        return [indices[axis] for axis in range(rank)]
 
     def _index(
         self, emit: _Emitter, operand: _Operand, linear: SSAValue, axes: Sequence[SSAValue]
     ) -> SSAValue:
-        """An operand's linear index at the iteration's `linear` (per-axis `axes`)."""
+        """An operand's linear index at the iteration's `linear` (per-run `axes`)."""
         if operand.is_full(self.iteration):
             return linear
         indices = input_indices(operand.shape, axes, emit.i64(0))
