@@ -799,6 +799,41 @@ def test_broadcasts_over_runs_of_dims_run_like_the_cpu_kernel(
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_broadcasts_run_like_the_cpu_kernel(data: st.DataObject) -> None:
+    """x of a random shape (ranks 1-5, dims static or named) and two inputs broadcast over its
+    trailing dims, each dim kept or 1: the emulated entries' runs of dims give the CPU's bits."""
+    rank = data.draw(st.integers(1, 5), label="rank")
+    shape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank)))
+    named = data.draw(st.booleans(), label="named dims")
+    dims: list[Any] = [f"d{axis}" for axis in range(rank)] if named else list(shape)
+
+    def broadcast() -> tuple[list[Any], tuple[int, ...]]:
+        count = data.draw(st.integers(0, rank))
+        ones = data.draw(st.lists(st.booleans(), min_size=count, max_size=count))
+        kept = range(rank - count, rank)
+        return (
+            [1 if one else dims[axis] for axis, one in zip(kept, ones, strict=True)],
+            tuple(1 if one else shape[axis] for axis, one in zip(kept, ones, strict=True)),
+        )
+
+    (y_dims, y_shape), (z_dims, z_shape) = broadcast(), broadcast()
+    offset = data.draw(st.sampled_from([0, 4]), label="offset")
+    source = "out = x * y + z;"
+    shapes = {"x": dims, "y": y_dims, "z": z_dims}
+    cpu = xfuse.compile(source, shapes=shapes)
+    gpu, _ = emulated(xfuse.compile(source, shapes=shapes, target="cuda"), offset)
+    rng = np.random.default_rng(7)
+    args = {
+        name: rng.standard_normal(array_shape).astype(np.float32)
+        for name, array_shape in [("x", shape), ("y", y_shape), ("z", z_shape)]
+    }
+    got, want = gpu(**args), cpu(**args)
+    assert got.shape == shape
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 def test_a_row_of_two_dims_under_three_is_one_remainder_and_no_division() -> None:
     """y `[m, k]` under x `[n, m, k]`, dynamic: one 64-bit remainder by m * k in each of the
     two loops (it was a remainder by k, a division by k and a remainder by m)."""
