@@ -8,7 +8,7 @@
 // whole vectors, loading 4 floats of x, and of b at the row position of the first element.
 // CHECK-LABEL: func.func @bias_tanh_kernel0
 // CHECK-SAME:    (%[[X:.*]]: !llvm.ptr, %[[B:.*]]: !llvm.ptr, %[[OUT:.*]]: !llvm.ptr, %[[T:.*]]: i64, %[[D:.*]]: i64)
-// CHECK:         %[[N:.*]] = llvm.mul %{{.*}}, %[[D]] : i64
+// CHECK:         %[[N:.*]] = arith.muli %[[T]], %[[D]] : i64
 // CHECK:         %[[NTID:.*]] = llvm.call_intrinsic "llvm.nvvm.read.ptx.sreg.ntid.x"() : () -> i32
 // CHECK:         %[[BLOCK:.*]] = llvm.call_intrinsic "llvm.nvvm.read.ptx.sreg.ctaid.x"() : () -> i32
 // CHECK:         %[[TID:.*]] = llvm.call_intrinsic "llvm.nvvm.read.ptx.sreg.tid.x"() : () -> i32
@@ -67,16 +67,21 @@ func.func @bias_tanh(%x: memref<?x?xf32>, %b: memref<?xf32>, %out: memref<?x?xf3
 // is a multiple of the 4 lanes.
 // CHECK-LABEL: func.func @row_under_3d_kernel0
 // CHECK-SAME:    (%{{.*}}: !llvm.ptr, %[[Y:.*]]: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64, %[[M:.*]]: i64, %[[K:.*]]: i64)
-// CHECK:         %[[ROW:.*]] = llvm.mul %[[M]], %[[K]] : i64
+// CHECK:         %[[ROW:.*]] = arith.muli %[[M]], %[[K]] : i64
 // CHECK:         llvm.urem %[[ROW]], %{{.*}} : i64
-// CHECK-NOT:     arith.divui
-// CHECK:         %[[V:.*]] = arith.remui %{{.*}}, %[[ROW]] : i64
-// CHECK:         llvm.getelementptr inbounds %[[Y]][%[[V]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
-// CHECK-NOT:     arith.divui
-// CHECK:         %[[S:.*]] = arith.remui %{{.*}}, %[[ROW]] : i64
-// CHECK-NOT:     arith.divui
-// CHECK:         llvm.getelementptr inbounds %[[Y]][%[[S]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
-// CHECK-NOT:     arith.divui
+// CHECK:         scf.for %[[V:.*]] = %{{.*}} to %{{.*}} step %{{.*}} : i64 {
+// CHECK:           %[[BASE:.*]] = llvm.mul %[[V]], %{{.*}} : i64
+// CHECK-NOT:       {{arith.divui|llvm.udiv|llvm.urem}}
+// CHECK:           %[[ROW_INDEX:.*]] = arith.remui %[[BASE]], %[[ROW]] : i64
+// CHECK-NOT:       {{arith.divui|arith.remui|llvm.udiv|llvm.urem}}
+// CHECK:           llvm.getelementptr inbounds %[[Y]][%[[ROW_INDEX]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK-NOT:       {{arith.divui|arith.remui|llvm.udiv|llvm.urem}}
+// CHECK:         scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %{{.*}} : i64 {
+// CHECK-NOT:       {{arith.divui|llvm.udiv|llvm.urem}}
+// CHECK:           %[[SCALAR_ROW_INDEX:.*]] = arith.remui %[[I]], %[[ROW]] : i64
+// CHECK-NOT:       {{arith.divui|arith.remui|llvm.udiv|llvm.urem}}
+// CHECK:           llvm.getelementptr inbounds %[[Y]][%[[SCALAR_ROW_INDEX]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK-NOT:       {{arith.divui|arith.remui|llvm.udiv|llvm.urem}}
 // CHECK:         func.return
 func.func @row_under_3d(%x: memref<?x?x?xf32>, %y: memref<?x?xf32>, %out: memref<?x?x?xf32>) {
   ew.kernel ins(%x, %y : memref<?x?x?xf32>, memref<?x?xf32>) outs(%out : memref<?x?x?xf32>) {

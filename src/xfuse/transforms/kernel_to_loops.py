@@ -117,6 +117,7 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     IndexType,
     IntegerAttr,
+    IntegerType,
     MemRefType,
     ModuleOp,
     NoneAttr,
@@ -240,20 +241,17 @@ def collapsed_view(
     )
     return memref.CollapseShapeOp.create(
         operands=[source],
-        result_types=[MemRefType(type_.get_element_type(), merged_shape(shape, runs, rank))],
+        result_types=[MemRefType(type_.get_element_type(), _group_sizes(shape, groups))],
         properties={"reassociation": reassociation},
     )
 
 
-def merged_shape(shape: Sequence[int], runs: Sequence[Sequence[int]], rank: int) -> tuple[int, ...]:
+def collapsed_shape(
+    shape: Sequence[int], runs: Sequence[Sequence[int]], rank: int
+) -> tuple[int, ...]:
     """`shape` (right-aligned to an iteration space of `rank` dims) with the dims of each of
-    `runs` it has as one, of their product (dynamic where one of them is)."""
-    return tuple(
-        DYNAMIC_INDEX
-        if any(shape[axis] == DYNAMIC_INDEX for axis in group)
-        else math.prod(shape[axis] for axis in group)
-        for group in _run_groups(len(shape), runs, rank)
-    )
+    `runs` it has as one, as `collapsed_view` sees an array of it."""
+    return _group_sizes(shape, _run_groups(len(shape), runs, rank))
 
 
 def _run_groups(array_rank: int, runs: Sequence[Sequence[int]], rank: int) -> list[list[int]]:
@@ -262,6 +260,27 @@ def _run_groups(array_rank: int, runs: Sequence[Sequence[int]], rank: int) -> li
     offset = rank - array_rank
     groups = [[axis - offset for axis in run if axis >= offset] for run in runs]
     return [group for group in groups if group]
+
+
+def _group_sizes(shape: Sequence[int], groups: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    """Each group of dims' size: their product, dynamic where one of them is."""
+    return tuple(
+        DYNAMIC_INDEX
+        if any(shape[axis] == DYNAMIC_INDEX for axis in group)
+        else math.prod(shape[axis] for axis in group)
+        for group in groups
+    )
+
+
+def read_runs(read_shapes: Iterable[Sequence[int]], runs: int) -> set[int]:
+    """The runs (of `runs`, outermost 0) that an array of one of `read_shapes` (in runs,
+    right-aligned) reads: those where its size is not 1."""
+    return {
+        runs - len(shape) + run
+        for shape in read_shapes
+        for run, size in enumerate(shape)
+        if size != 1
+    }
 
 
 MAX_LOOP_DEPTH = 8
@@ -288,19 +307,28 @@ def multiplied(builder: Builder, factors: Sequence[SSAValue]) -> SSAValue:
     return product
 
 
+def size_product(
+    builder: Builder, sizes: Sequence[SSAValue | int], type_: IntegerType | IndexType
+) -> SSAValue:
+    """The product of `sizes` of `type_`, each a value or a known int: the values times the
+    product of the known ones (left out where it is 1, and the only factor where no value is)."""
+    known = math.prod(size for size in sizes if isinstance(size, int))
+    values = [size for size in sizes if not isinstance(size, int)]
+    if known != 1 or not values:
+        values.append(builder.insert(arith.ConstantOp.from_int_and_width(known, type_)).result)
+    return multiplied(builder, values)
+
+
 def run_size(builder: Builder, iteration: SSAValue, run: Sequence[int]) -> SSAValue:
-    """The number of elements of `run`, dims of `iteration`: its dynamic sizes times the product
-    of its static ones (left out where it is 1)."""
+    """The number of elements of `run`, dims of `iteration` (`size_product` of its sizes)."""
     shape = ew.shape_of(iteration)
-    dynamic = [
+    sizes = [
         builder.insert(memref.DimOp(iteration, index_constant(builder, axis))).result
-        for axis in run
         if shape[axis] == DYNAMIC_INDEX
+        else shape[axis]
+        for axis in run
     ]
-    static = math.prod(shape[axis] for axis in run if shape[axis] != DYNAMIC_INDEX)
-    if static != 1 or not dynamic:
-        dynamic.append(index_constant(builder, static))
-    return multiplied(builder, dynamic)
+    return size_product(builder, sizes, IndexType())
 
 
 @dataclass(frozen=True)
@@ -341,12 +369,7 @@ class MergedRuns:
         loop, before the loops inside), else 0 (no array reads it)."""
         if self.count < 2:
             return list(induction_vars)
-        wanted = {
-            len(run_sizes) - len(shape) + axis
-            for shape in read_shapes
-            for axis, size in enumerate(shape)
-            if size != 1 and len(run_sizes) - len(shape) + axis < self.count
-        }
+        wanted = {run for run in read_runs(read_shapes, len(run_sizes)) if run < self.count}
         outer = delinearized(builder, induction_vars[0], run_sizes[: self.count], wanted)
         return [*(outer.get(run, zero) for run in range(self.count)), *induction_vars[1:]]
 

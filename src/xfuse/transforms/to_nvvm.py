@@ -25,18 +25,20 @@ The body is a grid-stride loop over 64-bit linear indices, the thread's first in
   uniformly for the launch): each thread handles `V` consecutive elements, `V` = 16 bytes over the
   widest element (4 for f32, 8 for bf16/f16 alone, 2 for f64), so the widest operand moves with
   128-bit loads and stores (`ld.global.v4.b32`). Operands of the iteration's shape are loaded
-  whole; a broadcast operand that runs along the last axis (a bias `b[d]` under `x[t, d]`) too, at
-  the index of the first element, when the last run of dims (below) is a multiple of `V` (all `V`
-  elements then share a row); one broadcast along the last axis is loaded once and used by every
-  lane.
+  whole; a broadcast operand that varies along the last run of dims (below; a bias `b[d]` under
+  `x[t, d]`) too, at the index of the first element, when that run's size is a multiple of `V`
+  (all `V` elements then share a row); one broadcast along the last run is loaded once and used
+  by every lane.
 - a scalar loop over what is left (the tail, or everything when the vector loop does not apply).
 
 Each lane runs its own copy of the kernel's scalar region (f16/bf16 operands are stored narrow
 and computed in f32, as the region says; bf16 travels as its i16 bits, as in `ew-to-llvm`).
 Broadcast operands are indexed like `ew-kernel-to-loops` does (right-aligned, index 0 where the
 operand's size is a static 1), on the same runs of dims (`coalesced_axes`: neighbouring dims that
-every input reads alike are one): the linear index split into one index per run that a broadcast
-operand reads (`delinearized`), a row `[m, k]` under `[n, m, k]` one remainder by m * k.
+every input reads alike are one): each run's index that a broadcast operand reads comes from the
+linear index (`delinearized`: a division by the size of each run after the outermost one read, a
+remainder for each run read but the outermost of all), a row `[m, k]` under `[n, m, k]` one
+remainder by m * k.
 
 `math=approx` leaves f32 transcendentals to `ew-expand-math`'s vectorizable approximations (the
 CPU's, same errors). `math=ptx-approx` uses the GPU's own instructions where one exists: `tanh`
@@ -87,9 +89,11 @@ from xfuse.dialects.dtypes import dtype_of, element_bytes
 from xfuse.dialects.failure import OpFailure, check_one_block
 from xfuse.transforms.kernel_to_loops import (
     coalesced_axes,
+    collapsed_shape,
     delinearized,
     input_indices,
-    merged_shape,
+    read_runs,
+    size_product,
 )
 from xfuse.transforms.launches import Launch, LaunchSequence, Temporary
 from xfuse.transforms.options import GpuMath, check_choice
@@ -236,31 +240,24 @@ class _Emitter:
         value = self(llvm.CallIntrinsicOp(f"llvm.nvvm.read.ptx.sreg.{name}.x", [], [i32]))
         return self(llvm.ZExtOp(value, i64))
 
-    def product(self, values: Sequence[SSAValue]) -> SSAValue:
-        if not values:
-            return self.i64(1)
-        result = values[0]
-        for value in values[1:]:
-            result = self(llvm.MulOp(result, value))
-        return result
-
 
 @dataclass(frozen=True)
 class _Operand:
     pointer: SSAValue
     shape: tuple[int, ...]
+    """Its shape in runs of dims (`collapsed_shape`)."""
     storage: Attribute
     """The LLVM type of an element in memory (bf16 -> i16)."""
     element: Attribute
     """The type the kernel's region sees."""
 
-    def is_full(self, iteration: Sequence[int]) -> bool:
-        return len(self.shape) == len(iteration) and not any(
-            size == 1 and full != 1 for size, full in zip(self.shape, iteration, strict=True)
+    def is_full(self, run_shape: Sequence[int]) -> bool:
+        return len(self.shape) == len(run_shape) and not any(
+            size == 1 and full != 1 for size, full in zip(self.shape, run_shape, strict=True)
         )
 
-    def varies_along_last_axis(self, iteration: Sequence[int]) -> bool:
-        return bool(self.shape) and not (self.shape[-1] == 1 and iteration[-1] != 1)
+    def varies_along_last_run(self, run_shape: Sequence[int]) -> bool:
+        return bool(self.shape) and not (self.shape[-1] == 1 and run_shape[-1] != 1)
 
 
 class _EntryBuilder:
@@ -273,30 +270,32 @@ class _EntryBuilder:
         # (`coalesced_axes`): fewer divisions of the linear index, a row under [n, m, k] one
         # remainder by m * k.
         runs = coalesced_axes(kernel)
-        self.iteration = merged_shape(shape, runs, len(shape))
+        self.run_shape = collapsed_shape(shape, runs, len(shape))
         types = [cast(MemRefType[Attribute], v.type) for v in (*kernel.inputs, *kernel.outputs)]
         dynamic_count = sum(1 for size in shape if size == DYNAMIC_INDEX)
         block = Block(arg_types=[_PTR] * len(types) + [i64] * dynamic_count)
         self.entry = func.FuncOp(name, FunctionType.from_lists(block.arg_types, []), Region(block))
         emit = self.emit = _Emitter(Builder(InsertPoint.at_end(block)))
         dynamic = iter(block.args[len(types) :])
-        axis_sizes = [next(dynamic) if s == DYNAMIC_INDEX else emit.i64(s) for s in shape]
-        self.sizes = [emit.product([axis_sizes[axis] for axis in run]) for run in runs]
+        sizes = [next(dynamic) if size == DYNAMIC_INDEX else size for size in shape]
+        self.run_sizes = [
+            size_product(emit.builder, [sizes[axis] for axis in run], i64) for run in runs
+        ]
         self.operands = [
             _Operand(
                 pointer,
-                merged_shape(t.get_shape(), runs, len(shape)),
+                collapsed_shape(t.get_shape(), runs, len(shape)),
                 convert_type(t.get_element_type()),
                 t.get_element_type(),
             )
             for pointer, t in zip(block.args[: len(types)], types, strict=True)
         ]
         widest = max(element_bytes(o.storage) for o in self.operands)
-        self.lanes = VECTOR_BYTES // widest if self.iteration else 1
+        self.lanes = VECTOR_BYTES // widest if self.run_shape else 1
 
     def build(self) -> func.FuncOp:
         emit = self.emit
-        total = emit.product(self.sizes)
+        total = size_product(emit.builder, self.run_sizes, i64)
         block_size = emit.special_register("ntid")
         block_start = emit(llvm.MulOp(emit.special_register("ctaid"), block_size))
         first = emit(llvm.AddOp(block_start, emit.special_register("tid")))
@@ -320,7 +319,7 @@ class _EntryBuilder:
     def _vector_loop(self, total: SSAValue, first: SSAValue, stride: SSAValue) -> SSAValue:
         """The vector loop; returns the linear index where the scalar loop starts."""
         emit, lanes = self.emit, self.lanes
-        vectorized = [o for o in self.operands if o.varies_along_last_axis(self.iteration)]
+        vectorized = [o for o in self.operands if o.varies_along_last_run(self.run_shape)]
         zero, ok = emit.i64(0), None
         for operand in vectorized:
             misaligned = emit(
@@ -331,8 +330,8 @@ class _EntryBuilder:
             )
             aligned = emit(llvm.ICmpOp(misaligned, zero, _predicate("eq")))
             ok = aligned if ok is None else emit(llvm.AndOp(ok, aligned))
-        if any(not o.is_full(self.iteration) for o in self.operands):
-            row = emit(llvm.URemOp(self.sizes[-1], emit.i64(lanes)))
+        if any(not o.is_full(self.run_shape) for o in self.operands):
+            row = emit(llvm.URemOp(self.run_sizes[-1], emit.i64(lanes)))
             whole_rows = emit(llvm.ICmpOp(row, zero, _predicate("eq")))
             ok = whole_rows if ok is None else emit(llvm.AndOp(ok, whole_rows))
         vector_count = emit(llvm.UDivOp(total, emit.i64(lanes)))
@@ -342,10 +341,11 @@ class _EntryBuilder:
         inner = _Emitter(Builder(InsertPoint.before(cast(Operation, body.last_op))))
         base = inner(llvm.MulOp(body.args[0], inner.i64(lanes)))
         per_lane: list[list[SSAValue]] = [[] for _ in range(lanes)]
-        axes = self._axes(inner, base)
+        zero = inner.i64(0)
+        run_indices = self._run_indices(inner, base, zero)
         for operand in self.operands[: len(self.kernel.inputs)]:
-            index = self._index(inner, operand, base, axes)
-            if not operand.varies_along_last_axis(self.iteration):
+            index = self._index(inner, operand, base, run_indices, zero)
+            if not operand.varies_along_last_run(self.run_shape):
                 value = self._load(inner, operand, operand.storage, index)
                 value = self._to_region(inner, operand, value)
                 for lane in per_lane:
@@ -377,41 +377,37 @@ class _EntryBuilder:
             inner.builder.insert(llvm.StoreOp(vector, pointer, alignment=alignment))
         return self.emit(llvm.MulOp(vector_count, self.emit.i64(lanes)))
 
-    def _axes(self, emit: _Emitter, linear: SSAValue) -> list[SSAValue]:
-        """Per-axis indices of a linear index, those a broadcast operand reads (none if no
-        operand is broadcast along an axis it reads)."""
-        rank = len(self.sizes)
-        wanted = {
-            rank - len(o.shape) + axis
-            for o in self.operands
-            if not o.is_full(self.iteration)
-            for axis, size in enumerate(o.shape)
-            if size != 1
-        }
+    def _run_indices(self, emit: _Emitter, linear: SSAValue, zero: SSAValue) -> list[SSAValue]:
+        """Each run's index at a linear index where a broadcast operand reads that run, else
+        `zero` (no index at all where no broadcast operand reads a run)."""
+        broadcast = (o.shape for o in self.operands if not o.is_full(self.run_shape))
+        wanted = read_runs(broadcast, len(self.run_sizes))
         if not wanted:
             return []
-        indices = delinearized(emit.builder, linear, self.sizes, wanted)
-        unread = [axis for axis in range(rank) if axis not in indices]
-        if unread:
-            indices.update(dict.fromkeys(unread, emit.i64(0)))
-        return [indices[axis] for axis in range(rank)]
+        indices = delinearized(emit.builder, linear, self.run_sizes, wanted)
+        return [indices.get(run, zero) for run in range(len(self.run_sizes))]
 
     def _index(
-        self, emit: _Emitter, operand: _Operand, linear: SSAValue, axes: Sequence[SSAValue]
+        self,
+        emit: _Emitter,
+        operand: _Operand,
+        linear: SSAValue,
+        run_indices: Sequence[SSAValue],
+        zero: SSAValue,
     ) -> SSAValue:
-        """An operand's linear index at the iteration's `linear` (per-run `axes`)."""
-        if operand.is_full(self.iteration):
+        """An operand's linear index at the iteration's `linear` (`_run_indices`)."""
+        if operand.is_full(self.run_shape):
             return linear
-        indices = input_indices(operand.shape, axes, emit.i64(0))
-        offset = len(self.sizes) - len(operand.shape)
+        indices = input_indices(operand.shape, run_indices, zero)
+        offset = len(self.run_sizes) - len(operand.shape)
         result: SSAValue | None = None
-        for axis, index in enumerate(indices):
+        for run, index in enumerate(indices):
             if result is None:
                 result = index
                 continue
-            size = self.sizes[offset + axis] if operand.shape[axis] != 1 else emit.i64(1)
+            size = self.run_sizes[offset + run] if operand.shape[run] != 1 else emit.i64(1)
             result = emit(llvm.AddOp(emit(llvm.MulOp(result, size)), index))
-        return result if result is not None else emit.i64(0)
+        return result if result is not None else zero
 
     def _load(
         self, emit: _Emitter, operand: _Operand, type_: Attribute, index: SSAValue
@@ -436,10 +432,13 @@ class _EntryBuilder:
 
     def _load_scalars(self, body: Block, linear: SSAValue) -> list[SSAValue]:
         emit = _Emitter(Builder(InsertPoint.before(cast(Operation, body.last_op))))
-        axes = self._axes(emit, linear)
+        zero = emit.i64(0)
+        run_indices = self._run_indices(emit, linear, zero)
         return [
             self._to_region(
-                emit, o, self._load(emit, o, o.storage, self._index(emit, o, linear, axes))
+                emit,
+                o,
+                self._load(emit, o, o.storage, self._index(emit, o, linear, run_indices, zero)),
             )
             for o in self.operands[: len(self.kernel.inputs)]
         ]
