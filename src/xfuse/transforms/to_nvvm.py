@@ -341,7 +341,6 @@ class _EntryBuilder:
         inner = _Emitter(Builder(InsertPoint.before(cast(Operation, body.last_op))))
         base = inner(llvm.MulOp(body.args[0], inner.i64(lanes)))
         per_lane: list[list[SSAValue]] = [[] for _ in range(lanes)]
-        zero = inner.i64(0)
         run_indices = self._run_indices(inner, base, zero)
         for operand in self.operands[: len(self.kernel.inputs)]:
             index = self._index(inner, operand, base, run_indices, zero)
