@@ -1443,6 +1443,10 @@ CODE_CHANGING_ARGUMENTS: list[dict[str, object]] = [
     {"outputs": ["y"]},
     {"target": "cuda"},
     {"target": "cuda", "arch": "sm_80"},
+    {"interleave": 2},
+    {"streaming": False},
+    {"masked_remainder": True},
+    {"aligned_stores": False},
 ]
 
 
