@@ -786,7 +786,7 @@ def test_broadcasts_over_runs_of_dims_run_like_the_cpu_kernel(
     x_dims: list[Any], y_dims: list[Any], shape: tuple[int, ...], offset: int
 ) -> None:
     """Each entry sees the iteration space in runs of dims (`coalesced_axes`) and divides the
-    linear index once a run: the same bits as the CPU's kernel."""
+    linear index by the sizes of runs, not of dims: the same bits as the CPU's kernel."""
     source = "out = x * y + x;"
     shapes = {"x": x_dims, "y": y_dims}
     cpu = xfuse.compile(source, shapes=shapes)
@@ -807,8 +807,8 @@ def test_random_broadcasts_run_like_the_cpu_kernel(data: st.DataObject) -> None:
     inputs broadcast over its trailing dims, each dim kept or 1, in f16, f32 or f64 (8, 4 or 2
     lanes): the emulated entries' runs of dims give the CPU's bits."""
     rank = data.draw(st.integers(0, 5), label="rank")
-    size = st.integers(0, 9).map(lambda k: 0 if k == 0 else 1 + k % 5)  # (an empty one in 10)
-    shape = tuple(data.draw(st.lists(size, min_size=rank, max_size=rank), label="shape"))
+    dim_size = st.integers(0, 9).map(lambda k: 0 if k == 0 else 1 + k % 5)  # (0: one in 10)
+    shape = tuple(data.draw(st.lists(dim_size, min_size=rank, max_size=rank), label="shape"))
     named = data.draw(st.lists(st.booleans(), min_size=rank, max_size=rank), label="named")
     # (a static size is positive: `.ew` refuses a 0)
     dims: list[Any] = [
@@ -846,7 +846,8 @@ def test_random_broadcasts_run_like_the_cpu_kernel(data: st.DataObject) -> None:
 
 def test_a_row_of_two_dims_under_three_is_one_remainder_and_no_division() -> None:
     """y `[m, k]` under x `[n, m, k]`, dynamic: one 64-bit remainder by m * k in each of the
-    two loops (it was a remainder by k, a division by k and a remainder by m)."""
+    two loops (the IR divided by k and took remainders by k and m: a `div.u64` and a `rem.u64`
+    a loop in the PTX)."""
     ptx = xfuse.compile(
         "out = x * y;", shapes={"x": ["n", "m", "k"], "y": ["m", "k"]}, target="cuda"
     ).ptx
