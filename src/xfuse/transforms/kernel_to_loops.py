@@ -553,7 +553,7 @@ def split_remainder(loop: scf.ForOp, block: int) -> None:
     """Run `loop` (from 0, step 1) to the largest multiple of `block` (a power of two) below its
     bound, and a copy of it, the `REMAINDER_LOOP`, from there to the bound."""
     builder = Builder(InsertPoint.before(loop))
-    mask = builder.insert(arith.ConstantOp.from_int_and_width(-block, IndexType())).result
+    mask = index_constant(builder, -block)
     main_bound = builder.insert(arith.AndIOp(loop.ub, mask)).result
     remainder = loop.clone()
     remainder.attributes[LOOP_ROLE] = StringAttr(REMAINDER_LOOP)
@@ -571,9 +571,7 @@ def head_length(
     only where a row is whole multiples of it (an LLM's rows are: 4096, 14336 float32); where
     not, or where a row is shorter than `HEAD_MIN_ROW_BYTES`, 0 (no head)."""
 
-    def index(value: int) -> SSAValue:
-        return index_constant(builder, value)
-
+    index = functools.partial(index_constant, builder)
     element = cast(MemRefType[Attribute], output.type).element_type
     shift = max(1, element.bitwidth // 8).bit_length() - 1  # ew's element types: 1 to 8 bytes
     address = builder.insert(memref.ExtractAlignedPointerAsIndexOp.get(output)).aligned_pointer
@@ -657,8 +655,8 @@ class KernelToLoops(RewritePattern):
     def match_and_rewrite(self, op: ew.KernelOp, rewriter: PatternRewriter) -> None:
         aligns_stores = self.store_alignment and bound_by_memory(op)  # before its ops move
         builder = Builder(InsertPoint.before(op))
-        zero = builder.insert(arith.ConstantOp.from_int_and_width(0, IndexType())).result
-        one = builder.insert(arith.ConstantOp.from_int_and_width(1, IndexType())).result
+        zero = index_constant(builder, 0)
+        one = index_constant(builder, 1)
         iteration = op.outputs[0]
         iteration_shape = ew.shape_of(iteration)
 
