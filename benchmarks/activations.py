@@ -101,14 +101,13 @@ from xfuse.codegen.native import (
 )
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
-from xfuse.runtime.kernel import (
+from xfuse.runtime.kernel import Kernel, PreparedCall
+from xfuse.runtime.slices import (
     SETTLING_CALLS,
     SPLIT_PROBE_CALLS,
     SPLIT_PROBE_INTERVAL,
     SPLIT_PROBE_LONGEST,
     SPLIT_PROBE_SHARE,
-    Kernel,
-    PreparedCall,
     SliceWorkers,
     SplitChoice,
 )

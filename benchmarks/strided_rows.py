@@ -24,7 +24,7 @@ The ratios are each row's time over the contiguous call's. Then RoPE (rotary pos
 embedding, float32) on the halves of `q` `[--rope-tokens, --heads, --head-dim]`, `x1 =
 q[..., :h]`, `x2 = q[..., h:]`, with cos and sin tables `[t, 1, h]` broadcast over the heads,
 into the halves of one output buffer (t x heads rows of h elements, run along the grid of two
-axes: `xfuse.runtime.kernel.RowGrid`): a checked call, a prepared one, the same call on
+axes: `xfuse.runtime.call_plans.RowGrid`): a checked call, a prepared one, the same call on
 contiguous copies, and numpy's. Prints the host with its load first.
 """
 
@@ -40,7 +40,8 @@ import numpy as np
 import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.runtime.arrays import aligned_empty
-from xfuse.runtime.kernel import ROW_CALL_MIN_ELEMENTS, SETTLING_CALLS
+from xfuse.runtime.kernel import ROW_CALL_MIN_ELEMENTS
+from xfuse.runtime.slices import SETTLING_CALLS
 from xfuse.tools.cli import option_type, positive_int
 from xfuse.tools.scripts import run_script, script_parser
 

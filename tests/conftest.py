@@ -33,7 +33,7 @@ from xdsl.ir import Operation, SSAValue
 
 from xfuse.codegen.native import HostCpu, host_cpu
 from xfuse.dialects import ew
-from xfuse.runtime import compiler, kernel
+from xfuse.runtime import bound_calls, compiler
 from xfuse.runtime.compiler import clear_cache
 
 settings.register_profile(
@@ -120,7 +120,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     which a process compiles or loads once and keeps in an entry of the cache it first uses,
     is made before (in the session's cache), so that the test's cache holds its programs'
     entries only."""
-    kernel._bound_call_methods()
+    bound_calls.bound_call_methods()
     directory = tmp_path / "cache"
     monkeypatch.setenv("XFUSE_CACHE_DIR", str(directory))
     clear_cache()

@@ -34,7 +34,7 @@ from xfuse.codegen.libdevice import find_libdevice
 from xfuse.codegen.native import UnresolvedSymbolsError, declared_symbols
 from xfuse.dialects import ew
 from xfuse.frontend.language import EwNameWarning, parse_program
-from xfuse.runtime import cache_files, disk_cache, kernel
+from xfuse.runtime import bound_calls, cache_files, disk_cache
 from xfuse.runtime.compiler import compile_module
 from xfuse.tools.cli import main as cli_main
 from xfuse.transforms import ALL_PASSES
@@ -310,7 +310,7 @@ def test_alternating_toolchains_keep_their_own_entries(
         monkeypatch.setattr(cache_files, "toolchain", lambda toolchain=toolchain: toolchain)
         xfuse.clear_cache()
         xfuse.compile(gelu.source)
-        kernel._bound_call_module()
+        bound_calls._bound_call_module()
     assert len(lowerings) == 2  # once each, then hits
     assert len(bound_call_compiles) == 2
     directories = sorted(path.parent for path in entries(cache))
@@ -1545,11 +1545,11 @@ BOUND_CALLS_USER = textwrap.dedent(
     import sys
     import numpy as np
     import xfuse
-    from xfuse.runtime import kernel
+    from xfuse.runtime import bound_calls
 
     compiled = []
-    compile_llvm_ir = kernel.compile_llvm_ir
-    kernel.compile_llvm_ir = lambda *args: compiled.append(args) or compile_llvm_ir(*args)
+    compile_llvm_ir = bound_calls.compile_llvm_ir
+    bound_calls.compile_llvm_ir = lambda *args: compiled.append(args) or compile_llvm_ir(*args)
     x = np.linspace(-4, 4, 999, dtype=np.float32)
     xfuse.compile(sys.argv[1])(x=x, b=x, r=x)
     print(len(compiled))
@@ -1560,11 +1560,11 @@ BOUND_CALLS_USER = textwrap.dedent(
 def test_the_bound_calls_symbols_are_every_declared_function_and_variable() -> None:
     """What MCJIT is told the addresses of: each function `BOUND_CALL_IR` declares (not LLVM's
     intrinsics) and each external variable, read here with regular expressions."""
-    functions = re.findall(r"^declare [^@\n]*@([\w.]+)\(", kernel.BOUND_CALL_IR, re.MULTILINE)
-    variables = re.findall(r"^@(\w+) = external global ", kernel.BOUND_CALL_IR, re.MULTILINE)
+    functions = re.findall(r"^declare [^@\n]*@([\w.]+)\(", bound_calls.BOUND_CALL_IR, re.MULTILINE)
+    variables = re.findall(r"^@(\w+) = external global ", bound_calls.BOUND_CALL_IR, re.MULTILINE)
     expected = [name for name in functions if not name.startswith("llvm.")] + variables
     assert "PyEval_SaveThread" in expected and "_Py_NoneStruct" in expected
-    assert declared_symbols(kernel.BOUND_CALL_IR) == expected
+    assert declared_symbols(bound_calls.BOUND_CALL_IR) == expected
 
 
 def bound_calls_compiled_by_a_new_process(cache: Path, source: str) -> int:
@@ -1581,7 +1581,7 @@ def bound_calls_compiled_by_a_new_process(cache: Path, source: str) -> int:
 
 
 def bound_call_entry(cache: Path) -> Path:
-    return cache_files.entry_path(cache, cache_files.toolchain(), kernel.bound_call_digest())
+    return cache_files.entry_path(cache, cache_files.toolchain(), bound_calls.bound_call_digest())
 
 
 def test_a_new_process_loads_the_bound_calls_from_the_cache(cache: Path, gelu: Gelu) -> None:
@@ -1599,13 +1599,13 @@ def test_a_new_process_loads_the_bound_calls_from_the_cache(cache: Path, gelu: G
 def bound_call_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The IR of every `compile_llvm_ir` of `xfuse.runtime.kernel` (`BOUND_CALL_IR`'s)."""
     compiled: list[str] = []
-    compile_llvm_ir = kernel.compile_llvm_ir
+    compile_llvm_ir = bound_calls.compile_llvm_ir
 
     def counting(llvm_ir: str, opt_level: int = 3, codegen_level: int | None = None):
         compiled.append(llvm_ir)
         return compile_llvm_ir(llvm_ir, opt_level, codegen_level)
 
-    monkeypatch.setattr(kernel, "compile_llvm_ir", counting)
+    monkeypatch.setattr(bound_calls, "compile_llvm_ir", counting)
     return compiled
 
 
@@ -1615,13 +1615,13 @@ def bound_call_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_a_damaged_bound_call_entry_is_compiled_and_replaced(
     cache: Path, bound_call_compiles: list[str], damage: Callable[[Path], None]
 ) -> None:
-    kernel._bound_call_module()
+    bound_calls._bound_call_module()
     entry = bound_call_entry(cache)
-    assert bound_call_compiles == [kernel.BOUND_CALL_IR]
-    kernel._bound_call_module()
+    assert bound_call_compiles == [bound_calls.BOUND_CALL_IR]
+    bound_calls._bound_call_module()
     assert len(bound_call_compiles) == 1  # loaded
     damage(entry)
-    native = kernel._bound_call_module()
+    native = bound_calls._bound_call_module()
     assert len(bound_call_compiles) == 2
     assert native.address("keeping_gil")
     assert disk_cache.decode(entry.read_bytes(), entry.stem) is not None
@@ -1630,19 +1630,19 @@ def test_a_damaged_bound_call_entry_is_compiled_and_replaced(
 def test_bound_calls_this_process_cannot_link_are_compiled(
     cache: Path, bound_call_compiles: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    kernel._bound_call_module()
-    monkeypatch.setattr(kernel, "load_object_code", _unlinkable)
-    assert kernel._bound_call_module().address("keeping_gil")
+    bound_calls._bound_call_module()
+    monkeypatch.setattr(bound_calls, "load_object_code", _unlinkable)
+    assert bound_calls._bound_call_module().address("keeping_gil")
     assert len(bound_call_compiles) == 2
 
 
 def test_bound_calls_from_another_toolchain_are_compiled(
     cache: Path, bound_call_compiles: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    kernel._bound_call_module()
+    bound_calls._bound_call_module()
     toolchain = cache_files.toolchain()
     monkeypatch.setattr(cache_files, "toolchain", lambda: toolchain.replace("python", "python 2"))
-    kernel._bound_call_module()
+    bound_calls._bound_call_module()
     assert len(bound_call_compiles) == 2
 
 
@@ -1650,8 +1650,8 @@ def test_no_cache_writes_no_bound_call_entry(
     cache: Path, bound_call_compiles: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XFUSE_CACHE", "0")
-    kernel._bound_call_module()
-    kernel._bound_call_module()
+    bound_calls._bound_call_module()
+    bound_calls._bound_call_module()
     assert len(bound_call_compiles) == 2
     assert not cache.exists()
 

@@ -16,7 +16,7 @@ import pytest
 import xfuse
 from xfuse.runtime import cache_files
 from xfuse.runtime.arrays import data_pointer
-from xfuse.runtime.kernel import STREAMING_OUTPUT_PAGE_OFFSET
+from xfuse.runtime.call_plans import STREAMING_OUTPUT_PAGE_OFFSET
 from xfuse.runtime.output_pool import (
     BLOCK_STEP,
     DEFAULT_POOL_BYTES,

@@ -30,7 +30,7 @@ import xfuse
 from xfuse.codegen.native import HostCpu, host_cpu, streaming_name
 from xfuse.dialects import ew
 from xfuse.frontend.language import parse_program
-from xfuse.runtime import kernel as kernel_module
+from xfuse.runtime import call_plans, quick_calls
 from xfuse.runtime.arrays import (
     CallSignature,
     aligned_empty,
@@ -38,11 +38,18 @@ from xfuse.runtime.arrays import (
     keyword_mistake,
     overlapping_spans,
 )
-from xfuse.runtime.compiler import LRU_SIZE, Options, clear_cache, compile_module, parse_ir
-from xfuse.runtime.kernel import (
+from xfuse.runtime.bound_calls import fast_data_pointer
+from xfuse.runtime.call_plans import (
     GIL_HELD_ELEMENTS,
     HELD_WORKSPACE_BYTES,
-    ROW_CALL_MIN_ELEMENTS,
+    STREAMING_OUTPUT_PAGE_OFFSET,
+    CallPlan,
+    NativeCall,
+    RowRun,
+)
+from xfuse.runtime.compiler import LRU_SIZE, Options, clear_cache, compile_module, parse_ir
+from xfuse.runtime.kernel import ROW_CALL_MIN_ELEMENTS
+from xfuse.runtime.slices import (
     SPLIT_FIRST_BLOCK,
     SPLIT_LONGEST_ROUND,
     SPLIT_PROBE_CALLS,
@@ -51,14 +58,9 @@ from xfuse.runtime.kernel import (
     SPLIT_PROBE_SHARE,
     SPLIT_WARMUP_CALLS,
     SPLIT_WINDOW,
-    STREAMING_OUTPUT_PAGE_OFFSET,
-    CallPlan,
-    NativeCall,
-    RowRun,
     SizeClass,
     SliceWorker,
     SplitChoice,
-    fast_data_pointer,
 )
 from xfuse.transforms import ALL_PASSES, packed_entry_name
 from xfuse.transforms.optimize import EwOptimizePass
@@ -842,7 +844,7 @@ def test_a_prepared_call_keeps_its_plans_workspace_alive() -> None:
     x = np.linspace(-2, 2, 4096, dtype=np.float32)
     want = kernel(x=x)
     run = kernel.prepare(x=x)
-    for n in range(1, kernel_module.PLAN_CACHE_SIZE + 2):
+    for n in range(1, quick_calls.PLAN_CACHE_SIZE + 2):
         kernel(x=np.ones(n, np.float32))
     gc.collect()
     reused = [np.full(4096 * 3, 7.0, np.float32) for _ in range(8)]  # where it was freed
@@ -860,10 +862,10 @@ def test_a_plans_workspace_and_lock_are_the_first_made() -> None:
         holder.__dict__["value"] = "first"
         return "second"
 
-    assert kernel_module._first_made(holder, "value", made_while_another_thread_stored_one) == (
+    assert call_plans._first_made(holder, "value", made_while_another_thread_stored_one) == (
         "first"
     )
-    assert kernel_module._first_made(holder, "value", lambda: "third") == "first"
+    assert call_plans._first_made(holder, "value", lambda: "third") == "first"
 
 
 def test_the_pointer_call_is_a_builtin_that_checks_its_arguments(gelu: Gelu) -> None:
@@ -898,12 +900,12 @@ def test_the_call_builtins_are_compiled_once_however_many_threads_ask_first() ->
     # racing the first and replacing it in the cache would free what the first's builtins use.
     code = """if True:
         import threading
-        from xfuse.runtime import kernel
+        from xfuse.runtime import bound_calls
         barrier = threading.Barrier(4)
         found = []
         def ask():
             barrier.wait()
-            found.append(kernel._bound_call_methods())
+            found.append(bound_calls.bound_call_methods())
         threads = [threading.Thread(target=ask) for _ in range(4)]
         for thread in threads:
             thread.start()
@@ -1421,7 +1423,7 @@ def test_a_kernel_of_many_outputs_takes_their_out_through_the_full_checks(
     2,000 a MemoryError. Past `QUICK_OUTPUT_PAIRS` pairs, `out=` goes through the full checks
     (which still refuse two outputs sharing memory); a call without it stays quick."""
     count = 100  # 4,950 pairs
-    assert count * (count - 1) // 2 > kernel_module.QUICK_OUTPUT_PAIRS
+    assert count * (count - 1) // 2 > quick_calls.QUICK_OUTPUT_PAIRS
     outputs = [f"y{i}" for i in range(count)]
     source = "".join(f"y{i} = x * {i};" for i in range(count)) + f"output {', '.join(outputs)};"
     kernel = xfuse.compile(source)
@@ -1741,7 +1743,7 @@ def test_a_loop_nest_into_outputs_off_a_line_streams_shifted_rows(
     rows shifted onto the lines (streaming) with the `[d]` bias rotated, then the last row's
     end. The same bits as normal stores, in place too, and the bias read as it is at each
     call."""
-    monkeypatch.setattr(kernel_module, "SHIFTED_ROWS_MIN_BYTES", 0)  # (arrays of a few MiB)
+    monkeypatch.setattr(call_plans, "SHIFTED_ROWS_MIN_BYTES", 0)  # (arrays of a few MiB)
     kernel = llm_gelu(gelu, dtype, threads=threads)
     kernel.stream_choice = None  # (not timed: every call streams)
     normal = llm_gelu(gelu, dtype, streaming=False)
@@ -1769,7 +1771,7 @@ def test_a_loop_nest_into_outputs_off_a_line_streams_shifted_rows(
     kernel(x=in_place, b=b, r=r, out=in_place)
     same_bits(in_place, normal(x=x, b=b, r=r))
     # Under `SHIFTED_ROWS_MIN_BYTES`: one call with normal stores (a head not seen before).
-    monkeypatch.setattr(kernel_module, "SHIFTED_ROWS_MIN_BYTES", 3 * x.nbytes + b.nbytes + 1)
+    monkeypatch.setattr(call_plans, "SHIFTED_ROWS_MIN_BYTES", 3 * x.nbytes + b.nbytes + 1)
     out = storage[line - 2 : line - 2 + x.size].reshape(x.shape)
     streaming.clear()
     kernel(x=x, b=b, r=r, out=out)
@@ -1791,7 +1793,7 @@ def test_shifted_rows_of_other_nests(
 ) -> None:
     """Other nests off a line: shifted rows where the inputs are rows, a bias, one element
     and the middle part's rows are whole lines; else normal stores. The same bits either way."""
-    monkeypatch.setattr(kernel_module, "SHIFTED_ROWS_MIN_BYTES", 0)  # (arrays of a few MiB)
+    monkeypatch.setattr(call_plans, "SHIFTED_ROWS_MIN_BYTES", 0)  # (arrays of a few MiB)
     kernel = xfuse.compile(source + gelu.source)
     kernel.stream_choice = None  # (not timed: every call streams)
     normal = xfuse.compile(source + gelu.source, streaming=False)

@@ -14,7 +14,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 import xfuse
 from xfuse.frontend.language import parse_program
-from xfuse.runtime.kernel import WORKSPACE_ALIGNMENT, WorkspacePool
+from xfuse.runtime.call_plans import WORKSPACE_ALIGNMENT, WorkspacePool
 from xfuse.transforms.pipeline import apply_pipeline, pipeline_context
 from xfuse.transforms.workspace import EwWorkspacePass
 

@@ -305,6 +305,6 @@ def compile_with_mlir(
     module: ModuleOp, math: MathLowering = "libm", output_names: Sequence[str] | None = None
 ) -> MlirKernel:
     """Compile `module` (after `ew-fuse`) with upstream MLIR; raises MlirToolsMissing without it.
-    Its outputs are named as `xfuse.compile_module` names them (`output_names`, the program's:
-    a constant output `k` was `out1` without them)."""
+    Its outputs are named as `xfuse.runtime.compiler.compile_module` names them (`output_names`,
+    the program's: a constant output `k` was `out1` without them)."""
     return MlirKernel(module, math, output_names)

@@ -955,7 +955,7 @@ def mark_streaming_stores(module: llvm_ir.Module, twins: list[str], outputs: int
     stores through any other pointer gets no promise (its stores then stay normal ones). An
     output's sizes after its first (`?` axes past the outermost `?` one) are promised to be
     multiples of `STREAMING_ALIGNMENT` bytes in its elements (`llvm.assume`), which the runtime
-    also ensures (`xfuse.runtime.kernel.streaming_sizes`): then every row of a loop nest starts
+    also ensures (`xfuse.runtime.call_plans.streaming_sizes`): then every row of a loop nest starts
     aligned, and LLVM proves the inner loop's vector stores so too."""
     if not twins:
         return

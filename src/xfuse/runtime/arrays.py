@@ -571,7 +571,7 @@ def _choose_data_pointer() -> Callable[[np.ndarray], int]:
 
 
 data_pointer = _choose_data_pointer()
-"""The address of an array's first element (`xfuse.runtime.kernel.fast_data_pointer` reads the
+"""The address of an array's first element (`xfuse.runtime.bound_calls.fast_data_pointer` reads the
 same field natively, where this reads it)."""
 
 

@@ -40,7 +40,8 @@ from xfuse.frontend.filenames import check_filename
 from xfuse.frontend.name_warnings import NameWarning
 from xfuse.runtime import disk_cache
 from xfuse.runtime.arrays import Parameter
-from xfuse.runtime.kernel import Kernel, NativeFunction, Program, splittable
+from xfuse.runtime.call_plans import NativeFunction, splittable
+from xfuse.runtime.kernel import Kernel, Program
 from xfuse.transforms import own_passes_only, workspace_size_function
 from xfuse.transforms.options import Math, Target
 

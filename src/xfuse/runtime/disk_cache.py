@@ -56,6 +56,7 @@ from typing import Any
 from xfuse.codegen.libdevice import find_libdevice
 from xfuse.codegen.native import UnresolvedSymbolsError, host_cpu, load_object_code
 from xfuse.runtime.arrays import Parameter
+from xfuse.runtime.bound_calls import bound_call_digest
 from xfuse.runtime.cache_files import (
     ENTRY_SUFFIX,
     MAX_ENTRY_BYTES,
@@ -75,7 +76,8 @@ from xfuse.runtime.cache_files import (
     unseal,
     write_entry,
 )
-from xfuse.runtime.kernel import NativeFunction, Program, bound_call_digest
+from xfuse.runtime.call_plans import NativeFunction
+from xfuse.runtime.kernel import Program
 
 
 @functools.cache

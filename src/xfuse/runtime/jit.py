@@ -51,7 +51,8 @@ from xfuse.runtime.arrays import (
 )
 from xfuse.runtime.compiler import Options, check_threads, compile_module, recompiled
 from xfuse.runtime.dask_arrays import check_known_chunks, is_dask_array
-from xfuse.runtime.kernel import PLAN_CACHE_SIZE, Kernel, fortran_ordered, out_buffers
+from xfuse.runtime.kernel import Kernel, fortran_ordered, out_buffers
+from xfuse.runtime.quick_calls import PLAN_CACHE_SIZE
 from xfuse.transforms.options import Math
 
 
@@ -420,7 +421,7 @@ class JitFunction:
         return f"{name} as its argument {list(self.signature.parameters).index(name) + 1}"
 
     def _streams(self, arrays: Mapping[str, np.ndarray], result_dtypes: Sequence[Any]) -> bool:
-        """Whether a call of `arrays` may stream (`xfuse.runtime.kernel.make_plan`): where none
+        """Whether a call of `arrays` may stream (`xfuse.runtime.call_plans.make_plan`): where none
         can, a kernel needs no streaming twin (GELU + residual's first call on [64, 100]: 91-93
         ms, not 129-133)."""
         bytes_ = call_bytes(arrays, result_dtypes)
