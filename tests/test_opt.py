@@ -27,7 +27,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import BytesAttr, FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
-from xdsl.utils.exceptions import DiagnosticException, PassFailedException
+from xdsl.utils.exceptions import DiagnosticException, ParseError, PassFailedException
 
 import xfuse
 from xfuse.dialects.failure import OpFailure
@@ -1870,6 +1870,18 @@ def test_a_string_left_open_is_an_error_at_once() -> None:
     escaped = 'func.func @"a\\"b\\0A\\\\c"() {\n  func.return\n}\n'
     module = parse_ir(escaped)
     assert next(iter(module.ops)).sym_name.data == 'a"b\n\\c'
+
+
+@pytest.mark.parametrize(
+    ("line", "prefix"), [("# a comment", "#"), ("%  = arith.constant 1 : i32", "%"), ("^ :", "^")]
+)
+def test_a_prefix_no_name_follows_is_named_in_the_error(line: str, prefix: str) -> None:
+    """xDSL's lexer printed its message's placeholder ("after {first_char}")."""
+    source = f"func.func @f() {{\n  {line}\n  func.return\n}}\n"
+    with pytest.raises(ParseError) as info:
+        parse_ir(source)
+    assert info.value.msg == f"Expected suffix identifier after '{prefix}'"
+    assert info.value.span.start == source.index(prefix)  # (the prefix, not the line)
 
 
 def test_a_pass_failure_at_an_op_names_it_and_pickles() -> None:

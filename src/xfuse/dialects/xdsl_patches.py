@@ -47,6 +47,9 @@
 - A fused location's metadata (`loc(fused<"tag">[...])`, as mlir-opt prints it and xDSL prints
   it back) did not parse ("'[' expected"), and a location's range (`loc("f":9:9 to :12)`, which
   xDSL has no attribute for) was "')' expected" (`_read_fused_locations_metadata`).
+- The lexer's error for a `#`, `%`, `^` or `!` that no name follows printed its placeholder,
+  "Expected suffix identifier after {first_char}" (a `#` comment, or an `.ew` file read as MLIR:
+  `xfuse-opt gelu.ew -f mlir`); it names the character (`_name_the_prefix_character`).
 - `linalg.generic` reads its results with `parse_attribute`, which takes `(` for a function
   type: several results as xDSL itself prints them and MLIR writes them, `-> (t1, t2)` (an
   `ew-to-linalg` kernel of two outputs), did not parse back ("Expected '->'")
@@ -83,7 +86,7 @@ from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Attribute, Operation, Region
 from xdsl.parser import Parser
 from xdsl.parser.attribute_parser import AttrParser
-from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.exceptions import ParseError, VerifyException
 from xdsl.utils.lexer import Position, Token
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRToken, MLIRTokenKind, StringLiteral
 from xdsl.utils.type import get_element_type_or_self
@@ -443,11 +446,30 @@ def _read_generic_results() -> None:
     GenericOp.parse = classmethod(parse_reading_results)  # type: ignore[method-assign,assignment]
 
 
+def _name_the_prefix_character() -> None:
+    lex_prefixed_ident = MLIRLexer._lex_prefixed_ident
+    if getattr(lex_prefixed_ident, "names_the_prefix", False):
+        return
+
+    def lex_naming_the_prefix(self: MLIRLexer, start_pos: Position) -> MLIRToken:
+        try:
+            return lex_prefixed_ident(self, start_pos)
+        except ParseError as error:
+            if "{first_char}" not in error.msg:
+                raise
+            prefix = self.input.at(start_pos)
+            raise ParseError(error.span, f"Expected suffix identifier after '{prefix}'") from None
+
+    lex_naming_the_prefix.names_the_prefix = True  # type: ignore[attr-defined]
+    MLIRLexer._lex_prefixed_ident = lex_naming_the_prefix  # type: ignore[method-assign]
+
+
 def apply() -> None:
     _refuse_decimal_float_scalars()
     _refuse_wide_float_dense_literals()
     _read_fused_locations_metadata()
     _read_generic_results()
+    _name_the_prefix_character()
     for float_type in (Float16Type, Float32Type):
         _rounding_past_range(float_type)
     _keep_nan_payloads()
