@@ -102,7 +102,7 @@ from xfuse.codegen.native import (
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import compile
 from xfuse.runtime.kernel import Kernel, PreparedCall
-from xfuse.runtime.slices import (
+from xfuse.runtime.split_calls import (
     SETTLING_CALLS,
     SPLIT_PROBE_CALLS,
     SPLIT_PROBE_INTERVAL,

@@ -41,7 +41,7 @@ import xfuse
 from xfuse.benchmarking.timing import host_summary, interleaved_medians
 from xfuse.runtime.arrays import aligned_empty
 from xfuse.runtime.kernel import ROW_CALL_MIN_ELEMENTS
-from xfuse.runtime.slices import SETTLING_CALLS
+from xfuse.runtime.split_calls import SETTLING_CALLS
 from xfuse.tools.cli import option_type, positive_int
 from xfuse.tools.scripts import run_script, script_parser
 

@@ -33,7 +33,7 @@ from xfuse.benchmarking.timing import (
 from xfuse.codegen.native import LONG_BODY_INTERLEAVE, host_cpu, libmvec_loaded
 from xfuse.dialects import ew
 from xfuse.frontend.language import LINE_BREAK, EwSyntaxError, parse_program
-from xfuse.runtime.slices import SETTLING_CALLS
+from xfuse.runtime.split_calls import SETTLING_CALLS
 from xfuse.tools import bench_cmd
 from xfuse.tools.bench_cmd import bandwidth_figure, parse_sizes, program_title
 from xfuse.tools.cli import main

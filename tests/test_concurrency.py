@@ -30,12 +30,12 @@ from xdsl.rewriter import InsertPoint
 
 import xfuse
 from xfuse.runtime import compiler as compiler_module
-from xfuse.runtime import disk_cache, slices
+from xfuse.runtime import disk_cache, split_calls
 from xfuse.runtime.arrays import data_pointer
 from xfuse.runtime.bound_calls import SLICE_SPIN_NS, SLOT_ASLEEP
 from xfuse.runtime.compiler import clear_cache
 from xfuse.runtime.output_pool import OUTPUT_POOL, POOL_MIN_BYTES
-from xfuse.runtime.slices import SHARED_SLICE_WORKERS, SliceWorkers, SplitChoice, SplitTimes
+from xfuse.runtime.split_calls import SHARED_SLICE_WORKERS, SliceWorkers, SplitChoice, SplitTimes
 from xfuse.transforms import approx
 
 if TYPE_CHECKING:
@@ -473,7 +473,7 @@ def test_a_worker_that_cannot_start_leaves_its_place(monkeypatch: pytest.MonkeyP
     def no_thread() -> None:
         raise RuntimeError("can't start new thread")
 
-    monkeypatch.setattr(slices, "SliceWorker", no_thread)
+    monkeypatch.setattr(split_calls, "SliceWorker", no_thread)
     before = pool_threads()
     np.testing.assert_array_equal(kernel(x=x), 2 * x)
     assert workers.take(1) == [] and pool_threads() == before

@@ -525,7 +525,7 @@ def test_a_bad_cache_setting_warns_once_and_keeps_the_default(
     monkeypatch.setenv(variable, value)
     warned = warnings_of_two_compiles(gelu, message)
     bad_setting = [w for w in warned if f"{variable}=" in str(w.message)]
-    assert [w.filename for w in bad_setting] == [__file__]  # not kernel.py, which stores the glue
+    assert [w.filename for w in bad_setting] == [__file__]  # (not bound_calls.py, the glue)
     assert len(entries(cache)) == 4
     assert cache_files.max_bytes() == cache_files.DEFAULT_MAX_BYTES
 
@@ -1597,7 +1597,7 @@ def test_a_new_process_loads_the_bound_calls_from_the_cache(cache: Path, gelu: G
 
 @pytest.fixture
 def bound_call_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The IR of every `compile_llvm_ir` of `xfuse.runtime.kernel` (`BOUND_CALL_IR`'s)."""
+    """The IR of every `compile_llvm_ir` of `xfuse.runtime.bound_calls` (`BOUND_CALL_IR`'s)."""
     compiled: list[str] = []
     compile_llvm_ir = bound_calls.compile_llvm_ir
 

@@ -22,8 +22,8 @@ import pytest
 import xfuse
 from xfuse.codegen.native import host_cpu
 from xfuse.runtime import jit as jit_module
+from xfuse.runtime.call_plans import PLAN_CACHE_SIZE
 from xfuse.runtime.jit import JitFunction
-from xfuse.runtime.quick_calls import PLAN_CACHE_SIZE
 
 SPECIAL = [-0.0, 0.0, -np.inf, np.inf, np.nan, -1.0, 0.25, 2.0, 1e-40, 6e4]
 

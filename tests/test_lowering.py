@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -178,6 +179,29 @@ func.func @main(%x: memref<?x?x{element}>, %b: memref<?x{element}>, %s: memref<?
 def compile_text(text: str, inputs: list[str], **options: object) -> Kernel:
     module = Parser(pipeline_context(), text).parse_module()
     return compile_bufferized(module, inputs, Options(**options))  # type: ignore[arg-type]
+
+
+def test_a_functions_entry_keeps_its_names_with_its_memrefs_expanded() -> None:
+    text = """
+    func.func @named(memref<?x4x?xf32>, f32, index) {
+    ^entry(%x: memref<?x4x?xf32>, %scale: f32, %n: index):
+      cf.br ^next
+    ^next:
+      %c = arith.constant 0 : index
+      %v = memref.load %x[%c, %c, %n] : memref<?x4x?xf32>
+      %w = arith.mulf %v, %scale : f32
+      memref.store %w, %x[%c, %c, %c] : memref<?x4x?xf32>
+      func.return
+    }
+    """
+    module = Parser(pipeline_context(), textwrap.dedent(text)).parse_module()
+    EwToLlvmPass(packed=False).apply(pipeline_context(), module)
+    (function,) = module.ops
+    assert isinstance(function, llvm.FuncOp)
+    entry = function.body.blocks[0]
+    assert entry.name_hint == "entry"
+    assert [arg.name_hint for arg in entry.args] == ["x", None, None, "scale", "n"]
+    assert [str(arg.type) for arg in entry.args] == ["!llvm.ptr", "i64", "i64", "f32", "i64"]
 
 
 def widest_float_vector(llvm_ir: str) -> int:

@@ -44,7 +44,7 @@ from xfuse.codegen.vector_functions import (
 )
 from xfuse.dialects import ew
 from xfuse.runtime.compiler import clear_cache
-from xfuse.runtime.slices import SplitChoice
+from xfuse.runtime.split_calls import SplitChoice
 from xfuse.transforms.approx import _EXP_POLY
 from xfuse.transforms.expand_math import MATH_FUNCTIONS, EwExpandMathPass
 from xfuse.transforms.options import MathLibrary

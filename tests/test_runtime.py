@@ -49,7 +49,7 @@ from xfuse.runtime.call_plans import (
 )
 from xfuse.runtime.compiler import LRU_SIZE, Options, clear_cache, compile_module, parse_ir
 from xfuse.runtime.kernel import ROW_CALL_MIN_ELEMENTS
-from xfuse.runtime.slices import (
+from xfuse.runtime.split_calls import (
     SPLIT_FIRST_BLOCK,
     SPLIT_LONGEST_ROUND,
     SPLIT_PROBE_CALLS,
@@ -844,7 +844,7 @@ def test_a_prepared_call_keeps_its_plans_workspace_alive() -> None:
     x = np.linspace(-2, 2, 4096, dtype=np.float32)
     want = kernel(x=x)
     run = kernel.prepare(x=x)
-    for n in range(1, quick_calls.PLAN_CACHE_SIZE + 2):
+    for n in range(1, call_plans.PLAN_CACHE_SIZE + 2):
         kernel(x=np.ones(n, np.float32))
     gc.collect()
     reused = [np.full(4096 * 3, 7.0, np.float32) for _ in range(8)]  # where it was freed

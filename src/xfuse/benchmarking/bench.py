@@ -475,7 +475,7 @@ def _prepared(kernel: Any, workload: Workload) -> Callable[[], Outputs]:
 
 def xfuse_fused(workload: Workload, math: CpuMath = "approx", threads: int = 1) -> Variant:
     from xfuse.runtime.compiler import compile
-    from xfuse.runtime.slices import SETTLING_CALLS
+    from xfuse.runtime.split_calls import SETTLING_CALLS
 
     kernel = compile(
         workload.source, workload.outputs, math=math, threads=threads, filename=workload.filename
@@ -491,7 +491,7 @@ def bandwidth_ceiling(workload: Workload, threads: int = 1) -> Variant:
     outputs as the program's). A program whose large calls use non-temporal stores
     (`Options.streaming`) can beat it."""
     from xfuse.runtime.compiler import compile
-    from xfuse.runtime.slices import SETTLING_CALLS
+    from xfuse.runtime.split_calls import SETTLING_CALLS
 
     # (declared: an input may have a function's name, RoPE's `cos` and `sin`)
     source = f"input {', '.join(workload.input_names)};\n" + ceiling_source(

@@ -48,4 +48,4 @@ class Variant:
     """Compared against the reference (False for the ceiling, which computes something else)."""
     settling_calls: int = 0
     """Untimed calls after the first, before any is timed: an xfuse kernel's timed choices
-    (`xfuse.runtime.slices.SETTLING_CALLS`), so that what is timed is what it then runs."""
+    (`xfuse.runtime.split_calls.SETTLING_CALLS`), so that what is timed is what it then runs."""

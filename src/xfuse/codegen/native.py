@@ -152,7 +152,7 @@ class HostCpu:
     @property
     def streaming_bytes(self) -> int:
         """From how many bytes read and written a call of one flat loop writes its outputs
-        past the cache (non-temporal stores; `xfuse.runtime.kernel`): below, normal stores are
+        past the cache (non-temporal stores; `xfuse.runtime.call_plans`): below, normal stores are
         faster (the outputs stay cached for what reads them next), above, the outputs are not
         read into the cache first and do not evict the inputs. On Intel's cores 4 MiB (1.2-1.5x
         from 4 MiB, 0.6x at 1 MiB: `benchmarks/loop_and_call.py`); on AMD's Zen 16 MiB (on Zen 4,
@@ -1077,7 +1077,7 @@ def declared_symbols(llvm_ir: str) -> list[str]:
     """The functions (not LLVM's intrinsics, `llvm.*`) and then the variables that LLVM IR text
     declares, which the process must define: found by splitting the text at each declaration, as
     compiling regular expressions for them took ~2 ms of a new process's disk-cache hit
-    (`BOUND_CALL_IR`'s, `xfuse.runtime.kernel`), and reading a compiled module's functions
+    (`xfuse.runtime.bound_calls.BOUND_CALL_IR`'s), and reading a compiled module's functions
     through llvmlite up to 0.4 ms of a compile (this: 0.04 ms)."""
     text = "\n" + llvm_ir  # each declaration starts a line, the first one too
     functions = [

@@ -40,20 +40,20 @@ from xfuse.runtime.arrays import (
 )
 
 SLICE_SPIN_NS = 100_000
-"""How long a `SliceWorker` spins for its next slice after its last one (and a split call for
-its workers' slices) before it sleeps in the kernel (a futex): a spin costs a core for as long,
-a sleeper's wake-up the split call ~10 us. Between two split calls of a prepared call in a loop
-the worker waits for the caller's Python (its end of one call and its start of the next):
-12-20 us at 2^18 elements, 20-45 at 2^20 (data that evicted the interpreter's from the caches),
-on an idle 2-vCPU Emerald Rapids VM. There the native part of the call (post, own slice, wait)
-took 66-77 us for silu at 2^18 where the worker slept after each slice (no spin) against 58-61
+"""How long a `xfuse.runtime.split_calls.SliceWorker` spins for its next slice after its last one
+(and a split call for its workers' slices) before it sleeps in the kernel (a futex): a spin costs a
+core for as long, a sleeper's wake-up the split call ~10 us. Between two split calls of a prepared
+call in a loop the worker waits for the caller's Python (its end of one call and its start of the
+next): 12-20 us at 2^18 elements, 20-45 at 2^20 (data that evicted the interpreter's from the
+caches), on an idle 2-vCPU Emerald Rapids VM. There the native part of the call (post, own slice,
+wait) took 66-77 us for silu at 2^18 where the worker slept after each slice (no spin) against 58-61
 with this spin, and for hardswish 46-53 against 35-36 (with a 10 us spin, that often ran out,
 40-42); a worker idle longer gives its core back within 0.1 ms."""
 
 SLOT_IDLE, SLOT_ASLEEP, SLOT_SIGNALLED, SLOT_STOP = 0, 1, 2, 3
-"""The values of a `SliceWorker`'s slot's two words (`BOUND_CALL_IR`'s `serve_slices`): nothing
-posted (or the slice not done), the waiting thread asleep in a futex, a slice posted (or
-done), and the worker to end."""
+"""The values of a `xfuse.runtime.split_calls.SliceWorker`'s slot's two words (`BOUND_CALL_IR`'s
+`serve_slices`): nothing posted (or the slice not done), the waiting thread asleep in a futex, a
+slice posted (or done), and the worker to end."""
 
 SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129
 """Linux x86-64's futex system call and its operations on a word of one process."""
@@ -489,23 +489,23 @@ argument, a numpy array: it reads any object's memory as one) returns the array'
 (`fast_data_pointer`).
 
 Split calls, plain C functions of one address each, called through ctypes (the GIL released):
-`serve_slices` is a `SliceWorker`'s thread, on its slot (an i32 signal to run or stop, an i32
-signal that the call has run, the call's entry and its words' address): it waits for a signal, runs
-the posted call and signals that it has run, until told to stop (`stop_serving`). `run_slices`
-is a split call (`NativeFunction.run`) on a plan of words: the count of calls, how many the
-caller runs first (`own`), the workers' count, the words per call, the first call's entry and
-the other calls' entry, the workers' slot addresses, then each call's argument words. It posts
-the calls after the first `own` to the workers (one each), runs its own and any left after the
-workers', and returns once the workers' have run. A waiting side (`await_signal`) spins with
-`pause` for `SLICE_SPIN_NS`, then marks its word asleep and sleeps in a futex until the
+`serve_slices` is a `xfuse.runtime.split_calls.SliceWorker`'s thread, on its slot (an i32 signal to
+run or stop, an i32 signal that the call has run, the call's entry and its words' address): it waits
+for a signal, runs the posted call and signals that it has run, until told to stop (`stop_serving`).
+`run_slices` is a split call (`xfuse.runtime.call_plans.NativeFunction.run`) on a plan of words: the
+count of calls, how many the caller runs first (`own`), the workers' count, the words per call, the
+first call's entry and the other calls' entry, the workers' slot addresses, then each call's
+argument words. It posts the calls after the first `own` to the workers (one each), runs its own and
+any left after the workers', and returns once the workers' have run. A waiting side (`await_signal`)
+spins with `pause` for `SLICE_SPIN_NS`, then marks its word asleep and sleeps in a futex until the
 signalling side (`signal`, an exchange with release ordering) wakes it; the signal is read with
 acquire ordering, so the slot's call (and what the caller wrote before posting it) is seen by
 the worker, and what the worker's call wrote is seen by the caller once it has run. `run_grid`
-runs a call by rows on one thread (`RowGrid.plan`'s words: the rows' count, the words a row's
-call takes, the grid's axes, the moving words' count, the entry, each axis's count, the first
-row's index, the moving words' positions, each axis's carries, the first row's words): it calls
-the entry on a copy of the first row's words, then for each next row adds the carries of the
-innermost axis whose index does not wrap to the moving words."""
+runs a call by rows on one thread (`xfuse.runtime.call_plans.RowGrid.plan`'s words: the rows' count,
+the words a row's call takes, the grid's axes, the moving words' count, the entry, each axis's
+count, the first row's index, the moving words' positions, each axis's carries, the first row's
+words): it calls the entry on a copy of the first row's words, then for each next row adds the
+carries of the innermost axis whose index does not wrap to the moving words."""
 
 _BOUND_CALL_FLAGS = {
     "keeping_gil": 0x0004,
@@ -677,7 +677,8 @@ def counted_native_call(
     the packed entry at `entry` on `arguments` (its words) releasing the GIL, returning `result`,
     and else returns `otherwise()`; it keeps `counts` (never to be resized), `otherwise` and
     `owners` alive for as long as it lives. The count and the comparison are native: no Python
-    object but the builtin's own is read before the entry runs (`PreparedCall`)."""
+    object but the builtin's own is read before the entry runs
+    (`xfuse.runtime.kernel.PreparedCall`)."""
     state = packed([entry, *arguments]).tobytes()
     where = packed([counts.buffer_info()[0]]).tobytes()
     self = (result, state, otherwise, where, counts, *owners)

@@ -2,8 +2,8 @@
 sealed (a magic, a SHA-256 of the rest, then a pickled dict of builtins and xfuse's dataclasses),
 written (atomically) and evicted (the least recently used, past `XFUSE_CACHE_MAX_BYTES`). Below
 both of the cache's users: `xfuse.runtime.disk_cache`, which keeps programs, and
-`xfuse.runtime.kernel`, which keeps `BOUND_CALL_IR`'s object code (the native glue every call
-runs through) in an entry of the same form.
+`xfuse.runtime.bound_calls`, which keeps `BOUND_CALL_IR`'s object code (the native glue every
+call runs through) in an entry of the same form.
 
 Layout: `<cache dir>/toolchain-<16 hex>/<SHA-256 in hex>.xfuse`, one subdirectory per toolchain
 (a hash of `toolchain()`), so that two versions of xfuse, xDSL, llvmlite, Python, numpy or

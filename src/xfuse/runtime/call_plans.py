@@ -49,13 +49,14 @@ from xfuse.runtime.arrays import (
 )
 from xfuse.runtime.bound_calls import bound_call_methods, entry_on_pointers, packed, slice_function
 from xfuse.runtime.output_pool import output_maker
-from xfuse.runtime.slices import SizeClass, SliceWorker
+from xfuse.runtime.split_calls import SizeClass, SliceWorker
 from xfuse.transforms import packed_entry_name, workspace_size_function
 
 MIN_ELEMENTS_PER_THREAD = 1 << 15
 """Below this many elements per thread, on average, a call is never split (nor timed for
-`SplitChoice`; its slices are whole rows of a loop nest, so one may hold fewer): at the
-cheapest kernels' ~0.3 ns per element that is ~10 us, less than handing a slice over."""
+`xfuse.runtime.split_calls.SplitChoice`; its slices are whole rows of a loop nest, so one may hold
+fewer): at the cheapest kernels' ~0.3 ns per element that is ~10 us, less than handing a slice
+over."""
 
 STREAMING_OUTPUT_PAGE_OFFSET = 2048
 """Where in its 4 KiB page a streaming call's new output starts: half a page from where numpy's
@@ -91,6 +92,9 @@ lines (SwiGLU of `x + b`, float32: 1.10-1.15x the time from 5 to 42 MiB), and sh
 their three calls and the bias's copy, took 1.32x at 5 MiB, 1.08x at 42 and 63, 0.91-0.92x from
 84 to 168 MiB; the LLM bf16 GELU 1.04x at 21 MiB, 0.95-1.00x from 32 to 84 MiB
 (docs/benchmarks.md)."""
+
+PLAN_CACHE_SIZE = 64
+"""How many argument shapes a kernel remembers the call plan of."""
 
 WORKSPACE_ALIGNMENT = 64
 """Byte alignment of a workspace and of each thread's part of it (a cache line)."""
@@ -182,9 +186,9 @@ class NativeFunction:
     ) -> None:
         """Call the native function once per argument list: the first on this thread, the next
         ones concurrently on `workers` (one each), any left after them on this thread too. It
-        returns once the workers' have run: all of it is one native call (`BOUND_CALL_IR`'s
-        `run_slices`), which nothing interrupts (a KeyboardInterrupt is raised after it), so
-        the slices' memory outlives them.
+        returns once the workers' have run: all of it is one native call
+        (`xfuse.runtime.bound_calls.BOUND_CALL_IR`'s `run_slices`), which nothing interrupts (a
+        KeyboardInterrupt is raised after it), so the slices' memory outlives them.
 
         With a workspace, each list ends with its part's offset and size: `workspace` is the
         address the offsets count from. `streaming`: the first list is a head that runs with
@@ -320,8 +324,8 @@ class CallPlan:
     `one_thread` runs them all on one."""
     split_counts: array.array[int] | None = field(default=None, compare=False)
     """Where this plan has several slices and runs on one thread as one native call: its size
-    class's `SplitTimes.counts` in the kernel's `split_choice` (`Kernel.split_choice` makes new
-    plans when it is replaced), kept alive with the plan."""
+    class's `xfuse.runtime.split_calls.SplitTimes.counts` in the kernel's `split_choice`
+    (`Kernel.split_choice` makes new plans when it is replaced), kept alive with the plan."""
     shifts: dict[int, ShiftedRows | None] = field(default_factory=dict, compare=False, hash=False)
     """A loop nest's `ShiftedRows` by the outputs' elements before their first line (None: the
     call cannot run so)."""
@@ -425,7 +429,7 @@ class CallPlan:
         slice, no streaming, and no workspace or the `held_workspace`): a word that says
         whether it keeps the GIL (1: it runs over at most `GIL_HELD_ELEMENTS`), then its
         argument words with 0 for the data pointers, what `NativeFunction.pointer_call` takes
-        (`quick_call`); None for any other call."""
+        (`xfuse.runtime.quick_calls.quick_call`); None for any other call."""
         if len(self.templates) > 1 or self.streams or self.rows:
             return None
         if self.workspace_bytes:
@@ -487,11 +491,12 @@ class CallPlan:
     @functools.cached_property
     def counted_words(self) -> bytes | None:
         """Where this plan has `split_counts`: their address, then the one-thread call's
-        `one_call_words`, what `NativeFunction.counted_pointer_call` takes (`quick_call`), which
-        counts and runs the call where its size class stays on one thread untimed
-        (`SplitTimes.one_thread_until`); else None. (It counts with the GIL held; a count of
-        `SplitChoice.next_call`, in Python, may lose one made between its read and its write
-        by another Python thread's call: a round is then one call longer.)"""
+        `one_call_words`, what `NativeFunction.counted_pointer_call` takes
+        (`xfuse.runtime.quick_calls.quick_call`), which counts and runs the call where its size
+        class stays on one thread untimed (`xfuse.runtime.split_calls.SplitTimes.one_thread_until`);
+        else None. (It counts with the GIL held; a count of
+        `xfuse.runtime.split_calls.SplitChoice.next_call`, in Python, may lose one made between its
+        read and its write by another Python thread's call: a round is then one call longer.)"""
         if self.split_counts is None:
             return None
         assert self.one_thread is not None and self.one_thread.one_call_words is not None

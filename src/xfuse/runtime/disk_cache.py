@@ -17,7 +17,7 @@ that file's SHA-256: an entry whose libdevice is not the one this process finds 
 optimization or code generation runs, and xDSL is not imported. The IR of the stages is
 recomputed from the frontend IR only if asked for. The files themselves (the directory, the
 toolchain, the sealed form, the atomic write) are `xfuse.runtime.cache_files`'s, shared with the
-entry of `BOUND_CALL_IR`'s object code (`xfuse.runtime.kernel`), which `info` and `clear` count
+entry of `xfuse.runtime.bound_calls.BOUND_CALL_IR`'s object code, which `info` and `clear` count
 and remove like a program's.
 
 Where: `XFUSE_CACHE_DIR` (`~` expanded; a relative one is made absolute against the working

@@ -49,10 +49,10 @@ from xfuse.runtime.arrays import (
     overlapping_spans,
     share_elements,
 )
+from xfuse.runtime.call_plans import PLAN_CACHE_SIZE
 from xfuse.runtime.compiler import Options, check_threads, compile_module, recompiled
 from xfuse.runtime.dask_arrays import check_known_chunks, is_dask_array
 from xfuse.runtime.kernel import Kernel, fortran_ordered, out_buffers
-from xfuse.runtime.quick_calls import PLAN_CACHE_SIZE
 from xfuse.transforms.options import Math
 
 

@@ -1,11 +1,11 @@
 """A compiled program callable on numpy arrays.
 
 This module is the call's checks and its choices (`Kernel`, `PreparedCall`); the rest of a call
-lives below it, a module each: `xfuse.runtime.quick_calls` (a repeated call's checks, written out),
-`xfuse.runtime.call_plans` (a native function's parameters and how one call of it runs: slices,
-streaming, rows, workspace), `xfuse.runtime.slices` (the threads of split calls and whether a call
-splits) and `xfuse.runtime.bound_calls` (the native glue: builtins that call the entry, the
-hand-over of slices).
+lives below it, a module each: `xfuse.runtime.quick_calls` (a repeated call's checks, written
+out), `xfuse.runtime.call_plans` (a native function's parameters and how one call of it runs:
+slices, streaming, rows, workspace), `xfuse.runtime.split_calls` (the threads of split calls and
+whether a call splits) and `xfuse.runtime.bound_calls` (the native glue: builtins that call the
+entry, the hand-over of slices).
 
 The native function follows the lowering's calling convention (`xfuse.transforms.to_llvm`): for each
 input, then each output, a pointer to its first element and one i64 per `?` dimension. It is called
@@ -15,18 +15,19 @@ during the call (but for a call of one slice over at most `GIL_HELD_ELEMENTS`, a
 it: releasing it costs ~70 ns), so `threads=N` runs N slices of the outermost dimension concurrently
 (each slice is a call on offset pointers with a smaller outer size, its bounds on whole cache lines
 of every array split): the calling thread runs the first slice, N - 1 of the threads that the
-process keeps for every kernel's split calls (`SliceWorkers`, `SHARED_SLICE_WORKERS`: started as
-split calls first need them) the others, handed over and awaited in native code (`SliceWorker`,
-`NativeFunction.run`). A split costs the hand-off and the other cores' cache misses on their slices'
-data, so whether it pays depends on the kernel, the size and the host's load: such calls time
-themselves, and per size class the faster way, one thread (the calling thread runs the call as one
-slice) or split, runs, the other one tried again now and then (`SplitChoice`). A prepared call of
-one slice and no workspace calls the entry from a Python builtin of its own (`bound_native_call`),
-keeping or releasing the GIL the same way, without ctypes' ~160 ns a call; one of several slices is
-a builtin that, where its size class stays on one thread untimed (`SplitTimes.one_thread_until`),
-counts the call and runs its one-thread call in native code (`counted_native_call`), else decides in
-Python. A checked call of several slices does the same (`CallPlan.counted_words`): where its size
-class stays on one thread untimed, it runs no more Python than a one-thread kernel's checked call.
+process keeps for every kernel's split calls (`xfuse.runtime.split_calls.SliceWorkers`,
+`SHARED_SLICE_WORKERS`: started as split calls first need them) the others, handed over and awaited
+in native code (`SliceWorker`, `NativeFunction.run`). A split costs the hand-off and the other
+cores' cache misses on their slices' data, so whether it pays depends on the kernel, the size and
+the host's load: such calls time themselves, and per size class the faster way, one thread (the
+calling thread runs the call as one slice) or split, runs, the other one tried again now and then
+(`SplitChoice`). A prepared call of one slice and no workspace calls the entry from a Python builtin
+of its own (`bound_native_call`), keeping or releasing the GIL the same way, without ctypes' ~160 ns
+a call; one of several slices is a builtin that, where its size class stays on one thread untimed
+(`SplitTimes.one_thread_until`), counts the call and runs its one-thread call in native code
+(`counted_native_call`), else decides in Python. A checked call of several slices does the same
+(`CallPlan.counted_words`): where its size class stays on one thread untimed, it runs no more Python
+than a one-thread kernel's checked call.
 
 A program with temporaries (the unfused pipeline) takes one more argument, the workspace they
 live in (`xfuse.transforms.workspace`): a byte buffer the kernel owns and reuses across calls, sized
@@ -42,9 +43,10 @@ of it where its output rows are whole 64-byte lines starting on one (`streaming_
 no head to run apart); where the outputs start elsewhere (an `out=` from `np.empty`), the rows
 shifted onto the lines, the bias rotated to match (`ShiftedRows`), else none. Whether such a call
 streams is timed per size class (`Kernel.stream_choice`): normal stores are kept where they run
-faster by `SPLIT_MARGIN`. Both functions compute the same bits (but a NaN's sign where two NaNs
-meet: docs/calling-kernels.md). A call that streams makes its new outputs start on a 64-byte
-boundary, half a page from numpy's (`STREAMING_OUTPUT_PAGE_OFFSET`).
+faster by `xfuse.runtime.split_calls.SPLIT_MARGIN`. Both functions compute the same bits (but a
+NaN's sign where two NaNs meet: docs/calling-kernels.md). A call that streams makes its new outputs
+start on a 64-byte boundary, half a page from numpy's
+(`xfuse.runtime.call_plans.STREAMING_OUTPUT_PAGE_OFFSET`).
 
 A call on a strided input whose rows are C-contiguous (`x[:, :d]` of a wider array:
 `xfuse.runtime.arrays.row_axes`) runs one native call per row on the array where it is, the
@@ -103,6 +105,7 @@ from xfuse.runtime.bound_calls import bound_call_methods, bound_native_call, cou
 from xfuse.runtime.call_plans import (
     GIL_HELD_ELEMENTS,
     MIN_ELEMENTS_PER_THREAD,
+    PLAN_CACHE_SIZE,
     CallPlan,
     CheckedCall,
     NativeCall,
@@ -116,7 +119,6 @@ from xfuse.runtime.call_plans import (
     streaming_sizes,
 )
 from xfuse.runtime.quick_calls import (
-    PLAN_CACHE_SIZE,
     QuickCall,
     RowCall,
     RowCallKey,
@@ -124,7 +126,7 @@ from xfuse.runtime.quick_calls import (
     quick_call,
     quick_row_call,
 )
-from xfuse.runtime.slices import SHARED_SLICE_WORKERS, SliceWorker, SplitChoice, SplitTimes
+from xfuse.runtime.split_calls import SHARED_SLICE_WORKERS, SliceWorker, SplitChoice, SplitTimes
 
 REPEATED_ROWS_TO_COPY = 8
 """A checked call on a strided input copies it where its rows would run a libm kernel again
@@ -149,7 +151,7 @@ def _new_locks_after_fork() -> None:
     """In a forked child, where only the forking thread survives: new locks wherever another
     thread may have held one at the fork (held forever, it would hang the child's next call
     that takes it). The slice workers' pools and the bound calls' compile start afresh there
-    too (`xfuse.runtime.slices`, `xfuse.runtime.bound_calls`)."""
+    too (`xfuse.runtime.split_calls`, `xfuse.runtime.bound_calls`)."""
     for kernel in list(_ALL_KERNELS):
         kernel._new_locks()
     _new_cached_property_locks()
@@ -501,10 +503,10 @@ class Kernel(CompiledProgram):
         """Whether a call large enough to stream (`CallPlan.streams`) does, chosen per size
         class by timing both ways as `split_choice` times a split, its "split" being normal
         stores: a block of streaming calls first, then one of normal stores, which must win
-        by `SPLIT_MARGIN` (as a split must) to be kept, probed in rounds after. On the Intel
-        Xeon of 2026-12-04 non-temporal stores took 1.03-1.15x the time of normal ones from
-        5 to 42 MiB moved and 0.73-0.93x from 84 MiB (docs/benchmarks.md). None streams every
-        such call."""
+        by `xfuse.runtime.split_calls.SPLIT_MARGIN` (as a split must) to be kept, probed in rounds
+        after. On the Intel Xeon of 2026-12-04 non-temporal stores took 1.03-1.15x the time of
+        normal ones from 5 to 42 MiB moved and 0.73-0.93x from 84 MiB (docs/benchmarks.md). None
+        streams every such call."""
         _ALL_KERNELS.add(self)
 
     def _new_locks(self) -> None:

@@ -19,13 +19,10 @@ from xfuse.runtime.arrays import (
     share_elements,
 )
 from xfuse.runtime.bound_calls import fast_data_pointer
-from xfuse.runtime.call_plans import CallPlan, NativeFunction, common_head
+from xfuse.runtime.call_plans import PLAN_CACHE_SIZE, CallPlan, NativeFunction, common_head
 
 if TYPE_CHECKING:
     from xfuse.runtime.kernel import Kernel
-
-PLAN_CACHE_SIZE = 64
-"""How many argument shapes a kernel remembers the call plan of."""
 
 QUICK_OUTPUT_PAIRS = 4096
 """The most pairs of outputs a quick call tests for overlap, written out (`quick_call`,

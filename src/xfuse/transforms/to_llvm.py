@@ -499,6 +499,7 @@ def _expand_entry_arguments(body: Region) -> None:
         for arg in entry.args
     ]
     expanded = Block(arg_types=[type_ for types in pieces_types for type_ in types])
+    expanded.name_hint = entry.name_hint
     native_arguments = iter(expanded.args)
     memrefs: list[Operation] = []
     for arg, types in zip(entry.args, pieces_types, strict=True):

@@ -100,14 +100,15 @@ timed in its first block, streaming, took 1.12-1.22x the ceiling's time; docs/be
 
 
 class SliceWorker:
-    """A thread that runs one native call at a time for a split call (`NativeFunction.run`),
-    all of it native: the thread sits in `BOUND_CALL_IR`'s `serve_slices` (the GIL released)
-    on its `slot`: two 4-byte words, the signal to run (or end) and the signal that the call
-    has run, then two 8-byte ones, the call's entry and argument address. It spins for a
-    posted call up to `SLICE_SPIN_NS`, then sleeps in a futex; the caller waits the same way. No
-    Python runs and no Python lock changes hands between posting a call and its end (the two
-    locks this replaced cost a split call ~25 us at 2^18: docs/benchmarks.md). Linux x86-64
-    only (`pause` and the futex system call)."""
+    """A thread that runs one native call at a time for a split call
+    (`xfuse.runtime.call_plans.NativeFunction.run`), all of it native: the thread sits in
+    `xfuse.runtime.bound_calls.BOUND_CALL_IR`'s `serve_slices` (the GIL released) on its `slot`: two
+    4-byte words, the signal to run (or end) and the signal that the call has run, then two 8-byte
+    ones, the call's entry and argument address. It spins for a posted call up to
+    `xfuse.runtime.bound_calls.SLICE_SPIN_NS`, then sleeps in a futex; the caller waits the same
+    way. No Python runs and no Python lock changes hands between posting a call and its end (the two
+    locks this replaced cost a split call ~25 us at 2^18: docs/benchmarks.md). Linux x86-64 only
+    (`pause` and the futex system call)."""
 
     def __init__(self) -> None:
         self.slot = array.array("i", [SLOT_IDLE] * 6)
@@ -193,11 +194,11 @@ _ALL_SLICE_WORKERS: weakref.WeakSet[SliceWorkers] = weakref.WeakSet()
 
 SHARED_SLICE_WORKERS = SliceWorkers(0)
 """The workers of every kernel's split calls, as many as the largest `threads` less one: a worker
-that has just run one kernel's slice still spins (`SLICE_SPIN_NS`) when the next kernel's split
-call posts to it. With a pool per kernel, a program of several kernels each woke its own sleeping
-worker (~55 us on a KVM guest's idle CPU), which then waited for the core that the worker of the
-kernel before spun on: on Zen 4 a split call of silu at 2^18 after another kernel's took 157 us,
-after its own 59 us, a one-thread call 85 us (docs/benchmarks.md)."""
+that has just run one kernel's slice still spins (`xfuse.runtime.bound_calls.SLICE_SPIN_NS`) when
+the next kernel's split call posts to it. With a pool per kernel, a program of several kernels each
+woke its own sleeping worker (~55 us on a KVM guest's idle CPU), which then waited for the core that
+the worker of the kernel before spun on: on Zen 4 a split call of silu at 2^18 after another
+kernel's took 157 us, after its own 59 us, a one-thread call 85 us (docs/benchmarks.md)."""
 
 
 def _forget_threads_after_fork() -> None:
@@ -230,8 +231,9 @@ class SplitTimes:
     """Calls of the chosen way in this round, before its probe (`SPLIT_PROBE_SHARE`)."""
     counts: array.array[int] = field(default_factory=lambda: array.array("q", [0, 0]))
     """`calls` and `one_thread_until` as two words that a prepared call's builtin
-    (`counted_native_call`) and a checked call's (`CallPlan.counted_words`) read and count in;
-    never resized (the builtins keep their address)."""
+    (`xfuse.runtime.bound_calls.counted_native_call`) and a checked call's
+    (`xfuse.runtime.call_plans.CallPlan.counted_words`) read and count in; never resized (the
+    builtins keep their address)."""
 
     @property
     def calls(self) -> int:
@@ -247,7 +249,7 @@ class SplitTimes:
         """While `calls` is below this, a call is untimed on one thread (the chosen way's
         untimed stretch, where one thread won the last decision; else 0): what a prepared or a
         checked call compares, in native code, before it runs as a one-thread kernel's does
-        (`PreparedCall`, `quick_call`)."""
+        (`xfuse.runtime.kernel.PreparedCall`, `xfuse.runtime.quick_calls.quick_call`)."""
         return self.counts[1]
 
     @one_thread_until.setter
@@ -261,7 +263,8 @@ class SplitChoice:
     feedback: calls time themselves (wall time, `clock`), and the faster way per element runs
     next. A split's time counts the Python work that every split call does (its slices'
     arguments, taking and giving back the workers); a one-thread call's, the native call alone
-    (untimed, it runs from native code: `counted_native_call`, `quick_call`). The first
+    (untimed, it runs from native code: `xfuse.runtime.bound_calls.counted_native_call`,
+    `xfuse.runtime.quick_calls.quick_call`). The first
     `SPLIT_FIRST_BLOCK` calls of a class run on one thread, the next as many split, each
     block's first `SPLIT_WARMUP_CALLS` untimed (cold), its last `SPLIT_WINDOW` timed, and the
     median of each way's timed calls decides; after, each round of
