@@ -8,7 +8,7 @@ import importlib.util
 import re
 import subprocess
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -64,6 +64,8 @@ def _resolves(dotted: str) -> bool:
         if rest and split > 1 and rest[0] not in _top_level_names(target):
             return False  # (imported there, defined elsewhere: the docs point at a copy)
         for attribute in rest:
+            if is_dataclass(target) and attribute in {f.name for f in fields(target)}:
+                return attribute == rest[-1]  # (a field made by a factory: no class attribute)
             if not hasattr(target, attribute):
                 return False
             target = getattr(target, attribute)
