@@ -170,6 +170,33 @@ def test_tracing_and_cost_analysis_do_not_recurse_per_op() -> None:
     assert len(cost.unfused.kernels) == 600
 
 
+def _values_hashed_pricing(statements: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many times pricing `chain(statements)` over 4,096 elements hashes an SSA value."""
+    from xfuse.analysis.cost import CostOptions
+    from xfuse.runtime.cost_driver import cost_program
+
+    hashed = [0]
+    hash_value = SSAValue.__hash__
+
+    def counting(value: SSAValue) -> int:
+        hashed[0] += 1
+        return hash_value(value)
+
+    monkeypatch.setattr(SSAValue, "__hash__", counting)
+    cost = cost_program(chain(statements), CostOptions(shape=(4096,), dtype="f32", l2=True))
+    monkeypatch.undo()
+    assert len(cost.unfused.kernels) == 2 * statements
+    assert cost.unfused.kernels[-1].reads[0].from_l2  # (the L2 modelled: the input is resident)
+    return hashed[0]
+
+
+def test_pricing_grows_linearly_with_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The L2 model summed its resident tensors' sizes at every kernel: with small tensors
+    # thousands stay resident, and `xfuse bench` of a 10^4-term sum spent 35 of 63 s there.
+    small, large = (_values_hashed_pricing(n, monkeypatch) for n in (150, 600))
+    assert large < 5 * small  # 4x the kernels; summing anew at each one made it over 10x
+
+
 def _searched(source: str, max_ops: int) -> tuple[int, int]:
     """(ops, groups the cycle checks visited) when fusing `source`."""
     module = parse_program(source)
