@@ -1125,6 +1125,16 @@ def test_cli_option_errors_are_usage_errors(
             ["cost", str(GELU), "--input-shape", "b=0", "--shape", "4096x14336"],
             "--input-shape: input 'b' of shape [0] does not broadcast to the problem shape",
         ),
+        (  # (these two named no option)
+            ["cost", str(GELU), "--input-shape", "zz=4"],
+            "xfuse cost: error: --input-shape: input shape given for zz, which the program does "
+            "not read (inputs: x, b, r)",
+        ),
+        (
+            ["cost", str(GELU), "--epilogue", "y"],
+            "xfuse cost: error: --epilogue: epilogue input 'y' is not an input of @main "
+            "(inputs: x, b, r)",
+        ),
     ],
 )
 def test_cli_errors_are_one_line(

@@ -11,7 +11,7 @@ numpy nor dask.
 import importlib as _importlib
 import typing as _typing
 
-__version__ = "0.2.39"
+__version__ = "0.2.40"
 """The package's version (pyproject.toml reads it from here): a constant, so that reading it, as
 the compile cache's key does, costs nothing."""
 

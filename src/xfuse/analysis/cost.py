@@ -124,6 +124,11 @@ class CostModelError(Exception):
         return type(self), (str(self),)
 
 
+class EpilogueError(ValueError):
+    """The epilogue what-if's input is not an input of the function read by exactly one kernel
+    (`epilogue_what_if`)."""
+
+
 class ShapeMismatchError(CostModelError):
     """An input's static shape does not broadcast to the problem shape, or its rank exceeds the
     shape's; names the input."""
@@ -864,12 +869,12 @@ def epilogue_what_if(cost: FunctionCost, input_name: str) -> EpilogueWhatIf:
     """What is left if `input_name` comes from a matmul whose epilogue runs its reading kernel."""
     if input_name not in cost.inputs:
         inputs = f"inputs: {', '.join(cost.inputs)}" if cost.inputs else "it has none"
-        raise ValueError(
+        raise EpilogueError(
             f"epilogue input {input_name!r} is not an input of @{cost.function} ({inputs})"
         )
     readers = [k for k in cost.kernels if any(a.name == input_name for a in k.reads)]
     if len(readers) != 1:
-        raise ValueError(
+        raise EpilogueError(
             f"epilogue input {input_name!r} is read by {len(readers)} kernels; exactly one "
             f"kernel can run in the matmul's epilogue"
         )

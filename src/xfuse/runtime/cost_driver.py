@@ -35,6 +35,10 @@ def own_dtypes(function: func.FuncOp, dtype: str) -> set[str]:
     return dtypes if dtypes - {dtype} else set()
 
 
+class UnreadInputError(ValueError):
+    """`input_shapes` names an input the program does not read."""
+
+
 def cost_program(
     source: str,
     options: CostOptions | None = None,
@@ -62,7 +66,7 @@ def cost_program(
         ]
         unknown = set(input_shapes) - set(names)
         if unknown:
-            raise ValueError(
+            raise UnreadInputError(
                 f"input shape given for {', '.join(sorted(unknown))}, which the program does not "
                 f"read (inputs: {', '.join(str(n) for n in names)})"
             )

@@ -147,13 +147,14 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int | str, ...]]:
 def run(args: argparse.Namespace) -> int:
     from xfuse.analysis.cost import (
         CostOptions,
+        EpilogueError,
         ShapeMismatchError,
         check_given_shape,
         fitted_problem_shape,
     )
     from xfuse.analysis.cost_report import print_program, program_json
     from xfuse.frontend.language import parse_program
-    from xfuse.runtime.cost_driver import cost_program
+    from xfuse.runtime.cost_driver import UnreadInputError, cost_program
     from xfuse.tools.cli import CliError, program_name, read_program
     from xfuse.tools.closed_stdout import stdout_console
     from xfuse.transforms.pipeline import only_function
@@ -202,6 +203,10 @@ def run(args: argparse.Namespace) -> int:
     except ShapeMismatchError as error:
         option = "--input-shape" if error.input_name in input_shapes else "--shape"
         raise CliError(f"{option}: {error}") from None
+    except UnreadInputError as error:
+        raise CliError(f"--input-shape: {error}") from None
+    except EpilogueError as error:
+        raise CliError(f"--epilogue: {error}") from None
     try:
         if args.json:
             json.dump(program_json(program), sys.stdout, indent=2)

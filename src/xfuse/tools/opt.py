@@ -709,8 +709,10 @@ def main(args: Sequence[str] | None = None) -> int:
 
 
 def _run(args: Sequence[str] | None) -> int:
+    opt: XfuseOptMain | None = None
     try:
-        XfuseOptMain(DESCRIPTION, args).run()
+        opt = XfuseOptMain(DESCRIPTION, args)
+        opt.run()
     except BrokenPipeError:  # the reader went away; not an OSError to report
         return stdout_closed()
     except ChunksFailed:  # (each printed)
@@ -724,8 +726,9 @@ def _run(args: Sequence[str] | None) -> int:
     except OSError as error:
         print(f"xfuse-opt: error: {os_error_message(error)}", file=sys.stderr)
         return 1
-    except RecursionError:
-        print("xfuse-opt: error: input nested too deeply", file=sys.stderr)
+    except RecursionError:  # (the input named: --split-input-file names its chunk's line)
+        where = "xfuse-opt" if opt is None else opt.get_input_name()
+        print(f"{where}: error: input nested too deeply", file=sys.stderr)
         return 1
     except Warning as warning:
         print(escalated_warning(warning, "xfuse-opt"), file=sys.stderr)
