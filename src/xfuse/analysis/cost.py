@@ -524,7 +524,7 @@ class _L2:
         self.capacity = capacity
         self.resident: OrderedDict[SSAValue, int] = OrderedDict()
         self.resident_bytes = 0
-        """The sizes in `resident` summed, kept as they change: summed anew at each eviction,
+        """The sizes in `resident` summed, kept as they change: summed anew at every kernel,
         pricing a program of thousands of small kernels took time growing with its square (a
         sum of 10^4 terms over 4,096 elements: 35 of `xfuse bench`'s 63 s in a profile)."""
 
