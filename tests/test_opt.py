@@ -927,6 +927,29 @@ def test_a_trailing_location_alias_is_read_as_mlir_opt_reads_it(tmp_path: Path) 
     assert run.stderr.startswith(f"{path}:6:18\n") and "Expected location alias" in run.stderr
 
 
+def test_a_pass_failing_on_unverified_input_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under --disable-verify a pass meets IR the verifier refuses: it was an internal error
+    (status 2) that did not say the input was never verified."""
+    monkeypatch.delenv("XFUSE_TRACEBACK", raising=False)
+    path = tmp_path / "select.mlir"
+    path.write_text(
+        "func.func @f(%c: tensor<3xf64>, %x: tensor<3xf32>) -> tensor<3xf32> {\n"
+        "  %r = ew.select %c, %x, %x : tensor<3xf64>, tensor<3xf32>, tensor<3xf32> "
+        "-> tensor<3xf32>\n"
+        "  func.return %r : tensor<3xf32>\n"
+        "}\n"
+    )
+    unverified = run_in_process([str(path), "-p", "ew-fuse", "--disable-verify"])
+    assert unverified.returncode == 1 and "internal error" not in unverified.stderr
+    assert unverified.stderr.startswith("xfuse-opt: error: TypeError: ")
+    assert "(the input was not verified: without --disable-verify the verifier" in unverified.stderr
+    verified = run_in_process([str(path), "-p", "ew-fuse"])
+    assert verified.returncode == 1
+    assert verified.stderr.startswith(f"{path}:2:8: error: 'ew.select' operand 'on_true'")
+
+
 def test_a_chunk_nested_too_deeply_stops_no_other_chunk(tmp_path: Path) -> None:
     """Its RecursionError ended the run: the later chunks never ran (mlir-opt runs them)."""
     path = tmp_path / "deep.mlir"

@@ -736,6 +736,13 @@ def _run(args: Sequence[str] | None) -> int:
     except Exception as error:  # a bug in xfuse or xDSL: still no traceback unless asked for
         if os.environ.get("XFUSE_TRACEBACK"):
             raise
+        if opt is not None and opt.args.disable_verify:  # (IR the verifier would refuse)
+            print(
+                f"xfuse-opt: error: {type(error).__name__}: {error} (the input was not verified: "
+                "without --disable-verify the verifier says what is wrong with it, if anything)",
+                file=sys.stderr,
+            )
+            return 1
         print(
             f"xfuse-opt: internal error: {type(error).__name__}: {error} "
             "(set XFUSE_TRACEBACK=1 for the traceback)",
