@@ -40,7 +40,8 @@ NOT_PYTHON_NAMES = frozenset({"xfuse.fptrunc.f32.bf16"})
 """Dotted names that are not Python's: an LLVM function of xfuse's own."""
 
 
-def _top_level_names(module: object) -> set[str]:
+@functools.cache  # (one parse a module, not one a reference)
+def _top_level_names(module: object) -> frozenset[str]:
     """What `module`'s own code defines (not what it imports from another module)."""
     names: set[str] = set()
     for node in ast.parse(Path(module.__file__).read_text()).body:  # type: ignore[attr-defined]
@@ -49,7 +50,7 @@ def _top_level_names(module: object) -> set[str]:
         elif isinstance(node, ast.Assign | ast.AnnAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return names
+    return frozenset(names)
 
 
 def _resolves(dotted: str) -> bool:
